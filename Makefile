@@ -1,0 +1,56 @@
+# skiff — make help lists the targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+GOARCH ?= arm64
+GOBIN_DIR := $(shell go env GOPATH)/bin
+export PATH := $(GOBIN_DIR):$(PATH)
+FUNCTIONS := $(notdir $(wildcard functions/*))
+LDFLAGS := -s -w -buildid=
+RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
+
+.PHONY: help
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: deps
+deps: ## install what the tests need: npm packages, emulators, shellcheck
+	npm ci --no-audit --no-fund
+	go install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
+	@command -v shellcheck >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck; }
+
+.PHONY: build
+build: ## one stripped bootstrap per function under build/<function>/ (GOARCH=arm64 by default)
+	@for f in $(FUNCTIONS); do \
+		echo "build/$$f/bootstrap ($(GOARCH))"; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$(GOARCH) go build -trimpath -tags lambda.norpc \
+			-ldflags '$(LDFLAGS)' -o build/$$f/bootstrap ./functions/$$f || exit 1; \
+	done
+
+.PHONY: test
+test: deps lint ## install test tools, lint, then run every test (emulators are started by the tests)
+	SKIFF_REQUIRE_EMULATORS=1 go test -count=1 -timeout 15m ./...
+
+.PHONY: lint
+lint: ## gofmt on tracked files, go vet, shellcheck on scripts and userdata
+	@out=$$(git ls-files '*.go' | xargs -r gofmt -l); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	go vet ./...
+	git ls-files '*.sh' 'userdata/*' '.ci/*' | xargs -r grep -lE '^#!.*(ba)?sh' | xargs -r shellcheck
+
+.PHONY: bench
+bench: ## run the benchmarks the README's performance section quotes
+	go test -run '^$$' -bench . -benchmem -count 1 ./...
+
+.PHONY: fuzz
+fuzz: ## fuzz the webhook handler for FUZZTIME (default 30s)
+	go test -run '^$$' -fuzz FuzzHandler -fuzztime $${FUZZTIME:-30s} ./pkg/webhook
+
+.PHONY: verify
+verify: ## fail when go mod tidy or the vendored fixtures would change the tree
+	go mod tidy
+	./scripts/refresh-webhook-examples.sh >/dev/null
+	@git diff --exit-code -- go.mod go.sum testdata || { echo "tree is dirty after tidy/refresh"; exit 1; }
+
+.PHONY: clean
+clean: ## remove build output
+	rm -rf build

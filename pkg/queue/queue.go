@@ -1,0 +1,60 @@
+// Package queue carries queued workflow jobs from the webhook to scale-up.
+//
+// One message is one job. Delivery is at-least-once: consumers dedupe by job id
+// (the store's conditional claim), so a message sent twice never launches twice.
+// In AWS the queue is SQS with a dead-letter queue; in tests and local mode it
+// is in memory.
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Job is one queued workflow job: what the webhook sends and scale-up receives.
+// The JSON field names are the wire format of the SQS message body.
+type Job struct {
+	JobID          int64     `json:"job_id"`
+	RunID          int64     `json:"run_id"`
+	Attempt        int       `json:"attempt"`
+	Repository     string    `json:"repository"` // owner/name
+	Owner          string    `json:"owner"`
+	InstallationID int64     `json:"installation_id"`
+	Labels         []string  `json:"labels"`
+	Pool           string    `json:"pool"`
+	DeliveryID     string    `json:"delivery_id"`
+	ReceivedAt     time.Time `json:"received_at"`
+}
+
+// Validate reports the first missing field a consumer needs to act on the job.
+func (j Job) Validate() error {
+	switch {
+	case j.JobID <= 0:
+		return errors.New("job_id is missing")
+	case j.RunID <= 0:
+		return errors.New("run_id is missing")
+	case j.Repository == "":
+		return errors.New("repository is missing")
+	case j.Pool == "":
+		return errors.New("pool is missing")
+	case len(j.Labels) == 0:
+		return errors.New("labels are missing")
+	}
+	return nil
+}
+
+// Sender enqueues jobs.
+//
+// Send returns nil only when the queue has durably accepted the job. Any error
+// means the job may not be queued, and the caller must let the sender of the
+// event retry (the webhook answers 5xx so GitHub marks the delivery failed).
+type Sender interface {
+	Send(ctx context.Context, job Job) error
+}
+
+// ErrInvalidJob is returned by Send for a job that fails Validate: retrying it cannot help.
+var ErrInvalidJob = errors.New("invalid job")
+
+func invalid(err error) error { return fmt.Errorf("%w: %w", ErrInvalidJob, err) }

@@ -1,0 +1,196 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Memory is a Store held in process memory, for tests and local mode. It
+// implements exactly the merge and claim rules of the DynamoDB store. It
+// does not expire records by itself. Its zero value is not usable: call
+// NewMemory.
+type Memory struct {
+	mu         sync.Mutex
+	deliveries map[string]delivery
+	jobs       map[int64]Job
+	runs       map[int64]Run
+}
+
+type delivery struct {
+	done       bool
+	leaseUntil time.Time
+}
+
+var _ Store = (*Memory)(nil)
+
+// NewMemory returns an empty in-memory store.
+func NewMemory() *Memory {
+	return &Memory{deliveries: map[string]delivery{}, jobs: map[int64]Job{}, runs: map[int64]Run{}}
+}
+
+// ClaimDelivery implements Store.
+func (m *Memory) ClaimDelivery(ctx context.Context, id string, now time.Time, lease time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if d, ok := m.deliveries[id]; ok && (d.done || now.Before(d.leaseUntil)) {
+		return ErrDuplicate
+	}
+	m.deliveries[id] = delivery{leaseUntil: now.Add(lease)}
+	return nil
+}
+
+// FinishDelivery implements Store.
+func (m *Memory) FinishDelivery(ctx context.Context, id string, _ time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.deliveries[id] = delivery{done: true}
+	return nil
+}
+
+// ReleaseDelivery implements Store.
+func (m *Memory) ReleaseDelivery(ctx context.Context, id string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.deliveries, id)
+	return nil
+}
+
+// RecordJob implements Store.
+func (m *Memory) RecordJob(ctx context.Context, j Job) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if err := validateJob(j); err != nil {
+		return false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old, ok := m.jobs[j.ID]
+	if !ok || old.Status < j.Status {
+		m.jobs[j.ID] = mergeJob(old, j, true)
+		return true, nil
+	}
+	m.jobs[j.ID] = mergeJob(old, j, false)
+	return false, nil
+}
+
+// Job implements Store.
+func (m *Memory) Job(ctx context.Context, id int64) (Job, error) {
+	if err := ctx.Err(); err != nil {
+		return Job{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	j, ok := m.jobs[id]
+	if !ok {
+		return Job{}, ErrNotFound
+	}
+	j.Labels = slices.Clone(j.Labels)
+	return j, nil
+}
+
+// RecordRun implements Store.
+func (m *Memory) RecordRun(ctx context.Context, r Run) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if r.ID <= 0 {
+		return errors.New("recording run: id is required")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.runs[r.ID]; ok && old.Attempt > r.Attempt {
+		return nil
+	}
+	m.runs[r.ID] = r
+	return nil
+}
+
+// Run implements Store.
+func (m *Memory) Run(ctx context.Context, id int64) (Run, error) {
+	if err := ctx.Err(); err != nil {
+		return Run{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.runs[id]
+	if !ok {
+		return Run{}, ErrNotFound
+	}
+	return r, nil
+}
+
+func validateJob(j Job) error {
+	if j.ID <= 0 {
+		return errors.New("recording job: id is required")
+	}
+	if j.Status <= StatusUnknown || j.Status > StatusCompleted {
+		return errors.New("recording job: status is required")
+	}
+	return nil
+}
+
+// mergeJob applies event e to record old. With advance, e's status and
+// every field e knows replace old's; without, e only fills fields old lacks.
+// UpdatedAt and ExpiresAt follow the latest event either way.
+func mergeJob(old, e Job, advance bool) Job {
+	out := old
+	out.ID = e.ID
+	if advance {
+		out.Status = e.Status
+	}
+	setInt := func(dst *int64, v int64) {
+		if v != 0 && (advance || *dst == 0) {
+			*dst = v
+		}
+	}
+	setStr := func(dst *string, v string) {
+		if v != "" && (advance || *dst == "") {
+			*dst = v
+		}
+	}
+	setTime := func(dst *time.Time, v time.Time) {
+		if !v.IsZero() && (advance || dst.IsZero()) {
+			*dst = v
+		}
+	}
+	setInt(&out.RunID, e.RunID)
+	attempt := int64(out.Attempt)
+	setInt(&attempt, int64(e.Attempt))
+	out.Attempt = int(attempt)
+	setStr(&out.Repository, e.Repository)
+	setStr(&out.Owner, e.Owner)
+	setInt(&out.InstallationID, e.InstallationID)
+	if len(e.Labels) > 0 && (advance || len(out.Labels) == 0) {
+		out.Labels = slices.Clone(e.Labels)
+	}
+	setStr(&out.Pool, e.Pool)
+	setStr(&out.WorkflowName, e.WorkflowName)
+	setStr(&out.JobName, e.JobName)
+	setStr(&out.Branch, e.Branch)
+	setTime(&out.QueuedAt, e.QueuedAt)
+	setTime(&out.StartedAt, e.StartedAt)
+	setTime(&out.CompletedAt, e.CompletedAt)
+	setStr(&out.RunnerName, e.RunnerName)
+	setInt(&out.RunnerID, e.RunnerID)
+	setStr(&out.Conclusion, e.Conclusion)
+	if e.UpdatedAt.After(out.UpdatedAt) {
+		out.UpdatedAt = e.UpdatedAt
+	}
+	if e.ExpiresAt.After(out.ExpiresAt) {
+		out.ExpiresAt = e.ExpiresAt
+	}
+	return out
+}

@@ -1,0 +1,132 @@
+// Package store keeps skiff's state: webhook delivery dedupe marks, the
+// lifecycle of every workflow job, and each workflow run's triggering event.
+//
+// A job's status only moves forward:
+//
+//	waiting ──▶ queued ──▶ in_progress ──▶ completed
+//
+// GitHub delivers webhooks at least once and in no guaranteed order, so
+// RecordJob merges: an event with a later status advances the record; an
+// event with the same or an earlier status only fills fields the record
+// still lacks (a late in_progress after completed adds the runner and start
+// time, and never reopens the job).
+//
+// In AWS the store is one DynamoDB table (see dynamo.go for the key design);
+// in tests and local mode it is in memory.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Status is where a workflow job is in its lifecycle. The order of the
+// constants is the order a job moves through.
+type Status int
+
+// The job statuses, in lifecycle order.
+const (
+	StatusUnknown Status = iota
+	StatusWaiting
+	StatusQueued
+	StatusInProgress
+	StatusCompleted
+)
+
+var statusNames = [...]string{"unknown", "waiting", "queued", "in_progress", "completed"}
+
+// String returns GitHub's name for the status (the workflow_job action).
+func (s Status) String() string {
+	if s < 0 || int(s) >= len(statusNames) {
+		return "unknown"
+	}
+	return statusNames[s]
+}
+
+// ParseStatus maps a workflow_job action to its status.
+func ParseStatus(action string) (Status, bool) {
+	for i, n := range statusNames[1:] {
+		if n == action {
+			return Status(i + 1), true
+		}
+	}
+	return StatusUnknown, false
+}
+
+// Job is the record of one workflow job. Zero values mean "not known yet".
+type Job struct {
+	ID             int64
+	RunID          int64
+	Attempt        int
+	Repository     string // owner/name
+	Owner          string
+	InstallationID int64
+	Status         Status
+	Labels         []string
+	Pool           string
+	WorkflowName   string
+	JobName        string
+	Branch         string
+	QueuedAt       time.Time
+	StartedAt      time.Time
+	CompletedAt    time.Time
+	RunnerName     string
+	RunnerID       int64
+	Conclusion     string
+	UpdatedAt      time.Time
+	// ExpiresAt is when the store may forget the record (DynamoDB TTL).
+	ExpiresAt time.Time
+}
+
+// Run is what skiff keeps of a workflow run: the event that triggered it,
+// which workflow_job payloads lack and the metrics record needs.
+type Run struct {
+	ID           int64
+	Attempt      int
+	Event        string // push, pull_request, schedule, workflow_dispatch, ...
+	WorkflowName string
+	Repository   string
+	UpdatedAt    time.Time
+	ExpiresAt    time.Time
+}
+
+// Errors a Store returns; callers test them with errors.Is.
+var (
+	// ErrDuplicate: the delivery was already processed, or another
+	// invocation holds a live claim on it.
+	ErrDuplicate = errors.New("duplicate delivery")
+	// ErrNotFound: no record with that key.
+	ErrNotFound = errors.New("not found")
+)
+
+// Store is skiff's state. Every method is safe for concurrent use and
+// bounded by its context. An error other than ErrDuplicate/ErrNotFound is a
+// failure of the store itself, which the caller should surface as retryable.
+type Store interface {
+	// ClaimDelivery takes a webhook delivery id for processing until
+	// now+lease. It returns ErrDuplicate when the delivery was finished
+	// before, or when another claim on it has not yet expired. A claim whose
+	// lease expired (its holder died) can be taken again.
+	ClaimDelivery(ctx context.Context, id string, now time.Time, lease time.Duration) error
+	// FinishDelivery marks a claimed delivery as processed. Later claims of
+	// it return ErrDuplicate until expires.
+	FinishDelivery(ctx context.Context, id string, expires time.Time) error
+	// ReleaseDelivery drops a claim whose processing failed, so that
+	// GitHub's redelivery of it is processed. Releasing an unknown id is not
+	// an error.
+	ReleaseDelivery(ctx context.Context, id string) error
+
+	// RecordJob merges a lifecycle event into the job's record (see the
+	// package doc). It reports whether the event advanced the status; an
+	// event that did not advance it may still have filled missing fields.
+	// j.ID and j.Status are required.
+	RecordJob(ctx context.Context, j Job) (advanced bool, err error)
+	// Job returns the job's record, or ErrNotFound.
+	Job(ctx context.Context, id int64) (Job, error)
+
+	// RecordRun stores a workflow run's trigger, replacing an older attempt's.
+	RecordRun(ctx context.Context, r Run) error
+	// Run returns the run's record, or ErrNotFound.
+	Run(ctx context.Context, id int64) (Run, error)
+}
