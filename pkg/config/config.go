@@ -1,0 +1,113 @@
+// Package config reads skiff's settings from the environment, in one place
+// per binary, and reports every bad or missing setting by its variable name.
+//
+// Each binary declares its own Config struct and fills it with an Env:
+//
+//	env := config.NewEnv(os.Getenv)
+//	cfg := Config{QueueURL: env.Required("SKIFF_QUEUE_URL"), TTL: env.Duration("SKIFF_TTL", time.Hour)}
+//	if err := env.Err(); err != nil { ... }
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Env reads typed values from an environment lookup function and collects
+// every problem, so an operator sees all of them at once at cold start.
+type Env struct {
+	get  func(string) string
+	errs []error
+}
+
+// NewEnv returns an Env over get (os.Getenv in production, a map in tests).
+func NewEnv(get func(string) string) *Env { return &Env{get: get} }
+
+// String returns the variable's value, or def when it is unset or empty.
+func (e *Env) String(name, def string) string {
+	if v := strings.TrimSpace(e.get(name)); v != "" {
+		return v
+	}
+	return def
+}
+
+// Raw returns the variable's value exactly as set (secrets may carry spaces).
+func (e *Env) Raw(name string) string { return e.get(name) }
+
+// Required returns the variable's value and records an error when it is unset.
+func (e *Env) Required(name string) string {
+	v := strings.TrimSpace(e.get(name))
+	if v == "" {
+		e.errs = append(e.errs, fmt.Errorf("%s is required", name))
+	}
+	return v
+}
+
+// Duration parses a Go duration ("90s", "72h"), or returns def when unset.
+func (e *Env) Duration(name string, def time.Duration) time.Duration {
+	v := strings.TrimSpace(e.get(name))
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		e.errs = append(e.errs, fmt.Errorf("%s=%q: want a positive duration such as 90s or 72h", name, v))
+		return def
+	}
+	return d
+}
+
+// Int parses a positive integer, or returns def when unset.
+func (e *Env) Int(name string, def int) int {
+	v := strings.TrimSpace(e.get(name))
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		e.errs = append(e.errs, fmt.Errorf("%s=%q: want a positive integer", name, v))
+		return def
+	}
+	return n
+}
+
+// Bool parses true/false (also 1/0), or returns def when unset.
+func (e *Env) Bool(name string, def bool) bool {
+	v := strings.TrimSpace(e.get(name))
+	if v == "" {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		e.errs = append(e.errs, fmt.Errorf("%s=%q: want true or false", name, v))
+		return def
+	}
+	return b
+}
+
+// List splits a comma-separated value into trimmed, non-empty items.
+func (e *Env) List(name string) []string {
+	var out []string
+	for _, item := range strings.Split(e.get(name), ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// Fail records a problem found by the caller's own checks.
+func (e *Env) Fail(format string, args ...any) {
+	e.errs = append(e.errs, fmt.Errorf(format, args...))
+}
+
+// Err returns every problem recorded so far, joined, or nil.
+func (e *Env) Err() error {
+	if len(e.errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("configuration: %w", errors.Join(e.errs...))
+}

@@ -1,0 +1,421 @@
+// Package webhook receives GitHub's workflow_job and workflow_run webhooks:
+// it verifies them, routes queued jobs to a pool and enqueues them, and
+// records every job's lifecycle in the store. It answers in well under a
+// millisecond of its own time, so GitHub's 10-second delivery timeout is
+// never at risk.
+//
+// What each delivery gets:
+//
+//	body over the limit               413
+//	bad, missing or sha1-only signature 401
+//	no X-GitHub-Event / X-GitHub-Delivery, bad JSON, missing fields 400
+//	owner or repository not allowed   403 (logged)
+//	ping                              200
+//	other events and actions          202 ignored
+//	labels that route to no pool      202, reason logged and counted
+//	delivery seen before              200, nothing done again
+//	workflow_job queued               enqueue one message, 200
+//	workflow_job waiting/in_progress/completed  record lifecycle, 200
+//	workflow_run                      record run id → trigger event, 200
+//	queue or store failed             503, so GitHub marks the delivery
+//	                                  failed and it can be redelivered
+//
+// Response bodies never carry an internal error.
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/telemetry"
+)
+
+// Defaults for Options, each with the reason for its value.
+const (
+	// DefaultMaxBodyBytes bounds a request body. GitHub's published
+	// workflow_job payloads are 7–12 KB and workflow_run 17–20 KB; 1 MiB
+	// leaves room for long commit messages in workflow_run while bounding
+	// the memory one request can take (Function URLs stop at 6 MB anyway).
+	DefaultMaxBodyBytes = 1 << 20
+	// DefaultDeliveryTTL is how long a processed delivery id is remembered.
+	// github.com lets deliveries be redelivered for 3 days and GitHub
+	// Enterprise Server for 7; 8 days outlives both.
+	DefaultDeliveryTTL = 8 * 24 * time.Hour
+	// DefaultJobTTL is how long job and run records are kept: long enough
+	// for scale-down to reconcile and write metrics, and for an operator to
+	// look back over two weeks of jobs. Metrics records are the long-term
+	// history.
+	DefaultJobTTL = 14 * 24 * time.Hour
+	// DefaultClaimLease is how long a delivery being processed blocks a
+	// concurrent duplicate. It exceeds the function's own timeout (GitHub
+	// gives up after 10 s), so a live invocation is never raced, and a
+	// crashed one stops blocking GitHub's redelivery after it.
+	DefaultClaimLease = 30 * time.Second
+)
+
+// Metric names counted by the handler (telemetry.Counter), with Reason
+// dimensions drawn from a small fixed set.
+const (
+	MetricAccepted  = "WebhookAccepted"
+	MetricIgnored   = "WebhookIgnored"
+	MetricRejected  = "WebhookRejected"
+	MetricUnmatched = "WebhookUnmatched"
+	MetricDuplicate = "WebhookDuplicate"
+	MetricFailed    = "WebhookFailed"
+)
+
+// Router maps a job's runs-on labels to the pool that serves it. An error
+// means the job is not skiff's to launch; if it has a Reason() string
+// method, that is the reason counted (e.g. "no_pool", "out_of_bounds").
+type Router interface {
+	Route(labels []string, repository string) (pool string, err error)
+}
+
+// RouterFunc adapts a function to Router.
+type RouterFunc func(labels []string, repository string) (string, error)
+
+// Route implements Router.
+func (f RouterFunc) Route(labels []string, repository string) (string, error) {
+	return f(labels, repository)
+}
+
+// Options configure a Handler. Secrets, Router, Queue and Store are required.
+type Options struct {
+	Secrets      [][]byte // accepted webhook secrets, current first
+	Router       Router
+	Queue        queue.Sender
+	Store        store.Store
+	Counter      telemetry.Counter // default telemetry.Discard
+	Logger       *slog.Logger      // default slog.Default()
+	Now          func() time.Time  // default time.Now
+	Allow        AllowList         // empty allows every owner
+	MaxBodyBytes int               // default DefaultMaxBodyBytes
+	DeliveryTTL  time.Duration     // default DefaultDeliveryTTL
+	JobTTL       time.Duration     // default DefaultJobTTL
+	ClaimLease   time.Duration     // default DefaultClaimLease
+}
+
+// Handler handles webhook deliveries. It is safe for concurrent use.
+type Handler struct {
+	o        Options
+	verifier *Verifier
+}
+
+// New returns a Handler, or an error naming what is missing. It fails
+// closed: without a webhook secret there is no handler.
+func New(o Options) (*Handler, error) {
+	v, err := NewVerifier(o.Secrets)
+	if err != nil {
+		return nil, fmt.Errorf("creating webhook handler: %w", err)
+	}
+	switch {
+	case o.Router == nil:
+		return nil, errors.New("creating webhook handler: no router")
+	case o.Queue == nil:
+		return nil, errors.New("creating webhook handler: no queue")
+	case o.Store == nil:
+		return nil, errors.New("creating webhook handler: no store")
+	}
+	if o.Counter == nil {
+		o.Counter = telemetry.Discard
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.DeliveryTTL <= 0 {
+		o.DeliveryTTL = DefaultDeliveryTTL
+	}
+	if o.JobTTL <= 0 {
+		o.JobTTL = DefaultJobTTL
+	}
+	if o.ClaimLease <= 0 {
+		o.ClaimLease = DefaultClaimLease
+	}
+	o.Secrets = nil // the verifier holds its own copies
+	return &Handler{o: o, verifier: v}, nil
+}
+
+// MaxBodyBytes is the largest body the handler accepts.
+func (h *Handler) MaxBodyBytes() int { return h.o.MaxBodyBytes }
+
+// Request is one webhook delivery: the headers skiff reads and the raw body.
+type Request struct {
+	Event     string // X-GitHub-Event
+	Delivery  string // X-GitHub-Delivery
+	Signature string // X-Hub-Signature-256
+	SHA1Only  bool   // X-Hub-Signature present without X-Hub-Signature-256
+	Body      []byte
+	Oversize  bool // the transport stopped reading a body over the limit
+}
+
+// Response is what the handler answers: a status code and a short JSON body.
+type Response struct {
+	Status int
+	Body   string
+}
+
+func reply(status int, outcome string) Response {
+	return Response{Status: status, Body: `{"result":"` + outcome + `"}`}
+}
+
+// Handle processes one delivery. It never panics on bad input and never
+// returns an internal error to the caller.
+func (h *Handler) Handle(ctx context.Context, req Request) Response {
+	received := h.o.Now()
+	log := h.o.Logger.With("delivery_id", req.Delivery, "event", req.Event)
+
+	if req.Oversize || len(req.Body) > h.o.MaxBodyBytes {
+		return h.reject(log, http.StatusRequestEntityTooLarge, "too_large", "body over limit", slog.Int("bytes", len(req.Body)))
+	}
+	if req.Signature == "" && req.SHA1Only {
+		return h.reject(log, http.StatusUnauthorized, "signature", "only an X-Hub-Signature (sha1) header; sha256 is required")
+	}
+	if err := h.verifier.Verify(req.Signature, req.Body); err != nil {
+		return h.reject(log, http.StatusUnauthorized, "signature", err.Error())
+	}
+	if req.Event == "" || req.Delivery == "" {
+		return h.reject(log, http.StatusBadRequest, "missing_header", "X-GitHub-Event and X-GitHub-Delivery are required")
+	}
+
+	switch req.Event {
+	case "ping":
+		h.o.Counter.Count(MetricAccepted, "")
+		log.Info("ping answered")
+		return reply(http.StatusOK, "pong")
+	case "workflow_job":
+		return h.workflowJob(ctx, log, req, received)
+	case "workflow_run":
+		return h.workflowRun(ctx, log, req, received)
+	}
+	return h.ignore(log, "event", "event not handled")
+}
+
+func (h *Handler) workflowJob(ctx context.Context, log *slog.Logger, req Request, received time.Time) Response {
+	p, err := parseWorkflowJob(req.Body)
+	if err != nil {
+		return h.reject(log, http.StatusBadRequest, "malformed", err.Error())
+	}
+	wj := &p.WorkflowJob
+	log = log.With("action", p.Action, "job_id", wj.ID, "run_id", wj.RunID, "repository", p.Repository.FullName)
+	status, ok := store.ParseStatus(p.Action)
+	if !ok {
+		return h.ignore(log, "action", "workflow_job action not handled")
+	}
+	owner := p.Repository.owner()
+	if !h.o.Allow.Allows(owner, p.Repository.FullName) {
+		return h.reject(log, http.StatusForbidden, "forbidden", "repository is not on the allow-list")
+	}
+	pool, err := h.o.Router.Route(wj.Labels, p.Repository.FullName)
+	if err != nil {
+		if status != store.StatusQueued {
+			// Lifecycle of a job skiff does not serve (GitHub-hosted, or another runner fleet).
+			return h.ignore(log, "not_ours", "labels route to no pool")
+		}
+		reason := reasonOf(err)
+		h.o.Counter.Count(MetricUnmatched, reason)
+		log.Info("job not launched: labels route to no pool", "labels", wj.Labels, "reason", reason, "detail", err.Error())
+		return reply(http.StatusAccepted, "unmatched")
+	}
+	log = log.With("pool", pool)
+
+	claimed, dup := h.claim(ctx, log, req.Delivery, received)
+	if dup {
+		return h.duplicate(log)
+	}
+
+	var installation int64
+	if p.Installation != nil {
+		installation = p.Installation.ID
+	}
+	rec := store.Job{
+		ID: wj.ID, RunID: wj.RunID, Attempt: wj.RunAttempt,
+		Repository: p.Repository.FullName, Owner: owner, InstallationID: installation,
+		Status: status, Labels: wj.Labels, Pool: pool,
+		WorkflowName: str(wj.WorkflowName), JobName: wj.Name, Branch: str(wj.HeadBranch),
+		QueuedAt:  tm(wj.CreatedAt),
+		UpdatedAt: received, ExpiresAt: received.Add(h.o.JobTTL),
+	}
+	switch status {
+	case store.StatusInProgress:
+		rec.StartedAt = tm(wj.StartedAt)
+		rec.RunnerName, rec.RunnerID = str(wj.RunnerName), i64(wj.RunnerID)
+	case store.StatusCompleted:
+		rec.StartedAt, rec.CompletedAt = tm(wj.StartedAt), tm(wj.CompletedAt)
+		rec.RunnerName, rec.RunnerID = str(wj.RunnerName), i64(wj.RunnerID)
+		rec.Conclusion = str(wj.Conclusion)
+	}
+
+	if status == store.StatusQueued {
+		job := queue.Job{
+			JobID: wj.ID, RunID: wj.RunID, Attempt: wj.RunAttempt,
+			Repository: p.Repository.FullName, Owner: owner, InstallationID: installation,
+			Labels: wj.Labels, Pool: pool, DeliveryID: req.Delivery, ReceivedAt: received,
+		}
+		if err := h.o.Queue.Send(ctx, job); err != nil {
+			h.release(ctx, log, claimed, req.Delivery)
+			h.o.Counter.Count(MetricFailed, "queue")
+			log.Error("enqueueing job failed; answering 503 so the delivery can be redelivered", "err", err)
+			return reply(http.StatusServiceUnavailable, "retry")
+		}
+		// The job is queued: a failed record only costs the lifecycle a
+		// queued time, which the in_progress delivery fills in.
+		if _, err := h.o.Store.RecordJob(ctx, rec); err != nil {
+			log.Warn("recording queued job failed", "err", err)
+		}
+	} else if _, err := h.o.Store.RecordJob(ctx, rec); err != nil {
+		h.release(ctx, log, claimed, req.Delivery)
+		h.o.Counter.Count(MetricFailed, "store")
+		log.Error("recording job lifecycle failed; answering 503 so the delivery can be redelivered", "err", err)
+		return reply(http.StatusServiceUnavailable, "retry")
+	}
+	h.finish(ctx, log, claimed, req.Delivery, received)
+	h.o.Counter.Count(MetricAccepted, "")
+	log.Info("workflow_job accepted")
+	return reply(http.StatusOK, "accepted")
+}
+
+func (h *Handler) workflowRun(ctx context.Context, log *slog.Logger, req Request, received time.Time) Response {
+	p, err := parseWorkflowRun(req.Body)
+	if err != nil {
+		return h.reject(log, http.StatusBadRequest, "malformed", err.Error())
+	}
+	wr := &p.WorkflowRun
+	log = log.With("action", p.Action, "run_id", wr.ID, "repository", p.Repository.FullName)
+	if !h.o.Allow.Allows(p.Repository.owner(), p.Repository.FullName) {
+		return h.reject(log, http.StatusForbidden, "forbidden", "repository is not on the allow-list")
+	}
+	name := wr.Name
+	if p.Workflow != nil && p.Workflow.Name != "" {
+		name = p.Workflow.Name
+	}
+	// Recording a run is idempotent, so it needs no delivery claim.
+	run := store.Run{
+		ID: wr.ID, Attempt: wr.RunAttempt, Event: wr.Event, WorkflowName: name,
+		Repository: p.Repository.FullName, UpdatedAt: received, ExpiresAt: received.Add(h.o.JobTTL),
+	}
+	if err := h.o.Store.RecordRun(ctx, run); err != nil {
+		h.o.Counter.Count(MetricFailed, "store")
+		log.Error("recording workflow run failed; answering 503 so the delivery can be redelivered", "err", err)
+		return reply(http.StatusServiceUnavailable, "retry")
+	}
+	h.o.Counter.Count(MetricAccepted, "")
+	log.Info("workflow_run recorded", "trigger", wr.Event)
+	return reply(http.StatusOK, "accepted")
+}
+
+// claim takes the delivery id. It reports whether a claim was taken and
+// whether the delivery is a duplicate. When the store cannot be reached it
+// proceeds unclaimed: scale-up claims each job id on its own, so a rare
+// duplicate message costs nothing, while refusing would stall every job.
+func (h *Handler) claim(ctx context.Context, log *slog.Logger, id string, now time.Time) (claimed, dup bool) {
+	err := h.o.Store.ClaimDelivery(ctx, id, now, h.o.ClaimLease)
+	switch {
+	case err == nil:
+		return true, false
+	case errors.Is(err, store.ErrDuplicate):
+		return false, true
+	}
+	log.Warn("claiming delivery failed; processing without dedupe", "err", err)
+	return false, false
+}
+
+func (h *Handler) finish(ctx context.Context, log *slog.Logger, claimed bool, id string, now time.Time) {
+	if !claimed {
+		return
+	}
+	if err := h.o.Store.FinishDelivery(ctx, id, now.Add(h.o.DeliveryTTL)); err != nil {
+		// The claim's lease still blocks duplicates for a while; after it a
+		// redelivery would be processed again, which the store's merge and
+		// scale-up's job claim both absorb.
+		log.Warn("marking delivery done failed", "err", err)
+	}
+}
+
+func (h *Handler) release(ctx context.Context, log *slog.Logger, claimed bool, id string) {
+	if !claimed {
+		return
+	}
+	// The request context may be the reason we are failing; releasing must
+	// not fail with it, or the redelivery waits out the lease.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if err := h.o.Store.ReleaseDelivery(ctx, id); err != nil {
+		log.Warn("releasing delivery claim failed; a redelivery waits for the lease to expire", "err", err)
+	}
+}
+
+func (h *Handler) reject(log *slog.Logger, status int, reason, detail string, attrs ...any) Response {
+	h.o.Counter.Count(MetricRejected, reason)
+	log.Warn("delivery rejected", append([]any{"status", status, "reason", reason, "detail", detail}, attrs...)...)
+	return reply(status, reason)
+}
+
+func (h *Handler) ignore(log *slog.Logger, reason, detail string) Response {
+	h.o.Counter.Count(MetricIgnored, reason)
+	log.Debug("delivery ignored", "reason", reason, "detail", detail)
+	return reply(http.StatusAccepted, "ignored")
+}
+
+func (h *Handler) duplicate(log *slog.Logger) Response {
+	h.o.Counter.Count(MetricDuplicate, "")
+	log.Info("duplicate delivery; nothing done again")
+	return reply(http.StatusOK, "duplicate")
+}
+
+// reasonOf returns the short reason a routing error carries, or "no_pool".
+func reasonOf(err error) string {
+	var r interface{ Reason() string }
+	if errors.As(err, &r) {
+		if s := r.Reason(); s != "" {
+			return s
+		}
+	}
+	return "no_pool"
+}
+
+// AllowList limits which owners and repositories may use skiff. Entries are
+// "owner" (every repository of it) or "owner/name"; matching ignores case,
+// as GitHub's names do. An empty list allows everyone.
+type AllowList struct {
+	owners map[string]bool
+	repos  map[string]bool
+}
+
+// ParseAllowList builds an AllowList from entries, rejecting malformed ones.
+func ParseAllowList(entries []string) (AllowList, error) {
+	a := AllowList{owners: map[string]bool{}, repos: map[string]bool{}}
+	for _, e := range entries {
+		e = strings.ToLower(strings.TrimSpace(e))
+		owner, name, hasSlash := strings.Cut(e, "/")
+		switch {
+		case owner == "" || strings.Contains(name, "/") || (hasSlash && name == ""):
+			return AllowList{}, fmt.Errorf("allow-list entry %q: want owner or owner/name", e)
+		case hasSlash:
+			a.repos[e] = true
+		default:
+			a.owners[e] = true
+		}
+	}
+	return a, nil
+}
+
+// Allows reports whether a delivery from owner's repository (owner/name) is accepted.
+func (a AllowList) Allows(owner, repository string) bool {
+	if len(a.owners) == 0 && len(a.repos) == 0 {
+		return true
+	}
+	return a.owners[strings.ToLower(owner)] || a.repos[strings.ToLower(repository)]
+}

@@ -1,0 +1,808 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/telemetry"
+)
+
+// canarySecret must never appear in a log line or a response.
+const canarySecret = "canary-webhook-secret-7d41a9"
+
+var fixedNow = time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+
+// syncBuffer is a bytes.Buffer safe for the concurrent log writes of parallel deliveries.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// faultyStore wraps the memory store with injectable failures.
+type faultyStore struct {
+	store.Store
+	mu                          sync.Mutex
+	claimErr, recordErr, runErr error
+	released                    []string
+}
+
+func (f *faultyStore) set(fn func(*faultyStore)) { f.mu.Lock(); fn(f); f.mu.Unlock() }
+
+func (f *faultyStore) ClaimDelivery(ctx context.Context, id string, now time.Time, lease time.Duration) error {
+	f.mu.Lock()
+	err := f.claimErr
+	f.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return f.Store.ClaimDelivery(ctx, id, now, lease)
+}
+
+func (f *faultyStore) ReleaseDelivery(ctx context.Context, id string) error {
+	f.mu.Lock()
+	f.released = append(f.released, id)
+	f.mu.Unlock()
+	return f.Store.ReleaseDelivery(ctx, id)
+}
+
+func (f *faultyStore) RecordJob(ctx context.Context, j store.Job) (bool, error) {
+	f.mu.Lock()
+	err := f.recordErr
+	f.mu.Unlock()
+	if err != nil {
+		return false, err
+	}
+	return f.Store.RecordJob(ctx, j)
+}
+
+func (f *faultyStore) RecordRun(ctx context.Context, r store.Run) error {
+	f.mu.Lock()
+	err := f.runErr
+	f.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return f.Store.RecordRun(ctx, r)
+}
+
+type routeErr struct{ reason string }
+
+func (e routeErr) Error() string  { return "no pool serves these labels (" + e.reason + ")" }
+func (e routeErr) Reason() string { return e.reason }
+
+// testRouter sends every job to pool "default" unless a label says otherwise:
+// "gpu" routes to pool "gpu", "ubuntu-latest" and "macos-latest" route nowhere
+// (GitHub-hosted), "skiff/bad" is out of bounds.
+var testRouter = RouterFunc(func(labels []string, _ string) (string, error) {
+	for _, l := range labels {
+		switch strings.ToLower(l) {
+		case "gpu":
+			return "gpu", nil
+		case "macos-latest":
+			return "", routeErr{"no_pool"}
+		case "skiff/bad":
+			return "", routeErr{"out_of_bounds"}
+		}
+	}
+	return "default", nil
+})
+
+type harness struct {
+	h       *Handler
+	queue   *queue.Memory
+	store   *faultyStore
+	counter *telemetry.Memory
+	logs    *syncBuffer
+	secret  []byte
+}
+
+func newHarness(t testing.TB, mutate func(*Options)) *harness {
+	t.Helper()
+	hs := &harness{
+		queue:   &queue.Memory{},
+		store:   &faultyStore{Store: store.NewMemory()},
+		counter: &telemetry.Memory{},
+		logs:    &syncBuffer{},
+		secret:  []byte(canarySecret),
+	}
+	o := Options{
+		Secrets: [][]byte{hs.secret},
+		Router:  testRouter,
+		Queue:   hs.queue,
+		Store:   hs.store,
+		Counter: hs.counter,
+		Logger:  slog.New(slog.NewJSONHandler(hs.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Now:     func() time.Time { return fixedNow },
+	}
+	if mutate != nil {
+		mutate(&o)
+	}
+	h, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs.h = h
+	t.Cleanup(func() {
+		if strings.Contains(hs.logs.String(), canarySecret) {
+			t.Errorf("the webhook secret appeared in the logs")
+		}
+	})
+	return hs
+}
+
+// deliver signs body with the harness secret and handles it.
+func (hs *harness) deliver(event, delivery string, body []byte) Response {
+	return hs.h.Handle(context.Background(), Request{
+		Event: event, Delivery: delivery, Signature: Sign(hs.secret, body), Body: body,
+	})
+}
+
+type example struct {
+	file, event, action string
+	body                []byte
+}
+
+func loadExamples(t testing.TB) []example {
+	t.Helper()
+	files, err := filepath.Glob("../../testdata/webhooks/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no vendored webhook examples (run scripts/refresh-webhook-examples.sh): %v", err)
+	}
+	var out []example
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts := strings.Split(filepath.Base(f), ".")
+		out = append(out, example{file: filepath.Base(f), event: parts[0], action: parts[1], body: b})
+	}
+	return out
+}
+
+func examplesOf(t testing.TB, event, action string) []example {
+	var out []example
+	for _, e := range loadExamples(t) {
+		if e.event == event && (action == "" || e.action == action) {
+			out = append(out, e)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("no %s.%s examples", event, action)
+	}
+	return out
+}
+
+// TestPublishedExamples delivers every vendored GitHub example and checks
+// what each one does to the queue and the store.
+func TestPublishedExamples(t *testing.T) {
+	t.Parallel()
+	for _, ex := range loadExamples(t) {
+		t.Run(ex.file, func(t *testing.T) {
+			t.Parallel()
+			hs := newHarness(t, nil)
+			resp := hs.deliver(ex.event, "d-"+ex.file, ex.body)
+			if resp.Status != http.StatusOK {
+				t.Fatalf("status = %d %s, want 200", resp.Status, resp.Body)
+			}
+			var raw struct {
+				WorkflowJob struct {
+					ID         int64 `json:"id"`
+					RunID2     int64 `json:"run_id"`
+					RunAttempt int   `json:"run_attempt"`
+					Labels     []string
+					RunnerName *string `json:"runner_name"`
+				} `json:"workflow_job"`
+				WorkflowRun struct {
+					ID    int64
+					Event string
+				} `json:"workflow_run"`
+				Repository struct {
+					FullName string `json:"full_name"`
+				}
+				Installation *struct{ ID int64 }
+			}
+			if err := json.Unmarshal(ex.body, &raw); err != nil {
+				t.Fatal(err)
+			}
+			jobs := hs.queue.Jobs()
+			switch ex.event {
+			case "ping":
+				if len(jobs) != 0 {
+					t.Fatalf("ping enqueued %d jobs", len(jobs))
+				}
+			case "workflow_job":
+				wj := raw.WorkflowJob
+				rec, err := hs.store.Job(context.Background(), wj.ID)
+				if err != nil {
+					t.Fatalf("job not recorded: %v", err)
+				}
+				wantPool, _ := testRouter.Route(wj.Labels, raw.Repository.FullName)
+				if rec.Status.String() != ex.action || rec.RunID != wj.RunID2 || rec.Repository != raw.Repository.FullName || rec.Pool != wantPool {
+					t.Errorf("record = %+v", rec)
+				}
+				if ex.action == "queued" {
+					if len(jobs) != 1 {
+						t.Fatalf("queued example enqueued %d jobs, want 1", len(jobs))
+					}
+					j := jobs[0]
+					want := queue.Job{
+						JobID: wj.ID, RunID: wj.RunID2, Attempt: wj.RunAttempt, Repository: raw.Repository.FullName,
+						Owner: strings.Split(raw.Repository.FullName, "/")[0], Labels: wj.Labels, Pool: wantPool,
+						DeliveryID: "d-" + ex.file, ReceivedAt: fixedNow,
+					}
+					if raw.Installation != nil {
+						want.InstallationID = raw.Installation.ID
+					}
+					if fmt.Sprint(j) != fmt.Sprint(want) {
+						t.Errorf("message = %+v\nwant      %+v", j, want)
+					}
+				} else if len(jobs) != 0 {
+					t.Errorf("%s enqueued %d jobs, want 0", ex.action, len(jobs))
+				}
+				if ex.action == "in_progress" && raw.WorkflowJob.RunnerName != nil && rec.RunnerName != *raw.WorkflowJob.RunnerName {
+					t.Errorf("runner name = %q, want %q", rec.RunnerName, *raw.WorkflowJob.RunnerName)
+				}
+			case "workflow_run":
+				run, err := hs.store.Run(context.Background(), raw.WorkflowRun.ID)
+				if err != nil {
+					t.Fatalf("run not recorded: %v", err)
+				}
+				if run.Event != raw.WorkflowRun.Event || run.Event == "" || run.Repository != raw.Repository.FullName {
+					t.Errorf("run = %+v, want event %q", run, raw.WorkflowRun.Event)
+				}
+			}
+			if hs.counter.Get(MetricAccepted, "") != 1 {
+				t.Errorf("accepted count = %v", hs.counter.Snapshot())
+			}
+		})
+	}
+}
+
+func TestSignatures(t *testing.T) {
+	t.Parallel()
+	body := examplesOf(t, "workflow_job", "queued")[0].body
+	tampered := bytes.Replace(body, []byte(`"queued"`), []byte(`"qveued"`), 1)
+	const previous = "previous-secret"
+	tests := []struct {
+		name       string
+		secrets    []string
+		req        func(h *harness) Request
+		wantStatus int
+	}{
+		{name: "valid", req: func(h *harness) Request {
+			return Request{Event: "workflow_job", Delivery: "d", Signature: Sign(h.secret, body), Body: body}
+		}, wantStatus: 200},
+		{name: "wrong secret", req: func(*harness) Request {
+			return Request{Event: "workflow_job", Delivery: "d", Signature: Sign([]byte("wrong"), body), Body: body}
+		}, wantStatus: 401},
+		{name: "missing header", req: func(*harness) Request {
+			return Request{Event: "workflow_job", Delivery: "d", Body: body}
+		}, wantStatus: 401},
+		{name: "sha1 only", req: func(*harness) Request {
+			return Request{Event: "workflow_job", Delivery: "d", SHA1Only: true, Body: body}
+		}, wantStatus: 401},
+		{name: "not hex", req: func(*harness) Request {
+			return Request{Event: "workflow_job", Delivery: "d", Signature: "sha256=" + strings.Repeat("zz", 32), Body: body}
+		}, wantStatus: 401},
+		{name: "wrong length", req: func(*harness) Request {
+			return Request{Event: "workflow_job", Delivery: "d", Signature: "sha256=abcd", Body: body}
+		}, wantStatus: 401},
+		{name: "sha1 prefix", req: func(h *harness) Request {
+			return Request{Event: "workflow_job", Delivery: "d", Signature: strings.Replace(Sign(h.secret, body), "sha256=", "sha1=", 1), Body: body}
+		}, wantStatus: 401},
+		{name: "tampered body", req: func(h *harness) Request {
+			return Request{Event: "workflow_job", Delivery: "d", Signature: Sign(h.secret, body), Body: tampered}
+		}, wantStatus: 401},
+		{name: "rotated: previous secret still verifies", secrets: []string{canarySecret, previous}, req: func(*harness) Request {
+			return Request{Event: "workflow_job", Delivery: "d", Signature: Sign([]byte(previous), body), Body: body}
+		}, wantStatus: 200},
+		{name: "rotated: current secret verifies", secrets: []string{canarySecret, previous}, req: func(h *harness) Request {
+			return Request{Event: "workflow_job", Delivery: "d", Signature: Sign(h.secret, body), Body: body}
+		}, wantStatus: 200},
+		{name: "rotation over: previous secret refused", req: func(*harness) Request {
+			return Request{Event: "workflow_job", Delivery: "d", Signature: Sign([]byte(previous), body), Body: body}
+		}, wantStatus: 401},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			hs := newHarness(t, func(o *Options) {
+				if tc.secrets != nil {
+					o.Secrets = nil
+					for _, s := range tc.secrets {
+						o.Secrets = append(o.Secrets, []byte(s))
+					}
+				}
+			})
+			resp := hs.h.Handle(context.Background(), tc.req(hs))
+			if resp.Status != tc.wantStatus {
+				t.Fatalf("status = %d %s, want %d", resp.Status, resp.Body, tc.wantStatus)
+			}
+			if tc.wantStatus == 401 {
+				if n := len(hs.queue.Jobs()); n != 0 {
+					t.Errorf("unverified delivery enqueued %d jobs", n)
+				}
+				if hs.counter.Get(MetricRejected, "signature") != 1 {
+					t.Errorf("rejection not counted: %v", hs.counter.Snapshot())
+				}
+			}
+		})
+	}
+}
+
+func TestFunctionURLEvents(t *testing.T) {
+	t.Parallel()
+	body := examplesOf(t, "workflow_job", "queued")[0].body
+	sig := Sign([]byte(canarySecret), body)
+	post := func(headers map[string]string, b string, b64 bool) FunctionURLRequest {
+		var ev FunctionURLRequest
+		ev.Headers, ev.Body, ev.IsBase64Encoded = headers, b, b64
+		ev.RequestContext.HTTP.Method = "POST"
+		return ev
+	}
+	hdr := map[string]string{"x-github-event": "workflow_job", "x-github-delivery": "d1", "x-hub-signature-256": sig, "content-type": "application/json"}
+	tests := []struct {
+		name       string
+		ev         FunctionURLRequest
+		wantStatus int
+		wantJobs   int
+	}{
+		{name: "plain body", ev: post(hdr, string(body), false), wantStatus: 200, wantJobs: 1},
+		{name: "base64 body decoded before verifying", ev: post(hdr, base64.StdEncoding.EncodeToString(body), true), wantStatus: 200, wantJobs: 1},
+		{name: "base64 body signed over its encoding is refused", ev: post(map[string]string{
+			"x-github-event": "workflow_job", "x-github-delivery": "d1",
+			"x-hub-signature-256": Sign([]byte(canarySecret), []byte(base64.StdEncoding.EncodeToString(body))),
+		}, base64.StdEncoding.EncodeToString(body), true), wantStatus: 401},
+		{name: "invalid base64", ev: post(hdr, "%%%not-base64", true), wantStatus: 400},
+		{name: "mixed-case header names", ev: post(map[string]string{"X-GitHub-Event": "workflow_job", "X-GitHub-Delivery": "d1", "X-Hub-Signature-256": sig}, string(body), false), wantStatus: 200, wantJobs: 1},
+		{name: "sha1 header only", ev: post(map[string]string{"x-github-event": "workflow_job", "x-github-delivery": "d1", "x-hub-signature": "sha1=00"}, string(body), false), wantStatus: 401},
+		{name: "GET", ev: func() FunctionURLRequest {
+			e := post(hdr, string(body), false)
+			e.RequestContext.HTTP.Method = "GET"
+			return e
+		}(), wantStatus: 405},
+		{name: "oversize base64 refused before decoding", ev: post(hdr, strings.Repeat("QUJD", DefaultMaxBodyBytes), true), wantStatus: 413},
+		{name: "oversize plain", ev: post(hdr, strings.Repeat("a", DefaultMaxBodyBytes+1), false), wantStatus: 413},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			hs := newHarness(t, nil)
+			resp, err := hs.h.HandleFunctionURL(context.Background(), tc.ev)
+			if err != nil {
+				t.Fatalf("HandleFunctionURL returned an error: %v", err)
+			}
+			if resp.StatusCode != tc.wantStatus {
+				t.Fatalf("status = %d %s, want %d", resp.StatusCode, resp.Body, tc.wantStatus)
+			}
+			if resp.Headers["content-type"] != "application/json" || !json.Valid([]byte(resp.Body)) {
+				t.Errorf("response is not JSON: %v %q", resp.Headers, resp.Body)
+			}
+			if n := len(hs.queue.Jobs()); n != tc.wantJobs {
+				t.Errorf("enqueued %d jobs, want %d", n, tc.wantJobs)
+			}
+		})
+	}
+}
+
+func TestMalformedAndTruncated(t *testing.T) {
+	t.Parallel()
+	queued := examplesOf(t, "workflow_job", "queued")[0].body
+	run := examplesOf(t, "workflow_run", "requested")[0].body
+	type tcase struct {
+		name, event string
+		body        []byte
+		wantStatus  int
+	}
+	tests := []tcase{
+		{"empty body", "workflow_job", nil, 400},
+		{"not json", "workflow_job", []byte("hello"), 400},
+		{"json array", "workflow_job", []byte("[1,2]"), 400},
+		{"no action", "workflow_job", []byte(`{"workflow_job":{"id":1,"run_id":2},"repository":{"full_name":"o/r"}}`), 400},
+		{"no job id", "workflow_job", []byte(`{"action":"queued","workflow_job":{"run_id":2},"repository":{"full_name":"o/r"}}`), 400},
+		{"no run id", "workflow_job", []byte(`{"action":"queued","workflow_job":{"id":1},"repository":{"full_name":"o/r"}}`), 400},
+		{"no repository", "workflow_job", []byte(`{"action":"queued","workflow_job":{"id":1,"run_id":2}}`), 400},
+		{"repository without owner", "workflow_job", []byte(`{"action":"queued","workflow_job":{"id":1,"run_id":2},"repository":{"full_name":"/r"}}`), 400},
+		{"id is a string", "workflow_job", []byte(`{"action":"queued","workflow_job":{"id":"1","run_id":2},"repository":{"full_name":"o/r"}}`), 400},
+		{"labels not a list", "workflow_job", []byte(`{"action":"queued","workflow_job":{"id":1,"run_id":2,"labels":"gpu"},"repository":{"full_name":"o/r"}}`), 400},
+		{"bad timestamp", "workflow_job", []byte(`{"action":"queued","workflow_job":{"id":1,"run_id":2,"created_at":"yesterday"},"repository":{"full_name":"o/r"}}`), 400},
+		{"run without event", "workflow_run", []byte(`{"action":"requested","workflow_run":{"id":1},"repository":{"full_name":"o/r"}}`), 400},
+		{"run not json", "workflow_run", []byte("{"), 400},
+		{"unknown action", "workflow_job", []byte(`{"action":"exploded","workflow_job":{"id":1,"run_id":2},"repository":{"full_name":"o/r"}}`), 202},
+		{"unknown event", "issues", []byte(`{"action":"opened"}`), 202},
+	}
+	for _, cut := range []int{1, 10, len(queued) / 3, len(queued) / 2, len(queued) - 2} {
+		tests = append(tests, tcase{fmt.Sprintf("queued truncated at %d", cut), "workflow_job", queued[:cut], 400})
+	}
+	for _, cut := range []int{5, len(run) / 2, len(run) - 2} {
+		tests = append(tests, tcase{fmt.Sprintf("run truncated at %d", cut), "workflow_run", run[:cut], 400})
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			hs := newHarness(t, nil)
+			resp := hs.deliver(tc.event, "d", tc.body)
+			if resp.Status != tc.wantStatus {
+				t.Fatalf("status = %d %s, want %d", resp.Status, resp.Body, tc.wantStatus)
+			}
+			if len(hs.queue.Jobs()) != 0 {
+				t.Error("a malformed delivery enqueued a job")
+			}
+			if tc.wantStatus == 400 && !strings.Contains(hs.logs.String(), `"reason":"malformed"`) {
+				t.Errorf("no log line says why: %s", hs.logs.String())
+			}
+		})
+	}
+}
+
+func TestMissingHeaders(t *testing.T) {
+	t.Parallel()
+	body := examplesOf(t, "workflow_job", "queued")[0].body
+	for _, tc := range []struct{ name, event, delivery string }{
+		{"no event", "", "d"},
+		{"no delivery", "workflow_job", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			hs := newHarness(t, nil)
+			if resp := hs.deliver(tc.event, tc.delivery, body); resp.Status != 400 {
+				t.Fatalf("status = %d, want 400", resp.Status)
+			}
+		})
+	}
+}
+
+func TestReplayedDelivery(t *testing.T) {
+	t.Parallel()
+	body := examplesOf(t, "workflow_job", "queued")[0].body
+	hs := newHarness(t, nil)
+	first := hs.deliver("workflow_job", "same-delivery", body)
+	second := hs.deliver("workflow_job", "same-delivery", body)
+	if first.Status != 200 || second.Status != 200 || !strings.Contains(second.Body, "duplicate") {
+		t.Fatalf("responses = %+v, %+v", first, second)
+	}
+	if n := len(hs.queue.Jobs()); n != 1 {
+		t.Fatalf("enqueued %d jobs, want 1", n)
+	}
+	if hs.counter.Get(MetricDuplicate, "") != 1 {
+		t.Errorf("duplicate not counted: %v", hs.counter.Snapshot())
+	}
+	// A new delivery of the same job (GitHub sends a fresh id) is not a
+	// replay: it is enqueued, and scale-up's job claim dedupes it.
+	if resp := hs.deliver("workflow_job", "other-delivery", body); resp.Status != 200 || len(hs.queue.Jobs()) != 2 {
+		t.Fatalf("fresh delivery: %+v, %d jobs", resp, len(hs.queue.Jobs()))
+	}
+}
+
+func TestConcurrentReplays(t *testing.T) {
+	t.Parallel()
+	body := examplesOf(t, "workflow_job", "queued")[0].body
+	hs := newHarness(t, nil)
+	var wg sync.WaitGroup
+	statuses := make([]int, 32)
+	for i := range statuses {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			statuses[i] = hs.deliver("workflow_job", "racing-delivery", body).Status
+		}()
+	}
+	wg.Wait()
+	if n := len(hs.queue.Jobs()); n != 1 {
+		t.Fatalf("32 concurrent copies enqueued %d jobs, want 1", n)
+	}
+	for _, s := range statuses {
+		if s != 200 {
+			t.Fatalf("statuses = %v", statuses)
+		}
+	}
+}
+
+func TestOutOfOrderLifecycle(t *testing.T) {
+	t.Parallel()
+	const jobID, runID = 4242, 77
+	ev := func(action, started, completed, runner, conclusion string) []byte {
+		job := map[string]any{
+			"id": jobID, "run_id": runID, "run_attempt": 1, "name": "build", "workflow_name": "CI", "head_branch": "main",
+			"labels": []string{"self-hosted", "gpu"}, "created_at": "2026-11-30T07:00:00Z",
+		}
+		if started != "" {
+			job["started_at"] = started
+		}
+		if completed != "" {
+			job["completed_at"] = completed
+		}
+		if runner != "" {
+			job["runner_name"], job["runner_id"] = runner, 99
+		}
+		if conclusion != "" {
+			job["conclusion"] = conclusion
+		}
+		b, _ := json.Marshal(map[string]any{"action": action, "workflow_job": job, "repository": map[string]any{"full_name": "octo-org/app", "owner": map[string]string{"login": "octo-org"}}})
+		return b
+	}
+	queued := ev("queued", "", "", "", "")
+	started := ev("in_progress", "2026-11-30T07:01:00Z", "", "skiff-gpu-4242", "")
+	completed := ev("completed", "2026-11-30T07:01:00Z", "2026-11-30T07:09:00Z", "skiff-gpu-4242", "success")
+	orders := [][]string{
+		{"queued", "in_progress", "completed"},
+		{"completed", "in_progress", "queued"},
+		{"in_progress", "completed", "queued"},
+		{"completed", "queued", "in_progress"},
+		{"queued", "completed", "in_progress", "queued"},
+	}
+	bodies := map[string][]byte{"queued": queued, "in_progress": started, "completed": completed}
+	for _, order := range orders {
+		t.Run(strings.Join(order, "→"), func(t *testing.T) {
+			t.Parallel()
+			hs := newHarness(t, nil)
+			for i, action := range order {
+				if resp := hs.deliver("workflow_job", fmt.Sprintf("d%d", i), bodies[action]); resp.Status != 200 {
+					t.Fatalf("%s: status %d", action, resp.Status)
+				}
+			}
+			rec, err := hs.store.Job(context.Background(), jobID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.Status != store.StatusCompleted || rec.Conclusion != "success" || rec.RunnerName != "skiff-gpu-4242" ||
+				rec.StartedAt.IsZero() || rec.CompletedAt.IsZero() || rec.QueuedAt.IsZero() || rec.Pool != "gpu" || rec.WorkflowName != "CI" {
+				t.Errorf("record = %+v", rec)
+			}
+		})
+	}
+}
+
+func TestUnmatchedLabels(t *testing.T) {
+	t.Parallel()
+	mk := func(labels ...string) []byte {
+		b, _ := json.Marshal(map[string]any{"action": "queued", "workflow_job": map[string]any{"id": 1, "run_id": 2, "labels": labels}, "repository": map[string]any{"full_name": "o/r"}})
+		return b
+	}
+	tests := []struct {
+		name, reason string
+		body         []byte
+	}{
+		{"GitHub-hosted", "no_pool", mk("macos-latest")},
+		{"out of bounds", "out_of_bounds", mk("self-hosted", "skiff/bad")},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			hs := newHarness(t, nil)
+			resp := hs.deliver("workflow_job", "d", tc.body)
+			if resp.Status != 202 || len(hs.queue.Jobs()) != 0 {
+				t.Fatalf("status %d, %d jobs", resp.Status, len(hs.queue.Jobs()))
+			}
+			if hs.counter.Get(MetricUnmatched, tc.reason) != 1 {
+				t.Errorf("not counted by reason: %v", hs.counter.Snapshot())
+			}
+			if !strings.Contains(hs.logs.String(), `"reason":"`+tc.reason+`"`) {
+				t.Errorf("reason not logged: %s", hs.logs.String())
+			}
+			if _, err := hs.store.Job(context.Background(), 1); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("unmatched job recorded: %v", err)
+			}
+		})
+	}
+	t.Run("lifecycle of a job skiff does not serve is ignored", func(t *testing.T) {
+		t.Parallel()
+		hs := newHarness(t, nil)
+		b, _ := json.Marshal(map[string]any{"action": "completed", "workflow_job": map[string]any{"id": 1, "run_id": 2, "labels": []string{"macos-latest"}}, "repository": map[string]any{"full_name": "o/r"}})
+		if resp := hs.deliver("workflow_job", "d", b); resp.Status != 202 {
+			t.Fatalf("status %d", resp.Status)
+		}
+		if _, err := hs.store.Job(context.Background(), 1); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("foreign job recorded: %v", err)
+		}
+	})
+}
+
+func TestAllowList(t *testing.T) {
+	t.Parallel()
+	body := examplesOf(t, "workflow_job", "queued")[0].body   // Codertocat/Hello-World
+	run := examplesOf(t, "workflow_run", "requested")[0].body // octo-org/octo-repo
+	tests := []struct {
+		name      string
+		entries   []string
+		event     string
+		body      []byte
+		wantState int
+	}{
+		{"empty allows all", nil, "workflow_job", body, 200},
+		{"owner allowed", []string{"codertocat"}, "workflow_job", body, 200},
+		{"repository allowed", []string{"Codertocat/Hello-World"}, "workflow_job", body, 200},
+		{"other owner refused", []string{"octo-org"}, "workflow_job", body, 403},
+		{"other repository of the owner refused", []string{"Codertocat/other"}, "workflow_job", body, 403},
+		{"run refused", []string{"codertocat"}, "workflow_run", run, 403},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			allow, err := ParseAllowList(tc.entries)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hs := newHarness(t, func(o *Options) { o.Allow = allow })
+			resp := hs.deliver(tc.event, "d", tc.body)
+			if resp.Status != tc.wantState {
+				t.Fatalf("status = %d, want %d", resp.Status, tc.wantState)
+			}
+			if tc.wantState == 403 && (len(hs.queue.Jobs()) != 0 || !strings.Contains(hs.logs.String(), "allow-list")) {
+				t.Errorf("refusal enqueued or was not logged: %s", hs.logs.String())
+			}
+		})
+	}
+	for _, bad := range []string{"/x", "a/b/c", "a/", " / "} {
+		if _, err := ParseAllowList([]string{bad}); err == nil {
+			t.Errorf("ParseAllowList(%q) accepted a malformed entry", bad)
+		}
+	}
+}
+
+func TestFailuresAnswer503AndCanBeRedelivered(t *testing.T) {
+	t.Parallel()
+	queued := examplesOf(t, "workflow_job", "queued")[0].body
+	started := examplesOf(t, "workflow_job", "in_progress")[0].body
+	run := examplesOf(t, "workflow_run", "requested")[0].body
+	boom := errors.New("connection reset by peer")
+
+	t.Run("queue down", func(t *testing.T) {
+		t.Parallel()
+		hs := newHarness(t, nil)
+		hs.queue.SetErr(boom)
+		resp := hs.deliver("workflow_job", "d1", queued)
+		if resp.Status != 503 || strings.Contains(resp.Body, "connection reset") {
+			t.Fatalf("response = %+v", resp)
+		}
+		if !slices.Contains(hs.store.released, "d1") {
+			t.Error("the delivery claim was not released")
+		}
+		hs.queue.SetErr(nil)
+		if resp := hs.deliver("workflow_job", "d1", queued); resp.Status != 200 || len(hs.queue.Jobs()) != 1 {
+			t.Fatalf("redelivery: %+v, %d jobs", resp, len(hs.queue.Jobs()))
+		}
+		if hs.counter.Get(MetricFailed, "queue") != 1 {
+			t.Errorf("failure not counted: %v", hs.counter.Snapshot())
+		}
+	})
+	t.Run("store down for lifecycle", func(t *testing.T) {
+		t.Parallel()
+		hs := newHarness(t, nil)
+		hs.store.set(func(f *faultyStore) { f.recordErr = boom })
+		if resp := hs.deliver("workflow_job", "d2", started); resp.Status != 503 {
+			t.Fatalf("status = %d", resp.Status)
+		}
+		hs.store.set(func(f *faultyStore) { f.recordErr = nil })
+		if resp := hs.deliver("workflow_job", "d2", started); resp.Status != 200 {
+			t.Fatalf("redelivery status = %d", resp.Status)
+		}
+	})
+	t.Run("store down for run", func(t *testing.T) {
+		t.Parallel()
+		hs := newHarness(t, nil)
+		hs.store.set(func(f *faultyStore) { f.runErr = boom })
+		if resp := hs.deliver("workflow_run", "d3", run); resp.Status != 503 {
+			t.Fatalf("status = %d", resp.Status)
+		}
+	})
+	t.Run("dedupe unavailable still enqueues", func(t *testing.T) {
+		t.Parallel()
+		hs := newHarness(t, nil)
+		hs.store.set(func(f *faultyStore) { f.claimErr = boom })
+		if resp := hs.deliver("workflow_job", "d4", queued); resp.Status != 200 || len(hs.queue.Jobs()) != 1 {
+			t.Fatalf("status = %d, %d jobs", resp.Status, len(hs.queue.Jobs()))
+		}
+	})
+	t.Run("queued record failing after enqueue is not a failure", func(t *testing.T) {
+		t.Parallel()
+		hs := newHarness(t, nil)
+		hs.store.set(func(f *faultyStore) { f.recordErr = boom })
+		if resp := hs.deliver("workflow_job", "d5", queued); resp.Status != 200 || len(hs.queue.Jobs()) != 1 {
+			t.Fatalf("status = %d, %d jobs", resp.Status, len(hs.queue.Jobs()))
+		}
+	})
+}
+
+func TestPing(t *testing.T) {
+	t.Parallel()
+	hs := newHarness(t, nil)
+	if resp := hs.deliver("ping", "p", examplesOf(t, "ping", "")[0].body); resp.Status != 200 {
+		t.Fatalf("status = %d", resp.Status)
+	}
+}
+
+func TestNewFailsClosed(t *testing.T) {
+	t.Parallel()
+	base := Options{Secrets: [][]byte{[]byte("s")}, Router: testRouter, Queue: &queue.Memory{}, Store: store.NewMemory()}
+	tests := []struct {
+		name   string
+		mutate func(*Options)
+	}{
+		{"no secret", func(o *Options) { o.Secrets = nil }},
+		{"empty secret", func(o *Options) { o.Secrets = [][]byte{{}} }},
+		{"no router", func(o *Options) { o.Router = nil }},
+		{"no queue", func(o *Options) { o.Queue = nil }},
+		{"no store", func(o *Options) { o.Store = nil }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			o := base
+			tc.mutate(&o)
+			if _, err := New(o); err == nil {
+				t.Fatal("New accepted an incomplete configuration")
+			}
+		})
+	}
+	if _, err := New(base); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSecretNeverLogged runs every kind of delivery, good and bad, with a
+// canary secret and a debug-level logger, and checks no output carries it.
+func TestSecretNeverLogged(t *testing.T) {
+	t.Parallel()
+	hs := newHarness(t, nil)
+	for i, ex := range loadExamples(t) {
+		for _, sig := range []string{Sign(hs.secret, ex.body), Sign([]byte("wrong"), ex.body), "", "sha256=" + canarySecret} {
+			resp := hs.h.Handle(context.Background(), Request{Event: ex.event, Delivery: fmt.Sprint(i), Signature: sig, Body: ex.body})
+			if strings.Contains(resp.Body, canarySecret) {
+				t.Fatalf("response carries the secret: %s", resp.Body)
+			}
+		}
+	}
+	logs := hs.logs.String()
+	if strings.Contains(logs, canarySecret) {
+		t.Fatal("the secret reached the logs")
+	}
+	if !strings.Contains(logs, `"delivery_id"`) {
+		t.Fatal("the logs were not captured, so the check proves nothing")
+	}
+}
+
+func TestLogFields(t *testing.T) {
+	t.Parallel()
+	hs := newHarness(t, nil)
+	hs.deliver("workflow_job", "delivery-42", examplesOf(t, "workflow_job", "queued")[0].body)
+	var line map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(hs.logs.String()), "\n") {
+		if strings.Contains(l, "workflow_job accepted") {
+			_ = json.Unmarshal([]byte(l), &line)
+		}
+	}
+	for _, k := range []string{"delivery_id", "event", "action", "job_id", "repository", "pool"} {
+		if _, ok := line[k]; !ok {
+			t.Errorf("log line lacks %s: %v", k, line)
+		}
+	}
+}
