@@ -16,18 +16,18 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 )
 
-// secretsManagerAPI is the part of the Secrets Manager client this package calls.
-type secretsManagerAPI interface {
+// GetSecretValueAPI is the part of the Secrets Manager client this package calls.
+type GetSecretValueAPI interface {
 	GetSecretValue(ctx context.Context, params *secretsmanager.GetSecretValueInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
 }
 
-var _ secretsManagerAPI = (*secretsmanager.Client)(nil)
+var _ GetSecretValueAPI = (*secretsmanager.Client)(nil)
 
 // ErrEmpty is returned for a secret that holds no usable value.
 var ErrEmpty = errors.New("secret is empty")
 
 // Fetch returns the current string value of the secret id (an ARN or name).
-func Fetch(ctx context.Context, api secretsManagerAPI, id string) (string, error) {
+func Fetch(ctx context.Context, api GetSecretValueAPI, id string) (string, error) {
 	out, err := api.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(id)})
 	if err != nil {
 		return "", fmt.Errorf("reading secret %s: %w", id, err)

@@ -1,0 +1,113 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/config"
+	"github.com/skiffci/skiff/pkg/secret"
+)
+
+// Config is the webhook function's configuration. ConfigFromEnv documents
+// each variable; README.md lists them all.
+type Config struct {
+	SecretARN        string   // SKIFF_WEBHOOK_SECRET_ARN
+	Secrets          [][]byte // SKIFF_WEBHOOK_SECRET (+ _PREVIOUS), for local use
+	QueueURL         string   // SKIFF_QUEUE_URL
+	TableName        string   // SKIFF_TABLE_NAME
+	PoolsFile        string   // SKIFF_POOLS_FILE
+	Allow            AllowList
+	MaxBodyBytes     int
+	DeliveryTTL      time.Duration
+	JobTTL           time.Duration
+	LogLevel         slog.Level
+	MetricsNamespace string
+}
+
+// ConfigFromEnv reads the configuration through getenv (os.Getenv), and
+// reports every missing or malformed variable by name. The webhook secret
+// is required, from Secrets Manager or the environment: without one the
+// function refuses to start.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	env := config.NewEnv(getenv)
+	c := Config{
+		SecretARN:        env.String("SKIFF_WEBHOOK_SECRET_ARN", ""),
+		QueueURL:         env.Required("SKIFF_QUEUE_URL"),
+		TableName:        env.Required("SKIFF_TABLE_NAME"),
+		PoolsFile:        env.String("SKIFF_POOLS_FILE", defaultPoolsFile(getenv)),
+		MaxBodyBytes:     env.Int("SKIFF_MAX_BODY_BYTES", DefaultMaxBodyBytes),
+		DeliveryTTL:      env.Duration("SKIFF_DELIVERY_TTL", DefaultDeliveryTTL),
+		JobTTL:           env.Duration("SKIFF_JOB_TTL", DefaultJobTTL),
+		MetricsNamespace: env.String("SKIFF_METRICS_NAMESPACE", "Skiff"),
+	}
+	if cur := env.Raw("SKIFF_WEBHOOK_SECRET"); cur != "" {
+		c.Secrets = append(c.Secrets, []byte(cur))
+		if prev := env.Raw("SKIFF_WEBHOOK_SECRET_PREVIOUS"); prev != "" {
+			c.Secrets = append(c.Secrets, []byte(prev))
+		}
+	} else if env.Raw("SKIFF_WEBHOOK_SECRET_PREVIOUS") != "" {
+		env.Fail("SKIFF_WEBHOOK_SECRET_PREVIOUS is set without SKIFF_WEBHOOK_SECRET")
+	}
+	switch {
+	case c.SecretARN == "" && len(c.Secrets) == 0:
+		env.Fail("no webhook secret: set SKIFF_WEBHOOK_SECRET_ARN (Secrets Manager) or SKIFF_WEBHOOK_SECRET (local use); skiff does not accept unsigned webhooks")
+	case c.SecretARN != "" && len(c.Secrets) > 0:
+		env.Fail("SKIFF_WEBHOOK_SECRET_ARN and SKIFF_WEBHOOK_SECRET are both set: keep one")
+	}
+	allow, err := ParseAllowList(env.List("SKIFF_ALLOW"))
+	if err != nil {
+		env.Fail("SKIFF_ALLOW: %v", err)
+	}
+	c.Allow = allow
+	if err := c.LogLevel.UnmarshalText([]byte(env.String("SKIFF_LOG_LEVEL", "info"))); err != nil {
+		env.Fail("SKIFF_LOG_LEVEL=%q: want debug, info, warn or error", env.String("SKIFF_LOG_LEVEL", ""))
+	}
+	return c, env.Err()
+}
+
+// defaultPoolsFile is pools.yaml beside the function's code: the deploy
+// bundles the operator's pools file into the Lambda package.
+func defaultPoolsFile(getenv func(string) string) string {
+	if root := getenv("LAMBDA_TASK_ROOT"); root != "" {
+		return filepath.Join(root, "pools.yaml")
+	}
+	if exe, err := os.Executable(); err == nil {
+		return filepath.Join(filepath.Dir(exe), "pools.yaml")
+	}
+	return "pools.yaml"
+}
+
+// LoadSecrets returns the accepted webhook secrets: from the environment
+// when given there, else read once from Secrets Manager through api.
+func (c Config) LoadSecrets(ctx context.Context, api secret.GetSecretValueAPI) ([][]byte, error) {
+	if len(c.Secrets) > 0 {
+		return c.Secrets, nil
+	}
+	v, err := secret.Fetch(ctx, api, c.SecretARN)
+	if err != nil {
+		return nil, fmt.Errorf("loading webhook secret: %w", err)
+	}
+	s, err := secret.WebhookSecrets(v)
+	if err != nil {
+		return nil, fmt.Errorf("loading webhook secret %s: %w", c.SecretARN, err)
+	}
+	return s, nil
+}
+
+// String describes the configuration for a cold-start log line, without
+// any secret.
+func (c Config) String() string {
+	src := "env"
+	if c.SecretARN != "" {
+		src = c.SecretARN
+	}
+	return strings.Join([]string{
+		"queue=" + c.QueueURL, "table=" + c.TableName, "pools=" + c.PoolsFile, "secret_source=" + src,
+		fmt.Sprintf("max_body_bytes=%d", c.MaxBodyBytes), "delivery_ttl=" + c.DeliveryTTL.String(), "job_ttl=" + c.JobTTL.String(),
+	}, " ")
+}

@@ -1,0 +1,102 @@
+package webhook
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+)
+
+func TestConfigFromEnv(t *testing.T) {
+	t.Parallel()
+	base := map[string]string{
+		"SKIFF_QUEUE_URL":  "https://sqs.eu-west-1.amazonaws.com/1/skiff-jobs",
+		"SKIFF_TABLE_NAME": "skiff",
+		"LAMBDA_TASK_ROOT": "/var/task",
+	}
+	with := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for k, v := range base {
+			m[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	tests := []struct {
+		name    string
+		env     map[string]string
+		wantErr []string // each must appear in the error
+		check   func(t *testing.T, c Config)
+	}{
+		{name: "secret from Secrets Manager with defaults", env: with("SKIFF_WEBHOOK_SECRET_ARN", "arn:aws:secretsmanager:eu-west-1:1:secret:w"), check: func(t *testing.T, c Config) {
+			if c.PoolsFile != "/var/task/pools.yaml" || c.MaxBodyBytes != DefaultMaxBodyBytes || c.DeliveryTTL != DefaultDeliveryTTL || c.JobTTL != DefaultJobTTL || c.MetricsNamespace != "Skiff" {
+				t.Errorf("defaults not applied: %+v", c)
+			}
+		}},
+		{name: "secret and previous from env", env: with("SKIFF_WEBHOOK_SECRET", canarySecret, "SKIFF_WEBHOOK_SECRET_PREVIOUS", "old", "SKIFF_ALLOW", "octo-org, Other/repo", "SKIFF_DELIVERY_TTL", "72h", "SKIFF_LOG_LEVEL", "debug"), check: func(t *testing.T, c Config) {
+			if len(c.Secrets) != 2 || string(c.Secrets[1]) != "old" || c.DeliveryTTL != 72*time.Hour || !c.Allow.Allows("OCTO-ORG", "octo-org/x") || c.Allow.Allows("other", "other/x") {
+				t.Errorf("config = %+v", c)
+			}
+			if strings.Contains(c.String(), canarySecret) {
+				t.Error("String() shows the secret")
+			}
+		}},
+		{name: "no secret fails closed", env: with(), wantErr: []string{"SKIFF_WEBHOOK_SECRET_ARN", "SKIFF_WEBHOOK_SECRET"}},
+		{name: "both secret sources", env: with("SKIFF_WEBHOOK_SECRET_ARN", "arn", "SKIFF_WEBHOOK_SECRET", "s"), wantErr: []string{"both set"}},
+		{name: "previous without current", env: with("SKIFF_WEBHOOK_SECRET_ARN", "arn", "SKIFF_WEBHOOK_SECRET_PREVIOUS", "old"), wantErr: []string{"SKIFF_WEBHOOK_SECRET_PREVIOUS"}},
+		{name: "missing queue and table", env: map[string]string{"SKIFF_WEBHOOK_SECRET": "s"}, wantErr: []string{"SKIFF_QUEUE_URL", "SKIFF_TABLE_NAME"}},
+		{name: "malformed values", env: with("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_MAX_BODY_BYTES", "big", "SKIFF_JOB_TTL", "forever", "SKIFF_ALLOW", "a/b/c", "SKIFF_LOG_LEVEL", "loud"),
+			wantErr: []string{"SKIFF_MAX_BODY_BYTES", "SKIFF_JOB_TTL", "SKIFF_ALLOW", "SKIFF_LOG_LEVEL"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := ConfigFromEnv(func(k string) string { return tc.env[k] })
+			if len(tc.wantErr) > 0 {
+				if err == nil {
+					t.Fatal("want an error")
+				}
+				for _, w := range tc.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q does not name %s", err, w)
+					}
+				}
+				if strings.Contains(err.Error(), canarySecret) {
+					t.Error("error shows the secret")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, c)
+		})
+	}
+}
+
+type smStub struct{ value string }
+
+func (s smStub) GetSecretValue(context.Context, *secretsmanager.GetSecretValueInput, ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error) {
+	return &secretsmanager.GetSecretValueOutput{SecretString: aws.String(s.value)}, nil
+}
+
+func TestLoadSecrets(t *testing.T) {
+	t.Parallel()
+	c := Config{SecretARN: "arn:s"}
+	got, err := c.LoadSecrets(context.Background(), smStub{`{"current":"new","previous":"old"}`})
+	if err != nil || len(got) != 2 || string(got[0]) != "new" {
+		t.Fatalf("LoadSecrets = %q, %v", got, err)
+	}
+	if _, err := c.LoadSecrets(context.Background(), smStub{" "}); err == nil {
+		t.Fatal("an empty secret must refuse to start")
+	}
+	env := Config{Secrets: [][]byte{[]byte("e")}}
+	if got, err := env.LoadSecrets(context.Background(), nil); err != nil || string(got[0]) != "e" {
+		t.Fatalf("env secrets: %q, %v", got, err)
+	}
+}
