@@ -1,0 +1,408 @@
+package pool
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Capacity is a pool's purchase option.
+type Capacity string
+
+// The capacity policies a pool can have.
+const (
+	// CapacitySpot launches spot instances only.
+	CapacitySpot Capacity = "spot"
+	// CapacityOnDemand launches on-demand instances only.
+	CapacityOnDemand Capacity = "on-demand"
+	// CapacitySpotThenOnDemand tries spot and falls back to on-demand.
+	CapacitySpotThenOnDemand Capacity = "spot-then-on-demand"
+)
+
+// Defaults for fields a pool and the defaults block both leave unset. Each
+// says why it has its value.
+const (
+	// DefaultRunnerGroup is the runner group every GitHub organisation has.
+	DefaultRunnerGroup = "Default"
+	// DefaultArchitecture: most CI images and actions are built for x64.
+	DefaultArchitecture = "x64"
+	// DefaultDiskGiB fits a runner image plus a typical checkout and build cache.
+	DefaultDiskGiB = 30
+	// DefaultCapacity: spot is the cheap default, the fallback keeps jobs from waiting.
+	DefaultCapacity = CapacitySpotThenOnDemand
+	// DefaultMaxRunners bounds a misconfigured pool's bill until the operator sets it.
+	DefaultMaxRunners = 10
+	// DefaultMaxLifetime matches the job time limit of GitHub-hosted runners.
+	DefaultMaxLifetime = 6 * time.Hour
+	// MaxLifetimeLimit is GitHub's execution limit for a self-hosted job (5 days).
+	MaxLifetimeLimit = 120 * time.Hour
+)
+
+// Config is a loaded and validated pools file. It is immutable after Parse and
+// safe for concurrent use.
+type Config struct {
+	// File is the name the config was loaded from, used in messages.
+	File string
+	// Version is the file format version (1).
+	Version int
+	// Pools are the pools in file order.
+	Pools []*Pool
+	// Warnings are the semantic findings that do not stop the config from loading.
+	Warnings []Diagnostic
+
+	byName map[string]*Pool
+	index  labelIndex
+}
+
+// Pool is one pool of runners, with the file's defaults already applied.
+type Pool struct {
+	Name          string
+	Labels        []string
+	Scope         Scope
+	RunnerGroup   string
+	InstanceTypes []string
+	Requirements  *Requirements
+	Architecture  string
+	Image         Image
+	DiskGiB       int
+	Subnets       []string
+	Capacity      Capacity
+	MaxRunners    int
+	MaxLifetime   time.Duration
+	Tags          map[string]string
+	Dynamic       *Bounds
+
+	// Line is where the pool starts in the file.
+	Line int
+
+	lifetime  string          // maxLifetime as written
+	index     int             // position in Config.Pools
+	effective map[string]bool // lower-case labels including the implied ones
+	families  []string        // families the pool can launch, in preference order
+}
+
+// Scope limits which repositories may use a pool. An empty scope admits all.
+type Scope struct {
+	Owners       []string
+	Repositories []string
+}
+
+// Empty reports whether the scope admits every repository.
+func (s Scope) Empty() bool { return len(s.Owners) == 0 && len(s.Repositories) == 0 }
+
+// Admits reports whether repository ("owner/name") may use a pool with this scope.
+func (s Scope) Admits(repository string) bool {
+	if s.Empty() {
+		return true
+	}
+	owner, _, ok := strings.Cut(repository, "/")
+	if !ok {
+		return false
+	}
+	for _, o := range s.Owners {
+		if strings.EqualFold(o, owner) {
+			return true
+		}
+	}
+	for _, r := range s.Repositories {
+		if strings.EqualFold(r, repository) {
+			return true
+		}
+	}
+	return false
+}
+
+// Range is an inclusive integer range. Max 0 means no upper bound.
+type Range struct {
+	Min int
+	Max int
+}
+
+// Contains reports whether v lies in the range.
+func (r Range) Contains(v int) bool { return v >= r.Min && (r.Max == 0 || v <= r.Max) }
+
+// String renders the range as "4-32", "4+" or "8".
+func (r Range) String() string {
+	switch {
+	case r.Max == 0:
+		return fmt.Sprintf("%d+", r.Min)
+	case r.Min == r.Max:
+		return fmt.Sprint(r.Min)
+	default:
+		return fmt.Sprintf("%d-%d", r.Min, r.Max)
+	}
+}
+
+// Requirements select instance types by attributes (EC2 attribute-based
+// instance type selection) instead of a fixed list.
+type Requirements struct {
+	VCPU      Range
+	MemoryGiB Range
+	GPU       *GPURequirements
+	Families  []string
+}
+
+// GPURequirements narrow attribute-based selection to instances with GPUs.
+type GPURequirements struct {
+	Count        Range
+	Manufacturer string
+	Models       []string
+}
+
+// Image names the machine image: exactly one of AMI, SSM or Name is set.
+type Image struct {
+	AMI    string
+	SSM    string
+	Name   string
+	Owners []string
+	GPU    bool
+}
+
+// String renders the image for humans: "ami-0abc", "ssm:/aws/...", "name:foo-* (owners: self)".
+func (im Image) String() string {
+	switch {
+	case im.AMI != "":
+		return im.AMI
+	case im.SSM != "":
+		return "ssm:" + im.SSM
+	case im.Name != "":
+		owners := im.Owners
+		if len(owners) == 0 {
+			owners = []string{"self"}
+		}
+		return fmt.Sprintf("name:%s (owners: %s)", im.Name, strings.Join(owners, ", "))
+	}
+	return "(none)"
+}
+
+// Bounds are a pool's limits on the dynamic label. A zero bound refuses its key.
+type Bounds struct {
+	MaxCPU        int
+	MaxRAMGiB     int
+	MaxGPUs       int
+	MaxDiskGiB    int
+	Families      []string
+	AllowOnDemand bool
+}
+
+// ErrInvalidConfig is wrapped by every *ValidationError.
+var ErrInvalidConfig = errors.New("invalid pools file")
+
+// Load reads and validates the pools file at path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading pools file: %w", err)
+	}
+	return Parse(data, path)
+}
+
+// Parse validates a pools file against schema/pools.schema.json and the
+// semantic checks, and returns the config ready for resolution. A file that
+// fails returns a *ValidationError listing every finding with its line.
+func Parse(data []byte, filename string) (*Config, error) {
+	src := &source{file: filename}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, &ValidationError{Diagnostics: []Diagnostic{yamlDiagnostic(filename, err)}}
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return nil, &ValidationError{Diagnostics: []Diagnostic{{
+			File: filename, Line: 1, Column: 1, Severity: SeverityError,
+			Message: "the file is empty", Fix: "start from examples/pools.yaml",
+		}}}
+	}
+	root := doc.Content[0]
+	value, diags := src.convert(root)
+	if len(diags) > 0 {
+		return nil, &ValidationError{Diagnostics: diags}
+	}
+	if diags := src.validateSchema(value); len(diags) > 0 {
+		return nil, &ValidationError{Diagnostics: diags}
+	}
+	cfg, diags := src.decode(value)
+	if hasErrors(diags) {
+		return nil, &ValidationError{Diagnostics: diags}
+	}
+	cfg.File = filename
+	cfg.Warnings = diags
+	cfg.buildIndex()
+	return cfg, nil
+}
+
+// Pool returns the pool with the given name (case-insensitive), or nil.
+func (c *Config) Pool(name string) *Pool { return c.byName[strings.ToLower(name)] }
+
+// decode turns the schema-valid document into a Config, applying defaults,
+// then runs the semantic checks. The schema has already guaranteed every
+// type, so decoding reads the values directly.
+func (s *source) decode(doc any) (*Config, []Diagnostic) {
+	root, _ := doc.(map[string]any)
+	defaults, _ := root["defaults"].(map[string]any)
+	pools, _ := root["pools"].([]any)
+	cfg := &Config{Version: 1, Pools: make([]*Pool, 0, len(pools))}
+	for i, raw := range pools {
+		m, _ := raw.(map[string]any)
+		get := func(key string) any {
+			if v, ok := m[key]; ok {
+				return v
+			}
+			return defaults[key]
+		}
+		p := &Pool{
+			Name:          str(get("name")),
+			Labels:        strs(get("labels")),
+			RunnerGroup:   str(get("runnerGroup")),
+			InstanceTypes: strs(get("instanceTypes")),
+			Architecture:  str(get("architecture")),
+			DiskGiB:       num(get("diskGiB")),
+			Subnets:       strs(get("subnets")),
+			Capacity:      Capacity(str(get("capacity"))),
+			MaxRunners:    num(get("maxRunners")),
+			lifetime:      str(get("maxLifetime")),
+			Line:          s.locate(fmt.Sprintf("/pools/%d", i)).line,
+			index:         i,
+		}
+		if sc, ok := get("scope").(map[string]any); ok {
+			p.Scope = Scope{Owners: strs(sc["owners"]), Repositories: strs(sc["repositories"])}
+		}
+		if im, ok := get("image").(map[string]any); ok {
+			p.Image = Image{AMI: str(im["ami"]), SSM: str(im["ssm"]), Name: str(im["name"]),
+				Owners: strs(im["owners"]), GPU: im["gpu"] == true}
+		}
+		if r, ok := get("requirements").(map[string]any); ok {
+			p.Requirements = &Requirements{VCPU: rng(r["vcpu"]), MemoryGiB: rng(r["memoryGiB"]), Families: strs(r["families"])}
+			if g, ok := r["gpu"].(map[string]any); ok {
+				p.Requirements.GPU = &GPURequirements{Count: rng(g["count"]), Manufacturer: str(g["manufacturer"]), Models: strs(g["models"])}
+			}
+		}
+		if tags, ok := get("tags").(map[string]any); ok {
+			p.Tags = make(map[string]string, len(tags))
+			for k, v := range tags {
+				p.Tags[k] = str(v)
+			}
+		}
+		if d, ok := get("dynamic").(map[string]any); ok {
+			p.Dynamic = &Bounds{MaxCPU: num(d["maxCpu"]), MaxRAMGiB: num(d["maxRamGiB"]), MaxGPUs: num(d["maxGpus"]),
+				MaxDiskGiB: num(d["maxDiskGiB"]), Families: strs(d["families"]), AllowOnDemand: d["allowOnDemand"] == true}
+		}
+		applyPoolDefaults(p)
+		cfg.Pools = append(cfg.Pools, p)
+	}
+	return cfg, s.check(cfg)
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+func strs(v any) []string {
+	arr, ok := v.([]any)
+	if !ok {
+		return nil
+	}
+	out := make([]string, len(arr))
+	for i, x := range arr {
+		out[i] = str(x)
+	}
+	return out
+}
+
+// num reads an integer the schema has checked; YAML gives int64, or float64
+// for a whole number written as 4.0.
+func num(v any) int {
+	switch n := v.(type) {
+	case int64:
+		return int(n)
+	case float64:
+		return int(n)
+	}
+	return 0
+}
+
+func rng(v any) Range {
+	m, _ := v.(map[string]any)
+	return Range{Min: num(m["min"]), Max: num(m["max"])}
+}
+
+func applyPoolDefaults(p *Pool) {
+	if p.RunnerGroup == "" {
+		p.RunnerGroup = DefaultRunnerGroup
+	}
+	if p.Architecture == "" {
+		p.Architecture = DefaultArchitecture
+	}
+	if p.DiskGiB == 0 {
+		p.DiskGiB = DefaultDiskGiB
+	}
+	if p.Capacity == "" {
+		p.Capacity = DefaultCapacity
+	}
+	if p.MaxRunners == 0 {
+		p.MaxRunners = DefaultMaxRunners
+	}
+	p.MaxLifetime = DefaultMaxLifetime
+	if p.lifetime != "" {
+		if d, err := time.ParseDuration(p.lifetime); err == nil {
+			p.MaxLifetime = d
+		}
+	}
+	p.effective = make(map[string]bool, len(p.Labels)+3)
+	for _, l := range p.Labels {
+		p.effective[strings.ToLower(l)] = true
+	}
+	for _, l := range impliedLabels(p.Architecture) {
+		p.effective[l] = true
+	}
+	p.families = poolFamilies(p)
+}
+
+// impliedLabels are the labels every skiff runner carries without the
+// operator listing them, as GitHub gives every self-hosted runner.
+func impliedLabels(arch string) [3]string { return [3]string{"self-hosted", "linux", arch} }
+
+// poolFamilies lists the families a pool can launch, in preference order.
+func poolFamilies(p *Pool) []string {
+	if p.Requirements != nil {
+		return p.Requirements.Families
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, t := range p.InstanceTypes {
+		f := familyOf(t)
+		if !seen[f] {
+			seen[f] = true
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// allowedFamilies are the families family= may name for this pool.
+func (p *Pool) allowedFamilies() []string {
+	if p.Dynamic != nil && len(p.Dynamic.Families) > 0 {
+		return p.Dynamic.Families
+	}
+	return p.families
+}
+
+// EffectiveLabels returns the pool's labels plus the implied ones, lower-case and sorted.
+func (p *Pool) EffectiveLabels() []string { return sortedKeys(p.effective) }
+
+// HasGPU reports whether the pool can launch GPU instances.
+func (p *Pool) HasGPU() bool {
+	if p.Requirements != nil && p.Requirements.GPU != nil && p.Requirements.GPU.Count.Min > 0 {
+		return true
+	}
+	for _, f := range p.families {
+		if families[f].gpu {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,181 @@
+package pool
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Candidates returns the instance types the spec may launch, as the table
+// knows them, in the order they are tried. For a fixed list that is the list
+// (types missing from the table are returned with only a Name). For
+// requirements it is every table entry that satisfies them, cheapest first:
+// an estimate of what EC2's attribute-based selection can pick.
+func (s Spec) Candidates() []*InstanceType {
+	if s.Requirements == nil {
+		out := make([]*InstanceType, 0, len(s.InstanceTypes))
+		for _, t := range s.InstanceTypes {
+			if it := Prices.Lookup(t); it != nil {
+				out = append(out, it)
+			} else {
+				out = append(out, &InstanceType{Name: t})
+			}
+		}
+		return out
+	}
+	r := s.Requirements
+	var out []*InstanceType
+	for _, it := range Prices.sortedTypes() {
+		if it.Arch != s.Architecture || !r.VCPU.Contains(it.VCPU) || !r.MemoryGiB.Contains(it.MemoryGiB) {
+			continue
+		}
+		if len(r.Families) > 0 && !contains(r.Families, familyOf(it.Name)) {
+			continue
+		}
+		if r.GPU != nil {
+			if !r.GPU.Count.Contains(it.GPUs) {
+				continue
+			}
+			if len(r.GPU.Models) > 0 && !contains(r.GPU.Models, it.GPUModel) {
+				continue
+			}
+		}
+		out = append(out, it)
+	}
+	return out
+}
+
+// PriceRange returns the lowest and highest on-demand hourly price among the
+// candidates the table prices, and how many it does not price.
+func (s Spec) PriceRange() (lo, hi float64, unpriced int) {
+	for _, it := range s.Candidates() {
+		if it.OnDemand == 0 {
+			unpriced++
+			continue
+		}
+		if lo == 0 || it.OnDemand < lo {
+			lo = it.OnDemand
+		}
+		hi = max(hi, it.OnDemand)
+	}
+	return lo, hi, unpriced
+}
+
+// WritePlan prints what resolving a job would launch, for skiff plan.
+// cfg may be nil; with it the pool's file position is printed.
+func WritePlan(w io.Writer, cfg *Config, s Spec) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	pool := s.Pool
+	if cfg != nil {
+		if p := cfg.Pool(s.Pool); p != nil {
+			pool = fmt.Sprintf("%s (%s:%d)", s.Pool, cfg.File, p.Line)
+		}
+	}
+	row("pool", pool)
+	row("register labels", strings.Join(s.Labels, ", "))
+	if s.RunID != "" {
+		row("pinned to run", s.RunID)
+	}
+	row("runner group", s.RunnerGroup)
+	row("architecture", s.Architecture)
+	row("capacity", capacityText(s.Capacity))
+	row("image", s.Image.String())
+	row("disk", fmt.Sprintf("%d GiB (encrypted gp3)", s.DiskGiB))
+	row("subnets", strings.Join(s.Subnets, ", "))
+	row("max runners", fmt.Sprint(s.MaxRunners))
+	row("max lifetime", FormatDuration(s.MaxLifetime))
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("writing plan: %w", err)
+	}
+
+	cands := s.Candidates()
+	if s.Requirements != nil {
+		fmt.Fprintf(w, "\ninstance types: attribute-based (%s); EC2 picks among them.\n", requirementsText(s.Requirements))
+		fmt.Fprintf(w, "Candidates the price table knows, cheapest first:\n")
+	} else {
+		fmt.Fprintf(w, "\ninstance types, in the order they are tried:\n")
+	}
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for i, it := range cands {
+		if it.VCPU == 0 {
+			fmt.Fprintf(tw, "%3d\t%s\t\t\t\tnot in the price table\n", i+1, it.Name)
+			continue
+		}
+		gpu := "-"
+		if it.GPUs > 0 {
+			gpu = fmt.Sprintf("%d x %s", it.GPUs, it.GPUModel)
+		}
+		price := fmt.Sprintf("$%.4f/h", it.OnDemand)
+		fmt.Fprintf(tw, "%3d\t%s\t%3d vCPU\t%4d GiB\t%s\t%10s\n", i+1, it.Name, it.VCPU, it.MemoryGiB, gpu, price)
+	}
+	if len(cands) == 0 {
+		fmt.Fprintf(tw, "    (none in the price table)\n")
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("writing plan: %w", err)
+	}
+
+	lo, hi, unpriced := s.PriceRange()
+	fmt.Fprintln(w)
+	switch {
+	case hi == 0:
+		fmt.Fprintf(w, "price: unknown (no candidate is in the price table)\n")
+	case lo == hi:
+		fmt.Fprintf(w, "price: $%.2f per hour on-demand\n", lo)
+	default:
+		fmt.Fprintf(w, "price: $%.2f to $%.2f per hour on-demand\n", lo, hi)
+	}
+	if unpriced > 0 {
+		fmt.Fprintf(w, "       %d candidate(s) not in the price table are not counted\n", unpriced)
+	}
+	if s.Capacity != CapacityOnDemand {
+		fmt.Fprintf(w, "       spot prices vary by the hour and are usually well below on-demand\n")
+	}
+	_, err := fmt.Fprintf(w, "       estimate: %s list prices of %s, Linux, %s; not a quote\n", Prices.Region, Prices.Date, Prices.Currency)
+	return err
+}
+
+func capacityText(c Capacity) string {
+	switch c {
+	case CapacitySpot:
+		return "spot (no on-demand fallback)"
+	case CapacityOnDemand:
+		return "on-demand"
+	case CapacitySpotThenOnDemand:
+		return "spot, then on-demand when spot has no capacity"
+	}
+	return string(c)
+}
+
+func requirementsText(r *Requirements) string {
+	parts := []string{"vcpu " + r.VCPU.String(), "memory " + r.MemoryGiB.String() + " GiB"}
+	if r.GPU != nil {
+		g := "gpu " + r.GPU.Count.String()
+		if r.GPU.Manufacturer != "" {
+			g += " " + r.GPU.Manufacturer
+		}
+		if len(r.GPU.Models) > 0 {
+			g += " " + strings.Join(r.GPU.Models, "/")
+		}
+		parts = append(parts, g)
+	}
+	if len(r.Families) > 0 {
+		parts = append(parts, "families "+strings.Join(r.Families, ", "))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// FormatDuration renders a duration as in the pools file: "6h", "90m" as "1h30m".
+func FormatDuration(d time.Duration) string {
+	h, m := int(d/time.Hour), int((d%time.Hour)/time.Minute)
+	switch {
+	case h > 0 && m > 0:
+		return fmt.Sprintf("%dh%dm", h, m)
+	case h > 0:
+		return fmt.Sprintf("%dh", h)
+	}
+	return fmt.Sprintf("%dm", m)
+}

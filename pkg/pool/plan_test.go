@@ -1,0 +1,83 @@
+package pool
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCandidatesAndPrice(t *testing.T) {
+	t.Parallel()
+	spec := Spec{InstanceTypes: []string{"c7i.large", "c5.large", "m7i.large"}}
+	c := spec.Candidates()
+	if len(c) != 3 || c[0].VCPU != 2 || c[1].Name != "c5.large" || c[1].VCPU != 0 {
+		t.Fatalf("candidates = %+v", c)
+	}
+	lo, hi, unpriced := spec.PriceRange()
+	if lo != 0.08925 || hi != 0.1008 || unpriced != 1 {
+		t.Errorf("PriceRange = %v, %v, %d", lo, hi, unpriced)
+	}
+	req := Spec{Architecture: "x64", Requirements: &Requirements{VCPU: Range{4, 4}, MemoryGiB: Range{Min: 16},
+		GPU: &GPURequirements{Count: Range{1, 1}, Models: []string{"l4", "a10g"}}, Families: []string{"g6", "g5", "g6e"}}}
+	var names []string
+	for _, it := range req.Candidates() {
+		names = append(names, it.Name)
+	}
+	if got := strings.Join(names, ","); got != "g6.xlarge,g5.xlarge" {
+		t.Errorf("requirement candidates = %s, want cheapest first without l40s", got)
+	}
+}
+
+func TestPriceTable(t *testing.T) {
+	t.Parallel()
+	if Prices.Region == "" || Prices.Date == "" || !Prices.Estimate || Prices.Source == "" {
+		t.Errorf("price table lacks its provenance: %+v", Prices)
+	}
+	for name, it := range Prices.Types {
+		fi, ok := families[familyOf(name)]
+		switch {
+		case !ok:
+			t.Errorf("%s: family not in the known families", name)
+		case fi.arch != it.Arch:
+			t.Errorf("%s: table says %s, family says %s", name, it.Arch, fi.arch)
+		case fi.gpu != (it.GPUs > 0):
+			t.Errorf("%s: GPU count %d disagrees with the family", name, it.GPUs)
+		case it.VCPU <= 0 || it.MemoryGiB <= 0 || it.OnDemand <= 0:
+			t.Errorf("%s: incomplete entry %+v", name, it)
+		}
+	}
+	for _, f := range []string{"c7i", "m7i", "r7i", "c7g", "g4dn", "g5", "g6", "g6e", "p4d", "p5"} {
+		found := false
+		for name := range Prices.Types {
+			found = found || familyOf(name) == f
+		}
+		if !found {
+			t.Errorf("family %s has no priced type", f)
+		}
+	}
+}
+
+func TestWritePlanUnpriced(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	spec := Spec{Pool: "x", InstanceTypes: []string{"c5.large"}, Capacity: CapacitySpot, Architecture: "x64", DiskGiB: 30, MaxLifetime: 90 * time.Minute}
+	if err := WritePlan(&buf, nil, spec); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{"c5.large", "not in the price table", "price: unknown", "1h30m", "spot (no on-demand fallback)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestFormatDuration(t *testing.T) {
+	t.Parallel()
+	for d, want := range map[time.Duration]string{6 * time.Hour: "6h", 90 * time.Minute: "1h30m", 45 * time.Minute: "45m", 0: "0m"} {
+		if got := FormatDuration(d); got != want {
+			t.Errorf("FormatDuration(%v) = %q, want %q", d, got, want)
+		}
+	}
+}

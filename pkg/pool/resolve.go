@@ -1,0 +1,498 @@
+package pool
+
+import (
+	"fmt"
+	"math/bits"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Spec is what to launch for one job: the result of resolving its labels.
+// Slices and maps may be shared with the Config: treat them as read-only.
+type Spec struct {
+	// Pool is the chosen pool's name.
+	Pool string
+	// InstanceTypes are the types to try, in order. Empty when Requirements is set.
+	InstanceTypes []string
+	// Requirements select types by attribute (EC2 attribute-based selection),
+	// already narrowed by the dynamic label. Nil when InstanceTypes is set.
+	Requirements *Requirements
+	// Capacity is the purchase option after spot= is applied.
+	Capacity Capacity
+	// Architecture is x64 or arm64.
+	Architecture string
+	// Image is the machine image.
+	Image Image
+	// DiskGiB is the root volume size after disk= is applied.
+	DiskGiB int
+	// Subnets to launch in.
+	Subnets []string
+	// RunnerGroup is the GitHub runner group to register in.
+	RunnerGroup string
+	// Labels are the labels to register the just-in-time runner with: the
+	// job's labels (first spelling of each) plus the implied self-hosted,
+	// linux and architecture labels. The dynamic label is among them, so a
+	// runner launched for run=ID only takes jobs that ask for run=ID.
+	Labels []string
+	// RunID pins the runner to one workflow run (from run=), or "".
+	RunID string
+	// MaxRunners is the pool's limit of live runners.
+	MaxRunners int
+	// MaxLifetime is how long an instance of the pool may live.
+	MaxLifetime time.Duration
+	// Tags are the pool's extra EC2 tags.
+	Tags map[string]string
+	// Dynamic is the parsed dynamic label, nil when the job had none.
+	Dynamic *Label
+}
+
+// labelIndex maps each lower-case effective label to the set of pools that
+// carry it, as a bitset over pool positions.
+type labelIndex struct {
+	words  int
+	labels map[string][]uint64
+	order  []int // pool positions by ascending label count, then file order
+}
+
+func (c *Config) buildIndex() {
+	n := len(c.Pools)
+	c.index = labelIndex{words: (n + 63) / 64, labels: map[string][]uint64{}}
+	c.byName = make(map[string]*Pool, n)
+	for i, p := range c.Pools {
+		c.byName[p.Name] = p
+		for l := range p.effective {
+			set := c.index.labels[l]
+			if set == nil {
+				set = make([]uint64, c.index.words)
+				c.index.labels[l] = set
+			}
+			set[i/64] |= 1 << (i % 64)
+		}
+		c.index.order = append(c.index.order, i)
+	}
+	sort.SliceStable(c.index.order, func(a, b int) bool {
+		return len(c.Pools[c.index.order[a]].effective) < len(c.Pools[c.index.order[b]].effective)
+	})
+}
+
+// Resolve turns a job's runs-on labels into a launch spec, ignoring pool
+// scopes. It is a pure function of the labels and the config.
+//
+// The rule: the dynamic label (skiff/...) is set aside; a pool matches when
+// every other label of the job is one of the pool's labels or implied labels
+// (self-hosted, linux, its architecture), compared case-insensitively. With
+// pool=NAME only that pool can match. With dynamic sizes, a pool matches only
+// if they are within its bounds. Of the matching pools the one with the
+// fewest labels wins (the fewest labels the job did not ask for); a tie is
+// ErrAmbiguous.
+func (c *Config) Resolve(labels []string) (Spec, error) {
+	return c.resolve(labels, "", false)
+}
+
+// ResolveRepo is Resolve for a job of repository ("owner/name"): pools whose
+// scope does not admit the repository do not match.
+func (c *Config) ResolveRepo(labels []string, repository string) (Spec, error) {
+	return c.resolve(labels, repository, true)
+}
+
+// Route returns the name of the pool a job of repository ("owner/name") with
+// these labels goes to, or a *ResolveError. It is what the webhook calls.
+func (c *Config) Route(labels []string, repository string) (string, error) {
+	p, _, _, err := c.match(labels, repository, true)
+	if err != nil {
+		return "", err
+	}
+	return p.Name, nil
+}
+
+func (c *Config) resolve(labels []string, repository string, scoped bool) (Spec, error) {
+	p, dyn, f, err := c.match(labels, repository, scoped)
+	if err != nil {
+		return Spec{}, err
+	}
+	spec := Spec{
+		Pool:          p.Name,
+		InstanceTypes: p.InstanceTypes,
+		Requirements:  p.Requirements,
+		Capacity:      p.Capacity,
+		Architecture:  p.Architecture,
+		Image:         p.Image,
+		DiskGiB:       p.DiskGiB,
+		Subnets:       p.Subnets,
+		RunnerGroup:   p.RunnerGroup,
+		Labels:        registerLabels(labels, p.Architecture),
+		MaxRunners:    p.MaxRunners,
+		MaxLifetime:   p.MaxLifetime,
+		Tags:          p.Tags,
+		Dynamic:       dyn,
+	}
+	if dyn != nil {
+		spec.RunID = dyn.RunID
+		if f.types != nil {
+			spec.InstanceTypes = f.types
+		}
+		if f.req != nil {
+			spec.Requirements = f.req
+		}
+		spec.Capacity = f.capacity
+		spec.DiskGiB = f.disk
+	}
+	return spec, nil
+}
+
+// match finds the winning pool and its fit to the dynamic label.
+func (c *Config) match(labels []string, repository string, scoped bool) (*Pool, *Label, fit, error) {
+	if len(labels) == 0 {
+		return nil, nil, fit{}, &ResolveError{Kind: ErrNoPool, Detail: "the job has no labels"}
+	}
+	var buf [4]uint64
+	var cand []uint64
+	if c.index.words <= len(buf) {
+		cand = buf[:c.index.words]
+	} else {
+		cand = make([]uint64, c.index.words)
+	}
+	for i := range cand {
+		cand[i] = ^uint64(0)
+	}
+	if rem := len(c.Pools) % 64; rem != 0 {
+		cand[len(cand)-1] = 1<<rem - 1
+	}
+	var dynLabel string
+	for _, l := range labels {
+		if IsDynamic(l) {
+			if dynLabel != "" {
+				return nil, nil, fit{}, malformed(l, "", "", "a job may carry only one skiff/ label")
+			}
+			dynLabel = l
+			continue
+		}
+		set, ok := c.index.labels[strings.ToLower(l)]
+		if !ok {
+			return nil, nil, fit{}, &ResolveError{Kind: ErrNoPool, Detail: fmt.Sprintf("no pool has the label %q", l)}
+		}
+		for i := range cand {
+			cand[i] &= set[i]
+		}
+	}
+	if isEmpty(cand) {
+		return nil, nil, fit{}, &ResolveError{Kind: ErrNoPool,
+			Detail: fmt.Sprintf("no pool has all of the labels %s", strings.Join(staticLabels(labels), ", "))}
+	}
+	var dyn *Label
+	if dynLabel != "" {
+		var err error
+		if dyn, err = ParseLabel(dynLabel); err != nil {
+			return nil, nil, fit{}, err
+		}
+		if dyn.Pool != "" {
+			p := c.byName[dyn.Pool]
+			if p == nil {
+				return nil, nil, fit{}, &ResolveError{Kind: ErrNoPool, Label: dynLabel, Key: KeyPool, Value: dyn.Pool,
+					Detail: "no pool has this name"}
+			}
+			if cand[p.index/64]&(1<<(p.index%64)) == 0 {
+				return nil, nil, fit{}, &ResolveError{Kind: ErrNoPool, Pool: p.Name,
+					Detail: fmt.Sprintf("the pool does not carry all of the labels %s", strings.Join(staticLabels(labels), ", "))}
+			}
+			for i := range cand {
+				cand[i] = 0
+			}
+			cand[p.index/64] = 1 << (p.index % 64)
+		}
+	}
+	if scoped {
+		var refused []string
+		for i, p := range c.Pools {
+			if cand[i/64]&(1<<(i%64)) != 0 && !p.Scope.Admits(repository) {
+				cand[i/64] &^= 1 << (i % 64)
+				refused = append(refused, p.Name)
+			}
+		}
+		if isEmpty(cand) {
+			return nil, nil, fit{}, &ResolveError{Kind: ErrRepositoryNotAllowed, Pools: refused,
+				Detail: fmt.Sprintf("repository %q is outside the scope of every matching pool", repository)}
+		}
+	}
+
+	// Walk the candidates from the fewest labels up; the first that fits
+	// wins unless another of the same size fits too.
+	var (
+		winner *Pool
+		winFit fit
+		tied   []string
+		best   *ResolveError // the most telling refusal, if none fits
+	)
+	for _, i := range c.index.order {
+		if cand[i/64]&(1<<(i%64)) == 0 {
+			continue
+		}
+		p := c.Pools[i]
+		if winner != nil && len(p.effective) > len(winner.effective) {
+			break
+		}
+		f, err := p.fit(dyn, dynLabel)
+		if err != nil {
+			if best == nil || err.rank > best.rank {
+				best = err
+			}
+			continue
+		}
+		if winner == nil {
+			winner, winFit = p, f
+			continue
+		}
+		if tied == nil {
+			tied = []string{winner.Name}
+		}
+		tied = append(tied, p.Name)
+	}
+	if tied != nil {
+		return nil, nil, fit{}, &ResolveError{Kind: ErrAmbiguous, Pools: tied,
+			Detail: "several pools match with equally few extra labels; add a label that tells them apart, or skiff/pool=NAME"}
+	}
+	if winner == nil {
+		if best == nil {
+			return nil, nil, fit{}, &ResolveError{Kind: ErrNoPool, Detail: "no pool fits"}
+		}
+		return nil, nil, fit{}, best
+	}
+	return winner, dyn, winFit, nil
+}
+
+func isEmpty(set []uint64) bool {
+	n := 0
+	for _, w := range set {
+		n += bits.OnesCount64(w)
+	}
+	return n == 0
+}
+
+func staticLabels(labels []string) []string {
+	out := make([]string, 0, len(labels))
+	for _, l := range labels {
+		if !IsDynamic(l) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// registerLabels is the job's labels, deduplicated case-insensitively (first
+// spelling kept), plus whichever implied labels the job did not name.
+func registerLabels(labels []string, arch string) []string {
+	out := make([]string, 0, len(labels)+3)
+	add := func(l string) {
+		for _, o := range out {
+			if strings.EqualFold(o, l) {
+				return
+			}
+		}
+		out = append(out, l)
+	}
+	for _, l := range labels {
+		add(l)
+	}
+	for _, l := range impliedLabels(arch) {
+		add(l)
+	}
+	return out
+}
+
+// fit is a pool's answer to a dynamic label.
+type fit struct {
+	types    []string      // filtered instance types; nil: the pool's own
+	req      *Requirements // narrowed requirements; nil: the pool's own
+	capacity Capacity
+	disk     int
+}
+
+// fit checks a dynamic label against the pool's bounds and narrows the
+// pool's instance choice to it.
+func (p *Pool) fit(d *Label, raw string) (fit, *ResolveError) {
+	f := fit{capacity: p.Capacity, disk: p.DiskGiB}
+	if d == nil || !d.Sizing() {
+		return f, nil
+	}
+	oob := func(key, bound string) *ResolveError {
+		return &ResolveError{Kind: ErrOutOfBounds, Label: raw, Pool: p.Name, Key: key, Value: d.value(key), Bound: bound, rank: 2}
+	}
+	refused := func(key, bound string, rank int) *ResolveError {
+		return &ResolveError{Kind: ErrOutOfBounds, Label: raw, Pool: p.Name, Key: key, Value: d.value(key), Bound: bound, rank: rank}
+	}
+	b := p.Dynamic
+	if b == nil {
+		for _, k := range Keys[1:] {
+			if k != KeyRun && d.value(k) != "" {
+				return f, refused(k, "the pool takes no dynamic sizes (it has no dynamic: block)", 0)
+			}
+		}
+	}
+	check := func(key string, s Spans, limit int, name string) *ResolveError {
+		switch {
+		case s == nil:
+			return nil
+		case limit == 0:
+			return refused(key, fmt.Sprintf("not allowed (dynamic.%s is unset)", name), 1)
+		case s.Highest() > limit:
+			return oob(key, fmt.Sprintf("%s %d", name, limit))
+		}
+		return nil
+	}
+	if err := check(KeyCPU, d.CPU, b.MaxCPU, "maxCpu"); err != nil {
+		return f, err
+	}
+	if err := check(KeyRAM, d.RAM, b.MaxRAMGiB, "maxRamGiB"); err != nil {
+		return f, err
+	}
+	if err := check(KeyGPU, d.GPU, b.MaxGPUs, "maxGpus"); err != nil {
+		return f, err
+	}
+	if d.Families != nil {
+		allowed := p.allowedFamilies()
+		for _, fam := range d.Families {
+			if !contains(allowed, fam) {
+				return f, oob(KeyFamily, "families "+strings.Join(allowed, "+"))
+			}
+		}
+	}
+	if d.DiskGiB != 0 {
+		switch {
+		case b.MaxDiskGiB == 0:
+			return f, refused(KeyDisk, "not allowed (dynamic.maxDiskGiB is unset)", 1)
+		case d.DiskGiB > b.MaxDiskGiB:
+			return f, oob(KeyDisk, fmt.Sprintf("maxDiskGiB %d", b.MaxDiskGiB))
+		case d.DiskGiB < 8:
+			return f, oob(KeyDisk, "at least 8 GiB")
+		}
+		f.disk = d.DiskGiB
+	}
+	switch d.Spot {
+	case SpotTrue:
+		f.capacity = CapacitySpot
+	case SpotFalse:
+		if p.Capacity != CapacityOnDemand && !b.AllowOnDemand {
+			return f, refused(KeySpot, "allowOnDemand is false", 1)
+		}
+		f.capacity = CapacityOnDemand
+	}
+	if d.CPU == nil && d.RAM == nil && d.GPU == nil && d.Families == nil {
+		return f, nil
+	}
+	if p.Requirements != nil {
+		req, err := p.narrow(d, oob)
+		f.req = req
+		return f, err
+	}
+	types := filterTypes(p.InstanceTypes, d, "")
+	if len(types) == 0 {
+		key, value := culprit(p.InstanceTypes, d)
+		return f, &ResolveError{Kind: ErrOutOfBounds, Label: raw, Pool: p.Name, Key: key, Value: value,
+			Bound: "the pool's instance types " + strings.Join(p.InstanceTypes, ", "), rank: 2}
+	}
+	f.types = types
+	return f, nil
+}
+
+// filterTypes keeps the instance types that satisfy the label (only the key
+// only, when only is not ""), ordered by family preference, then list order.
+func filterTypes(types []string, d *Label, only string) []string {
+	want := func(k string) bool { return only == "" || only == k }
+	var out []string
+	if want(KeyFamily) && d.Families != nil {
+		for _, fam := range d.Families {
+			for _, t := range types {
+				if familyOf(t) == fam && shapeOK(t, d, want) {
+					out = append(out, t)
+				}
+			}
+		}
+		return out
+	}
+	for _, t := range types {
+		if shapeOK(t, d, want) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func shapeOK(t string, d *Label, want func(string) bool) bool {
+	cpu, ram, gpu := want(KeyCPU) && d.CPU != nil, want(KeyRAM) && d.RAM != nil, want(KeyGPU) && d.GPU != nil
+	if !cpu && !ram && !gpu {
+		return true
+	}
+	it := Prices.Lookup(t)
+	if it == nil {
+		return false
+	}
+	return (!cpu || d.CPU.Contains(it.VCPU)) && (!ram || d.RAM.Contains(it.MemoryGiB)) && (!gpu || d.GPU.Contains(it.GPUs))
+}
+
+// culprit names the key that alone empties the instance list, or all the
+// shape keys when only their combination does.
+func culprit(types []string, d *Label) (string, string) {
+	var keys, values []string
+	for _, k := range []string{KeyFamily, KeyCPU, KeyRAM, KeyGPU} {
+		if d.value(k) == "" {
+			continue
+		}
+		if len(filterTypes(types, d, k)) == 0 {
+			return k, d.value(k)
+		}
+		keys, values = append(keys, k), append(values, d.value(k))
+	}
+	return strings.Join(keys, ","), strings.Join(values, ",")
+}
+
+// narrow intersects the pool's requirements with the label's sizes.
+func (p *Pool) narrow(d *Label, oob func(key, bound string) *ResolveError) (*Requirements, *ResolveError) {
+	r := *p.Requirements
+	span := func(key string, s Spans, pool Range, name string) (Range, *ResolveError) {
+		if s == nil {
+			return pool, nil
+		}
+		lo, hi := max(s.Lowest(), pool.Min), s.Highest()
+		if pool.Max != 0 {
+			hi = min(hi, pool.Max)
+		}
+		if lo > hi {
+			return pool, oob(key, "requirements."+name+" "+pool.String())
+		}
+		return Range{lo, hi}, nil
+	}
+	var err *ResolveError
+	if r.VCPU, err = span(KeyCPU, d.CPU, r.VCPU, "vcpu"); err != nil {
+		return nil, err
+	}
+	if r.MemoryGiB, err = span(KeyRAM, d.RAM, r.MemoryGiB, "memoryGiB"); err != nil {
+		return nil, err
+	}
+	if d.GPU != nil {
+		g := GPURequirements{}
+		if r.GPU != nil {
+			g = *r.GPU
+		}
+		if g.Count, err = span(KeyGPU, d.GPU, g.Count, "gpu.count"); err != nil {
+			return nil, err
+		}
+		if g.Count.Min > 0 && !p.HasGPU() {
+			return nil, oob(KeyGPU, "the pool's families have no GPUs")
+		}
+		r.GPU = &g
+	}
+	if d.Families != nil {
+		r.Families = d.Families
+	}
+	return &r, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,296 @@
+package pool
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Severity tells whether a finding stops the file from loading.
+type Severity string
+
+// The severities of a Diagnostic.
+const (
+	SeverityError   Severity = "error"
+	SeverityWarning Severity = "warning"
+)
+
+// Diagnostic is one finding in a pools file, with where it is and how to fix it.
+type Diagnostic struct {
+	File     string
+	Line     int
+	Column   int
+	Path     string // e.g. pools[2].instanceTypes[1]; empty for the whole file
+	Severity Severity
+	Message  string
+	Fix      string
+}
+
+// String renders the finding as "file:line:col: severity: path: message (fix: ...)".
+func (d Diagnostic) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s:%d:%d: %s: ", d.File, d.Line, d.Column, d.Severity)
+	if d.Path != "" {
+		b.WriteString(d.Path)
+		b.WriteString(": ")
+	}
+	b.WriteString(d.Message)
+	if d.Fix != "" {
+		b.WriteString(" (fix: ")
+		b.WriteString(d.Fix)
+		b.WriteString(")")
+	}
+	return b.String()
+}
+
+// ValidationError is returned by Parse and Load for a file with errors. It
+// holds every error and warning found, in file order.
+type ValidationError struct {
+	Diagnostics []Diagnostic
+}
+
+// Error lists the findings, one per line.
+func (e *ValidationError) Error() string {
+	lines := make([]string, 0, len(e.Diagnostics))
+	for _, d := range e.Diagnostics {
+		lines = append(lines, d.String())
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap makes errors.Is(err, ErrInvalidConfig) true.
+func (e *ValidationError) Unwrap() error { return ErrInvalidConfig }
+
+func hasErrors(diags []Diagnostic) bool {
+	for _, d := range diags {
+		if d.Severity == SeverityError {
+			return true
+		}
+	}
+	return false
+}
+
+// pos is a place in the file.
+type pos struct{ line, col int }
+
+// source is the file being loaded; it finds where a JSON pointer's value
+// is in the YAML tree when a diagnostic needs a position.
+type source struct {
+	file string
+	root *yaml.Node
+}
+
+// diag builds a diagnostic located at the JSON pointer ptr (or its nearest
+// located ancestor).
+func (s *source) diag(ptr string, sev Severity, msg, fix string) Diagnostic {
+	p := s.locate(ptr)
+	return Diagnostic{File: s.file, Line: p.line, Column: p.col, Path: displayPath(ptr),
+		Severity: sev, Message: msg, Fix: fix}
+}
+
+// locate returns the position of ptr, or of its nearest ancestor that exists.
+func (s *source) locate(ptr string) pos {
+	for {
+		if p, ok := s.find(ptr); ok {
+			return p
+		}
+		i := strings.LastIndexByte(ptr, '/')
+		if i < 0 {
+			return pos{1, 1}
+		}
+		ptr = ptr[:i]
+	}
+}
+
+// find returns the position of the value at ptr: the key's position for an
+// object member, the item's for an array element.
+func (s *source) find(ptr string) (pos, bool) {
+	n := s.root
+	if n == nil {
+		return pos{}, false
+	}
+	at := pos{n.Line, n.Column}
+	if ptr == "" {
+		return at, true
+	}
+	for _, tok := range strings.Split(ptr[1:], "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		for n.Kind == yaml.AliasNode && n.Alias != nil {
+			n = n.Alias
+		}
+		switch n.Kind {
+		case yaml.MappingNode:
+			found := false
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == tok {
+					at = pos{n.Content[i].Line, n.Content[i].Column}
+					n = n.Content[i+1]
+					found = true
+					break
+				}
+			}
+			if !found {
+				return pos{}, false
+			}
+		case yaml.SequenceNode:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(n.Content) {
+				return pos{}, false
+			}
+			n = n.Content[i]
+			at = pos{n.Line, n.Column}
+		default:
+			return pos{}, false
+		}
+	}
+	return at, true
+}
+
+// displayPath turns "/pools/2/instanceTypes/1" into "pools[2].instanceTypes[1]".
+func displayPath(ptr string) string {
+	if ptr == "" {
+		return ""
+	}
+	var b strings.Builder
+	for _, tok := range strings.Split(ptr[1:], "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		if _, err := strconv.Atoi(tok); err == nil {
+			b.WriteString("[" + tok + "]")
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(tok)
+	}
+	return b.String()
+}
+
+func escapePointer(tok string) string {
+	if !strings.ContainsAny(tok, "~/") {
+		return tok
+	}
+	return strings.ReplaceAll(strings.ReplaceAll(tok, "~", "~0"), "/", "~1")
+}
+
+// convert turns the YAML tree into the JSON value the schema validator
+// takes. It reports what JSON cannot express: duplicate keys, non-string
+// keys, NaN and infinities.
+func (s *source) convert(n *yaml.Node) (any, []Diagnostic) {
+	s.root = n
+	var diags []Diagnostic
+	v := s.value(n, make([]string, 0, 16), &diags, 0)
+	return v, diags
+}
+
+// value converts one node. path is the pointer tokens to it, for diagnostics.
+func (s *source) value(n *yaml.Node, path []string, diags *[]Diagnostic, depth int) any {
+	if depth > 64 {
+		*diags = append(*diags, s.diag(pointer(path), SeverityError, "nesting is too deep", "a pools file is at most a few levels deep"))
+		return nil
+	}
+	switch n.Kind {
+	case yaml.AliasNode:
+		return s.value(n.Alias, path, diags, depth+1)
+	case yaml.DocumentNode:
+		if len(n.Content) == 0 {
+			return nil
+		}
+		return s.value(n.Content[0], path, diags, depth+1)
+	case yaml.MappingNode:
+		obj := make(map[string]any, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.Kind != yaml.ScalarNode {
+				*diags = append(*diags, Diagnostic{File: s.file, Line: k.Line, Column: k.Column, Path: displayPath(pointer(path)),
+					Severity: SeverityError, Message: "a key must be a plain string", Fix: "write the key as text"})
+				continue
+			}
+			if _, dup := obj[k.Value]; dup {
+				*diags = append(*diags, Diagnostic{File: s.file, Line: k.Line, Column: k.Column,
+					Path: displayPath(pointer(append(path, k.Value))), Severity: SeverityError,
+					Message: fmt.Sprintf("key %q is defined twice", k.Value), Fix: "remove one of them"})
+				continue
+			}
+			obj[k.Value] = s.value(v, append(path, k.Value), diags, depth+1)
+		}
+		return obj
+	case yaml.SequenceNode:
+		arr := make([]any, len(n.Content))
+		for i, c := range n.Content {
+			arr[i] = s.value(c, append(path, strconv.Itoa(i)), diags, depth+1)
+		}
+		return arr
+	case yaml.ScalarNode:
+		return s.scalar(n, path, diags)
+	}
+	return nil
+}
+
+func (s *source) scalar(n *yaml.Node, path []string, diags *[]Diagnostic) any {
+	// The parser has resolved the tag; reading the value directly is much
+	// cheaper than yaml's reflective Decode.
+	switch n.ShortTag() {
+	case "!!null":
+		return nil
+	case "!!bool":
+		if b, err := strconv.ParseBool(strings.ToLower(n.Value)); err == nil {
+			return b
+		}
+	case "!!int":
+		v := strings.ReplaceAll(n.Value, "_", "")
+		if i, err := strconv.ParseInt(v, 0, 64); err == nil {
+			return i
+		}
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			return f
+		}
+	case "!!float":
+		v := strings.ToLower(strings.ReplaceAll(n.Value, "_", ""))
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || strings.Contains(v, "inf") || strings.Contains(v, "nan") {
+			*diags = append(*diags, Diagnostic{File: s.file, Line: n.Line, Column: n.Column, Path: displayPath(pointer(path)),
+				Severity: SeverityError, Message: fmt.Sprintf("%q is not a finite number", n.Value), Fix: "write a finite number"})
+			return nil
+		}
+		return f
+	}
+	return n.Value
+}
+
+var yamlLine = regexp.MustCompile(`line (\d+)`)
+
+// yamlDiagnostic locates a YAML syntax error by the line its message names.
+func yamlDiagnostic(file string, err error) Diagnostic {
+	line := 1
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		line, _ = strconv.Atoi(m[1])
+	}
+	return Diagnostic{File: file, Line: line, Column: 1, Severity: SeverityError,
+		Message: "YAML syntax: " + msg,
+		Fix:     "check the indentation and quoting near this line; YAML indents with spaces, not tabs"}
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func sortDiagnostics(diags []Diagnostic) {
+	sort.SliceStable(diags, func(i, j int) bool {
+		if diags[i].Line != diags[j].Line {
+			return diags[i].Line < diags[j].Line
+		}
+		return diags[i].Column < diags[j].Column
+	})
+}
