@@ -1,0 +1,307 @@
+package ghsim
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Operations, named by GitHub's method and path template. Fault keys,
+// Requests and Exchange.Op use them.
+const (
+	OpCreateInstallationToken = "POST /app/installations/{installation_id}/access_tokens"
+	OpGetOrgInstallation      = "GET /orgs/{org}/installation"
+	OpGetRepoInstallation     = "GET /repos/{owner}/{repo}/installation"
+	OpListHookDeliveries      = "GET /app/hook/deliveries"
+	OpRedeliverHookDelivery   = "POST /app/hook/deliveries/{delivery_id}/attempts"
+	OpGenerateOrgJITConfig    = "POST /orgs/{org}/actions/runners/generate-jitconfig"
+	OpGenerateRepoJITConfig   = "POST /repos/{owner}/{repo}/actions/runners/generate-jitconfig"
+	OpListRunnerGroups        = "GET /orgs/{org}/actions/runner-groups"
+	OpCreateOrgRegToken       = "POST /orgs/{org}/actions/runners/registration-token"
+	OpCreateRepoRegToken      = "POST /repos/{owner}/{repo}/actions/runners/registration-token"
+	OpListOrgRunners          = "GET /orgs/{org}/actions/runners"
+	OpListRepoRunners         = "GET /repos/{owner}/{repo}/actions/runners"
+	OpGetOrgRunner            = "GET /orgs/{org}/actions/runners/{runner_id}"
+	OpGetRepoRunner           = "GET /repos/{owner}/{repo}/actions/runners/{runner_id}"
+	OpDeleteOrgRunner         = "DELETE /orgs/{org}/actions/runners/{runner_id}"
+	OpDeleteRepoRunner        = "DELETE /repos/{owner}/{repo}/actions/runners/{runner_id}"
+	OpGetJob                  = "GET /repos/{owner}/{repo}/actions/jobs/{job_id}"
+	OpGetWorkflowRun          = "GET /repos/{owner}/{repo}/actions/runs/{run_id}"
+	// OpWebhook is not an endpoint: its Fault drops outgoing webhook
+	// deliveries (ErrorRate, FailNext), which are recorded as failed.
+	OpWebhook = "webhook"
+)
+
+const docsURL = "https://docs.github.com/rest"
+
+// Fault is injected into one operation. Faults apply before authentication,
+// like a load balancer's, except that rate-limit windows count as GitHub's.
+type Fault struct {
+	// ErrorRate is the chance (seeded) that a request is answered with
+	// ErrorStatus instead of being served; for OpWebhook, that a delivery is dropped.
+	ErrorRate float64
+	// FailNext answers the next n requests with ErrorStatus (or drops the
+	// next n webhook deliveries), before ErrorRate applies.
+	FailNext int
+	// ErrorStatus defaults to 502.
+	ErrorStatus int
+	// Latency delays every answer by this much real time (bounded by the
+	// request's context), to test the client's deadlines.
+	Latency time.Duration
+	// LimitUntil opens a secondary rate-limit window: until this simulated
+	// time, requests get LimitStatus with a secondary-limit message.
+	LimitUntil time.Time
+	// LimitStatus is 403 (default) or 429.
+	LimitStatus int
+	// RetryAfter, if set, is sent as the Retry-After header of a limited answer.
+	RetryAfter time.Duration
+}
+
+// SetFault injects f into op (one of the Op constants), replacing any fault.
+func (s *Server) SetFault(op string, f Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f.ErrorStatus == 0 {
+		f.ErrorStatus = http.StatusBadGateway
+	}
+	if f.LimitStatus == 0 {
+		f.LimitStatus = http.StatusForbidden
+	}
+	s.faults[op] = &f
+}
+
+// ClearFaults removes every fault.
+func (s *Server) ClearFaults() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = map[string]*Fault{}
+}
+
+type authMode int
+
+const (
+	authJWT authMode = iota
+	authToken
+)
+
+// call is the context of one request being served.
+type call struct {
+	w    http.ResponseWriter
+	r    *http.Request
+	app  *simApp     // authJWT
+	inst *simInstall // authToken
+}
+
+func (c *call) json(status int, v any) {
+	c.w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	c.w.WriteHeader(status)
+	_ = json.NewEncoder(c.w).Encode(v)
+}
+
+func (c *call) fail(status int, msg string) {
+	c.json(status, map[string]any{"message": msg, "documentation_url": docsURL, "status": strconv.Itoa(status)})
+}
+
+func (c *call) noContent() { c.w.WriteHeader(http.StatusNoContent) }
+
+type recorder struct {
+	http.ResponseWriter
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) WriteHeader(s int) {
+	r.status = s
+	r.ResponseWriter.WriteHeader(s)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	r.body.Write(b)
+	return r.ResponseWriter.Write(b)
+}
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	h := func(op string, mode authMode, fn func(*call)) {
+		method, path, _ := strings.Cut(op, " ")
+		mux.HandleFunc(method+" "+s.opts.BasePath+path, func(w http.ResponseWriter, r *http.Request) {
+			s.serve(op, mode, fn, w, r)
+		})
+	}
+	h(OpCreateInstallationToken, authJWT, s.createInstallationToken)
+	h(OpGetOrgInstallation, authJWT, s.getOrgInstallation)
+	h(OpGetRepoInstallation, authJWT, s.getRepoInstallation)
+	h(OpListHookDeliveries, authJWT, s.listHookDeliveries)
+	h(OpRedeliverHookDelivery, authJWT, s.redeliverHookDelivery)
+	h(OpGenerateOrgJITConfig, authToken, s.generateJITConfig)
+	h(OpGenerateRepoJITConfig, authToken, s.generateJITConfig)
+	h(OpListRunnerGroups, authToken, s.listRunnerGroups)
+	h(OpCreateOrgRegToken, authToken, s.createRegToken)
+	h(OpCreateRepoRegToken, authToken, s.createRegToken)
+	h(OpListOrgRunners, authToken, s.listRunners)
+	h(OpListRepoRunners, authToken, s.listRunners)
+	h(OpGetOrgRunner, authToken, s.getRunner)
+	h(OpGetRepoRunner, authToken, s.getRunner)
+	h(OpDeleteOrgRunner, authToken, s.deleteRunner)
+	h(OpDeleteRepoRunner, authToken, s.deleteRunner)
+	h(OpGetJob, authToken, s.getJob)
+	h(OpGetWorkflowRun, authToken, s.getWorkflowRun)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.unmatched++
+		s.mu.Unlock()
+		(&call{w: w, r: r}).fail(http.StatusNotFound, "Not Found")
+	})
+	return mux
+}
+
+func (s *Server) serve(op string, mode authMode, fn func(*call), w http.ResponseWriter, r *http.Request) {
+	s.Step()
+	rec := &recorder{ResponseWriter: w}
+	c := &call{w: rec, r: r}
+	w.Header().Set("X-GitHub-Request-Id", fmt.Sprintf("SIM:%d", time.Now().UnixNano()))
+	if s.admit(op, mode, c) {
+		fn(c)
+	}
+	if s.opts.OnExchange != nil {
+		s.opts.OnExchange(Exchange{Op: op, Status: rec.status, Header: rec.Header().Clone(), Body: rec.body.Bytes()})
+	}
+	s.pump()
+}
+
+// admit applies faults, authentication and the rate limit; it answers and
+// returns false when the request must not be served.
+func (s *Server) admit(op string, mode authMode, c *call) bool {
+	s.mu.Lock()
+	s.requests[op]++
+	f := s.faults[op]
+	var latency time.Duration
+	if f != nil {
+		latency = f.Latency
+	}
+	s.mu.Unlock()
+	if latency > 0 {
+		t := time.NewTimer(latency)
+		select {
+		case <-t.C:
+		case <-c.r.Context().Done():
+			t.Stop()
+			return false
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	if f != nil {
+		if now.Before(f.LimitUntil) {
+			if f.RetryAfter > 0 {
+				c.w.Header().Set("Retry-After", strconv.Itoa(int((f.RetryAfter+time.Second-1)/time.Second)))
+			}
+			c.fail(f.LimitStatus, "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.")
+			return false
+		}
+		if f.FailNext > 0 || (f.ErrorRate > 0 && s.rng.Float64() < f.ErrorRate) {
+			if f.FailNext > 0 {
+				f.FailNext--
+			}
+			c.fail(f.ErrorStatus, http.StatusText(f.ErrorStatus))
+			return false
+		}
+	}
+	cred, ok := bearer(c.r)
+	if !ok {
+		c.fail(http.StatusUnauthorized, "Requires authentication")
+		return false
+	}
+	if mode == authJWT {
+		app, err := s.verifyJWTLocked(cred, now)
+		if err != nil {
+			c.fail(http.StatusUnauthorized, "A JSON web token could not be decoded")
+			return false
+		}
+		c.app = app
+		return true
+	}
+	t := s.tokens[cred]
+	if t == nil || !now.Before(t.expires) {
+		c.fail(http.StatusUnauthorized, "Bad credentials")
+		return false
+	}
+	in := t.inst
+	if !now.Before(in.reset) {
+		in.left, in.reset = in.limit, now.Add(time.Hour).Truncate(time.Second)
+	}
+	h := c.w.Header()
+	if in.left <= 0 {
+		s.rateHeaders(h, in)
+		c.fail(http.StatusForbidden, fmt.Sprintf("API rate limit exceeded for installation ID %d.", in.id))
+		return false
+	}
+	in.left--
+	s.rateHeaders(h, in)
+	owner := c.r.PathValue("org")
+	if owner == "" {
+		owner = c.r.PathValue("owner")
+	}
+	if !strings.EqualFold(owner, in.account.login) {
+		c.fail(http.StatusForbidden, "Resource not accessible by integration")
+		return false
+	}
+	c.inst = in
+	return true
+}
+
+func (s *Server) rateHeaders(h http.Header, in *simInstall) {
+	h.Set("X-RateLimit-Limit", strconv.Itoa(in.limit))
+	h.Set("X-RateLimit-Remaining", strconv.Itoa(max(in.left, 0)))
+	h.Set("X-RateLimit-Used", strconv.Itoa(in.limit-max(in.left, 0)))
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(in.reset.Unix(), 10))
+	h.Set("X-RateLimit-Resource", "core")
+}
+
+func bearer(r *http.Request) (string, bool) {
+	a := r.Header.Get("Authorization")
+	for _, p := range []string{"Bearer ", "bearer ", "token "} {
+		if v, ok := strings.CutPrefix(a, p); ok && v != "" {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// verifyJWTLocked checks an App JWT as GitHub does: RS256, signed by the App
+// named in iss, not expired, and expiring at most 10 minutes from now.
+func (s *Server) verifyJWTLocked(tok string, now time.Time) (*simApp, error) {
+	var app *simApp
+	claims := &jwt.RegisteredClaims{}
+	_, err := jwt.ParseWithClaims(tok, claims, func(t *jwt.Token) (any, error) {
+		iss, _ := t.Claims.GetIssuer()
+		id, err := strconv.ParseInt(iss, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("iss %q is not an App id", iss)
+		}
+		app = s.apps[id]
+		if app == nil || app.PublicKey == nil {
+			return nil, fmt.Errorf("unknown App %d", id)
+		}
+		return app.PublicKey, nil
+	}, jwt.WithValidMethods([]string{"RS256"}), jwt.WithTimeFunc(func() time.Time { return now }),
+		jwt.WithExpirationRequired(), jwt.WithIssuedAt())
+	if err != nil {
+		return nil, err
+	}
+	if claims.ExpiresAt.Sub(now) > 10*time.Minute || claims.IssuedAt == nil {
+		return nil, fmt.Errorf("exp too far in the future or no iat")
+	}
+	s.secretLocked(tok)
+	return app, nil
+}

@@ -1,0 +1,179 @@
+package github_test
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/github"
+	"github.com/skiffci/skiff/pkg/github/ghsim"
+)
+
+// TestSimulatorAnswersMatchGitHubSpec drives every operation the client
+// uses, with their success and error answers, and validates each answer the
+// simulator gave against GitHub's OpenAPI description.
+func TestSimulatorAnswersMatchGitHubSpec(t *testing.T) {
+	t.Parallel()
+	sp := loadSpec(t)
+	var mu sync.Mutex
+	var got []ghsim.Exchange
+	e := newEnv(t, envConfig{simOpts: ghsim.Options{OnExchange: func(x ghsim.Exchange) {
+		mu.Lock()
+		got = append(got, x)
+		mu.Unlock()
+	}}})
+	e.sim.AddOrg("other")
+	e.sim.SetWebhook(e.appID, "http://127.0.0.1:1/unreachable", "s") // deliveries fail: listed as failures
+	ctx := ctxT(t)
+	c := e.client
+	org, repo := github.OrgScope("acme"), github.RepoScope("acme", "app")
+
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := c.OrgInstallation(ctx, "acme")
+	must(err)
+	_, err = c.RepoInstallation(ctx, "acme", "app")
+	must(err)
+	_, _ = c.OrgInstallation(ctx, "other")         // 404
+	_, _ = c.RepoInstallation(ctx, "acme", "none") // 404
+	gid, err := c.RunnerGroupID(ctx, e.inst, "acme", "Default")
+	must(err)
+	run, err := e.sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: []string{"self-hosted", "x"}}}})
+	must(err)
+	_, err = c.GetJob(ctx, e.inst, "acme", "app", run.JobIDs[0]) // queued
+	must(err)
+	_, err = c.GetWorkflowRun(ctx, e.inst, "acme", "app", run.RunID) // queued
+	must(err)
+	jc, err := c.GenerateJITConfig(ctx, e.inst, org, github.JITRequest{Name: "a", RunnerGroupID: gid, Labels: []string{"x"}})
+	must(err)
+	_, _ = c.GenerateJITConfig(ctx, e.inst, org, github.JITRequest{Name: "a", RunnerGroupID: gid, Labels: []string{"x"}})  // 409
+	_, _ = c.GenerateJITConfig(ctx, e.inst, org, github.JITRequest{Name: "b", RunnerGroupID: 77, Labels: []string{"x"}})   // 404
+	_, err = c.GenerateJITConfig(ctx, e.inst, repo, github.JITRequest{Name: "a", RunnerGroupID: 1, Labels: []string{"y"}}) // repo
+	must(err)
+	_, err = e.sim.ConnectRunner(jc.EncodedJITConfig.Reveal())
+	must(err)
+	_, err = c.GetJob(ctx, e.inst, "acme", "app", run.JobIDs[0]) // in progress
+	must(err)
+	_, err = c.GetRunner(ctx, e.inst, org, jc.Runner.ID) // busy
+	must(err)
+	_ = c.DeleteRunner(ctx, e.inst, org, jc.Runner.ID) // 422 busy
+	_, err = c.ListRunners(ctx, e.inst, org, "")
+	must(err)
+	_, err = c.ListRunners(ctx, e.inst, repo, "")
+	must(err)
+	repoRunners, err := c.ListRunners(ctx, e.inst, repo, "a")
+	must(err)
+	_, err = c.GetRunner(ctx, e.inst, repo, repoRunners[0].ID) // never connected: version null
+	must(err)
+	must(c.DeleteRunner(ctx, e.inst, repo, repoRunners[0].ID)) // 204
+	_, _ = c.GetRunner(ctx, e.inst, repo, repoRunners[0].ID)   // 404
+	_, err = c.RegistrationToken(ctx, e.inst, org)
+	must(err)
+	_, err = c.RegistrationToken(ctx, e.inst, repo)
+	must(err)
+	e.clock.Advance(2 * time.Minute)
+	_, err = c.GetJob(ctx, e.inst, "acme", "app", run.JobIDs[0]) // completed
+	must(err)
+	_, err = c.GetWorkflowRun(ctx, e.inst, "acme", "app", run.RunID) // completed
+	must(err)
+	_, _ = c.GetWorkflowRun(ctx, e.inst, "acme", "app", 1) // 404
+	ds, err := c.ListHookDeliveries(ctx, 0, github.DeliveryQuery{Status: "failure"})
+	must(err)
+	if len(ds) == 0 {
+		t.Fatal("no failed deliveries listed")
+	}
+	_, err = c.ListHookDeliveries(ctx, 0, github.DeliveryQuery{})
+	must(err)
+	must(c.RedeliverHookDelivery(ctx, 0, ds[0].ID))
+
+	mu.Lock()
+	defer mu.Unlock()
+	covered := map[string]bool{}
+	for _, x := range got {
+		key := fmt.Sprintf("%s %d", x.Op, x.Status)
+		covered[key] = true
+		var err error
+		if sp.Documents(x.Op, x.Status) {
+			err = sp.ValidateResponse(x.Op, x.Status, x.Body)
+		} else if x.Status >= 400 {
+			err = sp.ValidateSchema("basic-error", x.Body) // GitHub's generic error body
+		} else {
+			err = fmt.Errorf("undocumented success status")
+		}
+		if err != nil {
+			t.Errorf("%s: answer does not match GitHub's description: %v\n%.600s", key, err, x.Body)
+		}
+	}
+	want := []string{
+		ghsim.OpCreateInstallationToken + " 201",
+		ghsim.OpGetOrgInstallation + " 200", ghsim.OpGetOrgInstallation + " 404",
+		ghsim.OpGetRepoInstallation + " 200", ghsim.OpGetRepoInstallation + " 404",
+		ghsim.OpListRunnerGroups + " 200",
+		ghsim.OpGenerateOrgJITConfig + " 201", ghsim.OpGenerateOrgJITConfig + " 409", ghsim.OpGenerateOrgJITConfig + " 404",
+		ghsim.OpGenerateRepoJITConfig + " 201",
+		ghsim.OpGetJob + " 200", ghsim.OpGetWorkflowRun + " 200", ghsim.OpGetWorkflowRun + " 404",
+		ghsim.OpGetOrgRunner + " 200", ghsim.OpGetRepoRunner + " 200", ghsim.OpGetRepoRunner + " 404",
+		ghsim.OpDeleteOrgRunner + " 422", ghsim.OpDeleteRepoRunner + " 204",
+		ghsim.OpListOrgRunners + " 200", ghsim.OpListRepoRunners + " 200",
+		ghsim.OpCreateOrgRegToken + " 201", ghsim.OpCreateRepoRegToken + " 201",
+		ghsim.OpListHookDeliveries + " 200", ghsim.OpRedeliverHookDelivery + " 202",
+	}
+	var missing []string
+	for _, w := range want {
+		if !covered[w] {
+			missing = append(missing, w)
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Errorf("answers never validated:\n%s", strings.Join(missing, "\n"))
+	}
+}
+
+// TestSimulatorWebhooksMatchGitHubSpec validates every webhook the simulator
+// sends against the description's x-webhooks payload schemas.
+func TestSimulatorWebhooksMatchGitHubSpec(t *testing.T) {
+	t.Parallel()
+	sp := loadSpec(t)
+	e := newEnv(t, envConfig{})
+	e.sim.SetWebhook(e.appID, "http://127.0.0.1:1/unreachable", "s")
+	run, err := e.sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{
+		{Name: "a", Labels: []string{"self-hosted"}}, {Name: "b", Labels: []string{"self-hosted"}, Conclusion: "failure"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jc, err := e.client.GenerateJITConfig(ctxT(t), e.inst, github.OrgScope("acme"),
+		github.JITRequest{Name: "r", RunnerGroupID: 1, Labels: []string{"self-hosted"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.sim.ConnectRunner(jc.EncodedJITConfig.Reveal()); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.sim.CancelJob(run.JobIDs[1]); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Hour)
+	e.sim.Step()
+	seen := map[string]bool{}
+	for _, d := range e.sim.Deliveries() {
+		name := strings.ReplaceAll(d.Event+"-"+d.Action, "_", "-")
+		seen[name] = true
+		if err := sp.ValidateWebhook(name, d.Payload); err != nil {
+			t.Errorf("%s payload does not match GitHub's description: %v", name, err)
+		}
+	}
+	for _, w := range []string{"workflow-run-requested", "workflow-run-in-progress", "workflow-run-completed",
+		"workflow-job-queued", "workflow-job-in-progress", "workflow-job-completed"} {
+		if !seen[w] {
+			t.Errorf("no %s delivery validated", w)
+		}
+	}
+}
