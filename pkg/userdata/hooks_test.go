@@ -1,0 +1,93 @@
+package userdata
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/skiffci/skiff/internal/testenv"
+)
+
+// TestJobHooks runs the hooks as the runner would (bash -e <path>) against the metadata
+// mock and an EC2 stand-in that checks the SigV4 signature and records CreateTags.
+func TestJobHooks(t *testing.T) {
+	t.Parallel()
+	imds := startIMDS(t)
+	tests := []struct {
+		hook, tagKey string
+		status       int
+	}{
+		{"job-started.sh", "skiff:job-started", http.StatusOK},
+		{"job-completed.sh", "skiff:job-completed", http.StatusOK},
+		{"job-started.sh", "skiff:job-started", http.StatusInternalServerError}, // must not fail the job
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s answered %d", tt.hook, tt.status), func(t *testing.T) {
+			t.Parallel()
+			var (
+				mu    sync.Mutex
+				forms []url.Values
+			)
+			ec2 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				if err := verifySigV4(r, body, mockSecretKey, "ec2", "x-amz-security-token"); err != nil {
+					t.Errorf("CreateTags signature: %v", err)
+				}
+				form, _ := url.ParseQuery(string(body))
+				mu.Lock()
+				forms = append(forms, form)
+				mu.Unlock()
+				w.WriteHeader(tt.status)
+			}))
+			defer ec2.Close()
+
+			dir := t.TempDir()
+			src := filepath.Join(testenv.Root(t), "userdata")
+			for _, f := range []string{"lib.sh", "hooks/job-started.sh", "hooks/job-completed.sh"} {
+				b, err := os.ReadFile(filepath.Join(src, f))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, f), b, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			env := fmt.Sprintf("SKIFF_IMDS=%s\nSKIFF_INSTANCE_ID=i-1234567890abcdef0\nSKIFF_API_REGION=us-east-1\nSKIFF_EC2_ENDPOINT=%s\n", imds, ec2.URL)
+			if err := os.WriteFile(filepath.Join(dir, "instance.env"), []byte(env), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			before := time.Now().UTC().Truncate(time.Second)
+			out, err := exec.Command("bash", "-e", filepath.Join(dir, "hooks", tt.hook)).CombinedOutput()
+			if err != nil {
+				t.Fatalf("the hook failed, which would fail the job: %v\n%s", err, out)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(forms) != 1 {
+				t.Fatalf("CreateTags calls = %d, want 1\n%s", len(forms), out)
+			}
+			f := forms[0]
+			if f.Get("Action") != "CreateTags" || f.Get("ResourceId.1") != "i-1234567890abcdef0" || f.Get("Tag.1.Key") != tt.tagKey {
+				t.Errorf("CreateTags form = %v", f)
+			}
+			if at, err := time.Parse(time.RFC3339, f.Get("Tag.1.Value")); err != nil || at.Before(before) || at.After(time.Now().Add(time.Second)) {
+				t.Errorf("tag value %q is not the current UTC time (%v)", f.Get("Tag.1.Value"), err)
+			}
+			if failed := strings.Contains(string(out), "could not tag"); failed != (tt.status != http.StatusOK) {
+				t.Errorf("hook output %q: want a warning only when EC2 failed", out)
+			}
+		})
+	}
+}
