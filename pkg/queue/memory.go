@@ -37,7 +37,12 @@ func (m *Memory) Send(ctx context.Context, job Job) error {
 func (m *Memory) Jobs() []Job {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return append([]Job(nil), m.jobs...)
+	out := make([]Job, len(m.jobs))
+	for i, j := range m.jobs {
+		j.Labels = append([]string(nil), j.Labels...)
+		out[i] = j
+	}
+	return out
 }
 
 // SetErr makes Send fail with err, to exercise callers' failure paths;

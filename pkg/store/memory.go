@@ -63,7 +63,9 @@ func (m *Memory) ReleaseDelivery(ctx context.Context, id string) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.deliveries, id)
+	if !m.deliveries[id].done {
+		delete(m.deliveries, id)
+	}
 	return nil
 }
 

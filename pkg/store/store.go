@@ -112,9 +112,11 @@ type Store interface {
 	// FinishDelivery marks a claimed delivery as processed. Later claims of
 	// it return ErrDuplicate until expires.
 	FinishDelivery(ctx context.Context, id string, expires time.Time) error
-	// ReleaseDelivery drops a claim whose processing failed, so that
-	// GitHub's redelivery of it is processed. Releasing an unknown id is not
-	// an error.
+	// ReleaseDelivery drops a pending claim whose processing failed, so
+	// that GitHub's redelivery of it is processed. A finished delivery stays
+	// finished: a late release (its holder outlived its lease while another
+	// invocation finished the delivery) must not undo the dedupe. Releasing
+	// an unknown id is not an error.
 	ReleaseDelivery(ctx context.Context, id string) error
 
 	// RecordJob merges a lifecycle event into the job's record (see the

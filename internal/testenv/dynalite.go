@@ -1,0 +1,172 @@
+package testenv
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+)
+
+// emulatorStartTimeout bounds how long an emulator may take to start
+// listening; dynalite needs about half a second on a busy 2-core machine.
+const emulatorStartTimeout = 30 * time.Second
+
+// The emulators started by this test binary, stopped by Main.
+var emulators struct {
+	mainActive atomic.Bool
+	mu         sync.Mutex
+	stops      []func()
+}
+
+// Main runs the package's tests, then stops the emulators they started, and
+// exits with the tests' status. Packages that use a shared emulator
+// (Dynalite) call it from TestMain:
+//
+//	func TestMain(m *testing.M) { testenv.Main(m) }
+func Main(m *testing.M) {
+	emulators.mainActive.Store(true)
+	code := m.Run()
+	stopEmulators()
+	os.Exit(code)
+}
+
+func stopEmulators() {
+	emulators.mu.Lock()
+	defer emulators.mu.Unlock()
+	for _, stop := range emulators.stops {
+		stop()
+	}
+	emulators.stops = nil
+}
+
+func atExit(stop func()) {
+	emulators.mu.Lock()
+	emulators.stops = append(emulators.stops, stop)
+	emulators.mu.Unlock()
+}
+
+var dynalite struct {
+	once     sync.Once
+	endpoint string
+	err      error
+}
+
+// Dynalite returns the base URL of the test binary's dynalite (an in-memory
+// DynamoDB emulator from node_modules, run by node from PATH), starting it on
+// first use on a port of 127.0.0.1 that the kernel picks. One dynalite serves
+// every test of the binary; Main stops it, so the package must call Main
+// from TestMain. Tests isolate themselves with a table of their own. A
+// missing node or `npm ci` skips or fails the test (see Missing).
+func Dynalite(t testing.TB) string {
+	t.Helper()
+	if !emulators.mainActive.Load() {
+		t.Fatal("testenv.Dynalite needs testenv.Main: add `func TestMain(m *testing.M) { testenv.Main(m) }`")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		Missing(t, "node", "install Node.js 20 or later (Debian: apt-get install nodejs)")
+		return ""
+	}
+	dir := NodeModule(t, "dynalite")
+	dynalite.once.Do(func() { dynalite.endpoint, dynalite.err = startDynalite(node, dir) })
+	if dynalite.err != nil {
+		t.Fatalf("starting dynalite: %v", dynalite.err)
+	}
+	return dynalite.endpoint
+}
+
+// dynaliteScript runs dynalite's server (what its cli.js does) on the port
+// the kernel picks, prints that port, and exits when its stdin closes: the
+// test binary holds the other end, so dynalite ends with it however it ends
+// (even a test timeout, which skips Main). Tables are active at once.
+const dynaliteScript = `
+const server = require(process.argv[1])({createTableMs: 0, deleteTableMs: 0, updateTableMs: 0});
+server.listen(0, '127.0.0.1', () => console.log('dynalite listening on port ' + server.address().port));
+process.stdin.on('end', () => process.exit(0));
+process.stdin.resume();
+`
+
+func startDynalite(node, dir string) (string, error) {
+	cmd := exec.Command(node, "-e", dynaliteScript, dir)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return "", err
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr // read only after the process ended
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	stop := func() {
+		_ = stdin.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}
+	port := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if p, ok := strings.CutPrefix(sc.Text(), "dynalite listening on port "); ok {
+				port <- p
+				_, _ = io.Copy(io.Discard, stdout)
+				return
+			}
+		}
+		close(port)
+	}()
+	select {
+	case p, ok := <-port:
+		if ok {
+			atExit(stop)
+			return "http://127.0.0.1:" + p, nil
+		}
+		err = errors.New("dynalite exited before listening")
+	case <-time.After(emulatorStartTimeout):
+		err = fmt.Errorf("dynalite did not listen within %s", emulatorStartTimeout)
+	}
+	stop()
+	return "", fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+}
+
+// AWSConfig is an AWS SDK configuration for talking to emulators: region
+// us-east-1, static dummy credentials, and no shared config or credential
+// files, so that nothing on the machine leaks in.
+func AWSConfig(t testing.TB) aws.Config {
+	t.Helper()
+	cfg, err := config.LoadDefaultConfig(context.Background(),
+		config.WithRegion("us-east-1"),
+		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("skiff-test-key", "skiff-test-secret", "")),
+		config.WithSharedConfigFiles([]string{}),
+		config.WithSharedCredentialsFiles([]string{}),
+	)
+	if err != nil {
+		t.Fatalf("loading AWS config: %v", err)
+	}
+	return cfg
+}
+
+// DynamoClient is a real DynamoDB client for an emulator's endpoint.
+func DynamoClient(t testing.TB, endpoint string) *dynamodb.Client {
+	t.Helper()
+	return dynamodb.NewFromConfig(AWSConfig(t), func(o *dynamodb.Options) {
+		o.BaseEndpoint = aws.String(endpoint)
+	})
+}

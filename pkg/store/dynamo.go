@@ -1,0 +1,736 @@
+// DynamoDB key design
+//
+// The store is one DynamoDB table with string keys pk (partition) and sk
+// (sort), on-demand billing, no secondary indexes (every read is by key), and
+// TTL on the number attribute expires_at (epoch seconds). The sort key names
+// the item kind, so that later kinds can live under the same partition (a
+// job's metrics record as JOB#<id> / METRICS, say) without a migration.
+//
+//	kind      pk                 sk         attributes
+//	delivery  DELIVERY#<guid>    DELIVERY   state, lease_until, expires_at
+//	job       JOB#<job id>       JOB        status, status_rank, run_id, attempt,
+//	                                        repository, owner, installation_id,
+//	                                        labels, pool, workflow_name, job_name,
+//	                                        branch, queued_at, started_at,
+//	                                        completed_at, runner_name, runner_id,
+//	                                        conclusion, updated_at, expires_at
+//	run       RUN#<run id>       RUN        attempt, event, workflow_name,
+//	                                        repository, updated_at, expires_at
+//
+// Attribute types: ids, attempts, status_rank and lease_until are numbers;
+// labels is a list of strings (order kept); timestamps are strings in UTC
+// with a fixed width (2006-01-02T15:04:05.000000000Z), so that they read well
+// in the console and sort as they compare; status is GitHub's name of the
+// status, status_rank its position in the lifecycle (1 waiting … 4
+// completed), which the conditions compare. A job field the events have not
+// told yet is absent, never written as a zero value.
+//
+// Deliveries: state is "pending" while an invocation holds the claim, with
+// lease_until in epoch nanoseconds (exact, so that a lease ends at the same
+// instant as in Memory), and expires_at at the end of the lease; "done" once
+// processed, with expires_at at the caller's dedupe horizon. A claim is one
+// conditional PutItem that succeeds when the item is absent, expired, or a
+// pending claim whose lease has ended.
+//
+// Jobs merge with conditional UpdateItems, never a transaction: first an
+// advance (condition: absent, or live with a lower status_rank) that sets the
+// status and every field the event knows; when that condition fails, a fill
+// (condition: live with the same or a higher status_rank) that sets only
+// missing fields, with if_not_exists. An expired record is replaced whole by
+// a conditional PutItem. updated_at and expires_at only ever move forward:
+// when a write lowered one (its event was older), a conditional raise puts
+// the previous value back.
+//
+// Runs are one conditional PutItem that replaces a record of the same or an
+// older attempt.
+//
+// TTL: DynamoDB deletes expired items lazily (typically within days), so an
+// item whose expires_at is at or before the current second is treated as
+// absent by every read and every condition. expires_at is rounded up to the
+// next whole second, so a record never expires early; Job.ExpiresAt and
+// Run.ExpiresAt read back at that precision. A record written without
+// ExpiresAt has no expires_at and never expires.
+
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// DynamoAPI is the part of the DynamoDB client that Dynamo calls, with the
+// SDK's signatures; *dynamodb.Client implements it.
+type DynamoAPI interface {
+	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(ctx context.Context, params *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+}
+
+// DynamoTableAPI is the part of the DynamoDB client that CreateTable calls;
+// *dynamodb.Client implements it.
+type DynamoTableAPI interface {
+	CreateTable(ctx context.Context, params *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	DescribeTable(ctx context.Context, params *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+}
+
+var (
+	_ DynamoAPI      = (*dynamodb.Client)(nil)
+	_ DynamoTableAPI = (*dynamodb.Client)(nil)
+	_ Store          = (*Dynamo)(nil)
+)
+
+// Attribute names of the table.
+const (
+	attrPK         = "pk"
+	attrSK         = "sk"
+	attrExpires    = "expires_at" // the table's TTL attribute
+	attrState      = "state"
+	attrLeaseUntil = "lease_until"
+	attrStatus     = "status"
+	attrRank       = "status_rank"
+	attrAttempt    = "attempt"
+	attrUpdatedAt  = "updated_at"
+
+	statePending = "pending"
+	stateDone    = "done"
+
+	// timeLayout is fixed-width UTC, so that stored timestamps sort as they compare.
+	timeLayout = "2006-01-02T15:04:05.000000000Z"
+)
+
+// recordJobTries bounds RecordJob's retries. A retry is needed only when an
+// expired record is revived by another writer between two of our calls, so
+// three is generous.
+const recordJobTries = 3
+
+// Dynamo is a Store over one DynamoDB table (see the key design above). It
+// uses only single-item conditional writes, so it runs on DynamoDB and on
+// emulators without transactions. Its zero value is not usable: call NewDynamo.
+type Dynamo struct {
+	api   DynamoAPI
+	table string
+	now   func() time.Time
+}
+
+// DynamoOption configures a Dynamo.
+type DynamoOption func(*Dynamo)
+
+// WithClock sets the clock Dynamo reads to decide whether a record has
+// expired when nothing else tells it the time (Job, Run, RecordJob,
+// RecordRun). The default is time.Now.
+func WithClock(now func() time.Time) DynamoOption {
+	return func(d *Dynamo) { d.now = now }
+}
+
+// NewDynamo returns a Store over the table, which must have the key schema
+// that CreateTable creates.
+func NewDynamo(api DynamoAPI, table string, opts ...DynamoOption) *Dynamo {
+	d := &Dynamo{api: api, table: table, now: time.Now}
+	for _, o := range opts {
+		o(d)
+	}
+	return d
+}
+
+// createTableWait bounds how long CreateTable waits for the table to become
+// active: DynamoDB usually takes seconds, emulators milliseconds.
+const createTableWait = 2 * time.Minute
+
+// CreateTable creates the store's table (keys pk and sk, on-demand billing)
+// and waits until it is active. A table that already exists is not an
+// error. It does not enable TTL on expires_at: the deployment does that (and
+// DynamoDB emulators lack UpdateTimeToLive); Dynamo treats expired items as
+// absent either way.
+func CreateTable(ctx context.Context, api DynamoTableAPI, table string) error {
+	_, err := api.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:   aws.String(table),
+		BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String(attrPK), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(attrSK), AttributeType: types.ScalarAttributeTypeS},
+		},
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String(attrPK), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(attrSK), KeyType: types.KeyTypeRange},
+		},
+	})
+	var inUse *types.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return fmt.Errorf("creating table %s: %w", table, err)
+	}
+	w := dynamodb.NewTableExistsWaiter(api, func(o *dynamodb.TableExistsWaiterOptions) {
+		o.MinDelay = 20 * time.Millisecond
+		o.MaxDelay = 2 * time.Second
+	})
+	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, createTableWait); err != nil {
+		return fmt.Errorf("waiting for table %s: %w", table, err)
+	}
+	return nil
+}
+
+// ClaimDelivery implements Store.
+func (d *Dynamo) ClaimDelivery(ctx context.Context, id string, now time.Time, lease time.Duration) error {
+	until := now.Add(lease)
+	e := newExpr()
+	cond := fmt.Sprintf("attribute_not_exists(%s) OR %s <= %s OR (%s = %s AND %s <= %s)",
+		e.name(attrPK), e.name(attrExpires), e.value(numI(now.Unix())),
+		e.name(attrState), e.value(str(statePending)), e.name(attrLeaseUntil), e.value(numI(now.UnixNano())))
+	item := deliveryKey(id)
+	item[attrState] = str(statePending)
+	item[attrLeaseUntil] = numI(until.UnixNano())
+	item[attrExpires] = numI(epochCeil(until))
+	_, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                 aws.String(d.table),
+		Item:                      item,
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  e.names,
+		ExpressionAttributeValues: e.values,
+	})
+	if isConditionFailed(err) {
+		return ErrDuplicate
+	}
+	if err != nil {
+		return fmt.Errorf("claiming delivery %s: %w", id, err)
+	}
+	return nil
+}
+
+// FinishDelivery implements Store. A zero expires keeps the mark forever.
+func (d *Dynamo) FinishDelivery(ctx context.Context, id string, expires time.Time) error {
+	item := deliveryKey(id)
+	item[attrState] = str(stateDone)
+	if !expires.IsZero() {
+		item[attrExpires] = numI(epochCeil(expires))
+	}
+	if _, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(d.table), Item: item}); err != nil {
+		return fmt.Errorf("finishing delivery %s: %w", id, err)
+	}
+	return nil
+}
+
+// ReleaseDelivery implements Store.
+func (d *Dynamo) ReleaseDelivery(ctx context.Context, id string) error {
+	e := newExpr()
+	_, err := d.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:                 aws.String(d.table),
+		Key:                       deliveryKey(id),
+		ConditionExpression:       aws.String(fmt.Sprintf("%s = %s", e.name(attrState), e.value(str(statePending)))),
+		ExpressionAttributeNames:  e.names,
+		ExpressionAttributeValues: e.values,
+	})
+	if err != nil && !isConditionFailed(err) { // failed condition: unknown, or finished and kept
+		return fmt.Errorf("releasing delivery %s: %w", id, err)
+	}
+	return nil
+}
+
+// RecordJob implements Store.
+func (d *Dynamo) RecordJob(ctx context.Context, j Job) (bool, error) {
+	if err := validateJob(j); err != nil {
+		return false, err
+	}
+	now := d.now()
+	attrs := jobAttrs(j)
+	for range recordJobTries {
+		advanced, ok, err := d.recordJobOnce(ctx, j, attrs, now)
+		if err != nil {
+			return false, fmt.Errorf("recording job %d: %w", j.ID, err)
+		}
+		if ok {
+			return advanced, nil
+		}
+	}
+	return false, fmt.Errorf("recording job %d: record changed under %d tries", j.ID, recordJobTries)
+}
+
+// recordJobOnce tries advance, fill, then replace-if-expired. ok is false
+// when the record changed between the calls so that none applied.
+func (d *Dynamo) recordJobOnce(ctx context.Context, j Job, attrs []attr, now time.Time) (advanced, ok bool, err error) {
+	key := jobKey(j.ID)
+	rank := numI(int64(j.Status))
+
+	// Advance: absent, or live with a lower status.
+	e := newExpr()
+	sets := make([]string, 0, len(attrs))
+	for _, a := range attrs {
+		sets = append(sets, e.name(a.name)+" = "+e.value(a.value))
+	}
+	cond := fmt.Sprintf("attribute_not_exists(%s) OR (%s < %s AND %s)",
+		e.name(attrPK), e.name(attrRank), e.value(rank), e.live(now))
+	out, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(d.table),
+		Key:                       key,
+		UpdateExpression:          aws.String("SET " + strings.Join(sets, ", ")),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  e.names,
+		ExpressionAttributeValues: e.values,
+		ReturnValues:              types.ReturnValueUpdatedOld,
+	})
+	if err == nil {
+		return true, true, d.keepNewest(ctx, key, attrs, out.Attributes)
+	}
+	if !isConditionFailed(err) {
+		return false, false, fmt.Errorf("advancing: %w", err)
+	}
+
+	// Fill: live with the same or a later status; only missing fields.
+	e = newExpr()
+	sets = sets[:0]
+	for _, a := range attrs {
+		if a.name == attrStatus {
+			continue
+		}
+		n, v := e.name(a.name), e.value(a.value)
+		switch a.name {
+		case attrUpdatedAt, attrExpires:
+			sets = append(sets, n+" = "+v) // lowered back by keepNewest if older
+		default:
+			sets = append(sets, fmt.Sprintf("%s = if_not_exists(%s, %s)", n, n, v))
+		}
+	}
+	cond = fmt.Sprintf("attribute_exists(%s) AND %s >= %s AND %s",
+		e.name(attrPK), e.name(attrRank), e.value(rank), e.live(now))
+	out, err = d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(d.table),
+		Key:                       key,
+		UpdateExpression:          aws.String("SET " + strings.Join(sets, ", ")),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  e.names,
+		ExpressionAttributeValues: e.values,
+		ReturnValues:              types.ReturnValueUpdatedOld,
+	})
+	if err == nil {
+		return false, true, d.keepNewest(ctx, key, attrs, out.Attributes)
+	}
+	if !isConditionFailed(err) {
+		return false, false, fmt.Errorf("filling: %w", err)
+	}
+
+	// Neither applied: the record is expired (or was revived or deleted in
+	// between). Replace an expired one whole, as if it were absent.
+	e = newExpr()
+	cond = fmt.Sprintf("attribute_not_exists(%s) OR NOT %s", e.name(attrPK), e.live(now))
+	item := jobKey(j.ID)
+	for _, a := range attrs {
+		item[a.name] = a.value
+	}
+	_, err = d.api.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                 aws.String(d.table),
+		Item:                      item,
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  e.names,
+		ExpressionAttributeValues: e.values,
+	})
+	if isConditionFailed(err) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("replacing expired record: %w", err)
+	}
+	return true, true, nil
+}
+
+// keepNewest puts back updated_at and expires_at where the write that
+// returned old replaced a later value with an earlier one, so that both only
+// move forward, as in Memory. Each raise is conditional on the value still
+// being lower, so concurrent writers converge on the latest value.
+func (d *Dynamo) keepNewest(ctx context.Context, key map[string]types.AttributeValue, written []attr, old map[string]types.AttributeValue) error {
+	for _, a := range written {
+		if a.name != attrUpdatedAt && a.name != attrExpires {
+			continue
+		}
+		prev, ok := old[a.name]
+		if !ok || !greater(prev, a.value) {
+			continue
+		}
+		e := newExpr()
+		n, v := e.name(a.name), e.value(prev)
+		_, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                 aws.String(d.table),
+			Key:                       key,
+			UpdateExpression:          aws.String(fmt.Sprintf("SET %s = %s", n, v)),
+			ConditionExpression:       aws.String(fmt.Sprintf("%s < %s", n, v)),
+			ExpressionAttributeNames:  e.names,
+			ExpressionAttributeValues: e.values,
+		})
+		if err != nil && !isConditionFailed(err) {
+			return fmt.Errorf("restoring %s: %w", a.name, err)
+		}
+	}
+	return nil
+}
+
+// Job implements Store.
+func (d *Dynamo) Job(ctx context.Context, id int64) (Job, error) {
+	item, err := d.get(ctx, jobKey(id))
+	if err != nil {
+		return Job{}, fmt.Errorf("reading job %d: %w", id, err)
+	}
+	j, err := decodeJob(id, item)
+	if err != nil {
+		return Job{}, fmt.Errorf("decoding job %d: %w", id, err)
+	}
+	return j, nil
+}
+
+// RecordRun implements Store.
+func (d *Dynamo) RecordRun(ctx context.Context, r Run) error {
+	if r.ID <= 0 {
+		return errors.New("recording run: id is required")
+	}
+	item := runKey(r.ID)
+	item[attrAttempt] = numI(int64(r.Attempt)) // always written: the conditions compare it
+	putStr(item, "event", r.Event)
+	putStr(item, "workflow_name", r.WorkflowName)
+	putStr(item, "repository", r.Repository)
+	putTime(item, attrUpdatedAt, r.UpdatedAt)
+	if !r.ExpiresAt.IsZero() {
+		item[attrExpires] = numI(epochCeil(r.ExpiresAt))
+	}
+	e := newExpr()
+	cond := fmt.Sprintf("attribute_not_exists(%s) OR %s <= %s OR NOT %s",
+		e.name(attrPK), e.name(attrAttempt), e.value(item[attrAttempt]), e.live(d.now()))
+	_, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                 aws.String(d.table),
+		Item:                      item,
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  e.names,
+		ExpressionAttributeValues: e.values,
+	})
+	if isConditionFailed(err) {
+		return nil // a later attempt is already recorded
+	}
+	if err != nil {
+		return fmt.Errorf("recording run %d: %w", r.ID, err)
+	}
+	return nil
+}
+
+// Run implements Store.
+func (d *Dynamo) Run(ctx context.Context, id int64) (Run, error) {
+	item, err := d.get(ctx, runKey(id))
+	if err != nil {
+		return Run{}, fmt.Errorf("reading run %d: %w", id, err)
+	}
+	r := Run{ID: id}
+	dec := decoder{item: item}
+	r.Attempt = int(dec.int("attempt"))
+	r.Event = dec.str("event")
+	r.WorkflowName = dec.str("workflow_name")
+	r.Repository = dec.str("repository")
+	r.UpdatedAt = dec.time(attrUpdatedAt)
+	r.ExpiresAt = dec.epoch(attrExpires)
+	if dec.err != nil {
+		return Run{}, fmt.Errorf("decoding run %d: %w", id, dec.err)
+	}
+	return r, nil
+}
+
+// get reads an item with a strongly consistent read, returning ErrNotFound
+// for an absent or expired one.
+func (d *Dynamo) get(ctx context.Context, key map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
+	out, err := d.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(d.table),
+		Key:            key,
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(out.Item) == 0 || expired(out.Item, d.now()) {
+		return nil, ErrNotFound
+	}
+	return out.Item, nil
+}
+
+// jobAttrs lists the attributes an event writes: its status and every field
+// it knows, never a zero value.
+func jobAttrs(j Job) []attr {
+	m := map[string]types.AttributeValue{}
+	m[attrStatus] = str(j.Status.String())
+	m[attrRank] = numI(int64(j.Status))
+	putInt(m, "run_id", j.RunID)
+	putInt(m, attrAttempt, int64(j.Attempt))
+	putStr(m, "repository", j.Repository)
+	putStr(m, "owner", j.Owner)
+	putInt(m, "installation_id", j.InstallationID)
+	if len(j.Labels) > 0 {
+		l := make([]types.AttributeValue, len(j.Labels))
+		for i, s := range j.Labels {
+			l[i] = str(s)
+		}
+		m["labels"] = &types.AttributeValueMemberL{Value: l}
+	}
+	putStr(m, "pool", j.Pool)
+	putStr(m, "workflow_name", j.WorkflowName)
+	putStr(m, "job_name", j.JobName)
+	putStr(m, "branch", j.Branch)
+	putTime(m, "queued_at", j.QueuedAt)
+	putTime(m, "started_at", j.StartedAt)
+	putTime(m, "completed_at", j.CompletedAt)
+	putStr(m, "runner_name", j.RunnerName)
+	putInt(m, "runner_id", j.RunnerID)
+	putStr(m, "conclusion", j.Conclusion)
+	putTime(m, attrUpdatedAt, j.UpdatedAt)
+	if !j.ExpiresAt.IsZero() {
+		m[attrExpires] = numI(epochCeil(j.ExpiresAt))
+	}
+	out := make([]attr, 0, len(m))
+	for _, n := range jobAttrOrder {
+		if v, ok := m[n]; ok {
+			out = append(out, attr{n, v})
+		}
+	}
+	return out
+}
+
+// jobAttrOrder fixes the order of a job's attributes in expressions, so that
+// requests are reproducible.
+var jobAttrOrder = []string{
+	attrStatus, attrRank, "run_id", attrAttempt, "repository", "owner", "installation_id", "labels",
+	"pool", "workflow_name", "job_name", "branch", "queued_at", "started_at", "completed_at",
+	"runner_name", "runner_id", "conclusion", attrUpdatedAt, attrExpires,
+}
+
+func decodeJob(id int64, item map[string]types.AttributeValue) (Job, error) {
+	dec := decoder{item: item}
+	j := Job{ID: id}
+	j.Status = Status(dec.int(attrRank))
+	if j.Status <= StatusUnknown || j.Status > StatusCompleted {
+		return Job{}, fmt.Errorf("status_rank %d is out of range", j.Status)
+	}
+	j.RunID = dec.int("run_id")
+	j.Attempt = int(dec.int(attrAttempt))
+	j.Repository = dec.str("repository")
+	j.Owner = dec.str("owner")
+	j.InstallationID = dec.int("installation_id")
+	j.Labels = dec.strs("labels")
+	j.Pool = dec.str("pool")
+	j.WorkflowName = dec.str("workflow_name")
+	j.JobName = dec.str("job_name")
+	j.Branch = dec.str("branch")
+	j.QueuedAt = dec.time("queued_at")
+	j.StartedAt = dec.time("started_at")
+	j.CompletedAt = dec.time("completed_at")
+	j.RunnerName = dec.str("runner_name")
+	j.RunnerID = dec.int("runner_id")
+	j.Conclusion = dec.str("conclusion")
+	j.UpdatedAt = dec.time(attrUpdatedAt)
+	j.ExpiresAt = dec.epoch(attrExpires)
+	return j, dec.err
+}
+
+type attr struct {
+	name  string
+	value types.AttributeValue
+}
+
+func deliveryKey(id string) map[string]types.AttributeValue {
+	return itemKey("DELIVERY#"+id, "DELIVERY")
+}
+
+func jobKey(id int64) map[string]types.AttributeValue {
+	return itemKey("JOB#"+strconv.FormatInt(id, 10), "JOB")
+}
+
+func runKey(id int64) map[string]types.AttributeValue {
+	return itemKey("RUN#"+strconv.FormatInt(id, 10), "RUN")
+}
+
+func itemKey(pk, sk string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPK: str(pk), attrSK: str(sk)}
+}
+
+func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+
+func numI(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+func putStr(m map[string]types.AttributeValue, name, v string) {
+	if v != "" {
+		m[name] = str(v)
+	}
+}
+
+func putInt(m map[string]types.AttributeValue, name string, v int64) {
+	if v != 0 {
+		m[name] = numI(v)
+	}
+}
+
+func putTime(m map[string]types.AttributeValue, name string, t time.Time) {
+	if !t.IsZero() {
+		m[name] = str(t.UTC().Format(timeLayout))
+	}
+}
+
+// epochCeil is t in epoch seconds, rounded up so that a TTL never cuts a
+// record short.
+func epochCeil(t time.Time) int64 {
+	s := t.Unix()
+	if t.Nanosecond() > 0 {
+		s++
+	}
+	return s
+}
+
+// expired reports whether the item's expires_at is at or before now's second.
+func expired(item map[string]types.AttributeValue, now time.Time) bool {
+	n, ok := item[attrExpires].(*types.AttributeValueMemberN)
+	if !ok {
+		return false
+	}
+	exp, err := strconv.ParseInt(n.Value, 10, 64)
+	return err == nil && exp <= now.Unix()
+}
+
+// greater reports a > b for two numbers or two strings; other pairs are not ordered.
+func greater(a, b types.AttributeValue) bool {
+	switch a := a.(type) {
+	case *types.AttributeValueMemberN:
+		b, ok := b.(*types.AttributeValueMemberN)
+		if !ok {
+			return false
+		}
+		x, err1 := strconv.ParseInt(a.Value, 10, 64)
+		y, err2 := strconv.ParseInt(b.Value, 10, 64)
+		return err1 == nil && err2 == nil && x > y
+	case *types.AttributeValueMemberS:
+		b, ok := b.(*types.AttributeValueMemberS)
+		return ok && a.Value > b.Value
+	}
+	return false
+}
+
+func isConditionFailed(err error) bool {
+	var ccf *types.ConditionalCheckFailedException
+	return errors.As(err, &ccf)
+}
+
+// expr collects the placeholders of one request's expressions.
+type expr struct {
+	names  map[string]string
+	values map[string]types.AttributeValue
+	byName map[string]string
+}
+
+func newExpr() *expr {
+	return &expr{names: map[string]string{}, values: map[string]types.AttributeValue{}, byName: map[string]string{}}
+}
+
+// name returns the placeholder of an attribute name (every name goes through
+// one, since status is a reserved word).
+func (e *expr) name(n string) string {
+	if p, ok := e.byName[n]; ok {
+		return p
+	}
+	p := "#n" + strconv.Itoa(len(e.byName))
+	e.byName[n], e.names[p] = p, n
+	return p
+}
+
+// value returns a new placeholder for v.
+func (e *expr) value(v types.AttributeValue) string {
+	p := ":v" + strconv.Itoa(len(e.values))
+	e.values[p] = v
+	return p
+}
+
+// live is the condition that the item has not expired at now.
+func (e *expr) live(now time.Time) string {
+	n := e.name(attrExpires)
+	return fmt.Sprintf("(attribute_not_exists(%s) OR %s > %s)", n, n, e.value(numI(now.Unix())))
+}
+
+// decoder reads typed attributes of one item, keeping the first error.
+type decoder struct {
+	item map[string]types.AttributeValue
+	err  error
+}
+
+func (d *decoder) fail(name, want string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("attribute %s: want %s, have %T", name, want, d.item[name])
+	}
+}
+
+func (d *decoder) str(name string) string {
+	v, ok := d.item[name]
+	if !ok {
+		return ""
+	}
+	s, ok := v.(*types.AttributeValueMemberS)
+	if !ok {
+		d.fail(name, "string")
+		return ""
+	}
+	return s.Value
+}
+
+func (d *decoder) int(name string) int64 {
+	v, ok := d.item[name]
+	if !ok {
+		return 0
+	}
+	n, ok := v.(*types.AttributeValueMemberN)
+	if !ok {
+		d.fail(name, "number")
+		return 0
+	}
+	i, err := strconv.ParseInt(n.Value, 10, 64)
+	if err != nil && d.err == nil {
+		d.err = fmt.Errorf("attribute %s: %w", name, err)
+	}
+	return i
+}
+
+func (d *decoder) time(name string) time.Time {
+	s := d.str(name)
+	if s == "" {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil && d.err == nil {
+		d.err = fmt.Errorf("attribute %s: %w", name, err)
+	}
+	return t
+}
+
+func (d *decoder) epoch(name string) time.Time {
+	if _, ok := d.item[name]; !ok {
+		return time.Time{}
+	}
+	return time.Unix(d.int(name), 0).UTC()
+}
+
+func (d *decoder) strs(name string) []string {
+	v, ok := d.item[name]
+	if !ok {
+		return nil
+	}
+	l, ok := v.(*types.AttributeValueMemberL)
+	if !ok {
+		d.fail(name, "list")
+		return nil
+	}
+	out := make([]string, 0, len(l.Value))
+	for _, e := range l.Value {
+		s, ok := e.(*types.AttributeValueMemberS)
+		if !ok {
+			d.fail(name, "list of strings")
+			return nil
+		}
+		out = append(out, s.Value)
+	}
+	return out
+}
