@@ -8,6 +8,8 @@ export PATH := $(GOBIN_DIR):$(PATH)
 FUNCTIONS := $(notdir $(wildcard functions/*))
 LDFLAGS := -s -w -buildid=
 RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
+IMDS_MOCK_VERSION := v1.13.0
+GOAWS_VERSION := v0.5.4
 
 .PHONY: help
 help: ## list the targets
@@ -17,6 +19,9 @@ help: ## list the targets
 deps: ## install what the tests need: npm packages, emulators, shellcheck
 	npm ci --no-audit --no-fund
 	go install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
+	go install github.com/aws/amazon-ec2-metadata-mock/cmd/ec2-metadata-mock@$(IMDS_MOCK_VERSION)
+	@# goaws installs as "cmd"; the tests look for it as goaws
+	GOBIN=$(GOBIN_DIR) go install github.com/Admiral-Piett/goaws/app/cmd@$(GOAWS_VERSION) && mv -f $(GOBIN_DIR)/cmd $(GOBIN_DIR)/goaws
 	@command -v shellcheck >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck; }
 
 .PHONY: build
@@ -42,8 +47,17 @@ bench: ## run the benchmarks the README's performance section quotes
 	go test -run '^$$' -bench . -benchmem -count 1 ./...
 
 .PHONY: fuzz
-fuzz: ## fuzz the webhook handler for FUZZTIME (default 30s)
-	go test -run '^$$' -fuzz FuzzHandler -fuzztime $${FUZZTIME:-30s} ./pkg/webhook
+fuzz: ## run every fuzz target for FUZZTIME each (default 30s)
+	go test -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime $${FUZZTIME:-30s} ./pkg/webhook
+	go test -run '^$$' -fuzz '^FuzzParseLabel$$' -fuzztime $${FUZZTIME:-30s} ./pkg/pool
+	go test -run '^$$' -fuzz '^FuzzResolve$$' -fuzztime $${FUZZTIME:-30s} ./pkg/pool
+	go test -run '^$$' -fuzz '^FuzzEncodeDecode$$' -fuzztime $${FUZZTIME:-30s} ./pkg/queue
+
+.PHONY: demo
+demo: ## check the example pools file and plan a few jobs against it (embedded defaults, no AWS)
+	go run ./cmd/skiff validate -f examples/pools.yaml
+	go run ./cmd/skiff plan -f examples/pools.yaml --labels self-hosted,linux,x64
+	go run ./cmd/skiff plan -f examples/pools.yaml --labels self-hosted,skiff/gpu=1
 
 .PHONY: verify
 verify: ## fail when go mod tidy or the vendored fixtures would change the tree

@@ -1,0 +1,303 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/webhook"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// canary is the webhook secret: it must appear in no output of the function.
+const canary = "canary-rie-webhook-secret-31f9"
+
+// maxBootstrapBytes is the issue's bound on the deployed binary.
+const maxBootstrapBytes = 15 << 20
+
+// buildBootstrap builds the function as `make build` does, for goarch.
+func buildBootstrap(t *testing.T, goarch string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "bootstrap")
+	cmd := exec.Command("go", "build", "-trimpath", "-tags", "lambda.norpc", "-ldflags", "-s -w -buildid=", "-o", out, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building bootstrap for %s: %v\n%s", goarch, err, b)
+	}
+	return out
+}
+
+func TestBootstrapSize(t *testing.T) {
+	t.Parallel()
+	for _, arch := range []string{"arm64", "amd64"} {
+		fi, err := os.Stat(buildBootstrap(t, arch))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("bootstrap linux/%s: %.1f MB", arch, float64(fi.Size())/(1<<20))
+		if fi.Size() > maxBootstrapBytes {
+			t.Errorf("bootstrap linux/%s is %d bytes, over the %d-byte budget", arch, fi.Size(), maxBootstrapBytes)
+		}
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// lockedBuffer collects the emulator's and the function's output.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// rie runs the bootstrap under the Lambda Runtime Interface Emulator.
+type rie struct {
+	url string
+	out *lockedBuffer
+}
+
+func startRIE(t *testing.T, bootstrap string, env []string) *rie {
+	t.Helper()
+	bin := testenv.LookTool(t, "aws-lambda-rie", "go install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@v0.0.0-20261030222936-bef5c4ba774d")
+	emu, api := freePort(t), freePort(t)
+	out := &lockedBuffer{}
+	cmd := exec.Command(bin,
+		"--runtime-interface-emulator-address", fmt.Sprintf("127.0.0.1:%d", emu),
+		"--runtime-api-address", fmt.Sprintf("127.0.0.1:%d", api),
+		bootstrap)
+	cmd.Dir = filepath.Dir(bootstrap)
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting the runtime emulator: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	r := &rie{url: fmt.Sprintf("http://127.0.0.1:%d/2015-03-31/functions/function/invocations", emu), out: out}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", emu), 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("runtime emulator did not listen: %s", out.String())
+		}
+		time.Sleep(20 * time.Millisecond) // polling a port we do not own; no event to wait on
+	}
+}
+
+// invoke sends a Function URL event and decodes the function's response.
+func (r *rie) invoke(t *testing.T, ev webhook.FunctionURLRequest) webhook.FunctionURLResponse {
+	t.Helper()
+	body, _ := json.Marshal(ev)
+	resp, err := http.Post(r.url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("invoking: %v", err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out webhook.FunctionURLResponse
+	if err := json.Unmarshal(raw, &out); err != nil || out.StatusCode == 0 {
+		t.Fatalf("not a Function URL response (%v): %s\nemulator output:\n%s", err, raw, r.out.String())
+	}
+	return out
+}
+
+func event(eventName, delivery string, body []byte, secret string, b64 bool) webhook.FunctionURLRequest {
+	var ev webhook.FunctionURLRequest
+	ev.Headers = map[string]string{
+		"content-type": "application/json", "x-github-event": eventName, "x-github-delivery": delivery,
+		"x-hub-signature-256": webhook.Sign([]byte(secret), body), "user-agent": "GitHub-Hookshot/044aadd",
+	}
+	ev.Body = string(body)
+	if b64 {
+		ev.Body, ev.IsBase64Encoded = base64.StdEncoding.EncodeToString(body), true
+	}
+	ev.RequestContext.RequestID = delivery
+	ev.RequestContext.HTTP.Method = "POST"
+	return ev
+}
+
+var initRE = regexp.MustCompile(`INIT REPORT\(durationMs: ([0-9.]+)\)`)
+
+// TestBootstrapUnderRIE runs the built bootstrap the way Lambda does, under
+// the runtime interface emulator, against DynamoDB (dynalite) and SQS
+// emulators through the real AWS SDK, and sends it Function URL events.
+func TestBootstrapUnderRIE(t *testing.T) {
+	root := testenv.Root(t)
+	dynamo := testenv.Dynalite(t)
+	const table = "skiff-rie"
+	if err := store.CreateTable(context.Background(), testenv.DynamoClient(t, dynamo), table); err != nil {
+		t.Fatal(err)
+	}
+	queueURL, sqsEndpoint, receive := sqsQueue(t)
+	bootstrap := buildBootstrap(t, runtime.GOARCH)
+	pools, err := os.ReadFile(filepath.Join(root, "examples", "minimal.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(filepath.Dir(bootstrap), "pools.yaml"), pools, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{
+		"PATH=" + os.Getenv("PATH"),
+		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY=example",
+		"AWS_EC2_METADATA_DISABLED=true",
+		"AWS_ENDPOINT_URL_DYNAMODB=" + dynamo,
+		"AWS_ENDPOINT_URL_SQS=" + sqsEndpoint,
+		"SKIFF_WEBHOOK_SECRET=" + canary,
+		"SKIFF_QUEUE_URL=" + queueURL,
+		"SKIFF_TABLE_NAME=" + table,
+		"SKIFF_POOLS_FILE=" + filepath.Join(filepath.Dir(bootstrap), "pools.yaml"),
+	}
+	r := startRIE(t, bootstrap, env)
+
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join(root, "testdata", "webhooks", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	// GitHub's example asks for ubuntu-latest; the same job for the pool's labels.
+	queued := bytes.Replace(read("workflow_job.queued.1.json"), []byte(`"ubuntu-latest"`), []byte(`"self-hosted", "linux", "x64"`), 1)
+	inProgress := bytes.Replace(read("workflow_job.in_progress.2.json"), []byte(`"ubuntu-latest"`), []byte(`"self-hosted", "linux", "x64"`), 1)
+
+	steps := []struct {
+		name       string
+		ev         webhook.FunctionURLRequest
+		wantStatus int
+	}{
+		{"ping", event("ping", "d-ping", read("ping.none.1.json"), canary, false), 200},
+		{"wrong secret", event("workflow_job", "d-bad", queued, "not-the-secret", false), 401},
+		{"queued, base64 body", event("workflow_job", "d-queued", queued, canary, true), 200},
+		{"replayed delivery", event("workflow_job", "d-queued", queued, canary, false), 200},
+		{"GitHub-hosted job", event("workflow_job", "d-hosted", read("workflow_job.queued.1.json"), canary, false), 202},
+		{"in_progress", event("workflow_job", "d-started", inProgress, canary, false), 200},
+		{"workflow_run", event("workflow_run", "d-run", read("workflow_run.requested.1.json"), canary, false), 200},
+		{"truncated", event("workflow_job", "d-trunc", queued[:100], canary, false), 400},
+	}
+	for _, s := range steps {
+		if got := r.invoke(t, s.ev); got.StatusCode != s.wantStatus {
+			t.Errorf("%s: status %d %s, want %d", s.name, got.StatusCode, got.Body, s.wantStatus)
+		}
+	}
+
+	msgs := receive(t)
+	if len(msgs) != 1 {
+		t.Fatalf("SQS holds %d messages, want exactly 1 (the replay must not enqueue): %q", len(msgs), msgs)
+	}
+	var job struct {
+		JobID int64    `json:"job_id"`
+		Pool  string   `json:"pool"`
+		Lbls  []string `json:"labels"`
+	}
+	if err := json.Unmarshal([]byte(msgs[0]), &job); err != nil || job.JobID != 289782451 || job.Pool != "default" {
+		t.Errorf("message = %s (%v)", msgs[0], err)
+	}
+	st := store.NewDynamo(testenv.DynamoClient(t, dynamo), table)
+	if rec, err := st.Job(context.Background(), 289782451); err != nil || rec.Status != store.StatusInProgress || rec.RunnerName == "" || rec.QueuedAt.IsZero() {
+		t.Errorf("in_progress record = %+v, %v", rec, err)
+	}
+	if run, err := st.Run(context.Background(), 289782451); err != nil || run.Event != "repository_dispatch" {
+		t.Errorf("run record = %+v, %v", run, err)
+	}
+
+	out := r.out.String()
+	if strings.Contains(out, canary) {
+		t.Error("the webhook secret appeared in the function's output")
+	}
+	m := initRE.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no INIT REPORT in the emulator output:\n%s", out)
+	}
+	initMs, _ := strconv.ParseFloat(m[1], 64)
+	t.Logf("cold init under the runtime emulator: %.1f ms", initMs)
+	if initMs > 50 {
+		t.Errorf("cold init took %.1f ms, over the 50 ms budget", initMs)
+	}
+	for _, want := range []string{`"msg":"webhook ready"`, `"_aws":{`, `"delivery_id":"d-queued"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("function output lacks %s", want)
+		}
+	}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		if l := sc.Text(); strings.HasPrefix(l, "{") && !json.Valid([]byte(l)) {
+			t.Errorf("log line is not JSON: %s", l)
+		}
+	}
+}
+
+// sqsQueue starts the SQS emulator with one queue, and returns the queue's
+// URL, the endpoint other processes reach it at, and a function draining
+// the bodies of the messages it holds.
+func sqsQueue(t *testing.T) (queueURL, endpoint string, receive func(*testing.T) []string) {
+	t.Helper()
+	client, endpoint := testenv.GoawsEndpoint(t, "skiff-jobs")
+	ctx := context.Background()
+	q, err := client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String("skiff-jobs")})
+	if err != nil {
+		t.Fatalf("looking up the queue: %v", err)
+	}
+	return *q.QueueUrl, endpoint, func(t *testing.T) []string {
+		var bodies []string
+		for {
+			out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10})
+			if err != nil {
+				t.Fatalf("receiving: %v", err)
+			}
+			if len(out.Messages) == 0 {
+				return bodies
+			}
+			for _, m := range out.Messages {
+				bodies = append(bodies, aws.ToString(m.Body))
+			}
+		}
+	}
+}

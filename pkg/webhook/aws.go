@@ -1,0 +1,44 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/telemetry"
+)
+
+// NewAWS builds the production handler from cfg: the webhook secret read
+// once from Secrets Manager, the pools file, SQS, DynamoDB, and EMF metrics
+// and JSON logs on stdout. It is called once per Lambda container.
+func NewAWS(ctx context.Context, cfg Config, awsCfg aws.Config, logger *slog.Logger) (*Handler, error) {
+	secrets, err := cfg.LoadSecrets(ctx, secretsmanager.NewFromConfig(awsCfg))
+	if err != nil {
+		return nil, err
+	}
+	pools, err := pool.Load(cfg.PoolsFile)
+	if err != nil {
+		return nil, fmt.Errorf("loading pools (SKIFF_POOLS_FILE): %w", err)
+	}
+	return New(Options{
+		Secrets:      secrets,
+		Router:       pools,
+		Queue:        queue.NewSQS(sqs.NewFromConfig(awsCfg), cfg.QueueURL),
+		Store:        store.NewDynamo(dynamodb.NewFromConfig(awsCfg), cfg.TableName),
+		Counter:      telemetry.NewEMF(os.Stdout, cfg.MetricsNamespace, "webhook", nil),
+		Logger:       logger,
+		Allow:        cfg.Allow,
+		MaxBodyBytes: cfg.MaxBodyBytes,
+		DeliveryTTL:  cfg.DeliveryTTL,
+		JobTTL:       cfg.JobTTL,
+	})
+}
