@@ -1,0 +1,562 @@
+// Package ec2fake is the EC2 fake shared by skiff's tests: an in-memory
+// implementation of the fleet, describe and terminate calls that behaves
+// like EC2 where skiff depends on it, and injects EC2's real failure modes.
+//
+// What it models:
+//
+//   - CreateFleet of type instant: overrides tried in order; spot or
+//     on-demand per the target's default capacity type; per-override
+//     Errors and partial fills in the answer, as EC2 reports them.
+//   - Capacity per capacity pool (type × subnet × spot/on-demand), unlimited
+//     unless set; injected per-pool error codes (InsufficientInstanceCapacity,
+//     Unsupported, SpotMaxPriceTooLow, VcpuLimitExceeded, ...); spot
+//     unavailable everywhere; a cap on instances per call (partial fills).
+//   - Call-level failures: RequestLimitExceeded for the next n calls, or any
+//     code; unknown launch templates.
+//   - ClientToken idempotency: the same token with an identical request
+//     returns the first answer and launches nothing; the same token with a
+//     different request fails with IdempotentParameterMismatch.
+//   - Instances with state and tags, for DescribeInstances and
+//     TerminateInstances.
+//   - A per-call latency, for benchmarks.
+//
+// Every input is recorded; Reset forgets inputs, instances, tokens and faults.
+package ec2fake
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	sdkec2 "github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/skiffci/skiff/pkg/ec2"
+)
+
+// Fake is an in-memory EC2. Its zero value is not usable: call New. It is
+// safe for concurrent use.
+type Fake struct {
+	ec2.API // embedded so that a call the fake lacks fails loudly (nil)
+
+	mu         sync.Mutex
+	now        func() time.Time
+	latency    time.Duration
+	templates  map[string]bool // nil: every name exists
+	zones      map[string]string
+	capacity   map[string]int
+	poolErrors map[string]string
+	spotDown   bool
+	fillLimit  int
+	failNext   []string
+	attrType   string
+	nextID     int
+	fleets     int
+	inputs     []*sdkec2.CreateFleetInput
+	calls      map[string]int
+	tokens     map[string]tokenEntry
+	instances  map[string]*Instance
+	order      []string
+}
+
+type tokenEntry struct {
+	input []byte
+	out   *sdkec2.CreateFleetOutput
+}
+
+// Instance is what the fake keeps of a launched instance.
+type Instance struct {
+	ID           string
+	InstanceType string
+	Subnet       string
+	Zone         string
+	Spot         bool
+	State        string
+	LaunchTime   time.Time
+	Tags         map[string]string
+	Token        string
+}
+
+var _ ec2.API = (*Fake)(nil)
+
+// New returns an empty fake with unlimited capacity everywhere.
+func New() *Fake {
+	f := &Fake{}
+	f.reset()
+	return f
+}
+
+func (f *Fake) reset() {
+	f.now = time.Now
+	f.latency = 0
+	f.templates = nil
+	f.zones = map[string]string{}
+	f.capacity = map[string]int{}
+	f.poolErrors = map[string]string{}
+	f.spotDown = false
+	f.fillLimit = 0
+	f.failNext = nil
+	f.attrType = "m7i.large"
+	f.inputs = nil
+	f.calls = map[string]int{}
+	f.tokens = map[string]tokenEntry{}
+	f.instances = map[string]*Instance{}
+	f.order = nil
+	f.fleets = 0
+}
+
+// Reset forgets every input, instance, token and injected fault.
+func (f *Fake) Reset() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reset()
+}
+
+// SetLatency makes every call take d (bounded by its context), like a real
+// API round trip, for benchmarks.
+func (f *Fake) SetLatency(d time.Duration) {
+	f.mu.Lock()
+	f.latency = d
+	f.mu.Unlock()
+}
+
+// SetClock sets the clock that stamps instances' launch times (default time.Now).
+func (f *Fake) SetClock(now func() time.Time) {
+	f.mu.Lock()
+	f.now = now
+	f.mu.Unlock()
+}
+
+// SetLaunchTemplates limits the launch templates that exist to names; a
+// fleet naming another fails with InvalidLaunchTemplateName.NotFoundException.
+func (f *Fake) SetLaunchTemplates(names ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.templates = map[string]bool{}
+	for _, n := range names {
+		f.templates[n] = true
+	}
+}
+
+// SetZone places subnet in zone (default: the subnet's name + "-az").
+func (f *Fake) SetZone(subnet, zone string) {
+	f.mu.Lock()
+	f.zones[subnet] = zone
+	f.mu.Unlock()
+}
+
+// SetCapacity limits the capacity pool key (ec2.CapacityKey) to n more
+// instances; beyond it, the pool answers InsufficientInstanceCapacity.
+func (f *Fake) SetCapacity(key string, n int) {
+	f.mu.Lock()
+	f.capacity[key] = n
+	f.mu.Unlock()
+}
+
+// FailPool makes the capacity pool key (ec2.CapacityKey; "*" as instance
+// type matches attribute-based overrides) fail with an EC2 error code, e.g.
+// InsufficientInstanceCapacity, Unsupported, SpotMaxPriceTooLow or
+// VcpuLimitExceeded. An empty code clears it.
+func (f *Fake) FailPool(key, code string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if code == "" {
+		delete(f.poolErrors, key)
+		return
+	}
+	f.poolErrors[key] = code
+}
+
+// SetSpotUnavailable makes every spot pool answer InsufficientInstanceCapacity.
+func (f *Fake) SetSpotUnavailable(down bool) {
+	f.mu.Lock()
+	f.spotDown = down
+	f.mu.Unlock()
+}
+
+// SetFillLimit caps the instances one CreateFleet call launches (a partial
+// fill); 0 removes the cap.
+func (f *Fake) SetFillLimit(n int) {
+	f.mu.Lock()
+	f.fillLimit = n
+	f.mu.Unlock()
+}
+
+// FailNext makes the next len(codes) CreateFleet calls fail as a whole with
+// these codes, in order (RequestLimitExceeded for throttling).
+func (f *Fake) FailNext(codes ...string) {
+	f.mu.Lock()
+	f.failNext = append(f.failNext, codes...)
+	f.mu.Unlock()
+}
+
+// ThrottleNext makes the next n CreateFleet calls fail with RequestLimitExceeded.
+func (f *Fake) ThrottleNext(n int) {
+	for range n {
+		f.FailNext("RequestLimitExceeded")
+	}
+}
+
+// SetAttributeType is the instance type launched for attribute-based
+// overrides (default m7i.large).
+func (f *Fake) SetAttributeType(t string) {
+	f.mu.Lock()
+	f.attrType = t
+	f.mu.Unlock()
+}
+
+// SetState sets an instance's state, e.g. "terminated" to simulate a runner
+// that shut down.
+func (f *Fake) SetState(id, state string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if in, ok := f.instances[id]; ok {
+		in.State = state
+	}
+}
+
+// CreateFleetInputs returns the CreateFleet inputs received, in order.
+func (f *Fake) CreateFleetInputs() []*sdkec2.CreateFleetInput {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]*sdkec2.CreateFleetInput(nil), f.inputs...)
+}
+
+// Calls returns how many times an operation ("CreateFleet",
+// "DescribeInstances", "TerminateInstances") was called.
+func (f *Fake) Calls(op string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[op]
+}
+
+// Instances returns every instance ever launched, in launch order.
+func (f *Fake) Instances() []Instance {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]Instance, 0, len(f.order))
+	for _, id := range f.order {
+		in := *f.instances[id]
+		in.Tags = copyTags(in.Tags)
+		out = append(out, in)
+	}
+	return out
+}
+
+// Live returns the instances not terminated or shutting down.
+func (f *Fake) Live() []Instance {
+	var out []Instance
+	for _, in := range f.Instances() {
+		if in.State == "pending" || in.State == "running" {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+func (f *Fake) wait(ctx context.Context) error {
+	f.mu.Lock()
+	d := f.latency
+	f.mu.Unlock()
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func apiErr(code, msg string) error {
+	return &smithy.GenericAPIError{Code: code, Message: msg, Fault: smithy.FaultClient}
+}
+
+// CreateFleet implements ec2.API for fleets of type instant.
+func (f *Fake) CreateFleet(ctx context.Context, in *sdkec2.CreateFleetInput, _ ...func(*sdkec2.Options)) (*sdkec2.CreateFleetOutput, error) {
+	if err := f.wait(ctx); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls["CreateFleet"]++
+	f.inputs = append(f.inputs, in)
+	if len(f.failNext) > 0 {
+		code := f.failNext[0]
+		f.failNext = f.failNext[1:]
+		return nil, apiErr(code, "injected "+code)
+	}
+	if err := f.validate(in); err != nil {
+		return nil, err
+	}
+	token := aws.ToString(in.ClientToken)
+	canon, _ := json.Marshal(in)
+	if token != "" {
+		if e, ok := f.tokens[token]; ok {
+			if string(e.input) != string(canon) {
+				return nil, apiErr("IdempotentParameterMismatch", "the client token was used with different parameters")
+			}
+			return copyOutput(e.out), nil
+		}
+	}
+	out := f.launch(in, token)
+	if token != "" {
+		f.tokens[token] = tokenEntry{input: canon, out: copyOutput(out)}
+	}
+	return out, nil
+}
+
+func (f *Fake) validate(in *sdkec2.CreateFleetInput) error {
+	if in.Type != types.FleetTypeInstant {
+		return apiErr("InvalidParameterValue", "the fake supports fleets of type instant only")
+	}
+	if len(aws.ToString(in.ClientToken)) > 64 {
+		return apiErr("InvalidParameterValue", "client token longer than 64 characters")
+	}
+	t := in.TargetCapacitySpecification
+	if t == nil || aws.ToInt32(t.TotalTargetCapacity) <= 0 {
+		return apiErr("InvalidParameterValue", "TotalTargetCapacity must be positive")
+	}
+	if len(in.LaunchTemplateConfigs) == 0 {
+		return apiErr("MissingParameter", "LaunchTemplateConfigs is required")
+	}
+	for _, c := range in.LaunchTemplateConfigs {
+		spec := c.LaunchTemplateSpecification
+		if spec == nil || aws.ToString(spec.Version) == "" {
+			return apiErr("MissingParameter", "launch template version is required")
+		}
+		name := aws.ToString(spec.LaunchTemplateName)
+		if f.templates != nil && !f.templates[name] {
+			return apiErr("InvalidLaunchTemplateName.NotFoundException",
+				fmt.Sprintf("The specified launch template, with template name %s, does not exist.", name))
+		}
+		for _, o := range c.Overrides {
+			if (o.InstanceType == "") == (o.InstanceRequirements == nil) {
+				return apiErr("InvalidParameterCombination", "specify InstanceType or InstanceRequirements, not both")
+			}
+		}
+	}
+	for _, ts := range in.TagSpecifications {
+		if ts.ResourceType != types.ResourceTypeInstance && ts.ResourceType != types.ResourceTypeVolume &&
+			ts.ResourceType != types.ResourceTypeFleet {
+			return apiErr("InvalidParameterValue", "unsupported tag resource type "+string(ts.ResourceType))
+		}
+	}
+	return nil
+}
+
+func (f *Fake) zone(subnet string) string {
+	if z, ok := f.zones[subnet]; ok {
+		return z
+	}
+	return subnet + "-az"
+}
+
+// launch fills the target from the overrides in order.
+func (f *Fake) launch(in *sdkec2.CreateFleetInput, token string) *sdkec2.CreateFleetOutput {
+	f.fleets++
+	out := &sdkec2.CreateFleetOutput{FleetId: aws.String(fmt.Sprintf("fleet-%08x", f.fleets))}
+	spot := in.TargetCapacitySpecification.DefaultTargetCapacityType == types.DefaultTargetCapacityTypeSpot
+	life := types.InstanceLifecycleOnDemand
+	if spot {
+		life = types.InstanceLifecycleSpot
+	}
+	need := int(aws.ToInt32(in.TargetCapacitySpecification.TotalTargetCapacity))
+	if f.fillLimit > 0 && need > f.fillLimit {
+		need = f.fillLimit
+	}
+	tags := map[string]string{}
+	for _, ts := range in.TagSpecifications {
+		if ts.ResourceType == types.ResourceTypeInstance {
+			for _, t := range ts.Tags {
+				tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
+			}
+		}
+	}
+	for _, c := range in.LaunchTemplateConfigs {
+		for _, o := range c.Overrides {
+			subnet := aws.ToString(o.SubnetId)
+			typ := string(o.InstanceType)
+			keyType := typ
+			if o.InstanceRequirements != nil {
+				typ, keyType = f.attrType, "*"
+			}
+			ov := &types.LaunchTemplateAndOverridesResponse{
+				LaunchTemplateSpecification: &types.FleetLaunchTemplateSpecification{
+					LaunchTemplateName: c.LaunchTemplateSpecification.LaunchTemplateName,
+					Version:            c.LaunchTemplateSpecification.Version,
+				},
+				Overrides: &types.FleetLaunchTemplateOverrides{
+					InstanceType: types.InstanceType(typ), SubnetId: aws.String(subnet),
+					AvailabilityZone: aws.String(f.zone(subnet)),
+				},
+			}
+			if need == 0 {
+				continue
+			}
+			key := ec2.CapacityKey(keyType, subnet, spot)
+			code := f.poolErrors[key]
+			if code == "" && spot && f.spotDown {
+				code = "InsufficientInstanceCapacity"
+			}
+			if code != "" {
+				out.Errors = append(out.Errors, types.CreateFleetError{
+					ErrorCode: aws.String(code), ErrorMessage: aws.String(message(code, typ, f.zone(subnet))),
+					Lifecycle: life, LaunchTemplateAndOverrides: ov,
+				})
+				continue
+			}
+			n := need
+			if left, limited := f.capacity[key]; limited && left < n {
+				n = left
+			}
+			if n > 0 {
+				if left, limited := f.capacity[key]; limited {
+					f.capacity[key] = left - n
+				}
+				ids := make([]string, n)
+				for i := range ids {
+					f.nextID++
+					id := fmt.Sprintf("i-%017x", f.nextID)
+					ids[i] = id
+					f.instances[id] = &Instance{ID: id, InstanceType: typ, Subnet: subnet, Zone: f.zone(subnet),
+						Spot: spot, State: "pending", LaunchTime: f.now(), Tags: copyTags(tags), Token: token}
+					f.order = append(f.order, id)
+				}
+				out.Instances = append(out.Instances, types.CreateFleetInstance{
+					InstanceIds: ids, InstanceType: types.InstanceType(typ), Lifecycle: life,
+					SubnetId: aws.String(subnet), AvailabilityZone: aws.String(f.zone(subnet)),
+					LaunchTemplateAndOverrides: ov,
+				})
+				need -= n
+			}
+			if need > 0 {
+				out.Errors = append(out.Errors, types.CreateFleetError{
+					ErrorCode:                  aws.String("InsufficientInstanceCapacity"),
+					ErrorMessage:               aws.String(message("InsufficientInstanceCapacity", typ, f.zone(subnet))),
+					Lifecycle:                  life,
+					LaunchTemplateAndOverrides: ov,
+				})
+			}
+		}
+	}
+	return out
+}
+
+func message(code, typ, zone string) string {
+	switch code {
+	case "InsufficientInstanceCapacity":
+		return fmt.Sprintf("We currently do not have sufficient %s capacity in the Availability Zone you requested (%s).", typ, zone)
+	case "Unsupported":
+		return fmt.Sprintf("Your requested instance type (%s) is not supported in your requested Availability Zone (%s).", typ, zone)
+	case "VcpuLimitExceeded":
+		return "You have requested more vCPU capacity than your current vCPU limit of 0 allows for the instance bucket that the specified instance type belongs to. Please visit http://aws.amazon.com/contact-us/ec2-request to request an adjustment to this limit."
+	case "SpotMaxPriceTooLow":
+		return "Your Spot request price is lower than the minimum required Spot request fulfillment price."
+	}
+	return "injected " + code
+}
+
+// DescribeInstances implements ec2.API for InstanceIds (no filters).
+func (f *Fake) DescribeInstances(ctx context.Context, in *sdkec2.DescribeInstancesInput, _ ...func(*sdkec2.Options)) (*sdkec2.DescribeInstancesOutput, error) {
+	if err := f.wait(ctx); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls["DescribeInstances"]++
+	ids := in.InstanceIds
+	if len(ids) == 0 {
+		ids = append([]string(nil), f.order...)
+	}
+	var res types.Reservation
+	for _, id := range ids {
+		inst, ok := f.instances[id]
+		if !ok {
+			return nil, apiErr("InvalidInstanceID.NotFound", fmt.Sprintf("The instance ID '%s' does not exist", id))
+		}
+		var tags []types.Tag
+		keys := make([]string, 0, len(inst.Tags))
+		for k := range inst.Tags {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			tags = append(tags, types.Tag{Key: aws.String(k), Value: aws.String(inst.Tags[k])})
+		}
+		res.Instances = append(res.Instances, types.Instance{
+			InstanceId: aws.String(inst.ID), InstanceType: types.InstanceType(inst.InstanceType),
+			SubnetId: aws.String(inst.Subnet), State: &types.InstanceState{Name: types.InstanceStateName(inst.State)},
+			LaunchTime: aws.Time(inst.LaunchTime),
+			Tags:       tags,
+		})
+	}
+	return &sdkec2.DescribeInstancesOutput{Reservations: []types.Reservation{res}}, nil
+}
+
+// TerminateInstances implements ec2.API.
+func (f *Fake) TerminateInstances(ctx context.Context, in *sdkec2.TerminateInstancesInput, _ ...func(*sdkec2.Options)) (*sdkec2.TerminateInstancesOutput, error) {
+	if err := f.wait(ctx); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls["TerminateInstances"]++
+	out := &sdkec2.TerminateInstancesOutput{}
+	for _, id := range in.InstanceIds {
+		inst, ok := f.instances[id]
+		if !ok {
+			return nil, apiErr("InvalidInstanceID.NotFound", fmt.Sprintf("The instance ID '%s' does not exist", id))
+		}
+		prev := inst.State
+		inst.State = "terminated"
+		out.TerminatingInstances = append(out.TerminatingInstances, types.InstanceStateChange{
+			InstanceId:    aws.String(id),
+			PreviousState: &types.InstanceState{Name: types.InstanceStateName(prev)},
+			CurrentState:  &types.InstanceState{Name: types.InstanceStateNameShuttingDown},
+		})
+	}
+	return out, nil
+}
+
+func copyTags(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// copyOutput deep-copies an answer (through JSON: the fields are plain data),
+// so that callers cannot change what the fake replays.
+func copyOutput(o *sdkec2.CreateFleetOutput) *sdkec2.CreateFleetOutput {
+	b, err := json.Marshal(o)
+	if err != nil {
+		panic(fmt.Sprintf("ec2fake: copying output: %v", err))
+	}
+	var c sdkec2.CreateFleetOutput
+	if err := json.Unmarshal(b, &c); err != nil {
+		panic(fmt.Sprintf("ec2fake: copying output: %v", err))
+	}
+	return &c
+}
+
+// TagsOf returns the tags of the instances launched with a token, for tests.
+func (f *Fake) TagsOf(token string) []map[string]string {
+	var out []map[string]string
+	for _, in := range f.Instances() {
+		if in.Token == token || strings.HasPrefix(in.Token, token+"-") {
+			out = append(out, in.Tags)
+		}
+	}
+	return out
+}

@@ -1,0 +1,324 @@
+package ec2_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/skiffci/skiff/pkg/ec2"
+	"github.com/skiffci/skiff/pkg/ec2/ec2fake"
+)
+
+func request(capacity ec2.Capacity, count int) ec2.Request {
+	return ec2.Request{
+		Token:          "skiff-test-token",
+		LaunchTemplate: "skiff-cpu",
+		Count:          count,
+		Capacity:       capacity,
+		Places: []ec2.Place{
+			{InstanceType: "c7i.large", Subnet: "subnet-a"},
+			{InstanceType: "c7i.large", Subnet: "subnet-b"},
+			{InstanceType: "m7i.large", Subnet: "subnet-a"},
+		},
+		RootDevice: "/dev/xvda",
+		DiskGiB:    40,
+		Tags:       map[string]string{"skiff:pool": "cpu", "skiff:owner": "acme"},
+	}
+}
+
+func TestLaunch(t *testing.T) {
+	t.Parallel()
+	type want struct {
+		launched  int
+		calls     int
+		fellBack  bool
+		errKind   error  // Launch's error
+		failure   error  // Result.Failure's kind
+		failedKey string // one of Result.Errors' keys
+		spot      int    // launched spot instances
+	}
+	cases := []struct {
+		name  string
+		req   ec2.Request
+		setup func(f *ec2fake.Fake)
+		want  want
+	}{
+		{"spot fills everything in one call", request(ec2.SpotThenOnDemand, 5), nil,
+			want{launched: 5, calls: 1, spot: 5}},
+		{"capacity error in the first pool moves on to the next", request(ec2.Spot, 4),
+			func(f *ec2fake.Fake) {
+				f.FailPool(ec2.CapacityKey("c7i.large", "subnet-a", true), "InsufficientInstanceCapacity")
+			},
+			want{launched: 4, calls: 1, spot: 4, failure: ec2.ErrCapacity, failedKey: "c7i.large/subnet-a/spot"}},
+		{"spot unavailable falls back to on-demand", request(ec2.SpotThenOnDemand, 3),
+			func(f *ec2fake.Fake) { f.SetSpotUnavailable(true) },
+			want{launched: 3, calls: 2, fellBack: true, failure: ec2.ErrCapacity, failedKey: "m7i.large/subnet-a/spot"}},
+		{"spot unavailable and spot only launches nothing", request(ec2.Spot, 3),
+			func(f *ec2fake.Fake) { f.SetSpotUnavailable(true) },
+			want{launched: 0, calls: 1, failure: ec2.ErrCapacity}},
+		{"partial spot fill tops up on demand", request(ec2.SpotThenOnDemand, 5),
+			func(f *ec2fake.Fake) {
+				f.SetCapacity(ec2.CapacityKey("c7i.large", "subnet-a", true), 2)
+				f.SetCapacity(ec2.CapacityKey("c7i.large", "subnet-b", true), 0)
+				f.SetCapacity(ec2.CapacityKey("m7i.large", "subnet-a", true), 1)
+			},
+			want{launched: 5, calls: 2, fellBack: true, spot: 3, failure: ec2.ErrCapacity}},
+		{"partial fill on demand is reported", request(ec2.OnDemand, 5),
+			func(f *ec2fake.Fake) { f.SetFillLimit(3) },
+			want{launched: 3, calls: 1}},
+		{"throttled call is an error", request(ec2.SpotThenOnDemand, 2),
+			func(f *ec2fake.Fake) { f.ThrottleNext(1) },
+			want{calls: 1, errKind: ec2.ErrThrottled}},
+		{"unknown launch template is invalid", request(ec2.OnDemand, 2),
+			func(f *ec2fake.Fake) { f.SetLaunchTemplates("other") },
+			want{calls: 1, errKind: ec2.ErrInvalid}},
+		{"zero vCPU quota everywhere", request(ec2.OnDemand, 2),
+			func(f *ec2fake.Fake) {
+				for _, k := range []string{"c7i.large/subnet-a/on-demand", "c7i.large/subnet-b/on-demand", "m7i.large/subnet-a/on-demand"} {
+					f.FailPool(k, "VcpuLimitExceeded")
+				}
+			},
+			want{calls: 1, failure: ec2.ErrQuota}},
+		{"unsupported type in a zone", request(ec2.OnDemand, 2),
+			func(f *ec2fake.Fake) { f.FailPool("c7i.large/subnet-a/on-demand", "Unsupported") },
+			want{launched: 2, calls: 1, failure: ec2.ErrUnsupported, failedKey: "c7i.large/subnet-a/on-demand"}},
+		{"spot price too low falls back", request(ec2.SpotThenOnDemand, 1),
+			func(f *ec2fake.Fake) {
+				for _, k := range []string{"c7i.large/subnet-a/spot", "c7i.large/subnet-b/spot", "m7i.large/subnet-a/spot"} {
+					f.FailPool(k, "SpotMaxPriceTooLow")
+				}
+			},
+			want{launched: 1, calls: 2, fellBack: true, failure: ec2.ErrSpotPrice}},
+		{"invalid request is refused before calling", ec2.Request{Token: "t", Count: 1}, nil,
+			want{calls: 0, errKind: ec2.ErrInvalid}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := ec2fake.New()
+			if tc.setup != nil {
+				tc.setup(f)
+			}
+			res, err := ec2.NewLauncher(f).Launch(context.Background(), tc.req)
+			if tc.want.errKind != nil {
+				if !errors.Is(err, tc.want.errKind) {
+					t.Fatalf("err = %v, want %v", err, tc.want.errKind)
+				}
+			} else if err != nil {
+				t.Fatalf("Launch: %v", err)
+			}
+			if got := len(res.Instances); got != tc.want.launched {
+				t.Errorf("launched %d, want %d", got, tc.want.launched)
+			}
+			if got := f.Calls("CreateFleet"); got != tc.want.calls || res.Calls != tc.want.calls {
+				t.Errorf("CreateFleet calls %d (result says %d), want %d", got, res.Calls, tc.want.calls)
+			}
+			if res.FellBack != tc.want.fellBack {
+				t.Errorf("FellBack = %v, want %v", res.FellBack, tc.want.fellBack)
+			}
+			if got := len(f.Live()); got != tc.want.launched {
+				t.Errorf("fake has %d live instances, want %d", got, tc.want.launched)
+			}
+			spot := 0
+			for _, in := range res.Instances {
+				if in.Spot {
+					spot++
+				}
+			}
+			if tc.want.spot != 0 && spot != tc.want.spot {
+				t.Errorf("spot instances %d, want %d", spot, tc.want.spot)
+			}
+			fail := res.Failure()
+			switch {
+			case tc.want.failure == nil && fail != nil:
+				t.Errorf("Failure = %v, want none", fail)
+			case tc.want.failure != nil && (fail == nil || !errors.Is(fail, tc.want.failure)):
+				t.Errorf("Failure = %v, want %v", fail, tc.want.failure)
+			}
+			if tc.want.failedKey != "" {
+				found := false
+				for _, fe := range res.Errors {
+					found = found || fe.Key() == tc.want.failedKey
+				}
+				if !found {
+					t.Errorf("no fleet error for %s in %+v", tc.want.failedKey, res.Errors)
+				}
+			}
+		})
+	}
+}
+
+func TestLaunchRequestShape(t *testing.T) {
+	t.Parallel()
+	f := ec2fake.New()
+	f.SetSpotUnavailable(true)
+	if _, err := ec2.NewLauncher(f).Launch(context.Background(), request(ec2.SpotThenOnDemand, 2)); err != nil {
+		t.Fatal(err)
+	}
+	in := f.CreateFleetInputs()
+	if len(in) != 2 {
+		t.Fatalf("%d calls, want 2", len(in))
+	}
+	spot, od := in[0], in[1]
+	if spot.Type != types.FleetTypeInstant || spot.SpotOptions.AllocationStrategy != types.SpotAllocationStrategyPriceCapacityOptimized {
+		t.Errorf("spot fleet: type %s strategy %v", spot.Type, spot.SpotOptions)
+	}
+	if got := aws.ToString(spot.ClientToken); got != "skiff-test-token" {
+		t.Errorf("spot token %q", got)
+	}
+	if got := aws.ToString(od.ClientToken); got != "skiff-test-token-od" {
+		t.Errorf("on-demand token %q", got)
+	}
+	if od.OnDemandOptions.AllocationStrategy != types.FleetOnDemandAllocationStrategyPrioritized {
+		t.Errorf("on-demand strategy %s", od.OnDemandOptions.AllocationStrategy)
+	}
+	ovs := spot.LaunchTemplateConfigs[0].Overrides
+	if len(ovs) != 3 || aws.ToFloat64(ovs[2].Priority) != 2 || aws.ToString(ovs[1].SubnetId) != "subnet-b" {
+		t.Errorf("overrides %+v", ovs)
+	}
+	bdm := ovs[0].BlockDeviceMappings
+	if len(bdm) != 1 || aws.ToInt32(bdm[0].Ebs.VolumeSize) != 40 || !aws.ToBool(bdm[0].Ebs.Encrypted) || bdm[0].Ebs.VolumeType != types.VolumeTypeGp3 {
+		t.Errorf("block device mappings %+v", bdm)
+	}
+	kinds := map[types.ResourceType]bool{}
+	for _, ts := range spot.TagSpecifications {
+		kinds[ts.ResourceType] = true
+		if len(ts.Tags) != 2 || aws.ToString(ts.Tags[0].Key) != "skiff:owner" {
+			t.Errorf("tags %+v are not sorted or complete", ts.Tags)
+		}
+	}
+	if !kinds[types.ResourceTypeInstance] || !kinds[types.ResourceTypeVolume] {
+		t.Errorf("tag specifications cover %v, want instance and volume", kinds)
+	}
+	for _, inst := range f.Live() {
+		if inst.Tags["skiff:pool"] != "cpu" {
+			t.Errorf("instance %s tags %v", inst.ID, inst.Tags)
+		}
+	}
+}
+
+func TestLaunchRequirements(t *testing.T) {
+	t.Parallel()
+	f := ec2fake.New()
+	f.SetAttributeType("g6.xlarge")
+	req := request(ec2.OnDemand, 1)
+	req.Places = []ec2.Place{{Subnet: "subnet-a"}, {Subnet: "subnet-b"}}
+	req.Requirements = &ec2.Requirements{VCPUMin: 4, VCPUMax: 8, MemoryMiBMin: 16384, GPUMin: 1, GPUMax: 1,
+		GPUManufacturers: []string{"NVIDIA"}, AllowedTypes: []string{"g6.*"}}
+	res, err := ec2.NewLauncher(f).Launch(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Instances) != 1 || res.Instances[0].InstanceType != "g6.xlarge" {
+		t.Fatalf("instances %+v", res.Instances)
+	}
+	o := f.CreateFleetInputs()[0].LaunchTemplateConfigs[0].Overrides[0]
+	ir := o.InstanceRequirements
+	if o.InstanceType != "" || ir == nil || aws.ToInt32(ir.VCpuCount.Min) != 4 || aws.ToInt32(ir.MemoryMiB.Min) != 16384 ||
+		ir.MemoryMiB.Max != nil || aws.ToInt32(ir.AcceleratorCount.Min) != 1 ||
+		!reflect.DeepEqual(ir.AcceleratorManufacturers, []types.AcceleratorManufacturer{"nvidia"}) ||
+		!reflect.DeepEqual(ir.AllowedInstanceTypes, []string{"g6.*"}) {
+		t.Errorf("override %+v requirements %+v", o, ir)
+	}
+	if f.CreateFleetInputs()[0].OnDemandOptions.AllocationStrategy != types.FleetOnDemandAllocationStrategyLowestPrice {
+		t.Error("attribute-based on-demand should use lowest-price")
+	}
+}
+
+// TestReplayIsIdempotent: the same Request sent again — as after a crash —
+// gets the instances of the first launch, including the on-demand fallback,
+// and launches nothing new.
+func TestReplayIsIdempotent(t *testing.T) {
+	t.Parallel()
+	f := ec2fake.New()
+	f.SetCapacity(ec2.CapacityKey("c7i.large", "subnet-a", true), 1)
+	f.SetCapacity(ec2.CapacityKey("c7i.large", "subnet-b", true), 0)
+	f.SetCapacity(ec2.CapacityKey("m7i.large", "subnet-a", true), 0)
+	l := ec2.NewLauncher(f)
+	req := request(ec2.SpotThenOnDemand, 3)
+	first, err := l.Launch(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := l.Launch(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(first.Instances, second.Instances) || len(first.Instances) != 3 {
+		t.Fatalf("replay gave %+v, first %+v", second.Instances, first.Instances)
+	}
+	if got := len(f.Instances()); got != 3 {
+		t.Errorf("%d instances launched in all, want 3", got)
+	}
+	// The same token with another request is EC2's IdempotentParameterMismatch.
+	req.Count = 4
+	_, err = l.Launch(context.Background(), req)
+	var e *ec2.Error
+	if !errors.As(err, &e) || e.Code != "IdempotentParameterMismatch" || !e.Permanent() {
+		t.Errorf("changed replay: %v", err)
+	}
+}
+
+func TestStatesAndTerminate(t *testing.T) {
+	t.Parallel()
+	f := ec2fake.New()
+	l := ec2.NewLauncher(f)
+	res, err := l.Launch(context.Background(), request(ec2.OnDemand, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{res.Instances[0].ID, res.Instances[1].ID}
+	if err := l.Terminate(context.Background(), ids[:1]); err != nil {
+		t.Fatal(err)
+	}
+	st, err := l.States(context.Background(), ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st[ids[0]].State != "terminated" || st[ids[0]].Alive() || !st[ids[1]].Alive() || st[ids[1]].LaunchTime.IsZero() {
+		t.Errorf("states %v", st)
+	}
+	if st, err := l.States(context.Background(), []string{"i-unknown"}); err != nil || len(st) != 0 {
+		t.Errorf("unknown id: %v %v", st, err)
+	}
+	if err := l.Terminate(context.Background(), []string{"i-unknown"}); err != nil {
+		t.Errorf("terminating an unknown id: %v", err)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		code, msg string
+		kind      error
+		limit     int
+		permanent bool
+		reason    string
+	}{
+		{"InsufficientInstanceCapacity", "no capacity", ec2.ErrCapacity, -1, false, "capacity"},
+		{"UnfulfillableCapacity", "", ec2.ErrCapacity, -1, false, "capacity"},
+		{"Unsupported", "not supported in zone", ec2.ErrUnsupported, -1, false, "unsupported"},
+		{"VcpuLimitExceeded", "You have requested more vCPU capacity than your current vCPU limit of 0 allows", ec2.ErrQuota, 0, true, "quota"},
+		{"VcpuLimitExceeded", "current vCPU limit of 64 allows", ec2.ErrQuota, 64, false, "quota"},
+		{"MaxSpotInstanceCountExceeded", "", ec2.ErrQuota, -1, false, "quota"},
+		{"SpotMaxPriceTooLow", "", ec2.ErrSpotPrice, -1, false, "spot_price"},
+		{"RequestLimitExceeded", "Request limit exceeded.", ec2.ErrThrottled, -1, false, "throttled"},
+		{"InvalidParameterValue", "bad", ec2.ErrInvalid, -1, true, "invalid"},
+		{"InvalidLaunchTemplateName.NotFoundException", "", ec2.ErrInvalid, -1, true, "invalid"},
+		{"InternalError", "", ec2.ErrTransient, -1, false, "transient"},
+		{"SomethingNew", "", ec2.ErrTransient, -1, false, "transient"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.code+"/"+tc.reason, func(t *testing.T) {
+			t.Parallel()
+			e := ec2.Classify(tc.code, tc.msg)
+			if !errors.Is(e, tc.kind) || e.Limit != tc.limit || e.Permanent() != tc.permanent || ec2.Reason(e) != tc.reason {
+				t.Errorf("Classify = %+v permanent=%v reason=%s", e, e.Permanent(), ec2.Reason(e))
+			}
+		})
+	}
+}

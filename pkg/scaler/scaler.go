@@ -1,0 +1,247 @@
+// Package scaler holds scale-up's decisions as pure functions over plain
+// values: what to do with a job given its launch claim, which jobs share a
+// fleet request, which capacity pools to ask for, the fleet's idempotency
+// token, and whether a job that did not launch is retried or dead-lettered.
+//
+// A job's launch claim moves like this (see store/launch.go):
+//
+//	no claim ───────────────────────────────────────────► Fresh (attempt 1)
+//	claim, fleet done, job got an instance ─────────────► Launched (drop the duplicate)
+//	claim, fleet done, job got none (or not a member) ──► NextAttempt
+//	claim, no fleet, lease live ────────────────────────► InFlight (retry later)
+//	claim, no fleet, lease over (died before CreateFleet)► NextAttempt
+//	claim, fleet intent, lease live ────────────────────► InFlight
+//	claim, fleet intent, lease over (died after intent) ► Recover: replay the plan
+//
+// Only Recover keeps the attempt (and so the fleet token), because only then
+// may EC2 already have launched for it.
+package scaler
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/ec2"
+	"github.com/skiffci/skiff/pkg/store"
+)
+
+// Action is what to do with a job before launching.
+type Action int
+
+// The actions; see the package doc.
+const (
+	Fresh Action = iota
+	NextAttempt
+	InFlight
+	Recover
+	Launched
+)
+
+var actionNames = [...]string{"fresh", "next_attempt", "in_flight", "recover", "launched"}
+
+// String names the action for logs.
+func (a Action) String() string {
+	if a < 0 || int(a) >= len(actionNames) {
+		return "unknown"
+	}
+	return actionNames[a]
+}
+
+// ClaimDecision is the decision about one job's claim.
+type ClaimDecision struct {
+	Action Action
+	// Attempt is the launch attempt to claim (Fresh, NextAttempt), or the
+	// claim's own (Recover, InFlight, Launched).
+	Attempt int
+	// PrevGen is the gen of the claim read (0 without one): the claim write
+	// is conditional on it.
+	PrevGen int
+	// Instance is the job's instance (Launched).
+	Instance string
+}
+
+// DecideClaim decides from the job's claim (nil if none) and the fleet its
+// token names (nil if none), at now.
+func DecideClaim(jobID int64, c *store.LaunchClaim, f *store.Fleet, now time.Time) ClaimDecision {
+	if c == nil {
+		return ClaimDecision{Action: Fresh, Attempt: 1}
+	}
+	d := ClaimDecision{Attempt: c.Attempt, PrevGen: c.Gen}
+	leaseOver := !now.Before(c.LeaseUntil)
+	switch {
+	case f != nil && f.State == store.FleetDone:
+		if id, _ := f.Instance(jobID); id != "" {
+			d.Action, d.Instance = Launched, id
+			return d
+		}
+		d.Action, d.Attempt = NextAttempt, c.Attempt+1
+	case f == nil && leaseOver:
+		d.Action, d.Attempt = NextAttempt, c.Attempt+1
+	case f != nil && leaseOver:
+		if _, member := f.Instance(jobID); !member {
+			d.Action, d.Attempt = NextAttempt, c.Attempt+1 // planned, but left out before the launch
+			return d
+		}
+		d.Action = Recover
+	default:
+		d.Action = InFlight
+	}
+	return d
+}
+
+// Token is the idempotency token of a fleet for these members of a pool:
+// derived from each job id and launch attempt, so the same jobs at the same
+// attempts always give the same token, and a new attempt a new one.
+func Token(pool string, members []store.FleetMember) string {
+	keys := make([]string, len(members))
+	for i, m := range members {
+		keys[i] = strconv.FormatInt(m.JobID, 10) + ":" + strconv.Itoa(m.Attempt)
+	}
+	slices.Sort(keys)
+	sum := sha256.Sum256([]byte(pool + "\x00" + strings.Join(keys, ",")))
+	return "skiff-" + hex.EncodeToString(sum[:])[:40]
+}
+
+// RunnerName is the name of a job's runner for a claim generation: unique
+// per registration, since GitHub refuses a second runner with a name in use.
+func RunnerName(jobID int64, gen int) string {
+	return "skiff-" + strconv.FormatInt(jobID, 10) + "-" + strconv.Itoa(gen)
+}
+
+// Group splits items into fleet requests: items with the same key (the same
+// pool and launch spec) go together, in order of first appearance, at most
+// maxSize per group. It returns indexes into keys.
+func Group(keys []string, maxSize int) [][]int {
+	if maxSize <= 0 {
+		maxSize = 1
+	}
+	var groups [][]int
+	open := map[string]int{} // key → index of its last, not yet full group
+	for i, k := range keys {
+		g, ok := open[k]
+		if !ok || len(groups[g]) >= maxSize {
+			groups = append(groups, nil)
+			g = len(groups) - 1
+			open[k] = g
+		}
+		groups[g] = append(groups[g], i)
+	}
+	return groups
+}
+
+// Places lists the capacity pools to ask for: each instance type in the
+// pool's order across every subnet (types outrank subnets, so the pool's
+// preference holds), without the pools remembered as failed, at most max.
+// With attribute-based selection, types is empty and each subnet is one
+// place. A place is skipped when it failed for every purchase option the
+// launch would use. When every place failed, all are asked for again:
+// capacity comes back, and a job must not wait forever on a stale memory.
+func Places(types, subnets []string, capacity ec2.Capacity, failed map[string]bool, max int) []ec2.Place {
+	if len(types) == 0 {
+		types = []string{""}
+	}
+	var all, ok []ec2.Place
+	for _, t := range types {
+		for _, s := range subnets {
+			p := ec2.Place{InstanceType: t, Subnet: s}
+			all = append(all, p)
+			spotFailed := failed[ec2.CapacityKey(t, s, true)]
+			odFailed := failed[ec2.CapacityKey(t, s, false)]
+			skip := false
+			switch capacity {
+			case ec2.Spot:
+				skip = spotFailed
+			case ec2.OnDemand:
+				skip = odFailed
+			default:
+				skip = spotFailed && odFailed
+			}
+			if !skip {
+				ok = append(ok, p)
+			}
+		}
+	}
+	if len(ok) == 0 {
+		ok = all
+	}
+	if max > 0 && len(ok) > max {
+		ok = ok[:max]
+	}
+	return ok
+}
+
+// Outcome is how one job's processing ended in this delivery.
+type Outcome int
+
+// The outcomes.
+const (
+	// OutcomeLaunched: the job has its runner (now or before).
+	OutcomeLaunched Outcome = iota
+	// OutcomeSkipped: deliberately not launched (the reason says why).
+	OutcomeSkipped
+	// OutcomeRetry: not launched now; another delivery may succeed.
+	OutcomeRetry
+	// OutcomePermanent: can never launch without an operator's change.
+	OutcomePermanent
+)
+
+// Disposition is what becomes of the job's queue message.
+type Disposition int
+
+// The dispositions.
+const (
+	// Ack: the message is done (reported as a success, SQS deletes it).
+	Ack Disposition = iota
+	// Retry: reported as a batch item failure; SQS delivers it again.
+	Retry
+	// DeadLetter: sent to the dead-letter queue with its reason, then acked.
+	DeadLetter
+)
+
+var dispositionNames = [...]string{"ack", "retry", "dead_letter"}
+
+// String names the disposition for logs.
+func (d Disposition) String() string {
+	if d < 0 || int(d) >= len(dispositionNames) {
+		return "unknown"
+	}
+	return dispositionNames[d]
+}
+
+// Dispose decides a message's fate from the outcome and how many times the
+// queue has delivered it: a retry on the last allowed delivery becomes a
+// dead letter with its reason (SQS's own redrive would move it without one),
+// and a permanent failure is dead-lettered at once.
+func Dispose(o Outcome, receiveCount, maxAttempts int) Disposition {
+	switch o {
+	case OutcomeLaunched, OutcomeSkipped:
+		return Ack
+	case OutcomePermanent:
+		return DeadLetter
+	}
+	if maxAttempts > 0 && receiveCount >= maxAttempts {
+		return DeadLetter
+	}
+	return Retry
+}
+
+// Admit splits n jobs of a pool into those admitted within the granted
+// reservation and those over the pool's max: the first granted go.
+func Admit(n, granted int) (admitted, over int) {
+	granted = max(0, min(n, granted))
+	return granted, n - granted
+}
+
+// Assign pairs members (in order) with instances (sorted by id): the
+// member at index i gets instances[i], "" when the fleet filled fewer.
+func Assign(members int, instances []string) []string {
+	sorted := slices.Clone(instances)
+	slices.Sort(sorted)
+	out := make([]string, members)
+	copy(out, sorted)
+	return out
+}

@@ -1,0 +1,214 @@
+package scaler_test
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/ec2"
+	"github.com/skiffci/skiff/pkg/scaler"
+	"github.com/skiffci/skiff/pkg/store"
+)
+
+var now = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+
+func TestDecideClaim(t *testing.T) {
+	t.Parallel()
+	claim := func(attempt, gen int, lease time.Duration) *store.LaunchClaim {
+		return &store.LaunchClaim{JobID: 7, Attempt: attempt, Gen: gen, Token: "t", LeaseUntil: now.Add(lease)}
+	}
+	fleet := func(state store.FleetState, members []int64, instances ...string) *store.Fleet {
+		f := &store.Fleet{Token: "t", State: state, Instances: instances}
+		for _, m := range members {
+			f.Members = append(f.Members, store.FleetMember{JobID: m, Attempt: 1})
+		}
+		return f
+	}
+	cases := []struct {
+		name  string
+		claim *store.LaunchClaim
+		fleet *store.Fleet
+		want  scaler.ClaimDecision
+	}{
+		{"no claim", nil, nil, scaler.ClaimDecision{Action: scaler.Fresh, Attempt: 1}},
+		{"done with an instance", claim(1, 1, -time.Minute), fleet(store.FleetDone, []int64{6, 7}, "i-6", "i-7"),
+			scaler.ClaimDecision{Action: scaler.Launched, Attempt: 1, PrevGen: 1, Instance: "i-7"}},
+		{"done with an instance, lease live", claim(1, 1, time.Minute), fleet(store.FleetDone, []int64{7}, "i-7"),
+			scaler.ClaimDecision{Action: scaler.Launched, Attempt: 1, PrevGen: 1, Instance: "i-7"}},
+		{"done without an instance", claim(2, 3, time.Minute), fleet(store.FleetDone, []int64{6, 7}, "i-6", ""),
+			scaler.ClaimDecision{Action: scaler.NextAttempt, Attempt: 3, PrevGen: 3}},
+		{"done but not a member", claim(1, 1, time.Minute), fleet(store.FleetDone, []int64{6}, "i-6"),
+			scaler.ClaimDecision{Action: scaler.NextAttempt, Attempt: 2, PrevGen: 1}},
+		{"no fleet, lease live", claim(1, 1, time.Minute), nil,
+			scaler.ClaimDecision{Action: scaler.InFlight, Attempt: 1, PrevGen: 1}},
+		{"no fleet, lease over", claim(1, 2, -time.Second), nil,
+			scaler.ClaimDecision{Action: scaler.NextAttempt, Attempt: 2, PrevGen: 2}},
+		{"intent, lease live", claim(1, 1, time.Minute), fleet(store.FleetIntent, []int64{7}),
+			scaler.ClaimDecision{Action: scaler.InFlight, Attempt: 1, PrevGen: 1}},
+		{"intent, lease over", claim(1, 1, 0), fleet(store.FleetIntent, []int64{7}),
+			scaler.ClaimDecision{Action: scaler.Recover, Attempt: 1, PrevGen: 1}},
+		{"intent without the job, lease over", claim(1, 1, -time.Minute), fleet(store.FleetIntent, []int64{6}),
+			scaler.ClaimDecision{Action: scaler.NextAttempt, Attempt: 2, PrevGen: 1}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := scaler.DecideClaim(7, tc.claim, tc.fleet, now); got != tc.want {
+				t.Errorf("DecideClaim = %+v (%s), want %+v (%s)", got, got.Action, tc.want, tc.want.Action)
+			}
+		})
+	}
+}
+
+func TestToken(t *testing.T) {
+	t.Parallel()
+	m := func(pairs ...int64) []store.FleetMember {
+		var out []store.FleetMember
+		for i := 0; i < len(pairs); i += 2 {
+			out = append(out, store.FleetMember{JobID: pairs[i], Attempt: int(pairs[i+1])})
+		}
+		return out
+	}
+	base := scaler.Token("cpu", m(1, 1, 2, 1))
+	cases := []struct {
+		name string
+		tok  string
+		same bool
+	}{
+		{"member order does not matter", scaler.Token("cpu", m(2, 1, 1, 1)), true},
+		{"another attempt is another token", scaler.Token("cpu", m(1, 2, 2, 1)), false},
+		{"another pool is another token", scaler.Token("gpu", m(1, 1, 2, 1)), false},
+		{"another member set is another token", scaler.Token("cpu", m(1, 1)), false},
+	}
+	for _, tc := range cases {
+		if (tc.tok == base) != tc.same {
+			t.Errorf("%s: %s vs %s", tc.name, tc.tok, base)
+		}
+	}
+	if scaler.Token("cpu", m(11, 1)) == scaler.Token("cpu", m(1, 11)) {
+		t.Error("job 11 attempt 1 and job 1 attempt 11 share a token")
+	}
+	if len(base) > ec2.MaxTokenLen || !strings.HasPrefix(base, "skiff-") {
+		t.Errorf("token %q: longer than %d or unprefixed", base, ec2.MaxTokenLen)
+	}
+}
+
+func TestGroup(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		keys []string
+		max  int
+		want [][]int
+	}{
+		{"one key", []string{"a", "a", "a"}, 10, [][]int{{0, 1, 2}}},
+		{"two keys interleaved", []string{"a", "b", "a", "b"}, 10, [][]int{{0, 2}, {1, 3}}},
+		{"split at max", []string{"a", "a", "a", "a", "a"}, 2, [][]int{{0, 1}, {2, 3}, {4}}},
+		{"zero max is one each", []string{"a", "a"}, 0, [][]int{{0}, {1}}},
+		{"empty", nil, 10, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := scaler.Group(tc.keys, tc.max); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("Group = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPlaces(t *testing.T) {
+	t.Parallel()
+	types := []string{"g6.xlarge", "g5.xlarge"}
+	subnets := []string{"subnet-a", "subnet-b"}
+	p := func(t, s string) ec2.Place { return ec2.Place{InstanceType: t, Subnet: s} }
+	all := []ec2.Place{p("g6.xlarge", "subnet-a"), p("g6.xlarge", "subnet-b"), p("g5.xlarge", "subnet-a"), p("g5.xlarge", "subnet-b")}
+	cases := []struct {
+		name     string
+		types    []string
+		capacity ec2.Capacity
+		failed   []string
+		max      int
+		want     []ec2.Place
+	}{
+		{"types outrank subnets", types, ec2.Spot, nil, 0, all},
+		{"failed spot pool skipped", types, ec2.Spot, []string{"g6.xlarge/subnet-a/spot"}, 0, all[1:]},
+		{"spot failure alone keeps a fallback pool", types, ec2.SpotThenOnDemand, []string{"g6.xlarge/subnet-a/spot"}, 0, all},
+		{"both failures skip", types, ec2.SpotThenOnDemand, []string{"g6.xlarge/subnet-a/spot", "g6.xlarge/subnet-a/on-demand"}, 0, all[1:]},
+		{"on-demand ignores spot failures", types, ec2.OnDemand, []string{"g6.xlarge/subnet-a/spot"}, 0, all},
+		{"capped", types, ec2.Spot, nil, 3, all[:3]},
+		{"everything failed asks again", types, ec2.OnDemand,
+			[]string{"g6.xlarge/subnet-a/on-demand", "g6.xlarge/subnet-b/on-demand", "g5.xlarge/subnet-a/on-demand", "g5.xlarge/subnet-b/on-demand"}, 0, all},
+		{"attribute-based: one place per subnet", nil, ec2.Spot, []string{"*/subnet-b/spot"}, 0, []ec2.Place{p("", "subnet-a")}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			failed := map[string]bool{}
+			for _, k := range tc.failed {
+				failed[k] = true
+			}
+			if got := scaler.Places(tc.types, subnets, tc.capacity, failed, tc.max); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("Places = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDispose(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name         string
+		outcome      scaler.Outcome
+		receiveCount int
+		max          int
+		want         scaler.Disposition
+	}{
+		{"launched", scaler.OutcomeLaunched, 1, 5, scaler.Ack},
+		{"skipped", scaler.OutcomeSkipped, 9, 5, scaler.Ack},
+		{"retry early", scaler.OutcomeRetry, 1, 5, scaler.Retry},
+		{"retry before the last", scaler.OutcomeRetry, 4, 5, scaler.Retry},
+		{"retry on the last delivery", scaler.OutcomeRetry, 5, 5, scaler.DeadLetter},
+		{"retry past the last", scaler.OutcomeRetry, 7, 5, scaler.DeadLetter},
+		{"permanent at once", scaler.OutcomePermanent, 1, 5, scaler.DeadLetter},
+		{"no limit", scaler.OutcomeRetry, 100, 0, scaler.Retry},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := scaler.Dispose(tc.outcome, tc.receiveCount, tc.max); got != tc.want {
+				t.Errorf("Dispose = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestAdmitAndAssign(t *testing.T) {
+	t.Parallel()
+	admits := []struct{ n, granted, admitted, over int }{
+		{5, 5, 5, 0}, {5, 3, 3, 2}, {5, 0, 0, 5}, {2, 9, 2, 0}, {3, -1, 0, 3},
+	}
+	for _, a := range admits {
+		if ad, ov := scaler.Admit(a.n, a.granted); ad != a.admitted || ov != a.over {
+			t.Errorf("Admit(%d, %d) = %d, %d", a.n, a.granted, ad, ov)
+		}
+	}
+	assigns := []struct {
+		members   int
+		instances []string
+		want      []string
+	}{
+		{3, []string{"i-c", "i-a", "i-b"}, []string{"i-a", "i-b", "i-c"}},
+		{3, []string{"i-b"}, []string{"i-b", "", ""}},
+		{1, nil, []string{""}},
+	}
+	for _, a := range assigns {
+		if got := scaler.Assign(a.members, a.instances); !reflect.DeepEqual(got, a.want) {
+			t.Errorf("Assign(%d, %v) = %v", a.members, a.instances, got)
+		}
+	}
+	if got := scaler.RunnerName(123, 2); got != "skiff-123-2" {
+		t.Errorf("RunnerName = %s", got)
+	}
+}

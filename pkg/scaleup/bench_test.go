@@ -1,0 +1,115 @@
+package scaleup_test
+
+import (
+	"context"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/scaleup"
+)
+
+// Realistic per-call latencies of the fakes, from field measurements:
+// CreateFleet (instant) answers in about a second; generate-jitconfig in a
+// few hundred milliseconds; other GitHub REST calls in about 100 ms.
+const (
+	benchFleetLatency  = time.Second
+	benchJITLatency    = 300 * time.Millisecond
+	benchGitHubLatency = 100 * time.Millisecond
+	// benchConcurrency is how many batches run at once, as concurrent Lambda
+	// invocations of the SQS event source would.
+	benchConcurrency = 25
+	benchJobs        = 1000
+	benchBatch       = 10
+)
+
+var allOps = []string{
+	ghsim.OpCreateInstallationToken, ghsim.OpGetOrgInstallation, ghsim.OpGetRepoInstallation,
+	ghsim.OpGenerateOrgJITConfig, ghsim.OpGenerateRepoJITConfig, ghsim.OpListRunnerGroups,
+	ghsim.OpCreateOrgRegToken, ghsim.OpCreateRepoRegToken, ghsim.OpGetJob,
+}
+
+// BenchmarkScaleUp1000 launches 1,000 queued jobs in batches of 10, with
+// realistic latencies in the EC2 fake and the GitHub simulator, and reports
+// per runner: GitHub calls, CreateFleet calls, store item writes
+// (claims, fleet records, counters, registration items); and per batch:
+// process CPU time (user+system, which includes the in-process simulators,
+// so it is an upper bound of the function's own) and wall time.
+func BenchmarkScaleUp1000(b *testing.B) {
+	for _, mode := range []scaleup.Mode{scaleup.ModeJIT, scaleup.ModeToken} {
+		b.Run(string(mode), func(b *testing.B) {
+			for range b.N {
+				benchOnce(b, mode)
+			}
+		})
+	}
+}
+
+func benchOnce(b *testing.B, mode scaleup.Mode) {
+	b.StopTimer()
+	e := newEnv(b, func(o *scaleup.Options) { o.Mode = mode })
+	e.ec2.SetLatency(benchFleetLatency)
+	for _, op := range allOps {
+		e.sim.SetFault(op, ghsim.Fault{Latency: benchGitHubLatency})
+	}
+	e.sim.SetFault(ghsim.OpGenerateOrgJITConfig, ghsim.Fault{Latency: benchJITLatency})
+	batches := make(chan []scaleup.SQSMessage, benchJobs/benchBatch)
+	for i := int64(0); i < benchJobs; i += benchBatch {
+		batches <- jobs(10_000+i, benchBatch)
+	}
+	close(batches)
+	var mu sync.Mutex
+	var walls []time.Duration
+	failures := 0
+	cpu0 := cpuTime()
+	b.StartTimer()
+	var wg sync.WaitGroup
+	for range benchConcurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for msgs := range batches {
+				t0 := time.Now()
+				r := e.svc.Handle(context.Background(), batch(msgs...))
+				mu.Lock()
+				walls = append(walls, time.Since(t0))
+				failures += len(r.BatchItemFailures)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	cpu := cpuTime() - cpu0
+	runners := len(e.ec2.Live())
+	if runners != benchJobs || failures != 0 {
+		b.Fatalf("launched %d runners with %d failures, want %d and 0", runners, failures, benchJobs)
+	}
+	gh := 0
+	for _, op := range allOps {
+		gh += e.sim.Requests(op)
+	}
+	writes := e.store.Writes() + e.regs.puts
+	var wall time.Duration
+	for _, w := range walls {
+		wall += w
+	}
+	nb := float64(len(walls))
+	b.ReportMetric(float64(gh)/float64(runners), "github-calls/runner")
+	b.ReportMetric(float64(e.ec2.Calls("CreateFleet"))/float64(runners), "createfleet/runner")
+	b.ReportMetric(float64(writes)/float64(runners), "store-writes/runner")
+	b.ReportMetric(float64(cpu.Microseconds())/1000/nb, "cpu-ms/batch")
+	b.ReportMetric(float64(wall.Milliseconds())/nb, "wall-ms/batch")
+	b.StartTimer()
+}
+
+// cpuTime is the process's user + system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

@@ -1,0 +1,325 @@
+package scaleup_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/ec2"
+	"github.com/skiffci/skiff/pkg/ec2/ec2fake"
+	"github.com/skiffci/skiff/pkg/github"
+	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/scaleup"
+	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/telemetry"
+	"github.com/skiffci/skiff/pkg/userdata"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+const poolsYAML = `
+version: 1
+defaults:
+  image:
+    ssm: /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64
+pools:
+  - name: cpu
+    labels: [self-hosted, linux, x64]
+    instanceTypes: [c7i.large, m7i.large]
+    subnets: [subnet-0aaaaaaaa, subnet-0bbbbbbbb]
+    capacity: spot-then-on-demand
+    maxRunners: 5000
+  - name: ondemand
+    labels: [ondemand]
+    instanceTypes: [c7i.xlarge]
+    subnets: [subnet-0aaaaaaaa]
+    capacity: on-demand
+    maxRunners: 5000
+  - name: small
+    labels: [small]
+    instanceTypes: [t3.large]
+    subnets: [subnet-0aaaaaaaa]
+    capacity: on-demand
+    maxRunners: 2
+  - name: private
+    labels: [private]
+    scope:
+      repositories: [acme/secret]
+    instanceTypes: [c7i.large]
+    subnets: [subnet-0aaaaaaaa]
+`
+
+// secretPrefix starts every credential ghsim issues: the canary.
+const secretPrefix = "CANARYSECRET"
+
+var (
+	keyOnce sync.Once
+	appKey  *rsa.PrivateKey
+)
+
+func testKey(t testing.TB) *rsa.PrivateKey {
+	keyOnce.Do(func() {
+		k, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			panic(err)
+		}
+		appKey = k
+	})
+	return appKey
+}
+
+// clock is a settable clock.
+type clock struct{ ns atomic.Int64 }
+
+func (c *clock) set(t time.Time)         { c.ns.Store(t.UnixNano()) }
+func (c *clock) now() time.Time          { return time.Unix(0, c.ns.Load()).UTC() }
+func (c *clock) advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+var start = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+
+// memRegistrations is the registration table in memory.
+type memRegistrations struct {
+	mu    sync.Mutex
+	items map[string]userdata.Registration
+	puts  int
+	fail  error
+}
+
+func (m *memRegistrations) Put(ctx context.Context, r userdata.Registration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.puts++
+	if m.fail != nil {
+		return m.fail
+	}
+	m.items[r.InstanceARN] = r
+	return nil
+}
+
+func (m *memRegistrations) all() map[string]userdata.Registration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]userdata.Registration{}
+	for k, v := range m.items {
+		out[k] = v
+	}
+	return out
+}
+
+type deadLetter struct {
+	msgID  string
+	jobID  int64
+	reason string
+}
+
+// memDeadLetters records dead letters.
+type memDeadLetters struct {
+	mu      sync.Mutex
+	letters []deadLetter
+}
+
+func (m *memDeadLetters) DeadLetter(ctx context.Context, msg scaleup.SQSMessage, jobID int64, reason string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.letters = append(m.letters, deadLetter{msg.MessageID, jobID, reason})
+	return nil
+}
+
+func (m *memDeadLetters) all() []deadLetter {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]deadLetter(nil), m.letters...)
+}
+
+// syncBuffer is a log sink safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// env is one scale-up service with all its fakes.
+type env struct {
+	t       testing.TB
+	sim     *ghsim.Server
+	inst    int64
+	gh      *github.Client
+	ec2     *ec2fake.Fake
+	store   *store.LaunchMemory
+	regs    *memRegistrations
+	dlq     *memDeadLetters
+	counter *telemetry.Memory
+	timings *scaleup.MemoryTimings
+	logs    *syncBuffer
+	clock   *clock
+	svc     *scaleup.Service
+	opts    scaleup.Options
+}
+
+func newEnv(t testing.TB, tweak func(*scaleup.Options)) *env {
+	t.Helper()
+	key := testKey(t)
+	sim := ghsim.New(ghsim.Options{SecretPrefix: secretPrefix})
+	t.Cleanup(sim.Close)
+	sim.AddApp(ghsim.AppConfig{ID: 42, Slug: "skiff", PublicKey: &key.PublicKey})
+	sim.AddOrg("acme")
+	sim.AddRepo("acme", "app")
+	sim.AddRepo("acme", "secret")
+	inst := sim.Install(42, "acme")
+	gh, err := github.NewClient([]github.App{{ID: 42, Key: key}}, github.WithBaseURL(sim.URL()),
+		github.WithSleep(func(ctx context.Context, _ time.Duration) error { return ctx.Err() }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pools, err := pool.Parse([]byte(poolsYAML), "pools.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{
+		t: t, sim: sim, inst: inst, gh: gh, ec2: ec2fake.New(), store: store.NewLaunchMemory(),
+		regs: &memRegistrations{items: map[string]userdata.Registration{}}, dlq: &memDeadLetters{},
+		counter: &telemetry.Memory{}, timings: &scaleup.MemoryTimings{}, logs: &syncBuffer{}, clock: &clock{},
+	}
+	e.clock.set(start)
+	e.ec2.SetClock(e.clock.now)
+	e.opts = scaleup.Options{
+		Pools: pools, Launches: e.store, EC2: ec2.NewLauncher(e.ec2), GitHub: gh, Registrations: e.regs,
+		DeadLetters: e.dlq, Counter: e.counter, Timings: e.timings,
+		Logger: slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Now:    e.clock.now, Partition: "aws", Region: "eu-west-1", Account: "123456789012",
+		LaunchTemplatePrefix: "skiff-", RootDevice: "/dev/xvda",
+	}
+	if tweak != nil {
+		tweak(&e.opts)
+	}
+	e.svc, err = scaleup.New(e.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+var msgSeq atomic.Int64
+
+// job is a queued job of acme/app with the given labels.
+func job(id int64, labels ...string) queue.Job {
+	if len(labels) == 0 {
+		labels = []string{"self-hosted", "linux", "x64"}
+	}
+	return queue.Job{JobID: id, RunID: id/10 + 1, Attempt: 1, Repository: "acme/app", Owner: "acme",
+		InstallationID: 0, Labels: labels, Pool: "cpu", DeliveryID: "d-" + strconv.FormatInt(id, 10),
+		ReceivedAt: start.Add(-2 * time.Second)}
+}
+
+// message wraps a job as an SQS record delivered receiveCount times.
+func message(j queue.Job, receiveCount int) scaleup.SQSMessage {
+	body, _ := json.Marshal(j)
+	return scaleup.SQSMessage{
+		MessageID:  fmt.Sprintf("m-%d-%d", j.JobID, msgSeq.Add(1)),
+		Body:       string(body),
+		Attributes: map[string]string{"ApproximateReceiveCount": strconv.Itoa(receiveCount)},
+	}
+}
+
+func batch(msgs ...scaleup.SQSMessage) scaleup.SQSEvent { return scaleup.SQSEvent{Records: msgs} }
+
+func jobs(from int64, n int, labels ...string) []scaleup.SQSMessage {
+	out := make([]scaleup.SQSMessage, n)
+	for i := range out {
+		out[i] = message(job(from+int64(i), labels...), 1)
+	}
+	return out
+}
+
+// failed returns the message ids of a response.
+func failed(r scaleup.BatchResponse) map[string]bool {
+	out := map[string]bool{}
+	for _, f := range r.BatchItemFailures {
+		out[f.ItemIdentifier] = true
+	}
+	return out
+}
+
+// instancesPerJob maps each job id to its live instances, by the runner
+// names ("skiff-<job id>-<gen>") of their registrations.
+func (e *env) instancesPerJob() map[string]int {
+	out := map[string]int{}
+	regs := e.regs.all()
+	for _, in := range e.ec2.Live() {
+		arn := userdata.InstanceARN("aws", "eu-west-1", "123456789012", in.ID)
+		if r, ok := regs[arn]; ok {
+			parts := strings.Split(r.RunnerName, "-")
+			out[parts[1]]++
+		}
+	}
+	return out
+}
+
+// crashAfter wraps the launcher: it cancels the invocation's context right
+// before (before=true) or right after CreateFleet, like a Lambda that dies there.
+type crashLauncher struct {
+	scaleup.Launcher
+	cancel context.CancelFunc
+	before bool
+}
+
+func (c *crashLauncher) Launch(ctx context.Context, req ec2.Request) (ec2.Result, error) {
+	if c.before {
+		c.cancel()
+		return ec2.Result{}, ctx.Err()
+	}
+	res, err := c.Launcher.Launch(ctx, req)
+	c.cancel()
+	return res, err
+}
+
+var errInjected = errors.New("injected failure")
+
+// cancelOnPutFleet cancels the invocation when it records a fleet's
+// intent, and fails that write: the crash between registration and launch.
+type cancelOnPutFleet struct {
+	LaunchMemoryish
+	cancel context.CancelFunc
+}
+
+// LaunchMemoryish is the store interface, embedded so the wrapper overrides one method.
+type LaunchMemoryish = store.Launches
+
+func (c *cancelOnPutFleet) PutFleet(ctx context.Context, f store.Fleet) error {
+	c.cancel()
+	return ctx.Err()
+}

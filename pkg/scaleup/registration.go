@@ -1,0 +1,63 @@
+package scaleup
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/skiffci/skiff/pkg/userdata"
+)
+
+// Registrations delivers runner registrations to their instances.
+// Put returns nil only when the item is durably written.
+type Registrations interface {
+	Put(ctx context.Context, r userdata.Registration) error
+}
+
+// RegistrationAPI is the part of the DynamoDB client RegistrationTable
+// calls; *dynamodb.Client implements it.
+type RegistrationAPI interface {
+	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+}
+
+var _ RegistrationAPI = (*dynamodb.Client)(nil)
+
+// RegistrationTable writes the registration contract of pkg/userdata: one
+// item per instance, keyed by its ARN, in a table of its own (encrypted with
+// a KMS key, TTL on expires_at), which the instance reads and deletes in one
+// DeleteItem. See docs/runner-boot.md for the reader and the threat model.
+type RegistrationTable struct {
+	api   RegistrationAPI
+	table string
+}
+
+var _ Registrations = (*RegistrationTable)(nil)
+
+// NewRegistrationTable returns a writer for the table.
+func NewRegistrationTable(api RegistrationAPI, table string) *RegistrationTable {
+	return &RegistrationTable{api: api, table: table}
+}
+
+// Put validates r against the contract and writes it, replacing an item of
+// the same instance. Errors never carry the secret.
+func (t *RegistrationTable) Put(ctx context.Context, r userdata.Registration) error {
+	if err := r.Validate(); err != nil {
+		return fmt.Errorf("writing registration of %s: %w", r.InstanceARN, err)
+	}
+	item := map[string]types.AttributeValue{}
+	for name, tv := range r.Attributes() {
+		switch tv[0] {
+		case "N":
+			item[name] = &types.AttributeValueMemberN{Value: tv[1]}
+		default:
+			item[name] = &types.AttributeValueMemberS{Value: tv[1]}
+		}
+	}
+	if _, err := t.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(t.table), Item: item}); err != nil {
+		return fmt.Errorf("writing registration of %s: %w", r.InstanceARN, err)
+	}
+	return nil
+}

@@ -1,0 +1,453 @@
+package scaleup_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/skiffci/skiff/pkg/ec2"
+	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/scaleup"
+	"github.com/skiffci/skiff/pkg/userdata"
+)
+
+func TestBatchLaunchesOneFleet(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	resp := e.svc.Handle(context.Background(), batch(jobs(1000, 10)...))
+	if len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("failures: %+v\nlogs:\n%s", resp.BatchItemFailures, e.logs.String())
+	}
+	if got := e.ec2.Calls("CreateFleet"); got != 1 {
+		t.Errorf("%d CreateFleet calls for one batch of one spec, want 1", got)
+	}
+	if got := len(e.ec2.Live()); got != 10 {
+		t.Fatalf("%d instances, want 10", got)
+	}
+	regs := e.regs.all()
+	names := map[string]bool{}
+	for arn, r := range regs {
+		if r.Mode != userdata.ModeJIT || r.JITConfig == "" {
+			t.Errorf("%s: registration %v", arn, r)
+		}
+		names[r.RunnerName] = true
+	}
+	if len(regs) != 10 || len(names) != 10 {
+		t.Errorf("%d registrations with %d runner names, want 10 and 10", len(regs), len(names))
+	}
+	if got := e.sim.Requests(ghsim.OpGenerateOrgJITConfig); got != 10 {
+		t.Errorf("%d JIT configs generated, want 10", got)
+	}
+	if got, _ := e.store.Runners(context.Background(), "cpu"); got != 10 {
+		t.Errorf("runner count %d, want 10", got)
+	}
+	if got := e.counter.Get(scaleup.MetricLaunched, "cpu"); got != 10 {
+		t.Errorf("launched metric %d", got)
+	}
+	if lat := e.timings.Get(scaleup.MetricLaunchLatency, "cpu"); len(lat) != 10 || lat[0] != 2*time.Second {
+		t.Errorf("launch latencies %v, want ten of 2s", lat)
+	}
+	in := e.ec2.CreateFleetInputs()[0]
+	if got := aws.ToString(in.LaunchTemplateConfigs[0].LaunchTemplateSpecification.LaunchTemplateName); got != "skiff-cpu" {
+		t.Errorf("launch template %q", got)
+	}
+	tags := e.ec2.Live()[0].Tags
+	for _, k := range []string{"skiff:pool", "skiff:owner", "skiff:repository", "skiff:job-ids", "skiff:run-ids", "skiff:runner-names", "skiff:fleet-token"} {
+		if tags[k] == "" {
+			t.Errorf("instance tag %s missing: %v", k, tags)
+		}
+	}
+	if tags["skiff:repository"] != "acme/app" || !strings.Contains(tags["skiff:job-ids"], "1009") {
+		t.Errorf("tags %v", tags)
+	}
+	// A second delivery of the whole batch (late duplicates) launches nothing.
+	resp = e.svc.Handle(context.Background(), batch(jobs(1000, 10)...))
+	if len(resp.BatchItemFailures) != 0 || len(e.ec2.Instances()) != 10 || e.counter.Get(scaleup.MetricDuplicates, "launched") != 10 {
+		t.Errorf("redelivery: failures %v, %d instances, duplicates %d", resp.BatchItemFailures, len(e.ec2.Instances()),
+			e.counter.Get(scaleup.MetricDuplicates, "launched"))
+	}
+}
+
+// TestOutcomes: every job ends launched, skipped (reason), retried (reason)
+// or dead-lettered (reason).
+func TestOutcomes(t *testing.T) {
+	t.Parallel()
+	type want struct {
+		launched   int
+		retried    int
+		deadReason string // the reason of every dead letter, "" for none
+		dead       int
+		metric     string // a counter that must be non-zero, "name/reason"
+		fleetCalls int    // -1: do not check
+	}
+	cases := []struct {
+		name     string
+		msgs     func() []scaleup.SQSMessage
+		setup    func(e *env)
+		maxTries int
+		want     want
+	}{
+		{"unresolvable labels are skipped", func() []scaleup.SQSMessage { return jobs(1, 2, "self-hosted", "windows") }, nil, 0,
+			want{metric: scaleup.MetricSkipped + "/no_pool", fleetCalls: 0}},
+		{"repository outside the pool's scope is skipped", func() []scaleup.SQSMessage { return jobs(1, 1, "private") }, nil, 0,
+			want{metric: scaleup.MetricSkipped + "/repository_not_allowed", fleetCalls: 0}},
+		{"undecodable message is dropped", func() []scaleup.SQSMessage {
+			return []scaleup.SQSMessage{{MessageID: "junk", Body: "{not json"}, {MessageID: "empty", Body: `{"job_id":1}`}}
+		}, nil, 0, want{metric: scaleup.MetricSkipped + "/undecodable", fleetCalls: 0}},
+		{"spot unavailable falls back to on-demand", func() []scaleup.SQSMessage { return jobs(1, 3) },
+			func(e *env) { e.ec2.SetSpotUnavailable(true) }, 0,
+			want{launched: 3, metric: scaleup.MetricFallbacks + "/cpu", fleetCalls: 2}},
+		{"no capacity anywhere is retried", func() []scaleup.SQSMessage { return jobs(1, 2, "ondemand") },
+			func(e *env) { e.ec2.FailPool("c7i.xlarge/subnet-0aaaaaaaa/on-demand", "InsufficientInstanceCapacity") }, 0,
+			want{retried: 2, metric: scaleup.MetricCapacityErrors + "/capacity", fleetCalls: 1}},
+		{"no capacity on the last delivery is dead-lettered", func() []scaleup.SQSMessage {
+			return []scaleup.SQSMessage{message(job(1, "ondemand"), 5)}
+		}, func(e *env) { e.ec2.FailPool("c7i.xlarge/subnet-0aaaaaaaa/on-demand", "InsufficientInstanceCapacity") }, 5,
+			want{dead: 1, deadReason: "ec2_capacity", fleetCalls: 1}},
+		{"zero vCPU quota is dead-lettered at once", func() []scaleup.SQSMessage { return jobs(1, 2, "ondemand") },
+			func(e *env) { e.ec2.FailPool("c7i.xlarge/subnet-0aaaaaaaa/on-demand", "VcpuLimitExceeded") }, 0,
+			want{dead: 2, deadReason: "ec2_quota", metric: scaleup.MetricCapacityErrors + "/quota", fleetCalls: 1}},
+		{"throttled fleet call is retried", func() []scaleup.SQSMessage { return jobs(1, 2) },
+			func(e *env) { e.ec2.ThrottleNext(1) }, 0, want{retried: 2, fleetCalls: 1}},
+		{"missing launch template is dead-lettered", func() []scaleup.SQSMessage { return jobs(1, 1) },
+			func(e *env) { e.ec2.SetLaunchTemplates("skiff-other") }, 0, want{dead: 1, deadReason: "ec2_invalid", fleetCalls: 1}},
+		{"partial fill retries the rest", func() []scaleup.SQSMessage { return jobs(1, 5, "ondemand") },
+			func(e *env) { e.ec2.SetFillLimit(3) }, 0, want{launched: 3, retried: 2, fleetCalls: 1}},
+		{"pool at max runners retries the rest", func() []scaleup.SQSMessage { return jobs(1, 3, "small") }, nil, 0,
+			want{launched: 2, retried: 1, metric: scaleup.MetricRetried + "/max_runners", fleetCalls: 1}},
+		{"GitHub errors are retried without launching", func() []scaleup.SQSMessage { return jobs(1, 2) },
+			func(e *env) { e.sim.SetFault(ghsim.OpGenerateOrgJITConfig, ghsim.Fault{ErrorRate: 1}) }, 0,
+			want{retried: 2, metric: scaleup.MetricRetried + "/github", fleetCalls: 0}},
+		{"GitHub rate limit is retried", func() []scaleup.SQSMessage { return jobs(1, 1) },
+			func(e *env) {
+				e.sim.SetFault(ghsim.OpGenerateOrgJITConfig, ghsim.Fault{LimitUntil: time.Now().Add(time.Hour), RetryAfter: time.Hour})
+			}, 0, want{retried: 1, metric: scaleup.MetricRetried + "/github_rate_limited", fleetCalls: 0}},
+		{"unknown runner group is dead-lettered", func() []scaleup.SQSMessage { return jobs(1, 1) },
+			func(e *env) { e.sim.SetFault(ghsim.OpListRunnerGroups, ghsim.Fault{ErrorRate: 1, ErrorStatus: 404}) }, 0,
+			want{dead: 1, deadReason: "github_refused", fleetCalls: 0}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, func(o *scaleup.Options) { o.MaxAttempts = tc.maxTries })
+			if tc.setup != nil {
+				tc.setup(e)
+			}
+			msgs := tc.msgs()
+			resp := e.svc.Handle(context.Background(), batch(msgs...))
+			if got := len(e.ec2.Live()); got != tc.want.launched {
+				t.Errorf("launched %d, want %d", got, tc.want.launched)
+			}
+			if got := len(resp.BatchItemFailures); got != tc.want.retried {
+				t.Errorf("retried %d, want %d: %+v", got, tc.want.retried, resp.BatchItemFailures)
+			}
+			dead := e.dlq.all()
+			if len(dead) != tc.want.dead {
+				t.Errorf("dead letters %+v, want %d", dead, tc.want.dead)
+			}
+			for _, d := range dead {
+				if d.reason != tc.want.deadReason {
+					t.Errorf("dead letter reason %q, want %q", d.reason, tc.want.deadReason)
+				}
+			}
+			if tc.want.metric != "" && e.counter.Snapshot()[tc.want.metric] == 0 {
+				t.Errorf("metric %s not counted: %v", tc.want.metric, e.counter.Snapshot())
+			}
+			if tc.want.fleetCalls >= 0 && e.ec2.Calls("CreateFleet") != tc.want.fleetCalls {
+				t.Errorf("%d CreateFleet calls, want %d", e.ec2.Calls("CreateFleet"), tc.want.fleetCalls)
+			}
+			if got, _ := e.store.Runners(context.Background(), "cpu"); tc.want.launched == 0 && got != 0 {
+				t.Errorf("cpu runner count %d after launching nothing", got)
+			}
+			if t.Failed() {
+				t.Logf("logs:\n%s", e.logs.String())
+			}
+		})
+	}
+}
+
+// TestCapacityMemory: a capacity pool that just failed is not asked for by
+// the next batch, until the memory ends.
+func TestCapacityMemory(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	// No spot anywhere, and no on-demand c7i.large in subnet a: the pool
+	// falls back to on-demand and fills from the next override.
+	e.ec2.SetSpotUnavailable(true)
+	e.ec2.FailPool("c7i.large/subnet-0aaaaaaaa/on-demand", "InsufficientInstanceCapacity")
+	if r := e.svc.Handle(context.Background(), batch(jobs(1, 2)...)); len(r.BatchItemFailures) != 0 {
+		t.Fatalf("first batch: %+v", r)
+	}
+	overrides := func(call int) []string {
+		var out []string
+		for _, o := range e.ec2.CreateFleetInputs()[call].LaunchTemplateConfigs[0].Overrides {
+			out = append(out, string(o.InstanceType)+"/"+aws.ToString(o.SubnetId))
+		}
+		return out
+	}
+	if got := overrides(0); len(got) != 4 {
+		t.Fatalf("first fleet overrides %v, want all 4", got)
+	}
+	if r := e.svc.Handle(context.Background(), batch(jobs(10, 2)...)); len(r.BatchItemFailures) != 0 {
+		t.Fatalf("second batch: %+v", r)
+	}
+	last := len(e.ec2.CreateFleetInputs()) - 1
+	for _, o := range overrides(last) {
+		if o == "c7i.large/subnet-0aaaaaaaa" {
+			t.Errorf("second fleet still asks for the failed pool: %v", overrides(last))
+		}
+	}
+	e.clock.advance(scaleup.DefaultCapacityMemory + time.Second)
+	e.svc.Handle(context.Background(), batch(jobs(20, 1)...))
+	if got := overrides(len(e.ec2.CreateFleetInputs()) - 1); len(got) != 4 {
+		t.Errorf("after the memory ends, overrides %v, want all 4", got)
+	}
+}
+
+// TestConcurrentDuplicateDelivery: the same jobs delivered to two
+// invocations at once (SQS at-least-once, or the webhook enqueuing twice)
+// get one instance each, never two; the loser is retried and then dropped.
+func TestConcurrentDuplicateDelivery(t *testing.T) {
+	t.Parallel()
+	for round := range 20 {
+		e := newEnv(t, nil)
+		base := int64(1000 * (round + 1))
+		first, second := jobs(base, 5), jobs(base, 5) // same jobs, other messages
+		var wg sync.WaitGroup
+		resps := make([]scaleup.BatchResponse, 2)
+		for i, msgs := range [][]scaleup.SQSMessage{first, second} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				resps[i] = e.svc.Handle(context.Background(), batch(msgs...))
+			}()
+		}
+		wg.Wait()
+		pending := map[string]scaleup.SQSMessage{}
+		for i, msgs := range [][]scaleup.SQSMessage{first, second} {
+			f := failed(resps[i])
+			for _, m := range msgs {
+				if f[m.MessageID] {
+					pending[m.MessageID] = m
+				}
+			}
+		}
+		// What was retried comes back (after the visibility timeout) until
+		// every message is acknowledged; no job ever has two instances.
+		for try := 0; len(pending) > 0; try++ {
+			if try == 5 {
+				t.Fatalf("round %d: messages still retried after 5 redeliveries\nlogs:\n%s", round, e.logs.String())
+			}
+			for job, n := range e.instancesPerJob() {
+				if n > 1 {
+					t.Fatalf("round %d: job %s has %d instances", round, job, n)
+				}
+			}
+			e.clock.advance(time.Minute)
+			var again []scaleup.SQSMessage
+			for _, m := range pending {
+				again = append(again, m)
+			}
+			f := failed(e.svc.Handle(context.Background(), batch(again...)))
+			for id := range pending {
+				if !f[id] {
+					delete(pending, id)
+				}
+			}
+		}
+		if got := len(e.ec2.Instances()); got != 5 {
+			t.Errorf("round %d: %d instances for 5 jobs, want 5", round, got)
+		}
+		for job, n := range e.instancesPerJob() {
+			if n != 1 {
+				t.Errorf("round %d: job %s has %d instances", round, job, n)
+			}
+		}
+		if got, _ := e.store.Runners(context.Background(), "cpu"); got != 5 {
+			t.Errorf("round %d: runner count %d, want 5", round, got)
+		}
+	}
+}
+
+// TestCrashes: an invocation that dies between steps never causes a second
+// live instance for a job, and the job still gets one.
+func TestCrashes(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		// before: the crash comes before CreateFleet reached EC2.
+		before bool
+		// registered: the instance got its registration before the crash
+		// (else it shuts itself down after the registration timeout).
+		registered bool
+		wantTotal  int // instances ever launched
+	}{
+		{"after CreateFleet, instance got no registration", false, false, 2},
+		{"after CreateFleet, instance registered and running", false, true, 1},
+		{"after the intent, before CreateFleet", true, false, 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, nil)
+			ctx, cancel := context.WithCancel(context.Background())
+			o := e.opts
+			o.EC2 = &crashLauncher{Launcher: ec2.NewLauncher(e.ec2), cancel: cancel, before: tc.before}
+			crashing, err := scaleup.New(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			msg := message(job(77), 1)
+			crashing.Handle(ctx, batch(msg)) // dies midway
+			launched := e.ec2.Instances()
+			for _, in := range launched {
+				if tc.registered {
+					e.ec2.SetState(in.ID, "running")
+				} else {
+					e.ec2.SetState(in.ID, "terminated") // no registration: it shut itself down
+				}
+			}
+			// Before the lease ends, a redelivery waits.
+			e.clock.advance(time.Minute)
+			msg.Attributes["ApproximateReceiveCount"] = "2"
+			if r := e.svc.Handle(context.Background(), batch(msg)); len(r.BatchItemFailures) != 1 {
+				t.Fatalf("redelivery within the lease: %+v", r)
+			}
+			// After the lease, the fleet is recovered by replaying it.
+			e.clock.advance(scaleup.DefaultClaimLease)
+			msg.Attributes["ApproximateReceiveCount"] = "3"
+			if r := e.svc.Handle(context.Background(), batch(msg)); len(r.BatchItemFailures) != 0 {
+				t.Fatalf("redelivery after the lease: %+v\nlogs:\n%s", r, e.logs.String())
+			}
+			if got := len(e.ec2.Live()); got != 1 {
+				t.Errorf("%d live instances, want 1", got)
+			}
+			if got := len(e.ec2.Instances()); got != tc.wantTotal {
+				t.Errorf("%d instances launched in all, want %d", got, tc.wantTotal)
+			}
+			if e.counter.Get(scaleup.MetricRecovered, "cpu") == 0 && !tc.before {
+				t.Error("no recovery counted")
+			}
+			// And a later duplicate changes nothing.
+			msg.Attributes["ApproximateReceiveCount"] = "4"
+			if r := e.svc.Handle(context.Background(), batch(msg)); len(r.BatchItemFailures) != 0 || len(e.ec2.Live()) != 1 {
+				t.Errorf("late duplicate: %+v, %d live", r, len(e.ec2.Live()))
+			}
+		})
+	}
+}
+
+// TestCrashBeforeIntent: an invocation that dies after generating the JIT
+// configuration but before recording the fleet leaves an orphan
+// registration (the reaper's) and no instance; the retry launches one.
+func TestCrashBeforeIntent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	o := e.opts
+	o.Registrations = e.regs
+	o.Launches = &cancelOnPutFleet{LaunchMemoryish: e.store, cancel: cancel}
+	crashing, err := scaleup.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := message(job(88), 1)
+	crashing.Handle(ctx, batch(msg))
+	if len(e.ec2.Instances()) != 0 {
+		t.Fatal("launched despite dying before the intent")
+	}
+	e.clock.advance(scaleup.DefaultClaimLease + time.Second)
+	if r := e.svc.Handle(context.Background(), batch(msg)); len(r.BatchItemFailures) != 0 {
+		t.Fatalf("retry: %+v\nlogs:\n%s", r, e.logs.String())
+	}
+	if got := len(e.ec2.Live()); got != 1 {
+		t.Errorf("%d live instances, want 1", got)
+	}
+	if got := e.sim.Requests(ghsim.OpGenerateOrgJITConfig); got != 2 {
+		t.Errorf("%d JIT configs, want 2 (one orphaned, with another runner name)", got)
+	}
+}
+
+func TestCheckQueued(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(o *scaleup.Options) { o.CheckQueued = true })
+	run, err := e.sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{
+		{Labels: []string{"self-hosted", "linux", "x64"}}, {Labels: []string{"self-hosted", "linux", "x64"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.sim.CancelJob(run.JobIDs[0]); err != nil {
+		t.Fatal(err)
+	}
+	resp := e.svc.Handle(context.Background(), batch(message(job(run.JobIDs[0]), 1), message(job(run.JobIDs[1]), 1)))
+	if len(resp.BatchItemFailures) != 0 || len(e.ec2.Live()) != 1 || e.counter.Get(scaleup.MetricSkipped, "not_queued") != 1 {
+		t.Errorf("failures %v, %d live, skipped %v", resp.BatchItemFailures, len(e.ec2.Live()), e.counter.Snapshot())
+	}
+	// GitHub failing the check does not stop the launch (fails open).
+	e.sim.SetFault(ghsim.OpGetJob, ghsim.Fault{ErrorRate: 1, ErrorStatus: 500})
+	resp = e.svc.Handle(context.Background(), batch(message(job(5), 1)))
+	if len(resp.BatchItemFailures) != 0 || len(e.ec2.Live()) != 2 || !strings.Contains(e.logs.String(), "launching anyway") {
+		t.Errorf("fail-open: failures %v, %d live", resp.BatchItemFailures, len(e.ec2.Live()))
+	}
+}
+
+func TestTokenMode(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(o *scaleup.Options) { o.Mode = scaleup.ModeToken })
+	for b := range 3 {
+		if r := e.svc.Handle(context.Background(), batch(jobs(int64(100*(b+1)), 10)...)); len(r.BatchItemFailures) != 0 {
+			t.Fatalf("batch %d: %+v\nlogs:\n%s", b, r, e.logs.String())
+		}
+	}
+	if got := e.sim.Requests(ghsim.OpCreateOrgRegToken); got != 1 {
+		t.Errorf("%d registration token calls for 30 runners, want 1", got)
+	}
+	if got := e.sim.Requests(ghsim.OpGenerateOrgJITConfig); got != 0 {
+		t.Errorf("%d JIT calls in token mode", got)
+	}
+	for _, r := range e.regs.all() {
+		if r.Mode != userdata.ModeToken || r.URL != "https://github.com/acme" || r.Token == "" ||
+			strings.Join(r.Labels, ",") != "self-hosted,linux,x64" || r.RunnerGroup != "Default" {
+			t.Errorf("registration %+v", r)
+		}
+	}
+}
+
+// TestSecretsNeverLogged: no JIT configuration, registration token or
+// installation token reaches a log line or a metric, in either mode and on
+// failure paths.
+func TestSecretsNeverLogged(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []scaleup.Mode{scaleup.ModeJIT, scaleup.ModeToken} {
+		e := newEnv(t, func(o *scaleup.Options) { o.Mode = mode })
+		e.svc.Handle(context.Background(), batch(jobs(1, 5)...))
+		e.regs.fail = errInjected // registration writes fail: secrets in hand on an error path
+		e.svc.Handle(context.Background(), batch(jobs(100, 3)...))
+		secrets := e.sim.Secrets()
+		if len(secrets) == 0 {
+			t.Fatal("the simulator issued no secrets")
+		}
+		logs := e.logs.String()
+		if strings.Contains(logs, secretPrefix) {
+			t.Errorf("mode %s: a credential reached the logs", mode)
+		}
+		for _, s := range secrets {
+			if len(s) > 8 && strings.Contains(logs, s) {
+				t.Errorf("mode %s: secret %.6s… logged", mode, s)
+			}
+		}
+		for _, r := range e.regs.all() {
+			if !strings.Contains(r.String(), "registration{") || strings.Contains(r.String(), secretPrefix) {
+				t.Errorf("Registration.String leaks: %s", r.String())
+			}
+		}
+		if !strings.Contains(logs, "terminating its instance") {
+			t.Errorf("mode %s: the failure path was not exercised", mode)
+		}
+	}
+}

@@ -1,0 +1,181 @@
+// Launch state: what scale-up keeps so that a queued job launches at most
+// one runner, pools stay within their max runners, and capacity pools that
+// just failed are skipped.
+//
+// DynamoDB key design (same table and conventions as dynamo.go):
+//
+//	kind      pk                 sk              attributes
+//	claim     JOB#<job id>       LAUNCH          attempt, gen, token, pool,
+//	                                             lease_until, updated_at, expires_at
+//	fleet     FLEET#<token>      FLEET           pool, state, plan, members,
+//	                                             instances, reason, created_at,
+//	                                             expires_at
+//	counter   POOL#<pool>        RUNNERS         count
+//	capacity  CAPACITY#<pool>    <capacity key>  code, expires_at
+//
+// A claim lives beside the job's lifecycle record (same partition, sort key
+// LAUNCH), so a job's whole story reads with one Query. attempt is the launch
+// attempt (the fleet's idempotency token derives from it), gen counts the
+// claims ever taken (it names the runner, which must be unique per
+// registration), token names the fleet the job was planned into, lease_until
+// (epoch milliseconds) is when a claim whose holder died may be taken over.
+// A claim is one conditional PutItem: the item is absent or expired, or its
+// gen is still the one the claimer read (optimistic concurrency).
+//
+// A fleet record is written before CreateFleet (state "intent", with the
+// exact plan: the ec2.Request as JSON, and the members as "<job id>:<attempt>"
+// strings) and once after the runners' registrations are written (state
+// "done", with instances aligned to members, "" for a member that got none,
+// and the reason). A fleet stuck in "intent" after its claims' leases ended
+// belongs to a crashed invocation: its plan is replayed with the same token,
+// so EC2 returns the instances it launched instead of launching again.
+//
+// The counter is a number ADDed with conditions: a reservation only succeeds
+// while count+n stays within the pool's max, a release never goes below zero.
+// Capacity items are remembered failures of one capacity pool
+// (type/subnet/lifecycle) until expires_at; they are read with one Query per
+// pool, expired ones filtered out.
+
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// LaunchClaim is a job's launch claim.
+type LaunchClaim struct {
+	JobID int64
+	// Attempt is the launch attempt, from 1. It moves on only when the
+	// previous attempt is known to be over (its fleet is done, or never
+	// reached EC2), so a retry after a crash keeps the attempt, and the fleet
+	// token, of the call that may have launched.
+	Attempt int
+	// Gen counts the claims of the job (fresh, next attempt or takeover),
+	// from 1; it makes each runner name unique.
+	Gen int
+	// Token is the fleet token the job was planned into.
+	Token string
+	// Pool is the job's pool.
+	Pool string
+	// LeaseUntil is when the claim may be taken over if its fleet is not done.
+	LeaseUntil time.Time
+	// UpdatedAt is when the claim was taken.
+	UpdatedAt time.Time
+	// ExpiresAt is when the store may forget the claim (TTL). It must outlive
+	// the queue's message retention, so that a late duplicate still finds it.
+	ExpiresAt time.Time
+}
+
+// FleetState is how far a fleet got.
+type FleetState string
+
+// The fleet states.
+const (
+	// FleetIntent: the plan is recorded; CreateFleet may or may not have run.
+	FleetIntent FleetState = "intent"
+	// FleetDone: the launch and the registrations are finished.
+	FleetDone FleetState = "done"
+)
+
+// FleetMember is one job of a fleet.
+type FleetMember struct {
+	JobID   int64
+	Attempt int
+}
+
+// Fleet is one fleet request of scale-up: its plan and, once done, what it launched.
+type Fleet struct {
+	Token   string
+	Pool    string
+	State   FleetState
+	Plan    string // the ec2.Request, JSON
+	Members []FleetMember
+	// Instances are aligned with Members: the instance id each member got, or "".
+	Instances []string
+	// Reason says why members got no instance ("" when all did).
+	Reason    string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+// Instance returns the instance the job got in this fleet, and whether the
+// job is a member at all.
+func (f Fleet) Instance(jobID int64) (string, bool) {
+	for i, m := range f.Members {
+		if m.JobID == jobID {
+			if i < len(f.Instances) {
+				return f.Instances[i], true
+			}
+			return "", true
+		}
+	}
+	return "", false
+}
+
+// ErrConflict: a conditional write lost to a concurrent writer (the claim
+// changed since it was read, or the fleet already exists).
+var ErrConflict = errors.New("conflicting write")
+
+// Launches is scale-up's launch state. Every method is safe for concurrent
+// use and bounded by its context. Errors other than ErrConflict and
+// ErrNotFound are failures of the store itself: retry the job later.
+type Launches interface {
+	// LaunchClaims returns the live (unexpired) claims of the jobs, keyed by
+	// job id; jobs without one are absent. One strongly consistent read.
+	LaunchClaims(ctx context.Context, jobIDs []int64, now time.Time) (map[int64]LaunchClaim, error)
+	// ClaimLaunch writes c if the job's claim is still the one read: absent
+	// or expired when prevGen is 0, else with gen prevGen. Otherwise it
+	// returns ErrConflict. c.Gen must be prevGen+1.
+	ClaimLaunch(ctx context.Context, c LaunchClaim, prevGen int, now time.Time) error
+
+	// PutFleet records a fleet's intent or, for a fleet never launched, its
+	// final state. It returns ErrConflict when a fleet with that token exists.
+	PutFleet(ctx context.Context, f Fleet) error
+	// FinishFleet marks the fleet done with the instances (aligned with
+	// its members) and the reason for those missing.
+	FinishFleet(ctx context.Context, token string, instances []string, reason string) error
+	// Fleet returns the fleet with that token, or ErrNotFound.
+	Fleet(ctx context.Context, token string, now time.Time) (Fleet, error)
+
+	// ReserveRunners adds up to n runners to the pool's count without going
+	// over max, and returns how many it added (0 when the pool is full).
+	ReserveRunners(ctx context.Context, pool string, n, max int) (int, error)
+	// ReleaseRunners takes n runners off the pool's count, never below zero:
+	// launches that did not happen, and terminated instances.
+	ReleaseRunners(ctx context.Context, pool string, n int) error
+	// Runners returns the pool's count.
+	Runners(ctx context.Context, pool string) (int, error)
+
+	// MarkCapacityFailed remembers failed capacity pools (ec2.CapacityKey)
+	// of a pool until until.
+	MarkCapacityFailed(ctx context.Context, pool string, keys []string, until time.Time) error
+	// FailedCapacity returns the capacity pools of a pool remembered as
+	// failed at now.
+	FailedCapacity(ctx context.Context, pool string, now time.Time) (map[string]bool, error)
+}
+
+func validateClaim(c LaunchClaim, prevGen int) error {
+	switch {
+	case c.JobID <= 0:
+		return errors.New("claiming launch: job id is required")
+	case c.Attempt <= 0:
+		return errors.New("claiming launch: attempt must be positive")
+	case c.Gen != prevGen+1:
+		return errors.New("claiming launch: gen must be the previous gen plus one")
+	case c.Token == "":
+		return errors.New("claiming launch: token is required")
+	}
+	return nil
+}
+
+func validateFleet(f Fleet) error {
+	switch {
+	case f.Token == "":
+		return errors.New("recording fleet: token is required")
+	case f.State != FleetIntent && f.State != FleetDone:
+		return errors.New("recording fleet: state must be intent or done")
+	}
+	return nil
+}

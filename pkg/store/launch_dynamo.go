@@ -1,0 +1,421 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// LaunchDynamoAPI is the part of the DynamoDB client LaunchDynamo calls,
+// with the SDK's signatures; *dynamodb.Client implements it.
+type LaunchDynamoAPI interface {
+	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	BatchGetItem(ctx context.Context, params *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+	Query(ctx context.Context, params *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+}
+
+var (
+	_ LaunchDynamoAPI = (*dynamodb.Client)(nil)
+	_ Launches        = (*LaunchDynamo)(nil)
+)
+
+// Attribute names of launch items (see launch.go for the key design).
+const (
+	attrGen       = "gen"
+	attrToken     = "token"
+	attrPool      = "pool"
+	attrPlan      = "plan"
+	attrMembers   = "members"
+	attrInstances = "instances"
+	attrReason    = "reason"
+	attrCreatedAt = "created_at"
+	attrCount     = "count"
+
+	skLaunch  = "LAUNCH"
+	skFleet   = "FLEET"
+	skRunners = "RUNNERS"
+
+	// noInstance stands for "no instance" in a fleet's instances list (an
+	// empty string is not a value every DynamoDB emulator accepts).
+	noInstance = "-"
+)
+
+// batchGetTries bounds the retries of BatchGetItem's unprocessed keys, which
+// DynamoDB returns under throttling; the SDK already backs off per call.
+const batchGetTries = 5
+
+// reserveTries bounds ReserveRunners' compare-and-add loop under contention.
+const reserveTries = 5
+
+// LaunchDynamo is Launches over the store's DynamoDB table, with
+// single-item conditional writes only. Its zero value is not usable: call
+// NewLaunchDynamo.
+type LaunchDynamo struct {
+	api   LaunchDynamoAPI
+	table string
+}
+
+// NewLaunchDynamo returns Launches over the table (created by CreateTable).
+func NewLaunchDynamo(api LaunchDynamoAPI, table string) *LaunchDynamo {
+	return &LaunchDynamo{api: api, table: table}
+}
+
+func claimKey(id int64) map[string]types.AttributeValue {
+	return itemKey("JOB#"+strconv.FormatInt(id, 10), skLaunch)
+}
+
+func fleetKey(token string) map[string]types.AttributeValue {
+	return itemKey("FLEET#"+token, skFleet)
+}
+
+func counterKey(pool string) map[string]types.AttributeValue {
+	return itemKey("POOL#"+pool, skRunners)
+}
+
+// LaunchClaims implements Launches.
+func (d *LaunchDynamo) LaunchClaims(ctx context.Context, ids []int64, now time.Time) (map[int64]LaunchClaim, error) {
+	out := map[int64]LaunchClaim{}
+	seen := map[int64]bool{}
+	var keys []map[string]types.AttributeValue
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			keys = append(keys, claimKey(id))
+		}
+	}
+	for len(keys) > 0 {
+		chunk := keys[:min(len(keys), 100)] // BatchGetItem's limit
+		keys = keys[len(chunk):]
+		pending := map[string]types.KeysAndAttributes{d.table: {Keys: chunk, ConsistentRead: aws.Bool(true)}}
+		for try := 0; len(pending) > 0; try++ {
+			if try == batchGetTries {
+				return nil, fmt.Errorf("reading launch claims: keys left unprocessed after %d tries", batchGetTries)
+			}
+			res, err := d.api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: pending})
+			if err != nil {
+				return nil, fmt.Errorf("reading launch claims: %w", err)
+			}
+			for _, item := range res.Responses[d.table] {
+				if expired(item, now) {
+					continue
+				}
+				c, err := decodeClaim(item)
+				if err != nil {
+					return nil, fmt.Errorf("decoding launch claim: %w", err)
+				}
+				out[c.JobID] = c
+			}
+			pending = res.UnprocessedKeys
+		}
+	}
+	return out, nil
+}
+
+func decodeClaim(item map[string]types.AttributeValue) (LaunchClaim, error) {
+	dec := decoder{item: item}
+	pk := dec.str(attrPK)
+	id, err := strconv.ParseInt(strings.TrimPrefix(pk, "JOB#"), 10, 64)
+	if err != nil {
+		return LaunchClaim{}, fmt.Errorf("key %q: %w", pk, err)
+	}
+	c := LaunchClaim{JobID: id}
+	c.Attempt = int(dec.int(attrAttempt))
+	c.Gen = int(dec.int(attrGen))
+	c.Token = dec.str(attrToken)
+	c.Pool = dec.str(attrPool)
+	c.LeaseUntil = time.UnixMilli(dec.int(attrLeaseUntil)).UTC()
+	c.UpdatedAt = dec.time(attrUpdatedAt)
+	c.ExpiresAt = dec.epoch(attrExpires)
+	return c, dec.err
+}
+
+// ClaimLaunch implements Launches.
+func (d *LaunchDynamo) ClaimLaunch(ctx context.Context, c LaunchClaim, prevGen int, now time.Time) error {
+	if err := validateClaim(c, prevGen); err != nil {
+		return err
+	}
+	item := claimKey(c.JobID)
+	item[attrAttempt] = numI(int64(c.Attempt))
+	item[attrGen] = numI(int64(c.Gen))
+	item[attrToken] = str(c.Token)
+	putStr(item, attrPool, c.Pool)
+	item[attrLeaseUntil] = numI(c.LeaseUntil.UnixMilli())
+	putTime(item, attrUpdatedAt, c.UpdatedAt)
+	if !c.ExpiresAt.IsZero() {
+		item[attrExpires] = numI(epochCeil(c.ExpiresAt))
+	}
+	e := newExpr()
+	var cond string
+	if prevGen == 0 {
+		cond = fmt.Sprintf("attribute_not_exists(%s) OR NOT %s", e.name(attrPK), e.live(now))
+	} else {
+		cond = fmt.Sprintf("%s = %s AND %s", e.name(attrGen), e.value(numI(int64(prevGen))), e.live(now))
+	}
+	_, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                 aws.String(d.table),
+		Item:                      item,
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  e.names,
+		ExpressionAttributeValues: e.values,
+	})
+	if isConditionFailed(err) {
+		return fmt.Errorf("claiming launch of job %d: %w", c.JobID, ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("claiming launch of job %d: %w", c.JobID, err)
+	}
+	return nil
+}
+
+// PutFleet implements Launches.
+func (d *LaunchDynamo) PutFleet(ctx context.Context, f Fleet) error {
+	if err := validateFleet(f); err != nil {
+		return err
+	}
+	item := fleetKey(f.Token)
+	item[attrState] = str(string(f.State))
+	putStr(item, attrPool, f.Pool)
+	putStr(item, attrPlan, f.Plan)
+	members := make([]types.AttributeValue, len(f.Members))
+	for i, m := range f.Members {
+		members[i] = str(strconv.FormatInt(m.JobID, 10) + ":" + strconv.Itoa(m.Attempt))
+	}
+	item[attrMembers] = &types.AttributeValueMemberL{Value: members}
+	if f.Instances != nil {
+		item[attrInstances] = instanceList(f.Instances)
+	}
+	putStr(item, attrReason, f.Reason)
+	putTime(item, attrCreatedAt, f.CreatedAt)
+	if !f.ExpiresAt.IsZero() {
+		item[attrExpires] = numI(epochCeil(f.ExpiresAt))
+	}
+	e := newExpr()
+	cond := fmt.Sprintf("attribute_not_exists(%s) OR NOT %s", e.name(attrPK), e.live(f.CreatedAt))
+	_, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                 aws.String(d.table),
+		Item:                      item,
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  e.names,
+		ExpressionAttributeValues: e.values,
+	})
+	if isConditionFailed(err) {
+		return fmt.Errorf("recording fleet %s: %w", f.Token, ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("recording fleet %s: %w", f.Token, err)
+	}
+	return nil
+}
+
+func instanceList(ids []string) types.AttributeValue {
+	l := make([]types.AttributeValue, len(ids))
+	for i, id := range ids {
+		if id == "" {
+			id = noInstance
+		}
+		l[i] = str(id)
+	}
+	return &types.AttributeValueMemberL{Value: l}
+}
+
+// FinishFleet implements Launches.
+func (d *LaunchDynamo) FinishFleet(ctx context.Context, token string, instances []string, reason string) error {
+	e := newExpr()
+	sets := []string{
+		e.name(attrState) + " = " + e.value(str(string(FleetDone))),
+		e.name(attrInstances) + " = " + e.value(instanceList(instances)),
+	}
+	update := "SET " + strings.Join(sets, ", ")
+	if reason != "" {
+		update += ", " + e.name(attrReason) + " = " + e.value(str(reason))
+	}
+	_, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(d.table),
+		Key:                       fleetKey(token),
+		UpdateExpression:          aws.String(update),
+		ConditionExpression:       aws.String("attribute_exists(" + e.name(attrPK) + ")"),
+		ExpressionAttributeNames:  e.names,
+		ExpressionAttributeValues: e.values,
+	})
+	if isConditionFailed(err) {
+		return fmt.Errorf("finishing fleet %s: %w", token, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("finishing fleet %s: %w", token, err)
+	}
+	return nil
+}
+
+// Fleet implements Launches.
+func (d *LaunchDynamo) Fleet(ctx context.Context, token string, now time.Time) (Fleet, error) {
+	out, err := d.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(d.table), Key: fleetKey(token), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return Fleet{}, fmt.Errorf("reading fleet %s: %w", token, err)
+	}
+	if len(out.Item) == 0 || expired(out.Item, now) {
+		return Fleet{}, ErrNotFound
+	}
+	dec := decoder{item: out.Item}
+	f := Fleet{Token: token}
+	f.State = FleetState(dec.str(attrState))
+	f.Pool = dec.str(attrPool)
+	f.Plan = dec.str(attrPlan)
+	for _, m := range dec.strs(attrMembers) {
+		id, attempt, ok := strings.Cut(m, ":")
+		jid, err1 := strconv.ParseInt(id, 10, 64)
+		n, err2 := strconv.Atoi(attempt)
+		if !ok || err1 != nil || err2 != nil {
+			return Fleet{}, fmt.Errorf("decoding fleet %s: member %q", token, m)
+		}
+		f.Members = append(f.Members, FleetMember{JobID: jid, Attempt: n})
+	}
+	if _, ok := out.Item[attrInstances]; ok {
+		f.Instances = []string{}
+		for _, id := range dec.strs(attrInstances) {
+			if id == noInstance {
+				id = ""
+			}
+			f.Instances = append(f.Instances, id)
+		}
+	}
+	f.Reason = dec.str(attrReason)
+	f.CreatedAt = dec.time(attrCreatedAt)
+	f.ExpiresAt = dec.epoch(attrExpires)
+	if dec.err != nil {
+		return Fleet{}, fmt.Errorf("decoding fleet %s: %w", token, dec.err)
+	}
+	return f, nil
+}
+
+// ReserveRunners implements Launches: an ADD conditional on the count
+// leaving room for n; when it does not, the count is read and the room left
+// is asked for, a few times under contention.
+func (d *LaunchDynamo) ReserveRunners(ctx context.Context, pool string, n, max int) (int, error) {
+	want := n
+	for range reserveTries {
+		if want <= 0 || max <= 0 {
+			return 0, nil
+		}
+		e := newExpr()
+		c := e.name(attrCount)
+		cond := fmt.Sprintf("attribute_not_exists(%s) OR %s <= %s", c, c, e.value(numI(int64(max-want))))
+		_, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                 aws.String(d.table),
+			Key:                       counterKey(pool),
+			UpdateExpression:          aws.String(fmt.Sprintf("ADD %s %s", c, e.value(numI(int64(want))))),
+			ConditionExpression:       aws.String(cond),
+			ExpressionAttributeNames:  e.names,
+			ExpressionAttributeValues: e.values,
+		})
+		if err == nil {
+			return want, nil
+		}
+		if !isConditionFailed(err) {
+			return 0, fmt.Errorf("reserving runners of pool %s: %w", pool, err)
+		}
+		have, err := d.Runners(ctx, pool)
+		if err != nil {
+			return 0, fmt.Errorf("reserving runners of pool %s: %w", pool, err)
+		}
+		want = min(n, max-have)
+	}
+	return 0, nil // contended: report the pool as full for now; the job is retried
+}
+
+// ReleaseRunners implements Launches.
+func (d *LaunchDynamo) ReleaseRunners(ctx context.Context, pool string, n int) error {
+	take := n
+	for range reserveTries {
+		if take <= 0 {
+			return nil
+		}
+		e := newExpr()
+		c := e.name(attrCount)
+		_, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                 aws.String(d.table),
+			Key:                       counterKey(pool),
+			UpdateExpression:          aws.String(fmt.Sprintf("ADD %s %s", c, e.value(numI(int64(-take))))),
+			ConditionExpression:       aws.String(fmt.Sprintf("%s >= %s", c, e.value(numI(int64(take))))),
+			ExpressionAttributeNames:  e.names,
+			ExpressionAttributeValues: e.values,
+		})
+		if err == nil {
+			return nil
+		}
+		if !isConditionFailed(err) {
+			return fmt.Errorf("releasing runners of pool %s: %w", pool, err)
+		}
+		have, err := d.Runners(ctx, pool)
+		if err != nil {
+			return fmt.Errorf("releasing runners of pool %s: %w", pool, err)
+		}
+		take = min(n, have)
+	}
+	return fmt.Errorf("releasing runners of pool %s: count changed under %d tries", pool, reserveTries)
+}
+
+// Runners implements Launches.
+func (d *LaunchDynamo) Runners(ctx context.Context, pool string) (int, error) {
+	out, err := d.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(d.table), Key: counterKey(pool), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("reading runner count of pool %s: %w", pool, err)
+	}
+	dec := decoder{item: out.Item}
+	n := dec.int(attrCount)
+	if dec.err != nil {
+		return 0, fmt.Errorf("reading runner count of pool %s: %w", pool, dec.err)
+	}
+	return int(n), nil
+}
+
+// MarkCapacityFailed implements Launches.
+func (d *LaunchDynamo) MarkCapacityFailed(ctx context.Context, pool string, keys []string, until time.Time) error {
+	for _, k := range keys {
+		item := itemKey("CAPACITY#"+pool, k)
+		item[attrExpires] = numI(epochCeil(until))
+		if _, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(d.table), Item: item}); err != nil {
+			return fmt.Errorf("remembering failed capacity %s of pool %s: %w", k, pool, err)
+		}
+	}
+	return nil
+}
+
+// FailedCapacity implements Launches.
+func (d *LaunchDynamo) FailedCapacity(ctx context.Context, pool string, now time.Time) (map[string]bool, error) {
+	out := map[string]bool{}
+	e := newExpr()
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(d.table),
+		KeyConditionExpression:    aws.String(e.name(attrPK) + " = " + e.value(str("CAPACITY#"+pool))),
+		ExpressionAttributeNames:  e.names,
+		ExpressionAttributeValues: e.values,
+	}
+	p := dynamodb.NewQueryPaginator(d.api, in)
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("reading failed capacity of pool %s: %w", pool, err)
+		}
+		for _, item := range page.Items {
+			if expired(item, now) {
+				continue
+			}
+			if sk, ok := item[attrSK].(*types.AttributeValueMemberS); ok {
+				out[sk.Value] = true
+			}
+		}
+	}
+	return out, nil
+}

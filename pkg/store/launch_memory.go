@@ -1,0 +1,211 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// LaunchMemory is Launches held in process memory, for tests and local
+// mode, with exactly the conditions of LaunchDynamo. Its zero value is not
+// usable: call NewLaunchMemory.
+type LaunchMemory struct {
+	mu       sync.Mutex
+	claims   map[int64]LaunchClaim
+	fleets   map[string]Fleet
+	counts   map[string]int
+	capacity map[string]map[string]time.Time
+	writes   int
+}
+
+var _ Launches = (*LaunchMemory)(nil)
+
+// NewLaunchMemory returns empty launch state.
+func NewLaunchMemory() *LaunchMemory {
+	return &LaunchMemory{
+		claims:   map[int64]LaunchClaim{},
+		fleets:   map[string]Fleet{},
+		counts:   map[string]int{},
+		capacity: map[string]map[string]time.Time{},
+	}
+}
+
+// Writes returns how many item writes were made (including conditional
+// writes that failed), for the benchmark's writes-per-runner figure.
+func (m *LaunchMemory) Writes() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.writes
+}
+
+func live(expires, now time.Time) bool {
+	return expires.IsZero() || now.Unix() < epochCeil(expires)
+}
+
+// LaunchClaims implements Launches.
+func (m *LaunchMemory) LaunchClaims(ctx context.Context, ids []int64, now time.Time) (map[int64]LaunchClaim, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[int64]LaunchClaim{}
+	for _, id := range ids {
+		if c, ok := m.claims[id]; ok && live(c.ExpiresAt, now) {
+			out[id] = c
+		}
+	}
+	return out, nil
+}
+
+// ClaimLaunch implements Launches.
+func (m *LaunchMemory) ClaimLaunch(ctx context.Context, c LaunchClaim, prevGen int, now time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := validateClaim(c, prevGen); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.writes++
+	old, ok := m.claims[c.JobID]
+	present := ok && live(old.ExpiresAt, now)
+	if (prevGen == 0 && present) || (prevGen != 0 && (!present || old.Gen != prevGen)) {
+		return fmt.Errorf("claiming launch of job %d: %w", c.JobID, ErrConflict)
+	}
+	m.claims[c.JobID] = c
+	return nil
+}
+
+// PutFleet implements Launches.
+func (m *LaunchMemory) PutFleet(ctx context.Context, f Fleet) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := validateFleet(f); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.writes++
+	if old, ok := m.fleets[f.Token]; ok && live(old.ExpiresAt, f.CreatedAt) {
+		return fmt.Errorf("recording fleet %s: %w", f.Token, ErrConflict)
+	}
+	f.Members = slices.Clone(f.Members)
+	f.Instances = slices.Clone(f.Instances)
+	m.fleets[f.Token] = f
+	return nil
+}
+
+// FinishFleet implements Launches.
+func (m *LaunchMemory) FinishFleet(ctx context.Context, token string, instances []string, reason string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.writes++
+	f, ok := m.fleets[token]
+	if !ok {
+		return fmt.Errorf("finishing fleet %s: %w", token, ErrNotFound)
+	}
+	f.State, f.Instances, f.Reason = FleetDone, slices.Clone(instances), reason
+	m.fleets[token] = f
+	return nil
+}
+
+// Fleet implements Launches.
+func (m *LaunchMemory) Fleet(ctx context.Context, token string, now time.Time) (Fleet, error) {
+	if err := ctx.Err(); err != nil {
+		return Fleet{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f, ok := m.fleets[token]
+	if !ok || !live(f.ExpiresAt, now) {
+		return Fleet{}, ErrNotFound
+	}
+	f.Members = slices.Clone(f.Members)
+	f.Instances = slices.Clone(f.Instances)
+	return f, nil
+}
+
+// ReserveRunners implements Launches.
+func (m *LaunchMemory) ReserveRunners(ctx context.Context, pool string, n, max int) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if n <= 0 {
+		return 0, nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.writes++
+	grant := min(n, max-m.counts[pool])
+	if grant <= 0 {
+		return 0, nil
+	}
+	m.counts[pool] += grant
+	return grant, nil
+}
+
+// ReleaseRunners implements Launches.
+func (m *LaunchMemory) ReleaseRunners(ctx context.Context, pool string, n int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if n <= 0 {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.writes++
+	m.counts[pool] = max(0, m.counts[pool]-n)
+	return nil
+}
+
+// Runners implements Launches.
+func (m *LaunchMemory) Runners(ctx context.Context, pool string) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.counts[pool], nil
+}
+
+// MarkCapacityFailed implements Launches.
+func (m *LaunchMemory) MarkCapacityFailed(ctx context.Context, pool string, keys []string, until time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.capacity[pool] == nil {
+		m.capacity[pool] = map[string]time.Time{}
+	}
+	for _, k := range keys {
+		m.writes++
+		m.capacity[pool][k] = until
+	}
+	return nil
+}
+
+// FailedCapacity implements Launches.
+func (m *LaunchMemory) FailedCapacity(ctx context.Context, pool string, now time.Time) (map[string]bool, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]bool{}
+	for k, until := range m.capacity[pool] {
+		if live(until, now) {
+			out[k] = true
+		}
+	}
+	return out, nil
+}
