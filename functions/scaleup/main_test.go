@@ -47,23 +47,6 @@ pools:
     subnets: [subnet-0a1b2c3d4e5f60718]
 `
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func freePort(t *testing.T) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -162,7 +145,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 		t.Fatal(err)
 	}
 	emu, api := freePort(t), freePort(t)
-	out := &lockedBuffer{}
+	out := &testenv.SyncBuffer{}
 	cmd := exec.Command(rieBin, "--runtime-interface-emulator-address", fmt.Sprintf("127.0.0.1:%d", emu),
 		"--runtime-api-address", fmt.Sprintf("127.0.0.1:%d", api), bootstrap)
 	cmd.Dir = dir

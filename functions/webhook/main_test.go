@@ -17,7 +17,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -73,35 +72,17 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// lockedBuffer collects the emulator's and the function's output.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // rie runs the bootstrap under the Lambda Runtime Interface Emulator.
 type rie struct {
 	url string
-	out *lockedBuffer
+	out *testenv.SyncBuffer
 }
 
 func startRIE(t *testing.T, bootstrap string, env []string) *rie {
 	t.Helper()
 	bin := testenv.LookTool(t, "aws-lambda-rie", "go install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@v0.0.0-20261030222936-bef5c4ba774d")
 	emu, api := freePort(t), freePort(t)
-	out := &lockedBuffer{}
+	out := &testenv.SyncBuffer{}
 	cmd := exec.Command(bin,
 		"--runtime-interface-emulator-address", fmt.Sprintf("127.0.0.1:%d", emu),
 		"--runtime-api-address", fmt.Sprintf("127.0.0.1:%d", api),

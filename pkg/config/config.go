@@ -11,6 +11,9 @@ package config
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -97,6 +100,30 @@ func (e *Env) List(name string) []string {
 		}
 	}
 	return out
+}
+
+// LogLevel parses debug, info, warn or error, or returns info when unset.
+func (e *Env) LogLevel(name string) slog.Level {
+	var l slog.Level
+	v := e.String(name, "info")
+	if err := l.UnmarshalText([]byte(v)); err != nil {
+		e.errs = append(e.errs, fmt.Errorf("%s=%q: want debug, info, warn or error", name, v))
+		return slog.LevelInfo
+	}
+	return l
+}
+
+// DefaultPoolsFile is pools.yaml beside the function's code: the deploy
+// bundles the operator's pools file into each Lambda package
+// ($LAMBDA_TASK_ROOT), and a local binary finds it beside itself.
+func DefaultPoolsFile(getenv func(string) string) string {
+	if root := getenv("LAMBDA_TASK_ROOT"); root != "" {
+		return filepath.Join(root, "pools.yaml")
+	}
+	if exe, err := os.Executable(); err == nil {
+		return filepath.Join(filepath.Dir(exe), "pools.yaml")
+	}
+	return "pools.yaml"
 }
 
 // Fail records a problem found by the caller's own checks.

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -50,5 +51,26 @@ func TestEnv(t *testing.T) {
 	}
 	if NewEnv(func(string) string { return "" }).Err() != nil {
 		t.Error("no problems should give a nil error")
+	}
+}
+
+func TestLogLevelAndPoolsFile(t *testing.T) {
+	t.Parallel()
+	vars := map[string]string{"L": "debug", "BAD": "loud", "LAMBDA_TASK_ROOT": "/var/task"}
+	e := NewEnv(func(k string) string { return vars[k] })
+	if got := e.LogLevel("L"); got != slog.LevelDebug {
+		t.Errorf("LogLevel = %v", got)
+	}
+	if got := e.LogLevel("UNSET"); got != slog.LevelInfo {
+		t.Errorf("default LogLevel = %v", got)
+	}
+	if got := e.LogLevel("BAD"); got != slog.LevelInfo || e.Err() == nil || !strings.Contains(e.Err().Error(), "BAD") {
+		t.Errorf("bad level: %v, %v", got, e.Err())
+	}
+	if got := DefaultPoolsFile(func(k string) string { return vars[k] }); got != "/var/task/pools.yaml" {
+		t.Errorf("DefaultPoolsFile = %q", got)
+	}
+	if got := DefaultPoolsFile(func(string) string { return "" }); !strings.HasSuffix(got, "pools.yaml") {
+		t.Errorf("DefaultPoolsFile without Lambda = %q", got)
 	}
 }

@@ -1,7 +1,6 @@
 package github_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -47,24 +46,6 @@ func pemOf(k *rsa.PrivateKey) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)})
 }
 
-// syncBuffer collects log output from concurrent goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // env is a simulator with one org ("acme", repo "acme/app") and one App
 // installed on it, and a client wired to it on a shared simulated clock.
 type env struct {
@@ -73,7 +54,7 @@ type env struct {
 	client *github.Client
 	appID  int64
 	inst   int64
-	logs   *syncBuffer
+	logs   *testenv.SyncBuffer
 
 	mu     sync.Mutex
 	sleeps []time.Duration
@@ -87,7 +68,7 @@ type envConfig struct {
 
 func newEnv(t testing.TB, cfg envConfig) *env {
 	t.Helper()
-	e := &env{clock: ghsim.NewClock(t0), appID: 101, logs: &syncBuffer{}}
+	e := &env{clock: ghsim.NewClock(t0), appID: 101, logs: &testenv.SyncBuffer{}}
 	cfg.simOpts.Now = e.clock.Now
 	e.sim = ghsim.New(cfg.simOpts)
 	t.Cleanup(e.sim.Close)
@@ -171,6 +152,6 @@ func mustJSON(t *testing.T, v any) string {
 	return string(b)
 }
 
-func newDebugLogger(w *syncBuffer) *slog.Logger {
+func newDebugLogger(w *testenv.SyncBuffer) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -54,7 +52,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		TableName:            env.Required("SKIFF_TABLE_NAME"),
 		RegistrationTable:    env.Required("SKIFF_REGISTRATION_TABLE"),
 		DeadLetterURL:        env.Required("SKIFF_DLQ_URL"),
-		PoolsFile:            env.String("SKIFF_POOLS_FILE", defaultPoolsFile(getenv)),
+		PoolsFile:            env.String("SKIFF_POOLS_FILE", config.DefaultPoolsFile(getenv)),
 		LaunchTemplatePrefix: env.String("SKIFF_LAUNCH_TEMPLATE_PREFIX", "skiff-"),
 		RootDevice:           env.String("SKIFF_ROOT_DEVICE", "/dev/xvda"),
 		Mode:                 Mode(env.String("SKIFF_REGISTRATION_MODE", string(ModeJIT))),
@@ -99,21 +97,8 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		c.AppIDs = append(c.AppIDs, id)
 	}
-	if err := c.LogLevel.UnmarshalText([]byte(env.String("SKIFF_LOG_LEVEL", "info"))); err != nil {
-		env.Fail("SKIFF_LOG_LEVEL=%q: want debug, info, warn or error", env.String("SKIFF_LOG_LEVEL", ""))
-	}
+	c.LogLevel = env.LogLevel("SKIFF_LOG_LEVEL")
 	return c, env.Err()
-}
-
-// defaultPoolsFile is pools.yaml beside the function's code, as for the webhook.
-func defaultPoolsFile(getenv func(string) string) string {
-	if root := getenv("LAMBDA_TASK_ROOT"); root != "" {
-		return filepath.Join(root, "pools.yaml")
-	}
-	if exe, err := os.Executable(); err == nil {
-		return filepath.Join(filepath.Dir(exe), "pools.yaml")
-	}
-	return "pools.yaml"
 }
 
 // LoadApps reads the Apps' private keys from Secrets Manager, once. The

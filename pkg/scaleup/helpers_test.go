@@ -1,7 +1,6 @@
 package scaleup_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -154,24 +153,6 @@ func (m *memDeadLetters) all() []deadLetter {
 	return append([]deadLetter(nil), m.letters...)
 }
 
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // env is one scale-up service with all its fakes.
 type env struct {
 	t       testing.TB
@@ -184,7 +165,7 @@ type env struct {
 	dlq     *memDeadLetters
 	counter *telemetry.Memory
 	timings *scaleup.MemoryTimings
-	logs    *syncBuffer
+	logs    *testenv.SyncBuffer
 	clock   *clock
 	svc     *scaleup.Service
 	opts    scaleup.Options
@@ -212,7 +193,7 @@ func newEnv(t testing.TB, tweak func(*scaleup.Options)) *env {
 	e := &env{
 		t: t, sim: sim, inst: inst, gh: gh, ec2: ec2fake.New(), store: store.NewLaunchMemory(),
 		regs: &memRegistrations{items: map[string]userdata.Registration{}}, dlq: &memDeadLetters{},
-		counter: &telemetry.Memory{}, timings: &scaleup.MemoryTimings{}, logs: &syncBuffer{}, clock: &clock{},
+		counter: &telemetry.Memory{}, timings: &scaleup.MemoryTimings{}, logs: &testenv.SyncBuffer{}, clock: &clock{},
 	}
 	e.clock.set(start)
 	e.ec2.SetClock(e.clock.now)

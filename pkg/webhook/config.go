@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -39,7 +37,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		SecretARN:        env.String("SKIFF_WEBHOOK_SECRET_ARN", ""),
 		QueueURL:         env.Required("SKIFF_QUEUE_URL"),
 		TableName:        env.Required("SKIFF_TABLE_NAME"),
-		PoolsFile:        env.String("SKIFF_POOLS_FILE", defaultPoolsFile(getenv)),
+		PoolsFile:        env.String("SKIFF_POOLS_FILE", config.DefaultPoolsFile(getenv)),
 		MaxBodyBytes:     env.Int("SKIFF_MAX_BODY_BYTES", DefaultMaxBodyBytes),
 		DeliveryTTL:      env.Duration("SKIFF_DELIVERY_TTL", DefaultDeliveryTTL),
 		JobTTL:           env.Duration("SKIFF_JOB_TTL", DefaultJobTTL),
@@ -64,22 +62,8 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		env.Fail("SKIFF_ALLOW: %v", err)
 	}
 	c.Allow = allow
-	if err := c.LogLevel.UnmarshalText([]byte(env.String("SKIFF_LOG_LEVEL", "info"))); err != nil {
-		env.Fail("SKIFF_LOG_LEVEL=%q: want debug, info, warn or error", env.String("SKIFF_LOG_LEVEL", ""))
-	}
+	c.LogLevel = env.LogLevel("SKIFF_LOG_LEVEL")
 	return c, env.Err()
-}
-
-// defaultPoolsFile is pools.yaml beside the function's code: the deploy
-// bundles the operator's pools file into the Lambda package.
-func defaultPoolsFile(getenv func(string) string) string {
-	if root := getenv("LAMBDA_TASK_ROOT"); root != "" {
-		return filepath.Join(root, "pools.yaml")
-	}
-	if exe, err := os.Executable(); err == nil {
-		return filepath.Join(filepath.Dir(exe), "pools.yaml")
-	}
-	return "pools.yaml"
 }
 
 // LoadSecrets returns the accepted webhook secrets: from the environment

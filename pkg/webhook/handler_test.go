@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
@@ -26,24 +27,6 @@ import (
 const canarySecret = "canary-webhook-secret-7d41a9"
 
 var fixedNow = time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
-
-// syncBuffer is a bytes.Buffer safe for the concurrent log writes of parallel deliveries.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // faultyStore wraps the memory store with injectable failures.
 type faultyStore struct {
@@ -119,7 +102,7 @@ type harness struct {
 	queue   *queue.Memory
 	store   *faultyStore
 	counter *telemetry.Memory
-	logs    *syncBuffer
+	logs    *testenv.SyncBuffer
 	secret  []byte
 }
 
@@ -129,7 +112,7 @@ func newHarness(t testing.TB, mutate func(*Options)) *harness {
 		queue:   &queue.Memory{},
 		store:   &faultyStore{Store: store.NewMemory()},
 		counter: &telemetry.Memory{},
-		logs:    &syncBuffer{},
+		logs:    &testenv.SyncBuffer{},
 		secret:  []byte(canarySecret),
 	}
 	o := Options{
