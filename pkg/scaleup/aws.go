@@ -47,7 +47,7 @@ func NewAWS(ctx context.Context, cfg Config, awsCfg aws.Config, logger *slog.Log
 	o.Registrations = NewRegistrationTable(ddb, cfg.RegistrationTable)
 	o.DeadLetters = NewSQSDeadLetters(sqs.NewFromConfig(awsCfg), cfg.DeadLetterURL)
 	o.Counter = telemetry.NewEMF(os.Stdout, cfg.MetricsNamespace, "scaleup", nil)
-	o.Timings = NewEMFTimings(os.Stdout, cfg.MetricsNamespace, "scaleup", nil)
+	o.Timings = telemetry.NewEMFTimings(os.Stdout, cfg.MetricsNamespace, "scaleup", nil)
 	o.Logger = logger
 	return New(o)
 }

@@ -164,7 +164,7 @@ type env struct {
 	regs    *memRegistrations
 	dlq     *memDeadLetters
 	counter *telemetry.Memory
-	timings *scaleup.MemoryTimings
+	timings *telemetry.MemoryTimings
 	logs    *testenv.SyncBuffer
 	clock   *clock
 	svc     *scaleup.Service
@@ -193,7 +193,7 @@ func newEnv(t testing.TB, tweak func(*scaleup.Options)) *env {
 	e := &env{
 		t: t, sim: sim, inst: inst, gh: gh, ec2: ec2fake.New(), store: store.NewLaunchMemory(),
 		regs: &memRegistrations{items: map[string]userdata.Registration{}}, dlq: &memDeadLetters{},
-		counter: &telemetry.Memory{}, timings: &scaleup.MemoryTimings{}, logs: &testenv.SyncBuffer{}, clock: &clock{},
+		counter: &telemetry.Memory{}, timings: &telemetry.MemoryTimings{}, logs: &testenv.SyncBuffer{}, clock: &clock{},
 	}
 	e.clock.set(start)
 	e.ec2.SetClock(e.clock.now)

@@ -135,7 +135,7 @@ type Options struct {
 	Registrations Registrations
 	DeadLetters   DeadLetters
 	Counter       telemetry.Counter // default telemetry.Discard
-	Timings       Timings           // default DiscardTimings
+	Timings       telemetry.Timings // default telemetry.DiscardTimings
 	Logger        *slog.Logger      // default slog.Default()
 	Now           func() time.Time  // default time.Now
 
@@ -190,7 +190,7 @@ func New(o Options) (*Service, error) {
 		o.Counter = telemetry.Discard
 	}
 	if o.Timings == nil {
-		o.Timings = DiscardTimings
+		o.Timings = telemetry.DiscardTimings
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -71,3 +71,26 @@ func TestMemoryCounts(t *testing.T) {
 	}
 	Discard.Count("a", "") // must not panic
 }
+
+func TestEMFTimings(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	at := time.Date(2026, 11, 30, 7, 0, 0, 0, time.UTC)
+	NewEMFTimings(&buf, "Skiff", "scaleup", func() time.Time { return at }).Observe("ScaleUpLaunchLatency", "gpu", 1500*time.Millisecond)
+	var line map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
+		t.Fatalf("not JSON: %v: %s", err, buf.String())
+	}
+	if line["ScaleUpLaunchLatency"] != float64(1500) || line["Pool"] != "gpu" || line["Function"] != "scaleup" {
+		t.Errorf("line = %v", line)
+	}
+	if !strings.Contains(buf.String(), `"Unit":"Milliseconds"`) || !strings.Contains(buf.String(), `[["Function","Pool"]]`) {
+		t.Errorf("EMF header = %s", buf.String())
+	}
+	var m MemoryTimings
+	m.Observe("x", "p", time.Second)
+	DiscardTimings.Observe("x", "p", time.Second)
+	if got := m.Get("x", "p"); len(got) != 1 || got[0] != time.Second {
+		t.Errorf("memory timings = %v", got)
+	}
+}

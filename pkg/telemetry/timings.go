@@ -1,0 +1,89 @@
+package telemetry
+
+import (
+	"encoding/json"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Timings records durations. Implementations are safe for concurrent use
+// and never fail the caller.
+type Timings interface {
+	// Observe records d for metric name, with a Pool dimension.
+	Observe(name, pool string, d time.Duration)
+}
+
+// DiscardTimings records nothing.
+var DiscardTimings Timings = discardTimings{}
+
+type discardTimings struct{}
+
+func (discardTimings) Observe(string, string, time.Duration) {}
+
+// EMFTimings writes one CloudWatch embedded-metric-format line per
+// observation, in milliseconds, with dimensions Function and Pool (pool
+// names are few, so series stay bounded).
+type EMFTimings struct {
+	mu        sync.Mutex
+	w         io.Writer
+	namespace string
+	function  string
+	now       func() time.Time
+}
+
+// NewEMFTimings returns Timings writing to w under namespace.
+func NewEMFTimings(w io.Writer, namespace, function string, now func() time.Time) *EMFTimings {
+	if now == nil {
+		now = time.Now
+	}
+	return &EMFTimings{w: w, namespace: namespace, function: function, now: now}
+}
+
+// Observe implements Timings; write errors are dropped on purpose.
+func (e *EMFTimings) Observe(name, pool string, d time.Duration) {
+	line := map[string]any{
+		"_aws": map[string]any{
+			"Timestamp": e.now().UnixMilli(),
+			"CloudWatchMetrics": []any{map[string]any{
+				"Namespace":  e.namespace,
+				"Dimensions": [][]string{{"Function", "Pool"}},
+				"Metrics":    []any{map[string]string{"Name": name, "Unit": "Milliseconds"}},
+			}},
+		},
+		"Function": e.function,
+		"Pool":     pool,
+		name:       json.Number(strconv.FormatInt(d.Milliseconds(), 10)),
+	}
+	b, err := json.Marshal(line)
+	if err != nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, _ = e.w.Write(append(b, '\n'))
+}
+
+// MemoryTimings keeps observations in memory, for tests and local mode.
+type MemoryTimings struct {
+	mu  sync.Mutex
+	obs map[string][]time.Duration
+}
+
+// Observe implements Timings.
+func (m *MemoryTimings) Observe(name, pool string, d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.obs == nil {
+		m.obs = map[string][]time.Duration{}
+	}
+	m.obs[name+"/"+pool] = append(m.obs[name+"/"+pool], d)
+}
+
+// Get returns the observations of name for pool.
+func (m *MemoryTimings) Get(name, pool string) []time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]time.Duration(nil), m.obs[name+"/"+pool]...)
+}
