@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -10,12 +9,10 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -46,16 +43,6 @@ pools:
     image: {ssm: /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64}
     subnets: [subnet-0a1b2c3d4e5f60718]
 `
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // secretsManager answers GetSecretValue (JSON protocol) with the App key.
 func secretsManager(t *testing.T, value string) string {
@@ -103,7 +90,6 @@ func (s *ec2Stub) start(t *testing.T) string {
 // GitHub simulator, dynalite for both tables and an EC2 stub, and sends it
 // an SQS batch: one good job, one that routes nowhere, one undecodable.
 func TestBootstrapUnderRIE(t *testing.T) {
-	rieBin := testenv.LookTool(t, "aws-lambda-rie", "go install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@v0.0.0-20261030222936-bef5c4ba774d")
 	dynamo := testenv.Dynalite(t)
 	ddb := testenv.DynamoClient(t, dynamo)
 	ctx := context.Background()
@@ -134,45 +120,19 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	sim.Install(7, "acme")
 	stub := &ec2Stub{}
 
-	dir := t.TempDir()
-	bootstrap := filepath.Join(dir, "bootstrap")
-	build := exec.Command("go", "build", "-trimpath", "-tags", "lambda.norpc", "-o", bootstrap, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
-	if b, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building: %v\n%s", err, b)
-	}
+	bootstrap := testenv.BuildLambda(t, runtime.GOARCH)
+	dir := filepath.Dir(bootstrap)
 	if err := os.WriteFile(filepath.Join(dir, "pools.yaml"), []byte(pools), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	emu, api := freePort(t), freePort(t)
-	out := &testenv.SyncBuffer{}
-	cmd := exec.Command(rieBin, "--runtime-interface-emulator-address", fmt.Sprintf("127.0.0.1:%d", emu),
-		"--runtime-api-address", fmt.Sprintf("127.0.0.1:%d", api), bootstrap)
-	cmd.Dir = dir
-	cmd.Env = []string{
+	fn := testenv.StartRIE(t, bootstrap, []string{
 		"PATH=" + os.Getenv("PATH"), "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY=example",
 		"AWS_EC2_METADATA_DISABLED=true", "AWS_ENDPOINT_URL_DYNAMODB=" + dynamo, "AWS_ENDPOINT_URL_EC2=" + stub.start(t),
 		"AWS_ENDPOINT_URL_SECRETS_MANAGER=" + secretsManager(t, pemKey), "AWS_ENDPOINT_URL_SQS=http://127.0.0.1:1",
 		"SKIFF_TABLE_NAME=skiff-su", "SKIFF_REGISTRATION_TABLE=skiff-su-reg", "SKIFF_DLQ_URL=http://127.0.0.1:1/dlq",
 		"SKIFF_ACCOUNT_ID=123456789012", "SKIFF_GITHUB_APP_IDS=7", "SKIFF_GITHUB_PRIVATE_KEY_ARN=arn:aws:secretsmanager:us-east-1:123456789012:secret:app",
 		"SKIFF_GITHUB_API_URL=" + sim.URL(), "SKIFF_POOLS_FILE=" + filepath.Join(dir, "pools.yaml"),
-	}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	invokeURL := fmt.Sprintf("http://127.0.0.1:%d/2015-03-31/functions/function/invocations", emu)
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", emu), 200*time.Millisecond); err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("emulator did not listen:\n%s", out.String())
-		}
-		time.Sleep(20 * time.Millisecond) // polling a port we do not own; no event to wait on
-	}
+	})
 
 	good, _ := json.Marshal(queue.Job{JobID: 501, RunID: 50, Attempt: 1, Repository: "acme/app", Owner: "acme",
 		Labels: []string{"self-hosted", "linux", "x64"}, Pool: "default", DeliveryID: "d1", ReceivedAt: time.Now()})
@@ -183,18 +143,12 @@ func TestBootstrapUnderRIE(t *testing.T) {
 		{MessageID: "m2", Body: string(nowhere), Attributes: map[string]string{"ApproximateReceiveCount": "1"}},
 		{MessageID: "m3", Body: "not json", Attributes: map[string]string{"ApproximateReceiveCount": "1"}},
 	}}
-	body, _ := json.Marshal(ev)
-	resp, err := http.Post(invokeURL, "application/json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	raw := fn.Invoke(t, ev)
 	var br struct {
 		BatchItemFailures *[]scaleup.BatchItemFailure `json:"batchItemFailures"`
 	}
 	if err := json.Unmarshal(raw, &br); err != nil || br.BatchItemFailures == nil || len(*br.BatchItemFailures) != 0 {
-		t.Fatalf("response %s (%v)\noutput:\n%s", raw, err, out.String())
+		t.Fatalf("response %s (%v)\noutput:\n%s", raw, err, fn.Out.String())
 	}
 	if stub.calls.Load() != 1 {
 		t.Errorf("%d EC2 calls, want 1 CreateFleet", stub.calls.Load())
@@ -213,9 +167,9 @@ func TestBootstrapUnderRIE(t *testing.T) {
 		t.Fatal(err)
 	}
 	if m, ok := item.Attributes["mode"].(*types.AttributeValueMemberS); !ok || m.Value != "jit" {
-		t.Errorf("registration item %v\noutput:\n%s", item.Attributes, out.String())
+		t.Errorf("registration item %v\noutput:\n%s", item.Attributes, fn.Out.String())
 	}
-	logs := out.String()
+	logs := fn.Out.String()
 	if strings.Contains(logs, "CANARYJIT") || strings.Contains(logs, "BEGIN RSA") {
 		t.Error("a credential appeared in the function's output")
 	}

@@ -6,16 +6,9 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,25 +26,16 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // canary is the webhook secret: it must appear in no output of the function.
 const canary = "canary-rie-webhook-secret-31f9"
 
-// maxBootstrapBytes is the issue's bound on the deployed binary.
-const maxBootstrapBytes = 15 << 20
-
-// buildBootstrap builds the function as `make build` does, for goarch.
-func buildBootstrap(t *testing.T, goarch string) string {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "bootstrap")
-	cmd := exec.Command("go", "build", "-trimpath", "-tags", "lambda.norpc", "-ldflags", "-s -w -buildid=", "-o", out, ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building bootstrap for %s: %v\n%s", goarch, err, b)
-	}
-	return out
-}
+// Budgets for the deployed function.
+const (
+	maxBootstrapBytes = 15 << 20
+	maxColdInit       = 50 * time.Millisecond
+)
 
 func TestBootstrapSize(t *testing.T) {
 	t.Parallel()
 	for _, arch := range []string{"arm64", "amd64"} {
-		fi, err := os.Stat(buildBootstrap(t, arch))
+		fi, err := os.Stat(testenv.BuildLambda(t, arch))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,73 +44,6 @@ func TestBootstrapSize(t *testing.T) {
 			t.Errorf("bootstrap linux/%s is %d bytes, over the %d-byte budget", arch, fi.Size(), maxBootstrapBytes)
 		}
 	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// rie runs the bootstrap under the Lambda Runtime Interface Emulator.
-type rie struct {
-	url string
-	out *testenv.SyncBuffer
-}
-
-func startRIE(t *testing.T, bootstrap string, env []string) *rie {
-	t.Helper()
-	bin := testenv.LookTool(t, "aws-lambda-rie", "go install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@v0.0.0-20261030222936-bef5c4ba774d")
-	emu, api := freePort(t), freePort(t)
-	out := &testenv.SyncBuffer{}
-	cmd := exec.Command(bin,
-		"--runtime-interface-emulator-address", fmt.Sprintf("127.0.0.1:%d", emu),
-		"--runtime-api-address", fmt.Sprintf("127.0.0.1:%d", api),
-		bootstrap)
-	cmd.Dir = filepath.Dir(bootstrap)
-	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting the runtime emulator: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	r := &rie{url: fmt.Sprintf("http://127.0.0.1:%d/2015-03-31/functions/function/invocations", emu), out: out}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", emu), 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return r
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("runtime emulator did not listen: %s", out.String())
-		}
-		time.Sleep(20 * time.Millisecond) // polling a port we do not own; no event to wait on
-	}
-}
-
-// invoke sends a Function URL event and decodes the function's response.
-func (r *rie) invoke(t *testing.T, ev webhook.FunctionURLRequest) webhook.FunctionURLResponse {
-	t.Helper()
-	body, _ := json.Marshal(ev)
-	resp, err := http.Post(r.url, "application/json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatalf("invoking: %v", err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var out webhook.FunctionURLResponse
-	if err := json.Unmarshal(raw, &out); err != nil || out.StatusCode == 0 {
-		t.Fatalf("not a Function URL response (%v): %s\nemulator output:\n%s", err, raw, r.out.String())
-	}
-	return out
 }
 
 func event(eventName, delivery string, body []byte, secret string, b64 bool) webhook.FunctionURLRequest {
@@ -144,8 +61,6 @@ func event(eventName, delivery string, body []byte, secret string, b64 bool) web
 	return ev
 }
 
-var initRE = regexp.MustCompile(`INIT REPORT\(durationMs: ([0-9.]+)\)`)
-
 // TestBootstrapUnderRIE runs the built bootstrap the way Lambda does, under
 // the runtime interface emulator, against DynamoDB (dynalite) and SQS
 // emulators through the real AWS SDK, and sends it Function URL events.
@@ -157,7 +72,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 		t.Fatal(err)
 	}
 	queueURL, sqsEndpoint, receive := sqsQueue(t)
-	bootstrap := buildBootstrap(t, runtime.GOARCH)
+	bootstrap := testenv.BuildLambda(t, runtime.GOARCH)
 	pools, err := os.ReadFile(filepath.Join(root, "examples", "minimal.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -176,7 +91,16 @@ func TestBootstrapUnderRIE(t *testing.T) {
 		"SKIFF_TABLE_NAME=" + table,
 		"SKIFF_POOLS_FILE=" + filepath.Join(filepath.Dir(bootstrap), "pools.yaml"),
 	}
-	r := startRIE(t, bootstrap, env)
+	fn := testenv.StartRIE(t, bootstrap, env)
+	invoke := func(ev webhook.FunctionURLRequest) webhook.FunctionURLResponse {
+		t.Helper()
+		raw := fn.Invoke(t, ev)
+		var out webhook.FunctionURLResponse
+		if err := json.Unmarshal(raw, &out); err != nil || out.StatusCode == 0 {
+			t.Fatalf("not a Function URL response (%v): %s\nemulator output:\n%s", err, raw, fn.Out.String())
+		}
+		return out
+	}
 
 	read := func(name string) []byte {
 		b, err := os.ReadFile(filepath.Join(root, "testdata", "webhooks", name))
@@ -204,7 +128,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 		{"truncated", event("workflow_job", "d-trunc", queued[:100], canary, false), 400},
 	}
 	for _, s := range steps {
-		if got := r.invoke(t, s.ev); got.StatusCode != s.wantStatus {
+		if got := invoke(s.ev); got.StatusCode != s.wantStatus {
 			t.Errorf("%s: status %d %s, want %d", s.name, got.StatusCode, got.Body, s.wantStatus)
 		}
 	}
@@ -229,18 +153,14 @@ func TestBootstrapUnderRIE(t *testing.T) {
 		t.Errorf("run record = %+v, %v", run, err)
 	}
 
-	out := r.out.String()
+	out := fn.Out.String()
 	if strings.Contains(out, canary) {
 		t.Error("the webhook secret appeared in the function's output")
 	}
-	m := initRE.FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("no INIT REPORT in the emulator output:\n%s", out)
-	}
-	initMs, _ := strconv.ParseFloat(m[1], 64)
-	t.Logf("cold init under the runtime emulator: %.1f ms", initMs)
-	if initMs > 50 {
-		t.Errorf("cold init took %.1f ms, over the 50 ms budget", initMs)
+	init := fn.InitDuration(t)
+	t.Logf("cold init under the runtime emulator: %v", init)
+	if init > maxColdInit {
+		t.Errorf("cold init took %v, over the %v budget", init, maxColdInit)
 	}
 	for _, want := range []string{`"msg":"webhook ready"`, `"_aws":{`, `"delivery_id":"d-queued"`} {
 		if !strings.Contains(out, want) {

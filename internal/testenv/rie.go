@@ -1,0 +1,128 @@
+package testenv
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// RIEInstall says how to install the Lambda Runtime Interface Emulator.
+const RIEInstall = "go install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@v0.0.0-20261030222936-bef5c4ba774d"
+
+// BuildLambda builds the function in the current directory as `make build`
+// does (CGO off, -tags lambda.norpc, stripped) for linux/goarch, and returns
+// the path of the bootstrap in a fresh temporary directory.
+func BuildLambda(t testing.TB, goarch string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "bootstrap")
+	cmd := exec.Command("go", "build", "-trimpath", "-tags", "lambda.norpc", "-ldflags", "-s -w -buildid=", "-o", out, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building bootstrap for %s: %v\n%s", goarch, err, b)
+	}
+	return out
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago, for a
+// server whose own flags need a port number.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Lambda is a bootstrap running under the runtime interface emulator.
+type Lambda struct {
+	url string
+	// Out collects everything the emulator and the function printed.
+	Out *SyncBuffer
+}
+
+// StartRIE runs bootstrap under aws-lambda-rie with exactly the environment
+// env, on loopback ports only, and stops it when t ends. Like Lambda, the
+// emulator starts the function on the first invocation.
+func StartRIE(t testing.TB, bootstrap string, env []string) *Lambda {
+	t.Helper()
+	bin := LookTool(t, "aws-lambda-rie", RIEInstall)
+	emu, api := FreePort(t), FreePort(t)
+	out := &SyncBuffer{}
+	cmd := exec.Command(bin,
+		"--runtime-interface-emulator-address", fmt.Sprintf("127.0.0.1:%d", emu),
+		"--runtime-api-address", fmt.Sprintf("127.0.0.1:%d", api),
+		bootstrap)
+	cmd.Dir = filepath.Dir(bootstrap)
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting the runtime emulator: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	addr := fmt.Sprintf("127.0.0.1:%d", emu)
+	for deadline := time.Now().Add(emulatorStartTimeout); ; {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("runtime emulator did not listen on %s:\n%s", addr, out.String())
+		}
+		time.Sleep(20 * time.Millisecond) // polling a port of another process; no event to wait on
+	}
+	return &Lambda{url: "http://" + addr + "/2015-03-31/functions/function/invocations", Out: out}
+}
+
+// Invoke sends event (marshalled to JSON) to the function and returns the
+// raw response body. A function error also answers 200, with errorType in
+// the body, as under Lambda; callers decode and check.
+func (l *Lambda) Invoke(t testing.TB, event any) []byte {
+	t.Helper()
+	body, err := json.Marshal(event)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post(l.url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("invoking the function: %v\n%s", err, l.Out.String())
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+var initReport = regexp.MustCompile(`INIT REPORT\(durationMs: ([0-9.]+)\)`)
+
+// InitDuration is the cold init the emulator reported for the function's
+// first invocation (its INIT REPORT line).
+func (l *Lambda) InitDuration(t testing.TB) time.Duration {
+	t.Helper()
+	m := initReport.FindStringSubmatch(l.Out.String())
+	if m == nil {
+		t.Fatalf("no INIT REPORT in the emulator output:\n%s", l.Out.String())
+	}
+	ms, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ms * float64(time.Millisecond))
+}
