@@ -8,7 +8,8 @@
 //
 //	body over the limit               413
 //	bad, missing or sha1-only signature 401
-//	no X-GitHub-Event / X-GitHub-Delivery, bad JSON, missing fields 400
+//	no X-GitHub-Event / X-GitHub-Delivery, bad JSON, missing fields,
+//	a job the queue refuses as invalid (too large)  400
 //	owner or repository not allowed   403 (logged)
 //	ping                              200
 //	other events and actions          202 ignored
@@ -264,7 +265,11 @@ func (h *Handler) workflowJob(ctx context.Context, log *slog.Logger, req Request
 			Repository: p.Repository.FullName, Owner: owner, InstallationID: installation,
 			Labels: wj.Labels, Pool: pool, DeliveryID: req.Delivery, ReceivedAt: received,
 		}
-		if err := h.o.Queue.Send(ctx, job); err != nil {
+		if err := h.o.Queue.Send(ctx, job); errors.Is(err, queue.ErrInvalidJob) {
+			// No retry can fix it (e.g. labels past the message size bound).
+			h.finish(ctx, log, claimed, req.Delivery, received)
+			return h.reject(log, http.StatusBadRequest, "malformed", "job cannot be queued: "+err.Error())
+		} else if err != nil {
 			h.release(ctx, log, claimed, req.Delivery)
 			h.o.Counter.Count(MetricFailed, "queue")
 			log.Error("enqueueing job failed; answering 503 so the delivery can be redelivered", "err", err)

@@ -75,6 +75,11 @@ func (f *faultyStore) RecordRun(ctx context.Context, r store.Run) error {
 	return f.Store.RecordRun(ctx, r)
 }
 
+// sendFunc adapts a function to queue.Sender.
+type sendFunc func(context.Context, queue.Job) error
+
+func (f sendFunc) Send(ctx context.Context, j queue.Job) error { return f(ctx, j) }
+
 type routeErr struct{ reason string }
 
 func (e routeErr) Error() string  { return "no pool serves these labels (" + e.reason + ")" }
@@ -675,6 +680,23 @@ func TestFailuresAnswer503AndCanBeRedelivered(t *testing.T) {
 		}
 		if hs.counter.Get(MetricFailed, "queue") != 1 {
 			t.Errorf("failure not counted: %v", hs.counter.Snapshot())
+		}
+	})
+	t.Run("a job the queue refuses as invalid is not retried", func(t *testing.T) {
+		t.Parallel()
+		hs := newHarness(t, func(o *Options) {
+			o.Queue = sendFunc(func(context.Context, queue.Job) error {
+				return fmt.Errorf("%w: message body is 70000 bytes", queue.ErrInvalidJob)
+			})
+		})
+		if resp := hs.deliver("workflow_job", "d6", queued); resp.Status != 400 {
+			t.Fatalf("status = %d, want 400", resp.Status)
+		}
+		if hs.counter.Get(MetricRejected, "malformed") != 1 || !strings.Contains(hs.logs.String(), "cannot be queued") {
+			t.Errorf("refusal not counted or logged: %v", hs.counter.Snapshot())
+		}
+		if resp := hs.deliver("workflow_job", "d6", queued); resp.Status != 200 || !strings.Contains(resp.Body, "duplicate") {
+			t.Errorf("redelivery = %+v, want a duplicate", resp)
 		}
 	})
 	t.Run("store down for lifecycle", func(t *testing.T) {
