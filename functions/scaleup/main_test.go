@@ -8,24 +8,22 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/ec2/ec2fake"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/scaleup"
@@ -39,7 +37,7 @@ const pools = `version: 1
 pools:
   - name: default
     labels: [self-hosted, linux, x64]
-    instanceTypes: [c7i.xlarge]
+    instanceTypes: [c7i.xlarge, m7i.xlarge]
     image: {ssm: /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64}
     subnets: [subnet-0a1b2c3d4e5f60718]
 `
@@ -58,37 +56,14 @@ func secretsManager(t *testing.T, value string) string {
 	return srv.URL
 }
 
-// ec2Stub answers CreateFleet (EC2 query protocol) with one instance per
-// call, and records the requests.
-type ec2Stub struct {
-	calls atomic.Int32
-	forms sync.Map
-}
-
-func (s *ec2Stub) start(t *testing.T) string {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		form, _ := url.ParseQuery(string(body))
-		n := s.calls.Add(1)
-		s.forms.Store(n, form)
-		if form.Get("Action") != "CreateFleet" {
-			w.WriteHeader(http.StatusBadRequest)
-			fmt.Fprintf(w, `<Response><Errors><Error><Code>InvalidAction</Code><Message>%s</Message></Error></Errors><RequestID>r</RequestID></Response>`, form.Get("Action"))
-			return
-		}
-		w.Header().Set("Content-Type", "text/xml")
-		fmt.Fprintf(w, `<CreateFleetResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>r-%d</requestId>`+
-			`<fleetId>fleet-%d</fleetId><errorSet/><fleetInstanceSet><item><instanceIds><item>i-0123456789abcdef%d</item></instanceIds>`+
-			`<instanceType>c7i.xlarge</instanceType><lifecycle>spot</lifecycle></item></fleetInstanceSet></CreateFleetResponse>`, n, n, n%10)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
-
 // TestBootstrapUnderRIE runs the built bootstrap under the Lambda runtime
 // interface emulator, with the App key from a Secrets Manager stub, the
-// GitHub simulator, dynalite for both tables and an EC2 stub, and sends it
-// an SQS batch: one good job, one that routes nowhere, one undecodable.
+// GitHub simulator, dynalite for both tables and the shared EC2 fake over
+// HTTP (the EC2 Query protocol, through the function's real SDK client),
+// and sends it SQS batches: two good jobs (one fleet, tagged per instance),
+// one that routes nowhere and one undecodable; then a job whose first
+// instance type has no capacity (the second launches); then one with no
+// capacity anywhere (a batch item failure).
 func TestBootstrapUnderRIE(t *testing.T) {
 	dynamo := testenv.Dynalite(t)
 	ddb := testenv.DynamoClient(t, dynamo)
@@ -118,7 +93,8 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	sim.AddApp(ghsim.AppConfig{ID: 7, Slug: "skiff", PublicKey: &key.PublicKey})
 	sim.AddRepo("acme", "app")
 	sim.Install(7, "acme")
-	stub := &ec2Stub{}
+	fake := ec2fake.New()
+	fake.SetLaunchTemplates("skiff-default")
 
 	bootstrap := testenv.BuildLambda(t, runtime.GOARCH)
 	dir := filepath.Dir(bootstrap)
@@ -127,53 +103,100 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	}
 	fn := testenv.StartRIE(t, bootstrap, []string{
 		"PATH=" + os.Getenv("PATH"), "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY=example",
-		"AWS_EC2_METADATA_DISABLED=true", "AWS_ENDPOINT_URL_DYNAMODB=" + dynamo, "AWS_ENDPOINT_URL_EC2=" + stub.start(t),
+		"AWS_EC2_METADATA_DISABLED=true", "AWS_ENDPOINT_URL_DYNAMODB=" + dynamo, "AWS_ENDPOINT_URL_EC2=" + fake.Serve(t),
 		"AWS_ENDPOINT_URL_SECRETS_MANAGER=" + secretsManager(t, pemKey), "AWS_ENDPOINT_URL_SQS=http://127.0.0.1:1",
 		"SKIFF_TABLE_NAME=skiff-su", "SKIFF_REGISTRATION_TABLE=skiff-su-reg", "SKIFF_DLQ_URL=http://127.0.0.1:1/dlq",
 		"SKIFF_ACCOUNT_ID=123456789012", "SKIFF_GITHUB_APP_IDS=7", "SKIFF_GITHUB_PRIVATE_KEY_ARN=arn:aws:secretsmanager:us-east-1:123456789012:secret:app",
 		"SKIFF_GITHUB_API_URL=" + sim.URL(), "SKIFF_POOLS_FILE=" + filepath.Join(dir, "pools.yaml"),
 	})
+	job := func(id int64, labels ...string) string {
+		if len(labels) == 0 {
+			labels = []string{"self-hosted", "linux", "x64"}
+		}
+		b, _ := json.Marshal(queue.Job{JobID: id, RunID: id / 10, Attempt: 1, Repository: "acme/app", Owner: "acme",
+			Labels: labels, Pool: "default", DeliveryID: fmt.Sprintf("d%d", id), ReceivedAt: time.Now()})
+		return string(b)
+	}
+	msg := func(id, body string) scaleup.SQSMessage {
+		return scaleup.SQSMessage{MessageID: id, Body: body, Attributes: map[string]string{"ApproximateReceiveCount": "1"}}
+	}
+	invoke := func(msgs ...scaleup.SQSMessage) []scaleup.BatchItemFailure {
+		t.Helper()
+		raw := fn.Invoke(t, scaleup.SQSEvent{Records: msgs})
+		var br struct {
+			BatchItemFailures *[]scaleup.BatchItemFailure `json:"batchItemFailures"`
+		}
+		if err := json.Unmarshal(raw, &br); err != nil || br.BatchItemFailures == nil {
+			t.Fatalf("response %s (%v)\noutput:\n%s", raw, err, fn.Out.String())
+		}
+		return *br.BatchItemFailures
+	}
+	registration := func(id string) map[string]types.AttributeValue {
+		t.Helper()
+		arn := userdata.InstanceARN("aws", "us-east-1", "123456789012", id)
+		item, err := ddb.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String("skiff-su-reg"), ReturnValues: types.ReturnValueAllOld,
+			Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: arn}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return item.Attributes
+	}
 
-	good, _ := json.Marshal(queue.Job{JobID: 501, RunID: 50, Attempt: 1, Repository: "acme/app", Owner: "acme",
-		Labels: []string{"self-hosted", "linux", "x64"}, Pool: "default", DeliveryID: "d1", ReceivedAt: time.Now()})
-	nowhere, _ := json.Marshal(queue.Job{JobID: 502, RunID: 50, Repository: "acme/app", Owner: "acme",
-		Labels: []string{"self-hosted", "windows"}, Pool: "x", ReceivedAt: time.Now()})
-	ev := scaleup.SQSEvent{Records: []scaleup.SQSMessage{
-		{MessageID: "m1", Body: string(good), Attributes: map[string]string{"ApproximateReceiveCount": "1"}},
-		{MessageID: "m2", Body: string(nowhere), Attributes: map[string]string{"ApproximateReceiveCount": "1"}},
-		{MessageID: "m3", Body: "not json", Attributes: map[string]string{"ApproximateReceiveCount": "1"}},
-	}}
-	raw := fn.Invoke(t, ev)
-	var br struct {
-		BatchItemFailures *[]scaleup.BatchItemFailure `json:"batchItemFailures"`
+	// 1. Two good jobs share one fleet; each instance gets its own tags.
+	if f := invoke(msg("m1", job(501)), msg("m2", job(502, "self-hosted", "windows")), msg("m3", "not json"), msg("m4", job(503))); len(f) != 0 {
+		t.Fatalf("failures %+v\noutput:\n%s", f, fn.Out.String())
 	}
-	if err := json.Unmarshal(raw, &br); err != nil || br.BatchItemFailures == nil || len(*br.BatchItemFailures) != 0 {
-		t.Fatalf("response %s (%v)\noutput:\n%s", raw, err, fn.Out.String())
+	if n := fake.Calls("CreateFleet"); n != 1 {
+		t.Errorf("%d CreateFleet calls, want 1", n)
 	}
-	if stub.calls.Load() != 1 {
-		t.Errorf("%d EC2 calls, want 1 CreateFleet", stub.calls.Load())
+	in := fake.CreateFleetInputs()[0]
+	if in.Type != ec2types.FleetTypeInstant || aws.ToString(in.LaunchTemplateConfigs[0].LaunchTemplateSpecification.LaunchTemplateName) != "skiff-default" ||
+		!strings.HasPrefix(aws.ToString(in.ClientToken), "skiff-") || len(in.LaunchTemplateConfigs[0].Overrides) != 2 {
+		t.Errorf("CreateFleet input %+v", in)
 	}
-	if f, ok := stub.forms.Load(int32(1)); ok {
-		form := f.(url.Values)
-		if form.Get("Type") != "instant" || form.Get("LaunchTemplateConfigs.1.LaunchTemplateSpecification.LaunchTemplateName") != "skiff-default" ||
-			!strings.HasPrefix(form.Get("ClientToken"), "skiff-") {
-			t.Errorf("CreateFleet form %v", form)
+	live := fake.Live()
+	if len(live) != 2 || fake.Calls("CreateTags") != 2 {
+		t.Fatalf("%d instances, %d CreateTags calls, want 2 and 2\noutput:\n%s", len(live), fake.Calls("CreateTags"), fn.Out.String())
+	}
+	for _, inst := range live {
+		reg := registration(inst.ID)
+		m, ok := reg["mode"].(*types.AttributeValueMemberS)
+		name, _ := reg["runner_name"].(*types.AttributeValueMemberS)
+		if !ok || m.Value != "jit" || name == nil || inst.Tags["skiff:runner-name"] != name.Value ||
+			!strings.HasPrefix(name.Value, "skiff-"+inst.Tags["skiff:job-id"]+"-") || inst.Tags["skiff:pool"] != "default" {
+			t.Errorf("instance %s tags %v, registration %v", inst.ID, inst.Tags, reg)
 		}
 	}
-	arn := userdata.InstanceARN("aws", "us-east-1", "123456789012", "i-0123456789abcdef1")
-	item, err := ddb.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String("skiff-su-reg"), ReturnValues: types.ReturnValueAllOld,
-		Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: arn}}})
-	if err != nil {
-		t.Fatal(err)
+
+	// 2. No spot capacity for the first type: the second type launches.
+	fake.FailPool("c7i.xlarge/subnet-0a1b2c3d4e5f60718/spot", "InsufficientInstanceCapacity")
+	if f := invoke(msg("m5", job(601))); len(f) != 0 {
+		t.Fatalf("failures %+v\noutput:\n%s", f, fn.Out.String())
 	}
-	if m, ok := item.Attributes["mode"].(*types.AttributeValueMemberS); !ok || m.Value != "jit" {
-		t.Errorf("registration item %v\noutput:\n%s", item.Attributes, fn.Out.String())
+	live = fake.Live()
+	if len(live) != 3 || live[2].InstanceType != "m7i.xlarge" || !live[2].Spot || live[2].Tags["skiff:job-id"] != "601" {
+		t.Errorf("instances %+v, want a third on m7i.xlarge spot for job 601", live)
 	}
+
+	// 3. No capacity anywhere, spot or on-demand: the job is retried.
+	for _, typ := range []string{"c7i.xlarge", "m7i.xlarge"} {
+		for _, life := range []string{"spot", "on-demand"} {
+			fake.FailPool(typ+"/subnet-0a1b2c3d4e5f60718/"+life, "InsufficientInstanceCapacity")
+		}
+	}
+	if f := invoke(msg("m6", job(701))); len(f) != 1 || f[0].ItemIdentifier != "m6" {
+		t.Errorf("failures %+v, want m6 retried\noutput:\n%s", f, fn.Out.String())
+	}
+	if len(fake.Live()) != 3 {
+		t.Errorf("%d instances after a failed launch, want 3", len(fake.Live()))
+	}
+
 	logs := fn.Out.String()
 	if strings.Contains(logs, "CANARYJIT") || strings.Contains(logs, "BEGIN RSA") {
 		t.Error("a credential appeared in the function's output")
 	}
-	for _, want := range []string{`"msg":"runner launched"`, `"reason":"no_pool"`, "dropping undecodable message", `"ScaleUpLaunched":1`} {
+	for _, want := range []string{`"msg":"runner launched"`, `"reason":"no_pool"`, "dropping undecodable message", `"ScaleUpLaunched":1`,
+		`"reason":"ec2_capacity"`, `"ScaleUpCapacityErrors":1`, `"ScaleUpFallbacks":1`, `"msg":"job returned to the queue"`} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("output lacks %s:\n%s", want, logs)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/aws/smithy-go"
 )
@@ -105,6 +106,11 @@ var codes = map[string]error{
 	"InvalidAMIID.Malformed":                       ErrInvalid,
 	"InvalidAMIID.Unavailable":                     ErrInvalid,
 	"InvalidSubnetID.NotFound":                     ErrInvalid,
+	"InvalidInstanceID.NotFound":                   ErrInvalid,
+	"InvalidInstanceID.Malformed":                  ErrInvalid,
+	"UnknownParameter":                             ErrInvalid,
+	"InvalidAction":                                ErrInvalid,
+	"TagLimitExceeded":                             ErrInvalid,
 	"InvalidBlockDeviceMapping":                    ErrInvalid,
 	"InvalidFleetConfiguration":                    ErrInvalid,
 	"UnauthorizedOperation":                        ErrInvalid,
@@ -188,4 +194,32 @@ func Reason(err error) string {
 		return ""
 	}
 	return "error"
+}
+
+// quotaClasses map an instance family's leading letters to the class EC2's
+// vCPU quotas are named after, longest prefixes first.
+var quotaClasses = []struct{ prefix, class string }{
+	{"inf", "Inf"}, {"trn", "Trn"}, {"hpc", "HPC"}, {"dl", "DL"}, {"vt", "G and VT"},
+	{"g", "G and VT"}, {"p", "P"}, {"f", "F"}, {"x", "X"},
+	{"a", standardClass}, {"c", standardClass}, {"d", standardClass}, {"h", standardClass}, {"i", standardClass},
+	{"m", standardClass}, {"r", standardClass}, {"t", standardClass}, {"z", standardClass},
+}
+
+const standardClass = "Standard (A, C, D, H, I, M, R, T, Z)"
+
+// QuotaName is the name, in Service Quotas (service Amazon EC2), of the vCPU
+// quota an instance type counts against: "Running On-Demand G and VT
+// instances" on demand, "All G and VT Spot Instance Requests" for spot. It
+// is "" for an empty (attribute-based) or unrecognized type.
+func QuotaName(instanceType string, spot bool) string {
+	family, _, _ := strings.Cut(strings.ToLower(instanceType), ".")
+	for _, c := range quotaClasses {
+		if family != "" && strings.HasPrefix(family, c.prefix) {
+			if spot {
+				return "All " + c.class + " Spot Instance Requests"
+			}
+			return "Running On-Demand " + c.class + " instances"
+		}
+	}
+	return ""
 }

@@ -21,6 +21,10 @@
 // A fleet call is not done because it returned no error: EC2 reports what it
 // could not launch in the answer's Errors, per capacity pool, and may fill
 // only part of the target. Launch returns both, classified (see errors.go).
+//
+// Tag sets tags that differ per instance of one fleet after the launch;
+// States and Terminate serve the recovery of a crashed launch, and never let
+// one unknown id hide the others.
 package ec2
 
 import (
@@ -42,6 +46,7 @@ type API interface {
 	CreateFleet(ctx context.Context, params *sdkec2.CreateFleetInput, optFns ...func(*sdkec2.Options)) (*sdkec2.CreateFleetOutput, error)
 	DescribeInstances(ctx context.Context, params *sdkec2.DescribeInstancesInput, optFns ...func(*sdkec2.Options)) (*sdkec2.DescribeInstancesOutput, error)
 	TerminateInstances(ctx context.Context, params *sdkec2.TerminateInstancesInput, optFns ...func(*sdkec2.Options)) (*sdkec2.TerminateInstancesOutput, error)
+	CreateTags(ctx context.Context, params *sdkec2.CreateTagsInput, optFns ...func(*sdkec2.Options)) (*sdkec2.CreateTagsOutput, error)
 }
 
 var _ API = (*sdkec2.Client)(nil)
@@ -218,13 +223,50 @@ func (r Result) Failure() *Error {
 	return best
 }
 
-// Launcher makes fleet requests. It is safe for concurrent use.
-type Launcher struct {
-	api API
+// Permanent reports whether the shortfall cannot be made up without an
+// operator's change: EC2 gave errors, and every one is permanent (an invalid
+// request, a zero quota). A zero quota for one instance type while the
+// others are only short of capacity is not permanent: they may have
+// capacity on the next try.
+func (r Result) Permanent() bool {
+	for _, fe := range r.Errors {
+		if !fe.Permanent() {
+			return false
+		}
+	}
+	return len(r.Errors) > 0
 }
 
+// Launcher makes fleet requests. It is safe for concurrent use.
+type Launcher struct {
+	api        API
+	retryDelay time.Duration
+}
+
+// DefaultRetryDelay is the first wait before tagging again an instance EC2
+// does not know yet: EC2 is eventually consistent, and an id CreateFleet just
+// returned can be unknown to other calls for a moment. The waits double:
+// 250 ms, 500 ms, 1 s, within the caller's deadline.
+const DefaultRetryDelay = 250 * time.Millisecond
+
+// tagAttempts bounds the CreateTags calls of one Tag.
+const tagAttempts = 4
+
+// Option configures a Launcher.
+type Option func(*Launcher)
+
+// WithRetryDelay sets the first wait of Tag's retries (default
+// DefaultRetryDelay; 0 retries at once, for tests).
+func WithRetryDelay(d time.Duration) Option { return func(l *Launcher) { l.retryDelay = d } }
+
 // NewLauncher returns a Launcher over api.
-func NewLauncher(api API) *Launcher { return &Launcher{api: api} }
+func NewLauncher(api API, opts ...Option) *Launcher {
+	l := &Launcher{api: api, retryDelay: DefaultRetryDelay}
+	for _, o := range opts {
+		o(l)
+	}
+	return l
+}
 
 // Launch requests req.Count instances (see the package doc). It returns an
 // error only when nothing could be asked of EC2 (an invalid Request), or when
@@ -437,10 +479,8 @@ func (r *Requirements) sdk() *types.InstanceRequirementsRequest {
 	return out
 }
 
-func tagSpecs(tags map[string]string) []types.TagSpecification {
-	if len(tags) == 0 {
-		return nil
-	}
+// tagList is tags sorted by key.
+func tagList(tags map[string]string) []types.Tag {
 	keys := make([]string, 0, len(tags))
 	for k := range tags {
 		keys = append(keys, k)
@@ -450,6 +490,14 @@ func tagSpecs(tags map[string]string) []types.TagSpecification {
 	for _, k := range keys {
 		list = append(list, types.Tag{Key: aws.String(k), Value: aws.String(tags[k])})
 	}
+	return list
+}
+
+func tagSpecs(tags map[string]string) []types.TagSpecification {
+	if len(tags) == 0 {
+		return nil
+	}
+	list := tagList(tags)
 	return []types.TagSpecification{
 		{ResourceType: types.ResourceTypeInstance, Tags: list},
 		{ResourceType: types.ResourceTypeVolume, Tags: list},
@@ -466,23 +514,43 @@ type InstanceState struct {
 // Alive reports whether the instance is pending or running.
 func (s InstanceState) Alive() bool { return s.State == "pending" || s.State == "running" }
 
+// notFound reports whether EC2 answered that an instance id does not exist.
+// It fails the whole call even when only one id of many is unknown: one
+// terminated long ago, or one launched a moment ago and not yet visible.
+func notFound(err error) bool {
+	var api interface{ ErrorCode() string }
+	return errors.As(err, &api) && api.ErrorCode() == "InvalidInstanceID.NotFound"
+}
+
 // States returns the state of each instance EC2 still knows; ids it does not
-// know are absent.
+// know are absent. An unknown id never hides the state of the others: when
+// EC2 refuses the call for one, each id is described on its own.
 func (l *Launcher) States(ctx context.Context, ids []string) (map[string]InstanceState, error) {
 	out := map[string]InstanceState{}
 	if len(ids) == 0 {
 		return out, nil
 	}
-	in := &sdkec2.DescribeInstancesInput{InstanceIds: ids}
-	p := sdkec2.NewDescribeInstancesPaginator(l.api, in)
+	err := l.describe(ctx, ids, out)
+	if notFound(err) && len(ids) > 1 {
+		for _, id := range ids {
+			if err := l.describe(ctx, []string{id}, out); err != nil && !notFound(err) {
+				return nil, classifyCall("describing instances", err)
+			}
+		}
+		return out, nil
+	}
+	if err != nil && !notFound(err) {
+		return nil, classifyCall("describing instances", err)
+	}
+	return out, nil
+}
+
+func (l *Launcher) describe(ctx context.Context, ids []string, out map[string]InstanceState) error {
+	p := sdkec2.NewDescribeInstancesPaginator(l.api, &sdkec2.DescribeInstancesInput{InstanceIds: ids})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			var api interface{ ErrorCode() string }
-			if errors.As(err, &api) && api.ErrorCode() == "InvalidInstanceID.NotFound" {
-				return out, nil
-			}
-			return nil, classifyCall("describing instances", err)
+			return err
 		}
 		for _, r := range page.Reservations {
 			for _, inst := range r.Instances {
@@ -492,22 +560,59 @@ func (l *Launcher) States(ctx context.Context, ids []string) (map[string]Instanc
 			}
 		}
 	}
-	return out, nil
+	return nil
 }
 
-// Terminate terminates the instances. Terminating one already gone is not
-// an error.
+// Terminate terminates the instances. Terminating one already gone (or not
+// yet visible) is not an error, and does not spare the others: when EC2
+// refuses the call for an unknown id, each id is terminated on its own.
 func (l *Launcher) Terminate(ctx context.Context, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
 	_, err := l.api.TerminateInstances(ctx, &sdkec2.TerminateInstancesInput{InstanceIds: ids})
-	if err != nil {
-		var api interface{ ErrorCode() string }
-		if errors.As(err, &api) && api.ErrorCode() == "InvalidInstanceID.NotFound" {
-			return nil
+	if notFound(err) && len(ids) > 1 {
+		for _, id := range ids {
+			if _, err := l.api.TerminateInstances(ctx, &sdkec2.TerminateInstancesInput{InstanceIds: []string{id}}); err != nil && !notFound(err) {
+				return classifyCall("terminating instances", err)
+			}
 		}
+		return nil
+	}
+	if err != nil && !notFound(err) {
 		return classifyCall("terminating instances", err)
+	}
+	return nil
+}
+
+// Tag puts tags on instances after their launch (tags that differ per
+// instance of one fleet, which CreateFleet's tag specifications cannot
+// set). An id EC2 does not know yet (eventual consistency) is retried a few
+// times, waiting 250 ms, 500 ms, 1 s by default.
+func (l *Launcher) Tag(ctx context.Context, ids []string, tags map[string]string) error {
+	if len(ids) == 0 || len(tags) == 0 {
+		return nil
+	}
+	in := &sdkec2.CreateTagsInput{Resources: ids, Tags: tagList(tags)}
+	delay := l.retryDelay
+	var err error
+	for attempt := 1; ; attempt++ {
+		if _, err = l.api.CreateTags(ctx, in); err == nil || !notFound(err) || attempt == tagAttempts {
+			break
+		}
+		if delay > 0 {
+			t := time.NewTimer(delay)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return fmt.Errorf("tagging instances: %w: %w", ErrTransient, ctx.Err())
+			case <-t.C:
+			}
+			delay *= 2
+		}
+	}
+	if err != nil {
+		return classifyCall("tagging instances", err)
 	}
 	return nil
 }

@@ -322,3 +322,127 @@ func TestClassify(t *testing.T) {
 		})
 	}
 }
+
+// TestStatesWithUnknownIDs: EC2 fails a whole DescribeInstances or
+// TerminateInstances when one id is unknown (long terminated, or not yet
+// visible): the known instances must still be described and terminated, or
+// a live, registered runner would pass for dead and its job launch again.
+func TestStatesWithUnknownIDs(t *testing.T) {
+	t.Parallel()
+	f := ec2fake.New()
+	l := ec2.NewLauncher(f)
+	res, err := l.Launch(context.Background(), request(ec2.OnDemand, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := res.Instances[0].ID, res.Instances[1].ID
+	f.SetState(a, "running")
+	st, err := l.States(context.Background(), []string{a, "i-0gone0000000000", b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st) != 2 || !st[a].Alive() || !st[b].Alive() {
+		t.Errorf("states %v, want both live instances and no unknown one", st)
+	}
+	if err := l.Terminate(context.Background(), []string{"i-0gone0000000000", a}); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(f.Live()); got != 1 || f.Live()[0].ID != b {
+		t.Errorf("live after terminating one known and one unknown id: %+v", f.Live())
+	}
+}
+
+func TestTag(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		setup   func(f *ec2fake.Fake)
+		errKind error
+		calls   int
+	}{
+		{"tags in one call", nil, nil, 1},
+		{"a just-launched id not yet visible is retried", func(f *ec2fake.Fake) { f.SetEventualConsistency(2) }, nil, 3},
+		{"throttling is an error", func(f *ec2fake.Fake) { f.FailOp("CreateTags", "RequestLimitExceeded") }, ec2.ErrThrottled, 1},
+		{"an id that never appears gives up", func(f *ec2fake.Fake) { f.SetEventualConsistency(10) }, ec2.ErrInvalid, 4},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := ec2fake.New()
+			if tc.setup != nil {
+				tc.setup(f)
+			}
+			l := ec2.NewLauncher(f, ec2.WithRetryDelay(0))
+			res, err := l.Launch(context.Background(), request(ec2.OnDemand, 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := res.Instances[0].ID
+			err = l.Tag(context.Background(), []string{id}, map[string]string{"skiff:job-id": "42", "skiff:runner-name": "skiff-42-1"})
+			if tc.errKind != nil {
+				if !errors.Is(err, tc.errKind) {
+					t.Fatalf("err = %v, want %v", err, tc.errKind)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			} else if tags := f.Live()[0].Tags; tags["skiff:job-id"] != "42" || tags["skiff:pool"] != "cpu" {
+				t.Errorf("tags %v", tags)
+			}
+			if got := f.Calls("CreateTags"); got != tc.calls {
+				t.Errorf("%d CreateTags calls, want %d", got, tc.calls)
+			}
+		})
+	}
+}
+
+func TestQuotaName(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		typ  string
+		spot bool
+		want string
+	}{
+		{"g6.xlarge", false, "Running On-Demand G and VT instances"},
+		{"g5g.2xlarge", true, "All G and VT Spot Instance Requests"},
+		{"p5.48xlarge", false, "Running On-Demand P instances"},
+		{"inf2.xlarge", false, "Running On-Demand Inf instances"},
+		{"c7i.large", true, "All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests"},
+		{"m7i-flex.large", false, "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances"},
+		{"trn1.2xlarge", false, "Running On-Demand Trn instances"},
+		{"", false, ""},
+		{"q9.huge", false, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.typ, func(t *testing.T) {
+			t.Parallel()
+			if got := ec2.QuotaName(tc.typ, tc.spot); got != tc.want {
+				t.Errorf("QuotaName(%q, %v) = %q, want %q", tc.typ, tc.spot, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestResultPermanent(t *testing.T) {
+	t.Parallel()
+	quota0 := ec2.FleetError{Error: ec2.Classify("VcpuLimitExceeded", "current vCPU limit of 0 allows"), InstanceType: "g6.xlarge", Subnet: "s"}
+	ice := ec2.FleetError{Error: ec2.Classify("InsufficientInstanceCapacity", ""), InstanceType: "c7i.large", Subnet: "s"}
+	invalid := ec2.FleetError{Error: ec2.Classify("InvalidParameterValue", "")}
+	cases := []struct {
+		name string
+		errs []ec2.FleetError
+		want bool
+	}{
+		{"no errors", nil, false},
+		{"all zero quota", []ec2.FleetError{quota0, quota0}, true},
+		{"zero quota and invalid", []ec2.FleetError{quota0, invalid}, true},
+		{"zero quota for one type, capacity for another", []ec2.FleetError{quota0, ice}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := (ec2.Result{Errors: tc.errs}).Permanent(); got != tc.want {
+				t.Errorf("Permanent = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

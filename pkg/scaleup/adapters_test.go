@@ -116,17 +116,24 @@ func TestSQSDeadLetters(t *testing.T) {
 	rec := &sqsRecorder{}
 	d := scaleup.NewSQSDeadLetters(rec, "https://sqs.eu-west-1.amazonaws.com/123456789012/skiff-jobs-dlq")
 	msg := message(job(9), 5)
-	if err := d.DeadLetter(context.Background(), msg, 9, "ec2_quota"); err != nil {
+	if err := d.DeadLetter(context.Background(), msg, 9, "ec2_quota", "VcpuLimitExceeded: limit of 0"); err != nil {
 		t.Fatal(err)
 	}
 	in := rec.in[0]
 	attr := func(k string) string { return aws.ToString(in.MessageAttributes[k].StringValue) }
 	if aws.ToString(in.MessageBody) != msg.Body || attr("reason") != "ec2_quota" || attr("job_id") != "9" ||
-		attr("receive_count") != "5" || attr("source_message_id") != msg.MessageID {
+		attr("receive_count") != "5" || attr("source_message_id") != msg.MessageID || attr("detail") != "VcpuLimitExceeded: limit of 0" {
 		t.Errorf("sent %+v", in)
 	}
+	// No detail, no empty attribute (SQS refuses empty values).
+	if err := d.DeadLetter(context.Background(), msg, 9, "max_runners", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rec.in[1].MessageAttributes["detail"]; ok {
+		t.Errorf("empty detail sent: %+v", rec.in[1].MessageAttributes)
+	}
 	rec.err = errInjected
-	if err := d.DeadLetter(context.Background(), msg, 9, "x"); !errors.Is(err, errInjected) {
+	if err := d.DeadLetter(context.Background(), msg, 9, "x", ""); !errors.Is(err, errInjected) {
 		t.Errorf("err = %v", err)
 	}
 }

@@ -12,10 +12,12 @@ import (
 )
 
 // Realistic per-call latencies of the fakes, from field measurements:
-// CreateFleet (instant) answers in about a second; generate-jitconfig in a
-// few hundred milliseconds; other GitHub REST calls in about 100 ms.
+// CreateFleet (instant) answers in about a second; CreateTags in a couple
+// of hundred milliseconds; generate-jitconfig in a few hundred
+// milliseconds; other GitHub REST calls in about 100 ms.
 const (
 	benchFleetLatency  = time.Second
+	benchTagLatency    = 200 * time.Millisecond
 	benchJITLatency    = 300 * time.Millisecond
 	benchGitHubLatency = 100 * time.Millisecond
 	// benchConcurrency is how many batches run at once, as concurrent Lambda
@@ -33,8 +35,9 @@ var allOps = []string{
 
 // BenchmarkScaleUp1000 launches 1,000 queued jobs in batches of 10, with
 // realistic latencies in the EC2 fake and the GitHub simulator, and reports
-// per runner: GitHub calls, CreateFleet calls, store item writes
-// (claims, fleet records, counters, registration items); and per batch:
+// per runner: GitHub calls, CreateFleet calls, CreateTags calls (per-job
+// tags of shared fleets), store item writes (claims, fleet records,
+// counters, registration items); and per batch:
 // process CPU time (user+system, which includes the in-process simulators,
 // so it is an upper bound of the function's own) and wall time.
 func BenchmarkScaleUp1000(b *testing.B) {
@@ -51,6 +54,7 @@ func benchOnce(b *testing.B, mode scaleup.Mode) {
 	b.StopTimer()
 	e := newEnv(b, func(o *scaleup.Options) { o.Mode = mode })
 	e.ec2.SetLatency(benchFleetLatency)
+	e.ec2.SetOpLatency("CreateTags", benchTagLatency)
 	for _, op := range allOps {
 		e.sim.SetFault(op, ghsim.Fault{Latency: benchGitHubLatency})
 	}
@@ -99,6 +103,7 @@ func benchOnce(b *testing.B, mode scaleup.Mode) {
 	nb := float64(len(walls))
 	b.ReportMetric(float64(gh)/float64(runners), "github-calls/runner")
 	b.ReportMetric(float64(e.ec2.Calls("CreateFleet"))/float64(runners), "createfleet/runner")
+	b.ReportMetric(float64(e.ec2.Calls("CreateTags"))/float64(runners), "createtags/runner")
 	b.ReportMetric(float64(writes)/float64(runners), "store-writes/runner")
 	b.ReportMetric(float64(cpu.Microseconds())/1000/nb, "cpu-ms/batch")
 	b.ReportMetric(float64(wall.Milliseconds())/nb, "wall-ms/batch")

@@ -10,10 +10,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
 
-// DeadLetters receives the jobs scale-up gives up on, with the reason.
+// DeadLetters receives the jobs scale-up gives up on, with the reason (a
+// short fixed name, e.g. ec2_quota) and a detail for the operator (EC2's
+// error and the quota to raise; may be empty; never a secret).
 // DeadLetter returns nil only when the message is durably queued.
 type DeadLetters interface {
-	DeadLetter(ctx context.Context, msg SQSMessage, jobID int64, reason string) error
+	DeadLetter(ctx context.Context, msg SQSMessage, jobID int64, reason, detail string) error
 }
 
 // SQSAPI is the part of the SQS client SQSDeadLetters calls; *sqs.Client
@@ -26,7 +28,8 @@ var _ SQSAPI = (*sqs.Client)(nil)
 
 // SQSDeadLetters sends dead letters to the dead-letter queue: the original
 // body unchanged (so it can be redriven to the job queue as is), with the
-// message attributes reason, job_id, receive_count and source_message_id.
+// message attributes reason, job_id, receive_count, source_message_id and,
+// when there is one, detail.
 type SQSDeadLetters struct {
 	api SQSAPI
 	url string
@@ -40,7 +43,7 @@ func NewSQSDeadLetters(api SQSAPI, url string) *SQSDeadLetters {
 }
 
 // DeadLetter implements DeadLetters.
-func (d *SQSDeadLetters) DeadLetter(ctx context.Context, msg SQSMessage, jobID int64, reason string) error {
+func (d *SQSDeadLetters) DeadLetter(ctx context.Context, msg SQSMessage, jobID int64, reason, detail string) error {
 	str := func(v string) types.MessageAttributeValue {
 		return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
 	}
@@ -54,6 +57,9 @@ func (d *SQSDeadLetters) DeadLetter(ctx context.Context, msg SQSMessage, jobID i
 	}
 	if jobID > 0 {
 		attrs["job_id"] = num(jobID)
+	}
+	if detail != "" { // SQS refuses empty attribute values
+		attrs["detail"] = str(detail)
 	}
 	_, err := d.api.SendMessage(ctx, &sqs.SendMessageInput{
 		QueueUrl: aws.String(d.url), MessageBody: aws.String(msg.Body), MessageAttributes: attrs,

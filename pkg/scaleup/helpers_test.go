@@ -54,6 +54,13 @@ pools:
     subnets: [subnet-0aaaaaaaa]
     capacity: on-demand
     maxRunners: 2
+  - name: mixed
+    labels: [mixed]
+    instanceTypes: [g6.xlarge, c7i.xlarge]
+    image: {ssm: /aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-amazon-linux-2023/latest/ami-id}
+    subnets: [subnet-0aaaaaaaa]
+    capacity: on-demand
+    maxRunners: 5000
   - name: private
     labels: [private]
     scope:
@@ -129,6 +136,7 @@ type deadLetter struct {
 	msgID  string
 	jobID  int64
 	reason string
+	detail string
 }
 
 // memDeadLetters records dead letters.
@@ -137,13 +145,13 @@ type memDeadLetters struct {
 	letters []deadLetter
 }
 
-func (m *memDeadLetters) DeadLetter(ctx context.Context, msg scaleup.SQSMessage, jobID int64, reason string) error {
+func (m *memDeadLetters) DeadLetter(ctx context.Context, msg scaleup.SQSMessage, jobID int64, reason, detail string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.letters = append(m.letters, deadLetter{msg.MessageID, jobID, reason})
+	m.letters = append(m.letters, deadLetter{msg.MessageID, jobID, reason, detail})
 	return nil
 }
 
@@ -198,7 +206,7 @@ func newEnv(t testing.TB, tweak func(*scaleup.Options)) *env {
 	e.clock.set(start)
 	e.ec2.SetClock(e.clock.now)
 	e.opts = scaleup.Options{
-		Pools: pools, Launches: e.store, EC2: ec2.NewLauncher(e.ec2), GitHub: gh, Registrations: e.regs,
+		Pools: pools, Launches: e.store, EC2: ec2.NewLauncher(e.ec2, ec2.WithRetryDelay(0)), GitHub: gh, Registrations: e.regs,
 		DeadLetters: e.dlq, Counter: e.counter, Timings: e.timings,
 		Logger: slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Now:    e.clock.now, Partition: "aws", Region: "eu-west-1", Account: "123456789012",

@@ -18,6 +18,10 @@ const (
 	MetricDeadLettered = "ScaleUpDeadLettered"
 	// MetricDuplicates counts deliveries of jobs already launched or in flight.
 	MetricDuplicates = "ScaleUpDuplicates"
+	// MetricTagFailures counts instances whose per-job tags (job id, run id,
+	// runner name, repository) could not be set after a shared fleet's
+	// launch, Reason = ec2.Reason (throttled, transient, ...).
+	MetricTagFailures = "ScaleUpTagFailures"
 	// MetricRecovered counts fleets of crashed invocations recovered.
 	MetricRecovered = "ScaleUpRecovered"
 	// MetricLaunchLatency is the time from the webhook's receipt of the

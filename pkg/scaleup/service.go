@@ -11,7 +11,8 @@
 //	job (conditional write), create its registration (JIT config, or the
 //	cached registration token), record the fleet's intent, CreateFleet with
 //	a token from job ids + attempts, write one registration item per
-//	instance, record the fleet done ─► every job ends launched, skipped,
+//	instance, record the fleet done, tag each instance of a shared fleet
+//	with its own job (best effort) ─► every job ends launched, skipped,
 //	retried (batch item failure) or dead-lettered with its reason.
 //
 // Never two instances for one job: a concurrent duplicate loses the claim
@@ -110,6 +111,7 @@ type Launcher interface {
 	Launch(ctx context.Context, req ec2.Request) (ec2.Result, error)
 	States(ctx context.Context, ids []string) (map[string]ec2.InstanceState, error)
 	Terminate(ctx context.Context, ids []string) error
+	Tag(ctx context.Context, ids []string, tags map[string]string) error
 }
 
 var _ Launcher = (*ec2.Launcher)(nil)
@@ -249,6 +251,9 @@ type work struct {
 	finished bool
 	outcome  scaler.Outcome
 	reason   string
+	// detail is what the operator needs beyond the reason (EC2's error and
+	// the quota to raise); it goes with a dead letter. Never a secret.
+	detail string
 }
 
 func (w *work) finish(o scaler.Outcome, reason string) {
@@ -687,11 +692,15 @@ func (s *Service) launchGroup(ctx context.Context, ws []*work, now time.Time) {
 	if err != nil {
 		reason := "ec2_" + ec2.Reason(err)
 		log.Error("creating the fleet", "err", err.Error(), "reason", reason)
-		s.countFleetError(asEC2Error(err))
+		whole := []ec2.FleetError{{Error: asEC2Error(err)}}
+		s.reportFleetErrors(log, whole)
 		if ferr := s.o.Launches.FinishFleet(ctx, token, instances, reason); ferr != nil {
 			log.Error("recording the failed fleet", "err", ferr.Error())
 		}
 		s.failAll(members, outcomeOf(asEC2Error(err)), reason)
+		for _, w := range members {
+			w.detail = detailOf(whole)
+		}
 		return
 	}
 	s.readFleetErrors(ctx, log, spec, res, now)
@@ -736,6 +745,13 @@ func (s *Service) launchGroup(ctx context.Context, ws []*work, now time.Time) {
 		// The claims' lease will end and a later delivery recovers the fleet.
 		log.Error("recording the launched fleet", "err", err.Error())
 	}
+	if len(members) > 1 {
+		s.tagRunners(ctx, members, instances)
+	}
+	outcome := scaler.OutcomeRetry
+	if res.Permanent() {
+		outcome = scaler.OutcomePermanent
+	}
 	for i, w := range members {
 		switch {
 		case instances[i] != "":
@@ -750,7 +766,8 @@ func (s *Service) launchGroup(ctx context.Context, ws []*work, now time.Time) {
 			w.finish(scaler.OutcomeRetry, "registration_store")
 		case failure != nil:
 			w.log.Warn("no capacity for the job's runner", "reason", reason, "err", failure.Error())
-			w.finish(outcomeOf(failure), reason)
+			w.finish(outcome, reason)
+			w.detail = detailOf(res.Errors)
 		default:
 			w.finish(scaler.OutcomeRetry, "ec2_partial")
 		}
@@ -780,29 +797,136 @@ func outcomeOf(e *ec2.Error) scaler.Outcome {
 	return scaler.OutcomeRetry
 }
 
-func (s *Service) countFleetError(e *ec2.Error) {
-	s.o.Counter.Count(MetricCapacityErrors, ec2.Reason(e))
-	switch {
-	case e.Kind == ec2.ErrQuota:
-		s.o.Logger.Error("EC2 quota exceeded: ask AWS for a higher limit (Service Quotas → Amazon EC2, e.g. "+
-			"\"Running On-Demand G and VT instances\"); new accounts often have 0 for GPU instances",
-			"code", e.Code, "limit", e.Limit, "message", e.Message)
-	case e.Kind == ec2.ErrInvalid:
-		s.o.Logger.Error("EC2 refused the fleet request: check the pool's launch template, subnets and image",
-			"code", e.Code, "message", e.Message)
+// reportFleetErrors counts every fleet error and tells the operator what to
+// fix, in one log line per error code and purchase option (a fleet of 40
+// capacity pools with a zero quota is one line, not 40): the quotas to raise,
+// by their Service Quotas names, or the request EC2 refused.
+func (s *Service) reportFleetErrors(log *slog.Logger, errs []ec2.FleetError) {
+	type key struct {
+		code string
+		spot bool
+	}
+	groups := map[key][]ec2.FleetError{}
+	var order []key
+	for _, fe := range errs {
+		s.o.Counter.Count(MetricCapacityErrors, ec2.Reason(fe.Error))
+		if fe.Kind != ec2.ErrQuota && fe.Kind != ec2.ErrInvalid {
+			continue
+		}
+		k := key{fe.Code, fe.Spot}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], fe)
+	}
+	for _, k := range order {
+		g := groups[k]
+		capacity := "on-demand"
+		if k.spot {
+			capacity = "spot"
+		}
+		args := []any{"code", k.code, "capacity", capacity, "instance_types", instanceTypes(g), "capacity_pools", len(g), "message", g[0].Message}
+		if g[0].Kind == ec2.ErrQuota {
+			log.Error("EC2 quota exceeded: raise the named quotas in Service Quotas (Amazon EC2); new accounts often have 0 for GPU instances",
+				append(args, "limit", g[0].Limit, "quotas", quotaNames(g))...)
+			continue
+		}
+		log.Error("EC2 refused the fleet request: check the pool's launch template, subnets and image", args...)
 	}
 }
 
-// readFleetErrors counts the fleet's errors and remembers the capacity
-// pools that failed, so the next batches skip them for a while.
+func instanceTypes(errs []ec2.FleetError) []string {
+	var out []string
+	for _, fe := range errs {
+		if fe.InstanceType != "" && !slices.Contains(out, fe.InstanceType) {
+			out = append(out, fe.InstanceType)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func quotaNames(errs []ec2.FleetError) []string {
+	var out []string
+	for _, fe := range errs {
+		if n := ec2.QuotaName(fe.InstanceType, fe.Spot); fe.Kind == ec2.ErrQuota && n != "" && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// maxDetail bounds a dead letter's detail attribute.
+const maxDetail = 1024
+
+// detailOf tells, for a dead letter, why EC2 did not launch: the most
+// telling error in EC2's words, and the quotas to raise. EC2's codes and
+// messages name resources and quotas, never credentials.
+func detailOf(errs []ec2.FleetError) string {
+	failure := ec2.Result{Errors: errs}.Failure()
+	if failure == nil {
+		return ""
+	}
+	d := failure.Error()
+	if q := quotaNames(errs); len(q) > 0 {
+		d += " — raise in Service Quotas (Amazon EC2): " + strings.Join(q, "; ")
+	}
+	if len(d) > maxDetail {
+		d = d[:maxDetail]
+	}
+	return d
+}
+
+// jobTags are the tags of one job's instance.
+func jobTags(w *work) map[string]string {
+	return map[string]string{
+		"skiff:job-id":      strconv.FormatInt(w.job.JobID, 10),
+		"skiff:run-id":      strconv.FormatInt(w.job.RunID, 10),
+		"skiff:runner-name": scaler.RunnerName(w.job.JobID, w.gen),
+		"skiff:repository":  w.job.Repository,
+	}
+}
+
+// tagRunners tags each instance of a fleet of several jobs with its own
+// job, run, runner name and repository: CreateFleet tags every instance of
+// a fleet alike, so a fleet of one job has them from creation and a fleet of
+// several gets them here, one CreateTags per instance, in parallel. Best
+// effort: a failure is logged and counted (ScaleUpTagFailures); the
+// instance keeps the fleet's tags (job-ids, runner-names, fleet-token) and
+// the fleet record maps it to its job.
+func (s *Service) tagRunners(ctx context.Context, members []*work, instances []string) {
+	sem := make(chan struct{}, registrationConcurrency)
+	var wg sync.WaitGroup
+	for i, w := range members {
+		id := instances[i]
+		if id == "" {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := s.o.EC2.Tag(ctx, []string{id}, jobTags(w)); err != nil {
+				s.o.Counter.Count(MetricTagFailures, ec2.Reason(err))
+				w.log.Warn("tagging the runner's instance failed; it keeps the fleet's tags", "instance_id", id, "err", err.Error())
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// readFleetErrors counts and reports the fleet's errors and remembers the
+// capacity pools that failed, so the next batches skip them for a while.
 func (s *Service) readFleetErrors(ctx context.Context, log *slog.Logger, spec pool.Spec, res ec2.Result, now time.Time) {
 	if res.FellBack {
 		s.o.Counter.Count(MetricFallbacks, spec.Pool)
 	}
+	s.reportFleetErrors(log, res.Errors)
 	var keys []string
 	seen := map[string]bool{}
 	for _, fe := range res.Errors {
-		s.countFleetError(fe.Error)
 		k := fe.Key()
 		switch fe.Kind {
 		case ec2.ErrCapacity, ec2.ErrUnsupported, ec2.ErrSpotPrice, ec2.ErrQuota:
@@ -870,6 +994,11 @@ func (s *Service) request(spec pool.Spec, token string, members []*work, failed 
 	putList("skiff:runner-names", names)
 	if sameRepo {
 		req.Tags["skiff:repository"] = first.Repository
+	}
+	if len(members) == 1 { // the instance's own tags, at creation
+		for k, v := range jobTags(members[0]) {
+			req.Tags[k] = v
+		}
 	}
 	return req
 }
@@ -980,13 +1109,13 @@ func (s *Service) dispose(ctx context.Context, w *work) scaler.Disposition {
 		s.o.Counter.Count(MetricRetried, w.reason)
 		w.log.Info("job returned to the queue", "reason", w.reason)
 	case scaler.DeadLetter:
-		if err := s.o.DeadLetters.DeadLetter(ctx, w.msg, w.job.JobID, w.reason); err != nil {
+		if err := s.o.DeadLetters.DeadLetter(ctx, w.msg, w.job.JobID, w.reason, w.detail); err != nil {
 			w.log.Error("dead-lettering the job failed; returning it to the queue", "reason", w.reason, "err", err.Error())
 			s.o.Counter.Count(MetricRetried, "dead_letter_failed")
 			return scaler.Retry
 		}
 		s.o.Counter.Count(MetricDeadLettered, w.reason)
-		w.log.Error("job dead-lettered", "reason", w.reason)
+		w.log.Error("job dead-lettered", "reason", w.reason, "detail", w.detail)
 	}
 	return d
 }

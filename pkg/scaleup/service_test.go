@@ -2,6 +2,7 @@ package scaleup_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -64,6 +65,20 @@ func TestBatchLaunchesOneFleet(t *testing.T) {
 	if tags["skiff:repository"] != "acme/app" || !strings.Contains(tags["skiff:job-ids"], "1009") {
 		t.Errorf("tags %v", tags)
 	}
+	// Ten jobs share the fleet: each instance is then tagged with its own
+	// job, run and runner, the one its registration names.
+	if got := e.ec2.Calls("CreateTags"); got != 10 {
+		t.Errorf("%d CreateTags calls, want one per instance", got)
+	}
+	for _, in := range e.ec2.Live() {
+		r := regs[userdata.InstanceARN("aws", "eu-west-1", "123456789012", in.ID)]
+		jobID := strings.Split(r.RunnerName, "-")[1]
+		id, _ := strconv.ParseInt(jobID, 10, 64)
+		if in.Tags["skiff:runner-name"] != r.RunnerName || in.Tags["skiff:job-id"] != jobID ||
+			in.Tags["skiff:run-id"] != strconv.FormatInt(id/10+1, 10) || in.Tags["skiff:repository"] != "acme/app" {
+			t.Errorf("instance %s (runner %s) tags %v", in.ID, r.RunnerName, in.Tags)
+		}
+	}
 	// A second delivery of the whole batch (late duplicates) launches nothing.
 	resp = e.svc.Handle(context.Background(), batch(jobs(1000, 10)...))
 	if len(resp.BatchItemFailures) != 0 || len(e.ec2.Instances()) != 10 || e.counter.Get(scaleup.MetricDuplicates, "launched") != 10 {
@@ -111,6 +126,15 @@ func TestOutcomes(t *testing.T) {
 		{"zero vCPU quota is dead-lettered at once", func() []scaleup.SQSMessage { return jobs(1, 2, "ondemand") },
 			func(e *env) { e.ec2.FailPool("c7i.xlarge/subnet-0aaaaaaaa/on-demand", "VcpuLimitExceeded") }, 0,
 			want{dead: 2, deadReason: "ec2_quota", metric: scaleup.MetricCapacityErrors + "/quota", fleetCalls: 1}},
+		{"zero quota for one type and no capacity for the other is retried", func() []scaleup.SQSMessage { return jobs(1, 2, "mixed") },
+			func(e *env) {
+				e.ec2.FailPool("g6.xlarge/subnet-0aaaaaaaa/on-demand", "VcpuLimitExceeded")
+				e.ec2.FailPool("c7i.xlarge/subnet-0aaaaaaaa/on-demand", "InsufficientInstanceCapacity")
+			}, 0,
+			want{retried: 2, metric: scaleup.MetricCapacityErrors + "/quota", fleetCalls: 1}},
+		{"a type with zero quota does not stop the others", func() []scaleup.SQSMessage { return jobs(1, 2, "mixed") },
+			func(e *env) { e.ec2.FailPool("g6.xlarge/subnet-0aaaaaaaa/on-demand", "VcpuLimitExceeded") }, 0,
+			want{launched: 2, metric: scaleup.MetricCapacityErrors + "/quota", fleetCalls: 1}},
 		{"throttled fleet call is retried", func() []scaleup.SQSMessage { return jobs(1, 2) },
 			func(e *env) { e.ec2.ThrottleNext(1) }, 0, want{retried: 2, fleetCalls: 1}},
 		{"missing launch template is dead-lettered", func() []scaleup.SQSMessage { return jobs(1, 1) },
@@ -448,6 +472,95 @@ func TestSecretsNeverLogged(t *testing.T) {
 		}
 		if !strings.Contains(logs, "terminating its instance") {
 			t.Errorf("mode %s: the failure path was not exercised", mode)
+		}
+	}
+}
+
+// TestPerJobTags: a fleet of one job carries the job's own tags at creation
+// (no CreateTags); a fleet of several is tagged per instance after the
+// launch, and a tagging failure launches the runners all the same.
+func TestPerJobTags(t *testing.T) {
+	t.Parallel()
+	t.Run("one job: tags at creation", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, nil)
+		if r := e.svc.Handle(context.Background(), batch(message(job(4711), 1))); len(r.BatchItemFailures) != 0 {
+			t.Fatalf("failures %+v", r.BatchItemFailures)
+		}
+		in := e.ec2.CreateFleetInputs()[0]
+		tags := map[string]string{}
+		for _, ts := range in.TagSpecifications {
+			for _, tg := range ts.Tags {
+				tags[aws.ToString(tg.Key)] = aws.ToString(tg.Value)
+			}
+		}
+		if tags["skiff:job-id"] != "4711" || tags["skiff:run-id"] != "472" || tags["skiff:runner-name"] != "skiff-4711-1" ||
+			tags["skiff:repository"] != "acme/app" || tags["skiff:owner"] != "acme" || tags["skiff:pool"] != "cpu" {
+			t.Errorf("tags at creation %v", tags)
+		}
+		if n := e.ec2.Calls("CreateTags"); n != 0 {
+			t.Errorf("%d CreateTags calls for a fleet of one", n)
+		}
+	})
+	t.Run("several jobs: tagging failures are counted, not fatal", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, nil)
+		e.ec2.FailOp("CreateTags", "RequestLimitExceeded", "RequestLimitExceeded")
+		e.ec2.SetEventualConsistency(1) // every id unknown to its first CreateTags: retried
+		r := e.svc.Handle(context.Background(), batch(jobs(500, 4)...))
+		if len(r.BatchItemFailures) != 0 || len(e.ec2.Live()) != 4 || e.counter.Get(scaleup.MetricLaunched, "cpu") != 4 {
+			t.Fatalf("failures %+v, %d live", r.BatchItemFailures, len(e.ec2.Live()))
+		}
+		if got := e.counter.Get(scaleup.MetricTagFailures, "throttled"); got != 2 {
+			t.Errorf("tag failures counted %d, want 2: %v", got, e.counter.Snapshot())
+		}
+		tagged := 0
+		for _, in := range e.ec2.Live() {
+			if in.Tags["skiff:job-id"] != "" {
+				tagged++
+			}
+			if in.Tags["skiff:job-ids"] == "" {
+				t.Errorf("instance %s lost its fleet tags: %v", in.ID, in.Tags)
+			}
+		}
+		if tagged != 2 || !strings.Contains(e.logs.String(), "tagging the runner's instance") {
+			t.Errorf("%d instances tagged, want 2 (two throttled)", tagged)
+		}
+	})
+}
+
+// TestQuotaReachesTheOperator: a zero quota is dead-lettered at once with
+// EC2's own words, and logged once per fleet and purchase option with the
+// name of the quota to raise, not once per capacity pool.
+func TestQuotaReachesTheOperator(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	for _, typ := range []string{"c7i.large", "m7i.large"} {
+		for _, sub := range []string{"subnet-0aaaaaaaa", "subnet-0bbbbbbbb"} {
+			for _, spot := range []bool{true, false} {
+				e.ec2.FailPool(ec2.CapacityKey(typ, sub, spot), "VcpuLimitExceeded")
+			}
+		}
+	}
+	e.svc.Handle(context.Background(), batch(jobs(1, 3)...))
+	dead := e.dlq.all()
+	if len(dead) != 3 {
+		t.Fatalf("dead letters %+v, want 3", dead)
+	}
+	for _, d := range dead {
+		if d.reason != "ec2_quota" || !strings.Contains(d.detail, "VcpuLimitExceeded") || !strings.Contains(d.detail, "limit of 0") ||
+			!strings.Contains(d.detail, "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances") {
+			t.Errorf("dead letter %+v", d)
+		}
+	}
+	logs := e.logs.String()
+	if n := strings.Count(logs, "EC2 quota exceeded"); n != 2 {
+		t.Errorf("%d quota log lines, want 2 (spot and on-demand fleets)\n%s", n, logs)
+	}
+	for _, want := range []string{"All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests",
+		"Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances", `"instance_types":["c7i.large","m7i.large"]`} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("logs lack %s", want)
 		}
 	}
 }

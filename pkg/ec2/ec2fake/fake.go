@@ -1,6 +1,9 @@
 // Package ec2fake is the EC2 fake shared by skiff's tests: an in-memory
-// implementation of the fleet, describe and terminate calls that behaves
-// like EC2 where skiff depends on it, and injects EC2's real failure modes.
+// implementation of the fleet, describe, terminate and tag calls that
+// behaves like EC2 where skiff depends on it, and injects EC2's real failure
+// modes. It is used in process (as an ec2.API) or over HTTP (Handler, Serve),
+// speaking the EC2 Query protocol to a real SDK client: both fronts share one
+// state and one set of faults.
 //
 // What it models:
 //
@@ -11,14 +14,20 @@
 //     unless set; injected per-pool error codes (InsufficientInstanceCapacity,
 //     Unsupported, SpotMaxPriceTooLow, VcpuLimitExceeded, ...); spot
 //     unavailable everywhere; a cap on instances per call (partial fills).
-//   - Call-level failures: RequestLimitExceeded for the next n calls, or any
-//     code; unknown launch templates.
+//   - Call-level failures: RequestLimitExceeded for the next n calls of an
+//     operation, or any code; unknown launch templates.
+//   - Tag limits (50 tags per resource, keys of 128 and values of 256
+//     characters, no "aws:" prefix), for tags at creation and CreateTags.
+//   - Eventual consistency: a just-launched instance can stay unknown to the
+//     next CreateTags calls naming it (InvalidInstanceID.NotFound).
+//   - A failed call changes nothing (TerminateInstances and CreateTags check
+//     every id before acting).
 //   - ClientToken idempotency: the same token with an identical request
 //     returns the first answer and launches nothing; the same token with a
 //     different request fails with IdempotentParameterMismatch.
 //   - Instances with state and tags, for DescribeInstances and
 //     TerminateInstances.
-//   - A per-call latency, for benchmarks.
+//   - A per-call latency, per operation if need be, for benchmarks.
 //
 // Every input is recorded; Reset forgets inputs, instances, tokens and faults.
 package ec2fake
@@ -48,13 +57,16 @@ type Fake struct {
 	mu         sync.Mutex
 	now        func() time.Time
 	latency    time.Duration
+	opLatency  map[string]time.Duration
 	templates  map[string]bool // nil: every name exists
 	zones      map[string]string
 	capacity   map[string]int
 	poolErrors map[string]string
 	spotDown   bool
 	fillLimit  int
-	failNext   []string
+	failNext   map[string][]string
+	tagLag     int
+	lag        map[string]int
 	attrType   string
 	nextID     int
 	fleets     int
@@ -95,13 +107,16 @@ func New() *Fake {
 func (f *Fake) reset() {
 	f.now = time.Now
 	f.latency = 0
+	f.opLatency = map[string]time.Duration{}
 	f.templates = nil
 	f.zones = map[string]string{}
 	f.capacity = map[string]int{}
 	f.poolErrors = map[string]string{}
 	f.spotDown = false
 	f.fillLimit = 0
-	f.failNext = nil
+	f.failNext = map[string][]string{}
+	f.tagLag = 0
+	f.lag = map[string]int{}
 	f.attrType = "m7i.large"
 	f.inputs = nil
 	f.calls = map[string]int{}
@@ -123,6 +138,15 @@ func (f *Fake) Reset() {
 func (f *Fake) SetLatency(d time.Duration) {
 	f.mu.Lock()
 	f.latency = d
+	f.mu.Unlock()
+}
+
+// SetOpLatency makes the calls of one operation ("CreateFleet",
+// "DescribeInstances", "TerminateInstances", "CreateTags") take d instead of
+// SetLatency's.
+func (f *Fake) SetOpLatency(op string, d time.Duration) {
+	f.mu.Lock()
+	f.opLatency[op] = d
 	f.mu.Unlock()
 }
 
@@ -190,9 +214,23 @@ func (f *Fake) SetFillLimit(n int) {
 
 // FailNext makes the next len(codes) CreateFleet calls fail as a whole with
 // these codes, in order (RequestLimitExceeded for throttling).
-func (f *Fake) FailNext(codes ...string) {
+func (f *Fake) FailNext(codes ...string) { f.FailOp("CreateFleet", codes...) }
+
+// FailOp makes the next len(codes) calls of an operation ("CreateFleet",
+// "DescribeInstances", "TerminateInstances", "CreateTags") fail as a whole
+// with these codes, in order, changing nothing.
+func (f *Fake) FailOp(op string, codes ...string) {
 	f.mu.Lock()
-	f.failNext = append(f.failNext, codes...)
+	f.failNext[op] = append(f.failNext[op], codes...)
+	f.mu.Unlock()
+}
+
+// SetEventualConsistency makes each instance launched from now on unknown to
+// the first n CreateTags calls that name it, as EC2's eventual consistency
+// can make a just-launched instance id unknown for a moment; 0 turns it off.
+func (f *Fake) SetEventualConsistency(n int) {
+	f.mu.Lock()
+	f.tagLag = n
 	f.mu.Unlock()
 }
 
@@ -260,9 +298,12 @@ func (f *Fake) Live() []Instance {
 	return out
 }
 
-func (f *Fake) wait(ctx context.Context) error {
+func (f *Fake) wait(ctx context.Context, op string) error {
 	f.mu.Lock()
-	d := f.latency
+	d, ok := f.opLatency[op]
+	if !ok {
+		d = f.latency
+	}
 	f.mu.Unlock()
 	if d <= 0 {
 		return ctx.Err()
@@ -281,19 +322,46 @@ func apiErr(code, msg string) error {
 	return &smithy.GenericAPIError{Code: code, Message: msg, Fault: smithy.FaultClient}
 }
 
+// injected pops the next injected failure of op; the caller holds f.mu.
+func (f *Fake) injected(op string) error {
+	codes := f.failNext[op]
+	if len(codes) == 0 {
+		return nil
+	}
+	f.failNext[op] = codes[1:]
+	return apiErr(codes[0], "injected "+codes[0])
+}
+
+// checkTags applies EC2's tag limits.
+func checkTags(tags []types.Tag) error {
+	if len(tags) > 50 {
+		return apiErr("TagLimitExceeded", fmt.Sprintf("%d tags; a resource can have at most 50", len(tags)))
+	}
+	for _, t := range tags {
+		k, v := aws.ToString(t.Key), aws.ToString(t.Value)
+		switch {
+		case k == "" || len(k) > 128:
+			return apiErr("InvalidParameterValue", fmt.Sprintf("tag key %q must be 1 to 128 characters", k))
+		case len(v) > 256:
+			return apiErr("InvalidParameterValue", fmt.Sprintf("value of tag %s is %d characters; at most 256", k, len(v)))
+		case strings.HasPrefix(strings.ToLower(k), "aws:"):
+			return apiErr("InvalidParameterValue", "tag keys starting with aws: are reserved")
+		}
+	}
+	return nil
+}
+
 // CreateFleet implements ec2.API for fleets of type instant.
 func (f *Fake) CreateFleet(ctx context.Context, in *sdkec2.CreateFleetInput, _ ...func(*sdkec2.Options)) (*sdkec2.CreateFleetOutput, error) {
-	if err := f.wait(ctx); err != nil {
+	if err := f.wait(ctx, "CreateFleet"); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls["CreateFleet"]++
 	f.inputs = append(f.inputs, in)
-	if len(f.failNext) > 0 {
-		code := f.failNext[0]
-		f.failNext = f.failNext[1:]
-		return nil, apiErr(code, "injected "+code)
+	if err := f.injected("CreateFleet"); err != nil {
+		return nil, err
 	}
 	if err := f.validate(in); err != nil {
 		return nil, err
@@ -349,6 +417,9 @@ func (f *Fake) validate(in *sdkec2.CreateFleetInput) error {
 		if ts.ResourceType != types.ResourceTypeInstance && ts.ResourceType != types.ResourceTypeVolume &&
 			ts.ResourceType != types.ResourceTypeFleet {
 			return apiErr("InvalidParameterValue", "unsupported tag resource type "+string(ts.ResourceType))
+		}
+		if err := checkTags(ts.Tags); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -431,6 +502,9 @@ func (f *Fake) launch(in *sdkec2.CreateFleetInput, token string) *sdkec2.CreateF
 					f.instances[id] = &Instance{ID: id, InstanceType: typ, Subnet: subnet, Zone: f.zone(subnet),
 						Spot: spot, State: "pending", LaunchTime: f.now(), Tags: copyTags(tags), Token: token}
 					f.order = append(f.order, id)
+					if f.tagLag > 0 {
+						f.lag[id] = f.tagLag
+					}
 				}
 				out.Instances = append(out.Instances, types.CreateFleetInstance{
 					InstanceIds: ids, InstanceType: types.InstanceType(typ), Lifecycle: life,
@@ -468,22 +542,28 @@ func message(code, typ, zone string) string {
 
 // DescribeInstances implements ec2.API for InstanceIds (no filters).
 func (f *Fake) DescribeInstances(ctx context.Context, in *sdkec2.DescribeInstancesInput, _ ...func(*sdkec2.Options)) (*sdkec2.DescribeInstancesOutput, error) {
-	if err := f.wait(ctx); err != nil {
+	if err := f.wait(ctx, "DescribeInstances"); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls["DescribeInstances"]++
+	if err := f.injected("DescribeInstances"); err != nil {
+		return nil, err
+	}
+	if len(in.Filters) > 0 || in.MaxResults != nil || in.NextToken != nil {
+		return nil, apiErr("UnknownParameter", "the fake describes instances by id only")
+	}
 	ids := in.InstanceIds
 	if len(ids) == 0 {
 		ids = append([]string(nil), f.order...)
 	}
-	var res types.Reservation
+	if err := f.known(ids, false); err != nil {
+		return nil, err
+	}
+	res := types.Reservation{ReservationId: aws.String("r-0fa4e0000000000000"), OwnerId: aws.String("123456789012")}
 	for _, id := range ids {
-		inst, ok := f.instances[id]
-		if !ok {
-			return nil, apiErr("InvalidInstanceID.NotFound", fmt.Sprintf("The instance ID '%s' does not exist", id))
-		}
+		inst := f.instances[id]
 		var tags []types.Tag
 		keys := make([]string, 0, len(inst.Tags))
 		for k := range inst.Tags {
@@ -493,39 +573,132 @@ func (f *Fake) DescribeInstances(ctx context.Context, in *sdkec2.DescribeInstanc
 		for _, k := range keys {
 			tags = append(tags, types.Tag{Key: aws.String(k), Value: aws.String(inst.Tags[k])})
 		}
-		res.Instances = append(res.Instances, types.Instance{
+		out := types.Instance{
 			InstanceId: aws.String(inst.ID), InstanceType: types.InstanceType(inst.InstanceType),
-			SubnetId: aws.String(inst.Subnet), State: &types.InstanceState{Name: types.InstanceStateName(inst.State)},
+			SubnetId:   aws.String(inst.Subnet),
+			Placement:  &types.Placement{AvailabilityZone: aws.String(inst.Zone)},
+			State:      &types.InstanceState{Name: types.InstanceStateName(inst.State), Code: aws.Int32(stateCode(inst.State))},
 			LaunchTime: aws.Time(inst.LaunchTime),
 			Tags:       tags,
-		})
+		}
+		if inst.Spot {
+			out.InstanceLifecycle = types.InstanceLifecycleTypeSpot
+		}
+		res.Instances = append(res.Instances, out)
 	}
 	return &sdkec2.DescribeInstancesOutput{Reservations: []types.Reservation{res}}, nil
 }
 
 // TerminateInstances implements ec2.API.
 func (f *Fake) TerminateInstances(ctx context.Context, in *sdkec2.TerminateInstancesInput, _ ...func(*sdkec2.Options)) (*sdkec2.TerminateInstancesOutput, error) {
-	if err := f.wait(ctx); err != nil {
+	if err := f.wait(ctx, "TerminateInstances"); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls["TerminateInstances"]++
+	if err := f.injected("TerminateInstances"); err != nil {
+		return nil, err
+	}
+	if len(in.InstanceIds) == 0 {
+		return nil, apiErr("MissingParameter", "The request must contain the parameter InstanceId")
+	}
+	if err := f.known(in.InstanceIds, false); err != nil {
+		return nil, err
+	}
 	out := &sdkec2.TerminateInstancesOutput{}
 	for _, id := range in.InstanceIds {
-		inst, ok := f.instances[id]
-		if !ok {
-			return nil, apiErr("InvalidInstanceID.NotFound", fmt.Sprintf("The instance ID '%s' does not exist", id))
-		}
+		inst := f.instances[id]
 		prev := inst.State
+		cur := types.InstanceStateNameShuttingDown
+		if prev == "terminated" {
+			cur = types.InstanceStateNameTerminated
+		}
 		inst.State = "terminated"
 		out.TerminatingInstances = append(out.TerminatingInstances, types.InstanceStateChange{
 			InstanceId:    aws.String(id),
-			PreviousState: &types.InstanceState{Name: types.InstanceStateName(prev)},
-			CurrentState:  &types.InstanceState{Name: types.InstanceStateNameShuttingDown},
+			PreviousState: &types.InstanceState{Name: types.InstanceStateName(prev), Code: aws.Int32(stateCode(prev))},
+			CurrentState:  &types.InstanceState{Name: cur, Code: aws.Int32(stateCode(string(cur)))},
 		})
 	}
 	return out, nil
+}
+
+// CreateTags implements ec2.API for instances: it adds or overwrites the
+// tags of every instance named, or of none when one is unknown.
+func (f *Fake) CreateTags(ctx context.Context, in *sdkec2.CreateTagsInput, _ ...func(*sdkec2.Options)) (*sdkec2.CreateTagsOutput, error) {
+	if err := f.wait(ctx, "CreateTags"); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls["CreateTags"]++
+	if err := f.injected("CreateTags"); err != nil {
+		return nil, err
+	}
+	if len(in.Resources) == 0 || len(in.Tags) == 0 {
+		return nil, apiErr("MissingParameter", "The request must contain the parameters ResourceId and Tag")
+	}
+	if err := checkTags(in.Tags); err != nil {
+		return nil, err
+	}
+	if err := f.known(in.Resources, true); err != nil {
+		return nil, err
+	}
+	for _, id := range in.Resources {
+		inst := f.instances[id]
+		for _, t := range in.Tags {
+			inst.Tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
+		}
+		if len(inst.Tags) > 50 {
+			return nil, apiErr("TagLimitExceeded", "a resource can have at most 50 tags")
+		}
+	}
+	return &sdkec2.CreateTagsOutput{}, nil
+}
+
+// known fails with InvalidInstanceID.NotFound, naming every unknown id as
+// EC2 does, unless all ids are known instances. With lagging, an instance
+// still hidden by eventual consistency counts as unknown (and comes one call
+// closer to being visible). The caller holds f.mu.
+func (f *Fake) known(ids []string, lagging bool) error {
+	var missing []string
+	for _, id := range ids {
+		_, ok := f.instances[id]
+		if ok && lagging && f.lag[id] > 0 {
+			f.lag[id]--
+			ok = false
+		}
+		if !ok {
+			missing = append(missing, id)
+		}
+	}
+	switch len(missing) {
+	case 0:
+		return nil
+	case 1:
+		return apiErr("InvalidInstanceID.NotFound", fmt.Sprintf("The instance ID '%s' does not exist", missing[0]))
+	}
+	return apiErr("InvalidInstanceID.NotFound", fmt.Sprintf("The instance IDs '%s' do not exist", strings.Join(missing, ", ")))
+}
+
+// stateCode is EC2's numeric code of an instance state.
+func stateCode(state string) int32 {
+	switch state {
+	case "pending":
+		return 0
+	case "running":
+		return 16
+	case "shutting-down":
+		return 32
+	case "terminated":
+		return 48
+	case "stopping":
+		return 64
+	case "stopped":
+		return 80
+	}
+	return 0
 }
 
 func copyTags(m map[string]string) map[string]string {
