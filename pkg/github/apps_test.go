@@ -3,6 +3,7 @@ package github_test
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
@@ -125,5 +126,31 @@ func TestHintForAnotherApp(t *testing.T) {
 	}
 	if m.sim.TokensMinted(m.soloInst) != 1 {
 		t.Fatal("the hinted installation was not used")
+	}
+}
+
+// TestDiscoveryFailureIsNotRepeatedEveryCall: with several Apps, a webhook's installation
+// id is used while discovering the others fails; the failed discovery is retried after a
+// minute, not on every call (each costs up to 4 requests and seconds of backoff).
+func TestDiscoveryFailureIsNotRepeatedEveryCall(t *testing.T) {
+	t.Parallel()
+	m := newMultiEnv(t)
+	m.sim.SetFault(ghsim.OpGetOrgInstallation, ghsim.Fault{ErrorRate: 1, ErrorStatus: 500})
+	ctx := ctxT(t)
+	for range 10 {
+		if _, err := m.client2.ListRunners(ctx, m.soloInst, github.OrgScope("solo"), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := m.sim.Requests(ghsim.OpGetOrgInstallation); n != 4 {
+		t.Fatalf("%d discovery requests for 10 calls, want one discovery (4 attempts)", n)
+	}
+	m.sim.ClearFaults()
+	m.clock.Advance(2 * time.Minute)
+	if _, err := m.client2.ListRunners(ctx, m.soloInst, github.OrgScope("solo"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if n := m.sim.Requests(ghsim.OpGetOrgInstallation); n <= 4 {
+		t.Fatal("discovery was not tried again after its back-off")
 	}
 }

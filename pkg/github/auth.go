@@ -33,6 +33,11 @@ const (
 	mintTimeout = 30 * time.Second
 	// discoveryTTL: how long the set of Apps installed on an account is trusted.
 	discoveryTTL = time.Hour
+	// discoveryRetry: how long a failed discovery is not tried again. Calls with an
+	// installation id from a webhook go on with it meanwhile; without one they fail
+	// fast with the discovery's error instead of each paying up to 4 requests and
+	// seconds of backoff while GitHub is failing.
+	discoveryRetry = time.Minute
 )
 
 // ParsePrivateKey parses a GitHub App private key in PEM form (PKCS#1
@@ -113,6 +118,7 @@ type install struct {
 type account struct {
 	installs   []*install
 	discovered time.Time
+	err        error // the last discovery failed with err (installs then unknown)
 }
 
 // credential returns the Authorization bearer value for rq.
@@ -285,7 +291,12 @@ func (c *Client) account(ctx context.Context, owner, repo string) (*account, err
 	key := normalizeOwner(owner)
 	c.mu.Lock()
 	a := c.accounts[key]
-	if a != nil && c.now().Sub(a.discovered) < discoveryTTL {
+	switch {
+	case a != nil && a.err != nil && c.now().Sub(a.discovered) < discoveryRetry:
+		c.mu.Unlock()
+		return nil, fmt.Errorf("finding installation for %s (as found %s ago): %w",
+			owner, c.now().Sub(a.discovered).Round(time.Second), a.err)
+	case a != nil && a.err == nil && c.now().Sub(a.discovered) < discoveryTTL:
 		c.mu.Unlock()
 		return a, nil
 	}
@@ -298,6 +309,16 @@ func (c *Client) account(ctx context.Context, owner, repo string) (*account, err
 				continue
 			}
 			if err != nil {
+				if ctx.Err() == nil { // a failure of GitHub's, not a cancelled flight
+					c.mu.Lock()
+					defer c.mu.Unlock()
+					if old := c.accounts[key]; old != nil && old.err == nil {
+						// Keep the stale but known installations a minute more.
+						old.discovered = c.now().Add(discoveryRetry - discoveryTTL)
+						return old, nil
+					}
+					c.accounts[key] = &account{discovered: c.now(), err: err}
+				}
 				return nil, err
 			}
 			found = append(found, inst)
@@ -308,9 +329,11 @@ func (c *Client) account(ctx context.Context, owner, repo string) (*account, err
 		for _, f := range found {
 			acct.installs = append(acct.installs, c.installLocked(f.ID, c.appByID[f.AppID], owner))
 		}
-		if len(found) > 0 {
-			c.accounts[key] = acct
+		if len(found) == 0 {
+			// Remembered for discoveryRetry too: no App is installed there (yet).
+			acct.err = ErrNotInstalled
 		}
+		c.accounts[key] = acct
 		return acct, nil
 	})
 	if err != nil {

@@ -229,6 +229,11 @@ type request struct {
 	auth   authKind
 	inst   *install  // for authInstallation
 	app    *appState // for authApp
+
+	// uncertain is set by send when an attempt failed in a way that leaves unknown
+	// whether GitHub acted on it (a 5xx answer or a transport error) and another
+	// attempt followed: a later 409 may then be this call's own doing.
+	uncertain bool
 }
 
 type response struct {
@@ -297,10 +302,10 @@ func (c *Client) send(ctx context.Context, rq *request) (*response, error) {
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("github %s: %w", rq.op, ctx.Err())
 			}
-			if retries < c.retry.MaxRetries {
-				d := c.backoff(retries)
+			if d := c.backoff(retries); retries < c.retry.MaxRetries && fitsDeadline(ctx, d) {
 				log.Warn("github request failed, retrying", "attempt", attempt, "error", err, "retry_in_ms", d.Milliseconds())
 				retries++
+				rq.uncertain = true
 				if err := c.sleep(ctx, d); err != nil {
 					return nil, fmt.Errorf("github %s: %w", rq.op, err)
 				}
@@ -336,8 +341,12 @@ func (c *Client) send(ctx context.Context, rq *request) (*response, error) {
 			return nil, rle
 		case resp.status >= 500 && retries < c.retry.MaxRetries:
 			d := c.backoff(retries)
+			if !fitsDeadline(ctx, d) {
+				return nil, c.apiError(rq, target, resp)
+			}
 			log.Warn("github server error, retrying", "status", resp.status, "attempt", attempt, "retry_in_ms", d.Milliseconds())
 			retries++
+			rq.uncertain = true
 			if err := c.sleep(ctx, d); err != nil {
 				return nil, fmt.Errorf("github %s: %w", rq.op, err)
 			}
@@ -392,6 +401,14 @@ func (c *Client) backoff(n int) time.Duration {
 		d = c.retry.MaxDelay
 	}
 	return time.Duration(c.rand() * float64(d))
+}
+
+// fitsDeadline reports whether ctx leaves more than d: a backoff that cannot be
+// followed by another attempt returns the error at once instead of sleeping into
+// the deadline.
+func fitsDeadline(ctx context.Context, d time.Duration) bool {
+	dl, ok := ctx.Deadline()
+	return !ok || time.Until(dl) > d
 }
 
 // canWait reports whether a wait of d fits both the policy and ctx's deadline.

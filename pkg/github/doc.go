@@ -23,7 +23,10 @@
 // Retry-After, x-ratelimit-remaining: 0, or a rate-limit message) are
 // handled the same way, as GitHub documents. 5xx answers and transport
 // errors are retried with exponential backoff and full jitter, 3 times by
-// default. Every call is bounded by its context.
+// default, as long as the backoff fits the context's deadline. Every call is
+// bounded by its context. A JIT configuration whose answer was lost (a 5xx or
+// transport error, then 409 for the name on the retry) is regenerated once,
+// after deleting the never-connected runner GitHub created for it.
 //
 // Several Apps: NewClient takes a list. When an account has more than one
 // of them installed, each call acts as the installation with the most

@@ -49,6 +49,22 @@ func TestFaults(t *testing.T) {
 			},
 		},
 		{
+			name: "5xx backoff that does not fit the deadline returns the server error",
+			setup: func(e *env) {
+				e.sim.SetFault(ghsim.OpGetJob, ghsim.Fault{FailNext: 1, ErrorStatus: 503})
+			},
+			ctx: func(t *testing.T) context.Context {
+				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond) // < the 250 ms backoff
+				t.Cleanup(cancel)
+				return ctx
+			},
+			check: func(t *testing.T, e *env, err error) {
+				if !errors.Is(err, github.ErrServer) || e.sim.Requests(ghsim.OpGetJob) != 1 || len(e.slept()) != 0 {
+					t.Fatalf("err = %v after %d requests and waits %v; want the 503 at once", err, e.sim.Requests(ghsim.OpGetJob), e.slept())
+				}
+			},
+		},
+		{
 			name:  "404 is not retried",
 			setup: func(e *env) {},
 			check: func(t *testing.T, e *env, err error) {

@@ -37,6 +37,16 @@ func (c *Client) GenerateJITConfig(ctx context.Context, inst int64, scope Scope,
 	rq := &request{op: "generate_jit_config", method: "POST", path: scope.prefix() + "/actions/runners/generate-jitconfig",
 		body: req, inst: in}
 	resp, err := c.send(ctx, rq)
+	if errors.Is(err, ErrConflict) && rq.uncertain {
+		// An earlier attempt of this very call created the runner, and its answer, the
+		// only copy of that JIT config, was lost. Replace the orphan once.
+		if rerr := c.deleteOrphan(ctx, in.id, scope, req.Name); rerr != nil {
+			err = fmt.Errorf("%w (replacing the runner whose JIT config was lost: %w)", err, rerr)
+		} else {
+			rq = &request{op: rq.op, method: rq.method, path: rq.path, body: req, inst: in}
+			resp, err = c.send(ctx, rq)
+		}
+	}
 	if errors.Is(err, ErrNotFound) && scope.IsOrg() {
 		c.forgetGroups(scope.Owner) // the group may be gone
 	}
@@ -54,6 +64,27 @@ func (c *Client) GenerateJITConfig(ctx context.Context, inst int64, scope Scope,
 		return nil, fmt.Errorf("generating JIT config for %s: answer has no encoded_jit_config", scope)
 	}
 	return &JITConfig{Runner: out.Runner, EncodedJITConfig: Secret(out.EncodedJITConfig)}, nil
+}
+
+// deleteOrphan deletes the runner named name in scope if it never took a job: offline
+// and idle, as a JIT runner is until its config is used. A runner that connected is
+// someone's, and is left alone (ErrConflict stands).
+func (c *Client) deleteOrphan(ctx context.Context, inst int64, scope Scope, name string) error {
+	rs, err := c.ListRunners(ctx, inst, scope, name)
+	if err != nil {
+		return err
+	}
+	for _, r := range rs {
+		if r.Name != name {
+			continue
+		}
+		if r.Status != "offline" || r.Busy {
+			return fmt.Errorf("runner %d %q is %s (busy=%v): %w", r.ID, name, r.Status, r.Busy, ErrConflict)
+		}
+		c.log.Warn("replacing a runner whose JIT config was lost in transit", "runner_id", r.ID, "runner_name", name, "scope", scope.String())
+		return c.DeleteRunner(ctx, inst, scope, r.ID)
+	}
+	return nil // gone meanwhile: generate again
 }
 
 // RunnerGroupID returns the id of the organization's runner group with the

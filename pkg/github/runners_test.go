@@ -256,3 +256,58 @@ func TestJobLifecycle(t *testing.T) {
 		t.Fatalf("unknown job: %v", err)
 	}
 }
+
+// TestJITConfigLostResponse: GitHub created the runner but its answer was lost (a 502
+// from a proxy, a timeout). The retry gets 409 for the name; nobody holds that JIT
+// config, so the client deletes the never-connected runner and generates a new one,
+// instead of leaving an orphan and failing the job until its name is retried.
+func TestJITConfigLostResponse(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		connected bool // a runner of that name already connected: a genuine conflict
+		wantErr   error
+	}{
+		{"answer lost after the runner was created", false, nil},
+		{"name held by a connected runner", true, github.ErrConflict},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, envConfig{})
+			ctx := ctxT(t)
+			org := github.OrgScope("acme")
+			req := github.JITRequest{Name: "skiff-42", RunnerGroupID: 1, Labels: []string{"x"}}
+			if tt.connected {
+				first, err := e.client.GenerateJITConfig(ctx, e.inst, org, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := e.sim.ConnectRunner(first.EncodedJITConfig.Reveal()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e.sim.SetFault(ghsim.OpGenerateOrgJITConfig, ghsim.Fault{FailNext: 1, LoseResponse: true})
+			jc, err := e.client.GenerateJITConfig(ctx, e.inst, org, req)
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("err = %v, want %v", err, tt.wantErr)
+				}
+				if n := len(e.sim.Runners()); n != 1 {
+					t.Fatalf("%d runners, want the connected one kept", n)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("GenerateJITConfig after a lost answer: %v", err)
+			}
+			rs := e.sim.Runners()
+			if len(rs) != 1 || rs[0].ID != jc.Runner.ID {
+				t.Fatalf("runners = %+v, want only the runner of the returned config (%d)", rs, jc.Runner.ID)
+			}
+			if _, err := e.sim.ConnectRunner(jc.EncodedJITConfig.Reveal()); err != nil {
+				t.Fatalf("the returned config does not connect: %v", err)
+			}
+		})
+	}
+}

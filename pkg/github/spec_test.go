@@ -93,6 +93,24 @@ func TestSimulatorAnswersMatchGitHubSpec(t *testing.T) {
 	must(err)
 	must(c.RedeliverHookDelivery(ctx, 0, ds[0].ID))
 
+	// Fault and limit answers, as the client meets them.
+	job := run.JobIDs[0]
+	e.sim.SetFault(ghsim.OpGetJob, ghsim.Fault{FailNext: 1}) // 502, then served
+	_, err = c.GetJob(ctx, e.inst, "acme", "app", job)
+	must(err)
+	e.sim.SetFault(ghsim.OpGetJob, ghsim.Fault{LimitUntil: e.clock.Now().Add(time.Second), RetryAfter: time.Second}) // secondary 403
+	_, err = c.GetJob(ctx, e.inst, "acme", "app", job)
+	must(err)
+	e.sim.SetFault(ghsim.OpGetJob, ghsim.Fault{LimitUntil: e.clock.Now().Add(time.Second), LimitStatus: 429}) // secondary 429
+	_, err = c.GetJob(ctx, e.inst, "acme", "app", job)
+	must(err)
+	e.sim.ClearFaults()
+	e.sim.RevokeTokens(e.inst) // 401, then a new token
+	_, err = c.GetJob(ctx, e.inst, "acme", "app", job)
+	must(err)
+	e.sim.SetRateLimit(e.inst, 5000, 0) // primary 403
+	_, _ = c.GetJob(ctx, e.inst, "acme", "app", job)
+
 	mu.Lock()
 	defer mu.Unlock()
 	covered := map[string]bool{}
@@ -119,6 +137,7 @@ func TestSimulatorAnswersMatchGitHubSpec(t *testing.T) {
 		ghsim.OpGenerateOrgJITConfig + " 201", ghsim.OpGenerateOrgJITConfig + " 409", ghsim.OpGenerateOrgJITConfig + " 404",
 		ghsim.OpGenerateRepoJITConfig + " 201",
 		ghsim.OpGetJob + " 200", ghsim.OpGetWorkflowRun + " 200", ghsim.OpGetWorkflowRun + " 404",
+		ghsim.OpGetJob + " 502", ghsim.OpGetJob + " 403", ghsim.OpGetJob + " 429", ghsim.OpGetJob + " 401",
 		ghsim.OpGetOrgRunner + " 200", ghsim.OpGetRepoRunner + " 200", ghsim.OpGetRepoRunner + " 404",
 		ghsim.OpDeleteOrgRunner + " 422", ghsim.OpDeleteRepoRunner + " 204",
 		ghsim.OpListOrgRunners + " 200", ghsim.OpListRepoRunners + " 200",

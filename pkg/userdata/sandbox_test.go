@@ -268,6 +268,7 @@ func contains(list []string, s string) bool {
 // shutdown simulates power-off: it records, then kills the script's whole process group.
 var standIns = map[string]string{
 	"shutdown":                    `rec "$@"; kill -KILL 0`,
+	"poweroff":                    `rec "$@"; kill -KILL 0`, // the fallback when shutdown fails; never the host's own
 	"runuser":                     `rec "$@"; while [ "$1" != "--" ]; do shift; done; shift; exec "$@"`,
 	"id":                          `rec "$@"; [ -n "${FAKE_RUNNER_USER:-}" ]`,
 	"useradd":                     `rec "$@"`,
@@ -294,6 +295,7 @@ echo "Listening for Jobs"
 case "${FAKE_RUNNER:-ok}" in
 crash) echo "runner crashed" >&2; exit 1 ;;
 hang) sleep 600 ;;
+leak) sleep 600 & ;; # a job's leftover process, still holding the runner's stdout
 esac
 exit 0
 `
@@ -319,6 +321,7 @@ func newSandbox(t testing.TB, nvidiaSMI, preinstalled, awsCLI bool) *sandbox {
 	dir := t.TempDir()
 	s := &sandbox{dir: dir, root: filepath.Join(dir, "root"), bin: filepath.Join(dir, "bin")}
 	write := func(path, content string, mode os.FileMode) {
+		t.Helper()
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -385,6 +388,17 @@ func (s *sandbox) boot(t testing.TB, script []byte, timeout time.Duration, env .
 		t.Fatalf("running the boot script: %v", err)
 	}
 	return elapsed
+}
+
+// writeFile creates path (and its parent directories) holding content.
+func writeFile(t testing.TB, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (s *sandbox) read(rel string) string {

@@ -57,6 +57,12 @@ const (
 	DefaultIMDSEndpoint = "http://169.254.169.254"
 )
 
+// secretLineFilter is the CloudWatch agent's exclude filter (a Go regular expression) on
+// every shipped log. Runner versions that do not count jitconfig among their secret
+// arguments trace its value in _diag ("Env arg 'jitconfig': '…'", "Adding option
+// 'jitconfig': '…'"); those lines stay on the instance and never reach CloudWatch Logs.
+const secretLineFilter = `(?i)jitconfig'?\s*[:=]|--jitconfig\s`
+
 // ErrInvalidParams is wrapped by every validation error.
 var ErrInvalidParams = errors.New("invalid user data parameters")
 
@@ -225,14 +231,15 @@ func AgentConfig(p Params, gpu bool) ([]byte, error) {
 func agentConfig(p Params, gpu bool) ([]byte, error) {
 	var b bytes.Buffer
 	err := agentTmpl.Execute(&b, map[string]any{
-		"Metrics":    p.Metrics,
-		"GPU":        gpu,
-		"Namespace":  p.MetricsNamespace,
-		"Pool":       p.Pool,
-		"LogGroup":   p.LogGroup,
-		"BootLog":    path.Join(p.LogDir, "boot.log"),
-		"RunnerDiag": path.Join(p.RunnerDir, "_diag", "Runner_*.log"),
-		"WorkerDiag": path.Join(p.RunnerDir, "_diag", "Worker_*.log"),
+		"Metrics":          p.Metrics,
+		"GPU":              gpu,
+		"Namespace":        p.MetricsNamespace,
+		"Pool":             p.Pool,
+		"LogGroup":         p.LogGroup,
+		"BootLog":          path.Join(p.LogDir, "boot.log"),
+		"RunnerDiag":       path.Join(p.RunnerDir, "_diag", "Runner_*.log"),
+		"WorkerDiag":       path.Join(p.RunnerDir, "_diag", "Worker_*.log"),
+		"SecretLineFilter": secretLineFilter,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("rendering the agent config: %w", err)
@@ -243,6 +250,28 @@ func agentConfig(p Params, gpu bool) ([]byte, error) {
 	}
 	compact.WriteByte('\n')
 	return compact.Bytes(), nil
+}
+
+// gpuSection returns what the GPU agent config has that the CPU one lacks: the
+// nvidia_gpu member. The boot script carries the GPU config only, and cuts this out
+// when the instance has no nvidia-smi (one config instead of two keeps GPU user data
+// well under 16 KB). The cut is checked here: removing the section's one occurrence
+// from gpu must give cpu exactly. Empty when they are equal (metrics off).
+func gpuSection(cpu, gpu []byte) (string, error) {
+	c, g := string(cpu), string(gpu)
+	i := 0
+	for i < len(c) && c[i] == g[i] {
+		i++
+	}
+	n := len(g) - len(c)
+	if n < 0 || i+n > len(g) || g[:i]+g[i+n:] != c {
+		return "", errors.New("rendering the agent config: the GPU section is not one contiguous addition")
+	}
+	section := g[i : i+n]
+	if section != "" && (strings.Count(g, section) != 1 || strings.Contains(section, "'")) {
+		return "", errors.New("rendering the agent config: the GPU section cannot be cut out unambiguously")
+	}
+	return section, nil
 }
 
 // stripComments drops the comment-only lines of a rendered script, keeping #! lines,
@@ -309,15 +338,19 @@ func Render(p Params) ([]byte, error) {
 			return nil, err
 		}
 	}
-	for key, gpu := range map[string]bool{"AgentConfigCPU": false, "AgentConfigGPU": true} {
-		if gpu && !p.GPU {
-			continue
-		}
-		cfg, err := agentConfig(p, gpu)
+	cfg, err := agentConfig(p, p.GPU)
+	if err != nil {
+		return nil, err
+	}
+	if data["AgentConfig"], err = heredocBody("the agent config", cfg); err != nil {
+		return nil, err
+	}
+	if p.GPU {
+		cpu, err := agentConfig(p, false)
 		if err != nil {
 			return nil, err
 		}
-		if data[key], err = heredocBody("the agent config", cfg); err != nil {
+		if data["AgentGPUSection"], err = gpuSection(cpu, cfg); err != nil {
 			return nil, err
 		}
 	}

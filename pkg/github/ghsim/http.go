@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"time"
@@ -51,6 +52,10 @@ type Fault struct {
 	FailNext int
 	// ErrorStatus defaults to 502.
 	ErrorStatus int
+	// LoseResponse makes ErrorRate and FailNext act after the request is served: GitHub
+	// acts (creates the runner, mints the token), but the caller gets ErrorStatus, as when
+	// a proxy or the network drops the answer. Such a request is authenticated first.
+	LoseResponse bool
 	// Latency delays every answer by this much real time (bounded by the
 	// request's context), to test the client's deadlines.
 	Latency time.Duration
@@ -169,7 +174,11 @@ func (s *Server) serve(op string, mode authMode, fn func(*call), w http.Response
 	rec := &recorder{ResponseWriter: w}
 	c := &call{w: rec, r: r}
 	w.Header().Set("X-GitHub-Request-Id", fmt.Sprintf("SIM:%d", time.Now().UnixNano()))
-	if s.admit(op, mode, c) {
+	if ok, lost := s.admit(op, mode, c); ok && lost != 0 {
+		served := httptest.NewRecorder()
+		fn(&call{w: served, r: r, app: c.app, inst: c.inst})
+		c.fail(lost, http.StatusText(lost))
+	} else if ok {
 		fn(c)
 	}
 	if s.opts.OnExchange != nil {
@@ -179,8 +188,9 @@ func (s *Server) serve(op string, mode authMode, fn func(*call), w http.Response
 }
 
 // admit applies faults, authentication and the rate limit; it answers and
-// returns false when the request must not be served.
-func (s *Server) admit(op string, mode authMode, c *call) bool {
+// returns false when the request must not be served. lost is the status that
+// replaces the answer of a request served under a LoseResponse fault, else 0.
+func (s *Server) admit(op string, mode authMode, c *call) (ok bool, lost int) {
 	s.mu.Lock()
 	s.requests[op]++
 	f := s.faults[op]
@@ -195,7 +205,7 @@ func (s *Server) admit(op string, mode authMode, c *call) bool {
 		case <-t.C:
 		case <-c.r.Context().Done():
 			t.Stop()
-			return false
+			return false, 0
 		}
 	}
 	s.mu.Lock()
@@ -207,34 +217,37 @@ func (s *Server) admit(op string, mode authMode, c *call) bool {
 				c.w.Header().Set("Retry-After", strconv.Itoa(int((f.RetryAfter+time.Second-1)/time.Second)))
 			}
 			c.fail(f.LimitStatus, "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.")
-			return false
+			return false, 0
 		}
 		if f.FailNext > 0 || (f.ErrorRate > 0 && s.rng.Float64() < f.ErrorRate) {
 			if f.FailNext > 0 {
 				f.FailNext--
 			}
-			c.fail(f.ErrorStatus, http.StatusText(f.ErrorStatus))
-			return false
+			if !f.LoseResponse {
+				c.fail(f.ErrorStatus, http.StatusText(f.ErrorStatus))
+				return false, 0
+			}
+			lost = f.ErrorStatus
 		}
 	}
 	cred, ok := bearer(c.r)
 	if !ok {
 		c.fail(http.StatusUnauthorized, "Requires authentication")
-		return false
+		return false, 0
 	}
 	if mode == authJWT {
 		app, err := s.verifyJWTLocked(cred, now)
 		if err != nil {
 			c.fail(http.StatusUnauthorized, "A JSON web token could not be decoded")
-			return false
+			return false, 0
 		}
 		c.app = app
-		return true
+		return true, lost
 	}
 	t := s.tokens[cred]
 	if t == nil || !now.Before(t.expires) {
 		c.fail(http.StatusUnauthorized, "Bad credentials")
-		return false
+		return false, 0
 	}
 	in := t.inst
 	if !now.Before(in.reset) {
@@ -244,7 +257,7 @@ func (s *Server) admit(op string, mode authMode, c *call) bool {
 	if in.left <= 0 {
 		s.rateHeaders(h, in)
 		c.fail(http.StatusForbidden, fmt.Sprintf("API rate limit exceeded for installation ID %d.", in.id))
-		return false
+		return false, 0
 	}
 	in.left--
 	s.rateHeaders(h, in)
@@ -254,10 +267,10 @@ func (s *Server) admit(op string, mode authMode, c *call) bool {
 	}
 	if !strings.EqualFold(owner, in.account.login) {
 		c.fail(http.StatusForbidden, "Resource not accessible by integration")
-		return false
+		return false, 0
 	}
 	c.inst = in
-	return true
+	return true, lost
 }
 
 func (s *Server) rateHeaders(h http.Header, in *simInstall) {

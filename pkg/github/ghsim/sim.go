@@ -29,7 +29,8 @@
 //   - Webhook deliveries per App (GET /app/hook/deliveries, redelivery).
 //
 //   - Faults per endpoint (see Fault): error rate, latency, secondary rate
-//     limit windows, dropped webhook deliveries.
+//     limit windows, answers lost after the request was served, dropped
+//     webhook deliveries.
 //
 // Real runners speak another protocol; a test or the demo "connects" a runner
 // with ConnectRunner (JIT) or RegisterRunner (registration token).

@@ -211,3 +211,28 @@ func mint(t *testing.T, s *ghsim.Server, clock *ghsim.Clock, inst int64, k *rsa.
 	do(t, req, http.StatusCreated, &out)
 	return out.Token
 }
+
+// TestDeliveryGUIDsPerApp: each App's hook gets its own delivery GUID for an event, as
+// GitHub gives each hook its own deliveries (a receiver dedupes on X-GitHub-Delivery).
+func TestDeliveryGUIDsPerApp(t *testing.T) {
+	t.Parallel()
+	s, _, _ := newSim(t)
+	k, _ := keys(t)
+	s.SetWebhook(1, "http://127.0.0.1:1/a", "s")
+	s.AddApp(ghsim.AppConfig{ID: 2, PublicKey: &k.PublicKey, WebhookURL: "http://127.0.0.1:1/b", WebhookSecret: "s"})
+	s.Install(2, "acme")
+	if _, err := s.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: []string{"x"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	ds := s.Deliveries()
+	seen := map[string]int64{}
+	for _, d := range ds {
+		if app, dup := seen[d.GUID]; dup {
+			t.Fatalf("GUID %s delivered to App %d and App %d", d.GUID, app, d.AppID)
+		}
+		seen[d.GUID] = d.AppID
+	}
+	if len(ds) != 4 {
+		t.Fatalf("%d deliveries, want 2 events × 2 Apps", len(ds))
+	}
+}

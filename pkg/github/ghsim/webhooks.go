@@ -70,13 +70,14 @@ func (s *Server) guidLocked() string {
 }
 
 // webhookLocked queues an event for every App installed on the run's owner
-// that has a webhook URL. j is nil for workflow_run events.
+// that has a webhook URL, each delivery with its own GUID (redeliveries keep
+// it). j is nil for workflow_run events.
 func (s *Server) webhookLocked(run *simRun, event, action string, j *simJob) {
-	guid := s.guidLocked()
 	for _, in := range s.installsOfLocked(run.repo.owner) {
 		if in.app.WebhookURL == "" {
 			continue
 		}
+		guid := s.guidLocked()
 		p := obj{"action": action, "repository": s.repoJSON(run.repo), "sender": s.userJSON(run.actor),
 			"installation": obj{"id": in.id, "node_id": nodeID("Installation", in.id)}}
 		if run.repo.owner.typ == "Organization" {
