@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -244,6 +245,7 @@ func (s *source) decode(doc any) (*Config, []Diagnostic) {
 	root, _ := doc.(map[string]any)
 	defaults, _ := root["defaults"].(map[string]any)
 	pools, _ := root["pools"].([]any)
+	items := s.poolNodes()
 	cfg := &Config{Version: 1, Pools: make([]*Pool, 0, len(pools))}
 	for i, raw := range pools {
 		m, _ := raw.(map[string]any)
@@ -264,8 +266,12 @@ func (s *source) decode(doc any) (*Config, []Diagnostic) {
 			Capacity:      Capacity(str(get("capacity"))),
 			MaxRunners:    num(get("maxRunners")),
 			lifetime:      str(get("maxLifetime")),
-			Line:          s.locate(fmt.Sprintf("/pools/%d", i)).line,
 			index:         i,
+		}
+		if i < len(items) {
+			p.Line = items[i].Line
+		} else {
+			p.Line = s.locate("/pools/" + strconv.Itoa(i)).line
 		}
 		if sc, ok := get("scope").(map[string]any); ok {
 			p.Scope = Scope{Owners: strs(sc["owners"]), Repositories: strs(sc["repositories"])}
@@ -371,12 +377,9 @@ func poolFamilies(p *Pool) []string {
 	if p.Requirements != nil {
 		return p.Requirements.Families
 	}
-	var out []string
-	seen := map[string]bool{}
+	out := make([]string, 0, len(p.InstanceTypes))
 	for _, t := range p.InstanceTypes {
-		f := familyOf(t)
-		if !seen[f] {
-			seen[f] = true
+		if f := familyOf(t); !contains(out, f) {
 			out = append(out, f)
 		}
 	}

@@ -25,7 +25,10 @@
 //	           none admits it                                   out_of_bounds
 //
 // The runner registers with the job's labels plus the implied ones, so what
-// GitHub matches is what was launched, and run=ID pins it to one run.
+// GitHub matches is what was launched, and a job with run=ID runs only on a
+// runner launched for that run. (GitHub may still give such a runner a job
+// whose labels are a subset of its own: pin every job of a pool for strict
+// pinning.)
 //
 // # Dynamic label
 //

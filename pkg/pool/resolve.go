@@ -33,7 +33,8 @@ type Spec struct {
 	// Labels are the labels to register the just-in-time runner with: the
 	// job's labels (first spelling of each) plus the implied self-hosted,
 	// linux and architecture labels. The dynamic label is among them, so a
-	// runner launched for run=ID only takes jobs that ask for run=ID.
+	// job that asks for run=ID runs only on a runner launched for that run
+	// (GitHub may still give this runner a job whose labels are a subset).
 	Labels []string
 	// RunID pins the runner to one workflow run (from run=), or "".
 	RunID string
@@ -366,7 +367,9 @@ func (p *Pool) fit(d *Label, raw string) (fit, *ResolveError) {
 		case d.DiskGiB < 8:
 			return f, oob(KeyDisk, "at least 8 GiB")
 		}
-		f.disk = d.DiskGiB
+		// disk= asks for at least that much: the pool's own size fits its
+		// image, and a smaller volume than the image's snapshot fails to launch.
+		f.disk = max(d.DiskGiB, p.DiskGiB)
 	}
 	switch d.Spot {
 	case SpotTrue:

@@ -41,6 +41,13 @@ func TestResolveExample(t *testing.T) {
 		{"pool pin beats fewer labels", []string{"self-hosted", "skiff/pool=gpu"}, "", "gpu", nil},
 		{"run only", []string{"self-hosted", "linux", "skiff/run=5"}, "", "standard", nil},
 	}
+	// disk= is a floor: the pool's larger disk (sized for its image) is kept.
+	if spec, err := cfg.Resolve([]string{"large", "skiff/disk=50"}); err != nil || spec.DiskGiB != 100 {
+		t.Errorf("disk=50 on a 100 GiB pool: %d GiB, %v; want 100", spec.DiskGiB, err)
+	}
+	if spec, err := cfg.Resolve([]string{"large", "skiff/disk=150"}); err != nil || spec.DiskGiB != 150 {
+		t.Errorf("disk=150 on a 100 GiB pool: %d GiB, %v; want 150", spec.DiskGiB, err)
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -81,8 +81,9 @@ type pos struct{ line, col int }
 // source is the file being loaded; it finds where a JSON pointer's value
 // is in the YAML tree when a diagnostic needs a position.
 type source struct {
-	file string
-	root *yaml.Node
+	file   string
+	root   *yaml.Node
+	images map[[2]string]imageFacts // see imageFacts
 }
 
 // diag builds a diagnostic located at the JSON pointer ptr (or its nearest
@@ -105,6 +106,27 @@ func (s *source) locate(ptr string) pos {
 		}
 		ptr = ptr[:i]
 	}
+}
+
+// poolNodes returns the items of the top-level pools sequence, or nil.
+func (s *source) poolNodes() []*yaml.Node {
+	n := s.root
+	for n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == "pools" {
+			seq := n.Content[i+1]
+			if seq.Kind == yaml.SequenceNode {
+				return seq.Content
+			}
+			return nil
+		}
+	}
+	return nil
 }
 
 // find returns the position of the value at ptr: the key's position for an
@@ -204,8 +226,13 @@ func (s *source) value(n *yaml.Node, path []string, diags *[]Diagnostic, depth i
 		return s.value(n.Content[0], path, diags, depth+1)
 	case yaml.MappingNode:
 		obj := make(map[string]any, len(n.Content)/2)
+		var merges []*yaml.Node
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
+			if k.Kind == yaml.ScalarNode && k.Value == "<<" && k.ShortTag() == "!!merge" {
+				merges = append(merges, v)
+				continue
+			}
 			if k.Kind != yaml.ScalarNode {
 				*diags = append(*diags, Diagnostic{File: s.file, Line: k.Line, Column: k.Column, Path: displayPath(pointer(path)),
 					Severity: SeverityError, Message: "a key must be a plain string", Fix: "write the key as text"})
@@ -219,6 +246,9 @@ func (s *source) value(n *yaml.Node, path []string, diags *[]Diagnostic, depth i
 			}
 			obj[k.Value] = s.value(v, append(path, k.Value), diags, depth+1)
 		}
+		for _, m := range merges {
+			s.merge(obj, m, path, diags, depth+1)
+		}
 		return obj
 	case yaml.SequenceNode:
 		arr := make([]any, len(n.Content))
@@ -230,6 +260,45 @@ func (s *source) value(n *yaml.Node, path []string, diags *[]Diagnostic, depth i
 		return s.scalar(n, path, diags)
 	}
 	return nil
+}
+
+// merge applies a YAML merge key (<<: *base, or <<: [*a, *b]) to obj: keys
+// the mapping sets itself win, then the merged mappings in order.
+func (s *source) merge(obj map[string]any, n *yaml.Node, path []string, diags *[]Diagnostic, depth int) {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	var from []*yaml.Node
+	switch n.Kind {
+	case yaml.MappingNode:
+		from = []*yaml.Node{n}
+	case yaml.SequenceNode:
+		from = n.Content
+	}
+	if len(from) == 0 {
+		*diags = append(*diags, Diagnostic{File: s.file, Line: n.Line, Column: n.Column, Path: displayPath(pointer(path)),
+			Severity: SeverityError, Message: "<< must merge a mapping", Fix: "write <<: *anchor, where &anchor names a mapping, or <<: [*a, *b]"})
+		return
+	}
+	for _, m := range from {
+		target := m
+		for target.Kind == yaml.AliasNode && target.Alias != nil {
+			target = target.Alias
+		}
+		if target.Kind != yaml.MappingNode {
+			*diags = append(*diags, Diagnostic{File: s.file, Line: m.Line, Column: m.Column, Path: displayPath(pointer(path)),
+				Severity: SeverityError, Message: "<< must merge a mapping", Fix: "write <<: *anchor, where &anchor names a mapping, or <<: [*a, *b]"})
+			continue
+		}
+		// Its problems are reported where the anchored mapping is written.
+		var elsewhere []Diagnostic
+		merged, _ := s.value(target, path, &elsewhere, depth+1).(map[string]any)
+		for k, v := range merged {
+			if _, set := obj[k]; !set {
+				obj[k] = v
+			}
+		}
+	}
 }
 
 func (s *source) scalar(n *yaml.Node, path []string, diags *[]Diagnostic) any {
@@ -286,11 +355,17 @@ func sortedKeys(m map[string]bool) []string {
 	return out
 }
 
+// sortDiagnostics orders findings by position, then path: the validator
+// reports an object's members in map order, and values without a position
+// of their own (from an alias) share their parent's.
 func sortDiagnostics(diags []Diagnostic) {
 	sort.SliceStable(diags, func(i, j int) bool {
 		if diags[i].Line != diags[j].Line {
 			return diags[i].Line < diags[j].Line
 		}
-		return diags[i].Column < diags[j].Column
+		if diags[i].Column != diags[j].Column {
+			return diags[i].Column < diags[j].Column
+		}
+		return diags[i].Path < diags[j].Path
 	})
 }

@@ -1,9 +1,11 @@
 package pool
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/bits"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -18,11 +20,10 @@ func (s *source) check(cfg *Config) []Diagnostic {
 	add := func(ptr string, sev Severity, msg, fix string) {
 		diags = append(diags, s.diag(ptr, sev, msg, fix))
 	}
-	seen := map[string]int{}
+	seen := make(map[string]int, len(cfg.Pools))
 	for i, p := range cfg.Pools {
-		base := fmt.Sprintf("/pools/%d", i)
 		if j, dup := seen[p.Name]; dup {
-			add(base+"/name", SeverityError, fmt.Sprintf("pool name %q is already used by pools[%d]", p.Name, j),
+			add(poolPtr(i)+"/name", SeverityError, fmt.Sprintf("pool name %q is already used by pools[%d]", p.Name, j),
 				"give every pool a unique name")
 		} else {
 			seen[p.Name] = i
@@ -34,10 +35,13 @@ func (s *source) check(cfg *Config) []Diagnostic {
 	return diags
 }
 
+// poolPtr is the JSON pointer of pools[i].
+func poolPtr(i int) string { return "/pools/" + strconv.Itoa(i) }
+
 // field returns the pointer of a pool's key, or of the defaults key it
 // inherited, so that a message points at the line that set the value.
 func (s *source) field(i int, key string) string {
-	ptr := fmt.Sprintf("/pools/%d/%s", i, key)
+	ptr := poolPtr(i) + "/" + key
 	if _, ok := s.find(ptr); ok {
 		return ptr
 	}
@@ -50,7 +54,7 @@ func (s *source) field(i int, key string) string {
 type addFunc func(ptr string, sev Severity, msg, fix string)
 
 func (s *source) checkPool(i int, p *Pool, add addFunc) {
-	base := fmt.Sprintf("/pools/%d", i)
+	base := poolPtr(i)
 	if p.Image.AMI == "" && p.Image.SSM == "" && p.Image.Name == "" {
 		add(base, SeverityError, fmt.Sprintf("pool %q has no image", p.Name),
 			"set image: in the pool or in defaults, e.g. image: {ssm: /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64}")
@@ -70,9 +74,13 @@ func (s *source) checkPool(i int, p *Pool, add addFunc) {
 
 	// Instance types: known families, matching architecture, priced.
 	for j, t := range p.InstanceTypes {
-		ptr := fmt.Sprintf("%s/instanceTypes/%d", base, j)
+		fi, known := families[familyOf(t)]
+		if known && fi.arch == p.Architecture && Prices.Lookup(t) != nil {
+			continue // the common case, checked without building a pointer
+		}
+		ptr := base + "/instanceTypes/" + strconv.Itoa(j)
 		s.checkFamily(ptr, familyOf(t), p, add, t)
-		if fi, ok := families[familyOf(t)]; ok && fi.arch == p.Architecture && Prices.Lookup(t) == nil {
+		if known && fi.arch == p.Architecture {
 			add(ptr, SeverityWarning, fmt.Sprintf("%s is not in the embedded price table", t),
 				"plan shows no price for it, and cpu=/ram=/gpu= in dynamic labels never select it")
 		}
@@ -90,7 +98,9 @@ func (s *source) checkPool(i int, p *Pool, add addFunc) {
 		}
 		anyGPU := false
 		for j, f := range r.Families {
-			s.checkFamily(fmt.Sprintf("%s/families/%d", rp, j), f, p, add, "")
+			if fi, ok := families[f]; !ok || fi.arch != p.Architecture {
+				s.checkFamily(rp+"/families/"+strconv.Itoa(j), f, p, add, "")
+			}
 			anyGPU = anyGPU || families[f].gpu
 		}
 		if r.GPU != nil && r.GPU.Count.Min > 0 && len(r.Families) > 0 && !anyGPU {
@@ -101,12 +111,13 @@ func (s *source) checkPool(i int, p *Pool, add addFunc) {
 	}
 
 	// The image must suit GPU pools and the architecture.
-	if p.HasGPU() && p.Image.String() != "(none)" && !isGPUImage(p.Image) {
+	facts := s.imageFacts(p.Image)
+	if p.HasGPU() && (p.Image.AMI != "" || p.Image.SSM != "" || p.Image.Name != "") && !p.Image.GPU && !facts.gpu {
 		add(s.field(i, "image"), SeverityError,
 			fmt.Sprintf("pool %q launches GPU instances but its image %s is not known to carry GPU drivers", p.Name, p.Image),
 			"use a GPU image such as image: {ssm: "+GPUImageSSM+"}, or set image.gpu: true if your AMI has the NVIDIA driver")
 	}
-	if wrong := imageArchMismatch(p.Image, p.Architecture); wrong != "" {
+	if wrong := facts.archMismatch(p.Architecture); wrong != "" {
 		add(s.field(i, "image"), SeverityError,
 			fmt.Sprintf("image %s is for %s but the pool's architecture is %s", p.Image, wrong, p.Architecture),
 			"use the image built for "+p.Architecture+" or change architecture:")
@@ -156,19 +167,15 @@ func sortedFamilies() []string {
 
 // checkBounds reports dynamic bounds that no job could ever satisfy.
 func (s *source) checkBounds(i int, p *Pool, add addFunc) {
-	dp := fmt.Sprintf("/pools/%d/dynamic", i)
+	dp := poolPtr(i) + "/dynamic"
 	b := p.Dynamic
-	own := map[string]bool{}
-	for _, f := range p.families {
-		own[f] = true
-	}
 	for j, f := range b.Families {
-		ptr := fmt.Sprintf("%s/families/%d", dp, j)
+		ptr := dp + "/families/" + strconv.Itoa(j)
 		if _, ok := families[f]; !ok {
 			s.checkFamily(ptr, f, p, add, "")
 			continue
 		}
-		if len(own) > 0 && !own[f] {
+		if len(p.families) > 0 && !contains(p.families, f) {
 			add(ptr, SeverityError,
 				fmt.Sprintf("impossible bound: family %s is allowed for family= but pool %q cannot launch it", f, p.Name),
 				"add its instance types (or the family under requirements.families), or remove it here")
@@ -222,33 +229,70 @@ func (p *Pool) smallestShape() (cpu, ram int) {
 	return cpu, ram
 }
 
-// isGPUImage reports whether an image declares or is recognisably a GPU image.
-func isGPUImage(im Image) bool {
-	if im.GPU {
-		return true
+// gpuImageWords mark an SSM path or AMI name as a GPU image.
+var gpuImageWords = []string{"gpu", "nvidia", "deeplearning", "deep-learning", "cuda"}
+
+// imageFacts is what an image's SSM path and name filter say about it.
+type imageFacts struct {
+	gpu      bool // names GPU drivers (gpu, nvidia, deeplearning, cuda)
+	x86, arm bool // names an architecture
+}
+
+// imageFacts reads an image's path and name once per distinct image: most
+// pools share the image of the defaults.
+func (s *source) imageFacts(im Image) imageFacts {
+	key := [2]string{im.SSM, im.Name}
+	if f, ok := s.images[key]; ok {
+		return f
 	}
-	ref := strings.ToLower(im.SSM + " " + im.Name)
-	for _, w := range []string{"gpu", "nvidia", "deeplearning", "deep-learning", "cuda"} {
-		if strings.Contains(ref, w) {
-			return true
+	f := imageFacts{
+		gpu: mentions(im, gpuImageWords...),
+		x86: mentions(im, "x86_64", "amd64"),
+		arm: mentions(im, "arm64", "aarch64"),
+	}
+	if s.images == nil {
+		s.images = map[[2]string]imageFacts{}
+	}
+	s.images[key] = f
+	return f
+}
+
+// archMismatch returns the architecture the image names when it is not
+// arch, or "".
+func (f imageFacts) archMismatch(arch string) string {
+	switch {
+	case arch == "x64" && f.arm && !f.x86:
+		return "arm64"
+	case arch == "arm64" && f.x86 && !f.arm:
+		return "x64"
+	}
+	return ""
+}
+
+// mentions reports whether the image's SSM path or name filter contains one
+// of the lower-case words, in any case.
+func mentions(im Image, words ...string) bool {
+	for _, ref := range [2]string{im.SSM, im.Name} {
+		if needsLower(ref) {
+			ref = strings.ToLower(ref)
+		}
+		for _, w := range words {
+			if strings.Contains(ref, w) {
+				return true
+			}
 		}
 	}
 	return false
 }
 
-// imageArchMismatch returns the architecture an SSM path or name filter
-// names when it is not arch, or "".
-func imageArchMismatch(im Image, arch string) string {
-	ref := strings.ToLower(im.SSM + " " + im.Name)
-	hasX86 := strings.Contains(ref, "x86_64") || strings.Contains(ref, "amd64")
-	hasArm := strings.Contains(ref, "arm64") || strings.Contains(ref, "aarch64")
-	switch {
-	case arch == "x64" && hasArm && !hasX86:
-		return "arm64"
-	case arch == "arm64" && hasX86 && !hasArm:
-		return "x64"
+// needsLower reports whether strings.ToLower could change s.
+func needsLower(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; 'A' <= c && c <= 'Z' || c >= 0x80 {
+			return true
+		}
 	}
-	return ""
+	return false
 }
 
 // scopesOverlap reports whether some repository may use both scopes.
@@ -291,25 +335,31 @@ func (s *source) checkOverlaps(cfg *Config) []Diagnostic {
 	// Label sets as bitsets over the labels used, so that the pairwise
 	// checks do not allocate.
 	ids := map[string]int{}
-	for _, p := range cfg.Pools {
+	custom := []uint64{} // every label but the implied ones
+	members := make([][]int, n)
+	for i, p := range cfg.Pools {
+		members[i] = make([]int, 0, len(p.effective))
 		for l := range p.effective {
-			if _, ok := ids[l]; !ok {
-				ids[l] = len(ids)
+			id, ok := ids[l]
+			if !ok {
+				id = len(ids)
+				ids[l] = id
+				if id/64 >= len(custom) {
+					custom = append(custom, 0)
+				}
+				if !isImplied(l) {
+					custom[id/64] |= 1 << (id % 64)
+				}
 			}
+			members[i] = append(members[i], id)
 		}
 	}
-	words := (len(ids) + 63) / 64
+	words := len(custom)
 	sets := make([]uint64, n*words)
 	set := func(i int) []uint64 { return sets[i*words : (i+1)*words] }
-	for i, p := range cfg.Pools {
-		for l := range p.effective {
-			set(i)[ids[l]/64] |= 1 << (ids[l] % 64)
-		}
-	}
-	custom := make([]uint64, words) // every label but the implied ones
-	for l, id := range ids {
-		if !onlyImplied([]string{l}) {
-			custom[id/64] |= 1 << (id % 64)
+	for i := range cfg.Pools {
+		for _, id := range members[i] {
+			set(i)[id/64] |= 1 << (id % 64)
 		}
 	}
 	// Pools by ascending label count, for the cover search.
@@ -319,13 +369,17 @@ func (s *source) checkOverlaps(cfg *Config) []Diagnostic {
 	}
 	sort.SliceStable(bySize, func(a, b int) bool { return len(cfg.Pools[bySize[a]].effective) < len(cfg.Pools[bySize[b]].effective) })
 	common := make([]uint64, words)
-	warned := map[string]bool{}
-	for i := 0; i < n; i++ {
+	var warned map[string]bool // by the common labels' bits
+	// Only pools with equally many labels can tie: pair them within each run
+	// of bySize (in file order, as the sort is stable).
+	for x := 0; x < n; x++ {
+		i := bySize[x]
 		a := cfg.Pools[i]
-		for j := i + 1; j < n; j++ {
+		for y := x + 1; y < n; y++ {
+			j := bySize[y]
 			b := cfg.Pools[j]
-			if len(a.effective) != len(b.effective) || !scopesOverlap(a.Scope, b.Scope) {
-				continue
+			if len(a.effective) != len(b.effective) {
+				break
 			}
 			size, hasCustom := 0, false
 			for w := range common {
@@ -333,13 +387,14 @@ func (s *source) checkOverlaps(cfg *Config) []Diagnostic {
 				size += bits.OnesCount64(common[w])
 				hasCustom = hasCustom || common[w]&custom[w] != 0
 			}
-			if size == len(a.effective) {
-				diags = append(diags, s.diag(fmt.Sprintf("/pools/%d/labels", j), SeverityError,
-					fmt.Sprintf("pools %q and %q have the same labels [%s]: every job matching one would be ambiguous", a.Name, b.Name, strings.Join(sortedKeys(a.effective), ", ")),
-					"add a label that tells them apart, or scope them to different repositories"))
+			same := size == len(a.effective)
+			if !same && !hasCustom || !scopesOverlap(a.Scope, b.Scope) {
 				continue
 			}
-			if !hasCustom {
+			if same {
+				diags = append(diags, s.diag(poolPtr(j)+"/labels", SeverityError,
+					fmt.Sprintf("pools %q and %q have the same labels [%s]: every job matching one would be ambiguous", a.Name, b.Name, strings.Join(sortedKeys(a.effective), ", ")),
+					"add a label that tells them apart, or scope them to different repositories"))
 				continue
 			}
 			covered := false
@@ -356,17 +411,29 @@ func (s *source) checkOverlaps(cfg *Config) []Diagnostic {
 			if covered {
 				continue
 			}
-			labels := intersect(a.effective, b.effective)
-			key := strings.Join(labels, ",")
+			key := bitsKey(common)
 			if !warned[key] {
+				if warned == nil {
+					warned = map[string]bool{}
+				}
 				warned[key] = true
-				diags = append(diags, s.diag(fmt.Sprintf("/pools/%d/labels", j), SeverityWarning,
-					fmt.Sprintf("a job with runs-on: [%s] matches pools %q and %q equally well and would not be launched (ambiguous)", strings.Join(labels, ", "), a.Name, b.Name),
+				labels := strings.Join(intersect(a.effective, b.effective), ", ")
+				diags = append(diags, s.diag(poolPtr(j)+"/labels", SeverityWarning,
+					fmt.Sprintf("a job with runs-on: [%s] matches pools %q and %q equally well and would not be launched (ambiguous)", labels, a.Name, b.Name),
 					"add a pool whose labels are just those (a default pool), or accept that such jobs are refused"))
 			}
 		}
 	}
 	return diags
+}
+
+// bitsKey renders a bitset as a map key.
+func bitsKey(set []uint64) string {
+	b := make([]byte, 0, 8*len(set))
+	for _, w := range set {
+		b = binary.LittleEndian.AppendUint64(b, w)
+	}
+	return string(b)
 }
 
 func isSubset(a, b []uint64) bool {
@@ -389,14 +456,11 @@ func intersect(a, b map[string]bool) []string {
 	return out
 }
 
-// onlyImplied reports whether every label is self-hosted, linux or an architecture.
-func onlyImplied(labels []string) bool {
-	for _, l := range labels {
-		switch l {
-		case "self-hosted", "linux", "x64", "arm64":
-		default:
-			return false
-		}
+// isImplied reports whether a lower-case label is self-hosted, linux or an architecture.
+func isImplied(label string) bool {
+	switch label {
+	case "self-hosted", "linux", "x64", "arm64":
+		return true
 	}
-	return true
+	return false
 }
