@@ -188,13 +188,7 @@ func (d *Dynamo) ClaimDelivery(ctx context.Context, id string, now time.Time, le
 	item[attrState] = str(statePending)
 	item[attrLeaseUntil] = numI(until.UnixNano())
 	item[attrExpires] = numI(epochCeil(until))
-	_, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                 aws.String(d.table),
-		Item:                      item,
-		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  e.names,
-		ExpressionAttributeValues: e.values,
-	})
+	_, err := d.api.PutItem(ctx, e.put(d.table, item, cond))
 	if isConditionFailed(err) {
 		return ErrDuplicate
 	}
@@ -220,13 +214,8 @@ func (d *Dynamo) FinishDelivery(ctx context.Context, id string, expires time.Tim
 // ReleaseDelivery implements Store.
 func (d *Dynamo) ReleaseDelivery(ctx context.Context, id string) error {
 	e := newExpr()
-	_, err := d.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName:                 aws.String(d.table),
-		Key:                       deliveryKey(id),
-		ConditionExpression:       aws.String(fmt.Sprintf("%s = %s", e.name(attrState), e.value(str(statePending)))),
-		ExpressionAttributeNames:  e.names,
-		ExpressionAttributeValues: e.values,
-	})
+	cond := fmt.Sprintf("%s = %s", e.name(attrState), e.value(str(statePending)))
+	_, err := d.api.DeleteItem(ctx, e.delete(d.table, deliveryKey(id), cond))
 	if err != nil && !isConditionFailed(err) { // failed condition: unknown, or finished and kept
 		return fmt.Errorf("releasing delivery %s: %w", id, err)
 	}
@@ -266,15 +255,7 @@ func (d *Dynamo) recordJobOnce(ctx context.Context, j Job, attrs []attr, now tim
 	}
 	cond := fmt.Sprintf("attribute_not_exists(%s) OR (%s < %s AND %s)",
 		e.name(attrPK), e.name(attrRank), e.value(rank), e.live(now))
-	out, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(d.table),
-		Key:                       key,
-		UpdateExpression:          aws.String("SET " + strings.Join(sets, ", ")),
-		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  e.names,
-		ExpressionAttributeValues: e.values,
-		ReturnValues:              types.ReturnValueUpdatedOld,
-	})
+	out, err := d.api.UpdateItem(ctx, e.updateReturning(d.table, key, "SET "+strings.Join(sets, ", "), cond, types.ReturnValueUpdatedOld))
 	if err == nil {
 		return true, true, d.keepNewest(ctx, key, attrs, out.Attributes)
 	}
@@ -299,15 +280,7 @@ func (d *Dynamo) recordJobOnce(ctx context.Context, j Job, attrs []attr, now tim
 	}
 	cond = fmt.Sprintf("attribute_exists(%s) AND %s >= %s AND %s",
 		e.name(attrPK), e.name(attrRank), e.value(rank), e.live(now))
-	out, err = d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(d.table),
-		Key:                       key,
-		UpdateExpression:          aws.String("SET " + strings.Join(sets, ", ")),
-		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  e.names,
-		ExpressionAttributeValues: e.values,
-		ReturnValues:              types.ReturnValueUpdatedOld,
-	})
+	out, err = d.api.UpdateItem(ctx, e.updateReturning(d.table, key, "SET "+strings.Join(sets, ", "), cond, types.ReturnValueUpdatedOld))
 	if err == nil {
 		return false, true, d.keepNewest(ctx, key, attrs, out.Attributes)
 	}
@@ -323,13 +296,7 @@ func (d *Dynamo) recordJobOnce(ctx context.Context, j Job, attrs []attr, now tim
 	for _, a := range attrs {
 		item[a.name] = a.value
 	}
-	_, err = d.api.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                 aws.String(d.table),
-		Item:                      item,
-		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  e.names,
-		ExpressionAttributeValues: e.values,
-	})
+	_, err = d.api.PutItem(ctx, e.put(d.table, item, cond))
 	if isConditionFailed(err) {
 		return false, false, nil
 	}
@@ -354,14 +321,7 @@ func (d *Dynamo) keepNewest(ctx context.Context, key map[string]types.AttributeV
 		}
 		e := newExpr()
 		n, v := e.name(a.name), e.value(prev)
-		_, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName:                 aws.String(d.table),
-			Key:                       key,
-			UpdateExpression:          aws.String(fmt.Sprintf("SET %s = %s", n, v)),
-			ConditionExpression:       aws.String(fmt.Sprintf("%s < %s", n, v)),
-			ExpressionAttributeNames:  e.names,
-			ExpressionAttributeValues: e.values,
-		})
+		_, err := d.api.UpdateItem(ctx, e.update(d.table, key, fmt.Sprintf("SET %s = %s", n, v), fmt.Sprintf("%s < %s", n, v)))
 		if err != nil && !isConditionFailed(err) {
 			return fmt.Errorf("restoring %s: %w", a.name, err)
 		}
@@ -399,13 +359,7 @@ func (d *Dynamo) RecordRun(ctx context.Context, r Run) error {
 	e := newExpr()
 	cond := fmt.Sprintf("attribute_not_exists(%s) OR %s <= %s OR NOT %s",
 		e.name(attrPK), e.name(attrAttempt), e.value(item[attrAttempt]), e.live(d.now()))
-	_, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                 aws.String(d.table),
-		Item:                      item,
-		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  e.names,
-		ExpressionAttributeValues: e.values,
-	})
+	_, err := d.api.PutItem(ctx, e.put(d.table, item, cond))
 	if isConditionFailed(err) {
 		return nil // a later attempt is already recorded
 	}
@@ -626,6 +580,37 @@ type expr struct {
 
 func newExpr() *expr {
 	return &expr{names: map[string]string{}, values: map[string]types.AttributeValue{}, byName: map[string]string{}}
+}
+
+// put is a PutItemInput writing item to table when cond holds.
+func (e *expr) put(table string, item map[string]types.AttributeValue, cond string) *dynamodb.PutItemInput {
+	return &dynamodb.PutItemInput{
+		TableName: aws.String(table), Item: item, ConditionExpression: aws.String(cond),
+		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values,
+	}
+}
+
+// update is an UpdateItemInput applying update to the item at key when cond holds.
+func (e *expr) update(table string, key map[string]types.AttributeValue, update, cond string) *dynamodb.UpdateItemInput {
+	return &dynamodb.UpdateItemInput{
+		TableName: aws.String(table), Key: key, UpdateExpression: aws.String(update), ConditionExpression: aws.String(cond),
+		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values,
+	}
+}
+
+// updateReturning is update that also returns the attributes ret names.
+func (e *expr) updateReturning(table string, key map[string]types.AttributeValue, update, cond string, ret types.ReturnValue) *dynamodb.UpdateItemInput {
+	in := e.update(table, key, update, cond)
+	in.ReturnValues = ret
+	return in
+}
+
+// delete is a DeleteItemInput removing the item at key when cond holds.
+func (e *expr) delete(table string, key map[string]types.AttributeValue, cond string) *dynamodb.DeleteItemInput {
+	return &dynamodb.DeleteItemInput{
+		TableName: aws.String(table), Key: key, ConditionExpression: aws.String(cond),
+		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values,
+	}
 }
 
 // name returns the placeholder of an attribute name (every name goes through

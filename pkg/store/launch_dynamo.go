@@ -159,13 +159,7 @@ func (d *LaunchDynamo) ClaimLaunch(ctx context.Context, c LaunchClaim, prevGen i
 	} else {
 		cond = fmt.Sprintf("%s = %s AND %s", e.name(attrGen), e.value(numI(int64(prevGen))), e.live(now))
 	}
-	_, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                 aws.String(d.table),
-		Item:                      item,
-		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  e.names,
-		ExpressionAttributeValues: e.values,
-	})
+	_, err := d.api.PutItem(ctx, e.put(d.table, item, cond))
 	if isConditionFailed(err) {
 		return fmt.Errorf("claiming launch of job %d: %w", c.JobID, ErrConflict)
 	}
@@ -199,13 +193,7 @@ func (d *LaunchDynamo) PutFleet(ctx context.Context, f Fleet) error {
 	}
 	e := newExpr()
 	cond := fmt.Sprintf("attribute_not_exists(%s) OR NOT %s", e.name(attrPK), e.live(f.CreatedAt))
-	_, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                 aws.String(d.table),
-		Item:                      item,
-		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  e.names,
-		ExpressionAttributeValues: e.values,
-	})
+	_, err := d.api.PutItem(ctx, e.put(d.table, item, cond))
 	if isConditionFailed(err) {
 		return fmt.Errorf("recording fleet %s: %w", f.Token, ErrConflict)
 	}
@@ -237,14 +225,7 @@ func (d *LaunchDynamo) FinishFleet(ctx context.Context, token string, instances 
 	if reason != "" {
 		update += ", " + e.name(attrReason) + " = " + e.value(str(reason))
 	}
-	_, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(d.table),
-		Key:                       fleetKey(token),
-		UpdateExpression:          aws.String(update),
-		ConditionExpression:       aws.String("attribute_exists(" + e.name(attrPK) + ")"),
-		ExpressionAttributeNames:  e.names,
-		ExpressionAttributeValues: e.values,
-	})
+	_, err := d.api.UpdateItem(ctx, e.update(d.table, fleetKey(token), update, "attribute_exists("+e.name(attrPK)+")"))
 	if isConditionFailed(err) {
 		return fmt.Errorf("finishing fleet %s: %w", token, ErrNotFound)
 	}
@@ -309,14 +290,7 @@ func (d *LaunchDynamo) ReserveRunners(ctx context.Context, pool string, n, max i
 		e := newExpr()
 		c := e.name(attrCount)
 		cond := fmt.Sprintf("attribute_not_exists(%s) OR %s <= %s", c, c, e.value(numI(int64(max-want))))
-		_, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName:                 aws.String(d.table),
-			Key:                       counterKey(pool),
-			UpdateExpression:          aws.String(fmt.Sprintf("ADD %s %s", c, e.value(numI(int64(want))))),
-			ConditionExpression:       aws.String(cond),
-			ExpressionAttributeNames:  e.names,
-			ExpressionAttributeValues: e.values,
-		})
+		_, err := d.api.UpdateItem(ctx, e.update(d.table, counterKey(pool), fmt.Sprintf("ADD %s %s", c, e.value(numI(int64(want)))), cond))
 		if err == nil {
 			return want, nil
 		}
@@ -341,14 +315,7 @@ func (d *LaunchDynamo) ReleaseRunners(ctx context.Context, pool string, n int) e
 		}
 		e := newExpr()
 		c := e.name(attrCount)
-		_, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName:                 aws.String(d.table),
-			Key:                       counterKey(pool),
-			UpdateExpression:          aws.String(fmt.Sprintf("ADD %s %s", c, e.value(numI(int64(-take))))),
-			ConditionExpression:       aws.String(fmt.Sprintf("%s >= %s", c, e.value(numI(int64(take))))),
-			ExpressionAttributeNames:  e.names,
-			ExpressionAttributeValues: e.values,
-		})
+		_, err := d.api.UpdateItem(ctx, e.update(d.table, counterKey(pool), fmt.Sprintf("ADD %s %s", c, e.value(numI(int64(-take)))), fmt.Sprintf("%s >= %s", c, e.value(numI(int64(take))))))
 		if err == nil {
 			return nil
 		}
