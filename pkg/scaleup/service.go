@@ -317,16 +317,11 @@ func live(items []*work) []*work {
 }
 
 func (s *Service) decode(msg SQSMessage) *work {
-	var job queue.Job
 	log := s.o.Logger.With("message_id", msg.MessageID)
-	if err := json.Unmarshal([]byte(msg.Body), &job); err != nil {
+	job, err := queue.DecodeMessage(msg.Body)
+	if err != nil { // not JSON, or not a valid job: no redelivery can fix it
 		s.o.Counter.Count(MetricSkipped, "undecodable")
 		log.Warn("dropping undecodable message", "err", err.Error(), "bytes", len(msg.Body))
-		return nil
-	}
-	if err := job.Validate(); err != nil {
-		s.o.Counter.Count(MetricSkipped, "undecodable")
-		log.Warn("dropping invalid job message", "err", err.Error(), "job_id", job.JobID)
 		return nil
 	}
 	log = log.With("job_id", job.JobID, "run_id", job.RunID, "repository", job.Repository,

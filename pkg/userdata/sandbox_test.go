@@ -41,17 +41,6 @@ const (
 	mockSecretKey   = "v/12345678901"
 )
 
-// freePort returns a port on 127.0.0.1 that was free a moment ago.
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("finding a free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // startProcess starts an emulator in its own process group, waits until ready(url)
 // succeeds and stops the group when the test ends.
 func startProcess(t testing.TB, name string, ready func() error, argv ...string) {
@@ -85,7 +74,7 @@ func startIMDS(t testing.TB) string {
 	t.Helper()
 	bin := testenv.LookTool(t, "ec2-metadata-mock",
 		"go install github.com/aws/amazon-ec2-metadata-mock/cmd/ec2-metadata-mock@v1.13.0")
-	base := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	base := fmt.Sprintf("http://127.0.0.1:%d", testenv.FreePort(t))
 	startProcess(t, "ec2-metadata-mock", func() error {
 		resp, err := http.Get(base + "/latest/meta-data/instance-id")
 		if err != nil {
@@ -112,7 +101,7 @@ func startDynamo(t testing.TB) *dynamo {
 	t.Helper()
 	node := testenv.LookTool(t, "node", "install Node.js")
 	dir := testenv.NodeModule(t, "dynalite")
-	port := freePort(t)
+	port := testenv.FreePort(t)
 	backend := fmt.Sprintf("http://127.0.0.1:%d", port)
 	startProcess(t, "dynalite", func() error {
 		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))

@@ -2,8 +2,6 @@ package ghsim
 
 import (
 	"bytes"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -14,6 +12,8 @@ import (
 	"sort"
 	"strconv"
 	"time"
+
+	"github.com/skiffci/skiff/pkg/webhook"
 )
 
 type simDelivery struct {
@@ -167,8 +167,6 @@ func (s *Server) post(target, secret string, d *simDelivery) (int, string) {
 	if err != nil {
 		return http.StatusBadGateway, "failed to connect"
 	}
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write(d.payload)
 	h := req.Header
 	h.Set("Content-Type", "application/json")
 	h.Set("User-Agent", "GitHub-Hookshot/ghsim")
@@ -178,7 +176,7 @@ func (s *Server) post(target, secret string, d *simDelivery) (int, string) {
 	h.Set("X-GitHub-Hook-Installation-Target-Type", "integration")
 	h.Set("X-GitHub-Hook-Installation-Target-ID", strconv.FormatInt(d.app.ID, 10))
 	if secret != "" {
-		h.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+		h.Set("X-Hub-Signature-256", webhook.Sign([]byte(secret), d.payload))
 	}
 	resp, err := s.hookHC.Do(req)
 	if err != nil {
