@@ -1,0 +1,139 @@
+// Package names holds the names that skiff's parts must agree on: the
+// environment variables each function reads, the tags on runner instances,
+// the launch template of a pool, the roles of the tables and queues, and the
+// metric namespaces. The functions, the CLI, the boot script's renderer and
+// the CDK app (infra/) import them from here, so a rename is one change.
+//
+// It imports nothing but the standard library's strings package, so the CDK
+// app can depend on it without pulling in an SDK.
+package names
+
+import "strings"
+
+// Environment variables read by the functions and by `skiff local`. README.md
+// ("Configuration") documents each one's meaning and default.
+const (
+	// Shared by every function.
+	EnvTableName        = "SKIFF_TABLE_NAME"
+	EnvPoolsFile        = "SKIFF_POOLS_FILE"
+	EnvLogLevel         = "SKIFF_LOG_LEVEL"
+	EnvMetricsNamespace = "SKIFF_METRICS_NAMESPACE"
+
+	// The webhook function.
+	EnvWebhookSecretARN      = "SKIFF_WEBHOOK_SECRET_ARN"
+	EnvWebhookSecret         = "SKIFF_WEBHOOK_SECRET"
+	EnvWebhookSecretPrevious = "SKIFF_WEBHOOK_SECRET_PREVIOUS"
+	EnvQueueURL              = "SKIFF_QUEUE_URL"
+	EnvAllow                 = "SKIFF_ALLOW"
+	EnvMaxBodyBytes          = "SKIFF_MAX_BODY_BYTES"
+	EnvDeliveryTTL           = "SKIFF_DELIVERY_TTL"
+	EnvJobTTL                = "SKIFF_JOB_TTL"
+
+	// The scale-up function (and, for GitHub, every function that calls it).
+	EnvRegistrationTable    = "SKIFF_REGISTRATION_TABLE"
+	EnvDLQURL               = "SKIFF_DLQ_URL"
+	EnvAccountID            = "SKIFF_ACCOUNT_ID"
+	EnvPartition            = "SKIFF_PARTITION"
+	EnvGitHubAppIDs         = "SKIFF_GITHUB_APP_IDS"
+	EnvGitHubPrivateKeyARN  = "SKIFF_GITHUB_PRIVATE_KEY_ARN"
+	EnvGitHubAPIURL         = "SKIFF_GITHUB_API_URL"
+	EnvGitHubURL            = "SKIFF_GITHUB_URL"
+	EnvLaunchTemplatePrefix = "SKIFF_LAUNCH_TEMPLATE_PREFIX"
+	EnvRootDevice           = "SKIFF_ROOT_DEVICE"
+	EnvRegistrationMode     = "SKIFF_REGISTRATION_MODE"
+	EnvRunnerScope          = "SKIFF_RUNNER_SCOPE"
+	EnvCheckQueued          = "SKIFF_CHECK_QUEUED"
+	EnvMaxAttempts          = "SKIFF_MAX_ATTEMPTS"
+	EnvMaxFleetSize         = "SKIFF_MAX_FLEET_SIZE"
+	EnvMaxOverrides         = "SKIFF_MAX_OVERRIDES"
+	EnvClaimLease           = "SKIFF_CLAIM_LEASE"
+	EnvRegistrationTimeout  = "SKIFF_REGISTRATION_TIMEOUT"
+	EnvCapacityMemory       = "SKIFF_CAPACITY_MEMORY"
+	EnvRegistrationTTL      = "SKIFF_REGISTRATION_TTL"
+
+	// Set by Lambda itself; read for ARNs and the bundled pools file.
+	EnvAWSRegion       = "AWS_REGION"
+	EnvLambdaTaskRoot  = "LAMBDA_TASK_ROOT"
+	DefaultPoolsBundle = "pools.yaml"
+)
+
+// Tags on runner instances (and their volumes). Every instance skiff
+// launches carries TagManaged=true and TagPool at creation, which is what
+// IAM conditions and the reconciler select on.
+const (
+	TagManaged     = "skiff:managed"
+	TagPool        = "skiff:pool"
+	TagOwner       = "skiff:owner"
+	TagRepository  = "skiff:repository"
+	TagFleetToken  = "skiff:fleet-token"
+	TagJobID       = "skiff:job-id"
+	TagRunID       = "skiff:run-id"
+	TagRunnerName  = "skiff:runner-name"
+	TagJobIDs      = "skiff:job-ids"
+	TagRunIDs      = "skiff:run-ids"
+	TagRunnerNames = "skiff:runner-names"
+	// TagJobStarted and TagJobCompleted are set by the runner's job hooks
+	// on its own instance (userdata/hooks), with the UTC time as value.
+	TagJobStarted   = "skiff:job-started"
+	TagJobCompleted = "skiff:job-completed"
+	// ManagedValue is TagManaged's value.
+	ManagedValue = "true"
+)
+
+// DefaultLaunchTemplatePrefix prefixes every pool's launch template name.
+const DefaultLaunchTemplatePrefix = "skiff-"
+
+// LaunchTemplate is the name of a pool's launch template: prefix + pool.
+// An empty prefix means DefaultLaunchTemplatePrefix. EC2 allows 3–128
+// characters of [A-Za-z0-9()./_-]; pool names (schema/pools.schema.json)
+// stay within them.
+func LaunchTemplate(prefix, pool string) string {
+	if prefix == "" {
+		prefix = DefaultLaunchTemplatePrefix
+	}
+	return prefix + pool
+}
+
+// PoolOfLaunchTemplate is LaunchTemplate's inverse: the pool a template
+// name belongs to, and whether it has the prefix.
+func PoolOfLaunchTemplate(prefix, name string) (string, bool) {
+	if prefix == "" {
+		prefix = DefaultLaunchTemplatePrefix
+	}
+	return strings.CutPrefix(name, prefix)
+}
+
+// Table and queue roles: what each store or queue holds, and who writes
+// it. The CDK app creates one resource per role and passes its name or URL
+// to the functions through the variable named.
+const (
+	// RoleStateTable holds deliveries, jobs, runs, launch claims, fleets,
+	// pool counters and capacity memory (EnvTableName). Written by the
+	// webhook (deliveries, jobs, runs) and scale-up (the rest).
+	RoleStateTable = "state"
+	// RoleRegistrationTable holds one runner registration per instance,
+	// written by scale-up, read-and-deleted by the instance itself
+	// (EnvRegistrationTable). Encrypted with a customer key.
+	RoleRegistrationTable = "registration"
+	// RoleJobQueue carries queued jobs from the webhook to scale-up (EnvQueueURL).
+	RoleJobQueue = "jobs"
+	// RoleDeadLetterQueue receives the jobs scale-up gives up on, with a
+	// reason attribute (EnvDLQURL).
+	RoleDeadLetterQueue = "dead-letters"
+)
+
+// Metric namespaces.
+const (
+	// DefaultMetricsNamespace is the control plane's namespace (EMF counters
+	// of the functions), overridden by EnvMetricsNamespace.
+	DefaultMetricsNamespace = "Skiff"
+	// RunnerMetricsNamespace is where the runners' CloudWatch agent
+	// publishes CPU, memory, disk and GPU series (opt-in).
+	RunnerMetricsNamespace = "Skiff/Runner"
+)
+
+// Function names, as the functions/ directory and the log groups name them.
+const (
+	FunctionWebhook = "webhook"
+	FunctionScaleUp = "scaleup"
+)
