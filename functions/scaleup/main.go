@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 
-	"github.com/skiffci/skiff/pkg/scaleup"
+	"github.com/skiffci/skiff/internal/wiring"
 )
 
 func main() {
@@ -20,7 +20,7 @@ func main() {
 }
 
 func run(ctx context.Context) error {
-	cfg, err := scaleup.ConfigFromEnv(os.Getenv)
+	cfg, err := wiring.ScaleUpConfigFromEnv(os.Getenv)
 	if err != nil {
 		return err
 	}
@@ -29,11 +29,11 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	svc, err := scaleup.NewAWS(ctx, cfg, awsCfg, logger)
+	su, err := wiring.NewScaleUp(ctx, cfg, awsCfg, logger)
 	if err != nil {
 		return err
 	}
 	logger.Info("scaleup ready", "config", cfg.String())
-	lambda.Start(svc.HandleSQS)
+	lambda.Start(sqsHandler(su))
 	return nil
 }

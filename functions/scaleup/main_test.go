@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -26,7 +27,6 @@ import (
 	"github.com/skiffci/skiff/pkg/ec2/ec2fake"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/queue"
-	"github.com/skiffci/skiff/pkg/scaleup"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/userdata"
 )
@@ -117,14 +117,14 @@ func TestBootstrapUnderRIE(t *testing.T) {
 			Labels: labels, Pool: "default", DeliveryID: fmt.Sprintf("d%d", id), ReceivedAt: time.Now()})
 		return string(b)
 	}
-	msg := func(id, body string) scaleup.SQSMessage {
-		return scaleup.SQSMessage{MessageID: id, Body: body, Attributes: map[string]string{"ApproximateReceiveCount": "1"}}
+	msg := func(id, body string) events.SQSMessage {
+		return events.SQSMessage{MessageId: id, Body: body, Attributes: map[string]string{"ApproximateReceiveCount": "1"}}
 	}
-	invoke := func(msgs ...scaleup.SQSMessage) []scaleup.BatchItemFailure {
+	invoke := func(msgs ...events.SQSMessage) []events.SQSBatchItemFailure {
 		t.Helper()
-		raw := fn.Invoke(t, scaleup.SQSEvent{Records: msgs})
+		raw := fn.Invoke(t, events.SQSEvent{Records: msgs})
 		var br struct {
-			BatchItemFailures *[]scaleup.BatchItemFailure `json:"batchItemFailures"`
+			BatchItemFailures *[]events.SQSBatchItemFailure `json:"batchItemFailures"`
 		}
 		if err := json.Unmarshal(raw, &br); err != nil || br.BatchItemFailures == nil {
 			t.Fatalf("response %s (%v)\noutput:\n%s", raw, err, fn.Out.String())
@@ -196,7 +196,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 		t.Error("a credential appeared in the function's output")
 	}
 	for _, want := range []string{`"msg":"runner launched"`, `"reason":"no_pool"`, "dropping undecodable message", `"ScaleUpLaunched":1`,
-		`"reason":"ec2_capacity"`, `"ScaleUpCapacityErrors":1`, `"ScaleUpFallbacks":1`, `"msg":"job returned to the queue"`} {
+		`"reason":"launch_capacity"`, `"ScaleUpCapacityErrors":1`, `"ScaleUpFallbacks":1`, `"msg":"job returned to the queue"`} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("output lacks %s:\n%s", want, logs)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 
+	"github.com/skiffci/skiff/internal/wiring"
 	"github.com/skiffci/skiff/pkg/webhook"
 )
 
@@ -30,7 +31,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	h, err := webhook.NewAWS(ctx, cfg, awsCfg, logger)
+	h, err := wiring.NewWebhook(ctx, cfg, awsCfg, logger)
 	if err != nil {
 		return err
 	}

@@ -522,18 +522,44 @@ func notFound(err error) bool {
 	return errors.As(err, &api) && api.ErrorCode() == "InvalidInstanceID.NotFound"
 }
 
+// Described is one instance as DescribeInstances tells it.
+type Described struct {
+	ID           string
+	InstanceType string
+	Zone         string
+	Spot         bool
+	State        string
+	LaunchTime   time.Time
+	Tags         map[string]string
+}
+
 // States returns the state of each instance EC2 still knows; ids it does not
-// know are absent. An unknown id never hides the state of the others: when
-// EC2 refuses the call for one, each id is described on its own.
+// know are absent. An unknown id never hides the state of the others.
 func (l *Launcher) States(ctx context.Context, ids []string) (map[string]InstanceState, error) {
-	out := map[string]InstanceState{}
+	ds, err := l.Describe(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]InstanceState, len(ds))
+	for _, d := range ds {
+		out[d.ID] = InstanceState{State: d.State, LaunchTime: d.LaunchTime}
+	}
+	return out, nil
+}
+
+// Describe describes the instances EC2 still knows; ids it does not know
+// are absent. An unknown id never hides the others: when EC2 refuses the
+// call for one, each id is described on its own.
+func (l *Launcher) Describe(ctx context.Context, ids []string) ([]Described, error) {
+	var out []Described
 	if len(ids) == 0 {
 		return out, nil
 	}
-	err := l.describe(ctx, ids, out)
+	err := l.describe(ctx, &sdkec2.DescribeInstancesInput{InstanceIds: ids}, &out)
 	if notFound(err) && len(ids) > 1 {
+		out = out[:0]
 		for _, id := range ids {
-			if err := l.describe(ctx, []string{id}, out); err != nil && !notFound(err) {
+			if err := l.describe(ctx, &sdkec2.DescribeInstancesInput{InstanceIds: []string{id}}, &out); err != nil && !notFound(err) {
 				return nil, classifyCall("describing instances", err)
 			}
 		}
@@ -545,8 +571,28 @@ func (l *Launcher) States(ctx context.Context, ids []string) (map[string]Instanc
 	return out, nil
 }
 
-func (l *Launcher) describe(ctx context.Context, ids []string, out map[string]InstanceState) error {
-	p := sdkec2.NewDescribeInstancesPaginator(l.api, &sdkec2.DescribeInstancesInput{InstanceIds: ids})
+// DescribeFiltered describes the instances matching every filter (name →
+// accepted values, e.g. "tag:skiff:pool" → ["gpu"]), in pages of pageSize
+// (5 to 1,000; EC2's own bounds).
+func (l *Launcher) DescribeFiltered(ctx context.Context, filters map[string][]string, pageSize int) ([]Described, error) {
+	in := &sdkec2.DescribeInstancesInput{MaxResults: aws.Int32(int32(min(max(pageSize, 5), 1000)))}
+	keys := make([]string, 0, len(filters))
+	for k := range filters {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		in.Filters = append(in.Filters, types.Filter{Name: aws.String(k), Values: filters[k]})
+	}
+	var out []Described
+	if err := l.describe(ctx, in, &out); err != nil {
+		return nil, classifyCall("describing instances", err)
+	}
+	return out, nil
+}
+
+func (l *Launcher) describe(ctx context.Context, in *sdkec2.DescribeInstancesInput, out *[]Described) error {
+	p := sdkec2.NewDescribeInstancesPaginator(l.api, in)
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
@@ -554,9 +600,21 @@ func (l *Launcher) describe(ctx context.Context, ids []string, out map[string]In
 		}
 		for _, r := range page.Reservations {
 			for _, inst := range r.Instances {
-				if inst.State != nil {
-					out[aws.ToString(inst.InstanceId)] = InstanceState{State: string(inst.State.Name), LaunchTime: aws.ToTime(inst.LaunchTime)}
+				if inst.State == nil {
+					continue
 				}
+				d := Described{
+					ID: aws.ToString(inst.InstanceId), InstanceType: string(inst.InstanceType), State: string(inst.State.Name),
+					LaunchTime: aws.ToTime(inst.LaunchTime), Spot: inst.InstanceLifecycle == types.InstanceLifecycleTypeSpot,
+					Tags: make(map[string]string, len(inst.Tags)),
+				}
+				if inst.Placement != nil {
+					d.Zone = aws.ToString(inst.Placement.AvailabilityZone)
+				}
+				for _, t := range inst.Tags {
+					d.Tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
+				}
+				*out = append(*out, d)
 			}
 		}
 	}

@@ -1,9 +1,9 @@
 // Package scaler holds scale-up's decisions as pure functions over plain
 // values: what to do with a job given its launch claim, which jobs share a
-// fleet request, which capacity pools to ask for, the fleet's idempotency
-// token, and whether a job that did not launch is retried or dead-lettered.
+// fleet request, how many of a pool's jobs are admitted, the fleet's
+// idempotency token, and whether a job that did not launch is retried or dead-lettered.
 //
-// A job's launch claim moves like this (see store/launch.go):
+// A job's launch claim moves like this (see package launch and store/launch.go):
 //
 //	no claim ───────────────────────────────────────────► Fresh (attempt 1)
 //	claim, fleet done, job got an instance ─────────────► Launched (drop the duplicate)
@@ -25,8 +25,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/ec2"
-	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/launch"
 )
 
 // Action is what to do with a job before launching.
@@ -66,14 +65,14 @@ type ClaimDecision struct {
 
 // DecideClaim decides from the job's claim (nil if none) and the fleet its
 // token names (nil if none), at now.
-func DecideClaim(jobID int64, c *store.LaunchClaim, f *store.Fleet, now time.Time) ClaimDecision {
+func DecideClaim(jobID int64, c *launch.Claim, f *launch.Fleet, now time.Time) ClaimDecision {
 	if c == nil {
 		return ClaimDecision{Action: Fresh, Attempt: 1}
 	}
 	d := ClaimDecision{Attempt: c.Attempt, PrevGen: c.Gen}
 	leaseOver := !now.Before(c.LeaseUntil)
 	switch {
-	case f != nil && f.State == store.FleetDone:
+	case f != nil && f.State == launch.FleetDone:
 		if id, _ := f.Instance(jobID); id != "" {
 			d.Action, d.Instance = Launched, id
 			return d
@@ -96,7 +95,7 @@ func DecideClaim(jobID int64, c *store.LaunchClaim, f *store.Fleet, now time.Tim
 // Token is the idempotency token of a fleet for these members of a pool:
 // derived from each job id and launch attempt, so the same jobs at the same
 // attempts always give the same token, and a new attempt a new one.
-func Token(pool string, members []store.FleetMember) string {
+func Token(pool string, members []launch.Member) string {
 	keys := make([]string, len(members))
 	for i, m := range members {
 		keys[i] = strconv.FormatInt(m.JobID, 10) + ":" + strconv.Itoa(m.Attempt)
@@ -131,47 +130,6 @@ func Group(keys []string, maxSize int) [][]int {
 		groups[g] = append(groups[g], i)
 	}
 	return groups
-}
-
-// Places lists the capacity pools to ask for: each instance type in the
-// pool's order across every subnet (types outrank subnets, so the pool's
-// preference holds), without the pools remembered as failed, at most max.
-// With attribute-based selection, types is empty and each subnet is one
-// place. A place is skipped when it failed for every purchase option the
-// launch would use. When every place failed, all are asked for again:
-// capacity comes back, and a job must not wait forever on a stale memory.
-func Places(types, subnets []string, capacity ec2.Capacity, failed map[string]bool, max int) []ec2.Place {
-	if len(types) == 0 {
-		types = []string{""}
-	}
-	var all, ok []ec2.Place
-	for _, t := range types {
-		for _, s := range subnets {
-			p := ec2.Place{InstanceType: t, Subnet: s}
-			all = append(all, p)
-			spotFailed := failed[ec2.CapacityKey(t, s, true)]
-			odFailed := failed[ec2.CapacityKey(t, s, false)]
-			skip := false
-			switch capacity {
-			case ec2.Spot:
-				skip = spotFailed
-			case ec2.OnDemand:
-				skip = odFailed
-			default:
-				skip = spotFailed && odFailed
-			}
-			if !skip {
-				ok = append(ok, p)
-			}
-		}
-	}
-	if len(ok) == 0 {
-		ok = all
-	}
-	if max > 0 && len(ok) > max {
-		ok = ok[:max]
-	}
-	return ok
 }
 
 // Outcome is how one job's processing ended in this delivery.

@@ -6,49 +6,49 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/ec2"
+	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/scaler"
-	"github.com/skiffci/skiff/pkg/store"
 )
 
 var now = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 
 func TestDecideClaim(t *testing.T) {
 	t.Parallel()
-	claim := func(attempt, gen int, lease time.Duration) *store.LaunchClaim {
-		return &store.LaunchClaim{JobID: 7, Attempt: attempt, Gen: gen, Token: "t", LeaseUntil: now.Add(lease)}
+	claim := func(attempt, gen int, lease time.Duration) *launch.Claim {
+		return &launch.Claim{JobID: 7, Attempt: attempt, Gen: gen, Token: "t", LeaseUntil: now.Add(lease)}
 	}
-	fleet := func(state store.FleetState, members []int64, instances ...string) *store.Fleet {
-		f := &store.Fleet{Token: "t", State: state, Instances: instances}
+	fleet := func(state launch.FleetState, members []int64, instances ...string) *launch.Fleet {
+		f := &launch.Fleet{Token: "t", State: state, Instances: instances}
 		for _, m := range members {
-			f.Members = append(f.Members, store.FleetMember{JobID: m, Attempt: 1})
+			f.Members = append(f.Members, launch.Member{JobID: m, Attempt: 1})
 		}
 		return f
 	}
 	cases := []struct {
 		name  string
-		claim *store.LaunchClaim
-		fleet *store.Fleet
+		claim *launch.Claim
+		fleet *launch.Fleet
 		want  scaler.ClaimDecision
 	}{
 		{"no claim", nil, nil, scaler.ClaimDecision{Action: scaler.Fresh, Attempt: 1}},
-		{"done with an instance", claim(1, 1, -time.Minute), fleet(store.FleetDone, []int64{6, 7}, "i-6", "i-7"),
+		{"done with an instance", claim(1, 1, -time.Minute), fleet(launch.FleetDone, []int64{6, 7}, "i-6", "i-7"),
 			scaler.ClaimDecision{Action: scaler.Launched, Attempt: 1, PrevGen: 1, Instance: "i-7"}},
-		{"done with an instance, lease live", claim(1, 1, time.Minute), fleet(store.FleetDone, []int64{7}, "i-7"),
+		{"done with an instance, lease live", claim(1, 1, time.Minute), fleet(launch.FleetDone, []int64{7}, "i-7"),
 			scaler.ClaimDecision{Action: scaler.Launched, Attempt: 1, PrevGen: 1, Instance: "i-7"}},
-		{"done without an instance", claim(2, 3, time.Minute), fleet(store.FleetDone, []int64{6, 7}, "i-6", ""),
+		{"done without an instance", claim(2, 3, time.Minute), fleet(launch.FleetDone, []int64{6, 7}, "i-6", ""),
 			scaler.ClaimDecision{Action: scaler.NextAttempt, Attempt: 3, PrevGen: 3}},
-		{"done but not a member", claim(1, 1, time.Minute), fleet(store.FleetDone, []int64{6}, "i-6"),
+		{"done but not a member", claim(1, 1, time.Minute), fleet(launch.FleetDone, []int64{6}, "i-6"),
 			scaler.ClaimDecision{Action: scaler.NextAttempt, Attempt: 2, PrevGen: 1}},
 		{"no fleet, lease live", claim(1, 1, time.Minute), nil,
 			scaler.ClaimDecision{Action: scaler.InFlight, Attempt: 1, PrevGen: 1}},
 		{"no fleet, lease over", claim(1, 2, -time.Second), nil,
 			scaler.ClaimDecision{Action: scaler.NextAttempt, Attempt: 2, PrevGen: 2}},
-		{"intent, lease live", claim(1, 1, time.Minute), fleet(store.FleetIntent, []int64{7}),
+		{"intent, lease live", claim(1, 1, time.Minute), fleet(launch.FleetIntent, []int64{7}),
 			scaler.ClaimDecision{Action: scaler.InFlight, Attempt: 1, PrevGen: 1}},
-		{"intent, lease over", claim(1, 1, 0), fleet(store.FleetIntent, []int64{7}),
+		{"intent, lease over", claim(1, 1, 0), fleet(launch.FleetIntent, []int64{7}),
 			scaler.ClaimDecision{Action: scaler.Recover, Attempt: 1, PrevGen: 1}},
-		{"intent without the job, lease over", claim(1, 1, -time.Minute), fleet(store.FleetIntent, []int64{6}),
+		{"intent without the job, lease over", claim(1, 1, -time.Minute), fleet(launch.FleetIntent, []int64{6}),
 			scaler.ClaimDecision{Action: scaler.NextAttempt, Attempt: 2, PrevGen: 1}},
 	}
 	for _, tc := range cases {
@@ -63,10 +63,10 @@ func TestDecideClaim(t *testing.T) {
 
 func TestToken(t *testing.T) {
 	t.Parallel()
-	m := func(pairs ...int64) []store.FleetMember {
-		var out []store.FleetMember
+	m := func(pairs ...int64) []launch.Member {
+		var out []launch.Member
 		for i := 0; i < len(pairs); i += 2 {
-			out = append(out, store.FleetMember{JobID: pairs[i], Attempt: int(pairs[i+1])})
+			out = append(out, launch.Member{JobID: pairs[i], Attempt: int(pairs[i+1])})
 		}
 		return out
 	}
@@ -89,8 +89,8 @@ func TestToken(t *testing.T) {
 	if scaler.Token("cpu", m(11, 1)) == scaler.Token("cpu", m(1, 11)) {
 		t.Error("job 11 attempt 1 and job 1 attempt 11 share a token")
 	}
-	if len(base) > ec2.MaxTokenLen || !strings.HasPrefix(base, "skiff-") {
-		t.Errorf("token %q: longer than %d or unprefixed", base, ec2.MaxTokenLen)
+	if len(base) > provider.MaxTokenLen || !strings.HasPrefix(base, "skiff-") {
+		t.Errorf("token %q: longer than %d or unprefixed", base, provider.MaxTokenLen)
 	}
 }
 
@@ -113,44 +113,6 @@ func TestGroup(t *testing.T) {
 			t.Parallel()
 			if got := scaler.Group(tc.keys, tc.max); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("Group = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
-func TestPlaces(t *testing.T) {
-	t.Parallel()
-	types := []string{"g6.xlarge", "g5.xlarge"}
-	subnets := []string{"subnet-a", "subnet-b"}
-	p := func(t, s string) ec2.Place { return ec2.Place{InstanceType: t, Subnet: s} }
-	all := []ec2.Place{p("g6.xlarge", "subnet-a"), p("g6.xlarge", "subnet-b"), p("g5.xlarge", "subnet-a"), p("g5.xlarge", "subnet-b")}
-	cases := []struct {
-		name     string
-		types    []string
-		capacity ec2.Capacity
-		failed   []string
-		max      int
-		want     []ec2.Place
-	}{
-		{"types outrank subnets", types, ec2.Spot, nil, 0, all},
-		{"failed spot pool skipped", types, ec2.Spot, []string{"g6.xlarge/subnet-a/spot"}, 0, all[1:]},
-		{"spot failure alone keeps a fallback pool", types, ec2.SpotThenOnDemand, []string{"g6.xlarge/subnet-a/spot"}, 0, all},
-		{"both failures skip", types, ec2.SpotThenOnDemand, []string{"g6.xlarge/subnet-a/spot", "g6.xlarge/subnet-a/on-demand"}, 0, all[1:]},
-		{"on-demand ignores spot failures", types, ec2.OnDemand, []string{"g6.xlarge/subnet-a/spot"}, 0, all},
-		{"capped", types, ec2.Spot, nil, 3, all[:3]},
-		{"everything failed asks again", types, ec2.OnDemand,
-			[]string{"g6.xlarge/subnet-a/on-demand", "g6.xlarge/subnet-b/on-demand", "g5.xlarge/subnet-a/on-demand", "g5.xlarge/subnet-b/on-demand"}, 0, all},
-		{"attribute-based: one place per subnet", nil, ec2.Spot, []string{"*/subnet-b/spot"}, 0, []ec2.Place{p("", "subnet-a")}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			failed := map[string]bool{}
-			for _, k := range tc.failed {
-				failed[k] = true
-			}
-			if got := scaler.Places(tc.types, subnets, tc.capacity, failed, tc.max); !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("Places = %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/scaleup"
 )
 
@@ -59,7 +60,7 @@ func benchOnce(b *testing.B, mode scaleup.Mode) {
 		e.sim.SetFault(op, ghsim.Fault{Latency: benchGitHubLatency})
 	}
 	e.sim.SetFault(ghsim.OpGenerateOrgJITConfig, ghsim.Fault{Latency: benchJITLatency})
-	batches := make(chan []scaleup.SQSMessage, benchJobs/benchBatch)
+	batches := make(chan []queue.Delivery, benchJobs/benchBatch)
 	for i := int64(0); i < benchJobs; i += benchBatch {
 		batches <- jobs(10_000+i, benchBatch)
 	}
@@ -76,7 +77,7 @@ func benchOnce(b *testing.B, mode scaleup.Mode) {
 			defer wg.Done()
 			for msgs := range batches {
 				t0 := time.Now()
-				r := e.svc.Handle(context.Background(), batch(msgs...))
+				r := e.handle(context.Background(), e.svc, msgs...)
 				mu.Lock()
 				walls = append(walls, time.Since(t0))
 				failures += len(r.BatchItemFailures)

@@ -21,6 +21,7 @@ import (
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/scaleup"
 	"github.com/skiffci/skiff/pkg/store"
@@ -132,35 +133,6 @@ func (m *memRegistrations) all() map[string]userdata.Registration {
 	return out
 }
 
-type deadLetter struct {
-	msgID  string
-	jobID  int64
-	reason string
-	detail string
-}
-
-// memDeadLetters records dead letters.
-type memDeadLetters struct {
-	mu      sync.Mutex
-	letters []deadLetter
-}
-
-func (m *memDeadLetters) DeadLetter(ctx context.Context, msg scaleup.SQSMessage, jobID int64, reason, detail string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.letters = append(m.letters, deadLetter{msg.MessageID, jobID, reason, detail})
-	return nil
-}
-
-func (m *memDeadLetters) all() []deadLetter {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return append([]deadLetter(nil), m.letters...)
-}
-
 // env is one scale-up service with all its fakes.
 type env struct {
 	t       testing.TB
@@ -170,13 +142,14 @@ type env struct {
 	ec2     *ec2fake.Fake
 	store   *store.LaunchMemory
 	regs    *memRegistrations
-	dlq     *memDeadLetters
+	dlq     *queue.Memory
 	counter *telemetry.Memory
 	timings *telemetry.MemoryTimings
 	logs    *testenv.SyncBuffer
 	clock   *clock
 	svc     *scaleup.Service
 	opts    scaleup.Options
+	popts   ec2.ProviderOptions
 }
 
 func newEnv(t testing.TB, tweak func(*scaleup.Options)) *env {
@@ -200,17 +173,21 @@ func newEnv(t testing.TB, tweak func(*scaleup.Options)) *env {
 	}
 	e := &env{
 		t: t, sim: sim, inst: inst, gh: gh, ec2: ec2fake.New(), store: store.NewLaunchMemory(),
-		regs: &memRegistrations{items: map[string]userdata.Registration{}}, dlq: &memDeadLetters{},
+		regs: &memRegistrations{items: map[string]userdata.Registration{}}, dlq: &queue.Memory{},
 		counter: &telemetry.Memory{}, timings: &telemetry.MemoryTimings{}, logs: &testenv.SyncBuffer{}, clock: &clock{},
 	}
 	e.clock.set(start)
 	e.ec2.SetClock(e.clock.now)
+	logger := slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	noDelay := time.Duration(0)
+	e.popts = ec2.ProviderOptions{
+		API: e.ec2, Registrations: e.regs, Capacity: e.store, Partition: "aws", Region: "eu-west-1", Account: "123456789012",
+		LaunchTemplatePrefix: "skiff-", RootDevice: "/dev/xvda", TagRetryDelay: &noDelay,
+		Counter: e.counter, Logger: logger, Now: e.clock.now,
+	}
 	e.opts = scaleup.Options{
-		Pools: pools, Launches: e.store, EC2: ec2.NewLauncher(e.ec2, ec2.WithRetryDelay(0)), GitHub: gh, Registrations: e.regs,
-		DeadLetters: e.dlq, Counter: e.counter, Timings: e.timings,
-		Logger: slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Now:    e.clock.now, Partition: "aws", Region: "eu-west-1", Account: "123456789012",
-		LaunchTemplatePrefix: "skiff-", RootDevice: "/dev/xvda",
+		Pools: pools, Launches: e.store, Provider: e.provider(), GitHub: gh,
+		Counter: e.counter, Timings: e.timings, Logger: logger, Now: e.clock.now,
 	}
 	if tweak != nil {
 		tweak(&e.opts)
@@ -220,6 +197,35 @@ func newEnv(t testing.TB, tweak func(*scaleup.Options)) *env {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// provider is an EC2 provider over the env's fake, registrations and store.
+func (e *env) provider() *ec2.Provider {
+	e.t.Helper()
+	p, err := ec2.NewProvider(e.popts)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
+// response is what a Lambda SQS event source gets back: the messages to
+// deliver again (dead letters are sent to e.dlq on the way).
+type response struct{ BatchItemFailures []failure }
+
+type failure struct{ ItemIdentifier string }
+
+// handle runs one batch through svc and settles it as the Lambda does.
+func (e *env) handle(ctx context.Context, svc *scaleup.Service, ds ...queue.Delivery) response {
+	answers := svc.Handle(ctx, ds)
+	if len(answers) != len(ds) {
+		e.t.Fatalf("%d answers for %d deliveries", len(answers), len(ds))
+	}
+	var r response
+	for _, id := range queue.SettleBatch(context.Background(), e.dlq, ds, answers, e.counter, slog.New(slog.NewJSONHandler(e.logs, nil))) {
+		r.BatchItemFailures = append(r.BatchItemFailures, failure{id})
+	}
+	return r
 }
 
 var msgSeq atomic.Int64
@@ -234,20 +240,14 @@ func job(id int64, labels ...string) queue.Job {
 		ReceivedAt: start.Add(-2 * time.Second)}
 }
 
-// message wraps a job as an SQS record delivered receiveCount times.
-func message(j queue.Job, receiveCount int) scaleup.SQSMessage {
+// message wraps a job as a delivery received receiveCount times.
+func message(j queue.Job, receiveCount int) queue.Delivery {
 	body, _ := json.Marshal(j)
-	return scaleup.SQSMessage{
-		MessageID:  fmt.Sprintf("m-%d-%d", j.JobID, msgSeq.Add(1)),
-		Body:       string(body),
-		Attributes: map[string]string{"ApproximateReceiveCount": strconv.Itoa(receiveCount)},
-	}
+	return queue.NewDelivery(fmt.Sprintf("m-%d-%d", j.JobID, msgSeq.Add(1)), string(body), receiveCount, "")
 }
 
-func batch(msgs ...scaleup.SQSMessage) scaleup.SQSEvent { return scaleup.SQSEvent{Records: msgs} }
-
-func jobs(from int64, n int, labels ...string) []scaleup.SQSMessage {
-	out := make([]scaleup.SQSMessage, n)
+func jobs(from int64, n int, labels ...string) []queue.Delivery {
+	out := make([]queue.Delivery, n)
 	for i := range out {
 		out[i] = message(job(from+int64(i), labels...), 1)
 	}
@@ -255,7 +255,7 @@ func jobs(from int64, n int, labels ...string) []scaleup.SQSMessage {
 }
 
 // failed returns the message ids of a response.
-func failed(r scaleup.BatchResponse) map[string]bool {
+func failed(r response) map[string]bool {
 	out := map[string]bool{}
 	for _, f := range r.BatchItemFailures {
 		out[f.ItemIdentifier] = true
@@ -278,20 +278,21 @@ func (e *env) instancesPerJob() map[string]int {
 	return out
 }
 
-// crashAfter wraps the launcher: it cancels the invocation's context right
-// before (before=true) or right after CreateFleet, like a Lambda that dies there.
-type crashLauncher struct {
-	scaleup.Launcher
+// crashProvider wraps the provider: it cancels the invocation's context
+// right before (before=true) or right after the launch, like a Lambda that
+// dies there.
+type crashProvider struct {
+	provider.Provider
 	cancel context.CancelFunc
 	before bool
 }
 
-func (c *crashLauncher) Launch(ctx context.Context, req ec2.Request) (ec2.Result, error) {
+func (c *crashProvider) Launch(ctx context.Context, p provider.Plan, regs []userdata.Registration) (provider.Result, error) {
 	if c.before {
 		c.cancel()
-		return ec2.Result{}, ctx.Err()
+		return provider.Result{}, ctx.Err()
 	}
-	res, err := c.Launcher.Launch(ctx, req)
+	res, err := c.Provider.Launch(ctx, p, regs)
 	c.cancel()
 	return res, err
 }

@@ -1,14 +1,15 @@
 package scaleup
 
 // Metric names counted by the service (telemetry.Counter). The Reason
-// dimension is drawn from small fixed sets (pool names, EC2 failure kinds,
-// the skip and retry reasons below), so the number of series stays bounded.
+// dimension is drawn from small fixed sets (pool names, provider failure
+// kinds, the skip and retry reasons), so the number of series stays bounded.
+// The EC2 provider counts its own fleet errors and tag failures (package
+// ec2: MetricCapacityErrors, MetricTagFailures).
 const (
 	// MetricLaunched counts runners launched, Reason = pool.
 	MetricLaunched = "ScaleUpLaunched"
-	// MetricCapacityErrors counts fleet errors, Reason = ec2.Reason (capacity, quota, ...).
-	MetricCapacityErrors = "ScaleUpCapacityErrors"
-	// MetricFallbacks counts on-demand fallback fleets, Reason = pool.
+	// MetricFallbacks counts launches that used the provider's fallback
+	// capacity (on-demand for a spot-first pool), Reason = pool.
 	MetricFallbacks = "ScaleUpFallbacks"
 	// MetricSkipped counts jobs deliberately not launched, Reason = why.
 	MetricSkipped = "ScaleUpSkipped"
@@ -18,13 +19,9 @@ const (
 	MetricDeadLettered = "ScaleUpDeadLettered"
 	// MetricDuplicates counts deliveries of jobs already launched or in flight.
 	MetricDuplicates = "ScaleUpDuplicates"
-	// MetricTagFailures counts instances whose per-job tags (job id, run id,
-	// runner name, repository) could not be set after a shared fleet's
-	// launch, Reason = ec2.Reason (throttled, transient, ...).
-	MetricTagFailures = "ScaleUpTagFailures"
 	// MetricRecovered counts fleets of crashed invocations recovered.
 	MetricRecovered = "ScaleUpRecovered"
 	// MetricLaunchLatency is the time from the webhook's receipt of the
-	// queued event to the fleet's answer, in milliseconds (Timings).
+	// queued event to the provider's answer, in milliseconds (Timings).
 	MetricLaunchLatency = "ScaleUpLaunchLatency"
 )

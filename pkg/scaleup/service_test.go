@@ -12,6 +12,7 @@ import (
 
 	"github.com/skiffci/skiff/pkg/ec2"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/scaleup"
 	"github.com/skiffci/skiff/pkg/userdata"
 )
@@ -19,7 +20,7 @@ import (
 func TestBatchLaunchesOneFleet(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
-	resp := e.svc.Handle(context.Background(), batch(jobs(1000, 10)...))
+	resp := e.handle(context.Background(), e.svc, jobs(1000, 10)...)
 	if len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("failures: %+v\nlogs:\n%s", resp.BatchItemFailures, e.logs.String())
 	}
@@ -80,7 +81,7 @@ func TestBatchLaunchesOneFleet(t *testing.T) {
 		}
 	}
 	// A second delivery of the whole batch (late duplicates) launches nothing.
-	resp = e.svc.Handle(context.Background(), batch(jobs(1000, 10)...))
+	resp = e.handle(context.Background(), e.svc, jobs(1000, 10)...)
 	if len(resp.BatchItemFailures) != 0 || len(e.ec2.Instances()) != 10 || e.counter.Get(scaleup.MetricDuplicates, "launched") != 10 {
 		t.Errorf("redelivery: failures %v, %d instances, duplicates %d", resp.BatchItemFailures, len(e.ec2.Instances()),
 			e.counter.Get(scaleup.MetricDuplicates, "launched"))
@@ -101,56 +102,56 @@ func TestOutcomes(t *testing.T) {
 	}
 	cases := []struct {
 		name     string
-		msgs     func() []scaleup.SQSMessage
+		msgs     func() []queue.Delivery
 		setup    func(e *env)
 		maxTries int
 		want     want
 	}{
-		{"unresolvable labels are skipped", func() []scaleup.SQSMessage { return jobs(1, 2, "self-hosted", "windows") }, nil, 0,
+		{"unresolvable labels are skipped", func() []queue.Delivery { return jobs(1, 2, "self-hosted", "windows") }, nil, 0,
 			want{metric: scaleup.MetricSkipped + "/no_pool", fleetCalls: 0}},
-		{"repository outside the pool's scope is skipped", func() []scaleup.SQSMessage { return jobs(1, 1, "private") }, nil, 0,
+		{"repository outside the pool's scope is skipped", func() []queue.Delivery { return jobs(1, 1, "private") }, nil, 0,
 			want{metric: scaleup.MetricSkipped + "/repository_not_allowed", fleetCalls: 0}},
-		{"undecodable message is dropped", func() []scaleup.SQSMessage {
-			return []scaleup.SQSMessage{{MessageID: "junk", Body: "{not json"}, {MessageID: "empty", Body: `{"job_id":1}`}}
+		{"undecodable message is dropped", func() []queue.Delivery {
+			return []queue.Delivery{queue.NewDelivery("junk", "{not json", 1, ""), queue.NewDelivery("empty", `{"job_id":1}`, 1, "")}
 		}, nil, 0, want{metric: scaleup.MetricSkipped + "/undecodable", fleetCalls: 0}},
-		{"spot unavailable falls back to on-demand", func() []scaleup.SQSMessage { return jobs(1, 3) },
+		{"spot unavailable falls back to on-demand", func() []queue.Delivery { return jobs(1, 3) },
 			func(e *env) { e.ec2.SetSpotUnavailable(true) }, 0,
 			want{launched: 3, metric: scaleup.MetricFallbacks + "/cpu", fleetCalls: 2}},
-		{"no capacity anywhere is retried", func() []scaleup.SQSMessage { return jobs(1, 2, "ondemand") },
+		{"no capacity anywhere is retried", func() []queue.Delivery { return jobs(1, 2, "ondemand") },
 			func(e *env) { e.ec2.FailPool("c7i.xlarge/subnet-0aaaaaaaa/on-demand", "InsufficientInstanceCapacity") }, 0,
-			want{retried: 2, metric: scaleup.MetricCapacityErrors + "/capacity", fleetCalls: 1}},
-		{"no capacity on the last delivery is dead-lettered", func() []scaleup.SQSMessage {
-			return []scaleup.SQSMessage{message(job(1, "ondemand"), 5)}
+			want{retried: 2, metric: ec2.MetricCapacityErrors + "/capacity", fleetCalls: 1}},
+		{"no capacity on the last delivery is dead-lettered", func() []queue.Delivery {
+			return []queue.Delivery{message(job(1, "ondemand"), 5)}
 		}, func(e *env) { e.ec2.FailPool("c7i.xlarge/subnet-0aaaaaaaa/on-demand", "InsufficientInstanceCapacity") }, 5,
-			want{dead: 1, deadReason: "ec2_capacity", fleetCalls: 1}},
-		{"zero vCPU quota is dead-lettered at once", func() []scaleup.SQSMessage { return jobs(1, 2, "ondemand") },
+			want{dead: 1, deadReason: "launch_capacity", fleetCalls: 1}},
+		{"zero vCPU quota is dead-lettered at once", func() []queue.Delivery { return jobs(1, 2, "ondemand") },
 			func(e *env) { e.ec2.FailPool("c7i.xlarge/subnet-0aaaaaaaa/on-demand", "VcpuLimitExceeded") }, 0,
-			want{dead: 2, deadReason: "ec2_quota", metric: scaleup.MetricCapacityErrors + "/quota", fleetCalls: 1}},
-		{"zero quota for one type and no capacity for the other is retried", func() []scaleup.SQSMessage { return jobs(1, 2, "mixed") },
+			want{dead: 2, deadReason: "launch_quota", metric: ec2.MetricCapacityErrors + "/quota", fleetCalls: 1}},
+		{"zero quota for one type and no capacity for the other is retried", func() []queue.Delivery { return jobs(1, 2, "mixed") },
 			func(e *env) {
 				e.ec2.FailPool("g6.xlarge/subnet-0aaaaaaaa/on-demand", "VcpuLimitExceeded")
 				e.ec2.FailPool("c7i.xlarge/subnet-0aaaaaaaa/on-demand", "InsufficientInstanceCapacity")
 			}, 0,
-			want{retried: 2, metric: scaleup.MetricCapacityErrors + "/quota", fleetCalls: 1}},
-		{"a type with zero quota does not stop the others", func() []scaleup.SQSMessage { return jobs(1, 2, "mixed") },
+			want{retried: 2, metric: ec2.MetricCapacityErrors + "/quota", fleetCalls: 1}},
+		{"a type with zero quota does not stop the others", func() []queue.Delivery { return jobs(1, 2, "mixed") },
 			func(e *env) { e.ec2.FailPool("g6.xlarge/subnet-0aaaaaaaa/on-demand", "VcpuLimitExceeded") }, 0,
-			want{launched: 2, metric: scaleup.MetricCapacityErrors + "/quota", fleetCalls: 1}},
-		{"throttled fleet call is retried", func() []scaleup.SQSMessage { return jobs(1, 2) },
+			want{launched: 2, metric: ec2.MetricCapacityErrors + "/quota", fleetCalls: 1}},
+		{"throttled fleet call is retried", func() []queue.Delivery { return jobs(1, 2) },
 			func(e *env) { e.ec2.ThrottleNext(1) }, 0, want{retried: 2, fleetCalls: 1}},
-		{"missing launch template is dead-lettered", func() []scaleup.SQSMessage { return jobs(1, 1) },
-			func(e *env) { e.ec2.SetLaunchTemplates("skiff-other") }, 0, want{dead: 1, deadReason: "ec2_invalid", fleetCalls: 1}},
-		{"partial fill retries the rest", func() []scaleup.SQSMessage { return jobs(1, 5, "ondemand") },
+		{"missing launch template is dead-lettered", func() []queue.Delivery { return jobs(1, 1) },
+			func(e *env) { e.ec2.SetLaunchTemplates("skiff-other") }, 0, want{dead: 1, deadReason: "launch_invalid", fleetCalls: 1}},
+		{"partial fill retries the rest", func() []queue.Delivery { return jobs(1, 5, "ondemand") },
 			func(e *env) { e.ec2.SetFillLimit(3) }, 0, want{launched: 3, retried: 2, fleetCalls: 1}},
-		{"pool at max runners retries the rest", func() []scaleup.SQSMessage { return jobs(1, 3, "small") }, nil, 0,
+		{"pool at max runners retries the rest", func() []queue.Delivery { return jobs(1, 3, "small") }, nil, 0,
 			want{launched: 2, retried: 1, metric: scaleup.MetricRetried + "/max_runners", fleetCalls: 1}},
-		{"GitHub errors are retried without launching", func() []scaleup.SQSMessage { return jobs(1, 2) },
+		{"GitHub errors are retried without launching", func() []queue.Delivery { return jobs(1, 2) },
 			func(e *env) { e.sim.SetFault(ghsim.OpGenerateOrgJITConfig, ghsim.Fault{ErrorRate: 1}) }, 0,
 			want{retried: 2, metric: scaleup.MetricRetried + "/github", fleetCalls: 0}},
-		{"GitHub rate limit is retried", func() []scaleup.SQSMessage { return jobs(1, 1) },
+		{"GitHub rate limit is retried", func() []queue.Delivery { return jobs(1, 1) },
 			func(e *env) {
 				e.sim.SetFault(ghsim.OpGenerateOrgJITConfig, ghsim.Fault{LimitUntil: time.Now().Add(time.Hour), RetryAfter: time.Hour})
 			}, 0, want{retried: 1, metric: scaleup.MetricRetried + "/github_rate_limited", fleetCalls: 0}},
-		{"unknown runner group is dead-lettered", func() []scaleup.SQSMessage { return jobs(1, 1) },
+		{"unknown runner group is dead-lettered", func() []queue.Delivery { return jobs(1, 1) },
 			func(e *env) { e.sim.SetFault(ghsim.OpListRunnerGroups, ghsim.Fault{ErrorRate: 1, ErrorStatus: 404}) }, 0,
 			want{dead: 1, deadReason: "github_refused", fleetCalls: 0}},
 	}
@@ -162,20 +163,20 @@ func TestOutcomes(t *testing.T) {
 				tc.setup(e)
 			}
 			msgs := tc.msgs()
-			resp := e.svc.Handle(context.Background(), batch(msgs...))
+			resp := e.handle(context.Background(), e.svc, msgs...)
 			if got := len(e.ec2.Live()); got != tc.want.launched {
 				t.Errorf("launched %d, want %d", got, tc.want.launched)
 			}
 			if got := len(resp.BatchItemFailures); got != tc.want.retried {
 				t.Errorf("retried %d, want %d: %+v", got, tc.want.retried, resp.BatchItemFailures)
 			}
-			dead := e.dlq.all()
+			dead := e.dlq.DeadLetters()
 			if len(dead) != tc.want.dead {
 				t.Errorf("dead letters %+v, want %d", dead, tc.want.dead)
 			}
 			for _, d := range dead {
-				if d.reason != tc.want.deadReason {
-					t.Errorf("dead letter reason %q, want %q", d.reason, tc.want.deadReason)
+				if d.Reason != tc.want.deadReason {
+					t.Errorf("dead letter reason %q, want %q", d.Reason, tc.want.deadReason)
 				}
 			}
 			if tc.want.metric != "" && e.counter.Snapshot()[tc.want.metric] == 0 {
@@ -203,7 +204,7 @@ func TestCapacityMemory(t *testing.T) {
 	// falls back to on-demand and fills from the next override.
 	e.ec2.SetSpotUnavailable(true)
 	e.ec2.FailPool("c7i.large/subnet-0aaaaaaaa/on-demand", "InsufficientInstanceCapacity")
-	if r := e.svc.Handle(context.Background(), batch(jobs(1, 2)...)); len(r.BatchItemFailures) != 0 {
+	if r := e.handle(context.Background(), e.svc, jobs(1, 2)...); len(r.BatchItemFailures) != 0 {
 		t.Fatalf("first batch: %+v", r)
 	}
 	overrides := func(call int) []string {
@@ -216,7 +217,7 @@ func TestCapacityMemory(t *testing.T) {
 	if got := overrides(0); len(got) != 4 {
 		t.Fatalf("first fleet overrides %v, want all 4", got)
 	}
-	if r := e.svc.Handle(context.Background(), batch(jobs(10, 2)...)); len(r.BatchItemFailures) != 0 {
+	if r := e.handle(context.Background(), e.svc, jobs(10, 2)...); len(r.BatchItemFailures) != 0 {
 		t.Fatalf("second batch: %+v", r)
 	}
 	last := len(e.ec2.CreateFleetInputs()) - 1
@@ -225,8 +226,8 @@ func TestCapacityMemory(t *testing.T) {
 			t.Errorf("second fleet still asks for the failed pool: %v", overrides(last))
 		}
 	}
-	e.clock.advance(scaleup.DefaultCapacityMemory + time.Second)
-	e.svc.Handle(context.Background(), batch(jobs(20, 1)...))
+	e.clock.advance(ec2.DefaultCapacityMemory + time.Second)
+	e.handle(context.Background(), e.svc, jobs(20, 1)...)
 	if got := overrides(len(e.ec2.CreateFleetInputs()) - 1); len(got) != 4 {
 		t.Errorf("after the memory ends, overrides %v, want all 4", got)
 	}
@@ -242,21 +243,21 @@ func TestConcurrentDuplicateDelivery(t *testing.T) {
 		base := int64(1000 * (round + 1))
 		first, second := jobs(base, 5), jobs(base, 5) // same jobs, other messages
 		var wg sync.WaitGroup
-		resps := make([]scaleup.BatchResponse, 2)
-		for i, msgs := range [][]scaleup.SQSMessage{first, second} {
+		resps := make([]response, 2)
+		for i, msgs := range [][]queue.Delivery{first, second} {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				resps[i] = e.svc.Handle(context.Background(), batch(msgs...))
+				resps[i] = e.handle(context.Background(), e.svc, msgs...)
 			}()
 		}
 		wg.Wait()
-		pending := map[string]scaleup.SQSMessage{}
-		for i, msgs := range [][]scaleup.SQSMessage{first, second} {
+		pending := map[string]queue.Delivery{}
+		for i, msgs := range [][]queue.Delivery{first, second} {
 			f := failed(resps[i])
 			for _, m := range msgs {
-				if f[m.MessageID] {
-					pending[m.MessageID] = m
+				if f[m.ID] {
+					pending[m.ID] = m
 				}
 			}
 		}
@@ -272,11 +273,11 @@ func TestConcurrentDuplicateDelivery(t *testing.T) {
 				}
 			}
 			e.clock.advance(time.Minute)
-			var again []scaleup.SQSMessage
+			var again []queue.Delivery
 			for _, m := range pending {
 				again = append(again, m)
 			}
-			f := failed(e.svc.Handle(context.Background(), batch(again...)))
+			f := failed(e.handle(context.Background(), e.svc, again...))
 			for id := range pending {
 				if !f[id] {
 					delete(pending, id)
@@ -320,13 +321,13 @@ func TestCrashes(t *testing.T) {
 			e := newEnv(t, nil)
 			ctx, cancel := context.WithCancel(context.Background())
 			o := e.opts
-			o.EC2 = &crashLauncher{Launcher: ec2.NewLauncher(e.ec2), cancel: cancel, before: tc.before}
+			o.Provider = &crashProvider{Provider: e.provider(), cancel: cancel, before: tc.before}
 			crashing, err := scaleup.New(o)
 			if err != nil {
 				t.Fatal(err)
 			}
 			msg := message(job(77), 1)
-			crashing.Handle(ctx, batch(msg)) // dies midway
+			e.handle(ctx, crashing, msg) // dies midway
 			launched := e.ec2.Instances()
 			for _, in := range launched {
 				if tc.registered {
@@ -337,14 +338,14 @@ func TestCrashes(t *testing.T) {
 			}
 			// Before the lease ends, a redelivery waits.
 			e.clock.advance(time.Minute)
-			msg.Attributes["ApproximateReceiveCount"] = "2"
-			if r := e.svc.Handle(context.Background(), batch(msg)); len(r.BatchItemFailures) != 1 {
+			msg.ReceiveCount = 2
+			if r := e.handle(context.Background(), e.svc, msg); len(r.BatchItemFailures) != 1 {
 				t.Fatalf("redelivery within the lease: %+v", r)
 			}
 			// After the lease, the fleet is recovered by replaying it.
 			e.clock.advance(scaleup.DefaultClaimLease)
-			msg.Attributes["ApproximateReceiveCount"] = "3"
-			if r := e.svc.Handle(context.Background(), batch(msg)); len(r.BatchItemFailures) != 0 {
+			msg.ReceiveCount = 3
+			if r := e.handle(context.Background(), e.svc, msg); len(r.BatchItemFailures) != 0 {
 				t.Fatalf("redelivery after the lease: %+v\nlogs:\n%s", r, e.logs.String())
 			}
 			if got := len(e.ec2.Live()); got != 1 {
@@ -357,8 +358,8 @@ func TestCrashes(t *testing.T) {
 				t.Error("no recovery counted")
 			}
 			// And a later duplicate changes nothing.
-			msg.Attributes["ApproximateReceiveCount"] = "4"
-			if r := e.svc.Handle(context.Background(), batch(msg)); len(r.BatchItemFailures) != 0 || len(e.ec2.Live()) != 1 {
+			msg.ReceiveCount = 4
+			if r := e.handle(context.Background(), e.svc, msg); len(r.BatchItemFailures) != 0 || len(e.ec2.Live()) != 1 {
 				t.Errorf("late duplicate: %+v, %d live", r, len(e.ec2.Live()))
 			}
 		})
@@ -373,19 +374,18 @@ func TestCrashBeforeIntent(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	o := e.opts
-	o.Registrations = e.regs
 	o.Launches = &cancelOnPutFleet{LaunchMemoryish: e.store, cancel: cancel}
 	crashing, err := scaleup.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	msg := message(job(88), 1)
-	crashing.Handle(ctx, batch(msg))
+	e.handle(ctx, crashing, msg)
 	if len(e.ec2.Instances()) != 0 {
 		t.Fatal("launched despite dying before the intent")
 	}
 	e.clock.advance(scaleup.DefaultClaimLease + time.Second)
-	if r := e.svc.Handle(context.Background(), batch(msg)); len(r.BatchItemFailures) != 0 {
+	if r := e.handle(context.Background(), e.svc, msg); len(r.BatchItemFailures) != 0 {
 		t.Fatalf("retry: %+v\nlogs:\n%s", r, e.logs.String())
 	}
 	if got := len(e.ec2.Live()); got != 1 {
@@ -408,13 +408,13 @@ func TestCheckQueued(t *testing.T) {
 	if err := e.sim.CancelJob(run.JobIDs[0]); err != nil {
 		t.Fatal(err)
 	}
-	resp := e.svc.Handle(context.Background(), batch(message(job(run.JobIDs[0]), 1), message(job(run.JobIDs[1]), 1)))
+	resp := e.handle(context.Background(), e.svc, message(job(run.JobIDs[0]), 1), message(job(run.JobIDs[1]), 1))
 	if len(resp.BatchItemFailures) != 0 || len(e.ec2.Live()) != 1 || e.counter.Get(scaleup.MetricSkipped, "not_queued") != 1 {
 		t.Errorf("failures %v, %d live, skipped %v", resp.BatchItemFailures, len(e.ec2.Live()), e.counter.Snapshot())
 	}
 	// GitHub failing the check does not stop the launch (fails open).
 	e.sim.SetFault(ghsim.OpGetJob, ghsim.Fault{ErrorRate: 1, ErrorStatus: 500})
-	resp = e.svc.Handle(context.Background(), batch(message(job(5), 1)))
+	resp = e.handle(context.Background(), e.svc, message(job(5), 1))
 	if len(resp.BatchItemFailures) != 0 || len(e.ec2.Live()) != 2 || !strings.Contains(e.logs.String(), "launching anyway") {
 		t.Errorf("fail-open: failures %v, %d live", resp.BatchItemFailures, len(e.ec2.Live()))
 	}
@@ -424,7 +424,7 @@ func TestTokenMode(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(o *scaleup.Options) { o.Mode = scaleup.ModeToken })
 	for b := range 3 {
-		if r := e.svc.Handle(context.Background(), batch(jobs(int64(100*(b+1)), 10)...)); len(r.BatchItemFailures) != 0 {
+		if r := e.handle(context.Background(), e.svc, jobs(int64(100*(b+1)), 10)...); len(r.BatchItemFailures) != 0 {
 			t.Fatalf("batch %d: %+v\nlogs:\n%s", b, r, e.logs.String())
 		}
 	}
@@ -449,9 +449,9 @@ func TestSecretsNeverLogged(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []scaleup.Mode{scaleup.ModeJIT, scaleup.ModeToken} {
 		e := newEnv(t, func(o *scaleup.Options) { o.Mode = mode })
-		e.svc.Handle(context.Background(), batch(jobs(1, 5)...))
+		e.handle(context.Background(), e.svc, jobs(1, 5)...)
 		e.regs.fail = errInjected // registration writes fail: secrets in hand on an error path
-		e.svc.Handle(context.Background(), batch(jobs(100, 3)...))
+		e.handle(context.Background(), e.svc, jobs(100, 3)...)
 		secrets := e.sim.Secrets()
 		if len(secrets) == 0 {
 			t.Fatal("the simulator issued no secrets")
@@ -484,7 +484,7 @@ func TestPerJobTags(t *testing.T) {
 	t.Run("one job: tags at creation", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, nil)
-		if r := e.svc.Handle(context.Background(), batch(message(job(4711), 1))); len(r.BatchItemFailures) != 0 {
+		if r := e.handle(context.Background(), e.svc, message(job(4711), 1)); len(r.BatchItemFailures) != 0 {
 			t.Fatalf("failures %+v", r.BatchItemFailures)
 		}
 		in := e.ec2.CreateFleetInputs()[0]
@@ -507,11 +507,11 @@ func TestPerJobTags(t *testing.T) {
 		e := newEnv(t, nil)
 		e.ec2.FailOp("CreateTags", "RequestLimitExceeded", "RequestLimitExceeded")
 		e.ec2.SetEventualConsistency(1) // every id unknown to its first CreateTags: retried
-		r := e.svc.Handle(context.Background(), batch(jobs(500, 4)...))
+		r := e.handle(context.Background(), e.svc, jobs(500, 4)...)
 		if len(r.BatchItemFailures) != 0 || len(e.ec2.Live()) != 4 || e.counter.Get(scaleup.MetricLaunched, "cpu") != 4 {
 			t.Fatalf("failures %+v, %d live", r.BatchItemFailures, len(e.ec2.Live()))
 		}
-		if got := e.counter.Get(scaleup.MetricTagFailures, "throttled"); got != 2 {
+		if got := e.counter.Get(ec2.MetricTagFailures, "throttled"); got != 2 {
 			t.Errorf("tag failures counted %d, want 2: %v", got, e.counter.Snapshot())
 		}
 		tagged := 0
@@ -542,14 +542,14 @@ func TestQuotaReachesTheOperator(t *testing.T) {
 			}
 		}
 	}
-	e.svc.Handle(context.Background(), batch(jobs(1, 3)...))
-	dead := e.dlq.all()
+	e.handle(context.Background(), e.svc, jobs(1, 3)...)
+	dead := e.dlq.DeadLetters()
 	if len(dead) != 3 {
 		t.Fatalf("dead letters %+v, want 3", dead)
 	}
 	for _, d := range dead {
-		if d.reason != "ec2_quota" || !strings.Contains(d.detail, "VcpuLimitExceeded") || !strings.Contains(d.detail, "limit of 0") ||
-			!strings.Contains(d.detail, "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances") {
+		if d.Reason != "launch_quota" || !strings.Contains(d.Detail, "VcpuLimitExceeded") || !strings.Contains(d.Detail, "limit of 0") ||
+			!strings.Contains(d.Detail, "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances") {
 			t.Errorf("dead letter %+v", d)
 		}
 	}

@@ -23,7 +23,7 @@
 // gen is still the one the claimer read (optimistic concurrency).
 //
 // A fleet record is written before CreateFleet (state "intent", with the
-// exact plan: the ec2.Request as JSON, and the members as "<job id>:<attempt>"
+// exact plan: the provider's opaque plan, and the members as "<job id>:<attempt>"
 // strings) and once after the runners' registrations are written (state
 // "done", with instances aligned to members, "" for a member that got none,
 // and the reason). A fleet stuck in "intent" after its claims' leases ended
@@ -42,77 +42,28 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/skiffci/skiff/pkg/launch"
 )
 
-// LaunchClaim is a job's launch claim.
-type LaunchClaim struct {
-	JobID int64
-	// Attempt is the launch attempt, from 1. It moves on only when the
-	// previous attempt is known to be over (its fleet is done, or never
-	// reached EC2), so a retry after a crash keeps the attempt, and the fleet
-	// token, of the call that may have launched.
-	Attempt int
-	// Gen counts the claims of the job (fresh, next attempt or takeover),
-	// from 1; it makes each runner name unique.
-	Gen int
-	// Token is the fleet token the job was planned into.
-	Token string
-	// Pool is the job's pool.
-	Pool string
-	// LeaseUntil is when the claim may be taken over if its fleet is not done.
-	LeaseUntil time.Time
-	// UpdatedAt is when the claim was taken.
-	UpdatedAt time.Time
-	// ExpiresAt is when the store may forget the claim (TTL). It must outlive
-	// the queue's message retention, so that a late duplicate still finds it.
-	ExpiresAt time.Time
-}
-
-// FleetState is how far a fleet got.
-type FleetState string
+// The launch types live in package launch, where the decisions (package
+// scaler) read them without importing the store.
+type (
+	// LaunchClaim is a job's launch claim (launch.Claim).
+	LaunchClaim = launch.Claim
+	// FleetState is how far a fleet got (launch.FleetState).
+	FleetState = launch.FleetState
+	// FleetMember is one job of a fleet (launch.Member).
+	FleetMember = launch.Member
+	// Fleet is one launch request and its outcome (launch.Fleet).
+	Fleet = launch.Fleet
+)
 
 // The fleet states.
 const (
-	// FleetIntent: the plan is recorded; CreateFleet may or may not have run.
-	FleetIntent FleetState = "intent"
-	// FleetDone: the launch and the registrations are finished.
-	FleetDone FleetState = "done"
+	FleetIntent = launch.FleetIntent
+	FleetDone   = launch.FleetDone
 )
-
-// FleetMember is one job of a fleet.
-type FleetMember struct {
-	JobID   int64
-	Attempt int
-}
-
-// Fleet is one fleet request of scale-up: its plan and, once done, what it launched.
-type Fleet struct {
-	Token   string
-	Pool    string
-	State   FleetState
-	Plan    string // the ec2.Request, JSON
-	Members []FleetMember
-	// Instances are aligned with Members: the instance id each member got, or "".
-	Instances []string
-	// Reason says why members got no instance ("" when all did).
-	Reason    string
-	CreatedAt time.Time
-	ExpiresAt time.Time
-}
-
-// Instance returns the instance the job got in this fleet, and whether the
-// job is a member at all.
-func (f Fleet) Instance(jobID int64) (string, bool) {
-	for i, m := range f.Members {
-		if m.JobID == jobID {
-			if i < len(f.Instances) {
-				return f.Instances[i], true
-			}
-			return "", true
-		}
-	}
-	return "", false
-}
 
 // ErrConflict: a conditional write lost to a concurrent writer (the claim
 // changed since it was read, or the fleet already exists).

@@ -81,17 +81,28 @@ func InstanceARN(partition, region, account, instanceID string) string {
 	return fmt.Sprintf("arn:%s:ec2:%s:%s:instance/%s", partition, region, account, instanceID)
 }
 
-// Validate checks r against the contract.
+// Validate checks r against the contract: its instance ARN and expiry, and
+// ValidateValues.
 func (r Registration) Validate() error {
+	var errs []error
+	if !instanceARNRe.MatchString(r.InstanceARN) {
+		errs = append(errs, fmt.Errorf("%w: instance ARN %q is not arn:<partition>:ec2:<region>:<account>:instance/<id>",
+			ErrInvalidRegistration, r.InstanceARN))
+	}
+	if r.ExpiresAt.IsZero() {
+		errs = append(errs, fmt.Errorf("%w: expires_at is required (it is the table's TTL)", ErrInvalidRegistration))
+	}
+	return errors.Join(append(errs, r.ValidateValues())...)
+}
+
+// ValidateValues checks what the registration carries — its mode, secret,
+// URL, runner name, labels and group — against what the boot script
+// accepts, whatever instance it goes to. Scale-up checks it before
+// launching, so a registration the runner could not use never gets one.
+func (r Registration) ValidateValues() error {
 	var errs []error
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: %s", ErrInvalidRegistration, fmt.Sprintf(format, args...)))
-	}
-	if !instanceARNRe.MatchString(r.InstanceARN) {
-		bad("instance ARN %q is not arn:<partition>:ec2:<region>:<account>:instance/<id>", r.InstanceARN)
-	}
-	if r.ExpiresAt.IsZero() {
-		bad("expires_at is required (it is the table's TTL)")
 	}
 	safe := func(name, v string, required bool) {
 		switch {

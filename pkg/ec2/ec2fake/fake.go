@@ -36,7 +36,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -540,7 +542,10 @@ func message(code, typ, zone string) string {
 	return "injected " + code
 }
 
-// DescribeInstances implements ec2.API for InstanceIds (no filters).
+// DescribeInstances implements ec2.API: by InstanceIds, or by Filters
+// (tag:<key>, tag-key, instance-state-name, instance-id; a filter matches
+// any of its values, every filter must match), in pages of MaxResults (5 to
+// 1,000, which EC2 refuses together with InstanceIds) with NextToken.
 func (f *Fake) DescribeInstances(ctx context.Context, in *sdkec2.DescribeInstancesInput, _ ...func(*sdkec2.Options)) (*sdkec2.DescribeInstancesOutput, error) {
 	if err := f.wait(ctx, "DescribeInstances"); err != nil {
 		return nil, err
@@ -551,18 +556,44 @@ func (f *Fake) DescribeInstances(ctx context.Context, in *sdkec2.DescribeInstanc
 	if err := f.injected("DescribeInstances"); err != nil {
 		return nil, err
 	}
-	if len(in.Filters) > 0 || in.MaxResults != nil || in.NextToken != nil {
-		return nil, apiErr("UnknownParameter", "the fake describes instances by id only")
+	if in.MaxResults != nil && (len(in.InstanceIds) > 0 || *in.MaxResults < 5 || *in.MaxResults > 1000) {
+		return nil, apiErr("InvalidParameterCombination", "MaxResults must be 5 to 1000, and cannot be used with InstanceIds")
 	}
 	ids := in.InstanceIds
 	if len(ids) == 0 {
 		ids = append([]string(nil), f.order...)
-	}
-	if err := f.known(ids, false); err != nil {
+	} else if err := f.known(ids, false); err != nil {
 		return nil, err
 	}
-	res := types.Reservation{ReservationId: aws.String("r-0fa4e0000000000000"), OwnerId: aws.String("123456789012")}
+	for _, flt := range in.Filters {
+		switch name := aws.ToString(flt.Name); {
+		case strings.HasPrefix(name, "tag:"), name == "tag-key", name == "instance-state-name", name == "instance-id":
+		default:
+			return nil, apiErr("InvalidParameterValue", fmt.Sprintf("The filter '%s' is invalid (the fake does not model it)", name))
+		}
+	}
+	var matched []string
 	for _, id := range ids {
+		if matches(f.instances[id], in.Filters) {
+			matched = append(matched, id)
+		}
+	}
+	start := 0
+	if t := aws.ToString(in.NextToken); t != "" {
+		n, err := strconv.Atoi(strings.TrimPrefix(t, "page-"))
+		if err != nil || n < 0 || n > len(matched) {
+			return nil, apiErr("InvalidParameterValue", "invalid NextToken")
+		}
+		start = n
+	}
+	end := len(matched)
+	out := &sdkec2.DescribeInstancesOutput{}
+	if in.MaxResults != nil && start+int(*in.MaxResults) < end {
+		end = start + int(*in.MaxResults)
+		out.NextToken = aws.String("page-" + strconv.Itoa(end))
+	}
+	res := types.Reservation{ReservationId: aws.String("r-0fa4e0000000000000"), OwnerId: aws.String("123456789012")}
+	for _, id := range matched[start:end] {
 		inst := f.instances[id]
 		var tags []types.Tag
 		keys := make([]string, 0, len(inst.Tags))
@@ -573,7 +604,7 @@ func (f *Fake) DescribeInstances(ctx context.Context, in *sdkec2.DescribeInstanc
 		for _, k := range keys {
 			tags = append(tags, types.Tag{Key: aws.String(k), Value: aws.String(inst.Tags[k])})
 		}
-		out := types.Instance{
+		o := types.Instance{
 			InstanceId: aws.String(inst.ID), InstanceType: types.InstanceType(inst.InstanceType),
 			SubnetId:   aws.String(inst.Subnet),
 			Placement:  &types.Placement{AvailabilityZone: aws.String(inst.Zone)},
@@ -582,11 +613,45 @@ func (f *Fake) DescribeInstances(ctx context.Context, in *sdkec2.DescribeInstanc
 			Tags:       tags,
 		}
 		if inst.Spot {
-			out.InstanceLifecycle = types.InstanceLifecycleTypeSpot
+			o.InstanceLifecycle = types.InstanceLifecycleTypeSpot
 		}
-		res.Instances = append(res.Instances, out)
+		res.Instances = append(res.Instances, o)
 	}
-	return &sdkec2.DescribeInstancesOutput{Reservations: []types.Reservation{res}}, nil
+	if len(res.Instances) > 0 {
+		out.Reservations = []types.Reservation{res}
+	}
+	return out, nil
+}
+
+// matches reports whether the instance passes every filter (whose names
+// DescribeInstances checked).
+func matches(inst *Instance, filters []types.Filter) bool {
+	for _, flt := range filters {
+		name := aws.ToString(flt.Name)
+		var have []string
+		switch {
+		case strings.HasPrefix(name, "tag:"):
+			if v, ok := inst.Tags[strings.TrimPrefix(name, "tag:")]; ok {
+				have = []string{v}
+			}
+		case name == "tag-key":
+			for k := range inst.Tags {
+				have = append(have, k)
+			}
+		case name == "instance-state-name":
+			have = []string{inst.State}
+		case name == "instance-id":
+			have = []string{inst.ID}
+		}
+		ok := false
+		for _, v := range flt.Values {
+			ok = ok || slices.Contains(have, v)
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // TerminateInstances implements ec2.API.

@@ -74,7 +74,8 @@ func (f *Fake) Handler() http.Handler {
 				}
 			}
 		case "DescribeInstances":
-			in := &sdkec2.DescribeInstancesInput{InstanceIds: q.strs("InstanceId")}
+			in := &sdkec2.DescribeInstancesInput{InstanceIds: q.strs("InstanceId"), Filters: q.filters("Filter"),
+				MaxResults: q.i32("MaxResults"), NextToken: q.str("NextToken")}
 			if err = q.finish(); err == nil {
 				var o *sdkec2.DescribeInstancesOutput
 				if o, err = f.DescribeInstances(r.Context(), in); err == nil {
@@ -277,6 +278,19 @@ func (q *query) tags(key string) []types.Tag {
 	for i := range out {
 		p := member(key, i)
 		out[i] = types.Tag{Key: q.str(p + ".Key"), Value: q.str(p + ".Value")}
+	}
+	return out
+}
+
+func (q *query) filters(key string) []types.Filter {
+	n := q.count(key)
+	if n == 0 {
+		return nil
+	}
+	out := make([]types.Filter, n)
+	for i := range out {
+		p := member(key, i)
+		out[i] = types.Filter{Name: q.str(p + ".Name"), Values: q.strs(p + ".Value")}
 	}
 	return out
 }
@@ -522,6 +536,7 @@ type xmlDescribeInstancesResponse struct {
 	Xmlns        string           `xml:"xmlns,attr"`
 	RequestID    string           `xml:"requestId"`
 	Reservations []xmlReservation `xml:"reservationSet>item"`
+	NextToken    string           `xml:"nextToken,omitempty"`
 }
 
 type xmlReservation struct {
@@ -544,7 +559,7 @@ type xmlInstance struct {
 }
 
 func encodeDescribeInstances(rid string, o *sdkec2.DescribeInstancesOutput) *xmlDescribeInstancesResponse {
-	out := &xmlDescribeInstancesResponse{Xmlns: xmlns, RequestID: rid}
+	out := &xmlDescribeInstancesResponse{Xmlns: xmlns, RequestID: rid, NextToken: aws.ToString(o.NextToken)}
 	for _, r := range o.Reservations {
 		xr := xmlReservation{ID: aws.ToString(r.ReservationId), OwnerID: aws.ToString(r.OwnerId)}
 		for _, i := range r.Instances {

@@ -197,12 +197,18 @@ func TestErrorsOverHTTP(t *testing.T) {
 				_, err := c.CreateFleet(context.Background(), i)
 				return err
 			}, "UnknownParameter", http.StatusBadRequest},
-		{"describe with filters", nil,
+		{"describe with a filter the fake does not model", nil,
 			func(c *sdkec2.Client) error {
 				_, err := c.DescribeInstances(context.Background(), &sdkec2.DescribeInstancesInput{
-					Filters: []types.Filter{{Name: aws.String("tag:skiff:pool"), Values: []string{"cpu"}}}})
+					Filters: []types.Filter{{Name: aws.String("vpc-id"), Values: []string{"vpc-0a"}}}})
 				return err
-			}, "UnknownParameter", http.StatusBadRequest},
+			}, "InvalidParameterValue", http.StatusBadRequest},
+		{"describe with ids and a page size", nil,
+			func(c *sdkec2.Client) error {
+				_, err := c.DescribeInstances(context.Background(), &sdkec2.DescribeInstancesInput{
+					InstanceIds: []string{"i-0a"}, MaxResults: aws.Int32(5)})
+				return err
+			}, "InvalidParameterCombination", http.StatusBadRequest},
 		{"tag value too long", nil,
 			func(c *sdkec2.Client) error {
 				i := in()

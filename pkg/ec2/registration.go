@@ -1,4 +1,4 @@
-package scaleup
+package ec2
 
 import (
 	"context"
@@ -6,13 +6,14 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/skiffci/skiff/pkg/userdata"
 )
 
-// Registrations delivers runner registrations to their instances.
-// Put returns nil only when the item is durably written.
+// Registrations delivers runner registrations to their instances: the EC2
+// provider's half of the registration contract (package userdata has the
+// instance's half). Put returns nil only when the item is durably written.
 type Registrations interface {
 	Put(ctx context.Context, r userdata.Registration) error
 }
@@ -47,13 +48,13 @@ func (t *RegistrationTable) Put(ctx context.Context, r userdata.Registration) er
 	if err := r.Validate(); err != nil {
 		return fmt.Errorf("writing registration of %s: %w", r.InstanceARN, err)
 	}
-	item := map[string]types.AttributeValue{}
+	item := map[string]ddbtypes.AttributeValue{}
 	for name, tv := range r.Attributes() {
 		switch tv[0] {
 		case "N":
-			item[name] = &types.AttributeValueMemberN{Value: tv[1]}
+			item[name] = &ddbtypes.AttributeValueMemberN{Value: tv[1]}
 		default:
-			item[name] = &types.AttributeValueMemberS{Value: tv[1]}
+			item[name] = &ddbtypes.AttributeValueMemberS{Value: tv[1]}
 		}
 	}
 	if _, err := t.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(t.table), Item: item}); err != nil {

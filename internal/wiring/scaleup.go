@@ -1,0 +1,185 @@
+package wiring
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	sdkec2 "github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/skiffci/skiff/pkg/config"
+	"github.com/skiffci/skiff/pkg/ec2"
+	"github.com/skiffci/skiff/pkg/github"
+	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/scaleup"
+	"github.com/skiffci/skiff/pkg/secret"
+	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/telemetry"
+)
+
+// ScaleUpConfig is the scale-up function's configuration, read from the
+// environment by ScaleUpConfigFromEnv; README.md lists the variables.
+type ScaleUpConfig struct {
+	TableName            string // SKIFF_TABLE_NAME: the store's table
+	RegistrationTable    string // SKIFF_REGISTRATION_TABLE: the runners' registration table
+	DeadLetterURL        string // SKIFF_DLQ_URL: the job queue's dead-letter queue
+	PoolsFile            string // SKIFF_POOLS_FILE
+	LaunchTemplatePrefix string // SKIFF_LAUNCH_TEMPLATE_PREFIX (+ pool name)
+	RootDevice           string // SKIFF_ROOT_DEVICE
+	Mode                 scaleup.Mode
+	Scope                scaleup.Scope
+	CheckQueued          bool
+	MaxAttempts          int
+	MaxFleetSize         int
+	MaxPlaces            int // SKIFF_MAX_OVERRIDES
+	ClaimLease           time.Duration
+	CapacityMemory       time.Duration
+	RegistrationTTL      time.Duration
+	RegistrationTimeout  time.Duration
+	Account              string  // SKIFF_ACCOUNT_ID
+	Region               string  // AWS_REGION (set by Lambda)
+	Partition            string  // SKIFF_PARTITION
+	AppIDs               []int64 // SKIFF_GITHUB_APP_IDS
+	PrivateKeyARN        string  // SKIFF_GITHUB_PRIVATE_KEY_ARN
+	GitHubAPIURL         string
+	GitHubURL            string
+	LogLevel             slog.Level
+	MetricsNamespace     string
+}
+
+// ScaleUpConfigFromEnv reads the configuration through getenv (os.Getenv)
+// and reports every missing or malformed variable by name.
+func ScaleUpConfigFromEnv(getenv func(string) string) (ScaleUpConfig, error) {
+	env := config.NewEnv(getenv)
+	c := ScaleUpConfig{
+		TableName:            env.Required(names.EnvTableName),
+		RegistrationTable:    env.Required(names.EnvRegistrationTable),
+		DeadLetterURL:        env.Required(names.EnvDLQURL),
+		PoolsFile:            env.String(names.EnvPoolsFile, config.DefaultPoolsFile(getenv)),
+		LaunchTemplatePrefix: env.String(names.EnvLaunchTemplatePrefix, names.DefaultLaunchTemplatePrefix),
+		RootDevice:           env.String(names.EnvRootDevice, ec2.DefaultRootDevice),
+		Mode:                 scaleup.Mode(env.String(names.EnvRegistrationMode, string(scaleup.ModeJIT))),
+		Scope:                scaleup.Scope(env.String(names.EnvRunnerScope, string(scaleup.ScopeOrg))),
+		CheckQueued:          env.Bool(names.EnvCheckQueued, false),
+		MaxAttempts:          env.Int(names.EnvMaxAttempts, scaleup.DefaultMaxAttempts),
+		MaxFleetSize:         env.Int(names.EnvMaxFleetSize, scaleup.DefaultMaxFleetSize),
+		MaxPlaces:            env.Int(names.EnvMaxOverrides, ec2.DefaultMaxPlaces),
+		ClaimLease:           env.Duration(names.EnvClaimLease, scaleup.DefaultClaimLease),
+		CapacityMemory:       env.Duration(names.EnvCapacityMemory, ec2.DefaultCapacityMemory),
+		RegistrationTTL:      env.Duration(names.EnvRegistrationTTL, ec2.DefaultRegistrationTTL),
+		RegistrationTimeout:  env.Duration(names.EnvRegistrationTimeout, scaleup.DefaultRegistrationTimeout),
+		Account:              env.Required(names.EnvAccountID),
+		Region:               env.Required(names.EnvAWSRegion),
+		Partition:            env.String(names.EnvPartition, "aws"),
+		PrivateKeyARN:        env.Required(names.EnvGitHubPrivateKeyARN),
+		GitHubAPIURL:         env.String(names.EnvGitHubAPIURL, github.DefaultBaseURL),
+		GitHubURL:            env.String(names.EnvGitHubURL, "https://github.com"),
+		MetricsNamespace:     env.String(names.EnvMetricsNamespace, names.DefaultMetricsNamespace),
+	}
+	if c.Mode != scaleup.ModeJIT && c.Mode != scaleup.ModeToken {
+		env.Fail("%s=%q: want jit or token", names.EnvRegistrationMode, c.Mode)
+	}
+	if c.Scope != scaleup.ScopeOrg && c.Scope != scaleup.ScopeRepo {
+		env.Fail("%s=%q: want org or repo", names.EnvRunnerScope, c.Scope)
+	}
+	if c.MaxFleetSize > 10 {
+		env.Fail("%s=%d: at most 10 (the fleet's job-list tag must fit EC2's 256-character tag value)", names.EnvMaxFleetSize, c.MaxFleetSize)
+	}
+	if c.ClaimLease <= c.RegistrationTimeout {
+		env.Fail("%s=%s must exceed %s=%s (crash recovery relies on it)", names.EnvClaimLease, c.ClaimLease,
+			names.EnvRegistrationTimeout, c.RegistrationTimeout)
+	}
+	ids := env.List(names.EnvGitHubAppIDs)
+	if len(ids) == 0 {
+		env.Fail("%s is required (comma-separated GitHub App ids)", names.EnvGitHubAppIDs)
+	}
+	for _, s := range ids {
+		id, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || id <= 0 {
+			env.Fail("%s: %q is not an App id", names.EnvGitHubAppIDs, s)
+			continue
+		}
+		c.AppIDs = append(c.AppIDs, id)
+	}
+	c.LogLevel = env.LogLevel(names.EnvLogLevel)
+	return c, env.Err()
+}
+
+// String describes the configuration for a cold-start log line, without secrets.
+func (c ScaleUpConfig) String() string {
+	return strings.Join([]string{
+		"table=" + c.TableName, "registration_table=" + c.RegistrationTable, "dlq=" + c.DeadLetterURL,
+		"pools=" + c.PoolsFile, "mode=" + string(c.Mode), "scope=" + string(c.Scope),
+		"launch_template_prefix=" + c.LaunchTemplatePrefix, fmt.Sprintf("max_attempts=%d", c.MaxAttempts),
+		fmt.Sprintf("max_fleet_size=%d", c.MaxFleetSize), fmt.Sprintf("check_queued=%v", c.CheckQueued),
+		fmt.Sprintf("apps=%v", c.AppIDs), "github_api=" + c.GitHubAPIURL,
+	}, " ")
+}
+
+// ScaleUp is the scale-up function's service with the dead-letterer its
+// answers need, built once per Lambda container.
+type ScaleUp struct {
+	Service     *scaleup.Service
+	DeadLetters queue.DeadLetterer
+	Counter     telemetry.Counter
+	Logger      *slog.Logger
+}
+
+// NewScaleUp builds the production scale-up: the GitHub Apps' keys read once
+// from Secrets Manager, the pools file, DynamoDB (launch state and the
+// registration table), the EC2 provider, the dead-letter queue, and EMF
+// metrics and JSON logs on stdout. The GitHub client's token, runner group
+// and registration token caches live as long as the container.
+func NewScaleUp(ctx context.Context, cfg ScaleUpConfig, awsCfg aws.Config, logger *slog.Logger) (*ScaleUp, error) {
+	keys, err := secret.Fetch(ctx, secretsmanager.NewFromConfig(awsCfg), cfg.PrivateKeyARN)
+	if err != nil {
+		return nil, fmt.Errorf("loading GitHub App keys: %w", err)
+	}
+	apps, err := github.ParseAppKeys(cfg.AppIDs, keys)
+	if err != nil {
+		return nil, err
+	}
+	gh, err := github.NewClient(apps, github.WithBaseURL(cfg.GitHubAPIURL), github.WithLogger(logger))
+	if err != nil {
+		return nil, err
+	}
+	pools, err := pool.Load(cfg.PoolsFile)
+	if err != nil {
+		return nil, fmt.Errorf("loading pools (%s): %w", names.EnvPoolsFile, err)
+	}
+	ddb := dynamodb.NewFromConfig(awsCfg)
+	launches := store.NewLaunchDynamo(ddb, cfg.TableName)
+	counter := telemetry.NewEMF(os.Stdout, cfg.MetricsNamespace, names.FunctionScaleUp, nil)
+	prov, err := ec2.NewProvider(ec2.ProviderOptions{
+		API: sdkec2.NewFromConfig(awsCfg), Registrations: ec2.NewRegistrationTable(ddb, cfg.RegistrationTable), Capacity: launches,
+		Partition: cfg.Partition, Region: cfg.Region, Account: cfg.Account,
+		LaunchTemplatePrefix: cfg.LaunchTemplatePrefix, RootDevice: cfg.RootDevice, MaxPlaces: cfg.MaxPlaces,
+		CapacityMemoryFor: cfg.CapacityMemory, RegistrationTTL: cfg.RegistrationTTL, RegistrationTimeout: cfg.RegistrationTimeout,
+		Counter: counter, Logger: logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	svc, err := scaleup.New(scaleup.Options{
+		Pools: pools, Launches: launches, Provider: prov, GitHub: gh,
+		Counter: counter, Timings: telemetry.NewEMFTimings(os.Stdout, cfg.MetricsNamespace, names.FunctionScaleUp, nil),
+		Logger: logger, Mode: cfg.Mode, Scope: cfg.Scope, GitHubURL: cfg.GitHubURL, CheckQueued: cfg.CheckQueued,
+		MaxAttempts: cfg.MaxAttempts, MaxFleetSize: cfg.MaxFleetSize, ClaimLease: cfg.ClaimLease,
+		RegistrationTimeout: cfg.RegistrationTimeout,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &ScaleUp{Service: svc, DeadLetters: queue.NewSQSDeadLetters(sqs.NewFromConfig(awsCfg), cfg.DeadLetterURL),
+		Counter: counter, Logger: logger}, nil
+}

@@ -1,0 +1,50 @@
+// Package wiring builds skiff's services from their configuration: the one
+// place that knows which adapter serves each port in AWS. The Lambda
+// functions (functions/*) and the CLI call it; the services themselves
+// (pkg/webhook, pkg/scaleup) see only their ports.
+package wiring
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/telemetry"
+	"github.com/skiffci/skiff/pkg/webhook"
+)
+
+// NewWebhook builds the production webhook handler from cfg: the webhook
+// secret read once from Secrets Manager, the pools file, SQS, DynamoDB, and
+// EMF metrics and JSON logs on stdout. It is called once per Lambda container.
+func NewWebhook(ctx context.Context, cfg webhook.Config, awsCfg aws.Config, logger *slog.Logger) (*webhook.Handler, error) {
+	secrets, err := cfg.LoadSecrets(ctx, secretsmanager.NewFromConfig(awsCfg))
+	if err != nil {
+		return nil, err
+	}
+	pools, err := pool.Load(cfg.PoolsFile)
+	if err != nil {
+		return nil, fmt.Errorf("loading pools (%s): %w", names.EnvPoolsFile, err)
+	}
+	return webhook.New(webhook.Options{
+		Secrets:      secrets,
+		Router:       pools,
+		Queue:        queue.NewSQS(sqs.NewFromConfig(awsCfg), cfg.QueueURL),
+		Store:        store.NewDynamo(dynamodb.NewFromConfig(awsCfg), cfg.TableName),
+		Counter:      telemetry.NewEMF(os.Stdout, cfg.MetricsNamespace, names.FunctionWebhook, nil),
+		Logger:       logger,
+		Allow:        cfg.Allow,
+		MaxBodyBytes: cfg.MaxBodyBytes,
+		DeliveryTTL:  cfg.DeliveryTTL,
+		JobTTL:       cfg.JobTTL,
+	})
+}

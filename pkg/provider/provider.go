@@ -1,0 +1,164 @@
+// Package provider is the compute port: where skiff's runners run. Scale-up
+// launches through it, the reconciler lists and terminates through it, and
+// the metrics records read what it says about each instance. Its words are
+// neutral — a launch, an instance, a capacity or quota error — and never an
+// EC2 (or any backend's) type.
+//
+// Implementations: EC2 (package ec2: EC2 Fleet, the registration table),
+// dry-run (package provider/dryrun: logs and keeps instances in memory), and
+// the local process provider of `skiff local`. Every implementation passes the
+// conformance suite in provider/providertest.
+//
+// A launch goes in two steps, so that it can be recorded before it happens
+// and replayed exactly after a crash:
+//
+//	Plan(Launch) ──► Plan (opaque; the caller stores it) ──► Launch(plan, registrations)
+//	                                                     └─► after a crash: Launch(plan, nil)
+//
+// Launching the same plan again returns the instances the first call
+// launched where the backend can tell (EC2's ClientToken), and never more
+// than the plan's runners.
+package provider
+
+import (
+	"context"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/userdata"
+)
+
+// Provider launches, lists and terminates runner instances. Every method is
+// safe for concurrent use and bounded by its context.
+//
+// Errors: every error a Provider returns wraps one of the kinds in errors.go
+// (ErrCapacity, ErrQuota, ErrInvalid, ErrThrottled, ErrTransient), so that
+// callers choose retry, fallback or drop with errors.Is and never look at a
+// backend's codes.
+type Provider interface {
+	// Name is the provider's name as it appears in logs and in metrics
+	// records' cloudProvider: "aws", "dry-run", "process".
+	Name() string
+	// Plan turns a launch into the provider's plan: plain data the caller
+	// stores before launching. It fails with ErrInvalid when the launch
+	// cannot be expressed (no subnet, no image, a bad token).
+	Plan(ctx context.Context, l Launch) (Plan, error)
+	// Launch launches the plan's runners and delivers each its registration
+	// (regs, aligned with the plan's runners). With regs nil it is a replay
+	// after a crash: it returns what the plan launched before (where the
+	// backend can tell), delivers nothing, and does not launch runners that
+	// could not get a registration. It returns an error only when nothing
+	// was launched; a partial launch is a Result with per-runner errors.
+	Launch(ctx context.Context, plan Plan, regs []userdata.Registration) (Result, error)
+	// List returns the instances matching f, alive or recently ended, with
+	// their tags. An instance that is gone for good may be absent.
+	List(ctx context.Context, f Filter) ([]Instance, error)
+	// Terminate ends the instances. It is idempotent: an id already gone, or
+	// unknown, is not an error, and never spares the other ids.
+	Terminate(ctx context.Context, ids []string) error
+}
+
+// Launch is what scale-up asks for: Runners identical runners of one pool's
+// launch spec, in one request.
+type Launch struct {
+	// Token is the launch's idempotency token, derived from the jobs and
+	// their attempts: the same jobs at the same attempts give the same token.
+	// At most MaxTokenLen characters of [A-Za-z0-9-].
+	Token string
+	// Spec is the resolved launch spec (pool, instance types or
+	// requirements, subnets, capacity, image, disk, tags).
+	Spec pool.Spec
+	// Runners are the runners to launch, one per job.
+	Runners []Runner
+}
+
+// MaxTokenLen bounds a launch token (EC2's ClientToken is 64 characters,
+// less a suffix for the on-demand fallback).
+const MaxTokenLen = 61
+
+// Runner is one runner of a launch: the job it is for.
+type Runner struct {
+	// Name is the runner's name as registered with GitHub (unique per
+	// registration).
+	Name       string
+	JobID      int64
+	RunID      int64
+	Repository string // owner/name
+	Owner      string
+}
+
+// Plan is a provider's launch plan: opaque to the caller, who stores it with
+// the launch's intent and hands it back to Launch (and to Launch again after
+// a crash).
+type Plan string
+
+// Capacity is how an instance is paid for.
+type Capacity string
+
+// The capacity types.
+const (
+	Spot     Capacity = "spot"
+	OnDemand Capacity = "on-demand"
+)
+
+// State is an instance's lifecycle state, in neutral words.
+type State string
+
+// The instance states.
+const (
+	// Pending: launched, not yet running.
+	Pending State = "pending"
+	// Running: the instance (or process) runs.
+	Running State = "running"
+	// Stopping: shutting down, or stopping.
+	Stopping State = "stopping"
+	// Stopped: not running and not billed for compute, but not gone.
+	Stopped State = "stopped"
+	// Terminated: gone for good.
+	Terminated State = "terminated"
+)
+
+// Alive reports whether the instance is pending or running: it may yet run a
+// job, and it costs money.
+func (s State) Alive() bool { return s == Pending || s == Running }
+
+// Instance is one runner instance as the provider knows it.
+type Instance struct {
+	ID           string
+	Pool         string
+	InstanceType string
+	Zone         string
+	Capacity     Capacity
+	State        State
+	LaunchedAt   time.Time
+	// Tags are the instance's tags (names.Tag*), including those set after
+	// launch by scale-up and by the runner's job hooks.
+	Tags map[string]string
+}
+
+// Result is what one Launch did.
+type Result struct {
+	// Runners are aligned with the plan's runners.
+	Runners []Launched
+	// FellBack is true when the provider had to use its fallback capacity
+	// (on-demand for a spot-first pool).
+	FellBack bool
+}
+
+// Launched is one runner's outcome: its instance, or why it has none.
+type Launched struct {
+	// Instance is the runner's instance; its ID is "" when Err is set.
+	Instance Instance
+	// Err says why the runner got no instance (one of the kinds), or nil.
+	Err error
+}
+
+// Filter selects instances for List. Zero fields do not filter.
+type Filter struct {
+	// IDs selects these instances only.
+	IDs []string
+	// Pool selects one pool's instances.
+	Pool string
+	// AliveOnly leaves out stopped and terminated instances.
+	AliveOnly bool
+}

@@ -1,0 +1,86 @@
+package scaleup
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/skiffci/skiff/pkg/github"
+	"github.com/skiffci/skiff/pkg/scaler"
+	"github.com/skiffci/skiff/pkg/userdata"
+)
+
+// register creates the job's runner registration (not yet bound to an
+// instance: the provider delivers it) or finishes the job with the reason
+// it cannot have one.
+func (s *Service) register(ctx context.Context, w *work) {
+	owner, repo, _ := strings.Cut(w.job.Repository, "/")
+	scope := github.OrgScope(owner)
+	if s.o.Scope == ScopeRepo {
+		scope = github.RepoScope(owner, repo)
+	}
+	name := scaler.RunnerName(w.job.JobID, w.gen)
+	var r userdata.Registration
+	switch s.o.Mode {
+	case ModeToken:
+		tok, err := s.o.GitHub.RegistrationToken(ctx, w.job.InstallationID, scope)
+		if err != nil {
+			s.githubFailure(w, "creating a registration token", err)
+			return
+		}
+		r = userdata.Registration{Mode: userdata.ModeToken, Token: tok.Token.Reveal(), URL: s.o.GitHubURL + "/" + scope.String(),
+			RunnerName: name, Labels: w.spec.Labels}
+		if scope.IsOrg() {
+			r.RunnerGroup = w.spec.RunnerGroup
+		}
+	default:
+		group := int64(1) // repository runners are always in the default group
+		if scope.IsOrg() {
+			id, err := s.o.GitHub.RunnerGroupID(ctx, w.job.InstallationID, owner, w.spec.RunnerGroup)
+			if err != nil {
+				s.githubFailure(w, "finding the runner group", err)
+				return
+			}
+			group = id
+		}
+		cfg, err := s.o.GitHub.GenerateJITConfig(ctx, w.job.InstallationID, scope,
+			github.JITRequest{Name: name, RunnerGroupID: group, Labels: w.spec.Labels})
+		if err != nil {
+			s.githubFailure(w, "generating the JIT configuration", err)
+			return
+		}
+		r = userdata.Registration{Mode: userdata.ModeJIT, JITConfig: cfg.EncodedJITConfig.Reveal(), RunnerName: name}
+	}
+	// Check the contract now, before launching.
+	if err := r.ValidateValues(); err != nil {
+		s.o.Counter.Count(MetricSkipped, "invalid_registration")
+		w.log.Error("the job's registration breaks the boot script's contract", "err", err)
+		w.finish(scaler.OutcomePermanent, "invalid_registration")
+		return
+	}
+	w.reg = r
+}
+
+// githubFailure finishes a job whose registration failed: rate limits and
+// server errors are retried; a refusal the configuration must fix (a runner
+// group that does not exist, a missing permission or installation, invalid
+// labels) is dead-lettered at once.
+func (s *Service) githubFailure(w *work, what string, err error) {
+	var reason string
+	outcome := scaler.OutcomeRetry
+	switch {
+	case errors.Is(err, github.ErrRateLimited):
+		reason = "github_rate_limited"
+	case errors.Is(err, github.ErrConflict):
+		reason = "github_conflict"
+	case errors.Is(err, github.ErrNotFound), errors.Is(err, github.ErrForbidden),
+		errors.Is(err, github.ErrNotInstalled), errors.Is(err, github.ErrValidation):
+		reason, outcome = "github_refused", scaler.OutcomePermanent
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		reason = "timeout"
+	default:
+		reason = "github"
+	}
+	w.log.Error(what, "err", err, "reason", reason)
+	w.finish(outcome, reason)
+}
