@@ -36,11 +36,18 @@ build: ## one stripped bootstrap per function under build/<function>/ (GOARCH=ar
 test: deps lint ## install test tools, lint, then run every test (emulators are started by the tests)
 	SKIFF_REQUIRE_EMULATORS=1 go test -count=1 -timeout 15m ./...
 
+# Decision packages and the port types they share: no SDK, no network code.
+DECISIONS := ./pkg/pool ./pkg/scaler ./pkg/launch ./pkg/names ./pkg/provider ./pkg/userdata
+
 .PHONY: lint
-lint: ## gofmt on tracked files, go vet, shellcheck on scripts and userdata
+lint: ## gofmt on tracked files, go vet, shellcheck, and the decision packages' dependency check
 	@out=$$(git ls-files '*.go' | xargs -r gofmt -l); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
 	git ls-files '*.sh' 'userdata/*' '.ci/*' | xargs -r grep -lE '^#!.*(ba)?sh' | xargs -r shellcheck
+	@for p in $(DECISIONS); do \
+		leak=$$(go list -deps $$p | grep -E 'aws-sdk-go-v2|^net/http$$' | head -3 | tr '\n' ' '); \
+		if [ -n "$$leak" ]; then echo "$$p depends on $$leak(decisions import no SDK and no net/http)"; exit 1; fi; \
+	done; echo "decision packages: no SDK, no net/http"
 
 .PHONY: bench
 bench: ## run the benchmarks the README's performance section quotes

@@ -1,0 +1,196 @@
+// Package dryrun is the provider that launches nothing: it logs each launch
+// it would make (registrations redacted) and keeps the instances it
+// pretends to have launched in memory, so that scale-up, the reconciler and
+// `skiff local --provider dry-run` run their whole logic against it. Like
+// EC2, launching the same plan twice returns the first launch's instances.
+package dryrun
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/userdata"
+)
+
+// Provider is the dry-run provider. Its zero value is not usable: call New.
+// It is safe for concurrent use.
+type Provider struct {
+	log *slog.Logger
+	now func() time.Time
+
+	mu        sync.Mutex
+	seq       int
+	instances map[string]*provider.Instance
+	order     []string
+	byToken   map[string][]string
+	delivered map[string]userdata.Registration
+	failNext  error
+}
+
+var _ provider.Provider = (*Provider)(nil)
+
+// New returns a dry-run provider that logs to log, with the clock now
+// (time.Now when nil).
+func New(log *slog.Logger, now func() time.Time) *Provider {
+	if log == nil {
+		log = slog.Default()
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &Provider{log: log, now: now, instances: map[string]*provider.Instance{}, byToken: map[string][]string{},
+		delivered: map[string]userdata.Registration{}}
+}
+
+// Name implements provider.Provider.
+func (p *Provider) Name() string { return "dry-run" }
+
+type plan struct {
+	Token   string            `json:"token"`
+	Pool    string            `json:"pool"`
+	Types   []string          `json:"instance_types"`
+	Runners []provider.Runner `json:"runners"`
+	Spot    bool              `json:"spot"`
+}
+
+// Plan implements provider.Provider.
+func (p *Provider) Plan(_ context.Context, l provider.Launch) (provider.Plan, error) {
+	switch {
+	case l.Token == "" || len(l.Token) > provider.MaxTokenLen:
+		return "", &provider.Error{Kind: provider.ErrInvalid, Code: "InvalidToken", Message: "the launch token must be 1 to 61 characters", Final: true}
+	case len(l.Runners) == 0:
+		return "", &provider.Error{Kind: provider.ErrInvalid, Code: "NoRunners", Message: "a launch needs at least one runner", Final: true}
+	}
+	b, err := json.Marshal(plan{Token: l.Token, Pool: l.Spec.Pool, Types: l.Spec.InstanceTypes, Runners: l.Runners,
+		Spot: l.Spec.Capacity != "on-demand"})
+	if err != nil {
+		return "", fmt.Errorf("encoding plan: %w", err)
+	}
+	return provider.Plan(b), nil
+}
+
+// FailNext makes the next Launch fail with err, as a backend would (tests).
+func (p *Provider) FailNext(err error) {
+	p.mu.Lock()
+	p.failNext = err
+	p.mu.Unlock()
+}
+
+// Launch implements provider.Provider: it logs what it would launch and
+// records one running instance per runner (the first launch of a token;
+// later ones return the same instances).
+func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []userdata.Registration) (provider.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return provider.Result{}, &provider.Error{Kind: provider.ErrTransient, Message: err.Error()}
+	}
+	var pn plan
+	if err := json.Unmarshal([]byte(pl), &pn); err != nil {
+		return provider.Result{}, &provider.Error{Kind: provider.ErrInvalid, Code: "UnreadablePlan", Message: err.Error(), Final: true}
+	}
+	if regs != nil && len(regs) != len(pn.Runners) {
+		return provider.Result{}, provider.Errorf(provider.ErrInvalid, "launching: %d registrations for %d runners", len(regs), len(pn.Runners))
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.failNext; err != nil {
+		p.failNext = nil
+		return provider.Result{}, err
+	}
+	ids, replay := p.byToken[pn.Token]
+	if !replay {
+		for i, r := range pn.Runners {
+			p.seq++
+			id := "dry-" + strconv.Itoa(p.seq)
+			typ := "dry-run"
+			if len(pn.Types) > 0 {
+				typ = pn.Types[0]
+			}
+			capacity := provider.OnDemand
+			if pn.Spot {
+				capacity = provider.Spot
+			}
+			p.instances[id] = &provider.Instance{ID: id, Pool: pn.Pool, InstanceType: typ, Zone: "local", Capacity: capacity,
+				State: provider.Running, LaunchedAt: p.now().UTC(), Tags: map[string]string{
+					names.TagManaged: names.ManagedValue, names.TagPool: pn.Pool, names.TagFleetToken: pn.Token,
+					names.TagJobID: strconv.FormatInt(r.JobID, 10), names.TagRunID: strconv.FormatInt(r.RunID, 10),
+					names.TagRunnerName: r.Name, names.TagRepository: r.Repository,
+				}}
+			p.order = append(p.order, id)
+			ids = append(ids, id)
+			var reg any = "none (replay)"
+			if regs != nil {
+				p.delivered[id] = regs[i]
+				reg = regs[i] // logs redacted: Registration is a slog.LogValuer
+			}
+			p.log.Info("dry run: would launch a runner", "pool", pn.Pool, "instance_id", id, "instance_type", typ,
+				"job_id", r.JobID, "runner_name", r.Name, "registration", reg)
+		}
+		p.byToken[pn.Token] = ids
+	}
+	res := provider.Result{Runners: make([]provider.Launched, len(pn.Runners))}
+	for i, id := range ids {
+		if i < len(res.Runners) {
+			res.Runners[i].Instance = cloneInstance(*p.instances[id])
+		}
+	}
+	return res, nil
+}
+
+// List implements provider.Provider.
+func (p *Provider) List(ctx context.Context, f provider.Filter) ([]provider.Instance, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, &provider.Error{Kind: provider.ErrTransient, Message: err.Error()}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []provider.Instance
+	for _, id := range p.order {
+		in := p.instances[id]
+		if len(f.IDs) > 0 && !slices.Contains(f.IDs, id) || f.Pool != "" && in.Pool != f.Pool || f.AliveOnly && !in.State.Alive() {
+			continue
+		}
+		out = append(out, cloneInstance(*in))
+	}
+	return out, nil
+}
+
+// Terminate implements provider.Provider.
+func (p *Provider) Terminate(ctx context.Context, ids []string) error {
+	if err := ctx.Err(); err != nil {
+		return &provider.Error{Kind: provider.ErrTransient, Message: err.Error()}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, id := range ids {
+		if in, ok := p.instances[id]; ok && in.State != provider.Terminated {
+			in.State = provider.Terminated
+			p.log.Info("dry run: would terminate", "instance_id", id, "pool", in.Pool)
+		}
+	}
+	return nil
+}
+
+// Delivered returns the registration delivered to an instance (tests).
+func (p *Provider) Delivered(id string) (userdata.Registration, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r, ok := p.delivered[id]
+	return r, ok
+}
+
+func cloneInstance(in provider.Instance) provider.Instance {
+	tags := make(map[string]string, len(in.Tags))
+	for k, v := range in.Tags {
+		tags[k] = v
+	}
+	in.Tags = tags
+	return in
+}
