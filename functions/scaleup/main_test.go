@@ -43,7 +43,7 @@ pools:
 `
 
 // secretsManager answers GetSecretValue (JSON protocol) with the App key.
-func secretsManager(t *testing.T, value string) string {
+func secretsManager(t testing.TB, value string) string {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("X-Amz-Target") != "secretsmanager.GetSecretValue" {
 			http.Error(w, `{"__type":"UnknownOperationException"}`, http.StatusBadRequest)
@@ -54,6 +54,38 @@ func secretsManager(t *testing.T, value string) string {
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// maxBootstrapBytes is the deployed function's size budget (issue 9: 20 MB).
+const maxBootstrapBytes = 20 << 20
+
+func TestBootstrapSize(t *testing.T) {
+	t.Parallel()
+	testenv.CheckBootstrapSize(t, maxBootstrapBytes)
+}
+
+// BenchmarkColdInit is the function's cold init under the runtime emulator:
+// the App key read from a Secrets Manager stub, the pools file, the GitHub
+// client and the SDK clients. The first event is an empty batch, answered
+// without a call.
+func BenchmarkColdInit(b *testing.B) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pemKey := string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
+	bootstrap := testenv.BuildLambda(b, runtime.GOARCH)
+	dir := b.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "pools.yaml"), []byte(pools), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	testenv.BenchColdInit(b, bootstrap, []string{
+		"PATH=" + os.Getenv("PATH"), "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY=example",
+		"AWS_EC2_METADATA_DISABLED=true", "AWS_ENDPOINT_URL_SECRETS_MANAGER=" + secretsManager(b, pemKey),
+		"SKIFF_TABLE_NAME=bench", "SKIFF_REGISTRATION_TABLE=bench-reg", "SKIFF_DLQ_URL=http://127.0.0.1:1/dlq",
+		"SKIFF_ACCOUNT_ID=123456789012", "SKIFF_GITHUB_APP_IDS=7", "SKIFF_GITHUB_PRIVATE_KEY_ARN=arn:aws:secretsmanager:us-east-1:123456789012:secret:app",
+		"SKIFF_GITHUB_API_URL=http://127.0.0.1:1", "SKIFF_POOLS_FILE=" + filepath.Join(dir, "pools.yaml"),
+	}, events.SQSEvent{Records: []events.SQSMessage{}})
 }
 
 // TestBootstrapUnderRIE runs the built bootstrap under the Lambda runtime

@@ -36,6 +36,6 @@ func run(ctx context.Context) error {
 		return err
 	}
 	logger.Info("webhook ready", "config", cfg.String())
-	lambda.Start(h.HandleFunctionURL)
+	lambda.Start(functionURL(h))
 	return nil
 }

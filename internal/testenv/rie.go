@@ -126,3 +126,37 @@ func (l *Lambda) InitDuration(t testing.TB) time.Duration {
 	}
 	return time.Duration(ms * float64(time.Millisecond))
 }
+
+// BenchColdInit starts bootstrap under the runtime emulator b.N times, sends
+// each a first event (one that needs no AWS call), and reports the mean and
+// the largest cold init the emulator measured (INIT REPORT) as init-ms and
+// max-init-ms. The figure is a benchmark's, never a test's pass mark.
+func BenchColdInit(b *testing.B, bootstrap string, env []string, event any) {
+	b.Helper()
+	var total, worst time.Duration
+	for range b.N {
+		fn := StartRIE(b, bootstrap, env)
+		fn.Invoke(b, event)
+		d := fn.InitDuration(b)
+		total += d
+		worst = max(worst, d)
+	}
+	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "init-ms")
+	b.ReportMetric(float64(worst.Microseconds())/1000, "max-init-ms")
+}
+
+// CheckBootstrapSize builds the function in the current directory for
+// arm64 and amd64 and fails t when a bootstrap is over maxBytes.
+func CheckBootstrapSize(t *testing.T, maxBytes int64) {
+	t.Helper()
+	for _, arch := range []string{"arm64", "amd64"} {
+		fi, err := os.Stat(BuildLambda(t, arch))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("bootstrap linux/%s: %.1f MB", arch, float64(fi.Size())/(1<<20))
+		if fi.Size() > maxBytes {
+			t.Errorf("bootstrap linux/%s is %d bytes, over the %d-byte budget", arch, fi.Size(), maxBytes)
+		}
+	}
+}

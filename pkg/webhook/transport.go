@@ -9,61 +9,40 @@ import (
 	"strings"
 )
 
-// FunctionURLRequest is the part of a Lambda Function URL event (payload
-// format 2.0) the webhook reads. Its JSON shape is AWS's; declaring it here
-// keeps pkg/ free of aws-lambda-go. Lambda lowercases header names.
-type FunctionURLRequest struct {
-	Headers         map[string]string `json:"headers"`
-	Body            string            `json:"body"`
-	IsBase64Encoded bool              `json:"isBase64Encoded"`
-	RequestContext  struct {
-		RequestID string `json:"requestId"`
-		HTTP      struct {
-			Method string `json:"method"`
-		} `json:"http"`
-	} `json:"requestContext"`
-}
-
-// FunctionURLResponse is a buffered Function URL response.
-type FunctionURLResponse struct {
-	StatusCode int               `json:"statusCode"`
-	Headers    map[string]string `json:"headers"`
-	Body       string            `json:"body"`
-}
-
-var jsonHeaders = map[string]string{"content-type": "application/json"}
-
-// HandleFunctionURL handles a Function URL invocation. It never returns an
-// error: failures are answered with a status code, so Lambda never reports
-// an internal error to GitHub.
-func (h *Handler) HandleFunctionURL(ctx context.Context, ev FunctionURLRequest) (FunctionURLResponse, error) {
-	if m := ev.RequestContext.HTTP.Method; m != "" && m != http.MethodPost {
-		return FunctionURLResponse{StatusCode: http.StatusMethodNotAllowed, Headers: jsonHeaders, Body: `{"result":"method_not_allowed"}`}, nil
+// HandleEncoded handles a delivery as a front that carries the body as text
+// hands it: the HTTP method, the headers (any case; Lambda lowercases them)
+// and the body, base64-encoded when isBase64 says so (Lambda Function URLs
+// encode bodies that are not plain text). A base64 body is decoded before
+// the signature is checked, and refused unread when its decoded size could
+// only be over the limit. functions/webhook translates Lambda's Function URL
+// event into this call.
+func (h *Handler) HandleEncoded(ctx context.Context, method string, headers map[string]string, body string, isBase64 bool) Response {
+	if method != "" && method != http.MethodPost {
+		return reply(http.StatusMethodNotAllowed, "method_not_allowed")
 	}
 	req := Request{
-		Event:     header(ev.Headers, "x-github-event"),
-		Delivery:  header(ev.Headers, "x-github-delivery"),
-		Signature: header(ev.Headers, "x-hub-signature-256"),
+		Event:     header(headers, "x-github-event"),
+		Delivery:  header(headers, "x-github-delivery"),
+		Signature: header(headers, "x-hub-signature-256"),
 	}
-	req.SHA1Only = req.Signature == "" && header(ev.Headers, "x-hub-signature") != ""
-	if ev.IsBase64Encoded {
+	req.SHA1Only = req.Signature == "" && header(headers, "x-hub-signature") != ""
+	if isBase64 {
 		// Refuse before decoding what could only be over the limit.
-		if base64.StdEncoding.DecodedLen(len(ev.Body)) > h.o.MaxBodyBytes+3 {
+		if base64.StdEncoding.DecodedLen(len(body)) > h.o.MaxBodyBytes+3 {
 			req.Oversize = true
 		} else {
-			b, err := base64.StdEncoding.DecodeString(ev.Body)
+			b, err := base64.StdEncoding.DecodeString(body)
 			if err != nil {
 				h.o.Counter.Count(MetricRejected, "malformed")
 				h.o.Logger.Warn("delivery rejected", "delivery_id", req.Delivery, "status", http.StatusBadRequest, "reason", "malformed", "detail", "body is not valid base64")
-				return FunctionURLResponse{StatusCode: http.StatusBadRequest, Headers: jsonHeaders, Body: `{"result":"malformed"}`}, nil
+				return reply(http.StatusBadRequest, "malformed")
 			}
 			req.Body = b
 		}
 	} else {
-		req.Body = []byte(ev.Body)
+		req.Body = []byte(body)
 	}
-	resp := h.Handle(ctx, req)
-	return FunctionURLResponse{StatusCode: resp.Status, Headers: jsonHeaders, Body: resp.Body}, nil
+	return h.Handle(ctx, req)
 }
 
 // header finds a header by lowercase name, falling back to a
