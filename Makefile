@@ -37,9 +37,10 @@ test: deps lint ## install test tools, lint, then run every test (emulators are 
 	SKIFF_REQUIRE_EMULATORS=1 go test -count=1 -timeout 15m ./...
 
 .PHONY: lint
-lint: ## gofmt on tracked files, go vet, shellcheck on scripts and userdata
+lint: ## gofmt on tracked files, go vet, ghsim free of AWS and pkg/webhook, shellcheck on scripts and userdata
 	@out=$$(git ls-files '*.go' | xargs -r gofmt -l); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
+	@out=$$(go list -deps ./pkg/github/ghsim | grep -E 'skiff/pkg/webhook|aws-sdk-go-v2'); if [ -n "$$out" ]; then echo "pkg/github/ghsim must not import:"; echo "$$out"; exit 1; fi
 	git ls-files '*.sh' 'userdata/*' '.ci/*' | xargs -r grep -lE '^#!.*(ba)?sh' | xargs -r shellcheck
 
 .PHONY: bench
@@ -49,6 +50,7 @@ bench: ## run the benchmarks the README's performance section quotes
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each (default 30s)
 	go test -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime $${FUZZTIME:-30s} ./pkg/webhook
+	go test -run '^$$' -fuzz '^FuzzWebhookVerify$$' -fuzztime $${FUZZTIME:-30s} ./pkg/github
 	go test -run '^$$' -fuzz '^FuzzParseLabel$$' -fuzztime $${FUZZTIME:-30s} ./pkg/pool
 	go test -run '^$$' -fuzz '^FuzzResolve$$' -fuzztime $${FUZZTIME:-30s} ./pkg/pool
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $${FUZZTIME:-30s} ./pkg/pool
