@@ -77,6 +77,11 @@ type transport struct{ c *Client }
 // answer not worth another attempt) for go-github to decode, or an error:
 // *RateLimitError, a context error, or the last transport error.
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		// Attempts send copies from GetBody; the original is closed, as the
+		// RoundTripper contract asks.
+		defer req.Body.Close()
+	}
 	rq, _ := req.Context().Value(callKey{}).(*call)
 	if rq == nil {
 		return nil, errors.New("github: request made outside the client's methods")
