@@ -40,9 +40,10 @@ test: deps lint ## install test tools, lint, then run every test (emulators are 
 DECISIONS := ./pkg/pool ./pkg/scaler ./pkg/launch ./pkg/names ./pkg/provider ./pkg/userdata
 
 .PHONY: lint
-lint: ## gofmt on tracked files, go vet, shellcheck, and the decision packages' dependency check
+lint: ## gofmt, go vet, shellcheck, and the dependency checks (decisions and ghsim free of SDKs)
 	@out=$$(git ls-files '*.go' | xargs -r gofmt -l); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
+	@out=$$(go list -deps ./pkg/github/ghsim | grep -E 'skiff/pkg/webhook|aws-sdk-go-v2'); if [ -n "$$out" ]; then echo "pkg/github/ghsim must not import:"; echo "$$out"; exit 1; fi
 	git ls-files '*.sh' 'userdata/*' '.ci/*' | xargs -r grep -lE '^#!.*(ba)?sh' | xargs -r shellcheck
 	@for p in $(DECISIONS); do \
 		leak=$$(go list -deps $$p | grep -E 'aws-sdk-go-v2|^net/http$$' | head -3 | tr '\n' ' '); \
@@ -56,6 +57,7 @@ bench: ## run the benchmarks the README's performance section quotes
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each (default 30s)
 	go test -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime $${FUZZTIME:-30s} ./pkg/webhook
+	go test -run '^$$' -fuzz '^FuzzWebhookVerify$$' -fuzztime $${FUZZTIME:-30s} ./pkg/github
 	go test -run '^$$' -fuzz '^FuzzParseLabel$$' -fuzztime $${FUZZTIME:-30s} ./pkg/pool
 	go test -run '^$$' -fuzz '^FuzzResolve$$' -fuzztime $${FUZZTIME:-30s} ./pkg/pool
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $${FUZZTIME:-30s} ./pkg/pool

@@ -7,12 +7,12 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"net/url"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	gh "github.com/google/go-github/v62/github"
 )
 
 // Token lifetimes and margins.
@@ -122,14 +122,14 @@ type account struct {
 }
 
 // credential returns the Authorization bearer value for rq.
-func (c *Client) credential(ctx context.Context, rq *request) (string, error) {
+func (c *Client) credential(ctx context.Context, rq *call) (string, error) {
 	if rq.auth == authApp {
 		return rq.app.token(c.now())
 	}
 	return c.installationToken(ctx, rq.inst)
 }
 
-func (c *Client) dropCredential(rq *request) {
+func (c *Client) dropCredential(rq *call) {
 	if rq.auth == authApp {
 		rq.app.drop()
 		return
@@ -186,24 +186,18 @@ func (c *Client) installationToken(ctx context.Context, in *install) (string, er
 }
 
 func (c *Client) mint(ctx context.Context, a *appState, id int64) (string, time.Time, error) {
-	rq := &request{op: "create_installation_token", method: "POST",
-		path: "/app/installations/" + strconv.FormatInt(id, 10) + "/access_tokens", auth: authApp, app: a}
-	resp, err := c.send(ctx, rq)
+	ctx, rq := asApp(ctx, "create_installation_token", a)
+	// An empty object, not go-github's null for nil options: the endpoint's
+	// body is an optional object (a token for every repository the
+	// installation can reach, with all its permissions).
+	t, _, err := c.gh.Apps.CreateInstallationToken(ctx, id, &gh.InstallationTokenOptions{})
 	if err != nil {
-		return "", time.Time{}, err
+		return "", time.Time{}, callError(rq, err)
 	}
-	var out struct {
-		Token     string `json:"token"`
-		ExpiresAt string `json:"expires_at"`
-	}
-	if err := decode(rq.op, resp, &out); err != nil {
-		return "", time.Time{}, err
-	}
-	exp, err := time.Parse(time.RFC3339, out.ExpiresAt)
-	if err != nil || out.Token == "" {
+	if t.GetToken() == "" || t.GetExpiresAt().IsZero() {
 		return "", time.Time{}, fmt.Errorf("github %s: answer has no token or no valid expires_at", rq.op)
 	}
-	return out.Token, exp, nil
+	return t.GetToken(), t.GetExpiresAt().Time, nil
 }
 
 // installFor picks the installation a call on owner (and repo) acts as.
@@ -345,35 +339,36 @@ func (c *Client) account(ctx context.Context, owner, repo string) (*account, err
 // lookupInstallation asks GitHub, as app, for its installation on the
 // organization owner, then on the repository owner/repo when given.
 func (c *Client) lookupInstallation(ctx context.Context, app *appState, owner, repo string) (Installation, error) {
-	inst, err := c.getInstallation(ctx, app, "get_org_installation", "/orgs/"+url.PathEscape(owner)+"/installation")
+	inst, err := c.getInstallation(ctx, app, owner, "")
 	if errors.Is(err, ErrNotFound) && repo != "" {
-		inst, err = c.getInstallation(ctx, app, "get_repo_installation",
-			"/repos/"+url.PathEscape(owner)+"/"+url.PathEscape(repo)+"/installation")
+		inst, err = c.getInstallation(ctx, app, owner, repo)
 	}
 	return inst, err
 }
 
-func (c *Client) getInstallation(ctx context.Context, app *appState, op, path string) (Installation, error) {
-	rq := &request{op: op, method: "GET", path: path, auth: authApp, app: app}
-	resp, err := c.send(ctx, rq)
+// getInstallation is GET /orgs/{org}/installation (repo empty) or
+// GET /repos/{owner}/{repo}/installation, as app.
+func (c *Client) getInstallation(ctx context.Context, app *appState, owner, repo string) (Installation, error) {
+	var (
+		in  *gh.Installation
+		err error
+		rq  *call
+	)
+	if repo == "" {
+		ctx, rq = asApp(ctx, "get_org_installation", app)
+		in, _, err = c.gh.Apps.FindOrganizationInstallation(ctx, seg(owner))
+	} else {
+		ctx, rq = asApp(ctx, "get_repo_installation", app)
+		in, _, err = c.gh.Apps.FindRepositoryInstallation(ctx, seg(owner), seg(repo))
+	}
 	if err != nil {
-		return Installation{}, err
+		return Installation{}, callError(rq, err)
 	}
-	var out struct {
-		ID         int64  `json:"id"`
-		AppID      int64  `json:"app_id"`
-		TargetType string `json:"target_type"`
-		Account    struct {
-			Login string `json:"login"`
-		} `json:"account"`
-	}
-	if err := decode(op, resp, &out); err != nil {
-		return Installation{}, err
-	}
+	out := Installation{ID: in.GetID(), AppID: in.GetAppID(), Account: in.GetAccount().GetLogin(), TargetType: in.GetTargetType()}
 	if out.AppID == 0 {
 		out.AppID = app.ID
 	}
-	return Installation{ID: out.ID, AppID: out.AppID, Account: out.Account.Login, TargetType: out.TargetType}, nil
+	return out, nil
 }
 
 // OrgInstallation finds the installation of the first configured App that is
@@ -392,14 +387,7 @@ func (c *Client) RepoInstallation(ctx context.Context, owner, repo string) (Inst
 
 func (c *Client) findInstallation(ctx context.Context, owner, repo string) (Installation, error) {
 	for _, app := range c.apps {
-		var inst Installation
-		var err error
-		if repo == "" {
-			inst, err = c.getInstallation(ctx, app, "get_org_installation", "/orgs/"+url.PathEscape(owner)+"/installation")
-		} else {
-			inst, err = c.getInstallation(ctx, app, "get_repo_installation",
-				"/repos/"+url.PathEscape(owner)+"/"+url.PathEscape(repo)+"/installation")
-		}
+		inst, err := c.getInstallation(ctx, app, owner, repo)
 		if errors.Is(err, ErrNotFound) {
 			continue
 		}

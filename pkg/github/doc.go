@@ -1,8 +1,22 @@
-// Package github is skiff's GitHub App client: plain net/http against the
-// REST API of github.com or GitHub Enterprise Server, with the calls the
-// control plane needs (JIT runner configuration, registration tokens, runner
-// groups, runners, jobs, workflow runs, installation lookup, webhook
-// deliveries) and nothing else.
+// Package github is skiff's GitHub App client for the REST API of github.com
+// or GitHub Enterprise Server, with the calls the control plane needs (JIT
+// runner configuration, registration tokens, runner groups, runners, jobs,
+// workflow runs, installation lookup, webhook deliveries) and nothing else,
+// and the HMAC-SHA256 signing and verification of webhook deliveries.
+//
+// Requests are built and answers decoded by go-github v62 (its Actions and
+// Apps services; its NewRequest/Do with go-github's types extended by the
+// few fields v62 lacks, for runners, workflow runs and filtered delivery
+// listings). Underneath go-github sits skiff's http.RoundTripper, which
+// does per attempt what go-github does not: it picks and caches the
+// credential (App JWT or installation token), paces calls under the
+// primary budget, waits out or reports rate limits, retries 5xx and
+// network errors within the context's deadline, and marks calls whose
+// outcome is uncertain (for lost-JIT recovery). The call (its operation
+// name and the installation or App it acts as) travels in the request's
+// context. The transport owns rate-limit state and hides the X-RateLimit-*
+// headers from go-github, whose own limiter (one per go-github client, on
+// the wall clock) would otherwise refuse calls of every installation.
 //
 // Authentication: each App signs an RS256 JWT (iat 60 s in the past, exp
 // 9 minutes ahead, reused for 7 minutes) to mint installation tokens.

@@ -323,3 +323,52 @@ func equalDurations(a, b []time.Duration) bool {
 	}
 	return true
 }
+
+// TestGoGitHubLimiterStaysIdle: go-github keeps one rate-limit memory per
+// go-github client, on the wall clock, and refuses calls by itself while it
+// believes the budget is spent. skiff's transport owns rate limits (per
+// installation, on the client's clock) and hides the headers from go-github,
+// so a window that ended on the client's clock is used again at once, and an
+// exhausted installation does not block another one.
+func TestGoGitHubLimiterStaysIdle(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		run  func(t *testing.T, e *env, other int64)
+	}{
+		{"a new window on the client's clock", func(t *testing.T, e *env, _ int64) {
+			e.sim.SetRateLimit(e.inst, 5000, 1)
+			if _, err := e.client.ListRunners(ctxT(t), e.inst, github.OrgScope("acme"), ""); err != nil {
+				t.Fatal(err) // the last call of the window: remaining 0
+			}
+			e.clock.Advance(time.Hour + time.Second)
+			if _, err := e.client.ListRunners(ctxT(t), e.inst, github.OrgScope("acme"), ""); err != nil {
+				t.Fatalf("first call of the next window: %v", err)
+			}
+		}},
+		{"another installation", func(t *testing.T, e *env, other int64) {
+			e.sim.SetRateLimit(e.inst, 5000, 1)
+			if _, err := e.client.ListRunners(ctxT(t), e.inst, github.OrgScope("acme"), ""); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.client.ListRunners(ctxT(t), other, github.OrgScope("beta"), ""); err != nil {
+				t.Fatalf("a call on an installation with budget: %v", err)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			// Far ahead of the wall clock, so that a reset time go-github kept
+			// would still lie in the future for it.
+			e := newEnv(t, envConfig{start: time.Now().Add(24 * time.Hour).Truncate(time.Second)})
+			e.sim.AddOrg("beta")
+			other := e.sim.Install(e.appID, "beta")
+			before := e.sim.Requests(ghsim.OpListOrgRunners)
+			tt.run(t, e, other)
+			if n := e.sim.Requests(ghsim.OpListOrgRunners) - before; n != 2 {
+				t.Fatalf("%d requests reached GitHub, want 2", n)
+			}
+		})
+	}
+}

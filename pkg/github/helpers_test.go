@@ -63,12 +63,17 @@ type env struct {
 type envConfig struct {
 	simOpts    ghsim.Options
 	clientOpts []github.Option
-	basePath   string // client base path, when different from the simulator's
+	basePath   string    // client base path, when different from the simulator's
+	start      time.Time // the simulated clock's start (default t0)
 }
 
 func newEnv(t testing.TB, cfg envConfig) *env {
 	t.Helper()
-	e := &env{clock: ghsim.NewClock(t0), appID: 101, logs: &testenv.SyncBuffer{}}
+	start := t0
+	if !cfg.start.IsZero() {
+		start = cfg.start
+	}
+	e := &env{clock: ghsim.NewClock(start), appID: 101, logs: &testenv.SyncBuffer{}}
 	cfg.simOpts.Now = e.clock.Now
 	e.sim = ghsim.New(cfg.simOpts)
 	t.Cleanup(e.sim.Close)

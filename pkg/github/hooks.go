@@ -2,9 +2,12 @@ package github
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
-	"strconv"
+
+	gh "github.com/google/go-github/v62/github"
 )
 
 func (c *Client) app(appID int64) (*appState, error) {
@@ -26,32 +29,38 @@ func (c *Client) ListHookDeliveries(ctx context.Context, appID int64, q Delivery
 	if err != nil {
 		return nil, err
 	}
+	ctx, rq := asApp(ctx, "list_hook_deliveries", a)
 	v := url.Values{"per_page": {"100"}}
 	if q.Status != "" {
 		v.Set("status", q.Status)
 	}
 	var all []HookDelivery
-	rq := &request{op: "list_hook_deliveries", method: "GET", path: "/app/hook/deliveries", query: v, auth: authApp, app: a}
-	err = c.paginate(ctx, rq, func(resp *response) (bool, error) {
-		var page []HookDelivery
-		if err := decode(rq.op, resp, &page); err != nil {
-			return false, err
+	for n := 0; ; n++ {
+		if n >= maxPages {
+			return nil, fmt.Errorf("listing hook deliveries of App %d: more than %d pages", a.ID, maxPages)
+		}
+		// Apps.ListHookDeliveries takes ListCursorOptions, which has no status
+		// filter in v62: the same request with it, into go-github's type.
+		var page []*gh.HookDelivery
+		resp, err := c.do(ctx, rq, http.MethodGet, "app/hook/deliveries?"+v.Encode(), nil, &page)
+		if err != nil {
+			return nil, fmt.Errorf("listing hook deliveries of App %d: %w", a.ID, err)
 		}
 		for _, d := range page {
-			if !q.Since.IsZero() && d.DeliveredAt.Before(q.Since) {
-				return false, nil
+			hd := deliveryFrom(d)
+			if !q.Since.IsZero() && hd.DeliveredAt.Before(q.Since) {
+				return all, nil
 			}
-			all = append(all, d)
+			all = append(all, hd)
 			if q.Limit > 0 && len(all) >= q.Limit {
-				return false, nil
+				return all, nil
 			}
 		}
-		return len(page) > 0, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("listing hook deliveries of App %d: %w", a.ID, err)
+		if len(page) == 0 || resp.Cursor == "" {
+			return all, nil
+		}
+		v.Set("cursor", resp.Cursor)
 	}
-	return all, nil
 }
 
 // RedeliverHookDelivery asks GitHub to deliver a webhook delivery again
@@ -61,10 +70,11 @@ func (c *Client) RedeliverHookDelivery(ctx context.Context, appID, deliveryID in
 	if err != nil {
 		return err
 	}
-	rq := &request{op: "redeliver_hook_delivery", method: "POST",
-		path: "/app/hook/deliveries/" + strconv.FormatInt(deliveryID, 10) + "/attempts", auth: authApp, app: a}
-	if _, err := c.send(ctx, rq); err != nil {
-		return fmt.Errorf("redelivering hook delivery %d of App %d: %w", deliveryID, a.ID, err)
+	ctx, rq := asApp(ctx, "redeliver_hook_delivery", a)
+	_, _, err = c.gh.Apps.RedeliverHookDelivery(ctx, deliveryID)
+	var accepted *gh.AcceptedError
+	if err != nil && !errors.As(err, &accepted) { // 202 Accepted is GitHub's success answer
+		return fmt.Errorf("redelivering hook delivery %d of App %d: %w", deliveryID, a.ID, callError(rq, err))
 	}
 	return nil
 }

@@ -75,7 +75,7 @@ func (c *Client) observe(in *install, h http.Header) {
 // the reserve, the remaining calls are spread evenly until the reset; at zero
 // the call waits for the reset, or returns *RateLimitError when that wait
 // does not fit the context's deadline or the policy's longest wait.
-func (c *Client) pace(ctx context.Context, rq *request) error {
+func (c *Client) pace(ctx context.Context, rq *call) error {
 	in := rq.inst
 	c.mu.Lock()
 	now := c.now()

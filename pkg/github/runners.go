@@ -4,15 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	gh "github.com/google/go-github/v62/github"
 )
 
 // groupTTL: runner groups change by hand, rarely; an hour-old id is fine, and
 // a deleted group shows up as a 404 from the JIT call, which drops the cache.
 const groupTTL = time.Hour
+
+// maxPages bounds a listing: 10,000 pages of 100 is far beyond any
+// organization's runners, groups or the deliveries GitHub keeps.
+const maxPages = 10000
 
 type groupEntry struct {
 	id      int64
@@ -34,17 +41,26 @@ func (c *Client) GenerateJITConfig(ctx context.Context, inst int64, scope Scope,
 	if err != nil {
 		return nil, fmt.Errorf("generating JIT config: %w", err)
 	}
-	rq := &request{op: "generate_jit_config", method: "POST", path: scope.prefix() + "/actions/runners/generate-jitconfig",
-		body: req, inst: in}
-	resp, err := c.send(ctx, rq)
+	body := &gh.GenerateJITConfigRequest{Name: req.Name, RunnerGroupID: req.RunnerGroupID, Labels: req.Labels}
+	if req.WorkFolder != "" {
+		body.WorkFolder = gh.String(req.WorkFolder)
+	}
+	// go-github's GenerateOrgJITConfig/GenerateRepoJITConfig decode into its
+	// v62 Runner, which lacks runner_group_id, ephemeral and version: the same
+	// request goes through NewRequest/Do into ghRunner instead.
+	path := scope.prefix() + "/actions/runners/generate-jitconfig"
+	var out jitAnswer
+	ctx1, rq := asInstallation(ctx, "generate_jit_config", in)
+	_, err = c.do(ctx1, rq, http.MethodPost, path, body, &out)
 	if errors.Is(err, ErrConflict) && rq.uncertain {
 		// An earlier attempt of this very call created the runner, and its answer, the
 		// only copy of that JIT config, was lost. Replace the orphan once.
 		if rerr := c.deleteOrphan(ctx, in.id, scope, req.Name); rerr != nil {
 			err = fmt.Errorf("%w (replacing the runner whose JIT config was lost: %w)", err, rerr)
 		} else {
-			rq = &request{op: rq.op, method: rq.method, path: rq.path, body: req, inst: in}
-			resp, err = c.send(ctx, rq)
+			ctx1, rq = asInstallation(ctx, "generate_jit_config", in)
+			out = jitAnswer{}
+			_, err = c.do(ctx1, rq, http.MethodPost, path, body, &out)
 		}
 	}
 	if errors.Is(err, ErrNotFound) && scope.IsOrg() {
@@ -53,17 +69,10 @@ func (c *Client) GenerateJITConfig(ctx context.Context, inst int64, scope Scope,
 	if err != nil {
 		return nil, fmt.Errorf("generating JIT config for %s: %w", scope, err)
 	}
-	var out struct {
-		Runner           Runner `json:"runner"`
-		EncodedJITConfig string `json:"encoded_jit_config"`
-	}
-	if err := decode(rq.op, resp, &out); err != nil {
-		return nil, err
-	}
-	if out.EncodedJITConfig == "" {
+	if out.EncodedJITConfig == "" || out.Runner == nil {
 		return nil, fmt.Errorf("generating JIT config for %s: answer has no encoded_jit_config", scope)
 	}
-	return &JITConfig{Runner: out.Runner, EncodedJITConfig: Secret(out.EncodedJITConfig)}, nil
+	return &JITConfig{Runner: out.Runner.runner(), EncodedJITConfig: Secret(out.EncodedJITConfig)}, nil
 }
 
 // deleteOrphan deletes the runner named name in scope if it never took a job: offline
@@ -137,23 +146,25 @@ func (c *Client) ListRunnerGroups(ctx context.Context, inst int64, org string) (
 	if err != nil {
 		return nil, fmt.Errorf("listing runner groups: %w", err)
 	}
+	ctx, rq := asInstallation(ctx, "list_runner_groups", in)
 	var all []RunnerGroup
-	rq := &request{op: "list_runner_groups", method: "GET", path: OrgScope(org).prefix() + "/actions/runner-groups",
-		query: url.Values{"per_page": {"100"}}, inst: in}
-	err = c.paginate(ctx, rq, func(resp *response) (bool, error) {
-		var page struct {
-			RunnerGroups []RunnerGroup `json:"runner_groups"`
+	opts := &gh.ListOrgRunnerGroupOptions{ListOptions: gh.ListOptions{PerPage: 100}}
+	for n := 0; ; n++ {
+		if n >= maxPages {
+			return nil, fmt.Errorf("listing runner groups of %s: more than %d pages", org, maxPages)
 		}
-		if err := decode(rq.op, resp, &page); err != nil {
-			return false, err
+		page, resp, err := c.gh.Actions.ListOrganizationRunnerGroups(ctx, seg(org), opts)
+		if err != nil {
+			return nil, fmt.Errorf("listing runner groups of %s: %w", org, callError(rq, err))
 		}
-		all = append(all, page.RunnerGroups...)
-		return len(page.RunnerGroups) > 0, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("listing runner groups of %s: %w", org, err)
+		for _, g := range page.RunnerGroups {
+			all = append(all, RunnerGroup{ID: g.GetID(), Name: g.GetName(), Visibility: g.GetVisibility(), Default: g.GetDefault()})
+		}
+		if len(page.RunnerGroups) == 0 || resp.NextPage == 0 {
+			return all, nil
+		}
+		opts.Page = resp.NextPage
 	}
-	return all, nil
 }
 
 // RegistrationToken returns a token for `config.sh --token` in scope
@@ -181,23 +192,20 @@ func (c *Client) RegistrationToken(ctx context.Context, inst int64, scope Scope)
 		if err != nil {
 			return nil, err
 		}
-		rq := &request{op: "create_registration_token", method: "POST",
-			path: scope.prefix() + "/actions/runners/registration-token", inst: in}
-		resp, err := c.send(ctx, rq)
+		ctx, rq := asInstallation(ctx, "create_registration_token", in)
+		var tok *gh.RegistrationToken
+		if scope.IsOrg() {
+			tok, _, err = c.gh.Actions.CreateOrganizationRegistrationToken(ctx, seg(scope.Owner))
+		} else {
+			tok, _, err = c.gh.Actions.CreateRegistrationToken(ctx, seg(scope.Owner), seg(scope.Repo))
+		}
 		if err != nil {
-			return nil, err
+			return nil, callError(rq, err)
 		}
-		var out struct {
-			Token     string    `json:"token"`
-			ExpiresAt time.Time `json:"expires_at"`
-		}
-		if err := decode(rq.op, resp, &out); err != nil {
-			return nil, err
-		}
-		if out.Token == "" {
+		if tok.GetToken() == "" {
 			return nil, fmt.Errorf("github %s: answer has no token", rq.op)
 		}
-		t := RegistrationToken{Token: Secret(out.Token), ExpiresAt: out.ExpiresAt}
+		t := RegistrationToken{Token: Secret(tok.GetToken()), ExpiresAt: tok.GetExpiresAt().Time}
 		c.mu.Lock()
 		c.regTokens[key] = t
 		c.mu.Unlock()
@@ -219,26 +227,33 @@ func (c *Client) ListRunners(ctx context.Context, inst int64, scope Scope, name 
 	if err != nil {
 		return nil, fmt.Errorf("listing runners: %w", err)
 	}
+	ctx, rq := asInstallation(ctx, "list_runners", in)
 	q := url.Values{"per_page": {"100"}}
 	if name != "" {
 		q.Set("name", name)
 	}
 	var all []Runner
-	rq := &request{op: "list_runners", method: "GET", path: scope.prefix() + "/actions/runners", query: q, inst: in}
-	err = c.paginate(ctx, rq, func(resp *response) (bool, error) {
+	for n := 0; ; n++ {
+		if n >= maxPages {
+			return nil, fmt.Errorf("listing runners of %s: more than %d pages", scope, maxPages)
+		}
+		// Actions.ListRunners/ListOrganizationRunners decode into go-github
+		// v62's Runner, which lacks runner_group_id, ephemeral and version.
 		var page struct {
-			Runners []Runner `json:"runners"`
+			Runners []*ghRunner `json:"runners"`
 		}
-		if err := decode(rq.op, resp, &page); err != nil {
-			return false, err
+		resp, err := c.do(ctx, rq, http.MethodGet, scope.prefix()+"/actions/runners?"+q.Encode(), nil, &page)
+		if err != nil {
+			return nil, fmt.Errorf("listing runners of %s: %w", scope, err)
 		}
-		all = append(all, page.Runners...)
-		return len(page.Runners) > 0, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("listing runners of %s: %w", scope, err)
+		for _, r := range page.Runners {
+			all = append(all, r.runner())
+		}
+		if len(page.Runners) == 0 || resp.NextPage == 0 {
+			return all, nil
+		}
+		q.Set("page", strconv.Itoa(resp.NextPage))
 	}
-	return all, nil
 }
 
 // GetRunner returns one runner; an unknown id matches ErrNotFound.
@@ -250,16 +265,13 @@ func (c *Client) GetRunner(ctx context.Context, inst int64, scope Scope, id int6
 	if err != nil {
 		return nil, fmt.Errorf("getting runner: %w", err)
 	}
-	rq := &request{op: "get_runner", method: "GET", path: scope.prefix() + "/actions/runners/" + strconv.FormatInt(id, 10), inst: in}
-	resp, err := c.send(ctx, rq)
-	if err != nil {
+	ctx, rq := asInstallation(ctx, "get_runner", in)
+	var r ghRunner
+	if _, err := c.do(ctx, rq, http.MethodGet, scope.prefix()+"/actions/runners/"+strconv.FormatInt(id, 10), nil, &r); err != nil {
 		return nil, fmt.Errorf("getting runner %d of %s: %w", id, scope, err)
 	}
-	var r Runner
-	if err := decode(rq.op, resp, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	out := r.runner()
+	return &out, nil
 }
 
 // DeleteRunner removes a runner. A runner already gone is not an error; a
@@ -273,8 +285,15 @@ func (c *Client) DeleteRunner(ctx context.Context, inst int64, scope Scope, id i
 	if err != nil {
 		return fmt.Errorf("deleting runner: %w", err)
 	}
-	rq := &request{op: "delete_runner", method: "DELETE", path: scope.prefix() + "/actions/runners/" + strconv.FormatInt(id, 10), inst: in}
-	_, err = c.send(ctx, rq)
+	ctx, rq := asInstallation(ctx, "delete_runner", in)
+	if scope.IsOrg() {
+		_, err = c.gh.Actions.RemoveOrganizationRunner(ctx, seg(scope.Owner), id)
+	} else {
+		_, err = c.gh.Actions.RemoveRunner(ctx, seg(scope.Owner), seg(scope.Repo), id)
+	}
+	if err != nil {
+		err = callError(rq, err)
+	}
 	switch {
 	case err == nil, errors.Is(err, ErrNotFound):
 		return nil
@@ -290,17 +309,12 @@ func (c *Client) GetJob(ctx context.Context, inst int64, owner, repo string, job
 	if err != nil {
 		return nil, fmt.Errorf("getting job: %w", err)
 	}
-	rq := &request{op: "get_job", method: "GET",
-		path: RepoScope(owner, repo).prefix() + "/actions/jobs/" + strconv.FormatInt(jobID, 10), inst: in}
-	resp, err := c.send(ctx, rq)
+	ctx, rq := asInstallation(ctx, "get_job", in)
+	j, _, err := c.gh.Actions.GetWorkflowJobByID(ctx, seg(owner), seg(repo), jobID)
 	if err != nil {
-		return nil, fmt.Errorf("getting job %d of %s/%s: %w", jobID, owner, repo, err)
+		return nil, fmt.Errorf("getting job %d of %s/%s: %w", jobID, owner, repo, callError(rq, err))
 	}
-	var j Job
-	if err := decode(rq.op, resp, &j); err != nil {
-		return nil, err
-	}
-	return &j, nil
+	return jobFrom(j), nil
 }
 
 // GetWorkflowRun returns a workflow run, whose Event is the trigger the
@@ -310,16 +324,13 @@ func (c *Client) GetWorkflowRun(ctx context.Context, inst int64, owner, repo str
 	if err != nil {
 		return nil, fmt.Errorf("getting workflow run: %w", err)
 	}
-	rq := &request{op: "get_workflow_run", method: "GET",
-		path:  RepoScope(owner, repo).prefix() + "/actions/runs/" + strconv.FormatInt(runID, 10),
-		query: url.Values{"exclude_pull_requests": {"true"}}, inst: in}
-	resp, err := c.send(ctx, rq)
-	if err != nil {
+	ctx, rq := asInstallation(ctx, "get_workflow_run", in)
+	// Actions.GetWorkflowRunByID takes no query: exclude_pull_requests keeps
+	// the answer small, and v62's WorkflowRun lacks path.
+	var r ghWorkflowRun
+	path := RepoScope(owner, repo).prefix() + "/actions/runs/" + strconv.FormatInt(runID, 10) + "?exclude_pull_requests=true"
+	if _, err := c.do(ctx, rq, http.MethodGet, path, nil, &r); err != nil {
 		return nil, fmt.Errorf("getting workflow run %d of %s/%s: %w", runID, owner, repo, err)
 	}
-	var r WorkflowRun
-	if err := decode(rq.op, resp, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return r.run(), nil
 }

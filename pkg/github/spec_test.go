@@ -2,7 +2,9 @@ package github_test
 
 import (
 	"fmt"
+	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/github/internal/apispec"
 )
 
 // TestSimulatorAnswersMatchGitHubSpec drives every operation the client
@@ -114,9 +117,28 @@ func TestSimulatorAnswersMatchGitHubSpec(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	covered := map[string]bool{}
+	bodies, rateHeaders, retryAfter := map[string]bool{}, 0, 0
 	for _, x := range got {
 		key := fmt.Sprintf("%s %d", x.Op, x.Status)
 		covered[key] = true
+		// What go-github sent: the documented request body, or none.
+		if err := sp.ValidateRequest(x.Op, x.Request); err != nil {
+			t.Errorf("%s: request body does not match GitHub's description: %v\n%.300s", key, err, x.Request)
+		} else if len(x.Request) > 0 {
+			bodies[x.Op] = true
+		}
+		if x.Header.Get("X-RateLimit-Limit") != "" {
+			rateHeaders++
+			if err := checkRateLimitHeaders(sp, x.Header); err != nil {
+				t.Errorf("%s: %v", key, err)
+			}
+		}
+		if ra := x.Header.Get("Retry-After"); ra != "" {
+			retryAfter++
+			if n, err := strconv.Atoi(ra); err != nil || n < 0 {
+				t.Errorf("%s: Retry-After %q is not a number of seconds", key, ra)
+			}
+		}
 		var err error
 		if sp.Documents(x.Op, x.Status) {
 			err = sp.ValidateResponse(x.Op, x.Status, x.Body)
@@ -154,6 +176,40 @@ func TestSimulatorAnswersMatchGitHubSpec(t *testing.T) {
 	if len(missing) > 0 {
 		t.Errorf("answers never validated:\n%s", strings.Join(missing, "\n"))
 	}
+	for _, op := range []string{ghsim.OpGenerateOrgJITConfig, ghsim.OpGenerateRepoJITConfig, ghsim.OpCreateInstallationToken} {
+		if !bodies[op] {
+			t.Errorf("no request body of %s validated", op)
+		}
+	}
+	if rateHeaders == 0 || retryAfter == 0 {
+		t.Errorf("%d answers with rate-limit headers and %d with Retry-After validated, want some of each", rateHeaders, retryAfter)
+	}
+}
+
+// checkRateLimitHeaders checks x-ratelimit-limit, -remaining and -reset
+// against the description's header components, and -used and -resource
+// (documented in GitHub's REST guide, not in the description) for
+// consistency.
+func checkRateLimitHeaders(sp *apispec.Spec, h http.Header) error {
+	for _, c := range []struct{ header, component string }{
+		{"X-RateLimit-Limit", "x-rate-limit-limit"},
+		{"X-RateLimit-Remaining", "x-rate-limit-remaining"},
+		{"X-RateLimit-Reset", "x-rate-limit-reset"},
+	} {
+		if err := sp.ValidateHeader(c.component, h.Get(c.header)); err != nil {
+			return fmt.Errorf("%s: %w", c.header, err)
+		}
+	}
+	limit, _ := strconv.Atoi(h.Get("X-RateLimit-Limit"))
+	remaining, _ := strconv.Atoi(h.Get("X-RateLimit-Remaining"))
+	used, err := strconv.Atoi(h.Get("X-RateLimit-Used"))
+	if err != nil || used != limit-remaining || remaining < 0 || remaining > limit {
+		return fmt.Errorf("x-ratelimit-used %q with limit %d and remaining %d", h.Get("X-RateLimit-Used"), limit, remaining)
+	}
+	if r := h.Get("X-RateLimit-Resource"); r != "core" {
+		return fmt.Errorf("x-ratelimit-resource %q, want core for these endpoints", r)
+	}
+	return nil
 }
 
 // TestSimulatorWebhooksMatchGitHubSpec validates every webhook the simulator

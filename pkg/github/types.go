@@ -3,9 +3,10 @@ package github
 import (
 	"fmt"
 	"log/slog"
-	"net/url"
 	"strings"
 	"time"
+
+	gh "github.com/google/go-github/v62/github"
 )
 
 // Secret holds a credential the client hands to its caller: a JIT runner
@@ -62,12 +63,13 @@ func (s Scope) validate() error {
 	return nil
 }
 
-// prefix is the escaped API path of the scope: /orgs/{org} or /repos/{owner}/{repo}.
+// prefix is the escaped API path of the scope relative to the base URL, as
+// go-github joins it: orgs/{org} or repos/{owner}/{repo}.
 func (s Scope) prefix() string {
 	if s.IsOrg() {
-		return "/orgs/" + url.PathEscape(s.Owner)
+		return "orgs/" + seg(s.Owner)
 	}
-	return "/repos/" + url.PathEscape(s.Owner) + "/" + url.PathEscape(s.Repo)
+	return "repos/" + seg(s.Owner) + "/" + seg(s.Repo)
 }
 
 // RunnerLabel is one label of a self-hosted runner.
@@ -226,3 +228,67 @@ type DeliveryQuery struct {
 }
 
 func normalizeOwner(s string) string { return strings.ToLower(s) }
+
+// ghRunner is go-github v62's Runner with the fields GitHub sends that v62
+// does not declare (later majors do).
+type ghRunner struct {
+	gh.Runner
+	RunnerGroupID *int64  `json:"runner_group_id,omitempty"`
+	Ephemeral     *bool   `json:"ephemeral,omitempty"`
+	Version       *string `json:"version,omitempty"`
+}
+
+func (r *ghRunner) runner() Runner {
+	out := Runner{ID: r.GetID(), Name: r.GetName(), OS: r.GetOS(), Status: r.GetStatus(), Busy: r.GetBusy(),
+		RunnerGroupID: ptrValue(r.RunnerGroupID), Ephemeral: ptrValue(r.Ephemeral), Version: ptrValue(r.Version)}
+	for _, l := range r.Labels {
+		out.Labels = append(out.Labels, RunnerLabel{ID: l.GetID(), Name: l.GetName(), Type: l.GetType()})
+	}
+	return out
+}
+
+// jitAnswer is the answer of generate-jitconfig (go-github's JITRunnerConfig
+// with ghRunner).
+type jitAnswer struct {
+	Runner           *ghRunner `json:"runner"`
+	EncodedJITConfig string    `json:"encoded_jit_config"`
+}
+
+// ghWorkflowRun is go-github v62's WorkflowRun with path, which v62 lacks.
+type ghWorkflowRun struct {
+	gh.WorkflowRun
+	Path *string `json:"path,omitempty"`
+}
+
+func (r *ghWorkflowRun) run() *WorkflowRun {
+	out := &WorkflowRun{ID: r.GetID(), Name: r.GetName(), DisplayTitle: r.GetDisplayTitle(), Event: r.GetEvent(),
+		Status: r.GetStatus(), Conclusion: r.GetConclusion(), HeadBranch: r.GetHeadBranch(), HeadSHA: r.GetHeadSHA(),
+		Path: ptrValue(r.Path), RunNumber: r.GetRunNumber(), RunAttempt: r.GetRunAttempt(), WorkflowID: r.GetWorkflowID(),
+		CreatedAt: r.GetCreatedAt().Time, UpdatedAt: r.GetUpdatedAt().Time, RunStartedAt: r.GetRunStartedAt().Time,
+		HTMLURL: r.GetHTMLURL()}
+	out.Repository.FullName = r.GetRepository().GetFullName()
+	return out
+}
+
+func jobFrom(j *gh.WorkflowJob) *Job {
+	return &Job{ID: j.GetID(), RunID: j.GetRunID(), RunAttempt: int(j.GetRunAttempt()), Name: j.GetName(),
+		WorkflowName: j.GetWorkflowName(), HeadBranch: j.GetHeadBranch(), HeadSHA: j.GetHeadSHA(),
+		Status: j.GetStatus(), Conclusion: j.GetConclusion(), Labels: j.Labels, RunnerID: j.GetRunnerID(),
+		RunnerName: j.GetRunnerName(), RunnerGroupID: j.GetRunnerGroupID(), RunnerGroupName: j.GetRunnerGroupName(),
+		CreatedAt: j.GetCreatedAt().Time, StartedAt: j.GetStartedAt().Time, CompletedAt: j.GetCompletedAt().Time,
+		HTMLURL: j.GetHTMLURL()}
+}
+
+func deliveryFrom(d *gh.HookDelivery) HookDelivery {
+	return HookDelivery{ID: d.GetID(), GUID: d.GetGUID(), DeliveredAt: d.GetDeliveredAt().Time,
+		Redelivery: d.GetRedelivery(), Duration: ptrValue(d.Duration), Status: d.GetStatus(), StatusCode: d.GetStatusCode(),
+		Event: d.GetEvent(), Action: d.GetAction(), InstallationID: d.GetInstallationID(), RepositoryID: d.GetRepositoryID()}
+}
+
+func ptrValue[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

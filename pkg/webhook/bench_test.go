@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
@@ -67,7 +68,7 @@ func BenchmarkHandleQueued(b *testing.B) {
 // BenchmarkVerify measures signature verification alone on a queued example.
 func BenchmarkVerify(b *testing.B) {
 	body := examplesOf(b, "workflow_job", "queued")[1].body
-	v, err := NewVerifier([][]byte{[]byte("s")})
+	v, err := github.NewWebhookVerifier([][]byte{[]byte("s")})
 	if err != nil {
 		b.Fatal(err)
 	}

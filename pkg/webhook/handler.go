@@ -33,6 +33,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
@@ -106,13 +107,13 @@ type Options struct {
 // Handler handles webhook deliveries. It is safe for concurrent use.
 type Handler struct {
 	o        Options
-	verifier *Verifier
+	verifier *github.WebhookVerifier
 }
 
 // New returns a Handler, or an error naming what is missing. It fails
 // closed: without a webhook secret there is no handler.
 func New(o Options) (*Handler, error) {
-	v, err := NewVerifier(o.Secrets)
+	v, err := github.NewWebhookVerifier(o.Secrets)
 	if err != nil {
 		return nil, fmt.Errorf("creating webhook handler: %w", err)
 	}
@@ -182,7 +183,7 @@ func (h *Handler) Handle(ctx context.Context, req Request) Response {
 		return h.reject(log, http.StatusRequestEntityTooLarge, "too_large", "body over limit", slog.Int("bytes", len(req.Body)))
 	}
 	if req.Signature == "" && req.SHA1Only {
-		return h.reject(log, http.StatusUnauthorized, "signature", "only an X-Hub-Signature (sha1) header; sha256 is required")
+		return h.reject(log, http.StatusUnauthorized, "signature", github.ErrSHA1Only.Error())
 	}
 	if err := h.verifier.Verify(req.Signature, req.Body); err != nil {
 		return h.reject(log, http.StatusUnauthorized, "signature", err.Error())

@@ -1,8 +1,11 @@
 package ghsim
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"sort"
@@ -12,6 +15,26 @@ import (
 )
 
 func (s *Server) createInstallationToken(c *call) {
+	// The body is optional; when sent it is an object (repositories,
+	// repository_ids, permissions), which the simulator accepts and ignores:
+	// its tokens reach every repository of the installation.
+	b, err := io.ReadAll(c.r.Body)
+	if err != nil {
+		c.fail(http.StatusBadRequest, "Problems parsing JSON")
+		return
+	}
+	if len(bytes.TrimSpace(b)) > 0 {
+		var body map[string]json.RawMessage
+		if err := json.Unmarshal(b, &body); err != nil || body == nil {
+			var syn *json.SyntaxError
+			if errors.As(err, &syn) {
+				c.fail(http.StatusBadRequest, "Problems parsing JSON")
+			} else {
+				invalid(c, "Invalid input: the body is not an object.")
+			}
+			return
+		}
+	}
 	id, _ := strconv.ParseInt(c.r.PathValue("installation_id"), 10, 64)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -78,15 +101,68 @@ func (s *Server) scopeLocked(c *call) (*simAccount, *simRepo, bool) {
 	return r.owner, r, true
 }
 
-func (s *Server) generateJITConfig(c *call) {
-	var body struct {
-		Name          *string  `json:"name"`
-		RunnerGroupID *int64   `json:"runner_group_id"`
-		Labels        []string `json:"labels"`
-		WorkFolder    string   `json:"work_folder"`
+// jitRequest is the body of generate-jitconfig as GitHub describes it:
+// name, runner_group_id and labels required, work_folder optional.
+type jitRequest struct {
+	Name          string
+	RunnerGroupID int64
+	Labels        []string
+	WorkFolder    string
+	has           map[string]bool
+}
+
+// decodeJITRequest reads a generate-jitconfig body. Malformed JSON is
+// GitHub's 400; a body that is not an object, or a field of the wrong type,
+// is its 422 "Invalid request" naming the field.
+func decodeJITRequest(c *call) (jitRequest, bool) {
+	var raw map[string]json.RawMessage
+	if err := json.NewDecoder(c.r.Body).Decode(&raw); err != nil {
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			c.fail(http.StatusBadRequest, "Problems parsing JSON")
+		} else {
+			invalid(c, "Invalid input: the body is not an object.")
+		}
+		return jitRequest{}, false
 	}
-	if err := json.NewDecoder(c.r.Body).Decode(&body); err != nil {
-		c.fail(http.StatusBadRequest, "Problems parsing JSON")
+	if raw == nil {
+		invalid(c, "Invalid input: the body is not an object.")
+		return jitRequest{}, false
+	}
+	r := jitRequest{has: map[string]bool{}}
+	fields := []struct {
+		name, typ string
+		dst       any
+	}{
+		{"name", "string", &r.Name},
+		{"runner_group_id", "integer", &r.RunnerGroupID},
+		{"labels", "array", &r.Labels},
+		{"work_folder", "string", &r.WorkFolder},
+	}
+	for _, f := range fields {
+		v, ok := raw[f.name]
+		if !ok {
+			continue
+		}
+		if err := json.Unmarshal(v, f.dst); err != nil || string(v) == "null" {
+			invalid(c, fmt.Sprintf("For 'properties/%s', %s is not %s.", f.name, v, article(f.typ)))
+			return jitRequest{}, false
+		}
+		r.has[f.name] = true
+	}
+	return r, true
+}
+
+func article(typ string) string {
+	if strings.IndexByte("aeiou", typ[0]) >= 0 {
+		return "an " + typ
+	}
+	return "a " + typ
+}
+
+func (s *Server) generateJITConfig(c *call) {
+	body, ok := decodeJITRequest(c)
+	if !ok {
 		return
 	}
 	s.mu.Lock()
@@ -96,34 +172,34 @@ func (s *Server) generateJITConfig(c *call) {
 		return
 	}
 	switch {
-	case body.Name == nil || *body.Name == "":
-		s.invalid(c, `"name" wasn't supplied.`)
+	case !body.has["name"] || body.Name == "":
+		invalid(c, `"name" wasn't supplied.`)
 		return
-	case body.RunnerGroupID == nil:
-		s.invalid(c, `"runner_group_id" wasn't supplied.`)
+	case !body.has["runner_group_id"]:
+		invalid(c, `"runner_group_id" wasn't supplied.`)
 		return
 	case len(body.Labels) == 0 || len(body.Labels) > 100:
-		s.invalid(c, `"labels" must have between 1 and 100 items.`)
+		invalid(c, `"labels" must have between 1 and 100 items.`)
 		return
 	}
 	found := false
 	for _, g := range a.groups {
-		found = found || g.id == *body.RunnerGroupID
+		found = found || g.id == body.RunnerGroupID
 	}
-	if !found && !(repo != nil && *body.RunnerGroupID == 1) {
+	if !found && !(repo != nil && body.RunnerGroupID == 1) {
 		c.fail(http.StatusNotFound, "Not Found")
 		return
 	}
-	if s.runnerByNameLocked(a, repo, *body.Name) != nil {
-		c.fail(http.StatusConflict, fmt.Sprintf("Already exists - A runner with the name %s already exists.", *body.Name))
+	if s.runnerByNameLocked(a, repo, body.Name) != nil {
+		c.fail(http.StatusConflict, fmt.Sprintf("Already exists - A runner with the name %s already exists.", body.Name))
 		return
 	}
-	r := s.newRunnerLocked(a, repo, *body.Name, *body.RunnerGroupID, body.Labels)
+	r := s.newRunnerLocked(a, repo, body.Name, body.RunnerGroupID, body.Labels)
 	r.ephemeral, r.jit = true, true
 	c.json(http.StatusCreated, obj{"runner": s.runnerJSON(r), "encoded_jit_config": s.encodeJITLocked(r)})
 }
 
-func (s *Server) invalid(c *call, msg string) {
+func invalid(c *call, msg string) {
 	c.json(http.StatusUnprocessableEntity, obj{"message": "Invalid request.\n\n" + msg, "documentation_url": docsURL})
 }
 

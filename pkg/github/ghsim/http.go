@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -169,8 +170,17 @@ func (s *Server) routes() http.Handler {
 	return mux
 }
 
+// maxRequestBody bounds what the simulator reads of a request: skiff's
+// largest request is a JIT body with 100 labels, well under 64 KiB.
+const maxRequestBody = 1 << 20
+
 func (s *Server) serve(op string, mode authMode, fn func(*call), w http.ResponseWriter, r *http.Request) {
 	s.Step()
+	reqBody, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBody))
+	if err != nil {
+		reqBody = nil
+	}
+	r.Body = io.NopCloser(bytes.NewReader(reqBody))
 	rec := &recorder{ResponseWriter: w}
 	c := &call{w: rec, r: r}
 	w.Header().Set("X-GitHub-Request-Id", fmt.Sprintf("SIM:%d", time.Now().UnixNano()))
@@ -182,7 +192,7 @@ func (s *Server) serve(op string, mode authMode, fn func(*call), w http.Response
 		fn(c)
 	}
 	if s.opts.OnExchange != nil {
-		s.opts.OnExchange(Exchange{Op: op, Status: rec.status, Header: rec.Header().Clone(), Body: rec.body.Bytes()})
+		s.opts.OnExchange(Exchange{Op: op, Request: reqBody, Status: rec.status, Header: rec.Header().Clone(), Body: rec.body.Bytes()})
 	}
 	s.pump()
 }

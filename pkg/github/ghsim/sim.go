@@ -102,10 +102,11 @@ type Options struct {
 
 // Exchange is one answered API request.
 type Exchange struct {
-	Op     string // the operation, e.g. OpGetJob: "GET /repos/{owner}/{repo}/actions/jobs/{job_id}"
-	Status int
-	Header http.Header
-	Body   []byte
+	Op      string // the operation, e.g. OpGetJob: "GET /repos/{owner}/{repo}/actions/jobs/{job_id}"
+	Request []byte // the request's body, as the client sent it
+	Status  int
+	Header  http.Header
+	Body    []byte
 }
 
 // AppConfig registers a GitHub App with the simulator.

@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/webhook"
+	"github.com/skiffci/skiff/pkg/github"
 )
 
 type simDelivery struct {
@@ -176,7 +176,7 @@ func (s *Server) post(target, secret string, d *simDelivery) (int, string) {
 	h.Set("X-GitHub-Hook-Installation-Target-Type", "integration")
 	h.Set("X-GitHub-Hook-Installation-Target-ID", strconv.FormatInt(d.app.ID, 10))
 	if secret != "" {
-		h.Set("X-Hub-Signature-256", webhook.Sign([]byte(secret), d.payload))
+		h.Set(github.SignatureHeader, github.SignWebhook([]byte(secret), d.payload))
 	}
 	resp, err := s.hookHC.Do(req)
 	if err != nil {

@@ -86,6 +86,87 @@ func (s *Spec) ValidateResponse(op string, status int, body []byte) error {
 	return validate(sch, empty, body)
 }
 
+// ValidateRequest checks the body a client sent with operation "METHOD
+// /path/{template}": JSON matching the documented requestBody schema; an
+// empty body where the operation documents none, or documents it optional.
+func (s *Spec) ValidateRequest(op string, body []byte) error {
+	method, path, ok := strings.Cut(op, " ")
+	if !ok {
+		return fmt.Errorf("operation %q is not METHOD /path", op)
+	}
+	var optional bool
+	sch, empty, err := s.compile("req "+op, func() (any, bool, error) {
+		paths, _ := s.doc["paths"].(map[string]any)
+		item, _ := paths[path].(map[string]any)
+		o, _ := item[strings.ToLower(method)].(map[string]any)
+		if o == nil {
+			return nil, false, fmt.Errorf("no operation %s in the API description", op)
+		}
+		rb, _ := o["requestBody"].(map[string]any)
+		if rb == nil {
+			return nil, true, nil
+		}
+		rb = s.deref(rb)
+		content, _ := rb["content"].(map[string]any)
+		mt, _ := content["application/json"].(map[string]any)
+		if mt == nil {
+			return nil, false, fmt.Errorf("%s has no application/json request body", op)
+		}
+		return mt["schema"], false, nil
+	})
+	if err != nil {
+		return err
+	}
+	if !empty {
+		paths, _ := s.doc["paths"].(map[string]any)
+		item, _ := paths[path].(map[string]any)
+		o, _ := item[strings.ToLower(method)].(map[string]any)
+		rb, _ := o["requestBody"].(map[string]any)
+		req, _ := s.deref(rb)["required"].(bool)
+		optional = !req
+	}
+	if (empty || optional) && len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	if empty {
+		return fmt.Errorf("%s takes no request body, got %d bytes", op, len(body))
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return fmt.Errorf("%s requires a request body", op)
+	}
+	return validate(sch, false, body)
+}
+
+// ValidateHeader checks a response header value against a header component
+// of the description, e.g. "x-rate-limit-reset". A value for an integer
+// schema must be a decimal integer.
+func (s *Spec) ValidateHeader(component, value string) error {
+	var typ string
+	sch, _, err := s.compile("header "+component, func() (any, bool, error) {
+		headers, _ := s.components["headers"].(map[string]any)
+		h, _ := headers[component].(map[string]any)
+		if h == nil {
+			return nil, false, fmt.Errorf("no header %q in the API description", component)
+		}
+		return h["schema"], false, nil
+	})
+	if err != nil {
+		return err
+	}
+	headers, _ := s.components["headers"].(map[string]any)
+	h, _ := headers[component].(map[string]any)
+	hs, _ := h["schema"].(map[string]any)
+	typ, _ = hs["type"].(string)
+	var v any = value
+	if typ == "integer" {
+		if _, err := strconv.ParseInt(value, 10, 64); err != nil {
+			return fmt.Errorf("header %s: %q is not an integer", component, value)
+		}
+		v = json.Number(value)
+	}
+	return sch.Validate(v)
+}
+
 // ValidateWebhook checks a webhook payload against the description's
 // x-webhooks entry, e.g. "workflow-job-queued".
 func (s *Spec) ValidateWebhook(name string, body []byte) error {

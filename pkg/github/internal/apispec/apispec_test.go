@@ -115,3 +115,47 @@ func TestValidatorRejects(t *testing.T) {
 		t.Error("date-time format not asserted")
 	}
 }
+
+// TestValidateRequestAndHeader checks the request-body and header checks
+// themselves on bodies and values GitHub's description allows and refuses.
+func TestValidateRequestAndHeader(t *testing.T) {
+	t.Parallel()
+	s := load(t)
+	const jit = "POST /orgs/{org}/actions/runners/generate-jitconfig"
+	const token = "POST /app/installations/{installation_id}/access_tokens"
+	const list = "GET /orgs/{org}/actions/runners"
+	tests := []struct {
+		name  string
+		check func() error
+		ok    bool
+	}{
+		{"jit body", func() error { return s.ValidateRequest(jit, []byte(`{"name":"r","runner_group_id":1,"labels":["x"]}`)) }, true},
+		{"jit body with work_folder", func() error {
+			return s.ValidateRequest(jit, []byte(`{"name":"r","runner_group_id":1,"labels":["x"],"work_folder":"_work"}`))
+		}, true},
+		{"jit without runner_group_id", func() error { return s.ValidateRequest(jit, []byte(`{"name":"r","labels":["x"]}`)) }, false},
+		{"jit with empty labels", func() error { return s.ValidateRequest(jit, []byte(`{"name":"r","runner_group_id":1,"labels":[]}`)) }, false},
+		{"jit with string group", func() error {
+			return s.ValidateRequest(jit, []byte(`{"name":"r","runner_group_id":"1","labels":["x"]}`))
+		}, false},
+		{"jit without body", func() error { return s.ValidateRequest(jit, nil) }, false},
+		{"token without body", func() error { return s.ValidateRequest(token, nil) }, true},
+		{"token with {}", func() error { return s.ValidateRequest(token, []byte("{}\n")) }, true},
+		{"token with null", func() error { return s.ValidateRequest(token, []byte("null\n")) }, false},
+		{"GET without body", func() error { return s.ValidateRequest(list, nil) }, true},
+		{"GET with a body", func() error { return s.ValidateRequest(list, []byte(`{}`)) }, false},
+		{"reset as epoch seconds", func() error { return s.ValidateHeader("x-rate-limit-reset", "1790000000") }, true},
+		{"reset as a date", func() error { return s.ValidateHeader("x-rate-limit-reset", "Mon, 30 Nov 2026 10:00:00 GMT") }, false},
+		{"remaining as a number", func() error { return s.ValidateHeader("x-rate-limit-remaining", "0") }, true},
+		{"limit empty", func() error { return s.ValidateHeader("x-rate-limit-limit", "") }, false},
+		{"unknown header", func() error { return s.ValidateHeader("x-nope", "1") }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if err := tt.check(); (err == nil) != tt.ok {
+				t.Fatalf("err = %v, want ok=%v", err, tt.ok)
+			}
+		})
+	}
+}
