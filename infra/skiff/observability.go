@@ -89,7 +89,7 @@ func (s *Skiff) buildObservability() {
 		}
 	}
 	errs := append(lambdaErrors(s.Webhook, wh), lambdaErrors(s.ScaleUp, su)...)
-	errs = append(errs, s.webhook5xx(), s.search("webhook failed (queue/store)", metricWebhookFailed, wh))
+	errs = append(errs, s.webhook5xx().With(&awscloudwatch.MetricOptions{Label: jsii.String("webhook 5xx")}), s.search("webhook failed (queue/store)", metricWebhookFailed, wh))
 	s.Dashboard.AddWidgets(
 		graph("Queued jobs",
 			s.search("accepted by the webhook", metricWebhookAccepted, wh),
@@ -125,7 +125,7 @@ func (s *Skiff) buildObservability() {
 // webhook5xx counts the Function URL's 5xx answers.
 func (s *Skiff) webhook5xx() awscloudwatch.Metric {
 	return s.Webhook.Metric(jsii.String("Url5xxCount"), &awscloudwatch.MetricOptions{
-		Period: period, Statistic: jsii.String("Sum"), Label: jsii.String("webhook 5xx"),
+		Period: period, Statistic: jsii.String("Sum"),
 	})
 }
 

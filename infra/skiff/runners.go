@@ -23,9 +23,12 @@ func (s *Skiff) buildNetwork() {
 	if s.props.VpcID != "" {
 		s.Vpc = awsec2.Vpc_FromVpcAttributes(s.Construct, jsii.String("Vpc"), &awsec2.VpcAttributes{
 			VpcId:             jsii.String(s.props.VpcID),
-			// Nothing here places resources by zone: the pools file names the subnets.
-			AvailabilityZones: jsii.Strings(),
+			AvailabilityZones: awscdk.Fn_GetAzs(nil),
 		})
+		// Only the security group uses the VPC, by id; the pools file names
+		// the subnets, so nothing needs the zones at synth time.
+		awscdk.Annotations_Of(s.Vpc).AcknowledgeWarning(jsii.String("@aws-cdk/aws-ec2:vpcAttributeIsListTokenavailabilityZones"),
+			jsii.String("only the VPC id is used"))
 	} else {
 		subnets := []*awsec2.SubnetConfiguration{{
 			Name: jsii.String("runners"), SubnetType: awsec2.SubnetType_PUBLIC, CidrMask: jsii.Number(20),
