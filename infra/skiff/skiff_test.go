@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -66,12 +67,11 @@ func defaultProps() Props {
 
 // The default template is synthesized once and shared by the read-only tests.
 var (
-	defaultOnce  sync.Once
-	defaultTmpl  assertions.Template
-	defaultJSON  map[string]any
-	defaultSkiff *Skiff
-	defaultApp   awscdk.App
-	defaultErr   string
+	defaultOnce sync.Once
+	defaultTmpl assertions.Template
+	defaultJSON map[string]any
+	defaultApp  awscdk.App
+	defaultErr  string
 )
 
 func defaultTemplate(t *testing.T) (assertions.Template, map[string]any) {
@@ -91,12 +91,10 @@ func defaultTemplate(t *testing.T) (assertions.Template, map[string]any) {
 			_ = os.WriteFile(filepath.Join(dir, fn, "bootstrap"), []byte("#!/bin/sh\n"), 0o755)
 		}
 		p.BuildDir = dir
-		s, err := New(stack, "Skiff", &p)
-		if err != nil {
+		if _, err := New(stack, "Skiff", &p); err != nil {
 			defaultErr = err.Error()
 			return
 		}
-		defaultSkiff = s
 		defaultTmpl = assertions.Template_FromStack(stack, nil)
 		b, _ := json.Marshal(defaultTmpl.ToJSON())
 		_ = json.Unmarshal(b, &defaultJSON)
@@ -768,6 +766,31 @@ func TestObservability(t *testing.T) {
 			check(t, "alarm", func() { tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), &p) })
 		})
 	}
+}
+
+// TestImportsNoSDK keeps DESIGN.md's rule: infra/ imports only SDK-free
+// packages of this module (pool, userdata, names).
+func TestImportsNoSDK(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-deps", "..").Output()
+	if err != nil {
+		t.Skipf("go list: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.HasPrefix(dep, "github.com/aws/aws-sdk-go") || strings.HasPrefix(dep, "github.com/aws/aws-lambda-go") ||
+			dep == "net/http" || (strings.HasPrefix(dep, "github.com/skiffci/skiff/") && !allowedDep(dep)) {
+			t.Errorf("infra depends on %s", dep)
+		}
+	}
+}
+
+func allowedDep(dep string) bool {
+	for _, ok := range []string{"/pkg/names", "/pkg/pool", "/pkg/userdata", "/userdata", "/schema", "/infra"} {
+		if strings.HasSuffix(dep, ok) || strings.Contains(dep, "/infra/") {
+			return true
+		}
+	}
+	return false
 }
 
 func TestNoEventRulesWithoutATarget(t *testing.T) {
