@@ -1,6 +1,8 @@
 package skiff
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -125,8 +127,13 @@ func (s *Skiff) stageAsset(name string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w (run make build first)", err)
 	}
-	dir, err := os.MkdirTemp("", "skiff-"+name+"-")
-	if err != nil {
+	// One directory per content, so repeated synths reuse it instead of
+	// leaving a new temporary directory behind each time.
+	sum := sha256.New()
+	sum.Write(bin)
+	sum.Write(s.poolsBytes)
+	dir := filepath.Join(os.TempDir(), "skiff-assets", name+"-"+hex.EncodeToString(sum.Sum(nil))[:24])
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("staging the %s asset: %w", name, err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "bootstrap"), bin, 0o755); err != nil {
