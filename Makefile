@@ -50,6 +50,16 @@ lint: ## gofmt, go vet, shellcheck, and the dependency checks (decisions and ghs
 		if [ -n "$$leak" ]; then echo "$$p depends on $$leak(decisions import no SDK and no net/http)"; exit 1; fi; \
 	done; echo "decision packages: no SDK, no net/http"
 
+# make synth: the default stack against the example pools file, offline (no
+# AWS credentials, no lookups). Override SYNTH_CONTEXT for your own values.
+SYNTH_CONTEXT ?= -c pools=examples/pools.yaml -c allow=acme -c appIds=123456 -c vpcId=vpc-0123456789abcdef0
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+
+.PHONY: synth
+synth: build ## synthesize the CDK stack (cdk.out/) with cdk-nag, against examples/pools.yaml
+	@test -x node_modules/.bin/cdk || npm ci --no-audit --no-fund
+	npx cdk synth --quiet --no-notices --no-version-reporting $(SYNTH_CONTEXT)
+
 .PHONY: bench
 bench: ## run the benchmarks the README's performance section quotes
 	go test -run '^$$' -bench . -benchmem -count 1 ./...

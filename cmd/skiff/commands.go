@@ -28,6 +28,7 @@ func commands() []command {
 	return []command{
 		{"validate", "check a pools file: schema, then semantic checks", runValidate},
 		{"plan", "show what a job's runs-on labels would launch, with an hourly price estimate", runPlan},
+		{"app-manifest", "print the GitHub App manifest for a deployed webhook URL", runAppManifest},
 	}
 }
 
@@ -57,7 +58,7 @@ func usage(cmds []command, w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "commands:")
 	for _, c := range cmds {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-13s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, `Run "skiff <command> -h" for a command's flags.`)

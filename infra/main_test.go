@@ -1,0 +1,89 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/skiffci/skiff/pkg/names"
+)
+
+func fakeBuild(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp} {
+		if err := os.MkdirAll(filepath.Join(dir, fn), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fn, "bootstrap"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestNagAwsSolutions synthesizes the default stack as make synth does and
+// requires zero unsuppressed AwsSolutions findings, and no other warning
+// or error, for each network variant.
+func TestNagAwsSolutions(t *testing.T) {
+	build := fakeBuild(t)
+	tests := []struct {
+		name string
+		ctx  map[string]any
+	}{
+		{"existing VPC", map[string]any{"vpcId": "vpc-0123456789abcdef0", "subnetIds": "subnet-0a1b2c3d4e5f60718,subnet-0b2c3d4e5f6071829"}},
+		{"created VPC", map[string]any{}},
+		{"created VPC with NAT and metrics", map[string]any{"natGateways": "1", "runnerMetrics": "true", "alarmTopicArn": "arn:aws:sns:us-east-1:123456789012:ops"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := map[string]any{"pools": "../examples/pools.yaml", "allow": "acme", "appIds": "123456", "buildDir": build}
+			for k, v := range tc.ctx {
+				ctx[k] = v
+			}
+			app := awscdk.NewApp(&awscdk.AppProps{Context: &ctx, Outdir: jsii.String(t.TempDir())})
+			stack, err := newStack(app)
+			if err != nil {
+				t.Fatal(err)
+			}
+			app.Synth(nil)
+			ann := assertions.Annotations_FromStack(stack)
+			any := assertions.Match_StringLikeRegexp(jsii.String(".*"))
+			for _, m := range *ann.FindError(jsii.String("*"), any) {
+				t.Errorf("error at %s: %v", *m.Id, m.Entry.Data)
+			}
+			for _, m := range *ann.FindWarning(jsii.String("*"), any) {
+				t.Errorf("warning at %s: %v", *m.Id, m.Entry.Data)
+			}
+		})
+	}
+}
+
+func TestContextErrors(t *testing.T) {
+	build := fakeBuild(t)
+	tests := []struct {
+		name string
+		ctx  map[string]any
+		want string
+	}{
+		{"no allow-list", map[string]any{"pools": "../examples/pools.yaml", "buildDir": build}, "-c allow="},
+		{"no pools file", map[string]any{"allow": "acme", "buildDir": build}, "-c pools="},
+		{"bad NAT count", map[string]any{"pools": "../examples/pools.yaml", "allow": "acme", "buildDir": build, "natGateways": "two"}, "natGateways"},
+		{"bad metrics flag", map[string]any{"pools": "../examples/pools.yaml", "allow": "acme", "buildDir": build, "runnerMetrics": "maybe"}, "runnerMetrics"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := tc.ctx
+			app := awscdk.NewApp(&awscdk.AppProps{Context: &ctx, Outdir: jsii.String(t.TempDir())})
+			_, err := newStack(app)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to mention %s", err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,149 @@
+package skiff
+
+import (
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/skiffci/skiff/pkg/names"
+)
+
+// EMF metric names and dimensions the functions write (pkg/webhook,
+// pkg/scaleup/metrics.go, pkg/telemetry). Those packages import the AWS SDK,
+// so the names are repeated here; TestMetricNamesMatchFunctions checks them.
+const (
+	metricWebhookAccepted  = "WebhookAccepted"
+	metricWebhookRejected  = "WebhookRejected"
+	metricWebhookUnmatched = "WebhookUnmatched"
+	metricWebhookFailed    = "WebhookFailed"
+	metricLaunched         = "ScaleUpLaunched"
+	metricLaunchLatency    = "ScaleUpLaunchLatency"
+	metricCapacityErrors   = "ScaleUpCapacityErrors"
+	metricDeadLettered     = "ScaleUpDeadLettered"
+	metricRetried          = "ScaleUpRetried"
+
+	dimFunction = "Function"
+	dimReason   = "Reason"
+	dimPool     = "Pool"
+)
+
+// capacityReasons are the Reason values of ScaleUpCapacityErrors (pkg/ec2.Reason).
+var capacityReasons = []string{"capacity", "unsupported", "quota", "spot_price", "throttled", "invalid", "transient"}
+
+var period = awscdk.Duration_Minutes(jsii.Number(1))
+
+// emf is one of the functions' EMF metrics.
+func (s *Skiff) emf(name, function string, dims map[string]string, stat string) awscloudwatch.Metric {
+	d := map[string]*string{dimFunction: jsii.String(function)}
+	for k, v := range dims {
+		d[k] = jsii.String(v)
+	}
+	return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+		Namespace:     jsii.String(s.props.MetricsNamespace),
+		MetricName:    jsii.String(name),
+		DimensionsMap: &d,
+		Statistic:     jsii.String(stat),
+		Period:        period,
+	})
+}
+
+// search sums one EMF metric over all its Reason values (a Reason is a
+// small fixed set, but not known here for every metric).
+func (s *Skiff) search(label, name, function string) awscloudwatch.MathExpression {
+	return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+		Label: jsii.String(label),
+		Expression: jsii.String("SUM(SEARCH('{" + s.props.MetricsNamespace + "," + dimFunction + "," + dimReason + "} MetricName=\"" +
+			name + "\" " + dimFunction + "=\"" + function + "\"', 'Sum', 60))"),
+		Period: period,
+	})
+}
+
+// buildObservability creates the dashboard and the alarms.
+func (s *Skiff) buildObservability() {
+	s.Dashboard = awscloudwatch.NewDashboard(s.Construct, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
+		DashboardName: jsii.String(s.prefix),
+	})
+	wh, su := names.FunctionWebhook, names.FunctionScaleUp
+
+	launched := []awscloudwatch.IMetric{}
+	latency := []awscloudwatch.IMetric{}
+	for _, p := range s.Pools.Pools {
+		launched = append(launched, s.emf(metricLaunched, su, map[string]string{dimReason: p.Name}, "Sum").With(&awscloudwatch.MetricOptions{Label: jsii.String(p.Name)}))
+		latency = append(latency, s.emf(metricLaunchLatency, su, map[string]string{dimPool: p.Name}, "p90").With(&awscloudwatch.MetricOptions{Label: jsii.String(p.Name + " p90")}))
+	}
+	capacity := []awscloudwatch.IMetric{}
+	for _, r := range capacityReasons {
+		capacity = append(capacity, s.emf(metricCapacityErrors, su, map[string]string{dimReason: r}, "Sum").With(&awscloudwatch.MetricOptions{Label: jsii.String(r)}))
+	}
+	graph := func(title string, left ...awscloudwatch.IMetric) awscloudwatch.GraphWidget {
+		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
+			Title: jsii.String(title), Left: &left, Width: jsii.Number(8), Height: jsii.Number(6),
+		})
+	}
+	lambdaErrors := func(fn awslambda.Function, name string) []awscloudwatch.IMetric {
+		return []awscloudwatch.IMetric{
+			fn.MetricErrors(&awscloudwatch.MetricOptions{Period: period, Label: jsii.String(name + " errors")}),
+			fn.MetricThrottles(&awscloudwatch.MetricOptions{Period: period, Label: jsii.String(name + " throttles")}),
+		}
+	}
+	errs := append(lambdaErrors(s.Webhook, wh), lambdaErrors(s.ScaleUp, su)...)
+	errs = append(errs, s.webhook5xx().With(&awscloudwatch.MetricOptions{Label: jsii.String("webhook 5xx")}), s.search("webhook failed (queue/store)", metricWebhookFailed, wh))
+	s.Dashboard.AddWidgets(
+		graph("Queued jobs",
+			s.search("accepted by the webhook", metricWebhookAccepted, wh),
+			s.Queue.MetricNumberOfMessagesSent(&awscloudwatch.MetricOptions{Period: period, Label: jsii.String("enqueued")}),
+			s.Queue.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: period, Label: jsii.String("waiting")})),
+		graph("Launched runners by pool", launched...),
+		graph("Launch latency (webhook receipt → fleet, ms)", latency...),
+	)
+	s.Dashboard.AddWidgets(
+		graph("Capacity errors by kind", capacity...),
+		graph("Dead letters",
+			s.DeadLetterQueue.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: period, Label: jsii.String("DLQ depth"), Statistic: jsii.String("Maximum")}),
+			s.search("dead-lettered by scale-up", metricDeadLettered, su),
+			s.search("retried", metricRetried, su)),
+		graph("Errors", errs...),
+	)
+	s.Dashboard.AddWidgets(graph("Webhook refusals",
+		s.search("rejected (signature, malformed, forbidden…)", metricWebhookRejected, wh),
+		s.search("unmatched (no pool, out of bounds…)", metricWebhookUnmatched, wh)))
+
+	s.alarm("DeadLetters", "jobs reached the dead-letter queue: read their reason attribute (docs/deploy.md)",
+		s.DeadLetterQueue.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String("Maximum")}), 0)
+	s.alarm("ScaleUpErrors", "the scale-up function failed (cold start or crash): see its log group",
+		s.ScaleUp.MetricErrors(&awscloudwatch.MetricOptions{Period: period}), 0)
+	s.alarm("ScaleUpQuota", "EC2 refused a launch for a vCPU quota: raise the quota named in scale-up's log",
+		s.emf(metricCapacityErrors, su, map[string]string{dimReason: "quota"}, "Sum"), 0)
+	s.alarm("WebhookErrors", "the webhook function failed: GitHub deliveries are failing",
+		s.Webhook.MetricErrors(&awscloudwatch.MetricOptions{Period: period}), 0)
+	s.alarm("Webhook5xx", "the webhook answered 5xx (queue or store unavailable): deliveries need redelivery",
+		s.webhook5xx(), 0)
+}
+
+// webhook5xx counts the Function URL's 5xx answers.
+func (s *Skiff) webhook5xx() awscloudwatch.Metric {
+	return s.Webhook.Metric(jsii.String("Url5xxCount"), &awscloudwatch.MetricOptions{
+		Period: period, Statistic: jsii.String("Sum"),
+	})
+}
+
+// alarm fires when metric exceeds threshold in one period; missing data is
+// fine (nothing happened). With Props.AlarmTopic it notifies the topic.
+func (s *Skiff) alarm(id, description string, metric awscloudwatch.IMetric, threshold float64) awscloudwatch.Alarm {
+	a := awscloudwatch.NewAlarm(s.Construct, jsii.String(id+"Alarm"), &awscloudwatch.AlarmProps{
+		AlarmDescription:   jsii.String("skiff " + s.prefix + ": " + description),
+		Metric:             metric,
+		Threshold:          jsii.Number(threshold),
+		EvaluationPeriods:  jsii.Number(1),
+		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD,
+		TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
+	})
+	if s.props.AlarmTopic != nil {
+		action := awscloudwatchactions.NewSnsAction(s.props.AlarmTopic)
+		a.AddAlarmAction(action)
+		a.AddOkAction(action)
+	}
+	return a
+}

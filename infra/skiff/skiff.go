@@ -1,0 +1,312 @@
+// Package skiff is the skiff control plane as one AWS CDK construct: the
+// webhook and scale-up Lambdas, the job queue and its dead-letter queue, the
+// state and registration tables with their KMS keys, the Secrets Manager
+// secrets of the GitHub App, one launch template per pool with the runners'
+// role and security group, and a dashboard with alarms.
+//
+// Use it from any CDK app (Go, or another jsii language through a wrapper):
+//
+//	s, err := skiff.New(stack, "Skiff", &skiff.Props{
+//		PoolsFile: "pools.yaml",
+//		Allow:     []string{"acme"},
+//		VpcID:     "vpc-0123456789abcdef0",
+//	})
+//
+// infra/main.go is the default app built from it (cdk.json runs it).
+//
+// The construct is built to grow: functions are described by FunctionSpec and
+// added with AddFunction (which creates the role, log group, asset and common
+// environment), so the scale-down and EC2-event functions are one call each;
+// EC2 state-change and spot-interruption rules are created by AddEC2Events
+// only once there is a target for them (docs/deploy.md).
+//
+// infra/ imports only SDK-free packages of this module (pool, userdata,
+// names), as DESIGN.md requires.
+package skiff
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/pool"
+)
+
+// Defaults for the optional Props fields. Each says why it has its value.
+const (
+	// DefaultBuildDir is where `make build` writes build/<function>/bootstrap.
+	DefaultBuildDir = "build"
+	// DefaultRootDevice is the root device of AL2023 and of the Deep Learning
+	// AMIs on AL2023; scale-up sizes it for disk= (SKIFF_ROOT_DEVICE).
+	DefaultRootDevice = "/dev/xvda"
+	// DefaultScaleUpMaxConcurrency bounds how many scale-up invocations the
+	// queue drives at once. Each handles up to 10 jobs in about 1.6 s, so 50
+	// launches several hundred runners per second — beyond EC2's RunInstances
+	// refill of 2/s sustained, so a burst is never serialised by the mapping.
+	DefaultScaleUpMaxConcurrency = 50
+	// DefaultLogRetention keeps function and runner logs for a month: long
+	// enough to investigate a failed job after the weekly review.
+	DefaultLogRetention = awslogs.RetentionDays_ONE_MONTH
+	// DefaultMaxAttempts is scale-up's SKIFF_MAX_ATTEMPTS default; the queue's
+	// maxReceiveCount is set above it (MaxReceiveCount) so scale-up always
+	// dead-letters first, with its reason.
+	DefaultMaxAttempts = 5
+	// DefaultRegistrationTimeout is how long an instance waits for its
+	// registration; the boot script and scale-up must agree on it.
+	DefaultRegistrationTimeout = 3 * time.Minute
+)
+
+// Props configures the construct. PoolsFile and Allow are required.
+type Props struct {
+	// PoolsFile is the operator's pools file. It is loaded with pool.Load (the
+	// loader of `skiff validate`) and bundled beside every function's
+	// bootstrap as pools.yaml.
+	PoolsFile string
+	// Allow is the repository allow-list: owners ("acme") and repositories
+	// ("acme/app"). Required: an empty list would admit every repository.
+	Allow []string
+	// BuildDir holds build/<function>/bootstrap from `make build`. Default "build".
+	BuildDir string
+
+	// VpcID places the runners' security group in an existing VPC; the pools
+	// file names the subnets. Empty: the construct creates a small VPC.
+	VpcID string
+	// SubnetIDs, when set, are the subnets runners may use: every pool's
+	// subnets must be among them, and the scale-up role may launch into these
+	// only. Empty: the pools' own subnets.
+	SubnetIDs []string
+	// NatGateways is the number of NAT gateways of a created VPC (0: runners
+	// get public addresses in public subnets, no NAT cost).
+	NatGateways int
+
+	// AppIDs are the GitHub App ids (SKIFF_GITHUB_APP_IDS). Empty on the first
+	// deploy, before the App exists: the queue's event source mapping is then
+	// disabled and a warning says to deploy again with the ids.
+	AppIDs []string
+	// GitHubAPIURL and GitHubURL point at GitHub Enterprise Server; empty
+	// keeps github.com.
+	GitHubAPIURL, GitHubURL string
+
+	// LaunchTemplatePrefix prefixes each pool's launch template name
+	// (names.LaunchTemplate). Default names.DefaultLaunchTemplatePrefix; set
+	// it when two skiff stacks share an account and region.
+	LaunchTemplatePrefix string
+	// RootDevice is the device name of the runners' root volume. Default "/dev/xvda".
+	RootDevice string
+	// RunnerMetrics turns on the runners' CloudWatch agent metrics (opt-in,
+	// billed per series: README "Runner boot").
+	RunnerMetrics bool
+	// RunnerVersion and RunnerSHA256 download the runner at boot when the
+	// image has none (pkg/userdata).
+	RunnerVersion, RunnerSHA256 string
+
+	// MetricsNamespace is the control plane's EMF namespace. Default names.DefaultMetricsNamespace.
+	MetricsNamespace string
+	// ScaleUpMaxConcurrency caps concurrent scale-up invocations. Default 50.
+	ScaleUpMaxConcurrency int
+	// LogRetention applies to every log group. Default one month.
+	LogRetention awslogs.RetentionDays
+	// AlarmTopic, when set, receives the alarms' state changes.
+	AlarmTopic awssns.ITopic
+	// RemovalPolicy of the tables and keys. Default RETAIN.
+	RemovalPolicy awscdk.RemovalPolicy
+}
+
+// Skiff is the constructed control plane. Its fields let an app add
+// functions, alarms or permissions.
+type Skiff struct {
+	// Construct is the scope of everything the construct creates.
+	Construct constructs.Construct
+
+	// Pools is the loaded pools file.
+	Pools *pool.Config
+	// StateTable holds deliveries, jobs, runs, claims, fleets, counters and
+	// capacity memory (names.RoleStateTable).
+	StateTable awsdynamodb.Table
+	// RegistrationTable holds one registration per instance (names.RoleRegistrationTable).
+	RegistrationTable awsdynamodb.Table
+	// StateKey and RegistrationKey encrypt the tables.
+	StateKey, RegistrationKey awskms.Key
+	// Queue carries queued jobs (names.RoleJobQueue); DeadLetterQueue is its DLQ.
+	Queue, DeadLetterQueue awssqs.Queue
+	// WebhookSecret and AppKeySecret are filled by the operator.
+	WebhookSecret, AppKeySecret awssecretsmanager.Secret
+	// Webhook and ScaleUp are the functions; WebhookURL is the App's webhook URL.
+	Webhook, ScaleUp awslambda.Function
+	WebhookURL       awslambda.FunctionUrl
+	// Vpc holds the runners; SecurityGroup is theirs (no inbound rules).
+	Vpc           awsec2.IVpc
+	SecurityGroup awsec2.SecurityGroup
+	// RunnerRole is the instances' role; RunnerLogGroup their log group.
+	RunnerRole     awsiam.Role
+	RunnerLogGroup awslogs.LogGroup
+	// LaunchTemplates maps pool name to its launch template.
+	LaunchTemplates map[string]awsec2.CfnLaunchTemplate
+	// Dashboard shows the control plane's health.
+	Dashboard awscloudwatch.Dashboard
+
+	props      Props
+	functions  map[string]awslambda.Function
+	poolsBytes []byte
+	prefix     string // physical-name prefix: the stack name
+}
+
+var (
+	ownerRe = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`)
+	repoRe  = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
+	appIDRe = regexp.MustCompile(`^[1-9][0-9]{0,19}$`)
+)
+
+// ErrInvalidProps is wrapped by every Props validation error.
+var ErrInvalidProps = errors.New("invalid skiff props")
+
+// validate checks the props that need no AWS, each error naming its field
+// and the context key of the default app.
+func (p *Props) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: %s", ErrInvalidProps, fmt.Sprintf(format, args...)))
+	}
+	if p.PoolsFile == "" {
+		bad("PoolsFile is required (-c pools=path/to/pools.yaml)")
+	}
+	if len(p.Allow) == 0 {
+		bad("Allow is required: name at least your organisation (-c allow=acme or -c allow=acme,other/repo); an empty allow-list would admit every repository on GitHub")
+	}
+	for _, a := range p.Allow {
+		owner, repo, hasRepo := strings.Cut(a, "/")
+		if !ownerRe.MatchString(owner) || (hasRepo && !repoRe.MatchString(repo)) {
+			bad("Allow entry %q is neither an owner (acme) nor a repository (acme/app)", a)
+		}
+	}
+	for _, id := range p.AppIDs {
+		if !appIDRe.MatchString(id) {
+			bad("AppIDs entry %q is not a GitHub App id (-c appIds=123456)", id)
+		}
+	}
+	if p.ScaleUpMaxConcurrency != 0 && (p.ScaleUpMaxConcurrency < 2 || p.ScaleUpMaxConcurrency > 1000) {
+		bad("ScaleUpMaxConcurrency %d must be 2-1000 (the SQS event source's limits)", p.ScaleUpMaxConcurrency)
+	}
+	if p.NatGateways < 0 {
+		bad("NatGateways %d must not be negative", p.NatGateways)
+	}
+	return errors.Join(errs...)
+}
+
+func (p Props) withDefaults() Props {
+	if p.BuildDir == "" {
+		p.BuildDir = DefaultBuildDir
+	}
+	if p.LaunchTemplatePrefix == "" {
+		p.LaunchTemplatePrefix = names.DefaultLaunchTemplatePrefix
+	}
+	if p.RootDevice == "" {
+		p.RootDevice = DefaultRootDevice
+	}
+	if p.MetricsNamespace == "" {
+		p.MetricsNamespace = names.DefaultMetricsNamespace
+	}
+	if p.ScaleUpMaxConcurrency == 0 {
+		p.ScaleUpMaxConcurrency = DefaultScaleUpMaxConcurrency
+	}
+	if p.LogRetention == "" {
+		p.LogRetention = DefaultLogRetention
+	}
+	if p.RemovalPolicy == "" {
+		p.RemovalPolicy = awscdk.RemovalPolicy_RETAIN
+	}
+	return p
+}
+
+// New validates props, loads the pools file and builds the control plane
+// under scope. Nothing is added to scope when it returns an error.
+func New(scope constructs.Construct, id string, props *Props) (*Skiff, error) {
+	if props == nil {
+		props = &Props{}
+	}
+	if err := props.validate(); err != nil {
+		return nil, err
+	}
+	p := props.withDefaults()
+	cfg, err := pool.Load(p.PoolsFile)
+	if err != nil {
+		return nil, fmt.Errorf("loading the pools file (check it with skiff validate -f %s): %w", p.PoolsFile, err)
+	}
+	if err := checkSubnets(cfg, p.SubnetIDs); err != nil {
+		return nil, err
+	}
+	raw, err := readFile(p.PoolsFile)
+	if err != nil {
+		return nil, err
+	}
+	for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp} {
+		if err := checkBootstrap(p.BuildDir, fn); err != nil {
+			return nil, err
+		}
+	}
+	prefix := *awscdk.Stack_Of(scope).StackName()
+	if *awscdk.Token_IsUnresolved(jsii.String(prefix)) {
+		return nil, fmt.Errorf("%w: the stack needs a literal name (the registration table and runner log group are named after it)", ErrInvalidProps)
+	}
+
+	s := &Skiff{
+		Construct:  constructs.NewConstruct(scope, jsii.String(id)),
+		Pools:      cfg,
+		props:      p,
+		functions:  map[string]awslambda.Function{},
+		poolsBytes: raw,
+		prefix:     prefix,
+	}
+	s.buildData()
+	s.buildSecrets()
+	s.buildNetwork()
+	if err := s.buildRunners(); err != nil {
+		return nil, err
+	}
+	if err := s.buildWebhook(); err != nil {
+		return nil, err
+	}
+	if err := s.buildScaleUp(); err != nil {
+		return nil, err
+	}
+	s.buildObservability()
+	return s, nil
+}
+
+// checkSubnets requires every pool's subnets to be among allowed, when given.
+func checkSubnets(cfg *pool.Config, allowed []string) error {
+	if len(allowed) == 0 {
+		return nil
+	}
+	set := map[string]bool{}
+	for _, s := range allowed {
+		set[s] = true
+	}
+	var errs []error
+	for _, p := range cfg.Pools {
+		for _, sn := range p.Subnets {
+			if !set[sn] {
+				errs = append(errs, fmt.Errorf("%w: pool %q uses subnet %s, which is not in SubnetIDs (-c subnetIds=%s)",
+					ErrInvalidProps, p.Name, sn, strings.Join(allowed, ",")))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,885 @@
+package skiff
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/skiffci/skiff/internal/wiring"
+	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/userdata"
+	"github.com/skiffci/skiff/pkg/webhook"
+)
+
+const examplePools = "../../examples/pools.yaml"
+
+// fakeBuild writes stand-in bootstraps, so the tests need no make build.
+func fakeBuild(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp} {
+		if err := os.MkdirAll(filepath.Join(dir, fn), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fn, "bootstrap"), []byte("#!/bin/sh\n# "+fn+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// synth builds the construct in a fresh app and stack named "skiff".
+func synth(t *testing.T, props Props, extend ...func(*Skiff)) (*Skiff, awscdk.Stack, assertions.Template) {
+	t.Helper()
+	app := awscdk.NewApp(nil)
+	stack := awscdk.NewStack(app, jsii.String("skiff"), nil)
+	if props.BuildDir == "" {
+		props.BuildDir = fakeBuild(t)
+	}
+	s, err := New(stack, "Skiff", &props)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	for _, f := range extend {
+		f(s)
+	}
+	return s, stack, assertions.Template_FromStack(stack, nil)
+}
+
+func defaultProps() Props {
+	return Props{
+		PoolsFile: examplePools,
+		Allow:     []string{"acme", "other/app"},
+		AppIDs:    []string{"123456"},
+		VpcID:     "vpc-0123456789abcdef0",
+	}
+}
+
+// The default template is synthesized once and shared by the read-only tests.
+var (
+	defaultOnce sync.Once
+	defaultTmpl assertions.Template
+	defaultJSON map[string]any
+	defaultApp  awscdk.App
+	defaultErr  string
+)
+
+func defaultTemplate(t *testing.T) (assertions.Template, map[string]any) {
+	t.Helper()
+	defaultOnce.Do(func() {
+		app := awscdk.NewApp(nil)
+		defaultApp = app
+		stack := awscdk.NewStack(app, jsii.String("skiff"), nil)
+		p := defaultProps()
+		dir, err := os.MkdirTemp("", "skiff-build-")
+		if err != nil {
+			defaultErr = err.Error()
+			return
+		}
+		for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp} {
+			_ = os.MkdirAll(filepath.Join(dir, fn), 0o755)
+			_ = os.WriteFile(filepath.Join(dir, fn, "bootstrap"), []byte("#!/bin/sh\n"), 0o755)
+		}
+		p.BuildDir = dir
+		if _, err := New(stack, "Skiff", &p); err != nil {
+			defaultErr = err.Error()
+			return
+		}
+		defaultTmpl = assertions.Template_FromStack(stack, nil)
+		b, _ := json.Marshal(defaultTmpl.ToJSON())
+		_ = json.Unmarshal(b, &defaultJSON)
+	})
+	if defaultErr != "" {
+		t.Fatalf("synth: %s", defaultErr)
+	}
+	return defaultTmpl, defaultJSON
+}
+
+// check runs an assertion that panics on failure (jsii) as a test error.
+func check(t *testing.T, what string, f func()) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			// jsii's message lists every candidate resource; keep the verdicts.
+			var lines []string
+			for _, l := range strings.Split(fmt.Sprint(r), "\n") {
+				if len(lines) < 3 || strings.Contains(l, "!!") {
+					lines = append(lines, l)
+				}
+			}
+			if len(lines) > 20 {
+				lines = lines[:20]
+			}
+			t.Errorf("%s: %s", what, strings.Join(lines, "\n"))
+		}
+	}()
+	f()
+}
+
+// resources returns the template's resources of type typ, by logical id.
+func resources(doc map[string]any, typ string) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for id, r := range doc["Resources"].(map[string]any) {
+		m := r.(map[string]any)
+		if m["Type"] == typ {
+			out[id] = m
+		}
+	}
+	return out
+}
+
+func props(r map[string]any) map[string]any { p, _ := r["Properties"].(map[string]any); return p }
+
+// statements returns the policy statements attached to the role whose
+// logical id starts with rolePrefix, by Sid (unnamed ones as #n).
+func statements(t *testing.T, doc map[string]any, rolePrefix string) map[string]map[string]any {
+	t.Helper()
+	out := map[string]map[string]any{}
+	n := 0
+	for _, pol := range resources(doc, "AWS::IAM::Policy") {
+		p := props(pol)
+		attached := false
+		for _, r := range p["Roles"].([]any) {
+			if ref, ok := r.(map[string]any)["Ref"].(string); ok && strings.HasPrefix(ref, rolePrefix) {
+				attached = true
+			}
+		}
+		if !attached {
+			continue
+		}
+		for _, st := range p["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+			m := st.(map[string]any)
+			sid, _ := m["Sid"].(string)
+			if sid == "" {
+				n++
+				sid = fmt.Sprintf("#%d", n)
+			}
+			out[sid] = m
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("no policy statements for role %s*", rolePrefix)
+	}
+	return out
+}
+
+func js(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+func env(t *testing.T, doc map[string]any, fn string) map[string]any {
+	t.Helper()
+	for id, r := range resources(doc, "AWS::Lambda::Function") {
+		if strings.HasPrefix(id, "Skiff"+exportName(fn)) {
+			return props(r)["Environment"].(map[string]any)["Variables"].(map[string]any)
+		}
+	}
+	t.Fatalf("function %s not found", fn)
+	return nil
+}
+
+func TestFunctions(t *testing.T) {
+	tmpl, doc := defaultTemplate(t)
+	tests := []struct {
+		name    string
+		fn      string
+		memory  float64
+		timeout float64
+	}{
+		{"webhook answers within GitHub's 10 s", names.FunctionWebhook, 256, 10},
+		{"scale-up has room for backoff", names.FunctionScaleUp, 1024, 300},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			check(t, "function properties", func() {
+				tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), &map[string]any{
+					"Runtime":       "provided.al2023",
+					"Architectures": []any{"arm64"},
+					"Handler":       "bootstrap",
+					"MemorySize":    tc.memory,
+					"Timeout":       tc.timeout,
+					"Description":   assertions.Match_StringLikeRegexp(jsii.String("skiff: .*")),
+					"Environment": map[string]any{"Variables": assertions.Match_ObjectLike(&map[string]any{
+						names.EnvMetricsNamespace: names.DefaultMetricsNamespace,
+					})},
+				})
+			})
+			if _, ok := env(t, doc, tc.fn)[names.EnvTableName]; !ok {
+				t.Errorf("%s has no %s", tc.fn, names.EnvTableName)
+			}
+		})
+	}
+}
+
+// getenv is a function's environment in the template as Lambda would give
+// it: CloudFormation references stand for their resolved strings, and
+// Lambda sets AWS_REGION itself.
+func getenv(t *testing.T, doc map[string]any, fn string) func(string) string {
+	t.Helper()
+	vars := env(t, doc, fn)
+	return func(k string) string {
+		if k == names.EnvAWSRegion {
+			return "eu-west-1"
+		}
+		switch v := vars[k].(type) {
+		case nil:
+			return ""
+		case string:
+			return v
+		default:
+			return "resolved-by-cloudformation"
+		}
+	}
+}
+
+// TestEveryRequiredVariableIsSet starts each function's own configuration
+// reader on the stack's environment: a variable the function requires and
+// the stack does not set fails here before it fails a deploy.
+func TestEveryRequiredVariableIsSet(t *testing.T) {
+	_, doc := defaultTemplate(t)
+	if _, err := webhook.ConfigFromEnv(getenv(t, doc, names.FunctionWebhook)); err != nil {
+		t.Errorf("%s: %v", names.FunctionWebhook, err)
+	}
+	cfg, err := wiring.ScaleUpConfigFromEnv(getenv(t, doc, names.FunctionScaleUp))
+	if err != nil {
+		t.Errorf("%s: %v", names.FunctionScaleUp, err)
+	}
+	for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp} {
+		if _, ok := env(t, doc, fn)[names.EnvAWSRegion]; ok {
+			t.Errorf("%s: AWS_REGION is reserved by Lambda", fn)
+		}
+	}
+	if len(cfg.AppIDs) != 1 || cfg.AppIDs[0] != 123456 {
+		t.Errorf("%s = %v, want 123456", names.EnvGitHubAppIDs, cfg.AppIDs)
+	}
+	if got := env(t, doc, names.FunctionWebhook)[names.EnvAllow]; got != "acme,other/app" {
+		t.Errorf("%s = %v, want acme,other/app", names.EnvAllow, got)
+	}
+	if cfg.LaunchTemplatePrefix != names.DefaultLaunchTemplatePrefix {
+		t.Errorf("%s = %v", names.EnvLaunchTemplatePrefix, cfg.LaunchTemplatePrefix)
+	}
+	if cfg.RegistrationTimeout != DefaultRegistrationTimeout {
+		t.Errorf("%s = %v, want the user data's %s", names.EnvRegistrationTimeout, cfg.RegistrationTimeout, DefaultRegistrationTimeout)
+	}
+}
+
+func TestAssetsBundleThePoolsFile(t *testing.T) {
+	_, doc := defaultTemplate(t)
+	want, err := os.ReadFile(examplePools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp} {
+		dir := assetDir(t, doc, fn)
+		got, err := os.ReadFile(filepath.Join(dir, names.DefaultPoolsBundle))
+		if err != nil {
+			t.Fatalf("%s: %v", fn, err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("%s: bundled pools.yaml differs from %s", fn, examplePools)
+		}
+		if fi, err := os.Stat(filepath.Join(dir, "bootstrap")); err != nil || fi.Mode()&0o100 == 0 {
+			t.Errorf("%s: bootstrap missing or not executable: %v", fn, err)
+		}
+	}
+}
+
+// assetDir finds the staged copy of a function's code asset in the app's
+// output directory, by the hash in its S3 key.
+func assetDir(t *testing.T, doc map[string]any, fn string) string {
+	t.Helper()
+	for id, r := range resources(doc, "AWS::Lambda::Function") {
+		if !strings.HasPrefix(id, "Skiff"+exportName(fn)) {
+			continue
+		}
+		key, _ := props(r)["Code"].(map[string]any)["S3Key"].(string)
+		hash, ok := strings.CutSuffix(key, ".zip")
+		if !ok {
+			t.Fatalf("%s: code key %q", fn, key)
+		}
+		return filepath.Join(*defaultApp.Outdir(), "asset."+hash)
+	}
+	t.Fatalf("function %s not found", fn)
+	return ""
+}
+
+func TestWebhookURL(t *testing.T) {
+	tmpl, doc := defaultTemplate(t)
+	check(t, "function URL", func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Url"), &map[string]any{"AuthType": "NONE"})
+	})
+	outputs := doc["Outputs"].(map[string]any)
+	found := false
+	for id, o := range outputs {
+		if strings.HasPrefix(id, "SkiffWebhookUrl") && strings.Contains(js(o), "FunctionUrl") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no WebhookUrl output with the function URL: %s", js(outputs))
+	}
+}
+
+func TestQueues(t *testing.T) {
+	tmpl, doc := defaultTemplate(t)
+	queues := resources(doc, "AWS::SQS::Queue")
+	if len(queues) != 2 {
+		t.Fatalf("%d queues, want the job queue and its DLQ", len(queues))
+	}
+	var job map[string]any
+	for _, q := range queues {
+		p := props(q)
+		if p["SqsManagedSseEnabled"] != true {
+			t.Errorf("queue not encrypted: %s", js(p))
+		}
+		if _, ok := p["RedrivePolicy"]; ok {
+			job = p
+		}
+	}
+	if job == nil {
+		t.Fatal("no queue with a redrive policy")
+	}
+	if vt := job["VisibilityTimeout"].(float64); vt < 6*300 {
+		t.Errorf("visibility timeout %v < 6 × scale-up's 300 s", vt)
+	}
+	if mrc := job["RedrivePolicy"].(map[string]any)["maxReceiveCount"].(float64); mrc <= DefaultMaxAttempts {
+		t.Errorf("maxReceiveCount %v must exceed SKIFF_MAX_ATTEMPTS %d", mrc, DefaultMaxAttempts)
+	}
+	check(t, "SSL enforced on both queues", func() {
+		tmpl.ResourcePropertiesCountIs(jsii.String("AWS::SQS::QueuePolicy"), &map[string]any{
+			"PolicyDocument": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{
+				"Effect":    "Deny",
+				"Condition": map[string]any{"Bool": map[string]any{"aws:SecureTransport": "false"}},
+			})})},
+		}, jsii.Number(2))
+	})
+	check(t, "event source mapping", func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), &map[string]any{
+			"BatchSize":             10,
+			"FunctionResponseTypes": []any{"ReportBatchItemFailures"},
+			"ScalingConfig":         map[string]any{"MaximumConcurrency": DefaultScaleUpMaxConcurrency},
+			"Enabled":               true,
+		})
+	})
+}
+
+func TestTables(t *testing.T) {
+	tmpl, doc := defaultTemplate(t)
+	tests := []struct {
+		name   string
+		schema []any
+	}{
+		{"state", []any{map[string]any{"AttributeName": "pk", "KeyType": "HASH"}, map[string]any{"AttributeName": "sk", "KeyType": "RANGE"}}},
+		{"registration", []any{map[string]any{"AttributeName": "pk", "KeyType": "HASH"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			check(t, "table", func() {
+				tmpl.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), &map[string]any{
+					"KeySchema":                        tc.schema,
+					"BillingMode":                      "PAY_PER_REQUEST",
+					"PointInTimeRecoverySpecification": map[string]any{"PointInTimeRecoveryEnabled": true},
+					"TimeToLiveSpecification":          map[string]any{"AttributeName": "expires_at", "Enabled": true},
+					"SSESpecification": map[string]any{"SSEEnabled": true, "SSEType": "KMS",
+						"KMSMasterKeyId": assertions.Match_ObjectLike(&map[string]any{"Fn::GetAtt": assertions.Match_AnyValue()})},
+				})
+			})
+		})
+	}
+	check(t, "registration table name is the user data's", func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), &map[string]any{"TableName": "skiff-" + names.RoleRegistrationTable})
+	})
+	check(t, "two keys, rotated", func() {
+		tmpl.ResourcePropertiesCountIs(jsii.String("AWS::KMS::Key"), &map[string]any{"EnableKeyRotation": true}, jsii.Number(2))
+	})
+	// Each table has its own key: the runners' key grant reaches only registrations.
+	keys := map[string]bool{}
+	for _, tbl := range resources(doc, "AWS::DynamoDB::Table") {
+		keys[js(props(tbl)["SSESpecification"].(map[string]any)["KMSMasterKeyId"])] = true
+	}
+	if len(keys) != 2 {
+		t.Errorf("tables share a key: %v", keys)
+	}
+}
+
+// leadingKeys returns a statement's dynamodb:LeadingKeys condition values.
+func leadingKeys(st map[string]any, op string) []string {
+	cond, _ := st["Condition"].(map[string]any)
+	c, _ := cond[op].(map[string]any)
+	var out []string
+	switch v := c["dynamodb:LeadingKeys"].(type) {
+	case []any:
+		for _, x := range v {
+			out = append(out, fmt.Sprint(x))
+		}
+	case string:
+		out = []string{v}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func actions(st map[string]any) []string {
+	var out []string
+	switch v := st["Action"].(type) {
+	case []any:
+		for _, x := range v {
+			out = append(out, x.(string))
+		}
+	case string:
+		out = []string{v}
+	}
+	return out
+}
+
+func TestStateTableAccessIsScopedByKeyPrefix(t *testing.T) {
+	_, doc := defaultTemplate(t)
+	tests := []struct {
+		role string
+		want []string
+	}{
+		{"SkiffWebhookRole", []string{"DELIVERY#*", "JOB#*", "RUN#*"}},
+		{"SkiffScaleupRole", []string{"CAPACITY#*", "FLEET#*", "JOB#*", "POOL#*"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.role, func(t *testing.T) {
+			n := 0
+			for sid, st := range statements(t, doc, tc.role) {
+				if !strings.Contains(js(st["Resource"]), "SkiffStateTable") {
+					continue
+				}
+				n++
+				if got := leadingKeys(st, "ForAllValues:StringLike"); strings.Join(got, ",") != strings.Join(tc.want, ",") {
+					t.Errorf("%s: LeadingKeys %v, want %v", sid, got, tc.want)
+				}
+				for _, a := range actions(st) {
+					if !strings.HasPrefix(a, "dynamodb:") || strings.Contains(a, "*") || a == "dynamodb:Scan" {
+						t.Errorf("%s: action %s", sid, a)
+					}
+				}
+			}
+			if n != 1 {
+				t.Errorf("%d statements on the state table, want exactly 1 (the scoped one)", n)
+			}
+		})
+	}
+}
+
+func TestKeyPrefixesMatchStore(t *testing.T) {
+	t.Parallel()
+	var src strings.Builder
+	for _, f := range []string{"../../pkg/store/dynamo.go", "../../pkg/store/launch_dynamo.go"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src.Write(b)
+	}
+	for _, p := range append(append([]string{}, webhookKeyPrefixes...), scaleUpKeyPrefixes...) {
+		if !strings.Contains(src.String(), `"`+p+`"`) {
+			t.Errorf("pkg/store no longer writes partition keys %q", p)
+		}
+	}
+	for _, re := range []string{`attrPK\s*=\s*"` + attrPK + `"`, `attrSK\s*=\s*"` + attrSK + `"`, `attrExpires\s*=\s*"` + attrExpires + `"`} {
+		if !regexp.MustCompile(re).MatchString(src.String()) {
+			t.Errorf("pkg/store's key names changed: %s", re)
+		}
+	}
+}
+
+func TestMetricNamesMatchFunctions(t *testing.T) {
+	t.Parallel()
+	var src strings.Builder
+	for _, f := range []string{"../../pkg/scaleup/metrics.go", "../../pkg/webhook/handler.go", "../../pkg/telemetry/telemetry.go", "../../pkg/telemetry/timings.go", "../../pkg/ec2/errors.go", "../../pkg/ec2/provider.go"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src.Write(b)
+	}
+	for _, name := range []string{metricWebhookAccepted, metricWebhookRejected, metricWebhookUnmatched, metricWebhookFailed,
+		metricLaunched, metricLaunchLatency, metricCapacityErrors, metricDeadLettered, metricRetried, dimFunction, dimReason, dimPool} {
+		if !strings.Contains(src.String(), `"`+name+`"`) {
+			t.Errorf("metric or dimension %q is not written by the functions any more", name)
+		}
+	}
+	for _, r := range capacityReasons {
+		if !strings.Contains(src.String(), `return "`+r+`"`) {
+			t.Errorf("capacity reason %q is not an ec2.Reason any more", r)
+		}
+	}
+}
+
+func TestLaunchTemplates(t *testing.T) {
+	tmpl, doc := defaultTemplate(t)
+	cfg, err := pool.Load(examplePools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lts := resources(doc, "AWS::EC2::LaunchTemplate")
+	if len(lts) != len(cfg.Pools) {
+		t.Fatalf("%d launch templates for %d pools", len(lts), len(cfg.Pools))
+	}
+	for _, p := range cfg.Pools {
+		t.Run(p.Name, func(t *testing.T) {
+			image := "resolve:ssm:" + p.Image.SSM
+			if p.Image.AMI != "" {
+				image = p.Image.AMI
+			}
+			tags := assertions.Match_ArrayWith(&[]any{
+				map[string]any{"Key": names.TagManaged, "Value": names.ManagedValue},
+				map[string]any{"Key": names.TagPool, "Value": p.Name},
+			})
+			check(t, "launch template", func() {
+				tmpl.HasResourceProperties(jsii.String("AWS::EC2::LaunchTemplate"), &map[string]any{
+					"LaunchTemplateName": names.LaunchTemplate("", p.Name),
+					"LaunchTemplateData": map[string]any{
+						"ImageId":                           image,
+						"InstanceInitiatedShutdownBehavior": "terminate",
+						"KeyName":                           assertions.Match_Absent(),
+						"MetadataOptions":                   map[string]any{"HttpEndpoint": "enabled", "HttpTokens": "required", "HttpPutResponseHopLimit": 1},
+						"BlockDeviceMappings": []any{map[string]any{"DeviceName": DefaultRootDevice, "Ebs": map[string]any{
+							"VolumeType": "gp3", "VolumeSize": p.DiskGiB, "Encrypted": true, "DeleteOnTermination": true}}},
+						"IamInstanceProfile": map[string]any{"Arn": map[string]any{"Fn::GetAtt": assertions.Match_ArrayWith(&[]any{assertions.Match_StringLikeRegexp(jsii.String("SkiffRunnerProfile.*"))})}},
+						"SecurityGroupIds":   []any{map[string]any{"Fn::GetAtt": assertions.Match_ArrayWith(&[]any{assertions.Match_StringLikeRegexp(jsii.String("SkiffRunnerSecurityGroup.*"))})}},
+						"TagSpecifications": []any{
+							map[string]any{"ResourceType": "instance", "Tags": tags},
+							map[string]any{"ResourceType": "volume", "Tags": tags},
+						},
+						"UserData": assertions.Match_AnyValue(),
+					},
+				})
+			})
+			// The user data is exactly what pkg/userdata renders for the pool.
+			want, err := userdata.Render(userdata.Params{
+				Pool: p.Name, Arch: p.Architecture, GPU: p.Image.GPU || p.HasGPU(), RegistrationTable: "skiff-" + names.RoleRegistrationTable,
+				Lifetime: p.MaxLifetime, RegistrationTimeout: DefaultRegistrationTimeout,
+				MetricsNamespace: names.RunnerMetricsNamespace, LogGroup: "/skiff/skiff/runners",
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, lt := range lts {
+				d := props(lt)["LaunchTemplateData"].(map[string]any)
+				if props(lt)["LaunchTemplateName"] == names.LaunchTemplate("", p.Name) {
+					if got := d["UserData"].(map[string]any)["Fn::Base64"]; got != string(want) {
+						t.Errorf("user data differs from userdata.Render's (%d vs %d bytes)", len(fmt.Sprint(got)), len(want))
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestRunnerSecurityGroupHasNoInboundRules(t *testing.T) {
+	tmpl, doc := defaultTemplate(t)
+	check(t, "security group", func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::EC2::SecurityGroup"), &map[string]any{
+			"VpcId":                "vpc-0123456789abcdef0",
+			"SecurityGroupIngress": assertions.Match_Absent(),
+		})
+	})
+	if n := len(resources(doc, "AWS::EC2::SecurityGroupIngress")); n != 0 {
+		t.Errorf("%d ingress rules", n)
+	}
+	if n := len(resources(doc, "AWS::EC2::VPC")); n != 0 {
+		t.Errorf("an existing VPC was given, yet %d VPCs are created", n)
+	}
+}
+
+// cond returns a statement's condition block as JSON, for comparisons.
+func cond(st map[string]any) string { return js(st["Condition"]) }
+
+func TestScaleUpEC2Permissions(t *testing.T) {
+	_, doc := defaultTemplate(t)
+	sts := statements(t, doc, "SkiffScaleupRole")
+	managed := `"aws:RequestTag/skiff:managed":"true"`
+	tests := []struct {
+		sid     string
+		actions []string
+		want    []string // substrings of the condition JSON
+		res     []string // substrings of the resource JSON
+	}{
+		{"LaunchFromSkiffTemplates", []string{"ec2:CreateFleet", "ec2:RunInstances"}, nil, []string{"launch-template/", "SkiffLaunchTemplategpu"}},
+		{"FleetTaggedInstances", []string{"ec2:CreateFleet"}, []string{managed}, []string{":instance/*", ":volume/*"}},
+		{"RunTaggedInstancesFromSkiffTemplates", []string{"ec2:RunInstances"}, []string{managed, `"ArnEquals":{"ec2:LaunchTemplate":[`}, []string{":instance/*"}},
+		{"TagAtLaunch", []string{"ec2:CreateTags"}, []string{`"ec2:CreateAction":["CreateFleet","RunInstances"]`}, nil},
+		{"TagOwnRunners", []string{"ec2:CreateTags"}, []string{`"ec2:ResourceTag/skiff:managed":"true"`,
+			`"ForAllValues:StringEquals":{"aws:TagKeys":["skiff:job-id","skiff:run-id","skiff:runner-name","skiff:repository"]}`}, []string{":instance/*"}},
+		{"TerminateOwnRunners", []string{"ec2:TerminateInstances"}, []string{`"ec2:ResourceTag/skiff:managed":"true"`}, nil},
+		{"PassRunnerRole", []string{"iam:PassRole"}, []string{`"iam:PassedToService":"ec2.amazonaws.com"`}, []string{"SkiffRunnerRole"}},
+		{"LaunchUses", []string{"ec2:CreateFleet", "ec2:RunInstances"}, nil, []string{"subnet/subnet-0a1b2c3d4e5f60718", "subnet/subnet-0b2c3d4e5f6071829", "SkiffRunnerSecurityGroup"}},
+		{"ResolveImageParameters", []string{"ssm:GetParameters", "ssm:GetParameter"}, nil, []string{"parameter/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64"}},
+		{"FleetServiceLinkedRoles", []string{"iam:CreateServiceLinkedRole"}, []string{`"iam:AWSServiceName":["ec2fleet.amazonaws.com","spot.amazonaws.com"]`}, nil},
+		{"DescribeInstances", []string{"ec2:DescribeInstances"}, nil, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.sid, func(t *testing.T) {
+			st, ok := sts[tc.sid]
+			if !ok {
+				t.Fatalf("no statement %s", tc.sid)
+			}
+			if got := strings.Join(actions(st), ","); got != strings.Join(tc.actions, ",") {
+				t.Errorf("actions %s, want %v", got, tc.actions)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(cond(st), w) {
+					t.Errorf("condition %s lacks %s", cond(st), w)
+				}
+			}
+			for _, w := range tc.res {
+				if !strings.Contains(js(st["Resource"]), w) {
+					t.Errorf("resources %s lack %s", js(st["Resource"]), w)
+				}
+			}
+		})
+	}
+	// The launch template condition names every pool's template.
+	c := cond(sts["RunTaggedInstancesFromSkiffTemplates"])
+	for _, p := range []string{"standard", "large", "arm", "gpu", "gpumulti"} {
+		if !strings.Contains(c, "SkiffLaunchTemplate"+p) {
+			t.Errorf("ec2:LaunchTemplate condition lacks pool %s: %s", p, c)
+		}
+	}
+	// Nothing else may launch, terminate or tag without a condition.
+	for sid, st := range sts {
+		for _, a := range actions(st) {
+			if (a == "ec2:TerminateInstances" || a == "ec2:CreateTags") && st["Condition"] == nil {
+				t.Errorf("%s: %s without a condition", sid, a)
+			}
+			if strings.HasSuffix(a, ":*") || a == "*" {
+				t.Errorf("%s: wildcard action %s", sid, a)
+			}
+		}
+	}
+}
+
+func TestRunnerPermissions(t *testing.T) {
+	_, doc := defaultTemplate(t)
+	sts := statements(t, doc, "SkiffRunnerRole")
+	tests := []struct {
+		sid     string
+		actions []string
+		want    []string
+		res     string
+	}{
+		{"OwnRegistration", []string{"dynamodb:DeleteItem"}, []string{`"ForAllValues:StringEquals":{"dynamodb:LeadingKeys":["${ec2:SourceInstanceARN}"]}`}, "SkiffRegistrationTable"},
+		{"RegistrationKey", []string{"kms:Decrypt"}, []string{`"kms:ViaService"`}, "SkiffRegistrationKey"},
+		{"TagSelf", []string{"ec2:CreateTags"}, []string{`"aws:ARN":"${ec2:SourceInstanceARN}"`, `"aws:TagKeys":["skiff:job-started","skiff:job-completed"]`}, ":instance/*"},
+		{"RunnerMetrics", []string{"cloudwatch:PutMetricData"}, []string{`"cloudwatch:namespace":"` + names.RunnerMetricsNamespace + `"`}, "*"},
+		{"RunnerLogs", []string{"logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"}, nil, "SkiffRunnerLogs"},
+	}
+	if len(sts) != len(tests) {
+		t.Errorf("runner role has %d statements, want exactly %d", len(sts), len(tests))
+	}
+	for _, tc := range tests {
+		t.Run(tc.sid, func(t *testing.T) {
+			st, ok := sts[tc.sid]
+			if !ok {
+				t.Fatalf("no statement %s", tc.sid)
+			}
+			if got := strings.Join(actions(st), ","); got != strings.Join(tc.actions, ",") {
+				t.Errorf("actions %s, want %v", got, tc.actions)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(cond(st), w) {
+					t.Errorf("condition %s lacks %s", cond(st), w)
+				}
+			}
+			if !strings.Contains(js(st["Resource"]), tc.res) {
+				t.Errorf("resource %s lacks %s", js(st["Resource"]), tc.res)
+			}
+		})
+	}
+	// The runner role reaches neither the state table nor its key.
+	for sid, st := range sts {
+		if r := js(st["Resource"]); strings.Contains(r, "StateTable") || strings.Contains(r, "StateKey") {
+			t.Errorf("%s reaches the state table: %s", sid, r)
+		}
+	}
+}
+
+func TestSecrets(t *testing.T) {
+	tmpl, doc := defaultTemplate(t)
+	check(t, "two generated secrets", func() {
+		tmpl.ResourcePropertiesCountIs(jsii.String("AWS::SecretsManager::Secret"), &map[string]any{
+			"GenerateSecretString": assertions.Match_ObjectLike(&map[string]any{}),
+		}, jsii.Number(2))
+	})
+	for fn, v := range map[string]string{names.FunctionWebhook: names.EnvWebhookSecretARN, names.FunctionScaleUp: names.EnvGitHubPrivateKeyARN} {
+		if got := js(env(t, doc, fn)[v]); !strings.Contains(got, `"Ref":"Skiff`) {
+			t.Errorf("%s: %s = %s, want a secret's ARN", fn, v, got)
+		}
+	}
+}
+
+func TestObservability(t *testing.T) {
+	tmpl, doc := defaultTemplate(t)
+	for id, lg := range resources(doc, "AWS::Logs::LogGroup") {
+		if props(lg)["RetentionInDays"] != float64(30) {
+			t.Errorf("log group %s retention %v", id, props(lg)["RetentionInDays"])
+		}
+	}
+	check(t, "dashboard", func() { tmpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Dashboard"), jsii.Number(1)) })
+	body := js(resources(doc, "AWS::CloudWatch::Dashboard"))
+	for _, w := range []string{metricLaunched, metricLaunchLatency, metricCapacityErrors, metricWebhookAccepted, "ApproximateNumberOfMessagesVisible", "Url5xxCount", "Errors"} {
+		if !strings.Contains(body, w) {
+			t.Errorf("dashboard lacks %s", w)
+		}
+	}
+	tests := []struct {
+		name  string
+		props map[string]any
+	}{
+		{"DLQ not empty", map[string]any{"MetricName": "ApproximateNumberOfMessagesVisible", "Namespace": "AWS/SQS"}},
+		{"scale-up errors", map[string]any{"MetricName": "Errors", "Namespace": "AWS/Lambda",
+			"Dimensions": []any{map[string]any{"Name": "FunctionName", "Value": map[string]any{"Ref": assertions.Match_StringLikeRegexp(jsii.String("SkiffScaleup.*"))}}}}},
+		{"webhook errors", map[string]any{"MetricName": "Errors", "Namespace": "AWS/Lambda",
+			"Dimensions": []any{map[string]any{"Name": "FunctionName", "Value": map[string]any{"Ref": assertions.Match_StringLikeRegexp(jsii.String("SkiffWebhook.*"))}}}}},
+		{"webhook 5xx", map[string]any{"MetricName": "Url5xxCount", "Namespace": "AWS/Lambda"}},
+		{"vCPU quota", map[string]any{"MetricName": metricCapacityErrors, "Namespace": names.DefaultMetricsNamespace,
+			"Dimensions": assertions.Match_ArrayWith(&[]any{map[string]any{"Name": dimReason, "Value": "quota"}})}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := map[string]any{"ComparisonOperator": "GreaterThanThreshold", "Threshold": 0, "TreatMissingData": "notBreaching"}
+			for k, v := range tc.props {
+				p[k] = v
+			}
+			check(t, "alarm", func() { tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), &p) })
+		})
+	}
+}
+
+// TestImportsNoSDK keeps DESIGN.md's rule: infra/ imports only SDK-free
+// packages of this module (pool, userdata, names).
+func TestImportsNoSDK(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-deps", "..").Output()
+	if err != nil {
+		t.Skipf("go list: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.HasPrefix(dep, "github.com/aws/aws-sdk-go") || strings.HasPrefix(dep, "github.com/aws/aws-lambda-go") ||
+			dep == "net/http" || (strings.HasPrefix(dep, "github.com/skiffci/skiff/") && !allowedDep(dep)) {
+			t.Errorf("infra depends on %s", dep)
+		}
+	}
+}
+
+func allowedDep(dep string) bool {
+	for _, ok := range []string{"/pkg/names", "/pkg/pool", "/pkg/userdata", "/userdata", "/schema", "/infra"} {
+		if strings.HasSuffix(dep, ok) || strings.Contains(dep, "/infra/") {
+			return true
+		}
+	}
+	return false
+}
+
+func TestNoEventRulesWithoutATarget(t *testing.T) {
+	tmpl, _ := defaultTemplate(t)
+	check(t, "no rules", func() { tmpl.ResourceCountIs(jsii.String("AWS::Events::Rule"), jsii.Number(0)) })
+}
+
+func TestInvalidProps(t *testing.T) {
+	build := fakeBuild(t)
+	tests := []struct {
+		name  string
+		props Props
+		want  string
+	}{
+		{"allow-list required", Props{PoolsFile: examplePools, BuildDir: build}, "Allow is required"},
+		{"allow entry malformed", Props{PoolsFile: examplePools, BuildDir: build, Allow: []string{"acme/app/x"}}, `"acme/app/x"`},
+		{"allow wildcard", Props{PoolsFile: examplePools, BuildDir: build, Allow: []string{"*"}}, `"*"`},
+		{"pools required", Props{Allow: []string{"acme"}, BuildDir: build}, "PoolsFile is required"},
+		{"pools invalid", Props{PoolsFile: "../../cmd/skiff/testdata/invalid.yaml", Allow: []string{"acme"}, BuildDir: build}, "skiff validate"},
+		{"bootstrap missing", Props{PoolsFile: examplePools, Allow: []string{"acme"}, BuildDir: t.TempDir()}, "make build"},
+		{"app id malformed", Props{PoolsFile: examplePools, Allow: []string{"acme"}, BuildDir: build, AppIDs: []string{"abc"}}, `"abc"`},
+		{"subnet outside the allowed", Props{PoolsFile: examplePools, Allow: []string{"acme"}, BuildDir: build, SubnetIDs: []string{"subnet-0a1b2c3d4e5f60718"}}, "subnet-0b2c3d4e5f6071829"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			app := awscdk.NewApp(nil)
+			stack := awscdk.NewStack(app, jsii.String("skiff"), nil)
+			p := tc.props
+			_, err := New(stack, "Skiff", &p)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to mention %s", err, tc.want)
+			}
+			if n := len(*stack.Node().Children()); n != 0 {
+				t.Errorf("%d constructs added despite the error", n)
+			}
+		})
+	}
+}
+
+func TestVariants(t *testing.T) {
+	t.Run("created VPC without NAT", func(t *testing.T) {
+		p := defaultProps()
+		p.VpcID = ""
+		_, _, tmpl := synth(t, p)
+		check(t, "one VPC", func() { tmpl.ResourceCountIs(jsii.String("AWS::EC2::VPC"), jsii.Number(1)) })
+		check(t, "no NAT", func() { tmpl.ResourceCountIs(jsii.String("AWS::EC2::NatGateway"), jsii.Number(0)) })
+		check(t, "flow log", func() { tmpl.ResourceCountIs(jsii.String("AWS::EC2::FlowLog"), jsii.Number(1)) })
+		check(t, "subnets output", func() {
+			tmpl.HasOutput(jsii.String("*"), &map[string]any{"Description": assertions.Match_StringLikeRegexp(jsii.String(".*subnets.*"))})
+		})
+	})
+	t.Run("first deploy without an App id", func(t *testing.T) {
+		p := defaultProps()
+		p.AppIDs = nil
+		_, stack, tmpl := synth(t, p)
+		check(t, "mapping disabled", func() {
+			tmpl.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), &map[string]any{"Enabled": false})
+		})
+		msgs := assertions.Annotations_FromStack(stack).FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String(".*-c appIds=.*")))
+		if len(*msgs) != 1 {
+			t.Errorf("want one warning naming -c appIds, got %d", len(*msgs))
+		}
+	})
+	t.Run("EC2 events with a target", func(t *testing.T) {
+		var dupErr error
+		_, _, tmpl := synth(t, defaultProps(), func(s *Skiff) {
+			_, dupErr = s.AddFunction(FunctionSpec{Name: names.FunctionScaleUp, MemoryMiB: 128, Timeout: awscdk.Duration_Seconds(jsii.Number(30))})
+			s.AddEC2Events(stubTarget(s))
+		})
+		if dupErr == nil {
+			t.Error("adding a function twice succeeded")
+		}
+		check(t, "state-change rule", func() {
+			tmpl.HasResourceProperties(jsii.String("AWS::Events::Rule"), &map[string]any{"EventPattern": map[string]any{
+				"source": []any{"aws.ec2"}, "detail-type": []any{"EC2 Instance State-change Notification"}}})
+		})
+		check(t, "spot rule", func() {
+			tmpl.HasResourceProperties(jsii.String("AWS::Events::Rule"), &map[string]any{"EventPattern": map[string]any{
+				"source": []any{"aws.ec2"}, "detail-type": []any{"EC2 Spot Instance Interruption Warning"}}})
+		})
+	})
+	t.Run("another prefix and root device", func(t *testing.T) {
+		p := defaultProps()
+		p.LaunchTemplatePrefix = "ci-"
+		p.RootDevice = "/dev/sda1"
+		_, _, tmpl := synth(t, p)
+		check(t, "template name", func() {
+			tmpl.HasResourceProperties(jsii.String("AWS::EC2::LaunchTemplate"), &map[string]any{
+				"LaunchTemplateName": names.LaunchTemplate("ci-", "gpu"),
+				"LaunchTemplateData": assertions.Match_ObjectLike(&map[string]any{"BlockDeviceMappings": []any{
+					assertions.Match_ObjectLike(&map[string]any{"DeviceName": "/dev/sda1"})}}),
+			})
+		})
+		check(t, "scale-up agrees", func() {
+			tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), &map[string]any{"Environment": map[string]any{
+				"Variables": assertions.Match_ObjectLike(&map[string]any{names.EnvLaunchTemplatePrefix: "ci-", names.EnvRootDevice: "/dev/sda1"})}})
+		})
+	})
+}
