@@ -75,20 +75,29 @@ func (e *Error) Permanent() bool {
 }
 
 // codes maps EC2 error codes to kinds. Sources: the EC2 API reference
-// "Error codes" page and the CreateFleetError codes seen from instant fleets.
+// "Error codes for the Amazon EC2 API"
+// (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html),
+// the throttle codes of the AWS SDK's retryer (Throttling,
+// ThrottlingException), and the CreateFleetError codes seen from instant
+// fleets (InvalidFleetConfiguration, UnsupportedInstanceType, which that page
+// does not list). errors_test.go holds the documented meaning of every code.
 var codes = map[string]error{
 	"InsufficientInstanceCapacity":                 ErrCapacity,
 	"InsufficientCapacity":                         ErrCapacity,
 	"InsufficientHostCapacity":                     ErrCapacity,
 	"InsufficientReservedInstanceCapacity":         ErrCapacity,
 	"InsufficientCapacityOnHost":                   ErrCapacity,
+	"InsufficientVolumeCapacity":                   ErrCapacity,
 	"UnfulfillableCapacity":                        ErrCapacity,
 	"InsufficientFreeAddressesInSubnet":            ErrCapacity,
 	"Unsupported":                                  ErrUnsupported,
 	"UnsupportedOperation":                         ErrUnsupported,
 	"UnsupportedInstanceType":                      ErrUnsupported,
+	"InvalidInstanceType":                          ErrUnsupported,
+	"InstanceCreditSpecification.NotSupported":     ErrUnsupported,
 	"VcpuLimitExceeded":                            ErrQuota,
 	"MaxSpotInstanceCountExceeded":                 ErrQuota,
+	"MaxSpotFleetRequestCountExceeded":             ErrQuota,
 	"InstanceLimitExceeded":                        ErrQuota,
 	"SpotMaxPriceTooLow":                           ErrSpotPrice,
 	"RequestLimitExceeded":                         ErrThrottled,
@@ -101,26 +110,40 @@ var codes = map[string]error{
 	"InvalidLaunchTemplateName.NotFoundException":  ErrInvalid,
 	"InvalidLaunchTemplateId.NotFound":             ErrInvalid,
 	"InvalidLaunchTemplateId.VersionNotFound":      ErrInvalid,
+	"InvalidLaunchTemplateId.Malformed":            ErrInvalid,
 	"InvalidLaunchTemplateName.MalformedException": ErrInvalid,
 	"InvalidAMIID.NotFound":                        ErrInvalid,
 	"InvalidAMIID.Malformed":                       ErrInvalid,
 	"InvalidAMIID.Unavailable":                     ErrInvalid,
 	"InvalidSubnetID.NotFound":                     ErrInvalid,
+	"InvalidSubnetId.NotFound":                     ErrInvalid,
+	"InvalidSubnetID.Malformed":                    ErrInvalid,
+	"InvalidGroup.NotFound":                        ErrInvalid,
+	"InvalidSecurityGroupID.NotFound":              ErrInvalid,
+	"InvalidKeyPair.NotFound":                      ErrInvalid,
 	"InvalidInstanceID.NotFound":                   ErrInvalid,
 	"InvalidInstanceID.Malformed":                  ErrInvalid,
+	"InvalidID":                                    ErrInvalid,
 	"UnknownParameter":                             ErrInvalid,
 	"InvalidAction":                                ErrInvalid,
 	"TagLimitExceeded":                             ErrInvalid,
+	"TagPolicyViolation":                           ErrInvalid,
 	"InvalidBlockDeviceMapping":                    ErrInvalid,
 	"InvalidFleetConfiguration":                    ErrInvalid,
+	"ResourceCountExceeded":                        ErrInvalid,
+	"OperationNotPermitted":                        ErrInvalid,
 	"UnauthorizedOperation":                        ErrInvalid,
 	"AuthFailure":                                  ErrInvalid,
 	"OptInRequired":                                ErrInvalid,
+	"Blocked":                                      ErrInvalid,
+	"PendingVerification":                          ErrInvalid,
 	"IdempotentParameterMismatch":                  ErrInvalid,
 	"InternalError":                                ErrTransient,
 	"InternalFailure":                              ErrTransient,
+	"ServerInternal":                               ErrTransient,
 	"ServiceUnavailable":                           ErrTransient,
 	"Unavailable":                                  ErrTransient,
+	"ConcurrentTagAccess":                          ErrTransient,
 }
 
 // limitRe finds the quota in messages such as "You have requested more vCPU
