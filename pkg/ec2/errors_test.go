@@ -50,6 +50,13 @@ var codeTable = []struct {
 	// instance in an Availability Zone that currently has constraints on that
 	// instance type."
 	{"Unsupported", ErrUnsupported},
+	// Not on the error-codes page: a CreateFleetError code instant fleets
+	// return per capacity pool with the message "Your requested instance
+	// type (trn1.2xlarge) is not supported in your requested Availability
+	// Zone" (field reports in public projects' issue trackers). That is one
+	// capacity pool EC2 cannot serve, not a request only the operator can
+	// fix: other pools and the on-demand fallback may still launch.
+	{"InvalidFleetConfiguration", ErrUnsupported},
 	// "The specified request includes an unsupported operation ... launch an
 	// instance type that is not supported by the specified AMI."
 	{"UnsupportedOperation", ErrUnsupported},
@@ -160,9 +167,6 @@ var codeTable = []struct {
 	{"TagPolicyViolation", ErrInvalid},
 	// "A block device mapping parameter is not valid."
 	{"InvalidBlockDeviceMapping", ErrInvalid},
-	// Not on the error-codes page: a CreateFleetError code seen from instant
-	// fleets for a fleet request EC2 refuses; the kind follows its name.
-	{"InvalidFleetConfiguration", ErrInvalid},
 	// "You have exceeded the number of resources allowed for this request ...
 	// break up your request into smaller requests."
 	{"ResourceCountExceeded", ErrInvalid},
