@@ -107,6 +107,9 @@ type Receiver interface {
 	Settle(ctx context.Context, d Delivery, a Answer) error
 }
 
+// settleTimeout bounds settling one batch after its context ended.
+const settleTimeout = 10 * time.Second
+
 // wait waits d or until ctx ends.
 func wait(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
@@ -164,10 +167,14 @@ func Consume(ctx context.Context, r Receiver, max int, handle func(context.Conte
 			continue
 		}
 		as := handle(ctx, ds)
+		// Settle what was answered even when ctx ended meanwhile (a shutdown):
+		// an answer not applied would redeliver work already done.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 		for i, d := range ds {
-			if err := r.Settle(ctx, d, as[i]); err != nil {
+			if err := r.Settle(sctx, d, as[i]); err != nil {
 				log.Error("settling a delivery; it will come back", "message_id", d.ID, "verdict", as[i].Verdict.String(), "err", err)
 			}
 		}
+		cancel()
 	}
 }

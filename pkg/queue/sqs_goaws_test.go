@@ -80,3 +80,69 @@ func TestSQSAgainstGoaws(t *testing.T) {
 		t.Errorf("Send to a missing queue = %v, want a retryable error", err)
 	}
 }
+
+// TestSQSReceiverAgainstGoaws receives and settles through the real SDK:
+// done deletes, dead letters reach the dead-letter queue with their reason
+// and the original body, and a retried message comes back with a higher
+// receive count.
+func TestSQSReceiverAgainstGoaws(t *testing.T) {
+	t.Parallel()
+	client := testenv.Goaws(t, "skiff-recv", "skiff-recv-dlq")
+	ctx := t.Context()
+	urlOf := func(name string) string {
+		out, err := client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
+		if err != nil {
+			t.Fatalf("GetQueueUrl(%s): %v", name, err)
+		}
+		return aws.ToString(out.QueueUrl)
+	}
+	jobs, dlq := urlOf("skiff-recv"), urlOf("skiff-recv-dlq")
+	sender := queue.NewSQS(client, jobs)
+	for _, id := range []int64{11, 12} {
+		if err := sender.Send(ctx, jobN(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := queue.NewSQSReceiver(client, jobs, queue.NewSQSDeadLetters(client, dlq))
+	var got []queue.Delivery
+	for range 10 {
+		ds, err := r.Receive(ctx, 10)
+		if err != nil {
+			t.Fatalf("Receive: %v", err)
+		}
+		got = append(got, ds...)
+		if len(got) >= 2 {
+			break
+		}
+	}
+	if len(got) != 2 {
+		t.Fatalf("received %d deliveries, want 2", len(got))
+	}
+	for _, d := range got {
+		if d.Err != nil || d.ReceiveCount != 1 || d.Receipt == "" {
+			t.Errorf("delivery %+v", d)
+		}
+		a := queue.Answer{Verdict: queue.Done}
+		if d.Job.JobID == 12 {
+			a = queue.Answer{Verdict: queue.DeadLetter, Reason: "launch_invalid", Detail: "no such launch template"}
+		}
+		if err := r.Settle(ctx, d, a); err != nil {
+			t.Fatalf("Settle(%d): %v", d.Job.JobID, err)
+		}
+	}
+	out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(dlq), MaxNumberOfMessages: 10, MessageAttributeNames: []string{"All"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Messages) != 1 {
+		t.Fatalf("dead-letter queue holds %d messages, want 1", len(out.Messages))
+	}
+	m := out.Messages[0]
+	if j, err := queue.DecodeMessage(aws.ToString(m.Body)); err != nil || j.JobID != 12 ||
+		aws.ToString(m.MessageAttributes["reason"].StringValue) != "launch_invalid" {
+		t.Errorf("dead letter %s %v (%v)", aws.ToString(m.Body), m.MessageAttributes, err)
+	}
+	if left, _ := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(jobs), MaxNumberOfMessages: 10}); len(left.Messages) != 0 {
+		t.Errorf("the job queue still holds %d messages after settling", len(left.Messages))
+	}
+}

@@ -1,0 +1,134 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/telemetry"
+)
+
+// TestMemoryReceiver: the in-memory queue delivers at least once, hides a
+// received message for the visibility timeout, counts receives, and settles
+// each verdict as SQS would.
+func TestMemoryReceiver(t *testing.T) {
+	t.Parallel()
+	var now atomic.Int64
+	now.Store(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC).UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	q := &queue.Memory{}
+	q.SetClock(clock)
+	q.SetVisibility(time.Minute)
+	ctx := context.Background()
+	for _, id := range []int64{1, 2, 3} {
+		if err := q.Send(ctx, jobN(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := q.Receive(ctx, 2)
+	if err != nil || len(first) != 2 || first[0].Job.JobID != 1 || first[1].Job.JobID != 2 || first[0].ReceiveCount != 1 {
+		t.Fatalf("first receive = %+v, %v; want jobs 1 and 2, received once", first, err)
+	}
+	if rest, _ := q.Receive(ctx, 10); len(rest) != 1 || rest[0].Job.JobID != 3 {
+		t.Fatalf("second receive = %+v, want only job 3 (1 and 2 are in flight)", rest)
+	}
+	answers := []queue.Answer{{Verdict: queue.Done}, {Verdict: queue.DeadLetter, Reason: "launch_quota", Detail: "raise it"}}
+	for i, d := range first {
+		if err := q.Settle(ctx, d, answers[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now.Add(int64(time.Minute))
+	again, _ := q.Receive(ctx, 10)
+	if len(again) != 1 || again[0].Job.JobID != 3 || again[0].ReceiveCount != 2 {
+		t.Fatalf("after the visibility timeout: %+v, want job 3 again, received twice", again)
+	}
+	if err := q.Settle(ctx, again[0], queue.Answer{Verdict: queue.Retry}); err != nil || q.Depth() != 1 {
+		t.Fatalf("a retried message must stay: depth %d, %v", q.Depth(), err)
+	}
+	dead := q.DeadLetters()
+	if len(dead) != 1 || dead[0].JobID != 2 || dead[0].Reason != "launch_quota" || dead[0].Detail != "raise it" || dead[0].Body == "" {
+		t.Errorf("dead letters %+v", dead)
+	}
+}
+
+type failingDL struct{ err error }
+
+func (f failingDL) DeadLetter(context.Context, queue.Delivery, string, string) error { return f.err }
+
+// TestSettleBatch: retries and dead letters that could not be queued are
+// redelivered; done and queued dead letters are not; nothing is lost.
+func TestSettleBatch(t *testing.T) {
+	t.Parallel()
+	ds := []queue.Delivery{
+		queue.NewDelivery("done", `{}`, 1, ""), queue.NewDelivery("retry", `{}`, 1, ""), queue.NewDelivery("dead", `{}`, 3, ""),
+	}
+	as := []queue.Answer{{Verdict: queue.Done}, {Verdict: queue.Retry, Reason: "max_runners"}, {Verdict: queue.DeadLetter, Reason: "launch_invalid"}}
+	log := slog.New(slog.NewJSONHandler(&testenv.SyncBuffer{}, nil))
+	cases := []struct {
+		name string
+		dl   queue.DeadLetterer
+		want []string
+	}{
+		{"dead letter queued", &queue.Memory{}, []string{"retry"}},
+		{"dead letter failed: redelivered", failingDL{errors.New("dlq down")}, []string{"retry", "dead"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			counter := &telemetry.Memory{}
+			got := queue.SettleBatch(context.Background(), tc.dl, ds, as, counter, log)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("redeliver %v, want %v", got, tc.want)
+			}
+			if _, failed := tc.dl.(failingDL); failed && counter.Get(queue.MetricDeadLetterFailed, "launch_invalid") != 1 {
+				t.Errorf("failed dead letter not counted: %v", counter.Snapshot())
+			}
+		})
+	}
+}
+
+// TestConsume: the poll loop hands batches to the handler and settles every
+// answer until the context ends.
+func TestConsume(t *testing.T) {
+	t.Parallel()
+	q := &queue.Memory{}
+	ctx, cancel := context.WithCancel(context.Background())
+	for _, id := range []int64{1, 2, 3} {
+		if err := q.Send(ctx, jobN(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	var seen []int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		queue.Consume(ctx, q, 2, func(_ context.Context, ds []queue.Delivery) []queue.Answer {
+			as := make([]queue.Answer, len(ds))
+			mu.Lock()
+			defer mu.Unlock()
+			for i, d := range ds {
+				seen = append(seen, d.Job.JobID)
+				if d.Job.JobID == 3 {
+					as[i] = queue.Answer{Verdict: queue.DeadLetter, Reason: "launch_invalid"}
+				}
+			}
+			if len(seen) == 3 {
+				cancel()
+			}
+			return as
+		}, slog.New(slog.NewJSONHandler(&testenv.SyncBuffer{}, nil)))
+	}()
+	<-done
+	if !slices.Equal(seen, []int64{1, 2, 3}) || q.Depth() != 0 || len(q.DeadLetters()) != 1 {
+		t.Errorf("seen %v, depth %d, dead letters %d; want 1,2,3 all settled and one dead letter", seen, q.Depth(), len(q.DeadLetters()))
+	}
+}
