@@ -228,7 +228,7 @@ func (h *Handler) workflowJob(ctx context.Context, log *slog.Logger, req Request
 		}
 		reason := reasonOf(err)
 		h.o.Counter.Count(MetricUnmatched, reason)
-		log.Info("job not launched: labels route to no pool", "labels", wj.Labels, "reason", reason, "detail", err.Error())
+		log.Info("job not launched: labels route to no pool", "labels", wj.Labels, "reason", reason, "err", err)
 		return reply(http.StatusAccepted, "unmatched")
 	}
 	log = log.With("pool", pool)
