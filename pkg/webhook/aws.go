@@ -30,15 +30,17 @@ func NewAWS(ctx context.Context, cfg Config, awsCfg aws.Config, logger *slog.Log
 		return nil, fmt.Errorf("loading pools (SKIFF_POOLS_FILE): %w", err)
 	}
 	return New(Options{
-		Secrets:      secrets,
-		Router:       pools,
-		Queue:        queue.NewSQS(sqs.NewFromConfig(awsCfg), cfg.QueueURL),
-		Store:        store.NewDynamo(dynamodb.NewFromConfig(awsCfg), cfg.TableName),
-		Counter:      telemetry.NewEMF(os.Stdout, cfg.MetricsNamespace, "webhook", nil),
-		Logger:       logger,
-		Allow:        cfg.Allow,
-		MaxBodyBytes: cfg.MaxBodyBytes,
-		DeliveryTTL:  cfg.DeliveryTTL,
-		JobTTL:       cfg.JobTTL,
+		Secrets:       secrets,
+		Router:        pools,
+		Policies:      pools,
+		Queue:         queue.NewSQS(sqs.NewFromConfig(awsCfg), cfg.QueueURL),
+		Store:         store.NewDynamo(dynamodb.NewFromConfig(awsCfg), cfg.TableName),
+		Counter:       telemetry.NewEMF(os.Stdout, cfg.MetricsNamespace, "webhook", nil),
+		Logger:        logger,
+		Allow:         cfg.Allow,
+		Installations: cfg.Installations,
+		MaxBodyBytes:  cfg.MaxBodyBytes,
+		DeliveryTTL:   cfg.DeliveryTTL,
+		JobTTL:        cfg.JobTTL,
 	})
 }
