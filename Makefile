@@ -18,6 +18,11 @@ LDFLAGS := -s -w -buildid=
 RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
 IMDS_MOCK_VERSION := v1.13.0
 GOAWS_VERSION := v0.5.4
+GOVULNCHECK_VERSION := v1.9.0
+# The Go vulnerability database as a module (golang.org/x/vulndb) from the module proxy:
+# latest by default, since its point is fresh data; pin a pseudo-version to reproduce a run.
+VULNDB_VERSION ?= latest
+VULNDB_CACHE := $(CURDIR)/build/vulndb
 
 .PHONY: help
 help: ## list the targets
@@ -62,6 +67,28 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 30s)
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $${FUZZTIME:-30s} ./pkg/pool
 	go test -run '^$$' -fuzz '^FuzzInlinedSchema$$' -fuzztime $${FUZZTIME:-30s} ./pkg/pool
 	go test -run '^$$' -fuzz '^FuzzEncodeDecode$$' -fuzztime $${FUZZTIME:-30s} ./pkg/queue
+
+.PHONY: vulncheck
+vulncheck: ## govulncheck against an offline Go vulnerability database built from golang.org/x/vulndb
+	go install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)
+	@# vuln.go.dev is not reachable here; the module proxy serves golang.org/x/vulndb, whose
+	@# data/osv/ holds every report as OSV JSON. Its cmd/indexdb writes them in the v1
+	@# layout govulncheck's -db file:// reads (index/db.json, index/modules.json, ID/*.json).
+	@# One database per vulndb version, built once into build/vulndb/<version>/.
+	@set -euo pipefail; \
+	info=$$(cd / && go mod download -json golang.org/x/vulndb@$(VULNDB_VERSION)); \
+	version=$$(sed -n 's/^[[:space:]]*"Version": "\(.*\)",$$/\1/p' <<<"$$info"); \
+	dir=$$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p' <<<"$$info"); \
+	if [ -z "$$version" ] || [ ! -d "$$dir/data/osv" ]; then echo "vulncheck: no golang.org/x/vulndb data: $$info" >&2; exit 1; fi; \
+	db=$(VULNDB_CACHE)/$$version; \
+	if [ ! -f "$$db/index/db.json" ]; then \
+		echo "building the vulnerability database golang.org/x/vulndb@$$version into $$db"; \
+		rm -rf "$$db.tmp"; mkdir -p $(VULNDB_CACHE); \
+		(cd / && go run golang.org/x/vulndb/cmd/indexdb@$$version -vulns "$$dir/data/osv" -out "$$db.tmp"); \
+		mv "$$db.tmp" "$$db"; \
+	fi; \
+	echo "govulncheck $(GOVULNCHECK_VERSION), $$(go version | cut -d' ' -f3), database golang.org/x/vulndb@$$version"; \
+	govulncheck -db "file://$$db" ./...
 
 .PHONY: demo
 demo: ## check the example pools file and plan a few jobs against it (embedded defaults, no AWS)
