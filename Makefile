@@ -2,6 +2,14 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
+# The patched toolchain every target builds and tests with: go1.26.8 (the machines' Go)
+# has known standard-library vulnerabilities reachable from skiff (net/http, crypto/tls,
+# crypto/x509). The go command fetches it from the module proxy once (about 76 MB).
+# Exported, so the go commands of every recipe and the tests' own go builds use it;
+# override with `make GOTOOLCHAIN=local ...` to try the machine's Go.
+GOTOOLCHAIN ?= go1.27.3
+export GOTOOLCHAIN
+
 GOARCH ?= arm64
 GOBIN_DIR := $(shell go env GOPATH)/bin
 export PATH := $(GOBIN_DIR):$(PATH)
@@ -10,6 +18,11 @@ LDFLAGS := -s -w -buildid=
 RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
 IMDS_MOCK_VERSION := v1.13.0
 GOAWS_VERSION := v0.5.4
+GOVULNCHECK_VERSION := v1.9.0
+# The Go vulnerability database as a module (golang.org/x/vulndb) from the module proxy:
+# latest by default, since its point is fresh data; pin a pseudo-version to reproduce a run.
+VULNDB_VERSION ?= latest
+VULNDB_CACHE := $(CURDIR)/build/vulndb
 
 .PHONY: help
 help: ## list the targets
@@ -52,7 +65,7 @@ lint: ## gofmt, go vet, shellcheck, and the dependency checks (decisions and ghs
 
 # make synth: the default stack against the example pools file, offline (no
 # AWS credentials, no lookups). Override SYNTH_CONTEXT for your own values.
-SYNTH_CONTEXT ?= -c pools=examples/pools.yaml -c allow=acme -c appIds=123456 -c vpcId=vpc-0123456789abcdef0
+SYNTH_CONTEXT ?= -c pools=examples/pools.yaml -c allow=acme -c appIds=123456 -c installations=42 -c vpcId=vpc-0123456789abcdef0
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 .PHONY: synth
@@ -73,6 +86,28 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 30s)
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $${FUZZTIME:-30s} ./pkg/pool
 	go test -run '^$$' -fuzz '^FuzzInlinedSchema$$' -fuzztime $${FUZZTIME:-30s} ./pkg/pool
 	go test -run '^$$' -fuzz '^FuzzEncodeDecode$$' -fuzztime $${FUZZTIME:-30s} ./pkg/queue
+
+.PHONY: vulncheck
+vulncheck: ## govulncheck against an offline Go vulnerability database built from golang.org/x/vulndb
+	go install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)
+	@# vuln.go.dev is not reachable here; the module proxy serves golang.org/x/vulndb, whose
+	@# data/osv/ holds every report as OSV JSON. Its cmd/indexdb writes them in the v1
+	@# layout govulncheck's -db file:// reads (index/db.json, index/modules.json, ID/*.json).
+	@# One database per vulndb version, built once into build/vulndb/<version>/.
+	@set -euo pipefail; \
+	info=$$(cd / && go mod download -json golang.org/x/vulndb@$(VULNDB_VERSION)); \
+	version=$$(sed -n 's/^[[:space:]]*"Version": "\(.*\)",$$/\1/p' <<<"$$info"); \
+	dir=$$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p' <<<"$$info"); \
+	if [ -z "$$version" ] || [ ! -d "$$dir/data/osv" ]; then echo "vulncheck: no golang.org/x/vulndb data: $$info" >&2; exit 1; fi; \
+	db=$(VULNDB_CACHE)/$$version; \
+	if [ ! -f "$$db/index/db.json" ]; then \
+		echo "building the vulnerability database golang.org/x/vulndb@$$version into $$db"; \
+		rm -rf "$$db.tmp"; mkdir -p $(VULNDB_CACHE); \
+		(cd / && go run golang.org/x/vulndb/cmd/indexdb@$$version -vulns "$$dir/data/osv" -out "$$db.tmp"); \
+		mv "$$db.tmp" "$$db"; \
+	fi; \
+	echo "govulncheck $(GOVULNCHECK_VERSION), $$(go version | cut -d' ' -f3), database golang.org/x/vulndb@$$version"; \
+	govulncheck -db "file://$$db" ./...
 
 .PHONY: demo
 demo: ## check the example pools file and plan a few jobs against it (embedded defaults, no AWS)

@@ -10,6 +10,7 @@
 //	pools          the pools file (required)
 //	allow          the repository allow-list: owners and owner/name (required)
 //	appIds         GitHub App ids (empty on the first deploy: docs/deploy.md)
+//	installations  App installation ids the webhook serves (default *: every installation)
 //	vpcId          an existing VPC for the runners; empty creates one
 //	subnetIds      the subnets runners may use (each pool's must be among them)
 //	natGateways    NAT gateways of a created VPC (default 0)
@@ -106,6 +107,7 @@ func newStack(app awscdk.App) (awscdk.Stack, error) {
 		SubnetIDs:             list("subnetIds"),
 		NatGateways:           nat,
 		AppIDs:                list("appIds"),
+		Installations:         list("installations"),
 		GitHubAPIURL:          ctx("githubApiUrl"),
 		GitHubURL:             ctx("githubUrl"),
 		LaunchTemplatePrefix:  ctx("templatePrefix"),

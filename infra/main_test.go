@@ -42,7 +42,7 @@ func TestNagAwsSolutions(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := map[string]any{"pools": "../examples/pools.yaml", "allow": "acme", "appIds": "123456", "buildDir": build}
+			ctx := map[string]any{"pools": "../examples/pools.yaml", "allow": "acme", "appIds": "123456", "installations": "42", "buildDir": build}
 			for k, v := range tc.ctx {
 				ctx[k] = v
 			}

@@ -57,6 +57,7 @@ func TestUsage(t *testing.T) {
 		{"plan without labels", []string{"plan", "-f", examples + "/pools.yaml"}, 2, "", "--labels is required"},
 		{"plan empty labels", []string{"plan", "-f", examples + "/pools.yaml", "--labels", " , "}, 2, "", "--labels is required"},
 		{"plan bad repo", []string{"plan", "-f", examples + "/pools.yaml", "--labels", "gpu", "--repo", "nope"}, 2, "", "not owner/name"},
+		{"plan bad visibility", []string{"plan", "-f", examples + "/pools.yaml", "--labels", "gpu", "--visibility", "secret"}, 2, "", "not private, internal or public"},
 		{"validate missing file", []string{"validate", "-f", "testdata/nope.yaml"}, 1, "", "reading pools file"},
 		{"plan missing file", []string{"plan", "-f", "testdata/nope.yaml", "--labels", "gpu"}, 1, "", "reading pools file"},
 	}
@@ -136,13 +137,19 @@ func TestPlanGolden(t *testing.T) {
 		{"plan-out-of-bounds", "self-hosted,gpu,skiff/gpu=16", "", 1},
 		{"plan-unknown-key", "self-hosted,skiff/cpus=8", "", 1},
 		{"plan-repository-not-allowed", "self-hosted,gpu,multi-gpu", "someone/else", 1},
+		{"plan-fork-refused", "self-hosted,linux,x64", "acme/app --event pull_request --fork", 1},
+		{"plan-public-refused", "self-hosted,linux,x64", "acme/site --visibility public", 1},
+		{"plan-same-repository-pull-request", "self-hosted,linux,x64", "acme/app --event pull_request", 0},
+		{"plan-fork-by-collaborator", "self-hosted,oss", "someone/lib --visibility public --event pull_request --fork --association MEMBER", 0},
+		{"plan-fork-first-time-contributor", "self-hosted,oss", "someone/lib --visibility public --event pull_request_target --fork --association FIRST_TIME_CONTRIBUTOR", 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			args := []string{"plan", "-f", examples + "/pools.yaml", "--labels", tt.labels}
 			if tt.repo != "" {
-				args = append(args, "--repo", tt.repo)
+				args = append(args, "--repo")
+				args = append(args, strings.Fields(tt.repo)...)
 			}
 			code, stdout, stderr := runCLI(args...)
 			if code != tt.code {
@@ -183,5 +190,27 @@ func TestSplitLabels(t *testing.T) {
 		if got := strings.Join(splitLabels(in), "|"); got != want {
 			t.Errorf("splitLabels(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestValidateWarnsOfTokenRegistration(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"warning", []string{"validate", "-f", "testdata/registration-token.yaml"}, 0},
+		{"strict fails on it", []string{"validate", "-strict", "-f", "testdata/registration-token.yaml"}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			code, _, stderr := runCLI(tt.args...)
+			if code != tt.code {
+				t.Errorf("exit code = %d, want %d", code, tt.code)
+			}
+			golden(t, "validate-registration-token", stderr)
+		})
 	}
 }

@@ -9,14 +9,35 @@ import (
 	"github.com/skiffci/skiff/pkg/pool"
 )
 
-// runPlan implements "skiff plan -f pools.yaml --labels self-hosted,gpu [--repo owner/name]".
+// runPlan implements "skiff plan -f pools.yaml --labels self-hosted,gpu [--repo owner/name]
+// [--event pull_request] [--fork] [--visibility public] [--association NONE]".
 func runPlan(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("plan", `-f pools.yaml --labels "self-hosted,skiff/gpu=1" [--repo owner/name]`, stderr)
+	fs := newFlags("plan", `-f pools.yaml --labels "self-hosted,skiff/gpu=1" [--repo owner/name] [--event pull_request --fork] [--visibility public]`, stderr)
 	file := fs.String("f", "pools.yaml", "the pools file")
 	labels := fs.String("labels", "", "the job's runs-on labels, comma-separated (required)")
 	repo := fs.String("repo", "", "the job's repository, owner/name; checks pool scopes when given")
+	event := fs.String("event", "", "the event that triggered the run (push, pull_request, ...); checks the pool's policy on who may run")
+	fork := fs.Bool("fork", false, "the run's code comes from a fork (a pull request from a fork)")
+	visibility := fs.String("visibility", "", "the repository's visibility: private (default when checking), internal or public")
+	association := fs.String("association", "", "the pull request author's association (OWNER, MEMBER, COLLABORATOR, CONTRIBUTOR, FIRST_TIME_CONTRIBUTOR, NONE)")
 	if ok, code := parseFlags(fs, args); !ok {
 		return code
+	}
+	checkPolicy := *event != "" || *fork || *visibility != "" || *association != ""
+	facts := pool.Facts{Visibility: pool.Visibility(*visibility), Trigger: &pool.Trigger{Event: *event, Fork: *fork, AuthorAssociation: *association}}
+	switch facts.Visibility {
+	case "":
+		facts.Visibility = pool.VisibilityPrivate
+	case pool.VisibilityPrivate, pool.VisibilityInternal, pool.VisibilityPublic:
+	default:
+		fmt.Fprintf(stderr, "skiff plan: --visibility %q is not private, internal or public\n", *visibility)
+		return exitUsage
+	}
+	if facts.Trigger.Event == "" {
+		facts.Trigger.Event = "push"
+		if *fork {
+			facts.Trigger.Event = "pull_request"
+		}
 	}
 	list := splitLabels(*labels)
 	if len(list) == 0 {
@@ -45,11 +66,35 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitFailed
 	}
+	if checkPolicy {
+		if err := cfg.Pool(spec.Pool).Admit(facts); err != nil {
+			fmt.Fprintf(stderr, "no launch (%s): %v\n", pool.Reason(err), err)
+			if hint := hintFor(err, *repo); hint != "" {
+				fmt.Fprintf(stderr, "    fix: %s\n", hint)
+			}
+			return exitFailed
+		}
+	}
 	if err := pool.WritePlan(stdout, cfg, spec); err != nil {
 		fmt.Fprintf(stderr, "skiff plan: %v\n", err)
 		return exitFailed
 	}
+	if checkPolicy {
+		fmt.Fprintf(stdout, "\ndecision: launch (%s repository, %s)\n", facts.Visibility, triggerText(facts.Trigger))
+	}
 	return exitOK
+}
+
+// triggerText describes a run's trigger for the plan's decision line.
+func triggerText(t *pool.Trigger) string {
+	s := t.Event + " run"
+	if t.Fork {
+		s += " from a fork"
+		if t.AuthorAssociation != "" {
+			s += " by a " + strings.ToLower(t.AuthorAssociation)
+		}
+	}
+	return s
 }
 
 // splitLabels accepts "a,b", "a, b" and "[a, b]".
@@ -79,6 +124,10 @@ func hintFor(err error, repo string) string {
 		return "see docs/pools.md for the skiff/ label grammar"
 	case errors.Is(err, pool.ErrRepositoryNotAllowed):
 		return "add the repository (or its owner) to the pool's scope"
+	case errors.Is(err, pool.ErrPublicRepository):
+		return "public repositories run only on a pool with visibility: [..., public]; see docs/pools.md#who-may-run before adding it"
+	case errors.Is(err, pool.ErrForkPullRequest):
+		return "pull requests from forks run only on a pool with forkPullRequests: allow or collaborators; see docs/pools.md#who-may-run"
 	}
 	return ""
 }

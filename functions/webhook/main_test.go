@@ -52,7 +52,7 @@ func BenchmarkColdInit(b *testing.B) {
 	testenv.BenchColdInit(b, bootstrap, []string{
 		"PATH=" + os.Getenv("PATH"), "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY=example",
 		"AWS_EC2_METADATA_DISABLED=true", "SKIFF_WEBHOOK_SECRET=bench", "SKIFF_QUEUE_URL=http://127.0.0.1:1/q",
-		"SKIFF_TABLE_NAME=bench", "SKIFF_POOLS_FILE=" + filepath.Join(dir, "pools.yaml"),
+		"SKIFF_TABLE_NAME=bench", "SKIFF_POOLS_FILE=" + filepath.Join(dir, "pools.yaml"), "SKIFF_ALLOW=*", "SKIFF_ALLOWED_INSTALLATIONS=*",
 	}, get)
 }
 
@@ -100,6 +100,9 @@ func TestBootstrapUnderRIE(t *testing.T) {
 		"SKIFF_QUEUE_URL=" + queueURL,
 		"SKIFF_TABLE_NAME=" + table,
 		"SKIFF_POOLS_FILE=" + filepath.Join(filepath.Dir(bootstrap), "pools.yaml"),
+		// Both lists fail closed: empty, the function refuses to start.
+		"SKIFF_ALLOW=*",
+		"SKIFF_ALLOWED_INSTALLATIONS=*",
 	}
 	fn := testenv.StartRIE(t, bootstrap, env)
 	invoke := func(ev events.LambdaFunctionURLRequest) events.LambdaFunctionURLResponse {
@@ -119,9 +122,14 @@ func TestBootstrapUnderRIE(t *testing.T) {
 		}
 		return b
 	}
-	// GitHub's example asks for ubuntu-latest; the same job for the pool's labels.
-	queued := bytes.Replace(read("workflow_job.queued.1.json"), []byte(`"ubuntu-latest"`), []byte(`"self-hosted", "linux", "x64"`), 1)
-	inProgress := bytes.Replace(read("workflow_job.in_progress.2.json"), []byte(`"ubuntu-latest"`), []byte(`"self-hosted", "linux", "x64"`), 1)
+	// GitHub's example asks for ubuntu-latest in a public repository; the same job for the
+	// pool's labels in a private one (pools admit private and internal repositories only).
+	private := func(b []byte) []byte {
+		b = bytes.Replace(b, []byte(`"ubuntu-latest"`), []byte(`"self-hosted", "linux", "x64"`), 1)
+		return bytes.Replace(b, []byte(`"visibility": "public"`), []byte(`"visibility": "private"`), 1)
+	}
+	queued := private(read("workflow_job.queued.1.json"))
+	inProgress := private(read("workflow_job.in_progress.2.json"))
 
 	steps := []struct {
 		name       string

@@ -172,9 +172,19 @@ func exportName(s string) string {
 // buildWebhook creates the webhook function and its Function URL.
 func (s *Skiff) buildWebhook() error {
 	spec := webhookSpec()
+	installations := strings.Join(s.props.Installations, ",")
+	if installations == "" {
+		installations = "*"
+		if len(s.props.AppIDs) > 0 {
+			awscdk.Annotations_Of(s.Construct).AddWarningV2(jsii.String("skiff:noInstallations"), jsii.String(
+				"no installation id (-c installations=...): the webhook serves every installation of the App, narrowed only by the allow-list. "+
+					"Name the installation once the App is installed."), nil)
+		}
+	}
 	spec.Environment = map[string]string{
-		names.EnvQueueURL: *s.Queue.QueueUrl(),
-		names.EnvAllow:    strings.Join(s.props.Allow, ","),
+		names.EnvQueueURL:             *s.Queue.QueueUrl(),
+		names.EnvAllow:                strings.Join(s.props.Allow, ","),
+		names.EnvAllowedInstallations: installations,
 	}
 	spec.Environment[names.EnvWebhookSecretARN] = *s.WebhookSecret.SecretArn()
 	fn, err := s.AddFunction(spec)

@@ -96,6 +96,12 @@ type Props struct {
 	// get public addresses in public subnets, no NAT cost).
 	NatGateways int
 
+	// Installations are the App installation ids the webhook serves
+	// (SKIFF_ALLOWED_INSTALLATIONS). Empty: every installation of the App
+	// ("*"), which the allow-list still narrows; once the App is installed,
+	// name its installation (-c installations=<id>). With AppIDs set and no
+	// installation named, synth warns.
+	Installations []string
 	// AppIDs are the GitHub App ids (SKIFF_GITHUB_APP_IDS). Empty on the first
 	// deploy, before the App exists: the queue's event source mapping is then
 	// disabled and a warning says to deploy again with the ids.
@@ -194,6 +200,11 @@ func (p *Props) validate() error {
 		owner, repo, hasRepo := strings.Cut(a, "/")
 		if !ownerRe.MatchString(owner) || (hasRepo && !repoRe.MatchString(repo)) {
 			bad("Allow entry %q is neither an owner (acme) nor a repository (acme/app)", a)
+		}
+	}
+	for _, id := range p.Installations {
+		if !appIDRe.MatchString(id) && id != "*" {
+			bad("Installations entry %q is not an installation id (-c installations=12345678)", id)
 		}
 	}
 	for _, id := range p.AppIDs {

@@ -60,10 +60,11 @@ func synth(t *testing.T, props Props, extend ...func(*Skiff)) (*Skiff, awscdk.St
 
 func defaultProps() Props {
 	return Props{
-		PoolsFile: examplePools,
-		Allow:     []string{"acme", "other/app"},
-		AppIDs:    []string{"123456"},
-		VpcID:     "vpc-0123456789abcdef0",
+		PoolsFile:     examplePools,
+		Allow:         []string{"acme", "other/app"},
+		AppIDs:        []string{"123456"},
+		Installations: []string{"42"},
+		VpcID:         "vpc-0123456789abcdef0",
 	}
 }
 

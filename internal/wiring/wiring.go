@@ -36,15 +36,17 @@ func NewWebhook(ctx context.Context, cfg webhook.Config, awsCfg aws.Config, logg
 		return nil, fmt.Errorf("loading pools (%s): %w", names.EnvPoolsFile, err)
 	}
 	return webhook.New(webhook.Options{
-		Secrets:      secrets,
-		Router:       pools,
-		Queue:        queue.NewSQS(sqs.NewFromConfig(awsCfg), cfg.QueueURL),
-		Store:        store.NewDynamo(dynamodb.NewFromConfig(awsCfg), cfg.TableName),
-		Counter:      telemetry.NewEMF(os.Stdout, cfg.MetricsNamespace, names.FunctionWebhook, nil),
-		Logger:       logger,
-		Allow:        cfg.Allow,
-		MaxBodyBytes: cfg.MaxBodyBytes,
-		DeliveryTTL:  cfg.DeliveryTTL,
-		JobTTL:       cfg.JobTTL,
+		Secrets:       secrets,
+		Router:        pools,
+		Policies:      pools,
+		Queue:         queue.NewSQS(sqs.NewFromConfig(awsCfg), cfg.QueueURL),
+		Store:         store.NewDynamo(dynamodb.NewFromConfig(awsCfg), cfg.TableName),
+		Counter:       telemetry.NewEMF(os.Stdout, cfg.MetricsNamespace, names.FunctionWebhook, nil),
+		Logger:        logger,
+		Allow:         cfg.Allow,
+		Installations: cfg.Installations,
+		MaxBodyBytes:  cfg.MaxBodyBytes,
+		DeliveryTTL:   cfg.DeliveryTTL,
+		JobTTL:        cfg.JobTTL,
 	})
 }

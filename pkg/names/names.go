@@ -25,6 +25,7 @@ const (
 	EnvWebhookSecretPrevious = "SKIFF_WEBHOOK_SECRET_PREVIOUS"
 	EnvQueueURL              = "SKIFF_QUEUE_URL"
 	EnvAllow                 = "SKIFF_ALLOW"
+	EnvAllowedInstallations  = "SKIFF_ALLOWED_INSTALLATIONS"
 	EnvMaxBodyBytes          = "SKIFF_MAX_BODY_BYTES"
 	EnvDeliveryTTL           = "SKIFF_DELIVERY_TTL"
 	EnvJobTTL                = "SKIFF_JOB_TTL"

@@ -76,6 +76,12 @@ type Pool struct {
 	MaxLifetime   time.Duration
 	Tags          map[string]string
 	Dynamic       *Bounds
+	// Policy is who may run on the pool: repository visibilities and pull
+	// requests from forks (see Policy.Admit).
+	Policy Policy
+	// Registration is how the pool's runners register: JIT (default) or,
+	// opted into, an organisation-wide registration token.
+	Registration RegistrationMode
 
 	// Line is where the pool starts in the file.
 	Line int
@@ -292,6 +298,11 @@ func (s *source) decode(doc any) (*Config, []Diagnostic) {
 				p.Tags[k] = str(v)
 			}
 		}
+		for _, v := range strs(get("visibility")) {
+			p.Policy.Visibilities = append(p.Policy.Visibilities, Visibility(v))
+		}
+		p.Policy.ForkPullRequests = ForkPolicy(str(get("forkPullRequests")))
+		p.Registration = RegistrationMode(str(get("registration")))
 		if d, ok := get("dynamic").(map[string]any); ok {
 			p.Dynamic = &Bounds{MaxCPU: num(d["maxCpu"]), MaxRAMGiB: num(d["maxRamGiB"]), MaxGPUs: num(d["maxGpus"]),
 				MaxDiskGiB: num(d["maxDiskGiB"]), Families: strs(d["families"]), AllowOnDemand: d["allowOnDemand"] == true}
@@ -351,6 +362,15 @@ func applyPoolDefaults(p *Pool) {
 	}
 	if p.MaxRunners == 0 {
 		p.MaxRunners = DefaultMaxRunners
+	}
+	if len(p.Policy.Visibilities) == 0 {
+		p.Policy.Visibilities = DefaultVisibilities
+	}
+	if p.Policy.ForkPullRequests == "" {
+		p.Policy.ForkPullRequests = DefaultForkPullRequests
+	}
+	if p.Registration == "" {
+		p.Registration = DefaultRegistration
 	}
 	p.MaxLifetime = DefaultMaxLifetime
 	if p.lifetime != "" {

@@ -36,7 +36,21 @@
 // asks for sizes within a pool's bounds; see ParseLabel for the grammar and
 // docs/pools.md for the full reference.
 //
+// # Who may run
+//
+// Each pool has a Policy: the repository visibilities it admits (private and
+// internal by default) and whether it runs pull requests from forks (refused
+// by default; allowed; or only for authors with write access). Policy.Admit
+// is a pure decision over neutral Facts:
+//
+//	visibility admitted?          (else public_repository; unknown = public)
+//	  └─► pool allows forks?      ─► admitted
+//	      trigger unknown?        ─► fork_pull_request (look the run up first)
+//	      head ≠ repository?      ─► collaborators and write access ─► admitted
+//	                                 else fork_pull_request
+//
 // Errors are *ResolveError values wrapping one of ErrNoPool, ErrAmbiguous,
-// ErrUnknownKey, ErrMalformed, ErrOutOfBounds and ErrRepositoryNotAllowed;
-// Reason(err) gives the short machine-readable reason for logs and metrics.
+// ErrUnknownKey, ErrMalformed, ErrOutOfBounds, ErrRepositoryNotAllowed,
+// ErrPublicRepository and ErrForkPullRequest; Reason(err) gives the short
+// machine-readable reason for logs and metrics.
 package pool

@@ -21,6 +21,12 @@ var (
 	ErrOutOfBounds = errors.New("out of bounds")
 	// ErrRepositoryNotAllowed: the matching pools are scoped to other repositories.
 	ErrRepositoryNotAllowed = errors.New("repository not allowed")
+	// ErrPublicRepository: the repository is public (or its visibility is
+	// unknown) and the pool admits only private and internal ones.
+	ErrPublicRepository = errors.New("public repository")
+	// ErrForkPullRequest: the run's code comes from a fork and the pool
+	// refuses it (or its trigger is not known yet).
+	ErrForkPullRequest = errors.New("pull request from a fork")
 )
 
 // The machine-readable reasons, one per kind, for logs and metrics.
@@ -31,6 +37,8 @@ const (
 	ReasonMalformed            = "malformed"
 	ReasonOutOfBounds          = "out_of_bounds"
 	ReasonRepositoryNotAllowed = "repository_not_allowed"
+	ReasonPublicRepository     = "public_repository"
+	ReasonForkPullRequest      = "fork_pull_request"
 	reasonUnknown              = "error"
 )
 
@@ -99,7 +107,8 @@ func (e *ResolveError) Error() string {
 func (e *ResolveError) Unwrap() error { return e.Kind }
 
 // Reason returns the short machine-readable reason: no_pool, ambiguous,
-// unknown_key, malformed, out_of_bounds or repository_not_allowed.
+// unknown_key, malformed, out_of_bounds, repository_not_allowed,
+// public_repository or fork_pull_request.
 func (e *ResolveError) Reason() string {
 	switch e.Kind {
 	case ErrNoPool:
@@ -114,6 +123,10 @@ func (e *ResolveError) Reason() string {
 		return ReasonOutOfBounds
 	case ErrRepositoryNotAllowed:
 		return ReasonRepositoryNotAllowed
+	case ErrPublicRepository:
+		return ReasonPublicRepository
+	case ErrForkPullRequest:
+		return ReasonForkPullRequest
 	}
 	return reasonUnknown
 }

@@ -87,6 +87,8 @@ func WritePlan(w io.Writer, cfg *Config, s Spec) error {
 	row("subnets", strings.Join(s.Subnets, ", "))
 	row("max runners", fmt.Sprint(s.MaxRunners))
 	row("max lifetime", FormatDuration(s.MaxLifetime))
+	row("who may run", s.Policy.String())
+	row("registration", registrationText(s.Registration))
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("writing plan: %w", err)
 	}
@@ -148,6 +150,16 @@ func capacityText(c Capacity) string {
 		return "spot, then on-demand when spot has no capacity"
 	}
 	return string(c)
+}
+
+func registrationText(m RegistrationMode) string {
+	switch m {
+	case RegistrationToken:
+		return "token (organisation-wide registration token on the instance; opted in)"
+	case RegistrationJIT, "":
+		return "jit (a just-in-time configuration for this one runner)"
+	}
+	return string(m)
 }
 
 func requirementsText(r *Requirements) string {

@@ -46,6 +46,11 @@ type Spec struct {
 	Tags map[string]string
 	// Dynamic is the parsed dynamic label, nil when the job had none.
 	Dynamic *Label
+	// Policy is the pool's rule for who may run (see Policy.Admit).
+	Policy Policy
+	// Registration is how the runner registers: jit, or token when the pool
+	// opted into organisation-wide registration tokens.
+	Registration RegistrationMode
 }
 
 // labelIndex maps each lower-case effective label to the set of pools that
@@ -127,6 +132,8 @@ func (c *Config) resolve(labels []string, repository string, scoped bool) (Spec,
 		MaxLifetime:   p.MaxLifetime,
 		Tags:          p.Tags,
 		Dynamic:       dyn,
+		Policy:        p.Policy,
+		Registration:  p.Registration,
 	}
 	if dyn != nil {
 		spec.RunID = dyn.RunID

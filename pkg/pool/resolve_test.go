@@ -99,6 +99,8 @@ func TestResolveSpec(t *testing.T) {
 		MaxLifetime:   3 * time.Hour,
 		Tags:          map[string]string{"cost-center": "ci"},
 		Dynamic:       &Label{Families: []string{"g6"}, Spot: SpotFalse, DiskGiB: 300, RunID: "4242"},
+		Policy:        Policy{Visibilities: []Visibility{VisibilityPrivate, VisibilityInternal}, ForkPullRequests: ForkRefuse},
+		Registration:  RegistrationJIT,
 	}
 	if !reflect.DeepEqual(spec, want) {
 		t.Errorf("spec =\n%+v\nwant\n%+v", spec, want)

@@ -126,6 +126,22 @@ func (s *source) checkPool(i int, p *Pool, add addFunc) {
 	if p.Dynamic != nil {
 		s.checkBounds(i, p, add)
 	}
+	s.checkPolicy(i, p, add)
+}
+
+// checkPolicy warns about the settings that let untrusted code near a
+// credential or open a pool to anyone on GitHub.
+func (s *source) checkPolicy(i int, p *Pool, add addFunc) {
+	if p.Registration == RegistrationToken {
+		add(s.field(i, "registration"), SeverityWarning,
+			fmt.Sprintf("pool %q registers runners with an organisation-wide registration token: any job on the pool can read it and register runners of its own until it expires", p.Name),
+			"keep registration: jit (the default) unless the pool runs only trusted code and needs bursts beyond the JIT budget")
+	}
+	if p.Policy.AllowsPublic() && p.Policy.ForkPullRequests == ForkAllow {
+		add(s.field(i, "forkPullRequests"), SeverityWarning,
+			fmt.Sprintf("pool %q runs pull requests from forks of public repositories: anyone on GitHub can run code on its instances", p.Name),
+			"use forkPullRequests: collaborators, or keep the pool's instances free of credentials and network access that matter")
+	}
 }
 
 func checkRange(ptr, name string, r Range, add addFunc) {

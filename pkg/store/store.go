@@ -89,6 +89,17 @@ type Run struct {
 	Repository   string
 	UpdatedAt    time.Time
 	ExpiresAt    time.Time
+
+	// What the fork policy of a pool needs (pool.Trigger), from workflow_run.
+
+	// HeadRepository is the run's head repository (owner/name), where its
+	// code comes from; "" when GitHub sent none (the fork was deleted).
+	HeadRepository string
+	// FromFork reports that the run's code comes from another repository
+	// than Repository (a pull request from a fork, or a chain started by one).
+	FromFork bool
+	// Actor is the login of who triggered the run (triggering_actor, else actor).
+	Actor string
 }
 
 // Errors a Store returns; callers test them with errors.Is.

@@ -291,6 +291,7 @@ exit 0
 
 const fakeConfigSh = `#!/bin/bash
 printf 'config.sh %s token_env=%s\n' "$*" "${ACTIONS_RUNNER_INPUT_TOKEN:+set}" >>"$SANDBOX_LOG"
+printf '%s\0' "$@" >"$SANDBOX_DIR/config-args" # each argument exactly as received
 printf '%s' "${ACTIONS_RUNNER_INPUT_TOKEN:-}" >>"$SANDBOX_DIR/runner-received"
 echo "Settings Saved."
 `

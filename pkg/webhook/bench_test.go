@@ -38,6 +38,10 @@ func BenchmarkHandleQueued(b *testing.B) {
 		Store:   store.NewMemory(),
 		Counter: telemetry.NewEMF(io.Discard, "Skiff", "webhook", nil),
 		Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		// GitHub's examples are public repositories of several installations.
+		Allow:         mustAllow(b, "*"),
+		Installations: mustInstallations(b, "*"),
+		Policies:      openPolicies,
 	})
 	if err != nil {
 		b.Fatal(err)

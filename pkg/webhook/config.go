@@ -14,12 +14,13 @@ import (
 // Config is the webhook function's configuration. ConfigFromEnv documents
 // each variable; README.md lists them all.
 type Config struct {
-	SecretARN        string   // SKIFF_WEBHOOK_SECRET_ARN
-	Secrets          [][]byte // SKIFF_WEBHOOK_SECRET (+ _PREVIOUS), for local use
-	QueueURL         string   // SKIFF_QUEUE_URL
-	TableName        string   // SKIFF_TABLE_NAME
-	PoolsFile        string   // SKIFF_POOLS_FILE
-	Allow            AllowList
+	SecretARN        string           // SKIFF_WEBHOOK_SECRET_ARN
+	Secrets          [][]byte         // SKIFF_WEBHOOK_SECRET (+ _PREVIOUS), for local use
+	QueueURL         string           // SKIFF_QUEUE_URL
+	TableName        string           // SKIFF_TABLE_NAME
+	PoolsFile        string           // SKIFF_POOLS_FILE
+	Allow            AllowList        // SKIFF_ALLOW
+	Installations    InstallationList // SKIFF_ALLOWED_INSTALLATIONS
 	MaxBodyBytes     int
 	DeliveryTTL      time.Duration
 	JobTTL           time.Duration
@@ -57,11 +58,24 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	case c.SecretARN != "" && len(c.Secrets) > 0:
 		env.Fail("SKIFF_WEBHOOK_SECRET_ARN and SKIFF_WEBHOOK_SECRET are both set: keep one")
 	}
+	// Both lists fail closed: unset or empty, the function refuses to start
+	// rather than serve everyone (or silently no one).
 	allow, err := ParseAllowList(env.List("SKIFF_ALLOW"))
-	if err != nil {
+	switch {
+	case err != nil:
 		env.Fail("SKIFF_ALLOW: %v", err)
+	case allow.Empty():
+		env.Fail("SKIFF_ALLOW is empty: skiff would refuse every repository; list owners and owner/name repositories (comma-separated), or * for every owner the App is installed on")
 	}
 	c.Allow = allow
+	installations, err := ParseInstallationList(env.List("SKIFF_ALLOWED_INSTALLATIONS"))
+	switch {
+	case err != nil:
+		env.Fail("SKIFF_ALLOWED_INSTALLATIONS: %v", err)
+	case installations.Empty():
+		env.Fail("SKIFF_ALLOWED_INSTALLATIONS is empty: skiff would refuse every delivery; list the GitHub App installation ids to serve (comma-separated), or * for every installation")
+	}
+	c.Installations = installations
 	c.LogLevel = env.LogLevel("SKIFF_LOG_LEVEL")
 	return c, env.Err()
 }

@@ -13,9 +13,11 @@ import (
 func TestConfigFromEnv(t *testing.T) {
 	t.Parallel()
 	base := map[string]string{
-		"SKIFF_QUEUE_URL":  "https://sqs.eu-west-1.amazonaws.com/1/skiff-jobs",
-		"SKIFF_TABLE_NAME": "skiff",
-		"LAMBDA_TASK_ROOT": "/var/task",
+		"SKIFF_QUEUE_URL":             "https://sqs.eu-west-1.amazonaws.com/1/skiff-jobs",
+		"SKIFF_TABLE_NAME":            "skiff",
+		"LAMBDA_TASK_ROOT":            "/var/task",
+		"SKIFF_ALLOW":                 "*",
+		"SKIFF_ALLOWED_INSTALLATIONS": "*",
 	}
 	with := func(kv ...string) map[string]string {
 		m := map[string]string{}
@@ -50,6 +52,15 @@ func TestConfigFromEnv(t *testing.T) {
 		{name: "both secret sources", env: with("SKIFF_WEBHOOK_SECRET_ARN", "arn", "SKIFF_WEBHOOK_SECRET", "s"), wantErr: []string{"both set"}},
 		{name: "previous without current", env: with("SKIFF_WEBHOOK_SECRET_ARN", "arn", "SKIFF_WEBHOOK_SECRET_PREVIOUS", "old"), wantErr: []string{"SKIFF_WEBHOOK_SECRET_PREVIOUS"}},
 		{name: "missing queue and table", env: map[string]string{"SKIFF_WEBHOOK_SECRET": "s"}, wantErr: []string{"SKIFF_QUEUE_URL", "SKIFF_TABLE_NAME"}},
+		{name: "allow-list unset fails closed", env: with("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_ALLOW", ""), wantErr: []string{"SKIFF_ALLOW is empty", "or * for every owner"}},
+		{name: "allow-list of blanks fails closed", env: with("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_ALLOW", " , "), wantErr: []string{"SKIFF_ALLOW is empty"}},
+		{name: "installations unset fail closed", env: with("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_ALLOWED_INSTALLATIONS", ""), wantErr: []string{"SKIFF_ALLOWED_INSTALLATIONS is empty", "or * for every installation"}},
+		{name: "installation not a number", env: with("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_ALLOWED_INSTALLATIONS", "12,acme"), wantErr: []string{"SKIFF_ALLOWED_INSTALLATIONS", `"acme"`}},
+		{name: "installations and owners listed", env: with("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_ALLOW", "acme,octo-org/app", "SKIFF_ALLOWED_INSTALLATIONS", "12, 34"), check: func(t *testing.T, c Config) {
+			if !c.Installations.Allows(34) || c.Installations.Allows(56) || c.Installations.Allows(0) || !c.Allow.Allows("ACME", "acme/x") || c.Allow.Allows("octo-org", "octo-org/other") {
+				t.Errorf("config = %+v", c)
+			}
+		}},
 		{name: "malformed values", env: with("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_MAX_BODY_BYTES", "big", "SKIFF_JOB_TTL", "forever", "SKIFF_ALLOW", "a/b/c", "SKIFF_LOG_LEVEL", "loud"),
 			wantErr: []string{"SKIFF_MAX_BODY_BYTES", "SKIFF_JOB_TTL", "SKIFF_ALLOW", "SKIFF_LOG_LEVEL"}},
 	}

@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"encoding/base64"
+	"strings"
 	"testing"
 )
 
@@ -19,6 +20,13 @@ func FuzzHandler(f *testing.F) {
 	f.Add("ping", []byte(`{}`), false, false)
 	f.Add("workflow_job", []byte(`{"action":1}`), true, false)
 	f.Add("", []byte(nil), false, true)
+	// Hostile names, ids and label counts (TestHostileInput has the full set).
+	f.Add("workflow_job", []byte(`{"action":"queued","workflow_job":{"id":1,"run_id":2,"labels":["self-hosted"]},"repository":{"full_name":"$(id)/`+"`id`"+`","visibility":"public"},"installation":{"id":-1}}`), true, false)
+	f.Add("workflow_job", []byte(`{"action":"queued","workflow_job":{"id":9007199254740993,"run_id":2,"run_attempt":-1},"repository":{"full_name":"a--b/..","private":false}}`), true, false)
+	f.Add("workflow_job", []byte(`{"action":"queued","workflow_job":{"id":1,"run_id":2,"labels":[`+strings.Repeat(`"l",`, 101)+`"l"]},"repository":{"full_name":"o/r
+","private":true}}`), true, false)
+	f.Add("workflow_run", []byte(`{"action":"requested","workflow_run":{"id":1,"event":"pull_request","head_repository":{"full_name":"x/"y"},"triggering_actor":{"login":"a"}},"repository":{"full_name":"o/r"}}`), true, false)
+	f.Add("workflow_run", []byte(`{"action":"requested","workflow_run":{"id":1,"run_attempt":100000,"event":"push","head_repository":null},"repository":{"full_name":"o/.\\"}}`), true, false)
 
 	hs := newHarness(f, nil)
 	f.Fuzz(func(t *testing.T, event string, body []byte, sign, b64 bool) {

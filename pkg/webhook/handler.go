@@ -9,15 +9,19 @@
 //	body over the limit               413
 //	bad, missing or sha1-only signature 401
 //	no X-GitHub-Event / X-GitHub-Delivery, bad JSON, missing fields,
+//	names, ids or labels past GitHub's rules and skiff's bounds,
 //	a job the queue refuses as invalid (too large)  400
+//	installation not listed           403 (logged)
 //	owner or repository not allowed   403 (logged)
 //	ping                              200
 //	other events and actions          202 ignored
 //	labels that route to no pool      202, reason logged and counted
+//	public repository, pool refuses   202, reason logged and counted
 //	delivery seen before              200, nothing done again
 //	workflow_job queued               enqueue one message, 200
 //	workflow_job waiting/in_progress/completed  record lifecycle, 200
-//	workflow_run                      record run id → trigger event, 200
+//	workflow_run                      record run id → trigger event, head
+//	                                  repository, fork, actor; 200
 //	queue or store failed             503, so GitHub marks the delivery
 //	                                  failed and it can be redelivered
 //
@@ -30,10 +34,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/skiffci/skiff/pkg/github"
+	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
@@ -88,20 +95,38 @@ func (f RouterFunc) Route(labels []string, repository string) (string, error) {
 	return f(labels, repository)
 }
 
+// Policies give each pool's policy on who may run. *pool.Config
+// implements it; a pool it does not know gets pool.DefaultPolicy.
+type Policies interface {
+	Policy(pool string) pool.Policy
+}
+
+// PoliciesFunc adapts a function to Policies.
+type PoliciesFunc func(pool string) pool.Policy
+
+// Policy implements Policies.
+func (f PoliciesFunc) Policy(name string) pool.Policy { return f(name) }
+
+// defaultPolicies gives every pool the default policy: private and internal
+// repositories only, no forks.
+var defaultPolicies = PoliciesFunc(func(string) pool.Policy { return pool.DefaultPolicy })
+
 // Options configure a Handler. Secrets, Router, Queue and Store are required.
 type Options struct {
-	Secrets      [][]byte // accepted webhook secrets, current first
-	Router       Router
-	Queue        queue.Sender
-	Store        store.Store
-	Counter      telemetry.Counter // default telemetry.Discard
-	Logger       *slog.Logger      // default slog.Default()
-	Now          func() time.Time  // default time.Now
-	Allow        AllowList         // empty allows every owner
-	MaxBodyBytes int               // default DefaultMaxBodyBytes
-	DeliveryTTL  time.Duration     // default DefaultDeliveryTTL
-	JobTTL       time.Duration     // default DefaultJobTTL
-	ClaimLease   time.Duration     // default DefaultClaimLease
+	Secrets       [][]byte // accepted webhook secrets, current first
+	Router        Router
+	Queue         queue.Sender
+	Store         store.Store
+	Policies      Policies          // default: pool.DefaultPolicy for every pool
+	Counter       telemetry.Counter // default telemetry.Discard
+	Logger        *slog.Logger      // default slog.Default()
+	Now           func() time.Time  // default time.Now
+	Allow         AllowList         // the zero AllowList refuses everyone
+	Installations InstallationList  // the zero InstallationList refuses every installation
+	MaxBodyBytes  int               // default DefaultMaxBodyBytes
+	DeliveryTTL   time.Duration     // default DefaultDeliveryTTL
+	JobTTL        time.Duration     // default DefaultJobTTL
+	ClaimLease    time.Duration     // default DefaultClaimLease
 }
 
 // Handler handles webhook deliveries. It is safe for concurrent use.
@@ -127,6 +152,9 @@ func New(o Options) (*Handler, error) {
 	}
 	if o.Counter == nil {
 		o.Counter = telemetry.Discard
+	}
+	if o.Policies == nil {
+		o.Policies = defaultPolicies
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -216,19 +244,24 @@ func (h *Handler) workflowJob(ctx context.Context, log *slog.Logger, req Request
 	if !ok {
 		return h.ignore(log, "action", "workflow_job action not handled")
 	}
-	owner := p.Repository.owner()
-	if !h.o.Allow.Allows(owner, p.Repository.FullName) {
-		return h.reject(log, http.StatusForbidden, "forbidden", "repository is not on the allow-list")
+	if resp, refused := h.admitSender(log, p.Installation, p.Repository); refused {
+		return resp
 	}
+	owner := p.Repository.owner()
 	pool, err := h.o.Router.Route(wj.Labels, p.Repository.FullName)
+	if err == nil {
+		err = h.o.Policies.Policy(pool).AdmitVisibility(visibilityOf(p.Repository))
+	}
 	if err != nil {
 		if status != store.StatusQueued {
-			// Lifecycle of a job skiff does not serve (GitHub-hosted, or another runner fleet).
-			return h.ignore(log, "not_ours", "labels route to no pool")
+			// Lifecycle of a job skiff does not serve (GitHub-hosted, another
+			// runner fleet, or one its pool refused when it was queued).
+			return h.ignore(log, "not_ours", "job not served by skiff: "+truncate(err.Error(), maxDetail))
 		}
 		reason := reasonOf(err)
 		h.o.Counter.Count(MetricUnmatched, reason)
-		log.Info("job not launched: labels route to no pool", "labels", wj.Labels, "reason", reason, "err", err)
+		log.Info("job not launched", "labels", labelsForLog(wj.Labels), "label_count", len(wj.Labels),
+			"pool", pool, "reason", reason, "err", truncate(err.Error(), maxDetail))
 		return reply(http.StatusAccepted, "unmatched")
 	}
 	log = log.With("pool", pool)
@@ -300,8 +333,8 @@ func (h *Handler) workflowRun(ctx context.Context, log *slog.Logger, req Request
 	}
 	wr := &p.WorkflowRun
 	log = log.With("action", p.Action, "run_id", wr.ID, "repository", p.Repository.FullName)
-	if !h.o.Allow.Allows(p.Repository.owner(), p.Repository.FullName) {
-		return h.reject(log, http.StatusForbidden, "forbidden", "repository is not on the allow-list")
+	if resp, refused := h.admitSender(log, p.Installation, p.Repository); refused {
+		return resp
 	}
 	name := wr.Name
 	if p.Workflow != nil && p.Workflow.Name != "" {
@@ -309,8 +342,12 @@ func (h *Handler) workflowRun(ctx context.Context, log *slog.Logger, req Request
 	}
 	// Recording a run is idempotent, so it needs no delivery claim.
 	run := store.Run{
-		ID: wr.ID, Attempt: wr.RunAttempt, Event: wr.Event, WorkflowName: name,
+		ID: wr.ID, Attempt: wr.RunAttempt, Event: wr.Event, WorkflowName: truncate(name, maxWorkflowName),
 		Repository: p.Repository.FullName, UpdatedAt: received, ExpiresAt: received.Add(h.o.JobTTL),
+		FromFork: p.fromFork(), Actor: truncate(p.actor(), maxOwnerLen+8),
+	}
+	if wr.HeadRepository != nil {
+		run.HeadRepository = wr.HeadRepository.FullName
 	}
 	if err := h.o.Store.RecordRun(ctx, run); err != nil {
 		h.o.Counter.Count(MetricFailed, "store")
@@ -318,7 +355,7 @@ func (h *Handler) workflowRun(ctx context.Context, log *slog.Logger, req Request
 		return reply(http.StatusServiceUnavailable, "retry")
 	}
 	h.o.Counter.Count(MetricAccepted, "")
-	log.Info("workflow_run recorded", "trigger", wr.Event)
+	log.Info("workflow_run recorded", "trigger", wr.Event, "from_fork", run.FromFork)
 	return reply(http.StatusOK, "accepted")
 }
 
@@ -381,6 +418,66 @@ func (h *Handler) duplicate(log *slog.Logger) Response {
 	return reply(http.StatusOK, "duplicate")
 }
 
+// admitSender refuses a delivery from an installation or a repository the
+// operator did not list (403, logged and counted).
+func (h *Handler) admitSender(log *slog.Logger, inst *installation, repo repository) (Response, bool) {
+	var id int64
+	if inst != nil {
+		id = inst.ID
+	}
+	if !h.o.Installations.Allows(id) {
+		return h.reject(log, http.StatusForbidden, "installation",
+			fmt.Sprintf("installation %d is not on SKIFF_ALLOWED_INSTALLATIONS", id)), true
+	}
+	if !h.o.Allow.Allows(repo.owner(), repo.FullName) {
+		return h.reject(log, http.StatusForbidden, "forbidden", "repository is not on the allow-list"), true
+	}
+	return Response{}, false
+}
+
+// visibilityOf is the repository's visibility as the pool policy reads it.
+func visibilityOf(r repository) pool.Visibility { return pool.Visibility(r.visibility()) }
+
+// Bounds on what one log line carries of outside input, so that a hostile
+// payload cannot write large log lines (CloudWatch bills them, and lines
+// past 256 KB are cut).
+const (
+	// maxLoggedLabels is how many of a job's labels a log line names; jobs
+	// rarely have more than five.
+	maxLoggedLabels = 10
+	// maxLoggedLabel is how much of one label a log line shows.
+	maxLoggedLabel = 64
+	// maxDetail bounds an error detail quoted in a log line.
+	maxDetail = 512
+	// maxWorkflowName bounds the workflow name kept in the run record.
+	maxWorkflowName = 256
+)
+
+// labelsForLog returns at most maxLoggedLabels labels, each cut to
+// maxLoggedLabel bytes; label_count tells how many there were.
+func labelsForLog(labels []string) []string {
+	out := make([]string, 0, min(len(labels), maxLoggedLabels))
+	for i, l := range labels {
+		if i == maxLoggedLabels {
+			break
+		}
+		out = append(out, truncate(l, maxLoggedLabel))
+	}
+	return out
+}
+
+// truncate cuts s to at most n bytes (plus a marker), on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
 // reasonOf returns the short reason a routing error carries, or "no_pool".
 func reasonOf(err error) string {
 	var r interface{ Reason() string }
@@ -393,9 +490,11 @@ func reasonOf(err error) string {
 }
 
 // AllowList limits which owners and repositories may use skiff. Entries are
-// "owner" (every repository of it) or "owner/name"; matching ignores case,
-// as GitHub's names do. An empty list allows everyone.
+// "owner" (every repository of it), "owner/name", or "*" (every owner);
+// matching ignores case, as GitHub's names do. It fails closed: an empty
+// list (and the zero AllowList) allows no one.
 type AllowList struct {
+	all    bool
 	owners map[string]bool
 	repos  map[string]bool
 }
@@ -407,8 +506,10 @@ func ParseAllowList(entries []string) (AllowList, error) {
 		e = strings.ToLower(strings.TrimSpace(e))
 		owner, name, hasSlash := strings.Cut(e, "/")
 		switch {
-		case owner == "" || strings.Contains(name, "/") || (hasSlash && name == ""):
-			return AllowList{}, fmt.Errorf("allow-list entry %q: want owner or owner/name", e)
+		case e == "*":
+			a.all = true
+		case !validOwner(owner) || hasSlash && !validRepoName(name):
+			return AllowList{}, fmt.Errorf("allow-list entry %s: want owner, owner/name or *", quoteShort(e))
 		case hasSlash:
 			a.repos[e] = true
 		default:
@@ -418,10 +519,44 @@ func ParseAllowList(entries []string) (AllowList, error) {
 	return a, nil
 }
 
+// Empty reports whether the list allows no one.
+func (a AllowList) Empty() bool { return !a.all && len(a.owners) == 0 && len(a.repos) == 0 }
+
 // Allows reports whether a delivery from owner's repository (owner/name) is accepted.
 func (a AllowList) Allows(owner, repository string) bool {
-	if len(a.owners) == 0 && len(a.repos) == 0 {
-		return true
-	}
-	return a.owners[strings.ToLower(owner)] || a.repos[strings.ToLower(repository)]
+	return a.all || a.owners[strings.ToLower(owner)] || a.repos[strings.ToLower(repository)]
 }
+
+// InstallationList limits which GitHub App installations skiff serves:
+// installation ids, or "*" for every installation (including deliveries
+// that name none). It fails closed: an empty list allows none.
+type InstallationList struct {
+	all bool
+	ids map[int64]bool
+}
+
+// ParseInstallationList builds an InstallationList from entries (decimal
+// installation ids, or "*"), rejecting malformed ones.
+func ParseInstallationList(entries []string) (InstallationList, error) {
+	l := InstallationList{ids: map[int64]bool{}}
+	for _, e := range entries {
+		e = strings.TrimSpace(e)
+		if e == "*" {
+			l.all = true
+			continue
+		}
+		id, err := strconv.ParseInt(e, 10, 64)
+		if err != nil || id <= 0 || id > MaxID {
+			return InstallationList{}, fmt.Errorf("installation %s: want a positive installation id or *", quoteShort(e))
+		}
+		l.ids[id] = true
+	}
+	return l, nil
+}
+
+// Empty reports whether the list allows no installation.
+func (l InstallationList) Empty() bool { return !l.all && len(l.ids) == 0 }
+
+// Allows reports whether a delivery of installation id (0: the delivery
+// named none) is accepted.
+func (l InstallationList) Allows(id int64) bool { return l.all || l.ids[id] }

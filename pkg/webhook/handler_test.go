@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
@@ -102,6 +103,31 @@ var testRouter = RouterFunc(func(labels []string, _ string) (string, error) {
 	return "default", nil
 })
 
+// openPolicies admit public repositories in every pool: most of GitHub's
+// published examples are public repositories. TestVisibilityPolicy checks
+// the default, which refuses them.
+var openPolicies = PoliciesFunc(func(string) pool.Policy {
+	return pool.Policy{Visibilities: []pool.Visibility{pool.VisibilityPublic, pool.VisibilityPrivate, pool.VisibilityInternal}}
+})
+
+func mustAllow(t testing.TB, entries ...string) AllowList {
+	t.Helper()
+	a, err := ParseAllowList(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func mustInstallations(t testing.TB, entries ...string) InstallationList {
+	t.Helper()
+	l, err := ParseInstallationList(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 type harness struct {
 	h       *Handler
 	queue   *queue.Memory
@@ -121,13 +147,16 @@ func newHarness(t testing.TB, mutate func(*Options)) *harness {
 		secret:  []byte(canarySecret),
 	}
 	o := Options{
-		Secrets: [][]byte{hs.secret},
-		Router:  testRouter,
-		Queue:   hs.queue,
-		Store:   hs.store,
-		Counter: hs.counter,
-		Logger:  slog.New(slog.NewJSONHandler(hs.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Now:     func() time.Time { return fixedNow },
+		Secrets:       [][]byte{hs.secret},
+		Router:        testRouter,
+		Policies:      openPolicies,
+		Queue:         hs.queue,
+		Store:         hs.store,
+		Counter:       hs.counter,
+		Logger:        slog.New(slog.NewJSONHandler(hs.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Now:           func() time.Time { return fixedNow },
+		Allow:         mustAllow(t, "*"),
+		Installations: mustInstallations(t, "*"),
 	}
 	if mutate != nil {
 		mutate(&o)
@@ -619,7 +648,10 @@ func TestAllowList(t *testing.T) {
 		body      []byte
 		wantState int
 	}{
-		{"empty allows all", nil, "workflow_job", body, 200},
+		{"empty refuses all", nil, "workflow_job", body, 403},
+		{"empty refuses runs", nil, "workflow_run", run, 403},
+		{"star allows every owner", []string{"*"}, "workflow_job", body, 200},
+		{"star beside entries allows every owner", []string{"octo-org", "*"}, "workflow_job", body, 200},
 		{"owner allowed", []string{"codertocat"}, "workflow_job", body, 200},
 		{"repository allowed", []string{"Codertocat/Hello-World"}, "workflow_job", body, 200},
 		{"other owner refused", []string{"octo-org"}, "workflow_job", body, 403},
@@ -643,7 +675,7 @@ func TestAllowList(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []string{"/x", "a/b/c", "a/", " / "} {
+	for _, bad := range []string{"/x", "a/b/c", "a/", " / ", "-a", "a--b", "a/..", "a/b c", "**", strings.Repeat("a", 40)} {
 		if _, err := ParseAllowList([]string{bad}); err == nil {
 			t.Errorf("ParseAllowList(%q) accepted a malformed entry", bad)
 		}
@@ -803,5 +835,322 @@ func TestLogFields(t *testing.T) {
 		if _, ok := line[k]; !ok {
 			t.Errorf("log line lacks %s: %v", k, line)
 		}
+	}
+}
+
+// TestLogLinesBounded sends hostile but signed deliveries and checks that no
+// log line they cause is larger than maxLogLine: a job's labels, names and
+// error details are outside input and must not blow up the logs.
+func TestLogLinesBounded(t *testing.T) {
+	t.Parallel()
+	const maxLogLine = 4 << 10
+	mk := func(repo string, labels []string) []byte {
+		b, _ := json.Marshal(map[string]any{"action": "queued",
+			"workflow_job": map[string]any{"id": 1, "run_id": 2, "run_attempt": 1, "labels": labels},
+			"repository":   map[string]any{"full_name": repo, "private": true}, "installation": map[string]any{"id": 7}})
+		return b
+	}
+	many := make([]string, 10000)
+	for i := range many {
+		many[i] = fmt.Sprintf("label-%05d", i)
+	}
+	many[0] = "macos-latest" // routes nowhere, so the labels are logged
+	long := make([]string, 100)
+	for i := range long {
+		long[i] = strings.Repeat(string(rune('a'+i%26)), 256)
+	}
+	tests := []struct {
+		name string
+		body []byte
+	}{
+		{"10,000 distinct labels", mk("o/r", many)},
+		{"100 labels of 256 bytes routing nowhere", mk("o/r", append([]string{"macos-latest"}, long[:99]...))},
+		{"100 labels of 256 bytes accepted", mk("o/r", long)},
+		{"a huge repository name", mk("o/"+strings.Repeat("r", 100000), []string{"self-hosted"})},
+		{"a huge label out of bounds", mk("o/r", []string{"skiff/bad", strings.Repeat("x", 60000)})},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			hs := newHarness(t, nil)
+			hs.deliver("workflow_job", "d", tc.body)
+			lines := strings.Split(strings.TrimSpace(hs.logs.String()), "\n")
+			if len(lines) == 0 || lines[0] == "" {
+				t.Fatal("no log line: the check proves nothing")
+			}
+			for _, l := range lines {
+				if len(l) > maxLogLine {
+					t.Errorf("a log line of %d bytes (limit %d): %.200s…", len(l), maxLogLine, l)
+				}
+			}
+		})
+	}
+}
+
+func TestInstallations(t *testing.T) {
+	t.Parallel()
+	queued1 := examplesOf(t, "workflow_job", "queued")[0].body // installation 3456996
+	queued2 := examplesOf(t, "workflow_job", "queued")[1].body // installation 23154469
+	noInst := examplesOf(t, "workflow_job", "in_progress")[0].body
+	if bytes.Contains(noInst, []byte(`"installation"`)) {
+		t.Fatal("fixture changed: workflow_job.in_progress.1 should name no installation")
+	}
+	tests := []struct {
+		name    string
+		entries []string
+		body    []byte
+		want    int
+	}{
+		{"listed", []string{"3456996"}, queued1, 200},
+		{"one of several", []string{"1", "23154469"}, queued2, 200},
+		{"not listed", []string{"3456996"}, queued2, 403},
+		{"none named, list given", []string{"3456996"}, noInst, 403},
+		{"star allows every installation", []string{"*"}, queued2, 200},
+		{"star allows a delivery naming none", []string{"*"}, noInst, 200},
+		{"empty refuses all", nil, queued1, 403},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			hs := newHarness(t, func(o *Options) { o.Installations = mustInstallations(t, tc.entries...) })
+			resp := hs.deliver("workflow_job", "d", tc.body)
+			if resp.Status != tc.want {
+				t.Fatalf("status = %d %s, want %d", resp.Status, resp.Body, tc.want)
+			}
+			if tc.want == 403 {
+				if len(hs.queue.Jobs()) != 0 || hs.counter.Get(MetricRejected, "installation") != 1 ||
+					!strings.Contains(hs.logs.String(), "SKIFF_ALLOWED_INSTALLATIONS") {
+					t.Errorf("refusal enqueued, or was not counted and logged: %v\n%s", hs.counter.Snapshot(), hs.logs.String())
+				}
+			}
+		})
+	}
+	for _, bad := range []string{"0", "-1", "abc", "1.5", "9007199254740992"} {
+		if _, err := ParseInstallationList([]string{bad}); err == nil {
+			t.Errorf("ParseInstallationList(%q) accepted a malformed entry", bad)
+		}
+	}
+}
+
+// TestVisibilityPolicy runs the handler with the default policies, which
+// admit private and internal repositories only.
+func TestVisibilityPolicy(t *testing.T) {
+	t.Parallel()
+	mk := func(action string, repo map[string]any) []byte {
+		repo["full_name"] = "octo-org/app"
+		b, _ := json.Marshal(map[string]any{"action": action,
+			"workflow_job": map[string]any{"id": 11, "run_id": 22, "run_attempt": 1, "labels": []string{"self-hosted"}},
+			"repository":   repo})
+		return b
+	}
+	tests := []struct {
+		name   string
+		body   []byte
+		want   int
+		reason string // counted under WebhookUnmatched
+	}{
+		{"private by visibility", mk("queued", map[string]any{"visibility": "private", "private": true}), 200, ""},
+		{"internal", mk("queued", map[string]any{"visibility": "internal", "private": true}), 200, ""},
+		{"private by the private flag alone (older GHES)", mk("queued", map[string]any{"private": true}), 200, ""},
+		{"public", mk("queued", map[string]any{"visibility": "public", "private": false}), 202, "public_repository"},
+		{"public by the private flag alone", mk("queued", map[string]any{"private": false}), 202, "public_repository"},
+		{"visibility unknown counts as public", mk("queued", map[string]any{}), 202, "public_repository"},
+		{"visibility field wins over private", mk("queued", map[string]any{"visibility": "public", "private": true}), 202, "public_repository"},
+		{"lifecycle of a refused public job is ignored", mk("in_progress", map[string]any{"visibility": "public"}), 202, ""},
+	}
+	for _, ex := range examplesOf(t, "workflow_job", "queued") {
+		tests = append(tests, struct {
+			name   string
+			body   []byte
+			want   int
+			reason string
+		}{"published example " + ex.file, ex.body, 202, "public_repository"})
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			hs := newHarness(t, func(o *Options) { o.Policies = nil })
+			resp := hs.deliver("workflow_job", "d", tc.body)
+			if resp.Status != tc.want {
+				t.Fatalf("status = %d %s, want %d", resp.Status, resp.Body, tc.want)
+			}
+			if tc.want != 200 {
+				if n := len(hs.queue.Jobs()); n != 0 {
+					t.Errorf("refused job enqueued %d messages", n)
+				}
+				if _, err := hs.store.Job(context.Background(), 11); !errors.Is(err, store.ErrNotFound) {
+					t.Errorf("refused job recorded: %v", err)
+				}
+			}
+			if tc.reason != "" {
+				if hs.counter.Get(MetricUnmatched, tc.reason) != 1 {
+					t.Errorf("not counted as %s: %v", tc.reason, hs.counter.Snapshot())
+				}
+				if !strings.Contains(hs.logs.String(), `"reason":"`+tc.reason+`"`) {
+					t.Errorf("reason not logged: %s", hs.logs.String())
+				}
+			}
+		})
+	}
+}
+
+// TestHostileInput sends signed deliveries whose names, ids and labels break
+// GitHub's rules or skiff's bounds: each is refused with 400, counted and
+// logged as malformed, and nothing is enqueued or recorded.
+func TestHostileInput(t *testing.T) {
+	t.Parallel()
+	job := func(mutate func(wj, repo, root map[string]any)) []byte {
+		wj := map[string]any{"id": 1, "run_id": 2, "run_attempt": 1, "labels": []string{"self-hosted"}}
+		repo := map[string]any{"full_name": "octo-org/app", "visibility": "private"}
+		root := map[string]any{"action": "queued", "workflow_job": wj, "repository": repo, "installation": map[string]any{"id": 5}}
+		mutate(wj, repo, root)
+		b, _ := json.Marshal(root)
+		return b
+	}
+	run := func(mutate func(wr, repo map[string]any)) []byte {
+		wr := map[string]any{"id": 9, "run_attempt": 1, "event": "pull_request", "head_repository": map[string]any{"full_name": "someone/app"}}
+		repo := map[string]any{"full_name": "octo-org/app"}
+		mutate(wr, repo)
+		b, _ := json.Marshal(map[string]any{"action": "requested", "workflow_run": wr, "repository": repo})
+		return b
+	}
+	name := func(n string) func(wj, repo, root map[string]any) {
+		return func(_, repo, _ map[string]any) { repo["full_name"] = n }
+	}
+	labels := func(n, size int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("%0*d", size, i)
+		}
+		return out
+	}
+	tests := []struct {
+		name, event string
+		body        []byte
+		detail      string // in the logged detail
+	}{
+		{"owner with a leading hyphen", "workflow_job", job(name("-octo/app")), "owner"},
+		{"owner with a trailing hyphen", "workflow_job", job(name("octo-/app")), "owner"},
+		{"owner with a double hyphen", "workflow_job", job(name("oc--to/app")), "owner"},
+		{"owner with an underscore", "workflow_job", job(name("octo_org/app")), "owner"},
+		{"owner of 40 characters", "workflow_job", job(name(strings.Repeat("a", 40) + "/app")), "owner"},
+		{"owner with a quote", "workflow_job", job(name(`oc"to/app`)), "owner"},
+		{"owner with a newline", "workflow_job", job(name("octo\n/app")), "owner"},
+		{"owner with a command substitution", "workflow_job", job(name("$(id)/app")), "owner"},
+		{"owner in another script", "workflow_job", job(name("оcto/app")), "owner"},
+		{"repository named .", "workflow_job", job(name("octo/.")), "name"},
+		{"repository named ..", "workflow_job", job(name("octo/..")), "name"},
+		{"repository with a slash", "workflow_job", job(name("octo/a/b")), "name"},
+		{"repository with a space", "workflow_job", job(name("octo/a b")), "name"},
+		{"repository with a backtick", "workflow_job", job(name("octo/`id`")), "name"},
+		{"repository with a backslash", "workflow_job", job(name(`octo/a\b`)), "name"},
+		{"repository of 101 characters", "workflow_job", job(name("octo/" + strings.Repeat("r", 101))), "name"},
+		{"job id zero", "workflow_job", job(func(wj, _, _ map[string]any) { wj["id"] = 0 }), "workflow_job.id"},
+		{"job id negative", "workflow_job", job(func(wj, _, _ map[string]any) { wj["id"] = -5 }), "workflow_job.id"},
+		{"job id past 2^53", "workflow_job", job(func(wj, _, _ map[string]any) { wj["id"] = int64(1) << 60 }), "workflow_job.id"},
+		{"job id past int64", "workflow_job", []byte(`{"action":"queued","workflow_job":{"id":99999999999999999999,"run_id":2},"repository":{"full_name":"o/r"}}`), "wrong type"},
+		{"run id negative", "workflow_job", job(func(wj, _, _ map[string]any) { wj["run_id"] = -1 }), "workflow_job.run_id"},
+		{"run attempt negative", "workflow_job", job(func(wj, _, _ map[string]any) { wj["run_attempt"] = -1 }), "run_attempt"},
+		{"run attempt absurd", "workflow_job", job(func(wj, _, _ map[string]any) { wj["run_attempt"] = 1000000 }), "run_attempt"},
+		{"runner id negative", "workflow_job", job(func(wj, _, _ map[string]any) { wj["runner_id"] = -3 }), "runner_id"},
+		{"installation id negative", "workflow_job", job(func(_, _, root map[string]any) { root["installation"] = map[string]any{"id": -1} }), "installation.id"},
+		{"101 labels", "workflow_job", job(func(wj, _, _ map[string]any) { wj["labels"] = labels(101, 3) }), "at most 100"},
+		{"10,000 labels", "workflow_job", job(func(wj, _, _ map[string]any) { wj["labels"] = labels(10000, 5) }), "at most 100"},
+		{"a label of 257 bytes", "workflow_job", job(func(wj, _, _ map[string]any) { wj["labels"] = labels(1, 257) }), "more than 256"},
+		{"run from a malformed head repository", "workflow_run", run(func(wr, _ map[string]any) { wr["head_repository"] = map[string]any{"full_name": "some one/app"} }), "head_repository"},
+		{"run id past 2^53", "workflow_run", run(func(wr, _ map[string]any) { wr["id"] = int64(1) << 62 }), "workflow_run.id"},
+		{"run attempt absurd", "workflow_run", run(func(wr, _ map[string]any) { wr["run_attempt"] = 5000 }), "run_attempt"},
+		{"run event of a kilobyte", "workflow_run", run(func(wr, _ map[string]any) { wr["event"] = strings.Repeat("e", 1024) }), "workflow_run.event"},
+		{"run repository with a newline", "workflow_run", run(func(_, repo map[string]any) { repo["full_name"] = "octo/app\nx" }), "name"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			hs := newHarness(t, nil)
+			resp := hs.deliver(tc.event, "d", tc.body)
+			if resp.Status != 400 {
+				t.Fatalf("status = %d %s, want 400", resp.Status, resp.Body)
+			}
+			if len(hs.queue.Jobs()) != 0 {
+				t.Error("a malformed delivery enqueued a job")
+			}
+			if hs.counter.Get(MetricRejected, "malformed") != 1 {
+				t.Errorf("not counted as malformed: %v", hs.counter.Snapshot())
+			}
+			logs := hs.logs.String()
+			if !strings.Contains(logs, `"reason":"malformed"`) || !strings.Contains(logs, tc.detail) {
+				t.Errorf("the log does not say why (want %q): %.2000s", tc.detail, logs)
+			}
+		})
+	}
+	// The edges that are allowed.
+	for _, ok := range []struct {
+		name string
+		body []byte
+	}{
+		{"owner of 39 characters, repository of 100", job(name(strings.Repeat("a", 39) + "/" + strings.Repeat("r", 100)))},
+		{"dots, dashes and underscores", job(name("a-b-1/.github_x-y.z"))},
+		{"100 labels of 256 bytes", job(func(wj, _, _ map[string]any) { wj["labels"] = labels(100, 256) })},
+		{"run_attempt absent (older payloads)", job(func(wj, _, _ map[string]any) { delete(wj, "run_attempt") })},
+		{"run_attempt 100", job(func(wj, _, _ map[string]any) { wj["run_attempt"] = 100 })},
+	} {
+		t.Run("allowed: "+ok.name, func(t *testing.T) {
+			t.Parallel()
+			hs := newHarness(t, nil)
+			if resp := hs.deliver("workflow_job", "d", ok.body); resp.Status != 200 {
+				t.Fatalf("status = %d %s, want 200\n%s", resp.Status, resp.Body, hs.logs.String())
+			}
+		})
+	}
+}
+
+// TestRunRecordsForkFacts checks that a workflow_run delivery records what
+// the fork policy needs: the head repository, whether it is a fork of the
+// repository, and who triggered the run.
+func TestRunRecordsForkFacts(t *testing.T) {
+	t.Parallel()
+	mk := func(head any, event string) []byte {
+		wr := map[string]any{"id": 31, "run_attempt": 1, "event": event, "name": "CI",
+			"actor": map[string]any{"login": "author"}, "triggering_actor": map[string]any{"login": "retrier"}}
+		if head != nil {
+			wr["head_repository"] = head
+		}
+		b, _ := json.Marshal(map[string]any{"action": "requested", "workflow_run": wr,
+			"repository": map[string]any{"full_name": "Octo-Org/App", "visibility": "private"}})
+		return b
+	}
+	tests := []struct {
+		name     string
+		body     []byte
+		wantHead string
+		wantFork bool
+	}{
+		{"push in the repository", mk(map[string]any{"full_name": "Octo-Org/App", "fork": false}, "push"), "Octo-Org/App", false},
+		{"same repository, other case", mk(map[string]any{"full_name": "octo-org/app", "fork": true}, "pull_request"), "octo-org/app", false},
+		{"pull request from a fork", mk(map[string]any{"full_name": "stranger/app", "fork": true}, "pull_request"), "stranger/app", true},
+		{"pull_request_target from a fork", mk(map[string]any{"full_name": "stranger/app", "fork": true}, "pull_request_target"), "stranger/app", true},
+		{"head repository deleted", mk(nil, "pull_request"), "", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			hs := newHarness(t, nil)
+			if resp := hs.deliver("workflow_run", "d", tc.body); resp.Status != 200 {
+				t.Fatalf("status = %d %s", resp.Status, resp.Body)
+			}
+			run, err := hs.store.Run(context.Background(), 31)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if run.HeadRepository != tc.wantHead || run.FromFork != tc.wantFork || run.Actor != "retrier" {
+				t.Errorf("run = %+v, want head %q fork %v actor retrier", run, tc.wantHead, tc.wantFork)
+			}
+			// What scale-up will hand to the pure decision.
+			trigger := &pool.Trigger{Event: run.Event, Fork: run.FromFork}
+			err = pool.DefaultPolicy.Admit(pool.Facts{Visibility: pool.VisibilityPrivate, Trigger: trigger})
+			if got := pool.Reason(err) == pool.ReasonForkPullRequest; got != tc.wantFork {
+				t.Errorf("default policy refuses = %v (%v), want %v", got, err, tc.wantFork)
+			}
+		})
 	}
 }
