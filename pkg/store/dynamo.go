@@ -352,6 +352,11 @@ func (d *Dynamo) RecordRun(ctx context.Context, r Run) error {
 	putStr(item, "event", r.Event)
 	putStr(item, "workflow_name", r.WorkflowName)
 	putStr(item, "repository", r.Repository)
+	putStr(item, "head_repository", r.HeadRepository)
+	putStr(item, "actor", r.Actor)
+	if r.FromFork {
+		item["from_fork"] = &types.AttributeValueMemberBOOL{Value: true}
+	}
 	putTime(item, attrUpdatedAt, r.UpdatedAt)
 	if !r.ExpiresAt.IsZero() {
 		item[attrExpires] = numI(epochCeil(r.ExpiresAt))
@@ -381,6 +386,11 @@ func (d *Dynamo) Run(ctx context.Context, id int64) (Run, error) {
 	r.Event = dec.str("event")
 	r.WorkflowName = dec.str("workflow_name")
 	r.Repository = dec.str("repository")
+	r.HeadRepository = dec.str("head_repository")
+	r.Actor = dec.str("actor")
+	if b, ok := item["from_fork"].(*types.AttributeValueMemberBOOL); ok {
+		r.FromFork = b.Value
+	}
 	r.UpdatedAt = dec.time(attrUpdatedAt)
 	r.ExpiresAt = dec.epoch(attrExpires)
 	if dec.err != nil {

@@ -57,6 +57,10 @@ func TestDynamoConformance(t *testing.T) {
 		client, table := newTable(t)
 		return store.NewDynamo(client, table, store.WithClock(func() time.Time { return storetest.Now }))
 	})
+	storetest.RunExpiry(t, func(t *testing.T, now func() time.Time) store.Store {
+		client, table := newTable(t)
+		return store.NewDynamo(client, table, store.WithClock(now))
+	})
 }
 
 // plain turns an item into Go values for comparison: S as string, N as

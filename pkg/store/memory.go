@@ -9,11 +9,14 @@ import (
 )
 
 // Memory is a Store held in process memory, for tests and local mode. It
-// implements exactly the merge and claim rules of the DynamoDB store. It
-// does not expire records by itself. Its zero value is not usable: call
+// implements exactly the merge, claim and expiry rules of the DynamoDB
+// store: a record past its ExpiresAt (a delivery past its lease or its
+// finished mark's expiry) is treated as gone, as DynamoDB's reads treat an
+// item past its TTL before deleting it. Its zero value is not usable: call
 // NewMemory.
 type Memory struct {
 	mu         sync.Mutex
+	now        func() time.Time
 	deliveries map[string]delivery
 	jobs       map[int64]Job
 	runs       map[int64]Run
@@ -22,14 +25,26 @@ type Memory struct {
 type delivery struct {
 	done       bool
 	leaseUntil time.Time
+	expires    time.Time // zero: kept forever
 }
 
 var _ Store = (*Memory)(nil)
 
-// NewMemory returns an empty in-memory store.
+// NewMemory returns an empty in-memory store whose clock is time.Now.
 func NewMemory() *Memory {
-	return &Memory{deliveries: map[string]delivery{}, jobs: map[int64]Job{}, runs: map[int64]Run{}}
+	return &Memory{now: time.Now, deliveries: map[string]delivery{}, jobs: map[int64]Job{}, runs: map[int64]Run{}}
 }
+
+// SetClock sets the clock that decides whether a record has expired.
+func (m *Memory) SetClock(now func() time.Time) {
+	m.mu.Lock()
+	m.now = now
+	m.mu.Unlock()
+}
+
+// gone reports whether a record with this expiry is gone at now, by
+// DynamoDB's rule (epoch seconds, rounded up). A zero expiry never expires.
+func gone(expires, now time.Time) bool { return !expires.IsZero() && !live(expires, now) }
 
 // ClaimDelivery implements Store.
 func (m *Memory) ClaimDelivery(ctx context.Context, id string, now time.Time, lease time.Duration) error {
@@ -38,21 +53,21 @@ func (m *Memory) ClaimDelivery(ctx context.Context, id string, now time.Time, le
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if d, ok := m.deliveries[id]; ok && (d.done || now.Before(d.leaseUntil)) {
+	if d, ok := m.deliveries[id]; ok && !gone(d.expires, now) && (d.done || now.Before(d.leaseUntil)) {
 		return ErrDuplicate
 	}
-	m.deliveries[id] = delivery{leaseUntil: now.Add(lease)}
+	m.deliveries[id] = delivery{leaseUntil: now.Add(lease), expires: now.Add(lease)}
 	return nil
 }
 
-// FinishDelivery implements Store.
-func (m *Memory) FinishDelivery(ctx context.Context, id string, _ time.Time) error {
+// FinishDelivery implements Store. A zero expires keeps the mark forever.
+func (m *Memory) FinishDelivery(ctx context.Context, id string, expires time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.deliveries[id] = delivery{done: true}
+	m.deliveries[id] = delivery{done: true, expires: expires}
 	return nil
 }
 
@@ -80,6 +95,9 @@ func (m *Memory) RecordJob(ctx context.Context, j Job) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	old, ok := m.jobs[j.ID]
+	if ok && gone(old.ExpiresAt, m.now()) {
+		old, ok = Job{}, false // an expired record is replaced whole
+	}
 	if !ok || old.Status < j.Status {
 		m.jobs[j.ID] = mergeJob(old, j, true)
 		return true, nil
@@ -96,7 +114,7 @@ func (m *Memory) Job(ctx context.Context, id int64) (Job, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	j, ok := m.jobs[id]
-	if !ok {
+	if !ok || gone(j.ExpiresAt, m.now()) {
 		return Job{}, ErrNotFound
 	}
 	j.Labels = slices.Clone(j.Labels)
@@ -113,7 +131,7 @@ func (m *Memory) RecordRun(ctx context.Context, r Run) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if old, ok := m.runs[r.ID]; ok && old.Attempt > r.Attempt {
+	if old, ok := m.runs[r.ID]; ok && old.Attempt > r.Attempt && !gone(old.ExpiresAt, m.now()) {
 		return nil
 	}
 	m.runs[r.ID] = r
@@ -128,7 +146,7 @@ func (m *Memory) Run(ctx context.Context, id int64) (Run, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.runs[id]
-	if !ok {
+	if !ok || gone(r.ExpiresAt, m.now()) {
 		return Run{}, ErrNotFound
 	}
 	return r, nil

@@ -11,7 +11,6 @@ import (
 
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/queue"
-	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
 )
 
@@ -35,7 +34,7 @@ func BenchmarkHandleQueued(b *testing.B) {
 		Secrets: [][]byte{secret},
 		Router:  testRouter,
 		Queue:   &discardQueue{},
-		Store:   store.NewMemory(),
+		Store:   memoryStore(fixedNow),
 		Counter: telemetry.NewEMF(io.Discard, "Skiff", "webhook", nil),
 		Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)),
 		// GitHub's examples are public repositories of several installations.

@@ -141,7 +141,7 @@ func newHarness(t testing.TB, mutate func(*Options)) *harness {
 	t.Helper()
 	hs := &harness{
 		queue:   &queue.Memory{},
-		store:   &faultyStore{Store: store.NewMemory()},
+		store:   &faultyStore{Store: memoryStore(fixedNow)},
 		counter: &telemetry.Memory{},
 		logs:    &testenv.SyncBuffer{},
 		secret:  []byte(canarySecret),
@@ -773,7 +773,7 @@ func TestPing(t *testing.T) {
 
 func TestNewFailsClosed(t *testing.T) {
 	t.Parallel()
-	base := Options{Secrets: [][]byte{[]byte("s")}, Router: testRouter, Queue: &queue.Memory{}, Store: store.NewMemory()}
+	base := Options{Secrets: [][]byte{[]byte("s")}, Router: testRouter, Queue: &queue.Memory{}, Store: memoryStore(fixedNow)}
 	tests := []struct {
 		name   string
 		mutate func(*Options)
@@ -1153,4 +1153,11 @@ func TestRunRecordsForkFacts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// memoryStore is an in-memory store whose records expire by the test's clock.
+func memoryStore(now time.Time) *store.Memory {
+	m := store.NewMemory()
+	m.SetClock(func() time.Time { return now })
+	return m
 }

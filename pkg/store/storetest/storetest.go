@@ -446,6 +446,15 @@ func testRuns(t *testing.T, newStore func(t *testing.T) store.Store) {
 		want store.Run
 	}{
 		{"record and read back", []store.Run{run(1, "push", "CI")}, run(1, "push", "CI")},
+		{"fork facts read back", []store.Run{func() store.Run {
+			r := run(1, "pull_request", "CI")
+			r.HeadRepository, r.FromFork, r.Actor = "mallory/hello", true, "mallory"
+			return r
+		}()}, func() store.Run {
+			r := run(1, "pull_request", "CI")
+			r.HeadRepository, r.FromFork, r.Actor = "mallory/hello", true, "mallory"
+			return r
+		}()},
 		{"newer attempt replaces", []store.Run{run(1, "push", "CI"), run(2, "workflow_dispatch", "CI v2")}, run(2, "workflow_dispatch", "CI v2")},
 		{"older attempt is ignored", []store.Run{run(3, "schedule", "Nightly"), run(2, "push", "CI")}, run(3, "schedule", "Nightly")},
 		{"same attempt replaces", []store.Run{run(1, "push", "CI"), run(1, "pull_request", "CI")}, run(1, "pull_request", "CI")},
@@ -587,4 +596,66 @@ func normalize(v any) any {
 		return x
 	}
 	return v
+}
+
+// RunExpiry checks that records past their expiry are gone, as DynamoDB's
+// TTL makes them (reads treat an item past expires_at as absent before
+// DynamoDB deletes it): a finished delivery can be processed again after
+// its dedupe horizon, an expired job or run record is not found and is
+// replaced whole by the next event. newStore returns an empty store whose
+// clock is now (the suite moves it).
+func RunExpiry(t *testing.T, newStore func(t *testing.T, now func() time.Time) store.Store) {
+	t.Run("Expiry", func(t *testing.T) {
+		t.Parallel()
+		var mu sync.Mutex
+		at := Now
+		clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return at }
+		set := func(d time.Duration) { mu.Lock(); at = Now.Add(d); mu.Unlock() }
+		s := newStore(t, clock)
+		ctx := context.Background()
+
+		if err := s.ClaimDelivery(ctx, "d-exp", Now, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.FinishDelivery(ctx, "d-exp", Now.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ClaimDelivery(ctx, "d-exp", Now.Add(59*time.Minute), 30*time.Second); !errors.Is(err, store.ErrDuplicate) {
+			t.Errorf("claim within the dedupe horizon = %v, want ErrDuplicate", err)
+		}
+		if err := s.ClaimDelivery(ctx, "d-exp", Now.Add(time.Hour+time.Second), 30*time.Second); err != nil {
+			t.Errorf("claim after the dedupe horizon = %v, want a new claim", err)
+		}
+
+		old := store.Job{ID: 7001, Status: store.StatusInProgress, RunnerName: "old-runner", Repository: "o/r",
+			UpdatedAt: Now, ExpiresAt: Now.Add(time.Hour)}
+		if _, err := s.RecordJob(ctx, old); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RecordRun(ctx, store.Run{ID: 8001, Attempt: 2, Event: "push", UpdatedAt: Now, ExpiresAt: Now.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		set(2 * time.Hour)
+		if _, err := s.Job(ctx, 7001); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("expired job read = %v, want ErrNotFound", err)
+		}
+		if _, err := s.Run(ctx, 8001); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("expired run read = %v, want ErrNotFound", err)
+		}
+		advanced, err := s.RecordJob(ctx, store.Job{ID: 7001, Status: store.StatusQueued, Repository: "o/r",
+			UpdatedAt: Now.Add(2 * time.Hour), ExpiresAt: Now.Add(3 * time.Hour)})
+		if err != nil || !advanced {
+			t.Fatalf("recording over an expired job: advanced %v, %v; want a new record", advanced, err)
+		}
+		if j, err := s.Job(ctx, 7001); err != nil || j.Status != store.StatusQueued || j.RunnerName != "" {
+			t.Errorf("job after replacing the expired record = %+v, %v; want queued without the old runner", j, err)
+		}
+		if err := s.RecordRun(ctx, store.Run{ID: 8001, Attempt: 1, Event: "pull_request", UpdatedAt: Now.Add(2 * time.Hour),
+			ExpiresAt: Now.Add(3 * time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := s.Run(ctx, 8001); err != nil || r.Event != "pull_request" {
+			t.Errorf("run after its expired record = %+v, %v; want the new attempt 1", r, err)
+		}
+	})
 }

@@ -1,0 +1,144 @@
+package launch
+
+import (
+	"fmt"
+	"time"
+)
+
+// The runner ledger keeps one record per runner, from the moment scale-up
+// reserves it to its instance's termination. It only moves forward:
+//
+//	reserved ──▶ launched ──▶ registered ──▶ job started ──▶ job completed ──▶ terminated
+//	    │                                                                          ▲
+//	    └──────────────── released (never launched) ──────────────────────────────┘
+//
+// Who writes each step:
+//
+//	reserved       scale-up, when it admits the job under the pool's maxRunners
+//	launched       scale-up, when the provider returns the runner's instance
+//	registered     the reconciler, when GitHub lists the runner
+//	job started    the webhook (workflow_job in_progress naming the runner), the
+//	               reconciler (the instance's job-started hook tag, GitHub's busy flag)
+//	job completed  the webhook (workflow_job completed), the reconciler (the hook's tag)
+//	terminated     the EC2 state-change function (EventBridge), the reconciler, scale-up
+//	               (a reservation that did not launch: released)
+//
+// Whichever writer arrives first wins; a late or repeated report changes
+// nothing. A record counts toward its pool's live count from reserved until
+// terminated, and leaves it exactly once.
+
+// State is how far a runner got. The order of the constants is the order a
+// runner moves through; Released is a terminal state like Terminated.
+type State int
+
+// The runner states, in order.
+const (
+	StateUnknown State = iota
+	StateReserved
+	StateLaunched
+	StateRegistered
+	StateJobStarted
+	StateJobCompleted
+	StateTerminated
+)
+
+var stateNames = [...]string{"unknown", "reserved", "launched", "registered", "job_started", "job_completed", "terminated"}
+
+// String names the state for logs and `skiff status`.
+func (s State) String() string {
+	if s < 0 || int(s) >= len(stateNames) {
+		return "unknown"
+	}
+	return stateNames[s]
+}
+
+// ParseState is String's inverse.
+func ParseState(name string) (State, error) {
+	for i, n := range stateNames {
+		if n == name && i > 0 {
+			return State(i), nil
+		}
+	}
+	return StateUnknown, fmt.Errorf("unknown runner state %q", name)
+}
+
+// Live reports whether a runner in this state counts toward its pool: from
+// reserved until terminated.
+func (s State) Live() bool { return s >= StateReserved && s < StateTerminated }
+
+// Busy reports whether the ledger saw the runner's job start and not finish:
+// such a runner is never reaped, whatever GitHub's busy flag says.
+func (s State) Busy() bool { return s == StateJobStarted }
+
+// Runner is one runner's ledger record. Zero times mean "not yet".
+type Runner struct {
+	// Name is the runner's name (scaler.RunnerName): the record's key.
+	Name    string
+	Pool    string
+	JobID   int64
+	RunID   int64
+	Attempt int
+	// Token is the fleet token of the launch that made it.
+	Token string
+	State State
+	// Instance facts, set at launch.
+	InstanceID   string
+	InstanceType string
+	Zone         string
+	Spot         bool
+	// BusyJob is the job the runner was seen running (the job it was
+	// launched for, or another one with matching labels).
+	BusyJob int64
+	// Reason says why the runner ended (released, terminated by the
+	// reconciler and why, a state-change event).
+	Reason       string
+	ReservedAt   time.Time
+	LaunchedAt   time.Time
+	RegisteredAt time.Time
+	StartedAt    time.Time
+	CompletedAt  time.Time
+	EndedAt      time.Time
+	ExpiresAt    time.Time
+}
+
+// Launch is what scale-up learns when the provider returns a runner's instance.
+type Launch struct {
+	InstanceID   string
+	InstanceType string
+	Zone         string
+	Spot         bool
+	At           time.Time
+}
+
+// Advance returns r moved forward to state to at time at (for job started
+// and job completed, on job job): a report of a state r already passed only
+// fills a time r still lacks, and one for an ended runner changes nothing
+// but the missing times. It reports whether the state moved.
+func Advance(r Runner, to State, at time.Time, job int64) (Runner, bool) {
+	fill := func(t *time.Time) {
+		if t.IsZero() {
+			*t = at
+		}
+	}
+	switch to {
+	case StateRegistered:
+		fill(&r.RegisteredAt)
+	case StateJobStarted:
+		fill(&r.StartedAt)
+		if r.BusyJob == 0 {
+			r.BusyJob = job
+		}
+	case StateJobCompleted:
+		fill(&r.CompletedAt)
+		if r.BusyJob == 0 {
+			r.BusyJob = job
+		}
+	case StateTerminated:
+		fill(&r.EndedAt)
+	}
+	if to <= r.State {
+		return r, false
+	}
+	r.State = to
+	return r, true
+}

@@ -1,0 +1,89 @@
+// The runner ledger: one record per runner, moving forward only (see
+// package launch for the states and who writes each). A pool's live count
+// is the number of its live records; every record leaves the count exactly
+// once, whoever reports its end first (the EC2 state-change event, the
+// reconciler, scale-up releasing a reservation that did not launch).
+//
+// DynamoDB key design (same table and conventions as dynamo.go):
+//
+//	kind      pk                    sk         attributes
+//	runner    RUNNER#<runner name>  RUNNER     pool, job_id, run_id, attempt, token,
+//	                                           state, state_rank, instance_id, type,
+//	                                           zone, spot, busy_job, reason, *_at,
+//	                                           live_pool (only while live), expires_at
+//	instance  INSTANCE#<id>         INSTANCE   runner (name), pool, expires_at
+//	count     POOL#<pool>           RUNNERS    count
+//
+// A reservation is one TransactWriteItems: the new records (condition: none
+// exists) and the pool's count ADDed with the condition that it stays within
+// the pool's max. An end is one TransactWriteItems: the record's state set
+// to terminated with the condition that it is still live, and the count
+// decremented; a second end fails the condition and changes nothing. The
+// sparse index live-pool (partition key live_pool) lists a pool's live
+// records for the reconciler and `skiff status`.
+
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/launch"
+)
+
+// Ledger is the runner ledger. Every method is safe for concurrent use and
+// bounded by its context. Errors other than ErrNotFound are failures of the
+// store itself: retry later.
+type Ledger interface {
+	// Reserve creates reserved records for the runners, in order, as many
+	// as fit under the pool's max live count, and returns how many it
+	// reserved (the first n). They count toward the pool from now on. All
+	// runners must be of pool.
+	Reserve(ctx context.Context, pool string, max int, runners []launch.Runner) (int, error)
+	// Launched records a reserved runner's instance (reserved → launched)
+	// and makes the runner findable by its instance id. A runner already
+	// past launched only gets the instance facts it lacks.
+	Launched(ctx context.Context, name string, l launch.Launch) error
+	// Advance moves the runner forward to registered, job started or job
+	// completed (job: the job it ran). A report of a state it passed, or
+	// for an ended runner, changes nothing but missing times. ErrNotFound:
+	// no such runner (not one of skiff's).
+	Advance(ctx context.Context, name string, to launch.State, at time.Time, job int64) error
+	// End ends the runner: terminated, or a reservation released. The first
+	// call takes it off its pool's live count and returns true; later calls
+	// return false and change nothing. ErrNotFound: no such runner.
+	End(ctx context.Context, name string, at time.Time, reason string) (bool, error)
+	// EndInstance is End by instance id. ErrNotFound: the instance is not a
+	// skiff runner's (or its record has expired).
+	EndInstance(ctx context.Context, instanceID string, at time.Time, reason string) (bool, error)
+	// Runner returns the runner's record, or ErrNotFound.
+	Runner(ctx context.Context, name string) (launch.Runner, error)
+	// RunnerByInstance returns the record of the runner on an instance, or ErrNotFound.
+	RunnerByInstance(ctx context.Context, instanceID string) (launch.Runner, error)
+	// LiveRunners lists the pool's live runners.
+	LiveRunners(ctx context.Context, pool string) ([]launch.Runner, error)
+	// Live returns the pool's live count.
+	Live(ctx context.Context, pool string) (int, error)
+}
+
+// DefaultRunnerTTL keeps an ended runner's record for a while (the
+// reconciler and the metrics records read it after the instance is gone);
+// a live record never expires.
+const DefaultRunnerTTL = 14 * 24 * time.Hour
+
+func validateRunners(pool string, runners []launch.Runner) error {
+	for _, r := range runners {
+		switch {
+		case r.Name == "":
+			return errors.New("reserving runners: a runner has no name")
+		case r.Pool != pool:
+			return errors.New("reserving runners: a runner of another pool")
+		case r.JobID <= 0:
+			return errors.New("reserving runners: job id is required")
+		}
+	}
+	return nil
+}
+
+var errInvalidAdvance = errors.New("advancing runner: only registered, job started and job completed are reported")

@@ -1,0 +1,233 @@
+package store
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/launch"
+)
+
+// LedgerMemory is the runner ledger in process memory, for tests and local
+// mode, with exactly the conditions and expiry of the DynamoDB ledger. Its
+// zero value is not usable: call NewLedgerMemory.
+type LedgerMemory struct {
+	now func() time.Time
+	ttl time.Duration
+
+	mu        sync.Mutex
+	runners   map[string]*launch.Runner
+	instances map[string]string // instance id → runner name
+	writes    int
+}
+
+var _ Ledger = (*LedgerMemory)(nil)
+
+// NewLedgerMemory returns an empty ledger whose ended records expire
+// DefaultRunnerTTL after their end, by the clock now (time.Now when nil).
+func NewLedgerMemory(now func() time.Time) *LedgerMemory {
+	if now == nil {
+		now = time.Now
+	}
+	return &LedgerMemory{now: now, ttl: DefaultRunnerTTL, runners: map[string]*launch.Runner{}, instances: map[string]string{}}
+}
+
+// Writes returns how many write requests were made, for benchmarks.
+func (m *LedgerMemory) Writes() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.writes
+}
+
+// get returns the record, hiding one past its expiry. The caller holds m.mu.
+func (m *LedgerMemory) get(name string) (*launch.Runner, bool) {
+	r, ok := m.runners[name]
+	if !ok || (!r.ExpiresAt.IsZero() && !live(r.ExpiresAt, m.now())) {
+		return nil, false
+	}
+	return r, true
+}
+
+func (m *LedgerMemory) liveLocked(pool string) int {
+	n := 0
+	for _, r := range m.runners {
+		if r.Pool == pool && r.State.Live() {
+			n++
+		}
+	}
+	return n
+}
+
+// Reserve implements Ledger.
+func (m *LedgerMemory) Reserve(ctx context.Context, pool string, max int, runners []launch.Runner) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if err := validateRunners(pool, runners); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.writes++
+	n := 0
+	for _, r := range runners {
+		if _, exists := m.get(r.Name); exists {
+			continue // a retried reservation: the record stands
+		}
+		if m.liveLocked(pool) >= max {
+			break
+		}
+		r.State = launch.StateReserved
+		r.ExpiresAt = time.Time{}
+		m.runners[r.Name] = &r
+		n++
+	}
+	return n, nil
+}
+
+// Launched implements Ledger.
+func (m *LedgerMemory) Launched(ctx context.Context, name string, l launch.Launch) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.writes++
+	r, ok := m.get(name)
+	if !ok {
+		return ErrNotFound
+	}
+	if r.InstanceID == "" {
+		r.InstanceID, r.InstanceType, r.Zone, r.Spot = l.InstanceID, l.InstanceType, l.Zone, l.Spot
+	}
+	if r.LaunchedAt.IsZero() {
+		r.LaunchedAt = l.At
+	}
+	if r.State < launch.StateLaunched {
+		r.State = launch.StateLaunched
+	}
+	m.instances[l.InstanceID] = name
+	return nil
+}
+
+// Advance implements Ledger.
+func (m *LedgerMemory) Advance(ctx context.Context, name string, to launch.State, at time.Time, job int64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if to != launch.StateRegistered && to != launch.StateJobStarted && to != launch.StateJobCompleted {
+		return errInvalidAdvance
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.writes++
+	r, ok := m.get(name)
+	if !ok {
+		return ErrNotFound
+	}
+	if r.State == launch.StateTerminated {
+		*r, _ = launch.Advance(*r, to, at, job)
+		r.State = launch.StateTerminated
+		return nil
+	}
+	*r, _ = launch.Advance(*r, to, at, job)
+	return nil
+}
+
+// End implements Ledger.
+func (m *LedgerMemory) End(ctx context.Context, name string, at time.Time, reason string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.writes++
+	return m.endLocked(name, at, reason)
+}
+
+func (m *LedgerMemory) endLocked(name string, at time.Time, reason string) (bool, error) {
+	r, ok := m.get(name)
+	if !ok {
+		return false, ErrNotFound
+	}
+	if !r.State.Live() {
+		return false, nil
+	}
+	r.State, r.EndedAt, r.Reason, r.ExpiresAt = launch.StateTerminated, at, reason, at.Add(m.ttl)
+	return true, nil
+}
+
+// EndInstance implements Ledger.
+func (m *LedgerMemory) EndInstance(ctx context.Context, id string, at time.Time, reason string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.writes++
+	name, ok := m.instances[id]
+	if !ok {
+		return false, ErrNotFound
+	}
+	return m.endLocked(name, at, reason)
+}
+
+// Runner implements Ledger.
+func (m *LedgerMemory) Runner(ctx context.Context, name string) (launch.Runner, error) {
+	if err := ctx.Err(); err != nil {
+		return launch.Runner{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.get(name)
+	if !ok {
+		return launch.Runner{}, ErrNotFound
+	}
+	return *r, nil
+}
+
+// RunnerByInstance implements Ledger.
+func (m *LedgerMemory) RunnerByInstance(ctx context.Context, id string) (launch.Runner, error) {
+	if err := ctx.Err(); err != nil {
+		return launch.Runner{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	name, ok := m.instances[id]
+	if !ok {
+		return launch.Runner{}, ErrNotFound
+	}
+	r, ok := m.get(name)
+	if !ok {
+		return launch.Runner{}, ErrNotFound
+	}
+	return *r, nil
+}
+
+// LiveRunners implements Ledger, sorted by name.
+func (m *LedgerMemory) LiveRunners(ctx context.Context, pool string) ([]launch.Runner, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []launch.Runner
+	for _, r := range m.runners {
+		if r.Pool == pool && r.State.Live() {
+			out = append(out, *r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Live implements Ledger.
+func (m *LedgerMemory) Live(ctx context.Context, pool string) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.liveLocked(pool), nil
+}
