@@ -145,6 +145,12 @@ const (
 	OutcomeRetry
 	// OutcomePermanent: can never launch without an operator's change.
 	OutcomePermanent
+	// OutcomeWait: another invocation is launching the job, or the outcome
+	// of a launch is not known yet (its answer was lost); the claim's lease
+	// settles it. Retried without using up an attempt: dead-lettering a job
+	// that may have, or soon get, its runner would lose nothing but the
+	// runner, and would say the wrong thing.
+	OutcomeWait
 )
 
 // Disposition is what becomes of the job's queue message.
@@ -180,6 +186,8 @@ func Dispose(o Outcome, receiveCount, maxAttempts int) Disposition {
 		return Ack
 	case OutcomePermanent:
 		return DeadLetter
+	case OutcomeWait:
+		return Retry
 	}
 	if maxAttempts > 0 && receiveCount >= maxAttempts {
 		return DeadLetter

@@ -135,6 +135,8 @@ func TestDispose(t *testing.T) {
 		{"retry past the last", scaler.OutcomeRetry, 7, 5, scaler.DeadLetter},
 		{"permanent at once", scaler.OutcomePermanent, 1, 5, scaler.DeadLetter},
 		{"no limit", scaler.OutcomeRetry, 100, 0, scaler.Retry},
+		{"waiting on another launch is no attempt", scaler.OutcomeWait, 5, 5, scaler.Retry},
+		{"waiting past the last delivery", scaler.OutcomeWait, 9, 5, scaler.Retry},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

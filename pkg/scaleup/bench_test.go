@@ -96,7 +96,7 @@ func benchOnce(b *testing.B, mode scaleup.Mode) {
 	for _, op := range allOps {
 		gh += e.sim.Requests(op)
 	}
-	writes := e.store.Writes() + e.regs.puts
+	writes := e.store.Writes() + e.ledger.Writes() + e.regs.puts
 	var wall time.Duration
 	for _, w := range walls {
 		wall += w

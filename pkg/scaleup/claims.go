@@ -60,9 +60,11 @@ func (s *Service) decide(ctx context.Context, items []*work, now time.Time) {
 		case scaler.InFlight:
 			s.o.Counter.Count(MetricDuplicates, "in_flight")
 			w.log.Info("job is being launched by another invocation", "attempt", c.Attempt)
-			w.finish(scaler.OutcomeRetry, "in_flight")
+			w.finish(scaler.OutcomeWait, "in_flight")
 		case scaler.Recover:
 			recover[c.Token] = append(recover[c.Token], w)
+		case scaler.NextAttempt:
+			s.supersede(ctx, w)
 		}
 	}
 	for token, ws := range recover {
@@ -89,9 +91,27 @@ func (s *Service) recoverFleet(ctx context.Context, f *store.Fleet, ws []*work, 
 		}
 		return
 	default:
+		byJob := map[int64]*work{}
+		for _, w := range ws {
+			byJob[w.job.JobID] = w
+		}
+		gens := s.memberGens(ctx, f, byJob, now)
 		for i, r := range res.Runners {
-			if i < len(instances) && r.Err == nil {
+			if i >= len(instances) {
+				break
+			}
+			switch job := f.Members[i].JobID; {
+			case r.Err == nil:
 				instances[i] = r.Instance.ID
+				if gens[job] > 0 {
+					s.recordLaunched(ctx, scaler.RunnerName(job, gens[job]), log, r.Instance)
+				}
+			default:
+				job := f.Members[i].JobID
+				if id, ok := s.ran(ctx, job, gens[job]); ok {
+					log.Info("the job's runner ran and ended; not launching again", "job_id", job, "ran_on", id)
+					instances[i] = id
+				}
 			}
 		}
 	}
@@ -108,11 +128,73 @@ func (s *Service) recoverFleet(ctx context.Context, f *store.Fleet, ws []*work, 
 	done.State, done.Instances = store.FleetDone, instances
 	for _, w := range ws {
 		w.decision = scaler.DecideClaim(w.job.JobID, w.claim, &done, now)
-		if w.decision.Action == scaler.Launched {
+		switch w.decision.Action {
+		case scaler.Launched:
 			s.o.Counter.Count(MetricDuplicates, "launched")
 			w.finish(scaler.OutcomeLaunched, "recovered")
+		case scaler.NextAttempt:
+			s.supersede(ctx, w)
 		}
 	}
+}
+
+// memberGens returns the claim generation of every member of the fleet:
+// from the batch's claims, and one read for members outside the batch.
+func (s *Service) memberGens(ctx context.Context, f *store.Fleet, byJob map[int64]*work, now time.Time) map[int64]int {
+	gens := map[int64]int{}
+	var others []int64
+	for _, m := range f.Members {
+		if w := byJob[m.JobID]; w != nil {
+			gens[m.JobID] = w.claim.Gen
+		} else {
+			others = append(others, m.JobID)
+		}
+	}
+	if len(others) > 0 {
+		claims, err := s.o.Launches.LaunchClaims(ctx, others, now)
+		if err != nil {
+			s.o.Logger.Warn("reading the claims of a recovered fleet's other members", "fleet_token", f.Token, "err", err)
+		}
+		for id, c := range claims {
+			if c.Token == f.Token {
+				gens[id] = c.Gen
+			}
+		}
+	}
+	return gens
+}
+
+// supersede ends the reservation of the claim's previous runner, which
+// never became a runner (its fleet says so, or it never reached the
+// provider), before the job's next attempt reserves a new one.
+func (s *Service) supersede(ctx context.Context, w *work) {
+	name := scaler.RunnerName(w.job.JobID, w.claim.Gen)
+	if _, err := s.o.Ledger.End(ctx, name, s.o.Now(), "superseded"); err != nil && !errors.Is(err, store.ErrNotFound) {
+		w.log.Error("ending the previous attempt's reservation", "runner_name", name, "err", err)
+	}
+}
+
+// ran reports whether a fleet member whose instance is not alive had its
+// runner all the same — the ledger saw it register or start a job, or the
+// job record says the job started — and names the instance or runner that
+// ran it. Such a job is not launched again: its runner did its work and
+// powered off.
+func (s *Service) ran(ctx context.Context, jobID int64, gen int) (string, bool) {
+	name := scaler.RunnerName(jobID, gen)
+	if r, err := s.o.Ledger.Runner(ctx, name); err == nil && (r.RegisteredAt != time.Time{} || r.StartedAt != time.Time{} ||
+		r.CompletedAt != time.Time{}) {
+		if r.InstanceID != "" {
+			return r.InstanceID, true
+		}
+		return name, true
+	}
+	if j, err := s.o.Jobs.Job(ctx, jobID); err == nil && j.Status >= store.StatusInProgress {
+		if j.RunnerName != "" {
+			return j.RunnerName, true
+		}
+		return name, true
+	}
+	return "", false
 }
 
 // launchReason is the reason of a provider failure: launch_ and its kind

@@ -141,6 +141,8 @@ type env struct {
 	gh      *github.Client
 	ec2     *ec2fake.Fake
 	store   *store.LaunchMemory
+	ledger  *store.LedgerMemory
+	jobs    *store.Memory
 	regs    *memRegistrations
 	dlq     *queue.Memory
 	counter *telemetry.Memory
@@ -178,6 +180,9 @@ func newEnv(t testing.TB, tweak func(*scaleup.Options)) *env {
 	}
 	e.clock.set(start)
 	e.ec2.SetClock(e.clock.now)
+	e.ledger = store.NewLedgerMemory(e.clock.now)
+	e.jobs = store.NewMemory()
+	e.jobs.SetClock(e.clock.now)
 	logger := slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	noDelay := time.Duration(0)
 	e.popts = ec2.ProviderOptions{
@@ -186,7 +191,7 @@ func newEnv(t testing.TB, tweak func(*scaleup.Options)) *env {
 		Counter: e.counter, Logger: logger, Now: e.clock.now,
 	}
 	e.opts = scaleup.Options{
-		Pools: pools, Launches: e.store, Provider: e.provider(), GitHub: gh,
+		Pools: pools, Launches: e.store, Ledger: e.ledger, Jobs: e.jobs, Provider: e.provider(), GitHub: gh,
 		Counter: e.counter, Timings: e.timings, Logger: logger, Now: e.clock.now,
 	}
 	if tweak != nil {

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/scaler"
 	"github.com/skiffci/skiff/pkg/store"
@@ -32,12 +34,13 @@ func (s *Service) groupKey(w *work) string {
 	}, "\x00")
 }
 
-// launch reserves runners, groups the jobs and launches each group.
+// launch reserves runners in the ledger, groups the jobs and launches
+// each group; what did not launch gives its reservation back.
 func (s *Service) launch(ctx context.Context, items []*work, now time.Time) {
 	if len(items) == 0 {
 		return
 	}
-	// Reserve per pool, in order of first appearance: one write per pool.
+	// Reserve per pool, in order of first appearance: one ledger write per pool.
 	var pools []string
 	byPool := map[string][]*work{}
 	for _, w := range items {
@@ -49,7 +52,14 @@ func (s *Service) launch(ctx context.Context, items []*work, now time.Time) {
 	var admitted []*work
 	for _, p := range pools {
 		ws := byPool[p]
-		granted, err := s.o.Launches.ReserveRunners(ctx, p, len(ws), ws[0].spec.MaxRunners)
+		rs := make([]launch.Runner, len(ws))
+		for i, w := range ws {
+			w.gen = w.decision.PrevGen + 1
+			w.runner = scaler.RunnerName(w.job.JobID, w.gen)
+			rs[i] = launch.Runner{Name: w.runner, Pool: p, JobID: w.job.JobID, RunID: w.job.RunID, Attempt: w.decision.Attempt,
+				ReservedAt: now}
+		}
+		granted, err := s.o.Ledger.Reserve(ctx, p, ws[0].spec.MaxRunners, rs)
 		if err != nil {
 			s.o.Logger.Error("reserving runners", "pool", p, "err", err)
 			for _, w := range ws {
@@ -58,6 +68,9 @@ func (s *Service) launch(ctx context.Context, items []*work, now time.Time) {
 			continue
 		}
 		n, _ := scaler.Admit(len(ws), granted)
+		for _, w := range ws[:n] {
+			w.reserved = true
+		}
 		admitted = append(admitted, ws[:n]...)
 		for _, w := range ws[n:] {
 			w.log.Info("pool is at its max runners; retrying later", "max_runners", w.spec.MaxRunners)
@@ -81,20 +94,25 @@ func (s *Service) launch(ctx context.Context, items []*work, now time.Time) {
 		}()
 	}
 	wg.Wait()
-	// Give back what did not launch: one write per pool with a shortfall.
-	unused := map[string]int{}
+	// Give back what did not launch, unless its launch may yet have happened.
 	for _, w := range admitted {
-		if w.instance == "" {
-			unused[w.spec.Pool]++
+		if w.instance == "" && !w.keep {
+			s.release(ctx, w, "not_launched")
 		}
 	}
-	for _, p := range pools {
-		if n := unused[p]; n > 0 {
-			if err := s.o.Launches.ReleaseRunners(ctx, p, n); err != nil {
-				s.o.Logger.Error("releasing unused runner reservations", "pool", p, "count", n, "err", err)
-			}
-		}
+}
+
+// release ends a reservation that did not become a runner; repeated ends
+// change nothing, so a release after a crash is safe.
+func (s *Service) release(ctx context.Context, w *work, reason string) {
+	if !w.reserved {
+		return
 	}
+	if _, err := s.o.Ledger.End(ctx, w.runner, s.o.Now(), reason); err != nil && !errors.Is(err, store.ErrNotFound) {
+		// The reconciler ends reservations that outlive their claim's lease.
+		w.log.Error("releasing the runner's reservation", "err", err)
+	}
+	w.reserved = false
 }
 
 // launchGroup claims, registers and launches jobs that share one launch.
@@ -142,10 +160,22 @@ func (s *Service) launchGroup(ctx context.Context, ws []*work, now time.Time) {
 		return
 	}
 
+	// An invocation that stalled (registrations, a slow GitHub) past the
+	// point where it could still finish within its lease refuses the work:
+	// another may take the job over when the lease ends.
+	leaseEnd := members[0].leaseEnd
+	if left := leaseEnd.Sub(s.o.Now()); left < s.o.LaunchBudget {
+		log.Warn("too little of the claim's lease is left to launch; leaving the jobs to the next delivery",
+			"lease_left_ms", left.Milliseconds(), "budget_ms", s.o.LaunchBudget.Milliseconds())
+		for _, w := range members {
+			w.finish(scaler.OutcomeRetry, "lease_expired")
+		}
+		return
+	}
 	l := provider.Launch{Token: token, Spec: spec, Runners: make([]provider.Runner, len(members))}
 	regs := make([]userdata.Registration, len(members))
 	for i, w := range members {
-		l.Runners[i] = provider.Runner{Name: scaler.RunnerName(w.job.JobID, w.gen), JobID: w.job.JobID, RunID: w.job.RunID,
+		l.Runners[i] = provider.Runner{Name: w.runner, JobID: w.job.JobID, RunID: w.job.RunID,
 			Repository: w.job.Repository, Owner: w.job.Owner}
 		regs[i] = w.reg
 	}
@@ -172,9 +202,25 @@ func (s *Service) launchGroup(ctx context.Context, ws []*work, now time.Time) {
 		return
 	}
 
-	res, err := s.o.Provider.Launch(ctx, plan, regs)
+	// The launch must end within the lease: past it, another invocation may
+	// recover the fleet. (A timeout from the service's clock, which tests
+	// inject, not a deadline on the wall clock.)
+	lctx, cancel := context.WithTimeout(ctx, leaseEnd.Sub(s.o.Now()))
+	res, err := s.o.Provider.Launch(lctx, plan, regs)
+	cancel()
 	launched := s.o.Now()
 	instances := make([]string, len(members))
+	if err != nil && !answered(err) {
+		// The provider may have launched (its answer was lost, or a server
+		// error): the fleet stays in intent, so that recovery replays the same
+		// plan and token after the lease instead of launching anew.
+		log.Error("launching: the outcome is unknown; recovery will replay the plan after the lease", "err", err)
+		for _, w := range members {
+			w.keep = true
+			w.finish(scaler.OutcomeWait, "launch_unknown")
+		}
+		return
+	}
 	if err != nil {
 		log.Error("launching", "err", err, "reason", launchReason(err))
 		if ferr := s.o.Launches.FinishFleet(ctx, token, instances, launchReason(err)); ferr != nil {
@@ -193,6 +239,7 @@ func (s *Service) launchGroup(ctx context.Context, ws []*work, now time.Time) {
 		}
 		if r.Err == nil {
 			instances[i] = r.Instance.ID
+			s.recordLaunched(ctx, members[i].runner, members[i].log, r.Instance)
 		} else if reason == "" {
 			reason = launchReason(r.Err)
 		}
@@ -225,7 +272,6 @@ func (s *Service) launchGroup(ctx context.Context, ws []*work, now time.Time) {
 func (s *Service) claim(ctx context.Context, ws []*work, token string, now time.Time) []*work {
 	var claimed []*work
 	for _, w := range ws {
-		w.gen = w.decision.PrevGen + 1
 		c := store.LaunchClaim{
 			JobID: w.job.JobID, Attempt: w.decision.Attempt, Gen: w.gen, Token: token, Pool: w.spec.Pool,
 			LeaseUntil: now.Add(s.o.ClaimLease), UpdatedAt: now, ExpiresAt: now.Add(s.o.ClaimTTL),
@@ -240,11 +286,32 @@ func (s *Service) claim(ctx context.Context, ws []*work, token string, now time.
 			w.log.Error("claiming the job", "err", err)
 			w.finish(scaler.OutcomeRetry, "store")
 		default:
-			w.log = w.log.With("attempt", c.Attempt, "runner_name", scaler.RunnerName(w.job.JobID, w.gen))
+			w.log = w.log.With("attempt", c.Attempt, "runner_name", w.runner)
+			w.leaseEnd = c.LeaseUntil
 			claimed = append(claimed, w)
 		}
 	}
 	return claimed
+}
+
+// answered reports whether a provider error is the backend's answer (no
+// capacity, a quota, an invalid request, throttling: nothing was launched),
+// as opposed to a lost answer or a server error, after which the launch may
+// or may not have happened.
+func answered(err error) bool {
+	return errors.Is(err, provider.ErrCapacity) || errors.Is(err, provider.ErrQuota) ||
+		errors.Is(err, provider.ErrInvalid) || errors.Is(err, provider.ErrThrottled)
+}
+
+// recordLaunched writes the runner's instance into its ledger record. A
+// failure is logged: the instance is tagged with the runner's name, so the
+// reconciler links them.
+func (s *Service) recordLaunched(ctx context.Context, runner string, log *slog.Logger, in provider.Instance) {
+	err := s.o.Ledger.Launched(ctx, runner, launch.Launch{InstanceID: in.ID, InstanceType: in.InstanceType, Zone: in.Zone,
+		Spot: in.Capacity == provider.Spot, At: in.LaunchedAt})
+	if err != nil {
+		log.Error("recording the runner's instance in the ledger", "runner_name", runner, "instance_id", in.ID, "err", err)
+	}
 }
 
 // fail finishes jobs whose launch failed with a provider error: a

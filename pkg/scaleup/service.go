@@ -90,9 +90,23 @@ const (
 	// DefaultClaimTTL keeps claims and fleet records beyond SQS's longest
 	// message retention (14 days), so a late duplicate still finds them.
 	DefaultClaimTTL = 15 * 24 * time.Hour
+	// DefaultLaunchBudget is how much of its claim's lease an invocation
+	// must have left to record a fleet's intent and launch it: the provider
+	// call (an EC2 fleet answers within seconds, the SDK's retries add
+	// some), the registration writes and the per-job tags. An invocation
+	// with less refuses the work rather than race the one that may take
+	// the job over when the lease ends.
+	DefaultLaunchBudget = 2 * time.Minute
 	// registrationConcurrency bounds parallel GitHub calls of one group.
 	registrationConcurrency = 10
 )
+
+// Jobs reads the job records the webhook keeps; store.Store implements it.
+// Crash recovery reads it to tell a runner that ran its job and ended from
+// one that never started.
+type Jobs interface {
+	Job(ctx context.Context, id int64) (store.Job, error)
+}
 
 // GitHub is the part of the GitHub client scale-up calls; *github.Client
 // implements it (and caches runner group ids and registration tokens).
@@ -105,11 +119,13 @@ type GitHub interface {
 
 var _ GitHub = (*github.Client)(nil)
 
-// Options configure a Service. Pools, Launches, Provider and GitHub are
-// required.
+// Options configure a Service. Pools, Launches, Ledger, Jobs, Provider and
+// GitHub are required.
 type Options struct {
 	Pools    *pool.Config
 	Launches store.Launches
+	Ledger   store.Ledger
+	Jobs     Jobs
 	Provider provider.Provider
 	GitHub   GitHub
 	Counter  telemetry.Counter // default telemetry.Discard
@@ -133,6 +149,9 @@ type Options struct {
 	// RegistrationTimeout is the boot script's wait for its registration;
 	// the claim lease must exceed it.
 	RegistrationTimeout time.Duration
+	// LaunchBudget is the lease an invocation must have left to launch
+	// (default DefaultLaunchBudget); it must be shorter than ClaimLease.
+	LaunchBudget time.Duration
 }
 
 // Service answers batches of queued jobs. It is safe for concurrent use.
@@ -144,7 +163,8 @@ type Service struct {
 func New(o Options) (*Service, error) {
 	var missing []string
 	for name, ok := range map[string]bool{
-		"pools": o.Pools != nil, "launch store": o.Launches != nil, "provider": o.Provider != nil, "github": o.GitHub != nil,
+		"pools": o.Pools != nil, "launch store": o.Launches != nil, "ledger": o.Ledger != nil, "jobs": o.Jobs != nil,
+		"provider": o.Provider != nil, "github": o.GitHub != nil,
 	} {
 		if !ok {
 			missing = append(missing, name)
@@ -185,13 +205,17 @@ func New(o Options) (*Service, error) {
 	for _, d := range []struct {
 		v   *time.Duration
 		def time.Duration
-	}{{&o.RegistrationTimeout, DefaultRegistrationTimeout}, {&o.ClaimLease, DefaultClaimLease}, {&o.ClaimTTL, DefaultClaimTTL}} {
+	}{{&o.RegistrationTimeout, DefaultRegistrationTimeout}, {&o.ClaimLease, DefaultClaimLease}, {&o.ClaimTTL, DefaultClaimTTL},
+		{&o.LaunchBudget, DefaultLaunchBudget}} {
 		if *d.v <= 0 {
 			*d.v = d.def
 		}
 	}
 	if o.ClaimLease <= o.RegistrationTimeout {
 		return nil, fmt.Errorf("creating scale-up service: claim lease %s must exceed the registration timeout %s", o.ClaimLease, o.RegistrationTimeout)
+	}
+	if o.LaunchBudget >= o.ClaimLease {
+		return nil, fmt.Errorf("creating scale-up service: launch budget %s must be shorter than the claim lease %s", o.LaunchBudget, o.ClaimLease)
 	}
 	return &Service{o: o}, nil
 }
@@ -207,8 +231,15 @@ type work struct {
 	claim    *store.LaunchClaim
 	decision scaler.ClaimDecision
 	gen      int
+	runner   string // the runner's name: its ledger record
+	reserved bool   // the ledger holds a reservation for runner
+	// keep leaves the reservation standing when the job did not launch:
+	// the launch's outcome is unknown (its answer was lost), and crash
+	// recovery settles it.
+	keep     bool
 	reg      userdata.Registration
 	instance string
+	leaseEnd time.Time
 
 	finished bool
 	outcome  scaler.Outcome

@@ -44,7 +44,7 @@ func TestBatchLaunchesOneFleet(t *testing.T) {
 	if got := e.sim.Requests(ghsim.OpGenerateOrgJITConfig); got != 10 {
 		t.Errorf("%d JIT configs generated, want 10", got)
 	}
-	if got, _ := e.store.Runners(context.Background(), "cpu"); got != 10 {
+	if got, _ := e.ledger.Live(context.Background(), "cpu"); got != 10 {
 		t.Errorf("runner count %d, want 10", got)
 	}
 	if got := e.counter.Get(scaleup.MetricLaunched, "cpu"); got != 10 {
@@ -185,7 +185,7 @@ func TestOutcomes(t *testing.T) {
 			if tc.want.fleetCalls >= 0 && e.ec2.Calls("CreateFleet") != tc.want.fleetCalls {
 				t.Errorf("%d CreateFleet calls, want %d", e.ec2.Calls("CreateFleet"), tc.want.fleetCalls)
 			}
-			if got, _ := e.store.Runners(context.Background(), "cpu"); tc.want.launched == 0 && got != 0 {
+			if got, _ := e.ledger.Live(context.Background(), "cpu"); tc.want.launched == 0 && got != 0 {
 				t.Errorf("cpu runner count %d after launching nothing", got)
 			}
 			if t.Failed() {
@@ -292,7 +292,7 @@ func TestConcurrentDuplicateDelivery(t *testing.T) {
 				t.Errorf("round %d: job %s has %d instances", round, job, n)
 			}
 		}
-		if got, _ := e.store.Runners(context.Background(), "cpu"); got != 5 {
+		if got, _ := e.ledger.Live(context.Background(), "cpu"); got != 5 {
 			t.Errorf("round %d: runner count %d, want 5", round, got)
 		}
 	}

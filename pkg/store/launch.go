@@ -10,7 +10,7 @@
 //	fleet     FLEET#<token>      FLEET           pool, state, plan, members,
 //	                                             instances, reason, created_at,
 //	                                             expires_at
-//	counter   POOL#<pool>        RUNNERS         count
+//	counter   POOL#<pool>        RUNNERS         count (kept by the runner ledger, ledger.go)
 //	capacity  CAPACITY#<pool>    <capacity key>  code, expires_at
 //
 // A claim lives beside the job's lifecycle record (same partition, sort key
@@ -30,8 +30,8 @@
 // belongs to a crashed invocation: its plan is replayed with the same token,
 // so EC2 returns the instances it launched instead of launching again.
 //
-// The counter is a number ADDed with conditions: a reservation only succeeds
-// while count+n stays within the pool's max, a release never goes below zero.
+// The pool's runner count belongs to the runner ledger (ledger.go), which
+// derives it from the runners' records.
 // Capacity items are remembered failures of one capacity pool
 // (type/subnet/lifecycle) until expires_at; they are read with one Query per
 // pool, expired ones filtered out.
@@ -82,22 +82,17 @@ type Launches interface {
 	ClaimLaunch(ctx context.Context, c LaunchClaim, prevGen int, now time.Time) error
 
 	// PutFleet records a fleet's intent or, for a fleet never launched, its
-	// final state. It returns ErrConflict when a fleet with that token exists.
+	// final state. It is fenced: it returns ErrConflict when a fleet with
+	// that token exists, or when a member's claim no longer names the
+	// fleet's token (another invocation took the job over after the lease).
 	PutFleet(ctx context.Context, f Fleet) error
-	// FinishFleet marks the fleet done with the instances (aligned with
-	// its members) and the reason for those missing.
+	// FinishFleet marks a fleet in intent done with the instances (aligned
+	// with its members) and the reason for those missing. The first finish
+	// wins: a fleet already done (recovered by another invocation) or gone
+	// returns ErrConflict and keeps what it has.
 	FinishFleet(ctx context.Context, token string, instances []string, reason string) error
 	// Fleet returns the fleet with that token, or ErrNotFound.
 	Fleet(ctx context.Context, token string, now time.Time) (Fleet, error)
-
-	// ReserveRunners adds up to n runners to the pool's count without going
-	// over max, and returns how many it added (0 when the pool is full).
-	ReserveRunners(ctx context.Context, pool string, n, max int) (int, error)
-	// ReleaseRunners takes n runners off the pool's count, never below zero:
-	// launches that did not happen, and terminated instances.
-	ReleaseRunners(ctx context.Context, pool string, n int) error
-	// Runners returns the pool's count.
-	Runners(ctx context.Context, pool string) (int, error)
 
 	// MarkCapacityFailed remembers failed capacity pools (ec2.CapacityKey)
 	// of a pool until until.

@@ -225,9 +225,10 @@ func (d *LaunchDynamo) FinishFleet(ctx context.Context, token string, instances 
 	if reason != "" {
 		update += ", " + e.name(attrReason) + " = " + e.value(str(reason))
 	}
-	_, err := d.api.UpdateItem(ctx, e.update(d.table, fleetKey(token), update, "attribute_exists("+e.name(attrPK)+")"))
+	cond := fmt.Sprintf("attribute_exists(%s) AND %s = %s", e.name(attrPK), e.name(attrState), e.value(str(string(FleetIntent))))
+	_, err := d.api.UpdateItem(ctx, e.update(d.table, fleetKey(token), update, cond))
 	if isConditionFailed(err) {
-		return fmt.Errorf("finishing fleet %s: %w", token, ErrNotFound)
+		return fmt.Errorf("finishing fleet %s: not in intent: %w", token, ErrConflict)
 	}
 	if err != nil {
 		return fmt.Errorf("finishing fleet %s: %w", token, err)
@@ -276,75 +277,6 @@ func (d *LaunchDynamo) Fleet(ctx context.Context, token string, now time.Time) (
 		return Fleet{}, fmt.Errorf("decoding fleet %s: %w", token, dec.err)
 	}
 	return f, nil
-}
-
-// ReserveRunners implements Launches: an ADD conditional on the count
-// leaving room for n; when it does not, the count is read and the room left
-// is asked for, a few times under contention.
-func (d *LaunchDynamo) ReserveRunners(ctx context.Context, pool string, n, max int) (int, error) {
-	want := n
-	for range reserveTries {
-		if want <= 0 || max <= 0 {
-			return 0, nil
-		}
-		e := newExpr()
-		c := e.name(attrCount)
-		cond := fmt.Sprintf("attribute_not_exists(%s) OR %s <= %s", c, c, e.value(numI(int64(max-want))))
-		_, err := d.api.UpdateItem(ctx, e.update(d.table, counterKey(pool), fmt.Sprintf("ADD %s %s", c, e.value(numI(int64(want)))), cond))
-		if err == nil {
-			return want, nil
-		}
-		if !isConditionFailed(err) {
-			return 0, fmt.Errorf("reserving runners of pool %s: %w", pool, err)
-		}
-		have, err := d.Runners(ctx, pool)
-		if err != nil {
-			return 0, fmt.Errorf("reserving runners of pool %s: %w", pool, err)
-		}
-		want = min(n, max-have)
-	}
-	return 0, nil // contended: report the pool as full for now; the job is retried
-}
-
-// ReleaseRunners implements Launches.
-func (d *LaunchDynamo) ReleaseRunners(ctx context.Context, pool string, n int) error {
-	take := n
-	for range reserveTries {
-		if take <= 0 {
-			return nil
-		}
-		e := newExpr()
-		c := e.name(attrCount)
-		_, err := d.api.UpdateItem(ctx, e.update(d.table, counterKey(pool), fmt.Sprintf("ADD %s %s", c, e.value(numI(int64(-take)))), fmt.Sprintf("%s >= %s", c, e.value(numI(int64(take))))))
-		if err == nil {
-			return nil
-		}
-		if !isConditionFailed(err) {
-			return fmt.Errorf("releasing runners of pool %s: %w", pool, err)
-		}
-		have, err := d.Runners(ctx, pool)
-		if err != nil {
-			return fmt.Errorf("releasing runners of pool %s: %w", pool, err)
-		}
-		take = min(n, have)
-	}
-	return fmt.Errorf("releasing runners of pool %s: count changed under %d tries", pool, reserveTries)
-}
-
-// Runners implements Launches.
-func (d *LaunchDynamo) Runners(ctx context.Context, pool string) (int, error) {
-	out, err := d.api.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(d.table), Key: counterKey(pool), ConsistentRead: aws.Bool(true),
-	})
-	if err != nil {
-		return 0, fmt.Errorf("reading runner count of pool %s: %w", pool, err)
-	}
-	dec := decoder{item: out.Item}
-	n := dec.int(attrCount)
-	if dec.err != nil {
-		return 0, fmt.Errorf("reading runner count of pool %s: %w", pool, dec.err)
-	}
-	return int(n), nil
 }
 
 // MarkCapacityFailed implements Launches.

@@ -15,7 +15,6 @@ type LaunchMemory struct {
 	mu       sync.Mutex
 	claims   map[int64]LaunchClaim
 	fleets   map[string]Fleet
-	counts   map[string]int
 	capacity map[string]map[string]time.Time
 	writes   int
 }
@@ -27,7 +26,6 @@ func NewLaunchMemory() *LaunchMemory {
 	return &LaunchMemory{
 		claims:   map[int64]LaunchClaim{},
 		fleets:   map[string]Fleet{},
-		counts:   map[string]int{},
 		capacity: map[string]map[string]time.Time{},
 	}
 }
@@ -94,6 +92,11 @@ func (m *LaunchMemory) PutFleet(ctx context.Context, f Fleet) error {
 	if old, ok := m.fleets[f.Token]; ok && live(old.ExpiresAt, f.CreatedAt) {
 		return fmt.Errorf("recording fleet %s: %w", f.Token, ErrConflict)
 	}
+	for _, mem := range f.Members { // the fence: every member's claim still names this fleet
+		if c, ok := m.claims[mem.JobID]; !ok || c.Token != f.Token || !live(c.ExpiresAt, f.CreatedAt) {
+			return fmt.Errorf("recording fleet %s: the claim of job %d was taken over: %w", f.Token, mem.JobID, ErrConflict)
+		}
+	}
 	f.Members = slices.Clone(f.Members)
 	f.Instances = slices.Clone(f.Instances)
 	m.fleets[f.Token] = f
@@ -109,8 +112,8 @@ func (m *LaunchMemory) FinishFleet(ctx context.Context, token string, instances 
 	defer m.mu.Unlock()
 	m.writes++
 	f, ok := m.fleets[token]
-	if !ok {
-		return fmt.Errorf("finishing fleet %s: %w", token, ErrNotFound)
+	if !ok || f.State != FleetIntent {
+		return fmt.Errorf("finishing fleet %s: not in intent: %w", token, ErrConflict)
 	}
 	f.State, f.Instances, f.Reason = FleetDone, slices.Clone(instances), reason
 	m.fleets[token] = f
@@ -131,50 +134,6 @@ func (m *LaunchMemory) Fleet(ctx context.Context, token string, now time.Time) (
 	f.Members = slices.Clone(f.Members)
 	f.Instances = slices.Clone(f.Instances)
 	return f, nil
-}
-
-// ReserveRunners implements Launches.
-func (m *LaunchMemory) ReserveRunners(ctx context.Context, pool string, n, max int) (int, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	if n <= 0 {
-		return 0, nil
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.writes++
-	grant := min(n, max-m.counts[pool])
-	if grant <= 0 {
-		return 0, nil
-	}
-	m.counts[pool] += grant
-	return grant, nil
-}
-
-// ReleaseRunners implements Launches.
-func (m *LaunchMemory) ReleaseRunners(ctx context.Context, pool string, n int) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if n <= 0 {
-		return nil
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.writes++
-	m.counts[pool] = max(0, m.counts[pool]-n)
-	return nil
-}
-
-// Runners implements Launches.
-func (m *LaunchMemory) Runners(ctx context.Context, pool string) (int, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.counts[pool], nil
 }
 
 // MarkCapacityFailed implements Launches.

@@ -43,8 +43,6 @@ func runLaunchSuite(t *testing.T, newStore func(*testing.T) store.Launches) {
 	t.Run("Claims", func(t *testing.T) { t.Parallel(); testClaims(t, newStore(t)) })
 	t.Run("ConcurrentClaims", func(t *testing.T) { t.Parallel(); testConcurrentClaims(t, newStore(t)) })
 	t.Run("Fleets", func(t *testing.T) { t.Parallel(); testFleets(t, newStore(t)) })
-	t.Run("Counter", func(t *testing.T) { t.Parallel(); testCounter(t, newStore(t)) })
-	t.Run("ConcurrentReserve", func(t *testing.T) { t.Parallel(); testConcurrentReserve(t, newStore(t)) })
 	t.Run("Capacity", func(t *testing.T) { t.Parallel(); testCapacity(t, newStore(t)) })
 }
 
@@ -133,6 +131,13 @@ func testFleets(t *testing.T, s store.Launches) {
 	if _, err := s.Fleet(ctx, f.Token, launchNow); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("missing fleet: %v", err)
 	}
+	for _, m := range f.Members { // the members' claims name the fleet
+		c := store.LaunchClaim{JobID: m.JobID, Attempt: m.Attempt, Gen: 1, Token: f.Token, Pool: "cpu",
+			LeaseUntil: launchNow.Add(10 * time.Minute), UpdatedAt: launchNow, ExpiresAt: launchNow.Add(time.Hour)}
+		if err := s.ClaimLaunch(ctx, c, 0, launchNow); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := s.PutFleet(ctx, f); err != nil {
 		t.Fatal(err)
 	}
@@ -165,8 +170,14 @@ func testFleets(t *testing.T, s store.Launches) {
 	if _, member := got.Instance(13); member {
 		t.Error("job 13 is not a member")
 	}
-	if err := s.FinishFleet(ctx, "skiff-unknown", nil, ""); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("finishing an unknown fleet: %v", err)
+	if err := s.FinishFleet(ctx, "skiff-unknown", nil, ""); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("finishing an unknown fleet: %v, want ErrConflict", err)
+	}
+	if err := s.FinishFleet(ctx, f.Token, []string{"i-0late", "i-0late2"}, "recovered"); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("a second finish: %v, want ErrConflict (the first finish wins)", err)
+	}
+	if got, _ := s.Fleet(ctx, f.Token, launchNow); !reflect.DeepEqual(got.Instances, []string{"i-0abc", ""}) {
+		t.Errorf("a second finish changed the fleet: %+v", got)
 	}
 	if _, err := s.Fleet(ctx, f.Token, launchNow.Add(2*time.Hour)); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("expired fleet: %v", err)
@@ -177,68 +188,6 @@ func testFleets(t *testing.T, s store.Launches) {
 	}
 	if got, err := s.Fleet(ctx, empty.Token, launchNow); err != nil || got.State != store.FleetDone || len(got.Members) != 0 {
 		t.Errorf("empty fleet = %+v, %v", got, err)
-	}
-}
-
-func testCounter(t *testing.T, s store.Launches) {
-	ctx := context.Background()
-	steps := []struct {
-		op        string
-		n, max    int
-		wantGrant int
-		wantCount int
-	}{
-		{"reserve", 3, 5, 3, 3},
-		{"reserve", 4, 5, 2, 5},
-		{"reserve", 1, 5, 0, 5},
-		{"release", 2, 0, 0, 3},
-		{"reserve", 1, 2, 0, 3}, // max lowered below the count: nothing more
-		{"release", 10, 0, 0, 0},
-		{"reserve", 0, 5, 0, 0},
-	}
-	for i, st := range steps {
-		switch st.op {
-		case "reserve":
-			got, err := s.ReserveRunners(ctx, "gpu", st.n, st.max)
-			if err != nil || got != st.wantGrant {
-				t.Fatalf("step %d: reserve(%d, %d) = %d, %v; want %d", i, st.n, st.max, got, err, st.wantGrant)
-			}
-		case "release":
-			if err := s.ReleaseRunners(ctx, "gpu", st.n); err != nil {
-				t.Fatalf("step %d: release: %v", i, err)
-			}
-		}
-		if got, err := s.Runners(ctx, "gpu"); err != nil || got != st.wantCount {
-			t.Fatalf("step %d: count = %d, %v; want %d", i, got, err, st.wantCount)
-		}
-	}
-	if got, _ := s.Runners(ctx, "other"); got != 0 {
-		t.Errorf("other pool count = %d", got)
-	}
-}
-
-func testConcurrentReserve(t *testing.T, s store.Launches) {
-	const callers, max = 12, 7
-	var granted atomic.Int32
-	var wg sync.WaitGroup
-	for range callers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			n, err := s.ReserveRunners(context.Background(), "cpu", 1, max)
-			if err != nil {
-				t.Errorf("reserve: %v", err)
-			}
-			granted.Add(int32(n))
-		}()
-	}
-	wg.Wait()
-	count, err := s.Runners(context.Background(), "cpu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if int(granted.Load()) != count || count > max {
-		t.Errorf("granted %d, count %d, max %d", granted.Load(), count, max)
 	}
 }
 

@@ -36,10 +36,11 @@ import (
 // bounded by its context. Errors other than ErrNotFound are failures of the
 // store itself: retry later.
 type Ledger interface {
-	// Reserve creates reserved records for the runners, in order, as many
-	// as fit under the pool's max live count, and returns how many it
-	// reserved (the first n). They count toward the pool from now on. All
-	// runners must be of pool.
+	// Reserve creates reserved records for a prefix of the runners: in
+	// order, until one does not fit under the pool's max live count or
+	// already exists (a concurrent or repeated reservation: its record
+	// stands). It returns how many it reserved, the first n, which count
+	// toward the pool from now on. All runners must be of pool.
 	Reserve(ctx context.Context, pool string, max int, runners []launch.Runner) (int, error)
 	// Launched records a reserved runner's instance (reserved → launched)
 	// and makes the runner findable by its instance id. A runner already

@@ -72,11 +72,8 @@ func (m *LedgerMemory) Reserve(ctx context.Context, pool string, max int, runner
 	m.writes++
 	n := 0
 	for _, r := range runners {
-		if _, exists := m.get(r.Name); exists {
-			continue // a retried reservation: the record stands
-		}
-		if m.liveLocked(pool) >= max {
-			break
+		if _, exists := m.get(r.Name); exists || m.liveLocked(pool) >= max {
+			break // a prefix: the first runner that exists or does not fit ends it
 		}
 		r.State = launch.StateReserved
 		r.ExpiresAt = time.Time{}

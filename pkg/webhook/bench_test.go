@@ -11,6 +11,7 @@ import (
 
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
 )
 
@@ -35,6 +36,7 @@ func BenchmarkHandleQueued(b *testing.B) {
 		Router:  testRouter,
 		Queue:   &discardQueue{},
 		Store:   memoryStore(fixedNow),
+		Runners: store.NewLedgerMemory(nil),
 		Counter: telemetry.NewEMF(io.Discard, "Skiff", "webhook", nil),
 		Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)),
 		// GitHub's examples are public repositories of several installations.

@@ -40,6 +40,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/skiffci/skiff/pkg/github"
+	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/store"
@@ -117,6 +118,7 @@ type Options struct {
 	Router        Router
 	Queue         queue.Sender
 	Store         store.Store
+	Runners       Runners           // the runner ledger: jobs started and completed on skiff's runners
 	Policies      Policies          // default: pool.DefaultPolicy for every pool
 	Counter       telemetry.Counter // default telemetry.Discard
 	Logger        *slog.Logger      // default slog.Default()
@@ -149,6 +151,8 @@ func New(o Options) (*Handler, error) {
 		return nil, errors.New("creating webhook handler: no queue")
 	case o.Store == nil:
 		return nil, errors.New("creating webhook handler: no store")
+	case o.Runners == nil:
+		return nil, errors.New("creating webhook handler: no runner ledger")
 	}
 	if o.Counter == nil {
 		o.Counter = telemetry.Discard
@@ -319,11 +323,49 @@ func (h *Handler) workflowJob(ctx context.Context, log *slog.Logger, req Request
 		h.o.Counter.Count(MetricFailed, "store")
 		log.Error("recording job lifecycle failed; answering 503 so the delivery can be redelivered", "err", err)
 		return reply(http.StatusServiceUnavailable, "retry")
+	} else if err := h.advanceRunner(ctx, rec); err != nil {
+		h.release(ctx, log, claimed, req.Delivery)
+		h.o.Counter.Count(MetricFailed, "store")
+		log.Error("recording the job on its runner failed; answering 503 so the delivery can be redelivered", "err", err)
+		return reply(http.StatusServiceUnavailable, "retry")
 	}
 	h.finish(ctx, log, claimed, req.Delivery, received)
 	h.o.Counter.Count(MetricAccepted, "")
 	log.Info("workflow_job accepted")
 	return reply(http.StatusOK, "accepted")
+}
+
+// Runners is the part of the runner ledger the webhook writes:
+// store.Ledger implements it.
+type Runners interface {
+	Advance(ctx context.Context, name string, to launch.State, at time.Time, job int64) error
+}
+
+// advanceRunner tells the runner ledger that a job started or completed on
+// the named runner: with the reconciler's own reports, this is how a runner
+// counts as busy before GitHub's busy flag says so. A runner the ledger does
+// not know (GitHub-hosted, or another system's) is none of skiff's business.
+func (h *Handler) advanceRunner(ctx context.Context, rec store.Job) error {
+	var to launch.State
+	var at time.Time
+	switch rec.Status {
+	case store.StatusInProgress:
+		to, at = launch.StateJobStarted, rec.StartedAt
+	case store.StatusCompleted:
+		to, at = launch.StateJobCompleted, rec.CompletedAt
+	default:
+		return nil
+	}
+	if rec.RunnerName == "" {
+		return nil
+	}
+	if at.IsZero() {
+		at = rec.UpdatedAt
+	}
+	if err := h.o.Runners.Advance(ctx, rec.RunnerName, to, at, rec.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return nil
 }
 
 func (h *Handler) workflowRun(ctx context.Context, log *slog.Logger, req Request, received time.Time) Response {

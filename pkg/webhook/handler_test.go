@@ -132,6 +132,7 @@ type harness struct {
 	h       *Handler
 	queue   *queue.Memory
 	store   *faultyStore
+	ledger  *store.LedgerMemory
 	counter *telemetry.Memory
 	logs    *testenv.SyncBuffer
 	secret  []byte
@@ -142,6 +143,7 @@ func newHarness(t testing.TB, mutate func(*Options)) *harness {
 	hs := &harness{
 		queue:   &queue.Memory{},
 		store:   &faultyStore{Store: memoryStore(fixedNow)},
+		ledger:  store.NewLedgerMemory(func() time.Time { return fixedNow }),
 		counter: &telemetry.Memory{},
 		logs:    &testenv.SyncBuffer{},
 		secret:  []byte(canarySecret),
@@ -152,6 +154,7 @@ func newHarness(t testing.TB, mutate func(*Options)) *harness {
 		Policies:      openPolicies,
 		Queue:         hs.queue,
 		Store:         hs.store,
+		Runners:       hs.ledger,
 		Counter:       hs.counter,
 		Logger:        slog.New(slog.NewJSONHandler(hs.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Now:           func() time.Time { return fixedNow },
@@ -773,7 +776,8 @@ func TestPing(t *testing.T) {
 
 func TestNewFailsClosed(t *testing.T) {
 	t.Parallel()
-	base := Options{Secrets: [][]byte{[]byte("s")}, Router: testRouter, Queue: &queue.Memory{}, Store: memoryStore(fixedNow)}
+	base := Options{Secrets: [][]byte{[]byte("s")}, Router: testRouter, Queue: &queue.Memory{}, Store: memoryStore(fixedNow),
+		Runners: store.NewLedgerMemory(nil)}
 	tests := []struct {
 		name   string
 		mutate func(*Options)
@@ -783,6 +787,7 @@ func TestNewFailsClosed(t *testing.T) {
 		{"no router", func(o *Options) { o.Router = nil }},
 		{"no queue", func(o *Options) { o.Queue = nil }},
 		{"no store", func(o *Options) { o.Store = nil }},
+		{"no runner ledger", func(o *Options) { o.Runners = nil }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
