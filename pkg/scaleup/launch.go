@@ -34,58 +34,23 @@ func (s *Service) groupKey(w *work) string {
 	}, "\x00")
 }
 
-// launch reserves runners in the ledger, groups the jobs and launches
-// each group; what did not launch gives its reservation back.
+// launch groups the jobs and launches each group; what did not launch
+// gives its reservation back.
 func (s *Service) launch(ctx context.Context, items []*work, now time.Time) {
 	if len(items) == 0 {
 		return
 	}
-	// Reserve per pool, in order of first appearance: one ledger write per pool.
-	var pools []string
-	byPool := map[string][]*work{}
-	for _, w := range items {
-		if byPool[w.spec.Pool] == nil {
-			pools = append(pools, w.spec.Pool)
-		}
-		byPool[w.spec.Pool] = append(byPool[w.spec.Pool], w)
-	}
-	var admitted []*work
-	for _, p := range pools {
-		ws := byPool[p]
-		rs := make([]launch.Runner, len(ws))
-		for i, w := range ws {
-			w.gen = w.decision.PrevGen + 1
-			w.runner = scaler.RunnerName(w.job.JobID, w.gen)
-			rs[i] = launch.Runner{Name: w.runner, Pool: p, JobID: w.job.JobID, RunID: w.job.RunID, Attempt: w.decision.Attempt,
-				ReservedAt: now}
-		}
-		granted, err := s.o.Ledger.Reserve(ctx, p, ws[0].spec.MaxRunners, rs)
-		if err != nil {
-			s.o.Logger.Error("reserving runners", "pool", p, "err", err)
-			for _, w := range ws {
-				w.finish(scaler.OutcomeRetry, "store")
-			}
-			continue
-		}
-		n, _ := scaler.Admit(len(ws), granted)
-		for _, w := range ws[:n] {
-			w.reserved = true
-		}
-		admitted = append(admitted, ws[:n]...)
-		for _, w := range ws[n:] {
-			w.log.Info("pool is at its max runners; retrying later", "max_runners", w.spec.MaxRunners)
-			w.finish(scaler.OutcomeRetry, "max_runners")
-		}
-	}
-	keys := make([]string, len(admitted))
-	for i, w := range admitted {
+	keys := make([]string, len(items))
+	for i, w := range items {
+		w.gen = w.decision.PrevGen + 1
+		w.runner = scaler.RunnerName(w.job.JobID, w.gen)
 		keys[i] = w.key
 	}
 	var wg sync.WaitGroup
 	for _, g := range scaler.Group(keys, s.o.MaxFleetSize) {
 		ws := make([]*work, len(g))
 		for i, idx := range g {
-			ws[i] = admitted[idx]
+			ws[i] = items[idx]
 		}
 		wg.Add(1)
 		go func() {
@@ -95,11 +60,41 @@ func (s *Service) launch(ctx context.Context, items []*work, now time.Time) {
 	}
 	wg.Wait()
 	// Give back what did not launch, unless its launch may yet have happened.
-	for _, w := range admitted {
+	for _, w := range items {
 		if w.instance == "" && !w.keep {
 			s.release(ctx, w, "not_launched")
 		}
 	}
+}
+
+// reserve takes the claimed jobs' runners into the ledger within the
+// pool's maxRunners (one ledger write) and returns those admitted; the rest
+// are retried. It runs after the claims, so that the runner names it
+// reserves belong to this invocation alone.
+func (s *Service) reserve(ctx context.Context, claimed []*work, now time.Time) []*work {
+	pool := claimed[0].spec.Pool
+	rs := make([]launch.Runner, len(claimed))
+	for i, w := range claimed {
+		rs[i] = launch.Runner{Name: w.runner, Pool: pool, JobID: w.job.JobID, RunID: w.job.RunID, Attempt: w.decision.Attempt,
+			ReservedAt: now}
+	}
+	granted, err := s.o.Ledger.Reserve(ctx, pool, claimed[0].spec.MaxRunners, rs)
+	if err != nil {
+		s.o.Logger.Error("reserving runners", "pool", pool, "err", err)
+		for _, w := range claimed {
+			w.finish(scaler.OutcomeRetry, "store")
+		}
+		return nil
+	}
+	n, _ := scaler.Admit(len(claimed), granted)
+	for _, w := range claimed[:n] {
+		w.reserved = true
+	}
+	for _, w := range claimed[n:] {
+		w.log.Info("pool is at its max runners; retrying later", "max_runners", w.spec.MaxRunners)
+		w.finish(scaler.OutcomeRetry, "max_runners")
+	}
+	return claimed[:n]
 }
 
 // release ends a reservation that did not become a runner; repeated ends
@@ -127,7 +122,12 @@ func (s *Service) launchGroup(ctx context.Context, ws []*work, now time.Time) {
 	log := s.o.Logger.With("pool", spec.Pool, "fleet_token", token)
 
 	claimed := s.claim(ctx, ws, token, now)
+	if len(claimed) > 0 {
+		claimed = s.reserve(ctx, claimed, now)
+	}
 	if len(claimed) == 0 {
+		// Settle the claims: the next delivery starts a new attempt at once.
+		s.settle(ctx, log, token, ws, now, "not_admitted")
 		return
 	}
 	// Registrations, in parallel (one GitHub call each in JIT mode).
@@ -152,11 +152,7 @@ func (s *Service) launchGroup(ctx context.Context, ws []*work, now time.Time) {
 		}
 	}
 	if len(members) == 0 {
-		// Settle the claims: the next delivery starts a new attempt at once.
-		fleet.State, fleet.Reason = store.FleetDone, "registration"
-		if err := s.o.Launches.PutFleet(ctx, fleet); err != nil {
-			log.Error("recording the unlaunched fleet", "err", err)
-		}
+		s.settle(ctx, log, token, ws, now, "registration")
 		return
 	}
 
@@ -207,6 +203,13 @@ func (s *Service) launchGroup(ctx context.Context, ws []*work, now time.Time) {
 	// inject, not a deadline on the wall clock.)
 	lctx, cancel := context.WithTimeout(ctx, leaseEnd.Sub(s.o.Now()))
 	res, err := s.o.Provider.Launch(lctx, plan, regs)
+	if err != nil && !answered(err) && lctx.Err() == nil {
+		// The answer may be lost after the launch happened: ask again with
+		// the same plan, whose token makes the provider answer with what it
+		// launched then, and deliver the registrations to those instances.
+		log.Warn("launching: no answer; asking again with the same plan", "err", err)
+		res, err = s.o.Provider.Launch(lctx, plan, regs)
+	}
 	cancel()
 	launched := s.o.Now()
 	instances := make([]string, len(members))
@@ -264,6 +267,17 @@ func (s *Service) launchGroup(ctx context.Context, ws []*work, now time.Time) {
 		s.o.Timings.Observe(MetricLaunchLatency, spec.Pool, latency)
 		w.log.Info("runner launched", "instance_id", w.instance, "launch_latency_ms", latency.Milliseconds(), "fell_back", res.FellBack)
 		w.finish(scaler.OutcomeLaunched, "launched")
+	}
+}
+
+// settle records a fleet that launched nothing, for jobs whose claims name
+// it: the next delivery of each starts a new attempt at once instead of
+// waiting for the lease (a failed write only costs that wait).
+func (s *Service) settle(ctx context.Context, log *slog.Logger, token string, ws []*work, now time.Time, reason string) {
+	fleet := store.Fleet{Token: token, Pool: ws[0].spec.Pool, State: store.FleetDone, Reason: reason, CreatedAt: now,
+		ExpiresAt: now.Add(s.o.ClaimTTL)}
+	if err := s.o.Launches.PutFleet(ctx, fleet); err != nil && !errors.Is(err, store.ErrConflict) {
+		log.Error("recording the unlaunched fleet", "err", err)
 	}
 }
 

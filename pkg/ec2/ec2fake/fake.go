@@ -67,6 +67,7 @@ type Fake struct {
 	spotDown   bool
 	fillLimit  int
 	failNext   map[string][]string
+	lose       int
 	tagLag     int
 	lag        map[string]int
 	attrType   string
@@ -117,6 +118,7 @@ func (f *Fake) reset() {
 	f.spotDown = false
 	f.fillLimit = 0
 	f.failNext = map[string][]string{}
+	f.lose = 0
 	f.tagLag = 0
 	f.lag = map[string]int{}
 	f.attrType = "m7i.large"
@@ -224,6 +226,17 @@ func (f *Fake) FailNext(codes ...string) { f.FailOp("CreateFleet", codes...) }
 func (f *Fake) FailOp(op string, codes ...string) {
 	f.mu.Lock()
 	f.failNext[op] = append(f.failNext[op], codes...)
+	f.mu.Unlock()
+}
+
+// LoseAnswers makes the next n CreateFleet calls launch as asked and then
+// fail with InternalError, as when EC2's answer is lost on the way back
+// (after the SDK's own retries, or a server error after the work was done).
+// A replay with the same ClientToken gets the first answer, as EC2
+// documents for idempotent requests.
+func (f *Fake) LoseAnswers(n int) {
+	f.mu.Lock()
+	f.lose = n
 	f.mu.Unlock()
 }
 
@@ -375,12 +388,20 @@ func (f *Fake) CreateFleet(ctx context.Context, in *sdkec2.CreateFleetInput, _ .
 			if string(e.input) != string(canon) {
 				return nil, apiErr("IdempotentParameterMismatch", "the client token was used with different parameters")
 			}
+			if f.lose > 0 {
+				f.lose--
+				return nil, apiErr("InternalError", "an internal error occurred (the fake lost its answer)")
+			}
 			return copyOutput(e.out), nil
 		}
 	}
 	out := f.launch(in, token)
 	if token != "" {
 		f.tokens[token] = tokenEntry{input: canon, out: copyOutput(out)}
+	}
+	if f.lose > 0 {
+		f.lose--
+		return nil, apiErr("InternalError", "an internal error occurred (the fake launched, then lost its answer)")
 	}
 	return out, nil
 }
