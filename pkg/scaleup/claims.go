@@ -111,6 +111,13 @@ func (s *Service) recoverFleet(ctx context.Context, f *store.Fleet, ws []*work, 
 				if id, ok := s.ran(ctx, job, gens[job]); ok {
 					log.Info("the job's runner ran and ended; not launching again", "job_id", job, "ran_on", id)
 					instances[i] = id
+					// Its instance is gone: the runner leaves the pool's count
+					// (a state-change event may have come before the ledger knew
+					// the instance).
+					name := scaler.RunnerName(job, gens[job])
+					if _, err := s.o.Ledger.End(ctx, name, s.o.Now(), "ran"); err != nil && !errors.Is(err, store.ErrNotFound) {
+						log.Error("ending the runner that ran", "runner_name", name, "err", err)
+					}
 				}
 			}
 		}

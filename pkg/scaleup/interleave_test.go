@@ -1,0 +1,292 @@
+package scaleup_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/scaleup"
+	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/userdata"
+)
+
+// crashAt cancels an invocation's context at its n-th call to the provider,
+// the launch store or the ledger (counted together), like a Lambda that dies
+// there; calls after it see the canceled context.
+type crashAt struct {
+	n      int
+	calls  atomic.Int64
+	cancel context.CancelFunc
+}
+
+func (c *crashAt) tick() {
+	if int(c.calls.Add(1)) == c.n {
+		c.cancel()
+	}
+}
+
+type crashingProvider struct {
+	provider.Provider
+	c *crashAt
+}
+
+func (p crashingProvider) Plan(ctx context.Context, l provider.Launch) (provider.Plan, error) {
+	p.c.tick()
+	return p.Provider.Plan(ctx, l)
+}
+
+func (p crashingProvider) Launch(ctx context.Context, pl provider.Plan, regs []userdata.Registration) (provider.Result, error) {
+	p.c.tick()
+	if err := ctx.Err(); err != nil {
+		return provider.Result{}, err
+	}
+	res, err := p.Provider.Launch(ctx, pl, regs)
+	p.c.tick()
+	return res, err
+}
+
+type crashingLaunches struct {
+	store.Launches
+	c *crashAt
+}
+
+func (l crashingLaunches) ClaimLaunch(ctx context.Context, c store.LaunchClaim, prev int, now time.Time) error {
+	l.c.tick()
+	return l.Launches.ClaimLaunch(ctx, c, prev, now)
+}
+
+func (l crashingLaunches) PutFleet(ctx context.Context, f store.Fleet) error {
+	l.c.tick()
+	return l.Launches.PutFleet(ctx, f)
+}
+
+func (l crashingLaunches) FinishFleet(ctx context.Context, token string, instances []string, reason string) error {
+	l.c.tick()
+	return l.Launches.FinishFleet(ctx, token, instances, reason)
+}
+
+type crashingLedger struct {
+	store.Ledger
+	c *crashAt
+}
+
+func (l crashingLedger) Reserve(ctx context.Context, pool string, max int, rs []launch.Runner) (int, error) {
+	l.c.tick()
+	return l.Ledger.Reserve(ctx, pool, max, rs)
+}
+
+func (l crashingLedger) Launched(ctx context.Context, name string, la launch.Launch) error {
+	l.c.tick()
+	return l.Ledger.Launched(ctx, name, la)
+}
+
+// message of the simulated queue.
+type simMessage struct {
+	d         queue.Delivery
+	visibleAt time.Time
+}
+
+// TestRandomInterleaving runs scale-up invocations, duplicate deliveries,
+// crashes at every step, instance state-change events in any order and the
+// runners' own reports, seeded (SKIFF_SEED reruns a failure). Invariants:
+// never two live instances for one job; every message ends launched,
+// skipped or dead-lettered; at the end every pool's live count equals its
+// live instances.
+func TestRandomInterleaving(t *testing.T) {
+	t.Parallel()
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("SKIFF_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	for round := range 8 {
+		s := seed + uint64(round)
+		t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) {
+			t.Parallel()
+			interleave(t, s)
+		})
+	}
+}
+
+func interleave(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
+	e := newEnv(t, func(o *scaleup.Options) { o.MaxAttempts = 1000 }) // retries are the point here
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Fatalf("seed %d (rerun with SKIFF_SEED=%d): "+format, append([]any{seed, seed}, args...)...)
+	}
+	var queueMsgs []*simMessage
+	const jobsN = 40
+	for i := range jobsN {
+		labels := []string{"self-hosted", "linux", "x64"}
+		if i%4 == 0 {
+			labels = []string{"small"}
+		}
+		queueMsgs = append(queueMsgs, &simMessage{d: message(job(int64(1000+i), labels...), 0), visibleAt: e.clock.now()})
+	}
+	ended := map[string]bool{} // instances whose end was reported
+	ctx := context.Background()
+	check := func(step int) {
+		t.Helper()
+		if most := e.maxLivePerJobByTags(); most > 1 {
+			fail("step %d: a job has %d live instances\n%s", step, most, e.logs.String())
+		}
+	}
+	for step := 0; step < 600 && len(queueMsgs) > 0; step++ {
+		switch r := rng.IntN(10); {
+		case r < 5: // an invocation takes up to 10 visible messages
+			var batch []*simMessage
+			for _, m := range queueMsgs {
+				if len(batch) < 10 && !m.visibleAt.After(e.clock.now()) {
+					batch = append(batch, m)
+				}
+			}
+			if len(batch) == 0 {
+				e.clock.advance(time.Minute)
+				continue
+			}
+			ds := make([]queue.Delivery, len(batch))
+			for i, m := range batch {
+				m.d.ReceiveCount++
+				m.visibleAt = e.clock.now().Add(time.Minute) // the visibility timeout
+				ds[i] = m.d
+			}
+			svc, ictx, crashed := e.svc, ctx, (*crashAt)(nil)
+			if rng.IntN(3) == 0 { // this invocation dies at one of its calls
+				c, cancel := context.WithCancel(ctx)
+				crashed = &crashAt{n: 1 + rng.IntN(8), cancel: cancel}
+				o := e.opts
+				o.Provider = crashingProvider{Provider: o.Provider, c: crashed}
+				o.Launches = crashingLaunches{Launches: o.Launches, c: crashed}
+				o.Ledger = crashingLedger{Ledger: o.Ledger, c: crashed}
+				var err error
+				if svc, err = scaleup.New(o); err != nil {
+					t.Fatal(err)
+				}
+				ictx = c
+			}
+			answers := svc.Handle(ictx, ds)
+			if crashed != nil && ictx.Err() != nil {
+				continue // died: no answer reaches the queue; every message comes back
+			}
+			for i, a := range answers {
+				if a.Verdict != queue.Retry {
+					queueMsgs = remove(queueMsgs, batch[i])
+				}
+			}
+		case r < 6: // a duplicate delivery of a job already in the queue or done
+			m := &simMessage{d: message(job(int64(1000+rng.IntN(jobsN))), 0), visibleAt: e.clock.now()}
+			queueMsgs = append(queueMsgs, m)
+		case r < 8: // a runner takes its job, reports it, finishes, powers off
+			live := e.ec2.Live()
+			if len(live) == 0 {
+				continue
+			}
+			in := live[rng.IntN(len(live))]
+			name := in.Tags["skiff:runner-name"]
+			if name != "" && rng.IntN(2) == 0 {
+				_ = e.ledger.Advance(ctx, name, launch.StateJobStarted, e.clock.now(), 0)
+				_ = e.ledger.Advance(ctx, name, launch.StateJobCompleted, e.clock.now(), 0)
+			}
+			e.ec2.SetState(in.ID, "terminated")
+		default: // state-change events, late, repeated and in any order
+			for _, in := range e.ec2.Instances() {
+				if in.State == "terminated" && (!ended[in.ID] || rng.IntN(4) == 0) {
+					if _, err := e.ledger.EndInstance(ctx, in.ID, e.clock.now(), "state_terminated"); err == nil {
+						ended[in.ID] = true
+					}
+				}
+			}
+			e.clock.advance(time.Duration(rng.IntN(90)) * time.Second)
+		}
+		check(step)
+	}
+	// Drain: deliver what is left, after the leases, until every message is done.
+	for try := 0; len(queueMsgs) > 0; try++ {
+		if try > 50 {
+			fail("%d messages never finished\n%s", len(queueMsgs), e.logs.String())
+		}
+		e.clock.advance(scaleup.DefaultClaimLease + time.Minute)
+		var ds []queue.Delivery
+		for _, m := range queueMsgs {
+			m.d.ReceiveCount++
+			ds = append(ds, m.d)
+		}
+		batch := queueMsgs[:min(len(queueMsgs), 10)]
+		answers := e.svc.Handle(ctx, ds[:len(batch)])
+		var done []*simMessage
+		for i, a := range answers {
+			if a.Verdict != queue.Retry {
+				done = append(done, batch[i])
+			}
+		}
+		for _, m := range done {
+			queueMsgs = remove(queueMsgs, m)
+		}
+		check(-1)
+	}
+	// Every instance that ended is reported (EventBridge delivers each at
+	// least once; one that came before the ledger knew the instance is
+	// reported again by the reconciler's pass).
+	for _, in := range e.ec2.Instances() {
+		if in.State == "terminated" {
+			_, _ = e.ledger.EndInstance(ctx, in.ID, e.clock.now(), "state_terminated")
+		}
+	}
+	for _, pool := range []string{"cpu", "small"} {
+		n, _ := e.ledger.Live(ctx, pool)
+		alive := 0
+		for _, in := range e.ec2.Live() {
+			if in.Tags["skiff:pool"] == pool {
+				alive++
+			}
+		}
+		if n != alive {
+			runners, _ := e.ledger.LiveRunners(ctx, pool)
+			fail("pool %s: live count %d, live instances %d; live records %+v", pool, n, alive, runners)
+		}
+	}
+	if dead := e.dlq.DeadLetters(); len(dead) != 0 {
+		fail("dead letters %+v", dead)
+	}
+}
+
+func remove(ms []*simMessage, m *simMessage) []*simMessage {
+	for i, x := range ms {
+		if x == m {
+			return append(ms[:i], ms[i+1:]...)
+		}
+	}
+	return ms
+}
+
+// maxLivePerJobByTags counts live instances per job from what the instance
+// itself says: its job-id tag, else its registration's runner name.
+func (e *env) maxLivePerJobByTags() int {
+	regs := e.regs.all()
+	per := map[string]int{}
+	for _, in := range e.ec2.Live() {
+		job := in.Tags["skiff:job-id"]
+		if job == "" {
+			if r, ok := regs[userdata.InstanceARN("aws", "eu-west-1", "123456789012", in.ID)]; ok {
+				job = strings.Split(r.RunnerName, "-")[1] // skiff-<job id>-<gen>
+			}
+		}
+		if job != "" {
+			per[job]++
+		}
+	}
+	most := 0
+	for _, n := range per {
+		most = max(most, n)
+	}
+	return most
+}
