@@ -103,7 +103,9 @@ func key(k metrics.Key) map[string]types.AttributeValue {
 }
 
 func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
-func num(n int64) types.AttributeValue  { return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)} }
+func num(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
 
 // Put implements metrics.Records.
 func (d *Dynamo) Put(ctx context.Context, r metrics.Record) error {
