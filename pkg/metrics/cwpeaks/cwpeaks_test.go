@@ -47,9 +47,12 @@ func scenario(put putFunc, base, now time.Time, prefix string) []cwpeaks.Window 
 		}
 	}
 	a, b, c, d, e := prefix+"a", prefix+"b", prefix+"c", prefix+"d", prefix+"e"
-	// A: boot spike at base-10m (outside), CPU peak 95 at base+5m, memory peak 70 at base+3m.
-	put("cpu_usage_active", base.Add(-10*time.Minute), 100, "InstanceId", a, "Pool", "standard", "cpu", "cpu-total")
-	host(a, "standard", base, base.Add(10*time.Minute), spike(20, 95, base.Add(5*time.Minute)), spike(40, 70, base.Add(3*time.Minute)), flat(30))
+	// A runs 15–25 min after base: a boot spike at base+5m (inside the call's
+	// range, which other jobs widen, and outside A's window) must not count;
+	// CPU peak 95 at base+20m, memory peak 70 at base+18m.
+	as := base.Add(15 * time.Minute)
+	put("cpu_usage_active", base.Add(5*time.Minute), 100, "InstanceId", a, "Pool", "standard", "cpu", "cpu-total")
+	host(a, "standard", as, as.Add(10*time.Minute), spike(20, 95, as.Add(5*time.Minute)), spike(40, 70, as.Add(3*time.Minute)), flat(30))
 	// B: GPU utilisation peak 97, memory peak 6246 MiB of 23028.
 	bs, be := base.Add(2*time.Minute), base.Add(20*time.Minute)
 	host(b, "gpu", bs, be, flat(50), flat(60), flat(45))
@@ -62,7 +65,7 @@ func scenario(put putFunc, base, now time.Time, prefix string) []cwpeaks.Window 
 	// D: a GPU instance whose GPU series never arrived.
 	host(d, "gpu", base, base.Add(5*time.Minute), flat(10), flat(20), flat(30))
 	return []cwpeaks.Window{
-		{Key: metrics.Key{JobID: 1, RunAttempt: 1}, InstanceID: a, Pool: "standard", InstanceType: "c7i.large", Start: base, End: base.Add(10 * time.Minute)},
+		{Key: metrics.Key{JobID: 1, RunAttempt: 1}, InstanceID: a, Pool: "standard", InstanceType: "c7i.large", Start: as, End: as.Add(10 * time.Minute)},
 		{Key: metrics.Key{JobID: 2, RunAttempt: 1}, InstanceID: b, Pool: "gpu", InstanceType: "g5.xlarge", Start: bs, End: be},
 		{Key: metrics.Key{JobID: 3, RunAttempt: 1}, InstanceID: c, Pool: "standard", InstanceType: "c7i.large", Start: base, End: base.Add(10 * time.Minute)},
 		{Key: metrics.Key{JobID: 4, RunAttempt: 1}, InstanceID: d, Pool: "gpu", InstanceType: "g5.xlarge", Start: base, End: base.Add(5 * time.Minute)},
