@@ -36,6 +36,9 @@ deps: ## install what the tests need: npm packages, emulators, shellcheck
 	@# goaws installs as "cmd"; the tests look for it as goaws
 	GOBIN=$(GOBIN_DIR) go install github.com/Admiral-Piett/goaws/app/cmd@$(GOAWS_VERSION) && mv -f $(GOBIN_DIR)/cmd $(GOBIN_DIR)/goaws
 	@command -v shellcheck >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck; }
+	@# the metrics HTML report is checked in a real headless browser
+	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+	@python3 -c "import moto.server" 2>/dev/null || echo 'moto missing: pip install "moto[server]==5.2.1" (the CloudWatch tests need it)' >&2
 
 .PHONY: build
 build: ## one stripped bootstrap per function under build/<function>/ (GOARCH=arm64 by default)
@@ -50,7 +53,7 @@ test: deps lint ## install test tools, lint, then run every test (emulators are 
 	SKIFF_REQUIRE_EMULATORS=1 go test -count=1 -timeout 15m ./...
 
 # Decision packages and the port types they share: no SDK, no network code.
-DECISIONS := ./pkg/pool ./pkg/scaler ./pkg/launch ./pkg/names ./pkg/provider ./pkg/userdata
+DECISIONS := ./pkg/pool ./pkg/scaler ./pkg/launch ./pkg/names ./pkg/provider ./pkg/userdata ./pkg/metrics
 
 .PHONY: lint
 lint: ## gofmt, go vet, shellcheck, and the dependency checks (decisions and ghsim free of SDKs)

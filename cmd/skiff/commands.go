@@ -29,6 +29,7 @@ func commands() []command {
 		{"validate", "check a pools file: schema, then semantic checks", runValidate},
 		{"plan", "show what a job's runs-on labels would launch, with an hourly price estimate", runPlan},
 		{"app-manifest", "print the GitHub App manifest for a deployed webhook URL", runAppManifest},
+		{"metrics", "report what jobs used (opt-in metrics records): usage, cost, right-sizing", runMetrics},
 	}
 }
 

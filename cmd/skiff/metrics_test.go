@@ -1,0 +1,137 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/metrics"
+)
+
+var metricsStart = time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
+
+// writeRecords writes n seeded synthetic records as JSON lines and returns the file.
+func writeRecords(t testing.TB, n int) string {
+	t.Helper()
+	var b bytes.Buffer
+	for _, r := range metrics.Synthetic(42, n, metricsStart) {
+		line, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	path := filepath.Join(t.TempDir(), "records.jsonl")
+	if err := os.WriteFile(path, b.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestMetricsGolden(t *testing.T) {
+	metricsNow = func() time.Time { return metricsStart.Add(31 * 24 * time.Hour) }
+	file := writeRecords(t, 600)
+	cases := []struct {
+		name string
+		args []string
+	}{
+		{"metrics-table-repository", []string{"--by", "repository"}},
+		{"metrics-table-instance-type", []string{"--by", "instance-type"}},
+		{"metrics-csv-pool", []string{"--by", "pool", "--format", "csv"}},
+		{"metrics-json-workflow-gpu", []string{"--by", "workflow", "--pool", "gpu", "--format", "json"}},
+		{"metrics-table-job-since", []string{"--by", "job", "--since", "168h", "--min-records", "10"}},
+		{"metrics-advice-pools-file", []string{"--by", "pool", "-f", "../../examples/pools.yaml"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(append([]string{"metrics", "--file", file}, tc.args...)...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			golden(t, tc.name, stdout)
+		})
+	}
+}
+
+func TestMetricsUsage(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no source", []string{"metrics"}, "exactly one of --file and --table"},
+		{"two sources", []string{"metrics", "--file", "a", "--table", "b"}, "exactly one of --file and --table"},
+		{"bad by", []string{"metrics", "--file", "a", "--by", "colour"}, "--by"},
+		{"bad format", []string{"metrics", "--file", "a", "--format", "xml"}, "--format"},
+		{"bad since", []string{"metrics", "--file", "a", "--since", "last week"}, "--since"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			code, _, stderr := runCLI(tc.args...)
+			if code != exitUsage || !strings.Contains(stderr, tc.want) {
+				t.Fatalf("exit %d, stderr %q; want 2 and %q", code, stderr, tc.want)
+			}
+		})
+	}
+}
+
+// TestMetricsHTMLInChromium renders the HTML report in a real headless
+// browser: the page must load offline, run its inline script (data-ok="1"),
+// log no script error, and draw its charts.
+func TestMetricsHTMLInChromium(t *testing.T) {
+	browser := ""
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			browser = p
+			break
+		}
+	}
+	if browser == "" {
+		testenv.Missing(t, "chromium", "apt-get install -y chromium")
+		return
+	}
+	metricsNow = func() time.Time { return metricsStart.Add(31 * 24 * time.Hour) }
+	file := writeRecords(t, 600)
+	html := filepath.Join(t.TempDir(), "report.html")
+	if code, _, stderr := runCLI("metrics", "--file", file, "--html", html); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	page, _ := os.ReadFile(html)
+	for _, banned := range []string{"http://", "https://", "<script src", "<link"} {
+		if strings.Contains(strings.ReplaceAll(string(page), `xmlns="http://www.w3.org/2000/svg"`, ""), banned) {
+			t.Errorf("the report references %q: it must be self-contained", banned)
+		}
+	}
+	home := t.TempDir()
+	cmd := exec.CommandContext(t.Context(), browser, "--headless", "--disable-gpu", "--no-sandbox", "--no-first-run",
+		"--user-data-dir="+home, "--enable-logging=stderr", "--v=0", "--dump-dom", "file://"+html)
+	cmd.Env = append(os.Environ(), "HOME="+home)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("chromium: %v\n%s", err, errOut.String())
+	}
+	dom := out.String()
+	if !strings.Contains(dom, `data-ok="1"`) {
+		t.Errorf("the inline script did not run (no data-ok=\"1\" in the DOM)")
+	}
+	if strings.Contains(errOut.String(), "Uncaught") {
+		t.Errorf("script errors:\n%s", errOut.String())
+	}
+	for _, want := range []string{"<svg", "polyline", "Utilisation by instance type", "GPU memory headroom", "g5.2xlarge", "acme/ml"} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the rendered DOM lacks %q", want)
+		}
+	}
+	_ = runtime.GOOS
+}

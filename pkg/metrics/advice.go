@@ -1,0 +1,174 @@
+package metrics
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/pool"
+)
+
+// GPUMemoryGiB is the memory of one GPU of each model in the price table
+// (NVIDIA's data sheets); the advice needs it to check GPU memory headroom.
+var GPUMemoryGiB = map[string]float64{"t4": 16, "a10g": 24, "l4": 24, "l40s": 48, "a100": 40, "h100": 80}
+
+// AdviceOptions tunes Advise.
+type AdviceOptions struct {
+	// MinRecords is how many records with usage data a job needs before it
+	// gets advice (default 20): fewer make a p95 a guess.
+	MinRecords int
+	// Headroom is the margin kept above the p95 peaks (default 0.2).
+	Headroom float64
+	// Prices is the instance table (default pool.Prices).
+	Prices *pool.PriceTable
+	// MinSavingUSD drops suggestions that save less per month (default 1):
+	// a move worth cents is noise.
+	MinSavingUSD float64
+	// Allowed lists, per pool, the instance types advice may suggest; a
+	// pool not in the map may get any type of the table.
+	Allowed map[string][]string
+}
+
+// Advice is one right-sizing suggestion.
+type Advice struct {
+	Repository string `json:"repository"`
+	Workflow   string `json:"workflow"`
+	Job        string `json:"job"`
+	Pool       string `json:"pool"`
+	From       string `json:"from"`
+	To         string `json:"to"`
+	Records    int    `json:"records"`
+	// MonthlySavingUSD is the estimated saving at the observed job rate.
+	MonthlySavingUSD float64 `json:"monthlySavingUSD"`
+	// Text is the one-line explanation; Label the runs-on label to paste.
+	Text  string `json:"text"`
+	Label string `json:"label"`
+}
+
+type adviceGroup struct {
+	repo, workflow, job, pool, itype string
+	recs                             []*Record
+}
+
+// Advise suggests, per repository workflow job and pool (on its most used
+// instance type), the cheapest allowed instance type of the same
+// architecture and GPU count whose vCPUs, memory and GPU memory cover the
+// p95 peaks with headroom, when it is cheaper than the current one.
+func Advise(recs []Record, o AdviceOptions) []Advice {
+	if o.MinRecords <= 0 {
+		o.MinRecords = 20
+	}
+	if o.Headroom <= 0 {
+		o.Headroom = 0.2
+	}
+	if o.Prices == nil {
+		o.Prices = pool.Prices
+	}
+	if o.MinSavingUSD <= 0 {
+		o.MinSavingUSD = 1
+	}
+	groups := map[string]*adviceGroup{}
+	for i := range recs {
+		r := &recs[i]
+		if r.CPU == nil || r.CPU.PeakPercent == nil || r.Memory == nil || r.Memory.PeakPercent == nil {
+			continue // no usage data: nothing to size on
+		}
+		k := strings.Join([]string{r.Repository, r.WorkflowName, r.JobName, r.Pool, r.InstanceType}, "\x00")
+		g := groups[k]
+		if g == nil {
+			g = &adviceGroup{repo: r.Repository, workflow: r.WorkflowName, job: r.JobName, pool: r.Pool, itype: r.InstanceType}
+			groups[k] = g
+		}
+		g.recs = append(g.recs, r)
+	}
+	var out []Advice
+	for _, g := range groups {
+		if a, ok := adviseGroup(g, o); ok {
+			out = append(out, a)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].MonthlySavingUSD != out[j].MonthlySavingUSD {
+			return out[i].MonthlySavingUSD > out[j].MonthlySavingUSD
+		}
+		return out[i].Repository+out[i].Workflow+out[i].Job+out[i].Pool < out[j].Repository+out[j].Workflow+out[j].Job+out[j].Pool
+	})
+	return out
+}
+
+func adviseGroup(g *adviceGroup, o AdviceOptions) (Advice, bool) {
+	cur := o.Prices.Lookup(g.itype)
+	if cur == nil || len(g.recs) < o.MinRecords {
+		return Advice{}, false
+	}
+	var cpu, memGiB, gpuMiB []float64
+	var first, last time.Time
+	costSum, costN := 0.0, 0
+	for _, r := range g.recs {
+		cpu = append(cpu, *r.CPU.PeakPercent)
+		memGiB = append(memGiB, *r.Memory.PeakPercent/100*float64(cur.MemoryGiB))
+		if r.GPU != nil && r.GPU.PeakMemoryMiB != nil {
+			gpuMiB = append(gpuMiB, *r.GPU.PeakMemoryMiB)
+		}
+		if r.StartedAt != nil && (first.IsZero() || r.StartedAt.Before(first)) {
+			first = *r.StartedAt
+		}
+		if e := r.End(); e.After(last) {
+			last = e
+		}
+		if r.Cost != nil {
+			costSum += r.Cost.EstimatedUSD
+			costN++
+		}
+	}
+	if cur.GPUs > 0 && len(gpuMiB) < o.MinRecords {
+		return Advice{}, false // GPU jobs are sized on GPU memory, which these records lack
+	}
+	h := 1 + o.Headroom
+	needCPU := stat(cpu).P95 / 100 * float64(cur.VCPU) * h
+	needMem := stat(memGiB).P95 * h
+	needGPU := stat(gpuMiB).P95 / 1024 * h
+	allowed := o.Allowed[g.pool]
+	var best *pool.InstanceType
+	for _, it := range o.Prices.Types {
+		if allowed != nil && !slices.Contains(allowed, it.Name) {
+			continue
+		}
+		if it.Arch != cur.Arch || it.GPUs != cur.GPUs || float64(it.VCPU) < needCPU || float64(it.MemoryGiB) < needMem {
+			continue
+		}
+		if cur.GPUs > 0 && GPUMemoryGiB[it.GPUModel] < needGPU {
+			continue
+		}
+		if best == nil || it.OnDemand < best.OnDemand || it.OnDemand == best.OnDemand && it.Name < best.Name {
+			best = it
+		}
+	}
+	if best == nil || best.OnDemand >= cur.OnDemand || costN == 0 {
+		return Advice{}, false
+	}
+	days := math.Max(last.Sub(first).Hours()/24, 1)
+	perMonth := float64(len(g.recs)) / days * 30
+	perJob := costSum / float64(costN)
+	saving := perJob * (1 - best.OnDemand/cur.OnDemand) * perMonth
+	if saving < o.MinSavingUSD {
+		return Advice{}, false
+	}
+	var b strings.Builder
+	if cur.GPUs > 0 {
+		fmt.Fprintf(&b, "peak GPU memory p95 %.1f GiB of %.0f GiB", stat(gpuMiB).P95/1024, GPUMemoryGiB[cur.GPUModel])
+	} else {
+		fmt.Fprintf(&b, "peak CPU p95 %.0f%% of %d vCPU, memory p95 %.1f GiB of %d GiB", stat(cpu).P95, cur.VCPU, stat(memGiB).P95, cur.MemoryGiB)
+	}
+	fmt.Fprintf(&b, " on %s over %d jobs → %s, ≈ $%.0f/month", g.itype, len(g.recs), best.Name, saving)
+	family, _, _ := strings.Cut(best.Name, ".")
+	label := fmt.Sprintf("skiff/pool=%s/family=%s/cpu=%d/ram=%d", g.pool, family, best.VCPU, best.MemoryGiB)
+	if best.GPUs > 0 {
+		label += fmt.Sprintf("/gpu=%d", best.GPUs)
+	}
+	return Advice{Repository: g.repo, Workflow: g.workflow, Job: g.job, Pool: g.pool, From: g.itype, To: best.Name,
+		Records: len(g.recs), MonthlySavingUSD: round(saving, 100), Text: b.String(), Label: label}, true
+}

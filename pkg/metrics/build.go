@@ -1,0 +1,347 @@
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/pool"
+)
+
+// Errors Build returns; callers tell them apart with errors.Is.
+var (
+	// ErrNotRun: the job never started on a runner (cancelled before it was
+	// picked up, or its runner never took it). Such a job gets no record:
+	// a record is about what a job used, and it used nothing. The
+	// reconciler drops it.
+	ErrNotRun = errors.New("job never started: no metrics record")
+	// ErrNotFinished: the job started and has not completed, and its
+	// instance was not interrupted. The reconciler tries again later.
+	ErrNotFinished = errors.New("job has not finished yet")
+	// ErrIncomplete: an input the contract requires is missing (no run
+	// record for the trigger, no instance type, ...). Whether to wait for it
+	// or give up is the caller's choice.
+	ErrIncomplete = errors.New("incomplete inputs for a metrics record")
+)
+
+// DefaultSpotFactor is the share of the on-demand price a spot instance is
+// assumed to cost, since the embedded price table lists no spot prices.
+// Spot prices for the families skiff launches typically sit at 30–50 % of
+// on-demand; 0.4 is the middle. Records say so in cost.basis.
+const DefaultSpotFactor = 0.4
+
+// MinBilled is EC2's minimum charge per Linux instance launch: 60 s, then
+// per second.
+const MinBilled = 60 * time.Second
+
+// Job is what Build needs of a workflow job's record (package store's Job,
+// converted by metrics/fromstore). Zero values mean unknown.
+type Job struct {
+	ID           int64
+	RunID        int64
+	Attempt      int
+	Repository   string // owner/name
+	Owner        string
+	Labels       []string
+	Pool         string
+	WorkflowName string
+	JobName      string
+	RunnerName   string
+	Conclusion   string
+	QueuedAt     time.Time
+	StartedAt    time.Time
+	CompletedAt  time.Time
+}
+
+// Run is what Build needs of the workflow run: the event that triggered it.
+type Run struct {
+	ID           int64
+	Attempt      int
+	Event        string
+	WorkflowName string
+}
+
+// Instance describes the runner's instance, from the runner ledger and the
+// provider. Zero values mean unknown.
+type Instance struct {
+	ID         string
+	Type       string
+	Region     string
+	Zone       string
+	Capacity   string // CapacitySpot or CapacityOnDemand
+	RunnerName string
+	LaunchedAt time.Time
+	// EndedAt is when the instance stopped running (terminated), if known.
+	EndedAt time.Time
+	// Interrupted: the instance was taken away while the job ran (spot
+	// interruption, lifetime cap, reaped).
+	Interrupted bool
+}
+
+// Peaks is what the CloudWatch agent reported over the job's window. A nil
+// *Peaks means the agent sent nothing at all (metrics off, or the agent
+// failed); a nil field means that one series was missing.
+type Peaks struct {
+	CPUPeak    *float64 // percent
+	CPUMean    *float64 // percent
+	MemoryPeak *float64 // percent
+	DiskPeak   *float64 // percent of the root file system
+	GPUs       []GPUPeak
+}
+
+// GPUPeak is one GPU's series over the window.
+type GPUPeak struct {
+	Index          int
+	Model          string   // the agent's name dimension, e.g. NVIDIA A10G
+	Utilization    *float64 // percent
+	MemoryUsedMiB  *float64
+	MemoryTotalMiB *float64
+}
+
+// Inputs is everything Build reads. Prices may be nil (no cost);
+// SpotFactor 0 means DefaultSpotFactor.
+type Inputs struct {
+	Job           Job
+	Run           Run
+	Instance      Instance
+	CloudProvider string
+	Peaks         *Peaks
+	Prices        *pool.PriceTable
+	SpotFactor    float64
+}
+
+// Build turns a finished job's inputs into a validated record. It returns
+// ErrNotRun for a job that never started (no record, ever), ErrNotFinished
+// for one still running, ErrIncomplete when a required input is missing,
+// and an error wrapping ErrInvalid if the result fails the schema (a bug).
+func Build(in Inputs) (Record, error) {
+	j, inst := in.Job, in.Instance
+	if j.StartedAt.IsZero() {
+		return Record{}, fmt.Errorf("building record of job %d: %w", j.ID, ErrNotRun)
+	}
+	end := j.CompletedAt
+	if end.IsZero() {
+		if !inst.Interrupted || inst.EndedAt.IsZero() {
+			return Record{}, fmt.Errorf("building record of job %d: %w", j.ID, ErrNotFinished)
+		}
+		end = inst.EndedAt
+	}
+	var missing []string
+	need := func(ok bool, what string) {
+		if !ok {
+			missing = append(missing, what)
+		}
+	}
+	need(j.ID > 0, "job id")
+	need(strings.Contains(j.Repository, "/"), "repository (owner/name)")
+	need(in.Run.Event != "", "trigger (the run's workflow_run event was not recorded)")
+	need(inst.Type != "", "instance type")
+	need(in.CloudProvider != "", "cloud provider")
+	need(j.WorkflowName != "" || in.Run.WorkflowName != "", "workflow name")
+	need(!end.Before(j.StartedAt), "an end after the start")
+	need(in.Run.ID == 0 || j.RunID == 0 || in.Run.ID == j.RunID, "the job's own run record")
+	if len(missing) > 0 {
+		return Record{}, fmt.Errorf("building record of job %d: %w: %s", j.ID, ErrIncomplete, strings.Join(missing, ", "))
+	}
+
+	r := Record{
+		Version:       SchemaVersion,
+		Repository:    j.Repository,
+		Owner:         j.Owner,
+		WorkflowName:  j.WorkflowName,
+		Trigger:       in.Run.Event,
+		CloudProvider: in.CloudProvider,
+		InstanceType:  inst.Type,
+		Runtime:       Duration(end.Sub(j.StartedAt)),
+		JobID:         j.ID,
+		JobName:       j.JobName,
+		RunID:         j.RunID,
+		RunAttempt:    max(j.Attempt, 1),
+		Pool:          j.Pool,
+		Labels:        slices.Clone(j.Labels),
+		Region:        inst.Region,
+		Zone:          inst.Zone,
+		RunnerName:    j.RunnerName,
+		StartedAt:     utc(j.StartedAt),
+		CompletedAt:   utc(j.CompletedAt),
+		Conclusion:    j.Conclusion,
+		Interrupted:   &inst.Interrupted,
+	}
+	if r.Owner == "" {
+		r.Owner, _, _ = strings.Cut(j.Repository, "/")
+	}
+	if r.WorkflowName == "" {
+		r.WorkflowName = in.Run.WorkflowName
+	}
+	if r.RunID == 0 {
+		r.RunID = in.Run.ID
+	}
+	if r.RunnerName == "" {
+		r.RunnerName = inst.RunnerName
+	}
+	if inst.Capacity == CapacitySpot || inst.Capacity == CapacityOnDemand {
+		r.CapacityType = inst.Capacity
+	}
+	if !j.QueuedAt.IsZero() {
+		r.QueuedAt = utc(j.QueuedAt)
+		if !j.StartedAt.Before(j.QueuedAt) {
+			w := Duration(j.StartedAt.Sub(j.QueuedAt))
+			r.QueueWait = &w
+		}
+	}
+
+	var shape *pool.InstanceType
+	if in.Prices != nil {
+		shape = in.Prices.Lookup(inst.Type)
+	}
+	missingSrc := addPeaks(&r, in.Peaks, shape)
+	if c := cost(in, shape, j.StartedAt, end); c != nil {
+		r.Cost = c
+	} else {
+		missingSrc = append(missingSrc, SourcePrice)
+	}
+	r.MissingSources = missingSrc
+
+	if err := Validate(r); err != nil {
+		return Record{}, fmt.Errorf("building record of job %d: %w", j.ID, err)
+	}
+	return r, nil
+}
+
+// addPeaks fills the usage fields from the peaks and the instance shape and
+// returns the sources that were missing.
+func addPeaks(r *Record, p *Peaks, shape *pool.InstanceType) []string {
+	var missing []string
+	if shape != nil && shape.GPUs > 0 {
+		r.GPU = &GPUTotals{Count: shape.GPUs, Model: shape.GPUModel}
+	}
+	if p == nil || (p.CPUPeak == nil && p.CPUMean == nil && p.MemoryPeak == nil && p.DiskPeak == nil && len(p.GPUs) == 0) {
+		// The agent sent nothing: every usage source is missing.
+		return []string{SourceAgent, SourceGPU}
+	}
+	if p.CPUPeak != nil || p.CPUMean != nil {
+		r.CPU = &CPU{PeakPercent: pct(p.CPUPeak), MeanPercent: pct(p.CPUMean)}
+	} else {
+		missing = append(missing, SourceCPU)
+	}
+	if p.MemoryPeak != nil {
+		r.Memory = &Memory{PeakPercent: pct(p.MemoryPeak)}
+		if shape != nil && shape.MemoryGiB > 0 {
+			r.Memory.PeakGiB = num(*r.Memory.PeakPercent / 100 * float64(shape.MemoryGiB))
+		}
+	} else {
+		missing = append(missing, SourceMemory)
+	}
+	if p.DiskPeak != nil {
+		r.Disk = &Disk{PeakRootPercent: pct(p.DiskPeak)}
+	} else {
+		missing = append(missing, SourceDisk)
+	}
+	var totals GPUTotals
+	for _, g := range sortedGPUs(p.GPUs) {
+		if g.Utilization == nil && g.MemoryUsedMiB == nil {
+			continue
+		}
+		out := GPU{Index: g.Index, Model: g.Model, PeakUtilizationPercent: pct(g.Utilization), PeakMemoryMiB: num0(g.MemoryUsedMiB)}
+		if g.MemoryUsedMiB != nil && g.MemoryTotalMiB != nil && *g.MemoryTotalMiB > 0 {
+			out.PeakMemoryPercent = pct(ptr(*g.MemoryUsedMiB / *g.MemoryTotalMiB * 100))
+		}
+		r.GPUs = append(r.GPUs, out)
+		totals.PeakUtilizationPercent = maxp(totals.PeakUtilizationPercent, out.PeakUtilizationPercent)
+		totals.PeakMemoryMiB = maxp(totals.PeakMemoryMiB, out.PeakMemoryMiB)
+		totals.PeakMemoryPercent = maxp(totals.PeakMemoryPercent, out.PeakMemoryPercent)
+	}
+	if len(r.GPUs) == 0 {
+		missing = append(missing, SourceGPU)
+		return missing
+	}
+	if r.GPU == nil {
+		r.GPU = &GPUTotals{Count: len(r.GPUs)}
+	}
+	r.GPU.PeakUtilizationPercent = totals.PeakUtilizationPercent
+	r.GPU.PeakMemoryMiB = totals.PeakMemoryMiB
+	r.GPU.PeakMemoryPercent = totals.PeakMemoryPercent
+	return missing
+}
+
+// cost estimates the instance's cost, or nil when no price applies.
+func cost(in Inputs, shape *pool.InstanceType, start, end time.Time) *Cost {
+	capacity := in.Instance.Capacity
+	if shape == nil || shape.OnDemand <= 0 || (capacity != CapacitySpot && capacity != CapacityOnDemand) {
+		return nil
+	}
+	hourly, basis := shape.OnDemand, BasisOnDemandList
+	if capacity == CapacitySpot {
+		f := in.SpotFactor
+		if f <= 0 {
+			f = DefaultSpotFactor
+		}
+		hourly, basis = shape.OnDemand*f, BasisSpotEstimate
+	}
+	from, to := start, end
+	if l := in.Instance.LaunchedAt; !l.IsZero() && !l.After(start) {
+		from = l
+	}
+	if e := in.Instance.EndedAt; !e.IsZero() && !e.Before(end) {
+		to = e
+	}
+	billed := max(to.Sub(from), MinBilled)
+	return &Cost{
+		EstimatedUSD:     round(billed.Hours()*hourly, 1e6),
+		HourlyUSD:        round(hourly, 1e6),
+		CapacityType:     capacity,
+		Basis:            basis,
+		PriceTableDate:   in.Prices.Date,
+		PriceTableRegion: in.Prices.Region,
+		Estimate:         true,
+	}
+}
+
+func sortedGPUs(gs []GPUPeak) []GPUPeak {
+	out := slices.Clone(gs)
+	slices.SortFunc(out, func(a, b GPUPeak) int { return a.Index - b.Index })
+	return out
+}
+
+func utc(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func ptr(v float64) *float64 { return &v }
+
+// pct rounds a percentage to two decimals and clamps it to [0, 100]; nil stays nil.
+func pct(v *float64) *float64 {
+	if v == nil || math.IsNaN(*v) {
+		return nil
+	}
+	return ptr(round(min(max(*v, 0), 100), 100))
+}
+
+// num rounds a quantity to two decimals.
+func num(v float64) *float64 { return ptr(round(max(v, 0), 100)) }
+
+func num0(v *float64) *float64 {
+	if v == nil || math.IsNaN(*v) {
+		return nil
+	}
+	return num(*v)
+}
+
+func maxp(a, b *float64) *float64 {
+	switch {
+	case b == nil:
+		return a
+	case a == nil || *b > *a:
+		return ptr(*b)
+	}
+	return a
+}
+
+func round(v, scale float64) float64 { return math.Round(v*scale) / scale }

@@ -1,0 +1,422 @@
+// Package cwpeaks reads the peaks of finished jobs from the CloudWatch
+// series the runners' agent publishes (userdata/cloudwatch-agent.json.tmpl,
+// namespace names.RunnerMetricsNamespace), for many jobs per GetMetricData
+// call.
+//
+// The series, per instance (the agent omits the host dimension; every series
+// carries InstanceId and Pool):
+//
+//	metric                      extra dimensions        statistics read
+//	cpu_usage_active            cpu=cpu-total           Maximum, Average
+//	mem_used_percent            —                       Maximum
+//	disk_used_percent           path=/, fstype          Maximum
+//	nvidia_smi_utilization_gpu  index, name             Maximum (per GPU)
+//	nvidia_smi_memory_used      index, name             Maximum (per GPU, MiB)
+//	nvidia_smi_memory_total     index=0, name           Maximum (GPU 0; a type's GPUs are alike)
+//
+// Batching: a call takes up to 500 queries and returns up to 100,800 data
+// points. Windows are sorted by start and packed into calls while both
+// limits hold; each call spans its windows' union, and each job keeps only
+// the data points inside its own window (widened by one period at the start,
+// since a period's point is stamped at its beginning). The instance is
+// single-use, so what the widening takes in is the same instance's boot.
+// Continuation pages (NextToken) are merged.
+//
+// Period: 60 s by default. The agent samples every 10 s, and the Maximum of
+// one-minute periods is exactly the maximum of the samples; CloudWatch keeps
+// sub-minute data for only 3 hours, one-minute data for 15 days, so a
+// reconciler that falls behind still reads the same peaks.
+package cwpeaks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
+
+	"github.com/skiffci/skiff/pkg/metrics"
+	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/pool"
+)
+
+// API is the part of the CloudWatch client the reader calls, with the SDK's
+// signature; *cloudwatch.Client implements it.
+type API interface {
+	GetMetricData(ctx context.Context, params *cloudwatch.GetMetricDataInput, optFns ...func(*cloudwatch.Options)) (*cloudwatch.GetMetricDataOutput, error)
+}
+
+var _ API = (*cloudwatch.Client)(nil)
+
+// Limits of one GetMetricData call (CloudWatch quotas).
+const (
+	MaxQueries    = 500
+	MaxDataPoints = 100_800
+)
+
+// Defaults of the reader's settings.
+const (
+	// DefaultSettle is how long after a job's end its window is left alone:
+	// the agent flushes every 30 s and CloudWatch makes a point readable
+	// within about a minute of receiving it. Two minutes covers both.
+	DefaultSettle = 2 * time.Minute
+	// DefaultPeriod: see the package doc.
+	DefaultPeriod = 60 * time.Second
+	// DefaultRootFSType is the root file system of skiff's images (AL2023,
+	// and the Deep Learning Base AMI on AL2023): the disk series' fstype.
+	DefaultRootFSType = "xfs"
+)
+
+// GPUNames maps the price table's GPU models to the name nvidia-smi reports,
+// the agent's name dimension. A model missing here, or a driver that names
+// it differently, leaves the GPU series unread: the record then says gpu is
+// missing rather than inventing a zero.
+var GPUNames = map[string]string{
+	"t4":   "Tesla T4",
+	"a10g": "NVIDIA A10G",
+	"l4":   "NVIDIA L4",
+	"l40s": "NVIDIA L40S",
+	"a100": "NVIDIA A100-SXM4-40GB",
+	"h100": "NVIDIA H100 80GB HBM3",
+}
+
+// ErrPartial marks windows whose data CloudWatch returned only in part.
+var ErrPartial = errors.New("cloudwatch returned partial data")
+
+// Window is one finished job's window on one instance.
+type Window struct {
+	Key          metrics.Key
+	InstanceID   string
+	Pool         string
+	InstanceType string
+	Start, End   time.Time
+}
+
+// Reader reads peaks. Build it with New.
+type Reader struct {
+	api        API
+	namespace  string
+	settle     time.Duration
+	period     time.Duration
+	now        func() time.Time
+	prices     *pool.PriceTable
+	rootFSType string
+	maxQueries int
+}
+
+// Option configures a Reader.
+type Option func(*Reader)
+
+// WithSettle sets the settle delay (DefaultSettle).
+func WithSettle(d time.Duration) Option { return func(r *Reader) { r.settle = d } }
+
+// WithPeriod sets the period of the statistics, a multiple of 60 s, or 10 s
+// for windows under 3 hours old (DefaultPeriod).
+func WithPeriod(d time.Duration) Option { return func(r *Reader) { r.period = d } }
+
+// WithClock sets the reader's clock.
+func WithClock(now func() time.Time) Option { return func(r *Reader) { r.now = now } }
+
+// WithNamespace sets the agent's namespace (names.RunnerMetricsNamespace).
+func WithNamespace(ns string) Option { return func(r *Reader) { r.namespace = ns } }
+
+// WithPrices sets the table that says how many GPUs of which model an
+// instance type has (pool.Prices).
+func WithPrices(t *pool.PriceTable) Option { return func(r *Reader) { r.prices = t } }
+
+// WithRootFSType sets the root file system type (DefaultRootFSType).
+func WithRootFSType(fs string) Option { return func(r *Reader) { r.rootFSType = fs } }
+
+// WithMaxQueries lowers the queries per call (tests).
+func WithMaxQueries(n int) Option { return func(r *Reader) { r.maxQueries = n } }
+
+// New returns a reader over api.
+func New(api API, opts ...Option) *Reader {
+	r := &Reader{api: api, namespace: names.RunnerMetricsNamespace, settle: DefaultSettle, period: DefaultPeriod,
+		now: time.Now, prices: pool.Prices, rootFSType: DefaultRootFSType, maxQueries: MaxQueries}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// Result is what Read found.
+type Result struct {
+	// Peaks holds the peaks of each window read; a nil value means the
+	// agent sent nothing for it (metrics.Peaks' contract).
+	Peaks map[metrics.Key]*metrics.Peaks
+	// Pending are the windows not read: not settled yet, or in a call that
+	// failed or came back partial. Read them again later.
+	Pending []Window
+	// Calls is how many GetMetricData calls were made.
+	Calls int
+}
+
+type kind int
+
+const (
+	cpuMax kind = iota
+	cpuAvg
+	memMax
+	diskMax
+	gpuUtil
+	gpuMem
+	gpuTotal
+)
+
+var metricOf = [...]string{"cpu_usage_active", "cpu_usage_active", "mem_used_percent", "disk_used_percent",
+	"nvidia_smi_utilization_gpu", "nvidia_smi_memory_used", "nvidia_smi_memory_total"}
+
+type query struct {
+	win  int // index into the batch's windows
+	kind kind
+	gpu  int
+}
+
+// Read returns the peaks of the settled windows, in as few calls as the
+// limits allow. On an error it still returns what earlier calls read, with
+// the failed calls' windows in Pending.
+func (r *Reader) Read(ctx context.Context, windows []Window) (Result, error) {
+	res := Result{Peaks: map[metrics.Key]*metrics.Peaks{}}
+	cutoff := r.now().Add(-r.settle)
+	var ready []Window
+	for _, w := range windows {
+		if w.End.After(cutoff) {
+			res.Pending = append(res.Pending, w)
+		} else {
+			ready = append(ready, w)
+		}
+	}
+	slices.SortFunc(ready, func(a, b Window) int { return a.Start.Compare(b.Start) })
+	var errs []error
+	for len(ready) > 0 {
+		n := r.pack(ready)
+		batch := ready[:n]
+		ready = ready[n:]
+		calls, err := r.readBatch(ctx, batch, res.Peaks)
+		res.Calls += calls
+		if err != nil {
+			res.Pending = append(res.Pending, batch...)
+			errs = append(errs, err)
+			if ctx.Err() != nil {
+				res.Pending = append(res.Pending, ready...)
+				break
+			}
+		}
+	}
+	return res, errors.Join(errs...)
+}
+
+// gpus returns the number and nvidia-smi name of the type's GPUs.
+func (r *Reader) gpus(instanceType string) (int, string) {
+	if r.prices == nil {
+		return 0, ""
+	}
+	it := r.prices.Lookup(instanceType)
+	if it == nil || it.GPUs == 0 {
+		return 0, ""
+	}
+	return it.GPUs, GPUNames[it.GPUModel]
+}
+
+func (r *Reader) queriesOf(w Window) int {
+	n, name := r.gpus(w.InstanceType)
+	if n == 0 || name == "" {
+		return 4
+	}
+	return 4 + 2*n + 1
+}
+
+// pack returns how many of the sorted windows fit one call.
+func (r *Reader) pack(ws []Window) int {
+	q := 0
+	start, end := ws[0].Start, ws[0].End
+	for i, w := range ws {
+		nq := r.queriesOf(w)
+		s, e := start, end
+		if w.End.After(e) {
+			e = w.End
+		}
+		points := (q + nq) * (int(e.Sub(s.Add(-r.period))/r.period) + 2)
+		if i > 0 && (q+nq > r.maxQueries || points > MaxDataPoints) {
+			return i
+		}
+		q += nq
+		end = e
+	}
+	return len(ws)
+}
+
+func dims(kv ...string) []types.Dimension {
+	out := make([]types.Dimension, 0, len(kv)/2)
+	for i := 0; i < len(kv); i += 2 {
+		out = append(out, types.Dimension{Name: aws.String(kv[i]), Value: aws.String(kv[i+1])})
+	}
+	return out
+}
+
+func (r *Reader) readBatch(ctx context.Context, batch []Window, out map[metrics.Key]*metrics.Peaks) (int, error) {
+	var queries []types.MetricDataQuery
+	var meta []query
+	add := func(win int, k kind, gpu int, d []types.Dimension) {
+		stat := "Maximum"
+		if k == cpuAvg {
+			stat = "Average"
+		}
+		queries = append(queries, types.MetricDataQuery{
+			Id: aws.String("q" + strconv.Itoa(len(queries))),
+			MetricStat: &types.MetricStat{
+				Metric: &types.Metric{Namespace: aws.String(r.namespace), MetricName: aws.String(metricOf[k]), Dimensions: d},
+				Period: aws.Int32(int32(r.period / time.Second)), Stat: aws.String(stat),
+			},
+			ReturnData: aws.Bool(true),
+		})
+		meta = append(meta, query{win: win, kind: k, gpu: gpu})
+	}
+	start, end := batch[0].Start, batch[0].End
+	for i, w := range batch {
+		if w.End.After(end) {
+			end = w.End
+		}
+		base := []string{"InstanceId", w.InstanceID, "Pool", w.Pool}
+		add(i, cpuMax, 0, dims(append(base, "cpu", "cpu-total")...))
+		add(i, cpuAvg, 0, dims(append(base, "cpu", "cpu-total")...))
+		add(i, memMax, 0, dims(base...))
+		add(i, diskMax, 0, dims(append(base, "path", "/", "fstype", r.rootFSType)...))
+		if n, name := r.gpus(w.InstanceType); n > 0 && name != "" {
+			for g := range n {
+				gd := append(slices.Clone(base), "index", strconv.Itoa(g), "name", name)
+				add(i, gpuUtil, g, dims(gd...))
+				add(i, gpuMem, g, dims(gd...))
+				if g == 0 {
+					add(i, gpuTotal, g, dims(gd...))
+				}
+			}
+		}
+	}
+	in := &cloudwatch.GetMetricDataInput{
+		StartTime:         aws.Time(start.Add(-r.period).Truncate(r.period)),
+		EndTime:           aws.Time(end.Add(r.period).Truncate(r.period)),
+		MetricDataQueries: queries,
+		ScanBy:            types.ScanByTimestampAscending,
+	}
+	values := make([][]float64, len(queries))
+	complete := make([]bool, len(queries))
+	calls := 0
+	for {
+		outp, err := r.api.GetMetricData(ctx, in)
+		calls++
+		if err != nil {
+			return calls, fmt.Errorf("getting metric data for %d jobs: %w", len(batch), err)
+		}
+		for _, res := range outp.MetricDataResults {
+			i, err := strconv.Atoi(aws.ToString(res.Id)[1:])
+			if err != nil || i < 0 || i >= len(queries) {
+				continue
+			}
+			w := batch[meta[i].win]
+			from := w.Start.Add(-r.period)
+			for j, ts := range res.Timestamps {
+				if j < len(res.Values) && !ts.Before(from) && !ts.After(w.End) {
+					values[i] = append(values[i], res.Values[j])
+				}
+			}
+			switch res.StatusCode {
+			case types.StatusCodeComplete:
+				complete[i] = true
+			case types.StatusCodeInternalError, types.StatusCodeForbidden:
+				return calls, fmt.Errorf("getting metric data for %d jobs: query %s: status %s", len(batch), aws.ToString(res.Id), res.StatusCode)
+			}
+		}
+		if outp.NextToken == nil || *outp.NextToken == "" {
+			break
+		}
+		in.NextToken = outp.NextToken
+	}
+	for i, ok := range complete {
+		if !ok {
+			return calls, fmt.Errorf("getting metric data for %d jobs: query q%d: %w", len(batch), i, ErrPartial)
+		}
+	}
+	peaks := make([]*metrics.Peaks, len(batch))
+	gpus := make([]map[int]*metrics.GPUPeak, len(batch))
+	for i := range batch {
+		peaks[i] = &metrics.Peaks{}
+		gpus[i] = map[int]*metrics.GPUPeak{}
+	}
+	for i, q := range meta {
+		if len(values[i]) == 0 {
+			continue
+		}
+		p := peaks[q.win]
+		var v float64
+		if q.kind == cpuAvg {
+			v = mean(values[i])
+		} else {
+			v = slices.Max(values[i])
+		}
+		switch q.kind {
+		case cpuMax:
+			p.CPUPeak = &v
+		case cpuAvg:
+			p.CPUMean = &v
+		case memMax:
+			p.MemoryPeak = &v
+		case diskMax:
+			p.DiskPeak = &v
+		default:
+			g := gpus[q.win][q.gpu]
+			if g == nil {
+				_, name := r.gpus(batch[q.win].InstanceType)
+				g = &metrics.GPUPeak{Index: q.gpu, Model: name}
+				gpus[q.win][q.gpu] = g
+			}
+			switch q.kind {
+			case gpuUtil:
+				g.Utilization = &v
+			case gpuMem:
+				g.MemoryUsedMiB = &v
+			case gpuTotal:
+				g.MemoryTotalMiB = &v
+			}
+		}
+	}
+	for i, w := range batch {
+		p := peaks[i]
+		var total *float64
+		if g0 := gpus[i][0]; g0 != nil {
+			total = g0.MemoryTotalMiB
+		}
+		idxs := make([]int, 0, len(gpus[i]))
+		for idx := range gpus[i] {
+			idxs = append(idxs, idx)
+		}
+		slices.Sort(idxs)
+		for _, idx := range idxs {
+			g := gpus[i][idx]
+			if g.Utilization == nil && g.MemoryUsedMiB == nil {
+				continue
+			}
+			g.MemoryTotalMiB = total
+			p.GPUs = append(p.GPUs, *g)
+		}
+		if p.CPUPeak == nil && p.CPUMean == nil && p.MemoryPeak == nil && p.DiskPeak == nil && len(p.GPUs) == 0 {
+			p = nil // the agent sent nothing
+		}
+		out[w.Key] = p
+	}
+	return calls, nil
+}
+
+func mean(vs []float64) float64 {
+	s := 0.0
+	for _, v := range vs {
+		s += v
+	}
+	return s / float64(len(vs))
+}

@@ -1,0 +1,223 @@
+package metrics
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// SchemaVersion is the version of schema/metrics.schema.json that Build
+// writes into every record. A minor version only adds optional fields; a
+// change that breaks a consumer is a new major version.
+const SchemaVersion = "1.0"
+
+// The missing sources a record may name (missingSources).
+const (
+	SourceAgent  = "agent"
+	SourceCPU    = "cpu"
+	SourceMemory = "memory"
+	SourceDisk   = "disk"
+	SourceGPU    = "gpu"
+	SourcePrice  = "price"
+)
+
+// The capacity types of a record (capacityType, cost.capacityType).
+const (
+	CapacitySpot     = "spot"
+	CapacityOnDemand = "on-demand"
+)
+
+// The bases of a cost estimate (cost.basis).
+const (
+	BasisOnDemandList = "on-demand-list"
+	BasisSpotEstimate = "spot-estimate"
+)
+
+// Record is one metrics record: what one job used on one runner. Its JSON
+// field names are the schema's; optional fields are omitted when unknown,
+// never written as zero.
+type Record struct {
+	Version       string   `json:"version,omitempty"`
+	Repository    string   `json:"repository"`
+	Owner         string   `json:"owner,omitempty"`
+	WorkflowName  string   `json:"workflowName"`
+	Trigger       string   `json:"trigger"`
+	CloudProvider string   `json:"cloudProvider"`
+	InstanceType  string   `json:"instanceType"`
+	Runtime       Duration `json:"runtime"`
+
+	JobID        int64    `json:"jobId,omitempty"`
+	JobName      string   `json:"jobName,omitempty"`
+	RunID        int64    `json:"runId,omitempty"`
+	RunAttempt   int      `json:"runAttempt,omitempty"`
+	Pool         string   `json:"pool,omitempty"`
+	Labels       []string `json:"labels,omitempty"`
+	Region       string   `json:"region,omitempty"`
+	Zone         string   `json:"zone,omitempty"`
+	CapacityType string   `json:"capacityType,omitempty"`
+	RunnerName   string   `json:"runnerName,omitempty"`
+
+	QueuedAt    *time.Time `json:"queuedAt,omitempty"`
+	StartedAt   *time.Time `json:"startedAt,omitempty"`
+	CompletedAt *time.Time `json:"completedAt,omitempty"`
+	QueueWait   *Duration  `json:"queueWait,omitempty"`
+	Conclusion  string     `json:"conclusion,omitempty"`
+	Interrupted *bool      `json:"interrupted,omitempty"`
+
+	CPU    *CPU       `json:"cpu,omitempty"`
+	Memory *Memory    `json:"memory,omitempty"`
+	GPUs   []GPU      `json:"gpus,omitempty"`
+	GPU    *GPUTotals `json:"gpu,omitempty"`
+	Disk   *Disk      `json:"disk,omitempty"`
+	Cost   *Cost      `json:"cost,omitempty"`
+
+	MissingSources []string `json:"missingSources,omitempty"`
+}
+
+// CPU is the job's CPU use, percent of all vCPUs.
+type CPU struct {
+	PeakPercent *float64 `json:"peakPercent,omitempty"`
+	MeanPercent *float64 `json:"meanPercent,omitempty"`
+}
+
+// Memory is the job's peak memory use.
+type Memory struct {
+	PeakPercent *float64 `json:"peakPercent,omitempty"`
+	PeakGiB     *float64 `json:"peakGiB,omitempty"`
+}
+
+// GPU is what the job used of one GPU.
+type GPU struct {
+	Index                  int      `json:"index"`
+	Model                  string   `json:"model,omitempty"`
+	PeakUtilizationPercent *float64 `json:"peakUtilizationPercent,omitempty"`
+	PeakMemoryMiB          *float64 `json:"peakMemoryMiB,omitempty"`
+	PeakMemoryPercent      *float64 `json:"peakMemoryPercent,omitempty"`
+}
+
+// GPUTotals is the instance's GPUs taken together: count and model from the
+// price table, peaks over all GPUs.
+type GPUTotals struct {
+	Count                  int      `json:"count"`
+	Model                  string   `json:"model,omitempty"`
+	PeakUtilizationPercent *float64 `json:"peakUtilizationPercent,omitempty"`
+	PeakMemoryMiB          *float64 `json:"peakMemoryMiB,omitempty"`
+	PeakMemoryPercent      *float64 `json:"peakMemoryPercent,omitempty"`
+}
+
+// Disk is the job's peak use of the root file system.
+type Disk struct {
+	PeakRootPercent *float64 `json:"peakRootPercent,omitempty"`
+}
+
+// Cost is an estimate of the job's instance cost from the price table.
+type Cost struct {
+	EstimatedUSD     float64 `json:"estimatedUSD"`
+	HourlyUSD        float64 `json:"hourlyUSD,omitempty"`
+	CapacityType     string  `json:"capacityType"`
+	Basis            string  `json:"basis,omitempty"`
+	PriceTableDate   string  `json:"priceTableDate"`
+	PriceTableRegion string  `json:"priceTableRegion,omitempty"`
+	Estimate         bool    `json:"estimate"`
+}
+
+// Key is a record's identity: one record per job and run attempt.
+type Key struct {
+	JobID      int64
+	RunAttempt int
+}
+
+// Key returns the record's key.
+func (r *Record) Key() Key { return Key{JobID: r.JobID, RunAttempt: r.RunAttempt} }
+
+// String is the key as the record store writes it: <job id>#<attempt>.
+func (k Key) String() string { return fmt.Sprintf("%d#%d", k.JobID, k.RunAttempt) }
+
+// Duration is a time.Duration written as an ISO 8601 duration in whole
+// seconds (PT1H2M3S), the schema's format "duration".
+type Duration time.Duration
+
+// ISO8601 formats d as PT[nH][nM]nS, rounded to whole seconds; negative
+// durations are written as PT0S.
+func (d Duration) ISO8601() string {
+	s := int64((time.Duration(d) + time.Second/2) / time.Second)
+	if s <= 0 {
+		return "PT0S"
+	}
+	var b strings.Builder
+	b.WriteString("PT")
+	if h := s / 3600; h > 0 {
+		b.WriteString(strconv.FormatInt(h, 10) + "H")
+	}
+	if m := s % 3600 / 60; m > 0 {
+		b.WriteString(strconv.FormatInt(m, 10) + "M")
+	}
+	if sec := s % 60; sec > 0 || s < 60 {
+		b.WriteString(strconv.FormatInt(sec, 10) + "S")
+	}
+	return b.String()
+}
+
+// ParseDuration reads an ISO 8601 duration of the form P[nD]T[nH][nM][nS]
+// (what ISO8601 writes, plus days and fractional seconds).
+func ParseDuration(s string) (Duration, error) {
+	rest, ok := strings.CutPrefix(s, "P")
+	if !ok || rest == "" {
+		return 0, fmt.Errorf("parsing duration %q: not an ISO 8601 duration", s)
+	}
+	var total float64
+	inTime := false
+	num := ""
+	for _, c := range rest {
+		switch {
+		case c == 'T':
+			inTime = true
+		case c >= '0' && c <= '9' || c == '.':
+			num += string(c)
+		default:
+			v, err := strconv.ParseFloat(num, 64)
+			if err != nil {
+				return 0, fmt.Errorf("parsing duration %q: %w", s, err)
+			}
+			num = ""
+			switch {
+			case c == 'D' && !inTime:
+				total += v * 86400
+			case c == 'H' && inTime:
+				total += v * 3600
+			case c == 'M' && inTime:
+				total += v * 60
+			case c == 'S' && inTime:
+				total += v
+			default:
+				return 0, fmt.Errorf("parsing duration %q: unsupported unit %q", s, c)
+			}
+		}
+	}
+	if num != "" {
+		return 0, fmt.Errorf("parsing duration %q: number without a unit", s)
+	}
+	return Duration(total * float64(time.Second)), nil
+}
+
+// MarshalJSON writes the duration as an ISO 8601 string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.ISO8601()) }
+
+// UnmarshalJSON reads an ISO 8601 duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("decoding duration: %w", err)
+	}
+	v, err := ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = v
+	return nil
+}
+
+// Std returns the duration as a time.Duration.
+func (d Duration) Std() time.Duration { return time.Duration(d) }
