@@ -36,7 +36,6 @@ type ScaleUpConfig struct {
 	PoolsFile            string // SKIFF_POOLS_FILE
 	LaunchTemplatePrefix string // SKIFF_LAUNCH_TEMPLATE_PREFIX (+ pool name)
 	RootDevice           string // SKIFF_ROOT_DEVICE
-	Mode                 scaleup.Mode
 	Scope                scaleup.Scope
 	CheckQueued          bool
 	MaxAttempts          int
@@ -68,7 +67,6 @@ func ScaleUpConfigFromEnv(getenv func(string) string) (ScaleUpConfig, error) {
 		PoolsFile:            env.String(names.EnvPoolsFile, config.DefaultPoolsFile(getenv)),
 		LaunchTemplatePrefix: env.String(names.EnvLaunchTemplatePrefix, names.DefaultLaunchTemplatePrefix),
 		RootDevice:           env.String(names.EnvRootDevice, ec2.DefaultRootDevice),
-		Mode:                 scaleup.Mode(env.String(names.EnvRegistrationMode, string(scaleup.ModeJIT))),
 		Scope:                scaleup.Scope(env.String(names.EnvRunnerScope, string(scaleup.ScopeOrg))),
 		CheckQueued:          env.Bool(names.EnvCheckQueued, false),
 		MaxAttempts:          env.Int(names.EnvMaxAttempts, scaleup.DefaultMaxAttempts),
@@ -86,8 +84,8 @@ func ScaleUpConfigFromEnv(getenv func(string) string) (ScaleUpConfig, error) {
 		GitHubURL:            env.String(names.EnvGitHubURL, "https://github.com"),
 		MetricsNamespace:     env.String(names.EnvMetricsNamespace, names.DefaultMetricsNamespace),
 	}
-	if c.Mode != scaleup.ModeJIT && c.Mode != scaleup.ModeToken {
-		env.Fail("%s=%q: want jit or token", names.EnvRegistrationMode, c.Mode)
+	if v := env.String(names.EnvRegistrationMode, ""); v != "" {
+		env.Fail("%s=%s is no longer read: registration tokens are opted into per pool (registration: token in the pools file)", names.EnvRegistrationMode, v)
 	}
 	if c.Scope != scaleup.ScopeOrg && c.Scope != scaleup.ScopeRepo {
 		env.Fail("%s=%q: want org or repo", names.EnvRunnerScope, c.Scope)
@@ -119,7 +117,7 @@ func ScaleUpConfigFromEnv(getenv func(string) string) (ScaleUpConfig, error) {
 func (c ScaleUpConfig) String() string {
 	return strings.Join([]string{
 		"table=" + c.TableName, "registration_table=" + c.RegistrationTable, "dlq=" + c.DeadLetterURL,
-		"pools=" + c.PoolsFile, "mode=" + string(c.Mode), "scope=" + string(c.Scope),
+		"pools=" + c.PoolsFile, "scope=" + string(c.Scope),
 		"launch_template_prefix=" + c.LaunchTemplatePrefix, fmt.Sprintf("max_attempts=%d", c.MaxAttempts),
 		fmt.Sprintf("max_fleet_size=%d", c.MaxFleetSize), fmt.Sprintf("check_queued=%v", c.CheckQueued),
 		fmt.Sprintf("apps=%v", c.AppIDs), "github_api=" + c.GitHubAPIURL,
@@ -173,7 +171,7 @@ func NewScaleUp(ctx context.Context, cfg ScaleUpConfig, awsCfg aws.Config, logge
 	svc, err := scaleup.New(scaleup.Options{
 		Pools: pools, Launches: launches, Provider: prov, GitHub: gh,
 		Counter: counter, Timings: telemetry.NewEMFTimings(os.Stdout, cfg.MetricsNamespace, names.FunctionScaleUp, nil),
-		Logger: logger, Mode: cfg.Mode, Scope: cfg.Scope, GitHubURL: cfg.GitHubURL, CheckQueued: cfg.CheckQueued,
+		Logger: logger, Scope: cfg.Scope, GitHubURL: cfg.GitHubURL, CheckQueued: cfg.CheckQueued,
 		MaxAttempts: cfg.MaxAttempts, MaxFleetSize: cfg.MaxFleetSize, ClaimLease: cfg.ClaimLease,
 		RegistrationTimeout: cfg.RegistrationTimeout,
 	})

@@ -186,6 +186,13 @@ type WorkflowRun struct {
 	Repository   struct {
 		FullName string `json:"full_name"`
 	} `json:"repository"`
+	// HeadRepository is where the run's code comes from: the repository
+	// itself, or a fork of it (a pull request from a fork).
+	HeadRepository struct {
+		FullName string `json:"full_name"`
+	} `json:"head_repository"`
+	// TriggeringActor is the login of who started this attempt.
+	TriggeringActor string `json:"triggering_actor"`
 }
 
 // Installation is one App's installation on an account.
@@ -267,6 +274,8 @@ func (r *ghWorkflowRun) run() *WorkflowRun {
 		CreatedAt: r.GetCreatedAt().Time, UpdatedAt: r.GetUpdatedAt().Time, RunStartedAt: r.GetRunStartedAt().Time,
 		HTMLURL: r.GetHTMLURL()}
 	out.Repository.FullName = r.GetRepository().GetFullName()
+	out.HeadRepository.FullName = r.GetHeadRepository().GetFullName()
+	out.TriggeringActor = r.GetTriggeringActor().GetLogin()
 	return out
 }
 

@@ -16,16 +16,19 @@ import (
 // Job is one queued workflow job: what the webhook sends and scale-up receives.
 // The JSON field names are the wire format of the SQS message body.
 type Job struct {
-	JobID          int64     `json:"job_id"`
-	RunID          int64     `json:"run_id"`
-	Attempt        int       `json:"attempt"`
-	Repository     string    `json:"repository"` // owner/name
-	Owner          string    `json:"owner"`
-	InstallationID int64     `json:"installation_id"`
-	Labels         []string  `json:"labels"`
-	Pool           string    `json:"pool"`
-	DeliveryID     string    `json:"delivery_id"`
-	ReceivedAt     time.Time `json:"received_at"`
+	JobID          int64    `json:"job_id"`
+	RunID          int64    `json:"run_id"`
+	Attempt        int      `json:"attempt"`
+	Repository     string   `json:"repository"` // owner/name
+	Owner          string   `json:"owner"`
+	InstallationID int64    `json:"installation_id"`
+	Labels         []string `json:"labels"`
+	Pool           string   `json:"pool"`
+	// Visibility is the repository's visibility (private, internal, public)
+	// as the webhook saw it; empty in messages from before it was sent.
+	Visibility string    `json:"visibility,omitempty"`
+	DeliveryID string    `json:"delivery_id"`
+	ReceivedAt time.Time `json:"received_at"`
 }
 
 // Validate reports the first missing field a consumer needs to act on the job.

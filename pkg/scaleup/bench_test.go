@@ -9,7 +9,6 @@ import (
 
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/queue"
-	"github.com/skiffci/skiff/pkg/scaleup"
 )
 
 // Realistic per-call latencies of the fakes, from field measurements:
@@ -42,7 +41,7 @@ var allOps = []string{
 // process CPU time (user+system, which includes the in-process simulators,
 // so it is an upper bound of the function's own) and wall time.
 func BenchmarkScaleUp1000(b *testing.B) {
-	for _, mode := range []scaleup.Mode{scaleup.ModeJIT, scaleup.ModeToken} {
+	for _, mode := range []string{"jit", "token"} {
 		b.Run(string(mode), func(b *testing.B) {
 			for range b.N {
 				benchOnce(b, mode)
@@ -51,9 +50,13 @@ func BenchmarkScaleUp1000(b *testing.B) {
 	}
 }
 
-func benchOnce(b *testing.B, mode scaleup.Mode) {
+func benchOnce(b *testing.B, mode string) {
 	b.StopTimer()
-	e := newEnv(b, func(o *scaleup.Options) { o.Mode = mode })
+	e := newEnv(b, nil)
+	var labels []string
+	if mode == "token" {
+		labels = tokenLabels
+	}
 	e.ec2.SetLatency(benchFleetLatency)
 	e.ec2.SetOpLatency("CreateTags", benchTagLatency)
 	for _, op := range allOps {
@@ -62,7 +65,7 @@ func benchOnce(b *testing.B, mode scaleup.Mode) {
 	e.sim.SetFault(ghsim.OpGenerateOrgJITConfig, ghsim.Fault{Latency: benchJITLatency})
 	batches := make(chan []queue.Delivery, benchJobs/benchBatch)
 	for i := int64(0); i < benchJobs; i += benchBatch {
-		batches <- jobs(10_000+i, benchBatch)
+		batches <- jobs(10_000+i, benchBatch, labels...)
 	}
 	close(batches)
 	var mu sync.Mutex

@@ -43,6 +43,19 @@ pools:
     subnets: [subnet-0aaaaaaaa, subnet-0bbbbbbbb]
     capacity: spot-then-on-demand
     maxRunners: 5000
+  - name: tokens
+    labels: [self-hosted, linux, x64, tokens]
+    registration: token
+    instanceTypes: [c7i.large, m7i.large]
+    subnets: [subnet-0aaaaaaaa, subnet-0bbbbbbbb]
+    capacity: spot-then-on-demand
+    maxRunners: 5000
+  - name: oss
+    labels: [oss]
+    visibility: [public, private, internal]
+    forkPullRequests: allow
+    instanceTypes: [c7i.large]
+    subnets: [subnet-0aaaaaaaa]
   - name: ondemand
     labels: [ondemand]
     instanceTypes: [c7i.xlarge]
@@ -152,6 +165,9 @@ type env struct {
 	svc     *scaleup.Service
 	opts    scaleup.Options
 	popts   ec2.ProviderOptions
+	// unknownRuns leaves the jobs' runs unrecorded (the workflow_run event
+	// has not arrived), so scale-up must ask GitHub.
+	unknownRuns bool
 }
 
 func newEnv(t testing.TB, tweak func(*scaleup.Options)) *env {
@@ -191,7 +207,7 @@ func newEnv(t testing.TB, tweak func(*scaleup.Options)) *env {
 		Counter: e.counter, Logger: logger, Now: e.clock.now,
 	}
 	e.opts = scaleup.Options{
-		Pools: pools, Launches: e.store, Ledger: e.ledger, Jobs: e.jobs, Provider: e.provider(), GitHub: gh,
+		Pools: pools, Launches: e.store, Ledger: e.ledger, Records: e.jobs, Provider: e.provider(), GitHub: gh,
 		Counter: e.counter, Timings: e.timings, Logger: logger, Now: e.clock.now,
 	}
 	if tweak != nil {
@@ -221,7 +237,19 @@ type response struct{ BatchItemFailures []failure }
 type failure struct{ ItemIdentifier string }
 
 // handle runs one batch through svc and settles it as the Lambda does.
+// Unless e.unknownRuns, the jobs' runs are recorded first as pushes, as the
+// webhook records each run's workflow_run event.
 func (e *env) handle(ctx context.Context, svc *scaleup.Service, ds ...queue.Delivery) response {
+	for _, d := range ds {
+		if d.Err != nil || e.unknownRuns {
+			continue
+		}
+		if _, err := e.jobs.Run(context.Background(), d.Job.RunID); err == nil {
+			continue
+		}
+		_ = e.jobs.RecordRun(context.Background(), store.Run{ID: d.Job.RunID, Attempt: 1, Event: "push",
+			Repository: d.Job.Repository, UpdatedAt: e.clock.now(), ExpiresAt: e.clock.now().Add(time.Hour)})
+	}
 	answers := svc.Handle(ctx, ds)
 	if len(answers) != len(ds) {
 		e.t.Fatalf("%d answers for %d deliveries", len(answers), len(ds))
@@ -318,3 +346,7 @@ func (c *cancelOnPutFleet) PutFleet(ctx context.Context, f store.Fleet) error {
 	c.cancel()
 	return ctx.Err()
 }
+
+// tokenLabels are the labels of the pool whose runners register with a
+// registration token (registration: token).
+var tokenLabels = []string{"self-hosted", "linux", "x64", "tokens"}

@@ -272,9 +272,10 @@ func TestLostFleetAnswer(t *testing.T) {
 func TestTokenModeOverlappingBatches(t *testing.T) {
 	t.Parallel()
 	for round := range 20 {
-		e := newEnv(t, func(o *scaleup.Options) { o.Mode = scaleup.ModeToken })
+		e := newEnv(t, nil)
 		base := int64(100 * (round + 1))
-		batches := [][]queue.Delivery{{message(job(base), 1), message(job(base+1), 1)}, {message(job(base), 1)}}
+		batches := [][]queue.Delivery{{message(job(base, tokenLabels...), 1), message(job(base+1, tokenLabels...), 1)},
+			{message(job(base, tokenLabels...), 1)}}
 		var wg sync.WaitGroup
 		for _, b := range batches {
 			wg.Add(1)
@@ -287,7 +288,7 @@ func TestTokenModeOverlappingBatches(t *testing.T) {
 		if most := e.maxLivePerJob(); most > 1 {
 			t.Fatalf("round %d: a job has %d live instances\n%s", round, most, e.logs.String())
 		}
-		if n, _ := e.ledger.Live(context.Background(), "cpu"); n != len(e.ec2.Live()) {
+		if n, _ := e.ledger.Live(context.Background(), "tokens"); n != len(e.ec2.Live()) {
 			t.Errorf("round %d: live count %d, live instances %d", round, n, len(e.ec2.Live()))
 		}
 	}

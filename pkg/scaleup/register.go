@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/skiffci/skiff/pkg/github"
+	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/scaler"
 	"github.com/skiffci/skiff/pkg/userdata"
 )
@@ -21,8 +22,13 @@ func (s *Service) register(ctx context.Context, w *work) {
 	}
 	name := scaler.RunnerName(w.job.JobID, w.gen)
 	var r userdata.Registration
-	switch s.o.Mode {
-	case ModeToken:
+	// The pool chooses: a just-in-time configuration per runner (default:
+	// one GitHub call per runner, usable for this registration's job only),
+	// or the owner's cached registration token (about one call an hour, for
+	// bursts beyond the JIT endpoint's budget; it can register any number of
+	// runners, and a job on the instance can read it, hence opt-in per pool).
+	switch w.spec.Registration {
+	case pool.RegistrationToken:
 		tok, err := s.o.GitHub.RegistrationToken(ctx, w.job.InstallationID, scope)
 		if err != nil {
 			s.githubFailure(w, "creating a registration token", err)

@@ -45,21 +45,6 @@ import (
 	"github.com/skiffci/skiff/pkg/userdata"
 )
 
-// Mode is how runners register.
-type Mode string
-
-// The registration modes.
-const (
-	// ModeJIT generates one just-in-time configuration per runner (default):
-	// one GitHub call per runner, and the runner can take only this
-	// registration's jobs.
-	ModeJIT Mode = "jit"
-	// ModeToken hands every runner of an owner the same cached registration
-	// token, for bursts beyond the JIT endpoint's budget: about one GitHub
-	// call per hour per owner.
-	ModeToken Mode = "token"
-)
-
 // Scope is where runners register.
 type Scope string
 
@@ -101,11 +86,13 @@ const (
 	registrationConcurrency = 10
 )
 
-// Jobs reads the job records the webhook keeps; store.Store implements it.
-// Crash recovery reads it to tell a runner that ran its job and ended from
-// one that never started.
-type Jobs interface {
+// Records reads the job and run records the webhook keeps; store.Store
+// implements it. Crash recovery reads a job's record to tell a runner that
+// ran its job and ended from one that never started; admission reads a
+// run's record for its trigger (a pull request from a fork?).
+type Records interface {
 	Job(ctx context.Context, id int64) (store.Job, error)
+	Run(ctx context.Context, id int64) (store.Run, error)
 }
 
 // GitHub is the part of the GitHub client scale-up calls; *github.Client
@@ -115,17 +102,18 @@ type GitHub interface {
 	RunnerGroupID(ctx context.Context, inst int64, org, name string) (int64, error)
 	RegistrationToken(ctx context.Context, inst int64, scope github.Scope) (github.RegistrationToken, error)
 	GetJob(ctx context.Context, inst int64, owner, repo string, jobID int64) (*github.Job, error)
+	GetWorkflowRun(ctx context.Context, inst int64, owner, repo string, runID int64) (*github.WorkflowRun, error)
 }
 
 var _ GitHub = (*github.Client)(nil)
 
-// Options configure a Service. Pools, Launches, Ledger, Jobs, Provider and
-// GitHub are required.
+// Options configure a Service. Pools, Launches, Ledger, Records, Provider
+// and GitHub are required.
 type Options struct {
 	Pools    *pool.Config
 	Launches store.Launches
 	Ledger   store.Ledger
-	Jobs     Jobs
+	Records  Records
 	Provider provider.Provider
 	GitHub   GitHub
 	Counter  telemetry.Counter // default telemetry.Discard
@@ -133,7 +121,6 @@ type Options struct {
 	Logger   *slog.Logger      // default slog.Default()
 	Now      func() time.Time  // default time.Now
 
-	Mode  Mode  // default ModeJIT
 	Scope Scope // default ScopeOrg
 	// GitHubURL is the web root runners register against in token mode
 	// (default https://github.com; GHES: https://HOST).
@@ -156,14 +143,15 @@ type Options struct {
 
 // Service answers batches of queued jobs. It is safe for concurrent use.
 type Service struct {
-	o Options
+	o        Options
+	triggers *triggerCache
 }
 
 // New returns a Service, or an error naming what is missing.
 func New(o Options) (*Service, error) {
 	var missing []string
 	for name, ok := range map[string]bool{
-		"pools": o.Pools != nil, "launch store": o.Launches != nil, "ledger": o.Ledger != nil, "jobs": o.Jobs != nil,
+		"pools": o.Pools != nil, "launch store": o.Launches != nil, "ledger": o.Ledger != nil, "records": o.Records != nil,
 		"provider": o.Provider != nil, "github": o.GitHub != nil,
 	} {
 		if !ok {
@@ -185,9 +173,6 @@ func New(o Options) (*Service, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
-	}
-	if o.Mode == "" {
-		o.Mode = ModeJIT
 	}
 	if o.Scope == "" {
 		o.Scope = ScopeOrg
@@ -217,7 +202,7 @@ func New(o Options) (*Service, error) {
 	if o.LaunchBudget >= o.ClaimLease {
 		return nil, fmt.Errorf("creating scale-up service: launch budget %s must be shorter than the claim lease %s", o.LaunchBudget, o.ClaimLease)
 	}
-	return &Service{o: o}, nil
+	return &Service{o: o, triggers: newTriggerCache(triggerCacheSize)}, nil
 }
 
 // work is one job of a batch on its way through Handle.
@@ -286,6 +271,7 @@ func (s *Service) Handle(ctx context.Context, ds []queue.Delivery) []queue.Answe
 		items = append(items, w)
 	}
 	s.resolve(items)
+	s.admit(ctx, items)
 	if s.o.CheckQueued {
 		s.checkQueued(ctx, items)
 	}

@@ -422,9 +422,9 @@ func TestCheckQueued(t *testing.T) {
 
 func TestTokenMode(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, func(o *scaleup.Options) { o.Mode = scaleup.ModeToken })
+	e := newEnv(t, nil)
 	for b := range 3 {
-		if r := e.handle(context.Background(), e.svc, jobs(int64(100*(b+1)), 10)...); len(r.BatchItemFailures) != 0 {
+		if r := e.handle(context.Background(), e.svc, jobs(int64(100*(b+1)), 10, tokenLabels...)...); len(r.BatchItemFailures) != 0 {
 			t.Fatalf("batch %d: %+v\nlogs:\n%s", b, r, e.logs.String())
 		}
 	}
@@ -436,7 +436,7 @@ func TestTokenMode(t *testing.T) {
 	}
 	for _, r := range e.regs.all() {
 		if r.Mode != userdata.ModeToken || r.URL != "https://github.com/acme" || r.Token == "" ||
-			strings.Join(r.Labels, ",") != "self-hosted,linux,x64" || r.RunnerGroup != "Default" {
+			strings.Join(r.Labels, ",") != "self-hosted,linux,x64,tokens" || r.RunnerGroup != "Default" {
 			t.Errorf("registration %+v", r)
 		}
 	}
@@ -447,11 +447,15 @@ func TestTokenMode(t *testing.T) {
 // failure paths.
 func TestSecretsNeverLogged(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []scaleup.Mode{scaleup.ModeJIT, scaleup.ModeToken} {
-		e := newEnv(t, func(o *scaleup.Options) { o.Mode = mode })
-		e.handle(context.Background(), e.svc, jobs(1, 5)...)
+	for _, mode := range []string{"jit", "token"} {
+		labels := []string{"self-hosted", "linux", "x64"}
+		if mode == "token" {
+			labels = tokenLabels
+		}
+		e := newEnv(t, nil)
+		e.handle(context.Background(), e.svc, jobs(1, 5, labels...)...)
 		e.regs.fail = errInjected // registration writes fail: secrets in hand on an error path
-		e.handle(context.Background(), e.svc, jobs(100, 3)...)
+		e.handle(context.Background(), e.svc, jobs(100, 3, labels...)...)
 		secrets := e.sim.Secrets()
 		if len(secrets) == 0 {
 			t.Fatal("the simulator issued no secrets")

@@ -301,7 +301,8 @@ func (h *Handler) workflowJob(ctx context.Context, log *slog.Logger, req Request
 		job := queue.Job{
 			JobID: wj.ID, RunID: wj.RunID, Attempt: wj.RunAttempt,
 			Repository: p.Repository.FullName, Owner: owner, InstallationID: installation,
-			Labels: wj.Labels, Pool: pool, DeliveryID: req.Delivery, ReceivedAt: received,
+			Labels: wj.Labels, Pool: pool, Visibility: string(visibilityOf(p.Repository)), DeliveryID: req.Delivery,
+			ReceivedAt: received,
 		}
 		if err := h.o.Queue.Send(ctx, job); errors.Is(err, queue.ErrInvalidJob) {
 			// No retry can fix it (e.g. labels past the message size bound).

@@ -276,6 +276,7 @@ func TestPublishedExamples(t *testing.T) {
 					want := queue.Job{
 						JobID: wj.ID, RunID: wj.RunID2, Attempt: wj.RunAttempt, Repository: raw.Repository.FullName,
 						Owner: strings.Split(raw.Repository.FullName, "/")[0], Labels: wj.Labels, Pool: wantPool,
+						Visibility: "public", // GitHub's examples are public repositories
 						DeliveryID: "d-" + ex.file, ReceivedAt: fixedNow,
 					}
 					if raw.Installation != nil {

@@ -53,6 +53,7 @@ type simRun struct {
 	number         int
 	attempt        int
 	repo           *simRepo
+	head           *simRepo // the head repository: repo, or a fork of it
 	actor          *simAccount
 	name, path     string
 	title, event   string
@@ -98,6 +99,10 @@ type RunSpec struct {
 	Workflow string // workflow name (default "CI")
 	Event    string // triggering event (default "push")
 	Branch   string // default "main"
+	// HeadRepo is the run's head repository ("owner/name"), e.g. a fork a
+	// pull request comes from; created if unknown. Default: Repo. Its owner
+	// is the run's actor.
+	HeadRepo string
 	Jobs     []JobSpec
 }
 
@@ -148,6 +153,16 @@ func (s *Server) StartRun(spec RunSpec) (RunInfo, error) {
 	run.path = ".github/workflows/" + strings.ToLower(strings.ReplaceAll(run.name, " ", "-")) + ".yml"
 	run.title = "Simulated run " + fmt.Sprint(run.number)
 	run.sha = fmt.Sprintf("%040x", run.id)
+	run.head = repo
+	if spec.HeadRepo != "" && spec.HeadRepo != spec.Repo {
+		ho, hn, ok := strings.Cut(spec.HeadRepo, "/")
+		if !ok || ho == "" || hn == "" {
+			s.mu.Unlock()
+			return RunInfo{}, fmt.Errorf("ghsim: StartRun: head repository %q is not owner/name", spec.HeadRepo)
+		}
+		run.head = s.repoLocked(ho, hn)
+		run.actor = run.head.owner
+	}
 	run.inst = s.installForLocked(repo.owner)
 	s.runs[run.id] = run
 	info := RunInfo{RunID: run.id}

@@ -182,7 +182,7 @@ func (s *Server) runJSON(run *simRun) obj {
 		"head_commit": obj{"id": run.sha, "tree_id": strings.Repeat("e", 40), "message": run.title,
 			"timestamp": ts(run.created), "author": obj{"name": "Sim User", "email": "sim@example.com"},
 			"committer": obj{"name": "Sim User", "email": "sim@example.com"}},
-		"repository": s.repoJSON(run.repo), "head_repository": s.repoJSON(run.repo),
+		"repository": s.repoJSON(run.repo), "head_repository": s.repoJSON(run.head),
 	}
 }
 
