@@ -258,8 +258,8 @@ func TestStandinRunners(t *testing.T) {
 	}{
 		{"succeeds", []string{"SKIFF_STANDIN_DURATION=50ms"}, time.Hour, 0, "completed/success", false},
 		{"crashes", []string{"SKIFF_STANDIN_DURATION=100ms", "SKIFF_STANDIN_CRASH=1"}, time.Hour, 3, "in_progress/", false},
-		{"hangs and is stopped at the lifetime cap", []string{"SKIFF_STANDIN_HANG=1"}, 500 * time.Millisecond, 1, "completed/failure", true},
-		{"ignores SIGTERM and is killed after the grace", []string{"SKIFF_STANDIN_HANG=hard"}, 500 * time.Millisecond, -1, "in_progress/", true},
+		{"hangs and is stopped at the lifetime cap", []string{"SKIFF_STANDIN_HANG=1"}, 1500 * time.Millisecond, 1, "completed/failure", true},
+		{"ignores SIGTERM and is killed after the grace", []string{"SKIFF_STANDIN_HANG=hard"}, 1500 * time.Millisecond, -1, "in_progress/", true},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
