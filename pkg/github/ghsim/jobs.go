@@ -39,6 +39,13 @@ type simRunner struct {
 	online    bool
 	version   string
 	job       *simJob
+	// remote: the runner is a separate process connected over HTTP
+	// (runner_http.go): its jobs end when it reports them complete, not
+	// after their Duration; session authenticates its calls, and wake is
+	// closed when a job is dispatched to it.
+	remote  bool
+	session string
+	wake    chan struct{}
 }
 
 func (r *simRunner) status() string {
@@ -269,6 +276,11 @@ func (s *Server) startLocked(j *simJob, r *simRunner) {
 	now := s.now()
 	r.job = j
 	j.status, j.started, j.due = "in_progress", now, now.Add(j.duration)
+	if r.remote {
+		j.due = noDue // the runner reports completion itself
+		close(r.wake)
+		r.wake = make(chan struct{})
+	}
 	j.runnerID, j.runnerName, j.groupID = r.id, r.name, r.groupID
 	j.groupName = "Default"
 	for _, g := range r.account.groups {
@@ -397,36 +409,66 @@ func (s *Server) encodeJITLocked(r *simRunner) string {
 // registered, as `run.sh --jitconfig` would: it goes online and picks up a
 // matching queued job. A configuration works once.
 func (s *Server) ConnectRunner(encodedJITConfig string) (int64, error) {
-	raw, err := base64.StdEncoding.DecodeString(encodedJITConfig)
+	r, err := s.connect(encodedJITConfig, false)
 	if err != nil {
-		return 0, fmt.Errorf("connecting runner: %w: malformed JIT configuration", ErrUnknown)
+		return 0, err
 	}
-	var f jitFiles
-	var p map[string]string
-	if err := json.Unmarshal(raw, &f); err != nil {
-		return 0, fmt.Errorf("connecting runner: %w: malformed JIT configuration", ErrUnknown)
-	}
-	pb, err := base64.StdEncoding.DecodeString(f.RSAParams)
-	if err != nil || json.Unmarshal(pb, &p) != nil {
-		return 0, fmt.Errorf("connecting runner: %w: malformed JIT configuration", ErrUnknown)
+	return r.id, nil
+}
+
+// connect brings the runner of an encoded JIT configuration online, once,
+// and dispatches queued jobs. A remote runner gets a session and completes
+// its jobs itself. It returns a copy of the runner's identity.
+func (s *Server) connect(encodedJITConfig string, remote bool) (simRunner, error) {
+	secret, err := jitSecret(encodedJITConfig)
+	if err != nil {
+		return simRunner{}, fmt.Errorf("connecting runner: %w: %w", ErrUnknown, errMalformedJIT)
 	}
 	s.Step()
 	s.mu.Lock()
-	id, ok := s.jitSecrets[p["d"]]
+	id, ok := s.jitSecrets[secret]
 	if !ok {
 		s.mu.Unlock()
-		return 0, fmt.Errorf("connecting runner: %w", ErrUnknown)
+		return simRunner{}, fmt.Errorf("connecting runner: %w", ErrUnknown)
 	}
 	r := s.runners[id]
 	if r == nil || r.online || r.version != "" {
 		s.mu.Unlock()
-		return 0, fmt.Errorf("connecting runner %d: %w", id, ErrUsed)
+		return simRunner{}, fmt.Errorf("connecting runner %d: %w", id, ErrUsed)
 	}
 	r.online, r.version, r.os = true, "2.330.0", s.opts.RunnerOS
+	if remote {
+		r.remote, r.session, r.wake = true, s.tokenLocked("RUNNERSESSION", 40, alnum), make(chan struct{})
+	}
 	s.dispatchLocked()
+	out := simRunner{id: r.id, name: r.name, session: r.session}
 	s.mu.Unlock()
 	s.pump()
-	return id, nil
+	return out, nil
+}
+
+// errMalformedJIT: the encoded JIT configuration does not decode.
+var errMalformedJIT = errors.New("malformed JIT configuration")
+
+// jitSecret reads the secret out of an encoded JIT configuration.
+func jitSecret(encoded string) (string, error) {
+	raw, err := base64.StdEncoding.DecodeString(encoded)
+	if err != nil {
+		return "", err
+	}
+	var f jitFiles
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return "", err
+	}
+	var p map[string]string
+	pb, err := base64.StdEncoding.DecodeString(f.RSAParams)
+	if err != nil {
+		return "", err
+	}
+	if err := json.Unmarshal(pb, &p); err != nil {
+		return "", err
+	}
+	return p["d"], nil
 }
 
 // RunnerSpec describes a runner registered with a registration token.

@@ -32,8 +32,11 @@
 //     limit windows, answers lost after the request was served, dropped
 //     webhook deliveries.
 //
-// Real runners speak another protocol; a test or the demo "connects" a runner
-// with ConnectRunner (JIT) or RegisterRunner (registration token).
+// Real runners speak another protocol; a test "connects" a runner with
+// ConnectRunner (JIT) or RegisterRunner (registration token), and a separate
+// process acts as a runner through the runner sessions over HTTP
+// (runner_http.go, used by cmd/skiff-standin): connect with its JIT
+// configuration, long-poll its job, report it complete, disconnect.
 package ghsim
 
 import (

@@ -1,0 +1,266 @@
+// Command skiff-standin stands in for the GitHub Actions runner in local
+// mode, the demo and tests: started the way the boot script starts run.sh —
+// its just-in-time configuration in ACTIONS_RUNNER_INPUT_JITCONFIG, never on
+// the command line — it connects to the GitHub simulator (pkg/github/ghsim)
+// as that runner, waits for its one job, "runs" it for a while, reports it
+// complete, disconnects and exits 0. It never prints its configuration.
+//
+// Environment:
+//
+//	ACTIONS_RUNNER_INPUT_JITCONFIG  the encoded JIT configuration (required), as for run.sh
+//	SKIFF_STANDIN_URL               the simulator's root URL (default: read from the configuration)
+//	SKIFF_STANDIN_DURATION          how long the job runs (default 2s)
+//	SKIFF_STANDIN_CONCLUSION        success (default) or failure
+//	SKIFF_STANDIN_IDLE              how long to wait for a job before giving up and exiting 0
+//	                                (default 10m: an idle runner powers off, as skiff's instances do)
+//	SKIFF_STANDIN_CRASH=1           exit 3 in the middle of the job, reporting nothing
+//	SKIFF_STANDIN_HANG=1            never finish the job (until a signal); =hard also ignores SIGTERM
+//
+// Exit status: 0 after the job (or an idle timeout), 1 on a failure or a
+// signal, 2 on bad configuration, 3 for SKIFF_STANDIN_CRASH.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/github/ghsim"
+)
+
+// EnvJITConfig is the runner's own variable for its JIT configuration
+// (run.sh reads it as the --jitconfig input).
+const EnvJITConfig = "ACTIONS_RUNNER_INPUT_JITCONFIG"
+
+// Config is the stand-in's configuration, read from the environment once.
+type Config struct {
+	JITConfig  string
+	URL        string
+	Duration   time.Duration
+	Conclusion string
+	Idle       time.Duration
+	Crash      bool
+	Hang       string // "", "1" or "hard"
+}
+
+// Exit statuses.
+const (
+	exitOK     = 0
+	exitFailed = 1
+	exitConfig = 2
+	exitCrash  = 3
+)
+
+// LoadConfig reads the configuration from getenv and validates it, naming
+// each bad variable.
+func LoadConfig(getenv func(string) string) (Config, error) {
+	c := Config{JITConfig: getenv(EnvJITConfig), URL: getenv("SKIFF_STANDIN_URL"), Duration: 2 * time.Second,
+		Conclusion: "success", Idle: 10 * time.Minute, Crash: getenv("SKIFF_STANDIN_CRASH") == "1",
+		Hang: getenv("SKIFF_STANDIN_HANG")}
+	var errs []error
+	dur := func(name string, dst *time.Duration) {
+		if v := getenv(name); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				errs = append(errs, fmt.Errorf("%s: %q is not a non-negative duration", name, v))
+				return
+			}
+			*dst = d
+		}
+	}
+	dur("SKIFF_STANDIN_DURATION", &c.Duration)
+	dur("SKIFF_STANDIN_IDLE", &c.Idle)
+	if v := getenv("SKIFF_STANDIN_CONCLUSION"); v != "" {
+		c.Conclusion = v
+	}
+	if c.Conclusion != "success" && c.Conclusion != "failure" {
+		errs = append(errs, fmt.Errorf("SKIFF_STANDIN_CONCLUSION: %q is neither success nor failure", c.Conclusion))
+	}
+	if c.Hang != "" && c.Hang != "1" && c.Hang != "hard" {
+		errs = append(errs, fmt.Errorf("SKIFF_STANDIN_HANG: %q is neither 1 nor hard", c.Hang))
+	}
+	switch {
+	case c.JITConfig == "":
+		errs = append(errs, fmt.Errorf("%s is required", EnvJITConfig))
+	case c.URL == "":
+		u, err := ghsim.BrokerURL(c.JITConfig)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w (or set SKIFF_STANDIN_URL)", EnvJITConfig, err))
+		}
+		c.URL = u
+	default:
+		if u, err := url.Parse(c.URL); err != nil || u.Scheme == "" || u.Host == "" {
+			errs = append(errs, fmt.Errorf("SKIFF_STANDIN_URL: %q is not an absolute URL", c.URL))
+		}
+	}
+	return c, errors.Join(errs...)
+}
+
+func main() {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	cfg, err := LoadConfig(os.Getenv)
+	// The runner's configuration is a secret: keep it out of anything this
+	// process starts or dumps, as the boot script unsets it.
+	_ = os.Unsetenv(EnvJITConfig)
+	if err != nil {
+		log.Error("invalid configuration", "err", err)
+		os.Exit(exitConfig)
+	}
+	signals := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if cfg.Hang == "hard" {
+		signal.Ignore(syscall.SIGTERM) // a runner that only SIGKILL ends
+		signals = signals[:1]
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), signals...)
+	code := Run(ctx, cfg, http.DefaultClient, log)
+	stop()
+	os.Exit(code)
+}
+
+// Run is the stand-in's life: connect, wait for the job, run it, complete,
+// disconnect. It returns the process's exit status. A canceled ctx (a
+// signal) disconnects, which fails a job in progress, and returns 1.
+func Run(ctx context.Context, cfg Config, hc *http.Client, log *slog.Logger) int {
+	c := &client{hc: hc, base: strings.TrimRight(cfg.URL, "/")}
+	var sess ghsim.RunnerSession
+	body, _ := json.Marshal(map[string]string{"encoded_jit_config": cfg.JITConfig})
+	if err := c.do(ctx, "POST", "/_sim/runner/connect", body, http.StatusCreated, &sess); err != nil {
+		log.Error("connecting to the simulator", "err", err)
+		return exitFailed
+	}
+	c.session = sess.Session
+	log = log.With("runner_id", sess.RunnerID, "runner_name", sess.RunnerName)
+	log.Info("connected; listening for jobs")
+	runner := "/_sim/runner/" + strconv.FormatInt(sess.RunnerID, 10)
+	disconnect := func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := c.do(dctx, "POST", runner+"/disconnect", nil, http.StatusNoContent, nil); err != nil {
+			log.Warn("disconnecting", "err", err)
+		}
+	}
+
+	deadline := time.Now().Add(cfg.Idle)
+	var job ghsim.RunnerJob
+	for job.ID == 0 {
+		left := time.Until(deadline)
+		if left <= 0 {
+			log.Info("no job came; exiting", "idle", cfg.Idle.String())
+			disconnect()
+			return exitOK
+		}
+		wait := min(left, ghsim.DefaultRunnerPoll)
+		err := c.do(ctx, "GET", runner+"/job?wait="+wait.String(), nil, http.StatusOK, &job)
+		switch {
+		case ctx.Err() != nil:
+			disconnect()
+			return exitFailed
+		case errors.Is(err, errNoContent):
+		case err != nil:
+			log.Error("waiting for a job", "err", err)
+			disconnect()
+			return exitFailed
+		}
+	}
+	log = log.With("job_id", job.ID, "run_id", job.RunID, "repository", job.Repository)
+	log.Info("running job", "job_name", job.Name, "duration", cfg.Duration.String())
+
+	run := time.NewTimer(cfg.Duration)
+	defer run.Stop()
+	var done <-chan time.Time = run.C
+	switch {
+	case cfg.Crash:
+		half := time.NewTimer(cfg.Duration / 2)
+		defer half.Stop()
+		select {
+		case <-half.C:
+			log.Error("crashing in the middle of the job (SKIFF_STANDIN_CRASH)")
+			return exitCrash
+		case <-ctx.Done():
+			return exitFailed
+		}
+	case cfg.Hang != "":
+		log.Warn("hanging: the job never finishes (SKIFF_STANDIN_HANG)")
+		done = nil
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		log.Warn("stopped in the middle of the job")
+		disconnect()
+		return exitFailed
+	}
+	b, _ := json.Marshal(map[string]string{"conclusion": cfg.Conclusion})
+	err := c.do(ctx, "POST", fmt.Sprintf("%s/job/%d/complete", runner, job.ID), b, http.StatusNoContent, nil)
+	var se *statusError
+	switch {
+	case errors.As(err, &se) && se.status == http.StatusConflict:
+		log.Warn("the job ended before it completed here (cancelled)")
+	case err != nil:
+		log.Error("reporting the job complete", "err", err)
+		disconnect()
+		return exitFailed
+	default:
+		log.Info("job completed", "conclusion", cfg.Conclusion)
+	}
+	disconnect()
+	return exitOK
+}
+
+// errNoContent: the simulator answered 204 (no job yet).
+var errNoContent = errors.New("no content")
+
+type statusError struct {
+	status int
+	msg    string
+}
+
+func (e *statusError) Error() string { return fmt.Sprintf("status %d: %s", e.status, e.msg) }
+
+type client struct {
+	hc      *http.Client
+	base    string
+	session string
+}
+
+// do makes one call and decodes a want answer into out.
+func (c *client) do(ctx context.Context, method, path string, body []byte, want int, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("building request: %w", err)
+	}
+	if c.session != "" {
+		req.Header.Set("Authorization", "Bearer "+c.session)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("calling %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	switch {
+	case resp.StatusCode == http.StatusNoContent && want != http.StatusNoContent:
+		return errNoContent
+	case resp.StatusCode != want:
+		var m struct{ Message string }
+		_ = json.Unmarshal(b, &m)
+		return &statusError{status: resp.StatusCode, msg: m.Message}
+	case out != nil:
+		if err := json.Unmarshal(b, out); err != nil {
+			return fmt.Errorf("decoding %s %s: %w", method, path, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/github/ghsim"
+)
+
+var (
+	keyOnce sync.Once
+	key     *rsa.PrivateKey
+)
+
+// sim starts a simulator with one organization and an installation token,
+// and returns it with a function that generates a JIT configuration.
+func sim(t *testing.T) (*ghsim.Server, func(name string) string) {
+	t.Helper()
+	keyOnce.Do(func() { key, _ = rsa.GenerateKey(rand.Reader, 2048) })
+	s := ghsim.New(ghsim.Options{SecretPrefix: "CANARY"})
+	t.Cleanup(s.Close)
+	s.AddApp(ghsim.AppConfig{ID: 1, PublicKey: &key.PublicKey})
+	s.AddRepo("acme", "app")
+	inst := s.Install(1, "acme")
+	now := time.Now()
+	jwtTok, err := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.RegisteredClaims{Issuer: "1",
+		IssuedAt: jwt.NewNumericDate(now.Add(-time.Minute)), ExpiresAt: jwt.NewNumericDate(now.Add(5 * time.Minute))}).SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tok struct{ Token string }
+	call(t, "POST", s.URL()+"/app/installations/"+strconv.FormatInt(inst, 10)+"/access_tokens", jwtTok, nil, http.StatusCreated, &tok)
+	return s, func(name string) string {
+		var out struct {
+			EncodedJITConfig string `json:"encoded_jit_config"`
+		}
+		call(t, "POST", s.URL()+"/orgs/acme/actions/runners/generate-jitconfig", tok.Token,
+			map[string]any{"name": name, "runner_group_id": 1, "labels": []string{"standin"}}, http.StatusCreated, &out)
+		return out.EncodedJITConfig
+	}
+}
+
+func call(t *testing.T, method, url, bearer string, body any, want int, out any) {
+	t.Helper()
+	var b []byte
+	if body != nil {
+		b, _ = json.Marshal(body)
+	}
+	req, _ := http.NewRequest(method, url, bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+bearer)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != want {
+		t.Fatalf("%s %s: %d, want %d", method, url, resp.StatusCode, want)
+	}
+	if out != nil {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestRun: the stand-in takes its one job and ends it as configured; its
+// logs never hold a credential.
+func TestRun(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name           string
+		env            map[string]string
+		cancelAfterJob bool
+		noJob          bool
+		wantExit       int
+		wantStatus     string
+		wantConclusion string
+	}{
+		{"success", map[string]string{"SKIFF_STANDIN_DURATION": "10ms"}, false, false, exitOK, "completed", "success"},
+		{"failure", map[string]string{"SKIFF_STANDIN_DURATION": "10ms", "SKIFF_STANDIN_CONCLUSION": "failure"}, false, false, exitOK, "completed", "failure"},
+		{"crash leaves the job running", map[string]string{"SKIFF_STANDIN_DURATION": "20ms", "SKIFF_STANDIN_CRASH": "1"}, false, false, exitCrash, "in_progress", ""},
+		{"hang until stopped fails the job", map[string]string{"SKIFF_STANDIN_HANG": "1"}, true, false, exitFailed, "completed", "failure"},
+		{"no job within the idle time", map[string]string{"SKIFF_STANDIN_IDLE": "20ms"}, false, true, exitOK, "queued", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, gen := sim(t)
+			labels := []string{"standin"}
+			if tc.noJob {
+				labels = []string{"other"}
+			}
+			run, err := s.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: labels}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := map[string]string{EnvJITConfig: gen("standin-" + strings.ReplaceAll(tc.name, " ", "-"))}
+			for k, v := range tc.env {
+				env[k] = v
+			}
+			cfg, err := LoadConfig(func(k string) string { return env[k] })
+			if err != nil {
+				t.Fatal(err)
+			}
+			logs := &testenv.SyncBuffer{}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			w := &watch{w: logs, word: "hanging", seen: make(chan struct{})}
+			if tc.cancelAfterJob {
+				// Stop the stand-in once its job runs (as a provider's SIGTERM would).
+				go func() {
+					select {
+					case <-w.seen:
+					case <-ctx.Done():
+					}
+					cancel()
+				}()
+			}
+			code := Run(ctx, cfg, http.DefaultClient, slog.New(slog.NewTextHandler(w, nil)))
+			if code != tc.wantExit {
+				t.Errorf("exit %d, want %d; logs:\n%s", code, tc.wantExit, logs)
+			}
+			js, _ := s.Job(run.JobIDs[0])
+			if js.Status != tc.wantStatus || js.Conclusion != tc.wantConclusion {
+				t.Errorf("job %+v, want %s %s", js, tc.wantStatus, tc.wantConclusion)
+			}
+			for _, secret := range s.Secrets() {
+				if strings.Contains(logs.String(), secret) {
+					t.Errorf("a credential reached the stand-in's logs:\n%s", logs)
+				}
+			}
+			if strings.Contains(logs.String(), "CANARY") {
+				t.Errorf("a canary reached the logs:\n%s", logs)
+			}
+		})
+	}
+}
+
+// watch passes writes to w and closes seen at the first that holds word.
+type watch struct {
+	w    io.Writer
+	word string
+	once sync.Once
+	seen chan struct{}
+}
+
+func (w *watch) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte(w.word)) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return w.w.Write(p)
+}
+
+func TestLoadConfig(t *testing.T) {
+	t.Parallel()
+	_, gen := sim(t)
+	cfg := gen("r")
+	cases := []struct {
+		name    string
+		env     map[string]string
+		wantErr string
+	}{
+		{"defaults", map[string]string{EnvJITConfig: cfg}, ""},
+		{"no configuration", map[string]string{}, EnvJITConfig},
+		{"undecodable configuration", map[string]string{EnvJITConfig: "CANARYnotbase64"}, "SKIFF_STANDIN_URL"},
+		{"undecodable configuration with a URL", map[string]string{EnvJITConfig: "CANARYnotbase64", "SKIFF_STANDIN_URL": "http://127.0.0.1:1"}, ""},
+		{"relative URL", map[string]string{EnvJITConfig: cfg, "SKIFF_STANDIN_URL": "/x"}, "SKIFF_STANDIN_URL"},
+		{"bad duration", map[string]string{EnvJITConfig: cfg, "SKIFF_STANDIN_DURATION": "soon"}, "SKIFF_STANDIN_DURATION"},
+		{"negative idle", map[string]string{EnvJITConfig: cfg, "SKIFF_STANDIN_IDLE": "-1s"}, "SKIFF_STANDIN_IDLE"},
+		{"bad conclusion", map[string]string{EnvJITConfig: cfg, "SKIFF_STANDIN_CONCLUSION": "skipped"}, "SKIFF_STANDIN_CONCLUSION"},
+		{"bad hang", map[string]string{EnvJITConfig: cfg, "SKIFF_STANDIN_HANG": "yes"}, "SKIFF_STANDIN_HANG"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := LoadConfig(func(k string) string { return tc.env[k] })
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("LoadConfig: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("LoadConfig = %v, want an error naming %s", err, tc.wantErr)
+			case err != nil && strings.Contains(err.Error(), "CANARY"):
+				t.Errorf("the error quotes the configuration: %v", err)
+			case tc.wantErr == "" && (c.Duration != 2*time.Second && tc.env["SKIFF_STANDIN_DURATION"] == "" || c.URL == ""):
+				t.Errorf("config %+v lacks its defaults", c)
+			}
+		})
+	}
+}

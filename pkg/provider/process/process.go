@@ -1,0 +1,585 @@
+// Package process is the compute provider of `skiff local`: each runner is
+// one operating-system process on this machine — a local install of the
+// GitHub Actions runner (run.sh) or the stand-in (cmd/skiff-standin) — in a
+// fresh work directory with a clean environment, for exactly one job.
+//
+// A runner process's life:
+//
+//	Launch ──► running ──(exits: its job done, a crash)───────────────────────► terminated
+//	              │                                                          ▲  (directory removed,
+//	              └──(Terminate, or the pool's lifetime cap)──► stopping ────┘   leftovers killed)
+//	                   SIGTERM to its process group, SIGKILL after KillGrace
+//
+// The registration reaches the runner the way the boot script hands it to
+// run.sh: in the environment variable ACTIONS_RUNNER_INPUT_JITCONFIG, never
+// on a command line, never on disk, never in a log. The environment holds
+// nothing else of skiff's: PATH, HOME (the work directory), TMPDIR (inside
+// it), SKIFF_INSTANCE_ID, the JIT configuration and the operator's extras.
+//
+// A pool may run at most its limit of processes at once (one GPU job per GPU,
+// say); a launch beyond it is a retryable provider.ErrCapacity for each
+// runner that does not fit, never a wait. Instances are named proc-<n>, n
+// counting up across restarts (the counter lives in the data directory).
+// Launch tokens are remembered in memory: replaying a plan returns the
+// first launch's instances while the provider lives. Close ends every runner,
+// so a restarted provider has no runners of a token it forgot.
+//
+// Only Unix-like systems: process groups and signals.
+package process
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/userdata"
+)
+
+// EnvJITConfig is the variable the runner reads its JIT configuration from
+// (run.sh's --jitconfig input; the boot script sets the same).
+const EnvJITConfig = "ACTIONS_RUNNER_INPUT_JITCONFIG"
+
+// Defaults of Options.
+const (
+	// DefaultLifetime caps a runner whose pool sets no MaxLifetime: GitHub's
+	// default job timeout (timeout-minutes) is 360 minutes.
+	DefaultLifetime = 6 * time.Hour
+	// DefaultKillGrace is how long a runner has between SIGTERM and SIGKILL:
+	// the runner cancels its job and reports it within a few seconds.
+	DefaultKillGrace = 10 * time.Second
+	// DefaultRetain is how long an ended runner stays in List: long enough
+	// for the reconciler's next passes to see how it ended.
+	DefaultRetain = time.Hour
+)
+
+// Options configures a Provider.
+type Options struct {
+	// Command is the runner's command and arguments, e.g.
+	// ["/opt/actions-runner/run.sh"] or ["skiff-standin"]; a bare name is
+	// looked up in PATH. Required.
+	Command []string
+	// DataDir holds the runners' work directories (DataDir/runners/<id>)
+	// and the id counter. One provider per data directory. Required.
+	DataDir string
+	// Env are extra KEY=VALUE entries for every runner (say
+	// RUNNER_ALLOW_RUNASROOT=1, or the stand-in's SKIFF_STANDIN_DURATION).
+	// They cannot set PATH, HOME, TMPDIR, SKIFF_INSTANCE_ID or the JIT
+	// configuration.
+	Env []string
+	// Path is the runners' PATH (default: this process's PATH).
+	Path string
+	// Limits caps the runners of a pool alive at once; pools not listed
+	// take DefaultLimit. A limit of 0 refuses the pool's launches (as no
+	// capacity).
+	Limits map[string]int
+	// DefaultLimit is the limit of unlisted pools (default: the number of CPUs).
+	DefaultLimit int
+	// DefaultLifetime caps a runner whose spec has no MaxLifetime (default DefaultLifetime).
+	DefaultLifetime time.Duration
+	// KillGrace is the time between SIGTERM and SIGKILL (default DefaultKillGrace).
+	KillGrace time.Duration
+	// Retain is how long an ended runner stays listed (default DefaultRetain).
+	Retain time.Duration
+	// LogDir, when set, receives each runner's stdout and stderr as
+	// LogDir/<id>.log (mode 0600); otherwise they are discarded.
+	LogDir string
+	// Logger gets the provider's own logs (default slog.Default()).
+	Logger *slog.Logger
+	// Now is the clock of launch times and retention (default time.Now).
+	// Lifetimes and the kill grace are real time.
+	Now func() time.Time
+}
+
+// Provider runs runners as local processes. It is safe for concurrent use.
+// Call Close to end every runner.
+type Provider struct {
+	o    Options
+	path string // the resolved Command[0]
+	dir  string // DataDir/runners
+
+	mu      sync.Mutex
+	next    int
+	procs   map[string]*proc
+	order   []string
+	byToken map[string][]string
+	failCap bool
+}
+
+type proc struct {
+	inst     provider.Instance
+	pid      int
+	dir      string
+	done     chan struct{}
+	exit     int
+	ended    time.Time
+	timer    *time.Timer
+	stopping bool
+}
+
+var _ provider.Provider = (*Provider)(nil)
+
+// reserved are the variables the provider sets itself.
+var reserved = []string{"PATH", "HOME", "TMPDIR", "SKIFF_INSTANCE_ID", EnvJITConfig}
+
+// New returns a provider that runs o.Command. It removes work directories
+// a previous provider left in DataDir (a crash) and fails, naming the
+// option, on a missing command or data directory or a bad extra variable.
+func New(o Options) (*Provider, error) {
+	var errs []error
+	if len(o.Command) == 0 || o.Command[0] == "" {
+		errs = append(errs, errors.New("process provider: Command is required"))
+	}
+	if o.DataDir == "" {
+		errs = append(errs, errors.New("process provider: DataDir is required"))
+	}
+	for _, kv := range o.Env {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			errs = append(errs, fmt.Errorf("process provider: Env entry %q is not KEY=VALUE", k))
+		} else if slices.Contains(reserved, k) {
+			errs = append(errs, fmt.Errorf("process provider: Env cannot set %s", k))
+		}
+	}
+	for pool, n := range o.Limits {
+		if n < 0 {
+			errs = append(errs, fmt.Errorf("process provider: the limit of pool %q is negative", pool))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if o.Path == "" {
+		o.Path = os.Getenv("PATH")
+	}
+	if o.DefaultLimit <= 0 {
+		o.DefaultLimit = runtime.NumCPU()
+	}
+	if o.DefaultLifetime <= 0 {
+		o.DefaultLifetime = DefaultLifetime
+	}
+	if o.KillGrace <= 0 {
+		o.KillGrace = DefaultKillGrace
+	}
+	if o.Retain <= 0 {
+		o.Retain = DefaultRetain
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	path, err := lookPath(o.Command[0], o.Path)
+	if err != nil {
+		return nil, fmt.Errorf("process provider: finding the runner command: %w", err)
+	}
+	p := &Provider{o: o, path: path, dir: filepath.Join(o.DataDir, "runners"), procs: map[string]*proc{}, byToken: map[string][]string{}}
+	if err := os.RemoveAll(p.dir); err != nil {
+		return nil, fmt.Errorf("process provider: removing old work directories: %w", err)
+	}
+	if err := os.MkdirAll(p.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("process provider: creating the data directory: %w", err)
+	}
+	if o.LogDir != "" {
+		if err := os.MkdirAll(o.LogDir, 0o700); err != nil {
+			return nil, fmt.Errorf("process provider: creating the log directory: %w", err)
+		}
+	}
+	if b, err := os.ReadFile(p.counterFile()); err == nil {
+		p.next, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	return p, nil
+}
+
+// lookPath resolves cmd against path (the runners' PATH, not ours) unless
+// it names a file.
+func lookPath(cmd, path string) (string, error) {
+	if strings.Contains(cmd, "/") {
+		abs, err := filepath.Abs(cmd)
+		if err != nil {
+			return "", err
+		}
+		return exec.LookPath(abs)
+	}
+	for _, d := range filepath.SplitList(path) {
+		if d == "" {
+			continue
+		}
+		if f, err := exec.LookPath(filepath.Join(d, cmd)); err == nil {
+			return filepath.Abs(f)
+		}
+	}
+	return "", fmt.Errorf("%q is not in PATH", cmd)
+}
+
+func (p *Provider) counterFile() string { return filepath.Join(p.o.DataDir, "next-runner-id") }
+
+// Name implements provider.Provider.
+func (p *Provider) Name() string { return "process" }
+
+type plan struct {
+	Token    string            `json:"token"`
+	Pool     string            `json:"pool"`
+	Type     string            `json:"instance_type"`
+	Lifetime time.Duration     `json:"lifetime"`
+	Tags     map[string]string `json:"tags,omitempty"`
+	Runners  []provider.Runner `json:"runners"`
+}
+
+// Plan implements provider.Provider.
+func (p *Provider) Plan(_ context.Context, l provider.Launch) (provider.Plan, error) {
+	switch {
+	case l.Token == "" || len(l.Token) > provider.MaxTokenLen:
+		return "", &provider.Error{Kind: provider.ErrInvalid, Code: "InvalidToken", Message: "the launch token must be 1 to 61 characters", Final: true}
+	case len(l.Runners) == 0:
+		return "", &provider.Error{Kind: provider.ErrInvalid, Code: "NoRunners", Message: "a launch needs at least one runner", Final: true}
+	case l.Spec.Pool == "":
+		return "", &provider.Error{Kind: provider.ErrInvalid, Code: "NoPool", Message: "a launch needs a pool", Final: true}
+	}
+	typ := "local"
+	if len(l.Spec.InstanceTypes) > 0 {
+		typ = l.Spec.InstanceTypes[0]
+	}
+	lifetime := l.Spec.MaxLifetime
+	if lifetime <= 0 {
+		lifetime = p.o.DefaultLifetime
+	}
+	b, err := json.Marshal(plan{Token: l.Token, Pool: l.Spec.Pool, Type: typ, Lifetime: lifetime, Tags: l.Spec.Tags, Runners: l.Runners})
+	if err != nil {
+		return "", fmt.Errorf("encoding plan: %w", err)
+	}
+	return provider.Plan(b), nil
+}
+
+// Launch implements provider.Provider: one process per runner that fits in
+// its pool's limit and has a JIT registration; the others get a per-runner
+// error (ErrCapacity, ErrInvalid or ErrTransient). Replaying a token
+// returns the first launch's instances; replaying one this provider never
+// launched (it restarted since) is a permanent ErrInvalid: nothing runs
+// under it.
+func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []userdata.Registration) (provider.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return provider.Result{}, &provider.Error{Kind: provider.ErrTransient, Message: err.Error()}
+	}
+	var pn plan
+	if err := json.Unmarshal([]byte(pl), &pn); err != nil || pn.Token == "" || len(pn.Runners) == 0 {
+		return provider.Result{}, &provider.Error{Kind: provider.ErrInvalid, Code: "UnreadablePlan", Message: "the plan is not a process provider's plan", Final: true}
+	}
+	if regs != nil && len(regs) != len(pn.Runners) {
+		return provider.Result{}, provider.Errorf(provider.ErrInvalid, "launching: %d registrations for %d runners", len(regs), len(pn.Runners))
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ids, ok := p.byToken[pn.Token]; ok {
+		return p.resultLocked(ids), nil
+	}
+	if regs == nil {
+		return provider.Result{}, &provider.Error{Kind: provider.ErrInvalid, Code: "UnknownPlan", Final: true,
+			Message: "nothing was launched under this token here (the process provider forgets tokens when it restarts, and ends its runners when it stops)"}
+	}
+	res := provider.Result{Runners: make([]provider.Launched, len(pn.Runners))}
+	ids := make([]string, len(pn.Runners))
+	launched := 0
+	var firstErr error
+	for i, r := range pn.Runners {
+		var err error
+		switch {
+		case p.failCap || p.liveLocked(pn.Pool) >= p.limit(pn.Pool):
+			err = &provider.Error{Kind: provider.ErrCapacity, Code: "PoolLimit",
+				Message: fmt.Sprintf("pool %s runs its limit of %d runners on this machine", pn.Pool, p.limit(pn.Pool))}
+		case regs[i].Mode != userdata.ModeJIT || regs[i].JITConfig == "":
+			err = &provider.Error{Kind: provider.ErrInvalid, Code: "NotJIT", Final: true,
+				Message: "the process provider runs just-in-time registered runners only"}
+		default:
+			var pr *proc
+			pr, err = p.startLocked(pn, r, regs[i])
+			if err == nil {
+				ids[i] = pr.inst.ID
+				res.Runners[i].Instance = cloneInstance(pr.inst)
+				launched++
+				continue
+			}
+		}
+		res.Runners[i].Err = err
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	if launched == 0 {
+		return res, firstErr
+	}
+	p.byToken[pn.Token] = ids
+	return res, nil
+}
+
+func (p *Provider) limit(pool string) int {
+	if n, ok := p.o.Limits[pool]; ok {
+		return n
+	}
+	return p.o.DefaultLimit
+}
+
+// liveLocked counts a pool's processes that have not exited (a stopping
+// runner still holds its GPU).
+func (p *Provider) liveLocked(pool string) int {
+	n := 0
+	for _, pr := range p.procs {
+		if pr.inst.Pool == pool && pr.inst.State != provider.Terminated {
+			n++
+		}
+	}
+	return n
+}
+
+// startLocked starts one runner process.
+func (p *Provider) startLocked(pn plan, r provider.Runner, reg userdata.Registration) (*proc, error) {
+	p.next++
+	id := "proc-" + strconv.Itoa(p.next)
+	if err := os.WriteFile(p.counterFile()+".tmp", []byte(strconv.Itoa(p.next)+"\n"), 0o600); err == nil {
+		_ = os.Rename(p.counterFile()+".tmp", p.counterFile())
+	}
+	transient := func(what string, err error) error {
+		return &provider.Error{Kind: provider.ErrTransient, Code: "StartFailed", Message: what + ": " + err.Error()}
+	}
+	dir := filepath.Join(p.dir, id)
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, transient("clearing the work directory", err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o700); err != nil {
+		return nil, transient("creating the work directory", err)
+	}
+	cmd := exec.Command(p.path, p.o.Command[1:]...)
+	cmd.Dir = dir
+	cmd.Env = append([]string{"PATH=" + p.o.Path, "HOME=" + dir, "TMPDIR=" + filepath.Join(dir, "tmp"),
+		"SKIFF_INSTANCE_ID=" + id, EnvJITConfig + "=" + reg.JITConfig}, p.o.Env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if p.o.LogDir != "" {
+		f, err := os.OpenFile(filepath.Join(p.o.LogDir, id+".log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+		if err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, transient("opening the runner's log", err)
+		}
+		defer f.Close() // the child has its own descriptor
+		cmd.Stdout, cmd.Stderr = f, f
+	}
+	if err := cmd.Start(); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, transient("starting the runner", err)
+	}
+	now := p.o.Now().UTC()
+	tags := map[string]string{}
+	for k, v := range pn.Tags {
+		tags[k] = v
+	}
+	for k, v := range map[string]string{
+		names.TagManaged: names.ManagedValue, names.TagPool: pn.Pool, names.TagFleetToken: pn.Token,
+		names.TagJobID: strconv.FormatInt(r.JobID, 10), names.TagRunID: strconv.FormatInt(r.RunID, 10),
+		names.TagRunnerName: r.Name, names.TagRepository: r.Repository, names.TagOwner: r.Owner,
+	} {
+		tags[k] = v
+	}
+	pr := &proc{
+		inst: provider.Instance{ID: id, Pool: pn.Pool, InstanceType: pn.Type, Zone: "local", Capacity: provider.OnDemand,
+			State: provider.Running, LaunchedAt: now, Tags: tags},
+		pid: cmd.Process.Pid, dir: dir, done: make(chan struct{}),
+	}
+	p.procs[id] = pr
+	p.order = append(p.order, id)
+	pr.timer = time.AfterFunc(pn.Lifetime, func() { p.stop(id, "lifetime") })
+	p.o.Logger.Info("launched a runner process", "instance_id", id, "pool", pn.Pool, "pid", pr.pid, "job_id", r.JobID,
+		"runner_name", r.Name, "lifetime", pn.Lifetime.String(), "registration", reg)
+	go p.wait(pr, cmd)
+	return pr, nil
+}
+
+// wait reaps a runner: it kills what the runner left in its process group,
+// removes its directory, and marks it terminated.
+func (p *Provider) wait(pr *proc, cmd *exec.Cmd) {
+	err := cmd.Wait()
+	_ = syscall.Kill(-pr.pid, syscall.SIGKILL) // leftovers of the job; ESRCH when none
+	exit := cmd.ProcessState.ExitCode()
+	rmErr := os.RemoveAll(pr.dir)
+	p.mu.Lock()
+	pr.timer.Stop()
+	pr.exit, pr.ended = exit, p.o.Now().UTC()
+	pr.inst.State = provider.Terminated
+	stopping := pr.stopping
+	p.mu.Unlock()
+	log := p.o.Logger.With("instance_id", pr.inst.ID, "pool", pr.inst.Pool, "pid", pr.pid, "exit_code", exit)
+	switch {
+	case stopping:
+		log.Info("runner process stopped")
+	case err != nil:
+		log.Warn("runner process failed", "err", err)
+	default:
+		log.Info("runner process exited")
+	}
+	if rmErr != nil {
+		log.Error("removing the runner's work directory", "dir", pr.dir, "err", rmErr)
+	}
+	close(pr.done)
+}
+
+// stop ends a runner: SIGTERM to its process group, SIGKILL after the grace.
+func (p *Provider) stop(id, why string) {
+	p.mu.Lock()
+	pr := p.procs[id]
+	if pr == nil || pr.stopping || pr.inst.State == provider.Terminated {
+		p.mu.Unlock()
+		return
+	}
+	pr.stopping = true
+	pr.inst.State = provider.Stopping
+	p.mu.Unlock()
+	p.o.Logger.Info("stopping a runner process", "instance_id", id, "pool", pr.inst.Pool, "pid", pr.pid, "why", why)
+	_ = syscall.Kill(-pr.pid, syscall.SIGTERM)
+	go func() {
+		t := time.NewTimer(p.o.KillGrace)
+		defer t.Stop()
+		select {
+		case <-pr.done:
+		case <-t.C:
+			p.o.Logger.Warn("runner process outlived its grace; killing it", "instance_id", id, "pid", pr.pid)
+			_ = syscall.Kill(-pr.pid, syscall.SIGKILL)
+		}
+	}()
+}
+
+func (p *Provider) resultLocked(ids []string) provider.Result {
+	res := provider.Result{Runners: make([]provider.Launched, len(ids))}
+	for i, id := range ids {
+		if pr := p.procs[id]; pr != nil {
+			res.Runners[i].Instance = cloneInstance(pr.inst)
+		} else {
+			res.Runners[i].Err = &provider.Error{Kind: provider.ErrCapacity, Code: "NotLaunched", Message: "this runner was not launched"}
+		}
+	}
+	return res
+}
+
+// List implements provider.Provider. Ended runners stay listed for
+// Options.Retain.
+func (p *Provider) List(ctx context.Context, f provider.Filter) ([]provider.Instance, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, &provider.Error{Kind: provider.ErrTransient, Message: err.Error()}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pruneLocked()
+	var out []provider.Instance
+	for _, id := range p.order {
+		in := p.procs[id].inst
+		if len(f.IDs) > 0 && !slices.Contains(f.IDs, id) || f.Pool != "" && in.Pool != f.Pool || f.AliveOnly && !in.State.Alive() {
+			continue
+		}
+		out = append(out, cloneInstance(in))
+	}
+	return out, nil
+}
+
+func (p *Provider) pruneLocked() {
+	cut := p.o.Now().Add(-p.o.Retain)
+	keep := p.order[:0]
+	for _, id := range p.order {
+		pr := p.procs[id]
+		if pr.inst.State == provider.Terminated && pr.ended.Before(cut) {
+			delete(p.procs, id)
+			continue
+		}
+		keep = append(keep, id)
+	}
+	p.order = keep
+}
+
+// Terminate implements provider.Provider: it signals the runners and
+// returns; they are stopping until their processes exit.
+func (p *Provider) Terminate(ctx context.Context, ids []string) error {
+	if err := ctx.Err(); err != nil {
+		return &provider.Error{Kind: provider.ErrTransient, Message: err.Error()}
+	}
+	for _, id := range ids {
+		p.stop(id, "terminate")
+	}
+	return nil
+}
+
+// Wait waits until the runner's process has ended and its directory is
+// gone, and returns its exit code (-1 when a signal ended it). An unknown
+// id is an error.
+func (p *Provider) Wait(ctx context.Context, id string) (int, error) {
+	p.mu.Lock()
+	pr := p.procs[id]
+	p.mu.Unlock()
+	if pr == nil {
+		return 0, fmt.Errorf("waiting for %s: no such runner", id)
+	}
+	select {
+	case <-pr.done:
+		return pr.exit, nil
+	case <-ctx.Done():
+		return 0, fmt.Errorf("waiting for %s: %w", id, ctx.Err())
+	}
+}
+
+// Process returns a runner's process id and work directory.
+func (p *Provider) Process(id string) (pid int, dir string, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pr := p.procs[id]
+	if pr == nil {
+		return 0, "", false
+	}
+	return pr.pid, pr.dir, true
+}
+
+// Close ends every runner (SIGTERM, then SIGKILL after the grace) and waits
+// until they are gone, or ctx ends.
+func (p *Provider) Close(ctx context.Context) error {
+	p.mu.Lock()
+	var all []*proc
+	for _, pr := range p.procs {
+		all = append(all, pr)
+	}
+	p.mu.Unlock()
+	for _, pr := range all {
+		p.stop(pr.inst.ID, "shutdown")
+	}
+	for _, pr := range all {
+		select {
+		case <-pr.done:
+		case <-ctx.Done():
+			return fmt.Errorf("stopping runner processes: %w", ctx.Err())
+		}
+	}
+	return nil
+}
+
+// FailCapacity makes every later launch find no capacity (tests).
+func (p *Provider) FailCapacity() {
+	p.mu.Lock()
+	p.failCap = true
+	p.mu.Unlock()
+}
+
+func cloneInstance(in provider.Instance) provider.Instance {
+	tags := make(map[string]string, len(in.Tags))
+	for k, v := range in.Tags {
+		tags[k] = v
+	}
+	in.Tags = tags
+	return in
+}

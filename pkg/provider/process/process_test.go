@@ -1,0 +1,468 @@
+package process_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"golang.org/x/sys/unix"
+
+	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/provider/process"
+	"github.com/skiffci/skiff/pkg/provider/providertest"
+	"github.com/skiffci/skiff/pkg/userdata"
+)
+
+// standin is the path of the stand-in runner, built once by TestMain.
+var standin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "skiff-standin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	standin = filepath.Join(dir, "skiff-standin")
+	out, err := exec.Command("go", "build", "-o", standin, "github.com/skiffci/skiff/cmd/skiff-standin").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "building the stand-in runner: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// safety bounds every wait of these tests: a net for a hung test, never
+// what a test asserts.
+const safety = 60 * time.Second
+
+type env struct {
+	p    *process.Provider
+	data string
+	logs *testenv.SyncBuffer
+}
+
+// newProvider starts a provider on a fresh data directory; the cleanup
+// closes it and checks that no runner process is left, by pid.
+func newProvider(t *testing.T, o process.Options) env {
+	t.Helper()
+	logs := &testenv.SyncBuffer{}
+	if o.DataDir == "" {
+		o.DataDir = t.TempDir()
+	}
+	o.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	p, err := process.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := env{p: p, data: o.DataDir, logs: logs}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), safety)
+		defer cancel()
+		all, _ := p.List(ctx, provider.Filter{})
+		if err := p.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		for _, in := range all {
+			if pid, dir, ok := p.Process(in.ID); ok {
+				waitGone(t, pid)
+				if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("%s: work directory %s left behind (%v)", in.ID, dir, err)
+				}
+			}
+		}
+	})
+	return e
+}
+
+// waitGone waits (on a pidfd, not a timer loop) until pid has exited, and
+// fails the test if it is still running after the safety net.
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return
+	}
+	if err != nil {
+		t.Fatalf("pidfd_open(%d): %v", pid, err)
+	}
+	defer unix.Close(fd)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, int(safety/time.Millisecond))
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil || n == 0 {
+			t.Errorf("process %d is still running (%v)", pid, err)
+		}
+		return
+	}
+}
+
+// environ reads a process's initial environment, as the runner sees it.
+func environ(pid int) (map[string]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, kv := range bytes.Split(b, []byte{0}) {
+		if k, v, ok := strings.Cut(string(kv), "="); ok {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	providertest.Run(t, func(t *testing.T) providertest.Harness {
+		e := newProvider(t, process.Options{Command: []string{"sleep", "3600"}, DefaultLimit: 8})
+		return providertest.Harness{
+			Provider: e.p,
+			Spec:     pool.Spec{Pool: "conformance", InstanceTypes: []string{"local-cpu"}, MaxLifetime: time.Hour},
+			Delivered: func(id string) (userdata.Registration, bool) {
+				pid, _, ok := e.p.Process(id)
+				if !ok {
+					return userdata.Registration{}, false
+				}
+				env, err := environ(pid)
+				if err != nil || env[process.EnvJITConfig] == "" {
+					return userdata.Registration{}, false
+				}
+				ins, _ := e.p.List(context.Background(), provider.Filter{IDs: []string{id}})
+				if len(ins) != 1 {
+					return userdata.Registration{}, false
+				}
+				return userdata.Registration{Mode: userdata.ModeJIT, JITConfig: env[process.EnvJITConfig],
+					RunnerName: ins[0].Tags["skiff:runner-name"]}, true
+			},
+			FailCapacity: e.p.FailCapacity,
+			Logs:         e.logs.String,
+		}
+	})
+}
+
+// sim is a GitHub simulator with an installation token.
+type sim struct {
+	*ghsim.Server
+	token string
+}
+
+var (
+	keyOnce sync.Once
+	key     *rsa.PrivateKey
+)
+
+func newSim(t *testing.T) sim {
+	t.Helper()
+	keyOnce.Do(func() { key, _ = rsa.GenerateKey(rand.Reader, 2048) })
+	s := ghsim.New(ghsim.Options{SecretPrefix: "CANARY"})
+	t.Cleanup(s.Close)
+	s.AddApp(ghsim.AppConfig{ID: 1, PublicKey: &key.PublicKey})
+	s.AddRepo("acme", "app")
+	inst := s.Install(1, "acme")
+	now := time.Now()
+	j, err := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.RegisteredClaims{Issuer: "1",
+		IssuedAt: jwt.NewNumericDate(now.Add(-time.Minute)), ExpiresAt: jwt.NewNumericDate(now.Add(5 * time.Minute))}).SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tok struct{ Token string }
+	post(t, s.URL()+"/app/installations/"+strconv.FormatInt(inst, 10)+"/access_tokens", j, nil, &tok)
+	return sim{Server: s, token: tok.Token}
+}
+
+func post(t *testing.T, url, bearer string, body, out any) {
+	t.Helper()
+	var b []byte
+	if body != nil {
+		b, _ = json.Marshal(body)
+	}
+	req, _ := http.NewRequest("POST", url, bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+bearer)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("POST %s: %d", url, resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// jit registers a just-in-time runner for a job labelled label.
+func (s sim) jit(t *testing.T, name, label string) userdata.Registration {
+	t.Helper()
+	var out struct {
+		EncodedJITConfig string `json:"encoded_jit_config"`
+	}
+	post(t, s.URL()+"/orgs/acme/actions/runners/generate-jitconfig", s.token,
+		map[string]any{"name": name, "runner_group_id": 1, "labels": []string{label}}, &out)
+	return userdata.Registration{Mode: userdata.ModeJIT, JITConfig: out.EncodedJITConfig, RunnerName: name}
+}
+
+// launchOne launches one runner of pool spec with reg and returns its instance.
+func launchOne(t *testing.T, p *process.Provider, spec pool.Spec, token string, reg userdata.Registration) provider.Instance {
+	t.Helper()
+	ctx := context.Background()
+	pl, err := p.Plan(ctx, provider.Launch{Token: token, Spec: spec,
+		Runners: []provider.Runner{{Name: reg.RunnerName, JobID: 1, RunID: 2, Repository: "acme/app", Owner: "acme"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Launch(ctx, pl, []userdata.Registration{reg})
+	if err != nil || res.Runners[0].Err != nil {
+		t.Fatalf("Launch: %v, %v", err, res.Runners[0].Err)
+	}
+	return res.Runners[0].Instance
+}
+
+// TestStandinRunners: the stand-in runner succeeds, crashes, hangs until
+// the pool's lifetime cap, or ignores SIGTERM until the kill; every time the
+// provider ends it, removes its directory and leaves no process behind —
+// including one the job started in the background.
+func TestStandinRunners(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name           string
+		env            []string
+		lifetime       time.Duration
+		wantExit       int
+		wantJob        string // the job's status/conclusion in the simulator
+		wantStopLogged bool
+	}{
+		{"succeeds", []string{"SKIFF_STANDIN_DURATION=50ms"}, time.Hour, 0, "completed/success", false},
+		{"crashes", []string{"SKIFF_STANDIN_DURATION=100ms", "SKIFF_STANDIN_CRASH=1"}, time.Hour, 3, "in_progress/", false},
+		{"hangs and is stopped at the lifetime cap", []string{"SKIFF_STANDIN_HANG=1"}, 1500 * time.Millisecond, 1, "completed/failure", true},
+		{"ignores SIGTERM and is killed after the grace", []string{"SKIFF_STANDIN_HANG=hard"}, 1500 * time.Millisecond, -1, "in_progress/", true},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newSim(t)
+			leftover := filepath.Join(t.TempDir(), "leftover.pid")
+			e := newProvider(t, process.Options{
+				// The job leaves a process behind in the background, as jobs do.
+				Command:   []string{"/bin/sh", "-c", `sleep 3600 & echo $! > "$LEFTOVER"; exec "$0"`, standin},
+				Env:       append([]string{"LEFTOVER=" + leftover}, tc.env...),
+				KillGrace: 300 * time.Millisecond,
+			})
+			run, err := s.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: []string{"local"}}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			reg := s.jit(t, "standin-"+strconv.Itoa(i), "local")
+			in := launchOne(t, e.p, pool.Spec{Pool: "cpu", MaxLifetime: tc.lifetime}, "tok-"+strconv.Itoa(i), reg)
+			pid, dir, _ := e.p.Process(in.ID)
+			if fi, err := os.Stat(dir); err != nil || !fi.IsDir() || filepath.Dir(dir) != filepath.Join(e.data, "runners") {
+				t.Fatalf("work directory %s: %v", dir, err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), safety)
+			defer cancel()
+			code, err := e.p.Wait(ctx, in.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code != tc.wantExit {
+				t.Errorf("exit code %d, want %d; logs:\n%s", code, tc.wantExit, e.logs)
+			}
+			if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("work directory %s still there after the runner ended (%v)", dir, err)
+			}
+			waitGone(t, pid)
+			if b, err := os.ReadFile(leftover); err != nil {
+				t.Errorf("the job's background process did not report its pid: %v", err)
+			} else if lp, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				waitGone(t, lp)
+			}
+			got, _ := e.p.List(ctx, provider.Filter{IDs: []string{in.ID}})
+			if len(got) != 1 || got[0].State != provider.Terminated {
+				t.Errorf("instance after the runner ended: %+v, want terminated", got)
+			}
+			js, _ := s.Job(run.JobIDs[0])
+			if js.Status+"/"+js.Conclusion != tc.wantJob || js.RunnerName != reg.RunnerName {
+				t.Errorf("job %+v, want %s on %s", js, tc.wantJob, reg.RunnerName)
+			}
+			if logged := strings.Contains(e.logs.String(), `"why":"lifetime"`); logged != tc.wantStopLogged {
+				t.Errorf("lifetime stop logged = %v, want %v:\n%s", logged, tc.wantStopLogged, e.logs)
+			}
+			for _, secret := range s.Secrets() {
+				if strings.Contains(e.logs.String(), secret) {
+					t.Fatal("a credential reached the provider's logs")
+				}
+			}
+		})
+	}
+}
+
+// TestCleanEnvironment: a runner sees only PATH, HOME (its work
+// directory), TMPDIR, its instance id, its JIT configuration and the extras.
+func TestCleanEnvironment(t *testing.T) {
+	t.Parallel()
+	e := newProvider(t, process.Options{Command: []string{"sleep", "3600"}, Env: []string{"RUNNER_ALLOW_RUNASROOT=1"}, Path: "/usr/bin:/bin"})
+	in := launchOne(t, e.p, pool.Spec{Pool: "cpu"}, "tok-env", userdata.Registration{Mode: userdata.ModeJIT, JITConfig: "CANARYJIT", RunnerName: "r"})
+	pid, dir, _ := e.p.Process(in.ID)
+	got, err := environ(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"PATH": "/usr/bin:/bin", "HOME": dir, "TMPDIR": filepath.Join(dir, "tmp"), "SKIFF_INSTANCE_ID": in.ID,
+		process.EnvJITConfig: "CANARYJIT", "RUNNER_ALLOW_RUNASROOT": "1"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("environment %v\nwant %v", got, want)
+	}
+	if strings.Contains(e.logs.String(), "CANARYJIT") {
+		t.Error("the JIT configuration reached the logs")
+	}
+	if in.Zone != "local" || in.Capacity != provider.OnDemand || in.InstanceType != "local" || !strings.HasPrefix(in.ID, "proc-") {
+		t.Errorf("instance %+v", in)
+	}
+}
+
+// TestPoolLimit: a pool runs at most its limit of runners; a launch beyond
+// it is a retryable capacity error per runner, at once; a runner that ended
+// frees its place.
+func TestPoolLimit(t *testing.T) {
+	t.Parallel()
+	e := newProvider(t, process.Options{Command: []string{"sleep", "3600"}, Limits: map[string]int{"gpu": 1, "off": 0}})
+	ctx := context.Background()
+	reg := func(n string) userdata.Registration {
+		return userdata.Registration{Mode: userdata.ModeJIT, JITConfig: "CANARY" + n, RunnerName: n}
+	}
+	pl, err := e.p.Plan(ctx, provider.Launch{Token: "tok-gpu", Spec: pool.Spec{Pool: "gpu", InstanceTypes: []string{"rtx-4090"}},
+		Runners: []provider.Runner{{Name: "a", JobID: 1}, {Name: "b", JobID: 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.p.Launch(ctx, pl, []userdata.Registration{reg("a"), reg("b")})
+	if err != nil || res.Runners[0].Err != nil || !errors.Is(res.Runners[1].Err, provider.ErrCapacity) || provider.Permanent(res.Runners[1].Err) {
+		t.Fatalf("launch of 2 into a pool of 1: %+v, %v; want the first launched, the second a retryable ErrCapacity", res, err)
+	}
+	first := res.Runners[0].Instance
+	if first.InstanceType != "rtx-4090" {
+		t.Errorf("instance type %q, want the pool's first", first.InstanceType)
+	}
+	spec := pool.Spec{Pool: "gpu"}
+	one := func(token, name string) error {
+		pl, _ := e.p.Plan(ctx, provider.Launch{Token: token, Spec: spec, Runners: []provider.Runner{{Name: name}}})
+		_, err := e.p.Launch(ctx, pl, []userdata.Registration{reg(name)})
+		return err
+	}
+	if err := one("tok-full", "c"); !errors.Is(err, provider.ErrCapacity) {
+		t.Errorf("launch into a full pool: %v, want ErrCapacity", err)
+	}
+	spec.Pool = "off"
+	if err := one("tok-off", "d"); !errors.Is(err, provider.ErrCapacity) {
+		t.Errorf("launch into a pool of limit 0: %v, want ErrCapacity", err)
+	}
+	spec.Pool = "gpu"
+	if err := e.p.Terminate(ctx, []string{first.ID}); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, safety)
+	defer cancel()
+	if _, err := e.p.Wait(wctx, first.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := one("tok-freed", "e"); err != nil {
+		t.Errorf("launch after the pool's runner ended: %v", err)
+	}
+}
+
+// TestReplayAndRestart: a token replayed after a restart launched nothing
+// here (a permanent error, so scale-up settles it); instance ids keep
+// counting up across restarts; a token registration is refused.
+func TestReplayAndRestart(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	ctx := context.Background()
+	spec := pool.Spec{Pool: "cpu"}
+	l := provider.Launch{Token: "tok-restart", Spec: spec, Runners: []provider.Runner{{Name: "a"}}}
+	e1 := newProvider(t, process.Options{Command: []string{"sleep", "3600"}, DataDir: data})
+	pl, _ := e1.p.Plan(ctx, l)
+	res, err := e1.p.Launch(ctx, pl, []userdata.Registration{{Mode: userdata.ModeJIT, JITConfig: "x", RunnerName: "a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstID := res.Runners[0].Instance.ID
+	if err := e1.p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e2 := newProvider(t, process.Options{Command: []string{"sleep", "3600"}, DataDir: data})
+	if _, err := e2.p.Launch(ctx, pl, nil); !errors.Is(err, provider.ErrInvalid) || !provider.Permanent(err) {
+		t.Errorf("replay of a token from before the restart: %v, want a permanent ErrInvalid", err)
+	}
+	in := launchOne(t, e2.p, spec, "tok-after", userdata.Registration{Mode: userdata.ModeJIT, JITConfig: "y", RunnerName: "b"})
+	n1, _ := strconv.Atoi(strings.TrimPrefix(firstID, "proc-"))
+	n2, _ := strconv.Atoi(strings.TrimPrefix(in.ID, "proc-"))
+	if n2 <= n1 {
+		t.Errorf("id after a restart %s, want one after %s", in.ID, firstID)
+	}
+	pl, _ = e2.p.Plan(ctx, provider.Launch{Token: "tok-token-mode", Spec: spec, Runners: []provider.Runner{{Name: "c"}}})
+	if _, err := e2.p.Launch(ctx, pl, []userdata.Registration{{Mode: userdata.ModeToken, Token: "t", RunnerName: "c"}}); !errors.Is(err, provider.ErrInvalid) {
+		t.Errorf("token registration: %v, want ErrInvalid", err)
+	}
+}
+
+func TestNewRefusesBadOptions(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		o    process.Options
+		want string
+	}{
+		{"no command", process.Options{DataDir: t.TempDir()}, "Command"},
+		{"no data directory", process.Options{Command: []string{"sleep"}}, "DataDir"},
+		{"command not found", process.Options{Command: []string{"no-such-runner-xyz"}, DataDir: t.TempDir()}, "no-such-runner-xyz"},
+		{"extra sets the JIT configuration", process.Options{Command: []string{"sleep"}, DataDir: t.TempDir(), Env: []string{process.EnvJITConfig + "=x"}}, process.EnvJITConfig},
+		{"extra sets HOME", process.Options{Command: []string{"sleep"}, DataDir: t.TempDir(), Env: []string{"HOME=/"}}, "HOME"},
+		{"extra is not KEY=VALUE", process.Options{Command: []string{"sleep"}, DataDir: t.TempDir(), Env: []string{"JUSTAKEY"}}, "KEY=VALUE"},
+		{"negative limit", process.Options{Command: []string{"sleep"}, DataDir: t.TempDir(), Limits: map[string]int{"gpu": -1}}, "gpu"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := process.New(tc.o)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("New = %v, want an error naming %s", err, tc.want)
+			}
+		})
+	}
+	// A work directory left by a crashed provider is removed.
+	data := t.TempDir()
+	stale := filepath.Join(data, "runners", "proc-7")
+	if err := os.MkdirAll(stale, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := process.New(process.Options{Command: []string{"sleep"}, DataDir: data}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stale work directory survived: %v", err)
+	}
+}

@@ -1,0 +1,199 @@
+// Package sqlite keeps `skiff local`'s queue and store in one SQLite file,
+// through the pure-Go driver modernc.org/sqlite (no cgo): the job queue
+// (queue.Sender, queue.Receiver, queue.DeadLetterer, with SQS's
+// at-least-once semantics) and the state (store.Store: deliveries, jobs,
+// runs, with the same claim and merge rules as the in-memory and DynamoDB
+// stores).
+//
+// Durability: the file is in WAL mode with synchronous=FULL by default, and
+// every write is one transaction committed before the call returns. A
+// committed write survives the process being killed (kill -9) at any
+// moment — WAL with synchronous=NORMAL would already guarantee that, since
+// the WAL is written before commit returns and the kernel keeps it — and,
+// with FULL, the WAL is also fsynced at every commit, so a power loss or a
+// kernel crash loses no acknowledged job either. The webhook answers GitHub
+// 200 only after Send returns, and GitHub never redelivers by itself: a job
+// acknowledged and then lost is lost for good, so FULL is the default.
+// Options.Synchronous can choose NORMAL where a lost tail on power loss is
+// acceptable (see the benchmark for the cost).
+//
+// Schema (integer times are Unix nanoseconds; 0 means none):
+//
+//	queue_messages (id, body, job_id, visible_at, receives, sent_at)
+//	dead_letters   (id, message_id, body, job_id, receive_count, reason, detail, dead_at)
+//	deliveries     (id, done, lease_until, expires_at)
+//	jobs           (id, status, record JSON, expires_at)
+//	runs           (id, attempt, record JSON, expires_at)
+//
+// A record whose expires_at has passed on the store's clock is treated as
+// absent by every read and write, as DynamoDB's TTL is; Sweep deletes them.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
+)
+
+// Synchronous is SQLite's synchronous setting in WAL mode.
+type Synchronous string
+
+// The settings Options.Synchronous takes.
+const (
+	// Full fsyncs the WAL at every commit: a committed write survives a
+	// power loss (the default).
+	Full Synchronous = "FULL"
+	// Normal fsyncs only at checkpoints: a committed write survives the
+	// process's death, but the last commits may roll back on a power loss.
+	Normal Synchronous = "NORMAL"
+)
+
+// busyTimeout is how long a write waits for another process's write lock
+// (`skiff status` reading, a second skiff local by mistake) before it
+// fails: far longer than any of skiff's transactions, which take
+// milliseconds.
+const busyTimeout = 5 * time.Second
+
+// Options configures Open.
+type Options struct {
+	// Synchronous is Full (default) or Normal.
+	Synchronous Synchronous
+}
+
+// DB is one open SQLite file. It is safe for concurrent use. Queue and
+// Store share it.
+type DB struct {
+	db *sql.DB
+}
+
+const schema = `
+CREATE TABLE IF NOT EXISTS queue_messages (
+	id         INTEGER PRIMARY KEY AUTOINCREMENT,
+	body       TEXT    NOT NULL,
+	job_id     INTEGER NOT NULL,
+	visible_at INTEGER NOT NULL,
+	receives   INTEGER NOT NULL DEFAULT 0,
+	sent_at    INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS dead_letters (
+	id            INTEGER PRIMARY KEY AUTOINCREMENT,
+	message_id    TEXT    NOT NULL,
+	body          TEXT    NOT NULL,
+	job_id        INTEGER NOT NULL,
+	receive_count INTEGER NOT NULL,
+	reason        TEXT    NOT NULL,
+	detail        TEXT    NOT NULL,
+	dead_at       INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS deliveries (
+	id          TEXT    PRIMARY KEY,
+	done        INTEGER NOT NULL,
+	lease_until INTEGER NOT NULL,
+	expires_at  INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS jobs (
+	id         INTEGER PRIMARY KEY,
+	status     INTEGER NOT NULL,
+	record     TEXT    NOT NULL,
+	expires_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS runs (
+	id         INTEGER PRIMARY KEY,
+	attempt    INTEGER NOT NULL,
+	record     TEXT    NOT NULL,
+	expires_at INTEGER NOT NULL
+);
+`
+
+// Open opens (creating if needed) the SQLite file at path with its schema.
+func Open(path string, o Options) (*DB, error) {
+	if o.Synchronous == "" {
+		o.Synchronous = Full
+	}
+	if o.Synchronous != Full && o.Synchronous != Normal {
+		return nil, fmt.Errorf("opening %s: synchronous %q is neither FULL nor NORMAL", path, o.Synchronous)
+	}
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous("+string(o.Synchronous)+")")
+	q.Add("_pragma", "foreign_keys(ON)")
+	q.Set("_txlock", "immediate") // take the write lock at BEGIN: no lock upgrades, no deadlocks
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	// One connection: SQLite has one writer anyway, and a single connection
+	// serialises this process's transactions without SQLITE_BUSY.
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec(schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("creating the schema in %s: %w", path, err)
+	}
+	var mode string
+	if err := db.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
+		db.Close()
+		return nil, fmt.Errorf("opening %s: journal mode is %q, not wal (%v)", path, mode, err)
+	}
+	return &DB{db: db}, nil
+}
+
+// Close closes the file.
+func (d *DB) Close() error { return d.db.Close() }
+
+// tx runs fn in one immediate transaction and commits it.
+func (d *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("beginning a transaction: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("committing: %w", err)
+	}
+	return nil
+}
+
+// Sweep deletes the records that have expired by now (deliveries, jobs and
+// runs), as DynamoDB's TTL does. Reads treat them as absent before.
+func (d *DB) Sweep(ctx context.Context, now time.Time) (int64, error) {
+	var n int64
+	err := d.tx(ctx, func(tx *sql.Tx) error {
+		for _, table := range []string{"deliveries", "jobs", "runs"} {
+			res, err := tx.ExecContext(ctx, "DELETE FROM "+table+" WHERE expires_at != 0 AND expires_at <= ?", now.UnixNano())
+			if err != nil {
+				return fmt.Errorf("sweeping %s: %w", table, err)
+			}
+			k, _ := res.RowsAffected()
+			n += k
+		}
+		return nil
+	})
+	return n, err
+}
+
+// nanos is t in Unix nanoseconds, 0 for the zero time.
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// live reports whether a record with expires_at is not expired at now.
+func live(expiresAt int64, now time.Time) bool { return expiresAt == 0 || expiresAt > now.UnixNano() }
+
+var errNoRows = sql.ErrNoRows
+
+func isNoRows(err error) bool { return errors.Is(err, errNoRows) }

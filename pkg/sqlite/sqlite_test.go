@@ -1,0 +1,365 @@
+package sqlite_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/sqlite"
+	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/store/storetest"
+)
+
+func open(t testing.TB, path string, o sqlite.Options) *sqlite.DB {
+	t.Helper()
+	if path == "" {
+		path = filepath.Join(t.TempDir(), "skiff.db")
+	}
+	db, err := sqlite.Open(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func TestStoreConformance(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T) store.Store {
+		return sqlite.NewStore(open(t, "", sqlite.Options{}), func() time.Time { return storetest.Now })
+	})
+}
+
+// TestStoreExpiry: a record past its expiry is absent to every read and
+// write, as with DynamoDB's TTL, and Sweep deletes it.
+func TestStoreExpiry(t *testing.T) {
+	t.Parallel()
+	var now atomic.Int64
+	now.Store(storetest.Now.UnixNano())
+	db := open(t, "", sqlite.Options{})
+	s := sqlite.NewStore(db, func() time.Time { return time.Unix(0, now.Load()) })
+	ctx := context.Background()
+	at := storetest.Now
+	if err := s.FinishDelivery(ctx, "d", at.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RecordJob(ctx, store.Job{ID: 1, Status: store.StatusCompleted, ExpiresAt: at.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordRun(ctx, store.Run{ID: 2, Attempt: 3, Event: "push", ExpiresAt: at.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ClaimDelivery(ctx, "d", at, time.Minute); !errors.Is(err, store.ErrDuplicate) {
+		t.Fatalf("claim of a finished delivery: %v", err)
+	}
+	now.Add(int64(time.Hour))
+	if err := s.ClaimDelivery(ctx, "d", at.Add(time.Hour), time.Minute); err != nil {
+		t.Errorf("claim of an expired delivery: %v, want nil", err)
+	}
+	if _, err := s.Job(ctx, 1); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("expired job: %v, want ErrNotFound", err)
+	}
+	if adv, err := s.RecordJob(ctx, store.Job{ID: 1, Status: store.StatusQueued}); err != nil || !adv {
+		t.Errorf("an event for an expired job: %v, %v; want a new record", adv, err)
+	}
+	if err := s.RecordRun(ctx, store.Run{ID: 2, Attempt: 1, Event: "schedule"}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Run(ctx, 2); err != nil || r.Event != "schedule" {
+		t.Errorf("run after its older attempt expired: %+v, %v", r, err)
+	}
+	if n, err := db.Sweep(ctx, time.Unix(0, now.Load())); err != nil || n != 0 {
+		t.Errorf("Sweep = %d, %v; want 0 (the expired records were replaced)", n, err)
+	}
+}
+
+func jobN(id int64) queue.Job {
+	return queue.Job{JobID: id, RunID: 7, Attempt: 1, Repository: "acme/app", Owner: "acme", Labels: []string{"self-hosted"}, Pool: "cpu"}
+}
+
+// TestReceiver mirrors queue's TestMemoryReceiver: at least once, a
+// received message hidden for the visibility timeout, receive counts, and
+// each verdict settled as SQS would.
+func TestReceiver(t *testing.T) {
+	t.Parallel()
+	var now atomic.Int64
+	now.Store(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC).UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	q := sqlite.NewQueue(open(t, "", sqlite.Options{}), sqlite.QueueOptions{Visibility: time.Minute, Now: clock, PollWait: time.Millisecond})
+	ctx := context.Background()
+	for _, id := range []int64{1, 2, 3} {
+		if err := q.Send(ctx, jobN(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := q.Receive(ctx, 2)
+	if err != nil || len(first) != 2 || first[0].Job.JobID != 1 || first[1].Job.JobID != 2 || first[0].ReceiveCount != 1 {
+		t.Fatalf("first receive = %+v, %v; want jobs 1 and 2, received once", first, err)
+	}
+	if rest, _ := q.Receive(ctx, 10); len(rest) != 1 || rest[0].Job.JobID != 3 {
+		t.Fatalf("second receive = %+v, want only job 3 (1 and 2 are in flight)", rest)
+	}
+	answers := []queue.Answer{{Verdict: queue.Done}, {Verdict: queue.DeadLetter, Reason: "launch_quota", Detail: "raise it"}}
+	for i, d := range first {
+		if err := q.Settle(ctx, d, answers[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now.Add(int64(time.Minute))
+	again, _ := q.Receive(ctx, 10)
+	if len(again) != 1 || again[0].Job.JobID != 3 || again[0].ReceiveCount != 2 {
+		t.Fatalf("after the visibility timeout: %+v, want job 3 again, received twice", again)
+	}
+	if err := q.Settle(ctx, again[0], queue.Answer{Verdict: queue.Retry}); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := q.Depth(ctx); n != 1 {
+		t.Fatalf("a retried message must stay: depth %d", n)
+	}
+	dead, _ := q.DeadLetters(ctx)
+	if len(dead) != 1 || dead[0].JobID != 2 || dead[0].Reason != "launch_quota" || dead[0].Detail != "raise it" || dead[0].Body == "" {
+		t.Errorf("dead letters %+v", dead)
+	}
+	// A receiver that outlived its visibility cannot settle for the newer one.
+	now.Add(int64(time.Minute))
+	newer, _ := q.Receive(ctx, 10)
+	if len(newer) != 1 {
+		t.Fatalf("third receive: %+v", newer)
+	}
+	if err := q.Settle(ctx, again[0], queue.Answer{Verdict: queue.Done}); !errors.Is(err, sqlite.ErrStaleReceipt) {
+		t.Errorf("settling with a stale receipt: %v, want ErrStaleReceipt", err)
+	}
+	if err := q.Settle(ctx, newer[0], queue.Answer{Verdict: queue.Done}); err != nil {
+		t.Errorf("settling with the current receipt: %v", err)
+	}
+	if n, _ := q.Depth(ctx); n != 0 {
+		t.Errorf("depth %d after the last Done, want 0", n)
+	}
+	if err := q.Send(ctx, queue.Job{JobID: 9}); !errors.Is(err, queue.ErrInvalidJob) {
+		t.Errorf("Send(invalid job) = %v, want ErrInvalidJob", err)
+	}
+}
+
+// TestRedrive: a message received MaxReceives times without being settled
+// goes to the dead letters instead of being delivered again.
+func TestRedrive(t *testing.T) {
+	t.Parallel()
+	var now atomic.Int64
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	q := sqlite.NewQueue(open(t, "", sqlite.Options{}), sqlite.QueueOptions{Visibility: time.Second, MaxReceives: 3, Now: clock, PollWait: time.Millisecond})
+	ctx := context.Background()
+	if err := q.Send(ctx, jobN(5)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		ds, err := q.Receive(ctx, 1)
+		if err != nil || len(ds) != 1 || ds[0].ReceiveCount != i {
+			t.Fatalf("receive %d: %+v, %v", i, ds, err)
+		}
+		now.Add(int64(time.Second))
+	}
+	if ds, _ := q.Receive(ctx, 1); len(ds) != 0 {
+		t.Fatalf("a fourth delivery: %+v", ds)
+	}
+	dead, _ := q.DeadLetters(ctx)
+	if len(dead) != 1 || dead[0].JobID != 5 || dead[0].Reason != sqlite.ReasonMaxReceives || dead[0].ReceiveCount != 3 {
+		t.Errorf("dead letters %+v", dead)
+	}
+}
+
+// TestConsumeConcurrently: receivers sharing the queue, through queue.Consume,
+// see every job exactly once while it is being handled, and settle them all.
+func TestConsumeConcurrently(t *testing.T) {
+	t.Parallel()
+	q := sqlite.NewQueue(open(t, "", sqlite.Options{Synchronous: sqlite.Normal}), sqlite.QueueOptions{PollWait: 10 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const jobs = 60
+	for id := int64(1); id <= jobs; id++ {
+		if err := q.Send(ctx, jobN(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	seen := map[int64]int{}
+	var wg sync.WaitGroup
+	log := slog.New(slog.NewJSONHandler(&testenv.SyncBuffer{}, nil))
+	for range 4 {
+		wg.Go(func() {
+			queue.Consume(ctx, q, 5, func(_ context.Context, ds []queue.Delivery) []queue.Answer {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, d := range ds {
+					seen[d.Job.JobID]++
+				}
+				if len(seen) == jobs {
+					cancel()
+				}
+				return make([]queue.Answer, len(ds))
+			}, log)
+		})
+	}
+	wg.Wait()
+	for id := int64(1); id <= jobs; id++ {
+		if seen[id] != 1 {
+			t.Errorf("job %d handled %d times, want once", id, seen[id])
+		}
+	}
+	if n, _ := q.Depth(context.Background()); n != 0 {
+		t.Errorf("depth %d after every job was done", n)
+	}
+}
+
+// The durability test's child: it runs the webhook's writes for job after
+// job and prints each job id once its writes returned (acknowledged).
+const childEnv = "SKIFF_SQLITE_DURABILITY_CHILD"
+
+func TestMain(m *testing.M) {
+	if path := os.Getenv(childEnv); path != "" {
+		os.Exit(durabilityChild(path))
+	}
+	os.Exit(m.Run())
+}
+
+func durabilityChild(path string) int {
+	db, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	s, q := sqlite.NewStore(db, nil), sqlite.NewQueue(db, sqlite.QueueOptions{})
+	out := bufio.NewWriter(os.Stdout)
+	for id := int64(1); ; id++ {
+		if err := webhookWrites(context.Background(), s, q, id); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Fprintln(out, id)
+		out.Flush() // acknowledged: the parent may count on it
+	}
+}
+
+// webhookWrites is what the webhook writes for one queued job.
+func webhookWrites(ctx context.Context, s *sqlite.Store, q *sqlite.Queue, id int64) error {
+	now := time.Now()
+	delivery := "delivery-" + strconv.FormatInt(id, 10)
+	if err := s.ClaimDelivery(ctx, delivery, now, 30*time.Second); err != nil {
+		return err
+	}
+	if _, err := s.RecordJob(ctx, store.Job{ID: id, RunID: 7, Attempt: 1, Repository: "acme/app", Status: store.StatusQueued,
+		Labels: []string{"self-hosted", "linux"}, Pool: "cpu", QueuedAt: now, UpdatedAt: now, ExpiresAt: now.Add(336 * time.Hour)}); err != nil {
+		return err
+	}
+	if err := q.Send(ctx, jobN(id)); err != nil {
+		return err
+	}
+	return s.FinishDelivery(ctx, delivery, now.Add(192*time.Hour))
+}
+
+// TestKill9LosesNothing: a process writing in a loop is killed with SIGKILL;
+// reopening the file finds every write it acknowledged — the delivery
+// finished, the job recorded, its message queued exactly once.
+func TestKill9LosesNothing(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "skiff.db")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+path)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(stdout)
+	var acked int64
+	for lines.Scan() {
+		acked, _ = strconv.ParseInt(lines.Text(), 10, 64)
+		if acked == 150 {
+			_ = cmd.Process.Signal(syscall.SIGKILL) // in the middle of the next job's writes
+			break
+		}
+	}
+	for lines.Scan() { // acknowledged before the kill landed
+		acked, _ = strconv.ParseInt(lines.Text(), 10, 64)
+	}
+	err = cmd.Wait()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("child ended with %v, want killed by SIGKILL", err)
+	}
+	if acked < 150 {
+		t.Fatalf("the child acknowledged %d jobs before the kill, want at least 150", acked)
+	}
+
+	db := open(t, path, sqlite.Options{})
+	s := sqlite.NewStore(db, nil)
+	q := sqlite.NewQueue(db, sqlite.QueueOptions{PollWait: time.Millisecond})
+	ctx := context.Background()
+	queued := map[int64]int{}
+	for {
+		ds, err := q.Receive(ctx, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) == 0 {
+			break
+		}
+		for _, d := range ds {
+			queued[d.Job.JobID]++
+		}
+	}
+	for id := int64(1); id <= acked; id++ {
+		if queued[id] != 1 {
+			t.Errorf("job %d: queued %d times, want once", id, queued[id])
+		}
+		if j, err := s.Job(ctx, id); err != nil || j.Status != store.StatusQueued || !slices.Equal(j.Labels, []string{"self-hosted", "linux"}) {
+			t.Errorf("job %d: %+v, %v", id, j, err)
+		}
+		if err := s.ClaimDelivery(ctx, "delivery-"+strconv.FormatInt(id, 10), time.Now(), time.Minute); !errors.Is(err, store.ErrDuplicate) {
+			t.Errorf("delivery of job %d: claim = %v, want ErrDuplicate (finished)", id, err)
+		}
+	}
+	// At most the job in flight at the kill is beyond the acknowledged ones.
+	for id, n := range queued {
+		if id > acked+1 || n != 1 {
+			t.Errorf("job %d queued %d times (acknowledged up to %d)", id, n, acked)
+		}
+	}
+	t.Logf("%d jobs acknowledged before SIGKILL, all found", acked)
+}
+
+// BenchmarkWebhookWrites: the webhook's writes for one queued job
+// (ClaimDelivery, RecordJob, Send, FinishDelivery: four transactions) on a
+// file in the test's temporary directory.
+func BenchmarkWebhookWrites(b *testing.B) {
+	for _, sync := range []sqlite.Synchronous{sqlite.Full, sqlite.Normal} {
+		b.Run(string(sync), func(b *testing.B) {
+			db := open(b, "", sqlite.Options{Synchronous: sync})
+			s, q := sqlite.NewStore(db, nil), sqlite.NewQueue(db, sqlite.QueueOptions{})
+			ctx := context.Background()
+			b.ResetTimer()
+			var id int64
+			for b.Loop() {
+				id++
+				if err := webhookWrites(ctx, s, q, id); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(id)/b.Elapsed().Seconds(), "jobs/s")
+		})
+	}
+}

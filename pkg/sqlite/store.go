@@ -1,0 +1,192 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/store"
+)
+
+// Store is a store.Store in the SQLite file.
+type Store struct {
+	d   *DB
+	now func() time.Time
+}
+
+var _ store.Store = (*Store)(nil)
+
+// NewStore returns the store in d. now is the clock that decides whether a
+// record has expired (time.Now when nil).
+func NewStore(d *DB, now func() time.Time) *Store {
+	if now == nil {
+		now = time.Now
+	}
+	return &Store{d: d, now: now}
+}
+
+// ClaimDelivery implements store.Store.
+func (s *Store) ClaimDelivery(ctx context.Context, id string, now time.Time, lease time.Duration) error {
+	return s.d.tx(ctx, func(tx *sql.Tx) error {
+		var done bool
+		var leaseUntil, expires int64
+		err := tx.QueryRowContext(ctx, "SELECT done, lease_until, expires_at FROM deliveries WHERE id = ?", id).Scan(&done, &leaseUntil, &expires)
+		switch {
+		case err != nil && !isNoRows(err):
+			return fmt.Errorf("reading delivery: %w", err)
+		case err == nil && live(expires, s.now()) && (done || now.UnixNano() < leaseUntil):
+			return store.ErrDuplicate
+		}
+		until := now.Add(lease).UnixNano()
+		if _, err := tx.ExecContext(ctx, `INSERT INTO deliveries (id, done, lease_until, expires_at) VALUES (?, 0, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET done = 0, lease_until = excluded.lease_until, expires_at = excluded.expires_at`,
+			id, until, until); err != nil {
+			return fmt.Errorf("claiming delivery: %w", err)
+		}
+		return nil
+	})
+}
+
+// FinishDelivery implements store.Store. A zero expires keeps the mark forever.
+func (s *Store) FinishDelivery(ctx context.Context, id string, expires time.Time) error {
+	return s.d.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO deliveries (id, done, lease_until, expires_at) VALUES (?, 1, 0, ?)
+			ON CONFLICT (id) DO UPDATE SET done = 1, lease_until = 0, expires_at = excluded.expires_at`, id, nanos(expires)); err != nil {
+			return fmt.Errorf("finishing delivery: %w", err)
+		}
+		return nil
+	})
+}
+
+// ReleaseDelivery implements store.Store.
+func (s *Store) ReleaseDelivery(ctx context.Context, id string) error {
+	return s.d.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM deliveries WHERE id = ? AND done = 0", id); err != nil {
+			return fmt.Errorf("releasing delivery: %w", err)
+		}
+		return nil
+	})
+}
+
+// RecordJob implements store.Store: read, merge (store.MergeJob) and write
+// in one transaction.
+func (s *Store) RecordJob(ctx context.Context, j store.Job) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if err := store.ValidateJob(j); err != nil {
+		return false, err
+	}
+	var advanced bool
+	err := s.d.tx(ctx, func(tx *sql.Tx) error {
+		old, exists, err := s.job(ctx, tx, j.ID)
+		if err != nil {
+			return err
+		}
+		var rec store.Job
+		rec, advanced = store.MergeJob(old, exists, j)
+		b, err := json.Marshal(rec)
+		if err != nil {
+			return fmt.Errorf("encoding job: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO jobs (id, status, record, expires_at) VALUES (?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET status = excluded.status, record = excluded.record, expires_at = excluded.expires_at`,
+			rec.ID, int(rec.Status), string(b), nanos(rec.ExpiresAt)); err != nil {
+			return fmt.Errorf("writing job: %w", err)
+		}
+		return nil
+	})
+	return advanced, err
+}
+
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// job reads a live job record.
+func (s *Store) job(ctx context.Context, q querier, id int64) (store.Job, bool, error) {
+	var rec string
+	var expires int64
+	err := q.QueryRowContext(ctx, "SELECT record, expires_at FROM jobs WHERE id = ?", id).Scan(&rec, &expires)
+	switch {
+	case isNoRows(err):
+		return store.Job{}, false, nil
+	case err != nil:
+		return store.Job{}, false, fmt.Errorf("reading job: %w", err)
+	case !live(expires, s.now()):
+		return store.Job{}, false, nil
+	}
+	var j store.Job
+	if err := json.Unmarshal([]byte(rec), &j); err != nil {
+		return store.Job{}, false, fmt.Errorf("decoding job %d: %w", id, err)
+	}
+	return j, true, nil
+}
+
+// Job implements store.Store.
+func (s *Store) Job(ctx context.Context, id int64) (store.Job, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Job{}, err
+	}
+	j, ok, err := s.job(ctx, s.d.db, id)
+	switch {
+	case err != nil:
+		return store.Job{}, err
+	case !ok:
+		return store.Job{}, store.ErrNotFound
+	}
+	j.Labels = slices.Clone(j.Labels)
+	return j, nil
+}
+
+// RecordRun implements store.Store.
+func (s *Store) RecordRun(ctx context.Context, r store.Run) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if r.ID <= 0 {
+		return errors.New("recording run: id is required")
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encoding run: %w", err)
+	}
+	now := s.now().UnixNano()
+	return s.d.tx(ctx, func(tx *sql.Tx) error {
+		// Replace a record of the same or an older attempt, or an expired one.
+		if _, err := tx.ExecContext(ctx, `INSERT INTO runs (id, attempt, record, expires_at) VALUES (?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET attempt = excluded.attempt, record = excluded.record, expires_at = excluded.expires_at
+			WHERE runs.attempt <= excluded.attempt OR (runs.expires_at != 0 AND runs.expires_at <= ?)`,
+			r.ID, r.Attempt, string(b), nanos(r.ExpiresAt), now); err != nil {
+			return fmt.Errorf("writing run: %w", err)
+		}
+		return nil
+	})
+}
+
+// Run implements store.Store.
+func (s *Store) Run(ctx context.Context, id int64) (store.Run, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Run{}, err
+	}
+	var rec string
+	var expires int64
+	err := s.d.db.QueryRowContext(ctx, "SELECT record, expires_at FROM runs WHERE id = ?", id).Scan(&rec, &expires)
+	switch {
+	case isNoRows(err):
+		return store.Run{}, store.ErrNotFound
+	case err != nil:
+		return store.Run{}, fmt.Errorf("reading run: %w", err)
+	case !live(expires, s.now()):
+		return store.Run{}, store.ErrNotFound
+	}
+	var r store.Run
+	if err := json.Unmarshal([]byte(rec), &r); err != nil {
+		return store.Run{}, fmt.Errorf("decoding run %d: %w", id, err)
+	}
+	return r, nil
+}
