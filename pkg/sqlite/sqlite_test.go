@@ -42,6 +42,9 @@ func TestStoreConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
 		return sqlite.NewStore(open(t, "", sqlite.Options{}), func() time.Time { return storetest.Now })
 	})
+	storetest.RunExpiry(t, func(t *testing.T, now func() time.Time) store.Store {
+		return sqlite.NewStore(open(t, "", sqlite.Options{}), now)
+	})
 }
 
 // TestStoreExpiry: a record past its expiry is absent to every read and

@@ -38,7 +38,7 @@ func (s *Store) ClaimDelivery(ctx context.Context, id string, now time.Time, lea
 		switch {
 		case err != nil && !isNoRows(err):
 			return fmt.Errorf("reading delivery: %w", err)
-		case err == nil && live(expires, s.now()) && (done || now.UnixNano() < leaseUntil):
+		case err == nil && live(expires, now) && (done || now.UnixNano() < leaseUntil):
 			return store.ErrDuplicate
 		}
 		until := now.Add(lease).UnixNano()
