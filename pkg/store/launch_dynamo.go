@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ type LaunchDynamoAPI interface {
 	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	BatchGetItem(ctx context.Context, params *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 	Query(ctx context.Context, params *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	TransactWriteItems(ctx context.Context, params *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 }
 
 var (
@@ -193,14 +195,54 @@ func (d *LaunchDynamo) PutFleet(ctx context.Context, f Fleet) error {
 	}
 	e := newExpr()
 	cond := fmt.Sprintf("attribute_not_exists(%s) OR NOT %s", e.name(attrPK), e.live(f.CreatedAt))
-	_, err := d.api.PutItem(ctx, e.put(d.table, item, cond))
-	if isConditionFailed(err) {
-		return fmt.Errorf("recording fleet %s: %w", f.Token, ErrConflict)
+	put := e.put(d.table, item, cond)
+	if len(f.Members) == 0 {
+		_, err := d.api.PutItem(ctx, put)
+		if isConditionFailed(err) {
+			return fmt.Errorf("recording fleet %s: %w", f.Token, ErrConflict)
+		}
+		if err != nil {
+			return fmt.Errorf("recording fleet %s: %w", f.Token, err)
+		}
+		return nil
+	}
+	// The fence: one transaction puts the fleet and checks that every
+	// member's claim still names it (no invocation took a job over after its
+	// lease). At most 99 members: a transaction holds 100 items.
+	items := []types.TransactWriteItem{{Put: &types.Put{TableName: put.TableName, Item: put.Item,
+		ConditionExpression: put.ConditionExpression, ExpressionAttributeNames: put.ExpressionAttributeNames,
+		ExpressionAttributeValues: put.ExpressionAttributeValues}}}
+	for _, m := range f.Members {
+		ce := newExpr()
+		items = append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+			TableName: aws.String(d.table), Key: claimKey(m.JobID),
+			ConditionExpression:      aws.String(fmt.Sprintf("%s = %s", ce.name(attrToken), ce.value(str(f.Token)))),
+			ExpressionAttributeNames: ce.names, ExpressionAttributeValues: ce.values,
+		}})
+	}
+	_, err := d.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	if isTransactionConflict(err) {
+		return fmt.Errorf("recording fleet %s: the fleet exists or a member's claim was taken over: %w", f.Token, ErrConflict)
 	}
 	if err != nil {
 		return fmt.Errorf("recording fleet %s: %w", f.Token, err)
 	}
 	return nil
+}
+
+// isTransactionConflict reports whether a transaction was cancelled by a
+// failed condition (as opposed to throttling or a server error).
+func isTransactionConflict(err error) bool {
+	var tc *types.TransactionCanceledException
+	if !errors.As(err, &tc) {
+		return false
+	}
+	for _, r := range tc.CancellationReasons {
+		if aws.ToString(r.Code) == "ConditionalCheckFailed" {
+			return true
+		}
+	}
+	return false
 }
 
 func instanceList(ids []string) types.AttributeValue {

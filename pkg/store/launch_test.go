@@ -18,7 +18,8 @@ var launchTableSeq atomic.Int64
 
 func newLaunchDynamo(t *testing.T) store.Launches {
 	t.Helper()
-	endpoint := testenv.Dynalite(t)
+	// moto: the fenced fleet intent is a transaction, which dynalite lacks.
+	endpoint := testenv.Moto(t)
 	client := testenv.DynamoClient(t, endpoint)
 	table := "skiff-launch-" + strconv.FormatInt(launchTableSeq.Add(1), 10)
 	if err := store.CreateTable(t.Context(), client, table); err != nil {
@@ -143,6 +144,16 @@ func testFleets(t *testing.T, s store.Launches) {
 	}
 	if err := s.PutFleet(ctx, f); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("second PutFleet: %v", err)
+	}
+	// The fence: a member's claim taken over by another invocation (a new
+	// attempt with another token) refuses the fleet.
+	taken := store.Fleet{Token: "skiff-stale", Pool: "cpu", State: store.FleetIntent, Plan: "{}",
+		Members: []store.FleetMember{{JobID: 11, Attempt: 1}}, CreatedAt: launchNow, ExpiresAt: launchNow.Add(time.Hour)}
+	if err := s.PutFleet(ctx, taken); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("a fleet whose member's claim names another fleet: %v, want ErrConflict", err)
+	}
+	if _, err := s.Fleet(ctx, taken.Token, launchNow); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the fenced-off fleet was recorded: %v", err)
 	}
 	got, err := s.Fleet(ctx, f.Token, launchNow)
 	if err != nil {
