@@ -403,7 +403,8 @@ func (p *Provider) settleReplay(ctx context.Context, log *slog.Logger, pn plan, 
 }
 
 // assign pairs runners (in order) with instances (sorted by id): the
-// runner at index i gets instances[i], "" when the fleet filled fewer.
+// runner at index i gets instances[i], "" when the fleet filled fewer. A
+// replay of the fleet gets the same instances and so the same pairs.
 func assign(runners int, instances []string) []string {
 	sorted := slices.Clone(instances)
 	slices.Sort(sorted)

@@ -136,6 +136,16 @@ type Instance struct {
 	Tags map[string]string
 }
 
+// Clone returns a copy of the instance that shares no map with it.
+func (in Instance) Clone() Instance {
+	tags := make(map[string]string, len(in.Tags))
+	for k, v := range in.Tags {
+		tags[k] = v
+	}
+	in.Tags = tags
+	return in
+}
+
 // Result is what one Launch did.
 type Result struct {
 	// Runners are aligned with the plan's runners.

@@ -201,13 +201,3 @@ func Admit(n, granted int) (admitted, over int) {
 	granted = max(0, min(n, granted))
 	return granted, n - granted
 }
-
-// Assign pairs members (in order) with instances (sorted by id): the
-// member at index i gets instances[i], "" when the fleet filled fewer.
-func Assign(members int, instances []string) []string {
-	sorted := slices.Clone(instances)
-	slices.Sort(sorted)
-	out := make([]string, members)
-	copy(out, sorted)
-	return out
-}

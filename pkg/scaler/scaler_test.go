@@ -148,7 +148,7 @@ func TestDispose(t *testing.T) {
 	}
 }
 
-func TestAdmitAndAssign(t *testing.T) {
+func TestAdmitAndRunnerName(t *testing.T) {
 	t.Parallel()
 	admits := []struct{ n, granted, admitted, over int }{
 		{5, 5, 5, 0}, {5, 3, 3, 2}, {5, 0, 0, 5}, {2, 9, 2, 0}, {3, -1, 0, 3},
@@ -156,20 +156,6 @@ func TestAdmitAndAssign(t *testing.T) {
 	for _, a := range admits {
 		if ad, ov := scaler.Admit(a.n, a.granted); ad != a.admitted || ov != a.over {
 			t.Errorf("Admit(%d, %d) = %d, %d", a.n, a.granted, ad, ov)
-		}
-	}
-	assigns := []struct {
-		members   int
-		instances []string
-		want      []string
-	}{
-		{3, []string{"i-c", "i-a", "i-b"}, []string{"i-a", "i-b", "i-c"}},
-		{3, []string{"i-b"}, []string{"i-b", "", ""}},
-		{1, nil, []string{""}},
-	}
-	for _, a := range assigns {
-		if got := scaler.Assign(a.members, a.instances); !reflect.DeepEqual(got, a.want) {
-			t.Errorf("Assign(%d, %v) = %v", a.members, a.instances, got)
 		}
 	}
 	if got := scaler.RunnerName(123, 2); got != "skiff-123-2" {

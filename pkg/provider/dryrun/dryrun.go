@@ -138,7 +138,7 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []userdata
 	res := provider.Result{Runners: make([]provider.Launched, len(pn.Runners))}
 	for i, id := range ids {
 		if i < len(res.Runners) {
-			res.Runners[i].Instance = cloneInstance(*p.instances[id])
+			res.Runners[i].Instance = p.instances[id].Clone()
 		}
 	}
 	return res, nil
@@ -157,7 +157,7 @@ func (p *Provider) List(ctx context.Context, f provider.Filter) ([]provider.Inst
 		if len(f.IDs) > 0 && !slices.Contains(f.IDs, id) || f.Pool != "" && in.Pool != f.Pool || f.AliveOnly && !in.State.Alive() {
 			continue
 		}
-		out = append(out, cloneInstance(*in))
+		out = append(out, in.Clone())
 	}
 	return out, nil
 }
@@ -184,13 +184,4 @@ func (p *Provider) Delivered(id string) (userdata.Registration, bool) {
 	defer p.mu.Unlock()
 	r, ok := p.delivered[id]
 	return r, ok
-}
-
-func cloneInstance(in provider.Instance) provider.Instance {
-	tags := make(map[string]string, len(in.Tags))
-	for k, v := range in.Tags {
-		tags[k] = v
-	}
-	in.Tags = tags
-	return in
 }

@@ -309,7 +309,7 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []userdata
 			pr, err = p.startLocked(pn, r, regs[i])
 			if err == nil {
 				ids[i] = pr.inst.ID
-				res.Runners[i].Instance = cloneInstance(pr.inst)
+				res.Runners[i].Instance = pr.inst.Clone()
 				launched++
 				continue
 			}
@@ -463,7 +463,7 @@ func (p *Provider) resultLocked(ids []string) provider.Result {
 	res := provider.Result{Runners: make([]provider.Launched, len(ids))}
 	for i, id := range ids {
 		if pr := p.procs[id]; pr != nil {
-			res.Runners[i].Instance = cloneInstance(pr.inst)
+			res.Runners[i].Instance = pr.inst.Clone()
 		} else {
 			res.Runners[i].Err = &provider.Error{Kind: provider.ErrCapacity, Code: "NotLaunched", Message: "this runner was not launched"}
 		}
@@ -486,7 +486,7 @@ func (p *Provider) List(ctx context.Context, f provider.Filter) ([]provider.Inst
 		if len(f.IDs) > 0 && !slices.Contains(f.IDs, id) || f.Pool != "" && in.Pool != f.Pool || f.AliveOnly && !in.State.Alive() {
 			continue
 		}
-		out = append(out, cloneInstance(in))
+		out = append(out, in.Clone())
 	}
 	return out, nil
 }
@@ -573,13 +573,4 @@ func (p *Provider) FailCapacity() {
 	p.mu.Lock()
 	p.failCap = true
 	p.mu.Unlock()
-}
-
-func cloneInstance(in provider.Instance) provider.Instance {
-	tags := make(map[string]string, len(in.Tags))
-	for k, v := range in.Tags {
-		tags[k] = v
-	}
-	in.Tags = tags
-	return in
 }
