@@ -29,13 +29,15 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: deps
-deps: ## install what the tests need: npm packages, emulators, shellcheck
+deps: ## install what the tests need: npm packages, emulators, shellcheck; check moto
 	npm ci --no-audit --no-fund
 	go install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
 	go install github.com/aws/amazon-ec2-metadata-mock/cmd/ec2-metadata-mock@$(IMDS_MOCK_VERSION)
 	@# goaws installs as "cmd"; the tests look for it as goaws
 	GOBIN=$(GOBIN_DIR) go install github.com/Admiral-Piett/goaws/app/cmd@$(GOAWS_VERSION) && mv -f $(GOBIN_DIR)/cmd $(GOBIN_DIR)/goaws
 	@command -v shellcheck >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck; }
+	@# moto (DynamoDB with transactions, and more) is a Python package: no PyPI on every machine, so say how, do not install
+	@python3 -c "import moto.server" 2>/dev/null || echo 'moto is missing (the ledger and ec2events tests need it): pip install "moto[server]==5.2.1"'
 
 .PHONY: build
 build: ## one stripped bootstrap per function under build/<function>/ (GOARCH=arm64 by default)
