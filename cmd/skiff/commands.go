@@ -29,6 +29,7 @@ func commands() []command {
 		{"validate", "check a pools file: schema, then semantic checks", runValidate},
 		{"plan", "show what a job's runs-on labels would launch, with an hourly price estimate", runPlan},
 		{"app-manifest", "print the GitHub App manifest for a deployed webhook URL", runAppManifest},
+		{"status", "runners by pool and state, queue depth, dead letters, oldest queued job (AWS)", runStatus},
 	}
 }
 
