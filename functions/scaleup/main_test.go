@@ -97,7 +97,7 @@ func BenchmarkColdInit(b *testing.B) {
 // instance type has no capacity (the second launches); then one with no
 // capacity anywhere (a batch item failure).
 func TestBootstrapUnderRIE(t *testing.T) {
-	dynamo := testenv.Dynalite(t)
+	dynamo := testenv.Moto(t) // transactions (the fenced fleet intent, the ledger): dynalite has none
 	ddb := testenv.DynamoClient(t, dynamo)
 	ctx := context.Background()
 	if err := store.CreateTable(ctx, ddb, "skiff-su"); err != nil {
@@ -172,6 +172,16 @@ func TestBootstrapUnderRIE(t *testing.T) {
 			t.Fatal(err)
 		}
 		return item.Attributes
+	}
+
+	// The runs' workflow_run events, as the webhook records them: scale-up
+	// reads the trigger for the pool's fork policy.
+	records := store.NewDynamo(ddb, "skiff-su")
+	for _, run := range []int64{50, 60, 70} {
+		if err := records.RecordRun(ctx, store.Run{ID: run, Attempt: 1, Event: "push", Repository: "acme/app",
+			UpdatedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	// 1. Two good jobs share one fleet; each instance gets its own tags.

@@ -26,7 +26,8 @@ const (
 // may write only its own (IAM dynamodb:LeadingKeys); scale-up only its own.
 var (
 	webhookKeyPrefixes = []string{"DELIVERY#", "JOB#", "RUN#"}
-	scaleUpKeyPrefixes = []string{"JOB#", "FLEET#", "POOL#", "CAPACITY#"}
+	// RUNNER# and INSTANCE#: scale-up reserves runners and records their launch in the ledger.
+	scaleUpKeyPrefixes = []string{"JOB#", "FLEET#", "POOL#", "CAPACITY#", "RUNNER#", "INSTANCE#"}
 )
 
 // Queue settings. Each says why.

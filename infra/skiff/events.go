@@ -13,22 +13,18 @@ type EC2Rules struct {
 	SpotInterruption awsevents.Rule
 }
 
-// AddEC2Events routes EC2 state changes (running, shutting-down, terminated)
-// and spot interruption warnings to target — the EC2-event function, once
-// it exists (or the scale-down function). The
-// construct does not call it: a rule without a consumer would be a resource
-// that does nothing. The events carry no tags, so the target must ignore
-// instances it does not know (not skiff:managed).
-//
-//	fn, _ := s.AddFunction(skiff.FunctionSpec{Name: "ec2events", ...})
-//	s.AddEC2Events(awseventstargets.NewLambdaFunction(fn, nil))
+// AddEC2Events routes EC2 state changes that end a runner (shutting-down,
+// terminated, stopping, stopped) and spot interruption warnings to target.
+// New calls it once with the EC2-event function (functions/ec2events). The
+// events carry no tags, so the target must ignore instances it does not
+// know (the runner ledger has no record of them).
 func (s *Skiff) AddEC2Events(target awsevents.IRuleTarget) EC2Rules {
 	state := awsevents.NewRule(s.Construct, jsii.String("EC2StateChange"), &awsevents.RuleProps{
 		Description: jsii.String("skiff " + s.prefix + ": EC2 instance state changes → runner ledger"),
 		EventPattern: &awsevents.EventPattern{
 			Source:     jsii.Strings("aws.ec2"),
 			DetailType: jsii.Strings("EC2 Instance State-change Notification"),
-			Detail:     &map[string]any{"state": []any{"running", "shutting-down", "terminated"}},
+			Detail:     &map[string]any{"state": []any{"shutting-down", "terminated", "stopping", "stopped"}},
 		},
 		Targets: &[]awsevents.IRuleTarget{target},
 	})

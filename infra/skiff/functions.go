@@ -200,6 +200,7 @@ func (s *Skiff) buildWebhook() error {
 	fn.Role().AddToPrincipalPolicy(stateTableStatement("WebhookItems",
 		jsii.Strings("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"),
 		s.StateTable.TableArn(), webhookKeyPrefixes))
+	fn.Role().AddToPrincipalPolicy(s.webhookRunnerStatement())
 	fn.Role().AddToPrincipalPolicy(tableKeyStatement(s.StateKey.KeyArn(), true))
 	awscdk.NewCfnOutput(s.Construct, jsii.String("WebhookUrl"), &awscdk.CfnOutputProps{
 		Description: jsii.String("the GitHub App's webhook URL (skiff app-manifest --webhook-url)"),

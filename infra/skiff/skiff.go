@@ -16,9 +16,9 @@
 //
 // The construct is built to grow: functions are described by FunctionSpec and
 // added with AddFunction (which creates the role, log group, asset and common
-// environment), so the scale-down and EC2-event functions are one call each;
-// EC2 state-change and spot-interruption rules are created by AddEC2Events
-// only once there is a target for them (docs/deploy.md).
+// environment), so the scale-down function is one call; the EC2-event
+// function (ec2events) is built with its EC2 state-change and
+// spot-interruption rules (AddEC2Events) and the ledger's live-pool index.
 //
 // infra/ imports only SDK-free packages of this module (pool, userdata,
 // names), as DESIGN.md requires.
@@ -157,6 +157,10 @@ type Skiff struct {
 	// Webhook and ScaleUp are the functions; WebhookURL is the App's webhook URL.
 	Webhook, ScaleUp awslambda.Function
 	WebhookURL       awslambda.FunctionUrl
+	// EC2Events writes EC2 state changes and spot warnings to the runner
+	// ledger; EC2Rules route them to it.
+	EC2Events awslambda.Function
+	EC2Rules  EC2Rules
 	// Vpc holds the runners; SecurityGroup is theirs (no inbound rules).
 	Vpc           awsec2.IVpc
 	SecurityGroup awsec2.SecurityGroup
@@ -267,7 +271,7 @@ func New(scope constructs.Construct, id string, props *Props) (*Skiff, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp} {
+	for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp, names.FunctionEC2Events} {
 		if err := checkBootstrap(p.BuildDir, fn); err != nil {
 			return nil, err
 		}
@@ -286,6 +290,7 @@ func New(scope constructs.Construct, id string, props *Props) (*Skiff, error) {
 		prefix:     prefix,
 	}
 	s.buildData()
+	s.addLivePoolIndex()
 	s.buildSecrets()
 	s.buildNetwork()
 	if err := s.buildRunners(); err != nil {
@@ -295,6 +300,9 @@ func New(scope constructs.Construct, id string, props *Props) (*Skiff, error) {
 		return nil, err
 	}
 	if err := s.buildScaleUp(); err != nil {
+		return nil, err
+	}
+	if err := s.buildEC2Events(); err != nil {
 		return nil, err
 	}
 	s.buildObservability()

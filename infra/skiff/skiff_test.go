@@ -29,7 +29,7 @@ const examplePools = "../../examples/pools.yaml"
 func fakeBuild(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp} {
+	for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp, names.FunctionEC2Events} {
 		if err := os.MkdirAll(filepath.Join(dir, fn), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -89,7 +89,7 @@ func defaultTemplate(t *testing.T) (assertions.Template, map[string]any) {
 			defaultErr = err.Error()
 			return
 		}
-		for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp} {
+		for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp, names.FunctionEC2Events} {
 			_ = os.MkdirAll(filepath.Join(dir, fn), 0o755)
 			_ = os.WriteFile(filepath.Join(dir, fn, "bootstrap"), []byte("#!/bin/sh\n"), 0o755)
 		}
@@ -199,6 +199,7 @@ func TestFunctions(t *testing.T) {
 	}{
 		{"webhook answers within GitHub's 10 s", names.FunctionWebhook, 256, 10},
 		{"scale-up has room for backoff", names.FunctionScaleUp, 1024, 300},
+		{"ec2events has room for the SDK's retries", names.FunctionEC2Events, 256, 30},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -255,7 +256,10 @@ func TestEveryRequiredVariableIsSet(t *testing.T) {
 	if err != nil {
 		t.Errorf("%s: %v", names.FunctionScaleUp, err)
 	}
-	for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp} {
+	if _, err := wiring.EC2EventsConfigFromEnv(getenv(t, doc, names.FunctionEC2Events)); err != nil {
+		t.Errorf("%s: %v", names.FunctionEC2Events, err)
+	}
+	for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp, names.FunctionEC2Events} {
 		if _, ok := env(t, doc, fn)[names.EnvAWSRegion]; ok {
 			t.Errorf("%s: AWS_REGION is reserved by Lambda", fn)
 		}
@@ -397,6 +401,15 @@ func TestTables(t *testing.T) {
 			})
 		})
 	}
+	check(t, "the ledger's sparse live-pool index", func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), &map[string]any{
+			"GlobalSecondaryIndexes": []any{map[string]any{
+				"IndexName":  livePoolIndex,
+				"KeySchema":  []any{map[string]any{"AttributeName": attrLivePool, "KeyType": "HASH"}},
+				"Projection": map[string]any{"ProjectionType": "ALL"},
+			}},
+		})
+	})
 	check(t, "registration table name is the user data's", func() {
 		tmpl.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), &map[string]any{"TableName": "skiff-" + names.RoleRegistrationTable})
 	})
@@ -447,10 +460,11 @@ func TestStateTableAccessIsScopedByKeyPrefix(t *testing.T) {
 	_, doc := defaultTemplate(t)
 	tests := []struct {
 		role string
-		want []string
+		want map[string][]string // Sid → LeadingKeys
 	}{
-		{"SkiffWebhookRole", []string{"DELIVERY#*", "JOB#*", "RUN#*"}},
-		{"SkiffScaleupRole", []string{"CAPACITY#*", "FLEET#*", "JOB#*", "POOL#*"}},
+		{"SkiffWebhookRole", map[string][]string{"WebhookItems": {"DELIVERY#*", "JOB#*", "RUN#*"}, "WebhookAdvancesRunners": {"RUNNER#*"}}},
+		{"SkiffScaleupRole", map[string][]string{"ScaleUpItems": {"CAPACITY#*", "FLEET#*", "INSTANCE#*", "JOB#*", "POOL#*", "RUNNER#*"}}},
+		{"SkiffEc2eventsRole", map[string][]string{"LedgerItems": {"INSTANCE#*", "POOL#*", "RUNNER#*"}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.role, func(t *testing.T) {
@@ -460,8 +474,13 @@ func TestStateTableAccessIsScopedByKeyPrefix(t *testing.T) {
 					continue
 				}
 				n++
-				if got := leadingKeys(st, "ForAllValues:StringLike"); strings.Join(got, ",") != strings.Join(tc.want, ",") {
-					t.Errorf("%s: LeadingKeys %v, want %v", sid, got, tc.want)
+				want, ok := tc.want[sid]
+				if !ok {
+					t.Errorf("unexpected statement %s on the state table: %s", sid, js(st))
+					continue
+				}
+				if got := leadingKeys(st, "ForAllValues:StringLike"); strings.Join(got, ",") != strings.Join(want, ",") {
+					t.Errorf("%s: LeadingKeys %v, want %v", sid, got, want)
 				}
 				for _, a := range actions(st) {
 					if !strings.HasPrefix(a, "dynamodb:") || strings.Contains(a, "*") || a == "dynamodb:Scan" {
@@ -469,24 +488,91 @@ func TestStateTableAccessIsScopedByKeyPrefix(t *testing.T) {
 					}
 				}
 			}
-			if n != 1 {
-				t.Errorf("%d statements on the state table, want exactly 1 (the scoped one)", n)
+			if n != len(tc.want) {
+				t.Errorf("%d statements on the state table, want exactly %d (the scoped ones)", n, len(tc.want))
 			}
 		})
 	}
 }
 
+// TestLedgerPermissions: the EC2-event function reads and updates ledger
+// items only (its transactions are authorised item by item as UpdateItem),
+// and the webhook's runner statement names only an advance's attributes.
+func TestLedgerPermissions(t *testing.T) {
+	_, doc := defaultTemplate(t)
+	ledger := statements(t, doc, "SkiffEc2eventsRole")["LedgerItems"]
+	if got := strings.Join(actions(ledger), ","); got != "dynamodb:GetItem,dynamodb:UpdateItem" {
+		t.Errorf("ec2events actions %s, want GetItem and UpdateItem", got)
+	}
+	adv := statements(t, doc, "SkiffWebhookRole")["WebhookAdvancesRunners"]
+	if got := strings.Join(actions(adv), ","); got != "dynamodb:UpdateItem" {
+		t.Errorf("webhook runner actions %s, want UpdateItem only", got)
+	}
+	cond, _ := adv["Condition"].(map[string]any)
+	attrs, _ := cond["ForAllValues:StringEquals"].(map[string]any)["dynamodb:Attributes"].([]any)
+	got := map[string]bool{}
+	for _, a := range attrs {
+		got[a.(string)] = true
+	}
+	for _, must := range []string{"pk", "sk", "state", "state_rank", "started_at", "completed_at", "busy_job"} {
+		if !got[must] {
+			t.Errorf("webhook runner attributes %v lack %s, which an advance names", attrs, must)
+		}
+	}
+	for _, never := range []string{"live_pool", "count", "instance_id", "runner", "ended_at", "reason"} {
+		if got[never] {
+			t.Errorf("webhook runner attributes %v include %s, which only scale-up and the end write", attrs, never)
+		}
+	}
+	if rv := js(cond["StringEqualsIfExists"]); !strings.Contains(rv, `"dynamodb:ReturnValues":"NONE"`) {
+		t.Errorf("webhook runner ReturnValues condition %s, want NONE", rv)
+	}
+}
+
+// TestEC2EventRules: both rules route to the EC2-event function, and the
+// state-change rule matches exactly the states that end a runner.
+func TestEC2EventRules(t *testing.T) {
+	tmpl, doc := defaultTemplate(t)
+	check(t, "two rules", func() { tmpl.ResourceCountIs(jsii.String("AWS::Events::Rule"), jsii.Number(2)) })
+	check(t, "state-change rule", func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::Events::Rule"), &map[string]any{"EventPattern": map[string]any{
+			"source": []any{"aws.ec2"}, "detail-type": []any{"EC2 Instance State-change Notification"},
+			"detail": map[string]any{"state": []any{"shutting-down", "terminated", "stopping", "stopped"}}}})
+	})
+	check(t, "spot rule", func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::Events::Rule"), &map[string]any{"EventPattern": map[string]any{
+			"source": []any{"aws.ec2"}, "detail-type": []any{"EC2 Spot Instance Interruption Warning"}}})
+	})
+	for id, r := range resources(doc, "AWS::Events::Rule") {
+		targets := js(props(r)["Targets"])
+		if !strings.Contains(targets, "SkiffEc2events") || !strings.Contains(targets, `"MaximumRetryAttempts":8`) {
+			t.Errorf("rule %s targets %s, want the ec2events function with retries", id, targets)
+		}
+	}
+	check(t, "EventBridge may invoke it", func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Permission"), &map[string]any{
+			"Action": "lambda:InvokeFunction", "Principal": "events.amazonaws.com",
+			"FunctionName": assertions.Match_ObjectLike(&map[string]any{"Fn::GetAtt": assertions.Match_ArrayWith(&[]any{assertions.Match_StringLikeRegexp(jsii.String("SkiffEc2events.*"))})}),
+		})
+	})
+}
+
 func TestKeyPrefixesMatchStore(t *testing.T) {
 	t.Parallel()
 	var src strings.Builder
-	for _, f := range []string{"../../pkg/store/dynamo.go", "../../pkg/store/launch_dynamo.go"} {
+	for _, f := range []string{"../../pkg/store/dynamo.go", "../../pkg/store/launch_dynamo.go", "../../pkg/store/ledger_dynamo.go"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		src.Write(b)
 	}
-	for _, p := range append(append([]string{}, webhookKeyPrefixes...), scaleUpKeyPrefixes...) {
+	for _, name := range append([]string{livePoolIndex, attrLivePool}, runnerAdvanceAttributes...) {
+		if !strings.Contains(src.String(), `"`+name+`"`) {
+			t.Errorf("pkg/store no longer names %q (the live-pool index, or an attribute an advance writes)", name)
+		}
+	}
+	for _, p := range append(append(append([]string{}, webhookKeyPrefixes...), scaleUpKeyPrefixes...), ledgerKeyPrefixes...) {
 		if !strings.Contains(src.String(), `"`+p+`"`) {
 			t.Errorf("pkg/store no longer writes partition keys %q", p)
 		}
@@ -787,11 +873,6 @@ func allowedDep(dep string) bool {
 	return false
 }
 
-func TestNoEventRulesWithoutATarget(t *testing.T) {
-	tmpl, _ := defaultTemplate(t)
-	check(t, "no rules", func() { tmpl.ResourceCountIs(jsii.String("AWS::Events::Rule"), jsii.Number(0)) })
-}
-
 func TestInvalidProps(t *testing.T) {
 	build := fakeBuild(t)
 	tests := []struct {
@@ -848,23 +929,14 @@ func TestVariants(t *testing.T) {
 			t.Errorf("want one warning naming -c appIds, got %d", len(*msgs))
 		}
 	})
-	t.Run("EC2 events with a target", func(t *testing.T) {
+	t.Run("a function added twice", func(t *testing.T) {
 		var dupErr error
-		_, _, tmpl := synth(t, defaultProps(), func(s *Skiff) {
+		synth(t, defaultProps(), func(s *Skiff) {
 			_, dupErr = s.AddFunction(FunctionSpec{Name: names.FunctionScaleUp, MemoryMiB: 128, Timeout: awscdk.Duration_Seconds(jsii.Number(30))})
-			s.AddEC2Events(stubTarget(s))
 		})
 		if dupErr == nil {
 			t.Error("adding a function twice succeeded")
 		}
-		check(t, "state-change rule", func() {
-			tmpl.HasResourceProperties(jsii.String("AWS::Events::Rule"), &map[string]any{"EventPattern": map[string]any{
-				"source": []any{"aws.ec2"}, "detail-type": []any{"EC2 Instance State-change Notification"}}})
-		})
-		check(t, "spot rule", func() {
-			tmpl.HasResourceProperties(jsii.String("AWS::Events::Rule"), &map[string]any{"EventPattern": map[string]any{
-				"source": []any{"aws.ec2"}, "detail-type": []any{"EC2 Spot Instance Interruption Warning"}}})
-		})
 	})
 	t.Run("another prefix and root device", func(t *testing.T) {
 		p := defaultProps()

@@ -169,7 +169,8 @@ func NewScaleUp(ctx context.Context, cfg ScaleUpConfig, awsCfg aws.Config, logge
 		return nil, err
 	}
 	svc, err := scaleup.New(scaleup.Options{
-		Pools: pools, Launches: launches, Provider: prov, GitHub: gh,
+		Pools: pools, Launches: launches, Ledger: store.NewLedgerDynamo(ddb, cfg.TableName), Records: store.NewDynamo(ddb, cfg.TableName),
+		Provider: prov, GitHub: gh,
 		Counter: counter, Timings: telemetry.NewEMFTimings(os.Stdout, cfg.MetricsNamespace, names.FunctionScaleUp, nil),
 		Logger: logger, Scope: cfg.Scope, GitHubURL: cfg.GitHubURL, CheckQueued: cfg.CheckQueued,
 		MaxAttempts: cfg.MaxAttempts, MaxFleetSize: cfg.MaxFleetSize, ClaimLease: cfg.ClaimLease,

@@ -137,4 +137,7 @@ const (
 const (
 	FunctionWebhook = "webhook"
 	FunctionScaleUp = "scaleup"
+	// FunctionEC2Events receives EC2 state changes and spot interruption
+	// warnings from EventBridge and writes them to the runner ledger.
+	FunctionEC2Events = "ec2events"
 )

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/store"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// maxBootstrapBytes is the deployed function's size budget (issue 9: 20 MB).
+const maxBootstrapBytes = 20 << 20
+
+func TestBootstrapSize(t *testing.T) {
+	t.Parallel()
+	testenv.CheckBootstrapSize(t, maxBootstrapBytes)
+}
+
+// sample reads one of AWS's documented sample events from testdata and
+// replaces its instance id and, for state changes, its state and time.
+func sample(t testing.TB, file, instanceID, state string, at time.Time) map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("testdata", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev map[string]any
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		t.Fatal(err)
+	}
+	detail := ev["detail"].(map[string]any)
+	detail["instance-id"] = instanceID
+	if state != "" {
+		detail["state"] = state
+	}
+	ev["time"] = at.UTC().Format(time.RFC3339)
+	ev["resources"] = []string{"arn:aws:ec2:us-east-1:123456789012:instance/" + instanceID}
+	return ev
+}
+
+func env(dynamo string) []string {
+	return []string{
+		"PATH=" + os.Getenv("PATH"), "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY=example",
+		"AWS_EC2_METADATA_DISABLED=true", "AWS_ENDPOINT_URL_DYNAMODB=" + dynamo, "SKIFF_TABLE_NAME=skiff-ec2events",
+		"SKIFF_LOG_LEVEL=debug",
+	}
+}
+
+// BenchmarkColdInit is the function's cold init under the runtime emulator:
+// configuration, the SDK's default config and the DynamoDB client. The
+// first event is a state change to pending, answered without an AWS call.
+func BenchmarkColdInit(b *testing.B) {
+	bootstrap := testenv.BuildLambda(b, runtime.GOARCH)
+	testenv.BenchColdInit(b, bootstrap, env("http://127.0.0.1:1"),
+		sample(b, "ec2-state-change.json", "i-0bench", "pending", time.Now()))
+}
+
+// TestBootstrapUnderRIE runs the built bootstrap under the Lambda runtime
+// interface emulator against moto's DynamoDB, with AWS's sample events:
+// a skiff runner's instance stopping (ends it), its repeated and late
+// events (change nothing), a spot warning, an instance that is not
+// skiff's, an event of another type, and a malformed detail.
+func TestBootstrapUnderRIE(t *testing.T) {
+	t.Parallel()
+	moto := testenv.Moto(t)
+	ddb := testenv.MotoDynamoClient(t, moto)
+	ctx := t.Context()
+	if err := store.CreateTable(ctx, ddb, "skiff-ec2events"); err != nil {
+		t.Fatal(err)
+	}
+	ledger := store.NewLedgerDynamo(ddb, "skiff-ec2events")
+	t0 := time.Now().UTC().Truncate(time.Second) // the function reads the real clock to hide expired records
+	r := launch.Runner{Name: "skiff-42-1", Pool: "gpu", JobID: 42, RunID: 4, Attempt: 1, ReservedAt: t0}
+	if n, err := ledger.Reserve(ctx, "gpu", 5, []launch.Runner{r}); err != nil || n != 1 {
+		t.Fatalf("Reserve = %d, %v", n, err)
+	}
+	if err := ledger.Launched(ctx, r.Name, launch.Launch{InstanceID: "i-0abc42", InstanceType: "g6.xlarge", Spot: true, At: t0}); err != nil {
+		t.Fatal(err)
+	}
+
+	fn := testenv.StartRIE(t, testenv.BuildLambda(t, runtime.GOARCH), env(moto))
+	invoke := func(ev any) string {
+		t.Helper()
+		return string(fn.Invoke(t, ev))
+	}
+	ok := func(what, resp string) {
+		t.Helper()
+		if strings.Contains(resp, "errorType") {
+			t.Fatalf("%s: function error %s\noutput:\n%s", what, resp, fn.Out.String())
+		}
+	}
+
+	ok("spot warning", invoke(sample(t, "ec2-spot-interruption.json", "i-0abc42", "", t0.Add(time.Minute))))
+	ok("running", invoke(sample(t, "ec2-state-change.json", "i-0abc42", "running", t0.Add(10*time.Second))))
+	if live, _ := ledger.Live(ctx, "gpu"); live != 1 {
+		t.Fatalf("live %d after running and a spot warning, want 1", live)
+	}
+	ok("stopping", invoke(sample(t, "ec2-state-change.json", "i-0abc42", "stopping", t0.Add(3*time.Minute))))
+	ok("terminated, late", invoke(sample(t, "ec2-state-change.json", "i-0abc42", "terminated", t0.Add(4*time.Minute))))
+	ok("stopping, repeated", invoke(sample(t, "ec2-state-change.json", "i-0abc42", "stopping", t0.Add(3*time.Minute))))
+	got, err := ledger.Runner(ctx, r.Name)
+	if err != nil || got.State != launch.StateTerminated || got.Reason != "state_stopping" || !got.EndedAt.Equal(t0.Add(3*time.Minute)) ||
+		!got.InterruptedAt.Equal(t0.Add(time.Minute)) {
+		t.Errorf("runner %+v, %v; want ended by the first stopping event and interrupted at the warning", got, err)
+	}
+	if live, _ := ledger.Live(ctx, "gpu"); live != 0 {
+		t.Errorf("live %d, want 0", live)
+	}
+
+	ok("not skiff's", invoke(sample(t, "ec2-state-change.json", "i-0someoneelse", "terminated", t0)))
+	ok("not skiff's spot", invoke(sample(t, "ec2-spot-interruption.json", "i-0someoneelse", "", t0)))
+	other := sample(t, "ec2-state-change.json", "i-0abc42", "terminated", t0)
+	other["detail-type"] = "EBS Volume Notification"
+	ok("another type", invoke(other))
+	bad := sample(t, "ec2-state-change.json", "i-0abc42", "terminated", t0)
+	bad["detail"] = "not an object"
+	if resp := invoke(bad); !strings.Contains(resp, "errorType") {
+		t.Errorf("a malformed detail answered %s, want a function error (Lambda retries, then the event's DLQ)", resp)
+	}
+	out := fn.Out.String()
+	for _, want := range []string{`"msg":"ec2events ready"`, `"msg":"runner ended"`, `"msg":"not a skiff runner's instance"`, `"reason":"state_stopping"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %s:\n%s", want, out)
+		}
+	}
+	if n := bytes.Count([]byte(out), []byte(`"msg":"runner ended"`)); n != 1 {
+		t.Errorf("%d runner-ended logs, want 1", n)
+	}
+}

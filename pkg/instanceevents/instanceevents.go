@@ -1,0 +1,131 @@
+// Package instanceevents turns what the compute platform reports about an
+// instance (EC2 state changes and spot interruption warnings, delivered by
+// EventBridge) into runner ledger writes. It speaks in neutral terms — an
+// instance id, a state name, a time — so the Lambda translation
+// (functions/ec2events) is the only place that knows the event's JSON.
+//
+//	state change  shutting-down, terminated,  → Ledger.EndInstance(reason "state_<state>")
+//	              stopping, stopped              (the first report ends the runner; later ones change nothing)
+//	              pending, running, other     → ignored
+//	spot warning                              → Interruptions.MarkInterrupted (the state does not move)
+//
+// EventBridge rules cannot match on tags, so every instance of the account
+// arrives here; one that is not a skiff runner (the ledger answers
+// ErrNotFound) is ignored with a debug log.
+package instanceevents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/telemetry"
+)
+
+// Ledger is the part of the runner ledger the service writes.
+type Ledger interface {
+	EndInstance(ctx context.Context, instanceID string, at time.Time, reason string) (bool, error)
+	store.Interruptions
+}
+
+// Metric names the service counts, with their reasons.
+const (
+	// MetricRunnerEnded counts runners the events ended first (reason: the state).
+	MetricRunnerEnded = "RunnerEnded"
+	// MetricSpotInterruption counts spot warnings for skiff runners.
+	MetricSpotInterruption = "SpotInterruption"
+	// MetricIgnored counts events about instances that are not skiff
+	// runners, or states that end nothing (reason: not_skiff, state).
+	MetricIgnored = "InstanceEventIgnored"
+)
+
+// ending lists the states after which an instance never runs a job again:
+// a runner instance is launched with shutdown behaviour terminate, so
+// stopping and stopped only happen when someone stops it by hand, and the
+// runner is gone either way.
+var ending = map[string]bool{"shutting-down": true, "terminated": true, "stopping": true, "stopped": true}
+
+// Ends reports whether an instance in state no longer counts as a runner.
+func Ends(state string) bool { return ending[state] }
+
+// Options configures a Service. Ledger is required.
+type Options struct {
+	Ledger  Ledger
+	Counter telemetry.Counter // default telemetry.Discard
+	Logger  *slog.Logger      // default: discards
+}
+
+// Service records instance events in the runner ledger.
+type Service struct {
+	ledger  Ledger
+	counter telemetry.Counter
+	logger  *slog.Logger
+}
+
+// New returns the service.
+func New(o Options) (*Service, error) {
+	if o.Ledger == nil {
+		return nil, errors.New("instance events: a ledger is required")
+	}
+	if o.Counter == nil {
+		o.Counter = telemetry.Discard
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Service{ledger: o.Ledger, counter: o.Counter, logger: o.Logger}, nil
+}
+
+// StateChanged records that the instance entered state at time at. It
+// returns an error only when the ledger failed (the caller retries the
+// event); unknown instances and states that end nothing are not errors.
+func (s *Service) StateChanged(ctx context.Context, instanceID, state string, at time.Time) error {
+	log := s.logger.With("instance_id", instanceID, "state", state)
+	if instanceID == "" {
+		return errors.New("recording a state change: no instance id")
+	}
+	if !Ends(state) {
+		log.Debug("instance state ends nothing")
+		s.counter.Count(MetricIgnored, "state")
+		return nil
+	}
+	reason := "state_" + state
+	first, err := s.ledger.EndInstance(ctx, instanceID, at, reason)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		log.Debug("not a skiff runner's instance")
+		s.counter.Count(MetricIgnored, "not_skiff")
+		return nil
+	case err != nil:
+		return fmt.Errorf("ending the runner on instance %s: %w", instanceID, err)
+	case first:
+		log.Info("runner ended", "reason", reason)
+		s.counter.Count(MetricRunnerEnded, state)
+	default:
+		log.Debug("runner already ended")
+	}
+	return nil
+}
+
+// SpotInterruption records EC2's two-minute warning for the instance.
+func (s *Service) SpotInterruption(ctx context.Context, instanceID string, at time.Time) error {
+	log := s.logger.With("instance_id", instanceID)
+	if instanceID == "" {
+		return errors.New("recording a spot interruption: no instance id")
+	}
+	err := s.ledger.MarkInterrupted(ctx, instanceID, at)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		log.Debug("spot warning for an instance that is not a skiff runner's")
+		s.counter.Count(MetricIgnored, "not_skiff")
+		return nil
+	case err != nil:
+		return fmt.Errorf("marking instance %s interrupted: %w", instanceID, err)
+	}
+	log.Info("spot interruption warning")
+	s.counter.Count(MetricSpotInterruption, "")
+	return nil
+}

@@ -1,0 +1,175 @@
+package instanceevents_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/instanceevents"
+	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/telemetry"
+)
+
+var t0 = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+
+// setup returns a service over a memory ledger holding one launched runner
+// on instance i-0run of pool cpu.
+func setup(t *testing.T) (*instanceevents.Service, *store.LedgerMemory, *telemetry.Memory) {
+	t.Helper()
+	l := store.NewLedgerMemory(func() time.Time { return t0 })
+	ctx := context.Background()
+	r := launch.Runner{Name: "skiff-5-1", Pool: "cpu", JobID: 5, ReservedAt: t0}
+	if n, err := l.Reserve(ctx, "cpu", 10, []launch.Runner{r}); err != nil || n != 1 {
+		t.Fatalf("Reserve = %d, %v", n, err)
+	}
+	if err := l.Launched(ctx, r.Name, launch.Launch{InstanceID: "i-0run", Spot: true, At: t0}); err != nil {
+		t.Fatal(err)
+	}
+	c := &telemetry.Memory{}
+	svc, err := instanceevents.New(instanceevents.Options{Ledger: l, Counter: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc, l, c
+}
+
+func TestStateChanged(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		state  string
+		ends   bool
+		reason string
+	}{
+		{"pending", false, ""},
+		{"running", false, ""},
+		{"shutting-down", true, "state_shutting-down"},
+		{"terminated", true, "state_terminated"},
+		{"stopping", true, "state_stopping"},
+		{"stopped", true, "state_stopped"},
+		{"rebooting", false, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.state, func(t *testing.T) {
+			t.Parallel()
+			svc, l, counts := setup(t)
+			ctx := context.Background()
+			if err := svc.StateChanged(ctx, "i-0run", c.state, t0.Add(time.Minute)); err != nil {
+				t.Fatal(err)
+			}
+			r, _ := l.RunnerByInstance(ctx, "i-0run")
+			live, _ := l.Live(ctx, "cpu")
+			if c.ends {
+				if r.State != launch.StateTerminated || r.Reason != c.reason || !r.EndedAt.Equal(t0.Add(time.Minute)) || live != 0 {
+					t.Errorf("runner %+v, live %d; want ended by %s", r, live, c.reason)
+				}
+				if counts.Get(instanceevents.MetricRunnerEnded, c.state) != 1 {
+					t.Errorf("counts %v", counts.Snapshot())
+				}
+			} else if r.State != launch.StateLaunched || live != 1 || counts.Get(instanceevents.MetricIgnored, "state") != 1 {
+				t.Errorf("runner %+v, live %d, counts %v; want it untouched", r, live, counts.Snapshot())
+			}
+		})
+	}
+}
+
+// TestRepeatedAndOutOfOrder: the first ending report wins; EventBridge
+// delivers at least once and in no particular order.
+func TestRepeatedAndOutOfOrder(t *testing.T) {
+	t.Parallel()
+	svc, l, counts := setup(t)
+	ctx := context.Background()
+	events := []struct {
+		state string
+		at    time.Duration
+	}{
+		{"terminated", 3 * time.Minute},    // arrives first, though it happened last
+		{"shutting-down", 2 * time.Minute}, // late
+		{"running", time.Minute},           // very late
+		{"terminated", 3 * time.Minute},    // repeated delivery
+	}
+	for _, e := range events {
+		if err := svc.StateChanged(ctx, "i-0run", e.state, t0.Add(e.at)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, _ := l.RunnerByInstance(ctx, "i-0run")
+	if r.State != launch.StateTerminated || r.Reason != "state_terminated" || !r.EndedAt.Equal(t0.Add(3*time.Minute)) {
+		t.Errorf("runner %+v: the first report must win", r)
+	}
+	if live, _ := l.Live(ctx, "cpu"); live != 0 {
+		t.Errorf("live %d, want 0", live)
+	}
+	if n := counts.Get(instanceevents.MetricRunnerEnded, "terminated") + counts.Get(instanceevents.MetricRunnerEnded, "shutting-down"); n != 1 {
+		t.Errorf("%d ends counted, want 1: %v", n, counts.Snapshot())
+	}
+}
+
+func TestNotSkiffInstances(t *testing.T) {
+	t.Parallel()
+	svc, l, counts := setup(t)
+	ctx := context.Background()
+	if err := svc.StateChanged(ctx, "i-0other", "terminated", t0); err != nil {
+		t.Errorf("StateChanged(not skiff) = %v, want nil", err)
+	}
+	if err := svc.SpotInterruption(ctx, "i-0other", t0); err != nil {
+		t.Errorf("SpotInterruption(not skiff) = %v, want nil", err)
+	}
+	if counts.Get(instanceevents.MetricIgnored, "not_skiff") != 2 {
+		t.Errorf("counts %v", counts.Snapshot())
+	}
+	if live, _ := l.Live(ctx, "cpu"); live != 1 {
+		t.Errorf("live %d: another instance's event touched skiff's runner", live)
+	}
+	if err := svc.StateChanged(ctx, "", "terminated", t0); err == nil {
+		t.Error("StateChanged without an instance id = nil, want an error")
+	}
+}
+
+func TestSpotInterruption(t *testing.T) {
+	t.Parallel()
+	svc, l, counts := setup(t)
+	ctx := context.Background()
+	for _, at := range []time.Duration{time.Minute, 2 * time.Minute} {
+		if err := svc.SpotInterruption(ctx, "i-0run", t0.Add(at)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, _ := l.RunnerByInstance(ctx, "i-0run")
+	if r.State != launch.StateLaunched || !r.InterruptedAt.Equal(t0.Add(time.Minute)) {
+		t.Errorf("runner %+v: want the first warning's time and no state change", r)
+	}
+	if counts.Get(instanceevents.MetricSpotInterruption, "") != 2 {
+		t.Errorf("counts %v", counts.Snapshot())
+	}
+}
+
+// failing is a ledger whose store is down.
+type failing struct{}
+
+var errDown = errors.New("store down")
+
+func (failing) EndInstance(context.Context, string, time.Time, string) (bool, error) {
+	return false, errDown
+}
+func (failing) MarkInterrupted(context.Context, string, time.Time) error { return errDown }
+
+// TestStoreFailureIsAnError: the function must fail so Lambda retries the event.
+func TestStoreFailureIsAnError(t *testing.T) {
+	t.Parallel()
+	svc, err := instanceevents.New(instanceevents.Options{Ledger: failing{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := svc.StateChanged(ctx, "i-0run", "terminated", t0); !errors.Is(err, errDown) {
+		t.Errorf("StateChanged = %v, want the store's error", err)
+	}
+	if err := svc.SpotInterruption(ctx, "i-0run", t0); !errors.Is(err, errDown) {
+		t.Errorf("SpotInterruption = %v, want the store's error", err)
+	}
+	if _, err := instanceevents.New(instanceevents.Options{}); err == nil {
+		t.Error("New without a ledger = nil error")
+	}
+}
