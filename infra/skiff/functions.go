@@ -253,8 +253,11 @@ func (s *Skiff) buildScaleUp() error {
 	s.DeadLetterQueue.GrantSendMessages(fn)
 	grantSecretRead(fn.Role(), s.AppKeySecret.SecretArn())
 	role := fn.Role()
+	// ConditionCheckItem: the fleet intent is fenced by a transaction that
+	// checks its members' claims (JOB#<id>/LAUNCH) without writing them.
 	role.AddToPrincipalPolicy(stateTableStatement("ScaleUpItems",
-		jsii.Strings("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"),
+		jsii.Strings("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem",
+			"dynamodb:DeleteItem", "dynamodb:ConditionCheckItem"),
 		s.StateTable.TableArn(), scaleUpKeyPrefixes))
 	role.AddToPrincipalPolicy(tableKeyStatement(s.StateKey.KeyArn(), true))
 	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -492,6 +493,11 @@ func TestStateTableAccessIsScopedByKeyPrefix(t *testing.T) {
 				t.Errorf("%d statements on the state table, want exactly %d (the scoped ones)", n, len(tc.want))
 			}
 		})
+	}
+	// Scale-up's fenced fleet intent checks its members' claims in a
+	// transaction: IAM authorises that check as ConditionCheckItem.
+	if st := statements(t, doc, "SkiffScaleupRole")["ScaleUpItems"]; !slices.Contains(actions(st), "dynamodb:ConditionCheckItem") {
+		t.Errorf("ScaleUpItems lacks dynamodb:ConditionCheckItem: %v", actions(st))
 	}
 }
 
