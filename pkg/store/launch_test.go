@@ -1,17 +1,13 @@
 package store_test
 
 import (
-	"context"
-	"errors"
-	"reflect"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/store/storetest"
 )
 
 var launchTableSeq atomic.Int64
@@ -30,202 +26,10 @@ func newLaunchDynamo(t *testing.T) store.Launches {
 
 func TestLaunchMemory(t *testing.T) {
 	t.Parallel()
-	runLaunchSuite(t, func(*testing.T) store.Launches { return store.NewLaunchMemory() })
+	storetest.RunLaunches(t, func(*testing.T) store.Launches { return store.NewLaunchMemory() })
 }
 
 func TestLaunchDynamo(t *testing.T) {
 	t.Parallel()
-	runLaunchSuite(t, newLaunchDynamo)
-}
-
-var launchNow = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
-
-func runLaunchSuite(t *testing.T, newStore func(*testing.T) store.Launches) {
-	t.Run("Claims", func(t *testing.T) { t.Parallel(); testClaims(t, newStore(t)) })
-	t.Run("ConcurrentClaims", func(t *testing.T) { t.Parallel(); testConcurrentClaims(t, newStore(t)) })
-	t.Run("Fleets", func(t *testing.T) { t.Parallel(); testFleets(t, newStore(t)) })
-	t.Run("Capacity", func(t *testing.T) { t.Parallel(); testCapacity(t, newStore(t)) })
-}
-
-func claim(id int64, attempt, gen int, lease time.Duration) store.LaunchClaim {
-	return store.LaunchClaim{
-		JobID: id, Attempt: attempt, Gen: gen, Token: "tok-" + strconv.Itoa(attempt), Pool: "cpu",
-		LeaseUntil: launchNow.Add(lease), UpdatedAt: launchNow, ExpiresAt: launchNow.Add(time.Hour),
-	}
-}
-
-func testClaims(t *testing.T, s store.Launches) {
-	ctx := context.Background()
-	conflict := store.ErrConflict
-	steps := []struct {
-		name    string
-		c       store.LaunchClaim
-		prevGen int
-		at      time.Duration
-		want    error
-	}{
-		{"fresh claim wins", claim(1, 1, 1, time.Minute), 0, 0, nil},
-		{"second fresh claim conflicts", claim(1, 1, 1, time.Minute), 0, 0, conflict},
-		{"claim over the gen read wins", claim(1, 2, 2, time.Minute), 1, 0, nil},
-		{"claim over a stale gen conflicts", claim(1, 2, 2, time.Minute), 1, 0, conflict},
-		{"claim over an absent record with a gen conflicts", claim(2, 1, 2, time.Minute), 1, 0, conflict},
-		{"expired record counts as absent", claim(1, 1, 1, time.Minute), 0, 2 * time.Hour, nil},
-	}
-	for _, st := range steps {
-		err := s.ClaimLaunch(ctx, st.c, st.prevGen, launchNow.Add(st.at))
-		if !errors.Is(err, st.want) || (st.want == nil && err != nil) {
-			t.Fatalf("%s: err = %v, want %v", st.name, err, st.want)
-		}
-	}
-	if err := s.ClaimLaunch(ctx, claim(3, 1, 1, time.Minute), 0, launchNow); err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.LaunchClaims(ctx, []int64{1, 3, 3, 4}, launchNow.Add(30*time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[int64]store.LaunchClaim{1: claim(1, 1, 1, time.Minute), 3: claim(3, 1, 1, time.Minute)}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("claims = %+v, want %+v", got, want)
-	}
-	if got, err := s.LaunchClaims(ctx, []int64{1, 3}, launchNow.Add(2*time.Hour)); err != nil || len(got) != 0 {
-		t.Errorf("expired claims = %+v, %v", got, err)
-	}
-	if _, ok := got[4]; ok {
-		t.Error("unknown job has a claim")
-	}
-	if err := s.ClaimLaunch(ctx, store.LaunchClaim{JobID: 5, Attempt: 1, Gen: 3, Token: "x"}, 0, launchNow); err == nil {
-		t.Error("a gen that is not prevGen+1 was accepted")
-	}
-}
-
-func testConcurrentClaims(t *testing.T, s store.Launches) {
-	const n = 8
-	var wins atomic.Int32
-	var wg sync.WaitGroup
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := s.ClaimLaunch(context.Background(), claim(7, 1, 1, time.Minute), 0, launchNow)
-			switch {
-			case err == nil:
-				wins.Add(1)
-			case !errors.Is(err, store.ErrConflict):
-				t.Errorf("claim: %v", err)
-			}
-		}()
-	}
-	wg.Wait()
-	if wins.Load() != 1 {
-		t.Errorf("%d concurrent claims won, want 1", wins.Load())
-	}
-}
-
-func testFleets(t *testing.T, s store.Launches) {
-	ctx := context.Background()
-	f := store.Fleet{
-		Token: "skiff-abc", Pool: "cpu", State: store.FleetIntent, Plan: `{"count":2}`,
-		Members:   []store.FleetMember{{JobID: 11, Attempt: 1}, {JobID: 12, Attempt: 3}},
-		CreatedAt: launchNow, ExpiresAt: launchNow.Add(time.Hour),
-	}
-	if _, err := s.Fleet(ctx, f.Token, launchNow); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("missing fleet: %v", err)
-	}
-	for _, m := range f.Members { // the members' claims name the fleet
-		c := store.LaunchClaim{JobID: m.JobID, Attempt: m.Attempt, Gen: 1, Token: f.Token, Pool: "cpu",
-			LeaseUntil: launchNow.Add(10 * time.Minute), UpdatedAt: launchNow, ExpiresAt: launchNow.Add(time.Hour)}
-		if err := s.ClaimLaunch(ctx, c, 0, launchNow); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.PutFleet(ctx, f); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.PutFleet(ctx, f); !errors.Is(err, store.ErrConflict) {
-		t.Fatalf("second PutFleet: %v", err)
-	}
-	// The fence: a member's claim taken over by another invocation (a new
-	// attempt with another token) refuses the fleet.
-	taken := store.Fleet{Token: "skiff-stale", Pool: "cpu", State: store.FleetIntent, Plan: "{}",
-		Members: []store.FleetMember{{JobID: 11, Attempt: 1}}, CreatedAt: launchNow, ExpiresAt: launchNow.Add(time.Hour)}
-	if err := s.PutFleet(ctx, taken); !errors.Is(err, store.ErrConflict) {
-		t.Errorf("a fleet whose member's claim names another fleet: %v, want ErrConflict", err)
-	}
-	if _, err := s.Fleet(ctx, taken.Token, launchNow); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("the fenced-off fleet was recorded: %v", err)
-	}
-	got, err := s.Fleet(ctx, f.Token, launchNow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, f) {
-		t.Errorf("fleet = %+v, want %+v", got, f)
-	}
-	if err := s.FinishFleet(ctx, f.Token, []string{"i-0abc", ""}, "capacity"); err != nil {
-		t.Fatal(err)
-	}
-	got, err = s.Fleet(ctx, f.Token, launchNow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.State != store.FleetDone || !reflect.DeepEqual(got.Instances, []string{"i-0abc", ""}) || got.Reason != "capacity" {
-		t.Errorf("finished fleet = %+v", got)
-	}
-	if id, member := got.Instance(11); id != "i-0abc" || !member {
-		t.Errorf("Instance(11) = %q %v", id, member)
-	}
-	if id, member := got.Instance(12); id != "" || !member {
-		t.Errorf("Instance(12) = %q %v", id, member)
-	}
-	if _, member := got.Instance(13); member {
-		t.Error("job 13 is not a member")
-	}
-	if err := s.FinishFleet(ctx, "skiff-unknown", nil, ""); !errors.Is(err, store.ErrConflict) {
-		t.Errorf("finishing an unknown fleet: %v, want ErrConflict", err)
-	}
-	if err := s.FinishFleet(ctx, f.Token, []string{"i-0late", "i-0late2"}, "recovered"); !errors.Is(err, store.ErrConflict) {
-		t.Errorf("a second finish: %v, want ErrConflict (the first finish wins)", err)
-	}
-	if got, _ := s.Fleet(ctx, f.Token, launchNow); !reflect.DeepEqual(got.Instances, []string{"i-0abc", ""}) {
-		t.Errorf("a second finish changed the fleet: %+v", got)
-	}
-	if _, err := s.Fleet(ctx, f.Token, launchNow.Add(2*time.Hour)); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("expired fleet: %v", err)
-	}
-	empty := store.Fleet{Token: "skiff-empty", Pool: "cpu", State: store.FleetDone, Reason: "github", CreatedAt: launchNow}
-	if err := s.PutFleet(ctx, empty); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := s.Fleet(ctx, empty.Token, launchNow); err != nil || got.State != store.FleetDone || len(got.Members) != 0 {
-		t.Errorf("empty fleet = %+v, %v", got, err)
-	}
-}
-
-func testCapacity(t *testing.T, s store.Launches) {
-	ctx := context.Background()
-	keys := []string{"g6.xlarge/subnet-a/spot", "g5.xlarge/subnet-b/spot"}
-	if err := s.MarkCapacityFailed(ctx, "gpu", keys, launchNow.Add(3*time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.MarkCapacityFailed(ctx, "gpu", keys[:1], launchNow.Add(10*time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-	cases := []struct {
-		name string
-		pool string
-		at   time.Duration
-		want map[string]bool
-	}{
-		{"both remembered", "gpu", time.Minute, map[string]bool{keys[0]: true, keys[1]: true}},
-		{"one renewed", "gpu", 5 * time.Minute, map[string]bool{keys[0]: true}},
-		{"all forgotten", "gpu", 11 * time.Minute, map[string]bool{}},
-		{"other pool", "cpu", time.Minute, map[string]bool{}},
-	}
-	for _, tc := range cases {
-		got, err := s.FailedCapacity(ctx, tc.pool, launchNow.Add(tc.at))
-		if err != nil || !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("%s: %v, %v; want %v", tc.name, got, err, tc.want)
-		}
-	}
+	storetest.RunLaunches(t, newLaunchDynamo)
 }
