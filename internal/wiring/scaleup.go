@@ -42,6 +42,7 @@ type ScaleUpConfig struct {
 	MaxFleetSize         int
 	MaxPlaces            int // SKIFF_MAX_OVERRIDES
 	ClaimLease           time.Duration
+	LaunchBudget         time.Duration // SKIFF_LAUNCH_BUDGET
 	CapacityMemory       time.Duration
 	RegistrationTTL      time.Duration
 	RegistrationTimeout  time.Duration
@@ -73,6 +74,7 @@ func ScaleUpConfigFromEnv(getenv func(string) string) (ScaleUpConfig, error) {
 		MaxFleetSize:         env.Int(names.EnvMaxFleetSize, scaleup.DefaultMaxFleetSize),
 		MaxPlaces:            env.Int(names.EnvMaxOverrides, ec2.DefaultMaxPlaces),
 		ClaimLease:           env.Duration(names.EnvClaimLease, scaleup.DefaultClaimLease),
+		LaunchBudget:         env.Duration(names.EnvLaunchBudget, scaleup.DefaultLaunchBudget),
 		CapacityMemory:       env.Duration(names.EnvCapacityMemory, ec2.DefaultCapacityMemory),
 		RegistrationTTL:      env.Duration(names.EnvRegistrationTTL, ec2.DefaultRegistrationTTL),
 		RegistrationTimeout:  env.Duration(names.EnvRegistrationTimeout, scaleup.DefaultRegistrationTimeout),
@@ -92,6 +94,10 @@ func ScaleUpConfigFromEnv(getenv func(string) string) (ScaleUpConfig, error) {
 	}
 	if c.MaxFleetSize > 10 {
 		env.Fail("%s=%d: at most 10 (the fleet's job-list tag must fit EC2's 256-character tag value)", names.EnvMaxFleetSize, c.MaxFleetSize)
+	}
+	if c.LaunchBudget >= c.ClaimLease {
+		env.Fail("%s=%s must be shorter than %s=%s (an invocation with less lease left refuses to launch)", names.EnvLaunchBudget,
+			c.LaunchBudget, names.EnvClaimLease, c.ClaimLease)
 	}
 	if c.ClaimLease <= c.RegistrationTimeout {
 		env.Fail("%s=%s must exceed %s=%s (crash recovery relies on it)", names.EnvClaimLease, c.ClaimLease,
@@ -173,7 +179,7 @@ func NewScaleUp(ctx context.Context, cfg ScaleUpConfig, awsCfg aws.Config, logge
 		Provider: prov, GitHub: gh,
 		Counter: counter, Timings: telemetry.NewEMFTimings(os.Stdout, cfg.MetricsNamespace, names.FunctionScaleUp, nil),
 		Logger: logger, Scope: cfg.Scope, GitHubURL: cfg.GitHubURL, CheckQueued: cfg.CheckQueued,
-		MaxAttempts: cfg.MaxAttempts, MaxFleetSize: cfg.MaxFleetSize, ClaimLease: cfg.ClaimLease,
+		MaxAttempts: cfg.MaxAttempts, MaxFleetSize: cfg.MaxFleetSize, ClaimLease: cfg.ClaimLease, LaunchBudget: cfg.LaunchBudget,
 		RegistrationTimeout: cfg.RegistrationTimeout,
 	})
 	if err != nil {

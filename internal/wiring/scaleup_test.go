@@ -37,6 +37,7 @@ func TestConfigFromEnv(t *testing.T) {
 		{"bad scope", with("SKIFF_RUNNER_SCOPE", "enterprise"), []string{"SKIFF_RUNNER_SCOPE"}},
 		{"fleet too big for its tags", with("SKIFF_MAX_FLEET_SIZE", "20"), []string{"SKIFF_MAX_FLEET_SIZE"}},
 		{"lease shorter than the registration wait", with("SKIFF_CLAIM_LEASE", "2m"), []string{"SKIFF_CLAIM_LEASE"}},
+		{"launch budget as long as the lease", with("SKIFF_LAUNCH_BUDGET", "10m"), []string{"SKIFF_LAUNCH_BUDGET"}},
 		{"bad app id", with("SKIFF_GITHUB_APP_IDS", "1,x"), []string{"SKIFF_GITHUB_APP_IDS"}},
 	}
 	for _, tc := range cases {

@@ -48,6 +48,7 @@ const (
 	EnvMaxFleetSize         = "SKIFF_MAX_FLEET_SIZE"
 	EnvMaxOverrides         = "SKIFF_MAX_OVERRIDES"
 	EnvClaimLease           = "SKIFF_CLAIM_LEASE"
+	EnvLaunchBudget         = "SKIFF_LAUNCH_BUDGET"
 	EnvRegistrationTimeout  = "SKIFF_REGISTRATION_TIMEOUT"
 	EnvCapacityMemory       = "SKIFF_CAPACITY_MEMORY"
 	EnvRegistrationTTL      = "SKIFF_REGISTRATION_TTL"
