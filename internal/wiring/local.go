@@ -1,0 +1,223 @@
+package wiring
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/github"
+	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/provider/dryrun"
+	"github.com/skiffci/skiff/pkg/provider/process"
+	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/scaleup"
+	"github.com/skiffci/skiff/pkg/sqlite"
+	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/telemetry"
+	"github.com/skiffci/skiff/pkg/webhook"
+)
+
+// localVisibility is how long a received job stays hidden in local mode.
+const localVisibility = 5 * time.Second
+
+// LocalConfig configures `skiff local`: the whole pipeline in one process
+// over one SQLite file, local processes (or a dry run) for runners.
+type LocalConfig struct {
+	// DataDir holds the SQLite file, the runners' work directories and
+	// their logs. Created if missing.
+	DataDir string
+	// PoolsFile is the operator's pools file.
+	PoolsFile string
+	// Listen is the webhook's address (default 127.0.0.1:8080; port 0 picks one).
+	Listen string
+	// Provider is "process" (default) or "dry-run".
+	Provider string
+	// RunnerCommand is the runner's command for the process provider, e.g.
+	// ["/opt/actions-runner/run.sh"] or ["skiff-standin"].
+	RunnerCommand []string
+	// RunnerEnv are extra KEY=VALUE entries for every runner.
+	RunnerEnv []string
+	// Limits caps the runners alive at once per pool (e.g. one GPU job per
+	// GPU); unlisted pools take the number of CPUs.
+	Limits map[string]int
+	// GitHubAPIURL and GitHubURL are GitHub's REST and web roots
+	// (github.com by default; a GHES host, or the simulator).
+	GitHubAPIURL, GitHubURL string
+	// AppIDs and AppKeys are the GitHub Apps: the key secret's value (one
+	// PEM, or {"<app id>": "<pem>"}).
+	AppIDs  []int64
+	AppKeys string
+	// WebhookSecret is the App's webhook secret.
+	WebhookSecret string
+	// Allow and Installations are the webhook's allow-lists (fail closed:
+	// "*" admits every owner / installation).
+	Allow, Installations []string
+	// ReconcileEvery is the scale-down pass's period (default 1 minute).
+	ReconcileEvery time.Duration
+	// Durability is the SQLite file's synchronous mode (default sqlite.Full).
+	Durability sqlite.Synchronous
+	// Now is the clock (default time.Now), for tests.
+	Now func() time.Time
+}
+
+// Local is the whole pipeline in one process: the webhook's HTTP endpoint,
+// the queue and the store in one SQLite file, and the scale-up loop,
+// through the same services as the Lambdas. Run serves until its context
+// ends, then shuts down cleanly.
+type Local struct {
+	cfg      LocalConfig
+	log      *slog.Logger
+	db       *sqlite.DB
+	Queue    *sqlite.Queue
+	Store    *sqlite.Store
+	Ledger   store.Ledger
+	Provider provider.Provider
+	ScaleUp  *scaleup.Service
+	Webhook  *webhook.Handler
+	closeFn  func(context.Context) error
+	ln       net.Listener
+	srv      *http.Server
+}
+
+// NewLocal opens the data directory and builds every part; nothing runs
+// until Run. The caller owns the returned Local and must Run or Close it.
+func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
+	if cfg.DataDir == "" {
+		return nil, errors.New("local mode: the data directory is required")
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:8080"
+	}
+	if cfg.Provider == "" {
+		cfg.Provider = "process"
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating the data directory: %w", err)
+	}
+	pools, err := pool.Load(cfg.PoolsFile)
+	if err != nil {
+		return nil, fmt.Errorf("loading pools: %w", err)
+	}
+	apps, err := github.ParseAppKeys(cfg.AppIDs, cfg.AppKeys)
+	if err != nil {
+		return nil, err
+	}
+	ghOpts := []github.Option{github.WithLogger(logger)}
+	if cfg.GitHubAPIURL != "" {
+		ghOpts = append(ghOpts, github.WithBaseURL(cfg.GitHubAPIURL))
+	}
+	gh, err := github.NewClient(apps, ghOpts...)
+	if err != nil {
+		return nil, err
+	}
+	allow, err := webhook.ParseAllowList(cfg.Allow)
+	if err != nil {
+		return nil, fmt.Errorf("local mode: the allow-list: %w", err)
+	}
+	installations, err := webhook.ParseInstallationList(cfg.Installations)
+	if err != nil {
+		return nil, fmt.Errorf("local mode: the installations: %w", err)
+	}
+	db, err := sqlite.Open(filepath.Join(cfg.DataDir, "skiff.db"), sqlite.Options{Synchronous: cfg.Durability})
+	if err != nil {
+		return nil, err
+	}
+	l := &Local{cfg: cfg, log: logger, db: db}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = db.Close()
+		}
+	}()
+	// A retried job comes back after a few seconds: one machine's capacity
+	// frees up as soon as a runner ends, not minutes later as EC2's does.
+	l.Queue = sqlite.NewQueue(db, sqlite.QueueOptions{Visibility: localVisibility, Now: cfg.Now})
+	l.Store = sqlite.NewStore(db, cfg.Now)
+	l.Ledger = store.NewLedgerMemory(cfg.Now)
+	launches := store.NewLaunchMemory()
+	switch cfg.Provider {
+	case "process":
+		p, err := process.New(process.Options{Command: cfg.RunnerCommand, DataDir: filepath.Join(cfg.DataDir, "runners"),
+			Env: cfg.RunnerEnv, Limits: cfg.Limits, LogDir: filepath.Join(cfg.DataDir, "logs"), Logger: logger, Now: cfg.Now})
+		if err != nil {
+			return nil, err
+		}
+		l.Provider, l.closeFn = p, p.Close
+	case "dry-run":
+		l.Provider = dryrun.New(logger, cfg.Now)
+	default:
+		return nil, fmt.Errorf("local mode: provider %q is neither process nor dry-run", cfg.Provider)
+	}
+	counter := telemetry.Discard
+	l.ScaleUp, err = scaleup.New(scaleup.Options{Pools: pools, Launches: launches, Ledger: l.Ledger, Records: l.Store,
+		Provider: l.Provider, GitHub: gh, Counter: counter, Logger: logger, Now: cfg.Now, GitHubURL: cfg.GitHubURL})
+	if err != nil {
+		return nil, err
+	}
+	l.Webhook, err = webhook.New(webhook.Options{Secrets: [][]byte{[]byte(cfg.WebhookSecret)}, Router: pools, Policies: pools,
+		Queue: l.Queue, Store: l.Store, Runners: l.Ledger, Counter: counter, Logger: logger, Now: cfg.Now,
+		Allow: allow, Installations: installations})
+	if err != nil {
+		return nil, err
+	}
+	l.ln, err = net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listening for webhooks on %s: %w", cfg.Listen, err)
+	}
+	l.srv = &http.Server{Handler: l.Webhook, ReadHeaderTimeout: 10 * time.Second}
+	ok = true
+	return l, nil
+}
+
+// URL is the webhook's URL, for the GitHub App's settings.
+func (l *Local) URL() string { return "http://" + l.ln.Addr().String() + "/" }
+
+// Run serves webhooks and runs the scale-up loop until ctx ends, then
+// stops taking work, settles what it answered, ends the runners it started
+// and closes the data file.
+func (l *Local) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	serveErr := make(chan error, 1)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if err := l.srv.Serve(l.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			serveErr <- err
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		queue.Consume(ctx, l.Queue, 10, l.ScaleUp.Handle, l.log)
+	}()
+	l.log.Info("skiff local ready", "webhook", l.URL(), "data_dir", l.cfg.DataDir, "provider", l.cfg.Provider)
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+	}
+	shut, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_ = l.srv.Shutdown(shut)
+	wg.Wait()
+	return errors.Join(err, l.Close(shut))
+}
+
+// Close ends the runners this process started and closes the data file.
+func (l *Local) Close(ctx context.Context) error {
+	var errs []error
+	if l.closeFn != nil {
+		errs = append(errs, l.closeFn(ctx))
+	}
+	return errors.Join(append(errs, l.db.Close())...)
+}

@@ -1,0 +1,116 @@
+package wiring_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/internal/wiring"
+	"github.com/skiffci/skiff/pkg/github/ghsim"
+)
+
+const localPools = `version: 1
+pools:
+  - name: cpu
+    labels: [self-hosted, linux, x64]
+    instanceTypes: [c7i.large]
+    image: {ssm: /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64}
+    subnets: [subnet-0aaaaaaaa]
+    maxRunners: 20
+`
+
+// buildStandin builds the stand-in runner once for the test.
+func buildStandin(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "skiff-standin")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/skiffci/skiff/cmd/skiff-standin").CombinedOutput(); err != nil {
+		t.Fatalf("building the stand-in runner: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestLocalMode runs the whole pipeline in one process — the webhook over
+// HTTP, the SQLite queue and store, scale-up, local processes — against the
+// GitHub simulator over HTTP, whose signed webhooks reach the local
+// endpoint, and stand-in runners that connect with their JIT configuration,
+// take their job and complete it.
+func TestLocalMode(t *testing.T) {
+	t.Parallel()
+	standin := buildStandin(t)
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemKey := string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
+	sim := ghsim.New(ghsim.Options{SecretPrefix: "CANARYLOCAL"})
+	t.Cleanup(sim.Close)
+	sim.AddApp(ghsim.AppConfig{ID: 77, Slug: "skiff", PublicKey: &key.PublicKey})
+	sim.AddOrg("acme")
+	sim.AddRepo("acme", "app")
+	sim.Install(77, "acme")
+
+	dir := t.TempDir()
+	poolsFile := filepath.Join(dir, "pools.yaml")
+	if err := os.WriteFile(poolsFile, []byte(localPools), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs := &testenv.SyncBuffer{}
+	l, err := wiring.NewLocal(wiring.LocalConfig{
+		DataDir: filepath.Join(dir, "data"), PoolsFile: poolsFile, Listen: "127.0.0.1:0", RunnerCommand: []string{standin},
+		RunnerEnv: []string{"SKIFF_STANDIN_DURATION=200ms"}, Limits: map[string]int{"cpu": 2}, GitHubAPIURL: sim.URL(), AppIDs: []int64{77}, AppKeys: pemKey,
+		WebhookSecret: "local-secret", Allow: []string{"acme"}, Installations: []string{"*"},
+	}, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim.SetWebhook(77, l.URL(), "local-secret")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+
+	labels := []string{"self-hosted", "linux", "x64"}
+	run, err := sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: labels}, {Labels: labels}, {Labels: labels}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait for every job to complete: the runners report it to the
+	// simulator (a safety net, not a measurement: the test fails on the
+	// invariant, not on time).
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		completed := 0
+		for _, id := range run.JobIDs {
+			if j, ok := sim.Job(id); ok && j.Status == "completed" {
+				completed++
+			}
+		}
+		if completed == len(run.JobIDs) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d jobs completed\n%s", completed, len(run.JobIDs), logs.String())
+		}
+		time.Sleep(50 * time.Millisecond) // polling another process's progress
+	}
+	if os.Getenv("SKIFF_LOCAL_LOGS") != "" {
+		t.Log(logs.String())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	for _, id := range run.JobIDs {
+		if j, _ := sim.Job(id); j.Conclusion != "success" {
+			t.Errorf("job %d: %+v", id, j)
+		}
+	}
+}
