@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/github"
+	"github.com/skiffci/skiff/pkg/instanceevents"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/dryrun"
@@ -83,9 +84,14 @@ type Local struct {
 	ScaleUp  *scaleup.Service
 	Webhook  *webhook.Handler
 	closeFn  func(context.Context) error
+	events   *instanceevents.Service
 	ln       net.Listener
 	srv      *http.Server
 }
+
+// instancePoll is how often local mode looks for runner processes that
+// ended: what EC2's state-change events are in AWS.
+const instancePoll = 2 * time.Second
 
 // NewLocal opens the data directory and builds every part; nothing runs
 // until Run. The caller owns the returned Local and must Run or Close it.
@@ -144,7 +150,8 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 	// frees up as soon as a runner ends, not minutes later as EC2's does.
 	l.Queue = sqlite.NewQueue(db, sqlite.QueueOptions{Visibility: localVisibility, Now: cfg.Now})
 	l.Store = sqlite.NewStore(db, cfg.Now)
-	l.Ledger = store.NewLedgerMemory(cfg.Now)
+	ledger := store.NewLedgerMemory(cfg.Now)
+	l.Ledger = ledger
 	launches := store.NewLaunchMemory()
 	switch cfg.Provider {
 	case "process":
@@ -160,6 +167,10 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 		return nil, fmt.Errorf("local mode: provider %q is neither process nor dry-run", cfg.Provider)
 	}
 	counter := telemetry.Discard
+	l.events, err = instanceevents.New(instanceevents.Options{Ledger: ledger, Counter: counter, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
 	l.ScaleUp, err = scaleup.New(scaleup.Options{Pools: pools, Launches: launches, Ledger: l.Ledger, Records: l.Store,
 		Provider: l.Provider, GitHub: gh, Counter: counter, Logger: logger, Now: cfg.Now, GitHubURL: cfg.GitHubURL})
 	if err != nil {
@@ -189,7 +200,11 @@ func (l *Local) URL() string { return "http://" + l.ln.Addr().String() + "/" }
 func (l *Local) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	serveErr := make(chan error, 1)
-	wg.Add(2)
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		l.watchInstances(ctx)
+	}()
 	go func() {
 		defer wg.Done()
 		if err := l.srv.Serve(l.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -211,6 +226,33 @@ func (l *Local) Run(ctx context.Context) error {
 	_ = l.srv.Shutdown(shut)
 	wg.Wait()
 	return errors.Join(err, l.Close(shut))
+}
+
+// watchInstances reports runner processes that ended to the ledger, as
+// EC2's state-change events do in AWS: each ended instance is reported on
+// every poll (the ledger's end is idempotent), so none is missed.
+func (l *Local) watchInstances(ctx context.Context) {
+	t := time.NewTicker(instancePoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		instances, err := l.Provider.List(ctx, provider.Filter{})
+		if err != nil {
+			l.log.Warn("listing runner processes", "err", err)
+			continue
+		}
+		for _, in := range instances {
+			if !in.State.Alive() {
+				if err := l.events.StateChanged(ctx, in.ID, "terminated", l.cfg.Now()); err != nil {
+					l.log.Warn("reporting an ended runner", "instance_id", in.ID, "err", err)
+				}
+			}
+		}
+	}
 }
 
 // Close ends the runners this process started and closes the data file.

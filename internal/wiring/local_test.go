@@ -101,6 +101,14 @@ func TestLocalMode(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond) // polling another process's progress
 	}
+	// Every runner process ended and was reported: the pool's count is back to 0.
+	for live := -1; live != 0; {
+		live, _ = l.Ledger.Live(context.Background(), "cpu")
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool still counts %d runners after every process ended\n%s", live, logs.String())
+		}
+		time.Sleep(50 * time.Millisecond) // the state poll is another goroutine's
+	}
 	if os.Getenv("SKIFF_LOCAL_LOGS") != "" {
 		t.Log(logs.String())
 	}
