@@ -30,6 +30,7 @@ func commands() []command {
 		{"plan", "show what a job's runs-on labels would launch, with an hourly price estimate", runPlan},
 		{"app-manifest", "print the GitHub App manifest for a deployed webhook URL", runAppManifest},
 		{"metrics", "report what jobs used (opt-in metrics records): usage, cost, right-sizing", runMetrics},
+		{"demo", "the whole pipeline on this machine against a GitHub simulator, with stand-in runners (make demo)", runDemo},
 		{"local", "run the whole pipeline on this machine: webhook, queue, scale-up, runners as local processes", runLocal},
 		{"status", "runners by pool and state, queue depth, dead letters, oldest queued job (AWS)", runStatus},
 	}

@@ -1,0 +1,288 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/skiffci/skiff/internal/wiring"
+	"github.com/skiffci/skiff/pkg/github"
+	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/provider"
+)
+
+// demoJob is one job the demo asks for, and what must become of it.
+type demoJob struct {
+	labels   []string
+	launch   bool // a pool takes it: it must complete on a runner of ours
+	cancel   bool // cancelled right after it is queued
+	id       int64
+	queuedAt time.Time
+}
+
+// runDemo is `skiff demo` (what `make demo` runs): skiff local against the
+// GitHub simulator over HTTP, with stand-in runners, a realistic burst of
+// signed webhooks, progress, a summary and the invariants checked.
+func runDemo(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("demo", "[--standin build/skiff-standin] [-f examples/pools.yaml] [--jobs 40]", stderr)
+	standin := fs.String("standin", "build/skiff-standin", "the stand-in runner (make demo builds it)")
+	poolsFile := fs.String("f", "examples/pools.yaml", "the pools file")
+	n := fs.Int("jobs", 40, "how many jobs the burst queues (besides the cancelled, unmatched and duplicate ones)")
+	duration := fs.Duration("job-duration", time.Second, "how long each stand-in runner's job runs")
+	out := fs.String("out", "build/demo", "where the demo keeps its data (replaced on every run)")
+	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this long")
+	if ok, code := parseFlags(fs, args); !ok {
+		return code
+	}
+	if err := demo(stdout, *standin, *poolsFile, *out, *n, *duration, *timeout); err != nil {
+		fmt.Fprintln(stderr, "skiff demo:", err)
+		return exitFailed
+	}
+	return exitOK
+}
+
+func demo(w io.Writer, standin, poolsFile, out string, n int, duration, timeout time.Duration) error {
+	standin, err := filepath.Abs(standin)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(standin); err != nil {
+		return fmt.Errorf("the stand-in runner: %w (make demo builds it: go build -o build/skiff-standin ./cmd/skiff-standin)", err)
+	}
+	pools, err := pool.Load(poolsFile)
+	if err != nil {
+		return err
+	}
+	if err := os.RemoveAll(out); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(out, 0o700); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+
+	// GitHub: the simulator, an App installed on an organisation.
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return err
+	}
+	sim := ghsim.New(ghsim.Options{})
+	defer sim.Close()
+	const appID, org = 4242, "acme"
+	sim.AddApp(ghsim.AppConfig{ID: appID, Slug: "skiff-demo", PublicKey: &key.PublicKey})
+	sim.AddOrg(org)
+	for _, p := range pools.Pools {
+		if p.RunnerGroup != "" && p.RunnerGroup != "Default" {
+			sim.AddRunnerGroup(org, p.RunnerGroup)
+		}
+	}
+	sim.AddRepo(org, "app")
+	sim.Install(appID, org)
+	secret := make([]byte, 16)
+	_, _ = rand.Read(secret)
+	webhookSecret := fmt.Sprintf("%x", secret)
+
+	// skiff local: one process, one SQLite file, runners as local processes.
+	logFile, err := os.Create(filepath.Join(out, "skiff.log"))
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	l, err := wiring.NewLocal(wiring.LocalConfig{
+		DataDir: filepath.Join(out, "data"), PoolsFile: poolsFile, Listen: "127.0.0.1:0", RunnerCommand: []string{standin},
+		RunnerEnv: []string{"SKIFF_STANDIN_DURATION=" + duration.String(), "SKIFF_STANDIN_IDLE=20s"},
+		Limits:    map[string]int{"gpu": 1}, // one GPU on this machine: one GPU job at a time
+		GitHubAPIURL: sim.URL(), AppIDs: []int64{appID},
+		AppKeys:       string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})),
+		WebhookSecret: webhookSecret, Allow: []string{org}, Installations: []string{"*"},
+	}, slog.New(slog.NewJSONHandler(logFile, nil)))
+	if err != nil {
+		return err
+	}
+	sim.SetWebhook(appID, l.URL(), webhookSecret)
+	runCtx, stop := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- l.Run(runCtx) }()
+	defer func() { stop(); <-ran }()
+	fmt.Fprintf(w, "skiff demo: skiff local at %s, GitHub simulator at %s, logs in %s\n", l.URL(), sim.URL(), logFile.Name())
+
+	// The burst: CPU jobs in runs of four, GPU jobs (one at a time here),
+	// a dynamic label, a job no pool takes, a job cancelled while queued.
+	var jobs []*demoJob
+	for i := range n {
+		switch {
+		case i%10 == 9:
+			jobs = append(jobs, &demoJob{labels: []string{"self-hosted", "gpu"}, launch: true})
+		case i%10 == 8:
+			jobs = append(jobs, &demoJob{labels: []string{"self-hosted", "skiff/pool=large/cpu=8"}, launch: true})
+		default:
+			jobs = append(jobs, &demoJob{labels: []string{"self-hosted", "linux", "x64"}, launch: true})
+		}
+	}
+	jobs = append(jobs, &demoJob{labels: []string{"self-hosted", "windows"}}, &demoJob{labels: []string{"self-hosted", "linux", "x64"}, cancel: true})
+	for start := 0; start < len(jobs); start += 4 {
+		batch := jobs[start:min(start+4, len(jobs))]
+		spec := ghsim.RunSpec{Repo: org + "/app", Event: "push"}
+		for _, j := range batch {
+			spec.Jobs = append(spec.Jobs, ghsim.JobSpec{Labels: j.labels})
+		}
+		info, err := sim.StartRun(spec)
+		if err != nil {
+			return err
+		}
+		for i, j := range batch {
+			j.id, j.queuedAt = info.JobIDs[i], time.Now()
+			if j.cancel {
+				if err := sim.CancelJob(j.id); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	// A duplicate delivery: the first queued job's webhook, sent again.
+	dup, err := duplicate(ctx, sim, l.URL(), webhookSecret)
+	if err != nil {
+		return err
+	}
+
+	// Progress until every job a pool takes has completed and every runner ended.
+	want := 0
+	for _, j := range jobs {
+		if j.launch {
+			want++
+		}
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	started := time.Now()
+	for {
+		completed, running := 0, 0
+		for _, j := range jobs {
+			if st, ok := sim.Job(j.id); ok && j.launch {
+				switch st.Status {
+				case "completed":
+					completed++
+				case "in_progress":
+					running++
+				}
+			}
+		}
+		live := 0
+		for _, p := range pools.Pools {
+			n, _ := l.Ledger.Live(ctx, p.Name)
+			live += n
+		}
+		depth, _ := l.Queue.Depth(ctx)
+		fmt.Fprintf(w, "  %5.1fs  queued %3d  running %3d  completed %3d/%d  runners alive %3d\n",
+			time.Since(started).Seconds(), depth, running, completed, want, live)
+		if completed == want && live == 0 && depth == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d jobs completed, %d runners alive after %s: see %s", completed, want, live, timeout, logFile.Name())
+		case <-tick.C:
+		}
+	}
+	return summarize(ctx, w, sim, l, jobs, dup)
+}
+
+// duplicate sends the first queued job's delivery again, signed, with its
+// own X-GitHub-Delivery, as GitHub does when it redelivers.
+func duplicate(ctx context.Context, sim *ghsim.Server, url, secret string) (string, error) {
+	for _, d := range sim.Deliveries() {
+		if d.Event != "workflow_job" || d.Action != "queued" {
+			continue
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(d.Payload))
+		if err != nil {
+			return "", err
+		}
+		req.Header.Set("X-GitHub-Event", d.Event)
+		req.Header.Set("X-GitHub-Delivery", d.GUID)
+		req.Header.Set("X-Hub-Signature-256", github.SignWebhook([]byte(secret), d.Payload))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return "", fmt.Errorf("sending a duplicate delivery: %w", err)
+		}
+		_ = resp.Body.Close()
+		return d.GUID, nil
+	}
+	return "", fmt.Errorf("no queued delivery to send again")
+}
+
+// summarize prints what happened and checks the invariants: every job a
+// pool takes completed on one runner of ours (none lost, none launched
+// twice), the others never launched, no runner ended while running a job.
+func summarize(ctx context.Context, w io.Writer, sim *ghsim.Server, l *wiring.Local, jobs []*demoJob, dup string) error {
+	instances, err := l.Provider.List(ctx, provider.Filter{})
+	if err != nil {
+		return err
+	}
+	perJob := map[int64]int{}
+	for _, in := range instances {
+		id, _ := strconv.ParseInt(in.Tags[names.TagJobID], 10, 64)
+		perJob[id]++
+	}
+	var failures []string
+	var waits []time.Duration
+	completed, skipped := 0, 0
+	for _, j := range jobs {
+		st, _ := sim.Job(j.id)
+		switch {
+		case j.launch && (st.Status != "completed" || st.Conclusion != "success"):
+			failures = append(failures, fmt.Sprintf("job %d (%v) ended %s/%s: lost", j.id, j.labels, st.Status, st.Conclusion))
+		case j.launch && perJob[j.id] != 1:
+			failures = append(failures, fmt.Sprintf("job %d had %d runners launched for it", j.id, perJob[j.id]))
+		case !j.launch && perJob[j.id] != 0:
+			failures = append(failures, fmt.Sprintf("job %d (%v) got a runner though no pool takes it", j.id, j.labels))
+		case j.launch:
+			completed++
+			waits = append(waits, st.StartedAt.Sub(j.queuedAt))
+		default:
+			skipped++
+		}
+	}
+	slices.Sort(waits)
+	pct := func(p float64) time.Duration {
+		if len(waits) == 0 {
+			return 0
+		}
+		return waits[min(len(waits)-1, int(p*float64(len(waits))))]
+	}
+	deliveries := sim.Deliveries()
+	sort.Slice(deliveries, func(i, k int) bool { return deliveries[i].ID < deliveries[k].ID })
+	fmt.Fprintf(w, "\nskiff demo summary\n")
+	fmt.Fprintf(w, "  webhook deliveries      %d (+1 duplicate of %s)\n", len(deliveries), dup)
+	fmt.Fprintf(w, "  jobs queued             %d\n", len(jobs))
+	fmt.Fprintf(w, "  runners launched        %d\n", len(instances))
+	fmt.Fprintf(w, "  jobs completed          %d\n", completed)
+	fmt.Fprintf(w, "  not launched (no pool, cancelled)  %d\n", skipped)
+	fmt.Fprintf(w, "  queue wait p50 / p95    %s / %s\n", pct(0.5).Round(time.Millisecond), pct(0.95).Round(time.Millisecond))
+	fmt.Fprintf(w, "  invariants: no job lost, none launched twice, none launched without a pool: ")
+	if len(failures) > 0 {
+		fmt.Fprintln(w, "FAILED")
+		for _, f := range failures {
+			fmt.Fprintln(w, "   -", f)
+		}
+		return fmt.Errorf("%d invariant failures", len(failures))
+	}
+	fmt.Fprintln(w, "ok")
+	return nil
+}
