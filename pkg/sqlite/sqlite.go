@@ -3,7 +3,10 @@
 // (queue.Sender, queue.Receiver, queue.DeadLetterer, with SQS's
 // at-least-once semantics) and the state (store.Store: deliveries, jobs,
 // runs, with the same claim and merge rules as the in-memory and DynamoDB
-// stores).
+// stores), scale-up's launch state (store.Launches: claims, fenced fleets,
+// failed capacity) and the runner ledger (store.Ledger and
+// store.Interruptions), with the conditions of store.LaunchMemory and
+// store.LedgerMemory.
 //
 // Durability: the file is in WAL mode with synchronous=FULL by default, and
 // every write is one transaction committed before the call returns. A
@@ -13,7 +16,10 @@
 // with FULL, the WAL is also fsynced at every commit, so a power loss or a
 // kernel crash loses no acknowledged job either. The webhook answers GitHub
 // 200 only after Send returns, and GitHub never redelivers by itself: a job
-// acknowledged and then lost is lost for good, so FULL is the default.
+// acknowledged and then lost is lost for good, so FULL is the default. The
+// same holds for the runner ledger: an acknowledged reservation (all its
+// runners or none) and an acknowledged end (the record terminated and off
+// its pool's count, together) survive.
 // Options.Synchronous can choose NORMAL where a lost tail on power loss is
 // acceptable (see the benchmark for the cost).
 //
@@ -24,6 +30,12 @@
 //	deliveries     (id, done, lease_until, expires_at)
 //	jobs           (id, status, record JSON, expires_at)
 //	runs           (id, attempt, record JSON, expires_at)
+//	launch_claims  (job_id, gen, token, record JSON, expires_at)
+//	fleets         (token, state, record JSON, expires_at)
+//	failed_capacity (pool, key, expires_at)
+//	runners        (name, pool, state, record JSON, expires_at); partial index
+//	               runners_live (pool, name) over live states: the live count
+//	runner_instances (instance_id, runner)
 //
 // A record whose expires_at has passed on the store's clock is treated as
 // absent by every read and write, as DynamoDB's TTL is; Sweep deletes them.
@@ -131,7 +143,7 @@ func Open(path string, o Options) (*DB, error) {
 	// One connection: SQLite has one writer anyway, and a single connection
 	// serialises this process's transactions without SQLITE_BUSY.
 	db.SetMaxOpenConns(1)
-	if _, err := db.Exec(schema); err != nil {
+	if _, err := db.Exec(schema + launchSchema + ledgerSchema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("creating the schema in %s: %w", path, err)
 	}
@@ -165,12 +177,14 @@ func (d *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	return nil
 }
 
-// Sweep deletes the records that have expired by now (deliveries, jobs and
-// runs), as DynamoDB's TTL does. Reads treat them as absent before.
+// Sweep deletes the records that have expired by now (deliveries, jobs,
+// runs, launch claims, fleets, failed capacity and ended runners, with the
+// instance pointers left without a runner), as DynamoDB's TTL does. Reads
+// treat them as absent before.
 func (d *DB) Sweep(ctx context.Context, now time.Time) (int64, error) {
 	var n int64
 	err := d.tx(ctx, func(tx *sql.Tx) error {
-		for _, table := range []string{"deliveries", "jobs", "runs"} {
+		for _, table := range []string{"deliveries", "jobs", "runs", "launch_claims", "fleets", "failed_capacity", "runners"} {
 			res, err := tx.ExecContext(ctx, "DELETE FROM "+table+" WHERE expires_at != 0 AND expires_at <= ?", now.UnixNano())
 			if err != nil {
 				return fmt.Errorf("sweeping %s: %w", table, err)
@@ -178,6 +192,12 @@ func (d *DB) Sweep(ctx context.Context, now time.Time) (int64, error) {
 			k, _ := res.RowsAffected()
 			n += k
 		}
+		res, err := tx.ExecContext(ctx, "DELETE FROM runner_instances WHERE NOT EXISTS (SELECT 1 FROM runners WHERE runners.name = runner_instances.runner)")
+		if err != nil {
+			return fmt.Errorf("sweeping runner_instances: %w", err)
+		}
+		k, _ := res.RowsAffected()
+		n += k
 		return nil
 	})
 	return n, err

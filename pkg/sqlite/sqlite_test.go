@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/sqlite"
 	"github.com/skiffci/skiff/pkg/store"
@@ -227,8 +228,9 @@ func TestConsumeConcurrently(t *testing.T) {
 	}
 }
 
-// The durability test's child: it runs the webhook's writes for job after
-// job and prints each job id once its writes returned (acknowledged).
+// The durability test's child: it runs the webhook's writes and the
+// ledger's for job after job and prints each job id once its writes
+// returned (acknowledged).
 const childEnv = "SKIFF_SQLITE_DURABILITY_CHILD"
 
 func TestMain(m *testing.M) {
@@ -245,9 +247,14 @@ func durabilityChild(path string) int {
 		return 1
 	}
 	s, q := sqlite.NewStore(db, nil), sqlite.NewQueue(db, sqlite.QueueOptions{})
+	l := sqlite.NewLedger(db, nil)
 	out := bufio.NewWriter(os.Stdout)
 	for id := int64(1); ; id++ {
 		if err := webhookWrites(context.Background(), s, q, id); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if err := ledgerWrites(context.Background(), l, id); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
@@ -273,9 +280,45 @@ func webhookWrites(ctx context.Context, s *sqlite.Store, q *sqlite.Queue, id int
 	return s.FinishDelivery(ctx, delivery, now.Add(192*time.Hour))
 }
 
+// durablePool is the pool of the durability test's runners; its max is
+// never reached.
+const durablePool = "cpu"
+
+// durableRunners are the runners the durability test reserves for a job,
+// in one call: enough that a reservation written runner by runner would
+// be caught half done by the kill.
+func durableRunners(id int64) []launch.Runner {
+	rs := make([]launch.Runner, 8)
+	for i := range rs {
+		rs[i] = launch.Runner{Name: fmt.Sprintf("skiff-%d-%d", id, i+1), Pool: durablePool, JobID: id, RunID: 7, Attempt: 1, Token: "tok"}
+	}
+	return rs
+}
+
+// ledgerWrites is what scale-up and the state-change handler write for one
+// job in the durability test: its runners reserved in one call, all but
+// the first released (ends), the first launched.
+func ledgerWrites(ctx context.Context, l *sqlite.Ledger, id int64) error {
+	rs, now := durableRunners(id), time.Now()
+	if n, err := l.Reserve(ctx, durablePool, 1<<30, rs); err != nil || n != len(rs) {
+		return fmt.Errorf("reserving the runners of job %d: %d, %w", id, n, err)
+	}
+	for _, r := range rs[1:] {
+		if ended, err := l.End(ctx, r.Name, now, "released"); err != nil || !ended {
+			return fmt.Errorf("releasing %s: %v, %w", r.Name, ended, err)
+		}
+	}
+	return l.Launched(ctx, rs[0].Name, launch.Launch{InstanceID: "i-" + strconv.FormatInt(id, 10), At: now})
+}
+
 // TestKill9LosesNothing: a process writing in a loop is killed with SIGKILL;
 // reopening the file finds every write it acknowledged — the delivery
-// finished, the job recorded, its message queued exactly once.
+// finished, the job recorded, its message queued exactly once, its runners
+// reserved, one launched and the others ended (off the pool's count,
+// once) — and the writes in flight at the kill either whole or absent. The
+// kill is aimed at the next job's reservation: it lands as soon as a
+// reader on the file sees the reservation's first runner, so a reservation
+// written runner by runner would be caught half done.
 func TestKill9LosesNothing(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "skiff.db")
@@ -290,13 +333,22 @@ func TestKill9LosesNothing(t *testing.T) {
 	}
 	lines := bufio.NewScanner(stdout)
 	var acked int64
-	for lines.Scan() {
+	for acked < 150 && lines.Scan() {
 		acked, _ = strconv.ParseInt(lines.Text(), 10, 64)
-		if acked == 150 {
-			_ = cmd.Process.Signal(syscall.SIGKILL) // in the middle of the next job's writes
+	}
+	reader := sqlite.NewLedger(open(t, path, sqlite.Options{}), nil)
+	next := durableRunners(acked + 1)[0].Name
+	for deadline := time.Now().Add(time.Minute); ; {
+		if _, err := reader.Runner(context.Background(), next); err == nil {
 			break
+		} else if !errors.Is(err, store.ErrNotFound) || time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			t.Fatalf("waiting for runner %s: %v", next, err)
 		}
 	}
+	// The reservation was just seen: the kill lands in the middle of it,
+	// were it not one transaction, or in the ledger writes after it.
+	_ = cmd.Process.Signal(syscall.SIGKILL)
 	for lines.Scan() { // acknowledged before the kill landed
 		acked, _ = strconv.ParseInt(lines.Text(), 10, 64)
 	}
@@ -342,7 +394,54 @@ func TestKill9LosesNothing(t *testing.T) {
 			t.Errorf("job %d queued %d times (acknowledged up to %d)", id, n, acked)
 		}
 	}
-	t.Logf("%d jobs acknowledged before SIGKILL, all found", acked)
+
+	l := sqlite.NewLedger(db, nil)
+	for id := int64(1); id <= acked; id++ {
+		rs := durableRunners(id)
+		if r, err := l.Runner(ctx, rs[0].Name); err != nil || r.State != launch.StateLaunched || r.InstanceID != "i-"+strconv.FormatInt(id, 10) {
+			t.Errorf("job %d's launched runner: %+v, %v", id, r, err)
+		}
+		for _, r := range rs[1:] {
+			if got, err := l.Runner(ctx, r.Name); err != nil || got.State != launch.StateTerminated || got.Reason != "released" || got.EndedAt.IsZero() {
+				t.Errorf("job %d's released runner: %+v, %v", id, got, err)
+			}
+		}
+	}
+	// The job in flight: its reservation whole or absent.
+	inflight, found := int64(0), 0
+	for _, r := range durableRunners(acked + 1) {
+		got, err := l.Runner(ctx, r.Name)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			t.Fatal(err)
+		}
+		if err == nil {
+			found++
+			if got.State.Live() {
+				inflight++
+			}
+		}
+	}
+	if found != 0 && found != len(durableRunners(0)) {
+		t.Errorf("the reservation in flight at the kill is half applied: %d of its %d runners found", found, len(durableRunners(0)))
+	}
+	if _, err := l.Runner(ctx, durableRunners(acked + 2)[0].Name); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a runner of job %d, never reserved: %v", acked+2, err)
+	}
+	// Every acknowledged end left the count once: one live runner per
+	// acknowledged job, plus the job in flight's.
+	live, err := l.LiveRunners(ctx, durablePool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := l.Live(ctx, durablePool); err != nil || int64(n) != acked+inflight || n != len(live) {
+		t.Errorf("live count %d (%v), %d live runners; want %d (%d acknowledged + %d in flight)", n, err, len(live), acked+inflight, acked, inflight)
+	}
+	for _, r := range durableRunners(acked) {
+		if ended, err := l.End(ctx, r.Name, time.Now(), "again"); err != nil || ended != (r.Name == durableRunners(acked)[0].Name) {
+			t.Errorf("End(%s) after the restart = %v, %v; want an end only for the launched runner", r.Name, ended, err)
+		}
+	}
+	t.Logf("%d jobs acknowledged before SIGKILL, all found; the reservation in flight: %d runners, %d live", acked, found, inflight)
 }
 
 // BenchmarkWebhookWrites: the webhook's writes for one queued job

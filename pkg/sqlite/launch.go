@@ -1,0 +1,291 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/store"
+)
+
+// launchSchema holds scale-up's launch state (store.Launches). Records are
+// JSON (store.LaunchClaim, store.Fleet); the columns beside them are what
+// the conditions read. A capacity row is one remembered failure of one
+// capacity pool of a pool, until expires_at.
+const launchSchema = `
+CREATE TABLE IF NOT EXISTS launch_claims (
+	job_id     INTEGER PRIMARY KEY,
+	gen        INTEGER NOT NULL,
+	token      TEXT    NOT NULL,
+	record     TEXT    NOT NULL,
+	expires_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS fleets (
+	token      TEXT    PRIMARY KEY,
+	state      TEXT    NOT NULL,
+	record     TEXT    NOT NULL,
+	expires_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS failed_capacity (
+	pool       TEXT    NOT NULL,
+	key        TEXT    NOT NULL,
+	expires_at INTEGER NOT NULL,
+	PRIMARY KEY (pool, key)
+) WITHOUT ROWID;
+`
+
+// Launches is a store.Launches in the SQLite file, with the conditions of
+// store.LaunchMemory and store.LaunchDynamo: each write is one transaction
+// that reads the records its condition names and writes only if the
+// condition holds, so a fenced fleet and its members' claims are checked
+// and written atomically, also against another process on the file.
+type Launches struct {
+	d   *DB
+	now func() time.Time
+}
+
+var _ store.Launches = (*Launches)(nil)
+
+// NewLaunches returns the launch state in d. now is the clock of the one
+// call that takes no time of its own, FinishFleet (an expired fleet is gone
+// and cannot be finished); time.Now when nil. Every other call decides
+// expiry by the time it is given.
+func NewLaunches(d *DB, now func() time.Time) *Launches {
+	if now == nil {
+		now = time.Now
+	}
+	return &Launches{d: d, now: now}
+}
+
+// LaunchClaims implements store.Launches: one read of the live claims.
+func (l *Launches) LaunchClaims(ctx context.Context, jobIDs []int64, now time.Time) (map[int64]store.LaunchClaim, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := map[int64]store.LaunchClaim{}
+	if len(jobIDs) == 0 {
+		return out, nil
+	}
+	// One statement, one snapshot. SQLite allows 32766 parameters; a
+	// scale-up pass reads at most a batch of SQS messages' worth.
+	args := make([]any, 0, len(jobIDs)+1)
+	args = append(args, now.UnixNano())
+	for _, id := range jobIDs {
+		args = append(args, id)
+	}
+	rows, err := l.d.db.QueryContext(ctx, `SELECT job_id, record FROM launch_claims
+		WHERE (expires_at = 0 OR expires_at > ?) AND job_id IN (?`+strings.Repeat(", ?", len(jobIDs)-1)+`)`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("reading launch claims: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var rec string
+		if err := rows.Scan(&id, &rec); err != nil {
+			return nil, fmt.Errorf("reading launch claims: %w", err)
+		}
+		var c store.LaunchClaim
+		if err := json.Unmarshal([]byte(rec), &c); err != nil {
+			return nil, fmt.Errorf("decoding the launch claim of job %d: %w", id, err)
+		}
+		out[id] = c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading launch claims: %w", err)
+	}
+	return out, nil
+}
+
+// ClaimLaunch implements store.Launches: in one transaction, the job's
+// claim is read and replaced if it is still the one the caller read
+// (absent or expired at now for prevGen 0, else live with gen prevGen).
+func (l *Launches) ClaimLaunch(ctx context.Context, c store.LaunchClaim, prevGen int, now time.Time) error {
+	if err := validateClaim(c, prevGen); err != nil {
+		return err
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("encoding the launch claim of job %d: %w", c.JobID, err)
+	}
+	return l.d.tx(ctx, func(tx *sql.Tx) error {
+		var gen int
+		var expires int64
+		err := tx.QueryRowContext(ctx, "SELECT gen, expires_at FROM launch_claims WHERE job_id = ?", c.JobID).Scan(&gen, &expires)
+		if err != nil && !isNoRows(err) {
+			return fmt.Errorf("reading the launch claim of job %d: %w", c.JobID, err)
+		}
+		present := err == nil && live(expires, now)
+		if (prevGen == 0 && present) || (prevGen != 0 && (!present || gen != prevGen)) {
+			return fmt.Errorf("claiming launch of job %d: %w", c.JobID, store.ErrConflict)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO launch_claims (job_id, gen, token, record, expires_at) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (job_id) DO UPDATE SET gen = excluded.gen, token = excluded.token, record = excluded.record, expires_at = excluded.expires_at`,
+			c.JobID, c.Gen, c.Token, string(b), nanos(c.ExpiresAt)); err != nil {
+			return fmt.Errorf("claiming launch of job %d: %w", c.JobID, err)
+		}
+		return nil
+	})
+}
+
+// PutFleet implements store.Launches. It is fenced in one transaction: the
+// fleet is written only if no live fleet has its token and every member's
+// claim is live and still names it, both at f.CreatedAt.
+func (l *Launches) PutFleet(ctx context.Context, f store.Fleet) error {
+	if err := validateFleet(f); err != nil {
+		return err
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		return fmt.Errorf("encoding fleet %s: %w", f.Token, err)
+	}
+	at := f.CreatedAt.UnixNano()
+	return l.d.tx(ctx, func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM fleets WHERE token = ? AND (expires_at = 0 OR expires_at > ?)",
+			f.Token, at).Scan(&n); err != nil {
+			return fmt.Errorf("reading fleet %s: %w", f.Token, err)
+		}
+		if n > 0 {
+			return fmt.Errorf("recording fleet %s: %w", f.Token, store.ErrConflict)
+		}
+		for _, m := range f.Members {
+			var token string
+			err := tx.QueryRowContext(ctx, "SELECT token FROM launch_claims WHERE job_id = ? AND (expires_at = 0 OR expires_at > ?)",
+				m.JobID, at).Scan(&token)
+			if err != nil && !isNoRows(err) {
+				return fmt.Errorf("reading the launch claim of job %d: %w", m.JobID, err)
+			}
+			if isNoRows(err) || token != f.Token {
+				return fmt.Errorf("recording fleet %s: the claim of job %d was taken over: %w", f.Token, m.JobID, store.ErrConflict)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO fleets (token, state, record, expires_at) VALUES (?, ?, ?, ?)
+			ON CONFLICT (token) DO UPDATE SET state = excluded.state, record = excluded.record, expires_at = excluded.expires_at`,
+			f.Token, string(f.State), string(b), nanos(f.ExpiresAt)); err != nil {
+			return fmt.Errorf("recording fleet %s: %w", f.Token, err)
+		}
+		return nil
+	})
+}
+
+// FinishFleet implements store.Launches: in one transaction, a live fleet
+// in intent becomes done; any other (done, expired on the clock, absent)
+// is ErrConflict and keeps what it has.
+func (l *Launches) FinishFleet(ctx context.Context, token string, instances []string, reason string) error {
+	return l.d.tx(ctx, func(tx *sql.Tx) error {
+		var rec string
+		err := tx.QueryRowContext(ctx, "SELECT record FROM fleets WHERE token = ? AND state = ? AND (expires_at = 0 OR expires_at > ?)",
+			token, string(store.FleetIntent), l.now().UnixNano()).Scan(&rec)
+		if isNoRows(err) {
+			return fmt.Errorf("finishing fleet %s: not in intent: %w", token, store.ErrConflict)
+		}
+		if err != nil {
+			return fmt.Errorf("reading fleet %s: %w", token, err)
+		}
+		var f store.Fleet
+		if err := json.Unmarshal([]byte(rec), &f); err != nil {
+			return fmt.Errorf("decoding fleet %s: %w", token, err)
+		}
+		f.State, f.Instances, f.Reason = store.FleetDone, instances, reason
+		b, err := json.Marshal(f)
+		if err != nil {
+			return fmt.Errorf("encoding fleet %s: %w", token, err)
+		}
+		if _, err := tx.ExecContext(ctx, "UPDATE fleets SET state = ?, record = ? WHERE token = ?", string(f.State), string(b), token); err != nil {
+			return fmt.Errorf("finishing fleet %s: %w", token, err)
+		}
+		return nil
+	})
+}
+
+// Fleet implements store.Launches.
+func (l *Launches) Fleet(ctx context.Context, token string, now time.Time) (store.Fleet, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Fleet{}, err
+	}
+	var rec string
+	err := l.d.db.QueryRowContext(ctx, "SELECT record FROM fleets WHERE token = ? AND (expires_at = 0 OR expires_at > ?)",
+		token, now.UnixNano()).Scan(&rec)
+	if isNoRows(err) {
+		return store.Fleet{}, fmt.Errorf("reading fleet %s: %w", token, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Fleet{}, fmt.Errorf("reading fleet %s: %w", token, err)
+	}
+	var f store.Fleet
+	if err := json.Unmarshal([]byte(rec), &f); err != nil {
+		return store.Fleet{}, fmt.Errorf("decoding fleet %s: %w", token, err)
+	}
+	return f, nil
+}
+
+// MarkCapacityFailed implements store.Launches: the keys are remembered
+// until until (a later mark replaces the time), all in one transaction.
+func (l *Launches) MarkCapacityFailed(ctx context.Context, pool string, keys []string, until time.Time) error {
+	return l.d.tx(ctx, func(tx *sql.Tx) error {
+		for _, k := range keys {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO failed_capacity (pool, key, expires_at) VALUES (?, ?, ?)
+				ON CONFLICT (pool, key) DO UPDATE SET expires_at = excluded.expires_at`, pool, k, nanos(until)); err != nil {
+				return fmt.Errorf("remembering failed capacity %s of pool %s: %w", k, pool, err)
+			}
+		}
+		return nil
+	})
+}
+
+// FailedCapacity implements store.Launches.
+func (l *Launches) FailedCapacity(ctx context.Context, pool string, now time.Time) (map[string]bool, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rows, err := l.d.db.QueryContext(ctx, "SELECT key FROM failed_capacity WHERE pool = ? AND (expires_at = 0 OR expires_at > ?)",
+		pool, now.UnixNano())
+	if err != nil {
+		return nil, fmt.Errorf("reading failed capacity of pool %s: %w", pool, err)
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, fmt.Errorf("reading failed capacity of pool %s: %w", pool, err)
+		}
+		out[k] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading failed capacity of pool %s: %w", pool, err)
+	}
+	return out, nil
+}
+
+// validateClaim is store's rule for a claim (unexported there): the same
+// checks, so that every implementation refuses the same claims.
+func validateClaim(c store.LaunchClaim, prevGen int) error {
+	switch {
+	case c.JobID <= 0:
+		return errors.New("claiming launch: job id is required")
+	case c.Attempt <= 0:
+		return errors.New("claiming launch: attempt must be positive")
+	case c.Gen != prevGen+1:
+		return errors.New("claiming launch: gen must be the previous gen plus one")
+	case c.Token == "":
+		return errors.New("claiming launch: token is required")
+	}
+	return nil
+}
+
+// validateFleet is store's rule for a fleet record (unexported there).
+func validateFleet(f store.Fleet) error {
+	switch {
+	case f.Token == "":
+		return errors.New("recording fleet: token is required")
+	case f.State != store.FleetIntent && f.State != store.FleetDone:
+		return errors.New("recording fleet: state must be intent or done")
+	}
+	return nil
+}

@@ -1,0 +1,418 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/store"
+)
+
+// ledgerSchema holds the runner ledger (store.Ledger). A runner's record is
+// JSON (launch.Runner); state is its state's rank, the column the live
+// count reads. runner_instances points an instance id at its runner; it
+// has no expiry of its own: a lookup through it finds nothing once the
+// runner's record has expired, and Sweep deletes pointers left without a
+// record.
+//
+// There is no count column: a pool's live count is the number of its
+// records in a live state, counted through the partial index runners_live
+// (which holds the live records only, at most the pool's max). A count
+// derived from the records cannot drift from them, so a runner leaves its
+// pool's count exactly when its record leaves a live state — once.
+var ledgerSchema = fmt.Sprintf(`
+CREATE TABLE IF NOT EXISTS runners (
+	name       TEXT    PRIMARY KEY,
+	pool       TEXT    NOT NULL,
+	state      INTEGER NOT NULL,
+	record     TEXT    NOT NULL,
+	expires_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS runners_live ON runners (pool, name) WHERE %[1]s;
+CREATE TABLE IF NOT EXISTS runner_instances (
+	instance_id TEXT PRIMARY KEY,
+	runner      TEXT NOT NULL
+) WITHOUT ROWID;
+`, liveState)
+
+// liveState is the SQL condition of a record in a live state
+// (launch.State.Live: reserved up to, not including, terminated). Queries
+// that count or list live records use it verbatim, so that SQLite uses the
+// partial index runners_live.
+var liveState = fmt.Sprintf("state >= %d AND state < %d", launch.StateReserved, launch.StateTerminated)
+
+// Ledger is a store.Ledger and store.Interruptions in the SQLite file, with
+// the conditions and expiry of store.LedgerMemory. Every write is one
+// transaction that reads the record, applies the same rule as the
+// in-memory ledger and writes it back: a reservation of several runners
+// and an end (the record terminated, so off its pool's count) are each
+// all or nothing, across a kill -9 as across concurrent callers and
+// processes.
+type Ledger struct {
+	d   *DB
+	now func() time.Time
+	ttl time.Duration
+}
+
+var (
+	_ store.Ledger        = (*Ledger)(nil)
+	_ store.Interruptions = (*Ledger)(nil)
+)
+
+// NewLedger returns the runner ledger in d. Ended records expire
+// store.DefaultRunnerTTL after their end; now is the clock that decides
+// whether they have (time.Now when nil). A live record never expires.
+func NewLedger(d *DB, now func() time.Time) *Ledger {
+	if now == nil {
+		now = time.Now
+	}
+	return &Ledger{d: d, now: now, ttl: store.DefaultRunnerTTL}
+}
+
+// errInvalidAdvance is store's refusal of an advance to a state that is
+// not reported (unexported there).
+var errInvalidAdvance = errors.New("advancing runner: only registered, job started and job completed are reported")
+
+// runner reads the record of name, hiding one that has expired: ok is
+// false for both.
+func (l *Ledger) runner(ctx context.Context, q querier, name string) (launch.Runner, bool, error) {
+	var rec string
+	var expires int64
+	err := q.QueryRowContext(ctx, "SELECT record, expires_at FROM runners WHERE name = ?", name).Scan(&rec, &expires)
+	switch {
+	case isNoRows(err):
+		return launch.Runner{}, false, nil
+	case err != nil:
+		return launch.Runner{}, false, fmt.Errorf("reading runner %s: %w", name, err)
+	case !live(expires, l.now()):
+		return launch.Runner{}, false, nil
+	}
+	var r launch.Runner
+	if err := json.Unmarshal([]byte(rec), &r); err != nil {
+		return launch.Runner{}, false, fmt.Errorf("decoding runner %s: %w", name, err)
+	}
+	return r, true, nil
+}
+
+// runnerOf reads the name of the runner on an instance ("" for none).
+func runnerOf(ctx context.Context, q querier, instanceID string) (string, error) {
+	var name string
+	err := q.QueryRowContext(ctx, "SELECT runner FROM runner_instances WHERE instance_id = ?", instanceID).Scan(&name)
+	if err != nil && !isNoRows(err) {
+		return "", fmt.Errorf("reading instance %s: %w", instanceID, err)
+	}
+	return name, nil
+}
+
+// put writes r (inserting, or replacing the record of the same name).
+func put(ctx context.Context, tx *sql.Tx, r launch.Runner) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encoding runner %s: %w", r.Name, err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO runners (name, pool, state, record, expires_at) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (name) DO UPDATE SET pool = excluded.pool, state = excluded.state, record = excluded.record, expires_at = excluded.expires_at`,
+		r.Name, r.Pool, int(r.State), string(b), nanos(r.ExpiresAt)); err != nil {
+		return fmt.Errorf("writing runner %s: %w", r.Name, err)
+	}
+	return nil
+}
+
+// count returns the pool's live count.
+func count(ctx context.Context, q querier, pool string) (int, error) {
+	var n int
+	if err := q.QueryRowContext(ctx, "SELECT COUNT(*) FROM runners WHERE pool = ? AND "+liveState, pool).Scan(&n); err != nil {
+		return 0, fmt.Errorf("counting the live runners of pool %s: %w", pool, err)
+	}
+	return n, nil
+}
+
+// Reserve implements store.Ledger: in one transaction, the pool's live
+// count is read and reserved records are written for the runners, in
+// order, until one exists (and has not expired) or the count reaches max.
+// A record that expired is replaced, and the instance pointers to it are
+// dropped with it.
+func (l *Ledger) Reserve(ctx context.Context, pool string, max int, runners []launch.Runner) (int, error) {
+	if err := validateRunners(pool, runners); err != nil {
+		return 0, err
+	}
+	n := 0
+	err := l.d.tx(ctx, func(tx *sql.Tx) error {
+		have, err := count(ctx, tx, pool)
+		if err != nil {
+			return fmt.Errorf("reserving runners of pool %s: %w", pool, err)
+		}
+		for _, r := range runners {
+			if have >= max {
+				break
+			}
+			var expires int64
+			err := tx.QueryRowContext(ctx, "SELECT expires_at FROM runners WHERE name = ?", r.Name).Scan(&expires)
+			switch {
+			case err != nil && !isNoRows(err):
+				return fmt.Errorf("reading runner %s: %w", r.Name, err)
+			case err == nil && live(expires, l.now()):
+				return nil // a prefix: the first runner that exists ends it
+			case err == nil: // expired: its pointers go with it
+				if _, err := tx.ExecContext(ctx, "DELETE FROM runner_instances WHERE runner = ?", r.Name); err != nil {
+					return fmt.Errorf("dropping the instances of expired runner %s: %w", r.Name, err)
+				}
+			}
+			r.State, r.ExpiresAt = launch.StateReserved, time.Time{}
+			if err := put(ctx, tx, r); err != nil {
+				return fmt.Errorf("reserving runners of pool %s: %w", pool, err)
+			}
+			have++
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// update runs fn on the live record of name in one transaction and writes
+// back what it returns; fn returning false writes nothing. ErrNotFound: no
+// record, or it expired.
+func (l *Ledger) update(ctx context.Context, name string, fn func(*sql.Tx, launch.Runner) (launch.Runner, bool, error)) error {
+	return l.d.tx(ctx, func(tx *sql.Tx) error {
+		return l.updateTx(ctx, tx, name, fn)
+	})
+}
+
+func (l *Ledger) updateTx(ctx context.Context, tx *sql.Tx, name string, fn func(*sql.Tx, launch.Runner) (launch.Runner, bool, error)) error {
+	r, ok, err := l.runner(ctx, tx, name)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return store.ErrNotFound
+	}
+	r, write, err := fn(tx, r)
+	if err != nil || !write {
+		return err
+	}
+	return put(ctx, tx, r)
+}
+
+// Launched implements store.Ledger: in one transaction, the record moves
+// from reserved to launched (a record past it only gets the instance facts
+// it lacks) and the instance points at the runner.
+func (l *Ledger) Launched(ctx context.Context, name string, in launch.Launch) error {
+	if in.InstanceID == "" {
+		return errors.New("recording launch: instance id is required")
+	}
+	err := l.update(ctx, name, func(tx *sql.Tx, r launch.Runner) (launch.Runner, bool, error) {
+		if r.InstanceID == "" {
+			r.InstanceID, r.Spot = in.InstanceID, in.Spot
+		}
+		if r.InstanceType == "" {
+			r.InstanceType = in.InstanceType
+		}
+		if r.Zone == "" {
+			r.Zone = in.Zone
+		}
+		if r.LaunchedAt.IsZero() {
+			r.LaunchedAt = in.At
+		}
+		if r.State < launch.StateLaunched {
+			r.State = launch.StateLaunched
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO runner_instances (instance_id, runner) VALUES (?, ?)
+			ON CONFLICT (instance_id) DO UPDATE SET runner = excluded.runner`, in.InstanceID, name); err != nil {
+			return r, false, fmt.Errorf("recording instance %s: %w", in.InstanceID, err)
+		}
+		return r, true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("recording launch of runner %s: %w", name, err)
+	}
+	return nil
+}
+
+// Advance implements store.Ledger with launch.Advance, in one transaction.
+func (l *Ledger) Advance(ctx context.Context, name string, to launch.State, at time.Time, job int64) error {
+	if to != launch.StateRegistered && to != launch.StateJobStarted && to != launch.StateJobCompleted {
+		return errInvalidAdvance
+	}
+	err := l.update(ctx, name, func(_ *sql.Tx, r launch.Runner) (launch.Runner, bool, error) {
+		r, _ = launch.Advance(r, to, at, job) // never moves an ended runner: terminated is the last state
+		return r, true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("advancing runner %s to %s: %w", name, to, err)
+	}
+	return nil
+}
+
+// End implements store.Ledger: in one transaction, a live record becomes
+// terminated (off its pool's count) and starts its retention; an ended one
+// is left as it is.
+func (l *Ledger) End(ctx context.Context, name string, at time.Time, reason string) (bool, error) {
+	var ended bool
+	err := l.d.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		ended, err = l.endTx(ctx, tx, name, at, reason)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("ending runner %s: %w", name, err)
+	}
+	return ended, nil
+}
+
+func (l *Ledger) endTx(ctx context.Context, tx *sql.Tx, name string, at time.Time, reason string) (bool, error) {
+	ended := false
+	err := l.updateTx(ctx, tx, name, func(_ *sql.Tx, r launch.Runner) (launch.Runner, bool, error) {
+		if !r.State.Live() {
+			return r, false, nil // the first end won
+		}
+		r.State, r.EndedAt, r.Reason, r.ExpiresAt = launch.StateTerminated, at, reason, at.Add(l.ttl)
+		ended = true
+		return r, true, nil
+	})
+	return ended, err
+}
+
+// EndInstance implements store.Ledger: End of the runner the instance
+// points at, in the same transaction as the lookup.
+func (l *Ledger) EndInstance(ctx context.Context, instanceID string, at time.Time, reason string) (bool, error) {
+	var ended bool
+	err := l.d.tx(ctx, func(tx *sql.Tx) error {
+		name, err := runnerOf(ctx, tx, instanceID)
+		if err != nil {
+			return err
+		}
+		if name == "" {
+			return store.ErrNotFound
+		}
+		ended, err = l.endTx(ctx, tx, name, at, reason)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("ending instance %s: %w", instanceID, err)
+	}
+	return ended, nil
+}
+
+// MarkInterrupted implements store.Interruptions: in one transaction, the
+// runner on the instance gets the warning's time unless it has one.
+func (l *Ledger) MarkInterrupted(ctx context.Context, instanceID string, at time.Time) error {
+	err := l.d.tx(ctx, func(tx *sql.Tx) error {
+		name, err := runnerOf(ctx, tx, instanceID)
+		if err != nil {
+			return err
+		}
+		if name == "" {
+			return store.ErrNotFound
+		}
+		return l.updateTx(ctx, tx, name, func(_ *sql.Tx, r launch.Runner) (launch.Runner, bool, error) {
+			if !r.InterruptedAt.IsZero() {
+				return r, false, nil // the first warning wins
+			}
+			r.InterruptedAt = at
+			return r, true, nil
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("marking instance %s interrupted: %w", instanceID, err)
+	}
+	return nil
+}
+
+// Runner implements store.Ledger.
+func (l *Ledger) Runner(ctx context.Context, name string) (launch.Runner, error) {
+	if err := ctx.Err(); err != nil {
+		return launch.Runner{}, err
+	}
+	r, ok, err := l.runner(ctx, l.d.db, name)
+	switch {
+	case err != nil:
+		return launch.Runner{}, err
+	case !ok:
+		return launch.Runner{}, fmt.Errorf("reading runner %s: %w", name, store.ErrNotFound)
+	}
+	return r, nil
+}
+
+// RunnerByInstance implements store.Ledger: the pointer and the record in
+// one read.
+func (l *Ledger) RunnerByInstance(ctx context.Context, instanceID string) (launch.Runner, error) {
+	if err := ctx.Err(); err != nil {
+		return launch.Runner{}, err
+	}
+	var name, rec string
+	var expires int64
+	err := l.d.db.QueryRowContext(ctx, `SELECT r.name, r.record, r.expires_at FROM runner_instances i
+		JOIN runners r ON r.name = i.runner WHERE i.instance_id = ?`, instanceID).Scan(&name, &rec, &expires)
+	switch {
+	case isNoRows(err) || (err == nil && !live(expires, l.now())):
+		return launch.Runner{}, fmt.Errorf("reading the runner of instance %s: %w", instanceID, store.ErrNotFound)
+	case err != nil:
+		return launch.Runner{}, fmt.Errorf("reading the runner of instance %s: %w", instanceID, err)
+	}
+	var r launch.Runner
+	if err := json.Unmarshal([]byte(rec), &r); err != nil {
+		return launch.Runner{}, fmt.Errorf("decoding runner %s: %w", name, err)
+	}
+	return r, nil
+}
+
+// LiveRunners implements store.Ledger, sorted by name. Unlike DynamoDB's
+// index, it is exact: one read of the records in a live state.
+func (l *Ledger) LiveRunners(ctx context.Context, pool string) ([]launch.Runner, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rows, err := l.d.db.QueryContext(ctx, "SELECT name, record FROM runners WHERE pool = ? AND "+liveState+" ORDER BY name", pool)
+	if err != nil {
+		return nil, fmt.Errorf("listing the live runners of pool %s: %w", pool, err)
+	}
+	defer rows.Close()
+	var out []launch.Runner
+	for rows.Next() {
+		var name, rec string
+		if err := rows.Scan(&name, &rec); err != nil {
+			return nil, fmt.Errorf("listing the live runners of pool %s: %w", pool, err)
+		}
+		var r launch.Runner
+		if err := json.Unmarshal([]byte(rec), &r); err != nil {
+			return nil, fmt.Errorf("decoding runner %s: %w", name, err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing the live runners of pool %s: %w", pool, err)
+	}
+	return out, nil
+}
+
+// Live implements store.Ledger: the number of the pool's records in a live
+// state.
+func (l *Ledger) Live(ctx context.Context, pool string) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	return count(ctx, l.d.db, pool)
+}
+
+// validateRunners is store's rule for a reservation (unexported there).
+func validateRunners(pool string, runners []launch.Runner) error {
+	for _, r := range runners {
+		switch {
+		case r.Name == "":
+			return errors.New("reserving runners: a runner has no name")
+		case r.Pool != pool:
+			return errors.New("reserving runners: a runner of another pool")
+		case r.JobID <= 0:
+			return errors.New("reserving runners: job id is required")
+		}
+	}
+	return nil
+}
