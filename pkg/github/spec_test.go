@@ -87,6 +87,11 @@ func TestSimulatorAnswersMatchGitHubSpec(t *testing.T) {
 	_, err = c.GetWorkflowRun(ctx, e.inst, "acme", "app", run.RunID) // completed
 	must(err)
 	_, _ = c.GetWorkflowRun(ctx, e.inst, "acme", "app", 1) // 404
+	must(e.sim.SetPermission("acme/app", "alice", "maintain"))
+	_, err = c.GetPermissionLevel(ctx, e.inst, "acme", "app", "alice")
+	must(err)
+	_, err = c.GetPermissionLevel(ctx, e.inst, "acme", "app", "mallory") // 404: not a collaborator
+	must(err)
 	ds, err := c.ListHookDeliveries(ctx, 0, github.DeliveryQuery{Status: "failure"})
 	must(err)
 	if len(ds) == 0 {
@@ -159,6 +164,7 @@ func TestSimulatorAnswersMatchGitHubSpec(t *testing.T) {
 		ghsim.OpGenerateOrgJITConfig + " 201", ghsim.OpGenerateOrgJITConfig + " 409", ghsim.OpGenerateOrgJITConfig + " 404",
 		ghsim.OpGenerateRepoJITConfig + " 201",
 		ghsim.OpGetJob + " 200", ghsim.OpGetWorkflowRun + " 200", ghsim.OpGetWorkflowRun + " 404",
+		ghsim.OpGetPermissionLevel + " 200", ghsim.OpGetPermissionLevel + " 404",
 		ghsim.OpGetJob + " 502", ghsim.OpGetJob + " 403", ghsim.OpGetJob + " 429", ghsim.OpGetJob + " 401",
 		ghsim.OpGetOrgRunner + " 200", ghsim.OpGetRepoRunner + " 200", ghsim.OpGetRepoRunner + " 404",
 		ghsim.OpDeleteOrgRunner + " 422", ghsim.OpDeleteRepoRunner + " 204",
@@ -233,6 +239,15 @@ func TestSimulatorWebhooksMatchGitHubSpec(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := e.sim.CancelJob(run.JobIDs[1]); err != nil {
+		t.Fatal(err)
+	}
+	// A public repository's run from a fork: private false, the head
+	// repository a fork owned by a user.
+	if err := e.sim.SetVisibility("acme/site", ghsim.VisibilityPublic); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.sim.StartRun(ghsim.RunSpec{Repo: "acme/site", Event: "pull_request", HeadRepo: "mallory/site",
+		Jobs: []ghsim.JobSpec{{Labels: []string{"self-hosted"}}}}); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Advance(time.Hour)

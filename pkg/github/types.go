@@ -195,6 +195,29 @@ type WorkflowRun struct {
 	TriggeringActor string `json:"triggering_actor"`
 }
 
+// The legacy permissions GitHub reports for a user on a repository
+// (RepoPermission.Permission): the maintain role reads as write, triage as read.
+const (
+	PermissionAdmin = "admin"
+	PermissionWrite = "write"
+	PermissionRead  = "read"
+	PermissionNone  = "none"
+)
+
+// RepoPermission is a user's permission on a repository
+// (GET /repos/{owner}/{repo}/collaborators/{username}/permission).
+type RepoPermission struct {
+	User       string `json:"user"`       // the user's login
+	Permission string `json:"permission"` // PermissionAdmin, PermissionWrite, PermissionRead or PermissionNone
+	RoleName   string `json:"role_name"`  // the role: admin, maintain, write, triage, read or a custom role; "" when none
+}
+
+// CanWrite reports whether the user can push to the repository: the write,
+// maintain or admin role (or a custom role based on one of them).
+func (p RepoPermission) CanWrite() bool {
+	return p.Permission == PermissionAdmin || p.Permission == PermissionWrite
+}
+
 // Installation is one App's installation on an account.
 type Installation struct {
 	ID         int64  // installation id

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/scaleup"
 	"github.com/skiffci/skiff/pkg/store"
 )
@@ -97,5 +98,167 @@ func TestTriggerFromGitHub(t *testing.T) {
 	j.RunID, j.Visibility = 424242, "private"
 	if r := e.handle(context.Background(), e.svc, message(j, 1)); len(r.BatchItemFailures) != 1 || len(e.ec2.Live()) != 0 {
 		t.Errorf("unknown trigger: %+v, %d live; want a retry and no launch", r, len(e.ec2.Live()))
+	}
+}
+
+// forksYAML adds a pool that admits pull requests from forks of authors
+// with write access only.
+const forksYAML = poolsYAML + `
+  - name: forks
+    labels: [forks]
+    forkPullRequests: collaborators
+    instanceTypes: [c7i.large]
+    subnets: [subnet-0aaaaaaaa]
+`
+
+// newForksEnv is an env whose pools include "forks" (collaborators only).
+func newForksEnv(t *testing.T) *env {
+	t.Helper()
+	pools, err := pool.Parse([]byte(forksYAML), "pools.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, func(o *scaleup.Options) { o.Pools = pools })
+	e.unknownRuns = true
+	return e
+}
+
+// TestForkCollaborators: under forkPullRequests: collaborators, a run from
+// a fork is admitted when its actor has write, maintain or admin on the
+// repository (one GitHub call), and refused for read, triage or no access
+// (GitHub's 404 for a first-time contributor). The actor comes from the
+// webhook's workflow_run record, or from GitHub's run when it has none.
+func TestForkCollaborators(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name       string
+		role       string // the actor's role on acme/app; "" none
+		fork       bool
+		recorded   bool // the workflow_run record exists (else GitHub is asked)
+		wantLaunch bool
+		wantCalls  int // permission lookups
+	}{
+		{"a collaborator with write", "write", true, true, true, 1},
+		{"a maintainer", "maintain", true, true, true, 1},
+		{"an admin", "admin", true, true, true, 1},
+		{"a reader is refused", "read", true, true, false, 1},
+		{"a triager is refused", "triage", true, true, false, 1},
+		{"a first-time contributor is refused", "", true, true, false, 1},
+		{"a branch pull request needs no lookup", "", false, true, true, 0},
+		{"a collaborator, the run learnt from GitHub", "write", true, false, true, 1},
+		{"a first-time contributor, the run learnt from GitHub", "", true, false, false, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newForksEnv(t)
+			if tc.role != "" {
+				if err := e.sim.SetPermission("acme/app", "alice", tc.role); err != nil {
+					t.Fatal(err)
+				}
+			}
+			spec := ghsim.RunSpec{Repo: "acme/app", Event: "pull_request", Actor: "alice",
+				Jobs: []ghsim.JobSpec{{Labels: []string{"forks"}}}}
+			if tc.fork {
+				spec.HeadRepo = "alice/app"
+			}
+			run, err := e.sim.StartRun(spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.recorded {
+				r := store.Run{ID: run.RunID, Attempt: 1, Event: "pull_request", Repository: "acme/app",
+					FromFork: tc.fork, Actor: "alice", UpdatedAt: start, ExpiresAt: start.Add(time.Hour)}
+				if tc.fork {
+					r.HeadRepository = "alice/app"
+				}
+				if err := e.jobs.RecordRun(context.Background(), r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			j := job(run.JobIDs[0], "forks")
+			j.RunID, j.Visibility = run.RunID, "private"
+			r := e.handle(context.Background(), e.svc, message(j, 1))
+			launched := len(e.ec2.Live()) == 1
+			if len(r.BatchItemFailures) != 0 || launched != tc.wantLaunch {
+				t.Errorf("failures %+v, launched %v; want none and launched %v\n%s", r.BatchItemFailures, launched, tc.wantLaunch, e.logs.String())
+			}
+			if !tc.wantLaunch && e.counter.Get(scaleup.MetricSkipped, "fork_pull_request") != 1 {
+				t.Errorf("fork_pull_request not counted: %v", e.counter.Snapshot())
+			}
+			if got := e.sim.Requests(ghsim.OpGetPermissionLevel); got != tc.wantCalls {
+				t.Errorf("%d permission lookups, want %d", got, tc.wantCalls)
+			}
+			if wantRun := map[bool]int{true: 0, false: 1}[tc.recorded]; e.sim.Requests(ghsim.OpGetWorkflowRun) != wantRun {
+				t.Errorf("%d run lookups, want %d", e.sim.Requests(ghsim.OpGetWorkflowRun), wantRun)
+			}
+		})
+	}
+}
+
+// TestForkPermissionCacheAndFailure: a fork author's permission is asked
+// once per (repository, user) for permissionTTL, then again; a lookup that
+// fails retries the job, never launching it blind.
+func TestForkPermissionCacheAndFailure(t *testing.T) {
+	t.Parallel()
+	e := newForksEnv(t)
+	if err := e.sim.SetPermission("acme/app", "alice", "write"); err != nil {
+		t.Fatal(err)
+	}
+	record := func(runID int64) {
+		t.Helper()
+		if err := e.jobs.RecordRun(context.Background(), store.Run{ID: runID, Attempt: 1, Event: "pull_request",
+			Repository: "acme/app", FromFork: true, HeadRepository: "alice/app", Actor: "alice",
+			UpdatedAt: start, ExpiresAt: start.Add(48 * time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	submit := func(jobID, runID int64) response {
+		t.Helper()
+		j := job(jobID, "forks")
+		j.RunID, j.Visibility = runID, "private"
+		return e.handle(context.Background(), e.svc, message(j, 1))
+	}
+	calls := func() int { return e.sim.Requests(ghsim.OpGetPermissionLevel) }
+
+	// A failing lookup: retried, not launched, no JIT configuration.
+	e.sim.SetFault(ghsim.OpGetPermissionLevel, ghsim.Fault{ErrorRate: 1, ErrorStatus: 500})
+	record(900)
+	if r := submit(9001, 900); len(r.BatchItemFailures) != 1 || len(e.ec2.Live()) != 0 {
+		t.Fatalf("failing lookup: %+v, %d live; want a retry and no launch", r, len(e.ec2.Live()))
+	}
+	if e.sim.Requests(ghsim.OpGenerateOrgJITConfig) != 0 {
+		t.Error("a job whose author's permission is unknown got a JIT configuration")
+	}
+	if e.counter.Get(scaleup.MetricSkipped, "fork_pull_request") != 0 {
+		t.Error("a failed lookup counted as a refusal")
+	}
+	e.sim.ClearFaults()
+
+	// Served now; the next jobs of the same author reuse the answer.
+	before := calls()
+	for i, run := range []int64{900, 901, 902} {
+		record(run)
+		if r := submit(9002+int64(i), run); len(r.BatchItemFailures) != 0 {
+			t.Fatalf("job of run %d: %+v\n%s", run, r, e.logs.String())
+		}
+	}
+	if got := calls() - before; got != 1 || len(e.ec2.Live()) != 3 {
+		t.Errorf("%d lookups for three runs of one author, %d launched; want 1 and 3", got, len(e.ec2.Live()))
+	}
+	// Write access removed: the cached answer holds until it expires.
+	if err := e.sim.SetPermission("acme/app", "alice", ""); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.advance(11 * time.Minute)
+	record(903)
+	if r := submit(9010, 903); len(r.BatchItemFailures) != 0 || len(e.ec2.Live()) != 3 {
+		t.Errorf("after expiry: %+v, %d live; want the job refused", r, len(e.ec2.Live()))
+	}
+	if got := calls() - before; got != 2 {
+		t.Errorf("%d lookups after the answer expired, want 2", got)
+	}
+	if e.counter.Get(scaleup.MetricSkipped, "fork_pull_request") != 1 {
+		t.Errorf("refusal not counted: %v", e.counter.Snapshot())
 	}
 }

@@ -103,6 +103,7 @@ type GitHub interface {
 	RegistrationToken(ctx context.Context, inst int64, scope github.Scope) (github.RegistrationToken, error)
 	GetJob(ctx context.Context, inst int64, owner, repo string, jobID int64) (*github.Job, error)
 	GetWorkflowRun(ctx context.Context, inst int64, owner, repo string, runID int64) (*github.WorkflowRun, error)
+	GetPermissionLevel(ctx context.Context, inst int64, owner, repo, user string) (*github.RepoPermission, error)
 }
 
 var _ GitHub = (*github.Client)(nil)
@@ -145,6 +146,7 @@ type Options struct {
 type Service struct {
 	o        Options
 	triggers *triggerCache
+	perms    *permissionCache
 }
 
 // New returns a Service, or an error naming what is missing.
@@ -202,7 +204,7 @@ func New(o Options) (*Service, error) {
 	if o.LaunchBudget >= o.ClaimLease {
 		return nil, fmt.Errorf("creating scale-up service: launch budget %s must be shorter than the claim lease %s", o.LaunchBudget, o.ClaimLease)
 	}
-	return &Service{o: o, triggers: newTriggerCache(triggerCacheSize)}, nil
+	return &Service{o: o, triggers: newTriggerCache(triggerCacheSize), perms: newPermissionCache(permissionCacheSize)}, nil
 }
 
 // work is one job of a batch on its way through Handle.

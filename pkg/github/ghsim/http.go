@@ -35,6 +35,7 @@ const (
 	OpDeleteRepoRunner        = "DELETE /repos/{owner}/{repo}/actions/runners/{runner_id}"
 	OpGetJob                  = "GET /repos/{owner}/{repo}/actions/jobs/{job_id}"
 	OpGetWorkflowRun          = "GET /repos/{owner}/{repo}/actions/runs/{run_id}"
+	OpGetPermissionLevel      = "GET /repos/{owner}/{repo}/collaborators/{username}/permission"
 	// OpWebhook is not an endpoint: its Fault drops outgoing webhook
 	// deliveries (ErrorRate, FailNext), which are recorded as failed.
 	OpWebhook = "webhook"
@@ -161,6 +162,7 @@ func (s *Server) routes() http.Handler {
 	h(OpDeleteRepoRunner, authToken, s.deleteRunner)
 	h(OpGetJob, authToken, s.getJob)
 	h(OpGetWorkflowRun, authToken, s.getWorkflowRun)
+	h(OpGetPermissionLevel, authToken, s.getPermissionLevel)
 	s.runnerRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()

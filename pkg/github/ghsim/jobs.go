@@ -110,7 +110,11 @@ type RunSpec struct {
 	// pull request comes from; created if unknown. Default: Repo. Its owner
 	// is the run's actor.
 	HeadRepo string
-	Jobs     []JobSpec
+	// Actor is the login of who triggered the run (actor and
+	// triggering_actor), a user created if unknown. Default: the head
+	// repository's owner.
+	Actor string
+	Jobs  []JobSpec
 }
 
 // RunInfo identifies a started run.
@@ -167,8 +171,15 @@ func (s *Server) StartRun(spec RunSpec) (RunInfo, error) {
 			s.mu.Unlock()
 			return RunInfo{}, fmt.Errorf("ghsim: StartRun: head repository %q is not owner/name", spec.HeadRepo)
 		}
+		if s.accounts[strings.ToLower(ho)] == nil {
+			s.accountLocked(ho, "User") // a fork's owner is usually a person
+		}
 		run.head = s.repoLocked(ho, hn)
+		run.head.fork = true
 		run.actor = run.head.owner
+	}
+	if spec.Actor != "" {
+		run.actor = s.accountLocked(spec.Actor, "User")
 	}
 	run.inst = s.installForLocked(repo.owner)
 	s.runs[run.id] = run

@@ -59,7 +59,7 @@ func (s *Server) repoJSON(r *simRepo) obj {
 	html := s.webBase + "/" + r.fullName()
 	return obj{
 		"id": r.id, "node_id": nodeID("Repository", r.id), "name": r.name, "full_name": r.fullName(),
-		"owner": s.userJSON(r.owner), "private": true, "html_url": html, "description": nil, "fork": false,
+		"owner": s.userJSON(r.owner), "private": r.visibility != VisibilityPublic, "html_url": html, "description": nil, "fork": r.fork,
 		"url": u, "archive_url": u + "/{archive_format}{/ref}", "assignees_url": u + "/assignees{/user}",
 		"blobs_url": u + "/git/blobs{/sha}", "branches_url": u + "/branches{/branch}",
 		"collaborators_url": u + "/collaborators{/collaborator}", "comments_url": u + "/comments{/number}",
@@ -80,7 +80,7 @@ func (s *Server) repoJSON(r *simRepo) obj {
 		"forks_count": 0, "stargazers_count": 0, "watchers_count": 0, "size": 0, "default_branch": "main",
 		"open_issues_count": 0, "is_template": false, "topics": []string{}, "has_issues": true,
 		"has_projects": false, "has_wiki": false, "has_pages": false, "has_downloads": false,
-		"has_discussions": false, "archived": false, "disabled": false, "visibility": "private",
+		"has_discussions": false, "archived": false, "disabled": false, "visibility": r.visibility,
 		"pushed_at": ts(r.created), "created_at": ts(r.created), "updated_at": ts(r.created),
 		"allow_forking": false, "web_commit_signoff_required": false, "license": nil,
 		"forks": 0, "open_issues": 0, "watchers": 0, "custom_properties": obj{},

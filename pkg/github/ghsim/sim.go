@@ -26,6 +26,10 @@
 //     job), workflow_run in_progress (first job started), workflow_job
 //     in_progress, workflow_job completed, workflow_run completed (last job).
 //
+//   - Repository visibility (public, private, internal; default private),
+//     in every repository payload, and each user's permission on a
+//     repository (SetPermission; GET .../collaborators/{username}/permission).
+//
 //   - Webhook deliveries per App (GET /app/hook/deliveries, redelivery).
 //
 //   - Faults per endpoint (see Fault): error rate, latency, secondary rate
@@ -173,10 +177,13 @@ type simGroup struct {
 }
 
 type simRepo struct {
-	id      int64
-	owner   *simAccount
-	name    string
-	created time.Time
+	id         int64
+	owner      *simAccount
+	name       string
+	created    time.Time
+	visibility string            // public, private (default) or internal
+	fork       bool              // created as the head repository of a fork's run
+	roles      map[string]string // lower-case login → role (SetPermission)
 }
 
 func (r *simRepo) fullName() string { return r.owner.login + "/" + r.name }
@@ -334,7 +341,8 @@ func (s *Server) repoLocked(owner, name string) *simRepo {
 	if r := s.repos[k]; r != nil {
 		return r
 	}
-	r := &simRepo{id: s.nextID(), owner: s.accountLocked(owner, "Organization"), name: name, created: s.now()}
+	r := &simRepo{id: s.nextID(), owner: s.accountLocked(owner, "Organization"), name: name, created: s.now(),
+		visibility: VisibilityPrivate}
 	s.repos[k] = r
 	return r
 }

@@ -1,0 +1,298 @@
+package e2e_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"log/slog"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/ec2"
+	"github.com/skiffci/skiff/pkg/ec2/ec2fake"
+	"github.com/skiffci/skiff/pkg/github"
+	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/scaleup"
+	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/telemetry"
+	"github.com/skiffci/skiff/pkg/userdata"
+	"github.com/skiffci/skiff/pkg/webhook"
+)
+
+// poolsYAML: the default policy (private and internal repositories, no
+// forks), a pool for forks of collaborators, and one for any fork.
+const poolsYAML = `
+version: 1
+defaults:
+  image:
+    ssm: /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64
+  subnets: [subnet-0aaaaaaaa]
+pools:
+  - name: cpu
+    labels: [self-hosted, linux, x64]
+    instanceTypes: [c7i.large]
+  - name: trusted-forks
+    labels: [trusted-forks]
+    forkPullRequests: collaborators
+    instanceTypes: [c7i.large]
+  - name: any-fork
+    labels: [any-fork]
+    forkPullRequests: allow
+    instanceTypes: [c7i.large]
+`
+
+const (
+	appID         = 42
+	webhookSecret = "e2e-webhook-secret"
+)
+
+var start = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+
+var (
+	keyOnce sync.Once
+	appKey  *rsa.PrivateKey
+)
+
+func key(t *testing.T) *rsa.PrivateKey {
+	t.Helper()
+	keyOnce.Do(func() {
+		k, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			panic(err)
+		}
+		appKey = k
+	})
+	return appKey
+}
+
+// regs is the runners' registration table: it checks each registration
+// and keeps none (these tests boot no runner).
+type regs struct{}
+
+func (regs) Put(ctx context.Context, reg userdata.Registration) error {
+	if err := reg.Validate(); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// stack is GitHub (the simulator) sending its signed webhooks to the real
+// webhook handler, whose queue feeds the real scale-up service launching
+// on the EC2 fake.
+type stack struct {
+	sim      *ghsim.Server
+	queue    *queue.Memory
+	ec2      *ec2fake.Fake
+	hooks    *telemetry.Memory // the webhook's counters
+	scaleup  *telemetry.Memory // scale-up's counters
+	svc      *scaleup.Service
+	logs     *testenv.SyncBuffer
+	launched int
+}
+
+func newStack(t *testing.T) *stack {
+	t.Helper()
+	clock := ghsim.NewClock(start)
+	k := key(t)
+	s := &stack{sim: ghsim.New(ghsim.Options{Now: clock.Now}), queue: &queue.Memory{}, ec2: ec2fake.New(),
+		hooks: &telemetry.Memory{}, scaleup: &telemetry.Memory{}, logs: &testenv.SyncBuffer{}}
+	t.Cleanup(s.sim.Close)
+	s.queue.SetClock(clock.Now)
+	s.ec2.SetClock(clock.Now)
+	logger := slog.New(slog.NewJSONHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	pools, err := pool.Parse([]byte(poolsYAML), "pools.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	s.sim.AddApp(ghsim.AppConfig{ID: appID, Slug: "skiff", PublicKey: &k.PublicKey})
+	s.sim.AddOrg("acme")
+	s.sim.AddRepo("acme", "app") // private
+	if err := s.sim.SetVisibility("acme/site", ghsim.VisibilityPublic); err != nil {
+		t.Fatal(err)
+	}
+	inst := s.sim.Install(appID, "acme")
+
+	jobs := store.NewMemory()
+	jobs.SetClock(clock.Now)
+	ledger := store.NewLedgerMemory(clock.Now)
+	allow, err := webhook.ParseAllowList([]string{"acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	installs, err := webhook.ParseInstallationList([]string{strconv.FormatInt(inst, 10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := webhook.New(webhook.Options{
+		Secrets: [][]byte{[]byte(webhookSecret)}, Router: pools, Policies: pools, Queue: s.queue,
+		Store: jobs, Runners: ledger, Counter: s.hooks, Logger: logger, Now: clock.Now,
+		Allow: allow, Installations: installs,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	s.sim.SetWebhook(appID, srv.URL, webhookSecret)
+
+	gh, err := github.NewClient([]github.App{{ID: appID, Key: k}}, github.WithBaseURL(s.sim.URL()), github.WithClock(clock.Now),
+		github.WithSleep(func(ctx context.Context, _ time.Duration) error { return ctx.Err() }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	launches := store.NewLaunchMemory()
+	noDelay := time.Duration(0)
+	provider, err := ec2.NewProvider(ec2.ProviderOptions{
+		API: s.ec2, Registrations: regs{}, Capacity: launches, Partition: "aws", Region: "eu-west-1",
+		Account: "123456789012", LaunchTemplatePrefix: "skiff-", RootDevice: "/dev/xvda", TagRetryDelay: &noDelay,
+		Counter: s.scaleup, Logger: logger, Now: clock.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.svc, err = scaleup.New(scaleup.Options{
+		Pools: pools, Launches: launches, Ledger: ledger, Records: jobs, Provider: provider, GitHub: gh,
+		Counter: s.scaleup, Logger: logger, Now: clock.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// drain hands everything the webhook enqueued to scale-up and settles
+// each answer, as queue.Consume does. It returns how many answers were
+// retries or dead letters.
+func (s *stack) drain(t *testing.T) (notDone int) {
+	t.Helper()
+	ctx := context.Background()
+	for s.queue.Depth() > 0 {
+		ds, err := s.queue.Receive(ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) == 0 {
+			break // the rest is in flight: answered with a retry
+		}
+		for i, a := range s.svc.Handle(ctx, ds) {
+			if a.Verdict != queue.Done {
+				notDone++
+			}
+			if err := s.queue.Settle(ctx, ds[i], a); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return notDone
+}
+
+// TestWhoMayRunEndToEnd: runs started in the simulator reach the real
+// webhook handler as signed deliveries; what it enqueues goes to scale-up,
+// which launches on the EC2 fake or refuses — a public repository at the
+// webhook, a fork's pull request at scale-up unless the pool admits it
+// (for collaborators: the author's permission, asked of GitHub).
+func TestWhoMayRunEndToEnd(t *testing.T) {
+	t.Parallel()
+	type want struct {
+		hook     int // the webhook's answer to workflow_job queued (default 200)
+		enqueued bool
+		launched bool
+		refused  string // the reason counted: at the webhook (public_repository) or scale-up (fork_pull_request)
+	}
+	cases := []struct {
+		name   string
+		repo   string
+		event  string
+		head   string // the fork the code comes from; "" the repository itself
+		actor  string
+		role   string // the actor's role on the repository; "" not a collaborator
+		labels []string
+		lost   bool // the workflow_run delivery is lost: scale-up looks the run up
+		want   want
+	}{
+		{name: "a push in a private repository", repo: "acme/app", event: "push", labels: []string{"self-hosted", "linux", "x64"},
+			want: want{enqueued: true, launched: true}},
+		{name: "a public repository", repo: "acme/site", event: "push", labels: []string{"self-hosted", "linux", "x64"},
+			want: want{hook: 202, refused: "public_repository"}},
+		{name: "a pull request from a fork", repo: "acme/app", event: "pull_request", head: "mallory/app", actor: "mallory",
+			labels: []string{"self-hosted", "linux", "x64"}, want: want{enqueued: true, refused: "fork_pull_request"}},
+		{name: "a fork's pull request by a collaborator with write access", repo: "acme/app", event: "pull_request",
+			head: "alice/app", actor: "alice", role: "write", labels: []string{"trusted-forks"},
+			want: want{enqueued: true, launched: true}},
+		{name: "a fork's pull request by a collaborator, its workflow_run lost", repo: "acme/app", event: "pull_request",
+			head: "alice/app", actor: "alice", role: "maintain", labels: []string{"trusted-forks"}, lost: true,
+			want: want{enqueued: true, launched: true}},
+		{name: "a fork's pull request by a reader", repo: "acme/app", event: "pull_request",
+			head: "rita/app", actor: "rita", role: "read", labels: []string{"trusted-forks"},
+			want: want{enqueued: true, refused: "fork_pull_request"}},
+		{name: "a fork's pull request by a first-time contributor", repo: "acme/app", event: "pull_request",
+			head: "newbie/app", actor: "newbie", labels: []string{"trusted-forks"},
+			want: want{enqueued: true, refused: "fork_pull_request"}},
+		{name: "a fork's pull request on a pool that allows forks", repo: "acme/app", event: "pull_request",
+			head: "mallory/app", actor: "mallory", labels: []string{"any-fork"}, want: want{enqueued: true, launched: true}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStack(t)
+			if tc.role != "" {
+				if err := s.sim.SetPermission(tc.repo, tc.actor, tc.role); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.lost {
+				s.sim.SetFault(ghsim.OpWebhook, ghsim.Fault{FailNext: 1}) // workflow_run requested comes first
+			}
+			if _, err := s.sim.StartRun(ghsim.RunSpec{Repo: tc.repo, Event: tc.event, HeadRepo: tc.head, Actor: tc.actor,
+				Jobs: []ghsim.JobSpec{{Labels: tc.labels}}}); err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range s.sim.Deliveries() {
+				want := 200
+				switch {
+				case tc.lost && d.Event == "workflow_run":
+					continue // dropped on the way
+				case d.Event == "workflow_job" && tc.want.hook != 0:
+					want = tc.want.hook
+				}
+				if d.StatusCode != want {
+					t.Errorf("%s delivery answered %d, want %d", d.Event, d.StatusCode, want)
+				}
+			}
+			if got := s.queue.Depth(); (got == 1) != tc.want.enqueued {
+				t.Fatalf("%d jobs enqueued, want enqueued %v\n%s", got, tc.want.enqueued, s.logs.String())
+			}
+			if n := s.drain(t); n != 0 {
+				t.Errorf("%d jobs retried or dead-lettered, want none\n%s", n, s.logs.String())
+			}
+			if got := len(s.ec2.Live()); (got == 1) != tc.want.launched || got > 1 {
+				t.Errorf("%d instances launched, want launched %v\n%s", got, tc.want.launched, s.logs.String())
+			}
+			switch tc.want.refused {
+			case "public_repository":
+				if s.hooks.Get(webhook.MetricUnmatched, tc.want.refused) != 1 {
+					t.Errorf("the webhook did not count %s: %v", tc.want.refused, s.hooks.Snapshot())
+				}
+			case "fork_pull_request":
+				if s.scaleup.Get(scaleup.MetricSkipped, tc.want.refused) != 1 {
+					t.Errorf("scale-up did not count %s: %v", tc.want.refused, s.scaleup.Snapshot())
+				}
+			}
+			if tc.want.refused != "" && s.sim.Requests(ghsim.OpGenerateOrgJITConfig) != 0 {
+				t.Error("a refused job got a JIT configuration")
+			}
+			if wantRuns := map[bool]int{true: 1}[tc.lost]; s.sim.Requests(ghsim.OpGetWorkflowRun) != wantRuns {
+				t.Errorf("%d run lookups, want %d (the webhook's workflow_run record serves)", s.sim.Requests(ghsim.OpGetWorkflowRun), wantRuns)
+			}
+		})
+	}
+}
+
+func TestMain(m *testing.M) { testenv.Main(m) }
