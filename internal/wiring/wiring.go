@@ -35,12 +35,14 @@ func NewWebhook(ctx context.Context, cfg webhook.Config, awsCfg aws.Config, logg
 	if err != nil {
 		return nil, fmt.Errorf("loading pools (%s): %w", names.EnvPoolsFile, err)
 	}
+	states := store.NewDynamo(dynamodb.NewFromConfig(awsCfg), cfg.TableName)
 	return webhook.New(webhook.Options{
 		Secrets:       secrets,
 		Router:        pools,
 		Policies:      pools,
 		Queue:         queue.NewSQS(sqs.NewFromConfig(awsCfg), cfg.QueueURL),
-		Store:         store.NewDynamo(dynamodb.NewFromConfig(awsCfg), cfg.TableName),
+		Store:         states,
+		Runners:       states,
 		Counter:       telemetry.NewEMF(os.Stdout, cfg.MetricsNamespace, names.FunctionWebhook, nil),
 		Logger:        logger,
 		Allow:         cfg.Allow,
