@@ -43,6 +43,7 @@ func NewWebhook(ctx context.Context, cfg webhook.Config, awsCfg aws.Config, logg
 		Queue:         queue.NewSQS(sqs.NewFromConfig(awsCfg), cfg.QueueURL),
 		Store:         states,
 		Runners:       states,
+		Lifecycle:     states,
 		Counter:       telemetry.NewEMF(os.Stdout, cfg.MetricsNamespace, names.FunctionWebhook, nil),
 		Logger:        logger,
 		Allow:         cfg.Allow,

@@ -2,10 +2,13 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/skiffci/skiff/pkg/launch"
@@ -89,4 +92,82 @@ func (d *Dynamo) Advance(ctx context.Context, name string, to launch.State, at t
 		return fmt.Errorf("filling runner %s's %s: %w", name, to, err)
 	}
 	return nil
+}
+
+var _ LifecycleRecorder = (*Dynamo)(nil)
+
+// RecordLifecycle implements LifecycleRecorder. An event that names a
+// runner is one TransactWriteItems of two updates: the job's advance
+// (condition: absent, or live with a lower status_rank, and neither
+// updated_at nor expires_at later than the event's, so that both only move
+// forward without a read) and the runner's advance (condition: a live
+// record of a lower state_rank). That is the path of every in-order event
+// on one of skiff's runners: one call. When DynamoDB cancels it (a replay
+// or a late event, a runner that is not skiff's or already further on, a
+// concurrent writer), nothing was written, and the event is recorded by
+// RecordJob and Advance, which merge it as for any late event. An event
+// without a runner is RecordJob alone (one UpdateItem when it advances).
+func (d *Dynamo) RecordLifecycle(ctx context.Context, j Job, step RunnerStep) (bool, error) {
+	if err := validateJob(j); err != nil {
+		return false, err
+	}
+	if step.Runner == "" {
+		return d.RecordJob(ctx, j)
+	}
+	timeAttr, ok := runnerStepAttr(step.To)
+	if !ok || step.To == launch.StateRegistered {
+		return false, errInvalidAdvance
+	}
+	now := d.now()
+
+	je := newExpr()
+	attrs := jobAttrs(j)
+	sets := make([]string, 0, len(attrs))
+	forward := ""
+	for _, a := range attrs {
+		n, v := je.name(a.name), je.value(a.value)
+		sets = append(sets, n+" = "+v)
+		if a.name == attrUpdatedAt || a.name == attrExpires {
+			forward += fmt.Sprintf(" AND (attribute_not_exists(%s) OR %s <= %s)", n, n, v)
+		}
+	}
+	jobCond := fmt.Sprintf("attribute_not_exists(%s) OR (%s < %s AND %s%s)",
+		je.name(attrPK), je.name(attrRank), je.value(numI(int64(j.Status))), je.live(now), forward)
+
+	re := newExpr()
+	runnerUpdate, runnerCond := runnerAdvance(re, step.To, timeAttr, step.At, j.ID, now)
+
+	_, err := d.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Update: &types.Update{
+			TableName: aws.String(d.table), Key: jobKey(j.ID), UpdateExpression: aws.String("SET " + strings.Join(sets, ", ")),
+			ConditionExpression: aws.String(jobCond), ExpressionAttributeNames: je.names, ExpressionAttributeValues: je.values,
+		}},
+		{Update: &types.Update{
+			TableName: aws.String(d.table), Key: runnerItemKey(step.Runner), UpdateExpression: aws.String(runnerUpdate),
+			ConditionExpression: aws.String(runnerCond), ExpressionAttributeNames: re.names, ExpressionAttributeValues: re.values,
+		}},
+	}})
+	if err == nil {
+		return true, nil
+	}
+	if !isTxCanceled(err) {
+		return false, fmt.Errorf("recording job %d on runner %s: %w", j.ID, step.Runner, err)
+	}
+	advanced, err := d.RecordJob(ctx, j)
+	if err != nil {
+		return false, err
+	}
+	if err := d.Advance(ctx, step.Runner, step.To, step.At, j.ID); err != nil && !errors.Is(err, ErrNotFound) {
+		return advanced, err
+	}
+	return advanced, nil
+}
+
+// isTxCanceled reports whether DynamoDB refused a transaction without
+// writing anything for a reason a separate write resolves: a condition
+// failed, or another transaction was touching the same items.
+func isTxCanceled(err error) bool {
+	var canceled *types.TransactionCanceledException
+	var conflict *types.TransactionConflictException
+	return errors.As(err, &canceled) || errors.As(err, &conflict)
 }
