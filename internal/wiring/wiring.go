@@ -36,13 +36,15 @@ func NewWebhook(ctx context.Context, cfg webhook.Config, awsCfg aws.Config, logg
 		return nil, fmt.Errorf("loading pools (%s): %w", names.EnvPoolsFile, err)
 	}
 	ddb := dynamodb.NewFromConfig(awsCfg)
+	states := store.NewDynamo(ddb, cfg.TableName)
 	return webhook.New(webhook.Options{
 		Secrets:       secrets,
 		Router:        pools,
 		Policies:      pools,
 		Queue:         queue.NewSQS(sqs.NewFromConfig(awsCfg), cfg.QueueURL),
-		Store:         store.NewDynamo(ddb, cfg.TableName),
+		Store:         states,
 		Runners:       store.NewLedgerDynamo(ddb, cfg.TableName),
+		Lifecycle:     states,
 		Counter:       telemetry.NewEMF(os.Stdout, cfg.MetricsNamespace, names.FunctionWebhook, nil),
 		Logger:        logger,
 		Allow:         cfg.Allow,

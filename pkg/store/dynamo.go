@@ -26,14 +26,16 @@
 // completed), which the conditions compare. A job field the events have not
 // told yet is absent, never written as a zero value.
 //
-// Deliveries: state is "pending" while an invocation holds the claim, with
+// Deliveries (ClaimDelivery and its kin; the webhook no longer calls them,
+// the job record's conditional write being its dedupe): state is "pending"
+// while an invocation holds the claim, with
 // lease_until in epoch nanoseconds (exact, so that a lease ends at the same
 // instant as in Memory), and expires_at at the end of the lease; "done" once
 // processed, with expires_at at the caller's dedupe horizon. A claim is one
 // conditional PutItem that succeeds when the item is absent, expired, or a
 // pending claim whose lease has ended.
 //
-// Jobs merge with conditional UpdateItems, never a transaction: first an
+// RecordJob merges with conditional UpdateItems, never a transaction: first an
 // advance (condition: absent, or live with a lower status_rank) that sets the
 // status and every field the event knows; when that condition fails, a fill
 // (condition: live with the same or a higher status_rank) that sets only
@@ -41,6 +43,16 @@
 // a conditional PutItem. updated_at and expires_at only ever move forward:
 // when a write lowered one (its event was older), a conditional raise puts
 // the previous value back.
+//
+// A lifecycle event that names a runner (RecordLifecycle, in
+// lifecycle_dynamo.go) is one TransactWriteItems: the job's advance, with
+// the further condition that neither updated_at nor expires_at is later
+// than the event's (so both move forward without keepNewest's read of the
+// old values), and the runner's advance in the ledger (RUNNER#<name>,
+// see ledger.go). When DynamoDB cancels it, nothing was written, and the
+// advance/fill above and the ledger's advance/fill record the event one
+// item at a time. This is the webhook's hot path: one call for every
+// in-order event on one of skiff's runners.
 //
 // Runs are one conditional PutItem that replaces a record of the same or an
 // older attempt.
@@ -74,6 +86,7 @@ type DynamoAPI interface {
 	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	DeleteItem(ctx context.Context, params *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	TransactWriteItems(ctx context.Context, params *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 }
 
 // DynamoTableAPI is the part of the DynamoDB client that CreateTable calls;
@@ -113,9 +126,10 @@ const (
 // three is generous.
 const recordJobTries = 3
 
-// Dynamo is a Store over one DynamoDB table (see the key design above). It
-// uses only single-item conditional writes, so it runs on DynamoDB and on
-// emulators without transactions. Its zero value is not usable: call NewDynamo.
+// Dynamo is a Store over one DynamoDB table (see the key design above). The
+// Store methods use only single-item conditional writes, so they run on
+// DynamoDB and on emulators without transactions (dynalite);
+// RecordLifecycle needs TransactWriteItems (DynamoDB, moto). Its zero value is not usable: call NewDynamo.
 type Dynamo struct {
 	api   DynamoAPI
 	table string

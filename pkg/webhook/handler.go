@@ -17,15 +17,34 @@
 //	other events and actions          202 ignored
 //	labels that route to no pool      202, reason logged and counted
 //	public repository, pool refuses   202, reason logged and counted
-//	delivery seen before              200, nothing done again
-//	workflow_job queued               enqueue one message, 200
-//	workflow_job waiting/in_progress/completed  record lifecycle, 200
+//	workflow_job queued               enqueue one message and record the job,
+//	                                  at once; 200
+//	workflow_job waiting/in_progress/completed  record lifecycle and the
+//	                                  job's runner step (one write), 200
+//	a job already recorded at this    200 duplicate: its record only fills
+//	status or later (a replayed or    what it lacked; a queued one is
+//	late delivery)                    enqueued again and scale-up's job
+//	                                  claim launches nothing for it
 //	workflow_run                      record run id → trigger event, head
 //	                                  repository, fork, actor; 200
 //	queue or store failed             503, so GitHub marks the delivery
 //	                                  failed and it can be redelivered
 //
 // Response bodies never carry an internal error.
+//
+// Dedupe and AWS calls per event. GitHub delivers at least once and may
+// redeliver; every write the handler makes merges, so a repeated delivery
+// changes nothing, and no delivery id is kept:
+//
+//	queued        SQS SendMessage ∥ the job record's conditional write
+//	              (one round trip); a replay enqueues the job again, and
+//	              scale-up claims each job id once, never launching for a
+//	              job already started
+//	in_progress,  the job record and the runner's ledger record in one
+//	completed     write (store.LifecycleRecorder; DynamoDB: one
+//	              TransactWriteItems), both only moving forward
+//	waiting       the job record's conditional write
+//	workflow_run  the run record's conditional write (a later attempt wins)
 package webhook
 
 import (
@@ -54,19 +73,19 @@ const (
 	// leaves room for long commit messages in workflow_run while bounding
 	// the memory one request can take (Function URLs stop at 6 MB anyway).
 	DefaultMaxBodyBytes = 1 << 20
-	// DefaultDeliveryTTL is how long a processed delivery id is remembered.
-	// github.com lets deliveries be redelivered for 3 days and GitHub
-	// Enterprise Server for 7; 8 days outlives both.
+	// DefaultDeliveryTTL was how long a processed delivery id was
+	// remembered (github.com redelivers for 3 days, GitHub Enterprise Server
+	// for 7). The handler keeps no delivery marks any more; Config still
+	// reads it.
 	DefaultDeliveryTTL = 8 * 24 * time.Hour
 	// DefaultJobTTL is how long job and run records are kept: long enough
 	// for scale-down to reconcile and write metrics, and for an operator to
 	// look back over two weeks of jobs. Metrics records are the long-term
-	// history.
+	// history. The job record is also the webhook's dedupe, so it must
+	// outlive GitHub's redelivery window (7 days at most).
 	DefaultJobTTL = 14 * 24 * time.Hour
-	// DefaultClaimLease is how long a delivery being processed blocks a
-	// concurrent duplicate. It exceeds the function's own timeout (GitHub
-	// gives up after 10 s), so a live invocation is never raced, and a
-	// crashed one stops blocking GitHub's redelivery after it.
+	// DefaultClaimLease was how long a delivery being processed blocked a
+	// concurrent duplicate; the handler no longer claims deliveries.
 	DefaultClaimLease = 30 * time.Second
 )
 
@@ -114,11 +133,14 @@ var defaultPolicies = PoliciesFunc(func(string) pool.Policy { return pool.Defaul
 
 // Options configure a Handler. Secrets, Router, Queue and Store are required.
 type Options struct {
-	Secrets       [][]byte // accepted webhook secrets, current first
-	Router        Router
-	Queue         queue.Sender
-	Store         store.Store
-	Runners       Runners           // the runner ledger: jobs started and completed on skiff's runners
+	Secrets [][]byte // accepted webhook secrets, current first
+	Router  Router
+	Queue   queue.Sender
+	Store   store.Store
+	Runners Runners // the runner ledger: jobs started and completed on skiff's runners
+	// Lifecycle writes a lifecycle event's job record and runner step
+	// together; default: RecordJob on Store, then Advance on Runners.
+	Lifecycle     store.LifecycleRecorder
 	Policies      Policies          // default: pool.DefaultPolicy for every pool
 	Counter       telemetry.Counter // default telemetry.Discard
 	Logger        *slog.Logger      // default slog.Default()
@@ -126,9 +148,12 @@ type Options struct {
 	Allow         AllowList         // the zero AllowList refuses everyone
 	Installations InstallationList  // the zero InstallationList refuses every installation
 	MaxBodyBytes  int               // default DefaultMaxBodyBytes
-	DeliveryTTL   time.Duration     // default DefaultDeliveryTTL
 	JobTTL        time.Duration     // default DefaultJobTTL
-	ClaimLease    time.Duration     // default DefaultClaimLease
+	// DeliveryTTL and ClaimLease are no longer read: the job record's
+	// conditional write is the dedupe (see the package doc). They stay so
+	// that existing configurations build.
+	DeliveryTTL time.Duration
+	ClaimLease  time.Duration
 }
 
 // Handler handles webhook deliveries. It is safe for concurrent use.
@@ -169,14 +194,11 @@ func New(o Options) (*Handler, error) {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	if o.DeliveryTTL <= 0 {
-		o.DeliveryTTL = DefaultDeliveryTTL
-	}
 	if o.JobTTL <= 0 {
 		o.JobTTL = DefaultJobTTL
 	}
-	if o.ClaimLease <= 0 {
-		o.ClaimLease = DefaultClaimLease
+	if o.Lifecycle == nil {
+		o.Lifecycle = separateWrites{store: o.Store, runners: o.Runners}
 	}
 	o.Secrets = nil // the verifier holds its own copies
 	return &Handler{o: o, verifier: v}, nil
@@ -270,11 +292,6 @@ func (h *Handler) workflowJob(ctx context.Context, log *slog.Logger, req Request
 	}
 	log = log.With("pool", pool)
 
-	claimed, dup := h.claim(ctx, log, req.Delivery, received)
-	if dup {
-		return h.duplicate(log)
-	}
-
 	var installation int64
 	if p.Installation != nil {
 		installation = p.Installation.ID
@@ -296,41 +313,74 @@ func (h *Handler) workflowJob(ctx context.Context, log *slog.Logger, req Request
 		rec.RunnerName, rec.RunnerID = str(wj.RunnerName), i64(wj.RunnerID)
 		rec.Conclusion = str(wj.Conclusion)
 	}
+	if status != store.StatusQueued {
+		return h.lifecycle(ctx, log, rec)
+	}
+	job := queue.Job{
+		JobID: wj.ID, RunID: wj.RunID, Attempt: wj.RunAttempt,
+		Repository: p.Repository.FullName, Owner: owner, InstallationID: installation,
+		Labels: wj.Labels, Pool: pool, Visibility: string(visibilityOf(p.Repository)), DeliveryID: req.Delivery,
+		ReceivedAt: received,
+	}
+	return h.queued(ctx, log, job, rec)
+}
 
-	if status == store.StatusQueued {
-		job := queue.Job{
-			JobID: wj.ID, RunID: wj.RunID, Attempt: wj.RunAttempt,
-			Repository: p.Repository.FullName, Owner: owner, InstallationID: installation,
-			Labels: wj.Labels, Pool: pool, Visibility: string(visibilityOf(p.Repository)), DeliveryID: req.Delivery,
-			ReceivedAt: received,
-		}
-		if err := h.o.Queue.Send(ctx, job); errors.Is(err, queue.ErrInvalidJob) {
-			// No retry can fix it (e.g. labels past the message size bound).
-			h.finish(ctx, log, claimed, req.Delivery, received)
-			return h.reject(log, http.StatusBadRequest, "malformed", "job cannot be queued: "+err.Error())
-		} else if err != nil {
-			h.release(ctx, log, claimed, req.Delivery)
-			h.o.Counter.Count(MetricFailed, "queue")
-			log.Error("enqueueing job failed; answering 503 so the delivery can be redelivered", "err", err)
-			return reply(http.StatusServiceUnavailable, "retry")
-		}
-		// The job is queued: a failed record only costs the lifecycle a
-		// queued time, which the in_progress delivery fills in.
-		if _, err := h.o.Store.RecordJob(ctx, rec); err != nil {
-			log.Warn("recording queued job failed", "err", err)
-		}
-	} else if _, err := h.o.Store.RecordJob(ctx, rec); err != nil {
-		h.release(ctx, log, claimed, req.Delivery)
+// queued enqueues a queued job and records it, both at once: one round
+// trip of wall time. The enqueue decides the answer: a failed one is a 503,
+// so that GitHub's redelivery enqueues it again. The record does not: the
+// job is queued either way, and the in_progress delivery fills in what a
+// lost record lacks. There is no separate delivery dedupe: a replayed
+// delivery (or a late one, after the job started) enqueues the job again,
+// which scale-up's claim on the job id turns into nothing (it launches at
+// most one runner per job, and none for a job already started); the
+// record's conditional write tells the webhook it was a duplicate, which it
+// answers and counts as such.
+func (h *Handler) queued(ctx context.Context, log *slog.Logger, job queue.Job, rec store.Job) Response {
+	var (
+		advanced bool
+		recErr   error
+		recorded = make(chan struct{})
+	)
+	go func() {
+		defer close(recorded)
+		advanced, recErr = h.o.Store.RecordJob(ctx, rec)
+	}()
+	sendErr := h.o.Queue.Send(ctx, job)
+	<-recorded
+	if recErr != nil {
+		log.Warn("recording queued job failed", "err", recErr)
+	}
+	switch {
+	case errors.Is(sendErr, queue.ErrInvalidJob):
+		// No retry can fix it (e.g. labels past the message size bound).
+		return h.reject(log, http.StatusBadRequest, "malformed", "job cannot be queued: "+sendErr.Error())
+	case sendErr != nil:
+		h.o.Counter.Count(MetricFailed, "queue")
+		log.Error("enqueueing job failed; answering 503 so the delivery can be redelivered", "err", sendErr)
+		return reply(http.StatusServiceUnavailable, "retry")
+	case recErr == nil && !advanced:
+		return h.duplicate(log)
+	}
+	h.o.Counter.Count(MetricAccepted, "")
+	log.Info("workflow_job accepted")
+	return reply(http.StatusOK, "accepted")
+}
+
+// lifecycle records a waiting, in_progress or completed event, and the
+// job's start or end on its runner, in one write where the store can
+// (store.LifecycleRecorder). Both writes merge, so a replayed delivery
+// changes nothing and needs no dedupe of its own; a failure answers 503,
+// and GitHub's redelivery completes what was missing.
+func (h *Handler) lifecycle(ctx context.Context, log *slog.Logger, rec store.Job) Response {
+	advanced, err := h.o.Lifecycle.RecordLifecycle(ctx, rec, runnerStep(rec))
+	if err != nil {
 		h.o.Counter.Count(MetricFailed, "store")
 		log.Error("recording job lifecycle failed; answering 503 so the delivery can be redelivered", "err", err)
 		return reply(http.StatusServiceUnavailable, "retry")
-	} else if err := h.advanceRunner(ctx, rec); err != nil {
-		h.release(ctx, log, claimed, req.Delivery)
-		h.o.Counter.Count(MetricFailed, "store")
-		log.Error("recording the job on its runner failed; answering 503 so the delivery can be redelivered", "err", err)
-		return reply(http.StatusServiceUnavailable, "retry")
 	}
-	h.finish(ctx, log, claimed, req.Delivery, received)
+	if !advanced {
+		return h.duplicate(log)
+	}
 	h.o.Counter.Count(MetricAccepted, "")
 	log.Info("workflow_job accepted")
 	return reply(http.StatusOK, "accepted")
@@ -342,31 +392,49 @@ type Runners interface {
 	Advance(ctx context.Context, name string, to launch.State, at time.Time, job int64) error
 }
 
-// advanceRunner tells the runner ledger that a job started or completed on
-// the named runner: with the reconciler's own reports, this is how a runner
-// counts as busy before GitHub's busy flag says so. A runner the ledger does
-// not know (GitHub-hosted, or another system's) is none of skiff's business.
-func (h *Handler) advanceRunner(ctx context.Context, rec store.Job) error {
-	var to launch.State
-	var at time.Time
+// runnerStep is what the job's event tells the runner ledger: that the job
+// started or completed on the named runner. With the reconciler's own
+// reports, this is how a runner counts as busy before GitHub's busy flag
+// says so. The zero step (no runner named, or another status) tells nothing.
+func runnerStep(rec store.Job) store.RunnerStep {
+	var step store.RunnerStep
 	switch rec.Status {
 	case store.StatusInProgress:
-		to, at = launch.StateJobStarted, rec.StartedAt
+		step.To, step.At = launch.StateJobStarted, rec.StartedAt
 	case store.StatusCompleted:
-		to, at = launch.StateJobCompleted, rec.CompletedAt
+		step.To, step.At = launch.StateJobCompleted, rec.CompletedAt
 	default:
-		return nil
+		return step
 	}
 	if rec.RunnerName == "" {
-		return nil
+		return store.RunnerStep{}
 	}
-	if at.IsZero() {
-		at = rec.UpdatedAt
+	step.Runner = rec.RunnerName
+	if step.At.IsZero() {
+		step.At = rec.UpdatedAt
 	}
-	if err := h.o.Runners.Advance(ctx, rec.RunnerName, to, at, rec.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
-		return err
+	return step
+}
+
+// separateWrites is the LifecycleRecorder of a store and a ledger that
+// cannot write together: the job's record, then the runner's step. A runner
+// the ledger does not know (GitHub-hosted, or another system's) is none of
+// skiff's business.
+type separateWrites struct {
+	store   store.Store
+	runners Runners
+}
+
+// RecordLifecycle implements store.LifecycleRecorder.
+func (w separateWrites) RecordLifecycle(ctx context.Context, j store.Job, step store.RunnerStep) (bool, error) {
+	advanced, err := w.store.RecordJob(ctx, j)
+	if err != nil || step.Runner == "" {
+		return advanced, err
 	}
-	return nil
+	if err := w.runners.Advance(ctx, step.Runner, step.To, step.At, j.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return advanced, fmt.Errorf("recording the job on its runner: %w", err)
+	}
+	return advanced, nil
 }
 
 func (h *Handler) workflowRun(ctx context.Context, log *slog.Logger, req Request, received time.Time) Response {
@@ -400,47 +468,6 @@ func (h *Handler) workflowRun(ctx context.Context, log *slog.Logger, req Request
 	h.o.Counter.Count(MetricAccepted, "")
 	log.Info("workflow_run recorded", "trigger", wr.Event, "from_fork", run.FromFork)
 	return reply(http.StatusOK, "accepted")
-}
-
-// claim takes the delivery id. It reports whether a claim was taken and
-// whether the delivery is a duplicate. When the store cannot be reached it
-// proceeds unclaimed: scale-up claims each job id on its own, so a rare
-// duplicate message costs nothing, while refusing would stall every job.
-func (h *Handler) claim(ctx context.Context, log *slog.Logger, id string, now time.Time) (claimed, dup bool) {
-	err := h.o.Store.ClaimDelivery(ctx, id, now, h.o.ClaimLease)
-	switch {
-	case err == nil:
-		return true, false
-	case errors.Is(err, store.ErrDuplicate):
-		return false, true
-	}
-	log.Warn("claiming delivery failed; processing without dedupe", "err", err)
-	return false, false
-}
-
-func (h *Handler) finish(ctx context.Context, log *slog.Logger, claimed bool, id string, now time.Time) {
-	if !claimed {
-		return
-	}
-	if err := h.o.Store.FinishDelivery(ctx, id, now.Add(h.o.DeliveryTTL)); err != nil {
-		// The claim's lease still blocks duplicates for a while; after it a
-		// redelivery would be processed again, which the store's merge and
-		// scale-up's job claim both absorb.
-		log.Warn("marking delivery done failed", "err", err)
-	}
-}
-
-func (h *Handler) release(ctx context.Context, log *slog.Logger, claimed bool, id string) {
-	if !claimed {
-		return
-	}
-	// The request context may be the reason we are failing; releasing must
-	// not fail with it, or the redelivery waits out the lease.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	defer cancel()
-	if err := h.o.Store.ReleaseDelivery(ctx, id); err != nil {
-		log.Warn("releasing delivery claim failed; a redelivery waits for the lease to expire", "err", err)
-	}
 }
 
 func (h *Handler) reject(log *slog.Logger, status int, reason, detail string, attrs ...any) Response {

@@ -11,13 +11,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/store"
@@ -32,29 +33,11 @@ var fixedNow = time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 // faultyStore wraps the memory store with injectable failures.
 type faultyStore struct {
 	store.Store
-	mu                          sync.Mutex
-	claimErr, recordErr, runErr error
-	released                    []string
+	mu                sync.Mutex
+	recordErr, runErr error
 }
 
 func (f *faultyStore) set(fn func(*faultyStore)) { f.mu.Lock(); fn(f); f.mu.Unlock() }
-
-func (f *faultyStore) ClaimDelivery(ctx context.Context, id string, now time.Time, lease time.Duration) error {
-	f.mu.Lock()
-	err := f.claimErr
-	f.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	return f.Store.ClaimDelivery(ctx, id, now, lease)
-}
-
-func (f *faultyStore) ReleaseDelivery(ctx context.Context, id string) error {
-	f.mu.Lock()
-	f.released = append(f.released, id)
-	f.mu.Unlock()
-	return f.Store.ReleaseDelivery(ctx, id)
-}
 
 func (f *faultyStore) RecordJob(ctx context.Context, j store.Job) (bool, error) {
 	f.mu.Lock()
@@ -74,6 +57,13 @@ func (f *faultyStore) RecordRun(ctx context.Context, r store.Run) error {
 		return err
 	}
 	return f.Store.RecordRun(ctx, r)
+}
+
+// runnersFunc adapts a function to Runners.
+type runnersFunc func(ctx context.Context, name string, to launch.State, at time.Time, job int64) error
+
+func (f runnersFunc) Advance(ctx context.Context, name string, to launch.State, at time.Time, job int64) error {
+	return f(ctx, name, to, at, job)
 }
 
 // sendFunc adapts a function to queue.Sender.
@@ -495,49 +485,94 @@ func TestMissingHeaders(t *testing.T) {
 	}
 }
 
+// TestReplayedDelivery: a replayed queued delivery is answered and counted
+// as a duplicate and leaves the job's record as it was. Its message goes
+// out again (the webhook keeps no delivery ids): every message names the
+// same job, which scale-up claims once (pkg/scaleup's duplicate delivery
+// tests), so it launches nothing twice.
 func TestReplayedDelivery(t *testing.T) {
 	t.Parallel()
 	body := examplesOf(t, "workflow_job", "queued")[0].body
-	hs := newHarness(t, nil)
-	first := hs.deliver("workflow_job", "same-delivery", body)
-	second := hs.deliver("workflow_job", "same-delivery", body)
-	if first.Status != 200 || second.Status != 200 || !strings.Contains(second.Body, "duplicate") {
-		t.Fatalf("responses = %+v, %+v", first, second)
+	started := examplesOf(t, "workflow_job", "in_progress")[0].body
+	cases := []struct {
+		name   string
+		before []string // deliveries before the replay, each under its action's delivery id
+		replay string   // the action whose delivery is replayed
+	}{
+		{"replay of queued", []string{"queued"}, "queued"},
+		{"replay of queued after the job started", []string{"queued", "in_progress"}, "queued"},
+		{"replay of in_progress", []string{"queued", "in_progress"}, "in_progress"},
 	}
-	if n := len(hs.queue.Jobs()); n != 1 {
-		t.Fatalf("enqueued %d jobs, want 1", n)
-	}
-	if hs.counter.Get(MetricDuplicate, "") != 1 {
-		t.Errorf("duplicate not counted: %v", hs.counter.Snapshot())
-	}
-	// A new delivery of the same job (GitHub sends a fresh id) is not a
-	// replay: it is enqueued, and scale-up's job claim dedupes it.
-	if resp := hs.deliver("workflow_job", "other-delivery", body); resp.Status != 200 || len(hs.queue.Jobs()) != 2 {
-		t.Fatalf("fresh delivery: %+v, %d jobs", resp, len(hs.queue.Jobs()))
+	bodies := map[string][]byte{"queued": body, "in_progress": started}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			hs := newHarness(t, nil)
+			for _, action := range tc.before {
+				if resp := hs.deliver("workflow_job", "d-"+action, bodies[action]); resp.Status != 200 || !strings.Contains(resp.Body, "accepted") {
+					t.Fatalf("%s: %+v", action, resp)
+				}
+			}
+			jobID := hs.queue.Jobs()[0].JobID
+			recorded, err := hs.store.Job(context.Background(), jobID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dups := hs.counter.Get(MetricDuplicate, "")
+			second := hs.deliver("workflow_job", "d-"+tc.replay, bodies[tc.replay])
+			if second.Status != 200 || !strings.Contains(second.Body, "duplicate") {
+				t.Fatalf("replay = %+v, want 200 duplicate", second)
+			}
+			if hs.counter.Get(MetricDuplicate, "") != dups+1 {
+				t.Errorf("duplicate not counted: %v", hs.counter.Snapshot())
+			}
+			if after, err := hs.store.Job(context.Background(), jobID); err != nil || !reflect.DeepEqual(after, recorded) {
+				t.Errorf("replay changed the record:\n%+v\nto\n%+v (%v)", recorded, after, err)
+			}
+			for _, j := range hs.queue.Jobs() {
+				if j.JobID != jobID {
+					t.Errorf("message for job %d, want only job %d", j.JobID, jobID)
+				}
+			}
+		})
 	}
 }
 
+// TestConcurrentReplays: of 32 concurrent copies of one queued delivery,
+// exactly one records the job; the others are duplicates. Each enqueues the
+// job, which scale-up claims once.
 func TestConcurrentReplays(t *testing.T) {
 	t.Parallel()
 	body := examplesOf(t, "workflow_job", "queued")[0].body
 	hs := newHarness(t, nil)
 	var wg sync.WaitGroup
-	statuses := make([]int, 32)
-	for i := range statuses {
+	responses := make([]Response, 32)
+	for i := range responses {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			statuses[i] = hs.deliver("workflow_job", "racing-delivery", body).Status
+			responses[i] = hs.deliver("workflow_job", "racing-delivery", body)
 		}()
 	}
 	wg.Wait()
-	if n := len(hs.queue.Jobs()); n != 1 {
-		t.Fatalf("32 concurrent copies enqueued %d jobs, want 1", n)
-	}
-	for _, s := range statuses {
-		if s != 200 {
-			t.Fatalf("statuses = %v", statuses)
+	accepted := 0
+	for _, r := range responses {
+		if r.Status != 200 {
+			t.Fatalf("responses = %v", responses)
 		}
+		if strings.Contains(r.Body, "accepted") {
+			accepted++
+		}
+	}
+	if accepted != 1 || hs.counter.Get(MetricDuplicate, "") != 31 {
+		t.Errorf("%d accepted, %d duplicates; want 1 and 31", accepted, hs.counter.Get(MetricDuplicate, ""))
+	}
+	ids := map[int64]bool{}
+	for _, j := range hs.queue.Jobs() {
+		ids[j.JobID] = true
+	}
+	if len(ids) != 1 {
+		t.Errorf("messages name %d jobs, want 1", len(ids))
 	}
 }
 
@@ -701,9 +736,6 @@ func TestFailuresAnswer503AndCanBeRedelivered(t *testing.T) {
 		if resp.Status != 503 || strings.Contains(resp.Body, "connection reset") {
 			t.Fatalf("response = %+v", resp)
 		}
-		if !slices.Contains(hs.store.released, "d1") {
-			t.Error("the delivery claim was not released")
-		}
 		hs.queue.SetErr(nil)
 		if resp := hs.deliver("workflow_job", "d1", queued); resp.Status != 200 || len(hs.queue.Jobs()) != 1 {
 			t.Fatalf("redelivery: %+v, %d jobs", resp, len(hs.queue.Jobs()))
@@ -725,8 +757,8 @@ func TestFailuresAnswer503AndCanBeRedelivered(t *testing.T) {
 		if hs.counter.Get(MetricRejected, "malformed") != 1 || !strings.Contains(hs.logs.String(), "cannot be queued") {
 			t.Errorf("refusal not counted or logged: %v", hs.counter.Snapshot())
 		}
-		if resp := hs.deliver("workflow_job", "d6", queued); resp.Status != 200 || !strings.Contains(resp.Body, "duplicate") {
-			t.Errorf("redelivery = %+v, want a duplicate", resp)
+		if resp := hs.deliver("workflow_job", "d6", queued); resp.Status != 400 {
+			t.Errorf("redelivery = %+v, want 400 again", resp)
 		}
 	})
 	t.Run("store down for lifecycle", func(t *testing.T) {
@@ -749,12 +781,13 @@ func TestFailuresAnswer503AndCanBeRedelivered(t *testing.T) {
 			t.Fatalf("status = %d", resp.Status)
 		}
 	})
-	t.Run("dedupe unavailable still enqueues", func(t *testing.T) {
+	t.Run("runner ledger down for lifecycle", func(t *testing.T) {
 		t.Parallel()
-		hs := newHarness(t, nil)
-		hs.store.set(func(f *faultyStore) { f.claimErr = boom })
-		if resp := hs.deliver("workflow_job", "d4", queued); resp.Status != 200 || len(hs.queue.Jobs()) != 1 {
-			t.Fatalf("status = %d, %d jobs", resp.Status, len(hs.queue.Jobs()))
+		hs := newHarness(t, func(o *Options) {
+			o.Runners = runnersFunc(func(context.Context, string, launch.State, time.Time, int64) error { return boom })
+		})
+		if resp := hs.deliver("workflow_job", "d4", started); resp.Status != 503 {
+			t.Fatalf("status = %d, want 503", resp.Status)
 		}
 	})
 	t.Run("queued record failing after enqueue is not a failure", func(t *testing.T) {

@@ -1,0 +1,219 @@
+package store_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/store"
+)
+
+// lifecycleCalls counts the calls a Dynamo makes, by operation.
+type lifecycleCalls struct {
+	store.DynamoAPI
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (c *lifecycleCalls) count(op string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.calls == nil {
+		c.calls = map[string]int{}
+	}
+	c.calls[op]++
+}
+
+func (c *lifecycleCalls) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.calls
+	c.calls = nil
+	return out
+}
+
+func (c *lifecycleCalls) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	c.count("PutItem")
+	return c.DynamoAPI.PutItem(ctx, in, o...)
+}
+
+func (c *lifecycleCalls) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	c.count("UpdateItem")
+	return c.DynamoAPI.UpdateItem(ctx, in, o...)
+}
+
+func (c *lifecycleCalls) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	c.count("TransactWriteItems")
+	return c.DynamoAPI.TransactWriteItems(ctx, in, o...)
+}
+
+
+// TestDynamoRecordLifecycle checks RecordLifecycle against moto: the job's
+// record merges as RecordJob merges it, the runner's ledger record moves
+// forward only as Ledger.Advance moves it, an in-order event on one of
+// skiff's runners costs one TransactWriteItems, and a replay changes
+// nothing.
+func TestDynamoRecordLifecycle(t *testing.T) {
+	t.Parallel()
+	at := func(min int) time.Time { return time.Date(2026, 6, 1, 12, min, 0, 0, time.UTC) }
+	now := at(30)
+	const (
+		jobID  = 9001
+		runner = "skiff-default-9001-1"
+	)
+	job := func(s store.Status, received int) store.Job {
+		j := store.Job{ID: jobID, RunID: 77, Attempt: 1, Repository: "o/r", Status: s, Pool: "default",
+			QueuedAt: at(0), UpdatedAt: at(received), ExpiresAt: at(received).Add(24 * time.Hour)}
+		if s >= store.StatusInProgress {
+			j.StartedAt, j.RunnerName, j.RunnerID = at(2), runner, 5
+		}
+		if s == store.StatusCompleted {
+			j.CompletedAt, j.Conclusion = at(9), "success"
+		}
+		return j
+	}
+	started := store.RunnerStep{Runner: runner, To: launch.StateJobStarted, At: at(2)}
+	completed := store.RunnerStep{Runner: runner, To: launch.StateJobCompleted, At: at(9)}
+	type event struct {
+		j    store.Job
+		step store.RunnerStep
+	}
+	cases := []struct {
+		name         string
+		runnerState  launch.State // the runner's record before; unknown: none
+		before       []event
+		ev           event
+		wantAdvanced bool
+		wantStatus   store.Status
+		wantUpdated  time.Time
+		wantRunner   launch.State // unknown: no record
+		wantStarted  bool         // the runner has started_at
+		wantBusyJob  bool
+		wantCalls    map[string]int
+	}{
+		{"in order: one transaction", launch.StateLaunched, []event{{job(store.StatusQueued, 0), store.RunnerStep{}}},
+			event{job(store.StatusInProgress, 2), started}, true, store.StatusInProgress, at(2),
+			launch.StateJobStarted, true, true, map[string]int{"TransactWriteItems": 1}},
+		{"completed after in_progress: one transaction", launch.StateLaunched, []event{{job(store.StatusInProgress, 2), started}},
+			event{job(store.StatusCompleted, 9), completed}, true, store.StatusCompleted, at(9),
+			launch.StateJobCompleted, true, true, map[string]int{"TransactWriteItems": 1}},
+		{"replayed in_progress changes nothing", launch.StateLaunched, []event{{job(store.StatusInProgress, 2), started}},
+			event{job(store.StatusInProgress, 2), started}, false, store.StatusInProgress, at(2),
+			launch.StateJobStarted, true, true, nil},
+		{"late in_progress after completed fills, never reopens", launch.StateRegistered, []event{{job(store.StatusCompleted, 9), completed}},
+			event{job(store.StatusInProgress, 12), started}, false, store.StatusCompleted, at(12),
+			launch.StateJobCompleted, true, true, nil},
+		{"late in_progress after completed, runner behind: the runner moves, the job stays", launch.StateRegistered,
+			[]event{{job(store.StatusCompleted, 9), store.RunnerStep{}}},
+			event{job(store.StatusInProgress, 12), started}, false, store.StatusCompleted, at(12),
+			launch.StateJobStarted, true, true, nil},
+		{"a runner that is not skiff's: the job alone", launch.StateUnknown, nil,
+			event{job(store.StatusInProgress, 2), started}, true, store.StatusInProgress, at(2),
+			launch.StateUnknown, false, false, nil},
+		{"a terminated runner gets only its missing times", launch.StateTerminated, nil,
+			event{job(store.StatusInProgress, 2), started}, true, store.StatusInProgress, at(2),
+			launch.StateTerminated, true, true, nil},
+		{"an advance older than the record keeps updated_at", launch.StateLaunched, []event{{job(store.StatusQueued, 20), store.RunnerStep{}}},
+			event{job(store.StatusInProgress, 2), started}, true, store.StatusInProgress, at(20),
+			launch.StateJobStarted, true, true, nil},
+		{"no runner named: the job alone, one write", launch.StateUnknown, []event{{job(store.StatusQueued, 0), store.RunnerStep{}}},
+			event{job(store.StatusCompleted, 9), store.RunnerStep{}}, true, store.StatusCompleted, at(9),
+			launch.StateUnknown, false, false, map[string]int{"UpdateItem": 1}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			client, table := newMotoTable(t)
+			api := &lifecycleCalls{DynamoAPI: client}
+			d := store.NewDynamo(api, table, store.WithClock(func() time.Time { return now }))
+			ctx := context.Background()
+			if tc.runnerState != launch.StateUnknown {
+				seedRunner(t, client, table, runner, tc.runnerState)
+			}
+			for _, ev := range tc.before {
+				if _, err := d.RecordLifecycle(ctx, ev.j, ev.step); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_ = api.take()
+			advanced, err := d.RecordLifecycle(ctx, tc.ev.j, tc.ev.step)
+			if err != nil || advanced != tc.wantAdvanced {
+				t.Fatalf("RecordLifecycle = %v, %v; want %v", advanced, err, tc.wantAdvanced)
+			}
+			calls := api.take()
+			if tc.wantCalls != nil && !equalCalls(calls, tc.wantCalls) {
+				t.Errorf("calls = %v, want %v", calls, tc.wantCalls)
+			}
+			j, err := d.Job(ctx, jobID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if j.Status != tc.wantStatus || !j.UpdatedAt.Equal(tc.wantUpdated) || j.QueuedAt.IsZero() && len(tc.before) > 0 {
+				t.Errorf("job = status %s, updated %s; want %s, %s", j.Status, j.UpdatedAt, tc.wantStatus, tc.wantUpdated)
+			}
+			if tc.wantStatus >= store.StatusInProgress && (j.RunnerName != runner || j.StartedAt.IsZero()) {
+				t.Errorf("job lacks its runner or start: %+v", j)
+			}
+			item := runnerItem(t, client, table, runner)
+			if tc.wantRunner == launch.StateUnknown {
+				if item != nil {
+					t.Errorf("a runner record was made: %v", plain(item))
+				}
+				return
+			}
+			p := plain(item)
+			if p["state"] != tc.wantRunner.String() || p["state_rank"] != "N:"+strconv.Itoa(int(tc.wantRunner)) {
+				t.Errorf("runner = %v, want %s", p, tc.wantRunner)
+			}
+			if _, ok := p["started_at"]; ok != tc.wantStarted {
+				t.Errorf("runner started_at present %v, want %v: %v", ok, tc.wantStarted, p)
+			}
+			if got := p["busy_job"]; (got == "N:"+strconv.Itoa(jobID)) != tc.wantBusyJob {
+				t.Errorf("runner busy_job = %v, want job %d: %v", got, jobID, tc.wantBusyJob)
+			}
+		})
+	}
+}
+
+func equalCalls(a, b map[string]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// seedRunner writes a runner's ledger record as the ledger writes it (see
+// the key design in ledger.go): the state and its rank.
+func seedRunner(t *testing.T, client *dynamodb.Client, table, name string, s launch.State) {
+	t.Helper()
+	_, err := client.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: "RUNNER#" + name}, "sk": &types.AttributeValueMemberS{Value: "RUNNER"},
+		"pool": &types.AttributeValueMemberS{Value: "default"}, "job_id": &types.AttributeValueMemberN{Value: "9001"},
+		"state": &types.AttributeValueMemberS{Value: s.String()}, "state_rank": &types.AttributeValueMemberN{Value: strconv.Itoa(int(s))},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func runnerItem(t *testing.T, client *dynamodb.Client, table, name string) map[string]types.AttributeValue {
+	t.Helper()
+	out, err := client.GetItem(t.Context(), &dynamodb.GetItemInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "RUNNER#" + name}, "sk": &types.AttributeValueMemberS{Value: "RUNNER"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.Item
+}
