@@ -106,8 +106,8 @@ func demo(w io.Writer, standin, poolsFile, out string, n int, duration, timeout 
 	defer logFile.Close()
 	l, err := wiring.NewLocal(wiring.LocalConfig{
 		DataDir: filepath.Join(out, "data"), PoolsFile: poolsFile, Listen: "127.0.0.1:0", RunnerCommand: []string{standin},
-		RunnerEnv: []string{"SKIFF_STANDIN_DURATION=" + duration.String(), "SKIFF_STANDIN_IDLE=20s"},
-		Limits:    map[string]int{"gpu": 1}, // one GPU on this machine: one GPU job at a time
+		RunnerEnv:    []string{"SKIFF_STANDIN_DURATION=" + duration.String(), "SKIFF_STANDIN_IDLE=20s"},
+		Limits:       map[string]int{"gpu": 1}, // one GPU on this machine: one GPU job at a time
 		GitHubAPIURL: sim.URL(), AppIDs: []int64{appID},
 		AppKeys:       string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})),
 		WebhookSecret: webhookSecret, Allow: []string{org}, Installations: []string{"*"},

@@ -54,7 +54,6 @@ func (c *lifecycleCalls) TransactWriteItems(ctx context.Context, in *dynamodb.Tr
 	return c.DynamoAPI.TransactWriteItems(ctx, in, o...)
 }
 
-
 // TestDynamoRecordLifecycle checks RecordLifecycle against moto: the job's
 // record merges as RecordJob merges it, the runner's ledger record moves
 // forward only as Ledger.Advance moves it, an in-order event on one of
