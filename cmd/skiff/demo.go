@@ -16,6 +16,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/skiffci/skiff/internal/wiring"
@@ -196,7 +197,14 @@ func demo(w io.Writer, standin, poolsFile, out string, n int, duration, timeout 
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%d of %d jobs completed, %d runners alive after %s: see %s", completed, want, live, timeout, logFile.Name())
+			var stuck []string
+			for _, j := range jobs {
+				if st, _ := sim.Job(j.id); j.launch && st.Status != "completed" {
+					stuck = append(stuck, fmt.Sprintf("job %d %v %s", j.id, j.labels, st.Status))
+				}
+			}
+			return fmt.Errorf("%d of %d jobs completed, %d runners alive after %s (%s): see %s", completed, want, live, timeout,
+				strings.Join(stuck, "; "), logFile.Name())
 		case <-tick.C:
 		}
 	}

@@ -29,6 +29,11 @@ import (
 // localVisibility is how long a received job stays hidden in local mode.
 const localVisibility = 5 * time.Second
 
+// localMaxAttempts lets a job wait for a free runner slot for about a day:
+// on one machine a pool's limit is its concurrency (one GPU job per GPU),
+// and a job over it waits its turn rather than being dead-lettered.
+const localMaxAttempts = 24 * 60 * 60 / 5
+
 // LocalConfig configures `skiff local`: the whole pipeline in one process
 // over one SQLite file, local processes (or a dry run) for runners.
 type LocalConfig struct {
@@ -150,9 +155,9 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 	// frees up as soon as a runner ends, not minutes later as EC2's does.
 	l.Queue = sqlite.NewQueue(db, sqlite.QueueOptions{Visibility: localVisibility, Now: cfg.Now})
 	l.Store = sqlite.NewStore(db, cfg.Now)
-	ledger := store.NewLedgerMemory(cfg.Now)
+	ledger := sqlite.NewLedger(db, cfg.Now)
 	l.Ledger = ledger
-	launches := store.NewLaunchMemory()
+	launches := sqlite.NewLaunches(db, cfg.Now)
 	switch cfg.Provider {
 	case "process":
 		p, err := process.New(process.Options{Command: cfg.RunnerCommand, DataDir: filepath.Join(cfg.DataDir, "runners"),
@@ -172,7 +177,8 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 		return nil, err
 	}
 	l.ScaleUp, err = scaleup.New(scaleup.Options{Pools: pools, Launches: launches, Ledger: l.Ledger, Records: l.Store,
-		Provider: l.Provider, GitHub: gh, Counter: counter, Logger: logger, Now: cfg.Now, GitHubURL: cfg.GitHubURL})
+		Provider: l.Provider, GitHub: gh, Counter: counter, Logger: logger, Now: cfg.Now, GitHubURL: cfg.GitHubURL,
+		MaxAttempts: localMaxAttempts})
 	if err != nil {
 		return nil, err
 	}
