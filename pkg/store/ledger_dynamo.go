@@ -261,31 +261,26 @@ func (d *LedgerDynamo) Launched(ctx context.Context, name string, l launch.Launc
 // ones only (condition: the record exists and has not expired). A forward
 // report costs one write, a late or repeated one two.
 func (d *LedgerDynamo) Advance(ctx context.Context, name string, to launch.State, at time.Time, job int64) error {
-	var timeAttr string
-	switch to {
-	case launch.StateRegistered:
-		timeAttr = attrRegistered
-	case launch.StateJobStarted:
-		timeAttr = attrStartedAt
-	case launch.StateJobCompleted:
-		timeAttr = attrCompletedAt
-	default:
+	return advanceRunner(ctx, d.api, d.table, d.now(), name, to, at, job)
+}
+
+// runnerUpdater is the one call an advance makes.
+type runnerUpdater interface {
+	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+}
+
+// advanceRunner moves a runner's record forward (conditional on a lower
+// state_rank and a live record), or fills the times it lacks; the one
+// advance both LedgerDynamo and Dynamo's lifecycle fallback use.
+func advanceRunner(ctx context.Context, api runnerUpdater, table string, now time.Time, name string, to launch.State,
+	at time.Time, job int64) error {
+	timeAttr, ok := runnerStepAttr(to)
+	if !ok {
 		return errInvalidAdvance
 	}
-	now := d.now()
-	fills := func(e *expr) []string {
-		n := e.name(timeAttr)
-		out := []string{fmt.Sprintf("%s = if_not_exists(%s, %s)", n, n, e.value(str(at.UTC().Format(timeLayout))))}
-		if to != launch.StateRegistered && job != 0 {
-			b := e.name(attrBusyJob)
-			out = append(out, fmt.Sprintf("%s = if_not_exists(%s, %s)", b, b, e.value(numI(job))))
-		}
-		return out
-	}
 	e := newExpr()
-	sets := append(fills(e), e.name(attrState)+" = "+e.value(str(to.String())), e.name(attrStateRank)+" = "+e.value(numI(int64(to))))
-	cond := fmt.Sprintf("%s < %s AND %s", e.name(attrStateRank), e.value(numI(int64(to))), e.live(now))
-	_, err := d.api.UpdateItem(ctx, e.update(d.table, runnerKey(name), "SET "+strings.Join(sets, ", "), cond))
+	update, cond := runnerAdvance(e, to, timeAttr, at, job, now)
+	_, err := api.UpdateItem(ctx, e.update(table, runnerKey(name), update, cond))
 	if err == nil {
 		return nil
 	}
@@ -294,7 +289,7 @@ func (d *LedgerDynamo) Advance(ctx context.Context, name string, to launch.State
 	}
 	e = newExpr()
 	cond = fmt.Sprintf("attribute_exists(%s) AND %s", e.name(attrPK), e.live(now))
-	_, err = d.api.UpdateItem(ctx, e.update(d.table, runnerKey(name), "SET "+strings.Join(fills(e), ", "), cond))
+	_, err = api.UpdateItem(ctx, e.update(table, runnerKey(name), "SET "+strings.Join(runnerFills(e, to, timeAttr, at, job), ", "), cond))
 	if isConditionFailed(err) {
 		return fmt.Errorf("advancing runner %s to %s: %w", name, to, ErrNotFound)
 	}
