@@ -1,7 +1,8 @@
 // DynamoDB key design
 //
 // The store is one DynamoDB table with string keys pk (partition) and sk
-// (sort), on-demand billing, no secondary indexes (every read is by key), and
+// (sort), on-demand billing, one sparse secondary index (live-pool, the runner
+// ledger's: ledger.go) and otherwise reads by key, and
 // TTL on the number attribute expires_at (epoch seconds). The sort key names
 // the item kind, so that later kinds can live under the same partition (a
 // job's metrics record as JOB#<id> / METRICS, say) without a migration.
@@ -145,23 +146,27 @@ func NewDynamo(api DynamoAPI, table string, opts ...DynamoOption) *Dynamo {
 // active: DynamoDB usually takes seconds, emulators milliseconds.
 const createTableWait = 2 * time.Minute
 
-// CreateTable creates the store's table (keys pk and sk, on-demand billing)
+// CreateTable creates the store's table (keys pk and sk, on-demand billing,
+// the runner ledger's live-pool index)
 // and waits until it is active. A table that already exists is not an
 // error. It does not enable TTL on expires_at: the deployment does that (and
 // DynamoDB emulators lack UpdateTimeToLive); Dynamo treats expired items as
 // absent either way.
 func CreateTable(ctx context.Context, api DynamoTableAPI, table string) error {
+	livePool, liveIndex := ledgerIndex() // the runner ledger's sparse index (ledger_dynamo.go)
 	_, err := api.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName:   aws.String(table),
 		BillingMode: types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{
 			{AttributeName: aws.String(attrPK), AttributeType: types.ScalarAttributeTypeS},
 			{AttributeName: aws.String(attrSK), AttributeType: types.ScalarAttributeTypeS},
+			livePool,
 		},
 		KeySchema: []types.KeySchemaElement{
 			{AttributeName: aws.String(attrPK), KeyType: types.KeyTypeHash},
 			{AttributeName: aws.String(attrSK), KeyType: types.KeyTypeRange},
 		},
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{liveIndex},
 	})
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) {

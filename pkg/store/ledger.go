@@ -21,6 +21,11 @@
 // decremented; a second end fails the condition and changes nothing. The
 // sparse index live-pool (partition key live_pool) lists a pool's live
 // records for the reconciler and `skiff status`.
+//
+// LedgerDynamo (ledger_dynamo.go) implements it. An end also sets the
+// instance pointer's expires_at to the record's, so both expire together;
+// the count (POOL#<pool>/RUNNERS, the same item LaunchDynamo.ReserveRunners
+// counts in) is read strongly consistent, the index is eventually consistent.
 
 package store
 

@@ -1,0 +1,276 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/store/storetest"
+)
+
+var (
+	motoOnce   sync.Once
+	motoClient *dynamodb.Client
+)
+
+// newMotoTable creates a fresh table (with the live-pool index) in the
+// binary's moto, which emulates TransactWriteItems (dynalite does not).
+func newMotoTable(t *testing.T) (*dynamodb.Client, string) {
+	t.Helper()
+	endpoint := testenv.Moto(t)
+	motoOnce.Do(func() { motoClient = testenv.MotoDynamoClient(t, endpoint) })
+	table := "skiff-ledger-" + strconv.FormatInt(tableSeq.Add(1), 10)
+	if err := store.CreateTable(t.Context(), motoClient, table); err != nil {
+		t.Fatalf("creating table: %v", err)
+	}
+	return motoClient, table
+}
+
+func TestLedgerDynamoConformance(t *testing.T) {
+	t.Parallel()
+	storetest.RunLedger(t, func(t *testing.T, now func() time.Time) store.Ledger {
+		client, table := newMotoTable(t)
+		return store.NewLedgerDynamo(client, table, store.WithClock(now))
+	})
+}
+
+// TestCreateTableHasLivePoolIndex checks the index on both emulators:
+// dynalite serves every other store test, moto the ledger's.
+func TestCreateTableHasLivePoolIndex(t *testing.T) {
+	t.Parallel()
+	for name, create := range map[string]func(*testing.T) (*dynamodb.Client, string){"dynalite": newTable, "moto": newMotoTable} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			client, table := create(t)
+			out, err := client.DescribeTable(t.Context(), &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(out.Table.GlobalSecondaryIndexes) != 1 {
+				t.Fatalf("indexes %+v, want live-pool", out.Table.GlobalSecondaryIndexes)
+			}
+			gsi := out.Table.GlobalSecondaryIndexes[0]
+			if aws.ToString(gsi.IndexName) != store.LivePoolIndex || len(gsi.KeySchema) != 1 ||
+				aws.ToString(gsi.KeySchema[0].AttributeName) != "live_pool" || gsi.Projection.ProjectionType != types.ProjectionTypeAll {
+				t.Errorf("index %+v", gsi)
+			}
+		})
+	}
+}
+
+// TestLedgerDynamoItems pins the stored shape of a runner through its
+// lifecycle: live_pool only while live, expires_at only once ended (and on
+// the instance pointer), and the count back to zero.
+func TestLedgerDynamoItems(t *testing.T) {
+	t.Parallel()
+	client, table := newMotoTable(t)
+	l := store.NewLedgerDynamo(client, table, store.WithClock(func() time.Time { return storetest.Now }))
+	ctx := t.Context()
+	r := launch.Runner{Name: "skiff-77-1", Pool: "gpu", JobID: 77, RunID: 7, Attempt: 1, Token: "tok", ReservedAt: storetest.Now}
+	if n, err := l.Reserve(ctx, "gpu", 2, []launch.Runner{r}); err != nil || n != 1 {
+		t.Fatalf("Reserve = %d, %v", n, err)
+	}
+	get := func(pk, sk string) map[string]any {
+		t.Helper()
+		out, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
+			Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: pk}, "sk": &types.AttributeValueMemberS{Value: sk}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return plain(out.Item)
+	}
+	rec := get("RUNNER#skiff-77-1", "RUNNER")
+	if rec["live_pool"] != "gpu" || rec["state"] != "reserved" || rec["state_rank"] != n(1) || rec["job_id"] != n(77) || rec["expires_at"] != nil {
+		t.Errorf("reserved record %v", rec)
+	}
+	if c := get("POOL#gpu", "RUNNERS"); c["count"] != n(1) {
+		t.Errorf("count %v, want 1", c)
+	}
+	if err := l.Launched(ctx, r.Name, launch.Launch{InstanceID: "i-0c", InstanceType: "g6.xlarge", Zone: "us-east-1a", Spot: true, At: storetest.Now}); err != nil {
+		t.Fatal(err)
+	}
+	if p := get("INSTANCE#i-0c", "INSTANCE"); p["runner"] != "skiff-77-1" || p["pool"] != "gpu" || p["expires_at"] != nil {
+		t.Errorf("instance pointer %v", p)
+	}
+	end := storetest.Now.Add(time.Hour)
+	if ended, err := l.EndInstance(ctx, "i-0c", end, "state_terminated"); err != nil || !ended {
+		t.Fatalf("EndInstance = %v, %v", ended, err)
+	}
+	rec = get("RUNNER#skiff-77-1", "RUNNER")
+	exp := n(end.Add(store.DefaultRunnerTTL).Unix())
+	if _, live := rec["live_pool"]; live || rec["state"] != "terminated" || rec["expires_at"] != exp || rec["reason"] != "state_terminated" {
+		t.Errorf("ended record %v", rec)
+	}
+	if p := get("INSTANCE#i-0c", "INSTANCE"); p["expires_at"] != exp {
+		t.Errorf("instance pointer %v: want it to expire with the record", p)
+	}
+	if c := get("POOL#gpu", "RUNNERS"); c["count"] != n(0) {
+		t.Errorf("count %v, want 0", c)
+	}
+}
+
+// TestLedgerDynamoTransactionFailures sends moto transactions that fail in
+// each way the ledger meets, and checks how the ledger reads them: a
+// record that exists (reservation retried: not counted again), a count at
+// its max (nothing reserved), both at once, and a racing end (one wins).
+func TestLedgerDynamoTransactionFailures(t *testing.T) {
+	t.Parallel()
+	client, table := newMotoTable(t)
+	l := store.NewLedgerDynamo(client, table, store.WithClock(func() time.Time { return storetest.Now }))
+	ctx := t.Context()
+	rs := []launch.Runner{
+		{Name: "skiff-1-1", Pool: "p", JobID: 1, ReservedAt: storetest.Now},
+		{Name: "skiff-2-1", Pool: "p", JobID: 2, ReservedAt: storetest.Now},
+		{Name: "skiff-3-1", Pool: "p", JobID: 3, ReservedAt: storetest.Now},
+	}
+	steps := []struct {
+		name    string
+		max     int
+		runners []launch.Runner
+		want    int
+		live    int
+	}{
+		{"fits", 2, rs[:1], 1, 1},
+		{"one exists, one new", 3, rs[:2], 1, 2},           // the record's condition fails: dropped, the rest retried
+		{"count at max", 2, rs[2:], 0, 2},                  // never sent: the count says full
+		{"exists and the rest do not fit", 2, rs, 0, 2},    // dropped, then full
+		{"max raised: the missing one", 10, rs, 1, 3},      // two exist, one new
+		{"all exist", 10, rs, 0, 3},                        // every record's condition fails
+		{"count lowered below live", 1, rs[2:] /**/, 0, 3}, // a pool shrunk under its live count
+	}
+	for _, s := range steps {
+		got, err := l.Reserve(ctx, "p", s.max, s.runners)
+		live, _ := l.Live(ctx, "p")
+		if err != nil || got != s.want || live != s.live {
+			t.Errorf("%s: Reserve = %d, %v, live %d; want %d, nil, live %d", s.name, got, err, live, s.want, s.live)
+		}
+	}
+}
+
+// TestClassifyTransactionErrors checks the classification of real moto
+// cancellations and of the failures moto cannot produce (conflicts,
+// throttling inside a transaction).
+func TestClassifyTransactionErrors(t *testing.T) {
+	t.Parallel()
+	client, table := newMotoTable(t)
+	ctx := t.Context()
+	put := func(pk string, cond string) types.TransactWriteItem {
+		in := &types.Put{TableName: aws.String(table), Item: map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: pk}, "sk": &types.AttributeValueMemberS{Value: "X"}}}
+		if cond != "" {
+			in.ConditionExpression = aws.String(cond)
+		}
+		return types.TransactWriteItem{Put: in}
+	}
+	if _, err := client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{put("A", ""), put("B", "")}}); err != nil {
+		t.Fatal(err)
+	}
+	_, real := client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		put("A", "attribute_not_exists(pk)"), put("C", "attribute_not_exists(pk)"), put("B", "attribute_not_exists(pk)"),
+	}})
+	reasons := func(codes ...string) error {
+		r := make([]types.CancellationReason, len(codes))
+		for i, c := range codes {
+			r[i] = types.CancellationReason{Code: aws.String(c)}
+		}
+		return fmt.Errorf("wrapped: %w", &types.TransactionCanceledException{CancellationReasons: r})
+	}
+	cases := []struct {
+		name     string
+		err      error
+		n        int
+		ok       bool
+		failed   []bool
+		conflict bool
+	}{
+		{"moto: conditions of items 0 and 2", real, 3, true, []bool{true, false, true}, false},
+		{"conflict", reasons("None", "TransactionConflict"), 2, true, []bool{false, false}, true},
+		{"condition and conflict", reasons("ConditionalCheckFailed", "TransactionConflict"), 2, true, []bool{true, false}, true},
+		{"throttled", reasons("None", "ThrottlingError"), 2, false, nil, false},
+		{"validation", reasons("ValidationError"), 1, false, nil, false},
+		{"reasons missing", reasons(), 2, false, nil, false},
+		{"conflict exception", &types.TransactionConflictException{}, 2, true, nil, true},
+		{"other error", errors.New("connection reset"), 2, false, nil, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			failed, conflict, ok := store.ClassifyTxForTest(c.err, c.n)
+			if ok != c.ok || conflict != c.conflict || fmt.Sprint(failed) != fmt.Sprint(c.failed) {
+				t.Errorf("classify(%v) = %v, %v, %v; want %v, %v, %v", c.err, failed, conflict, ok, c.failed, c.conflict, c.ok)
+			}
+		})
+	}
+}
+
+// countingAPI counts the ledger's requests and the items they write.
+type countingAPI struct {
+	store.LedgerDynamoAPI
+	writes, items atomic.Int64
+}
+
+func (c *countingAPI) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	c.writes.Add(1)
+	c.items.Add(1)
+	return c.LedgerDynamoAPI.UpdateItem(ctx, in, opts...)
+}
+
+func (c *countingAPI) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	c.writes.Add(1)
+	c.items.Add(int64(len(in.TransactItems)))
+	return c.LedgerDynamoAPI.TransactWriteItems(ctx, in, opts...)
+}
+
+// TestLedgerDynamoWritesPerLifecycle counts the write requests and item
+// writes of one runner from reservation to end, uncontended; README's
+// cost note quotes it. Transactional items cost twice a plain write, and
+// each write of a live record also writes the live-pool index.
+func TestLedgerDynamoWritesPerLifecycle(t *testing.T) {
+	t.Parallel()
+	client, table := newMotoTable(t)
+	api := &countingAPI{LedgerDynamoAPI: client}
+	l := store.NewLedgerDynamo(api, table, store.WithClock(func() time.Time { return storetest.Now }))
+	ctx := t.Context()
+	r := launch.Runner{Name: "skiff-9-1", Pool: "cpu", JobID: 9, ReservedAt: storetest.Now}
+	type step struct {
+		name          string
+		do            func() error
+		writes, items int64
+	}
+	steps := []step{
+		{"reserve", func() error { _, err := l.Reserve(ctx, "cpu", 5, []launch.Runner{r}); return err }, 1, 2},
+		{"launched", func() error {
+			return l.Launched(ctx, r.Name, launch.Launch{InstanceID: "i-09", InstanceType: "c7i.large", At: storetest.Now})
+		}, 2, 2},
+		{"registered", func() error { return l.Advance(ctx, r.Name, launch.StateRegistered, storetest.Now, 0) }, 1, 1},
+		{"job started", func() error { return l.Advance(ctx, r.Name, launch.StateJobStarted, storetest.Now, 9) }, 1, 1},
+		{"job completed", func() error { return l.Advance(ctx, r.Name, launch.StateJobCompleted, storetest.Now, 9) }, 1, 1},
+		{"end", func() error { _, err := l.EndInstance(ctx, "i-09", storetest.Now, "state_terminated"); return err }, 1, 3},
+		{"end again", func() error { _, err := l.EndInstance(ctx, "i-09", storetest.Now, "state_terminated"); return err }, 0, 0},
+	}
+	var total, totalItems int64
+	for _, s := range steps {
+		w0, i0 := api.writes.Load(), api.items.Load()
+		if err := s.do(); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		w, i := api.writes.Load()-w0, api.items.Load()-i0
+		total, totalItems = total+w, totalItems+i
+		t.Logf("%-13s %d write requests, %d items", s.name, w, i)
+		if w != s.writes || i != s.items {
+			t.Errorf("%s: %d write requests, %d items; want %d, %d", s.name, w, i, s.writes, s.items)
+		}
+	}
+	t.Logf("lifecycle: %d write requests, %d item writes", total, totalItems)
+}
