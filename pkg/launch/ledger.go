@@ -99,6 +99,9 @@ type Runner struct {
 	CompletedAt  time.Time
 	EndedAt      time.Time
 	ExpiresAt    time.Time
+	// InterruptedAt is when EC2 warned that the spot instance will be
+	// reclaimed (two minutes ahead); it does not move the state.
+	InterruptedAt time.Time
 }
 
 // Launch is what scale-up learns when the provider returns a runner's instance.

@@ -510,6 +510,7 @@ func decodeRunner(item map[string]types.AttributeValue) (launch.Runner, error) {
 	r.CompletedAt = dec.time(attrCompletedAt)
 	r.EndedAt = dec.time(attrEndedAt)
 	r.ExpiresAt = dec.epoch(attrExpires)
+	r.InterruptedAt = dec.time(attrInterruptedAt)
 	if dec.err == nil && (r.State <= launch.StateUnknown || r.State > launch.StateTerminated) {
 		return launch.Runner{}, fmt.Errorf("state_rank %d is out of range", r.State)
 	}

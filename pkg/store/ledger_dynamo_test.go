@@ -44,6 +44,10 @@ func TestLedgerDynamoConformance(t *testing.T) {
 		client, table := newMotoTable(t)
 		return store.NewLedgerDynamo(client, table, store.WithClock(now))
 	})
+	storetest.RunInterruptions(t, func(t *testing.T, now func() time.Time) storetest.InterruptLedger {
+		client, table := newMotoTable(t)
+		return store.NewLedgerDynamo(client, table, store.WithClock(now))
+	})
 }
 
 // TestCreateTableHasLivePoolIndex checks the index on both emulators:
