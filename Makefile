@@ -29,7 +29,7 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: deps
-deps: ## install what the tests need: npm packages, emulators, shellcheck
+deps: ## install what the tests need: npm packages, emulators, shellcheck; check moto
 	npm ci --no-audit --no-fund
 	go install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
 	go install github.com/aws/amazon-ec2-metadata-mock/cmd/ec2-metadata-mock@$(IMDS_MOCK_VERSION)
@@ -38,7 +38,7 @@ deps: ## install what the tests need: npm packages, emulators, shellcheck
 	@command -v shellcheck >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck; }
 	@# the metrics HTML report is checked in a real headless browser
 	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
-	@python3 -c "import moto.server" 2>/dev/null || echo 'moto missing: pip install "moto[server]==5.2.1" (the CloudWatch tests need it)' >&2
+	@python3 -c "import moto.server" 2>/dev/null || echo 'moto missing: pip install "moto[server]==5.2.1" (the ledger, ec2events and CloudWatch tests need it)' >&2
 
 .PHONY: build
 build: ## one stripped bootstrap per function under build/<function>/ (GOARCH=arm64 by default)

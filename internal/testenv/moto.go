@@ -2,10 +2,12 @@ package testenv
 
 import (
 	"bufio"
+	"bytes"
+	"errors"
 	"fmt"
-	"net"
+	"io"
+	"net/http"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -14,10 +16,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch/schemas"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go/transport/http/protocol/awsjson"
 )
 
-// MotoInstall says how to get moto, the Python AWS emulator.
+// MotoInstall says how to install moto, the Python AWS emulator (DynamoDB
+// with transactions, EC2, EventBridge, SQS, CloudWatch, …), at the version
+// the tests were checked against.
 const MotoInstall = `pip install "moto[server]==5.2.1"`
 
 var moto struct {
@@ -26,90 +31,128 @@ var moto struct {
 	err      error
 }
 
-// Moto returns the base URL of the test binary's moto server (python3 -m
-// moto.server on 127.0.0.1, a port the kernel picked), starting it on first
-// use. One server serves every test of the binary; Main stops it, so the
-// package must call Main from TestMain. Tests isolate themselves by their
-// own names (namespaces, instance ids). A missing python3 or moto skips or
-// fails the test (see Missing).
+// Moto returns the base URL of the test binary's moto server, starting it
+// on first use on a port of 127.0.0.1 that the kernel picks. One server
+// serves every test of the binary and every AWS service moto emulates
+// (the SDK routes by its request signature, so DynamoDB, SQS, EC2,
+// EventBridge and CloudWatch clients can all share the endpoint); Main
+// stops it, so the package must call Main from TestMain. Tests isolate
+// themselves with resources of their own (a table, a queue). A missing
+// python3 or moto skips or fails the test (see Missing).
 func Moto(t testing.TB) string {
 	t.Helper()
 	if !emulators.mainActive.Load() {
 		t.Fatal("testenv.Moto needs testenv.Main: add `func TestMain(m *testing.M) { testenv.Main(m) }`")
 	}
-	py, err := exec.LookPath("python3")
+	python, err := exec.LookPath("python3")
 	if err != nil {
-		Missing(t, "python3", "install Python 3 and "+MotoInstall)
+		Missing(t, "python3", "install Python 3.9 or later, then "+MotoInstall)
 		return ""
 	}
-	if err := exec.Command(py, "-c", "import moto.server").Run(); err != nil {
-		Missing(t, "the Python package moto", MotoInstall)
+	if err := exec.Command(python, "-c", "import moto.server").Run(); err != nil {
+		Missing(t, "moto", MotoInstall)
 		return ""
 	}
-	moto.once.Do(func() { moto.endpoint, moto.err = startMoto(py) })
+	moto.once.Do(func() { moto.endpoint, moto.err = startMoto(python) })
 	if moto.err != nil {
 		t.Fatalf("starting moto: %v", moto.err)
 	}
 	return moto.endpoint
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// motoScript runs the application `python3 -m moto.server -H 127.0.0.1`
+// runs, with two differences. It listens on the port the kernel picks and
+// prints it (with -m moto.server the port must be chosen before the server
+// binds it, a race with every other test on the machine), and exits when
+// its stdin closes: the test binary holds the other end, so moto ends with
+// it however it ends (even a test timeout, which skips Main). And it
+// serves one request at a time: moto 5.2.1 does not isolate concurrent
+// requests (two TransactWriteItems racing on one item both pass their
+// conditions, and an ADD is lost), while DynamoDB serialises the writes of
+// an item. Serving requests in turn is a stricter order than DynamoDB's,
+// and still interleaves callers request by request, which is what
+// conditional writes and their retries are about.
+const motoScript = `
+import sys, threading
+from werkzeug.serving import make_server
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+server = make_server("127.0.0.1", 0, DomainDispatcherApplication(create_backend_app), threaded=False)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+print("moto listening on port %d" % server.server_address[1], flush=True)
+sys.stdin.read()
+`
 
-func startMoto(py string) (string, error) {
-	port, err := freePort()
+func startMoto(python string) (string, error) {
+	cmd := exec.Command(python, "-c", motoScript)
+	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return "", fmt.Errorf("picking a port: %w", err)
+		return "", err
 	}
-	cmd := exec.Command(py, "-m", "moto.server", "-H", "127.0.0.1", "-p", strconv.Itoa(port))
-	stderr, err := cmd.StderrPipe()
+	var stderr SyncBuffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return "", err
 	}
 	if err := cmd.Start(); err != nil {
 		return "", err
 	}
-	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
-	ready := make(chan bool, 1)
-	var seen strings.Builder
+	stop := func() {
+		_ = stdin.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}
+	port := make(chan string, 1)
 	go func() {
-		sc := bufio.NewScanner(stderr)
+		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			line := sc.Text()
-			if strings.Contains(line, "Running on http://127.0.0.1:"+strconv.Itoa(port)) {
-				ready <- true
-				for sc.Scan() {
-				}
+			if p, ok := strings.CutPrefix(sc.Text(), "moto listening on port "); ok {
+				port <- p
+				_, _ = io.Copy(io.Discard, stdout)
 				return
 			}
-			if seen.Len() < 4096 {
-				seen.WriteString(line + "\n")
-			}
 		}
-		close(ready)
+		close(port)
 	}()
 	select {
-	case ok := <-ready:
-		if ok {
-			atExit(stop)
-			return "http://127.0.0.1:" + strconv.Itoa(port), nil
+	case p, ok := <-port:
+		if !ok {
+			err = errors.New("moto exited before listening")
+			break
 		}
-		err = fmt.Errorf("moto exited before listening")
+		endpoint := "http://127.0.0.1:" + p
+		if err = motoAnswers(endpoint); err == nil {
+			atExit(stop)
+			return endpoint, nil
+		}
 	case <-time.After(emulatorStartTimeout):
 		err = fmt.Errorf("moto did not listen within %s", emulatorStartTimeout)
-		stop()
-		for range ready { // the reader ends with the process
-		}
-		return "", fmt.Errorf("%w: %s", err, strings.TrimSpace(seen.String()))
 	}
 	stop()
-	return "", fmt.Errorf("%w: %s", err, strings.TrimSpace(seen.String()))
+	return "", fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+}
+
+// motoAnswers checks that the server answers HTTP: its reset endpoint
+// answers without credentials (and resets nothing yet).
+func motoAnswers(endpoint string) error {
+	resp, err := http.Post(endpoint+"/moto-api/reset", "application/json", bytes.NewReader(nil))
+	if err != nil {
+		return fmt.Errorf("asking moto: %w", err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("asking moto: status %s", resp.Status)
+	}
+	return nil
+}
+
+// MotoDynamoClient is a real DynamoDB client for moto's endpoint (the same
+// as DynamoClient; named for symmetry with the other emulators' helpers).
+func MotoDynamoClient(t testing.TB, endpoint string) *dynamodb.Client {
+	t.Helper()
+	return dynamodb.NewFromConfig(AWSConfig(t), func(o *dynamodb.Options) {
+		o.BaseEndpoint = aws.String(endpoint)
+	})
 }
 
 // CloudWatchClient is a real CloudWatch client for an emulator's endpoint.
