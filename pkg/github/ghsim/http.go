@@ -161,6 +161,7 @@ func (s *Server) routes() http.Handler {
 	h(OpDeleteRepoRunner, authToken, s.deleteRunner)
 	h(OpGetJob, authToken, s.getJob)
 	h(OpGetWorkflowRun, authToken, s.getWorkflowRun)
+	h(OpRerunFailedJobs, authToken, s.rerunFailedJobs)
 	s.runnerRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
