@@ -52,6 +52,14 @@ const (
 	EnvCapacityMemory       = "SKIFF_CAPACITY_MEMORY"
 	EnvRegistrationTTL      = "SKIFF_REGISTRATION_TTL"
 
+	// The scale-down function.
+	EnvScaleDownScopes  = "SKIFF_SCALEDOWN_SCOPES"
+	EnvMaxReplacements  = "SKIFF_MAX_REPLACEMENTS"
+	EnvRerunInterrupted = "SKIFF_RERUN_INTERRUPTED"
+	EnvMetricsRecords   = "SKIFF_METRICS_RECORDS"
+	EnvMetricsTable     = "SKIFF_METRICS_TABLE"
+	EnvRedeliver        = "SKIFF_REDELIVER"
+
 	// Set by Lambda itself; read for ARNs and the bundled pools file.
 	EnvAWSRegion       = "AWS_REGION"
 	EnvLambdaTaskRoot  = "LAMBDA_TASK_ROOT"
@@ -137,4 +145,6 @@ const (
 const (
 	FunctionWebhook = "webhook"
 	FunctionScaleUp = "scaleup"
+	// FunctionScaleDown is the reconciler, run every minute by a schedule.
+	FunctionScaleDown = "scaledown"
 )
