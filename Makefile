@@ -54,7 +54,7 @@ test: deps lint ## install test tools, lint, then run every test (emulators are 
 	SKIFF_REQUIRE_EMULATORS=1 go test -count=1 -timeout 15m ./...
 
 # Decision packages and the port types they share: no SDK, no network code.
-DECISIONS := ./pkg/pool ./pkg/scaler ./pkg/launch ./pkg/names ./pkg/provider ./pkg/userdata ./pkg/metrics
+DECISIONS := ./pkg/pool ./pkg/scaler ./pkg/launch ./pkg/names ./pkg/provider ./pkg/userdata ./pkg/metrics ./pkg/scaledown/decide
 
 .PHONY: lint
 lint: ## gofmt, go vet, shellcheck, and the dependency checks (decisions and ghsim free of SDKs)

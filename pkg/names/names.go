@@ -53,6 +53,14 @@ const (
 	EnvCapacityMemory       = "SKIFF_CAPACITY_MEMORY"
 	EnvRegistrationTTL      = "SKIFF_REGISTRATION_TTL"
 
+	// The scale-down function.
+	EnvScaleDownScopes  = "SKIFF_SCALEDOWN_SCOPES"
+	EnvMaxReplacements  = "SKIFF_MAX_REPLACEMENTS"
+	EnvRerunInterrupted = "SKIFF_RERUN_INTERRUPTED"
+	EnvMetricsRecords   = "SKIFF_METRICS_RECORDS"
+	EnvMetricsTable     = "SKIFF_METRICS_TABLE"
+	EnvRedeliver        = "SKIFF_REDELIVER"
+
 	// Set by Lambda itself; read for ARNs and the bundled pools file.
 	EnvAWSRegion       = "AWS_REGION"
 	EnvLambdaTaskRoot  = "LAMBDA_TASK_ROOT"
@@ -141,4 +149,6 @@ const (
 	// FunctionEC2Events receives EC2 state changes and spot interruption
 	// warnings from EventBridge and writes them to the runner ledger.
 	FunctionEC2Events = "ec2events"
+	// FunctionScaleDown is the reconciler, run every minute by a schedule.
+	FunctionScaleDown = "scaledown"
 )

@@ -41,6 +41,14 @@ const (
 	DefaultMaxLifetime = 6 * time.Hour
 	// MaxLifetimeLimit is GitHub's execution limit for a self-hosted job (5 days).
 	MaxLifetimeLimit = 120 * time.Hour
+	// DefaultIdleTimeout is the field reports' known-good value: an instance
+	// whose runner got no job within about 10 minutes (its job was cancelled,
+	// or another runner took it) is reaped, and long enough that a job queued
+	// behind a busy pool still finds the runner.
+	DefaultIdleTimeout = 10 * time.Minute
+	// DefaultBootTimeout covers the slowest boot path measured (an encrypted
+	// root, a runner download, a 3-minute registration wait) twice over.
+	DefaultBootTimeout = 10 * time.Minute
 )
 
 // Config is a loaded and validated pools file. It is immutable after Parse and
@@ -74,8 +82,14 @@ type Pool struct {
 	Capacity      Capacity
 	MaxRunners    int
 	MaxLifetime   time.Duration
-	Tags          map[string]string
-	Dynamic       *Bounds
+	// IdleTimeout is how long a registered runner may wait for a job before
+	// scale-down reaps it (and the instance powers itself off).
+	IdleTimeout time.Duration
+	// BootTimeout is how long an instance may take to register its runner
+	// before scale-down terminates it and launches again for its job.
+	BootTimeout time.Duration
+	Tags        map[string]string
+	Dynamic     *Bounds
 	// Policy is who may run on the pool: repository visibilities and pull
 	// requests from forks (see Policy.Admit).
 	Policy Policy
@@ -87,6 +101,8 @@ type Pool struct {
 	Line int
 
 	lifetime  string          // maxLifetime as written
+	idle      string          // idleTimeout as written
+	boot      string          // bootTimeout as written
 	index     int             // position in Config.Pools
 	effective map[string]bool // lower-case labels including the implied ones
 	families  []string        // families the pool can launch, in preference order
@@ -272,6 +288,8 @@ func (s *source) decode(doc any) (*Config, []Diagnostic) {
 			Capacity:      Capacity(str(get("capacity"))),
 			MaxRunners:    num(get("maxRunners")),
 			lifetime:      str(get("maxLifetime")),
+			idle:          str(get("idleTimeout")),
+			boot:          str(get("bootTimeout")),
 			index:         i,
 		}
 		if i < len(items) {
@@ -377,6 +395,13 @@ func applyPoolDefaults(p *Pool) {
 		if d, err := time.ParseDuration(p.lifetime); err == nil {
 			p.MaxLifetime = d
 		}
+	}
+	p.IdleTimeout, p.BootTimeout = DefaultIdleTimeout, DefaultBootTimeout
+	if d, err := time.ParseDuration(p.idle); err == nil && d > 0 {
+		p.IdleTimeout = d
+	}
+	if d, err := time.ParseDuration(p.boot); err == nil && d > 0 {
+		p.BootTimeout = d
 	}
 	p.effective = make(map[string]bool, len(p.Labels)+3)
 	for _, l := range p.Labels {

@@ -45,7 +45,7 @@ func TestParseErrors(t *testing.T) {
 		{"misspelt pool key", head + "pools:\n  - name: a\n    labels: [x]\n    instancetypes: [c7i.large]\n", 8,
 			`unknown key "instancetypes"`, `did you mean "instanceTypes"?`},
 		{"unknown key far from any", head + "pools:\n  - name: a\n    labels: [x]\n    instanceTypes: [c7i.large]\n    colour: red\n", 9,
-			`unknown key "colour"`, "allowed keys here: architecture, capacity"},
+			`unknown key "colour"`, "allowed keys here: architecture, bootTimeout, capacity"},
 		{"duplicate key", head + "pools:\n  - name: a\n    labels: [x]\n    labels: [y]\n", 8, `key "labels" is defined twice`, "remove one"},
 		{"missing labels", head + "pools:\n  - name: a\n    instanceTypes: [c7i.large]\n", 6, `missing required key "labels"`, "Static labels"},
 		{"bad pool name", head + "pools:\n  - name: GPU_Pool\n    labels: [x]\n    instanceTypes: [c7i.large]\n", 6, "does not match pattern", "lower-case"},

@@ -71,6 +71,16 @@ func (s *source) checkPool(i int, p *Pool, add addFunc) {
 				"GitHub ends self-hosted jobs after 5 days; use e.g. 6h")
 		}
 	}
+	for _, t := range []struct{ key, value string }{{"idleTimeout", p.idle}, {"bootTimeout", p.boot}} {
+		if t.value == "" {
+			continue
+		}
+		if d, err := time.ParseDuration(t.value); err != nil || d < time.Minute || d >= p.MaxLifetime {
+			add(s.field(i, t.key), SeverityError,
+				fmt.Sprintf("%s %q must be at least 1m and shorter than maxLifetime (%s)", t.key, t.value, FormatDuration(p.MaxLifetime)),
+				"scale-down reaps by it every minute; use e.g. 10m")
+		}
+	}
 
 	// Instance types: known families, matching architecture, priced.
 	for j, t := range p.InstanceTypes {

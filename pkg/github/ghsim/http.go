@@ -163,6 +163,7 @@ func (s *Server) routes() http.Handler {
 	h(OpGetJob, authToken, s.getJob)
 	h(OpGetWorkflowRun, authToken, s.getWorkflowRun)
 	h(OpGetPermissionLevel, authToken, s.getPermissionLevel)
+	h(OpRerunFailedJobs, authToken, s.rerunFailedJobs)
 	s.runnerRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()

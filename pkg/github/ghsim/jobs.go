@@ -76,6 +76,7 @@ type simRun struct {
 type simJob struct {
 	id         int64
 	run        *simRun
+	attempt    int // the run attempt the job belongs to
 	name       string
 	labels     []string
 	duration   time.Duration
@@ -186,7 +187,7 @@ func (s *Server) StartRun(spec RunSpec) (RunInfo, error) {
 	info := RunInfo{RunID: run.id}
 	s.webhookLocked(run, "workflow_run", "requested", nil)
 	for _, js := range spec.Jobs {
-		j := &simJob{id: s.nextID(), run: run, name: def(js.Name, "build"), labels: append([]string{}, js.Labels...),
+		j := &simJob{id: s.nextID(), run: run, attempt: 1, name: def(js.Name, "build"), labels: append([]string{}, js.Labels...),
 			duration: js.Duration, outcome: def(js.Conclusion, "success"), status: "queued", created: now}
 		if j.duration == 0 {
 			j.duration = s.opts.JobDuration

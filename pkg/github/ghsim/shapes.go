@@ -148,7 +148,7 @@ func (s *Server) jobJSON(j *simJob) obj {
 	}
 	return obj{
 		"id": j.id, "run_id": run.id, "run_url": fmt.Sprintf("%s/actions/runs/%d", u, run.id),
-		"run_attempt": run.attempt, "node_id": nodeID("CheckRun", j.id), "head_sha": run.sha,
+		"run_attempt": j.attempt, "node_id": nodeID("CheckRun", j.id), "head_sha": run.sha,
 		"url":      fmt.Sprintf("%s/actions/jobs/%d", u, j.id),
 		"html_url": fmt.Sprintf("%s/%s/actions/runs/%d/job/%d", s.webBase, run.repo.fullName(), run.id, j.id),
 		"status":   j.status, "conclusion": conclusion, "created_at": ts(j.created), "started_at": ts(started),

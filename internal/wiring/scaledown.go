@@ -1,0 +1,163 @@
+package wiring
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	sdkec2 "github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/skiffci/skiff/pkg/config"
+	"github.com/skiffci/skiff/pkg/ec2"
+	"github.com/skiffci/skiff/pkg/github"
+	"github.com/skiffci/skiff/pkg/metrics/cwpeaks"
+	"github.com/skiffci/skiff/pkg/metrics/recordstore"
+	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/scaledown"
+	"github.com/skiffci/skiff/pkg/secret"
+	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/telemetry"
+	"github.com/skiffci/skiff/pkg/userdata"
+)
+
+// ScaleDownConfig is the scale-down function's configuration, read from the
+// environment by ScaleDownConfigFromEnv; README.md lists the variables.
+type ScaleDownConfig struct {
+	TableName        string // SKIFF_TABLE_NAME
+	QueueURL         string // SKIFF_QUEUE_URL: replacements go to scale-up's queue
+	PoolsFile        string
+	Account, Region  string
+	Partition        string
+	AppIDs           []int64
+	PrivateKeyARN    string
+	GitHubAPIURL     string
+	RepoScope        bool     // SKIFF_RUNNER_SCOPE=repo
+	Scopes           []string // SKIFF_SCALEDOWN_SCOPES: owners or owner/repo listed every pass
+	MaxReplacements  int      // SKIFF_MAX_REPLACEMENTS
+	RerunInterrupted []string // SKIFF_RERUN_INTERRUPTED: pools, or "*"
+	MetricsPools     []string // SKIFF_METRICS_RECORDS: pools that opted in, or "*"
+	MetricsTable     string   // SKIFF_METRICS_TABLE (default the state table)
+	Redeliver        bool     // SKIFF_REDELIVER (default true)
+	LogLevel         slog.Level
+	MetricsNamespace string
+}
+
+// ScaleDownConfigFromEnv reads the configuration through getenv and reports
+// every missing or malformed variable by name.
+func ScaleDownConfigFromEnv(getenv func(string) string) (ScaleDownConfig, error) {
+	env := config.NewEnv(getenv)
+	c := ScaleDownConfig{
+		TableName:        env.Required(names.EnvTableName),
+		QueueURL:         env.Required(names.EnvQueueURL),
+		PoolsFile:        env.String(names.EnvPoolsFile, config.DefaultPoolsFile(getenv)),
+		Account:          env.Required(names.EnvAccountID),
+		Region:           env.Required(names.EnvAWSRegion),
+		Partition:        env.String(names.EnvPartition, "aws"),
+		PrivateKeyARN:    env.Required(names.EnvGitHubPrivateKeyARN),
+		GitHubAPIURL:     env.String(names.EnvGitHubAPIURL, github.DefaultBaseURL),
+		RepoScope:        env.String(names.EnvRunnerScope, "org") == "repo",
+		Scopes:           env.List(names.EnvScaleDownScopes),
+		MaxReplacements:  env.Int(names.EnvMaxReplacements, 3),
+		RerunInterrupted: env.List(names.EnvRerunInterrupted),
+		MetricsPools:     env.List(names.EnvMetricsRecords),
+		MetricsTable:     env.String(names.EnvMetricsTable, ""),
+		Redeliver:        env.Bool(names.EnvRedeliver, true),
+		MetricsNamespace: env.String(names.EnvMetricsNamespace, names.DefaultMetricsNamespace),
+	}
+	for _, s := range env.List(names.EnvGitHubAppIDs) {
+		id, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || id <= 0 {
+			env.Fail("%s: %q is not an App id", names.EnvGitHubAppIDs, s)
+			continue
+		}
+		c.AppIDs = append(c.AppIDs, id)
+	}
+	if len(c.AppIDs) == 0 {
+		env.Fail("%s is required (comma-separated GitHub App ids)", names.EnvGitHubAppIDs)
+	}
+	if c.MetricsTable == "" {
+		c.MetricsTable = c.TableName
+	}
+	c.LogLevel = env.LogLevel(names.EnvLogLevel)
+	return c, env.Err()
+}
+
+// String describes the configuration for a cold-start log line, without secrets.
+func (c ScaleDownConfig) String() string {
+	return strings.Join([]string{"table=" + c.TableName, "queue=" + c.QueueURL, "pools=" + c.PoolsFile,
+		fmt.Sprintf("apps=%v", c.AppIDs), fmt.Sprintf("scopes=%v", c.Scopes), fmt.Sprintf("max_replacements=%d", c.MaxReplacements),
+		fmt.Sprintf("rerun_interrupted=%v", c.RerunInterrupted), fmt.Sprintf("metrics_records=%v", c.MetricsPools),
+		fmt.Sprintf("redeliver=%v", c.Redeliver), "github_api=" + c.GitHubAPIURL}, " ")
+}
+
+// NewScaleDown builds the production reconciler: the App keys from Secrets
+// Manager, the pools file, DynamoDB (ledger, claims, job records, metrics
+// records), the EC2 provider (list and terminate only), the job queue for
+// replacements, CloudWatch for peaks when metrics records are on, and EMF
+// metrics and JSON logs on stdout.
+func NewScaleDown(ctx context.Context, cfg ScaleDownConfig, awsCfg aws.Config, logger *slog.Logger) (*scaledown.Service, error) {
+	keys, err := secret.Fetch(ctx, secretsmanager.NewFromConfig(awsCfg), cfg.PrivateKeyARN)
+	if err != nil {
+		return nil, fmt.Errorf("loading GitHub App keys: %w", err)
+	}
+	apps, err := github.ParseAppKeys(cfg.AppIDs, keys)
+	if err != nil {
+		return nil, err
+	}
+	gh, err := github.NewClient(apps, github.WithBaseURL(cfg.GitHubAPIURL), github.WithLogger(logger))
+	if err != nil {
+		return nil, err
+	}
+	pools, err := pool.Load(cfg.PoolsFile)
+	if err != nil {
+		return nil, fmt.Errorf("loading pools (%s): %w", names.EnvPoolsFile, err)
+	}
+	ddb := dynamodb.NewFromConfig(awsCfg)
+	launches := store.NewLaunchDynamo(ddb, cfg.TableName)
+	ledger := store.NewLedgerDynamo(ddb, cfg.TableName)
+	records := store.NewDynamo(ddb, cfg.TableName)
+	counter := telemetry.NewEMF(os.Stdout, cfg.MetricsNamespace, names.FunctionScaleDown, nil)
+	// List and Terminate need no registration table; Launch is never called.
+	prov, err := ec2.NewProvider(ec2.ProviderOptions{API: sdkec2.NewFromConfig(awsCfg), Registrations: noRegistrations{},
+		Capacity: launches, Partition: cfg.Partition, Region: cfg.Region, Account: cfg.Account, Counter: counter, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	var mw scaledown.MetricsWriter = scaledown.NoMetrics{}
+	if len(cfg.MetricsPools) > 0 {
+		mw = &scaledown.RecordWriter{Pools: cfg.MetricsPools, Records: records, Ledger: ledger,
+			Peaks: cwpeaks.New(cloudwatch.NewFromConfig(awsCfg)), Out: recordstore.New(ddb, cfg.MetricsTable),
+			CloudProvider: prov.Name(), Region: cfg.Region, Prices: pool.Prices, Counter: counter, Logger: logger}
+	}
+	var scopes []github.Scope
+	for _, s := range cfg.Scopes {
+		o, r, _ := strings.Cut(s, "/")
+		scopes = append(scopes, github.Scope{Owner: o, Repo: r})
+	}
+	var redeliver []int64
+	if cfg.Redeliver {
+		redeliver = cfg.AppIDs
+	}
+	return scaledown.New(scaledown.Options{Pools: pools, Ledger: ledger, Claims: launches, Records: records, Provider: prov,
+		GitHub: gh, Queue: queue.NewSQS(sqs.NewFromConfig(awsCfg), cfg.QueueURL), Metrics: mw, Counter: counter, Logger: logger,
+		Scopes: scopes, RepoScope: cfg.RepoScope, Apps: redeliver, MaxReplacements: cfg.MaxReplacements,
+		RerunInterrupted: cfg.RerunInterrupted})
+}
+
+// noRegistrations is the registration table of a provider that never
+// launches (scale-down lists and terminates only).
+type noRegistrations struct{}
+
+func (noRegistrations) Put(context.Context, userdata.Registration) error {
+	return fmt.Errorf("scale-down does not launch")
+}

@@ -1,0 +1,517 @@
+package scaledown_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"fmt"
+	"io"
+	"log/slog"
+	mrand "math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/github"
+	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/provider/dryrun"
+	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/scaledown"
+	"github.com/skiffci/skiff/pkg/scaleup"
+	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/telemetry"
+)
+
+const poolsYAML = `
+version: 1
+defaults:
+  image: {ssm: /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64}
+pools:
+  - name: cpu
+    labels: [self-hosted, linux, x64]
+    instanceTypes: [c7i.large]
+    subnets: [subnet-0aaaaaaaa]
+    maxRunners: 200
+`
+
+var (
+	keyOnce sync.Once
+	appKey  *rsa.PrivateKey
+)
+
+func testKey() *rsa.PrivateKey {
+	keyOnce.Do(func() {
+		k, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			panic(err)
+		}
+		appKey = k
+	})
+	return appKey
+}
+
+// tagged overlays the tags the runners' hooks set on their instances (the
+// dry-run provider has no tagging) and checks, at every Terminate, that no
+// instance whose runner GitHub is running a job is terminated.
+type tagged struct {
+	provider.Provider
+	mu   sync.Mutex
+	tags map[string]map[string]string
+	// busy returns the names of the runners running a job, by GitHub's truth.
+	busy      func() map[string]int64
+	violation func(string)
+	// plant turns off the check (for the planted-bug run, where the bug is
+	// elsewhere).
+	terminated int
+}
+
+func (p *tagged) tag(id, k, v string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tags[id] == nil {
+		p.tags[id] = map[string]string{}
+	}
+	p.tags[id][k] = v
+}
+
+func (p *tagged) List(ctx context.Context, f provider.Filter) ([]provider.Instance, error) {
+	out, err := p.Provider.List(ctx, f)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := range out {
+		for k, v := range p.tags[out[i].ID] {
+			out[i].Tags[k] = v
+		}
+	}
+	return out, err
+}
+
+func (p *tagged) Terminate(ctx context.Context, ids []string) error {
+	busy := p.busy()
+	insts, _ := p.Provider.List(ctx, provider.Filter{IDs: ids})
+	for _, in := range insts {
+		if job, ok := busy[in.Tags[names.TagRunnerName]]; ok && in.State.Alive() {
+			p.violation(fmt.Sprintf("terminated instance %s while its runner %s runs job %d", in.ID, in.Tags[names.TagRunnerName], job))
+		}
+	}
+	p.mu.Lock()
+	p.terminated += len(ids)
+	p.mu.Unlock()
+	return p.Provider.Terminate(ctx, ids)
+}
+
+// laggingGitHub is GitHub as scale-down sees it: the busy flag reads false
+// for 25–60 s after a job starts, and for a minute in the middle of some jobs.
+type laggingGitHub struct {
+	scaledown.GitHub
+	sim *ghsim.Server
+	now func() time.Time
+	lag func(job int64) (time.Duration, bool)
+}
+
+func (g laggingGitHub) ListRunners(ctx context.Context, inst int64, scope github.Scope, name string) ([]github.Runner, error) {
+	rs, err := g.GitHub.ListRunners(ctx, inst, scope, name)
+	if err != nil {
+		return nil, err
+	}
+	jobs := map[string]int64{}
+	for _, r := range g.sim.Runners() {
+		if r.Busy {
+			jobs[r.Name] = r.JobID
+		}
+	}
+	for i := range rs {
+		job, ok := jobs[rs[i].Name]
+		if !rs[i].Busy || !ok {
+			continue
+		}
+		js, _ := g.sim.Job(job)
+		lag, flips := g.lag(job)
+		since := g.now().Sub(js.StartedAt)
+		if since < lag || flips && since >= 90*time.Second && since < 150*time.Second {
+			rs[i].Busy = false
+		}
+	}
+	return rs, nil
+}
+
+// world is skiff in one process against the simulator, on a simulated clock.
+type world struct {
+	t       *testing.T
+	seed    uint64
+	rng     *mrand.Rand
+	clock   *ghsim.Clock
+	sim     *ghsim.Server
+	dry     *dryrun.Provider
+	prov    *tagged
+	ledger  *store.LedgerMemory
+	launch  *store.LaunchMemory
+	records *store.Memory
+	q       *queue.Memory
+	up      *scaleup.Service
+	down    *scaledown.Service
+	counter *telemetry.Memory
+
+	jobs       map[int64]*simJob // every job, by id
+	runs       []int64
+	booted     map[string]bool // instance → runner connected (or never will)
+	broken     map[string]bool // instance that never boots its runner
+	finished   map[string]time.Time
+	lags       map[int64]time.Duration
+	flips      map[int64]bool
+	violations []string
+	mu         sync.Mutex
+}
+
+type simJob struct {
+	id        int64
+	status    string // as the webhook reported it
+	seenStart bool
+	waiting   time.Time // since when it waits without a runner; zero: it has one
+	cancel    bool
+}
+
+func (w *world) fatalf(format string, args ...any) {
+	w.t.Helper()
+	w.t.Fatalf("seed %d (rerun with SKIFF_SEED=%d): "+format, append([]any{w.seed, w.seed}, args...)...)
+}
+
+func newWorld(t *testing.T, seed uint64, trustBusyOnly bool) *world {
+	w := &world{t: t, seed: seed, rng: mrand.New(mrand.NewPCG(seed, seed^0x5eed)), clock: ghsim.NewClock(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)),
+		jobs: map[int64]*simJob{}, booted: map[string]bool{}, broken: map[string]bool{}, finished: map[string]time.Time{},
+		lags: map[int64]time.Duration{}, flips: map[int64]bool{}, counter: &telemetry.Memory{}}
+	key := testKey()
+	w.sim = ghsim.New(ghsim.Options{Now: w.clock.Now, Seed: seed + 1})
+	t.Cleanup(w.sim.Close)
+	w.sim.AddApp(ghsim.AppConfig{ID: 42, Slug: "skiff", PublicKey: &key.PublicKey})
+	w.sim.AddOrg("acme")
+	w.sim.AddRepo("acme", "app")
+	w.sim.Install(42, "acme")
+	gh, err := github.NewClient([]github.App{{ID: 42, Key: key}}, github.WithBaseURL(w.sim.URL()), github.WithClock(w.clock.Now),
+		github.WithSleep(func(ctx context.Context, _ time.Duration) error { return ctx.Err() }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pools, err := pool.Parse([]byte(poolsYAML), "pools.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	if os.Getenv("SKIFF_TEST_LOG") != "" {
+		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	w.dry = dryrun.New(log, w.clock.Now)
+	w.prov = &tagged{Provider: w.dry, tags: map[string]map[string]string{}, busy: w.busyRunners,
+		violation: func(s string) { w.mu.Lock(); w.violations = append(w.violations, s); w.mu.Unlock() }}
+	w.ledger = store.NewLedgerMemory(w.clock.Now)
+	w.launch = store.NewLaunchMemory()
+	w.records = store.NewMemory()
+	w.records.SetClock(w.clock.Now)
+	w.q = &queue.Memory{}
+	w.q.SetClock(w.clock.Now)
+	w.up, err = scaleup.New(scaleup.Options{Pools: pools, Launches: w.launch, Ledger: w.ledger, Records: w.records, Provider: w.prov,
+		GitHub: gh, Logger: log, Now: w.clock.Now, MaxAttempts: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sgh scaledown.GitHub = laggingGitHub{GitHub: gh, sim: w.sim, now: w.clock.Now, lag: func(job int64) (time.Duration, bool) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.lags[job], w.flips[job]
+	}}
+	ledger := store.Ledger(w.ledger)
+	if trustBusyOnly {
+		ledger = busyBlindLedger{w.ledger}
+	}
+	w.down, err = scaledown.New(scaledown.Options{Pools: pools, Ledger: ledger, Claims: w.launch, Records: w.records, Provider: w.prov,
+		GitHub: sgh, Queue: w.q, Counter: w.counter, Logger: log, Now: w.clock.Now, Scopes: []github.Scope{github.OrgScope("acme")},
+		Apps: []int64{42}, MaxReplacements: 10, MaxJobChecks: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// busyBlindLedger is the planted bug: the reconciler reads every record as
+// if the ledger never saw a job start (as a reaper that trusts only
+// GitHub's busy flag), and the hooks' tags are not read either (see plant).
+type busyBlindLedger struct{ *store.LedgerMemory }
+
+func (b busyBlindLedger) LiveRunners(ctx context.Context, pool string) ([]launch.Runner, error) {
+	rs, err := b.LedgerMemory.LiveRunners(ctx, pool)
+	for i := range rs {
+		if rs[i].State == launch.StateJobStarted {
+			rs[i].State = launch.StateRegistered
+		}
+	}
+	return rs, err
+}
+
+func (w *world) busyRunners() map[string]int64 {
+	out := map[string]int64{}
+	for _, r := range w.sim.Runners() {
+		if r.Busy {
+			out[r.Name] = r.JobID
+		}
+	}
+	return out
+}
+
+// webhook plays the webhook function: it reports what GitHub did, some of
+// it late or never (in_progress lost 20 %), into the store, the queue and
+// the ledger.
+func (w *world) webhook(ctx context.Context) {
+	now := w.clock.Now()
+	for id, j := range w.jobs {
+		js, _ := w.sim.Job(id)
+		switch {
+		case j.status == "" && js.Status != "":
+			j.status = "queued"
+			_, _ = w.records.RecordJob(ctx, store.Job{ID: id, RunID: js.RunID, Attempt: 1, Repository: "acme/app", Owner: "acme",
+				Status: store.StatusQueued, Labels: js.Labels, Pool: "cpu", QueuedAt: now, WorkflowName: "CI", JobName: "build"})
+			_ = w.records.RecordRun(ctx, store.Run{ID: js.RunID, Attempt: 1, Event: "push", WorkflowName: "CI", Repository: "acme/app"})
+			if err := w.q.Send(ctx, queue.Job{JobID: id, RunID: js.RunID, Attempt: 1, Repository: "acme/app", Owner: "acme",
+				Labels: js.Labels, Pool: "cpu", DeliveryID: "d" + strconv.FormatInt(id, 10), ReceivedAt: now}); err != nil {
+				w.t.Fatal(err)
+			}
+		}
+		if js.Status != "queued" && js.RunnerName != "" && !j.seenStart {
+			j.seenStart = true
+			if w.rng.IntN(5) > 0 && now.Sub(js.StartedAt) > time.Duration(w.rng.IntN(60))*time.Second {
+				_ = w.ledger.Advance(ctx, js.RunnerName, launch.StateJobStarted, js.StartedAt, id)
+				_, _ = w.records.RecordJob(ctx, store.Job{ID: id, Status: store.StatusInProgress, StartedAt: js.StartedAt, RunnerName: js.RunnerName})
+			} else if w.rng.IntN(2) == 0 {
+				j.seenStart = false // late: reported on a later tick
+			}
+		}
+		if js.Status == "completed" && j.status != "completed" {
+			j.status = "completed"
+			if js.RunnerName != "" {
+				_ = w.ledger.Advance(ctx, js.RunnerName, launch.StateJobCompleted, now, id)
+			}
+			_, _ = w.records.RecordJob(ctx, store.Job{ID: id, Status: store.StatusCompleted, CompletedAt: now, Conclusion: js.Conclusion,
+				RunnerName: js.RunnerName})
+		}
+	}
+}
+
+// scaleUp plays the queue's event source.
+func (w *world) scaleUp(ctx context.Context) {
+	for {
+		// A canceled context makes Receive return what is visible now
+		// instead of waiting (in real time) for a send.
+		rctx, cancel := context.WithCancel(ctx)
+		cancel()
+		ds, _ := w.q.Receive(rctx, 10)
+		if len(ds) == 0 {
+			return
+		}
+		answers := w.up.Handle(ctx, ds)
+		for i := range ds {
+			_ = w.q.Settle(ctx, ds[i], answers[i])
+		}
+	}
+}
+
+// instances plays the runners' instances: they boot (10 % never do), the
+// hooks tag them (20 % of tags are lost), and most power off after their job.
+func (w *world) instances(ctx context.Context) {
+	now := w.clock.Now()
+	all, _ := w.dry.List(ctx, provider.Filter{AliveOnly: true})
+	busy := w.busyRunners()
+	for _, in := range all {
+		name := in.Tags[names.TagRunnerName]
+		if _, decided := w.broken[in.ID]; !decided {
+			w.broken[in.ID] = w.rng.IntN(10) == 0 // decided once per instance
+		}
+		if !w.booted[in.ID] && !w.broken[in.ID] {
+			if now.Sub(in.LaunchedAt) >= time.Duration(15+w.rng.IntN(75))*time.Second {
+				reg, ok := w.dry.Delivered(in.ID)
+				if ok {
+					if _, err := w.sim.ConnectRunner(reg.JITConfig); err != nil {
+						w.t.Logf("connecting %s: %v", name, err)
+					}
+				}
+				w.booted[in.ID] = true
+			}
+			continue
+		}
+		if job, ok := busy[name]; ok {
+			w.mu.Lock()
+			if _, known := w.lags[job]; !known {
+				w.lags[job] = time.Duration(25+w.rng.IntN(36)) * time.Second
+				w.flips[job] = w.rng.IntN(3) == 0
+			}
+			w.mu.Unlock()
+			if w.prov.tags[in.ID][names.TagJobStarted] == "" && w.rng.IntN(5) > 0 {
+				w.prov.tag(in.ID, names.TagJobStarted, now.Format(time.RFC3339))
+			}
+			continue
+		}
+		if w.prov.tags[in.ID][names.TagJobStarted] != "" || w.ranJob(name) {
+			if _, ok := w.finished[in.ID]; !ok {
+				w.finished[in.ID] = now
+				if w.rng.IntN(5) > 0 {
+					w.prov.tag(in.ID, names.TagJobCompleted, now.Format(time.RFC3339))
+				}
+			}
+			if w.rng.IntN(5) > 0 && now.Sub(w.finished[in.ID]) >= 10*time.Second {
+				_ = w.dry.Terminate(ctx, []string{in.ID}) // powers itself off
+			}
+		}
+	}
+}
+
+func (w *world) ranJob(name string) bool {
+	for id := range w.jobs {
+		if js, _ := w.sim.Job(id); js.RunnerName == name {
+			return true
+		}
+	}
+	return false
+}
+
+// checkWaiting: no queued job is without a runner for longer than the boot
+// timeout plus one reconcile (and scale-up's next tick).
+func (w *world) checkWaiting(ctx context.Context, bound time.Duration) {
+	now := w.clock.Now()
+	live, _ := w.ledger.LiveRunners(ctx, "cpu")
+	has := map[int64]bool{}
+	for _, r := range live {
+		if r.State < launch.StateJobStarted && (r.BusyJob == 0 || r.BusyJob == r.JobID) {
+			has[r.JobID] = true
+		}
+	}
+	for id, j := range w.jobs {
+		js, _ := w.sim.Job(id)
+		if js.Status != "queued" || has[id] {
+			j.waiting = time.Time{}
+			continue
+		}
+		if j.waiting.IsZero() {
+			j.waiting = now
+		}
+		if now.Sub(j.waiting) > bound {
+			w.fatalf("job %d waits without a runner for %s (bound %s)", id, now.Sub(j.waiting), bound)
+		}
+	}
+}
+
+func seed(t *testing.T) uint64 {
+	if s := os.Getenv("SKIFF_SEED"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("SKIFF_SEED=%q: %v", s, err)
+		}
+		return n
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24
+}
+
+// run drives the world: jobs arrive for 40 simulated minutes (some are
+// cancelled while queued), then everything drains. It returns the world.
+func run(t *testing.T, s uint64, trustBusyOnly bool) *world {
+	w := newWorld(t, s, trustBusyOnly)
+	ctx := context.Background()
+	const tick = 10 * time.Second
+	bound := 10*time.Minute + time.Minute + 2*tick
+	startAt := w.clock.Now()
+	for step := 0; ; step++ {
+		now := w.clock.Now()
+		if now.Sub(startAt) < 40*time.Minute && w.rng.IntN(3) == 0 {
+			var specs []ghsim.JobSpec
+			for range 1 + w.rng.IntN(3) {
+				specs = append(specs, ghsim.JobSpec{Labels: []string{"self-hosted", "linux", "x64"},
+					Duration: time.Duration(1+w.rng.IntN(8)) * time.Minute})
+			}
+			info, err := w.sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: specs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, id := range info.JobIDs {
+				w.jobs[id] = &simJob{id: id, cancel: w.rng.IntN(10) == 0}
+			}
+		}
+		for id, j := range w.jobs {
+			if js, _ := w.sim.Job(id); j.cancel && js.Status == "queued" && w.rng.IntN(6) == 0 {
+				_ = w.sim.CancelJob(id)
+			}
+		}
+		w.webhook(ctx)
+		w.scaleUp(ctx)
+		w.instances(ctx)
+		if step%6 == 0 {
+			if _, err := w.down.Reconcile(ctx); err != nil {
+				t.Fatalf("seed %d: reconcile: %v", s, err)
+			}
+		}
+		if len(w.violations) > 0 {
+			return w
+		}
+		w.checkWaiting(ctx, bound)
+		if now.Sub(startAt) > 40*time.Minute && w.quiet(ctx) {
+			return w
+		}
+		if now.Sub(startAt) > 4*time.Hour {
+			t.Fatalf("seed %d: not drained after 4 simulated hours: %s", s, w.left(ctx))
+		}
+		w.clock.Advance(tick)
+		w.sim.Step()
+	}
+}
+
+// quiet: every job is done and nothing is left: no instance, no runner, no count.
+func (w *world) quiet(ctx context.Context) bool {
+	for id := range w.jobs {
+		if js, _ := w.sim.Job(id); js.Status != "completed" {
+			return false
+		}
+	}
+	return w.left(ctx) == ""
+}
+
+func (w *world) left(ctx context.Context) string {
+	alive, _ := w.dry.List(ctx, provider.Filter{AliveOnly: true})
+	runners := w.sim.Runners()
+	live, _ := w.ledger.Live(ctx, "cpu")
+	if len(alive) == 0 && len(runners) == 0 && live == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d instances alive, %d runners on GitHub, ledger count %d", len(alive), len(runners), live)
+}
+
+// TestInterleavings: seeded random interleavings of jobs, boots, failed
+// boots, lost webhooks and tags, cancellations, runners taken by other jobs
+// and GitHub's lagging and flipping busy flag. No busy runner is ever
+// terminated; no job waits without a runner longer than the boot timeout
+// plus one reconcile; at the end no instance, runner or count is left.
+func TestInterleavings(t *testing.T) {
+	t.Parallel()
+	base := seed(t)
+	runs := 4
+	if os.Getenv("SKIFF_SEED") != "" {
+		runs = 1
+	}
+	for i := range runs {
+		s := base + uint64(i)
+		t.Run("seed="+strconv.FormatUint(s, 10), func(t *testing.T) {
+			t.Parallel()
+			w := run(t, s, false)
+			if len(w.violations) > 0 {
+				w.fatalf("%s", w.violations[0])
+			}
+			reps := w.counter.Get(scaledown.MetricReplacements, "taken") + w.counter.Get(scaledown.MetricReplacements, "boot_timeout") +
+				w.counter.Get(scaledown.MetricReplacements, "instance_gone") + w.counter.Get(scaledown.MetricReplacements, "idle")
+			t.Logf("seed %d: %d jobs; %d terminated by scale-down; replacements %d; counters %v", s, len(w.jobs), w.prov.terminated, reps,
+				w.counter.Snapshot())
+		})
+	}
+}

@@ -1,0 +1,223 @@
+package scaledown
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/metrics"
+	"github.com/skiffci/skiff/pkg/metrics/cwpeaks"
+	"github.com/skiffci/skiff/pkg/metrics/fromstore"
+	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/scaledown/decide"
+	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/telemetry"
+)
+
+// MetricsJob is a finished runner whose job may get a metrics record.
+type MetricsJob struct {
+	Runner     string
+	Pool       string
+	JobID      int64
+	InstanceID string
+	Instance   *provider.Instance // as listed this pass, if it still was
+}
+
+// MetricsWriter writes the opt-in metrics records of finished jobs. Write
+// returns the runners that are done with (written, written before, or
+// never to be written); the others wait for the next pass (CloudWatch has
+// not settled), and their ledger records are ended only then.
+type MetricsWriter interface {
+	Enabled(pool string) bool
+	Write(ctx context.Context, now time.Time, jobs []MetricsJob) map[string]bool
+}
+
+// NoMetrics is the MetricsWriter of an operator who did not opt in.
+type NoMetrics struct{}
+
+// Enabled implements MetricsWriter: never.
+func (NoMetrics) Enabled(string) bool { return false }
+
+// Write implements MetricsWriter: nothing to do.
+func (NoMetrics) Write(context.Context, time.Time, []MetricsJob) map[string]bool { return nil }
+
+// PeakReader reads the CloudWatch agent's peaks of many jobs at once;
+// *cwpeaks.Reader implements it.
+type PeakReader interface {
+	Read(ctx context.Context, windows []cwpeaks.Window) (cwpeaks.Result, error)
+}
+
+var _ PeakReader = (*cwpeaks.Reader)(nil)
+
+// RecordWriter is the MetricsWriter that builds each record from the job
+// and run records, the ledger and the peaks (metrics.Build), and puts it
+// exactly once (metrics.Records.Put; ErrExists means done).
+type RecordWriter struct {
+	// Pools are the pools that opted in; "*" means all.
+	Pools   []string
+	Records Records
+	Ledger  store.Ledger
+	Peaks   PeakReader
+	Out     metrics.Records
+	// CloudProvider and Region go into every record.
+	CloudProvider, Region string
+	Prices                *pool.PriceTable
+	// Wait bounds the wait for peaks (DefaultMetricsWait): after it the
+	// record is written without them (their sources marked missing).
+	Wait    time.Duration
+	Counter telemetry.Counter
+	Logger  *slog.Logger
+}
+
+// Enabled implements MetricsWriter.
+func (w *RecordWriter) Enabled(pool string) bool {
+	for _, p := range w.Pools {
+		if p == "*" || strings.EqualFold(p, pool) {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *RecordWriter) count(reason string) {
+	if w.Counter != nil {
+		w.Counter.Count(MetricRecords, reason)
+	}
+}
+
+// Write implements MetricsWriter: one batch of peak reads for all jobs.
+func (w *RecordWriter) Write(ctx context.Context, now time.Time, jobs []MetricsJob) map[string]bool {
+	done := map[string]bool{}
+	if len(jobs) == 0 {
+		return done
+	}
+	log := w.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	wait := w.Wait
+	if wait <= 0 {
+		wait = DefaultMetricsWait
+	}
+	type item struct {
+		j   MetricsJob
+		in  metrics.Inputs
+		key metrics.Key
+	}
+	var items []item
+	var windows []cwpeaks.Window
+	for _, j := range jobs {
+		job, err := w.Records.Job(ctx, j.JobID)
+		if errors.Is(err, store.ErrNotFound) {
+			done[j.Runner] = true
+			continue
+		}
+		if err != nil {
+			w.count("error")
+			log.Error("reading job record for its metrics", "job_id", j.JobID, "err", err)
+			continue
+		}
+		if job.StartedAt.IsZero() || job.RunnerName != j.Runner {
+			done[j.Runner] = true // not run here: no record from this runner
+			w.count("not_run")
+			continue
+		}
+		run, err := w.Records.Run(ctx, job.RunID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			w.count("error")
+			log.Error("reading run record for its metrics", "run_id", job.RunID, "err", err)
+			continue
+		}
+		r, err := w.Ledger.Runner(ctx, j.Runner)
+		if err != nil {
+			r = launch.Runner{Name: j.Runner, InstanceID: j.InstanceID}
+		}
+		inst := metrics.Instance{ID: r.InstanceID, Type: r.InstanceType, Region: w.Region, Zone: r.Zone, RunnerName: r.Name,
+			LaunchedAt: r.LaunchedAt, EndedAt: now, Interrupted: !r.InterruptedAt.IsZero()}
+		if j.Instance != nil {
+			inst = fromstore.Instance(*j.Instance, w.Region)
+			inst.RunnerName, inst.EndedAt, inst.Interrupted = r.Name, now, !r.InterruptedAt.IsZero()
+		} else if r.Spot {
+			inst.Capacity = string(provider.Spot)
+		} else {
+			inst.Capacity = string(provider.OnDemand)
+		}
+		in := metrics.Inputs{Job: fromstore.Job(job), Run: fromstore.Run(run), Instance: inst, CloudProvider: w.CloudProvider, Prices: w.Prices}
+		key := metrics.Key{JobID: job.ID, RunAttempt: job.Attempt}
+		end := job.CompletedAt
+		if end.IsZero() {
+			end = now
+		}
+		items = append(items, item{j: j, in: in, key: key})
+		windows = append(windows, cwpeaks.Window{Key: key, InstanceID: inst.ID, Pool: j.Pool, InstanceType: inst.Type,
+			Start: job.StartedAt, End: end})
+	}
+	res := cwpeaks.Result{Peaks: map[metrics.Key]*metrics.Peaks{}}
+	if len(windows) > 0 && w.Peaks != nil {
+		var err error
+		if res, err = w.Peaks.Read(ctx, windows); err != nil {
+			log.Warn("reading peaks; records wait for the next pass", "err", err)
+		}
+	}
+	pending := map[metrics.Key]bool{}
+	for _, pw := range res.Pending {
+		pending[pw.Key] = true
+	}
+	for _, it := range items {
+		ended := it.in.Job.CompletedAt
+		if pending[it.key] || (res.Peaks == nil && w.Peaks != nil) {
+			if ended.IsZero() || now.Sub(ended) < wait {
+				w.count("pending")
+				continue
+			}
+		}
+		it.in.Peaks = res.Peaks[it.key]
+		rec, err := metrics.Build(it.in)
+		switch {
+		case errors.Is(err, metrics.ErrNotRun):
+			w.count("not_run")
+			done[it.j.Runner] = true
+			continue
+		case errors.Is(err, metrics.ErrNotFinished):
+			if now.Sub(it.in.Instance.LaunchedAt) > 24*time.Hour {
+				done[it.j.Runner] = true // its completion never reached us
+			}
+			w.count("pending")
+			continue
+		case err != nil:
+			w.count("error")
+			log.Error("building metrics record", "job_id", it.key.JobID, "err", err)
+			done[it.j.Runner] = true // a record that cannot be built must not hold the ledger
+			continue
+		}
+		switch err := w.Out.Put(ctx, rec); {
+		case err == nil:
+			w.count("written")
+		case errors.Is(err, metrics.ErrExists):
+			w.count("exists")
+		default:
+			w.count("error")
+			log.Error("writing metrics record", "job_id", it.key.JobID, "err", err)
+			continue
+		}
+		done[it.j.Runner] = true
+	}
+	return done
+}
+
+// metricsJobs turns the actions whose records end into the writer's jobs.
+func metricsJobs(as []*decide.Action, p *pass) []MetricsJob {
+	out := make([]MetricsJob, 0, len(as))
+	for _, a := range as {
+		j := MetricsJob{Runner: a.Runner, Pool: a.Pool, JobID: a.JobID, InstanceID: a.InstanceID}
+		if in, ok := p.instances[a.InstanceID]; ok {
+			j.Instance = &in
+		}
+		out = append(out, j)
+	}
+	return out
+}

@@ -1,0 +1,751 @@
+// Package scaledown is the reconciler that runs every minute: it reads the
+// provider's instances, GitHub's runners (per scope, all pages) and the
+// runner ledger, decides with package decide, and acts — deletes runners,
+// terminates instances, ends ledger records, launches replacements for
+// stranded jobs (a new message on the job queue), re-runs jobs a spot
+// interruption failed, writes the opt-in metrics records of finished jobs
+// and redelivers failed webhook deliveries.
+//
+// One pass is bounded: GitHub job checks, redeliveries and ledger advances
+// per pass, a fixed concurrency, and the invocation's deadline; what is left
+// is decided again on the next pass, since every step is idempotent
+// (Terminate, End and a runner deletion are) and a record is ended last.
+package scaledown
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/github"
+	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/scaledown/decide"
+	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/telemetry"
+)
+
+// Metric names scale-down counts (telemetry.Counter), Reason = the rule or outcome.
+const (
+	// MetricActions counts actions taken, Reason = decide.Rule.
+	MetricActions = "ScaleDownActions"
+	// MetricKept counts busy runners left alone, Reason = "busy", or
+	// "github_refused" when GitHub refused to delete a runner running a job.
+	MetricKept = "ScaleDownKept"
+	// MetricReplacements counts replacement launches, Reason = the rule
+	// that found the job stranded; "limit" when a job reached its bound.
+	MetricReplacements = "ScaleDownReplacements"
+	// MetricReruns counts re-runs of interrupted jobs, Reason = "spot".
+	MetricReruns = "ScaleDownReruns"
+	// MetricRedeliveries counts webhook redeliveries, Reason = the status
+	// class ("5xx", "timeout").
+	MetricRedeliveries = "ScaleDownRedeliveries"
+	// MetricRecords counts metrics records, Reason = written, exists,
+	// not_run, pending, error.
+	MetricRecords = "ScaleDownMetricsRecords"
+	// MetricErrors counts failed steps, Reason = the step.
+	MetricErrors = "ScaleDownErrors"
+	// MetricDeferred counts work left for the next pass, Reason = the bound.
+	MetricDeferred = "ScaleDownDeferred"
+)
+
+// Defaults of Options, each with the reason for its value.
+const (
+	// DefaultMaxJobChecks bounds GitHub job reads per pass: a pass lists
+	// 5,000 runners in 50 calls and must stay within 60.
+	DefaultMaxJobChecks = 5
+	// DefaultMaxRedeliveries bounds redeliveries per pass (one listing call
+	// plus these), so a webhook outage is worked off over a few minutes.
+	DefaultMaxRedeliveries = 3
+	// DefaultMaxAdvances bounds ledger advances per pass (one write each).
+	DefaultMaxAdvances = 500
+	// DefaultConcurrency of GitHub and store calls within a pass.
+	DefaultConcurrency = 8
+	// DefaultDeadlineMargin: no new step starts with less than this left
+	// before the invocation's deadline.
+	DefaultDeadlineMargin = 5 * time.Second
+	// DefaultRedeliverWindow: GitHub keeps deliveries for 3 days; a failed
+	// delivery older than an hour describes a job long handled otherwise.
+	DefaultRedeliverWindow = time.Hour
+	// DefaultMetricsWait bounds how long a finished job's record waits for
+	// CloudWatch to settle before it is written without peaks.
+	DefaultMetricsWait = 10 * time.Minute
+)
+
+// GitHub is the part of the GitHub client scale-down calls; *github.Client
+// implements it. inst 0 lets the client find the installation of the owner.
+type GitHub interface {
+	ListRunners(ctx context.Context, inst int64, scope github.Scope, name string) ([]github.Runner, error)
+	DeleteRunner(ctx context.Context, inst int64, scope github.Scope, id int64) error
+	GetJob(ctx context.Context, inst int64, owner, repo string, jobID int64) (*github.Job, error)
+	GetWorkflowRun(ctx context.Context, inst int64, owner, repo string, runID int64) (*github.WorkflowRun, error)
+	RerunFailedJobs(ctx context.Context, inst int64, owner, repo string, runID int64) error
+	ListHookDeliveries(ctx context.Context, appID int64, q github.DeliveryQuery) ([]github.HookDelivery, error)
+	RedeliverHookDelivery(ctx context.Context, appID, deliveryID int64) error
+}
+
+var _ GitHub = (*github.Client)(nil)
+
+// Records reads the job and run records the webhook keeps (store.Store).
+type Records interface {
+	Job(ctx context.Context, id int64) (store.Job, error)
+	Run(ctx context.Context, id int64) (store.Run, error)
+}
+
+// Claims is the part of scale-up's launch state a replacement writes
+// (store.Launches): the job's claim is moved past the runner it lost, so
+// that scale-up launches a new attempt for the re-sent message.
+type Claims interface {
+	LaunchClaims(ctx context.Context, jobIDs []int64, now time.Time) (map[int64]launch.Claim, error)
+	ClaimLaunch(ctx context.Context, c launch.Claim, prevGen int, now time.Time) error
+}
+
+// Options configure a Service. Pools, Ledger, Claims, Records, Provider,
+// GitHub and Queue are required.
+type Options struct {
+	Pools    *pool.Config
+	Ledger   store.Ledger
+	Claims   Claims
+	Records  Records
+	Provider provider.Provider
+	GitHub   GitHub
+	// Queue receives replacement jobs (the scale-up queue).
+	Queue queue.Sender
+	// Metrics writes the opt-in metrics records (default: off).
+	Metrics MetricsWriter
+	Counter telemetry.Counter // default telemetry.Discard
+	Logger  *slog.Logger      // default slog.Default()
+	Now     func() time.Time  // default time.Now
+
+	// Scopes are listed for runners on every pass, beside the scopes of the
+	// instances' owners (org mode) or repositories (repo mode).
+	Scopes []github.Scope
+	// RepoScope: runners are registered per repository (scale-up's repo mode).
+	RepoScope bool
+	// Apps are the GitHub App ids whose failed deliveries are redelivered
+	// (none: no redelivery).
+	Apps []int64
+	// MaxReplacements bounds replacements per job (decide.DefaultMaxReplacements).
+	MaxReplacements int
+	// RerunInterrupted lists the pools whose spot-interrupted failed jobs are
+	// re-run once; "*" means every pool.
+	RerunInterrupted []string
+	// ClaimLease and ClaimTTL of the claim a replacement writes (scale-up's).
+	ClaimTTL time.Duration
+
+	MaxJobChecks    int
+	MaxRedeliveries int
+	MaxAdvances     int
+	Concurrency     int
+	DeadlineMargin  time.Duration
+	RedeliverWindow time.Duration
+	// RunnerPrefix starts skiff's runner names (decide.DefaultRunnerPrefix).
+	RunnerPrefix string
+}
+
+// Service is the reconciler. It is safe for concurrent use, though one
+// pass at a time is what the schedule runs.
+type Service struct {
+	o Options
+}
+
+// New returns a Service, or an error naming what is missing.
+func New(o Options) (*Service, error) {
+	var missing []string
+	for name, ok := range map[string]bool{"pools": o.Pools != nil, "ledger": o.Ledger != nil, "claims": o.Claims != nil,
+		"records": o.Records != nil, "provider": o.Provider != nil, "github": o.GitHub != nil, "queue": o.Queue != nil} {
+		if !ok {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return nil, fmt.Errorf("creating scale-down service: missing %s", strings.Join(missing, ", "))
+	}
+	if o.Metrics == nil {
+		o.Metrics = NoMetrics{}
+	}
+	if o.Counter == nil {
+		o.Counter = telemetry.Discard
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	setInt := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	setInt(&o.MaxJobChecks, DefaultMaxJobChecks)
+	setInt(&o.MaxRedeliveries, DefaultMaxRedeliveries)
+	setInt(&o.MaxAdvances, DefaultMaxAdvances)
+	setInt(&o.Concurrency, DefaultConcurrency)
+	setInt(&o.MaxReplacements, decide.DefaultMaxReplacements)
+	if o.DeadlineMargin <= 0 {
+		o.DeadlineMargin = DefaultDeadlineMargin
+	}
+	if o.RedeliverWindow <= 0 {
+		o.RedeliverWindow = DefaultRedeliverWindow
+	}
+	if o.ClaimTTL <= 0 {
+		o.ClaimTTL = 15 * 24 * time.Hour
+	}
+	return &Service{o: o}, nil
+}
+
+// Report is what one pass did, for logs and tests.
+type Report struct {
+	Instances, Runners, Records int
+	Advances                    int
+	Actions                     map[decide.Rule]int
+	Kept                        int
+	Replacements                int
+	Reruns                      int
+	Redeliveries                int
+	Deferred                    int
+	Errors                      int
+}
+
+// pass is one reconcile pass's state.
+type pass struct {
+	s         *Service
+	now       time.Time
+	log       *slog.Logger
+	jobChecks atomic.Int64
+	mu        sync.Mutex
+	rep       Report
+	instances map[string]provider.Instance
+}
+
+func (p *pass) count(name, reason string) { p.s.o.Counter.Count(name, reason) }
+
+func (p *pass) fail(step string, err error, args ...any) {
+	p.count(MetricErrors, step)
+	p.log.Error(step, append(args, "err", err)...)
+	p.mu.Lock()
+	p.rep.Errors++
+	p.mu.Unlock()
+}
+
+func (p *pass) defer1(bound string, args ...any) {
+	p.count(MetricDeferred, bound)
+	p.log.Info("left for the next pass", append(args, "bound", bound)...)
+	p.mu.Lock()
+	p.rep.Deferred++
+	p.mu.Unlock()
+}
+
+// takeJobCheck takes one GitHub job read from the pass's budget.
+func (p *pass) takeJobCheck() bool {
+	return p.jobChecks.Add(1) <= int64(p.s.o.MaxJobChecks)
+}
+
+func (p *pass) late(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < p.s.o.DeadlineMargin {
+		return true
+	}
+	return false
+}
+
+// Reconcile runs one pass. It returns an error only when it could not read
+// the state it decides on (the ledger); everything else is logged, counted
+// and left for the next pass.
+func (s *Service) Reconcile(ctx context.Context) (Report, error) {
+	p := &pass{s: s, now: s.o.Now(), log: s.o.Logger, rep: Report{Actions: map[decide.Rule]int{}}}
+	in := decide.Inputs{Now: p.now, Policy: map[string]decide.Policy{}, RunnerPrefix: s.o.RunnerPrefix,
+		Default: decide.Policy{MaxReplacements: s.o.MaxReplacements}.WithDefaults()}
+
+	// The ledger first: without it every instance would look like an orphan.
+	for _, pl := range s.o.Pools.Pools {
+		in.Policy[pl.Name] = decide.Policy{IdleTimeout: pl.IdleTimeout, BootTimeout: pl.BootTimeout, MaxLifetime: pl.MaxLifetime,
+			MaxReplacements: s.o.MaxReplacements, RerunInterrupted: s.rerun(pl.Name)}
+		rs, err := s.o.Ledger.LiveRunners(ctx, pl.Name)
+		if err != nil {
+			return p.rep, fmt.Errorf("reading the ledger of pool %s: %w", pl.Name, err)
+		}
+		in.Ledger = append(in.Ledger, rs...)
+	}
+	insts, err := s.o.Provider.List(ctx, provider.Filter{})
+	if err != nil {
+		p.fail("listing instances", err)
+	}
+	in.Instances, in.InstancesComplete = insts, err == nil
+	p.instances = make(map[string]provider.Instance, len(insts))
+	for _, i := range insts {
+		p.instances[i.ID] = i
+	}
+	in.Runners, in.RunnersComplete = p.listRunners(ctx, insts)
+	p.rep.Instances, p.rep.Runners, p.rep.Records = len(insts), len(in.Runners), len(in.Ledger)
+
+	d := decide.Decide(in)
+	p.advance(ctx, d.Advances)
+	for _, k := range d.Kept {
+		p.count(MetricKept, string(k.Rule))
+	}
+	p.rep.Kept = len(d.Kept)
+	p.apply(ctx, d.Actions)
+	p.redeliver(ctx)
+	p.log.Info("scale-down pass", "instances", p.rep.Instances, "runners", p.rep.Runners, "records", p.rep.Records,
+		"advances", p.rep.Advances, "actions", p.rep.Actions, "kept", p.rep.Kept, "replacements", p.rep.Replacements,
+		"reruns", p.rep.Reruns, "redeliveries", p.rep.Redeliveries, "deferred", p.rep.Deferred, "errors", p.rep.Errors)
+	return p.rep, nil
+}
+
+func (s *Service) rerun(pool string) bool {
+	for _, p := range s.o.RerunInterrupted {
+		if p == "*" || strings.EqualFold(p, pool) {
+			return true
+		}
+	}
+	return false
+}
+
+// scopeOf parses decide.Runner.Scope back into a GitHub scope.
+func scopeOf(s string) github.Scope {
+	owner, repo, _ := strings.Cut(s, "/")
+	return github.Scope{Owner: owner, Repo: repo}
+}
+
+// scopes are the configured scopes and those of the instances' owners.
+func (p *pass) scopes(insts []provider.Instance) []github.Scope {
+	seen := map[string]bool{}
+	var out []github.Scope
+	add := func(sc github.Scope) {
+		if sc.Owner == "" || seen[strings.ToLower(sc.String())] {
+			return
+		}
+		seen[strings.ToLower(sc.String())] = true
+		out = append(out, sc)
+	}
+	for _, sc := range p.s.o.Scopes {
+		add(sc)
+	}
+	for _, i := range insts {
+		if p.s.o.RepoScope {
+			if o, r, ok := strings.Cut(i.Tags[names.TagRepository], "/"); ok {
+				add(github.RepoScope(o, r))
+			}
+		} else {
+			add(github.OrgScope(i.Tags[names.TagOwner]))
+		}
+	}
+	return out
+}
+
+// listRunners lists every scope's runners, all pages, concurrently.
+func (p *pass) listRunners(ctx context.Context, insts []provider.Instance) ([]decide.Runner, bool) {
+	scopes := p.scopes(insts)
+	var mu sync.Mutex
+	var out []decide.Runner
+	complete := true
+	p.each(ctx, len(scopes), func(i int) {
+		sc := scopes[i]
+		rs, err := p.s.o.GitHub.ListRunners(ctx, 0, sc, "")
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			complete = false
+			p.fail("listing runners", err, "scope", sc.String())
+			return
+		}
+		for _, r := range rs {
+			out = append(out, decide.Runner{ID: r.ID, Name: r.Name, Scope: sc.String(), Online: r.Status == "online", Busy: r.Busy})
+		}
+	})
+	return out, complete
+}
+
+// each runs fn(0..n-1) with the pass's concurrency.
+func (p *pass) each(ctx context.Context, n int, fn func(i int)) {
+	sem := make(chan struct{}, p.s.o.Concurrency)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		if ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			fn(i)
+		}()
+	}
+	wg.Wait()
+}
+
+func (p *pass) advance(ctx context.Context, as []decide.Advance) {
+	if len(as) > p.s.o.MaxAdvances {
+		p.defer1("advances", "left", len(as)-p.s.o.MaxAdvances)
+		as = as[:p.s.o.MaxAdvances]
+	}
+	var n atomic.Int64
+	p.each(ctx, len(as), func(i int) {
+		a := as[i]
+		if err := p.s.o.Ledger.Advance(ctx, a.Runner, a.To, a.At, 0); err != nil && !errors.Is(err, store.ErrNotFound) {
+			p.fail("advancing runner", err, "runner_name", a.Runner, "to", a.To.String())
+			return
+		}
+		n.Add(1)
+	})
+	p.rep.Advances = int(n.Load())
+}
+
+// apply carries out the actions in three phases: GitHub first (confirm a
+// missing runner, delete runners; a runner GitHub says is running a job
+// stops its action), then one Terminate for every instance, then the jobs
+// (stranded, interrupted, metrics) and the ledger.
+func (p *pass) apply(ctx context.Context, actions []decide.Action) {
+	ok := make([]bool, len(actions))
+	p.each(ctx, len(actions), func(i int) {
+		if p.late(ctx) {
+			return
+		}
+		ok[i] = p.github(ctx, &actions[i])
+	})
+	var ids []string
+	for i, a := range actions {
+		if ok[i] && a.Terminate && a.InstanceID != "" {
+			ids = append(ids, a.InstanceID)
+		}
+	}
+	if len(ids) > 0 {
+		if err := p.s.o.Provider.Terminate(ctx, ids); err != nil {
+			p.fail("terminating instances", err, "instances", len(ids))
+			for i, a := range actions {
+				if a.Terminate {
+					ok[i] = false
+				}
+			}
+		}
+	}
+	for i, a := range actions {
+		if ok[i] && (a.Terminate || a.Delete) {
+			p.count(MetricActions, string(a.Rule))
+			p.log.Info("scale-down action", "rule", string(a.Rule), "reason", a.Reason, "pool", a.Pool, "runner_name", a.Runner,
+				"instance_id", a.InstanceID, "job_id", a.JobID, "deleted_runner", a.Delete, "terminated", a.Terminate)
+			p.mu.Lock()
+			p.rep.Actions[a.Rule]++
+			p.mu.Unlock()
+		}
+	}
+	p.jobs(ctx, actions, ok)
+}
+
+// github runs an action's GitHub steps; false stops the action.
+func (p *pass) github(ctx context.Context, a *decide.Action) bool {
+	if a.ConfirmAbsent {
+		if !p.takeJobCheck() {
+			p.defer1("job_checks", "rule", string(a.Rule), "runner_name", a.Runner)
+			return false
+		}
+		inst := p.instances[a.InstanceID]
+		sc := github.OrgScope(inst.Tags[names.TagOwner])
+		if p.s.o.RepoScope {
+			sc = scopeOf(inst.Tags[names.TagRepository])
+		}
+		if sc.Owner != "" {
+			rs, err := p.s.o.GitHub.ListRunners(ctx, 0, sc, a.Runner)
+			if err != nil {
+				p.fail("confirming a runner is gone", err, "runner_name", a.Runner)
+				return false
+			}
+			if len(rs) > 0 {
+				p.log.Info("runner is on GitHub after all; deciding again next pass", "runner_name", a.Runner)
+				return false
+			}
+		}
+	}
+	if a.Delete && a.RunnerID != 0 {
+		err := p.s.o.GitHub.DeleteRunner(ctx, 0, scopeOf(a.Scope), a.RunnerID)
+		switch {
+		case errors.Is(err, github.ErrRunnerBusy):
+			p.count(MetricKept, "github_refused")
+			p.log.Info("GitHub says the runner is running a job: kept", "rule", string(a.Rule), "runner_name", a.Runner)
+			return false
+		case err != nil:
+			p.fail("deleting runner", err, "runner_name", a.Runner, "rule", string(a.Rule))
+			return false
+		}
+	}
+	return true
+}
+
+// jobs runs the job steps of the actions still going, then ends their records.
+func (p *pass) jobs(ctx context.Context, actions []decide.Action, ok []bool) {
+	// Jobs already replaced (their claim moved past the runner) need no check.
+	var strandIDs []int64
+	for i, a := range actions {
+		if ok[i] && a.Strand && a.JobID != 0 {
+			strandIDs = append(strandIDs, a.JobID)
+		}
+	}
+	claims := map[int64]launch.Claim{}
+	if len(strandIDs) > 0 {
+		var err error
+		if claims, err = p.s.o.Claims.LaunchClaims(ctx, strandIDs, p.now); err != nil {
+			p.fail("reading launch claims", err)
+			for i, a := range actions {
+				if a.Strand {
+					ok[i] = false
+				}
+			}
+		}
+	}
+	var metrics []*decide.Action
+	p.each(ctx, len(actions), func(i int) {
+		a := &actions[i]
+		if !ok[i] || p.late(ctx) {
+			ok[i] = false
+			return
+		}
+		if a.Strand && a.JobID != 0 {
+			if !p.strand(ctx, a, claims) {
+				ok[i] = false
+				return
+			}
+		}
+		if a.Interrupted && a.End {
+			if !p.rerun(ctx, a) {
+				ok[i] = false
+				return
+			}
+		}
+		if a.End && p.s.o.Metrics.Enabled(a.Pool) && a.JobID != 0 {
+			p.mu.Lock()
+			metrics = append(metrics, a)
+			p.mu.Unlock()
+		}
+	})
+	done := p.s.o.Metrics.Write(ctx, p.now, metricsJobs(metrics, p))
+	p.each(ctx, len(actions), func(i int) {
+		a := actions[i]
+		if !ok[i] || !a.End || a.Runner == "" || p.late(ctx) {
+			return
+		}
+		if p.s.o.Metrics.Enabled(a.Pool) && a.JobID != 0 && !done[a.Runner] {
+			return // its record waits for CloudWatch to settle
+		}
+		if _, err := p.s.o.Ledger.End(ctx, a.Runner, p.now, string(a.Rule)); err != nil && !errors.Is(err, store.ErrNotFound) {
+			p.fail("ending runner", err, "runner_name", a.Runner)
+			return
+		}
+		if !a.Terminate && !a.Delete {
+			p.count(MetricActions, string(a.Rule))
+			p.log.Info("scale-down action", "rule", string(a.Rule), "reason", a.Reason, "pool", a.Pool, "runner_name", a.Runner,
+				"instance_id", a.InstanceID, "job_id", a.JobID, "ended", true)
+			p.mu.Lock()
+			p.rep.Actions[a.Rule]++
+			p.mu.Unlock()
+		}
+	})
+}
+
+func splitRepo(full string) (string, string) {
+	o, r, _ := strings.Cut(full, "/")
+	return o, r
+}
+
+// strand checks whether the action's job is still queued on GitHub and,
+// if so, launches a replacement. It reports whether the action may go on
+// (false: the check is left for the next pass).
+func (p *pass) strand(ctx context.Context, a *decide.Action, claims map[int64]launch.Claim) bool {
+	c, hasClaim := claims[a.JobID]
+	if hasClaim && a.Gen > 0 && c.Gen > a.Gen {
+		return true // replaced already (or launched again by scale-up)
+	}
+	job, err := p.s.o.Records.Job(ctx, a.JobID)
+	if errors.Is(err, store.ErrNotFound) {
+		return true // the record expired: nothing to launch for
+	}
+	if err != nil {
+		p.fail("reading job record", err, "job_id", a.JobID)
+		return false
+	}
+	if job.Status == store.StatusCompleted {
+		return true
+	}
+	if !p.takeJobCheck() {
+		p.defer1("job_checks", "rule", string(a.Rule), "job_id", a.JobID)
+		return false
+	}
+	owner, repo := splitRepo(job.Repository)
+	gj, err := p.s.o.GitHub.GetJob(ctx, job.InstallationID, owner, repo, a.JobID)
+	if errors.Is(err, github.ErrNotFound) {
+		return true
+	}
+	if err != nil {
+		p.fail("getting job", err, "job_id", a.JobID)
+		return false
+	}
+	if gj.Status != "queued" {
+		return true
+	}
+	log := p.log.With("job_id", a.JobID, "runner_name", a.Runner, "rule", string(a.Rule))
+	replaced := 0
+	if hasClaim {
+		// Every launched runner of the job but the first was a replacement.
+		for g := 1; g <= c.Gen; g++ {
+			if r, err := p.s.o.Ledger.Runner(ctx, runnerName(a.JobID, g)); err == nil && !r.LaunchedAt.IsZero() {
+				replaced++
+			}
+		}
+		replaced = max(replaced-1, 0)
+	}
+	if replaced >= a.MaxReplacements {
+		p.count(MetricReplacements, "limit")
+		log.Warn("stranded job reached its replacement limit; not launching again", "replacements", replaced)
+		return true
+	}
+	if hasClaim {
+		// Move the claim past the lost runner: a claim whose lease is over and
+		// whose token names no fleet makes scale-up launch the next attempt.
+		next := c
+		next.Gen, next.Token, next.LeaseUntil, next.UpdatedAt = c.Gen+1, "replace-"+strconv.FormatInt(a.JobID, 10)+"-"+strconv.Itoa(c.Gen+1), p.now, p.now
+		next.ExpiresAt = p.now.Add(p.s.o.ClaimTTL)
+		if err := p.s.o.Claims.ClaimLaunch(ctx, next, c.Gen, p.now); err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				return true // scale-up moved it meanwhile
+			}
+			p.fail("claiming the replacement", err, "job_id", a.JobID)
+			return false
+		}
+	}
+	msg := queue.Job{JobID: job.ID, RunID: job.RunID, Attempt: job.Attempt, Repository: job.Repository, Owner: job.Owner,
+		InstallationID: job.InstallationID, Labels: job.Labels, Pool: job.Pool, DeliveryID: "scaledown-" + string(a.Rule), ReceivedAt: p.now}
+	if msg.Pool == "" {
+		msg.Pool = a.Pool
+	}
+	if err := p.s.o.Queue.Send(ctx, msg); err != nil {
+		p.fail("sending the replacement", err, "job_id", a.JobID)
+		return false
+	}
+	p.count(MetricReplacements, string(a.Rule))
+	log.Info("stranded job: replacement launched", "replacement", replaced+1, "max", a.MaxReplacements, "reason", a.Reason)
+	p.mu.Lock()
+	p.rep.Replacements++
+	p.mu.Unlock()
+	return true
+}
+
+func runnerName(jobID int64, gen int) string {
+	return "skiff-" + strconv.FormatInt(jobID, 10) + "-" + strconv.Itoa(gen)
+}
+
+// rerun re-runs, once, the failed jobs of the run of a job its spot
+// interruption failed, after the run completed. It reports whether the
+// record may be ended (false: the run is still going; ask again later).
+func (p *pass) rerun(ctx context.Context, a *decide.Action) bool {
+	job, err := p.s.o.Records.Job(ctx, a.JobID)
+	if err != nil {
+		return errors.Is(err, store.ErrNotFound)
+	}
+	if !p.takeJobCheck() {
+		p.defer1("job_checks", "rule", "rerun", "job_id", a.JobID)
+		return false
+	}
+	owner, repo := splitRepo(job.Repository)
+	gj, err := p.s.o.GitHub.GetJob(ctx, job.InstallationID, owner, repo, a.JobID)
+	if err != nil {
+		p.fail("getting job", err, "job_id", a.JobID)
+		return errors.Is(err, github.ErrNotFound)
+	}
+	switch {
+	case gj.Status != "completed":
+		return false
+	case gj.Conclusion != "failure" && gj.Conclusion != "cancelled":
+		return true
+	}
+	if !p.takeJobCheck() {
+		p.defer1("job_checks", "rule", "rerun", "job_id", a.JobID)
+		return false
+	}
+	run, err := p.s.o.GitHub.GetWorkflowRun(ctx, job.InstallationID, owner, repo, gj.RunID)
+	if err != nil {
+		p.fail("getting workflow run", err, "run_id", gj.RunID)
+		return false
+	}
+	if run.Status != "completed" {
+		return false
+	}
+	if run.RunAttempt != gj.RunAttempt {
+		return true // re-run already (by us or by someone)
+	}
+	if err := p.s.o.GitHub.RerunFailedJobs(ctx, job.InstallationID, owner, repo, gj.RunID); err != nil {
+		p.fail("re-running failed jobs", err, "run_id", gj.RunID)
+		return false
+	}
+	p.count(MetricReruns, "spot")
+	p.log.Info("re-ran the failed jobs of a run a spot interruption failed", "run_id", gj.RunID, "job_id", a.JobID,
+		"attempt", run.RunAttempt+1)
+	p.mu.Lock()
+	p.rep.Reruns++
+	p.mu.Unlock()
+	return true
+}
+
+// redeliver asks GitHub to deliver again the App's failed deliveries of the
+// last hour that failed on our side (5xx, timeouts), once each: a delivery
+// whose GUID already has a redelivery, or a success, is left alone; a 4xx
+// is the webhook's own refusal and never redelivered.
+func (p *pass) redeliver(ctx context.Context) {
+	for _, app := range p.s.o.Apps {
+		if p.late(ctx) {
+			return
+		}
+		ds, err := p.s.o.GitHub.ListHookDeliveries(ctx, app, github.DeliveryQuery{Status: "failure",
+			Since: p.now.Add(-p.s.o.RedeliverWindow), Limit: 100})
+		if err != nil {
+			p.fail("listing hook deliveries", err, "app_id", app)
+			continue
+		}
+		retried := map[string]bool{}
+		for _, d := range ds {
+			if d.Redelivery {
+				retried[d.GUID] = true
+			}
+		}
+		n := 0
+		for _, d := range ds {
+			class := ""
+			switch {
+			case d.Redelivery || retried[d.GUID]:
+			case d.StatusCode == 0:
+				class = "timeout"
+			case d.StatusCode >= 500:
+				class = "5xx"
+			}
+			if class == "" {
+				continue
+			}
+			if n >= p.s.o.MaxRedeliveries {
+				p.defer1("redeliveries", "app_id", app)
+				break
+			}
+			n++
+			retried[d.GUID] = true
+			if err := p.s.o.GitHub.RedeliverHookDelivery(ctx, app, d.ID); err != nil {
+				p.fail("redelivering", err, "delivery_id", d.GUID)
+				continue
+			}
+			p.count(MetricRedeliveries, class)
+			p.log.Info("redelivered a failed webhook delivery", "delivery_id", d.GUID, "status_code", d.StatusCode, "event", d.Event)
+			p.rep.Redeliveries++
+		}
+	}
+}
