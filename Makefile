@@ -114,10 +114,10 @@ vulncheck: ## govulncheck against an offline Go vulnerability database built fro
 	govulncheck -db "file://$$db" ./...
 
 .PHONY: demo
-demo: ## check the example pools file and plan a few jobs against it (embedded defaults, no AWS)
+demo: ## the whole pipeline on this machine: skiff local against a GitHub simulator, stand-in runners, a burst of jobs
+	go build -o build/skiff-standin ./cmd/skiff-standin
 	go run ./cmd/skiff validate -f examples/pools.yaml
-	go run ./cmd/skiff plan -f examples/pools.yaml --labels self-hosted,linux,x64
-	go run ./cmd/skiff plan -f examples/pools.yaml --labels self-hosted,skiff/gpu=1
+	go run ./cmd/skiff demo -f examples/pools.yaml --standin build/skiff-standin
 
 .PHONY: verify
 verify: ## fail when go mod tidy or the vendored fixtures would change the tree

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -112,6 +114,7 @@ func demo(w io.Writer, standin, poolsFile, out string, n int, duration, timeout 
 		GitHubAPIURL: sim.URL(), AppIDs: []int64{appID},
 		AppKeys:       string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})),
 		WebhookSecret: webhookSecret, Allow: []string{org}, Installations: []string{"*"},
+		ReconcileEvery: 2 * time.Second, // a lab reconciles often; AWS every minute
 	}, slog.New(slog.NewJSONHandler(logFile, nil)))
 	if err != nil {
 		return err
@@ -208,7 +211,31 @@ func demo(w io.Writer, standin, poolsFile, out string, n int, duration, timeout 
 		case <-tick.C:
 		}
 	}
-	return summarize(ctx, w, sim, l, jobs, dup)
+	return summarize(ctx, w, sim, l, jobs, dup, logFile.Name())
+}
+
+// replacements counts, per job, the replacements the reconciler logged
+// ("stranded job: replacement launched"): a job may have one runner
+// launched for it plus one per replacement, never more.
+func replacements(logFile string) (map[int64]int, error) {
+	f, err := os.Open(logFile)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[int64]int{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		var line struct {
+			Msg   string `json:"msg"`
+			JobID int64  `json:"job_id"`
+		}
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "stranded job: replacement launched" {
+			out[line.JobID]++
+		}
+	}
+	return out, sc.Err()
 }
 
 // duplicate sends the first queued job's delivery again, signed, with its
@@ -238,8 +265,12 @@ func duplicate(ctx context.Context, sim *ghsim.Server, url, secret string) (stri
 // summarize prints what happened and checks the invariants: every job a
 // pool takes completed on one runner of ours (none lost, none launched
 // twice), the others never launched, no runner ended while running a job.
-func summarize(ctx context.Context, w io.Writer, sim *ghsim.Server, l *wiring.Local, jobs []*demoJob, dup string) error {
+func summarize(ctx context.Context, w io.Writer, sim *ghsim.Server, l *wiring.Local, jobs []*demoJob, dup, logFile string) error {
 	instances, err := l.Provider.List(ctx, provider.Filter{})
+	if err != nil {
+		return err
+	}
+	replaced, err := replacements(logFile)
 	if err != nil {
 		return err
 	}
@@ -256,8 +287,9 @@ func summarize(ctx context.Context, w io.Writer, sim *ghsim.Server, l *wiring.Lo
 		switch {
 		case j.launch && (st.Status != "completed" || st.Conclusion != "success"):
 			failures = append(failures, fmt.Sprintf("job %d (%v) ended %s/%s: lost", j.id, j.labels, st.Status, st.Conclusion))
-		case j.launch && perJob[j.id] != 1:
-			failures = append(failures, fmt.Sprintf("job %d had %d runners launched for it", j.id, perJob[j.id]))
+		case j.launch && perJob[j.id] > 1+replaced[j.id]:
+			failures = append(failures, fmt.Sprintf("job %d had %d runners launched for it and %d logged replacements", j.id,
+				perJob[j.id], replaced[j.id]))
 		case !j.launch && perJob[j.id] != 0:
 			failures = append(failures, fmt.Sprintf("job %d (%v) got a runner though no pool takes it", j.id, j.labels))
 		case j.launch:
@@ -280,10 +312,15 @@ func summarize(ctx context.Context, w io.Writer, sim *ghsim.Server, l *wiring.Lo
 	fmt.Fprintf(w, "  webhook deliveries      %d (+1 duplicate of %s)\n", len(deliveries), dup)
 	fmt.Fprintf(w, "  jobs queued             %d\n", len(jobs))
 	fmt.Fprintf(w, "  runners launched        %d\n", len(instances))
-	fmt.Fprintf(w, "  jobs completed          %d\n", completed)
+	fmt.Fprintf(w, "  jobs completed          %d (a runner may take another job than its own: GitHub's rule)\n", completed)
+	total := 0
+	for _, n := range replaced {
+		total += n
+	}
+	fmt.Fprintf(w, "  replacements requested  %d (jobs whose runner another job took, re-queued by the reconciler)\n", total)
 	fmt.Fprintf(w, "  not launched (no pool, cancelled)  %d\n", skipped)
 	fmt.Fprintf(w, "  queue wait p50 / p95    %s / %s\n", pct(0.5).Round(time.Millisecond), pct(0.95).Round(time.Millisecond))
-	fmt.Fprintf(w, "  invariants: no job lost, none launched twice, none launched without a pool: ")
+	fmt.Fprintf(w, "  invariants: no job lost; no job given a second runner but as a logged replacement; none launched without a pool: ")
 	if len(failures) > 0 {
 		fmt.Fprintln(w, "FAILED")
 		for _, f := range failures {

@@ -83,7 +83,11 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	if n, err := ledger.Reserve(ctx, "gpu", 5, []launch.Runner{r}); err != nil || n != 1 {
 		t.Fatalf("Reserve = %d, %v", n, err)
 	}
+	// The runner ran its own job (a runner that did not is left to the reconciler).
 	if err := ledger.Launched(ctx, r.Name, launch.Launch{InstanceID: "i-0abc42", InstanceType: "g6.xlarge", Spot: true, At: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ledger.Advance(ctx, r.Name, launch.StateJobStarted, t0, r.JobID); err != nil {
 		t.Fatal(err)
 	}
 

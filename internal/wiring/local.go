@@ -19,6 +19,7 @@ import (
 	"github.com/skiffci/skiff/pkg/provider/dryrun"
 	"github.com/skiffci/skiff/pkg/provider/process"
 	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/scaleup"
 	"github.com/skiffci/skiff/pkg/sqlite"
 	"github.com/skiffci/skiff/pkg/store"
@@ -87,11 +88,13 @@ type Local struct {
 	Ledger   store.Ledger
 	Provider provider.Provider
 	ScaleUp  *scaleup.Service
-	Webhook  *webhook.Handler
-	closeFn  func(context.Context) error
-	events   *instanceevents.Service
-	ln       net.Listener
-	srv      *http.Server
+	// ScaleDown is the reconciler, run every ReconcileEvery.
+	ScaleDown *scaledown.Service
+	Webhook   *webhook.Handler
+	closeFn   func(context.Context) error
+	events    *instanceevents.Service
+	ln        net.Listener
+	srv       *http.Server
 }
 
 // instancePoll is how often local mode looks for runner processes that
@@ -112,6 +115,9 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.ReconcileEvery <= 0 {
+		cfg.ReconcileEvery = time.Minute
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating the data directory: %w", err)
@@ -178,7 +184,15 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 	}
 	l.ScaleUp, err = scaleup.New(scaleup.Options{Pools: pools, Launches: launches, Ledger: l.Ledger, Records: l.Store,
 		Provider: l.Provider, GitHub: gh, Counter: counter, Logger: logger, Now: cfg.Now, GitHubURL: cfg.GitHubURL,
-		MaxAttempts: localMaxAttempts})
+		// Locally GitHub's answer is cheap and a slot is precious: a job
+		// cancelled while it waited for one is not launched.
+		MaxAttempts: localMaxAttempts, CheckQueued: true})
+	if err != nil {
+		return nil, err
+	}
+	l.ScaleDown, err = scaledown.New(scaledown.Options{Pools: pools, Ledger: l.Ledger, Claims: launches, Records: l.Store,
+		Provider: l.Provider, GitHub: gh, Queue: l.Queue, Counter: counter, Logger: logger, Now: cfg.Now,
+		Apps: cfg.AppIDs})
 	if err != nil {
 		return nil, err
 	}
@@ -206,10 +220,14 @@ func (l *Local) URL() string { return "http://" + l.ln.Addr().String() + "/" }
 func (l *Local) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	serveErr := make(chan error, 1)
-	wg.Add(3)
+	wg.Add(4)
 	go func() {
 		defer wg.Done()
 		l.watchInstances(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		l.reconcile(ctx)
 	}()
 	go func() {
 		defer wg.Done()
@@ -258,6 +276,26 @@ func (l *Local) watchInstances(ctx context.Context) {
 				}
 			}
 		}
+	}
+}
+
+// reconcile runs a scale-down pass every ReconcileEvery until ctx ends.
+func (l *Local) reconcile(ctx context.Context) {
+	t := time.NewTicker(l.cfg.ReconcileEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		// A pass has a minute, as the Lambda does: it starts no new step in
+		// the last seconds before its deadline.
+		pass, cancel := context.WithTimeout(ctx, time.Minute)
+		if _, err := l.ScaleDown.Reconcile(pass); err != nil && ctx.Err() == nil {
+			l.log.Error("reconciling", "err", err)
+		}
+		cancel()
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
 )
@@ -28,6 +29,7 @@ import (
 // Ledger is the part of the runner ledger the service writes.
 type Ledger interface {
 	EndInstance(ctx context.Context, instanceID string, at time.Time, reason string) (bool, error)
+	RunnerByInstance(ctx context.Context, instanceID string) (launch.Runner, error)
 	store.Interruptions
 }
 
@@ -40,6 +42,9 @@ const (
 	// MetricIgnored counts events about instances that are not skiff
 	// runners, or states that end nothing (reason: not_skiff, state).
 	MetricIgnored = "InstanceEventIgnored"
+	// MetricLeftToReconciler counts runners that ended without running the
+	// job they were launched for, left for the reconciler (reason: pool).
+	MetricLeftToReconciler = "RunnerLeftToReconciler"
 )
 
 // ending lists the states after which an instance never runs a job again:
@@ -93,6 +98,17 @@ func (s *Service) StateChanged(ctx context.Context, instanceID, state string, at
 		return nil
 	}
 	reason := "state_" + state
+	// A runner that did not run the job it was launched for (another job
+	// took it, or it never got one) stays live for the reconciler: ending it
+	// here would hide the job from the pass that checks whether it is still
+	// queued and launches its replacement. The reconciler ends it within a
+	// minute (its instance is gone).
+	if r, err := s.ledger.RunnerByInstance(ctx, instanceID); err == nil && r.State.Live() && r.BusyJob != r.JobID {
+		log.Info("runner ended without running its own job; leaving it to the reconciler", "runner_name", r.Name, "job_id", r.JobID,
+			"ran_job", r.BusyJob)
+		s.counter.Count(MetricLeftToReconciler, r.Pool)
+		return nil
+	}
 	first, err := s.ledger.EndInstance(ctx, instanceID, at, reason)
 	switch {
 	case errors.Is(err, store.ErrNotFound):

@@ -27,6 +27,10 @@ func setup(t *testing.T) (*instanceevents.Service, *store.LedgerMemory, *telemet
 	if err := l.Launched(ctx, r.Name, launch.Launch{InstanceID: "i-0run", Spot: true, At: t0}); err != nil {
 		t.Fatal(err)
 	}
+	// The runner ran its own job: its end is the events' to report.
+	if err := l.Advance(ctx, r.Name, launch.StateJobStarted, t0, r.JobID); err != nil {
+		t.Fatal(err)
+	}
 	c := &telemetry.Memory{}
 	svc, err := instanceevents.New(instanceevents.Options{Ledger: l, Counter: c})
 	if err != nil {
@@ -67,7 +71,7 @@ func TestStateChanged(t *testing.T) {
 				if counts.Get(instanceevents.MetricRunnerEnded, c.state) != 1 {
 					t.Errorf("counts %v", counts.Snapshot())
 				}
-			} else if r.State != launch.StateLaunched || live != 1 || counts.Get(instanceevents.MetricIgnored, "state") != 1 {
+			} else if r.State != launch.StateJobStarted || live != 1 || counts.Get(instanceevents.MetricIgnored, "state") != 1 {
 				t.Errorf("runner %+v, live %d, counts %v; want it untouched", r, live, counts.Snapshot())
 			}
 		})
@@ -154,6 +158,9 @@ func (failing) EndInstance(context.Context, string, time.Time, string) (bool, er
 	return false, errDown
 }
 func (failing) MarkInterrupted(context.Context, string, time.Time) error { return errDown }
+func (failing) RunnerByInstance(context.Context, string) (launch.Runner, error) {
+	return launch.Runner{}, errDown
+}
 
 // TestStoreFailureIsAnError: the function must fail so Lambda retries the event.
 func TestStoreFailureIsAnError(t *testing.T) {
@@ -171,5 +178,56 @@ func TestStoreFailureIsAnError(t *testing.T) {
 	}
 	if _, err := instanceevents.New(instanceevents.Options{}); err == nil {
 		t.Error("New without a ledger = nil error")
+	}
+}
+
+// TestRunnerWithoutItsJobIsLeftToTheReconciler: a runner whose instance
+// ended before it ran the job it was launched for (another job took it, or
+// none came) stays live, so that the reconciler sees its job may be
+// stranded and launches a replacement; one that ran its own job ends.
+func TestRunnerWithoutItsJobIsLeftToTheReconciler(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		ran   int64 // the job it ran, 0 for none
+		ended bool
+	}{
+		{"ran another job", 77, false},
+		{"never got a job", 0, false},
+		{"ran its own job", 5, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			l := store.NewLedgerMemory(func() time.Time { return t0 })
+			ctx := context.Background()
+			r := launch.Runner{Name: "skiff-5-1", Pool: "cpu", JobID: 5, ReservedAt: t0}
+			if n, err := l.Reserve(ctx, "cpu", 10, []launch.Runner{r}); err != nil || n != 1 {
+				t.Fatalf("Reserve = %d, %v", n, err)
+			}
+			if err := l.Launched(ctx, r.Name, launch.Launch{InstanceID: "i-0x", At: t0}); err != nil {
+				t.Fatal(err)
+			}
+			if tc.ran != 0 {
+				if err := l.Advance(ctx, r.Name, launch.StateJobCompleted, t0, tc.ran); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c := &telemetry.Memory{}
+			svc, err := instanceevents.New(instanceevents.Options{Ledger: l, Counter: c})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := svc.StateChanged(ctx, "i-0x", "terminated", t0.Add(time.Minute)); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := l.Runner(ctx, r.Name)
+			if ended := got.State == launch.StateTerminated; ended != tc.ended {
+				t.Errorf("state %s, want ended %v (counts %v)", got.State, tc.ended, c.Snapshot())
+			}
+			if !tc.ended && c.Get(instanceevents.MetricLeftToReconciler, "cpu") != 1 {
+				t.Errorf("not counted: %v", c.Snapshot())
+			}
+		})
 	}
 }

@@ -599,13 +599,16 @@ func (p *pass) strand(ctx context.Context, a *decide.Action, claims map[int64]la
 	log := p.log.With("job_id", a.JobID, "runner_name", a.Runner, "rule", string(a.Rule))
 	replaced := 0
 	if hasClaim {
-		// Every launched runner of the job but the first was a replacement.
+		// The limit guards against a launch loop: it counts the job's
+		// runners that failed it — launched, and never ran any job (a failed
+		// boot, a lost registration). A runner another job took did useful
+		// work and is no failure: in a busy pool whose runners can take
+		// less specific jobs, a job may lose several that way.
 		for g := 1; g <= c.Gen; g++ {
-			if r, err := p.s.o.Ledger.Runner(ctx, runnerName(a.JobID, g)); err == nil && !r.LaunchedAt.IsZero() {
+			if r, err := p.s.o.Ledger.Runner(ctx, runnerName(a.JobID, g)); err == nil && !r.LaunchedAt.IsZero() && r.BusyJob == 0 {
 				replaced++
 			}
 		}
-		replaced = max(replaced-1, 0)
 	}
 	if replaced >= a.MaxReplacements {
 		p.count(MetricReplacements, "limit")
