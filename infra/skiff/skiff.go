@@ -35,6 +35,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
@@ -161,6 +162,9 @@ type Skiff struct {
 	// ledger; EC2Rules route them to it.
 	EC2Events awslambda.Function
 	EC2Rules  EC2Rules
+	// ScaleDown is the reconciler; ScaleDownSchedule runs it every minute.
+	ScaleDown         awslambda.Function
+	ScaleDownSchedule awsevents.Rule
 	// Vpc holds the runners; SecurityGroup is theirs (no inbound rules).
 	Vpc           awsec2.IVpc
 	SecurityGroup awsec2.SecurityGroup
@@ -300,6 +304,9 @@ func New(scope constructs.Construct, id string, props *Props) (*Skiff, error) {
 		return nil, err
 	}
 	if err := s.buildScaleUp(); err != nil {
+		return nil, err
+	}
+	if err := s.buildScaleDown(); err != nil {
 		return nil, err
 	}
 	if err := s.buildEC2Events(); err != nil {

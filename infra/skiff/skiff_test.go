@@ -30,7 +30,7 @@ const examplePools = "../../examples/pools.yaml"
 func fakeBuild(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp, names.FunctionEC2Events} {
+	for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp, names.FunctionEC2Events, names.FunctionScaleDown} {
 		if err := os.MkdirAll(filepath.Join(dir, fn), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -90,7 +90,7 @@ func defaultTemplate(t *testing.T) (assertions.Template, map[string]any) {
 			defaultErr = err.Error()
 			return
 		}
-		for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp, names.FunctionEC2Events} {
+		for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp, names.FunctionEC2Events, names.FunctionScaleDown} {
 			_ = os.MkdirAll(filepath.Join(dir, fn), 0o755)
 			_ = os.WriteFile(filepath.Join(dir, fn, "bootstrap"), []byte("#!/bin/sh\n"), 0o755)
 		}
@@ -201,6 +201,7 @@ func TestFunctions(t *testing.T) {
 		{"webhook answers within GitHub's 10 s", names.FunctionWebhook, 256, 10},
 		{"scale-up has room for backoff", names.FunctionScaleUp, 1024, 300},
 		{"ec2events has room for the SDK's retries", names.FunctionEC2Events, 256, 30},
+		{"scale-down finishes a pass within its minute", names.FunctionScaleDown, 512, 50},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -257,10 +258,13 @@ func TestEveryRequiredVariableIsSet(t *testing.T) {
 	if err != nil {
 		t.Errorf("%s: %v", names.FunctionScaleUp, err)
 	}
+	if _, err := wiring.ScaleDownConfigFromEnv(getenv(t, doc, names.FunctionScaleDown)); err != nil {
+		t.Errorf("%s: %v", names.FunctionScaleDown, err)
+	}
 	if _, err := wiring.EC2EventsConfigFromEnv(getenv(t, doc, names.FunctionEC2Events)); err != nil {
 		t.Errorf("%s: %v", names.FunctionEC2Events, err)
 	}
-	for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp, names.FunctionEC2Events} {
+	for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp, names.FunctionEC2Events, names.FunctionScaleDown} {
 		if _, ok := env(t, doc, fn)[names.EnvAWSRegion]; ok {
 			t.Errorf("%s: AWS_REGION is reserved by Lambda", fn)
 		}
@@ -466,6 +470,8 @@ func TestStateTableAccessIsScopedByKeyPrefix(t *testing.T) {
 		{"SkiffWebhookRole", map[string][]string{"WebhookItems": {"DELIVERY#*", "JOB#*", "RUN#*"}, "WebhookAdvancesRunners": {"RUNNER#*"}}},
 		{"SkiffScaleupRole", map[string][]string{"ScaleUpItems": {"CAPACITY#*", "FLEET#*", "INSTANCE#*", "JOB#*", "POOL#*", "RUNNER#*"}}},
 		{"SkiffEc2eventsRole", map[string][]string{"LedgerItems": {"INSTANCE#*", "POOL#*", "RUNNER#*"}}},
+		{"SkiffScaledownRole", map[string][]string{"ScaleDownItems": {"INSTANCE#*", "JOB#*", "POOL#*", "RECORD#*", "RUN#*", "RUNNER#*"},
+			"ScaleDownLiveRunners": nil}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.role, func(t *testing.T) {
@@ -539,7 +545,9 @@ func TestLedgerPermissions(t *testing.T) {
 // state-change rule matches exactly the states that end a runner.
 func TestEC2EventRules(t *testing.T) {
 	tmpl, doc := defaultTemplate(t)
-	check(t, "two rules", func() { tmpl.ResourceCountIs(jsii.String("AWS::Events::Rule"), jsii.Number(2)) })
+	check(t, "three rules: two EC2 rules and the scale-down schedule", func() {
+		tmpl.ResourceCountIs(jsii.String("AWS::Events::Rule"), jsii.Number(3))
+	})
 	check(t, "state-change rule", func() {
 		tmpl.HasResourceProperties(jsii.String("AWS::Events::Rule"), &map[string]any{"EventPattern": map[string]any{
 			"source": []any{"aws.ec2"}, "detail-type": []any{"EC2 Instance State-change Notification"},
@@ -550,6 +558,9 @@ func TestEC2EventRules(t *testing.T) {
 			"source": []any{"aws.ec2"}, "detail-type": []any{"EC2 Spot Instance Interruption Warning"}}})
 	})
 	for id, r := range resources(doc, "AWS::Events::Rule") {
+		if _, schedule := props(r)["ScheduleExpression"]; schedule {
+			continue // the scale-down schedule (TestScaleDown)
+		}
 		targets := js(props(r)["Targets"])
 		if !strings.Contains(targets, "SkiffEc2events") || !strings.Contains(targets, `"MaximumRetryAttempts":8`) {
 			t.Errorf("rule %s targets %s, want the ec2events function with retries", id, targets)
@@ -961,4 +972,26 @@ func TestVariants(t *testing.T) {
 				"Variables": assertions.Match_ObjectLike(&map[string]any{names.EnvLaunchTemplatePrefix: "ci-", names.EnvRootDevice: "/dev/sda1"})}})
 		})
 	})
+}
+
+// TestScaleDown: the reconciler runs once a minute, one pass at a time, and
+// may terminate only skiff-managed instances.
+func TestScaleDown(t *testing.T) {
+	tmpl, doc := defaultTemplate(t)
+	check(t, "schedule", func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::Events::Rule"), &map[string]any{
+			"ScheduleExpression": "rate(1 minute)", "State": "ENABLED",
+		})
+	})
+	for id, r := range resources(doc, "AWS::Lambda::Function") {
+		if strings.HasPrefix(id, "Skiff"+exportName(names.FunctionScaleDown)) {
+			if got := props(r)["ReservedConcurrentExecutions"]; got != float64(1) {
+				t.Errorf("scale-down's reserved concurrency %v, want 1", got)
+			}
+		}
+	}
+	st := statements(t, doc, "SkiffScaledownRole")["ScaleDownTerminatesSkiffInstances"]
+	if got := js(st["Condition"]); !strings.Contains(got, `"ec2:ResourceTag/skiff:managed":"true"`) {
+		t.Errorf("TerminateInstances condition %s", got)
+	}
 }

@@ -1,0 +1,111 @@
+package skiff
+
+import (
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/skiffci/skiff/pkg/names"
+)
+
+// scaleDownKeyPrefixes are the state table's items the reconciler reads and
+// writes: the ledger (records, instance pointers, live counts), the launch
+// claims it moves past a lost runner (JOB#), the job and run records it
+// reads (JOB#, RUN#), and the metrics records it writes (RECORD#).
+var scaleDownKeyPrefixes = []string{"INSTANCE#", "JOB#", "POOL#", "RECORD#", "RUN#", "RUNNER#"}
+
+// scaleDownSpec: one pass lists 5,000 instances in 5 EC2 calls and 5,000
+// runners in 50 GitHub calls, and stops starting new steps 5 s before its
+// deadline; 50 s keeps a pass within its minute, so passes never overlap
+// (reserved concurrency 1 makes sure). 512 MB: the pass holds a few
+// thousand instances and runners in memory.
+func scaleDownSpec() FunctionSpec {
+	return FunctionSpec{
+		Name:        names.FunctionScaleDown,
+		Description: "skiff: scale-down (reconcile EC2, GitHub and the runner ledger every minute)",
+		MemoryMiB:   512,
+		Timeout:     awscdk.Duration_Seconds(jsii.Number(50)),
+	}
+}
+
+// buildScaleDown creates the reconciler, its one-minute schedule (enabled
+// once the App exists: without an App id it cannot ask GitHub) and its
+// least privileges.
+func (s *Skiff) buildScaleDown() error {
+	spec := scaleDownSpec()
+	spec.Environment = map[string]string{
+		names.EnvQueueURL:            *s.Queue.QueueUrl(),
+		names.EnvAccountID:           *awscdk.Aws_ACCOUNT_ID(),
+		names.EnvPartition:           *awscdk.Aws_PARTITION(),
+		names.EnvGitHubPrivateKeyARN: *s.AppKeySecret.SecretArn(),
+	}
+	if len(s.props.AppIDs) > 0 {
+		spec.Environment[names.EnvGitHubAppIDs] = strings.Join(s.props.AppIDs, ",")
+	}
+	if s.props.GitHubAPIURL != "" {
+		spec.Environment[names.EnvGitHubAPIURL] = s.props.GitHubAPIURL
+	}
+	if s.props.RunnerMetrics {
+		spec.Environment[names.EnvMetricsRecords] = "*" // the runners publish their peaks: write the records
+	}
+	fn, err := s.AddFunction(spec)
+	if err != nil {
+		return err
+	}
+	s.ScaleDown = fn
+	// One pass at a time: a pass that overran its minute is not joined by
+	// the next one.
+	fn.Node().DefaultChild().(awslambda.CfnFunction).SetReservedConcurrentExecutions(jsii.Number(1))
+	s.ScaleDownSchedule = awsevents.NewRule(s.Construct, jsii.String("ScaleDownSchedule"), &awsevents.RuleProps{
+		Description: jsii.String("skiff: one scale-down pass a minute"),
+		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(1))),
+		Enabled:     jsii.Bool(len(s.props.AppIDs) > 0),
+		Targets:     &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(fn, &awseventstargets.LambdaFunctionProps{RetryAttempts: jsii.Number(0)})},
+	})
+
+	role := fn.Role()
+	role.AddToPrincipalPolicy(stateTableStatement("ScaleDownItems",
+		jsii.Strings("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"),
+		s.StateTable.TableArn(), scaleDownKeyPrefixes))
+	// The live-pool index is queried by pool name: its partition key is the
+	// pool, not a key prefix, so LeadingKeys cannot scope it; Query on the
+	// index reads only live runner records.
+	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("ScaleDownLiveRunners"),
+		Actions:   jsii.Strings("dynamodb:Query"),
+		Resources: &[]*string{jsii.String(*s.StateTable.TableArn() + "/index/" + livePoolIndex)},
+	}))
+	role.AddToPrincipalPolicy(tableKeyStatement(s.StateKey.KeyArn(), true))
+	s.Queue.GrantSendMessages(fn)
+	grantSecretRead(role, s.AppKeySecret.SecretArn())
+	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("ScaleDownDescribe"),
+		Actions:   jsii.Strings("ec2:DescribeInstances"),
+		Resources: jsii.Strings("*"),
+	}))
+	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("ScaleDownTerminatesSkiffInstances"),
+		Actions:    jsii.Strings("ec2:TerminateInstances"),
+		Resources:  &[]*string{s.arn("ec2", "instance/*")},
+		Conditions: &map[string]any{"StringEquals": map[string]any{"ec2:ResourceTag/" + names.TagManaged: names.ManagedValue}},
+	}))
+	if s.props.RunnerMetrics {
+		role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:       jsii.String("ScaleDownReadsRunnerPeaks"),
+			Actions:   jsii.Strings("cloudwatch:GetMetricData"),
+			Resources: jsii.Strings("*"),
+		}))
+	}
+	const rule = "AwsSolutions-IAM5"
+	suppress(role, rule, "ec2:DescribeInstances and cloudwatch:GetMetricData have no resource-level permissions", "Resource::*")
+	suppress(role, rule, "instance ids are not known in advance; TerminateInstances requires ec2:ResourceTag/skiff:managed=true",
+		"Resource::"+arnPattern("ec2", "instance/*"))
+	suppress(role, rule, "the live-pool index is read by pool name (its partition key), which a key-prefix condition cannot express",
+		"/^Resource::<SkiffStateTable.*Arn>/index/live-pool$/")
+	return nil
+}
