@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/ec2/ec2fake"
+	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/store"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// maxBootstrapBytes is the deployed function's size budget (issue 9: 20 MB).
+const maxBootstrapBytes = 20 << 20
+
+func TestBootstrapSize(t *testing.T) {
+	t.Parallel()
+	testenv.CheckBootstrapSize(t, maxBootstrapBytes)
+}
+
+const pools = `version: 1
+pools:
+  - name: default
+    labels: [self-hosted, linux, x64]
+    instanceTypes: [c7i.xlarge]
+    image: {ssm: /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64}
+    subnets: [subnet-0a1b2c3d4e5f60718]
+`
+
+// secretsManager answers GetSecretValue (JSON protocol) with value.
+func secretsManager(t testing.TB, value string) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+		_ = json.NewEncoder(w).Encode(map[string]string{"ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:app", "Name": "app", "SecretString": value})
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func appKey(t testing.TB) (*rsa.PrivateKey, string) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key, string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
+}
+
+func env(t testing.TB, dynamo, ec2, gh, pem, dir string) []string {
+	return []string{
+		"PATH=" + os.Getenv("PATH"), "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY=example",
+		"AWS_EC2_METADATA_DISABLED=true", "AWS_ENDPOINT_URL_DYNAMODB=" + dynamo, "AWS_ENDPOINT_URL_EC2=" + ec2,
+		"AWS_ENDPOINT_URL_SECRETS_MANAGER=" + secretsManager(t, pem), "AWS_ENDPOINT_URL_SQS=http://127.0.0.1:1",
+		"SKIFF_TABLE_NAME=skiff-sd", "SKIFF_QUEUE_URL=http://127.0.0.1:1/jobs", "SKIFF_ACCOUNT_ID=123456789012",
+		"SKIFF_GITHUB_APP_IDS=7", "SKIFF_GITHUB_PRIVATE_KEY_ARN=arn:aws:secretsmanager:us-east-1:123456789012:secret:app",
+		"SKIFF_GITHUB_API_URL=" + gh, "SKIFF_POOLS_FILE=" + filepath.Join(dir, "pools.yaml"), "SKIFF_REDELIVER=false",
+	}
+}
+
+// TestBootstrapUnderRIE runs the built bootstrap under the Lambda runtime
+// interface emulator, with the state table on moto (the ledger's
+// transactions), the EC2 fake over HTTP and the GitHub simulator, and sends
+// it a scheduled event: the pass ends the ledger record of a runner whose
+// instance is gone, and leaves the pool's count at zero.
+func TestBootstrapUnderRIE(t *testing.T) {
+	moto := testenv.Moto(t)
+	ddb := testenv.MotoDynamoClient(t, moto)
+	ctx := context.Background()
+	if err := store.CreateTable(ctx, ddb, "skiff-sd"); err != nil {
+		t.Fatal(err)
+	}
+	ledger := store.NewLedgerDynamo(ddb, "skiff-sd")
+	old := time.Now().Add(-time.Hour)
+	r := launch.Runner{Name: "skiff-9-1", Pool: "default", JobID: 9, RunID: 1, Attempt: 1, ReservedAt: old}
+	if n, err := ledger.Reserve(ctx, "default", 5, []launch.Runner{r}); err != nil || n != 1 {
+		t.Fatalf("Reserve = %d, %v", n, err)
+	}
+	if err := ledger.Launched(ctx, r.Name, launch.Launch{InstanceID: "i-0000000000000dead", InstanceType: "c7i.xlarge", At: old}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ledger.Advance(ctx, r.Name, launch.StateJobCompleted, old, r.JobID); err != nil {
+		t.Fatal(err)
+	}
+	key, pemKey := appKey(t)
+	sim := ghsim.New(ghsim.Options{SecretPrefix: "CANARYSD"})
+	defer sim.Close()
+	sim.AddApp(ghsim.AppConfig{ID: 7, Slug: "skiff", PublicKey: &key.PublicKey})
+	sim.AddOrg("acme")
+	sim.Install(7, "acme")
+	fake := ec2fake.New()
+	bootstrap := testenv.BuildLambda(t, runtime.GOARCH)
+	dir := filepath.Dir(bootstrap)
+	if err := os.WriteFile(filepath.Join(dir, "pools.yaml"), []byte(pools), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fn := testenv.StartRIE(t, bootstrap, env(t, moto, fake.Serve(t), sim.URL(), pemKey, dir))
+	raw := fn.Invoke(t, map[string]any{"id": "sched-1", "detail-type": "Scheduled Event", "source": "aws.events",
+		"time": time.Now().UTC().Format(time.RFC3339), "detail": map[string]any{}})
+	if strings.Contains(string(raw), "errorType") {
+		t.Fatalf("the pass failed: %s\n%s", raw, fn.Out.String())
+	}
+	got, err := ledger.Runner(ctx, r.Name)
+	if err != nil || got.State != launch.StateTerminated {
+		t.Errorf("runner %+v, %v; want ended (its instance is gone)\n%s", got, err, fn.Out.String())
+	}
+	if n, _ := ledger.Live(ctx, "default"); n != 0 {
+		t.Errorf("live %d, want 0", n)
+	}
+	out := fn.Out.String()
+	if !strings.Contains(out, `"msg":"scale-down pass"`) || strings.Contains(out, "CANARYSD") || strings.Contains(out, "BEGIN RSA") {
+		t.Errorf("output lacks the pass's report, or holds a credential:\n%s", out)
+	}
+	t.Logf("cold init under the runtime emulator: %v (BenchmarkColdInit measures it)", fn.InitDuration(t))
+}
+
+// BenchmarkColdInit is the function's cold init under the runtime emulator:
+// the App key from a Secrets Manager stub, the pools file, the clients.
+// The first event is a pass over an empty account.
+func BenchmarkColdInit(b *testing.B) {
+	moto := testenv.Moto(b)
+	if err := store.CreateTable(context.Background(), testenv.MotoDynamoClient(b, moto), "skiff-sd"); err != nil {
+		b.Fatal(err)
+	}
+	key, pemKey := appKey(b)
+	sim := ghsim.New(ghsim.Options{})
+	defer sim.Close()
+	sim.AddApp(ghsim.AppConfig{ID: 7, Slug: "skiff", PublicKey: &key.PublicKey})
+	bootstrap := testenv.BuildLambda(b, runtime.GOARCH)
+	dir := filepath.Dir(bootstrap)
+	if err := os.WriteFile(filepath.Join(dir, "pools.yaml"), []byte(pools), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	testenv.BenchColdInit(b, bootstrap, env(b, moto, ec2fake.New().Serve(b), sim.URL(), pemKey, dir), map[string]any{"source": "aws.events"})
+}
