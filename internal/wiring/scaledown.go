@@ -12,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	sdkec2 "github.com/aws/aws-sdk-go-v2/service/ec2"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/skiffci/skiff/pkg/config"
@@ -24,7 +23,6 @@ import (
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/scaledown"
-	"github.com/skiffci/skiff/pkg/secret"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
 	"github.com/skiffci/skiff/pkg/userdata"
@@ -106,21 +104,9 @@ func (c ScaleDownConfig) String() string {
 // replacements, CloudWatch for peaks when metrics records are on, and EMF
 // metrics and JSON logs on stdout.
 func NewScaleDown(ctx context.Context, cfg ScaleDownConfig, awsCfg aws.Config, logger *slog.Logger) (*scaledown.Service, error) {
-	keys, err := secret.Fetch(ctx, secretsmanager.NewFromConfig(awsCfg), cfg.PrivateKeyARN)
-	if err != nil {
-		return nil, fmt.Errorf("loading GitHub App keys: %w", err)
-	}
-	apps, err := github.ParseAppKeys(cfg.AppIDs, keys)
+	gh, pools, err := githubAndPools(ctx, awsCfg, cfg.PrivateKeyARN, cfg.AppIDs, cfg.GitHubAPIURL, cfg.PoolsFile, logger)
 	if err != nil {
 		return nil, err
-	}
-	gh, err := github.NewClient(apps, github.WithBaseURL(cfg.GitHubAPIURL), github.WithLogger(logger))
-	if err != nil {
-		return nil, err
-	}
-	pools, err := pool.Load(cfg.PoolsFile)
-	if err != nil {
-		return nil, fmt.Errorf("loading pools (%s): %w", names.EnvPoolsFile, err)
 	}
 	ddb := dynamodb.NewFromConfig(awsCfg)
 	launches := store.NewLaunchDynamo(ddb, cfg.TableName)

@@ -12,17 +12,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	sdkec2 "github.com/aws/aws-sdk-go-v2/service/ec2"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/skiffci/skiff/pkg/config"
 	"github.com/skiffci/skiff/pkg/ec2"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/names"
-	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/scaleup"
-	"github.com/skiffci/skiff/pkg/secret"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
 )
@@ -145,21 +142,9 @@ type ScaleUp struct {
 // metrics and JSON logs on stdout. The GitHub client's token, runner group
 // and registration token caches live as long as the container.
 func NewScaleUp(ctx context.Context, cfg ScaleUpConfig, awsCfg aws.Config, logger *slog.Logger) (*ScaleUp, error) {
-	keys, err := secret.Fetch(ctx, secretsmanager.NewFromConfig(awsCfg), cfg.PrivateKeyARN)
-	if err != nil {
-		return nil, fmt.Errorf("loading GitHub App keys: %w", err)
-	}
-	apps, err := github.ParseAppKeys(cfg.AppIDs, keys)
+	gh, pools, err := githubAndPools(ctx, awsCfg, cfg.PrivateKeyARN, cfg.AppIDs, cfg.GitHubAPIURL, cfg.PoolsFile, logger)
 	if err != nil {
 		return nil, err
-	}
-	gh, err := github.NewClient(apps, github.WithBaseURL(cfg.GitHubAPIURL), github.WithLogger(logger))
-	if err != nil {
-		return nil, err
-	}
-	pools, err := pool.Load(cfg.PoolsFile)
-	if err != nil {
-		return nil, fmt.Errorf("loading pools (%s): %w", names.EnvPoolsFile, err)
 	}
 	ddb := dynamodb.NewFromConfig(awsCfg)
 	launches := store.NewLaunchDynamo(ddb, cfg.TableName)

@@ -15,9 +15,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/secret"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
 	"github.com/skiffci/skiff/pkg/webhook"
@@ -53,4 +55,28 @@ func NewWebhook(ctx context.Context, cfg webhook.Config, awsCfg aws.Config, logg
 		DeliveryTTL:   cfg.DeliveryTTL,
 		JobTTL:        cfg.JobTTL,
 	})
+}
+
+// githubAndPools builds what scale-up and scale-down both start from: the
+// GitHub client over the Apps whose keys the secret holds (read once per
+// container), and the pools file.
+func githubAndPools(ctx context.Context, awsCfg aws.Config, keyARN string, appIDs []int64, apiURL, poolsFile string,
+	logger *slog.Logger) (*github.Client, *pool.Config, error) {
+	keys, err := secret.Fetch(ctx, secretsmanager.NewFromConfig(awsCfg), keyARN)
+	if err != nil {
+		return nil, nil, fmt.Errorf("loading GitHub App keys: %w", err)
+	}
+	apps, err := github.ParseAppKeys(appIDs, keys)
+	if err != nil {
+		return nil, nil, err
+	}
+	gh, err := github.NewClient(apps, github.WithBaseURL(apiURL), github.WithLogger(logger))
+	if err != nil {
+		return nil, nil, err
+	}
+	pools, err := pool.Load(poolsFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("loading pools (%s): %w", names.EnvPoolsFile, err)
+	}
+	return gh, pools, nil
 }
