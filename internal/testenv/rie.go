@@ -47,7 +47,8 @@ func FreePort(t testing.TB) int {
 
 // Lambda is a bootstrap running under the runtime interface emulator.
 type Lambda struct {
-	url string
+	url     string
+	invoked int
 	// Out collects everything the emulator and the function printed.
 	Out *SyncBuffer
 }
@@ -90,7 +91,8 @@ func StartRIE(t testing.TB, bootstrap string, env []string) *Lambda {
 }
 
 // Invoke sends event (marshalled to JSON) to the function and returns the
-// raw response body. A function error also answers 200, with errorType in
+// raw response body, once the function's output for it is in Out; calls
+// must not overlap. A function error also answers 200, with errorType in
 // the body, as under Lambda; callers decode and check.
 func (l *Lambda) Invoke(t testing.TB, event any) []byte {
 	t.Helper()
@@ -106,6 +108,12 @@ func (l *Lambda) Invoke(t testing.TB, event any) []byte {
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The emulator writes its REPORT line after everything the function
+	// printed for this invocation; once it is copied, Out holds it all.
+	l.invoked++
+	if !l.Out.WaitCount("REPORT RequestId:", l.invoked, emulatorStartTimeout) {
+		t.Fatalf("no REPORT line for invocation %d:\n%s", l.invoked, l.Out.String())
 	}
 	return raw
 }

@@ -141,7 +141,7 @@ func TestSpotInterruption(t *testing.T) {
 		}
 	}
 	r, _ := l.RunnerByInstance(ctx, "i-0run")
-	if r.State != launch.StateLaunched || !r.InterruptedAt.Equal(t0.Add(time.Minute)) {
+	if r.State != launch.StateJobStarted || !r.InterruptedAt.Equal(t0.Add(time.Minute)) {
 		t.Errorf("runner %+v: want the first warning's time and no state change", r)
 	}
 	if counts.Get(instanceevents.MetricSpotInterruption, "") != 2 {

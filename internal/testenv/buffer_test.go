@@ -1,0 +1,20 @@
+package testenv
+
+import (
+	"testing"
+	"time"
+)
+
+func TestSyncBufferWaitCount(t *testing.T) {
+	var b SyncBuffer
+	done := make(chan bool)
+	go func() { done <- b.WaitCount("END", 2, time.Minute) }()
+	_, _ = b.Write([]byte("END one\n"))
+	_, _ = b.Write([]byte("END two\n"))
+	if !<-done {
+		t.Error("WaitCount gave up although the second END arrived")
+	}
+	if b.WaitCount("END", 3, time.Millisecond) {
+		t.Error("WaitCount found a third END that was never written")
+	}
+}
