@@ -8,7 +8,7 @@
 # matters): <tool dir>/job_started, which the boot script creates owned by the runner user.
 # A hook failure would fail the job: this one only ever logs and exits 0.
 dir=${BASH_SOURCE[0]%/*}/..
-echo "${EPOCHREALTIME/,/.}" >"$dir/job_started" || true
+date >"$dir/job_started" || true
 hook=${BASH_SOURCE[0]##*/}
 # lib.sh and instance.env are written next to the hooks by the boot script.
 # shellcheck source=/dev/null
