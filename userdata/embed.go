@@ -6,7 +6,7 @@ package userdata
 
 import "embed"
 
-// Files is the embedded tree: boot.sh.tmpl, lib.sh, hooks/*.sh and cloudwatch-agent.json.tmpl.
+// Files is the embedded tree: boot.sh.tmpl, lib.sh, hooks/job.sh (installed as hooks/job-started.sh and hooks/job-completed.sh) and cloudwatch-agent.json.tmpl.
 //
-//go:embed boot.sh.tmpl lib.sh hooks/job-started.sh hooks/job-completed.sh cloudwatch-agent.json.tmpl
+//go:embed boot.sh.tmpl lib.sh hooks/job.sh cloudwatch-agent.json.tmpl
 var Files embed.FS

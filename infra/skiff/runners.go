@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
@@ -167,6 +168,9 @@ func (s *Skiff) launchTemplate(p *pool.Pool, profile awsiam.InstanceProfile) (aw
 		GPU:               p.Image.GPU || p.HasGPU(),
 		RegistrationTable: s.physicalName(names.RoleRegistrationTable),
 		Lifetime:          p.MaxLifetime,
+		// The instance powers itself off when its runner gets no job within the pool's idle
+		// timeout, the same value scale-down reaps idle runners by (whole seconds).
+		IdleTimeout: p.IdleTimeout.Round(time.Second),
 		// The same value as scale-up's SKIFF_REGISTRATION_TIMEOUT.
 		RegistrationTimeout: DefaultRegistrationTimeout,
 		RunnerVersion:       s.props.RunnerVersion,

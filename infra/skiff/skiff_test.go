@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
@@ -667,7 +668,7 @@ func TestLaunchTemplates(t *testing.T) {
 			// The user data is exactly what pkg/userdata renders for the pool.
 			want, err := userdata.Render(userdata.Params{
 				Pool: p.Name, Arch: p.Architecture, GPU: p.Image.GPU || p.HasGPU(), RegistrationTable: "skiff-" + names.RoleRegistrationTable,
-				Lifetime: p.MaxLifetime, RegistrationTimeout: DefaultRegistrationTimeout,
+				Lifetime: p.MaxLifetime, IdleTimeout: p.IdleTimeout.Round(time.Second), RegistrationTimeout: DefaultRegistrationTimeout,
 				MetricsNamespace: names.RunnerMetricsNamespace, LogGroup: "/skiff/skiff/runners",
 			})
 			if err != nil {

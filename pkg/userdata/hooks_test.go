@@ -52,8 +52,9 @@ func TestJobHooks(t *testing.T) {
 
 			dir := t.TempDir()
 			src := filepath.Join(testenv.Root(t), "userdata")
-			for _, f := range []string{"lib.sh", "hooks/job-started.sh", "hooks/job-completed.sh"} {
-				b, err := os.ReadFile(filepath.Join(src, f))
+			// The boot script installs hooks/job.sh under both names.
+			for f, from := range map[string]string{"lib.sh": "lib.sh", "hooks/job-started.sh": "hooks/job.sh", "hooks/job-completed.sh": "hooks/job.sh"} {
+				b, err := os.ReadFile(filepath.Join(src, from))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -84,6 +85,10 @@ func TestJobHooks(t *testing.T) {
 			}
 			if at, err := time.Parse(time.RFC3339, f.Get("Tag.1.Value")); err != nil || at.Before(before) || at.After(time.Now().Add(time.Second)) {
 				t.Errorf("tag value %q is not the current UTC time (%v)", f.Get("Tag.1.Value"), err)
+			}
+			// The hook leaves the idle watchdog's marker, even when tagging fails.
+			if mark, _ := os.ReadFile(filepath.Join(dir, "job_started")); len(mark) == 0 {
+				t.Errorf("%s left no job_started marker for the idle watchdog", tt.hook)
 			}
 			if failed := strings.Contains(string(out), "could not tag"); failed != (tt.status != http.StatusOK) {
 				t.Errorf("hook output %q: want a warning only when EC2 failed", out)

@@ -283,7 +283,10 @@ echo "√ Connected to GitHub"
 echo "Listening for Jobs"
 case "${FAKE_RUNNER:-ok}" in
 crash) echo "runner crashed" >&2; exit 1 ;;
-hang) sleep 600 ;;
+hang) sleep 600 ;; # no job ever comes
+job) # a job that outlasts the idle timeout, with the hooks run as the runner runs them
+	bash -e "$ACTIONS_RUNNER_HOOK_JOB_STARTED"; sleep 4; bash -e "$ACTIONS_RUNNER_HOOK_JOB_COMPLETED" ;;
+announced) echo "2026-01-01 00:00:00Z: Running job: build"; sleep 4 ;; # the job as the runner logs it, before its hook
 leak) sleep 600 & ;; # a job's leftover process, still holding the runner's stdout
 esac
 exit 0

@@ -12,6 +12,7 @@
 //	script_start → metadata → registration_fetched → [runner_installed] → agent_up
 //	  → [runner_config] → runner_exec → runner_listening → runner_exit → shutdown
 //	                     (lifetime_cap → shutdown, at any point)
+//	  runner_listening → (idle_timeout → shutdown, when no job started within IdleTimeout)
 //
 // The registration contract with scale-up is in registration.go; docs/runner-boot.md
 // has the threat model, the metrics and their cost, and how to bake an image.
@@ -43,6 +44,9 @@ const (
 	// is normally there on the first read; 3 minutes covers DynamoDB throttling and an
 	// instance profile that lags behind boot without keeping an orphan alive for long.
 	DefaultRegistrationTimeout = 180 * time.Second
+	// DefaultIdleTimeout is how long a listening runner may wait for its job before the
+	// instance powers itself off: pool.DefaultIdleTimeout, the pools file's default.
+	DefaultIdleTimeout = 10 * time.Minute
 	// DefaultRunnerDir is where a baked image keeps the runner (docs/runner-boot.md).
 	DefaultRunnerDir = "/opt/actions-runner"
 	// DefaultToolDir receives the shell library, the job hooks and the agent config.
@@ -87,6 +91,10 @@ type Params struct {
 	RegistrationTimeout time.Duration
 	// Lifetime is the hard cap on the instance's life, enforced by a watchdog (whole seconds).
 	Lifetime time.Duration
+	// IdleTimeout is how long the runner may listen without starting a job before the
+	// instance powers itself off (whole seconds; default 10 minutes). Set it from the
+	// pool's idleTimeout (pool.Pool.IdleTimeout). A job that has started is never cut short.
+	IdleTimeout time.Duration
 	// RunnerDir is where the runner is preinstalled, or gets downloaded to.
 	RunnerDir string
 	// RunnerVersion, when set, is downloaded if RunnerDir has no run.sh (e.g. "2.330.0").
@@ -131,6 +139,9 @@ func (p Params) withDefaults() Params {
 	if p.RegistrationTimeout == 0 {
 		p.RegistrationTimeout = DefaultRegistrationTimeout
 	}
+	if p.IdleTimeout == 0 {
+		p.IdleTimeout = DefaultIdleTimeout
+	}
 	def(&p.RunnerDir, DefaultRunnerDir)
 	def(&p.ToolDir, DefaultToolDir)
 	def(&p.LogDir, DefaultLogDir)
@@ -166,6 +177,9 @@ func (p Params) Validate() error {
 		bad("Lifetime", "%s must be whole seconds, at least 1s", p.Lifetime)
 	} else if p.Lifetime <= p.RegistrationTimeout {
 		bad("Lifetime", "%s must exceed RegistrationTimeout %s", p.Lifetime, p.RegistrationTimeout)
+	}
+	if p.IdleTimeout < time.Second || p.IdleTimeout%time.Second != 0 {
+		bad("IdleTimeout", "%s must be whole seconds, at least 1s", p.IdleTimeout)
 	}
 	for field, v := range map[string]string{"RunnerDir": p.RunnerDir, "ToolDir": p.ToolDir, "LogDir": p.LogDir, "StageDir": p.StageDir} {
 		if !pathRe.MatchString(v) || path.Clean(v) != v || v == "/" {
@@ -318,6 +332,7 @@ func Render(p Params) ([]byte, error) {
 		"TableRegion":                p.TableRegion,
 		"RegistrationTimeoutSeconds": int64(p.RegistrationTimeout / time.Second),
 		"LifetimeSeconds":            int64(p.Lifetime / time.Second),
+		"IdleTimeoutSeconds":         int64(p.IdleTimeout / time.Second),
 		"RunnerVersion":              p.RunnerVersion,
 		"RunnerSHA256":               p.RunnerSHA256,
 		"RunnerDownloadURL":          p.RunnerDownloadURL,
@@ -329,7 +344,7 @@ func Render(p Params) ([]byte, error) {
 		"StageDir":                   p.StageDir,
 		"IMDSEndpoint":               p.IMDSEndpoint,
 	}
-	for key, name := range map[string]string{"Lib": "lib.sh", "JobStartedHook": "hooks/job-started.sh", "JobCompletedHook": "hooks/job-completed.sh"} {
+	for key, name := range map[string]string{"Lib": "lib.sh", "JobHook": "hooks/job.sh"} {
 		raw, err := fs.ReadFile(files.Files, name)
 		if err != nil {
 			return nil, fmt.Errorf("reading %s: %w", name, err)

@@ -105,6 +105,8 @@ func TestValidate(t *testing.T) {
 		{"no lifetime", func(p *Params) { p.Lifetime = 0 }, "Lifetime"},
 		{"lifetime under registration timeout", func(p *Params) { p.Lifetime = time.Minute }, "Lifetime"},
 		{"fractional timeout", func(p *Params) { p.RegistrationTimeout = 1500 * time.Millisecond }, "RegistrationTimeout"},
+		{"fractional idle timeout", func(p *Params) { p.IdleTimeout = 90500 * time.Millisecond }, "IdleTimeout"},
+		{"negative idle timeout", func(p *Params) { p.IdleTimeout = -time.Minute }, "IdleTimeout"},
 		{"relative runner dir", func(p *Params) { p.RunnerDir = "opt/runner" }, "RunnerDir"},
 		{"runner dir with space", func(p *Params) { p.RunnerDir = "/opt/my runner" }, "RunnerDir"},
 		{"unclean log dir", func(p *Params) { p.LogDir = "/var/log/../etc" }, "LogDir"},
@@ -270,8 +272,7 @@ func TestShellcheck(t *testing.T) {
 	dir := t.TempDir()
 	targets := []string{
 		filepath.Join(testenv.Root(t), "userdata", "lib.sh"),
-		filepath.Join(testenv.Root(t), "userdata", "hooks", "job-started.sh"),
-		filepath.Join(testenv.Root(t), "userdata", "hooks", "job-completed.sh"),
+		filepath.Join(testenv.Root(t), "userdata", "hooks", "job.sh"),
 	}
 	for name, p := range map[string]Params{"cpu": cpuParams(), "gpu": gpuParams()} {
 		b, err := Render(p)
@@ -342,7 +343,7 @@ type bootCase struct {
 	runnerRuns   bool   // run.sh was executed
 	exitCode     string // runner_exit exit_code, when the runner ran
 	agentGPU     bool   // the agent config used has nvidia_gpu
-	shutdownBy   string // stage preceding the shutdown: runner_exit, lifetime_cap, or "" for a script failure
+	shutdownBy   string // stage preceding the shutdown: runner_exit, lifetime_cap, idle_timeout, or "" for a script failure
 	wantCommands []string
 	maxElapsed   time.Duration
 }
@@ -365,6 +366,10 @@ func TestBootSandbox(t *testing.T) {
 		_, _ = w.Write(tarball)
 	}))
 	t.Cleanup(dl.Close)
+	// EC2 for the job hooks' CreateTags (TestJobHooks checks the calls themselves).
+	ec2 := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(ec2.Close)
+	idle := func(p *Params) { p.IdleTimeout, p.EC2Endpoint = 2*time.Second, ec2.URL }
 
 	cases := []bootCase{
 		{name: "jit cpu pool", reg: jitReg(future), preinstalled: true, runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit",
@@ -383,6 +388,15 @@ func TestBootSandbox(t *testing.T) {
 		{name: "lifetime cap", params: func(p *Params) { p.RegistrationTimeout, p.Lifetime = time.Second, 3*time.Second },
 			reg: jitReg(future), preinstalled: true, env: []string{"FAKE_RUNNER=hang"}, runnerRuns: true, shutdownBy: "lifetime_cap",
 			maxElapsed: 6 * time.Second},
+		// The idle timeout (2 s here) counts from the runner's Listening for Jobs: no job by then
+		// powers the instance off; a job started before then (its hook's marker, or the runner's
+		// Running job line) is never cut short by it, though it outlasts the idle timeout.
+		{name: "idle runner powers off", params: idle, reg: jitReg(future), preinstalled: true, env: []string{"FAKE_RUNNER=hang"},
+			runnerRuns: true, shutdownBy: "idle_timeout", wantCommands: []string{"chown runner:runner .*/opt/skiff/job_started"}},
+		{name: "job started before the idle timeout", params: idle, reg: jitReg(future), preinstalled: true, env: []string{"FAKE_RUNNER=job"},
+			runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit"},
+		{name: "job announced before the idle timeout", params: idle, reg: jitReg(future), preinstalled: true, env: []string{"FAKE_RUNNER=announced"},
+			runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit"},
 		{name: "token mode", preinstalled: true, runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit",
 			reg: &Registration{InstanceARN: mockInstanceARN, Mode: ModeToken, Token: canaryToken, URL: "https://github.com/acme",
 				RunnerName: "skiff-gpu-1", Labels: []string{"self-hosted", "gpu-a10"}, RunnerGroup: "ci", ExpiresAt: future},
@@ -506,6 +520,12 @@ func checkBoot(t *testing.T, sb *sandbox, tc bootCase, elapsed time.Duration) {
 	}
 	if tc.shutdownBy == "lifetime_cap" && !strings.Contains(bootLog, "stage=lifetime_cap") {
 		t.Errorf("boot log lacks the lifetime_cap stage\n%s", bootLog)
+	}
+	if idled := strings.Contains(bootLog, "stage=idle_timeout"); idled != (tc.shutdownBy == "idle_timeout") {
+		t.Errorf("boot log has the idle_timeout stage=%v, want %v\n%s", idled, tc.shutdownBy == "idle_timeout", sb.dump())
+	}
+	if tc.shutdownBy == "runner_exit" && !strings.Contains(bootLog, "stage=runner_exit") {
+		t.Errorf("boot log lacks the runner_exit stage\n%s", bootLog)
 	}
 	if ran {
 		cfg := sb.read("agent-config.json")
