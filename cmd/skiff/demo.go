@@ -281,7 +281,7 @@ func summarize(ctx context.Context, w io.Writer, sim *ghsim.Server, l *wiring.Lo
 	}
 	var failures []string
 	var waits []time.Duration
-	completed, skipped := 0, 0
+	completed, skipped, cancelledLaunched := 0, 0, 0
 	for _, j := range jobs {
 		st, _ := sim.Job(j.id)
 		switch {
@@ -290,6 +290,14 @@ func summarize(ctx context.Context, w io.Writer, sim *ghsim.Server, l *wiring.Lo
 		case j.launch && perJob[j.id] > 1+replaced[j.id]:
 			failures = append(failures, fmt.Sprintf("job %d had %d runners launched for it and %d logged replacements", j.id,
 				perJob[j.id], replaced[j.id]))
+		case j.cancel && perJob[j.id] > 1:
+			failures = append(failures, fmt.Sprintf("cancelled job %d had %d runners launched for it", j.id, perJob[j.id]))
+		case j.cancel:
+			// Scale-up may reach the job before its cancellation does (so
+			// may AWS's): then one runner launched, found no job of its
+			// own and ended like any idle runner.
+			cancelledLaunched += perJob[j.id]
+			skipped++
 		case !j.launch && perJob[j.id] != 0:
 			failures = append(failures, fmt.Sprintf("job %d (%v) got a runner though no pool takes it", j.id, j.labels))
 		case j.launch:
@@ -318,7 +326,7 @@ func summarize(ctx context.Context, w io.Writer, sim *ghsim.Server, l *wiring.Lo
 		total += n
 	}
 	fmt.Fprintf(w, "  replacements requested  %d (jobs whose runner another job took, re-queued by the reconciler)\n", total)
-	fmt.Fprintf(w, "  not launched (no pool, cancelled)  %d\n", skipped)
+	fmt.Fprintf(w, "  not run (no pool, cancelled)  %d (%d runner launched before the cancel arrived)\n", skipped, cancelledLaunched)
 	fmt.Fprintf(w, "  queue wait p50 / p95    %s / %s\n", pct(0.5).Round(time.Millisecond), pct(0.95).Round(time.Millisecond))
 	fmt.Fprintf(w, "  invariants: no job lost; no job given a second runner but as a logged replacement; none launched without a pool: ")
 	if len(failures) > 0 {
