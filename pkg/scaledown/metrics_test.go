@@ -1,0 +1,166 @@
+package scaledown_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/metrics"
+	"github.com/skiffci/skiff/pkg/metrics/cwpeaks"
+	"github.com/skiffci/skiff/pkg/scaledown"
+	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/telemetry"
+)
+
+// peaks is a PeakReader that answers from a table, leaves the windows it
+// is told to pending, or fails.
+type peaks struct {
+	cpu     float64
+	pending bool
+	err     error
+	calls   int
+}
+
+func (p *peaks) Read(_ context.Context, ws []cwpeaks.Window) (cwpeaks.Result, error) {
+	p.calls++
+	if p.err != nil {
+		return cwpeaks.Result{}, p.err
+	}
+	res := cwpeaks.Result{Peaks: map[metrics.Key]*metrics.Peaks{}, Calls: 1}
+	for _, w := range ws {
+		if p.pending {
+			res.Pending = append(res.Pending, w)
+			continue
+		}
+		cpu := p.cpu
+		res.Peaks[w.Key] = &metrics.Peaks{CPUPeak: &cpu}
+	}
+	return res, nil
+}
+
+var m0 = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+
+// recordWorld holds job 7 (run 70, push), which ran on skiff-7-1 and
+// completed, and job 8, which another runner took.
+func recordWorld(t *testing.T) (*store.Memory, *store.LedgerMemory) {
+	t.Helper()
+	ctx := context.Background()
+	st := store.NewMemory()
+	ledger := store.NewLedgerMemory(func() time.Time { return m0 })
+	if err := st.RecordRun(ctx, store.Run{ID: 70, Attempt: 1, Event: "push", WorkflowName: "ci", Repository: "acme/app",
+		UpdatedAt: m0, ExpiresAt: m0.AddDate(10, 0, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range []store.Job{
+		{ID: 7, RunID: 70, Attempt: 1, Repository: "acme/app", Owner: "acme", Status: store.StatusCompleted, Pool: "cpu",
+			WorkflowName: "ci", JobName: "build", QueuedAt: m0, StartedAt: m0.Add(time.Minute), CompletedAt: m0.Add(6 * time.Minute),
+			RunnerName: "skiff-7-1", Conclusion: "success", UpdatedAt: m0, ExpiresAt: m0.AddDate(10, 0, 0)},
+		{ID: 8, RunID: 70, Attempt: 1, Repository: "acme/app", Owner: "acme", Status: store.StatusCompleted, Pool: "cpu",
+			QueuedAt: m0, StartedAt: m0.Add(time.Minute), CompletedAt: m0.Add(2 * time.Minute),
+			RunnerName: "skiff-9-1", Conclusion: "success", UpdatedAt: m0, ExpiresAt: m0.AddDate(10, 0, 0)},
+	} {
+		if _, err := st.RecordJob(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range []launch.Runner{{Name: "skiff-7-1", Pool: "cpu", JobID: 7, ReservedAt: m0}, {Name: "skiff-8-1", Pool: "cpu", JobID: 8, ReservedAt: m0}} {
+		if _, err := ledger.Reserve(ctx, "cpu", 10, []launch.Runner{r}); err != nil {
+			t.Fatal(err)
+		}
+		if err := ledger.Launched(ctx, r.Name, launch.Launch{InstanceID: "i-" + r.Name, InstanceType: "c7i.xlarge", Zone: "us-east-1a",
+			Spot: true, At: m0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return st, ledger
+}
+
+func TestRecordWriter(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, ledger := recordWorld(t)
+	out := &metrics.MemoryRecords{}
+	pk := &peaks{cpu: 87.5, pending: true}
+	counts := &telemetry.Memory{}
+	w := &scaledown.RecordWriter{Pools: []string{"cpu"}, Records: st, Ledger: ledger, Peaks: pk, Out: out,
+		CloudProvider: "aws", Region: "us-east-1", Wait: 10 * time.Minute, Counter: counts}
+	if !w.Enabled("CPU") || w.Enabled("gpu") {
+		t.Error("Enabled: want the listed pool (any case) only")
+	}
+	jobs := []scaledown.MetricsJob{{Runner: "skiff-7-1", Pool: "cpu", JobID: 7, InstanceID: "i-skiff-7-1"},
+		{Runner: "skiff-8-1", Pool: "cpu", JobID: 8, InstanceID: "i-skiff-8-1"}, {Runner: "skiff-99-1", Pool: "cpu", JobID: 99}}
+
+	// CloudWatch has not settled: job 7's runner waits; the runner whose job
+	// another took, and one whose job skiff never recorded, are done.
+	done := w.Write(ctx, m0.Add(7*time.Minute), jobs)
+	if done["skiff-7-1"] || !done["skiff-8-1"] || !done["skiff-99-1"] {
+		t.Fatalf("done %v: want job 7 waiting for its peaks, the others done", done)
+	}
+	if n := len(collect(t, out)); n != 0 {
+		t.Fatalf("%d records before the peaks settled", n)
+	}
+
+	// Settled: one record, with the peaks, the trigger and the instance.
+	pk.pending = false
+	if done = w.Write(ctx, m0.Add(8*time.Minute), jobs[:1]); !done["skiff-7-1"] {
+		t.Fatalf("done %v after the peaks settled", done)
+	}
+	recs := collect(t, out)
+	if len(recs) != 1 {
+		t.Fatalf("%d records, want 1", len(recs))
+	}
+	r := recs[0]
+	if r.JobID != 7 || r.Trigger != "push" || r.WorkflowName != "ci" || r.InstanceType != "c7i.xlarge" || r.RunnerName != "skiff-7-1" ||
+		r.CapacityType != "spot" || r.Runtime.Std() != 5*time.Minute || r.CPU == nil || r.CPU.PeakPercent == nil || *r.CPU.PeakPercent != 87.5 {
+		t.Errorf("record %+v", r)
+	}
+	if err := metrics.Validate(r); err != nil {
+		t.Errorf("the record fails its schema: %v", err)
+	}
+
+	// A later pass (the ledger end failed after the write): written once, done.
+	if done = w.Write(ctx, m0.Add(9*time.Minute), jobs[:1]); !done["skiff-7-1"] || len(collect(t, out)) != 1 {
+		t.Errorf("done %v, %d records: a repeat must be done and write nothing", done, len(collect(t, out)))
+	}
+	if counts.Get(scaledown.MetricRecords, "written") != 1 || counts.Get(scaledown.MetricRecords, "exists") != 1 ||
+		counts.Get(scaledown.MetricRecords, "pending") != 1 || counts.Get(scaledown.MetricRecords, "not_run") != 1 {
+		t.Errorf("counts %v", counts.Snapshot())
+	}
+}
+
+func TestRecordWriterGivesUpOnPeaks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, ledger := recordWorld(t)
+	out := &metrics.MemoryRecords{}
+	pk := &peaks{err: errors.New("throttled")}
+	w := &scaledown.RecordWriter{Pools: []string{"*"}, Records: st, Ledger: ledger, Peaks: pk, Out: out, CloudProvider: "aws",
+		Region: "us-east-1", Wait: 10 * time.Minute}
+	job := []scaledown.MetricsJob{{Runner: "skiff-7-1", Pool: "cpu", JobID: 7}}
+	// Within the wait a failed read holds the record back ...
+	if done := w.Write(ctx, m0.Add(15*time.Minute), job); done["skiff-7-1"] || len(collect(t, out)) != 0 {
+		t.Fatalf("done %v: a failed peak read within the wait must hold the record", done)
+	}
+	// ... past it the record is written without peaks, so the ledger is not held forever.
+	if done := w.Write(ctx, m0.Add(17*time.Minute), job); !done["skiff-7-1"] {
+		t.Fatalf("done %v: past the wait the record must be written without peaks", done)
+	}
+	recs := collect(t, out)
+	if len(recs) != 1 || recs[0].CPU != nil && recs[0].CPU.PeakPercent != nil {
+		t.Errorf("records %+v: want one, without a CPU peak", recs)
+	}
+}
+
+func collect(t *testing.T, out *metrics.MemoryRecords) []metrics.Record {
+	t.Helper()
+	var recs []metrics.Record
+	for r, err := range out.List(context.Background(), metrics.Filter{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, r)
+	}
+	return recs
+}
