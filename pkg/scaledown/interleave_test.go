@@ -182,7 +182,7 @@ func (w *world) fatalf(format string, args ...any) {
 	w.t.Fatalf("seed %d (rerun with SKIFF_SEED=%d): "+format, append([]any{w.seed, w.seed}, args...)...)
 }
 
-func newWorld(t *testing.T, seed uint64, trustBusyOnly bool) *world {
+func newWorld(t *testing.T, seed uint64, trustBusyOnly bool, opts ...func(*scaledown.Options)) *world {
 	w := &world{t: t, seed: seed, rng: mrand.New(mrand.NewPCG(seed, seed^0x5eed)), clock: ghsim.NewClock(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)),
 		jobs: map[int64]*simJob{}, booted: map[string]bool{}, broken: map[string]bool{}, finished: map[string]time.Time{},
 		lags: map[int64]time.Duration{}, flips: map[int64]bool{}, counter: &telemetry.Memory{}}
@@ -229,9 +229,13 @@ func newWorld(t *testing.T, seed uint64, trustBusyOnly bool) *world {
 	if trustBusyOnly {
 		ledger = busyBlindLedger{w.ledger}
 	}
-	w.down, err = scaledown.New(scaledown.Options{Pools: pools, Ledger: ledger, Claims: w.launch, Records: w.records, Provider: w.prov,
+	o := scaledown.Options{Pools: pools, Ledger: ledger, Claims: w.launch, Records: w.records, Provider: w.prov,
 		GitHub: sgh, Queue: w.q, Counter: w.counter, Logger: log, Now: w.clock.Now, Scopes: []github.Scope{github.OrgScope("acme")},
-		Apps: []int64{42}, MaxReplacements: 10, MaxJobChecks: 20})
+		Apps: []int64{42}, MaxReplacements: 10, MaxJobChecks: 20}
+	for _, f := range opts {
+		f(&o)
+	}
+	w.down, err = scaledown.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,84 @@
+package scaledown_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/scaledown"
+)
+
+// A spot interruption fails the job its runner was running: once the run
+// has completed, the reconciler re-runs its failed jobs, once, and only for
+// pools that opted in.
+func TestRerunInterrupted(t *testing.T) {
+	t.Parallel()
+	for _, optIn := range []bool{true, false} {
+		w := newWorld(t, 7, false, func(o *scaledown.Options) {
+			if optIn {
+				o.RerunInterrupted = []string{"cpu"}
+			}
+		})
+		ctx := context.Background()
+		info, err := w.sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: []string{"self-hosted", "linux", "x64"},
+			Duration: 30 * time.Minute}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		job := info.JobIDs[0]
+		w.jobs[job] = &simJob{id: job}
+		w.webhook(ctx)
+		w.scaleUp(ctx)
+		live, _ := w.dry.List(ctx, provider.Filter{AliveOnly: true})
+		if len(live) != 1 {
+			t.Fatalf("%d instances, want 1", len(live))
+		}
+		in := live[0]
+		reg, ok := w.dry.Delivered(in.ID)
+		if !ok {
+			t.Fatal("no registration delivered")
+		}
+		runnerID, err := w.sim.ConnectRunner(reg.JITConfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.clock.Advance(time.Minute)
+		w.webhook(ctx)
+		if js, _ := w.sim.Job(job); js.Status != "in_progress" {
+			t.Fatalf("job %s, want in_progress", js.Status)
+		}
+
+		// EC2 warns, then reclaims the instance: the runner vanishes, the job fails.
+		if err := w.ledger.MarkInterrupted(ctx, in.ID, w.clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+		w.clock.Advance(2 * time.Minute)
+		if err := w.dry.Terminate(ctx, []string{in.ID}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.sim.DisconnectRunner(runnerID); err != nil {
+			t.Fatal(err)
+		}
+		w.webhook(ctx)
+		if js, _ := w.sim.Job(job); js.Conclusion != "failure" {
+			t.Fatalf("job %s/%s, want failed", js.Status, js.Conclusion)
+		}
+		for range 3 { // later passes must not re-run it again
+			w.clock.Advance(time.Minute)
+			if _, err := w.down.Reconcile(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		run, _ := w.sim.Run(info.RunID)
+		want := 1
+		if optIn {
+			want = 2
+		}
+		if run.Attempt != want || w.counter.Get(scaledown.MetricReruns, "spot") != want-1 {
+			t.Errorf("opted in %v: run attempt %d, %v re-runs counted; want attempt %d", optIn, run.Attempt,
+				w.counter.Get(scaledown.MetricReruns, "spot"), want)
+		}
+	}
+}
