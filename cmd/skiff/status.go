@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -18,8 +19,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/skiffci/skiff/internal/wiring"
 	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/sqlite"
 	"github.com/skiffci/skiff/pkg/store"
 )
 
@@ -43,13 +46,18 @@ var (
 	_ cloudWatchAPI = (*cloudwatch.Client)(nil)
 )
 
-// statusSources are what `skiff status` reads: the ledger, SQS and CloudWatch.
+// statusSources are what `skiff status` reads: the ledger, and SQS and
+// CloudWatch against AWS, or local mode's SQLite queue.
 type statusSources struct {
 	ledger     statusLedger
 	sqs        sqsAPI
 	cloudWatch cloudWatchAPI
+	local      *sqlite.Queue
 	now        func() time.Time
 }
+
+// recentDeadLetters is how many of the newest dead letters status shows.
+const recentDeadLetters = 5
 
 // oldestWindow is how far back status looks for the queue's age metric:
 // SQS publishes it every minute, and CloudWatch shows it a few minutes late.
@@ -84,6 +92,17 @@ type statusReport struct {
 	// OldestQueuedAge is SQS's ApproximateAgeOfOldestMessage (CloudWatch,
 	// the largest of the last datapoint), nil when there is none.
 	OldestQueuedAge *float64 `json:"oldestQueuedAgeSeconds,omitempty"`
+	// RecentDeadLetters are the newest dead letters with their reasons
+	// (local mode, whose dead letters keep them).
+	RecentDeadLetters []deadLetterStatus `json:"recentDeadLetters,omitempty"`
+}
+
+// deadLetterStatus is a job that was given up on, and why.
+type deadLetterStatus struct {
+	JobID  int64     `json:"jobId"`
+	Reason string    `json:"reason"`
+	Detail string    `json:"detail,omitempty"`
+	At     time.Time `json:"at"`
 }
 
 // liveStates are the columns of the table, in the runner's order.
@@ -108,9 +127,26 @@ func awsStatusSources(ctx context.Context, table string) (statusSources, error) 
 	}, nil
 }
 
+// localStatusSources opens local mode's SQLite file in dataDir, which
+// must exist (status does not create an empty one); a running `skiff
+// local` keeps writing meanwhile (WAL).
+func localStatusSources(dataDir string) (statusSources, func(), error) {
+	path := wiring.LocalDBFile(dataDir)
+	if _, err := os.Stat(path); err != nil {
+		return statusSources{}, nil, fmt.Errorf("no local mode data in %s: %w", dataDir, err)
+	}
+	db, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		return statusSources{}, nil, err
+	}
+	return statusSources{ledger: sqlite.NewLedger(db, time.Now), local: sqlite.NewQueue(db, sqlite.QueueOptions{}), now: time.Now},
+		func() { _ = db.Close() }, nil
+}
+
 func statusCommand(args []string, stdout, stderr io.Writer, sources func(context.Context, string) (statusSources, error)) int {
-	fs := newFlags("status", "--table NAME [--queue-url URL] [--dlq-url URL] [-f pools.yaml] [--json]", stderr)
+	fs := newFlags("status", "(--table NAME [--queue-url URL] [--dlq-url URL] | --data-dir DIR) [-f pools.yaml] [--json]", stderr)
 	table := fs.String("table", "", "the state table (the stack's StateTable)")
+	dataDir := fs.String("data-dir", "", "local mode's data directory (instead of --table: reads its SQLite file)")
 	queueURL := fs.String("queue-url", "", "the job queue's URL (depth, in flight, oldest message)")
 	dlqURL := fs.String("dlq-url", "", "the dead-letter queue's URL")
 	file := fs.String("f", "pools.yaml", "the pools file: which pools to list, with their maxRunners")
@@ -118,8 +154,8 @@ func statusCommand(args []string, stdout, stderr io.Writer, sources func(context
 	if ok, code := parseFlags(fs, args); !ok {
 		return code
 	}
-	if *table == "" {
-		fmt.Fprintln(stderr, "skiff status: --table is required")
+	if (*table == "") == (*dataDir == "") {
+		fmt.Fprintln(stderr, "skiff status: one of --table (AWS) and --data-dir (local mode) is required")
 		fs.Usage()
 		return exitUsage
 	}
@@ -129,7 +165,15 @@ func statusCommand(args []string, stdout, stderr io.Writer, sources func(context
 		return exitFailed
 	}
 	ctx := context.Background()
-	src, err := sources(ctx, *table)
+	var src statusSources
+	if *dataDir != "" {
+		var closeDB func()
+		if src, closeDB, err = localStatusSources(*dataDir); err == nil {
+			defer closeDB()
+		}
+	} else {
+		src, err = sources(ctx, *table)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "skiff status: %v\n", err)
 		return exitFailed
@@ -179,6 +223,9 @@ func collectStatus(ctx context.Context, src statusSources, cfg *pool.Config, que
 		}
 		rep.Pools = append(rep.Pools, ps)
 	}
+	if src.local != nil {
+		return localQueueStatus(ctx, src.local, rep)
+	}
 	var err error
 	if queueURL != "" {
 		if rep.Queue, err = queueDepth(ctx, src.sqs, queueURL); err != nil {
@@ -192,6 +239,24 @@ func collectStatus(ctx context.Context, src statusSources, cfg *pool.Config, que
 		if rep.DeadLetters, err = queueDepth(ctx, src.sqs, dlqURL); err != nil {
 			return rep, err
 		}
+	}
+	return rep, nil
+}
+
+// localQueueStatus fills the queue's part of rep from local mode's queue.
+func localQueueStatus(ctx context.Context, q *sqlite.Queue, rep statusReport) (statusReport, error) {
+	c, err := q.Counts(ctx)
+	if err != nil {
+		return rep, err
+	}
+	rep.Queue = &queueStatus{URL: "local", Visible: c.Visible, InFlight: c.InFlight}
+	rep.DeadLetters = &queueStatus{URL: "local", Visible: c.DeadLetters}
+	dead, err := q.DeadLetters(ctx)
+	if err != nil {
+		return rep, err
+	}
+	for _, d := range dead[max(0, len(dead)-recentDeadLetters):] {
+		rep.RecentDeadLetters = append(rep.RecentDeadLetters, deadLetterStatus{JobID: d.JobID, Reason: d.Reason, Detail: d.Detail, At: d.DeadAt})
 	}
 	return rep, nil
 }
@@ -265,14 +330,23 @@ func printStatus(w io.Writer, rep statusReport) {
 	}
 	if rep.Queue != nil {
 		fmt.Fprintf(w, "job queue: %d waiting, %d in flight, %d delayed\n", rep.Queue.Visible, rep.Queue.InFlight, rep.Queue.Delayed)
-		if rep.OldestQueuedAge != nil {
+		switch {
+		case rep.Queue.URL == "local": // local mode has no age metric
+		case rep.OldestQueuedAge != nil:
 			fmt.Fprintf(w, "oldest queued job: %s (SQS ApproximateAgeOfOldestMessage from CloudWatch, minutes late)\n", secs(*rep.OldestQueuedAge))
-		} else {
+		default:
 			fmt.Fprintln(w, "oldest queued job: no datapoint in the last 15 minutes")
 		}
 	}
 	if rep.DeadLetters != nil {
 		fmt.Fprintf(w, "dead letters: %d\n", rep.DeadLetters.Visible+rep.DeadLetters.InFlight+rep.DeadLetters.Delayed)
+	}
+	for _, d := range rep.RecentDeadLetters {
+		fmt.Fprintf(w, "  %s  job %d  %s", d.At.Format(time.RFC3339), d.JobID, d.Reason)
+		if d.Detail != "" {
+			fmt.Fprintf(w, ": %s", d.Detail)
+		}
+		fmt.Fprintln(w)
 	}
 }
 

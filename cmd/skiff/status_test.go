@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,7 +16,10 @@ import (
 	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/skiffci/skiff/internal/wiring"
 	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/sqlite"
 	"github.com/skiffci/skiff/pkg/store"
 )
 
@@ -127,5 +133,71 @@ func TestStatus(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStatusLocal reads a local mode data directory: runners by pool and
+// state from the ledger, the queue's depth and the newest dead letters.
+func TestStatusLocal(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx := context.Background()
+	db, err := sqlite.Open(wiring.LocalDBFile(dir), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := sqlite.NewLedger(db, time.Now)
+	if n, err := l.Reserve(ctx, "cpu", 10, []launch.Runner{{Name: "skiff-7-1", Pool: "cpu", JobID: 7, ReservedAt: time.Now()}}); err != nil || n != 1 {
+		t.Fatalf("Reserve = %d, %v", n, err)
+	}
+	if err := l.Launched(ctx, "skiff-7-1", launch.Launch{InstanceID: "p-1", At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	q := sqlite.NewQueue(db, sqlite.QueueOptions{})
+	for _, id := range []int64{7, 8, 9} {
+		if err := q.Send(ctx, queue.Job{JobID: id, RunID: 1, Attempt: 1, Repository: "acme/app", Owner: "acme", Labels: []string{"self-hosted"}, Pool: "cpu",
+			DeliveryID: fmt.Sprint("d", id), ReceivedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ds, err := q.Receive(ctx, 2)
+	if err != nil || len(ds) != 2 {
+		t.Fatalf("Receive = %d, %v", len(ds), err)
+	}
+	if err := q.Settle(ctx, ds[0], queue.Answer{Verdict: queue.DeadLetter, Reason: "launch_quota", Detail: "raise the vCPU quota"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	var stdout, stderr bytes.Buffer
+	noAWS := func(context.Context, string) (statusSources, error) {
+		return statusSources{}, errors.New("AWS asked in local mode")
+	}
+	if code := statusCommand([]string{"--data-dir", dir, "-f", "testdata/status-pools.yaml"}, &stdout, &stderr, noAWS); code != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{"job queue: 1 waiting, 1 in flight", "dead letters: 1", "job 7  launch_quota: raise the vCPU quota"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^\s+cpu\s+1\s+\d+\s+0\s+1\s`).MatchString(out) {
+		t.Errorf("want pool cpu with one live runner, launched:\n%s", out)
+	}
+
+	// A directory without local mode's file is an error, and stays empty.
+	empty := t.TempDir()
+	stderr.Reset()
+	if code := statusCommand([]string{"--data-dir", empty, "-f", "testdata/status-pools.yaml"}, &stdout, &stderr, noAWS); code != exitFailed {
+		t.Errorf("exit %d for an empty directory, want %d", code, exitFailed)
+	}
+	if entries, _ := os.ReadDir(empty); len(entries) != 0 {
+		t.Errorf("status created %v in an empty directory", entries)
+	}
+	if code := statusCommand([]string{"--data-dir", dir, "--table", "t", "-f", "testdata/status-pools.yaml"}, &stdout, &stderr, noAWS); code != exitUsage {
+		t.Errorf("exit %d with both --table and --data-dir, want %d", code, exitUsage)
 	}
 }

@@ -103,6 +103,10 @@ const instancePoll = 2 * time.Second
 
 // NewLocal opens the data directory and builds every part; nothing runs
 // until Run. The caller owns the returned Local and must Run or Close it.
+// LocalDBFile is the SQLite file of local mode's data directory: queue,
+// job records, launch claims and runner ledger.
+func LocalDBFile(dataDir string) string { return filepath.Join(dataDir, "skiff.db") }
+
 func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("local mode: the data directory is required")
@@ -146,7 +150,7 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local mode: the installations: %w", err)
 	}
-	db, err := sqlite.Open(filepath.Join(cfg.DataDir, "skiff.db"), sqlite.Options{Synchronous: cfg.Durability})
+	db, err := sqlite.Open(LocalDBFile(cfg.DataDir), sqlite.Options{Synchronous: cfg.Durability})
 	if err != nil {
 		return nil, err
 	}

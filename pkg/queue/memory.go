@@ -45,6 +45,7 @@ type DeadLetterRecord struct {
 	ReceiveCount int
 	Reason       string
 	Detail       string
+	DeadAt       time.Time
 }
 
 var (
@@ -173,8 +174,9 @@ func (m *Memory) DeadLetter(ctx context.Context, d Delivery, reason, detail stri
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.init()
 	m.dead = append(m.dead, DeadLetterRecord{MessageID: d.ID, Body: d.Body, JobID: d.Job.JobID,
-		ReceiveCount: d.ReceiveCount, Reason: reason, Detail: detail})
+		ReceiveCount: d.ReceiveCount, Reason: reason, Detail: detail, DeadAt: m.now()})
 	return nil
 }
 

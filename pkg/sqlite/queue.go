@@ -262,7 +262,7 @@ func (q *Queue) DeadLetter(ctx context.Context, d queue.Delivery, reason, detail
 
 // DeadLetters returns the dead letters, oldest first.
 func (q *Queue) DeadLetters(ctx context.Context) ([]queue.DeadLetterRecord, error) {
-	rows, err := q.d.db.QueryContext(ctx, "SELECT message_id, body, job_id, receive_count, reason, detail FROM dead_letters ORDER BY id")
+	rows, err := q.d.db.QueryContext(ctx, "SELECT message_id, body, job_id, receive_count, reason, detail, dead_at FROM dead_letters ORDER BY id")
 	if err != nil {
 		return nil, fmt.Errorf("reading dead letters: %w", err)
 	}
@@ -270,9 +270,11 @@ func (q *Queue) DeadLetters(ctx context.Context) ([]queue.DeadLetterRecord, erro
 	var out []queue.DeadLetterRecord
 	for rows.Next() {
 		var r queue.DeadLetterRecord
-		if err := rows.Scan(&r.MessageID, &r.Body, &r.JobID, &r.ReceiveCount, &r.Reason, &r.Detail); err != nil {
+		var at int64
+		if err := rows.Scan(&r.MessageID, &r.Body, &r.JobID, &r.ReceiveCount, &r.Reason, &r.Detail, &at); err != nil {
 			return nil, fmt.Errorf("reading dead letters: %w", err)
 		}
+		r.DeadAt = time.Unix(0, at).UTC()
 		out = append(out, r)
 	}
 	return out, rows.Err()
@@ -285,4 +287,25 @@ func (q *Queue) Depth(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("counting messages: %w", err)
 	}
 	return n, nil
+}
+
+// Counts is the queue's depth as `skiff status` shows it.
+type Counts struct {
+	Visible, InFlight, DeadLetters int
+}
+
+// Counts returns how many messages wait (visible now), how many are in
+// flight (received, their visibility not yet over) and how many dead
+// letters there are.
+func (q *Queue) Counts(ctx context.Context) (Counts, error) {
+	var c Counts
+	now := q.o.Now().UnixNano()
+	err := q.d.db.QueryRowContext(ctx, `SELECT
+		(SELECT count(*) FROM queue_messages WHERE visible_at <= ?),
+		(SELECT count(*) FROM queue_messages WHERE visible_at > ?),
+		(SELECT count(*) FROM dead_letters)`, now, now).Scan(&c.Visible, &c.InFlight, &c.DeadLetters)
+	if err != nil {
+		return Counts{}, fmt.Errorf("counting messages: %w", err)
+	}
+	return c, nil
 }

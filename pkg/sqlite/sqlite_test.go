@@ -117,6 +117,9 @@ func TestReceiver(t *testing.T) {
 	if rest, _ := q.Receive(ctx, 10); len(rest) != 1 || rest[0].Job.JobID != 3 {
 		t.Fatalf("second receive = %+v, want only job 3 (1 and 2 are in flight)", rest)
 	}
+	if c, err := q.Counts(ctx); err != nil || c != (sqlite.Counts{InFlight: 3}) {
+		t.Errorf("Counts = %+v, %v; want 3 in flight", c, err)
+	}
 	answers := []queue.Answer{{Verdict: queue.Done}, {Verdict: queue.DeadLetter, Reason: "launch_quota", Detail: "raise it"}}
 	for i, d := range first {
 		if err := q.Settle(ctx, d, answers[i]); err != nil {
@@ -134,8 +137,12 @@ func TestReceiver(t *testing.T) {
 	if n, _ := q.Depth(ctx); n != 1 {
 		t.Fatalf("a retried message must stay: depth %d", n)
 	}
+	if c, err := q.Counts(ctx); err != nil || c != (sqlite.Counts{InFlight: 1, DeadLetters: 1}) {
+		t.Errorf("Counts = %+v, %v; want the retried message in flight until its visibility ends, and one dead letter", c, err)
+	}
 	dead, _ := q.DeadLetters(ctx)
-	if len(dead) != 1 || dead[0].JobID != 2 || dead[0].Reason != "launch_quota" || dead[0].Detail != "raise it" || dead[0].Body == "" {
+	if len(dead) != 1 || dead[0].JobID != 2 || dead[0].Reason != "launch_quota" || dead[0].Detail != "raise it" || dead[0].Body == "" ||
+		!dead[0].DeadAt.Equal(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)) {
 		t.Errorf("dead letters %+v", dead)
 	}
 	// A receiver that outlived its visibility cannot settle for the newer one.
