@@ -68,7 +68,12 @@ func (s *Skiff) addLivePoolIndex() {
 // which IAM authorises item by item as UpdateItem, so no other action is
 // needed.
 func (s *Skiff) buildEC2Events() error {
-	fn, err := s.AddFunction(ec2EventsSpec())
+	spec := ec2EventsSpec()
+	if s.props.RunnerMetrics {
+		// Runners whose job gets a record are the reconciler's to end.
+		spec.Environment = map[string]string{names.EnvMetricsRecords: "*"}
+	}
+	fn, err := s.AddFunction(spec)
 	if err != nil {
 		return err
 	}

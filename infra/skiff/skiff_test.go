@@ -996,3 +996,31 @@ func TestScaleDown(t *testing.T) {
 		t.Errorf("TerminateInstances condition %s", got)
 	}
 }
+
+// TestMetricsRecordsReachEC2Events: with runner metrics on, the EC2-event
+// function leaves the runners of exactly the pools whose records
+// scale-down writes to the reconciler (else their records are never
+// written: the termination event would end them first).
+func TestMetricsRecordsReachEC2Events(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		p := defaultProps()
+		p.RunnerMetrics = on
+		_, _, tmpl := synth(t, p)
+		var doc map[string]any
+		b, _ := json.Marshal(tmpl.ToJSON())
+		if err := json.Unmarshal(b, &doc); err != nil {
+			t.Fatal(err)
+		}
+		sd, err := wiring.ScaleDownConfigFromEnv(getenv(t, doc, names.FunctionScaleDown))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, err := wiring.EC2EventsConfigFromEnv(getenv(t, doc, names.FunctionEC2Events))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(sd.MetricsPools, ev.MetricsPools) || (len(ev.MetricsPools) > 0) != on {
+			t.Errorf("runner metrics %v: scale-down writes records for %v, ec2events leaves %v to it", on, sd.MetricsPools, ev.MetricsPools)
+		}
+	}
+}

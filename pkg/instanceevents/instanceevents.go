@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/skiffci/skiff/pkg/launch"
@@ -42,8 +43,9 @@ const (
 	// MetricIgnored counts events about instances that are not skiff
 	// runners, or states that end nothing (reason: not_skiff, state).
 	MetricIgnored = "InstanceEventIgnored"
-	// MetricLeftToReconciler counts runners that ended without running the
-	// job they were launched for, left for the reconciler (reason: pool).
+	// MetricLeftToReconciler counts runners left live for the reconciler
+	// (reason: pool): those that ended without running the job they were
+	// launched for, and those of pools whose metrics records are on.
 	MetricLeftToReconciler = "RunnerLeftToReconciler"
 )
 
@@ -61,13 +63,20 @@ type Options struct {
 	Ledger  Ledger
 	Counter telemetry.Counter // default telemetry.Discard
 	Logger  *slog.Logger      // default: discards
+	// RecordPools are the pools whose metrics records are on ("*": all):
+	// their runners are left for the reconciler, which writes a finished
+	// job's record and only then ends its runner. Ending one here would
+	// take it out of the reconciler's view, and its record would never be
+	// written.
+	RecordPools []string
 }
 
 // Service records instance events in the runner ledger.
 type Service struct {
-	ledger  Ledger
-	counter telemetry.Counter
-	logger  *slog.Logger
+	ledger      Ledger
+	counter     telemetry.Counter
+	logger      *slog.Logger
+	recordPools []string
 }
 
 // New returns the service.
@@ -81,7 +90,17 @@ func New(o Options) (*Service, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Service{ledger: o.Ledger, counter: o.Counter, logger: o.Logger}, nil
+	return &Service{ledger: o.Ledger, counter: o.Counter, logger: o.Logger, recordPools: o.RecordPools}, nil
+}
+
+// records reports whether the pool's metrics records are on.
+func (s *Service) records(pool string) bool {
+	for _, p := range s.recordPools {
+		if p == "*" || strings.EqualFold(p, pool) {
+			return true
+		}
+	}
+	return false
 }
 
 // StateChanged records that the instance entered state at time at. It
@@ -103,9 +122,14 @@ func (s *Service) StateChanged(ctx context.Context, instanceID, state string, at
 	// here would hide the job from the pass that checks whether it is still
 	// queued and launches its replacement. The reconciler ends it within a
 	// minute (its instance is gone).
-	if r, err := s.ledger.RunnerByInstance(ctx, instanceID); err == nil && r.State.Live() && r.BusyJob != r.JobID {
-		log.Info("runner ended without running its own job; leaving it to the reconciler", "runner_name", r.Name, "job_id", r.JobID,
-			"ran_job", r.BusyJob)
+	// A runner of a pool whose metrics records are on stays live too: the
+	// reconciler writes its job's record, then ends it.
+	if r, err := s.ledger.RunnerByInstance(ctx, instanceID); err == nil && r.State.Live() && (r.BusyJob != r.JobID || s.records(r.Pool)) {
+		why := "did not run its own job"
+		if r.BusyJob == r.JobID {
+			why = "its job's metrics record is the reconciler's to write"
+		}
+		log.Info("leaving the runner to the reconciler", "why", why, "runner_name", r.Name, "job_id", r.JobID, "ran_job", r.BusyJob)
 		s.counter.Count(MetricLeftToReconciler, r.Pool)
 		return nil
 	}

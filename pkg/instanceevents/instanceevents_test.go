@@ -231,3 +231,31 @@ func TestRunnerWithoutItsJobIsLeftToTheReconciler(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordPoolsLeftToReconciler: with metrics records on for its pool, a
+// runner that ran its own job is not ended by the event: the reconciler
+// writes the job's record first, then ends it. Other pools end at once.
+func TestRecordPoolsLeftToReconciler(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		pools []string
+		live  int
+	}{{[]string{"CPU"}, 1}, {[]string{"*"}, 1}, {[]string{"gpu"}, 0}, {nil, 0}} {
+		_, l, _ := setup(t)
+		c := &telemetry.Memory{}
+		svc, err := instanceevents.New(instanceevents.Options{Ledger: l, Counter: c, RecordPools: tc.pools})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if err := svc.StateChanged(ctx, "i-0run", "terminated", t0.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if live, _ := l.Live(ctx, "cpu"); live != tc.live {
+			t.Errorf("record pools %v: live %d, want %d", tc.pools, live, tc.live)
+		}
+		if n := c.Get(instanceevents.MetricLeftToReconciler, "cpu"); n != tc.live {
+			t.Errorf("record pools %v: %d left to the reconciler, want %d", tc.pools, n, tc.live)
+		}
+	}
+}

@@ -111,14 +111,21 @@ func (w *RecordWriter) Write(ctx context.Context, now time.Time, jobs []MetricsJ
 	var items []item
 	var windows []cwpeaks.Window
 	for _, j := range jobs {
-		job, err := w.Records.Job(ctx, j.JobID)
+		// The record is of the job the runner ran: under GitHub's rule a
+		// runner may take another queued job its labels fit than its own.
+		r, rerr := w.Ledger.Runner(ctx, j.Runner)
+		jobID := j.JobID
+		if rerr == nil && r.BusyJob != 0 {
+			jobID = r.BusyJob
+		}
+		job, err := w.Records.Job(ctx, jobID)
 		if errors.Is(err, store.ErrNotFound) {
 			done[j.Runner] = true
 			continue
 		}
 		if err != nil {
 			w.count("error")
-			log.Error("reading job record for its metrics", "job_id", j.JobID, "err", err)
+			log.Error("reading job record for its metrics", "job_id", jobID, "err", err)
 			continue
 		}
 		if job.StartedAt.IsZero() || job.RunnerName != j.Runner {
@@ -132,8 +139,7 @@ func (w *RecordWriter) Write(ctx context.Context, now time.Time, jobs []MetricsJ
 			log.Error("reading run record for its metrics", "run_id", job.RunID, "err", err)
 			continue
 		}
-		r, err := w.Ledger.Runner(ctx, j.Runner)
-		if err != nil {
+		if rerr != nil {
 			r = launch.Runner{Name: j.Runner, InstanceID: j.InstanceID}
 		}
 		inst := metrics.Instance{ID: r.InstanceID, Type: r.InstanceType, Region: w.Region, Zone: r.Zone, RunnerName: r.Name,

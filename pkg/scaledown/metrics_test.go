@@ -43,7 +43,7 @@ func (p *peaks) Read(_ context.Context, ws []cwpeaks.Window) (cwpeaks.Result, er
 var m0 = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 
 // recordWorld holds job 7 (run 70, push), which ran on skiff-7-1 and
-// completed, and job 8, which another runner took.
+// completed, and job 8, which skiff-9-1 (launched for job 9) took.
 func recordWorld(t *testing.T) (*store.Memory, *store.LedgerMemory) {
 	t.Helper()
 	ctx := context.Background()
@@ -65,7 +65,8 @@ func recordWorld(t *testing.T) (*store.Memory, *store.LedgerMemory) {
 			t.Fatal(err)
 		}
 	}
-	for _, r := range []launch.Runner{{Name: "skiff-7-1", Pool: "cpu", JobID: 7, ReservedAt: m0}, {Name: "skiff-8-1", Pool: "cpu", JobID: 8, ReservedAt: m0}} {
+	for _, r := range []launch.Runner{{Name: "skiff-7-1", Pool: "cpu", JobID: 7, ReservedAt: m0}, {Name: "skiff-8-1", Pool: "cpu", JobID: 8, ReservedAt: m0},
+		{Name: "skiff-9-1", Pool: "cpu", JobID: 9, ReservedAt: m0}} {
 		if _, err := ledger.Reserve(ctx, "cpu", 10, []launch.Runner{r}); err != nil {
 			t.Fatal(err)
 		}
@@ -73,6 +74,10 @@ func recordWorld(t *testing.T) (*store.Memory, *store.LedgerMemory) {
 			Spot: true, At: m0}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// skiff-9-1, launched for job 9, ran job 8.
+	if err := ledger.Advance(ctx, "skiff-9-1", launch.StateJobStarted, m0.Add(time.Minute), 8); err != nil {
+		t.Fatal(err)
 	}
 	return st, ledger
 }
@@ -90,7 +95,8 @@ func TestRecordWriter(t *testing.T) {
 		t.Error("Enabled: want the listed pool (any case) only")
 	}
 	jobs := []scaledown.MetricsJob{{Runner: "skiff-7-1", Pool: "cpu", JobID: 7, InstanceID: "i-skiff-7-1"},
-		{Runner: "skiff-8-1", Pool: "cpu", JobID: 8, InstanceID: "i-skiff-8-1"}, {Runner: "skiff-99-1", Pool: "cpu", JobID: 99}}
+		{Runner: "skiff-8-1", Pool: "cpu", JobID: 8, InstanceID: "i-skiff-8-1"}, {Runner: "skiff-99-1", Pool: "cpu", JobID: 99},
+		{Runner: "skiff-9-1", Pool: "cpu", JobID: 9, InstanceID: "i-skiff-9-1"}}
 
 	// CloudWatch has not settled: job 7's runner waits; the runner whose job
 	// another took, and one whose job skiff never recorded, are done.
@@ -102,14 +108,15 @@ func TestRecordWriter(t *testing.T) {
 		t.Fatalf("%d records before the peaks settled", n)
 	}
 
-	// Settled: one record, with the peaks, the trigger and the instance.
+	// Settled: job 7's record, with the peaks, the trigger and the
+	// instance; and job 8's, from the runner that ran it.
 	pk.pending = false
-	if done = w.Write(ctx, m0.Add(8*time.Minute), jobs[:1]); !done["skiff-7-1"] {
+	if done = w.Write(ctx, m0.Add(8*time.Minute), []scaledown.MetricsJob{jobs[0], jobs[3]}); !done["skiff-7-1"] || !done["skiff-9-1"] {
 		t.Fatalf("done %v after the peaks settled", done)
 	}
 	recs := collect(t, out)
-	if len(recs) != 1 {
-		t.Fatalf("%d records, want 1", len(recs))
+	if len(recs) != 2 || recs[1].JobID != 8 || recs[1].RunnerName != "skiff-9-1" {
+		t.Fatalf("records %+v, want job 7's and job 8's (run by skiff-9-1)", recs)
 	}
 	r := recs[0]
 	if r.JobID != 7 || r.Trigger != "push" || r.WorkflowName != "ci" || r.InstanceType != "c7i.xlarge" || r.RunnerName != "skiff-7-1" ||
@@ -121,11 +128,11 @@ func TestRecordWriter(t *testing.T) {
 	}
 
 	// A later pass (the ledger end failed after the write): written once, done.
-	if done = w.Write(ctx, m0.Add(9*time.Minute), jobs[:1]); !done["skiff-7-1"] || len(collect(t, out)) != 1 {
+	if done = w.Write(ctx, m0.Add(9*time.Minute), jobs[:1]); !done["skiff-7-1"] || len(collect(t, out)) != 2 {
 		t.Errorf("done %v, %d records: a repeat must be done and write nothing", done, len(collect(t, out)))
 	}
-	if counts.Get(scaledown.MetricRecords, "written") != 1 || counts.Get(scaledown.MetricRecords, "exists") != 1 ||
-		counts.Get(scaledown.MetricRecords, "pending") != 1 || counts.Get(scaledown.MetricRecords, "not_run") != 1 {
+	if counts.Get(scaledown.MetricRecords, "written") != 2 || counts.Get(scaledown.MetricRecords, "exists") != 1 ||
+		counts.Get(scaledown.MetricRecords, "pending") != 2 || counts.Get(scaledown.MetricRecords, "not_run") != 1 {
 		t.Errorf("counts %v", counts.Snapshot())
 	}
 }
