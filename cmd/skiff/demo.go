@@ -24,6 +24,7 @@ import (
 	"github.com/skiffci/skiff/internal/wiring"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
@@ -115,6 +116,7 @@ func demo(w io.Writer, standin, poolsFile, out string, n int, duration, timeout 
 		AppKeys:       string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})),
 		WebhookSecret: webhookSecret, Allow: []string{org}, Installations: []string{"*"},
 		ReconcileEvery: 2 * time.Second, // a lab reconciles often; AWS every minute
+		MetricsRecords: true,
 	}, slog.New(slog.NewJSONHandler(logFile, nil)))
 	if err != nil {
 		return err
@@ -211,7 +213,41 @@ func demo(w io.Writer, standin, poolsFile, out string, n int, duration, timeout 
 		case <-tick.C:
 		}
 	}
-	return summarize(ctx, w, sim, l, jobs, dup, logFile.Name())
+	return summarize(ctx, w, sim, l, jobs, dup, logFile.Name(), filepath.Join(out, "report.html"))
+}
+
+// records checks the metrics records: one per completed job, each valid
+// against the schema, and writes the usage report.
+func records(ctx context.Context, l *wiring.Local, jobs []*demoJob, report string) (int, []string, error) {
+	var recs []metrics.Record
+	for r, err := range l.Records.List(ctx, metrics.Filter{}) {
+		if err != nil {
+			return 0, nil, err
+		}
+		recs = append(recs, r)
+	}
+	var failures []string
+	seen := map[int64]int{}
+	for _, r := range recs {
+		seen[r.JobID]++
+		if err := metrics.Validate(r); err != nil {
+			failures = append(failures, fmt.Sprintf("job %d's metrics record fails the schema: %v", r.JobID, err))
+		}
+	}
+	for _, j := range jobs {
+		if j.launch && seen[j.id] != 1 {
+			failures = append(failures, fmt.Sprintf("job %d has %d metrics records, want 1", j.id, seen[j.id]))
+		}
+	}
+	f, err := os.Create(report)
+	if err != nil {
+		return 0, nil, err
+	}
+	err = metrics.WriteHTML(f, recs, metrics.Advise(recs, metrics.AdviceOptions{MinRecords: 5, Headroom: 0.2}), time.Now())
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return len(recs), failures, err
 }
 
 // replacements counts, per job, the replacements the reconciler logged
@@ -265,7 +301,7 @@ func duplicate(ctx context.Context, sim *ghsim.Server, url, secret string) (stri
 // summarize prints what happened and checks the invariants: every job a
 // pool takes completed on one runner of ours (none lost, none launched
 // twice), the others never launched, no runner ended while running a job.
-func summarize(ctx context.Context, w io.Writer, sim *ghsim.Server, l *wiring.Local, jobs []*demoJob, dup, logFile string) error {
+func summarize(ctx context.Context, w io.Writer, sim *ghsim.Server, l *wiring.Local, jobs []*demoJob, dup, logFile, report string) error {
 	instances, err := l.Provider.List(ctx, provider.Filter{})
 	if err != nil {
 		return err
@@ -328,7 +364,13 @@ func summarize(ctx context.Context, w io.Writer, sim *ghsim.Server, l *wiring.Lo
 	fmt.Fprintf(w, "  replacements requested  %d (jobs whose runner another job took, re-queued by the reconciler)\n", total)
 	fmt.Fprintf(w, "  not run (no pool, cancelled)  %d (%d runner launched before the cancel arrived)\n", skipped, cancelledLaunched)
 	fmt.Fprintf(w, "  queue wait p50 / p95    %s / %s\n", pct(0.5).Round(time.Millisecond), pct(0.95).Round(time.Millisecond))
-	fmt.Fprintf(w, "  invariants: no job lost; no job given a second runner but as a logged replacement; none launched without a pool: ")
+	nrec, recFailures, err := records(ctx, l, jobs, report)
+	if err != nil {
+		return err
+	}
+	failures = append(failures, recFailures...)
+	fmt.Fprintf(w, "  metrics records         %d written, validated against schema/metrics.schema.json; report: %s\n", nrec, report)
+	fmt.Fprintf(w, "  invariants: no job lost; no job given a second runner but as a logged replacement; none launched without a pool; one valid record per job: ")
 	if len(failures) > 0 {
 		fmt.Fprintln(w, "FAILED")
 		for _, f := range failures {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -18,13 +19,17 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("building the stand-in: %v\n%s", err, out)
 	}
 	var out bytes.Buffer
-	err := demo(&out, standin, "../../examples/pools.yaml", filepath.Join(t.TempDir(), "demo"), 12, 200*time.Millisecond, 4*time.Minute)
+	dir := filepath.Join(t.TempDir(), "demo")
+	err := demo(&out, standin, "../../examples/pools.yaml", dir, 12, 200*time.Millisecond, 4*time.Minute)
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
-	for _, want := range []string{"jobs completed          12", "invariants: no job lost", ": ok"} {
+	for _, want := range []string{"jobs completed          12", "metrics records         12 written", "invariants: no job lost", ": ok"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())
 		}
+	}
+	if report, err := os.ReadFile(filepath.Join(dir, "report.html")); err != nil || !strings.Contains(string(report), "<p>12 jobs ·") {
+		t.Errorf("the usage report does not cover the 12 jobs (%v)", err)
 	}
 }

@@ -14,9 +14,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/skiffci/skiff/internal/wiring"
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/metrics/recordstore"
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/sqlite"
 )
 
 // metricsNow is the present for --since durations and the HTML report's
@@ -26,9 +28,10 @@ var metricsNow = time.Now
 // runMetrics implements "skiff metrics": read records, filter, group,
 // print a table, CSV or JSON, advice, and optionally an HTML report.
 func runMetrics(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("metrics", "(--file records.jsonl | --table NAME) [--since 720h] [--by repository] [--format table|csv|json] [--html report.html]", stderr)
+	fs := newFlags("metrics", "(--file records.jsonl | --table NAME | --data-dir DIR) [--since 720h] [--by repository] [--format table|csv|json] [--html report.html]", stderr)
 	file := fs.String("file", "", "read records from a JSON-lines file (one record per line)")
 	table := fs.String("table", "", "read records from this DynamoDB table (default AWS config and region)")
+	dataDir := fs.String("data-dir", "", "read local mode's records from its data directory (skiff local --metrics-records)")
 	since := fs.String("since", "", "only jobs that ended since: a duration back from now (720h) or a date (2026-11-01)")
 	repo := fs.String("repo", "", "only this repository (owner/name)")
 	workflow := fs.String("workflow", "", "only this workflow name")
@@ -47,8 +50,8 @@ func runMetrics(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "skiff metrics: "+format+"\n", a...)
 		return code
 	}
-	if (*file == "") == (*table == "") {
-		return fail(exitUsage, "give exactly one of --file and --table")
+	if n := btoi(*file != "") + btoi(*table != "") + btoi(*dataDir != ""); n != 1 {
+		return fail(exitUsage, "give exactly one of --file, --table and --data-dir")
 	}
 	if _, err := metrics.GroupKey(&metrics.Record{}, *by); err != nil {
 		return fail(exitUsage, "--by: %v", err)
@@ -75,9 +78,12 @@ func runMetrics(args []string, stdout, stderr io.Writer) int {
 	ctx := context.Background()
 	var recs []metrics.Record
 	var err error
-	if *file != "" {
+	switch {
+	case *file != "":
 		recs, err = readRecordsFile(*file, filter)
-	} else {
+	case *dataDir != "":
+		recs, err = readRecordsLocal(ctx, *dataDir, filter)
+	default:
 		recs, err = readRecordsTable(ctx, *table, filter)
 	}
 	if err != nil {
@@ -168,15 +174,39 @@ func readRecordsTable(ctx context.Context, table string, f metrics.Filter) ([]me
 	if err != nil {
 		return nil, fmt.Errorf("loading AWS config: %w", err)
 	}
-	store := recordstore.New(dynamodb.NewFromConfig(cfg), table)
+	return collectRecords(ctx, recordstore.New(dynamodb.NewFromConfig(cfg), table), f)
+}
+
+// readRecordsLocal reads local mode's records from its data directory.
+func readRecordsLocal(ctx context.Context, dataDir string, f metrics.Filter) ([]metrics.Record, error) {
+	path := wiring.LocalDBFile(dataDir)
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("no local mode data in %s: %w", dataDir, err)
+	}
+	db, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	return collectRecords(ctx, sqlite.NewMetricsRecords(db), f)
+}
+
+func collectRecords(ctx context.Context, s metrics.Records, f metrics.Filter) ([]metrics.Record, error) {
 	var out []metrics.Record
-	for r, err := range store.List(ctx, f) {
+	for r, err := range s.List(ctx, f) {
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // allowedTypes lists each pool's instance types: its list, or the price

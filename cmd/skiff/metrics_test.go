@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/internal/wiring"
 	"github.com/skiffci/skiff/pkg/metrics"
+	"github.com/skiffci/skiff/pkg/sqlite"
 )
 
 var metricsStart = time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
@@ -59,6 +61,26 @@ func TestMetricsGolden(t *testing.T) {
 			golden(t, tc.name, stdout)
 		})
 	}
+	// The same records in local mode's SQLite file print the same table.
+	dir := t.TempDir()
+	db, err := sqlite.Open(wiring.LocalDBFile(dir), sqlite.Options{Synchronous: sqlite.Normal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := sqlite.NewMetricsRecords(db)
+	for _, r := range metrics.Synthetic(42, 600, metricsStart) {
+		if err := recs.Put(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI("metrics", "--data-dir", dir, "--by", "repository")
+	if code != 0 {
+		t.Fatalf("--data-dir: exit %d: %s", code, stderr)
+	}
+	golden(t, "metrics-table-repository", stdout)
 }
 
 func TestMetricsUsage(t *testing.T) {
@@ -68,8 +90,8 @@ func TestMetricsUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no source", []string{"metrics"}, "exactly one of --file and --table"},
-		{"two sources", []string{"metrics", "--file", "a", "--table", "b"}, "exactly one of --file and --table"},
+		{"no source", []string{"metrics"}, "exactly one of --file, --table and --data-dir"},
+		{"two sources", []string{"metrics", "--file", "a", "--table", "b"}, "exactly one of --file, --table and --data-dir"},
 		{"bad by", []string{"metrics", "--file", "a", "--by", "colour"}, "--by"},
 		{"bad format", []string{"metrics", "--file", "a", "--format", "xml"}, "--format"},
 		{"bad since", []string{"metrics", "--file", "a", "--since", "last week"}, "--since"},

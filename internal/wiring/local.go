@@ -71,6 +71,10 @@ type LocalConfig struct {
 	ReconcileEvery time.Duration
 	// Durability is the SQLite file's synchronous mode (default sqlite.Full).
 	Durability sqlite.Synchronous
+	// MetricsRecords turns on one metrics record per finished job, kept in
+	// the SQLite file (Local.Records); locally there is no CloudWatch
+	// agent, so records carry times, instance and conclusion, no peaks.
+	MetricsRecords bool
 	// Now is the clock (default time.Now), for tests.
 	Now func() time.Time
 }
@@ -80,12 +84,14 @@ type LocalConfig struct {
 // through the same services as the Lambdas. Run serves until its context
 // ends, then shuts down cleanly.
 type Local struct {
-	cfg      LocalConfig
-	log      *slog.Logger
-	db       *sqlite.DB
-	Queue    *sqlite.Queue
-	Store    *sqlite.Store
-	Ledger   store.Ledger
+	cfg    LocalConfig
+	log    *slog.Logger
+	db     *sqlite.DB
+	Queue  *sqlite.Queue
+	Store  *sqlite.Store
+	Ledger store.Ledger
+	// Records holds the metrics records (with MetricsRecords).
+	Records  *sqlite.MetricsRecords
 	Provider provider.Provider
 	ScaleUp  *scaleup.Service
 	// ScaleDown is the reconciler, run every ReconcileEvery.
@@ -182,7 +188,15 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 		return nil, fmt.Errorf("local mode: provider %q is neither process nor dry-run", cfg.Provider)
 	}
 	counter := telemetry.Discard
-	l.events, err = instanceevents.New(instanceevents.Options{Ledger: ledger, Counter: counter, Logger: logger})
+	var metricsWriter scaledown.MetricsWriter = scaledown.NoMetrics{}
+	var recordPools []string
+	if cfg.MetricsRecords {
+		l.Records = sqlite.NewMetricsRecords(db)
+		recordPools = []string{"*"}
+		metricsWriter = &scaledown.RecordWriter{Pools: recordPools, Records: l.Store, Ledger: ledger, Out: l.Records,
+			CloudProvider: cfg.Provider, Region: "local", Counter: counter, Logger: logger}
+	}
+	l.events, err = instanceevents.New(instanceevents.Options{Ledger: ledger, Counter: counter, Logger: logger, RecordPools: recordPools})
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +210,7 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 	}
 	l.ScaleDown, err = scaledown.New(scaledown.Options{Pools: pools, Ledger: l.Ledger, Claims: launches, Records: l.Store,
 		Provider: l.Provider, GitHub: gh, Queue: l.Queue, Counter: counter, Logger: logger, Now: cfg.Now,
-		Apps: cfg.AppIDs})
+		Apps: cfg.AppIDs, Metrics: metricsWriter})
 	if err != nil {
 		return nil, err
 	}

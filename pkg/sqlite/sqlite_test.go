@@ -19,6 +19,8 @@ import (
 
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/metrics"
+	"github.com/skiffci/skiff/pkg/metrics/recordstest"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/sqlite"
 	"github.com/skiffci/skiff/pkg/store"
@@ -471,4 +473,11 @@ func BenchmarkWebhookWrites(b *testing.B) {
 			b.ReportMetric(float64(id)/b.Elapsed().Seconds(), "jobs/s")
 		})
 	}
+}
+
+func TestMetricsRecordsConformance(t *testing.T) {
+	t.Parallel()
+	recordstest.Run(t, func(t *testing.T) metrics.Records {
+		return sqlite.NewMetricsRecords(open(t, "", sqlite.Options{}))
+	})
 }
