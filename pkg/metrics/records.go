@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
@@ -29,6 +30,23 @@ type Records interface {
 	Put(ctx context.Context, r Record) error
 	// List yields the records that match f, in no particular order.
 	List(ctx context.Context, f Filter) iter.Seq2[Record, error]
+}
+
+// Encode is what every store does before it writes r: it fails on a
+// canceled context and on a record that fails the schema (ErrInvalid),
+// and returns the record's JSON, the form stores keep.
+func Encode(ctx context.Context, r Record) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("putting metrics record: %w", err)
+	}
+	if err := Validate(r); err != nil {
+		return nil, fmt.Errorf("putting metrics record %s: %w", r.Key(), err)
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encoding metrics record %s: %w", r.Key(), err)
+	}
+	return data, nil
 }
 
 // Filter selects records. Zero fields do not filter; strings compare

@@ -33,15 +33,9 @@ func NewMetricsRecords(d *DB) *MetricsRecords { return &MetricsRecords{d: d} }
 // Put implements metrics.Records: validated, then written unless the key
 // was written before (metrics.ErrExists).
 func (m *MetricsRecords) Put(ctx context.Context, r metrics.Record) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("putting metrics record: %w", err)
-	}
-	if err := metrics.Validate(r); err != nil {
-		return fmt.Errorf("putting metrics record %s: %w", r.Key(), err)
-	}
-	data, err := json.Marshal(r)
+	data, err := metrics.Encode(ctx, r)
 	if err != nil {
-		return fmt.Errorf("putting metrics record %s: %w", r.Key(), err)
+		return err
 	}
 	return m.d.tx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO metrics_records (job_id, run_attempt, record) VALUES (?, ?, ?)

@@ -109,15 +109,9 @@ func num(n int64) types.AttributeValue {
 
 // Put implements metrics.Records.
 func (d *Dynamo) Put(ctx context.Context, r metrics.Record) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("putting metrics record: %w", err)
-	}
-	if err := metrics.Validate(r); err != nil {
-		return fmt.Errorf("putting metrics record %s: %w", r.Key(), err)
-	}
-	data, err := json.Marshal(r)
+	data, err := metrics.Encode(ctx, r)
 	if err != nil {
-		return fmt.Errorf("encoding metrics record %s: %w", r.Key(), err)
+		return err
 	}
 	now := d.now()
 	item := key(r.Key())
