@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -105,7 +104,7 @@ func (l *Launches) LaunchClaims(ctx context.Context, jobIDs []int64, now time.Ti
 // claim is read and replaced if it is still the one the caller read
 // (absent or expired at now for prevGen 0, else live with gen prevGen).
 func (l *Launches) ClaimLaunch(ctx context.Context, c store.LaunchClaim, prevGen int, now time.Time) error {
-	if err := validateClaim(c, prevGen); err != nil {
+	if err := store.ValidateClaim(c, prevGen); err != nil {
 		return err
 	}
 	b, err := json.Marshal(c)
@@ -136,7 +135,7 @@ func (l *Launches) ClaimLaunch(ctx context.Context, c store.LaunchClaim, prevGen
 // fleet is written only if no live fleet has its token and every member's
 // claim is live and still names it, both at f.CreatedAt.
 func (l *Launches) PutFleet(ctx context.Context, f store.Fleet) error {
-	if err := validateFleet(f); err != nil {
+	if err := store.ValidateFleet(f); err != nil {
 		return err
 	}
 	b, err := json.Marshal(f)
@@ -261,31 +260,4 @@ func (l *Launches) FailedCapacity(ctx context.Context, pool string, now time.Tim
 		return nil, fmt.Errorf("reading failed capacity of pool %s: %w", pool, err)
 	}
 	return out, nil
-}
-
-// validateClaim is store's rule for a claim (unexported there): the same
-// checks, so that every implementation refuses the same claims.
-func validateClaim(c store.LaunchClaim, prevGen int) error {
-	switch {
-	case c.JobID <= 0:
-		return errors.New("claiming launch: job id is required")
-	case c.Attempt <= 0:
-		return errors.New("claiming launch: attempt must be positive")
-	case c.Gen != prevGen+1:
-		return errors.New("claiming launch: gen must be the previous gen plus one")
-	case c.Token == "":
-		return errors.New("claiming launch: token is required")
-	}
-	return nil
-}
-
-// validateFleet is store's rule for a fleet record (unexported there).
-func validateFleet(f store.Fleet) error {
-	switch {
-	case f.Token == "":
-		return errors.New("recording fleet: token is required")
-	case f.State != store.FleetIntent && f.State != store.FleetDone:
-		return errors.New("recording fleet: state must be intent or done")
-	}
-	return nil
 }

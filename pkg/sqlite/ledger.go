@@ -73,10 +73,6 @@ func NewLedger(d *DB, now func() time.Time) *Ledger {
 	return &Ledger{d: d, now: now, ttl: store.DefaultRunnerTTL}
 }
 
-// errInvalidAdvance is store's refusal of an advance to a state that is
-// not reported (unexported there).
-var errInvalidAdvance = errors.New("advancing runner: only registered, job started and job completed are reported")
-
 // runner reads the record of name, hiding one that has expired: ok is
 // false for both.
 func (l *Ledger) runner(ctx context.Context, q querier, name string) (launch.Runner, bool, error) {
@@ -137,7 +133,7 @@ func count(ctx context.Context, q querier, pool string) (int, error) {
 // A record that expired is replaced, and the instance pointers to it are
 // dropped with it.
 func (l *Ledger) Reserve(ctx context.Context, pool string, max int, runners []launch.Runner) (int, error) {
-	if err := validateRunners(pool, runners); err != nil {
+	if err := store.ValidateRunners(pool, runners); err != nil {
 		return 0, err
 	}
 	n := 0
@@ -239,7 +235,7 @@ func (l *Ledger) Launched(ctx context.Context, name string, in launch.Launch) er
 // Advance implements store.Ledger with launch.Advance, in one transaction.
 func (l *Ledger) Advance(ctx context.Context, name string, to launch.State, at time.Time, job int64) error {
 	if to != launch.StateRegistered && to != launch.StateJobStarted && to != launch.StateJobCompleted {
-		return errInvalidAdvance
+		return store.ErrInvalidAdvance
 	}
 	err := l.update(ctx, name, func(_ *sql.Tx, r launch.Runner) (launch.Runner, bool, error) {
 		r, _ = launch.Advance(r, to, at, job) // never moves an ended runner: terminated is the last state
@@ -400,19 +396,4 @@ func (l *Ledger) Live(ctx context.Context, pool string) (int, error) {
 		return 0, err
 	}
 	return count(ctx, l.d.db, pool)
-}
-
-// validateRunners is store's rule for a reservation (unexported there).
-func validateRunners(pool string, runners []launch.Runner) error {
-	for _, r := range runners {
-		switch {
-		case r.Name == "":
-			return errors.New("reserving runners: a runner has no name")
-		case r.Pool != pool:
-			return errors.New("reserving runners: a runner of another pool")
-		case r.JobID <= 0:
-			return errors.New("reserving runners: job id is required")
-		}
-	}
-	return nil
 }

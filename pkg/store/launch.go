@@ -102,7 +102,9 @@ type Launches interface {
 	FailedCapacity(ctx context.Context, pool string, now time.Time) (map[string]bool, error)
 }
 
-func validateClaim(c LaunchClaim, prevGen int) error {
+// ValidateClaim is the rule every Launches implementation applies to a
+// claim that follows generation prevGen.
+func ValidateClaim(c LaunchClaim, prevGen int) error {
 	switch {
 	case c.JobID <= 0:
 		return errors.New("claiming launch: job id is required")
@@ -116,7 +118,9 @@ func validateClaim(c LaunchClaim, prevGen int) error {
 	return nil
 }
 
-func validateFleet(f Fleet) error {
+// ValidateFleet is the rule every Launches implementation applies to a
+// fleet record.
+func ValidateFleet(f Fleet) error {
 	switch {
 	case f.Token == "":
 		return errors.New("recording fleet: token is required")

@@ -141,7 +141,7 @@ func decodeClaim(item map[string]types.AttributeValue) (LaunchClaim, error) {
 
 // ClaimLaunch implements Launches.
 func (d *LaunchDynamo) ClaimLaunch(ctx context.Context, c LaunchClaim, prevGen int, now time.Time) error {
-	if err := validateClaim(c, prevGen); err != nil {
+	if err := ValidateClaim(c, prevGen); err != nil {
 		return err
 	}
 	item := claimKey(c.JobID)
@@ -173,7 +173,7 @@ func (d *LaunchDynamo) ClaimLaunch(ctx context.Context, c LaunchClaim, prevGen i
 
 // PutFleet implements Launches.
 func (d *LaunchDynamo) PutFleet(ctx context.Context, f Fleet) error {
-	if err := validateFleet(f); err != nil {
+	if err := ValidateFleet(f); err != nil {
 		return err
 	}
 	item := fleetKey(f.Token)

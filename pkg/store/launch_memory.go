@@ -63,7 +63,7 @@ func (m *LaunchMemory) ClaimLaunch(ctx context.Context, c LaunchClaim, prevGen i
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := validateClaim(c, prevGen); err != nil {
+	if err := ValidateClaim(c, prevGen); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -83,7 +83,7 @@ func (m *LaunchMemory) PutFleet(ctx context.Context, f Fleet) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := validateFleet(f); err != nil {
+	if err := ValidateFleet(f); err != nil {
 		return err
 	}
 	m.mu.Lock()

@@ -78,7 +78,9 @@ type Ledger interface {
 // a live record never expires.
 const DefaultRunnerTTL = 14 * 24 * time.Hour
 
-func validateRunners(pool string, runners []launch.Runner) error {
+// ValidateRunners is the rule every Ledger implementation applies to a
+// reservation of runners in pool.
+func ValidateRunners(pool string, runners []launch.Runner) error {
 	for _, r := range runners {
 		switch {
 		case r.Name == "":
@@ -92,4 +94,5 @@ func validateRunners(pool string, runners []launch.Runner) error {
 	return nil
 }
 
-var errInvalidAdvance = errors.New("advancing runner: only registered, job started and job completed are reported")
+// ErrInvalidAdvance refuses an advance to a state that is not reported.
+var ErrInvalidAdvance = errors.New("advancing runner: only registered, job started and job completed are reported")

@@ -115,7 +115,7 @@ func ledgerIndex() (types.AttributeDefinition, types.GlobalSecondaryIndex) {
 // on a lost race drops the runners that already exist and tries again with
 // a fresh count, at most ledgerTries times.
 func (d *LedgerDynamo) Reserve(ctx context.Context, pool string, max int, runners []launch.Runner) (int, error) {
-	if err := validateRunners(pool, runners); err != nil {
+	if err := ValidateRunners(pool, runners); err != nil {
 		return 0, err
 	}
 	reserved := 0
@@ -276,7 +276,7 @@ func advanceRunner(ctx context.Context, api runnerUpdater, table string, now tim
 	at time.Time, job int64) error {
 	timeAttr, ok := runnerStepAttr(to)
 	if !ok {
-		return errInvalidAdvance
+		return ErrInvalidAdvance
 	}
 	e := newExpr()
 	update, cond := runnerAdvance(e, to, timeAttr, at, job, now)

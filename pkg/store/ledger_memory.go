@@ -64,7 +64,7 @@ func (m *LedgerMemory) Reserve(ctx context.Context, pool string, max int, runner
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	if err := validateRunners(pool, runners); err != nil {
+	if err := ValidateRunners(pool, runners); err != nil {
 		return 0, err
 	}
 	m.mu.Lock()
@@ -114,7 +114,7 @@ func (m *LedgerMemory) Advance(ctx context.Context, name string, to launch.State
 		return err
 	}
 	if to != launch.StateRegistered && to != launch.StateJobStarted && to != launch.StateJobCompleted {
-		return errInvalidAdvance
+		return ErrInvalidAdvance
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -81,7 +81,7 @@ func (d *Dynamo) RecordLifecycle(ctx context.Context, j Job, step RunnerStep) (b
 	}
 	timeAttr, ok := runnerStepAttr(step.To)
 	if !ok || step.To == launch.StateRegistered {
-		return false, errInvalidAdvance
+		return false, ErrInvalidAdvance
 	}
 	now := d.now()
 
