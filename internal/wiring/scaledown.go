@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -72,17 +71,7 @@ func ScaleDownConfigFromEnv(getenv func(string) string) (ScaleDownConfig, error)
 		Redeliver:        env.Bool(names.EnvRedeliver, true),
 		MetricsNamespace: env.String(names.EnvMetricsNamespace, names.DefaultMetricsNamespace),
 	}
-	for _, s := range env.List(names.EnvGitHubAppIDs) {
-		id, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || id <= 0 {
-			env.Fail("%s: %q is not an App id", names.EnvGitHubAppIDs, s)
-			continue
-		}
-		c.AppIDs = append(c.AppIDs, id)
-	}
-	if len(c.AppIDs) == 0 {
-		env.Fail("%s is required (comma-separated GitHub App ids)", names.EnvGitHubAppIDs)
-	}
+	c.AppIDs = appIDs(env)
 	if c.MetricsTable == "" {
 		c.MetricsTable = c.TableName
 	}

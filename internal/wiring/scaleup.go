@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -100,18 +99,7 @@ func ScaleUpConfigFromEnv(getenv func(string) string) (ScaleUpConfig, error) {
 		env.Fail("%s=%s must exceed %s=%s (crash recovery relies on it)", names.EnvClaimLease, c.ClaimLease,
 			names.EnvRegistrationTimeout, c.RegistrationTimeout)
 	}
-	ids := env.List(names.EnvGitHubAppIDs)
-	if len(ids) == 0 {
-		env.Fail("%s is required (comma-separated GitHub App ids)", names.EnvGitHubAppIDs)
-	}
-	for _, s := range ids {
-		id, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || id <= 0 {
-			env.Fail("%s: %q is not an App id", names.EnvGitHubAppIDs, s)
-			continue
-		}
-		c.AppIDs = append(c.AppIDs, id)
-	}
+	c.AppIDs = appIDs(env)
 	c.LogLevel = env.LogLevel(names.EnvLogLevel)
 	return c, env.Err()
 }

@@ -9,12 +9,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/skiffci/skiff/pkg/config"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
@@ -55,6 +57,24 @@ func NewWebhook(ctx context.Context, cfg webhook.Config, awsCfg aws.Config, logg
 		DeliveryTTL:   cfg.DeliveryTTL,
 		JobTTL:        cfg.JobTTL,
 	})
+}
+
+// appIDs reads SKIFF_GITHUB_APP_IDS, which scale-up and scale-down
+// require: comma-separated positive GitHub App ids.
+func appIDs(env *config.Env) []int64 {
+	var ids []int64
+	for _, s := range env.List(names.EnvGitHubAppIDs) {
+		id, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || id <= 0 {
+			env.Fail("%s: %q is not an App id", names.EnvGitHubAppIDs, s)
+			continue
+		}
+		ids = append(ids, id)
+	}
+	if len(ids) == 0 {
+		env.Fail("%s is required (comma-separated GitHub App ids)", names.EnvGitHubAppIDs)
+	}
+	return ids
 }
 
 // githubAndPools builds what scale-up and scale-down both start from: the
