@@ -209,27 +209,34 @@ func (s *Skiff) buildWebhook() error {
 	return nil
 }
 
+// appEnv adds to env what the functions that act as the GitHub App (scale-up
+// and scale-down) read: the account and partition their ARNs are built
+// in, the App ids, the key secret, and GitHub's API root when not github.com.
+func (s *Skiff) appEnv(env map[string]string) map[string]string {
+	env[names.EnvAccountID] = *awscdk.Aws_ACCOUNT_ID()
+	env[names.EnvPartition] = *awscdk.Aws_PARTITION()
+	env[names.EnvGitHubPrivateKeyARN] = *s.AppKeySecret.SecretArn()
+	if len(s.props.AppIDs) > 0 {
+		env[names.EnvGitHubAppIDs] = strings.Join(s.props.AppIDs, ",")
+	}
+	if s.props.GitHubAPIURL != "" {
+		env[names.EnvGitHubAPIURL] = s.props.GitHubAPIURL
+	}
+	return env
+}
+
 // buildScaleUp creates the scale-up function, its queue mapping and its
 // permissions (ec2Statements has the EC2 ones).
 func (s *Skiff) buildScaleUp() error {
 	spec := scaleUpSpec()
-	spec.Environment = map[string]string{
+	spec.Environment = s.appEnv(map[string]string{
 		names.EnvRegistrationTable:    *s.RegistrationTable.TableName(),
 		names.EnvDLQURL:               *s.DeadLetterQueue.QueueUrl(),
-		names.EnvAccountID:            *awscdk.Aws_ACCOUNT_ID(),
-		names.EnvPartition:            *awscdk.Aws_PARTITION(),
-		names.EnvGitHubPrivateKeyARN:  *s.AppKeySecret.SecretArn(),
 		names.EnvLaunchTemplatePrefix: s.props.LaunchTemplatePrefix,
 		names.EnvRootDevice:           s.props.RootDevice,
 		names.EnvMaxAttempts:          strconv.Itoa(DefaultMaxAttempts),
 		names.EnvRegistrationTimeout:  DefaultRegistrationTimeout.String(),
-	}
-	if len(s.props.AppIDs) > 0 {
-		spec.Environment[names.EnvGitHubAppIDs] = strings.Join(s.props.AppIDs, ",")
-	}
-	if s.props.GitHubAPIURL != "" {
-		spec.Environment[names.EnvGitHubAPIURL] = s.props.GitHubAPIURL
-	}
+	})
 	if s.props.GitHubURL != "" {
 		spec.Environment[names.EnvGitHubURL] = s.props.GitHubURL
 	}

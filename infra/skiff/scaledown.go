@@ -1,8 +1,6 @@
 package skiff
 
 import (
-	"strings"
-
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
@@ -38,18 +36,7 @@ func scaleDownSpec() FunctionSpec {
 // least privileges.
 func (s *Skiff) buildScaleDown() error {
 	spec := scaleDownSpec()
-	spec.Environment = map[string]string{
-		names.EnvQueueURL:            *s.Queue.QueueUrl(),
-		names.EnvAccountID:           *awscdk.Aws_ACCOUNT_ID(),
-		names.EnvPartition:           *awscdk.Aws_PARTITION(),
-		names.EnvGitHubPrivateKeyARN: *s.AppKeySecret.SecretArn(),
-	}
-	if len(s.props.AppIDs) > 0 {
-		spec.Environment[names.EnvGitHubAppIDs] = strings.Join(s.props.AppIDs, ",")
-	}
-	if s.props.GitHubAPIURL != "" {
-		spec.Environment[names.EnvGitHubAPIURL] = s.props.GitHubAPIURL
-	}
+	spec.Environment = s.appEnv(map[string]string{names.EnvQueueURL: *s.Queue.QueueUrl()})
 	if s.props.RunnerMetrics {
 		spec.Environment[names.EnvMetricsRecords] = "*" // the runners publish their peaks: write the records
 	}
