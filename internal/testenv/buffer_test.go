@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 )
@@ -16,5 +18,12 @@ func TestSyncBufferWaitCount(t *testing.T) {
 	}
 	if b.WaitCount("END", 3, time.Millisecond) {
 		t.Error("WaitCount found a third END that was never written")
+	}
+}
+
+func TestStartServerReportsAnEarlyExit(t *testing.T) {
+	_, err := startServer("fake", exec.Command("sh", "-c", "echo broken >&2"), nil)
+	if err == nil || !strings.Contains(err.Error(), "fake exited before listening: broken") {
+		t.Errorf("startServer = %v, want the early exit with its stderr", err)
 	}
 }

@@ -2,9 +2,7 @@ package testenv
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -101,13 +99,21 @@ process.stdin.resume();
 `
 
 func startDynalite(node, dir string) (string, error) {
-	cmd := exec.Command(node, "-e", dynaliteScript, dir)
+	return startServer("dynalite", exec.Command(node, "-e", dynaliteScript, dir), nil)
+}
+
+// startServer starts an emulator that prints "<name> listening on port N"
+// once it listens and exits when its stdin closes (the test binary holds
+// the other end, so the emulator ends with it however it ends). ready, if
+// not nil, checks the endpoint before it is handed out. The emulator is
+// stopped when the test binary exits.
+func startServer(name string, cmd *exec.Cmd, ready func(endpoint string) error) (string, error) {
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return "", err
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr // read only after the process ended
+	var stderr SyncBuffer
+	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return "", err
@@ -124,7 +130,7 @@ func startDynalite(node, dir string) (string, error) {
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			if p, ok := strings.CutPrefix(sc.Text(), "dynalite listening on port "); ok {
+			if p, ok := strings.CutPrefix(sc.Text(), name+" listening on port "); ok {
 				port <- p
 				_, _ = io.Copy(io.Discard, stdout)
 				return
@@ -134,13 +140,20 @@ func startDynalite(node, dir string) (string, error) {
 	}()
 	select {
 	case p, ok := <-port:
-		if ok {
-			atExit(stop)
-			return "http://127.0.0.1:" + p, nil
+		if !ok {
+			err = fmt.Errorf("%s exited before listening", name)
+			break
 		}
-		err = errors.New("dynalite exited before listening")
+		endpoint := "http://127.0.0.1:" + p
+		if ready != nil {
+			err = ready(endpoint)
+		}
+		if err == nil {
+			atExit(stop)
+			return endpoint, nil
+		}
 	case <-time.After(emulatorStartTimeout):
-		err = fmt.Errorf("dynalite did not listen within %s", emulatorStartTimeout)
+		err = fmt.Errorf("%s did not listen within %s", name, emulatorStartTimeout)
 	}
 	stop()
 	return "", fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))

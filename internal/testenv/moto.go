@@ -1,17 +1,12 @@
 package testenv
 
 import (
-	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os/exec"
-	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
@@ -83,53 +78,7 @@ sys.stdin.read()
 `
 
 func startMoto(python string) (string, error) {
-	cmd := exec.Command(python, "-c", motoScript)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return "", err
-	}
-	var stderr SyncBuffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return "", err
-	}
-	if err := cmd.Start(); err != nil {
-		return "", err
-	}
-	stop := func() {
-		_ = stdin.Close()
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	}
-	port := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if p, ok := strings.CutPrefix(sc.Text(), "moto listening on port "); ok {
-				port <- p
-				_, _ = io.Copy(io.Discard, stdout)
-				return
-			}
-		}
-		close(port)
-	}()
-	select {
-	case p, ok := <-port:
-		if !ok {
-			err = errors.New("moto exited before listening")
-			break
-		}
-		endpoint := "http://127.0.0.1:" + p
-		if err = motoAnswers(endpoint); err == nil {
-			atExit(stop)
-			return endpoint, nil
-		}
-	case <-time.After(emulatorStartTimeout):
-		err = fmt.Errorf("moto did not listen within %s", emulatorStartTimeout)
-	}
-	stop()
-	return "", fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+	return startServer("moto", exec.Command(python, "-c", motoScript), motoAnswers)
 }
 
 // motoAnswers checks that the server answers HTTP: its reset endpoint
