@@ -5,36 +5,22 @@ package main
 import (
 	"context"
 	"log/slog"
-	"os"
 
-	"github.com/aws/aws-lambda-go/lambda"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/skiffci/skiff/internal/coldstart"
 	"github.com/skiffci/skiff/internal/wiring"
+	"github.com/skiffci/skiff/pkg/instanceevents"
 )
 
 func main() {
-	if err := run(context.Background()); err != nil {
-		slog.New(slog.NewJSONHandler(os.Stderr, nil)).Error("ec2events cold start failed", "err", err)
-		os.Exit(1)
-	}
-}
-
-func run(ctx context.Context) error {
-	cfg, err := wiring.EC2EventsConfigFromEnv(os.Getenv)
-	if err != nil {
-		return err
-	}
-	logger := slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: cfg.LogLevel}))
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
-	if err != nil {
-		return err
-	}
-	svc, err := wiring.NewEC2Events(cfg, awsCfg, logger)
-	if err != nil {
-		return err
-	}
-	logger.Info("ec2events ready", "config", cfg.String())
-	lambda.Start(eventHandler(svc, logger))
-	return nil
+	coldstart.Run(coldstart.Function[wiring.EC2EventsConfig, *instanceevents.Service]{
+		Name:   "ec2events",
+		Config: wiring.EC2EventsConfigFromEnv,
+		Level:  func(c wiring.EC2EventsConfig) slog.Level { return c.LogLevel },
+		Build: func(_ context.Context, cfg wiring.EC2EventsConfig, awsCfg aws.Config, logger *slog.Logger) (*instanceevents.Service, error) {
+			return wiring.NewEC2Events(cfg, awsCfg, logger)
+		},
+		Handler: func(svc *instanceevents.Service, logger *slog.Logger) any { return eventHandler(svc, logger) },
+	})
 }
