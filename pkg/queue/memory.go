@@ -131,16 +131,24 @@ func (m *Memory) Receive(ctx context.Context, max int) ([]Delivery, error) {
 		if len(out) > 0 || try > 0 {
 			return out, ctx.Err()
 		}
-		t := time.NewTimer(pollWait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-notify:
-		case <-t.C:
+		if err := WaitForSend(ctx, notify, pollWait); err != nil {
+			return nil, err
 		}
-		t.Stop()
 	}
+}
+
+// WaitForSend is a receiver's one wait between two looks at an empty
+// queue: until notify closes (a Send), wait passes, or ctx ends (its error).
+func WaitForSend(ctx context.Context, notify <-chan struct{}, wait time.Duration) error {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-notify:
+	case <-t.C:
+	}
+	return nil
 }
 
 // Settle implements Receiver.

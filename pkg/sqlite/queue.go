@@ -118,15 +118,9 @@ func (q *Queue) Receive(ctx context.Context, limit int) ([]queue.Delivery, error
 		if err != nil || len(out) > 0 || try > 0 {
 			return out, err
 		}
-		t := time.NewTimer(q.o.PollWait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-notify:
-		case <-t.C:
+		if err := queue.WaitForSend(ctx, notify, q.o.PollWait); err != nil {
+			return nil, err
 		}
-		t.Stop()
 	}
 }
 
