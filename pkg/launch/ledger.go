@@ -113,6 +113,35 @@ type Launch struct {
 	At           time.Time
 }
 
+// Launched returns r with its instance recorded: each fact r lacks is
+// filled (a record past launched keeps what it has, as a repeated or late
+// report must change nothing), and a reserved runner moves to launched.
+func Launched(r Runner, l Launch) Runner {
+	if r.InstanceID == "" {
+		r.InstanceID, r.Spot = l.InstanceID, l.Spot
+	}
+	if r.InstanceType == "" {
+		r.InstanceType = l.InstanceType
+	}
+	if r.Zone == "" {
+		r.Zone = l.Zone
+	}
+	if r.LaunchedAt.IsZero() {
+		r.LaunchedAt = l.At
+	}
+	if r.State < StateLaunched {
+		r.State = StateLaunched
+	}
+	return r
+}
+
+// Reported reports whether to is a state the ledger's Advance accepts: the
+// ones the runner's progress is reported in (registered, job started, job
+// completed); reserved, launched and terminated have their own writers.
+func Reported(to State) bool {
+	return to == StateRegistered || to == StateJobStarted || to == StateJobCompleted
+}
+
 // Advance returns r moved forward to state to at time at (for job started
 // and job completed, on job job): a report of a state r already passed only
 // fills a time r still lacks, and one for an ended runner changes nothing

@@ -205,21 +205,7 @@ func (l *Ledger) Launched(ctx context.Context, name string, in launch.Launch) er
 		return errors.New("recording launch: instance id is required")
 	}
 	err := l.update(ctx, name, func(tx *sql.Tx, r launch.Runner) (launch.Runner, bool, error) {
-		if r.InstanceID == "" {
-			r.InstanceID, r.Spot = in.InstanceID, in.Spot
-		}
-		if r.InstanceType == "" {
-			r.InstanceType = in.InstanceType
-		}
-		if r.Zone == "" {
-			r.Zone = in.Zone
-		}
-		if r.LaunchedAt.IsZero() {
-			r.LaunchedAt = in.At
-		}
-		if r.State < launch.StateLaunched {
-			r.State = launch.StateLaunched
-		}
+		r = launch.Launched(r, in)
 		if _, err := tx.ExecContext(ctx, `INSERT INTO runner_instances (instance_id, runner) VALUES (?, ?)
 			ON CONFLICT (instance_id) DO UPDATE SET runner = excluded.runner`, in.InstanceID, name); err != nil {
 			return r, false, fmt.Errorf("recording instance %s: %w", in.InstanceID, err)
@@ -234,7 +220,7 @@ func (l *Ledger) Launched(ctx context.Context, name string, in launch.Launch) er
 
 // Advance implements store.Ledger with launch.Advance, in one transaction.
 func (l *Ledger) Advance(ctx context.Context, name string, to launch.State, at time.Time, job int64) error {
-	if to != launch.StateRegistered && to != launch.StateJobStarted && to != launch.StateJobCompleted {
+	if !launch.Reported(to) {
 		return store.ErrInvalidAdvance
 	}
 	err := l.update(ctx, name, func(_ *sql.Tx, r launch.Runner) (launch.Runner, bool, error) {

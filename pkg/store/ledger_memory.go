@@ -95,15 +95,7 @@ func (m *LedgerMemory) Launched(ctx context.Context, name string, l launch.Launc
 	if !ok {
 		return ErrNotFound
 	}
-	if r.InstanceID == "" {
-		r.InstanceID, r.InstanceType, r.Zone, r.Spot = l.InstanceID, l.InstanceType, l.Zone, l.Spot
-	}
-	if r.LaunchedAt.IsZero() {
-		r.LaunchedAt = l.At
-	}
-	if r.State < launch.StateLaunched {
-		r.State = launch.StateLaunched
-	}
+	*r = launch.Launched(*r, l)
 	m.instances[l.InstanceID] = name
 	return nil
 }
@@ -113,7 +105,7 @@ func (m *LedgerMemory) Advance(ctx context.Context, name string, to launch.State
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if to != launch.StateRegistered && to != launch.StateJobStarted && to != launch.StateJobCompleted {
+	if !launch.Reported(to) {
 		return ErrInvalidAdvance
 	}
 	m.mu.Lock()
