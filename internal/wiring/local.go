@@ -274,18 +274,11 @@ func (l *Local) Run(ctx context.Context) error {
 // EC2's state-change events do in AWS: each ended instance is reported on
 // every poll (the ledger's end is idempotent), so none is missed.
 func (l *Local) watchInstances(ctx context.Context) {
-	t := time.NewTicker(instancePoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, instancePoll, func() {
 		instances, err := l.Provider.List(ctx, provider.Filter{})
 		if err != nil {
 			l.log.Warn("listing runner processes", "err", err)
-			continue
+			return
 		}
 		for _, in := range instances {
 			if !in.State.Alive() {
@@ -294,26 +287,33 @@ func (l *Local) watchInstances(ctx context.Context) {
 				}
 			}
 		}
-	}
+	})
 }
 
 // reconcile runs a scale-down pass every ReconcileEvery until ctx ends.
 func (l *Local) reconcile(ctx context.Context) {
-	t := time.NewTicker(l.cfg.ReconcileEvery)
+	every(ctx, l.cfg.ReconcileEvery, func() {
+		// A pass has a minute, as the Lambda does: it starts no new step in
+		// the last seconds before its deadline.
+		pass, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		if _, err := l.ScaleDown.Reconcile(pass); err != nil && ctx.Err() == nil {
+			l.log.Error("reconciling", "err", err)
+		}
+	})
+}
+
+// every runs fn every d, the first time after d, until ctx ends.
+func every(ctx context.Context, d time.Duration, fn func()) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			fn()
 		}
-		// A pass has a minute, as the Lambda does: it starts no new step in
-		// the last seconds before its deadline.
-		pass, cancel := context.WithTimeout(ctx, time.Minute)
-		if _, err := l.ScaleDown.Reconcile(pass); err != nil && ctx.Err() == nil {
-			l.log.Error("reconciling", "err", err)
-		}
-		cancel()
 	}
 }
 
