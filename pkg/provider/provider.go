@@ -76,6 +76,19 @@ type Launch struct {
 // less a suffix for the on-demand fallback).
 const MaxTokenLen = 61
 
+// Check is the part of Plan's validation every provider shares: a token
+// of 1 to MaxTokenLen characters and at least one runner, refused as a
+// final ErrInvalid.
+func (l Launch) Check() error {
+	switch {
+	case l.Token == "" || len(l.Token) > MaxTokenLen:
+		return &Error{Kind: ErrInvalid, Code: "InvalidToken", Message: "the launch token must be 1 to 61 characters", Final: true}
+	case len(l.Runners) == 0:
+		return &Error{Kind: ErrInvalid, Code: "NoRunners", Message: "a launch needs at least one runner", Final: true}
+	}
+	return nil
+}
+
 // Runner is one runner of a launch: the job it is for.
 type Runner struct {
 	// Name is the runner's name as registered with GitHub (unique per

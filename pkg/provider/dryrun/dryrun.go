@@ -63,11 +63,8 @@ type plan struct {
 
 // Plan implements provider.Provider.
 func (p *Provider) Plan(_ context.Context, l provider.Launch) (provider.Plan, error) {
-	switch {
-	case l.Token == "" || len(l.Token) > provider.MaxTokenLen:
-		return "", &provider.Error{Kind: provider.ErrInvalid, Code: "InvalidToken", Message: "the launch token must be 1 to 61 characters", Final: true}
-	case len(l.Runners) == 0:
-		return "", &provider.Error{Kind: provider.ErrInvalid, Code: "NoRunners", Message: "a launch needs at least one runner", Final: true}
+	if err := l.Check(); err != nil {
+		return "", err
 	}
 	b, err := json.Marshal(plan{Token: l.Token, Pool: l.Spec.Pool, Types: l.Spec.InstanceTypes, Runners: l.Runners,
 		Spot: l.Spec.Capacity != "on-demand"})

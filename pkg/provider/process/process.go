@@ -242,12 +242,10 @@ type plan struct {
 
 // Plan implements provider.Provider.
 func (p *Provider) Plan(_ context.Context, l provider.Launch) (provider.Plan, error) {
-	switch {
-	case l.Token == "" || len(l.Token) > provider.MaxTokenLen:
-		return "", &provider.Error{Kind: provider.ErrInvalid, Code: "InvalidToken", Message: "the launch token must be 1 to 61 characters", Final: true}
-	case len(l.Runners) == 0:
-		return "", &provider.Error{Kind: provider.ErrInvalid, Code: "NoRunners", Message: "a launch needs at least one runner", Final: true}
-	case l.Spec.Pool == "":
+	if err := l.Check(); err != nil {
+		return "", err
+	}
+	if l.Spec.Pool == "" {
 		return "", &provider.Error{Kind: provider.ErrInvalid, Code: "NoPool", Message: "a launch needs a pool", Final: true}
 	}
 	typ := "local"
