@@ -94,11 +94,15 @@ func (l *Ledger) runner(ctx context.Context, q querier, name string) (launch.Run
 	return r, true, nil
 }
 
-// runnerOf reads the name of the runner on an instance ("" for none).
+// runnerOf reads the name of the runner on an instance; store.ErrNotFound
+// for an instance that is no runner's.
 func runnerOf(ctx context.Context, q querier, instanceID string) (string, error) {
 	var name string
 	err := q.QueryRowContext(ctx, "SELECT runner FROM runner_instances WHERE instance_id = ?", instanceID).Scan(&name)
-	if err != nil && !isNoRows(err) {
+	switch {
+	case isNoRows(err):
+		return "", store.ErrNotFound
+	case err != nil:
 		return "", fmt.Errorf("reading instance %s: %w", instanceID, err)
 	}
 	return name, nil
@@ -271,9 +275,6 @@ func (l *Ledger) EndInstance(ctx context.Context, instanceID string, at time.Tim
 		if err != nil {
 			return err
 		}
-		if name == "" {
-			return store.ErrNotFound
-		}
 		ended, err = l.endTx(ctx, tx, name, at, reason)
 		return err
 	})
@@ -290,9 +291,6 @@ func (l *Ledger) MarkInterrupted(ctx context.Context, instanceID string, at time
 		name, err := runnerOf(ctx, tx, instanceID)
 		if err != nil {
 			return err
-		}
-		if name == "" {
-			return store.ErrNotFound
 		}
 		return l.updateTx(ctx, tx, name, func(_ *sql.Tx, r launch.Runner) (launch.Runner, bool, error) {
 			if !r.InterruptedAt.IsZero() {
