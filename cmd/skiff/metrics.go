@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/skiffci/skiff/internal/wiring"
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/metrics/recordstore"
 	"github.com/skiffci/skiff/pkg/pool"
@@ -179,11 +178,7 @@ func readRecordsTable(ctx context.Context, table string, f metrics.Filter) ([]me
 
 // readRecordsLocal reads local mode's records from its data directory.
 func readRecordsLocal(ctx context.Context, dataDir string, f metrics.Filter) ([]metrics.Record, error) {
-	path := wiring.LocalDBFile(dataDir)
-	if _, err := os.Stat(path); err != nil {
-		return nil, fmt.Errorf("no local mode data in %s: %w", dataDir, err)
-	}
-	db, err := sqlite.Open(path, sqlite.Options{})
+	db, err := openLocalData(dataDir)
 	if err != nil {
 		return nil, err
 	}

@@ -127,15 +127,21 @@ func awsStatusSources(ctx context.Context, table string) (statusSources, error) 
 	}, nil
 }
 
+// openLocalData opens local mode's SQLite file in dataDir, which must
+// exist: a command that reads it does not create an empty one.
+func openLocalData(dataDir string) (*sqlite.DB, error) {
+	path := wiring.LocalDBFile(dataDir)
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("no local mode data in %s: %w", dataDir, err)
+	}
+	return sqlite.Open(path, sqlite.Options{})
+}
+
 // localStatusSources opens local mode's SQLite file in dataDir, which
 // must exist (status does not create an empty one); a running `skiff
 // local` keeps writing meanwhile (WAL).
 func localStatusSources(dataDir string) (statusSources, func(), error) {
-	path := wiring.LocalDBFile(dataDir)
-	if _, err := os.Stat(path); err != nil {
-		return statusSources{}, nil, fmt.Errorf("no local mode data in %s: %w", dataDir, err)
-	}
-	db, err := sqlite.Open(path, sqlite.Options{})
+	db, err := openLocalData(dataDir)
 	if err != nil {
 		return statusSources{}, nil, err
 	}
