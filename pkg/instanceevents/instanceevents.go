@@ -19,10 +19,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
 )
@@ -94,14 +94,7 @@ func New(o Options) (*Service, error) {
 }
 
 // records reports whether the pool's metrics records are on.
-func (s *Service) records(pool string) bool {
-	for _, p := range s.recordPools {
-		if p == "*" || strings.EqualFold(p, pool) {
-			return true
-		}
-	}
-	return false
-}
+func (s *Service) records(name string) bool { return pool.Listed(s.recordPools, name) }
 
 // StateChanged records that the instance entered state at time at. It
 // returns an error only when the ledger failed (the caller retries the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/skiffci/skiff/pkg/launch"
@@ -74,14 +73,7 @@ type RecordWriter struct {
 }
 
 // Enabled implements MetricsWriter.
-func (w *RecordWriter) Enabled(pool string) bool {
-	for _, p := range w.Pools {
-		if p == "*" || strings.EqualFold(p, pool) {
-			return true
-		}
-	}
-	return false
-}
+func (w *RecordWriter) Enabled(name string) bool { return pool.Listed(w.Pools, name) }
 
 func (w *RecordWriter) count(reason string) {
 	if w.Counter != nil {

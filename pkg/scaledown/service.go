@@ -307,14 +307,7 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 	return p.rep, nil
 }
 
-func (s *Service) rerun(pool string) bool {
-	for _, p := range s.o.RerunInterrupted {
-		if p == "*" || strings.EqualFold(p, pool) {
-			return true
-		}
-	}
-	return false
-}
+func (s *Service) rerun(name string) bool { return pool.Listed(s.o.RerunInterrupted, name) }
 
 // scopeOf parses decide.Runner.Scope back into a GitHub scope.
 func scopeOf(s string) github.Scope {
