@@ -32,7 +32,7 @@ func runLocal(args []string, stdout, stderr io.Writer) int {
 	allow := fs.String("allow", "", "owners and owner/name repositories served, comma-separated, or * (required)")
 	installations := fs.String("installations", "*", "App installation ids served, comma-separated, or *")
 	limits := fs.String("limits", "", "runners alive at once per pool, e.g. gpu=1,cpu=8 (default: the number of CPUs)")
-	fast := fs.Bool("fast-sync", false, "fsync the SQLite file at checkpoints only (≈10× the write rate; a power loss may lose the last jobs)")
+	fast := fs.Bool("fast-sync", false, "fsync the SQLite file at checkpoints only (≈4–5× the write rate; a power loss may lose the last jobs)")
 	records := fs.Bool("metrics-records", false, "keep one metrics record per finished job in the SQLite file (read them with skiff metrics --data-dir)")
 	if ok, code := parseFlags(fs, args); !ok {
 		return code
