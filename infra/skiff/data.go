@@ -27,7 +27,10 @@ const (
 var (
 	webhookKeyPrefixes = []string{"DELIVERY#", "JOB#", "RUN#"}
 	// RUNNER# and INSTANCE#: scale-up reserves runners and records their launch in the ledger.
-	scaleUpKeyPrefixes = []string{"JOB#", "FLEET#", "POOL#", "CAPACITY#", "RUNNER#", "INSTANCE#"}
+	// RUN#: admission reads the run's trigger the webhook recorded (without it, every
+	// read is denied and scale-up asks GitHub instead). ONDEMAND#: the marks of
+	// re-runs that launch on on-demand capacity.
+	scaleUpKeyPrefixes = []string{"JOB#", "FLEET#", "POOL#", "CAPACITY#", "RUNNER#", "INSTANCE#", "RUN#", "ONDEMAND#"}
 )
 
 // Queue settings. Each says why.

@@ -469,9 +469,9 @@ func TestStateTableAccessIsScopedByKeyPrefix(t *testing.T) {
 		want map[string][]string // Sid → LeadingKeys
 	}{
 		{"SkiffWebhookRole", map[string][]string{"WebhookItems": {"DELIVERY#*", "JOB#*", "RUN#*"}, "WebhookAdvancesRunners": {"RUNNER#*"}}},
-		{"SkiffScaleupRole", map[string][]string{"ScaleUpItems": {"CAPACITY#*", "FLEET#*", "INSTANCE#*", "JOB#*", "POOL#*", "RUNNER#*"}}},
+		{"SkiffScaleupRole", map[string][]string{"ScaleUpItems": {"CAPACITY#*", "FLEET#*", "INSTANCE#*", "JOB#*", "ONDEMAND#*", "POOL#*", "RUN#*", "RUNNER#*"}}},
 		{"SkiffEc2eventsRole", map[string][]string{"LedgerItems": {"INSTANCE#*", "POOL#*", "RUNNER#*"}}},
-		{"SkiffScaledownRole", map[string][]string{"ScaleDownItems": {"INSTANCE#*", "JOB#*", "POOL#*", "RECORD#*", "RUN#*", "RUNNER#*"},
+		{"SkiffScaledownRole", map[string][]string{"ScaleDownItems": {"INSTANCE#*", "JOB#*", "ONDEMAND#*", "POOL#*", "RECORD#*", "RUN#*", "RUNNER#*"},
 			"ScaleDownLiveRunners": nil}},
 	}
 	for _, tc := range tests {

@@ -175,6 +175,7 @@ type simJob struct {
 	seenStart bool
 	waiting   time.Time // since when it waits without a runner; zero: it has one
 	cancel    bool
+	attempt   int // the run's attempt the job belongs to; 0 means 1
 }
 
 func (w *world) fatalf(format string, args ...any) {
@@ -216,7 +217,7 @@ func newWorld(t *testing.T, seed uint64, trustBusyOnly bool, opts ...func(*scale
 	w.q = &queue.Memory{}
 	w.q.SetClock(w.clock.Now)
 	w.up, err = scaleup.New(scaleup.Options{Pools: pools, Launches: w.launch, Ledger: w.ledger, Records: w.records, Provider: w.prov,
-		GitHub: gh, Logger: log, Now: w.clock.Now, MaxAttempts: 50})
+		GitHub: gh, Counter: w.counter, Logger: log, Now: w.clock.Now, MaxAttempts: 50})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,10 +278,11 @@ func (w *world) webhook(ctx context.Context) {
 		switch {
 		case j.status == "" && js.Status != "":
 			j.status = "queued"
-			_, _ = w.records.RecordJob(ctx, store.Job{ID: id, RunID: js.RunID, Attempt: 1, Repository: "acme/app", Owner: "acme",
+			attempt := max(j.attempt, 1)
+			_, _ = w.records.RecordJob(ctx, store.Job{ID: id, RunID: js.RunID, Attempt: attempt, Repository: "acme/app", Owner: "acme",
 				Status: store.StatusQueued, Labels: js.Labels, Pool: "cpu", QueuedAt: now, WorkflowName: "CI", JobName: "build"})
-			_ = w.records.RecordRun(ctx, store.Run{ID: js.RunID, Attempt: 1, Event: "push", WorkflowName: "CI", Repository: "acme/app"})
-			if err := w.q.Send(ctx, queue.Job{JobID: id, RunID: js.RunID, Attempt: 1, Repository: "acme/app", Owner: "acme",
+			_ = w.records.RecordRun(ctx, store.Run{ID: js.RunID, Attempt: attempt, Event: "push", WorkflowName: "CI", Repository: "acme/app"})
+			if err := w.q.Send(ctx, queue.Job{JobID: id, RunID: js.RunID, Attempt: attempt, Repository: "acme/app", Owner: "acme",
 				Labels: js.Labels, Pool: "cpu", DeliveryID: "d" + strconv.FormatInt(id, 10), ReceivedAt: now}); err != nil {
 				w.t.Fatal(err)
 			}

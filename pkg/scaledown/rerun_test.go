@@ -8,6 +8,7 @@ import (
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/scaledown"
+	"github.com/skiffci/skiff/pkg/scaleup"
 )
 
 // A spot interruption fails the job its runner was running: once the run
@@ -79,6 +80,24 @@ func TestRerunInterrupted(t *testing.T) {
 		if run.Attempt != want || w.counter.Get(scaledown.MetricReruns, "spot") != want-1 {
 			t.Errorf("opted in %v: run attempt %d, %v re-runs counted; want attempt %d", optIn, run.Attempt,
 				w.counter.Get(scaledown.MetricReruns, "spot"), want)
+		}
+		if !optIn {
+			continue
+		}
+		// The re-run's job is queued again under a new id; scale-up
+		// launches it on on-demand capacity, once.
+		if len(run.JobIDs) != 2 {
+			t.Fatalf("run jobs %v, want the first attempt's and the re-run's", run.JobIDs)
+		}
+		w.jobs[run.JobIDs[1]] = &simJob{id: run.JobIDs[1], attempt: 2}
+		w.webhook(ctx)
+		w.scaleUp(ctx)
+		live, _ = w.dry.List(ctx, provider.Filter{AliveOnly: true})
+		if len(live) != 1 || live[0].Capacity != provider.OnDemand {
+			t.Fatalf("after the re-run: %+v; want one on-demand instance", live)
+		}
+		if got := w.counter.Get(scaleup.MetricOnDemandReruns, "cpu"); got != 1 {
+			t.Errorf("%v on-demand re-runs counted, want 1", got)
 		}
 	}
 }

@@ -108,6 +108,9 @@ type Records interface {
 type Claims interface {
 	LaunchClaims(ctx context.Context, jobIDs []int64, now time.Time) (map[int64]launch.Claim, error)
 	ClaimLaunch(ctx context.Context, c launch.Claim, prevGen int, now time.Time) error
+	// MarkOnDemand: the re-run attempt of a run a spot interruption failed
+	// launches on on-demand capacity (store.Launches.MarkOnDemand).
+	MarkOnDemand(ctx context.Context, run int64, pool string, attempt int, until time.Time) error
 }
 
 // Options configure a Service. Pools, Ledger, Claims, Records, Provider,
@@ -682,13 +685,19 @@ func (p *pass) rerun(ctx context.Context, a *decide.Action) bool {
 	if run.RunAttempt != gj.RunAttempt {
 		return true // re-run already (by us or by someone)
 	}
+	// The mark comes first: a re-run whose jobs were queued before it would
+	// go to spot again. Both are retried on the next pass if either fails.
+	if err := p.s.o.Claims.MarkOnDemand(ctx, gj.RunID, a.Pool, run.RunAttempt+1, p.now.Add(store.OnDemandTTL)); err != nil {
+		p.fail("marking the re-run on-demand", err, "run_id", gj.RunID)
+		return false
+	}
 	if err := p.s.o.GitHub.RerunFailedJobs(ctx, job.InstallationID, owner, repo, gj.RunID); err != nil {
 		p.fail("re-running failed jobs", err, "run_id", gj.RunID)
 		return false
 	}
 	p.count(MetricReruns, "spot")
-	p.log.Info("re-ran the failed jobs of a run a spot interruption failed", "run_id", gj.RunID, "job_id", a.JobID,
-		"attempt", run.RunAttempt+1)
+	p.log.Info("re-ran the failed jobs of a run a spot interruption failed, on on-demand capacity", "run_id", gj.RunID,
+		"job_id", a.JobID, "pool", a.Pool, "attempt", run.RunAttempt+1)
 	p.mu.Lock()
 	p.rep.Reruns++
 	p.mu.Unlock()

@@ -17,6 +17,10 @@ const (
 	MetricRetried = "ScaleUpRetried"
 	// MetricDeadLettered counts jobs sent to the dead-letter queue, Reason = why.
 	MetricDeadLettered = "ScaleUpDeadLettered"
+	// MetricOnDemandReruns counts jobs of a re-run launched on on-demand
+	// capacity because a spot interruption failed the earlier attempt,
+	// Reason = pool.
+	MetricOnDemandReruns = "ScaleUpOnDemandReruns"
 	// MetricDuplicates counts deliveries of jobs already launched or in flight.
 	MetricDuplicates = "ScaleUpDuplicates"
 	// MetricRecovered counts fleets of crashed invocations recovered.

@@ -274,6 +274,7 @@ func (s *Service) Handle(ctx context.Context, ds []queue.Delivery) []queue.Answe
 	}
 	s.resolve(items)
 	s.admit(ctx, items)
+	s.onDemand(ctx, items, now)
 	if s.o.CheckQueued {
 		s.checkQueued(ctx, items)
 	}

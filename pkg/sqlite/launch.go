@@ -35,6 +35,13 @@ CREATE TABLE IF NOT EXISTS failed_capacity (
 	expires_at INTEGER NOT NULL,
 	PRIMARY KEY (pool, key)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS on_demand_runs (
+	run_id     INTEGER NOT NULL,
+	pool       TEXT    NOT NULL,
+	attempt    INTEGER NOT NULL,
+	expires_at INTEGER NOT NULL,
+	PRIMARY KEY (run_id, pool)
+) WITHOUT ROWID;
 `
 
 // Launches is a store.Launches in the SQLite file, with the conditions of
@@ -260,4 +267,36 @@ func (l *Launches) FailedCapacity(ctx context.Context, pool string, now time.Tim
 		return nil, fmt.Errorf("reading failed capacity of pool %s: %w", pool, err)
 	}
 	return out, nil
+}
+
+// MarkOnDemand implements store.Launches.
+func (l *Launches) MarkOnDemand(ctx context.Context, run int64, pool string, attempt int, until time.Time) error {
+	if err := store.ValidateOnDemand(run, pool, attempt); err != nil {
+		return err
+	}
+	return l.d.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO on_demand_runs (run_id, pool, attempt, expires_at) VALUES (?, ?, ?, ?)
+			ON CONFLICT (run_id, pool) DO UPDATE SET attempt = excluded.attempt, expires_at = excluded.expires_at`,
+			run, pool, attempt, nanos(until)); err != nil {
+			return fmt.Errorf("marking run %d on-demand in pool %s: %w", run, pool, err)
+		}
+		return nil
+	})
+}
+
+// OnDemandFrom implements store.Launches.
+func (l *Launches) OnDemandFrom(ctx context.Context, run int64, pool string, now time.Time) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	var attempt int
+	err := l.d.db.QueryRowContext(ctx, `SELECT attempt FROM on_demand_runs WHERE run_id = ? AND pool = ?
+		AND (expires_at = 0 OR expires_at > ?)`, run, pool, now.UnixNano()).Scan(&attempt)
+	switch {
+	case isNoRows(err):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("reading the on-demand mark of run %d in pool %s: %w", run, pool, err)
+	}
+	return attempt, nil
 }

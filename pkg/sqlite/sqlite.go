@@ -178,13 +178,14 @@ func (d *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 }
 
 // Sweep deletes the records that have expired by now (deliveries, jobs,
-// runs, launch claims, fleets, failed capacity and ended runners, with the
-// instance pointers left without a runner), as DynamoDB's TTL does. Reads
+// runs, launch claims, fleets, failed capacity, on-demand marks and ended
+// runners, with the instance pointers left without a runner), as DynamoDB's
+// TTL does. Reads
 // treat them as absent before.
 func (d *DB) Sweep(ctx context.Context, now time.Time) (int64, error) {
 	var n int64
 	err := d.tx(ctx, func(tx *sql.Tx) error {
-		for _, table := range []string{"deliveries", "jobs", "runs", "launch_claims", "fleets", "failed_capacity", "runners"} {
+		for _, table := range []string{"deliveries", "jobs", "runs", "launch_claims", "fleets", "failed_capacity", "on_demand_runs", "runners"} {
 			res, err := tx.ExecContext(ctx, "DELETE FROM "+table+" WHERE expires_at != 0 AND expires_at <= ?", now.UnixNano())
 			if err != nil {
 				return fmt.Errorf("sweeping %s: %w", table, err)

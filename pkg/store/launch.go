@@ -100,6 +100,34 @@ type Launches interface {
 	// FailedCapacity returns the capacity pools of a pool remembered as
 	// failed at now.
 	FailedCapacity(ctx context.Context, pool string, now time.Time) (map[string]bool, error)
+
+	// MarkOnDemand records that the jobs of pool in attempt (and later
+	// attempts) of workflow run run launch on on-demand capacity, until
+	// until: scale-down marks a run before it re-runs the jobs a spot
+	// interruption failed. A later mark replaces an earlier one.
+	MarkOnDemand(ctx context.Context, run int64, pool string, attempt int, until time.Time) error
+	// OnDemandFrom returns the attempt of run from which pool's jobs launch
+	// on on-demand capacity, or 0 when the run is not marked (or the mark
+	// expired) at now.
+	OnDemandFrom(ctx context.Context, run int64, pool string, now time.Time) (int, error)
+}
+
+// OnDemandTTL is how long a run's on-demand mark lasts: GitHub cancels a
+// job queued for 24 hours, so no job of the re-run attempt can need the
+// mark after that.
+const OnDemandTTL = 24 * time.Hour
+
+// ValidateOnDemand is the rule every Launches implementation applies to a mark.
+func ValidateOnDemand(run int64, pool string, attempt int) error {
+	switch {
+	case run <= 0:
+		return errors.New("marking a run on-demand: run id is required")
+	case pool == "":
+		return errors.New("marking a run on-demand: pool is required")
+	case attempt <= 1:
+		return errors.New("marking a run on-demand: the attempt of a re-run is 2 or more")
+	}
+	return nil
 }
 
 // ValidateClaim is the rule every Launches implementation applies to a

@@ -360,3 +360,38 @@ func (d *LaunchDynamo) FailedCapacity(ctx context.Context, pool string, now time
 	}
 	return out, nil
 }
+
+func onDemandPK(run int64) string { return "ONDEMAND#" + strconv.FormatInt(run, 10) }
+
+// MarkOnDemand implements Launches: one item per run and pool
+// (ONDEMAND#<run>, the pool), kept until until by the table's TTL.
+func (d *LaunchDynamo) MarkOnDemand(ctx context.Context, run int64, pool string, attempt int, until time.Time) error {
+	if err := ValidateOnDemand(run, pool, attempt); err != nil {
+		return err
+	}
+	item := itemKey(onDemandPK(run), pool)
+	item[attrAttempt] = numI(int64(attempt))
+	item[attrExpires] = numI(epochCeil(until))
+	if _, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(d.table), Item: item}); err != nil {
+		return fmt.Errorf("marking run %d on-demand in pool %s: %w", run, pool, err)
+	}
+	return nil
+}
+
+// OnDemandFrom implements Launches.
+func (d *LaunchDynamo) OnDemandFrom(ctx context.Context, run int64, pool string, now time.Time) (int, error) {
+	out, err := d.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(d.table),
+		Key: itemKey(onDemandPK(run), pool), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return 0, fmt.Errorf("reading the on-demand mark of run %d in pool %s: %w", run, pool, err)
+	}
+	if out.Item == nil || expired(out.Item, now) {
+		return 0, nil
+	}
+	dec := decoder{item: out.Item}
+	attempt := dec.int(attrAttempt)
+	if dec.err != nil {
+		return 0, fmt.Errorf("decoding the on-demand mark of run %d in pool %s: %w", run, pool, dec.err)
+	}
+	return int(attempt), nil
+}

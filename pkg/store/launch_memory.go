@@ -16,7 +16,18 @@ type LaunchMemory struct {
 	claims   map[int64]LaunchClaim
 	fleets   map[string]Fleet
 	capacity map[string]map[string]time.Time
+	onDemand map[onDemandKey]onDemandMark
 	writes   int
+}
+
+type onDemandKey struct {
+	run  int64
+	pool string
+}
+
+type onDemandMark struct {
+	attempt int
+	until   time.Time
 }
 
 var _ Launches = (*LaunchMemory)(nil)
@@ -27,6 +38,7 @@ func NewLaunchMemory() *LaunchMemory {
 		claims:   map[int64]LaunchClaim{},
 		fleets:   map[string]Fleet{},
 		capacity: map[string]map[string]time.Time{},
+		onDemand: map[onDemandKey]onDemandMark{},
 	}
 }
 
@@ -167,4 +179,33 @@ func (m *LaunchMemory) FailedCapacity(ctx context.Context, pool string, now time
 		}
 	}
 	return out, nil
+}
+
+// MarkOnDemand implements Launches.
+func (m *LaunchMemory) MarkOnDemand(ctx context.Context, run int64, pool string, attempt int, until time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := ValidateOnDemand(run, pool, attempt); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.writes++
+	m.onDemand[onDemandKey{run, pool}] = onDemandMark{attempt: attempt, until: until}
+	return nil
+}
+
+// OnDemandFrom implements Launches.
+func (m *LaunchMemory) OnDemandFrom(ctx context.Context, run int64, pool string, now time.Time) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mark, ok := m.onDemand[onDemandKey{run, pool}]
+	if !ok || !live(mark.until, now) {
+		return 0, nil
+	}
+	return mark.attempt, nil
 }

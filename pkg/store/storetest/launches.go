@@ -24,6 +24,7 @@ func RunLaunches(t *testing.T, newStore func(*testing.T) store.Launches) {
 	t.Run("ConcurrentClaims", func(t *testing.T) { t.Parallel(); testConcurrentLaunchClaims(t, newStore(t)) })
 	t.Run("Fleets", func(t *testing.T) { t.Parallel(); testLaunchFleets(t, newStore(t)) })
 	t.Run("Capacity", func(t *testing.T) { t.Parallel(); testLaunchCapacity(t, newStore(t)) })
+	t.Run("OnDemand", func(t *testing.T) { t.Parallel(); testLaunchOnDemand(t, newStore(t)) })
 }
 
 func launchClaim(id int64, attempt, gen int, lease time.Duration) store.LaunchClaim {
@@ -205,6 +206,50 @@ func testLaunchCapacity(t *testing.T, s store.Launches) {
 		got, err := s.FailedCapacity(ctx, tc.pool, launchNow.Add(tc.at))
 		if err != nil || !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: %v, %v; want %v", tc.name, got, err, tc.want)
+		}
+	}
+}
+
+// testLaunchOnDemand: a run's mark is per pool, a later mark replaces an
+// earlier one, and it is gone once expired.
+func testLaunchOnDemand(t *testing.T, s store.Launches) {
+	ctx := context.Background()
+	for _, bad := range []struct {
+		run     int64
+		pool    string
+		attempt int
+	}{{0, "gpu", 2}, {7, "", 2}, {7, "gpu", 1}} {
+		if err := s.MarkOnDemand(ctx, bad.run, bad.pool, bad.attempt, launchNow.Add(time.Hour)); err == nil {
+			t.Errorf("MarkOnDemand(%d, %q, %d) accepted", bad.run, bad.pool, bad.attempt)
+		}
+	}
+	if err := s.MarkOnDemand(ctx, 7, "gpu", 2, launchNow.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkOnDemand(ctx, 8, "gpu", 2, launchNow.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkOnDemand(ctx, 8, "gpu", 3, launchNow.Add(3*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		run  int64
+		pool string
+		at   time.Duration
+		want int
+	}{
+		{"marked", 7, "gpu", time.Minute, 2},
+		{"other pool", 7, "cpu", time.Minute, 0},
+		{"other run", 9, "gpu", time.Minute, 0},
+		{"expired", 7, "gpu", 2 * time.Hour, 0},
+		{"replaced by a later mark", 8, "gpu", time.Minute, 3},
+		{"the later mark's expiry", 8, "gpu", 2 * time.Hour, 3},
+	}
+	for _, tc := range cases {
+		got, err := s.OnDemandFrom(ctx, tc.run, tc.pool, launchNow.Add(tc.at))
+		if err != nil || got != tc.want {
+			t.Errorf("%s: OnDemandFrom(%d, %q) = %d, %v; want %d", tc.name, tc.run, tc.pool, got, err, tc.want)
 		}
 	}
 }
