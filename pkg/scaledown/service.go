@@ -160,6 +160,14 @@ type Options struct {
 // pass at a time is what the schedule runs.
 type Service struct {
 	o Options
+
+	// redelivered remembers the GUIDs of the deliveries this Service asked
+	// GitHub to redeliver, until they leave the window: GitHub's failure
+	// list no longer shows a redelivery that succeeded, only the original
+	// failure. A new container starts empty, so it may redeliver such a
+	// delivery once more; the webhook drops it as a replay.
+	mu          sync.Mutex
+	redelivered map[string]time.Time
 }
 
 // New returns a Service, or an error naming what is missing.
@@ -719,7 +727,7 @@ func (p *pass) redeliver(ctx context.Context) {
 			p.fail("listing hook deliveries", err, "app_id", app)
 			continue
 		}
-		retried := map[string]bool{}
+		retried := p.s.redeliveredSince(p.now.Add(-p.s.o.RedeliverWindow))
 		for _, d := range ds {
 			if d.Redelivery {
 				retried[d.GUID] = true
@@ -748,9 +756,35 @@ func (p *pass) redeliver(ctx context.Context) {
 				p.fail("redelivering", err, "delivery_id", d.GUID)
 				continue
 			}
+			p.s.rememberRedelivery(d.GUID, p.now)
 			p.count(MetricRedeliveries, class)
 			p.log.Info("redelivered a failed webhook delivery", "delivery_id", d.GUID, "status_code", d.StatusCode, "event", d.Event)
 			p.rep.Redeliveries++
 		}
 	}
+}
+
+// redeliveredSince returns the GUIDs redelivered since since, forgetting
+// older ones.
+func (s *Service) redeliveredSince(since time.Time) map[string]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]bool, len(s.redelivered))
+	for guid, at := range s.redelivered {
+		if at.Before(since) {
+			delete(s.redelivered, guid)
+			continue
+		}
+		out[guid] = true
+	}
+	return out
+}
+
+func (s *Service) rememberRedelivery(guid string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.redelivered == nil {
+		s.redelivered = map[string]time.Time{}
+	}
+	s.redelivered[guid] = at
 }
