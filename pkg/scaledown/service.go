@@ -581,7 +581,11 @@ func (p *pass) strand(ctx context.Context, a *decide.Action, claims map[int64]la
 		p.fail("reading job record", err, "job_id", a.JobID)
 		return false
 	}
-	if job.Status == store.StatusCompleted {
+	if job.Status == store.StatusCompleted || job.Status == store.StatusInProgress {
+		// The webhook saw the job start (on this runner or another one):
+		// GitHub never queues a started job again, so no GitHub call is
+		// needed to know it is not stranded. In a burst whose runners take
+		// each other's jobs, that is most of them.
 		return true
 	}
 	if !p.takeJobCheck() {

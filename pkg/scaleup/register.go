@@ -15,6 +15,9 @@ import (
 // instance: the provider delivers it) or finishes the job with the reason
 // it cannot have one.
 func (s *Service) register(ctx context.Context, w *work) {
+	if s.o.CheckQueued && !s.stillQueued(ctx, w) {
+		return
+	}
 	owner, repo, _ := strings.Cut(w.job.Repository, "/")
 	scope := github.OrgScope(owner)
 	if s.o.Scope == ScopeRepo {

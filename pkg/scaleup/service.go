@@ -127,7 +127,8 @@ type Options struct {
 	// (default https://github.com; GHES: https://HOST).
 	GitHubURL string
 	// CheckQueued asks GitHub whether each job is still queued before
-	// launching (one call per job; off by default; fails open).
+	// registering its runner (one call per job about to launch, after its
+	// claim and its pool's reservation; off by default; fails open).
 	CheckQueued bool
 
 	MaxAttempts  int
@@ -275,9 +276,6 @@ func (s *Service) Handle(ctx context.Context, ds []queue.Delivery) []queue.Answe
 	s.resolve(items)
 	s.admit(ctx, items)
 	s.onDemand(ctx, items, now)
-	if s.o.CheckQueued {
-		s.checkQueued(ctx, items)
-	}
 	s.decide(ctx, live(items), now)
 	s.launch(ctx, live(items), now)
 	for _, w := range items {
@@ -312,20 +310,23 @@ func (s *Service) resolve(items []*work) {
 	}
 }
 
-func (s *Service) checkQueued(ctx context.Context, items []*work) {
-	for _, w := range live(items) {
-		owner, repo, _ := strings.Cut(w.job.Repository, "/")
-		j, err := s.o.GitHub.GetJob(ctx, w.job.InstallationID, owner, repo, w.job.JobID)
-		if err != nil {
-			w.log.Warn("could not check that the job is still queued; launching anyway", "err", err)
-			continue
-		}
-		if j.Status != "queued" {
-			s.o.Counter.Count(MetricSkipped, "not_queued")
-			w.log.Info("not launching: the job is no longer queued", "status", j.Status)
-			w.finish(scaler.OutcomeSkipped, "not_queued")
-		}
+// stillQueued asks GitHub whether the job is still queued (CheckQueued),
+// for a job about to register: claimed, with a reservation in its pool. A
+// job that is not is skipped; a check that fails does not hold the launch.
+func (s *Service) stillQueued(ctx context.Context, w *work) bool {
+	owner, repo, _ := strings.Cut(w.job.Repository, "/")
+	j, err := s.o.GitHub.GetJob(ctx, w.job.InstallationID, owner, repo, w.job.JobID)
+	if err != nil {
+		w.log.Warn("could not check that the job is still queued; launching anyway", "err", err)
+		return true
 	}
+	if j.Status != "queued" {
+		s.o.Counter.Count(MetricSkipped, "not_queued")
+		w.log.Info("not launching: the job is no longer queued", "status", j.Status)
+		w.finish(scaler.OutcomeSkipped, "not_queued")
+		return false
+	}
+	return true
 }
 
 // answer turns the job's outcome into the delivery's answer: a retry on

@@ -420,6 +420,31 @@ func TestCheckQueued(t *testing.T) {
 	}
 }
 
+// TestCheckQueuedOnlyBeforeLaunching: the check costs a GitHub call, so it
+// is made for jobs about to launch, not for jobs retried because their pool
+// is full — a burst retried every few seconds would otherwise spend the
+// installation's hourly GitHub budget on checks.
+func TestCheckQueuedOnlyBeforeLaunching(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(o *scaleup.Options) { o.CheckQueued = true })
+	ctx := context.Background()
+	if r := e.handle(ctx, e.svc, jobs(1, 2, "small")...); len(r.BatchItemFailures) != 0 {
+		t.Fatalf("filling the pool: %+v", r)
+	}
+	before := e.sim.Requests(ghsim.OpGetJob)
+	for i := range 4 {
+		if r := e.handle(ctx, e.svc, message(job(10, "small"), i+1)); len(r.BatchItemFailures) != 1 {
+			t.Fatalf("full pool, delivery %d: %+v, want a retry", i+1, r)
+		}
+	}
+	if got := e.sim.Requests(ghsim.OpGetJob) - before; got != 0 {
+		t.Errorf("%d GitHub job checks for a job retried 4 times on a full pool, want 0", got)
+	}
+	if got := e.counter.Get(scaleup.MetricRetried, "max_runners"); got != 4 {
+		t.Errorf("%v retries for max_runners, want 4", got)
+	}
+}
+
 func TestTokenMode(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
