@@ -43,24 +43,25 @@ type demoJob struct {
 // GitHub simulator over HTTP, with stand-in runners, a realistic burst of
 // signed webhooks, progress, a summary and the invariants checked.
 func runDemo(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("demo", "[--standin build/skiff-standin] [-f examples/pools.yaml] [--jobs 40]", stderr)
+	fs := newFlags("demo", "[--standin build/skiff-standin] [-f examples/pools.yaml] [--jobs 40] [--limit N]", stderr)
 	standin := fs.String("standin", "build/skiff-standin", "the stand-in runner (make demo builds it)")
 	poolsFile := fs.String("f", "examples/pools.yaml", "the pools file")
 	n := fs.Int("jobs", 40, "how many jobs the burst queues (besides the cancelled, unmatched and duplicate ones)")
 	duration := fs.Duration("job-duration", time.Second, "how long each stand-in runner's job runs")
 	out := fs.String("out", "build/demo", "where the demo keeps its data (replaced on every run)")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this long")
+	limit := fs.Int("limit", 0, "runners alive at once in every pool (default: the number of CPUs, and one GPU job at a time)")
 	if ok, code := parseFlags(fs, args); !ok {
 		return code
 	}
-	if err := demo(stdout, *standin, *poolsFile, *out, *n, *duration, *timeout); err != nil {
+	if err := demo(stdout, *standin, *poolsFile, *out, *n, *limit, *duration, *timeout); err != nil {
 		fmt.Fprintln(stderr, "skiff demo:", err)
 		return exitFailed
 	}
 	return exitOK
 }
 
-func demo(w io.Writer, standin, poolsFile, out string, n int, duration, timeout time.Duration) error {
+func demo(w io.Writer, standin, poolsFile, out string, n, limit int, duration, timeout time.Duration) error {
 	standin, err := filepath.Abs(standin)
 	if err != nil {
 		return err
@@ -71,6 +72,13 @@ func demo(w io.Writer, standin, poolsFile, out string, n int, duration, timeout 
 	pools, err := pool.Load(poolsFile)
 	if err != nil {
 		return err
+	}
+	limits := map[string]int{"gpu": 1} // one GPU on this machine: one GPU job at a time
+	if limit > 0 {
+		limits = map[string]int{}
+		for _, p := range pools.Pools {
+			limits[p.Name] = limit
+		}
 	}
 	if err := os.RemoveAll(out); err != nil {
 		return err
@@ -111,7 +119,7 @@ func demo(w io.Writer, standin, poolsFile, out string, n int, duration, timeout 
 	l, err := wiring.NewLocal(wiring.LocalConfig{
 		DataDir: filepath.Join(out, "data"), PoolsFile: poolsFile, Listen: "127.0.0.1:0", RunnerCommand: []string{standin},
 		RunnerEnv:    []string{"SKIFF_STANDIN_DURATION=" + duration.String(), "SKIFF_STANDIN_IDLE=20s"},
-		Limits:       map[string]int{"gpu": 1}, // one GPU on this machine: one GPU job at a time
+		Limits:       limits,
 		GitHubAPIURL: sim.URL(), AppIDs: []int64{appID},
 		AppKeys:       string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})),
 		WebhookSecret: webhookSecret, Allow: []string{org}, Installations: []string{"*"},
@@ -213,7 +221,26 @@ func demo(w io.Writer, standin, poolsFile, out string, n int, duration, timeout 
 		case <-tick.C:
 		}
 	}
+	fmt.Fprintf(w, "  all done in %s; peak memory of this process (skiff local, the simulator and the driver): %s\n",
+		time.Since(started).Round(100*time.Millisecond), peakRSS())
 	return summarize(ctx, w, sim, l, jobs, dup, logFile.Name(), filepath.Join(out, "report.html"))
+}
+
+// peakRSS is the process's peak resident set (VmHWM), or "unknown" off Linux.
+func peakRSS() string {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return "unknown"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			if err == nil {
+				return fmt.Sprintf("%.0f MB", float64(kb)/1024)
+			}
+		}
+	}
+	return "unknown"
 }
 
 // records checks the metrics records: one per completed job, each valid

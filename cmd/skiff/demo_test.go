@@ -20,7 +20,7 @@ func TestDemo(t *testing.T) {
 	}
 	var out bytes.Buffer
 	dir := filepath.Join(t.TempDir(), "demo")
-	err := demo(&out, standin, "../../examples/pools.yaml", dir, 12, 200*time.Millisecond, 4*time.Minute)
+	err := demo(&out, standin, "../../examples/pools.yaml", dir, 12, 0, 200*time.Millisecond, 4*time.Minute)
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
