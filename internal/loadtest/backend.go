@@ -55,11 +55,11 @@ type backend struct {
 		store.Ledger
 		store.Interruptions
 	}
-	launches  store.Launches
-	regs      ec2.Registrations
-	metrics   metrics.Records
-	take      func(ctx context.Context, arn string) (jit string, ok bool, err error)
-	calls     func() map[string]int // store calls by operation; nil: not counted
+	launches store.Launches
+	regs     ec2.Registrations
+	metrics  metrics.Records
+	take     func(ctx context.Context, arn string) (jit string, ok bool, err error)
+	calls    func() map[string]int // store calls by operation; nil: not counted
 }
 
 func newBackend(t testing.TB, kind Store, now func() time.Time) (*backend, error) {

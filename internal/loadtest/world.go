@@ -387,4 +387,3 @@ func (l *logScanner) total() int {
 	}
 	return n
 }
-
