@@ -170,6 +170,7 @@ func (w *world) invoke(ds []queue.Delivery) {
 		inv = &invocation{at: 2 + w.rng.IntN(3), stalled: make(chan struct{}), release: make(chan struct{})}
 	case f.Crashes > 0 && w.rng.Float64() < f.Crashes:
 		inv = &invocation{at: w.crashes%crashSteps + 1, cancel: cancel}
+		w.faults["crashes_planned"]++
 	}
 	if inv != nil {
 		ctx = context.WithValue(ctx, invocationKey{}, inv)
