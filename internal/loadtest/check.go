@@ -208,7 +208,8 @@ func (w *world) check() Report {
 	rep.StoreCalls = -1
 	if w.be.calls != nil {
 		rep.StoreCalls = 0
-		for _, n := range w.be.calls() {
+		rep.StoreOps = w.be.calls()
+		for _, n := range rep.StoreOps {
 			rep.StoreCalls += n
 		}
 	}

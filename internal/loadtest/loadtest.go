@@ -116,7 +116,8 @@ type Report struct {
 	WaitMax       time.Duration
 	GitHubCalls   int
 	EC2Calls      int
-	StoreCalls    int // -1: not counted (memory store)
+	StoreCalls    int            // -1: not counted (memory store)
+	StoreOps      map[string]int // store calls by operation
 	PeakHeap      uint64
 	MaxRSS        int64 // KiB, the Go process
 	EmulatorRSS   int64 // KiB, the store emulator's peak (0: none)
@@ -165,6 +166,10 @@ func (r Report) String() string {
 	fmt.Fprintf(&b, "  wall %s, peak Go heap %d MiB, max RSS %d MiB", r.Wall.Round(100*time.Millisecond), r.PeakHeap>>20, r.MaxRSS>>10)
 	if r.EmulatorRSS > 0 {
 		fmt.Fprintf(&b, ", emulator peak RSS %d MiB", r.EmulatorRSS>>10)
+	}
+	if len(r.StoreOps) > 0 {
+		b.WriteString("\n  store calls ")
+		b.WriteString(counts(r.StoreOps))
 	}
 	b.WriteString("\n  faults ")
 	b.WriteString(counts(r.FaultCounts))
