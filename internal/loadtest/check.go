@@ -123,11 +123,7 @@ func (w *world) check() Report {
 			case js.Status == "completed":
 				bad = append(bad, fmt.Sprintf("job %d failed on runner %s, which no spot interruption ended", id, js.RunnerName))
 			default:
-				why := ""
-				if w.dropped[id] {
-					why = " (scale-up dropped it)"
-				}
-				bad = append(bad, fmt.Sprintf("job %d is still %s%s: lost", id, js.Status, why))
+				bad = append(bad, fmt.Sprintf("job %d is still %s: lost", id, js.Status))
 			}
 		}
 		if ok < r.jobs {

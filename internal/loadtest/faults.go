@@ -142,7 +142,7 @@ func (g *guard) Terminate(ctx context.Context, ids []string) error {
 
 // laggingGitHub is GitHub as the reconciler sees it: a runner's busy flag
 // reads false for 25–60 s after its job starts (GitHub's documented lag),
-// and for a minute in the middle of one job in three.
+// and for a minute at 1.5 and at 10.5 minutes into one job in three.
 type laggingGitHub struct {
 	scaledown.GitHub
 	sim *ghsim.Server
@@ -168,7 +168,8 @@ func (g laggingGitHub) ListRunners(ctx context.Context, inst int64, scope github
 		js, _ := g.sim.Job(job)
 		lag := time.Duration(25+job%36) * time.Second // fixed per job
 		since := g.now().Sub(js.StartedAt)
-		if since < lag || job%3 == 0 && since >= 90*time.Second && since < 150*time.Second {
+		flip := since >= 90*time.Second && since < 150*time.Second || since >= 630*time.Second && since < 690*time.Second
+		if since < lag || job%3 == 0 && flip {
 			rs[i].Busy = false
 		}
 	}

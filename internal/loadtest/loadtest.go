@@ -50,7 +50,7 @@ type Config struct {
 	// faults: set it, or use DefaultFaults).
 	Faults Faults
 	// Plant is a bug planted on purpose, to show the harness catches it
-	// ("" for none): PlantBusyBlind, PlantDropJob.
+	// ("" for none): PlantBusyBlind, PlantLoseReplacements, PlantIgnoreClaims.
 	Plant string
 	// Log receives the services' JSON logs (nil: discarded).
 	Log io.Writer
@@ -86,11 +86,16 @@ var DefaultFaults = Faults{
 // The planted bugs.
 const (
 	// PlantBusyBlind makes the reconciler trust only GitHub's busy flag:
-	// the ledger's job-started state and the hooks' tags are hidden from it.
+	// the ledger's job-started state and the hooks' tags are hidden from
+	// it, and GitHub's refusal to delete a busy runner is taken for a
+	// deletion (so it terminates what the flag shows idle).
 	PlantBusyBlind = "busy-blind"
-	// PlantDropJob makes scale-up answer one job in 50 done without
-	// launching it.
-	PlantDropJob = "drop-job"
+	// PlantLoseReplacements makes the reconciler's replacement messages
+	// vanish on their way to the queue.
+	PlantLoseReplacements = "lose-replacements"
+	// PlantIgnoreClaims makes scale-up read no job's launch claim, so a
+	// duplicate delivery launches a second runner.
+	PlantIgnoreClaims = "ignore-claims"
 )
 
 // Report is what a run found: its invariant failures and its figures.

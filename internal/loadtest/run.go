@@ -179,18 +179,7 @@ func (w *world) invoke(ds []queue.Delivery) {
 		w.fake.LoseAnswers(1)
 		w.faults["lost_fleet_answers"]++
 	}
-	handle := func(ctx context.Context) []queue.Answer {
-		answers := w.up.Handle(ctx, ds)
-		if w.cfg.Plant == PlantDropJob {
-			for i, d := range ds {
-				if d.Job.JobID%50 == 7 {
-					answers[i] = queue.Answer{Verdict: queue.Done}
-					w.dropped[d.Job.JobID] = true
-				}
-			}
-		}
-		return answers
-	}
+	handle := func(ctx context.Context) []queue.Answer { return w.up.Handle(ctx, ds) }
 	if inv != nil && inv.stalled != nil {
 		done := make(chan []queue.Answer, 1)
 		sctx := context.WithoutCancel(ctx)

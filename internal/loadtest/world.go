@@ -123,8 +123,7 @@ type world struct {
 	invocations int
 	crashes     int
 	stalls      int
-	dropped     map[int64]bool // PlantDropJob: jobs scale-up dropped
-	peakLive    map[int64]int  // job id → most instances alive at once launched for it
+	peakLive    map[int64]int // job id → most instances alive at once launched for it
 	peakHeap    uint64
 	lastFinish  time.Time
 }
@@ -158,7 +157,7 @@ func newWorld(t testing.TB, cfg Config) *world {
 	clock := ghsim.NewClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 	w := &world{t: t, cfg: cfg, rng: mrand.New(mrand.NewPCG(cfg.Seed, cfg.Seed^0x10ad)), clock: clock, start: clock.Now(),
 		ctx: context.Background(), faults: map[string]int{}, jobs: map[int64]*jobRec{}, insts: map[string]*instance{},
-		dropped: map[int64]bool{}, interrupted: map[string]bool{}, peakLive: map[int64]int{}, counter: &telemetry.Memory{}}
+		interrupted: map[string]bool{}, peakLive: map[int64]int{}, counter: &telemetry.Memory{}}
 	w.logs = &logScanner{next: cfg.Log, replaced: map[int64]int{}}
 	w.log = slog.New(slog.NewJSONHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	var err error
@@ -245,7 +244,11 @@ func newWorld(t testing.TB, cfg Config) *world {
 		}
 		return c
 	}
-	w.up, err = scaleup.New(scaleup.Options{Pools: w.pools, Launches: stepLaunches{w.be.launches}, Ledger: stepLedger{w.be.ledger},
+	var upLaunches store.Launches = w.be.launches
+	if cfg.Plant == PlantIgnoreClaims {
+		upLaunches = blindClaims{upLaunches}
+	}
+	w.up, err = scaleup.New(scaleup.Options{Pools: w.pools, Launches: stepLaunches{upLaunches}, Ledger: stepLedger{w.be.ledger},
 		Records: w.be.records, Provider: stepProvider{w.upGuard}, GitHub: stepGitHub{ghClient("scaleup")}, Counter: w.counter,
 		Logger: w.log.With("function", "scaleup"), Now: clock.Now})
 	if err != nil {
@@ -260,11 +263,16 @@ func newWorld(t testing.TB, cfg Config) *world {
 	if cfg.Plant == PlantBusyBlind {
 		downLedger = busyBlindLedger{downLedger}
 		downProvider = tagBlindProvider{w.downGuard}
+		downGH = refusalBlindGitHub{downGH}
+	}
+	var replacements queue.Sender = w.q
+	if cfg.Plant == PlantLoseReplacements {
+		replacements = lostSends{}
 	}
 	records := &scaledown.RecordWriter{Pools: []string{"*"}, Records: w.be.records, Ledger: w.be.ledger, Out: w.be.metrics,
 		CloudProvider: "aws", Region: region, Prices: pool.Prices, Counter: w.counter, Logger: w.log.With("function", "scaledown")}
 	w.down, err = scaledown.New(scaledown.Options{Pools: w.pools, Ledger: downLedger, Claims: w.be.launches, Records: w.be.records,
-		Provider: downProvider, GitHub: downGH, Queue: w.q, Metrics: records, Counter: w.counter, Logger: w.log.With("function", "scaledown"),
+		Provider: downProvider, GitHub: downGH, Queue: replacements, Metrics: records, Counter: w.counter, Logger: w.log.With("function", "scaledown"),
 		Now: clock.Now, Scopes: []github.Scope{github.OrgScope(org)}, Apps: []int64{appID}, MaxReplacements: 3, RerunInterrupted: []string{"*"}})
 	if err != nil {
 		t.Fatal(err)
@@ -306,12 +314,22 @@ func planRuns(rng *mrand.Rand, n int) []plannedRun {
 				labels = []string{"self-hosted", "large"}
 			}
 			r.jobs = append(r.jobs, ghsim.JobSpec{Name: fmt.Sprintf("job-%d", len(r.jobs)+1), Labels: labels,
-				Duration: time.Duration(60+rng.IntN(420)) * time.Second})
+				Duration: jobDuration(rng)})
 		}
 		out = append(out, r)
 	}
 	sortRuns(out)
 	return out
+}
+
+// jobDuration: most jobs run one to eight minutes, one in ten 12 to 25
+// (longer than a runner's idle timeout, so a reaper that mistakes a busy
+// runner for an idle one has something to kill).
+func jobDuration(rng *mrand.Rand) time.Duration {
+	if rng.IntN(10) == 0 {
+		return time.Duration(12*60+rng.IntN(13*60)) * time.Second
+	}
+	return time.Duration(60+rng.IntN(420)) * time.Second
 }
 
 func sortRuns(rs []plannedRun) {
