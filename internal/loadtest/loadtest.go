@@ -52,6 +52,9 @@ type Config struct {
 	// Plant is a bug planted on purpose, to show the harness catches it
 	// ("" for none): PlantBusyBlind, PlantLoseReplacements, PlantIgnoreClaims.
 	Plant string
+	// MaxJobChecks overrides the reconciler's GitHub job reads per pass
+	// (0: the production default, scaledown.DefaultMaxJobChecks).
+	MaxJobChecks int
 	// Log receives the services' JSON logs (nil: discarded).
 	Log io.Writer
 	// Progress receives a line every simulated ten minutes (nil: none).

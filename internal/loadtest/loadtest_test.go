@@ -20,6 +20,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 //	SKIFF_LOADTEST_JOBS=<n>   TestLoad's job count (make loadtest: 1000)
 //	SKIFF_LOADTEST_STORE=<s>  memory, dynalite or moto
 //	SKIFF_LOADTEST_LOG=<file> the services' JSON logs
+//	SKIFF_LOADTEST_MAX_JOB_CHECKS=<n>  the reconciler's job reads per pass (default: production's)
 func envSeed(t *testing.T) (uint64, bool) {
 	s := os.Getenv("SKIFF_SEED")
 	if s == "" {
@@ -43,6 +44,7 @@ func config(t *testing.T, jobs int, seed uint64, store loadtest.Store) loadtest.
 	if s := os.Getenv("SKIFF_LOADTEST_STORE"); s != "" {
 		cfg.Store = loadtest.Store(s)
 	}
+	cfg.MaxJobChecks, _ = strconv.Atoi(os.Getenv("SKIFF_LOADTEST_MAX_JOB_CHECKS"))
 	if p := os.Getenv("SKIFF_LOADTEST_LOG"); p != "" {
 		f, err := os.Create(p)
 		if err != nil {
@@ -120,7 +122,7 @@ func TestLoad(t *testing.T) {
 	if !ok {
 		seed = randomSeed()
 	}
-	cfg := config(t, n, seed, loadtest.StoreMoto)
+	cfg := config(t, n, seed, loadtest.StoreMemory)
 	cfg.Progress = os.Stdout
 	rep := loadtest.Run(t, cfg)
 	judge(t, rep, "SKIFF_LOADTEST_JOBS="+strconv.Itoa(n)+" make loadtest")

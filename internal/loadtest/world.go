@@ -273,7 +273,8 @@ func newWorld(t testing.TB, cfg Config) *world {
 		CloudProvider: "aws", Region: region, Prices: pool.Prices, Counter: w.counter, Logger: w.log.With("function", "scaledown")}
 	w.down, err = scaledown.New(scaledown.Options{Pools: w.pools, Ledger: downLedger, Claims: w.be.launches, Records: w.be.records,
 		Provider: downProvider, GitHub: downGH, Queue: replacements, Metrics: records, Counter: w.counter, Logger: w.log.With("function", "scaledown"),
-		Now: clock.Now, Scopes: []github.Scope{github.OrgScope(org)}, Apps: []int64{appID}, MaxReplacements: 3, RerunInterrupted: []string{"*"}})
+		Now: clock.Now, Scopes: []github.Scope{github.OrgScope(org)}, Apps: []int64{appID}, MaxReplacements: 3, RerunInterrupted: []string{"*"},
+		MaxJobChecks: cfg.MaxJobChecks})
 	if err != nil {
 		t.Fatal(err)
 	}
