@@ -35,9 +35,10 @@ const (
 	// StoreMemory: the in-memory adapters (store.Memory, LedgerMemory,
 	// LaunchMemory, metrics.MemoryRecords): fast, no emulator.
 	StoreMemory Store = "memory"
-	// StoreDynalite: the DynamoDB adapters through the real SDK against
-	// dynalite. dynalite has no transactions, so the webhook records a
-	// lifecycle event's job and runner one item at a time (its fallback).
+	// StoreDynalite: the DynamoDB adapters against dynalite. It does not
+	// serve today: dynalite has no TransactWriteItems, which the ledger's
+	// Reserve needs, so every launch fails (kept to show it, and for when
+	// the ledger has a transaction-free path).
 	StoreDynalite Store = "dynalite"
 	// StoreMoto: the DynamoDB adapters against moto, with transactions: the
 	// webhook's lifecycle writes are one TransactWriteItems, as in AWS.
