@@ -81,6 +81,15 @@ synth: build ## synthesize the CDK stack (cdk.out/) with cdk-nag, against exampl
 bench: ## run the benchmarks the README's performance section quotes
 	go test -run '^$$' -bench . -benchmem -count 1 ./...
 
+# make loadtest: the fault harness (internal/loadtest) with LOADTEST_JOBS jobs on the memory
+# store, then 100 jobs on moto (the DynamoDB adapters through the SDK). SKIFF_SEED=<n> reruns a seed.
+LOADTEST_JOBS ?= 1000
+
+.PHONY: loadtest
+loadtest: ## the fault harness: 1,000 jobs through the whole pipeline under faults, then 100 on moto
+	SKIFF_LOADTEST_JOBS=$(LOADTEST_JOBS) SKIFF_LOADTEST_STORE=memory go test -count=1 -timeout 15m -v -run '^TestLoad$$' ./internal/loadtest
+	SKIFF_LOADTEST_STORE=moto go test -count=1 -timeout 15m -v -run '^TestFaultHarness$$' ./internal/loadtest
+
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each (default 30s)
 	go test -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime $${FUZZTIME:-30s} ./pkg/webhook

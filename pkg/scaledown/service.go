@@ -662,18 +662,22 @@ func runnerName(jobID int64, gen int) string {
 // interruption failed, after the run completed. It reports whether the
 // record may be ended (false: the run is still going; ask again later).
 func (p *pass) rerun(ctx context.Context, a *decide.Action) bool {
-	job, err := p.s.o.Records.Job(ctx, a.JobID)
+	jobID := a.JobID
+	if a.RanJob != 0 {
+		jobID = a.RanJob // another job took the runner: that job failed
+	}
+	job, err := p.s.o.Records.Job(ctx, jobID)
 	if err != nil {
 		return errors.Is(err, store.ErrNotFound)
 	}
 	if !p.takeJobCheck() {
-		p.defer1("job_checks", "rule", "rerun", "job_id", a.JobID)
+		p.defer1("job_checks", "rule", "rerun", "job_id", jobID)
 		return false
 	}
 	owner, repo := splitRepo(job.Repository)
-	gj, err := p.s.o.GitHub.GetJob(ctx, job.InstallationID, owner, repo, a.JobID)
+	gj, err := p.s.o.GitHub.GetJob(ctx, job.InstallationID, owner, repo, jobID)
 	if err != nil {
-		p.fail("getting job", err, "job_id", a.JobID)
+		p.fail("getting job", err, "job_id", jobID)
 		return errors.Is(err, github.ErrNotFound)
 	}
 	switch {
@@ -683,7 +687,7 @@ func (p *pass) rerun(ctx context.Context, a *decide.Action) bool {
 		return true
 	}
 	if !p.takeJobCheck() {
-		p.defer1("job_checks", "rule", "rerun", "job_id", a.JobID)
+		p.defer1("job_checks", "rule", "rerun", "job_id", jobID)
 		return false
 	}
 	run, err := p.s.o.GitHub.GetWorkflowRun(ctx, job.InstallationID, owner, repo, gj.RunID)
@@ -709,7 +713,7 @@ func (p *pass) rerun(ctx context.Context, a *decide.Action) bool {
 	}
 	p.count(MetricReruns, "spot")
 	p.log.Info("re-ran the failed jobs of a run a spot interruption failed, on on-demand capacity", "run_id", gj.RunID,
-		"job_id", a.JobID, "pool", a.Pool, "attempt", run.RunAttempt+1)
+		"job_id", jobID, "pool", a.Pool, "attempt", run.RunAttempt+1)
 	p.mu.Lock()
 	p.rep.Reruns++
 	p.mu.Unlock()

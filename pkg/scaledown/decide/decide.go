@@ -217,6 +217,9 @@ type Action struct {
 	Interrupted bool
 	// MaxReplacements is the pool's bound on replacements for this job.
 	MaxReplacements int
+	// RanJob is the job the runner ran when it is not JobID (another job
+	// took the runner): the job an interruption failed.
+	RanJob int64
 }
 
 // Kept is a runner scale-down left alone on purpose (busy), for logs and
@@ -334,6 +337,9 @@ func Decide(in Inputs) Decision {
 		g := gh[r.Name]
 		base := Action{Pool: r.Pool, Runner: r.Name, JobID: r.JobID, RunID: r.RunID, Attempt: r.Attempt, Gen: Gen(r.Name),
 			MaxReplacements: p.MaxReplacements, Interrupted: !r.InterruptedAt.IsZero() && p.RerunInterrupted}
+		if r.BusyJob != r.JobID {
+			base.RanJob = r.BusyJob
+		}
 		if inst != nil {
 			base.InstanceID = inst.ID
 		} else {

@@ -1,0 +1,218 @@
+package loadtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/ec2"
+	"github.com/skiffci/skiff/pkg/metrics"
+	"github.com/skiffci/skiff/pkg/metrics/recordstore"
+	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/userdata"
+)
+
+// Store names where the harness keeps skiff's state.
+type Store string
+
+// The stores.
+const (
+	// StoreMemory: the in-memory adapters (store.Memory, LedgerMemory,
+	// LaunchMemory, metrics.MemoryRecords): fast, no emulator.
+	StoreMemory Store = "memory"
+	// StoreDynalite: the DynamoDB adapters against dynalite. It does not
+	// serve today: dynalite has no TransactWriteItems, which the ledger's
+	// Reserve needs, so every launch fails (kept to show it, and for when
+	// the ledger has a transaction-free path).
+	StoreDynalite Store = "dynalite"
+	// StoreMoto: the DynamoDB adapters against moto, with transactions: the
+	// webhook's lifecycle writes are one TransactWriteItems, as in AWS.
+	StoreMoto Store = "moto"
+)
+
+// backend is skiff's state as the services see it: the ports of the
+// store, the runner ledger, the launch state, the registration table and
+// the metrics records; take reads an instance's registration as its boot
+// script does (read and delete, once).
+type backend struct {
+	records   store.Store
+	lifecycle store.LifecycleRecorder // nil: the webhook's one-item-at-a-time default
+	ledger    interface {
+		store.Ledger
+		store.Interruptions
+	}
+	launches store.Launches
+	regs     ec2.Registrations
+	metrics  metrics.Records
+	take     func(ctx context.Context, arn string) (jit string, ok bool, err error)
+	calls    func() map[string]int // store calls by operation; nil: not counted
+}
+
+func newBackend(t testing.TB, kind Store, now func() time.Time) (*backend, error) {
+	switch kind {
+	case StoreMemory:
+		return memoryBackend(now), nil
+	case StoreDynalite:
+		return dynamoBackend(t, testenv.Dynalite(t), false, now)
+	case StoreMoto:
+		return dynamoBackend(t, testenv.Moto(t), true, now)
+	}
+	return nil, fmt.Errorf("unknown store %q (memory, dynalite or moto)", kind)
+}
+
+func memoryBackend(now func() time.Time) *backend {
+	st := store.NewMemory()
+	st.SetClock(now)
+	regs := &memoryRegistrations{items: map[string]userdata.Registration{}}
+	return &backend{records: st, ledger: store.NewLedgerMemory(now), launches: store.NewLaunchMemory(), regs: regs,
+		metrics: &metrics.MemoryRecords{}, take: regs.take}
+}
+
+// memoryRegistrations is the registration table in memory.
+type memoryRegistrations struct {
+	mu    sync.Mutex
+	items map[string]userdata.Registration
+}
+
+func (m *memoryRegistrations) Put(_ context.Context, r userdata.Registration) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.items[r.InstanceARN] = r
+	m.mu.Unlock()
+	return nil
+}
+
+func (m *memoryRegistrations) take(_ context.Context, arn string) (string, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.items[arn]
+	delete(m.items, arn)
+	return r.JITConfig, ok, nil
+}
+
+var tableSeq atomic.Int64
+
+// dynamoBackend creates a state table and a registration table of their
+// own in the emulator and builds the production adapters over a real SDK
+// client whose calls are counted.
+func dynamoBackend(t testing.TB, endpoint string, transactions bool, now func() time.Time) (*backend, error) {
+	counter := &opCounter{header: "X-Amz-Target", next: http.DefaultTransport}
+	ddb := dynamodb.NewFromConfig(testenv.AWSConfig(t), func(o *dynamodb.Options) {
+		o.BaseEndpoint = aws.String(endpoint)
+		o.HTTPClient = &http.Client{Transport: counter}
+	})
+	ctx := context.Background()
+	suffix := strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + strconv.FormatInt(tableSeq.Add(1), 10)
+	table, regTable := "skiff-load-"+suffix, "skiff-load-reg-"+suffix
+	if err := store.CreateTable(ctx, ddb, table); err != nil {
+		return nil, err
+	}
+	if err := createRegistrationTable(ctx, ddb, regTable); err != nil {
+		return nil, err
+	}
+	st := store.NewDynamo(ddb, table, store.WithClock(now))
+	b := &backend{records: st, ledger: store.NewLedgerDynamo(ddb, table, store.WithClock(now)),
+		launches: store.NewLaunchDynamo(ddb, table), regs: ec2.NewRegistrationTable(ddb, regTable),
+		metrics: recordstore.New(ddb, table, recordstore.WithClock(now)), calls: counter.snapshot}
+	if transactions {
+		b.lifecycle = st
+	}
+	b.take = func(ctx context.Context, arn string) (string, bool, error) {
+		out, err := ddb.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(regTable),
+			Key:          map[string]ddbtypes.AttributeValue{userdata.AttrPK: &ddbtypes.AttributeValueMemberS{Value: arn}},
+			ReturnValues: ddbtypes.ReturnValueAllOld})
+		if err != nil {
+			return "", false, err
+		}
+		v, ok := out.Attributes[userdata.AttrJITConfig].(*ddbtypes.AttributeValueMemberS)
+		if !ok {
+			return "", false, nil
+		}
+		return v.Value, true, nil
+	}
+	return b, nil
+}
+
+// createRegistrationTable creates the runners' registration table (key pk,
+// as the deployment's) and waits for it.
+func createRegistrationTable(ctx context.Context, ddb *dynamodb.Client, table string) error {
+	_, err := ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(table),
+		BillingMode:          ddbtypes.BillingModePayPerRequest,
+		AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String(userdata.AttrPK), AttributeType: ddbtypes.ScalarAttributeTypeS}},
+		KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String(userdata.AttrPK), KeyType: ddbtypes.KeyTypeHash}},
+	})
+	var inUse *ddbtypes.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return fmt.Errorf("creating table %s: %w", table, err)
+	}
+	w := dynamodb.NewTableExistsWaiter(ddb, func(o *dynamodb.TableExistsWaiterOptions) { o.MinDelay = 20 * time.Millisecond })
+	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, time.Minute); err != nil {
+		return fmt.Errorf("waiting for table %s: %w", table, err)
+	}
+	return nil
+}
+
+// opCounter is an http.RoundTripper (or, with handler set, an
+// http.Handler) that counts requests by operation: the value of a header
+// (DynamoDB's X-Amz-Target, without its version prefix) or of the form's
+// Action (EC2's Query protocol).
+type opCounter struct {
+	header  string
+	next    http.RoundTripper
+	handler http.Handler
+	mu      sync.Mutex
+	n       map[string]int
+}
+
+func (c *opCounter) add(op string) {
+	if i := strings.LastIndexByte(op, '.'); i >= 0 {
+		op = op[i+1:]
+	}
+	c.mu.Lock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[op]++
+	c.mu.Unlock()
+}
+
+func (c *opCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.add(r.Header.Get(c.header))
+	return c.next.RoundTrip(r)
+}
+
+func (c *opCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	form, _ := url.ParseQuery(string(body))
+	c.add(form.Get("Action"))
+	c.handler.ServeHTTP(w, r)
+}
+
+func (c *opCounter) snapshot() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int, len(c.n))
+	for k, v := range c.n {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,254 @@
+package loadtest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/metrics"
+	"github.com/skiffci/skiff/pkg/scaledown/decide"
+)
+
+// discover adds the jobs GitHub queued for re-runs to the ones tracked.
+func (w *world) discover() {
+	for _, r := range w.runs {
+		st, ok := w.sim.Run(r.id)
+		if !ok {
+			continue
+		}
+		for _, id := range st.JobIDs {
+			if w.jobs[id] == nil {
+				w.jobs[id] = &jobRec{id: id, run: r.id, queuedAt: w.clock.Now()}
+			}
+		}
+	}
+}
+
+// quiet: every run has its jobs done, and nothing is left — no instance,
+// no runner, no live count, no event or delivery on its way.
+func (w *world) quiet() bool {
+	if len(w.pending) > 0 || len(w.stalled) > 0 || w.proxy.pending() > 0 || len(w.fake.Live()) > 0 || len(w.sim.Runners()) > 0 {
+		return false
+	}
+	for _, p := range w.pools.Pools {
+		if n, err := w.be.ledger.Live(w.ctx, p.Name); err != nil || n != 0 {
+			return false
+		}
+	}
+	w.discover()
+	for _, r := range w.runs {
+		st, _ := w.sim.Run(r.id)
+		if st.Status != "completed" {
+			return false
+		}
+		ok, excused := 0, true
+		for _, id := range st.JobIDs {
+			js, _ := w.sim.Job(id)
+			switch {
+			case js.Conclusion == "success":
+				ok++
+			case !w.interrupted[js.RunnerName]:
+				excused = false
+			}
+		}
+		if ok < r.jobs && excused { // a re-run is due
+			return false
+		}
+	}
+	return true
+}
+
+// status is one line of where things are.
+func (w *world) status() string {
+	queued, running, completed := 0, 0, 0
+	for id := range w.jobs {
+		js, _ := w.sim.Job(id)
+		switch js.Status {
+		case "queued":
+			queued++
+		case "in_progress":
+			running++
+		case "completed":
+			completed++
+		}
+	}
+	return fmt.Sprintf("jobs queued %d running %d completed %d/%d; instances alive %d; runners %d; queue depth %d; events in flight %d",
+		queued, running, completed, len(w.jobs), len(w.fake.Live()), len(w.sim.Runners()), w.q.Depth(), len(w.pending))
+}
+
+// check judges the run: every invariant, then the figures.
+func (w *world) check() Report {
+	w.discover()
+	rep := Report{Seed: w.cfg.Seed, Store: w.cfg.Store, Runs: len(w.runs), Jobs: len(w.jobs), FaultCounts: w.faults,
+		ServiceCounts: w.counter.Snapshot(), Invocations: w.invocations, Crashed: w.crashes, Stalled: w.stalls,
+		Replacements: w.logs.total(), PeakHeap: w.peakHeap}
+	w.vmu.Lock()
+	fail := append([]string(nil), w.violations...)
+	w.vmu.Unlock()
+	failf := func(format string, args ...any) { fail = append(fail, fmt.Sprintf(format, args...)) }
+
+	// Every job GitHub queued ends completed on a runner: a job that failed
+	// because a spot interruption ended its runner must have a successful
+	// re-run.
+	ranOnOurs := map[int64]bool{}
+	var waits []time.Duration
+	for _, r := range w.runs {
+		st, _ := w.sim.Run(r.id)
+		ok := 0
+		var bad []string
+		for _, id := range st.JobIDs {
+			js, _ := w.sim.Job(id)
+			if js.Status == "completed" && strings.HasPrefix(js.RunnerName, decide.DefaultRunnerPrefix) {
+				ranOnOurs[id] = true
+				rep.Completed++
+			}
+			if j := w.jobs[id]; j != nil && j.original && !js.StartedAt.IsZero() {
+				waits = append(waits, js.StartedAt.Sub(j.queuedAt))
+			}
+			if j := w.jobs[id]; j != nil && !j.original {
+				rep.Reruns++
+			}
+			switch {
+			case js.Conclusion == "success" && strings.HasPrefix(js.RunnerName, decide.DefaultRunnerPrefix):
+				ok++
+			case js.Conclusion == "success":
+				bad = append(bad, fmt.Sprintf("job %d ran on %q, not a skiff runner", id, js.RunnerName))
+			case js.Status == "completed" && w.interrupted[js.RunnerName]:
+				bad = append(bad, fmt.Sprintf("job %d failed on runner %s, which a spot interruption ended", id, js.RunnerName))
+			case js.Status == "completed":
+				bad = append(bad, fmt.Sprintf("job %d failed on runner %s, which no spot interruption ended", id, js.RunnerName))
+			default:
+				bad = append(bad, fmt.Sprintf("job %d is still %s: lost", id, js.Status))
+			}
+		}
+		if ok < r.jobs {
+			failf("run %d: %d of %d jobs succeeded on skiff runners: %s", r.id, ok, r.jobs, strings.Join(bad, "; "))
+		}
+	}
+	for _, d := range w.q.DeadLetters() {
+		rep.DeadLetters++
+		failf("job %d dead-lettered after %d receives: %s %s", d.JobID, d.ReceiveCount, d.Reason, d.Detail)
+	}
+
+	// No job ever had two live runners launched for it, but as a logged
+	// replacement.
+	for id, n := range w.peakLive {
+		if n > 1+w.logs.replacements(id) {
+			failf("job %d had %d instances alive at once and %d logged replacements", id, n, w.logs.replacements(id))
+		}
+	}
+
+	// At the end nothing is left.
+	if live := w.fake.Live(); len(live) > 0 {
+		ids := make([]string, 0, len(live))
+		for _, in := range live {
+			ids = append(ids, in.ID)
+		}
+		failf("%d instances alive at the end: %s", len(live), strings.Join(first(ids, 10), " "))
+	}
+	if rs := w.sim.Runners(); len(rs) > 0 {
+		failf("%d runners still registered at the end (first: %s)", len(rs), rs[0].Name)
+	}
+	for _, p := range w.pools.Pools {
+		n, err := w.be.ledger.Live(w.ctx, p.Name)
+		if err != nil || n != 0 {
+			failf("pool %s counts %d live runners at the end (%v)", p.Name, n, err)
+		}
+	}
+
+	// Every job completed on a skiff runner has exactly one metrics
+	// record, and every record validates against the schema.
+	recs := map[int64]int{}
+	for r, err := range w.be.metrics.List(w.ctx, metrics.Filter{}) {
+		if err != nil {
+			failf("listing metrics records: %v", err)
+			break
+		}
+		recs[r.JobID]++
+		if err := metrics.Validate(r); err != nil {
+			failf("job %d's metrics record fails the schema: %v", r.JobID, err)
+		}
+	}
+	for id := range ranOnOurs {
+		if recs[id] != 1 {
+			failf("job %d completed on a skiff runner and has %d metrics records, want 1", id, recs[id])
+		}
+	}
+	rep.Failures = fail
+
+	// The figures.
+	slices.Sort(waits)
+	pct := func(p float64) time.Duration {
+		if len(waits) == 0 {
+			return 0
+		}
+		return waits[min(len(waits)-1, int(p*float64(len(waits))))]
+	}
+	rep.WaitP50, rep.WaitP95 = pct(0.50), pct(0.95)
+	if len(waits) > 0 {
+		rep.WaitMax = waits[len(waits)-1]
+	}
+	rep.SimSpan = w.clock.Now().Sub(w.start)
+	rep.Instances = len(w.fake.Instances())
+	for _, op := range githubOps {
+		rep.GitHubCalls += w.sim.Requests(op)
+	}
+	for _, n := range w.ec2Calls.snapshot() {
+		rep.EC2Calls += n
+	}
+	rep.StoreCalls = -1
+	if w.be.calls != nil {
+		rep.StoreCalls = 0
+		rep.StoreOps = w.be.calls()
+		for _, n := range rep.StoreOps {
+			rep.StoreCalls += n
+		}
+	}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		rep.MaxRSS = ru.Maxrss
+	}
+	rep.EmulatorRSS = childPeakRSS()
+	return rep
+}
+
+func first(s []string, n int) []string { return s[:min(n, len(s))] }
+
+// childPeakRSS is the largest peak resident set (KiB) of this process's
+// children: the store emulator, when one runs.
+func childPeakRSS() int64 {
+	self := strconv.Itoa(os.Getpid())
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var peak int64
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(s[i+1:])
+		if len(fields) < 2 || fields[1] != self {
+			continue
+		}
+		st, err := os.ReadFile(filepath.Join(filepath.Dir(f), "status"))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(st), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+				peak = max(peak, n)
+			}
+		}
+	}
+	return peak
+}

@@ -1,0 +1,284 @@
+package loadtest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/github"
+	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/scaledown"
+	"github.com/skiffci/skiff/pkg/scaleup"
+	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/userdata"
+)
+
+// crashSteps is how many steps of a scale-up invocation the crash plan
+// counts (claim, reserve, JIT, plan, fleet intent, launch before and after
+// the provider's answer, ledger launched, fleet done, and one more for a
+// second group): a crash at step n for n = 1, 2, … crashSteps in turn.
+const crashSteps = 10
+
+// invocation is a fault planned for one scale-up invocation, carried in its
+// context to the ports' wrappers: a crash (its context cancelled) or a
+// stall (blocked until released) at its n-th port call.
+type invocation struct {
+	at      int
+	calls   atomic.Int64
+	cancel  context.CancelFunc // crash
+	stalled chan struct{}      // stall: closed when it blocks
+	release chan struct{}      // stall: closed to let it go on
+	once    sync.Once
+}
+
+type invocationKey struct{}
+
+// step counts a port call of the invocation in ctx and acts at its planned step.
+func step(ctx context.Context) {
+	inv, _ := ctx.Value(invocationKey{}).(*invocation)
+	if inv == nil || int(inv.calls.Add(1)) != inv.at {
+		return
+	}
+	if inv.cancel != nil {
+		inv.cancel()
+		return
+	}
+	inv.once.Do(func() { close(inv.stalled) })
+	<-inv.release
+}
+
+// The scale-up ports, wrapped to count steps.
+type stepProvider struct{ provider.Provider }
+
+func (p stepProvider) Plan(ctx context.Context, l provider.Launch) (provider.Plan, error) {
+	step(ctx)
+	return p.Provider.Plan(ctx, l)
+}
+
+func (p stepProvider) Launch(ctx context.Context, pl provider.Plan, regs []userdata.Registration) (provider.Result, error) {
+	step(ctx)
+	if err := ctx.Err(); err != nil {
+		return provider.Result{}, err
+	}
+	res, err := p.Provider.Launch(ctx, pl, regs)
+	step(ctx) // a crash here loses the provider's answer
+	return res, err
+}
+
+type stepLaunches struct{ store.Launches }
+
+func (l stepLaunches) ClaimLaunch(ctx context.Context, c store.LaunchClaim, prev int, now time.Time) error {
+	step(ctx)
+	return l.Launches.ClaimLaunch(ctx, c, prev, now)
+}
+
+func (l stepLaunches) PutFleet(ctx context.Context, f store.Fleet) error {
+	step(ctx)
+	return l.Launches.PutFleet(ctx, f)
+}
+
+func (l stepLaunches) FinishFleet(ctx context.Context, token string, instances []string, reason string) error {
+	step(ctx)
+	return l.Launches.FinishFleet(ctx, token, instances, reason)
+}
+
+type stepLedger struct{ store.Ledger }
+
+func (l stepLedger) Reserve(ctx context.Context, pool string, max int, rs []launch.Runner) (int, error) {
+	step(ctx)
+	return l.Ledger.Reserve(ctx, pool, max, rs)
+}
+
+func (l stepLedger) Launched(ctx context.Context, name string, la launch.Launch) error {
+	step(ctx)
+	return l.Ledger.Launched(ctx, name, la)
+}
+
+type stepGitHub struct{ scaleup.GitHub }
+
+func (g stepGitHub) GenerateJITConfig(ctx context.Context, inst int64, scope github.Scope, req github.JITRequest) (*github.JITConfig, error) {
+	step(ctx)
+	return g.GitHub.GenerateJITConfig(ctx, inst, scope, req)
+}
+
+// guard is the provider as the services call it: at every Terminate it
+// checks, by GitHub's truth (the simulator), that no instance whose runner
+// is running a job is terminated.
+type guard struct {
+	provider.Provider
+	sim       *ghsim.Server
+	violation func(string)
+	// terminated counts the instances skiff asked to terminate.
+	terminated atomic.Int64
+}
+
+func (g *guard) Terminate(ctx context.Context, ids []string) error {
+	busy := map[string]int64{}
+	for _, r := range g.sim.Runners() {
+		if r.Busy {
+			busy[r.Name] = r.JobID
+		}
+	}
+	insts, err := g.Provider.List(ctx, provider.Filter{IDs: ids})
+	if err == nil {
+		for _, in := range insts {
+			if job, ok := busy[in.Tags[names.TagRunnerName]]; ok && in.State.Alive() {
+				g.violation(fmt.Sprintf("instance %s terminated while its runner %s runs job %d", in.ID, in.Tags[names.TagRunnerName], job))
+			}
+		}
+	}
+	g.terminated.Add(int64(len(ids)))
+	return g.Provider.Terminate(ctx, ids)
+}
+
+// laggingGitHub is GitHub as the reconciler sees it: a runner's busy flag
+// reads false for 25–60 s after its job starts (GitHub's documented lag),
+// and for a minute at 1.5 and at 10.5 minutes into one job in three.
+type laggingGitHub struct {
+	scaledown.GitHub
+	sim *ghsim.Server
+	now func() time.Time
+}
+
+func (g laggingGitHub) ListRunners(ctx context.Context, inst int64, scope github.Scope, name string) ([]github.Runner, error) {
+	rs, err := g.GitHub.ListRunners(ctx, inst, scope, name)
+	if err != nil {
+		return nil, err
+	}
+	jobs := map[string]int64{}
+	for _, r := range g.sim.Runners() {
+		if r.Busy {
+			jobs[r.Name] = r.JobID
+		}
+	}
+	for i := range rs {
+		job, ok := jobs[rs[i].Name]
+		if !rs[i].Busy || !ok {
+			continue
+		}
+		js, _ := g.sim.Job(job)
+		lag := time.Duration(25+job%36) * time.Second // fixed per job
+		since := g.now().Sub(js.StartedAt)
+		flip := since >= 90*time.Second && since < 150*time.Second || since >= 630*time.Second && since < 690*time.Second
+		if since < lag || job%3 == 0 && flip {
+			rs[i].Busy = false
+		}
+	}
+	return rs, nil
+}
+
+// hookProxy stands between GitHub (the simulator) and the webhook's HTTP
+// endpoint, as the network and GitHub's delivery machinery do: most
+// deliveries pass at once with the webhook's answer; some are sent twice
+// (a duplicate, later, with the same delivery id); some are held back and
+// sent later (answered 200 to GitHub now), so lifecycle events of a job
+// arrive out of order. Held deliveries the webhook refuses are sent again
+// on the next flush.
+type hookProxy struct {
+	target    string // the webhook's URL
+	hc        *http.Client
+	dupRate   float64
+	delayRate float64
+	now       func() time.Time
+
+	mu      sync.Mutex
+	rng     *rand.Rand
+	held    []heldDelivery
+	dups    int
+	delayed int
+}
+
+type heldDelivery struct {
+	due    time.Time
+	header http.Header
+	body   []byte
+}
+
+func (p *hookProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, "reading", http.StatusBadRequest)
+		return
+	}
+	p.mu.Lock()
+	dup := p.rng.Float64() < p.dupRate
+	delay := p.rng.Float64() < p.delayRate
+	later := time.Duration(5+p.rng.IntN(90)) * time.Second
+	now := p.now()
+	if dup {
+		p.dups++
+		p.held = append(p.held, heldDelivery{due: now.Add(later), header: r.Header.Clone(), body: body})
+	}
+	if delay {
+		p.delayed++
+		p.held = append(p.held, heldDelivery{due: now.Add(later + time.Duration(p.rng.IntN(30))*time.Second), header: r.Header.Clone(), body: body})
+	}
+	p.mu.Unlock()
+	if delay {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	w.WriteHeader(p.send(r.Header, body))
+}
+
+// send posts a delivery to the webhook over HTTP and returns its status
+// (502 when it cannot be reached).
+func (p *hookProxy) send(h http.Header, body []byte) int {
+	req, err := http.NewRequest(http.MethodPost, p.target, bytes.NewReader(body))
+	if err != nil {
+		return http.StatusBadGateway
+	}
+	for _, k := range []string{"Content-Type", "User-Agent", "X-GitHub-Event", "X-GitHub-Delivery", "X-GitHub-Hook-ID",
+		"X-GitHub-Hook-Installation-Target-Type", "X-GitHub-Hook-Installation-Target-ID", github.SignatureHeader} {
+		if v := h.Get(k); v != "" {
+			req.Header.Set(k, v)
+		}
+	}
+	resp, err := p.hc.Do(req)
+	if err != nil {
+		return http.StatusBadGateway
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
+// flush sends the held deliveries that are due, in a shuffled order.
+func (p *hookProxy) flush() {
+	p.mu.Lock()
+	now := p.now()
+	var due, rest []heldDelivery
+	for _, h := range p.held {
+		if now.Before(h.due) {
+			rest = append(rest, h)
+		} else {
+			due = append(due, h)
+		}
+	}
+	p.rng.Shuffle(len(due), func(i, j int) { due[i], due[j] = due[j], due[i] })
+	p.held = rest
+	p.mu.Unlock()
+	for _, h := range due {
+		if p.send(h.header, h.body) >= 500 {
+			p.mu.Lock()
+			h.due = now.Add(10 * time.Second)
+			p.held = append(p.held, h)
+			p.mu.Unlock()
+		}
+	}
+}
+
+func (p *hookProxy) pending() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.held)
+}

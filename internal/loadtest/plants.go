@@ -1,0 +1,72 @@
+package loadtest
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/github"
+	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/scaledown"
+	"github.com/skiffci/skiff/pkg/store"
+)
+
+// busyBlindLedger is a part of PlantBusyBlind: the reconciler reads every
+// runner as if the ledger never saw its job start.
+type busyBlindLedger struct{ store.Ledger }
+
+func (b busyBlindLedger) LiveRunners(ctx context.Context, pool string) ([]launch.Runner, error) {
+	rs, err := b.Ledger.LiveRunners(ctx, pool)
+	for i := range rs {
+		if rs[i].State == launch.StateJobStarted {
+			rs[i].State = launch.StateRegistered
+			if rs[i].RegisteredAt.IsZero() {
+				rs[i].RegisteredAt = rs[i].StartedAt
+			}
+		}
+	}
+	return rs, err
+}
+
+// tagBlindProvider is another: the hooks' job tags are not read.
+type tagBlindProvider struct{ provider.Provider }
+
+func (p tagBlindProvider) List(ctx context.Context, f provider.Filter) ([]provider.Instance, error) {
+	out, err := p.Provider.List(ctx, f)
+	for i := range out {
+		tags := map[string]string{}
+		for k, v := range out[i].Tags {
+			if k != names.TagJobStarted && k != names.TagJobCompleted {
+				tags[k] = v
+			}
+		}
+		out[i].Tags = tags
+	}
+	return out, err
+}
+
+// refusalBlindGitHub is the last part of PlantBusyBlind: GitHub's refusal
+// to delete a runner that runs a job is taken for a deletion.
+type refusalBlindGitHub struct{ scaledown.GitHub }
+
+func (g refusalBlindGitHub) DeleteRunner(ctx context.Context, inst int64, scope github.Scope, id int64) error {
+	if err := g.GitHub.DeleteRunner(ctx, inst, scope, id); err != nil && !errors.Is(err, github.ErrRunnerBusy) {
+		return err
+	}
+	return nil
+}
+
+// lostSends is PlantLoseReplacements: a queue that accepts and drops.
+type lostSends struct{}
+
+func (lostSends) Send(context.Context, queue.Job) error { return nil }
+
+// blindClaims is PlantIgnoreClaims: scale-up sees no launch claim.
+type blindClaims struct{ store.Launches }
+
+func (blindClaims) LaunchClaims(context.Context, []int64, time.Time) (map[int64]store.LaunchClaim, error) {
+	return map[int64]store.LaunchClaim{}, nil
+}

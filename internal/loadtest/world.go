@@ -1,0 +1,408 @@
+package loadtest
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/json"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"log/slog"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	sdkec2 "github.com/aws/aws-sdk-go-v2/service/ec2"
+
+	"github.com/skiffci/skiff/pkg/ec2"
+	"github.com/skiffci/skiff/pkg/ec2/ec2fake"
+	"github.com/skiffci/skiff/pkg/github"
+	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/instanceevents"
+	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/scaledown"
+	"github.com/skiffci/skiff/pkg/scaleup"
+	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/telemetry"
+	"github.com/skiffci/skiff/pkg/userdata"
+	"github.com/skiffci/skiff/pkg/webhook"
+)
+
+const (
+	org     = "acme"
+	appID   = 4242
+	secret  = "loadtest-webhook-secret"
+	region  = "eu-west-1"
+	account = "123456789012"
+	// tick is the simulated time between two steps of the world.
+	tick = 5 * time.Second
+	// visibility is the job queue's visibility timeout, as deployed: six
+	// times scale-up's five-minute timeout (infra/skiff/data.go).
+	visibility = 30 * time.Minute
+	// maxReceives is the queue's redrive bound (infra's MaxReceiveCount).
+	maxReceives = scaleup.DefaultMaxAttempts + 3
+	// jobsPerMinute is the arrival rate: about a thousand jobs an hour.
+	jobsPerMinute = 16
+	// drainLimit bounds the simulated time after the last arrival.
+	drainLimit = 4 * time.Hour
+)
+
+// pools is the operator's configuration: a spot pool over three instance
+// types and three zones, and an on-demand pool with labels of its own.
+const pools = `version: 1
+defaults:
+  image: {ssm: /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64}
+  subnets: [subnet-0aaaaaaaa, subnet-0bbbbbbbb, subnet-0cccccccc]
+pools:
+  - name: standard
+    labels: [self-hosted, linux, x64]
+    instanceTypes: [c7i.large, c6i.large, m7i.large]
+    capacity: spot-then-on-demand
+    maxRunners: 400
+  - name: large
+    labels: [large]
+    instanceTypes: [c7i.2xlarge, m7i.2xlarge]
+    capacity: on-demand
+    maxRunners: 80
+`
+
+var subnets = map[string]string{"subnet-0aaaaaaaa": "eu-west-1a", "subnet-0bbbbbbbb": "eu-west-1b", "subnet-0cccccccc": "eu-west-1c"}
+
+var (
+	keyOnce sync.Once
+	appKey  *rsa.PrivateKey
+	keyErr  error
+)
+
+// world is skiff and its peers in one process, on one simulated clock.
+type world struct {
+	t      testing.TB
+	cfg    Config
+	rng    *mrand.Rand
+	clock  *ghsim.Clock
+	start  time.Time
+	ctx    context.Context
+	log    *slog.Logger
+	logs   *logScanner
+	pools  *pool.Config
+	faults map[string]int
+
+	sim        *ghsim.Server
+	fake       *ec2fake.Fake
+	ec2Calls   *opCounter
+	be         *backend
+	q          *queue.Memory
+	proxy      *hookProxy
+	up         *scaleup.Service
+	down       *scaledown.Service
+	events     *instanceevents.Service
+	upGuard    *guard
+	downGuard  *guard
+	counter    *telemetry.Memory
+	violations []string
+	vmu        sync.Mutex
+
+	plan        []plannedRun
+	next        int // the next planned run
+	runs        []*runRec
+	jobs        map[int64]*jobRec
+	insts       map[string]*instance
+	pending     []ec2Event
+	interrupted map[string]bool // runner names whose instance a spot interruption ended
+	stalled     []*stalledInvocation
+	invocations int
+	crashes     int
+	stalls      int
+	peakLive    map[int64]int // job id → most instances alive at once launched for it
+	peakHeap    uint64
+	lastFinish  time.Time
+}
+
+type plannedRun struct {
+	at    time.Duration
+	large bool
+	jobs  []ghsim.JobSpec
+}
+
+type runRec struct {
+	id   int64
+	jobs int // jobs of the first attempt
+}
+
+type jobRec struct {
+	id       int64
+	run      int64
+	queuedAt time.Time
+	original bool
+}
+
+// newWorld builds everything. Its servers are stopped at the test's end.
+func newWorld(t testing.TB, cfg Config) *world {
+	if cfg.Jobs <= 0 {
+		cfg.Jobs = 100
+	}
+	if cfg.Store == "" {
+		cfg.Store = StoreMemory
+	}
+	clock := ghsim.NewClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	w := &world{t: t, cfg: cfg, rng: mrand.New(mrand.NewPCG(cfg.Seed, cfg.Seed^0x10ad)), clock: clock, start: clock.Now(),
+		ctx: context.Background(), faults: map[string]int{}, jobs: map[int64]*jobRec{}, insts: map[string]*instance{},
+		interrupted: map[string]bool{}, peakLive: map[int64]int{}, counter: &telemetry.Memory{}}
+	w.logs = &logScanner{next: cfg.Log, replaced: map[int64]int{}}
+	w.log = slog.New(slog.NewJSONHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	var err error
+	if w.pools, err = pool.Parse([]byte(pools), "loadtest-pools.yaml"); err != nil {
+		t.Fatalf("the harness's pools: %v", err)
+	}
+	keyOnce.Do(func() { appKey, keyErr = rsa.GenerateKey(rand.Reader, 2048) })
+	if keyErr != nil {
+		t.Fatal(keyErr)
+	}
+	w.plan = planRuns(w.rng, cfg.Jobs)
+
+	// GitHub.
+	w.sim = ghsim.New(ghsim.Options{Now: clock.Now, Seed: cfg.Seed + 1, RateLimit: 15000})
+	t.Cleanup(w.sim.Close)
+	w.sim.AddApp(ghsim.AppConfig{ID: appID, Slug: "skiff-loadtest", PublicKey: &appKey.PublicKey})
+	w.sim.AddOrg(org)
+	for _, r := range []string{"app", "api", "web"} {
+		w.sim.AddRepo(org, r)
+	}
+	w.sim.Install(appID, org)
+
+	// The store.
+	if w.be, err = newBackend(t, cfg.Store, clock.Now); err != nil {
+		t.Fatalf("the store: %v", err)
+	}
+
+	// The queue: SQS's semantics on the simulated clock.
+	w.q = &queue.Memory{}
+	w.q.SetClock(clock.Now)
+	w.q.SetVisibility(visibility)
+
+	// The webhook behind its HTTP server, GitHub's deliveries through the proxy.
+	allow, _ := webhook.ParseAllowList([]string{org})
+	installs, _ := webhook.ParseInstallationList([]string{"*"})
+	hook, err := webhook.New(webhook.Options{Secrets: [][]byte{[]byte(secret)}, Router: w.pools, Policies: w.pools, Queue: w.q,
+		Store: w.be.records, Runners: w.be.ledger, Lifecycle: w.be.lifecycle, Counter: w.counter, Logger: w.log.With("function", "webhook"),
+		Now: clock.Now, Allow: allow, Installations: installs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hookSrv := httptest.NewServer(hook)
+	t.Cleanup(hookSrv.Close)
+	w.proxy = &hookProxy{target: hookSrv.URL, hc: &http.Client{Timeout: 10 * time.Second}, now: clock.Now,
+		rng: mrand.New(mrand.NewPCG(cfg.Seed+2, 0xd0d0)), dupRate: cfg.Faults.DuplicateHooks, delayRate: cfg.Faults.ReorderedHooks}
+	proxySrv := httptest.NewServer(w.proxy)
+	t.Cleanup(proxySrv.Close)
+	w.sim.SetWebhook(appID, proxySrv.URL, secret)
+
+	// EC2: the fake's Query-protocol front, called through the SDK.
+	w.fake = ec2fake.New()
+	w.fake.SetClock(clock.Now)
+	for s, z := range subnets {
+		w.fake.SetZone(s, z)
+	}
+	w.ec2Calls = &opCounter{handler: w.fake.Handler()}
+	ec2Srv := httptest.NewServer(w.ec2Calls)
+	t.Cleanup(ec2Srv.Close)
+	api := sdkec2.New(sdkec2.Options{Region: region, BaseEndpoint: aws.String(ec2Srv.URL),
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDLOADTEST", "loadtest", ""),
+		// The SDK's standard retryer, its backoff waits cut to a millisecond
+		// of wall-clock time.
+		Retryer: retry.AddWithMaxBackoffDelay(retry.NewStandard(), time.Millisecond)})
+	noDelay := time.Duration(0)
+	upProv, err := ec2.NewProvider(ec2.ProviderOptions{API: api, Registrations: w.be.regs, Capacity: w.be.launches, Partition: "aws",
+		Region: region, Account: account, TagRetryDelay: &noDelay, Counter: w.counter, Logger: w.log.With("function", "scaleup"), Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	downProv, err := ec2.NewProvider(ec2.ProviderOptions{API: api, Registrations: noRegistrations{}, Capacity: w.be.launches,
+		Partition: "aws", Region: region, Account: account, Counter: w.counter, Logger: w.log.With("function", "scaledown"), Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.upGuard = &guard{Provider: upProv, sim: w.sim, violation: w.violate}
+	w.downGuard = &guard{Provider: downProv, sim: w.sim, violation: w.violate}
+
+	// Scale-up and scale-down, each with its own GitHub client (two Lambdas).
+	ghClient := func(fn string) *github.Client {
+		c, err := github.NewClient([]github.App{{ID: appID, Key: appKey}}, github.WithBaseURL(w.sim.URL()), github.WithClock(clock.Now),
+			github.WithSleep(func(ctx context.Context, _ time.Duration) error { return ctx.Err() }), github.WithLogger(w.log.With("function", fn)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	var upLaunches store.Launches = w.be.launches
+	if cfg.Plant == PlantIgnoreClaims {
+		upLaunches = blindClaims{upLaunches}
+	}
+	w.up, err = scaleup.New(scaleup.Options{Pools: w.pools, Launches: stepLaunches{upLaunches}, Ledger: stepLedger{w.be.ledger},
+		Records: w.be.records, Provider: stepProvider{w.upGuard}, GitHub: stepGitHub{ghClient("scaleup")}, Counter: w.counter,
+		Logger: w.log.With("function", "scaleup"), Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var downGH scaledown.GitHub = ghClient("scaledown")
+	if cfg.Faults.BusyLag {
+		downGH = laggingGitHub{GitHub: downGH, sim: w.sim, now: clock.Now}
+	}
+	var downLedger store.Ledger = w.be.ledger
+	var downProvider provider.Provider = w.downGuard
+	if cfg.Plant == PlantBusyBlind {
+		downLedger = busyBlindLedger{downLedger}
+		downProvider = tagBlindProvider{w.downGuard}
+		downGH = refusalBlindGitHub{downGH}
+	}
+	var replacements queue.Sender = w.q
+	if cfg.Plant == PlantLoseReplacements {
+		replacements = lostSends{}
+	}
+	records := &scaledown.RecordWriter{Pools: []string{"*"}, Records: w.be.records, Ledger: w.be.ledger, Out: w.be.metrics,
+		CloudProvider: "aws", Region: region, Prices: pool.Prices, Counter: w.counter, Logger: w.log.With("function", "scaledown")}
+	w.down, err = scaledown.New(scaledown.Options{Pools: w.pools, Ledger: downLedger, Claims: w.be.launches, Records: w.be.records,
+		Provider: downProvider, GitHub: downGH, Queue: replacements, Metrics: records, Counter: w.counter, Logger: w.log.With("function", "scaledown"),
+		Now: clock.Now, Scopes: []github.Scope{github.OrgScope(org)}, Apps: []int64{appID}, MaxReplacements: 3, RerunInterrupted: []string{"*"},
+		MaxJobChecks: cfg.MaxJobChecks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.events, err = instanceevents.New(instanceevents.Options{Ledger: w.be.ledger, Counter: w.counter,
+		Logger: w.log.With("function", "ec2events"), RecordPools: []string{"*"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.setGitHubFaults()
+	return w
+}
+
+// noRegistrations is the registration table of scale-down's provider, which never launches.
+type noRegistrations struct{}
+
+func (noRegistrations) Put(context.Context, userdata.Registration) error {
+	return fmt.Errorf("scale-down does not launch")
+}
+
+func (w *world) violate(s string) {
+	w.vmu.Lock()
+	w.violations = append(w.violations, fmt.Sprintf("at +%s: %s", w.clock.Now().Sub(w.start), s))
+	w.vmu.Unlock()
+}
+
+// planRuns spreads the jobs over runs of one to four jobs arriving at
+// about jobsPerMinute; one run in five asks for the large pool.
+func planRuns(rng *mrand.Rand, n int) []plannedRun {
+	window := time.Duration(float64(n)/jobsPerMinute*float64(time.Minute)) + time.Minute
+	var out []plannedRun
+	for left := n; left > 0; {
+		k := min(left, 1+rng.IntN(4))
+		left -= k
+		r := plannedRun{at: time.Duration(rng.Int64N(int64(window))), large: rng.IntN(5) == 0}
+		for range k {
+			labels := []string{"self-hosted", "linux", "x64"}
+			if r.large {
+				labels = []string{"self-hosted", "large"}
+			}
+			r.jobs = append(r.jobs, ghsim.JobSpec{Name: fmt.Sprintf("job-%d", len(r.jobs)+1), Labels: labels,
+				Duration: jobDuration(rng)})
+		}
+		out = append(out, r)
+	}
+	sortRuns(out)
+	return out
+}
+
+// jobDuration: most jobs run one to eight minutes, one in ten 12 to 25
+// (longer than a runner's idle timeout, so a reaper that mistakes a busy
+// runner for an idle one has something to kill).
+func jobDuration(rng *mrand.Rand) time.Duration {
+	if rng.IntN(10) == 0 {
+		return time.Duration(12*60+rng.IntN(13*60)) * time.Second
+	}
+	return time.Duration(60+rng.IntN(420)) * time.Second
+}
+
+func sortRuns(rs []plannedRun) {
+	for i := 1; i < len(rs); i++ {
+		for j := i; j > 0 && rs[j].at < rs[j-1].at; j-- {
+			rs[j], rs[j-1] = rs[j-1], rs[j]
+		}
+	}
+}
+
+// setGitHubFaults injects GitHub's errors into every endpoint skiff calls,
+// with a secondary rate-limit window on some when a burst is on.
+func (w *world) setGitHubFaults() {
+	w.setGitHubFaultsUntil(time.Time{}, "")
+}
+
+var githubOps = []string{ghsim.OpCreateInstallationToken, ghsim.OpGetOrgInstallation, ghsim.OpGetRepoInstallation,
+	ghsim.OpListHookDeliveries, ghsim.OpRedeliverHookDelivery, ghsim.OpGenerateOrgJITConfig, ghsim.OpGenerateRepoJITConfig,
+	ghsim.OpListRunnerGroups, ghsim.OpCreateOrgRegToken, ghsim.OpCreateRepoRegToken, ghsim.OpListOrgRunners, ghsim.OpListRepoRunners,
+	ghsim.OpGetOrgRunner, ghsim.OpGetRepoRunner, ghsim.OpDeleteOrgRunner, ghsim.OpDeleteRepoRunner, ghsim.OpGetJob,
+	ghsim.OpGetWorkflowRun, ghsim.OpGetPermissionLevel, ghsim.OpRerunFailedJobs}
+
+func (w *world) setGitHubFaultsUntil(limitUntil time.Time, limited string) {
+	f := w.cfg.Faults
+	for _, op := range githubOps {
+		fault := ghsim.Fault{ErrorRate: f.GitHub5xx, ErrorStatus: []int{500, 502, 503}[len(op)%3]}
+		if op == limited {
+			fault.LimitUntil, fault.RetryAfter = limitUntil, time.Minute
+		}
+		w.sim.SetFault(op, fault)
+	}
+	w.sim.SetFault(ghsim.OpWebhook, ghsim.Fault{ErrorRate: f.DroppedHooks})
+}
+
+// logScanner passes the services' log lines on and counts the
+// replacements the reconciler logs, per job.
+type logScanner struct {
+	next     io.Writer
+	mu       sync.Mutex
+	replaced map[int64]int
+}
+
+func (l *logScanner) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), "replacement launched") {
+		var line struct {
+			Msg   string `json:"msg"`
+			JobID int64  `json:"job_id"`
+		}
+		if json.Unmarshal(p, &line) == nil && line.Msg == "stranded job: replacement launched" {
+			l.mu.Lock()
+			l.replaced[line.JobID]++
+			l.mu.Unlock()
+		}
+	}
+	if l.next != nil {
+		return l.next.Write(p)
+	}
+	return len(p), nil
+}
+
+func (l *logScanner) replacements(job int64) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.replaced[job]
+}
+
+func (l *logScanner) total() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, v := range l.replaced {
+		n += v
+	}
+	return n
+}

@@ -1,0 +1,81 @@
+package scaledown_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/scaledown"
+)
+
+// A runner launched for one job may run another (GitHub gives an idle
+// runner any queued job its labels match). When a spot interruption then
+// fails the job it ran, that job's run is the one to re-run, not the run
+// of the job it was launched for (found by the fault harness,
+// internal/loadtest: the interrupted job was never re-run).
+func TestRerunInterruptedTakenRunner(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 11, false, func(o *scaledown.Options) { o.RerunInterrupted = []string{"cpu"} })
+	ctx := context.Background()
+	spec := ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: []string{"self-hosted", "linux", "x64"}, Duration: 30 * time.Minute}}}
+	first, err := w.sim.StartRun(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := w.sim.StartRun(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := first.JobIDs[0], second.JobIDs[0]
+	w.jobs[a], w.jobs[b] = &simJob{id: a}, &simJob{id: b}
+	w.webhook(ctx)
+	w.scaleUp(ctx)
+	live, _ := w.dry.List(ctx, provider.Filter{AliveOnly: true})
+	var inB provider.Instance
+	for _, in := range live {
+		if in.Tags[names.TagJobID] == strconv.FormatInt(b, 10) {
+			inB = in
+		}
+	}
+	reg, ok := w.dry.Delivered(inB.ID)
+	if !ok {
+		t.Fatalf("no registration delivered for job %d's runner (instances %+v)", b, live)
+	}
+	runnerID, err := w.sim.ConnectRunner(reg.JITConfig) // the runner of job b takes job a, the older
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Advance(time.Minute)
+	w.webhook(ctx)
+	if js, _ := w.sim.Job(a); js.Status != "in_progress" || js.RunnerName != inB.Tags[names.TagRunnerName] {
+		t.Fatalf("job a: %+v; want it running on job b's runner", js)
+	}
+	if err := w.ledger.MarkInterrupted(ctx, inB.ID, w.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Advance(2 * time.Minute)
+	if err := w.dry.Terminate(ctx, []string{inB.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.sim.DisconnectRunner(runnerID); err != nil {
+		t.Fatal(err)
+	}
+	w.webhook(ctx)
+	for range 3 {
+		w.clock.Advance(time.Minute)
+		if _, err := w.down.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if run, _ := w.sim.Run(first.RunID); run.Attempt != 2 {
+		t.Errorf("the run of the interrupted job a is at attempt %d, want 2 (re-run); re-runs counted %d", run.Attempt,
+			w.counter.Get(scaledown.MetricReruns, "spot"))
+	}
+	if run, _ := w.sim.Run(second.RunID); run.Attempt != 1 {
+		t.Errorf("the run of job b, which never failed, is at attempt %d, want 1", run.Attempt)
+	}
+}
