@@ -168,6 +168,11 @@ type Service struct {
 	// delivery once more; the webhook drops it as a replay.
 	mu          sync.Mutex
 	redelivered map[string]time.Time
+	// checked is when each action (by runner name) last spent a job check:
+	// a pass serves the longest-waiting first, so that a budget smaller
+	// than the work rotates through it instead of serving the same
+	// actions every pass while the others starve.
+	checked map[string]time.Time
 }
 
 // New returns a Service, or an error naming what is missing.
@@ -259,9 +264,44 @@ func (p *pass) defer1(bound string, args ...any) {
 	p.mu.Unlock()
 }
 
-// takeJobCheck takes one GitHub job read from the pass's budget.
-func (p *pass) takeJobCheck() bool {
-	return p.jobChecks.Add(1) <= int64(p.s.o.MaxJobChecks)
+// takeJobCheck takes one GitHub job read from the pass's budget for the
+// action of runner, and remembers when it did.
+func (p *pass) takeJobCheck(runner string) bool { return p.takeJobChecks(runner, 1) }
+
+// takeJobChecks takes n reads at once, or none.
+func (p *pass) takeJobChecks(runner string, n int) bool {
+	for {
+		used := p.jobChecks.Load()
+		if used+int64(n) > int64(p.s.o.MaxJobChecks) {
+			return false
+		}
+		if p.jobChecks.CompareAndSwap(used, used+int64(n)) {
+			break
+		}
+	}
+	p.s.mu.Lock()
+	if p.s.checked == nil {
+		p.s.checked = map[string]time.Time{}
+	}
+	p.s.checked[runner] = p.now
+	p.s.mu.Unlock()
+	return true
+}
+
+// fairOrder puts first the actions whose job checks waited longest (never
+// checked first), keeping the decided order otherwise, and forgets checks
+// older than an hour.
+func (p *pass) fairOrder(actions []decide.Action) {
+	p.s.mu.Lock()
+	defer p.s.mu.Unlock()
+	for r, at := range p.s.checked {
+		if p.now.Sub(at) > time.Hour {
+			delete(p.s.checked, r)
+		}
+	}
+	sort.SliceStable(actions, func(i, j int) bool {
+		return p.s.checked[actions[i].Runner].Before(p.s.checked[actions[j].Runner])
+	})
 }
 
 func (p *pass) late(ctx context.Context) bool {
@@ -415,6 +455,7 @@ func (p *pass) advance(ctx context.Context, as []decide.Advance) {
 // stops its action), then one Terminate for every instance, then the jobs
 // (stranded, interrupted, metrics) and the ledger.
 func (p *pass) apply(ctx context.Context, actions []decide.Action) {
+	p.fairOrder(actions)
 	ok := make([]bool, len(actions))
 	p.each(ctx, len(actions), func(i int) {
 		if p.late(ctx) {
@@ -454,7 +495,7 @@ func (p *pass) apply(ctx context.Context, actions []decide.Action) {
 // github runs an action's GitHub steps; false stops the action.
 func (p *pass) github(ctx context.Context, a *decide.Action) bool {
 	if a.ConfirmAbsent {
-		if !p.takeJobCheck() {
+		if !p.takeJobCheck(a.Runner) {
 			p.defer1("job_checks", "rule", string(a.Rule), "runner_name", a.Runner)
 			return false
 		}
@@ -588,7 +629,7 @@ func (p *pass) strand(ctx context.Context, a *decide.Action, claims map[int64]la
 		// each other's jobs, that is most of them.
 		return true
 	}
-	if !p.takeJobCheck() {
+	if !p.takeJobCheck(a.Runner) {
 		p.defer1("job_checks", "rule", string(a.Rule), "job_id", a.JobID)
 		return false
 	}
@@ -670,25 +711,36 @@ func (p *pass) rerun(ctx context.Context, a *decide.Action) bool {
 	if err != nil {
 		return errors.Is(err, store.ErrNotFound)
 	}
-	if !p.takeJobCheck() {
+	failed := job.Conclusion == "failure" || job.Conclusion == "cancelled"
+	if job.Status == store.StatusCompleted && job.Conclusion != "" && !failed {
+		return true // the webhook saw it end well: nothing to re-run, no GitHub call
+	}
+	// The job's end as the webhook saw it spares GitHub's job read; the run's
+	// state is asked every time. Both reads are taken from the budget
+	// together: one without the other decides nothing, and passes whose
+	// concurrent actions each got half would never re-run anything.
+	known := job.Status == store.StatusCompleted && failed && job.RunID != 0
+	need := 2
+	if known {
+		need = 1
+	}
+	if !p.takeJobChecks(a.Runner, need) {
 		p.defer1("job_checks", "rule", "rerun", "job_id", jobID)
 		return false
 	}
 	owner, repo := splitRepo(job.Repository)
-	gj, err := p.s.o.GitHub.GetJob(ctx, job.InstallationID, owner, repo, jobID)
-	if err != nil {
-		p.fail("getting job", err, "job_id", jobID)
-		return errors.Is(err, github.ErrNotFound)
-	}
-	switch {
-	case gj.Status != "completed":
-		return false
-	case gj.Conclusion != "failure" && gj.Conclusion != "cancelled":
-		return true
-	}
-	if !p.takeJobCheck() {
-		p.defer1("job_checks", "rule", "rerun", "job_id", jobID)
-		return false
+	gj := &github.Job{ID: jobID, RunID: job.RunID, RunAttempt: max(job.Attempt, 1), Status: "completed", Conclusion: job.Conclusion}
+	if !known {
+		if gj, err = p.s.o.GitHub.GetJob(ctx, job.InstallationID, owner, repo, jobID); err != nil {
+			p.fail("getting job", err, "job_id", jobID)
+			return errors.Is(err, github.ErrNotFound)
+		}
+		switch {
+		case gj.Status != "completed":
+			return false
+		case gj.Conclusion != "failure" && gj.Conclusion != "cancelled":
+			return true
+		}
 	}
 	run, err := p.s.o.GitHub.GetWorkflowRun(ctx, job.InstallationID, owner, repo, gj.RunID)
 	if err != nil {
