@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/skiffci/skiff/internal/wiring"
 	"github.com/skiffci/skiff/pkg/sqlite"
@@ -34,12 +35,13 @@ func runLocal(args []string, stdout, stderr io.Writer) int {
 	limits := fs.String("limits", "", "runners alive at once per pool, e.g. gpu=1,cpu=8 (default: the number of CPUs)")
 	fast := fs.Bool("fast-sync", false, "fsync the SQLite file at checkpoints only (≈4–5× the write rate; a power loss may lose the last jobs)")
 	records := fs.Bool("metrics-records", false, "keep one metrics record per finished job in the SQLite file (read them with skiff metrics --data-dir)")
+	reconcile := fs.Duration("reconcile-every", time.Minute, "how often the reconciler passes (reaps idle runners, relaunches stranded jobs, redelivers failed webhooks); AWS runs it every minute, a lab may run it more often")
 	if ok, code := parseFlags(fs, args); !ok {
 		return code
 	}
 	cfg := wiring.LocalConfig{DataDir: *dataDir, PoolsFile: *pools, Listen: *listen, Provider: *prov, GitHubAPIURL: *apiURL,
 		GitHubURL: *webURL, WebhookSecret: os.Getenv("SKIFF_WEBHOOK_SECRET"), Allow: splitList(*allow),
-		Installations: splitList(*installations), MetricsRecords: *records}
+		Installations: splitList(*installations), MetricsRecords: *records, ReconcileEvery: *reconcile}
 	if *runner != "" {
 		cfg.RunnerCommand = strings.Fields(*runner)
 	}
@@ -73,6 +75,9 @@ func runLocal(args []string, stdout, stderr io.Writer) int {
 		problems = append(problems, err.Error())
 	} else {
 		cfg.Limits = l
+	}
+	if *reconcile <= 0 {
+		problems = append(problems, "--reconcile-every must be positive")
 	}
 	if len(problems) > 0 {
 		for _, p := range problems {
