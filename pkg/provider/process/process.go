@@ -20,9 +20,21 @@
 // say); a launch beyond it is a retryable provider.ErrCapacity for each
 // runner that does not fit, never a wait. Instances are named proc-<n>, n
 // counting up across restarts (the counter lives in the data directory).
-// Launch tokens are remembered in memory: replaying a plan returns the
-// first launch's instances while the provider lives. Close ends every runner,
-// so a restarted provider has no runners of a token it forgot.
+// Replaying a plan returns the first launch's instances.
+//
+// Close ends every runner. A provider that ends without Close (kill -9, a
+// crash) leaves its runners running: their jobs go on. Each runner has a
+// record in the data directory (its instance, plan token, pid and process
+// identity), and the next provider on the same directory adopts every
+// runner whose process still runs — verified by pid, boot and start time,
+// so a recycled pid is never taken for a runner — as if it had started it:
+// listed as running, counted in its pool's limit, stopped at the end of its
+// lifetime, reaped when it exits, and found again by a replay of its token.
+// Runners that ended meanwhile are listed as terminated for Retain and
+// cleaned up. Adopting rather than killing keeps the promise that no busy
+// runner is killed, and is why runners do not get a parent-death signal.
+// Telling a pid's process apart needs Linux's /proc; elsewhere an earlier
+// provider's runners are left alone, with a warning.
 //
 // Only Unix-like systems: process groups and signals.
 package process
@@ -72,8 +84,9 @@ type Options struct {
 	// ["/opt/actions-runner/run.sh"] or ["skiff-standin"]; a bare name is
 	// looked up in PATH. Required.
 	Command []string
-	// DataDir holds the runners' work directories (DataDir/runners/<id>)
-	// and the id counter. One provider per data directory. Required.
+	// DataDir holds the runners' work directories (DataDir/runners/<id>),
+	// their records (DataDir/procs/<id>.json) and the id counter. One
+	// provider per data directory at a time. Required.
 	DataDir string
 	// Env are extra KEY=VALUE entries for every runner (say
 	// RUNNER_ALLOW_RUNASROOT=1, or the stand-in's SKIFF_STANDIN_DURATION).
@@ -110,6 +123,7 @@ type Provider struct {
 	o    Options
 	path string // the resolved Command[0]
 	dir  string // DataDir/runners
+	recs string // DataDir/procs
 
 	mu      sync.Mutex
 	next    int
@@ -128,6 +142,7 @@ type proc struct {
 	ended    time.Time
 	timer    *time.Timer
 	stopping bool
+	adopted  bool // started by an earlier provider
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -135,9 +150,11 @@ var _ provider.Provider = (*Provider)(nil)
 // reserved are the variables the provider sets itself.
 var reserved = []string{"PATH", "HOME", "TMPDIR", "SKIFF_INSTANCE_ID", EnvJITConfig}
 
-// New returns a provider that runs o.Command. It removes work directories
-// a previous provider left in DataDir (a crash) and fails, naming the
-// option, on a missing command or data directory or a bad extra variable.
+// New returns a provider that runs o.Command. It adopts the runners an
+// earlier provider on DataDir left running (a crash), cleans up after
+// those that ended, removes other leftover work directories, and fails,
+// naming the option, on a missing command or data directory or a bad extra
+// variable.
 func New(o Options) (*Provider, error) {
 	var errs []error
 	if len(o.Command) == 0 || o.Command[0] == "" {
@@ -187,12 +204,12 @@ func New(o Options) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("process provider: finding the runner command: %w", err)
 	}
-	p := &Provider{o: o, path: path, dir: filepath.Join(o.DataDir, "runners"), procs: map[string]*proc{}, byToken: map[string][]string{}}
-	if err := os.RemoveAll(p.dir); err != nil {
-		return nil, fmt.Errorf("process provider: removing old work directories: %w", err)
-	}
-	if err := os.MkdirAll(p.dir, 0o700); err != nil {
-		return nil, fmt.Errorf("process provider: creating the data directory: %w", err)
+	p := &Provider{o: o, path: path, dir: filepath.Join(o.DataDir, "runners"), recs: filepath.Join(o.DataDir, "procs"),
+		procs: map[string]*proc{}, byToken: map[string][]string{}}
+	for _, d := range []string{p.dir, p.recs} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("process provider: creating the data directory: %w", err)
+		}
 	}
 	if o.LogDir != "" {
 		if err := os.MkdirAll(o.LogDir, 0o700); err != nil {
@@ -201,6 +218,9 @@ func New(o Options) (*Provider, error) {
 	}
 	if b, err := os.ReadFile(p.counterFile()); err == nil {
 		p.next, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	if err := p.recover(); err != nil {
+		return nil, fmt.Errorf("process provider: %w", err)
 	}
 	return p, nil
 }
@@ -266,9 +286,9 @@ func (p *Provider) Plan(_ context.Context, l provider.Launch) (provider.Plan, er
 // Launch implements provider.Provider: one process per runner that fits in
 // its pool's limit and has a JIT registration; the others get a per-runner
 // error (ErrCapacity, ErrInvalid or ErrTransient). Replaying a token
-// returns the first launch's instances; replaying one this provider never
-// launched (it restarted since) is a permanent ErrInvalid: nothing runs
-// under it.
+// returns the first launch's instances, adopted ones included; replaying
+// one of which nothing runs or is listed (never launched, or its runners
+// ended before a restart) is a permanent ErrInvalid.
 func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []userdata.Registration) (provider.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return provider.Result{}, &provider.Error{Kind: provider.ErrTransient, Message: err.Error()}
@@ -287,7 +307,7 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []userdata
 	}
 	if regs == nil {
 		return provider.Result{}, &provider.Error{Kind: provider.ErrInvalid, Code: "UnknownPlan", Final: true,
-			Message: "nothing was launched under this token here (the process provider forgets tokens when it restarts, and ends its runners when it stops)"}
+			Message: "nothing was launched under this token here, or its runners had ended before the provider restarted"}
 	}
 	res := provider.Result{Runners: make([]provider.Launched, len(pn.Runners))}
 	ids := make([]string, len(pn.Runners))
@@ -304,7 +324,7 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []userdata
 				Message: "the process provider runs just-in-time registered runners only"}
 		default:
 			var pr *proc
-			pr, err = p.startLocked(pn, r, regs[i])
+			pr, err = p.startLocked(pn, i, r, regs[i])
 			if err == nil {
 				ids[i] = pr.inst.ID
 				res.Runners[i].Instance = pr.inst.Clone()
@@ -343,8 +363,8 @@ func (p *Provider) liveLocked(pool string) int {
 	return n
 }
 
-// startLocked starts one runner process.
-func (p *Provider) startLocked(pn plan, r provider.Runner, reg userdata.Registration) (*proc, error) {
+// startLocked starts one runner process, the i-th of plan pn, and records it.
+func (p *Provider) startLocked(pn plan, i int, r provider.Runner, reg userdata.Registration) (*proc, error) {
 	p.next++
 	id := "proc-" + strconv.Itoa(p.next)
 	if err := os.WriteFile(p.counterFile()+".tmp", []byte(strconv.Itoa(p.next)+"\n"), 0o600); err == nil {
@@ -378,6 +398,11 @@ func (p *Provider) startLocked(pn plan, r provider.Runner, reg userdata.Registra
 		_ = os.RemoveAll(dir)
 		return nil, transient("starting the runner", err)
 	}
+	deadline := time.Now().Add(pn.Lifetime)
+	// Without its identity (not on Linux) a runner cannot be told apart
+	// from a later process with its pid: a provider started after a crash
+	// leaves it alone.
+	ident, _ := identify(cmd.Process.Pid)
 	now := p.o.Now().UTC()
 	tags := map[string]string{}
 	for k, v := range pn.Tags {
@@ -390,27 +415,42 @@ func (p *Provider) startLocked(pn plan, r provider.Runner, reg userdata.Registra
 	} {
 		tags[k] = v
 	}
-	pr := &proc{
-		inst: provider.Instance{ID: id, Pool: pn.Pool, InstanceType: pn.Type, Zone: "local", Capacity: provider.OnDemand,
-			State: provider.Running, LaunchedAt: now, Tags: tags},
-		pid: cmd.Process.Pid, dir: dir, done: make(chan struct{}),
+	rec := record{ID: id, Pool: pn.Pool, InstanceType: pn.Type, LaunchedAt: now, Tags: tags, Token: pn.Token, Index: i,
+		Runners: len(pn.Runners), PID: cmd.Process.Pid, Identity: ident, Deadline: deadline}
+	// A kill between the start and this write leaves the one runner
+	// unrecorded: the next provider removes its directory but cannot find
+	// its process.
+	if err := p.writeRecord(rec); err != nil {
+		// Without its record a crash would orphan the runner: it does not run.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		_ = os.RemoveAll(dir)
+		_ = os.Remove(p.recordFile(id))
+		return nil, transient("recording the runner", err)
 	}
+	pr := &proc{inst: rec.instance(provider.Running), pid: cmd.Process.Pid, dir: dir, done: make(chan struct{})}
 	p.procs[id] = pr
 	p.order = append(p.order, id)
-	pr.timer = time.AfterFunc(pn.Lifetime, func() { p.stop(id, "lifetime") })
+	pr.timer = time.AfterFunc(time.Until(deadline), func() { p.stop(id, "lifetime") })
 	p.o.Logger.Info("launched a runner process", "instance_id", id, "pool", pn.Pool, "pid", pr.pid, "job_id", r.JobID,
 		"runner_name", r.Name, "lifetime", pn.Lifetime.String(), "registration", reg)
-	go p.wait(pr, cmd)
+	go func() {
+		err := cmd.Wait()
+		p.reap(pr, cmd.ProcessState.ExitCode(), err)
+	}()
 	return pr, nil
 }
 
-// wait reaps a runner: it kills what the runner left in its process group,
-// removes its directory, and marks it terminated.
-func (p *Provider) wait(pr *proc, cmd *exec.Cmd) {
-	err := cmd.Wait()
+// reap ends a runner whose process exited with exit (-1 when a signal
+// ended it, or when it was adopted: its status went to its new parent): it
+// kills what the runner left in its process group, removes its directory
+// and record, and marks it terminated.
+func (p *Provider) reap(pr *proc, exit int, err error) {
 	_ = syscall.Kill(-pr.pid, syscall.SIGKILL) // leftovers of the job; ESRCH when none
-	exit := cmd.ProcessState.ExitCode()
 	rmErr := os.RemoveAll(pr.dir)
+	if err := os.Remove(p.recordFile(pr.inst.ID)); err != nil && !errors.Is(err, os.ErrNotExist) && rmErr == nil {
+		rmErr = err
+	}
 	p.mu.Lock()
 	pr.timer.Stop()
 	pr.exit, pr.ended = exit, p.o.Now().UTC()
@@ -418,6 +458,9 @@ func (p *Provider) wait(pr *proc, cmd *exec.Cmd) {
 	stopping := pr.stopping
 	p.mu.Unlock()
 	log := p.o.Logger.With("instance_id", pr.inst.ID, "pool", pr.inst.Pool, "pid", pr.pid, "exit_code", exit)
+	if pr.adopted {
+		log = log.With("adopted", true)
+	}
 	switch {
 	case stopping:
 		log.Info("runner process stopped")
@@ -427,7 +470,7 @@ func (p *Provider) wait(pr *proc, cmd *exec.Cmd) {
 		log.Info("runner process exited")
 	}
 	if rmErr != nil {
-		log.Error("removing the runner's work directory", "dir", pr.dir, "err", rmErr)
+		log.Error("removing the runner's work directory and record", "dir", pr.dir, "err", rmErr)
 	}
 	close(pr.done)
 }
@@ -516,8 +559,9 @@ func (p *Provider) Terminate(ctx context.Context, ids []string) error {
 }
 
 // Wait waits until the runner's process has ended and its directory is
-// gone, and returns its exit code (-1 when a signal ended it). An unknown
-// id is an error.
+// gone, and returns its exit code (-1 when a signal ended it, or when an
+// earlier provider started it: its exit status went to its new parent).
+// An unknown id is an error.
 func (p *Provider) Wait(ctx context.Context, id string) (int, error) {
 	p.mu.Lock()
 	pr := p.procs[id]

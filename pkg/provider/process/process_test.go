@@ -35,6 +35,9 @@ import (
 var standin string
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(crashEnv); spec != "" {
+		os.Exit(crashingProvider(spec))
+	}
 	dir, err := os.MkdirTemp("", "skiff-standin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
