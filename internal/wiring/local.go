@@ -14,6 +14,8 @@ import (
 
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/instanceevents"
+	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/dryrun"
@@ -225,8 +227,56 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 		return nil, fmt.Errorf("listening for webhooks on %s: %w", cfg.Listen, err)
 	}
 	l.srv = &http.Server{Handler: l.Webhook, ReadHeaderTimeout: 10 * time.Second}
+	if err := l.settle(context.Background(), pools); err != nil {
+		_ = l.ln.Close()
+		return nil, err
+	}
 	ok = true
 	return l, nil
+}
+
+// settle takes over the reservations the previous process on this data
+// directory left when it was killed in the middle of a launch: none of its
+// scale-up invocations goes on, so a reservation whose runner the provider
+// lists (adopted, or ended since) is recorded as launched, and one without
+// a runner is released (its job's message was not acknowledged and comes
+// back). Otherwise such a reservation would count in its pool until the
+// reconciler's stale-reservation rule ends it, half an hour later.
+func (l *Local) settle(ctx context.Context, pools *pool.Config) error {
+	instances, err := l.Provider.List(ctx, provider.Filter{})
+	if err != nil {
+		return fmt.Errorf("listing the runners at start: %w", err)
+	}
+	byRunner := map[string]provider.Instance{}
+	for _, in := range instances {
+		byRunner[in.Tags[names.TagRunnerName]] = in
+	}
+	for _, p := range pools.Pools {
+		rs, err := l.Ledger.LiveRunners(ctx, p.Name)
+		if err != nil {
+			return fmt.Errorf("reading the ledger of pool %s at start: %w", p.Name, err)
+		}
+		for _, r := range rs {
+			if r.State != launch.StateReserved {
+				continue
+			}
+			log := l.log.With("pool", p.Name, "runner_name", r.Name, "job_id", r.JobID)
+			in, ok := byRunner[r.Name]
+			if !ok {
+				if _, err := l.Ledger.End(ctx, r.Name, l.cfg.Now(), "not_launched"); err != nil {
+					return fmt.Errorf("releasing runner %s at start: %w", r.Name, err)
+				}
+				log.Info("released a reservation the previous process left without a runner")
+				continue
+			}
+			if err := l.Ledger.Launched(ctx, r.Name, launch.Launch{InstanceID: in.ID, InstanceType: in.InstanceType, Zone: in.Zone,
+				Spot: in.Capacity == provider.Spot, At: in.LaunchedAt}); err != nil {
+				return fmt.Errorf("recording runner %s's launch at start: %w", r.Name, err)
+			}
+			log.Info("recorded the launch the previous process made before it was killed", "instance_id", in.ID)
+		}
+	}
+	return nil
 }
 
 // URL is the webhook's URL, for the GitHub App's settings.

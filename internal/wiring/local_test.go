@@ -16,6 +16,8 @@ import (
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/internal/wiring"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/sqlite"
 )
 
 const localPools = `version: 1
@@ -120,5 +122,50 @@ func TestLocalMode(t *testing.T) {
 		if j, _ := sim.Job(id); j.Conclusion != "success" {
 			t.Errorf("job %d: %+v", id, j)
 		}
+	}
+}
+
+// TestLocalSettlesReservationsAtStart: a reservation the previous process
+// left without a runner (it was killed between reserving and launching)
+// is released when local mode starts again, instead of counting in its
+// pool until the reconciler's stale-reservation rule.
+func TestLocalSettlesReservationsAtStart(t *testing.T) {
+	t.Parallel()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	poolsFile := filepath.Join(dir, "pools.yaml")
+	if err := os.WriteFile(poolsFile, []byte(localPools), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	db, err := sqlite.Open(wiring.LocalDBFile(data), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := sqlite.NewLedger(db, time.Now).Reserve(ctx, "cpu", 20, []launch.Runner{{Name: "skiff-7-1", Pool: "cpu", JobID: 7, RunID: 6,
+		Attempt: 1, ReservedAt: time.Now()}})
+	if cerr := db.Close(); err != nil || cerr != nil || n != 1 {
+		t.Fatalf("reserving: %d, %v, %v", n, err, cerr)
+	}
+	logs := &testenv.SyncBuffer{}
+	l, err := wiring.NewLocal(wiring.LocalConfig{DataDir: data, PoolsFile: poolsFile, Listen: "127.0.0.1:0", Provider: "dry-run",
+		AppIDs: []int64{77}, AppKeys: string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})),
+		WebhookSecret: "s", Allow: []string{"acme"}, Installations: []string{"*"}}, slog.New(slog.NewJSONHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(ctx)
+	if live, err := l.Ledger.Live(ctx, "cpu"); err != nil || live != 0 {
+		t.Errorf("the pool counts %d runners (%v) after the restart, want 0:\n%s", live, err, logs)
+	}
+	if r, err := l.Ledger.Runner(ctx, "skiff-7-1"); err != nil || r.State.Live() || r.Reason != "not_launched" {
+		t.Errorf("the left reservation: %+v, %v; want it released", r, err)
 	}
 }
