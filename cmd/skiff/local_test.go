@@ -1,0 +1,335 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/github/ghsim"
+)
+
+const killPools = `version: 1
+pools:
+  - name: cpu
+    labels: [self-hosted, linux, x64]
+    instanceTypes: [c7i.large]
+    image: {ssm: /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64}
+    subnets: [subnet-0aaaaaaaa]
+    maxRunners: 20
+`
+
+// TestLocalKill9 is local mode's durability end to end: the real skiff
+// binary runs `skiff local` against the GitHub simulator over HTTP with
+// stand-in runners; it is killed with SIGKILL in the middle of a burst of
+// jobs, while runners run, more jobs are queued while it is down, and it is
+// restarted on the same data directory. Every job must end completed, none
+// launched twice (but as a logged replacement), the pool's limit held at
+// every moment, no runner's work directory removed under it, no count left
+// in the ledger and no runner process left at the end.
+func TestLocalKill9(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/proc/self/exe"); err != nil {
+		t.Skip("needs /proc to find the runner processes")
+	}
+	bin := t.TempDir()
+	skiff, standin := filepath.Join(bin, "skiff"), filepath.Join(bin, "skiff-standin")
+	for out, pkg := range map[string]string{skiff: "github.com/skiffci/skiff/cmd/skiff", standin: "github.com/skiffci/skiff/cmd/skiff-standin"} {
+		if b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
+			t.Fatalf("building %s: %v\n%s", pkg, err, b)
+		}
+	}
+	// Whatever happens, no runner of this test outlives it.
+	t.Cleanup(func() {
+		for _, pid := range standins(standin) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim := ghsim.New(ghsim.Options{SecretPrefix: "CANARYKILL"})
+	t.Cleanup(sim.Close)
+	sim.AddApp(ghsim.AppConfig{ID: 77, Slug: "skiff", PublicKey: &key.PublicKey})
+	sim.AddOrg("acme")
+	sim.AddRepo("acme", "app")
+	sim.Install(77, "acme")
+
+	dir := t.TempDir()
+	poolsFile, keyFile, data := filepath.Join(dir, "pools.yaml"), filepath.Join(dir, "app.pem"), filepath.Join(dir, "data")
+	if err := os.WriteFile(poolsFile, []byte(killPools), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	if err := os.WriteFile(keyFile, pemKey, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String() // the same address after the restart: the App's webhook URL
+	ln.Close()
+	const limit, secret = 3, "kill-secret"
+	args := []string{"local", "-f", poolsFile, "--data-dir", data, "--listen", addr, "--app-id", "77", "--app-key-file", keyFile,
+		"--github-api-url", sim.URL(), "--allow", "acme", "--limits", "cpu=" + strconv.Itoa(limit), "--reconcile-every", "2s",
+		// Jobs long enough to be running at the kill and after the restart.
+		"--runner", "env SKIFF_STANDIN_DURATION=3s SKIFF_STANDIN_IDLE=20s " + standin}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute) // a safety net, never an assertion
+	defer cancel()
+	start := func(n int) (*exec.Cmd, string) {
+		t.Helper()
+		log := filepath.Join(dir, fmt.Sprintf("skiff-%d.log", n))
+		f, err := os.Create(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		cmd := exec.Command(skiff, args...)
+		cmd.Env = append(os.Environ(), "SKIFF_WEBHOOK_SECRET="+secret)
+		cmd.Stdout, cmd.Stderr = f, f
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if cmd.ProcessState == nil {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+			}
+		})
+		waitFor(ctx, t, "skiff local is ready", func() (bool, string) {
+			return count(log, "skiff local ready") > 0, readFile(log)
+		})
+		return cmd, log
+	}
+
+	// Watch the runner processes all along: how many are alive at once,
+	// and whether any runs in a work directory that was removed.
+	var (
+		mu       sync.Mutex
+		maxAlive int
+		deleted  = map[int]string{}
+	)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for watchCtx.Err() == nil {
+			pids := standins(standin)
+			mu.Lock()
+			maxAlive = max(maxAlive, len(pids))
+			for _, pid := range pids {
+				if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid)); err == nil && strings.HasSuffix(cwd, " (deleted)") {
+					deleted[pid] = cwd
+				}
+			}
+			mu.Unlock()
+			time.Sleep(20 * time.Millisecond) // sampling other processes' state
+		}
+	}()
+
+	first, log1 := start(1)
+	sim.SetWebhook(77, "http://"+addr+"/", secret)
+	labels := []string{"self-hosted", "linux", "x64"}
+	var jobs []int64
+	burst := func() {
+		t.Helper()
+		run, err := sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: labels}, {Labels: labels}, {Labels: labels}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, run.JobIDs...)
+	}
+	burst()
+	burst()
+	// The kill lands once the pool runs its limit of runners, with jobs
+	// still waiting in the queue.
+	waitFor(ctx, t, "runners launched before the kill", func() (bool, string) {
+		return count(log1, `"msg":"launched a runner process"`) >= limit, readFile(log1)
+	})
+	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.Wait()
+	if n := len(standins(standin)); n == 0 {
+		t.Fatal("no runner was running at the kill: the test did not exercise a restart with live runners")
+	}
+	burst() // GitHub sends these while skiff is down: the deliveries fail, the reconciler redelivers them
+	second, log2 := start(2)
+	burst()
+
+	waitFor(ctx, t, "every job completed, the ledger and the queue empty, no runner process left", func() (bool, string) {
+		var state []string
+		done := true
+		for _, id := range jobs {
+			j, _ := sim.Job(id)
+			if j.Status != "completed" {
+				done = false
+			}
+			state = append(state, fmt.Sprintf("job %d %s/%s on %s", id, j.Status, j.Conclusion, j.RunnerName))
+		}
+		st, err := localStatus(skiff, data, poolsFile)
+		if err != nil || st.live != 0 || st.queued != 0 {
+			done = false
+		}
+		alive := standins(standin)
+		state = append(state, fmt.Sprintf("status %+v (%v); runner processes %v", st, err, alive))
+		return done && len(alive) == 0, strings.Join(state, "\n") + "\n" + readFile(log2)
+	})
+	stopWatch()
+	<-watched
+	if err := second.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Wait(); err != nil {
+		t.Errorf("skiff local after SIGTERM: %v", err)
+	}
+
+	for _, id := range jobs {
+		if j, _ := sim.Job(id); j.Status != "completed" || j.Conclusion != "success" {
+			t.Errorf("job %d ended %s/%s", id, j.Status, j.Conclusion)
+		}
+	}
+	launches, replaced := map[int64]int{}, map[int64]int{}
+	for _, log := range []string{log1, log2} {
+		for _, l := range logLines(t, log) {
+			switch l.Msg {
+			case "launched a runner process":
+				launches[l.JobID]++
+			case "stranded job: replacement launched":
+				replaced[l.JobID]++
+			}
+		}
+	}
+	for _, id := range jobs {
+		if launches[id] > 1+replaced[id] {
+			t.Errorf("job %d had %d runners launched for it and %d logged replacements", id, launches[id], replaced[id])
+		}
+	}
+	if st, err := localStatus(skiff, data, poolsFile); err != nil || st.dead != 0 {
+		t.Errorf("dead letters after the run: %+v (%v)", st, err)
+	}
+	mu.Lock()
+	if maxAlive > limit {
+		t.Errorf("%d runner processes were alive at once, over the pool's limit of %d", maxAlive, limit)
+	}
+	for pid, cwd := range deleted {
+		t.Errorf("runner process %d ran in a removed work directory %s", pid, cwd)
+	}
+	mu.Unlock()
+	if left := standins(standin); len(left) > 0 {
+		t.Errorf("runner processes left after skiff local stopped: %v", left)
+	}
+	if t.Failed() || os.Getenv("SKIFF_LOCAL_LOGS") != "" {
+		t.Logf("first run's log:\n%s\nsecond run's log:\n%s", readFile(log1), readFile(log2))
+	}
+}
+
+// waitFor polls cond until it holds, and fails the test with cond's last
+// state when ctx ends first.
+func waitFor(ctx context.Context, t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v\n%s", what, ctx.Err(), state)
+		case <-time.After(100 * time.Millisecond): // polling other processes' progress
+		}
+	}
+}
+
+// standins lists the processes running the stand-in binary at path
+// (zombies have no executable and are not listed).
+func standins(path string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && exe == path {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+type localState struct{ live, queued, dead int }
+
+// localStatus asks `skiff status --json` for the pools' live runners and
+// the queue's depth, from the SQLite file a running skiff local writes.
+func localStatus(skiff, data, pools string) (localState, error) {
+	out, err := exec.Command(skiff, "status", "--data-dir", data, "-f", pools, "--json").Output()
+	if err != nil {
+		return localState{}, fmt.Errorf("skiff status: %w", err)
+	}
+	var st struct {
+		Pools       []struct{ Live int }
+		Queue       struct{ Visible, InFlight, Delayed int }
+		DeadLetters struct{ Visible int }
+	}
+	if err := json.Unmarshal(out, &st); err != nil {
+		return localState{}, fmt.Errorf("reading skiff status: %w", err)
+	}
+	s := localState{queued: st.Queue.Visible + st.Queue.InFlight + st.Queue.Delayed, dead: st.DeadLetters.Visible}
+	for _, p := range st.Pools {
+		s.live += p.Live
+	}
+	return s, nil
+}
+
+type logLine struct {
+	Msg   string `json:"msg"`
+	JobID int64  `json:"job_id"`
+}
+
+func logLines(t *testing.T, path string) []logLine {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []logLine
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		var l logLine
+		if json.Unmarshal(sc.Bytes(), &l) == nil {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func count(path, s string) int {
+	b, _ := os.ReadFile(path)
+	return bytes.Count(b, []byte(s))
+}
+
+func readFile(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
+}
