@@ -15,7 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 )
@@ -191,15 +191,15 @@ func hmacSHA256(key []byte, data string) []byte {
 // The emulators skiff tests against do not check signatures; behind the
 // proxy, a request that AWS would refuse fails the test (t.Errorf) and is
 // answered 403 InvalidSignatureException. It returns the proxy's endpoint
-// and a count of the requests verified.
-func SigV4Proxy(t testing.TB, target string) (endpoint string, verified *atomic.Int64) {
+// and the count of the requests it let through, by operation.
+func SigV4Proxy(t testing.TB, target string) (endpoint string, verified *OpCount) {
 	t.Helper()
 	u, err := url.Parse(target)
 	if err != nil {
 		t.Fatalf("emulator endpoint %q: %v", target, err)
 	}
 	proxy := httputil.NewSingleHostReverseProxy(u)
-	verified = new(atomic.Int64)
+	verified = &OpCount{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
 		if err == nil {
@@ -215,12 +215,38 @@ func SigV4Proxy(t testing.TB, target string) (endpoint string, verified *atomic.
 			_, _ = fmt.Fprintf(w, `{"__type":"com.amazon.coral.service#InvalidSignatureException","message":%q}`, "signature refused by the test proxy")
 			return
 		}
-		verified.Add(1)
+		_, op, _ := strings.Cut(r.Header.Get("X-Amz-Target"), ".")
+		verified.add(op)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		proxy.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL, verified
+}
+
+// OpCount counts requests by operation (SendMessage, UpdateItem, ...). It
+// is safe for concurrent use.
+type OpCount struct {
+	mu  sync.Mutex
+	ops map[string]int
+}
+
+func (c *OpCount) add(op string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ops == nil {
+		c.ops = map[string]int{}
+	}
+	c.ops[op]++
+}
+
+// Take returns the counts since the last Take, and starts again from zero.
+func (c *OpCount) Take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.ops
+	c.ops = nil
+	return out
 }
 
 // serviceOf is the SigV4 service name of an AWS JSON request's target.
