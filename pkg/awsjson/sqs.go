@@ -22,8 +22,10 @@ import (
 // *sqs.Client; a call with options, or whose input sets a field the hand
 // encoder does not write (MessageSystemAttributes, list attribute values),
 // goes through the SDK client it was built from. Like the SDK, it checks
-// the MD5 of the message body that SQS answers with. It is safe for
-// concurrent use.
+// the MD5 of the message body that SQS answers with. Its errors are
+// generic API errors with SQS's code (ErrorCode, as the SDK reads it), not
+// the SDK's exception types: nothing that sends classifies them further.
+// It is safe for concurrent use.
 type SQS struct {
 	c        *client
 	sdk      *sqs.Client
@@ -53,7 +55,8 @@ func NewSQS(ctx context.Context, sdk *sqs.Client) (*SQS, error) {
 			so.Logger, so.LogSigning = o.Logger, o.ClientLogMode.IsSigning()
 		}),
 		// SQS answers the JSON protocol with the Query protocol's error
-		// codes (x-amzn-query-error) when asked, as the SDK asks.
+		// codes (x-amzn-query-error) when asked, as the SDK asks; its
+		// answers are small, so they are asked for uncompressed.
 		headers:     map[string]string{"X-Amzn-Query-Mode": "true", "Accept-Encoding": "identity"},
 		decodeError: sqsError,
 	}

@@ -201,6 +201,8 @@ func (e *jsonError) Error() string {
 		return "truncated JSON"
 	case e.offset >= 0:
 		return fmt.Sprintf("invalid JSON at byte %d", e.offset)
+	case e.field == "":
+		return "a member has the wrong type"
 	}
 	return fmt.Sprintf("field %s has the wrong type", e.field)
 }
@@ -338,7 +340,7 @@ func (d *jsonReader) str(s *string) error {
 	if err := d.skip(); err != nil {
 		return err
 	}
-	return typeError("string")
+	return typeError("")
 }
 
 // strPtr reads a string into a new *s; null sets it to nil.
@@ -374,7 +376,7 @@ func (d *jsonReader) boolPtr(b **bool) error {
 		if err := d.skip(); err != nil {
 			return err
 		}
-		return typeError("bool")
+		return typeError("")
 	}
 	if *b == nil {
 		*b = new(bool)
