@@ -472,21 +472,31 @@ func (d *jsonReader) intN(n *int64, bits int, field string) error {
 	return typeError(field)
 }
 
-// time reads a timestamp as *time.Time's UnmarshalJSON reads one (an RFC
-// 3339 string); null sets *t to nil.
+// time reads a timestamp: a string, its escapes resolved, that
+// time.Time's UnmarshalText reads (RFC 3339); null sets *t to nil. This is
+// what encoding/json does since Go 1.25's jsonv2 (the toolchain skiff
+// builds with); before it, encoding/json handed the string with its
+// escapes to time.Time's UnmarshalJSON, which refuses them
+// (go.dev/issue/47353). GitHub's timestamps carry no escapes.
 func (d *jsonReader) time(t **time.Time) error {
 	if d.null() {
 		*t = nil
 		return nil
 	}
-	start := d.i
-	if err := d.skip(); err != nil {
+	if d.i >= len(d.b) || d.b[d.i] != '"' {
+		if err := d.skip(); err != nil {
+			return err
+		}
+		return typeError("timestamp")
+	}
+	s, err := d.stringBytes()
+	if err != nil {
 		return err
 	}
 	if *t == nil {
 		*t = new(time.Time)
 	}
-	if err := (*t).UnmarshalJSON(d.b[start:d.i]); err != nil {
+	if err := (*t).UnmarshalText(s); err != nil {
 		return typeError("timestamp") // the time's own error would quote the payload
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // FuzzDecodeWorkflowJob checks decodeWorkflowJob against encoding/json:
@@ -17,8 +18,8 @@ func FuzzDecodeWorkflowJob(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		var want, got workflowJobPayload
-		wantErr := json.Unmarshal(body, &want)
+		var got workflowJobPayload
+		want, wantErr := referenceDecode(body)
 		gotErr := decodeWorkflowJob(body, &got)
 		if (wantErr == nil) != (gotErr == nil) {
 			t.Fatalf("body %q: encoding/json %v, decodeWorkflowJob %v", body, wantErr, gotErr)
@@ -48,7 +49,9 @@ var decodeCases = []string{
 	`{"workflow_job":{"labels":[1]}}`, `{"workflow_job":{"labels":"a"}}`, `{"workflow_job":{"labels":["a",]}}`,
 	`{"workflow_job":{"labels":["a","b"],"labels":[null,"c"]}}`, `{"workflow_job":{"labels":["a","b","c","d","e"],"labels":["x"],"labels":[null,null,null,null,null,null]}}`,
 	`{"workflow_job":{"created_at":"2024-01-02"}}`, `{"workflow_job":{"created_at":1}}`, `{"workflow_job":{"created_at":{}}}`,
-	`{"workflow_job":{"created_at":"2024-01-02T03:04:05\u005a"}}`, `{"workflow_job":{"workflow_name":null,"workflow_name":"x"}}`,
+	`{"workflow_job":{"created_at":"2024-01-02T03:04:05\u005a"}}`, `{"workflow_job":{"created_at":"2024-01-02T03:04:05\u"}}`,
+	`{"workflow_job":{"created_at":"2024-01-02T03:04:05Z","created_at":"x"}}`, `{"workflow_job":{"started_at":"2024-01-02T24:04:05Z"}}`,
+	`{"workflow_job":{"workflow_name":null,"workflow_name":"x"}}`,
 	`{"repository":{"private":"yes"}}`, `{"repository":{"private":null}}`, `{"repository":{"private":false}}`, `{"repository":null}`,
 	`{"installation":null}`, `{"installation":{"id":1},"installation":{}}`, `{"installation":{"id":1},"installation":null}`, `{"installation":5}`,
 	`{"action":"\u0071ueued"}`, `{"action":"\ud83d\ude80"}`, `{"action":"\ud83d"}`, `{"action":"\ud83dx"}`, `{"action":"\ude80\ud83d"}`,
@@ -65,8 +68,8 @@ var decodeCases = []string{
 func TestDecodeWorkflowJob(t *testing.T) {
 	t.Parallel()
 	for _, s := range decodeCases {
-		var want, got workflowJobPayload
-		wantErr := json.Unmarshal([]byte(s), &want)
+		var got workflowJobPayload
+		want, wantErr := referenceDecode([]byte(s))
 		gotErr := decodeWorkflowJob([]byte(s), &got)
 		if (wantErr == nil) != (gotErr == nil) {
 			t.Errorf("body %.80q: encoding/json %v, decodeWorkflowJob %v", s, wantErr, gotErr)
@@ -77,3 +80,55 @@ func TestDecodeWorkflowJob(t *testing.T) {
 		}
 	}
 }
+
+// referenceDecode is encoding/json's Unmarshal into the payload, with one
+// difference that Go versions disagree on: a timestamp is its string with
+// the escapes resolved, read by time.Time's UnmarshalText (encoding/json
+// built on jsonv2, the default since Go 1.27, does this; the older one
+// hands the raw string to time.Time's UnmarshalJSON, which refuses
+// escapes). Timestamps go through refTime to make it the same for both.
+func referenceDecode(body []byte) (workflowJobPayload, error) {
+	var r struct {
+		Action      string `json:"action"`
+		WorkflowJob struct {
+			ID           int64    `json:"id"`
+			RunID        int64    `json:"run_id"`
+			RunAttempt   int      `json:"run_attempt"`
+			Name         string   `json:"name"`
+			WorkflowName *string  `json:"workflow_name"`
+			HeadBranch   *string  `json:"head_branch"`
+			Conclusion   *string  `json:"conclusion"`
+			Labels       []string `json:"labels"`
+			RunnerID     *int64   `json:"runner_id"`
+			RunnerName   *string  `json:"runner_name"`
+			CreatedAt    *refTime `json:"created_at"`
+			StartedAt    *refTime `json:"started_at"`
+			CompletedAt  *refTime `json:"completed_at"`
+		} `json:"workflow_job"`
+		Repository   repository    `json:"repository"`
+		Installation *installation `json:"installation"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		return workflowJobPayload{}, err
+	}
+	var p workflowJobPayload
+	p.Action, p.Repository, p.Installation = r.Action, r.Repository, r.Installation
+	w, rw := &p.WorkflowJob, r.WorkflowJob
+	w.ID, w.RunID, w.RunAttempt, w.Name, w.WorkflowName, w.HeadBranch = rw.ID, rw.RunID, rw.RunAttempt, rw.Name, rw.WorkflowName, rw.HeadBranch
+	w.Conclusion, w.Labels, w.RunnerID, w.RunnerName = rw.Conclusion, rw.Labels, rw.RunnerID, rw.RunnerName
+	w.CreatedAt, w.StartedAt, w.CompletedAt = rw.CreatedAt.time(), rw.StartedAt.time(), rw.CompletedAt.time()
+	return p, nil
+}
+
+// refTime is a timestamp read as referenceDecode says.
+type refTime time.Time
+
+func (t *refTime) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	return (*time.Time)(t).UnmarshalText([]byte(s))
+}
+
+func (t *refTime) time() *time.Time { return (*time.Time)(t) }
