@@ -165,8 +165,8 @@ func startServer(name string, cmd *exec.Cmd, ready func(endpoint string) error) 
 func AWSConfig(t testing.TB) aws.Config {
 	t.Helper()
 	cfg, err := config.LoadDefaultConfig(context.Background(),
-		config.WithRegion("us-east-1"),
-		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("skiff-test-key", "skiff-test-secret", "")),
+		config.WithRegion(TestRegion),
+		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(TestAccessKeyID, TestSecretAccessKey, "")),
 		config.WithSharedConfigFiles([]string{}),
 		config.WithSharedCredentialsFiles([]string{}),
 	)

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/skiffci/skiff/pkg/awsjson"
 	"github.com/skiffci/skiff/pkg/config"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/names"
@@ -29,7 +30,8 @@ import (
 
 // NewWebhook builds the production webhook handler from cfg: the webhook
 // secret read once from Secrets Manager, the pools file, SQS, DynamoDB, and
-// EMF metrics and JSON logs on stdout. It is called once per Lambda container.
+// EMF metrics and JSON logs on stdout. It is called once per Lambda
+// container, and resolves the SQS and DynamoDB endpoints then.
 func NewWebhook(ctx context.Context, cfg webhook.Config, awsCfg aws.Config, logger *slog.Logger) (*webhook.Handler, error) {
 	secrets, err := cfg.LoadSecrets(ctx, secretsmanager.NewFromConfig(awsCfg))
 	if err != nil {
@@ -39,13 +41,25 @@ func NewWebhook(ctx context.Context, cfg webhook.Config, awsCfg aws.Config, logg
 	if err != nil {
 		return nil, fmt.Errorf("loading pools (%s): %w", names.EnvPoolsFile, err)
 	}
+	// The hot path's requests (SendMessage; UpdateItem, PutItem and
+	// TransactWriteItems on the table) are built and signed by hand, at a
+	// fraction of the SDK's CPU per call; everything else goes through the
+	// SDK clients they are built from (pkg/awsjson).
 	ddb := dynamodb.NewFromConfig(awsCfg)
-	states := store.NewDynamo(ddb, cfg.TableName)
+	hotDDB, err := awsjson.NewDynamoDB(ctx, ddb, cfg.TableName)
+	if err != nil {
+		return nil, err
+	}
+	hotSQS, err := awsjson.NewSQS(ctx, sqs.NewFromConfig(awsCfg))
+	if err != nil {
+		return nil, err
+	}
+	states := store.NewDynamo(hotDDB, cfg.TableName)
 	return webhook.New(webhook.Options{
 		Secrets:       secrets,
 		Router:        pools,
 		Policies:      pools,
-		Queue:         queue.NewSQS(sqs.NewFromConfig(awsCfg), cfg.QueueURL),
+		Queue:         queue.NewSQS(hotSQS, cfg.QueueURL),
 		Store:         states,
 		Runners:       store.NewLedgerDynamo(ddb, cfg.TableName),
 		Lifecycle:     states,

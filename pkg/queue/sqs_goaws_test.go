@@ -14,21 +14,42 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/awsjson"
 	"github.com/skiffci/skiff/pkg/queue"
 )
 
-// TestSQSAgainstGoaws sends through the real SDK to goaws and receives what
+// TestSQSAgainstGoaws sends to goaws through the real SDK, and through the
+// hand-built client the webhook sends with (pkg/awsjson), and receives what
 // a consumer would: the body, the attributes, and the SDK's MD5 checks of
 // both on the way in.
 func TestSQSAgainstGoaws(t *testing.T) {
 	t.Parallel()
-	client := testenv.Goaws(t, "skiff-jobs")
+	for _, hand := range []bool{false, true} {
+		t.Run(map[bool]string{false: "sdk", true: "awsjson"}[hand], func(t *testing.T) {
+			t.Parallel()
+			client := testenv.Goaws(t, "skiff-jobs")
+			var api queue.SQSAPI = client
+			if hand {
+				hot, err := awsjson.NewSQS(t.Context(), client)
+				if err != nil {
+					t.Fatal(err)
+				}
+				api = hot
+			}
+			testSQSAgainst(t, client, api, "skiff-jobs", "http://127.0.0.1:4100/100010001000/no-such-queue")
+		})
+	}
+}
+
+// testSQSAgainst sends jobs through api to the named queue of an emulator,
+// receives them through client, and sends to a queue that does not exist.
+func testSQSAgainst(t *testing.T, client *sqs.Client, api queue.SQSAPI, name, missing string) {
 	ctx := t.Context()
-	url, err := client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String("skiff-jobs")})
+	url, err := client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
 	if err != nil {
 		t.Fatalf("GetQueueUrl: %v", err)
 	}
-	q := queue.NewSQS(client, aws.ToString(url.QueueUrl))
+	q := queue.NewSQS(api, aws.ToString(url.QueueUrl))
 
 	unicode := jobN(3)
 	unicode.Labels = []string{"self-hosted", "gpu-🚀", "tab\tand\u2028separator"}
@@ -75,7 +96,7 @@ func TestSQSAgainstGoaws(t *testing.T) {
 		t.Errorf("received:\n%+v\nwant:\n%+v", got, want)
 	}
 
-	gone := queue.NewSQS(client, "http://127.0.0.1:4100/100010001000/no-such-queue")
+	gone := queue.NewSQS(api, missing)
 	if err := gone.Send(ctx, jobN(5)); err == nil || errors.Is(err, queue.ErrInvalidJob) {
 		t.Errorf("Send to a missing queue = %v, want a retryable error", err)
 	}

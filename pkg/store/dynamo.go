@@ -267,7 +267,7 @@ func (d *Dynamo) recordJobOnce(ctx context.Context, j Job, attrs []attr, now tim
 	rank := numI(int64(j.Status))
 
 	// Advance: absent, or live with a lower status.
-	e := newExpr()
+	e := newExprFor(len(attrs) + 3)
 	sets := make([]string, 0, len(attrs))
 	for _, a := range attrs {
 		sets = append(sets, e.name(a.name)+" = "+e.value(a.value))
@@ -283,7 +283,7 @@ func (d *Dynamo) recordJobOnce(ctx context.Context, j Job, attrs []attr, now tim
 	}
 
 	// Fill: live with the same or a later status; only missing fields.
-	e = newExpr()
+	e = newExprFor(len(attrs) + 3)
 	sets = sets[:0]
 	for _, a := range attrs {
 		if a.name == attrStatus {
@@ -436,53 +436,59 @@ func (d *Dynamo) get(ctx context.Context, key map[string]types.AttributeValue) (
 }
 
 // jobAttrs lists the attributes an event writes: its status and every field
-// it knows, never a zero value.
+// it knows, never a zero value, always in the same order (the order of the
+// Job fields), so that requests are reproducible.
 func jobAttrs(j Job) []attr {
-	m := map[string]types.AttributeValue{}
-	m[attrStatus] = str(j.Status.String())
-	m[attrRank] = numI(int64(j.Status))
-	putInt(m, "run_id", j.RunID)
-	putInt(m, attrAttempt, int64(j.Attempt))
-	putStr(m, "repository", j.Repository)
-	putStr(m, "owner", j.Owner)
-	putInt(m, "installation_id", j.InstallationID)
+	out := make([]attr, 0, maxJobAttrs)
+	put := func(name string, v types.AttributeValue) { out = append(out, attr{name, v}) }
+	putS := func(name, v string) {
+		if v != "" {
+			put(name, str(v))
+		}
+	}
+	putN := func(name string, v int64) {
+		if v != 0 {
+			put(name, numI(v))
+		}
+	}
+	putT := func(name string, t time.Time) {
+		if !t.IsZero() {
+			put(name, str(t.UTC().Format(timeLayout)))
+		}
+	}
+	put(attrStatus, str(j.Status.String()))
+	put(attrRank, numI(int64(j.Status)))
+	putN("run_id", j.RunID)
+	putN(attrAttempt, int64(j.Attempt))
+	putS("repository", j.Repository)
+	putS("owner", j.Owner)
+	putN("installation_id", j.InstallationID)
 	if len(j.Labels) > 0 {
 		l := make([]types.AttributeValue, len(j.Labels))
 		for i, s := range j.Labels {
 			l[i] = str(s)
 		}
-		m["labels"] = &types.AttributeValueMemberL{Value: l}
+		put("labels", &types.AttributeValueMemberL{Value: l})
 	}
-	putStr(m, "pool", j.Pool)
-	putStr(m, "workflow_name", j.WorkflowName)
-	putStr(m, "job_name", j.JobName)
-	putStr(m, "branch", j.Branch)
-	putTime(m, "queued_at", j.QueuedAt)
-	putTime(m, "started_at", j.StartedAt)
-	putTime(m, "completed_at", j.CompletedAt)
-	putStr(m, "runner_name", j.RunnerName)
-	putInt(m, "runner_id", j.RunnerID)
-	putStr(m, "conclusion", j.Conclusion)
-	putTime(m, attrUpdatedAt, j.UpdatedAt)
+	putS("pool", j.Pool)
+	putS("workflow_name", j.WorkflowName)
+	putS("job_name", j.JobName)
+	putS("branch", j.Branch)
+	putT("queued_at", j.QueuedAt)
+	putT("started_at", j.StartedAt)
+	putT("completed_at", j.CompletedAt)
+	putS("runner_name", j.RunnerName)
+	putN("runner_id", j.RunnerID)
+	putS("conclusion", j.Conclusion)
+	putT(attrUpdatedAt, j.UpdatedAt)
 	if !j.ExpiresAt.IsZero() {
-		m[attrExpires] = numI(epochCeil(j.ExpiresAt))
-	}
-	out := make([]attr, 0, len(m))
-	for _, n := range jobAttrOrder {
-		if v, ok := m[n]; ok {
-			out = append(out, attr{n, v})
-		}
+		put(attrExpires, numI(epochCeil(j.ExpiresAt)))
 	}
 	return out
 }
 
-// jobAttrOrder fixes the order of a job's attributes in expressions, so that
-// requests are reproducible.
-var jobAttrOrder = []string{
-	attrStatus, attrRank, "run_id", attrAttempt, "repository", "owner", "installation_id", "labels",
-	"pool", "workflow_name", "job_name", "branch", "queued_at", "started_at", "completed_at",
-	"runner_name", "runner_id", "conclusion", attrUpdatedAt, attrExpires,
-}
+// maxJobAttrs is how many attributes jobAttrs can list.
+const maxJobAttrs = 20
 
 func decodeJob(id int64, item map[string]types.AttributeValue) (Job, error) {
 	dec := decoder{item: item}
@@ -609,6 +615,13 @@ type expr struct {
 
 func newExpr() *expr {
 	return &expr{names: map[string]string{}, values: map[string]types.AttributeValue{}, byName: map[string]string{}}
+}
+
+// newExprFor is newExpr with room for n names and n values, for the long
+// expressions of a job's record (growing the maps one by one costs the
+// webhook more than the rest of the expression).
+func newExprFor(n int) *expr {
+	return &expr{names: make(map[string]string, n), values: make(map[string]types.AttributeValue, n), byName: make(map[string]string, n)}
 }
 
 // put is a PutItemInput writing item to table when cond holds.

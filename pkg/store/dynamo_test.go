@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/awsjson"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/store/storetest"
 )
@@ -51,16 +52,40 @@ func newClock(t time.Time) *clock { c := &clock{}; c.set(t); return c }
 func (c *clock) set(t time.Time)  { c.ns.Store(t.UnixNano()) }
 func (c *clock) now() time.Time   { return time.Unix(0, c.ns.Load()).UTC() }
 
+// clientsOf are the two DynamoDB clients a Dynamo runs over: the SDK's,
+// and the hand-built one the webhook uses (pkg/awsjson), whose requests
+// pass a proxy that verifies their signatures as AWS does.
+var clientsOf = []struct {
+	name string
+	of   func(t *testing.T, client *dynamodb.Client, table string) store.DynamoAPI
+}{
+	{"sdk", func(_ *testing.T, client *dynamodb.Client, _ string) store.DynamoAPI { return client }},
+	{"awsjson", func(t *testing.T, client *dynamodb.Client, table string) store.DynamoAPI {
+		t.Helper()
+		proxy, _ := testenv.SigV4Proxy(t, aws.ToString(client.Options().BaseEndpoint))
+		hot, err := awsjson.NewDynamoDB(t.Context(), testenv.DynamoClient(t, proxy), table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return hot
+	}},
+}
+
 func TestDynamoConformance(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, func(t *testing.T) store.Store {
-		client, table := newTable(t)
-		return store.NewDynamo(client, table, store.WithClock(func() time.Time { return storetest.Now }))
-	})
-	storetest.RunExpiry(t, func(t *testing.T, now func() time.Time) store.Store {
-		client, table := newTable(t)
-		return store.NewDynamo(client, table, store.WithClock(now))
-	})
+	for _, c := range clientsOf {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			storetest.Run(t, func(t *testing.T) store.Store {
+				client, table := newTable(t)
+				return store.NewDynamo(c.of(t, client, table), table, store.WithClock(func() time.Time { return storetest.Now }))
+			})
+			storetest.RunExpiry(t, func(t *testing.T, now func() time.Time) store.Store {
+				client, table := newTable(t)
+				return store.NewDynamo(c.of(t, client, table), table, store.WithClock(now))
+			})
+		})
+	}
 }
 
 // plain turns an item into Go values for comparison: S as string, N as
@@ -161,27 +186,29 @@ func TestDynamoItemShapes(t *testing.T) {
 			return d.RecordRun(ctx, store.Run{ID: 8, Event: "push"})
 		}, "RUN#8", "RUN", map[string]any{"pk": "RUN#8", "sk": "RUN", "attempt": n(0), "event": "push"}},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			client, table := newTable(t)
-			d := store.NewDynamo(client, table, store.WithClock(func() time.Time { return now }))
-			if err := tc.write(t.Context(), d); err != nil {
-				t.Fatal(err)
-			}
-			out, err := client.GetItem(t.Context(), &dynamodb.GetItemInput{
-				TableName: aws.String(table), ConsistentRead: aws.Bool(true),
-				Key: map[string]types.AttributeValue{
-					"pk": &types.AttributeValueMemberS{Value: tc.pk}, "sk": &types.AttributeValueMemberS{Value: tc.sk},
-				},
+	for _, c := range clientsOf {
+		for _, tc := range cases {
+			t.Run(c.name+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				client, table := newTable(t)
+				d := store.NewDynamo(c.of(t, client, table), table, store.WithClock(func() time.Time { return now }))
+				if err := tc.write(t.Context(), d); err != nil {
+					t.Fatal(err)
+				}
+				out, err := client.GetItem(t.Context(), &dynamodb.GetItemInput{
+					TableName: aws.String(table), ConsistentRead: aws.Bool(true),
+					Key: map[string]types.AttributeValue{
+						"pk": &types.AttributeValueMemberS{Value: tc.pk}, "sk": &types.AttributeValueMemberS{Value: tc.sk},
+					},
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := plain(out.Item); !reflect.DeepEqual(got, tc.want) {
+					t.Errorf("item:\n got %v\nwant %v", got, tc.want)
+				}
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := plain(out.Item); !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("item:\n got %v\nwant %v", got, tc.want)
-			}
-		})
+		}
 	}
 }
 
@@ -295,8 +322,16 @@ func TestDynamoItemExpiredBeforeTTLDeletion(t *testing.T) {
 
 func TestDynamoMissingTableIsAFailureNotAnAnswer(t *testing.T) {
 	t.Parallel()
-	client, _ := newTable(t)
-	d := store.NewDynamo(client, "skiff-no-such-table")
+	for _, c := range clientsOf {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			client, _ := newTable(t)
+			testMissingTable(t, store.NewDynamo(c.of(t, client, "skiff-no-such-table"), "skiff-no-such-table"))
+		})
+	}
+}
+
+func testMissingTable(t *testing.T, d *store.Dynamo) {
 	ctx := t.Context()
 	var rnf *types.ResourceNotFoundException
 	if _, err := d.Job(ctx, 1); !errors.As(err, &rnf) || errors.Is(err, store.ErrNotFound) {
@@ -340,7 +375,15 @@ func TestDynamoDeadlineMidRequest(t *testing.T) {
 		<-r.Context().Done()
 	}))
 	t.Cleanup(srv.Close)
-	d := store.NewDynamo(testenv.DynamoClient(t, srv.URL), "skiff")
+	for _, c := range clientsOf {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			testDeadline(t, store.NewDynamo(c.of(t, testenv.DynamoClient(t, srv.URL), "skiff"), "skiff"))
+		})
+	}
+}
+
+func testDeadline(t *testing.T, d *store.Dynamo) {
 	calls := []struct {
 		name string
 		call func(ctx context.Context) error

@@ -85,8 +85,8 @@ func (d *Dynamo) RecordLifecycle(ctx context.Context, j Job, step RunnerStep) (b
 	}
 	now := d.now()
 
-	je := newExpr()
 	attrs := jobAttrs(j)
+	je := newExprFor(len(attrs) + 3)
 	sets := make([]string, 0, len(attrs))
 	forward := ""
 	for _, a := range attrs {

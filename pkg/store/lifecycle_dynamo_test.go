@@ -126,58 +126,60 @@ func TestDynamoRecordLifecycle(t *testing.T) {
 			event{job(store.StatusCompleted, 9), store.RunnerStep{}}, true, store.StatusCompleted, at(9),
 			launch.StateUnknown, false, false, map[string]int{"UpdateItem": 1}},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			client, table := newMotoTable(t)
-			api := &lifecycleCalls{DynamoAPI: client}
-			d := store.NewDynamo(api, table, store.WithClock(func() time.Time { return now }))
-			ctx := context.Background()
-			if tc.runnerState != launch.StateUnknown {
-				seedRunner(t, client, table, runner, tc.runnerState)
-			}
-			for _, ev := range tc.before {
-				if _, err := d.RecordLifecycle(ctx, ev.j, ev.step); err != nil {
+	for _, c := range clientsOf {
+		for _, tc := range cases {
+			t.Run(c.name+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				client, table := newMotoTable(t)
+				api := &lifecycleCalls{DynamoAPI: c.of(t, client, table)}
+				d := store.NewDynamo(api, table, store.WithClock(func() time.Time { return now }))
+				ctx := context.Background()
+				if tc.runnerState != launch.StateUnknown {
+					seedRunner(t, client, table, runner, tc.runnerState)
+				}
+				for _, ev := range tc.before {
+					if _, err := d.RecordLifecycle(ctx, ev.j, ev.step); err != nil {
+						t.Fatal(err)
+					}
+				}
+				_ = api.take()
+				advanced, err := d.RecordLifecycle(ctx, tc.ev.j, tc.ev.step)
+				if err != nil || advanced != tc.wantAdvanced {
+					t.Fatalf("RecordLifecycle = %v, %v; want %v", advanced, err, tc.wantAdvanced)
+				}
+				calls := api.take()
+				if tc.wantCalls != nil && !equalCalls(calls, tc.wantCalls) {
+					t.Errorf("calls = %v, want %v", calls, tc.wantCalls)
+				}
+				j, err := d.Job(ctx, jobID)
+				if err != nil {
 					t.Fatal(err)
 				}
-			}
-			_ = api.take()
-			advanced, err := d.RecordLifecycle(ctx, tc.ev.j, tc.ev.step)
-			if err != nil || advanced != tc.wantAdvanced {
-				t.Fatalf("RecordLifecycle = %v, %v; want %v", advanced, err, tc.wantAdvanced)
-			}
-			calls := api.take()
-			if tc.wantCalls != nil && !equalCalls(calls, tc.wantCalls) {
-				t.Errorf("calls = %v, want %v", calls, tc.wantCalls)
-			}
-			j, err := d.Job(ctx, jobID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if j.Status != tc.wantStatus || !j.UpdatedAt.Equal(tc.wantUpdated) || j.QueuedAt.IsZero() && len(tc.before) > 0 {
-				t.Errorf("job = status %s, updated %s; want %s, %s", j.Status, j.UpdatedAt, tc.wantStatus, tc.wantUpdated)
-			}
-			if tc.wantStatus >= store.StatusInProgress && (j.RunnerName != runner || j.StartedAt.IsZero()) {
-				t.Errorf("job lacks its runner or start: %+v", j)
-			}
-			item := runnerItem(t, client, table, runner)
-			if tc.wantRunner == launch.StateUnknown {
-				if item != nil {
-					t.Errorf("a runner record was made: %v", plain(item))
+				if j.Status != tc.wantStatus || !j.UpdatedAt.Equal(tc.wantUpdated) || j.QueuedAt.IsZero() && len(tc.before) > 0 {
+					t.Errorf("job = status %s, updated %s; want %s, %s", j.Status, j.UpdatedAt, tc.wantStatus, tc.wantUpdated)
 				}
-				return
-			}
-			p := plain(item)
-			if p["state"] != tc.wantRunner.String() || p["state_rank"] != "N:"+strconv.Itoa(int(tc.wantRunner)) {
-				t.Errorf("runner = %v, want %s", p, tc.wantRunner)
-			}
-			if _, ok := p["started_at"]; ok != tc.wantStarted {
-				t.Errorf("runner started_at present %v, want %v: %v", ok, tc.wantStarted, p)
-			}
-			if got := p["busy_job"]; (got == "N:"+strconv.Itoa(jobID)) != tc.wantBusyJob {
-				t.Errorf("runner busy_job = %v, want job %d: %v", got, jobID, tc.wantBusyJob)
-			}
-		})
+				if tc.wantStatus >= store.StatusInProgress && (j.RunnerName != runner || j.StartedAt.IsZero()) {
+					t.Errorf("job lacks its runner or start: %+v", j)
+				}
+				item := runnerItem(t, client, table, runner)
+				if tc.wantRunner == launch.StateUnknown {
+					if item != nil {
+						t.Errorf("a runner record was made: %v", plain(item))
+					}
+					return
+				}
+				p := plain(item)
+				if p["state"] != tc.wantRunner.String() || p["state_rank"] != "N:"+strconv.Itoa(int(tc.wantRunner)) {
+					t.Errorf("runner = %v, want %s", p, tc.wantRunner)
+				}
+				if _, ok := p["started_at"]; ok != tc.wantStarted {
+					t.Errorf("runner started_at present %v, want %v: %v", ok, tc.wantStarted, p)
+				}
+				if got := p["busy_job"]; (got == "N:"+strconv.Itoa(jobID)) != tc.wantBusyJob {
+					t.Errorf("runner busy_job = %v, want job %d: %v", got, jobID, tc.wantBusyJob)
+				}
+			})
+		}
 	}
 }
 

@@ -1,0 +1,185 @@
+package wiring_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/internal/wiring"
+	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/webhook"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// TestWebhookAgainstMoto runs the webhook as the Lambda wires it
+// (wiring.NewWebhook: the hand-built SQS and DynamoDB requests of
+// pkg/awsjson) against moto's SQS and DynamoDB, every request passing a
+// proxy that lets through only what AWS would accept (moto checks no
+// signatures). It checks the promises of the webhook's hot path: the AWS
+// calls of each event, a replay that changes nothing but enqueues again, a
+// failed enqueue that answers 503 and a failed record that does not, and
+// no credential or webhook secret in the logs or the metrics.
+//
+// It is not parallel: the EMF metrics NewWebhook wires go to os.Stdout,
+// which it redirects while it builds the handler.
+func TestWebhookAgainstMoto(t *testing.T) {
+	moto := testenv.Moto(t)
+	ctx := t.Context()
+	direct := testenv.AWSConfig(t)
+	direct.BaseEndpoint = aws.String(moto)
+	ddb := dynamodb.NewFromConfig(direct)
+	const table = "skiff-webhook-e2e"
+	if err := store.CreateTable(ctx, ddb, table); err != nil {
+		t.Fatal(err)
+	}
+	q := sqs.NewFromConfig(direct)
+	created, err := q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("skiff-webhook-e2e")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	queueURL := aws.ToString(created.QueueUrl)
+
+	proxy, calls := testenv.SigV4Proxy(t, moto)
+	awsCfg := testenv.AWSConfig(t)
+	awsCfg.BaseEndpoint = aws.String(proxy)
+	logs := &testenv.SyncBuffer{}
+	h, emf := newWebhook(t, awsCfg, queueURL, table, logs)
+	// The same, enqueueing to a queue that does not exist; and recording
+	// to a table that does not exist.
+	noQueue, _ := newWebhook(t, awsCfg, strings.TrimSuffix(queueURL, "skiff-webhook-e2e")+"no-such-queue", table, logs)
+	noTable, _ := newWebhook(t, awsCfg, queueURL, "no-such-table", logs)
+
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join(testenv.Root(t), "testdata", "webhooks", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ours(b)
+	}
+	const jobID, runner = 289782451, "GitHub Actions 5" // GitHub's examples
+	_, err = ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: "RUNNER#" + runner}, "sk": &types.AttributeValueMemberS{Value: "RUNNER"},
+		"pool": &types.AttributeValueMemberS{Value: "default"}, "job_id": &types.AttributeValueMemberN{Value: strconv.Itoa(jobID)},
+		"state":      &types.AttributeValueMemberS{Value: launch.StateLaunched.String()},
+		"state_rank": &types.AttributeValueMemberN{Value: strconv.Itoa(int(launch.StateLaunched))},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	steps := []struct {
+		name       string
+		h          *webhook.Handler
+		event      string
+		delivery   string
+		body       []byte
+		wantStatus int
+		wantBody   string
+		wantCalls  map[string]int
+	}{
+		{"queued", h, "workflow_job", "d-1", read("workflow_job.queued.1.json"), 200, "accepted",
+			map[string]int{"SendMessage": 1, "UpdateItem": 1}},
+		{"queued, replayed: enqueued again, answered as a duplicate", h, "workflow_job", "d-1", read("workflow_job.queued.1.json"), 200, "duplicate",
+			nil}, // SendMessage, and the advance, fill (and raise) that find the record
+		{"queued, enqueue fails: 503 so that GitHub can redeliver", noQueue, "workflow_job", "d-2", read("workflow_job.queued.1.json"), 503, "retry", nil},
+		{"in_progress on the runner: one transaction", h, "workflow_job", "d-3", read("workflow_job.in_progress.2.json"), 200, "accepted",
+			map[string]int{"TransactWriteItems": 1}},
+		{"in_progress, replayed", h, "workflow_job", "d-3", read("workflow_job.in_progress.2.json"), 200, "duplicate", nil},
+		{"completed: one transaction", h, "workflow_job", "d-4", read("workflow_job.completed.1.json"), 200, "accepted",
+			map[string]int{"TransactWriteItems": 1}},
+		{"workflow_run: one put", h, "workflow_run", "d-5", read("workflow_run.requested.1.json"), 200, "accepted",
+			map[string]int{"PutItem": 1}},
+		{"lifecycle, store fails: 503", noTable, "workflow_job", "d-6", read("workflow_job.completed.1.json"), 503, "retry", nil},
+	}
+	for _, s := range steps {
+		calls.Take()
+		resp := s.h.Handle(ctx, webhook.Request{Event: s.event, Delivery: s.delivery, Signature: webhook.Sign([]byte(benchSecret), s.body), Body: s.body})
+		if resp.Status != s.wantStatus || resp.Body != `{"result":"`+s.wantBody+`"}` {
+			t.Errorf("%s: %d %s, want %d %s", s.name, resp.Status, resp.Body, s.wantStatus, s.wantBody)
+		}
+		if got := calls.Take(); s.wantCalls != nil && !reflect.DeepEqual(got, s.wantCalls) {
+			t.Errorf("%s: AWS calls %v, want %v", s.name, got, s.wantCalls)
+		}
+	}
+
+	msgs, err := q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(queueURL), MaxNumberOfMessages: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs.Messages) != 2 {
+		t.Errorf("the queue holds %d messages, want 2 (the delivery and its replay)", len(msgs.Messages))
+	}
+	for _, m := range msgs.Messages {
+		if !strings.Contains(aws.ToString(m.Body), `"job_id":289782451`) {
+			t.Errorf("message %s", aws.ToString(m.Body))
+		}
+	}
+	st := store.NewDynamo(ddb, table)
+	if j, err := st.Job(ctx, jobID); err != nil || j.Status != store.StatusCompleted || j.RunnerName != runner || j.QueuedAt.IsZero() {
+		t.Errorf("job record %+v, %v", j, err)
+	}
+	if r, err := st.Run(ctx, jobID); err != nil || r.Event != "repository_dispatch" {
+		t.Errorf("run record %+v, %v", r, err)
+	}
+	ledger := store.NewLedgerDynamo(ddb, table)
+	if r, err := ledger.Runner(ctx, runner); err != nil || r.State != launch.StateJobCompleted {
+		t.Errorf("runner %+v, %v", r, err)
+	}
+
+	out, err := os.ReadFile(emf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := logs.String() + string(out)
+	for _, secret := range []string{testenv.TestSecretAccessKey, benchSecret} {
+		if strings.Contains(all, secret) {
+			t.Errorf("%q appears in the logs or metrics", secret)
+		}
+	}
+	if !strings.Contains(logs.String(), "enqueueing job failed") || !strings.Contains(logs.String(), "recording job lifecycle failed") {
+		t.Errorf("the failures are not logged:\n%s", logs.String())
+	}
+}
+
+// newWebhook builds the handler with wiring.NewWebhook over awsCfg, its
+// logs to logs and its EMF metrics to a file, whose name it returns.
+func newWebhook(t *testing.T, awsCfg aws.Config, queueURL, table string, logs *testenv.SyncBuffer) (*webhook.Handler, string) {
+	t.Helper()
+	pools := filepath.Join(testenv.Root(t), "examples", "minimal.yaml")
+	cfg, err := webhook.ConfigFromEnv(func(k string) string {
+		return map[string]string{
+			"SKIFF_WEBHOOK_SECRET": benchSecret, "SKIFF_QUEUE_URL": queueURL,
+			"SKIFF_TABLE_NAME": table, "SKIFF_POOLS_FILE": pools, "SKIFF_ALLOW": "*", "SKIFF_ALLOWED_INSTALLATIONS": "*",
+		}[k]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	emf := filepath.Join(t.TempDir(), "emf")
+	f, err := os.Create(emf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	stdout := os.Stdout
+	os.Stdout = f
+	h, err := wiring.NewWebhook(context.Background(), cfg, awsCfg, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	os.Stdout = stdout
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, emf
+}
