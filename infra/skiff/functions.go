@@ -187,6 +187,7 @@ func (s *Skiff) buildWebhook() error {
 		names.EnvAllowedInstallations: installations,
 	}
 	spec.Environment[names.EnvWebhookSecretARN] = *s.WebhookSecret.SecretArn()
+	spec.Environment["GOGC"] = strconv.Itoa(names.WebhookGOGC) // read by the Go runtime at start
 	fn, err := s.AddFunction(spec)
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -221,6 +222,12 @@ func TestFunctions(t *testing.T) {
 			})
 			if _, ok := env(t, doc, tc.fn)[names.EnvTableName]; !ok {
 				t.Errorf("%s has no %s", tc.fn, names.EnvTableName)
+			}
+			// The webhook's p99 is GC-bound: the production benchmark runs at
+			// the GOGC the stack gives the function.
+			gogc, ok := env(t, doc, tc.fn)["GOGC"]
+			if want := tc.fn == names.FunctionWebhook; ok != want || (want && gogc != strconv.Itoa(names.WebhookGOGC)) {
+				t.Errorf("%s: GOGC %v (set %v)", tc.fn, gogc, ok)
 			}
 		})
 	}

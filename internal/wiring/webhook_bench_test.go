@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strconv"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/internal/wiring"
+	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/webhook"
 )
 
@@ -33,7 +35,8 @@ import (
 // the AWS calls per event by operation; at 5 ms simulated per call, the
 // wall time per event (ns/op), which counts the calls made one after the
 // other. Every delivery is a new one; every write succeeds (a fresh job, a
-// runner one state behind), the common path in production.
+// runner one state behind), the common path in production. GC runs at the
+// function's GOGC (names.WebhookGOGC), as deployed.
 //
 //	go test -run '^$' -bench WebhookProduction -cpu 1 -count 5 ./internal/wiring
 func BenchmarkWebhookProduction(b *testing.B) {
@@ -59,6 +62,8 @@ func BenchmarkWebhookProduction(b *testing.B) {
 			b.Run(ev.name+"/"+strconv.Itoa(int(latency.Milliseconds()))+"ms", func(b *testing.B) {
 				tr := &testenv.AWSTransport{Latency: latency}
 				h := productionWebhook(b, tr)
+				// As deployed: the stack sets the function's GOGC.
+				defer debug.SetGCPercent(debug.SetGCPercent(names.WebhookGOGC))
 				sig := webhook.Sign([]byte(benchSecret), ev.body)
 				ids := make([]string, b.N)
 				for i := range ids {

@@ -152,3 +152,11 @@ const (
 	// FunctionScaleDown is the reconciler, run every minute by a schedule.
 	FunctionScaleDown = "scaledown"
 )
+
+// WebhookGOGC is the webhook function's GOGC, set in its environment by
+// the stack and by the production benchmark. Its live heap is ≈ 4 MB and a
+// queued event allocates ≈ 35 KB, so at Go's default (100) a collection runs
+// every ≈ 110 events and the events that meet its mark phase set the p99;
+// at 400 a collection runs a quarter as often and the heap stays ≈ 20 MB of
+// the function's 256 MB.
+const WebhookGOGC = 400
