@@ -45,6 +45,9 @@ const (
 	// MetricReplacements counts replacement launches, Reason = the rule
 	// that found the job stranded; "limit" when a job reached its bound.
 	MetricReplacements = "ScaleDownReplacements"
+	// MetricBackfills counts job records completed from GitHub because the
+	// webhook's completed event never arrived, Reason = "completed".
+	MetricBackfills = "ScaleDownBackfills"
 	// MetricReruns counts re-runs of interrupted jobs, Reason = "spot".
 	MetricReruns = "ScaleDownReruns"
 	// MetricRedeliveries counts webhook redeliveries, Reason = the status
@@ -100,6 +103,9 @@ var _ GitHub = (*github.Client)(nil)
 type Records interface {
 	Job(ctx context.Context, id int64) (store.Job, error)
 	Run(ctx context.Context, id int64) (store.Run, error)
+	// RecordJob completes a job record from GitHub's answer when the
+	// webhook's completed event never arrived (store.Store.RecordJob).
+	RecordJob(ctx context.Context, j store.Job) (bool, error)
 }
 
 // Claims is the part of scale-up's launch state a replacement writes
@@ -577,6 +583,7 @@ func (p *pass) jobs(ctx context.Context, actions []decide.Action, ok []bool) {
 			p.mu.Unlock()
 		}
 	})
+	p.backfill(ctx, metrics)
 	done := p.s.o.Metrics.Write(ctx, p.now, metricsJobs(metrics, p))
 	p.each(ctx, len(actions), func(i int) {
 		a := actions[i]
@@ -847,4 +854,52 @@ func (s *Service) rememberRedelivery(guid string, at time.Time) {
 		s.redelivered = map[string]time.Time{}
 	}
 	s.redelivered[guid] = at
+}
+
+// backfill completes, from GitHub, the record of a job an ending runner
+// ran when the webhook saw the job start on it but never end (its
+// completed delivery was lost, or failed and so did its one redelivery):
+// without it the job's metrics record, and the runner's ledger record with
+// its pool's count, would wait a day for an event that is not coming. One
+// job check each, within the pass's budget; a job GitHub still runs is
+// left for a later pass.
+func (p *pass) backfill(ctx context.Context, as []*decide.Action) {
+	for _, a := range as {
+		if p.late(ctx) {
+			return
+		}
+		jobID := a.JobID
+		if r, err := p.s.o.Ledger.Runner(ctx, a.Runner); err == nil && r.BusyJob != 0 {
+			jobID = r.BusyJob
+		}
+		job, err := p.s.o.Records.Job(ctx, jobID)
+		if err != nil || job.Status != store.StatusInProgress || job.RunnerName != a.Runner {
+			continue
+		}
+		if !p.takeJobCheck(a.Runner) {
+			p.defer1("job_checks", "rule", "backfill", "job_id", jobID)
+			continue
+		}
+		owner, repo := splitRepo(job.Repository)
+		gj, err := p.s.o.GitHub.GetJob(ctx, job.InstallationID, owner, repo, jobID)
+		if err != nil {
+			p.fail("getting job", err, "job_id", jobID)
+			continue
+		}
+		if gj.Status != "completed" {
+			continue
+		}
+		done := store.Job{ID: jobID, Status: store.StatusCompleted, CompletedAt: gj.CompletedAt, Conclusion: gj.Conclusion,
+			RunnerName: gj.RunnerName}
+		if done.CompletedAt.IsZero() {
+			done.CompletedAt = p.now
+		}
+		if _, err := p.s.o.Records.RecordJob(ctx, done); err != nil {
+			p.fail("completing job record", err, "job_id", jobID)
+			continue
+		}
+		p.count(MetricBackfills, "completed")
+		p.log.Info("job record completed from GitHub: its completed event never arrived", "job_id", jobID,
+			"runner_name", a.Runner, "conclusion", gj.Conclusion)
+	}
 }
