@@ -212,7 +212,7 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 	}
 	l.ScaleDown, err = scaledown.New(scaledown.Options{Pools: pools, Ledger: l.Ledger, Claims: launches, Records: l.Store,
 		Provider: l.Provider, GitHub: gh, Queue: l.Queue, Counter: counter, Logger: logger, Now: cfg.Now,
-		Apps: cfg.AppIDs, Metrics: metricsWriter})
+		Apps: cfg.AppIDs, Metrics: metricsWriter, ScaleUpChecksQueued: true}) // scale-up runs with CheckQueued above
 	if err != nil {
 		return nil, err
 	}

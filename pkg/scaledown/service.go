@@ -160,6 +160,12 @@ type Options struct {
 	RedeliverWindow time.Duration
 	// RunnerPrefix starts skiff's runner names (decide.DefaultRunnerPrefix).
 	RunnerPrefix string
+	// ScaleUpChecksQueued: scale-up asks GitHub whether a job is still
+	// queued right before launching it (scaleup.Options.CheckQueued, as
+	// local mode runs it), so a stranded job's replacement is sent on the
+	// job record's word and the check is made once, there — not also here
+	// within the pass's job-check budget.
+	ScaleUpChecksQueued bool
 }
 
 // Service is the reconciler. It is safe for concurrent use, though one
@@ -636,21 +642,23 @@ func (p *pass) strand(ctx context.Context, a *decide.Action, claims map[int64]la
 		// each other's jobs, that is most of them.
 		return true
 	}
-	if !p.takeJobCheck(a.Runner) {
-		p.defer1("job_checks", "rule", string(a.Rule), "job_id", a.JobID)
-		return false
-	}
-	owner, repo := splitRepo(job.Repository)
-	gj, err := p.s.o.GitHub.GetJob(ctx, job.InstallationID, owner, repo, a.JobID)
-	if errors.Is(err, github.ErrNotFound) {
-		return true
-	}
-	if err != nil {
-		p.fail("getting job", err, "job_id", a.JobID)
-		return false
-	}
-	if gj.Status != "queued" {
-		return true
+	if !p.s.o.ScaleUpChecksQueued {
+		if !p.takeJobCheck(a.Runner) {
+			p.defer1("job_checks", "rule", string(a.Rule), "job_id", a.JobID)
+			return false
+		}
+		owner, repo := splitRepo(job.Repository)
+		gj, err := p.s.o.GitHub.GetJob(ctx, job.InstallationID, owner, repo, a.JobID)
+		if errors.Is(err, github.ErrNotFound) {
+			return true
+		}
+		if err != nil {
+			p.fail("getting job", err, "job_id", a.JobID)
+			return false
+		}
+		if gj.Status != "queued" {
+			return true
+		}
 	}
 	log := p.log.With("job_id", a.JobID, "runner_name", a.Runner, "rule", string(a.Rule))
 	replaced := 0

@@ -57,3 +57,43 @@ func TestStrandTrustsAStartedJobRecord(t *testing.T) {
 		t.Errorf("%d live records, want the ended runner's record ended", n)
 	}
 }
+
+// TestStrandLeavesTheQueuedCheckToScaleUp: where scale-up checks that a
+// job is still queued before launching (local mode), a stranded job's
+// replacement is sent on its record's word, with no GitHub call here; by
+// default the reconciler asks GitHub first.
+func TestStrandLeavesTheQueuedCheckToScaleUp(t *testing.T) {
+	t.Parallel()
+	for _, scaleUpChecks := range []bool{false, true} {
+		w := newWorld(t, 13, false, func(o *scaledown.Options) { o.ScaleUpChecksQueued = scaleUpChecks })
+		ctx := context.Background()
+		info, err := w.sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: []string{"self-hosted", "linux", "x64"}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.jobs[info.JobIDs[0]] = &simJob{id: info.JobIDs[0]}
+		w.webhook(ctx)
+		w.scaleUp(ctx)
+		live, _ := w.dry.List(ctx, provider.Filter{AliveOnly: true})
+		if len(live) != 1 {
+			t.Fatalf("%d instances, want 1", len(live))
+		}
+		if err := w.dry.Terminate(ctx, []string{live[0].ID}); err != nil { // it never ran anything
+			t.Fatal(err)
+		}
+		before := w.sim.Requests(ghsim.OpGetJob)
+		w.clock.Advance(time.Minute)
+		rep, err := w.down.Reconcile(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantChecks := 1
+		if scaleUpChecks {
+			wantChecks = 0
+		}
+		if got := w.sim.Requests(ghsim.OpGetJob) - before; rep.Replacements != 1 || got != wantChecks {
+			t.Errorf("scale-up checks %v: %d replacements and %d GitHub job checks, want 1 and %d", scaleUpChecks,
+				rep.Replacements, got, wantChecks)
+		}
+	}
+}
