@@ -80,6 +80,9 @@ synth: build ## synthesize the CDK stack (cdk.out/) with cdk-nag, against exampl
 .PHONY: bench
 bench: ## run the benchmarks the README's performance section quotes
 	go test -run '^$$' -bench . -benchmem -count 1 ./...
+	go build -o build/skiff-standin ./cmd/skiff-standin
+	go build -o build/skiff ./cmd/skiff
+	build/skiff demo -f examples/pools.yaml --standin build/skiff-standin --jobs 1000 --limit 100 --out build/demo-1000
 
 # make loadtest: the fault harness (internal/loadtest) with LOADTEST_JOBS jobs on the memory
 # store, then 100 jobs on moto (the DynamoDB adapters through the SDK). SKIFF_SEED=<n> reruns a seed.

@@ -45,6 +45,9 @@ type LocalConfig struct {
 	DataDir string
 	// PoolsFile is the operator's pools file.
 	PoolsFile string
+	// Pools, when set, is used instead of loading PoolsFile (skiff demo
+	// raises the pools' maxRunners with its --limit).
+	Pools *pool.Config
 	// Listen is the webhook's address (default 127.0.0.1:8080; port 0 picks one).
 	Listen string
 	// Provider is "process" (default) or "dry-run".
@@ -134,9 +137,12 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating the data directory: %w", err)
 	}
-	pools, err := pool.Load(cfg.PoolsFile)
-	if err != nil {
-		return nil, fmt.Errorf("loading pools: %w", err)
+	pools := cfg.Pools
+	if pools == nil {
+		var err error
+		if pools, err = pool.Load(cfg.PoolsFile); err != nil {
+			return nil, fmt.Errorf("loading pools: %w", err)
+		}
 	}
 	apps, err := github.ParseAppKeys(cfg.AppIDs, cfg.AppKeys)
 	if err != nil {
