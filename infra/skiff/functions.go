@@ -187,7 +187,9 @@ func (s *Skiff) buildWebhook() error {
 		names.EnvAllowedInstallations: installations,
 	}
 	spec.Environment[names.EnvWebhookSecretARN] = *s.WebhookSecret.SecretArn()
-	spec.Environment["GOGC"] = strconv.Itoa(names.WebhookGOGC) // read by the Go runtime at start
+	// Read by the Go runtime at start: the p99 is GC-bound (names.WebhookGOGC).
+	spec.Environment["GOGC"] = strconv.Itoa(names.WebhookGOGC)
+	spec.Environment["GOMEMLIMIT"] = strconv.Itoa(names.WebhookGOMEMLIMIT)
 	fn, err := s.AddFunction(spec)
 	if err != nil {
 		return err

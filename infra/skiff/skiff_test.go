@@ -226,8 +226,10 @@ func TestFunctions(t *testing.T) {
 			// The webhook's p99 is GC-bound: the production benchmark runs at
 			// the GOGC the stack gives the function.
 			gogc, ok := env(t, doc, tc.fn)["GOGC"]
-			if want := tc.fn == names.FunctionWebhook; ok != want || (want && gogc != strconv.Itoa(names.WebhookGOGC)) {
-				t.Errorf("%s: GOGC %v (set %v)", tc.fn, gogc, ok)
+			limit := env(t, doc, tc.fn)["GOMEMLIMIT"]
+			if want := tc.fn == names.FunctionWebhook; ok != want || (want && (gogc != strconv.Itoa(names.WebhookGOGC) ||
+				limit != strconv.Itoa(names.WebhookGOMEMLIMIT))) {
+				t.Errorf("%s: GOGC %v (set %v), GOMEMLIMIT %v", tc.fn, gogc, ok, limit)
 			}
 		})
 	}

@@ -36,7 +36,8 @@ import (
 // wall time per event (ns/op), which counts the calls made one after the
 // other. Every delivery is a new one; every write succeeds (a fresh job, a
 // runner one state behind), the common path in production. GC runs at the
-// function's GOGC (names.WebhookGOGC), as deployed.
+// function's GOGC and GOMEMLIMIT (names.WebhookGOGC, WebhookGOMEMLIMIT), as
+// deployed.
 //
 //	go test -run '^$' -bench WebhookProduction -cpu 1 -count 5 ./internal/wiring
 func BenchmarkWebhookProduction(b *testing.B) {
@@ -62,8 +63,9 @@ func BenchmarkWebhookProduction(b *testing.B) {
 			b.Run(ev.name+"/"+strconv.Itoa(int(latency.Milliseconds()))+"ms", func(b *testing.B) {
 				tr := &testenv.AWSTransport{Latency: latency}
 				h := productionWebhook(b, tr)
-				// As deployed: the stack sets the function's GOGC.
+				// As deployed: the stack sets the function's GOGC and GOMEMLIMIT.
 				defer debug.SetGCPercent(debug.SetGCPercent(names.WebhookGOGC))
+				defer debug.SetMemoryLimit(debug.SetMemoryLimit(names.WebhookGOMEMLIMIT))
 				sig := webhook.Sign([]byte(benchSecret), ev.body)
 				ids := make([]string, b.N)
 				for i := range ids {

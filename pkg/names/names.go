@@ -157,6 +157,11 @@ const (
 // the stack and by the production benchmark. Its live heap is ≈ 4 MB and a
 // queued event allocates ≈ 35 KB, so at Go's default (100) a collection runs
 // every ≈ 110 events and the events that meet its mark phase set the p99;
-// at 400 a collection runs a quarter as often and the heap stays ≈ 20 MB of
-// the function's 256 MB.
-const WebhookGOGC = 400
+// at 800 a collection runs every ≈ 1,300 events and the heap's goal is
+// ≈ 50 MB (GODEBUG=gctrace=1 on the production benchmark) of the function's
+// 256 MB, with WebhookGOMEMLIMIT as the guard.
+const WebhookGOGC = 800
+
+// WebhookGOMEMLIMIT is the webhook function's GOMEMLIMIT in bytes: past it
+// the runtime collects whatever GOGC says, well before Lambda's 256 MB.
+const WebhookGOMEMLIMIT = 192 << 20
