@@ -37,11 +37,12 @@ pools:
 // TestLocalKill9 is local mode's durability end to end: the real skiff
 // binary runs `skiff local` against the GitHub simulator over HTTP with
 // stand-in runners; it is killed with SIGKILL in the middle of a burst of
-// jobs, while runners run, more jobs are queued while it is down, and it is
-// restarted on the same data directory. Every job must end completed, none
-// launched twice (but as a logged replacement), the pool's limit held at
-// every moment, no runner's work directory removed under it, no count left
-// in the ledger and no runner process left at the end.
+// jobs — runners running, a launch half done — more jobs are queued while
+// it is down, and it is restarted on the same data directory. Every job
+// must end completed, none launched twice (but as a logged replacement),
+// the pool's limit held at every moment, no runner's work directory
+// removed under it, and no count in the ledger, message in the queue or
+// runner process left at the end.
 func TestLocalKill9(t *testing.T) {
 	t.Parallel()
 	if _, err := os.Stat("/proc/self/exe"); err != nil {
@@ -157,17 +158,24 @@ func TestLocalKill9(t *testing.T) {
 		}
 		jobs = append(jobs, run.JobIDs...)
 	}
+	// The kill lands once the pool runs its limit of runners, in the
+	// middle of the next jobs' launch: claims taken, runners reserved,
+	// registrations held up at GitHub.
 	burst()
-	burst()
-	// The kill lands once the pool runs its limit of runners, with jobs
-	// still waiting in the queue.
 	waitFor(ctx, t, "runners launched before the kill", func() (bool, string) {
 		return count(log1, `"msg":"launched a runner process"`) >= limit, readFile(log1)
+	})
+	sim.SetFault(ghsim.OpGenerateOrgJITConfig, ghsim.Fault{Latency: time.Minute})
+	burst()
+	waitFor(ctx, t, "a launch in flight", func() (bool, string) {
+		st, err := localStatus(skiff, data, poolsFile)
+		return err == nil && st.reserved > 0, fmt.Sprintf("status %+v (%v)\n%s", st, err, readFile(log1))
 	})
 	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	_ = first.Wait()
+	sim.ClearFaults()
 	if n := len(standins(standin)); n == 0 {
 		t.Fatal("no runner was running at the kill: the test did not exercise a restart with live runners")
 	}
@@ -276,7 +284,7 @@ func standins(path string) []int {
 	return out
 }
 
-type localState struct{ live, queued, dead int }
+type localState struct{ live, reserved, queued, dead int }
 
 // localStatus asks `skiff status --json` for the pools' live runners and
 // the queue's depth, from the SQLite file a running skiff local writes.
@@ -286,7 +294,10 @@ func localStatus(skiff, data, pools string) (localState, error) {
 		return localState{}, fmt.Errorf("skiff status: %w", err)
 	}
 	var st struct {
-		Pools       []struct{ Live int }
+		Pools []struct {
+			Live    int
+			ByState map[string]int
+		}
 		Queue       struct{ Visible, InFlight, Delayed int }
 		DeadLetters struct{ Visible int }
 	}
@@ -296,6 +307,7 @@ func localStatus(skiff, data, pools string) (localState, error) {
 	s := localState{queued: st.Queue.Visible + st.Queue.InFlight + st.Queue.Delayed, dead: st.DeadLetters.Visible}
 	for _, p := range st.Pools {
 		s.live += p.Live
+		s.reserved += p.ByState["reserved"]
 	}
 	return s, nil
 }

@@ -233,7 +233,7 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 		return nil, fmt.Errorf("listening for webhooks on %s: %w", cfg.Listen, err)
 	}
 	l.srv = &http.Server{Handler: l.Webhook, ReadHeaderTimeout: 10 * time.Second}
-	if err := l.settle(context.Background(), pools); err != nil {
+	if err := l.settle(context.Background(), pools, launches); err != nil {
 		_ = l.ln.Close()
 		return nil, err
 	}
@@ -241,14 +241,16 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 	return l, nil
 }
 
-// settle takes over the reservations the previous process on this data
-// directory left when it was killed in the middle of a launch: none of its
-// scale-up invocations goes on, so a reservation whose runner the provider
-// lists (adopted, or ended since) is recorded as launched, and one without
-// a runner is released (its job's message was not acknowledged and comes
-// back). Otherwise such a reservation would count in its pool until the
-// reconciler's stale-reservation rule ends it, half an hour later.
-func (l *Local) settle(ctx context.Context, pools *pool.Config) error {
+// settle takes over what the previous process on this data directory left
+// when it was killed in the middle of a launch. None of its scale-up
+// invocations goes on, so: a reservation whose runner the provider lists
+// (adopted, or ended since) is recorded as launched, one without a runner
+// is released, and the launch claims' leases end — the jobs' messages,
+// never acknowledged, come back and recover their fleet or launch again at
+// once. Otherwise such a reservation would count in its pool until the
+// reconciler's stale-reservation rule (half an hour), and such a job would
+// wait out its claim's lease (10 minutes).
+func (l *Local) settle(ctx context.Context, pools *pool.Config, launches *sqlite.Launches) error {
 	instances, err := l.Provider.List(ctx, provider.Filter{})
 	if err != nil {
 		return fmt.Errorf("listing the runners at start: %w", err)
@@ -281,6 +283,13 @@ func (l *Local) settle(ctx context.Context, pools *pool.Config) error {
 			}
 			log.Info("recorded the launch the previous process made before it was killed", "instance_id", in.ID)
 		}
+	}
+	n, err := launches.EndLeases(ctx, l.cfg.Now())
+	if err != nil {
+		return fmt.Errorf("ending the previous process's launch claims: %w", err)
+	}
+	if n > 0 {
+		l.log.Info("ended the launch claims the previous process held", "claims", n)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/sqlite"
+	"github.com/skiffci/skiff/pkg/store"
 )
 
 const localPools = `version: 1
@@ -128,7 +130,8 @@ func TestLocalMode(t *testing.T) {
 // TestLocalSettlesReservationsAtStart: a reservation the previous process
 // left without a runner (it was killed between reserving and launching)
 // is released when local mode starts again, instead of counting in its
-// pool until the reconciler's stale-reservation rule.
+// pool until the reconciler's stale-reservation rule, and the claim it
+// held no longer waits out its lease.
 func TestLocalSettlesReservationsAtStart(t *testing.T) {
 	t.Parallel()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -149,10 +152,14 @@ func TestLocalSettlesReservationsAtStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	now := time.Now()
+	claim := store.LaunchClaim{JobID: 7, Attempt: 1, Gen: 1, Token: "skiff-t", Pool: "cpu", LeaseUntil: now.Add(10 * time.Minute),
+		UpdatedAt: now, ExpiresAt: now.Add(time.Hour)}
+	cerr := sqlite.NewLaunches(db, nil).ClaimLaunch(ctx, claim, 0, now)
 	n, err := sqlite.NewLedger(db, time.Now).Reserve(ctx, "cpu", 20, []launch.Runner{{Name: "skiff-7-1", Pool: "cpu", JobID: 7, RunID: 6,
-		Attempt: 1, ReservedAt: time.Now()}})
-	if cerr := db.Close(); err != nil || cerr != nil || n != 1 {
-		t.Fatalf("reserving: %d, %v, %v", n, err, cerr)
+		Attempt: 1, ReservedAt: now}})
+	if err := errors.Join(err, cerr, db.Close()); err != nil || n != 1 {
+		t.Fatalf("claiming and reserving: %d, %v", n, err)
 	}
 	logs := &testenv.SyncBuffer{}
 	l, err := wiring.NewLocal(wiring.LocalConfig{DataDir: data, PoolsFile: poolsFile, Listen: "127.0.0.1:0", Provider: "dry-run",
@@ -161,11 +168,23 @@ func TestLocalSettlesReservationsAtStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close(ctx)
 	if live, err := l.Ledger.Live(ctx, "cpu"); err != nil || live != 0 {
 		t.Errorf("the pool counts %d runners (%v) after the restart, want 0:\n%s", live, err, logs)
 	}
 	if r, err := l.Ledger.Runner(ctx, "skiff-7-1"); err != nil || r.State.Live() || r.Reason != "not_launched" {
 		t.Errorf("the left reservation: %+v, %v; want it released", r, err)
+	}
+	if err := l.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	db, err = sqlite.Open(wiring.LocalDBFile(data), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	after := time.Now()
+	got, err := sqlite.NewLaunches(db, nil).LaunchClaims(ctx, []int64{7}, after)
+	if c := got[7]; err != nil || c.LeaseUntil.After(after) || c.Gen != 1 || c.Token != claim.Token {
+		t.Errorf("the left claim: %+v, %v; want it as it was, its lease over", c, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -105,6 +106,56 @@ func (l *Launches) LaunchClaims(ctx context.Context, jobIDs []int64, now time.Ti
 		return nil, fmt.Errorf("reading launch claims: %w", err)
 	}
 	return out, nil
+}
+
+// EndLeases ends, at now, the lease of every live claim whose lease runs
+// past it, in one transaction, and returns how many it ended. It is for a
+// process that knows no holder of a claim is still at work: local mode
+// when it starts, its previous process killed (one process per file).
+// Each of those jobs' next delivery then recovers its fleet or launches
+// its next attempt at once, instead of waiting out the lease.
+func (l *Launches) EndLeases(ctx context.Context, now time.Time) (int, error) {
+	n := 0
+	err := l.d.tx(ctx, func(tx *sql.Tx) error {
+		n = 0
+		rows, err := tx.QueryContext(ctx, "SELECT job_id, record FROM launch_claims WHERE expires_at = 0 OR expires_at > ?", now.UnixNano())
+		if err != nil {
+			return fmt.Errorf("reading launch claims: %w", err)
+		}
+		var leased []store.LaunchClaim
+		for rows.Next() {
+			var id int64
+			var rec string
+			var c store.LaunchClaim
+			if err := rows.Scan(&id, &rec); err != nil {
+				rows.Close()
+				return fmt.Errorf("reading launch claims: %w", err)
+			}
+			if err := json.Unmarshal([]byte(rec), &c); err != nil {
+				rows.Close()
+				return fmt.Errorf("decoding the launch claim of job %d: %w", id, err)
+			}
+			if c.LeaseUntil.After(now) {
+				leased = append(leased, c)
+			}
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return fmt.Errorf("reading launch claims: %w", err)
+		}
+		for _, c := range leased {
+			c.LeaseUntil = now
+			b, err := json.Marshal(c)
+			if err != nil {
+				return fmt.Errorf("encoding the launch claim of job %d: %w", c.JobID, err)
+			}
+			if _, err := tx.ExecContext(ctx, "UPDATE launch_claims SET record = ? WHERE job_id = ?", string(b), c.JobID); err != nil {
+				return fmt.Errorf("ending the lease of job %d: %w", c.JobID, err)
+			}
+			n++
+		}
+		return nil
+	})
+	return n, err
 }
 
 // ClaimLaunch implements store.Launches: in one transaction, the job's

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -99,6 +100,39 @@ func TestLedgerSweep(t *testing.T) {
 	}
 	if got, err := l.LiveRunners(ctx, "cpu"); err != nil || len(got) != 2 || got[0].Name != "skiff-2-1" || got[1].Name != "skiff-3-1" {
 		t.Errorf("live runners after the sweep = %+v, %v; want skiff-2-1 and skiff-3-1", got, err)
+	}
+}
+
+// TestEndLeases: local mode's start ends the leases its killed process
+// held, so the jobs' next deliveries need not wait them out; a lease
+// already over and an expired claim are left as they are, and nothing but
+// the lease changes.
+func TestEndLeases(t *testing.T) {
+	t.Parallel()
+	ls := sqlite.NewLaunches(open(t, "", sqlite.Options{}), nil)
+	ctx := context.Background()
+	at := storetest.Now
+	claims := []store.LaunchClaim{
+		{JobID: 1, Attempt: 1, Gen: 1, Token: "t1", Pool: "cpu", LeaseUntil: at.Add(10 * time.Minute), UpdatedAt: at.Add(-time.Minute), ExpiresAt: at.Add(time.Hour)},
+		{JobID: 2, Attempt: 2, Gen: 1, Token: "t2", Pool: "cpu", LeaseUntil: at.Add(-time.Minute), UpdatedAt: at.Add(-time.Hour), ExpiresAt: at.Add(time.Hour)},
+		{JobID: 3, Attempt: 1, Gen: 1, Token: "t3", Pool: "cpu", LeaseUntil: at.Add(10 * time.Minute), UpdatedAt: at.Add(-2 * time.Hour), ExpiresAt: at.Add(-time.Hour)},
+	}
+	for _, c := range claims {
+		if err := ls.ClaimLaunch(ctx, c, 0, c.UpdatedAt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := ls.EndLeases(ctx, at); err != nil || n != 1 {
+		t.Fatalf("EndLeases = %d, %v; want the one live lease ended", n, err)
+	}
+	got, err := ls.LaunchClaims(ctx, []int64{1, 2, 3}, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want1 := claims[0]
+	want1.LeaseUntil = at
+	if len(got) != 2 || !reflect.DeepEqual(got[1], want1) || !reflect.DeepEqual(got[2], claims[1]) {
+		t.Errorf("claims after EndLeases:\n%+v\nwant job 1's lease ended at %v, job 2's as it was, job 3 expired", got, at)
 	}
 }
 
