@@ -190,6 +190,12 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 			return nil, err
 		}
 		l.Provider, l.closeFn = p, p.Close
+		// Scale-up reserves a runner in the ledger (the pool's maxRunners)
+		// before it registers one with GitHub; a maxRunners above what this
+		// machine runs would register JIT runners the provider then refuses.
+		for _, pl := range pools.Pools {
+			pl.MaxRunners = min(pl.MaxRunners, p.Limit(pl.Name))
+		}
 	case "dry-run":
 		l.Provider = dryrun.New(logger, cfg.Now)
 	default:

@@ -18,6 +18,7 @@ import (
 	"github.com/skiffci/skiff/internal/wiring"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/sqlite"
 	"github.com/skiffci/skiff/pkg/store"
 )
@@ -115,6 +116,16 @@ func TestLocalMode(t *testing.T) {
 	}
 	if os.Getenv("SKIFF_LOCAL_LOGS") != "" {
 		t.Log(logs.String())
+	}
+	// The pool's maxRunners (20) is capped by what the machine runs (2), so
+	// the third job waits for a reservation instead of registering a JIT
+	// runner the provider would refuse: one registration per runner.
+	all, err := l.Provider.List(context.Background(), provider.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if jit := sim.Requests(ghsim.OpGenerateOrgJITConfig); jit != len(all) {
+		t.Errorf("%d JIT registrations for %d runners launched", jit, len(all))
 	}
 	cancel()
 	if err := <-done; err != nil {

@@ -316,9 +316,9 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []userdata
 	for i, r := range pn.Runners {
 		var err error
 		switch {
-		case p.failCap || p.liveLocked(pn.Pool) >= p.limit(pn.Pool):
+		case p.failCap || p.liveLocked(pn.Pool) >= p.Limit(pn.Pool):
 			err = &provider.Error{Kind: provider.ErrCapacity, Code: "PoolLimit",
-				Message: fmt.Sprintf("pool %s runs its limit of %d runners on this machine", pn.Pool, p.limit(pn.Pool))}
+				Message: fmt.Sprintf("pool %s runs its limit of %d runners on this machine", pn.Pool, p.Limit(pn.Pool))}
 		case regs[i].Mode != userdata.ModeJIT || regs[i].JITConfig == "":
 			err = &provider.Error{Kind: provider.ErrInvalid, Code: "NotJIT", Final: true,
 				Message: "the process provider runs just-in-time registered runners only"}
@@ -344,7 +344,9 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []userdata
 	return res, nil
 }
 
-func (p *Provider) limit(pool string) int {
+// Limit is how many runners of pool may be alive at once (Options.Limits,
+// else Options.DefaultLimit).
+func (p *Provider) Limit(pool string) int {
 	if n, ok := p.o.Limits[pool]; ok {
 		return n
 	}
