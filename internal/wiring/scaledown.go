@@ -41,6 +41,7 @@ type ScaleDownConfig struct {
 	RepoScope        bool     // SKIFF_RUNNER_SCOPE=repo
 	Scopes           []string // SKIFF_SCALEDOWN_SCOPES: owners or owner/repo listed every pass
 	MaxReplacements  int      // SKIFF_MAX_REPLACEMENTS
+	MaxGitHubCalls   int      // SKIFF_MAX_GITHUB_CALLS: a pass's GitHub calls (scaledown.DefaultMaxGitHubCalls)
 	RerunInterrupted []string // SKIFF_RERUN_INTERRUPTED: pools, or "*"
 	MetricsPools     []string // SKIFF_METRICS_RECORDS: pools that opted in, or "*"
 	MetricsTable     string   // SKIFF_METRICS_TABLE (default the state table)
@@ -65,6 +66,7 @@ func ScaleDownConfigFromEnv(getenv func(string) string) (ScaleDownConfig, error)
 		RepoScope:        env.String(names.EnvRunnerScope, "org") == "repo",
 		Scopes:           env.List(names.EnvScaleDownScopes),
 		MaxReplacements:  env.Int(names.EnvMaxReplacements, 3),
+		MaxGitHubCalls:   env.Int(names.EnvMaxGitHubCalls, scaledown.DefaultMaxGitHubCalls),
 		RerunInterrupted: env.List(names.EnvRerunInterrupted),
 		MetricsPools:     env.List(names.EnvMetricsRecords),
 		MetricsTable:     env.String(names.EnvMetricsTable, ""),
@@ -83,6 +85,7 @@ func ScaleDownConfigFromEnv(getenv func(string) string) (ScaleDownConfig, error)
 func (c ScaleDownConfig) String() string {
 	return strings.Join([]string{"table=" + c.TableName, "queue=" + c.QueueURL, "pools=" + c.PoolsFile,
 		fmt.Sprintf("apps=%v", c.AppIDs), fmt.Sprintf("scopes=%v", c.Scopes), fmt.Sprintf("max_replacements=%d", c.MaxReplacements),
+		fmt.Sprintf("max_github_calls=%d", c.MaxGitHubCalls),
 		fmt.Sprintf("rerun_interrupted=%v", c.RerunInterrupted), fmt.Sprintf("metrics_records=%v", c.MetricsPools),
 		fmt.Sprintf("redeliver=%v", c.Redeliver), "github_api=" + c.GitHubAPIURL}, " ")
 }
@@ -126,6 +129,7 @@ func NewScaleDown(ctx context.Context, cfg ScaleDownConfig, awsCfg aws.Config, l
 	return scaledown.New(scaledown.Options{Pools: pools, Ledger: ledger, Claims: launches, Records: records, Provider: prov,
 		GitHub: gh, Queue: queue.NewSQS(sqs.NewFromConfig(awsCfg), cfg.QueueURL), Metrics: mw, Counter: counter, Logger: logger,
 		Scopes: scopes, RepoScope: cfg.RepoScope, Apps: redeliver, MaxReplacements: cfg.MaxReplacements,
+		MaxGitHubCalls:   cfg.MaxGitHubCalls,
 		RerunInterrupted: cfg.RerunInterrupted})
 }
 

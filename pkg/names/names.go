@@ -56,6 +56,7 @@ const (
 	// The scale-down function.
 	EnvScaleDownScopes  = "SKIFF_SCALEDOWN_SCOPES"
 	EnvMaxReplacements  = "SKIFF_MAX_REPLACEMENTS"
+	EnvMaxGitHubCalls   = "SKIFF_MAX_GITHUB_CALLS"
 	EnvRerunInterrupted = "SKIFF_RERUN_INTERRUPTED"
 	EnvMetricsRecords   = "SKIFF_METRICS_RECORDS"
 	EnvMetricsTable     = "SKIFF_METRICS_TABLE"

@@ -67,6 +67,16 @@ const (
 	// DefaultMaxJobChecks bounds GitHub job reads per pass: a pass lists
 	// 5,000 runners in 50 calls and must stay within 60.
 	DefaultMaxJobChecks = 5
+	// DefaultMaxGitHubCalls bounds a pass's GitHub calls: 60 a minute is
+	// 3,600 an hour, inside an App installation's smallest hourly budget
+	// (5,000) with room for scale-up's registrations. Listing comes first
+	// (a page per 100 runners), then job checks (their own budget), then
+	// runner deletions with what is left.
+	DefaultMaxGitHubCalls = 60
+	// DefaultMinDeletes runner deletions a pass makes even past the GitHub
+	// budget, so that reaping never stops in a fleet whose listing takes
+	// most of it (5,000 runners: 50 pages).
+	DefaultMinDeletes = 5
 	// DefaultMaxRedeliveries bounds redeliveries per pass (one listing call
 	// plus these), so a webhook outage is worked off over a few minutes.
 	DefaultMaxRedeliveries = 3
@@ -153,6 +163,8 @@ type Options struct {
 	ClaimTTL time.Duration
 
 	MaxJobChecks    int
+	MaxGitHubCalls  int
+	MinDeletes      int
 	MaxRedeliveries int
 	MaxAdvances     int
 	Concurrency     int
@@ -218,6 +230,8 @@ func New(o Options) (*Service, error) {
 		}
 	}
 	setInt(&o.MaxJobChecks, DefaultMaxJobChecks)
+	setInt(&o.MaxGitHubCalls, DefaultMaxGitHubCalls)
+	setInt(&o.MinDeletes, DefaultMinDeletes)
 	setInt(&o.MaxRedeliveries, DefaultMaxRedeliveries)
 	setInt(&o.MaxAdvances, DefaultMaxAdvances)
 	setInt(&o.Concurrency, DefaultConcurrency)
@@ -253,6 +267,8 @@ type pass struct {
 	now       time.Time
 	log       *slog.Logger
 	jobChecks atomic.Int64
+	ghCalls   atomic.Int64 // GitHub calls made this pass (MaxGitHubCalls)
+	deletes   atomic.Int64 // runner deletions asked for this pass
 	mu        sync.Mutex
 	rep       Report
 	instances map[string]provider.Instance
@@ -276,6 +292,26 @@ func (p *pass) defer1(bound string, args ...any) {
 	p.mu.Unlock()
 }
 
+// takeDelete takes one runner deletion from the pass's GitHub budget,
+// leaving room for the job checks that come after the deletions; the first
+// MinDeletes always go.
+func (p *pass) takeDelete() bool {
+	if p.deletes.Add(1) <= int64(p.s.o.MinDeletes) {
+		p.ghCalls.Add(1)
+		return true
+	}
+	limit := int64(p.s.o.MaxGitHubCalls - p.s.o.MaxJobChecks)
+	for {
+		used := p.ghCalls.Load()
+		if used+1 > limit {
+			return false
+		}
+		if p.ghCalls.CompareAndSwap(used, used+1) {
+			return true
+		}
+	}
+}
+
 // takeJobCheck takes one GitHub job read from the pass's budget for the
 // action of runner, and remembers when it did.
 func (p *pass) takeJobCheck(runner string) bool { return p.takeJobChecks(runner, 1) }
@@ -291,6 +327,7 @@ func (p *pass) takeJobChecks(runner string, n int) bool {
 			break
 		}
 	}
+	p.ghCalls.Add(int64(n))
 	p.s.mu.Lock()
 	if p.s.checked == nil {
 		p.s.checked = map[string]time.Time{}
@@ -300,9 +337,10 @@ func (p *pass) takeJobChecks(runner string, n int) bool {
 	return true
 }
 
-// fairOrder puts first the actions whose job checks waited longest (never
-// checked first), keeping the decided order otherwise, and forgets checks
-// older than an hour.
+// fairOrder puts first the actions that terminate a live instance, then,
+// within each, those whose job checks waited longest (never checked
+// first), keeping the decided order otherwise; it forgets checks older
+// than an hour.
 func (p *pass) fairOrder(actions []decide.Action) {
 	p.s.mu.Lock()
 	defer p.s.mu.Unlock()
@@ -311,7 +349,20 @@ func (p *pass) fairOrder(actions []decide.Action) {
 			delete(p.s.checked, r)
 		}
 	}
+	// Within the GitHub budget, runners whose instance still runs (and
+	// costs) come before runners already gone, which cost nothing but a line
+	// in GitHub's list (and GitHub removes an ephemeral runner offline for a
+	// day itself).
+	rank := func(a decide.Action) int {
+		if a.Terminate {
+			return 0
+		}
+		return 1
+	}
 	sort.SliceStable(actions, func(i, j int) bool {
+		if ri, rj := rank(actions[i]), rank(actions[j]); ri != rj {
+			return ri < rj
+		}
 		return p.s.checked[actions[i].Runner].Before(p.s.checked[actions[j].Runner])
 	})
 }
@@ -413,6 +464,7 @@ func (p *pass) listRunners(ctx context.Context, insts []provider.Instance) ([]de
 	p.each(ctx, len(scopes), func(i int) {
 		sc := scopes[i]
 		rs, err := p.s.o.GitHub.ListRunners(ctx, 0, sc, "")
+		p.ghCalls.Add(int64(max(1, (len(rs)+99)/100))) // GitHub's pages hold 100
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil {
@@ -529,6 +581,18 @@ func (p *pass) github(ctx context.Context, a *decide.Action) bool {
 		}
 	}
 	if a.Delete && a.RunnerID != 0 {
+		if !p.takeDelete() {
+			if !a.Terminate && a.End {
+				// The instance is gone: the record ends now, and its pool's
+				// count with it; the offline runner is deleted as a ghost by a
+				// later pass (or by GitHub, a day offline).
+				a.Delete = false
+				p.count(MetricDeferred, "github_calls")
+				return true
+			}
+			p.defer1("github_calls", "rule", string(a.Rule), "runner_name", a.Runner)
+			return false
+		}
 		err := p.s.o.GitHub.DeleteRunner(ctx, 0, scopeOf(a.Scope), a.RunnerID)
 		switch {
 		case errors.Is(err, github.ErrRunnerBusy):
@@ -774,6 +838,7 @@ func (p *pass) rerun(ctx context.Context, a *decide.Action) bool {
 		p.fail("marking the re-run on-demand", err, "run_id", gj.RunID)
 		return false
 	}
+	p.ghCalls.Add(1)
 	if err := p.s.o.GitHub.RerunFailedJobs(ctx, job.InstallationID, owner, repo, gj.RunID); err != nil {
 		p.fail("re-running failed jobs", err, "run_id", gj.RunID)
 		return false
@@ -798,6 +863,7 @@ func (p *pass) redeliver(ctx context.Context) {
 		}
 		ds, err := p.s.o.GitHub.ListHookDeliveries(ctx, app, github.DeliveryQuery{Status: "failure",
 			Since: p.now.Add(-p.s.o.RedeliverWindow), Limit: 100})
+		p.ghCalls.Add(1)
 		if err != nil {
 			p.fail("listing hook deliveries", err, "app_id", app)
 			continue
@@ -827,6 +893,7 @@ func (p *pass) redeliver(ctx context.Context) {
 			}
 			n++
 			retried[d.GUID] = true
+			p.ghCalls.Add(1)
 			if err := p.s.o.GitHub.RedeliverHookDelivery(ctx, app, d.ID); err != nil {
 				p.fail("redelivering", err, "delivery_id", d.GUID)
 				continue
