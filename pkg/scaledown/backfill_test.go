@@ -5,9 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/metrics"
-	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/store"
 )
@@ -26,20 +24,8 @@ func TestBackfillLostCompletion(t *testing.T) {
 			CloudProvider: "aws", Region: "us-east-1"}
 	})
 	ctx := context.Background()
-	info, err := w.sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: []string{"self-hosted", "linux", "x64"},
-		Duration: 2 * time.Minute}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	job := info.JobIDs[0]
-	w.jobs[job] = &simJob{id: job}
-	w.webhook(ctx)
-	w.scaleUp(ctx)
-	live, _ := w.dry.List(ctx, provider.Filter{AliveOnly: true})
-	if len(live) != 1 {
-		t.Fatalf("%d instances, want 1", len(live))
-	}
-	reg, _ := w.dry.Delivered(live[0].ID)
+	job, _, in := w.launchOne(ctx, 2*time.Minute)
+	reg, _ := w.dry.Delivered(in.ID)
 	if _, err := w.sim.ConnectRunner(reg.JITConfig); err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +40,7 @@ func TestBackfillLostCompletion(t *testing.T) {
 	if js, _ := w.sim.Job(job); js.Status != "completed" {
 		t.Fatalf("job %s, want completed", js.Status)
 	}
-	if err := w.dry.Terminate(ctx, []string{live[0].ID}); err != nil { // the runner powers off
+	if err := w.dry.Terminate(ctx, []string{in.ID}); err != nil { // the runner powers off
 		t.Fatal(err)
 	}
 	for range 2 {

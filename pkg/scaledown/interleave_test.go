@@ -521,3 +521,23 @@ func TestInterleavings(t *testing.T) {
 		})
 	}
 }
+
+// launchOne starts a run of one CPU job lasting d, reports it through the
+// webhook and launches its runner: the job, its run and its one instance.
+func (w *world) launchOne(ctx context.Context, d time.Duration) (job int64, info ghsim.RunInfo, in provider.Instance) {
+	w.t.Helper()
+	info, err := w.sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: []string{"self-hosted", "linux", "x64"},
+		Duration: d}}})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	job = info.JobIDs[0]
+	w.jobs[job] = &simJob{id: job}
+	w.webhook(ctx)
+	w.scaleUp(ctx)
+	live, _ := w.dry.List(ctx, provider.Filter{AliveOnly: true})
+	if len(live) != 1 {
+		w.t.Fatalf("%d instances, want 1", len(live))
+	}
+	return job, info, live[0]
+}

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/scaleup"
@@ -23,20 +22,7 @@ func TestRerunInterrupted(t *testing.T) {
 			}
 		})
 		ctx := context.Background()
-		info, err := w.sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: []string{"self-hosted", "linux", "x64"},
-			Duration: 30 * time.Minute}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		job := info.JobIDs[0]
-		w.jobs[job] = &simJob{id: job}
-		w.webhook(ctx)
-		w.scaleUp(ctx)
-		live, _ := w.dry.List(ctx, provider.Filter{AliveOnly: true})
-		if len(live) != 1 {
-			t.Fatalf("%d instances, want 1", len(live))
-		}
-		in := live[0]
+		job, info, in := w.launchOne(ctx, 30*time.Minute)
 		reg, ok := w.dry.Delivered(in.ID)
 		if !ok {
 			t.Fatal("no registration delivered")
@@ -92,7 +78,7 @@ func TestRerunInterrupted(t *testing.T) {
 		w.jobs[run.JobIDs[1]] = &simJob{id: run.JobIDs[1], attempt: 2}
 		w.webhook(ctx)
 		w.scaleUp(ctx)
-		live, _ = w.dry.List(ctx, provider.Filter{AliveOnly: true})
+		live, _ := w.dry.List(ctx, provider.Filter{AliveOnly: true})
 		if len(live) != 1 || live[0].Capacity != provider.OnDemand {
 			t.Fatalf("after the re-run: %+v; want one on-demand instance", live)
 		}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/github/ghsim"
-	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/store"
 )
@@ -21,24 +20,13 @@ func TestStrandTrustsAStartedJobRecord(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, 11, false)
 	ctx := context.Background()
-	info, err := w.sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: []string{"self-hosted", "linux", "x64"}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	job := info.JobIDs[0]
-	w.jobs[job] = &simJob{id: job}
-	w.webhook(ctx)
-	w.scaleUp(ctx)
-	live, _ := w.dry.List(ctx, provider.Filter{AliveOnly: true})
-	if len(live) != 1 {
-		t.Fatalf("%d instances, want 1", len(live))
-	}
+	job, _, in := w.launchOne(ctx, 0)
 	// The job starts on a runner that is not this one; this one's instance ends.
 	if _, err := w.records.RecordJob(ctx, store.Job{ID: job, Status: store.StatusInProgress, StartedAt: w.clock.Now(),
 		RunnerName: "someone-else"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.dry.Terminate(ctx, []string{live[0].ID}); err != nil {
+	if err := w.dry.Terminate(ctx, []string{in.ID}); err != nil {
 		t.Fatal(err)
 	}
 	before := w.sim.Requests(ghsim.OpGetJob)
@@ -67,18 +55,8 @@ func TestStrandLeavesTheQueuedCheckToScaleUp(t *testing.T) {
 	for _, scaleUpChecks := range []bool{false, true} {
 		w := newWorld(t, 13, false, func(o *scaledown.Options) { o.ScaleUpChecksQueued = scaleUpChecks })
 		ctx := context.Background()
-		info, err := w.sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: []string{"self-hosted", "linux", "x64"}}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.jobs[info.JobIDs[0]] = &simJob{id: info.JobIDs[0]}
-		w.webhook(ctx)
-		w.scaleUp(ctx)
-		live, _ := w.dry.List(ctx, provider.Filter{AliveOnly: true})
-		if len(live) != 1 {
-			t.Fatalf("%d instances, want 1", len(live))
-		}
-		if err := w.dry.Terminate(ctx, []string{live[0].ID}); err != nil { // it never ran anything
+		_, _, in := w.launchOne(ctx, 0)
+		if err := w.dry.Terminate(ctx, []string{in.ID}); err != nil { // it never ran anything
 			t.Fatal(err)
 		}
 		before := w.sim.Requests(ghsim.OpGetJob)
