@@ -252,26 +252,36 @@ func (d *jsonReader) literal(word string) error {
 	return nil
 }
 
+// enter reads the opening bracket of a container (open '{' or '['),
+// reporting empty for one closed at once (then read whole). A value of
+// another type is skipped and reported as a type error at field.
+func (d *jsonReader) enter(open, close byte, field string) (empty bool, err error) {
+	if d.i >= len(d.b) {
+		return false, d.truncated()
+	}
+	if d.b[d.i] != open {
+		if err := d.skip(); err != nil {
+			return false, err
+		}
+		return false, typeError(field)
+	}
+	if err := d.open(); err != nil {
+		return false, err
+	}
+	d.space()
+	if d.i < len(d.b) && d.b[d.i] == close {
+		d.i++
+		d.depth--
+		return true, nil
+	}
+	return false, nil
+}
+
 // object reads an object, calling member with each member's name once the
 // reader is at its value; member must read the value.
 func (d *jsonReader) object(member func(key []byte) error) error {
-	if d.i >= len(d.b) {
-		return d.truncated()
-	}
-	if d.b[d.i] != '{' {
-		if err := d.skip(); err != nil {
-			return err
-		}
-		return typeError("")
-	}
-	if err := d.open(); err != nil {
+	if empty, err := d.enter('{', '}', ""); err != nil || empty {
 		return err
-	}
-	d.space()
-	if d.i < len(d.b) && d.b[d.i] == '}' {
-		d.i++
-		d.depth--
-		return nil
 	}
 	for {
 		d.space()
@@ -394,22 +404,11 @@ func (d *jsonReader) strs(l *[]string) error {
 		*l = nil
 		return nil
 	}
-	if d.i >= len(d.b) {
-		return d.truncated()
-	}
-	if d.b[d.i] != '[' {
-		if err := d.skip(); err != nil {
-			return err
-		}
-		return typeError("workflow_job.labels")
-	}
-	if err := d.open(); err != nil {
+	empty, err := d.enter('[', ']', "workflow_job.labels")
+	if err != nil {
 		return err
 	}
-	d.space()
-	if d.i < len(d.b) && d.b[d.i] == ']' {
-		d.i++
-		d.depth--
+	if empty {
 		*l = []string{}
 		return nil
 	}
