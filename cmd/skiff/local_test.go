@@ -92,7 +92,7 @@ func TestLocalKill9(t *testing.T) {
 	args := []string{"local", "-f", poolsFile, "--data-dir", data, "--listen", addr, "--app-id", "77", "--app-key-file", keyFile,
 		"--github-api-url", sim.URL(), "--allow", "acme", "--limits", "cpu=" + strconv.Itoa(limit), "--reconcile-every", "2s",
 		// Jobs long enough to be running at the kill and after the restart.
-		"--runner", "env SKIFF_STANDIN_DURATION=3s SKIFF_STANDIN_IDLE=20s " + standin}
+		"--runner", "env SKIFF_STANDIN_DURATION=5s SKIFF_STANDIN_IDLE=20s " + standin}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute) // a safety net, never an assertion
 	defer cancel()
 	start := func(n int) (*exec.Cmd, string) {
@@ -150,23 +150,27 @@ func TestLocalKill9(t *testing.T) {
 	sim.SetWebhook(77, "http://"+addr+"/", secret)
 	labels := []string{"self-hosted", "linux", "x64"}
 	var jobs []int64
-	burst := func() {
+	burst := func(n int) {
 		t.Helper()
-		run, err := sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: labels}, {Labels: labels}, {Labels: labels}}})
+		spec := ghsim.RunSpec{Repo: "acme/app"}
+		for range n {
+			spec.Jobs = append(spec.Jobs, ghsim.JobSpec{Labels: labels})
+		}
+		run, err := sim.StartRun(spec)
 		if err != nil {
 			t.Fatal(err)
 		}
 		jobs = append(jobs, run.JobIDs...)
 	}
-	// The kill lands once the pool runs its limit of runners, in the
-	// middle of the next jobs' launch: claims taken, runners reserved,
-	// registrations held up at GitHub.
-	burst()
+	// The kill lands while runners run, in the middle of the next jobs'
+	// launch: claims taken, the pool's last slot reserved (local mode caps
+	// maxRunners at the limit), its registration held up at GitHub.
+	burst(limit - 1)
 	waitFor(ctx, t, "runners launched before the kill", func() (bool, string) {
-		return count(log1, `"msg":"launched a runner process"`) >= limit, readFile(log1)
+		return count(log1, `"msg":"launched a runner process"`) >= limit-1, readFile(log1)
 	})
 	sim.SetFault(ghsim.OpGenerateOrgJITConfig, ghsim.Fault{Latency: time.Minute})
-	burst()
+	burst(3)
 	waitFor(ctx, t, "a launch in flight", func() (bool, string) {
 		st, err := localStatus(skiff, data, poolsFile)
 		return err == nil && st.reserved > 0, fmt.Sprintf("status %+v (%v)\n%s", st, err, readFile(log1))
@@ -179,9 +183,9 @@ func TestLocalKill9(t *testing.T) {
 	if n := len(standins(standin)); n == 0 {
 		t.Fatal("no runner was running at the kill: the test did not exercise a restart with live runners")
 	}
-	burst() // GitHub sends these while skiff is down: the deliveries fail, the reconciler redelivers them
+	burst(3) // GitHub sends these while skiff is down: the deliveries fail, the reconciler redelivers them
 	second, log2 := start(2)
-	burst()
+	burst(3)
 
 	waitFor(ctx, t, "every job completed, the ledger and the queue empty, no runner process left", func() (bool, string) {
 		var state []string
