@@ -67,9 +67,13 @@ type RecordWriter struct {
 	Prices                *pool.PriceTable
 	// Wait bounds the wait for peaks (DefaultMetricsWait): after it the
 	// record is written without them (their sources marked missing).
-	Wait    time.Duration
-	Counter telemetry.Counter
-	Logger  *slog.Logger
+	Wait time.Duration
+	// StartWait bounds, from the runner's launch, the wait for the start
+	// event of a job whose record says only "queued" when the runner ended
+	// (DefaultStartWait).
+	StartWait time.Duration
+	Counter   telemetry.Counter
+	Logger    *slog.Logger
 }
 
 // Enabled implements MetricsWriter.
@@ -94,6 +98,10 @@ func (w *RecordWriter) Write(ctx context.Context, now time.Time, jobs []MetricsJ
 	wait := w.Wait
 	if wait <= 0 {
 		wait = DefaultMetricsWait
+	}
+	startWait := w.StartWait
+	if startWait <= 0 {
+		startWait = DefaultStartWait
 	}
 	type item struct {
 		j   MetricsJob
@@ -121,6 +129,16 @@ func (w *RecordWriter) Write(ctx context.Context, now time.Time, jobs []MetricsJ
 			continue
 		}
 		if job.StartedAt.IsZero() || job.RunnerName != j.Runner {
+			// Not run here — certain when the job ended or started on another
+			// runner; when its record says only "queued" and the runner is
+			// young, the webhook's start event may still be on its way (a
+			// late delivery, a redelivery): wait for it, within StartWait of
+			// the launch, rather than lose the record of the job it ran.
+			certain := job.Status == store.StatusCompleted || (job.RunnerName != "" && job.RunnerName != j.Runner)
+			if !certain && rerr == nil && !r.LaunchedAt.IsZero() && now.Sub(r.LaunchedAt) < startWait {
+				w.count("pending")
+				continue
+			}
 			done[j.Runner] = true // not run here: no record from this runner
 			w.count("not_run")
 			continue

@@ -3,6 +3,7 @@ package scaledown_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -170,4 +171,49 @@ func collect(t *testing.T, out *metrics.MemoryRecords) []metrics.Record {
 		recs = append(recs, r)
 	}
 	return recs
+}
+
+// TestRecordWriterWaitsForALateStart: a runner ended while its job's
+// record still says "queued" (the start event is late): its ledger record
+// is kept, within StartWait of its launch, so the job's record is written
+// once the event arrives; with no event, it is "not run" after the wait.
+func TestRecordWriterWaitsForALateStart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, ledger := recordWorld(t)
+	out := &metrics.MemoryRecords{}
+	w := &scaledown.RecordWriter{Pools: []string{"*"}, Records: st, Ledger: ledger, Out: out, CloudProvider: "aws",
+		Region: "us-east-1", StartWait: 2 * time.Minute}
+	for _, id := range []int64{10, 11} {
+		name := fmt.Sprintf("skiff-%d-1", id)
+		if _, err := st.RecordJob(ctx, store.Job{ID: id, RunID: 70, Attempt: 1, Repository: "acme/app", Owner: "acme",
+			Status: store.StatusQueued, Pool: "cpu", QueuedAt: m0, UpdatedAt: m0, ExpiresAt: m0.AddDate(10, 0, 0)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ledger.Reserve(ctx, "cpu", 10, []launch.Runner{{Name: name, Pool: "cpu", JobID: id, ReservedAt: m0}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := ledger.Launched(ctx, name, launch.Launch{InstanceID: "i-" + name, InstanceType: "c7i.xlarge", At: m0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	jobs := []scaledown.MetricsJob{{Runner: "skiff-10-1", Pool: "cpu", JobID: 10}, {Runner: "skiff-11-1", Pool: "cpu", JobID: 11}}
+	if done := w.Write(ctx, m0.Add(30*time.Second), jobs); len(done) != 0 {
+		t.Fatalf("done %v at 30 s: a young runner whose job's record says queued must wait", done)
+	}
+	// Job 10's events arrive late: it ran on its runner.
+	for _, j := range []store.Job{{ID: 10, Status: store.StatusInProgress, StartedAt: m0.Add(5 * time.Second), RunnerName: "skiff-10-1"},
+		{ID: 10, Status: store.StatusCompleted, CompletedAt: m0.Add(20 * time.Second), Conclusion: "success", RunnerName: "skiff-10-1"}} {
+		if _, err := st.RecordJob(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := w.Write(ctx, m0.Add(3*time.Minute), jobs)
+	if !done["skiff-10-1"] || !done["skiff-11-1"] {
+		t.Fatalf("done %v at 3 min, want both", done)
+	}
+	recs := collect(t, out)
+	if len(recs) != 1 || recs[0].JobID != 10 {
+		t.Errorf("records %+v, want job 10's only (job 11 never ran)", recs)
+	}
 }

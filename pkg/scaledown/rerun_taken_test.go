@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/scaledown"
@@ -77,5 +78,101 @@ func TestRerunInterruptedTakenRunner(t *testing.T) {
 	}
 	if run, _ := w.sim.Run(second.RunID); run.Attempt != 1 {
 		t.Errorf("the run of job b, which never failed, is at attempt %d, want 1", run.Attempt)
+	}
+}
+
+// TestRerunInterruptedUnknownJob: the runner's hooks said a job started,
+// but no event has named it yet when the spot interruption ends the
+// runner, and the job it was launched for completes on another runner
+// meanwhile. Re-running on the strength of that job would re-run nothing;
+// the reconciler waits for the late event and re-runs the job that failed.
+func TestRerunInterruptedUnknownJob(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 19, false, func(o *scaledown.Options) { o.RerunInterrupted = []string{"cpu"} })
+	ctx := context.Background()
+	labels := []string{"self-hosted", "linux", "x64"}
+	first, err := w.sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: labels, Duration: 30 * time.Minute}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := w.sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: labels, Duration: time.Minute}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := first.JobIDs[0], second.JobIDs[0]
+	w.jobs[a], w.jobs[b] = &simJob{id: a}, &simJob{id: b}
+	w.webhook(ctx)
+	w.scaleUp(ctx)
+	live, _ := w.dry.List(ctx, provider.Filter{AliveOnly: true})
+	var inB provider.Instance
+	for _, in := range live {
+		if in.Tags[names.TagJobID] == strconv.FormatInt(b, 10) {
+			inB = in
+		}
+	}
+	reg, ok := w.dry.Delivered(inB.ID)
+	if !ok {
+		t.Fatalf("no registration delivered for job %d's runner", b)
+	}
+	runnerB := inB.Tags[names.TagRunnerName]
+	runnerID, err := w.sim.ConnectRunner(reg.JITConfig) // job b's runner takes job a, the older
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Job a's events are late: the ledger knows only what the hooks said.
+	held := w.jobs[a]
+	delete(w.jobs, a)
+	w.clock.Advance(30 * time.Second)
+	if err := w.ledger.Advance(ctx, runnerB, launch.StateJobStarted, w.clock.Now(), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.ledger.MarkInterrupted(ctx, inB.ID, w.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Advance(2 * time.Minute)
+	if err := w.dry.Terminate(ctx, []string{inB.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.sim.DisconnectRunner(runnerID); err != nil {
+		t.Fatal(err)
+	}
+	// Job b gets a replacement runner and succeeds on it.
+	for range 4 {
+		w.clock.Advance(time.Minute)
+		if _, err := w.down.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+		w.scaleUp(ctx)
+		alive, _ := w.dry.List(ctx, provider.Filter{AliveOnly: true})
+		for _, in := range alive {
+			if reg, ok := w.dry.Delivered(in.ID); ok && in.ID != inB.ID && !w.booted[in.ID] {
+				w.booted[in.ID] = true
+				if _, err := w.sim.ConnectRunner(reg.JITConfig); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		w.webhook(ctx)
+	}
+	if js, _ := w.sim.Job(b); js.Conclusion != "success" {
+		t.Fatalf("job b: %+v; want it completed on its replacement", js)
+	}
+	if run, _ := w.sim.Run(first.RunID); run.Attempt != 1 {
+		t.Fatalf("run of job a re-run before any event named the failed job: attempt %d", run.Attempt)
+	}
+	// The late events arrive: job a ran on job b's runner and failed.
+	w.jobs[a] = held
+	w.webhook(ctx)
+	for range 3 {
+		w.clock.Advance(time.Minute)
+		if _, err := w.down.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if run, _ := w.sim.Run(first.RunID); run.Attempt != 2 {
+		t.Errorf("the run of the interrupted job a is at attempt %d, want 2 (re-run)", run.Attempt)
+	}
+	if run, _ := w.sim.Run(second.RunID); run.Attempt != 1 {
+		t.Errorf("the run of job b, which succeeded, is at attempt %d, want 1", run.Attempt)
 	}
 }

@@ -93,6 +93,10 @@ const (
 	// DefaultMetricsWait bounds how long a finished job's record waits for
 	// CloudWatch to settle before it is written without peaks.
 	DefaultMetricsWait = 10 * time.Minute
+	// DefaultStartWait: a runner that ended within this time of its launch,
+	// its job's record still "queued", keeps its ledger record a little so
+	// that a late start event can still say which job it ran.
+	DefaultStartWait = 2 * time.Minute
 )
 
 // GitHub is the part of the GitHub client scale-down calls; *github.Client
@@ -785,6 +789,14 @@ func (p *pass) rerun(ctx context.Context, a *decide.Action) bool {
 	jobID := a.JobID
 	if a.RanJob != 0 {
 		jobID = a.RanJob // another job took the runner: that job failed
+	}
+	if !a.RanUnknownSince.IsZero() && p.now.Sub(a.RanUnknownSince) < p.s.o.RedeliverWindow {
+		// The runner started a job no event has named yet (late, or lost and
+		// to be redelivered): re-running the job it was launched for could
+		// re-run the wrong one, or nothing. Wait for the event, within the
+		// redelivery window; past it, the runner's own job is assumed.
+		p.defer1("job_unknown", "rule", "rerun", "runner_name", a.Runner)
+		return false
 	}
 	job, err := p.s.o.Records.Job(ctx, jobID)
 	if err != nil {

@@ -220,6 +220,10 @@ type Action struct {
 	// RanJob is the job the runner ran when it is not JobID (another job
 	// took the runner): the job an interruption failed.
 	RanJob int64
+	// RanUnknownSince is when the runner started a job the ledger does not
+	// know (its hooks said a job started; no webhook event named it yet);
+	// zero when the ledger knows the job, or saw none start.
+	RanUnknownSince time.Time
 }
 
 // Kept is a runner scale-down left alone on purpose (busy), for logs and
@@ -339,6 +343,9 @@ func Decide(in Inputs) Decision {
 			MaxReplacements: p.MaxReplacements, Interrupted: !r.InterruptedAt.IsZero() && p.RerunInterrupted}
 		if r.BusyJob != r.JobID {
 			base.RanJob = r.BusyJob
+		}
+		if r.BusyJob == 0 {
+			base.RanUnknownSince = r.StartedAt
 		}
 		if inst != nil {
 			base.InstanceID = inst.ID
