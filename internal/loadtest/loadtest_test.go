@@ -127,5 +127,5 @@ func TestLoad(t *testing.T) {
 	cfg := config(t, n, seed, loadtest.StoreMemory)
 	cfg.Progress = os.Stdout
 	rep := loadtest.Run(t, cfg)
-	judge(t, rep, "SKIFF_LOADTEST_JOBS="+strconv.Itoa(n)+" make loadtest")
+	judge(t, rep, "LOADTEST_JOBS="+strconv.Itoa(n)+" LOADTEST_STORE="+string(cfg.Store)+" make loadtest")
 }
