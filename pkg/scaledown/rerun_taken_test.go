@@ -22,34 +22,8 @@ func TestRerunInterruptedTakenRunner(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, 11, false, func(o *scaledown.Options) { o.RerunInterrupted = []string{"cpu"} })
 	ctx := context.Background()
-	spec := ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: []string{"self-hosted", "linux", "x64"}, Duration: 30 * time.Minute}}}
-	first, err := w.sim.StartRun(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	second, err := w.sim.StartRun(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, b := first.JobIDs[0], second.JobIDs[0]
-	w.jobs[a], w.jobs[b] = &simJob{id: a}, &simJob{id: b}
-	w.webhook(ctx)
-	w.scaleUp(ctx)
-	live, _ := w.dry.List(ctx, provider.Filter{AliveOnly: true})
-	var inB provider.Instance
-	for _, in := range live {
-		if in.Tags[names.TagJobID] == strconv.FormatInt(b, 10) {
-			inB = in
-		}
-	}
-	reg, ok := w.dry.Delivered(inB.ID)
-	if !ok {
-		t.Fatalf("no registration delivered for job %d's runner (instances %+v)", b, live)
-	}
-	runnerID, err := w.sim.ConnectRunner(reg.JITConfig) // the runner of job b takes job a, the older
-	if err != nil {
-		t.Fatal(err)
-	}
+	first, second, inB, runnerID := w.takenRunner(ctx, 30*time.Minute, 30*time.Minute)
+	a := first.JobIDs[0]
 	w.clock.Advance(time.Minute)
 	w.webhook(ctx)
 	if js, _ := w.sim.Job(a); js.Status != "in_progress" || js.RunnerName != inB.Tags[names.TagRunnerName] {
@@ -90,35 +64,9 @@ func TestRerunInterruptedUnknownJob(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, 19, false, func(o *scaledown.Options) { o.RerunInterrupted = []string{"cpu"} })
 	ctx := context.Background()
-	labels := []string{"self-hosted", "linux", "x64"}
-	first, err := w.sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: labels, Duration: 30 * time.Minute}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	second, err := w.sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: labels, Duration: time.Minute}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	first, second, inB, runnerID := w.takenRunner(ctx, 30*time.Minute, time.Minute)
 	a, b := first.JobIDs[0], second.JobIDs[0]
-	w.jobs[a], w.jobs[b] = &simJob{id: a}, &simJob{id: b}
-	w.webhook(ctx)
-	w.scaleUp(ctx)
-	live, _ := w.dry.List(ctx, provider.Filter{AliveOnly: true})
-	var inB provider.Instance
-	for _, in := range live {
-		if in.Tags[names.TagJobID] == strconv.FormatInt(b, 10) {
-			inB = in
-		}
-	}
-	reg, ok := w.dry.Delivered(inB.ID)
-	if !ok {
-		t.Fatalf("no registration delivered for job %d's runner", b)
-	}
 	runnerB := inB.Tags[names.TagRunnerName]
-	runnerID, err := w.sim.ConnectRunner(reg.JITConfig) // job b's runner takes job a, the older
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Job a's events are late: the ledger knows only what the hooks said.
 	held := w.jobs[a]
 	delete(w.jobs, a)
@@ -175,4 +123,38 @@ func TestRerunInterruptedUnknownJob(t *testing.T) {
 	if run, _ := w.sim.Run(second.RunID); run.Attempt != 1 {
 		t.Errorf("the run of job b, which succeeded, is at attempt %d, want 1", run.Attempt)
 	}
+}
+
+// takenRunner starts two one-job runs (a lasting da, then b lasting db),
+// launches their runners and connects job b's, which takes job a (GitHub
+// gives the older queued job to an idle runner whose labels fit). It
+// returns both runs, job b's instance and the runner's GitHub id.
+func (w *world) takenRunner(ctx context.Context, da, db time.Duration) (first, second ghsim.RunInfo, inB provider.Instance, runnerID int64) {
+	w.t.Helper()
+	labels := []string{"self-hosted", "linux", "x64"}
+	var err error
+	if first, err = w.sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: labels, Duration: da}}}); err != nil {
+		w.t.Fatal(err)
+	}
+	if second, err = w.sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: labels, Duration: db}}}); err != nil {
+		w.t.Fatal(err)
+	}
+	a, b := first.JobIDs[0], second.JobIDs[0]
+	w.jobs[a], w.jobs[b] = &simJob{id: a}, &simJob{id: b}
+	w.webhook(ctx)
+	w.scaleUp(ctx)
+	live, _ := w.dry.List(ctx, provider.Filter{AliveOnly: true})
+	for _, in := range live {
+		if in.Tags[names.TagJobID] == strconv.FormatInt(b, 10) {
+			inB = in
+		}
+	}
+	reg, ok := w.dry.Delivered(inB.ID)
+	if !ok {
+		w.t.Fatalf("no registration delivered for job %d's runner (instances %+v)", b, live)
+	}
+	if runnerID, err = w.sim.ConnectRunner(reg.JITConfig); err != nil {
+		w.t.Fatal(err)
+	}
+	return first, second, inB, runnerID
 }
