@@ -304,13 +304,18 @@ func (p *pass) takeDelete() bool {
 		p.ghCalls.Add(1)
 		return true
 	}
-	limit := int64(p.s.o.MaxGitHubCalls - p.s.o.MaxJobChecks)
+	return takeWithin(&p.ghCalls, 1, int64(p.s.o.MaxGitHubCalls-p.s.o.MaxJobChecks))
+}
+
+// takeWithin adds n to *used if the sum stays within limit, and reports
+// whether it did: a budget shared by a pass's concurrent actions.
+func takeWithin(used *atomic.Int64, n, limit int64) bool {
 	for {
-		used := p.ghCalls.Load()
-		if used+1 > limit {
+		u := used.Load()
+		if u+n > limit {
 			return false
 		}
-		if p.ghCalls.CompareAndSwap(used, used+1) {
+		if used.CompareAndSwap(u, u+n) {
 			return true
 		}
 	}
@@ -322,14 +327,8 @@ func (p *pass) takeJobCheck(runner string) bool { return p.takeJobChecks(runner,
 
 // takeJobChecks takes n reads at once, or none.
 func (p *pass) takeJobChecks(runner string, n int) bool {
-	for {
-		used := p.jobChecks.Load()
-		if used+int64(n) > int64(p.s.o.MaxJobChecks) {
-			return false
-		}
-		if p.jobChecks.CompareAndSwap(used, used+int64(n)) {
-			break
-		}
+	if !takeWithin(&p.jobChecks, int64(n), int64(p.s.o.MaxJobChecks)) {
+		return false
 	}
 	p.ghCalls.Add(int64(n))
 	p.s.mu.Lock()
