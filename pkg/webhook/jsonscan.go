@@ -285,24 +285,16 @@ func (d *jsonReader) object(member func(key []byte) error) error {
 	}
 	for {
 		d.space()
-		if d.i >= len(d.b) {
-			return d.truncated()
-		}
-		if d.b[d.i] != '"' {
-			return d.syntax()
+		if err := d.want('"'); err != nil {
+			return err
 		}
 		key, err := d.stringBytes()
 		if err != nil {
 			return err
 		}
-		d.space()
-		if d.i >= len(d.b) {
-			return d.truncated()
+		if err := d.colon(); err != nil {
+			return err
 		}
-		if d.b[d.i] != ':' {
-			return d.syntax()
-		}
-		d.i++
 		d.space()
 		if err := member(key); err != nil {
 			return err
@@ -650,21 +642,31 @@ func (d *jsonReader) skip() error {
 
 // memberName passes a member's name and its colon.
 func (d *jsonReader) memberName() error {
-	if d.i >= len(d.b) {
-		return d.truncated()
-	}
-	if d.b[d.i] != '"' {
-		return d.syntax()
+	if err := d.want('"'); err != nil {
+		return err
 	}
 	if err := d.skipString(); err != nil {
 		return err
 	}
-	d.space()
+	return d.colon()
+}
+
+// want reports a missing next byte, or one other than c, without passing it.
+func (d *jsonReader) want(c byte) error {
 	if d.i >= len(d.b) {
 		return d.truncated()
 	}
-	if d.b[d.i] != ':' {
+	if d.b[d.i] != c {
 		return d.syntax()
+	}
+	return nil
+}
+
+// colon passes the space and the colon after a member's name.
+func (d *jsonReader) colon() error {
+	d.space()
+	if err := d.want(':'); err != nil {
+		return err
 	}
 	d.i++
 	return nil
