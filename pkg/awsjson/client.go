@@ -237,6 +237,25 @@ func (c *client) opError(op string, err error) error {
 	return &smithy.OperationError{ServiceID: c.serviceID, OperationName: op, Err: err}
 }
 
+// exchange sends one operation's encoded body (encErr: its encoding failed)
+// and decodes the answer; an encoding or decoding error is wrapped as the
+// SDK wraps its own, an error of the call comes back as do returned it.
+func exchange[T any](ctx context.Context, c *client, op string, body []byte, encErr error, decode func([]byte) (T, error)) (T, error) {
+	var zero T
+	if encErr != nil {
+		return zero, c.opError(op, encErr)
+	}
+	answer, err := c.do(ctx, op, body)
+	if err != nil {
+		return zero, err
+	}
+	out, err := decode(answer)
+	if err != nil {
+		return zero, c.opError(op, err)
+	}
+	return out, nil
+}
+
 // readBodyLimit bounds an answer read into memory. The hot path's answers
 // are under 1 KiB; DynamoDB items are at most 400 KB, and a transaction's
 // cancellation reasons carry at most 100 of them only when asked to.

@@ -123,16 +123,9 @@ func (d *DynamoDB) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFn
 		return d.sdk.PutItem(ctx, in, optFns...)
 	}
 	body, err := encodePutItem(in)
-	if err != nil {
-		return nil, d.c.opError("PutItem", err)
-	}
-	out, err := d.c.do(ctx, "PutItem", body)
+	attrs, err := exchange(ctx, d.c, "PutItem", body, err, decodeAttributes)
 	if err != nil {
 		return nil, err
-	}
-	attrs, err := decodeAttributes(out)
-	if err != nil {
-		return nil, d.c.opError("PutItem", err)
 	}
 	return &dynamodb.PutItemOutput{Attributes: attrs}, nil
 }
@@ -144,16 +137,9 @@ func (d *DynamoDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput,
 		return d.sdk.UpdateItem(ctx, in, optFns...)
 	}
 	body, err := encodeUpdateItem(in)
-	if err != nil {
-		return nil, d.c.opError("UpdateItem", err)
-	}
-	out, err := d.c.do(ctx, "UpdateItem", body)
+	attrs, err := exchange(ctx, d.c, "UpdateItem", body, err, decodeAttributes)
 	if err != nil {
 		return nil, err
-	}
-	attrs, err := decodeAttributes(out)
-	if err != nil {
-		return nil, d.c.opError("UpdateItem", err)
 	}
 	return &dynamodb.UpdateItemOutput{Attributes: attrs}, nil
 }

@@ -82,16 +82,9 @@ func (q *SQS) SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns 
 		}
 	}
 	body, err := encodeSendMessage(in)
-	if err != nil {
-		return nil, q.c.opError("SendMessage", err)
-	}
-	answer, err := q.c.do(ctx, "SendMessage", body)
+	out, err := exchange(ctx, q.c, "SendMessage", body, err, decodeSendMessage)
 	if err != nil {
 		return nil, err
-	}
-	out, err := decodeSendMessage(answer)
-	if err != nil {
-		return nil, q.c.opError("SendMessage", err)
 	}
 	if q.checkMD5 && out.MD5OfMessageBody != nil {
 		sum := md5.Sum([]byte(*in.MessageBody))
