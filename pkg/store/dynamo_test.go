@@ -29,7 +29,6 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 var (
 	dynamoOnce   sync.Once
 	dynamoClient *dynamodb.Client
-	tableSeq     atomic.Int64
 )
 
 // newTable creates a fresh table in the binary's dynalite and returns a
@@ -38,11 +37,7 @@ func newTable(t *testing.T) (*dynamodb.Client, string) {
 	t.Helper()
 	endpoint := testenv.Dynalite(t)
 	dynamoOnce.Do(func() { dynamoClient = testenv.DynamoClient(t, endpoint) })
-	table := "skiff-test-" + strconv.FormatInt(tableSeq.Add(1), 10)
-	if err := store.CreateTable(t.Context(), dynamoClient, table); err != nil {
-		t.Fatalf("creating table: %v", err)
-	}
-	return dynamoClient, table
+	return dynamoClient, storetest.NewTable(t, dynamoClient, "skiff-test")
 }
 
 // clock is a settable clock for WithClock.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -31,11 +30,7 @@ func newMotoTable(t *testing.T) (*dynamodb.Client, string) {
 	t.Helper()
 	endpoint := testenv.Moto(t)
 	motoOnce.Do(func() { motoClient = testenv.MotoDynamoClient(t, endpoint) })
-	table := "skiff-ledger-" + strconv.FormatInt(tableSeq.Add(1), 10)
-	if err := store.CreateTable(t.Context(), motoClient, table); err != nil {
-		t.Fatalf("creating table: %v", err)
-	}
-	return motoClient, table
+	return motoClient, storetest.NewTable(t, motoClient, "skiff-ledger")
 }
 
 func TestLedgerDynamoConformance(t *testing.T) {

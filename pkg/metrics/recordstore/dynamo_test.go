@@ -3,7 +3,6 @@ package recordstore_test
 import (
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,7 +14,7 @@ import (
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/metrics/recordstest"
 	"github.com/skiffci/skiff/pkg/metrics/recordstore"
-	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/store/storetest"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -23,18 +22,13 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 var (
 	clientOnce sync.Once
 	client     *dynamodb.Client
-	tableSeq   atomic.Int64
 )
 
 func newTable(t *testing.T) (*dynamodb.Client, string) {
 	t.Helper()
 	endpoint := testenv.Dynalite(t)
 	clientOnce.Do(func() { client = testenv.DynamoClient(t, endpoint) })
-	table := "skiff-records-" + strconv.FormatInt(tableSeq.Add(1), 10)
-	if err := store.CreateTable(t.Context(), client, table); err != nil {
-		t.Fatalf("creating table: %v", err)
-	}
-	return client, table
+	return client, storetest.NewTable(t, client, "skiff-records")
 }
 
 func TestDynamoConformance(t *testing.T) {
