@@ -16,7 +16,6 @@ import (
 	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/provider"
-	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/scaleup"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/userdata"
@@ -140,40 +139,14 @@ func (g *guard) Terminate(ctx context.Context, ids []string) error {
 	return g.Provider.Terminate(ctx, ids)
 }
 
-// laggingGitHub is GitHub as the reconciler sees it: a runner's busy flag
-// reads false for 25–60 s after its job starts (GitHub's documented lag),
-// and for a minute at 1.5 and at 10.5 minutes into one job in three.
-type laggingGitHub struct {
-	scaledown.GitHub
-	sim *ghsim.Server
-	now func() time.Time
-}
-
-func (g laggingGitHub) ListRunners(ctx context.Context, inst int64, scope github.Scope, name string) ([]github.Runner, error) {
-	rs, err := g.GitHub.ListRunners(ctx, inst, scope, name)
-	if err != nil {
-		return nil, err
-	}
-	jobs := map[string]int64{}
-	for _, r := range g.sim.Runners() {
-		if r.Busy {
-			jobs[r.Name] = r.JobID
-		}
-	}
-	for i := range rs {
-		job, ok := jobs[rs[i].Name]
-		if !rs[i].Busy || !ok {
-			continue
-		}
-		js, _ := g.sim.Job(job)
-		lag := time.Duration(25+job%36) * time.Second // fixed per job
-		since := g.now().Sub(js.StartedAt)
-		flip := since >= 90*time.Second && since < 150*time.Second || since >= 630*time.Second && since < 690*time.Second
-		if since < lag || job%3 == 0 && flip {
-			rs[i].Busy = false
-		}
-	}
-	return rs, nil
+// busyHidden is GitHub's busy flag as its REST API shows it
+// (ghsim.Options.BusyHidden): false for 25–60 s after a job starts (GitHub's
+// documented lag), and for a minute at 1.5 and at 10.5 minutes into one job
+// in three.
+func busyHidden(job int64, since time.Duration) bool {
+	lag := time.Duration(25+job%36) * time.Second // fixed per job
+	flip := since >= 90*time.Second && since < 150*time.Second || since >= 630*time.Second && since < 690*time.Second
+	return since < lag || job%3 == 0 && flip
 }
 
 // hookProxy stands between GitHub (the simulator) and the webhook's HTTP

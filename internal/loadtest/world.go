@@ -171,7 +171,11 @@ func newWorld(t testing.TB, cfg Config) *world {
 	w.plan = planRuns(w.rng, cfg.Jobs)
 
 	// GitHub.
-	w.sim = ghsim.New(ghsim.Options{Now: clock.Now, Seed: cfg.Seed + 1, RateLimit: 15000})
+	simOpts := ghsim.Options{Now: clock.Now, Seed: cfg.Seed + 1, RateLimit: 15000}
+	if cfg.Faults.BusyLag {
+		simOpts.BusyHidden = busyHidden
+	}
+	w.sim = ghsim.New(simOpts)
 	t.Cleanup(w.sim.Close)
 	w.sim.AddApp(ghsim.AppConfig{ID: appID, Slug: "skiff-loadtest", PublicKey: &appKey.PublicKey})
 	w.sim.AddOrg(org)
@@ -255,9 +259,6 @@ func newWorld(t testing.TB, cfg Config) *world {
 		t.Fatal(err)
 	}
 	var downGH scaledown.GitHub = ghClient("scaledown")
-	if cfg.Faults.BusyLag {
-		downGH = laggingGitHub{GitHub: downGH, sim: w.sim, now: clock.Now}
-	}
 	var downLedger store.Ledger = w.be.ledger
 	var downProvider provider.Provider = w.downGuard
 	if cfg.Plant == PlantBusyBlind {

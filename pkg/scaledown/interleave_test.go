@@ -106,41 +106,6 @@ func (p *tagged) Terminate(ctx context.Context, ids []string) error {
 	return p.Provider.Terminate(ctx, ids)
 }
 
-// laggingGitHub is GitHub as scale-down sees it: the busy flag reads false
-// for 25–60 s after a job starts, and for a minute in the middle of some jobs.
-type laggingGitHub struct {
-	scaledown.GitHub
-	sim *ghsim.Server
-	now func() time.Time
-	lag func(job int64) (time.Duration, bool)
-}
-
-func (g laggingGitHub) ListRunners(ctx context.Context, inst int64, scope github.Scope, name string) ([]github.Runner, error) {
-	rs, err := g.GitHub.ListRunners(ctx, inst, scope, name)
-	if err != nil {
-		return nil, err
-	}
-	jobs := map[string]int64{}
-	for _, r := range g.sim.Runners() {
-		if r.Busy {
-			jobs[r.Name] = r.JobID
-		}
-	}
-	for i := range rs {
-		job, ok := jobs[rs[i].Name]
-		if !rs[i].Busy || !ok {
-			continue
-		}
-		js, _ := g.sim.Job(job)
-		lag, flips := g.lag(job)
-		since := g.now().Sub(js.StartedAt)
-		if since < lag || flips && since >= 90*time.Second && since < 150*time.Second {
-			rs[i].Busy = false
-		}
-	}
-	return rs, nil
-}
-
 // world is skiff in one process against the simulator, on a simulated clock.
 type world struct {
 	t       *testing.T
@@ -188,7 +153,14 @@ func newWorld(t *testing.T, seed uint64, trustBusyOnly bool, opts ...func(*scale
 		jobs: map[int64]*simJob{}, booted: map[string]bool{}, broken: map[string]bool{}, finished: map[string]time.Time{},
 		lags: map[int64]time.Duration{}, flips: map[int64]bool{}, counter: &telemetry.Memory{}}
 	key := testKey()
-	w.sim = ghsim.New(ghsim.Options{Now: w.clock.Now, Seed: seed + 1})
+	// GitHub's busy flag, as its REST API shows it: false for 25–60 s after a
+	// job starts, and for a minute in the middle of one job in three.
+	w.sim = ghsim.New(ghsim.Options{Now: w.clock.Now, Seed: seed + 1, BusyHidden: func(job int64, since time.Duration) bool {
+		w.mu.Lock()
+		lag, flips := w.lags[job], w.flips[job]
+		w.mu.Unlock()
+		return since < lag || flips && since >= 90*time.Second && since < 150*time.Second
+	}})
 	t.Cleanup(w.sim.Close)
 	w.sim.AddApp(ghsim.AppConfig{ID: 42, Slug: "skiff", PublicKey: &key.PublicKey})
 	w.sim.AddOrg("acme")
@@ -221,17 +193,12 @@ func newWorld(t *testing.T, seed uint64, trustBusyOnly bool, opts ...func(*scale
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sgh scaledown.GitHub = laggingGitHub{GitHub: gh, sim: w.sim, now: w.clock.Now, lag: func(job int64) (time.Duration, bool) {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		return w.lags[job], w.flips[job]
-	}}
 	ledger := store.Ledger(w.ledger)
 	if trustBusyOnly {
 		ledger = busyBlindLedger{w.ledger}
 	}
 	o := scaledown.Options{Pools: pools, Ledger: ledger, Claims: w.launch, Records: w.records, Provider: w.prov,
-		GitHub: sgh, Queue: w.q, Counter: w.counter, Logger: log, Now: w.clock.Now, Scopes: []github.Scope{github.OrgScope("acme")},
+		GitHub: gh, Queue: w.q, Counter: w.counter, Logger: log, Now: w.clock.Now, Scopes: []github.Scope{github.OrgScope("acme")},
 		Apps: []int64{42}, MaxReplacements: 10, MaxJobChecks: 20}
 	for _, f := range opts {
 		f(&o)

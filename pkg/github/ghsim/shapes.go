@@ -112,7 +112,11 @@ func (s *Server) runnerJSON(r *simRunner) obj {
 	if r.version != "" {
 		version = r.version
 	}
-	return obj{"id": r.id, "name": r.name, "os": r.os, "status": r.status(), "busy": r.job != nil,
+	busy := r.job != nil
+	if busy && s.opts.BusyHidden != nil && s.opts.BusyHidden(r.job.id, s.now().Sub(r.job.started)) {
+		busy = false
+	}
+	return obj{"id": r.id, "name": r.name, "os": r.os, "status": r.status(), "busy": busy,
 		"ephemeral": r.ephemeral, "runner_group_id": r.groupID, "labels": labels, "version": version}
 }
 

@@ -105,6 +105,11 @@ type Options struct {
 	OnExchange func(Exchange)
 	// WebhookClient sends webhooks (default: 10 s timeout, GitHub's own).
 	WebhookClient *http.Client
+	// BusyHidden, if set, reports whether the REST API shows the runner of
+	// a job that started since ago as not busy: GitHub's busy flag reads
+	// false for a while after a job starts and can flip mid-job. Runners()
+	// always tells the truth.
+	BusyHidden func(job int64, since time.Duration) bool
 }
 
 // Exchange is one answered API request.

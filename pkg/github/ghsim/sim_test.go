@@ -236,3 +236,41 @@ func TestDeliveryGUIDsPerApp(t *testing.T) {
 		t.Fatalf("%d deliveries, want 2 events × 2 Apps", len(ds))
 	}
 }
+
+// TestBusyHidden: the REST API shows a busy runner as idle while
+// Options.BusyHidden says so (GitHub's lagging busy flag); Runners() tells
+// the truth all along.
+func TestBusyHidden(t *testing.T) {
+	t.Parallel()
+	clock := ghsim.NewClock(t0)
+	s := ghsim.New(ghsim.Options{Now: clock.Now, BusyHidden: func(_ int64, since time.Duration) bool { return since < 30*time.Second }})
+	t.Cleanup(s.Close)
+	k, _ := keys(t)
+	s.AddApp(ghsim.AppConfig{ID: 1, PublicKey: &k.PublicKey})
+	s.AddRepo("acme", "app")
+	inst := s.Install(1, "acme")
+	if _, err := s.RegisterRunner(regToken(t, s, clock, inst, "/orgs/acme"), ghsim.RunnerSpec{Name: "r", Labels: []string{"x"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: []string{"x"}, Duration: time.Hour}}}); err != nil {
+		t.Fatal(err)
+	}
+	busy := func() bool {
+		t.Helper()
+		req, _ := http.NewRequest("GET", s.URL()+"/orgs/acme/actions/runners", nil)
+		req.Header.Set("Authorization", "Bearer "+mint(t, s, clock, inst, k))
+		var out struct{ Runners []struct{ Busy bool } }
+		do(t, req, http.StatusOK, &out)
+		if len(out.Runners) != 1 {
+			t.Fatalf("runners %+v, want 1", out.Runners)
+		}
+		return out.Runners[0].Busy
+	}
+	if busy() || !s.Runners()[0].Busy {
+		t.Error("as the job starts: want the API to say idle, Runners() busy")
+	}
+	clock.Advance(time.Minute)
+	if !busy() {
+		t.Error("a minute into the job: want the API to say busy")
+	}
+}
