@@ -19,7 +19,7 @@ import (
 func TestBackfillLostCompletion(t *testing.T) {
 	t.Parallel()
 	out := &metrics.MemoryRecords{}
-	w := newWorld(t, 5, false, func(o *scaledown.Options) {
+	w := newWorld(t, 5, func(o *scaledown.Options) {
 		o.Metrics = &scaledown.RecordWriter{Pools: []string{"cpu"}, Records: o.Records, Ledger: o.Ledger, Out: out,
 			CloudProvider: "aws", Region: "us-east-1"}
 	})

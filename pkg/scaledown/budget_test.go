@@ -16,7 +16,7 @@ import (
 // until every ghost is gone.
 func TestGitHubBudget(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, 17, false, func(o *scaledown.Options) { o.MaxGitHubCalls, o.MinDeletes, o.Apps = 1, 2, nil })
+	w := newWorld(t, 17, func(o *scaledown.Options) { o.MaxGitHubCalls, o.MinDeletes, o.Apps = 1, 2, nil })
 	ctx := context.Background()
 	gh, err := github.NewClient([]github.App{{ID: 42, Key: testKey()}}, github.WithBaseURL(w.sim.URL()), github.WithClock(w.clock.Now))
 	if err != nil {

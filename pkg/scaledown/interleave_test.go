@@ -64,10 +64,8 @@ type tagged struct {
 	mu   sync.Mutex
 	tags map[string]map[string]string
 	// busy returns the names of the runners running a job, by GitHub's truth.
-	busy      func() map[string]int64
-	violation func(string)
-	// plant turns off the check (for the planted-bug run, where the bug is
-	// elsewhere).
+	busy       func() map[string]int64
+	violation  func(string)
 	terminated int
 }
 
@@ -148,7 +146,7 @@ func (w *world) fatalf(format string, args ...any) {
 	w.t.Fatalf("seed %d (rerun with SKIFF_SEED=%d): "+format, append([]any{w.seed, w.seed}, args...)...)
 }
 
-func newWorld(t *testing.T, seed uint64, trustBusyOnly bool, opts ...func(*scaledown.Options)) *world {
+func newWorld(t *testing.T, seed uint64, opts ...func(*scaledown.Options)) *world {
 	w := &world{t: t, seed: seed, rng: mrand.New(mrand.NewPCG(seed, seed^0x5eed)), clock: ghsim.NewClock(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)),
 		jobs: map[int64]*simJob{}, booted: map[string]bool{}, broken: map[string]bool{}, finished: map[string]time.Time{},
 		lags: map[int64]time.Duration{}, flips: map[int64]bool{}, counter: &telemetry.Memory{}}
@@ -193,11 +191,7 @@ func newWorld(t *testing.T, seed uint64, trustBusyOnly bool, opts ...func(*scale
 	if err != nil {
 		t.Fatal(err)
 	}
-	ledger := store.Ledger(w.ledger)
-	if trustBusyOnly {
-		ledger = busyBlindLedger{w.ledger}
-	}
-	o := scaledown.Options{Pools: pools, Ledger: ledger, Claims: w.launch, Records: w.records, Provider: w.prov,
+	o := scaledown.Options{Pools: pools, Ledger: w.ledger, Claims: w.launch, Records: w.records, Provider: w.prov,
 		GitHub: gh, Queue: w.q, Counter: w.counter, Logger: log, Now: w.clock.Now, Scopes: []github.Scope{github.OrgScope("acme")},
 		Apps: []int64{42}, MaxReplacements: 10, MaxJobChecks: 20}
 	for _, f := range opts {
@@ -208,21 +202,6 @@ func newWorld(t *testing.T, seed uint64, trustBusyOnly bool, opts ...func(*scale
 		t.Fatal(err)
 	}
 	return w
-}
-
-// busyBlindLedger is the planted bug: the reconciler reads every record as
-// if the ledger never saw a job start (as a reaper that trusts only
-// GitHub's busy flag), and the hooks' tags are not read either (see plant).
-type busyBlindLedger struct{ *store.LedgerMemory }
-
-func (b busyBlindLedger) LiveRunners(ctx context.Context, pool string) ([]launch.Runner, error) {
-	rs, err := b.LedgerMemory.LiveRunners(ctx, pool)
-	for i := range rs {
-		if rs[i].State == launch.StateJobStarted {
-			rs[i].State = launch.StateRegistered
-		}
-	}
-	return rs, err
 }
 
 func (w *world) busyRunners() map[string]int64 {
@@ -391,8 +370,8 @@ func seed(t *testing.T) uint64 {
 
 // run drives the world: jobs arrive for 40 simulated minutes (some are
 // cancelled while queued), then everything drains. It returns the world.
-func run(t *testing.T, s uint64, trustBusyOnly bool) *world {
-	w := newWorld(t, s, trustBusyOnly)
+func run(t *testing.T, s uint64) *world {
+	w := newWorld(t, s)
 	ctx := context.Background()
 	const tick = 10 * time.Second
 	bound := 10*time.Minute + time.Minute + 2*tick
@@ -477,7 +456,7 @@ func TestInterleavings(t *testing.T) {
 		s := base + uint64(i)
 		t.Run("seed="+strconv.FormatUint(s, 10), func(t *testing.T) {
 			t.Parallel()
-			w := run(t, s, false)
+			w := run(t, s)
 			if len(w.violations) > 0 {
 				w.fatalf("%s", w.violations[0])
 			}

@@ -20,7 +20,7 @@ import (
 // pass.
 func TestRedeliverFailedDeliveries(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, 3, false, func(o *scaledown.Options) { o.MaxRedeliveries = 2 })
+	w := newWorld(t, 3, func(o *scaledown.Options) { o.MaxRedeliveries = 2 })
 	var mu sync.Mutex
 	seen := map[string]int{} // delivery GUID → times received
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {

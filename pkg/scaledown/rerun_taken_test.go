@@ -20,7 +20,7 @@ import (
 // internal/loadtest: the interrupted job was never re-run).
 func TestRerunInterruptedTakenRunner(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, 11, false, func(o *scaledown.Options) { o.RerunInterrupted = []string{"cpu"} })
+	w := newWorld(t, 11, func(o *scaledown.Options) { o.RerunInterrupted = []string{"cpu"} })
 	ctx := context.Background()
 	first, second, inB, runnerID := w.takenRunner(ctx, 30*time.Minute, 30*time.Minute)
 	a := first.JobIDs[0]
@@ -62,7 +62,7 @@ func TestRerunInterruptedTakenRunner(t *testing.T) {
 // the reconciler waits for the late event and re-runs the job that failed.
 func TestRerunInterruptedUnknownJob(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, 19, false, func(o *scaledown.Options) { o.RerunInterrupted = []string{"cpu"} })
+	w := newWorld(t, 19, func(o *scaledown.Options) { o.RerunInterrupted = []string{"cpu"} })
 	ctx := context.Background()
 	first, second, inB, runnerID := w.takenRunner(ctx, 30*time.Minute, time.Minute)
 	a, b := first.JobIDs[0], second.JobIDs[0]

@@ -16,7 +16,7 @@ import (
 func TestRerunInterrupted(t *testing.T) {
 	t.Parallel()
 	for _, optIn := range []bool{true, false} {
-		w := newWorld(t, 7, false, func(o *scaledown.Options) {
+		w := newWorld(t, 7, func(o *scaledown.Options) {
 			if optIn {
 				o.RerunInterrupted = []string{"cpu"}
 			}

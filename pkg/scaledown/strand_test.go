@@ -18,7 +18,7 @@ import (
 // that stranded jobs need.
 func TestStrandTrustsAStartedJobRecord(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, 11, false)
+	w := newWorld(t, 11)
 	ctx := context.Background()
 	job, _, in := w.launchOne(ctx, 0)
 	// The job starts on a runner that is not this one; this one's instance ends.
@@ -53,7 +53,7 @@ func TestStrandTrustsAStartedJobRecord(t *testing.T) {
 func TestStrandLeavesTheQueuedCheckToScaleUp(t *testing.T) {
 	t.Parallel()
 	for _, scaleUpChecks := range []bool{false, true} {
-		w := newWorld(t, 13, false, func(o *scaledown.Options) { o.ScaleUpChecksQueued = scaleUpChecks })
+		w := newWorld(t, 13, func(o *scaledown.Options) { o.ScaleUpChecksQueued = scaleUpChecks })
 		ctx := context.Background()
 		_, _, in := w.launchOne(ctx, 0)
 		if err := w.dry.Terminate(ctx, []string{in.ID}); err != nil { // it never ran anything
