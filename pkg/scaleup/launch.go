@@ -122,12 +122,18 @@ func (s *Service) launchGroup(ctx context.Context, ws []*work, now time.Time) {
 	log := s.o.Logger.With("pool", spec.Pool, "fleet_token", token)
 
 	claimed := s.claim(ctx, ws, token, now)
+	// The token derives from the jobs and attempts alone, so an invocation
+	// that lost a claim shares it with the one that won: only one that
+	// holds every claim of the group may settle it.
+	own := len(claimed) == len(ws)
 	if len(claimed) > 0 {
 		claimed = s.reserve(ctx, claimed, now)
 	}
 	if len(claimed) == 0 {
-		// Settle the claims: the next delivery starts a new attempt at once.
-		s.settle(ctx, log, token, ws, now, "not_admitted")
+		if own {
+			// Settle the claims: the next delivery starts a new attempt at once.
+			s.settle(ctx, log, token, ws, now, "not_admitted")
+		}
 		return
 	}
 	// Registrations, in parallel (one GitHub call each in JIT mode).
@@ -152,7 +158,9 @@ func (s *Service) launchGroup(ctx context.Context, ws []*work, now time.Time) {
 		}
 	}
 	if len(members) == 0 {
-		s.settle(ctx, log, token, ws, now, "registration")
+		if own {
+			s.settle(ctx, log, token, ws, now, "registration")
+		}
 		return
 	}
 
@@ -272,7 +280,10 @@ func (s *Service) launchGroup(ctx context.Context, ws []*work, now time.Time) {
 
 // settle records a fleet that launched nothing, for jobs whose claims name
 // it: the next delivery of each starts a new attempt at once instead of
-// waiting for the lease (a failed write only costs that wait).
+// waiting for the lease (a failed write only costs that wait). Only the
+// holder of every claim of the group settles: the record has no members,
+// so the store's claim fence does not stop it from spoiling another
+// invocation's intent under the same token.
 func (s *Service) settle(ctx context.Context, log *slog.Logger, token string, ws []*work, now time.Time, reason string) {
 	fleet := store.Fleet{Token: token, Pool: ws[0].spec.Pool, State: store.FleetDone, Reason: reason, CreatedAt: now,
 		ExpiresAt: now.Add(s.o.ClaimTTL)}
