@@ -459,7 +459,7 @@ func Decide(in Inputs) Decision {
 			if r.RegisteredAt.IsZero() {
 				since = now // registered just now, by this pass
 			}
-			if idle := now.Sub(since); idle > p.IdleTimeout {
+			if idle := now.Sub(since); idle >= p.IdleTimeout {
 				a := base
 				a.Rule, a.Delete, a.Terminate, a.End, a.Strand = RuleIdle, true, true, true, strand
 				a.Reason = "no job for " + idle.Round(time.Second).String() + "; idle timeout " + p.IdleTimeout.String()
