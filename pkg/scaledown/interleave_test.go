@@ -147,18 +147,27 @@ func (w *world) fatalf(format string, args ...any) {
 }
 
 func newWorld(t *testing.T, seed uint64, opts ...func(*scaledown.Options)) *world {
+	return newWorldSim(t, seed, nil, opts...)
+}
+
+// newWorldSim is newWorld with the simulator's options tweaked.
+func newWorldSim(t *testing.T, seed uint64, simOpts func(*ghsim.Options), opts ...func(*scaledown.Options)) *world {
 	w := &world{t: t, seed: seed, rng: mrand.New(mrand.NewPCG(seed, seed^0x5eed)), clock: ghsim.NewClock(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)),
 		jobs: map[int64]*simJob{}, booted: map[string]bool{}, broken: map[string]bool{}, finished: map[string]time.Time{},
 		lags: map[int64]time.Duration{}, flips: map[int64]bool{}, counter: &telemetry.Memory{}}
 	key := testKey()
 	// GitHub's busy flag, as its REST API shows it: false for 25–60 s after a
 	// job starts, and for a minute in the middle of one job in three.
-	w.sim = ghsim.New(ghsim.Options{Now: w.clock.Now, Seed: seed + 1, BusyHidden: func(job int64, since time.Duration) bool {
+	so := ghsim.Options{Now: w.clock.Now, Seed: seed + 1, BusyHidden: func(job int64, since time.Duration) bool {
 		w.mu.Lock()
 		lag, flips := w.lags[job], w.flips[job]
 		w.mu.Unlock()
 		return since < lag || flips && since >= 90*time.Second && since < 150*time.Second
-	}})
+	}}
+	if simOpts != nil {
+		simOpts(&so)
+	}
+	w.sim = ghsim.New(so)
 	t.Cleanup(w.sim.Close)
 	w.sim.AddApp(ghsim.AppConfig{ID: 42, Slug: "skiff", PublicKey: &key.PublicKey})
 	w.sim.AddOrg("acme")

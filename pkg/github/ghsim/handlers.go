@@ -333,7 +333,7 @@ func (s *Server) deleteRunner(c *call) {
 	if r == nil {
 		return
 	}
-	if r.job != nil {
+	if r.job != nil && !s.opts.DeleteBusy {
 		c.json(http.StatusUnprocessableEntity, obj{
 			"message":           fmt.Sprintf("Bad request - Runner %q is still running a job\"", r.name),
 			"documentation_url": docsURL})

@@ -110,6 +110,12 @@ type Options struct {
 	// false for a while after a job starts and can flip mid-job. Runners()
 	// always tells the truth.
 	BusyHidden func(job int64, since time.Duration) bool
+	// DeleteBusy makes the runner delete endpoints delete a runner that is
+	// running a job instead of refusing it with GitHub's 422. A fault model:
+	// the refusal is one of the reconciler's four busy signals, and tests
+	// take each signal away in turn. The job goes on as if its runner were
+	// still there.
+	DeleteBusy bool
 }
 
 // Exchange is one answered API request.
