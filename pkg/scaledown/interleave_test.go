@@ -67,6 +67,8 @@ type tagged struct {
 	busy       func() map[string]int64
 	violation  func(string)
 	terminated int
+	// onTerminate, if set, sees every Terminate before it is carried out.
+	onTerminate func(ids []string)
 }
 
 func (p *tagged) tag(id, k, v string) {
@@ -91,6 +93,9 @@ func (p *tagged) List(ctx context.Context, f provider.Filter) ([]provider.Instan
 }
 
 func (p *tagged) Terminate(ctx context.Context, ids []string) error {
+	if p.onTerminate != nil {
+		p.onTerminate(ids)
+	}
 	busy := p.busy()
 	insts, _ := p.Provider.List(ctx, provider.Filter{IDs: ids})
 	for _, in := range insts {
