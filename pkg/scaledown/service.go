@@ -728,22 +728,24 @@ func (p *pass) strand(ctx context.Context, a *decide.Action, claims map[int64]la
 		}
 	}
 	log := p.log.With("job_id", a.JobID, "runner_name", a.Runner, "rule", string(a.Rule))
-	replaced := 0
+	failed := 0
 	if hasClaim {
-		// The limit guards against a launch loop: it counts the job's
-		// runners that failed it — launched, and never ran any job (a failed
-		// boot, a lost registration). A runner another job took did useful
-		// work and is no failure: in a busy pool whose runners can take
-		// less specific jobs, a job may lose several that way.
+		// The limit guards against a launch loop: each of the job's runners
+		// that failed it — launched, and never ran any job (a failed boot, a
+		// lost registration) — earns one replacement, up to the limit. A
+		// runner another job took did useful work and is no failure: in a
+		// busy pool whose runners can take less specific jobs, a job may
+		// lose several that way.
 		for g := 1; g <= c.Gen; g++ {
 			if r, err := p.s.o.Ledger.Runner(ctx, runnerName(a.JobID, g)); err == nil && !r.LaunchedAt.IsZero() && r.BusyJob == 0 {
-				replaced++
+				failed++
 			}
 		}
 	}
-	if replaced >= a.MaxReplacements {
+	if failed > a.MaxReplacements {
 		p.count(MetricReplacements, "limit")
-		log.Warn("stranded job reached its replacement limit; not launching again", "replacements", replaced)
+		log.Warn("stranded job reached its replacement limit; not launching again", "failed_runners", failed,
+			"max", a.MaxReplacements)
 		return true
 	}
 	if hasClaim {
@@ -770,7 +772,7 @@ func (p *pass) strand(ctx context.Context, a *decide.Action, claims map[int64]la
 		return false
 	}
 	p.count(MetricReplacements, string(a.Rule))
-	log.Info("stranded job: replacement launched", "replacement", replaced+1, "max", a.MaxReplacements, "reason", a.Reason)
+	log.Info("stranded job: replacement launched", "failed_runners", failed, "max", a.MaxReplacements, "reason", a.Reason)
 	p.mu.Lock()
 	p.rep.Replacements++
 	p.mu.Unlock()
