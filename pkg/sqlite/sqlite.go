@@ -147,12 +147,45 @@ func Open(path string, o Options) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("creating the schema in %s: %w", path, err)
 	}
-	var mode string
-	if err := db.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
+	d := &DB{db: db}
+	// The settings are read back: a driver that ignored a pragma would
+	// otherwise leave the file less durable than documented, silently.
+	got, err := d.Settings(context.Background())
+	if err != nil {
 		db.Close()
-		return nil, fmt.Errorf("opening %s: journal mode is %q, not wal (%v)", path, mode, err)
+		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
-	return &DB{db: db}, nil
+	if want := (Settings{JournalMode: "wal", Synchronous: o.Synchronous, ForeignKeys: true}); got != want {
+		db.Close()
+		return nil, fmt.Errorf("opening %s: settings are %+v, want %+v", path, got, want)
+	}
+	return d, nil
+}
+
+// Settings are the durability settings of an open file, as SQLite reports them.
+type Settings struct {
+	JournalMode string      // "wal"
+	Synchronous Synchronous // FULL or NORMAL; OFF or EXTRA read as such
+	ForeignKeys bool
+}
+
+// Settings reads the file's settings back from SQLite.
+func (d *DB) Settings(ctx context.Context) (Settings, error) {
+	var s Settings
+	var sync, fk int
+	if err := d.db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&s.JournalMode); err != nil {
+		return s, fmt.Errorf("reading the journal mode: %w", err)
+	}
+	if err := d.db.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&sync); err != nil {
+		return s, fmt.Errorf("reading the synchronous setting: %w", err)
+	}
+	if err := d.db.QueryRowContext(ctx, "PRAGMA foreign_keys").Scan(&fk); err != nil {
+		return s, fmt.Errorf("reading the foreign keys setting: %w", err)
+	}
+	// SQLite's numbers for synchronous: 0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA.
+	s.Synchronous = [...]Synchronous{"OFF", Normal, Full, "EXTRA"}[min(max(sync, 0), 3)]
+	s.ForeignKeys = fk == 1
+	return s, nil
 }
 
 // Close closes the file.

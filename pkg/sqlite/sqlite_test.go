@@ -481,3 +481,30 @@ func TestMetricsRecordsConformance(t *testing.T) {
 		return sqlite.NewMetricsRecords(open(t, "", sqlite.Options{}))
 	})
 }
+
+// TestDurabilitySettings reads back what the file was opened with: WAL,
+// the synchronous setting asked for (FULL by default), foreign keys on. A
+// file left at synchronous=OFF would lose committed writes to a power loss.
+func TestDurabilitySettings(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		opt  sqlite.Synchronous
+		want sqlite.Synchronous
+	}{{"", sqlite.Full}, {sqlite.Full, sqlite.Full}, {sqlite.Normal, sqlite.Normal}} {
+		db, err := sqlite.Open(filepath.Join(t.TempDir(), "skiff.db"), sqlite.Options{Synchronous: tc.opt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := db.Settings(context.Background())
+		db.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := (sqlite.Settings{JournalMode: "wal", Synchronous: tc.want, ForeignKeys: true}); got != want {
+			t.Errorf("opened with synchronous %q: settings %+v, want %+v", tc.opt, got, want)
+		}
+	}
+	if _, err := sqlite.Open(filepath.Join(t.TempDir(), "skiff.db"), sqlite.Options{Synchronous: "OFF"}); err == nil {
+		t.Error("synchronous OFF was accepted")
+	}
+}
