@@ -117,10 +117,13 @@ type Options struct {
 	Records  Records
 	Provider provider.Provider
 	GitHub   GitHub
-	Counter  telemetry.Counter // default telemetry.Discard
-	Timings  telemetry.Timings // default telemetry.DiscardTimings
-	Logger   *slog.Logger      // default slog.Default()
-	Now      func() time.Time  // default time.Now
+	// Room holds the jobs that cannot launch now for a reason time cures
+	// (default NoRoom: they go back to the queue).
+	Room    Waiter
+	Counter telemetry.Counter // default telemetry.Discard
+	Timings telemetry.Timings // default telemetry.DiscardTimings
+	Logger  *slog.Logger      // default slog.Default()
+	Now     func() time.Time  // default time.Now
 
 	Scope Scope // default ScopeOrg
 	// GitHubURL is the web root runners register against in token mode
@@ -164,6 +167,9 @@ func New(o Options) (*Service, error) {
 	if len(missing) > 0 {
 		sort.Strings(missing)
 		return nil, fmt.Errorf("creating scale-up service: missing %s", strings.Join(missing, ", "))
+	}
+	if o.Room == nil {
+		o.Room = NoRoom{}
 	}
 	if o.Counter == nil {
 		o.Counter = telemetry.Discard
@@ -278,6 +284,7 @@ func (s *Service) Handle(ctx context.Context, ds []queue.Delivery) []queue.Answe
 	s.onDemand(ctx, items, now)
 	s.decide(ctx, live(items), now)
 	s.launch(ctx, live(items), now)
+	s.settleRoom(ctx, items)
 	for _, w := range items {
 		answers[index[w]] = s.answer(w)
 	}
