@@ -165,7 +165,7 @@ func (d *RoomDynamo) Offer(ctx context.Context, pool string, jobID int64, now, u
 	cond := "attribute_exists(" + e.name(attrPK) + ") AND " + e.name(attrExpires) + " > " + e.value(numI(now.Unix())) +
 		" AND " + e.name(attrOfferedUntil) + " <= " + e.value(numI(now.UnixNano()))
 	out, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(d.table), Key: waitingKey(pool, jobID),
-		UpdateExpression: aws.String("SET " + e.name(attrOfferedUntil) + " = " + e.value(nanos(until))),
+		UpdateExpression:    aws.String("SET " + e.name(attrOfferedUntil) + " = " + e.value(nanos(until))),
 		ConditionExpression: aws.String(cond), ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values,
 		ReturnValues: types.ReturnValueAllNew})
 	var ccf *types.ConditionalCheckFailedException
