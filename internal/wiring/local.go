@@ -21,6 +21,7 @@ import (
 	"github.com/skiffci/skiff/pkg/provider/dryrun"
 	"github.com/skiffci/skiff/pkg/provider/process"
 	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/scaleup"
 	"github.com/skiffci/skiff/pkg/sqlite"
@@ -95,6 +96,8 @@ type Local struct {
 	Queue  *sqlite.Queue
 	Store  *sqlite.Store
 	Ledger store.Ledger
+	// Room is the pools' waiting room.
+	Room *room.Service
 	// Records holds the metrics records (with MetricsRecords).
 	Records  *sqlite.MetricsRecords
 	Provider provider.Provider
@@ -202,6 +205,15 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 		return nil, fmt.Errorf("local mode: provider %q is neither process nor dry-run", cfg.Provider)
 	}
 	counter := telemetry.Discard
+	// The waiting room: a job that finds its pool full waits in the file
+	// and is offered the moment one of the pool's runners ends (the ledger
+	// below wakes it, whoever reports the end).
+	l.Room, err = room.New(room.Options{Room: sqlite.NewRoom(db), Queue: l.Queue, Records: l.Store, Pools: pools,
+		Ledger: ledger, Logger: logger, Now: cfg.Now})
+	if err != nil {
+		return nil, err
+	}
+	l.Ledger = room.Ledger{Ledger: ledger, Room: l.Room}
 	var metricsWriter scaledown.MetricsWriter = scaledown.NoMetrics{}
 	var recordPools []string
 	if cfg.MetricsRecords {
@@ -210,12 +222,13 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 		metricsWriter = &scaledown.RecordWriter{Pools: recordPools, Records: l.Store, Ledger: ledger, Out: l.Records,
 			CloudProvider: cfg.Provider, Region: "local", Counter: counter, Logger: logger}
 	}
-	l.events, err = instanceevents.New(instanceevents.Options{Ledger: ledger, Counter: counter, Logger: logger, RecordPools: recordPools})
+	l.events, err = instanceevents.New(instanceevents.Options{Ledger: wakingEvents{Ledger: room.Ledger{Ledger: ledger, Room: l.Room},
+		Interruptions: ledger}, Counter: counter, Logger: logger, RecordPools: recordPools})
 	if err != nil {
 		return nil, err
 	}
 	l.ScaleUp, err = scaleup.New(scaleup.Options{Pools: pools, Launches: launches, Ledger: l.Ledger, Records: l.Store,
-		Provider: l.Provider, GitHub: gh, Counter: counter, Logger: logger, Now: cfg.Now, GitHubURL: cfg.GitHubURL,
+		Provider: l.Provider, GitHub: gh, Counter: counter, Logger: logger, Now: cfg.Now, GitHubURL: cfg.GitHubURL, Room: l.Room,
 		// Locally GitHub's answer is cheap and a slot is precious: a job
 		// cancelled while it waited for one is not launched.
 		MaxAttempts: localMaxAttempts, CheckQueued: true})
@@ -224,7 +237,8 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 	}
 	l.ScaleDown, err = scaledown.New(scaledown.Options{Pools: pools, Ledger: l.Ledger, Claims: launches, Records: l.Store,
 		Provider: l.Provider, GitHub: gh, Queue: l.Queue, Counter: counter, Logger: logger, Now: cfg.Now,
-		Apps: cfg.AppIDs, Metrics: metricsWriter, ScaleUpChecksQueued: true}) // scale-up runs with CheckQueued above
+		Apps: cfg.AppIDs, Metrics: metricsWriter, ScaleUpChecksQueued: true, // scale-up runs with CheckQueued above
+		Room: l.Room})
 	if err != nil {
 		return nil, err
 	}
@@ -395,4 +409,11 @@ func (l *Local) Close(ctx context.Context) error {
 		errs = append(errs, l.closeFn(ctx))
 	}
 	return errors.Join(append(errs, l.db.Close())...)
+}
+
+// wakingEvents is the ledger as the state-change service writes it, with
+// the waiting room woken when a runner ends.
+type wakingEvents struct {
+	room.Ledger
+	store.Interruptions
 }

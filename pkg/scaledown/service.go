@@ -146,6 +146,10 @@ type Options struct {
 	Queue queue.Sender
 	// Metrics writes the opt-in metrics records (default: off).
 	Metrics MetricsWriter
+	// Room is swept at the end of every pass (room.Service): waiting jobs
+	// are offered for the pools' free slots, so a wake-up lost in a crash
+	// costs at most one pass. Default: no room.
+	Room    Sweeper
 	Counter telemetry.Counter // default telemetry.Discard
 	Logger  *slog.Logger      // default slog.Default()
 	Now     func() time.Time  // default time.Now
@@ -215,6 +219,9 @@ func New(o Options) (*Service, error) {
 	if len(missing) > 0 {
 		sort.Strings(missing)
 		return nil, fmt.Errorf("creating scale-down service: missing %s", strings.Join(missing, ", "))
+	}
+	if o.Room == nil {
+		o.Room = NoRoom{}
 	}
 	if o.Metrics == nil {
 		o.Metrics = NoMetrics{}
@@ -418,6 +425,9 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 	p.rep.Kept = len(d.Kept)
 	p.apply(ctx, d.Actions)
 	p.redeliver(ctx)
+	if !p.late(ctx) {
+		s.o.Room.Sweep(ctx)
+	}
 	p.log.Info("scale-down pass", "instances", p.rep.Instances, "runners", p.rep.Runners, "records", p.rep.Records,
 		"advances", p.rep.Advances, "actions", p.rep.Actions, "kept", p.rep.Kept, "replacements", p.rep.Replacements,
 		"reruns", p.rep.Reruns, "redeliveries", p.rep.Redeliveries, "deferred", p.rep.Deferred, "errors", p.rep.Errors)
@@ -991,3 +1001,15 @@ func (p *pass) backfill(ctx context.Context, as []*decide.Action) {
 			"runner_name", a.Runner, "conclusion", gj.Conclusion)
 	}
 }
+
+// Sweeper is the waiting room as the reconciler uses it (room.Service).
+type Sweeper interface {
+	// Sweep offers waiting jobs for the pools' free slots.
+	Sweep(ctx context.Context)
+}
+
+// NoRoom is the Sweeper without a room.
+type NoRoom struct{}
+
+// Sweep implements Sweeper.
+func (NoRoom) Sweep(context.Context) {}
