@@ -30,7 +30,7 @@ var (
 	// RUN#: admission reads the run's trigger the webhook recorded (without it, every
 	// read is denied and scale-up asks GitHub instead). ONDEMAND#: the marks of
 	// re-runs that launch on on-demand capacity.
-	scaleUpKeyPrefixes = []string{"JOB#", "FLEET#", "POOL#", "CAPACITY#", "RUNNER#", "INSTANCE#", "RUN#", "ONDEMAND#"}
+	scaleUpKeyPrefixes = []string{"JOB#", "FLEET#", "POOL#", "CAPACITY#", "RUNNER#", "INSTANCE#", "RUN#", "ONDEMAND#", "ROOM#"}
 )
 
 // Queue settings. Each says why.

@@ -235,6 +235,7 @@ func (s *Skiff) buildScaleUp() error {
 	spec.Environment = s.appEnv(map[string]string{
 		names.EnvRegistrationTable:    *s.RegistrationTable.TableName(),
 		names.EnvDLQURL:               *s.DeadLetterQueue.QueueUrl(),
+		names.EnvQueueURL:             *s.Queue.QueueUrl(), // the waiting room sends jobs again
 		names.EnvLaunchTemplatePrefix: s.props.LaunchTemplatePrefix,
 		names.EnvRootDevice:           s.props.RootDevice,
 		names.EnvMaxAttempts:          strconv.Itoa(DefaultMaxAttempts),
@@ -261,6 +262,7 @@ func (s *Skiff) buildScaleUp() error {
 		Enabled:                 jsii.Bool(enabled),
 	}))
 	s.DeadLetterQueue.GrantSendMessages(fn)
+	s.Queue.GrantSendMessages(fn) // the waiting room's offers and backoff
 	grantSecretRead(fn.Role(), s.AppKeySecret.SecretArn())
 	role := fn.Role()
 	// ConditionCheckItem: the fleet intent is fenced by a transaction that

@@ -15,7 +15,7 @@ import (
 // writes: the ledger (records, instance pointers, live counts), the launch
 // claims it moves past a lost runner (JOB#), the job and run records it
 // reads (JOB#, RUN#), and the metrics records it writes (RECORD#).
-var scaleDownKeyPrefixes = []string{"INSTANCE#", "JOB#", "ONDEMAND#", "POOL#", "RECORD#", "RUN#", "RUNNER#"}
+var scaleDownKeyPrefixes = []string{"INSTANCE#", "JOB#", "ONDEMAND#", "POOL#", "RECORD#", "ROOM#", "RUN#", "RUNNER#"}
 
 // scaleDownSpec: one pass lists 5,000 instances in 5 EC2 calls and 5,000
 // runners in 50 GitHub calls, and stops starting new steps 5 s before its

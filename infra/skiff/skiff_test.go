@@ -478,9 +478,10 @@ func TestStateTableAccessIsScopedByKeyPrefix(t *testing.T) {
 		want map[string][]string // Sid → LeadingKeys
 	}{
 		{"SkiffWebhookRole", map[string][]string{"WebhookItems": {"DELIVERY#*", "JOB#*", "RUN#*"}, "WebhookAdvancesRunners": {"RUNNER#*"}}},
-		{"SkiffScaleupRole", map[string][]string{"ScaleUpItems": {"CAPACITY#*", "FLEET#*", "INSTANCE#*", "JOB#*", "ONDEMAND#*", "POOL#*", "RUN#*", "RUNNER#*"}}},
-		{"SkiffEc2eventsRole", map[string][]string{"LedgerItems": {"INSTANCE#*", "POOL#*", "RUNNER#*"}}},
-		{"SkiffScaledownRole", map[string][]string{"ScaleDownItems": {"INSTANCE#*", "JOB#*", "ONDEMAND#*", "POOL#*", "RECORD#*", "RUN#*", "RUNNER#*"},
+		{"SkiffScaleupRole", map[string][]string{"ScaleUpItems": {"CAPACITY#*", "FLEET#*", "INSTANCE#*", "JOB#*", "ONDEMAND#*", "POOL#*", "ROOM#*", "RUN#*", "RUNNER#*"}}},
+		{"SkiffEc2eventsRole", map[string][]string{"LedgerItems": {"INSTANCE#*", "POOL#*", "RUNNER#*"}, "RoomItems": {"ROOM#*"},
+			"JobRecords": {"JOB#*"}}},
+		{"SkiffScaledownRole", map[string][]string{"ScaleDownItems": {"INSTANCE#*", "JOB#*", "ONDEMAND#*", "POOL#*", "RECORD#*", "ROOM#*", "RUN#*", "RUNNER#*"},
 			"ScaleDownLiveRunners": nil}},
 	}
 	for _, tc := range tests {
@@ -587,7 +588,8 @@ func TestEC2EventRules(t *testing.T) {
 func TestKeyPrefixesMatchStore(t *testing.T) {
 	t.Parallel()
 	var src strings.Builder
-	for _, f := range []string{"../../pkg/store/dynamo.go", "../../pkg/store/launch_dynamo.go", "../../pkg/store/ledger_dynamo.go"} {
+	for _, f := range []string{"../../pkg/store/dynamo.go", "../../pkg/store/launch_dynamo.go", "../../pkg/store/ledger_dynamo.go",
+		"../../pkg/store/room_dynamo.go"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

@@ -410,10 +410,3 @@ func (l *Local) Close(ctx context.Context) error {
 	}
 	return errors.Join(append(errs, l.db.Close())...)
 }
-
-// wakingEvents is the ledger as the state-change service writes it, with
-// the waiting room woken when a runner ends.
-type wakingEvents struct {
-	room.Ledger
-	store.Interruptions
-}

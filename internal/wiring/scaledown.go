@@ -21,6 +21,7 @@ import (
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
@@ -126,8 +127,15 @@ func NewScaleDown(ctx context.Context, cfg ScaleDownConfig, awsCfg aws.Config, l
 	if cfg.Redeliver {
 		redeliver = cfg.AppIDs
 	}
-	return scaledown.New(scaledown.Options{Pools: pools, Ledger: ledger, Claims: launches, Records: records, Provider: prov,
-		GitHub: gh, Queue: queue.NewSQS(sqs.NewFromConfig(awsCfg), cfg.QueueURL), Metrics: mw, Counter: counter, Logger: logger,
+	sqsc := sqs.NewFromConfig(awsCfg)
+	rm, err := dynamoRoom(ddb, sqsc, cfg.TableName, cfg.QueueURL, pools, ledger, counter,
+		telemetry.NewEMFGauges(os.Stdout, cfg.MetricsNamespace, names.FunctionScaleDown, nil), logger)
+	if err != nil {
+		return nil, err
+	}
+	return scaledown.New(scaledown.Options{Pools: pools, Ledger: room.Ledger{Ledger: ledger, Room: rm}, Claims: launches,
+		Records: records, Provider: prov, Room: rm,
+		GitHub: gh, Queue: queue.NewSQS(sqsc, cfg.QueueURL), Metrics: mw, Counter: counter, Logger: logger,
 		Scopes: scopes, RepoScope: cfg.RepoScope, Apps: redeliver, MaxReplacements: cfg.MaxReplacements,
 		MaxGitHubCalls:   cfg.MaxGitHubCalls,
 		RerunInterrupted: cfg.RerunInterrupted})

@@ -18,6 +18,7 @@ import (
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/scaleup"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
@@ -26,9 +27,13 @@ import (
 // ScaleUpConfig is the scale-up function's configuration, read from the
 // environment by ScaleUpConfigFromEnv; README.md lists the variables.
 type ScaleUpConfig struct {
-	TableName            string // SKIFF_TABLE_NAME: the store's table
-	RegistrationTable    string // SKIFF_REGISTRATION_TABLE: the runners' registration table
-	DeadLetterURL        string // SKIFF_DLQ_URL: the job queue's dead-letter queue
+	TableName         string // SKIFF_TABLE_NAME: the store's table
+	RegistrationTable string // SKIFF_REGISTRATION_TABLE: the runners' registration table
+	DeadLetterURL     string // SKIFF_DLQ_URL: the job queue's dead-letter queue
+	// QueueURL (SKIFF_QUEUE_URL) is the job queue itself, where the waiting
+	// room sends a job again; without it, jobs that cannot launch now go
+	// back to the queue as before.
+	QueueURL             string
 	PoolsFile            string // SKIFF_POOLS_FILE
 	LaunchTemplatePrefix string // SKIFF_LAUNCH_TEMPLATE_PREFIX (+ pool name)
 	RootDevice           string // SKIFF_ROOT_DEVICE
@@ -61,6 +66,7 @@ func ScaleUpConfigFromEnv(getenv func(string) string) (ScaleUpConfig, error) {
 		TableName:            env.Required(names.EnvTableName),
 		RegistrationTable:    env.Required(names.EnvRegistrationTable),
 		DeadLetterURL:        env.Required(names.EnvDLQURL),
+		QueueURL:             env.String(names.EnvQueueURL, ""),
 		PoolsFile:            env.String(names.EnvPoolsFile, config.DefaultPoolsFile(getenv)),
 		LaunchTemplatePrefix: env.String(names.EnvLaunchTemplatePrefix, names.DefaultLaunchTemplatePrefix),
 		RootDevice:           env.String(names.EnvRootDevice, ec2.DefaultRootDevice),
@@ -147,8 +153,18 @@ func NewScaleUp(ctx context.Context, cfg ScaleUpConfig, awsCfg aws.Config, logge
 	if err != nil {
 		return nil, err
 	}
+	var ledger store.Ledger = store.NewLedgerDynamo(ddb, cfg.TableName)
+	records := store.NewDynamo(ddb, cfg.TableName)
+	var waiter scaleup.Waiter = scaleup.NoRoom{}
+	if cfg.QueueURL != "" {
+		rm, err := dynamoRoom(ddb, sqs.NewFromConfig(awsCfg), cfg.TableName, cfg.QueueURL, pools, ledger, counter, nil, logger)
+		if err != nil {
+			return nil, err
+		}
+		ledger, waiter = room.Ledger{Ledger: ledger, Room: rm}, rm
+	}
 	svc, err := scaleup.New(scaleup.Options{
-		Pools: pools, Launches: launches, Ledger: store.NewLedgerDynamo(ddb, cfg.TableName), Records: store.NewDynamo(ddb, cfg.TableName),
+		Pools: pools, Launches: launches, Ledger: ledger, Records: records, Room: waiter,
 		Provider: prov, GitHub: gh,
 		Counter: counter, Timings: telemetry.NewEMFTimings(os.Stdout, cfg.MetricsNamespace, names.FunctionScaleUp, nil),
 		Logger: logger, Scope: cfg.Scope, GitHubURL: cfg.GitHubURL, CheckQueued: cfg.CheckQueued,
