@@ -94,15 +94,36 @@ LOADTEST_STORE ?= moto
 loadtest: ## the fault harness: 1,000 jobs through the whole pipeline under faults, the store on moto
 	SKIFF_LOADTEST_JOBS=$(LOADTEST_JOBS) SKIFF_LOADTEST_STORE=$(LOADTEST_STORE) go test -count=1 -timeout 20m -v -run '^TestLoad$$' ./internal/loadtest
 
+# make fuzz: every `func Fuzz...` in a tracked _test.go, found with git grep so
+# that a new target cannot be left out, each for FUZZTIME. FUZZFLAGS adds go test
+# flags, e.g. FUZZFLAGS=-parallel=1 to fuzz on one core beside other work, or
+# -fuzzminimizetime=1000x: go test spends up to 60 s minimizing each input that
+# finds new coverage, and its execs count stands still meanwhile (FuzzHandler's
+# inputs are GitHub's payloads of about 10 KB, slow to minimize). FUZZ=<regexp>
+# runs only the targets whose names match. Every target runs even after one
+# fails; the summary gives each one's executions.
+FUZZTIME ?= 30s
+FUZZFLAGS ?=
+FUZZ ?= .
+
 .PHONY: fuzz
-fuzz: ## run every fuzz target for FUZZTIME each (default 30s)
-	go test -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime $${FUZZTIME:-30s} ./pkg/webhook
-	go test -run '^$$' -fuzz '^FuzzWebhookVerify$$' -fuzztime $${FUZZTIME:-30s} ./pkg/github
-	go test -run '^$$' -fuzz '^FuzzParseLabel$$' -fuzztime $${FUZZTIME:-30s} ./pkg/pool
-	go test -run '^$$' -fuzz '^FuzzResolve$$' -fuzztime $${FUZZTIME:-30s} ./pkg/pool
-	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $${FUZZTIME:-30s} ./pkg/pool
-	go test -run '^$$' -fuzz '^FuzzInlinedSchema$$' -fuzztime $${FUZZTIME:-30s} ./pkg/pool
-	go test -run '^$$' -fuzz '^FuzzEncodeDecode$$' -fuzztime $${FUZZTIME:-30s} ./pkg/queue
+fuzz: ## run every fuzz target for FUZZTIME each (default 30s); FUZZFLAGS=-parallel=1 uses one core; FUZZ=<regexp> picks targets
+	@set -uo pipefail; \
+	targets=$$(git grep -E '^func Fuzz[A-Za-z0-9_]*\(' -- '*_test.go' | \
+		sed -E 's#^(([^:]*)/)?[^/:]*:func (Fuzz[A-Za-z0-9_]*)\(.*#./\2 \3#' | sort -u | \
+		awk -v re='$(FUZZ)' '$$2 ~ re'); \
+	if [ -z "$$targets" ]; then echo "fuzz: no fuzz targets match FUZZ=$(FUZZ)" >&2; exit 1; fi; \
+	log=$$(mktemp); trap 'rm -f "$$log"' EXIT; summary=""; failed=""; \
+	while read -r dir name; do \
+		echo "fuzz: $$name in $$dir for $(FUZZTIME)"; \
+		go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS) "$$dir" 2>&1 | tee "$$log"; \
+		rc=$${PIPESTATUS[0]}; \
+		execs=$$(grep -oE 'execs: [0-9]+' "$$log" | tail -1 | cut -d' ' -f2); \
+		if [ "$$rc" -ne 0 ]; then failed="$$failed $$name"; status=FAIL; else status=ok; fi; \
+		summary="$$summary$$(printf '%-24s %-16s %-4s execs %s' "$$name" "$$dir" "$$status" "$${execs:-?}")"$$'\n'; \
+	done <<<"$$targets"; \
+	printf '\nfuzz summary (FUZZTIME=%s):\n%s' '$(FUZZTIME)' "$$summary"; \
+	if [ -n "$$failed" ]; then echo "fuzz: failed:$$failed" >&2; exit 1; fi
 
 .PHONY: vulncheck
 vulncheck: ## govulncheck against an offline Go vulnerability database built from golang.org/x/vulndb
