@@ -170,6 +170,10 @@ func (p *Provider) Plan(ctx context.Context, l provider.Launch) (provider.Plan, 
 	if len(l.Runners) == 0 {
 		return "", provider.Errorf(provider.ErrInvalid, "planning launch: no runners")
 	}
+	if l.Spec.EC2 == nil {
+		return "", &provider.Error{Kind: provider.ErrInvalid, Code: "NotEC2", Final: true,
+			Message: fmt.Sprintf("pool %s runs on %s, not EC2", l.Spec.Pool, l.Spec.Backend)}
+	}
 	failed, err := p.o.Capacity.FailedCapacity(ctx, l.Spec.Pool, p.o.Now())
 	if err != nil {
 		p.o.Logger.Warn("reading failed capacity pools; asking for all", "pool", l.Spec.Pool, "err", err)
@@ -187,26 +191,26 @@ func (p *Provider) Plan(ctx context.Context, l provider.Launch) (provider.Plan, 
 
 // request builds the fleet request of a launch.
 func (p *Provider) request(l provider.Launch, failed map[string]bool) Request {
-	spec := l.Spec
-	capacity := Capacity(spec.Capacity)
+	spec, e := l.Spec, l.Spec.EC2
+	capacity := Capacity(e.Capacity)
 	req := Request{
 		Token:          l.Token,
 		LaunchTemplate: names.LaunchTemplate(p.o.LaunchTemplatePrefix, spec.Pool),
 		Count:          len(l.Runners),
 		Capacity:       capacity,
-		Places:         Places(spec.InstanceTypes, spec.Subnets, capacity, failed, p.o.MaxPlaces),
-		Requirements:   requirements(spec.Requirements),
+		Places:         Places(e.InstanceTypes, e.Subnets, capacity, failed, p.o.MaxPlaces),
+		Requirements:   requirements(e.Requirements),
 		RootDevice:     p.o.RootDevice,
-		DiskGiB:        spec.DiskGiB,
+		DiskGiB:        e.DiskGiB,
 		Tags:           map[string]string{},
 	}
 	switch {
-	case spec.Image.AMI != "":
-		req.ImageID = spec.Image.AMI
-	case spec.Image.SSM != "":
-		req.ImageID = "resolve:ssm:" + spec.Image.SSM
+	case e.Image.AMI != "":
+		req.ImageID = e.Image.AMI
+	case e.Image.SSM != "":
+		req.ImageID = "resolve:ssm:" + e.Image.SSM
 	}
-	for k, v := range spec.Tags {
+	for k, v := range e.Tags {
 		req.Tags[k] = v
 	}
 	first := l.Runners[0]

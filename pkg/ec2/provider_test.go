@@ -80,8 +80,9 @@ func TestProviderConformance(t *testing.T) {
 				types, subnets := []string{"c7i.large", "m7i.large"}, []string{"subnet-0aaaaaaaa"}
 				return providertest.Harness{
 					Provider: p,
-					Spec: pool.Spec{Pool: "conformance", InstanceTypes: types, Subnets: subnets, Capacity: "spot-then-on-demand",
-						Image: pool.Image{SSM: "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64"}, DiskGiB: 30},
+					Spec: pool.Spec{Shared: pool.Shared{Pool: "conformance", Backend: pool.BackendEC2},
+						EC2: &pool.EC2{InstanceTypes: types, Subnets: subnets, Capacity: "spot-then-on-demand",
+							Image: pool.Image{SSM: "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64"}, DiskGiB: 30}},
 					Delivered: regs.get,
 					FailCapacity: func() {
 						for _, typ := range types {

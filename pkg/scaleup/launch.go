@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/scaler"
 	"github.com/skiffci/skiff/pkg/store"
@@ -26,10 +27,16 @@ func (s *Service) groupKey(w *work) string {
 	if s.o.Scope == ScopeRepo {
 		scope = w.job.Repository
 	}
-	req, _ := json.Marshal(sp.Requirements)
+	// The backend's part and the sizes, whatever the backend: plain data
+	// whose encoding (map keys sorted) is equal exactly when they are.
+	part, _ := json.Marshal(struct {
+		EC2        *pool.EC2
+		Slurm      *pool.Slurm
+		Kubernetes *pool.Kubernetes
+		Sizes      pool.Sizes
+	}{sp.EC2, sp.Slurm, sp.Kubernetes, sp.Sizes})
 	return strings.Join([]string{
-		sp.Pool, strings.ToLower(scope), strings.Join(sp.Labels, ","), strings.Join(sp.InstanceTypes, ","),
-		string(req), string(sp.Capacity), strconv.Itoa(sp.DiskGiB), sp.Image.String(), strings.Join(sp.Subnets, ","),
+		sp.Pool, strings.ToLower(scope), strings.Join(sp.Labels, ","), string(part),
 		sp.RunnerGroup, strconv.FormatInt(w.job.InstallationID, 10),
 	}, "\x00")
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/userdata"
 )
@@ -66,8 +67,11 @@ func (p *Provider) Plan(_ context.Context, l provider.Launch) (provider.Plan, er
 	if err := l.Check(); err != nil {
 		return "", err
 	}
-	b, err := json.Marshal(plan{Token: l.Token, Pool: l.Spec.Pool, Types: l.Spec.InstanceTypes, Runners: l.Runners,
-		Spot: l.Spec.Capacity != "on-demand"})
+	pn := plan{Token: l.Token, Pool: l.Spec.Pool, Runners: l.Runners}
+	if e := l.Spec.EC2; e != nil {
+		pn.Types, pn.Spot = e.InstanceTypes, e.Capacity != pool.CapacityOnDemand
+	}
+	b, err := json.Marshal(pn)
 	if err != nil {
 		return "", fmt.Errorf("encoding plan: %w", err)
 	}

@@ -60,7 +60,7 @@ func crashingProvider(spec string) int {
 		return 1
 	}
 	ctx := context.Background()
-	l := provider.Launch{Token: "tok-crash", Spec: pool.Spec{Pool: "cpu", MaxLifetime: s.Lifetime}}
+	l := provider.Launch{Token: "tok-crash", Spec: pool.Spec{Shared: pool.Shared{Pool: "cpu", MaxLifetime: s.Lifetime}}}
 	var regs []userdata.Registration
 	for i := range s.Runners {
 		name := "crash-" + strconv.Itoa(i)
@@ -186,7 +186,7 @@ func TestAdoptAfterCrash(t *testing.T) {
 		if err != nil || len(res.Runners) != 2 || res.Runners[0].Instance.ID != c.IDs[0] || res.Runners[1].Instance.ID != c.IDs[1] {
 			t.Errorf("replay of the crashed provider's token: %+v, %v; want its 2 runners", res, err)
 		}
-		pl, _ := e.p.Plan(ctx, provider.Launch{Token: "tok-more", Spec: pool.Spec{Pool: "cpu"}, Runners: []provider.Runner{{Name: "more"}}})
+		pl, _ := e.p.Plan(ctx, provider.Launch{Token: "tok-more", Spec: pool.Spec{Shared: pool.Shared{Pool: "cpu"}}, Runners: []provider.Runner{{Name: "more"}}})
 		if _, err := e.p.Launch(ctx, pl, []userdata.Registration{{Mode: userdata.ModeJIT, JITConfig: "x", RunnerName: "more"}}); !errors.Is(err, provider.ErrCapacity) {
 			t.Errorf("a launch into the pool its adopted runners fill: %v, want ErrCapacity", err)
 		}

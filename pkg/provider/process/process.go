@@ -269,14 +269,18 @@ func (p *Provider) Plan(_ context.Context, l provider.Launch) (provider.Plan, er
 		return "", &provider.Error{Kind: provider.ErrInvalid, Code: "NoPool", Message: "a launch needs a pool", Final: true}
 	}
 	typ := "local"
-	if len(l.Spec.InstanceTypes) > 0 {
-		typ = l.Spec.InstanceTypes[0]
+	var tags map[string]string
+	if e := l.Spec.EC2; e != nil { // local mode runs an EC2 pool's runners as processes
+		if len(e.InstanceTypes) > 0 {
+			typ = e.InstanceTypes[0]
+		}
+		tags = e.Tags
 	}
 	lifetime := l.Spec.MaxLifetime
 	if lifetime <= 0 {
 		lifetime = p.o.DefaultLifetime
 	}
-	b, err := json.Marshal(plan{Token: l.Token, Pool: l.Spec.Pool, Type: typ, Lifetime: lifetime, Tags: l.Spec.Tags, Runners: l.Runners})
+	b, err := json.Marshal(plan{Token: l.Token, Pool: l.Spec.Pool, Type: typ, Lifetime: lifetime, Tags: tags, Runners: l.Runners})
 	if err != nil {
 		return "", fmt.Errorf("encoding plan: %w", err)
 	}

@@ -144,7 +144,7 @@ func TestConformance(t *testing.T) {
 		e := newProvider(t, process.Options{Command: []string{"sleep", "3600"}, DefaultLimit: 8})
 		return providertest.Harness{
 			Provider: e.p,
-			Spec:     pool.Spec{Pool: "conformance", InstanceTypes: []string{"local-cpu"}, MaxLifetime: time.Hour},
+			Spec:     pool.Spec{Shared: pool.Shared{Pool: "conformance", Backend: pool.BackendProcess, MaxLifetime: time.Hour}, Process: &pool.Process{}},
 			Delivered: func(id string) (userdata.Registration, bool) {
 				pid, _, ok := e.p.Process(id)
 				if !ok {
@@ -280,7 +280,7 @@ func TestStandinRunners(t *testing.T) {
 				t.Fatal(err)
 			}
 			reg := s.jit(t, "standin-"+strconv.Itoa(i), "local")
-			in := launchOne(t, e.p, pool.Spec{Pool: "cpu", MaxLifetime: tc.lifetime}, "tok-"+strconv.Itoa(i), reg)
+			in := launchOne(t, e.p, pool.Spec{Shared: pool.Shared{Pool: "cpu", MaxLifetime: tc.lifetime}}, "tok-"+strconv.Itoa(i), reg)
 			pid, dir, _ := e.p.Process(in.ID)
 			if fi, err := os.Stat(dir); err != nil || !fi.IsDir() || filepath.Dir(dir) != filepath.Join(e.data, "runners") {
 				t.Fatalf("work directory %s: %v", dir, err)
@@ -328,7 +328,7 @@ func TestStandinRunners(t *testing.T) {
 func TestCleanEnvironment(t *testing.T) {
 	t.Parallel()
 	e := newProvider(t, process.Options{Command: []string{"sleep", "3600"}, Env: []string{"RUNNER_ALLOW_RUNASROOT=1"}, Path: "/usr/bin:/bin"})
-	in := launchOne(t, e.p, pool.Spec{Pool: "cpu"}, "tok-env", userdata.Registration{Mode: userdata.ModeJIT, JITConfig: "CANARYJIT", RunnerName: "r"})
+	in := launchOne(t, e.p, pool.Spec{Shared: pool.Shared{Pool: "cpu"}}, "tok-env", userdata.Registration{Mode: userdata.ModeJIT, JITConfig: "CANARYJIT", RunnerName: "r"})
 	pid, dir, _ := e.p.Process(in.ID)
 	got, err := environ(pid)
 	if err != nil {
@@ -357,7 +357,7 @@ func TestPoolLimit(t *testing.T) {
 	reg := func(n string) userdata.Registration {
 		return userdata.Registration{Mode: userdata.ModeJIT, JITConfig: "CANARY" + n, RunnerName: n}
 	}
-	pl, err := e.p.Plan(ctx, provider.Launch{Token: "tok-gpu", Spec: pool.Spec{Pool: "gpu", InstanceTypes: []string{"rtx-4090"}},
+	pl, err := e.p.Plan(ctx, provider.Launch{Token: "tok-gpu", Spec: pool.Spec{Shared: pool.Shared{Pool: "gpu", Backend: pool.BackendEC2}, EC2: &pool.EC2{InstanceTypes: []string{"rtx-4090"}}},
 		Runners: []provider.Runner{{Name: "a", JobID: 1}, {Name: "b", JobID: 2}}})
 	if err != nil {
 		t.Fatal(err)
@@ -370,7 +370,7 @@ func TestPoolLimit(t *testing.T) {
 	if first.InstanceType != "rtx-4090" {
 		t.Errorf("instance type %q, want the pool's first", first.InstanceType)
 	}
-	spec := pool.Spec{Pool: "gpu"}
+	spec := pool.Spec{Shared: pool.Shared{Pool: "gpu"}}
 	one := func(token, name string) error {
 		pl, _ := e.p.Plan(ctx, provider.Launch{Token: token, Spec: spec, Runners: []provider.Runner{{Name: name}}})
 		_, err := e.p.Launch(ctx, pl, []userdata.Registration{reg(name)})
@@ -404,7 +404,7 @@ func TestReplayAndRestart(t *testing.T) {
 	t.Parallel()
 	data := t.TempDir()
 	ctx := context.Background()
-	spec := pool.Spec{Pool: "cpu"}
+	spec := pool.Spec{Shared: pool.Shared{Pool: "cpu"}}
 	l := provider.Launch{Token: "tok-restart", Spec: spec, Runners: []provider.Runner{{Name: "a"}}}
 	e1 := newProvider(t, process.Options{Command: []string{"sleep", "3600"}, DataDir: data})
 	pl, _ := e1.p.Plan(ctx, l)
