@@ -17,7 +17,7 @@ func TestConformance(t *testing.T) {
 		logs := &testenv.SyncBuffer{}
 		p := dryrun.New(slog.New(slog.NewJSONHandler(logs, nil)), nil)
 		return providertest.Harness{
-			Provider:  p,
+			Provider: p,
 			Spec: pool.Spec{Shared: pool.Shared{Pool: "conformance", Backend: pool.BackendEC2},
 				EC2: &pool.EC2{InstanceTypes: []string{"c7i.large"}, Capacity: "spot-then-on-demand", Subnets: []string{"local"}}},
 			Delivered: p.Delivered,
