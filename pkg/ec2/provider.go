@@ -155,6 +155,9 @@ func NewProvider(o ProviderOptions) (*Provider, error) {
 // Name implements provider.Provider.
 func (p *Provider) Name() string { return "aws" }
 
+// Capabilities implements provider.Provider: EC2's (pool.Declared).
+func (p *Provider) Capabilities() provider.Capabilities { return pool.Declared[pool.BackendEC2] }
+
 // plan is the EC2 provider's stored plan: the exact fleet request, the
 // runners it is for (to tag and deliver to), and when it was made (an
 // instance launched well after that, by a replay, has no registration).
@@ -285,7 +288,7 @@ func runnerTags(r provider.Runner) map[string]string {
 // and launched before the registration timeout had its registration from the
 // first call; one launched only now, by the replay, has none and is
 // terminated.
-func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []userdata.Registration) (provider.Result, error) {
+func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider.Registration) (provider.Result, error) {
 	var pn plan
 	if err := json.Unmarshal([]byte(pl), &pn); err != nil {
 		return provider.Result{}, &provider.Error{Kind: provider.ErrInvalid, Code: "UnreadablePlan", Message: err.Error(), Final: true}
@@ -336,9 +339,12 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []userdata
 		if r.Err != nil {
 			continue
 		}
-		reg := regs[i]
-		reg.InstanceARN = userdata.InstanceARN(p.o.Partition, p.o.Region, p.o.Account, r.Instance.ID)
-		reg.ExpiresAt = now.Add(p.o.RegistrationTTL)
+		// The table keys the runner's registration by its instance's ARN:
+		// only that instance's role may read (and delete) it.
+		g := regs[i]
+		reg := userdata.Registration{InstanceARN: userdata.InstanceARN(p.o.Partition, p.o.Region, p.o.Account, r.Instance.ID),
+			Mode: g.Mode, JITConfig: g.JITConfig, Token: g.Token, URL: g.URL, RunnerName: g.RunnerName, Labels: g.Labels,
+			RunnerGroup: g.RunnerGroup, ExpiresAt: now.Add(p.o.RegistrationTTL)}
 		if err := p.o.Registrations.Put(ctx, reg); err != nil {
 			log.Error("writing the registration; terminating its instance", "instance_id", r.Instance.ID, "runner_name", pn.Runners[i].Name, "err", err)
 			orphans = append(orphans, r.Instance.ID)

@@ -16,7 +16,6 @@ import (
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/scaler"
 	"github.com/skiffci/skiff/pkg/store"
-	"github.com/skiffci/skiff/pkg/userdata"
 )
 
 // groupKey is equal for jobs that can share one launch: same pool, same
@@ -176,7 +175,7 @@ func (s *Service) launchGroup(ctx context.Context, ws []*work, now time.Time) {
 		return
 	}
 	l := provider.Launch{Token: token, Spec: spec, Runners: make([]provider.Runner, len(members))}
-	regs := make([]userdata.Registration, len(members))
+	regs := make([]provider.Registration, len(members))
 	for i, w := range members {
 		l.Runners[i] = provider.Runner{Name: w.runner, JobID: w.job.JobID, RunID: w.job.RunID,
 			Repository: w.job.Repository, Owner: w.job.Owner}

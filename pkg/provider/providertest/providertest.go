@@ -14,7 +14,6 @@ import (
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
-	"github.com/skiffci/skiff/pkg/userdata"
 )
 
 // Harness is one fresh provider with the hooks the suite needs.
@@ -24,7 +23,7 @@ type Harness struct {
 	Spec pool.Spec
 	// Delivered returns the registration the provider delivered to an
 	// instance, as the instance would read it.
-	Delivered func(id string) (userdata.Registration, bool)
+	Delivered func(id string) (provider.Registration, bool)
 	// FailCapacity makes every later launch find no capacity.
 	FailCapacity func()
 	// Logs returns what the provider logged so far.
@@ -178,18 +177,18 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 }
 
 // launch is a launch of n runners of h.Spec with a registration each.
-func launch(h Harness, token string, n int) (provider.Launch, []userdata.Registration) {
+func launch(h Harness, token string, n int) (provider.Launch, []provider.Registration) {
 	l := provider.Launch{Token: token, Spec: h.Spec}
-	var regs []userdata.Registration
+	var regs []provider.Registration
 	for i := range n {
 		name := "skiff-" + token + "-" + string(rune('a'+i))
 		l.Runners = append(l.Runners, provider.Runner{Name: name, JobID: int64(100 + i), RunID: 7, Repository: "acme/app", Owner: "acme"})
-		regs = append(regs, userdata.Registration{Mode: userdata.ModeJIT, JITConfig: canary + token + string(rune('a'+i)), RunnerName: name})
+		regs = append(regs, provider.Registration{Mode: provider.ModeJIT, JITConfig: canary + token + string(rune('a'+i)), RunnerName: name})
 	}
 	return l, regs
 }
 
-func mustLaunch(t *testing.T, h Harness, l provider.Launch, regs []userdata.Registration) provider.Result {
+func mustLaunch(t *testing.T, h Harness, l provider.Launch, regs []provider.Registration) provider.Result {
 	t.Helper()
 	plan, err := h.Provider.Plan(context.Background(), l)
 	if err != nil {
