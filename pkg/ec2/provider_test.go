@@ -92,7 +92,7 @@ func TestProviderConformance(t *testing.T) {
 					Spec: pool.Spec{Shared: pool.Shared{Pool: "conformance", Backend: pool.BackendEC2},
 						EC2: &pool.EC2{InstanceTypes: types, Subnets: subnets, Capacity: "spot-then-on-demand",
 							Image: pool.Image{SSM: "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64"}, DiskGiB: 30}},
-					Delivered: regs.delivered,
+					Delivered: regs.delivered, Backend: pool.BackendEC2,
 					FailCapacity: func() {
 						for _, typ := range types {
 							for _, spot := range []bool{true, false} {

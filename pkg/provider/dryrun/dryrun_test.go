@@ -24,7 +24,9 @@ func TestConformance(t *testing.T) {
 			FailCapacity: func() {
 				p.FailNext(&provider.Error{Kind: provider.ErrCapacity, Code: "NoCapacity", Message: "dry-run capacity failure"})
 			},
-			Logs: logs.String,
+			Logs:        logs.String,
+			HoldInQueue: p.HoldInQueue,
+			Dequeue:     p.Dequeue,
 		}
 	})
 }

@@ -162,6 +162,7 @@ func TestConformance(t *testing.T) {
 			},
 			FailCapacity: e.p.FailCapacity,
 			Logs:         e.logs.String,
+			Backend:      pool.BackendProcess,
 		}
 	})
 }
