@@ -645,5 +645,9 @@ func (p *Pool) HasGPU() bool {
 	return false
 }
 
+// Sectioned reports whether the pool names its backend with a section
+// (ec2:, slurm:, ...) rather than writing EC2 settings at its top.
+func (p *Pool) Sectioned() bool { return !p.flat }
+
 // Capabilities returns what the pool's backend can do (Declared).
 func (p *Pool) Capabilities() Capabilities { return Declared[p.Backend] }

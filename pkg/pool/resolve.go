@@ -364,10 +364,15 @@ func (p *Pool) fit(d *Label, raw string) (fit, *ResolveError) {
 		return &ResolveError{Kind: ErrOutOfBounds, Label: raw, Pool: p.Name, Key: key, Value: d.value(key), Bound: bound, rank: rank}
 	}
 	b := p.Dynamic
+	caps := p.Capabilities()
 	if b == nil {
+		why := "the pool takes no dynamic sizes (it has no dynamic: block)"
+		if !caps.DynamicSizes {
+			why = fmt.Sprintf("pool %s runs on %s, which cannot size a runner", p.Name, p.Backend)
+		}
 		for _, k := range Keys[1:] {
 			if k != KeyRun && d.value(k) != "" {
-				return f, refused(k, "the pool takes no dynamic sizes (it has no dynamic: block)", 0)
+				return f, refused(k, why, 0)
 			}
 		}
 	}
@@ -391,7 +396,6 @@ func (p *Pool) fit(d *Label, raw string) (fit, *ResolveError) {
 	if err := check(KeyGPU, d.GPU, b.MaxGPUs, "maxGpus"); err != nil {
 		return f, err
 	}
-	caps := p.Capabilities()
 	if d.Families != nil && p.EC2 == nil {
 		return f, refused(KeyFamily, fmt.Sprintf("instance families are EC2's; pool %s runs on %s", p.Name, p.Backend), 1)
 	}
