@@ -18,6 +18,14 @@
 // Launching the same plan again returns the instances the first call
 // launched where the backend can tell (EC2's ClientToken), and never more
 // than the plan's runners.
+//
+// A launch's pool.Spec is the shared part every provider reads and the
+// part of the pool's backend, which only that backend's provider reads
+// (the EC2 provider refuses a spec without an EC2 part). Each runner's
+// Registration carries its JIT configuration (or token) and its identity;
+// the provider delivers it its own way. A provider states its
+// Capabilities, and a runner held in the backend's own queue is listed
+// Pending with its QueueReason.
 package provider
 
 import (
