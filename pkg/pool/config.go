@@ -122,6 +122,7 @@ type Pool struct {
 	boot      string          // bootTimeout as written
 	queue     string          // queueTimeout as written
 	flat      bool            // EC2 settings written at the pool's top (the older form)
+	topEC2    []string        // the EC2 keys written at the pool's top
 	index     int             // position in Config.Pools
 	effective map[string]bool // lower-case labels including the implied ones
 	families  []string        // families the pool can launch, in preference order
@@ -288,6 +289,9 @@ func (s *source) decode(doc any) (*Config, []Diagnostic) {
 	pools, _ := root["pools"].([]any)
 	items := s.poolNodes()
 	cfg := &Config{Version: 1, Pools: make([]*Pool, 0, len(pools))}
+	// The defaults' EC2 settings, written at their top or under ec2: (the
+	// checks refuse both at once).
+	defaultsEC2 := merged(flatEC2(defaults), sectionOf(defaults, BackendEC2))
 	for i, raw := range pools {
 		m, _ := raw.(map[string]any)
 		get := func(key string) any {
@@ -333,13 +337,24 @@ func (s *source) decode(doc any) (*Config, []Diagnostic) {
 		section := func(b Backend) map[string]any {
 			return merged(sectionOf(defaults, b), sectionOf(m, b))
 		}
+		for _, k := range ec2Keys {
+			if _, ok := m[k]; ok {
+				p.topEC2 = append(p.topEC2, k)
+			}
+		}
 		switch p.Backend {
 		case BackendEC2:
-			// The EC2 settings of every level, the pool's over the
-			// defaults'; at each level written at the top or under ec2:
-			// (the checks refuse both at once).
-			vals := merged(flatEC2(defaults), sectionOf(defaults, BackendEC2), flatEC2(m), sectionOf(m, BackendEC2))
-			p.EC2 = decodeEC2(vals)
+			// The pool's EC2 settings over the defaults'.
+			own := sectionOf(m, BackendEC2)
+			p.EC2 = decodeEC2(func(k string) any {
+				if v, ok := own[k]; ok {
+					return v
+				}
+				if v, ok := m[k]; ok {
+					return v
+				}
+				return defaultsEC2[k]
+			})
 		case BackendSlurm:
 			p.Slurm = decodeSlurm(section(BackendSlurm))
 		case BackendKubernetes:
@@ -384,24 +399,24 @@ func merged(levels ...map[string]any) map[string]any {
 	return out
 }
 
-func decodeEC2(v map[string]any) *EC2 {
+func decodeEC2(get func(key string) any) *EC2 {
 	e := &EC2{
-		InstanceTypes: strs(v["instanceTypes"]),
-		DiskGiB:       num(v["diskGiB"]),
-		Subnets:       strs(v["subnets"]),
-		Capacity:      Capacity(str(v["capacity"])),
+		InstanceTypes: strs(get("instanceTypes")),
+		DiskGiB:       num(get("diskGiB")),
+		Subnets:       strs(get("subnets")),
+		Capacity:      Capacity(str(get("capacity"))),
 	}
-	if im, ok := v["image"].(map[string]any); ok {
+	if im, ok := get("image").(map[string]any); ok {
 		e.Image = Image{AMI: str(im["ami"]), SSM: str(im["ssm"]), Name: str(im["name"]),
 			Owners: strs(im["owners"]), GPU: im["gpu"] == true}
 	}
-	if r, ok := v["requirements"].(map[string]any); ok {
+	if r, ok := get("requirements").(map[string]any); ok {
 		e.Requirements = &Requirements{VCPU: rng(r["vcpu"]), MemoryGiB: rng(r["memoryGiB"]), Families: strs(r["families"])}
 		if g, ok := r["gpu"].(map[string]any); ok {
 			e.Requirements.GPU = &GPURequirements{Count: rng(g["count"]), Manufacturer: str(g["manufacturer"]), Models: strs(g["models"])}
 		}
 	}
-	if tags, ok := v["tags"].(map[string]any); ok {
+	if tags, ok := get("tags").(map[string]any); ok {
 		e.Tags = make(map[string]string, len(tags))
 		for k, t := range tags {
 			e.Tags[k] = str(t)

@@ -20,6 +20,15 @@ func (s *source) check(cfg *Config) []Diagnostic {
 	add := func(ptr string, sev Severity, msg, fix string) {
 		diags = append(diags, s.diag(ptr, sev, msg, fix))
 	}
+	for _, k := range ec2Keys {
+		if _, ok := s.find("/defaults/" + k); !ok {
+			continue
+		}
+		if _, ok := s.find("/defaults/ec2/" + k); ok {
+			add("/defaults/"+k, SeverityError, fmt.Sprintf("defaults set %s both at their top and under ec2:", k),
+				"keep the one under defaults.ec2")
+		}
+	}
 	seen := make(map[string]int, len(cfg.Pools))
 	for i, p := range cfg.Pools {
 		if j, dup := seen[p.Name]; dup {
@@ -122,10 +131,7 @@ func (s *source) checkPool(i int, p *Pool, add addFunc) {
 // pool that writes its settings both at its top and under ec2:.
 func (s *source) checkForm(i int, p *Pool, add addFunc) {
 	base := poolPtr(i)
-	for _, k := range ec2Keys {
-		if _, ok := s.find(base + "/" + k); !ok {
-			continue
-		}
+	for _, k := range p.topEC2 {
 		switch {
 		case p.Backend != BackendEC2:
 			add(base+"/"+k, SeverityError,
@@ -135,15 +141,6 @@ func (s *source) checkForm(i int, p *Pool, add addFunc) {
 			add(base+"/"+k, SeverityError,
 				fmt.Sprintf("pool %q writes %s at its top and has an ec2: section", p.Name, k),
 				"move it under ec2:; a pool writes its EC2 settings either all at its top (the older form) or all under ec2:")
-		}
-	}
-	for _, k := range ec2Keys {
-		if _, ok := s.find("/defaults/" + k); !ok {
-			continue
-		}
-		if _, ok := s.find("/defaults/ec2/" + k); ok {
-			add("/defaults/"+k, SeverityError, fmt.Sprintf("defaults set %s both at their top and under ec2:", k),
-				"keep the one under defaults.ec2")
 		}
 	}
 	if p.CostPerHour > 0 && p.Backend == BackendEC2 {
