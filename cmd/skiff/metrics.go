@@ -209,17 +209,20 @@ func btoi(b bool) int {
 func allowedTypes(cfg *pool.Config) map[string][]string {
 	out := map[string][]string{}
 	for _, p := range cfg.Pools {
-		if len(p.InstanceTypes) > 0 {
-			out[p.Name] = p.InstanceTypes
+		if p.EC2 == nil {
+			continue // priced by costPerHour, not by instance types
+		}
+		if len(p.EC2.InstanceTypes) > 0 {
+			out[p.Name] = p.EC2.InstanceTypes
 			continue
 		}
-		if p.Requirements == nil {
+		if p.EC2.Requirements == nil {
 			continue
 		}
 		var list []string
 		for name, it := range pool.Prices.Types {
 			fam, _, _ := strings.Cut(name, ".")
-			rq := p.Requirements
+			rq := p.EC2.Requirements
 			if (len(rq.Families) == 0 || slices.Contains(rq.Families, fam)) && rq.VCPU.Contains(it.VCPU) && rq.MemoryGiB.Contains(it.MemoryGiB) {
 				list = append(list, name)
 			}

@@ -268,6 +268,9 @@ func New(scope constructs.Construct, id string, props *Props) (*Skiff, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading the pools file (check it with skiff validate -f %s): %w", p.PoolsFile, err)
 	}
+	if err := checkBackends(cfg); err != nil {
+		return nil, err
+	}
 	if err := checkSubnets(cfg, p.SubnetIDs); err != nil {
 		return nil, err
 	}
@@ -317,6 +320,20 @@ func New(scope constructs.Construct, id string, props *Props) (*Skiff, error) {
 }
 
 // checkSubnets requires every pool's subnets to be among allowed, when given.
+// checkBackends refuses a pools file with pools off EC2: the AWS control
+// plane launches EC2 runners only, and would dead-letter every job of such
+// a pool.
+func checkBackends(cfg *pool.Config) error {
+	var errs []error
+	for _, p := range cfg.Pools {
+		if p.EC2 == nil {
+			errs = append(errs, fmt.Errorf("%w: pool %q runs on %s; the AWS stack launches EC2 pools only (run it with skiff local, or remove it from this file)",
+				ErrInvalidProps, p.Name, p.Backend))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 func checkSubnets(cfg *pool.Config, allowed []string) error {
 	if len(allowed) == 0 {
 		return nil
@@ -327,7 +344,7 @@ func checkSubnets(cfg *pool.Config, allowed []string) error {
 	}
 	var errs []error
 	for _, p := range cfg.Pools {
-		for _, sn := range p.Subnets {
+		for _, sn := range p.EC2.Subnets {
 			if !set[sn] {
 				errs = append(errs, fmt.Errorf("%w: pool %q uses subnet %s, which is not in SubnetIDs (-c subnetIds=%s)",
 					ErrInvalidProps, p.Name, sn, strings.Join(allowed, ",")))

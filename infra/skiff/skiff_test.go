@@ -648,9 +648,9 @@ func TestLaunchTemplates(t *testing.T) {
 	}
 	for _, p := range cfg.Pools {
 		t.Run(p.Name, func(t *testing.T) {
-			image := "resolve:ssm:" + p.Image.SSM
-			if p.Image.AMI != "" {
-				image = p.Image.AMI
+			image := "resolve:ssm:" + p.EC2.Image.SSM
+			if p.EC2.Image.AMI != "" {
+				image = p.EC2.Image.AMI
 			}
 			tags := assertions.Match_ArrayWith(&[]any{
 				map[string]any{"Key": names.TagManaged, "Value": names.ManagedValue},
@@ -665,7 +665,7 @@ func TestLaunchTemplates(t *testing.T) {
 						"KeyName":                           assertions.Match_Absent(),
 						"MetadataOptions":                   map[string]any{"HttpEndpoint": "enabled", "HttpTokens": "required", "HttpPutResponseHopLimit": 1},
 						"BlockDeviceMappings": []any{map[string]any{"DeviceName": DefaultRootDevice, "Ebs": map[string]any{
-							"VolumeType": "gp3", "VolumeSize": p.DiskGiB, "Encrypted": true, "DeleteOnTermination": true}}},
+							"VolumeType": "gp3", "VolumeSize": p.EC2.DiskGiB, "Encrypted": true, "DeleteOnTermination": true}}},
 						"IamInstanceProfile": map[string]any{"Arn": map[string]any{"Fn::GetAtt": assertions.Match_ArrayWith(&[]any{assertions.Match_StringLikeRegexp(jsii.String("SkiffRunnerProfile.*"))})}},
 						"SecurityGroupIds":   []any{map[string]any{"Fn::GetAtt": assertions.Match_ArrayWith(&[]any{assertions.Match_StringLikeRegexp(jsii.String("SkiffRunnerSecurityGroup.*"))})}},
 						"TagSpecifications": []any{
@@ -678,7 +678,7 @@ func TestLaunchTemplates(t *testing.T) {
 			})
 			// The user data is exactly what pkg/userdata renders for the pool.
 			want, err := userdata.Render(userdata.Params{
-				Pool: p.Name, Arch: p.Architecture, GPU: p.Image.GPU || p.HasGPU(), RegistrationTable: "skiff-" + names.RoleRegistrationTable,
+				Pool: p.Name, Arch: p.Architecture, GPU: p.EC2.Image.GPU || p.HasGPU(), RegistrationTable: "skiff-" + names.RoleRegistrationTable,
 				Lifetime: p.MaxLifetime, IdleTimeout: p.IdleTimeout.Round(time.Second), RegistrationTimeout: DefaultRegistrationTimeout,
 				MetricsNamespace: names.RunnerMetricsNamespace, LogGroup: "/skiff/skiff/runners",
 			})

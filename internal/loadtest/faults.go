@@ -18,7 +18,6 @@ import (
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/scaleup"
 	"github.com/skiffci/skiff/pkg/store"
-	"github.com/skiffci/skiff/pkg/userdata"
 )
 
 // crashSteps is how many steps of a scale-up invocation the crash plan
@@ -63,7 +62,7 @@ func (p stepProvider) Plan(ctx context.Context, l provider.Launch) (provider.Pla
 	return p.Provider.Plan(ctx, l)
 }
 
-func (p stepProvider) Launch(ctx context.Context, pl provider.Plan, regs []userdata.Registration) (provider.Result, error) {
+func (p stepProvider) Launch(ctx context.Context, pl provider.Plan, regs []provider.Registration) (provider.Result, error) {
 	step(ctx)
 	if err := ctx.Err(); err != nil {
 		return provider.Result{}, err

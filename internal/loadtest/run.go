@@ -96,7 +96,10 @@ func (w *world) ec2Faults(now time.Time) {
 				}
 			}
 			for _, p := range w.pools.Pools {
-				for _, typ := range p.InstanceTypes {
+				if p.EC2 == nil {
+					continue
+				}
+				for _, typ := range p.EC2.InstanceTypes {
 					for _, spot := range []bool{true, false} {
 						w.fake.FailPool(ec2.CapacityKey(typ, "subnet-0cccccccc", spot), code)
 					}

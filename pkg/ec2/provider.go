@@ -155,6 +155,9 @@ func NewProvider(o ProviderOptions) (*Provider, error) {
 // Name implements provider.Provider.
 func (p *Provider) Name() string { return "aws" }
 
+// Capabilities implements provider.Provider: EC2's (pool.Declared).
+func (p *Provider) Capabilities() provider.Capabilities { return pool.Declared[pool.BackendEC2] }
+
 // plan is the EC2 provider's stored plan: the exact fleet request, the
 // runners it is for (to tag and deliver to), and when it was made (an
 // instance launched well after that, by a replay, has no registration).
@@ -169,6 +172,10 @@ type plan struct {
 func (p *Provider) Plan(ctx context.Context, l provider.Launch) (provider.Plan, error) {
 	if len(l.Runners) == 0 {
 		return "", provider.Errorf(provider.ErrInvalid, "planning launch: no runners")
+	}
+	if l.Spec.EC2 == nil {
+		return "", &provider.Error{Kind: provider.ErrInvalid, Code: "NotEC2", Final: true,
+			Message: fmt.Sprintf("pool %s runs on %s, not EC2", l.Spec.Pool, l.Spec.Backend)}
 	}
 	failed, err := p.o.Capacity.FailedCapacity(ctx, l.Spec.Pool, p.o.Now())
 	if err != nil {
@@ -187,26 +194,26 @@ func (p *Provider) Plan(ctx context.Context, l provider.Launch) (provider.Plan, 
 
 // request builds the fleet request of a launch.
 func (p *Provider) request(l provider.Launch, failed map[string]bool) Request {
-	spec := l.Spec
-	capacity := Capacity(spec.Capacity)
+	spec, e := l.Spec, l.Spec.EC2
+	capacity := Capacity(e.Capacity)
 	req := Request{
 		Token:          l.Token,
 		LaunchTemplate: names.LaunchTemplate(p.o.LaunchTemplatePrefix, spec.Pool),
 		Count:          len(l.Runners),
 		Capacity:       capacity,
-		Places:         Places(spec.InstanceTypes, spec.Subnets, capacity, failed, p.o.MaxPlaces),
-		Requirements:   requirements(spec.Requirements),
+		Places:         Places(e.InstanceTypes, e.Subnets, capacity, failed, p.o.MaxPlaces),
+		Requirements:   requirements(e.Requirements),
 		RootDevice:     p.o.RootDevice,
-		DiskGiB:        spec.DiskGiB,
+		DiskGiB:        e.DiskGiB,
 		Tags:           map[string]string{},
 	}
 	switch {
-	case spec.Image.AMI != "":
-		req.ImageID = spec.Image.AMI
-	case spec.Image.SSM != "":
-		req.ImageID = "resolve:ssm:" + spec.Image.SSM
+	case e.Image.AMI != "":
+		req.ImageID = e.Image.AMI
+	case e.Image.SSM != "":
+		req.ImageID = "resolve:ssm:" + e.Image.SSM
 	}
-	for k, v := range spec.Tags {
+	for k, v := range e.Tags {
 		req.Tags[k] = v
 	}
 	first := l.Runners[0]
@@ -281,7 +288,7 @@ func runnerTags(r provider.Runner) map[string]string {
 // and launched before the registration timeout had its registration from the
 // first call; one launched only now, by the replay, has none and is
 // terminated.
-func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []userdata.Registration) (provider.Result, error) {
+func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider.Registration) (provider.Result, error) {
 	var pn plan
 	if err := json.Unmarshal([]byte(pl), &pn); err != nil {
 		return provider.Result{}, &provider.Error{Kind: provider.ErrInvalid, Code: "UnreadablePlan", Message: err.Error(), Final: true}
@@ -332,9 +339,12 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []userdata
 		if r.Err != nil {
 			continue
 		}
-		reg := regs[i]
-		reg.InstanceARN = userdata.InstanceARN(p.o.Partition, p.o.Region, p.o.Account, r.Instance.ID)
-		reg.ExpiresAt = now.Add(p.o.RegistrationTTL)
+		// The table keys the runner's registration by its instance's ARN:
+		// only that instance's role may read (and delete) it.
+		g := regs[i]
+		reg := userdata.Registration{InstanceARN: userdata.InstanceARN(p.o.Partition, p.o.Region, p.o.Account, r.Instance.ID),
+			Mode: g.Mode, JITConfig: g.JITConfig, Token: g.Token, URL: g.URL, RunnerName: g.RunnerName, Labels: g.Labels,
+			RunnerGroup: g.RunnerGroup, ExpiresAt: now.Add(p.o.RegistrationTTL)}
 		if err := p.o.Registrations.Put(ctx, reg); err != nil {
 			log.Error("writing the registration; terminating its instance", "instance_id", r.Instance.ID, "runner_name", pn.Runners[i].Name, "err", err)
 			orphans = append(orphans, r.Instance.ID)

@@ -397,7 +397,7 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 
 	// The ledger first: without it every instance would look like an orphan.
 	for _, pl := range s.o.Pools.Pools {
-		in.Policy[pl.Name] = decide.Policy{IdleTimeout: pl.IdleTimeout, BootTimeout: pl.BootTimeout, MaxLifetime: pl.MaxLifetime,
+		in.Policy[pl.Name] = decide.Policy{IdleTimeout: pl.IdleTimeout, BootTimeout: pl.BootTimeout, QueueTimeout: pl.QueueTimeout, MaxLifetime: pl.MaxLifetime,
 			MaxReplacements: s.o.MaxReplacements, RerunInterrupted: s.rerun(pl.Name)}
 		rs, err := s.o.Ledger.LiveRunners(ctx, pl.Name)
 		if err != nil {

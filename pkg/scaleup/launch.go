@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/scaler"
 	"github.com/skiffci/skiff/pkg/store"
-	"github.com/skiffci/skiff/pkg/userdata"
 )
 
 // groupKey is equal for jobs that can share one launch: same pool, same
@@ -26,10 +26,16 @@ func (s *Service) groupKey(w *work) string {
 	if s.o.Scope == ScopeRepo {
 		scope = w.job.Repository
 	}
-	req, _ := json.Marshal(sp.Requirements)
+	// The backend's part and the sizes, whatever the backend: plain data
+	// whose encoding (map keys sorted) is equal exactly when they are.
+	part, _ := json.Marshal(struct {
+		EC2        *pool.EC2
+		Slurm      *pool.Slurm
+		Kubernetes *pool.Kubernetes
+		Sizes      pool.Sizes
+	}{sp.EC2, sp.Slurm, sp.Kubernetes, sp.Sizes})
 	return strings.Join([]string{
-		sp.Pool, strings.ToLower(scope), strings.Join(sp.Labels, ","), strings.Join(sp.InstanceTypes, ","),
-		string(req), string(sp.Capacity), strconv.Itoa(sp.DiskGiB), sp.Image.String(), strings.Join(sp.Subnets, ","),
+		sp.Pool, strings.ToLower(scope), strings.Join(sp.Labels, ","), string(part),
 		sp.RunnerGroup, strconv.FormatInt(w.job.InstallationID, 10),
 	}, "\x00")
 }
@@ -177,7 +183,7 @@ func (s *Service) launchGroup(ctx context.Context, ws []*work, now time.Time) {
 		return
 	}
 	l := provider.Launch{Token: token, Spec: spec, Runners: make([]provider.Runner, len(members))}
-	regs := make([]userdata.Registration, len(members))
+	regs := make([]provider.Registration, len(members))
 	for i, w := range members {
 		l.Runners[i] = provider.Runner{Name: w.runner, JobID: w.job.JobID, RunID: w.job.RunID,
 			Repository: w.job.Repository, Owner: w.job.Owner}

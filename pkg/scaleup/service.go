@@ -42,7 +42,6 @@ import (
 	"github.com/skiffci/skiff/pkg/scaler"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
-	"github.com/skiffci/skiff/pkg/userdata"
 )
 
 // Scope is where runners register.
@@ -231,7 +230,7 @@ type work struct {
 	// the launch's outcome is unknown (its answer was lost), and crash
 	// recovery settles it.
 	keep     bool
-	reg      userdata.Registration
+	reg      provider.Registration
 	instance string
 	leaseEnd time.Time
 
