@@ -143,7 +143,11 @@ type Instance struct {
 	Zone         string
 	Capacity     Capacity
 	State        State
-	LaunchedAt   time.Time
+	// Reason is the backend's reason a pending instance waits (Slurm's
+	// pending reason: Resources, Priority, a QOS limit), or "": waiting in
+	// a backend's own queue, not a failed boot.
+	Reason     string
+	LaunchedAt time.Time
 	// Tags are the instance's tags (names.Tag*), including those set after
 	// launch by scale-up and by the runner's job hooks.
 	Tags map[string]string
