@@ -237,7 +237,13 @@ func SizesOf(l *pool.Label) Sizes {
 	if l == nil {
 		return Sizes{}
 	}
-	return Sizes{VCPU: l.CPU.Lowest(), MemoryGiB: l.RAM.Lowest(), GPUs: l.GPU.Lowest(), DiskGiB: l.DiskGiB}
+	lowest := func(s pool.Spans) int {
+		if len(s) == 0 {
+			return 0
+		}
+		return s.Lowest()
+	}
+	return Sizes{VCPU: lowest(l.CPU), MemoryGiB: lowest(l.RAM), GPUs: lowest(l.GPU), DiskGiB: l.DiskGiB}
 }
 
 // Plan implements provider.Provider. Runner names must be Slurm-safe
