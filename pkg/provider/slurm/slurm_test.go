@@ -452,3 +452,45 @@ func TestSubmitLimit(t *testing.T) {
 		t.Errorf("a refused submit left its registration file: %v", left)
 	}
 }
+
+// BenchmarkLaunch submits runners to a real cluster, 10 per launch, and
+// reports the Slurm commands per runner (one sbatch each, nothing else)
+// and the runners submitted per second.
+func BenchmarkLaunch(b *testing.B) {
+	s := testenv.StartSlurm(b, testenv.SlurmOptions{CPUs: 64})
+	shared := filepath.Join(s.Dir, "shared")
+	p, err := slurm.New(slurm.Options{Commander: slurm.Exec{Env: []string{"SLURM_CONF=" + s.Conf}}, JITDir: filepath.Join(shared, "jit"),
+		WorkDir: filepath.Join(shared, "work"), Command: []string{"true"}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	const perLaunch = 10
+	start := time.Now()
+	for i := range b.N {
+		l := provider.Launch{Token: "bench-" + strconv.Itoa(i), Spec: pool.Spec{Pool: "cpu", MaxLifetime: time.Hour}}
+		var regs []userdata.Registration
+		for j := range perLaunch {
+			l.Runners = append(l.Runners, provider.Runner{Name: "r" + strconv.Itoa(j)})
+			regs = append(regs, userdata.Registration{Mode: userdata.ModeJIT, JITConfig: "x"})
+		}
+		plan, err := p.Plan(context.Background(), l)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := p.Launch(context.Background(), plan, regs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	elapsed := time.Since(start)
+	calls := p.Calls()
+	runners := float64(b.N * perLaunch)
+	b.ReportMetric(float64(calls["sbatch"])/runners, "sbatch/runner")
+	b.ReportMetric(float64(calls["squeue"]+calls["sacct"]+calls["scancel"])/runners, "other-calls/runner")
+	b.ReportMetric(runners/elapsed.Seconds(), "runners/s")
+	if _, err := p.List(context.Background(), provider.Filter{}); err != nil {
+		b.Fatal(err)
+	}
+	if c := p.Calls(); c["squeue"] != 1 || len(c) != 1 {
+		b.Fatalf("a listing ran %v, want one squeue", c)
+	}
+}
