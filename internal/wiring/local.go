@@ -57,6 +57,9 @@ type LocalConfig struct {
 	// login node shares with the compute nodes: registrations (jit/, 0700)
 	// and the runners' work directories (work/). Required with "slurm".
 	SlurmShared string
+	// SlurmEnv are extra KEY=VALUE entries for Slurm's commands (say
+	// SLURM_CONF=/etc/slurm/other.conf).
+	SlurmEnv []string
 	// RunnerCommand is the runner's command for the process provider, e.g.
 	// ["/opt/actions-runner/run.sh"] or ["skiff-standin"].
 	RunnerCommand []string
@@ -205,7 +208,7 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 		if cfg.SlurmShared == "" {
 			return nil, errors.New("local mode: the slurm provider needs a shared directory (SlurmShared)")
 		}
-		p, err := slurm.New(slurm.Options{Command: cfg.RunnerCommand, Env: cfg.RunnerEnv,
+		p, err := slurm.New(slurm.Options{Commander: slurm.Exec{Env: cfg.SlurmEnv}, Command: cfg.RunnerCommand, Env: cfg.RunnerEnv,
 			JITDir: filepath.Join(cfg.SlurmShared, "jit"), WorkDir: filepath.Join(cfg.SlurmShared, "work"),
 			Logger: logger, Now: cfg.Now})
 		if err != nil {
