@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"cmp"
 	"crypto/rand"
 	"fmt"
 	"net"
@@ -33,6 +34,15 @@ type SlurmOptions struct {
 	Partitions []string
 	// Extra are further slurm.conf lines (e.g. MaxJobCount=2).
 	Extra []string
+	// Accounting adds slurmdbd over a MariaDB server of the cluster's own
+	// (sacct, associations enforced), with the account "ci" for root and
+	// Users, and the Setup commands run through sacctmgr before the
+	// controller starts (e.g. "add qos limited MaxSubmitJobsPerUser=1").
+	Accounting bool
+	// MinJobAge is how long squeue still shows an ended job (default 300 s).
+	MinJobAge int
+	Users     []string
+	Setup     [][]string
 }
 
 // Slurm is a single-node Slurm cluster of a test's own: a munged, a
@@ -55,6 +65,8 @@ type Slurm struct {
 	ctld   *exec.Cmd
 	slurmd *exec.Cmd
 	munged string // the munged pid file
+	dbd    *exec.Cmd
+	db     *exec.Cmd
 }
 
 // Env is the environment for Slurm's clients talking to this cluster.
@@ -172,7 +184,7 @@ func StartSlurm(t testing.TB, o SlurmOptions) *Slurm {
 		"JobAcctGatherType=jobacct_gather/linux",
 		"JobAcctGatherFrequency=1",
 		// Ended jobs stay in squeue this long (Slurm's default is 300 s).
-		"MinJobAge=300",
+		"MinJobAge=" + strconv.Itoa(cmp.Or(o.MinJobAge, 300)),
 		// A cancelled job's processes get SIGKILL this long after SIGTERM.
 		"KillWait=5",
 		fmt.Sprintf("NodeName=%s NodeAddr=127.0.0.1 CPUs=%d RealMemory=8000 Gres=gpu:%d State=UNKNOWN", host, s.CPUs, o.GPUs),
@@ -181,9 +193,15 @@ func StartSlurm(t testing.TB, o SlurmOptions) *Slurm {
 	for _, p := range o.Partitions {
 		conf = append(conf, fmt.Sprintf("PartitionName=%s Nodes=%s", p, host))
 	}
+	if o.Accounting {
+		conf = append(conf, s.startAccounting(o, host, sock)...)
+	}
 	conf = append(conf, o.Extra...)
 	if err := os.WriteFile(s.Conf, []byte(strings.Join(conf, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	if o.Accounting {
+		s.setupAccounting(o)
 	}
 	s.StartController()
 	s.mu.Lock()
@@ -204,7 +222,11 @@ func (s *Slurm) daemon(name string) *exec.Cmd {
 	if err != nil {
 		path = filepath.Join("/usr/sbin", name)
 	}
-	cmd := exec.Command(path, "-D", "-f", s.Conf)
+	args := []string{"-D", "-f", s.Conf}
+	if name == "slurmdbd" {
+		args = []string{"-D"} // it reads slurmdbd.conf next to $SLURM_CONF
+	}
+	cmd := exec.Command(path, args...)
 	cmd.Env = s.Env()
 	out, err := os.OpenFile(filepath.Join(s.Dir, "log", name+".out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -281,6 +303,12 @@ func (s *Slurm) Stop() {
 	}
 	stopCmd(d)
 	stopCmd(ctld)
+	s.mu.Lock()
+	dbd, db := s.dbd, s.db
+	s.dbd, s.db = nil, nil
+	s.mu.Unlock()
+	stopCmd(dbd)
+	stopCmd(db)
 	if b, err := os.ReadFile(s.munged); err == nil {
 		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 {
 			_ = syscall.Kill(pid, syscall.SIGTERM)
@@ -349,4 +377,115 @@ func freePorts(n int) ([]int, error) {
 		out = append(out, l.Addr().(*net.TCPAddr).Port)
 	}
 	return out, nil
+}
+
+// MariaDBInstall says how to install what the accounting tests need.
+const MariaDBInstall = "apt-get install -y slurmdbd mariadb-server"
+
+// startAccounting starts a MariaDB server and slurmdbd of the cluster's
+// own and returns the slurm.conf lines that use them.
+func (s *Slurm) startAccounting(o SlurmOptions, host, sock string) []string {
+	t := s.t
+	t.Helper()
+	for _, b := range []string{"mariadbd", "mariadb-install-db", "mariadb", "slurmdbd", "sacctmgr"} {
+		if _, err := exec.LookPath(b); err != nil {
+			Missing(t, b, MariaDBInstall)
+		}
+	}
+	data := filepath.Join(s.Dir, "mariadb")
+	dbSock := filepath.Join(s.Dir, "run", "mariadb.sock")
+	if out, err := exec.Command("mariadb-install-db", "--no-defaults", "--datadir="+data, "--user=root", "--skip-test-db",
+		"--auth-root-authentication-method=socket").CombinedOutput(); err != nil {
+		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
+	}
+	ports, err := freePorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := exec.Command("mariadbd", "--no-defaults", "--datadir="+data, "--socket="+dbSock, "--port="+strconv.Itoa(ports[0]),
+		"--bind-address=127.0.0.1", "--user=root", "--innodb-buffer-pool-size=32M", "--skip-log-bin",
+		"--log-error="+filepath.Join(s.Dir, "log", "mariadb.log"))
+	if err := db.Start(); err != nil {
+		t.Fatalf("starting mariadbd: %v", err)
+	}
+	s.mu.Lock()
+	s.db = db
+	s.mu.Unlock()
+	s.waitFor("mariadbd", func() bool {
+		return exec.Command("mariadb", "-S", dbSock, "-e",
+			"CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'slurm'; GRANT ALL ON *.* TO 'slurm'@'127.0.0.1'").Run() == nil
+	})
+	dbdConf := []string{
+		"AuthType=auth/munge",
+		"AuthInfo=socket=" + sock,
+		"DbdAddr=127.0.0.1",
+		"DbdHost=" + host,
+		"DbdPort=" + strconv.Itoa(ports[1]),
+		"SlurmUser=root",
+		"PidFile=" + filepath.Join(s.Dir, "run", "slurmdbd.pid"),
+		"LogFile=" + filepath.Join(s.Dir, "log", "slurmdbd.log"),
+		"StorageType=accounting_storage/mysql",
+		"StorageHost=127.0.0.1",
+		"StoragePort=" + strconv.Itoa(ports[0]),
+		"StorageUser=slurm",
+		"StoragePass=slurm",
+		"StorageLoc=slurm_acct_db",
+	}
+	// slurmdbd reads slurmdbd.conf next to slurm.conf, and only a file
+	// of mode 0600 (it holds the database password).
+	if err := os.WriteFile(filepath.Join(s.Dir, "slurmdbd.conf"), []byte(strings.Join(dbdConf, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	s.dbd = s.daemon("slurmdbd")
+	s.mu.Unlock()
+	return []string{
+		"AccountingStorageType=accounting_storage/slurmdbd",
+		"AccountingStorageHost=127.0.0.1",
+		"AccountingStoragePort=" + strconv.Itoa(ports[1]),
+		// For slurmdbd with munge, the "password" is the munge socket.
+		"AccountingStoragePass=" + sock,
+		"AccountingStorageEnforce=associations,limits,qos",
+		"AccountingStoreFlags=job_comment",
+		"AccountingStorageTRES=gres/gpu",
+	}
+}
+
+// setupAccounting registers the cluster, the account ci and its users,
+// then runs o.Setup.
+func (s *Slurm) setupAccounting(o SlurmOptions) {
+	t := s.t
+	t.Helper()
+	s.waitFor("slurmdbd", func() bool {
+		return s.Command("sacctmgr", "-i", "add", "cluster", "skifftest").Run() == nil
+	})
+	cmds := [][]string{{"add", "account", "ci"}, {"add", "user", "root", "account=ci"}}
+	for _, u := range o.Users {
+		cmds = append(cmds, []string{"add", "user", u, "account=ci"})
+	}
+	for _, c := range append(cmds, o.Setup...) {
+		if out, err := s.Command("sacctmgr", append([]string{"-i"}, c...)...).CombinedOutput(); err != nil {
+			t.Fatalf("sacctmgr %v: %v\n%s", c, err, out)
+		}
+	}
+}
+
+// waitFor retries ready every 50 ms until it holds: a daemon that just
+// started answers within seconds. The deadline is a net for a broken
+// install, not a timing.
+func (s *Slurm) waitFor(what string, ready func() bool) {
+	s.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !ready() {
+		if time.Now().After(deadline) {
+			var logs []string
+			for _, f := range []string{what + ".log", what + ".out"} {
+				if b, err := os.ReadFile(filepath.Join(s.Dir, "log", f)); err == nil {
+					logs = append(logs, f+":\n"+string(b))
+				}
+			}
+			s.t.Fatalf("%s does not answer:\n%s", what, strings.Join(logs, "\n"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

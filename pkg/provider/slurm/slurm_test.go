@@ -494,3 +494,69 @@ func BenchmarkLaunch(b *testing.B) {
 		b.Fatalf("a listing ran %v, want one squeue", c)
 	}
 }
+
+// TestAccounting runs against a cluster with slurmdbd: an unknown account
+// is a final invalid launch with Slurm's message, a QOS submit limit is a
+// retryable quota error, an ended job's usage comes from sacct, a job
+// squeue has forgotten is still listed from sacct, and another user's
+// sacct shows no registration.
+func TestAccounting(t *testing.T) {
+	t.Parallel()
+	other := testenv.SecondUser(t)
+	c := startCluster(t, testenv.SlurmOptions{Accounting: true, MinJobAge: 2, Users: []string{other.Username},
+		Setup: [][]string{{"add", "qos", "limited", "MaxSubmitJobsPerUser=1"}, {"modify", "user", "root", "set", "qos+=limited"}}})
+	e := c.newEnv(t, map[string]slurm.Pool{
+		"noacct":  {Account: "no-such-account"},
+		"limited": {Account: "ci", QOS: "limited"},
+		"gpu":     {Account: "ci", Gres: "gpu:1"},
+	}, "sleep", "1")
+	submit := func(pool, token string) error {
+		plan, err := e.p.Plan(context.Background(), provider.Launch{Token: token, Spec: spec(pool), Runners: []provider.Runner{{Name: "r"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = e.p.Launch(context.Background(), plan, []userdata.Registration{{Mode: userdata.ModeJIT, JITConfig: "CANARY" + token}})
+		return err
+	}
+	if err := submit("noacct", "tok-noacct"); !errors.Is(err, provider.ErrInvalid) || !provider.Permanent(err) ||
+		!strings.Contains(err.Error(), "Invalid account") {
+		t.Errorf("an unknown account: %v, want a final ErrInvalid with Slurm's message", err)
+	}
+	if err := submit("limited", "tok-limit-1"); err != nil {
+		t.Fatalf("the first job of the limited QOS: %v", err)
+	}
+	if err := submit("limited", "tok-limit-2"); !errors.Is(err, provider.ErrQuota) || provider.Permanent(err) {
+		t.Errorf("over the QOS's submit limit: %v, want a retryable ErrQuota", err)
+	}
+
+	_, regs, res := launchN(t, e.p, spec("gpu"), "tok-usage", 1)
+	id := res.Runners[0].Instance.ID
+	e.waitSeen(t, id)
+	var u slurm.Usage
+	poll(t, "the job's accounting record", func() bool {
+		var err error
+		u, err = e.p.Usage(context.Background(), id)
+		return err == nil && u.State == "COMPLETED"
+	})
+	if u.Cluster != "skifftest" || u.Partition != "debug" || u.Nodes != c.Node || u.GPUs != 1 || u.Elapsed < time.Second {
+		t.Errorf("usage %+v: want cluster skifftest, partition debug, node %s, 1 GPU, at least 1 s", u, c.Node)
+	}
+	// After MinJobAge squeue forgets the job; List asks sacct for it.
+	poll(t, "squeue to forget the job", func() bool {
+		out, _ := c.Command("squeue", "-h", "--states=all", "-j", id, "-o", "%i").Output()
+		return strings.TrimSpace(string(out)) == ""
+	})
+	got, err := e.p.List(context.Background(), provider.Filter{IDs: []string{id}})
+	if err != nil || len(got) != 1 || got[0].State != provider.Terminated || got[0].Pool != "gpu" {
+		t.Errorf("List of a job squeue forgot: %+v (%v), want it terminated, of pool gpu, from sacct", got, err)
+	}
+	out, _ := c.AsUser(other, "sacct", "--allusers", "--jobs="+id, "--format=ALL", "--parsable2").CombinedOutput()
+	if !strings.Contains(string(out), id) {
+		t.Errorf("sacct as %s does not show the job at all (the check would be empty): %s", other.Username, out)
+	}
+	if strings.Contains(string(out), regs[0].JITConfig) || strings.Contains(string(out), "CANARY") {
+		t.Errorf("sacct as %s shows a registration: %s", other.Username, out)
+	}
+}
+
+func spec(name string) pool.Spec { return pool.Spec{Pool: name, MaxLifetime: time.Hour} }
