@@ -538,7 +538,7 @@ func TestAccounting(t *testing.T) {
 		u, err = e.p.Usage(context.Background(), id)
 		return err == nil && u.State == "COMPLETED"
 	})
-	if u.Cluster != "skifftest" || u.Partition != "debug" || u.Nodes != c.Node || u.GPUs != 1 || u.Elapsed < time.Second {
+	if u.Cluster != "skifftest" || u.Partition != "debug" || u.Nodes != c.Node || u.GPUs != 1 || u.Elapsed < time.Second || u.MaxRSSBytes <= 0 {
 		t.Errorf("usage %+v: want cluster skifftest, partition debug, node %s, 1 GPU, at least 1 s", u, c.Node)
 	}
 	// After MinJobAge squeue forgets the job; List asks sacct for it.
