@@ -386,8 +386,22 @@ func (p *Provider) submit(ctx context.Context, pn plan, r provider.Runner, reg u
 	args = append(args, pc.Args(pn.Sizes, pn.Lifetime)...)
 	out, err := p.run(ctx, "sbatch", args, []byte(script))
 	if err != nil {
+		err = classify("submitting the runner's batch job", err)
+		if errors.Is(err, provider.ErrTransient) {
+			// The controller may have taken the job and lost the answer
+			// (a timeout, a restart): one squeue by name tells, so that
+			// the caller's retry does not submit it twice.
+			if jobs, lerr := p.squeue(ctx); lerr == nil {
+				for _, j := range jobs {
+					if j.Name == name {
+						p.o.Logger.Warn("sbatch failed, but Slurm has the job", "instance_id", j.ID, "job_name", name, "err", err)
+						return p.instance(j), nil
+					}
+				}
+			}
+		}
 		_ = os.Remove(jit)
-		return provider.Instance{}, classify("submitting the runner's batch job", err)
+		return provider.Instance{}, err
 	}
 	// --parsable prints "jobid" or "jobid;cluster".
 	id, _, _ := strings.Cut(strings.TrimSpace(string(out)), ";")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -175,9 +176,11 @@ func TestScriptHoldsNoSecret(t *testing.T) {
 // with its jobs, and counts the calls: the benchmarks' and unit tests'
 // stand-in for a cluster (the integration tests use a real one).
 type fakeSlurm struct {
-	jobs    []string // squeue lines
-	next    int
-	submits []struct {
+	jobs []string // squeue lines
+	// loseAnswer makes sbatch take the job and fail as a timeout does.
+	loseAnswer bool
+	next       int
+	submits    []struct {
 		args   []string
 		script string
 	}
@@ -201,6 +204,9 @@ func (f *fakeSlurm) Run(_ context.Context, name string, args []string, stdin []b
 			}
 		}
 		f.jobs = append(f.jobs, fmt.Sprintf("%d|PENDING|debug||2026-12-01T10:00:00|%s|%s|Priority", f.next, jn, comment))
+		if f.loseAnswer {
+			return nil, &ExitError{Command: name, Code: 1, Stderr: "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation"}
+		}
 		return []byte(fmt.Sprintf("%d\n", f.next)), nil
 	case "squeue":
 		return []byte(strings.Join(f.jobs, "\n") + "\n"), nil
@@ -242,5 +248,29 @@ func BenchmarkReconcile1000(b *testing.B) {
 	b.ReportMetric(float64(calls["squeue"]+calls["sacct"])/float64(b.N), "calls/pass")
 	if calls["squeue"] != b.N || len(calls) != 1 {
 		b.Fatalf("calls %v for %d passes", calls, b.N)
+	}
+}
+
+// TestLostSubmitAnswer: sbatch fails as a timeout does after the
+// controller took the job; the provider finds the job by name, keeps its
+// registration file, and the launch succeeds: a retry would have
+// submitted the runner twice.
+func TestLostSubmitAnswer(t *testing.T) {
+	t.Parallel()
+	fc := &fakeSlurm{loseAnswer: true}
+	p := newFake(t, fc)
+	pl, err := p.Plan(context.Background(), provider.Launch{Token: "tok", Spec: pool.Spec{Pool: "cpu"}, Runners: []provider.Runner{{Name: "r1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Launch(context.Background(), pl, []userdata.Registration{{Mode: userdata.ModeJIT, JITConfig: "CANARY"}})
+	if err != nil || res.Runners[0].Instance.ID != "1" {
+		t.Fatalf("Launch after a lost answer: %+v, %v; want job 1", res, err)
+	}
+	if calls := p.Calls(); calls["sbatch"] != 1 || calls["squeue"] != 1 {
+		t.Errorf("calls %v, want one sbatch and one squeue", calls)
+	}
+	if _, err := os.Stat(p.jitFile("skiff.tok.r1")); err != nil {
+		t.Errorf("the registration file of the job Slurm took is gone: %v", err)
 	}
 }
