@@ -29,7 +29,7 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: deps
-deps: ## install what the tests need: npm packages, emulators, shellcheck; check moto
+deps: ## install what the tests need: npm packages, emulators, shellcheck, Slurm; check moto
 	npm ci --no-audit --no-fund
 	go install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
 	go install github.com/aws/amazon-ec2-metadata-mock/cmd/ec2-metadata-mock@$(IMDS_MOCK_VERSION)
@@ -38,6 +38,10 @@ deps: ## install what the tests need: npm packages, emulators, shellcheck; check
 	@command -v shellcheck >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck; }
 	@# the metrics HTML report is checked in a real headless browser
 	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+	@# the Slurm provider's tests start a single-node cluster of their own (slurmctld, slurmd, munged;
+	@# slurmdbd over a MariaDB server of its own for the accounting tests)
+	@command -v slurmctld >/dev/null && command -v munged >/dev/null && command -v slurmdbd >/dev/null && command -v mariadbd >/dev/null || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge slurmdbd mariadb-server; }
 	@# moto (DynamoDB with transactions, CloudWatch, EC2) is a Python package, preinstalled on these machines: say how, do not install
 	@python3 -c "import moto.server" 2>/dev/null || echo 'moto is missing (the ledger, fleet, metrics and ec2events tests need it): pip install "moto[server]==5.2.1"' >&2
 

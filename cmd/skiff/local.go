@@ -24,8 +24,9 @@ func runLocal(args []string, stdout, stderr io.Writer) int {
 	pools := fs.String("f", "pools.yaml", "the pools file")
 	dataDir := fs.String("data-dir", "skiff-data", "the SQLite file, the runners' work directories and their logs")
 	listen := fs.String("listen", "127.0.0.1:8080", "the webhook's address (the GitHub App's webhook URL points here)")
-	prov := fs.String("provider", "process", "process (run each runner as a local process) or dry-run (log what would launch)")
-	runner := fs.String("runner", "", "the runner command for the process provider, e.g. /opt/actions-runner/run.sh")
+	prov := fs.String("provider", "process", "process (run each runner as a local process), slurm (each runner a Slurm batch job, from a login node) or dry-run (log what would launch)")
+	runner := fs.String("runner", "", "the runner command for the process and slurm providers, e.g. /opt/actions-runner/run.sh (on the shared filesystem for slurm)")
+	slurmShared := fs.String("slurm-shared", "", "with --provider slurm: a directory the compute nodes share, for registrations (jit/, mode 0700) and work directories (work/)")
 	appID := fs.Int64("app-id", 0, "the GitHub App's id")
 	keyFile := fs.String("app-key-file", "", "the GitHub App's private key (PEM); or SKIFF_GITHUB_APP_KEY")
 	apiURL := fs.String("github-api-url", "", "GitHub's REST root (default https://api.github.com; GHES: https://HOST/api/v3)")
@@ -41,7 +42,7 @@ func runLocal(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg := wiring.LocalConfig{DataDir: *dataDir, PoolsFile: *pools, Listen: *listen, Provider: *prov, GitHubAPIURL: *apiURL,
 		GitHubURL: *webURL, WebhookSecret: os.Getenv("SKIFF_WEBHOOK_SECRET"), Allow: splitList(*allow),
-		Installations: splitList(*installations), MetricsRecords: *records, ReconcileEvery: *reconcile}
+		Installations: splitList(*installations), MetricsRecords: *records, ReconcileEvery: *reconcile, SlurmShared: *slurmShared}
 	if *runner != "" {
 		cfg.RunnerCommand = strings.Fields(*runner)
 	}
@@ -68,8 +69,11 @@ func runLocal(args []string, stdout, stderr io.Writer) int {
 	if cfg.WebhookSecret == "" {
 		problems = append(problems, "SKIFF_WEBHOOK_SECRET is required: skiff does not accept unsigned webhooks")
 	}
-	if cfg.Provider == "process" && len(cfg.RunnerCommand) == 0 {
-		problems = append(problems, "--runner is required with the process provider")
+	if (cfg.Provider == "process" || cfg.Provider == "slurm") && len(cfg.RunnerCommand) == 0 {
+		problems = append(problems, "--runner is required with the "+cfg.Provider+" provider")
+	}
+	if cfg.Provider == "slurm" && cfg.SlurmShared == "" {
+		problems = append(problems, "--slurm-shared is required with the slurm provider")
 	}
 	if l, err := parseLimits(*limits); err != nil {
 		problems = append(problems, err.Error())

@@ -20,6 +20,7 @@ import (
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/dryrun"
 	"github.com/skiffci/skiff/pkg/provider/process"
+	"github.com/skiffci/skiff/pkg/provider/slurm"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/scaledown"
@@ -51,8 +52,15 @@ type LocalConfig struct {
 	Pools *pool.Config
 	// Listen is the webhook's address (default 127.0.0.1:8080; port 0 picks one).
 	Listen string
-	// Provider is "process" (default) or "dry-run".
+	// Provider is "process" (default), "slurm" or "dry-run".
 	Provider string
+	// SlurmShared is the slurm provider's directory on the filesystem the
+	// login node shares with the compute nodes: registrations (jit/, 0700)
+	// and the runners' work directories (work/). Required with "slurm".
+	SlurmShared string
+	// SlurmEnv are extra KEY=VALUE entries for Slurm's commands (say
+	// SLURM_CONF=/etc/slurm/other.conf).
+	SlurmEnv []string
 	// RunnerCommand is the runner's command for the process provider, e.g.
 	// ["/opt/actions-runner/run.sh"] or ["skiff-standin"].
 	RunnerCommand []string
@@ -199,10 +207,21 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 		for _, pl := range pools.Pools {
 			pl.MaxRunners = min(pl.MaxRunners, p.Limit(pl.Name))
 		}
+	case "slurm":
+		if cfg.SlurmShared == "" {
+			return nil, errors.New("local mode: the slurm provider needs a shared directory (SlurmShared)")
+		}
+		p, err := slurm.New(slurm.Options{Commander: slurm.Exec{Env: cfg.SlurmEnv}, Command: cfg.RunnerCommand, Env: cfg.RunnerEnv,
+			JITDir: filepath.Join(cfg.SlurmShared, "jit"), WorkDir: filepath.Join(cfg.SlurmShared, "work"),
+			Logger: logger, Now: cfg.Now})
+		if err != nil {
+			return nil, err
+		}
+		l.Provider = p
 	case "dry-run":
 		l.Provider = dryrun.New(logger, cfg.Now)
 	default:
-		return nil, fmt.Errorf("local mode: provider %q is neither process nor dry-run", cfg.Provider)
+		return nil, fmt.Errorf("local mode: provider %q is none of process, slurm, dry-run", cfg.Provider)
 	}
 	counter := telemetry.Discard
 	// The waiting room: a job that finds its pool full waits in the file
