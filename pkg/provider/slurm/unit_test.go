@@ -202,7 +202,7 @@ func (f *fakeSlurm) Run(_ context.Context, name string, args []string, stdin []b
 				comment = v
 			}
 		}
-		f.jobs = append(f.jobs, fmt.Sprintf("%d|PENDING|debug||2026-12-01T10:00:00|%s|%s|Priority", f.next, jn, comment))
+		f.jobs = append(f.jobs, fmt.Sprintf("%d|PENDING|debug||2026-12-01T10:00:00|%s|%s|N/A|Priority", f.next, jn, comment))
 		if f.loseAnswer {
 			return nil, &ExitError{Command: name, Code: 1, Stderr: "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation"}
 		}
@@ -231,7 +231,7 @@ func newFake(t testing.TB, fc *fakeSlurm) *Provider {
 func BenchmarkReconcile1000(b *testing.B) {
 	fc := &fakeSlurm{}
 	for i := range 1000 {
-		fc.jobs = append(fc.jobs, fmt.Sprintf("%d|RUNNING|debug|node%d|2026-12-01T10:00:00|skiff.tok%d.r|skiff%%3Apool=cpu&skiff%%3Arunner-name=r%d|None", i+1, i%50, i, i))
+		fc.jobs = append(fc.jobs, fmt.Sprintf("%d|RUNNING|debug|node%d|2026-12-01T10:00:00|skiff.tok%d.r|skiff%%3Apool=cpu&skiff%%3Arunner-name=r%d|2026-12-01T10:00:01|None", i+1, i%50, i, i))
 	}
 	p := newFake(b, fc)
 	p.Calls()
