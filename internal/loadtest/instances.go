@@ -107,8 +107,11 @@ func (w *world) instances(now time.Time) {
 				w.powerOff(in, now)
 			case r.Busy:
 				in.state, in.job, in.runner = busy, r.JobID, r.Name
-				w.tag(in, names.TagJobStarted, now)
-				if j := w.jobs[r.JobID]; in.spot && j != nil && j.original && w.rng.Float64() < w.cfg.Faults.SpotInterrupts {
+				probe := w.probeOf(r.JobID)
+				if !probe.noTag() {
+					w.tag(in, names.TagJobStarted, now)
+				}
+				if j := w.jobs[r.JobID]; in.spot && j != nil && j.original && probe == noProbe && w.rng.Float64() < w.cfg.Faults.SpotInterrupts {
 					in.warnAt = now.Add(time.Duration(w.rng.IntN(50)) * time.Second)
 				}
 			case now.Sub(in.since) >= pool.DefaultIdleTimeout: // the boot script's idle timeout
