@@ -111,6 +111,10 @@ const (
 	// PlantIgnoreRefusal: GitHub's refusal to delete a runner that runs a
 	// job (github.ErrRunnerBusy) is taken for a deletion.
 	PlantIgnoreRefusal = "ignore-refusal"
+	// PlantEndInterrupted makes the EC2 events blind to spot warnings: they
+	// end an interrupted runner that ran its own job at once, before the
+	// reconciler decides its re-run (caught with metrics records off).
+	PlantEndInterrupted = "end-interrupted"
 	// PlantLoseReplacements makes the reconciler's replacement messages
 	// vanish on their way to the queue.
 	PlantLoseReplacements = "lose-replacements"
@@ -121,7 +125,7 @@ const (
 
 // Plants lists the planted bugs.
 var Plants = []string{PlantIgnoreBusyFlag, PlantIgnoreLedgerStart, PlantIgnoreHookTag, PlantIgnoreRefusal,
-	PlantLoseReplacements, PlantIgnoreClaims}
+	PlantEndInterrupted, PlantLoseReplacements, PlantIgnoreClaims}
 
 // Report is what a run found: its invariant failures and its figures.
 type Report struct {

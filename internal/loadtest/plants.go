@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/github"
+	"github.com/skiffci/skiff/pkg/instanceevents"
 	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/provider"
@@ -69,6 +70,16 @@ func (g refusalBlindGitHub) DeleteRunner(ctx context.Context, inst int64, scope 
 		return err
 	}
 	return nil
+}
+
+// interruptBlindLedger is PlantEndInterrupted: the EC2 events read every
+// runner as if no spot warning had marked it.
+type interruptBlindLedger struct{ instanceevents.Ledger }
+
+func (l interruptBlindLedger) RunnerByInstance(ctx context.Context, instanceID string) (launch.Runner, error) {
+	r, err := l.Ledger.RunnerByInstance(ctx, instanceID)
+	r.InterruptedAt = time.Time{}
+	return r, err
 }
 
 // lostSends is PlantLoseReplacements: a queue that accepts and drops.

@@ -278,7 +278,7 @@ func newWorld(t testing.TB, cfg Config) *world {
 		downProvider = tagBlindProvider{w.downGuard}
 	case PlantIgnoreRefusal:
 		downGH = refusalBlindGitHub{downGH}
-	case "", PlantLoseReplacements, PlantIgnoreClaims:
+	case "", PlantEndInterrupted, PlantLoseReplacements, PlantIgnoreClaims:
 	default:
 		t.Fatalf("unknown plant %q (%v)", cfg.Plant, Plants)
 	}
@@ -302,7 +302,11 @@ func newWorld(t testing.TB, cfg Config) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.events, err = instanceevents.New(instanceevents.Options{Ledger: w.be.ledger, Counter: w.counter,
+	var eventsLedger instanceevents.Ledger = w.be.ledger
+	if cfg.Plant == PlantEndInterrupted {
+		eventsLedger = interruptBlindLedger{eventsLedger}
+	}
+	w.events, err = instanceevents.New(instanceevents.Options{Ledger: eventsLedger, Counter: w.counter,
 		Logger: w.log.With("function", "ec2events"), RecordPools: recordPools})
 	if err != nil {
 		t.Fatal(err)
