@@ -88,7 +88,8 @@ bench: ## run the benchmarks the README's performance section quotes
 	go build -o build/skiff ./cmd/skiff
 	build/skiff demo -f examples/pools.yaml --standin build/skiff-standin --jobs 1000 --limit 100 --out build/demo-1000
 
-# make loadtest: the fault harness (internal/loadtest) with LOADTEST_JOBS jobs, the DynamoDB
+# make loadtest: the fault harness (internal/loadtest) with LOADTEST_JOBS jobs in both
+# configurations (metrics records off, then on; each about 5 minutes on moto), the DynamoDB
 # adapters through the SDK against moto (LOADTEST_STORE=memory for the in-memory adapters).
 # SKIFF_SEED=<n> reruns a seed.
 LOADTEST_JOBS ?= 1000
@@ -96,7 +97,7 @@ LOADTEST_STORE ?= moto
 
 .PHONY: loadtest
 loadtest: ## the fault harness: 1,000 jobs through the whole pipeline under faults, the store on moto
-	SKIFF_LOADTEST_JOBS=$(LOADTEST_JOBS) SKIFF_LOADTEST_STORE=$(LOADTEST_STORE) go test -count=1 -timeout 20m -v -run '^TestLoad$$' ./internal/loadtest
+	SKIFF_LOADTEST_JOBS=$(LOADTEST_JOBS) SKIFF_LOADTEST_STORE=$(LOADTEST_STORE) go test -count=1 -timeout 60m -v -run '^TestLoad$$' ./internal/loadtest
 
 # make fuzz: every `func Fuzz...` in a tracked _test.go, found with git grep so
 # that a new target cannot be left out, each for FUZZTIME. FUZZFLAGS adds go test

@@ -9,9 +9,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/fanout"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
@@ -86,6 +86,9 @@ type ProviderOptions struct {
 	Counter telemetry.Counter // default telemetry.Discard
 	Logger  *slog.Logger      // default slog.Default()
 	Now     func() time.Time  // default time.Now
+	// Executor runs a launch's CreateTags calls (default
+	// fanout.Concurrent: in parallel).
+	Executor fanout.Executor
 }
 
 // Provider is the EC2 implementation of provider.Provider: launches are EC2
@@ -127,6 +130,9 @@ func NewProvider(o ProviderOptions) (*Provider, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Executor == nil {
+		o.Executor = fanout.Concurrent{}
 	}
 	switch o.RootDevice {
 	case "":
@@ -431,26 +437,18 @@ func assign(runners int, instances []string) []string {
 // keeps the fleet's tags (job-ids, runner-names, fleet-token) and the fleet
 // record maps it to its job.
 func (p *Provider) tagRunners(ctx context.Context, log *slog.Logger, runners []provider.Runner, launched []provider.Launched) {
-	sem := make(chan struct{}, tagConcurrency)
-	var wg sync.WaitGroup
-	for i, r := range launched {
+	p.o.Executor.Run(len(launched), tagConcurrency, func(i int) {
+		r := launched[i]
 		if r.Err != nil {
-			continue
+			return
 		}
 		id, tags := r.Instance.ID, runnerTags(runners[i])
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err := p.launcher.Tag(ctx, []string{id}, tags); err != nil {
-				p.o.Counter.Count(MetricTagFailures, Reason(err))
-				log.Warn("tagging the runner's instance failed; it keeps the fleet's tags", "instance_id", id,
-					"runner_name", runners[i].Name, "err", err)
-			}
-		}()
-	}
-	wg.Wait()
+		if err := p.launcher.Tag(ctx, []string{id}, tags); err != nil {
+			p.o.Counter.Count(MetricTagFailures, Reason(err))
+			log.Warn("tagging the runner's instance failed; it keeps the fleet's tags", "instance_id", id,
+				"runner_name", runners[i].Name, "err", err)
+		}
+	})
 }
 
 // readFleetErrors counts and reports the fleet's errors and remembers the

@@ -24,6 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/fanout"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/names"
@@ -153,6 +154,10 @@ type Options struct {
 	Counter telemetry.Counter // default telemetry.Discard
 	Logger  *slog.Logger      // default slog.Default()
 	Now     func() time.Time  // default time.Now
+	// Executor runs a pass's concurrent steps, Concurrency at a time
+	// (default fanout.Concurrent); the fault harness runs them one at a
+	// time in a seeded order.
+	Executor fanout.Executor
 
 	// Scopes are listed for runners on every pass, beside the scopes of the
 	// instances' owners (org mode) or repositories (repo mode).
@@ -234,6 +239,9 @@ func New(o Options) (*Service, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Executor == nil {
+		o.Executor = fanout.Concurrent{}
 	}
 	setInt := func(v *int, d int) {
 		if *v <= 0 {
@@ -492,22 +500,13 @@ func (p *pass) listRunners(ctx context.Context, insts []provider.Instance) ([]de
 	return out, complete
 }
 
-// each runs fn(0..n-1) with the pass's concurrency.
+// each runs fn(0..n-1) with the pass's concurrency; none starts once ctx is done.
 func (p *pass) each(ctx context.Context, n int, fn func(i int)) {
-	sem := make(chan struct{}, p.s.o.Concurrency)
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		if ctx.Err() != nil {
-			break
-		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+	p.s.o.Executor.Run(n, p.s.o.Concurrency, func(i int) {
+		if ctx.Err() == nil {
 			fn(i)
-		}()
-	}
-	wg.Wait()
+		}
+	})
 }
 
 func (p *pass) advance(ctx context.Context, as []decide.Advance) {

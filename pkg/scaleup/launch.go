@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/skiffci/skiff/pkg/launch"
@@ -52,19 +51,14 @@ func (s *Service) launch(ctx context.Context, items []*work, now time.Time) {
 		w.runner = scaler.RunnerName(w.job.JobID, w.gen)
 		keys[i] = w.key
 	}
-	var wg sync.WaitGroup
-	for _, g := range scaler.Group(keys, s.o.MaxFleetSize) {
-		ws := make([]*work, len(g))
-		for i, idx := range g {
+	groups := scaler.Group(keys, s.o.MaxFleetSize)
+	s.o.Executor.Run(len(groups), 0, func(gi int) {
+		ws := make([]*work, len(groups[gi]))
+		for i, idx := range groups[gi] {
 			ws[i] = items[idx]
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.launchGroup(ctx, ws, now)
-		}()
-	}
-	wg.Wait()
+		s.launchGroup(ctx, ws, now)
+	})
 	// Give back what did not launch, unless its launch may yet have happened.
 	for _, w := range items {
 		if w.instance == "" && !w.keep {
@@ -143,18 +137,7 @@ func (s *Service) launchGroup(ctx context.Context, ws []*work, now time.Time) {
 		return
 	}
 	// Registrations, in parallel (one GitHub call each in JIT mode).
-	sem := make(chan struct{}, registrationConcurrency)
-	var wg sync.WaitGroup
-	for _, w := range claimed {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			s.register(ctx, w)
-		}()
-	}
-	wg.Wait()
+	s.o.Executor.Run(len(claimed), registrationConcurrency, func(i int) { s.register(ctx, claimed[i]) })
 	var members []*work
 	fleet := store.Fleet{Token: token, Pool: spec.Pool, CreatedAt: now, ExpiresAt: now.Add(s.o.ClaimTTL)}
 	for _, w := range claimed {

@@ -35,6 +35,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/fanout"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
@@ -123,6 +124,10 @@ type Options struct {
 	Timings telemetry.Timings // default telemetry.DiscardTimings
 	Logger  *slog.Logger      // default slog.Default()
 	Now     func() time.Time  // default time.Now
+	// Executor runs an invocation's launch groups and registrations
+	// (default fanout.Concurrent: in parallel); the fault harness runs
+	// them one at a time in a seeded order.
+	Executor fanout.Executor
 
 	Scope Scope // default ScopeOrg
 	// GitHubURL is the web root runners register against in token mode
@@ -175,6 +180,9 @@ func New(o Options) (*Service, error) {
 	}
 	if o.Timings == nil {
 		o.Timings = telemetry.DiscardTimings
+	}
+	if o.Executor == nil {
+		o.Executor = fanout.Concurrent{}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
