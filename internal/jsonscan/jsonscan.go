@@ -43,6 +43,38 @@ func (d *Reader) End() error {
 	return nil
 }
 
+// Array reads an array, calling elem with the reader at each element,
+// which elem must read, and returns how many it read (0: an empty array).
+// A value of another type is skipped and reported as a type error at
+// field; null is one too, so a caller that takes null checks Null first.
+func (d *Reader) Array(field string, elem func() error) (n int, err error) {
+	empty, err := d.Enter('[', ']', field)
+	if err != nil || empty {
+		return 0, err
+	}
+	for {
+		d.Space()
+		if err := elem(); err != nil {
+			return n, err
+		}
+		n++
+		d.Space()
+		if d.i >= len(d.b) {
+			return n, d.Truncated()
+		}
+		switch d.b[d.i] {
+		case ',':
+			d.i++
+		case ']':
+			d.i++
+			d.depth--
+			return n, nil
+		default:
+			return n, d.Syntax()
+		}
+	}
+}
+
 // Bool reads true or false into *b; null leaves it.
 func (d *Reader) Bool(b *bool, field string) error {
 	if d.Null() {
@@ -141,6 +173,9 @@ type Reader struct {
 	i     int
 	depth int    // containers open at i
 	stack []byte // skip's closing brackets, kept between calls
+
+	interned  map[string]string // see Intern
+	internMax int
 }
 
 // Error is a decoding error, worded as jsonProblem words
@@ -682,7 +717,25 @@ func isHex(c byte) bool { return isDigit(c) || 'a' <= c && c <= 'f' || 'A' <= c 
 // lone or unpaired surrogate and each byte of invalid UTF-8 read as U+FFFD.
 func (d *Reader) StringToken() (string, error) {
 	b, err := d.StringBytes()
-	return string(b), err
+	if err != nil || d.interned == nil {
+		return string(b), err
+	}
+	if s, ok := d.interned[string(b)]; ok {
+		return s, nil
+	}
+	s := string(b)
+	if len(d.interned) < d.internMax {
+		d.interned[s] = s
+	}
+	return s, nil
+}
+
+// Intern makes the reader hand out one copy of each string it reads, for
+// up to max distinct strings (those after are copied as usual). A decoder
+// of many documents that repeat the same few names (repository, pool,
+// instance type) allocates them once instead of once per document.
+func (d *Reader) Intern(max int) {
+	d.interned, d.internMax = map[string]string{}, max
 }
 
 // StringBytes is stringToken's string, in the body itself when it has
