@@ -79,12 +79,13 @@ var (
 	recordFields = newFields("version", "repository", "owner", "workflowName", "trigger", "cloudProvider", "instanceType",
 		"runtime", "jobId", "jobName", "runId", "runAttempt", "pool", "labels", "region", "zone", "capacityType", "runnerName",
 		"queuedAt", "startedAt", "completedAt", "queueWait", "conclusion", "interrupted", "cpu", "memory", "gpus", "gpu", "disk",
-		"cost", "missingSources")
-	cpuFields      = newFields("peakPercent", "meanPercent")
+		"cost", "host", "missingSources")
+	cpuFields      = newFields("peakPercent", "meanPercent", "seconds")
 	memoryFields   = newFields("peakPercent", "peakGiB")
 	gpuFields      = newFields("index", "model", "peakUtilizationPercent", "peakMemoryMiB", "peakMemoryPercent")
 	gpuTotalFields = newFields("count", "model", "peakUtilizationPercent", "peakMemoryMiB", "peakMemoryPercent")
 	diskFields     = newFields("peakRootPercent")
+	hostFields     = newFields("cpuModel", "cpus", "memoryGiB", "gpuModel", "gpus")
 	costFields     = newFields("estimatedUSD", "hourlyUSD", "capacityType", "basis", "priceTableDate", "priceTableRegion", "estimate")
 )
 
@@ -153,6 +154,8 @@ func (dec *Decoder) record(r *Record, key []byte) error {
 				return d.FloatPtr(&c.PeakPercent, "cpu.peakPercent")
 			case "meanPercent":
 				return d.FloatPtr(&c.MeanPercent, "cpu.meanPercent")
+			case "seconds":
+				return d.FloatPtr(&c.Seconds, "cpu.seconds")
 			}
 			return d.Skip()
 		})
@@ -208,6 +211,29 @@ func (dec *Decoder) record(r *Record, key []byte) error {
 				return d.Str(&c.PriceTableRegion)
 			case "estimate":
 				return d.Bool(&c.Estimate, "cost.estimate")
+			}
+			return d.Skip()
+		})
+	case "host":
+		return object(d, &r.Host, "host", func(h *Host, key []byte) error {
+			switch hostFields.name(key) {
+			case "cpuModel":
+				return d.Str(&h.CPUModel)
+			case "cpus":
+				return d.Int(&h.CPUs, "host.cpus")
+			case "memoryGiB":
+				return d.FloatPtr(&h.MemoryGiB, "host.memoryGiB")
+			case "gpuModel":
+				return d.Str(&h.GPUModel)
+			case "gpus":
+				if d.Null() {
+					h.GPUs = nil
+					return nil
+				}
+				if h.GPUs == nil {
+					h.GPUs = new(int)
+				}
+				return d.Int(h.GPUs, "host.gpus")
 			}
 			return d.Skip()
 		})

@@ -52,6 +52,8 @@ var decoderCases = []string{
 	`{"startedAt":"2026-10-01"}`, `{"startedAt":null}`, `{"disk":{"peakRootPercent":30}}`, `{"disk":{"peakrootpercent":30}}`,
 	`{"memory":{"peakPercent":50,"peakGiB":2}}`, `{"x":{"y":[1,2,{"z":null}]},"pool":"gpu"}`, `{"pool":"gpu",}`, `{"pool" "gpu"}`,
 	"{\"repository\":\"\xff\"}", `{"repository":"a\u002fb"}`, `{"ｒepository":"a/b"}`, "{\"\u212aind\":1}",
+	`{"cpu":{"seconds":1.5}}`, `{"host":{"cpuModel":"x","cpus":2,"memoryGiB":7.5,"gpuModel":"g","gpus":0}}`, `{"host":{"gpus":null}}`,
+	`{"host":{"gpus":1},"host":{"gpus":null}}`, `{"host":{"cpus":1.5}}`, `{"host":null}`, `{"host":1}`,
 	`{"cpu":` + strings.Repeat(`[`, 10001) + strings.Repeat(`]`, 10001) + `}`,
 }
 
