@@ -77,8 +77,8 @@ type LocalConfig struct {
 	// Durability is the SQLite file's synchronous mode (default sqlite.Full).
 	Durability sqlite.Synchronous
 	// MetricsRecords turns on one metrics record per finished job, kept in
-	// the SQLite file (Local.Records); locally there is no CloudWatch
-	// agent, so records carry times, instance and conclusion, no peaks.
+	// the SQLite file (Local.Records); the process provider measures each
+	// runner (CPU time, peak memory, GPUs) and describes the host.
 	MetricsRecords bool
 	// Now is the clock (default time.Now), for tests.
 	Now func() time.Time
@@ -207,8 +207,13 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 	if cfg.MetricsRecords {
 		l.Records = sqlite.NewMetricsRecords(db)
 		recordPools = []string{"*"}
-		metricsWriter = &scaledown.RecordWriter{Pools: recordPools, Records: l.Store, Ledger: ledger, Out: l.Records,
+		rw := &scaledown.RecordWriter{Pools: recordPools, Records: l.Store, Ledger: ledger, Out: l.Records,
 			CloudProvider: cfg.Provider, Region: "local", Counter: counter, Logger: logger}
+		if p, ok := l.Provider.(*process.Provider); ok {
+			// The provider measures each runner and describes this machine.
+			rw.CloudProvider, rw.Peaks, rw.Host = "local", scaledown.ProviderPeaks{Source: p}, process.RecordHost(p.Host())
+		}
+		metricsWriter = rw
 	}
 	l.events, err = instanceevents.New(instanceevents.Options{Ledger: ledger, Counter: counter, Logger: logger, RecordPools: recordPools})
 	if err != nil {

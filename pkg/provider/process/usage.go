@@ -168,6 +168,16 @@ func (p *Provider) Usage(id string) (Usage, bool) {
 	return u, true
 }
 
+// Peaks is what an ended runner used, as a metrics record's peaks
+// (scaledown.UsageSource).
+func (p *Provider) Peaks(id string) (*metrics.Peaks, bool) {
+	u, ok := p.Usage(id)
+	if !ok {
+		return nil, false
+	}
+	return u.Peaks(), true
+}
+
 // Host describes the machine the runners run on.
 func (p *Provider) Host() Host { return p.usage.host }
 
