@@ -46,6 +46,9 @@ type Advice struct {
 	// Text is the one-line explanation; Label the runs-on label to paste.
 	Text  string `json:"text"`
 	Label string `json:"label"`
+	// Limits is, for jobs on a local host, the skiff local --limits value
+	// that runs as many of them at once as fit (Label is then empty).
+	Limits string `json:"limits,omitempty"`
 }
 
 // adviceGroup is what Advise keeps of one group's records with usage data.
@@ -53,6 +56,8 @@ type adviceGroup struct {
 	repo, workflow, job, pool, itype string
 	n                                int
 	cpu, memPercent, gpuMiB          []float64
+	memGiB                           []float64 // measured (local records)
+	host                             *Host     // the first record's host
 	first, last                      time.Time
 	costSum                          float64
 	costN                            int
@@ -78,6 +83,12 @@ func (a *advisor) add(r *Record) {
 	g.n++
 	g.cpu = append(g.cpu, *r.CPU.PeakPercent)
 	g.memPercent = append(g.memPercent, *r.Memory.PeakPercent)
+	if r.Memory.PeakGiB != nil {
+		g.memGiB = append(g.memGiB, *r.Memory.PeakGiB)
+	}
+	if g.host == nil && r.Host != nil {
+		g.host = r.Host
+	}
 	if r.GPU != nil && r.GPU.PeakMemoryMiB != nil {
 		g.gpuMiB = append(g.gpuMiB, *r.GPU.PeakMemoryMiB)
 	}
@@ -136,8 +147,11 @@ func Advise(recs []Record, o AdviceOptions) []Advice {
 
 func adviseGroup(g *adviceGroup, o AdviceOptions) (Advice, bool) {
 	cur := o.Prices.Lookup(g.itype)
-	if cur == nil || g.n < o.MinRecords {
+	if g.n < o.MinRecords {
 		return Advice{}, false
+	}
+	if cur == nil {
+		return adviseHost(g, o)
 	}
 	cpu, gpuMiB := g.cpu, g.gpuMiB
 	memGiB := make([]float64, len(g.memPercent))
@@ -192,4 +206,32 @@ func adviseGroup(g *adviceGroup, o AdviceOptions) (Advice, bool) {
 	}
 	return Advice{Repository: g.repo, Workflow: g.workflow, Job: g.job, Pool: g.pool, From: g.itype, To: best.Name,
 		Records: g.n, MonthlySavingUSD: round(saving, 100), Text: b.String(), Label: label}, true
+}
+
+// adviseHost sizes the jobs of a group that ran on a host the price table
+// does not list (local processes): how many of them fit the host at once,
+// by their p95 CPU and memory peaks with headroom, when that is two or
+// more: the pool's slot is bigger than the job, and `skiff local --limits`
+// can run that many side by side.
+func adviseHost(g *adviceGroup, o AdviceOptions) (Advice, bool) {
+	hst := g.host
+	if hst == nil || hst.CPUs <= 0 || hst.MemoryGiB == nil || *hst.MemoryGiB <= 0 || len(g.memGiB) < o.MinRecords {
+		return Advice{}, false
+	}
+	h := 1 + o.Headroom
+	cpuP95, memP95 := stat(g.cpu).P95, stat(g.memGiB).P95
+	needCPU := max(cpuP95/100*float64(hst.CPUs)*h, 0.01)
+	needMem := max(memP95*h, 0.01)
+	fit := int(math.Min(float64(hst.CPUs)/needCPU, *hst.MemoryGiB/needMem))
+	if fit < 2 {
+		return Advice{}, false
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "peak CPU p95 %.0f%% of %d CPUs, memory p95 %.2f GiB of %.1f GiB", cpuP95, hst.CPUs, memP95, *hst.MemoryGiB)
+	if len(g.gpuMiB) > 0 {
+		fmt.Fprintf(&b, ", GPU memory p95 %.1f GiB", stat(g.gpuMiB).P95/1024)
+	}
+	fmt.Fprintf(&b, " on %s over %d jobs → %d such jobs fit this host at once", g.itype, g.n, fit)
+	return Advice{Repository: g.repo, Workflow: g.workflow, Job: g.job, Pool: g.pool, From: g.itype, To: g.itype, Records: g.n,
+		Text: b.String(), Limits: fmt.Sprintf("%s=%d", g.pool, fit)}, true
 }

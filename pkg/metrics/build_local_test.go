@@ -82,3 +82,35 @@ func TestBuildLocal(t *testing.T) {
 		}
 	})
 }
+
+func TestAdviseLocal(t *testing.T) {
+	t.Parallel()
+	var small, big []Record
+	for i := range 20 {
+		in := localInputs()
+		in.Job.ID = int64(1000 + i)
+		in.Peaks.CPUPeak = f(10)
+		r, err := Build(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		small = append(small, r)
+		in.Job.JobName, in.Peaks.CPUPeak = "heavy", f(80)
+		if r, err = Build(in); err != nil {
+			t.Fatal(err)
+		}
+		big = append(big, r)
+	}
+	// 10% of 2 CPUs and 1.99 GiB of 15.6, with 20% headroom: 0.24 CPUs and
+	// 2.39 GiB a job, so memory allows 6 at once.
+	adv := Advise(append(small, big...), AdviceOptions{})
+	if len(adv) != 1 || adv[0].Limits != "standard=6" || adv[0].Job != "test" || adv[0].Label != "" {
+		t.Fatalf("advice %+v, want the light job only: 6 fit this host", adv)
+	}
+	if want := "peak CPU p95 10% of 2 CPUs, memory p95 1.99 GiB of 15.6 GiB on local over 20 jobs → 6 such jobs fit this host at once"; adv[0].Text != want {
+		t.Errorf("text %q\nwant %q", adv[0].Text, want)
+	}
+	if adv := Advise(small[:19], AdviceOptions{}); len(adv) != 0 {
+		t.Errorf("advice over 19 records: %+v", adv)
+	}
+}

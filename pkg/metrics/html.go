@@ -216,7 +216,7 @@ small{color:#666} code{background:#f4f4f4;padding:0 .2em}
 {{end}}
 
 <h2>Right-sizing</h2>
-{{if .Advice}}<ul>{{range .Advice}}<li>{{.Repository}} · {{.Workflow}} · {{.Job}} (pool {{.Pool}}): {{.Text}}<br><code>runs-on: [self-hosted, "{{.Label}}"]</code></li>{{end}}</ul>
+{{if .Advice}}<ul>{{range .Advice}}<li class="advice">{{.Repository}} · {{.Workflow}} · {{.Job}} (pool {{.Pool}}): {{.Text}}<br>{{if .Limits}}<code>skiff local --limits {{.Limits}}</code>{{else}}<code>runs-on: [self-hosted, "{{.Label}}"]</code>{{end}}</li>{{end}}</ul>
 {{else}}<p>Nothing to suggest.</p>{{end}}
 <script>document.body.setAttribute("data-ok", "1");</script>
 </body></html>
