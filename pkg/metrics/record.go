@@ -188,18 +188,20 @@ func ParseDuration(s string) (Duration, error) {
 	var total float64
 	inTime := false
 	num := ""
-	for _, c := range rest {
+	start := 0 // where the number being read began
+	for i, c := range rest {
 		switch {
 		case c == 'T':
 			inTime = true
+			start = i + 1
 		case c >= '0' && c <= '9' || c == '.':
-			num += string(c)
+			num = rest[start : i+1]
 		default:
 			v, err := strconv.ParseFloat(num, 64)
 			if err != nil {
 				return 0, fmt.Errorf("parsing duration %q: %w", s, err)
 			}
-			num = ""
+			num, start = "", i+1
 			switch {
 			case c == 'D' && !inTime:
 				total += v * 86400
