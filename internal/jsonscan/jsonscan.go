@@ -176,6 +176,7 @@ type Reader struct {
 
 	interned  map[string]string // see Intern
 	internMax int
+	plain     bool // the last string skipString passed was ASCII, without escapes
 }
 
 // Error is a decoding error, worded as jsonProblem words
@@ -666,6 +667,7 @@ func (d *Reader) colon() error {
 // skipString checks and passes a string.
 func (d *Reader) skipString() error {
 	d.i++ // the opening quote
+	d.plain = true
 	for d.i < len(d.b) {
 		c := d.b[d.i]
 		switch {
@@ -673,12 +675,16 @@ func (d *Reader) skipString() error {
 			d.i++
 			return nil
 		case c == '\\':
+			d.plain = false
 			if err := d.escape(); err != nil {
 				return err
 			}
 		case c < 0x20:
 			return d.Syntax()
 		default:
+			if c >= utf8.RuneSelf {
+				d.plain = false
+			}
 			d.i++
 		}
 	}
@@ -746,7 +752,7 @@ func (d *Reader) StringBytes() ([]byte, error) {
 		return nil, err
 	}
 	raw := d.b[start : d.i-1]
-	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+	if d.plain || bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
 		return raw, nil
 	}
 	return unquote(raw), nil

@@ -50,24 +50,15 @@ func (dec *Decoder) Decode(b []byte, r *Record) error {
 	return d.End()
 }
 
-// fields maps a struct's JSON names to themselves, for matching a member
-// name exactly (a map lookup) and else without regard to case.
-type fields map[string]string
+// fields is a struct's member names.
+type fields []string
 
-func newFields(names ...string) fields {
-	f := fields{}
-	for _, n := range names {
-		f[n] = n
-	}
-	return f
-}
+func newFields(names ...string) fields { return names }
 
-// name returns the field the member name selects, or "".
-func (f fields) name(key []byte) string {
-	if n, ok := f[string(key)]; ok {
-		return n
-	}
-	for n := range f {
+// fold returns the field a member name selects without regard to case
+// (encoding/json's rule when no name matches exactly), or "".
+func (f fields) fold(key []byte) string {
+	for _, n := range f {
 		if jsonscan.FieldIs(key, n) {
 			return n
 		}
@@ -76,10 +67,7 @@ func (f fields) name(key []byte) string {
 }
 
 var (
-	recordFields = newFields("version", "repository", "owner", "workflowName", "trigger", "cloudProvider", "instanceType",
-		"runtime", "jobId", "jobName", "runId", "runAttempt", "pool", "labels", "region", "zone", "capacityType", "runnerName",
-		"queuedAt", "startedAt", "completedAt", "queueWait", "conclusion", "interrupted", "cpu", "memory", "gpus", "gpu", "disk",
-		"cost", "host", "missingSources")
+	recordFields   = newFields("version", "repository", "owner", "workflowName", "trigger", "cloudProvider", "instanceType", "runtime", "jobId", "jobName", "runId", "runAttempt", "pool", "labels", "region", "zone", "capacityType", "runnerName", "queuedAt", "startedAt", "completedAt", "queueWait", "conclusion", "interrupted", "cpu", "memory", "gpus", "gpu", "disk", "cost", "host", "missingSources")
 	cpuFields      = newFields("peakPercent", "meanPercent", "seconds")
 	memoryFields   = newFields("peakPercent", "peakGiB")
 	gpuFields      = newFields("index", "model", "peakUtilizationPercent", "peakMemoryMiB", "peakMemoryPercent")
@@ -89,9 +77,185 @@ var (
 	costFields     = newFields("estimatedUSD", "hourlyUSD", "capacityType", "basis", "priceTableDate", "priceTableRegion", "estimate")
 )
 
+// recordName is the record member a name selects, or "".
+func recordName(key []byte) string {
+	switch string(key) {
+	case "version":
+		return "version"
+	case "repository":
+		return "repository"
+	case "owner":
+		return "owner"
+	case "workflowName":
+		return "workflowName"
+	case "trigger":
+		return "trigger"
+	case "cloudProvider":
+		return "cloudProvider"
+	case "instanceType":
+		return "instanceType"
+	case "runtime":
+		return "runtime"
+	case "jobId":
+		return "jobId"
+	case "jobName":
+		return "jobName"
+	case "runId":
+		return "runId"
+	case "runAttempt":
+		return "runAttempt"
+	case "pool":
+		return "pool"
+	case "labels":
+		return "labels"
+	case "region":
+		return "region"
+	case "zone":
+		return "zone"
+	case "capacityType":
+		return "capacityType"
+	case "runnerName":
+		return "runnerName"
+	case "queuedAt":
+		return "queuedAt"
+	case "startedAt":
+		return "startedAt"
+	case "completedAt":
+		return "completedAt"
+	case "queueWait":
+		return "queueWait"
+	case "conclusion":
+		return "conclusion"
+	case "interrupted":
+		return "interrupted"
+	case "cpu":
+		return "cpu"
+	case "memory":
+		return "memory"
+	case "gpus":
+		return "gpus"
+	case "gpu":
+		return "gpu"
+	case "disk":
+		return "disk"
+	case "cost":
+		return "cost"
+	case "host":
+		return "host"
+	case "missingSources":
+		return "missingSources"
+	}
+	return recordFields.fold(key)
+}
+
+// cpuName is the cpu member a name selects, or "".
+func cpuName(key []byte) string {
+	switch string(key) {
+	case "peakPercent":
+		return "peakPercent"
+	case "meanPercent":
+		return "meanPercent"
+	case "seconds":
+		return "seconds"
+	}
+	return cpuFields.fold(key)
+}
+
+// memoryName is the memory member a name selects, or "".
+func memoryName(key []byte) string {
+	switch string(key) {
+	case "peakPercent":
+		return "peakPercent"
+	case "peakGiB":
+		return "peakGiB"
+	}
+	return memoryFields.fold(key)
+}
+
+// gpuName is the gpu member a name selects, or "".
+func gpuName(key []byte) string {
+	switch string(key) {
+	case "index":
+		return "index"
+	case "model":
+		return "model"
+	case "peakUtilizationPercent":
+		return "peakUtilizationPercent"
+	case "peakMemoryMiB":
+		return "peakMemoryMiB"
+	case "peakMemoryPercent":
+		return "peakMemoryPercent"
+	}
+	return gpuFields.fold(key)
+}
+
+// gpuTotalName is the gpuTotal member a name selects, or "".
+func gpuTotalName(key []byte) string {
+	switch string(key) {
+	case "count":
+		return "count"
+	case "model":
+		return "model"
+	case "peakUtilizationPercent":
+		return "peakUtilizationPercent"
+	case "peakMemoryMiB":
+		return "peakMemoryMiB"
+	case "peakMemoryPercent":
+		return "peakMemoryPercent"
+	}
+	return gpuTotalFields.fold(key)
+}
+
+// diskName is the disk member a name selects, or "".
+func diskName(key []byte) string {
+	switch string(key) {
+	case "peakRootPercent":
+		return "peakRootPercent"
+	}
+	return diskFields.fold(key)
+}
+
+// hostName is the host member a name selects, or "".
+func hostName(key []byte) string {
+	switch string(key) {
+	case "cpuModel":
+		return "cpuModel"
+	case "cpus":
+		return "cpus"
+	case "memoryGiB":
+		return "memoryGiB"
+	case "gpuModel":
+		return "gpuModel"
+	case "gpus":
+		return "gpus"
+	}
+	return hostFields.fold(key)
+}
+
+// costName is the cost member a name selects, or "".
+func costName(key []byte) string {
+	switch string(key) {
+	case "estimatedUSD":
+		return "estimatedUSD"
+	case "hourlyUSD":
+		return "hourlyUSD"
+	case "capacityType":
+		return "capacityType"
+	case "basis":
+		return "basis"
+	case "priceTableDate":
+		return "priceTableDate"
+	case "priceTableRegion":
+		return "priceTableRegion"
+	case "estimate":
+		return "estimate"
+	}
+	return costFields.fold(key)
+}
+
 func (dec *Decoder) record(r *Record, key []byte) error {
 	d := &dec.d
-	switch recordFields.name(key) {
+	switch recordName(key) {
 	case "version":
 		return d.Str(&r.Version)
 	case "repository":
@@ -149,7 +313,7 @@ func (dec *Decoder) record(r *Record, key []byte) error {
 		return d.BoolPtr(&r.Interrupted)
 	case "cpu":
 		return object(d, &r.CPU, "cpu", func(c *CPU, key []byte) error {
-			switch cpuFields.name(key) {
+			switch cpuName(key) {
 			case "peakPercent":
 				return d.FloatPtr(&c.PeakPercent, "cpu.peakPercent")
 			case "meanPercent":
@@ -161,7 +325,7 @@ func (dec *Decoder) record(r *Record, key []byte) error {
 		})
 	case "memory":
 		return object(d, &r.Memory, "memory", func(m *Memory, key []byte) error {
-			switch memoryFields.name(key) {
+			switch memoryName(key) {
 			case "peakPercent":
 				return d.FloatPtr(&m.PeakPercent, "memory.peakPercent")
 			case "peakGiB":
@@ -173,7 +337,7 @@ func (dec *Decoder) record(r *Record, key []byte) error {
 		return dec.gpus(&r.GPUs)
 	case "gpu":
 		return object(d, &r.GPU, "gpu", func(g *GPUTotals, key []byte) error {
-			switch gpuTotalFields.name(key) {
+			switch gpuTotalName(key) {
 			case "count":
 				return d.Int(&g.Count, "gpu.count")
 			case "model":
@@ -189,14 +353,14 @@ func (dec *Decoder) record(r *Record, key []byte) error {
 		})
 	case "disk":
 		return object(d, &r.Disk, "disk", func(k *Disk, key []byte) error {
-			if diskFields.name(key) == "peakRootPercent" {
+			if diskName(key) == "peakRootPercent" {
 				return d.FloatPtr(&k.PeakRootPercent, "disk.peakRootPercent")
 			}
 			return d.Skip()
 		})
 	case "cost":
 		return object(d, &r.Cost, "cost", func(c *Cost, key []byte) error {
-			switch costFields.name(key) {
+			switch costName(key) {
 			case "estimatedUSD":
 				return d.Float64(&c.EstimatedUSD, "cost.estimatedUSD")
 			case "hourlyUSD":
@@ -216,7 +380,7 @@ func (dec *Decoder) record(r *Record, key []byte) error {
 		})
 	case "host":
 		return object(d, &r.Host, "host", func(h *Host, key []byte) error {
-			switch hostFields.name(key) {
+			switch hostName(key) {
 			case "cpuModel":
 				return d.Str(&h.CPUModel)
 			case "cpus":
@@ -311,7 +475,7 @@ func (dec *Decoder) gpu(g *GPU) error {
 		return jsonscan.TypeError("gpus")
 	}
 	return d.Object(func(key []byte) error {
-		switch gpuFields.name(key) {
+		switch gpuName(key) {
 		case "index":
 			return d.Int(&g.Index, "gpus.index")
 		case "model":
