@@ -431,7 +431,7 @@ func (p *Provider) startLocked(pn plan, i int, r provider.Runner, reg userdata.R
 		_ = cmd.Wait()
 		_ = os.RemoveAll(dir)
 		if cgroup != "" {
-			removeCgroup(cgroup)
+			_ = removeCgroup(cgroup)
 		}
 		_ = os.Remove(p.recordFile(id))
 		return nil, transient("recording the runner", err)

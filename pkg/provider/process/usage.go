@@ -305,6 +305,7 @@ type sampler struct {
 
 	mu      sync.Mutex
 	live    map[*tracker]struct{}
+	stale   []string // ended runners' groups that still held processes
 	running bool
 	stop    chan struct{}
 	stopped chan struct{}
@@ -346,8 +347,10 @@ func (s *sampler) end(t *tracker, state *syscall.Rusage, at time.Time) Usage {
 		cg = readCgroup(t.cgroup)
 	}
 	u := t.finish(at, state, cg)
-	if t.cgroup != "" {
-		removeCgroup(t.cgroup)
+	if t.cgroup != "" && !removeCgroup(t.cgroup) {
+		s.mu.Lock()
+		s.stale = append(s.stale, t.cgroup)
+		s.mu.Unlock()
 	}
 	return u
 }
@@ -363,9 +366,27 @@ func (s *sampler) close() {
 		close(stop)
 		<-stopped
 	}
+	s.removeStale()
 	if s.cgroup != "" {
 		removeCgroup(s.cgroup)
 	}
+}
+
+// removeStale tries again to remove the groups that still held processes.
+func (s *sampler) removeStale() {
+	s.mu.Lock()
+	stale := s.stale
+	s.stale = nil
+	s.mu.Unlock()
+	var keep []string
+	for _, dir := range stale {
+		if !removeCgroup(dir) {
+			keep = append(keep, dir)
+		}
+	}
+	s.mu.Lock()
+	s.stale = append(s.stale, keep...)
+	s.mu.Unlock()
 }
 
 func (s *sampler) loop(stop, stopped chan struct{}) {
@@ -382,8 +403,10 @@ func (s *sampler) loop(stop, stopped chan struct{}) {
 	}
 }
 
-// sampleOnce samples every live runner.
+// sampleOnce samples every live runner (and removes the groups of ended
+// ones that could not be removed at their end).
 func (s *sampler) sampleOnce(at time.Time) {
+	s.removeStale()
 	s.mu.Lock()
 	ts := make([]*tracker, 0, len(s.live))
 	for t := range s.live {

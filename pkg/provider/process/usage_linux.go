@@ -118,11 +118,12 @@ func peakRSS(pid int) uint64 {
 	return 0
 }
 
-// cgroupParent finds where runner groups can be made: a directory under
-// this process's own cgroup v2 group, named for the data directory (so two
-// providers on one machine never share one), that this process could
-// create. "" when there is no cgroup v2 hierarchy or no permission: the
-// runners are then measured through /proc alone.
+// cgroupParent is where runner groups are made: a directory under this
+// process's own cgroup v2 group, named for the data directory (so two
+// providers on one machine never share one), made at the first runner's
+// start (newCgroup). "" when there is no cgroup v2 hierarchy: the runners
+// are then measured through /proc alone, as they are when the directory
+// cannot be made (no permission).
 func cgroupParent(dataDir string) string {
 	mount := cgroup2Mount()
 	if mount == "" {
@@ -139,11 +140,8 @@ func cgroupParent(dataDir string) string {
 	abs, _ := filepath.Abs(dataDir)
 	sum := sha256.Sum256([]byte(abs))
 	dir := filepath.Join(mount, own, "skiff-runners-"+hex.EncodeToString(sum[:4]))
-	if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
-		return ""
-	}
-	// Groups an earlier provider left (its adopted runners' groups, once
-	// they ended): rmdir removes only the empty ones.
+	// Groups an earlier provider on this data directory left (its adopted
+	// runners' groups, once they ended): rmdir removes only empty ones.
 	if ents, err := os.ReadDir(dir); err == nil {
 		for _, e := range ents {
 			if e.IsDir() {
@@ -151,11 +149,6 @@ func cgroupParent(dataDir string) string {
 			}
 		}
 	}
-	// Memory accounting per runner needs the memory controller in the
-	// groups below; it can be turned on only where the kernel lets us (a
-	// group of our own with no process in it). Without it, memory comes
-	// from /proc and cpu.stat still counts CPU.
-	_ = os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+memory"), 0o644)
 	return dir
 }
 
@@ -183,6 +176,16 @@ func cgroup2Mount() string {
 // cannot: the runner then runs without one.
 func newCgroup(parent, id string) (dir string, fd int, ok bool) {
 	if parent == "" {
+		return "", -1, false
+	}
+	switch err := os.Mkdir(parent, 0o755); {
+	case err == nil:
+		// Memory accounting per runner needs the memory controller in the
+		// groups below; the kernel allows it only where it is delegated (a
+		// group whose parent enables it). Without it, memory comes from
+		// /proc and rusage, and cpu.stat still counts CPU.
+		_ = os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte("+memory"), 0o644)
+	case !os.IsExist(err):
 		return "", -1, false
 	}
 	dir = filepath.Join(parent, id)
@@ -241,15 +244,18 @@ func readCgroup(dir string) cgroupTotals {
 	return cg
 }
 
-// removeCgroup removes a runner's group once its processes are gone (the
-// provider killed what was left in its process group; a process that left
-// the group but not the cgroup keeps it until the next start).
-func removeCgroup(dir string) {
-	if err := os.Remove(dir); err != nil {
-		for _, pid := range cgroupPids(dir) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
+// removeCgroup removes a group, and reports whether it is gone. A group
+// that still holds processes (the job's leftovers, killed as the runner
+// ends, take a moment to die) is signalled and stays for a later try.
+func removeCgroup(dir string) bool {
+	err := os.Remove(dir)
+	if err == nil || os.IsNotExist(err) {
+		return true
 	}
+	for _, pid := range cgroupPids(dir) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	return false
 }
 
 // describeHost reads the host's CPU model (/proc/cpuinfo), memory
