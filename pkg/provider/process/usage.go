@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -369,6 +370,19 @@ func (s *sampler) close() {
 	s.removeStale()
 	if s.cgroup != "" {
 		removeCgroup(s.cgroup)
+	}
+}
+
+// forget removes the group of a runner the sampler did not start (one an
+// earlier provider started, adopted after a restart), once it has ended.
+func (s *sampler) forget(id string) {
+	if s.cgroup == "" {
+		return
+	}
+	if dir := filepath.Join(s.cgroup, id); !removeCgroup(dir) {
+		s.mu.Lock()
+		s.stale = append(s.stale, dir)
+		s.mu.Unlock()
 	}
 }
 
