@@ -86,8 +86,8 @@ type LocalConfig struct {
 	// Durability is the SQLite file's synchronous mode (default sqlite.Full).
 	Durability sqlite.Synchronous
 	// MetricsRecords turns on one metrics record per finished job, kept in
-	// the SQLite file (Local.Records); locally there is no CloudWatch
-	// agent, so records carry times, instance and conclusion, no peaks.
+	// the SQLite file (Local.Records); the process provider measures each
+	// runner (CPU time, peak memory, GPUs) and describes the host.
 	MetricsRecords bool
 	// Now is the clock (default time.Now), for tests.
 	Now func() time.Time
@@ -238,8 +238,18 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 	if cfg.MetricsRecords {
 		l.Records = sqlite.NewMetricsRecords(db)
 		recordPools = []string{"*"}
-		metricsWriter = &scaledown.RecordWriter{Pools: recordPools, Records: l.Store, Ledger: ledger, Out: l.Records,
-			CloudProvider: cfg.Provider, Region: "local", Counter: counter, Logger: logger}
+		rw := &scaledown.RecordWriter{Pools: recordPools, Records: l.Store, Ledger: ledger, Out: l.Records,
+			CloudProvider: cfg.Provider, Region: "local", Counter: counter, Logger: logger, CostPerHour: map[string]float64{}}
+		for _, pl := range pools.Pools { // an operator's rate for pools off EC2
+			if pl.CostPerHour > 0 {
+				rw.CostPerHour[pl.Name] = pl.CostPerHour
+			}
+		}
+		if p, ok := l.Provider.(*process.Provider); ok {
+			// The provider measures each runner and describes this machine.
+			rw.CloudProvider, rw.Peaks, rw.Host = "local", scaledown.ProviderPeaks{Source: p}, process.RecordHost(p.Host())
+		}
+		metricsWriter = rw
 	}
 	l.events, err = instanceevents.New(instanceevents.Options{Ledger: wakingEvents{Ledger: room.Ledger{Ledger: ledger, Room: l.Room},
 		Interruptions: ledger}, Counter: counter, Logger: logger, RecordPools: recordPools})

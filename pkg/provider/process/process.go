@@ -131,6 +131,7 @@ type Provider struct {
 	order   []string
 	byToken map[string][]string
 	failCap bool
+	usage   *sampler // measures each runner (usage.go)
 }
 
 type proc struct {
@@ -142,7 +143,9 @@ type proc struct {
 	ended    time.Time
 	timer    *time.Timer
 	stopping bool
-	adopted  bool // started by an earlier provider
+	adopted  bool     // started by an earlier provider
+	use      *tracker // nil for an adopted runner
+	used     *Usage   // what it used, once it ended
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -205,7 +208,7 @@ func New(o Options) (*Provider, error) {
 		return nil, fmt.Errorf("process provider: finding the runner command: %w", err)
 	}
 	p := &Provider{o: o, path: path, dir: filepath.Join(o.DataDir, "runners"), recs: filepath.Join(o.DataDir, "procs"),
-		procs: map[string]*proc{}, byToken: map[string][]string{}}
+		procs: map[string]*proc{}, byToken: map[string][]string{}, usage: newSampler(o.DataDir)}
 	for _, d := range []string{p.dir, p.recs} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("process provider: creating the data directory: %w", err)
@@ -278,12 +281,11 @@ func (p *Provider) Plan(_ context.Context, l provider.Launch) (provider.Plan, er
 		return "", &provider.Error{Kind: provider.ErrInvalid, Code: "NoDynamicSizes", Final: true,
 			Message: "the process provider cannot size a runner (" + l.Spec.Sizes.String() + ")"}
 	}
+	// A process runs on this machine, whatever EC2 types the pool lists:
+	// its records say local, and describe the host (Host).
 	typ := "local"
 	var tags map[string]string
 	if e := l.Spec.EC2; e != nil { // local mode runs an EC2 pool's runners as processes
-		if len(e.InstanceTypes) > 0 {
-			typ = e.InstanceTypes[0]
-		}
 		tags = e.Tags
 	}
 	lifetime := l.Spec.MaxLifetime
@@ -410,7 +412,8 @@ func (p *Provider) startLocked(pn plan, i int, r provider.Runner, reg provider.R
 		defer f.Close() // the child has its own descriptor
 		cmd.Stdout, cmd.Stderr = f, f
 	}
-	if err := cmd.Start(); err != nil {
+	cmd, cgroup, err := p.startMeasured(cmd, id)
+	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, transient("starting the runner", err)
 	}
@@ -441,10 +444,14 @@ func (p *Provider) startLocked(pn plan, i int, r provider.Runner, reg provider.R
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		_ = cmd.Wait()
 		_ = os.RemoveAll(dir)
+		if cgroup != "" {
+			_ = removeCgroup(cgroup)
+		}
 		_ = os.Remove(p.recordFile(id))
 		return nil, transient("recording the runner", err)
 	}
-	pr := &proc{inst: rec.instance(provider.Running), pid: cmd.Process.Pid, dir: dir, done: make(chan struct{})}
+	pr := &proc{inst: rec.instance(provider.Running), pid: cmd.Process.Pid, dir: dir, done: make(chan struct{}),
+		use: p.usage.watch(cmd.Process.Pid, cgroup, time.Now())}
 	p.procs[id] = pr
 	p.order = append(p.order, id)
 	pr.timer = time.AfterFunc(time.Until(deadline), func() { p.stop(id, "lifetime") })
@@ -452,6 +459,7 @@ func (p *Provider) startLocked(pn plan, i int, r provider.Runner, reg provider.R
 		"runner_name", r.Name, "lifetime", pn.Lifetime.String(), "registration", reg)
 	go func() {
 		err := cmd.Wait()
+		p.measured(pr, cmd.ProcessState)
 		p.reap(pr, cmd.ProcessState.ExitCode(), err)
 	}()
 	return pr, nil
@@ -623,6 +631,7 @@ func (p *Provider) Close(ctx context.Context) error {
 			return fmt.Errorf("stopping runner processes: %w", ctx.Err())
 		}
 	}
+	p.usage.close()
 	return nil
 }
 
