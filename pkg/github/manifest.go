@@ -29,7 +29,9 @@ type ManifestApp struct {
 }
 
 // InstallURL is the page where the App is installed on an account.
-func (a ManifestApp) InstallURL() string { return strings.TrimRight(a.HTMLURL, "/") + "/installations/new" }
+func (a ManifestApp) InstallURL() string {
+	return strings.TrimRight(a.HTMLURL, "/") + "/installations/new"
+}
 
 // manifestCodeRe bounds a manifest code before it is put in a path: GitHub's
 // are 20 hexadecimal characters; anything else (a slash, dots) is refused.

@@ -220,9 +220,9 @@ type simInstall struct {
 	suspendedAt time.Time
 	suspendedBy *simAccount
 	minted      int
-	limit   int
-	left    int
-	reset   time.Time
+	limit       int
+	left        int
+	reset       time.Time
 }
 
 type simToken struct {
