@@ -348,7 +348,9 @@ func TestSetupStoreFailureKeepsPageOpen(t *testing.T) {
 
 type failingSave struct{ canaryFiles }
 
-func (failingSave) Save(context.Context, *github.ManifestApp) error { return errors.New("AccessDeniedException") }
+func (failingSave) Save(context.Context, *github.ManifestApp) error {
+	return errors.New("AccessDeniedException")
+}
 
 // startFlow posts the start form with the canary secret for acme and
 // returns the state and manifest of the page that posts to GitHub.

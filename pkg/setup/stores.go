@@ -32,7 +32,7 @@ var _ SecretsAPI = (*secretsmanager.Client)(nil)
 // "<pem>"}: the App ids are its keys, which the functions read at cold
 // start) and the webhook secret ({"current": "..."}).
 type SecretsStore struct {
-	API                                  SecretsAPI
+	API                                   SecretsAPI
 	SetupARN, AppKeyARN, WebhookSecretARN string
 }
 
@@ -138,7 +138,9 @@ type FileStore struct {
 }
 
 // NewFileStore returns a store over dir with a fresh setup secret.
-func NewFileStore(dir string) *FileStore { return &FileStore{Dir: dir, key: github.Secret(randomKey())} }
+func NewFileStore(dir string) *FileStore {
+	return &FileStore{Dir: dir, key: github.Secret(randomKey())}
+}
 
 // Key implements Store.
 func (f *FileStore) Key(context.Context) (github.Secret, error) { return f.key, nil }
