@@ -74,9 +74,13 @@ const (
 type Options struct {
 	Store Store
 	// PublicURL is where the handler is reached, e.g.
-	// https://abc.lambda-url.eu-west-1.on.aws/setup: GitHub redirects to
-	// PublicURL/callback. Its path is the prefix the handler serves.
+	// http://127.0.0.1:8081/setup: GitHub redirects to PublicURL/callback.
+	// Its path is the prefix the handler serves. Empty: https:// and the
+	// request's host, then Prefix (a Function URL, whose own URL its
+	// function cannot be told without a cycle in the template).
 	PublicURL string
+	// Prefix is the path served when PublicURL is empty (default none).
+	Prefix string
 	// WebhookURL is the App's webhook (the webhook function's URL).
 	WebhookURL string
 	// AllowHTTPWebhook accepts an http:// webhook URL (local mode behind a
@@ -104,9 +108,13 @@ func New(o Options) (*Handler, error) {
 	if o.Store == nil {
 		return nil, errors.New("setup: no store")
 	}
-	pub, err := url.Parse(o.PublicURL)
-	if err != nil || (pub.Scheme != "https" && pub.Scheme != "http") || pub.Host == "" {
-		return nil, fmt.Errorf("setup: public URL %q is not an http(s) URL", o.PublicURL)
+	prefix, secure := strings.TrimRight(o.Prefix, "/"), true
+	if o.PublicURL != "" {
+		pub, err := url.Parse(o.PublicURL)
+		if err != nil || (pub.Scheme != "https" && pub.Scheme != "http") || pub.Host == "" {
+			return nil, fmt.Errorf("setup: public URL %q is not an http(s) URL", o.PublicURL)
+		}
+		prefix, secure = strings.TrimRight(pub.Path, "/"), pub.Scheme == "https"
 	}
 	if o.AllowHTTPWebhook {
 		if _, err := newManifest(o.WebhookURL, ""); err != nil || !strings.HasPrefix(o.WebhookURL, "http") {
@@ -129,7 +137,15 @@ func New(o Options) (*Handler, error) {
 		o.Now = time.Now
 	}
 	o.PublicURL = strings.TrimRight(o.PublicURL, "/")
-	return &Handler{o: o, prefix: strings.TrimRight(pub.Path, "/"), secure: pub.Scheme == "https"}, nil
+	return &Handler{o: o, prefix: prefix, secure: secure}, nil
+}
+
+// publicURL is where GitHub sends the browser back to.
+func (h *Handler) publicURL(r *http.Request) string {
+	if h.o.PublicURL != "" {
+		return h.o.PublicURL
+	}
+	return "https://" + r.Host + h.prefix
 }
 
 // Prefix is the path the handler serves under ("" or e.g. "/setup").
@@ -232,8 +248,8 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request) {
 		}
 		m.Name = name
 	}
-	m.RedirectURL = h.o.PublicURL + "/callback"
-	m.SetupURL = h.o.PublicURL + "/installed"
+	m.RedirectURL = h.publicURL(r) + "/callback"
+	m.SetupURL = h.publicURL(r) + "/installed"
 	raw, err := json.Marshal(m)
 	if err != nil {
 		h.page(w, http.StatusInternalServerError, pageData{Title: "Error"})
