@@ -481,3 +481,10 @@ func TestMetricsRecordsConformance(t *testing.T) {
 		return sqlite.NewMetricsRecords(open(t, "", sqlite.Options{}))
 	})
 }
+
+func TestInstallationsConformance(t *testing.T) {
+	t.Parallel()
+	storetest.RunInstallations(t, func(t *testing.T) store.Installations {
+		return sqlite.NewInstallations(open(t, "", sqlite.Options{}))
+	})
+}
