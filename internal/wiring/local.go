@@ -230,7 +230,7 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 	}
 	l.Webhook, err = webhook.New(webhook.Options{Secrets: [][]byte{[]byte(cfg.WebhookSecret)}, Router: pools, Policies: pools,
 		Queue: l.Queue, Store: l.Store, Runners: l.Ledger, Counter: counter, Logger: logger, Now: cfg.Now,
-		Allow: allow, Installations: installations})
+		Allow: allow, Installations: installations, Recorded: sqlite.NewInstallations(db)})
 	if err != nil {
 		return nil, err
 	}

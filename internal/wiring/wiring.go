@@ -55,6 +55,11 @@ func NewWebhook(ctx context.Context, cfg webhook.Config, awsCfg aws.Config, logg
 		return nil, err
 	}
 	states := store.NewDynamo(hotDDB, cfg.TableName)
+	var refresh func(context.Context) ([][]byte, error)
+	if cfg.SecretARN != "" {
+		sm := secretsmanager.NewFromConfig(awsCfg)
+		refresh = func(ctx context.Context) ([][]byte, error) { return cfg.LoadSecrets(ctx, sm) }
+	}
 	return webhook.New(webhook.Options{
 		Secrets:       secrets,
 		Router:        pools,
@@ -67,9 +72,13 @@ func NewWebhook(ctx context.Context, cfg webhook.Config, awsCfg aws.Config, logg
 		Logger:        logger,
 		Allow:         cfg.Allow,
 		Installations: cfg.Installations,
-		MaxBodyBytes:  cfg.MaxBodyBytes,
-		DeliveryTTL:   cfg.DeliveryTTL,
-		JobTTL:        cfg.JobTTL,
+		// Installations learnt from the installation webhook; the App's
+		// webhook secret is read again when the setup page replaced it.
+		Recorded:       store.NewInstallationsDynamo(ddb, cfg.TableName),
+		RefreshSecrets: refresh,
+		MaxBodyBytes:   cfg.MaxBodyBytes,
+		DeliveryTTL:    cfg.DeliveryTTL,
+		JobTTL:         cfg.JobTTL,
 	})
 }
 
