@@ -157,12 +157,12 @@ type Options struct {
 	Runners Runners // the runner ledger: jobs started and completed on skiff's runners
 	// Lifecycle writes a lifecycle event's job record and runner step
 	// together; default: RecordJob on Store, then Advance on Runners.
-	Lifecycle     store.LifecycleRecorder
-	Policies      Policies          // default: pool.DefaultPolicy for every pool
-	Counter       telemetry.Counter // default telemetry.Discard
-	Logger        *slog.Logger      // default slog.Default()
-	Now           func() time.Time  // default time.Now
-	Allow         AllowList         // the zero AllowList refuses everyone
+	Lifecycle store.LifecycleRecorder
+	Policies  Policies          // default: pool.DefaultPolicy for every pool
+	Counter   telemetry.Counter // default telemetry.Discard
+	Logger    *slog.Logger      // default slog.Default()
+	Now       func() time.Time  // default time.Now
+	Allow     AllowList         // the zero AllowList refuses everyone
 	// Installations is the optional pin (SKIFF_ALLOWED_INSTALLATIONS): ids,
 	// or "*". Empty, only installations Recorded as active are served.
 	Installations InstallationList
@@ -177,8 +177,8 @@ type Options struct {
 	// SecretRefreshEvery (default DefaultSecretRefreshEvery).
 	RefreshSecrets     func(ctx context.Context) ([][]byte, error)
 	SecretRefreshEvery time.Duration
-	MaxBodyBytes  int               // default DefaultMaxBodyBytes
-	JobTTL        time.Duration     // default DefaultJobTTL
+	MaxBodyBytes       int           // default DefaultMaxBodyBytes
+	JobTTL             time.Duration // default DefaultJobTTL
 	// DeliveryTTL and ClaimLease are no longer read: the job record's
 	// conditional write is the dedupe (see the package doc). They stay so
 	// that existing configurations build.
