@@ -82,8 +82,9 @@ func NewWebhook(ctx context.Context, cfg webhook.Config, awsCfg aws.Config, logg
 	})
 }
 
-// appIDs reads SKIFF_GITHUB_APP_IDS, which scale-up and scale-down
-// require: comma-separated positive GitHub App ids.
+// appIDs reads SKIFF_GITHUB_APP_IDS: comma-separated positive GitHub App
+// ids. It is optional: unset, the App ids are the keys of the App key
+// secret's JSON object, which the setup page writes ({"<app id>": "<pem>"}).
 func appIDs(env *config.Env) []int64 {
 	var ids []int64
 	for _, s := range env.List(names.EnvGitHubAppIDs) {
@@ -94,32 +95,34 @@ func appIDs(env *config.Env) []int64 {
 		}
 		ids = append(ids, id)
 	}
-	if len(ids) == 0 {
-		env.Fail("%s is required (comma-separated GitHub App ids)", names.EnvGitHubAppIDs)
-	}
 	return ids
 }
 
 // githubAndPools builds what scale-up and scale-down both start from: the
 // GitHub client over the Apps whose keys the secret holds (read once per
-// container), and the pools file.
+// container), and the pools file. A secret that holds no App yet (the
+// stack's placeholder, before the setup page ran) is github.ErrNoApp.
 func githubAndPools(ctx context.Context, awsCfg aws.Config, keyARN string, appIDs []int64, apiURL, poolsFile string,
-	logger *slog.Logger) (*github.Client, *pool.Config, error) {
+	logger *slog.Logger) (*github.Client, *pool.Config, []int64, error) {
 	keys, err := secret.Fetch(ctx, secretsmanager.NewFromConfig(awsCfg), keyARN)
 	if err != nil {
-		return nil, nil, fmt.Errorf("loading GitHub App keys: %w", err)
+		return nil, nil, nil, fmt.Errorf("loading GitHub App keys: %w", err)
 	}
 	apps, err := github.ParseAppKeys(appIDs, keys)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	ids := make([]int64, len(apps))
+	for i, a := range apps {
+		ids[i] = a.ID
 	}
 	gh, err := github.NewClient(apps, github.WithBaseURL(apiURL), github.WithLogger(logger))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	pools, err := pool.Load(poolsFile)
 	if err != nil {
-		return nil, nil, fmt.Errorf("loading pools (%s): %w", names.EnvPoolsFile, err)
+		return nil, nil, nil, fmt.Errorf("loading pools (%s): %w", names.EnvPoolsFile, err)
 	}
-	return gh, pools, nil
+	return gh, pools, ids, nil
 }

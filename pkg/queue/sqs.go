@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -51,17 +52,35 @@ func NewSQS(api SQSAPI, queueURL string) *SQS {
 	return &SQS{api: api, queueURL: queueURL}
 }
 
+// DelayedSender sends a job that becomes visible only after a delay (at
+// most 15 minutes, SQS's bound), as a new message with a fresh receive count.
+type DelayedSender interface {
+	SendDelayed(ctx context.Context, job Job, delay time.Duration) error
+}
+
+var _ DelayedSender = (*SQS)(nil)
+
+// SendDelayed implements DelayedSender (DelaySeconds, rounded up to a
+// second, capped at 900).
+func (q *SQS) SendDelayed(ctx context.Context, job Job, delay time.Duration) error {
+	secs := min(int32((delay+time.Second-1)/time.Second), 900)
+	return q.send(ctx, job, max(secs, 0))
+}
+
 // Send implements Sender: one message per job, the body is the job as JSON
 // (see EncodeMessage). A job that fails Validate or encodes past
 // MaxMessageBytes is refused with ErrInvalidJob before anything is sent.
-func (q *SQS) Send(ctx context.Context, job Job) error {
+func (q *SQS) Send(ctx context.Context, job Job) error { return q.send(ctx, job, 0) }
+
+func (q *SQS) send(ctx context.Context, job Job, delaySeconds int32) error {
 	body, err := EncodeMessage(job)
 	if err != nil {
 		return err
 	}
 	_, err = q.api.SendMessage(ctx, &sqs.SendMessageInput{
-		QueueUrl:    aws.String(q.queueURL),
-		MessageBody: aws.String(body),
+		QueueUrl:     aws.String(q.queueURL),
+		MessageBody:  aws.String(body),
+		DelaySeconds: delaySeconds,
 		MessageAttributes: map[string]types.MessageAttributeValue{
 			AttrPool:  {DataType: aws.String("String"), StringValue: aws.String(sqsSafe(job.Pool))},
 			AttrJobID: {DataType: aws.String("Number"), StringValue: aws.String(strconv.FormatInt(job.JobID, 10))},

@@ -619,35 +619,40 @@ func (h *Handler) admitSender(ctx context.Context, log *slog.Logger, inst *insta
 }
 
 // installation returns the installation's record, from this container's
-// copy while it is younger than InstallationCacheTTL. Only records found
-// are kept: an installation that is not recorded yet is looked up again at
-// its next delivery.
+// copy while it is younger than InstallationCacheTTL. An installation not
+// recorded is remembered as such only under a pin (ids or "*"), where the
+// record can only add a refusal; with no pin it is looked up again at its
+// next delivery, so that a new installation is served at once.
 func (h *Handler) installation(ctx context.Context, id int64) (store.Installation, bool, error) {
 	now := h.o.Now()
 	h.instMu.Lock()
 	c, ok := h.insts[id]
 	h.instMu.Unlock()
 	if ok && now.Sub(c.at) < h.o.InstallationCacheTTL {
-		return c.rec, true, nil
+		return c.rec, c.rec.Status != "", nil
 	}
 	rec, err := h.o.Recorded.Installation(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
+		if !h.o.Installations.Empty() {
+			h.remember(id, store.Installation{ID: id}, now)
+		}
 		return store.Installation{}, false, nil
 	}
 	if err != nil {
 		return store.Installation{}, false, err
 	}
-	h.remember(rec, now)
+	h.remember(id, rec, now)
 	return rec, true, nil
 }
 
-func (h *Handler) remember(rec store.Installation, now time.Time) {
+// remember keeps rec (with no Status: not recorded) for id.
+func (h *Handler) remember(id int64, rec store.Installation, now time.Time) {
 	h.instMu.Lock()
 	defer h.instMu.Unlock()
 	if len(h.insts) >= maxCachedInstallations {
 		clear(h.insts)
 	}
-	h.insts[rec.ID] = cachedInstallation{rec: rec, at: now}
+	h.insts[id] = cachedInstallation{rec: rec, at: now}
 }
 
 // maxCachedInstallations bounds the container's copy of installation
