@@ -92,8 +92,11 @@ type Options struct {
 	GitHubURL, GitHubAPIURL string
 	// HTTPClient exchanges the code (default: 30 s timeout).
 	HTTPClient *http.Client
-	Logger     *slog.Logger     // default slog.Default()
-	Now        func() time.Time // default time.Now
+	// OnInstalled, if set, is told the installation GitHub's setup_url
+	// redirect names (skiff setup stops serving then).
+	OnInstalled func(installationID int64)
+	Logger      *slog.Logger     // default slog.Default()
+	Now         func() time.Time // default time.Now
 }
 
 // Handler serves the setup page. It is safe for concurrent use.
@@ -351,6 +354,9 @@ func (h *Handler) installed(w http.ResponseWriter, r *http.Request) {
 	}
 	h.page(w, http.StatusOK, pageData{Title: "GitHub App installed", Installation: id,
 		Message: "GitHub sends skiff the installation; jobs of allowed repositories are served from now on."})
+	if h.o.OnInstalled != nil {
+		h.o.OnInstalled(id)
+	}
 }
 
 type pageData struct {
