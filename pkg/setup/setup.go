@@ -120,7 +120,7 @@ func New(o Options) (*Handler, error) {
 		prefix, secure = strings.TrimRight(pub.Path, "/"), pub.Scheme == "https"
 	}
 	if o.AllowHTTPWebhook {
-		if _, err := newManifest(o.WebhookURL, ""); err != nil || !strings.HasPrefix(o.WebhookURL, "http") {
+		if u, err := url.Parse(o.WebhookURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
 			return nil, fmt.Errorf("setup: webhook URL %q is not an http(s) URL", o.WebhookURL)
 		}
 	} else if _, err := NewManifest(o.WebhookURL, ""); err != nil {
