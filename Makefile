@@ -73,7 +73,7 @@ lint: ## gofmt, go vet, shellcheck, and the dependency checks (decisions and ghs
 
 # make synth: the default stack against the example pools file, offline (no
 # AWS credentials, no lookups). Override SYNTH_CONTEXT for your own values.
-SYNTH_CONTEXT ?= -c pools=examples/pools.yaml -c allow=acme -c appIds=123456 -c installations=42 -c vpcId=vpc-0123456789abcdef0
+SYNTH_CONTEXT ?= -c pools=examples/pools.yaml -c allow=acme -c vpcId=vpc-0123456789abcdef0
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 .PHONY: synth

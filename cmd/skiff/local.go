@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/internal/wiring"
+	"github.com/skiffci/skiff/pkg/setup"
 	"github.com/skiffci/skiff/pkg/sqlite"
 )
 
@@ -20,14 +21,14 @@ import (
 // runners as local processes. Secrets come from the environment or files,
 // never from flags (a flag shows in the process list).
 func runLocal(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("local", "-f pools.yaml --app-id ID --app-key-file app.pem [flags]", stderr)
+	fs := newFlags("local", "-f pools.yaml [--app-id ID --app-key-file app.pem] [flags]", stderr)
 	pools := fs.String("f", "pools.yaml", "the pools file")
 	dataDir := fs.String("data-dir", "skiff-data", "the SQLite file, the runners' work directories and their logs")
 	listen := fs.String("listen", "127.0.0.1:8080", "the webhook's address (the GitHub App's webhook URL points here)")
 	prov := fs.String("provider", "process", "process (run each runner as a local process), slurm (each runner a Slurm batch job, from a login node) or dry-run (log what would launch)")
 	runner := fs.String("runner", "", "the runner command for the process and slurm providers, e.g. /opt/actions-runner/run.sh (on the shared filesystem for slurm)")
 	slurmShared := fs.String("slurm-shared", "", "with --provider slurm: a directory the compute nodes share, for registrations (jit/, mode 0700) and work directories (work/)")
-	appID := fs.Int64("app-id", 0, "the GitHub App's id")
+	appID := fs.Int64("app-id", 0, "the GitHub App's id (default: the App skiff setup stored in --data-dir)")
 	keyFile := fs.String("app-key-file", "", "the GitHub App's private key (PEM); or SKIFF_GITHUB_APP_KEY")
 	apiURL := fs.String("github-api-url", "", "GitHub's REST root (default https://api.github.com; GHES: https://HOST/api/v3)")
 	webURL := fs.String("github-url", "", "GitHub's web root (default https://github.com)")
@@ -50,10 +51,17 @@ func runLocal(args []string, stdout, stderr io.Writer) int {
 		cfg.Durability = sqlite.Normal
 	}
 	var problems []string
-	if *appID <= 0 {
-		problems = append(problems, "--app-id is required")
+	// Without --app-id and a key, the App skiff setup left in the data
+	// directory (its key file holds {"<app id>": "<pem>"}).
+	keys, hookSecret, fromSetup, err := setup.LoadLocalApp(*dataDir)
+	if err != nil {
+		problems = append(problems, err.Error())
 	}
-	cfg.AppIDs = []int64{*appID}
+	if *appID > 0 {
+		cfg.AppIDs = []int64{*appID}
+	} else if !fromSetup {
+		problems = append(problems, "--app-id is required (or run skiff setup first)")
+	}
 	switch key := os.Getenv("SKIFF_GITHUB_APP_KEY"); {
 	case key != "":
 		cfg.AppKeys = key
@@ -63,8 +71,13 @@ func runLocal(args []string, stdout, stderr io.Writer) int {
 			problems = append(problems, fmt.Sprintf("reading --app-key-file: %v", err))
 		}
 		cfg.AppKeys = string(b)
+	case fromSetup:
+		cfg.AppKeys = keys
+		if cfg.WebhookSecret == "" {
+			cfg.WebhookSecret = hookSecret
+		}
 	default:
-		problems = append(problems, "the App's key is required: --app-key-file or SKIFF_GITHUB_APP_KEY")
+		problems = append(problems, "the App's key is required: --app-key-file or SKIFF_GITHUB_APP_KEY (or run skiff setup first)")
 	}
 	if cfg.WebhookSecret == "" {
 		problems = append(problems, "SKIFF_WEBHOOK_SECRET is required: skiff does not accept unsigned webhooks")

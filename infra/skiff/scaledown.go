@@ -51,7 +51,7 @@ func (s *Skiff) buildScaleDown() error {
 	s.ScaleDownSchedule = awsevents.NewRule(s.Construct, jsii.String("ScaleDownSchedule"), &awsevents.RuleProps{
 		Description: jsii.String("skiff: one scale-down pass a minute"),
 		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(1))),
-		Enabled:     jsii.Bool(len(s.props.AppIDs) > 0),
+		Enabled:     jsii.Bool(true), // a pass without an App only looks for one
 		Targets:     &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(fn, &awseventstargets.LambdaFunctionProps{RetryAttempts: jsii.Number(0)})},
 	})
 

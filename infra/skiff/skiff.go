@@ -97,15 +97,15 @@ type Props struct {
 	// get public addresses in public subnets, no NAT cost).
 	NatGateways int
 
-	// Installations are the App installation ids the webhook serves
-	// (SKIFF_ALLOWED_INSTALLATIONS). Empty: every installation of the App
-	// ("*"), which the allow-list still narrows; once the App is installed,
-	// name its installation (-c installations=<id>). With AppIDs set and no
-	// installation named, synth warns.
+	// Installations optionally pins the App installation ids the webhook
+	// serves (SKIFF_ALLOWED_INSTALLATIONS; "*": every installation not
+	// recorded as deleted or suspended). Empty: the installations the
+	// webhook recorded from GitHub's installation events, narrowed by the
+	// allow-list; no redeploy is needed after installing the App.
 	Installations []string
-	// AppIDs are the GitHub App ids (SKIFF_GITHUB_APP_IDS). Empty on the first
-	// deploy, before the App exists: the queue's event source mapping is then
-	// disabled and a warning says to deploy again with the ids.
+	// AppIDs optionally names the GitHub App ids (SKIFF_GITHUB_APP_IDS).
+	// Empty: the functions read them from the App key secret, which the
+	// setup page writes; until then scale-up keeps jobs in the queue.
 	AppIDs []string
 	// GitHubAPIURL and GitHubURL point at GitHub Enterprise Server; empty
 	// keeps github.com.
@@ -153,11 +153,15 @@ type Skiff struct {
 	StateKey, RegistrationKey awskms.Key
 	// Queue carries queued jobs (names.RoleJobQueue); DeadLetterQueue is its DLQ.
 	Queue, DeadLetterQueue awssqs.Queue
-	// WebhookSecret and AppKeySecret are filled by the operator.
-	WebhookSecret, AppKeySecret awssecretsmanager.Secret
+	// WebhookSecret and AppKeySecret are written by the setup page;
+	// SetupSecret guards it.
+	WebhookSecret, AppKeySecret, SetupSecret awssecretsmanager.Secret
 	// Webhook and ScaleUp are the functions; WebhookURL is the App's webhook URL.
 	Webhook, ScaleUp awslambda.Function
 	WebhookURL       awslambda.FunctionUrl
+	// Setup serves the setup page at SetupURL.
+	Setup    awslambda.Function
+	SetupURL awslambda.FunctionUrl
 	// EC2Events writes EC2 state changes and spot warnings to the runner
 	// ledger; EC2Rules route them to it.
 	EC2Events awslambda.Function
@@ -278,7 +282,7 @@ func New(scope constructs.Construct, id string, props *Props) (*Skiff, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp, names.FunctionEC2Events} {
+	for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp, names.FunctionEC2Events, names.FunctionSetup} {
 		if err := checkBootstrap(p.BuildDir, fn); err != nil {
 			return nil, err
 		}
@@ -307,6 +311,9 @@ func New(scope constructs.Construct, id string, props *Props) (*Skiff, error) {
 		return nil, err
 	}
 	if err := s.buildScaleUp(); err != nil {
+		return nil, err
+	}
+	if err := s.buildSetup(); err != nil {
 		return nil, err
 	}
 	if err := s.buildScaleDown(); err != nil {

@@ -73,7 +73,8 @@ type LocalConfig struct {
 	// (github.com by default; a GHES host, or the simulator).
 	GitHubAPIURL, GitHubURL string
 	// AppIDs and AppKeys are the GitHub Apps: the key secret's value (one
-	// PEM, or {"<app id>": "<pem>"}).
+	// PEM, or {"<app id>": "<pem>"}, whose keys are the ids when AppIDs is
+	// empty: what skiff setup writes).
 	AppIDs  []int64
 	AppKeys string
 	// WebhookSecret is the App's webhook secret.
@@ -158,6 +159,11 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 	apps, err := github.ParseAppKeys(cfg.AppIDs, cfg.AppKeys)
 	if err != nil {
 		return nil, err
+	}
+	if len(cfg.AppIDs) == 0 { // the ids are the key file's (skiff setup)
+		for _, a := range apps {
+			cfg.AppIDs = append(cfg.AppIDs, a.ID)
+		}
 	}
 	ghOpts := []github.Option{github.WithLogger(logger)}
 	if cfg.GitHubAPIURL != "" {
@@ -273,7 +279,7 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 	}
 	l.Webhook, err = webhook.New(webhook.Options{Secrets: [][]byte{[]byte(cfg.WebhookSecret)}, Router: pools, Policies: pools,
 		Queue: l.Queue, Store: l.Store, Runners: l.Ledger, Counter: counter, Logger: logger, Now: cfg.Now,
-		Allow: allow, Installations: installations})
+		Allow: allow, Installations: installations, Recorded: sqlite.NewInstallations(db)})
 	if err != nil {
 		return nil, err
 	}

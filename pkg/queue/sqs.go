@@ -1,13 +1,12 @@
 package queue
 
 import (
-	"time"
-
 	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -52,6 +51,8 @@ type SQS struct {
 func NewSQS(api SQSAPI, queueURL string) *SQS {
 	return &SQS{api: api, queueURL: queueURL}
 }
+
+var _ DelayedSender = (*SQS)(nil)
 
 // Send implements Sender: one message per job, the body is the job as JSON
 // (see EncodeMessage). A job that fails Validate or encodes past
