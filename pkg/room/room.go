@@ -24,7 +24,6 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
-	"strconv"
 	"time"
 
 	"github.com/skiffci/skiff/pkg/launch"
@@ -294,35 +293,6 @@ func (s *Service) Sweep(ctx context.Context) {
 	}
 }
 
-// Status is a pool's waiting room as `skiff status` shows it.
-type Status struct {
-	Pool       string    `json:"pool"`
-	Waiting    int       `json:"waiting"`
-	OldestWait string    `json:"oldestWait,omitempty"`
-	Since      time.Time `json:"since,omitzero"`
-	Reason     string    `json:"reason,omitempty"` // the oldest job's
-	Detail     string    `json:"detail,omitempty"`
-}
-
-// Status reads every pool's room.
-func (s *Service) Status(ctx context.Context) ([]Status, error) {
-	now := s.o.Now()
-	var out []Status
-	for _, p := range s.o.Pools.Pools {
-		ws, _, err := s.o.Room.Waiting(ctx, p.Name, now)
-		if err != nil {
-			return nil, err
-		}
-		st := Status{Pool: p.Name, Waiting: len(ws)}
-		if len(ws) > 0 {
-			st.OldestWait = now.Sub(ws[0].Since).Round(time.Second).String()
-			st.Since, st.Reason, st.Detail = ws[0].Since, ws[0].Reason, ws[0].Detail
-		}
-		out = append(out, st)
-	}
-	return out, nil
-}
-
 // Ledger is a store.Ledger that wakes a pool's room when one of its
 // runners' records ends, whoever reports it: the EC2 state-change
 // function, the reconciler, scale-up's release, local mode's watch of its
@@ -356,7 +326,6 @@ func (l Ledger) EndInstance(ctx context.Context, id string, at time.Time, reason
 
 func (l Ledger) wake(ctx context.Context, r launch.Runner) {
 	if n := l.Room.Wake(ctx, r.Pool, 1); n > 0 {
-		l.Room.o.Logger.Debug("a runner ended; woke the pool's room", "pool", r.Pool, "runner_name", r.Name,
-			"job_id", strconv.FormatInt(r.JobID, 10))
+		l.Room.o.Logger.Debug("a runner ended; woke the pool's room", "pool", r.Pool, "runner_name", r.Name, "job_id", r.JobID)
 	}
 }
