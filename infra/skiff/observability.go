@@ -8,10 +8,11 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/pool"
 )
 
 // EMF metric names and dimensions the functions write (pkg/webhook,
-// pkg/scaleup/metrics.go, pkg/telemetry). Those packages import the AWS SDK,
+// pkg/scaleup/metrics.go, pkg/telemetry, pkg/room). Those packages import the AWS SDK,
 // so the names are repeated here; TestMetricNamesMatchFunctions checks them.
 const (
 	metricWebhookAccepted  = "WebhookAccepted"
@@ -23,6 +24,8 @@ const (
 	metricCapacityErrors   = "ScaleUpCapacityErrors"
 	metricDeadLettered     = "ScaleUpDeadLettered"
 	metricRetried          = "ScaleUpRetried"
+	metricWaitingJobs      = "WaitingJobs"
+	metricOldestWait       = "OldestWaitSeconds"
 
 	dimFunction = "Function"
 	dimReason   = "Reason"
@@ -106,9 +109,16 @@ func (s *Skiff) buildObservability() {
 			s.search("retried", metricRetried, su)),
 		graph("Errors", errs...),
 	)
+	waiting, oldest := []awscloudwatch.IMetric{}, []awscloudwatch.IMetric{}
+	for _, p := range s.Pools.Pools {
+		waiting = append(waiting, s.waitMetric(metricWaitingJobs, p.Name).With(&awscloudwatch.MetricOptions{Label: jsii.String(p.Name)}))
+		oldest = append(oldest, s.waitMetric(metricOldestWait, p.Name).With(&awscloudwatch.MetricOptions{Label: jsii.String(p.Name)}))
+	}
 	s.Dashboard.AddWidgets(graph("Webhook refusals",
 		s.search("rejected (signature, malformed, forbidden…)", metricWebhookRejected, wh),
-		s.search("unmatched (no pool, out of bounds…)", metricWebhookUnmatched, wh)))
+		s.search("unmatched (no pool, out of bounds…)", metricWebhookUnmatched, wh)),
+		graph("Waiting room: jobs waiting by pool", waiting...),
+		graph("Waiting room: oldest wait by pool (s)", oldest...))
 
 	s.alarm("DeadLetters", "jobs reached the dead-letter queue: read their reason attribute (docs/deploy.md)",
 		s.DeadLetterQueue.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String("Maximum")}), 0)
@@ -120,6 +130,18 @@ func (s *Skiff) buildObservability() {
 		s.Webhook.MetricErrors(&awscloudwatch.MetricOptions{Period: period}), 0)
 	s.alarm("Webhook5xx", "the webhook answered 5xx (queue or store unavailable): deliveries need redelivery",
 		s.webhook5xx(), 0)
+	for _, p := range s.Pools.Pools {
+		s.alarm("Wait-"+p.Name,
+			"a job of pool "+p.Name+" has waited in the waiting room longer than the pool's waitAlarm ("+
+				pool.FormatDuration(p.WaitAlarm)+"): the pool is at maxRunners or out of capacity; `skiff status` says why (docs/waiting-room.md)",
+			s.waitMetric(metricOldestWait, p.Name), p.WaitAlarm.Seconds())
+	}
+}
+
+// waitMetric is one of the reconciler's waiting-room gauges for a pool: the
+// highest level it reported in the period.
+func (s *Skiff) waitMetric(name, poolName string) awscloudwatch.Metric {
+	return s.emf(name, names.FunctionScaleDown, map[string]string{dimPool: poolName}, "Maximum")
 }
 
 // webhook5xx counts the Function URL's 5xx answers.

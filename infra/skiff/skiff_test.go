@@ -617,7 +617,7 @@ func TestKeyPrefixesMatchStore(t *testing.T) {
 func TestMetricNamesMatchFunctions(t *testing.T) {
 	t.Parallel()
 	var src strings.Builder
-	for _, f := range []string{"../../pkg/scaleup/metrics.go", "../../pkg/webhook/handler.go", "../../pkg/telemetry/telemetry.go", "../../pkg/telemetry/timings.go", "../../pkg/ec2/errors.go", "../../pkg/ec2/provider.go"} {
+	for _, f := range []string{"../../pkg/scaleup/metrics.go", "../../pkg/webhook/handler.go", "../../pkg/telemetry/telemetry.go", "../../pkg/telemetry/timings.go", "../../pkg/ec2/errors.go", "../../pkg/ec2/provider.go", "../../pkg/room/room.go"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -625,7 +625,8 @@ func TestMetricNamesMatchFunctions(t *testing.T) {
 		src.Write(b)
 	}
 	for _, name := range []string{metricWebhookAccepted, metricWebhookRejected, metricWebhookUnmatched, metricWebhookFailed,
-		metricLaunched, metricLaunchLatency, metricCapacityErrors, metricDeadLettered, metricRetried, dimFunction, dimReason, dimPool} {
+		metricLaunched, metricLaunchLatency, metricCapacityErrors, metricDeadLettered, metricRetried, metricWaitingJobs, metricOldestWait,
+		dimFunction, dimReason, dimPool} {
 		if !strings.Contains(src.String(), `"`+name+`"`) {
 			t.Errorf("metric or dimension %q is not written by the functions any more", name)
 		}
@@ -857,7 +858,8 @@ func TestObservability(t *testing.T) {
 	}
 	check(t, "dashboard", func() { tmpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Dashboard"), jsii.Number(1)) })
 	body := js(resources(doc, "AWS::CloudWatch::Dashboard"))
-	for _, w := range []string{metricLaunched, metricLaunchLatency, metricCapacityErrors, metricWebhookAccepted, "ApproximateNumberOfMessagesVisible", "Url5xxCount", "Errors"} {
+	for _, w := range []string{metricLaunched, metricLaunchLatency, metricCapacityErrors, metricWebhookAccepted, "ApproximateNumberOfMessagesVisible", "Url5xxCount", "Errors",
+		metricWaitingJobs, metricOldestWait} {
 		if !strings.Contains(body, w) {
 			t.Errorf("dashboard lacks %s", w)
 		}
@@ -875,9 +877,41 @@ func TestObservability(t *testing.T) {
 		{"vCPU quota", map[string]any{"MetricName": metricCapacityErrors, "Namespace": names.DefaultMetricsNamespace,
 			"Dimensions": assertions.Match_ArrayWith(&[]any{map[string]any{"Name": dimReason, "Value": "quota"}})}},
 	}
+	// One waiting-room alarm per pool, at the pool's waitAlarm: the
+	// example's gpu pool sets 1h, the others take the 30m default.
+	cfg, err := pool.Load(examplePools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	thresholds := map[string]float64{}
+	for _, p := range cfg.Pools {
+		thresholds[p.Name] = p.WaitAlarm.Seconds()
+		tests = append(tests, struct {
+			name  string
+			props map[string]any
+		}{"oldest wait of " + p.Name, map[string]any{"MetricName": metricOldestWait, "Namespace": names.DefaultMetricsNamespace,
+			"Statistic": "Maximum", "Threshold": p.WaitAlarm.Seconds(),
+			"Dimensions": assertions.Match_ArrayWith(&[]any{map[string]any{"Name": dimFunction, "Value": names.FunctionScaleDown},
+				map[string]any{"Name": dimPool, "Value": p.Name}})}})
+	}
+	if thresholds["gpu"] != 3600 || thresholds["standard"] != pool.DefaultWaitAlarm.Seconds() {
+		t.Errorf("example thresholds %v: want gpu 3600 (its waitAlarm) and standard the default", thresholds)
+	}
+	waitAlarms := 0
+	for _, a := range resources(doc, "AWS::CloudWatch::Alarm") {
+		if props(a)["MetricName"] == metricOldestWait {
+			waitAlarms++
+		}
+	}
+	if waitAlarms != len(cfg.Pools) {
+		t.Errorf("%d waiting-room alarms for %d pools", waitAlarms, len(cfg.Pools))
+	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			p := map[string]any{"ComparisonOperator": "GreaterThanThreshold", "Threshold": 0, "TreatMissingData": "notBreaching"}
+			if th, ok := tc.props["Threshold"]; ok {
+				p["Threshold"] = th
+			}
 			for k, v := range tc.props {
 				p[k] = v
 			}

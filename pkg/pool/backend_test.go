@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // backends is a pools file with a pool of every backend and a defaults
@@ -214,6 +215,8 @@ func TestBackendValidation(t *testing.T) {
 		{"bad node selector key", kube("      nodeSelector: {\"bad key\": x}\n"), SeverityError, 8, "does not match pattern", ""},
 		{"privileged warns", kube("      securityContext: {privileged: true, runAsNonRoot: false}\n"), SeverityWarning, 8, "privileged pods", "trusted repositories"},
 		{"token mount warns", kube("      automountServiceAccountToken: true\n"), SeverityWarning, 8, "service account token", "serviceAccountName"},
+		{"wait alarm at GitHub's limit", ec2Head + "  - name: a\n    labels: [a]\n    instanceTypes: [c7i.large]\n    waitAlarm: 24h\n", SeverityError, 9, `waitAlarm "24h" must be at least 1m and shorter than 24h`, "e.g. 30m"},
+		{"wait alarm in seconds", ec2Head + "  - name: a\n    labels: [a]\n    instanceTypes: [c7i.large]\n    waitAlarm: 90s\n", SeverityError, 9, "does not match pattern", ""},
 		{"queue timeout on EC2 warns", ec2Head + "  - name: a\n    labels: [a]\n    instanceTypes: [c7i.large]\n    queueTimeout: 30m\n", SeverityWarning, 9, "queueTimeout has no effect", "bootTimeout"},
 	}
 	for _, tt := range tests {
@@ -285,5 +288,40 @@ func TestEveryPoolsFileLoadsUnchanged(t *testing.T) {
 				t.Errorf("%s: pool %s has backend %q without its section", f, p.Name, p.Backend)
 			}
 		}
+	}
+}
+
+// TestWaitAlarm: the threshold of a pool's waiting-room alarm comes from the
+// pool, else from defaults, else DefaultWaitAlarm.
+func TestWaitAlarm(t *testing.T) {
+	t.Parallel()
+	const ec2Head = "version: 1\ndefaults:\n  subnets: [subnet-0a1b2c3d4e5f60718]\n  image: {ami: ami-0123456789abcdef0}\npools:\n"
+	cfg, err := Parse([]byte(ec2Head+`  - name: own
+    labels: [own]
+    instanceTypes: [c7i.large]
+    waitAlarm: 2h
+  - name: plain
+    labels: [plain]
+    instanceTypes: [c7i.large]
+`), "pools.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Pool("own").WaitAlarm; got != 2*time.Hour {
+		t.Errorf("own: %v, want 2h", got)
+	}
+	if got := cfg.Pool("plain").WaitAlarm; got != DefaultWaitAlarm {
+		t.Errorf("plain: %v, want the default %v", got, DefaultWaitAlarm)
+	}
+	withDefaults := strings.Replace(ec2Head, "defaults:\n", "defaults:\n  waitAlarm: 45m\n", 1)
+	if withDefaults == ec2Head {
+		t.Fatalf("ec2Head has no defaults block: %q", ec2Head)
+	}
+	cfg, err = Parse([]byte(withDefaults+"  - name: d\n    labels: [d]\n    instanceTypes: [c7i.large]\n"), "pools.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Pool("d").WaitAlarm; got != 45*time.Minute {
+		t.Errorf("from defaults: %v, want 45m", got)
 	}
 }

@@ -54,6 +54,14 @@ const (
 	// move, short enough that a job does not wait silently for hours; the
 	// job is launched again after it (bounded by the replacements).
 	DefaultQueueTimeout = time.Hour
+	// DefaultWaitAlarm is when a pool's oldest job in the waiting room
+	// raises the pool's alarm: a freed slot starts the next waiting job at
+	// once, so a job waiting half an hour means the pool is too small for
+	// its load or its capacity is gone.
+	DefaultWaitAlarm = 30 * time.Minute
+	// MaxWaitAlarm is GitHub's limit for a queued job (24 h): a job leaves
+	// the waiting room then, so a later threshold could never be passed.
+	MaxWaitAlarm = 24 * time.Hour
 )
 
 // Config is a loaded and validated pools file. It is immutable after Parse and
@@ -95,6 +103,9 @@ type Pool struct {
 	// launches again for its job; the boot timeout starts when it leaves
 	// the queue.
 	QueueTimeout time.Duration
+	// WaitAlarm is how long the pool's oldest job may wait in the waiting
+	// room before the deployment's alarm for the pool fires.
+	WaitAlarm time.Duration
 	// CostPerHour is the operator's cost of one runner-hour in USD
 	// (amortised hardware and power) for a pool off EC2; 0 when unknown.
 	// EC2 pools are priced by their instance types and refuse it.
@@ -121,6 +132,7 @@ type Pool struct {
 	idle      string          // idleTimeout as written
 	boot      string          // bootTimeout as written
 	queue     string          // queueTimeout as written
+	waitAlarm string          // waitAlarm as written
 	flat      bool            // EC2 settings written at the pool's top (the older form)
 	topEC2    []string        // the EC2 keys written at the pool's top
 	index     int             // position in Config.Pools
@@ -311,6 +323,7 @@ func (s *source) decode(doc any) (*Config, []Diagnostic) {
 			idle:         str(get("idleTimeout")),
 			boot:         str(get("bootTimeout")),
 			queue:        str(get("queueTimeout")),
+			waitAlarm:    str(get("waitAlarm")),
 			index:        i,
 		}
 		if i < len(items) {
@@ -594,6 +607,10 @@ func applyPoolDefaults(p *Pool) {
 	}
 	if d, err := time.ParseDuration(p.queue); err == nil && d > 0 {
 		p.QueueTimeout = d
+	}
+	p.WaitAlarm = DefaultWaitAlarm
+	if d, err := time.ParseDuration(p.waitAlarm); err == nil && d > 0 {
+		p.WaitAlarm = d
 	}
 	p.effective = make(map[string]bool, len(p.Labels)+3)
 	for _, l := range p.Labels {

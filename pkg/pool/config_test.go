@@ -217,8 +217,8 @@ func TestDefaultsApplied(t *testing.T) {
 	if multi == nil || multi.EC2.Tags["cost-center"] != "ml-research" || multi.MaxLifetime != 12*time.Hour || multi.EC2.Image.SSM != gpuSSM {
 		t.Errorf("pool values must override defaults: %+v", multi)
 	}
-	if multi.Line != 67 {
-		t.Errorf("gpu-multi line = %d, want 67", multi.Line)
+	if multi.Line != 68 {
+		t.Errorf("gpu-multi line = %d, want 68", multi.Line)
 	}
 	if got := strings.Join(cfg.Pool("large").EffectiveLabels(), ","); got != "large,linux,self-hosted,x64" {
 		t.Errorf("effective labels = %s", got)

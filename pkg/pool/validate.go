@@ -111,6 +111,13 @@ func (s *source) checkPool(i int, p *Pool, add addFunc) {
 				"scale-down reaps by it every minute; use e.g. 10m")
 		}
 	}
+	if p.waitAlarm != "" {
+		if d, err := time.ParseDuration(p.waitAlarm); err != nil || d < time.Minute || d >= MaxWaitAlarm {
+			add(s.field(i, "waitAlarm"), SeverityError,
+				fmt.Sprintf("waitAlarm %q must be at least 1m and shorter than 24h", p.waitAlarm),
+				"a job leaves the waiting room after GitHub's 24h limit for a queued job; use e.g. 30m")
+		}
+	}
 	s.checkForm(i, p, add)
 	switch {
 	case p.EC2 != nil:
