@@ -1,0 +1,242 @@
+package room_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/room"
+	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/telemetry"
+)
+
+// live is a pool's count of live runners, set by the test.
+type live struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (l *live) Live(context.Context, string) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n, nil
+}
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// env is the room service over memory parts: a pool "p" of one slot.
+type env struct {
+	svc     *room.Service
+	room    *store.RoomMemory
+	q       *queue.Memory
+	records *store.Memory
+	live    *live
+	counter *telemetry.Memory
+	clock   *clock
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	cfg, err := pool.Parse([]byte("version: 1\npools:\n  - name: p\n    labels: [p]\n    maxRunners: 1\n    process: {}\n"), "pools.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{room: store.NewRoomMemory(), q: &queue.Memory{}, records: store.NewMemory(), live: &live{},
+		counter: &telemetry.Memory{}, clock: &clock{t: time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)}}
+	e.q.SetClock(e.clock.now)
+	e.svc, err = room.New(room.Options{Room: e.room, Queue: e.q, Records: e.records, Pools: cfg, Ledger: e.live,
+		Counter: e.counter, Now: e.clock.now, Jitter: func() float64 { return 0.5 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func job(id int64, repo string) queue.Job {
+	return queue.Job{JobID: id, RunID: 100 + id, Attempt: 1, Pool: "p", Repository: repo, Owner: "acme", InstallationID: 7, Labels: []string{"p"}}
+}
+
+// sent is what the room has sent so far that is visible now.
+func (e *env) sent(t *testing.T) []int64 {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ds, err := e.q.Receive(ctx, 10)
+	if err != nil && ctx.Err() == nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for _, d := range ds {
+		ids = append(ids, d.Job.JobID)
+		if err := e.q.Settle(context.Background(), d, queue.Answer{Verdict: queue.Done}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ids
+}
+
+func (e *env) waiting(t *testing.T) []store.Waiting {
+	t.Helper()
+	ws, _, err := e.room.Waiting(context.Background(), "p", e.clock.now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
+// TestCrashBetweenEntryAndOffer: the room entry is written but the offer
+// never leaves (the delayed send fails, or the process dies between the
+// offer's mark and its send). The entry stays, is not offered twice while
+// its lease runs, and the reconciler's sweep offers it once the lease is
+// over.
+func TestCrashBetweenEntryAndOffer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("delayed send lost", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		e.q.SetErr(errors.New("queue unavailable"))
+		if err := e.svc.Wait(ctx, job(1, "acme/a"), "launch_capacity", "g6.xlarge: no capacity"); err != nil {
+			t.Fatalf("Wait with the queue down = %v; the entry alone keeps the job", err)
+		}
+		e.q.SetErr(nil)
+		ws := e.waiting(t)
+		if len(ws) != 1 {
+			t.Fatalf("waiting %+v, want job 1", ws)
+		}
+		e.clock.advance(ws[0].OfferedUntil.Sub(e.clock.now()) - time.Second)
+		e.svc.Sweep(ctx)
+		if got := e.sent(t); len(got) != 0 {
+			t.Fatalf("offered %v while the lost send's lease still ran", got)
+		}
+		e.clock.advance(2 * time.Second)
+		e.svc.Sweep(ctx)
+		if got := e.sent(t); len(got) != 1 || got[0] != 1 {
+			t.Fatalf("the sweep after the lease offered %v, want [1]", got)
+		}
+	})
+
+	t.Run("marked, never sent", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		e.live.n = 1
+		if err := e.svc.Wait(ctx, job(2, "acme/a"), "max_runners", ""); err != nil {
+			t.Fatal(err)
+		}
+		e.live.n = 0
+		e.q.SetErr(errors.New("queue unavailable"))
+		if n := e.svc.Wake(ctx, "p", 1); n != 0 {
+			t.Fatalf("Wake with the queue down offered %d", n)
+		}
+		e.q.SetErr(nil)
+		e.svc.Sweep(ctx)
+		if got := e.sent(t); len(got) != 0 {
+			t.Fatalf("offered %v again before the lost offer's lease ran out", got)
+		}
+		e.clock.advance(room.DefaultOfferLease + time.Second)
+		e.svc.Sweep(ctx)
+		if got := e.sent(t); len(got) != 1 || got[0] != 2 {
+			t.Fatalf("the sweep after the lease offered %v, want [2]", got)
+		}
+	})
+}
+
+// TestDuplicateWakeUps: several reporters of one freed slot wake the room
+// at once; the job is offered once.
+func TestDuplicateWakeUps(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t)
+	if err := e.svc.Wait(ctx, job(3, "acme/a"), "max_runners", ""); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	offered := make(chan int, 8)
+	for range 8 {
+		wg.Go(func() { offered <- e.svc.Wake(ctx, "p", 1) })
+	}
+	wg.Wait()
+	close(offered)
+	total := 0
+	for n := range offered {
+		total += n
+	}
+	if got := e.sent(t); total != 1 || len(got) != 1 {
+		t.Fatalf("8 wakes for one slot: %d counted, %v sent; want one offer", total, got)
+	}
+}
+
+// TestLeavingWhileWaiting: a job cancelled or completed while it waits,
+// or one that has waited GitHub's 24-hour limit, leaves the room with its
+// reason when its turn comes, without taking the slot.
+func TestLeavingWhileWaiting(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t)
+	for _, id := range []int64{10, 11, 12} {
+		if err := e.svc.Wait(ctx, job(id, "acme/a"), "max_runners", ""); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.advance(time.Second)
+	}
+	// 10 is cancelled, 11 completes on a runner of another pool.
+	for _, j := range []store.Job{
+		{ID: 10, Repository: "acme/a", Status: store.StatusCompleted, Conclusion: "cancelled", CompletedAt: e.clock.now()},
+		{ID: 11, Repository: "acme/a", Status: store.StatusCompleted, Conclusion: "success", CompletedAt: e.clock.now(), RunnerName: "other"},
+	} {
+		if _, err := e.records.RecordJob(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := e.svc.Wake(ctx, "p", 1); n != 1 {
+		t.Fatalf("Wake offered %d, want 1 (job 12)", n)
+	}
+	if got := e.sent(t); len(got) != 1 || got[0] != 12 {
+		t.Fatalf("offered %v, want [12]: 10 and 11 need no runner", got)
+	}
+	if got := e.counter.Get(room.MetricLeft, "completed"); got != 2 {
+		t.Errorf("left as completed: %d, want 2", got)
+	}
+	if ws := e.waiting(t); len(ws) != 1 || ws[0].JobID != 12 {
+		t.Fatalf("waiting %+v, want only the offered 12", ws)
+	}
+
+	// 13 waits a whole day: GitHub has cancelled it by then.
+	if err := e.svc.Wait(ctx, job(13, "acme/b"), "max_runners", ""); err != nil {
+		t.Fatal(err)
+	}
+	e.svc.Leave(ctx, job(12, "acme/a"), "launched")
+	e.live.n = 1 // the pool stays full
+	e.clock.advance(store.RoomLimit - time.Minute)
+	e.live.n = 0
+	e.svc.Sweep(ctx)
+	if got := e.sent(t); len(got) != 0 {
+		t.Fatalf("offered %v: a job at GitHub's limit needs no runner", got)
+	}
+	if got := e.counter.Get(room.MetricLeft, "github_limit"); got != 1 {
+		t.Errorf("left at GitHub's limit: %d, want 1", got)
+	}
+	if ws := e.waiting(t); len(ws) != 0 {
+		t.Errorf("still waiting: %+v", ws)
+	}
+}
