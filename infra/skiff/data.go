@@ -26,7 +26,7 @@ const (
 // may write only its own (IAM dynamodb:LeadingKeys); scale-up only its own.
 var (
 	// INSTALLATION#: the installations learnt from the installation webhook.
-	webhookKeyPrefixes = []string{"DELIVERY#", "JOB#", "RUN#", "INSTALLATION#"}
+	webhookKeyPrefixes = []string{"JOB#", "RUN#", "INSTALLATION#"}
 	// RUNNER# and INSTANCE#: scale-up reserves runners and records their launch in the ledger.
 	// RUN#: admission reads the run's trigger the webhook recorded (without it, every
 	// read is denied and scale-up asks GitHub instead). ONDEMAND#: the marks of

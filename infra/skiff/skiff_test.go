@@ -478,7 +478,7 @@ func TestStateTableAccessIsScopedByKeyPrefix(t *testing.T) {
 		role string
 		want map[string][]string // Sid → LeadingKeys
 	}{
-		{"SkiffWebhookRole", map[string][]string{"WebhookItems": {"DELIVERY#*", "INSTALLATION#*", "JOB#*", "RUN#*"}, "WebhookAdvancesRunners": {"RUNNER#*"}}},
+		{"SkiffWebhookRole", map[string][]string{"WebhookItems": {"INSTALLATION#*", "JOB#*", "RUN#*"}, "WebhookAdvancesRunners": {"RUNNER#*"}}},
 		{"SkiffScaleupRole", map[string][]string{"ScaleUpItems": {"CAPACITY#*", "FLEET#*", "INSTANCE#*", "JOB#*", "ONDEMAND#*", "POOL#*", "ROOM#*", "RUN#*", "RUNNER#*"}}},
 		{"SkiffEc2eventsRole", map[string][]string{"LedgerItems": {"INSTANCE#*", "POOL#*", "RUNNER#*"}, "RoomItems": {"ROOM#*"},
 			"JobRecords": {"JOB#*"}}},

@@ -77,7 +77,6 @@ func NewWebhook(ctx context.Context, cfg webhook.Config, awsCfg aws.Config, logg
 		Recorded:       store.NewInstallationsDynamo(ddb, cfg.TableName),
 		RefreshSecrets: refresh,
 		MaxBodyBytes:   cfg.MaxBodyBytes,
-		DeliveryTTL:    cfg.DeliveryTTL,
 		JobTTL:         cfg.JobTTL,
 	})
 }

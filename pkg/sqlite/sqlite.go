@@ -1,9 +1,8 @@
 // Package sqlite keeps `skiff local`'s queue and store in one SQLite file,
 // through the pure-Go driver modernc.org/sqlite (no cgo): the job queue
 // (queue.Sender, queue.Receiver, queue.DeadLetterer, with SQS's
-// at-least-once semantics) and the state (store.Store: deliveries, jobs,
-// runs, with the same claim and merge rules as the in-memory and DynamoDB
-// stores), scale-up's launch state (store.Launches: claims, fenced fleets,
+// at-least-once semantics) and the state (store.Store: jobs and runs,
+// with the same merge rules as the in-memory and DynamoDB stores), scale-up's launch state (store.Launches: claims, fenced fleets,
 // failed capacity) and the runner ledger (store.Ledger and
 // store.Interruptions), with the conditions of store.LaunchMemory and
 // store.LedgerMemory.
@@ -27,7 +26,6 @@
 //
 //	queue_messages (id, body, job_id, visible_at, receives, sent_at)
 //	dead_letters   (id, message_id, body, job_id, receive_count, reason, detail, dead_at)
-//	deliveries     (id, done, lease_until, expires_at)
 //	jobs           (id, status, record JSON, expires_at)
 //	runs           (id, attempt, record JSON, expires_at)
 //	launch_claims  (job_id, gen, token, record JSON, expires_at)
@@ -102,12 +100,7 @@ CREATE TABLE IF NOT EXISTS dead_letters (
 	detail        TEXT    NOT NULL,
 	dead_at       INTEGER NOT NULL
 );
-CREATE TABLE IF NOT EXISTS deliveries (
-	id          TEXT    PRIMARY KEY,
-	done        INTEGER NOT NULL,
-	lease_until INTEGER NOT NULL,
-	expires_at  INTEGER NOT NULL
-) WITHOUT ROWID;
+DROP TABLE IF EXISTS deliveries;
 CREATE TABLE IF NOT EXISTS jobs (
 	id         INTEGER PRIMARY KEY,
 	status     INTEGER NOT NULL,
@@ -210,15 +203,14 @@ func (d *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	return nil
 }
 
-// Sweep deletes the records that have expired by now (deliveries, jobs,
-// runs, launch claims, fleets, failed capacity, on-demand marks and ended
-// runners, with the instance pointers left without a runner), as DynamoDB's
-// TTL does. Reads
-// treat them as absent before.
+// Sweep deletes the records that have expired by now (jobs, runs, launch
+// claims, fleets, failed capacity, on-demand marks and ended runners, with
+// the instance pointers left without a runner), as DynamoDB's TTL does.
+// Reads treat them as absent before.
 func (d *DB) Sweep(ctx context.Context, now time.Time) (int64, error) {
 	var n int64
 	err := d.tx(ctx, func(tx *sql.Tx) error {
-		for _, table := range []string{"deliveries", "jobs", "runs", "launch_claims", "fleets", "failed_capacity", "on_demand_runs", "runners"} {
+		for _, table := range []string{"jobs", "runs", "launch_claims", "fleets", "failed_capacity", "on_demand_runs", "runners"} {
 			res, err := tx.ExecContext(ctx, "DELETE FROM "+table+" WHERE expires_at != 0 AND expires_at <= ?", now.UnixNano())
 			if err != nil {
 				return fmt.Errorf("sweeping %s: %w", table, err)

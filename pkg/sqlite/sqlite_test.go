@@ -60,22 +60,13 @@ func TestStoreExpiry(t *testing.T) {
 	s := sqlite.NewStore(db, func() time.Time { return time.Unix(0, now.Load()) })
 	ctx := context.Background()
 	at := storetest.Now
-	if err := s.FinishDelivery(ctx, "d", at.Add(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := s.RecordJob(ctx, store.Job{ID: 1, Status: store.StatusCompleted, ExpiresAt: at.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.RecordRun(ctx, store.Run{ID: 2, Attempt: 3, Event: "push", ExpiresAt: at.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.ClaimDelivery(ctx, "d", at, time.Minute); !errors.Is(err, store.ErrDuplicate) {
-		t.Fatalf("claim of a finished delivery: %v", err)
-	}
 	now.Add(int64(time.Hour))
-	if err := s.ClaimDelivery(ctx, "d", at.Add(time.Hour), time.Minute); err != nil {
-		t.Errorf("claim of an expired delivery: %v, want nil", err)
-	}
 	if _, err := s.Job(ctx, 1); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("expired job: %v, want ErrNotFound", err)
 	}
@@ -272,21 +263,15 @@ func durabilityChild(path string) int {
 	}
 }
 
-// webhookWrites is what the webhook writes for one queued job.
+// webhookWrites is what the webhook writes for one queued job: its record
+// (the conditional write that dedupes deliveries) and its message.
 func webhookWrites(ctx context.Context, s *sqlite.Store, q *sqlite.Queue, id int64) error {
 	now := time.Now()
-	delivery := "delivery-" + strconv.FormatInt(id, 10)
-	if err := s.ClaimDelivery(ctx, delivery, now, 30*time.Second); err != nil {
-		return err
-	}
 	if _, err := s.RecordJob(ctx, store.Job{ID: id, RunID: 7, Attempt: 1, Repository: "acme/app", Status: store.StatusQueued,
 		Labels: []string{"self-hosted", "linux"}, Pool: "cpu", QueuedAt: now, UpdatedAt: now, ExpiresAt: now.Add(336 * time.Hour)}); err != nil {
 		return err
 	}
-	if err := q.Send(ctx, jobN(id)); err != nil {
-		return err
-	}
-	return s.FinishDelivery(ctx, delivery, now.Add(192*time.Hour))
+	return q.Send(ctx, jobN(id))
 }
 
 // durablePool is the pool of the durability test's runners; its max is
@@ -393,9 +378,6 @@ func TestKill9LosesNothing(t *testing.T) {
 		if j, err := s.Job(ctx, id); err != nil || j.Status != store.StatusQueued || !slices.Equal(j.Labels, []string{"self-hosted", "linux"}) {
 			t.Errorf("job %d: %+v, %v", id, j, err)
 		}
-		if err := s.ClaimDelivery(ctx, "delivery-"+strconv.FormatInt(id, 10), time.Now(), time.Minute); !errors.Is(err, store.ErrDuplicate) {
-			t.Errorf("delivery of job %d: claim = %v, want ErrDuplicate (finished)", id, err)
-		}
 	}
 	// At most the job in flight at the kill is beyond the acknowledged ones.
 	for id, n := range queued {
@@ -454,7 +436,7 @@ func TestKill9LosesNothing(t *testing.T) {
 }
 
 // BenchmarkWebhookWrites: the webhook's writes for one queued job
-// (ClaimDelivery, RecordJob, Send, FinishDelivery: four transactions) on a
+// (RecordJob and Send: two transactions) on a
 // file in the test's temporary directory.
 func BenchmarkWebhookWrites(b *testing.B) {
 	for _, sync := range []sqlite.Synchronous{sqlite.Full, sqlite.Normal} {

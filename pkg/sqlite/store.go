@@ -29,49 +29,6 @@ func NewStore(d *DB, now func() time.Time) *Store {
 	return &Store{d: d, now: now}
 }
 
-// ClaimDelivery implements store.Store.
-func (s *Store) ClaimDelivery(ctx context.Context, id string, now time.Time, lease time.Duration) error {
-	return s.d.tx(ctx, func(tx *sql.Tx) error {
-		var done bool
-		var leaseUntil, expires int64
-		err := tx.QueryRowContext(ctx, "SELECT done, lease_until, expires_at FROM deliveries WHERE id = ?", id).Scan(&done, &leaseUntil, &expires)
-		switch {
-		case err != nil && !isNoRows(err):
-			return fmt.Errorf("reading delivery: %w", err)
-		case err == nil && live(expires, now) && (done || now.UnixNano() < leaseUntil):
-			return store.ErrDuplicate
-		}
-		until := now.Add(lease).UnixNano()
-		if _, err := tx.ExecContext(ctx, `INSERT INTO deliveries (id, done, lease_until, expires_at) VALUES (?, 0, ?, ?)
-			ON CONFLICT (id) DO UPDATE SET done = 0, lease_until = excluded.lease_until, expires_at = excluded.expires_at`,
-			id, until, until); err != nil {
-			return fmt.Errorf("claiming delivery: %w", err)
-		}
-		return nil
-	})
-}
-
-// FinishDelivery implements store.Store. A zero expires keeps the mark forever.
-func (s *Store) FinishDelivery(ctx context.Context, id string, expires time.Time) error {
-	return s.d.tx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO deliveries (id, done, lease_until, expires_at) VALUES (?, 1, 0, ?)
-			ON CONFLICT (id) DO UPDATE SET done = 1, lease_until = 0, expires_at = excluded.expires_at`, id, nanos(expires)); err != nil {
-			return fmt.Errorf("finishing delivery: %w", err)
-		}
-		return nil
-	})
-}
-
-// ReleaseDelivery implements store.Store.
-func (s *Store) ReleaseDelivery(ctx context.Context, id string) error {
-	return s.d.tx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, "DELETE FROM deliveries WHERE id = ? AND done = 0", id); err != nil {
-			return fmt.Errorf("releasing delivery: %w", err)
-		}
-		return nil
-	})
-}
-
 // RecordJob implements store.Store: read, merge (store.MergeJob) and write
 // in one transaction.
 func (s *Store) RecordJob(ctx context.Context, j store.Job) (bool, error) {

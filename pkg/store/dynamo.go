@@ -8,7 +8,6 @@
 // job's metrics record as JOB#<id> / METRICS, say) without a migration.
 //
 //	kind      pk                 sk         attributes
-//	delivery  DELIVERY#<guid>    DELIVERY   state, lease_until, expires_at
 //	job       JOB#<job id>       JOB        status, status_rank, run_id, attempt,
 //	                                        repository, owner, installation_id,
 //	                                        labels, pool, workflow_name, job_name,
@@ -25,15 +24,6 @@
 // status, status_rank its position in the lifecycle (1 waiting … 4
 // completed), which the conditions compare. A job field the events have not
 // told yet is absent, never written as a zero value.
-//
-// Deliveries (ClaimDelivery and its kin; the webhook no longer calls them,
-// the job record's conditional write being its dedupe): state is "pending"
-// while an invocation holds the claim, with
-// lease_until in epoch nanoseconds (exact, so that a lease ends at the same
-// instant as in Memory), and expires_at at the end of the lease; "done" once
-// processed, with expires_at at the caller's dedupe horizon. A claim is one
-// conditional PutItem that succeeds when the item is absent, expired, or a
-// pending claim whose lease has ended.
 //
 // RecordJob merges with conditional UpdateItems, never a transaction: first an
 // advance (condition: absent, or live with a lower status_rank) that sets the
@@ -114,9 +104,6 @@ const (
 	attrAttempt    = "attempt"
 	attrUpdatedAt  = "updated_at"
 
-	statePending = "pending"
-	stateDone    = "done"
-
 	// timeLayout is fixed-width UTC, so that stored timestamps sort as they compare.
 	timeLayout = "2006-01-02T15:04:05.000000000Z"
 )
@@ -192,51 +179,6 @@ func CreateTable(ctx context.Context, api DynamoTableAPI, table string) error {
 	})
 	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, createTableWait); err != nil {
 		return fmt.Errorf("waiting for table %s: %w", table, err)
-	}
-	return nil
-}
-
-// ClaimDelivery implements Store.
-func (d *Dynamo) ClaimDelivery(ctx context.Context, id string, now time.Time, lease time.Duration) error {
-	until := now.Add(lease)
-	e := newExpr()
-	cond := fmt.Sprintf("attribute_not_exists(%s) OR %s <= %s OR (%s = %s AND %s <= %s)",
-		e.name(attrPK), e.name(attrExpires), e.value(numI(now.Unix())),
-		e.name(attrState), e.value(str(statePending)), e.name(attrLeaseUntil), e.value(numI(now.UnixNano())))
-	item := deliveryKey(id)
-	item[attrState] = str(statePending)
-	item[attrLeaseUntil] = numI(until.UnixNano())
-	item[attrExpires] = numI(epochCeil(until))
-	_, err := d.api.PutItem(ctx, e.put(d.table, item, cond))
-	if isConditionFailed(err) {
-		return ErrDuplicate
-	}
-	if err != nil {
-		return fmt.Errorf("claiming delivery %s: %w", id, err)
-	}
-	return nil
-}
-
-// FinishDelivery implements Store. A zero expires keeps the mark forever.
-func (d *Dynamo) FinishDelivery(ctx context.Context, id string, expires time.Time) error {
-	item := deliveryKey(id)
-	item[attrState] = str(stateDone)
-	if !expires.IsZero() {
-		item[attrExpires] = numI(epochCeil(expires))
-	}
-	if _, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(d.table), Item: item}); err != nil {
-		return fmt.Errorf("finishing delivery %s: %w", id, err)
-	}
-	return nil
-}
-
-// ReleaseDelivery implements Store.
-func (d *Dynamo) ReleaseDelivery(ctx context.Context, id string) error {
-	e := newExpr()
-	cond := fmt.Sprintf("%s = %s", e.name(attrState), e.value(str(statePending)))
-	_, err := d.api.DeleteItem(ctx, e.delete(d.table, deliveryKey(id), cond))
-	if err != nil && !isConditionFailed(err) { // failed condition: unknown, or finished and kept
-		return fmt.Errorf("releasing delivery %s: %w", id, err)
 	}
 	return nil
 }
@@ -521,10 +463,6 @@ func decodeJob(id int64, item map[string]types.AttributeValue) (Job, error) {
 type attr struct {
 	name  string
 	value types.AttributeValue
-}
-
-func deliveryKey(id string) map[string]types.AttributeValue {
-	return itemKey("DELIVERY#"+id, "DELIVERY")
 }
 
 func jobKey(id int64) map[string]types.AttributeValue {

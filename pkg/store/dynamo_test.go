@@ -127,24 +127,6 @@ func TestDynamoItemShapes(t *testing.T) {
 		pk, sk string
 		want   map[string]any
 	}{
-		{"pending claim", func(ctx context.Context, d *store.Dynamo) error {
-			return d.ClaimDelivery(ctx, "guid-1", now.Add(250*time.Millisecond), 30*time.Second)
-		}, "DELIVERY#guid-1", "DELIVERY", map[string]any{
-			"pk": "DELIVERY#guid-1", "sk": "DELIVERY", "state": "pending",
-			"lease_until": n(now.Add(30250 * time.Millisecond).UnixNano()),
-			"expires_at":  n(now.Unix() + 31), // rounded up: a TTL never cuts a lease short
-		}},
-		{"finished delivery", func(ctx context.Context, d *store.Dynamo) error {
-			if err := d.ClaimDelivery(ctx, "guid-2", now, time.Minute); err != nil {
-				return err
-			}
-			return d.FinishDelivery(ctx, "guid-2", now.Add(72*time.Hour))
-		}, "DELIVERY#guid-2", "DELIVERY", map[string]any{
-			"pk": "DELIVERY#guid-2", "sk": "DELIVERY", "state": "done", "expires_at": n(now.Add(72 * time.Hour).Unix()),
-		}},
-		{"finished delivery without expiry", func(ctx context.Context, d *store.Dynamo) error {
-			return d.FinishDelivery(ctx, "guid-3", time.Time{})
-		}, "DELIVERY#guid-3", "DELIVERY", map[string]any{"pk": "DELIVERY#guid-3", "sk": "DELIVERY", "state": "done"}},
 		{"queued job writes only the fields it knows", func(ctx context.Context, d *store.Dynamo) error {
 			_, err := d.RecordJob(ctx, queued)
 			return err
@@ -264,17 +246,6 @@ func TestDynamoExpiredRecordsAreAbsent(t *testing.T) {
 				t.Errorf("Run = %+v, %v; want %+v", got, err, want)
 			}
 		}},
-		{"finished delivery is a duplicate until it expires", func(t *testing.T, d *store.Dynamo, _ *clock) {
-			if err := d.FinishDelivery(ctx, "g", now.Add(time.Hour)); err != nil {
-				t.Fatal(err)
-			}
-			if err := d.ClaimDelivery(ctx, "g", now.Add(time.Hour-time.Nanosecond), time.Minute); !errors.Is(err, store.ErrDuplicate) {
-				t.Errorf("claim just before expiry: %v, want ErrDuplicate", err)
-			}
-			if err := d.ClaimDelivery(ctx, "g", now.Add(time.Hour), time.Minute); err != nil {
-				t.Errorf("claim at expiry: %v, want nil", err)
-			}
-		}},
 		{"record without ExpiresAt never expires", func(t *testing.T, d *store.Dynamo, c *clock) {
 			if _, err := d.RecordJob(ctx, store.Job{ID: 4, Status: store.StatusWaiting}); err != nil {
 				t.Fatal(err)
@@ -332,9 +303,6 @@ func testMissingTable(t *testing.T, d *store.Dynamo) {
 	if _, err := d.Job(ctx, 1); !errors.As(err, &rnf) || errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Job: %v, want ResourceNotFoundException and not ErrNotFound", err)
 	}
-	if err := d.ClaimDelivery(ctx, "g", storetest.Now, time.Minute); !errors.As(err, &rnf) || errors.Is(err, store.ErrDuplicate) {
-		t.Errorf("ClaimDelivery: %v, want ResourceNotFoundException and not ErrDuplicate", err)
-	}
 	if _, err := d.RecordJob(ctx, store.Job{ID: 1, Status: store.StatusQueued}); !errors.As(err, &rnf) {
 		t.Errorf("RecordJob: %v, want ResourceNotFoundException", err)
 	}
@@ -383,7 +351,6 @@ func testDeadline(t *testing.T, d *store.Dynamo) {
 		name string
 		call func(ctx context.Context) error
 	}{
-		{"ClaimDelivery", func(ctx context.Context) error { return d.ClaimDelivery(ctx, "g", storetest.Now, time.Minute) }},
 		{"RecordJob", func(ctx context.Context) error {
 			_, err := d.RecordJob(ctx, store.Job{ID: 1, Status: store.StatusQueued})
 			return err
@@ -424,7 +391,7 @@ func TestDynamoRecordJobGivesUpUnderEndlessConflicts(t *testing.T) {
 	f := &alwaysConflicting{}
 	d := store.NewDynamo(f, "skiff")
 	adv, err := d.RecordJob(t.Context(), store.Job{ID: 1, Status: store.StatusQueued})
-	if err == nil || adv || errors.Is(err, store.ErrDuplicate) {
+	if err == nil || adv {
 		t.Fatalf("RecordJob = %v, %v; want false and an error", adv, err)
 	}
 	if got := f.calls.Load(); got != 9 {

@@ -15,24 +15,17 @@ import (
 // item past its TTL before deleting it. Its zero value is not usable: call
 // NewMemory.
 type Memory struct {
-	mu         sync.Mutex
-	now        func() time.Time
-	deliveries map[string]delivery
-	jobs       map[int64]Job
-	runs       map[int64]Run
-}
-
-type delivery struct {
-	done       bool
-	leaseUntil time.Time
-	expires    time.Time // zero: kept forever
+	mu   sync.Mutex
+	now  func() time.Time
+	jobs map[int64]Job
+	runs map[int64]Run
 }
 
 var _ Store = (*Memory)(nil)
 
 // NewMemory returns an empty in-memory store whose clock is time.Now.
 func NewMemory() *Memory {
-	return &Memory{now: time.Now, deliveries: map[string]delivery{}, jobs: map[int64]Job{}, runs: map[int64]Run{}}
+	return &Memory{now: time.Now, jobs: map[int64]Job{}, runs: map[int64]Run{}}
 }
 
 // SetClock sets the clock that decides whether a record has expired.
@@ -45,44 +38,6 @@ func (m *Memory) SetClock(now func() time.Time) {
 // gone reports whether a record with this expiry is gone at now, by
 // DynamoDB's rule (epoch seconds, rounded up). A zero expiry never expires.
 func gone(expires, now time.Time) bool { return !expires.IsZero() && !live(expires, now) }
-
-// ClaimDelivery implements Store.
-func (m *Memory) ClaimDelivery(ctx context.Context, id string, now time.Time, lease time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if d, ok := m.deliveries[id]; ok && !gone(d.expires, now) && (d.done || now.Before(d.leaseUntil)) {
-		return ErrDuplicate
-	}
-	m.deliveries[id] = delivery{leaseUntil: now.Add(lease), expires: now.Add(lease)}
-	return nil
-}
-
-// FinishDelivery implements Store. A zero expires keeps the mark forever.
-func (m *Memory) FinishDelivery(ctx context.Context, id string, expires time.Time) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.deliveries[id] = delivery{done: true, expires: expires}
-	return nil
-}
-
-// ReleaseDelivery implements Store.
-func (m *Memory) ReleaseDelivery(ctx context.Context, id string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !m.deliveries[id].done {
-		delete(m.deliveries, id)
-	}
-	return nil
-}
 
 // RecordJob implements Store.
 func (m *Memory) RecordJob(ctx context.Context, j Job) (bool, error) {

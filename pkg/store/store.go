@@ -104,32 +104,14 @@ type Run struct {
 
 // Errors a Store returns; callers test them with errors.Is.
 var (
-	// ErrDuplicate: the delivery was already processed, or another
-	// invocation holds a live claim on it.
-	ErrDuplicate = errors.New("duplicate delivery")
 	// ErrNotFound: no record with that key.
 	ErrNotFound = errors.New("not found")
 )
 
 // Store is skiff's state. Every method is safe for concurrent use and
-// bounded by its context. An error other than ErrDuplicate/ErrNotFound is a
+// bounded by its context. An error other than ErrNotFound is a
 // failure of the store itself, which the caller should surface as retryable.
 type Store interface {
-	// ClaimDelivery takes a webhook delivery id for processing until
-	// now+lease. It returns ErrDuplicate when the delivery was finished
-	// before, or when another claim on it has not yet expired. A claim whose
-	// lease expired (its holder died) can be taken again.
-	ClaimDelivery(ctx context.Context, id string, now time.Time, lease time.Duration) error
-	// FinishDelivery marks a claimed delivery as processed. Later claims of
-	// it return ErrDuplicate until expires.
-	FinishDelivery(ctx context.Context, id string, expires time.Time) error
-	// ReleaseDelivery drops a pending claim whose processing failed, so
-	// that GitHub's redelivery of it is processed. A finished delivery stays
-	// finished: a late release (its holder outlived its lease while another
-	// invocation finished the delivery) must not undo the dedupe. Releasing
-	// an unknown id is not an error.
-	ReleaseDelivery(ctx context.Context, id string) error
-
 	// RecordJob merges a lifecycle event into the job's record (see the
 	// package doc). It reports whether the event advanced the status; an
 	// event that did not advance it may still have filled missing fields.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/config"
+	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/secret"
 )
 
@@ -22,7 +23,6 @@ type Config struct {
 	Allow            AllowList        // SKIFF_ALLOW
 	Installations    InstallationList // SKIFF_ALLOWED_INSTALLATIONS
 	MaxBodyBytes     int
-	DeliveryTTL      time.Duration
 	JobTTL           time.Duration
 	LogLevel         slog.Level
 	MetricsNamespace string
@@ -40,9 +40,14 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		TableName:        env.Required("SKIFF_TABLE_NAME"),
 		PoolsFile:        env.String("SKIFF_POOLS_FILE", config.DefaultPoolsFile(getenv)),
 		MaxBodyBytes:     env.Int("SKIFF_MAX_BODY_BYTES", DefaultMaxBodyBytes),
-		DeliveryTTL:      env.Duration("SKIFF_DELIVERY_TTL", DefaultDeliveryTTL),
 		JobTTL:           env.Duration("SKIFF_JOB_TTL", DefaultJobTTL),
 		MetricsNamespace: env.String("SKIFF_METRICS_NAMESPACE", "Skiff"),
+	}
+	// The job record's conditional write dedupes deliveries: no delivery
+	// ids are kept, so a horizon for them would be a setting that does
+	// nothing.
+	if v := env.Raw(names.EnvDeliveryTTL); v != "" {
+		env.Fail("%s=%s is no longer read: the webhook keeps no delivery ids (the job record, kept SKIFF_JOB_TTL, dedupes redeliveries); remove it", names.EnvDeliveryTTL, v)
 	}
 	if cur := env.Raw("SKIFF_WEBHOOK_SECRET"); cur != "" {
 		c.Secrets = append(c.Secrets, []byte(cur))
@@ -105,6 +110,6 @@ func (c Config) String() string {
 	}
 	return strings.Join([]string{
 		"queue=" + c.QueueURL, "table=" + c.TableName, "pools=" + c.PoolsFile, "secret_source=" + src,
-		fmt.Sprintf("max_body_bytes=%d", c.MaxBodyBytes), "delivery_ttl=" + c.DeliveryTTL.String(), "job_ttl=" + c.JobTTL.String(),
+		fmt.Sprintf("max_body_bytes=%d", c.MaxBodyBytes), "job_ttl=" + c.JobTTL.String(),
 	}, " ")
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -36,18 +35,19 @@ func TestConfigFromEnv(t *testing.T) {
 		check   func(t *testing.T, c Config)
 	}{
 		{name: "secret from Secrets Manager with defaults", env: with("SKIFF_WEBHOOK_SECRET_ARN", "arn:aws:secretsmanager:eu-west-1:1:secret:w"), check: func(t *testing.T, c Config) {
-			if c.PoolsFile != "/var/task/pools.yaml" || c.MaxBodyBytes != DefaultMaxBodyBytes || c.DeliveryTTL != DefaultDeliveryTTL || c.JobTTL != DefaultJobTTL || c.MetricsNamespace != "Skiff" {
+			if c.PoolsFile != "/var/task/pools.yaml" || c.MaxBodyBytes != DefaultMaxBodyBytes || c.JobTTL != DefaultJobTTL || c.MetricsNamespace != "Skiff" {
 				t.Errorf("defaults not applied: %+v", c)
 			}
 		}},
-		{name: "secret and previous from env", env: with("SKIFF_WEBHOOK_SECRET", canarySecret, "SKIFF_WEBHOOK_SECRET_PREVIOUS", "old", "SKIFF_ALLOW", "octo-org, Other/repo", "SKIFF_DELIVERY_TTL", "72h", "SKIFF_LOG_LEVEL", "debug"), check: func(t *testing.T, c Config) {
-			if len(c.Secrets) != 2 || string(c.Secrets[1]) != "old" || c.DeliveryTTL != 72*time.Hour || !c.Allow.Allows("OCTO-ORG", "octo-org/x") || c.Allow.Allows("other", "other/x") {
+		{name: "secret and previous from env", env: with("SKIFF_WEBHOOK_SECRET", canarySecret, "SKIFF_WEBHOOK_SECRET_PREVIOUS", "old", "SKIFF_ALLOW", "octo-org, Other/repo", "SKIFF_LOG_LEVEL", "debug"), check: func(t *testing.T, c Config) {
+			if len(c.Secrets) != 2 || string(c.Secrets[1]) != "old" || !c.Allow.Allows("OCTO-ORG", "octo-org/x") || c.Allow.Allows("other", "other/x") {
 				t.Errorf("config = %+v", c)
 			}
 			if strings.Contains(c.String(), canarySecret) {
 				t.Error("String() shows the secret")
 			}
 		}},
+		{name: "the retired delivery horizon is refused", env: with("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_DELIVERY_TTL", "72h"), wantErr: []string{"SKIFF_DELIVERY_TTL=72h is no longer read", "remove it"}},
 		{name: "no secret fails closed", env: with(), wantErr: []string{"SKIFF_WEBHOOK_SECRET_ARN", "SKIFF_WEBHOOK_SECRET"}},
 		{name: "both secret sources", env: with("SKIFF_WEBHOOK_SECRET_ARN", "arn", "SKIFF_WEBHOOK_SECRET", "s"), wantErr: []string{"both set"}},
 		{name: "previous without current", env: with("SKIFF_WEBHOOK_SECRET_ARN", "arn", "SKIFF_WEBHOOK_SECRET_PREVIOUS", "old"), wantErr: []string{"SKIFF_WEBHOOK_SECRET_PREVIOUS"}},

@@ -78,20 +78,12 @@ const (
 	// leaves room for long commit messages in workflow_run while bounding
 	// the memory one request can take (Function URLs stop at 6 MB anyway).
 	DefaultMaxBodyBytes = 1 << 20
-	// DefaultDeliveryTTL was how long a processed delivery id was
-	// remembered (github.com redelivers for 3 days, GitHub Enterprise Server
-	// for 7). The handler keeps no delivery marks any more; Config still
-	// reads it.
-	DefaultDeliveryTTL = 8 * 24 * time.Hour
 	// DefaultJobTTL is how long job and run records are kept: long enough
 	// for scale-down to reconcile and write metrics, and for an operator to
 	// look back over two weeks of jobs. Metrics records are the long-term
 	// history. The job record is also the webhook's dedupe, so it must
 	// outlive GitHub's redelivery window (7 days at most).
 	DefaultJobTTL = 14 * 24 * time.Hour
-	// DefaultClaimLease was how long a delivery being processed blocked a
-	// concurrent duplicate; the handler no longer claims deliveries.
-	DefaultClaimLease = 30 * time.Second
 	// DefaultInstallationCacheTTL is how long a container trusts an
 	// installation record it read, so that the hot path reads the store
 	// about once a minute per installation. The container that receives an
@@ -179,11 +171,6 @@ type Options struct {
 	SecretRefreshEvery time.Duration
 	MaxBodyBytes       int           // default DefaultMaxBodyBytes
 	JobTTL             time.Duration // default DefaultJobTTL
-	// DeliveryTTL and ClaimLease are no longer read: the job record's
-	// conditional write is the dedupe (see the package doc). They stay so
-	// that existing configurations build.
-	DeliveryTTL time.Duration
-	ClaimLease  time.Duration
 }
 
 // Handler handles webhook deliveries. It is safe for concurrent use.

@@ -2,11 +2,10 @@
 // implementation runs it, so that the in-memory store used by tests and
 // local mode and the DynamoDB store used in AWS cannot drift apart.
 //
-// It pins the rules documented in package store: delivery claims, leases,
-// finish and release; the RecordJob merge (a later status advances and
+// It pins the rules documented in package store: the RecordJob merge (a later status advances and
 // overrides, the same or an earlier status only fills missing fields, zero
 // values never clear, UpdatedAt and ExpiresAt only move forward); RecordRun
-// keeping the newest attempt; ErrNotFound and ErrDuplicate; context
+// keeping the newest attempt; ErrNotFound; context
 // cancellation; and the same rules under concurrent callers.
 package storetest
 
@@ -38,8 +37,6 @@ const retention = 90 * 24 * time.Hour
 // Run runs the conformance suite. newStore returns an empty store for one
 // test (each subtest calls it; subtests run in parallel).
 func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
-	t.Run("Deliveries", func(t *testing.T) { t.Parallel(); testDeliveries(t, newStore) })
-	t.Run("ConcurrentClaims", func(t *testing.T) { t.Parallel(); testConcurrentClaims(t, newStore) })
 	t.Run("RecordJob", func(t *testing.T) { t.Parallel(); testRecordJob(t, newStore) })
 	t.Run("InvalidJob", func(t *testing.T) { t.Parallel(); testInvalidJob(t, newStore) })
 	t.Run("JobNotFound", func(t *testing.T) { t.Parallel(); testJobNotFound(t, newStore) })
@@ -48,130 +45,6 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Run("Runs", func(t *testing.T) { t.Parallel(); testRuns(t, newStore) })
 	t.Run("ConcurrentRecordRun", func(t *testing.T) { t.Parallel(); testConcurrentRecordRun(t, newStore) })
 	t.Run("CanceledContext", func(t *testing.T) { t.Parallel(); testCanceled(t, newStore) })
-}
-
-type deliveryStep struct {
-	op    string // claim, finish or release
-	id    string
-	at    time.Duration // claim time, from Now
-	lease time.Duration // claim lease
-	want  error
-}
-
-func claim(id string, at, lease time.Duration, want error) deliveryStep {
-	return deliveryStep{op: "claim", id: id, at: at, lease: lease, want: want}
-}
-
-func finish(id string) deliveryStep  { return deliveryStep{op: "finish", id: id} }
-func release(id string) deliveryStep { return deliveryStep{op: "release", id: id} }
-
-func testDeliveries(t *testing.T, newStore func(t *testing.T) store.Store) {
-	const (
-		a     = "7a1c6e40-9a51-11ef-8b5e-2f4b1f7c0a01"
-		b     = "7a1c6e40-9a51-11ef-8b5e-2f4b1f7c0a02"
-		lease = 30 * time.Second
-		ms250 = 250 * time.Millisecond
-	)
-	dup := store.ErrDuplicate
-	cases := []struct {
-		name  string
-		steps []deliveryStep
-	}{
-		{"first claim wins", []deliveryStep{claim(a, 0, lease, nil)}},
-		{"live claim is a duplicate", []deliveryStep{claim(a, 0, lease, nil), claim(a, 10*time.Second, lease, dup)}},
-		// Claim times off the whole second: a store must keep the lease exactly.
-		{"claim a nanosecond before the lease ends is a duplicate", []deliveryStep{
-			claim(a, ms250, lease, nil), claim(a, ms250+lease-time.Nanosecond, lease, dup)}},
-		{"lease ends at now+lease and the delivery can be taken again", []deliveryStep{
-			claim(a, ms250, lease, nil), claim(a, ms250+lease, lease, nil), claim(a, ms250+lease+time.Second, lease, dup)}},
-		{"claim after a long-dead holder", []deliveryStep{claim(a, 0, lease, nil), claim(a, time.Hour, lease, nil)}},
-		{"zero lease is claimable again at once", []deliveryStep{claim(a, 0, 0, nil), claim(a, 0, lease, nil)}},
-		{"finished delivery stays a duplicate after its lease", []deliveryStep{
-			claim(a, 0, lease, nil), finish(a), claim(a, time.Hour, lease, dup)}},
-		{"finish without a claim marks it processed", []deliveryStep{finish(a), claim(a, 0, lease, dup)}},
-		{"released claim can be taken again", []deliveryStep{
-			claim(a, 0, lease, nil), release(a), claim(a, time.Second, lease, nil), claim(a, 2*time.Second, lease, dup)}},
-		{"release of an unknown delivery is no error", []deliveryStep{release(a), claim(a, 0, lease, nil)}},
-		{"release after finish keeps the mark", []deliveryStep{
-			claim(a, 0, lease, nil), finish(a), release(a), claim(a, time.Minute, lease, dup)}},
-		{"deliveries are independent", []deliveryStep{
-			claim(a, 0, lease, nil), claim(b, 0, lease, nil), finish(a), claim(b, time.Second, lease, dup), release(b), claim(b, time.Second, lease, nil)}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			s := newStore(t)
-			ctx := context.Background()
-			for i, st := range tc.steps {
-				var err error
-				switch st.op {
-				case "claim":
-					err = s.ClaimDelivery(ctx, st.id, Now.Add(st.at), st.lease)
-				case "finish":
-					err = s.FinishDelivery(ctx, st.id, Now.Add(24*time.Hour))
-				case "release":
-					err = s.ReleaseDelivery(ctx, st.id)
-				}
-				if !errors.Is(err, st.want) {
-					t.Fatalf("step %d (%s %s at +%s): err = %v, want %v", i, st.op, st.id[len(st.id)-2:], st.at, err, st.want)
-				}
-			}
-		})
-	}
-}
-
-func testConcurrentClaims(t *testing.T, newStore func(t *testing.T) store.Store) {
-	const racers = 20
-	cases := []struct {
-		name  string
-		setup func(ctx context.Context, s store.Store, id string) error
-		at    time.Duration
-	}{
-		{"new delivery", func(context.Context, store.Store, string) error { return nil }, 0},
-		{"expired lease", func(ctx context.Context, s store.Store, id string) error {
-			return s.ClaimDelivery(ctx, id, Now, 30*time.Second)
-		}, time.Minute},
-		{"released claim", func(ctx context.Context, s store.Store, id string) error {
-			if err := s.ClaimDelivery(ctx, id, Now, 30*time.Second); err != nil {
-				return err
-			}
-			return s.ReleaseDelivery(ctx, id)
-		}, time.Second},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			s := newStore(t)
-			ctx := context.Background()
-			const id = "0f6d2b1e-9a52-11ef-9c1d-8f3a2e6b4c10"
-			if err := tc.setup(ctx, s, id); err != nil {
-				t.Fatalf("setup: %v", err)
-			}
-			errs := make([]error, racers)
-			start := make(chan struct{})
-			var wg sync.WaitGroup
-			for i := range racers {
-				wg.Go(func() {
-					<-start
-					errs[i] = s.ClaimDelivery(ctx, id, Now.Add(tc.at), 30*time.Second)
-				})
-			}
-			close(start)
-			wg.Wait()
-			won := 0
-			for i, err := range errs {
-				switch {
-				case err == nil:
-					won++
-				case !errors.Is(err, store.ErrDuplicate):
-					t.Errorf("racer %d: %v, want nil or ErrDuplicate", i, err)
-				}
-			}
-			if won != 1 {
-				t.Errorf("%d of %d racers won the claim, want exactly 1", won, racers)
-			}
-		})
-	}
 }
 
 // lifecycle returns the four events GitHub sends for one job, each with the
@@ -337,7 +210,7 @@ func testInvalidJob(t *testing.T, newStore func(t *testing.T) store.Store) {
 			s := newStore(t)
 			ctx := context.Background()
 			adv, err := s.RecordJob(ctx, tc.job)
-			if err == nil || adv || errors.Is(err, store.ErrDuplicate) || errors.Is(err, store.ErrNotFound) {
+			if err == nil || adv || errors.Is(err, store.ErrNotFound) {
 				t.Fatalf("RecordJob = %v, %v; want false and a validation error", adv, err)
 			}
 			if _, err := s.Job(ctx, 5); !errors.Is(err, store.ErrNotFound) {
@@ -496,7 +369,7 @@ func testRuns(t *testing.T, newStore func(t *testing.T) store.Store) {
 		ctx := context.Background()
 		for _, id := range []int64{0, -1} {
 			err := s.RecordRun(ctx, store.Run{ID: id, Attempt: 1, Event: "push"})
-			if err == nil || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrDuplicate) {
+			if err == nil || errors.Is(err, store.ErrNotFound) {
 				t.Errorf("RecordRun(id %d) = %v, want a validation error", id, err)
 			}
 		}
@@ -541,9 +414,6 @@ func testCanceled(t *testing.T, newStore func(t *testing.T) store.Store) {
 		name string
 		call func() error
 	}{
-		{"ClaimDelivery", func() error { return s.ClaimDelivery(ctx, "d-1", Now, time.Minute) }},
-		{"FinishDelivery", func() error { return s.FinishDelivery(ctx, "d-1", Now.Add(time.Hour)) }},
-		{"ReleaseDelivery", func() error { return s.ReleaseDelivery(ctx, "d-1") }},
 		{"RecordJob", func() error { _, err := s.RecordJob(ctx, job); return err }},
 		{"Job", func() error { _, err := s.Job(ctx, job.ID); return err }},
 		{"RecordRun", func() error { return s.RecordRun(ctx, store.Run{ID: 8, Attempt: 1}) }},
@@ -556,9 +426,6 @@ func testCanceled(t *testing.T, newStore func(t *testing.T) store.Store) {
 	}
 	// Nothing was written.
 	live := context.Background()
-	if err := s.ClaimDelivery(live, "d-1", Now, time.Minute); err != nil {
-		t.Errorf("claim after canceled calls: %v, want nil", err)
-	}
 	if _, err := s.Job(live, job.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Job after a canceled RecordJob: %v, want ErrNotFound", err)
 	}
@@ -600,8 +467,7 @@ func normalize(v any) any {
 
 // RunExpiry checks that records past their expiry are gone, as DynamoDB's
 // TTL makes them (reads treat an item past expires_at as absent before
-// DynamoDB deletes it): a finished delivery can be processed again after
-// its dedupe horizon, an expired job or run record is not found and is
+// DynamoDB deletes it): an expired job or run record is not found and is
 // replaced whole by the next event. newStore returns an empty store whose
 // clock is now (the suite moves it).
 func RunExpiry(t *testing.T, newStore func(t *testing.T, now func() time.Time) store.Store) {
@@ -613,19 +479,6 @@ func RunExpiry(t *testing.T, newStore func(t *testing.T, now func() time.Time) s
 		set := func(d time.Duration) { mu.Lock(); at = Now.Add(d); mu.Unlock() }
 		s := newStore(t, clock)
 		ctx := context.Background()
-
-		if err := s.ClaimDelivery(ctx, "d-exp", Now, 30*time.Second); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.FinishDelivery(ctx, "d-exp", Now.Add(time.Hour)); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.ClaimDelivery(ctx, "d-exp", Now.Add(59*time.Minute), 30*time.Second); !errors.Is(err, store.ErrDuplicate) {
-			t.Errorf("claim within the dedupe horizon = %v, want ErrDuplicate", err)
-		}
-		if err := s.ClaimDelivery(ctx, "d-exp", Now.Add(time.Hour+time.Second), 30*time.Second); err != nil {
-			t.Errorf("claim after the dedupe horizon = %v, want a new claim", err)
-		}
 
 		old := store.Job{ID: 7001, Status: store.StatusInProgress, RunnerName: "old-runner", Repository: "o/r",
 			UpdatedAt: Now, ExpiresAt: Now.Add(time.Hour)}
