@@ -39,7 +39,7 @@ const (
 	// MaxReceiveCount is above scale-up's SKIFF_MAX_ATTEMPTS (5), so scale-up
 	// dead-letters a job itself, with its reason, before SQS would redrive it
 	// without one; SQS's redrive is the backstop for a function that crashes.
-	MaxReceiveCount = DefaultMaxAttempts + 3
+	MaxReceiveCount = names.DefaultMaxAttempts + 3
 	// visibilityFactor: AWS advises a visibility timeout of at least six
 	// times the function timeout for SQS event sources.
 	visibilityFactor = 6

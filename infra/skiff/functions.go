@@ -17,6 +17,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/userdata"
 )
 
 // FunctionSpec describes one skiff Lambda. Every function runs the
@@ -233,8 +234,8 @@ func (s *Skiff) buildScaleUp() error {
 		names.EnvQueueURL:             *s.Queue.QueueUrl(), // the waiting room sends jobs again; jobs wait there while no App is stored
 		names.EnvLaunchTemplatePrefix: s.props.LaunchTemplatePrefix,
 		names.EnvRootDevice:           s.props.RootDevice,
-		names.EnvMaxAttempts:          strconv.Itoa(DefaultMaxAttempts),
-		names.EnvRegistrationTimeout:  DefaultRegistrationTimeout.String(),
+		names.EnvMaxAttempts:          strconv.Itoa(names.DefaultMaxAttempts),
+		names.EnvRegistrationTimeout:  userdata.DefaultRegistrationTimeout.String(),
 	})
 	if s.props.GitHubURL != "" {
 		spec.Environment[names.EnvGitHubURL] = s.props.GitHubURL

@@ -172,7 +172,7 @@ func (s *Skiff) launchTemplate(p *pool.Pool, profile awsiam.InstanceProfile) (aw
 		// timeout, the same value scale-down reaps idle runners by (whole seconds).
 		IdleTimeout: p.IdleTimeout.Round(time.Second),
 		// The same value as scale-up's SKIFF_REGISTRATION_TIMEOUT.
-		RegistrationTimeout: DefaultRegistrationTimeout,
+		RegistrationTimeout: userdata.DefaultRegistrationTimeout,
 		RunnerVersion:       s.props.RunnerVersion,
 		RunnerSHA256:        s.props.RunnerSHA256,
 		Metrics:             s.props.RunnerMetrics,

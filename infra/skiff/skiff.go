@@ -29,7 +29,6 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
@@ -54,9 +53,6 @@ import (
 const (
 	// DefaultBuildDir is where `make build` writes build/<function>/bootstrap.
 	DefaultBuildDir = "build"
-	// DefaultRootDevice is the root device of AL2023 and of the Deep Learning
-	// AMIs on AL2023; scale-up sizes it for disk= (SKIFF_ROOT_DEVICE).
-	DefaultRootDevice = "/dev/xvda"
 	// DefaultScaleUpMaxConcurrency bounds how many scale-up invocations the
 	// queue drives at once. Each handles up to 10 jobs in about 1.6 s, so 50
 	// launches several hundred runners per second — beyond EC2's RunInstances
@@ -65,13 +61,6 @@ const (
 	// DefaultLogRetention keeps function and runner logs for a month: long
 	// enough to investigate a failed job after the weekly review.
 	DefaultLogRetention = awslogs.RetentionDays_ONE_MONTH
-	// DefaultMaxAttempts is scale-up's SKIFF_MAX_ATTEMPTS default; the queue's
-	// maxReceiveCount is set above it (MaxReceiveCount) so scale-up always
-	// dead-letters first, with its reason.
-	DefaultMaxAttempts = 5
-	// DefaultRegistrationTimeout is how long an instance waits for its
-	// registration; the boot script and scale-up must agree on it.
-	DefaultRegistrationTimeout = 3 * time.Minute
 )
 
 // Props configures the construct. PoolsFile and Allow are required.
@@ -241,7 +230,7 @@ func (p Props) withDefaults() Props {
 		p.LaunchTemplatePrefix = names.DefaultLaunchTemplatePrefix
 	}
 	if p.RootDevice == "" {
-		p.RootDevice = DefaultRootDevice
+		p.RootDevice = names.DefaultRootDevice
 	}
 	if p.MetricsNamespace == "" {
 		p.MetricsNamespace = names.DefaultMetricsNamespace

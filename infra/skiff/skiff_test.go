@@ -289,8 +289,8 @@ func TestEveryRequiredVariableIsSet(t *testing.T) {
 	if cfg.LaunchTemplatePrefix != names.DefaultLaunchTemplatePrefix {
 		t.Errorf("%s = %v", names.EnvLaunchTemplatePrefix, cfg.LaunchTemplatePrefix)
 	}
-	if cfg.RegistrationTimeout != DefaultRegistrationTimeout {
-		t.Errorf("%s = %v, want the user data's %s", names.EnvRegistrationTimeout, cfg.RegistrationTimeout, DefaultRegistrationTimeout)
+	if cfg.RegistrationTimeout != userdata.DefaultRegistrationTimeout {
+		t.Errorf("%s = %v, want the user data's %s", names.EnvRegistrationTimeout, cfg.RegistrationTimeout, userdata.DefaultRegistrationTimeout)
 	}
 }
 
@@ -373,8 +373,8 @@ func TestQueues(t *testing.T) {
 	if vt := job["VisibilityTimeout"].(float64); vt < 6*300 {
 		t.Errorf("visibility timeout %v < 6 × scale-up's 300 s", vt)
 	}
-	if mrc := job["RedrivePolicy"].(map[string]any)["maxReceiveCount"].(float64); mrc <= DefaultMaxAttempts {
-		t.Errorf("maxReceiveCount %v must exceed SKIFF_MAX_ATTEMPTS %d", mrc, DefaultMaxAttempts)
+	if mrc := job["RedrivePolicy"].(map[string]any)["maxReceiveCount"].(float64); mrc <= names.DefaultMaxAttempts {
+		t.Errorf("maxReceiveCount %v must exceed SKIFF_MAX_ATTEMPTS %d", mrc, names.DefaultMaxAttempts)
 	}
 	check(t, "SSL enforced on both queues", func() {
 		tmpl.ResourcePropertiesCountIs(jsii.String("AWS::SQS::QueuePolicy"), &map[string]any{
@@ -666,7 +666,7 @@ func TestLaunchTemplates(t *testing.T) {
 						"InstanceInitiatedShutdownBehavior": "terminate",
 						"KeyName":                           assertions.Match_Absent(),
 						"MetadataOptions":                   map[string]any{"HttpEndpoint": "enabled", "HttpTokens": "required", "HttpPutResponseHopLimit": 1},
-						"BlockDeviceMappings": []any{map[string]any{"DeviceName": DefaultRootDevice, "Ebs": map[string]any{
+						"BlockDeviceMappings": []any{map[string]any{"DeviceName": names.DefaultRootDevice, "Ebs": map[string]any{
 							"VolumeType": "gp3", "VolumeSize": p.EC2.DiskGiB, "Encrypted": true, "DeleteOnTermination": true}}},
 						"IamInstanceProfile": map[string]any{"Arn": map[string]any{"Fn::GetAtt": assertions.Match_ArrayWith(&[]any{assertions.Match_StringLikeRegexp(jsii.String("SkiffRunnerProfile.*"))})}},
 						"SecurityGroupIds":   []any{map[string]any{"Fn::GetAtt": assertions.Match_ArrayWith(&[]any{assertions.Match_StringLikeRegexp(jsii.String("SkiffRunnerSecurityGroup.*"))})}},
@@ -681,7 +681,7 @@ func TestLaunchTemplates(t *testing.T) {
 			// The user data is exactly what pkg/userdata renders for the pool.
 			want, err := userdata.Render(userdata.Params{
 				Pool: p.Name, Arch: p.Architecture, GPU: p.EC2.Image.GPU || p.HasGPU(), RegistrationTable: "skiff-" + names.RoleRegistrationTable,
-				Lifetime: p.MaxLifetime, IdleTimeout: p.IdleTimeout.Round(time.Second), RegistrationTimeout: DefaultRegistrationTimeout,
+				Lifetime: p.MaxLifetime, IdleTimeout: p.IdleTimeout.Round(time.Second), RegistrationTimeout: userdata.DefaultRegistrationTimeout,
 				MetricsNamespace: names.RunnerMetricsNamespace, LogGroup: "/skiff/skiff/runners",
 			})
 			if err != nil {

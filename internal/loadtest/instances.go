@@ -8,7 +8,6 @@ import (
 	sdkec2 "github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
-	"github.com/skiffci/skiff/pkg/ec2"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
@@ -149,7 +148,7 @@ func (w *world) register(in *instance, now time.Time) {
 	case err != nil:
 		return // the next try
 	case !ok:
-		if now.Sub(in.launched) >= ec2.DefaultRegistrationTimeout {
+		if now.Sub(in.launched) >= userdata.DefaultRegistrationTimeout {
 			w.faults["no_registration"]++
 			w.powerOff(in, now)
 		}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	mrand "math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -14,8 +15,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"log/slog"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
@@ -28,6 +27,7 @@ import (
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/instanceevents"
+	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/queue"
@@ -51,7 +51,7 @@ const (
 	// times scale-up's five-minute timeout (infra/skiff/data.go).
 	visibility = 30 * time.Minute
 	// maxReceives is the queue's redrive bound (infra's MaxReceiveCount).
-	maxReceives = scaleup.DefaultMaxAttempts + 3
+	maxReceives = names.DefaultMaxAttempts + 3
 	// jobsPerMinute is the arrival rate: about a thousand jobs an hour.
 	jobsPerMinute = 16
 	// drainLimit bounds the simulated time after the last arrival.

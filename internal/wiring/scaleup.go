@@ -24,6 +24,7 @@ import (
 	"github.com/skiffci/skiff/pkg/scaleup"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
+	"github.com/skiffci/skiff/pkg/userdata"
 )
 
 // ScaleUpConfig is the scale-up function's configuration, read from the
@@ -70,17 +71,17 @@ func ScaleUpConfigFromEnv(getenv func(string) string) (ScaleUpConfig, error) {
 		DeadLetterURL:        env.Required(names.EnvDLQURL),
 		PoolsFile:            env.String(names.EnvPoolsFile, config.DefaultPoolsFile(getenv)),
 		LaunchTemplatePrefix: env.String(names.EnvLaunchTemplatePrefix, names.DefaultLaunchTemplatePrefix),
-		RootDevice:           env.String(names.EnvRootDevice, ec2.DefaultRootDevice),
+		RootDevice:           env.String(names.EnvRootDevice, names.DefaultRootDevice),
 		Scope:                scaleup.Scope(env.String(names.EnvRunnerScope, string(scaleup.ScopeOrg))),
 		CheckQueued:          env.Bool(names.EnvCheckQueued, false),
-		MaxAttempts:          env.Int(names.EnvMaxAttempts, scaleup.DefaultMaxAttempts),
+		MaxAttempts:          env.Int(names.EnvMaxAttempts, names.DefaultMaxAttempts),
 		MaxFleetSize:         env.Int(names.EnvMaxFleetSize, scaleup.DefaultMaxFleetSize),
 		MaxPlaces:            env.Int(names.EnvMaxOverrides, ec2.DefaultMaxPlaces),
 		ClaimLease:           env.Duration(names.EnvClaimLease, scaleup.DefaultClaimLease),
 		LaunchBudget:         env.Duration(names.EnvLaunchBudget, scaleup.DefaultLaunchBudget),
 		CapacityMemory:       env.Duration(names.EnvCapacityMemory, ec2.DefaultCapacityMemory),
 		RegistrationTTL:      env.Duration(names.EnvRegistrationTTL, ec2.DefaultRegistrationTTL),
-		RegistrationTimeout:  env.Duration(names.EnvRegistrationTimeout, scaleup.DefaultRegistrationTimeout),
+		RegistrationTimeout:  env.Duration(names.EnvRegistrationTimeout, userdata.DefaultRegistrationTimeout),
 		Account:              env.Required(names.EnvAccountID),
 		Region:               env.Required(names.EnvAWSRegion),
 		Partition:            env.String(names.EnvPartition, "aws"),

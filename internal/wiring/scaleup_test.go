@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/skiffci/skiff/internal/wiring"
-	"github.com/skiffci/skiff/pkg/scaleup"
+	"github.com/skiffci/skiff/pkg/names"
 )
 
 func TestConfigFromEnv(t *testing.T) {
@@ -48,7 +48,7 @@ func TestConfigFromEnv(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if c.MaxAttempts != scaleup.DefaultMaxAttempts || len(c.AppIDs) != 2 ||
+				if c.MaxAttempts != names.DefaultMaxAttempts || len(c.AppIDs) != 2 ||
 					c.LaunchTemplatePrefix != "skiff-" || c.CheckQueued {
 					t.Errorf("defaults: %+v", c)
 				}

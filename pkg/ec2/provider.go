@@ -42,11 +42,6 @@ const (
 	// DefaultRegistrationTTL bounds how long an unread registration stays in
 	// the table: the instance's wait plus a slow boot.
 	DefaultRegistrationTTL = 15 * time.Minute
-	// DefaultRegistrationTimeout is how long an instance waits for its
-	// registration before shutting down (userdata.Params.RegistrationTimeout).
-	DefaultRegistrationTimeout = 3 * time.Minute
-	// DefaultRootDevice is Amazon Linux's root device, whose size disk= sets.
-	DefaultRootDevice = "/dev/xvda"
 	// tagConcurrency bounds parallel CreateTags calls of one launch.
 	tagConcurrency = 10
 	// listPageSize is DescribeInstances' largest page: 5,000 instances in 5 calls.
@@ -136,7 +131,7 @@ func NewProvider(o ProviderOptions) (*Provider, error) {
 	}
 	switch o.RootDevice {
 	case "":
-		o.RootDevice = DefaultRootDevice
+		o.RootDevice = names.DefaultRootDevice
 	case "-":
 		o.RootDevice = ""
 	}
@@ -147,7 +142,7 @@ func NewProvider(o ProviderOptions) (*Provider, error) {
 	}
 	setDur(&o.CapacityMemoryFor, DefaultCapacityMemory)
 	setDur(&o.RegistrationTTL, DefaultRegistrationTTL)
-	setDur(&o.RegistrationTimeout, DefaultRegistrationTimeout)
+	setDur(&o.RegistrationTimeout, userdata.DefaultRegistrationTimeout)
 	if o.MaxPlaces <= 0 {
 		o.MaxPlaces = DefaultMaxPlaces
 	}

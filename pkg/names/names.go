@@ -137,6 +137,19 @@ const (
 	RoleDeadLetterQueue = "dead-letters"
 )
 
+// Defaults the functions and the CDK app share: one definition each.
+const (
+	// DefaultRootDevice is the root device of AL2023 and of the Deep
+	// Learning AMIs on AL2023, whose size disk= sets (EnvRootDevice).
+	DefaultRootDevice = "/dev/xvda"
+	// DefaultMaxAttempts is how many deliveries of a job scale-up makes
+	// before it dead-letters the job (EnvMaxAttempts): five cover a few
+	// minutes of throttling with the queue's visibility timeout between
+	// tries. The CDK app sets the queue's maxReceiveCount above it, so that
+	// scale-up always dead-letters first, with its reason.
+	DefaultMaxAttempts = 5
+)
+
 // Metric namespaces.
 const (
 	// DefaultMetricsNamespace is the control plane's namespace (EMF counters

@@ -37,12 +37,14 @@ import (
 
 	"github.com/skiffci/skiff/pkg/fanout"
 	"github.com/skiffci/skiff/pkg/github"
+	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/scaler"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
+	"github.com/skiffci/skiff/pkg/userdata"
 )
 
 // Scope is where runners register.
@@ -56,17 +58,10 @@ const (
 
 // Defaults for Options, each with the reason for its value.
 const (
-	// DefaultMaxAttempts: deliveries of a job before it is dead-lettered.
-	// Five covers a few minutes of capacity shortage and throttling, with
-	// the queue's visibility timeout between tries.
-	DefaultMaxAttempts = 5
 	// DefaultMaxFleetSize is the most jobs one launch asks for: a batch of
 	// 10 (SQS's largest without a batching window) is one launch, and the
 	// EC2 fleet's job-list tag stays within EC2's 256-character tag values.
 	DefaultMaxFleetSize = 10
-	// DefaultRegistrationTimeout is how long an instance waits for its
-	// registration before shutting down (userdata.Params.RegistrationTimeout).
-	DefaultRegistrationTimeout = 3 * time.Minute
 	// DefaultClaimLease: a claim whose holder died is taken over after this.
 	// It exceeds the registration timeout plus boot time, so that when a
 	// crashed invocation's fleet is recovered, an instance still alive is
@@ -198,7 +193,7 @@ func New(o Options) (*Service, error) {
 	}
 	o.GitHubURL = strings.TrimRight(o.GitHubURL, "/")
 	if o.MaxAttempts <= 0 {
-		o.MaxAttempts = DefaultMaxAttempts
+		o.MaxAttempts = names.DefaultMaxAttempts
 	}
 	if o.MaxFleetSize <= 0 {
 		o.MaxFleetSize = DefaultMaxFleetSize
@@ -206,7 +201,7 @@ func New(o Options) (*Service, error) {
 	for _, d := range []struct {
 		v   *time.Duration
 		def time.Duration
-	}{{&o.RegistrationTimeout, DefaultRegistrationTimeout}, {&o.ClaimLease, DefaultClaimLease}, {&o.ClaimTTL, DefaultClaimTTL},
+	}{{&o.RegistrationTimeout, userdata.DefaultRegistrationTimeout}, {&o.ClaimLease, DefaultClaimLease}, {&o.ClaimTTL, DefaultClaimTTL},
 		{&o.LaunchBudget, DefaultLaunchBudget}} {
 		if *d.v <= 0 {
 			*d.v = d.def

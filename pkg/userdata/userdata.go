@@ -31,6 +31,8 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/pool"
 	files "github.com/skiffci/skiff/userdata"
 )
 
@@ -44,9 +46,6 @@ const (
 	// is normally there on the first read; 3 minutes covers DynamoDB throttling and an
 	// instance profile that lags behind boot without keeping an orphan alive for long.
 	DefaultRegistrationTimeout = 180 * time.Second
-	// DefaultIdleTimeout is how long a listening runner may wait for its job before the
-	// instance powers itself off: pool.DefaultIdleTimeout, the pools file's default.
-	DefaultIdleTimeout = 10 * time.Minute
 	// DefaultRunnerDir is where a baked image keeps the runner (docs/runner-boot.md).
 	DefaultRunnerDir = "/opt/actions-runner"
 	// DefaultToolDir receives the shell library, the job hooks and the agent config.
@@ -55,8 +54,6 @@ const (
 	DefaultLogDir = "/var/log/skiff"
 	// DefaultStageDir holds one marker file per boot stage, containing its epoch time.
 	DefaultStageDir = "/run/skiff/stages"
-	// DefaultMetricsNamespace is the CloudWatch namespace of the agent's metrics.
-	DefaultMetricsNamespace = "Skiff/Runner"
 	// DefaultIMDSEndpoint is the instance metadata service; tests point it at the mock.
 	DefaultIMDSEndpoint = "http://169.254.169.254"
 )
@@ -140,13 +137,13 @@ func (p Params) withDefaults() Params {
 		p.RegistrationTimeout = DefaultRegistrationTimeout
 	}
 	if p.IdleTimeout == 0 {
-		p.IdleTimeout = DefaultIdleTimeout
+		p.IdleTimeout = pool.DefaultIdleTimeout
 	}
 	def(&p.RunnerDir, DefaultRunnerDir)
 	def(&p.ToolDir, DefaultToolDir)
 	def(&p.LogDir, DefaultLogDir)
 	def(&p.StageDir, DefaultStageDir)
-	def(&p.MetricsNamespace, DefaultMetricsNamespace)
+	def(&p.MetricsNamespace, names.RunnerMetricsNamespace)
 	def(&p.IMDSEndpoint, DefaultIMDSEndpoint)
 	return p
 }

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/names"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current templates")
@@ -243,7 +244,7 @@ func TestAgentConfig(t *testing.T) {
 				}
 				return
 			}
-			if cfg.Metrics == nil || cfg.Metrics.Namespace != DefaultMetricsNamespace || cfg.Metrics.AppendDimensions["InstanceId"] != "${aws:InstanceId}" {
+			if cfg.Metrics == nil || cfg.Metrics.Namespace != names.RunnerMetricsNamespace || cfg.Metrics.AppendDimensions["InstanceId"] != "${aws:InstanceId}" {
 				t.Fatalf("metrics section = %+v", cfg.Metrics)
 			}
 			_, hasGPU := cfg.Metrics.Collected["nvidia_gpu"]

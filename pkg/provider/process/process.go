@@ -67,9 +67,6 @@ const EnvJITConfig = "ACTIONS_RUNNER_INPUT_JITCONFIG"
 
 // Defaults of Options.
 const (
-	// DefaultLifetime caps a runner whose pool sets no MaxLifetime: GitHub's
-	// default job timeout (timeout-minutes) is 360 minutes.
-	DefaultLifetime = 6 * time.Hour
 	// DefaultKillGrace is how long a runner has between SIGTERM and SIGKILL:
 	// the runner cancels its job and reports it within a few seconds.
 	DefaultKillGrace = 10 * time.Second
@@ -189,7 +186,7 @@ func New(o Options) (*Provider, error) {
 		o.DefaultLimit = runtime.NumCPU()
 	}
 	if o.DefaultLifetime <= 0 {
-		o.DefaultLifetime = DefaultLifetime
+		o.DefaultLifetime = pool.DefaultMaxLifetime
 	}
 	if o.KillGrace <= 0 {
 		o.KillGrace = DefaultKillGrace

@@ -59,9 +59,6 @@ import (
 const (
 	// DefaultNamePrefix starts every job name skiff submits.
 	DefaultNamePrefix = "skiff."
-	// DefaultLifetime is the time limit of a runner whose pool sets no
-	// lifetime: GitHub's default job timeout is 360 minutes.
-	DefaultLifetime = 6 * time.Hour
 	// DefaultOrphanAge is how long a JIT file whose job Slurm does not know
 	// is kept: a file is written just before its sbatch, and a launch that
 	// crashed in between is not replayed after this long.
@@ -189,7 +186,7 @@ func New(o Options) (*Provider, error) {
 		o.Path = "/usr/local/bin:/usr/bin:/bin"
 	}
 	if o.DefaultLifetime <= 0 {
-		o.DefaultLifetime = DefaultLifetime
+		o.DefaultLifetime = pool.DefaultMaxLifetime
 	}
 	if o.OrphanAge <= 0 {
 		o.OrphanAge = DefaultOrphanAge
