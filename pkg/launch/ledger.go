@@ -10,7 +10,7 @@ import (
 //
 //	reserved ──▶ launched ──▶ registered ──▶ job started ──▶ job completed ──▶ terminated
 //	    │                                                                          ▲
-//	    └──────────────── released (never launched) ──────────────────────────────┘
+//	    └──── never launched (scale-up releases the reservation): terminated ─────┘
 //
 // Who writes each step:
 //
@@ -28,7 +28,9 @@ import (
 // terminated, and leaves it exactly once.
 
 // State is how far a runner got. The order of the constants is the order a
-// runner moves through; Released is a terminal state like Terminated.
+// runner moves through. A reservation that never launched ends in
+// StateTerminated like any other runner, its Reason saying why it did not
+// launch ("not_launched"): there is no separate Released state.
 type State int
 
 // The runner states, in order.
