@@ -664,11 +664,26 @@ func (d *Reader) colon() error {
 	return nil
 }
 
+// plainByte marks the bytes a string passes without a second look:
+// printable ASCII other than the quote and the backslash.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // skipString checks and passes a string.
 func (d *Reader) skipString() error {
 	d.i++ // the opening quote
 	d.plain = true
 	for d.i < len(d.b) {
+		for d.i < len(d.b) && plainByte[d.b[d.i]] {
+			d.i++
+		}
+		if d.i >= len(d.b) {
+			break
+		}
 		c := d.b[d.i]
 		switch {
 		case c == '"':
