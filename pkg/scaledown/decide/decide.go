@@ -302,216 +302,258 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-// Decide returns what to do at in.Now. It reads only its inputs.
+// Decide returns what to do at in.Now. It reads only its inputs. Each live
+// ledger record is observed (what the ledger has not recorded yet) and
+// judged (whether its runner ends, and why); then the instances without a
+// live record, then GitHub's runners without either.
 func Decide(in Inputs) Decision {
+	v := newView(in)
+	ledger := append([]launch.Runner(nil), in.Ledger...)
+	sort.Slice(ledger, func(i, j int) bool { return ledger[i].Name < ledger[j].Name })
+	for _, r := range ledger {
+		v.judge(v.observe(r))
+	}
+	v.orphans()
+	v.ghosts()
+	return v.d
+}
+
+// view is one pass's inputs, indexed, and the decision being built.
+type view struct {
+	in      Inputs
+	now     time.Time
+	byID    map[string]*provider.Instance
+	byTag   map[string]*provider.Instance // by runner-name tag, an alive one first
+	gh      map[string]*Runner
+	claimed map[string]bool // instance ids with a live record
+	named   map[string]bool // runner names with a live record
+	d       Decision
+}
+
+func newView(in Inputs) *view {
 	if in.RunnerPrefix == "" {
 		in.RunnerPrefix = DefaultRunnerPrefix
 	}
 	if in.ListLag <= 0 {
 		in.ListLag = DefaultListLag
 	}
-	policy := func(pool string) Policy {
-		if p, ok := in.Policy[pool]; ok {
-			return p.WithDefaults()
-		}
-		return in.Default.WithDefaults()
-	}
-	byID := make(map[string]*provider.Instance, len(in.Instances))
-	byTag := make(map[string]*provider.Instance, len(in.Instances))
+	v := &view{in: in, now: in.Now, byID: make(map[string]*provider.Instance, len(in.Instances)),
+		byTag: make(map[string]*provider.Instance, len(in.Instances)), gh: make(map[string]*Runner, len(in.Runners)),
+		claimed: map[string]bool{}, named: map[string]bool{}}
 	for i := range in.Instances {
 		inst := &in.Instances[i]
-		byID[inst.ID] = inst
+		v.byID[inst.ID] = inst
 		if n := inst.Tags[names.TagRunnerName]; n != "" {
-			if prev := byTag[n]; prev == nil || inst.State.Alive() {
-				byTag[n] = inst
+			if prev := v.byTag[n]; prev == nil || inst.State.Alive() {
+				v.byTag[n] = inst
 			}
 		}
 	}
-	gh := make(map[string]*Runner, len(in.Runners))
 	for i := range in.Runners {
-		gh[in.Runners[i].Name] = &in.Runners[i]
+		v.gh[in.Runners[i].Name] = &in.Runners[i]
 	}
-	now := in.Now
-	var d Decision
-	claimed := map[string]bool{} // instance ids with a live record
-	named := map[string]bool{}   // runner names with a live record
+	return v
+}
 
-	ledger := append([]launch.Runner(nil), in.Ledger...)
-	sort.Slice(ledger, func(i, j int) bool { return ledger[i].Name < ledger[j].Name })
-	for _, r := range ledger {
-		named[r.Name] = true
-		p := policy(r.Pool)
-		inst := byID[r.InstanceID]
-		if inst == nil && r.InstanceID == "" {
-			inst = byTag[r.Name]
-		}
-		if inst != nil {
-			claimed[inst.ID] = true
-		}
-		g := gh[r.Name]
-		base := Action{Pool: r.Pool, Runner: r.Name, JobID: r.JobID, RunID: r.RunID, Attempt: r.Attempt, Gen: Gen(r.Name),
-			MaxReplacements: p.MaxReplacements, Interrupted: !r.InterruptedAt.IsZero() && p.RerunInterrupted}
-		if r.BusyJob != r.JobID {
-			base.RanJob = r.BusyJob
-		}
-		if r.BusyJob == 0 {
-			base.RanUnknownSince = r.StartedAt
-		}
-		if inst != nil {
-			base.InstanceID = inst.ID
-		} else {
-			base.InstanceID = r.InstanceID
-		}
-		if g != nil {
-			base.RunnerID, base.Scope = g.ID, g.Scope
-		}
+func (v *view) policy(pool string) Policy {
+	if p, ok := v.in.Policy[pool]; ok {
+		return p.WithDefaults()
+	}
+	return v.in.Default.WithDefaults()
+}
 
-		// What the ledger has not recorded yet.
-		st := r.State
-		advance := func(to launch.State, at time.Time) {
-			if st < to && st.Live() {
-				if at.IsZero() {
-					at = now
-				}
-				d.Advances = append(d.Advances, Advance{Runner: r.Name, To: to, At: at})
-				st = to
-			}
-		}
-		tagStarted, tagCompleted, o := hooks(inst)
-		if g != nil && (g.Online || g.Busy) {
-			advance(launch.StateRegistered, time.Time{})
-		}
-		if tagStarted || (g != nil && g.Busy) {
-			advance(launch.StateJobStarted, o.started)
-		}
-		if tagCompleted && (!tagStarted || !o.completed.Before(o.started)) {
-			advance(launch.StateJobCompleted, o.completed)
-		}
-		busy := (g != nil && g.Busy) || st == launch.StateJobStarted || (tagStarted && !tagCompleted)
-		ranOwn := r.BusyJob == r.JobID
-		strand := !ranOwn // its own job never ran on it: the job may still be queued
+// seen is what a pass knows of one live ledger record's runner.
+type seen struct {
+	r    launch.Runner
+	p    Policy
+	inst *provider.Instance // nil: not listed
+	g    *Runner            // nil: not on GitHub
+	base Action             // the fields every action on it carries
+	// st is the record's state with this pass's advances.
+	st                       launch.State
+	tagStarted, tagCompleted bool
+	hooks                    observed
+	busy                     bool
+	strand                   bool      // its own job never ran on it: the job may still be queued
+	launched                 time.Time // the instance's launch time, else the record's
+	alive                    bool
+}
 
-		launched := r.LaunchedAt
-		if inst != nil && !inst.LaunchedAt.IsZero() {
-			launched = inst.LaunchedAt
-		}
-		alive := inst != nil && inst.State.Alive()
+// observe finds the record's instance and GitHub runner and advances the
+// record to what they show (registered, job started, job completed).
+func (v *view) observe(r launch.Runner) seen {
+	v.named[r.Name] = true
+	s := seen{r: r, p: v.policy(r.Pool), inst: v.byID[r.InstanceID], g: v.gh[r.Name], st: r.State, launched: r.LaunchedAt}
+	if s.inst == nil && r.InstanceID == "" {
+		s.inst = v.byTag[r.Name]
+	}
+	if s.inst != nil {
+		v.claimed[s.inst.ID] = true
+	}
+	s.base = baseAction(r, s.inst, s.g, s.p)
 
-		switch {
-		case r.InstanceID == "" && inst == nil:
-			if r.State == launch.StateReserved && !r.ReservedAt.IsZero() && now.Sub(r.ReservedAt) > p.StaleReservation {
-				a := base
-				a.Rule, a.End, a.Strand = RuleStaleReservation, true, true
-				a.Reason = "reserved " + now.Sub(r.ReservedAt).Round(time.Second).String() + " ago and never launched"
-				d.Actions = append(d.Actions, a)
+	advance := func(to launch.State, at time.Time) {
+		if s.st < to && s.st.Live() {
+			if at.IsZero() {
+				at = v.now
 			}
-			continue
-		case !alive && (inst != nil || in.InstancesComplete && now.Sub(launched) > in.ListLag):
-			a := base
-			a.Rule, a.End, a.Strand = RuleInstanceGone, true, strand
-			a.Reason = "instance is gone"
-			if inst != nil {
-				a.Reason = "instance is " + string(inst.State)
-			}
-			if g != nil && !g.Busy && !g.Online {
-				a.Delete = true
-			}
-			d.Actions = append(d.Actions, a)
-			continue
-		case !alive:
-			continue // not listed yet: launched a moment ago
-		}
-
-		age := now.Sub(launched)
-		if !launched.IsZero() && age > p.MaxLifetime+p.LifetimeSlack {
-			a := base
-			a.Rule, a.Terminate, a.End, a.Strand = RuleMaxLifetime, true, true, strand
-			a.Reason = "instance is " + age.Round(time.Second).String() + " old; the pool's maximum lifetime is " + p.MaxLifetime.String()
-			a.Delete = g != nil && !g.Busy
-			d.Actions = append(d.Actions, a)
-			continue
-		}
-		if busy {
-			d.Kept = append(d.Kept, Kept{Rule: RuleBusy, Runner: r.Name, Pool: r.Pool, Reason: busyReason(g, st, tagStarted, tagCompleted)})
-			if r.BusyJob != 0 && r.BusyJob != r.JobID {
-				a := base
-				a.Rule, a.Strand = RuleTaken, true
-				a.Reason = "runner is running another job"
-				d.Actions = append(d.Actions, a)
-			}
-			continue
-		}
-		switch {
-		case st == launch.StateJobCompleted:
-			done := later(r.CompletedAt, o.completed)
-			// A completion only the hook reported gets a grace: the hook runs
-			// before the runner tells GitHub the job is over.
-			if r.State < launch.StateJobCompleted && !o.completed.IsZero() && now.Sub(o.completed) < p.CompletedGrace {
-				continue
-			}
-			a := base
-			a.Rule, a.Terminate, a.End, a.Strand = RuleJobCompleted, true, true, strand
-			a.Reason = "job completed"
-			if !done.IsZero() {
-				a.Reason += " " + now.Sub(done).Round(time.Second).String() + " ago"
-			}
-			d.Actions = append(d.Actions, a)
-		case st >= launch.StateRegistered && g == nil:
-			if !in.RunnersComplete {
-				continue
-			}
-			a := base
-			a.Rule, a.Terminate, a.End, a.Strand, a.ConfirmAbsent = RuleRunnerGone, true, true, strand, true
-			a.Reason = "registered runner is no longer on GitHub"
-			d.Actions = append(d.Actions, a)
-		case st >= launch.StateRegistered:
-			since := later(r.RegisteredAt, launched)
-			if r.RegisteredAt.IsZero() {
-				since = now // registered just now, by this pass
-			}
-			if idle := now.Sub(since); idle >= p.IdleTimeout {
-				a := base
-				a.Rule, a.Delete, a.Terminate, a.End, a.Strand = RuleIdle, true, true, true, strand
-				a.Reason = "no job for " + idle.Round(time.Second).String() + "; idle timeout " + p.IdleTimeout.String()
-				d.Actions = append(d.Actions, a)
-			}
-		case inst.QueueReason != "": // held in the backend's own queue: not booting yet
-			if !launched.IsZero() && age > p.QueueTimeout {
-				a := base
-				a.Rule, a.Terminate, a.End, a.Strand = RuleQueueTimeout, true, true, strand
-				a.Delete = g != nil
-				a.Reason = "pending in the backend's queue (" + inst.QueueReason + ") " + age.Round(time.Second).String() +
-					" after launch; queue timeout " + p.QueueTimeout.String()
-				d.Actions = append(d.Actions, a)
-			}
-		default: // launched, not registered
-			if !inst.RunningSince.IsZero() {
-				age = now.Sub(inst.RunningSince) // it booted only when it left the queue
-			}
-			if !launched.IsZero() && age > p.BootTimeout {
-				a := base
-				a.Rule, a.Terminate, a.End, a.Strand = RuleBootTimeout, true, true, strand
-				a.Delete = g != nil
-				a.Reason = "runner not registered " + age.Round(time.Second).String() + " after launch; boot timeout " + p.BootTimeout.String()
-				d.Actions = append(d.Actions, a)
-			}
+			v.d.Advances = append(v.d.Advances, Advance{Runner: r.Name, To: to, At: at})
+			s.st = to
 		}
 	}
+	g := s.g
+	s.tagStarted, s.tagCompleted, s.hooks = hooks(s.inst)
+	if g != nil && (g.Online || g.Busy) {
+		advance(launch.StateRegistered, time.Time{})
+	}
+	if s.tagStarted || (g != nil && g.Busy) {
+		advance(launch.StateJobStarted, s.hooks.started)
+	}
+	if s.tagCompleted && (!s.tagStarted || !s.hooks.completed.Before(s.hooks.started)) {
+		advance(launch.StateJobCompleted, s.hooks.completed)
+	}
+	s.busy = (g != nil && g.Busy) || s.st == launch.StateJobStarted || (s.tagStarted && !s.tagCompleted)
+	s.strand = r.BusyJob != r.JobID
+	if s.inst != nil && !s.inst.LaunchedAt.IsZero() {
+		s.launched = s.inst.LaunchedAt
+	}
+	s.alive = s.inst != nil && s.inst.State.Alive()
+	return s
+}
 
-	// Instances without a live record.
-	for i := range in.Instances {
-		inst := &in.Instances[i]
-		if claimed[inst.ID] || !inst.State.Alive() || inst.Tags[names.TagManaged] != names.ManagedValue {
+// baseAction is an action on a record's runner with nothing decided yet.
+func baseAction(r launch.Runner, inst *provider.Instance, g *Runner, p Policy) Action {
+	a := Action{Pool: r.Pool, Runner: r.Name, JobID: r.JobID, RunID: r.RunID, Attempt: r.Attempt, Gen: Gen(r.Name),
+		MaxReplacements: p.MaxReplacements, Interrupted: !r.InterruptedAt.IsZero() && p.RerunInterrupted,
+		InstanceID: r.InstanceID}
+	if r.BusyJob != r.JobID {
+		a.RanJob = r.BusyJob
+	}
+	if r.BusyJob == 0 {
+		a.RanUnknownSince = r.StartedAt
+	}
+	if inst != nil {
+		a.InstanceID = inst.ID
+	}
+	if g != nil {
+		a.RunnerID, a.Scope = g.ID, g.Scope
+	}
+	return a
+}
+
+// act records an action on the record's runner: base with rule and reason.
+func (v *view) act(s seen, rule Rule, reason string, set func(a *Action)) {
+	a := s.base
+	a.Rule, a.Reason = rule, reason
+	set(&a)
+	v.d.Actions = append(v.d.Actions, a)
+}
+
+// judge decides whether the record's runner ends: its instance never
+// launched or is gone, it outlived the pool's lifetime, it is busy (kept),
+// or its state has outlasted the pool's timeout for it.
+func (v *view) judge(s seen) {
+	r, g, now := s.r, s.g, v.now
+	switch {
+	case r.InstanceID == "" && s.inst == nil:
+		if r.State == launch.StateReserved && !r.ReservedAt.IsZero() && now.Sub(r.ReservedAt) > s.p.StaleReservation {
+			v.act(s, RuleStaleReservation, "reserved "+now.Sub(r.ReservedAt).Round(time.Second).String()+" ago and never launched",
+				func(a *Action) { a.End, a.Strand = true, true })
+		}
+		return
+	case !s.alive && (s.inst != nil || v.in.InstancesComplete && now.Sub(s.launched) > v.in.ListLag):
+		reason := "instance is gone"
+		if s.inst != nil {
+			reason = "instance is " + string(s.inst.State)
+		}
+		v.act(s, RuleInstanceGone, reason, func(a *Action) {
+			a.End, a.Strand = true, s.strand
+			a.Delete = g != nil && !g.Busy && !g.Online
+		})
+		return
+	case !s.alive:
+		return // not listed yet: launched a moment ago
+	}
+	if age := now.Sub(s.launched); !s.launched.IsZero() && age > s.p.MaxLifetime+s.p.LifetimeSlack {
+		v.act(s, RuleMaxLifetime, "instance is "+age.Round(time.Second).String()+" old; the pool's maximum lifetime is "+s.p.MaxLifetime.String(),
+			func(a *Action) { a.Terminate, a.End, a.Strand, a.Delete = true, true, s.strand, g != nil && !g.Busy })
+		return
+	}
+	if s.busy {
+		v.d.Kept = append(v.d.Kept, Kept{Rule: RuleBusy, Runner: r.Name, Pool: r.Pool, Reason: busyReason(g, s.st, s.tagStarted, s.tagCompleted)})
+		if r.BusyJob != 0 && r.BusyJob != r.JobID {
+			v.act(s, RuleTaken, "runner is running another job", func(a *Action) { a.Strand = true })
+		}
+		return
+	}
+	v.byState(s)
+}
+
+// byState applies the timeout of the state an alive, idle runner is in:
+// completed, registered (idle, or gone from GitHub), pending in its
+// backend's queue, or booting.
+func (v *view) byState(s seen) {
+	r, g, p, inst, now := s.r, s.g, s.p, s.inst, v.now
+	age := now.Sub(s.launched)
+	ends := func(a *Action) { a.Terminate, a.End, a.Strand = true, true, s.strand }
+	switch {
+	case s.st == launch.StateJobCompleted:
+		done := later(r.CompletedAt, s.hooks.completed)
+		// A completion only the hook reported gets a grace: the hook runs
+		// before the runner tells GitHub the job is over.
+		if r.State < launch.StateJobCompleted && !s.hooks.completed.IsZero() && now.Sub(s.hooks.completed) < p.CompletedGrace {
+			return
+		}
+		reason := "job completed"
+		if !done.IsZero() {
+			reason += " " + now.Sub(done).Round(time.Second).String() + " ago"
+		}
+		v.act(s, RuleJobCompleted, reason, ends)
+	case s.st >= launch.StateRegistered && g == nil:
+		if !v.in.RunnersComplete {
+			return
+		}
+		v.act(s, RuleRunnerGone, "registered runner is no longer on GitHub", func(a *Action) { ends(a); a.ConfirmAbsent = true })
+	case s.st >= launch.StateRegistered:
+		since := later(r.RegisteredAt, s.launched)
+		if r.RegisteredAt.IsZero() {
+			since = now // registered just now, by this pass
+		}
+		if idle := now.Sub(since); idle >= p.IdleTimeout {
+			v.act(s, RuleIdle, "no job for "+idle.Round(time.Second).String()+"; idle timeout "+p.IdleTimeout.String(),
+				func(a *Action) { ends(a); a.Delete = true })
+		}
+	case inst.QueueReason != "": // held in the backend's own queue: not booting yet
+		if !s.launched.IsZero() && age > p.QueueTimeout {
+			v.act(s, RuleQueueTimeout, "pending in the backend's queue ("+inst.QueueReason+") "+age.Round(time.Second).String()+
+				" after launch; queue timeout "+p.QueueTimeout.String(), func(a *Action) { ends(a); a.Delete = g != nil })
+		}
+	default: // launched, not registered
+		if !inst.RunningSince.IsZero() {
+			age = now.Sub(inst.RunningSince) // it booted only when it left the queue
+		}
+		if !s.launched.IsZero() && age > p.BootTimeout {
+			v.act(s, RuleBootTimeout, "runner not registered "+age.Round(time.Second).String()+" after launch; boot timeout "+p.BootTimeout.String(),
+				func(a *Action) { ends(a); a.Delete = g != nil })
+		}
+	}
+}
+
+// orphans decides the alive skiff instances without a live record.
+func (v *view) orphans() {
+	for i := range v.in.Instances {
+		inst := &v.in.Instances[i]
+		if v.claimed[inst.ID] || !inst.State.Alive() || inst.Tags[names.TagManaged] != names.ManagedValue {
 			continue
 		}
-		if n := inst.Tags[names.TagRunnerName]; n != "" && named[n] && byTag[n] == inst {
+		if n := inst.Tags[names.TagRunnerName]; n != "" && v.named[n] && v.byTag[n] == inst {
 			continue // its record has not learnt the instance id yet
 		}
-		p := policy(inst.Pool)
-		age := now.Sub(inst.LaunchedAt)
+		p := v.policy(inst.Pool)
+		age := v.now.Sub(inst.LaunchedAt)
 		tagStarted, tagCompleted, _ := hooks(inst)
 		name := inst.Tags[names.TagRunnerName]
-		g := gh[name]
+		g := v.gh[name]
 		busy := (g != nil && g.Busy) || (tagStarted && !tagCompleted)
 		a := Action{Pool: inst.Pool, Runner: name, InstanceID: inst.ID, Terminate: true, MaxReplacements: p.MaxReplacements}
 		if g != nil {
@@ -521,29 +563,31 @@ func Decide(in Inputs) Decision {
 		case age > p.MaxLifetime+p.LifetimeSlack:
 			a.Rule = RuleMaxLifetime
 			a.Reason = "instance without a runner record is " + age.Round(time.Second).String() + " old"
-			d.Actions = append(d.Actions, a)
+			v.d.Actions = append(v.d.Actions, a)
 		case busy:
-			d.Kept = append(d.Kept, Kept{Rule: RuleBusy, Runner: name, Pool: inst.Pool, Reason: "orphan instance is running a job"})
+			v.d.Kept = append(v.d.Kept, Kept{Rule: RuleBusy, Runner: name, Pool: inst.Pool, Reason: "orphan instance is running a job"})
 		case age > p.OrphanGrace:
 			a.Rule = RuleOrphan
 			a.Reason = "skiff instance without a live runner record, " + age.Round(time.Second).String() + " old"
-			d.Actions = append(d.Actions, a)
+			v.d.Actions = append(v.d.Actions, a)
 		}
 	}
+}
 
-	// GitHub runners without a live record or an instance.
-	for i := range in.Runners {
-		g := &in.Runners[i]
-		if named[g.Name] || g.Busy || g.Online || !strings.HasPrefix(g.Name, in.RunnerPrefix) {
+// ghosts decides GitHub's offline skiff runners without a live record or
+// an alive instance.
+func (v *view) ghosts() {
+	for i := range v.in.Runners {
+		g := &v.in.Runners[i]
+		if v.named[g.Name] || g.Busy || g.Online || !strings.HasPrefix(g.Name, v.in.RunnerPrefix) {
 			continue
 		}
-		if inst := byTag[g.Name]; inst != nil && inst.State.Alive() {
+		if inst := v.byTag[g.Name]; inst != nil && inst.State.Alive() {
 			continue // its orphan instance is handled above
 		}
-		d.Actions = append(d.Actions, Action{Rule: RuleGhost, Runner: g.Name, RunnerID: g.ID, Scope: g.Scope, Delete: true,
+		v.d.Actions = append(v.d.Actions, Action{Rule: RuleGhost, Runner: g.Name, RunnerID: g.ID, Scope: g.Scope, Delete: true,
 			Reason: "offline runner with no instance and no live record"})
 	}
-	return d
 }
 
 func busyReason(g *Runner, st launch.State, started, completed bool) string {
