@@ -260,7 +260,23 @@ func dims(kv ...string) []types.Dimension {
 	return out
 }
 
+// readBatch reads one batch of windows in one GetMetricData request (with
+// its pages) and writes each window's peaks to out; it returns the calls
+// made.
 func (r *Reader) readBatch(ctx context.Context, batch []Window, out map[metrics.Key]*metrics.Peaks) (int, error) {
+	in, meta := r.request(batch)
+	values, calls, err := r.fetch(ctx, in, batch, meta)
+	if err != nil {
+		return calls, err
+	}
+	r.collect(batch, meta, values, out)
+	return calls, nil
+}
+
+// request builds the batch's queries: CPU peak and mean, memory and root
+// disk peaks per window, and per GPU its utilisation and memory (the first
+// GPU's total too), over the span of every window.
+func (r *Reader) request(batch []Window) (*cloudwatch.GetMetricDataInput, []query) {
 	var queries []types.MetricDataQuery
 	var meta []query
 	add := func(win int, k kind, gpu int, d []types.Dimension) {
@@ -299,24 +315,30 @@ func (r *Reader) readBatch(ctx context.Context, batch []Window, out map[metrics.
 			}
 		}
 	}
-	in := &cloudwatch.GetMetricDataInput{
+	return &cloudwatch.GetMetricDataInput{
 		StartTime:         aws.Time(start.Add(-r.period).Truncate(r.period)),
 		EndTime:           aws.Time(end.Add(r.period).Truncate(r.period)),
 		MetricDataQueries: queries,
 		ScanBy:            types.ScanByTimestampAscending,
-	}
-	values := make([][]float64, len(queries))
-	complete := make([]bool, len(queries))
+	}, meta
+}
+
+// fetch runs the request through its pages and returns each query's
+// values inside its own window. A query CloudWatch did not complete is
+// ErrPartial; an internal error or a forbidden query fails the batch.
+func (r *Reader) fetch(ctx context.Context, in *cloudwatch.GetMetricDataInput, batch []Window, meta []query) ([][]float64, int, error) {
+	values := make([][]float64, len(meta))
+	complete := make([]bool, len(meta))
 	calls := 0
 	for {
 		outp, err := r.api.GetMetricData(ctx, in)
 		calls++
 		if err != nil {
-			return calls, fmt.Errorf("getting metric data for %d jobs: %w", len(batch), err)
+			return nil, calls, fmt.Errorf("getting metric data for %d jobs: %w", len(batch), err)
 		}
 		for _, res := range outp.MetricDataResults {
 			i, err := strconv.Atoi(aws.ToString(res.Id)[1:])
-			if err != nil || i < 0 || i >= len(queries) {
+			if err != nil || i < 0 || i >= len(meta) {
 				continue
 			}
 			w := batch[meta[i].win]
@@ -330,7 +352,7 @@ func (r *Reader) readBatch(ctx context.Context, batch []Window, out map[metrics.
 			case types.StatusCodeComplete:
 				complete[i] = true
 			case types.StatusCodeInternalError, types.StatusCodeForbidden:
-				return calls, fmt.Errorf("getting metric data for %d jobs: query %s: status %s", len(batch), aws.ToString(res.Id), res.StatusCode)
+				return nil, calls, fmt.Errorf("getting metric data for %d jobs: query %s: status %s", len(batch), aws.ToString(res.Id), res.StatusCode)
 			}
 		}
 		if outp.NextToken == nil || *outp.NextToken == "" {
@@ -340,9 +362,15 @@ func (r *Reader) readBatch(ctx context.Context, batch []Window, out map[metrics.
 	}
 	for i, ok := range complete {
 		if !ok {
-			return calls, fmt.Errorf("getting metric data for %d jobs: query q%d: %w", len(batch), i, ErrPartial)
+			return nil, calls, fmt.Errorf("getting metric data for %d jobs: query q%d: %w", len(batch), i, ErrPartial)
 		}
 	}
+	return values, calls, nil
+}
+
+// collect turns the queries' values into each window's peaks (nil when
+// the agent sent nothing for it).
+func (r *Reader) collect(batch []Window, meta []query, values [][]float64, out map[metrics.Key]*metrics.Peaks) {
 	peaks := make([]*metrics.Peaks, len(batch))
 	gpus := make([]map[int]*metrics.GPUPeak, len(batch))
 	for i := range batch {
@@ -353,13 +381,11 @@ func (r *Reader) readBatch(ctx context.Context, batch []Window, out map[metrics.
 		if len(values[i]) == 0 {
 			continue
 		}
-		p := peaks[q.win]
-		var v float64
+		v := slices.Max(values[i])
 		if q.kind == cpuAvg {
 			v = mean(values[i])
-		} else {
-			v = slices.Max(values[i])
 		}
+		p := peaks[q.win]
 		switch q.kind {
 		case cpuMax:
 			p.CPUPeak = &v
@@ -387,30 +413,34 @@ func (r *Reader) readBatch(ctx context.Context, batch []Window, out map[metrics.
 		}
 	}
 	for i, w := range batch {
-		p := peaks[i]
-		var total *float64
-		if g0 := gpus[i][0]; g0 != nil {
-			total = g0.MemoryTotalMiB
-		}
-		idxs := make([]int, 0, len(gpus[i]))
-		for idx := range gpus[i] {
-			idxs = append(idxs, idx)
-		}
-		slices.Sort(idxs)
-		for _, idx := range idxs {
-			g := gpus[i][idx]
-			if g.Utilization == nil && g.MemoryUsedMiB == nil {
-				continue
-			}
-			g.MemoryTotalMiB = total
-			p.GPUs = append(p.GPUs, *g)
-		}
-		if p.CPUPeak == nil && p.CPUMean == nil && p.MemoryPeak == nil && p.DiskPeak == nil && len(p.GPUs) == 0 {
-			p = nil // the agent sent nothing
-		}
-		out[w.Key] = p
+		out[w.Key] = withGPUs(peaks[i], gpus[i])
 	}
-	return calls, nil
+}
+
+// withGPUs adds the GPUs that reported to p, in index order, each with the
+// first GPU's memory total; nil when nothing at all reported.
+func withGPUs(p *metrics.Peaks, gpus map[int]*metrics.GPUPeak) *metrics.Peaks {
+	var total *float64
+	if g0 := gpus[0]; g0 != nil {
+		total = g0.MemoryTotalMiB
+	}
+	idxs := make([]int, 0, len(gpus))
+	for idx := range gpus {
+		idxs = append(idxs, idx)
+	}
+	slices.Sort(idxs)
+	for _, idx := range idxs {
+		g := gpus[idx]
+		if g.Utilization == nil && g.MemoryUsedMiB == nil {
+			continue
+		}
+		g.MemoryTotalMiB = total
+		p.GPUs = append(p.GPUs, *g)
+	}
+	if p.CPUPeak == nil && p.CPUMean == nil && p.MemoryPeak == nil && p.DiskPeak == nil && len(p.GPUs) == 0 {
+		return nil // the agent sent nothing
+	}
+	return p
 }
 
 func mean(vs []float64) float64 {

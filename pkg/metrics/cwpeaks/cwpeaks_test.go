@@ -21,9 +21,10 @@ const ns = "Skiff/Runner"
 type putFunc func(metric string, at time.Time, v float64, kv ...string)
 
 // scenario seeds the agent's series for five jobs and returns their windows:
-// A (CPU, every series, a spike before its window that must not count),
-// B (one A10G GPU), C (agent off), D (GPU instance, GPU series missing),
-// E (ended 30 s before now: not settled).
+// A (CPU, every series, spikes before and after its window that must not
+// count), B (one A10G GPU), C (agent off), D (GPU instance, GPU series
+// missing), E (ended 30 s before now: not settled), F (four A10Gs of which
+// two reported; only the first reports the memory total).
 func scenario(put putFunc, base, now time.Time, prefix string) []cwpeaks.Window {
 	each := func(from, to time.Time, fn func(at time.Time)) {
 		for at := from; at.Before(to); at = at.Add(10 * time.Second) {
@@ -52,6 +53,7 @@ func scenario(put putFunc, base, now time.Time, prefix string) []cwpeaks.Window 
 	// CPU peak 95 at base+20m, memory peak 70 at base+18m.
 	as := base.Add(15 * time.Minute)
 	put("cpu_usage_active", base.Add(5*time.Minute), 100, "InstanceId", a, "Pool", "standard", "cpu", "cpu-total")
+	put("cpu_usage_active", as.Add(12*time.Minute), 100, "InstanceId", a, "Pool", "standard", "cpu", "cpu-total")
 	host(a, "standard", as, as.Add(10*time.Minute), spike(20, 95, as.Add(5*time.Minute)), spike(40, 70, as.Add(3*time.Minute)), flat(30))
 	// B: GPU utilisation peak 97, memory peak 6246 MiB of 23028.
 	bs, be := base.Add(2*time.Minute), base.Add(20*time.Minute)
@@ -64,12 +66,27 @@ func scenario(put putFunc, base, now time.Time, prefix string) []cwpeaks.Window 
 	})
 	// D: a GPU instance whose GPU series never arrived.
 	host(d, "gpu", base, base.Add(5*time.Minute), flat(10), flat(20), flat(30))
+	// F: GPUs 0 and 2 of four report; GPU 0 alone carries the total.
+	f := prefix + "f"
+	fs, fe := base.Add(30*time.Minute), base.Add(40*time.Minute)
+	host(f, "gpu", fs, fe, flat(70), flat(50), flat(40))
+	each(fs, fe, func(at time.Time) {
+		for _, idx := range []string{"0", "2"} {
+			g := []string{"InstanceId", f, "Pool", "gpu", "index", idx, "name", "NVIDIA A10G"}
+			put("nvidia_smi_utilization_gpu", at, 60, g...)
+			put("nvidia_smi_memory_used", at, 1000, g...)
+			if idx == "0" {
+				put("nvidia_smi_memory_total", at, 23028, g...)
+			}
+		}
+	})
 	return []cwpeaks.Window{
 		{Key: metrics.Key{JobID: 1, RunAttempt: 1}, InstanceID: a, Pool: "standard", InstanceType: "c7i.large", Start: as, End: as.Add(10 * time.Minute)},
 		{Key: metrics.Key{JobID: 2, RunAttempt: 1}, InstanceID: b, Pool: "gpu", InstanceType: "g5.xlarge", Start: bs, End: be},
 		{Key: metrics.Key{JobID: 3, RunAttempt: 1}, InstanceID: c, Pool: "standard", InstanceType: "c7i.large", Start: base, End: base.Add(10 * time.Minute)},
 		{Key: metrics.Key{JobID: 4, RunAttempt: 1}, InstanceID: d, Pool: "gpu", InstanceType: "g5.xlarge", Start: base, End: base.Add(5 * time.Minute)},
 		{Key: metrics.Key{JobID: 5, RunAttempt: 1}, InstanceID: e, Pool: "standard", InstanceType: "c7i.large", Start: now.Add(-5 * time.Minute), End: now.Add(-30 * time.Second)},
+		{Key: metrics.Key{JobID: 6, RunAttempt: 1}, InstanceID: f, Pool: "gpu", InstanceType: "g5.12xlarge", Start: fs, End: fe},
 	}
 }
 
@@ -96,6 +113,15 @@ func checkScenario(t *testing.T, res cwpeaks.Result) {
 	pd := res.Peaks[metrics.Key{JobID: 4, RunAttempt: 1}]
 	if pd == nil || pd.CPUPeak == nil || len(pd.GPUs) != 0 {
 		t.Errorf("job D peaks = %+v", pd)
+	}
+	pf := res.Peaks[metrics.Key{JobID: 6, RunAttempt: 1}]
+	if pf == nil || len(pf.GPUs) != 2 || pf.GPUs[0].Index != 0 || pf.GPUs[1].Index != 2 {
+		t.Fatalf("job F peaks = %+v, want GPUs 0 and 2", pf)
+	}
+	for _, g := range pf.GPUs {
+		if g.MemoryTotalMiB == nil || *g.MemoryTotalMiB != 23028 || *g.MemoryUsedMiB != 1000 {
+			t.Errorf("job F GPU %d = %+v, want 1000 of 23028 MiB (the total from GPU 0)", g.Index, g)
+		}
 	}
 }
 
@@ -136,7 +162,7 @@ func TestMoto(t *testing.T) {
 	}
 	checkScenario(t, res)
 	if res.Calls != 1 {
-		t.Errorf("%d calls, want 1 for four settled jobs", res.Calls)
+		t.Errorf("%d calls, want 1 for five settled jobs", res.Calls)
 	}
 }
 
@@ -180,7 +206,7 @@ func TestFake(t *testing.T) {
 			if !errors.Is(err, cwpeaks.ErrPartial) {
 				t.Fatalf("err = %v, want ErrPartial", err)
 			}
-			if len(res.Peaks) != 0 || len(res.Pending) != 5 {
+			if len(res.Peaks) != 0 || len(res.Pending) != 6 {
 				t.Errorf("peaks %d pending %d: a partial batch must be read again, not recorded", len(res.Peaks), len(res.Pending))
 			}
 		}},
@@ -195,7 +221,7 @@ func TestFake(t *testing.T) {
 			if err == nil {
 				t.Fatal("a throttled call was not reported")
 			}
-			if len(res.Peaks) == 0 || len(res.Peaks)+len(res.Pending) != 5 {
+			if len(res.Peaks) == 0 || len(res.Peaks)+len(res.Pending) != 6 {
 				t.Errorf("peaks %d + pending %d, want every window in one of them", len(res.Peaks), len(res.Pending))
 			}
 			if _, ok := res.Peaks[metrics.Key{JobID: 1, RunAttempt: 1}]; !ok {
@@ -215,7 +241,7 @@ func TestFake(t *testing.T) {
 			}
 		}},
 		{name: "not settled with a longer delay", opts: []cwpeaks.Option{cwpeaks.WithSettle(2 * time.Hour)}, check: func(t *testing.T, f *fakeCW, res cwpeaks.Result, err error) {
-			if err != nil || f.calls != 0 || len(res.Pending) != 5 {
+			if err != nil || f.calls != 0 || len(res.Pending) != 6 {
 				t.Errorf("err %v calls %d pending %d", err, f.calls, len(res.Pending))
 			}
 		}},
