@@ -46,7 +46,7 @@ func (c *Client) ListHookDeliveries(ctx context.Context, appID int64, q Delivery
 			return nil, fmt.Errorf("listing hook deliveries of App %d: %w", a.ID, err)
 		}
 		for _, d := range page {
-			if !walk.fresh(d.GetID()) {
+			if d == nil || !walk.fresh(d.GetID()) { // a null item names nothing
 				continue
 			}
 			hd := deliveryFrom(d)

@@ -92,6 +92,9 @@ type pageServer struct {
 	l     listing
 	pages map[string]servedPage // by page number or cursor; "1" is the first request
 	item  map[string]any
+	// nulls are the pages that hold a JSON null before their items (not
+	// what GitHub's description allows: those answers are not checked).
+	nulls map[string]bool
 
 	mu        sync.Mutex
 	requested []string
@@ -170,6 +173,10 @@ func (s *pageServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		items = append(items, it)
 	}
+	null := s.nulls[key]
+	if null {
+		items = append([]any{nil}, items...)
+	}
 	link := ""
 	if p.next != "" {
 		param := "page"
@@ -182,7 +189,24 @@ func (s *pageServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.l.array != "" {
 		body = map[string]any{"total_count": p.total, s.l.array: items}
 	}
+	if null {
+		s.raw(w, body, link)
+		return
+	}
 	s.answer(w, s.l.op, 200, body, link)
+}
+
+// raw answers body without checking it against GitHub's description.
+func (s *pageServer) raw(w http.ResponseWriter, body any, link string) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if link != "" {
+		w.Header().Set("Link", link)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(b)
 }
 
 func (s *pageServer) example(op string, status int) map[string]any {
@@ -305,6 +329,27 @@ func TestListingsStop(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestListingsSkipNullItems: a page holding a JSON null among its items (a
+// proxy or a server bug; GitHub's description has none) is read without a
+// panic, the null skipped and the other items kept.
+func TestListingsSkipNullItems(t *testing.T) {
+	t.Parallel()
+	for _, l := range listings {
+		t.Run(l.name, func(t *testing.T) {
+			t.Parallel()
+			s, c := newPageServer(t, l, map[string]servedPage{"1": {ids(1, 3), "", 3}})
+			s.nulls = map[string]bool{"1": true}
+			got, err := l.list(ctxT(t), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, ids(1, 3)) {
+				t.Errorf("got ids %v, want 1..3", got)
+			}
+		})
 	}
 }
 

@@ -152,7 +152,7 @@ func (c *Client) ListRunnerGroups(ctx context.Context, inst int64, org string) (
 			return nil, fmt.Errorf("listing runner groups of %s: %w", org, callError(rq, err))
 		}
 		for _, g := range page.RunnerGroups {
-			if walk.fresh(g.GetID()) {
+			if g != nil && walk.fresh(g.GetID()) { // a null item names nothing
 				all = append(all, RunnerGroup{ID: g.GetID(), Name: g.GetName(), Visibility: g.GetVisibility(), Default: g.GetDefault()})
 			}
 		}
@@ -246,7 +246,7 @@ func (c *Client) ListRunners(ctx context.Context, inst int64, scope Scope, name 
 			return nil, fmt.Errorf("listing runners of %s: %w", scope, err)
 		}
 		for _, r := range page.Runners {
-			if walk.fresh(r.GetID()) {
+			if r != nil && walk.fresh(r.GetID()) { // a null item names nothing
 				all = append(all, r.runner())
 			}
 		}
