@@ -524,7 +524,7 @@ func (v *view) byState(s seen) {
 				func(a *Action) { ends(a); a.Delete = true })
 		}
 	case inst.QueueReason != "": // held in the backend's own queue: not booting yet
-		if !s.launched.IsZero() && age > p.QueueTimeout {
+		if !s.launched.IsZero() && age >= p.QueueTimeout {
 			v.act(s, RuleQueueTimeout, "pending in the backend's queue ("+inst.QueueReason+") "+age.Round(time.Second).String()+
 				" after launch; queue timeout "+p.QueueTimeout.String(), func(a *Action) { ends(a); a.Delete = g != nil })
 		}
@@ -532,7 +532,7 @@ func (v *view) byState(s seen) {
 		if !inst.RunningSince.IsZero() {
 			age = now.Sub(inst.RunningSince) // it booted only when it left the queue
 		}
-		if !s.launched.IsZero() && age > p.BootTimeout {
+		if !s.launched.IsZero() && age >= p.BootTimeout {
 			v.act(s, RuleBootTimeout, "runner not registered "+age.Round(time.Second).String()+" after launch; boot timeout "+p.BootTimeout.String(),
 				func(a *Action) { ends(a); a.Delete = g != nil })
 		}
