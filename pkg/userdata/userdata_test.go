@@ -346,7 +346,6 @@ type bootCase struct {
 	agentGPU     bool   // the agent config used has nvidia_gpu
 	shutdownBy   string // stage preceding the shutdown: runner_exit, lifetime_cap, idle_timeout, or "" for a script failure
 	wantCommands []string
-	maxElapsed   time.Duration
 }
 
 func jitReg(expires time.Time) *Registration {
@@ -384,11 +383,10 @@ func TestBootSandbox(t *testing.T) {
 		{name: "runner crash", reg: jitReg(future), preinstalled: true, env: []string{"FAKE_RUNNER=crash"},
 			runnerRuns: true, exitCode: "1", shutdownBy: "runner_exit", wantCommands: []string{"shutdown -h now"}},
 		{name: "registration missing", params: func(p *Params) { p.RegistrationTimeout = 2 * time.Second }, preinstalled: true,
-			maxElapsed: 4 * time.Second, wantCommands: []string{"curl .*DeleteItem", "shutdown -h now"}},
+			wantCommands: []string{"curl .*DeleteItem", "shutdown -h now"}},
 		{name: "registration expired", reg: jitReg(time.Now().Add(-time.Minute)), preinstalled: true},
 		{name: "lifetime cap", params: func(p *Params) { p.RegistrationTimeout, p.Lifetime = time.Second, 3*time.Second },
-			reg: jitReg(future), preinstalled: true, env: []string{"FAKE_RUNNER=hang"}, runnerRuns: true, shutdownBy: "lifetime_cap",
-			maxElapsed: 6 * time.Second},
+			reg: jitReg(future), preinstalled: true, env: []string{"FAKE_RUNNER=hang"}, runnerRuns: true, shutdownBy: "lifetime_cap"},
 		// The idle timeout (2 s here) counts from the runner's Listening for Jobs: no job by then
 		// powers the instance off; a job started before then (its hook's marker, or the runner's
 		// Running job line) is never cut short by it, though it outlasts the idle timeout.
@@ -420,11 +418,11 @@ func TestBootSandbox(t *testing.T) {
 			setup: func(t *testing.T, sb *sandbox) {
 				writeFile(t, filepath.Join(sb.root, "var/log/skiff"), "a file where the log directory should be")
 			},
-			wantCommands: []string{"shutdown -h now"}, maxElapsed: 5 * time.Second},
+			wantCommands: []string{"shutdown -h now"}},
 		// A job can leave a process behind that still holds the runner's stdout; the script
 		// must not wait for it (only the lifetime cap would end that wait).
 		{name: "runner leaves a process holding its output", reg: jitReg(future), preinstalled: true, env: []string{"FAKE_RUNNER=leak"},
-			runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit", maxElapsed: 5 * time.Second},
+			runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -473,9 +471,6 @@ func checkBoot(t *testing.T, sb *sandbox, tc bootCase, elapsed time.Duration) {
 	if last := cmds[len(cmds)-1]; last != "shutdown -h now" {
 		t.Fatalf("last command = %q, want shutdown -h now: the script did not power off\n%s", last, sb.dump())
 	}
-	if tc.maxElapsed > 0 && elapsed > tc.maxElapsed {
-		t.Errorf("powered off after %s, want within %s", elapsed, tc.maxElapsed)
-	}
 	// Order: registration fetched (and deleted) → agent started → runner run → shutdown.
 	pos := func(re string) int {
 		for i, c := range cmds {
@@ -510,11 +505,9 @@ func checkBoot(t *testing.T, sb *sandbox, tc bootCase, elapsed time.Duration) {
 		if got := sb.read("runner-received"); got != want {
 			t.Errorf("the runner received %q through the environment, want the registration's secret", got)
 		}
-		if overhead := sb.stage("runner_exec") - sb.stage("script_start"); overhead > 2 {
-			t.Errorf("script overhead to runner exec %.3fs, want <= 2s", overhead)
-		} else {
-			t.Logf("script overhead from start to runner exec: %.0f ms (boot to power-off %s)", overhead*1000, elapsed.Round(time.Millisecond))
-		}
+		// The overhead's figure is BenchmarkBoot's; a test asserts no wall-clock limit.
+		t.Logf("script overhead from start to runner exec: %.0f ms (boot to power-off %s)",
+			(sb.stage("runner_exec")-sb.stage("script_start"))*1000, elapsed.Round(time.Millisecond))
 	}
 	if tc.exitCode != "" && !strings.Contains(bootLog, "stage=runner_exit exit_code="+tc.exitCode) {
 		t.Errorf("boot log lacks runner_exit exit_code=%s\n%s", tc.exitCode, bootLog)
