@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/room"
@@ -26,23 +27,6 @@ func (l *live) Live(context.Context, string) (int, error) {
 	return l.n, nil
 }
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // env is the room service over memory parts: a pool "p" of one slot.
 type env struct {
 	svc     *room.Service
@@ -51,7 +35,7 @@ type env struct {
 	records *store.Memory
 	live    *live
 	counter *telemetry.Memory
-	clock   *clock
+	clock   *ghsim.Clock // the shared manual clock
 }
 
 func newEnv(t *testing.T) *env {
@@ -61,10 +45,10 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e := &env{room: store.NewRoomMemory(), q: &queue.Memory{}, records: store.NewMemory(), live: &live{},
-		counter: &telemetry.Memory{}, clock: &clock{t: time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)}}
-	e.q.SetClock(e.clock.now)
+		counter: &telemetry.Memory{}, clock: ghsim.NewClock(time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC))}
+	e.q.SetClock(e.clock.Now)
 	e.svc, err = room.New(room.Options{Room: e.room, Queue: e.q, Records: e.records, Pools: cfg, Ledger: e.live,
-		Counter: e.counter, Now: e.clock.now, Jitter: func() float64 { return 0.5 }})
+		Counter: e.counter, Now: e.clock.Now, Jitter: func() float64 { return 0.5 }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +80,7 @@ func (e *env) sent(t *testing.T) []int64 {
 
 func (e *env) waiting(t *testing.T) []store.Waiting {
 	t.Helper()
-	ws, _, err := e.room.Waiting(context.Background(), "p", e.clock.now())
+	ws, _, err := e.room.Waiting(context.Background(), "p", e.clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,12 +108,12 @@ func TestCrashBetweenEntryAndOffer(t *testing.T) {
 		if len(ws) != 1 {
 			t.Fatalf("waiting %+v, want job 1", ws)
 		}
-		e.clock.advance(ws[0].OfferedUntil.Sub(e.clock.now()) - time.Second)
+		e.clock.Advance(ws[0].OfferedUntil.Sub(e.clock.Now()) - time.Second)
 		e.svc.Sweep(ctx)
 		if got := e.sent(t); len(got) != 0 {
 			t.Fatalf("offered %v while the lost send's lease still ran", got)
 		}
-		e.clock.advance(2 * time.Second)
+		e.clock.Advance(2 * time.Second)
 		e.svc.Sweep(ctx)
 		if got := e.sent(t); len(got) != 1 || got[0] != 1 {
 			t.Fatalf("the sweep after the lease offered %v, want [1]", got)
@@ -153,7 +137,7 @@ func TestCrashBetweenEntryAndOffer(t *testing.T) {
 		if got := e.sent(t); len(got) != 0 {
 			t.Fatalf("offered %v again before the lost offer's lease ran out", got)
 		}
-		e.clock.advance(room.DefaultOfferLease + time.Second)
+		e.clock.Advance(room.DefaultOfferLease + time.Second)
 		e.svc.Sweep(ctx)
 		if got := e.sent(t); len(got) != 1 || got[0] != 2 {
 			t.Fatalf("the sweep after the lease offered %v, want [2]", got)
@@ -197,12 +181,12 @@ func TestLeavingWhileWaiting(t *testing.T) {
 		if err := e.svc.Wait(ctx, job(id, "acme/a"), "max_runners", ""); err != nil {
 			t.Fatal(err)
 		}
-		e.clock.advance(time.Second)
+		e.clock.Advance(time.Second)
 	}
 	// 10 is cancelled, 11 completes on a runner of another pool.
 	for _, j := range []store.Job{
-		{ID: 10, Repository: "acme/a", Status: store.StatusCompleted, Conclusion: "cancelled", CompletedAt: e.clock.now()},
-		{ID: 11, Repository: "acme/a", Status: store.StatusCompleted, Conclusion: "success", CompletedAt: e.clock.now(), RunnerName: "other"},
+		{ID: 10, Repository: "acme/a", Status: store.StatusCompleted, Conclusion: "cancelled", CompletedAt: e.clock.Now()},
+		{ID: 11, Repository: "acme/a", Status: store.StatusCompleted, Conclusion: "success", CompletedAt: e.clock.Now(), RunnerName: "other"},
 	} {
 		if _, err := e.records.RecordJob(ctx, j); err != nil {
 			t.Fatal(err)
@@ -227,7 +211,7 @@ func TestLeavingWhileWaiting(t *testing.T) {
 	}
 	e.svc.Leave(ctx, job(12, "acme/a"), "launched")
 	e.live.n = 1 // the pool stays full
-	e.clock.advance(store.RoomLimit - time.Minute)
+	e.clock.Advance(store.RoomLimit - time.Minute)
 	e.live.n = 0
 	e.svc.Sweep(ctx)
 	if got := e.sent(t); len(got) != 0 {
