@@ -6,10 +6,12 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,13 +22,50 @@ import (
 	"github.com/skiffci/skiff/pkg/metrics"
 )
 
+// slurmPools are two Slurm pools of the test cluster, priced by the
+// operator: one CPU and 512 MiB per job, and one GPU per job. RUNNER is
+// the runner install, WORK the work root (both on the "shared filesystem").
+const slurmPools = `version: 1
+defaults:
+  slurm:
+    runnerDir: RUNNER
+    workDir: WORK
+pools:
+  - name: cpu
+    labels: [cpu]
+    maxRunners: 20
+    costPerHour: 1.5
+    slurm:
+      partition: debug
+      account: ci
+      cpusPerTask: 1
+      memory: 512M
+  - name: gpu
+    labels: [gpu]
+    maxRunners: 2
+    costPerHour: 3
+    slurm:
+      partition: debug
+      account: ci
+      cpusPerTask: 2
+      memory: 1G
+      gres: gpu:1
+`
+
+// standinWork is what each stand-in runner does (SKIFF_STANDIN_WORK): burn
+// 0.4 s of CPU and hold 96 MiB, for at least SKIFF_STANDIN_DURATION (3 s:
+// three of the accounting's one-second samples of the job's memory).
+const standinWork = "*=0.4:96"
+
 // TestLocalModeSlurm: skiff local with the slurm provider against a real
-// single-node cluster, the GitHub simulator and stand-in runners: every
-// job completes on a runner that was a Slurm batch job, with one metrics
-// record each.
+// single-node cluster with accounting, the GitHub simulator and stand-in
+// runners: every job completes on a runner that was a Slurm batch job, with
+// one metrics record each, which says what sacct measured (CPU time, peak
+// memory, the allocation and its GPUs), where it ran (cluster, partition,
+// node) and its cost at the pool's rate.
 func TestLocalModeSlurm(t *testing.T) {
 	t.Parallel()
-	s := testenv.StartSlurm(t, testenv.SlurmOptions{CPUs: 16})
+	s := testenv.StartSlurm(t, testenv.SlurmOptions{CPUs: 16, Accounting: true})
 	standin := filepath.Join(s.Dir, "skiff-standin")
 	if out, err := exec.Command("go", "build", "-o", standin, "github.com/skiffci/skiff/cmd/skiff-standin").CombinedOutput(); err != nil {
 		t.Fatalf("building the stand-in runner: %v\n%s", err, out)
@@ -45,16 +84,30 @@ func TestLocalModeSlurm(t *testing.T) {
 
 	dir := t.TempDir()
 	poolsFile := filepath.Join(dir, "pools.yaml")
-	if err := os.WriteFile(poolsFile, []byte(localPools), 0o600); err != nil {
+	// The runner install: a run.sh that starts the stand-in, as an Actions
+	// runner's run.sh starts the runner.
+	runnerDir := filepath.Join(s.Dir, "actions-runner")
+	if err := os.Mkdir(runnerDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(runnerDir, "run.sh"), []byte("#!/bin/sh\nexec "+standin+" \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shared := filepath.Join(s.Dir, "shared")
+	pools := strings.NewReplacer("RUNNER", runnerDir, "WORK", filepath.Join(shared, "work")).Replace(slurmPools)
+	if err := os.WriteFile(poolsFile, []byte(pools), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	logs := &testenv.SyncBuffer{}
 	l, err := wiring.NewLocal(wiring.LocalConfig{
 		DataDir: filepath.Join(dir, "data"), PoolsFile: poolsFile, Listen: "127.0.0.1:0", Provider: "slurm",
-		SlurmShared: filepath.Join(s.Dir, "shared"), SlurmEnv: []string{"SLURM_CONF=" + s.Conf},
-		RunnerCommand: []string{standin}, RunnerEnv: []string{"SKIFF_STANDIN_DURATION=200ms"},
+		SlurmShared: shared, SlurmEnv: []string{"SLURM_CONF=" + s.Conf},
+		// A spare runner (a replacement whose job another runner took)
+		// exits when idle, as an instance powers off.
+		RunnerEnv:    []string{"SKIFF_STANDIN_DURATION=3s", "SKIFF_STANDIN_WORK=" + standinWork, "SKIFF_STANDIN_IDLE=10s"},
 		GitHubAPIURL: sim.URL(), AppIDs: []int64{77}, AppKeys: pemKey, MetricsRecords: true,
-		WebhookSecret: "local-secret", Allow: []string{"acme"}, Installations: []string{"*"},
+		ReconcileEvery: 2 * time.Second, // records are the reconciler's to write
+		WebhookSecret:  "local-secret", Allow: []string{"acme"}, Installations: []string{"*"},
 	}, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {
 		t.Fatal(err)
@@ -64,11 +117,14 @@ func TestLocalModeSlurm(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- l.Run(ctx) }()
 
-	labels := []string{"self-hosted", "linux", "x64"}
 	const n = 4
 	var jobs []ghsim.JobSpec
-	for range n {
-		jobs = append(jobs, ghsim.JobSpec{Labels: labels})
+	for i := range n {
+		labels := []string{"self-hosted", "cpu"}
+		if i == n-1 {
+			labels = []string{"self-hosted", "gpu"}
+		}
+		jobs = append(jobs, ghsim.JobSpec{Name: fmt.Sprintf("job-%d", i), Labels: labels})
 	}
 	run, err := sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: jobs})
 	if err != nil {
@@ -91,13 +147,16 @@ func TestLocalModeSlurm(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // polling the simulator's progress
 	}
 	for live := -1; live != 0; {
-		live, _ = l.Ledger.Live(context.Background(), "cpu")
+		cpu, _ := l.Ledger.Live(context.Background(), "cpu")
+		gpu, _ := l.Ledger.Live(context.Background(), "gpu")
+		live = cpu + gpu
 		if time.Now().After(deadline) {
 			t.Fatalf("the pool still counts %d runners after every job ended\n%s", live, logs.String())
 		}
 		time.Sleep(50 * time.Millisecond) // the state poll is another goroutine's
 	}
 	recs := map[int64]int{}
+	byJob := map[int64]metrics.Record{}
 	for deadline := time.Now().Add(time.Minute); len(recs) < n; {
 		recs = map[int64]int{}
 		for r, err := range l.Records.List(context.Background(), metrics.Filter{}) {
@@ -105,6 +164,7 @@ func TestLocalModeSlurm(t *testing.T) {
 				t.Fatal(err)
 			}
 			recs[r.JobID]++
+			byJob[r.JobID] = r
 		}
 		if time.Now().After(deadline) {
 			break
@@ -123,9 +183,55 @@ func TestLocalModeSlurm(t *testing.T) {
 			t.Errorf("job %d has %d metrics records, want 1 (all: %v)", id, recs[id], recs)
 		}
 	}
+	for _, id := range run.JobIDs {
+		if r, ok := byJob[id]; ok {
+			checkSlurmRecord(t, r, s.Node, r.Pool == "gpu")
+		}
+	}
 	for _, secret := range sim.Secrets() {
 		if secret != "" && strings.Contains(logs.String(), secret) {
 			t.Fatal("a credential reached the logs")
 		}
+	}
+}
+
+// checkSlurmRecord checks what a Slurm job's record says against what the
+// stand-in did (standinWork) and the pool it ran in (slurmPools).
+func checkSlurmRecord(t *testing.T, r metrics.Record, node string, gpu bool) {
+	t.Helper()
+	cpus, mem, rate, gpus := 1, 0.5, 1.5, 0
+	if gpu {
+		cpus, mem, rate, gpus = 2, 1, 3, 1
+	}
+	if err := metrics.Validate(r); err != nil {
+		t.Errorf("job %d: the record fails the schema: %v", r.JobID, err)
+	}
+	if r.CloudProvider != "slurm" || r.InstanceType != "debug" || r.Region != "" {
+		t.Errorf("job %d: cloudProvider %q, instanceType %q, region %q; want slurm, the partition debug, no region", r.JobID, r.CloudProvider, r.InstanceType, r.Region)
+	}
+	if sl := r.Slurm; sl == nil || sl.Cluster != "skifftest" || sl.Partition != "debug" || sl.Nodes != node || sl.JobID == "" || sl.State != "COMPLETED" {
+		t.Errorf("job %d: slurm %+v, want cluster skifftest, partition debug, node %s, a job id, COMPLETED", r.JobID, r.Slurm, node)
+	}
+	if h := r.Host; h == nil || h.CPUs != cpus || h.MemoryGiB == nil || *h.MemoryGiB != mem || h.GPUs == nil || *h.GPUs != gpus {
+		t.Errorf("job %d: host %+v, want the allocation: %d CPUs, %g GiB, %d GPUs", r.JobID, r.Host, cpus, mem, gpus)
+	}
+	if gpu && (r.GPU == nil || r.GPU.Count != 1) {
+		t.Errorf("job %d: gpu %+v, want a count of 1", r.JobID, r.GPU)
+	}
+	// The stand-in burns 0.4 s of CPU (its own start and the batch script
+	// add some: at most a second over) and holds 96 MiB for 3 s (its Go
+	// runtime adds tens of MiB: at most 256 MiB in all).
+	if c := r.CPU; c == nil || c.Seconds == nil || *c.Seconds < 0.35 || *c.Seconds > 1.4 || c.MeanPercent == nil {
+		t.Errorf("job %d: cpu %+v, want 0.35–1.4 CPU-seconds and a mean", r.JobID, r.CPU)
+	}
+	if m := r.Memory; m == nil || m.PeakGiB == nil || *m.PeakGiB < 96.0/1024 || *m.PeakGiB > 256.0/1024 || m.PeakPercent == nil {
+		t.Errorf("job %d: memory %+v, want a peak of 96–256 MiB and its share of the allocation", r.JobID, r.Memory)
+	}
+	if c := r.Cost; c == nil || c.Basis != metrics.BasisOperatorRate || c.HourlyUSD != rate || c.EstimatedUSD <= 0 {
+		t.Errorf("job %d: cost %+v, want the pool's rate %g per hour", r.JobID, r.Cost, rate)
+	}
+	if slices.Contains(r.MissingSources, metrics.SourceAgent) || slices.Contains(r.MissingSources, metrics.SourceMemory) ||
+		slices.Contains(r.MissingSources, metrics.SourcePrice) {
+		t.Errorf("job %d: missing sources %v", r.JobID, r.MissingSources)
 	}
 }
