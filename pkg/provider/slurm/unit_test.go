@@ -140,7 +140,6 @@ func TestParseSqueue(t *testing.T) {
 	}
 }
 
-
 func TestParseUsage(t *testing.T) {
 	t.Parallel()
 	// sacct --noheader --parsable2 --format=usageFormat of a job and its
