@@ -182,12 +182,17 @@ func launchN(t *testing.T, p *slurm.Provider, spec pool.Spec, token string, n in
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, testenv.SlurmOptions{CPUs: 32})
+	c := startCluster(t, testenv.SlurmOptions{CPUs: 32, Partitions: []string{"held State=DOWN"}})
 	providertest.Run(t, func(t *testing.T) providertest.Harness {
 		e := c.newEnv(t, nil, "sleep", "3600")
+		// The pool's section: HoldInQueue sends later launches to a
+		// partition that is down, where they wait for PartitionDown;
+		// Dequeue moves a job to the partition that is up, and Slurm
+		// starts it when it next schedules.
+		section := &pool.Slurm{}
 		return providertest.Harness{
 			Provider: e.p,
-			Spec:     pool.Spec{Shared: pool.Shared{Pool: "conformance", MaxLifetime: time.Hour}},
+			Spec:     pool.Spec{Shared: pool.Shared{Pool: "conformance", MaxLifetime: time.Hour}, Slurm: section},
 			Delivered: func(id string) (provider.Registration, bool) {
 				s := e.waitSeen(t, id)
 				ins, _ := e.p.List(context.Background(), provider.Filter{IDs: []string{id}})
@@ -198,8 +203,16 @@ func TestConformance(t *testing.T) {
 			},
 			FailCapacity: e.p.FailCapacity,
 			Logs:         e.logs.String,
-			QueueTestedElsewhere: "Slurm schedules in its own time: TestRegistrationFile holds a runner in a DOWN partition " +
-				"and waits for its pending reason (PartitionDown) on the real cluster",
+			HoldInQueue: func(string) { section.Partition = "held" },
+			HeldReason:  "PartitionDown",
+			Dequeue: func(ids ...string) {
+				for _, id := range ids {
+					if out, err := c.Command("scontrol", "update", "JobId="+id, "Partition=debug").CombinedOutput(); err != nil {
+						t.Fatalf("scontrol update JobId=%s Partition=debug: %v: %s", id, err, out)
+					}
+				}
+			},
+			Await: func(what string, cond func() bool) { poll(t, what, cond) },
 		}
 	})
 }
