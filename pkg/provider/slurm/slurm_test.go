@@ -203,8 +203,8 @@ func TestConformance(t *testing.T) {
 			},
 			FailCapacity: e.p.FailCapacity,
 			Logs:         e.logs.String,
-			HoldInQueue: func(string) { section.Partition = "held" },
-			HeldReason:  "PartitionDown",
+			HoldInQueue:  func(string) { section.Partition = "held" },
+			HeldReason:   "PartitionDown",
 			Dequeue: func(ids ...string) {
 				for _, id := range ids {
 					if out, err := c.Command("scontrol", "update", "JobId="+id, "Partition=debug").CombinedOutput(); err != nil {
