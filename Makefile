@@ -86,7 +86,7 @@ bench: ## run the benchmarks the README's performance section quotes
 	go test -run '^$$' -bench . -benchmem -count 1 ./...
 	go build -o build/skiff-standin ./cmd/skiff-standin
 	go build -o build/skiff ./cmd/skiff
-	build/skiff demo -f examples/pools.yaml --standin build/skiff-standin --jobs 1000 --limit 100 --out build/demo-1000
+	build/skiff demo -f examples/lab.yaml --standin build/skiff-standin --jobs 1000 --limit 100 --out build/demo-1000
 
 # make loadtest: the fault harness (internal/loadtest) with LOADTEST_JOBS jobs in both
 # configurations (metrics records off, then on; each about 5 minutes on moto), the DynamoDB
@@ -155,8 +155,8 @@ vulncheck: ## govulncheck against an offline Go vulnerability database built fro
 .PHONY: demo
 demo: ## the whole pipeline on this machine: skiff local against a GitHub simulator, stand-in runners, a burst of jobs
 	go build -o build/skiff-standin ./cmd/skiff-standin
-	go run ./cmd/skiff validate -f examples/pools.yaml
-	go run ./cmd/skiff demo -f examples/pools.yaml --standin build/skiff-standin
+	go run ./cmd/skiff validate -f examples/lab.yaml
+	go run ./cmd/skiff demo -f examples/lab.yaml --standin build/skiff-standin
 
 .PHONY: verify
 verify: ## fail when go mod tidy or the vendored fixtures would change the tree

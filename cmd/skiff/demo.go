@@ -44,9 +44,9 @@ type demoJob struct {
 // GitHub simulator over HTTP, with stand-in runners, a realistic burst of
 // signed webhooks, progress, a summary and the invariants checked.
 func runDemo(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("demo", "[--standin build/skiff-standin] [-f examples/pools.yaml] [--jobs 40] [--limit N]", stderr)
+	fs := newFlags("demo", "[--standin build/skiff-standin] [-f examples/lab.yaml] [--jobs 40] [--limit N]", stderr)
 	standin := fs.String("standin", "build/skiff-standin", "the stand-in runner (make demo builds it)")
-	poolsFile := fs.String("f", "examples/pools.yaml", "the pools file")
+	poolsFile := fs.String("f", "examples/lab.yaml", "the pools file (process pools priced at an operator's rate, so the records have a cost)")
 	n := fs.Int("jobs", 40, "how many jobs the burst queues (besides the cancelled, unmatched and duplicate ones)")
 	duration := fs.Duration("job-duration", time.Second, "how long each stand-in runner's job runs")
 	out := fs.String("out", "build/demo", "where the demo keeps its data (replaced on every run)")
@@ -142,14 +142,14 @@ func demo(w io.Writer, standin, poolsFile, out string, n, limit int, duration, t
 
 	started := time.Now() // the burst's first job: what "all done in" counts from
 	// The burst: CPU jobs in runs of four, GPU jobs (one at a time here),
-	// a dynamic label, a job no pool takes, a job cancelled while queued.
+	// large jobs, a job no pool takes, a job cancelled while queued.
 	var jobs []*demoJob
 	for i := range n {
 		switch {
 		case i%10 == 9:
 			jobs = append(jobs, &demoJob{name: "train", labels: []string{"self-hosted", "gpu"}, launch: true})
 		case i%10 == 8:
-			jobs = append(jobs, &demoJob{name: "bundle", labels: []string{"self-hosted", "skiff/pool=large/cpu=8"}, launch: true})
+			jobs = append(jobs, &demoJob{name: "bundle", labels: []string{"self-hosted", "large"}, launch: true})
 		case i%4 == 3:
 			jobs = append(jobs, &demoJob{name: "compile", labels: []string{"self-hosted", "linux", "x64"}, launch: true})
 		default:

@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +24,7 @@ func TestDemo(t *testing.T) {
 	}
 	var out bytes.Buffer
 	dir := filepath.Join(t.TempDir(), "demo")
-	err := demo(&out, standin, "../../examples/pools.yaml", dir, 12, 0, 200*time.Millisecond, 4*time.Minute)
+	err := demo(&out, standin, "../../examples/lab.yaml", dir, 12, 0, 200*time.Millisecond, 4*time.Minute)
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
@@ -40,7 +42,8 @@ func TestDemo(t *testing.T) {
 
 // checkDemoReport opens the demo's report in headless Chromium and reads
 // the DOM it rendered: the local machine's utilisation chart has CPU and
-// RAM bars with data (not "no data"), and right-sizing suggests something.
+// RAM bars with data (not "no data"), both cost charts draw a line with a
+// cost above zero, and right-sizing suggests something.
 func checkDemoReport(t *testing.T, report string) {
 	t.Helper()
 	browser := ""
@@ -79,6 +82,28 @@ func checkDemoReport(t *testing.T, report string) {
 		}
 		if strings.Contains(g, "no data") || !strings.Contains(g, `fill="#08519c"`) || strings.Contains(g, `width="0.0" height="14" fill="#08519c"`) {
 			t.Errorf("%s: no data drawn: %s", bar, g)
+		}
+	}
+	// Cost lines: the records carry a cost at the pools' rates, so each
+	// cost chart draws a series with a dot for the day and a total above $0.
+	for _, title := range []string{"Estimated cost by repository, per day (USD)", "Estimated cost by pool, per day (USD)"} {
+		svg, ok := between(page, `aria-label="`+title+`"`, "</svg>")
+		if !ok {
+			t.Errorf("no chart %q in the DOM", title)
+			continue
+		}
+		if !strings.Contains(svg, `class="cost-line"`) || !strings.Contains(svg, `class="cost-day"`) {
+			t.Errorf("%s: no cost line drawn: %s", title, svg)
+		}
+		legend, _ := between(page, `aria-label="`+title+`"`, "</div></div>")
+		positive := false
+		for _, m := range regexp.MustCompile(`\(\$([0-9.]+)\)`).FindAllStringSubmatch(legend, -1) {
+			if v, err := strconv.ParseFloat(m[1], 64); err == nil && v > 0 {
+				positive = true
+			}
+		}
+		if !positive {
+			t.Errorf("%s: no series with a cost above $0: %s", title, legend)
 		}
 	}
 	if !strings.Contains(page, `<li class="advice">`) || !strings.Contains(page, "skiff local --limits") {

@@ -251,9 +251,14 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 				rw.CostPerHour[pl.Name] = pl.CostPerHour
 			}
 		}
-		if p, ok := l.Provider.(*process.Provider); ok {
+		switch p := l.Provider.(type) {
+		case *process.Provider:
 			// The provider measures each runner and describes this machine.
 			rw.CloudProvider, rw.Peaks, rw.Host = "local", scaledown.ProviderPeaks{Source: p}, process.RecordHost(p.Host())
+		case *slurm.Provider:
+			// The cluster's accounting (sacct) says what each job used and
+			// where it ran; the zone is the cluster, there is no region.
+			rw.CloudProvider, rw.Peaks, rw.Region = "slurm", scaledown.AccountedPeaks{Source: p}, ""
 		}
 		metricsWriter = rw
 	}

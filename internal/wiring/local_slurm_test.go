@@ -6,11 +6,15 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,57 +22,64 @@ import (
 	"github.com/skiffci/skiff/internal/wiring"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/metrics"
+	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/provider"
 )
 
+// slurmPools are two Slurm pools of the test cluster, priced by the
+// operator: one CPU and 512 MiB per job, and one GPU per job. RUNNER is
+// the runner install, WORK the work root (both on the "shared filesystem").
+const slurmPools = `version: 1
+defaults:
+  slurm:
+    runnerDir: RUNNER
+    workDir: WORK
+pools:
+  - name: cpu
+    labels: [cpu]
+    maxRunners: 20
+    costPerHour: 1.5
+    slurm:
+      partition: debug
+      account: ci
+      cpusPerTask: 1
+      memory: 512M
+  - name: gpu
+    labels: [gpu]
+    maxRunners: 2
+    costPerHour: 3
+    slurm:
+      partition: debug
+      account: ci
+      cpusPerTask: 2
+      memory: 1G
+      gres: gpu:1
+`
+
+// standinWork is what each stand-in runner does (SKIFF_STANDIN_WORK): burn
+// 0.4 s of CPU and hold 96 MiB, for at least SKIFF_STANDIN_DURATION (3 s:
+// three of the accounting's one-second samples of the job's memory).
+const standinWork = "*=0.4:96"
+
 // TestLocalModeSlurm: skiff local with the slurm provider against a real
-// single-node cluster, the GitHub simulator and stand-in runners: every
-// job completes on a runner that was a Slurm batch job, with one metrics
-// record each.
+// single-node cluster with accounting, the GitHub simulator and stand-in
+// runners: every job completes on a runner that was a Slurm batch job, with
+// one metrics record each, which says what sacct measured (CPU time, peak
+// memory, the allocation and its GPUs), where it ran (cluster, partition,
+// node) and its cost at the pool's rate.
 func TestLocalModeSlurm(t *testing.T) {
 	t.Parallel()
-	s := testenv.StartSlurm(t, testenv.SlurmOptions{CPUs: 16})
-	standin := filepath.Join(s.Dir, "skiff-standin")
-	if out, err := exec.Command("go", "build", "-o", standin, "github.com/skiffci/skiff/cmd/skiff-standin").CombinedOutput(); err != nil {
-		t.Fatalf("building the stand-in runner: %v\n%s", err, out)
-	}
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pemKey := string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
-	sim := ghsim.New(ghsim.Options{SecretPrefix: "CANARYSLURM"})
-	t.Cleanup(sim.Close)
-	sim.AddApp(ghsim.AppConfig{ID: 77, Slug: "skiff", PublicKey: &key.PublicKey})
-	sim.AddOrg("acme")
-	sim.AddRepo("acme", "app")
-	sim.Install(77, "acme")
+	ls := startLocalSlurm(t, testenv.SlurmOptions{CPUs: 16, Accounting: true}, slurmPools)
+	s, sim, l, logs := ls.Slurm, ls.sim, ls.l, ls.logs
 
-	dir := t.TempDir()
-	poolsFile := filepath.Join(dir, "pools.yaml")
-	if err := os.WriteFile(poolsFile, []byte(localPools), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	logs := &testenv.SyncBuffer{}
-	l, err := wiring.NewLocal(wiring.LocalConfig{
-		DataDir: filepath.Join(dir, "data"), PoolsFile: poolsFile, Listen: "127.0.0.1:0", Provider: "slurm",
-		SlurmShared: filepath.Join(s.Dir, "shared"), SlurmEnv: []string{"SLURM_CONF=" + s.Conf},
-		RunnerCommand: []string{standin}, RunnerEnv: []string{"SKIFF_STANDIN_DURATION=200ms"},
-		GitHubAPIURL: sim.URL(), AppIDs: []int64{77}, AppKeys: pemKey, MetricsRecords: true,
-		WebhookSecret: "local-secret", Allow: []string{"acme"}, Installations: []string{"*"},
-	}, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim.SetWebhook(77, l.URL(), "local-secret")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
-
-	labels := []string{"self-hosted", "linux", "x64"}
 	const n = 4
 	var jobs []ghsim.JobSpec
-	for range n {
-		jobs = append(jobs, ghsim.JobSpec{Labels: labels})
+	for i := range n {
+		labels := []string{"self-hosted", "cpu"}
+		if i == n-1 {
+			labels = []string{"self-hosted", "gpu"}
+		}
+		jobs = append(jobs, ghsim.JobSpec{Name: fmt.Sprintf("job-%d", i), Labels: labels})
 	}
 	run, err := sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: jobs})
 	if err != nil {
@@ -91,13 +102,16 @@ func TestLocalModeSlurm(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // polling the simulator's progress
 	}
 	for live := -1; live != 0; {
-		live, _ = l.Ledger.Live(context.Background(), "cpu")
+		cpu, _ := l.Ledger.Live(context.Background(), "cpu")
+		gpu, _ := l.Ledger.Live(context.Background(), "gpu")
+		live = cpu + gpu
 		if time.Now().After(deadline) {
 			t.Fatalf("the pool still counts %d runners after every job ended\n%s", live, logs.String())
 		}
 		time.Sleep(50 * time.Millisecond) // the state poll is another goroutine's
 	}
 	recs := map[int64]int{}
+	byJob := map[int64]metrics.Record{}
 	for deadline := time.Now().Add(time.Minute); len(recs) < n; {
 		recs = map[int64]int{}
 		for r, err := range l.Records.List(context.Background(), metrics.Filter{}) {
@@ -105,14 +119,14 @@ func TestLocalModeSlurm(t *testing.T) {
 				t.Fatal(err)
 			}
 			recs[r.JobID]++
+			byJob[r.JobID] = r
 		}
 		if time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond) // records are written by the reconciler's goroutine
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := ls.stop(); err != nil {
 		t.Errorf("Run: %v", err)
 	}
 	for _, id := range run.JobIDs {
@@ -123,9 +137,226 @@ func TestLocalModeSlurm(t *testing.T) {
 			t.Errorf("job %d has %d metrics records, want 1 (all: %v)", id, recs[id], recs)
 		}
 	}
+	for _, id := range run.JobIDs {
+		if r, ok := byJob[id]; ok {
+			checkSlurmRecord(t, r, s.Node, r.Pool == "gpu")
+		}
+	}
 	for _, secret := range sim.Secrets() {
 		if secret != "" && strings.Contains(logs.String(), secret) {
 			t.Fatal("a credential reached the logs")
 		}
+	}
+}
+
+// checkSlurmRecord checks what a Slurm job's record says against what the
+// stand-in did (standinWork) and the pool it ran in (slurmPools).
+func checkSlurmRecord(t *testing.T, r metrics.Record, node string, gpu bool) {
+	t.Helper()
+	cpus, mem, rate, gpus := 1, 0.5, 1.5, 0
+	if gpu {
+		cpus, mem, rate, gpus = 2, 1, 3, 1
+	}
+	if err := metrics.Validate(r); err != nil {
+		t.Errorf("job %d: the record fails the schema: %v", r.JobID, err)
+	}
+	if r.CloudProvider != "slurm" || r.InstanceType != "debug" || r.Region != "" {
+		t.Errorf("job %d: cloudProvider %q, instanceType %q, region %q; want slurm, the partition debug, no region", r.JobID, r.CloudProvider, r.InstanceType, r.Region)
+	}
+	if sl := r.Slurm; sl == nil || sl.Cluster != "skifftest" || sl.Partition != "debug" || sl.Nodes != node || sl.JobID == "" || sl.State != "COMPLETED" {
+		t.Errorf("job %d: slurm %+v, want cluster skifftest, partition debug, node %s, a job id, COMPLETED", r.JobID, r.Slurm, node)
+	}
+	if h := r.Host; h == nil || h.CPUs != cpus || h.MemoryGiB == nil || *h.MemoryGiB != mem || h.GPUs == nil || *h.GPUs != gpus {
+		t.Errorf("job %d: host %+v, want the allocation: %d CPUs, %g GiB, %d GPUs", r.JobID, r.Host, cpus, mem, gpus)
+	}
+	if gpu && (r.GPU == nil || r.GPU.Count != 1) {
+		t.Errorf("job %d: gpu %+v, want a count of 1", r.JobID, r.GPU)
+	}
+	// The stand-in burns 0.4 s of CPU (its own start and the batch script
+	// add some: at most a second over) and holds 96 MiB for 3 s (its Go
+	// runtime adds tens of MiB: at most 256 MiB in all).
+	if c := r.CPU; c == nil || c.Seconds == nil || *c.Seconds < 0.35 || *c.Seconds > 1.4 || c.MeanPercent == nil {
+		t.Errorf("job %d: cpu %+v, want 0.35–1.4 CPU-seconds and a mean", r.JobID, r.CPU)
+	}
+	if m := r.Memory; m == nil || m.PeakGiB == nil || *m.PeakGiB < 96.0/1024 || *m.PeakGiB > 256.0/1024 || m.PeakPercent == nil {
+		t.Errorf("job %d: memory %+v, want a peak of 96–256 MiB and its share of the allocation", r.JobID, r.Memory)
+	}
+	if c := r.Cost; c == nil || c.Basis != metrics.BasisOperatorRate || c.HourlyUSD != rate || c.EstimatedUSD <= 0 {
+		t.Errorf("job %d: cost %+v, want the pool's rate %g per hour", r.JobID, r.Cost, rate)
+	}
+	if slices.Contains(r.MissingSources, metrics.SourceAgent) || slices.Contains(r.MissingSources, metrics.SourceMemory) ||
+		slices.Contains(r.MissingSources, metrics.SourcePrice) {
+		t.Errorf("job %d: missing sources %v", r.JobID, r.MissingSources)
+	}
+}
+
+// localSlurm is skiff local with the slurm provider on a test cluster, the
+// GitHub simulator sending its webhooks, and stand-in runners.
+type localSlurm struct {
+	*testenv.Slurm
+	sim  *ghsim.Server
+	l    *wiring.Local
+	logs *testenv.SyncBuffer
+	// stop ends Run and returns its error.
+	stop func() error
+}
+
+// startLocalSlurm starts a cluster of o, and skiff local over it with the
+// pools file poolsYAML (RUNNER and WORK replaced by the runner install and
+// the work root on the "shared filesystem").
+func startLocalSlurm(t *testing.T, o testenv.SlurmOptions, poolsYAML string) localSlurm {
+	t.Helper()
+	s := testenv.StartSlurm(t, o)
+	standin := filepath.Join(s.Dir, "skiff-standin")
+	if out, err := exec.Command("go", "build", "-o", standin, "github.com/skiffci/skiff/cmd/skiff-standin").CombinedOutput(); err != nil {
+		t.Fatalf("building the stand-in runner: %v\n%s", err, out)
+	}
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemKey := string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
+	sim := ghsim.New(ghsim.Options{SecretPrefix: "CANARYSLURM"})
+	t.Cleanup(sim.Close)
+	sim.AddApp(ghsim.AppConfig{ID: 77, Slug: "skiff", PublicKey: &key.PublicKey})
+	sim.AddOrg("acme")
+	sim.AddRepo("acme", "app")
+	sim.Install(77, "acme")
+
+	dir := t.TempDir()
+	poolsFile := filepath.Join(dir, "pools.yaml")
+	// The runner install: a run.sh that starts the stand-in, as an Actions
+	// runner's run.sh starts the runner.
+	runnerDir := filepath.Join(s.Dir, "actions-runner")
+	if err := os.Mkdir(runnerDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(runnerDir, "run.sh"), []byte("#!/bin/sh\nexec "+standin+" \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shared := filepath.Join(s.Dir, "shared")
+	pools := strings.NewReplacer("RUNNER", runnerDir, "WORK", filepath.Join(shared, "work")).Replace(poolsYAML)
+	if err := os.WriteFile(poolsFile, []byte(pools), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs := &testenv.SyncBuffer{}
+	l, err := wiring.NewLocal(wiring.LocalConfig{
+		DataDir: filepath.Join(dir, "data"), PoolsFile: poolsFile, Listen: "127.0.0.1:0", Provider: "slurm",
+		SlurmShared: shared, SlurmEnv: []string{"SLURM_CONF=" + s.Conf},
+		// A spare runner (a replacement whose job another runner took)
+		// exits when idle, as an instance powers off.
+		RunnerEnv:    []string{"SKIFF_STANDIN_DURATION=3s", "SKIFF_STANDIN_WORK=" + standinWork, "SKIFF_STANDIN_IDLE=10s"},
+		GitHubAPIURL: sim.URL(), AppIDs: []int64{77}, AppKeys: pemKey, MetricsRecords: true,
+		ReconcileEvery: 2 * time.Second, // records are the reconciler's to write
+		WebhookSecret:  "local-secret", Allow: []string{"acme"}, Installations: []string{"*"},
+	}, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim.SetWebhook(77, l.URL(), "local-secret")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	stop := func() error {
+		once.Do(func() { cancel(); runErr = <-done })
+		return runErr
+	}
+	t.Cleanup(func() { _ = stop() })
+	return localSlurm{Slurm: s, sim: sim, l: l, logs: logs, stop: stop}
+}
+
+// heldPools is one pool whose partition starts down: its runners wait in
+// Slurm's queue until the test brings the partition up.
+const heldPools = `version: 1
+defaults:
+  slurm:
+    runnerDir: RUNNER
+    workDir: WORK
+pools:
+  - name: held
+    labels: [held]
+    maxRunners: 4
+    slurm:
+      partition: held
+`
+
+// TestLocalModeSlurmAdminCancel: an administrator scancels a runner's
+// batch job while it waits in Slurm's queue; the reconciler sees the
+// runner gone with its job still queued and launches a replacement, which
+// runs the job once the partition is up: the job completes, with one
+// replacement and two batch jobs in all.
+func TestLocalModeSlurmAdminCancel(t *testing.T) {
+	t.Parallel()
+	ls := startLocalSlurm(t, testenv.SlurmOptions{Partitions: []string{"held State=DOWN"}}, heldPools)
+	run, err := ls.sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Name: "build", Labels: []string{"self-hosted", "held"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobID := run.JobIDs[0]
+	instances := func() []provider.Instance {
+		all, err := ls.l.Provider.List(context.Background(), provider.Filter{Pool: "held"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return all
+	}
+	var first provider.Instance
+	waitFor(t, ls, "the runner's batch job to wait in the held partition", func() bool {
+		all := instances()
+		if len(all) == 1 && all[0].State == provider.Pending && all[0].QueueReason == "PartitionDown" {
+			first = all[0]
+			return true
+		}
+		return false
+	})
+	if out, err := ls.Command("scancel", first.ID).CombinedOutput(); err != nil {
+		t.Fatalf("scancel %s: %v: %s", first.ID, err, out)
+	}
+	var second provider.Instance
+	waitFor(t, ls, "a replacement runner", func() bool {
+		for _, in := range instances() {
+			if in.ID != first.ID && in.State.Alive() {
+				second = in
+				return true
+			}
+		}
+		return false
+	})
+	if out, err := ls.Command("scontrol", "update", "PartitionName=held", "State=UP").CombinedOutput(); err != nil {
+		t.Fatalf("bringing the partition up: %v: %s", err, out)
+	}
+	waitFor(t, ls, "the job to complete", func() bool {
+		j, ok := ls.sim.Job(jobID)
+		return ok && j.Status == "completed"
+	})
+	if j, _ := ls.sim.Job(jobID); j.Conclusion != "success" || j.RunnerName != second.Tags[names.TagRunnerName] {
+		t.Errorf("job %d: %+v, want success on the replacement %s", jobID, j, second.Tags[names.TagRunnerName])
+	}
+	all := instances()
+	if len(all) != 2 {
+		t.Errorf("%d batch jobs for one job, want the cancelled one and its replacement: %+v", len(all), all)
+	}
+	for _, in := range all {
+		if in.ID == first.ID && in.State.Alive() {
+			t.Errorf("the cancelled batch job %s is %s", in.ID, in.State)
+		}
+	}
+	if n := strings.Count(ls.logs.String(), `"msg":"stranded job: replacement launched","job_id":`+strconv.FormatInt(jobID, 10)); n != 1 {
+		t.Errorf("%d replacements logged for job %d, want 1", n, jobID)
+	}
+}
+
+// waitFor polls cond every 50 ms: the cluster and the daemon's loops move
+// in their own time. The net fails a test that would wait forever.
+func waitFor(t *testing.T, ls localSlurm, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 3 minutes for %s\n%s", what, ls.logs.String())
+		}
+		time.Sleep(50 * time.Millisecond) // polling Slurm and the simulator
 	}
 }

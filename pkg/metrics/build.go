@@ -95,6 +95,16 @@ type Peaks struct {
 	// MemoryPeakGiB is the peak in GiB, where the source measures it
 	// (else it is MemoryPeak of the instance type's memory).
 	MemoryPeakGiB *float64
+	// GPUUtilization and GPUMemoryUsedMiB are peaks over all the job's
+	// GPUs together, from a source without a series per GPU (Slurm's
+	// accounting: TRESUsageInMax gres/gpuutil, gres/gpumem).
+	GPUUtilization   *float64
+	GPUMemoryUsedMiB *float64
+	// Host, when the source describes what the runner ran on per job (a
+	// Slurm job's allocation), replaces Inputs.Host.
+	Host *Host
+	// Slurm is where a Slurm batch job ran, from the accounting.
+	Slurm *Slurm
 }
 
 // GPUPeak is one GPU's series over the window.
@@ -210,8 +220,16 @@ func Build(in Inputs) (Record, error) {
 	if in.Prices != nil {
 		shape = in.Prices.Lookup(inst.Type)
 	}
-	if in.Host != nil {
-		h := *in.Host
+	host := in.Host
+	if in.Peaks != nil && in.Peaks.Host != nil {
+		host = in.Peaks.Host
+	}
+	if in.Peaks != nil && in.Peaks.Slurm != nil {
+		sl := *in.Peaks.Slurm
+		r.Slurm = &sl
+	}
+	if host != nil {
+		h := *host
 		r.Host = &h
 		if shape == nil && h.GPUs != nil && *h.GPUs > 0 {
 			r.GPU = &GPUTotals{Count: *h.GPUs, Model: h.GPUModel}
@@ -239,7 +257,7 @@ func addPeaks(r *Record, p *Peaks, shape *pool.InstanceType) []string {
 		r.GPU = &GPUTotals{Count: shape.GPUs, Model: shape.GPUModel}
 	}
 	if p == nil || (p.CPUPeak == nil && p.CPUMean == nil && p.CPUSeconds == nil && p.MemoryPeak == nil && p.MemoryPeakGiB == nil &&
-		p.DiskPeak == nil && len(p.GPUs) == 0) {
+		p.DiskPeak == nil && len(p.GPUs) == 0 && p.GPUUtilization == nil && p.GPUMemoryUsedMiB == nil) {
 		// The agent sent nothing: every usage source is missing.
 		return []string{SourceAgent, SourceGPU}
 	}
@@ -274,6 +292,12 @@ func addPeaks(r *Record, p *Peaks, shape *pool.InstanceType) []string {
 		totals.PeakUtilizationPercent = maxp(totals.PeakUtilizationPercent, out.PeakUtilizationPercent)
 		totals.PeakMemoryMiB = maxp(totals.PeakMemoryMiB, out.PeakMemoryMiB)
 		totals.PeakMemoryPercent = maxp(totals.PeakMemoryPercent, out.PeakMemoryPercent)
+	}
+	if len(r.GPUs) == 0 && (p.GPUUtilization != nil || p.GPUMemoryUsedMiB != nil) && r.GPU != nil && r.GPU.Count > 0 {
+		// Totals only: the source has no series per GPU.
+		r.GPU.PeakUtilizationPercent = pct(p.GPUUtilization)
+		r.GPU.PeakMemoryMiB = num0(p.GPUMemoryUsedMiB)
+		return missing
 	}
 	if len(r.GPUs) == 0 {
 		missing = append(missing, SourceGPU)

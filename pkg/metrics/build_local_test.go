@@ -114,3 +114,39 @@ func TestAdviseLocal(t *testing.T) {
 		t.Errorf("advice over 19 records: %+v", adv)
 	}
 }
+
+// TestBuildSlurm: a Slurm job's peaks bring their own host (the job's
+// allocation, which replaces the writer's) and where the job ran; GPU
+// peaks without a series per GPU fill the totals.
+func TestBuildSlurm(t *testing.T) {
+	t.Parallel()
+	in := baseInputs()
+	in.CloudProvider = "slurm"
+	in.Instance.Type, in.Instance.Region, in.Instance.Zone = "gpu", "", "hpc"
+	gpus := 2
+	in.Host = &Host{CPUModel: "the writer's", CPUs: 64}
+	in.Peaks = &Peaks{CPUMean: f(50), CPUSeconds: f(1800), MemoryPeak: f(25), MemoryPeakGiB: f(4), GPUUtilization: f(87), GPUMemoryUsedMiB: f(3000),
+		Host:  &Host{CPUs: 4, MemoryGiB: f(16), GPUs: &gpus},
+		Slurm: &Slurm{Cluster: "hpc", Partition: "gpu", Nodes: "node7", JobID: "42", State: "COMPLETED"}}
+	in.HourlyUSD = 2.4
+	r, err := Build(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Slurm == nil || *r.Slurm != *in.Peaks.Slurm || r.Host == nil || r.Host.CPUs != 4 || r.Host.CPUModel != "" || *r.Host.MemoryGiB != 16 {
+		t.Errorf("slurm %+v host %+v: want the job's placement and allocation", r.Slurm, r.Host)
+	}
+	if r.GPU == nil || r.GPU.Count != 2 || *r.GPU.PeakUtilizationPercent != 87 || *r.GPU.PeakMemoryMiB != 3000 || len(r.GPUs) != 0 {
+		t.Errorf("gpu %+v gpus %+v: want 2 GPUs with the totals", r.GPU, r.GPUs)
+	}
+	if r.Cost == nil || r.Cost.Basis != BasisOperatorRate || r.Cost.HourlyUSD != 2.4 {
+		t.Errorf("cost %+v", r.Cost)
+	}
+	if want := []string{SourceDisk}; !slices.Equal(r.MissingSources, want) {
+		t.Errorf("missingSources %v, want %v", r.MissingSources, want)
+	}
+	in.Peaks.GPUUtilization, in.Peaks.GPUMemoryUsedMiB = nil, nil
+	if r, err := Build(in); err != nil || !slices.Contains(r.MissingSources, SourceGPU) || r.GPU == nil || r.GPU.Count != 2 {
+		t.Errorf("without GPU accounting: %v, gpu %+v, missing %v; want the count and gpu missing", err, r.GPU, r.MissingSources)
+	}
+}

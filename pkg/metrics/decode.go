@@ -67,13 +67,14 @@ func (f fields) fold(key []byte) string {
 }
 
 var (
-	recordFields   = newFields("version", "repository", "owner", "workflowName", "trigger", "cloudProvider", "instanceType", "runtime", "jobId", "jobName", "runId", "runAttempt", "pool", "labels", "region", "zone", "capacityType", "runnerName", "queuedAt", "startedAt", "completedAt", "queueWait", "conclusion", "interrupted", "cpu", "memory", "gpus", "gpu", "disk", "cost", "host", "missingSources")
+	recordFields   = newFields("version", "repository", "owner", "workflowName", "trigger", "cloudProvider", "instanceType", "runtime", "jobId", "jobName", "runId", "runAttempt", "pool", "labels", "region", "zone", "capacityType", "runnerName", "queuedAt", "startedAt", "completedAt", "queueWait", "conclusion", "interrupted", "cpu", "memory", "gpus", "gpu", "disk", "cost", "host", "slurm", "missingSources")
 	cpuFields      = newFields("peakPercent", "meanPercent", "seconds")
 	memoryFields   = newFields("peakPercent", "peakGiB")
 	gpuFields      = newFields("index", "model", "peakUtilizationPercent", "peakMemoryMiB", "peakMemoryPercent")
 	gpuTotalFields = newFields("count", "model", "peakUtilizationPercent", "peakMemoryMiB", "peakMemoryPercent")
 	diskFields     = newFields("peakRootPercent")
 	hostFields     = newFields("cpuModel", "cpus", "memoryGiB", "gpuModel", "gpus")
+	slurmFields    = newFields("cluster", "partition", "nodes", "jobId", "state")
 	costFields     = newFields("estimatedUSD", "hourlyUSD", "capacityType", "basis", "priceTableDate", "priceTableRegion", "estimate")
 )
 
@@ -142,6 +143,8 @@ func recordName(key []byte) string {
 		return "cost"
 	case "host":
 		return "host"
+	case "slurm":
+		return "slurm"
 	case "missingSources":
 		return "missingSources"
 	}
@@ -230,6 +233,23 @@ func hostName(key []byte) string {
 		return "gpus"
 	}
 	return hostFields.fold(key)
+}
+
+// slurmName is the slurm member a name selects, or "".
+func slurmName(key []byte) string {
+	switch string(key) {
+	case "cluster":
+		return "cluster"
+	case "partition":
+		return "partition"
+	case "nodes":
+		return "nodes"
+	case "jobId":
+		return "jobId"
+	case "state":
+		return "state"
+	}
+	return slurmFields.fold(key)
 }
 
 // costName is the cost member a name selects, or "".
@@ -398,6 +418,22 @@ func (dec *Decoder) record(r *Record, key []byte) error {
 					h.GPUs = new(int)
 				}
 				return d.Int(h.GPUs, "host.gpus")
+			}
+			return d.Skip()
+		})
+	case "slurm":
+		return object(d, &r.Slurm, "slurm", func(s *Slurm, key []byte) error {
+			switch slurmName(key) {
+			case "cluster":
+				return d.Str(&s.Cluster)
+			case "partition":
+				return d.Str(&s.Partition)
+			case "nodes":
+				return d.Str(&s.Nodes)
+			case "jobId":
+				return d.Str(&s.JobID)
+			case "state":
+				return d.Str(&s.State)
 			}
 			return d.Skip()
 		})

@@ -50,6 +50,8 @@ var decoderCases = []string{
 	`{"labels":["a",null]}`, `{"labels":["a","b"],"labels":[null]}`, `{"missingSources":[]}`, `{"missingSources":"agent"}`,
 	`{"interrupted":true,"interrupted":null}`, `{"interrupted":"yes"}`, `{"startedAt":"2026-10-01T00:00:00Z"}`,
 	`{"startedAt":"2026-10-01"}`, `{"startedAt":null}`, `{"disk":{"peakRootPercent":30}}`, `{"disk":{"peakrootpercent":30}}`,
+	`{"slurm":{"cluster":"hpc","partition":"gpu","nodes":"node[07-08]","jobId":"42","state":"COMPLETED"}}`, `{"slurm":null}`,
+	`{"slurm":{"JobID":"1","Nodes":null}}`, `{"slurm":{"jobId":42}}`, `{"slurm":"hpc"}`, `{"slurm":{"cluster":"a"},"slurm":{"state":"b"}}`,
 	`{"memory":{"peakPercent":50,"peakGiB":2}}`, `{"x":{"y":[1,2,{"z":null}]},"pool":"gpu"}`, `{"pool":"gpu",}`, `{"pool" "gpu"}`,
 	"{\"repository\":\"\xff\"}", `{"repository":"a\u002fb"}`, `{"ｒepository":"a/b"}`, "{\"\u212aind\":1}",
 	`{"cpu":{"seconds":1.5}}`, `{"host":{"cpuModel":"x","cpus":2,"memoryGiB":7.5,"gpuModel":"g","gpus":0}}`, `{"host":{"gpus":null}}`,

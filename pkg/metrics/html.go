@@ -22,8 +22,14 @@ type series struct {
 	Name   string
 	Color  string
 	Points string // SVG polyline points
-	Total  float64
+	// Marks are the points again, one dot per day, so that a series of
+	// one day (a polyline of one point draws nothing) is seen too.
+	Marks []mark
+	Total float64
 }
+
+// mark is one day's point of a series.
+type mark struct{ X, Y float64 }
 
 type lineChart struct {
 	Title  string
@@ -140,10 +146,11 @@ func costChart(title string, perDay costDays) lineChart {
 		}
 	}
 	slices.Sort(keys)
-	c := lineChart{Title: title, Days: days, MaxUSD: round(maxUSD, 100)}
+	c := lineChart{Title: title, Days: days, MaxUSD: round(maxUSD, 1e6)}
 	const w, h = 640.0, 200.0
 	for i, k := range keys {
 		var pts []string
+		var marks []mark
 		total := 0.0
 		for j, day := range days {
 			v := perDay[k][day]
@@ -157,14 +164,32 @@ func costChart(title string, perDay costDays) lineChart {
 				y = h - v/maxUSD*h
 			}
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x, y))
+			if v > 0 {
+				marks = append(marks, mark{X: round(x, 10), Y: round(y, 10)})
+			}
 		}
-		c.Series = append(c.Series, series{Name: k, Color: palette[i%len(palette)], Points: strings.Join(pts, " "), Total: round(total, 100)})
+		c.Series = append(c.Series, series{Name: k, Color: palette[i%len(palette)], Points: strings.Join(pts, " "), Marks: marks,
+			Total: round(total, 1e6)})
 	}
 	return c
 }
 
+// usd renders an amount in dollars: cents, or for less than a dollar
+// enough digits to tell a cheap series from none (a lab's one-second jobs
+// cost fractions of a cent).
+func usd(v float64) string {
+	switch {
+	case v == 0 || v >= 1:
+		return fmt.Sprintf("%.2f", v)
+	case v >= 0.01:
+		return fmt.Sprintf("%.3f", v)
+	}
+	return fmt.Sprintf("%.6f", v)
+}
+
 var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
 	"mul":      func(i int) int { return i * 26 },
+	"usd":      usd,
 	"headroom": func(p float64) float64 { return 100 - p },
 }).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>skiff metrics report</title>
@@ -208,11 +233,11 @@ small{color:#666} code{background:#f4f4f4;padding:0 .2em}
 {{range .Cost}}<h2>{{.Title}}</h2>
 <div class="chart"><svg xmlns="http://www.w3.org/2000/svg" width="700" height="230" role="img" aria-label="{{.Title}}">
 <g transform="translate(40,10)"><rect width="640" height="200" fill="#fafafa" stroke="#ddd"/>
-{{range .Series}}<polyline fill="none" stroke="{{.Color}}" stroke-width="1.5" points="{{.Points}}"/>{{end}}
-</g><text x="0" y="16" font-size="10">${{printf "%.2f" .MaxUSD}}</text><text x="0" y="212" font-size="10">$0</text>
+{{range .Series}}<polyline class="cost-line" fill="none" stroke="{{.Color}}" stroke-width="1.5" points="{{.Points}}"/>{{$c := .Color}}{{range .Marks}}<circle class="cost-day" cx="{{.X}}" cy="{{.Y}}" r="3" fill="{{$c}}"/>{{end}}{{end}}
+</g><text x="0" y="16" font-size="10">${{usd .MaxUSD}}</text><text x="0" y="212" font-size="10">$0</text>
 {{if .Days}}<text x="40" y="226" font-size="10">{{index .Days 0}}</text>{{end}}
 </svg>
-<div class="legend">{{range .Series}}<span><i class="sw" style="background:{{.Color}}"></i>{{.Name}} (${{printf "%.2f" .Total}})</span>{{end}}</div></div>
+<div class="legend">{{range .Series}}<span><i class="sw" style="background:{{.Color}}"></i>{{.Name}} (${{usd .Total}})</span>{{end}}</div></div>
 {{end}}
 
 <h2>Right-sizing</h2>

@@ -76,6 +76,7 @@ type Record struct {
 	Disk   *Disk      `json:"disk,omitempty"`
 	Cost   *Cost      `json:"cost,omitempty"`
 	Host   *Host      `json:"host,omitempty"`
+	Slurm  *Slurm     `json:"slurm,omitempty"`
 
 	MissingSources []string `json:"missingSources,omitempty"`
 }
@@ -139,6 +140,21 @@ type Host struct {
 	MemoryGiB *float64 `json:"memoryGiB,omitempty"`
 	GPUModel  string   `json:"gpuModel,omitempty"`
 	GPUs      *int     `json:"gpus,omitempty"`
+}
+
+// Slurm is where a runner's batch job ran on a Slurm cluster, as the
+// cluster's accounting (sacct) records it.
+type Slurm struct {
+	// Cluster is the cluster's name (slurm.conf ClusterName).
+	Cluster string `json:"cluster,omitempty"`
+	// Partition is the partition the job ran in.
+	Partition string `json:"partition,omitempty"`
+	// Nodes is the node (or Slurm's node list) it ran on.
+	Nodes string `json:"nodes,omitempty"`
+	// JobID is the batch job's id.
+	JobID string `json:"jobId,omitempty"`
+	// State is the job's end state: COMPLETED, CANCELLED, TIMEOUT, ...
+	State string `json:"state,omitempty"`
 }
 
 // Key is a record's identity: one record per job and run attempt.

@@ -2,6 +2,7 @@ package scaledown
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/metrics/cwpeaks"
@@ -32,6 +33,49 @@ func (p ProviderPeaks) Read(_ context.Context, windows []cwpeaks.Window) (cwpeak
 		if pk, ok := p.Source.Peaks(w.InstanceID); ok {
 			res.Peaks[w.Key] = pk
 		}
+	}
+	return res, nil
+}
+
+// AccountedSource is a provider whose runners' usage its backend's
+// accounting keeps, read for many runners at once (Slurm's sacct).
+type AccountedSource interface {
+	// Accounted returns the usage of the ended runners the accounting
+	// knows, keyed by instance id; a runner it does not know yet is
+	// absent (read again later), one it never will is present with nil
+	// peaks. An error means no answer this time.
+	Accounted(ctx context.Context, instanceIDs []string) (map[string]*metrics.Peaks, error)
+}
+
+// AccountedPeaks is the PeakReader of an AccountedSource: one read for
+// all the pass's windows; a runner the accounting does not know yet is
+// pending, and its record waits (at most the writer's Wait).
+type AccountedPeaks struct{ Source AccountedSource }
+
+var _ PeakReader = AccountedPeaks{}
+
+// Read implements PeakReader.
+func (a AccountedPeaks) Read(ctx context.Context, windows []cwpeaks.Window) (cwpeaks.Result, error) {
+	ids := make([]string, 0, len(windows))
+	seen := map[string]bool{}
+	for _, w := range windows {
+		if !seen[w.InstanceID] {
+			seen[w.InstanceID] = true
+			ids = append(ids, w.InstanceID)
+		}
+	}
+	got, err := a.Source.Accounted(ctx, ids)
+	if err != nil {
+		return cwpeaks.Result{Pending: windows, Calls: 1}, fmt.Errorf("reading the accounting: %w", err)
+	}
+	res := cwpeaks.Result{Peaks: map[metrics.Key]*metrics.Peaks{}, Calls: 1}
+	for _, w := range windows {
+		pk, ok := got[w.InstanceID]
+		if !ok {
+			res.Pending = append(res.Pending, w)
+			continue
+		}
+		res.Peaks[w.Key] = pk
 	}
 	return res, nil
 }

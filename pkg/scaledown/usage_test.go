@@ -2,6 +2,7 @@ package scaledown_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -65,5 +66,72 @@ func TestRecordWriterLocal(t *testing.T) {
 	}
 	if err := metrics.Validate(rec); err != nil {
 		t.Error(err)
+	}
+}
+
+// accounted is an AccountedSource: the accounting knows some runners,
+// none (off), or fails.
+type accounted struct {
+	known map[string]*metrics.Peaks
+	err   error
+	asked [][]string
+}
+
+func (a *accounted) Accounted(_ context.Context, ids []string) (map[string]*metrics.Peaks, error) {
+	a.asked = append(a.asked, ids)
+	return a.known, a.err
+}
+
+// TestRecordWriterAccounted: a Slurm job's record takes its peaks, host
+// and placement from the accounting, read once for the pass; a job the
+// accounting does not know yet waits (within the writer's Wait), and an
+// accounting that fails holds every record.
+func TestRecordWriterAccounted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, ledger := recordWorld(t)
+	var jobs []scaledown.MetricsJob
+	for i, id := range []int64{20, 21} {
+		if _, err := st.RecordJob(ctx, store.Job{ID: id, RunID: 70, Attempt: 1, Repository: "acme/app", Owner: "acme", Status: store.StatusCompleted,
+			Pool: "hpc", WorkflowName: "ci", JobName: "fit", QueuedAt: m0, StartedAt: m0.Add(time.Minute), CompletedAt: m0.Add(11 * time.Minute),
+			RunnerName: "skiff-" + string(rune('a'+i)), Conclusion: "success", UpdatedAt: m0, ExpiresAt: m0.AddDate(10, 0, 0)}); err != nil {
+			t.Fatal(err)
+		}
+		r := launch.Runner{Name: "skiff-" + string(rune('a'+i)), Pool: "hpc", JobID: id, ReservedAt: m0}
+		if _, err := ledger.Reserve(ctx, "hpc", 10, []launch.Runner{r}); err != nil {
+			t.Fatal(err)
+		}
+		if err := ledger.Launched(ctx, r.Name, launch.Launch{InstanceID: string(rune('1' + i)), InstanceType: "gpu", Zone: "hpc", At: m0}); err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, scaledown.MetricsJob{Runner: r.Name, Pool: "hpc", JobID: id, InstanceID: string(rune('1' + i))})
+	}
+	cpu, gib, gpus := 300.0, 2.0, 1
+	src := &accounted{known: map[string]*metrics.Peaks{"1": {CPUSeconds: &cpu, MemoryPeakGiB: &gib, Host: &metrics.Host{CPUs: 2, GPUs: &gpus},
+		Slurm: &metrics.Slurm{Cluster: "hpc", Partition: "gpu", Nodes: "node7", JobID: "1", State: "COMPLETED"}}}}
+	out := &metrics.MemoryRecords{}
+	w := &scaledown.RecordWriter{Pools: []string{"*"}, Records: st, Ledger: ledger, Out: out, CloudProvider: "slurm",
+		Peaks: scaledown.AccountedPeaks{Source: src}, CostPerHour: map[string]float64{"hpc": 2}, Wait: 10 * time.Minute}
+	done := w.Write(ctx, m0.Add(12*time.Minute), jobs)
+	if !done["skiff-a"] || done["skiff-b"] || len(src.asked) != 1 || !slices.Equal(src.asked[0], []string{"1", "2"}) {
+		t.Fatalf("done %v after asking %v: want skiff-a written and skiff-b waiting, one read for both", done, src.asked)
+	}
+	recs := collect(t, out)
+	if len(recs) != 1 || recs[0].Slurm == nil || recs[0].Slurm.Nodes != "node7" || recs[0].Host == nil || recs[0].Host.CPUs != 2 ||
+		recs[0].GPU == nil || recs[0].GPU.Count != 1 || recs[0].Cost == nil || recs[0].CloudProvider != "slurm" || recs[0].InstanceType != "gpu" {
+		t.Fatalf("records %+v", recs)
+	}
+	// A failing accounting holds the waiting record; after Wait it is
+	// written without usage.
+	src.err = errors.New("slurmdbd does not answer")
+	if done := w.Write(ctx, m0.Add(13*time.Minute), jobs[1:]); done["skiff-b"] {
+		t.Errorf("a record was written while the accounting failed, within Wait")
+	}
+	if done := w.Write(ctx, m0.Add(22*time.Minute), jobs[1:]); !done["skiff-b"] {
+		t.Errorf("the record still waits after Wait")
+	}
+	recs = collect(t, out)
+	if len(recs) != 2 || !slices.Contains(recs[1].MissingSources, metrics.SourceAgent) {
+		t.Errorf("records %+v: want the second without usage", recs)
 	}
 }

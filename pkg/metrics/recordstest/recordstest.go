@@ -41,6 +41,7 @@ func Run(t *testing.T, newRecords func(t *testing.T) metrics.Records) {
 	t.Run("Concurrent", func(t *testing.T) { t.Parallel(); testConcurrent(t, newRecords(t)) })
 	t.Run("RoundTrip", func(t *testing.T) { t.Parallel(); testRoundTrip(t, newRecords(t)) })
 	t.Run("RoundTripLocal", func(t *testing.T) { t.Parallel(); testRoundTripLocal(t, newRecords(t)) })
+	t.Run("RoundTripSlurm", func(t *testing.T) { t.Parallel(); testRoundTripSlurm(t, newRecords(t)) })
 	t.Run("Canceled", func(t *testing.T) { t.Parallel(); testCanceled(t, newRecords(t)) })
 }
 
@@ -212,6 +213,26 @@ func testRoundTripLocal(t *testing.T, s metrics.Records) {
 	if h == nil || h.CPUModel != r.Host.CPUModel || h.CPUs != 16 || h.MemoryGiB == nil || *h.MemoryGiB != mem || h.GPUModel != "NVIDIA L4" ||
 		h.GPUs == nil || *h.GPUs != 1 || g.CPU.Seconds == nil || *g.CPU.Seconds != secs || g.Cost == nil || g.Cost.Basis != metrics.BasisOperatorRate {
 		t.Fatalf("round trip changed the local record: %+v (host %+v)", g, g.Host)
+	}
+}
+
+// testRoundTripSlurm keeps what a Slurm record adds: where the job ran
+// and its allocation.
+func testRoundTripSlurm(t *testing.T, s metrics.Records) {
+	r := Record(32, 1, Now)
+	r.CloudProvider, r.InstanceType, r.Region, r.Zone = "slurm", "gpu", "", "hpc"
+	mem, gpus := 16.0, 2
+	r.Host = &metrics.Host{CPUs: 4, MemoryGiB: &mem, GPUs: &gpus}
+	r.Slurm = &metrics.Slurm{Cluster: "hpc", Partition: "gpu", Nodes: "node[07-08]", JobID: "4242", State: "TIMEOUT"}
+	if err := s.Put(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
+	got := list(t, s, metrics.Filter{InstanceType: "gpu"})
+	if len(got) != 1 {
+		t.Fatalf("%d records", len(got))
+	}
+	if g := got[0]; g.Slurm == nil || *g.Slurm != *r.Slurm || g.Host == nil || g.Host.CPUs != 4 || g.CloudProvider != "slurm" {
+		t.Fatalf("round trip changed the Slurm record: %+v (slurm %+v)", g, g.Slurm)
 	}
 }
 

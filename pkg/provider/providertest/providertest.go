@@ -39,11 +39,28 @@ type Harness struct {
 	// provider states OwnQueue.
 	HoldInQueue func(reason string)
 	Dequeue     func(ids ...string)
-	// QueueTestedElsewhere, when HoldInQueue cannot be offered (a real
-	// scheduler starts or holds a job in its own time), says which of the
-	// provider's own tests holds a runner in the backend's queue instead;
-	// the queue case is then skipped with that reason.
+	// QueueTestedElsewhere, when HoldInQueue cannot be offered, says which
+	// of the provider's own tests holds a runner in the backend's queue
+	// instead; the queue case is then skipped with that reason.
 	QueueTestedElsewhere string
+	// HeldReason is the reason the backend reports for the runners
+	// HoldInQueue held, where a real scheduler names its own (Slurm's
+	// PartitionDown for a job in a partition that is down); empty: the
+	// reason HoldInQueue was given.
+	HeldReason string
+	// Await waits until cond holds, for a backend whose states change in
+	// its own time (a real scheduler starts a dequeued job when it next
+	// schedules): it polls, bounded by a generous net of its own, and
+	// returns; the suite then checks. Nil: states change at once, cond is
+	// checked once.
+	Await func(what string, cond func() bool)
+}
+
+// await waits for cond through h.Await (or not at all).
+func (h Harness) await(what string, cond func() bool) {
+	if h.Await != nil {
+		h.Await(what, cond)
+	}
 }
 
 // canary starts every registration secret the suite hands out.
@@ -282,15 +299,32 @@ func runCapabilities(t *testing.T, newHarness func(t *testing.T) Harness) {
 			t.Fatal("the provider states a queue of its own but the harness cannot hold a launch in it")
 		}
 		h.HoldInQueue("Resources")
+		reason := h.HeldReason
+		if reason == "" {
+			reason = "Resources"
+		}
 		l, regs := launch(h, "tok-queued", 2)
 		res := mustLaunch(t, h, l, regs)
+		queued := func() bool {
+			for _, in := range list(t, h, provider.Filter{Pool: h.Spec.Pool, AliveOnly: true}) {
+				if in.State != provider.Pending || in.QueueReason != reason {
+					return false
+				}
+			}
+			return true
+		}
+		h.await("the launched runners to wait for "+reason, queued)
 		for _, in := range list(t, h, provider.Filter{Pool: h.Spec.Pool, AliveOnly: true}) {
-			if in.State != provider.Pending || in.QueueReason != "Resources" {
-				t.Errorf("queued instance %s: %s, reason %q; want pending for Resources", in.ID, in.State, in.QueueReason)
+			if in.State != provider.Pending || in.QueueReason != reason {
+				t.Errorf("queued instance %s: %s, reason %q; want pending for %s", in.ID, in.State, in.QueueReason, reason)
 			}
 		}
 		started, held := res.Runners[0].Instance.ID, res.Runners[1].Instance.ID
 		h.Dequeue(started)
+		h.await("the dequeued runner to run", func() bool {
+			got := list(t, h, provider.Filter{IDs: []string{started}})
+			return len(got) == 1 && got[0].State == provider.Running
+		})
 		for _, in := range list(t, h, provider.Filter{IDs: []string{started, held}}) {
 			switch in.ID {
 			case started:
@@ -306,6 +340,10 @@ func runCapabilities(t *testing.T, newHarness func(t *testing.T) Harness) {
 		if err := h.Provider.Terminate(context.Background(), []string{held}); err != nil {
 			t.Fatal(err)
 		}
+		h.await("the queued runner's end", func() bool {
+			got := list(t, h, provider.Filter{IDs: []string{held}})
+			return len(got) == 1 && !got[0].State.Alive()
+		})
 		for _, in := range list(t, h, provider.Filter{IDs: []string{held}}) {
 			if in.State.Alive() {
 				t.Errorf("a queued runner survived its termination: %s", in.State)

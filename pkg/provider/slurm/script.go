@@ -10,15 +10,8 @@ import (
 // before the runner starts, runs the runner in a fresh work directory, and
 // removes the directory and (should the runner never have started) the
 // file when the runner ends or the job is cancelled.
-func (p *Provider) script(pn plan, pc Pool, name, jit string) string {
-	cmd := pc.RunnerCommand
-	if len(cmd) == 0 {
-		cmd = p.o.Command
-	}
-	root := pc.WorkDir
-	if root == "" {
-		root = p.o.WorkDir
-	}
+func (p *Provider) script(pn plan, name, jit string) string {
+	cmd, root := pn.Command, pn.WorkDir
 	var b strings.Builder
 	w := func(lines ...string) {
 		for _, l := range lines {

@@ -84,20 +84,20 @@ type Options struct {
 	// compute nodes share. It is created with mode 0700 and must not be
 	// readable by others. Required.
 	JITDir string
-	// WorkDir is the default root of the runners' work directories on the
-	// shared filesystem. Required unless every pool sets its own.
+	// WorkDir is the root of the runners' work directories on the shared
+	// filesystem for a launch whose pool has no slurm: section (or whose
+	// section sets no workDir).
 	WorkDir string
-	// Command is the default runner command, e.g.
-	// ["/shared/actions-runner/run.sh"]. Required unless every pool sets its own.
+	// Command is the runner command for a launch whose pool has no slurm:
+	// section (or whose section sets no runnerDir), e.g.
+	// ["/shared/actions-runner/run.sh"]. A section's runnerDir runs
+	// runnerDir/run.sh.
 	Command []string
 	// Env are extra KEY=VALUE entries for every runner (not secrets: they
 	// are in the batch script).
 	Env []string
 	// Path is the runners' PATH (default /usr/local/bin:/usr/bin:/bin).
 	Path string
-	// Pools are the pools' Slurm settings; a pool not listed takes the
-	// cluster's defaults (default partition, no account).
-	Pools map[string]Pool
 	// LogDir, when set, receives each job's output as LogDir/<job name>.out;
 	// otherwise it is discarded.
 	LogDir string
@@ -148,20 +148,6 @@ func New(o Options) (*Provider, error) {
 		} else if slices.Contains(reserved, k) {
 			errs = append(errs, fmt.Errorf("slurm provider: Env cannot set %s", k))
 		}
-	}
-	for name, p := range o.Pools {
-		if err := p.Check(); err != nil {
-			errs = append(errs, fmt.Errorf("pool %s: %w", name, err))
-		}
-		if len(p.RunnerCommand) == 0 && len(o.Command) == 0 {
-			errs = append(errs, fmt.Errorf("slurm provider: pool %s has no runner command and Command is empty", name))
-		}
-		if p.WorkDir == "" && o.WorkDir == "" {
-			errs = append(errs, fmt.Errorf("slurm provider: pool %s has no work directory and WorkDir is empty", name))
-		}
-	}
-	if len(o.Pools) == 0 && (len(o.Command) == 0 || o.WorkDir == "") {
-		errs = append(errs, errors.New("slurm provider: Command and WorkDir are required"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -223,44 +209,33 @@ var (
 func (p *Provider) Name() string { return "slurm" }
 
 type plan struct {
-	Token    string        `json:"token"`
-	Pool     string        `json:"pool"`
-	Lifetime time.Duration `json:"lifetime"`
-	Sizes    Sizes         `json:"sizes"`
+	Token string `json:"token"`
+	Pool  string `json:"pool"`
 	// Args are the sbatch options of the pool's slurm: section for the
-	// job's sizes (pool.Slurm.Request); without a section, the provider's
-	// own Pools settings give them.
-	Args    []string          `json:"args,omitempty"`
+	// job's sizes (pool.Slurm.Request), the time limit included.
+	Args []string `json:"args"`
+	// Partition is the section's partition ("" for the cluster's default).
+	Partition string `json:"partition,omitempty"`
+	// Command runs the runner; WorkDir is the root of its work directory.
+	Command []string          `json:"command"`
+	WorkDir string            `json:"workDir"`
 	Runners []provider.Runner `json:"runners"`
 }
 
-// SizesOf are the neutral sizes a dynamic label asks for: the lowest value
-// of each key it admits, 0 for a key it does not set.
-func SizesOf(l *pool.Label) Sizes {
-	if l == nil {
-		return Sizes{}
-	}
-	lowest := func(s pool.Spans) int {
-		if len(s) == 0 {
-			return 0
-		}
-		return s.Lowest()
-	}
-	return Sizes{VCPU: lowest(l.CPU), MemoryGiB: lowest(l.RAM), GPUs: lowest(l.GPU), DiskGiB: l.DiskGiB}
-}
+// RunScript is the runner's start script in a slurm: section's runnerDir.
+const RunScript = "run.sh"
 
-// Plan implements provider.Provider. Runner names must be Slurm-safe
-// ([A-Za-z0-9._-]), as skiff's are.
+// Plan implements provider.Provider: the launch spec's slurm: section
+// (pool.Slurm.Request with the job's sizes) gives the sbatch options, its
+// runnerDir and workDir the runner; a spec without a section takes the
+// cluster's defaults and the provider's Command and WorkDir. Runner names
+// must be Slurm-safe ([A-Za-z0-9._-]), as skiff's are.
 func (p *Provider) Plan(_ context.Context, l provider.Launch) (provider.Plan, error) {
 	if err := l.Check(); err != nil {
 		return "", err
 	}
 	if l.Spec.Pool == "" || !safeName.MatchString(l.Spec.Pool) {
 		return "", &provider.Error{Kind: provider.ErrInvalid, Code: "BadPool", Message: fmt.Sprintf("pool name %q is empty or not [A-Za-z0-9._-]", l.Spec.Pool), Final: true}
-	}
-	if _, ok := p.o.Pools[l.Spec.Pool]; !ok && len(p.o.Pools) > 0 {
-		return "", &provider.Error{Kind: provider.ErrInvalid, Code: "NoSlurmSection", Final: true,
-			Message: fmt.Sprintf("pool %s has no Slurm settings", l.Spec.Pool)}
 	}
 	if !safeName.MatchString(l.Token) {
 		return "", &provider.Error{Kind: provider.ErrInvalid, Code: "InvalidToken", Message: "the launch token must be [A-Za-z0-9-]", Final: true}
@@ -271,15 +246,25 @@ func (p *Provider) Plan(_ context.Context, l provider.Launch) (provider.Plan, er
 				Message: fmt.Sprintf("runner name %q is not [A-Za-z0-9._-]", r.Name)}
 		}
 	}
-	lifetime := l.Spec.MaxLifetime
-	if lifetime <= 0 {
-		lifetime = p.o.DefaultLifetime
+	sh := l.Spec.Shared
+	if sh.MaxLifetime <= 0 {
+		sh.MaxLifetime = p.o.DefaultLifetime
 	}
-	pn := plan{Token: l.Token, Pool: l.Spec.Pool, Lifetime: lifetime, Sizes: SizesOf(l.Spec.Dynamic), Runners: l.Runners}
-	if l.Spec.Slurm != nil {
-		sh := l.Spec.Shared
-		sh.MaxLifetime = lifetime
-		pn.Args = l.Spec.Slurm.Request(sh).Args()
+	section := l.Spec.Slurm
+	if section == nil {
+		section = &pool.Slurm{}
+	}
+	pn := plan{Token: l.Token, Pool: l.Spec.Pool, Args: section.Request(sh).Args(), Partition: section.Partition,
+		Command: p.o.Command, WorkDir: p.o.WorkDir, Runners: l.Runners}
+	if section.RunnerDir != "" {
+		pn.Command = []string{filepath.Join(section.RunnerDir, RunScript)}
+	}
+	if section.WorkDir != "" {
+		pn.WorkDir = section.WorkDir
+	}
+	if len(pn.Command) == 0 || pn.WorkDir == "" {
+		return "", &provider.Error{Kind: provider.ErrInvalid, Code: "NoRunner", Final: true,
+			Message: fmt.Sprintf("pool %s names no runner install or work directory (slurm: runnerDir, workDir) and the provider has no default", l.Spec.Pool)}
 	}
 	b, err := json.Marshal(pn)
 	if err != nil {
@@ -381,22 +366,17 @@ func (p *Provider) submit(ctx context.Context, pn plan, r provider.Runner, reg p
 		return provider.Instance{}, &provider.Error{Kind: provider.ErrInvalid, Code: "NotJIT", Final: true,
 			Message: "the Slurm provider runs just-in-time registered runners only"}
 	}
-	pc := p.o.Pools[pn.Pool]
 	name := p.jobName(pn.Token, r.Name)
 	jit := p.jitFile(name)
 	if err := writePrivate(jit, []byte(reg.JITConfig)); err != nil {
 		return provider.Instance{}, &provider.Error{Kind: provider.ErrTransient, Code: "JITFile", Message: "writing the registration file: " + err.Error()}
 	}
 	tags := p.tags(pn, r)
-	script := p.script(pn, pc, name, jit)
+	script := p.script(pn, name, jit)
 	// The pool's options first: where an option repeats, sbatch takes the
 	// last, so the options skiff owns (its tags in --comment, the job's
 	// name, environment and output) always hold.
-	args := pn.Args
-	if args == nil {
-		args = pc.Args(pn.Sizes, pn.Lifetime)
-	}
-	args = append(args[:len(args):len(args)], "--parsable", "--job-name="+name, "--comment="+encodeTags(tags), "--export=NONE",
+	args := append(pn.Args[:len(pn.Args):len(pn.Args)], "--parsable", "--job-name="+name, "--comment="+encodeTags(tags), "--export=NONE",
 		"--output="+p.output(name), "--chdir=/")
 	out, err := p.run(ctx, "sbatch", args, []byte(script))
 	if err != nil {
@@ -425,7 +405,7 @@ func (p *Provider) submit(ctx context.Context, pn plan, r provider.Runner, reg p
 	}
 	p.o.Logger.Info("submitted a runner's batch job", "instance_id", id, "job_name", name, "pool", pn.Pool,
 		"job_id", r.JobID, "runner_name", r.Name, "registration", reg)
-	return p.instance(job{ID: id, Name: name, State: "PENDING", Partition: pc.Partition, Tags: tags,
+	return p.instance(job{ID: id, Name: name, State: "PENDING", Partition: pn.Partition, Tags: tags,
 		Submitted: p.o.Now().UTC()}), nil
 }
 

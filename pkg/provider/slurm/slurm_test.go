@@ -52,6 +52,13 @@ type env struct {
 	// out is where the test runner command reports what it saw, one file
 	// per instance.
 	out string
+	// sections are the pools' slurm: sections, by pool.
+	sections map[string]*pool.Slurm
+}
+
+// spec is a launch spec of pool name, with its slurm: section if it has one.
+func (e env) spec(name string) pool.Spec {
+	return pool.Spec{Shared: pool.Shared{Pool: name, MaxLifetime: time.Hour}, Slurm: e.sections[name]}
 }
 
 // recorder is a runner command that writes what it was given (its JIT
@@ -60,7 +67,7 @@ type env struct {
 const recorder = `printf '%s\n%s\n%s\n' "$ACTIONS_RUNNER_INPUT_JITCONFIG" "$(ls "$JITDIR" | grep -c "$SLURM_JOB_NAME")" "$HOME" > "$OUT/$SKIFF_INSTANCE_ID.tmp" && mv "$OUT/$SKIFF_INSTANCE_ID.tmp" "$OUT/$SKIFF_INSTANCE_ID"; exec "$@"`
 
 // newEnv is a provider on c whose runners record what they saw, then run then.
-func (c cluster) newEnv(t *testing.T, pools map[string]slurm.Pool, then ...string) env {
+func (c cluster) newEnv(t *testing.T, sections map[string]*pool.Slurm, then ...string) env {
 	t.Helper()
 	n := prefixes.Add(1)
 	dir := filepath.Join(c.shared, "p"+strconv.FormatInt(n, 10))
@@ -78,7 +85,6 @@ func (c cluster) newEnv(t *testing.T, pools map[string]slurm.Pool, then ...strin
 		WorkDir:    filepath.Join(dir, "work"),
 		Command:    append([]string{"/bin/sh", "-c", recorder, "recorder"}, then...),
 		Env:        []string{"OUT=" + out, "JITDIR=" + jitDir},
-		Pools:      pools,
 		LogDir:     filepath.Join(dir, "log"),
 		Logger:     slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
@@ -98,7 +104,7 @@ func (c cluster) newEnv(t *testing.T, pools map[string]slurm.Pool, then ...strin
 		}
 		_ = p.Terminate(context.Background(), ids)
 	})
-	return env{p: p, o: o, logs: logs, out: out}
+	return env{p: p, o: o, logs: logs, out: out, sections: sections}
 }
 
 // seen is what a runner recorded.
@@ -176,12 +182,17 @@ func launchN(t *testing.T, p *slurm.Provider, spec pool.Spec, token string, n in
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, testenv.SlurmOptions{CPUs: 32})
+	c := startCluster(t, testenv.SlurmOptions{CPUs: 32, Partitions: []string{"held State=DOWN"}})
 	providertest.Run(t, func(t *testing.T) providertest.Harness {
 		e := c.newEnv(t, nil, "sleep", "3600")
+		// The pool's section: HoldInQueue sends later launches to a
+		// partition that is down, where they wait for PartitionDown;
+		// Dequeue moves a job to the partition that is up, and Slurm
+		// starts it when it next schedules.
+		section := &pool.Slurm{}
 		return providertest.Harness{
 			Provider: e.p,
-			Spec:     pool.Spec{Shared: pool.Shared{Pool: "conformance", MaxLifetime: time.Hour}},
+			Spec:     pool.Spec{Shared: pool.Shared{Pool: "conformance", MaxLifetime: time.Hour}, Slurm: section},
 			Delivered: func(id string) (provider.Registration, bool) {
 				s := e.waitSeen(t, id)
 				ins, _ := e.p.List(context.Background(), provider.Filter{IDs: []string{id}})
@@ -192,8 +203,16 @@ func TestConformance(t *testing.T) {
 			},
 			FailCapacity: e.p.FailCapacity,
 			Logs:         e.logs.String,
-			QueueTestedElsewhere: "Slurm schedules in its own time: TestRegistrationFile holds a runner in a DOWN partition " +
-				"and waits for its pending reason (PartitionDown) on the real cluster",
+			HoldInQueue:  func(string) { section.Partition = "held" },
+			HeldReason:   "PartitionDown",
+			Dequeue: func(ids ...string) {
+				for _, id := range ids {
+					if out, err := c.Command("scontrol", "update", "JobId="+id, "Partition=debug").CombinedOutput(); err != nil {
+						t.Fatalf("scontrol update JobId=%s Partition=debug: %v: %s", id, err, out)
+					}
+				}
+			},
+			Await: func(what string, cond func() bool) { poll(t, what, cond) },
 		}
 	})
 }
@@ -207,10 +226,10 @@ func TestRegistrationFile(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, testenv.SlurmOptions{Partitions: []string{"held State=DOWN"}})
 	other := testenv.SecondUser(t)
-	e := c.newEnv(t, map[string]slurm.Pool{"held": {Partition: "held"}, "cpu": {}}, "true")
+	e := c.newEnv(t, map[string]*pool.Slurm{"held": {Partition: "held"}}, "true")
 
 	// Held: the partition is down, so the job waits with Slurm's reason.
-	_, regs, res := launchN(t, e.p, pool.Spec{Shared: pool.Shared{Pool: "held", MaxLifetime: time.Hour}}, "tok-held", 1)
+	_, regs, res := launchN(t, e.p, e.spec("held"), "tok-held", 1)
 	held := res.Runners[0].Instance
 	// Until the node registers, Slurm's reason is the node's; then the partition's.
 	poll(t, "the pending reason PartitionDown", func() bool {
@@ -402,11 +421,10 @@ func TestControllerRestart(t *testing.T) {
 func TestSubmitErrors(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, testenv.SlurmOptions{})
-	e := c.newEnv(t, map[string]slurm.Pool{
+	e := c.newEnv(t, map[string]*pool.Slurm{
 		"nopart":   {Partition: "no-such-partition"},
 		"toolarge": {MemoryMiB: 1 << 20},
 		"nogres":   {Gres: "fpga:1"},
-		"cpu":      {},
 	}, "sleep", "3600")
 	for _, tc := range []struct {
 		pool string
@@ -417,7 +435,7 @@ func TestSubmitErrors(t *testing.T) {
 		{"toolarge", provider.ErrInvalid, "Requested node configuration is not available"},
 		{"nogres", provider.ErrInvalid, "Invalid generic resource (gres) specification"},
 	} {
-		l := provider.Launch{Token: "tok-" + tc.pool, Spec: pool.Spec{Shared: pool.Shared{Pool: tc.pool}}, Runners: []provider.Runner{{Name: "r"}}}
+		l := provider.Launch{Token: "tok-" + tc.pool, Spec: e.spec(tc.pool), Runners: []provider.Runner{{Name: "r"}}}
 		plan, err := e.p.Plan(context.Background(), l)
 		if err != nil {
 			t.Fatal(err)
@@ -506,13 +524,13 @@ func TestAccounting(t *testing.T) {
 	other := testenv.SecondUser(t)
 	c := startCluster(t, testenv.SlurmOptions{Accounting: true, MinJobAge: 2, Users: []string{other.Username},
 		Setup: [][]string{{"add", "qos", "limited", "MaxSubmitJobsPerUser=1"}, {"modify", "user", "root", "set", "qos+=limited"}}})
-	e := c.newEnv(t, map[string]slurm.Pool{
+	e := c.newEnv(t, map[string]*pool.Slurm{
 		"noacct":  {Account: "no-such-account"},
 		"limited": {Account: "ci", QOS: "limited"},
 		"gpu":     {Account: "ci", Gres: "gpu:1"},
 	}, "sleep", "1")
 	submit := func(pool, token string) error {
-		plan, err := e.p.Plan(context.Background(), provider.Launch{Token: token, Spec: spec(pool), Runners: []provider.Runner{{Name: "r"}}})
+		plan, err := e.p.Plan(context.Background(), provider.Launch{Token: token, Spec: e.spec(pool), Runners: []provider.Runner{{Name: "r"}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -530,7 +548,7 @@ func TestAccounting(t *testing.T) {
 		t.Errorf("over the QOS's submit limit: %v, want a retryable ErrQuota", err)
 	}
 
-	_, regs, res := launchN(t, e.p, spec("gpu"), "tok-usage", 1)
+	_, regs, res := launchN(t, e.p, e.spec("gpu"), "tok-usage", 1)
 	id := res.Runners[0].Instance.ID
 	e.waitSeen(t, id)
 	var u slurm.Usage
@@ -539,8 +557,20 @@ func TestAccounting(t *testing.T) {
 		u, err = e.p.Usage(context.Background(), id)
 		return err == nil && u.State == "COMPLETED"
 	})
-	if u.Cluster != "skifftest" || u.Partition != "debug" || u.Nodes != c.Node || u.GPUs != 1 || u.Elapsed < time.Second || u.MaxRSSBytes <= 0 {
-		t.Errorf("usage %+v: want cluster skifftest, partition debug, node %s, 1 GPU, at least 1 s", u, c.Node)
+	// The job asks no size: one CPU and DefMemPerCPU (100 MiB) of the cluster's.
+	if u.Cluster != "skifftest" || u.Partition != "debug" || u.Nodes != c.Node || u.GPUs != 1 || u.Elapsed < time.Second || u.MaxRSSBytes <= 0 ||
+		u.CPUs != 1 || u.MemoryBytes != 100<<20 || u.JobID != id {
+		t.Errorf("usage %+v: want job %s, cluster skifftest, partition debug, node %s, 1 CPU, 100 MiB, 1 GPU, at least 1 s", u, id, c.Node)
+	}
+	// The records' read: one sacct for the ended job and one it does not know.
+	e.p.Calls()
+	peaks, err := e.p.Accounted(context.Background(), []string{id, "999999"})
+	if calls := e.p.Calls(); err != nil || len(peaks) != 1 || calls["sacct"] != 1 {
+		t.Fatalf("Accounted = %v (%v) in %v, want job %s alone in one sacct", peaks, err, calls, id)
+	}
+	if pk := peaks[id]; pk == nil || pk.Slurm == nil || pk.Slurm.Nodes != c.Node || pk.Host == nil || pk.Host.CPUs != 1 ||
+		pk.CPUSeconds == nil || pk.MemoryPeakGiB == nil || pk.MemoryPeak == nil {
+		t.Errorf("peaks of job %s: %+v", id, pk)
 	}
 	// After MinJobAge squeue forgets the job; List asks sacct for it.
 	poll(t, "squeue to forget the job", func() bool {
@@ -558,8 +588,4 @@ func TestAccounting(t *testing.T) {
 	if strings.Contains(string(out), regs[0].JITConfig) || strings.Contains(string(out), "CANARY") {
 		t.Errorf("sacct as %s shows a registration: %s", other.Username, out)
 	}
-}
-
-func spec(name string) pool.Spec {
-	return pool.Spec{Shared: pool.Shared{Pool: name, MaxLifetime: time.Hour}}
 }

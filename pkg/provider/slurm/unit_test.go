@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
@@ -66,36 +67,55 @@ func TestState(t *testing.T) {
 	}
 }
 
-func TestArgs(t *testing.T) {
+// TestSubmitArgs: the sbatch options are the launch spec's slurm: section
+// mapped by pool.Slurm.Request (the one mapping of a section), the
+// section's runnerDir and workDir start the runner, and skiff's own
+// options come last; a spec without a section takes the provider's
+// defaults and the cluster's default partition.
+func TestSubmitArgs(t *testing.T) {
 	t.Parallel()
-	p := Pool{Partition: "gpu", Account: "lab", QOS: "ci", Reservation: "r1", Constraint: "a100", Gres: "gpu:a100:1",
-		CPUsPerTask: 4, MemoryMiB: 16384, Exclusive: true, ExtraOptions: []string{"--nice=10"}}
+	section := &pool.Slurm{Partition: "gpu", Account: "lab", QOS: "ci", Gres: "gpu:a100:1", CPUsPerTask: 4, MemoryMiB: 16384,
+		RunnerDir: "/shared/actions-runner", WorkDir: "/scratch/ci", ExtraOptions: []string{"--nice=10"}}
 	cases := []struct {
-		name  string
-		sizes Sizes
-		want  string
+		name          string
+		spec          pool.Spec
+		args, command string
+		workDir       string
 	}{
-		{"the pool's values", Sizes{}, "--partition=gpu --account=lab --qos=ci --reservation=r1 --constraint=a100 --cpus-per-task=4 --mem=16384M --gres=gpu:a100:1 --time=90 --exclusive --nice=10"},
-		{"sizes replace them, keeping the GPU type", Sizes{VCPU: 8, MemoryGiB: 32, GPUs: 2, DiskGiB: 100},
-			"--partition=gpu --account=lab --qos=ci --reservation=r1 --constraint=a100 --cpus-per-task=8 --mem=32768M --gres=gpu:a100:2 --tmp=100G --time=90 --exclusive --nice=10"},
+		{"a section", pool.Spec{Shared: pool.Shared{Pool: "gpu", MaxLifetime: 89*time.Minute + time.Second}, Slurm: section},
+			"--partition=gpu --account=lab --qos=ci --cpus-per-task=4 --mem=16G --gres=gpu:a100:1 --time=90 --nice=10",
+			"'/shared/actions-runner/run.sh' &", "'/scratch/ci'"},
+		{"a section with the job's sizes", pool.Spec{Shared: pool.Shared{Pool: "gpu", MaxLifetime: time.Hour,
+			Sizes: pool.Sizes{VCPU: 8, MemoryGiB: 32, GPUs: 2, DiskGiB: 100}}, Slurm: section},
+			"--partition=gpu --account=lab --qos=ci --cpus-per-task=8 --mem=32G --gres=gpu:a100:2 --tmp=100G --time=60 --nice=10",
+			"'/shared/actions-runner/run.sh' &", "'/scratch/ci'"},
+		{"no section", pool.Spec{Shared: pool.Shared{Pool: "cpu"}}, "--time=360", "'/it'\\''s/runner' &", "'/shared/work'"},
 	}
 	for _, tc := range cases {
-		if got := strings.Join(p.Args(tc.sizes, 89*time.Minute+time.Second), " "); got != tc.want {
-			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
+		fc := &fakeSlurm{}
+		p := newFake(t, fc)
+		pl, err := p.Plan(context.Background(), provider.Launch{Token: "tok", Spec: tc.spec, Runners: []provider.Runner{{Name: "r1"}}})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if _, err := p.Launch(context.Background(), pl, []provider.Registration{{Mode: provider.ModeJIT, JITConfig: "x"}}); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		sub := fc.submits[0]
+		if got := strings.Join(sub.args, " "); !strings.HasPrefix(got, tc.args+" --parsable --job-name=skiff.tok.r1 --comment=") {
+			t.Errorf("%s: sbatch %s\nwant first %s, then skiff's", tc.name, got, tc.args)
+		}
+		if !strings.Contains(sub.script, "\n"+tc.command+"\n") || !strings.Contains(sub.script, "mkdir -p "+tc.workDir) {
+			t.Errorf("%s: the script does not run %s in %s:\n%s", tc.name, tc.command, tc.workDir, sub.script)
 		}
 	}
-	for gres, want := range map[string]string{"": "gpu:3", "gpu:1": "gpu:3", "gpu:a100:2": "gpu:a100:3", "license:1": "license:1,gpu:3"} {
-		if got := withGPUs(gres, 3); got != want {
-			t.Errorf("withGPUs(%q, 3) = %q, want %q", gres, got, want)
-		}
+	p, err := New(Options{Commander: &fakeSlurm{}, User: "ci", JITDir: t.TempDir() + "/jit"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, bad := range []Pool{{ExtraOptions: []string{"--uid=0"}}, {ExtraOptions: []string{"--export=ALL"}}, {Gres: "gpu"}, {Partition: "a b"}} {
-		if err := bad.Check(); err == nil {
-			t.Errorf("Check(%+v) passed", bad)
-		}
-	}
-	if got := SizesOf(&pool.Label{CPU: pool.Spans{{Min: 8, Max: 8}, {Min: 16, Max: 16}}, GPU: pool.Spans{{Min: 1, Max: 1}}}); got != (Sizes{VCPU: 8, GPUs: 1}) {
-		t.Errorf("SizesOf = %+v", got)
+	_, err = p.Plan(context.Background(), provider.Launch{Token: "tok", Spec: pool.Spec{Shared: pool.Shared{Pool: "cpu"}}, Runners: []provider.Runner{{Name: "r1"}}})
+	if !errors.Is(err, provider.ErrInvalid) || !provider.Permanent(err) {
+		t.Errorf("a pool without a runner, on a provider without a default: %v, want a final ErrInvalid", err)
 	}
 }
 
@@ -122,18 +142,38 @@ func TestParseSqueue(t *testing.T) {
 
 func TestParseUsage(t *testing.T) {
 	t.Parallel()
-	// sacct --noheader --parsable2 --format=usageFormat of a job and its steps.
-	out := "42|hpc|gpu|node7|COMPLETED|125|01:02:03|| billing=4,cpu=4,gres/gpu=2,mem=16G,node=1\n" +
-		"42.batch|hpc||node7|COMPLETED|125|01:00:00.500|2048000K|cpu=4,gres/gpu=2,mem=16G,node=1\n" +
-		"42.extern|hpc||node7|COMPLETED|125|00:00:00.001|1024K|billing=4,cpu=4,gres/gpu=2,mem=16G,node=1\n"
+	// sacct --noheader --parsable2 --format=usageFormat of a job and its
+	// steps; TRESUsageInMax as Slurm 22.05 prints it, with the GPU
+	// fields of a site whose NVML plugin gathers them.
+	out := "42|hpc|gpu|node7|COMPLETED|125|01:02:03||billing=4,cpu=4,gres/gpu=2,mem=16G,node=1|\n" +
+		"42.batch|hpc||node7|COMPLETED|125|01:00:00.500|2048000K|cpu=4,gres/gpu=2,mem=16G,node=1|cpu=01:00:00,energy=0,fs/disk=2263,gres/gpumem=3000M,gres/gpuutil=87,mem=2048000K,pages=0,vmem=3000000K\n" +
+		"42.extern|hpc||node7|COMPLETED|125|00:00:00.001|1024K|billing=4,cpu=4,gres/gpu=2,mem=16G,node=1|cpu=00:00:00,energy=0,fs/disk=0,mem=1024K,pages=0,vmem=0\n" +
+		"43|hpc|debug|None assigned|CANCELLED by 0|0|00:00:00||billing=1,cpu=1,mem=100M,node=1|\n"
 	u, ok := parseUsage(out, "42")
-	want := Usage{Cluster: "hpc", Partition: "gpu", Nodes: "node7", State: "COMPLETED", Elapsed: 125 * time.Second,
-		CPUTime: time.Hour + 2*time.Minute + 3*time.Second, MaxRSSBytes: 2048000 * 1024, GPUs: 2}
+	want := Usage{JobID: "42", Cluster: "hpc", Partition: "gpu", Nodes: "node7", State: "COMPLETED", Elapsed: 125 * time.Second,
+		CPUTime: time.Hour + 2*time.Minute + 3*time.Second, MaxRSSBytes: 2048000 * 1024, CPUs: 4, MemoryBytes: 16 << 30, GPUs: 2,
+		GPUMemoryBytes: 3000 << 20, GPUMemoryOK: true, GPUUtilizationPercent: 87, GPUUtilizationOK: true}
 	if !ok || u != want {
-		t.Errorf("parseUsage = %+v (%v), want %+v", u, ok, want)
+		t.Errorf("parseUsage = %+v (%v),\nwant %+v", u, ok, want)
 	}
-	if _, ok := parseUsage(out, "43"); ok {
+	if u, ok := parseUsage(out, "43"); !ok || u.Nodes != "" || u.CPUs != 1 || u.MemoryBytes != 100<<20 || u.GPUMemoryOK || u.MaxRSSBytes != 0 {
+		t.Errorf("a job cancelled while pending: %+v (%v)", u, ok)
+	}
+	if _, ok := parseUsage(out, "44"); ok {
 		t.Error("parseUsage found a job that is not there")
+	}
+	pk := want.Peaks()
+	if pk.Slurm == nil || *pk.Slurm != (metrics.Slurm{Cluster: "hpc", Partition: "gpu", Nodes: "node7", JobID: "42", State: "COMPLETED"}) ||
+		pk.Host == nil || pk.Host.CPUs != 4 || *pk.Host.MemoryGiB != 16 || *pk.Host.GPUs != 2 ||
+		*pk.CPUSeconds != 3723 || *pk.MemoryPeakGiB != 2048000.0/1024/1024 || *pk.MemoryPeak != 2048000.0/1024/1024/16*100 ||
+		*pk.GPUMemoryUsedMiB != 3000 || *pk.GPUUtilization != 87 {
+		t.Errorf("Peaks = %+v (host %+v)", pk, pk.Host)
+	}
+	if mean := *pk.CPUMean; mean < 744 || mean > 745 { // 3723 s over 125 s on 4 CPUs, unclamped
+		t.Errorf("CPUMean = %g", mean)
+	}
+	if st := (Usage{State: "CANCELLED by 0"}).Peaks().Slurm.State; st != "CANCELLED" {
+		t.Errorf("state %q", st)
 	}
 	if got := parseCPUTime("1-02:03:04"); got != 26*time.Hour+3*time.Minute+4*time.Second {
 		t.Errorf("parseCPUTime(1-02:03:04) = %s", got)
