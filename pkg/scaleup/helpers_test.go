@@ -68,6 +68,13 @@ pools:
     subnets: [subnet-0aaaaaaaa]
     capacity: on-demand
     maxRunners: 2
+  - name: gpu
+    labels: [gpu]
+    instanceTypes: [g6.xlarge]
+    image: {ssm: /aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-amazon-linux-2023/latest/ami-id}
+    subnets: [subnet-0aaaaaaaa]
+    capacity: on-demand
+    maxRunners: 3
   - name: mixed
     labels: [mixed]
     instanceTypes: [g6.xlarge, c7i.xlarge]
