@@ -120,9 +120,21 @@ type Local struct {
 	srv       *http.Server
 }
 
-// instancePoll is how often local mode looks for runner processes that
-// ended: what EC2's state-change events are in AWS.
-const instancePoll = 2 * time.Second
+// How often local mode looks for runners that ended (what EC2's
+// state-change events are in AWS). A provider that tells of each end
+// (endNotifier: the process provider) is listed at once after one, and
+// polled only as a backstop; another (Slurm) is polled every
+// instancePoll, which bounds how long a freed slot stays idle.
+const (
+	instancePoll     = 2 * time.Second
+	instanceBackstop = 30 * time.Second
+)
+
+// endNotifier is a provider that tells when a runner ended
+// (process.Provider.Ended).
+type endNotifier interface {
+	Ended() <-chan struct{}
+}
 
 // NewLocal opens the data directory and builds every part; nothing runs
 // until Run. The caller owns the returned Local and must Run or Close it.
@@ -390,24 +402,43 @@ func (l *Local) Run(ctx context.Context) error {
 	return errors.Join(err, l.Close(shut))
 }
 
-// watchInstances reports runner processes that ended to the ledger, as
-// EC2's state-change events do in AWS: each ended instance is reported on
-// every poll (the ledger's end is idempotent), so none is missed.
+// watchInstances reports runners that ended to the ledger, as EC2's
+// state-change events do in AWS: after each end the provider tells of, and
+// on every poll, each ended instance is reported (the ledger's end is
+// idempotent), so none is missed.
 func (l *Local) watchInstances(ctx context.Context) {
-	every(ctx, instancePoll, func() {
-		instances, err := l.Provider.List(ctx, provider.Filter{})
-		if err != nil {
-			l.log.Warn("listing runner processes", "err", err)
+	var ended <-chan struct{}
+	poll := instancePoll
+	if n, ok := l.Provider.(endNotifier); ok {
+		ended, poll = n.Ended(), instanceBackstop
+	}
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
 			return
+		case <-ended:
+		case <-t.C:
 		}
-		for _, in := range instances {
-			if !in.State.Alive() {
-				if err := l.events.StateChanged(ctx, in.ID, "terminated", l.cfg.Now()); err != nil {
-					l.log.Warn("reporting an ended runner", "instance_id", in.ID, "err", err)
-				}
+		l.reportEnded(ctx)
+	}
+}
+
+// reportEnded reports every ended instance the provider lists.
+func (l *Local) reportEnded(ctx context.Context) {
+	instances, err := l.Provider.List(ctx, provider.Filter{})
+	if err != nil {
+		l.log.Warn("listing runner processes", "err", err)
+		return
+	}
+	for _, in := range instances {
+		if !in.State.Alive() {
+			if err := l.events.StateChanged(ctx, in.ID, "terminated", l.cfg.Now()); err != nil {
+				l.log.Warn("reporting an ended runner", "instance_id", in.ID, "err", err)
 			}
 		}
-	})
+	}
 }
 
 // reconcile runs a scale-down pass every ReconcileEvery until ctx ends.
