@@ -36,6 +36,7 @@ type demoJob struct {
 	labels   []string
 	launch   bool // a pool takes it: it must complete on a runner of ours
 	cancel   bool // cancelled right after it is queued
+	pool     string
 	id       int64
 	queuedAt time.Time
 }
@@ -187,8 +188,18 @@ func demo(w io.Writer, standin, poolsFile, out string, n, limit int, duration, t
 	for _, j := range jobs {
 		if j.launch {
 			want++
+			if spec, err := pools.ResolveRepo(j.labels, org+"/app"); err == nil {
+				j.pool = spec.Pool
+			}
 		}
 	}
+	slots := newSlotMeter(pools)
+	meterDone := make(chan struct{})
+	meterStopped := make(chan struct{})
+	go func() {
+		defer close(meterStopped)
+		slots.run(ctx, sim, l, jobs, meterDone)
+	}()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -227,9 +238,116 @@ func demo(w io.Writer, standin, poolsFile, out string, n, limit int, duration, t
 		case <-tick.C:
 		}
 	}
+	wall := time.Since(started)
+	close(meterDone)
+	<-meterStopped
 	fmt.Fprintf(w, "  all done %s after the burst's first job; peak memory of this process (skiff local, the simulator and the driver): %s\n",
-		time.Since(started).Round(100*time.Millisecond), peakRSS())
+		wall.Round(100*time.Millisecond), peakRSS())
+	slots.report(w, jobs, wall)
 	return summarize(ctx, w, sim, l, jobs, dup, logFile.Name(), filepath.Join(out, "report.html"))
+}
+
+// slotMeter samples, every slotSample, each pool's runners alive and its
+// jobs waiting for one: slot utilisation during the backlog is the
+// runner-seconds alive ÷ the slot-seconds available while jobs of the
+// pool wait; the mean runner lifetime (runner-seconds ÷ runners) is the
+// measured slot time of one job, launch overhead included.
+type slotMeter struct {
+	pools           *pool.Config
+	alive           map[string]time.Duration // runner-seconds alive, whole run
+	runners         map[string]map[string]bool
+	busyAlive, busy time.Duration // runner- and slot-seconds while jobs waited
+}
+
+// slotSample is the meter's period: a tenth of the demo's one-second jobs.
+const slotSample = 100 * time.Millisecond
+
+func newSlotMeter(pools *pool.Config) *slotMeter {
+	return &slotMeter{pools: pools, alive: map[string]time.Duration{}, runners: map[string]map[string]bool{}}
+}
+
+func (m *slotMeter) run(ctx context.Context, sim *ghsim.Server, l *wiring.Local, jobs []*demoJob, done <-chan struct{}) {
+	t := time.NewTicker(slotSample)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-done:
+			return
+		case now := <-t.C:
+			dt := now.Sub(last)
+			last = now
+			m.sample(ctx, sim, l, jobs, dt)
+		}
+	}
+}
+
+func (m *slotMeter) sample(ctx context.Context, sim *ghsim.Server, l *wiring.Local, jobs []*demoJob, dt time.Duration) {
+	waiting := map[string]int{}
+	for _, j := range jobs {
+		if st, ok := sim.Job(j.id); ok && j.pool != "" && st.Status == "queued" {
+			waiting[j.pool]++
+		}
+	}
+	instances, err := l.Provider.List(ctx, provider.Filter{})
+	if err != nil {
+		return
+	}
+	live := map[string]int{}
+	for _, in := range instances {
+		if m.runners[in.Pool] == nil {
+			m.runners[in.Pool] = map[string]bool{}
+		}
+		m.runners[in.Pool][in.ID] = true
+		if in.State.Alive() {
+			live[in.Pool]++
+		}
+	}
+	for _, p := range m.pools.Pools {
+		m.alive[p.Name] += time.Duration(live[p.Name]) * dt
+		if waiting[p.Name] > 0 && p.MaxRunners > 0 {
+			m.busyAlive += time.Duration(min(live[p.Name], p.MaxRunners)) * dt
+			m.busy += time.Duration(p.MaxRunners) * dt
+		}
+	}
+}
+
+// report prints the utilisation and the ideal wall time: per pool, its
+// jobs in rounds of its slots, each round one mean runner lifetime; the
+// slowest pool sets it.
+func (m *slotMeter) report(w io.Writer, jobs []*demoJob, wall time.Duration) {
+	n := map[string]int{}
+	for _, j := range jobs {
+		if j.pool != "" {
+			n[j.pool]++
+		}
+	}
+	var ideal time.Duration
+	slowest := ""
+	for _, p := range m.pools.Pools {
+		runners := len(m.runners[p.Name])
+		if n[p.Name] == 0 || runners == 0 || p.MaxRunners <= 0 {
+			continue
+		}
+		life := m.alive[p.Name] / time.Duration(runners)
+		rounds := (n[p.Name] + p.MaxRunners - 1) / p.MaxRunners
+		if d := time.Duration(rounds) * life; d > ideal {
+			ideal, slowest = d, fmt.Sprintf("%s: %d jobs, %d slots, mean runner lifetime %s", p.Name, n[p.Name], p.MaxRunners,
+				life.Round(10*time.Millisecond))
+		}
+	}
+	util := 0.0
+	if m.busy > 0 {
+		util = 100 * float64(m.busyAlive) / float64(m.busy)
+	}
+	fmt.Fprintf(w, "  slot utilisation during the backlog %.1f%% (runner-seconds alive / slot-seconds while jobs of the pool waited, sampled every %s)\n",
+		util, slotSample)
+	if ideal > 0 {
+		fmt.Fprintf(w, "  ideal wall time %s (%s); wall %s = %.2f x ideal\n", ideal.Round(100*time.Millisecond), slowest,
+			wall.Round(100*time.Millisecond), float64(wall)/float64(ideal))
+	}
 }
 
 // demoWork is what the stand-in runners do per job, by its name

@@ -28,6 +28,7 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/skiffci/skiff/pkg/launch"
@@ -89,7 +90,28 @@ type Options struct {
 }
 
 // Service is the waiting room's logic over a store.Room.
-type Service struct{ o Options }
+type Service struct {
+	o Options
+
+	mu sync.Mutex
+	// lastOffer is the time of this service's latest offer: each offer is
+	// stamped strictly after it, so that the fair order can tell which of
+	// two repositories served within one clock tick was served last (a
+	// burst of runner ends on a coarse or simulated clock would otherwise
+	// tie them, and a tie goes to the repository with the oldest job).
+	lastOffer time.Time
+}
+
+// offerTime is now, or just after this service's previous offer.
+func (s *Service) offerTime(now time.Time) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !now.After(s.lastOffer) {
+		now = s.lastOffer.Add(time.Nanosecond)
+	}
+	s.lastOffer = now
+	return now
+}
 
 // New returns the service.
 func New(o Options) (*Service, error) {
@@ -293,7 +315,8 @@ func (s *Service) offer(ctx context.Context, pool string, ws []store.Waiting, se
 			_ = s.o.Room.Leave(ctx, pool, w.JobID)
 			continue
 		}
-		if err := s.o.Room.Offer(ctx, pool, w.JobID, now, now.Add(s.o.OfferLease)); err != nil {
+		at := s.offerTime(now)
+		if err := s.o.Room.Offer(ctx, pool, w.JobID, at, at.Add(s.o.OfferLease)); err != nil {
 			if !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
 				log.Warn("offering a waiting job", "err", err)
 			}
