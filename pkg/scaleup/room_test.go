@@ -16,15 +16,18 @@ import (
 // room's offers, and its ledger wakes the room when a runner ends.
 type roomEnv struct {
 	*env
-	room    *store.RoomMemory
+	room    store.Room
 	svcRoom *room.Service
 	q       *queue.Memory
 	ledger  room.Ledger
 }
 
-func newRoomEnv(t *testing.T) *roomEnv {
+func newRoomEnv(t *testing.T) *roomEnv { return newRoomEnvWith(t, store.NewRoomMemory()) }
+
+// newRoomEnvWith is newRoomEnv over the given room store.
+func newRoomEnvWith(t *testing.T, rm store.Room) *roomEnv {
 	t.Helper()
-	r := &roomEnv{room: store.NewRoomMemory(), q: &queue.Memory{}}
+	r := &roomEnv{room: rm, q: &queue.Memory{}}
 	r.env = newEnv(t, func(o *scaleup.Options) {
 		r.q.SetClock(o.Now)
 		svc, err := room.New(room.Options{Room: r.room, Queue: r.q, Records: o.Records.(*store.Memory), Pools: o.Pools,

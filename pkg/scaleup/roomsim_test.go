@@ -2,12 +2,16 @@ package scaleup_test
 
 import (
 	"context"
+	"os"
 	"sort"
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/scaleup"
+	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/store/storetest"
 )
 
 // roomSim drives the waiting room AWS-shaped on the simulated clock: the
@@ -30,7 +34,11 @@ type roomSim struct {
 }
 
 func newRoomSim(t *testing.T, pool string, jobTime time.Duration) *roomSim {
-	return &roomSim{roomEnv: newRoomEnv(t), pool: pool, jobTime: jobTime, started: map[string]time.Time{},
+	return newRoomSimWith(t, store.NewRoomMemory(), pool, jobTime)
+}
+
+func newRoomSimWith(t *testing.T, rm store.Room, pool string, jobTime time.Duration) *roomSim {
+	return &roomSim{roomEnv: newRoomEnvWith(t, rm), pool: pool, jobTime: jobTime, started: map[string]time.Time{},
 		launches: map[int64][]time.Time{}, repoOf: map[int64]string{}}
 }
 
@@ -163,10 +171,27 @@ func (s *roomSim) maxGap() time.Duration {
 
 // TestRoomSimPoolOf8: a pool of 8 gets 100 jobs of 10 minutes at once:
 // each runner's end launches the next job within 5 s (simulated), no job
-// is dead-lettered or launched twice.
+// is dead-lettered or launched twice. The room in memory, and with
+// SKIFF_ROOMSIM_STORE=moto also in DynamoDB on moto through the SDK (about
+// two minutes here: one Query per wake-up).
 func TestRoomSimPoolOf8(t *testing.T) {
 	t.Parallel()
-	s := newRoomSim(t, "gpu8", 10*time.Minute)
+	t.Run("memory", func(t *testing.T) {
+		t.Parallel()
+		poolOf8(t, newRoomSim(t, "gpu8", 10*time.Minute))
+	})
+	t.Run("dynamodb", func(t *testing.T) {
+		if os.Getenv("SKIFF_ROOMSIM_STORE") != "moto" {
+			t.Skip("the room on moto takes about two minutes: SKIFF_ROOMSIM_STORE=moto go test -run 'TestRoomSimPoolOf8' ./pkg/scaleup")
+		}
+		t.Parallel()
+		client := testenv.DynamoClient(t, testenv.Moto(t))
+		rm := store.NewRoomDynamo(client, storetest.NewTable(t, client, "skiff-roomsim"))
+		poolOf8(t, newRoomSimWith(t, rm, "gpu8", 10*time.Minute))
+	})
+}
+
+func poolOf8(t *testing.T, s *roomSim) {
 	t0 := s.clock.now()
 	s.queue(t, 1000, 100, "acme/app")
 	s.run(t, 100, 3*time.Hour, nil)
