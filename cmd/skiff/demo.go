@@ -202,6 +202,7 @@ func demo(w io.Writer, standin, poolsFile, out string, n, limit int, duration, t
 	}()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	var wall time.Duration // the last job completed and every runner ended
 	for {
 		completed, running := 0, 0
 		for _, j := range jobs {
@@ -222,6 +223,11 @@ func demo(w io.Writer, standin, poolsFile, out string, n, limit int, duration, t
 		depth, _ := l.Queue.Depth(ctx)
 		fmt.Fprintf(w, "  %5.1fs  queued %3d  running %3d  completed %3d/%d  runners alive %3d\n",
 			time.Since(started).Seconds(), depth, running, completed, want, live)
+		if completed == want && live == 0 && wall == 0 {
+			wall = time.Since(started)
+		}
+		// The queue may still hold delayed messages of jobs that waited
+		// out a backoff and launched since: they launch nothing more.
 		if completed == want && live == 0 && depth == 0 {
 			break
 		}
@@ -238,12 +244,11 @@ func demo(w io.Writer, standin, poolsFile, out string, n, limit int, duration, t
 		case <-tick.C:
 		}
 	}
-	wall := time.Since(started)
 	close(meterDone)
 	<-meterStopped
-	fmt.Fprintf(w, "  all done %s after the burst's first job; peak memory of this process (skiff local, the simulator and the driver): %s\n",
-		wall.Round(100*time.Millisecond), peakRSS())
-	slots.report(w, jobs, wall)
+	fmt.Fprintf(w, "  all done %s after the burst's first job (the queue empty after %s); peak memory of this process (skiff local, the simulator and the driver): %s\n",
+		wall.Round(100*time.Millisecond), time.Since(started).Round(100*time.Millisecond), peakRSS())
+	slots.report(ctx, w, sim, l, jobs, wall)
 	return summarize(ctx, w, sim, l, jobs, dup, logFile.Name(), filepath.Join(out, "report.html"))
 }
 
@@ -314,14 +319,20 @@ func (m *slotMeter) sample(ctx context.Context, sim *ghsim.Server, l *wiring.Loc
 	}
 }
 
-// report prints the utilisation and the ideal wall time: per pool, its
-// jobs in rounds of its slots, each round one mean runner lifetime; the
-// slowest pool sets it.
-func (m *slotMeter) report(w io.Writer, jobs []*demoJob, wall time.Duration) {
+// report prints the utilisation and the ideal wall time: per pool, the
+// jobs its runners ran (GitHub gives a queued job to any runner whose
+// labels it matches, so a pool's runners may run another pool's jobs) in
+// rounds of its slots, each round one mean runner lifetime; the slowest
+// pool sets it.
+func (m *slotMeter) report(ctx context.Context, w io.Writer, sim *ghsim.Server, l *wiring.Local, jobs []*demoJob, wall time.Duration) {
 	n := map[string]int{}
 	for _, j := range jobs {
-		if j.pool != "" {
-			n[j.pool]++
+		st, ok := sim.Job(j.id)
+		if !ok || !j.launch || st.RunnerName == "" {
+			continue
+		}
+		if r, err := l.Ledger.Runner(ctx, st.RunnerName); err == nil {
+			n[r.Pool]++
 		}
 	}
 	var ideal time.Duration
@@ -334,7 +345,7 @@ func (m *slotMeter) report(w io.Writer, jobs []*demoJob, wall time.Duration) {
 		life := m.alive[p.Name] / time.Duration(runners)
 		rounds := (n[p.Name] + p.MaxRunners - 1) / p.MaxRunners
 		if d := time.Duration(rounds) * life; d > ideal {
-			ideal, slowest = d, fmt.Sprintf("%s: %d jobs, %d slots, mean runner lifetime %s", p.Name, n[p.Name], p.MaxRunners,
+			ideal, slowest = d, fmt.Sprintf("%s: its runners ran %d jobs, %d slots, mean runner lifetime %s", p.Name, n[p.Name], p.MaxRunners,
 				life.Round(10*time.Millisecond))
 		}
 	}

@@ -118,6 +118,12 @@ type Local struct {
 	events    *instanceevents.Service
 	ln        net.Listener
 	srv       *http.Server
+	// ended holds one value after the watch reported runners that ended
+	// (coalesced): the reconciler's next pass runs at once.
+	ended chan struct{}
+	// seenEnded are the ended runners the watch listed last time (only
+	// its goroutine touches it).
+	seenEnded map[string]bool
 }
 
 // How often local mode looks for runners that ended (what EC2's
@@ -197,7 +203,7 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Local{cfg: cfg, log: logger, db: db}
+	l := &Local{cfg: cfg, log: logger, db: db, ended: make(chan struct{}, 1)}
 	ok := false
 	defer func() {
 		if !ok {
@@ -421,50 +427,69 @@ func (l *Local) watchInstances(ctx context.Context) {
 		case <-ended:
 		case <-t.C:
 		}
-		l.reportEnded(ctx)
-	}
-}
-
-// reportEnded reports every ended instance the provider lists.
-func (l *Local) reportEnded(ctx context.Context) {
-	instances, err := l.Provider.List(ctx, provider.Filter{})
-	if err != nil {
-		l.log.Warn("listing runner processes", "err", err)
-		return
-	}
-	for _, in := range instances {
-		if !in.State.Alive() {
-			if err := l.events.StateChanged(ctx, in.ID, "terminated", l.cfg.Now()); err != nil {
-				l.log.Warn("reporting an ended runner", "instance_id", in.ID, "err", err)
+		if l.reportEnded(ctx) > 0 {
+			select {
+			case l.ended <- struct{}{}:
+			default:
 			}
 		}
 	}
 }
 
-// reconcile runs a scale-down pass every ReconcileEvery until ctx ends.
-func (l *Local) reconcile(ctx context.Context) {
-	every(ctx, l.cfg.ReconcileEvery, func() {
-		// A pass has a minute, as the Lambda does: it starts no new step in
-		// the last seconds before its deadline.
-		pass, cancel := context.WithTimeout(ctx, time.Minute)
-		defer cancel()
-		if _, err := l.ScaleDown.Reconcile(pass); err != nil && ctx.Err() == nil {
-			l.log.Error("reconciling", "err", err)
+// reportEnded reports every ended instance the provider lists, and
+// returns how many runners it saw end since its previous call; for each
+// of those it tells the room that its pool has capacity again.
+func (l *Local) reportEnded(ctx context.Context) int {
+	instances, err := l.Provider.List(ctx, provider.Filter{})
+	if err != nil {
+		l.log.Warn("listing runner processes", "err", err)
+		return 0
+	}
+	n, seen := 0, map[string]bool{}
+	for _, in := range instances {
+		if !in.State.Alive() {
+			if !l.seenEnded[in.ID] {
+				n++
+				// The backend's own slot freed (the process provider's
+				// per-pool limit): a capacity backoff of the pool ends and
+				// its waiting jobs are offered. Local providers have no
+				// places (provider.Placer): the pool is the place.
+				l.Room.Recovered(ctx, in.Pool, "")
+			}
+			seen[in.ID] = true
+			if err := l.events.StateChanged(ctx, in.ID, "terminated", l.cfg.Now()); err != nil {
+				l.log.Warn("reporting an ended runner", "instance_id", in.ID, "err", err)
+			}
 		}
-	})
+	}
+	l.seenEnded = seen
+	return n
 }
 
-// every runs fn every d, the first time after d, until ctx ends.
-func every(ctx context.Context, d time.Duration, fn func()) {
-	t := time.NewTicker(d)
+// reconcile runs a scale-down pass every ReconcileEvery until ctx ends.
+//
+// A pass also runs as soon as the watch reports a runner that ended: the
+// EC2 events leave many ends to the reconciler (a runner that ran another
+// job than its own, or whose job's metrics record it writes), and its
+// pass is what frees the slot and wakes the pool's room. In AWS the
+// reconciler runs every minute; a lab's slots are too few to idle that long.
+func (l *Local) reconcile(ctx context.Context) {
+	t := time.NewTicker(l.cfg.ReconcileEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			fn()
+		case <-l.ended:
 		}
+		// A pass has a minute, as the Lambda does: it starts no new step in
+		// the last seconds before its deadline.
+		pass, cancel := context.WithTimeout(ctx, time.Minute)
+		if _, err := l.ScaleDown.Reconcile(pass); err != nil && ctx.Err() == nil {
+			l.log.Error("reconciling", "err", err)
+		}
+		cancel()
 	}
 }
 
