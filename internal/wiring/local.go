@@ -84,6 +84,10 @@ type LocalConfig struct {
 	Allow, Installations []string
 	// ReconcileEvery is the scale-down pass's period (default 1 minute).
 	ReconcileEvery time.Duration
+	// InstancePoll is how often the runners are listed for ends the
+	// provider did not tell of (default instanceBackstop when it tells of
+	// each end, instancePoll otherwise).
+	InstancePoll time.Duration
 	// Durability is the SQLite file's synchronous mode (default sqlite.Full).
 	Durability sqlite.Synchronous
 	// MetricsRecords turns on one metrics record per finished job, kept in
@@ -417,6 +421,9 @@ func (l *Local) watchInstances(ctx context.Context) {
 	poll := instancePoll
 	if n, ok := l.Provider.(endNotifier); ok {
 		ended, poll = n.Ended(), instanceBackstop
+	}
+	if l.cfg.InstancePoll > 0 {
+		poll = l.cfg.InstancePoll
 	}
 	t := time.NewTicker(poll)
 	defer t.Stop()
