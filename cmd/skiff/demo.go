@@ -290,9 +290,14 @@ func (m *slotMeter) run(ctx context.Context, sim *ghsim.Server, l *wiring.Local,
 }
 
 func (m *slotMeter) sample(ctx context.Context, sim *ghsim.Server, l *wiring.Local, jobs []*demoJob, dt time.Duration) {
+	ids := make([]int64, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.id
+	}
+	status := sim.JobStatuses(ids) // one simulator step, not one per job
 	waiting := map[string]int{}
 	for _, j := range jobs {
-		if st, ok := sim.Job(j.id); ok && j.pool != "" && st.Status == "queued" {
+		if j.pool != "" && status[j.id] == "queued" {
 			waiting[j.pool]++
 		}
 	}
