@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/skiffci/skiff/internal/wiring"
@@ -158,32 +159,7 @@ func demo(w io.Writer, standin, poolsFile, out string, n, limit int, duration, t
 		}
 	}
 	jobs = append(jobs, &demoJob{labels: []string{"self-hosted", "windows"}}, &demoJob{labels: []string{"self-hosted", "linux", "x64"}, cancel: true})
-	for start := 0; start < len(jobs); start += 4 {
-		batch := jobs[start:min(start+4, len(jobs))]
-		spec := ghsim.RunSpec{Repo: org + "/app", Event: "push"}
-		for _, j := range batch {
-			spec.Jobs = append(spec.Jobs, ghsim.JobSpec{Name: j.name, Labels: j.labels})
-		}
-		info, err := sim.StartRun(spec)
-		if err != nil {
-			return err
-		}
-		for i, j := range batch {
-			j.id, j.queuedAt = info.JobIDs[i], time.Now()
-			if j.cancel {
-				if err := sim.CancelJob(j.id); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	// A duplicate delivery: the first queued job's webhook, sent again.
-	dup, err := duplicate(ctx, sim, l.URL(), webhookSecret)
-	if err != nil {
-		return err
-	}
-
-	// Progress until every job a pool takes has completed and every runner ended.
+	// The slot meter runs from the burst's first job.
 	want := 0
 	for _, j := range jobs {
 		if j.launch {
@@ -198,8 +174,37 @@ func demo(w io.Writer, standin, poolsFile, out string, n, limit int, duration, t
 	meterStopped := make(chan struct{})
 	go func() {
 		defer close(meterStopped)
-		slots.run(ctx, sim, l, jobs, meterDone)
+		slots.run(ctx, sim, l, meterDone)
 	}()
+	for start := 0; start < len(jobs); start += 4 {
+		batch := jobs[start:min(start+4, len(jobs))]
+		spec := ghsim.RunSpec{Repo: org + "/app", Event: "push"}
+		for _, j := range batch {
+			spec.Jobs = append(spec.Jobs, ghsim.JobSpec{Name: j.name, Labels: j.labels})
+		}
+		info, err := sim.StartRun(spec)
+		if err != nil {
+			return err
+		}
+		for i, j := range batch {
+			j.id, j.queuedAt = info.JobIDs[i], time.Now()
+			if j.launch && j.pool != "" {
+				slots.add(j.id, j.pool)
+			}
+			if j.cancel {
+				if err := sim.CancelJob(j.id); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	// A duplicate delivery: the first queued job's webhook, sent again.
+	dup, err := duplicate(ctx, sim, l.URL(), webhookSecret)
+	if err != nil {
+		return err
+	}
+
+	// Progress until every job a pool takes has completed and every runner ended.
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var wall time.Duration // the last job completed and every runner ended
@@ -258,7 +263,10 @@ func demo(w io.Writer, standin, poolsFile, out string, n, limit int, duration, t
 // pool wait; the mean runner lifetime (runner-seconds ÷ runners) is the
 // measured slot time of one job, launch overhead included.
 type slotMeter struct {
-	pools           *pool.Config
+	pools *pool.Config
+	mu    sync.Mutex
+	jobs  map[int64]string // queued so far: job id → its pool
+	// The rest is the meter goroutine's own until it stops.
 	alive           map[string]time.Duration // runner-seconds alive, whole run
 	runners         map[string]map[string]bool
 	busyAlive, busy time.Duration // runner- and slot-seconds while jobs waited
@@ -268,10 +276,17 @@ type slotMeter struct {
 const slotSample = 100 * time.Millisecond
 
 func newSlotMeter(pools *pool.Config) *slotMeter {
-	return &slotMeter{pools: pools, alive: map[string]time.Duration{}, runners: map[string]map[string]bool{}}
+	return &slotMeter{pools: pools, jobs: map[int64]string{}, alive: map[string]time.Duration{}, runners: map[string]map[string]bool{}}
 }
 
-func (m *slotMeter) run(ctx context.Context, sim *ghsim.Server, l *wiring.Local, jobs []*demoJob, done <-chan struct{}) {
+// add counts a job queued on GitHub for the pool.
+func (m *slotMeter) add(id int64, pool string) {
+	m.mu.Lock()
+	m.jobs[id] = pool
+	m.mu.Unlock()
+}
+
+func (m *slotMeter) run(ctx context.Context, sim *ghsim.Server, l *wiring.Local, done <-chan struct{}) {
 	t := time.NewTicker(slotSample)
 	defer t.Stop()
 	last := time.Now()
@@ -284,21 +299,24 @@ func (m *slotMeter) run(ctx context.Context, sim *ghsim.Server, l *wiring.Local,
 		case now := <-t.C:
 			dt := now.Sub(last)
 			last = now
-			m.sample(ctx, sim, l, jobs, dt)
+			m.sample(ctx, sim, l, dt)
 		}
 	}
 }
 
-func (m *slotMeter) sample(ctx context.Context, sim *ghsim.Server, l *wiring.Local, jobs []*demoJob, dt time.Duration) {
-	ids := make([]int64, len(jobs))
-	for i, j := range jobs {
-		ids[i] = j.id
+func (m *slotMeter) sample(ctx context.Context, sim *ghsim.Server, l *wiring.Local, dt time.Duration) {
+	m.mu.Lock()
+	ids := make([]int64, 0, len(m.jobs))
+	poolOf := make(map[int64]string, len(m.jobs))
+	for id, p := range m.jobs {
+		ids = append(ids, id)
+		poolOf[id] = p
 	}
-	status := sim.JobStatuses(ids) // one simulator step, not one per job
+	m.mu.Unlock()
 	waiting := map[string]int{}
-	for _, j := range jobs {
-		if j.pool != "" && status[j.id] == "queued" {
-			waiting[j.pool]++
+	for id, st := range sim.JobStatuses(ids) { // one simulator step, not one per job
+		if st == "queued" {
+			waiting[poolOf[id]]++
 		}
 	}
 	instances, err := l.Provider.List(ctx, provider.Filter{})
