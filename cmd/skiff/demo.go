@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/skiffci/skiff/internal/wiring"
@@ -36,6 +37,7 @@ type demoJob struct {
 	labels   []string
 	launch   bool // a pool takes it: it must complete on a runner of ours
 	cancel   bool // cancelled right after it is queued
+	pool     string
 	id       int64
 	queuedAt time.Time
 }
@@ -157,6 +159,23 @@ func demo(w io.Writer, standin, poolsFile, out string, n, limit int, duration, t
 		}
 	}
 	jobs = append(jobs, &demoJob{labels: []string{"self-hosted", "windows"}}, &demoJob{labels: []string{"self-hosted", "linux", "x64"}, cancel: true})
+	// The slot meter runs from the burst's first job.
+	want := 0
+	for _, j := range jobs {
+		if j.launch {
+			want++
+			if spec, err := pools.ResolveRepo(j.labels, org+"/app"); err == nil {
+				j.pool = spec.Pool
+			}
+		}
+	}
+	slots := newSlotMeter(pools)
+	meterDone := make(chan struct{})
+	meterStopped := make(chan struct{})
+	go func() {
+		defer close(meterStopped)
+		slots.run(ctx, sim, l, meterDone)
+	}()
 	for start := 0; start < len(jobs); start += 4 {
 		batch := jobs[start:min(start+4, len(jobs))]
 		spec := ghsim.RunSpec{Repo: org + "/app", Event: "push"}
@@ -169,6 +188,9 @@ func demo(w io.Writer, standin, poolsFile, out string, n, limit int, duration, t
 		}
 		for i, j := range batch {
 			j.id, j.queuedAt = info.JobIDs[i], time.Now()
+			if j.launch && j.pool != "" {
+				slots.add(j.id, j.pool)
+			}
 			if j.cancel {
 				if err := sim.CancelJob(j.id); err != nil {
 					return err
@@ -183,14 +205,9 @@ func demo(w io.Writer, standin, poolsFile, out string, n, limit int, duration, t
 	}
 
 	// Progress until every job a pool takes has completed and every runner ended.
-	want := 0
-	for _, j := range jobs {
-		if j.launch {
-			want++
-		}
-	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	var wall time.Duration // the last job completed and every runner ended
 	for {
 		completed, running := 0, 0
 		for _, j := range jobs {
@@ -211,6 +228,11 @@ func demo(w io.Writer, standin, poolsFile, out string, n, limit int, duration, t
 		depth, _ := l.Queue.Depth(ctx)
 		fmt.Fprintf(w, "  %5.1fs  queued %3d  running %3d  completed %3d/%d  runners alive %3d\n",
 			time.Since(started).Seconds(), depth, running, completed, want, live)
+		if completed == want && live == 0 && wall == 0 {
+			wall = time.Since(started)
+		}
+		// The queue may still hold delayed messages of jobs that waited
+		// out a backoff and launched since: they launch nothing more.
 		if completed == want && live == 0 && depth == 0 {
 			break
 		}
@@ -227,9 +249,139 @@ func demo(w io.Writer, standin, poolsFile, out string, n, limit int, duration, t
 		case <-tick.C:
 		}
 	}
-	fmt.Fprintf(w, "  all done %s after the burst's first job; peak memory of this process (skiff local, the simulator and the driver): %s\n",
-		time.Since(started).Round(100*time.Millisecond), peakRSS())
+	close(meterDone)
+	<-meterStopped
+	fmt.Fprintf(w, "  all done %s after the burst's first job (the queue empty after %s); peak memory of this process (skiff local, the simulator and the driver): %s\n",
+		wall.Round(100*time.Millisecond), time.Since(started).Round(100*time.Millisecond), peakRSS())
+	slots.report(ctx, w, sim, l, jobs, wall)
 	return summarize(ctx, w, sim, l, jobs, dup, logFile.Name(), filepath.Join(out, "report.html"))
+}
+
+// slotMeter samples, every slotSample, each pool's runners alive and its
+// jobs waiting for one: slot utilisation during the backlog is the
+// runner-seconds alive ÷ the slot-seconds available while jobs of the
+// pool wait; the mean runner lifetime (runner-seconds ÷ runners) is the
+// measured slot time of one job, launch overhead included.
+type slotMeter struct {
+	pools *pool.Config
+	mu    sync.Mutex
+	jobs  map[int64]string // queued so far: job id → its pool
+	// The rest is the meter goroutine's own until it stops.
+	alive           map[string]time.Duration // runner-seconds alive, whole run
+	runners         map[string]map[string]bool
+	busyAlive, busy time.Duration // runner- and slot-seconds while jobs waited
+}
+
+// slotSample is the meter's period: a tenth of the demo's one-second jobs.
+const slotSample = 100 * time.Millisecond
+
+func newSlotMeter(pools *pool.Config) *slotMeter {
+	return &slotMeter{pools: pools, jobs: map[int64]string{}, alive: map[string]time.Duration{}, runners: map[string]map[string]bool{}}
+}
+
+// add counts a job queued on GitHub for the pool.
+func (m *slotMeter) add(id int64, pool string) {
+	m.mu.Lock()
+	m.jobs[id] = pool
+	m.mu.Unlock()
+}
+
+func (m *slotMeter) run(ctx context.Context, sim *ghsim.Server, l *wiring.Local, done <-chan struct{}) {
+	t := time.NewTicker(slotSample)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-done:
+			return
+		case now := <-t.C:
+			dt := now.Sub(last)
+			last = now
+			m.sample(ctx, sim, l, dt)
+		}
+	}
+}
+
+func (m *slotMeter) sample(ctx context.Context, sim *ghsim.Server, l *wiring.Local, dt time.Duration) {
+	m.mu.Lock()
+	ids := make([]int64, 0, len(m.jobs))
+	poolOf := make(map[int64]string, len(m.jobs))
+	for id, p := range m.jobs {
+		ids = append(ids, id)
+		poolOf[id] = p
+	}
+	m.mu.Unlock()
+	waiting := map[string]int{}
+	for id, st := range sim.JobStatuses(ids) { // one simulator step, not one per job
+		if st == "queued" {
+			waiting[poolOf[id]]++
+		}
+	}
+	instances, err := l.Provider.List(ctx, provider.Filter{})
+	if err != nil {
+		return
+	}
+	live := map[string]int{}
+	for _, in := range instances {
+		if m.runners[in.Pool] == nil {
+			m.runners[in.Pool] = map[string]bool{}
+		}
+		m.runners[in.Pool][in.ID] = true
+		if in.State.Alive() {
+			live[in.Pool]++
+		}
+	}
+	for _, p := range m.pools.Pools {
+		m.alive[p.Name] += time.Duration(live[p.Name]) * dt
+		if waiting[p.Name] > 0 && p.MaxRunners > 0 {
+			m.busyAlive += time.Duration(min(live[p.Name], p.MaxRunners)) * dt
+			m.busy += time.Duration(p.MaxRunners) * dt
+		}
+	}
+}
+
+// report prints the utilisation and the ideal wall time: per pool, the
+// jobs its runners ran (GitHub gives a queued job to any runner whose
+// labels it matches, so a pool's runners may run another pool's jobs) in
+// rounds of its slots, each round one mean runner lifetime; the slowest
+// pool sets it.
+func (m *slotMeter) report(ctx context.Context, w io.Writer, sim *ghsim.Server, l *wiring.Local, jobs []*demoJob, wall time.Duration) {
+	n := map[string]int{}
+	for _, j := range jobs {
+		st, ok := sim.Job(j.id)
+		if !ok || !j.launch || st.RunnerName == "" {
+			continue
+		}
+		if r, err := l.Ledger.Runner(ctx, st.RunnerName); err == nil {
+			n[r.Pool]++
+		}
+	}
+	var ideal time.Duration
+	slowest := ""
+	for _, p := range m.pools.Pools {
+		runners := len(m.runners[p.Name])
+		if n[p.Name] == 0 || runners == 0 || p.MaxRunners <= 0 {
+			continue
+		}
+		life := m.alive[p.Name] / time.Duration(runners)
+		rounds := (n[p.Name] + p.MaxRunners - 1) / p.MaxRunners
+		if d := time.Duration(rounds) * life; d > ideal {
+			ideal, slowest = d, fmt.Sprintf("%s: its runners ran %d jobs, %d slots, mean runner lifetime %s", p.Name, n[p.Name], p.MaxRunners,
+				life.Round(10*time.Millisecond))
+		}
+	}
+	util := 0.0
+	if m.busy > 0 {
+		util = 100 * float64(m.busyAlive) / float64(m.busy)
+	}
+	fmt.Fprintf(w, "  slot utilisation during the backlog %.1f%% (runner-seconds alive / slot-seconds while jobs of the pool waited, sampled every %s)\n",
+		util, slotSample)
+	if ideal > 0 {
+		fmt.Fprintf(w, "  ideal wall time %s (%s); wall %s = %.2f x ideal\n", ideal.Round(100*time.Millisecond), slowest,
+			wall.Round(100*time.Millisecond), float64(wall)/float64(ideal))
+	}
 }
 
 // demoWork is what the stand-in runners do per job, by its name

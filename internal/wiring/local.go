@@ -84,6 +84,10 @@ type LocalConfig struct {
 	Allow, Installations []string
 	// ReconcileEvery is the scale-down pass's period (default 1 minute).
 	ReconcileEvery time.Duration
+	// InstancePoll is how often the runners are listed for ends the
+	// provider did not tell of (default instanceBackstop when it tells of
+	// each end, instancePoll otherwise).
+	InstancePoll time.Duration
 	// Durability is the SQLite file's synchronous mode (default sqlite.Full).
 	Durability sqlite.Synchronous
 	// MetricsRecords turns on one metrics record per finished job, kept in
@@ -118,11 +122,29 @@ type Local struct {
 	events    *instanceevents.Service
 	ln        net.Listener
 	srv       *http.Server
+	// ended holds one value after the watch reported runners that ended
+	// (coalesced): the reconciler's next pass runs at once.
+	ended chan struct{}
+	// seenEnded are the ended runners the watch listed last time (only
+	// its goroutine touches it).
+	seenEnded map[string]bool
 }
 
-// instancePoll is how often local mode looks for runner processes that
-// ended: what EC2's state-change events are in AWS.
-const instancePoll = 2 * time.Second
+// How often local mode looks for runners that ended (what EC2's
+// state-change events are in AWS). A provider that tells of each end
+// (endNotifier: the process provider) is listed at once after one, and
+// polled only as a backstop; another (Slurm) is polled every
+// instancePoll, which bounds how long a freed slot stays idle.
+const (
+	instancePoll     = 2 * time.Second
+	instanceBackstop = 30 * time.Second
+)
+
+// endNotifier is a provider that tells when a runner ended
+// (process.Provider.Ended).
+type endNotifier interface {
+	Ended() <-chan struct{}
+}
 
 // NewLocal opens the data directory and builds every part; nothing runs
 // until Run. The caller owns the returned Local and must Run or Close it.
@@ -185,7 +207,7 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Local{cfg: cfg, log: logger, db: db}
+	l := &Local{cfg: cfg, log: logger, db: db, ended: make(chan struct{}, 1)}
 	ok := false
 	defer func() {
 		if !ok {
@@ -395,50 +417,91 @@ func (l *Local) Run(ctx context.Context) error {
 	return errors.Join(err, l.Close(shut))
 }
 
-// watchInstances reports runner processes that ended to the ledger, as
-// EC2's state-change events do in AWS: each ended instance is reported on
-// every poll (the ledger's end is idempotent), so none is missed.
+// watchInstances reports runners that ended to the ledger, as EC2's
+// state-change events do in AWS: after each end the provider tells of, and
+// on every poll, each ended instance is reported (the ledger's end is
+// idempotent), so none is missed.
 func (l *Local) watchInstances(ctx context.Context) {
-	every(ctx, instancePoll, func() {
-		instances, err := l.Provider.List(ctx, provider.Filter{})
-		if err != nil {
-			l.log.Warn("listing runner processes", "err", err)
+	var ended <-chan struct{}
+	poll := instancePoll
+	if n, ok := l.Provider.(endNotifier); ok {
+		ended, poll = n.Ended(), instanceBackstop
+	}
+	if l.cfg.InstancePoll > 0 {
+		poll = l.cfg.InstancePoll
+	}
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
 			return
+		case <-ended:
+		case <-t.C:
 		}
-		for _, in := range instances {
-			if !in.State.Alive() {
-				if err := l.events.StateChanged(ctx, in.ID, "terminated", l.cfg.Now()); err != nil {
-					l.log.Warn("reporting an ended runner", "instance_id", in.ID, "err", err)
-				}
+		if l.reportEnded(ctx) > 0 {
+			select {
+			case l.ended <- struct{}{}:
+			default:
 			}
 		}
-	})
+	}
+}
+
+// reportEnded reports every ended instance the provider lists, and
+// returns how many runners it saw end since its previous call; for each
+// of those it tells the room that its pool has capacity again.
+func (l *Local) reportEnded(ctx context.Context) int {
+	instances, err := l.Provider.List(ctx, provider.Filter{})
+	if err != nil {
+		l.log.Warn("listing runner processes", "err", err)
+		return 0
+	}
+	n, seen := 0, map[string]bool{}
+	for _, in := range instances {
+		if !in.State.Alive() {
+			if !l.seenEnded[in.ID] {
+				n++
+				// The backend's own slot freed (the process provider's
+				// per-pool limit): a capacity backoff of the pool ends and
+				// its waiting jobs are offered. Local providers have no
+				// places (provider.Placer): the pool is the place.
+				l.Room.Recovered(ctx, in.Pool, "")
+			}
+			seen[in.ID] = true
+			if err := l.events.StateChanged(ctx, in.ID, "terminated", l.cfg.Now()); err != nil {
+				l.log.Warn("reporting an ended runner", "instance_id", in.ID, "err", err)
+			}
+		}
+	}
+	l.seenEnded = seen
+	return n
 }
 
 // reconcile runs a scale-down pass every ReconcileEvery until ctx ends.
+//
+// A pass also runs as soon as the watch reports a runner that ended: the
+// EC2 events leave many ends to the reconciler (a runner that ran another
+// job than its own, or whose job's metrics record it writes), and its
+// pass is what frees the slot and wakes the pool's room. In AWS the
+// reconciler runs every minute; a lab's slots are too few to idle that long.
 func (l *Local) reconcile(ctx context.Context) {
-	every(ctx, l.cfg.ReconcileEvery, func() {
-		// A pass has a minute, as the Lambda does: it starts no new step in
-		// the last seconds before its deadline.
-		pass, cancel := context.WithTimeout(ctx, time.Minute)
-		defer cancel()
-		if _, err := l.ScaleDown.Reconcile(pass); err != nil && ctx.Err() == nil {
-			l.log.Error("reconciling", "err", err)
-		}
-	})
-}
-
-// every runs fn every d, the first time after d, until ctx ends.
-func every(ctx context.Context, d time.Duration, fn func()) {
-	t := time.NewTicker(d)
+	t := time.NewTicker(l.cfg.ReconcileEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			fn()
+		case <-l.ended:
 		}
+		// A pass has a minute, as the Lambda does: it starts no new step in
+		// the last seconds before its deadline.
+		pass, cancel := context.WithTimeout(ctx, time.Minute)
+		if _, err := l.ScaleDown.Reconcile(pass); err != nil && ctx.Err() == nil {
+			l.log.Error("reconciling", "err", err)
+		}
+		cancel()
 	}
 }
 

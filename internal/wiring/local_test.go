@@ -199,3 +199,73 @@ func TestLocalSettlesReservationsAtStart(t *testing.T) {
 		t.Errorf("the left claim: %+v, %v; want it as it was, its lease over", c, err)
 	}
 }
+
+// TestLocalWakesOnExit: in a pool of one slot, each job after the first
+// launches only once the previous runner's process ended; with the state
+// poll and the reconciler's period an hour long, only the provider's
+// notice of each exit (and the reconciler's pass it runs at once) frees
+// the slot, so the run finishes only if the end is event-driven.
+func TestLocalWakesOnExit(t *testing.T) {
+	t.Parallel()
+	standin := buildStandin(t)
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemKey := string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
+	sim := ghsim.New(ghsim.Options{SecretPrefix: "CANARYLOCAL"})
+	t.Cleanup(sim.Close)
+	sim.AddApp(ghsim.AppConfig{ID: 77, Slug: "skiff", PublicKey: &key.PublicKey})
+	sim.AddOrg("acme")
+	sim.AddRepo("acme", "app")
+	sim.Install(77, "acme")
+	dir := t.TempDir()
+	poolsFile := filepath.Join(dir, "pools.yaml")
+	if err := os.WriteFile(poolsFile, []byte(localPools), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs := &testenv.SyncBuffer{}
+	l, err := wiring.NewLocal(wiring.LocalConfig{
+		DataDir: filepath.Join(dir, "data"), PoolsFile: poolsFile, Listen: "127.0.0.1:0", RunnerCommand: []string{standin},
+		RunnerEnv: []string{"SKIFF_STANDIN_DURATION=100ms"}, Limits: map[string]int{"cpu": 1}, GitHubAPIURL: sim.URL(), AppIDs: []int64{77},
+		AppKeys: pemKey, WebhookSecret: "local-secret", Allow: []string{"acme"}, Installations: []string{"*"},
+		ReconcileEvery: time.Hour, InstancePoll: time.Hour,
+		// With metrics records, the EC2 events leave every end to the
+		// reconciler: the pass the end runs at once frees the slot.
+		MetricsRecords: true,
+	}, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim.SetWebhook(77, l.URL(), "local-secret")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	labels := []string{"self-hosted", "linux", "x64"}
+	run, err := sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: labels}, {Labels: labels}, {Labels: labels}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No deadline of ours: were the end noticed only by the hour-long
+	// polls, this would hang until the test binary's -timeout.
+	for {
+		completed := 0
+		for _, id := range run.JobIDs {
+			if j, ok := sim.Job(id); ok && j.Status == "completed" {
+				completed++
+			}
+		}
+		if completed == len(run.JobIDs) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // polling another process's progress
+	}
+	for live := -1; live != 0; {
+		live, _ = l.Ledger.Live(context.Background(), "cpu")
+		time.Sleep(20 * time.Millisecond) // the watch is another goroutine's
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}

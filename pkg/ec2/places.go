@@ -1,5 +1,47 @@
 package ec2
 
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+
+	"github.com/skiffci/skiff/pkg/pool"
+)
+
+// maxPlaceLen bounds a place's name (a DynamoDB sort key of the room holds
+// it): longer lists are named by a digest after their first characters.
+const maxPlaceLen = 200
+
+// Place implements provider.Placer: the pool's instance types (or its
+// attribute-based requirements) in its subnets, with its purchase option,
+// e.g. "g6.xlarge,g6.2xlarge in subnet-a,subnet-b (spot-then-on-demand)".
+// Jobs whose launches ask for the same set share one capacity backoff.
+func (p *Provider) Place(spec pool.Spec) string { return PlaceOf(spec.EC2) }
+
+// PlaceOf names the set of places an EC2 launch spec asks for ("" for nil).
+func PlaceOf(e *pool.EC2) string {
+	if e == nil {
+		return ""
+	}
+	types := strings.Join(e.InstanceTypes, ",")
+	if types == "" {
+		// Attribute-based selection: the requirements, by digest.
+		b, _ := json.Marshal(e.Requirements)
+		sum := sha256.Sum256(b)
+		types = "requirements~" + hex.EncodeToString(sum[:6])
+	}
+	s := types + " in " + strings.Join(e.Subnets, ",")
+	if e.Capacity != "" {
+		s += " (" + string(e.Capacity) + ")"
+	}
+	if len(s) > maxPlaceLen {
+		sum := sha256.Sum256([]byte(s))
+		s = s[:maxPlaceLen-17] + "~" + hex.EncodeToString(sum[:8])
+	}
+	return s
+}
+
 // Places lists the capacity pools to ask for: each instance type in the
 // pool's order across every subnet (types outrank subnets, so the pool's
 // preference holds), without the pools remembered as failed, at most max.

@@ -71,6 +71,24 @@ type Provider interface {
 	Terminate(ctx context.Context, ids []string) error
 }
 
+// Placer is implemented by a provider whose backend has places a launch
+// may find without capacity while others have some (EC2: instance types in
+// zones). Place names the set of places a launch of spec asks for, as a
+// short stable string; the waiting room keeps one capacity backoff per
+// pool and place. A provider without it has one place: the pool.
+type Placer interface {
+	Place(spec pool.Spec) string
+}
+
+// PlaceOf is p's place for spec: "" (the pool as a whole) when p has no
+// places.
+func PlaceOf(p Provider, spec pool.Spec) string {
+	if pl, ok := p.(Placer); ok {
+		return pl.Place(spec)
+	}
+	return ""
+}
+
 // Capabilities are what a provider can do for a pool (pool.Capabilities).
 type Capabilities = pool.Capabilities
 

@@ -4,7 +4,11 @@
 //
 //	scale-up refuses: max_runners ──▶ Enter (wake at the next freed slot)
 //	                  capacity, throttled, quota (not final)
-//	                               ──▶ Enter + delayed send (15 s, doubling, ≤ 5 min)
+//	                               ──▶ Refused: the pool and place's shared backoff
+//	                                   (15 s, doubling, ≤ 5 min) ──▶ Enter + a delayed
+//	                                   send for when it ends
+//	a launch in a backing-off place succeeds ──▶ Recovered: the backoff ends, its
+//	                                   jobs are offered at once, one per free slot
 //	a runner of the pool ends (any reporter: the ledger's End)
 //	                               ──▶ Wake: the next job in fair order is offered
 //	                                   (conditional mark, then sent to the queue)
@@ -24,6 +28,7 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/skiffci/skiff/pkg/launch"
@@ -85,7 +90,28 @@ type Options struct {
 }
 
 // Service is the waiting room's logic over a store.Room.
-type Service struct{ o Options }
+type Service struct {
+	o Options
+
+	mu sync.Mutex
+	// lastOffer is the time of this service's latest offer: each offer is
+	// stamped strictly after it, so that the fair order can tell which of
+	// two repositories served within one clock tick was served last (a
+	// burst of runner ends on a coarse or simulated clock would otherwise
+	// tie them, and a tie goes to the repository with the oldest job).
+	lastOffer time.Time
+}
+
+// offerTime is now, or just after this service's previous offer.
+func (s *Service) offerTime(now time.Time) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !now.After(s.lastOffer) {
+		now = s.lastOffer.Add(time.Nanosecond)
+	}
+	s.lastOffer = now
+	return now
+}
 
 // New returns the service.
 func New(o Options) (*Service, error) {
@@ -123,10 +149,11 @@ func New(o Options) (*Service, error) {
 func backsOff(reason string) bool { return reason != "max_runners" }
 
 // Wait puts the job in its pool's room (scale-up's Waiter). A job refused
-// by the provider waits out a backoff, sent again after it when the queue
-// delays messages; one refused for a full pool is offered at the next
-// freed slot. nil means the job is in the room and its message may go.
-func (s *Service) Wait(ctx context.Context, job queue.Job, reason, detail string) error {
+// by the provider waits out its pool and place's shared backoff (place ""
+// for the pool as a whole), sent again when it ends if the queue delays
+// messages; one refused for a full pool is offered at the next freed slot.
+// nil means the job is in the room and its message may go.
+func (s *Service) Wait(ctx context.Context, job queue.Job, place, reason, detail string) error {
 	now := s.o.Now()
 	msg := job
 	msg.Waited = job.Waited + 1
@@ -136,10 +163,12 @@ func (s *Service) Wait(ctx context.Context, job queue.Job, reason, detail string
 	}
 	w := store.Waiting{Pool: job.Pool, JobID: job.JobID, Repository: job.Repository, Message: string(body), Since: now,
 		Reason: reason, Detail: detail, ExpiresAt: now.Add(store.RoomLimit)}
+	log := s.o.Logger.With("job_id", job.JobID, "pool", job.Pool, "repository", job.Repository, "reason", reason)
 	var delay time.Duration
 	delayed, canDelay := s.o.Queue.(queue.DelayedSender)
 	if backsOff(reason) {
-		delay = scaler.CapacityBackoff(msg.Waited, s.o.Jitter())
+		w.Place = place
+		delay = s.backoff(ctx, log, job.Pool, place, msg.Waited, now)
 		w.WakeAt = now.Add(delay)
 		if canDelay {
 			// The delayed message is the offer: no waker offers it before.
@@ -151,7 +180,6 @@ func (s *Service) Wait(ctx context.Context, job queue.Job, reason, detail string
 		return err
 	}
 	s.o.Counter.Count(MetricEntered, reason)
-	log := s.o.Logger.With("job_id", job.JobID, "pool", job.Pool, "repository", job.Repository, "reason", reason)
 	if delay > 0 && canDelay {
 		if err := delayed.SendAfter(ctx, msg, delay); err != nil {
 			// The entry stays; its offer counts as lost after the lease
@@ -159,9 +187,79 @@ func (s *Service) Wait(ctx context.Context, job queue.Job, reason, detail string
 			log.Warn("scheduling the waiting job's next try; the reconciler offers it later", "err", err)
 		}
 	}
-	log.Info("job waits in its pool's room", "detail", detail, "waiting_since", got.Since, "tries", got.Tries,
+	log.Info("job waits in its pool's room", "detail", detail, "place", w.Place, "waiting_since", got.Since, "tries", got.Tries,
 		"next_try_in_ms", delay.Milliseconds())
 	return nil
+}
+
+// backoff records the refusal in the pool and place's shared backoff and
+// returns how long the job waits: until the backoff ends. When the store
+// cannot be read the job backs off on its own tries instead.
+func (s *Service) backoff(ctx context.Context, log *slog.Logger, pool, place string, tries int, now time.Time) time.Duration {
+	b, err := s.o.Room.Refused(ctx, pool, place, now, func(failures int) time.Duration {
+		return scaler.CapacityBackoff(failures, s.o.Jitter())
+	})
+	if err != nil {
+		log.Warn("recording the place's capacity backoff; the job backs off on its own", "place", place, "err", err)
+		return scaler.CapacityBackoff(tries, s.o.Jitter())
+	}
+	return b.Until.Sub(now)
+}
+
+// Recovered is told that a launch in the pool and place succeeded
+// (scale-up's Waiter): capacity is back. When the place was backing off,
+// its backoff ends and the jobs that waited it out are offered at once,
+// one per free slot of the pool; it returns how many were offered.
+func (s *Service) Recovered(ctx context.Context, pool, place string) int {
+	log := s.o.Logger.With("pool", pool, "place", place)
+	was, err := s.o.Room.Recovered(ctx, pool, place)
+	if err != nil {
+		log.Warn("ending the place's capacity backoff; its jobs try again when it ends", "err", err)
+		return 0
+	}
+	if !was {
+		return 0
+	}
+	now := s.o.Now()
+	n, err := s.o.Room.Resume(ctx, pool, place, now)
+	if err != nil {
+		log.Warn("resuming the jobs that waited out the backoff; they try again when it ends", "err", err)
+	}
+	if n == 0 {
+		log.Info("capacity is back in the place")
+		return 0
+	}
+	ws, served, err := s.o.Room.Waiting(ctx, pool, now)
+	if err != nil {
+		log.Warn("reading the waiting room; the reconciler offers its jobs later", "err", err)
+		return 0
+	}
+	free, err := s.free(ctx, pool, len(ws))
+	if err != nil {
+		log.Warn("counting the pool's runners; the next freed slot or the reconciler offers the jobs", "err", err)
+		return 0
+	}
+	offered := s.offer(ctx, pool, ws, served, free, now)
+	log.Info("capacity is back in the place; offered its waiting jobs", "resumed", n, "offered", offered, "free_slots", free)
+	return offered
+}
+
+// free is how many of waiting jobs the pool has slots for: its maxRunners
+// less its live runners, or all of them in a pool without a limit (or
+// when the service has no pools).
+func (s *Service) free(ctx context.Context, pool string, waiting int) (int, error) {
+	if s.o.Pools == nil || s.o.Ledger == nil {
+		return waiting, nil
+	}
+	p := s.o.Pools.Pool(pool)
+	if p == nil || p.MaxRunners <= 0 {
+		return waiting, nil
+	}
+	live, err := s.o.Ledger.Live(ctx, pool)
+	if err != nil {
+		return 0, err
+	}
+	return min(waiting, p.MaxRunners-live), nil
 }
 
 // Leave takes a job that was offered out of the room: it launched, or
@@ -217,7 +315,8 @@ func (s *Service) offer(ctx context.Context, pool string, ws []store.Waiting, se
 			_ = s.o.Room.Leave(ctx, pool, w.JobID)
 			continue
 		}
-		if err := s.o.Room.Offer(ctx, pool, w.JobID, now, now.Add(s.o.OfferLease)); err != nil {
+		at := s.offerTime(now)
+		if err := s.o.Room.Offer(ctx, pool, w.JobID, at, at.Add(s.o.OfferLease)); err != nil {
 			if !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
 				log.Warn("offering a waiting job", "err", err)
 			}
@@ -277,14 +376,10 @@ func (s *Service) Sweep(ctx context.Context) {
 		if len(ws) == 0 {
 			continue
 		}
-		free := len(ws)
-		if p.MaxRunners > 0 {
-			live, err := s.o.Ledger.Live(ctx, p.Name)
-			if err != nil {
-				s.o.Logger.Warn("counting the pool's runners", "pool", p.Name, "err", err)
-				continue
-			}
-			free = min(free, p.MaxRunners-live)
+		free, err := s.free(ctx, p.Name, len(ws))
+		if err != nil {
+			s.o.Logger.Warn("counting the pool's runners", "pool", p.Name, "err", err)
+			continue
 		}
 		if n := s.offer(ctx, p.Name, ws, served, free, now); n > 0 {
 			s.o.Logger.Info("reconciler offered waiting jobs", "pool", p.Name, "offered", n, "waiting", len(ws),

@@ -68,6 +68,20 @@ pools:
     subnets: [subnet-0aaaaaaaa]
     capacity: on-demand
     maxRunners: 2
+  - name: gpu
+    labels: [gpu]
+    instanceTypes: [g6.xlarge]
+    image: {ssm: /aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-amazon-linux-2023/latest/ami-id}
+    subnets: [subnet-0aaaaaaaa]
+    capacity: on-demand
+    maxRunners: 3
+  - name: gpu8
+    labels: [gpu8]
+    instanceTypes: [g6.xlarge, g6.2xlarge]
+    image: {ssm: /aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-amazon-linux-2023/latest/ami-id}
+    subnets: [subnet-0aaaaaaaa, subnet-0bbbbbbbb]
+    capacity: on-demand
+    maxRunners: 8
   - name: mixed
     labels: [mixed]
     instanceTypes: [g6.xlarge, c7i.xlarge]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/scaler"
 )
@@ -12,10 +13,16 @@ import (
 type Waiter interface {
 	// Wait puts a job that cannot launch now, for a reason time cures, in
 	// its pool's room; nil means it waits there and its message may go.
-	Wait(ctx context.Context, job queue.Job, reason, detail string) error
+	// place is the provider's place the refusal came from (provider.Placer;
+	// "" for the pool as a whole): its capacity backoff is shared.
+	Wait(ctx context.Context, job queue.Job, place, reason, detail string) error
 	// Leave takes a job the room offered out of it: it launched, or it
 	// was given up for good.
 	Leave(ctx context.Context, job queue.Job, reason string)
+	// Recovered says a launch in the pool and place succeeded: a backoff
+	// there ends and the jobs that waited it out are offered, one per free
+	// slot. It returns how many were offered.
+	Recovered(ctx context.Context, pool, place string) int
 }
 
 // NoRoom is the Waiter without a room: every job that cannot launch now
@@ -25,10 +32,13 @@ type NoRoom struct{}
 var errNoRoom = errors.New("no waiting room")
 
 // Wait implements Waiter: there is no room.
-func (NoRoom) Wait(context.Context, queue.Job, string, string) error { return errNoRoom }
+func (NoRoom) Wait(context.Context, queue.Job, string, string, string) error { return errNoRoom }
 
 // Leave implements Waiter.
 func (NoRoom) Leave(context.Context, queue.Job, string) {}
+
+// Recovered implements Waiter.
+func (NoRoom) Recovered(context.Context, string, string) int { return 0 }
 
 // waits reports whether a job retried for reason waits in the room: time
 // cures it (a full pool; no capacity, throttling or a quota the provider
@@ -42,13 +52,25 @@ func waits(reason string) bool {
 	return false
 }
 
-// settleRoom moves the jobs that wait into their pools' rooms and takes
-// the jobs the room offered out of it once they are decided.
+// settleRoom moves the jobs that wait into their pools' rooms, takes the
+// jobs the room offered out of it once they are decided, and tells the
+// room of each pool and place where a launch succeeded (once per batch).
 func (s *Service) settleRoom(ctx context.Context, items []*work) {
+	type placeKey struct{ pool, place string }
+	var launched []placeKey
+	seen := map[placeKey]bool{}
 	for _, w := range items {
+		if w.outcome == scaler.OutcomeLaunched {
+			k := placeKey{w.spec.Pool, provider.PlaceOf(s.o.Provider, w.spec)}
+			if !seen[k] {
+				seen[k] = true
+				launched = append(launched, k)
+			}
+		}
 		switch {
 		case w.outcome == scaler.OutcomeRetry && waits(w.reason):
-			if err := s.o.Room.Wait(ctx, w.job, w.reason, w.detail); err != nil {
+			place := provider.PlaceOf(s.o.Provider, w.spec)
+			if err := s.o.Room.Wait(ctx, w.job, place, w.reason, w.detail); err != nil {
 				if !errors.Is(err, errNoRoom) {
 					w.log.Warn("the job could not enter its pool's waiting room; it goes back to the queue", "err", err)
 				}
@@ -60,5 +82,8 @@ func (s *Service) settleRoom(ctx context.Context, items []*work) {
 			w.outcome == scaler.OutcomePermanent):
 			s.o.Room.Leave(ctx, w.job, w.reason)
 		}
+	}
+	for _, k := range launched {
+		s.o.Room.Recovered(ctx, k.pool, k.place)
 	}
 }

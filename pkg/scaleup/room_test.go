@@ -2,6 +2,7 @@ package scaleup_test
 
 import (
 	"context"
+	"maps"
 	"testing"
 	"time"
 
@@ -15,15 +16,18 @@ import (
 // room's offers, and its ledger wakes the room when a runner ends.
 type roomEnv struct {
 	*env
-	room    *store.RoomMemory
+	room    store.Room
 	svcRoom *room.Service
 	q       *queue.Memory
 	ledger  room.Ledger
 }
 
-func newRoomEnv(t *testing.T) *roomEnv {
+func newRoomEnv(t *testing.T) *roomEnv { return newRoomEnvWith(t, store.NewRoomMemory()) }
+
+// newRoomEnvWith is newRoomEnv over the given room store.
+func newRoomEnvWith(t *testing.T, rm store.Room) *roomEnv {
 	t.Helper()
-	r := &roomEnv{room: store.NewRoomMemory(), q: &queue.Memory{}}
+	r := &roomEnv{room: rm, q: &queue.Memory{}}
 	r.env = newEnv(t, func(o *scaleup.Options) {
 		r.q.SetClock(o.Now)
 		svc, err := room.New(room.Options{Room: r.room, Queue: r.q, Records: o.Records.(*store.Memory), Pools: o.Pools,
@@ -202,5 +206,116 @@ func TestWaitingRoomCapacity(t *testing.T) {
 	}
 	if ws := r.waiting(t, "ondemand"); len(ws) != 0 {
 		t.Errorf("still waiting after the launch: %+v", ws)
+	}
+}
+
+// TestWaitingRoomSharedBackoff: the jobs of a pool refused for capacity in
+// one place share one backoff, whichever invocation refused them: a job
+// refused while it is under way waits for the same end, and a failed try
+// at the end doubles it once, not once per job. When a launch there
+// succeeds, the backoff ends and the waiting jobs are offered at once, one
+// per free slot; the rest go at the next freed slot, and the delayed
+// messages still on their way launch nothing more.
+func TestWaitingRoomSharedBackoff(t *testing.T) {
+	t.Parallel()
+	r := newRoomEnv(t)
+	ctx := context.Background()
+	const capacityPool = "g6.xlarge/subnet-0aaaaaaaa/on-demand"
+	t0 := r.clock.now()
+	gpu := func(id int64) queue.Delivery {
+		j := job(id, "gpu")
+		j.Pool = "gpu"
+		return message(j, 1)
+	}
+	wakes := func() map[int64]time.Duration {
+		out := map[int64]time.Duration{}
+		for _, w := range r.waiting(t, "gpu") {
+			out[w.JobID] = 0
+			if !w.WakeAt.IsZero() {
+				out[w.JobID] = w.WakeAt.Sub(t0)
+			}
+		}
+		return out
+	}
+	r.ec2.FailPool(capacityPool, "InsufficientInstanceCapacity")
+	for i, id := range []int64{800, 801, 802} { // three invocations, 5 s apart
+		if i > 0 {
+			r.clock.advance(5 * time.Second)
+		}
+		if resp := r.handle(ctx, r.svc, gpu(id)); len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("job %d went back to the queue: %+v", id, resp)
+		}
+	}
+	if got, want := wakes(), map[int64]time.Duration{800: 15 * time.Second, 801: 15 * time.Second, 802: 15 * time.Second}; !maps.Equal(got, want) {
+		t.Fatalf("wake times after three refusals in one place: %v; want all at the shared backoff's end, %v", got, want)
+	}
+	r.clock.set(t0.Add(15 * time.Second))
+	offers := r.offered(t)
+	if len(offers) != 3 {
+		t.Fatalf("%d delayed messages at the backoff's end, want 3", len(offers))
+	}
+	// The try at the end fails for all three: the backoff doubles once.
+	if resp := r.handle(ctx, r.svc, offers...); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("the second refusal: %+v", resp)
+	}
+	if got, want := wakes(), map[int64]time.Duration{800: 45 * time.Second, 801: 45 * time.Second, 802: 45 * time.Second}; !maps.Equal(got, want) {
+		t.Fatalf("wake times after the failed try: %v; want all at +15s+30s, %v", got, want)
+	}
+
+	// Capacity returns; a fresh job launches: the place's waiting jobs are
+	// offered at once, as many as the pool has free slots (3 - 1 = 2),
+	// oldest first.
+	r.clock.set(t0.Add(25 * time.Second))
+	r.ec2.FailPool(capacityPool, "")
+	if resp := r.handle(ctx, r.svc, gpu(803)); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("the fresh job: %+v", resp)
+	}
+	offers = r.offered(t)
+	if len(offers) != 2 || offers[0].Job.JobID != 800 || offers[1].Job.JobID != 801 {
+		t.Fatalf("offers when capacity returned: %+v; want jobs 800 and 801 (two free slots)", offers)
+	}
+	if resp := r.handle(ctx, r.svc, offers...); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("the woken jobs: %+v", resp)
+	}
+	if got := len(r.ec2.Live()); got != 3 {
+		t.Fatalf("%d live instances, want 3 (maxRunners)", got)
+	}
+	// 802 no longer waits out a backoff: the next freed slot takes it.
+	if got := wakes(); !maps.Equal(got, map[int64]time.Duration{802: 0}) {
+		t.Fatalf("waiting after the woken jobs launched: %v; want 802 for a slot", got)
+	}
+	live, _ := r.env.ledger.LiveRunners(ctx, "gpu")
+	if _, err := r.ledger.End(ctx, live[0].Name, r.clock.now(), "state_terminated"); err != nil {
+		t.Fatal(err)
+	}
+	r.ec2.SetState(live[0].InstanceID, "terminated")
+	offers = r.offered(t)
+	if len(offers) != 1 || offers[0].Job.JobID != 802 {
+		t.Fatalf("offers after a runner ended: %+v; want job 802", offers)
+	}
+	if resp := r.handle(ctx, r.svc, offers...); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("job 802: %+v", resp)
+	}
+	// The delayed messages of the failed try arrive at +45s: the launch
+	// claims stop them.
+	r.clock.set(t0.Add(45 * time.Second))
+	late := r.offered(t)
+	if len(late) != 3 {
+		t.Fatalf("%d late delayed messages, want 3", len(late))
+	}
+	if resp := r.handle(ctx, r.svc, late...); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("the late messages: %+v", resp)
+	}
+	if got := len(r.ec2.Live()); got != 3 {
+		t.Errorf("%d live instances after the late messages, want 3", got)
+	}
+	if got := r.counter.Get(scaleup.MetricLaunched, "gpu"); got != 4 {
+		t.Errorf("%d runners launched, want 4 (jobs 800-803, each once)", got)
+	}
+	if n := len(r.dlq.DeadLetters()); n != 0 {
+		t.Errorf("%d dead letters, want 0", n)
+	}
+	if ws := r.waiting(t, "gpu"); len(ws) != 0 {
+		t.Errorf("still waiting: %+v", ws)
 	}
 }

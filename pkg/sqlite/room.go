@@ -12,7 +12,8 @@ import (
 
 // roomSchema holds the waiting room (store.Room): an entry's record is JSON
 // (store.Waiting), beside the columns the conditions and the listing read;
-// room_served is when each repository of a pool was last offered a job.
+// room_served is when each repository of a pool was last offered a job;
+// room_backoff is each pool's capacity backoff per place.
 const roomSchema = `
 CREATE TABLE IF NOT EXISTS room (
 	pool          TEXT    NOT NULL,
@@ -27,6 +28,13 @@ CREATE TABLE IF NOT EXISTS room_served (
 	repository TEXT    NOT NULL,
 	served_at  INTEGER NOT NULL,
 	PRIMARY KEY (pool, repository)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS room_backoff (
+	pool     TEXT    NOT NULL,
+	place    TEXT    NOT NULL,
+	failures INTEGER NOT NULL,
+	until    INTEGER NOT NULL,
+	PRIMARY KEY (pool, place)
 ) WITHOUT ROWID;
 `
 
@@ -188,4 +196,85 @@ func (r *Room) Waiting(ctx context.Context, pool string, now time.Time) ([]store
 		served[repo] = time.Unix(0, at).UTC()
 	}
 	return out, served, srows.Err()
+}
+
+// Refused implements store.Room: the read and the write in one transaction.
+func (r *Room) Refused(ctx context.Context, pool, place string, now time.Time, next func(int) time.Duration) (store.Backoff, error) {
+	var b store.Backoff
+	err := r.d.tx(ctx, func(tx *sql.Tx) error {
+		var failures, until int64
+		err := tx.QueryRowContext(ctx, `SELECT failures, until FROM room_backoff WHERE pool = ? AND place = ?`, pool, place).
+			Scan(&failures, &until)
+		ok := err == nil
+		if err != nil && !isNoRows(err) {
+			return fmt.Errorf("reading the backoff of pool %s in %q: %w", pool, place, err)
+		}
+		old := store.Backoff{Pool: pool, Place: place, Failures: int(failures), Until: time.Unix(0, until).UTC()}
+		var changed bool
+		b, changed = store.NextBackoff(old, ok, pool, place, now, next)
+		if !changed {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO room_backoff (pool, place, failures, until) VALUES (?, ?, ?, ?)
+			ON CONFLICT (pool, place) DO UPDATE SET failures = excluded.failures, until = excluded.until`,
+			pool, place, b.Failures, nanos(b.Until)); err != nil {
+			return fmt.Errorf("recording the backoff of pool %s in %q: %w", pool, place, err)
+		}
+		return nil
+	})
+	return b, err
+}
+
+// Recovered implements store.Room.
+func (r *Room) Recovered(ctx context.Context, pool, place string) (bool, error) {
+	var n int64
+	err := r.d.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM room_backoff WHERE pool = ? AND place = ?`, pool, place)
+		if err != nil {
+			return fmt.Errorf("ending the backoff of pool %s in %q: %w", pool, place, err)
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n > 0, err
+}
+
+// Resume implements store.Room: the pool's entries read and rewritten in
+// one transaction.
+func (r *Room) Resume(ctx context.Context, pool, place string, now time.Time) (int, error) {
+	n := 0
+	err := r.d.tx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT record FROM room WHERE pool = ? AND (expires_at = 0 OR expires_at > ?)`,
+			pool, now.Unix())
+		if err != nil {
+			return fmt.Errorf("reading the room of pool %s: %w", pool, err)
+		}
+		var resume []store.Waiting
+		for rows.Next() {
+			var rec string
+			var w store.Waiting
+			if err := rows.Scan(&rec); err == nil {
+				err = json.Unmarshal([]byte(rec), &w)
+			}
+			if err != nil {
+				rows.Close()
+				return fmt.Errorf("reading the room of pool %s: %w", pool, err)
+			}
+			if w.Place == place && w.WakeAt.After(now) {
+				resume = append(resume, w)
+			}
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		for _, w := range resume {
+			w.WakeAt, w.OfferedUntil = time.Time{}, time.Time{}
+			if err := r.put(ctx, tx, w); err != nil {
+				return err
+			}
+		}
+		n = len(resume)
+		return nil
+	})
+	return n, err
 }

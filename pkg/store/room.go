@@ -26,6 +26,9 @@ type Waiting struct {
 	// Reason is why it waits (max_runners, launch_capacity, …), Detail
 	// the provider's words ("g6.xlarge: no capacity in us-east-1a").
 	Reason, Detail string
+	// Place is the provider's place whose backoff the job waits out (an
+	// instance type and zone set; "" for the pool as a whole).
+	Place string
 	// Tries counts its entries: the capacity backoff grows with it.
 	Tries int
 	// WakeAt: not offered before (a capacity backoff); zero: at the next
@@ -80,21 +83,71 @@ type Room interface {
 	// Waiting returns the pool's entries live at now, oldest first, and
 	// when each repository of the pool was last served.
 	Waiting(ctx context.Context, pool string, now time.Time) ([]Waiting, map[string]time.Time, error)
+
+	// Refused records a capacity refusal in the pool's place at now. When
+	// the place has no backoff under way at now, its backoff grows: Failures
+	// by one and Until = now + next(Failures). A refusal while one is under
+	// way (a job that tried before it ended) changes nothing. It returns the
+	// backoff as stored, under way at now.
+	Refused(ctx context.Context, pool, place string, now time.Time, next func(failures int) time.Duration) (Backoff, error)
+	// Recovered ends the place's backoff (a launch there succeeded) and
+	// reports whether there was one.
+	Recovered(ctx context.Context, pool, place string) (bool, error)
+	// Resume makes the pool's entries that wait out the place's backoff
+	// (WakeAt after now) offerable at now, ending their WakeAt and the
+	// offer their delayed message stood for, and returns how many.
+	Resume(ctx context.Context, pool, place string, now time.Time) (int, error)
+}
+
+// Backoff is a pool's capacity backoff in one place, shared by every job
+// of the pool refused there and by every scale-up invocation.
+type Backoff struct {
+	Pool, Place string
+	// Failures counts the refusals in a row that found no backoff under
+	// way: the probes that failed.
+	Failures int
+	// Until: no job waiting on the place is offered before.
+	Until time.Time
+}
+
+// BackoffLimit keeps a backoff record this long after its end, so that the
+// next refusal still doubles it; longer than any backoff.
+const BackoffLimit = time.Hour
+
+// NextBackoff is the rule every Room applies in Refused to the backoff
+// it read (ok: there was one): the backoff as it must be stored, and
+// whether it changed.
+func NextBackoff(old Backoff, ok bool, pool, place string, now time.Time, next func(int) time.Duration) (Backoff, bool) {
+	if ok && now.Before(old.Until) {
+		return old, false
+	}
+	b := Backoff{Pool: pool, Place: place, Failures: 1}
+	if ok && now.Before(old.Until.Add(BackoffLimit)) {
+		b.Failures = old.Failures + 1
+	}
+	d := next(b.Failures)
+	if d <= 0 {
+		d = time.Nanosecond
+	}
+	b.Until = now.Add(d)
+	return b, true
 }
 
 // RoomMemory is the Room in memory, for tests.
 type RoomMemory struct {
-	mu      sync.Mutex
-	entries map[string]map[int64]Waiting
-	served  map[string]map[string]time.Time
-	writes  int
+	mu       sync.Mutex
+	entries  map[string]map[int64]Waiting
+	served   map[string]map[string]time.Time
+	backoffs map[[2]string]Backoff
+	writes   int
 }
 
 var _ Room = (*RoomMemory)(nil)
 
 // NewRoomMemory returns an empty room.
 func NewRoomMemory() *RoomMemory {
-	return &RoomMemory{entries: map[string]map[int64]Waiting{}, served: map[string]map[string]time.Time{}}
+	return &RoomMemory{entries: map[string]map[int64]Waiting{}, served: map[string]map[string]time.Time{},
+		backoffs: map[[2]string]Backoff{}}
 }
 
 // Writes counts the writes (Enter, Offer, Leave) so far.
@@ -181,6 +234,58 @@ func (m *RoomMemory) Waiting(ctx context.Context, pool string, now time.Time) ([
 		served[repo] = at
 	}
 	return out, served, nil
+}
+
+// Refused implements Room.
+func (m *RoomMemory) Refused(ctx context.Context, pool, place string, now time.Time, next func(int) time.Duration) (Backoff, error) {
+	if err := ctx.Err(); err != nil {
+		return Backoff{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old, ok := m.backoffs[[2]string{pool, place}]
+	b, changed := NextBackoff(old, ok, pool, place, now, next)
+	if changed {
+		m.writes++
+		m.backoffs[[2]string{pool, place}] = b
+	}
+	return b, nil
+}
+
+// Recovered implements Room.
+func (m *RoomMemory) Recovered(ctx context.Context, pool, place string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.backoffs[[2]string{pool, place}]
+	if ok {
+		m.writes++
+		delete(m.backoffs, [2]string{pool, place})
+	}
+	return ok, nil
+}
+
+// Resume implements Room.
+func (m *RoomMemory) Resume(ctx context.Context, pool, place string, now time.Time) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for id, w := range m.entries[pool] {
+		if w.Place == place && w.WakeAt.After(now) && live(w.ExpiresAt, now) {
+			w.WakeAt, w.OfferedUntil = time.Time{}, time.Time{}
+			m.entries[pool][id] = w
+			n++
+		}
+	}
+	if n > 0 {
+		m.writes++
+	}
+	return n, nil
 }
 
 // SortWaiting orders entries oldest first, then by job id.

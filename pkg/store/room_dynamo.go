@@ -21,8 +21,9 @@ import (
 //	                       digits>             detail, tries, wake_at, offered_until,
 //	                                           expires_at
 //	served   ROOM#<pool>   SERVED#<owner/repo> served_at, expires_at
+//	backoff  ROOM#<pool>   BACKOFF#<place>     failures, until, expires_at
 //
-// wake_at and offered_until are epoch nanoseconds (exact, so that an offer
+// wake_at, offered_until and until are epoch nanoseconds (exact, so that an offer
 // ends at the same instant as in RoomMemory); since and served_at are
 // timestamps in the table's fixed-width layout. An entry's expires_at is
 // its first entry plus RoomLimit, kept by later entries.
@@ -50,9 +51,13 @@ const (
 	attrWakeAt       = "wake_at"
 	attrOfferedUntil = "offered_until"
 	attrServedAt     = "served_at"
+	attrPlace        = "place"
+	attrFailures     = "failures"
+	attrUntil        = "until"
 
 	skWaitingPrefix = "JOB#"
 	skServedPrefix  = "SERVED#"
+	skBackoffPrefix = "BACKOFF#"
 )
 
 // RoomDynamo is the Room over the store's table.
@@ -95,6 +100,7 @@ func (d *RoomDynamo) Enter(ctx context.Context, w Waiting) (Waiting, error) {
 		e.name(attrMessage) + " = " + e.value(str(w.Message)),
 		e.name(attrReason) + " = " + e.value(str(w.Reason)),
 		e.name(attrDetail) + " = " + e.value(str(w.Detail)),
+		e.name(attrPlace) + " = " + e.value(str(w.Place)),
 		e.name(attrWakeAt) + " = " + e.value(nanos(w.WakeAt)),
 		e.name(attrOfferedUntil) + " = " + e.value(nanos(w.OfferedUntil)),
 		e.name(attrSince) + " = if_not_exists(" + e.name(attrSince) + ", " + e.value(str(w.Since.UTC().Format(timeLayout))) + ")",
@@ -131,6 +137,7 @@ func putWaiting(item map[string]types.AttributeValue, w Waiting) {
 	item[attrMessage] = str(w.Message)
 	item[attrReason] = str(w.Reason)
 	item[attrDetail] = str(w.Detail)
+	item[attrPlace] = str(w.Place)
 	item[attrWakeAt] = nanos(w.WakeAt)
 	item[attrOfferedUntil] = nanos(w.OfferedUntil)
 	item[attrSince] = str(w.Since.UTC().Format(timeLayout))
@@ -141,7 +148,7 @@ func putWaiting(item map[string]types.AttributeValue, w Waiting) {
 func decodeWaiting(pool string, item map[string]types.AttributeValue) (Waiting, error) {
 	dec := decoder{item: item}
 	w := Waiting{Pool: pool, Repository: dec.str(attrRepository), Message: dec.str(attrMessage), Since: dec.time(attrSince),
-		Reason: dec.str(attrReason), Detail: dec.str(attrDetail), Tries: int(dec.int(attrTries)),
+		Reason: dec.str(attrReason), Detail: dec.str(attrDetail), Place: dec.str(attrPlace), Tries: int(dec.int(attrTries)),
 		ExpiresAt: dec.epoch(attrExpires)}
 	if n := dec.int(attrWakeAt); n != 0 {
 		w.WakeAt = time.Unix(0, n).UTC()
@@ -247,4 +254,105 @@ func (d *RoomDynamo) Waiting(ctx context.Context, pool string, now time.Time) ([
 	}
 	SortWaiting(out)
 	return out, served, nil
+}
+
+func backoffKey(pool, place string) map[string]types.AttributeValue {
+	return itemKey(roomPK(pool), skBackoffPrefix+place)
+}
+
+// refusedTries bounds Refused's optimistic rounds: each lost round means
+// another invocation moved the backoff, which is then under way.
+const refusedTries = 5
+
+// Refused implements Room: a consistent read of the place's backoff, then
+// a PutItem conditional on the backoff read (absent, or the same failures
+// and until), read again when another invocation got there first.
+func (d *RoomDynamo) Refused(ctx context.Context, pool, place string, now time.Time, next func(int) time.Duration) (Backoff, error) {
+	for range refusedTries {
+		got, err := d.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(d.table), Key: backoffKey(pool, place),
+			ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			return Backoff{}, fmt.Errorf("reading the backoff of pool %s in %q: %w", pool, place, err)
+		}
+		var old Backoff
+		ok := got.Item != nil
+		if ok {
+			dec := decoder{item: got.Item}
+			old = Backoff{Pool: pool, Place: place, Failures: int(dec.int(attrFailures)), Until: time.Unix(0, dec.int(attrUntil)).UTC()}
+			if dec.err != nil {
+				return Backoff{}, fmt.Errorf("decoding the backoff of pool %s in %q: %w", pool, place, dec.err)
+			}
+		}
+		b, changed := NextBackoff(old, ok, pool, place, now, next)
+		if !changed {
+			return b, nil
+		}
+		item := backoffKey(pool, place)
+		item[attrFailures] = numI(int64(b.Failures))
+		item[attrUntil] = nanos(b.Until)
+		item[attrExpires] = numI(epochCeil(b.Until.Add(BackoffLimit)))
+		e := newExpr()
+		var cond string
+		if !ok {
+			cond = "attribute_not_exists(" + e.name(attrPK) + ")"
+		} else {
+			cond = e.name(attrFailures) + " = " + e.value(numI(int64(old.Failures))) + " AND " + e.name(attrUntil) + " = " +
+				e.value(nanos(old.Until))
+		}
+		in := &dynamodb.PutItemInput{TableName: aws.String(d.table), Item: item, ConditionExpression: aws.String(cond),
+			ExpressionAttributeNames: e.names}
+		if len(e.values) > 0 {
+			in.ExpressionAttributeValues = e.values
+		}
+		_, err = d.api.PutItem(ctx, in)
+		if isConditionFailed(err) {
+			continue
+		}
+		if err != nil {
+			return Backoff{}, fmt.Errorf("recording the backoff of pool %s in %q: %w", pool, place, err)
+		}
+		return b, nil
+	}
+	return Backoff{}, fmt.Errorf("recording the backoff of pool %s in %q: %d rounds lost to other writers: %w", pool, place,
+		refusedTries, ErrConflict)
+}
+
+// Recovered implements Room: one DeleteItem that returns what it deleted.
+func (d *RoomDynamo) Recovered(ctx context.Context, pool, place string) (bool, error) {
+	out, err := d.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(d.table), Key: backoffKey(pool, place),
+		ReturnValues: types.ReturnValueAllOld})
+	if err != nil {
+		return false, fmt.Errorf("ending the backoff of pool %s in %q: %w", pool, place, err)
+	}
+	return len(out.Attributes) > 0, nil
+}
+
+// Resume implements Room: the pool's room in one Query, then one
+// UpdateItem per entry of the place, conditional on its wake_at as read
+// (an entry that entered again meanwhile keeps its new one).
+func (d *RoomDynamo) Resume(ctx context.Context, pool, place string, now time.Time) (int, error) {
+	ws, _, err := d.Waiting(ctx, pool, now)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, w := range ws {
+		if w.Place != place || !w.WakeAt.After(now) {
+			continue
+		}
+		e := newExpr()
+		_, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(d.table), Key: waitingKey(pool, w.JobID),
+			UpdateExpression: aws.String("SET " + e.name(attrWakeAt) + " = " + e.value(numI(0)) + ", " + e.name(attrOfferedUntil) +
+				" = " + e.value(numI(0))),
+			ConditionExpression:      aws.String(e.name(attrWakeAt) + " = " + e.value(nanos(w.WakeAt))),
+			ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values})
+		switch {
+		case isConditionFailed(err):
+		case err != nil:
+			return n, fmt.Errorf("resuming job %d in the room of pool %s: %w", w.JobID, pool, err)
+		default:
+			n++
+		}
+	}
+	return n, nil
 }

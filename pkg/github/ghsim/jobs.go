@@ -572,6 +572,22 @@ func (s *Server) Job(id int64) (JobState, bool) {
 		Labels: append([]string{}, j.labels...), RunnerID: j.runnerID, RunnerName: j.runnerName, StartedAt: j.started}, true
 }
 
+// JobStatuses returns the status of each of the jobs (queued, in_progress,
+// completed; absent when the simulator has no such job) after one Step: a
+// snapshot of many jobs for the price of one Job call.
+func (s *Server) JobStatuses(ids []int64) map[int64]string {
+	s.Step()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[int64]string, len(ids))
+	for _, id := range ids {
+		if j := s.jobs[id]; j != nil {
+			out[id] = j.status
+		}
+	}
+	return out
+}
+
 // Runners returns every registered runner, by id.
 func (s *Server) Runners() []RunnerState {
 	s.Step()

@@ -109,6 +109,19 @@ func TestPersistentRunnerTakesJobsInOrder(t *testing.T) {
 		if j.Status != "in_progress" || j.RunnerID != rid {
 			t.Fatalf("job %d = %+v, want running on the persistent runner", i, j)
 		}
+		st := s.JobStatuses(append([]int64{-1}, ids...))
+		for k, other := range ids {
+			want := map[bool]string{true: "completed", false: "queued"}[k < i]
+			if k == i {
+				want = "in_progress"
+			}
+			if st[other] != want {
+				t.Errorf("at job %d, JobStatuses says job %d is %q, want %q", i, k, st[other], want)
+			}
+		}
+		if _, ok := st[-1]; ok {
+			t.Errorf("JobStatuses has a status for an unknown job: %v", st)
+		}
 		clock.Advance(time.Minute)
 	}
 	if rs := s.Runners(); len(rs) != 1 || rs[0].Busy {

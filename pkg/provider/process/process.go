@@ -129,6 +129,9 @@ type Provider struct {
 	byToken map[string][]string
 	failCap bool
 	usage   *sampler // measures each runner (usage.go)
+	// ended holds one value once any runner ended since it was last
+	// received (Ended): the ends coalesce, so none is ever blocked on.
+	ended chan struct{}
 }
 
 type proc struct {
@@ -204,7 +207,7 @@ func New(o Options) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("process provider: finding the runner command: %w", err)
 	}
-	p := &Provider{o: o, path: path, dir: filepath.Join(o.DataDir, "runners"), recs: filepath.Join(o.DataDir, "procs"),
+	p := &Provider{o: o, path: path, ended: make(chan struct{}, 1), dir: filepath.Join(o.DataDir, "runners"), recs: filepath.Join(o.DataDir, "procs"),
 		procs: map[string]*proc{}, byToken: map[string][]string{}, usage: newSampler(o.DataDir)}
 	for _, d := range []string{p.dir, p.recs} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -494,7 +497,18 @@ func (p *Provider) reap(pr *proc, exit int, err error) {
 		log.Error("removing the runner's work directory and record", "dir", pr.dir, "err", rmErr)
 	}
 	close(pr.done)
+	select {
+	case p.ended <- struct{}{}:
+	default: // an earlier end is not received yet; its receiver lists this one too
+	}
 }
+
+// Ended receives a value after one or more runner processes ended since
+// the last value was received: the moment to List them, as local mode
+// does to report an end at once (EC2's state-change events in AWS). Ends
+// coalesce, so a slow receiver misses none: the List after a value shows
+// every runner that ended before it.
+func (p *Provider) Ended() <-chan struct{} { return p.ended }
 
 // stop ends a runner: SIGTERM to its process group, SIGKILL after the grace.
 func (p *Provider) stop(id, why string) {

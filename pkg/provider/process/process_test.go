@@ -472,3 +472,50 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		t.Errorf("stale work directory survived: %v", err)
 	}
 }
+
+// TestEnded: a runner whose process exits is told of at once on Ended, and
+// the List after it shows the runner terminated; two ends before the
+// receiver looks coalesce into one value whose List shows both.
+func TestEnded(t *testing.T) {
+	t.Parallel()
+	e := newProvider(t, process.Options{Command: []string{"true"}, DefaultLimit: 4})
+	ctx := context.Background()
+	spec := pool.Spec{Shared: pool.Shared{Pool: "cpu"}}
+	reg := func(n string) provider.Registration {
+		return provider.Registration{Mode: provider.ModeJIT, JITConfig: "CANARY" + n, RunnerName: n}
+	}
+	ended := func(want ...string) {
+		t.Helper()
+		<-e.p.Ended() // no timer: the test binary's own -timeout is the safety net
+		all, err := e.p.List(ctx, provider.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gone := map[string]bool{}
+		for _, in := range all {
+			gone[in.ID] = !in.State.Alive()
+		}
+		for _, id := range want {
+			if !gone[id] {
+				t.Errorf("after Ended, %s is listed alive or not at all: %+v", id, all)
+			}
+		}
+	}
+	first := launchOne(t, e.p, spec, "tok-1", reg("a"))
+	ended(first.ID)
+	second := launchOne(t, e.p, spec, "tok-2", reg("b"))
+	third := launchOne(t, e.p, spec, "tok-3", reg("c"))
+	for _, id := range []string{second.ID, third.ID} {
+		wctx, cancel := context.WithTimeout(ctx, safety)
+		if _, err := e.p.Wait(wctx, id); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+	}
+	ended(second.ID, third.ID)
+	select {
+	case <-e.p.Ended():
+		t.Error("a second value for ends already received")
+	default:
+	}
+}

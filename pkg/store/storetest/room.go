@@ -21,6 +21,144 @@ func RunRoom(t *testing.T, newRoom func(*testing.T) store.Room) {
 	t.Run("ConcurrentOffers", func(t *testing.T) { t.Parallel(); testRoomConcurrentOffers(t, newRoom(t)) })
 	t.Run("LeaveAndExpiry", func(t *testing.T) { t.Parallel(); testRoomLeave(t, newRoom(t)) })
 	t.Run("Invalid", func(t *testing.T) { t.Parallel(); testRoomInvalid(t, newRoom(t)) })
+	t.Run("Backoff", func(t *testing.T) { t.Parallel(); testRoomBackoff(t, newRoom(t)) })
+	t.Run("ConcurrentRefusals", func(t *testing.T) { t.Parallel(); testRoomConcurrentRefusals(t, newRoom(t)) })
+	t.Run("Resume", func(t *testing.T) { t.Parallel(); testRoomResume(t, newRoom(t)) })
+}
+
+// doubling is a backoff rule without jitter: 15 s, 30 s, 60 s, …
+func doubling(failures int) time.Duration { return 15 * time.Second << (failures - 1) }
+
+func testRoomBackoff(t *testing.T, r store.Room) {
+	ctx := context.Background()
+	const place = "g6.xlarge@subnet-a,subnet-b"
+	b, err := r.Refused(ctx, "gpu", place, Now, doubling)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Failures != 1 || !b.Until.Equal(Now.Add(15*time.Second)) || b.Pool != "gpu" || b.Place != place {
+		t.Fatalf("first refusal: %+v; want 1 failure until +15s", b)
+	}
+	// A refusal while the backoff is under way (a job that tried before it
+	// ended) changes nothing: the whole place shares one backoff.
+	if b, err = r.Refused(ctx, "gpu", place, Now.Add(10*time.Second), doubling); err != nil {
+		t.Fatal(err)
+	}
+	if b.Failures != 1 || !b.Until.Equal(Now.Add(15*time.Second)) {
+		t.Errorf("a refusal during the backoff: %+v; want it unchanged", b)
+	}
+	// Another place of the pool, and the same place in another pool, have their own.
+	if b, err = r.Refused(ctx, "gpu", "g6.2xlarge@subnet-a", Now.Add(10*time.Second), doubling); err != nil {
+		t.Fatal(err)
+	}
+	if b.Failures != 1 || !b.Until.Equal(Now.Add(25*time.Second)) {
+		t.Errorf("another place: %+v; want its own first backoff", b)
+	}
+	if b, err = r.Refused(ctx, "cpu", place, Now.Add(10*time.Second), doubling); err != nil {
+		t.Fatal(err)
+	}
+	if b.Failures != 1 {
+		t.Errorf("another pool: %+v; want its own first backoff", b)
+	}
+	// The probe at the end fails: the backoff doubles from then.
+	if b, err = r.Refused(ctx, "gpu", place, Now.Add(15*time.Second), doubling); err != nil {
+		t.Fatal(err)
+	}
+	if b.Failures != 2 || !b.Until.Equal(Now.Add(45*time.Second)) {
+		t.Errorf("the failed probe: %+v; want 2 failures until +45s", b)
+	}
+	// A launch in the place succeeds: the backoff ends, once.
+	if ok, err := r.Recovered(ctx, "gpu", place); err != nil || !ok {
+		t.Errorf("recovering: %v, %v; want true", ok, err)
+	}
+	if ok, err := r.Recovered(ctx, "gpu", place); err != nil || ok {
+		t.Errorf("recovering again: %v, %v; want false", ok, err)
+	}
+	if b, err = r.Refused(ctx, "gpu", place, Now.Add(20*time.Second), doubling); err != nil {
+		t.Fatal(err)
+	}
+	if b.Failures != 1 || !b.Until.Equal(Now.Add(35*time.Second)) {
+		t.Errorf("after the recovery: %+v; want a first backoff again", b)
+	}
+	// Long after a backoff ended, a refusal starts from the first again.
+	later := Now.Add(35*time.Second + store.BackoffLimit)
+	if b, err = r.Refused(ctx, "gpu", place, later, doubling); err != nil {
+		t.Fatal(err)
+	}
+	if b.Failures != 1 || !b.Until.Equal(later.Add(15*time.Second)) {
+		t.Errorf("a refusal long after: %+v; want a first backoff", b)
+	}
+	// The other place is untouched by all this.
+	if ok, err := r.Recovered(ctx, "gpu", "g6.2xlarge@subnet-a"); err != nil || !ok {
+		t.Errorf("recovering the other place: %v, %v; want true", ok, err)
+	}
+}
+
+func testRoomConcurrentRefusals(t *testing.T, r store.Room) {
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, err := r.Refused(ctx, "gpu", "", Now, doubling)
+			if err != nil || b.Failures != 1 || !b.Until.Equal(Now.Add(15*time.Second)) {
+				t.Errorf("a concurrent refusal: %+v, %v; want 1 failure until +15s", b, err)
+			}
+		}()
+	}
+	wg.Wait()
+	b, err := r.Refused(ctx, "gpu", "", Now.Add(time.Second), doubling)
+	if err != nil || b.Failures != 1 {
+		t.Errorf("after 8 concurrent refusals of one outage: %+v, %v; want one failure, not 8", b, err)
+	}
+}
+
+func testRoomResume(t *testing.T, r store.Room) {
+	ctx := context.Background()
+	const place = "g6.xlarge@subnet-a"
+	enter := func(job int64, place string, wake time.Duration) {
+		w := waiting("gpu", job, "acme/app", 0)
+		w.Reason, w.Place = "launch_capacity", place
+		if wake != 0 {
+			w.WakeAt = Now.Add(wake)
+			w.OfferedUntil = w.WakeAt.Add(2 * time.Minute)
+		}
+		if _, err := r.Enter(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enter(1, place, 4*time.Minute)
+	enter(2, place, 5*time.Minute)
+	enter(3, "other", 4*time.Minute) // another place's backoff
+	enter(4, place, 0)               // waits for a slot, not the backoff
+	n, err := r.Resume(ctx, "gpu", place, Now.Add(time.Minute))
+	if err != nil || n != 2 {
+		t.Fatalf("resuming: %d, %v; want 2", n, err)
+	}
+	ws, _, err := r.Waiting(ctx, "gpu", Now.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range ws {
+		resumed := w.JobID == 1 || w.JobID == 2 || w.JobID == 4 // 4 had no wake time
+		if resumed != (w.WakeAt.IsZero() && w.OfferedUntil.IsZero()) {
+			t.Errorf("job %d after resuming %q: wake %s offered until %s", w.JobID, place, w.WakeAt, w.OfferedUntil)
+		}
+		if w.JobID == 3 && w.Place != "other" {
+			t.Errorf("job 3's place read back as %q", w.Place)
+		}
+	}
+	if err := r.Offer(ctx, "gpu", 1, Now.Add(time.Minute), Now.Add(3*time.Minute)); err != nil {
+		t.Errorf("offering a resumed job: %v", err)
+	}
+	if err := r.Offer(ctx, "gpu", 3, Now.Add(time.Minute), Now.Add(3*time.Minute)); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("offering another place's held job: %v, want ErrConflict", err)
+	}
+	// An offer under way (its wake time passed) is not resumed again.
+	if n, err := r.Resume(ctx, "gpu", place, Now.Add(2*time.Minute)); err != nil || n != 0 {
+		t.Errorf("resuming again: %d, %v; want 0", n, err)
+	}
 }
 
 func waiting(pool string, job int64, repo string, since time.Duration) store.Waiting {
