@@ -100,7 +100,7 @@ func TestCrashBetweenEntryAndOffer(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
 		e.q.SetErr(errors.New("queue unavailable"))
-		if err := e.svc.Wait(ctx, job(1, "acme/a"), "launch_capacity", "g6.xlarge: no capacity"); err != nil {
+		if err := e.svc.Wait(ctx, job(1, "acme/a"), "", "launch_capacity", "g6.xlarge: no capacity"); err != nil {
 			t.Fatalf("Wait with the queue down = %v; the entry alone keeps the job", err)
 		}
 		e.q.SetErr(nil)
@@ -124,7 +124,7 @@ func TestCrashBetweenEntryAndOffer(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
 		e.live.n = 1
-		if err := e.svc.Wait(ctx, job(2, "acme/a"), "max_runners", ""); err != nil {
+		if err := e.svc.Wait(ctx, job(2, "acme/a"), "", "max_runners", ""); err != nil {
 			t.Fatal(err)
 		}
 		e.live.n = 0
@@ -145,19 +145,43 @@ func TestCrashBetweenEntryAndOffer(t *testing.T) {
 	})
 }
 
-// TestDuplicateWakeUps: several reporters of one freed slot wake the room
-// at once; the job is offered once.
+// barrierRoom holds every reader of the room until n have read it, so that
+// n wakers all see the job unoffered: the store's conditional offer alone
+// must keep it from going out twice.
+type barrierRoom struct {
+	*store.RoomMemory
+	read *sync.WaitGroup
+}
+
+func (r barrierRoom) Waiting(ctx context.Context, pool string, now time.Time) ([]store.Waiting, map[string]time.Time, error) {
+	ws, served, err := r.RoomMemory.Waiting(ctx, pool, now)
+	r.read.Done()
+	r.read.Wait()
+	return ws, served, err
+}
+
+// TestDuplicateWakeUps: several reporters of one freed slot (the EC2
+// state-change function and the reconciler, each its own process) wake the
+// room at the same moment; the job is offered once.
 func TestDuplicateWakeUps(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t)
-	if err := e.svc.Wait(ctx, job(3, "acme/a"), "max_runners", ""); err != nil {
+	if err := e.svc.Wait(ctx, job(3, "acme/a"), "", "max_runners", ""); err != nil {
 		t.Fatal(err)
 	}
+	const wakers = 8
+	var read sync.WaitGroup
+	read.Add(wakers)
+	shared := barrierRoom{RoomMemory: e.room, read: &read}
+	offered := make(chan int, wakers)
 	var wg sync.WaitGroup
-	offered := make(chan int, 8)
-	for range 8 {
-		wg.Go(func() { offered <- e.svc.Wake(ctx, "p", 1) })
+	for range wakers {
+		svc, err := room.New(room.Options{Room: shared, Queue: e.q, Records: e.records, Ledger: e.live, Now: e.clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() { offered <- svc.Wake(ctx, "p", 1) })
 	}
 	wg.Wait()
 	close(offered)
@@ -166,7 +190,7 @@ func TestDuplicateWakeUps(t *testing.T) {
 		total += n
 	}
 	if got := e.sent(t); total != 1 || len(got) != 1 {
-		t.Fatalf("8 wakes for one slot: %d counted, %v sent; want one offer", total, got)
+		t.Fatalf("%d wakes for one slot: %d counted, %v sent; want one offer", wakers, total, got)
 	}
 }
 
@@ -178,7 +202,7 @@ func TestLeavingWhileWaiting(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
 	for _, id := range []int64{10, 11, 12} {
-		if err := e.svc.Wait(ctx, job(id, "acme/a"), "max_runners", ""); err != nil {
+		if err := e.svc.Wait(ctx, job(id, "acme/a"), "", "max_runners", ""); err != nil {
 			t.Fatal(err)
 		}
 		e.clock.Advance(time.Second)
@@ -206,7 +230,7 @@ func TestLeavingWhileWaiting(t *testing.T) {
 	}
 
 	// 13 waits a whole day: GitHub has cancelled it by then.
-	if err := e.svc.Wait(ctx, job(13, "acme/b"), "max_runners", ""); err != nil {
+	if err := e.svc.Wait(ctx, job(13, "acme/b"), "", "max_runners", ""); err != nil {
 		t.Fatal(err)
 	}
 	e.svc.Leave(ctx, job(12, "acme/a"), "launched")
