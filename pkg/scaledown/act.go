@@ -76,6 +76,9 @@ func (p *pass) apply(ctx context.Context, actions []decide.Action) {
 
 // github runs an action's GitHub steps; false stops the action.
 func (p *pass) github(ctx context.Context, a *decide.Action) bool {
+	if a.Rule == decide.RuleGhost && p.launchedSince(ctx, a.Runner) {
+		return false
+	}
 	if a.ConfirmAbsent {
 		if !p.takeJobCheck(a.Runner) {
 			p.defer1("job_checks", "rule", string(a.Rule), "runner_name", a.Runner)
@@ -199,4 +202,25 @@ func (p *pass) jobs(ctx context.Context, actions []decide.Action, ok []bool) {
 func splitRepo(full string) (string, string) {
 	o, r, _ := strings.Cut(full, "/")
 	return o, r
+}
+
+// launchedSince reports whether a runner the pass judged a ghost has a
+// record now: scale-up reserves a runner before it registers it on GitHub,
+// so a runner registered after the pass read the ledger (and launched
+// after it listed the instances) looks like a ghost to it. One ledger read
+// per ghost keeps the pass from deleting the registration the new runner
+// is about to use; a failed read keeps the runner for the next pass too.
+func (p *pass) launchedSince(ctx context.Context, name string) bool {
+	r, err := p.s.o.Ledger.Runner(ctx, name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return false
+	case err != nil:
+		p.fail("reading a ghost's record", err, "runner_name", name)
+		return true
+	case r.State.Live():
+		p.log.Info("runner was reserved after the pass read the ledger: not a ghost", "runner_name", name)
+		return true
+	}
+	return false
 }
