@@ -144,6 +144,10 @@ type Instance struct {
 	Capacity     Capacity
 	State        State
 	LaunchedAt   time.Time
+	// Reason is the backend's word on why the instance is pending (an
+	// unschedulable Pod's scheduler message, a backend's queue) or how it
+	// ended (an eviction, a deadline); "" when it has none.
+	Reason string
 	// Tags are the instance's tags (names.Tag*), including those set after
 	// launch by scale-up and by the runner's job hooks.
 	Tags map[string]string

@@ -1,0 +1,401 @@
+package kubernetes_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/provider"
+	kube "github.com/skiffci/skiff/pkg/provider/kubernetes"
+	"github.com/skiffci/skiff/pkg/provider/providertest"
+	"github.com/skiffci/skiff/pkg/userdata"
+)
+
+const image = "ghcr.io/skiffci/runner:test"
+
+// env is one provider on a namespace of its own, authenticated as the user
+// bound to infra/kubernetes' Role.
+type env struct {
+	k     *cluster
+	ns    string
+	p     *kube.Provider
+	calls *calls
+	logs  *testenv.SyncBuffer
+}
+
+func newEnv(t *testing.T, bind bool, edit func(*kube.Options)) *env {
+	t.Helper()
+	k := newCluster(t)
+	ns := k.namespace(t, bind)
+	client, n := clientFor(t, k.c, testenv.KubeUser)
+	logs := &testenv.SyncBuffer{}
+	o := kube.Options{Client: client, Pools: map[string]kube.Pool{
+		"conformance": {Namespace: ns, Image: image},
+		"cpu":         {Namespace: ns, Image: image, Requests: kube.Resources{CPU: "1", Memory: "2Gi"}, Limits: kube.Resources{Memory: "4Gi"}},
+	}, Logger: slog.New(slog.NewJSONHandler(logs, nil))}
+	if edit != nil {
+		edit(&o)
+	}
+	p, err := kube.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{k: k, ns: ns, p: p, calls: n, logs: logs}
+}
+
+func spec(name string) pool.Spec {
+	var s pool.Spec
+	s.Pool, s.MaxLifetime = name, time.Hour
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	providertest.Run(t, func(t *testing.T) providertest.Harness {
+		e := newEnv(t, true, nil)
+		return providertest.Harness{
+			Provider: e.p,
+			Spec:     spec("conformance"),
+			Delivered: func(id string) (userdata.Registration, bool) {
+				return e.delivered(t, id)
+			},
+			Logs: e.logs.String,
+		}
+	})
+}
+
+// delivered reads a runner's registration as its container would: the
+// Secret its Pod mounts, and the runner's name from the Pod.
+func (e *env) delivered(t *testing.T, id string) (userdata.Registration, bool) {
+	t.Helper()
+	ns, name, _ := strings.Cut(id, "/")
+	ctx := context.Background()
+	pod, err := e.k.admin.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return userdata.Registration{}, false
+	}
+	var secret string
+	for _, v := range pod.Spec.Volumes {
+		if v.Secret != nil {
+			secret = v.Secret.SecretName
+		}
+	}
+	s, err := e.k.admin.CoreV1().Secrets(ns).Get(ctx, secret, metav1.GetOptions{})
+	if err != nil {
+		return userdata.Registration{}, false
+	}
+	var tags map[string]string
+	_ = json.Unmarshal([]byte(pod.Annotations[kube.AnnotationTags]), &tags)
+	return userdata.Registration{Mode: userdata.ModeJIT, JITConfig: string(s.Data["jitconfig"]), RunnerName: tags[names.TagRunnerName]}, true
+}
+
+func launch(t *testing.T, p provider.Provider, s pool.Spec, token string, n int) (provider.Result, error) {
+	t.Helper()
+	l := provider.Launch{Token: token, Spec: s}
+	var regs []userdata.Registration
+	for i := range n {
+		name := token + "-" + string(rune('a'+i))
+		l.Runners = append(l.Runners, provider.Runner{Name: name, JobID: int64(10 + i), RunID: 3, Repository: "acme/app", Owner: "acme"})
+		regs = append(regs, userdata.Registration{Mode: userdata.ModeJIT, JITConfig: "CANARYJIT-" + name, RunnerName: name})
+	}
+	plan, err := p.Plan(context.Background(), l)
+	if err != nil {
+		t.Fatalf("Plan: %v", err)
+	}
+	return p.Launch(context.Background(), plan, regs)
+}
+
+// TestPodShape: the Pod and its Secret as the API server stored them.
+func TestPodShape(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true, nil)
+	s := spec("cpu")
+	s.Dynamic = &pool.Label{CPU: pool.Spans{{Min: 4, Max: 8}}, RAM: pool.Spans{{Min: 8, Max: 8}}, GPU: pool.Spans{{Min: 1, Max: 1}}}
+	res, err := launch(t, e.p, s, "tok-shape", 1)
+	if err != nil || res.Runners[0].Err != nil {
+		t.Fatalf("Launch: %v %+v", err, res)
+	}
+	in := res.Runners[0].Instance
+	ns, name, _ := strings.Cut(in.ID, "/")
+	if ns != e.ns || name != kube.PodName("tok-shape", "tok-shape-a") || in.State != provider.Pending {
+		t.Errorf("instance %+v: want pending pod %s/%s", in, e.ns, kube.PodName("tok-shape", "tok-shape-a"))
+	}
+	ctx := context.Background()
+	pod, err := e.k.admin.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := json.Marshal(pod)
+	if strings.Contains(string(js), "CANARYJIT") {
+		t.Error("the JIT configuration is in the Pod")
+	}
+	sp := pod.Spec
+	if sp.RestartPolicy != corev1.RestartPolicyNever || sp.ActiveDeadlineSeconds == nil || *sp.ActiveDeadlineSeconds != 3600 {
+		t.Errorf("restartPolicy %s, activeDeadlineSeconds %v: want Never and 3600", sp.RestartPolicy, sp.ActiveDeadlineSeconds)
+	}
+	if sp.AutomountServiceAccountToken == nil || *sp.AutomountServiceAccountToken {
+		t.Error("the service account token is mounted")
+	}
+	if psc := sp.SecurityContext; psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser != kube.DefaultUser {
+		t.Errorf("pod security context %+v: want non-root user %d", sp.SecurityContext, kube.DefaultUser)
+	}
+	c := sp.Containers[0]
+	if csc := c.SecurityContext; csc == nil || csc.AllowPrivilegeEscalation == nil || *csc.AllowPrivilegeEscalation || csc.Privileged != nil {
+		t.Errorf("container security context %+v: want no privilege escalation", c.SecurityContext)
+	}
+	want := map[corev1.ResourceName]string{"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1"}
+	for r, q := range want {
+		if got := c.Resources.Requests[r]; got.Cmp(resource.MustParse(q)) != 0 {
+			t.Errorf("request %s = %s, want %s", r, got.String(), q)
+		}
+	}
+	if got := c.Resources.Limits[corev1.ResourceMemory]; got.Cmp(resource.MustParse("8Gi")) != 0 {
+		t.Errorf("memory limit %s: the pool's 4Gi should rise to the 8Gi asked for", got.String())
+	}
+	if got := c.Resources.Limits["nvidia.com/gpu"]; got.Cmp(resource.MustParse("1")) != 0 {
+		t.Errorf("gpu limit %s, want 1", got.String())
+	}
+	if pod.Labels[kube.LabelPool] != "cpu" || pod.Labels[kube.LabelToken] != "tok-shape" || pod.Labels[kube.LabelRunner] != "tok-shape-a" {
+		t.Errorf("labels %v", pod.Labels)
+	}
+	var envFile string
+	for _, v := range c.Env {
+		if v.Name == kube.EnvJITConfigFile {
+			envFile = v.Value
+		}
+	}
+	if envFile != kube.JITFile || len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != kube.JITDir || !c.VolumeMounts[0].ReadOnly {
+		t.Errorf("the JIT file %q, mounts %+v: want %s mounted read-only", envFile, c.VolumeMounts, kube.JITFile)
+	}
+	sec, err := e.k.admin.CoreV1().Secrets(ns).Get(ctx, kube.SecretName(name), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(sec.Data["jitconfig"]) != "CANARYJIT-tok-shape-a" {
+		t.Errorf("secret holds %q", sec.Data["jitconfig"])
+	}
+	if len(sec.OwnerReferences) != 1 || sec.OwnerReferences[0].Kind != "Pod" || sec.OwnerReferences[0].UID != pod.UID || sec.OwnerReferences[0].Name != pod.Name {
+		t.Errorf("secret owner %+v, want the pod %s (%s)", sec.OwnerReferences, pod.Name, pod.UID)
+	}
+	if strings.Contains(e.logs.String(), "CANARYJIT") {
+		t.Error("the JIT configuration reached the log")
+	}
+
+	// Terminate deletes both: no garbage collector runs here.
+	if err := e.p.Terminate(ctx, []string{in.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.k.admin.CoreV1().Secrets(ns).Get(ctx, kube.SecretName(name), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the secret after Terminate: %v, want NotFound", err)
+	}
+	if _, err := e.k.admin.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the pod after Terminate: %v, want NotFound", err)
+	}
+}
+
+// TestAPICalls: two calls per runner launched, one per List page.
+func TestAPICalls(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true, func(o *kube.Options) { o.PageSize = 2 })
+	e.calls.Take()
+	res, err := launch(t, e.p, spec("cpu"), "tok-calls", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.calls.Take(); got["POST pods"] != 5 || got["POST secrets"] != 5 || len(got) != 2 {
+		t.Errorf("launching 5 runners made %v, want 5 POST pods and 5 POST secrets", got)
+	}
+	all, err := e.p.List(context.Background(), provider.Filter{Pool: "cpu"})
+	if err != nil || len(all) != 5 {
+		t.Fatalf("List = %d instances, %v; want 5", len(all), err)
+	}
+	if got := e.calls.Take(); got["GET pods"] != 3 || len(got) != 1 {
+		t.Errorf("listing 5 pods by pages of 2 made %v, want 3 GET pods", got)
+	}
+	// A replay with the registrations finds the Pods: nothing new.
+	again, err := launch(t, e.p, spec("cpu"), "tok-calls", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range res.Runners {
+		if again.Runners[i].Err != nil || again.Runners[i].Instance.ID != res.Runners[i].Instance.ID {
+			t.Errorf("replay runner %d: %+v, want %s", i, again.Runners[i], res.Runners[i].Instance.ID)
+		}
+	}
+	if all, _ := e.p.List(context.Background(), provider.Filter{Pool: "cpu"}); len(all) != 5 {
+		t.Errorf("%d pods after a replay, want 5", len(all))
+	}
+}
+
+// setStatus writes a Pod's status as a kubelet or the scheduler would.
+func (e *env) setStatus(t *testing.T, id string, edit func(*corev1.PodStatus)) {
+	t.Helper()
+	ns, name, _ := strings.Cut(id, "/")
+	ctx := context.Background()
+	pod, err := e.k.admin.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(&pod.Status)
+	if _, err := e.k.admin.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStates: each phase as the provider lists it.
+func TestStates(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true, nil)
+	res, err := launch(t, e.p, spec("cpu"), "tok-states", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := func(i int) string { return res.Runners[i].Instance.ID }
+	now := metav1.Now()
+	e.setStatus(t, id(0), func(s *corev1.PodStatus) {
+		s.Phase = corev1.PodPending
+		s.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",
+			Message: "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.", LastTransitionTime: now}}
+	})
+	e.setStatus(t, id(1), func(s *corev1.PodStatus) { s.Phase = corev1.PodRunning })
+	e.setStatus(t, id(2), func(s *corev1.PodStatus) { s.Phase = corev1.PodSucceeded })
+	e.setStatus(t, id(3), func(s *corev1.PodStatus) {
+		s.Phase, s.Reason, s.Message = corev1.PodFailed, "Evicted", "The node was low on resource: memory."
+	})
+	e.setStatus(t, id(4), func(s *corev1.PodStatus) {
+		s.Phase, s.Reason, s.Message = corev1.PodFailed, "DeadlineExceeded", "Pod was active on the node longer than the specified deadline"
+	})
+	want := []struct {
+		state  provider.State
+		reason string
+	}{
+		{provider.Pending, "Unschedulable: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu."},
+		{provider.Running, ""},
+		{provider.Terminated, ""},
+		{provider.Terminated, "Evicted: The node was low on resource: memory."},
+		{provider.Terminated, "DeadlineExceeded: Pod was active on the node longer than the specified deadline"},
+	}
+	all, err := e.p.List(context.Background(), provider.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := map[string]provider.Instance{}
+	for _, in := range all {
+		by[in.ID] = in
+	}
+	for i, w := range want {
+		if in := by[id(i)]; in.State != w.state || in.Reason != w.reason {
+			t.Errorf("pod %d: %s %q, want %s %q", i, in.State, in.Reason, w.state, w.reason)
+		}
+	}
+	alive, _ := e.p.List(context.Background(), provider.Filter{AliveOnly: true})
+	if len(alive) != 2 {
+		t.Errorf("%d alive, want the pending and the running pod", len(alive))
+	}
+}
+
+// TestQuotaWaits: a launch beyond the namespace's ResourceQuota is a
+// retryable quota error, and launches once the quota's usage falls.
+func TestQuotaWaits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true, nil)
+	ctx := context.Background()
+	q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "runners"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}}}
+	q, err := e.k.admin.CoreV1().ResourceQuotas(e.ns).Create(ctx, q, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No quota controller runs here: write its usage as it would.
+	used := func(n string) {
+		t.Helper()
+		cur, err := e.k.admin.CoreV1().ResourceQuotas(e.ns).Get(ctx, q.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur.Status = corev1.ResourceQuotaStatus{Hard: cur.Spec.Hard, Used: corev1.ResourceList{corev1.ResourcePods: resource.MustParse(n)}}
+		if _, err := e.k.admin.CoreV1().ResourceQuotas(e.ns).UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	used("0")
+	res, err := launch(t, e.p, spec("cpu"), "tok-quota", 2)
+	if err != nil {
+		t.Fatalf("Launch: %v (one runner fits)", err)
+	}
+	if res.Runners[0].Err != nil {
+		t.Fatalf("runner 0: %v", res.Runners[0].Err)
+	}
+	qerr := res.Runners[1].Err
+	if !errors.Is(qerr, provider.ErrQuota) || provider.Permanent(qerr) || !strings.Contains(qerr.Error(), "exceeded quota") {
+		t.Fatalf("runner 1: %v, want a retryable ErrQuota with the API's message", qerr)
+	}
+	if alive, _ := e.p.List(ctx, provider.Filter{}); len(alive) != 1 {
+		t.Errorf("%d pods, want 1", len(alive))
+	}
+	// The first runner ends and the quota controller counts again.
+	if err := e.p.Terminate(ctx, []string{res.Runners[0].Instance.ID}); err != nil {
+		t.Fatal(err)
+	}
+	used("0")
+	again, err := launch(t, e.p, spec("cpu"), "tok-quota-2", 1)
+	if err != nil || again.Runners[0].Err != nil {
+		t.Errorf("launch after the quota freed: %v %v", err, again.Runners[0].Err)
+	}
+}
+
+// TestWithoutRole: a namespace where skiff's user has no Role binding
+// refuses clearly, and finally.
+func TestWithoutRole(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false, nil)
+	_, err := launch(t, e.p, spec("cpu"), "tok-norole", 1)
+	if !errors.Is(err, provider.ErrInvalid) || !provider.Permanent(err) || !strings.Contains(err.Error(), "forbidden") ||
+		!strings.Contains(provider.Detail(err), "Role") {
+		t.Errorf("Launch without the Role: %v (detail %q), want a final ErrInvalid naming the Role", err, provider.Detail(err))
+	}
+	_, err = e.p.List(context.Background(), provider.Filter{})
+	if !errors.Is(err, provider.ErrInvalid) || !strings.Contains(err.Error(), `cannot list resource "pods"`) {
+		t.Errorf("List without the Role: %v", err)
+	}
+}
+
+// TestPlanInvalid: a pool without an image, a quantity that does not parse.
+func TestPlanInvalid(t *testing.T) {
+	t.Parallel()
+	p, err := kube.New(kube.Options{Client: fakeClient(), Pools: map[string]kube.Pool{
+		"bad": {Image: "x", Requests: kube.Resources{CPU: "two"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []pool.Spec{spec("bad"), spec("unlisted")} {
+		_, err := p.Plan(context.Background(), provider.Launch{Token: "t", Spec: s, Runners: []provider.Runner{{Name: "r"}}})
+		if !errors.Is(err, provider.ErrInvalid) || !provider.Permanent(err) {
+			t.Errorf("Plan(%s) = %v, want a final ErrInvalid", s.Pool, err)
+		}
+	}
+	if _, err := kube.New(kube.Options{Pools: map[string]kube.Pool{"x": {}}}); err == nil ||
+		!strings.Contains(err.Error(), "Client") || !strings.Contains(err.Error(), `pool "x" has no image`) {
+		t.Errorf("New without client and image: %v", err)
+	}
+}
+
+// fakeClient is a client of nothing, for what needs no API server.
+func fakeClient() *kubernetes.Clientset {
+	return kubernetes.NewForConfigOrDie(&rest.Config{Host: "http://127.0.0.1:1"})
+}
