@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/internal/wiring"
+	kube "github.com/skiffci/skiff/pkg/provider/kubernetes"
 	"github.com/skiffci/skiff/pkg/sqlite"
 )
 
@@ -24,7 +25,10 @@ func runLocal(args []string, stdout, stderr io.Writer) int {
 	pools := fs.String("f", "pools.yaml", "the pools file")
 	dataDir := fs.String("data-dir", "skiff-data", "the SQLite file, the runners' work directories and their logs")
 	listen := fs.String("listen", "127.0.0.1:8080", "the webhook's address (the GitHub App's webhook URL points here)")
-	prov := fs.String("provider", "process", "process (run each runner as a local process) or dry-run (log what would launch)")
+	prov := fs.String("provider", "process", "process (run each runner as a local process), kubernetes (a Pod per runner) or dry-run (log what would launch)")
+	kubeconfig := fs.String("kubeconfig", "", "the kubernetes provider's kubeconfig (default: in-cluster credentials in a Pod, else $KUBECONFIG or ~/.kube/config)")
+	kubeNS := fs.String("kube-namespace", kube.DefaultNamespace, "the kubernetes provider's runner namespace")
+	kubeImage := fs.String("kube-image", "", "the kubernetes provider's runner image (the runner with skiff-podhelper, infra/kubernetes/runner)")
 	runner := fs.String("runner", "", "the runner command for the process provider, e.g. /opt/actions-runner/run.sh")
 	appID := fs.Int64("app-id", 0, "the GitHub App's id")
 	keyFile := fs.String("app-key-file", "", "the GitHub App's private key (PEM); or SKIFF_GITHUB_APP_KEY")
@@ -70,6 +74,23 @@ func runLocal(args []string, stdout, stderr io.Writer) int {
 	}
 	if cfg.Provider == "process" && len(cfg.RunnerCommand) == 0 {
 		problems = append(problems, "--runner is required with the process provider")
+	}
+	if cfg.Provider == "kubernetes" {
+		if *kubeImage == "" {
+			problems = append(problems, "--kube-image is required with the kubernetes provider")
+		} else if client, err := kube.Client(*kubeconfig); err != nil {
+			problems = append(problems, err.Error())
+		} else {
+			// Every pool's runners run in the one namespace and image.
+			// Pools sized by their jobs' dynamic labels get requests to match.
+			p, err := kube.New(kube.Options{Client: client, Default: kube.Pool{Namespace: *kubeNS, Image: *kubeImage},
+				Logger: slog.New(slog.NewJSONHandler(stdout, nil))})
+			if err != nil {
+				problems = append(problems, err.Error())
+			} else {
+				cfg.ExternalProvider = p
+			}
+		}
 	}
 	if l, err := parseLimits(*limits); err != nil {
 		problems = append(problems, err.Error())

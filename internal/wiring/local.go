@@ -50,8 +50,13 @@ type LocalConfig struct {
 	Pools *pool.Config
 	// Listen is the webhook's address (default 127.0.0.1:8080; port 0 picks one).
 	Listen string
-	// Provider is "process" (default) or "dry-run".
+	// Provider is "process" (default), "dry-run", or the name of
+	// ExternalProvider.
 	Provider string
+	// ExternalProvider is a provider the caller built (skiff local's
+	// kubernetes provider: its client-go stays out of this package, which
+	// the Lambdas link). Its Name must be Provider.
+	ExternalProvider provider.Provider
 	// RunnerCommand is the runner's command for the process provider, e.g.
 	// ["/opt/actions-runner/run.sh"] or ["skiff-standin"].
 	RunnerCommand []string
@@ -199,7 +204,10 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 	case "dry-run":
 		l.Provider = dryrun.New(logger, cfg.Now)
 	default:
-		return nil, fmt.Errorf("local mode: provider %q is neither process nor dry-run", cfg.Provider)
+		if cfg.ExternalProvider == nil || cfg.ExternalProvider.Name() != cfg.Provider {
+			return nil, fmt.Errorf("local mode: provider %q is neither process nor dry-run", cfg.Provider)
+		}
+		l.Provider = cfg.ExternalProvider
 	}
 	counter := telemetry.Discard
 	var metricsWriter scaledown.MetricsWriter = scaledown.NoMetrics{}
