@@ -412,9 +412,10 @@ func (p *Provider) List(ctx context.Context, f provider.Filter) ([]provider.Inst
 }
 
 // Terminate implements provider.Provider: it deletes each Pod and its
-// Secret. A Pod or Secret already gone is done, and an id that is not
-// namespace/name is not skiff's: neither is an error. It tries every id
-// and returns the errors of those it could not delete.
+// Secret. A Pod or Secret already gone is done, and an id that cannot be
+// skiff's (not namespace/skiff-..., or outside the pools' namespaces) is
+// left alone: neither is an error. It tries every id and returns the
+// errors of those it could not delete.
 func (p *Provider) Terminate(ctx context.Context, ids []string) error {
 	if err := ctx.Err(); err != nil {
 		return ctxError(err)
@@ -422,7 +423,7 @@ func (p *Provider) Terminate(ctx context.Context, ids []string) error {
 	var errs []error
 	for _, id := range ids {
 		ns, name, ok := strings.Cut(id, "/")
-		if !ok || ns == "" || name == "" {
+		if !ok || !strings.HasPrefix(name, "skiff-") || !slices.Contains(p.namespaces, ns) {
 			continue
 		}
 		if err := p.deletePod(ctx, ns, name); err != nil {

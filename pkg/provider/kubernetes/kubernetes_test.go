@@ -399,3 +399,20 @@ func TestPlanInvalid(t *testing.T) {
 func fakeClient() *kubernetes.Clientset {
 	return kubernetes.NewForConfigOrDie(&rest.Config{Host: "http://127.0.0.1:1"})
 }
+
+// TestTerminateLeavesOthersAlone: ids that cannot be skiff's Pods cost no
+// call; a runner's id is deleted (here: tried, and the unreachable API
+// server is a transient error).
+func TestTerminateLeavesOthersAlone(t *testing.T) {
+	t.Parallel()
+	p, err := kube.New(kube.Options{Client: fakeClient()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Terminate(context.Background(), []string{"kube-system/skiff-0123", "default/coredns", "skiff-0123", ""}); err != nil {
+		t.Errorf("Terminate(not skiff's) = %v, want nothing done", err)
+	}
+	if err := p.Terminate(context.Background(), []string{"default/skiff-0123"}); !errors.Is(err, provider.ErrTransient) {
+		t.Errorf("Terminate(a runner, no API server) = %v, want ErrTransient", err)
+	}
+}
