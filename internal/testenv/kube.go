@@ -80,13 +80,19 @@ func KubeAPIServer(t testing.TB) *KubeCluster {
 	return kube.cluster
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// freePorts returns n distinct loopback ports that were free a moment ago
+// (held open together, so that the kernel cannot hand one out twice).
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports, nil
 }
 
 func startKube(apiserver, etcd string) (*KubeCluster, error) {
@@ -94,11 +100,9 @@ func startKube(apiserver, etcd string) (*KubeCluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	var ports [3]int
-	for i := range ports {
-		if ports[i], err = freePort(); err != nil {
-			return nil, err
-		}
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
 	}
 	c := &KubeCluster{URL: "https://127.0.0.1:" + strconv.Itoa(ports[2]), Dir: dir, tokens: map[string]string{}}
 	var lines []string
