@@ -29,7 +29,7 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: deps
-deps: ## install what the tests need: npm packages, emulators, shellcheck, kube-apiserver and etcd; check moto
+deps: ## install what the tests need: npm packages, emulators, shellcheck, Slurm, kube-apiserver and etcd; check moto
 	npm ci --no-audit --no-fund
 	go install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
 	go install github.com/aws/amazon-ec2-metadata-mock/cmd/ec2-metadata-mock@$(IMDS_MOCK_VERSION)
@@ -38,6 +38,10 @@ deps: ## install what the tests need: npm packages, emulators, shellcheck, kube-
 	@command -v shellcheck >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck; }
 	@# the metrics HTML report is checked in a real headless browser
 	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+	@# the Slurm provider's tests start a single-node cluster of their own (slurmctld, slurmd, munged;
+	@# slurmdbd over a MariaDB server of its own for the accounting tests)
+	@command -v slurmctld >/dev/null && command -v munged >/dev/null && command -v slurmdbd >/dev/null && command -v mariadbd >/dev/null || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge slurmdbd mariadb-server; }
 	@# moto (DynamoDB with transactions, CloudWatch, EC2) is a Python package, preinstalled on these machines: say how, do not install
 	@python3 -c "import moto.server" 2>/dev/null || echo 'moto is missing (the ledger, fleet, metrics and ec2events tests need it): pip install "moto[server]==5.2.1"' >&2
 	@# the Kubernetes provider's tests run a real kube-apiserver and etcd, built once (about 5 minutes and 2.5 GB)
@@ -76,7 +80,7 @@ lint: ## gofmt, go vet, shellcheck, and the dependency checks (decisions and ghs
 
 # make synth: the default stack against the example pools file, offline (no
 # AWS credentials, no lookups). Override SYNTH_CONTEXT for your own values.
-SYNTH_CONTEXT ?= -c pools=examples/pools.yaml -c allow=acme -c appIds=123456 -c installations=42 -c vpcId=vpc-0123456789abcdef0
+SYNTH_CONTEXT ?= -c pools=examples/pools.yaml -c allow=acme -c vpcId=vpc-0123456789abcdef0
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 .PHONY: synth
@@ -91,7 +95,8 @@ bench: ## run the benchmarks the README's performance section quotes
 	go build -o build/skiff ./cmd/skiff
 	build/skiff demo -f examples/pools.yaml --standin build/skiff-standin --jobs 1000 --limit 100 --out build/demo-1000
 
-# make loadtest: the fault harness (internal/loadtest) with LOADTEST_JOBS jobs, the DynamoDB
+# make loadtest: the fault harness (internal/loadtest) with LOADTEST_JOBS jobs in both
+# configurations (metrics records off, then on; each about 5 minutes on moto), the DynamoDB
 # adapters through the SDK against moto (LOADTEST_STORE=memory for the in-memory adapters).
 # SKIFF_SEED=<n> reruns a seed.
 LOADTEST_JOBS ?= 1000
@@ -99,17 +104,38 @@ LOADTEST_STORE ?= moto
 
 .PHONY: loadtest
 loadtest: ## the fault harness: 1,000 jobs through the whole pipeline under faults, the store on moto
-	SKIFF_LOADTEST_JOBS=$(LOADTEST_JOBS) SKIFF_LOADTEST_STORE=$(LOADTEST_STORE) go test -count=1 -timeout 20m -v -run '^TestLoad$$' ./internal/loadtest
+	SKIFF_LOADTEST_JOBS=$(LOADTEST_JOBS) SKIFF_LOADTEST_STORE=$(LOADTEST_STORE) go test -count=1 -timeout 60m -v -run '^TestLoad$$' ./internal/loadtest
+
+# make fuzz: every `func Fuzz...` in a tracked _test.go, found with git grep so
+# that a new target cannot be left out, each for FUZZTIME. FUZZFLAGS adds go test
+# flags, e.g. FUZZFLAGS=-parallel=1 to fuzz on one core beside other work, or
+# -fuzzminimizetime=1000x: go test spends up to 60 s minimizing each input that
+# finds new coverage, and its execs count stands still meanwhile (FuzzHandler's
+# inputs are GitHub's payloads of about 10 KB, slow to minimize). FUZZ=<regexp>
+# runs only the targets whose names match. Every target runs even after one
+# fails; the summary gives each one's executions.
+FUZZTIME ?= 30s
+FUZZFLAGS ?=
+FUZZ ?= .
 
 .PHONY: fuzz
-fuzz: ## run every fuzz target for FUZZTIME each (default 30s)
-	go test -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime $${FUZZTIME:-30s} ./pkg/webhook
-	go test -run '^$$' -fuzz '^FuzzWebhookVerify$$' -fuzztime $${FUZZTIME:-30s} ./pkg/github
-	go test -run '^$$' -fuzz '^FuzzParseLabel$$' -fuzztime $${FUZZTIME:-30s} ./pkg/pool
-	go test -run '^$$' -fuzz '^FuzzResolve$$' -fuzztime $${FUZZTIME:-30s} ./pkg/pool
-	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $${FUZZTIME:-30s} ./pkg/pool
-	go test -run '^$$' -fuzz '^FuzzInlinedSchema$$' -fuzztime $${FUZZTIME:-30s} ./pkg/pool
-	go test -run '^$$' -fuzz '^FuzzEncodeDecode$$' -fuzztime $${FUZZTIME:-30s} ./pkg/queue
+fuzz: ## run every fuzz target for FUZZTIME each (default 30s); FUZZFLAGS=-parallel=1 uses one core; FUZZ=<regexp> picks targets
+	@set -uo pipefail; \
+	targets=$$(git grep -E '^func Fuzz[A-Za-z0-9_]*\(' -- '*_test.go' | \
+		sed -E 's#^(([^:]*)/)?[^/:]*:func (Fuzz[A-Za-z0-9_]*)\(.*#./\2 \3#' | sort -u | \
+		awk -v re='$(FUZZ)' '$$2 ~ re'); \
+	if [ -z "$$targets" ]; then echo "fuzz: no fuzz targets match FUZZ=$(FUZZ)" >&2; exit 1; fi; \
+	log=$$(mktemp); trap 'rm -f "$$log"' EXIT; summary=""; failed=""; \
+	while read -r dir name; do \
+		echo "fuzz: $$name in $$dir for $(FUZZTIME)"; \
+		go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS) "$$dir" 2>&1 | tee "$$log"; \
+		rc=$${PIPESTATUS[0]}; \
+		execs=$$(grep -oE 'execs: [0-9]+' "$$log" | tail -1 | cut -d' ' -f2); \
+		if [ "$$rc" -ne 0 ]; then failed="$$failed $$name"; status=FAIL; else status=ok; fi; \
+		summary="$$summary$$(printf '%-24s %-16s %-4s execs %s' "$$name" "$$dir" "$$status" "$${execs:-?}")"$$'\n'; \
+	done <<<"$$targets"; \
+	printf '\nfuzz summary (FUZZTIME=%s):\n%s' '$(FUZZTIME)' "$$summary"; \
+	if [ -n "$$failed" ]; then echo "fuzz: failed:$$failed" >&2; exit 1; fi
 
 .PHONY: vulncheck
 vulncheck: ## govulncheck against an offline Go vulnerability database built from golang.org/x/vulndb

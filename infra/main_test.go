@@ -16,7 +16,7 @@ import (
 func fakeBuild(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp, names.FunctionEC2Events, names.FunctionScaleDown} {
+	for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp, names.FunctionEC2Events, names.FunctionScaleDown, names.FunctionSetup} {
 		if err := os.MkdirAll(filepath.Join(dir, fn), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -42,7 +42,8 @@ func TestNagAwsSolutions(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := map[string]any{"pools": "../examples/pools.yaml", "allow": "acme", "appIds": "123456", "installations": "42", "buildDir": build}
+			// One deploy: no App id, no installation (the setup page and the installation webhook bring them).
+			ctx := map[string]any{"pools": "../examples/pools.yaml", "allow": "acme", "buildDir": build}
 			for k, v := range tc.ctx {
 				ctx[k] = v
 			}

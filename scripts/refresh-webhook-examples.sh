@@ -12,7 +12,7 @@ rm -f "$dst"/*.json
 node - "$src" "$dst" <<'JS'
 const fs = require("fs");
 const [src, dst] = process.argv.slice(2);
-const wanted = new Set(["workflow_job", "workflow_run", "ping"]);
+const wanted = new Set(["workflow_job", "workflow_run", "ping", "installation"]);
 const seen = {};
 for (const ev of JSON.parse(fs.readFileSync(src, "utf8"))) {
   if (!wanted.has(ev.name)) continue;

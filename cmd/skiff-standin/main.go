@@ -15,6 +15,10 @@
 //	                                (default 10m: an idle runner powers off, as skiff's instances do)
 //	SKIFF_STANDIN_CRASH=1           exit 3 in the middle of the job, reporting nothing
 //	SKIFF_STANDIN_HANG=1            never finish the job (until a signal); =hard also ignores SIGTERM
+//	SKIFF_STANDIN_WORK              real work per job, by the job's name: name=CPU:MiB;...  (* for any
+//	                                other job), e.g. compile=0.8:256;test=0.05:16 burns 0.8 s of CPU
+//	                                time and holds 256 MiB (touched) while a compile job runs; the
+//	                                job ends when both its duration and its CPU burn are over
 //
 // Exit status: 0 after the job (or an idle timeout), 1 on a failure or a
 // signal, 2 on bad configuration, 3 for SKIFF_STANDIN_CRASH.
@@ -32,6 +36,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -53,6 +58,42 @@ type Config struct {
 	Idle       time.Duration
 	Crash      bool
 	Hang       string // "", "1" or "hard"
+	// Work is the real work of a job, by its name ("*": any other).
+	Work map[string]Work
+}
+
+// Work is what a job does while it runs: burn CPU seconds of CPU time
+// and hold MiB of memory.
+type Work struct {
+	CPUSeconds float64
+	MiB        int
+}
+
+// parseWork reads SKIFF_STANDIN_WORK: name=CPU:MiB entries split by ';'.
+func parseWork(v string) (map[string]Work, error) {
+	out := map[string]Work{}
+	for _, e := range strings.Split(v, ";") {
+		if strings.TrimSpace(e) == "" {
+			continue
+		}
+		name, spec, ok := strings.Cut(e, "=")
+		cpu, mib, ok2 := strings.Cut(spec, ":")
+		c, err1 := strconv.ParseFloat(cpu, 64)
+		m, err2 := strconv.Atoi(mib)
+		if !ok || !ok2 || name == "" || err1 != nil || err2 != nil || c < 0 || m < 0 || c > 3600 || m > 1<<20 {
+			return nil, fmt.Errorf("SKIFF_STANDIN_WORK: %q is not name=CPU-seconds:MiB", e)
+		}
+		out[strings.TrimSpace(name)] = Work{CPUSeconds: c, MiB: m}
+	}
+	return out, nil
+}
+
+// workFor is the work of a job named name.
+func (c Config) workFor(name string) Work {
+	if w, ok := c.Work[name]; ok {
+		return w
+	}
+	return c.Work["*"]
 }
 
 // Exit statuses.
@@ -87,6 +128,13 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	if c.Conclusion != "success" && c.Conclusion != "failure" {
 		errs = append(errs, fmt.Errorf("SKIFF_STANDIN_CONCLUSION: %q is neither success nor failure", c.Conclusion))
+	}
+	if v := getenv("SKIFF_STANDIN_WORK"); v != "" {
+		w, err := parseWork(v)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		c.Work = w
 	}
 	if c.Hang != "" && c.Hang != "1" && c.Hang != "hard" {
 		errs = append(errs, fmt.Errorf("SKIFF_STANDIN_HANG: %q is neither 1 nor hard", c.Hang))
@@ -177,6 +225,10 @@ func Run(ctx context.Context, cfg Config, hc *http.Client, log *slog.Logger) int
 	log = log.With("job_id", job.ID, "run_id", job.RunID, "repository", job.Repository)
 	log.Info("running job", "job_name", job.Name, "duration", cfg.Duration.String())
 
+	work := cfg.workFor(job.Name)
+	held := hold(work.MiB)
+	burnt := make(chan struct{})
+	go burn(ctx, work.CPUSeconds, burnt)
 	run := time.NewTimer(cfg.Duration)
 	defer run.Stop()
 	var done <-chan time.Time = run.C
@@ -202,6 +254,14 @@ func Run(ctx context.Context, cfg Config, hc *http.Client, log *slog.Logger) int
 		disconnect()
 		return exitFailed
 	}
+	select {
+	case <-burnt:
+	case <-ctx.Done():
+		log.Warn("stopped in the middle of the job")
+		disconnect()
+		return exitFailed
+	}
+	runtime.KeepAlive(held)
 	b, _ := json.Marshal(map[string]string{"conclusion": cfg.Conclusion})
 	err := c.do(ctx, "POST", fmt.Sprintf("%s/job/%d/complete", runner, job.ID), b, http.StatusNoContent, nil)
 	var se *statusError
@@ -217,6 +277,37 @@ func Run(ctx context.Context, cfg Config, hc *http.Client, log *slog.Logger) int
 	}
 	disconnect()
 	return exitOK
+}
+
+// hold allocates mib MiB and touches every page, so it is resident.
+func hold(mib int) []byte {
+	b := make([]byte, mib<<20)
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 1
+	}
+	return b
+}
+
+// burn spends seconds of this process's CPU time (not wall time: on a busy
+// machine it takes longer), then closes done; a canceled ctx stops it.
+func burn(ctx context.Context, seconds float64, done chan<- struct{}) {
+	defer close(done)
+	var x [4096]byte
+	for cpuTime() < seconds && ctx.Err() == nil {
+		for i := range 1 << 20 {
+			x[i%len(x)]++
+		}
+	}
+	runtime.KeepAlive(&x)
+}
+
+// cpuTime is this process's CPU time so far, user and system.
+func cpuTime() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 // errNoContent: the simulator answered 204 (no job yet).

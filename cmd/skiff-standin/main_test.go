@@ -164,6 +164,24 @@ func (w *watch) Write(p []byte) (int, error) {
 	return w.w.Write(p)
 }
 
+func TestWorkFor(t *testing.T) {
+	t.Parallel()
+	w, err := parseWork("compile=0.8:256;*=0.05:16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Config{Work: w}
+	if got := c.workFor("compile"); got != (Work{CPUSeconds: 0.8, MiB: 256}) {
+		t.Errorf("compile: %+v", got)
+	}
+	if got := c.workFor("lint"); got != (Work{CPUSeconds: 0.05, MiB: 16}) {
+		t.Errorf("another job: %+v, want the * entry", got)
+	}
+	if got := (Config{}).workFor("x"); got != (Work{}) {
+		t.Errorf("no work: %+v", got)
+	}
+}
+
 func TestLoadConfig(t *testing.T) {
 	t.Parallel()
 	_, gen := sim(t)
@@ -182,6 +200,9 @@ func TestLoadConfig(t *testing.T) {
 		{"negative idle", map[string]string{EnvJITConfig: cfg, "SKIFF_STANDIN_IDLE": "-1s"}, "SKIFF_STANDIN_IDLE"},
 		{"bad conclusion", map[string]string{EnvJITConfig: cfg, "SKIFF_STANDIN_CONCLUSION": "skipped"}, "SKIFF_STANDIN_CONCLUSION"},
 		{"bad hang", map[string]string{EnvJITConfig: cfg, "SKIFF_STANDIN_HANG": "yes"}, "SKIFF_STANDIN_HANG"},
+		{"work", map[string]string{EnvJITConfig: cfg, "SKIFF_STANDIN_WORK": "compile=0.8:256; *=0.05:16"}, ""},
+		{"bad work", map[string]string{EnvJITConfig: cfg, "SKIFF_STANDIN_WORK": "compile=lots"}, "SKIFF_STANDIN_WORK"},
+		{"negative work", map[string]string{EnvJITConfig: cfg, "SKIFF_STANDIN_WORK": "compile=-1:5"}, "SKIFF_STANDIN_WORK"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

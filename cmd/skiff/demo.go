@@ -32,6 +32,7 @@ import (
 
 // demoJob is one job the demo asks for, and what must become of it.
 type demoJob struct {
+	name     string // the job's name: what the stand-in's work is drawn by (demoWork)
 	labels   []string
 	launch   bool // a pool takes it: it must complete on a runner of ours
 	cancel   bool // cancelled right after it is queued
@@ -121,7 +122,7 @@ func demo(w io.Writer, standin, poolsFile, out string, n, limit int, duration, t
 	defer logFile.Close()
 	l, err := wiring.NewLocal(wiring.LocalConfig{
 		DataDir: filepath.Join(out, "data"), PoolsFile: poolsFile, Pools: pools, Listen: "127.0.0.1:0", RunnerCommand: []string{standin},
-		RunnerEnv:    []string{"SKIFF_STANDIN_DURATION=" + duration.String(), "SKIFF_STANDIN_IDLE=20s"},
+		RunnerEnv:    []string{"SKIFF_STANDIN_DURATION=" + duration.String(), "SKIFF_STANDIN_IDLE=20s", "SKIFF_STANDIN_WORK=" + demoWork},
 		Limits:       limits,
 		GitHubAPIURL: sim.URL(), AppIDs: []int64{appID},
 		AppKeys:       string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})),
@@ -146,11 +147,13 @@ func demo(w io.Writer, standin, poolsFile, out string, n, limit int, duration, t
 	for i := range n {
 		switch {
 		case i%10 == 9:
-			jobs = append(jobs, &demoJob{labels: []string{"self-hosted", "gpu"}, launch: true})
+			jobs = append(jobs, &demoJob{name: "train", labels: []string{"self-hosted", "gpu"}, launch: true})
 		case i%10 == 8:
-			jobs = append(jobs, &demoJob{labels: []string{"self-hosted", "skiff/pool=large/cpu=8"}, launch: true})
+			jobs = append(jobs, &demoJob{name: "bundle", labels: []string{"self-hosted", "skiff/pool=large/cpu=8"}, launch: true})
+		case i%4 == 3:
+			jobs = append(jobs, &demoJob{name: "compile", labels: []string{"self-hosted", "linux", "x64"}, launch: true})
 		default:
-			jobs = append(jobs, &demoJob{labels: []string{"self-hosted", "linux", "x64"}, launch: true})
+			jobs = append(jobs, &demoJob{name: "test", labels: []string{"self-hosted", "linux", "x64"}, launch: true})
 		}
 	}
 	jobs = append(jobs, &demoJob{labels: []string{"self-hosted", "windows"}}, &demoJob{labels: []string{"self-hosted", "linux", "x64"}, cancel: true})
@@ -158,7 +161,7 @@ func demo(w io.Writer, standin, poolsFile, out string, n, limit int, duration, t
 		batch := jobs[start:min(start+4, len(jobs))]
 		spec := ghsim.RunSpec{Repo: org + "/app", Event: "push"}
 		for _, j := range batch {
-			spec.Jobs = append(spec.Jobs, ghsim.JobSpec{Labels: j.labels})
+			spec.Jobs = append(spec.Jobs, ghsim.JobSpec{Name: j.name, Labels: j.labels})
 		}
 		info, err := sim.StartRun(spec)
 		if err != nil {
@@ -228,6 +231,12 @@ func demo(w io.Writer, standin, poolsFile, out string, n, limit int, duration, t
 		time.Since(started).Round(100*time.Millisecond), peakRSS())
 	return summarize(ctx, w, sim, l, jobs, dup, logFile.Name(), filepath.Join(out, "report.html"))
 }
+
+// demoWork is what the stand-in runners do per job, by its name
+// (SKIFF_STANDIN_WORK: CPU seconds burnt and MiB held): a compile job
+// keeps a CPU busy and holds 192 MiB, a test job barely uses its slot
+// (the report's right-sizing says how many fit this machine at once).
+const demoWork = "compile=0.5:192;bundle=0.4:384;train=0.3:256;*=0.05:24"
 
 // peakRSS is the process's peak resident set (VmHWM), or "unknown" off Linux.
 func peakRSS() string {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/skiffci/skiff/internal/testenv"
 )
 
 // TestDemo runs a small `skiff demo`: the whole pipeline against the GitHub
@@ -29,7 +31,67 @@ func TestDemo(t *testing.T) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())
 		}
 	}
-	if report, err := os.ReadFile(filepath.Join(dir, "report.html")); err != nil || !strings.Contains(string(report), "<p>12 jobs ·") {
+	report := filepath.Join(dir, "report.html")
+	if page, err := os.ReadFile(report); err != nil || !strings.Contains(string(page), "<p>12 jobs ·") {
 		t.Errorf("the usage report does not cover the 12 jobs (%v)", err)
 	}
+	checkDemoReport(t, report)
+}
+
+// checkDemoReport opens the demo's report in headless Chromium and reads
+// the DOM it rendered: the local machine's utilisation chart has CPU and
+// RAM bars with data (not "no data"), and right-sizing suggests something.
+func checkDemoReport(t *testing.T, report string) {
+	t.Helper()
+	browser := ""
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			browser = p
+			break
+		}
+	}
+	if browser == "" {
+		testenv.Missing(t, "chromium", "apt-get install -y chromium")
+		return
+	}
+	home := t.TempDir()
+	cmd := exec.CommandContext(t.Context(), browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+		"--disable-component-update", "--disable-sync", "--no-first-run", "--user-data-dir="+home, "--dump-dom", "file://"+report)
+	cmd.Env = append(os.Environ(), "HOME="+home)
+	var dom, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &dom, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("chromium: %v\n%s", err, errOut.String())
+	}
+	page := dom.String()
+	if !strings.Contains(page, `data-ok="1"`) {
+		t.Error("the report's inline script did not run")
+	}
+	chart, ok := between(page, `aria-label="utilisation of local"`, "</svg>")
+	if !ok {
+		t.Fatalf("no utilisation chart for the local machine in the DOM:\n%.2000s", page)
+	}
+	for _, bar := range []string{"CPU peak", "RAM peak"} {
+		g, ok := between(chart, ">"+bar+"<", "</g>")
+		if !ok {
+			t.Errorf("the chart has no %s bar", bar)
+			continue
+		}
+		if strings.Contains(g, "no data") || !strings.Contains(g, `fill="#08519c"`) || strings.Contains(g, `width="0.0" height="14" fill="#08519c"`) {
+			t.Errorf("%s: no data drawn: %s", bar, g)
+		}
+	}
+	if !strings.Contains(page, `<li class="advice">`) || !strings.Contains(page, "skiff local --limits") {
+		t.Errorf("right-sizing suggests nothing:\n%s", page[strings.Index(page, "Right-sizing"):])
+	}
+}
+
+// between returns the text of s after the first from, up to the next to.
+func between(s, from, to string) (string, bool) {
+	_, rest, ok := strings.Cut(s, from)
+	if !ok {
+		return "", false
+	}
+	in, _, ok := strings.Cut(rest, to)
+	return in, ok
 }

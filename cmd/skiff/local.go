@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/internal/wiring"
-	kube "github.com/skiffci/skiff/pkg/provider/kubernetes"
+	"github.com/skiffci/skiff/pkg/setup"
 	"github.com/skiffci/skiff/pkg/sqlite"
 )
 
@@ -21,16 +21,17 @@ import (
 // runners as local processes. Secrets come from the environment or files,
 // never from flags (a flag shows in the process list).
 func runLocal(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("local", "-f pools.yaml --app-id ID --app-key-file app.pem [flags]", stderr)
+	fs := newFlags("local", "-f pools.yaml [--app-id ID --app-key-file app.pem] [flags]", stderr)
 	pools := fs.String("f", "pools.yaml", "the pools file")
 	dataDir := fs.String("data-dir", "skiff-data", "the SQLite file, the runners' work directories and their logs")
 	listen := fs.String("listen", "127.0.0.1:8080", "the webhook's address (the GitHub App's webhook URL points here)")
-	prov := fs.String("provider", "process", "process (run each runner as a local process), kubernetes (a Pod per runner) or dry-run (log what would launch)")
-	kubeconfig := fs.String("kubeconfig", "", "the kubernetes provider's kubeconfig (default: in-cluster credentials in a Pod, else $KUBECONFIG or ~/.kube/config)")
-	kubeNS := fs.String("kube-namespace", kube.DefaultNamespace, "the kubernetes provider's runner namespace")
-	kubeImage := fs.String("kube-image", "", "the kubernetes provider's runner image (the runner with skiff-podhelper, infra/kubernetes/runner)")
-	runner := fs.String("runner", "", "the runner command for the process provider, e.g. /opt/actions-runner/run.sh")
-	appID := fs.Int64("app-id", 0, "the GitHub App's id")
+	prov := fs.String("provider", "process", "process (run each runner as a local process), slurm (each runner a Slurm batch job, from a login node), kubernetes (each runner a Pod) or dry-run (log what would launch)")
+	runner := fs.String("runner", "", "the runner command for the process and slurm providers, e.g. /opt/actions-runner/run.sh (on the shared filesystem for slurm)")
+	slurmShared := fs.String("slurm-shared", "", "with --provider slurm: a directory the compute nodes share, for registrations (jit/, mode 0700) and work directories (work/)")
+	kubeconfig := fs.String("kubeconfig", "", "with --provider kubernetes: the kubeconfig (default: in-cluster credentials in a Pod, else $KUBECONFIG or ~/.kube/config)")
+	kubeNS := fs.String("kube-namespace", "", "with --provider kubernetes: the runner namespace of pools without a kubernetes: section")
+	kubeImage := fs.String("kube-image", "", "with --provider kubernetes: the runner image of pools without a kubernetes: section (the runner with skiff-podhelper, infra/kubernetes/runner)")
+	appID := fs.Int64("app-id", 0, "the GitHub App's id (default: the App skiff setup stored in --data-dir)")
 	keyFile := fs.String("app-key-file", "", "the GitHub App's private key (PEM); or SKIFF_GITHUB_APP_KEY")
 	apiURL := fs.String("github-api-url", "", "GitHub's REST root (default https://api.github.com; GHES: https://HOST/api/v3)")
 	webURL := fs.String("github-url", "", "GitHub's web root (default https://github.com)")
@@ -45,7 +46,7 @@ func runLocal(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg := wiring.LocalConfig{DataDir: *dataDir, PoolsFile: *pools, Listen: *listen, Provider: *prov, GitHubAPIURL: *apiURL,
 		GitHubURL: *webURL, WebhookSecret: os.Getenv("SKIFF_WEBHOOK_SECRET"), Allow: splitList(*allow),
-		Installations: splitList(*installations), MetricsRecords: *records, ReconcileEvery: *reconcile}
+		Installations: splitList(*installations), MetricsRecords: *records, ReconcileEvery: *reconcile, SlurmShared: *slurmShared}
 	if *runner != "" {
 		cfg.RunnerCommand = strings.Fields(*runner)
 	}
@@ -53,10 +54,17 @@ func runLocal(args []string, stdout, stderr io.Writer) int {
 		cfg.Durability = sqlite.Normal
 	}
 	var problems []string
-	if *appID <= 0 {
-		problems = append(problems, "--app-id is required")
+	// Without --app-id and a key, the App skiff setup left in the data
+	// directory (its key file holds {"<app id>": "<pem>"}).
+	keys, hookSecret, fromSetup, err := setup.LoadLocalApp(*dataDir)
+	if err != nil {
+		problems = append(problems, err.Error())
 	}
-	cfg.AppIDs = []int64{*appID}
+	if *appID > 0 {
+		cfg.AppIDs = []int64{*appID}
+	} else if !fromSetup {
+		problems = append(problems, "--app-id is required (or run skiff setup first)")
+	}
 	switch key := os.Getenv("SKIFF_GITHUB_APP_KEY"); {
 	case key != "":
 		cfg.AppKeys = key
@@ -66,31 +74,22 @@ func runLocal(args []string, stdout, stderr io.Writer) int {
 			problems = append(problems, fmt.Sprintf("reading --app-key-file: %v", err))
 		}
 		cfg.AppKeys = string(b)
+	case fromSetup:
+		cfg.AppKeys = keys
+		if cfg.WebhookSecret == "" {
+			cfg.WebhookSecret = hookSecret
+		}
 	default:
-		problems = append(problems, "the App's key is required: --app-key-file or SKIFF_GITHUB_APP_KEY")
+		problems = append(problems, "the App's key is required: --app-key-file or SKIFF_GITHUB_APP_KEY (or run skiff setup first)")
 	}
 	if cfg.WebhookSecret == "" {
 		problems = append(problems, "SKIFF_WEBHOOK_SECRET is required: skiff does not accept unsigned webhooks")
 	}
-	if cfg.Provider == "process" && len(cfg.RunnerCommand) == 0 {
-		problems = append(problems, "--runner is required with the process provider")
+	if (cfg.Provider == "process" || cfg.Provider == "slurm") && len(cfg.RunnerCommand) == 0 {
+		problems = append(problems, "--runner is required with the "+cfg.Provider+" provider")
 	}
-	if cfg.Provider == "kubernetes" {
-		if *kubeImage == "" {
-			problems = append(problems, "--kube-image is required with the kubernetes provider")
-		} else if client, err := kube.Client(*kubeconfig); err != nil {
-			problems = append(problems, err.Error())
-		} else {
-			// Every pool's runners run in the one namespace and image.
-			// Pools sized by their jobs' dynamic labels get requests to match.
-			p, err := kube.New(kube.Options{Client: client, Default: kube.Pool{Namespace: *kubeNS, Image: *kubeImage},
-				Logger: slog.New(slog.NewJSONHandler(stdout, nil))})
-			if err != nil {
-				problems = append(problems, err.Error())
-			} else {
-				cfg.ExternalProvider = p
-			}
-		}
+	if cfg.Provider == "slurm" && cfg.SlurmShared == "" {
+		problems = append(problems, "--slurm-shared is required with the slurm provider")
 	}
 	if l, err := parseLimits(*limits); err != nil {
 		problems = append(problems, err.Error())
@@ -107,6 +106,12 @@ func runLocal(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	logger := slog.New(slog.NewJSONHandler(stdout, nil))
+	if cfg.Provider == "kubernetes" {
+		if cfg.Pools, cfg.ExternalProvider, err = kubeProvider(*pools, *kubeconfig, *kubeNS, *kubeImage, logger); err != nil {
+			fmt.Fprintln(stderr, "skiff local:", err)
+			return exitUsage
+		}
+	}
 	l, err := wiring.NewLocal(cfg, logger)
 	if err != nil {
 		fmt.Fprintln(stderr, "skiff local:", err)

@@ -2,8 +2,8 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -75,24 +75,23 @@ func runMetrics(args []string, stdout, stderr io.Writer) int {
 		opts.Allowed = allowedTypes(cfg)
 	}
 	ctx := context.Background()
-	var recs []metrics.Record
-	var err error
+	c, err := metrics.NewCollector(*by, *htmlFile != "")
+	if err != nil {
+		return fail(exitUsage, "--by: %v", err)
+	}
 	switch {
 	case *file != "":
-		recs, err = readRecordsFile(*file, filter)
+		err = readRecordsFile(*file, filter, c.Add)
 	case *dataDir != "":
-		recs, err = readRecordsLocal(ctx, *dataDir, filter)
+		err = readRecordsLocal(ctx, *dataDir, filter, c.Add)
 	default:
-		recs, err = readRecordsTable(ctx, *table, filter)
+		err = readRecordsTable(ctx, *table, filter, c.Add)
 	}
 	if err != nil {
 		return fail(exitFailed, "%v", err)
 	}
-	rows, err := metrics.Summarize(recs, *by)
-	if err != nil {
-		return fail(exitFailed, "%v", err)
-	}
-	advice := metrics.Advise(recs, opts)
+	rows := c.Rows()
+	advice := c.Advise(opts)
 	switch *format {
 	case "table":
 		err = metrics.WriteTable(stdout, *by, rows)
@@ -112,7 +111,7 @@ func runMetrics(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail(exitFailed, "creating the HTML report: %v", err)
 		}
-		err = metrics.WriteHTML(f, recs, advice, metricsNow())
+		err = c.WriteHTML(f, advice, metricsNow())
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
@@ -136,65 +135,66 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("%q is neither a duration (720h) nor a date (2026-11-01)", s)
 }
 
-// readRecordsFile reads a JSON-lines file of records. Records were
-// validated when written; a line that is not a record is an error naming it.
-func readRecordsFile(path string, f metrics.Filter) ([]metrics.Record, error) {
+// readRecordsFile reads a JSON-lines file of records, handing each that
+// passes the filter to add, one at a time (the file may hold more records
+// than fit in memory). Records were validated when written; a line that is
+// not a record is an error naming it.
+func readRecordsFile(path string, f metrics.Filter, add func(*metrics.Record)) error {
 	fh, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("opening records: %w", err)
+		return fmt.Errorf("opening records: %w", err)
 	}
 	defer fh.Close()
-	var out []metrics.Record
 	sc := bufio.NewScanner(fh)
-	sc.Buffer(make([]byte, 0, 64*1024), 4*1024*1024)
+	sc.Buffer(make([]byte, 0, 256*1024), 4*1024*1024)
+	dec := metrics.NewDecoder()
 	line := 0
 	for sc.Scan() {
 		line++
 		b := sc.Bytes()
-		if len(strings.TrimSpace(string(b))) == 0 {
+		if len(bytes.TrimSpace(b)) == 0 {
 			continue
 		}
 		var r metrics.Record
-		if err := json.Unmarshal(b, &r); err != nil {
-			return nil, fmt.Errorf("reading %s:%d: %w", path, line, err)
+		if err := dec.Decode(b, &r); err != nil {
+			return fmt.Errorf("reading %s:%d: %w", path, line, err)
 		}
 		if f.Match(&r) {
-			out = append(out, r)
+			add(&r)
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
+		return fmt.Errorf("reading %s: %w", path, err)
 	}
-	return out, nil
+	return nil
 }
 
-func readRecordsTable(ctx context.Context, table string, f metrics.Filter) ([]metrics.Record, error) {
+func readRecordsTable(ctx context.Context, table string, f metrics.Filter, add func(*metrics.Record)) error {
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("loading AWS config: %w", err)
+		return fmt.Errorf("loading AWS config: %w", err)
 	}
-	return collectRecords(ctx, recordstore.New(dynamodb.NewFromConfig(cfg), table), f)
+	return collectRecords(ctx, recordstore.New(dynamodb.NewFromConfig(cfg), table), f, add)
 }
 
 // readRecordsLocal reads local mode's records from its data directory.
-func readRecordsLocal(ctx context.Context, dataDir string, f metrics.Filter) ([]metrics.Record, error) {
+func readRecordsLocal(ctx context.Context, dataDir string, f metrics.Filter, add func(*metrics.Record)) error {
 	db, err := openLocalData(dataDir)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer db.Close()
-	return collectRecords(ctx, sqlite.NewMetricsRecords(db), f)
+	return collectRecords(ctx, sqlite.NewMetricsRecords(db), f, add)
 }
 
-func collectRecords(ctx context.Context, s metrics.Records, f metrics.Filter) ([]metrics.Record, error) {
-	var out []metrics.Record
+func collectRecords(ctx context.Context, s metrics.Records, f metrics.Filter, add func(*metrics.Record)) error {
 	for r, err := range s.List(ctx, f) {
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out = append(out, r)
+		add(&r)
 	}
-	return out, nil
+	return nil
 }
 
 func btoi(b bool) int {
@@ -209,17 +209,20 @@ func btoi(b bool) int {
 func allowedTypes(cfg *pool.Config) map[string][]string {
 	out := map[string][]string{}
 	for _, p := range cfg.Pools {
-		if len(p.InstanceTypes) > 0 {
-			out[p.Name] = p.InstanceTypes
+		if p.EC2 == nil {
+			continue // priced by costPerHour, not by instance types
+		}
+		if len(p.EC2.InstanceTypes) > 0 {
+			out[p.Name] = p.EC2.InstanceTypes
 			continue
 		}
-		if p.Requirements == nil {
+		if p.EC2.Requirements == nil {
 			continue
 		}
 		var list []string
 		for name, it := range pool.Prices.Types {
 			fam, _, _ := strings.Cut(name, ".")
-			rq := p.Requirements
+			rq := p.EC2.Requirements
 			if (len(rq.Families) == 0 || slices.Contains(rq.Families, fam)) && rq.VCPU.Contains(it.VCPU) && rq.MemoryGiB.Contains(it.MemoryGiB) {
 				list = append(list, name)
 			}

@@ -61,6 +61,18 @@ func TestMetricsGolden(t *testing.T) {
 			golden(t, tc.name, stdout)
 		})
 	}
+	t.Run("metrics-html", func(t *testing.T) {
+		html := filepath.Join(t.TempDir(), "report.html")
+		code, _, stderr := runCLI("metrics", "--file", file, "--by", "pool", "--html", html)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		page, err := os.ReadFile(html)
+		if err != nil {
+			t.Fatal(err)
+		}
+		golden(t, "metrics-html", string(page))
+	})
 	// The same records in local mode's SQLite file print the same table.
 	dir := t.TempDir()
 	db, err := sqlite.Open(wiring.LocalDBFile(dir), sqlite.Options{Synchronous: sqlite.Normal})

@@ -110,6 +110,13 @@ func splitLabels(s string) []string {
 	return out
 }
 
+// backendRefused reports whether a resolution failed on what the pool's
+// backend cannot do rather than on a bound the operator could raise.
+func backendRefused(err error) bool {
+	var re *pool.ResolveError
+	return errors.As(err, &re) && (strings.Contains(re.Bound, " runs on ") || strings.Contains(re.Bound, "families are EC2's"))
+}
+
 func hintFor(err error, repo string) string {
 	switch {
 	case errors.Is(err, pool.ErrNoPool):
@@ -118,6 +125,8 @@ func hintFor(err error, repo string) string {
 		return "add a label that tells the pools apart, pin one with skiff/pool=NAME, or pass --repo if the pools are scoped"
 	case errors.Is(err, pool.ErrAmbiguous):
 		return "add a label that tells the pools apart, or pin one with skiff/pool=NAME"
+	case errors.Is(err, pool.ErrOutOfBounds) && backendRefused(err):
+		return "the pool's backend cannot do this: drop the key from the job's skiff/ label, or send the job to a pool whose backend can (docs/pools.md#backends)"
 	case errors.Is(err, pool.ErrOutOfBounds):
 		return "ask for less, or raise the pool's dynamic: bound in the pools file"
 	case errors.Is(err, pool.ErrUnknownKey), errors.Is(err, pool.ErrMalformed):

@@ -53,6 +53,7 @@ type statusSources struct {
 	sqs        sqsAPI
 	cloudWatch cloudWatchAPI
 	local      *sqlite.Queue
+	room       store.Room // the pools' waiting rooms
 	now        func() time.Time
 }
 
@@ -73,6 +74,13 @@ type poolStatus struct {
 	// OldestReservation is the runner reserved longest ago and not yet launched.
 	OldestReservation    string  `json:"oldestReservation,omitempty"`
 	OldestReservationAge float64 `json:"oldestReservationAgeSeconds,omitempty"`
+	// Waiting is how many jobs wait in the pool's waiting room; the oldest
+	// has waited OldestWait seconds, for WaitReason (the provider's words
+	// in WaitDetail).
+	Waiting    int     `json:"waiting"`
+	OldestWait float64 `json:"oldestWaitSeconds,omitempty"`
+	WaitReason string  `json:"waitReason,omitempty"`
+	WaitDetail string  `json:"waitDetail,omitempty"`
 }
 
 // queueStatus is a queue's depth.
@@ -119,8 +127,10 @@ func awsStatusSources(ctx context.Context, table string) (statusSources, error) 
 	if err != nil {
 		return statusSources{}, fmt.Errorf("loading the AWS configuration: %w", err)
 	}
+	ddb := dynamodb.NewFromConfig(cfg)
 	return statusSources{
-		ledger:     store.NewLedgerDynamo(dynamodb.NewFromConfig(cfg), table),
+		ledger:     store.NewLedgerDynamo(ddb, table),
+		room:       store.NewRoomDynamo(ddb, table),
 		sqs:        sqs.NewFromConfig(cfg),
 		cloudWatch: cloudwatch.NewFromConfig(cfg),
 		now:        time.Now,
@@ -145,7 +155,8 @@ func localStatusSources(dataDir string) (statusSources, func(), error) {
 	if err != nil {
 		return statusSources{}, nil, err
 	}
-	return statusSources{ledger: sqlite.NewLedger(db, time.Now), local: sqlite.NewQueue(db, sqlite.QueueOptions{}), now: time.Now},
+	return statusSources{ledger: sqlite.NewLedger(db, time.Now), local: sqlite.NewQueue(db, sqlite.QueueOptions{}),
+			room: sqlite.NewRoom(db), now: time.Now},
 		func() { _ = db.Close() }, nil
 }
 
@@ -226,6 +237,16 @@ func collectStatus(ctx context.Context, src statusSources, cfg *pool.Config, que
 		}
 		if oldest.Name != "" {
 			ps.OldestReservation, ps.OldestReservationAge = oldest.Name, now.Sub(oldest.ReservedAt).Seconds()
+		}
+		if src.room != nil {
+			ws, _, err := src.room.Waiting(ctx, p.Name, now)
+			if err != nil {
+				return rep, fmt.Errorf("reading the waiting room of pool %s: %w", p.Name, err)
+			}
+			ps.Waiting = len(ws)
+			if len(ws) > 0 {
+				ps.OldestWait, ps.WaitReason, ps.WaitDetail = now.Sub(ws[0].Since).Seconds(), ws[0].Reason, ws[0].Detail
+			}
 		}
 		rep.Pools = append(rep.Pools, ps)
 	}
@@ -332,6 +353,13 @@ func printStatus(w io.Writer, rep statusReport) {
 		}
 		if p.OldestReservation != "" {
 			fmt.Fprintf(w, "pool %s: %s reserved %s ago, not launched yet\n", p.Pool, p.OldestReservation, secs(p.OldestReservationAge))
+		}
+		if p.Waiting > 0 {
+			fmt.Fprintf(w, "pool %s: %d waiting for capacity, the oldest for %s (%s", p.Pool, p.Waiting, secs(p.OldestWait), p.WaitReason)
+			if p.WaitDetail != "" {
+				fmt.Fprintf(w, ": %s", p.WaitDetail)
+			}
+			fmt.Fprintln(w, ")")
 		}
 	}
 	if rep.Queue != nil {

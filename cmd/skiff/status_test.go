@@ -86,6 +86,22 @@ func statusLedgerFixture(t *testing.T) *store.LedgerMemory {
 	return l
 }
 
+// statusRoomFixture: two jobs of pool gpu wait for capacity, since 4 and
+// 1 minutes.
+func statusRoomFixture(t *testing.T) *store.RoomMemory {
+	t.Helper()
+	r := store.NewRoomMemory()
+	for i, ago := range []time.Duration{4 * time.Minute, time.Minute} {
+		at := statusNow.Add(-ago)
+		if _, err := r.Enter(context.Background(), store.Waiting{Pool: "gpu", JobID: int64(300 + i), Repository: "acme/app",
+			Message: "{}", Since: at, Reason: "launch_capacity", Detail: "g6.xlarge: no capacity in us-east-1a, us-east-1b",
+			ExpiresAt: at.Add(store.RoomLimit)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
+}
+
 func TestStatus(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -109,7 +125,8 @@ func TestStatus(t *testing.T) {
 			t.Parallel()
 			cw := &fakeCloudWatch{values: tt.age}
 			sources := func(context.Context, string) (statusSources, error) {
-				return statusSources{ledger: statusLedgerFixture(t), cloudWatch: cw, now: func() time.Time { return statusNow },
+				return statusSources{ledger: statusLedgerFixture(t), room: statusRoomFixture(t), cloudWatch: cw,
+					now: func() time.Time { return statusNow },
 					sqs: fakeSQS{depth: map[string][3]int{
 						"https://sqs.eu-west-1.amazonaws.com/123456789012/jobs": {12, 3, 0},
 						"https://sqs.eu-west-1.amazonaws.com/123456789012/dlq":  {1, 0, 0},

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
+	"text/tabwriter"
 
 	"github.com/skiffci/skiff/pkg/pool"
 )
@@ -22,10 +24,54 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 	}
 	printDiagnostics(stderr, cfg.Warnings)
 	fmt.Fprintf(stdout, "%s: ok: %d pool(s), %d warning(s)\n", *file, len(cfg.Pools), len(cfg.Warnings))
+	writeBackends(stdout, cfg)
 	if *strict && len(cfg.Warnings) > 0 {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// writeBackends lists, for a file whose pools name backends, each backend's
+// pools and what it can do; a file of EC2 pools in the older form (no
+// sections) gets nothing more.
+func writeBackends(w io.Writer, cfg *pool.Config) {
+	sectioned := false
+	byBackend := map[pool.Backend][]string{}
+	for _, p := range cfg.Pools {
+		byBackend[p.Backend] = append(byBackend[p.Backend], p.Name)
+		sectioned = sectioned || p.Sectioned()
+	}
+	if !sectioned {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "backend\tpools\tcan do (docs/pools.md#backends)")
+	for _, b := range pool.Backends {
+		names := byBackend[b]
+		if len(names) == 0 {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", b, strings.Join(names, ", "), capabilitiesText(pool.Declared[b]))
+	}
+	_ = tw.Flush()
+}
+
+// capabilitiesText describes a backend's capabilities in one line.
+func capabilitiesText(c pool.Capabilities) string {
+	var can []string
+	for _, x := range []struct {
+		on   bool
+		what string
+	}{{c.Spot, "spot"}, {c.DynamicSizes, "dynamic sizes"}, {c.GPUs, "GPUs"}, {c.ReplayByToken, "replay by token"}, {c.OwnQueue, "a queue of its own (queueTimeout)"}} {
+		if x.on {
+			can = append(can, x.what)
+		}
+	}
+	usage := "no per-job usage"
+	if len(c.UsageSources) > 0 {
+		usage = "usage from " + strings.Join(c.UsageSources, ", ")
+	}
+	return strings.Join(can, ", ") + "; " + usage
 }
 
 // reportLoadError prints why a pools file did not load and returns the exit code.

@@ -67,8 +67,10 @@ func BenchmarkColdInit(b *testing.B) {
 // TestBootstrapUnderRIE runs the built bootstrap under the Lambda runtime
 // interface emulator against moto's DynamoDB, with AWS's sample events:
 // a skiff runner's instance stopping (ends it), its repeated and late
-// events (change nothing), a spot warning, an instance that is not
-// skiff's, an event of another type, and a malformed detail.
+// events (change nothing), a late spot warning (recorded on the ended
+// runner), a spot-interrupted runner's end (left to the reconciler), an
+// instance that is not skiff's, an event of another type, and a malformed
+// detail.
 func TestBootstrapUnderRIE(t *testing.T) {
 	t.Parallel()
 	moto := testenv.Moto(t)
@@ -80,15 +82,19 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	ledger := store.NewLedgerDynamo(ddb, "skiff-ec2events")
 	t0 := time.Now().UTC().Truncate(time.Second) // the function reads the real clock to hide expired records
 	r := launch.Runner{Name: "skiff-42-1", Pool: "gpu", JobID: 42, RunID: 4, Attempt: 1, ReservedAt: t0}
-	if n, err := ledger.Reserve(ctx, "gpu", 5, []launch.Runner{r}); err != nil || n != 1 {
+	r2 := launch.Runner{Name: "skiff-43-1", Pool: "gpu", JobID: 43, RunID: 4, Attempt: 1, ReservedAt: t0}
+	if n, err := ledger.Reserve(ctx, "gpu", 5, []launch.Runner{r, r2}); err != nil || n != 2 {
 		t.Fatalf("Reserve = %d, %v", n, err)
 	}
-	// The runner ran its own job (a runner that did not is left to the reconciler).
-	if err := ledger.Launched(ctx, r.Name, launch.Launch{InstanceID: "i-0abc42", InstanceType: "g6.xlarge", Spot: true, At: t0}); err != nil {
-		t.Fatal(err)
-	}
-	if err := ledger.Advance(ctx, r.Name, launch.StateJobStarted, t0, r.JobID); err != nil {
-		t.Fatal(err)
+	// Both runners ran their own job (a runner that did not is left to the reconciler).
+	for i, rr := range []launch.Runner{r, r2} {
+		id := []string{"i-0abc42", "i-0abc43"}[i]
+		if err := ledger.Launched(ctx, rr.Name, launch.Launch{InstanceID: id, InstanceType: "g6.xlarge", Spot: true, At: t0}); err != nil {
+			t.Fatal(err)
+		}
+		if err := ledger.Advance(ctx, rr.Name, launch.StateJobStarted, t0, rr.JobID); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	fn := testenv.StartRIE(t, testenv.BuildLambda(t, runtime.GOARCH), env(moto))
@@ -103,21 +109,28 @@ func TestBootstrapUnderRIE(t *testing.T) {
 		}
 	}
 
-	ok("spot warning", invoke(sample(t, "ec2-spot-interruption.json", "i-0abc42", "", t0.Add(time.Minute))))
 	ok("running", invoke(sample(t, "ec2-state-change.json", "i-0abc42", "running", t0.Add(10*time.Second))))
-	if live, _ := ledger.Live(ctx, "gpu"); live != 1 {
-		t.Fatalf("live %d after running and a spot warning, want 1", live)
+	if live, _ := ledger.Live(ctx, "gpu"); live != 2 {
+		t.Fatalf("live %d after running, want 2", live)
 	}
 	ok("stopping", invoke(sample(t, "ec2-state-change.json", "i-0abc42", "stopping", t0.Add(3*time.Minute))))
 	ok("terminated, late", invoke(sample(t, "ec2-state-change.json", "i-0abc42", "terminated", t0.Add(4*time.Minute))))
 	ok("stopping, repeated", invoke(sample(t, "ec2-state-change.json", "i-0abc42", "stopping", t0.Add(3*time.Minute))))
+	ok("spot warning, after the end", invoke(sample(t, "ec2-spot-interruption.json", "i-0abc42", "", t0.Add(5*time.Minute))))
 	got, err := ledger.Runner(ctx, r.Name)
 	if err != nil || got.State != launch.StateTerminated || got.Reason != "state_stopping" || !got.EndedAt.Equal(t0.Add(3*time.Minute)) ||
-		!got.InterruptedAt.Equal(t0.Add(time.Minute)) {
+		!got.InterruptedAt.Equal(t0.Add(5*time.Minute)) {
 		t.Errorf("runner %+v, %v; want ended by the first stopping event and interrupted at the warning", got, err)
 	}
-	if live, _ := ledger.Live(ctx, "gpu"); live != 0 {
-		t.Errorf("live %d, want 0", live)
+	// A spot-interrupted runner's job failed: its record is the reconciler's
+	// to end, once it has decided the re-run.
+	ok("spot warning", invoke(sample(t, "ec2-spot-interruption.json", "i-0abc43", "", t0.Add(time.Minute))))
+	ok("terminated, interrupted", invoke(sample(t, "ec2-state-change.json", "i-0abc43", "terminated", t0.Add(3*time.Minute))))
+	if got, err := ledger.Runner(ctx, r2.Name); err != nil || !got.State.Live() || !got.InterruptedAt.Equal(t0.Add(time.Minute)) {
+		t.Errorf("interrupted runner %+v, %v; want it live, interrupted at the warning", got, err)
+	}
+	if live, _ := ledger.Live(ctx, "gpu"); live != 1 {
+		t.Errorf("live %d, want 1 (the interrupted runner)", live)
 	}
 
 	ok("not skiff's", invoke(sample(t, "ec2-state-change.json", "i-0someoneelse", "terminated", t0)))
@@ -131,7 +144,8 @@ func TestBootstrapUnderRIE(t *testing.T) {
 		t.Errorf("a malformed detail answered %s, want a function error (Lambda retries, then the event's DLQ)", resp)
 	}
 	out := fn.Out.String()
-	for _, want := range []string{`"msg":"ec2events ready"`, `"msg":"runner ended"`, `"msg":"not a skiff runner's instance"`, `"reason":"state_stopping"`} {
+	for _, want := range []string{`"msg":"ec2events ready"`, `"msg":"runner ended"`, `"msg":"not a skiff runner's instance"`, `"reason":"state_stopping"`,
+		`"msg":"leaving the runner to the reconciler"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %s:\n%s", want, out)
 		}

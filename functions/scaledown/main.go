@@ -8,17 +8,16 @@ import (
 
 	"github.com/skiffci/skiff/internal/coldstart"
 	"github.com/skiffci/skiff/internal/wiring"
-	"github.com/skiffci/skiff/pkg/scaledown"
 )
 
 func main() {
-	coldstart.Run(coldstart.Function[wiring.ScaleDownConfig, *scaledown.Service]{
+	coldstart.Run(coldstart.Function[wiring.ScaleDownConfig, *wiring.ScaleDown]{
 		Name:   "scaledown",
 		Config: wiring.ScaleDownConfigFromEnv,
 		Level:  func(c wiring.ScaleDownConfig) slog.Level { return c.LogLevel },
 		Build:  wiring.NewScaleDown,
-		Handler: func(svc *scaledown.Service, _ *slog.Logger) any {
-			return func(ctx context.Context) error { _, err := svc.Reconcile(ctx); return err }
+		Handler: func(sd *wiring.ScaleDown, _ *slog.Logger) any {
+			return func(ctx context.Context) error { return sd.Reconcile(ctx) }
 		},
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/ec2/ec2fake"
@@ -242,5 +246,130 @@ func TestBootstrapUnderRIE(t *testing.T) {
 		if !strings.Contains(logs, want) {
 			t.Errorf("output lacks %s:\n%s", want, logs)
 		}
+	}
+}
+
+// TestNoAppUnderRIE starts scale-up the way a fresh stack does: the App key
+// secret (Secrets Manager on moto) holds the stack's placeholder and no App
+// id is configured. A job is sent back to the job queue (SQS on moto),
+// delayed, with one log line, and nothing is dead-lettered; once the setup
+// page has stored {"<app id>": "<pem>"}, the same warm container finds the
+// App at its next invocation and launches the job: no redeploy, no cold
+// start.
+func TestNoAppUnderRIE(t *testing.T) {
+	moto := testenv.Moto(t)
+	ctx := context.Background()
+	ddb := testenv.DynamoClient(t, moto)
+	if err := store.CreateTable(ctx, ddb, "skiff-noapp"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName: aws.String("skiff-noapp-reg"), BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	awsCfg := testenv.AWSConfig(t)
+	sm := secretsmanager.NewFromConfig(awsCfg, func(o *secretsmanager.Options) { o.BaseEndpoint = aws.String(moto) })
+	sec, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String("noapp-key"), SecretString: aws.String("Zq8xV2kP0aLr4nT7wB1yC6dE9fG3hJ5m")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sq := sqs.NewFromConfig(awsCfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(moto) })
+	mkQueue := func(name string) string {
+		out, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return aws.ToString(out.QueueUrl)
+	}
+	jobs, dlq := mkQueue("noapp-jobs"), mkQueue("noapp-dlq")
+	depth := func(url string) (visible, delayed int) {
+		out, err := sq.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
+			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+				sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		visible, _ = strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
+		delayed, _ = strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed)])
+		return visible, delayed
+	}
+
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim := ghsim.New(ghsim.Options{})
+	defer sim.Close()
+	sim.AddApp(ghsim.AppConfig{ID: 7, Slug: "skiff", PublicKey: &key.PublicKey})
+	sim.AddRepo("acme", "app")
+	sim.Install(7, "acme")
+	fake := ec2fake.New()
+	fake.SetLaunchTemplates("skiff-default")
+	bootstrap := testenv.BuildLambda(t, runtime.GOARCH)
+	dir := filepath.Dir(bootstrap)
+	if err := os.WriteFile(filepath.Join(dir, "pools.yaml"), []byte(pools), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fn := testenv.StartRIE(t, bootstrap, []string{
+		"PATH=" + os.Getenv("PATH"), "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY=example",
+		"AWS_EC2_METADATA_DISABLED=true", "AWS_ENDPOINT_URL_DYNAMODB=" + moto, "AWS_ENDPOINT_URL_EC2=" + fake.Serve(t),
+		"AWS_ENDPOINT_URL_SECRETS_MANAGER=" + moto, "AWS_ENDPOINT_URL_SQS=" + moto,
+		"SKIFF_TABLE_NAME=skiff-noapp", "SKIFF_REGISTRATION_TABLE=skiff-noapp-reg", "SKIFF_DLQ_URL=" + dlq, "SKIFF_QUEUE_URL=" + jobs,
+		"SKIFF_ACCOUNT_ID=123456789012", "SKIFF_GITHUB_PRIVATE_KEY_ARN=" + aws.ToString(sec.ARN),
+		"SKIFF_GITHUB_API_URL=" + sim.URL(), "SKIFF_POOLS_FILE=" + filepath.Join(dir, "pools.yaml"),
+	})
+	body, _ := json.Marshal(queue.Job{JobID: 801, RunID: 80, Attempt: 1, Repository: "acme/app", Owner: "acme",
+		Labels: []string{"self-hosted", "linux", "x64"}, Pool: "default", DeliveryID: "d801", ReceivedAt: time.Now()})
+	if err := store.NewDynamo(ddb, "skiff-noapp").RecordRun(ctx, store.Run{ID: 80, Attempt: 1, Event: "push", Repository: "acme/app",
+		UpdatedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	invoke := func() []events.SQSBatchItemFailure {
+		t.Helper()
+		raw := fn.Invoke(t, events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m1", Body: string(body),
+			Attributes: map[string]string{"ApproximateReceiveCount": "1"}}}})
+		var br struct {
+			BatchItemFailures *[]events.SQSBatchItemFailure `json:"batchItemFailures"`
+		}
+		if err := json.Unmarshal(raw, &br); err != nil || br.BatchItemFailures == nil {
+			t.Fatalf("response %s (%v)\noutput:\n%s", raw, err, fn.Out.String())
+		}
+		return *br.BatchItemFailures
+	}
+
+	if f := invoke(); len(f) != 0 {
+		t.Fatalf("without an App: failures %v (the job is sent back, not retried)\n%s", f, fn.Out.String())
+	}
+	if visible, delayed := depth(jobs); visible+delayed != 1 {
+		t.Errorf("job queue holds %d visible + %d delayed, want the job sent back", visible, delayed)
+	}
+	if visible, delayed := depth(dlq); visible+delayed != 0 {
+		t.Errorf("dead-letter queue holds %d messages, want none", visible+delayed)
+	}
+	out := fn.Out.String()
+	if n := strings.Count(out, "no GitHub App yet: jobs wait in the queue"); n != 1 {
+		t.Errorf("%d log lines about the missing App for one batch, want 1:\n%s", n, out)
+	}
+	if fake.Calls("CreateFleet") != 0 {
+		t.Error("launched without an App")
+	}
+
+	// The setup page stores the App; the warm container picks it up.
+	pemKey := string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
+	value, _ := json.Marshal(map[string]string{"7": pemKey})
+	if _, err := sm.PutSecretValue(ctx, &secretsmanager.PutSecretValueInput{SecretId: sec.ARN, SecretString: aws.String(string(value))}); err != nil {
+		t.Fatal(err)
+	}
+	if f := invoke(); len(f) != 0 {
+		t.Fatalf("with the App: failures %v\n%s", f, fn.Out.String())
+	}
+	if !strings.Contains(fn.Out.String(), "GitHub App found: scale-up serves jobs") || fake.Calls("CreateFleet") != 1 {
+		t.Errorf("the App stored after the cold start was not used (%d CreateFleet calls):\n%s", fake.Calls("CreateFleet"), fn.Out.String())
+	}
+	if strings.Contains(fn.Out.String(), "BEGIN RSA") {
+		t.Error("the App key reached the log")
 	}
 }

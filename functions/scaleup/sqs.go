@@ -20,7 +20,7 @@ func sqsHandler(su *wiring.ScaleUp) func(context.Context, events.SQSEvent) (even
 		for i, r := range ev.Records {
 			ds[i] = queue.NewDelivery(r.MessageId, r.Body, queue.ParseReceiveCount(r.Attributes["ApproximateReceiveCount"]), r.ReceiptHandle)
 		}
-		answers := su.Service.Handle(ctx, ds)
+		answers := su.Handle(ctx, ds)
 		resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
 		for _, id := range queue.SettleBatch(ctx, su.DeadLetters, ds, answers, su.Counter, su.Logger) {
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: id})

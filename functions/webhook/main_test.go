@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -133,6 +134,8 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	}
 	queued := private(read("workflow_job.queued.1.json"))
 	inProgress := private(read("workflow_job.in_progress.2.json"))
+	// GitHub's installation.deleted example, for the installation of the queued job.
+	deleted := regexp.MustCompile(`("installation":\s*\{\s*"id":\s*)\d+`).ReplaceAll(read("installation.deleted.1.json"), []byte("${1}3456996"))
 
 	steps := []struct {
 		name       string
@@ -148,6 +151,9 @@ func TestBootstrapUnderRIE(t *testing.T) {
 		{"replayed in_progress", event("workflow_job", "d-started", inProgress, canary, false), 200},
 		{"workflow_run", event("workflow_run", "d-run", read("workflow_run.requested.1.json"), canary, false), 200},
 		{"truncated", event("workflow_job", "d-trunc", queued[:100], canary, false), 400},
+		{"installation created", event("installation", "d-inst", read("installation.created.1.json"), canary, false), 200},
+		{"installation deleted", event("installation", "d-del", deleted, canary, false), 200},
+		{"queued from the deleted installation", event("workflow_job", "d-late", queued, canary, false), 403},
 	}
 	for _, s := range steps {
 		if got := invoke(s.ev); got.StatusCode != s.wantStatus {
@@ -176,6 +182,14 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	}
 	if run, err := st.Run(context.Background(), 289782451); err != nil || run.Event != "repository_dispatch" {
 		t.Errorf("run record = %+v, %v", run, err)
+	}
+
+	insts := store.NewInstallationsDynamo(testenv.DynamoClient(t, dynamo), table)
+	if rec, err := insts.Installation(context.Background(), 957387); err != nil || rec.Status != store.InstallationActive || rec.Account != "Codertocat" {
+		t.Errorf("installation record = %+v, %v", rec, err)
+	}
+	if rec, err := insts.Installation(context.Background(), 3456996); err != nil || rec.Status != store.InstallationDeleted {
+		t.Errorf("deleted installation record = %+v, %v", rec, err)
 	}
 
 	out := fn.Out.String()

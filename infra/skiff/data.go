@@ -25,12 +25,13 @@ const (
 // Partition-key prefixes of the state table's items, by writer. The webhook
 // may write only its own (IAM dynamodb:LeadingKeys); scale-up only its own.
 var (
-	webhookKeyPrefixes = []string{"DELIVERY#", "JOB#", "RUN#"}
+	// INSTALLATION#: the installations learnt from the installation webhook.
+	webhookKeyPrefixes = []string{"DELIVERY#", "JOB#", "RUN#", "INSTALLATION#"}
 	// RUNNER# and INSTANCE#: scale-up reserves runners and records their launch in the ledger.
 	// RUN#: admission reads the run's trigger the webhook recorded (without it, every
 	// read is denied and scale-up asks GitHub instead). ONDEMAND#: the marks of
 	// re-runs that launch on on-demand capacity.
-	scaleUpKeyPrefixes = []string{"JOB#", "FLEET#", "POOL#", "CAPACITY#", "RUNNER#", "INSTANCE#", "RUN#", "ONDEMAND#"}
+	scaleUpKeyPrefixes = []string{"JOB#", "FLEET#", "POOL#", "CAPACITY#", "RUNNER#", "INSTANCE#", "RUN#", "ONDEMAND#", "ROOM#"}
 )
 
 // Queue settings. Each says why.
@@ -106,26 +107,37 @@ func (s *Skiff) buildData() {
 	})
 }
 
-// buildSecrets creates the two secrets with generated placeholder values;
-// the operator puts the real ones in after creating the GitHub App
-// (docs/deploy.md). Nothing reads them at synth or deploy time.
+// buildSecrets creates the three secrets with generated values: the
+// one-time setup secret that guards the setup page, and placeholders for the
+// webhook secret and the App key, which the setup page replaces with the
+// App's (docs/deploy.md). The functions treat the App key's placeholder as
+// "no App yet". Nothing reads them at synth or deploy time, and a later
+// deploy leaves their values alone (the generator's settings do not change).
 func (s *Skiff) buildSecrets() {
 	s.WebhookSecret = awssecretsmanager.NewSecret(s.Construct, jsii.String("WebhookSecret"), &awssecretsmanager.SecretProps{
-		Description: jsii.String("skiff " + s.prefix + ": the GitHub App's webhook secret (plain text, or {\"current\",\"previous\"} while rotating). Replace the generated placeholder."),
+		Description: jsii.String("skiff " + s.prefix + ": the GitHub App's webhook secret ({\"current\"[,\"previous\"]} or plain text). Written by the setup page."),
 		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
 			PasswordLength:     jsii.Number(48),
 			ExcludePunctuation: jsii.Bool(true),
 		},
 	})
 	s.AppKeySecret = awssecretsmanager.NewSecret(s.Construct, jsii.String("AppPrivateKey"), &awssecretsmanager.SecretProps{
-		Description: jsii.String("skiff " + s.prefix + ": the GitHub App's private key (PEM), or {\"<app id>\": \"<pem>\"} for several Apps. Replace the generated placeholder."),
+		Description: jsii.String("skiff " + s.prefix + ": the GitHub App's private key as {\"<app id>\": \"<pem>\"} (the App ids are its keys). Written by the setup page; {} resets it."),
 		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
 			PasswordLength:     jsii.Number(32),
 			ExcludePunctuation: jsii.Bool(true),
 		},
 	})
+	s.SetupSecret = awssecretsmanager.NewSecret(s.Construct, jsii.String("SetupSecret"), &awssecretsmanager.SecretProps{
+		Description: jsii.String("skiff " + s.prefix + ": the one-time secret of the setup page (SetupUrl output); replaced once the App is stored."),
+		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
+			PasswordLength:     jsii.Number(48),
+			ExcludePunctuation: jsii.Bool(true),
+		},
+	})
 	suppress(s.WebhookSecret, "AwsSolutions-SMG4", secretRotationReason)
 	suppress(s.AppKeySecret, "AwsSolutions-SMG4", secretRotationReason)
+	suppress(s.SetupSecret, "AwsSolutions-SMG4", "the setup secret is used once: the setup page replaces it with a random value when it stores the App")
 }
 
 // secretRotationReason justifies AwsSolutions-SMG4 on both secrets.

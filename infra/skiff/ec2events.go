@@ -69,9 +69,11 @@ func (s *Skiff) addLivePoolIndex() {
 // needed.
 func (s *Skiff) buildEC2Events() error {
 	spec := ec2EventsSpec()
+	// A runner's end offers the next job of its pool's waiting room.
+	spec.Environment = map[string]string{names.EnvQueueURL: *s.Queue.QueueUrl()}
 	if s.props.RunnerMetrics {
 		// Runners whose job gets a record are the reconciler's to end.
-		spec.Environment = map[string]string{names.EnvMetricsRecords: "*"}
+		spec.Environment[names.EnvMetricsRecords] = "*"
 	}
 	fn, err := s.AddFunction(spec)
 	if err != nil {
@@ -85,7 +87,15 @@ func (s *Skiff) buildEC2Events() error {
 	role := fn.Role()
 	role.AddToPrincipalPolicy(stateTableStatement("LedgerItems",
 		jsii.Strings("dynamodb:GetItem", "dynamodb:UpdateItem"), s.StateTable.TableArn(), ledgerKeyPrefixes))
+	// The waiting room: the pool's entries (ROOM#) to offer, and the job
+	// records (JOB#) that say an entry's job started or completed.
+	role.AddToPrincipalPolicy(stateTableStatement("RoomItems",
+		jsii.Strings("dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"),
+		s.StateTable.TableArn(), []string{"ROOM#"}))
+	role.AddToPrincipalPolicy(stateTableStatement("JobRecords", jsii.Strings("dynamodb:GetItem"), s.StateTable.TableArn(),
+		[]string{"JOB#"}))
 	role.AddToPrincipalPolicy(tableKeyStatement(s.StateKey.KeyArn(), true))
+	s.Queue.GrantSendMessages(fn)
 	return nil
 }
 

@@ -172,19 +172,14 @@ func exportName(s string) string {
 // buildWebhook creates the webhook function and its Function URL.
 func (s *Skiff) buildWebhook() error {
 	spec := webhookSpec()
-	installations := strings.Join(s.props.Installations, ",")
-	if installations == "" {
-		installations = "*"
-		if len(s.props.AppIDs) > 0 {
-			awscdk.Annotations_Of(s.Construct).AddWarningV2(jsii.String("skiff:noInstallations"), jsii.String(
-				"no installation id (-c installations=...): the webhook serves every installation of the App, narrowed only by the allow-list. "+
-					"Name the installation once the App is installed."), nil)
-		}
-	}
 	spec.Environment = map[string]string{
-		names.EnvQueueURL:             *s.Queue.QueueUrl(),
-		names.EnvAllow:                strings.Join(s.props.Allow, ","),
-		names.EnvAllowedInstallations: installations,
+		names.EnvQueueURL: *s.Queue.QueueUrl(),
+		names.EnvAllow:    strings.Join(s.props.Allow, ","),
+	}
+	// The pin is optional: without it the webhook serves the installations
+	// it recorded from GitHub's installation events.
+	if len(s.props.Installations) > 0 {
+		spec.Environment[names.EnvAllowedInstallations] = strings.Join(s.props.Installations, ",")
 	}
 	spec.Environment[names.EnvWebhookSecretARN] = *s.WebhookSecret.SecretArn()
 	// Read by the Go runtime at start: the p99 is GC-bound (names.WebhookGOGC).
@@ -206,7 +201,7 @@ func (s *Skiff) buildWebhook() error {
 	fn.Role().AddToPrincipalPolicy(s.webhookRunnerStatement())
 	fn.Role().AddToPrincipalPolicy(tableKeyStatement(s.StateKey.KeyArn(), true))
 	awscdk.NewCfnOutput(s.Construct, jsii.String("WebhookUrl"), &awscdk.CfnOutputProps{
-		Description: jsii.String("the GitHub App's webhook URL (skiff app-manifest --webhook-url)"),
+		Description: jsii.String("the GitHub App's webhook URL (the setup page puts it in the App's manifest)"),
 		Value:       s.WebhookURL.Url(),
 	})
 	return nil
@@ -235,6 +230,7 @@ func (s *Skiff) buildScaleUp() error {
 	spec.Environment = s.appEnv(map[string]string{
 		names.EnvRegistrationTable:    *s.RegistrationTable.TableName(),
 		names.EnvDLQURL:               *s.DeadLetterQueue.QueueUrl(),
+		names.EnvQueueURL:             *s.Queue.QueueUrl(), // the waiting room sends jobs again; jobs wait there while no App is stored
 		names.EnvLaunchTemplatePrefix: s.props.LaunchTemplatePrefix,
 		names.EnvRootDevice:           s.props.RootDevice,
 		names.EnvMaxAttempts:          strconv.Itoa(DefaultMaxAttempts),
@@ -248,19 +244,16 @@ func (s *Skiff) buildScaleUp() error {
 		return err
 	}
 	s.ScaleUp = fn
-	enabled := len(s.props.AppIDs) > 0
-	if !enabled {
-		awscdk.Annotations_Of(s.Construct).AddWarningV2(jsii.String("skiff:noAppIds"), jsii.String(
-			"no GitHub App id (-c appIds=...): scale-up is deployed with its queue mapping disabled. "+
-				"Create the App (skiff app-manifest --webhook-url <WebhookUrl output>), then deploy again with -c appIds=<id>."), nil)
-	}
+	// On from the first deploy: until the setup page stores an App,
+	// scale-up sends each job back to the queue, delayed (wiring.NoAppDelay).
 	fn.AddEventSource(awslambdaeventsources.NewSqsEventSource(s.Queue, &awslambdaeventsources.SqsEventSourceProps{
 		BatchSize:               jsii.Number(10),
 		ReportBatchItemFailures: jsii.Bool(true),
 		MaxConcurrency:          jsii.Number(float64(s.props.ScaleUpMaxConcurrency)),
-		Enabled:                 jsii.Bool(enabled),
+		Enabled:                 jsii.Bool(true),
 	}))
 	s.DeadLetterQueue.GrantSendMessages(fn)
+	s.Queue.GrantSendMessages(fn) // the waiting room's offers and backoff, and jobs sent back until an App exists
 	grantSecretRead(fn.Role(), s.AppKeySecret.SecretArn())
 	role := fn.Role()
 	// ConditionCheckItem: the fleet intent is fenced by a transaction that
@@ -280,6 +273,60 @@ func (s *Skiff) buildScaleUp() error {
 		role.AddToPrincipalPolicy(st)
 	}
 	s.suppressScaleUp(role)
+	return nil
+}
+
+// setupSpec: the setup page answers a few requests in the stack's life;
+// the slowest is the callback (GitHub's conversion, three secret writes),
+// well under 30 s; 256 MB as the webhook.
+func setupSpec() FunctionSpec {
+	return FunctionSpec{
+		Name:        names.FunctionSetup,
+		Description: "skiff: setup page (creates the GitHub App from its manifest, stores it in the stack's secrets)",
+		MemoryMiB:   256,
+		Timeout:     awscdk.Duration_Seconds(jsii.Number(30)),
+	}
+}
+
+// buildSetup creates the setup function, its Function URL and outputs. Its
+// role reads the setup secret and writes the three secrets: nothing else
+// (no table, no queue). The webhook role cannot write any secret.
+func (s *Skiff) buildSetup() error {
+	spec := setupSpec()
+	spec.Environment = map[string]string{
+		names.EnvSetupSecretARN:      *s.SetupSecret.SecretArn(),
+		names.EnvGitHubPrivateKeyARN: *s.AppKeySecret.SecretArn(),
+		names.EnvWebhookSecretARN:    *s.WebhookSecret.SecretArn(),
+		names.EnvWebhookURL:          *s.WebhookURL.Url(),
+	}
+	if s.props.GitHubURL != "" {
+		spec.Environment[names.EnvGitHubURL] = s.props.GitHubURL
+	}
+	if s.props.GitHubAPIURL != "" {
+		spec.Environment[names.EnvGitHubAPIURL] = s.props.GitHubAPIURL
+	}
+	fn, err := s.AddFunction(spec)
+	if err != nil {
+		return err
+	}
+	s.Setup = fn
+	// The setup secret is the page's authentication (a browser cannot sign
+	// requests with SigV4); it is checked in constant time and used once.
+	s.SetupURL = fn.AddFunctionUrl(&awslambda.FunctionUrlOptions{AuthType: awslambda.FunctionUrlAuthType_NONE})
+	fn.Role().AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("SetupSecrets"),
+		Actions:   jsii.Strings("secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue"),
+		Resources: &[]*string{s.SetupSecret.SecretArn(), s.AppKeySecret.SecretArn(), s.WebhookSecret.SecretArn()},
+	}))
+	awscdk.NewCfnOutput(s.Construct, jsii.String("SetupUrl"), &awscdk.CfnOutputProps{
+		Description: jsii.String("the setup page: open it, paste the setup secret (SetupSecretCommand), create the GitHub App, install it"),
+		Value:       s.SetupURL.Url(),
+	})
+	awscdk.NewCfnOutput(s.Construct, jsii.String("SetupSecretCommand"), &awscdk.CfnOutputProps{
+		Description: jsii.String("prints the setup page's one-time secret"),
+		Value: awscdk.Fn_Join(jsii.String(""), &[]*string{jsii.String("aws secretsmanager get-secret-value --secret-id "),
+			s.SetupSecret.SecretArn(), jsii.String(" --query SecretString --output text")}),
+	})
 	return nil
 }
 

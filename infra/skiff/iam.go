@@ -37,10 +37,10 @@ func (s *Skiff) subnetARNs() []*string {
 	if len(ids) == 0 {
 		seen := map[string]bool{}
 		for _, p := range s.Pools.Pools {
-			if len(p.Subnets) == 0 {
+			if len(p.EC2.Subnets) == 0 {
 				return []*string{s.arn("ec2", "subnet/*")}
 			}
-			for _, sn := range p.Subnets {
+			for _, sn := range p.EC2.Subnets {
 				if !seen[sn] {
 					seen[sn] = true
 					ids = append(ids, sn)
@@ -62,7 +62,7 @@ func (s *Skiff) ssmParameterARNs() []*string {
 	seen := map[string]bool{}
 	var out []*string
 	for _, p := range s.Pools.Pools {
-		name := p.Image.SSM
+		name := p.EC2.Image.SSM
 		if name == "" || seen[name] {
 			continue
 		}

@@ -165,7 +165,7 @@ func (s *Skiff) launchTemplate(p *pool.Pool, profile awsiam.InstanceProfile) (aw
 	ud, err := userdata.Render(userdata.Params{
 		Pool:              p.Name,
 		Arch:              p.Architecture,
-		GPU:               p.Image.GPU || p.HasGPU(),
+		GPU:               p.EC2.Image.GPU || p.HasGPU(),
 		RegistrationTable: s.physicalName(names.RoleRegistrationTable),
 		Lifetime:          p.MaxLifetime,
 		// The instance powers itself off when its runner gets no job within the pool's idle
@@ -182,7 +182,7 @@ func (s *Skiff) launchTemplate(p *pool.Pool, profile awsiam.InstanceProfile) (aw
 	if err != nil {
 		return nil, fmt.Errorf("rendering the user data of pool %q: %w", p.Name, err)
 	}
-	image, err := imageID(p.Image)
+	image, err := imageID(p.EC2.Image)
 	if err != nil {
 		return nil, fmt.Errorf("pool %q: %w", p.Name, err)
 	}
@@ -190,13 +190,13 @@ func (s *Skiff) launchTemplate(p *pool.Pool, profile awsiam.InstanceProfile) (aw
 		{Key: jsii.String(names.TagManaged), Value: jsii.String(names.ManagedValue)},
 		{Key: jsii.String(names.TagPool), Value: jsii.String(p.Name)},
 	}
-	keys := make([]string, 0, len(p.Tags))
-	for k := range p.Tags {
+	keys := make([]string, 0, len(p.EC2.Tags))
+	for k := range p.EC2.Tags {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		tags = append(tags, &awscdk.CfnTag{Key: jsii.String(k), Value: jsii.String(p.Tags[k])})
+		tags = append(tags, &awscdk.CfnTag{Key: jsii.String(k), Value: jsii.String(p.EC2.Tags[k])})
 	}
 	name := names.LaunchTemplate(s.props.LaunchTemplatePrefix, p.Name)
 	lt := awsec2.NewCfnLaunchTemplate(s.Construct, jsii.String("LaunchTemplate-"+p.Name), &awsec2.CfnLaunchTemplateProps{
@@ -216,7 +216,7 @@ func (s *Skiff) launchTemplate(p *pool.Pool, profile awsiam.InstanceProfile) (aw
 				DeviceName: jsii.String(s.props.RootDevice),
 				Ebs: &awsec2.CfnLaunchTemplate_EbsProperty{
 					VolumeType:          jsii.String("gp3"),
-					VolumeSize:          jsii.Number(float64(p.DiskGiB)),
+					VolumeSize:          jsii.Number(float64(p.EC2.DiskGiB)),
 					Encrypted:           jsii.Bool(true),
 					DeleteOnTermination: jsii.Bool(true),
 				},

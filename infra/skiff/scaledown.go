@@ -15,7 +15,7 @@ import (
 // writes: the ledger (records, instance pointers, live counts), the launch
 // claims it moves past a lost runner (JOB#), the job and run records it
 // reads (JOB#, RUN#), and the metrics records it writes (RECORD#).
-var scaleDownKeyPrefixes = []string{"INSTANCE#", "JOB#", "ONDEMAND#", "POOL#", "RECORD#", "RUN#", "RUNNER#"}
+var scaleDownKeyPrefixes = []string{"INSTANCE#", "JOB#", "ONDEMAND#", "POOL#", "RECORD#", "ROOM#", "RUN#", "RUNNER#"}
 
 // scaleDownSpec: one pass lists 5,000 instances in 5 EC2 calls and 5,000
 // runners in 50 GitHub calls, and stops starting new steps 5 s before its
@@ -51,7 +51,7 @@ func (s *Skiff) buildScaleDown() error {
 	s.ScaleDownSchedule = awsevents.NewRule(s.Construct, jsii.String("ScaleDownSchedule"), &awsevents.RuleProps{
 		Description: jsii.String("skiff: one scale-down pass a minute"),
 		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(1))),
-		Enabled:     jsii.Bool(len(s.props.AppIDs) > 0),
+		Enabled:     jsii.Bool(true), // a pass without an App only looks for one
 		Targets:     &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(fn, &awseventstargets.LambdaFunctionProps{RetryAttempts: jsii.Number(0)})},
 	})
 

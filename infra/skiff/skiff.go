@@ -97,15 +97,15 @@ type Props struct {
 	// get public addresses in public subnets, no NAT cost).
 	NatGateways int
 
-	// Installations are the App installation ids the webhook serves
-	// (SKIFF_ALLOWED_INSTALLATIONS). Empty: every installation of the App
-	// ("*"), which the allow-list still narrows; once the App is installed,
-	// name its installation (-c installations=<id>). With AppIDs set and no
-	// installation named, synth warns.
+	// Installations optionally pins the App installation ids the webhook
+	// serves (SKIFF_ALLOWED_INSTALLATIONS; "*": every installation not
+	// recorded as deleted or suspended). Empty: the installations the
+	// webhook recorded from GitHub's installation events, narrowed by the
+	// allow-list; no redeploy is needed after installing the App.
 	Installations []string
-	// AppIDs are the GitHub App ids (SKIFF_GITHUB_APP_IDS). Empty on the first
-	// deploy, before the App exists: the queue's event source mapping is then
-	// disabled and a warning says to deploy again with the ids.
+	// AppIDs optionally names the GitHub App ids (SKIFF_GITHUB_APP_IDS).
+	// Empty: the functions read them from the App key secret, which the
+	// setup page writes; until then scale-up keeps jobs in the queue.
 	AppIDs []string
 	// GitHubAPIURL and GitHubURL point at GitHub Enterprise Server; empty
 	// keeps github.com.
@@ -153,11 +153,15 @@ type Skiff struct {
 	StateKey, RegistrationKey awskms.Key
 	// Queue carries queued jobs (names.RoleJobQueue); DeadLetterQueue is its DLQ.
 	Queue, DeadLetterQueue awssqs.Queue
-	// WebhookSecret and AppKeySecret are filled by the operator.
-	WebhookSecret, AppKeySecret awssecretsmanager.Secret
+	// WebhookSecret and AppKeySecret are written by the setup page;
+	// SetupSecret guards it.
+	WebhookSecret, AppKeySecret, SetupSecret awssecretsmanager.Secret
 	// Webhook and ScaleUp are the functions; WebhookURL is the App's webhook URL.
 	Webhook, ScaleUp awslambda.Function
 	WebhookURL       awslambda.FunctionUrl
+	// Setup serves the setup page at SetupURL.
+	Setup    awslambda.Function
+	SetupURL awslambda.FunctionUrl
 	// EC2Events writes EC2 state changes and spot warnings to the runner
 	// ledger; EC2Rules route them to it.
 	EC2Events awslambda.Function
@@ -268,6 +272,9 @@ func New(scope constructs.Construct, id string, props *Props) (*Skiff, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading the pools file (check it with skiff validate -f %s): %w", p.PoolsFile, err)
 	}
+	if err := checkBackends(cfg); err != nil {
+		return nil, err
+	}
 	if err := checkSubnets(cfg, p.SubnetIDs); err != nil {
 		return nil, err
 	}
@@ -275,7 +282,7 @@ func New(scope constructs.Construct, id string, props *Props) (*Skiff, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp, names.FunctionEC2Events} {
+	for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp, names.FunctionEC2Events, names.FunctionSetup} {
 		if err := checkBootstrap(p.BuildDir, fn); err != nil {
 			return nil, err
 		}
@@ -306,6 +313,9 @@ func New(scope constructs.Construct, id string, props *Props) (*Skiff, error) {
 	if err := s.buildScaleUp(); err != nil {
 		return nil, err
 	}
+	if err := s.buildSetup(); err != nil {
+		return nil, err
+	}
 	if err := s.buildScaleDown(); err != nil {
 		return nil, err
 	}
@@ -317,6 +327,20 @@ func New(scope constructs.Construct, id string, props *Props) (*Skiff, error) {
 }
 
 // checkSubnets requires every pool's subnets to be among allowed, when given.
+// checkBackends refuses a pools file with pools off EC2: the AWS control
+// plane launches EC2 runners only, and would dead-letter every job of such
+// a pool.
+func checkBackends(cfg *pool.Config) error {
+	var errs []error
+	for _, p := range cfg.Pools {
+		if p.EC2 == nil {
+			errs = append(errs, fmt.Errorf("%w: pool %q runs on %s; the AWS stack launches EC2 pools only (run it with skiff local, or remove it from this file)",
+				ErrInvalidProps, p.Name, p.Backend))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 func checkSubnets(cfg *pool.Config, allowed []string) error {
 	if len(allowed) == 0 {
 		return nil
@@ -327,7 +351,7 @@ func checkSubnets(cfg *pool.Config, allowed []string) error {
 	}
 	var errs []error
 	for _, p := range cfg.Pools {
-		for _, sn := range p.Subnets {
+		for _, sn := range p.EC2.Subnets {
 			if !set[sn] {
 				errs = append(errs, fmt.Errorf("%w: pool %q uses subnet %s, which is not in SubnetIDs (-c subnetIds=%s)",
 					ErrInvalidProps, p.Name, sn, strings.Join(allowed, ",")))

@@ -32,7 +32,7 @@ const examplePools = "../../examples/pools.yaml"
 func fakeBuild(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp, names.FunctionEC2Events, names.FunctionScaleDown} {
+	for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp, names.FunctionEC2Events, names.FunctionScaleDown, names.FunctionSetup} {
 		if err := os.MkdirAll(filepath.Join(dir, fn), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -63,11 +63,9 @@ func synth(t *testing.T, props Props, extend ...func(*Skiff)) (*Skiff, awscdk.St
 
 func defaultProps() Props {
 	return Props{
-		PoolsFile:     examplePools,
-		Allow:         []string{"acme", "other/app"},
-		AppIDs:        []string{"123456"},
-		Installations: []string{"42"},
-		VpcID:         "vpc-0123456789abcdef0",
+		PoolsFile: examplePools,
+		Allow:     []string{"acme", "other/app"},
+		VpcID:     "vpc-0123456789abcdef0",
 	}
 }
 
@@ -92,7 +90,7 @@ func defaultTemplate(t *testing.T) (assertions.Template, map[string]any) {
 			defaultErr = err.Error()
 			return
 		}
-		for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp, names.FunctionEC2Events, names.FunctionScaleDown} {
+		for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp, names.FunctionEC2Events, names.FunctionScaleDown, names.FunctionSetup} {
 			_ = os.MkdirAll(filepath.Join(dir, fn), 0o755)
 			_ = os.WriteFile(filepath.Join(dir, fn, "bootstrap"), []byte("#!/bin/sh\n"), 0o755)
 		}
@@ -274,13 +272,16 @@ func TestEveryRequiredVariableIsSet(t *testing.T) {
 	if _, err := wiring.EC2EventsConfigFromEnv(getenv(t, doc, names.FunctionEC2Events)); err != nil {
 		t.Errorf("%s: %v", names.FunctionEC2Events, err)
 	}
-	for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp, names.FunctionEC2Events, names.FunctionScaleDown} {
+	for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp, names.FunctionEC2Events, names.FunctionScaleDown, names.FunctionSetup} {
 		if _, ok := env(t, doc, fn)[names.EnvAWSRegion]; ok {
 			t.Errorf("%s: AWS_REGION is reserved by Lambda", fn)
 		}
 	}
-	if len(cfg.AppIDs) != 1 || cfg.AppIDs[0] != 123456 {
-		t.Errorf("%s = %v, want 123456", names.EnvGitHubAppIDs, cfg.AppIDs)
+	if _, err := wiring.SetupConfigFromEnv(getenv(t, doc, names.FunctionSetup)); err != nil {
+		t.Errorf("%s: %v", names.FunctionSetup, err)
+	}
+	if len(cfg.AppIDs) != 0 {
+		t.Errorf("%s = %v, want none (the ids come from the key secret)", names.EnvGitHubAppIDs, cfg.AppIDs)
 	}
 	if got := env(t, doc, names.FunctionWebhook)[names.EnvAllow]; got != "acme,other/app" {
 		t.Errorf("%s = %v, want acme,other/app", names.EnvAllow, got)
@@ -477,10 +478,11 @@ func TestStateTableAccessIsScopedByKeyPrefix(t *testing.T) {
 		role string
 		want map[string][]string // Sid → LeadingKeys
 	}{
-		{"SkiffWebhookRole", map[string][]string{"WebhookItems": {"DELIVERY#*", "JOB#*", "RUN#*"}, "WebhookAdvancesRunners": {"RUNNER#*"}}},
-		{"SkiffScaleupRole", map[string][]string{"ScaleUpItems": {"CAPACITY#*", "FLEET#*", "INSTANCE#*", "JOB#*", "ONDEMAND#*", "POOL#*", "RUN#*", "RUNNER#*"}}},
-		{"SkiffEc2eventsRole", map[string][]string{"LedgerItems": {"INSTANCE#*", "POOL#*", "RUNNER#*"}}},
-		{"SkiffScaledownRole", map[string][]string{"ScaleDownItems": {"INSTANCE#*", "JOB#*", "ONDEMAND#*", "POOL#*", "RECORD#*", "RUN#*", "RUNNER#*"},
+		{"SkiffWebhookRole", map[string][]string{"WebhookItems": {"DELIVERY#*", "INSTALLATION#*", "JOB#*", "RUN#*"}, "WebhookAdvancesRunners": {"RUNNER#*"}}},
+		{"SkiffScaleupRole", map[string][]string{"ScaleUpItems": {"CAPACITY#*", "FLEET#*", "INSTANCE#*", "JOB#*", "ONDEMAND#*", "POOL#*", "ROOM#*", "RUN#*", "RUNNER#*"}}},
+		{"SkiffEc2eventsRole", map[string][]string{"LedgerItems": {"INSTANCE#*", "POOL#*", "RUNNER#*"}, "RoomItems": {"ROOM#*"},
+			"JobRecords": {"JOB#*"}}},
+		{"SkiffScaledownRole", map[string][]string{"ScaleDownItems": {"INSTANCE#*", "JOB#*", "ONDEMAND#*", "POOL#*", "RECORD#*", "ROOM#*", "RUN#*", "RUNNER#*"},
 			"ScaleDownLiveRunners": nil}},
 	}
 	for _, tc := range tests {
@@ -587,7 +589,8 @@ func TestEC2EventRules(t *testing.T) {
 func TestKeyPrefixesMatchStore(t *testing.T) {
 	t.Parallel()
 	var src strings.Builder
-	for _, f := range []string{"../../pkg/store/dynamo.go", "../../pkg/store/launch_dynamo.go", "../../pkg/store/ledger_dynamo.go"} {
+	for _, f := range []string{"../../pkg/store/dynamo.go", "../../pkg/store/launch_dynamo.go", "../../pkg/store/ledger_dynamo.go",
+		"../../pkg/store/room_dynamo.go", "../../pkg/store/installations.go"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -646,9 +649,9 @@ func TestLaunchTemplates(t *testing.T) {
 	}
 	for _, p := range cfg.Pools {
 		t.Run(p.Name, func(t *testing.T) {
-			image := "resolve:ssm:" + p.Image.SSM
-			if p.Image.AMI != "" {
-				image = p.Image.AMI
+			image := "resolve:ssm:" + p.EC2.Image.SSM
+			if p.EC2.Image.AMI != "" {
+				image = p.EC2.Image.AMI
 			}
 			tags := assertions.Match_ArrayWith(&[]any{
 				map[string]any{"Key": names.TagManaged, "Value": names.ManagedValue},
@@ -663,7 +666,7 @@ func TestLaunchTemplates(t *testing.T) {
 						"KeyName":                           assertions.Match_Absent(),
 						"MetadataOptions":                   map[string]any{"HttpEndpoint": "enabled", "HttpTokens": "required", "HttpPutResponseHopLimit": 1},
 						"BlockDeviceMappings": []any{map[string]any{"DeviceName": DefaultRootDevice, "Ebs": map[string]any{
-							"VolumeType": "gp3", "VolumeSize": p.DiskGiB, "Encrypted": true, "DeleteOnTermination": true}}},
+							"VolumeType": "gp3", "VolumeSize": p.EC2.DiskGiB, "Encrypted": true, "DeleteOnTermination": true}}},
 						"IamInstanceProfile": map[string]any{"Arn": map[string]any{"Fn::GetAtt": assertions.Match_ArrayWith(&[]any{assertions.Match_StringLikeRegexp(jsii.String("SkiffRunnerProfile.*"))})}},
 						"SecurityGroupIds":   []any{map[string]any{"Fn::GetAtt": assertions.Match_ArrayWith(&[]any{assertions.Match_StringLikeRegexp(jsii.String("SkiffRunnerSecurityGroup.*"))})}},
 						"TagSpecifications": []any{
@@ -676,7 +679,7 @@ func TestLaunchTemplates(t *testing.T) {
 			})
 			// The user data is exactly what pkg/userdata renders for the pool.
 			want, err := userdata.Render(userdata.Params{
-				Pool: p.Name, Arch: p.Architecture, GPU: p.Image.GPU || p.HasGPU(), RegistrationTable: "skiff-" + names.RoleRegistrationTable,
+				Pool: p.Name, Arch: p.Architecture, GPU: p.EC2.Image.GPU || p.HasGPU(), RegistrationTable: "skiff-" + names.RoleRegistrationTable,
 				Lifetime: p.MaxLifetime, IdleTimeout: p.IdleTimeout.Round(time.Second), RegistrationTimeout: DefaultRegistrationTimeout,
 				MetricsNamespace: names.RunnerMetricsNamespace, LogGroup: "/skiff/skiff/runners",
 			})
@@ -825,10 +828,18 @@ func TestRunnerPermissions(t *testing.T) {
 
 func TestSecrets(t *testing.T) {
 	tmpl, doc := defaultTemplate(t)
-	check(t, "two generated secrets", func() {
+	// The webhook secret, the App key (placeholders until the setup page
+	// writes them) and the one-time setup secret: all generated, never a
+	// value in the template.
+	check(t, "three generated secrets", func() {
 		tmpl.ResourcePropertiesCountIs(jsii.String("AWS::SecretsManager::Secret"), &map[string]any{
 			"GenerateSecretString": assertions.Match_ObjectLike(&map[string]any{}),
-		}, jsii.Number(2))
+		}, jsii.Number(3))
+	})
+	check(t, "no secret value in the template", func() {
+		tmpl.ResourcePropertiesCountIs(jsii.String("AWS::SecretsManager::Secret"), &map[string]any{
+			"SecretString": assertions.Match_AnyValue(),
+		}, jsii.Number(0))
 	})
 	for fn, v := range map[string]string{names.FunctionWebhook: names.EnvWebhookSecretARN, names.FunctionScaleUp: names.EnvGitHubPrivateKeyARN} {
 		if got := js(env(t, doc, fn)[v]); !strings.Contains(got, `"Ref":"Skiff`) {
@@ -944,17 +955,18 @@ func TestVariants(t *testing.T) {
 			tmpl.HasOutput(jsii.String("*"), &map[string]any{"Description": assertions.Match_StringLikeRegexp(jsii.String(".*subnets.*"))})
 		})
 	})
-	t.Run("first deploy without an App id", func(t *testing.T) {
+	t.Run("App ids and an installation pin given", func(t *testing.T) {
 		p := defaultProps()
-		p.AppIDs = nil
-		_, stack, tmpl := synth(t, p)
-		check(t, "mapping disabled", func() {
-			tmpl.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), &map[string]any{"Enabled": false})
+		p.AppIDs, p.Installations = []string{"123456"}, []string{"42"}
+		_, _, tmpl := synth(t, p)
+		check(t, "scale-up names the App", func() {
+			tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), &map[string]any{"Environment": map[string]any{
+				"Variables": assertions.Match_ObjectLike(&map[string]any{names.EnvGitHubAppIDs: "123456"})}})
 		})
-		msgs := assertions.Annotations_FromStack(stack).FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String(".*-c appIds=.*")))
-		if len(*msgs) != 1 {
-			t.Errorf("want one warning naming -c appIds, got %d", len(*msgs))
-		}
+		check(t, "the webhook pins the installation", func() {
+			tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), &map[string]any{"Environment": map[string]any{
+				"Variables": assertions.Match_ObjectLike(&map[string]any{names.EnvAllowedInstallations: "42"})}})
+		})
 	})
 	t.Run("a function added twice", func(t *testing.T) {
 		var dupErr error
@@ -982,6 +994,85 @@ func TestVariants(t *testing.T) {
 				"Variables": assertions.Match_ObjectLike(&map[string]any{names.EnvLaunchTemplatePrefix: "ci-", names.EnvRootDevice: "/dev/sda1"})}})
 		})
 	})
+}
+
+// TestOneDeploy: the template needs no App context. The queue mapping and
+// the reconciler's schedule are on from the start, no function is told an
+// App id or an installation, nothing warns, and the stack outputs the setup
+// page and the command that prints its secret.
+func TestOneDeploy(t *testing.T) {
+	tmpl, doc := defaultTemplate(t)
+	check(t, "mapping enabled", func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), &map[string]any{"Enabled": true})
+	})
+	check(t, "schedule enabled", func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::Events::Rule"), &map[string]any{"ScheduleExpression": "rate(1 minute)", "State": "ENABLED"})
+	})
+	for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp, names.FunctionScaleDown, names.FunctionSetup} {
+		vars := env(t, doc, fn)
+		for _, k := range []string{names.EnvGitHubAppIDs, names.EnvAllowedInstallations} {
+			if v, ok := vars[k]; ok {
+				t.Errorf("%s is given %s=%v", fn, k, v)
+			}
+		}
+	}
+	outputs, _ := doc["Outputs"].(map[string]any)
+	var setupURL, command bool
+	for id, o := range outputs {
+		switch {
+		case strings.HasPrefix(id, "SkiffSetupUrl"):
+			setupURL = strings.Contains(js(o), "SkiffSetupFunctionUrl")
+		case strings.HasPrefix(id, "SkiffSetupSecretCommand"):
+			command = strings.Contains(js(o), "aws secretsmanager get-secret-value") && strings.Contains(js(o), "SkiffSetupSecret")
+		}
+	}
+	if !setupURL || !command {
+		t.Errorf("outputs lack the setup URL (%v) or the secret command (%v): %s", setupURL, command, js(outputs))
+	}
+	stack := awscdk.NewStack(awscdk.NewApp(nil), jsii.String("skiff"), nil)
+	p := defaultProps()
+	p.BuildDir = fakeBuild(t)
+	if _, err := New(stack, "Skiff", &p); err != nil {
+		t.Fatal(err)
+	}
+	any := assertions.Match_StringLikeRegexp(jsii.String(".*"))
+	for _, m := range *assertions.Annotations_FromStack(stack).FindWarning(jsii.String("*"), any) {
+		t.Errorf("warning at %s: %v", *m.Id, m.Entry.Data)
+	}
+}
+
+// TestSetupFunctionRole: the setup page reads and writes the three secrets
+// and nothing else; no other function may write a secret.
+func TestSetupFunctionRole(t *testing.T) {
+	_, doc := defaultTemplate(t)
+	sts := statements(t, doc, "SkiffSetupRole")
+	st, ok := sts["SetupSecrets"]
+	if !ok {
+		t.Fatalf("no SetupSecrets statement: %v", js(sts))
+	}
+	for _, want := range []string{"SkiffSetupSecret", "SkiffAppPrivateKey", "SkiffWebhookSecret"} {
+		if !strings.Contains(js(st["Resource"]), want) {
+			t.Errorf("SetupSecrets does not cover %s: %s", want, js(st["Resource"]))
+		}
+	}
+	if strings.Contains(js(st["Resource"]), "*") || !strings.Contains(js(st["Action"]), "secretsmanager:PutSecretValue") {
+		t.Errorf("SetupSecrets = %s", js(st))
+	}
+	for sid, s := range sts {
+		if sid != "SetupSecrets" && sid != "OwnLogGroup" {
+			t.Errorf("the setup role has another statement %s: %s", sid, js(s))
+		}
+	}
+	for _, role := range []string{"SkiffWebhookRole", "SkiffScaleupRole", "SkiffScaledownRole", "SkiffEc2eventsRole"} {
+		for sid, s := range statements(t, doc, role) {
+			if strings.Contains(js(s["Action"]), "PutSecretValue") {
+				t.Errorf("%s may write a secret (%s)", role, sid)
+			}
+		}
+	}
+	if got := env(t, doc, names.FunctionSetup)[names.EnvWebhookURL]; !strings.Contains(js(got), "SkiffWebhookFunctionUrl") {
+		t.Errorf("the setup page's webhook URL is %s, want the webhook's Function URL", js(got))
+	}
 }
 
 // TestScaleDown: the reconciler runs once a minute, one pass at a time, and

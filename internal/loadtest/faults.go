@@ -18,7 +18,6 @@ import (
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/scaleup"
 	"github.com/skiffci/skiff/pkg/store"
-	"github.com/skiffci/skiff/pkg/userdata"
 )
 
 // crashSteps is how many steps of a scale-up invocation the crash plan
@@ -63,7 +62,7 @@ func (p stepProvider) Plan(ctx context.Context, l provider.Launch) (provider.Pla
 	return p.Provider.Plan(ctx, l)
 }
 
-func (p stepProvider) Launch(ctx context.Context, pl provider.Plan, regs []userdata.Registration) (provider.Result, error) {
+func (p stepProvider) Launch(ctx context.Context, pl provider.Plan, regs []provider.Registration) (provider.Result, error) {
 	step(ctx)
 	if err := ctx.Err(); err != nil {
 		return provider.Result{}, err
@@ -162,6 +161,9 @@ type hookProxy struct {
 	dupRate   float64
 	delayRate float64
 	now       func() time.Time
+	// hold says how long to hold a delivery back (0: not held), by its
+	// event and body.
+	hold func(event string, body []byte) time.Duration
 
 	mu      sync.Mutex
 	rng     *rand.Rand
@@ -182,11 +184,18 @@ func (p *hookProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "reading", http.StatusBadRequest)
 		return
 	}
+	now := p.now()
+	if d := p.hold(r.Header.Get("X-GitHub-Event"), body); d > 0 {
+		p.mu.Lock()
+		p.held = append(p.held, heldDelivery{due: now.Add(d), header: r.Header.Clone(), body: body})
+		p.mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+		return
+	}
 	p.mu.Lock()
 	dup := p.rng.Float64() < p.dupRate
 	delay := p.rng.Float64() < p.delayRate
 	later := time.Duration(5+p.rng.IntN(90)) * time.Second
-	now := p.now()
 	if dup {
 		p.dups++
 		p.held = append(p.held, heldDelivery{due: now.Add(later), header: r.Header.Clone(), body: body})

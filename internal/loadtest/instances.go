@@ -107,8 +107,11 @@ func (w *world) instances(now time.Time) {
 				w.powerOff(in, now)
 			case r.Busy:
 				in.state, in.job, in.runner = busy, r.JobID, r.Name
-				w.tag(in, names.TagJobStarted, now)
-				if j := w.jobs[r.JobID]; in.spot && j != nil && j.original && w.rng.Float64() < w.cfg.Faults.SpotInterrupts {
+				probe := w.probeOf(r.JobID)
+				if !probe.noTag() {
+					w.tag(in, names.TagJobStarted, now)
+				}
+				if j := w.jobs[r.JobID]; in.spot && j != nil && j.original && probe == noProbe && w.rng.Float64() < w.cfg.Faults.SpotInterrupts {
 					in.warnAt = now.Add(time.Duration(w.rng.IntN(50)) * time.Second)
 				}
 			case now.Sub(in.since) >= pool.DefaultIdleTimeout: // the boot script's idle timeout
@@ -194,8 +197,9 @@ func (w *world) gone(in *instance, now time.Time) {
 	w.emit(in.id, "terminated", now.Add(time.Duration(5+w.rng.IntN(20))*time.Second))
 }
 
-// emit sends an EC2 state change to EventBridge: with EventChaos, late
-// (up to 90 s), one in ten twice, so they arrive out of order.
+// emit sends an EC2 state change to EventBridge: with EventChaos, one in
+// ten twice, and late (most within 5 s, as EventBridge delivers, one in
+// five up to 90 s), so they arrive out of order.
 func (w *world) emit(id, state string, at time.Time) {
 	w.queueEvent(ec2Event{instance: id, state: state, at: at}, at)
 	if w.cfg.Faults.EventChaos && w.rng.IntN(10) == 0 {
@@ -207,7 +211,11 @@ func (w *world) emit(id, state string, at time.Time) {
 func (w *world) queueEvent(e ec2Event, at time.Time) {
 	e.due = at
 	if w.cfg.Faults.EventChaos {
-		e.due = at.Add(time.Duration(w.rng.IntN(90)) * time.Second)
+		late := 5
+		if w.rng.IntN(5) == 0 {
+			late = 90
+		}
+		e.due = at.Add(time.Duration(w.rng.IntN(late)) * time.Second)
 	}
 	w.pending = append(w.pending, e)
 }

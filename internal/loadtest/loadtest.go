@@ -24,8 +24,14 @@
 //	              tag themselves through the hooks, power off after it
 //	EC2 events    pkg/instanceevents, fed state changes and spot warnings
 //	              late, duplicated and out of order
-//	scale-down    pkg/scaledown every simulated minute, with metrics
-//	              records, redelivery and re-runs of interrupted jobs
+//	scale-down    pkg/scaledown every simulated minute, with redelivery,
+//	              re-runs of interrupted jobs and, with Config.MetricsRecords,
+//	              metrics records (on both it and the EC2 events, as the
+//	              stack sets them)
+//
+// One seed gives one run: the workload, every fault, and the order of the
+// services' concurrent calls, which run one at a time in an order drawn
+// from the seed (fanout.Seeded; production runs them concurrently).
 //
 // The invariants and faults are listed on Config and in README.md.
 package loadtest
@@ -42,15 +48,20 @@ import (
 type Config struct {
 	// Jobs is how many jobs GitHub queues (default 100).
 	Jobs int
-	// Seed seeds the workload and every fault.
+	// Seed seeds the workload, every fault and the order of the services'
+	// concurrent calls.
 	Seed uint64
+	// MetricsRecords turns the opt-in metrics records on (the stack's
+	// RunnerMetrics): scale-down writes them, and the EC2 events leave every
+	// runner to it. Off, as deployed by default, the EC2 events end runners.
+	MetricsRecords bool
 	// Store is where skiff's state lives (default StoreMemory).
 	Store Store
 	// Faults turns the fault injection on (the zero Config runs without
 	// faults: set it, or use DefaultFaults).
 	Faults Faults
 	// Plant is a bug planted on purpose, to show the harness catches it
-	// ("" for none): PlantBusyBlind, PlantLoseReplacements, PlantIgnoreClaims.
+	// ("" for none): one of Plants.
 	Plant string
 	// MaxJobChecks overrides the reconciler's GitHub job reads per pass
 	// (0: the production default, scaledown.DefaultMaxJobChecks).
@@ -86,13 +97,24 @@ var DefaultFaults = Faults{
 	Crashes: 0.05, Stalls: 2,
 }
 
-// The planted bugs.
+// The planted bugs. The first four each make the reconciler ignore one of
+// the four signals that keep a busy runner alive.
 const (
-	// PlantBusyBlind makes the reconciler trust only GitHub's busy flag:
-	// the ledger's job-started state and the hooks' tags are hidden from
-	// it, and GitHub's refusal to delete a busy runner is taken for a
-	// deletion (so it terminates what the flag shows idle).
-	PlantBusyBlind = "busy-blind"
+	// PlantIgnoreBusyFlag: GitHub's busy flag reads false in the
+	// reconciler's runner listings.
+	PlantIgnoreBusyFlag = "ignore-busy-flag"
+	// PlantIgnoreLedgerStart: the reconciler reads the ledger's job-started
+	// records as registered.
+	PlantIgnoreLedgerStart = "ignore-ledger-start"
+	// PlantIgnoreHookTag: the reconciler does not read the job hooks' tags.
+	PlantIgnoreHookTag = "ignore-hook-tag"
+	// PlantIgnoreRefusal: GitHub's refusal to delete a runner that runs a
+	// job (github.ErrRunnerBusy) is taken for a deletion.
+	PlantIgnoreRefusal = "ignore-refusal"
+	// PlantEndInterrupted makes the EC2 events blind to spot warnings: they
+	// end an interrupted runner that ran its own job at once, before the
+	// reconciler decides its re-run (caught with metrics records off).
+	PlantEndInterrupted = "end-interrupted"
 	// PlantLoseReplacements makes the reconciler's replacement messages
 	// vanish on their way to the queue.
 	PlantLoseReplacements = "lose-replacements"
@@ -101,13 +123,19 @@ const (
 	PlantIgnoreClaims = "ignore-claims"
 )
 
+// Plants lists the planted bugs.
+var Plants = []string{PlantIgnoreBusyFlag, PlantIgnoreLedgerStart, PlantIgnoreHookTag, PlantIgnoreRefusal,
+	PlantEndInterrupted, PlantLoseReplacements, PlantIgnoreClaims}
+
 // Report is what a run found: its invariant failures and its figures.
 type Report struct {
 	Seed     uint64
 	Store    Store
-	Jobs     int // jobs queued by GitHub, re-runs included
+	Records  bool // metrics records on
+	Jobs     int  // jobs queued by GitHub, re-runs included
 	Runs     int
 	Failures []string // invariant failures; empty when skiff kept every promise
+	Probes   int      // jobs whose busy signals the harness holds back (probes.go)
 
 	Completed     int           // jobs completed on one of skiff's runners
 	Instances     int           // instances launched
@@ -159,8 +187,13 @@ func per(n, d int) float64 {
 // String is the report's figures, one per line.
 func (r Report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d, store %s: %d jobs in %d runs, %d completed on skiff runners, %d instances, %d replacements, %d re-runs, %d dead letters\n",
-		r.Seed, r.Store, r.Jobs, r.Runs, r.Completed, r.Instances, r.Replacements, r.Reruns, r.DeadLetters)
+	records := "off"
+	if r.Records {
+		records = "on"
+	}
+	fmt.Fprintf(&b, "seed %d, store %s, metrics records %s: %d jobs in %d runs, %d completed on skiff runners, %d instances, %d replacements, %d re-runs, %d dead letters\n",
+		r.Seed, r.Store, records, r.Jobs, r.Runs, r.Completed, r.Instances, r.Replacements, r.Reruns, r.DeadLetters)
+	fmt.Fprintf(&b, "  busy-signal probes  %d jobs\n", r.Probes)
 	fmt.Fprintf(&b, "  scale-up invocations %d (%d crashed, %d stalled past their lease)\n", r.Invocations, r.Crashed, r.Stalled)
 	fmt.Fprintf(&b, "  throughput          %.1f jobs/min simulated (span %s), %.0f jobs/min wall\n", r.JobsPerMinute(),
 		r.SimSpan.Round(time.Second), r.WallJobsPerMinute())

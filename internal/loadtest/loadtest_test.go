@@ -39,8 +39,8 @@ func randomSeed() uint64 {
 	return uint64(binary.LittleEndian.Uint32(b[:]))
 }
 
-func config(t *testing.T, jobs int, seed uint64, store loadtest.Store) loadtest.Config {
-	cfg := loadtest.Config{Jobs: jobs, Seed: seed, Store: store, Faults: loadtest.DefaultFaults}
+func config(t *testing.T, jobs int, seed uint64, store loadtest.Store, records bool) loadtest.Config {
+	cfg := loadtest.Config{Jobs: jobs, Seed: seed, Store: store, MetricsRecords: records, Faults: loadtest.DefaultFaults}
 	if s := os.Getenv("SKIFF_LOADTEST_STORE"); s != "" {
 		cfg.Store = loadtest.Store(s)
 	}
@@ -69,8 +69,16 @@ func judge(t *testing.T, rep loadtest.Report, rerun string) {
 		strings.Join(shown, "\n  "))
 }
 
+// configurations are the two the harness runs: metrics records off, as
+// deployed by default, and on.
+var configurations = []struct {
+	name    string
+	records bool
+}{{"records=off", false}, {"records=on", true}}
+
 // TestFaultHarness runs 100 jobs through the whole pipeline under every
-// fault, with a fixed seed and a random one (SKIFF_SEED runs one seed).
+// fault: a fixed seed in both configurations, and a random one in the
+// configuration its parity picks (SKIFF_SEED runs one seed, in both).
 // The store is memory (fast enough for make test); SKIFF_LOADTEST_STORE=moto
 // runs the DynamoDB adapters through the SDK against moto (make loadtest
 // does). dynalite cannot serve: the ledger's Reserve is a transaction.
@@ -81,29 +89,71 @@ func TestFaultHarness(t *testing.T) {
 		seeds = seeds[:1]
 		seeds[0] = s
 	}
-	for _, seed := range seeds {
-		t.Run("seed="+strconv.FormatUint(seed, 10), func(t *testing.T) {
-			rep := loadtest.Run(t, config(t, 100, seed, loadtest.StoreMemory))
-			judge(t, rep, "go test -run 'TestFaultHarness' ./internal/loadtest")
-		})
+	for n, seed := range seeds {
+		for i, c := range configurations {
+			if n > 0 && uint64(i) != seed%2 {
+				continue
+			}
+			t.Run("seed="+strconv.FormatUint(seed, 10)+"/"+c.name, func(t *testing.T) {
+				rep := loadtest.Run(t, config(t, 100, seed, loadtest.StoreMemory, c.records))
+				judge(t, rep, "go test -run 'TestFaultHarness/seed=[0-9]*/"+c.name+"' ./internal/loadtest")
+			})
+		}
+	}
+}
+
+// TestSameSeedSameReport: one seed gives one run. Two runs of a seed give
+// the same report, byte for byte, but for the figures of the machine
+// (wall time, memory).
+func TestSameSeedSameReport(t *testing.T) {
+	t.Parallel()
+	seed := uint64(20261202)
+	if s, ok := envSeed(t); ok {
+		seed = s
+	}
+	var reps [2]string
+	for i := range reps {
+		rep := loadtest.Run(t, config(t, 60, seed, loadtest.StoreMemory, true))
+		rep.Wall, rep.PeakHeap, rep.MaxRSS, rep.EmulatorRSS = 0, 0, 0, 0
+		reps[i] = rep.String() + strings.Join(rep.Failures, "\n")
+	}
+	if reps[0] != reps[1] {
+		t.Errorf("seed %d: two runs, two reports:\n%s\n----\n%s", seed, reps[0], reps[1])
 	}
 }
 
 // TestPlantedBugs shows the harness can fail: each planted bug is caught.
 func TestPlantedBugs(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct{ plant, want string }{
-		{loadtest.PlantBusyBlind, "terminated while its runner"},
-		{loadtest.PlantLoseReplacements, ": lost"},
-		{loadtest.PlantIgnoreClaims, ": lost"}, // its claim writes conflict: the jobs are retried, never launched
+	const asked = "reconciler asked GitHub to delete runner"
+	for _, tc := range []struct {
+		plant string
+		want  []string // in one failure
+		jobs  int      // the run's size (0: 60) and seed (with jobs: TestFaultHarness's fixed one)
+	}{
+		// Each busy signal ignored alone: the reconciler asks to delete a
+		// probe's runner that signal showed busy (GitHub refuses).
+		{loadtest.PlantIgnoreBusyFlag, []string{asked, "GitHub's busy flag"}, 0},
+		{loadtest.PlantIgnoreLedgerStart, []string{asked, "the ledger's job start"}, 0},
+		{loadtest.PlantIgnoreHookTag, []string{asked, "its job-started tag"}, 0},
+		{loadtest.PlantIgnoreRefusal, []string{"terminated while its runner"}, 0},
+		// Most interrupted runners ran another job than their own (left to
+		// the reconciler either way); 100 jobs of this seed have one that ran
+		// its own, in a run whose re-run waits for its other jobs.
+		{loadtest.PlantEndInterrupted, []string{"which a spot interruption ended"}, 100},
+		{loadtest.PlantLoseReplacements, []string{": lost"}, 0},
+		{loadtest.PlantIgnoreClaims, []string{": lost"}, 0}, // its claim writes conflict: the jobs are retried, never launched
 	} {
 		t.Run(tc.plant, func(t *testing.T) {
 			t.Parallel()
-			cfg := config(t, 60, 7, loadtest.StoreMemory)
+			cfg := config(t, 60, 7, loadtest.StoreMemory, false)
+			if tc.jobs > 0 {
+				cfg = config(t, tc.jobs, 20261201, loadtest.StoreMemory, false)
+			}
 			cfg.Plant = tc.plant
 			rep := loadtest.Run(t, cfg)
 			for _, f := range rep.Failures {
-				if strings.Contains(f, tc.want) {
+				if containsAll(f, tc.want) {
 					t.Logf("planted %s caught (seed %d, %d failures): %s", tc.plant, rep.Seed, len(rep.Failures), f)
 					return
 				}
@@ -114,7 +164,17 @@ func TestPlantedBugs(t *testing.T) {
 	}
 }
 
-// TestLoad is make loadtest: SKIFF_LOADTEST_JOBS jobs (skipped without it).
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestLoad is make loadtest: SKIFF_LOADTEST_JOBS jobs in both
+// configurations, one after the other (skipped without it).
 func TestLoad(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("SKIFF_LOADTEST_JOBS"))
 	if n <= 0 {
@@ -124,8 +184,12 @@ func TestLoad(t *testing.T) {
 	if !ok {
 		seed = randomSeed()
 	}
-	cfg := config(t, n, seed, loadtest.StoreMemory)
-	cfg.Progress = os.Stdout
-	rep := loadtest.Run(t, cfg)
-	judge(t, rep, "LOADTEST_JOBS="+strconv.Itoa(n)+" LOADTEST_STORE="+string(cfg.Store)+" make loadtest")
+	for _, c := range configurations {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := config(t, n, seed, loadtest.StoreMemory, c.records)
+			cfg.Progress = os.Stdout
+			rep := loadtest.Run(t, cfg)
+			judge(t, rep, "LOADTEST_JOBS="+strconv.Itoa(n)+" LOADTEST_STORE="+string(cfg.Store)+" make loadtest")
+		})
+	}
 }

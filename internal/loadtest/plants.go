@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/github"
+	"github.com/skiffci/skiff/pkg/instanceevents"
 	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/provider"
@@ -14,11 +15,23 @@ import (
 	"github.com/skiffci/skiff/pkg/store"
 )
 
-// busyBlindLedger is a part of PlantBusyBlind: the reconciler reads every
-// runner as if the ledger never saw its job start.
-type busyBlindLedger struct{ store.Ledger }
+// flagBlindGitHub is PlantIgnoreBusyFlag: the reconciler's runner listings
+// show every runner idle.
+type flagBlindGitHub struct{ scaledown.GitHub }
 
-func (b busyBlindLedger) LiveRunners(ctx context.Context, pool string) ([]launch.Runner, error) {
+func (g flagBlindGitHub) ListRunners(ctx context.Context, inst int64, scope github.Scope, name string) ([]github.Runner, error) {
+	rs, err := g.GitHub.ListRunners(ctx, inst, scope, name)
+	for i := range rs {
+		rs[i].Busy = false
+	}
+	return rs, err
+}
+
+// startBlindLedger is PlantIgnoreLedgerStart: the reconciler reads every
+// runner as if the ledger never saw its job start.
+type startBlindLedger struct{ store.Ledger }
+
+func (b startBlindLedger) LiveRunners(ctx context.Context, pool string) ([]launch.Runner, error) {
 	rs, err := b.Ledger.LiveRunners(ctx, pool)
 	for i := range rs {
 		if rs[i].State == launch.StateJobStarted {
@@ -31,7 +44,7 @@ func (b busyBlindLedger) LiveRunners(ctx context.Context, pool string) ([]launch
 	return rs, err
 }
 
-// tagBlindProvider is another: the hooks' job tags are not read.
+// tagBlindProvider is PlantIgnoreHookTag: the hooks' job tags are not read.
 type tagBlindProvider struct{ provider.Provider }
 
 func (p tagBlindProvider) List(ctx context.Context, f provider.Filter) ([]provider.Instance, error) {
@@ -48,8 +61,8 @@ func (p tagBlindProvider) List(ctx context.Context, f provider.Filter) ([]provid
 	return out, err
 }
 
-// refusalBlindGitHub is the last part of PlantBusyBlind: GitHub's refusal
-// to delete a runner that runs a job is taken for a deletion.
+// refusalBlindGitHub is PlantIgnoreRefusal: GitHub's refusal to delete a
+// runner that runs a job is taken for a deletion.
 type refusalBlindGitHub struct{ scaledown.GitHub }
 
 func (g refusalBlindGitHub) DeleteRunner(ctx context.Context, inst int64, scope github.Scope, id int64) error {
@@ -57,6 +70,16 @@ func (g refusalBlindGitHub) DeleteRunner(ctx context.Context, inst int64, scope 
 		return err
 	}
 	return nil
+}
+
+// interruptBlindLedger is PlantEndInterrupted: the EC2 events read every
+// runner as if no spot warning had marked it.
+type interruptBlindLedger struct{ instanceevents.Ledger }
+
+func (l interruptBlindLedger) RunnerByInstance(ctx context.Context, instanceID string) (launch.Runner, error) {
+	r, err := l.Ledger.RunnerByInstance(ctx, instanceID)
+	r.InterruptedAt = time.Time{}
+	return r, err
 }
 
 // lostSends is PlantLoseReplacements: a queue that accepts and drops.

@@ -35,6 +35,7 @@ func Run(t testing.TB, cfg Config) Report {
 		w.deliverEvents(now)
 		if now.Sub(lastReconcile) >= time.Minute {
 			lastReconcile = now
+			w.passStart = now
 			if _, err := w.down.Reconcile(w.ctx); err != nil {
 				w.log.Error("reconcile failed", "err", err)
 			}
@@ -73,6 +74,11 @@ func (w *world) arrive(now time.Time) {
 		w.runs = append(w.runs, &runRec{id: info.RunID, jobs: len(info.JobIDs)})
 		for _, id := range info.JobIDs {
 			w.jobs[id] = &jobRec{id: id, run: info.RunID, queuedAt: now, original: true}
+			if p.probe != noProbe {
+				w.pmu.Lock()
+				w.probes[id] = p.probe
+				w.pmu.Unlock()
+			}
 		}
 	}
 }
@@ -96,7 +102,10 @@ func (w *world) ec2Faults(now time.Time) {
 				}
 			}
 			for _, p := range w.pools.Pools {
-				for _, typ := range p.InstanceTypes {
+				if p.EC2 == nil {
+					continue
+				}
+				for _, typ := range p.EC2.InstanceTypes {
 					for _, spot := range []bool{true, false} {
 						w.fake.FailPool(ec2.CapacityKey(typ, "subnet-0cccccccc", spot), code)
 					}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/skiffci/skiff/pkg/ec2"
 	"github.com/skiffci/skiff/pkg/ec2/ec2fake"
+	"github.com/skiffci/skiff/pkg/fanout"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/instanceevents"
@@ -126,11 +127,16 @@ type world struct {
 	peakLive    map[int64]int // job id → most instances alive at once launched for it
 	peakHeap    uint64
 	lastFinish  time.Time
+	passStart   time.Time // when the reconciler's current pass began
+
+	pmu    sync.Mutex
+	probes map[int64]probe // job id → the signals held back during it
 }
 
 type plannedRun struct {
 	at    time.Duration
 	large bool
+	probe probe // its one job is a probe
 	jobs  []ghsim.JobSpec
 }
 
@@ -157,7 +163,7 @@ func newWorld(t testing.TB, cfg Config) *world {
 	clock := ghsim.NewClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 	w := &world{t: t, cfg: cfg, rng: mrand.New(mrand.NewPCG(cfg.Seed, cfg.Seed^0x10ad)), clock: clock, start: clock.Now(),
 		ctx: context.Background(), faults: map[string]int{}, jobs: map[int64]*jobRec{}, insts: map[string]*instance{},
-		interrupted: map[string]bool{}, peakLive: map[int64]int{}, counter: &telemetry.Memory{}}
+		interrupted: map[string]bool{}, peakLive: map[int64]int{}, counter: &telemetry.Memory{}, probes: map[int64]probe{}}
 	w.logs = &logScanner{next: cfg.Log, replaced: map[int64]int{}}
 	w.log = slog.New(slog.NewJSONHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	var err error
@@ -171,11 +177,7 @@ func newWorld(t testing.TB, cfg Config) *world {
 	w.plan = planRuns(w.rng, cfg.Jobs)
 
 	// GitHub.
-	simOpts := ghsim.Options{Now: clock.Now, Seed: cfg.Seed + 1, RateLimit: 15000}
-	if cfg.Faults.BusyLag {
-		simOpts.BusyHidden = busyHidden
-	}
-	w.sim = ghsim.New(simOpts)
+	w.sim = ghsim.New(ghsim.Options{Now: clock.Now, Seed: cfg.Seed + 1, RateLimit: 15000, BusyHidden: w.flagHidden})
 	t.Cleanup(w.sim.Close)
 	w.sim.AddApp(ghsim.AppConfig{ID: appID, Slug: "skiff-loadtest", PublicKey: &appKey.PublicKey})
 	w.sim.AddOrg(org)
@@ -206,7 +208,8 @@ func newWorld(t testing.TB, cfg Config) *world {
 	hookSrv := httptest.NewServer(hook)
 	t.Cleanup(hookSrv.Close)
 	w.proxy = &hookProxy{target: hookSrv.URL, hc: &http.Client{Timeout: 10 * time.Second}, now: clock.Now,
-		rng: mrand.New(mrand.NewPCG(cfg.Seed+2, 0xd0d0)), dupRate: cfg.Faults.DuplicateHooks, delayRate: cfg.Faults.ReorderedHooks}
+		rng: mrand.New(mrand.NewPCG(cfg.Seed+2, 0xd0d0)), dupRate: cfg.Faults.DuplicateHooks, delayRate: cfg.Faults.ReorderedHooks,
+		hold: w.holdDelivery}
 	proxySrv := httptest.NewServer(w.proxy)
 	t.Cleanup(proxySrv.Close)
 	w.sim.SetWebhook(appID, proxySrv.URL, secret)
@@ -226,13 +229,17 @@ func newWorld(t testing.TB, cfg Config) *world {
 		// of wall-clock time.
 		Retryer: retry.AddWithMaxBackoffDelay(retry.NewStandard(), time.Millisecond)})
 	noDelay := time.Duration(0)
+	// Every service's concurrent calls run one at a time, in orders drawn
+	// from the seed.
 	upProv, err := ec2.NewProvider(ec2.ProviderOptions{API: api, Registrations: w.be.regs, Capacity: w.be.launches, Partition: "aws",
-		Region: region, Account: account, TagRetryDelay: &noDelay, Counter: w.counter, Logger: w.log.With("function", "scaleup"), Now: clock.Now})
+		Region: region, Account: account, TagRetryDelay: &noDelay, Counter: w.counter, Logger: w.log.With("function", "scaleup"), Now: clock.Now,
+		Executor: fanout.NewSeeded(cfg.Seed + 3)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	downProv, err := ec2.NewProvider(ec2.ProviderOptions{API: api, Registrations: noRegistrations{}, Capacity: w.be.launches,
-		Partition: "aws", Region: region, Account: account, Counter: w.counter, Logger: w.log.With("function", "scaledown"), Now: clock.Now})
+		Partition: "aws", Region: region, Account: account, Counter: w.counter, Logger: w.log.With("function", "scaledown"), Now: clock.Now,
+		Executor: fanout.NewSeeded(cfg.Seed + 4)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,9 +247,10 @@ func newWorld(t testing.TB, cfg Config) *world {
 	w.downGuard = &guard{Provider: downProv, sim: w.sim, violation: w.violate}
 
 	// Scale-up and scale-down, each with its own GitHub client (two Lambdas).
-	ghClient := func(fn string) *github.Client {
+	ghClient := func(fn string, seed uint64) *github.Client {
 		c, err := github.NewClient([]github.App{{ID: appID, Key: appKey}}, github.WithBaseURL(w.sim.URL()), github.WithClock(clock.Now),
-			github.WithSleep(func(ctx context.Context, _ time.Duration) error { return ctx.Err() }), github.WithLogger(w.log.With("function", fn)))
+			github.WithSleep(func(ctx context.Context, _ time.Duration) error { return ctx.Err() }), github.WithLogger(w.log.With("function", fn)),
+			github.WithRand(mrand.New(mrand.NewPCG(seed, 0x917)).Float64))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -253,34 +261,53 @@ func newWorld(t testing.TB, cfg Config) *world {
 		upLaunches = blindClaims{upLaunches}
 	}
 	w.up, err = scaleup.New(scaleup.Options{Pools: w.pools, Launches: stepLaunches{upLaunches}, Ledger: stepLedger{w.be.ledger},
-		Records: w.be.records, Provider: stepProvider{w.upGuard}, GitHub: stepGitHub{ghClient("scaleup")}, Counter: w.counter,
-		Logger: w.log.With("function", "scaleup"), Now: clock.Now})
+		Records: w.be.records, Provider: stepProvider{w.upGuard}, GitHub: stepGitHub{ghClient("scaleup", cfg.Seed+5)}, Counter: w.counter,
+		Logger: w.log.With("function", "scaleup"), Now: clock.Now, Executor: fanout.NewSeeded(cfg.Seed + 6)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var downGH scaledown.GitHub = ghClient("scaledown")
+	var downGH scaledown.GitHub = deleteGuard{GitHub: ghClient("scaledown", cfg.Seed+7), w: w}
 	var downLedger store.Ledger = w.be.ledger
 	var downProvider provider.Provider = w.downGuard
-	if cfg.Plant == PlantBusyBlind {
-		downLedger = busyBlindLedger{downLedger}
+	switch cfg.Plant {
+	case PlantIgnoreBusyFlag:
+		downGH = flagBlindGitHub{downGH}
+	case PlantIgnoreLedgerStart:
+		downLedger = startBlindLedger{downLedger}
+	case PlantIgnoreHookTag:
 		downProvider = tagBlindProvider{w.downGuard}
+	case PlantIgnoreRefusal:
 		downGH = refusalBlindGitHub{downGH}
+	case "", PlantEndInterrupted, PlantLoseReplacements, PlantIgnoreClaims:
+	default:
+		t.Fatalf("unknown plant %q (%v)", cfg.Plant, Plants)
 	}
 	var replacements queue.Sender = w.q
 	if cfg.Plant == PlantLoseReplacements {
 		replacements = lostSends{}
 	}
-	records := &scaledown.RecordWriter{Pools: []string{"*"}, Records: w.be.records, Ledger: w.be.ledger, Out: w.be.metrics,
-		CloudProvider: "aws", Region: region, Prices: pool.Prices, Counter: w.counter, Logger: w.log.With("function", "scaledown")}
+	// Metrics records on or off, on both functions together, as the stack
+	// sets SKIFF_METRICS_RECORDS.
+	var records scaledown.MetricsWriter = scaledown.NoMetrics{}
+	var recordPools []string
+	if cfg.MetricsRecords {
+		recordPools = []string{"*"}
+		records = &scaledown.RecordWriter{Pools: recordPools, Records: w.be.records, Ledger: w.be.ledger, Out: w.be.metrics,
+			CloudProvider: "aws", Region: region, Prices: pool.Prices, Counter: w.counter, Logger: w.log.With("function", "scaledown")}
+	}
 	w.down, err = scaledown.New(scaledown.Options{Pools: w.pools, Ledger: downLedger, Claims: w.be.launches, Records: w.be.records,
 		Provider: downProvider, GitHub: downGH, Queue: replacements, Metrics: records, Counter: w.counter, Logger: w.log.With("function", "scaledown"),
 		Now: clock.Now, Scopes: []github.Scope{github.OrgScope(org)}, Apps: []int64{appID}, MaxReplacements: 3, RerunInterrupted: []string{"*"},
-		MaxJobChecks: cfg.MaxJobChecks})
+		MaxJobChecks: cfg.MaxJobChecks, Executor: fanout.NewSeeded(cfg.Seed + 8)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.events, err = instanceevents.New(instanceevents.Options{Ledger: w.be.ledger, Counter: w.counter,
-		Logger: w.log.With("function", "ec2events"), RecordPools: []string{"*"}})
+	var eventsLedger instanceevents.Ledger = w.be.ledger
+	if cfg.Plant == PlantEndInterrupted {
+		eventsLedger = interruptBlindLedger{eventsLedger}
+	}
+	w.events, err = instanceevents.New(instanceevents.Options{Ledger: eventsLedger, Counter: w.counter,
+		Logger: w.log.With("function", "ec2events"), RecordPools: recordPools})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,11 +329,20 @@ func (w *world) violate(s string) {
 }
 
 // planRuns spreads the jobs over runs of one to four jobs arriving at
-// about jobsPerMinute; one run in five asks for the large pool.
+// about jobsPerMinute; one run in five asks for the large pool. Of the n
+// jobs, probeJobs(n) are probes, each a run of its own spread evenly over
+// the window, running 14 to 18 minutes on the standard pool.
 func planRuns(rng *mrand.Rand, n int) []plannedRun {
 	window := time.Duration(float64(n)/jobsPerMinute*float64(time.Minute)) + time.Minute
 	var out []plannedRun
-	for left := n; left > 0; {
+	probes := min(probeJobs(n), n/2)
+	for k := range probes {
+		kind := probeKinds[k%len(probeKinds)]
+		out = append(out, plannedRun{at: window * time.Duration(k+1) / time.Duration(probes+1), probe: kind,
+			jobs: []ghsim.JobSpec{{Name: "probe-" + probeNames[kind], Labels: []string{"self-hosted", "linux", "x64"},
+				Duration: time.Duration(14*60+rng.IntN(4*60)) * time.Second}}})
+	}
+	for left := n - probes; left > 0; {
 		k := min(left, 1+rng.IntN(4))
 		left -= k
 		r := plannedRun{at: time.Duration(rng.Int64N(int64(window))), large: rng.IntN(5) == 0}

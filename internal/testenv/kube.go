@@ -9,7 +9,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -78,21 +77,6 @@ func KubeAPIServer(t testing.TB) *KubeCluster {
 		t.Fatalf("starting kube-apiserver: %v", kube.err)
 	}
 	return kube.cluster
-}
-
-// freePorts returns n distinct loopback ports that were free a moment ago
-// (held open together, so that the kernel cannot hand one out twice).
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 func startKube(apiserver, etcd string) (*KubeCluster, error) {

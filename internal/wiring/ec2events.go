@@ -7,10 +7,12 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/skiffci/skiff/pkg/config"
 	"github.com/skiffci/skiff/pkg/instanceevents"
 	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
 )
@@ -22,6 +24,10 @@ type EC2EventsConfig struct {
 	LogLevel         slog.Level
 	MetricsNamespace string
 	MetricsPools     []string // SKIFF_METRICS_RECORDS, as scale-down reads it: their runners are the reconciler's to end
+	// QueueURL (SKIFF_QUEUE_URL) is the job queue: a runner's end offers
+	// the next job waiting in its pool's room there. Without it, the
+	// reconciler's sweep offers waiting jobs.
+	QueueURL string
 }
 
 // EC2EventsConfigFromEnv reads the configuration through getenv (os.Getenv)
@@ -32,6 +38,7 @@ func EC2EventsConfigFromEnv(getenv func(string) string) (EC2EventsConfig, error)
 		TableName:        env.Required(names.EnvTableName),
 		MetricsNamespace: env.String(names.EnvMetricsNamespace, names.DefaultMetricsNamespace),
 		MetricsPools:     env.List(names.EnvMetricsRecords),
+		QueueURL:         env.String(names.EnvQueueURL, ""),
 	}
 	c.LogLevel = env.LogLevel(names.EnvLogLevel)
 	return c, env.Err()
@@ -40,15 +47,26 @@ func EC2EventsConfigFromEnv(getenv func(string) string) (EC2EventsConfig, error)
 // String describes the configuration for a cold-start log line.
 func (c EC2EventsConfig) String() string {
 	return strings.Join([]string{"table=" + c.TableName, "log_level=" + c.LogLevel.String(), "metrics_namespace=" + c.MetricsNamespace,
-		"metrics_records=" + strings.Join(c.MetricsPools, ",")}, " ")
+		"metrics_records=" + strings.Join(c.MetricsPools, ","), "queue=" + c.QueueURL}, " ")
 }
 
 // NewEC2Events builds the production EC2-event service: the runner ledger
 // in DynamoDB, EMF metrics on stdout, and the given logger.
 func NewEC2Events(cfg EC2EventsConfig, awsCfg aws.Config, logger *slog.Logger) (*instanceevents.Service, error) {
+	ddb := dynamodb.NewFromConfig(awsCfg)
+	dl := store.NewLedgerDynamo(ddb, cfg.TableName)
+	counter := telemetry.NewEMF(os.Stdout, cfg.MetricsNamespace, names.FunctionEC2Events, nil)
+	var ledger instanceevents.Ledger = dl
+	if cfg.QueueURL != "" {
+		rm, err := dynamoRoom(ddb, sqs.NewFromConfig(awsCfg), cfg.TableName, cfg.QueueURL, nil, dl, counter, nil, logger)
+		if err != nil {
+			return nil, err
+		}
+		ledger = wakingEvents{Ledger: room.Ledger{Ledger: dl, Room: rm}, Interruptions: dl}
+	}
 	return instanceevents.New(instanceevents.Options{
-		Ledger:      store.NewLedgerDynamo(dynamodb.NewFromConfig(awsCfg), cfg.TableName),
-		Counter:     telemetry.NewEMF(os.Stdout, cfg.MetricsNamespace, names.FunctionEC2Events, nil),
+		Ledger:      ledger,
+		Counter:     counter,
 		Logger:      logger,
 		RecordPools: cfg.MetricsPools,
 	})

@@ -20,7 +20,9 @@ import (
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/dryrun"
 	"github.com/skiffci/skiff/pkg/provider/process"
+	"github.com/skiffci/skiff/pkg/provider/slurm"
 	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/scaleup"
 	"github.com/skiffci/skiff/pkg/sqlite"
@@ -50,9 +52,16 @@ type LocalConfig struct {
 	Pools *pool.Config
 	// Listen is the webhook's address (default 127.0.0.1:8080; port 0 picks one).
 	Listen string
-	// Provider is "process" (default), "dry-run", or the name of
+	// Provider is "process" (default), "slurm", "dry-run", or the name of
 	// ExternalProvider.
 	Provider string
+	// SlurmShared is the slurm provider's directory on the filesystem the
+	// login node shares with the compute nodes: registrations (jit/, 0700)
+	// and the runners' work directories (work/). Required with "slurm".
+	SlurmShared string
+	// SlurmEnv are extra KEY=VALUE entries for Slurm's commands (say
+	// SLURM_CONF=/etc/slurm/other.conf).
+	SlurmEnv []string
 	// ExternalProvider is a provider the caller built (skiff local's
 	// kubernetes provider: its client-go stays out of this package, which
 	// the Lambdas link). Its Name must be Provider.
@@ -69,7 +78,8 @@ type LocalConfig struct {
 	// (github.com by default; a GHES host, or the simulator).
 	GitHubAPIURL, GitHubURL string
 	// AppIDs and AppKeys are the GitHub Apps: the key secret's value (one
-	// PEM, or {"<app id>": "<pem>"}).
+	// PEM, or {"<app id>": "<pem>"}, whose keys are the ids when AppIDs is
+	// empty: what skiff setup writes).
 	AppIDs  []int64
 	AppKeys string
 	// WebhookSecret is the App's webhook secret.
@@ -82,8 +92,8 @@ type LocalConfig struct {
 	// Durability is the SQLite file's synchronous mode (default sqlite.Full).
 	Durability sqlite.Synchronous
 	// MetricsRecords turns on one metrics record per finished job, kept in
-	// the SQLite file (Local.Records); locally there is no CloudWatch
-	// agent, so records carry times, instance and conclusion, no peaks.
+	// the SQLite file (Local.Records); the process provider measures each
+	// runner (CPU time, peak memory, GPUs) and describes the host.
 	MetricsRecords bool
 	// Now is the clock (default time.Now), for tests.
 	Now func() time.Time
@@ -100,6 +110,8 @@ type Local struct {
 	Queue  *sqlite.Queue
 	Store  *sqlite.Store
 	Ledger store.Ledger
+	// Room is the pools' waiting room.
+	Room *room.Service
 	// Records holds the metrics records (with MetricsRecords).
 	Records  *sqlite.MetricsRecords
 	Provider provider.Provider
@@ -153,6 +165,11 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(cfg.AppIDs) == 0 { // the ids are the key file's (skiff setup)
+		for _, a := range apps {
+			cfg.AppIDs = append(cfg.AppIDs, a.ID)
+		}
+	}
 	ghOpts := []github.Option{github.WithLogger(logger)}
 	if cfg.GitHubAPIURL != "" {
 		ghOpts = append(ghOpts, github.WithBaseURL(cfg.GitHubAPIURL))
@@ -201,29 +218,64 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 		for _, pl := range pools.Pools {
 			pl.MaxRunners = min(pl.MaxRunners, p.Limit(pl.Name))
 		}
+	case "slurm":
+		if cfg.SlurmShared == "" {
+			return nil, errors.New("local mode: the slurm provider needs a shared directory (SlurmShared)")
+		}
+		p, err := slurm.New(slurm.Options{Commander: slurm.Exec{Env: cfg.SlurmEnv}, Command: cfg.RunnerCommand, Env: cfg.RunnerEnv,
+			JITDir: filepath.Join(cfg.SlurmShared, "jit"), WorkDir: filepath.Join(cfg.SlurmShared, "work"),
+			Logger: logger, Now: cfg.Now})
+		if err != nil {
+			return nil, err
+		}
+		l.Provider = p
 	case "dry-run":
 		l.Provider = dryrun.New(logger, cfg.Now)
 	default:
 		if cfg.ExternalProvider == nil || cfg.ExternalProvider.Name() != cfg.Provider {
-			return nil, fmt.Errorf("local mode: provider %q is neither process nor dry-run", cfg.Provider)
+			return nil, fmt.Errorf("local mode: provider %q is none of process, slurm, dry-run, and no such provider was built", cfg.Provider)
 		}
 		l.Provider = cfg.ExternalProvider
 	}
 	counter := telemetry.Discard
+	// The waiting room: a job that finds its pool full waits in the file
+	// and is offered the moment one of the pool's runners ends (the ledger
+	// below wakes it, whoever reports the end).
+	l.Room, err = room.New(room.Options{Room: sqlite.NewRoom(db), Queue: l.Queue, Records: l.Store, Pools: pools,
+		Ledger: ledger, Logger: logger, Now: cfg.Now})
+	if err != nil {
+		return nil, err
+	}
+	l.Ledger = room.Ledger{Ledger: ledger, Room: l.Room}
 	var metricsWriter scaledown.MetricsWriter = scaledown.NoMetrics{}
 	var recordPools []string
 	if cfg.MetricsRecords {
 		l.Records = sqlite.NewMetricsRecords(db)
 		recordPools = []string{"*"}
-		metricsWriter = &scaledown.RecordWriter{Pools: recordPools, Records: l.Store, Ledger: ledger, Out: l.Records,
-			CloudProvider: cfg.Provider, Region: "local", Counter: counter, Logger: logger}
+		rw := &scaledown.RecordWriter{Pools: recordPools, Records: l.Store, Ledger: ledger, Out: l.Records,
+			CloudProvider: cfg.Provider, Region: "local", Counter: counter, Logger: logger, CostPerHour: map[string]float64{}}
+		for _, pl := range pools.Pools { // an operator's rate for pools off EC2
+			if pl.CostPerHour > 0 {
+				rw.CostPerHour[pl.Name] = pl.CostPerHour
+			}
+		}
+		if p, ok := l.Provider.(*process.Provider); ok {
+			// The provider measures each runner and describes this machine.
+			rw.CloudProvider, rw.Peaks, rw.Host = "local", scaledown.ProviderPeaks{Source: p}, process.RecordHost(p.Host())
+		} else if src, ok := l.Provider.(scaledown.UsageSource); ok {
+			// A provider that measures its runners itself (kubernetes: the
+			// runner container's termination message).
+			rw.Peaks = scaledown.ProviderPeaks{Source: src}
+		}
+		metricsWriter = rw
 	}
-	l.events, err = instanceevents.New(instanceevents.Options{Ledger: ledger, Counter: counter, Logger: logger, RecordPools: recordPools})
+	l.events, err = instanceevents.New(instanceevents.Options{Ledger: wakingEvents{Ledger: room.Ledger{Ledger: ledger, Room: l.Room},
+		Interruptions: ledger}, Counter: counter, Logger: logger, RecordPools: recordPools})
 	if err != nil {
 		return nil, err
 	}
 	l.ScaleUp, err = scaleup.New(scaleup.Options{Pools: pools, Launches: launches, Ledger: l.Ledger, Records: l.Store,
-		Provider: l.Provider, GitHub: gh, Counter: counter, Logger: logger, Now: cfg.Now, GitHubURL: cfg.GitHubURL,
+		Provider: l.Provider, GitHub: gh, Counter: counter, Logger: logger, Now: cfg.Now, GitHubURL: cfg.GitHubURL, Room: l.Room,
 		// Locally GitHub's answer is cheap and a slot is precious: a job
 		// cancelled while it waited for one is not launched.
 		MaxAttempts: localMaxAttempts, CheckQueued: true})
@@ -232,13 +284,14 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 	}
 	l.ScaleDown, err = scaledown.New(scaledown.Options{Pools: pools, Ledger: l.Ledger, Claims: launches, Records: l.Store,
 		Provider: l.Provider, GitHub: gh, Queue: l.Queue, Counter: counter, Logger: logger, Now: cfg.Now,
-		Apps: cfg.AppIDs, Metrics: metricsWriter, ScaleUpChecksQueued: true}) // scale-up runs with CheckQueued above
+		Apps: cfg.AppIDs, Metrics: metricsWriter, ScaleUpChecksQueued: true, // scale-up runs with CheckQueued above
+		Room: l.Room})
 	if err != nil {
 		return nil, err
 	}
 	l.Webhook, err = webhook.New(webhook.Options{Secrets: [][]byte{[]byte(cfg.WebhookSecret)}, Router: pools, Policies: pools,
 		Queue: l.Queue, Store: l.Store, Runners: l.Ledger, Counter: counter, Logger: logger, Now: cfg.Now,
-		Allow: allow, Installations: installations})
+		Allow: allow, Installations: installations, Recorded: sqlite.NewInstallations(db)})
 	if err != nil {
 		return nil, err
 	}

@@ -2,10 +2,12 @@ package wiring
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
@@ -21,6 +23,7 @@ import (
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
@@ -35,7 +38,7 @@ type ScaleDownConfig struct {
 	PoolsFile        string
 	Account, Region  string
 	Partition        string
-	AppIDs           []int64
+	AppIDs           []int64 // SKIFF_GITHUB_APP_IDS (optional: the key secret's JSON keys)
 	PrivateKeyARN    string
 	GitHubAPIURL     string
 	RepoScope        bool     // SKIFF_RUNNER_SCOPE=repo
@@ -90,13 +93,64 @@ func (c ScaleDownConfig) String() string {
 		fmt.Sprintf("redeliver=%v", c.Redeliver), "github_api=" + c.GitHubAPIURL}, " ")
 }
 
+// ScaleDown is the reconciler of a Lambda container. Its service is built
+// once the App key secret holds an App: until then (a fresh stack, before
+// the setup page ran) each pass reads the secret again and does nothing
+// else, with one log line; there is nothing to reconcile without an App.
+type ScaleDown struct {
+	mu     sync.Mutex
+	svc    *scaledown.Service
+	build  func(ctx context.Context) (*scaledown.Service, error)
+	logger *slog.Logger
+}
+
+// Reconcile runs one pass, or reports that no App is stored yet (nil error:
+// the schedule's retry would change nothing).
+func (sd *ScaleDown) Reconcile(ctx context.Context) error {
+	sd.mu.Lock()
+	if sd.svc == nil {
+		svc, err := sd.build(ctx)
+		switch {
+		case errors.Is(err, github.ErrNoApp):
+			sd.mu.Unlock()
+			sd.logger.Warn("no GitHub App yet: nothing to reconcile until the setup page stores one (docs/deploy.md)")
+			return nil
+		case err != nil:
+			sd.mu.Unlock()
+			return err
+		}
+		sd.svc = svc
+		sd.logger.Info("GitHub App found: scale-down reconciles")
+	}
+	svc := sd.svc
+	sd.mu.Unlock()
+	_, err := svc.Reconcile(ctx)
+	return err
+}
+
 // NewScaleDown builds the production reconciler: the App keys from Secrets
 // Manager, the pools file, DynamoDB (ledger, claims, job records, metrics
 // records), the EC2 provider (list and terminate only), the job queue for
 // replacements, CloudWatch for peaks when metrics records are on, and EMF
-// metrics and JSON logs on stdout.
-func NewScaleDown(ctx context.Context, cfg ScaleDownConfig, awsCfg aws.Config, logger *slog.Logger) (*scaledown.Service, error) {
-	gh, pools, err := githubAndPools(ctx, awsCfg, cfg.PrivateKeyARN, cfg.AppIDs, cfg.GitHubAPIURL, cfg.PoolsFile, logger)
+// metrics and JSON logs on stdout. Without an App yet, the service is built
+// at the first pass that finds one.
+func NewScaleDown(ctx context.Context, cfg ScaleDownConfig, awsCfg aws.Config, logger *slog.Logger) (*ScaleDown, error) {
+	sd := &ScaleDown{logger: logger, build: func(ctx context.Context) (*scaledown.Service, error) {
+		return newScaleDownService(ctx, cfg, awsCfg, logger)
+	}}
+	svc, err := sd.build(ctx)
+	switch {
+	case errors.Is(err, github.ErrNoApp):
+		logger.Warn("no GitHub App yet: scale-down waits for the setup page", "secret", cfg.PrivateKeyARN)
+	case err != nil:
+		return nil, err
+	}
+	sd.svc = svc
+	return sd, nil
+}
+
+func newScaleDownService(ctx context.Context, cfg ScaleDownConfig, awsCfg aws.Config, logger *slog.Logger) (*scaledown.Service, error) {
+	gh, pools, appIDs, err := githubAndPools(ctx, awsCfg, cfg.PrivateKeyARN, cfg.AppIDs, cfg.GitHubAPIURL, cfg.PoolsFile, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -124,10 +178,17 @@ func NewScaleDown(ctx context.Context, cfg ScaleDownConfig, awsCfg aws.Config, l
 	}
 	var redeliver []int64
 	if cfg.Redeliver {
-		redeliver = cfg.AppIDs
+		redeliver = appIDs
 	}
-	return scaledown.New(scaledown.Options{Pools: pools, Ledger: ledger, Claims: launches, Records: records, Provider: prov,
-		GitHub: gh, Queue: queue.NewSQS(sqs.NewFromConfig(awsCfg), cfg.QueueURL), Metrics: mw, Counter: counter, Logger: logger,
+	sqsc := sqs.NewFromConfig(awsCfg)
+	rm, err := dynamoRoom(ddb, sqsc, cfg.TableName, cfg.QueueURL, pools, ledger, counter,
+		telemetry.NewEMFGauges(os.Stdout, cfg.MetricsNamespace, names.FunctionScaleDown, nil), logger)
+	if err != nil {
+		return nil, err
+	}
+	return scaledown.New(scaledown.Options{Pools: pools, Ledger: room.Ledger{Ledger: ledger, Room: rm}, Claims: launches,
+		Records: records, Provider: prov, Room: rm,
+		GitHub: gh, Queue: queue.NewSQS(sqsc, cfg.QueueURL), Metrics: mw, Counter: counter, Logger: logger,
 		Scopes: scopes, RepoScope: cfg.RepoScope, Apps: redeliver, MaxReplacements: cfg.MaxReplacements,
 		MaxGitHubCalls:   cfg.MaxGitHubCalls,
 		RerunInterrupted: cfg.RerunInterrupted})

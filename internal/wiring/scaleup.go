@@ -2,10 +2,12 @@ package wiring
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -18,6 +20,7 @@ import (
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/scaleup"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
@@ -45,12 +48,16 @@ type ScaleUpConfig struct {
 	Account              string  // SKIFF_ACCOUNT_ID
 	Region               string  // AWS_REGION (set by Lambda)
 	Partition            string  // SKIFF_PARTITION
-	AppIDs               []int64 // SKIFF_GITHUB_APP_IDS
+	AppIDs               []int64 // SKIFF_GITHUB_APP_IDS (optional: the key secret's JSON keys)
 	PrivateKeyARN        string  // SKIFF_GITHUB_PRIVATE_KEY_ARN
-	GitHubAPIURL         string
-	GitHubURL            string
-	LogLevel             slog.Level
-	MetricsNamespace     string
+	// QueueURL (SKIFF_QUEUE_URL) is the job queue itself: where jobs wait
+	// for the App, and where the waiting room sends a job again; without
+	// it, jobs that cannot launch now go back to the queue as before.
+	QueueURL         string
+	GitHubAPIURL     string
+	GitHubURL        string
+	LogLevel         slog.Level
+	MetricsNamespace string
 }
 
 // ScaleUpConfigFromEnv reads the configuration through getenv (os.Getenv)
@@ -78,6 +85,7 @@ func ScaleUpConfigFromEnv(getenv func(string) string) (ScaleUpConfig, error) {
 		Region:               env.Required(names.EnvAWSRegion),
 		Partition:            env.String(names.EnvPartition, "aws"),
 		PrivateKeyARN:        env.Required(names.EnvGitHubPrivateKeyARN),
+		QueueURL:             env.String(names.EnvQueueURL, ""),
 		GitHubAPIURL:         env.String(names.EnvGitHubAPIURL, github.DefaultBaseURL),
 		GitHubURL:            env.String(names.EnvGitHubURL, "https://github.com"),
 		MetricsNamespace:     env.String(names.EnvMetricsNamespace, names.DefaultMetricsNamespace),
@@ -118,25 +126,124 @@ func (c ScaleUpConfig) String() string {
 // ScaleUp is the scale-up function's service with the dead-letterer its
 // answers need, built once per Lambda container.
 type ScaleUp struct {
+	// Service is nil while the App key secret holds no App (before the
+	// setup page ran): Handle then builds it, or keeps the jobs waiting.
 	Service     *scaleup.Service
 	DeadLetters queue.DeadLetterer
 	Counter     telemetry.Counter
 	Logger      *slog.Logger
+
+	mu    sync.Mutex
+	build func(ctx context.Context) (*scaleup.Service, error)
+	wait  queue.DelayedSender // the job queue; nil: jobs come back after their visibility timeout
+}
+
+// NoAppDelay is how long a job sent back to the queue waits before scale-up
+// looks for the App again. Jobs exist only once the App's webhooks arrive,
+// so this path is the moment around setup (or after a reset): two minutes
+// keeps a job's start close to the App's arrival at one invocation per
+// batch per two minutes.
+const NoAppDelay = 2 * time.Minute
+
+// MetricWaitingForApp counts jobs sent back to the queue because no App is
+// stored yet.
+const MetricWaitingForApp = "ScaleUpWaitingForApp"
+
+// Handle answers a batch of deliveries. While the App key secret holds no
+// App, it reads the secret again (one read per invocation: jobs arrive only
+// once the App exists) and, still without one, sends every job back to the
+// queue delayed by NoAppDelay, with a fresh receive count, so that nothing
+// is lost and nothing is dead-lettered for waiting; one log line says why.
+// A job that cannot be sent back is retried through its visibility timeout.
+func (su *ScaleUp) Handle(ctx context.Context, ds []queue.Delivery) []queue.Answer {
+	svc, err := su.service(ctx)
+	if err == nil {
+		return svc.Handle(ctx, ds)
+	}
+	answers := make([]queue.Answer, len(ds))
+	waiting := 0
+	for i, d := range ds {
+		switch {
+		case d.Err != nil:
+			answers[i] = queue.Answer{Verdict: queue.Done, Reason: "undecodable"}
+		case su.wait == nil:
+			answers[i] = queue.Answer{Verdict: queue.Retry, Reason: "no_app"}
+		default:
+			if serr := su.wait.SendAfter(ctx, d.Job, NoAppDelay); serr != nil {
+				su.Logger.Warn("sending a job back to the queue failed; it comes back after its visibility timeout",
+					"job_id", d.Job.JobID, "err", serr)
+				answers[i] = queue.Answer{Verdict: queue.Retry, Reason: "no_app"}
+				continue
+			}
+			answers[i] = queue.Answer{Verdict: queue.Done, Reason: "no_app"}
+			waiting++
+		}
+		su.Counter.Count(MetricWaitingForApp, "")
+	}
+	su.Logger.Warn("no GitHub App yet: jobs wait in the queue until the setup page stores one (docs/deploy.md)",
+		"jobs", len(ds), "sent_back", waiting, "delay", NoAppDelay.String(), "reason", err.Error())
+	return answers
+}
+
+// service returns the scale-up service, building it when the key secret
+// has come to hold an App; github.ErrNoApp while it holds none.
+func (su *ScaleUp) service(ctx context.Context) (*scaleup.Service, error) {
+	su.mu.Lock()
+	defer su.mu.Unlock()
+	if su.Service != nil {
+		return su.Service, nil
+	}
+	if su.build == nil {
+		return nil, github.ErrNoApp
+	}
+	svc, err := su.build(ctx)
+	if err != nil {
+		if !errors.Is(err, github.ErrNoApp) {
+			su.Logger.Error("building scale-up failed", "err", err)
+		}
+		return nil, err
+	}
+	su.Service = svc
+	su.Logger.Info("GitHub App found: scale-up serves jobs")
+	return svc, nil
 }
 
 // NewScaleUp builds the production scale-up: the GitHub Apps' keys read once
 // from Secrets Manager, the pools file, DynamoDB (launch state and the
 // registration table), the EC2 provider, the dead-letter queue, and EMF
 // metrics and JSON logs on stdout. The GitHub client's token, runner group
-// and registration token caches live as long as the container.
+// and registration token caches live as long as the container. While the key
+// secret holds no App, it returns a ScaleUp without a Service, which keeps
+// jobs waiting (Handle) and looks for the App at every invocation.
 func NewScaleUp(ctx context.Context, cfg ScaleUpConfig, awsCfg aws.Config, logger *slog.Logger) (*ScaleUp, error) {
-	gh, pools, err := githubAndPools(ctx, awsCfg, cfg.PrivateKeyARN, cfg.AppIDs, cfg.GitHubAPIURL, cfg.PoolsFile, logger)
+	counter := telemetry.NewEMF(os.Stdout, cfg.MetricsNamespace, names.FunctionScaleUp, nil)
+	su := &ScaleUp{DeadLetters: queue.NewSQSDeadLetters(sqs.NewFromConfig(awsCfg), cfg.DeadLetterURL),
+		Counter: counter, Logger: logger}
+	if cfg.QueueURL != "" {
+		su.wait = queue.NewSQS(sqs.NewFromConfig(awsCfg), cfg.QueueURL)
+	}
+	su.build = func(ctx context.Context) (*scaleup.Service, error) {
+		return newScaleUpService(ctx, cfg, awsCfg, counter, logger)
+	}
+	svc, err := su.build(ctx)
+	switch {
+	case errors.Is(err, github.ErrNoApp):
+		logger.Warn("no GitHub App yet: scale-up keeps jobs in the queue until the setup page stores one", "secret", cfg.PrivateKeyARN)
+		return su, nil
+	case err != nil:
+		return nil, err
+	}
+	su.Service = svc
+	return su, nil
+}
+
+func newScaleUpService(ctx context.Context, cfg ScaleUpConfig, awsCfg aws.Config, counter telemetry.Counter, logger *slog.Logger) (*scaleup.Service, error) {
+	gh, pools, _, err := githubAndPools(ctx, awsCfg, cfg.PrivateKeyARN, cfg.AppIDs, cfg.GitHubAPIURL, cfg.PoolsFile, logger)
 	if err != nil {
 		return nil, err
 	}
 	ddb := dynamodb.NewFromConfig(awsCfg)
 	launches := store.NewLaunchDynamo(ddb, cfg.TableName)
-	counter := telemetry.NewEMF(os.Stdout, cfg.MetricsNamespace, names.FunctionScaleUp, nil)
 	prov, err := ec2.NewProvider(ec2.ProviderOptions{
 		API: sdkec2.NewFromConfig(awsCfg), Registrations: ec2.NewRegistrationTable(ddb, cfg.RegistrationTable), Capacity: launches,
 		Partition: cfg.Partition, Region: cfg.Region, Account: cfg.Account,
@@ -147,17 +254,22 @@ func NewScaleUp(ctx context.Context, cfg ScaleUpConfig, awsCfg aws.Config, logge
 	if err != nil {
 		return nil, err
 	}
-	svc, err := scaleup.New(scaleup.Options{
-		Pools: pools, Launches: launches, Ledger: store.NewLedgerDynamo(ddb, cfg.TableName), Records: store.NewDynamo(ddb, cfg.TableName),
+	var ledger store.Ledger = store.NewLedgerDynamo(ddb, cfg.TableName)
+	records := store.NewDynamo(ddb, cfg.TableName)
+	var waiter scaleup.Waiter = scaleup.NoRoom{}
+	if cfg.QueueURL != "" {
+		rm, err := dynamoRoom(ddb, sqs.NewFromConfig(awsCfg), cfg.TableName, cfg.QueueURL, pools, ledger, counter, nil, logger)
+		if err != nil {
+			return nil, err
+		}
+		ledger, waiter = room.Ledger{Ledger: ledger, Room: rm}, rm
+	}
+	return scaleup.New(scaleup.Options{
+		Pools: pools, Launches: launches, Ledger: ledger, Records: records, Room: waiter,
 		Provider: prov, GitHub: gh,
 		Counter: counter, Timings: telemetry.NewEMFTimings(os.Stdout, cfg.MetricsNamespace, names.FunctionScaleUp, nil),
 		Logger: logger, Scope: cfg.Scope, GitHubURL: cfg.GitHubURL, CheckQueued: cfg.CheckQueued,
 		MaxAttempts: cfg.MaxAttempts, MaxFleetSize: cfg.MaxFleetSize, ClaimLease: cfg.ClaimLease, LaunchBudget: cfg.LaunchBudget,
 		RegistrationTimeout: cfg.RegistrationTimeout,
 	})
-	if err != nil {
-		return nil, err
-	}
-	return &ScaleUp{Service: svc, DeadLetters: queue.NewSQSDeadLetters(sqs.NewFromConfig(awsCfg), cfg.DeadLetterURL),
-		Counter: counter, Logger: logger}, nil
 }

@@ -32,7 +32,7 @@ func TestConfigFromEnv(t *testing.T) {
 	}{
 		{"complete", with(), nil},
 		{"nothing set", func(string) string { return "" }, []string{"SKIFF_TABLE_NAME", "SKIFF_REGISTRATION_TABLE", "SKIFF_DLQ_URL",
-			"SKIFF_ACCOUNT_ID", "AWS_REGION", "SKIFF_GITHUB_APP_IDS", "SKIFF_GITHUB_PRIVATE_KEY_ARN"}},
+			"SKIFF_ACCOUNT_ID", "AWS_REGION", "SKIFF_GITHUB_PRIVATE_KEY_ARN"}},
 		{"the retired global registration mode", with("SKIFF_REGISTRATION_MODE", "token"), []string{"SKIFF_REGISTRATION_MODE", "per pool"}},
 		{"bad scope", with("SKIFF_RUNNER_SCOPE", "enterprise"), []string{"SKIFF_RUNNER_SCOPE"}},
 		{"fleet too big for its tags", with("SKIFF_MAX_FLEET_SIZE", "20"), []string{"SKIFF_MAX_FLEET_SIZE"}},

@@ -90,13 +90,15 @@ func TestWebhookAgainstMoto(t *testing.T) {
 		wantBody   string
 		wantCalls  map[string]int
 	}{
+		// GetItem: the installation's record, read once a minute per
+		// container and installation (webhook.DefaultInstallationCacheTTL).
 		{"queued", h, "workflow_job", "d-1", read("workflow_job.queued.1.json"), 200, "accepted",
-			map[string]int{"SendMessage": 1, "UpdateItem": 1}},
+			map[string]int{"SendMessage": 1, "UpdateItem": 1, "GetItem": 1}},
 		{"queued, replayed: enqueued again, answered as a duplicate", h, "workflow_job", "d-1", read("workflow_job.queued.1.json"), 200, "duplicate",
 			nil}, // SendMessage, and the advance, fill (and raise) that find the record
 		{"queued, enqueue fails: 503 so that GitHub can redeliver", noQueue, "workflow_job", "d-2", read("workflow_job.queued.1.json"), 503, "retry", nil},
-		{"in_progress on the runner: one transaction", h, "workflow_job", "d-3", read("workflow_job.in_progress.2.json"), 200, "accepted",
-			map[string]int{"TransactWriteItems": 1}},
+		{"in_progress on the runner: one transaction (another installation: its record read)", h, "workflow_job", "d-3", read("workflow_job.in_progress.2.json"), 200, "accepted",
+			map[string]int{"TransactWriteItems": 1, "GetItem": 1}},
 		{"in_progress, replayed", h, "workflow_job", "d-3", read("workflow_job.in_progress.2.json"), 200, "duplicate", nil},
 		{"completed: one transaction", h, "workflow_job", "d-4", read("workflow_job.completed.1.json"), 200, "accepted",
 			map[string]int{"TransactWriteItems": 1}},

@@ -55,6 +55,11 @@ func NewWebhook(ctx context.Context, cfg webhook.Config, awsCfg aws.Config, logg
 		return nil, err
 	}
 	states := store.NewDynamo(hotDDB, cfg.TableName)
+	var refresh func(context.Context) ([][]byte, error)
+	if cfg.SecretARN != "" {
+		sm := secretsmanager.NewFromConfig(awsCfg)
+		refresh = func(ctx context.Context) ([][]byte, error) { return cfg.LoadSecrets(ctx, sm) }
+	}
 	return webhook.New(webhook.Options{
 		Secrets:       secrets,
 		Router:        pools,
@@ -67,14 +72,19 @@ func NewWebhook(ctx context.Context, cfg webhook.Config, awsCfg aws.Config, logg
 		Logger:        logger,
 		Allow:         cfg.Allow,
 		Installations: cfg.Installations,
-		MaxBodyBytes:  cfg.MaxBodyBytes,
-		DeliveryTTL:   cfg.DeliveryTTL,
-		JobTTL:        cfg.JobTTL,
+		// Installations learnt from the installation webhook; the App's
+		// webhook secret is read again when the setup page replaced it.
+		Recorded:       store.NewInstallationsDynamo(ddb, cfg.TableName),
+		RefreshSecrets: refresh,
+		MaxBodyBytes:   cfg.MaxBodyBytes,
+		DeliveryTTL:    cfg.DeliveryTTL,
+		JobTTL:         cfg.JobTTL,
 	})
 }
 
-// appIDs reads SKIFF_GITHUB_APP_IDS, which scale-up and scale-down
-// require: comma-separated positive GitHub App ids.
+// appIDs reads SKIFF_GITHUB_APP_IDS: comma-separated positive GitHub App
+// ids. It is optional: unset, the App ids are the keys of the App key
+// secret's JSON object, which the setup page writes ({"<app id>": "<pem>"}).
 func appIDs(env *config.Env) []int64 {
 	var ids []int64
 	for _, s := range env.List(names.EnvGitHubAppIDs) {
@@ -85,32 +95,34 @@ func appIDs(env *config.Env) []int64 {
 		}
 		ids = append(ids, id)
 	}
-	if len(ids) == 0 {
-		env.Fail("%s is required (comma-separated GitHub App ids)", names.EnvGitHubAppIDs)
-	}
 	return ids
 }
 
 // githubAndPools builds what scale-up and scale-down both start from: the
 // GitHub client over the Apps whose keys the secret holds (read once per
-// container), and the pools file.
+// container), and the pools file. A secret that holds no App yet (the
+// stack's placeholder, before the setup page ran) is github.ErrNoApp.
 func githubAndPools(ctx context.Context, awsCfg aws.Config, keyARN string, appIDs []int64, apiURL, poolsFile string,
-	logger *slog.Logger) (*github.Client, *pool.Config, error) {
+	logger *slog.Logger) (*github.Client, *pool.Config, []int64, error) {
 	keys, err := secret.Fetch(ctx, secretsmanager.NewFromConfig(awsCfg), keyARN)
 	if err != nil {
-		return nil, nil, fmt.Errorf("loading GitHub App keys: %w", err)
+		return nil, nil, nil, fmt.Errorf("loading GitHub App keys: %w", err)
 	}
 	apps, err := github.ParseAppKeys(appIDs, keys)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	ids := make([]int64, len(apps))
+	for i, a := range apps {
+		ids[i] = a.ID
 	}
 	gh, err := github.NewClient(apps, github.WithBaseURL(apiURL), github.WithLogger(logger))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	pools, err := pool.Load(poolsFile)
 	if err != nil {
-		return nil, nil, fmt.Errorf("loading pools (%s): %w", names.EnvPoolsFile, err)
+		return nil, nil, nil, fmt.Errorf("loading pools (%s): %w", names.EnvPoolsFile, err)
 	}
-	return gh, pools, nil
+	return gh, pools, ids, nil
 }

@@ -9,9 +9,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/fanout"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
@@ -86,6 +86,9 @@ type ProviderOptions struct {
 	Counter telemetry.Counter // default telemetry.Discard
 	Logger  *slog.Logger      // default slog.Default()
 	Now     func() time.Time  // default time.Now
+	// Executor runs a launch's CreateTags calls (default
+	// fanout.Concurrent: in parallel).
+	Executor fanout.Executor
 }
 
 // Provider is the EC2 implementation of provider.Provider: launches are EC2
@@ -128,6 +131,9 @@ func NewProvider(o ProviderOptions) (*Provider, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.Executor == nil {
+		o.Executor = fanout.Concurrent{}
+	}
 	switch o.RootDevice {
 	case "":
 		o.RootDevice = DefaultRootDevice
@@ -155,6 +161,9 @@ func NewProvider(o ProviderOptions) (*Provider, error) {
 // Name implements provider.Provider.
 func (p *Provider) Name() string { return "aws" }
 
+// Capabilities implements provider.Provider: EC2's (pool.Declared).
+func (p *Provider) Capabilities() provider.Capabilities { return pool.Declared[pool.BackendEC2] }
+
 // plan is the EC2 provider's stored plan: the exact fleet request, the
 // runners it is for (to tag and deliver to), and when it was made (an
 // instance launched well after that, by a replay, has no registration).
@@ -169,6 +178,10 @@ type plan struct {
 func (p *Provider) Plan(ctx context.Context, l provider.Launch) (provider.Plan, error) {
 	if len(l.Runners) == 0 {
 		return "", provider.Errorf(provider.ErrInvalid, "planning launch: no runners")
+	}
+	if l.Spec.EC2 == nil {
+		return "", &provider.Error{Kind: provider.ErrInvalid, Code: "NotEC2", Final: true,
+			Message: fmt.Sprintf("pool %s runs on %s, not EC2", l.Spec.Pool, l.Spec.Backend)}
 	}
 	failed, err := p.o.Capacity.FailedCapacity(ctx, l.Spec.Pool, p.o.Now())
 	if err != nil {
@@ -187,26 +200,26 @@ func (p *Provider) Plan(ctx context.Context, l provider.Launch) (provider.Plan, 
 
 // request builds the fleet request of a launch.
 func (p *Provider) request(l provider.Launch, failed map[string]bool) Request {
-	spec := l.Spec
-	capacity := Capacity(spec.Capacity)
+	spec, e := l.Spec, l.Spec.EC2
+	capacity := Capacity(e.Capacity)
 	req := Request{
 		Token:          l.Token,
 		LaunchTemplate: names.LaunchTemplate(p.o.LaunchTemplatePrefix, spec.Pool),
 		Count:          len(l.Runners),
 		Capacity:       capacity,
-		Places:         Places(spec.InstanceTypes, spec.Subnets, capacity, failed, p.o.MaxPlaces),
-		Requirements:   requirements(spec.Requirements),
+		Places:         Places(e.InstanceTypes, e.Subnets, capacity, failed, p.o.MaxPlaces),
+		Requirements:   requirements(e.Requirements),
 		RootDevice:     p.o.RootDevice,
-		DiskGiB:        spec.DiskGiB,
+		DiskGiB:        e.DiskGiB,
 		Tags:           map[string]string{},
 	}
 	switch {
-	case spec.Image.AMI != "":
-		req.ImageID = spec.Image.AMI
-	case spec.Image.SSM != "":
-		req.ImageID = "resolve:ssm:" + spec.Image.SSM
+	case e.Image.AMI != "":
+		req.ImageID = e.Image.AMI
+	case e.Image.SSM != "":
+		req.ImageID = "resolve:ssm:" + e.Image.SSM
 	}
-	for k, v := range spec.Tags {
+	for k, v := range e.Tags {
 		req.Tags[k] = v
 	}
 	first := l.Runners[0]
@@ -281,7 +294,7 @@ func runnerTags(r provider.Runner) map[string]string {
 // and launched before the registration timeout had its registration from the
 // first call; one launched only now, by the replay, has none and is
 // terminated.
-func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []userdata.Registration) (provider.Result, error) {
+func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider.Registration) (provider.Result, error) {
 	var pn plan
 	if err := json.Unmarshal([]byte(pl), &pn); err != nil {
 		return provider.Result{}, &provider.Error{Kind: provider.ErrInvalid, Code: "UnreadablePlan", Message: err.Error(), Final: true}
@@ -332,9 +345,12 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []userdata
 		if r.Err != nil {
 			continue
 		}
-		reg := regs[i]
-		reg.InstanceARN = userdata.InstanceARN(p.o.Partition, p.o.Region, p.o.Account, r.Instance.ID)
-		reg.ExpiresAt = now.Add(p.o.RegistrationTTL)
+		// The table keys the runner's registration by its instance's ARN:
+		// only that instance's role may read (and delete) it.
+		g := regs[i]
+		reg := userdata.Registration{InstanceARN: userdata.InstanceARN(p.o.Partition, p.o.Region, p.o.Account, r.Instance.ID),
+			Mode: g.Mode, JITConfig: g.JITConfig, Token: g.Token, URL: g.URL, RunnerName: g.RunnerName, Labels: g.Labels,
+			RunnerGroup: g.RunnerGroup, ExpiresAt: now.Add(p.o.RegistrationTTL)}
 		if err := p.o.Registrations.Put(ctx, reg); err != nil {
 			log.Error("writing the registration; terminating its instance", "instance_id", r.Instance.ID, "runner_name", pn.Runners[i].Name, "err", err)
 			orphans = append(orphans, r.Instance.ID)
@@ -421,26 +437,18 @@ func assign(runners int, instances []string) []string {
 // keeps the fleet's tags (job-ids, runner-names, fleet-token) and the fleet
 // record maps it to its job.
 func (p *Provider) tagRunners(ctx context.Context, log *slog.Logger, runners []provider.Runner, launched []provider.Launched) {
-	sem := make(chan struct{}, tagConcurrency)
-	var wg sync.WaitGroup
-	for i, r := range launched {
+	p.o.Executor.Run(len(launched), tagConcurrency, func(i int) {
+		r := launched[i]
 		if r.Err != nil {
-			continue
+			return
 		}
 		id, tags := r.Instance.ID, runnerTags(runners[i])
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err := p.launcher.Tag(ctx, []string{id}, tags); err != nil {
-				p.o.Counter.Count(MetricTagFailures, Reason(err))
-				log.Warn("tagging the runner's instance failed; it keeps the fleet's tags", "instance_id", id,
-					"runner_name", runners[i].Name, "err", err)
-			}
-		}()
-	}
-	wg.Wait()
+		if err := p.launcher.Tag(ctx, []string{id}, tags); err != nil {
+			p.o.Counter.Count(MetricTagFailures, Reason(err))
+			log.Warn("tagging the runner's instance failed; it keeps the fleet's tags", "instance_id", id,
+				"runner_name", runners[i].Name, "err", err)
+		}
+	})
 }
 
 // readFleetErrors counts and reports the fleet's errors and remembers the

@@ -16,6 +16,7 @@ import (
 	"github.com/skiffci/skiff/pkg/ec2"
 	"github.com/skiffci/skiff/pkg/ec2/ec2fake"
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/providertest"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/userdata"
@@ -43,6 +44,14 @@ func (m *memRegistrations) get(id string) (userdata.Registration, bool) {
 	defer m.mu.Unlock()
 	r, ok := m.items[userdata.InstanceARN("aws", "eu-west-1", "123456789012", id)]
 	return r, ok
+}
+
+// delivered is the registration instance id reads from the table (by its
+// own ARN), in the provider's words.
+func (m *memRegistrations) delivered(id string) (provider.Registration, bool) {
+	r, ok := m.get(id)
+	return provider.Registration{Mode: r.Mode, JITConfig: r.JITConfig, Token: r.Token, URL: r.URL, Labels: r.Labels,
+		RunnerGroup: r.RunnerGroup, RunnerName: r.RunnerName}, ok
 }
 
 // TestProviderConformance runs the provider suite against the EC2 provider
@@ -80,9 +89,10 @@ func TestProviderConformance(t *testing.T) {
 				types, subnets := []string{"c7i.large", "m7i.large"}, []string{"subnet-0aaaaaaaa"}
 				return providertest.Harness{
 					Provider: p,
-					Spec: pool.Spec{Pool: "conformance", InstanceTypes: types, Subnets: subnets, Capacity: "spot-then-on-demand",
-						Image: pool.Image{SSM: "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64"}, DiskGiB: 30},
-					Delivered: regs.get,
+					Spec: pool.Spec{Shared: pool.Shared{Pool: "conformance", Backend: pool.BackendEC2},
+						EC2: &pool.EC2{InstanceTypes: types, Subnets: subnets, Capacity: "spot-then-on-demand",
+							Image: pool.Image{SSM: "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64"}, DiskGiB: 30}},
+					Delivered: regs.delivered, Backend: pool.BackendEC2,
 					FailCapacity: func() {
 						for _, typ := range types {
 							for _, spot := range []bool{true, false} {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 
 	gh "github.com/google/go-github/v62/github"
 )
@@ -30,15 +31,13 @@ func (c *Client) ListHookDeliveries(ctx context.Context, appID int64, q Delivery
 		return nil, err
 	}
 	ctx, rq := asApp(ctx, "list_hook_deliveries", a)
-	v := url.Values{"per_page": {"100"}}
+	v := url.Values{"per_page": {strconv.Itoa(perPage)}}
 	if q.Status != "" {
 		v.Set("status", q.Status)
 	}
 	var all []HookDelivery
-	for n := 0; ; n++ {
-		if n >= maxPages {
-			return nil, fmt.Errorf("listing hook deliveries of App %d: more than %d pages", a.ID, maxPages)
-		}
+	walk := newPageWalk(fmt.Sprintf("hook deliveries of App %d", a.ID), "")
+	for {
 		// Apps.ListHookDeliveries takes ListCursorOptions, which has no status
 		// filter in v62: the same request with it, into go-github's type.
 		var page []*gh.HookDelivery
@@ -47,6 +46,9 @@ func (c *Client) ListHookDeliveries(ctx context.Context, appID int64, q Delivery
 			return nil, fmt.Errorf("listing hook deliveries of App %d: %w", a.ID, err)
 		}
 		for _, d := range page {
+			if !walk.fresh(d.GetID()) {
+				continue
+			}
 			hd := deliveryFrom(d)
 			if !q.Since.IsZero() && hd.DeliveredAt.Before(q.Since) {
 				return all, nil
@@ -56,7 +58,11 @@ func (c *Client) ListHookDeliveries(ctx context.Context, appID int64, q Delivery
 				return all, nil
 			}
 		}
-		if len(page) == 0 || resp.Cursor == "" {
+		more, err := walk.next(len(page), 0, resp.Cursor) // no total_count here
+		if err != nil {
+			return nil, err
+		}
+		if !more {
 			return all, nil
 		}
 		v.Set("cursor", resp.Cursor)

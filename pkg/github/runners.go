@@ -17,10 +17,6 @@ import (
 // a deleted group shows up as a 404 from the JIT call, which drops the cache.
 const groupTTL = time.Hour
 
-// maxPages bounds a listing: 10,000 pages of 100 is far beyond any
-// organization's runners, groups or the deliveries GitHub keeps.
-const maxPages = 10000
-
 type groupEntry struct {
 	id      int64
 	fetched time.Time
@@ -148,19 +144,23 @@ func (c *Client) ListRunnerGroups(ctx context.Context, inst int64, org string) (
 	}
 	ctx, rq := asInstallation(ctx, "list_runner_groups", in)
 	var all []RunnerGroup
-	opts := &gh.ListOrgRunnerGroupOptions{ListOptions: gh.ListOptions{PerPage: 100}}
-	for n := 0; ; n++ {
-		if n >= maxPages {
-			return nil, fmt.Errorf("listing runner groups of %s: more than %d pages", org, maxPages)
-		}
+	opts := &gh.ListOrgRunnerGroupOptions{ListOptions: gh.ListOptions{PerPage: perPage}}
+	walk := newPageWalk("runner groups of "+org, "1")
+	for {
 		page, resp, err := c.gh.Actions.ListOrganizationRunnerGroups(ctx, seg(org), opts)
 		if err != nil {
 			return nil, fmt.Errorf("listing runner groups of %s: %w", org, callError(rq, err))
 		}
 		for _, g := range page.RunnerGroups {
-			all = append(all, RunnerGroup{ID: g.GetID(), Name: g.GetName(), Visibility: g.GetVisibility(), Default: g.GetDefault()})
+			if walk.fresh(g.GetID()) {
+				all = append(all, RunnerGroup{ID: g.GetID(), Name: g.GetName(), Visibility: g.GetVisibility(), Default: g.GetDefault()})
+			}
 		}
-		if len(page.RunnerGroups) == 0 || resp.NextPage == 0 {
+		more, err := walk.next(len(page.RunnerGroups), page.TotalCount, pageKey(resp.NextPage))
+		if err != nil {
+			return nil, err
+		}
+		if !more {
 			return all, nil
 		}
 		opts.Page = resp.NextPage
@@ -228,28 +228,33 @@ func (c *Client) ListRunners(ctx context.Context, inst int64, scope Scope, name 
 		return nil, fmt.Errorf("listing runners: %w", err)
 	}
 	ctx, rq := asInstallation(ctx, "list_runners", in)
-	q := url.Values{"per_page": {"100"}}
+	q := url.Values{"per_page": {strconv.Itoa(perPage)}}
 	if name != "" {
 		q.Set("name", name)
 	}
 	var all []Runner
-	for n := 0; ; n++ {
-		if n >= maxPages {
-			return nil, fmt.Errorf("listing runners of %s: more than %d pages", scope, maxPages)
-		}
+	walk := newPageWalk("runners of "+scope.String(), "1")
+	for {
 		// Actions.ListRunners/ListOrganizationRunners decode into go-github
 		// v62's Runner, which lacks runner_group_id, ephemeral and version.
 		var page struct {
-			Runners []*ghRunner `json:"runners"`
+			TotalCount int         `json:"total_count"`
+			Runners    []*ghRunner `json:"runners"`
 		}
 		resp, err := c.do(ctx, rq, http.MethodGet, scope.prefix()+"/actions/runners?"+q.Encode(), nil, &page)
 		if err != nil {
 			return nil, fmt.Errorf("listing runners of %s: %w", scope, err)
 		}
 		for _, r := range page.Runners {
-			all = append(all, r.runner())
+			if walk.fresh(r.GetID()) {
+				all = append(all, r.runner())
+			}
 		}
-		if len(page.Runners) == 0 || resp.NextPage == 0 {
+		more, err := walk.next(len(page.Runners), page.TotalCount, pageKey(resp.NextPage))
+		if err != nil {
+			return nil, err
+		}
+		if !more {
 			return all, nil
 		}
 		q.Set("page", strconv.Itoa(resp.NextPage))

@@ -71,6 +71,12 @@ func NewWebhookVerifier(secrets [][]byte) (*WebhookVerifier, error) {
 // comparison is constant-time over the whole MAC and tries every secret, so
 // timing tells neither how much matched nor which secret did. Errors are
 // ErrNoSignature, ErrSignatureForm or ErrBadSignature.
+//
+// The accepted form: the prefix is exactly "sha256=", lower case, as GitHub
+// documents it ("always starts with sha256="); any other spelling of it is
+// ErrSignatureForm. The 64 hex digits may be in either case: GitHub sends
+// lower case, and upper or mixed case spells the same 32 bytes, which are
+// what is compared.
 func (v *WebhookVerifier) Verify(signature string, body []byte) error {
 	if signature == "" {
 		return ErrNoSignature

@@ -52,6 +52,9 @@ func TestWebhookVerifier(t *testing.T) {
 		{"not hex", []string{current}, "sha256=" + strings.Repeat("zz", 32), body, github.ErrSignatureForm},
 		{"too short", []string{current}, "sha256=abcd", body, github.ErrSignatureForm},
 		{"too long", []string{current}, github.SignWebhook([]byte(current), body) + "00", body, github.ErrSignatureForm},
+		{"upper-case prefix", []string{current}, strings.Replace(github.SignWebhook([]byte(current), body), "sha256=", "SHA256=", 1), body, github.ErrSignatureForm},
+		{"mixed-case prefix", []string{current}, strings.Replace(github.SignWebhook([]byte(current), body), "sha256=", "shA256=", 1), body, github.ErrSignatureForm},
+		{"mixed-case hex", []string{current}, mixedCase(github.SignWebhook([]byte(current), body)), body, nil},
 		{"uppercase hex", []string{current}, "sha256=" + strings.ToUpper(strings.TrimPrefix(github.SignWebhook([]byte(current), body), "sha256=")), body, nil},
 		{"rotating: current", []string{current, previous}, github.SignWebhook([]byte(current), body), body, nil},
 		{"rotating: previous", []string{current, previous}, github.SignWebhook([]byte(previous), body), body, nil},
@@ -168,7 +171,11 @@ func TestNewWebhookVerifierFailsClosed(t *testing.T) {
 }
 
 // FuzzWebhookVerify: no header value panics the verifier, and only the
-// right MAC of the body is accepted.
+// right MAC of the body is accepted, in the form Verify documents: the
+// prefix exactly "sha256=", the hex digits in any case. The oracle spells
+// that rule over strings, not bytes. testdata/fuzz keeps the inputs that
+// found the two disagreeing (upper-case-prefix: "shA256=" and the right MAC
+// in mixed case).
 func FuzzWebhookVerify(f *testing.F) {
 	f.Add(knownSignature, []byte(knownPayload))
 	f.Add("sha256=", []byte{})
@@ -179,9 +186,22 @@ func FuzzWebhookVerify(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, sig string, body []byte) {
 		err := v.Verify(sig, body)
-		right := strings.EqualFold(sig, github.SignWebhook([]byte(knownSecret), body))
+		want := github.SignWebhook([]byte(knownSecret), body)
+		prefix, mac, _ := strings.Cut(want, "=")
+		right := len(sig) == len(want) && strings.HasPrefix(sig, prefix+"=") && strings.EqualFold(sig[len(prefix)+1:], mac)
 		if (err == nil) != right {
 			t.Fatalf("Verify(%q) = %v, right MAC: %v", sig, err, right)
 		}
 	})
+}
+
+// mixedCase upper-cases every other letter after the "sha256=" prefix.
+func mixedCase(sig string) string {
+	b := []byte(sig)
+	for i := len("sha256="); i < len(b); i += 2 {
+		if b[i] >= 'a' && b[i] <= 'f' {
+			b[i] -= 'a' - 'A'
+		}
+	}
+	return string(b)
 }

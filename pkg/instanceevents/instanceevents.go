@@ -5,7 +5,9 @@
 // (functions/ec2events) is the only place that knows the event's JSON.
 //
 //	state change  shutting-down, terminated,  → Ledger.EndInstance(reason "state_<state>")
-//	              stopping, stopped              (the first report ends the runner; later ones change nothing)
+//	              stopping, stopped              (the first report ends the runner; later ones change nothing),
+//	                                             except a runner left to the reconciler: one that did not
+//	                                             run its own job, was interrupted, or has a metrics record due
 //	              pending, running, other     → ignored
 //	spot warning                              → Interruptions.MarkInterrupted (the state does not move)
 //
@@ -45,7 +47,8 @@ const (
 	MetricIgnored = "InstanceEventIgnored"
 	// MetricLeftToReconciler counts runners left live for the reconciler
 	// (reason: pool): those that ended without running the job they were
-	// launched for, and those of pools whose metrics records are on.
+	// launched for, those a spot interruption ended, and those of pools
+	// whose metrics records are on.
 	MetricLeftToReconciler = "RunnerLeftToReconciler"
 )
 
@@ -117,14 +120,17 @@ func (s *Service) StateChanged(ctx context.Context, instanceID, state string, at
 	// minute (its instance is gone).
 	// A runner of a pool whose metrics records are on stays live too: the
 	// reconciler writes its job's record, then ends it.
-	if r, err := s.ledger.RunnerByInstance(ctx, instanceID); err == nil && r.State.Live() && (r.BusyJob != r.JobID || s.records(r.Pool)) {
-		why := "did not run its own job"
-		if r.BusyJob == r.JobID {
-			why = "its job's metrics record is the reconciler's to write"
+	// So does a runner a spot interruption ended: the job it ran failed,
+	// and the reconciler, which reads live records only, decides whether to
+	// re-run it (on on-demand capacity) once its run has completed, then
+	// ends the record. Until then it counts toward its pool's maxRunners;
+	// in a pool that does not re-run, the reconciler's next pass ends it.
+	if r, err := s.ledger.RunnerByInstance(ctx, instanceID); err == nil && r.State.Live() {
+		if why := leftBecause(r, s.records(r.Pool)); why != "" {
+			log.Info("leaving the runner to the reconciler", "why", why, "runner_name", r.Name, "job_id", r.JobID, "ran_job", r.BusyJob)
+			s.counter.Count(MetricLeftToReconciler, r.Pool)
+			return nil
 		}
-		log.Info("leaving the runner to the reconciler", "why", why, "runner_name", r.Name, "job_id", r.JobID, "ran_job", r.BusyJob)
-		s.counter.Count(MetricLeftToReconciler, r.Pool)
-		return nil
 	}
 	first, err := s.ledger.EndInstance(ctx, instanceID, at, reason)
 	switch {
@@ -141,6 +147,20 @@ func (s *Service) StateChanged(ctx context.Context, instanceID, state string, at
 		log.Debug("runner already ended")
 	}
 	return nil
+}
+
+// leftBecause says why a live runner whose instance ended is the
+// reconciler's to end ("" when it is not).
+func leftBecause(r launch.Runner, records bool) string {
+	switch {
+	case r.BusyJob != r.JobID:
+		return "did not run its own job"
+	case !r.InterruptedAt.IsZero():
+		return "a spot interruption failed its job: the re-run is the reconciler's to decide"
+	case records:
+		return "its job's metrics record is the reconciler's to write"
+	}
+	return ""
 }
 
 // SpotInterruption records EC2's two-minute warning for the instance.

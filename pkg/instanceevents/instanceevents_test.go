@@ -259,3 +259,26 @@ func TestRecordPoolsLeftToReconciler(t *testing.T) {
 		}
 	}
 }
+
+// TestInterruptedRunnerIsLeftToTheReconciler: a runner a spot interruption
+// ended ran its own job, which failed; with metrics records off its record
+// stays live all the same, for the reconciler to decide the re-run.
+func TestInterruptedRunnerIsLeftToTheReconciler(t *testing.T) {
+	t.Parallel()
+	svc, l, c := setup(t)
+	ctx := context.Background()
+	if err := svc.SpotInterruption(ctx, "i-0run", t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	for _, state := range []string{"shutting-down", "terminated"} {
+		if err := svc.StateChanged(ctx, "i-0run", state, t0.Add(3*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if live, _ := l.Live(ctx, "cpu"); live != 1 {
+		t.Errorf("live %d, want 1: the interrupted runner was ended before the reconciler saw it", live)
+	}
+	if n := c.Get(instanceevents.MetricLeftToReconciler, "cpu"); n != 2 {
+		t.Errorf("%d left to the reconciler, want 2 (one per report): %v", n, c.Snapshot())
+	}
+}

@@ -46,18 +46,65 @@ type Advice struct {
 	// Text is the one-line explanation; Label the runs-on label to paste.
 	Text  string `json:"text"`
 	Label string `json:"label"`
+	// Limits is, for jobs on a local host, the skiff local --limits value
+	// that runs as many of them at once as fit (Label is then empty).
+	Limits string `json:"limits,omitempty"`
 }
 
+// adviceGroup is what Advise keeps of one group's records with usage data.
 type adviceGroup struct {
 	repo, workflow, job, pool, itype string
-	recs                             []*Record
+	n                                int
+	cpu, memPercent, gpuMiB          []float64
+	memGiB                           []float64 // measured (local records)
+	host                             *Host     // the first record's host
+	first, last                      time.Time
+	costSum                          float64
+	costN                            int
 }
 
-// Advise suggests, per repository workflow job and pool (on its most used
-// instance type), the cheapest allowed instance type of the same
-// architecture and GPU count whose vCPUs, memory and GPU memory cover the
-// p95 peaks with headroom, when it is cheaper than the current one.
-func Advise(recs []Record, o AdviceOptions) []Advice {
+type adviceKey struct{ repo, workflow, job, pool, itype string }
+
+// advisor is Advise's state, added to one record at a time.
+type advisor struct{ groups map[adviceKey]*adviceGroup }
+
+func newAdvisor() *advisor { return &advisor{groups: map[adviceKey]*adviceGroup{}} }
+
+func (a *advisor) add(r *Record) {
+	if r.CPU == nil || r.CPU.PeakPercent == nil || r.Memory == nil || r.Memory.PeakPercent == nil {
+		return // no usage data: nothing to size on
+	}
+	k := adviceKey{r.Repository, r.WorkflowName, r.JobName, r.Pool, r.InstanceType}
+	g := a.groups[k]
+	if g == nil {
+		g = &adviceGroup{repo: r.Repository, workflow: r.WorkflowName, job: r.JobName, pool: r.Pool, itype: r.InstanceType}
+		a.groups[k] = g
+	}
+	g.n++
+	g.cpu = append(g.cpu, *r.CPU.PeakPercent)
+	g.memPercent = append(g.memPercent, *r.Memory.PeakPercent)
+	if r.Memory.PeakGiB != nil {
+		g.memGiB = append(g.memGiB, *r.Memory.PeakGiB)
+	}
+	if g.host == nil && r.Host != nil {
+		g.host = r.Host
+	}
+	if r.GPU != nil && r.GPU.PeakMemoryMiB != nil {
+		g.gpuMiB = append(g.gpuMiB, *r.GPU.PeakMemoryMiB)
+	}
+	if r.StartedAt != nil && (g.first.IsZero() || r.StartedAt.Before(g.first)) {
+		g.first = *r.StartedAt
+	}
+	if e := r.End(); e.After(g.last) {
+		g.last = e
+	}
+	if r.Cost != nil {
+		g.costSum += r.Cost.EstimatedUSD
+		g.costN++
+	}
+}
+
+func (a *advisor) advise(o AdviceOptions) []Advice {
 	if o.MinRecords <= 0 {
 		o.MinRecords = 20
 	}
@@ -70,24 +117,10 @@ func Advise(recs []Record, o AdviceOptions) []Advice {
 	if o.MinSavingUSD <= 0 {
 		o.MinSavingUSD = 1
 	}
-	groups := map[string]*adviceGroup{}
-	for i := range recs {
-		r := &recs[i]
-		if r.CPU == nil || r.CPU.PeakPercent == nil || r.Memory == nil || r.Memory.PeakPercent == nil {
-			continue // no usage data: nothing to size on
-		}
-		k := strings.Join([]string{r.Repository, r.WorkflowName, r.JobName, r.Pool, r.InstanceType}, "\x00")
-		g := groups[k]
-		if g == nil {
-			g = &adviceGroup{repo: r.Repository, workflow: r.WorkflowName, job: r.JobName, pool: r.Pool, itype: r.InstanceType}
-			groups[k] = g
-		}
-		g.recs = append(g.recs, r)
-	}
 	var out []Advice
-	for _, g := range groups {
-		if a, ok := adviseGroup(g, o); ok {
-			out = append(out, a)
+	for _, g := range a.groups {
+		if adv, ok := adviseGroup(g, o); ok {
+			out = append(out, adv)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -99,31 +132,33 @@ func Advise(recs []Record, o AdviceOptions) []Advice {
 	return out
 }
 
+// Advise suggests, per repository workflow job and pool (on its most used
+// instance type), the cheapest allowed instance type of the same
+// architecture and GPU count whose vCPUs, memory and GPU memory cover the
+// p95 peaks with headroom, when it is cheaper than the current one. A
+// Collector does the same one record at a time.
+func Advise(recs []Record, o AdviceOptions) []Advice {
+	a := newAdvisor()
+	for i := range recs {
+		a.add(&recs[i])
+	}
+	return a.advise(o)
+}
+
 func adviseGroup(g *adviceGroup, o AdviceOptions) (Advice, bool) {
 	cur := o.Prices.Lookup(g.itype)
-	if cur == nil || len(g.recs) < o.MinRecords {
+	if g.n < o.MinRecords {
 		return Advice{}, false
 	}
-	var cpu, memGiB, gpuMiB []float64
-	var first, last time.Time
-	costSum, costN := 0.0, 0
-	for _, r := range g.recs {
-		cpu = append(cpu, *r.CPU.PeakPercent)
-		memGiB = append(memGiB, *r.Memory.PeakPercent/100*float64(cur.MemoryGiB))
-		if r.GPU != nil && r.GPU.PeakMemoryMiB != nil {
-			gpuMiB = append(gpuMiB, *r.GPU.PeakMemoryMiB)
-		}
-		if r.StartedAt != nil && (first.IsZero() || r.StartedAt.Before(first)) {
-			first = *r.StartedAt
-		}
-		if e := r.End(); e.After(last) {
-			last = e
-		}
-		if r.Cost != nil {
-			costSum += r.Cost.EstimatedUSD
-			costN++
-		}
+	if cur == nil {
+		return adviseHost(g, o)
 	}
+	cpu, gpuMiB := g.cpu, g.gpuMiB
+	memGiB := make([]float64, len(g.memPercent))
+	for i, p := range g.memPercent {
+		memGiB[i] = p / 100 * float64(cur.MemoryGiB)
+	}
+	first, last, costSum, costN := g.first, g.last, g.costSum, g.costN
 	if cur.GPUs > 0 && len(gpuMiB) < o.MinRecords {
 		return Advice{}, false // GPU jobs are sized on GPU memory, which these records lack
 	}
@@ -151,7 +186,7 @@ func adviseGroup(g *adviceGroup, o AdviceOptions) (Advice, bool) {
 		return Advice{}, false
 	}
 	days := math.Max(last.Sub(first).Hours()/24, 1)
-	perMonth := float64(len(g.recs)) / days * 30
+	perMonth := float64(g.n) / days * 30
 	perJob := costSum / float64(costN)
 	saving := perJob * (1 - best.OnDemand/cur.OnDemand) * perMonth
 	if saving < o.MinSavingUSD {
@@ -163,12 +198,40 @@ func adviseGroup(g *adviceGroup, o AdviceOptions) (Advice, bool) {
 	} else {
 		fmt.Fprintf(&b, "peak CPU p95 %.0f%% of %d vCPU, memory p95 %.1f GiB of %d GiB", stat(cpu).P95, cur.VCPU, stat(memGiB).P95, cur.MemoryGiB)
 	}
-	fmt.Fprintf(&b, " on %s over %d jobs → %s, ≈ $%.0f/month", g.itype, len(g.recs), best.Name, saving)
+	fmt.Fprintf(&b, " on %s over %d jobs → %s, ≈ $%.0f/month", g.itype, g.n, best.Name, saving)
 	family, _, _ := strings.Cut(best.Name, ".")
 	label := fmt.Sprintf("skiff/pool=%s/family=%s/cpu=%d/ram=%d", g.pool, family, best.VCPU, best.MemoryGiB)
 	if best.GPUs > 0 {
 		label += fmt.Sprintf("/gpu=%d", best.GPUs)
 	}
 	return Advice{Repository: g.repo, Workflow: g.workflow, Job: g.job, Pool: g.pool, From: g.itype, To: best.Name,
-		Records: len(g.recs), MonthlySavingUSD: round(saving, 100), Text: b.String(), Label: label}, true
+		Records: g.n, MonthlySavingUSD: round(saving, 100), Text: b.String(), Label: label}, true
+}
+
+// adviseHost sizes the jobs of a group that ran on a host the price table
+// does not list (local processes): how many of them fit the host at once,
+// by their p95 CPU and memory peaks with headroom, when that is two or
+// more: the pool's slot is bigger than the job, and `skiff local --limits`
+// can run that many side by side.
+func adviseHost(g *adviceGroup, o AdviceOptions) (Advice, bool) {
+	hst := g.host
+	if hst == nil || hst.CPUs <= 0 || hst.MemoryGiB == nil || *hst.MemoryGiB <= 0 || len(g.memGiB) < o.MinRecords {
+		return Advice{}, false
+	}
+	h := 1 + o.Headroom
+	cpuP95, memP95 := stat(g.cpu).P95, stat(g.memGiB).P95
+	needCPU := max(cpuP95/100*float64(hst.CPUs)*h, 0.01)
+	needMem := max(memP95*h, 0.01)
+	fit := int(math.Min(float64(hst.CPUs)/needCPU, *hst.MemoryGiB/needMem))
+	if fit < 2 {
+		return Advice{}, false
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "peak CPU p95 %.0f%% of %d CPUs, memory p95 %.2f GiB of %.1f GiB", cpuP95, hst.CPUs, memP95, *hst.MemoryGiB)
+	if len(g.gpuMiB) > 0 {
+		fmt.Fprintf(&b, ", GPU memory p95 %.1f GiB", stat(g.gpuMiB).P95/1024)
+	}
+	fmt.Fprintf(&b, " on %s over %d jobs → %d such jobs fit this host at once", g.itype, g.n, fit)
+	return Advice{Repository: g.repo, Workflow: g.workflow, Job: g.job, Pool: g.pool, From: g.itype, To: g.itype, Records: g.n,
+		Text: b.String(), Limits: fmt.Sprintf("%s=%d", g.pool, fit)}, true
 }

@@ -90,6 +90,11 @@ type Peaks struct {
 	MemoryPeak *float64 // percent
 	DiskPeak   *float64 // percent of the root file system
 	GPUs       []GPUPeak
+	// CPUSeconds is the CPU time used, where the source measures it.
+	CPUSeconds *float64
+	// MemoryPeakGiB is the peak in GiB, where the source measures it
+	// (else it is MemoryPeak of the instance type's memory).
+	MemoryPeakGiB *float64
 }
 
 // GPUPeak is one GPU's series over the window.
@@ -111,6 +116,14 @@ type Inputs struct {
 	Peaks         *Peaks
 	Prices        *pool.PriceTable
 	SpotFactor    float64
+	// Host describes the machine, for runners whose instance type is not
+	// in the price table (local processes): it goes into the record's
+	// host, and its GPUs into gpu.count and model.
+	Host *Host
+	// HourlyUSD is the pool's cost per hour for a machine the price table
+	// does not list (an operator's amortised hardware and power); 0: none.
+	// The price table's price wins for a type it lists.
+	HourlyUSD float64
 }
 
 // Build turns a finished job's inputs into a validated record. It returns
@@ -197,6 +210,13 @@ func Build(in Inputs) (Record, error) {
 	if in.Prices != nil {
 		shape = in.Prices.Lookup(inst.Type)
 	}
+	if in.Host != nil {
+		h := *in.Host
+		r.Host = &h
+		if shape == nil && h.GPUs != nil && *h.GPUs > 0 {
+			r.GPU = &GPUTotals{Count: *h.GPUs, Model: h.GPUModel}
+		}
+	}
 	missingSrc := addPeaks(&r, in.Peaks, shape)
 	if c := cost(in, shape, j.StartedAt, end); c != nil {
 		r.Cost = c
@@ -218,18 +238,19 @@ func addPeaks(r *Record, p *Peaks, shape *pool.InstanceType) []string {
 	if shape != nil && shape.GPUs > 0 {
 		r.GPU = &GPUTotals{Count: shape.GPUs, Model: shape.GPUModel}
 	}
-	if p == nil || (p.CPUPeak == nil && p.CPUMean == nil && p.MemoryPeak == nil && p.DiskPeak == nil && len(p.GPUs) == 0) {
+	if p == nil || (p.CPUPeak == nil && p.CPUMean == nil && p.CPUSeconds == nil && p.MemoryPeak == nil && p.MemoryPeakGiB == nil &&
+		p.DiskPeak == nil && len(p.GPUs) == 0) {
 		// The agent sent nothing: every usage source is missing.
 		return []string{SourceAgent, SourceGPU}
 	}
-	if p.CPUPeak != nil || p.CPUMean != nil {
-		r.CPU = &CPU{PeakPercent: pct(p.CPUPeak), MeanPercent: pct(p.CPUMean)}
+	if p.CPUPeak != nil || p.CPUMean != nil || p.CPUSeconds != nil {
+		r.CPU = &CPU{PeakPercent: pct(p.CPUPeak), MeanPercent: pct(p.CPUMean), Seconds: num0(p.CPUSeconds)}
 	} else {
 		missing = append(missing, SourceCPU)
 	}
-	if p.MemoryPeak != nil {
-		r.Memory = &Memory{PeakPercent: pct(p.MemoryPeak)}
-		if shape != nil && shape.MemoryGiB > 0 {
+	if p.MemoryPeak != nil || p.MemoryPeakGiB != nil {
+		r.Memory = &Memory{PeakPercent: pct(p.MemoryPeak), PeakGiB: num0(p.MemoryPeakGiB)}
+		if r.Memory.PeakGiB == nil && shape != nil && shape.MemoryGiB > 0 {
 			r.Memory.PeakGiB = num(*r.Memory.PeakPercent / 100 * float64(shape.MemoryGiB))
 		}
 	} else {
@@ -270,8 +291,11 @@ func addPeaks(r *Record, p *Peaks, shape *pool.InstanceType) []string {
 // cost estimates the instance's cost, or nil when no price applies.
 func cost(in Inputs, shape *pool.InstanceType, start, end time.Time) *Cost {
 	capacity := in.Instance.Capacity
-	if shape == nil || shape.OnDemand <= 0 || (capacity != CapacitySpot && capacity != CapacityOnDemand) {
+	if capacity != CapacitySpot && capacity != CapacityOnDemand {
 		return nil
+	}
+	if shape == nil || shape.OnDemand <= 0 {
+		return operatorCost(in, start, end)
 	}
 	hourly, basis := shape.OnDemand, BasisOnDemandList
 	if capacity == CapacitySpot {
@@ -297,6 +321,31 @@ func cost(in Inputs, shape *pool.InstanceType, start, end time.Time) *Cost {
 		PriceTableDate:   in.Prices.Date,
 		PriceTableRegion: in.Prices.Region,
 		Estimate:         true,
+	}
+}
+
+// operatorCost is the cost at the pool's own hourly rate (Inputs.HourlyUSD)
+// over the runner's life, launch to end, or nil without a rate. Its
+// priceTableDate is the day the job ended: the rate is the one the pools
+// file said then.
+func operatorCost(in Inputs, start, end time.Time) *Cost {
+	if in.HourlyUSD <= 0 || math.IsInf(in.HourlyUSD, 0) || math.IsNaN(in.HourlyUSD) {
+		return nil
+	}
+	from, to := start, end
+	if l := in.Instance.LaunchedAt; !l.IsZero() && !l.After(start) {
+		from = l
+	}
+	if e := in.Instance.EndedAt; !e.IsZero() && !e.Before(end) {
+		to = e
+	}
+	return &Cost{
+		EstimatedUSD:   round(to.Sub(from).Hours()*in.HourlyUSD, 1e6),
+		HourlyUSD:      round(in.HourlyUSD, 1e6),
+		CapacityType:   in.Instance.Capacity,
+		Basis:          BasisOperatorRate,
+		PriceTableDate: end.UTC().Format("2006-01-02"),
+		Estimate:       true,
 	}
 }
 

@@ -49,50 +49,82 @@ func mkBar(label string, s Stat) bar {
 	return bar{Label: label, N: s.N, P50: s.P50, P95: s.P95, Max: s.Max, X50: s.P50 / 100 * w, X95: s.P95 / 100 * w, XMax: s.Max / 100 * w}
 }
 
-// WriteHTML writes one self-contained HTML report: inline CSS and SVG, no
-// external resource, and one tiny inline script that marks the page as
-// rendered (data-ok), which the browser test checks.
-func WriteHTML(w io.Writer, recs []Record, advice []Advice, generated time.Time) error {
-	d := htmlData{Generated: generated.UTC().Format(time.RFC3339), Jobs: len(recs), Utilisation: map[string][]bar{}, Advice: advice}
-	byType, err := Summarize(recs, ByInstanceType)
-	if err != nil {
-		return err
+// report is WriteHTML's state, added to one record at a time: the
+// utilisation per instance type, the GPU memory per workflow, and the cost
+// per day by repository and by pool.
+type report struct {
+	jobs                   int
+	byType, byWorkflow     *summary
+	costByRepo, costByPool costDays
+}
+
+// costDays is the estimated cost per group and day.
+type costDays map[string]map[string]float64
+
+func newReport() *report {
+	byType, _ := newSummary(ByInstanceType)
+	byWorkflow, _ := newSummary(ByWorkflow)
+	return &report{byType: byType, byWorkflow: byWorkflow, costByRepo: costDays{}, costByPool: costDays{}}
+}
+
+func (h *report) add(r *Record) {
+	h.jobs++
+	h.byType.add(r)
+	h.byWorkflow.add(r)
+	if r.Cost == nil {
+		return
 	}
-	for _, r := range byType {
+	day := r.End().UTC().Format("2006-01-02")
+	h.costByRepo.add(r.Repository, day, r.Cost.EstimatedUSD)
+	h.costByPool.add(r.Pool, day, r.Cost.EstimatedUSD)
+}
+
+func (c costDays) add(k, day string, usd float64) {
+	if c[k] == nil {
+		c[k] = map[string]float64{}
+	}
+	c[k][day] += usd
+}
+
+func (h *report) write(w io.Writer, advice []Advice, generated time.Time) error {
+	d := htmlData{Generated: generated.UTC().Format(time.RFC3339), Jobs: h.jobs, Utilisation: map[string][]bar{}, Advice: advice}
+	for _, r := range h.byType.rows() {
 		d.Types = append(d.Types, r.Group)
 		d.Utilisation[r.Group] = []bar{mkBar("CPU peak", r.CPU), mkBar("RAM peak", r.Memory), mkBar("GPU peak", r.GPU), mkBar("GPU memory peak", r.GPUMem)}
 	}
 	sort.Strings(d.Types)
-	byWorkflow, _ := Summarize(recs, ByWorkflow)
-	for _, r := range byWorkflow {
+	for _, r := range h.byWorkflow.rows() {
 		if r.GPUMem.N > 0 {
 			d.Headroom = append(d.Headroom, mkBar(r.Group, r.GPUMem))
 		}
 	}
 	sort.Slice(d.Headroom, func(i, j int) bool { return d.Headroom[i].Label < d.Headroom[j].Label })
-	d.Cost = []lineChart{costChart("Estimated cost by repository, per day (USD)", recs, func(r *Record) string { return r.Repository }),
-		costChart("Estimated cost by pool, per day (USD)", recs, func(r *Record) string { return r.Pool })}
+	d.Cost = []lineChart{costChart("Estimated cost by repository, per day (USD)", h.costByRepo),
+		costChart("Estimated cost by pool, per day (USD)", h.costByPool)}
 	if err := reportTemplate.Execute(w, d); err != nil {
 		return fmt.Errorf("writing HTML report: %w", err)
 	}
 	return nil
 }
 
-func costChart(title string, recs []Record, key func(*Record) string) lineChart {
-	perDay := map[string]map[string]float64{}
-	daySet := map[string]bool{}
+// WriteHTML writes one self-contained HTML report: inline CSS and SVG, no
+// external resource, and one tiny inline script that marks the page as
+// rendered (data-ok), which the browser test checks. A Collector writes
+// the same report from records added one at a time.
+func WriteHTML(w io.Writer, recs []Record, advice []Advice, generated time.Time) error {
+	h := newReport()
 	for i := range recs {
-		r := &recs[i]
-		if r.Cost == nil {
-			continue
+		h.add(&recs[i])
+	}
+	return h.write(w, advice, generated)
+}
+
+func costChart(title string, perDay costDays) lineChart {
+	daySet := map[string]bool{}
+	for _, m := range perDay {
+		for day := range m {
+			daySet[day] = true
 		}
-		day := r.End().UTC().Format("2006-01-02")
-		k := key(r)
-		if perDay[k] == nil {
-			perDay[k] = map[string]float64{}
-		}
-		perDay[k][day] += r.Cost.EstimatedUSD
-		daySet[day] = true
 	}
 	var days []string
 	for d := range daySet {
@@ -184,7 +216,7 @@ small{color:#666} code{background:#f4f4f4;padding:0 .2em}
 {{end}}
 
 <h2>Right-sizing</h2>
-{{if .Advice}}<ul>{{range .Advice}}<li>{{.Repository}} · {{.Workflow}} · {{.Job}} (pool {{.Pool}}): {{.Text}}<br><code>runs-on: [self-hosted, "{{.Label}}"]</code></li>{{end}}</ul>
+{{if .Advice}}<ul>{{range .Advice}}<li class="advice">{{.Repository}} · {{.Workflow}} · {{.Job}} (pool {{.Pool}}): {{.Text}}<br>{{if .Limits}}<code>skiff local --limits {{.Limits}}</code>{{else}}<code>runs-on: [self-hosted, "{{.Label}}"]</code>{{end}}</li>{{end}}</ul>
 {{else}}<p>Nothing to suggest.</p>{{end}}
 <script>document.body.setAttribute("data-ok", "1");</script>
 </body></html>

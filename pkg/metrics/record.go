@@ -33,6 +33,9 @@ const (
 const (
 	BasisOnDemandList = "on-demand-list"
 	BasisSpotEstimate = "spot-estimate"
+	// BasisOperatorRate: the pool's cost per hour, an operator's own
+	// figure for a machine that is not in the price table.
+	BasisOperatorRate = "operator-rate"
 )
 
 // Record is one metrics record: what one job used on one runner. Its JSON
@@ -72,6 +75,7 @@ type Record struct {
 	GPU    *GPUTotals `json:"gpu,omitempty"`
 	Disk   *Disk      `json:"disk,omitempty"`
 	Cost   *Cost      `json:"cost,omitempty"`
+	Host   *Host      `json:"host,omitempty"`
 
 	MissingSources []string `json:"missingSources,omitempty"`
 }
@@ -80,6 +84,9 @@ type Record struct {
 type CPU struct {
 	PeakPercent *float64 `json:"peakPercent,omitempty"`
 	MeanPercent *float64 `json:"meanPercent,omitempty"`
+	// Seconds is the CPU time the job's processes used (user and system),
+	// where the provider measures it (local: the runner's process tree).
+	Seconds *float64 `json:"seconds,omitempty"`
 }
 
 // Memory is the job's peak memory use.
@@ -121,6 +128,17 @@ type Cost struct {
 	PriceTableDate   string  `json:"priceTableDate"`
 	PriceTableRegion string  `json:"priceTableRegion,omitempty"`
 	Estimate         bool    `json:"estimate"`
+}
+
+// Host describes the machine a runner ran on where its instance type does
+// not (a local process; a Slurm or Kubernetes node): CPU model and count,
+// memory, GPU model and count.
+type Host struct {
+	CPUModel  string   `json:"cpuModel,omitempty"`
+	CPUs      int      `json:"cpus,omitempty"`
+	MemoryGiB *float64 `json:"memoryGiB,omitempty"`
+	GPUModel  string   `json:"gpuModel,omitempty"`
+	GPUs      *int     `json:"gpus,omitempty"`
 }
 
 // Key is a record's identity: one record per job and run attempt.
@@ -170,18 +188,20 @@ func ParseDuration(s string) (Duration, error) {
 	var total float64
 	inTime := false
 	num := ""
-	for _, c := range rest {
+	start := 0 // where the number being read began
+	for i, c := range rest {
 		switch {
 		case c == 'T':
 			inTime = true
+			start = i + 1
 		case c >= '0' && c <= '9' || c == '.':
-			num += string(c)
+			num = rest[start : i+1]
 		default:
 			v, err := strconv.ParseFloat(num, 64)
 			if err != nil {
 				return 0, fmt.Errorf("parsing duration %q: %w", s, err)
 			}
-			num = ""
+			num, start = "", i+1
 			switch {
 			case c == 'D' && !inTime:
 				total += v * 86400

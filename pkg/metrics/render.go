@@ -97,6 +97,10 @@ func WriteAdvice(w io.Writer, advice []Advice, minRecords int, headroom float64)
 	}
 	fmt.Fprintf(w, "\nright-sizing (estimates; %.0f%% headroom over the p95 peaks):\n", headroom*100)
 	for _, a := range advice {
+		if a.Limits != "" {
+			fmt.Fprintf(w, "- %s · %s · %s (pool %s): %s\n  skiff local --limits %s\n", a.Repository, a.Workflow, a.Job, a.Pool, a.Text, a.Limits)
+			continue
+		}
 		fmt.Fprintf(w, "- %s · %s · %s (pool %s): %s\n  runs-on: [self-hosted, %q]\n", a.Repository, a.Workflow, a.Job, a.Pool, a.Text, a.Label)
 	}
 	return nil

@@ -70,52 +70,80 @@ type acc struct {
 	row                                   Row
 }
 
-// Summarize groups the records and summarises each group; rows are sorted
-// by estimated cost, then group name.
-func Summarize(recs []Record, by string) ([]Row, error) {
-	groups := map[string]*acc{}
-	for i := range recs {
-		r := &recs[i]
-		k, err := GroupKey(r, by)
-		if err != nil {
-			return nil, err
-		}
-		a := groups[k]
-		if a == nil {
-			a = &acc{row: Row{Group: k}}
-			groups[k] = a
-		}
-		a.row.Jobs++
-		a.runtime = append(a.runtime, r.Runtime.Std().Seconds())
-		if r.QueueWait != nil {
-			a.queue = append(a.queue, r.QueueWait.Std().Seconds())
-		}
-		if r.CPU != nil && r.CPU.PeakPercent != nil {
-			a.cpu = append(a.cpu, *r.CPU.PeakPercent)
-		}
-		if r.Memory != nil && r.Memory.PeakPercent != nil {
-			a.mem = append(a.mem, *r.Memory.PeakPercent)
-		}
-		if r.GPU != nil && r.GPU.PeakUtilizationPercent != nil {
-			a.gpu = append(a.gpu, *r.GPU.PeakUtilizationPercent)
-		}
-		if r.GPU != nil && r.GPU.PeakMemoryPercent != nil {
-			a.gpuMem = append(a.gpuMem, *r.GPU.PeakMemoryPercent)
-		}
-		switch r.CapacityType {
-		case CapacitySpot:
-			a.spot++
-			a.capKnown++
-		case CapacityOnDemand:
-			a.capKnown++
-		}
-		if r.Cost != nil {
-			a.row.CostUSD += r.Cost.EstimatedUSD
-			a.row.CostJobs++
-		}
+// groupID is a record's group under a grouping, without building its name.
+type groupID struct{ repo, workflow, job, other string }
+
+func groupOf(r *Record, by string) groupID {
+	switch by {
+	case ByRepository:
+		return groupID{repo: r.Repository}
+	case ByWorkflow:
+		return groupID{repo: r.Repository, workflow: r.WorkflowName}
+	case ByJob:
+		return groupID{repo: r.Repository, workflow: r.WorkflowName, job: r.JobName}
+	case ByPool:
+		return groupID{other: r.Pool}
 	}
-	rows := make([]Row, 0, len(groups))
-	for _, a := range groups {
+	return groupID{other: r.InstanceType}
+}
+
+// summary is Summarize's state: the values of each group, added one
+// record at a time.
+type summary struct {
+	by     string
+	groups map[groupID]*acc
+}
+
+func newSummary(by string) (*summary, error) {
+	if _, err := GroupKey(&Record{}, by); err != nil {
+		return nil, err
+	}
+	return &summary{by: by, groups: map[groupID]*acc{}}, nil
+}
+
+func (s *summary) add(r *Record) {
+	id := groupOf(r, s.by)
+	a := s.groups[id]
+	if a == nil {
+		k, _ := GroupKey(r, s.by)
+		a = &acc{row: Row{Group: k}}
+		s.groups[id] = a
+	}
+	a.row.Jobs++
+	a.runtime = append(a.runtime, r.Runtime.Std().Seconds())
+	if r.QueueWait != nil {
+		a.queue = append(a.queue, r.QueueWait.Std().Seconds())
+	}
+	if r.CPU != nil && r.CPU.PeakPercent != nil {
+		a.cpu = append(a.cpu, *r.CPU.PeakPercent)
+	}
+	if r.Memory != nil && r.Memory.PeakPercent != nil {
+		a.mem = append(a.mem, *r.Memory.PeakPercent)
+	}
+	if r.GPU != nil && r.GPU.PeakUtilizationPercent != nil {
+		a.gpu = append(a.gpu, *r.GPU.PeakUtilizationPercent)
+	}
+	if r.GPU != nil && r.GPU.PeakMemoryPercent != nil {
+		a.gpuMem = append(a.gpuMem, *r.GPU.PeakMemoryPercent)
+	}
+	switch r.CapacityType {
+	case CapacitySpot:
+		a.spot++
+		a.capKnown++
+	case CapacityOnDemand:
+		a.capKnown++
+	}
+	if r.Cost != nil {
+		a.row.CostUSD += r.Cost.EstimatedUSD
+		a.row.CostJobs++
+	}
+}
+
+// rows summarises each group; rows are sorted by estimated cost, then
+// group name.
+func (s *summary) rows() []Row {
+	rows := make([]Row, 0, len(s.groups))
+	for _, a := range s.groups {
 		row := a.row
 		row.Runtime, row.Queue = stat(a.runtime), stat(a.queue)
 		row.CPU, row.Memory, row.GPU, row.GPUMem = stat(a.cpu), stat(a.mem), stat(a.gpu), stat(a.gpuMem)
@@ -131,7 +159,21 @@ func Summarize(recs []Record, by string) ([]Row, error) {
 		}
 		return rows[i].Group < rows[j].Group
 	})
-	return rows, nil
+	return rows
+}
+
+// Summarize groups the records and summarises each group; rows are sorted
+// by estimated cost, then group name. A Collector does the same one
+// record at a time.
+func Summarize(recs []Record, by string) ([]Row, error) {
+	s, err := newSummary(by)
+	if err != nil {
+		return nil, err
+	}
+	for i := range recs {
+		s.add(&recs[i])
+	}
+	return s.rows(), nil
 }
 
 // stat sorts vs in place and summarises it.

@@ -62,6 +62,10 @@ const (
 	EnvMetricsTable     = "SKIFF_METRICS_TABLE"
 	EnvRedeliver        = "SKIFF_REDELIVER"
 
+	// The setup function (the page that creates the GitHub App).
+	EnvSetupSecretARN = "SKIFF_SETUP_SECRET_ARN"
+	EnvWebhookURL     = "SKIFF_WEBHOOK_URL"
+
 	// Set by Lambda itself; read for ARNs and the bundled pools file.
 	EnvAWSRegion       = "AWS_REGION"
 	EnvLambdaTaskRoot  = "LAMBDA_TASK_ROOT"
@@ -152,6 +156,9 @@ const (
 	FunctionEC2Events = "ec2events"
 	// FunctionScaleDown is the reconciler, run every minute by a schedule.
 	FunctionScaleDown = "scaledown"
+	// FunctionSetup serves the setup page, which creates the GitHub App
+	// and stores it in the stack's secrets.
+	FunctionSetup = "setup"
 )
 
 // WebhookGOGC is the webhook function's GOGC, set in its environment by

@@ -49,6 +49,11 @@ const (
 	// DefaultBootTimeout covers the slowest boot path measured (an encrypted
 	// root, a runner download, a 3-minute registration wait) twice over.
 	DefaultBootTimeout = 10 * time.Minute
+	// DefaultQueueTimeout bounds a runner pending in its backend's own
+	// queue (Slurm, Kubernetes): long enough for a busy cluster's queue to
+	// move, short enough that a job does not wait silently for hours; the
+	// job is launched again after it (bounded by the replacements).
+	DefaultQueueTimeout = time.Hour
 )
 
 // Config is a loaded and validated pools file. It is immutable after Parse and
@@ -67,28 +72,33 @@ type Config struct {
 	index  labelIndex
 }
 
-// Pool is one pool of runners, with the file's defaults already applied.
+// Pool is one pool of runners, with the file's defaults applied. The
+// shared settings are its fields; what only its backend understands is in
+// the one section of its Backend (EC2, Slurm, Kubernetes or Process), the
+// others nil.
 type Pool struct {
-	Name          string
-	Labels        []string
-	Scope         Scope
-	RunnerGroup   string
-	InstanceTypes []string
-	Requirements  *Requirements
-	Architecture  string
-	Image         Image
-	DiskGiB       int
-	Subnets       []string
-	Capacity      Capacity
-	MaxRunners    int
-	MaxLifetime   time.Duration
+	Name         string
+	Labels       []string
+	Scope        Scope
+	RunnerGroup  string
+	Architecture string
+	MaxRunners   int
+	MaxLifetime  time.Duration
 	// IdleTimeout is how long a registered runner may wait for a job before
 	// scale-down reaps it (and the instance powers itself off).
 	IdleTimeout time.Duration
 	// BootTimeout is how long an instance may take to register its runner
 	// before scale-down terminates it and launches again for its job.
 	BootTimeout time.Duration
-	Tags        map[string]string
+	// QueueTimeout is how long a runner may wait in its backend's own queue
+	// (Slurm pending, an unschedulable Pod) before scale-down cancels it and
+	// launches again for its job; the boot timeout starts when it leaves
+	// the queue.
+	QueueTimeout time.Duration
+	// CostPerHour is the operator's cost of one runner-hour in USD
+	// (amortised hardware and power) for a pool off EC2; 0 when unknown.
+	// EC2 pools are priced by their instance types and refuse it.
+	CostPerHour float64
 	Dynamic     *Bounds
 	// Policy is who may run on the pool: repository visibilities and pull
 	// requests from forks (see Policy.Admit).
@@ -97,12 +107,22 @@ type Pool struct {
 	// opted into, an organisation-wide registration token.
 	Registration RegistrationMode
 
+	// Backend is where the pool's runners run; its section is set.
+	Backend    Backend
+	EC2        *EC2
+	Slurm      *Slurm
+	Kubernetes *Kubernetes
+	Process    *Process
+
 	// Line is where the pool starts in the file.
 	Line int
 
 	lifetime  string          // maxLifetime as written
 	idle      string          // idleTimeout as written
 	boot      string          // bootTimeout as written
+	queue     string          // queueTimeout as written
+	flat      bool            // EC2 settings written at the pool's top (the older form)
+	topEC2    []string        // the EC2 keys written at the pool's top
 	index     int             // position in Config.Pools
 	effective map[string]bool // lower-case labels including the implied ones
 	families  []string        // families the pool can launch, in preference order
@@ -269,6 +289,9 @@ func (s *source) decode(doc any) (*Config, []Diagnostic) {
 	pools, _ := root["pools"].([]any)
 	items := s.poolNodes()
 	cfg := &Config{Version: 1, Pools: make([]*Pool, 0, len(pools))}
+	// The defaults' EC2 settings, written at their top or under ec2: (the
+	// checks refuse both at once).
+	defaultsEC2 := merged(flatEC2(defaults), sectionOf(defaults, BackendEC2))
 	for i, raw := range pools {
 		m, _ := raw.(map[string]any)
 		get := func(key string) any {
@@ -278,19 +301,17 @@ func (s *source) decode(doc any) (*Config, []Diagnostic) {
 			return defaults[key]
 		}
 		p := &Pool{
-			Name:          str(get("name")),
-			Labels:        strs(get("labels")),
-			RunnerGroup:   str(get("runnerGroup")),
-			InstanceTypes: strs(get("instanceTypes")),
-			Architecture:  str(get("architecture")),
-			DiskGiB:       num(get("diskGiB")),
-			Subnets:       strs(get("subnets")),
-			Capacity:      Capacity(str(get("capacity"))),
-			MaxRunners:    num(get("maxRunners")),
-			lifetime:      str(get("maxLifetime")),
-			idle:          str(get("idleTimeout")),
-			boot:          str(get("bootTimeout")),
-			index:         i,
+			Name:         str(get("name")),
+			Labels:       strs(get("labels")),
+			RunnerGroup:  str(get("runnerGroup")),
+			Architecture: str(get("architecture")),
+			MaxRunners:   num(get("maxRunners")),
+			CostPerHour:  float(m["costPerHour"]),
+			lifetime:     str(get("maxLifetime")),
+			idle:         str(get("idleTimeout")),
+			boot:         str(get("bootTimeout")),
+			queue:        str(get("queueTimeout")),
+			index:        i,
 		}
 		if i < len(items) {
 			p.Line = items[i].Line
@@ -299,22 +320,6 @@ func (s *source) decode(doc any) (*Config, []Diagnostic) {
 		}
 		if sc, ok := get("scope").(map[string]any); ok {
 			p.Scope = Scope{Owners: strs(sc["owners"]), Repositories: strs(sc["repositories"])}
-		}
-		if im, ok := get("image").(map[string]any); ok {
-			p.Image = Image{AMI: str(im["ami"]), SSM: str(im["ssm"]), Name: str(im["name"]),
-				Owners: strs(im["owners"]), GPU: im["gpu"] == true}
-		}
-		if r, ok := get("requirements").(map[string]any); ok {
-			p.Requirements = &Requirements{VCPU: rng(r["vcpu"]), MemoryGiB: rng(r["memoryGiB"]), Families: strs(r["families"])}
-			if g, ok := r["gpu"].(map[string]any); ok {
-				p.Requirements.GPU = &GPURequirements{Count: rng(g["count"]), Manufacturer: str(g["manufacturer"]), Models: strs(g["models"])}
-			}
-		}
-		if tags, ok := get("tags").(map[string]any); ok {
-			p.Tags = make(map[string]string, len(tags))
-			for k, v := range tags {
-				p.Tags[k] = str(v)
-			}
 		}
 		for _, v := range strs(get("visibility")) {
 			p.Policy.Visibilities = append(p.Policy.Visibilities, Visibility(v))
@@ -325,10 +330,200 @@ func (s *source) decode(doc any) (*Config, []Diagnostic) {
 			p.Dynamic = &Bounds{MaxCPU: num(d["maxCpu"]), MaxRAMGiB: num(d["maxRamGiB"]), MaxGPUs: num(d["maxGpus"]),
 				MaxDiskGiB: num(d["maxDiskGiB"]), Families: strs(d["families"]), AllowOnDemand: d["allowOnDemand"] == true}
 		}
+		p.Backend, _ = backendOf(m)
+		if p.Backend == "" {
+			p.Backend, p.flat = BackendEC2, true
+		}
+		section := func(b Backend) map[string]any {
+			return merged(sectionOf(defaults, b), sectionOf(m, b))
+		}
+		for _, k := range ec2Keys {
+			if _, ok := m[k]; ok {
+				p.topEC2 = append(p.topEC2, k)
+			}
+		}
+		switch p.Backend {
+		case BackendEC2:
+			// The pool's EC2 settings over the defaults'.
+			own := sectionOf(m, BackendEC2)
+			p.EC2 = decodeEC2(func(k string) any {
+				if v, ok := own[k]; ok {
+					return v
+				}
+				if v, ok := m[k]; ok {
+					return v
+				}
+				return defaultsEC2[k]
+			})
+		case BackendSlurm:
+			p.Slurm = decodeSlurm(section(BackendSlurm))
+		case BackendKubernetes:
+			p.Kubernetes = decodeKubernetes(section(BackendKubernetes))
+		case BackendProcess:
+			p.Process = &Process{}
+		}
 		applyPoolDefaults(p)
 		cfg.Pools = append(cfg.Pools, p)
 	}
 	return cfg, s.check(cfg)
+}
+
+// sectionOf returns a mapping's section of backend b, or nil.
+func sectionOf(m map[string]any, b Backend) map[string]any {
+	sec, _ := m[string(b)].(map[string]any)
+	return sec
+}
+
+// flatEC2 returns the EC2 settings a mapping writes at its top (the older form).
+func flatEC2(m map[string]any) map[string]any {
+	var out map[string]any
+	for _, k := range ec2Keys {
+		if v, ok := m[k]; ok {
+			if out == nil {
+				out = map[string]any{}
+			}
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// merged lays the mappings over each other key by key, later ones winning.
+func merged(levels ...map[string]any) map[string]any {
+	out := map[string]any{}
+	for _, l := range levels {
+		for k, v := range l {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func decodeEC2(get func(key string) any) *EC2 {
+	e := &EC2{
+		InstanceTypes: strs(get("instanceTypes")),
+		DiskGiB:       num(get("diskGiB")),
+		Subnets:       strs(get("subnets")),
+		Capacity:      Capacity(str(get("capacity"))),
+	}
+	if im, ok := get("image").(map[string]any); ok {
+		e.Image = Image{AMI: str(im["ami"]), SSM: str(im["ssm"]), Name: str(im["name"]),
+			Owners: strs(im["owners"]), GPU: im["gpu"] == true}
+	}
+	if r, ok := get("requirements").(map[string]any); ok {
+		e.Requirements = &Requirements{VCPU: rng(r["vcpu"]), MemoryGiB: rng(r["memoryGiB"]), Families: strs(r["families"])}
+		if g, ok := r["gpu"].(map[string]any); ok {
+			e.Requirements.GPU = &GPURequirements{Count: rng(g["count"]), Manufacturer: str(g["manufacturer"]), Models: strs(g["models"])}
+		}
+	}
+	if tags, ok := get("tags").(map[string]any); ok {
+		e.Tags = make(map[string]string, len(tags))
+		for k, t := range tags {
+			e.Tags[k] = str(t)
+		}
+	}
+	if e.DiskGiB == 0 {
+		e.DiskGiB = DefaultDiskGiB
+	}
+	if e.Capacity == "" {
+		e.Capacity = DefaultCapacity
+	}
+	return e
+}
+
+func decodeSlurm(v map[string]any) *Slurm {
+	sl := &Slurm{
+		Partition: str(v["partition"]), Account: str(v["account"]), QOS: str(v["qos"]),
+		Reservation: str(v["reservation"]), Constraint: str(v["constraint"]), Gres: str(v["gres"]),
+		CPUsPerTask: num(v["cpusPerTask"]), Exclusive: v["exclusive"] == true,
+		RunnerDir: str(v["runnerDir"]), WorkDir: str(v["workDir"]), ExtraOptions: strs(v["extraOptions"]),
+	}
+	sl.MemoryMiB, _ = parseSlurmMemory(str(v["memory"]))
+	return sl
+}
+
+func decodeKubernetes(v map[string]any) *Kubernetes {
+	k := &Kubernetes{
+		Namespace: str(v["namespace"]), Image: str(v["image"]),
+		Requests: resources(v["requests"]), Limits: resources(v["limits"]),
+		RuntimeClassName: str(v["runtimeClassName"]), PriorityClassName: str(v["priorityClassName"]),
+		ServiceAccountName:           str(v["serviceAccountName"]),
+		AutomountServiceAccountToken: v["automountServiceAccountToken"] == true,
+		SecurityContext:              SecurityContext{RunAsNonRoot: true},
+	}
+	if g, ok := v["gpu"].(map[string]any); ok {
+		k.GPU = &KubernetesGPU{Resource: str(g["resource"]), Count: num(g["count"])}
+		if k.GPU.Resource == "" {
+			k.GPU.Resource = DefaultGPUResource
+		}
+	}
+	if ns, ok := v["nodeSelector"].(map[string]any); ok {
+		k.NodeSelector = make(map[string]string, len(ns))
+		for key, val := range ns {
+			k.NodeSelector[key] = str(val)
+		}
+	}
+	for _, raw := range asList(v["tolerations"]) {
+		t, _ := raw.(map[string]any)
+		tol := Toleration{Key: str(t["key"]), Operator: str(t["operator"]), Value: str(t["value"]), Effect: str(t["effect"])}
+		if tol.Operator == "" {
+			tol.Operator = "Equal"
+		}
+		if sec, ok := t["tolerationSeconds"]; ok {
+			n := int64(num(sec))
+			tol.Seconds = &n
+		}
+		k.Tolerations = append(k.Tolerations, tol)
+	}
+	if sc, ok := v["securityContext"].(map[string]any); ok {
+		id := func(key string) *int64 {
+			if x, ok := sc[key]; ok {
+				n := int64(num(x))
+				return &n
+			}
+			return nil
+		}
+		k.SecurityContext.RunAsUser, k.SecurityContext.RunAsGroup, k.SecurityContext.FSGroup = id("runAsUser"), id("runAsGroup"), id("fsGroup")
+		if b, ok := sc["runAsNonRoot"].(bool); ok {
+			k.SecurityContext.RunAsNonRoot = b
+		}
+		k.SecurityContext.Privileged = sc["privileged"] == true
+	}
+	return k
+}
+
+func resources(v any) Resources {
+	m, _ := v.(map[string]any)
+	return Resources{CPU: quantity(m["cpu"]), Memory: quantity(m["memory"]), EphemeralStorage: quantity(m["ephemeralStorage"])}
+}
+
+// quantity reads a quantity written as a string or, for cpu, a number.
+func quantity(v any) string {
+	switch q := v.(type) {
+	case string:
+		return q
+	case int64:
+		return strconv.FormatInt(q, 10)
+	case float64:
+		return strconv.FormatFloat(q, 'f', -1, 64)
+	}
+	return ""
+}
+
+func asList(v any) []any {
+	l, _ := v.([]any)
+	return l
+}
+
+// float reads a number the schema has checked.
+func float(v any) float64 {
+	switch n := v.(type) {
+	case int64:
+		return float64(n)
+	case float64:
+		return n
+	}
+	return 0
 }
 
 func str(v any) string {
@@ -372,12 +567,6 @@ func applyPoolDefaults(p *Pool) {
 	if p.Architecture == "" {
 		p.Architecture = DefaultArchitecture
 	}
-	if p.DiskGiB == 0 {
-		p.DiskGiB = DefaultDiskGiB
-	}
-	if p.Capacity == "" {
-		p.Capacity = DefaultCapacity
-	}
 	if p.MaxRunners == 0 {
 		p.MaxRunners = DefaultMaxRunners
 	}
@@ -396,12 +585,15 @@ func applyPoolDefaults(p *Pool) {
 			p.MaxLifetime = d
 		}
 	}
-	p.IdleTimeout, p.BootTimeout = DefaultIdleTimeout, DefaultBootTimeout
+	p.IdleTimeout, p.BootTimeout, p.QueueTimeout = DefaultIdleTimeout, DefaultBootTimeout, DefaultQueueTimeout
 	if d, err := time.ParseDuration(p.idle); err == nil && d > 0 {
 		p.IdleTimeout = d
 	}
 	if d, err := time.ParseDuration(p.boot); err == nil && d > 0 {
 		p.BootTimeout = d
+	}
+	if d, err := time.ParseDuration(p.queue); err == nil && d > 0 {
+		p.QueueTimeout = d
 	}
 	p.effective = make(map[string]bool, len(p.Labels)+3)
 	for _, l := range p.Labels {
@@ -417,13 +609,17 @@ func applyPoolDefaults(p *Pool) {
 // operator listing them, as GitHub gives every self-hosted runner.
 func impliedLabels(arch string) [3]string { return [3]string{"self-hosted", "linux", arch} }
 
-// poolFamilies lists the families a pool can launch, in preference order.
+// poolFamilies lists the EC2 families a pool can launch, in preference
+// order (none for a pool off EC2).
 func poolFamilies(p *Pool) []string {
-	if p.Requirements != nil {
-		return p.Requirements.Families
+	if p.EC2 == nil {
+		return nil
 	}
-	out := make([]string, 0, len(p.InstanceTypes))
-	for _, t := range p.InstanceTypes {
+	if p.EC2.Requirements != nil {
+		return p.EC2.Requirements.Families
+	}
+	out := make([]string, 0, len(p.EC2.InstanceTypes))
+	for _, t := range p.EC2.InstanceTypes {
 		if f := familyOf(t); !contains(out, f) {
 			out = append(out, f)
 		}
@@ -442,15 +638,31 @@ func (p *Pool) allowedFamilies() []string {
 // EffectiveLabels returns the pool's labels plus the implied ones, lower-case and sorted.
 func (p *Pool) EffectiveLabels() []string { return sortedKeys(p.effective) }
 
-// HasGPU reports whether the pool can launch GPU instances.
+// HasGPU reports whether the pool's runners get GPUs without asking: GPU
+// instance types or requirements on EC2, a gpu gres on Slurm, a GPU
+// resource on Kubernetes.
 func (p *Pool) HasGPU() bool {
-	if p.Requirements != nil && p.Requirements.GPU != nil && p.Requirements.GPU.Count.Min > 0 {
-		return true
-	}
-	for _, f := range p.families {
-		if families[f].gpu {
+	switch {
+	case p.EC2 != nil:
+		if r := p.EC2.Requirements; r != nil && r.GPU != nil && r.GPU.Count.Min > 0 {
 			return true
 		}
+		for _, f := range p.families {
+			if families[f].gpu {
+				return true
+			}
+		}
+	case p.Slurm != nil:
+		return slurmGPUs(p.Slurm.Gres) > 0
+	case p.Kubernetes != nil:
+		return p.Kubernetes.GPU != nil && p.Kubernetes.GPU.Count > 0
 	}
 	return false
 }
+
+// Sectioned reports whether the pool names its backend with a section
+// (ec2:, slurm:, ...) rather than writing EC2 settings at its top.
+func (p *Pool) Sectioned() bool { return !p.flat }
+
+// Capabilities returns what the pool's backend can do (Declared).
+func (p *Pool) Capabilities() Capabilities { return Declared[p.Backend] }

@@ -206,15 +206,15 @@ func TestDefaultsApplied(t *testing.T) {
 	t.Parallel()
 	cfg := loadExample(t)
 	std := cfg.Pool("standard")
-	if std.RunnerGroup != DefaultRunnerGroup || std.Architecture != "x64" || std.DiskGiB != DefaultDiskGiB ||
-		std.Capacity != CapacitySpotThenOnDemand || std.MaxLifetime != 6*time.Hour || std.MaxRunners != 100 {
+	if std.RunnerGroup != DefaultRunnerGroup || std.Architecture != "x64" || std.EC2.DiskGiB != DefaultDiskGiB ||
+		std.EC2.Capacity != CapacitySpotThenOnDemand || std.MaxLifetime != 6*time.Hour || std.MaxRunners != 100 {
 		t.Errorf("standard pool = %+v", std)
 	}
-	if len(std.Subnets) != 2 || std.Tags["cost-center"] != "ci" || std.Image.SSM == "" {
+	if len(std.EC2.Subnets) != 2 || std.EC2.Tags["cost-center"] != "ci" || std.EC2.Image.SSM == "" {
 		t.Errorf("defaults not applied: %+v", std)
 	}
 	multi := cfg.Pool("GPU-Multi")
-	if multi == nil || multi.Tags["cost-center"] != "ml-research" || multi.MaxLifetime != 12*time.Hour || multi.Image.SSM != gpuSSM {
+	if multi == nil || multi.EC2.Tags["cost-center"] != "ml-research" || multi.MaxLifetime != 12*time.Hour || multi.EC2.Image.SSM != gpuSSM {
 		t.Errorf("pool values must override defaults: %+v", multi)
 	}
 	if multi.Line != 67 {

@@ -19,12 +19,16 @@ func TestParseMergeKeys(t *testing.T) {
 		want func(p *Pool) bool
 	}{
 		{"one mapping", base + "  - <<: *build\n    name: big\n    labels: [build, big]\n", "big",
-			func(p *Pool) bool { return p.MaxRunners == 20 && p.DiskGiB == 50 && p.InstanceTypes[0] == "c7i.large" }},
+			func(p *Pool) bool {
+				return p.MaxRunners == 20 && p.EC2.DiskGiB == 50 && p.EC2.InstanceTypes[0] == "c7i.large"
+			}},
 		{"own keys win, wherever written", base + "  - name: big\n    maxRunners: 5\n    <<: *build\n    labels: [build, big]\n", "big",
-			func(p *Pool) bool { return p.MaxRunners == 5 && p.DiskGiB == 50 }},
+			func(p *Pool) bool { return p.MaxRunners == 5 && p.EC2.DiskGiB == 50 }},
 		{"a list, earlier first", base + "  - &other\n    name: other\n    labels: [other]\n    instanceTypes: [m7i.large]\n    maxRunners: 3\n" +
 			"  - <<: [*other, *build]\n    name: both\n    labels: [both]\n", "both",
-			func(p *Pool) bool { return p.MaxRunners == 3 && p.DiskGiB == 50 && p.InstanceTypes[0] == "m7i.large" }},
+			func(p *Pool) bool {
+				return p.MaxRunners == 3 && p.EC2.DiskGiB == 50 && p.EC2.InstanceTypes[0] == "m7i.large"
+			}},
 		{"quoted << is a plain key", base, "build", func(p *Pool) bool { return p.MaxRunners == 20 }},
 	}
 	for _, tt := range tests {

@@ -14,9 +14,12 @@ import (
 // requirements it is every table entry that satisfies them, cheapest first:
 // an estimate of what EC2's attribute-based selection can pick.
 func (s Spec) Candidates() []*InstanceType {
-	if s.Requirements == nil {
-		out := make([]*InstanceType, 0, len(s.InstanceTypes))
-		for _, t := range s.InstanceTypes {
+	if s.EC2 == nil {
+		return nil
+	}
+	if s.EC2.Requirements == nil {
+		out := make([]*InstanceType, 0, len(s.EC2.InstanceTypes))
+		for _, t := range s.EC2.InstanceTypes {
 			if it := Prices.Lookup(t); it != nil {
 				out = append(out, it)
 			} else {
@@ -25,7 +28,7 @@ func (s Spec) Candidates() []*InstanceType {
 		}
 		return out
 	}
-	r := s.Requirements
+	r := s.EC2.Requirements
 	var out []*InstanceType
 	for _, it := range Prices.sortedTypes() {
 		if it.Arch != s.Architecture || !r.VCPU.Contains(it.VCPU) || !r.MemoryGiB.Contains(it.MemoryGiB) {
@@ -63,8 +66,11 @@ func (s Spec) PriceRange() (lo, hi float64, unpriced int) {
 	return lo, hi, unpriced
 }
 
-// WritePlan prints what resolving a job would launch, for skiff plan.
-// cfg may be nil; with it the pool's file position is printed.
+// WritePlan prints what resolving a job would launch, for skiff plan: the
+// shared settings, then the backend's view (EC2: instance types and their
+// prices; Slurm: the sbatch options; Kubernetes: the Pod's resources and
+// placement; process: a local process). cfg may be nil; with it the pool's
+// file position is printed.
 func WritePlan(w io.Writer, cfg *Config, s Spec) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
@@ -75,32 +81,142 @@ func WritePlan(w io.Writer, cfg *Config, s Spec) error {
 		}
 	}
 	row("pool", pool)
+	row("backend", string(s.Backend))
 	row("register labels", strings.Join(s.Labels, ", "))
 	if s.RunID != "" {
 		row("pinned to run", s.RunID)
 	}
 	row("runner group", s.RunnerGroup)
 	row("architecture", s.Architecture)
-	row("capacity", capacityText(s.Capacity))
-	row("image", s.Image.String())
-	row("disk", fmt.Sprintf("%d GiB (encrypted gp3)", s.DiskGiB))
-	row("subnets", strings.Join(s.Subnets, ", "))
+	if !s.Sizes.Zero() {
+		row("sizes asked", s.Sizes.String())
+	}
+	switch {
+	case s.EC2 != nil:
+		row("capacity", capacityText(s.EC2.Capacity))
+		row("image", s.EC2.Image.String())
+		row("disk", fmt.Sprintf("%d GiB (encrypted gp3)", s.EC2.DiskGiB))
+		row("subnets", strings.Join(s.EC2.Subnets, ", "))
+	case s.Slurm != nil:
+		row("sbatch", strings.Join(s.Slurm.Request(s.Shared).Args(), " "))
+		if s.Slurm.RunnerDir != "" {
+			row("runner install", s.Slurm.RunnerDir)
+		}
+		if s.Slurm.WorkDir != "" {
+			row("work directories", s.Slurm.WorkDir)
+		}
+	case s.Kubernetes != nil:
+		writeKubernetes(row, s)
+	case s.Process != nil:
+		row("runs as", "a process on the machine skiff local runs on (fresh work directory per job)")
+	}
 	row("max runners", fmt.Sprint(s.MaxRunners))
 	row("max lifetime", FormatDuration(s.MaxLifetime))
+	if caps := Declared[s.Backend]; caps.OwnQueue {
+		row("queue timeout", FormatDuration(s.QueueTimeout)+" (pending in the backend's queue)")
+	}
 	row("who may run", s.Policy.String())
 	row("registration", registrationText(s.Registration))
+	row("usage record from", usageText(Declared[s.Backend].UsageSources))
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("writing plan: %w", err)
 	}
+	if s.EC2 == nil {
+		fmt.Fprintln(w)
+		var err error
+		if s.CostPerHour > 0 {
+			_, err = fmt.Fprintf(w, "price: $%.2f per hour (the pool's costPerHour)\n", s.CostPerHour)
+		} else {
+			_, err = fmt.Fprintf(w, "price: unknown (set costPerHour on the pool to price its runners)\n")
+		}
+		return err
+	}
+	return writeEC2Prices(w, s)
+}
 
+// writeKubernetes prints the Pod a Kubernetes pool's runner gets.
+func writeKubernetes(row func(k, v string), s Spec) {
+	k := s.Kubernetes
+	row("namespace", k.Namespace)
+	row("image", k.Image)
+	requests, limits := k.KubernetesResources(s.Sizes)
+	row("requests", quantities(requests))
+	row("limits", quantities(limits))
+	if len(k.NodeSelector) > 0 {
+		var parts []string
+		for _, key := range sortedMapKeys(k.NodeSelector) {
+			parts = append(parts, key+"="+k.NodeSelector[key])
+		}
+		row("node selector", strings.Join(parts, ", "))
+	}
+	for _, t := range k.Tolerations {
+		v := t.Key
+		if t.Operator == "Exists" {
+			v += " exists"
+		} else {
+			v += "=" + t.Value
+		}
+		if t.Effect != "" {
+			v += ":" + t.Effect
+		}
+		if t.Seconds != nil {
+			v += fmt.Sprintf(" for %ds", *t.Seconds)
+		}
+		row("toleration", v)
+	}
+	for _, x := range []struct{ k, v string }{{"runtime class", k.RuntimeClassName}, {"priority class", k.PriorityClassName},
+		{"service account", k.ServiceAccountName}} {
+		if x.v != "" {
+			row(x.k, x.v)
+		}
+	}
+	token := "not mounted"
+	if k.AutomountServiceAccountToken {
+		token = "mounted (the pool asks for it)"
+	}
+	row("service account token", token)
+	sc := k.SecurityContext
+	sec := "non-root"
+	if !sc.RunAsNonRoot {
+		sec = "may run as root"
+	}
+	if sc.RunAsUser != nil {
+		sec += fmt.Sprintf(", user %d", *sc.RunAsUser)
+	}
+	if sc.Privileged {
+		sec += ", privileged"
+	}
+	row("security", sec)
+}
+
+func quantities(m map[string]string) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	parts := make([]string, 0, len(m))
+	for _, k := range sortedMapKeys(m) {
+		parts = append(parts, k+"="+m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+func usageText(sources []string) string {
+	if len(sources) == 0 {
+		return "no per-job peaks from this backend"
+	}
+	return strings.Join(sources, ", ")
+}
+
+// writeEC2Prices prints an EC2 spec's candidate instance types and their prices.
+func writeEC2Prices(w io.Writer, s Spec) error {
 	cands := s.Candidates()
-	if s.Requirements != nil {
-		fmt.Fprintf(w, "\ninstance types: attribute-based (%s); EC2 picks among them.\n", requirementsText(s.Requirements))
+	if s.EC2.Requirements != nil {
+		fmt.Fprintf(w, "\ninstance types: attribute-based (%s); EC2 picks among them.\n", requirementsText(s.EC2.Requirements))
 		fmt.Fprintf(w, "Candidates the price table knows, cheapest first:\n")
 	} else {
 		fmt.Fprintf(w, "\ninstance types, in the order they are tried:\n")
 	}
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for i, it := range cands {
 		if it.VCPU == 0 {
 			fmt.Fprintf(tw, "%3d\t%s\t\t\t\tnot in the price table\n", i+1, it.Name)
@@ -133,7 +249,7 @@ func WritePlan(w io.Writer, cfg *Config, s Spec) error {
 	if unpriced > 0 {
 		fmt.Fprintf(w, "       %d candidate(s) not in the price table are not counted\n", unpriced)
 	}
-	if s.Capacity != CapacityOnDemand {
+	if s.EC2.Capacity != CapacityOnDemand {
 		fmt.Fprintf(w, "       spot prices vary by the hour and are usually well below on-demand\n")
 	}
 	_, err := fmt.Fprintf(w, "       estimate: %s list prices of %s, Linux, %s; not a quote\n", Prices.Region, Prices.Date, Prices.Currency)

@@ -9,7 +9,7 @@ import (
 
 func TestCandidatesAndPrice(t *testing.T) {
 	t.Parallel()
-	spec := Spec{InstanceTypes: []string{"c7i.large", "c5.large", "m7i.large"}}
+	spec := Spec{EC2: &EC2{InstanceTypes: []string{"c7i.large", "c5.large", "m7i.large"}}}
 	c := spec.Candidates()
 	if len(c) != 3 || c[0].VCPU != 2 || c[1].Name != "c5.large" || c[1].VCPU != 0 {
 		t.Fatalf("candidates = %+v", c)
@@ -18,8 +18,8 @@ func TestCandidatesAndPrice(t *testing.T) {
 	if lo != 0.08925 || hi != 0.1008 || unpriced != 1 {
 		t.Errorf("PriceRange = %v, %v, %d", lo, hi, unpriced)
 	}
-	req := Spec{Architecture: "x64", Requirements: &Requirements{VCPU: Range{4, 4}, MemoryGiB: Range{Min: 16},
-		GPU: &GPURequirements{Count: Range{1, 1}, Models: []string{"l4", "a10g"}}, Families: []string{"g6", "g5", "g6e"}}}
+	req := Spec{Shared: Shared{Architecture: "x64"}, EC2: &EC2{Requirements: &Requirements{VCPU: Range{4, 4}, MemoryGiB: Range{Min: 16},
+		GPU: &GPURequirements{Count: Range{1, 1}, Models: []string{"l4", "a10g"}}, Families: []string{"g6", "g5", "g6e"}}}}
 	var names []string
 	for _, it := range req.Candidates() {
 		names = append(names, it.Name)
@@ -61,7 +61,8 @@ func TestPriceTable(t *testing.T) {
 func TestWritePlanUnpriced(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
-	spec := Spec{Pool: "x", InstanceTypes: []string{"c5.large"}, Capacity: CapacitySpot, Architecture: "x64", DiskGiB: 30, MaxLifetime: 90 * time.Minute}
+	spec := Spec{Shared: Shared{Pool: "x", Backend: BackendEC2, Architecture: "x64", MaxLifetime: 90 * time.Minute},
+		EC2: &EC2{InstanceTypes: []string{"c5.large"}, Capacity: CapacitySpot, DiskGiB: 30}}
 	if err := WritePlan(&buf, nil, spec); err != nil {
 		t.Fatal(err)
 	}

@@ -9,25 +9,32 @@ import (
 )
 
 // Spec is what to launch for one job: the result of resolving its labels.
-// Slices and maps may be shared with the Config: treat them as read-only.
+// It is the shared part, which every provider reads, plus the backend's own
+// part (EC2, Slurm, Kubernetes or Process: the one of Backend is set), which
+// only the matching provider reads. Slices, maps and the backend's part may
+// be shared with the Config: treat them as read-only (copy a part before
+// changing it).
 type Spec struct {
+	Shared
+	// EC2 is the EC2 part, narrowed by the dynamic label: instance types or
+	// requirements, capacity after spot=, root disk after disk=.
+	EC2 *EC2
+	// Slurm is the Slurm part; Slurm.Request maps it with Sizes.
+	Slurm *Slurm
+	// Kubernetes is the Kubernetes part; KubernetesResources maps it with Sizes.
+	Kubernetes *Kubernetes
+	// Process is the process part (local mode only).
+	Process *Process
+}
+
+// Shared is the part of a launch spec every backend understands.
+type Shared struct {
 	// Pool is the chosen pool's name.
 	Pool string
-	// InstanceTypes are the types to try, in order. Empty when Requirements is set.
-	InstanceTypes []string
-	// Requirements select types by attribute (EC2 attribute-based selection),
-	// already narrowed by the dynamic label. Nil when InstanceTypes is set.
-	Requirements *Requirements
-	// Capacity is the purchase option after spot= is applied.
-	Capacity Capacity
+	// Backend is where the pool's runners run; its part of the Spec is set.
+	Backend Backend
 	// Architecture is x64 or arm64.
 	Architecture string
-	// Image is the machine image.
-	Image Image
-	// DiskGiB is the root volume size after disk= is applied.
-	DiskGiB int
-	// Subnets to launch in.
-	Subnets []string
 	// RunnerGroup is the GitHub runner group to register in.
 	RunnerGroup string
 	// Labels are the labels to register the just-in-time runner with: the
@@ -40,17 +47,22 @@ type Spec struct {
 	RunID string
 	// MaxRunners is the pool's limit of live runners.
 	MaxRunners int
-	// MaxLifetime is how long an instance of the pool may live.
+	// MaxLifetime is how long a runner of the pool may live.
 	MaxLifetime time.Duration
-	// Tags are the pool's extra EC2 tags.
-	Tags map[string]string
+	// QueueTimeout bounds a runner pending in its backend's own queue.
+	QueueTimeout time.Duration
 	// Dynamic is the parsed dynamic label, nil when the job had none.
 	Dynamic *Label
+	// Sizes are the neutral sizes the dynamic label asks for (zero
+	// without one), already within the pool's bounds.
+	Sizes Sizes
 	// Policy is the pool's rule for who may run (see Policy.Admit).
 	Policy Policy
 	// Registration is how the runner registers: jit, or token when the pool
 	// opted into organisation-wide registration tokens.
 	Registration RegistrationMode
+	// CostPerHour is the pool's cost of a runner-hour in USD off EC2, or 0.
+	CostPerHour float64
 }
 
 // labelIndex maps each lower-case effective label to the set of pools that
@@ -118,35 +130,54 @@ func (c *Config) resolve(labels []string, repository string, scoped bool) (Spec,
 		return Spec{}, err
 	}
 	spec := Spec{
-		Pool:          p.Name,
-		InstanceTypes: p.InstanceTypes,
-		Requirements:  p.Requirements,
-		Capacity:      p.Capacity,
-		Architecture:  p.Architecture,
-		Image:         p.Image,
-		DiskGiB:       p.DiskGiB,
-		Subnets:       p.Subnets,
-		RunnerGroup:   p.RunnerGroup,
-		Labels:        registerLabels(labels, p.Architecture),
-		MaxRunners:    p.MaxRunners,
-		MaxLifetime:   p.MaxLifetime,
-		Tags:          p.Tags,
-		Dynamic:       dyn,
-		Policy:        p.Policy,
-		Registration:  p.Registration,
+		Shared: Shared{
+			Pool:         p.Name,
+			Backend:      p.Backend,
+			Architecture: p.Architecture,
+			RunnerGroup:  p.RunnerGroup,
+			Labels:       registerLabels(labels, p.Architecture),
+			MaxRunners:   p.MaxRunners,
+			MaxLifetime:  p.MaxLifetime,
+			QueueTimeout: p.QueueTimeout,
+			Dynamic:      dyn,
+			Policy:       p.Policy,
+			Registration: p.Registration,
+			CostPerHour:  p.CostPerHour,
+		},
+		EC2: p.EC2, Slurm: p.Slurm, Kubernetes: p.Kubernetes, Process: p.Process,
 	}
 	if dyn != nil {
 		spec.RunID = dyn.RunID
-		if f.types != nil {
-			spec.InstanceTypes = f.types
+		spec.Sizes = dyn.sizes()
+		if p.EC2 != nil && (f.types != nil || f.req != nil || f.capacity != p.EC2.Capacity || f.disk != p.EC2.DiskGiB) {
+			e := *p.EC2
+			if f.types != nil {
+				e.InstanceTypes = f.types
+			}
+			if f.req != nil {
+				e.Requirements = f.req
+			}
+			e.Capacity, e.DiskGiB = f.capacity, f.disk
+			spec.EC2 = &e
 		}
-		if f.req != nil {
-			spec.Requirements = f.req
-		}
-		spec.Capacity = f.capacity
-		spec.DiskGiB = f.disk
 	}
 	return spec, nil
+}
+
+// sizes are the smallest values the label admits, as neutral sizes.
+func (l *Label) sizes() Sizes {
+	var s Sizes
+	if l.CPU != nil {
+		s.VCPU = l.CPU.Lowest()
+	}
+	if l.RAM != nil {
+		s.MemoryGiB = l.RAM.Lowest()
+	}
+	if l.GPU != nil {
+		s.GPUs = l.GPU.Lowest()
+	}
+	s.DiskGiB = l.DiskGiB
+	return s
 }
 
 // match finds the winning pool and its fit to the dynamic label.
@@ -319,7 +350,10 @@ type fit struct {
 // fit checks a dynamic label against the pool's bounds and narrows the
 // pool's instance choice to it.
 func (p *Pool) fit(d *Label, raw string) (fit, *ResolveError) {
-	f := fit{capacity: p.Capacity, disk: p.DiskGiB}
+	var f fit
+	if p.EC2 != nil {
+		f = fit{capacity: p.EC2.Capacity, disk: p.EC2.DiskGiB}
+	}
 	if d == nil || !d.Sizing() {
 		return f, nil
 	}
@@ -330,10 +364,15 @@ func (p *Pool) fit(d *Label, raw string) (fit, *ResolveError) {
 		return &ResolveError{Kind: ErrOutOfBounds, Label: raw, Pool: p.Name, Key: key, Value: d.value(key), Bound: bound, rank: rank}
 	}
 	b := p.Dynamic
+	caps := p.Capabilities()
 	if b == nil {
+		why := "the pool takes no dynamic sizes (it has no dynamic: block)"
+		if !caps.DynamicSizes {
+			why = fmt.Sprintf("pool %s runs on %s, which cannot size a runner", p.Name, p.Backend)
+		}
 		for _, k := range Keys[1:] {
 			if k != KeyRun && d.value(k) != "" {
-				return f, refused(k, "the pool takes no dynamic sizes (it has no dynamic: block)", 0)
+				return f, refused(k, why, 0)
 			}
 		}
 	}
@@ -357,6 +396,12 @@ func (p *Pool) fit(d *Label, raw string) (fit, *ResolveError) {
 	if err := check(KeyGPU, d.GPU, b.MaxGPUs, "maxGpus"); err != nil {
 		return f, err
 	}
+	if d.Families != nil && p.EC2 == nil {
+		return f, refused(KeyFamily, fmt.Sprintf("instance families are EC2's; pool %s runs on %s", p.Name, p.Backend), 1)
+	}
+	if d.Spot != SpotUnset && !caps.Spot {
+		return f, refused(KeySpot, fmt.Sprintf("pool %s runs on %s, which has no spot capacity", p.Name, p.Backend), 1)
+	}
 	if d.Families != nil {
 		allowed := p.allowedFamilies()
 		for _, fam := range d.Families {
@@ -371,18 +416,21 @@ func (p *Pool) fit(d *Label, raw string) (fit, *ResolveError) {
 			return f, refused(KeyDisk, "not allowed (dynamic.maxDiskGiB is unset)", 1)
 		case d.DiskGiB > b.MaxDiskGiB:
 			return f, oob(KeyDisk, fmt.Sprintf("maxDiskGiB %d", b.MaxDiskGiB))
-		case d.DiskGiB < 8:
+		case d.DiskGiB < 8 && p.EC2 != nil:
 			return f, oob(KeyDisk, "at least 8 GiB")
 		}
 		// disk= asks for at least that much: the pool's own size fits its
 		// image, and a smaller volume than the image's snapshot fails to launch.
-		f.disk = max(d.DiskGiB, p.DiskGiB)
+		f.disk = max(d.DiskGiB, f.disk)
+	}
+	if p.EC2 == nil {
+		return f, nil // the backend maps the sizes itself (Spec.Sizes)
 	}
 	switch d.Spot {
 	case SpotTrue:
 		f.capacity = CapacitySpot
 	case SpotFalse:
-		if p.Capacity != CapacityOnDemand && !b.AllowOnDemand {
+		if p.EC2.Capacity != CapacityOnDemand && !b.AllowOnDemand {
 			return f, refused(KeySpot, "allowOnDemand is false", 1)
 		}
 		f.capacity = CapacityOnDemand
@@ -390,16 +438,16 @@ func (p *Pool) fit(d *Label, raw string) (fit, *ResolveError) {
 	if d.CPU == nil && d.RAM == nil && d.GPU == nil && d.Families == nil {
 		return f, nil
 	}
-	if p.Requirements != nil {
+	if p.EC2.Requirements != nil {
 		req, err := p.narrow(d, oob)
 		f.req = req
 		return f, err
 	}
-	types := filterTypes(p.InstanceTypes, d, "")
+	types := filterTypes(p.EC2.InstanceTypes, d, "")
 	if len(types) == 0 {
-		key, value := culprit(p.InstanceTypes, d)
+		key, value := culprit(p.EC2.InstanceTypes, d)
 		return f, &ResolveError{Kind: ErrOutOfBounds, Label: raw, Pool: p.Name, Key: key, Value: value,
-			Bound: "the pool's instance types " + strings.Join(p.InstanceTypes, ", "), rank: 2}
+			Bound: "the pool's instance types " + strings.Join(p.EC2.InstanceTypes, ", "), rank: 2}
 	}
 	f.types = types
 	return f, nil
@@ -458,7 +506,7 @@ func culprit(types []string, d *Label) (string, string) {
 
 // narrow intersects the pool's requirements with the label's sizes.
 func (p *Pool) narrow(d *Label, oob func(key, bound string) *ResolveError) (*Requirements, *ResolveError) {
-	r := *p.Requirements
+	r := *p.EC2.Requirements
 	span := func(key string, s Spans, pool Range, name string) (Range, *ResolveError) {
 		if s == nil {
 			return pool, nil

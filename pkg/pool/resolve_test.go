@@ -42,11 +42,11 @@ func TestResolveExample(t *testing.T) {
 		{"run only", []string{"self-hosted", "linux", "skiff/run=5"}, "", "standard", nil},
 	}
 	// disk= is a floor: the pool's larger disk (sized for its image) is kept.
-	if spec, err := cfg.Resolve([]string{"large", "skiff/disk=50"}); err != nil || spec.DiskGiB != 100 {
-		t.Errorf("disk=50 on a 100 GiB pool: %d GiB, %v; want 100", spec.DiskGiB, err)
+	if spec, err := cfg.Resolve([]string{"large", "skiff/disk=50"}); err != nil || spec.EC2.DiskGiB != 100 {
+		t.Errorf("disk=50 on a 100 GiB pool: %d GiB, %v; want 100", spec.EC2.DiskGiB, err)
 	}
-	if spec, err := cfg.Resolve([]string{"large", "skiff/disk=150"}); err != nil || spec.DiskGiB != 150 {
-		t.Errorf("disk=150 on a 100 GiB pool: %d GiB, %v; want 150", spec.DiskGiB, err)
+	if spec, err := cfg.Resolve([]string{"large", "skiff/disk=150"}); err != nil || spec.EC2.DiskGiB != 150 {
+		t.Errorf("disk=150 on a 100 GiB pool: %d GiB, %v; want 150", spec.EC2.DiskGiB, err)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -64,8 +64,8 @@ func TestResolveExample(t *testing.T) {
 			if spec.Pool != tt.pool {
 				t.Fatalf("pool = %q, want %q", spec.Pool, tt.pool)
 			}
-			if tt.types != nil && !reflect.DeepEqual(spec.InstanceTypes, tt.types) {
-				t.Errorf("instance types = %v, want %v", spec.InstanceTypes, tt.types)
+			if tt.types != nil && !reflect.DeepEqual(spec.EC2.InstanceTypes, tt.types) {
+				t.Errorf("instance types = %v, want %v", spec.EC2.InstanceTypes, tt.types)
 			}
 			if tt.repo != "" {
 				got, err := cfg.Route(tt.labels, tt.repo)
@@ -85,22 +85,29 @@ func TestResolveSpec(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Spec{
-		Pool:          "gpu",
-		InstanceTypes: []string{"g6.xlarge", "g6.2xlarge", "g6.4xlarge"},
-		Capacity:      CapacityOnDemand,
-		Architecture:  "x64",
-		Image:         Image{SSM: GPUImageSSM},
-		DiskGiB:       300,
-		Subnets:       []string{"subnet-0a1b2c3d4e5f60718", "subnet-0b2c3d4e5f6071829"},
-		RunnerGroup:   "gpu",
-		Labels:        []string{"Self-Hosted", "gpu", "skiff/family=g6/spot=false/disk=300/run=4242", "linux", "x64"},
-		RunID:         "4242",
-		MaxRunners:    8,
-		MaxLifetime:   3 * time.Hour,
-		Tags:          map[string]string{"cost-center": "ci"},
-		Dynamic:       &Label{Families: []string{"g6"}, Spot: SpotFalse, DiskGiB: 300, RunID: "4242"},
-		Policy:        Policy{Visibilities: []Visibility{VisibilityPrivate, VisibilityInternal}, ForkPullRequests: ForkRefuse},
-		Registration:  RegistrationJIT,
+		Shared: Shared{
+			Pool:         "gpu",
+			Backend:      BackendEC2,
+			Architecture: "x64",
+			RunnerGroup:  "gpu",
+			Labels:       []string{"Self-Hosted", "gpu", "skiff/family=g6/spot=false/disk=300/run=4242", "linux", "x64"},
+			RunID:        "4242",
+			MaxRunners:   8,
+			MaxLifetime:  3 * time.Hour,
+			QueueTimeout: DefaultQueueTimeout,
+			Dynamic:      &Label{Families: []string{"g6"}, Spot: SpotFalse, DiskGiB: 300, RunID: "4242"},
+			Sizes:        Sizes{DiskGiB: 300},
+			Policy:       Policy{Visibilities: []Visibility{VisibilityPrivate, VisibilityInternal}, ForkPullRequests: ForkRefuse},
+			Registration: RegistrationJIT,
+		},
+		EC2: &EC2{
+			InstanceTypes: []string{"g6.xlarge", "g6.2xlarge", "g6.4xlarge"},
+			Capacity:      CapacityOnDemand,
+			Image:         Image{SSM: GPUImageSSM},
+			DiskGiB:       300,
+			Subnets:       []string{"subnet-0a1b2c3d4e5f60718", "subnet-0b2c3d4e5f6071829"},
+			Tags:          map[string]string{"cost-center": "ci"},
+		},
 	}
 	if !reflect.DeepEqual(spec, want) {
 		t.Errorf("spec =\n%+v\nwant\n%+v", spec, want)
@@ -113,14 +120,14 @@ func TestResolveSpec(t *testing.T) {
 	}
 	wantReq := &Requirements{VCPU: Range{96, 192}, MemoryGiB: Range{Min: 192},
 		GPU: &GPURequirements{Count: Range{4, 8}, Manufacturer: "nvidia"}, Families: []string{"g6e"}}
-	if !reflect.DeepEqual(spec.Requirements, wantReq) {
-		t.Errorf("requirements = %+v, want %+v", spec.Requirements, wantReq)
+	if !reflect.DeepEqual(spec.EC2.Requirements, wantReq) {
+		t.Errorf("requirements = %+v, want %+v", spec.EC2.Requirements, wantReq)
 	}
-	if spec.InstanceTypes != nil {
-		t.Errorf("instance types = %v, want none for an attribute-based pool", spec.InstanceTypes)
+	if spec.EC2.InstanceTypes != nil {
+		t.Errorf("instance types = %v, want none for an attribute-based pool", spec.EC2.InstanceTypes)
 	}
-	if p := cfg.Pool("gpu-multi"); p.Requirements.VCPU != (Range{48, 192}) || p.Requirements.Families[0] != "g6e" || len(p.Requirements.Families) != 3 {
-		t.Errorf("resolution changed the pool's own requirements: %+v", p.Requirements)
+	if p := cfg.Pool("gpu-multi"); p.EC2.Requirements.VCPU != (Range{48, 192}) || p.EC2.Requirements.Families[0] != "g6e" || len(p.EC2.Requirements.Families) != 3 {
+		t.Errorf("resolution changed the pool's own requirements: %+v", p.EC2.Requirements)
 	}
 }
 

@@ -325,6 +325,11 @@ func (s *source) schemaErrors(e *jsonschema.ValidationError, where func(string) 
 		return
 	case *kind.OneOf, *kind.AnyOf:
 		msg, fix := oneOfMessage(frag)
+		if strings.HasSuffix(frag, "/$defs/pool") && !s.hasSection(ptr) {
+			// An EC2 pool of the older form: say what it lacks in its words.
+			msg, fix = "a pool needs exactly one of instanceTypes or requirements",
+				"list instance types in the order to try them, or give requirements for attribute-based selection, not both"
+		}
 		*out = append(*out, s.diag(ptr, SeverityError, msg, fix))
 		return
 	case *kind.AdditionalProperties:
@@ -380,10 +385,23 @@ func fragment(url string) string {
 	return ""
 }
 
+// hasSection reports whether the pool at ptr has a backend section.
+func (s *source) hasSection(ptr string) bool {
+	for _, b := range Backends {
+		if _, ok := s.find(ptr + "/" + string(b)); ok {
+			return true
+		}
+	}
+	return false
+}
+
 func oneOfMessage(frag string) (string, string) {
 	switch {
 	case strings.HasSuffix(frag, "/$defs/pool"):
-		return "a pool needs exactly one of instanceTypes or requirements",
+		return "a pool needs exactly one of instanceTypes or requirements (EC2), or exactly one backend section: ec2, slurm, kubernetes or process",
+			"list instance types in the order to try them, or give requirements for attribute-based selection, not both; a pool of another backend has its section and no EC2 settings (docs/pools.md#backends)"
+	case strings.HasSuffix(frag, "/$defs/ec2"):
+		return "an ec2: section needs exactly one of instanceTypes or requirements",
 			"list instance types in the order to try them, or give requirements for attribute-based selection, not both"
 	case strings.HasSuffix(frag, "/$defs/image"):
 		return "an image needs exactly one of ami, ssm or name",

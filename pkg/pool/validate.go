@@ -20,6 +20,15 @@ func (s *source) check(cfg *Config) []Diagnostic {
 	add := func(ptr string, sev Severity, msg, fix string) {
 		diags = append(diags, s.diag(ptr, sev, msg, fix))
 	}
+	for _, k := range ec2Keys {
+		if _, ok := s.find("/defaults/" + k); !ok {
+			continue
+		}
+		if _, ok := s.find("/defaults/ec2/" + k); ok {
+			add("/defaults/"+k, SeverityError, fmt.Sprintf("defaults set %s both at their top and under ec2:", k),
+				"keep the one under defaults.ec2")
+		}
+	}
 	seen := make(map[string]int, len(cfg.Pools))
 	for i, p := range cfg.Pools {
 		if j, dup := seen[p.Name]; dup {
@@ -53,16 +62,37 @@ func (s *source) field(i int, key string) string {
 
 type addFunc func(ptr string, sev Severity, msg, fix string)
 
+// sectionField returns the pointer of a setting of pool i's backend
+// section, wherever it was written: under the pool's section, at the
+// pool's top (EC2's older form), under the defaults' section or at the
+// defaults' top (EC2).
+func (s *source) sectionField(i int, b Backend, key string) string {
+	cands := []string{poolPtr(i) + "/" + string(b) + "/" + key}
+	if b == BackendEC2 {
+		cands = append(cands, poolPtr(i)+"/"+key)
+	}
+	cands = append(cands, "/defaults/"+string(b)+"/"+key)
+	if b == BackendEC2 {
+		cands = append(cands, "/defaults/"+key)
+	}
+	for _, c := range cands {
+		if _, ok := s.find(c); ok {
+			return c
+		}
+	}
+	return cands[0]
+}
+
+// sectionPtr is the pointer of pool i's backend section (the pool itself
+// for EC2's older form).
+func sectionPtr(i int, p *Pool) string {
+	if p.flat {
+		return poolPtr(i)
+	}
+	return poolPtr(i) + "/" + string(p.Backend)
+}
+
 func (s *source) checkPool(i int, p *Pool, add addFunc) {
-	base := poolPtr(i)
-	if p.Image.AMI == "" && p.Image.SSM == "" && p.Image.Name == "" {
-		add(base, SeverityError, fmt.Sprintf("pool %q has no image", p.Name),
-			"set image: in the pool or in defaults, e.g. image: {ssm: /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64}")
-	}
-	if len(p.Subnets) == 0 {
-		add(base, SeverityError, fmt.Sprintf("pool %q has no subnets", p.Name),
-			"set subnets: in the pool or in defaults (subnet ids, one per Availability Zone)")
-	}
 	if p.lifetime != "" {
 		d, err := time.ParseDuration(p.lifetime)
 		if err != nil || d <= 0 || d > MaxLifetimeLimit {
@@ -71,32 +101,88 @@ func (s *source) checkPool(i int, p *Pool, add addFunc) {
 				"GitHub ends self-hosted jobs after 5 days; use e.g. 6h")
 		}
 	}
-	for _, t := range []struct{ key, value string }{{"idleTimeout", p.idle}, {"bootTimeout", p.boot}} {
+	for _, t := range []struct{ key, value string }{{"idleTimeout", p.idle}, {"bootTimeout", p.boot}, {"queueTimeout", p.queue}} {
 		if t.value == "" {
 			continue
 		}
-		if d, err := time.ParseDuration(t.value); err != nil || d < time.Minute || d >= p.MaxLifetime {
+		if d, err := time.ParseDuration(t.value); err != nil || d < time.Minute || d >= p.MaxLifetime && t.key != "queueTimeout" {
 			add(s.field(i, t.key), SeverityError,
 				fmt.Sprintf("%s %q must be at least 1m and shorter than maxLifetime (%s)", t.key, t.value, FormatDuration(p.MaxLifetime)),
 				"scale-down reaps by it every minute; use e.g. 10m")
 		}
 	}
+	s.checkForm(i, p, add)
+	switch {
+	case p.EC2 != nil:
+		s.checkEC2(i, p, add)
+	case p.Slurm != nil:
+		s.checkSlurm(i, p, add)
+	case p.Kubernetes != nil:
+		s.checkKubernetes(i, p, add)
+	}
+	if p.Dynamic != nil {
+		s.checkBounds(i, p, add)
+	}
+	s.checkCapabilities(i, p, add)
+	s.checkPolicy(i, p, add)
+}
+
+// checkForm refuses EC2 settings on a pool of another backend, and an EC2
+// pool that writes its settings both at its top and under ec2:.
+func (s *source) checkForm(i int, p *Pool, add addFunc) {
+	base := poolPtr(i)
+	for _, k := range p.topEC2 {
+		switch {
+		case p.Backend != BackendEC2:
+			add(base+"/"+k, SeverityError,
+				fmt.Sprintf("%s is an EC2 setting, but pool %q runs on %s", k, p.Name, p.Backend),
+				fmt.Sprintf("remove it; what %s needs goes under %s: (see docs/pools.md#backends)", p.Backend, p.Backend))
+		case !p.flat:
+			add(base+"/"+k, SeverityError,
+				fmt.Sprintf("pool %q writes %s at its top and has an ec2: section", p.Name, k),
+				"move it under ec2:; a pool writes its EC2 settings either all at its top (the older form) or all under ec2:")
+		}
+	}
+	if p.CostPerHour > 0 && p.Backend == BackendEC2 {
+		add(base+"/costPerHour", SeverityError,
+			fmt.Sprintf("pool %q runs on EC2, whose runners are priced by their instance types", p.Name),
+			"remove costPerHour; it prices pools off EC2 (slurm, kubernetes, process)")
+	}
+}
+
+// checkEC2 checks an EC2 pool's section: image, subnets, instance types,
+// requirements and the image's fit to the architecture and GPUs.
+func (s *source) checkEC2(i int, p *Pool, add addFunc) {
+	base, e := poolPtr(i), p.EC2
+	sec := sectionPtr(i, p)
+	if len(e.InstanceTypes) == 0 && e.Requirements == nil {
+		add(sec, SeverityError, "a pool needs exactly one of instanceTypes or requirements",
+			"list instance types in the order to try them, or give requirements for attribute-based selection, not both")
+	}
+	if e.Image.AMI == "" && e.Image.SSM == "" && e.Image.Name == "" {
+		add(base, SeverityError, fmt.Sprintf("pool %q has no image", p.Name),
+			"set image: in the pool or in defaults, e.g. image: {ssm: /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64}")
+	}
+	if len(e.Subnets) == 0 {
+		add(base, SeverityError, fmt.Sprintf("pool %q has no subnets", p.Name),
+			"set subnets: in the pool or in defaults (subnet ids, one per Availability Zone)")
+	}
 
 	// Instance types: known families, matching architecture, priced.
-	for j, t := range p.InstanceTypes {
+	for j, t := range e.InstanceTypes {
 		fi, known := families[familyOf(t)]
 		if known && fi.arch == p.Architecture && Prices.Lookup(t) != nil {
 			continue // the common case, checked without building a pointer
 		}
-		ptr := base + "/instanceTypes/" + strconv.Itoa(j)
+		ptr := sec + "/instanceTypes/" + strconv.Itoa(j)
 		s.checkFamily(ptr, familyOf(t), p, add, t)
 		if known && fi.arch == p.Architecture {
 			add(ptr, SeverityWarning, fmt.Sprintf("%s is not in the embedded price table", t),
 				"plan shows no price for it, and cpu=/ram=/gpu= in dynamic labels never select it")
 		}
 	}
-	if r := p.Requirements; r != nil {
-		rp := base + "/requirements"
+	if r := e.Requirements; r != nil {
+		rp := sec + "/requirements"
 		checkRange(rp+"/vcpu", "vcpu", r.VCPU, add)
 		checkRange(rp+"/memoryGiB", "memoryGiB", r.MemoryGiB, add)
 		if r.GPU != nil {
@@ -121,22 +207,132 @@ func (s *source) checkPool(i int, p *Pool, add addFunc) {
 	}
 
 	// The image must suit GPU pools and the architecture.
-	facts := s.imageFacts(p.Image)
-	if p.HasGPU() && (p.Image.AMI != "" || p.Image.SSM != "" || p.Image.Name != "") && !p.Image.GPU && !facts.gpu {
-		add(s.field(i, "image"), SeverityError,
-			fmt.Sprintf("pool %q launches GPU instances but its image %s is not known to carry GPU drivers", p.Name, p.Image),
+	facts := s.imageFacts(e.Image)
+	if p.HasGPU() && (e.Image.AMI != "" || e.Image.SSM != "" || e.Image.Name != "") && !e.Image.GPU && !facts.gpu {
+		add(s.sectionField(i, BackendEC2, "image"), SeverityError,
+			fmt.Sprintf("pool %q launches GPU instances but its image %s is not known to carry GPU drivers", p.Name, e.Image),
 			"use a GPU image such as image: {ssm: "+GPUImageSSM+"}, or set image.gpu: true if your AMI has the NVIDIA driver")
 	}
 	if wrong := facts.archMismatch(p.Architecture); wrong != "" {
-		add(s.field(i, "image"), SeverityError,
-			fmt.Sprintf("image %s is for %s but the pool's architecture is %s", p.Image, wrong, p.Architecture),
+		add(s.sectionField(i, BackendEC2, "image"), SeverityError,
+			fmt.Sprintf("image %s is for %s but the pool's architecture is %s", e.Image, wrong, p.Architecture),
 			"use the image built for "+p.Architecture+" or change architecture:")
 	}
+}
 
-	if p.Dynamic != nil {
-		s.checkBounds(i, p, add)
+// checkSlurm checks what the schema cannot in a Slurm pool's section.
+func (s *source) checkSlurm(i int, p *Pool, add addFunc) {
+	sl := p.Slurm
+	for j, o := range sl.ExtraOptions {
+		name, _, _ := strings.Cut(o, "=")
+		if _, ok := SlurmExtraOptions[name]; ok {
+			continue
+		}
+		allowed := make([]string, 0, len(SlurmExtraOptions))
+		for k := range SlurmExtraOptions {
+			allowed = append(allowed, k)
+		}
+		sort.Strings(allowed)
+		fix := "allowed: " + strings.Join(allowed, ", ") + "; partition, account, qos, reservation, constraint, gres, cpus, memory and exclusive have keys of their own, and the time limit is maxLifetime"
+		add(s.sectionField(i, BackendSlurm, "extraOptions")+"/"+strconv.Itoa(j), SeverityError,
+			fmt.Sprintf("sbatch option %s is not one a pool may add", name), fix)
 	}
-	s.checkPolicy(i, p, add)
+	if sl.RunnerDir == "" {
+		add(sectionPtr(i, p), SeverityError, fmt.Sprintf("pool %q has no runnerDir", p.Name),
+			"set slurm.runnerDir (in the pool or in defaults.slurm): where the Actions runner is installed on the shared filesystem")
+	}
+	if sl.WorkDir == "" {
+		add(sectionPtr(i, p), SeverityError, fmt.Sprintf("pool %q has no workDir", p.Name),
+			"set slurm.workDir (in the pool or in defaults.slurm): the root of the runners' work directories on the shared filesystem")
+	}
+}
+
+// checkKubernetes checks what the schema cannot in a Kubernetes pool's section.
+func (s *source) checkKubernetes(i int, p *Pool, add addFunc) {
+	k := p.Kubernetes
+	if k.Namespace == "" {
+		add(sectionPtr(i, p), SeverityError, fmt.Sprintf("pool %q has no namespace", p.Name),
+			"set kubernetes.namespace (in the pool or in defaults.kubernetes)")
+	}
+	if k.Image == "" {
+		add(sectionPtr(i, p), SeverityError, fmt.Sprintf("pool %q has no runner image", p.Name),
+			"set kubernetes.image (in the pool or in defaults.kubernetes), e.g. the image built from skiff's runner recipe")
+	}
+	for _, r := range []struct{ key, req, lim string }{
+		{"cpu", k.Requests.CPU, k.Limits.CPU}, {"memory", k.Requests.Memory, k.Limits.Memory},
+		{"ephemeralStorage", k.Requests.EphemeralStorage, k.Limits.EphemeralStorage},
+	} {
+		rv, ok1 := parseQuantity(r.req)
+		lv, ok2 := parseQuantity(r.lim)
+		if ok1 && ok2 && rv > lv {
+			add(s.sectionField(i, BackendKubernetes, "limits")+"/"+r.key, SeverityError,
+				fmt.Sprintf("impossible bound: the %s request %s is above its limit %s", r.key, r.req, r.lim),
+				"raise the limit to at least the request, or lower the request")
+		}
+	}
+	for j, t := range k.Tolerations {
+		ptr := s.sectionField(i, BackendKubernetes, "tolerations") + "/" + strconv.Itoa(j)
+		if t.Operator == "Exists" && t.Value != "" {
+			add(ptr, SeverityError, "a toleration with operator Exists has no value", "remove value, or use operator: Equal")
+		}
+		if t.Seconds != nil && t.Effect != "NoExecute" {
+			add(ptr, SeverityError, "tolerationSeconds applies only to effect NoExecute", "remove tolerationSeconds, or set effect: NoExecute")
+		}
+		if t.Key == "" && t.Operator != "Exists" {
+			add(ptr, SeverityError, "a toleration without a key must have operator Exists", "add key:, or set operator: Exists")
+		}
+	}
+	sc := k.SecurityContext
+	if sc.RunAsNonRoot && sc.RunAsUser != nil && *sc.RunAsUser == 0 {
+		add(s.sectionField(i, BackendKubernetes, "securityContext"), SeverityError,
+			"runAsUser 0 is root, and runAsNonRoot is true (the default)", "run as another user, or set runAsNonRoot: false")
+	}
+	if sc.Privileged {
+		add(s.sectionField(i, BackendKubernetes, "securityContext")+"/privileged", SeverityWarning,
+			fmt.Sprintf("pool %q runs privileged pods: a job can take over the node it runs on", p.Name),
+			"keep privileged pods to trusted repositories (scope:) on nodes reserved for them (nodeSelector, tolerations)")
+	}
+	if k.AutomountServiceAccountToken {
+		add(s.sectionField(i, BackendKubernetes, "automountServiceAccountToken"), SeverityWarning,
+			fmt.Sprintf("pool %q mounts a service account token in its runners: every job can call the API server with it", p.Name),
+			"give the pool a serviceAccountName bound to no more than the jobs need")
+	}
+}
+
+// checkCapabilities refuses settings that ask the pool's backend for what
+// it cannot do (Declared).
+func (s *source) checkCapabilities(i int, p *Pool, add addFunc) {
+	caps := p.Capabilities()
+	dp := s.field(i, "dynamic")
+	if b := p.Dynamic; b != nil && !caps.DynamicSizes {
+		for _, x := range []struct {
+			key string
+			set bool
+		}{{"maxCpu", b.MaxCPU > 0}, {"maxRamGiB", b.MaxRAMGiB > 0}, {"maxGpus", b.MaxGPUs > 0}, {"maxDiskGiB", b.MaxDiskGiB > 0}} {
+			if x.set {
+				add(dp+"/"+x.key, SeverityError,
+					fmt.Sprintf("pool %q runs on %s, which cannot size a runner: dynamic.%s cannot be honoured", p.Name, p.Backend, x.key),
+					"remove it, or run the pool on a backend with dynamic sizes (ec2, slurm, kubernetes)")
+			}
+		}
+	}
+	if b := p.Dynamic; b != nil && b.AllowOnDemand && !caps.Spot {
+		add(dp+"/allowOnDemand", SeverityError,
+			fmt.Sprintf("pool %q runs on %s, which has no spot capacity to leave", p.Name, p.Backend), "remove allowOnDemand")
+	}
+	if b := p.Dynamic; b != nil && len(b.Families) > 0 && p.Backend != BackendEC2 {
+		add(dp+"/families", SeverityError,
+			fmt.Sprintf("instance families are EC2's; pool %q runs on %s", p.Name, p.Backend), "remove dynamic.families")
+	}
+	if !caps.GPUs && (p.HasGPU() || p.Dynamic != nil && p.Dynamic.MaxGPUs > 0) {
+		add(poolPtr(i), SeverityError, fmt.Sprintf("pool %q asks for GPUs, which %s cannot give", p.Name, p.Backend),
+			"run the pool on a backend with GPUs")
+	}
+	if p.queue != "" && !caps.OwnQueue {
+		add(s.field(i, "queueTimeout"), SeverityWarning,
+			fmt.Sprintf("queueTimeout has no effect: pool %q runs on %s, which holds no runner in a queue of its own", p.Name, p.Backend),
+			"remove it; bootTimeout bounds the runner's start")
+	}
 }
 
 // checkPolicy warns about the settings that let untrusted code near a
@@ -195,6 +391,9 @@ func sortedFamilies() []string {
 func (s *source) checkBounds(i int, p *Pool, add addFunc) {
 	dp := poolPtr(i) + "/dynamic"
 	b := p.Dynamic
+	if p.EC2 == nil {
+		return // the rest is about instance types; checkCapabilities covers other backends
+	}
 	for j, f := range b.Families {
 		ptr := dp + "/families/" + strconv.Itoa(j)
 		if _, ok := families[f]; !ok {
@@ -212,9 +411,9 @@ func (s *source) checkBounds(i int, p *Pool, add addFunc) {
 			fmt.Sprintf("impossible bound: maxGpus is %d but pool %q launches no GPU instances", b.MaxGPUs, p.Name),
 			"remove maxGpus, or add GPU instance types")
 	}
-	if b.MaxDiskGiB > 0 && b.MaxDiskGiB < p.DiskGiB {
+	if b.MaxDiskGiB > 0 && b.MaxDiskGiB < p.EC2.DiskGiB {
 		add(dp+"/maxDiskGiB", SeverityError,
-			fmt.Sprintf("impossible bound: maxDiskGiB %d is below the pool's diskGiB %d", b.MaxDiskGiB, p.DiskGiB),
+			fmt.Sprintf("impossible bound: maxDiskGiB %d is below the pool's diskGiB %d", b.MaxDiskGiB, p.EC2.DiskGiB),
 			"raise maxDiskGiB to at least diskGiB")
 	}
 	minCPU, minRAM := p.smallestShape()
@@ -228,7 +427,7 @@ func (s *source) checkBounds(i int, p *Pool, add addFunc) {
 			fmt.Sprintf("impossible bound: maxRamGiB %d is below the smallest instance of pool %q (%d GiB)", b.MaxRAMGiB, p.Name, minRAM),
 			fmt.Sprintf("raise maxRamGiB to at least %d", minRAM))
 	}
-	if b.AllowOnDemand && p.Capacity == CapacityOnDemand {
+	if b.AllowOnDemand && p.EC2.Capacity == CapacityOnDemand {
 		add(dp+"/allowOnDemand", SeverityWarning,
 			fmt.Sprintf("allowOnDemand has no effect: pool %q is already on-demand", p.Name), "remove it")
 	}
@@ -237,10 +436,13 @@ func (s *source) checkBounds(i int, p *Pool, add addFunc) {
 // smallestShape is the fewest vCPUs and GiB any launch of the pool can have
 // (0 when unknown).
 func (p *Pool) smallestShape() (cpu, ram int) {
-	if r := p.Requirements; r != nil {
+	if p.EC2 == nil {
+		return 0, 0
+	}
+	if r := p.EC2.Requirements; r != nil {
 		return r.VCPU.Min, r.MemoryGiB.Min
 	}
-	for _, t := range p.InstanceTypes {
+	for _, t := range p.EC2.InstanceTypes {
 		it := Prices.Lookup(t)
 		if it == nil {
 			return 0, 0

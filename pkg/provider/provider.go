@@ -18,6 +18,14 @@
 // Launching the same plan again returns the instances the first call
 // launched where the backend can tell (EC2's ClientToken), and never more
 // than the plan's runners.
+//
+// A launch's pool.Spec is the shared part every provider reads and the
+// part of the pool's backend, which only that backend's provider reads
+// (the EC2 provider refuses a spec without an EC2 part). Each runner's
+// Registration carries its JIT configuration (or token) and its identity;
+// the provider delivers it its own way. A provider states its
+// Capabilities, and a runner held in the backend's own queue is listed
+// Pending with its QueueReason.
 package provider
 
 import (
@@ -25,7 +33,6 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/pool"
-	"github.com/skiffci/skiff/pkg/userdata"
 )
 
 // Provider launches, lists and terminates runner instances. Every method is
@@ -39,17 +46,23 @@ type Provider interface {
 	// Name is the provider's name as it appears in logs and in metrics
 	// records' cloudProvider: "aws", "dry-run", "process".
 	Name() string
+	// Capabilities states what the provider can do for a pool: spot,
+	// dynamic sizes, GPUs, replay by token, a queue of its own, usage
+	// sources. A provider of one backend states pool.Declared's entry for
+	// it (validate and plan check pools against that, offline); the
+	// conformance suite checks both the statement and that it is honoured.
+	Capabilities() Capabilities
 	// Plan turns a launch into the provider's plan: plain data the caller
 	// stores before launching. It fails with ErrInvalid when the launch
 	// cannot be expressed (no subnet, no image, a bad token).
 	Plan(ctx context.Context, l Launch) (Plan, error)
 	// Launch launches the plan's runners and delivers each its registration
-	// (regs, aligned with the plan's runners). With regs nil it is a replay
+	// (regs, aligned with the plan's runners) the backend's own way. With regs nil it is a replay
 	// after a crash: it returns what the plan launched before (where the
 	// backend can tell), delivers nothing, and does not launch runners that
 	// could not get a registration. It returns an error only when nothing
 	// was launched; a partial launch is a Result with per-runner errors.
-	Launch(ctx context.Context, plan Plan, regs []userdata.Registration) (Result, error)
+	Launch(ctx context.Context, plan Plan, regs []Registration) (Result, error)
 	// List returns the instances matching f, alive or recently ended, with
 	// their tags. An instance that is gone for good may be absent.
 	List(ctx context.Context, f Filter) ([]Instance, error)
@@ -58,6 +71,9 @@ type Provider interface {
 	Terminate(ctx context.Context, ids []string) error
 }
 
+// Capabilities are what a provider can do for a pool (pool.Capabilities).
+type Capabilities = pool.Capabilities
+
 // Launch is what scale-up asks for: Runners identical runners of one pool's
 // launch spec, in one request.
 type Launch struct {
@@ -65,8 +81,8 @@ type Launch struct {
 	// their attempts: the same jobs at the same attempts give the same token.
 	// At most MaxTokenLen characters of [A-Za-z0-9-].
 	Token string
-	// Spec is the resolved launch spec (pool, instance types or
-	// requirements, subnets, capacity, image, disk, tags).
+	// Spec is the resolved launch spec: the shared part, and the part of
+	// the pool's backend, which only that backend's provider reads.
 	Spec pool.Spec
 	// Runners are the runners to launch, one per job.
 	Runners []Runner
@@ -119,7 +135,8 @@ type State string
 
 // The instance states.
 const (
-	// Pending: launched, not yet running.
+	// Pending: launched, not yet running: booting, or held in the
+	// backend's own queue (then Instance.QueueReason says why).
 	Pending State = "pending"
 	// Running: the instance (or process) runs.
 	Running State = "running"
@@ -144,10 +161,15 @@ type Instance struct {
 	Capacity     Capacity
 	State        State
 	LaunchedAt   time.Time
-	// Reason is the backend's word on why the instance is pending (an
-	// unschedulable Pod's scheduler message, a backend's queue) or how it
-	// ended (an eviction, a deadline); "" when it has none.
-	Reason string
+	// QueueReason is the backend's reason for holding a pending runner in
+	// its own queue (Slurm's Resources or Priority, a Pod's Unschedulable
+	// message); "" when the runner is not queued. A queued runner is not a
+	// failed boot: the pool's queue timeout bounds it.
+	QueueReason string
+	// RunningSince is when a runner the backend held in its queue left it
+	// and started; zero when it never waited. The boot timeout counts from
+	// it.
+	RunningSince time.Time
 	// Tags are the instance's tags (names.Tag*), including those set after
 	// launch by scale-up and by the runner's job hooks.
 	Tags map[string]string

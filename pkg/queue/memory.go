@@ -83,7 +83,10 @@ func (m *Memory) SetVisibility(d time.Duration) {
 
 // Send queues the job, or returns the error set by SetErr. A job that
 // EncodeMessage refuses is refused with ErrInvalidJob.
-func (m *Memory) Send(ctx context.Context, job Job) error {
+func (m *Memory) Send(ctx context.Context, job Job) error { return m.SendAfter(ctx, job, 0) }
+
+// SendAfter implements DelayedSender.
+func (m *Memory) SendAfter(ctx context.Context, job Job, delay time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -100,7 +103,11 @@ func (m *Memory) Send(ctx context.Context, job Job) error {
 	job.Labels = append([]string(nil), job.Labels...)
 	m.jobs = append(m.jobs, job)
 	m.seq++
-	m.msgs = append(m.msgs, &memMessage{id: "mem-" + strconv.Itoa(m.seq), body: body})
+	msg := &memMessage{id: "mem-" + strconv.Itoa(m.seq), body: body}
+	if delay > 0 {
+		msg.visibleAt = m.now().Add(min(delay, MaxDelay))
+	}
+	m.msgs = append(m.msgs, msg)
 	close(m.notify) // wake receivers
 	m.notify = make(chan struct{})
 	return nil

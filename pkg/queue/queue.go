@@ -29,6 +29,10 @@ type Job struct {
 	Visibility string    `json:"visibility,omitempty"`
 	DeliveryID string    `json:"delivery_id"`
 	ReceivedAt time.Time `json:"received_at"`
+	// Waited counts the times the job entered its pool's waiting room; a
+	// message the room sends carries it, so that scale-up knows to take the
+	// job out of the room and the capacity backoff grows with it.
+	Waited int `json:"waited,omitempty"`
 }
 
 // Validate reports the first missing field a consumer needs to act on the job.
@@ -56,6 +60,15 @@ func (j Job) Validate() error {
 type Sender interface {
 	Send(ctx context.Context, job Job) error
 }
+
+// DelayedSender enqueues a job that becomes visible only after delay (at
+// most MaxDelay): the waiting room's capacity backoff.
+type DelayedSender interface {
+	SendAfter(ctx context.Context, job Job, delay time.Duration) error
+}
+
+// MaxDelay is the longest delay SQS takes (DelaySeconds, 900).
+const MaxDelay = 15 * time.Minute
 
 // ErrInvalidJob is returned by Send for a job that fails Validate: retrying it cannot help.
 var ErrInvalidJob = errors.New("invalid job")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -51,17 +52,25 @@ func NewSQS(api SQSAPI, queueURL string) *SQS {
 	return &SQS{api: api, queueURL: queueURL}
 }
 
+var _ DelayedSender = (*SQS)(nil)
+
 // Send implements Sender: one message per job, the body is the job as JSON
 // (see EncodeMessage). A job that fails Validate or encodes past
 // MaxMessageBytes is refused with ErrInvalidJob before anything is sent.
-func (q *SQS) Send(ctx context.Context, job Job) error {
+func (q *SQS) Send(ctx context.Context, job Job) error { return q.SendAfter(ctx, job, 0) }
+
+// SendAfter implements DelayedSender with the message's own DelaySeconds
+// (rounded up to a second, at most MaxDelay).
+func (q *SQS) SendAfter(ctx context.Context, job Job, delay time.Duration) error {
 	body, err := EncodeMessage(job)
 	if err != nil {
 		return err
 	}
+	secs := int32((min(delay, MaxDelay) + time.Second - 1) / time.Second)
 	_, err = q.api.SendMessage(ctx, &sqs.SendMessageInput{
-		QueueUrl:    aws.String(q.queueURL),
-		MessageBody: aws.String(body),
+		QueueUrl:     aws.String(q.queueURL),
+		MessageBody:  aws.String(body),
+		DelaySeconds: max(secs, 0),
 		MessageAttributes: map[string]types.MessageAttributeValue{
 			AttrPool:  {DataType: aws.String("String"), StringValue: aws.String(sqsSafe(job.Pool))},
 			AttrJobID: {DataType: aws.String("Number"), StringValue: aws.String(strconv.FormatInt(job.JobID, 10))},

@@ -65,6 +65,13 @@ type RecordWriter struct {
 	// CloudProvider and Region go into every record.
 	CloudProvider, Region string
 	Prices                *pool.PriceTable
+	// Host describes the machine every runner runs on, for providers
+	// whose instance type does not (local processes); nil for EC2.
+	Host *metrics.Host
+	// CostPerHour is, per pool, the operator's hourly cost of a machine
+	// the price table does not list (records get cost basis
+	// operator-rate); pools not in it get no cost.
+	CostPerHour map[string]float64
 	// Wait bounds the wait for peaks (DefaultMetricsWait): after it the
 	// record is written without them (their sources marked missing).
 	Wait time.Duration
@@ -162,7 +169,8 @@ func (w *RecordWriter) Write(ctx context.Context, now time.Time, jobs []MetricsJ
 		} else {
 			inst.Capacity = string(provider.OnDemand)
 		}
-		in := metrics.Inputs{Job: fromstore.Job(job), Run: fromstore.Run(run), Instance: inst, CloudProvider: w.CloudProvider, Prices: w.Prices}
+		in := metrics.Inputs{Job: fromstore.Job(job), Run: fromstore.Run(run), Instance: inst, CloudProvider: w.CloudProvider, Prices: w.Prices,
+			Host: w.Host, HourlyUSD: w.CostPerHour[job.Pool]}
 		key := metrics.Key{JobID: job.ID, RunAttempt: job.Attempt}
 		end := job.CompletedAt
 		if end.IsZero() {

@@ -24,6 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/fanout"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/names"
@@ -146,9 +147,17 @@ type Options struct {
 	Queue queue.Sender
 	// Metrics writes the opt-in metrics records (default: off).
 	Metrics MetricsWriter
+	// Room is swept at the end of every pass (room.Service): waiting jobs
+	// are offered for the pools' free slots, so a wake-up lost in a crash
+	// costs at most one pass. Default: no room.
+	Room    Sweeper
 	Counter telemetry.Counter // default telemetry.Discard
 	Logger  *slog.Logger      // default slog.Default()
 	Now     func() time.Time  // default time.Now
+	// Executor runs a pass's concurrent steps, Concurrency at a time
+	// (default fanout.Concurrent); the fault harness runs them one at a
+	// time in a seeded order.
+	Executor fanout.Executor
 
 	// Scopes are listed for runners on every pass, beside the scopes of the
 	// instances' owners (org mode) or repositories (repo mode).
@@ -216,6 +225,9 @@ func New(o Options) (*Service, error) {
 		sort.Strings(missing)
 		return nil, fmt.Errorf("creating scale-down service: missing %s", strings.Join(missing, ", "))
 	}
+	if o.Room == nil {
+		o.Room = NoRoom{}
+	}
 	if o.Metrics == nil {
 		o.Metrics = NoMetrics{}
 	}
@@ -227,6 +239,9 @@ func New(o Options) (*Service, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Executor == nil {
+		o.Executor = fanout.Concurrent{}
 	}
 	setInt := func(v *int, d int) {
 		if *v <= 0 {
@@ -390,7 +405,7 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 
 	// The ledger first: without it every instance would look like an orphan.
 	for _, pl := range s.o.Pools.Pools {
-		in.Policy[pl.Name] = decide.Policy{IdleTimeout: pl.IdleTimeout, BootTimeout: pl.BootTimeout, MaxLifetime: pl.MaxLifetime,
+		in.Policy[pl.Name] = decide.Policy{IdleTimeout: pl.IdleTimeout, BootTimeout: pl.BootTimeout, QueueTimeout: pl.QueueTimeout, MaxLifetime: pl.MaxLifetime,
 			MaxReplacements: s.o.MaxReplacements, RerunInterrupted: s.rerun(pl.Name)}
 		rs, err := s.o.Ledger.LiveRunners(ctx, pl.Name)
 		if err != nil {
@@ -418,6 +433,9 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 	p.rep.Kept = len(d.Kept)
 	p.apply(ctx, d.Actions)
 	p.redeliver(ctx)
+	if !p.late(ctx) {
+		s.o.Room.Sweep(ctx)
+	}
 	p.log.Info("scale-down pass", "instances", p.rep.Instances, "runners", p.rep.Runners, "records", p.rep.Records,
 		"advances", p.rep.Advances, "actions", p.rep.Actions, "kept", p.rep.Kept, "replacements", p.rep.Replacements,
 		"reruns", p.rep.Reruns, "redeliveries", p.rep.Redeliveries, "deferred", p.rep.Deferred, "errors", p.rep.Errors)
@@ -482,22 +500,13 @@ func (p *pass) listRunners(ctx context.Context, insts []provider.Instance) ([]de
 	return out, complete
 }
 
-// each runs fn(0..n-1) with the pass's concurrency.
+// each runs fn(0..n-1) with the pass's concurrency; none starts once ctx is done.
 func (p *pass) each(ctx context.Context, n int, fn func(i int)) {
-	sem := make(chan struct{}, p.s.o.Concurrency)
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		if ctx.Err() != nil {
-			break
-		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+	p.s.o.Executor.Run(n, p.s.o.Concurrency, func(i int) {
+		if ctx.Err() == nil {
 			fn(i)
-		}()
-	}
-	wg.Wait()
+		}
+	})
 }
 
 func (p *pass) advance(ctx context.Context, as []decide.Advance) {
@@ -991,3 +1000,15 @@ func (p *pass) backfill(ctx context.Context, as []*decide.Action) {
 			"runner_name", a.Runner, "conclusion", gj.Conclusion)
 	}
 }
+
+// Sweeper is the waiting room as the reconciler uses it (room.Service).
+type Sweeper interface {
+	// Sweep offers waiting jobs for the pools' free slots.
+	Sweep(ctx context.Context)
+}
+
+// NoRoom is the Sweeper without a room.
+type NoRoom struct{}
+
+// Sweep implements Sweeper.
+func (NoRoom) Sweep(context.Context) {}

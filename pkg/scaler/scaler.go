@@ -151,6 +151,10 @@ const (
 	// that may have, or soon get, its runner would lose nothing but the
 	// runner, and would say the wrong thing.
 	OutcomeWait
+	// OutcomeWaiting: not launched now for a reason time cures (a full
+	// pool, no capacity); the job waits in its pool's waiting room, which
+	// offers it again, so its message is done and spends no attempts.
+	OutcomeWaiting
 )
 
 // Disposition is what becomes of the job's queue message.
@@ -182,7 +186,7 @@ func (d Disposition) String() string {
 // and a permanent failure is dead-lettered at once.
 func Dispose(o Outcome, receiveCount, maxAttempts int) Disposition {
 	switch o {
-	case OutcomeLaunched, OutcomeSkipped:
+	case OutcomeLaunched, OutcomeSkipped, OutcomeWaiting:
 		return Ack
 	case OutcomePermanent:
 		return DeadLetter

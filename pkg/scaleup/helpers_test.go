@@ -320,7 +320,7 @@ type crashProvider struct {
 	before bool
 }
 
-func (c *crashProvider) Launch(ctx context.Context, p provider.Plan, regs []userdata.Registration) (provider.Result, error) {
+func (c *crashProvider) Launch(ctx context.Context, p provider.Plan, regs []provider.Registration) (provider.Result, error) {
 	if c.before {
 		c.cancel()
 		return provider.Result{}, ctx.Err()

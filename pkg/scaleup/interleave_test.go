@@ -44,7 +44,7 @@ func (p crashingProvider) Plan(ctx context.Context, l provider.Launch) (provider
 	return p.Provider.Plan(ctx, l)
 }
 
-func (p crashingProvider) Launch(ctx context.Context, pl provider.Plan, regs []userdata.Registration) (provider.Result, error) {
+func (p crashingProvider) Launch(ctx context.Context, pl provider.Plan, regs []provider.Registration) (provider.Result, error) {
 	p.c.tick()
 	if err := ctx.Err(); err != nil {
 		return provider.Result{}, err

@@ -8,14 +8,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/scaler"
 	"github.com/skiffci/skiff/pkg/store"
-	"github.com/skiffci/skiff/pkg/userdata"
 )
 
 // groupKey is equal for jobs that can share one launch: same pool, same
@@ -26,10 +25,16 @@ func (s *Service) groupKey(w *work) string {
 	if s.o.Scope == ScopeRepo {
 		scope = w.job.Repository
 	}
-	req, _ := json.Marshal(sp.Requirements)
+	// The backend's part and the sizes, whatever the backend: plain data
+	// whose encoding (map keys sorted) is equal exactly when they are.
+	part, _ := json.Marshal(struct {
+		EC2        *pool.EC2
+		Slurm      *pool.Slurm
+		Kubernetes *pool.Kubernetes
+		Sizes      pool.Sizes
+	}{sp.EC2, sp.Slurm, sp.Kubernetes, sp.Sizes})
 	return strings.Join([]string{
-		sp.Pool, strings.ToLower(scope), strings.Join(sp.Labels, ","), strings.Join(sp.InstanceTypes, ","),
-		string(req), string(sp.Capacity), strconv.Itoa(sp.DiskGiB), sp.Image.String(), strings.Join(sp.Subnets, ","),
+		sp.Pool, strings.ToLower(scope), strings.Join(sp.Labels, ","), string(part),
 		sp.RunnerGroup, strconv.FormatInt(w.job.InstallationID, 10),
 	}, "\x00")
 }
@@ -46,19 +51,14 @@ func (s *Service) launch(ctx context.Context, items []*work, now time.Time) {
 		w.runner = scaler.RunnerName(w.job.JobID, w.gen)
 		keys[i] = w.key
 	}
-	var wg sync.WaitGroup
-	for _, g := range scaler.Group(keys, s.o.MaxFleetSize) {
-		ws := make([]*work, len(g))
-		for i, idx := range g {
+	groups := scaler.Group(keys, s.o.MaxFleetSize)
+	s.o.Executor.Run(len(groups), 0, func(gi int) {
+		ws := make([]*work, len(groups[gi]))
+		for i, idx := range groups[gi] {
 			ws[i] = items[idx]
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.launchGroup(ctx, ws, now)
-		}()
-	}
-	wg.Wait()
+		s.launchGroup(ctx, ws, now)
+	})
 	// Give back what did not launch, unless its launch may yet have happened.
 	for _, w := range items {
 		if w.instance == "" && !w.keep {
@@ -137,18 +137,7 @@ func (s *Service) launchGroup(ctx context.Context, ws []*work, now time.Time) {
 		return
 	}
 	// Registrations, in parallel (one GitHub call each in JIT mode).
-	sem := make(chan struct{}, registrationConcurrency)
-	var wg sync.WaitGroup
-	for _, w := range claimed {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			s.register(ctx, w)
-		}()
-	}
-	wg.Wait()
+	s.o.Executor.Run(len(claimed), registrationConcurrency, func(i int) { s.register(ctx, claimed[i]) })
 	var members []*work
 	fleet := store.Fleet{Token: token, Pool: spec.Pool, CreatedAt: now, ExpiresAt: now.Add(s.o.ClaimTTL)}
 	for _, w := range claimed {
@@ -177,7 +166,7 @@ func (s *Service) launchGroup(ctx context.Context, ws []*work, now time.Time) {
 		return
 	}
 	l := provider.Launch{Token: token, Spec: spec, Runners: make([]provider.Runner, len(members))}
-	regs := make([]userdata.Registration, len(members))
+	regs := make([]provider.Registration, len(members))
 	for i, w := range members {
 		l.Runners[i] = provider.Runner{Name: w.runner, JobID: w.job.JobID, RunID: w.job.RunID,
 			Repository: w.job.Repository, Owner: w.job.Owner}

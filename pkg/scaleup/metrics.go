@@ -23,6 +23,9 @@ const (
 	MetricOnDemandReruns = "ScaleUpOnDemandReruns"
 	// MetricDuplicates counts deliveries of jobs already launched or in flight.
 	MetricDuplicates = "ScaleUpDuplicates"
+	// MetricWaiting counts jobs that went to their pool's waiting room,
+	// Reason = why (max_runners, launch_capacity, …).
+	MetricWaiting = "ScaleUpWaiting"
 	// MetricRecovered counts fleets of crashed invocations recovered.
 	MetricRecovered = "ScaleUpRecovered"
 	// MetricLaunchLatency is the time from the webhook's receipt of the

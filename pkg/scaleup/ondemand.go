@@ -15,7 +15,7 @@ import (
 // still runs, only with spot's risk.
 func (s *Service) onDemand(ctx context.Context, items []*work, now time.Time) {
 	for _, w := range live(items) {
-		if w.job.Attempt <= 1 || w.spec.Capacity == pool.CapacityOnDemand {
+		if w.job.Attempt <= 1 || w.spec.EC2 == nil || w.spec.EC2.Capacity == pool.CapacityOnDemand {
 			continue
 		}
 		from, err := s.o.Launches.OnDemandFrom(ctx, w.job.RunID, w.spec.Pool, now)
@@ -23,7 +23,9 @@ func (s *Service) onDemand(ctx context.Context, items []*work, now time.Time) {
 		case err != nil:
 			w.log.Warn("could not read the run's on-demand mark; launching on the pool's capacity", "err", err)
 		case from > 0 && w.job.Attempt >= from:
-			w.spec.Capacity = pool.CapacityOnDemand
+			e := *w.spec.EC2 // the spec's part is the config's: copy it
+			e.Capacity = pool.CapacityOnDemand
+			w.spec.EC2 = &e
 			w.key = s.groupKey(w)
 			s.o.Counter.Count(MetricOnDemandReruns, w.spec.Pool)
 			w.log.Info("re-run of a job a spot interruption failed: launching on on-demand capacity",

@@ -7,8 +7,8 @@ import (
 
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/scaler"
-	"github.com/skiffci/skiff/pkg/userdata"
 )
 
 // register creates the job's runner registration (not yet bound to an
@@ -24,7 +24,7 @@ func (s *Service) register(ctx context.Context, w *work) {
 		scope = github.RepoScope(owner, repo)
 	}
 	name := scaler.RunnerName(w.job.JobID, w.gen)
-	var r userdata.Registration
+	var r provider.Registration
 	// The pool chooses: a just-in-time configuration per runner (default:
 	// one GitHub call per runner, usable for this registration's job only),
 	// or the owner's cached registration token (about one call an hour, for
@@ -37,7 +37,7 @@ func (s *Service) register(ctx context.Context, w *work) {
 			s.githubFailure(w, "creating a registration token", err)
 			return
 		}
-		r = userdata.Registration{Mode: userdata.ModeToken, Token: tok.Token.Reveal(), URL: s.o.GitHubURL + "/" + scope.String(),
+		r = provider.Registration{Mode: provider.ModeToken, Token: tok.Token.Reveal(), URL: s.o.GitHubURL + "/" + scope.String(),
 			RunnerName: name, Labels: w.spec.Labels}
 		if scope.IsOrg() {
 			r.RunnerGroup = w.spec.RunnerGroup
@@ -58,10 +58,10 @@ func (s *Service) register(ctx context.Context, w *work) {
 			s.githubFailure(w, "generating the JIT configuration", err)
 			return
 		}
-		r = userdata.Registration{Mode: userdata.ModeJIT, JITConfig: cfg.EncodedJITConfig.Reveal(), RunnerName: name}
+		r = provider.Registration{Mode: provider.ModeJIT, JITConfig: cfg.EncodedJITConfig.Reveal(), RunnerName: name, RunnerID: cfg.Runner.ID}
 	}
 	// Check the contract now, before launching.
-	if err := r.ValidateValues(); err != nil {
+	if err := r.Validate(); err != nil {
 		s.o.Counter.Count(MetricSkipped, "invalid_registration")
 		w.log.Error("the job's registration breaks the boot script's contract", "err", err)
 		w.finish(scaler.OutcomePermanent, "invalid_registration")

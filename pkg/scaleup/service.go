@@ -35,6 +35,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/fanout"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
@@ -42,7 +43,6 @@ import (
 	"github.com/skiffci/skiff/pkg/scaler"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
-	"github.com/skiffci/skiff/pkg/userdata"
 )
 
 // Scope is where runners register.
@@ -117,10 +117,17 @@ type Options struct {
 	Records  Records
 	Provider provider.Provider
 	GitHub   GitHub
-	Counter  telemetry.Counter // default telemetry.Discard
-	Timings  telemetry.Timings // default telemetry.DiscardTimings
-	Logger   *slog.Logger      // default slog.Default()
-	Now      func() time.Time  // default time.Now
+	// Room holds the jobs that cannot launch now for a reason time cures
+	// (default NoRoom: they go back to the queue).
+	Room    Waiter
+	Counter telemetry.Counter // default telemetry.Discard
+	Timings telemetry.Timings // default telemetry.DiscardTimings
+	Logger  *slog.Logger      // default slog.Default()
+	Now     func() time.Time  // default time.Now
+	// Executor runs an invocation's launch groups and registrations
+	// (default fanout.Concurrent: in parallel); the fault harness runs
+	// them one at a time in a seeded order.
+	Executor fanout.Executor
 
 	Scope Scope // default ScopeOrg
 	// GitHubURL is the web root runners register against in token mode
@@ -165,11 +172,17 @@ func New(o Options) (*Service, error) {
 		sort.Strings(missing)
 		return nil, fmt.Errorf("creating scale-up service: missing %s", strings.Join(missing, ", "))
 	}
+	if o.Room == nil {
+		o.Room = NoRoom{}
+	}
 	if o.Counter == nil {
 		o.Counter = telemetry.Discard
 	}
 	if o.Timings == nil {
 		o.Timings = telemetry.DiscardTimings
+	}
+	if o.Executor == nil {
+		o.Executor = fanout.Concurrent{}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -225,7 +238,7 @@ type work struct {
 	// the launch's outcome is unknown (its answer was lost), and crash
 	// recovery settles it.
 	keep     bool
-	reg      userdata.Registration
+	reg      provider.Registration
 	instance string
 	leaseEnd time.Time
 
@@ -278,6 +291,7 @@ func (s *Service) Handle(ctx context.Context, ds []queue.Delivery) []queue.Answe
 	s.onDemand(ctx, items, now)
 	s.decide(ctx, live(items), now)
 	s.launch(ctx, live(items), now)
+	s.settleRoom(ctx, items)
 	for _, w := range items {
 		answers[index[w]] = s.answer(w)
 	}

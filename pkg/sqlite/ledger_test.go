@@ -167,3 +167,8 @@ func TestLedgerTwoProcesses(t *testing.T) {
 		}
 	}
 }
+
+func TestRoomConformance(t *testing.T) {
+	t.Parallel()
+	storetest.RunRoom(t, func(t *testing.T) store.Room { return sqlite.NewRoom(open(t, "", sqlite.Options{})) })
+}

@@ -83,15 +83,19 @@ func NewQueue(d *DB, o QueueOptions) *Queue {
 
 // Send implements queue.Sender: the job is committed to the file when Send
 // returns nil. A job EncodeMessage refuses is refused with ErrInvalidJob.
-func (q *Queue) Send(ctx context.Context, job queue.Job) error {
+func (q *Queue) Send(ctx context.Context, job queue.Job) error { return q.SendAfter(ctx, job, 0) }
+
+// SendAfter implements queue.DelayedSender.
+func (q *Queue) SendAfter(ctx context.Context, job queue.Job, delay time.Duration) error {
 	body, err := queue.EncodeMessage(job)
 	if err != nil {
 		return err
 	}
-	now := q.o.Now().UnixNano()
+	sent := q.o.Now()
+	now, visible := sent.UnixNano(), sent.Add(min(max(delay, 0), queue.MaxDelay)).UnixNano()
 	err = q.d.tx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, "INSERT INTO queue_messages (body, job_id, visible_at, sent_at) VALUES (?, ?, ?, ?)",
-			body, job.JobID, now, now); err != nil {
+			body, job.JobID, visible, now); err != nil {
 			return fmt.Errorf("sending job %d: %w", job.JobID, err)
 		}
 		return nil

@@ -508,3 +508,10 @@ func TestDurabilitySettings(t *testing.T) {
 		t.Error("synchronous OFF was accepted")
 	}
 }
+
+func TestInstallationsConformance(t *testing.T) {
+	t.Parallel()
+	storetest.RunInstallations(t, func(t *testing.T) store.Installations {
+		return sqlite.NewInstallations(open(t, "", sqlite.Options{}))
+	})
+}

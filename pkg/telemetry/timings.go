@@ -43,26 +43,32 @@ func NewEMFTimings(w io.Writer, namespace, function string, now func() time.Time
 
 // Observe implements Timings; write errors are dropped on purpose.
 func (e *EMFTimings) Observe(name, pool string, d time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	writePoolMetric(e.w, e.namespace, e.function, e.now(), name, "Milliseconds", pool, d.Milliseconds())
+}
+
+// writePoolMetric writes one embedded-metric-format line of one value with
+// dimensions Function and Pool; write errors are dropped on purpose.
+func writePoolMetric(w io.Writer, namespace, function string, at time.Time, name, unit, pool string, v int64) {
 	line := map[string]any{
 		"_aws": map[string]any{
-			"Timestamp": e.now().UnixMilli(),
+			"Timestamp": at.UnixMilli(),
 			"CloudWatchMetrics": []any{map[string]any{
-				"Namespace":  e.namespace,
+				"Namespace":  namespace,
 				"Dimensions": [][]string{{"Function", "Pool"}},
-				"Metrics":    []any{map[string]string{"Name": name, "Unit": "Milliseconds"}},
+				"Metrics":    []any{map[string]string{"Name": name, "Unit": unit}},
 			}},
 		},
-		"Function": e.function,
+		"Function": function,
 		"Pool":     pool,
-		name:       json.Number(strconv.FormatInt(d.Milliseconds(), 10)),
+		name:       json.Number(strconv.FormatInt(v, 10)),
 	}
 	b, err := json.Marshal(line)
 	if err != nil {
 		return
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	_, _ = e.w.Write(append(b, '\n'))
+	_, _ = w.Write(append(b, '\n'))
 }
 
 // MemoryTimings keeps observations in memory, for tests and local mode.

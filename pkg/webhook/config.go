@@ -58,8 +58,8 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	case c.SecretARN != "" && len(c.Secrets) > 0:
 		env.Fail("SKIFF_WEBHOOK_SECRET_ARN and SKIFF_WEBHOOK_SECRET are both set: keep one")
 	}
-	// Both lists fail closed: unset or empty, the function refuses to start
-	// rather than serve everyone (or silently no one).
+	// The allow-list fails closed: unset or empty, the function refuses to
+	// start rather than serve everyone (or silently no one).
 	allow, err := ParseAllowList(env.List("SKIFF_ALLOW"))
 	switch {
 	case err != nil:
@@ -68,12 +68,11 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		env.Fail("SKIFF_ALLOW is empty: skiff would refuse every repository; list owners and owner/name repositories (comma-separated), or * for every owner the App is installed on")
 	}
 	c.Allow = allow
+	// The installation pin is optional: unset, the installations recorded
+	// from the installation webhook are served (and no others).
 	installations, err := ParseInstallationList(env.List("SKIFF_ALLOWED_INSTALLATIONS"))
-	switch {
-	case err != nil:
+	if err != nil {
 		env.Fail("SKIFF_ALLOWED_INSTALLATIONS: %v", err)
-	case installations.Empty():
-		env.Fail("SKIFF_ALLOWED_INSTALLATIONS is empty: skiff would refuse every delivery; list the GitHub App installation ids to serve (comma-separated), or * for every installation")
 	}
 	c.Installations = installations
 	c.LogLevel = env.LogLevel("SKIFF_LOG_LEVEL")

@@ -54,7 +54,11 @@ func TestConfigFromEnv(t *testing.T) {
 		{name: "missing queue and table", env: map[string]string{"SKIFF_WEBHOOK_SECRET": "s"}, wantErr: []string{"SKIFF_QUEUE_URL", "SKIFF_TABLE_NAME"}},
 		{name: "allow-list unset fails closed", env: with("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_ALLOW", ""), wantErr: []string{"SKIFF_ALLOW is empty", "or * for every owner"}},
 		{name: "allow-list of blanks fails closed", env: with("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_ALLOW", " , "), wantErr: []string{"SKIFF_ALLOW is empty"}},
-		{name: "installations unset fail closed", env: with("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_ALLOWED_INSTALLATIONS", ""), wantErr: []string{"SKIFF_ALLOWED_INSTALLATIONS is empty", "or * for every installation"}},
+		{name: "installations unset: no pin, the recorded installations decide", env: with("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_ALLOWED_INSTALLATIONS", ""), check: func(t *testing.T, c Config) {
+			if !c.Installations.Empty() {
+				t.Errorf("pin = %+v, want none", c.Installations)
+			}
+		}},
 		{name: "installation not a number", env: with("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_ALLOWED_INSTALLATIONS", "12,acme"), wantErr: []string{"SKIFF_ALLOWED_INSTALLATIONS", `"acme"`}},
 		{name: "installations and owners listed", env: with("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_ALLOW", "acme,octo-org/app", "SKIFF_ALLOWED_INSTALLATIONS", "12, 34"), check: func(t *testing.T, c Config) {
 			if !c.Installations.Allows(34) || c.Installations.Allows(56) || c.Installations.Allows(0) || !c.Allow.Allows("ACME", "acme/x") || c.Allow.Allows("octo-org", "octo-org/other") {

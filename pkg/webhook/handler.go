@@ -11,8 +11,11 @@
 //	no X-GitHub-Event / X-GitHub-Delivery, bad JSON, missing fields,
 //	names, ids or labels past GitHub's rules and skiff's bounds,
 //	a job the queue refuses as invalid (too large)  400
-//	installation not listed           403 (logged)
+//	installation not listed, not      403 (logged)
+//	recorded, deleted or suspended
 //	owner or repository not allowed   403 (logged)
+//	installation created/deleted/     record the installation's status
+//	suspend/unsuspend                 (store.Installations); 200
 //	ping                              200
 //	other events and actions          202 ignored
 //	labels that route to no pool      202, reason logged and counted
@@ -55,6 +58,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -87,6 +92,18 @@ const (
 	// DefaultClaimLease was how long a delivery being processed blocked a
 	// concurrent duplicate; the handler no longer claims deliveries.
 	DefaultClaimLease = 30 * time.Second
+	// DefaultInstallationCacheTTL is how long a container trusts an
+	// installation record it read, so that the hot path reads the store
+	// about once a minute per installation. The container that receives an
+	// installation event updates its own copy at once; another may serve a
+	// just-suspended installation for up to this long (GitHub sends no
+	// workflow events for a deleted or suspended installation anyway).
+	DefaultInstallationCacheTTL = time.Minute
+	// DefaultSecretRefreshEvery bounds how often a signature failure makes
+	// the handler read the webhook secret again (Options.RefreshSecrets):
+	// the setup page and a rotation change it without a cold start, and a
+	// flood of badly signed requests costs one read a minute.
+	DefaultSecretRefreshEvery = time.Minute
 )
 
 // Metric names counted by the handler (telemetry.Counter), with Reason
@@ -140,15 +157,28 @@ type Options struct {
 	Runners Runners // the runner ledger: jobs started and completed on skiff's runners
 	// Lifecycle writes a lifecycle event's job record and runner step
 	// together; default: RecordJob on Store, then Advance on Runners.
-	Lifecycle     store.LifecycleRecorder
-	Policies      Policies          // default: pool.DefaultPolicy for every pool
-	Counter       telemetry.Counter // default telemetry.Discard
-	Logger        *slog.Logger      // default slog.Default()
-	Now           func() time.Time  // default time.Now
-	Allow         AllowList         // the zero AllowList refuses everyone
-	Installations InstallationList  // the zero InstallationList refuses every installation
-	MaxBodyBytes  int               // default DefaultMaxBodyBytes
-	JobTTL        time.Duration     // default DefaultJobTTL
+	Lifecycle store.LifecycleRecorder
+	Policies  Policies          // default: pool.DefaultPolicy for every pool
+	Counter   telemetry.Counter // default telemetry.Discard
+	Logger    *slog.Logger      // default slog.Default()
+	Now       func() time.Time  // default time.Now
+	Allow     AllowList         // the zero AllowList refuses everyone
+	// Installations is the optional pin (SKIFF_ALLOWED_INSTALLATIONS): ids,
+	// or "*". Empty, only installations Recorded as active are served.
+	Installations InstallationList
+	// Recorded keeps the installations learnt from the installation
+	// webhook. A deleted or suspended installation is refused even when
+	// pinned. Nil: the pin alone decides (the zero pin refuses everyone).
+	Recorded store.Installations
+	// InstallationCacheTTL defaults to DefaultInstallationCacheTTL.
+	InstallationCacheTTL time.Duration
+	// RefreshSecrets, if set, reads the accepted webhook secrets again; it
+	// is called when a signature fails to verify, at most every
+	// SecretRefreshEvery (default DefaultSecretRefreshEvery).
+	RefreshSecrets     func(ctx context.Context) ([][]byte, error)
+	SecretRefreshEvery time.Duration
+	MaxBodyBytes       int           // default DefaultMaxBodyBytes
+	JobTTL             time.Duration // default DefaultJobTTL
 	// DeliveryTTL and ClaimLease are no longer read: the job record's
 	// conditional write is the dedupe (see the package doc). They stay so
 	// that existing configurations build.
@@ -159,7 +189,18 @@ type Options struct {
 // Handler handles webhook deliveries. It is safe for concurrent use.
 type Handler struct {
 	o        Options
-	verifier *github.WebhookVerifier
+	verifier atomic.Pointer[github.WebhookVerifier]
+
+	refreshMu   sync.Mutex
+	refreshedAt time.Time
+
+	instMu sync.Mutex
+	insts  map[int64]cachedInstallation
+}
+
+type cachedInstallation struct {
+	rec store.Installation
+	at  time.Time
 }
 
 // New returns a Handler, or an error naming what is missing. It fails
@@ -200,8 +241,50 @@ func New(o Options) (*Handler, error) {
 	if o.Lifecycle == nil {
 		o.Lifecycle = separateWrites{store: o.Store, runners: o.Runners}
 	}
+	if o.InstallationCacheTTL <= 0 {
+		o.InstallationCacheTTL = DefaultInstallationCacheTTL
+	}
+	if o.SecretRefreshEvery <= 0 {
+		o.SecretRefreshEvery = DefaultSecretRefreshEvery
+	}
 	o.Secrets = nil // the verifier holds its own copies
-	return &Handler{o: o, verifier: v}, nil
+	h := &Handler{o: o, insts: map[int64]cachedInstallation{}, refreshedAt: o.Now()}
+	h.verifier.Store(v)
+	return h, nil
+}
+
+// verify checks the signature; on a failure it reads the secrets again
+// (RefreshSecrets, at most every SecretRefreshEvery) and checks once more,
+// so that a secret written by the setup page or a rotation is taken up
+// without a cold start.
+func (h *Handler) verify(ctx context.Context, log *slog.Logger, sig string, body []byte) error {
+	err := h.verifier.Load().Verify(sig, body)
+	if err == nil || h.o.RefreshSecrets == nil {
+		return err
+	}
+	h.refreshMu.Lock()
+	defer h.refreshMu.Unlock()
+	if v := h.verifier.Load(); v.Verify(sig, body) == nil {
+		return nil // another delivery refreshed meanwhile
+	}
+	now := h.o.Now()
+	if now.Sub(h.refreshedAt) < h.o.SecretRefreshEvery {
+		return err
+	}
+	h.refreshedAt = now
+	secrets, rerr := h.o.RefreshSecrets(ctx)
+	if rerr != nil {
+		log.Warn("reading the webhook secret again failed", "err", rerr)
+		return err
+	}
+	v, verr := github.NewWebhookVerifier(secrets)
+	if verr != nil {
+		log.Warn("the webhook secret read again is unusable", "err", verr)
+		return err
+	}
+	h.verifier.Store(v)
+	log.Info("webhook secret read again after a signature failure")
+	return v.Verify(sig, body)
 }
 
 // MaxBodyBytes is the largest body the handler accepts.
@@ -239,7 +322,7 @@ func (h *Handler) Handle(ctx context.Context, req Request) Response {
 	if req.Signature == "" && req.SHA1Only {
 		return h.reject(log, http.StatusUnauthorized, "signature", github.ErrSHA1Only.Error())
 	}
-	if err := h.verifier.Verify(req.Signature, req.Body); err != nil {
+	if err := h.verify(ctx, log, req.Signature, req.Body); err != nil {
 		return h.reject(log, http.StatusUnauthorized, "signature", err.Error())
 	}
 	if req.Event == "" || req.Delivery == "" {
@@ -255,6 +338,8 @@ func (h *Handler) Handle(ctx context.Context, req Request) Response {
 		return h.workflowJob(ctx, log, req, received)
 	case "workflow_run":
 		return h.workflowRun(ctx, log, req, received)
+	case "installation":
+		return h.installationEvent(ctx, log, req, received)
 	}
 	return h.ignore(log, "event", "event not handled")
 }
@@ -270,7 +355,7 @@ func (h *Handler) workflowJob(ctx context.Context, log *slog.Logger, req Request
 	if !ok {
 		return h.ignore(log, "action", "workflow_job action not handled")
 	}
-	if resp, refused := h.admitSender(log, p.Installation, p.Repository); refused {
+	if resp, refused := h.admitSender(ctx, log, p.Installation, p.Repository); refused {
 		return resp
 	}
 	owner := p.Repository.owner()
@@ -444,7 +529,7 @@ func (h *Handler) workflowRun(ctx context.Context, log *slog.Logger, req Request
 	}
 	wr := &p.WorkflowRun
 	log = log.With("action", p.Action, "run_id", wr.ID, "repository", p.Repository.FullName)
-	if resp, refused := h.admitSender(log, p.Installation, p.Repository); refused {
+	if resp, refused := h.admitSender(ctx, log, p.Installation, p.Repository); refused {
 		return resp
 	}
 	name := wr.Name
@@ -489,20 +574,130 @@ func (h *Handler) duplicate(log *slog.Logger) Response {
 }
 
 // admitSender refuses a delivery from an installation or a repository the
-// operator did not list (403, logged and counted).
-func (h *Handler) admitSender(log *slog.Logger, inst *installation, repo repository) (Response, bool) {
+// operator did not allow (403, logged and counted):
+//
+//	recorded deleted or suspended      refused, pinned or not
+//	pinned (SKIFF_ALLOWED_INSTALLATIONS) and not on the pin   refused
+//	no pin: not recorded as active     refused
+//	pin "*": not recorded              served (Apps installed before skiff
+//	                                   learnt installations from webhooks)
+//
+// then the repository allow-list, which is always required. A store that
+// cannot answer is a 503, so that GitHub's redelivery tries again.
+func (h *Handler) admitSender(ctx context.Context, log *slog.Logger, inst *installation, repo repository) (Response, bool) {
 	var id int64
 	if inst != nil {
 		id = inst.ID
 	}
-	if !h.o.Installations.Allows(id) {
+	pin := h.o.Installations
+	if !pin.Empty() && !pin.Allows(id) {
 		return h.reject(log, http.StatusForbidden, "installation",
 			fmt.Sprintf("installation %d is not on SKIFF_ALLOWED_INSTALLATIONS", id)), true
+	}
+	if h.o.Recorded != nil && id != 0 {
+		rec, found, err := h.installation(ctx, id)
+		switch {
+		case err != nil:
+			h.o.Counter.Count(MetricFailed, "store")
+			log.Error("reading the installation record failed; answering 503 so the delivery can be redelivered", "err", err)
+			return reply(http.StatusServiceUnavailable, "retry"), true
+		case found && rec.Status != store.InstallationActive:
+			return h.reject(log, http.StatusForbidden, "installation",
+				fmt.Sprintf("installation %d is %s (installation webhook of %s)", id, rec.Status, rec.UpdatedAt.Format(time.RFC3339))), true
+		case !found && pin.Empty():
+			return h.reject(log, http.StatusForbidden, "installation",
+				fmt.Sprintf("installation %d is not recorded: no installation webhook was received for it (install the App again, or pin it in SKIFF_ALLOWED_INSTALLATIONS)", id)), true
+		}
+	} else if pin.Empty() {
+		return h.reject(log, http.StatusForbidden, "installation",
+			fmt.Sprintf("installation %d: no installation is recorded or on SKIFF_ALLOWED_INSTALLATIONS", id)), true
 	}
 	if !h.o.Allow.Allows(repo.owner(), repo.FullName) {
 		return h.reject(log, http.StatusForbidden, "forbidden", "repository is not on the allow-list"), true
 	}
 	return Response{}, false
+}
+
+// installation returns the installation's record, from this container's
+// copy while it is younger than InstallationCacheTTL. An installation not
+// recorded is remembered as such only under a pin (ids or "*"), where the
+// record can only add a refusal; with no pin it is looked up again at its
+// next delivery, so that a new installation is served at once.
+func (h *Handler) installation(ctx context.Context, id int64) (store.Installation, bool, error) {
+	now := h.o.Now()
+	h.instMu.Lock()
+	c, ok := h.insts[id]
+	h.instMu.Unlock()
+	if ok && now.Sub(c.at) < h.o.InstallationCacheTTL {
+		return c.rec, c.rec.Status != "", nil
+	}
+	rec, err := h.o.Recorded.Installation(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		if !h.o.Installations.Empty() {
+			h.remember(id, store.Installation{ID: id}, now)
+		}
+		return store.Installation{}, false, nil
+	}
+	if err != nil {
+		return store.Installation{}, false, err
+	}
+	h.remember(id, rec, now)
+	return rec, true, nil
+}
+
+// remember keeps rec (with no Status: not recorded) for id.
+func (h *Handler) remember(id int64, rec store.Installation, now time.Time) {
+	h.instMu.Lock()
+	defer h.instMu.Unlock()
+	if len(h.insts) >= maxCachedInstallations {
+		clear(h.insts)
+	}
+	h.insts[id] = cachedInstallation{rec: rec, at: now}
+}
+
+// maxCachedInstallations bounds the container's copy of installation
+// records: an organisation has one installation per App; 10,000 is far
+// beyond any fleet and a few hundred KB.
+const maxCachedInstallations = 10000
+
+// installationEvent records an installation's status (created, deleted,
+// suspend, unsuspend; new_permissions_accepted leaves it active). Every
+// signed installation event is recorded, whatever the pin and the
+// allow-list say: they decide which deliveries are served, and the
+// record must be there when they allow it.
+func (h *Handler) installationEvent(ctx context.Context, log *slog.Logger, req Request, received time.Time) Response {
+	p, err := parseInstallationEvent(req.Body)
+	if err != nil {
+		return h.reject(log, http.StatusBadRequest, "malformed", err.Error())
+	}
+	log = log.With("action", p.Action, "installation_id", p.Installation.ID, "account", p.Installation.Account.Login)
+	var st store.InstallationStatus
+	switch p.Action {
+	case "created", "unsuspend", "new_permissions_accepted":
+		st = store.InstallationActive
+	case "suspend":
+		st = store.InstallationSuspended
+	case "deleted":
+		st = store.InstallationDeleted
+	default:
+		return h.ignore(log, "action", "installation action not handled")
+	}
+	if h.o.Recorded == nil {
+		return h.ignore(log, "event", "installations are not recorded")
+	}
+	rec := store.Installation{ID: p.Installation.ID, AppID: p.Installation.AppID, Account: p.Installation.Account.Login,
+		AccountType: p.Installation.Account.Type, Status: st, UpdatedAt: received}
+	if err := h.o.Recorded.RecordInstallation(ctx, rec); err != nil {
+		h.o.Counter.Count(MetricFailed, "store")
+		log.Error("recording the installation failed; answering 503 so the delivery can be redelivered", "err", err)
+		return reply(http.StatusServiceUnavailable, "retry")
+	}
+	h.instMu.Lock()
+	delete(h.insts, rec.ID) // the store decides which event won; read it again
+	h.instMu.Unlock()
+	h.o.Counter.Count(MetricAccepted, "")
+	log.Info("installation recorded", "status", st, "owner_allowed", h.o.Allow.Allows(rec.Account, ""))
+	return reply(http.StatusOK, "accepted")
 }
 
 // visibilityOf is the repository's visibility as the pool policy reads it.
@@ -597,9 +792,10 @@ func (a AllowList) Allows(owner, repository string) bool {
 	return a.all || a.owners[strings.ToLower(owner)] || a.repos[strings.ToLower(repository)]
 }
 
-// InstallationList limits which GitHub App installations skiff serves:
+// InstallationList pins which GitHub App installations skiff serves:
 // installation ids, or "*" for every installation (including deliveries
-// that name none). It fails closed: an empty list allows none.
+// that name none). Empty, it pins nothing: the recorded installations
+// decide (Options.Recorded); without records, an empty list allows none.
 type InstallationList struct {
 	all bool
 	ids map[int64]bool

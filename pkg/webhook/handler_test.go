@@ -150,6 +150,7 @@ func newHarness(t testing.TB, mutate func(*Options)) *harness {
 		Now:           func() time.Time { return fixedNow },
 		Allow:         mustAllow(t, "*"),
 		Installations: mustInstallations(t, "*"),
+		Recorded:      store.NewInstallationsMemory(),
 	}
 	if mutate != nil {
 		mutate(&o)

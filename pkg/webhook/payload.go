@@ -62,6 +62,39 @@ type installation struct {
 	ID int64 `json:"id"`
 }
 
+// installationPayload is the part of an installation webhook skiff reads.
+type installationPayload struct {
+	Action       string `json:"action"`
+	Installation struct {
+		ID      int64 `json:"id"`
+		AppID   int64 `json:"app_id"`
+		Account struct {
+			Login string `json:"login"`
+			Type  string `json:"type"`
+		} `json:"account"`
+	} `json:"installation"`
+}
+
+func parseInstallationEvent(body []byte) (*installationPayload, error) {
+	var p installationPayload
+	if err := json.Unmarshal(body, &p); err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrMalformed, jsonProblem(err))
+	}
+	in := &p.Installation
+	switch {
+	case p.Action == "":
+		return nil, fmt.Errorf("%w: action is missing", ErrMalformed)
+	case in.Account.Login != "" && !validOwner(in.Account.Login):
+		return nil, fmt.Errorf("%w: installation.account.login %s is not a GitHub account name", ErrMalformed, quoteShort(in.Account.Login))
+	case in.Account.Type != "" && in.Account.Type != "Organization" && in.Account.Type != "User" && in.Account.Type != "Enterprise":
+		return nil, fmt.Errorf("%w: installation.account.type %s", ErrMalformed, quoteShort(in.Account.Type))
+	}
+	if err := errors.Join(checkID("installation.id", in.ID, true), checkID("installation.app_id", in.AppID, false)); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
 // workflowRunPayload is the part of a workflow_run webhook skiff reads: the
 // event that triggered the run, which workflow_job payloads do not carry.
 type workflowRunPayload struct {

@@ -43,6 +43,10 @@ func (s *Server) createInstallationToken(c *call) {
 		c.fail(http.StatusNotFound, "Not Found")
 		return
 	}
+	if !in.suspendedAt.IsZero() {
+		c.fail(http.StatusForbidden, "This installation has been suspended")
+		return
+	}
 	now := s.now()
 	t := &simToken{value: s.tokenLocked("ghs_", 36, alnum), inst: in, expires: now.Add(s.opts.TokenTTL).Truncate(time.Second)}
 	s.tokens[t.value] = t

@@ -95,6 +95,7 @@ type authMode int
 const (
 	authJWT authMode = iota
 	authToken
+	authNone // no credential (the manifest conversion)
 )
 
 // call is the context of one request being served.
@@ -164,7 +165,15 @@ func (s *Server) routes() http.Handler {
 	h(OpGetWorkflowRun, authToken, s.getWorkflowRun)
 	h(OpGetPermissionLevel, authToken, s.getPermissionLevel)
 	h(OpRerunFailedJobs, authToken, s.rerunFailedJobs)
+	h(OpCreateAppFromManifest, authNone, s.createAppFromManifest)
 	s.runnerRoutes(mux)
+	// The browser side of github.com, at the web root.
+	mux.HandleFunc("POST /settings/apps/new", s.newAppForm)
+	mux.HandleFunc("POST /organizations/{org}/settings/apps/new", s.newAppForm)
+	mux.HandleFunc("POST /settings/apps/new/confirm", s.confirmApp)
+	mux.HandleFunc("POST /organizations/{org}/settings/apps/new/confirm", s.confirmApp)
+	mux.HandleFunc("GET /apps/{slug}/installations/new", s.installPage)
+	mux.HandleFunc("POST /apps/{slug}/installations", s.install)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.unmatched++
@@ -243,6 +252,9 @@ func (s *Server) admit(op string, mode authMode, c *call) (ok bool, lost int) {
 			}
 			lost = f.ErrorStatus
 		}
+	}
+	if mode == authNone {
+		return true, lost
 	}
 	cred, ok := bearer(c.r)
 	if !ok {

@@ -88,18 +88,34 @@ func (s *Server) repoJSON(r *simRepo) obj {
 }
 
 func (s *Server) installationJSON(in *simInstall) obj {
+	events := []string{"workflow_job", "workflow_run"}
+	perms := obj{"actions": "read", "administration": "write", "metadata": "read",
+		"organization_self_hosted_runners": "write"}
+	if m := in.app.manifest; m.DefaultPermissions != nil || m.DefaultEvents != nil {
+		events, perms = append([]string{}, m.DefaultEvents...), obj{}
+		for k, v := range m.DefaultPermissions {
+			perms[k] = v
+		}
+	}
+	var suspendedBy any
+	if in.suspendedBy != nil {
+		suspendedBy = s.userJSON(in.suspendedBy)
+	}
+	htmlURL := fmt.Sprintf("%s/organizations/%s/settings/installations/%d", s.webBase, in.account.login, in.id)
+	if in.account.typ != "Organization" {
+		htmlURL = fmt.Sprintf("%s/settings/installations/%d", s.webBase, in.id)
+	}
 	return obj{
 		"id": in.id, "app_id": in.app.ID, "app_slug": in.app.Slug, "client_id": fmt.Sprintf("Iv1.sim%d", in.app.ID),
 		"target_id": in.account.id, "target_type": in.account.typ, "account": s.userJSON(in.account),
 		"single_file_name": nil, "repository_selection": "all",
 		"access_tokens_url": fmt.Sprintf("%s/app/installations/%d/access_tokens", s.apiBase, in.id),
 		"repositories_url":  s.apiBase + "/installation/repositories",
-		"html_url":          fmt.Sprintf("%s/organizations/%s/settings/installations/%d", s.webBase, in.account.login, in.id),
-		"events":            []string{"workflow_job", "workflow_run"},
-		"permissions": obj{"actions": "read", "administration": "write", "metadata": "read",
-			"organization_self_hosted_runners": "write"},
-		"created_at": ts(in.created), "updated_at": ts(in.created),
-		"suspended_by": nil, "suspended_at": nil,
+		"html_url":          htmlURL,
+		"events":            events,
+		"permissions":       perms,
+		"created_at":        ts(in.created), "updated_at": ts(in.created),
+		"suspended_by": suspendedBy, "suspended_at": tsOrNil(in.suspendedAt),
 	}
 }
 

@@ -116,6 +116,13 @@ type Options struct {
 	// take each signal away in turn. The job goes on as if its runner were
 	// still there.
 	DeleteBusy bool
+	// ConfirmApps makes the browser pages of the App-manifest flow and of
+	// an App's installation submit themselves, as the operator's click on
+	// "Create GitHub App" and "Install" would (headless browser tests).
+	ConfirmApps bool
+	// BrowserUser is the user signed in to the simulated github.com: the
+	// owner of an App created for a personal account (default "octocat").
+	BrowserUser string
 }
 
 // Exchange is one answered API request.
@@ -134,6 +141,12 @@ type AppConfig struct {
 	PublicKey     *rsa.PublicKey
 	WebhookURL    string // empty: the App has no active webhook
 	WebhookSecret string
+	// InstallationEvents sends the App installation webhooks (created,
+	// deleted, suspend, unsuspend) to its webhook, as GitHub does for
+	// every App. Apps created from a manifest have it; for Apps added with
+	// AddApp it is opt-in, so that tests counting workflow deliveries see
+	// only those.
+	InstallationEvents bool
 }
 
 // Server is the simulator. Its methods are safe for concurrent use.
@@ -164,6 +177,8 @@ type Server struct {
 	unmatched  int
 	secrets    map[string]bool
 	deliveries []*simDelivery
+	created    []*CreatedApp
+	codes      map[string]*simManifestCode
 
 	dmu     sync.Mutex
 	outbox  []*simDelivery
@@ -172,6 +187,9 @@ type Server struct {
 
 type simApp struct {
 	AppConfig
+	owner    *simAccount // nil for Apps added with AddApp
+	created  time.Time
+	manifest Manifest
 }
 
 type simAccount struct {
@@ -204,10 +222,13 @@ type simInstall struct {
 	app     *simApp
 	account *simAccount
 	created time.Time
-	minted  int
-	limit   int
-	left    int
-	reset   time.Time
+	// suspendedAt and suspendedBy are set while the installation is suspended.
+	suspendedAt time.Time
+	suspendedBy *simAccount
+	minted      int
+	limit       int
+	left        int
+	reset       time.Time
 }
 
 type simToken struct {
@@ -266,6 +287,7 @@ func New(opts Options) *Server {
 		faults:     map[string]*Fault{},
 		requests:   map[string]int{},
 		secrets:    map[string]bool{},
+		codes:      map[string]*simManifestCode{},
 	}
 	if s.hookHC == nil {
 		s.hookHC = &http.Client{Timeout: 10 * time.Second}
@@ -299,7 +321,7 @@ func (s *Server) AddApp(cfg AppConfig) {
 		a.AppConfig = cfg
 		return
 	}
-	s.apps[cfg.ID] = &simApp{AppConfig: cfg}
+	s.apps[cfg.ID] = &simApp{AppConfig: cfg, created: s.now()}
 }
 
 // SetWebhook changes where an App's webhooks go and their secret (e.g. once
@@ -377,16 +399,25 @@ func (s *Server) Install(appID int64, account string) int64 {
 	if app == nil {
 		panic(fmt.Sprintf("ghsim: Install: App %d not added", appID))
 	}
-	in := &simInstall{id: s.nextID(), app: app, account: s.accountLocked(account, "Organization"),
-		created: s.now(), limit: s.opts.RateLimit, left: s.opts.RateLimit}
-	s.installs[in.id] = in
-	return in.id
+	return s.installLocked(app, s.accountLocked(account, "Organization")).id
 }
 
-// Uninstall removes an installation; its tokens stop working.
+func (s *Server) installLocked(app *simApp, account *simAccount) *simInstall {
+	in := &simInstall{id: s.nextID(), app: app, account: account,
+		created: s.now(), limit: s.opts.RateLimit, left: s.opts.RateLimit}
+	s.installs[in.id] = in
+	s.installationHookLocked(in, "created")
+	return in
+}
+
+// Uninstall removes an installation; its tokens stop working. An App with
+// InstallationEvents gets the installation deleted webhook.
 func (s *Server) Uninstall(installationID int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if in := s.installs[installationID]; in != nil {
+		s.installationHookLocked(in, "deleted")
+	}
 	delete(s.installs, installationID)
 	for k, t := range s.tokens {
 		if t.inst.id == installationID {

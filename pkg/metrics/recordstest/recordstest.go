@@ -40,6 +40,7 @@ func Run(t *testing.T, newRecords func(t *testing.T) metrics.Records) {
 	t.Run("Filter", func(t *testing.T) { t.Parallel(); testFilter(t, newRecords(t)) })
 	t.Run("Concurrent", func(t *testing.T) { t.Parallel(); testConcurrent(t, newRecords(t)) })
 	t.Run("RoundTrip", func(t *testing.T) { t.Parallel(); testRoundTrip(t, newRecords(t)) })
+	t.Run("RoundTripLocal", func(t *testing.T) { t.Parallel(); testRoundTripLocal(t, newRecords(t)) })
 	t.Run("Canceled", func(t *testing.T) { t.Parallel(); testCanceled(t, newRecords(t)) })
 }
 
@@ -186,6 +187,31 @@ func testRoundTrip(t *testing.T, s metrics.Records) {
 	if *g.Memory.PeakGiB != 2.5 || g.Memory.PeakPercent != nil || *g.GPU.PeakMemoryMiB != 6000 || !slices.Equal(g.Labels, r.Labels) ||
 		!g.CompletedAt.Equal(*r.CompletedAt) || g.Runtime != r.Runtime || g.Version != metrics.SchemaVersion {
 		t.Fatalf("round trip changed the record: %+v", g)
+	}
+}
+
+// testRoundTripLocal keeps what a local record adds: the host, the CPU
+// time, an operator's rate.
+func testRoundTripLocal(t *testing.T, s metrics.Records) {
+	r := Record(31, 1, Now)
+	r.CloudProvider, r.InstanceType, r.CapacityType = "local", "local", metrics.CapacityOnDemand
+	secs, mem, gpus := 290.5, 15.6, 1
+	r.CPU.Seconds = &secs
+	r.Host = &metrics.Host{CPUModel: "AMD EPYC 7R13 Processor", CPUs: 16, MemoryGiB: &mem, GPUModel: "NVIDIA L4", GPUs: &gpus}
+	r.Cost = &metrics.Cost{EstimatedUSD: 0.125, HourlyUSD: 0.75, CapacityType: metrics.CapacityOnDemand, Basis: metrics.BasisOperatorRate,
+		PriceTableDate: "2026-11-02", Estimate: true}
+	if err := s.Put(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
+	got := list(t, s, metrics.Filter{InstanceType: "local"})
+	if len(got) != 1 {
+		t.Fatalf("%d records", len(got))
+	}
+	g := got[0]
+	h := g.Host
+	if h == nil || h.CPUModel != r.Host.CPUModel || h.CPUs != 16 || h.MemoryGiB == nil || *h.MemoryGiB != mem || h.GPUModel != "NVIDIA L4" ||
+		h.GPUs == nil || *h.GPUs != 1 || g.CPU.Seconds == nil || *g.CPU.Seconds != secs || g.Cost == nil || g.Cost.Basis != metrics.BasisOperatorRate {
+		t.Fatalf("round trip changed the local record: %+v (host %+v)", g, g.Host)
 	}
 }
 

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
-	"github.com/skiffci/skiff/pkg/userdata"
 )
 
 // Provider is the dry-run provider. Its zero value is not usable: call New.
@@ -31,8 +31,9 @@ type Provider struct {
 	instances map[string]*provider.Instance
 	order     []string
 	byToken   map[string][]string
-	delivered map[string]userdata.Registration
+	delivered map[string]provider.Registration
 	failNext  error
+	queue     string // HoldInQueue's reason
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -47,11 +48,38 @@ func New(log *slog.Logger, now func() time.Time) *Provider {
 		now = time.Now
 	}
 	return &Provider{log: log, now: now, instances: map[string]*provider.Instance{}, byToken: map[string][]string{},
-		delivered: map[string]userdata.Registration{}}
+		delivered: map[string]provider.Registration{}}
 }
 
 // Name implements provider.Provider.
 func (p *Provider) Name() string { return "dry-run" }
+
+// Capabilities implements provider.Provider: the dry-run provider stands in
+// for any backend, so it pretends to do everything (a queue of its own
+// with HoldInQueue); it measures nothing.
+func (p *Provider) Capabilities() provider.Capabilities {
+	return provider.Capabilities{Spot: true, DynamicSizes: true, GPUs: true, ReplayByToken: true, OwnQueue: true}
+}
+
+// HoldInQueue makes later launches stay pending in a pretended queue of
+// the backend's own, with reason, as Slurm or Kubernetes would; "" launches
+// them running again. Dequeue starts them.
+func (p *Provider) HoldInQueue(reason string) {
+	p.mu.Lock()
+	p.queue = reason
+	p.mu.Unlock()
+}
+
+// Dequeue starts queued runners: running from now.
+func (p *Provider) Dequeue(ids ...string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, id := range ids {
+		if in, ok := p.instances[id]; ok && in.QueueReason != "" {
+			in.State, in.QueueReason, in.RunningSince = provider.Running, "", p.now().UTC()
+		}
+	}
+}
 
 type plan struct {
 	Token   string            `json:"token"`
@@ -66,8 +94,11 @@ func (p *Provider) Plan(_ context.Context, l provider.Launch) (provider.Plan, er
 	if err := l.Check(); err != nil {
 		return "", err
 	}
-	b, err := json.Marshal(plan{Token: l.Token, Pool: l.Spec.Pool, Types: l.Spec.InstanceTypes, Runners: l.Runners,
-		Spot: l.Spec.Capacity != "on-demand"})
+	pn := plan{Token: l.Token, Pool: l.Spec.Pool, Runners: l.Runners}
+	if e := l.Spec.EC2; e != nil {
+		pn.Types, pn.Spot = e.InstanceTypes, e.Capacity != pool.CapacityOnDemand
+	}
+	b, err := json.Marshal(pn)
 	if err != nil {
 		return "", fmt.Errorf("encoding plan: %w", err)
 	}
@@ -84,7 +115,7 @@ func (p *Provider) FailNext(err error) {
 // Launch implements provider.Provider: it logs what it would launch and
 // records one running instance per runner (the first launch of a token;
 // later ones return the same instances).
-func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []userdata.Registration) (provider.Result, error) {
+func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider.Registration) (provider.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return provider.Result{}, &provider.Error{Kind: provider.ErrTransient, Message: err.Error()}
 	}
@@ -114,8 +145,12 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []userdata
 			if pn.Spot {
 				capacity = provider.Spot
 			}
+			state := provider.Running
+			if p.queue != "" {
+				state = provider.Pending
+			}
 			p.instances[id] = &provider.Instance{ID: id, Pool: pn.Pool, InstanceType: typ, Zone: "local", Capacity: capacity,
-				State: provider.Running, LaunchedAt: p.now().UTC(), Tags: map[string]string{
+				State: state, QueueReason: p.queue, LaunchedAt: p.now().UTC(), Tags: map[string]string{
 					names.TagManaged: names.ManagedValue, names.TagPool: pn.Pool, names.TagFleetToken: pn.Token,
 					names.TagJobID: strconv.FormatInt(r.JobID, 10), names.TagRunID: strconv.FormatInt(r.RunID, 10),
 					names.TagRunnerName: r.Name, names.TagRepository: r.Repository,
@@ -168,7 +203,7 @@ func (p *Provider) Terminate(ctx context.Context, ids []string) error {
 	defer p.mu.Unlock()
 	for _, id := range ids {
 		if in, ok := p.instances[id]; ok && in.State != provider.Terminated {
-			in.State = provider.Terminated
+			in.State, in.QueueReason = provider.Terminated, ""
 			p.log.Info("dry run: would terminate", "instance_id", id, "pool", in.Pool)
 		}
 	}
@@ -176,7 +211,7 @@ func (p *Provider) Terminate(ctx context.Context, ids []string) error {
 }
 
 // Delivered returns the registration delivered to an instance (tests).
-func (p *Provider) Delivered(id string) (userdata.Registration, bool) {
+func (p *Provider) Delivered(id string) (provider.Registration, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r, ok := p.delivered[id]

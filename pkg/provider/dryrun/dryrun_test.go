@@ -17,13 +17,16 @@ func TestConformance(t *testing.T) {
 		logs := &testenv.SyncBuffer{}
 		p := dryrun.New(slog.New(slog.NewJSONHandler(logs, nil)), nil)
 		return providertest.Harness{
-			Provider:  p,
-			Spec:      pool.Spec{Pool: "conformance", InstanceTypes: []string{"c7i.large"}, Capacity: "spot-then-on-demand", Subnets: []string{"local"}},
+			Provider: p,
+			Spec: pool.Spec{Shared: pool.Shared{Pool: "conformance", Backend: pool.BackendEC2},
+				EC2: &pool.EC2{InstanceTypes: []string{"c7i.large"}, Capacity: "spot-then-on-demand", Subnets: []string{"local"}}},
 			Delivered: p.Delivered,
 			FailCapacity: func() {
 				p.FailNext(&provider.Error{Kind: provider.ErrCapacity, Code: "NoCapacity", Message: "dry-run capacity failure"})
 			},
-			Logs: logs.String,
+			Logs:        logs.String,
+			HoldInQueue: p.HoldInQueue,
+			Dequeue:     p.Dequeue,
 		}
 	})
 }

@@ -8,21 +8,21 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	kube "github.com/skiffci/skiff/pkg/provider/kubernetes"
-	"github.com/skiffci/skiff/pkg/userdata"
 )
 
 func benchEnv(b *testing.B) *env {
 	k := newCluster(b)
 	ns := k.namespace(b, true)
 	client, n := clientFor(b, k.c, testenv.KubeUser)
-	p, err := kube.New(kube.Options{Client: client, Pools: map[string]kube.Pool{"cpu": {Namespace: ns, Image: image,
-		Requests: kube.Resources{CPU: "1", Memory: "2Gi"}}}})
+	p, err := kube.New(kube.Options{Client: client, Namespaces: []string{ns}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &env{k: k, ns: ns, p: p, calls: n}
+	return &env{k: k, ns: ns, p: p, calls: n, sections: map[string]*pool.Kubernetes{"cpu": {Namespace: ns, Image: image,
+		Requests: pool.Resources{CPU: "1", Memory: "2Gi"}, SecurityContext: pool.SecurityContext{RunAsNonRoot: true}}}}
 }
 
 func cpuTime() time.Duration {
@@ -38,14 +38,14 @@ func cpuTime() time.Duration {
 func BenchmarkList1000(b *testing.B) {
 	e := benchEnv(b)
 	const pods, batch = 1000, 50
-	s := spec("cpu")
+	s := e.spec("cpu")
 	for i := 0; i < pods; i += batch {
 		l := provider.Launch{Token: "tok-bench-" + strconv.Itoa(i), Spec: s}
-		var regs []userdata.Registration
+		var regs []provider.Registration
 		for j := range batch {
 			name := "bench-" + strconv.Itoa(i+j)
 			l.Runners = append(l.Runners, provider.Runner{Name: name, JobID: int64(i + j)})
-			regs = append(regs, userdata.Registration{Mode: userdata.ModeJIT, JITConfig: "CANARYJIT-" + name, RunnerName: name})
+			regs = append(regs, provider.Registration{Mode: provider.ModeJIT, JITConfig: "CANARYJIT-" + name, RunnerName: name})
 		}
 		plan, err := e.p.Plan(context.Background(), l)
 		if err != nil {

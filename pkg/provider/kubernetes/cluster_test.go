@@ -10,8 +10,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	authzv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -132,7 +134,36 @@ func (k *cluster) namespace(t testing.TB, bind bool) string {
 	if _, err := k.admin.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	k.waitAllowed(t, ns, role)
 	return ns
+}
+
+// waitAllowed waits until the API server's authorizer, which reads Roles
+// and bindings from its own cache, grants testenv.KubeUser every verb of
+// the role in ns: a binding takes effect a moment after it is created.
+func (k *cluster) waitAllowed(t testing.TB, ns string, role *rbacv1.Role) {
+	t.Helper()
+	for _, r := range role.Rules {
+		for _, res := range r.Resources {
+			for _, verb := range r.Verbs {
+				sar := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{User: testenv.KubeUser,
+					ResourceAttributes: &authzv1.ResourceAttributes{Namespace: ns, Verb: verb, Resource: res}}}
+				for deadline := time.Now().Add(time.Minute); ; {
+					got, err := k.admin.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), sar, metav1.CreateOptions{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got.Status.Allowed {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("the binding of %s in %s does not grant %s %s: %s", role.Name, ns, verb, res, got.Status.Reason)
+					}
+					time.Sleep(10 * time.Millisecond) // the authorizer's cache is the API server's
+				}
+			}
+		}
+	}
 }
 
 // runnerRole is the Role skiff's manifests grant, read from the file.

@@ -26,9 +26,17 @@
 // A Pod's life, as List reports it:
 //
 //	Pending ──(bound, started)──► Running ──(the runner exits)──► Succeeded ─┐
-//	   │  Unschedulable: pending with the scheduler's message              ├─► terminated
+//	   │  Unschedulable: pending, QueueReason the scheduler's message      ├─► terminated
 //	   └──(deadline, eviction, a failed start)─────────────────► Failed ───┘
 //	any phase ──(Terminate: Delete)──► stopping (deletionTimestamp) ──► gone
+//
+// A Pod the scheduler cannot place waits in the cluster's own queue: it is
+// not a failed boot, and the pool's queueTimeout bounds it; the boot
+// timeout counts from when it was bound (Instance.RunningSince).
+//
+// The launch spec's kubernetes part (the pool's kubernetes: section) says
+// what the Pod looks like; a pool without one (skiff local running an
+// EC2 pools file) takes Options.Default.
 //
 // List makes one label-selected List per runner namespace (paginated with
 // continue tokens) and removes Pods that ended more than Options.Retain
@@ -51,6 +59,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -59,10 +68,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/kubernetes/podusage"
-	"github.com/skiffci/skiff/pkg/userdata"
 )
 
 // Labels and annotations of skiff's Pods and Secrets.
@@ -110,11 +120,14 @@ const (
 type Options struct {
 	// Client talks to the API server (a kubeconfig's, or in-cluster). Required.
 	Client kubernetes.Interface
-	// Pools are the pools' settings by pool name; a pool not listed takes
-	// Default. Every pool needs an Image.
-	Pools map[string]Pool
-	// Default is the settings of pools not in Pools.
-	Default Pool
+	// Namespaces are the runner namespaces List reads and Terminate acts
+	// in: every pool's kubernetes.namespace (Namespaces of the pools
+	// file). Default's namespace is added.
+	Namespaces []string
+	// Default is the Pod settings of a launch whose spec has no
+	// kubernetes part (skiff local's --kube-image and --kube-namespace);
+	// nil refuses such a launch. It needs a namespace and an image.
+	Default *pool.Kubernetes
 	// DefaultLifetime caps a runner whose spec has no MaxLifetime (default DefaultLifetime).
 	DefaultLifetime time.Duration
 	// PageSize is how many Pods one List page holds (default DefaultPageSize).
@@ -133,6 +146,17 @@ type Options struct {
 type Provider struct {
 	o          Options
 	namespaces []string
+
+	// usage holds what List read of ended runners' termination messages,
+	// for the metrics records (Peaks), until their Pods are removed.
+	mu    sync.Mutex
+	usage map[string]measured
+}
+
+// measured is one ended runner's peaks and when List first read them.
+type measured struct {
+	peaks *metrics.Peaks
+	at    time.Time
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -144,14 +168,20 @@ func New(o Options) (*Provider, error) {
 		errs = append(errs, errors.New("kubernetes provider: Client is required"))
 	}
 	ns := map[string]bool{}
-	for name, p := range o.Pools {
-		if p.Image == "" {
-			errs = append(errs, fmt.Errorf("kubernetes provider: pool %q has no image", name))
+	for _, n := range o.Namespaces {
+		if n == "" {
+			errs = append(errs, errors.New("kubernetes provider: a runner namespace is empty"))
 		}
-		ns[namespace(p)] = true
+		ns[n] = true
 	}
-	if o.Default.Image != "" || len(o.Pools) == 0 {
-		ns[namespace(o.Default)] = true
+	if d := o.Default; d != nil {
+		if d.Namespace == "" || d.Image == "" {
+			errs = append(errs, errors.New("kubernetes provider: the default pod settings need a namespace and an image"))
+		}
+		ns[d.Namespace] = true
+	}
+	if len(ns) == 0 {
+		errs = append(errs, errors.New("kubernetes provider: no runner namespace (no pool has a kubernetes: section, and no default)"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -171,7 +201,7 @@ func New(o Options) (*Provider, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	p := &Provider{o: o}
+	p := &Provider{o: o, usage: map[string]measured{}}
 	for n := range ns {
 		p.namespaces = append(p.namespaces, n)
 	}
@@ -179,15 +209,16 @@ func New(o Options) (*Provider, error) {
 	return p, nil
 }
 
-func namespace(p Pool) string {
-	if p.Namespace == "" {
-		return DefaultNamespace
-	}
-	return p.Namespace
-}
-
 // Name implements provider.Provider.
 func (p *Provider) Name() string { return "kubernetes" }
+
+// Capabilities implements provider.Provider: the Kubernetes backend's
+// declared ones (sizes as requests and limits, GPUs as an extended
+// resource, replay by deterministic names, the scheduler's queue, usage
+// from the termination message).
+func (p *Provider) Capabilities() provider.Capabilities {
+	return pool.Declared[pool.BackendKubernetes]
+}
 
 // Namespaces are the namespaces the provider lists: its pools'.
 func (p *Provider) Namespaces() []string { return slices.Clone(p.namespaces) }
@@ -197,14 +228,16 @@ func (p *Provider) Namespaces() []string { return slices.Clone(p.namespaces) }
 type plan struct {
 	Token     string                      `json:"token"`
 	Pool      string                      `json:"pool"`
-	Settings  Pool                        `json:"settings"`
+	Settings  pool.Kubernetes             `json:"settings"`
 	Resources corev1.ResourceRequirements `json:"resources"`
 	Lifetime  time.Duration               `json:"lifetime"`
 	Runners   []provider.Runner           `json:"runners"`
 }
 
 // Plan implements provider.Provider. It refuses, as a final ErrInvalid, a
-// pool without an image and a quantity that does not parse.
+// spec without a kubernetes part (and no Default), a namespace the
+// provider does not list, a pool without an image and a quantity that
+// does not parse.
 func (p *Provider) Plan(_ context.Context, l provider.Launch) (provider.Plan, error) {
 	if err := l.Check(); err != nil {
 		return "", err
@@ -215,28 +248,22 @@ func (p *Provider) Plan(_ context.Context, l provider.Launch) (provider.Plan, er
 	if l.Spec.Pool == "" {
 		return "", invalid("NoPool", "a launch needs a pool")
 	}
-	settings, ok := p.o.Pools[l.Spec.Pool]
-	if !ok {
-		settings = p.o.Default
+	k := l.Spec.Kubernetes
+	if k == nil {
+		k = p.o.Default
 	}
-	if settings.Image == "" {
+	if k == nil {
+		return "", invalid("NoKubernetesSection", fmt.Sprintf("pool %s has no kubernetes: section", l.Spec.Pool))
+	}
+	settings := *k
+	switch {
+	case settings.Image == "":
 		return "", invalid("NoImage", fmt.Sprintf("pool %s has no runner image", l.Spec.Pool))
+	case !slices.Contains(p.namespaces, settings.Namespace):
+		return "", invalid("UnknownNamespace", fmt.Sprintf("pool %s: namespace %q is not one of the provider's runner namespaces %v",
+			l.Spec.Pool, settings.Namespace, p.namespaces))
 	}
-	settings.Namespace = namespace(settings)
-	var sizes Sizes
-	if d := l.Spec.Dynamic; d != nil {
-		if d.CPU != nil {
-			sizes.VCPU = d.CPU.Lowest()
-		}
-		if d.RAM != nil {
-			sizes.MemoryGiB = d.RAM.Lowest()
-		}
-		if d.GPU != nil {
-			sizes.GPUs = d.GPU.Lowest()
-		}
-		sizes.DiskGiB = d.DiskGiB
-	}
-	res, err := settings.Resources(sizes)
+	res, err := resources(&settings, l.Spec.Sizes)
 	if err != nil {
 		return "", invalid("BadQuantity", fmt.Sprintf("pool %s: %v", l.Spec.Pool, err))
 	}
@@ -268,7 +295,7 @@ func SecretName(pod string) string { return pod + "-jit" }
 // regs nil it creates nothing: it returns the Pods the plan made, and
 // deletes (as not launched) any whose Secret is missing, since that Pod
 // could never start.
-func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []userdata.Registration) (provider.Result, error) {
+func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider.Registration) (provider.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return provider.Result{}, ctxError(err)
 	}
@@ -309,8 +336,8 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []userdata
 
 // launchOne creates one runner's Pod and Secret (two API calls; three when
 // the Pod exists already).
-func (p *Provider) launchOne(ctx context.Context, pn plan, i int, r provider.Runner, reg userdata.Registration) (provider.Instance, error) {
-	if reg.Mode != userdata.ModeJIT || reg.JITConfig == "" {
+func (p *Provider) launchOne(ctx context.Context, pn plan, i int, r provider.Runner, reg provider.Registration) (provider.Instance, error) {
+	if reg.Mode != provider.ModeJIT || reg.JITConfig == "" {
 		return provider.Instance{}, &provider.Error{Kind: provider.ErrInvalid, Code: "NotJIT", Final: true,
 			Message: "the kubernetes provider runs just-in-time registered runners only"}
 	}
@@ -391,6 +418,9 @@ func (p *Provider) List(ctx context.Context, f provider.Filter) ([]provider.Inst
 			for i := range page.Items {
 				pod := &page.Items[i]
 				in := instance(pod, now)
+				if in.State == provider.Terminated {
+					p.keepUsage(in.ID, pod, now)
+				}
 				if ended := endedAt(pod); !ended.IsZero() && now.Sub(ended) > p.o.Retain && pod.DeletionTimestamp == nil {
 					if err := p.deletePod(ctx, ns, pod.Name); err != nil {
 						p.o.Logger.Warn("removing an ended runner pod", "namespace", ns, "pod", pod.Name, "err", err)
@@ -408,6 +438,7 @@ func (p *Provider) List(ctx context.Context, f provider.Filter) ([]provider.Inst
 			opts.Continue = page.Continue
 		}
 	}
+	p.pruneUsage(now)
 	return out, nil
 }
 
@@ -468,22 +499,12 @@ func buildPod(pn plan, i int, r provider.Runner) *corev1.Pod {
 		{Name: EnvJITConfigFile, Value: JITFile},
 		{Name: EnvInstanceID, Value: id},
 	}
-	keys := make([]string, 0, len(s.Env))
-	for k := range s.Env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if k != EnvJITConfigFile && k != EnvInstanceID {
-			env = append(env, corev1.EnvVar{Name: k, Value: s.Env[k]})
-		}
-	}
 	f, mode := false, int32(0o440)
 	psc := &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
 	csc := &corev1.SecurityContext{}
 	sc := s.SecurityContext
 	psc.RunAsUser, psc.RunAsGroup, psc.FSGroup = sc.RunAsUser, sc.RunAsGroup, sc.FSGroup
-	if sc.nonRoot() {
+	if sc.RunAsNonRoot {
 		t := true
 		psc.RunAsNonRoot = &t
 		def := int64(DefaultUser)
@@ -525,7 +546,7 @@ func buildPod(pn plan, i int, r provider.Runner) *corev1.Pod {
 				SecretName: SecretName(name), DefaultMode: &mode, Items: []corev1.KeyToPath{{Key: secretKey, Path: secretKey}},
 			}}}},
 			Containers: []corev1.Container{{
-				Name: ContainerName, Image: s.Image, Command: s.Command, Env: env, Resources: pn.Resources,
+				Name: ContainerName, Image: s.Image, Env: env, Resources: pn.Resources,
 				VolumeMounts:             []corev1.VolumeMount{{Name: "jit", MountPath: JITDir, ReadOnly: true}},
 				SecurityContext:          csc,
 				TerminationMessagePolicy: corev1.TerminationMessageReadFile,
@@ -544,7 +565,7 @@ func buildPod(pn plan, i int, r provider.Runner) *corev1.Pod {
 }
 
 // buildSecret is the Secret of a runner's Pod, owned by it.
-func buildSecret(pod *corev1.Pod, reg userdata.Registration) *corev1.Secret {
+func buildSecret(pod *corev1.Pod, reg provider.Registration) *corev1.Secret {
 	t := true
 	labels := map[string]string{}
 	for k, v := range pod.Labels {
@@ -586,35 +607,61 @@ func instance(pod *corev1.Pod, now time.Time) provider.Instance {
 	if p := in.Tags[names.TagPool]; p != "" {
 		in.Pool = p // the label may be a hash of a long name
 	}
-	in.State, in.Reason = state(pod)
+	in.State, in.QueueReason = state(pod)
+	in.RunningSince = boundAt(pod)
 	return in
 }
 
-// state maps a Pod's phase to the neutral state, with the backend's reason
-// for a pending or ended Pod.
+// state maps a Pod's phase to the neutral state and, for a Pod the
+// scheduler could not place (PodScheduled False: Unschedulable, or a
+// scheduling gate), the scheduler's reason and message: it waits in the
+// cluster's queue. A Pod bound and starting (pulling its image, waiting
+// for its Secret) is booting and has no queue reason.
 func state(pod *corev1.Pod) (provider.State, string) {
 	switch pod.Status.Phase {
 	case corev1.PodSucceeded, corev1.PodFailed:
-		return provider.Terminated, join(pod.Status.Reason, pod.Status.Message)
+		return provider.Terminated, ""
 	}
 	if pod.DeletionTimestamp != nil {
-		return provider.Stopping, "deleted"
+		return provider.Stopping, ""
 	}
 	switch pod.Status.Phase {
 	case corev1.PodRunning, corev1.PodUnknown: // Unknown: the node is unreachable, the runner may still run
 		return provider.Running, ""
 	}
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-			return provider.Pending, join(c.Reason, c.Message)
-		}
-	}
-	for _, cs := range pod.Status.ContainerStatuses {
-		if w := cs.State.Waiting; w != nil && w.Reason != "" {
-			return provider.Pending, join(w.Reason, w.Message)
+	if pod.Spec.NodeName == "" {
+		for _, c := range pod.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+				return provider.Pending, join(c.Reason, c.Message)
+			}
 		}
 	}
 	return provider.Pending, ""
+}
+
+// boundAt is when a Pod left the scheduler's queue: when it was bound to a
+// node (its PodScheduled condition turned true). Every Pod passes through
+// that queue, so the boot timeout counts from it; zero while unbound.
+func boundAt(pod *corev1.Pod) time.Time {
+	if pod.Spec.NodeName == "" {
+		return time.Time{}
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
+			return c.LastTransitionTime.UTC()
+		}
+	}
+	return time.Time{}
+}
+
+// EndReason is how an ended Pod ended, in the API's words (Evicted: The
+// node was low on resource: memory.; DeadlineExceeded: ...); "" for a
+// Pod that has not ended or ended without a reason (its runner exited).
+func EndReason(pod *corev1.Pod) string {
+	if pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+		return ""
+	}
+	return join(pod.Status.Reason, pod.Status.Message)
 }
 
 func join(reason, msg string) string {
@@ -703,4 +750,74 @@ func UsageOf(pod *corev1.Pod) (podusage.Usage, bool, error) {
 		return u, err == nil, err
 	}
 	return podusage.Usage{}, false, nil
+}
+
+// Peaks implements scaledown.UsageSource: what an ended runner's container
+// used, from the termination message List read of its Pod (the Pod may be
+// deleted by then). false for a runner still running, one List has not
+// seen end, and an image without skiff-podhelper.
+func (p *Provider) Peaks(id string) (*metrics.Peaks, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m, ok := p.usage[id]
+	return m.peaks, ok && m.peaks != nil
+}
+
+// keepUsage reads an ended Pod's termination message once, for Peaks.
+func (p *Provider) keepUsage(id string, pod *corev1.Pod, now time.Time) {
+	p.mu.Lock()
+	_, seen := p.usage[id]
+	p.mu.Unlock()
+	if seen {
+		return
+	}
+	u, ok, err := UsageOf(pod)
+	m := measured{at: now}
+	switch {
+	case err != nil:
+		p.o.Logger.Warn("an ended runner's usage is unreadable", "instance_id", id, "err", err)
+	case ok:
+		m.peaks = PeaksOf(u, pod)
+	}
+	p.mu.Lock()
+	p.usage[id] = m
+	p.mu.Unlock()
+}
+
+// pruneUsage forgets the usage of runners that ended more than Retain ago:
+// the reconciler has written their records by then.
+func (p *Provider) pruneUsage(now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id, m := range p.usage {
+		if now.Sub(m.at) > p.o.Retain {
+			delete(p.usage, id)
+		}
+	}
+}
+
+// PeaksOf is a metrics record's peaks from a runner's usage: CPU time,
+// peak memory (in GiB, and as a percentage of the container's memory
+// limit where it has one) and each GPU's peak utilisation and memory.
+func PeaksOf(u podusage.Usage, pod *corev1.Pod) *metrics.Peaks {
+	pk := &metrics.Peaks{}
+	if u.CPUSeconds > 0 {
+		c := u.CPUSeconds
+		pk.CPUSeconds = &c
+	}
+	if u.PeakMemoryBytes > 0 {
+		gib := float64(u.PeakMemoryBytes) / (1 << 30)
+		pk.MemoryPeakGiB = &gib
+		for _, c := range pod.Spec.Containers {
+			if lim, ok := c.Resources.Limits[corev1.ResourceMemory]; c.Name == ContainerName && ok && lim.Value() > 0 {
+				pct := min(float64(u.PeakMemoryBytes)/float64(lim.Value())*100, 100)
+				pk.MemoryPeak = &pct
+			}
+		}
+	}
+	for _, g := range u.GPUs {
+		util, mem := float64(g.PeakUtilPct), float64(g.PeakMemoryMiB)
+		pk.GPUs = append(pk.GPUs, metrics.GPUPeak{Index: g.Index, Utilization: &util, MemoryUsedMiB: &mem})
+	}
+	return pk
 }

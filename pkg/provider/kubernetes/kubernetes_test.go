@@ -22,7 +22,6 @@ import (
 	"github.com/skiffci/skiff/pkg/provider"
 	kube "github.com/skiffci/skiff/pkg/provider/kubernetes"
 	"github.com/skiffci/skiff/pkg/provider/providertest"
-	"github.com/skiffci/skiff/pkg/userdata"
 )
 
 const image = "ghcr.io/skiffci/runner:test"
@@ -35,6 +34,8 @@ type env struct {
 	p     *kube.Provider
 	calls *calls
 	logs  *testenv.SyncBuffer
+	// sections are the pools' kubernetes: sections, as a pools file gives them.
+	sections map[string]*pool.Kubernetes
 }
 
 func newEnv(t *testing.T, bind bool, edit func(*kube.Options)) *env {
@@ -43,10 +44,7 @@ func newEnv(t *testing.T, bind bool, edit func(*kube.Options)) *env {
 	ns := k.namespace(t, bind)
 	client, n := clientFor(t, k.c, testenv.KubeUser)
 	logs := &testenv.SyncBuffer{}
-	o := kube.Options{Client: client, Pools: map[string]kube.Pool{
-		"conformance": {Namespace: ns, Image: image},
-		"cpu":         {Namespace: ns, Image: image, Requests: kube.Resources{CPU: "1", Memory: "2Gi"}, Limits: kube.Resources{Memory: "4Gi"}},
-	}, Logger: slog.New(slog.NewJSONHandler(logs, nil))}
+	o := kube.Options{Client: client, Namespaces: []string{ns}, Logger: slog.New(slog.NewJSONHandler(logs, nil))}
 	if edit != nil {
 		edit(&o)
 	}
@@ -54,12 +52,18 @@ func newEnv(t *testing.T, bind bool, edit func(*kube.Options)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{k: k, ns: ns, p: p, calls: n, logs: logs}
+	nonRoot := pool.SecurityContext{RunAsNonRoot: true}
+	return &env{k: k, ns: ns, p: p, calls: n, logs: logs, sections: map[string]*pool.Kubernetes{
+		"conformance": {Namespace: ns, Image: image, SecurityContext: nonRoot},
+		"cpu": {Namespace: ns, Image: image, Requests: pool.Resources{CPU: "1", Memory: "2Gi"}, Limits: pool.Resources{Memory: "4Gi"},
+			SecurityContext: nonRoot},
+	}}
 }
 
-func spec(name string) pool.Spec {
-	var s pool.Spec
-	s.Pool, s.MaxLifetime = name, time.Hour
+// spec is a launch spec of pool name with its kubernetes: section.
+func (e *env) spec(name string) pool.Spec {
+	s := pool.Spec{Kubernetes: e.sections[name]}
+	s.Pool, s.Backend, s.MaxLifetime = name, pool.BackendKubernetes, time.Hour
 	return s
 }
 
@@ -69,24 +73,29 @@ func TestConformance(t *testing.T) {
 		e := newEnv(t, true, nil)
 		return providertest.Harness{
 			Provider: e.p,
-			Spec:     spec("conformance"),
-			Delivered: func(id string) (userdata.Registration, bool) {
+			Spec:     e.spec("conformance"),
+			Backend:  pool.BackendKubernetes,
+			Delivered: func(id string) (provider.Registration, bool) {
 				return e.delivered(t, id)
 			},
 			Logs: e.logs.String,
+			CapacityTestedElsewhere: "a cluster with no room for a Pod holds it Unschedulable and never refuses its creation: " +
+				"TestStates lists such a Pod pending with the scheduler's message",
+			QueueTestedElsewhere: "the API server's scheduler is the test's own: TestStates holds a Pod Unschedulable " +
+				"with the scheduler's message, then binds it and checks it left the queue (RunningSince)",
 		}
 	})
 }
 
 // delivered reads a runner's registration as its container would: the
 // Secret its Pod mounts, and the runner's name from the Pod.
-func (e *env) delivered(t *testing.T, id string) (userdata.Registration, bool) {
+func (e *env) delivered(t *testing.T, id string) (provider.Registration, bool) {
 	t.Helper()
 	ns, name, _ := strings.Cut(id, "/")
 	ctx := context.Background()
 	pod, err := e.k.admin.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return userdata.Registration{}, false
+		return provider.Registration{}, false
 	}
 	var secret string
 	for _, v := range pod.Spec.Volumes {
@@ -96,21 +105,21 @@ func (e *env) delivered(t *testing.T, id string) (userdata.Registration, bool) {
 	}
 	s, err := e.k.admin.CoreV1().Secrets(ns).Get(ctx, secret, metav1.GetOptions{})
 	if err != nil {
-		return userdata.Registration{}, false
+		return provider.Registration{}, false
 	}
 	var tags map[string]string
 	_ = json.Unmarshal([]byte(pod.Annotations[kube.AnnotationTags]), &tags)
-	return userdata.Registration{Mode: userdata.ModeJIT, JITConfig: string(s.Data["jitconfig"]), RunnerName: tags[names.TagRunnerName]}, true
+	return provider.Registration{Mode: provider.ModeJIT, JITConfig: string(s.Data["jitconfig"]), RunnerName: tags[names.TagRunnerName]}, true
 }
 
 func launch(t *testing.T, p provider.Provider, s pool.Spec, token string, n int) (provider.Result, error) {
 	t.Helper()
 	l := provider.Launch{Token: token, Spec: s}
-	var regs []userdata.Registration
+	var regs []provider.Registration
 	for i := range n {
 		name := token + "-" + string(rune('a'+i))
 		l.Runners = append(l.Runners, provider.Runner{Name: name, JobID: int64(10 + i), RunID: 3, Repository: "acme/app", Owner: "acme"})
-		regs = append(regs, userdata.Registration{Mode: userdata.ModeJIT, JITConfig: "CANARYJIT-" + name, RunnerName: name})
+		regs = append(regs, provider.Registration{Mode: provider.ModeJIT, JITConfig: "CANARYJIT-" + name, RunnerName: name})
 	}
 	plan, err := p.Plan(context.Background(), l)
 	if err != nil {
@@ -123,8 +132,8 @@ func launch(t *testing.T, p provider.Provider, s pool.Spec, token string, n int)
 func TestPodShape(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, true, nil)
-	s := spec("cpu")
-	s.Dynamic = &pool.Label{CPU: pool.Spans{{Min: 4, Max: 8}}, RAM: pool.Spans{{Min: 8, Max: 8}}, GPU: pool.Spans{{Min: 1, Max: 1}}}
+	s := e.spec("cpu")
+	s.Sizes = pool.Sizes{VCPU: 4, MemoryGiB: 8, GPUs: 1}
 	res, err := launch(t, e.p, s, "tok-shape", 1)
 	if err != nil || res.Runners[0].Err != nil {
 		t.Fatalf("Launch: %v %+v", err, res)
@@ -212,7 +221,7 @@ func TestAPICalls(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, true, func(o *kube.Options) { o.PageSize = 2 })
 	e.calls.Take()
-	res, err := launch(t, e.p, spec("cpu"), "tok-calls", 5)
+	res, err := launch(t, e.p, e.spec("cpu"), "tok-calls", 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +236,7 @@ func TestAPICalls(t *testing.T) {
 		t.Errorf("listing 5 pods by pages of 2 made %v, want 3 GET pods", got)
 	}
 	// A replay with the registrations finds the Pods: nothing new.
-	again, err := launch(t, e.p, spec("cpu"), "tok-calls", 5)
+	again, err := launch(t, e.p, e.spec("cpu"), "tok-calls", 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,21 +265,25 @@ func (e *env) setStatus(t *testing.T, id string, edit func(*corev1.PodStatus)) {
 	}
 }
 
-// TestStates: each phase as the provider lists it.
+// TestStates: each phase as the provider lists it. A Pod the scheduler
+// cannot place is pending with its message as the queue reason; bound, it
+// has left the queue (RunningSince); an ended Pod says how it ended.
 func TestStates(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, true, nil)
-	res, err := launch(t, e.p, spec("cpu"), "tok-states", 5)
+	res, err := launch(t, e.p, e.spec("cpu"), "tok-states", 6)
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := func(i int) string { return res.Runners[i].Instance.ID }
 	now := metav1.Now()
+	const unschedulable = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
 	e.setStatus(t, id(0), func(s *corev1.PodStatus) {
 		s.Phase = corev1.PodPending
 		s.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",
-			Message: "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.", LastTransitionTime: now}}
+			Message: unschedulable, LastTransitionTime: now}}
 	})
+	e.bind(t, id(1), "node-a")
 	e.setStatus(t, id(1), func(s *corev1.PodStatus) { s.Phase = corev1.PodRunning })
 	e.setStatus(t, id(2), func(s *corev1.PodStatus) { s.Phase = corev1.PodSucceeded })
 	e.setStatus(t, id(3), func(s *corev1.PodStatus) {
@@ -279,15 +292,20 @@ func TestStates(t *testing.T) {
 	e.setStatus(t, id(4), func(s *corev1.PodStatus) {
 		s.Phase, s.Reason, s.Message = corev1.PodFailed, "DeadlineExceeded", "Pod was active on the node longer than the specified deadline"
 	})
+	// Bound but not started (pulling its image): booting, not queued.
+	e.bind(t, id(5), "node-a")
 	want := []struct {
 		state  provider.State
-		reason string
+		queue  string
+		bound  bool
+		ending string
 	}{
-		{provider.Pending, "Unschedulable: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu."},
-		{provider.Running, ""},
-		{provider.Terminated, ""},
-		{provider.Terminated, "Evicted: The node was low on resource: memory."},
-		{provider.Terminated, "DeadlineExceeded: Pod was active on the node longer than the specified deadline"},
+		{provider.Pending, "Unschedulable: " + unschedulable, false, ""},
+		{provider.Running, "", true, ""},
+		{provider.Terminated, "", false, ""},
+		{provider.Terminated, "", false, "Evicted: The node was low on resource: memory."},
+		{provider.Terminated, "", false, "DeadlineExceeded: Pod was active on the node longer than the specified deadline"},
+		{provider.Pending, "", true, ""},
 	}
 	all, err := e.p.List(context.Background(), provider.Filter{})
 	if err != nil {
@@ -298,13 +316,46 @@ func TestStates(t *testing.T) {
 		by[in.ID] = in
 	}
 	for i, w := range want {
-		if in := by[id(i)]; in.State != w.state || in.Reason != w.reason {
-			t.Errorf("pod %d: %s %q, want %s %q", i, in.State, in.Reason, w.state, w.reason)
+		in := by[id(i)]
+		if in.State != w.state || in.QueueReason != w.queue || in.RunningSince.IsZero() == w.bound {
+			t.Errorf("pod %d: %s, queue reason %q, running since %v; want %s, %q, bound %v", i, in.State, in.QueueReason, in.RunningSince,
+				w.state, w.queue, w.bound)
+		}
+		if got := kube.EndReason(e.pod(t, id(i))); got != w.ending {
+			t.Errorf("pod %d ended %q, want %q", i, got, w.ending)
 		}
 	}
 	alive, _ := e.p.List(context.Background(), provider.Filter{AliveOnly: true})
-	if len(alive) != 2 {
-		t.Errorf("%d alive, want the pending and the running pod", len(alive))
+	if len(alive) != 3 {
+		t.Errorf("%d alive, want the unschedulable, the running and the starting pod", len(alive))
+	}
+	// The scheduler places the waiting Pod: it leaves the queue.
+	e.bind(t, id(0), "node-b")
+	got, err := e.p.List(context.Background(), provider.Filter{IDs: []string{id(0)}})
+	if err != nil || len(got) != 1 || got[0].QueueReason != "" || got[0].RunningSince.IsZero() || got[0].State != provider.Pending {
+		t.Errorf("the pod once bound: %+v, %v; want pending, no queue reason, running since its binding", got, err)
+	}
+}
+
+// pod reads a Pod as the admin.
+func (e *env) pod(t *testing.T, id string) *corev1.Pod {
+	t.Helper()
+	ns, name, _ := strings.Cut(id, "/")
+	pod, err := e.k.admin.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pod
+}
+
+// bind binds a Pod to a node as the scheduler does (the binding
+// subresource, which sets its PodScheduled condition).
+func (e *env) bind(t *testing.T, id, node string) {
+	t.Helper()
+	ns, name, _ := strings.Cut(id, "/")
+	b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Target: corev1.ObjectReference{Kind: "Node", Name: node}}
+	if err := e.k.admin.CoreV1().Pods(ns).Bind(context.Background(), b, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -333,7 +384,7 @@ func TestQuotaWaits(t *testing.T) {
 		}
 	}
 	used("0")
-	res, err := launch(t, e.p, spec("cpu"), "tok-quota", 2)
+	res, err := launch(t, e.p, e.spec("cpu"), "tok-quota", 2)
 	if err != nil {
 		t.Fatalf("Launch: %v (one runner fits)", err)
 	}
@@ -352,7 +403,7 @@ func TestQuotaWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	used("0")
-	again, err := launch(t, e.p, spec("cpu"), "tok-quota-2", 1)
+	again, err := launch(t, e.p, e.spec("cpu"), "tok-quota-2", 1)
 	if err != nil || again.Runners[0].Err != nil {
 		t.Errorf("launch after the quota freed: %v %v", err, again.Runners[0].Err)
 	}
@@ -363,7 +414,7 @@ func TestQuotaWaits(t *testing.T) {
 func TestWithoutRole(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, false, nil)
-	_, err := launch(t, e.p, spec("cpu"), "tok-norole", 1)
+	_, err := launch(t, e.p, e.spec("cpu"), "tok-norole", 1)
 	if !errors.Is(err, provider.ErrInvalid) || !provider.Permanent(err) || !strings.Contains(err.Error(), "forbidden") ||
 		!strings.Contains(provider.Detail(err), "Role") {
 		t.Errorf("Launch without the Role: %v (detail %q), want a final ErrInvalid naming the Role", err, provider.Detail(err))
@@ -374,24 +425,34 @@ func TestWithoutRole(t *testing.T) {
 	}
 }
 
-// TestPlanInvalid: a pool without an image, a quantity that does not parse.
+// TestPlanInvalid: a spec without a kubernetes part and no default, an
+// image missing, a namespace the provider does not list, a quantity that
+// does not parse; and New without a client or a namespace.
 func TestPlanInvalid(t *testing.T) {
 	t.Parallel()
-	p, err := kube.New(kube.Options{Client: fakeClient(), Pools: map[string]kube.Pool{
-		"bad": {Image: "x", Requests: kube.Resources{CPU: "two"}},
-	}})
+	p, err := kube.New(kube.Options{Client: fakeClient(), Namespaces: []string{"runners"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []pool.Spec{spec("bad"), spec("unlisted")} {
+	for name, k := range map[string]*pool.Kubernetes{
+		"no-section":      nil,
+		"no-image":        {Namespace: "runners"},
+		"other-namespace": {Namespace: "kube-system", Image: image},
+		"bad-quantity":    {Namespace: "runners", Image: image, Requests: pool.Resources{CPU: "two"}},
+	} {
+		s := pool.Spec{Kubernetes: k}
+		s.Pool = name
 		_, err := p.Plan(context.Background(), provider.Launch{Token: "t", Spec: s, Runners: []provider.Runner{{Name: "r"}}})
 		if !errors.Is(err, provider.ErrInvalid) || !provider.Permanent(err) {
-			t.Errorf("Plan(%s) = %v, want a final ErrInvalid", s.Pool, err)
+			t.Errorf("Plan(%s) = %v, want a final ErrInvalid", name, err)
 		}
 	}
-	if _, err := kube.New(kube.Options{Pools: map[string]kube.Pool{"x": {}}}); err == nil ||
-		!strings.Contains(err.Error(), "Client") || !strings.Contains(err.Error(), `pool "x" has no image`) {
-		t.Errorf("New without client and image: %v", err)
+	if _, err := kube.New(kube.Options{}); err == nil || !strings.Contains(err.Error(), "Client") || !strings.Contains(err.Error(), "no runner namespace") {
+		t.Errorf("New without client and namespace: %v", err)
+	}
+	if _, err := kube.New(kube.Options{Client: fakeClient(), Default: &pool.Kubernetes{Namespace: "runners"}}); err == nil ||
+		!strings.Contains(err.Error(), "an image") {
+		t.Errorf("New with a default without an image: %v", err)
 	}
 }
 
@@ -405,7 +466,7 @@ func fakeClient() *kubernetes.Clientset {
 // server is a transient error).
 func TestTerminateLeavesOthersAlone(t *testing.T) {
 	t.Parallel()
-	p, err := kube.New(kube.Options{Client: fakeClient()})
+	p, err := kube.New(kube.Options{Client: fakeClient(), Namespaces: []string{"default"}})
 	if err != nil {
 		t.Fatal(err)
 	}

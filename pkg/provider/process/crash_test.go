@@ -21,7 +21,6 @@ import (
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/process"
-	"github.com/skiffci/skiff/pkg/userdata"
 )
 
 // crashEnv makes the test binary a provider that launches runners and
@@ -60,12 +59,12 @@ func crashingProvider(spec string) int {
 		return 1
 	}
 	ctx := context.Background()
-	l := provider.Launch{Token: "tok-crash", Spec: pool.Spec{Pool: "cpu", MaxLifetime: s.Lifetime}}
-	var regs []userdata.Registration
+	l := provider.Launch{Token: "tok-crash", Spec: pool.Spec{Shared: pool.Shared{Pool: "cpu", MaxLifetime: s.Lifetime}}}
+	var regs []provider.Registration
 	for i := range s.Runners {
 		name := "crash-" + strconv.Itoa(i)
 		l.Runners = append(l.Runners, provider.Runner{Name: name, JobID: int64(100 + i), RunID: 99, Repository: "acme/app", Owner: "acme"})
-		regs = append(regs, userdata.Registration{Mode: userdata.ModeJIT, JITConfig: "CANARYCRASH", RunnerName: name})
+		regs = append(regs, provider.Registration{Mode: provider.ModeJIT, JITConfig: "CANARYCRASH", RunnerName: name})
 	}
 	pl, err := p.Plan(ctx, l)
 	if err != nil {
@@ -186,8 +185,8 @@ func TestAdoptAfterCrash(t *testing.T) {
 		if err != nil || len(res.Runners) != 2 || res.Runners[0].Instance.ID != c.IDs[0] || res.Runners[1].Instance.ID != c.IDs[1] {
 			t.Errorf("replay of the crashed provider's token: %+v, %v; want its 2 runners", res, err)
 		}
-		pl, _ := e.p.Plan(ctx, provider.Launch{Token: "tok-more", Spec: pool.Spec{Pool: "cpu"}, Runners: []provider.Runner{{Name: "more"}}})
-		if _, err := e.p.Launch(ctx, pl, []userdata.Registration{{Mode: userdata.ModeJIT, JITConfig: "x", RunnerName: "more"}}); !errors.Is(err, provider.ErrCapacity) {
+		pl, _ := e.p.Plan(ctx, provider.Launch{Token: "tok-more", Spec: pool.Spec{Shared: pool.Shared{Pool: "cpu"}}, Runners: []provider.Runner{{Name: "more"}}})
+		if _, err := e.p.Launch(ctx, pl, []provider.Registration{{Mode: provider.ModeJIT, JITConfig: "x", RunnerName: "more"}}); !errors.Is(err, provider.ErrCapacity) {
 			t.Errorf("a launch into the pool its adopted runners fill: %v, want ErrCapacity", err)
 		}
 		if !strings.Contains(e.logs.String(), "adopted a runner process") {

@@ -57,8 +57,8 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
-	"github.com/skiffci/skiff/pkg/userdata"
 )
 
 // EnvJITConfig is the variable the runner reads its JIT configuration from
@@ -131,6 +131,7 @@ type Provider struct {
 	order   []string
 	byToken map[string][]string
 	failCap bool
+	usage   *sampler // measures each runner (usage.go)
 }
 
 type proc struct {
@@ -142,7 +143,9 @@ type proc struct {
 	ended    time.Time
 	timer    *time.Timer
 	stopping bool
-	adopted  bool // started by an earlier provider
+	adopted  bool     // started by an earlier provider
+	use      *tracker // nil for an adopted runner
+	used     *Usage   // what it used, once it ended
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -205,7 +208,7 @@ func New(o Options) (*Provider, error) {
 		return nil, fmt.Errorf("process provider: finding the runner command: %w", err)
 	}
 	p := &Provider{o: o, path: path, dir: filepath.Join(o.DataDir, "runners"), recs: filepath.Join(o.DataDir, "procs"),
-		procs: map[string]*proc{}, byToken: map[string][]string{}}
+		procs: map[string]*proc{}, byToken: map[string][]string{}, usage: newSampler(o.DataDir)}
 	for _, d := range []string{p.dir, p.recs} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("process provider: creating the data directory: %w", err)
@@ -251,6 +254,10 @@ func (p *Provider) counterFile() string { return filepath.Join(p.o.DataDir, "nex
 // Name implements provider.Provider.
 func (p *Provider) Name() string { return "process" }
 
+// Capabilities implements provider.Provider: the process backend's
+// (pool.Declared). A runner gets the host as it is: no sizes, no spot.
+func (p *Provider) Capabilities() provider.Capabilities { return pool.Declared[pool.BackendProcess] }
+
 type plan struct {
 	Token    string            `json:"token"`
 	Pool     string            `json:"pool"`
@@ -268,15 +275,24 @@ func (p *Provider) Plan(_ context.Context, l provider.Launch) (provider.Plan, er
 	if l.Spec.Pool == "" {
 		return "", &provider.Error{Kind: provider.ErrInvalid, Code: "NoPool", Message: "a launch needs a pool", Final: true}
 	}
+	// A process pool cannot be sized (validate refuses its dynamic
+	// bounds); another backend's pool run locally gets the host as it is.
+	if l.Spec.Backend == pool.BackendProcess && !l.Spec.Sizes.Zero() {
+		return "", &provider.Error{Kind: provider.ErrInvalid, Code: "NoDynamicSizes", Final: true,
+			Message: "the process provider cannot size a runner (" + l.Spec.Sizes.String() + ")"}
+	}
+	// A process runs on this machine, whatever EC2 types the pool lists:
+	// its records say local, and describe the host (Host).
 	typ := "local"
-	if len(l.Spec.InstanceTypes) > 0 {
-		typ = l.Spec.InstanceTypes[0]
+	var tags map[string]string
+	if e := l.Spec.EC2; e != nil { // local mode runs an EC2 pool's runners as processes
+		tags = e.Tags
 	}
 	lifetime := l.Spec.MaxLifetime
 	if lifetime <= 0 {
 		lifetime = p.o.DefaultLifetime
 	}
-	b, err := json.Marshal(plan{Token: l.Token, Pool: l.Spec.Pool, Type: typ, Lifetime: lifetime, Tags: l.Spec.Tags, Runners: l.Runners})
+	b, err := json.Marshal(plan{Token: l.Token, Pool: l.Spec.Pool, Type: typ, Lifetime: lifetime, Tags: tags, Runners: l.Runners})
 	if err != nil {
 		return "", fmt.Errorf("encoding plan: %w", err)
 	}
@@ -289,7 +305,7 @@ func (p *Provider) Plan(_ context.Context, l provider.Launch) (provider.Plan, er
 // returns the first launch's instances, adopted ones included; replaying
 // one of which nothing runs or is listed (never launched, or its runners
 // ended before a restart) is a permanent ErrInvalid.
-func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []userdata.Registration) (provider.Result, error) {
+func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider.Registration) (provider.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return provider.Result{}, &provider.Error{Kind: provider.ErrTransient, Message: err.Error()}
 	}
@@ -319,7 +335,7 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []userdata
 		case p.failCap || p.liveLocked(pn.Pool) >= p.Limit(pn.Pool):
 			err = &provider.Error{Kind: provider.ErrCapacity, Code: "PoolLimit",
 				Message: fmt.Sprintf("pool %s runs its limit of %d runners on this machine", pn.Pool, p.Limit(pn.Pool))}
-		case regs[i].Mode != userdata.ModeJIT || regs[i].JITConfig == "":
+		case regs[i].Mode != provider.ModeJIT || regs[i].JITConfig == "":
 			err = &provider.Error{Kind: provider.ErrInvalid, Code: "NotJIT", Final: true,
 				Message: "the process provider runs just-in-time registered runners only"}
 		default:
@@ -366,7 +382,7 @@ func (p *Provider) liveLocked(pool string) int {
 }
 
 // startLocked starts one runner process, the i-th of plan pn, and records it.
-func (p *Provider) startLocked(pn plan, i int, r provider.Runner, reg userdata.Registration) (*proc, error) {
+func (p *Provider) startLocked(pn plan, i int, r provider.Runner, reg provider.Registration) (*proc, error) {
 	p.next++
 	id := "proc-" + strconv.Itoa(p.next)
 	if err := os.WriteFile(p.counterFile()+".tmp", []byte(strconv.Itoa(p.next)+"\n"), 0o600); err == nil {
@@ -396,7 +412,8 @@ func (p *Provider) startLocked(pn plan, i int, r provider.Runner, reg userdata.R
 		defer f.Close() // the child has its own descriptor
 		cmd.Stdout, cmd.Stderr = f, f
 	}
-	if err := cmd.Start(); err != nil {
+	cmd, cgroup, err := p.startMeasured(cmd, id)
+	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, transient("starting the runner", err)
 	}
@@ -427,10 +444,14 @@ func (p *Provider) startLocked(pn plan, i int, r provider.Runner, reg userdata.R
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		_ = cmd.Wait()
 		_ = os.RemoveAll(dir)
+		if cgroup != "" {
+			_ = removeCgroup(cgroup)
+		}
 		_ = os.Remove(p.recordFile(id))
 		return nil, transient("recording the runner", err)
 	}
-	pr := &proc{inst: rec.instance(provider.Running), pid: cmd.Process.Pid, dir: dir, done: make(chan struct{})}
+	pr := &proc{inst: rec.instance(provider.Running), pid: cmd.Process.Pid, dir: dir, done: make(chan struct{}),
+		use: p.usage.watch(cmd.Process.Pid, cgroup, time.Now())}
 	p.procs[id] = pr
 	p.order = append(p.order, id)
 	pr.timer = time.AfterFunc(time.Until(deadline), func() { p.stop(id, "lifetime") })
@@ -438,6 +459,7 @@ func (p *Provider) startLocked(pn plan, i int, r provider.Runner, reg userdata.R
 		"runner_name", r.Name, "lifetime", pn.Lifetime.String(), "registration", reg)
 	go func() {
 		err := cmd.Wait()
+		p.measured(pr, cmd.ProcessState)
 		p.reap(pr, cmd.ProcessState.ExitCode(), err)
 	}()
 	return pr, nil
@@ -609,6 +631,7 @@ func (p *Provider) Close(ctx context.Context) error {
 			return fmt.Errorf("stopping runner processes: %w", ctx.Err())
 		}
 	}
+	p.usage.close()
 	return nil
 }
 

@@ -28,7 +28,6 @@ import (
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/process"
 	"github.com/skiffci/skiff/pkg/provider/providertest"
-	"github.com/skiffci/skiff/pkg/userdata"
 )
 
 // standin is the path of the stand-in runner, built once by TestMain.
@@ -37,6 +36,9 @@ var standin string
 func TestMain(m *testing.M) {
 	if spec := os.Getenv(crashEnv); spec != "" {
 		os.Exit(crashingProvider(spec))
+	}
+	if spec := os.Getenv(usageChildEnv); spec != "" {
+		os.Exit(usageChild(spec))
 	}
 	dir, err := os.MkdirTemp("", "skiff-standin-")
 	if err != nil {
@@ -144,25 +146,26 @@ func TestConformance(t *testing.T) {
 		e := newProvider(t, process.Options{Command: []string{"sleep", "3600"}, DefaultLimit: 8})
 		return providertest.Harness{
 			Provider: e.p,
-			Spec:     pool.Spec{Pool: "conformance", InstanceTypes: []string{"local-cpu"}, MaxLifetime: time.Hour},
-			Delivered: func(id string) (userdata.Registration, bool) {
+			Spec:     pool.Spec{Shared: pool.Shared{Pool: "conformance", Backend: pool.BackendProcess, MaxLifetime: time.Hour}, Process: &pool.Process{}},
+			Delivered: func(id string) (provider.Registration, bool) {
 				pid, _, ok := e.p.Process(id)
 				if !ok {
-					return userdata.Registration{}, false
+					return provider.Registration{}, false
 				}
 				env, err := environ(pid)
 				if err != nil || env[process.EnvJITConfig] == "" {
-					return userdata.Registration{}, false
+					return provider.Registration{}, false
 				}
 				ins, _ := e.p.List(context.Background(), provider.Filter{IDs: []string{id}})
 				if len(ins) != 1 {
-					return userdata.Registration{}, false
+					return provider.Registration{}, false
 				}
-				return userdata.Registration{Mode: userdata.ModeJIT, JITConfig: env[process.EnvJITConfig],
+				return provider.Registration{Mode: provider.ModeJIT, JITConfig: env[process.EnvJITConfig],
 					RunnerName: ins[0].Tags["skiff:runner-name"]}, true
 			},
 			FailCapacity: e.p.FailCapacity,
 			Logs:         e.logs.String,
+			Backend:      pool.BackendProcess,
 		}
 	})
 }
@@ -219,18 +222,18 @@ func post(t *testing.T, url, bearer string, body, out any) {
 }
 
 // jit registers a just-in-time runner for a job labelled label.
-func (s sim) jit(t *testing.T, name, label string) userdata.Registration {
+func (s sim) jit(t *testing.T, name, label string) provider.Registration {
 	t.Helper()
 	var out struct {
 		EncodedJITConfig string `json:"encoded_jit_config"`
 	}
 	post(t, s.URL()+"/orgs/acme/actions/runners/generate-jitconfig", s.token,
 		map[string]any{"name": name, "runner_group_id": 1, "labels": []string{label}}, &out)
-	return userdata.Registration{Mode: userdata.ModeJIT, JITConfig: out.EncodedJITConfig, RunnerName: name}
+	return provider.Registration{Mode: provider.ModeJIT, JITConfig: out.EncodedJITConfig, RunnerName: name}
 }
 
 // launchOne launches one runner of pool spec with reg and returns its instance.
-func launchOne(t *testing.T, p *process.Provider, spec pool.Spec, token string, reg userdata.Registration) provider.Instance {
+func launchOne(t *testing.T, p *process.Provider, spec pool.Spec, token string, reg provider.Registration) provider.Instance {
 	t.Helper()
 	ctx := context.Background()
 	pl, err := p.Plan(ctx, provider.Launch{Token: token, Spec: spec,
@@ -238,7 +241,7 @@ func launchOne(t *testing.T, p *process.Provider, spec pool.Spec, token string, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := p.Launch(ctx, pl, []userdata.Registration{reg})
+	res, err := p.Launch(ctx, pl, []provider.Registration{reg})
 	if err != nil || res.Runners[0].Err != nil {
 		t.Fatalf("Launch: %v, %v", err, res.Runners[0].Err)
 	}
@@ -280,7 +283,7 @@ func TestStandinRunners(t *testing.T) {
 				t.Fatal(err)
 			}
 			reg := s.jit(t, "standin-"+strconv.Itoa(i), "local")
-			in := launchOne(t, e.p, pool.Spec{Pool: "cpu", MaxLifetime: tc.lifetime}, "tok-"+strconv.Itoa(i), reg)
+			in := launchOne(t, e.p, pool.Spec{Shared: pool.Shared{Pool: "cpu", MaxLifetime: tc.lifetime}}, "tok-"+strconv.Itoa(i), reg)
 			pid, dir, _ := e.p.Process(in.ID)
 			if fi, err := os.Stat(dir); err != nil || !fi.IsDir() || filepath.Dir(dir) != filepath.Join(e.data, "runners") {
 				t.Fatalf("work directory %s: %v", dir, err)
@@ -328,7 +331,7 @@ func TestStandinRunners(t *testing.T) {
 func TestCleanEnvironment(t *testing.T) {
 	t.Parallel()
 	e := newProvider(t, process.Options{Command: []string{"sleep", "3600"}, Env: []string{"RUNNER_ALLOW_RUNASROOT=1"}, Path: "/usr/bin:/bin"})
-	in := launchOne(t, e.p, pool.Spec{Pool: "cpu"}, "tok-env", userdata.Registration{Mode: userdata.ModeJIT, JITConfig: "CANARYJIT", RunnerName: "r"})
+	in := launchOne(t, e.p, pool.Spec{Shared: pool.Shared{Pool: "cpu"}}, "tok-env", provider.Registration{Mode: provider.ModeJIT, JITConfig: "CANARYJIT", RunnerName: "r"})
 	pid, dir, _ := e.p.Process(in.ID)
 	got, err := environ(pid)
 	if err != nil {
@@ -354,26 +357,26 @@ func TestPoolLimit(t *testing.T) {
 	t.Parallel()
 	e := newProvider(t, process.Options{Command: []string{"sleep", "3600"}, Limits: map[string]int{"gpu": 1, "off": 0}})
 	ctx := context.Background()
-	reg := func(n string) userdata.Registration {
-		return userdata.Registration{Mode: userdata.ModeJIT, JITConfig: "CANARY" + n, RunnerName: n}
+	reg := func(n string) provider.Registration {
+		return provider.Registration{Mode: provider.ModeJIT, JITConfig: "CANARY" + n, RunnerName: n}
 	}
-	pl, err := e.p.Plan(ctx, provider.Launch{Token: "tok-gpu", Spec: pool.Spec{Pool: "gpu", InstanceTypes: []string{"rtx-4090"}},
+	pl, err := e.p.Plan(ctx, provider.Launch{Token: "tok-gpu", Spec: pool.Spec{Shared: pool.Shared{Pool: "gpu", Backend: pool.BackendEC2}, EC2: &pool.EC2{InstanceTypes: []string{"rtx-4090"}}},
 		Runners: []provider.Runner{{Name: "a", JobID: 1}, {Name: "b", JobID: 2}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.p.Launch(ctx, pl, []userdata.Registration{reg("a"), reg("b")})
+	res, err := e.p.Launch(ctx, pl, []provider.Registration{reg("a"), reg("b")})
 	if err != nil || res.Runners[0].Err != nil || !errors.Is(res.Runners[1].Err, provider.ErrCapacity) || provider.Permanent(res.Runners[1].Err) {
 		t.Fatalf("launch of 2 into a pool of 1: %+v, %v; want the first launched, the second a retryable ErrCapacity", res, err)
 	}
 	first := res.Runners[0].Instance
-	if first.InstanceType != "rtx-4090" {
-		t.Errorf("instance type %q, want the pool's first", first.InstanceType)
+	if first.InstanceType != "local" {
+		t.Errorf("instance type %q, want local (a process runs on this machine, not on the pool's EC2 types)", first.InstanceType)
 	}
-	spec := pool.Spec{Pool: "gpu"}
+	spec := pool.Spec{Shared: pool.Shared{Pool: "gpu"}}
 	one := func(token, name string) error {
 		pl, _ := e.p.Plan(ctx, provider.Launch{Token: token, Spec: spec, Runners: []provider.Runner{{Name: name}}})
-		_, err := e.p.Launch(ctx, pl, []userdata.Registration{reg(name)})
+		_, err := e.p.Launch(ctx, pl, []provider.Registration{reg(name)})
 		return err
 	}
 	if err := one("tok-full", "c"); !errors.Is(err, provider.ErrCapacity) {
@@ -404,11 +407,11 @@ func TestReplayAndRestart(t *testing.T) {
 	t.Parallel()
 	data := t.TempDir()
 	ctx := context.Background()
-	spec := pool.Spec{Pool: "cpu"}
+	spec := pool.Spec{Shared: pool.Shared{Pool: "cpu"}}
 	l := provider.Launch{Token: "tok-restart", Spec: spec, Runners: []provider.Runner{{Name: "a"}}}
 	e1 := newProvider(t, process.Options{Command: []string{"sleep", "3600"}, DataDir: data})
 	pl, _ := e1.p.Plan(ctx, l)
-	res, err := e1.p.Launch(ctx, pl, []userdata.Registration{{Mode: userdata.ModeJIT, JITConfig: "x", RunnerName: "a"}})
+	res, err := e1.p.Launch(ctx, pl, []provider.Registration{{Mode: provider.ModeJIT, JITConfig: "x", RunnerName: "a"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,14 +423,14 @@ func TestReplayAndRestart(t *testing.T) {
 	if _, err := e2.p.Launch(ctx, pl, nil); !errors.Is(err, provider.ErrInvalid) || !provider.Permanent(err) {
 		t.Errorf("replay of a token from before the restart: %v, want a permanent ErrInvalid", err)
 	}
-	in := launchOne(t, e2.p, spec, "tok-after", userdata.Registration{Mode: userdata.ModeJIT, JITConfig: "y", RunnerName: "b"})
+	in := launchOne(t, e2.p, spec, "tok-after", provider.Registration{Mode: provider.ModeJIT, JITConfig: "y", RunnerName: "b"})
 	n1, _ := strconv.Atoi(strings.TrimPrefix(firstID, "proc-"))
 	n2, _ := strconv.Atoi(strings.TrimPrefix(in.ID, "proc-"))
 	if n2 <= n1 {
 		t.Errorf("id after a restart %s, want one after %s", in.ID, firstID)
 	}
 	pl, _ = e2.p.Plan(ctx, provider.Launch{Token: "tok-token-mode", Spec: spec, Runners: []provider.Runner{{Name: "c"}}})
-	if _, err := e2.p.Launch(ctx, pl, []userdata.Registration{{Mode: userdata.ModeToken, Token: "t", RunnerName: "c"}}); !errors.Is(err, provider.ErrInvalid) {
+	if _, err := e2.p.Launch(ctx, pl, []provider.Registration{{Mode: provider.ModeToken, Token: "t", RunnerName: "c"}}); !errors.Is(err, provider.ErrInvalid) {
 		t.Errorf("token registration: %v, want ErrInvalid", err)
 	}
 }

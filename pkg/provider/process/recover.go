@@ -180,6 +180,7 @@ func (p *Provider) adoptLocked(r record, done <-chan struct{}) {
 	pr.timer = time.AfterFunc(max(0, time.Until(r.Deadline)), func() { p.stop(r.ID, "lifetime") })
 	go func() {
 		<-done
+		p.usage.forget(r.ID) // its cgroup, if an earlier provider made one
 		p.reap(pr, -1, nil)
 	}()
 }
@@ -190,6 +191,7 @@ func (p *Provider) restoreEndedLocked(r record) {
 	pr := &proc{inst: r.instance(provider.Terminated), pid: r.PID, dir: filepath.Join(p.dir, r.ID), done: make(chan struct{}),
 		exit: -1, ended: p.o.Now().UTC(), adopted: true}
 	close(pr.done)
+	p.usage.forget(r.ID) // its cgroup, if an earlier provider made one (retried while leftovers die)
 	p.procs[r.ID] = pr
 	p.order = append(p.order, r.ID)
 	p.rememberLocked(r)

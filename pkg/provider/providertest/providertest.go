@@ -1,12 +1,15 @@
 // Package providertest is the conformance suite every compute provider
 // passes (like storetest for the store): launch and deliver, replay, list by
-// pool and by id, idempotent termination, neutral error kinds, and no
-// registration secret in the logs.
+// pool and by id, idempotent termination, neutral error kinds, no
+// registration secret in the logs, and the capabilities the provider states
+// — stated as its backend declares them, and honoured: spot, dynamic sizes,
+// GPUs, replay by token, and a runner pending in the backend's own queue.
 package providertest
 
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -14,7 +17,6 @@ import (
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
-	"github.com/skiffci/skiff/pkg/userdata"
 )
 
 // Harness is one fresh provider with the hooks the suite needs.
@@ -24,14 +26,30 @@ type Harness struct {
 	Spec pool.Spec
 	// Delivered returns the registration the provider delivered to an
 	// instance, as the instance would read it.
-	Delivered func(id string) (userdata.Registration, bool)
-	// FailCapacity makes every later launch find no capacity. Nil for a
-	// backend that holds a launch without capacity pending in its own
-	// queue (an unschedulable Pod) instead of refusing it: the case is
-	// skipped, and the provider's own tests cover its pending state.
+	Delivered func(id string) (provider.Registration, bool)
+	// FailCapacity makes every later launch find no capacity.
 	FailCapacity func()
+	// CapacityTestedElsewhere, when FailCapacity is nil (a backend that
+	// never refuses a launch for capacity but holds it in its own queue,
+	// as a cluster holds a Pod it cannot place), says which of the
+	// provider's own tests covers that; the no-capacity case is then
+	// skipped with that reason.
+	CapacityTestedElsewhere string
 	// Logs returns what the provider logged so far.
 	Logs func() string
+	// Backend is the backend the provider serves, whose pool.Declared
+	// entry it must state; "" for a stand-in of any backend (dry-run).
+	Backend pool.Backend
+	// HoldInQueue makes later launches wait in the backend's own queue
+	// with the reason, and Dequeue starts such runners. Required when the
+	// provider states OwnQueue.
+	HoldInQueue func(reason string)
+	Dequeue     func(ids ...string)
+	// QueueTestedElsewhere, when HoldInQueue cannot be offered (a real
+	// scheduler starts or holds a job in its own time), says which of the
+	// provider's own tests holds a runner in the backend's queue instead;
+	// the queue case is then skipped with that reason.
+	QueueTestedElsewhere string
 }
 
 // canary starts every registration secret the suite hands out.
@@ -39,6 +57,7 @@ const canary = "CANARYREG"
 
 // Run runs the suite; newHarness returns a fresh, empty provider per case.
 func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
+	runCapabilities(t, newHarness)
 	t.Run("launch delivers each runner its registration", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
@@ -78,10 +97,10 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 			t.Fatal(err)
 		}
 		again, err := h.Provider.Launch(context.Background(), plan, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ids(first) != ids(again) {
+		switch {
+		case h.Provider.Capabilities().ReplayByToken && err != nil:
+			t.Fatalf("replay of a provider that replays by token: %v", err)
+		case h.Provider.Capabilities().ReplayByToken && ids(first) != ids(again):
 			t.Errorf("replay returned %s, want the first launch's %s", ids(again), ids(first))
 		}
 		if all := list(t, h, provider.Filter{Pool: h.Spec.Pool}); len(all) != 2 {
@@ -150,7 +169,10 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		t.Parallel()
 		h := newHarness(t)
 		if h.FailCapacity == nil {
-			t.Skip("the backend queues a launch without capacity: it is pending, not refused")
+			if h.CapacityTestedElsewhere == "" {
+				t.Fatal("the harness can neither make the provider find no capacity nor names the test that covers it")
+			}
+			t.Skip(h.CapacityTestedElsewhere)
 		}
 		h.FailCapacity()
 		l, regs := launch(h, "tok-capacity", 2)
@@ -183,19 +205,140 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	})
 }
 
+// runCapabilities checks that the provider states its backend's declared
+// capabilities and honours them.
+func runCapabilities(t *testing.T, newHarness func(t *testing.T) Harness) {
+	t.Run("capabilities are stated as the backend declares them", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		if h.Backend == "" {
+			return // a stand-in for any backend states its own
+		}
+		if got, want := h.Provider.Capabilities(), pool.Declared[h.Backend]; !reflect.DeepEqual(got, want) {
+			t.Errorf("Capabilities() = %+v, want %s's declared %+v", got, h.Backend, want)
+		}
+	})
+
+	t.Run("spot is honoured", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		caps := h.Provider.Capabilities()
+		want := provider.OnDemand
+		if caps.Spot && h.Spec.EC2 != nil {
+			e := *h.Spec.EC2
+			e.Capacity = pool.CapacitySpot
+			h.Spec.EC2 = &e
+			want = provider.Spot
+		} else if caps.Spot {
+			return // spot is asked for in the EC2 part only
+		}
+		l, regs := launch(h, "tok-spot", 2)
+		for i, r := range mustLaunch(t, h, l, regs).Runners {
+			if r.Err != nil || r.Instance.Capacity != want {
+				t.Errorf("runner %d: %s (%v), want %s capacity (provider states spot: %v)", i, r.Instance.Capacity, r.Err, want, caps.Spot)
+			}
+		}
+	})
+
+	t.Run("sizes and GPUs are refused where the backend cannot give them", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		caps := h.Provider.Capabilities()
+		for _, tc := range []struct {
+			name  string
+			sizes pool.Sizes
+			can   bool
+		}{
+			{"sizes", pool.Sizes{VCPU: 2, MemoryGiB: 4}, caps.DynamicSizes},
+			{"GPUs", pool.Sizes{GPUs: 1}, caps.GPUs && caps.DynamicSizes},
+		} {
+			l, regs := launch(h, "tok-"+strings.ToLower(tc.name), 1)
+			l.Spec.Sizes = tc.sizes
+			plan, err := h.Provider.Plan(context.Background(), l)
+			if !tc.can {
+				if !errors.Is(err, provider.ErrInvalid) || !provider.Permanent(err) {
+					t.Errorf("%s: Plan = %v, want a permanent ErrInvalid from a provider that cannot give them", tc.name, err)
+				}
+				continue
+			}
+			if tc.sizes.GPUs > 0 {
+				continue // launching GPUs needs a GPU spec of the backend's own
+			}
+			if err != nil {
+				t.Fatalf("%s: Plan = %v from a provider with dynamic sizes", tc.name, err)
+			}
+			if res, err := h.Provider.Launch(context.Background(), plan, regs); err != nil || res.Runners[0].Err != nil {
+				t.Errorf("%s: Launch = %+v, %v", tc.name, res, err)
+			}
+		}
+	})
+
+	t.Run("a runner pending in the backend's queue says why", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		if !h.Provider.Capabilities().OwnQueue {
+			// Pending on such a backend is booting: it never names a queue.
+			l, regs := launch(h, "tok-noqueue", 2)
+			mustLaunch(t, h, l, regs)
+			for _, in := range list(t, h, provider.Filter{Pool: h.Spec.Pool}) {
+				if in.QueueReason != "" || !in.RunningSince.IsZero() {
+					t.Errorf("instance %s of a backend without a queue reports queue reason %q, running since %v", in.ID, in.QueueReason, in.RunningSince)
+				}
+			}
+			return
+		}
+		if h.HoldInQueue == nil || h.Dequeue == nil {
+			if h.QueueTestedElsewhere != "" {
+				t.Skip(h.QueueTestedElsewhere)
+			}
+			t.Fatal("the provider states a queue of its own but the harness cannot hold a launch in it")
+		}
+		h.HoldInQueue("Resources")
+		l, regs := launch(h, "tok-queued", 2)
+		res := mustLaunch(t, h, l, regs)
+		for _, in := range list(t, h, provider.Filter{Pool: h.Spec.Pool, AliveOnly: true}) {
+			if in.State != provider.Pending || in.QueueReason != "Resources" {
+				t.Errorf("queued instance %s: %s, reason %q; want pending for Resources", in.ID, in.State, in.QueueReason)
+			}
+		}
+		started, held := res.Runners[0].Instance.ID, res.Runners[1].Instance.ID
+		h.Dequeue(started)
+		for _, in := range list(t, h, provider.Filter{IDs: []string{started, held}}) {
+			switch in.ID {
+			case started:
+				if in.State != provider.Running || in.QueueReason != "" || in.RunningSince.IsZero() {
+					t.Errorf("dequeued instance %s: %s, reason %q, running since %v", in.ID, in.State, in.QueueReason, in.RunningSince)
+				}
+			case held:
+				if in.QueueReason == "" {
+					t.Errorf("instance %s left the queue with the other", in.ID)
+				}
+			}
+		}
+		if err := h.Provider.Terminate(context.Background(), []string{held}); err != nil {
+			t.Fatal(err)
+		}
+		for _, in := range list(t, h, provider.Filter{IDs: []string{held}}) {
+			if in.State.Alive() {
+				t.Errorf("a queued runner survived its termination: %s", in.State)
+			}
+		}
+	})
+}
+
 // launch is a launch of n runners of h.Spec with a registration each.
-func launch(h Harness, token string, n int) (provider.Launch, []userdata.Registration) {
+func launch(h Harness, token string, n int) (provider.Launch, []provider.Registration) {
 	l := provider.Launch{Token: token, Spec: h.Spec}
-	var regs []userdata.Registration
+	var regs []provider.Registration
 	for i := range n {
 		name := "skiff-" + token + "-" + string(rune('a'+i))
 		l.Runners = append(l.Runners, provider.Runner{Name: name, JobID: int64(100 + i), RunID: 7, Repository: "acme/app", Owner: "acme"})
-		regs = append(regs, userdata.Registration{Mode: userdata.ModeJIT, JITConfig: canary + token + string(rune('a'+i)), RunnerName: name})
+		regs = append(regs, provider.Registration{Mode: provider.ModeJIT, JITConfig: canary + token + string(rune('a'+i)), RunnerName: name})
 	}
 	return l, regs
 }
 
-func mustLaunch(t *testing.T, h Harness, l provider.Launch, regs []userdata.Registration) provider.Result {
+func mustLaunch(t *testing.T, h Harness, l provider.Launch, regs []provider.Registration) provider.Result {
 	t.Helper()
 	plan, err := h.Provider.Plan(context.Background(), l)
 	if err != nil {

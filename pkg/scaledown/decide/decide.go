@@ -8,7 +8,8 @@
 // reads each record against what the provider and GitHub say now:
 //
 //	reserved ─(no instance after StaleReservation)──────────────▶ end, strand check
-//	launched ─(not registered after BootTimeout)────────────────▶ terminate, end, strand check
+//	launched ─(queued by the backend after QueueTimeout)────────▶ terminate, end, strand check
+//	launched ─(not registered BootTimeout after it started)─────▶ terminate, end, strand check
 //	registered ─(no job within IdleTimeout)────────────▶ delete runner, terminate, end, strand check
 //	registered ─(runner gone from GitHub, confirmed)────────────▶ terminate, end, strand check
 //	job started ─(busy: never reaped, except past MaxLifetime)──▶ kept
@@ -46,6 +47,9 @@ const (
 	RuleIdle Rule = "idle"
 	// RuleBootTimeout: the runner did not register within the boot timeout.
 	RuleBootTimeout Rule = "boot_timeout"
+	// RuleQueueTimeout: the backend held the runner in its own queue
+	// (Slurm pending, an unschedulable Pod) longer than the queue timeout.
+	RuleQueueTimeout Rule = "queue_timeout"
 	// RuleMaxLifetime: the instance outlived the pool's maximum lifetime.
 	RuleMaxLifetime Rule = "max_lifetime"
 	// RuleGhost: an offline skiff runner with no instance and no live record.
@@ -100,8 +104,13 @@ const (
 
 // Policy is one pool's reaping policy.
 type Policy struct {
-	IdleTimeout      time.Duration
-	BootTimeout      time.Duration
+	IdleTimeout time.Duration
+	// BootTimeout counts from the launch, or from when the backend started
+	// a runner it held in its queue (provider.Instance.RunningSince).
+	BootTimeout time.Duration
+	// QueueTimeout bounds a runner pending in its backend's own queue
+	// (provider.Instance.QueueReason): such a runner is not a failed boot.
+	QueueTimeout     time.Duration
 	MaxLifetime      time.Duration
 	OrphanGrace      time.Duration
 	CompletedGrace   time.Duration
@@ -124,6 +133,7 @@ func (p Policy) WithDefaults() Policy {
 	}
 	set(&p.IdleTimeout, 10*time.Minute)
 	set(&p.BootTimeout, 10*time.Minute)
+	set(&p.QueueTimeout, time.Hour)
 	set(&p.MaxLifetime, 6*time.Hour)
 	set(&p.OrphanGrace, DefaultOrphanGrace)
 	set(&p.CompletedGrace, DefaultCompletedGrace)
@@ -465,7 +475,19 @@ func Decide(in Inputs) Decision {
 				a.Reason = "no job for " + idle.Round(time.Second).String() + "; idle timeout " + p.IdleTimeout.String()
 				d.Actions = append(d.Actions, a)
 			}
+		case inst.QueueReason != "": // held in the backend's own queue: not booting yet
+			if !launched.IsZero() && age > p.QueueTimeout {
+				a := base
+				a.Rule, a.Terminate, a.End, a.Strand = RuleQueueTimeout, true, true, strand
+				a.Delete = g != nil
+				a.Reason = "pending in the backend's queue (" + inst.QueueReason + ") " + age.Round(time.Second).String() +
+					" after launch; queue timeout " + p.QueueTimeout.String()
+				d.Actions = append(d.Actions, a)
+			}
 		default: // launched, not registered
+			if !inst.RunningSince.IsZero() {
+				age = now.Sub(inst.RunningSince) // it booted only when it left the queue
+			}
 			if !launched.IsZero() && age > p.BootTimeout {
 				a := base
 				a.Rule, a.Terminate, a.End, a.Strand = RuleBootTimeout, true, true, strand

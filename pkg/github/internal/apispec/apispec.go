@@ -204,6 +204,51 @@ func (s *Spec) ValidateSchema(name string, body []byte) error {
 	return validate(sch, false, body)
 }
 
+// Example returns, as JSON, the example the description gives for the
+// response of op ("METHOD /path/{template}") with status: its "default"
+// example, or its only one. Test servers serve it, as a mock built from the
+// description would.
+func (s *Spec) Example(op string, status int) ([]byte, error) {
+	method, path, _ := strings.Cut(op, " ")
+	paths, _ := s.doc["paths"].(map[string]any)
+	item, _ := paths[path].(map[string]any)
+	o, _ := item[strings.ToLower(method)].(map[string]any)
+	resps, _ := o["responses"].(map[string]any)
+	r, _ := resps[strconv.Itoa(status)].(map[string]any)
+	if r == nil {
+		return nil, fmt.Errorf("%s documents no %d response", op, status)
+	}
+	content, _ := s.deref(r)["content"].(map[string]any)
+	mt, _ := content["application/json"].(map[string]any)
+	examples, _ := mt["examples"].(map[string]any)
+	ex, _ := examples["default"].(map[string]any)
+	if ex == nil && len(examples) == 1 {
+		for _, v := range examples {
+			ex, _ = v.(map[string]any)
+		}
+	}
+	if ex == nil {
+		return nil, fmt.Errorf("%s %d has no example", op, status)
+	}
+	v, ok := s.deref(ex)["value"]
+	if !ok {
+		return nil, fmt.Errorf("%s %d: example has no value", op, status)
+	}
+	return json.Marshal(v)
+}
+
+// HeaderExample returns the example value of a header component of the
+// description, e.g. "link".
+func (s *Spec) HeaderExample(component string) (string, error) {
+	headers, _ := s.components["headers"].(map[string]any)
+	h, _ := headers[component].(map[string]any)
+	ex, ok := h["example"].(string)
+	if !ok {
+		return "", fmt.Errorf("header %q has no example in the API description", component)
+	}
+	return ex, nil
+}
+
 // Documents reports whether the description lists status for op.
 func (s *Spec) Documents(op string, status int) bool {
 	method, path, _ := strings.Cut(op, " ")

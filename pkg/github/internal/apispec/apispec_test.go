@@ -159,3 +159,33 @@ func TestValidateRequestAndHeader(t *testing.T) {
 		})
 	}
 }
+
+// TestExamples: the description's own examples come back as JSON that its
+// schemas accept, and the Link header's example names a next page.
+func TestExamples(t *testing.T) {
+	t.Parallel()
+	s := load(t)
+	for _, op := range []string{
+		"GET /orgs/{org}/actions/runners",
+		"GET /orgs/{org}/actions/runner-groups",
+		"GET /app/hook/deliveries",
+	} {
+		b, err := s.Example(op, 200)
+		if err != nil {
+			t.Fatalf("%s: %v", op, err)
+		}
+		if err := s.ValidateResponse(op, 200, b); err != nil {
+			t.Errorf("%s: the description's example does not validate: %v", op, err)
+		}
+	}
+	if _, err := s.Example("GET /orgs/{org}/actions/runners", 418); err == nil {
+		t.Error("an undocumented status has an example")
+	}
+	link, err := s.HeaderExample("link")
+	if err != nil || !strings.Contains(link, `rel="next"`) {
+		t.Fatalf("link example = %q, %v", link, err)
+	}
+	if _, err := s.HeaderExample("no-such-header"); err == nil {
+		t.Error("an unknown header has an example")
+	}
+}

@@ -9,7 +9,8 @@
 // with the container's exit code and the termination message the helper
 // wrote when it ends — and on a Pod's deletion kills the process and
 // removes the Pod (grace 0). Evict fails a running Pod as the kubelet's
-// eviction manager does.
+// eviction manager does. With Options.Quotas it also counts the
+// namespace's Pods into its ResourceQuotas, as the quota controller does.
 package kubelettest
 
 import (
@@ -25,6 +26,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -43,6 +45,11 @@ type Options struct {
 	Helper, Runner string
 	// Env are extra variables of every container (e.g. the stand-in's).
 	Env []string
+	// Quotas makes it also do the quota controller's part: after every
+	// change of a Pod it writes each ResourceQuota's pod count of the
+	// namespace (the Pods not yet ended) into its status, which the
+	// API server's quota admission reads.
+	Quotas bool
 }
 
 // Kubelet runs Pods as processes until Stop.
@@ -146,6 +153,11 @@ func (k *Kubelet) run(ctx context.Context) {
 		for ev := range w.ResultChan() {
 			if pod, ok := ev.Object.(*corev1.Pod); ok && (ev.Type == watch.Added || ev.Type == watch.Modified) {
 				k.handle(ctx, pod)
+			}
+			if k.o.Quotas && (ev.Type == watch.Modified || ev.Type == watch.Deleted) {
+				if err := k.syncQuotas(ctx); err != nil && ctx.Err() == nil {
+					k.fail(fmt.Errorf("counting pods into the quotas: %w", err))
+				}
 			}
 		}
 		w.Stop()
@@ -342,3 +354,40 @@ func (k *Kubelet) status(ctx context.Context, name string, edit func(*corev1.Pod
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// syncQuotas writes the count of the namespace's Pods that have not ended
+// into every ResourceQuota's status.used, as the quota controller does
+// (Succeeded and Failed Pods no longer count against a pods quota).
+func (k *Kubelet) syncQuotas(ctx context.Context) error {
+	core := k.o.Client.CoreV1()
+	qs, err := core.ResourceQuotas(k.o.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, q := range qs.Items {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := core.ResourceQuotas(k.o.Namespace).Get(ctx, q.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			pods, err := core.Pods(k.o.Namespace).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			n := 0
+			for _, p := range pods.Items {
+				if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+					n++
+				}
+			}
+			cur.Status.Hard = cur.Spec.Hard
+			cur.Status.Used = corev1.ResourceList{corev1.ResourcePods: *resource.NewQuantity(int64(n), resource.DecimalSI)}
+			_, err = core.ResourceQuotas(k.o.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,22 @@
+// Command setup is the Lambda behind the setup page's Function URL: it
+// creates the GitHub App (pkg/setup) and stores it in the stack's secrets.
+// Wiring only.
+package main
+
+import (
+	"log/slog"
+
+	"github.com/skiffci/skiff/internal/coldstart"
+	"github.com/skiffci/skiff/internal/wiring"
+	"github.com/skiffci/skiff/pkg/setup"
+)
+
+func main() {
+	coldstart.Run(coldstart.Function[wiring.SetupConfig, *setup.Handler]{
+		Name:    "setup",
+		Config:  wiring.SetupConfigFromEnv,
+		Level:   func(c wiring.SetupConfig) slog.Level { return c.LogLevel },
+		Build:   wiring.NewSetup,
+		Handler: func(h *setup.Handler, _ *slog.Logger) any { return functionURL(h) },
+	})
+}

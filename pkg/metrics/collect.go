@@ -1,0 +1,57 @@
+package metrics
+
+import (
+	"errors"
+	"io"
+	"time"
+)
+
+// Collector makes `skiff metrics`' report from records added one at a
+// time, keeping of each only the few numbers the report needs, so a report
+// over many records holds none of them: the rows of Summarize, the advice
+// of Advise and, if asked for, the HTML of WriteHTML, exactly as those
+// make them from a slice of the same records in the same order.
+type Collector struct {
+	rows   *summary
+	advice *advisor
+	html   *report // nil: no HTML report
+}
+
+// NewCollector returns a collector grouping rows by by (one of
+// Groupings), that also gathers the HTML report when html is set.
+func NewCollector(by string, html bool) (*Collector, error) {
+	rows, err := newSummary(by)
+	if err != nil {
+		return nil, err
+	}
+	c := &Collector{rows: rows, advice: newAdvisor()}
+	if html {
+		c.html = newReport()
+	}
+	return c, nil
+}
+
+// Add adds one record. The collector keeps no reference to r or to what
+// it points to except its strings.
+func (c *Collector) Add(r *Record) {
+	c.rows.add(r)
+	c.advice.add(r)
+	if c.html != nil {
+		c.html.add(r)
+	}
+}
+
+// Rows is what Summarize returns for the records added.
+func (c *Collector) Rows() []Row { return c.rows.rows() }
+
+// Advise is what Advise returns for the records added.
+func (c *Collector) Advise(o AdviceOptions) []Advice { return c.advice.advise(o) }
+
+// WriteHTML writes what WriteHTML writes for the records added; the
+// collector must have been made for HTML.
+func (c *Collector) WriteHTML(w io.Writer, advice []Advice, generated time.Time) error {
+	if c.html == nil {
+		return errors.New("writing HTML report: the collector was made without one")
+	}
+	return c.html.write(w, advice, generated)
+}

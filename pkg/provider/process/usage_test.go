@@ -1,0 +1,141 @@
+package process_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/metrics"
+	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/provider/process"
+)
+
+// TestUsageOfARunner runs children of known behaviour as runners and
+// checks what the provider measured, and the record built from it, on
+// both paths: the runner in a cgroup v2 group of its own (where this
+// machine lets the provider make one) and without (/proc and rusage).
+//
+// Tolerances: CPU time is at least what the children burnt (each burns
+// until its own CPU time reaches the target) and at most 0.75 s more per
+// process: a Go binary's start, its runtime and the page faults of the
+// allocation. Peak memory is at least the MiB the child touched and at
+// most 64 MiB more: the test binary's own resident pages and the Go
+// runtime's heap and stacks.
+func TestUsageOfARunner(t *testing.T) {
+	t.Parallel()
+	const mib = 96
+	cases := []struct {
+		name     string
+		cgroups  bool
+		spec     string
+		cpu      float64 // seconds burnt in all
+		procs    int
+		cpuFrom  []string
+		wantPeak float64 // MiB one child holds: the least the peak can be
+	}{
+		{name: "cgroup, one process", cgroups: true, spec: "mib=96,cpu=1", cpu: 1, procs: 1, cpuFrom: []string{"cgroup"}, wantPeak: mib},
+		{name: "proc and rusage, one process", spec: "mib=96,cpu=1", cpu: 1, procs: 1, cpuFrom: []string{"rusage", "proc"}, wantPeak: mib},
+		{name: "proc and rusage, a tree of three", spec: "mib=96,cpu=0.5,children=2", cpu: 1.5, procs: 3, cpuFrom: []string{"rusage", "proc"}, wantPeak: mib},
+		{name: "cgroup, a tree of three", cgroups: true, spec: "mib=96,cpu=0.5,children=2", cpu: 1.5, procs: 3, cpuFrom: []string{"cgroup"}, wantPeak: mib},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newProvider(t, process.Options{Command: []string{testBinary(t)}, Env: []string{"SKIFF_USAGE_CHILD=" + tc.spec}})
+			if tc.cgroups {
+				parent := process.CgroupParent(e.p)
+				if parent == "" {
+					t.Skip("no cgroup v2 hierarchy here")
+				}
+				if err := os.Mkdir(parent, 0o755); err != nil && !os.IsExist(err) {
+					t.Skipf("this machine lets the provider make no cgroup v2 group (%v): run as root", err)
+				}
+			}
+			if !tc.cgroups {
+				process.WithoutCgroups(e.p)
+			}
+			ctx := context.Background()
+			pl, err := e.p.Plan(ctx, provider.Launch{Token: "tok-" + tc.name, Spec: pool.Spec{Shared: pool.Shared{Pool: "cpu"}}, Runners: []provider.Runner{{Name: "r", JobID: 1}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := e.p.Launch(ctx, pl, []provider.Registration{{Mode: provider.ModeJIT, JITConfig: "CANARY", RunnerName: "r"}})
+			if err != nil || res.Runners[0].Err != nil {
+				t.Fatalf("launch: %v %v", err, res.Runners[0].Err)
+			}
+			id := res.Runners[0].Instance.ID
+			wctx, cancel := context.WithTimeout(ctx, safety)
+			defer cancel()
+			if code, err := e.p.Wait(wctx, id); err != nil || code != 0 {
+				t.Fatalf("wait: exit %d, %v", code, err)
+			}
+			u, ok := e.p.Usage(id)
+			if !ok {
+				t.Fatal("no usage for an ended runner")
+			}
+			t.Logf("CPU %.2f s from %s, peak %.1f MiB from %s, peak CPU %.0f%%", u.CPUSeconds, u.CPUFrom,
+				float64(u.PeakMemoryBytes)/(1<<20), u.MemoryFrom, u.PeakCPUPercent)
+			slack := 0.75 * float64(tc.procs)
+			if u.CPUSeconds < tc.cpu || u.CPUSeconds > tc.cpu+slack {
+				t.Errorf("CPU %.2f s (from %s), want %.1f–%.1f", u.CPUSeconds, u.CPUFrom, tc.cpu, tc.cpu+slack)
+			}
+			if !contains(tc.cpuFrom, u.CPUFrom) {
+				t.Errorf("CPU from %q, want one of %v", u.CPUFrom, tc.cpuFrom)
+			}
+			// The children of a tree may hold their memory at the same
+			// time (a sample or the cgroup then sees the sum), or not.
+			peak, most := float64(u.PeakMemoryBytes)/(1<<20), float64(tc.procs)*(tc.wantPeak+64)
+			if peak < tc.wantPeak || peak > most {
+				t.Errorf("peak memory %.1f MiB (from %s), want %.0f–%.0f", peak, u.MemoryFrom, tc.wantPeak, most)
+			}
+			if u.Host.CPUs < 1 || u.Host.MemoryBytes == 0 || u.End.Before(u.Start) {
+				t.Errorf("host %+v, life %v–%v", u.Host, u.Start, u.End)
+			}
+
+			// The record says so.
+			start := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+			rec, err := metrics.Build(metrics.Inputs{
+				Job: metrics.Job{ID: 1, RunID: 2, Repository: "acme/ml", WorkflowName: "Train", StartedAt: start, CompletedAt: start.Add(time.Minute)},
+				Run: metrics.Run{ID: 2, Event: "push"}, Instance: metrics.Instance{ID: id, Type: "local", Capacity: metrics.CapacityOnDemand},
+				CloudProvider: "local", Peaks: u.Peaks(), Host: process.RecordHost(u.Host)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.CPU == nil || rec.CPU.Seconds == nil || *rec.CPU.Seconds < tc.cpu-0.01 || *rec.CPU.Seconds > tc.cpu+slack {
+				t.Errorf("record cpu %+v", rec.CPU)
+			}
+			if rec.Memory == nil || rec.Memory.PeakGiB == nil || *rec.Memory.PeakGiB*1024 < tc.wantPeak-10 || rec.Memory.PeakPercent == nil {
+				t.Errorf("record memory %+v", rec.Memory)
+			}
+			if contains(rec.MissingSources, metrics.SourceCPU) || contains(rec.MissingSources, metrics.SourceMemory) ||
+				contains(rec.MissingSources, metrics.SourceAgent) {
+				t.Errorf("missingSources %v names a source that had data", rec.MissingSources)
+			}
+			if rec.Host == nil || rec.Host.CPUs != u.Host.CPUs {
+				t.Errorf("record host %+v", rec.Host)
+			}
+		})
+	}
+}
+
+// testBinary is this test binary: with SKIFF_USAGE_CHILD set, a child of
+// known behaviour (usageChild).
+func testBinary(t *testing.T) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
+func contains(l []string, s string) bool {
+	for _, v := range l {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

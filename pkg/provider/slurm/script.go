@@ -1,0 +1,65 @@
+package slurm
+
+import (
+	"strings"
+)
+
+// script is the runner's batch script. It holds the path of the JIT file,
+// never its content: Slurm keeps the script, and scontrol shows it. The
+// script reads the file into the runner's environment and deletes it
+// before the runner starts, runs the runner in a fresh work directory, and
+// removes the directory and (should the runner never have started) the
+// file when the runner ends or the job is cancelled.
+func (p *Provider) script(pn plan, pc Pool, name, jit string) string {
+	cmd := pc.RunnerCommand
+	if len(cmd) == 0 {
+		cmd = p.o.Command
+	}
+	root := pc.WorkDir
+	if root == "" {
+		root = p.o.WorkDir
+	}
+	var b strings.Builder
+	w := func(lines ...string) {
+		for _, l := range lines {
+			b.WriteString(l)
+			b.WriteByte('\n')
+		}
+	}
+	w("#!/bin/sh",
+		"# skiff runner "+name+" (pool "+pn.Pool+")",
+		"umask 077",
+		"jit="+quote(jit),
+		"work=",
+		"cleanup() { rm -f \"$jit\"; [ -n \"$work\" ] && rm -rf \"$work\"; }",
+		"trap cleanup EXIT",
+		"trap 'exit 143' TERM INT HUP",
+		"mkdir -p "+quote(root)+" || exit 1",
+		"work=$(mktemp -d "+quote(root+"/"+name+".XXXXXX")+") || exit 1",
+		"mkdir \"$work/tmp\" || exit 1",
+		// The configuration goes from the file to the environment of the
+		// runner only, and the file is gone before the runner starts.
+		EnvJITConfig+"=$(cat \"$jit\") || exit 1",
+		"rm -f \"$jit\"",
+		"export "+EnvJITConfig,
+		"export PATH="+quote(p.o.Path)+" HOME=\"$work\" TMPDIR=\"$work/tmp\" SKIFF_INSTANCE_ID=\"$SLURM_JOB_ID\"")
+	for _, kv := range p.o.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		w("export " + k + "=" + quote(v))
+	}
+	quoted := make([]string, len(cmd))
+	for i, c := range cmd {
+		quoted[i] = quote(c)
+	}
+	w("cd \"$work\" || exit 1",
+		// In the background, so that a cancellation's SIGTERM runs the
+		// trap at once; the runner gets the signal from Slurm itself.
+		strings.Join(quoted, " ")+" &",
+		"wait $!")
+	return b.String()
+}
+
+// quote is s in single quotes for the shell.
+func quote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

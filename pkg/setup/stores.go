@@ -1,0 +1,228 @@
+package setup
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
+	"github.com/skiffci/skiff/pkg/github"
+	"github.com/skiffci/skiff/pkg/secret"
+)
+
+// SecretsAPI is the part of the Secrets Manager client the stack's store calls.
+type SecretsAPI interface {
+	secret.GetSecretValueAPI
+	PutSecretValue(ctx context.Context, params *secretsmanager.PutSecretValueInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.PutSecretValueOutput, error)
+}
+
+var _ SecretsAPI = (*secretsmanager.Client)(nil)
+
+// SecretsStore keeps the App in the stack's three secrets: the setup
+// secret (its value guards the page), the App key secret ({"<app id>":
+// "<pem>"}: the App ids are its keys, which the functions read at cold
+// start) and the webhook secret ({"current": "..."}).
+type SecretsStore struct {
+	API                                   SecretsAPI
+	SetupARN, AppKeyARN, WebhookSecretARN string
+}
+
+// Key implements Store.
+func (s SecretsStore) Key(ctx context.Context) (github.Secret, error) {
+	v, err := secret.Fetch(ctx, s.API, s.SetupARN)
+	if err != nil {
+		return "", fmt.Errorf("reading the setup secret: %w", err)
+	}
+	return github.Secret(strings.TrimSpace(v)), nil
+}
+
+// Configured implements Store: the App key secret holds an App.
+func (s SecretsStore) Configured(ctx context.Context) (int64, error) {
+	v, err := secret.Fetch(ctx, s.API, s.AppKeyARN)
+	if err != nil {
+		return 0, fmt.Errorf("reading the App key secret: %w", err)
+	}
+	return configuredApp(v)
+}
+
+// configuredApp is the first App id a key secret's value holds, 0 for none.
+func configuredApp(v string) (int64, error) {
+	trimmed := strings.TrimSpace(v)
+	if strings.Contains(trimmed, "-----BEGIN") && !strings.HasPrefix(trimmed, "{") {
+		return -1, nil // a lone PEM put there by hand: set up, id in the configuration
+	}
+	apps, err := github.ParseAppKeys(nil, v)
+	switch {
+	case errors.Is(err, github.ErrNoApp):
+		return 0, nil
+	case err != nil:
+		return 0, err
+	}
+	return apps[0].ID, nil
+}
+
+// Save implements Store. The webhook secret is written first and the App
+// key last: the key is what marks the stack as set up, so a failure in
+// between leaves the page able to run again. The setup secret is then
+// replaced by a random value nobody has seen.
+func (s SecretsStore) Save(ctx context.Context, app *github.ManifestApp) error {
+	hook, err := json.Marshal(map[string]string{"current": app.WebhookSecret.Reveal()})
+	if err != nil {
+		return err
+	}
+	keys, err := json.Marshal(map[string]string{strconv.FormatInt(app.ID, 10): app.PEM.Reveal()})
+	if err != nil {
+		return err
+	}
+	if app.WebhookSecret.Reveal() != "" {
+		if err := s.put(ctx, s.WebhookSecretARN, string(hook)); err != nil {
+			return err
+		}
+	}
+	if err := s.put(ctx, s.AppKeyARN, string(keys)); err != nil {
+		return err
+	}
+	if err := s.put(ctx, s.SetupARN, randomKey()); err != nil {
+		return fmt.Errorf("the App is stored, but replacing the one-time setup secret failed: %w", err)
+	}
+	return nil
+}
+
+func (s SecretsStore) put(ctx context.Context, id, value string) error {
+	if _, err := s.API.PutSecretValue(ctx, &secretsmanager.PutSecretValueInput{SecretId: aws.String(id), SecretString: aws.String(value)}); err != nil {
+		return fmt.Errorf("writing secret %s: %w", id, err)
+	}
+	return nil
+}
+
+// randomKey is a fresh setup secret: 32 random bytes, hex.
+func randomKey() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Local mode's files in the data directory, each 0600.
+const (
+	// AppKeyFile holds {"<app id>": "<pem>"}, the App key secret's shape.
+	AppKeyFile = "github-app-key.json"
+	// WebhookSecretFile holds the App's webhook secret.
+	WebhookSecretFile = "github-webhook-secret"
+	// AppFile describes the App (id, slug, pages): no secret.
+	AppFile = "github-app.json"
+)
+
+// AppInfo is what AppFile records.
+type AppInfo struct {
+	ID         int64  `json:"id"`
+	Slug       string `json:"slug"`
+	Owner      string `json:"owner"`
+	HTMLURL    string `json:"html_url"`
+	InstallURL string `json:"install_url"`
+}
+
+// FileStore keeps the App in local mode's data directory; its setup secret
+// lives in memory, made by NewFileStore, for one run of `skiff setup`.
+type FileStore struct {
+	Dir string
+	key github.Secret
+}
+
+// NewFileStore returns a store over dir with a fresh setup secret.
+func NewFileStore(dir string) *FileStore {
+	return &FileStore{Dir: dir, key: github.Secret(randomKey())}
+}
+
+// Key implements Store.
+func (f *FileStore) Key(context.Context) (github.Secret, error) { return f.key, nil }
+
+// Configured implements Store: the data directory holds an App key.
+func (f *FileStore) Configured(context.Context) (int64, error) {
+	b, err := os.ReadFile(filepath.Join(f.Dir, AppKeyFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reading %s: %w", AppKeyFile, err)
+	}
+	return configuredApp(string(b))
+}
+
+// Save implements Store: the webhook secret, the App's description, then
+// the key (which marks it set up), each written to a temporary file of
+// mode 0600 and renamed into place; then the setup secret is forgotten.
+func (f *FileStore) Save(_ context.Context, app *github.ManifestApp) error {
+	if err := os.MkdirAll(f.Dir, 0o700); err != nil {
+		return fmt.Errorf("creating the data directory: %w", err)
+	}
+	info, _ := json.MarshalIndent(AppInfo{ID: app.ID, Slug: app.Slug, Owner: app.Owner, HTMLURL: app.HTMLURL, InstallURL: app.InstallURL()}, "", "  ")
+	keys, err := json.Marshal(map[string]string{strconv.FormatInt(app.ID, 10): app.PEM.Reveal()})
+	if err != nil {
+		return err
+	}
+	for _, w := range []struct {
+		name string
+		data []byte
+	}{{WebhookSecretFile, []byte(app.WebhookSecret.Reveal())}, {AppFile, append(info, '\n')}, {AppKeyFile, keys}} {
+		if err := writePrivate(filepath.Join(f.Dir, w.name), w.data); err != nil {
+			return err
+		}
+	}
+	f.key = github.Secret(randomKey())
+	return nil
+}
+
+// writePrivate writes path atomically with mode 0600.
+func writePrivate(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", filepath.Base(path), err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", filepath.Base(path), err)
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", filepath.Base(path), err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", filepath.Base(path), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", filepath.Base(path), err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("writing %s: %w", filepath.Base(path), err)
+	}
+	return nil
+}
+
+// LoadLocalApp reads what `skiff setup` left in dir: the App key secret's
+// value ({"<app id>": "<pem>"}) and the webhook secret. ok is false when
+// dir holds no App.
+func LoadLocalApp(dir string) (keys, webhookSecret string, ok bool, err error) {
+	k, err := os.ReadFile(filepath.Join(dir, AppKeyFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", "", false, nil
+	}
+	if err != nil {
+		return "", "", false, fmt.Errorf("reading %s: %w", AppKeyFile, err)
+	}
+	s, err := os.ReadFile(filepath.Join(dir, WebhookSecretFile))
+	if err != nil {
+		return "", "", false, fmt.Errorf("reading %s: %w", WebhookSecretFile, err)
+	}
+	return string(k), string(s), true, nil
+}

@@ -1,0 +1,191 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/store"
+)
+
+// roomSchema holds the waiting room (store.Room): an entry's record is JSON
+// (store.Waiting), beside the columns the conditions and the listing read;
+// room_served is when each repository of a pool was last offered a job.
+const roomSchema = `
+CREATE TABLE IF NOT EXISTS room (
+	pool          TEXT    NOT NULL,
+	job_id        INTEGER NOT NULL,
+	offered_until INTEGER NOT NULL,
+	expires_at    INTEGER NOT NULL,
+	record        TEXT    NOT NULL,
+	PRIMARY KEY (pool, job_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS room_served (
+	pool       TEXT    NOT NULL,
+	repository TEXT    NOT NULL,
+	served_at  INTEGER NOT NULL,
+	PRIMARY KEY (pool, repository)
+) WITHOUT ROWID;
+`
+
+// Room is a store.Room in the SQLite file, with the conditions of
+// store.RoomMemory: each write is one transaction that reads the entry it
+// changes.
+type Room struct{ d *DB }
+
+var _ store.Room = (*Room)(nil)
+
+// NewRoom returns the waiting room in d.
+func NewRoom(d *DB) *Room { return &Room{d: d} }
+
+// entryLive reports whether an entry expiring at exp (epoch seconds, as
+// the other stores round it) is live at now.
+func entryLive(exp int64, now time.Time) bool { return exp == 0 || now.Unix() < exp }
+
+func epochCeil(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	s := t.Unix()
+	if t.Nanosecond() > 0 {
+		s++
+	}
+	return s
+}
+
+func (r *Room) entry(ctx context.Context, tx *sql.Tx, pool string, job int64) (store.Waiting, bool, error) {
+	var rec string
+	var exp int64
+	err := tx.QueryRowContext(ctx, `SELECT record, expires_at FROM room WHERE pool = ? AND job_id = ?`, pool, job).Scan(&rec, &exp)
+	if isNoRows(err) {
+		return store.Waiting{}, false, nil
+	}
+	if err != nil {
+		return store.Waiting{}, false, fmt.Errorf("reading job %d in the room of pool %s: %w", job, pool, err)
+	}
+	var w store.Waiting
+	if err := json.Unmarshal([]byte(rec), &w); err != nil {
+		return store.Waiting{}, false, fmt.Errorf("decoding job %d in the room of pool %s: %w", job, pool, err)
+	}
+	return w, true, nil
+}
+
+func (r *Room) put(ctx context.Context, tx *sql.Tx, w store.Waiting) error {
+	rec, err := json.Marshal(w)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO room (pool, job_id, offered_until, expires_at, record) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (pool, job_id) DO UPDATE SET offered_until = excluded.offered_until, expires_at = excluded.expires_at,
+		record = excluded.record`, w.Pool, w.JobID, nanos(w.OfferedUntil), epochCeil(w.ExpiresAt), string(rec))
+	if err != nil {
+		return fmt.Errorf("writing job %d in the room of pool %s: %w", w.JobID, w.Pool, err)
+	}
+	return nil
+}
+
+// Enter implements store.Room.
+func (r *Room) Enter(ctx context.Context, w store.Waiting) (store.Waiting, error) {
+	if err := store.ValidateWaiting(w); err != nil {
+		return store.Waiting{}, err
+	}
+	if w.ExpiresAt.IsZero() {
+		w.ExpiresAt = w.Since.Add(store.RoomLimit)
+	}
+	w.Tries = 1
+	err := r.d.tx(ctx, func(tx *sql.Tx) error {
+		old, ok, err := r.entry(ctx, tx, w.Pool, w.JobID)
+		if err != nil {
+			return err
+		}
+		if ok && entryLive(epochCeil(old.ExpiresAt), w.Since) {
+			w.Since, w.ExpiresAt, w.Tries = old.Since, old.ExpiresAt, old.Tries+1
+		}
+		return r.put(ctx, tx, w)
+	})
+	if err != nil {
+		return store.Waiting{}, err
+	}
+	return w, nil
+}
+
+// Offer implements store.Room.
+func (r *Room) Offer(ctx context.Context, pool string, jobID int64, now, until time.Time) error {
+	return r.d.tx(ctx, func(tx *sql.Tx) error {
+		w, ok, err := r.entry(ctx, tx, pool, jobID)
+		if err != nil {
+			return err
+		}
+		if !ok || !entryLive(epochCeil(w.ExpiresAt), now) {
+			return fmt.Errorf("offering job %d of pool %s: %w", jobID, pool, store.ErrNotFound)
+		}
+		if now.Before(w.OfferedUntil) {
+			return fmt.Errorf("offering job %d of pool %s: an offer is under way: %w", jobID, pool, store.ErrConflict)
+		}
+		w.OfferedUntil = until
+		if err := r.put(ctx, tx, w); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO room_served (pool, repository, served_at) VALUES (?, ?, ?)
+			ON CONFLICT (pool, repository) DO UPDATE SET served_at = excluded.served_at`, pool, w.Repository, now.UnixNano()); err != nil {
+			return fmt.Errorf("recording repository %s served in pool %s: %w", w.Repository, pool, err)
+		}
+		return nil
+	})
+}
+
+// Leave implements store.Room.
+func (r *Room) Leave(ctx context.Context, pool string, jobID int64) error {
+	return r.d.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM room WHERE pool = ? AND job_id = ?`, pool, jobID); err != nil {
+			return fmt.Errorf("taking job %d out of the room of pool %s: %w", jobID, pool, err)
+		}
+		return nil
+	})
+}
+
+// Waiting implements store.Room.
+func (r *Room) Waiting(ctx context.Context, pool string, now time.Time) ([]store.Waiting, map[string]time.Time, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	rows, err := r.d.db.QueryContext(ctx, `SELECT record FROM room WHERE pool = ? AND (expires_at = 0 OR expires_at > ?)`,
+		pool, now.Unix())
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the room of pool %s: %w", pool, err)
+	}
+	var out []store.Waiting
+	for rows.Next() {
+		var rec string
+		var w store.Waiting
+		if err := rows.Scan(&rec); err == nil {
+			err = json.Unmarshal([]byte(rec), &w)
+		}
+		if err != nil {
+			rows.Close()
+			return nil, nil, fmt.Errorf("reading the room of pool %s: %w", pool, err)
+		}
+		out = append(out, w)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, nil, err
+	}
+	store.SortWaiting(out)
+	served := map[string]time.Time{}
+	srows, err := r.d.db.QueryContext(ctx, `SELECT repository, served_at FROM room_served WHERE pool = ?`, pool)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the served times of pool %s: %w", pool, err)
+	}
+	defer srows.Close()
+	for srows.Next() {
+		var repo string
+		var at int64
+		if err := srows.Scan(&repo, &at); err != nil {
+			return nil, nil, err
+		}
+		served[repo] = time.Unix(0, at).UTC()
+	}
+	return out, served, srows.Err()
+}

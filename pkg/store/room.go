@@ -1,0 +1,194 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Waiting is one job in its pool's waiting room: a job that could not
+// launch for a reason time cures (the pool at maxRunners, no capacity,
+// throttling, a slot or backend queue limit). Its queue message was
+// acknowledged when it entered, so it spends no delivery attempts; the
+// room sends it again when it is offered.
+type Waiting struct {
+	Pool       string
+	JobID      int64
+	Repository string // owner/name: the fair order's unit
+	// Message is the job's queue message as scale-up received it, sent
+	// again when the job is offered.
+	Message string
+	// Since is when the job first entered; later entries keep it.
+	Since time.Time
+	// Reason is why it waits (max_runners, launch_capacity, …), Detail
+	// the provider's words ("g6.xlarge: no capacity in us-east-1a").
+	Reason, Detail string
+	// Tries counts its entries: the capacity backoff grows with it.
+	Tries int
+	// WakeAt: not offered before (a capacity backoff); zero: at the next
+	// freed slot.
+	WakeAt time.Time
+	// OfferedUntil: an offer is under way until then; the job is not
+	// offered again before, and after it the offer counts as lost.
+	OfferedUntil time.Time
+	// ExpiresAt is when the entry goes: Since plus GitHub's own limit for
+	// a queued job (RoomLimit).
+	ExpiresAt time.Time
+}
+
+// RoomLimit is how long a job may wait: GitHub cancels a job queued for 24
+// hours, so an entry that old names a job that no longer exists.
+const RoomLimit = 24 * time.Hour
+
+// ValidateWaiting is the rule every Room implementation applies to an entry.
+func ValidateWaiting(w Waiting) error {
+	switch {
+	case w.Pool == "":
+		return errors.New("a waiting job needs its pool")
+	case w.JobID <= 0:
+		return errors.New("a waiting job needs its job id")
+	case w.Repository == "":
+		return errors.New("a waiting job needs its repository")
+	case w.Message == "":
+		return errors.New("a waiting job needs its queue message")
+	case w.Since.IsZero():
+		return errors.New("a waiting job needs the time it entered")
+	}
+	return nil
+}
+
+// Room is the per-pool waiting room. It is a hint, never a gate: the
+// launch claim decides whether a job launches, so an entry offered twice
+// launches nothing more.
+type Room interface {
+	// Enter puts the job in its pool's room, or updates its entry: the
+	// first Since and ExpiresAt stay, Tries grows by one, and Message,
+	// Reason, Detail, WakeAt and OfferedUntil are replaced (a zero
+	// OfferedUntil ends an offer under way; a later one says the caller
+	// has scheduled the offer itself). It returns the entry as stored.
+	Enter(ctx context.Context, w Waiting) (Waiting, error)
+	// Offer marks the entry offered until until and its repository served
+	// at now, if no offer of it is under way at now. It returns ErrConflict
+	// when one is (another waker got there first) and ErrNotFound when the
+	// job is not in the room.
+	Offer(ctx context.Context, pool string, jobID int64, now, until time.Time) error
+	// Leave takes the job out of the room; a job not in it is no error.
+	Leave(ctx context.Context, pool string, jobID int64) error
+	// Waiting returns the pool's entries live at now, oldest first, and
+	// when each repository of the pool was last served.
+	Waiting(ctx context.Context, pool string, now time.Time) ([]Waiting, map[string]time.Time, error)
+}
+
+// RoomMemory is the Room in memory, for tests.
+type RoomMemory struct {
+	mu      sync.Mutex
+	entries map[string]map[int64]Waiting
+	served  map[string]map[string]time.Time
+	writes  int
+}
+
+var _ Room = (*RoomMemory)(nil)
+
+// NewRoomMemory returns an empty room.
+func NewRoomMemory() *RoomMemory {
+	return &RoomMemory{entries: map[string]map[int64]Waiting{}, served: map[string]map[string]time.Time{}}
+}
+
+// Writes counts the writes (Enter, Offer, Leave) so far.
+func (m *RoomMemory) Writes() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.writes
+}
+
+// Enter implements Room.
+func (m *RoomMemory) Enter(ctx context.Context, w Waiting) (Waiting, error) {
+	if err := ctx.Err(); err != nil {
+		return Waiting{}, err
+	}
+	if err := ValidateWaiting(w); err != nil {
+		return Waiting{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.writes++
+	if m.entries[w.Pool] == nil {
+		m.entries[w.Pool] = map[int64]Waiting{}
+	}
+	w.Tries = 1
+	if old, ok := m.entries[w.Pool][w.JobID]; ok && live(old.ExpiresAt, w.Since) {
+		w.Since, w.ExpiresAt, w.Tries = old.Since, old.ExpiresAt, old.Tries+1
+	}
+	m.entries[w.Pool][w.JobID] = w
+	return w, nil
+}
+
+// Offer implements Room.
+func (m *RoomMemory) Offer(ctx context.Context, pool string, jobID int64, now, until time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	w, ok := m.entries[pool][jobID]
+	if !ok || !live(w.ExpiresAt, now) {
+		return fmt.Errorf("offering job %d of pool %s: %w", jobID, pool, ErrNotFound)
+	}
+	if now.Before(w.OfferedUntil) {
+		return fmt.Errorf("offering job %d of pool %s: an offer is under way: %w", jobID, pool, ErrConflict)
+	}
+	m.writes++
+	w.OfferedUntil = until
+	m.entries[pool][jobID] = w
+	if m.served[pool] == nil {
+		m.served[pool] = map[string]time.Time{}
+	}
+	m.served[pool][w.Repository] = now
+	return nil
+}
+
+// Leave implements Room.
+func (m *RoomMemory) Leave(ctx context.Context, pool string, jobID int64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.writes++
+	delete(m.entries[pool], jobID)
+	return nil
+}
+
+// Waiting implements Room.
+func (m *RoomMemory) Waiting(ctx context.Context, pool string, now time.Time) ([]Waiting, map[string]time.Time, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Waiting
+	for _, w := range m.entries[pool] {
+		if live(w.ExpiresAt, now) {
+			out = append(out, w)
+		}
+	}
+	SortWaiting(out)
+	served := map[string]time.Time{}
+	for repo, at := range m.served[pool] {
+		served[repo] = at
+	}
+	return out, served, nil
+}
+
+// SortWaiting orders entries oldest first, then by job id.
+func SortWaiting(ws []Waiting) {
+	sort.Slice(ws, func(i, j int) bool {
+		if !ws[i].Since.Equal(ws[j].Since) {
+			return ws[i].Since.Before(ws[j].Since)
+		}
+		return ws[i].JobID < ws[j].JobID
+	})
+}

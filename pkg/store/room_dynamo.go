@@ -1,0 +1,250 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// The waiting room's items, one partition per pool, so that one consistent
+// Query reads a pool's whole room:
+//
+//	kind     pk            sk                  attributes
+//	waiting  ROOM#<pool>   JOB#<job id, 20     repository, message, since, reason,
+//	                       digits>             detail, tries, wake_at, offered_until,
+//	                                           expires_at
+//	served   ROOM#<pool>   SERVED#<owner/repo> served_at, expires_at
+//
+// wake_at and offered_until are epoch nanoseconds (exact, so that an offer
+// ends at the same instant as in RoomMemory); since and served_at are
+// timestamps in the table's fixed-width layout. An entry's expires_at is
+// its first entry plus RoomLimit, kept by later entries.
+
+// RoomDynamoAPI is the part of the DynamoDB client the room calls.
+type RoomDynamoAPI interface {
+	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(ctx context.Context, params *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	Query(ctx context.Context, params *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+}
+
+var (
+	_ RoomDynamoAPI = (*dynamodb.Client)(nil)
+	_ Room          = (*RoomDynamo)(nil)
+)
+
+const (
+	attrRepository   = "repository"
+	attrMessage      = "message"
+	attrSince        = "since"
+	attrDetail       = "detail"
+	attrTries        = "tries"
+	attrWakeAt       = "wake_at"
+	attrOfferedUntil = "offered_until"
+	attrServedAt     = "served_at"
+
+	skWaitingPrefix = "JOB#"
+	skServedPrefix  = "SERVED#"
+)
+
+// RoomDynamo is the Room over the store's table.
+type RoomDynamo struct {
+	api   RoomDynamoAPI
+	table string
+}
+
+// NewRoomDynamo returns the Room over the table (created by CreateTable).
+func NewRoomDynamo(api RoomDynamoAPI, table string) *RoomDynamo {
+	return &RoomDynamo{api: api, table: table}
+}
+
+func roomPK(pool string) string { return "ROOM#" + pool }
+
+func waitingKey(pool string, jobID int64) map[string]types.AttributeValue {
+	return itemKey(roomPK(pool), fmt.Sprintf("%s%020d", skWaitingPrefix, jobID))
+}
+
+func nanos(t time.Time) types.AttributeValue {
+	if t.IsZero() {
+		return numI(0)
+	}
+	return numI(t.UnixNano())
+}
+
+// Enter implements Room: one UpdateItem that keeps the first since and
+// expires_at of a live entry; an expired one (not yet deleted by TTL) is
+// replaced whole by a conditional PutItem.
+func (d *RoomDynamo) Enter(ctx context.Context, w Waiting) (Waiting, error) {
+	if err := ValidateWaiting(w); err != nil {
+		return Waiting{}, err
+	}
+	if w.ExpiresAt.IsZero() {
+		w.ExpiresAt = w.Since.Add(RoomLimit)
+	}
+	e := newExpr()
+	set := []string{
+		e.name(attrRepository) + " = " + e.value(str(w.Repository)),
+		e.name(attrMessage) + " = " + e.value(str(w.Message)),
+		e.name(attrReason) + " = " + e.value(str(w.Reason)),
+		e.name(attrDetail) + " = " + e.value(str(w.Detail)),
+		e.name(attrWakeAt) + " = " + e.value(nanos(w.WakeAt)),
+		e.name(attrOfferedUntil) + " = " + e.value(nanos(w.OfferedUntil)),
+		e.name(attrSince) + " = if_not_exists(" + e.name(attrSince) + ", " + e.value(str(w.Since.UTC().Format(timeLayout))) + ")",
+		e.name(attrExpires) + " = if_not_exists(" + e.name(attrExpires) + ", " + e.value(numI(epochCeil(w.ExpiresAt))) + ")",
+	}
+	update := "SET " + strings.Join(set, ", ") + " ADD " + e.name(attrTries) + " " + e.value(numI(1))
+	cond := "attribute_not_exists(" + e.name(attrPK) + ") OR " + e.name(attrExpires) + " > " + e.value(numI(w.Since.Unix()))
+	out, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(d.table), Key: waitingKey(w.Pool, w.JobID),
+		UpdateExpression: aws.String(update), ConditionExpression: aws.String(cond),
+		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values, ReturnValues: types.ReturnValueAllNew})
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		// An expired entry: a new one replaces it.
+		item := waitingKey(w.Pool, w.JobID)
+		w.Tries = 1
+		putWaiting(item, w)
+		if _, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(d.table), Item: item}); err != nil {
+			return Waiting{}, fmt.Errorf("entering job %d in the room of pool %s: %w", w.JobID, w.Pool, err)
+		}
+		return w, nil
+	case err != nil:
+		return Waiting{}, fmt.Errorf("entering job %d in the room of pool %s: %w", w.JobID, w.Pool, err)
+	}
+	got, err := decodeWaiting(w.Pool, out.Attributes)
+	if err != nil {
+		return Waiting{}, fmt.Errorf("decoding job %d in the room of pool %s: %w", w.JobID, w.Pool, err)
+	}
+	return got, nil
+}
+
+func putWaiting(item map[string]types.AttributeValue, w Waiting) {
+	item[attrRepository] = str(w.Repository)
+	item[attrMessage] = str(w.Message)
+	item[attrReason] = str(w.Reason)
+	item[attrDetail] = str(w.Detail)
+	item[attrWakeAt] = nanos(w.WakeAt)
+	item[attrOfferedUntil] = nanos(w.OfferedUntil)
+	item[attrSince] = str(w.Since.UTC().Format(timeLayout))
+	item[attrTries] = numI(int64(w.Tries))
+	item[attrExpires] = numI(epochCeil(w.ExpiresAt))
+}
+
+func decodeWaiting(pool string, item map[string]types.AttributeValue) (Waiting, error) {
+	dec := decoder{item: item}
+	w := Waiting{Pool: pool, Repository: dec.str(attrRepository), Message: dec.str(attrMessage), Since: dec.time(attrSince),
+		Reason: dec.str(attrReason), Detail: dec.str(attrDetail), Tries: int(dec.int(attrTries)),
+		ExpiresAt: dec.epoch(attrExpires)}
+	if n := dec.int(attrWakeAt); n != 0 {
+		w.WakeAt = time.Unix(0, n).UTC()
+	}
+	if n := dec.int(attrOfferedUntil); n != 0 {
+		w.OfferedUntil = time.Unix(0, n).UTC()
+	}
+	sk := dec.str(attrSK)
+	id, err := strconv.ParseInt(strings.TrimLeft(strings.TrimPrefix(sk, skWaitingPrefix), "0"), 10, 64)
+	if err != nil && dec.err == nil {
+		dec.err = fmt.Errorf("sort key %q: %w", sk, err)
+	}
+	w.JobID = id
+	return w, dec.err
+}
+
+// Offer implements Room: a conditional UpdateItem (live, no offer under
+// way), then the repository's served time.
+func (d *RoomDynamo) Offer(ctx context.Context, pool string, jobID int64, now, until time.Time) error {
+	e := newExpr()
+	cond := "attribute_exists(" + e.name(attrPK) + ") AND " + e.name(attrExpires) + " > " + e.value(numI(now.Unix())) +
+		" AND " + e.name(attrOfferedUntil) + " <= " + e.value(numI(now.UnixNano()))
+	out, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(d.table), Key: waitingKey(pool, jobID),
+		UpdateExpression:    aws.String("SET " + e.name(attrOfferedUntil) + " = " + e.value(nanos(until))),
+		ConditionExpression: aws.String(cond), ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values,
+		ReturnValues: types.ReturnValueAllNew})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		got, gerr := d.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(d.table), Key: waitingKey(pool, jobID),
+			ConsistentRead: aws.Bool(true)})
+		if gerr != nil {
+			return fmt.Errorf("offering job %d of pool %s: %w", jobID, pool, gerr)
+		}
+		if got.Item == nil || expired(got.Item, now) {
+			return fmt.Errorf("offering job %d of pool %s: %w", jobID, pool, ErrNotFound)
+		}
+		return fmt.Errorf("offering job %d of pool %s: an offer is under way: %w", jobID, pool, ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("offering job %d of pool %s: %w", jobID, pool, err)
+	}
+	repo := ""
+	if v, ok := out.Attributes[attrRepository].(*types.AttributeValueMemberS); ok {
+		repo = v.Value
+	}
+	item := itemKey(roomPK(pool), skServedPrefix+repo)
+	item[attrServedAt] = str(now.UTC().Format(timeLayout))
+	item[attrExpires] = numI(epochCeil(now.Add(RoomLimit)))
+	if _, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(d.table), Item: item}); err != nil {
+		// The offer stands; only the fair order's memory of it is lost.
+		return fmt.Errorf("recording repository %s served in pool %s: %w", repo, pool, err)
+	}
+	return nil
+}
+
+// Leave implements Room.
+func (d *RoomDynamo) Leave(ctx context.Context, pool string, jobID int64) error {
+	if _, err := d.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(d.table), Key: waitingKey(pool, jobID)}); err != nil {
+		return fmt.Errorf("taking job %d out of the room of pool %s: %w", jobID, pool, err)
+	}
+	return nil
+}
+
+// Waiting implements Room: one consistent Query of the pool's partition.
+func (d *RoomDynamo) Waiting(ctx context.Context, pool string, now time.Time) ([]Waiting, map[string]time.Time, error) {
+	e := newExpr()
+	in := &dynamodb.QueryInput{TableName: aws.String(d.table), ConsistentRead: aws.Bool(true),
+		KeyConditionExpression:   aws.String(e.name(attrPK) + " = " + e.value(str(roomPK(pool)))),
+		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values}
+	var out []Waiting
+	served := map[string]time.Time{}
+	for {
+		res, err := d.api.Query(ctx, in)
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading the room of pool %s: %w", pool, err)
+		}
+		for _, item := range res.Items {
+			if expired(item, now) {
+				continue
+			}
+			sk, _ := item[attrSK].(*types.AttributeValueMemberS)
+			switch {
+			case sk == nil:
+			case strings.HasPrefix(sk.Value, skServedPrefix):
+				dec := decoder{item: item}
+				at := dec.time(attrServedAt)
+				if dec.err != nil {
+					return nil, nil, fmt.Errorf("decoding a served time in the room of pool %s: %w", pool, dec.err)
+				}
+				served[strings.TrimPrefix(sk.Value, skServedPrefix)] = at
+			case strings.HasPrefix(sk.Value, skWaitingPrefix):
+				w, err := decodeWaiting(pool, item)
+				if err != nil {
+					return nil, nil, fmt.Errorf("decoding an entry in the room of pool %s: %w", pool, err)
+				}
+				out = append(out, w)
+			}
+		}
+		if len(res.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = res.LastEvaluatedKey
+	}
+	SortWaiting(out)
+	return out, served, nil
+}
