@@ -109,6 +109,17 @@ func clientFor(t testing.TB, c *testenv.KubeCluster, user string) (kubernetes.In
 // infra/kubernetes/runner-role.yaml and a binding of testenv.KubeUser to it.
 func (k *cluster) namespace(t testing.TB, bind bool) string {
 	t.Helper()
+	var role *rbacv1.Role
+	if bind {
+		role = runnerRole(t)
+	}
+	return k.namespaceWith(t, role)
+}
+
+// namespaceWith is a fresh namespace whose testenv.KubeUser is bound to
+// role (none when nil).
+func (k *cluster) namespaceWith(t testing.TB, role *rbacv1.Role) string {
+	t.Helper()
 	ctx := context.Background()
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
@@ -120,10 +131,10 @@ func (k *cluster) namespace(t testing.TB, bind bool) string {
 	if _, err := k.admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if !bind {
+	if role == nil {
 		return ns
 	}
-	role := runnerRole(t)
+	role = role.DeepCopy()
 	role.Namespace = ns
 	if _, err := k.admin.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

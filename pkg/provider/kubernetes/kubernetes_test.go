@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,8 +42,23 @@ type env struct {
 
 func newEnv(t *testing.T, bind bool, edit func(*kube.Options)) *env {
 	t.Helper()
+	var role *rbacv1.Role
+	if bind {
+		role = runnerRole(t)
+	}
+	return newEnvRole(t, role, edit)
+}
+
+// newEnvWithRole is an env whose user is bound to role instead of the file's.
+func newEnvWithRole(t *testing.T, role *rbacv1.Role) *env {
+	t.Helper()
+	return newEnvRole(t, role, nil)
+}
+
+func newEnvRole(t *testing.T, role *rbacv1.Role, edit func(*kube.Options)) *env {
+	t.Helper()
 	k := newCluster(t)
-	ns := k.namespace(t, bind)
+	ns := k.namespaceWith(t, role)
 	client, n := clientFor(t, k.c, testenv.KubeUser)
 	logs := &testenv.SyncBuffer{}
 	o := kube.Options{Client: client, Namespaces: []string{ns}, Logger: slog.New(slog.NewJSONHandler(logs, nil))}
@@ -476,4 +493,85 @@ func TestTerminateLeavesOthersAlone(t *testing.T) {
 	if err := p.Terminate(context.Background(), []string{"default/skiff-0123"}); !errors.Is(err, provider.ErrTransient) {
 		t.Errorf("Terminate(a runner, no API server) = %v, want ErrTransient", err)
 	}
+}
+
+// TestRoleIsExactlyWhatIsUsed: with the Role of infra/kubernetes a
+// runner's whole life works (launch, replay with and without its
+// registration, list, usage, terminate); with any one of its verbs taken
+// away, that life fails with the API's refusal of exactly that verb: the
+// Role grants nothing the provider does not use.
+func TestRoleIsExactlyWhatIsUsed(t *testing.T) {
+	t.Parallel()
+	full := runnerRole(t)
+	type grant struct{ resource, verb string }
+	var grants []grant
+	for _, r := range full.Rules {
+		for _, res := range r.Resources {
+			for _, v := range r.Verbs {
+				grants = append(grants, grant{res, v})
+			}
+		}
+	}
+	life := func(e *env) error {
+		ctx := context.Background()
+		s := e.spec("cpu")
+		l := provider.Launch{Token: "tok-life", Spec: s, Runners: []provider.Runner{{Name: "life-a", JobID: 1}}}
+		regs := []provider.Registration{{Mode: provider.ModeJIT, JITConfig: "CANARYJIT-life", RunnerName: "life-a"}}
+		plan, err := e.p.Plan(ctx, l)
+		if err != nil {
+			return err
+		}
+		steps := []func() error{
+			func() error { return launchErr(e.p.Launch(ctx, plan, regs)) },
+			func() error { return launchErr(e.p.Launch(ctx, plan, regs)) }, // AlreadyExists: the Pod is read
+			func() error { return launchErr(e.p.Launch(ctx, plan, nil)) },  // a replay: Pod and Secret are read
+			func() error { _, err := e.p.List(ctx, provider.Filter{}); return err },
+			func() error { return e.p.Terminate(ctx, []string{e.ns + "/" + kube.PodName("tok-life", "life-a")}) },
+		}
+		for _, step := range steps {
+			if err := step(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	t.Run("the whole Role", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, true, nil)
+		if err := life(e); err != nil {
+			t.Fatalf("a runner's life with the Role: %v", err)
+		}
+	})
+	for _, g := range grants {
+		t.Run("without "+g.verb+" "+g.resource, func(t *testing.T) {
+			t.Parallel()
+			role := full.DeepCopy()
+			for i, r := range role.Rules {
+				if slices.Contains(r.Resources, g.resource) {
+					role.Rules[i].Verbs = slices.DeleteFunc(slices.Clone(r.Verbs), func(v string) bool { return v == g.verb })
+				}
+			}
+			e := newEnvWithRole(t, role)
+			err := life(e)
+			want := `cannot ` + g.verb + ` resource "` + g.resource + `"`
+			if !errors.Is(err, provider.ErrInvalid) || !provider.Permanent(err) || !strings.Contains(err.Error(), want) ||
+				!strings.Contains(provider.Detail(err), "Role") {
+				t.Errorf("a runner's life without %s %s: %v (detail %q); want a final refusal saying %q", g.verb, g.resource, err,
+					provider.Detail(err), want)
+			}
+		})
+	}
+}
+
+// launchErr is a launch's error, or its first runner's.
+func launchErr(res provider.Result, err error) error {
+	if err != nil {
+		return err
+	}
+	for _, r := range res.Runners {
+		if r.Err != nil {
+			return r.Err
+		}
+	}
+	return nil
 }

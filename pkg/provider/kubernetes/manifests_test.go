@@ -11,11 +11,14 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/pool"
+	kube "github.com/skiffci/skiff/pkg/provider/kubernetes"
 )
 
 // TestManifests: every file the kustomization lists exists and decodes
 // strictly; the binding grants the runner Role to the ServiceAccount the
-// Deployment runs as, in the runner namespace the Deployment names.
+// Deployment runs as, in the runner namespace of the pools file the
+// Deployment reads.
 func TestManifests(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(testenv.Root(t), "infra", "kubernetes")
@@ -70,11 +73,13 @@ func TestManifests(t *testing.T) {
 	if *dep.Spec.Replicas != 1 || dep.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
 		t.Errorf("deployment: %d replicas, strategy %s; want 1 and Recreate (one SQLite writer)", *dep.Spec.Replicas, dep.Spec.Strategy.Type)
 	}
-	var nsArg bool
-	for _, a := range dep.Spec.Template.Spec.Containers[0].Args {
-		nsArg = nsArg || a == "--kube-namespace="+role.Namespace
+	// The pools file the ConfigMap carries loads, and every pool's runners
+	// run where the Role is granted.
+	pools, err := pool.Load(filepath.Join(dir, "pools.yaml"))
+	if err != nil {
+		t.Fatalf("pools.yaml: %v", err)
 	}
-	if !nsArg {
-		t.Errorf("the Deployment's runner namespace is not the Role's %s", role.Namespace)
+	if ns := kube.Namespaces(pools); len(ns) != 1 || ns[0] != role.Namespace {
+		t.Errorf("the pools' runner namespaces %v are not the Role's %s", ns, role.Namespace)
 	}
 }
