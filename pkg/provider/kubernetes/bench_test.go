@@ -2,6 +2,7 @@ package kubernetes_test
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 	"syscall"
 	"testing"
@@ -17,7 +18,7 @@ func benchEnv(b *testing.B) *env {
 	k := newCluster(b)
 	ns := k.namespace(b, true)
 	client, n := clientFor(b, k.c, testenv.KubeUser)
-	p, err := kube.New(kube.Options{Client: client, Namespaces: []string{ns}})
+	p, err := kube.New(kube.Options{Client: client, Namespaces: []string{ns}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	kube "github.com/skiffci/skiff/pkg/provider/kubernetes"
+	"github.com/skiffci/skiff/pkg/provider/kubernetes/podusage"
 	"github.com/skiffci/skiff/pkg/provider/providertest"
 )
 
@@ -574,4 +575,35 @@ func launchErr(res provider.Result, err error) error {
 		}
 	}
 	return nil
+}
+
+// TestPeaksOf: the record's peaks from a termination message: CPU
+// seconds, peak memory in GiB and in % of the runner container's memory
+// limit (none without a limit), each GPU's peaks.
+func TestPeaksOf(t *testing.T) {
+	t.Parallel()
+	pod := func(limit string) *corev1.Pod {
+		c := corev1.Container{Name: kube.ContainerName}
+		if limit != "" {
+			c.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(limit)}
+		}
+		return &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "sidecar", Resources: corev1.ResourceRequirements{
+			Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Mi")}}}, c}}}
+	}
+	u := podusage.Usage{V: podusage.Version, PeakMemoryBytes: 1 << 30, CPUSeconds: 12.5,
+		GPUs: []podusage.GPU{{Index: 0, PeakMemoryMiB: 2048, PeakUtilPct: 87}}}
+	got := kube.PeaksOf(u, pod("4Gi"))
+	if got.CPUSeconds == nil || *got.CPUSeconds != 12.5 || got.MemoryPeakGiB == nil || *got.MemoryPeakGiB != 1 ||
+		got.MemoryPeak == nil || *got.MemoryPeak != 25 {
+		t.Errorf("peaks %+v: want 12.5 CPU seconds, 1 GiB, 25%% of the 4Gi limit", got)
+	}
+	if len(got.GPUs) != 1 || *got.GPUs[0].Utilization != 87 || *got.GPUs[0].MemoryUsedMiB != 2048 {
+		t.Errorf("GPU peaks %+v", got.GPUs)
+	}
+	if got := kube.PeaksOf(u, pod("")); got.MemoryPeak != nil {
+		t.Errorf("a container without a memory limit has a memory percentage %v", *got.MemoryPeak)
+	}
+	if got := kube.PeaksOf(podusage.Usage{V: podusage.Version}, pod("4Gi")); got.CPUSeconds != nil || got.MemoryPeakGiB != nil || got.MemoryPeak != nil {
+		t.Errorf("nothing measured gave peaks %+v", got)
+	}
 }
