@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -215,7 +216,8 @@ func (lo *local) check(t *testing.T, run ghsim.RunInfo, recs map[int64][]metrics
 			t.Errorf("job %d's record: provider %q, pool %q, type %q; want kubernetes, pods, pod ...", id, r.CloudProvider, r.Pool, r.InstanceType)
 		}
 		if r.Memory == nil || r.Memory.PeakGiB == nil || *r.Memory.PeakGiB <= 0 || r.CPU == nil || r.CPU.Seconds == nil {
-			t.Errorf("job %d's record has no peaks from the termination message: memory %+v, cpu %+v", id, r.Memory, r.CPU)
+			t.Errorf("job %d's record (runner %s) has no peaks from the termination message: memory %+v, cpu %+v\n%s", id,
+				r.RunnerName, r.Memory, r.CPU, linesWith(lo.logs.String(), r.RunnerName, strconv.FormatInt(id, 10)))
 		}
 		if r.Cost == nil || r.Cost.HourlyUSD != 0.12 {
 			t.Errorf("job %d's record cost %+v, want the pool's 0.12 per hour", id, r.Cost)
@@ -257,9 +259,11 @@ func TestLocalKubernetes(t *testing.T) {
 		}
 	}
 	// The evicted Pod stays listed (Options.Retain); a Pod skiff deleted
-	// after its job may be gone.
-	if evicted != 1 || lo.kl.Started() != jobs {
-		t.Errorf("%d pods evicted, %d started: want 1 evicted and replaced, %d started", evicted, lo.kl.Started(), jobs)
+	// after its job may be gone. GitHub may give a runner another queued
+	// job than its own, whose own runner then gets a replacement: more
+	// Pods than jobs may start, never fewer.
+	if evicted != 1 || lo.kl.Started() < jobs {
+		t.Errorf("%d pods evicted, %d started: want 1 evicted and its job replaced, at least %d started", evicted, lo.kl.Started(), jobs)
 	}
 }
 
@@ -301,4 +305,18 @@ func TestLocalKubernetesQuota(t *testing.T) {
 	if strings.Contains(logs, "dead-letter") || strings.Contains(logs, "dead_letter") {
 		t.Error("a job waiting for the quota was dead-lettered")
 	}
+}
+
+// linesWith are the lines of logs that contain any of words.
+func linesWith(logs string, words ...string) string {
+	var out []string
+	for _, line := range strings.Split(logs, "\n") {
+		for _, w := range words {
+			if w != "" && strings.Contains(line, w) {
+				out = append(out, line)
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -65,6 +65,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 
@@ -84,7 +85,16 @@ const (
 	// AnnotationTags holds the instance's tags (names.Tag*) as a JSON
 	// object: their keys and values are not valid label syntax.
 	AnnotationTags = "skiff/tags"
+	// FinalizerUsage keeps a deleted runner Pod until List has read how it
+	// ended: a Pod deleted while its runner still ran (the reconciler ends
+	// a runner whose job completed) keeps its final status, and with it the
+	// termination message, until skiff has read it.
+	FinalizerUsage = "skiff/usage"
 )
+
+// FinalizerSlack is how long after its grace period a deleted Pod that
+// never reports an end (its node is gone) keeps the finalizer.
+const FinalizerSlack = 2 * time.Minute
 
 // The runner container's contract with its entrypoint.
 const (
@@ -151,6 +161,9 @@ type Provider struct {
 	// for the metrics records (Peaks), until their Pods are removed.
 	mu    sync.Mutex
 	usage map[string]measured
+	// running are the runners List last saw alive, and when: their usage
+	// is still to come (UsagePending).
+	running map[string]time.Time
 }
 
 // measured is one ended runner's peaks and when List first read them.
@@ -201,7 +214,7 @@ func New(o Options) (*Provider, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	p := &Provider{o: o, usage: map[string]measured{}}
+	p := &Provider{o: o, usage: map[string]measured{}, running: map[string]time.Time{}}
 	for n := range ns {
 		p.namespaces = append(p.namespaces, n)
 	}
@@ -408,6 +421,7 @@ func (p *Provider) List(ctx context.Context, f provider.Filter) ([]provider.Inst
 	}
 	now := p.o.Now()
 	var out []provider.Instance
+	var final []error
 	for _, ns := range p.namespaces {
 		opts := metav1.ListOptions{LabelSelector: sel, Limit: p.o.PageSize}
 		for {
@@ -418,8 +432,21 @@ func (p *Provider) List(ctx context.Context, f provider.Filter) ([]provider.Inst
 			for i := range page.Items {
 				pod := &page.Items[i]
 				in := instance(pod, now)
-				if in.State == provider.Terminated {
+				switch in.State {
+				case provider.Terminated:
 					p.keepUsage(in.ID, pod, now)
+				case provider.Pending, provider.Running:
+					p.mu.Lock()
+					p.running[in.ID] = now
+					p.mu.Unlock()
+				}
+				if releasable(pod, now) {
+					if err := p.release(ctx, pod); err != nil {
+						p.o.Logger.Warn("releasing a deleted runner pod", "namespace", ns, "pod", pod.Name, "err", err)
+						if provider.Permanent(err) {
+							final = append(final, err)
+						}
+					}
 				}
 				if ended := endedAt(pod); !ended.IsZero() && now.Sub(ended) > p.o.Retain && pod.DeletionTimestamp == nil {
 					if err := p.deletePod(ctx, ns, pod.Name); err != nil {
@@ -439,7 +466,46 @@ func (p *Provider) List(ctx context.Context, f provider.Filter) ([]provider.Inst
 		}
 	}
 	p.pruneUsage(now)
+	if len(final) > 0 {
+		// Without patch on pods, deleted Pods would stay forever.
+		return out, final[0]
+	}
 	return out, nil
+}
+
+// releasable reports whether a deleted Pod's finalizer may go: it has
+// ended (List has just read its usage), it was never bound (no runner ran),
+// or its grace period and FinalizerSlack are over (its node is gone).
+func releasable(pod *corev1.Pod, now time.Time) bool {
+	if pod.DeletionTimestamp == nil || !slices.Contains(pod.Finalizers, FinalizerUsage) {
+		return false
+	}
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || pod.Spec.NodeName == "" {
+		return true
+	}
+	grace := time.Duration(0)
+	if pod.DeletionGracePeriodSeconds != nil {
+		grace = time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second
+	}
+	return now.Sub(pod.DeletionTimestamp.Time) > grace+FinalizerSlack
+}
+
+// release removes skiff's finalizer from a deleted Pod (one JSON patch,
+// which fails if the finalizers changed meanwhile), so that it goes.
+func (p *Provider) release(ctx context.Context, pod *corev1.Pod) error {
+	keep := slices.DeleteFunc(slices.Clone(pod.Finalizers), func(f string) bool { return f == FinalizerUsage })
+	patch, _ := json.Marshal([]map[string]any{ // strings and string lists always encode
+		{"op": "test", "path": "/metadata/finalizers", "value": pod.Finalizers},
+		{"op": "replace", "path": "/metadata/finalizers", "value": keep},
+	})
+	_, err := p.o.Client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return classify("releasing pod "+pod.Namespace+"/"+pod.Name, err)
+	}
+	p.mu.Lock()
+	delete(p.running, pod.Namespace+"/"+pod.Name)
+	p.mu.Unlock()
+	return nil
 }
 
 // Terminate implements provider.Provider: it deletes each Pod and its
@@ -532,6 +598,7 @@ func buildPod(pn plan, i int, r provider.Runner) *corev1.Pod {
 			Labels: map[string]string{LabelManaged: "true", LabelPool: labelValue(pn.Pool), LabelToken: labelValue(pn.Token),
 				LabelRunner: labelValue(r.Name)},
 			Annotations: map[string]string{AnnotationTags: string(tagJSON)},
+			Finalizers:  []string{FinalizerUsage},
 		},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                corev1.RestartPolicyNever,
@@ -781,6 +848,7 @@ func (p *Provider) keepUsage(id string, pod *corev1.Pod, now time.Time) {
 	}
 	p.mu.Lock()
 	p.usage[id] = m
+	delete(p.running, id)
 	p.mu.Unlock()
 }
 
@@ -794,6 +862,24 @@ func (p *Provider) pruneUsage(now time.Time) {
 			delete(p.usage, id)
 		}
 	}
+	for id, at := range p.running {
+		if now.Sub(at) > p.o.Retain {
+			delete(p.running, id)
+		}
+	}
+}
+
+// UsagePending implements scaledown.PendingUsage: the runner was alive at
+// the last List that saw it, so its termination message is still to come
+// (its job may complete a moment before its runner exits, and a Pod
+// deleted meanwhile keeps its final status under FinalizerUsage). It stops
+// being pending when List reads the end, or releases a Pod that never
+// reported one.
+func (p *Provider) UsagePending(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.running[id]
+	return ok
 }
 
 // PeaksOf is a metrics record's peaks from a runner's usage: CPU time,

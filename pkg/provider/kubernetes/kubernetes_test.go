@@ -222,8 +222,16 @@ func TestPodShape(t *testing.T) {
 		t.Error("the JIT configuration reached the log")
 	}
 
-	// Terminate deletes both: no garbage collector runs here.
+	if !slices.Equal(pod.Finalizers, []string{kube.FinalizerUsage}) {
+		t.Errorf("finalizers %v, want %s", pod.Finalizers, kube.FinalizerUsage)
+	}
+
+	// Terminate deletes both (no garbage collector runs here); the next
+	// List takes the finalizer off the Pod, which never ran.
 	if err := e.p.Terminate(ctx, []string{in.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.p.List(ctx, provider.Filter{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.k.admin.CoreV1().Secrets(ns).Get(ctx, kube.SecretName(name), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -498,7 +506,7 @@ func TestTerminateLeavesOthersAlone(t *testing.T) {
 
 // TestRoleIsExactlyWhatIsUsed: with the Role of infra/kubernetes a
 // runner's whole life works (launch, replay with and without its
-// registration, list, usage, terminate); with any one of its verbs taken
+// registration, list, terminate, the finalizer's release); with any one of its verbs taken
 // away, that life fails with the API's refusal of exactly that verb: the
 // Role grants nothing the provider does not use.
 func TestRoleIsExactlyWhatIsUsed(t *testing.T) {
@@ -528,6 +536,7 @@ func TestRoleIsExactlyWhatIsUsed(t *testing.T) {
 			func() error { return launchErr(e.p.Launch(ctx, plan, nil)) },  // a replay: Pod and Secret are read
 			func() error { _, err := e.p.List(ctx, provider.Filter{}); return err },
 			func() error { return e.p.Terminate(ctx, []string{e.ns + "/" + kube.PodName("tok-life", "life-a")}) },
+			func() error { _, err := e.p.List(ctx, provider.Filter{}); return err }, // the deleted Pod's finalizer goes
 		}
 		for _, step := range steps {
 			if err := step(); err != nil {
@@ -605,5 +614,58 @@ func TestPeaksOf(t *testing.T) {
 	}
 	if got := kube.PeaksOf(podusage.Usage{V: podusage.Version}, pod("4Gi")); got.CPUSeconds != nil || got.MemoryPeakGiB != nil || got.MemoryPeak != nil {
 		t.Errorf("nothing measured gave peaks %+v", got)
+	}
+}
+
+// TestDeletedRunnerKeepsUsage: a runner Pod deleted while its runner
+// still ran (the reconciler ends a runner whose job completed) stays,
+// under skiff's finalizer, until List has read the termination message the
+// kubelet wrote when it stopped the container; then it goes. Its usage is
+// pending until then.
+func TestDeletedRunnerKeepsUsage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true, nil)
+	ctx := context.Background()
+	res, err := launch(t, e.p, e.spec("cpu"), "tok-deleted", 1)
+	if err != nil || res.Runners[0].Err != nil {
+		t.Fatalf("Launch: %v %+v", err, res)
+	}
+	id := res.Runners[0].Instance.ID
+	e.bind(t, id, "node-a")
+	e.setStatus(t, id, func(s *corev1.PodStatus) { s.Phase = corev1.PodRunning })
+	if _, err := e.p.List(ctx, provider.Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	if !e.p.UsagePending(id) {
+		t.Error("a running runner's usage is not pending")
+	}
+	if err := e.p.Terminate(ctx, []string{id}); err != nil {
+		t.Fatal(err)
+	}
+	// The kubelet stops the container: the helper leaves its message, the
+	// kubelet writes the end and finishes the deletion (grace 0).
+	msg := string(podusage.Encode(podusage.Usage{PeakMemoryBytes: 3 << 29, CPUSeconds: 7}))
+	e.setStatus(t, id, func(s *corev1.PodStatus) {
+		s.Phase = corev1.PodSucceeded
+		s.ContainerStatuses = []corev1.ContainerStatus{{Name: kube.ContainerName, State: corev1.ContainerState{
+			Terminated: &corev1.ContainerStateTerminated{ExitCode: 143, Message: msg, FinishedAt: metav1.Now()}}}}
+	})
+	ns, name, _ := strings.Cut(id, "/")
+	zero := int64(0)
+	if err := e.k.admin.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.p.List(ctx, provider.Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	pk, ok := e.p.Peaks(id)
+	if !ok || pk.MemoryPeakGiB == nil || *pk.MemoryPeakGiB != 1.5 || pk.CPUSeconds == nil || *pk.CPUSeconds != 7 {
+		t.Errorf("Peaks = %+v, %v; want 1.5 GiB and 7 CPU seconds from the deleted Pod's message", pk, ok)
+	}
+	if e.p.UsagePending(id) {
+		t.Error("the usage is still pending after it was read")
+	}
+	if _, err := e.k.admin.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the pod after its end was read: %v, want NotFound (finalizer released)", err)
 	}
 }

@@ -7,8 +7,8 @@
 // runner command (the stand-in, cmd/skiff-standin). It writes the Pod's
 // status as a kubelet does — Running when it starts, Succeeded or Failed
 // with the container's exit code and the termination message the helper
-// wrote when it ends — and on a Pod's deletion kills the process and
-// removes the Pod (grace 0). Evict fails a running Pod as the kubelet's
+// wrote when it ends — and on a Pod's deletion sends the process SIGTERM,
+// writes its end, then removes the Pod (grace 0), as a kubelet does. Evict fails a running Pod as the kubelet's
 // eviction manager does. With Options.Quotas it also counts the
 // namespace's Pods into its ResourceQuotas, as the quota controller does.
 package kubelettest
@@ -28,6 +28,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
@@ -62,8 +63,10 @@ type Kubelet struct {
 	mu      sync.Mutex
 	procs   map[string]*exec.Cmd // by pod name
 	evicted map[string]bool
-	errs    []error
-	started int
+	// deleting are the Pods being deleted whose process was sent SIGTERM.
+	deleting map[string]types.UID
+	errs     []error
+	started  int
 	// evictNext Pods are failed as evicted instead of started.
 	evictNext int
 }
@@ -81,7 +84,7 @@ func Start(t testing.TB, o Options) *Kubelet {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	k := &Kubelet{o: o, dir: t.TempDir(), cancel: cancel, done: make(chan struct{}),
-		procs: map[string]*exec.Cmd{}, evicted: map[string]bool{}}
+		procs: map[string]*exec.Cmd{}, evicted: map[string]bool{}, deleting: map[string]types.UID{}}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: o.Node}}
 	if _, err := o.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("creating node %s: %v", o.Node, err)
@@ -169,18 +172,20 @@ func (k *Kubelet) handle(ctx context.Context, pod *corev1.Pod) {
 	pods := k.o.Client.CoreV1().Pods(k.o.Namespace)
 	switch {
 	case pod.DeletionTimestamp != nil:
+		// As a kubelet: SIGTERM to a running container, whose end wait
+		// writes (with its termination message) before it finishes the
+		// deletion; a Pod with nothing running is finished at once.
 		k.mu.Lock()
 		c := k.procs[pod.Name]
-		delete(k.procs, pod.Name)
+		if c != nil {
+			k.deleting[pod.Name] = pod.UID
+		}
 		k.mu.Unlock()
 		if c != nil {
-			_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+			_ = syscall.Kill(c.Process.Pid, syscall.SIGTERM)
+			return
 		}
-		zero := int64(0)
-		if err := pods.Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero,
-			Preconditions: &metav1.Preconditions{UID: &pod.UID}}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) && ctx.Err() == nil {
-			k.fail(fmt.Errorf("finishing the deletion of %s: %w", pod.Name, err))
-		}
+		k.finishDeletion(ctx, pod.Name, pod.UID)
 	case pod.Spec.NodeName == "" && pod.Status.Phase == corev1.PodPending:
 		b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, UID: pod.UID},
 			Target: corev1.ObjectReference{Kind: "Node", Name: k.o.Node}}
@@ -196,6 +201,17 @@ func (k *Kubelet) handle(ctx context.Context, pod *corev1.Pod) {
 				k.fail(fmt.Errorf("starting %s: %w", pod.Name, err))
 			}
 		}
+	}
+}
+
+// finishDeletion deletes a Pod with grace 0, as a kubelet does once its
+// containers have stopped; skiff's finalizer may keep it a while longer.
+func (k *Kubelet) finishDeletion(ctx context.Context, name string, uid types.UID) {
+	zero := int64(0)
+	err := k.o.Client.CoreV1().Pods(k.o.Namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero,
+		Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) && ctx.Err() == nil {
+		k.fail(fmt.Errorf("finishing the deletion of %s: %w", name, err))
 	}
 }
 
@@ -291,8 +307,13 @@ func (k *Kubelet) wait(ctx context.Context, name string, c corev1.Container, cmd
 	_, alive := k.procs[name]
 	delete(k.procs, name)
 	evicted := k.evicted[name]
+	uid, deleting := k.deleting[name]
+	delete(k.deleting, name)
 	k.mu.Unlock()
-	if !alive || evicted { // deleted, or Evict wrote the status
+	if deleting {
+		defer k.finishDeletion(ctx, name, uid)
+	}
+	if !alive || evicted { // stopped by Stop, or Evict wrote the status
 		return
 	}
 	msg, _ := os.ReadFile(msgFile)
