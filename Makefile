@@ -29,7 +29,7 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: deps
-deps: ## install what the tests need: npm packages, emulators, shellcheck, Slurm; check moto
+deps: ## install what the tests need: npm packages, emulators, shellcheck, Slurm, kube-apiserver and etcd; check moto
 	npm ci --no-audit --no-fund
 	go install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
 	go install github.com/aws/amazon-ec2-metadata-mock/cmd/ec2-metadata-mock@$(IMDS_MOCK_VERSION)
@@ -44,6 +44,8 @@ deps: ## install what the tests need: npm packages, emulators, shellcheck, Slurm
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge slurmdbd mariadb-server; }
 	@# moto (DynamoDB with transactions, CloudWatch, EC2) is a Python package, preinstalled on these machines: say how, do not install
 	@python3 -c "import moto.server" 2>/dev/null || echo 'moto is missing (the ledger, fleet, metrics and ec2events tests need it): pip install "moto[server]==5.2.1"' >&2
+	@# the Kubernetes provider's tests run a real kube-apiserver and etcd, built once (about 5 minutes and 2.5 GB)
+	./scripts/build-kube-test-servers.sh
 
 .PHONY: build
 build: ## one stripped bootstrap per function under build/<function>/ (GOARCH=arm64 by default)
@@ -66,6 +68,11 @@ lint: ## gofmt, go vet, shellcheck, and the dependency checks (decisions and ghs
 	go vet ./...
 	@out=$$(go list -deps ./pkg/github/ghsim | grep -E 'skiff/pkg/webhook|aws-sdk-go-v2'); if [ -n "$$out" ]; then echo "pkg/github/ghsim must not import:"; echo "$$out"; exit 1; fi
 	git ls-files '*.sh' 'userdata/*' '.ci/*' | xargs -r grep -lE '^#!.*(ba)?sh' | xargs -r shellcheck
+	@# client-go is the Kubernetes provider's alone: the Lambdas must not link it
+	@for f in $(FUNCTIONS); do \
+		leak=$$(go list -deps ./functions/$$f | grep -E '^k8s\.io/' | head -3 | tr '\n' ' '); \
+		if [ -n "$$leak" ]; then echo "functions/$$f depends on $$leak(only the Kubernetes provider and skiff local use client-go)"; exit 1; fi; \
+	done; echo "functions: no client-go"
 	@for p in $(DECISIONS); do \
 		leak=$$(go list -deps $$p | grep -E 'aws-sdk-go-v2|^net/http$$' | head -3 | tr '\n' ' '); \
 		if [ -n "$$leak" ]; then echo "$$p depends on $$leak(decisions import no SDK and no net/http)"; exit 1; fi; \

@@ -25,9 +25,12 @@ func runLocal(args []string, stdout, stderr io.Writer) int {
 	pools := fs.String("f", "pools.yaml", "the pools file")
 	dataDir := fs.String("data-dir", "skiff-data", "the SQLite file, the runners' work directories and their logs")
 	listen := fs.String("listen", "127.0.0.1:8080", "the webhook's address (the GitHub App's webhook URL points here)")
-	prov := fs.String("provider", "process", "process (run each runner as a local process), slurm (each runner a Slurm batch job, from a login node) or dry-run (log what would launch)")
+	prov := fs.String("provider", "process", "process (run each runner as a local process), slurm (each runner a Slurm batch job, from a login node), kubernetes (each runner a Pod) or dry-run (log what would launch)")
 	runner := fs.String("runner", "", "the runner command for the process and slurm providers, e.g. /opt/actions-runner/run.sh (on the shared filesystem for slurm)")
 	slurmShared := fs.String("slurm-shared", "", "with --provider slurm: a directory the compute nodes share, for registrations (jit/, mode 0700) and work directories (work/)")
+	kubeconfig := fs.String("kubeconfig", "", "with --provider kubernetes: the kubeconfig (default: in-cluster credentials in a Pod, else $KUBECONFIG or ~/.kube/config)")
+	kubeNS := fs.String("kube-namespace", "", "with --provider kubernetes: the runner namespace of pools without a kubernetes: section")
+	kubeImage := fs.String("kube-image", "", "with --provider kubernetes: the runner image of pools without a kubernetes: section (the runner with skiff-podhelper, infra/kubernetes/runner)")
 	appID := fs.Int64("app-id", 0, "the GitHub App's id (default: the App skiff setup stored in --data-dir)")
 	keyFile := fs.String("app-key-file", "", "the GitHub App's private key (PEM); or SKIFF_GITHUB_APP_KEY")
 	apiURL := fs.String("github-api-url", "", "GitHub's REST root (default https://api.github.com; GHES: https://HOST/api/v3)")
@@ -103,6 +106,12 @@ func runLocal(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	logger := slog.New(slog.NewJSONHandler(stdout, nil))
+	if cfg.Provider == "kubernetes" {
+		if cfg.Pools, cfg.ExternalProvider, err = kubeProvider(*pools, *kubeconfig, *kubeNS, *kubeImage, logger); err != nil {
+			fmt.Fprintln(stderr, "skiff local:", err)
+			return exitUsage
+		}
+	}
 	l, err := wiring.NewLocal(cfg, logger)
 	if err != nil {
 		fmt.Fprintln(stderr, "skiff local:", err)

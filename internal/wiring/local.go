@@ -52,7 +52,8 @@ type LocalConfig struct {
 	Pools *pool.Config
 	// Listen is the webhook's address (default 127.0.0.1:8080; port 0 picks one).
 	Listen string
-	// Provider is "process" (default), "slurm" or "dry-run".
+	// Provider is "process" (default), "slurm", "dry-run", or the name of
+	// ExternalProvider.
 	Provider string
 	// SlurmShared is the slurm provider's directory on the filesystem the
 	// login node shares with the compute nodes: registrations (jit/, 0700)
@@ -61,6 +62,10 @@ type LocalConfig struct {
 	// SlurmEnv are extra KEY=VALUE entries for Slurm's commands (say
 	// SLURM_CONF=/etc/slurm/other.conf).
 	SlurmEnv []string
+	// ExternalProvider is a provider the caller built (skiff local's
+	// kubernetes provider: its client-go stays out of this package, which
+	// the Lambdas link). Its Name must be Provider.
+	ExternalProvider provider.Provider
 	// RunnerCommand is the runner's command for the process provider, e.g.
 	// ["/opt/actions-runner/run.sh"] or ["skiff-standin"].
 	RunnerCommand []string
@@ -249,7 +254,10 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 	case "dry-run":
 		l.Provider = dryrun.New(logger, cfg.Now)
 	default:
-		return nil, fmt.Errorf("local mode: provider %q is none of process, slurm, dry-run", cfg.Provider)
+		if cfg.ExternalProvider == nil || cfg.ExternalProvider.Name() != cfg.Provider {
+			return nil, fmt.Errorf("local mode: provider %q is none of process, slurm, dry-run, and no such provider was built", cfg.Provider)
+		}
+		l.Provider = cfg.ExternalProvider
 	}
 	counter := telemetry.Discard
 	// The waiting room: a job that finds its pool full waits in the file
@@ -281,6 +289,12 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 			// The cluster's accounting (sacct) says what each job used and
 			// where it ran; the zone is the cluster, there is no region.
 			rw.CloudProvider, rw.Peaks, rw.Region = "slurm", scaledown.AccountedPeaks{Source: p}, ""
+		default:
+			if src, ok := l.Provider.(scaledown.UsageSource); ok {
+				// A provider that measures its runners itself (kubernetes: the
+				// runner container's termination message).
+				rw.Peaks = scaledown.ProviderPeaks{Source: src}
+			}
 		}
 		metricsWriter = rw
 	}

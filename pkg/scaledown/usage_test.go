@@ -9,6 +9,7 @@ import (
 
 	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/metrics"
+	"github.com/skiffci/skiff/pkg/metrics/cwpeaks"
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/store"
 )
@@ -134,4 +135,48 @@ func TestRecordWriterAccounted(t *testing.T) {
 	if len(recs) != 2 || !slices.Contains(recs[1].MissingSources, metrics.SourceAgent) {
 		t.Errorf("records %+v: want the second without usage", recs)
 	}
+}
+
+// pendingSource is a PendingUsage: it measured "done" and will yet
+// measure "running".
+type pendingSource struct{ measured }
+
+func (pendingSource) UsagePending(id string) bool { return id == "running" }
+
+// TestProviderPeaksPending: a runner whose usage its provider says is
+// still to come is a pending window (its record waits), one the provider
+// neither measured nor expects has no peaks and is not pending.
+func TestProviderPeaksPending(t *testing.T) {
+	t.Parallel()
+	gib := 1.0
+	src := pendingSource{measured{"done": {MemoryPeakGiB: &gib}}}
+	windows := []cwpeaksWindow{{id: "done", job: 1}, {id: "running", job: 2}, {id: "unknown", job: 3}}
+	res, err := scaledown.ProviderPeaks{Source: src}.Read(context.Background(), toWindows(windows))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Peaks) != 1 || res.Peaks[metrics.Key{JobID: 1, RunAttempt: 1}] == nil {
+		t.Errorf("peaks %v, want job 1's only", res.Peaks)
+	}
+	if len(res.Pending) != 1 || res.Pending[0].InstanceID != "running" {
+		t.Errorf("pending %+v, want the running runner's window only", res.Pending)
+	}
+	// Without PendingUsage nothing is ever pending.
+	res, _ = scaledown.ProviderPeaks{Source: src.measured}.Read(context.Background(), toWindows(windows))
+	if len(res.Pending) != 0 {
+		t.Errorf("pending %+v from a source that cannot tell", res.Pending)
+	}
+}
+
+type cwpeaksWindow struct {
+	id  string
+	job int64
+}
+
+func toWindows(ws []cwpeaksWindow) []cwpeaks.Window {
+	var out []cwpeaks.Window
+	for _, w := range ws {
+		out = append(out, cwpeaks.Window{Key: metrics.Key{JobID: w.job, RunAttempt: 1}, InstanceID: w.id})
+	}
+	return out
 }

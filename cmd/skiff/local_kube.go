@@ -1,0 +1,42 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/provider"
+	kube "github.com/skiffci/skiff/pkg/provider/kubernetes"
+)
+
+// kubeProvider builds skiff local's kubernetes provider for the pools
+// file: each pool's kubernetes: section says its Pods; a pool without one
+// takes --kube-namespace and --kube-image, which it then requires.
+func kubeProvider(poolsFile, kubeconfig, namespace, image string, logger *slog.Logger) (*pool.Config, provider.Provider, error) {
+	cfg, err := pool.Load(poolsFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("loading pools: %w", err)
+	}
+	var def *pool.Kubernetes
+	if namespace != "" || image != "" {
+		if namespace == "" || image == "" {
+			return nil, nil, errors.New("--kube-namespace and --kube-image go together")
+		}
+		def = &pool.Kubernetes{Namespace: namespace, Image: image, SecurityContext: pool.SecurityContext{RunAsNonRoot: true}}
+	}
+	for _, p := range cfg.Pools {
+		if p.Kubernetes == nil && def == nil {
+			return nil, nil, fmt.Errorf("pool %q has no kubernetes: section: give it one, or --kube-namespace and --kube-image", p.Name)
+		}
+	}
+	client, err := kube.Client(kubeconfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := kube.New(kube.Options{Client: client, Namespaces: kube.Namespaces(cfg), Default: def, Logger: logger})
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, p, nil
+}

@@ -1,0 +1,322 @@
+package kubernetes_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/internal/wiring"
+	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/metrics"
+	"github.com/skiffci/skiff/pkg/pool"
+	kube "github.com/skiffci/skiff/pkg/provider/kubernetes"
+	"github.com/skiffci/skiff/pkg/provider/kubernetes/kubelettest"
+)
+
+// e2ePools is a pools file of one Kubernetes pool in namespace %s, with an
+// operator's hourly rate.
+const e2ePools = `version: 1
+pools:
+  - name: pods
+    labels: [self-hosted, linux, x64]
+    maxRunners: 20
+    costPerHour: 0.12
+    kubernetes:
+      namespace: %s
+      image: ` + image + `
+      requests: {cpu: "1", memory: 1Gi}
+      limits: {memory: 2Gi}
+`
+
+func build(t *testing.T, pkg string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	if b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v\n%s", pkg, err, b)
+	}
+	return out
+}
+
+// local is skiff local with the kubernetes provider on a namespace of
+// the real API server, the test kubelet running its Pods, and the GitHub
+// simulator.
+type local struct {
+	k    *cluster
+	ns   string
+	kl   *kubelettest.Kubelet
+	sim  *ghsim.Server
+	l    *wiring.Local
+	p    *kube.Provider
+	logs *testenv.SyncBuffer
+	stop func()
+}
+
+// startLocal starts it; before, given the namespace, runs before the
+// kubelet and skiff start (a ResourceQuota, say).
+func startLocal(t *testing.T, kubelet kubelettest.Options, before func(ns string)) *local {
+	t.Helper()
+	k := newCluster(t)
+	ns := k.namespace(t, true)
+	if before != nil {
+		before(ns)
+	}
+	kubelet.Client, kubelet.Namespace, kubelet.Node = k.admin, ns, "node-"+ns
+	kubelet.Helper, kubelet.Runner = build(t, "github.com/skiffci/skiff/cmd/skiff-podhelper"), build(t, "github.com/skiffci/skiff/cmd/skiff-standin")
+	kubelet.Env = append(kubelet.Env, "SKIFF_STANDIN_DURATION=200ms")
+	kl := kubelettest.Start(t, kubelet)
+
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemKey := string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
+	sim := ghsim.New(ghsim.Options{SecretPrefix: "CANARYKUBE"})
+	t.Cleanup(sim.Close)
+	sim.AddApp(ghsim.AppConfig{ID: 77, Slug: "skiff", PublicKey: &key.PublicKey})
+	sim.AddOrg("acme")
+	sim.AddRepo("acme", "app")
+	sim.Install(77, "acme")
+
+	dir := t.TempDir()
+	poolsFile := filepath.Join(dir, "pools.yaml")
+	if err := os.WriteFile(poolsFile, []byte(fmt.Sprintf(e2ePools, ns)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pools, err := pool.Load(poolsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// skiff authenticates as the user bound to infra/kubernetes' Role.
+	client, _ := clientFor(t, k.c, testenv.KubeUser)
+	logs := &testenv.SyncBuffer{}
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	p, err := kube.New(kube.Options{Client: client, Namespaces: kube.Namespaces(pools), Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := wiring.NewLocal(wiring.LocalConfig{
+		DataDir: filepath.Join(dir, "data"), Pools: pools, Listen: "127.0.0.1:0", Provider: "kubernetes", ExternalProvider: p,
+		GitHubAPIURL: sim.URL(), AppIDs: []int64{77}, AppKeys: pemKey, WebhookSecret: "kube-secret", Allow: []string{"acme"},
+		Installations: []string{"*"}, MetricsRecords: true, ReconcileEvery: time.Second,
+	}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim.SetWebhook(77, l.URL(), "kube-secret")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	lo := &local{k: k, ns: ns, kl: kl, sim: sim, l: l, p: p, logs: logs}
+	var stopped bool
+	lo.stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}
+	t.Cleanup(lo.stop)
+	return lo
+}
+
+// safety bounds each wait of the end-to-end tests: a net for a test that
+// would hang, not a measurement.
+const safety = 3 * time.Minute
+
+// poll checks cond every 50 ms until it holds: the simulator, the test
+// kubelet's processes and skiff's loops move in their own goroutines and
+// processes.
+func poll(t *testing.T, what string, logs *testenv.SyncBuffer, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(safety)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for %s\n%s", safety, what, logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// runJobs starts a run of n jobs and waits until all completed, the pool
+// counts no runner and each job has its metrics record; it returns the
+// records by job.
+func (lo *local) runJobs(t *testing.T, n int) (ghsim.RunInfo, map[int64][]metrics.Record) {
+	t.Helper()
+	spec := ghsim.RunSpec{Repo: "acme/app"}
+	for range n {
+		spec.Jobs = append(spec.Jobs, ghsim.JobSpec{Labels: []string{"self-hosted", "linux", "x64"}})
+	}
+	run, err := lo.sim.StartRun(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "every job to complete", lo.logs, func() bool {
+		for _, id := range run.JobIDs {
+			if j, ok := lo.sim.Job(id); !ok || j.Status != "completed" {
+				return false
+			}
+		}
+		return true
+	})
+	poll(t, "the pool to count no runner", lo.logs, func() bool {
+		live, err := lo.l.Ledger.Live(context.Background(), "pods")
+		return err == nil && live == 0
+	})
+	recs := map[int64][]metrics.Record{}
+	poll(t, "a metrics record per job", lo.logs, func() bool {
+		recs = map[int64][]metrics.Record{}
+		for r, err := range lo.l.Records.List(context.Background(), metrics.Filter{}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs[r.JobID] = append(recs[r.JobID], r)
+		}
+		return len(recs) >= n
+	})
+	return run, recs
+}
+
+// check fails t unless every job succeeded with exactly one valid record
+// of the kubernetes provider, with peaks from the termination message and
+// the pool's cost, and no credential reached the logs.
+func (lo *local) check(t *testing.T, run ghsim.RunInfo, recs map[int64][]metrics.Record) {
+	t.Helper()
+	for _, id := range run.JobIDs {
+		if j, _ := lo.sim.Job(id); j.Conclusion != "success" {
+			t.Errorf("job %d: %+v", id, j)
+		}
+		if len(recs[id]) != 1 {
+			t.Errorf("job %d has %d metrics records, want 1", id, len(recs[id]))
+			continue
+		}
+		r := recs[id][0]
+		if err := metrics.Validate(r); err != nil {
+			t.Errorf("job %d's record fails the schema: %v", id, err)
+		}
+		if r.CloudProvider != "kubernetes" || r.Pool != "pods" || !strings.HasPrefix(r.InstanceType, "pod ") {
+			t.Errorf("job %d's record: provider %q, pool %q, type %q; want kubernetes, pods, pod ...", id, r.CloudProvider, r.Pool, r.InstanceType)
+		}
+		if r.Memory == nil || r.Memory.PeakGiB == nil || *r.Memory.PeakGiB <= 0 || r.CPU == nil || r.CPU.Seconds == nil {
+			t.Errorf("job %d's record (runner %s) has no peaks from the termination message: memory %+v, cpu %+v\n%s", id,
+				r.RunnerName, r.Memory, r.CPU, linesWith(lo.logs.String(), r.RunnerName, strconv.FormatInt(id, 10)))
+		}
+		if r.Cost == nil || r.Cost.HourlyUSD != 0.12 {
+			t.Errorf("job %d's record cost %+v, want the pool's 0.12 per hour", id, r.Cost)
+		}
+	}
+	if errs := lo.kl.Errs(); len(errs) > 0 {
+		t.Errorf("kubelet: %v", errs)
+	}
+	for _, secret := range lo.sim.Secrets() {
+		if secret != "" && strings.Contains(lo.logs.String(), secret) {
+			t.Fatal("a credential reached the logs")
+		}
+	}
+}
+
+// TestLocalKubernetes is `skiff local --provider kubernetes` end to end:
+// the GitHub simulator's signed webhooks reach local mode, which launches
+// a Pod per job on the real API server as the user bound to the Role of
+// infra/kubernetes; the test kubelet binds and runs each with
+// skiff-podhelper around the stand-in runner, which takes its job and
+// completes it. The first Pod is evicted before its runner starts: its job
+// must get a replacement. Every job completes, with one record each.
+func TestLocalKubernetes(t *testing.T) {
+	t.Parallel()
+	lo := startLocal(t, kubelettest.Options{}, nil)
+	lo.kl.EvictNext(1)
+	const jobs = 4
+	run, recs := lo.runJobs(t, jobs)
+	lo.stop()
+	lo.check(t, run, recs)
+	pods, err := lo.k.admin.CoreV1().Pods(lo.ns).List(context.Background(), metav1.ListOptions{LabelSelector: kube.LabelManaged + "=true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evicted := 0
+	for i := range pods.Items {
+		if strings.HasPrefix(kube.EndReason(&pods.Items[i]), "Evicted") {
+			evicted++
+		}
+	}
+	// The evicted Pod stays listed (Options.Retain); a Pod skiff deleted
+	// after its job may be gone. GitHub may give a runner another queued
+	// job than its own, whose own runner then gets a replacement: more
+	// Pods than jobs may start, never fewer.
+	if evicted != 1 || lo.kl.Started() < jobs {
+		t.Errorf("%d pods evicted, %d started: want 1 evicted and its job replaced, at least %d started", evicted, lo.kl.Started(), jobs)
+	}
+}
+
+// TestLocalKubernetesQuota: a ResourceQuota of one Pod in the runner
+// namespace. The jobs beyond it are refused with the quota's message and
+// wait in the pool's waiting room (not dead-lettered, no attempts spent);
+// each launches when the Pod before it has ended and the quota counts
+// again. Every job completes, with one record each.
+func TestLocalKubernetesQuota(t *testing.T) {
+	t.Parallel()
+	lo := startLocal(t, kubelettest.Options{Quotas: true}, func(ns string) {
+		k := newCluster(t)
+		q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "runners"},
+			Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}}}
+		q, err := k.admin.CoreV1().ResourceQuotas(ns).Create(context.Background(), q, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q.Status = corev1.ResourceQuotaStatus{Hard: q.Spec.Hard, Used: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}
+		if _, err := k.admin.CoreV1().ResourceQuotas(ns).UpdateStatus(context.Background(), q, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	const jobs = 3
+	run, recs := lo.runJobs(t, jobs)
+	lo.stop()
+	lo.check(t, run, recs)
+	logs := lo.logs.String()
+	waited := 0
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, "job waits in its pool's room") && strings.Contains(line, `"reason":"launch_quota"`) {
+			waited++
+		}
+	}
+	if waited == 0 || !strings.Contains(logs, "exceeded quota: runners") {
+		t.Errorf("no job refused by the quota waited in the pool's room:\n%s", logs)
+	}
+	t.Logf("%d waits in the room for the quota", waited)
+	if strings.Contains(logs, "dead-letter") || strings.Contains(logs, "dead_letter") {
+		t.Error("a job waiting for the quota was dead-lettered")
+	}
+}
+
+// linesWith are the lines of logs that contain any of words.
+func linesWith(logs string, words ...string) string {
+	var out []string
+	for _, line := range strings.Split(logs, "\n") {
+		for _, w := range words {
+			if w != "" && strings.Contains(line, w) {
+				out = append(out, line)
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
+}
