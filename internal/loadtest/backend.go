@@ -180,6 +180,7 @@ type opCounter struct {
 	handler http.Handler
 	mu      sync.Mutex
 	n       map[string]int
+	retries int // requests the SDK sent again (amz-sdk-request attempt > 1)
 }
 
 func (c *opCounter) add(op string) {
@@ -199,12 +200,41 @@ func (c *opCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 	return c.next.RoundTrip(r)
 }
 
+// ServeHTTP counts the operation of a request the SDK sends for the first
+// time; one it sends again (its amz-sdk-request header says attempt 2 or
+// later) counts as a retry. Which requests the SDK retries is not all
+// drawn from the seed: besides the fake's own failures, a response the
+// client fails to read in time is sent again.
 func (c *opCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	form, _ := url.ParseQuery(string(body))
-	c.add(form.Get("Action"))
+	if attempt := sdkAttempt(r.Header.Get("Amz-Sdk-Request")); attempt > 1 {
+		c.mu.Lock()
+		c.retries++
+		c.mu.Unlock()
+	} else {
+		c.add(form.Get("Action"))
+	}
 	c.handler.ServeHTTP(w, r)
+}
+
+// sdkAttempt reads the attempt of an amz-sdk-request header
+// ("attempt=2; max=3"), 0 without one.
+func sdkAttempt(h string) int {
+	for _, part := range strings.Split(h, ";") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(part), "attempt="); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	return 0
+}
+
+func (c *opCounter) retried() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.retries
 }
 
 func (c *opCounter) snapshot() map[string]int {

@@ -209,6 +209,7 @@ func (w *world) check() Report {
 	for _, n := range w.ec2Calls.snapshot() {
 		rep.EC2Calls += n
 	}
+	rep.EC2Retries = w.ec2Calls.retried()
 	rep.StoreCalls = -1
 	if w.be.calls != nil {
 		rep.StoreCalls = 0

@@ -151,7 +151,8 @@ type Report struct {
 	WaitP95       time.Duration
 	WaitMax       time.Duration
 	GitHubCalls   int
-	EC2Calls      int
+	EC2Calls      int            // first attempts
+	EC2Retries    int            // the SDK's retries of EC2 requests (not all seeded)
 	StoreCalls    int            // -1: not counted (memory store)
 	StoreOps      map[string]int // store calls by operation
 	PeakHeap      uint64
@@ -203,7 +204,8 @@ func (r Report) String() string {
 	if r.StoreCalls >= 0 {
 		store = fmt.Sprintf("%.1f", per(r.StoreCalls, r.Instances))
 	}
-	fmt.Fprintf(&b, "  calls per runner    GitHub %.1f  EC2 %.1f  store %s\n", per(r.GitHubCalls, r.Instances), per(r.EC2Calls, r.Instances), store)
+	fmt.Fprintf(&b, "  calls per runner    GitHub %.1f  EC2 %.1f (+%d SDK retries)  store %s\n", per(r.GitHubCalls, r.Instances),
+		per(r.EC2Calls, r.Instances), r.EC2Retries, store)
 	fmt.Fprintf(&b, "  wall %s, peak Go heap %d MiB, max RSS %d MiB", r.Wall.Round(100*time.Millisecond), r.PeakHeap>>20, r.MaxRSS>>10)
 	if r.EmulatorRSS > 0 {
 		fmt.Fprintf(&b, ", emulator peak RSS %d MiB", r.EmulatorRSS>>10)
