@@ -55,6 +55,19 @@ type fields []string
 
 func newFields(names ...string) fields { return names }
 
+// name returns the field a member name selects: the field it spells
+// exactly, else the one it spells without regard to case (fold), else "".
+// A linear scan: these sets are a few names each (the record's, read for
+// every member of every record, has a switch of its own: recordName).
+func (f fields) name(key []byte) string {
+	for _, n := range f {
+		if string(key) == n {
+			return n
+		}
+	}
+	return f.fold(key)
+}
+
 // fold returns the field a member name selects without regard to case
 // (encoding/json's rule when no name matches exactly), or "".
 func (f fields) fold(key []byte) string {
@@ -151,128 +164,6 @@ func recordName(key []byte) string {
 	return recordFields.fold(key)
 }
 
-// cpuName is the cpu member a name selects, or "".
-func cpuName(key []byte) string {
-	switch string(key) {
-	case "peakPercent":
-		return "peakPercent"
-	case "meanPercent":
-		return "meanPercent"
-	case "seconds":
-		return "seconds"
-	}
-	return cpuFields.fold(key)
-}
-
-// memoryName is the memory member a name selects, or "".
-func memoryName(key []byte) string {
-	switch string(key) {
-	case "peakPercent":
-		return "peakPercent"
-	case "peakGiB":
-		return "peakGiB"
-	}
-	return memoryFields.fold(key)
-}
-
-// gpuName is the gpu member a name selects, or "".
-func gpuName(key []byte) string {
-	switch string(key) {
-	case "index":
-		return "index"
-	case "model":
-		return "model"
-	case "peakUtilizationPercent":
-		return "peakUtilizationPercent"
-	case "peakMemoryMiB":
-		return "peakMemoryMiB"
-	case "peakMemoryPercent":
-		return "peakMemoryPercent"
-	}
-	return gpuFields.fold(key)
-}
-
-// gpuTotalName is the gpuTotal member a name selects, or "".
-func gpuTotalName(key []byte) string {
-	switch string(key) {
-	case "count":
-		return "count"
-	case "model":
-		return "model"
-	case "peakUtilizationPercent":
-		return "peakUtilizationPercent"
-	case "peakMemoryMiB":
-		return "peakMemoryMiB"
-	case "peakMemoryPercent":
-		return "peakMemoryPercent"
-	}
-	return gpuTotalFields.fold(key)
-}
-
-// diskName is the disk member a name selects, or "".
-func diskName(key []byte) string {
-	switch string(key) {
-	case "peakRootPercent":
-		return "peakRootPercent"
-	}
-	return diskFields.fold(key)
-}
-
-// hostName is the host member a name selects, or "".
-func hostName(key []byte) string {
-	switch string(key) {
-	case "cpuModel":
-		return "cpuModel"
-	case "cpus":
-		return "cpus"
-	case "memoryGiB":
-		return "memoryGiB"
-	case "gpuModel":
-		return "gpuModel"
-	case "gpus":
-		return "gpus"
-	}
-	return hostFields.fold(key)
-}
-
-// slurmName is the slurm member a name selects, or "".
-func slurmName(key []byte) string {
-	switch string(key) {
-	case "cluster":
-		return "cluster"
-	case "partition":
-		return "partition"
-	case "nodes":
-		return "nodes"
-	case "jobId":
-		return "jobId"
-	case "state":
-		return "state"
-	}
-	return slurmFields.fold(key)
-}
-
-// costName is the cost member a name selects, or "".
-func costName(key []byte) string {
-	switch string(key) {
-	case "estimatedUSD":
-		return "estimatedUSD"
-	case "hourlyUSD":
-		return "hourlyUSD"
-	case "capacityType":
-		return "capacityType"
-	case "basis":
-		return "basis"
-	case "priceTableDate":
-		return "priceTableDate"
-	case "priceTableRegion":
-		return "priceTableRegion"
-	case "estimate":
-		return "estimate"
-	}
-	return costFields.fold(key)
-}
-
 func (dec *Decoder) record(r *Record, key []byte) error {
 	d := &dec.d
 	switch recordName(key) {
@@ -333,7 +224,7 @@ func (dec *Decoder) record(r *Record, key []byte) error {
 		return d.BoolPtr(&r.Interrupted)
 	case "cpu":
 		return object(d, &r.CPU, "cpu", func(c *CPU, key []byte) error {
-			switch cpuName(key) {
+			switch cpuFields.name(key) {
 			case "peakPercent":
 				return d.FloatPtr(&c.PeakPercent, "cpu.peakPercent")
 			case "meanPercent":
@@ -345,7 +236,7 @@ func (dec *Decoder) record(r *Record, key []byte) error {
 		})
 	case "memory":
 		return object(d, &r.Memory, "memory", func(m *Memory, key []byte) error {
-			switch memoryName(key) {
+			switch memoryFields.name(key) {
 			case "peakPercent":
 				return d.FloatPtr(&m.PeakPercent, "memory.peakPercent")
 			case "peakGiB":
@@ -357,7 +248,7 @@ func (dec *Decoder) record(r *Record, key []byte) error {
 		return dec.gpus(&r.GPUs)
 	case "gpu":
 		return object(d, &r.GPU, "gpu", func(g *GPUTotals, key []byte) error {
-			switch gpuTotalName(key) {
+			switch gpuTotalFields.name(key) {
 			case "count":
 				return d.Int(&g.Count, "gpu.count")
 			case "model":
@@ -373,14 +264,14 @@ func (dec *Decoder) record(r *Record, key []byte) error {
 		})
 	case "disk":
 		return object(d, &r.Disk, "disk", func(k *Disk, key []byte) error {
-			if diskName(key) == "peakRootPercent" {
+			if diskFields.name(key) == "peakRootPercent" {
 				return d.FloatPtr(&k.PeakRootPercent, "disk.peakRootPercent")
 			}
 			return d.Skip()
 		})
 	case "cost":
 		return object(d, &r.Cost, "cost", func(c *Cost, key []byte) error {
-			switch costName(key) {
+			switch costFields.name(key) {
 			case "estimatedUSD":
 				return d.Float64(&c.EstimatedUSD, "cost.estimatedUSD")
 			case "hourlyUSD":
@@ -400,7 +291,7 @@ func (dec *Decoder) record(r *Record, key []byte) error {
 		})
 	case "host":
 		return object(d, &r.Host, "host", func(h *Host, key []byte) error {
-			switch hostName(key) {
+			switch hostFields.name(key) {
 			case "cpuModel":
 				return d.Str(&h.CPUModel)
 			case "cpus":
@@ -423,7 +314,7 @@ func (dec *Decoder) record(r *Record, key []byte) error {
 		})
 	case "slurm":
 		return object(d, &r.Slurm, "slurm", func(s *Slurm, key []byte) error {
-			switch slurmName(key) {
+			switch slurmFields.name(key) {
 			case "cluster":
 				return d.Str(&s.Cluster)
 			case "partition":
@@ -511,7 +402,7 @@ func (dec *Decoder) gpu(g *GPU) error {
 		return jsonscan.TypeError("gpus")
 	}
 	return d.Object(func(key []byte) error {
-		switch gpuName(key) {
+		switch gpuFields.name(key) {
 		case "index":
 			return d.Int(&g.Index, "gpus.index")
 		case "model":
