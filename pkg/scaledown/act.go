@@ -76,7 +76,7 @@ func (p *pass) apply(ctx context.Context, actions []decide.Action) {
 
 // github runs an action's GitHub steps; false stops the action.
 func (p *pass) github(ctx context.Context, a *decide.Action) bool {
-	if a.Rule == decide.RuleGhost && p.launchedSince(ctx, a.Runner) {
+	if a.ConfirmUnrecorded && p.recordedSince(ctx, a.Runner) {
 		return false
 	}
 	if a.ConfirmAbsent {
@@ -204,13 +204,13 @@ func splitRepo(full string) (string, string) {
 	return o, r
 }
 
-// launchedSince reports whether a runner the pass judged a ghost has a
-// record now: scale-up reserves a runner before it registers it on GitHub,
-// so a runner registered after the pass read the ledger (and launched
-// after it listed the instances) looks like a ghost to it. One ledger read
-// per ghost keeps the pass from deleting the registration the new runner
-// is about to use; a failed read keeps the runner for the next pass too.
-func (p *pass) launchedSince(ctx context.Context, name string) bool {
+// recordedSince reports whether a runner the pass found no record of has
+// one now (Action.ConfirmUnrecorded): a runner registered after the pass
+// read the ledger (and launched after it listed the instances) looks like
+// a ghost to it. One ledger read per such action keeps the pass from
+// deleting the registration the new runner is about to use; a failed read
+// keeps the runner for the next pass too.
+func (p *pass) recordedSince(ctx context.Context, name string) bool {
 	r, err := p.s.o.Ledger.Runner(ctx, name)
 	switch {
 	case errors.Is(err, store.ErrNotFound):

@@ -213,6 +213,11 @@ type Action struct {
 	// ConfirmAbsent asks GitHub once more that the runner is gone before
 	// acting (a listing whose pages moved under it can miss a runner).
 	ConfirmAbsent bool
+	// ConfirmUnrecorded reads the runner's ledger record once more before
+	// acting: scale-up reserves a runner before it registers it on GitHub,
+	// so a runner registered after the pass read the ledger has a record
+	// by now.
+	ConfirmUnrecorded bool
 	// Terminate terminates the instance.
 	Terminate bool
 	// Strand checks the job on GitHub and, if it is still queued, launches
@@ -586,7 +591,7 @@ func (v *view) ghosts() {
 			continue // its orphan instance is handled above
 		}
 		v.d.Actions = append(v.d.Actions, Action{Rule: RuleGhost, Runner: g.Name, RunnerID: g.ID, Scope: g.Scope, Delete: true,
-			Reason: "offline runner with no instance and no live record"})
+			ConfirmUnrecorded: true, Reason: "offline runner with no instance and no live record"})
 	}
 }
 

@@ -54,7 +54,7 @@ func summary(d decide.Decision) string {
 		for _, s := range []struct {
 			on bool
 			c  string
-		}{{a.Delete, "D"}, {a.ConfirmAbsent, "C"}, {a.Terminate, "T"}, {a.Strand, "S"}, {a.End, "E"}, {a.Interrupted, "I"}} {
+		}{{a.Delete, "D"}, {a.ConfirmAbsent, "C"}, {a.ConfirmUnrecorded, "U"}, {a.Terminate, "T"}, {a.Strand, "S"}, {a.End, "E"}, {a.Interrupted, "I"}} {
 			if s.on {
 				steps += s.c
 			}
@@ -214,7 +214,7 @@ func TestDecide(t *testing.T) {
 			want:      ""},
 		{name: "ghost: offline skiff runner, no instance, no record: delete",
 			runners: []decide.Runner{{ID: 9, Name: "skiff-555-1", Scope: "acme"}},
-			want:    "ghost:skiff-555-1/[D]"},
+			want:    "ghost:skiff-555-1/[DU]"},
 		{name: "not ghosts: online, busy, someone else's, or with a live record",
 			runners: []decide.Runner{{ID: 9, Name: "skiff-555-1", Online: true}, {ID: 10, Name: "skiff-556-1", Busy: true},
 				{ID: 11, Name: "build-box"}, {ID: 1, Name: r1}},
