@@ -159,25 +159,8 @@ func (r *Room) Waiting(ctx context.Context, pool string, now time.Time) ([]store
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	rows, err := r.d.db.QueryContext(ctx, `SELECT record FROM room WHERE pool = ? AND (expires_at = 0 OR expires_at > ?)`,
-		pool, now.Unix())
+	out, err := liveEntries(ctx, r.d.db, pool, now)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading the room of pool %s: %w", pool, err)
-	}
-	var out []store.Waiting
-	for rows.Next() {
-		var rec string
-		var w store.Waiting
-		if err := rows.Scan(&rec); err == nil {
-			err = json.Unmarshal([]byte(rec), &w)
-		}
-		if err != nil {
-			rows.Close()
-			return nil, nil, fmt.Errorf("reading the room of pool %s: %w", pool, err)
-		}
-		out = append(out, w)
-	}
-	if err := rows.Close(); err != nil {
 		return nil, nil, err
 	}
 	store.SortWaiting(out)
@@ -244,28 +227,15 @@ func (r *Room) Recovered(ctx context.Context, pool, place string) (bool, error) 
 func (r *Room) Resume(ctx context.Context, pool, place string, now time.Time) (int, error) {
 	n := 0
 	err := r.d.tx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT record FROM room WHERE pool = ? AND (expires_at = 0 OR expires_at > ?)`,
-			pool, now.Unix())
+		live, err := liveEntries(ctx, tx, pool, now)
 		if err != nil {
-			return fmt.Errorf("reading the room of pool %s: %w", pool, err)
+			return err
 		}
 		var resume []store.Waiting
-		for rows.Next() {
-			var rec string
-			var w store.Waiting
-			if err := rows.Scan(&rec); err == nil {
-				err = json.Unmarshal([]byte(rec), &w)
-			}
-			if err != nil {
-				rows.Close()
-				return fmt.Errorf("reading the room of pool %s: %w", pool, err)
-			}
+		for _, w := range live {
 			if w.Place == place && w.WakeAt.After(now) {
 				resume = append(resume, w)
 			}
-		}
-		if err := rows.Close(); err != nil {
-			return err
 		}
 		for _, w := range resume {
 			w.WakeAt, w.OfferedUntil = time.Time{}, time.Time{}
@@ -277,4 +247,31 @@ func (r *Room) Resume(ctx context.Context, pool, place string, now time.Time) (i
 		return nil
 	})
 	return n, err
+}
+
+// liveEntries reads the pool's entries that have not expired by now, in
+// no particular order.
+func liveEntries(ctx context.Context, q querier, pool string, now time.Time) ([]store.Waiting, error) {
+	rows, err := q.QueryContext(ctx, `SELECT record FROM room WHERE pool = ? AND (expires_at = 0 OR expires_at > ?)`,
+		pool, now.Unix())
+	if err != nil {
+		return nil, fmt.Errorf("reading the room of pool %s: %w", pool, err)
+	}
+	defer rows.Close()
+	var out []store.Waiting
+	for rows.Next() {
+		var rec string
+		var w store.Waiting
+		if err := rows.Scan(&rec); err == nil {
+			err = json.Unmarshal([]byte(rec), &w)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading the room of pool %s: %w", pool, err)
+		}
+		out = append(out, w)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading the room of pool %s: %w", pool, err)
+	}
+	return out, rows.Close()
 }

@@ -60,8 +60,10 @@ func (s *Store) RecordJob(ctx context.Context, j store.Job) (bool, error) {
 	return advanced, err
 }
 
+// querier reads through the database or a transaction.
 type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
 // job reads a live job record.
