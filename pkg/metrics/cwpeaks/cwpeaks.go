@@ -381,9 +381,11 @@ func (r *Reader) collect(batch []Window, meta []query, values [][]float64, out m
 		if len(values[i]) == 0 {
 			continue
 		}
-		v := slices.Max(values[i])
+		var v float64
 		if q.kind == cpuAvg {
 			v = mean(values[i])
+		} else {
+			v = slices.Max(values[i])
 		}
 		p := peaks[q.win]
 		switch q.kind {
