@@ -89,7 +89,7 @@ synth: build ## synthesize the CDK stack (cdk.out/) with cdk-nag, against exampl
 	npx cdk synth --quiet --no-notices --no-version-reporting $(SYNTH_CONTEXT)
 
 .PHONY: bench
-bench: ## run the benchmarks the README's performance section quotes
+bench: ## run the benchmarks docs/performance.md quotes
 	go test -run '^$$' -bench . -benchmem -count 1 ./...
 	go build -o build/skiff-standin ./cmd/skiff-standin
 	go build -o build/skiff ./cmd/skiff
