@@ -141,7 +141,9 @@ func TestSigV4Checks(t *testing.T) {
 		err   string // "" when it passes
 	}{
 		{"scope matches", func() error { return auth(cred, "host").checkScope(date, want) }, ""},
-		{"another key", func() error { return auth("AKOTHER/20260601/us-east-1/sqs/aws4_request", "host").checkScope(date, want) }, "signed with key"},
+		{"another key", func() error {
+			return auth("AKOTHER/20260601/us-east-1/sqs/aws4_request", "host").checkScope(date, want)
+		}, "signed with key"},
 		{"another day", func() error { return auth("AKID/20260602/us-east-1/sqs/aws4_request", "host").checkScope(date, want) }, "scope day"},
 		{"another region", func() error { return auth("AKID/20260601/eu-west-1/sqs/aws4_request", "host").checkScope(date, want) }, "credential scope"},
 		{"another terminator", func() error { return auth("AKID/20260601/us-east-1/sqs/aws5_request", "host").checkScope(date, want) }, "credential scope"},
