@@ -188,21 +188,13 @@ func New(o Options) (*Provider, error) {
 	if o.DefaultLimit <= 0 {
 		o.DefaultLimit = runtime.NumCPU()
 	}
-	if o.DefaultLifetime <= 0 {
-		o.DefaultLifetime = pool.DefaultMaxLifetime
-	}
 	if o.KillGrace <= 0 {
 		o.KillGrace = DefaultKillGrace
 	}
 	if o.Retain <= 0 {
 		o.Retain = DefaultRetain
 	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	provider.FillDefaults(&o.DefaultLifetime, &o.Logger, &o.Now)
 	path, err := lookPath(o.Command[0], o.Path)
 	if err != nil {
 		return nil, fmt.Errorf("process provider: finding the runner command: %w", err)
