@@ -121,7 +121,7 @@ const (
 	// DefaultRetain is how long an ended Pod stays (and is listed): long
 	// enough for the reconciler's next passes and the usage record to read
 	// how it ended.
-	DefaultRetain = time.Hour
+	DefaultRetain = provider.DefaultRetain
 	// DefaultNamespace is the namespace of a pool that names none.
 	DefaultNamespace = "default"
 )

@@ -72,7 +72,7 @@ const (
 	DefaultKillGrace = 10 * time.Second
 	// DefaultRetain is how long an ended runner stays in List: long enough
 	// for the reconciler's next passes to see how it ended.
-	DefaultRetain = time.Hour
+	DefaultRetain = provider.DefaultRetain
 )
 
 // Options configures a Provider.
