@@ -48,11 +48,10 @@ func sample(t testing.TB, file, instanceID, state string, at time.Time) map[stri
 }
 
 func env(dynamo string) []string {
-	return []string{
-		"PATH=" + os.Getenv("PATH"), "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY=example",
-		"AWS_EC2_METADATA_DISABLED=true", "AWS_ENDPOINT_URL_DYNAMODB=" + dynamo, "SKIFF_TABLE_NAME=skiff-ec2events",
+	return testenv.LambdaEnv(
+		"AWS_ENDPOINT_URL_DYNAMODB="+dynamo, "SKIFF_TABLE_NAME=skiff-ec2events",
 		"SKIFF_LOG_LEVEL=debug",
-	}
+	)
 }
 
 // BenchmarkColdInit is the function's cold init under the runtime emulator:

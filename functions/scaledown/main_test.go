@@ -61,14 +61,13 @@ func appKey(t testing.TB) (*rsa.PrivateKey, string) {
 }
 
 func env(t testing.TB, dynamo, ec2, gh, pem, dir string) []string {
-	return []string{
-		"PATH=" + os.Getenv("PATH"), "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY=example",
-		"AWS_EC2_METADATA_DISABLED=true", "AWS_ENDPOINT_URL_DYNAMODB=" + dynamo, "AWS_ENDPOINT_URL_EC2=" + ec2,
-		"AWS_ENDPOINT_URL_SECRETS_MANAGER=" + secretsManager(t, pem), "AWS_ENDPOINT_URL_SQS=http://127.0.0.1:1",
+	return testenv.LambdaEnv(
+		"AWS_ENDPOINT_URL_DYNAMODB="+dynamo, "AWS_ENDPOINT_URL_EC2="+ec2,
+		"AWS_ENDPOINT_URL_SECRETS_MANAGER="+secretsManager(t, pem), "AWS_ENDPOINT_URL_SQS=http://127.0.0.1:1",
 		"SKIFF_TABLE_NAME=skiff-sd", "SKIFF_QUEUE_URL=http://127.0.0.1:1/jobs", "SKIFF_ACCOUNT_ID=123456789012",
 		"SKIFF_GITHUB_APP_IDS=7", "SKIFF_GITHUB_PRIVATE_KEY_ARN=arn:aws:secretsmanager:us-east-1:123456789012:secret:app",
-		"SKIFF_GITHUB_API_URL=" + gh, "SKIFF_POOLS_FILE=" + filepath.Join(dir, "pools.yaml"), "SKIFF_REDELIVER=false",
-	}
+		"SKIFF_GITHUB_API_URL="+gh, "SKIFF_POOLS_FILE="+filepath.Join(dir, "pools.yaml"), "SKIFF_REDELIVER=false",
+	)
 }
 
 // TestBootstrapUnderRIE runs the built bootstrap under the Lambda runtime

@@ -83,13 +83,12 @@ func BenchmarkColdInit(b *testing.B) {
 	if err := os.WriteFile(filepath.Join(dir, "pools.yaml"), []byte(pools), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	testenv.BenchColdInit(b, bootstrap, []string{
-		"PATH=" + os.Getenv("PATH"), "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY=example",
-		"AWS_EC2_METADATA_DISABLED=true", "AWS_ENDPOINT_URL_SECRETS_MANAGER=" + secretsManager(b, pemKey),
+	testenv.BenchColdInit(b, bootstrap, testenv.LambdaEnv(
+		"AWS_ENDPOINT_URL_SECRETS_MANAGER="+secretsManager(b, pemKey),
 		"SKIFF_TABLE_NAME=bench", "SKIFF_REGISTRATION_TABLE=bench-reg", "SKIFF_DLQ_URL=http://127.0.0.1:1/dlq",
 		"SKIFF_ACCOUNT_ID=123456789012", "SKIFF_GITHUB_APP_IDS=7", "SKIFF_GITHUB_PRIVATE_KEY_ARN=arn:aws:secretsmanager:us-east-1:123456789012:secret:app",
-		"SKIFF_GITHUB_API_URL=http://127.0.0.1:1", "SKIFF_POOLS_FILE=" + filepath.Join(dir, "pools.yaml"),
-	}, events.SQSEvent{Records: []events.SQSMessage{}})
+		"SKIFF_GITHUB_API_URL=http://127.0.0.1:1", "SKIFF_POOLS_FILE="+filepath.Join(dir, "pools.yaml"),
+	), events.SQSEvent{Records: []events.SQSMessage{}})
 }
 
 // TestBootstrapUnderRIE runs the built bootstrap under the Lambda runtime
@@ -137,14 +136,13 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "pools.yaml"), []byte(pools), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fn := testenv.StartRIE(t, bootstrap, []string{
-		"PATH=" + os.Getenv("PATH"), "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY=example",
-		"AWS_EC2_METADATA_DISABLED=true", "AWS_ENDPOINT_URL_DYNAMODB=" + dynamo, "AWS_ENDPOINT_URL_EC2=" + fake.Serve(t),
-		"AWS_ENDPOINT_URL_SECRETS_MANAGER=" + secretsManager(t, pemKey), "AWS_ENDPOINT_URL_SQS=http://127.0.0.1:1",
+	fn := testenv.StartRIE(t, bootstrap, testenv.LambdaEnv(
+		"AWS_ENDPOINT_URL_DYNAMODB="+dynamo, "AWS_ENDPOINT_URL_EC2="+fake.Serve(t),
+		"AWS_ENDPOINT_URL_SECRETS_MANAGER="+secretsManager(t, pemKey), "AWS_ENDPOINT_URL_SQS=http://127.0.0.1:1",
 		"SKIFF_TABLE_NAME=skiff-su", "SKIFF_REGISTRATION_TABLE=skiff-su-reg", "SKIFF_DLQ_URL=http://127.0.0.1:1/dlq",
 		"SKIFF_ACCOUNT_ID=123456789012", "SKIFF_GITHUB_APP_IDS=7", "SKIFF_GITHUB_PRIVATE_KEY_ARN=arn:aws:secretsmanager:us-east-1:123456789012:secret:app",
-		"SKIFF_GITHUB_API_URL=" + sim.URL(), "SKIFF_POOLS_FILE=" + filepath.Join(dir, "pools.yaml"),
-	})
+		"SKIFF_GITHUB_API_URL="+sim.URL(), "SKIFF_POOLS_FILE="+filepath.Join(dir, "pools.yaml"),
+	))
 	job := func(id int64, labels ...string) string {
 		if len(labels) == 0 {
 			labels = []string{"self-hosted", "linux", "x64"}
@@ -313,14 +311,13 @@ func TestNoAppUnderRIE(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "pools.yaml"), []byte(pools), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fn := testenv.StartRIE(t, bootstrap, []string{
-		"PATH=" + os.Getenv("PATH"), "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY=example",
-		"AWS_EC2_METADATA_DISABLED=true", "AWS_ENDPOINT_URL_DYNAMODB=" + moto, "AWS_ENDPOINT_URL_EC2=" + fake.Serve(t),
-		"AWS_ENDPOINT_URL_SECRETS_MANAGER=" + moto, "AWS_ENDPOINT_URL_SQS=" + moto,
-		"SKIFF_TABLE_NAME=skiff-noapp", "SKIFF_REGISTRATION_TABLE=skiff-noapp-reg", "SKIFF_DLQ_URL=" + dlq, "SKIFF_QUEUE_URL=" + jobs,
-		"SKIFF_ACCOUNT_ID=123456789012", "SKIFF_GITHUB_PRIVATE_KEY_ARN=" + aws.ToString(sec.ARN),
-		"SKIFF_GITHUB_API_URL=" + sim.URL(), "SKIFF_POOLS_FILE=" + filepath.Join(dir, "pools.yaml"),
-	})
+	fn := testenv.StartRIE(t, bootstrap, testenv.LambdaEnv(
+		"AWS_ENDPOINT_URL_DYNAMODB="+moto, "AWS_ENDPOINT_URL_EC2="+fake.Serve(t),
+		"AWS_ENDPOINT_URL_SECRETS_MANAGER="+moto, "AWS_ENDPOINT_URL_SQS="+moto,
+		"SKIFF_TABLE_NAME=skiff-noapp", "SKIFF_REGISTRATION_TABLE=skiff-noapp-reg", "SKIFF_DLQ_URL="+dlq, "SKIFF_QUEUE_URL="+jobs,
+		"SKIFF_ACCOUNT_ID=123456789012", "SKIFF_GITHUB_PRIVATE_KEY_ARN="+aws.ToString(sec.ARN),
+		"SKIFF_GITHUB_API_URL="+sim.URL(), "SKIFF_POOLS_FILE="+filepath.Join(dir, "pools.yaml"),
+	))
 	body, _ := json.Marshal(queue.Job{JobID: 801, RunID: 80, Attempt: 1, Repository: "acme/app", Owner: "acme",
 		Labels: []string{"self-hosted", "linux", "x64"}, Pool: "default", DeliveryID: "d801", ReceivedAt: time.Now()})
 	if err := store.NewDynamo(ddb, "skiff-noapp").RecordRun(ctx, store.Run{ID: 80, Attempt: 1, Event: "push", Repository: "acme/app",

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/url"
-	"os"
 	"regexp"
 	"runtime"
 	"strings"
@@ -67,30 +65,20 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	t.Cleanup(sim.Close)
 	sim.AddOrg("acme")
 
-	fn := testenv.StartRIE(t, testenv.BuildLambda(t, runtime.GOARCH), []string{
-		"PATH=" + os.Getenv("PATH"), "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY=example",
-		"AWS_EC2_METADATA_DISABLED=true", "AWS_ENDPOINT_URL_SECRETS_MANAGER=" + moto,
-		"SKIFF_SETUP_SECRET_ARN=" + setupARN, "SKIFF_GITHUB_PRIVATE_KEY_ARN=" + keyARN, "SKIFF_WEBHOOK_SECRET_ARN=" + hookARN,
+	fn := testenv.StartRIE(t, testenv.BuildLambda(t, runtime.GOARCH), testenv.LambdaEnv(
+		"AWS_ENDPOINT_URL_SECRETS_MANAGER="+moto,
+		"SKIFF_SETUP_SECRET_ARN="+setupARN, "SKIFF_GITHUB_PRIVATE_KEY_ARN="+keyARN, "SKIFF_WEBHOOK_SECRET_ARN="+hookARN,
 		"SKIFF_WEBHOOK_URL=https://hook123.lambda-url.us-east-1.on.aws/",
-		"SKIFF_GITHUB_URL=" + sim.WebURL(), "SKIFF_GITHUB_API_URL=" + sim.URL(),
-	})
-	invoke := func(ev events.LambdaFunctionURLRequest) events.LambdaFunctionURLResponse {
-		t.Helper()
-		var out events.LambdaFunctionURLResponse
-		raw := fn.Invoke(t, ev)
-		if err := json.Unmarshal(raw, &out); err != nil || out.StatusCode == 0 {
-			t.Fatalf("not a Function URL response (%v): %s\n%s", err, raw, fn.Out.String())
-		}
-		return out
-	}
-	if got := invoke(urlEvent("GET", "/", "", "", nil)); got.StatusCode != 200 || !strings.Contains(got.Body, `name="key"`) ||
+		"SKIFF_GITHUB_URL="+sim.WebURL(), "SKIFF_GITHUB_API_URL="+sim.URL(),
+	))
+	if got := fn.InvokeURL(t, urlEvent("GET", "/", "", "", nil)); got.StatusCode != 200 || !strings.Contains(got.Body, `name="key"`) ||
 		!strings.Contains(got.Headers["content-security-policy"], "default-src 'none'") {
 		t.Fatalf("form: %d %v\n%s", got.StatusCode, got.Headers, got.Body)
 	}
-	if got := invoke(urlEvent("POST", "/start", "", "key=wrong-secret-0123456789&org=acme", nil)); got.StatusCode != 403 {
+	if got := fn.InvokeURL(t, urlEvent("POST", "/start", "", "key=wrong-secret-0123456789&org=acme", nil)); got.StatusCode != 403 {
 		t.Errorf("wrong secret: %d", got.StatusCode)
 	}
-	start := invoke(urlEvent("POST", "/start", "", url.Values{"key": {canary}, "org": {"acme"}}.Encode(), nil))
+	start := fn.InvokeURL(t, urlEvent("POST", "/start", "", url.Values{"key": {canary}, "org": {"acme"}}.Encode(), nil))
 	if start.StatusCode != 200 || len(start.Cookies) != 1 {
 		t.Fatalf("start: %d cookies %v\n%s", start.StatusCode, start.Cookies, start.Body)
 	}
@@ -107,10 +95,10 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	}
 	back := confirm(t, sim, state, manifest)
 	cookie := strings.SplitN(start.Cookies[0], ";", 2)[0]
-	if got := invoke(urlEvent("GET", "/callback", back.RawQuery, "", nil)); got.StatusCode != 400 {
+	if got := fn.InvokeURL(t, urlEvent("GET", "/callback", back.RawQuery, "", nil)); got.StatusCode != 400 {
 		t.Errorf("callback without the cookie: %d, want 400", got.StatusCode)
 	}
-	done := invoke(urlEvent("GET", "/callback", back.RawQuery, "", []string{cookie}))
+	done := fn.InvokeURL(t, urlEvent("GET", "/callback", back.RawQuery, "", []string{cookie}))
 	if done.StatusCode != 200 || !strings.Contains(done.Body, "GitHub App created") {
 		t.Fatalf("callback: %d\n%s\n%s", done.StatusCode, done.Body, fn.Out.String())
 	}
@@ -122,7 +110,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	if err != nil || len(apps) != 1 || apps[0].ID != sim.CreatedApps()[0].ID {
 		t.Errorf("key secret holds %v (%v)", apps, err)
 	}
-	if got := invoke(urlEvent("GET", "/", "", "", nil)); got.StatusCode != 409 {
+	if got := fn.InvokeURL(t, urlEvent("GET", "/", "", "", nil)); got.StatusCode != 409 {
 		t.Errorf("the page after setup: %d, want 409", got.StatusCode)
 	}
 	if strings.Contains(fn.Out.String(), canary) {

@@ -52,11 +52,10 @@ func BenchmarkColdInit(b *testing.B) {
 	}
 	var get events.LambdaFunctionURLRequest
 	get.RequestContext.HTTP.Method = "GET"
-	testenv.BenchColdInit(b, bootstrap, []string{
-		"PATH=" + os.Getenv("PATH"), "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY=example",
-		"AWS_EC2_METADATA_DISABLED=true", "SKIFF_WEBHOOK_SECRET=bench", "SKIFF_QUEUE_URL=http://127.0.0.1:1/q",
-		"SKIFF_TABLE_NAME=bench", "SKIFF_POOLS_FILE=" + filepath.Join(dir, "pools.yaml"), "SKIFF_ALLOW=*", "SKIFF_ALLOWED_INSTALLATIONS=*",
-	}, get)
+	testenv.BenchColdInit(b, bootstrap, testenv.LambdaEnv(
+		"SKIFF_WEBHOOK_SECRET=bench", "SKIFF_QUEUE_URL=http://127.0.0.1:1/q",
+		"SKIFF_TABLE_NAME=bench", "SKIFF_POOLS_FILE="+filepath.Join(dir, "pools.yaml"), "SKIFF_ALLOW=*", "SKIFF_ALLOWED_INSTALLATIONS=*",
+	), get)
 }
 
 func event(eventName, delivery string, body []byte, secret string, b64 bool) events.LambdaFunctionURLRequest {
@@ -94,27 +93,23 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(filepath.Dir(bootstrap), "pools.yaml"), pools, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	env := []string{
-		"PATH=" + os.Getenv("PATH"),
-		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY=example",
-		"AWS_EC2_METADATA_DISABLED=true",
-		"AWS_ENDPOINT_URL_DYNAMODB=" + dynamo,
-		"AWS_ENDPOINT_URL_SQS=" + sqsEndpoint,
-		"SKIFF_WEBHOOK_SECRET=" + canary,
-		"SKIFF_QUEUE_URL=" + queueURL,
-		"SKIFF_TABLE_NAME=" + table,
-		"SKIFF_POOLS_FILE=" + filepath.Join(filepath.Dir(bootstrap), "pools.yaml"),
+	env := testenv.LambdaEnv(
+		"AWS_ENDPOINT_URL_DYNAMODB="+dynamo,
+		"AWS_ENDPOINT_URL_SQS="+sqsEndpoint,
+		"SKIFF_WEBHOOK_SECRET="+canary,
+		"SKIFF_QUEUE_URL="+queueURL,
+		"SKIFF_TABLE_NAME="+table,
+		"SKIFF_POOLS_FILE="+filepath.Join(filepath.Dir(bootstrap), "pools.yaml"),
 		// Both lists fail closed: empty, the function refuses to start.
 		"SKIFF_ALLOW=*",
 		"SKIFF_ALLOWED_INSTALLATIONS=*",
-	}
+	)
 	fn := testenv.StartRIE(t, bootstrap, env)
 	invoke := func(ev events.LambdaFunctionURLRequest) events.LambdaFunctionURLResponse {
 		t.Helper()
-		raw := fn.Invoke(t, ev)
-		var out events.LambdaFunctionURLResponse
-		if err := json.Unmarshal(raw, &out); err != nil || out.StatusCode == 0 || out.Headers["content-type"] != "application/json" {
-			t.Fatalf("not a Function URL response (%v): %s\nemulator output:\n%s", err, raw, fn.Out.String())
+		out := fn.InvokeURL(t, ev)
+		if ct := out.Headers["content-type"]; ct != "application/json" {
+			t.Fatalf("content-type %q, want application/json\nemulator output:\n%s", ct, fn.Out.String())
 		}
 		return out
 	}

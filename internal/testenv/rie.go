@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-lambda-go/events"
 )
 
 // RIEInstall says how to install the Lambda Runtime Interface Emulator.
@@ -116,6 +118,28 @@ func (l *Lambda) Invoke(t testing.TB, event any) []byte {
 		t.Fatalf("no REPORT line for invocation %d:\n%s", l.invoked, l.Out.String())
 	}
 	return raw
+}
+
+// InvokeURL invokes the function with a Function URL event and returns its
+// Function URL response; an answer that is not one fails t, with the
+// emulator's output.
+func (l *Lambda) InvokeURL(t testing.TB, ev events.LambdaFunctionURLRequest) events.LambdaFunctionURLResponse {
+	t.Helper()
+	var out events.LambdaFunctionURLResponse
+	raw := l.Invoke(t, ev)
+	if err := json.Unmarshal(raw, &out); err != nil || out.StatusCode == 0 {
+		t.Fatalf("not a Function URL response (%v): %s\nemulator output:\n%s", err, raw, l.Out.String())
+	}
+	return out
+}
+
+// LambdaEnv is the environment of a function under the emulator: PATH, the
+// test region and credentials, no instance metadata, then extra.
+func LambdaEnv(extra ...string) []string {
+	return append([]string{
+		"PATH=" + os.Getenv("PATH"), "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY=example",
+		"AWS_EC2_METADATA_DISABLED=true",
+	}, extra...)
 }
 
 var initReport = regexp.MustCompile(`INIT REPORT\(durationMs: ([0-9.]+)\)`)

@@ -55,10 +55,53 @@ var sigV4Unsigned = map[string]bool{
 // after signing), and so are Host and X-Amz-Date; the signature over the
 // canonical request, body included, is the one want's secret gives.
 func VerifySigV4(r *http.Request, body []byte, want SigV4Want) error {
-	auth := r.Header.Get("Authorization")
+	auth, err := parseAuthorization(r.Header.Get("Authorization"))
+	if err != nil {
+		return err
+	}
+	date := r.Header.Get("X-Amz-Date")
+	now := want.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	if err := checkSignedAt(date, now); err != nil {
+		return err
+	}
+	if err := auth.checkScope(date, want); err != nil {
+		return err
+	}
+	if err := auth.checkSignedHeaders(r.Header); err != nil {
+		return err
+	}
+	canon, err := canonicalRequest(r, body, auth)
+	if err != nil {
+		return err
+	}
+	toSign := "AWS4-HMAC-SHA256\n" + date + "\n" + strings.Join(auth.scope[1:], "/") + "\n" + hexSHA256([]byte(canon))
+	key := []byte("AWS4" + want.SecretAccessKey)
+	for _, part := range auth.scope[1:] {
+		key = hmacSHA256(key, part)
+	}
+	sig := hex.EncodeToString(hmacSHA256(key, toSign))
+	if !hmac.Equal([]byte(sig), []byte(auth.signature)) {
+		return fmt.Errorf("signature %s, want %s; canonical request:\n%s", auth.signature, sig, canon)
+	}
+	return nil
+}
+
+// sigV4Auth is an Authorization header's parts.
+type sigV4Auth struct {
+	scope         []string // key/date/region/service/aws4_request
+	signedHeaders string   // as written: lower-case, ;-separated
+	signed        []string // signedHeaders split
+	signature     string
+}
+
+// parseAuthorization reads an AWS4-HMAC-SHA256 Authorization header.
+func parseAuthorization(auth string) (sigV4Auth, error) {
 	rest, ok := strings.CutPrefix(auth, "AWS4-HMAC-SHA256 ")
 	if !ok {
-		return fmt.Errorf("authorization %q is not AWS4-HMAC-SHA256", auth)
+		return sigV4Auth{}, fmt.Errorf("authorization %q is not AWS4-HMAC-SHA256", auth)
 	}
 	fields := map[string]string{}
 	for _, f := range strings.Split(rest, ",") {
@@ -67,20 +110,27 @@ func VerifySigV4(r *http.Request, body []byte, want SigV4Want) error {
 	}
 	scope := strings.Split(fields["Credential"], "/")
 	if len(scope) != 5 {
-		return fmt.Errorf("credential %q is not key/date/region/service/aws4_request", fields["Credential"])
+		return sigV4Auth{}, fmt.Errorf("credential %q is not key/date/region/service/aws4_request", fields["Credential"])
 	}
-	date := r.Header.Get("X-Amz-Date")
+	return sigV4Auth{scope: scope, signedHeaders: fields["SignedHeaders"],
+		signed: strings.Split(fields["SignedHeaders"], ";"), signature: fields["Signature"]}, nil
+}
+
+// checkSignedAt refuses an X-Amz-Date more than 15 minutes from now.
+func checkSignedAt(date string, now time.Time) error {
 	signedAt, err := time.Parse("20060102T150405Z", date)
 	if err != nil {
 		return fmt.Errorf("X-Amz-Date %q: %w", date, err)
 	}
-	now := want.Now
-	if now.IsZero() {
-		now = time.Now()
-	}
 	if d := now.Sub(signedAt); d > 15*time.Minute || d < -15*time.Minute {
 		return fmt.Errorf("signed at %s, %s away from now", signedAt, d)
 	}
+	return nil
+}
+
+// checkScope refuses a credential of another key, day, region or service.
+func (a sigV4Auth) checkScope(date string, want SigV4Want) error {
+	scope := a.scope
 	switch {
 	case scope[0] != want.AccessKeyID:
 		return fmt.Errorf("signed with key %q, want %q", scope[0], want.AccessKeyID)
@@ -89,25 +139,35 @@ func VerifySigV4(r *http.Request, body []byte, want SigV4Want) error {
 	case scope[2] != want.Region || scope[3] != want.Service || scope[4] != "aws4_request":
 		return fmt.Errorf("credential scope %s/%s/%s, want %s/%s/aws4_request", scope[2], scope[3], scope[4], want.Region, want.Service)
 	}
-	signed := strings.Split(fields["SignedHeaders"], ";")
-	if !slices.IsSorted(signed) {
-		return fmt.Errorf("signed headers %q are not sorted", fields["SignedHeaders"])
+	return nil
+}
+
+// checkSignedHeaders refuses a signed-header list that is unsorted, leaves
+// out host or x-amz-date, or leaves out a header that is sent (but those
+// the SDK leaves unsigned).
+func (a sigV4Auth) checkSignedHeaders(h http.Header) error {
+	if !slices.IsSorted(a.signed) {
+		return fmt.Errorf("signed headers %q are not sorted", a.signedHeaders)
 	}
 	for _, must := range []string{"host", "x-amz-date"} {
-		if !slices.Contains(signed, must) {
-			return fmt.Errorf("%s is not signed (signed: %s)", must, fields["SignedHeaders"])
+		if !slices.Contains(a.signed, must) {
+			return fmt.Errorf("%s is not signed (signed: %s)", must, a.signedHeaders)
 		}
 	}
-	for k, v := range r.Header {
+	for k, v := range h {
 		lk := strings.ToLower(k)
 		if sigV4Unsigned[lk] || lk == "accept-encoding" && len(v) == 1 && v[0] == "gzip" {
 			continue
 		}
-		if !slices.Contains(signed, lk) {
-			return fmt.Errorf("header %s is sent but not signed (signed: %s)", k, fields["SignedHeaders"])
+		if !slices.Contains(a.signed, lk) {
+			return fmt.Errorf("header %s is sent but not signed (signed: %s)", k, a.signedHeaders)
 		}
 	}
+	return nil
+}
 
+// canonicalRequest is the request as Signature Version 4 hashes it.
+func canonicalRequest(r *http.Request, body []byte, a sigV4Auth) (string, error) {
 	var canon strings.Builder
 	canon.WriteString(r.Method + "\n")
 	path := r.URL.EscapedPath()
@@ -116,7 +176,7 @@ func VerifySigV4(r *http.Request, body []byte, want SigV4Want) error {
 	}
 	canon.WriteString(path + "\n")
 	canon.WriteString(canonicalQuery(r.URL.Query()) + "\n")
-	for _, h := range signed {
+	for _, h := range a.signed {
 		var vals []string
 		switch h {
 		case "host":
@@ -126,7 +186,7 @@ func VerifySigV4(r *http.Request, body []byte, want SigV4Want) error {
 		default:
 			vals = r.Header.Values(h)
 			if len(vals) == 0 {
-				return fmt.Errorf("signed header %s is not sent", h)
+				return "", fmt.Errorf("signed header %s is not sent", h)
 			}
 		}
 		for i, v := range vals {
@@ -134,19 +194,9 @@ func VerifySigV4(r *http.Request, body []byte, want SigV4Want) error {
 		}
 		canon.WriteString(h + ":" + strings.Join(vals, ",") + "\n")
 	}
-	canon.WriteString("\n" + fields["SignedHeaders"] + "\n")
+	canon.WriteString("\n" + a.signedHeaders + "\n")
 	canon.WriteString(hexSHA256(body))
-
-	toSign := "AWS4-HMAC-SHA256\n" + date + "\n" + strings.Join(scope[1:], "/") + "\n" + hexSHA256([]byte(canon.String()))
-	key := []byte("AWS4" + want.SecretAccessKey)
-	for _, part := range scope[1:] {
-		key = hmacSHA256(key, part)
-	}
-	sig := hex.EncodeToString(hmacSHA256(key, toSign))
-	if !hmac.Equal([]byte(sig), []byte(fields["Signature"])) {
-		return fmt.Errorf("signature %s, want %s; canonical request:\n%s", fields["Signature"], sig, canon.String())
-	}
-	return nil
+	return canon.String(), nil
 }
 
 func canonicalQuery(q url.Values) string {

@@ -121,3 +121,50 @@ func TestVerifySigV4Refuses(t *testing.T) {
 		t.Error("a signature an hour old verifies")
 	}
 }
+
+func TestSigV4Checks(t *testing.T) {
+	t.Parallel()
+	want := SigV4Want{AccessKeyID: "AKID", Region: "us-east-1", Service: "sqs"}
+	auth := func(credential, signed string) sigV4Auth {
+		a, err := parseAuthorization("AWS4-HMAC-SHA256 Credential=" + credential + ", SignedHeaders=" + signed + ", Signature=00")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	const cred, date = "AKID/20260601/us-east-1/sqs/aws4_request", "20260601T120000Z"
+	sent := http.Header{"X-Amz-Date": {date}, "Content-Type": {"application/json"}, "User-Agent": {"sdk"}}
+	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name  string
+		check func() error
+		err   string // "" when it passes
+	}{
+		{"scope matches", func() error { return auth(cred, "host").checkScope(date, want) }, ""},
+		{"another key", func() error {
+			return auth("AKOTHER/20260601/us-east-1/sqs/aws4_request", "host").checkScope(date, want)
+		}, "signed with key"},
+		{"another day", func() error { return auth("AKID/20260602/us-east-1/sqs/aws4_request", "host").checkScope(date, want) }, "scope day"},
+		{"another region", func() error { return auth("AKID/20260601/eu-west-1/sqs/aws4_request", "host").checkScope(date, want) }, "credential scope"},
+		{"another terminator", func() error { return auth("AKID/20260601/us-east-1/sqs/aws5_request", "host").checkScope(date, want) }, "credential scope"},
+		{"headers signed", func() error { return auth(cred, "content-type;host;x-amz-date").checkSignedHeaders(sent) }, ""},
+		{"unsorted", func() error { return auth(cred, "host;content-type;x-amz-date").checkSignedHeaders(sent) }, "not sorted"},
+		{"host unsigned", func() error { return auth(cred, "content-type;x-amz-date").checkSignedHeaders(sent) }, "host is not signed"},
+		{"date unsigned", func() error { return auth(cred, "content-type;host").checkSignedHeaders(sent) }, "x-amz-date is not signed"},
+		{"sent header unsigned", func() error { return auth(cred, "host;x-amz-date").checkSignedHeaders(sent) }, "Content-Type is sent but not signed"},
+		{"signed now", func() error { return checkSignedAt(date, now) }, ""},
+		{"15 minutes late", func() error { return checkSignedAt(date, now.Add(15*time.Minute)) }, ""},
+		{"16 minutes late", func() error { return checkSignedAt(date, now.Add(16*time.Minute)) }, "away from now"},
+		{"16 minutes early", func() error { return checkSignedAt(date, now.Add(-16*time.Minute)) }, "away from now"},
+		{"malformed date", func() error { return checkSignedAt("2026-06-01", now) }, "X-Amz-Date"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := tt.check()
+			if tt.err == "" && err != nil || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+				t.Errorf("error = %v, want %q", err, tt.err)
+			}
+		})
+	}
+}

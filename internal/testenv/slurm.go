@@ -79,21 +79,9 @@ func (s *Slurm) Env() []string {
 // root, it skips or fails t (see Missing).
 func StartSlurm(t testing.TB, o SlurmOptions) *Slurm {
 	t.Helper()
-	var bins []string
-	for _, b := range []string{"munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel", "scontrol"} {
-		p, err := exec.LookPath(b)
-		if err != nil {
-			for _, d := range []string{"/usr/sbin", "/sbin"} {
-				if _, e := os.Stat(filepath.Join(d, b)); e == nil {
-					p, err = filepath.Join(d, b), nil
-				}
-			}
-		}
-		if err != nil {
-			Missing(t, b, SlurmInstall)
-			return nil
-		}
-		bins = append(bins, p)
+	bins, ok := slurmBinaries(t)
+	if !ok {
+		return nil
 	}
 	if os.Geteuid() != 0 {
 		Missing(t, "root (the test cluster's daemons run as root)", "run the Slurm tests as root")
@@ -119,6 +107,55 @@ func StartSlurm(t testing.TB, o SlurmOptions) *Slurm {
 		s.Stop()
 		_ = os.RemoveAll(base)
 	})
+	makeSlurmDirs(t, base)
+	sock := s.startMunged(bins[0])
+	makeGPUs(t, base, o.GPUs)
+	ports, err := freePorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := slurmConf(o, base, host, sock, s.CPUs, ports)
+	if o.Accounting {
+		conf = append(conf, s.startAccounting(o, host, sock)...)
+	}
+	conf = append(conf, o.Extra...)
+	if err := os.WriteFile(s.Conf, []byte(strings.Join(conf, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if o.Accounting {
+		s.setupAccounting(o)
+	}
+	s.StartController()
+	s.mu.Lock()
+	s.slurmd = s.daemon("slurmd")
+	s.mu.Unlock()
+	return s
+}
+
+// slurmBinaries finds munged, the daemons and the commands, on PATH or in
+// the sbin directories; without one it skips or fails t and returns false.
+func slurmBinaries(t testing.TB) ([]string, bool) {
+	var bins []string
+	for _, b := range []string{"munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel", "scontrol"} {
+		p, err := exec.LookPath(b)
+		if err != nil {
+			for _, d := range []string{"/usr/sbin", "/sbin"} {
+				if _, e := os.Stat(filepath.Join(d, b)); e == nil {
+					p, err = filepath.Join(d, b), nil
+				}
+			}
+		}
+		if err != nil {
+			Missing(t, b, SlurmInstall)
+			return nil, false
+		}
+		bins = append(bins, p)
+	}
+	return bins, true
+}
+
+// makeSlurmDirs makes the cluster's directories under base, and munge's key.
+func makeSlurmDirs(t testing.TB, base string) {
 	for _, d := range []string{"munge", "run", "state", "spool", "log", "dev"} {
 		mode := os.FileMode(0o755)
 		if d == "munge" {
@@ -133,28 +170,40 @@ func StartSlurm(t testing.TB, o SlurmOptions) *Slurm {
 	if err := os.WriteFile(filepath.Join(base, "munge", "key"), key, 0o400); err != nil {
 		t.Fatal(err)
 	}
-	s.munged = filepath.Join(base, "run", "munged.pid")
-	sock := filepath.Join(base, "run", "munge.sock")
-	if out, err := exec.Command(bins[0], "--socket="+sock, "--key-file="+filepath.Join(base, "munge", "key"),
-		"--pid-file="+s.munged, "--log-file="+filepath.Join(base, "munge", "log"),
-		"--seed-file="+filepath.Join(base, "munge", "seed")).CombinedOutput(); err != nil {
-		t.Fatalf("starting munged: %v\n%s", err, out)
+}
+
+// startMunged starts the cluster's munged and returns its socket.
+func (s *Slurm) startMunged(munged string) string {
+	s.munged = filepath.Join(s.Dir, "run", "munged.pid")
+	sock := filepath.Join(s.Dir, "run", "munge.sock")
+	if out, err := exec.Command(munged, "--socket="+sock, "--key-file="+filepath.Join(s.Dir, "munge", "key"),
+		"--pid-file="+s.munged, "--log-file="+filepath.Join(s.Dir, "munge", "log"),
+		"--seed-file="+filepath.Join(s.Dir, "munge", "seed")).CombinedOutput(); err != nil {
+		s.t.Fatalf("starting munged: %v\n%s", err, out)
 	}
-	// Slurm 22.05 drops GPUs without device files: each GPU is a character
-	// device of our own (the null device's numbers), which no job opens.
-	for i := range o.GPUs {
+	return sock
+}
+
+// makeGPUs makes n GPU device files under base and the gres.conf naming
+// them. Slurm 22.05 drops GPUs without device files: each GPU is a
+// character device of our own (the null device's numbers), which no job
+// opens.
+func makeGPUs(t testing.TB, base string, n int) {
+	for i := range n {
 		if err := syscall.Mknod(filepath.Join(base, "dev", "gpu"+strconv.Itoa(i)), syscall.S_IFCHR|0o666, int(devNumber(1, 3))); err != nil {
 			t.Fatalf("creating a GPU device file: %v", err)
 		}
 	}
-	gres := fmt.Sprintf("Name=gpu File=%s/dev/gpu[0-%d]\n", base, o.GPUs-1)
+	gres := fmt.Sprintf("Name=gpu File=%s/dev/gpu[0-%d]\n", base, n-1)
 	if err := os.WriteFile(filepath.Join(base, "gres.conf"), []byte(gres), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ports, err := freePorts(2)
-	if err != nil {
-		t.Fatal(err)
-	}
+}
+
+// slurmConf is the cluster's slurm.conf, but accounting and o.Extra: one
+// node (host) of cpus CPUs and o.GPUs GPUs in partition debug and
+// o.Partitions, the controller and slurmd on ports.
+func slurmConf(o SlurmOptions, base, host, sock string, cpus int, ports []int) []string {
 	conf := []string{
 		"ClusterName=skifftest",
 		fmt.Sprintf("SlurmctldHost=%s(127.0.0.1)", host),
@@ -187,27 +236,13 @@ func StartSlurm(t testing.TB, o SlurmOptions) *Slurm {
 		"MinJobAge=" + strconv.Itoa(cmp.Or(o.MinJobAge, 300)),
 		// A cancelled job's processes get SIGKILL this long after SIGTERM.
 		"KillWait=5",
-		fmt.Sprintf("NodeName=%s NodeAddr=127.0.0.1 CPUs=%d RealMemory=8000 Gres=gpu:%d State=UNKNOWN", host, s.CPUs, o.GPUs),
+		fmt.Sprintf("NodeName=%s NodeAddr=127.0.0.1 CPUs=%d RealMemory=8000 Gres=gpu:%d State=UNKNOWN", host, cpus, o.GPUs),
 		fmt.Sprintf("PartitionName=debug Nodes=%s Default=YES MaxTime=INFINITE State=UP", host),
 	}
 	for _, p := range o.Partitions {
 		conf = append(conf, fmt.Sprintf("PartitionName=%s Nodes=%s", p, host))
 	}
-	if o.Accounting {
-		conf = append(conf, s.startAccounting(o, host, sock)...)
-	}
-	conf = append(conf, o.Extra...)
-	if err := os.WriteFile(s.Conf, []byte(strings.Join(conf, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if o.Accounting {
-		s.setupAccounting(o)
-	}
-	s.StartController()
-	s.mu.Lock()
-	s.slurmd = s.daemon("slurmd")
-	s.mu.Unlock()
-	return s
+	return conf
 }
 
 // devNumber is the device number of major:minor (Linux's encoding).

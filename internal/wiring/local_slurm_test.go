@@ -2,19 +2,12 @@ package wiring_test
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
-	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -207,24 +200,8 @@ type localSlurm struct {
 func startLocalSlurm(t *testing.T, o testenv.SlurmOptions, poolsYAML string) localSlurm {
 	t.Helper()
 	s := testenv.StartSlurm(t, o)
-	standin := filepath.Join(s.Dir, "skiff-standin")
-	if out, err := exec.Command("go", "build", "-o", standin, "github.com/skiffci/skiff/cmd/skiff-standin").CombinedOutput(); err != nil {
-		t.Fatalf("building the stand-in runner: %v\n%s", err, out)
-	}
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pemKey := string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
-	sim := ghsim.New(ghsim.Options{SecretPrefix: "CANARYSLURM"})
-	t.Cleanup(sim.Close)
-	sim.AddApp(ghsim.AppConfig{ID: 77, Slug: "skiff", PublicKey: &key.PublicKey})
-	sim.AddOrg("acme")
-	sim.AddRepo("acme", "app")
-	sim.Install(77, "acme")
-
-	dir := t.TempDir()
-	poolsFile := filepath.Join(dir, "pools.yaml")
+	standin := buildStandin(t, s.Dir)
+	sim, pemKey := testenv.GitHubApp(t, "CANARYSLURM")
 	// The runner install: a run.sh that starts the stand-in, as an Actions
 	// runner's run.sh starts the runner.
 	runnerDir := filepath.Join(s.Dir, "actions-runner")
@@ -236,34 +213,14 @@ func startLocalSlurm(t *testing.T, o testenv.SlurmOptions, poolsYAML string) loc
 	}
 	shared := filepath.Join(s.Dir, "shared")
 	pools := strings.NewReplacer("RUNNER", runnerDir, "WORK", filepath.Join(shared, "work")).Replace(poolsYAML)
-	if err := os.WriteFile(poolsFile, []byte(pools), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	logs := &testenv.SyncBuffer{}
-	l, err := wiring.NewLocal(wiring.LocalConfig{
-		DataDir: filepath.Join(dir, "data"), PoolsFile: poolsFile, Listen: "127.0.0.1:0", Provider: "slurm",
-		SlurmShared: shared, SlurmEnv: []string{"SLURM_CONF=" + s.Conf},
+	l, logs, stop := startLocal(t, sim, pemKey, pools, wiring.LocalConfig{
+		Provider: "slurm", SlurmShared: shared, SlurmEnv: []string{"SLURM_CONF=" + s.Conf},
 		// A spare runner (a replacement whose job another runner took)
 		// exits when idle, as an instance powers off.
-		RunnerEnv:    []string{"SKIFF_STANDIN_DURATION=3s", "SKIFF_STANDIN_WORK=" + standinWork, "SKIFF_STANDIN_IDLE=10s"},
-		GitHubAPIURL: sim.URL(), AppIDs: []int64{77}, AppKeys: pemKey, MetricsRecords: true,
+		RunnerEnv:      []string{"SKIFF_STANDIN_DURATION=3s", "SKIFF_STANDIN_WORK=" + standinWork, "SKIFF_STANDIN_IDLE=10s"},
+		MetricsRecords: true,
 		ReconcileEvery: 2 * time.Second, // records are the reconciler's to write
-		WebhookSecret:  "local-secret", Allow: []string{"acme"}, Installations: []string{"*"},
-	}, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim.SetWebhook(77, l.URL(), "local-secret")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
-	var once sync.Once
-	var runErr error
-	stop := func() error {
-		once.Do(func() { cancel(); runErr = <-done })
-		return runErr
-	}
-	t.Cleanup(func() { _ = stop() })
+	})
 	return localSlurm{Slurm: s, sim: sim, l: l, logs: logs, stop: stop}
 }
 

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,14 +34,47 @@ pools:
     maxRunners: 20
 `
 
-// buildStandin builds the stand-in runner once for the test.
-func buildStandin(t *testing.T) string {
+// buildStandin builds the stand-in runner into dir and returns its path.
+func buildStandin(t *testing.T, dir string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "skiff-standin")
+	bin := filepath.Join(dir, "skiff-standin")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/skiffci/skiff/cmd/skiff-standin").CombinedOutput(); err != nil {
 		t.Fatalf("building the stand-in runner: %v\n%s", err, out)
 	}
 	return bin
+}
+
+// startLocal starts local mode with c against sim, which sends it its
+// webhooks: c gets a temporary data directory, a pools file of pools, a
+// listen address and sim's App (key pemKey) and organisation acme. It
+// returns local mode, its debug log and stop, which ends Run (at the latest
+// when t ends) and returns its error.
+func startLocal(t *testing.T, sim *ghsim.Server, pemKey, pools string, c wiring.LocalConfig) (*wiring.Local, *testenv.SyncBuffer, func() error) {
+	t.Helper()
+	dir := t.TempDir()
+	c.DataDir, c.PoolsFile, c.Listen = filepath.Join(dir, "data"), filepath.Join(dir, "pools.yaml"), "127.0.0.1:0"
+	if err := os.WriteFile(c.PoolsFile, []byte(pools), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.GitHubAPIURL, c.AppIDs, c.AppKeys = sim.URL(), []int64{testenv.AppID}, pemKey
+	c.WebhookSecret, c.Allow, c.Installations = "local-secret", []string{"acme"}, []string{"*"}
+	logs := &testenv.SyncBuffer{}
+	l, err := wiring.NewLocal(c, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim.SetWebhook(testenv.AppID, l.URL(), "local-secret")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	stop := func() error {
+		once.Do(func() { cancel(); runErr = <-done })
+		return runErr
+	}
+	t.Cleanup(func() { _ = stop() })
+	return l, logs, stop
 }
 
 // TestLocalMode runs the whole pipeline in one process — the webhook over
@@ -50,37 +84,11 @@ func buildStandin(t *testing.T) string {
 // take their job and complete it.
 func TestLocalMode(t *testing.T) {
 	t.Parallel()
-	standin := buildStandin(t)
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pemKey := string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
-	sim := ghsim.New(ghsim.Options{SecretPrefix: "CANARYLOCAL"})
-	t.Cleanup(sim.Close)
-	sim.AddApp(ghsim.AppConfig{ID: 77, Slug: "skiff", PublicKey: &key.PublicKey})
-	sim.AddOrg("acme")
-	sim.AddRepo("acme", "app")
-	sim.Install(77, "acme")
-
-	dir := t.TempDir()
-	poolsFile := filepath.Join(dir, "pools.yaml")
-	if err := os.WriteFile(poolsFile, []byte(localPools), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	logs := &testenv.SyncBuffer{}
-	l, err := wiring.NewLocal(wiring.LocalConfig{
-		DataDir: filepath.Join(dir, "data"), PoolsFile: poolsFile, Listen: "127.0.0.1:0", RunnerCommand: []string{standin},
-		RunnerEnv: []string{"SKIFF_STANDIN_DURATION=200ms"}, Limits: map[string]int{"cpu": 2}, GitHubAPIURL: sim.URL(), AppIDs: []int64{77}, AppKeys: pemKey,
-		WebhookSecret: "local-secret", Allow: []string{"acme"}, Installations: []string{"*"},
-	}, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim.SetWebhook(77, l.URL(), "local-secret")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
+	standin := buildStandin(t, t.TempDir())
+	sim, pemKey := testenv.GitHubApp(t, "CANARYLOCAL")
+	l, logs, stop := startLocal(t, sim, pemKey, localPools, wiring.LocalConfig{
+		RunnerCommand: []string{standin}, RunnerEnv: []string{"SKIFF_STANDIN_DURATION=200ms"}, Limits: map[string]int{"cpu": 2},
+	})
 
 	labels := []string{"self-hosted", "linux", "x64"}
 	run, err := sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: labels}, {Labels: labels}, {Labels: labels}}})
@@ -127,8 +135,7 @@ func TestLocalMode(t *testing.T) {
 	if jit := sim.Requests(ghsim.OpGenerateOrgJITConfig); jit != len(all) {
 		t.Errorf("%d JIT registrations for %d runners launched", jit, len(all))
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Errorf("Run: %v", err)
 	}
 	for _, id := range run.JobIDs {
@@ -207,40 +214,15 @@ func TestLocalSettlesReservationsAtStart(t *testing.T) {
 // the slot, so the run finishes only if the end is event-driven.
 func TestLocalWakesOnExit(t *testing.T) {
 	t.Parallel()
-	standin := buildStandin(t)
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pemKey := string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
-	sim := ghsim.New(ghsim.Options{SecretPrefix: "CANARYLOCAL"})
-	t.Cleanup(sim.Close)
-	sim.AddApp(ghsim.AppConfig{ID: 77, Slug: "skiff", PublicKey: &key.PublicKey})
-	sim.AddOrg("acme")
-	sim.AddRepo("acme", "app")
-	sim.Install(77, "acme")
-	dir := t.TempDir()
-	poolsFile := filepath.Join(dir, "pools.yaml")
-	if err := os.WriteFile(poolsFile, []byte(localPools), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	logs := &testenv.SyncBuffer{}
-	l, err := wiring.NewLocal(wiring.LocalConfig{
-		DataDir: filepath.Join(dir, "data"), PoolsFile: poolsFile, Listen: "127.0.0.1:0", RunnerCommand: []string{standin},
-		RunnerEnv: []string{"SKIFF_STANDIN_DURATION=100ms"}, Limits: map[string]int{"cpu": 1}, GitHubAPIURL: sim.URL(), AppIDs: []int64{77},
-		AppKeys: pemKey, WebhookSecret: "local-secret", Allow: []string{"acme"}, Installations: []string{"*"},
+	standin := buildStandin(t, t.TempDir())
+	sim, pemKey := testenv.GitHubApp(t, "CANARYLOCAL")
+	l, _, stop := startLocal(t, sim, pemKey, localPools, wiring.LocalConfig{
+		RunnerCommand: []string{standin}, RunnerEnv: []string{"SKIFF_STANDIN_DURATION=100ms"}, Limits: map[string]int{"cpu": 1},
 		ReconcileEvery: time.Hour, InstancePoll: time.Hour,
 		// With metrics records, the EC2 events leave every end to the
 		// reconciler: the pass the end runs at once frees the slot.
 		MetricsRecords: true,
-	}, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim.SetWebhook(77, l.URL(), "local-secret")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
+	})
 	labels := []string{"self-hosted", "linux", "x64"}
 	run, err := sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: labels}, {Labels: labels}, {Labels: labels}}})
 	if err != nil {
@@ -264,8 +246,7 @@ func TestLocalWakesOnExit(t *testing.T) {
 		live, _ = l.Ledger.Live(context.Background(), "cpu")
 		time.Sleep(20 * time.Millisecond) // the watch is another goroutine's
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Errorf("Run: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -89,99 +90,173 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.c.send(req, rq)
 }
 
+// send makes the attempts of one call: each paced, with its credential,
+// until an answer is handed up or the call fails.
 func (c *Client) send(req *http.Request, rq *call) (*http.Response, error) {
 	ctx := req.Context()
-	log := c.log.With("op", rq.op, "method", req.Method)
+	s := &sendState{log: c.log.With("op", rq.op, "method", req.Method)}
 	if rq.inst != nil {
-		log = log.With("installation_id", rq.inst.id)
+		s.log = s.log.With("installation_id", rq.inst.id)
 	}
-	retries, rlWaits, reauthed := 0, 0, false
-	for attempt := 1; ; attempt++ {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		if rq.inst != nil {
-			if err := c.pace(ctx, rq); err != nil {
-				return nil, err
-			}
-		}
-		cred, err := c.credential(ctx, rq)
-		if err != nil {
-			return nil, err
-		}
-		out, err := attemptOf(req, cred)
+	for s.attempt = 1; ; s.attempt++ {
+		out, err := c.prepare(ctx, req, rq)
 		if err != nil {
 			return nil, err
 		}
 		start := time.Now()
 		resp, err := c.hc.Do(out)
+		var n next
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
+			n = c.afterFailure(ctx, rq, s, err)
+		} else {
+			if rq.inst != nil {
+				c.observe(rq.inst, resp.Header)
 			}
-			if d := c.backoff(retries); retries < c.retry.MaxRetries && fitsDeadline(ctx, d) {
-				log.Warn("github request failed, retrying", "attempt", attempt, "err", err, "retry_in_ms", d.Milliseconds())
-				retries++
-				rq.uncertain = true
-				if err := c.sleep(ctx, d); err != nil {
-					return nil, err
-				}
-				continue
-			}
-			return nil, err
+			s.log.Debug("github request", "path", req.URL.EscapedPath(), "status", resp.StatusCode, "attempt", s.attempt,
+				"duration_ms", time.Since(start).Milliseconds(), "request_id", resp.Header.Get("X-GitHub-Request-Id"))
+			n = c.afterStatus(ctx, req, rq, s, resp)
 		}
-		if rq.inst != nil {
-			c.observe(rq.inst, resp.Header)
+		if !n.again {
+			return n.resp, n.err
 		}
-		log.Debug("github request", "path", req.URL.EscapedPath(), "status", resp.StatusCode, "attempt", attempt,
-			"duration_ms", time.Since(start).Milliseconds(), "request_id", resp.Header.Get("X-GitHub-Request-Id"))
-		switch st := resp.StatusCode; {
-		case st < 300:
-			return handUp(req, resp), nil
-		case st == http.StatusUnauthorized && !reauthed:
-			// A token can be revoked or expire early; mint a fresh one once.
-			discard(resp)
-			c.dropCredential(rq)
-			reauthed = true
-			continue
-		case st == http.StatusForbidden || st == http.StatusTooManyRequests:
-			body, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-			resp.Body.Close()
-			if err != nil {
-				return nil, fmt.Errorf("reading response: %w", err)
-			}
-			if !isRateLimited(st, resp.Header, body) {
-				resp.Body = io.NopCloser(bytes.NewReader(body))
-				return handUp(req, resp), nil
-			}
-			rle := c.rateLimitError(rq, st, resp.Header)
-			wait := rle.RetryAfter(c.now())
-			if rlWaits < c.retry.MaxRateLimitWaits && c.canWait(ctx, wait) {
-				log.Warn("github rate limited, waiting", "secondary", rle.Secondary, "status", st, "wait_ms", wait.Milliseconds())
-				rlWaits++
-				if err := c.sleep(ctx, wait); err != nil {
-					return nil, err
-				}
-				continue
-			}
-			log.Warn("github rate limited, giving up", "secondary", rle.Secondary, "status", st, "reset", rle.Reset)
-			return nil, rle
-		case st >= 500 && retries < c.retry.MaxRetries:
-			d := c.backoff(retries)
-			if !fitsDeadline(ctx, d) {
-				return handUp(req, resp), nil
-			}
-			discard(resp)
-			log.Warn("github server error, retrying", "status", st, "attempt", attempt, "retry_in_ms", d.Milliseconds())
-			retries++
-			rq.uncertain = true
-			if err := c.sleep(ctx, d); err != nil {
+		if n.sleep {
+			if err := c.sleep(ctx, n.wait); err != nil {
 				return nil, err
 			}
-			continue
 		}
-		return handUp(req, resp), nil
 	}
+}
+
+// sendState is what one send counts across its attempts.
+type sendState struct {
+	log      *slog.Logger
+	attempt  int
+	retries  int  // network and server-error retries
+	rlWaits  int  // rate-limit waits
+	reauthed bool // the credential was minted afresh after a 401
+}
+
+// next is what send does after an attempt: try again (after sleeping wait,
+// when sleep is set), or return resp and err.
+type next struct {
+	again bool
+	sleep bool
+	wait  time.Duration
+	resp  *http.Response
+	err   error
+}
+
+// retryAfter is a next that sleeps d, then tries again.
+func retryAfter(d time.Duration) next { return next{again: true, sleep: true, wait: d} }
+
+// prepare paces the call, fetches its credential and builds one attempt.
+func (c *Client) prepare(ctx context.Context, req *http.Request, rq *call) (*http.Request, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if rq.inst != nil {
+		if err := c.pace(ctx, rq); err != nil {
+			return nil, err
+		}
+	}
+	cred, err := c.credential(ctx, rq)
+	if err != nil {
+		return nil, err
+	}
+	return attemptOf(req, cred)
+}
+
+// afterFailure decides on an attempt that got no answer: retried with
+// backoff while retries are left and the deadline allows (the call is then
+// uncertain: it may have reached GitHub).
+func (c *Client) afterFailure(ctx context.Context, rq *call, s *sendState, err error) next {
+	if ctx.Err() != nil {
+		return next{err: ctx.Err()}
+	}
+	if d := c.backoff(s.retries); s.retries < c.retry.MaxRetries && fitsDeadline(ctx, d) {
+		s.log.Warn("github request failed, retrying", "attempt", s.attempt, "err", err, "retry_in_ms", d.Milliseconds())
+		s.retries++
+		rq.uncertain = true
+		return retryAfter(d)
+	}
+	return next{err: err}
+}
+
+// answer is how send treats a response's status.
+type answer int
+
+const (
+	answerHandUp      answer = iota // hand the response up as it is
+	answerReauth                    // mint a fresh credential and try again
+	answerRateLimited               // a 403 or 429: rate limited, or handed up
+	answerServerError               // a 5xx to retry
+)
+
+// answerTo classifies a status, given whether the credential was already
+// minted afresh and whether retries are left.
+func answerTo(status int, reauthed, retriesLeft bool) answer {
+	switch {
+	case status < 300:
+		return answerHandUp
+	case status == http.StatusUnauthorized && !reauthed:
+		return answerReauth
+	case status == http.StatusForbidden || status == http.StatusTooManyRequests:
+		return answerRateLimited
+	case status >= 500 && retriesLeft:
+		return answerServerError
+	}
+	return answerHandUp
+}
+
+// afterStatus decides on an answered attempt by its status.
+func (c *Client) afterStatus(ctx context.Context, req *http.Request, rq *call, s *sendState, resp *http.Response) next {
+	st := resp.StatusCode
+	switch answerTo(st, s.reauthed, s.retries < c.retry.MaxRetries) {
+	case answerReauth:
+		// A token can be revoked or expire early; mint a fresh one once.
+		discard(resp)
+		c.dropCredential(rq)
+		s.reauthed = true
+		return next{again: true}
+	case answerRateLimited:
+		return c.afterForbidden(ctx, req, rq, s, resp)
+	case answerServerError:
+		d := c.backoff(s.retries)
+		if !fitsDeadline(ctx, d) {
+			return next{resp: handUp(req, resp)}
+		}
+		discard(resp)
+		s.log.Warn("github server error, retrying", "status", st, "attempt", s.attempt, "retry_in_ms", d.Milliseconds())
+		s.retries++
+		rq.uncertain = true
+		return retryAfter(d)
+	}
+	return next{resp: handUp(req, resp)}
+}
+
+// afterForbidden decides on a 403 or 429: one that is not a rate limit is
+// handed up; a rate limit is waited out while waits are left and the
+// deadline allows, else returned as a *RateLimitError.
+func (c *Client) afterForbidden(ctx context.Context, req *http.Request, rq *call, s *sendState, resp *http.Response) next {
+	st := resp.StatusCode
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	resp.Body.Close()
+	if err != nil {
+		return next{err: fmt.Errorf("reading response: %w", err)}
+	}
+	if !isRateLimited(st, resp.Header, body) {
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		return next{resp: handUp(req, resp)}
+	}
+	rle := c.rateLimitError(rq, st, resp.Header)
+	wait := rle.RetryAfter(c.now())
+	if s.rlWaits < c.retry.MaxRateLimitWaits && c.canWait(ctx, wait) {
+		s.log.Warn("github rate limited, waiting", "secondary", rle.Secondary, "status", st, "wait_ms", wait.Milliseconds())
+		s.rlWaits++
+		return retryAfter(wait)
+	}
+	s.log.Warn("github rate limited, giving up", "secondary", rle.Secondary, "status", st, "reset", rle.Reset)
+	return next{err: rle}
 }
 
 // maxErrorBody caps how much of a 403/429 answer is read to tell a rate

@@ -306,79 +306,92 @@ func (s *source) decode(doc any) (*Config, []Diagnostic) {
 	defaultsEC2 := merged(flatEC2(defaults), sectionOf(defaults, BackendEC2))
 	for i, raw := range pools {
 		m, _ := raw.(map[string]any)
-		get := func(key string) any {
-			if v, ok := m[key]; ok {
-				return v
-			}
-			return defaults[key]
-		}
-		p := &Pool{
-			Name:         str(get("name")),
-			Labels:       strs(get("labels")),
-			RunnerGroup:  str(get("runnerGroup")),
-			Architecture: str(get("architecture")),
-			MaxRunners:   num(get("maxRunners")),
-			CostPerHour:  float(m["costPerHour"]),
-			lifetime:     str(get("maxLifetime")),
-			idle:         str(get("idleTimeout")),
-			boot:         str(get("bootTimeout")),
-			queue:        str(get("queueTimeout")),
-			waitAlarm:    str(get("waitAlarm")),
-			index:        i,
-		}
+		p := decodeShared(i, m, defaults)
 		if i < len(items) {
 			p.Line = items[i].Line
 		} else {
 			p.Line = s.locate("/pools/" + strconv.Itoa(i)).line
 		}
-		if sc, ok := get("scope").(map[string]any); ok {
-			p.Scope = Scope{Owners: strs(sc["owners"]), Repositories: strs(sc["repositories"])}
-		}
-		for _, v := range strs(get("visibility")) {
-			p.Policy.Visibilities = append(p.Policy.Visibilities, Visibility(v))
-		}
-		p.Policy.ForkPullRequests = ForkPolicy(str(get("forkPullRequests")))
-		p.Registration = RegistrationMode(str(get("registration")))
-		if d, ok := get("dynamic").(map[string]any); ok {
-			p.Dynamic = &Bounds{MaxCPU: num(d["maxCpu"]), MaxRAMGiB: num(d["maxRamGiB"]), MaxGPUs: num(d["maxGpus"]),
-				MaxDiskGiB: num(d["maxDiskGiB"]), Families: strs(d["families"]), AllowOnDemand: d["allowOnDemand"] == true}
-		}
-		p.Backend, _ = backendOf(m)
-		if p.Backend == "" {
-			p.Backend, p.flat = BackendEC2, true
-		}
-		section := func(b Backend) map[string]any {
-			return merged(sectionOf(defaults, b), sectionOf(m, b))
-		}
-		for _, k := range ec2Keys {
-			if _, ok := m[k]; ok {
-				p.topEC2 = append(p.topEC2, k)
-			}
-		}
-		switch p.Backend {
-		case BackendEC2:
-			// The pool's EC2 settings over the defaults'.
-			own := sectionOf(m, BackendEC2)
-			p.EC2 = decodeEC2(func(k string) any {
-				if v, ok := own[k]; ok {
-					return v
-				}
-				if v, ok := m[k]; ok {
-					return v
-				}
-				return defaultsEC2[k]
-			})
-		case BackendSlurm:
-			p.Slurm = decodeSlurm(section(BackendSlurm))
-		case BackendKubernetes:
-			p.Kubernetes = decodeKubernetes(section(BackendKubernetes))
-		case BackendProcess:
-			p.Process = &Process{}
-		}
+		decodeBackend(p, m, defaults, defaultsEC2)
 		applyPoolDefaults(p)
 		cfg.Pools = append(cfg.Pools, p)
 	}
 	return cfg, s.check(cfg)
+}
+
+// decodeShared reads the settings every backend shares of pool i (its
+// mapping m, over the defaults).
+func decodeShared(i int, m, defaults map[string]any) *Pool {
+	get := func(key string) any {
+		if v, ok := m[key]; ok {
+			return v
+		}
+		return defaults[key]
+	}
+	p := &Pool{
+		Name:         str(get("name")),
+		Labels:       strs(get("labels")),
+		RunnerGroup:  str(get("runnerGroup")),
+		Architecture: str(get("architecture")),
+		MaxRunners:   num(get("maxRunners")),
+		CostPerHour:  float(m["costPerHour"]),
+		lifetime:     str(get("maxLifetime")),
+		idle:         str(get("idleTimeout")),
+		boot:         str(get("bootTimeout")),
+		queue:        str(get("queueTimeout")),
+		waitAlarm:    str(get("waitAlarm")),
+		index:        i,
+	}
+	if sc, ok := get("scope").(map[string]any); ok {
+		p.Scope = Scope{Owners: strs(sc["owners"]), Repositories: strs(sc["repositories"])}
+	}
+	for _, v := range strs(get("visibility")) {
+		p.Policy.Visibilities = append(p.Policy.Visibilities, Visibility(v))
+	}
+	p.Policy.ForkPullRequests = ForkPolicy(str(get("forkPullRequests")))
+	p.Registration = RegistrationMode(str(get("registration")))
+	if d, ok := get("dynamic").(map[string]any); ok {
+		p.Dynamic = &Bounds{MaxCPU: num(d["maxCpu"]), MaxRAMGiB: num(d["maxRamGiB"]), MaxGPUs: num(d["maxGpus"]),
+			MaxDiskGiB: num(d["maxDiskGiB"]), Families: strs(d["families"]), AllowOnDemand: d["allowOnDemand"] == true}
+	}
+	return p
+}
+
+// decodeBackend sets the pool's backend (EC2 when its mapping m names none)
+// and reads that backend's part, over the defaults'.
+func decodeBackend(p *Pool, m, defaults, defaultsEC2 map[string]any) {
+	p.Backend, _ = backendOf(m)
+	if p.Backend == "" {
+		p.Backend, p.flat = BackendEC2, true
+	}
+	section := func(b Backend) map[string]any {
+		return merged(sectionOf(defaults, b), sectionOf(m, b))
+	}
+	for _, k := range ec2Keys {
+		if _, ok := m[k]; ok {
+			p.topEC2 = append(p.topEC2, k)
+		}
+	}
+	switch p.Backend {
+	case BackendEC2:
+		// The pool's EC2 settings over the defaults'.
+		own := sectionOf(m, BackendEC2)
+		p.EC2 = decodeEC2(func(k string) any {
+			if v, ok := own[k]; ok {
+				return v
+			}
+			if v, ok := m[k]; ok {
+				return v
+			}
+			return defaultsEC2[k]
+		})
+	case BackendSlurm:
+		p.Slurm = decodeSlurm(section(BackendSlurm))
+	case BackendKubernetes:
+		p.Kubernetes = decodeKubernetes(section(BackendKubernetes))
+	case BackendProcess:
+		p.Process = &Process{}
+	}
 }
 
 // sectionOf returns a mapping's section of backend b, or nil.

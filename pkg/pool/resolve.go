@@ -180,14 +180,46 @@ func (l *Label) sizes() Sizes {
 	return s
 }
 
-// match finds the winning pool and its fit to the dynamic label.
+// match finds the winning pool and its fit to the dynamic label: it narrows
+// every pool to those carrying the job's labels, then to the pool the label
+// pins, then to those whose scope admits the repository, and picks the one
+// with the fewest labels among them.
 func (c *Config) match(labels []string, repository string, scoped bool) (*Pool, *Label, fit, error) {
 	if len(labels) == 0 {
 		return nil, nil, fit{}, &ResolveError{Kind: ErrNoPool, Detail: "the job has no labels"}
 	}
 	var buf [4]uint64
+	cand := c.everyPool(buf[:0])
+	dynLabel, err := c.keepCarrying(cand, labels)
+	if err != nil {
+		return nil, nil, fit{}, err
+	}
+	var dyn *Label
+	if dynLabel != "" {
+		if dyn, err = ParseLabel(dynLabel); err != nil {
+			return nil, nil, fit{}, err
+		}
+		if err := c.keepPinned(cand, dyn, dynLabel, labels); err != nil {
+			return nil, nil, fit{}, err
+		}
+	}
+	if scoped {
+		if err := c.keepAdmitting(cand, repository); err != nil {
+			return nil, nil, fit{}, err
+		}
+	}
+	winner, f, err := c.pickFewest(cand, dyn, dynLabel)
+	if err != nil {
+		return nil, nil, fit{}, err
+	}
+	return winner, dyn, f, nil
+}
+
+// everyPool is the set of every pool's position, in buf when it is large
+// enough.
+func (c *Config) everyPool(buf []uint64) []uint64 {
 	var cand []uint64
-	if c.index.words <= len(buf) {
+	if c.index.words <= cap(buf) {
 		cand = buf[:c.index.words]
 	} else {
 		cand = make([]uint64, c.index.words)
@@ -198,65 +230,80 @@ func (c *Config) match(labels []string, repository string, scoped bool) (*Pool, 
 	if rem := len(c.Pools) % 64; rem != 0 {
 		cand[len(cand)-1] = 1<<rem - 1
 	}
+	return cand
+}
+
+// keepCarrying keeps in cand the pools that carry every static label of the
+// job, and returns the job's dynamic label ("" without one). A job with two
+// dynamic labels, or with a label no pool has, is refused.
+func (c *Config) keepCarrying(cand []uint64, labels []string) (string, error) {
 	var dynLabel string
 	for _, l := range labels {
 		if IsDynamic(l) {
 			if dynLabel != "" {
-				return nil, nil, fit{}, malformed(l, "", "", "a job may carry only one skiff/ label")
+				return "", malformed(l, "", "", "a job may carry only one skiff/ label")
 			}
 			dynLabel = l
 			continue
 		}
 		set, ok := c.index.labels[strings.ToLower(l)]
 		if !ok {
-			return nil, nil, fit{}, &ResolveError{Kind: ErrNoPool, Detail: fmt.Sprintf("no pool has the label %q", l)}
+			return "", &ResolveError{Kind: ErrNoPool, Detail: fmt.Sprintf("no pool has the label %q", l)}
 		}
 		for i := range cand {
 			cand[i] &= set[i]
 		}
 	}
 	if isEmpty(cand) {
-		return nil, nil, fit{}, &ResolveError{Kind: ErrNoPool,
+		return "", &ResolveError{Kind: ErrNoPool,
 			Detail: fmt.Sprintf("no pool has all of the labels %s", strings.Join(staticLabels(labels), ", "))}
 	}
-	var dyn *Label
-	if dynLabel != "" {
-		var err error
-		if dyn, err = ParseLabel(dynLabel); err != nil {
-			return nil, nil, fit{}, err
-		}
-		if dyn.Pool != "" {
-			p := c.byName[dyn.Pool]
-			if p == nil {
-				return nil, nil, fit{}, &ResolveError{Kind: ErrNoPool, Label: dynLabel, Key: KeyPool, Value: dyn.Pool,
-					Detail: "no pool has this name"}
-			}
-			if cand[p.index/64]&(1<<(p.index%64)) == 0 {
-				return nil, nil, fit{}, &ResolveError{Kind: ErrNoPool, Pool: p.Name,
-					Detail: fmt.Sprintf("the pool does not carry all of the labels %s", strings.Join(staticLabels(labels), ", "))}
-			}
-			for i := range cand {
-				cand[i] = 0
-			}
-			cand[p.index/64] = 1 << (p.index % 64)
-		}
-	}
-	if scoped {
-		var refused []string
-		for i, p := range c.Pools {
-			if cand[i/64]&(1<<(i%64)) != 0 && !p.Scope.Admits(repository) {
-				cand[i/64] &^= 1 << (i % 64)
-				refused = append(refused, p.Name)
-			}
-		}
-		if isEmpty(cand) {
-			return nil, nil, fit{}, &ResolveError{Kind: ErrRepositoryNotAllowed, Pools: refused,
-				Detail: fmt.Sprintf("repository %q is outside the scope of every matching pool", repository)}
-		}
-	}
+	return dynLabel, nil
+}
 
-	// Walk the candidates from the fewest labels up; the first that fits
-	// wins unless another of the same size fits too.
+// keepPinned keeps in cand only the pool that pool=NAME names, when the
+// dynamic label names one; the pool must exist and carry the job's labels.
+func (c *Config) keepPinned(cand []uint64, dyn *Label, dynLabel string, labels []string) error {
+	if dyn.Pool == "" {
+		return nil
+	}
+	p := c.byName[dyn.Pool]
+	if p == nil {
+		return &ResolveError{Kind: ErrNoPool, Label: dynLabel, Key: KeyPool, Value: dyn.Pool,
+			Detail: "no pool has this name"}
+	}
+	if cand[p.index/64]&(1<<(p.index%64)) == 0 {
+		return &ResolveError{Kind: ErrNoPool, Pool: p.Name,
+			Detail: fmt.Sprintf("the pool does not carry all of the labels %s", strings.Join(staticLabels(labels), ", "))}
+	}
+	for i := range cand {
+		cand[i] = 0
+	}
+	cand[p.index/64] = 1 << (p.index % 64)
+	return nil
+}
+
+// keepAdmitting drops from cand the pools whose scope does not admit the
+// repository; when none is left, the refusal names the pools dropped.
+func (c *Config) keepAdmitting(cand []uint64, repository string) error {
+	var refused []string
+	for i, p := range c.Pools {
+		if cand[i/64]&(1<<(i%64)) != 0 && !p.Scope.Admits(repository) {
+			cand[i/64] &^= 1 << (i % 64)
+			refused = append(refused, p.Name)
+		}
+	}
+	if isEmpty(cand) {
+		return &ResolveError{Kind: ErrRepositoryNotAllowed, Pools: refused,
+			Detail: fmt.Sprintf("repository %q is outside the scope of every matching pool", repository)}
+	}
+	return nil
+}
+
+// pickFewest walks the candidates from the fewest labels up: the first that
+// fits the dynamic label wins unless another of the same size fits too
+// (ErrAmbiguous). When none fits, the most telling refusal is returned.
+func (c *Config) pickFewest(cand []uint64, dyn *Label, dynLabel string) (*Pool, fit, error) {
 	var (
 		winner *Pool
 		winFit fit
@@ -288,16 +335,16 @@ func (c *Config) match(labels []string, repository string, scoped bool) (*Pool, 
 		tied = append(tied, p.Name)
 	}
 	if tied != nil {
-		return nil, nil, fit{}, &ResolveError{Kind: ErrAmbiguous, Pools: tied,
+		return nil, fit{}, &ResolveError{Kind: ErrAmbiguous, Pools: tied,
 			Detail: "several pools match with equally few extra labels; add a label that tells them apart, or skiff/pool=NAME"}
 	}
 	if winner == nil {
 		if best == nil {
-			return nil, nil, fit{}, &ResolveError{Kind: ErrNoPool, Detail: "no pool fits"}
+			return nil, fit{}, &ResolveError{Kind: ErrNoPool, Detail: "no pool fits"}
 		}
-		return nil, nil, fit{}, best
+		return nil, fit{}, best
 	}
-	return winner, dyn, winFit, nil
+	return winner, winFit, nil
 }
 
 func isEmpty(set []uint64) bool {
@@ -357,22 +404,55 @@ func (p *Pool) fit(d *Label, raw string) (fit, *ResolveError) {
 	if d == nil || !d.Sizing() {
 		return f, nil
 	}
-	oob := func(key, bound string) *ResolveError {
-		return &ResolveError{Kind: ErrOutOfBounds, Label: raw, Pool: p.Name, Key: key, Value: d.value(key), Bound: bound, rank: 2}
+	r := refusal{pool: p, label: d, raw: raw}
+	if err := p.checkSizes(d, r); err != nil {
+		return f, err
 	}
-	refused := func(key, bound string, rank int) *ResolveError {
-		return &ResolveError{Kind: ErrOutOfBounds, Label: raw, Pool: p.Name, Key: key, Value: d.value(key), Bound: bound, rank: rank}
+	if err := p.checkBackendKeys(d, r); err != nil {
+		return f, err
 	}
+	if d.DiskGiB != 0 {
+		disk, err := p.fitDisk(d, f.disk, r)
+		if err != nil {
+			return f, err
+		}
+		f.disk = disk
+	}
+	if p.EC2 == nil {
+		return f, nil // the backend maps the sizes itself (Spec.Sizes)
+	}
+	return p.fitEC2(d, f, r)
+}
+
+// refusal builds a pool's out-of-bounds errors for one dynamic label.
+type refusal struct {
+	pool  *Pool
+	label *Label
+	raw   string
+}
+
+// oob refuses a value beyond the pool's bound.
+func (r refusal) oob(key, bound string) *ResolveError {
+	return r.refused(key, bound, 2)
+}
+
+// refused refuses a key, ranked by how much the refusal tells.
+func (r refusal) refused(key, bound string, rank int) *ResolveError {
+	return &ResolveError{Kind: ErrOutOfBounds, Label: r.raw, Pool: r.pool.Name, Key: key, Value: r.label.value(key), Bound: bound, rank: rank}
+}
+
+// checkSizes refuses sizes the pool does not take: any, without a dynamic:
+// block; cpu=, ram= and gpu= above its limits or with no limit set.
+func (p *Pool) checkSizes(d *Label, r refusal) *ResolveError {
 	b := p.Dynamic
-	caps := p.Capabilities()
 	if b == nil {
 		why := "the pool takes no dynamic sizes (it has no dynamic: block)"
-		if !caps.DynamicSizes {
+		if !p.Capabilities().DynamicSizes {
 			why = fmt.Sprintf("pool %s runs on %s, which cannot size a runner", p.Name, p.Backend)
 		}
 		for _, k := range Keys[1:] {
 			if k != KeyRun && d.value(k) != "" {
-				return f, refused(k, why, 0)
+				return r.refused(k, why, 0)
 			}
 		}
 	}
@@ -381,57 +461,67 @@ func (p *Pool) fit(d *Label, raw string) (fit, *ResolveError) {
 		case s == nil:
 			return nil
 		case limit == 0:
-			return refused(key, fmt.Sprintf("not allowed (dynamic.%s is unset)", name), 1)
+			return r.refused(key, fmt.Sprintf("not allowed (dynamic.%s is unset)", name), 1)
 		case s.Highest() > limit:
-			return oob(key, fmt.Sprintf("%s %d", name, limit))
+			return r.oob(key, fmt.Sprintf("%s %d", name, limit))
 		}
 		return nil
 	}
 	if err := check(KeyCPU, d.CPU, b.MaxCPU, "maxCpu"); err != nil {
-		return f, err
+		return err
 	}
 	if err := check(KeyRAM, d.RAM, b.MaxRAMGiB, "maxRamGiB"); err != nil {
-		return f, err
+		return err
 	}
-	if err := check(KeyGPU, d.GPU, b.MaxGPUs, "maxGpus"); err != nil {
-		return f, err
-	}
+	return check(KeyGPU, d.GPU, b.MaxGPUs, "maxGpus")
+}
+
+// checkBackendKeys refuses family= off EC2 or outside the pool's families,
+// and spot= on a backend without spot capacity.
+func (p *Pool) checkBackendKeys(d *Label, r refusal) *ResolveError {
 	if d.Families != nil && p.EC2 == nil {
-		return f, refused(KeyFamily, fmt.Sprintf("instance families are EC2's; pool %s runs on %s", p.Name, p.Backend), 1)
+		return r.refused(KeyFamily, fmt.Sprintf("instance families are EC2's; pool %s runs on %s", p.Name, p.Backend), 1)
 	}
-	if d.Spot != SpotUnset && !caps.Spot {
-		return f, refused(KeySpot, fmt.Sprintf("pool %s runs on %s, which has no spot capacity", p.Name, p.Backend), 1)
+	if d.Spot != SpotUnset && !p.Capabilities().Spot {
+		return r.refused(KeySpot, fmt.Sprintf("pool %s runs on %s, which has no spot capacity", p.Name, p.Backend), 1)
 	}
 	if d.Families != nil {
 		allowed := p.allowedFamilies()
 		for _, fam := range d.Families {
 			if !contains(allowed, fam) {
-				return f, oob(KeyFamily, "families "+strings.Join(allowed, "+"))
+				return r.oob(KeyFamily, "families "+strings.Join(allowed, "+"))
 			}
 		}
 	}
-	if d.DiskGiB != 0 {
-		switch {
-		case b.MaxDiskGiB == 0:
-			return f, refused(KeyDisk, "not allowed (dynamic.maxDiskGiB is unset)", 1)
-		case d.DiskGiB > b.MaxDiskGiB:
-			return f, oob(KeyDisk, fmt.Sprintf("maxDiskGiB %d", b.MaxDiskGiB))
-		case d.DiskGiB < 8 && p.EC2 != nil:
-			return f, oob(KeyDisk, "at least 8 GiB")
-		}
-		// disk= asks for at least that much: the pool's own size fits its
-		// image, and a smaller volume than the image's snapshot fails to launch.
-		f.disk = max(d.DiskGiB, f.disk)
+	return nil
+}
+
+// fitDisk is the root disk for disk=, given the pool's own: disk= asks for
+// at least that much, within dynamic.maxDiskGiB (and at least 8 GiB on EC2).
+func (p *Pool) fitDisk(d *Label, own int, r refusal) (int, *ResolveError) {
+	b := p.Dynamic
+	switch {
+	case b.MaxDiskGiB == 0:
+		return own, r.refused(KeyDisk, "not allowed (dynamic.maxDiskGiB is unset)", 1)
+	case d.DiskGiB > b.MaxDiskGiB:
+		return own, r.oob(KeyDisk, fmt.Sprintf("maxDiskGiB %d", b.MaxDiskGiB))
+	case d.DiskGiB < 8 && p.EC2 != nil:
+		return own, r.oob(KeyDisk, "at least 8 GiB")
 	}
-	if p.EC2 == nil {
-		return f, nil // the backend maps the sizes itself (Spec.Sizes)
-	}
+	// The pool's own size fits its image, and a smaller volume than the
+	// image's snapshot fails to launch.
+	return max(d.DiskGiB, own), nil
+}
+
+// fitEC2 narrows an EC2 pool to the label: the capacity spot= asks for, and
+// the instance types or requirements that satisfy its shape keys.
+func (p *Pool) fitEC2(d *Label, f fit, r refusal) (fit, *ResolveError) {
 	switch d.Spot {
 	case SpotTrue:
 		f.capacity = CapacitySpot
 	case SpotFalse:
-		if p.EC2.Capacity != CapacityOnDemand && !b.AllowOnDemand {
-			return f, refused(KeySpot, "allowOnDemand is false", 1)
+		if p.EC2.Capacity != CapacityOnDemand && !p.Dynamic.AllowOnDemand {
+			return f, r.refused(KeySpot, "allowOnDemand is false", 1)
 		}
 		f.capacity = CapacityOnDemand
 	}
@@ -439,14 +529,14 @@ func (p *Pool) fit(d *Label, raw string) (fit, *ResolveError) {
 		return f, nil
 	}
 	if p.EC2.Requirements != nil {
-		req, err := p.narrow(d, oob)
+		req, err := p.narrow(d, r.oob)
 		f.req = req
 		return f, err
 	}
 	types := filterTypes(p.EC2.InstanceTypes, d, "")
 	if len(types) == 0 {
 		key, value := culprit(p.EC2.InstanceTypes, d)
-		return f, &ResolveError{Kind: ErrOutOfBounds, Label: raw, Pool: p.Name, Key: key, Value: value,
+		return f, &ResolveError{Kind: ErrOutOfBounds, Label: r.raw, Pool: p.Name, Key: key, Value: value,
 			Bound: "the pool's instance types " + strings.Join(p.EC2.InstanceTypes, ", "), rank: 2}
 	}
 	f.types = types

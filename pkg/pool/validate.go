@@ -566,13 +566,59 @@ func scopesOverlap(a, b Scope) bool {
 // a default pool, refusing a job that names no pool's label is intended.)
 func (s *source) checkOverlaps(cfg *Config) []Diagnostic {
 	var diags []Diagnostic
-	n := len(cfg.Pools)
-	// Label sets as bitsets over the labels used, so that the pairwise
-	// checks do not allocate.
+	ls := newLabelSets(cfg.Pools)
+	bySize := poolsBySize(cfg.Pools)
+	common := make([]uint64, ls.words)
+	var warned map[string]bool // by the common labels' bits
+	// Only pools with equally many labels can tie: pair them within each run
+	// of bySize (in file order, as the sort is stable).
+	for x, i := range bySize {
+		a := cfg.Pools[i]
+		for _, j := range bySize[x+1:] {
+			b := cfg.Pools[j]
+			if len(a.effective) != len(b.effective) {
+				break
+			}
+			switch ls.compare(common, i, j, a, b) {
+			case overlapSame:
+				diags = append(diags, s.diag(poolPtr(j)+"/labels", SeverityError,
+					fmt.Sprintf("pools %q and %q have the same labels [%s]: every job matching one would be ambiguous", a.Name, b.Name, strings.Join(sortedKeys(a.effective), ", ")),
+					"add a label that tells them apart, or scope them to different repositories"))
+			case overlapCommon:
+				if ls.covered(common, cfg.Pools, bySize, a, b) {
+					continue
+				}
+				key := bitsKey(common)
+				if warned[key] {
+					continue
+				}
+				if warned == nil {
+					warned = map[string]bool{}
+				}
+				warned[key] = true
+				labels := strings.Join(intersect(a.effective, b.effective), ", ")
+				diags = append(diags, s.diag(poolPtr(j)+"/labels", SeverityWarning,
+					fmt.Sprintf("a job with runs-on: [%s] matches pools %q and %q equally well and would not be launched (ambiguous)", labels, a.Name, b.Name),
+					"add a pool whose labels are just those (a default pool), or accept that such jobs are refused"))
+			}
+		}
+	}
+	return diags
+}
+
+// labelSets holds each pool's effective labels as a bitset over the labels
+// the pools use, so that the pairwise checks do not allocate.
+type labelSets struct {
+	words  int
+	sets   []uint64 // words per pool, pool after pool
+	custom []uint64 // every label but the implied ones
+}
+
+func newLabelSets(pools []*Pool) labelSets {
 	ids := map[string]int{}
-	custom := []uint64{} // every label but the implied ones
-	members := make([][]int, n)
-	for i, p := range cfg.Pools {
+	custom := []uint64{}
+	members := make([][]int, len(pools))
+	for i, p := range pools {
 		members[i] = make([]int, 0, len(p.effective))
 		for l := range p.effective {
 			id, ok := ids[l]
@@ -589,77 +635,71 @@ func (s *source) checkOverlaps(cfg *Config) []Diagnostic {
 			members[i] = append(members[i], id)
 		}
 	}
-	words := len(custom)
-	sets := make([]uint64, n*words)
-	set := func(i int) []uint64 { return sets[i*words : (i+1)*words] }
-	for i := range cfg.Pools {
+	ls := labelSets{words: len(custom), sets: make([]uint64, len(pools)*len(custom)), custom: custom}
+	for i := range pools {
 		for _, id := range members[i] {
-			set(i)[id/64] |= 1 << (id % 64)
+			ls.set(i)[id/64] |= 1 << (id % 64)
 		}
 	}
-	// Pools by ascending label count, for the cover search.
-	bySize := make([]int, n)
+	return ls
+}
+
+// set is pool i's labels.
+func (ls labelSets) set(i int) []uint64 { return ls.sets[i*ls.words : (i+1)*ls.words] }
+
+// poolsBySize is the pools' positions by ascending label count, then file
+// order.
+func poolsBySize(pools []*Pool) []int {
+	bySize := make([]int, len(pools))
 	for i := range bySize {
 		bySize[i] = i
 	}
-	sort.SliceStable(bySize, func(a, b int) bool { return len(cfg.Pools[bySize[a]].effective) < len(cfg.Pools[bySize[b]].effective) })
-	common := make([]uint64, words)
-	var warned map[string]bool // by the common labels' bits
-	// Only pools with equally many labels can tie: pair them within each run
-	// of bySize (in file order, as the sort is stable).
-	for x := 0; x < n; x++ {
-		i := bySize[x]
-		a := cfg.Pools[i]
-		for y := x + 1; y < n; y++ {
-			j := bySize[y]
-			b := cfg.Pools[j]
-			if len(a.effective) != len(b.effective) {
-				break
-			}
-			size, hasCustom := 0, false
-			for w := range common {
-				common[w] = set(i)[w] & set(j)[w]
-				size += bits.OnesCount64(common[w])
-				hasCustom = hasCustom || common[w]&custom[w] != 0
-			}
-			same := size == len(a.effective)
-			if !same && !hasCustom || !scopesOverlap(a.Scope, b.Scope) {
-				continue
-			}
-			if same {
-				diags = append(diags, s.diag(poolPtr(j)+"/labels", SeverityError,
-					fmt.Sprintf("pools %q and %q have the same labels [%s]: every job matching one would be ambiguous", a.Name, b.Name, strings.Join(sortedKeys(a.effective), ", ")),
-					"add a label that tells them apart, or scope them to different repositories"))
-				continue
-			}
-			covered := false
-			for _, k := range bySize {
-				c := cfg.Pools[k]
-				if len(c.effective) >= len(a.effective) {
-					break
-				}
-				if isSubset(common, set(k)) && scopesOverlap(c.Scope, a.Scope) && scopesOverlap(c.Scope, b.Scope) {
-					covered = true
-					break
-				}
-			}
-			if covered {
-				continue
-			}
-			key := bitsKey(common)
-			if !warned[key] {
-				if warned == nil {
-					warned = map[string]bool{}
-				}
-				warned[key] = true
-				labels := strings.Join(intersect(a.effective, b.effective), ", ")
-				diags = append(diags, s.diag(poolPtr(j)+"/labels", SeverityWarning,
-					fmt.Sprintf("a job with runs-on: [%s] matches pools %q and %q equally well and would not be launched (ambiguous)", labels, a.Name, b.Name),
-					"add a pool whose labels are just those (a default pool), or accept that such jobs are refused"))
-			}
+	sort.SliceStable(bySize, func(a, b int) bool { return len(pools[bySize[a]].effective) < len(pools[bySize[b]].effective) })
+	return bySize
+}
+
+// overlap is how two pools with equally many labels overlap.
+type overlap int
+
+const (
+	overlapNone   overlap = iota // no job is ambiguous between them
+	overlapSame                  // the same labels, overlapping scopes
+	overlapCommon                // common custom labels, overlapping scopes
+)
+
+// compare decides how pools a (at i) and b (at j), which have equally many
+// labels, overlap, leaving their common labels in common.
+func (ls labelSets) compare(common []uint64, i, j int, a, b *Pool) overlap {
+	size, hasCustom := 0, false
+	for w := range common {
+		common[w] = ls.set(i)[w] & ls.set(j)[w]
+		size += bits.OnesCount64(common[w])
+		hasCustom = hasCustom || common[w]&ls.custom[w] != 0
+	}
+	same := size == len(a.effective)
+	switch {
+	case !same && !hasCustom || !scopesOverlap(a.Scope, b.Scope):
+		return overlapNone
+	case same:
+		return overlapSame
+	}
+	return overlapCommon
+}
+
+// covered reports whether a pool with fewer labels than a and b carries all
+// of their common labels and shares a repository with each: it then wins
+// the job that asks for just those.
+func (ls labelSets) covered(common []uint64, pools []*Pool, bySize []int, a, b *Pool) bool {
+	for _, k := range bySize {
+		c := pools[k]
+		if len(c.effective) >= len(a.effective) {
+			return false
+		}
+		if isSubset(common, ls.set(k)) && scopesOverlap(c.Scope, a.Scope) && scopesOverlap(c.Scope, b.Scope) {
+			return true
 		}
 	}
-	return diags
+	return false
 }
 
 // bitsKey renders a bitset as a map key.

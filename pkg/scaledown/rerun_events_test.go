@@ -8,9 +8,7 @@ import (
 	"github.com/skiffci/skiff/pkg/instanceevents"
 	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/names"
-	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/scaledown"
-	"github.com/skiffci/skiff/pkg/scaleup"
 )
 
 // TestRerunInterruptedThroughInstanceEvents: the spot warning and the
@@ -33,16 +31,7 @@ func TestRerunInterruptedThroughInstanceEvents(t *testing.T) {
 				t.Fatal(err)
 			}
 			ctx := context.Background()
-			job, info, in := w.launchOne(ctx, 30*time.Minute)
-			reg, ok := w.dry.Delivered(in.ID)
-			if !ok {
-				t.Fatal("no registration delivered")
-			}
-			runnerID, err := w.sim.ConnectRunner(reg.JITConfig)
-			if err != nil {
-				t.Fatal(err)
-			}
-			w.clock.Advance(time.Minute)
+			job, info, in, runnerID := w.runOne(ctx)
 			js, _ := w.sim.Job(job)
 			if js.Status != "in_progress" {
 				t.Fatalf("job %s, want in_progress", js.Status)
@@ -76,12 +65,7 @@ func TestRerunInterruptedThroughInstanceEvents(t *testing.T) {
 			if js, _ := w.sim.Job(job); js.Conclusion != "failure" {
 				t.Fatalf("job %s/%s, want failed", js.Status, js.Conclusion)
 			}
-			for range 3 {
-				w.clock.Advance(time.Minute)
-				if _, err := w.down.Reconcile(ctx); err != nil {
-					t.Fatal(err)
-				}
-			}
+			w.reconcileMinutes(ctx, 3)
 			run, _ := w.sim.Run(info.RunID)
 			if run.Attempt != 2 || w.counter.Get(scaledown.MetricReruns, "spot") != 1 {
 				t.Fatalf("run attempt %d, %v re-runs counted; want the run re-run once", run.Attempt, w.counter.Get(scaledown.MetricReruns, "spot"))
@@ -89,20 +73,7 @@ func TestRerunInterruptedThroughInstanceEvents(t *testing.T) {
 			if r, _ := w.ledger.Runner(ctx, name); r.State.Live() {
 				t.Errorf("the interrupted runner's record is still live after its re-run: %+v", r)
 			}
-			// The re-run's job is launched on on-demand capacity.
-			if len(run.JobIDs) != 2 {
-				t.Fatalf("run jobs %v, want the first attempt's and the re-run's", run.JobIDs)
-			}
-			w.jobs[run.JobIDs[1]] = &simJob{id: run.JobIDs[1], attempt: 2}
-			w.webhook(ctx)
-			w.scaleUp(ctx)
-			live, _ := w.dry.List(ctx, provider.Filter{AliveOnly: true})
-			if len(live) != 1 || live[0].Capacity != provider.OnDemand {
-				t.Fatalf("after the re-run: %+v; want one on-demand instance", live)
-			}
-			if got := w.counter.Get(scaleup.MetricOnDemandReruns, "cpu"); got != 1 {
-				t.Errorf("%v on-demand re-runs counted, want 1", got)
-			}
+			w.checkOnDemandRerun(ctx, run)
 		})
 	}
 }

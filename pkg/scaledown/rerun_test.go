@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/scaleup"
@@ -22,16 +23,7 @@ func TestRerunInterrupted(t *testing.T) {
 			}
 		})
 		ctx := context.Background()
-		job, info, in := w.launchOne(ctx, 30*time.Minute)
-		reg, ok := w.dry.Delivered(in.ID)
-		if !ok {
-			t.Fatal("no registration delivered")
-		}
-		runnerID, err := w.sim.ConnectRunner(reg.JITConfig)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.clock.Advance(time.Minute)
+		job, info, in, runnerID := w.runOne(ctx)
 		w.webhook(ctx)
 		if js, _ := w.sim.Job(job); js.Status != "in_progress" {
 			t.Fatalf("job %s, want in_progress", js.Status)
@@ -52,12 +44,7 @@ func TestRerunInterrupted(t *testing.T) {
 		if js, _ := w.sim.Job(job); js.Conclusion != "failure" {
 			t.Fatalf("job %s/%s, want failed", js.Status, js.Conclusion)
 		}
-		for range 3 { // later passes must not re-run it again
-			w.clock.Advance(time.Minute)
-			if _, err := w.down.Reconcile(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
+		w.reconcileMinutes(ctx, 3) // later passes must not re-run it again
 		run, _ := w.sim.Run(info.RunID)
 		want := 1
 		if optIn {
@@ -70,20 +57,53 @@ func TestRerunInterrupted(t *testing.T) {
 		if !optIn {
 			continue
 		}
-		// The re-run's job is queued again under a new id; scale-up
-		// launches it on on-demand capacity, once.
-		if len(run.JobIDs) != 2 {
-			t.Fatalf("run jobs %v, want the first attempt's and the re-run's", run.JobIDs)
+		w.checkOnDemandRerun(ctx, run)
+	}
+}
+
+// runOne launches one runner for a 30-minute job, connects it and lets a
+// minute pass: the job is then in progress on it.
+func (w *world) runOne(ctx context.Context) (job int64, info ghsim.RunInfo, in provider.Instance, runnerID int64) {
+	w.t.Helper()
+	job, info, in = w.launchOne(ctx, 30*time.Minute)
+	reg, ok := w.dry.Delivered(in.ID)
+	if !ok {
+		w.t.Fatal("no registration delivered")
+	}
+	runnerID, err := w.sim.ConnectRunner(reg.JITConfig)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.clock.Advance(time.Minute)
+	return job, info, in, runnerID
+}
+
+// reconcileMinutes runs n reconciler passes a minute apart.
+func (w *world) reconcileMinutes(ctx context.Context, n int) {
+	w.t.Helper()
+	for range n {
+		w.clock.Advance(time.Minute)
+		if _, err := w.down.Reconcile(ctx); err != nil {
+			w.t.Fatal(err)
 		}
-		w.jobs[run.JobIDs[1]] = &simJob{id: run.JobIDs[1], attempt: 2}
-		w.webhook(ctx)
-		w.scaleUp(ctx)
-		live, _ := w.dry.List(ctx, provider.Filter{AliveOnly: true})
-		if len(live) != 1 || live[0].Capacity != provider.OnDemand {
-			t.Fatalf("after the re-run: %+v; want one on-demand instance", live)
-		}
-		if got := w.counter.Get(scaleup.MetricOnDemandReruns, "cpu"); got != 1 {
-			t.Errorf("%v on-demand re-runs counted, want 1", got)
-		}
+	}
+}
+
+// checkOnDemandRerun checks that the re-run's job, queued again under a new
+// id, is launched on on-demand capacity, once.
+func (w *world) checkOnDemandRerun(ctx context.Context, run ghsim.RunState) {
+	w.t.Helper()
+	if len(run.JobIDs) != 2 {
+		w.t.Fatalf("run jobs %v, want the first attempt's and the re-run's", run.JobIDs)
+	}
+	w.jobs[run.JobIDs[1]] = &simJob{id: run.JobIDs[1], attempt: 2}
+	w.webhook(ctx)
+	w.scaleUp(ctx)
+	live, _ := w.dry.List(ctx, provider.Filter{AliveOnly: true})
+	if len(live) != 1 || live[0].Capacity != provider.OnDemand {
+		w.t.Fatalf("after the re-run: %+v; want one on-demand instance", live)
+	}
+	if got := w.counter.Get(scaleup.MetricOnDemandReruns, "cpu"); got != 1 {
+		w.t.Errorf("%v on-demand re-runs counted, want 1", got)
 	}
 }

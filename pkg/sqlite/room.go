@@ -48,21 +48,6 @@ var _ store.Room = (*Room)(nil)
 // NewRoom returns the waiting room in d.
 func NewRoom(d *DB) *Room { return &Room{d: d} }
 
-// entryLive reports whether an entry expiring at exp (epoch seconds, as
-// the other stores round it) is live at now.
-func entryLive(exp int64, now time.Time) bool { return exp == 0 || now.Unix() < exp }
-
-func epochCeil(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	s := t.Unix()
-	if t.Nanosecond() > 0 {
-		s++
-	}
-	return s
-}
-
 func (r *Room) entry(ctx context.Context, tx *sql.Tx, pool string, job int64) (store.Waiting, bool, error) {
 	var rec string
 	var exp int64
@@ -87,7 +72,7 @@ func (r *Room) put(ctx context.Context, tx *sql.Tx, w store.Waiting) error {
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO room (pool, job_id, offered_until, expires_at, record) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (pool, job_id) DO UPDATE SET offered_until = excluded.offered_until, expires_at = excluded.expires_at,
-		record = excluded.record`, w.Pool, w.JobID, nanos(w.OfferedUntil), epochCeil(w.ExpiresAt), string(rec))
+		record = excluded.record`, w.Pool, w.JobID, nanos(w.OfferedUntil), store.EpochCeil(w.ExpiresAt), string(rec))
 	if err != nil {
 		return fmt.Errorf("writing job %d in the room of pool %s: %w", w.JobID, w.Pool, err)
 	}
@@ -108,7 +93,7 @@ func (r *Room) Enter(ctx context.Context, w store.Waiting) (store.Waiting, error
 		if err != nil {
 			return err
 		}
-		if ok && entryLive(epochCeil(old.ExpiresAt), w.Since) {
+		if ok && store.Live(old.ExpiresAt, w.Since) {
 			w.Since, w.ExpiresAt, w.Tries = old.Since, old.ExpiresAt, old.Tries+1
 		}
 		return r.put(ctx, tx, w)
@@ -126,7 +111,7 @@ func (r *Room) Offer(ctx context.Context, pool string, jobID int64, now, until t
 		if err != nil {
 			return err
 		}
-		if !ok || !entryLive(epochCeil(w.ExpiresAt), now) {
+		if !ok || !store.Live(w.ExpiresAt, now) {
 			return fmt.Errorf("offering job %d of pool %s: %w", jobID, pool, store.ErrNotFound)
 		}
 		if now.Before(w.OfferedUntil) {

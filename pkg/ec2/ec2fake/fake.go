@@ -458,23 +458,19 @@ func (f *Fake) zone(subnet string) string {
 // launch fills the target from the overrides in order.
 func (f *Fake) launch(in *sdkec2.CreateFleetInput, token string) *sdkec2.CreateFleetOutput {
 	f.fleets++
-	out := &sdkec2.CreateFleetOutput{FleetId: aws.String(fmt.Sprintf("fleet-%08x", f.fleets))}
-	spot := in.TargetCapacitySpecification.DefaultTargetCapacityType == types.DefaultTargetCapacityTypeSpot
-	life := types.InstanceLifecycleOnDemand
-	if spot {
-		life = types.InstanceLifecycleSpot
+	r := &fleetRun{
+		out:   &sdkec2.CreateFleetOutput{FleetId: aws.String(fmt.Sprintf("fleet-%08x", f.fleets))},
+		spot:  in.TargetCapacitySpecification.DefaultTargetCapacityType == types.DefaultTargetCapacityTypeSpot,
+		life:  types.InstanceLifecycleOnDemand,
+		tags:  instanceTags(in),
+		token: token,
+	}
+	if r.spot {
+		r.life = types.InstanceLifecycleSpot
 	}
 	need := int(aws.ToInt32(in.TargetCapacitySpecification.TotalTargetCapacity))
 	if f.fillLimit > 0 && need > f.fillLimit {
 		need = f.fillLimit
-	}
-	tags := map[string]string{}
-	for _, ts := range in.TagSpecifications {
-		if ts.ResourceType == types.ResourceTypeInstance {
-			for _, t := range ts.Tags {
-				tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
-			}
-		}
 	}
 	for _, c := range in.LaunchTemplateConfigs {
 		for _, o := range c.Overrides {
@@ -483,6 +479,9 @@ func (f *Fake) launch(in *sdkec2.CreateFleetInput, token string) *sdkec2.CreateF
 			keyType := typ
 			if o.InstanceRequirements != nil {
 				typ, keyType = f.attrType, "*"
+			}
+			if need == 0 {
+				continue
 			}
 			ov := &types.LaunchTemplateAndOverridesResponse{
 				LaunchTemplateSpecification: &types.FleetLaunchTemplateSpecification{
@@ -494,59 +493,90 @@ func (f *Fake) launch(in *sdkec2.CreateFleetInput, token string) *sdkec2.CreateF
 					AvailabilityZone: aws.String(f.zone(subnet)),
 				},
 			}
-			if need == 0 {
-				continue
-			}
-			key := ec2.CapacityKey(keyType, subnet, spot)
-			code := f.poolErrors[key]
-			if code == "" && spot && f.spotDown {
-				code = "InsufficientInstanceCapacity"
-			}
-			if code != "" {
-				out.Errors = append(out.Errors, types.CreateFleetError{
-					ErrorCode: aws.String(code), ErrorMessage: aws.String(message(code, typ, f.zone(subnet))),
-					Lifecycle: life, LaunchTemplateAndOverrides: ov,
-				})
-				continue
-			}
-			n := need
-			if left, limited := f.capacity[key]; limited && left < n {
-				n = left
-			}
-			if n > 0 {
-				if left, limited := f.capacity[key]; limited {
-					f.capacity[key] = left - n
-				}
-				ids := make([]string, n)
-				for i := range ids {
-					f.nextID++
-					id := fmt.Sprintf("i-%017x", f.nextID)
-					ids[i] = id
-					f.instances[id] = &Instance{ID: id, InstanceType: typ, Subnet: subnet, Zone: f.zone(subnet),
-						Spot: spot, State: "pending", LaunchTime: f.now(), Tags: copyTags(tags), Token: token}
-					f.order = append(f.order, id)
-					if f.tagLag > 0 {
-						f.lag[id] = f.tagLag
-					}
-				}
-				out.Instances = append(out.Instances, types.CreateFleetInstance{
-					InstanceIds: ids, InstanceType: types.InstanceType(typ), Lifecycle: life,
-					SubnetId: aws.String(subnet), AvailabilityZone: aws.String(f.zone(subnet)),
-					LaunchTemplateAndOverrides: ov,
-				})
-				need -= n
-			}
-			if need > 0 {
-				out.Errors = append(out.Errors, types.CreateFleetError{
-					ErrorCode:                  aws.String("InsufficientInstanceCapacity"),
-					ErrorMessage:               aws.String(message("InsufficientInstanceCapacity", typ, f.zone(subnet))),
-					Lifecycle:                  life,
-					LaunchTemplateAndOverrides: ov,
-				})
+			need = f.fill(r, ov, ec2.CapacityKey(keyType, subnet, r.spot), typ, subnet, need)
+		}
+	}
+	return r.out
+}
+
+// fleetRun is one CreateFleet call being filled.
+type fleetRun struct {
+	out   *sdkec2.CreateFleetOutput
+	spot  bool
+	life  types.InstanceLifecycle
+	tags  map[string]string // the instances' tags
+	token string            // the call's client token
+}
+
+// instanceTags are the tags the call asks for on its instances.
+func instanceTags(in *sdkec2.CreateFleetInput) map[string]string {
+	tags := map[string]string{}
+	for _, ts := range in.TagSpecifications {
+		if ts.ResourceType == types.ResourceTypeInstance {
+			for _, t := range ts.Tags {
+				tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
 			}
 		}
 	}
-	return out
+	return tags
+}
+
+// fill launches up to need instances of one override (its capacity pool
+// key), recording them or the pool's error in the run's output, and returns
+// how many are still needed.
+func (f *Fake) fill(r *fleetRun, ov *types.LaunchTemplateAndOverridesResponse, key, typ, subnet string, need int) int {
+	code := f.poolErrors[key]
+	if code == "" && r.spot && f.spotDown {
+		code = "InsufficientInstanceCapacity"
+	}
+	if code != "" {
+		r.out.Errors = append(r.out.Errors, types.CreateFleetError{
+			ErrorCode: aws.String(code), ErrorMessage: aws.String(message(code, typ, f.zone(subnet))),
+			Lifecycle: r.life, LaunchTemplateAndOverrides: ov,
+		})
+		return need
+	}
+	n := need
+	if left, limited := f.capacity[key]; limited {
+		n = min(n, left)
+	}
+	if n > 0 {
+		if left, limited := f.capacity[key]; limited {
+			f.capacity[key] = left - n
+		}
+		r.out.Instances = append(r.out.Instances, types.CreateFleetInstance{
+			InstanceIds: f.start(r, n, typ, subnet), InstanceType: types.InstanceType(typ), Lifecycle: r.life,
+			SubnetId: aws.String(subnet), AvailabilityZone: aws.String(f.zone(subnet)),
+			LaunchTemplateAndOverrides: ov,
+		})
+		need -= n
+	}
+	if need > 0 {
+		r.out.Errors = append(r.out.Errors, types.CreateFleetError{
+			ErrorCode:                  aws.String("InsufficientInstanceCapacity"),
+			ErrorMessage:               aws.String(message("InsufficientInstanceCapacity", typ, f.zone(subnet))),
+			Lifecycle:                  r.life,
+			LaunchTemplateAndOverrides: ov,
+		})
+	}
+	return need
+}
+
+// start records n pending instances of the run and returns their ids.
+func (f *Fake) start(r *fleetRun, n int, typ, subnet string) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		f.nextID++
+		id := fmt.Sprintf("i-%017x", f.nextID)
+		ids[i] = id
+		f.instances[id] = &Instance{ID: id, InstanceType: typ, Subnet: subnet, Zone: f.zone(subnet),
+			Spot: r.spot, State: "pending", LaunchTime: f.now(), Tags: copyTags(r.tags), Token: r.token}
+		f.order = append(f.order, id)
+		if f.tagLag > 0 {
+			f.lag[id] = f.tagLag
+		}
+	}
+	return ids
 }
 
 func message(code, typ, zone string) string {

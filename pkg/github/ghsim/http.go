@@ -214,43 +214,16 @@ func (s *Server) serve(op string, mode authMode, fn func(*call), w http.Response
 // returns false when the request must not be served. lost is the status that
 // replaces the answer of a request served under a LoseResponse fault, else 0.
 func (s *Server) admit(op string, mode authMode, c *call) (ok bool, lost int) {
-	s.mu.Lock()
-	s.requests[op]++
-	f := s.faults[op]
-	var latency time.Duration
-	if f != nil {
-		latency = f.Latency
-	}
-	s.mu.Unlock()
-	if latency > 0 {
-		t := time.NewTimer(latency)
-		select {
-		case <-t.C:
-		case <-c.r.Context().Done():
-			t.Stop()
-			return false, 0
-		}
+	f, ok := s.delay(op, c)
+	if !ok {
+		return false, 0
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
 	if f != nil {
-		if now.Before(f.LimitUntil) {
-			if f.RetryAfter > 0 {
-				c.w.Header().Set("Retry-After", strconv.Itoa(int((f.RetryAfter+time.Second-1)/time.Second)))
-			}
-			c.fail(f.LimitStatus, "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.")
+		if ok, lost = s.injectFault(f, c, now); !ok {
 			return false, 0
-		}
-		if f.FailNext > 0 || (f.ErrorRate > 0 && s.rng.Float64() < f.ErrorRate) {
-			if f.FailNext > 0 {
-				f.FailNext--
-			}
-			if !f.LoseResponse {
-				c.fail(f.ErrorStatus, http.StatusText(f.ErrorStatus))
-				return false, 0
-			}
-			lost = f.ErrorStatus
 		}
 	}
 	if mode == authNone {
@@ -270,10 +243,68 @@ func (s *Server) admit(op string, mode authMode, c *call) (ok bool, lost int) {
 		c.app = app
 		return true, lost
 	}
+	if !s.admitTokenLocked(cred, c, now) {
+		return false, 0
+	}
+	return true, lost
+}
+
+// delay counts the request and waits the op's fault latency, if any; it
+// returns the op's fault, or false when the client gave up waiting.
+func (s *Server) delay(op string, c *call) (*Fault, bool) {
+	s.mu.Lock()
+	s.requests[op]++
+	f := s.faults[op]
+	var latency time.Duration
+	if f != nil {
+		latency = f.Latency
+	}
+	s.mu.Unlock()
+	if latency > 0 {
+		t := time.NewTimer(latency)
+		select {
+		case <-t.C:
+		case <-c.r.Context().Done():
+			t.Stop()
+			return nil, false
+		}
+	}
+	return f, true
+}
+
+// injectFault answers with the op's fault when it strikes now: a secondary
+// rate limit while it lasts, the next failures or a random one. A lost
+// response is not answered here: its status is returned as lost, and the
+// request is carried out.
+func (s *Server) injectFault(f *Fault, c *call, now time.Time) (ok bool, lost int) {
+	if now.Before(f.LimitUntil) {
+		if f.RetryAfter > 0 {
+			c.w.Header().Set("Retry-After", strconv.Itoa(int((f.RetryAfter+time.Second-1)/time.Second)))
+		}
+		c.fail(f.LimitStatus, "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.")
+		return false, 0
+	}
+	if f.FailNext > 0 || (f.ErrorRate > 0 && s.rng.Float64() < f.ErrorRate) {
+		if f.FailNext > 0 {
+			f.FailNext--
+		}
+		if !f.LoseResponse {
+			c.fail(f.ErrorStatus, http.StatusText(f.ErrorStatus))
+			return false, 0
+		}
+		return true, f.ErrorStatus
+	}
+	return true, 0
+}
+
+// admitTokenLocked admits an installation token that has not expired, on
+// an installation with requests left this hour and whose account owns the
+// path's organisation or repository; it charges the rate limit.
+func (s *Server) admitTokenLocked(cred string, c *call, now time.Time) bool {
 	t := s.tokens[cred]
 	if t == nil || !now.Before(t.expires) {
 		c.fail(http.StatusUnauthorized, "Bad credentials")
-		return false, 0
+		return false
 	}
 	in := t.inst
 	if !now.Before(in.reset) {
@@ -283,7 +314,7 @@ func (s *Server) admit(op string, mode authMode, c *call) (ok bool, lost int) {
 	if in.left <= 0 {
 		s.rateHeaders(h, in)
 		c.fail(http.StatusForbidden, fmt.Sprintf("API rate limit exceeded for installation ID %d.", in.id))
-		return false, 0
+		return false
 	}
 	in.left--
 	s.rateHeaders(h, in)
@@ -293,10 +324,10 @@ func (s *Server) admit(op string, mode authMode, c *call) (ok bool, lost int) {
 	}
 	if !strings.EqualFold(owner, in.account.login) {
 		c.fail(http.StatusForbidden, "Resource not accessible by integration")
-		return false, 0
+		return false
 	}
 	c.inst = in
-	return true, lost
+	return true
 }
 
 func (s *Server) rateHeaders(h http.Header, in *simInstall) {

@@ -2,10 +2,6 @@ package kubernetes_test
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"log/slog"
 	"os"
@@ -81,17 +77,7 @@ func startLocal(t *testing.T, kubelet kubelettest.Options, before func(ns string
 	kubelet.Env = append(kubelet.Env, "SKIFF_STANDIN_DURATION=200ms")
 	kl := kubelettest.Start(t, kubelet)
 
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pemKey := string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
-	sim := ghsim.New(ghsim.Options{SecretPrefix: "CANARYKUBE"})
-	t.Cleanup(sim.Close)
-	sim.AddApp(ghsim.AppConfig{ID: 77, Slug: "skiff", PublicKey: &key.PublicKey})
-	sim.AddOrg("acme")
-	sim.AddRepo("acme", "app")
-	sim.Install(77, "acme")
+	sim, pemKey := testenv.GitHubApp(t, "CANARYKUBE")
 
 	dir := t.TempDir()
 	poolsFile := filepath.Join(dir, "pools.yaml")

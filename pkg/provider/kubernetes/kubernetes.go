@@ -114,14 +114,14 @@ const (
 const (
 	// DefaultLifetime caps a runner whose pool sets no MaxLifetime: GitHub's
 	// default job timeout (timeout-minutes) is 360 minutes.
-	DefaultLifetime = 6 * time.Hour
+	DefaultLifetime = pool.DefaultMaxLifetime
 	// DefaultPageSize is the List page size: 500 Pods is about 2 MB of
 	// JSON, the size kubectl pages by.
 	DefaultPageSize = 500
 	// DefaultRetain is how long an ended Pod stays (and is listed): long
 	// enough for the reconciler's next passes and the usage record to read
 	// how it ended.
-	DefaultRetain = time.Hour
+	DefaultRetain = provider.DefaultRetain
 	// DefaultNamespace is the namespace of a pool that names none.
 	DefaultNamespace = "default"
 )
@@ -199,21 +199,13 @@ func New(o Options) (*Provider, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if o.DefaultLifetime <= 0 {
-		o.DefaultLifetime = DefaultLifetime
-	}
 	if o.PageSize <= 0 {
 		o.PageSize = DefaultPageSize
 	}
 	if o.Retain <= 0 {
 		o.Retain = DefaultRetain
 	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	provider.FillDefaults(&o.DefaultLifetime, &o.Logger, &o.Now)
 	p := &Provider{o: o, usage: map[string]measured{}, running: map[string]time.Time{}}
 	for n := range ns {
 		p.namespaces = append(p.namespaces, n)

@@ -72,7 +72,7 @@ const (
 	DefaultKillGrace = 10 * time.Second
 	// DefaultRetain is how long an ended runner stays in List: long enough
 	// for the reconciler's next passes to see how it ended.
-	DefaultRetain = time.Hour
+	DefaultRetain = provider.DefaultRetain
 )
 
 // Options configures a Provider.
@@ -188,21 +188,13 @@ func New(o Options) (*Provider, error) {
 	if o.DefaultLimit <= 0 {
 		o.DefaultLimit = runtime.NumCPU()
 	}
-	if o.DefaultLifetime <= 0 {
-		o.DefaultLifetime = pool.DefaultMaxLifetime
-	}
 	if o.KillGrace <= 0 {
 		o.KillGrace = DefaultKillGrace
 	}
 	if o.Retain <= 0 {
 		o.Retain = DefaultRetain
 	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	provider.FillDefaults(&o.DefaultLifetime, &o.Logger, &o.Now)
 	path, err := lookPath(o.Command[0], o.Path)
 	if err != nil {
 		return nil, fmt.Errorf("process provider: finding the runner command: %w", err)
@@ -383,59 +375,26 @@ func (p *Provider) liveLocked(pool string) int {
 
 // startLocked starts one runner process, the i-th of plan pn, and records it.
 func (p *Provider) startLocked(pn plan, i int, r provider.Runner, reg provider.Registration) (*proc, error) {
-	p.next++
-	id := "proc-" + strconv.Itoa(p.next)
-	if err := os.WriteFile(p.counterFile()+".tmp", []byte(strconv.Itoa(p.next)+"\n"), 0o600); err == nil {
-		_ = os.Rename(p.counterFile()+".tmp", p.counterFile())
-	}
-	transient := func(what string, err error) error {
-		return &provider.Error{Kind: provider.ErrTransient, Code: "StartFailed", Message: what + ": " + err.Error()}
-	}
+	id := p.nextIDLocked()
 	dir := filepath.Join(p.dir, id)
 	if err := os.RemoveAll(dir); err != nil {
-		return nil, transient("clearing the work directory", err)
+		return nil, startFailed("clearing the work directory", err)
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o700); err != nil {
-		return nil, transient("creating the work directory", err)
+		return nil, startFailed("creating the work directory", err)
 	}
-	cmd := exec.Command(p.path, p.o.Command[1:]...)
-	cmd.Dir = dir
-	cmd.Env = append([]string{"PATH=" + p.o.Path, "HOME=" + dir, "TMPDIR=" + filepath.Join(dir, "tmp"),
-		"SKIFF_INSTANCE_ID=" + id, EnvJITConfig + "=" + reg.JITConfig}, p.o.Env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if p.o.LogDir != "" {
-		f, err := os.OpenFile(filepath.Join(p.o.LogDir, id+".log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-		if err != nil {
-			_ = os.RemoveAll(dir)
-			return nil, transient("opening the runner's log", err)
-		}
-		defer f.Close() // the child has its own descriptor
-		cmd.Stdout, cmd.Stderr = f, f
-	}
-	cmd, cgroup, err := p.startMeasured(cmd, id)
+	cmd, cgroup, err := p.spawn(id, dir, reg)
 	if err != nil {
 		_ = os.RemoveAll(dir)
-		return nil, transient("starting the runner", err)
+		return nil, err
 	}
 	deadline := time.Now().Add(pn.Lifetime)
 	// Without its identity (not on Linux) a runner cannot be told apart
 	// from a later process with its pid: a provider started after a crash
 	// leaves it alone.
 	ident, _ := identify(cmd.Process.Pid)
-	now := p.o.Now().UTC()
-	tags := map[string]string{}
-	for k, v := range pn.Tags {
-		tags[k] = v
-	}
-	for k, v := range map[string]string{
-		names.TagManaged: names.ManagedValue, names.TagPool: pn.Pool, names.TagFleetToken: pn.Token,
-		names.TagJobID: strconv.FormatInt(r.JobID, 10), names.TagRunID: strconv.FormatInt(r.RunID, 10),
-		names.TagRunnerName: r.Name, names.TagRepository: r.Repository, names.TagOwner: r.Owner,
-	} {
-		tags[k] = v
-	}
-	rec := record{ID: id, Pool: pn.Pool, InstanceType: pn.Type, LaunchedAt: now, Tags: tags, Token: pn.Token, Index: i,
-		Runners: len(pn.Runners), PID: cmd.Process.Pid, Identity: ident, Deadline: deadline}
+	rec := record{ID: id, Pool: pn.Pool, InstanceType: pn.Type, LaunchedAt: p.o.Now().UTC(), Tags: runnerTags(pn, r),
+		Token: pn.Token, Index: i, Runners: len(pn.Runners), PID: cmd.Process.Pid, Identity: ident, Deadline: deadline}
 	// A kill between the start and this write leaves the one runner
 	// unrecorded: the next provider removes its directory but cannot find
 	// its process.
@@ -448,7 +407,7 @@ func (p *Provider) startLocked(pn plan, i int, r provider.Runner, reg provider.R
 			_ = removeCgroup(cgroup)
 		}
 		_ = os.Remove(p.recordFile(id))
-		return nil, transient("recording the runner", err)
+		return nil, startFailed("recording the runner", err)
 	}
 	pr := &proc{inst: rec.instance(provider.Running), pid: cmd.Process.Pid, dir: dir, done: make(chan struct{}),
 		use: p.usage.watch(cmd.Process.Pid, cgroup, time.Now())}
@@ -463,6 +422,62 @@ func (p *Provider) startLocked(pn plan, i int, r provider.Runner, reg provider.R
 		p.reap(pr, cmd.ProcessState.ExitCode(), err)
 	}()
 	return pr, nil
+}
+
+// startFailed is the transient error of a runner that could not start.
+func startFailed(what string, err error) error {
+	return &provider.Error{Kind: provider.ErrTransient, Code: "StartFailed", Message: what + ": " + err.Error()}
+}
+
+// nextIDLocked numbers the next runner process; the counter is kept in a
+// file so that a later provider does not reuse a number.
+func (p *Provider) nextIDLocked() string {
+	p.next++
+	if err := os.WriteFile(p.counterFile()+".tmp", []byte(strconv.Itoa(p.next)+"\n"), 0o600); err == nil {
+		_ = os.Rename(p.counterFile()+".tmp", p.counterFile())
+	}
+	return "proc-" + strconv.Itoa(p.next)
+}
+
+// spawn starts the runner command in dir, in a process group of its own,
+// with its JIT config in the environment and its output in the log
+// directory, if one is set; it returns the process and its cgroup ("" when
+// unmeasured).
+func (p *Provider) spawn(id, dir string, reg provider.Registration) (*exec.Cmd, string, error) {
+	cmd := exec.Command(p.path, p.o.Command[1:]...)
+	cmd.Dir = dir
+	cmd.Env = append([]string{"PATH=" + p.o.Path, "HOME=" + dir, "TMPDIR=" + filepath.Join(dir, "tmp"),
+		"SKIFF_INSTANCE_ID=" + id, EnvJITConfig + "=" + reg.JITConfig}, p.o.Env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if p.o.LogDir != "" {
+		f, err := os.OpenFile(filepath.Join(p.o.LogDir, id+".log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+		if err != nil {
+			return nil, "", startFailed("opening the runner's log", err)
+		}
+		defer f.Close() // the child has its own descriptor
+		cmd.Stdout, cmd.Stderr = f, f
+	}
+	cmd, cgroup, err := p.startMeasured(cmd, id)
+	if err != nil {
+		return nil, "", startFailed("starting the runner", err)
+	}
+	return cmd, cgroup, nil
+}
+
+// runnerTags are the plan's tags with skiff's own for runner r over them.
+func runnerTags(pn plan, r provider.Runner) map[string]string {
+	tags := map[string]string{}
+	for k, v := range pn.Tags {
+		tags[k] = v
+	}
+	for k, v := range map[string]string{
+		names.TagManaged: names.ManagedValue, names.TagPool: pn.Pool, names.TagFleetToken: pn.Token,
+		names.TagJobID: strconv.FormatInt(r.JobID, 10), names.TagRunID: strconv.FormatInt(r.RunID, 10),
+		names.TagRunnerName: r.Name, names.TagRepository: r.Repository, names.TagOwner: r.Owner,
+	} {
+		tags[k] = v
+	}
+	return tags
 }
 
 // reap ends a runner whose process exited with exit (-1 when a signal

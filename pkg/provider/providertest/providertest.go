@@ -74,294 +74,305 @@ const canary = "CANARYREG"
 
 // Run runs the suite; newHarness returns a fresh, empty provider per case.
 func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
-	runCapabilities(t, newHarness)
-	t.Run("launch delivers each runner its registration", func(t *testing.T) {
-		t.Parallel()
-		h := newHarness(t)
-		l, regs := launch(h, "tok-launch", 3)
-		res := mustLaunch(t, h, l, regs)
-		seen := map[string]bool{}
-		for i, r := range res.Runners {
-			in := r.Instance
-			if r.Err != nil || in.ID == "" || seen[in.ID] {
-				t.Fatalf("runner %d: %+v (err %v), want a new instance", i, in, r.Err)
-			}
-			seen[in.ID] = true
-			if in.Pool != h.Spec.Pool || in.InstanceType == "" || in.Zone == "" || in.LaunchedAt.IsZero() || !in.State.Alive() ||
-				(in.Capacity != provider.Spot && in.Capacity != provider.OnDemand) {
-				t.Errorf("runner %d: instance %+v lacks pool, type, zone, capacity, state or launch time", i, in)
-			}
-			got, ok := h.Delivered(in.ID)
-			if !ok || got.JITConfig != regs[i].JITConfig || got.RunnerName != regs[i].RunnerName {
-				t.Errorf("runner %d: instance %s got registration %v (%v), want runner %s's", i, in.ID, got, ok, regs[i].RunnerName)
-			}
-		}
-		if logs := h.Logs(); strings.Contains(logs, canary) {
-			t.Error("a registration secret reached the provider's logs")
-		}
-	})
-
-	t.Run("replaying a plan launches nothing more", func(t *testing.T) {
-		t.Parallel()
-		h := newHarness(t)
-		l, regs := launch(h, "tok-replay", 2)
-		plan, err := h.Provider.Plan(context.Background(), l)
-		if err != nil {
-			t.Fatal(err)
-		}
-		first, err := h.Provider.Launch(context.Background(), plan, regs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		again, err := h.Provider.Launch(context.Background(), plan, nil)
-		switch {
-		case h.Provider.Capabilities().ReplayByToken && err != nil:
-			t.Fatalf("replay of a provider that replays by token: %v", err)
-		case h.Provider.Capabilities().ReplayByToken && ids(first) != ids(again):
-			t.Errorf("replay returned %s, want the first launch's %s", ids(again), ids(first))
-		}
-		if all := list(t, h, provider.Filter{Pool: h.Spec.Pool}); len(all) != 2 {
-			t.Errorf("%d instances after a replay, want 2", len(all))
-		}
-	})
-
-	t.Run("list by pool and by id", func(t *testing.T) {
-		t.Parallel()
-		h := newHarness(t)
-		l, regs := launch(h, "tok-list", 2)
-		res := mustLaunch(t, h, l, regs)
-		got := list(t, h, provider.Filter{Pool: h.Spec.Pool, AliveOnly: true})
-		if len(got) != 2 {
-			t.Fatalf("List(pool) = %d instances, want 2", len(got))
-		}
-		for _, in := range got {
-			if in.Tags[names.TagManaged] != names.ManagedValue || in.Tags[names.TagPool] != h.Spec.Pool || in.Tags[names.TagRunnerName] == "" {
-				t.Errorf("instance %s tags %v lack skiff's", in.ID, in.Tags)
-			}
-		}
-		one := res.Runners[1].Instance.ID
-		if got := list(t, h, provider.Filter{IDs: []string{one}}); len(got) != 1 || got[0].ID != one {
-			t.Errorf("List(id %s) = %+v", one, got)
-		}
-		if got := list(t, h, provider.Filter{Pool: "no-such-pool"}); len(got) != 0 {
-			t.Errorf("List(other pool) = %+v, want none", got)
-		}
-	})
-
-	t.Run("terminate is idempotent and spares nothing it should not", func(t *testing.T) {
-		t.Parallel()
-		h := newHarness(t)
-		l, regs := launch(h, "tok-term", 2)
-		res := mustLaunch(t, h, l, regs)
-		gone, kept := res.Runners[0].Instance.ID, res.Runners[1].Instance.ID
-		for range 2 {
-			if err := h.Provider.Terminate(context.Background(), []string{gone, "i-0000000000000dead"}); err != nil {
-				t.Fatalf("Terminate: %v", err)
-			}
-		}
-		alive := list(t, h, provider.Filter{Pool: h.Spec.Pool, AliveOnly: true})
-		if len(alive) != 1 || alive[0].ID != kept {
-			t.Errorf("alive after terminating %s: %+v, want only %s", gone, alive, kept)
-		}
-		for _, in := range list(t, h, provider.Filter{IDs: []string{gone}}) {
-			if in.State.Alive() {
-				t.Errorf("terminated instance %s is %s", gone, in.State)
-			}
-		}
-		if err := h.Provider.Terminate(context.Background(), nil); err != nil {
-			t.Errorf("Terminate(nothing) = %v", err)
-		}
-	})
-
-	t.Run("an empty launch is invalid", func(t *testing.T) {
-		t.Parallel()
-		h := newHarness(t)
-		_, err := h.Provider.Plan(context.Background(), provider.Launch{Token: "tok-empty", Spec: h.Spec})
-		if !errors.Is(err, provider.ErrInvalid) || !provider.Permanent(err) {
-			t.Errorf("Plan(no runners) = %v, want a permanent ErrInvalid", err)
-		}
-	})
-
-	t.Run("no capacity is a capacity error", func(t *testing.T) {
-		t.Parallel()
-		h := newHarness(t)
-		if h.FailCapacity == nil {
-			if h.CapacityTestedElsewhere == "" {
-				t.Fatal("the harness can neither make the provider find no capacity nor names the test that covers it")
-			}
-			t.Skip(h.CapacityTestedElsewhere)
-		}
-		h.FailCapacity()
-		l, regs := launch(h, "tok-capacity", 2)
-		plan, err := h.Provider.Plan(context.Background(), l)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := h.Provider.Launch(context.Background(), plan, regs)
-		var errs []error
-		if err != nil {
-			errs = append(errs, err)
-		}
-		for _, r := range res.Runners {
-			if r.Err == nil {
-				t.Errorf("runner launched on %s despite no capacity", r.Instance.ID)
-			}
-			errs = append(errs, r.Err)
-		}
-		for _, e := range errs {
-			if !errors.Is(e, provider.ErrCapacity) || provider.Permanent(e) || provider.Reason(e) != "capacity" {
-				t.Errorf("error %v: want a retryable ErrCapacity", e)
-			}
-		}
-		if len(errs) == 0 {
-			t.Error("no error for a launch without capacity")
-		}
-		if alive := list(t, h, provider.Filter{Pool: h.Spec.Pool, AliveOnly: true}); len(alive) != 0 {
-			t.Errorf("%d instances alive after a failed launch", len(alive))
-		}
-	})
+	for _, c := range []struct {
+		name string
+		run  func(*testing.T, Harness)
+	}{
+		{"capabilities are stated as the backend declares them", caseDeclared},
+		{"spot is honoured", caseSpot},
+		{"sizes and GPUs are refused where the backend cannot give them", caseSizes},
+		{"a runner pending in the backend's queue says why", caseQueue},
+		{"launch delivers each runner its registration", caseDelivers},
+		{"replaying a plan launches nothing more", caseReplay},
+		{"list by pool and by id", caseList},
+		{"terminate is idempotent and spares nothing it should not", caseTerminate},
+		{"an empty launch is invalid", caseEmptyLaunch},
+		{"no capacity is a capacity error", caseNoCapacity},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.run(t, newHarness(t))
+		})
+	}
 }
 
-// runCapabilities checks that the provider states its backend's declared
-// capabilities and honours them.
-func runCapabilities(t *testing.T, newHarness func(t *testing.T) Harness) {
-	t.Run("capabilities are stated as the backend declares them", func(t *testing.T) {
-		t.Parallel()
-		h := newHarness(t)
-		if h.Backend == "" {
-			return // a stand-in for any backend states its own
-		}
-		if got, want := h.Provider.Capabilities(), pool.Declared[h.Backend]; !reflect.DeepEqual(got, want) {
-			t.Errorf("Capabilities() = %+v, want %s's declared %+v", got, h.Backend, want)
-		}
-	})
+// caseDeclared: capabilities are stated as the backend declares them.
+func caseDeclared(t *testing.T, h Harness) {
+	if h.Backend == "" {
+		return // a stand-in for any backend states its own
+	}
+	if got, want := h.Provider.Capabilities(), pool.Declared[h.Backend]; !reflect.DeepEqual(got, want) {
+		t.Errorf("Capabilities() = %+v, want %s's declared %+v", got, h.Backend, want)
+	}
+}
 
-	t.Run("spot is honoured", func(t *testing.T) {
-		t.Parallel()
-		h := newHarness(t)
-		caps := h.Provider.Capabilities()
-		want := provider.OnDemand
-		if caps.Spot && h.Spec.EC2 != nil {
-			e := *h.Spec.EC2
-			e.Capacity = pool.CapacitySpot
-			h.Spec.EC2 = &e
-			want = provider.Spot
-		} else if caps.Spot {
-			return // spot is asked for in the EC2 part only
+// caseSpot: spot is honoured.
+func caseSpot(t *testing.T, h Harness) {
+	caps := h.Provider.Capabilities()
+	want := provider.OnDemand
+	if caps.Spot && h.Spec.EC2 != nil {
+		e := *h.Spec.EC2
+		e.Capacity = pool.CapacitySpot
+		h.Spec.EC2 = &e
+		want = provider.Spot
+	} else if caps.Spot {
+		return // spot is asked for in the EC2 part only
+	}
+	l, regs := launch(h, "tok-spot", 2)
+	for i, r := range mustLaunch(t, h, l, regs).Runners {
+		if r.Err != nil || r.Instance.Capacity != want {
+			t.Errorf("runner %d: %s (%v), want %s capacity (provider states spot: %v)", i, r.Instance.Capacity, r.Err, want, caps.Spot)
 		}
-		l, regs := launch(h, "tok-spot", 2)
-		for i, r := range mustLaunch(t, h, l, regs).Runners {
-			if r.Err != nil || r.Instance.Capacity != want {
-				t.Errorf("runner %d: %s (%v), want %s capacity (provider states spot: %v)", i, r.Instance.Capacity, r.Err, want, caps.Spot)
-			}
-		}
-	})
+	}
+}
 
-	t.Run("sizes and GPUs are refused where the backend cannot give them", func(t *testing.T) {
-		t.Parallel()
-		h := newHarness(t)
-		caps := h.Provider.Capabilities()
-		for _, tc := range []struct {
-			name  string
-			sizes pool.Sizes
-			can   bool
-		}{
-			{"sizes", pool.Sizes{VCPU: 2, MemoryGiB: 4}, caps.DynamicSizes},
-			{"GPUs", pool.Sizes{GPUs: 1}, caps.GPUs && caps.DynamicSizes},
-		} {
-			l, regs := launch(h, "tok-"+strings.ToLower(tc.name), 1)
-			l.Spec.Sizes = tc.sizes
-			plan, err := h.Provider.Plan(context.Background(), l)
-			if !tc.can {
-				if !errors.Is(err, provider.ErrInvalid) || !provider.Permanent(err) {
-					t.Errorf("%s: Plan = %v, want a permanent ErrInvalid from a provider that cannot give them", tc.name, err)
-				}
-				continue
+// caseSizes: sizes and GPUs are refused where the backend cannot give them.
+func caseSizes(t *testing.T, h Harness) {
+	caps := h.Provider.Capabilities()
+	for _, tc := range []struct {
+		name  string
+		sizes pool.Sizes
+		can   bool
+	}{
+		{"sizes", pool.Sizes{VCPU: 2, MemoryGiB: 4}, caps.DynamicSizes},
+		{"GPUs", pool.Sizes{GPUs: 1}, caps.GPUs && caps.DynamicSizes},
+	} {
+		l, regs := launch(h, "tok-"+strings.ToLower(tc.name), 1)
+		l.Spec.Sizes = tc.sizes
+		plan, err := h.Provider.Plan(context.Background(), l)
+		if !tc.can {
+			if !errors.Is(err, provider.ErrInvalid) || !provider.Permanent(err) {
+				t.Errorf("%s: Plan = %v, want a permanent ErrInvalid from a provider that cannot give them", tc.name, err)
 			}
-			if tc.sizes.GPUs > 0 {
-				continue // launching GPUs needs a GPU spec of the backend's own
-			}
-			if err != nil {
-				t.Fatalf("%s: Plan = %v from a provider with dynamic sizes", tc.name, err)
-			}
-			if res, err := h.Provider.Launch(context.Background(), plan, regs); err != nil || res.Runners[0].Err != nil {
-				t.Errorf("%s: Launch = %+v, %v", tc.name, res, err)
-			}
+			continue
 		}
-	})
+		if tc.sizes.GPUs > 0 {
+			continue // launching GPUs needs a GPU spec of the backend's own
+		}
+		if err != nil {
+			t.Fatalf("%s: Plan = %v from a provider with dynamic sizes", tc.name, err)
+		}
+		if res, err := h.Provider.Launch(context.Background(), plan, regs); err != nil || res.Runners[0].Err != nil {
+			t.Errorf("%s: Launch = %+v, %v", tc.name, res, err)
+		}
+	}
+}
 
-	t.Run("a runner pending in the backend's queue says why", func(t *testing.T) {
-		t.Parallel()
-		h := newHarness(t)
-		if !h.Provider.Capabilities().OwnQueue {
-			// Pending on such a backend is booting: it never names a queue.
-			l, regs := launch(h, "tok-noqueue", 2)
-			mustLaunch(t, h, l, regs)
-			for _, in := range list(t, h, provider.Filter{Pool: h.Spec.Pool}) {
-				if in.QueueReason != "" || !in.RunningSince.IsZero() {
-					t.Errorf("instance %s of a backend without a queue reports queue reason %q, running since %v", in.ID, in.QueueReason, in.RunningSince)
-				}
-			}
-			return
+// caseQueue: a runner pending in the backend's queue says why.
+func caseQueue(t *testing.T, h Harness) {
+	if !h.Provider.Capabilities().OwnQueue {
+		checkNoQueue(t, h)
+		return
+	}
+	if h.HoldInQueue == nil || h.Dequeue == nil {
+		if h.QueueTestedElsewhere != "" {
+			t.Skip(h.QueueTestedElsewhere)
 		}
-		if h.HoldInQueue == nil || h.Dequeue == nil {
-			if h.QueueTestedElsewhere != "" {
-				t.Skip(h.QueueTestedElsewhere)
-			}
-			t.Fatal("the provider states a queue of its own but the harness cannot hold a launch in it")
-		}
-		h.HoldInQueue("Resources")
-		reason := h.HeldReason
-		if reason == "" {
-			reason = "Resources"
-		}
-		l, regs := launch(h, "tok-queued", 2)
-		res := mustLaunch(t, h, l, regs)
-		queued := func() bool {
-			for _, in := range list(t, h, provider.Filter{Pool: h.Spec.Pool, AliveOnly: true}) {
-				if in.State != provider.Pending || in.QueueReason != reason {
-					return false
-				}
-			}
-			return true
-		}
-		h.await("the launched runners to wait for "+reason, queued)
+		t.Fatal("the provider states a queue of its own but the harness cannot hold a launch in it")
+	}
+	h.HoldInQueue("Resources")
+	reason := h.HeldReason
+	if reason == "" {
+		reason = "Resources"
+	}
+	l, regs := launch(h, "tok-queued", 2)
+	res := mustLaunch(t, h, l, regs)
+	queued := func() bool {
 		for _, in := range list(t, h, provider.Filter{Pool: h.Spec.Pool, AliveOnly: true}) {
 			if in.State != provider.Pending || in.QueueReason != reason {
-				t.Errorf("queued instance %s: %s, reason %q; want pending for %s", in.ID, in.State, in.QueueReason, reason)
+				return false
 			}
 		}
-		started, held := res.Runners[0].Instance.ID, res.Runners[1].Instance.ID
-		h.Dequeue(started)
-		h.await("the dequeued runner to run", func() bool {
-			got := list(t, h, provider.Filter{IDs: []string{started}})
-			return len(got) == 1 && got[0].State == provider.Running
-		})
-		for _, in := range list(t, h, provider.Filter{IDs: []string{started, held}}) {
-			switch in.ID {
-			case started:
-				if in.State != provider.Running || in.QueueReason != "" || in.RunningSince.IsZero() {
-					t.Errorf("dequeued instance %s: %s, reason %q, running since %v", in.ID, in.State, in.QueueReason, in.RunningSince)
-				}
-			case held:
-				if in.QueueReason == "" {
-					t.Errorf("instance %s left the queue with the other", in.ID)
-				}
-			}
+		return true
+	}
+	h.await("the launched runners to wait for "+reason, queued)
+	for _, in := range list(t, h, provider.Filter{Pool: h.Spec.Pool, AliveOnly: true}) {
+		if in.State != provider.Pending || in.QueueReason != reason {
+			t.Errorf("queued instance %s: %s, reason %q; want pending for %s", in.ID, in.State, in.QueueReason, reason)
 		}
-		if err := h.Provider.Terminate(context.Background(), []string{held}); err != nil {
-			t.Fatal(err)
-		}
-		h.await("the queued runner's end", func() bool {
-			got := list(t, h, provider.Filter{IDs: []string{held}})
-			return len(got) == 1 && !got[0].State.Alive()
-		})
-		for _, in := range list(t, h, provider.Filter{IDs: []string{held}}) {
-			if in.State.Alive() {
-				t.Errorf("a queued runner survived its termination: %s", in.State)
-			}
-		}
+	}
+	started, held := res.Runners[0].Instance.ID, res.Runners[1].Instance.ID
+	h.Dequeue(started)
+	h.await("the dequeued runner to run", func() bool {
+		got := list(t, h, provider.Filter{IDs: []string{started}})
+		return len(got) == 1 && got[0].State == provider.Running
 	})
+	for _, in := range list(t, h, provider.Filter{IDs: []string{started, held}}) {
+		switch in.ID {
+		case started:
+			if in.State != provider.Running || in.QueueReason != "" || in.RunningSince.IsZero() {
+				t.Errorf("dequeued instance %s: %s, reason %q, running since %v", in.ID, in.State, in.QueueReason, in.RunningSince)
+			}
+		case held:
+			if in.QueueReason == "" {
+				t.Errorf("instance %s left the queue with the other", in.ID)
+			}
+		}
+	}
+	if err := h.Provider.Terminate(context.Background(), []string{held}); err != nil {
+		t.Fatal(err)
+	}
+	h.await("the queued runner's end", func() bool {
+		got := list(t, h, provider.Filter{IDs: []string{held}})
+		return len(got) == 1 && !got[0].State.Alive()
+	})
+	for _, in := range list(t, h, provider.Filter{IDs: []string{held}}) {
+		if in.State.Alive() {
+			t.Errorf("a queued runner survived its termination: %s", in.State)
+		}
+	}
+}
+
+// checkNoQueue checks that a runner of a backend without a queue of its own
+// never names a queue: pending there is booting.
+func checkNoQueue(t *testing.T, h Harness) {
+	l, regs := launch(h, "tok-noqueue", 2)
+	mustLaunch(t, h, l, regs)
+	for _, in := range list(t, h, provider.Filter{Pool: h.Spec.Pool}) {
+		if in.QueueReason != "" || !in.RunningSince.IsZero() {
+			t.Errorf("instance %s of a backend without a queue reports queue reason %q, running since %v", in.ID, in.QueueReason, in.RunningSince)
+		}
+	}
+}
+
+// caseDelivers: launch delivers each runner its registration.
+func caseDelivers(t *testing.T, h Harness) {
+	l, regs := launch(h, "tok-launch", 3)
+	res := mustLaunch(t, h, l, regs)
+	seen := map[string]bool{}
+	for i, r := range res.Runners {
+		in := r.Instance
+		if r.Err != nil || in.ID == "" || seen[in.ID] {
+			t.Fatalf("runner %d: %+v (err %v), want a new instance", i, in, r.Err)
+		}
+		seen[in.ID] = true
+		if in.Pool != h.Spec.Pool || in.InstanceType == "" || in.Zone == "" || in.LaunchedAt.IsZero() || !in.State.Alive() ||
+			(in.Capacity != provider.Spot && in.Capacity != provider.OnDemand) {
+			t.Errorf("runner %d: instance %+v lacks pool, type, zone, capacity, state or launch time", i, in)
+		}
+		got, ok := h.Delivered(in.ID)
+		if !ok || got.JITConfig != regs[i].JITConfig || got.RunnerName != regs[i].RunnerName {
+			t.Errorf("runner %d: instance %s got registration %v (%v), want runner %s's", i, in.ID, got, ok, regs[i].RunnerName)
+		}
+	}
+	if logs := h.Logs(); strings.Contains(logs, canary) {
+		t.Error("a registration secret reached the provider's logs")
+	}
+}
+
+// caseReplay: replaying a plan launches nothing more.
+func caseReplay(t *testing.T, h Harness) {
+	l, regs := launch(h, "tok-replay", 2)
+	plan, err := h.Provider.Plan(context.Background(), l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := h.Provider.Launch(context.Background(), plan, regs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := h.Provider.Launch(context.Background(), plan, nil)
+	switch {
+	case h.Provider.Capabilities().ReplayByToken && err != nil:
+		t.Fatalf("replay of a provider that replays by token: %v", err)
+	case h.Provider.Capabilities().ReplayByToken && ids(first) != ids(again):
+		t.Errorf("replay returned %s, want the first launch's %s", ids(again), ids(first))
+	}
+	if all := list(t, h, provider.Filter{Pool: h.Spec.Pool}); len(all) != 2 {
+		t.Errorf("%d instances after a replay, want 2", len(all))
+	}
+}
+
+// caseList: list by pool and by id.
+func caseList(t *testing.T, h Harness) {
+	l, regs := launch(h, "tok-list", 2)
+	res := mustLaunch(t, h, l, regs)
+	got := list(t, h, provider.Filter{Pool: h.Spec.Pool, AliveOnly: true})
+	if len(got) != 2 {
+		t.Fatalf("List(pool) = %d instances, want 2", len(got))
+	}
+	for _, in := range got {
+		if in.Tags[names.TagManaged] != names.ManagedValue || in.Tags[names.TagPool] != h.Spec.Pool || in.Tags[names.TagRunnerName] == "" {
+			t.Errorf("instance %s tags %v lack skiff's", in.ID, in.Tags)
+		}
+	}
+	one := res.Runners[1].Instance.ID
+	if got := list(t, h, provider.Filter{IDs: []string{one}}); len(got) != 1 || got[0].ID != one {
+		t.Errorf("List(id %s) = %+v", one, got)
+	}
+	if got := list(t, h, provider.Filter{Pool: "no-such-pool"}); len(got) != 0 {
+		t.Errorf("List(other pool) = %+v, want none", got)
+	}
+}
+
+// caseTerminate: terminate is idempotent and spares nothing it should not.
+func caseTerminate(t *testing.T, h Harness) {
+	l, regs := launch(h, "tok-term", 2)
+	res := mustLaunch(t, h, l, regs)
+	gone, kept := res.Runners[0].Instance.ID, res.Runners[1].Instance.ID
+	for range 2 {
+		if err := h.Provider.Terminate(context.Background(), []string{gone, "i-0000000000000dead"}); err != nil {
+			t.Fatalf("Terminate: %v", err)
+		}
+	}
+	alive := list(t, h, provider.Filter{Pool: h.Spec.Pool, AliveOnly: true})
+	if len(alive) != 1 || alive[0].ID != kept {
+		t.Errorf("alive after terminating %s: %+v, want only %s", gone, alive, kept)
+	}
+	for _, in := range list(t, h, provider.Filter{IDs: []string{gone}}) {
+		if in.State.Alive() {
+			t.Errorf("terminated instance %s is %s", gone, in.State)
+		}
+	}
+	if err := h.Provider.Terminate(context.Background(), nil); err != nil {
+		t.Errorf("Terminate(nothing) = %v", err)
+	}
+}
+
+// caseEmptyLaunch: an empty launch is invalid.
+func caseEmptyLaunch(t *testing.T, h Harness) {
+	_, err := h.Provider.Plan(context.Background(), provider.Launch{Token: "tok-empty", Spec: h.Spec})
+	if !errors.Is(err, provider.ErrInvalid) || !provider.Permanent(err) {
+		t.Errorf("Plan(no runners) = %v, want a permanent ErrInvalid", err)
+	}
+}
+
+// caseNoCapacity: no capacity is a capacity error.
+func caseNoCapacity(t *testing.T, h Harness) {
+	if h.FailCapacity == nil {
+		if h.CapacityTestedElsewhere == "" {
+			t.Fatal("the harness can neither make the provider find no capacity nor names the test that covers it")
+		}
+		t.Skip(h.CapacityTestedElsewhere)
+	}
+	h.FailCapacity()
+	l, regs := launch(h, "tok-capacity", 2)
+	plan, err := h.Provider.Plan(context.Background(), l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.Provider.Launch(context.Background(), plan, regs)
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, r := range res.Runners {
+		if r.Err == nil {
+			t.Errorf("runner launched on %s despite no capacity", r.Instance.ID)
+		}
+		errs = append(errs, r.Err)
+	}
+	for _, e := range errs {
+		if !errors.Is(e, provider.ErrCapacity) || provider.Permanent(e) || provider.Reason(e) != "capacity" {
+			t.Errorf("error %v: want a retryable ErrCapacity", e)
+		}
+	}
+	if len(errs) == 0 {
+		t.Error("no error for a launch without capacity")
+	}
+	if alive := list(t, h, provider.Filter{Pool: h.Spec.Pool, AliveOnly: true}); len(alive) != 0 {
+		t.Errorf("%d instances alive after a failed launch", len(alive))
+	}
 }
 
 // launch is a launch of n runners of h.Spec with a registration each.

@@ -171,21 +171,13 @@ func New(o Options) (*Provider, error) {
 	if o.Path == "" {
 		o.Path = "/usr/local/bin:/usr/bin:/bin"
 	}
-	if o.DefaultLifetime <= 0 {
-		o.DefaultLifetime = pool.DefaultMaxLifetime
-	}
 	if o.OrphanAge <= 0 {
 		o.OrphanAge = DefaultOrphanAge
 	}
 	if o.CommandTimeout <= 0 {
 		o.CommandTimeout = DefaultCommandTimeout
 	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	provider.FillDefaults(&o.DefaultLifetime, &o.Logger, &o.Now)
 	if err := os.MkdirAll(o.JITDir, 0o700); err != nil {
 		return nil, fmt.Errorf("slurm provider: creating JITDir: %w", err)
 	}

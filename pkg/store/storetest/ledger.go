@@ -16,209 +16,236 @@ import (
 // RunLedger is the conformance suite of store.Ledger. newLedger returns an
 // empty ledger whose clock is now (the suite moves it to check expiry).
 func RunLedger(t *testing.T, newLedger func(t *testing.T, now func() time.Time) store.Ledger) {
-	fixed := func() time.Time { return Now }
-	t.Run("ReserveWithinMax", func(t *testing.T) {
-		t.Parallel()
-		l := newLedger(t, fixed)
-		ctx := context.Background()
-		n, err := l.Reserve(ctx, "cpu", 3, runners("cpu", 1, 5))
-		if err != nil || n != 3 {
-			t.Fatalf("Reserve(5 of max 3) = %d, %v; want 3", n, err)
-		}
-		if live, _ := l.Live(ctx, "cpu"); live != 3 {
-			t.Errorf("live %d, want 3", live)
-		}
-		if n, err := l.Reserve(ctx, "cpu", 3, runners("cpu", 10, 1)); err != nil || n != 0 {
-			t.Errorf("Reserve into a full pool = %d, %v; want 0", n, err)
-		}
-		if n, err := l.Reserve(ctx, "gpu", 1, runners("gpu", 20, 1)); err != nil || n != 1 {
-			t.Errorf("another pool's count is its own: Reserve = %d, %v", n, err)
-		}
-		got, err := l.LiveRunners(ctx, "cpu")
-		if err != nil || len(got) != 3 || got[0].State != launch.StateReserved || got[0].JobID == 0 {
-			t.Errorf("LiveRunners = %+v, %v", got, err)
-		}
-	})
+	for _, c := range []struct {
+		name string
+		run  func(*testing.T, newLedgerFunc)
+	}{
+		{"ReserveWithinMax", ledgerReserveWithinMax},
+		{"ReserveIsIdempotent", ledgerReserveIsIdempotent},
+		{"ForwardOnly", ledgerForwardOnly},
+		{"EndsOnce", ledgerEndsOnce},
+		{"NotFound", ledgerNotFound},
+		{"Concurrent", ledgerConcurrent},
+		{"EndedRecordsExpire", ledgerEndedRecordsExpire},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.run(t, newLedger) })
+	}
+}
 
-	t.Run("ReserveIsIdempotent", func(t *testing.T) {
-		t.Parallel()
-		l := newLedger(t, fixed)
-		ctx := context.Background()
-		rs := runners("cpu", 1, 2)
-		if n, err := l.Reserve(ctx, "cpu", 10, rs); err != nil || n != 2 {
-			t.Fatalf("Reserve = %d, %v", n, err)
-		}
-		if n, err := l.Reserve(ctx, "cpu", 10, rs); err != nil || n != 0 {
-			t.Errorf("Reserve of the same runners again = %d, %v; want 0 new", n, err)
-		}
-		if live, _ := l.Live(ctx, "cpu"); live != 2 {
-			t.Errorf("live %d after a repeated reservation, want 2", live)
-		}
-	})
+// newLedgerFunc returns an empty ledger whose clock is now.
+type newLedgerFunc = func(t *testing.T, now func() time.Time) store.Ledger
 
-	t.Run("ForwardOnly", func(t *testing.T) {
-		t.Parallel()
-		l := newLedger(t, fixed)
-		ctx := context.Background()
-		r := runners("cpu", 1, 1)[0]
+// fixedNow is a clock stopped at Now.
+func fixedNow() time.Time { return Now }
+
+// ledgerReserveWithinMax is RunLedger's ReserveWithinMax case.
+func ledgerReserveWithinMax(t *testing.T, newLedger newLedgerFunc) {
+	t.Parallel()
+	l := newLedger(t, fixedNow)
+	ctx := context.Background()
+	n, err := l.Reserve(ctx, "cpu", 3, runners("cpu", 1, 5))
+	if err != nil || n != 3 {
+		t.Fatalf("Reserve(5 of max 3) = %d, %v; want 3", n, err)
+	}
+	if live, _ := l.Live(ctx, "cpu"); live != 3 {
+		t.Errorf("live %d, want 3", live)
+	}
+	if n, err := l.Reserve(ctx, "cpu", 3, runners("cpu", 10, 1)); err != nil || n != 0 {
+		t.Errorf("Reserve into a full pool = %d, %v; want 0", n, err)
+	}
+	if n, err := l.Reserve(ctx, "gpu", 1, runners("gpu", 20, 1)); err != nil || n != 1 {
+		t.Errorf("another pool's count is its own: Reserve = %d, %v", n, err)
+	}
+	got, err := l.LiveRunners(ctx, "cpu")
+	if err != nil || len(got) != 3 || got[0].State != launch.StateReserved || got[0].JobID == 0 {
+		t.Errorf("LiveRunners = %+v, %v", got, err)
+	}
+}
+
+// ledgerReserveIsIdempotent is RunLedger's ReserveIsIdempotent case.
+func ledgerReserveIsIdempotent(t *testing.T, newLedger newLedgerFunc) {
+	t.Parallel()
+	l := newLedger(t, fixedNow)
+	ctx := context.Background()
+	rs := runners("cpu", 1, 2)
+	if n, err := l.Reserve(ctx, "cpu", 10, rs); err != nil || n != 2 {
+		t.Fatalf("Reserve = %d, %v", n, err)
+	}
+	if n, err := l.Reserve(ctx, "cpu", 10, rs); err != nil || n != 0 {
+		t.Errorf("Reserve of the same runners again = %d, %v; want 0 new", n, err)
+	}
+	if live, _ := l.Live(ctx, "cpu"); live != 2 {
+		t.Errorf("live %d after a repeated reservation, want 2", live)
+	}
+}
+
+// ledgerForwardOnly is RunLedger's ForwardOnly case.
+func ledgerForwardOnly(t *testing.T, newLedger newLedgerFunc) {
+	t.Parallel()
+	l := newLedger(t, fixedNow)
+	ctx := context.Background()
+	r := runners("cpu", 1, 1)[0]
+	mustReserve(t, l, r)
+	if err := l.Launched(ctx, r.Name, launch.Launch{InstanceID: "i-0a", InstanceType: "c7i.large", Zone: "eu-west-1a", Spot: true, At: Now}); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		to   launch.State
+		at   time.Duration
+		want launch.State
+	}{
+		{launch.StateJobStarted, 40 * time.Second, launch.StateJobStarted},
+		{launch.StateRegistered, 30 * time.Second, launch.StateJobStarted}, // late: fills its time only
+		{launch.StateJobCompleted, 90 * time.Second, launch.StateJobCompleted},
+		{launch.StateJobStarted, 45 * time.Second, launch.StateJobCompleted}, // repeated: nothing moves
+	}
+	for i, s := range steps {
+		if err := l.Advance(ctx, r.Name, s.to, Now.Add(s.at), r.JobID); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		got, _ := l.Runner(ctx, r.Name)
+		if got.State != s.want {
+			t.Errorf("step %d (%s): state %s, want %s", i, s.to, got.State, s.want)
+		}
+	}
+	got, err := l.RunnerByInstance(ctx, "i-0a")
+	if err != nil || got.Name != r.Name || got.InstanceType != "c7i.large" || !got.Spot || got.Zone != "eu-west-1a" ||
+		!got.RegisteredAt.Equal(Now.Add(30*time.Second)) || !got.StartedAt.Equal(Now.Add(40*time.Second)) ||
+		!got.CompletedAt.Equal(Now.Add(90*time.Second)) || got.BusyJob != r.JobID {
+		t.Errorf("record %+v, %v", got, err)
+	}
+}
+
+// ledgerEndsOnce is RunLedger's EndsOnce case.
+func ledgerEndsOnce(t *testing.T, newLedger newLedgerFunc) {
+	t.Parallel()
+	l := newLedger(t, fixedNow)
+	ctx := context.Background()
+	rs := runners("cpu", 1, 2)
+	for _, r := range rs {
 		mustReserve(t, l, r)
-		if err := l.Launched(ctx, r.Name, launch.Launch{InstanceID: "i-0a", InstanceType: "c7i.large", Zone: "eu-west-1a", Spot: true, At: Now}); err != nil {
-			t.Fatal(err)
+	}
+	if err := l.Launched(ctx, rs[0].Name, launch.Launch{InstanceID: "i-0b", At: Now}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := l.EndInstance(ctx, "i-0b", Now.Add(time.Minute), "state_change")
+	if err != nil || !first {
+		t.Fatalf("EndInstance = %v, %v; want the first end", first, err)
+	}
+	for _, again := range []func() (bool, error){
+		func() (bool, error) { return l.End(ctx, rs[0].Name, Now.Add(2*time.Minute), "reconciler") },
+		func() (bool, error) { return l.EndInstance(ctx, "i-0b", Now.Add(3*time.Minute), "state_change") },
+	} {
+		if ended, err := again(); err != nil || ended {
+			t.Errorf("a repeated end = %v, %v; want false, nil", ended, err)
 		}
-		steps := []struct {
-			to   launch.State
-			at   time.Duration
-			want launch.State
-		}{
-			{launch.StateJobStarted, 40 * time.Second, launch.StateJobStarted},
-			{launch.StateRegistered, 30 * time.Second, launch.StateJobStarted}, // late: fills its time only
-			{launch.StateJobCompleted, 90 * time.Second, launch.StateJobCompleted},
-			{launch.StateJobStarted, 45 * time.Second, launch.StateJobCompleted}, // repeated: nothing moves
-		}
-		for i, s := range steps {
-			if err := l.Advance(ctx, r.Name, s.to, Now.Add(s.at), r.JobID); err != nil {
-				t.Fatalf("step %d: %v", i, err)
-			}
-			got, _ := l.Runner(ctx, r.Name)
-			if got.State != s.want {
-				t.Errorf("step %d (%s): state %s, want %s", i, s.to, got.State, s.want)
-			}
-		}
-		got, err := l.RunnerByInstance(ctx, "i-0a")
-		if err != nil || got.Name != r.Name || got.InstanceType != "c7i.large" || !got.Spot || got.Zone != "eu-west-1a" ||
-			!got.RegisteredAt.Equal(Now.Add(30*time.Second)) || !got.StartedAt.Equal(Now.Add(40*time.Second)) ||
-			!got.CompletedAt.Equal(Now.Add(90*time.Second)) || got.BusyJob != r.JobID {
-			t.Errorf("record %+v, %v", got, err)
-		}
-	})
+	}
+	if live, _ := l.Live(ctx, "cpu"); live != 1 {
+		t.Errorf("live %d after ending one of two, want 1", live)
+	}
+	got, _ := l.Runner(ctx, rs[0].Name)
+	if got.State != launch.StateTerminated || got.Reason != "state_change" || !got.EndedAt.Equal(Now.Add(time.Minute)) {
+		t.Errorf("ended record %+v: the first report must win", got)
+	}
+	if err := l.Advance(ctx, rs[0].Name, launch.StateJobStarted, Now.Add(30*time.Second), rs[0].JobID); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := l.Runner(ctx, rs[0].Name); got.State != launch.StateTerminated || got.StartedAt.IsZero() {
+		t.Errorf("a late job-started report reopened or lost: %+v", got)
+	}
+	if ended, err := l.End(ctx, rs[1].Name, Now, "released"); err != nil || !ended {
+		t.Errorf("releasing a reservation = %v, %v", ended, err)
+	}
+	if live, _ := l.Live(ctx, "cpu"); live != 0 {
+		t.Errorf("live %d, want 0", live)
+	}
+}
 
-	t.Run("EndsOnce", func(t *testing.T) {
-		t.Parallel()
-		l := newLedger(t, fixed)
-		ctx := context.Background()
-		rs := runners("cpu", 1, 2)
-		for _, r := range rs {
-			mustReserve(t, l, r)
-		}
-		if err := l.Launched(ctx, rs[0].Name, launch.Launch{InstanceID: "i-0b", At: Now}); err != nil {
-			t.Fatal(err)
-		}
-		first, err := l.EndInstance(ctx, "i-0b", Now.Add(time.Minute), "state_change")
-		if err != nil || !first {
-			t.Fatalf("EndInstance = %v, %v; want the first end", first, err)
-		}
-		for _, again := range []func() (bool, error){
-			func() (bool, error) { return l.End(ctx, rs[0].Name, Now.Add(2*time.Minute), "reconciler") },
-			func() (bool, error) { return l.EndInstance(ctx, "i-0b", Now.Add(3*time.Minute), "state_change") },
-		} {
-			if ended, err := again(); err != nil || ended {
-				t.Errorf("a repeated end = %v, %v; want false, nil", ended, err)
+// ledgerNotFound is RunLedger's NotFound case.
+func ledgerNotFound(t *testing.T, newLedger newLedgerFunc) {
+	t.Parallel()
+	l := newLedger(t, fixedNow)
+	ctx := context.Background()
+	if err := l.Advance(ctx, "skiff-404-1", launch.StateJobStarted, Now, 404); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Advance(unknown) = %v", err)
+	}
+	if _, err := l.End(ctx, "skiff-404-1", Now, "x"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("End(unknown) = %v", err)
+	}
+	if _, err := l.EndInstance(ctx, "i-0404", Now, "x"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("EndInstance(unknown) = %v", err)
+	}
+	if _, err := l.Runner(ctx, "skiff-404-1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Runner(unknown) = %v", err)
+	}
+}
+
+// ledgerConcurrent is RunLedger's Concurrent case.
+func ledgerConcurrent(t *testing.T, newLedger newLedgerFunc) {
+	t.Parallel()
+	l := newLedger(t, fixedNow)
+	ctx := context.Background()
+	var reserved atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, err := l.Reserve(ctx, "cpu", 10, runners("cpu", int64(100+i), 1))
+			if err != nil {
+				t.Error(err)
 			}
-		}
-		if live, _ := l.Live(ctx, "cpu"); live != 1 {
-			t.Errorf("live %d after ending one of two, want 1", live)
-		}
-		got, _ := l.Runner(ctx, rs[0].Name)
-		if got.State != launch.StateTerminated || got.Reason != "state_change" || !got.EndedAt.Equal(Now.Add(time.Minute)) {
-			t.Errorf("ended record %+v: the first report must win", got)
-		}
-		if err := l.Advance(ctx, rs[0].Name, launch.StateJobStarted, Now.Add(30*time.Second), rs[0].JobID); err != nil {
-			t.Fatal(err)
-		}
-		if got, _ := l.Runner(ctx, rs[0].Name); got.State != launch.StateTerminated || got.StartedAt.IsZero() {
-			t.Errorf("a late job-started report reopened or lost: %+v", got)
-		}
-		if ended, err := l.End(ctx, rs[1].Name, Now, "released"); err != nil || !ended {
-			t.Errorf("releasing a reservation = %v, %v", ended, err)
-		}
-		if live, _ := l.Live(ctx, "cpu"); live != 0 {
-			t.Errorf("live %d, want 0", live)
-		}
-	})
-
-	t.Run("NotFound", func(t *testing.T) {
-		t.Parallel()
-		l := newLedger(t, fixed)
-		ctx := context.Background()
-		if err := l.Advance(ctx, "skiff-404-1", launch.StateJobStarted, Now, 404); !errors.Is(err, store.ErrNotFound) {
-			t.Errorf("Advance(unknown) = %v", err)
-		}
-		if _, err := l.End(ctx, "skiff-404-1", Now, "x"); !errors.Is(err, store.ErrNotFound) {
-			t.Errorf("End(unknown) = %v", err)
-		}
-		if _, err := l.EndInstance(ctx, "i-0404", Now, "x"); !errors.Is(err, store.ErrNotFound) {
-			t.Errorf("EndInstance(unknown) = %v", err)
-		}
-		if _, err := l.Runner(ctx, "skiff-404-1"); !errors.Is(err, store.ErrNotFound) {
-			t.Errorf("Runner(unknown) = %v", err)
-		}
-	})
-
-	t.Run("Concurrent", func(t *testing.T) {
-		t.Parallel()
-		l := newLedger(t, fixed)
-		ctx := context.Background()
-		var reserved atomic.Int64
-		var wg sync.WaitGroup
-		for i := range 20 {
+			reserved.Add(int64(n))
+		}()
+	}
+	wg.Wait()
+	if reserved.Load() != 10 {
+		t.Fatalf("%d reserved by concurrent callers under max 10, want 10", reserved.Load())
+	}
+	live, _ := l.LiveRunners(ctx, "cpu")
+	var ends atomic.Int64
+	for _, r := range live {
+		for range 3 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				n, err := l.Reserve(ctx, "cpu", 10, runners("cpu", int64(100+i), 1))
-				if err != nil {
+				if ended, err := l.End(ctx, r.Name, Now, "concurrent"); err != nil {
 					t.Error(err)
+				} else if ended {
+					ends.Add(1)
 				}
-				reserved.Add(int64(n))
 			}()
 		}
-		wg.Wait()
-		if reserved.Load() != 10 {
-			t.Fatalf("%d reserved by concurrent callers under max 10, want 10", reserved.Load())
-		}
-		live, _ := l.LiveRunners(ctx, "cpu")
-		var ends atomic.Int64
-		for _, r := range live {
-			for range 3 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					if ended, err := l.End(ctx, r.Name, Now, "concurrent"); err != nil {
-						t.Error(err)
-					} else if ended {
-						ends.Add(1)
-					}
-				}()
-			}
-		}
-		wg.Wait()
-		if n, _ := l.Live(ctx, "cpu"); ends.Load() != 10 || n != 0 {
-			t.Errorf("%d ends reported first for 10 runners ended 3 times each, live %d; want 10 and 0", ends.Load(), n)
-		}
-	})
+	}
+	wg.Wait()
+	if n, _ := l.Live(ctx, "cpu"); ends.Load() != 10 || n != 0 {
+		t.Errorf("%d ends reported first for 10 runners ended 3 times each, live %d; want 10 and 0", ends.Load(), n)
+	}
+}
 
-	t.Run("EndedRecordsExpire", func(t *testing.T) {
-		t.Parallel()
-		var mu sync.Mutex
-		at := Now
-		l := newLedger(t, func() time.Time { mu.Lock(); defer mu.Unlock(); return at })
-		ctx := context.Background()
-		rs := runners("cpu", 1, 2)
-		for _, r := range rs {
-			mustReserve(t, l, r)
-		}
-		if _, err := l.End(ctx, rs[0].Name, Now, "done"); err != nil {
-			t.Fatal(err)
-		}
-		mu.Lock()
-		at = Now.Add(store.DefaultRunnerTTL + time.Hour)
-		mu.Unlock()
-		if _, err := l.Runner(ctx, rs[0].Name); !errors.Is(err, store.ErrNotFound) {
-			t.Errorf("an ended record past its retention = %v, want ErrNotFound", err)
-		}
-		if got, err := l.Runner(ctx, rs[1].Name); err != nil || got.State != launch.StateReserved {
-			t.Errorf("a live record must never expire: %+v, %v", got, err)
-		}
-	})
+// ledgerEndedRecordsExpire is RunLedger's EndedRecordsExpire case.
+func ledgerEndedRecordsExpire(t *testing.T, newLedger newLedgerFunc) {
+	t.Parallel()
+	var mu sync.Mutex
+	at := Now
+	l := newLedger(t, func() time.Time { mu.Lock(); defer mu.Unlock(); return at })
+	ctx := context.Background()
+	rs := runners("cpu", 1, 2)
+	for _, r := range rs {
+		mustReserve(t, l, r)
+	}
+	if _, err := l.End(ctx, rs[0].Name, Now, "done"); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	at = Now.Add(store.DefaultRunnerTTL + time.Hour)
+	mu.Unlock()
+	if _, err := l.Runner(ctx, rs[0].Name); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("an ended record past its retention = %v, want ErrNotFound", err)
+	}
+	if got, err := l.Runner(ctx, rs[1].Name); err != nil || got.State != launch.StateReserved {
+		t.Errorf("a live record must never expire: %+v, %v", got, err)
+	}
 }
 
 // runners returns n runners of pool for jobs from, from+1, … (generation 1).
