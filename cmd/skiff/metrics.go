@@ -24,102 +24,134 @@ import (
 // stamp; tests pin it.
 var metricsNow = time.Now
 
+// metricsOptions are "skiff metrics"' flags, checked.
+type metricsOptions struct {
+	file, table, dataDir string
+	filter               metrics.Filter
+	by, format, htmlFile string
+	advice               metrics.AdviceOptions
+}
+
 // runMetrics implements "skiff metrics": read records, filter, group,
 // print a table, CSV or JSON, advice, and optionally an HTML report.
 func runMetrics(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("metrics", "(--file records.jsonl | --table NAME | --data-dir DIR) [--since 720h] [--by repository] [--format table|csv|json] [--html report.html]", stderr)
-	file := fs.String("file", "", "read records from a JSON-lines file (one record per line)")
-	table := fs.String("table", "", "read records from this DynamoDB table (default AWS config and region)")
-	dataDir := fs.String("data-dir", "", "read local mode's records from its data directory (skiff local --metrics-records)")
-	since := fs.String("since", "", "only jobs that ended since: a duration back from now (720h) or a date (2026-11-01)")
-	repo := fs.String("repo", "", "only this repository (owner/name)")
-	workflow := fs.String("workflow", "", "only this workflow name")
-	poolName := fs.String("pool", "", "only this pool")
-	itype := fs.String("instance-type", "", "only this instance type")
-	by := fs.String("by", metrics.ByRepository, "group by "+strings.Join(metrics.Groupings, "|"))
-	format := fs.String("format", "table", "output format: table, csv or json")
-	htmlFile := fs.String("html", "", "also write a self-contained HTML report to this file")
-	minRecords := fs.Int("min-records", 20, "records a job needs before it gets right-sizing advice")
-	headroom := fs.Float64("headroom", 0.2, "headroom kept above the p95 peaks by the advice (0.2 = 20%)")
-	poolsFile := fs.String("f", "", "pools file: advice stays within each pool's instance types")
-	if ok, code := parseFlags(fs, args); !ok {
+	o, ok, code := parseMetricsFlags(args, stderr)
+	if !ok {
 		return code
 	}
-	fail := func(code int, format string, a ...any) int {
-		fmt.Fprintf(stderr, "skiff metrics: "+format+"\n", a...)
-		return code
-	}
-	if n := btoi(*file != "") + btoi(*table != "") + btoi(*dataDir != ""); n != 1 {
-		return fail(exitUsage, "give exactly one of --file, --table and --data-dir")
-	}
-	if _, err := metrics.GroupKey(&metrics.Record{}, *by); err != nil {
-		return fail(exitUsage, "--by: %v", err)
-	}
-	if !slices.Contains([]string{"table", "csv", "json"}, *format) {
-		return fail(exitUsage, "--format %q is not table, csv or json", *format)
-	}
-	filter := metrics.Filter{Repository: *repo, Workflow: *workflow, Pool: *poolName, InstanceType: *itype}
-	if *since != "" {
-		t, err := parseSince(*since, metricsNow())
-		if err != nil {
-			return fail(exitUsage, "--since: %v", err)
-		}
-		filter.Since = t
-	}
-	opts := metrics.AdviceOptions{MinRecords: *minRecords, Headroom: *headroom}
-	if *poolsFile != "" {
-		cfg, err := pool.Load(*poolsFile)
-		if err != nil {
-			return reportLoadError(err, stderr)
-		}
-		opts.Allowed = allowedTypes(cfg)
-	}
-	ctx := context.Background()
-	c, err := metrics.NewCollector(*by, *htmlFile != "")
+	c, err := metrics.NewCollector(o.by, o.htmlFile != "")
 	if err != nil {
-		return fail(exitUsage, "--by: %v", err)
+		return metricsFail(stderr, exitUsage, "--by: %v", err)
 	}
-	switch {
-	case *file != "":
-		err = readRecordsFile(*file, filter, c.Add)
-	case *dataDir != "":
-		err = readRecordsLocal(ctx, *dataDir, filter, c.Add)
-	default:
-		err = readRecordsTable(ctx, *table, filter, c.Add)
+	if err := readMetrics(context.Background(), o, c.Add); err != nil {
+		return metricsFail(stderr, exitFailed, "%v", err)
 	}
-	if err != nil {
-		return fail(exitFailed, "%v", err)
+	advice := c.Advise(o.advice)
+	if err := writeMetrics(stdout, o, c.Rows(), advice); err != nil {
+		return metricsFail(stderr, exitFailed, "%v", err)
 	}
-	rows := c.Rows()
-	advice := c.Advise(opts)
-	switch *format {
-	case "table":
-		err = metrics.WriteTable(stdout, *by, rows)
-		if err == nil {
-			err = metrics.WriteAdvice(stdout, advice, *minRecords, *headroom)
-		}
-	case "csv":
-		err = metrics.WriteCSV(stdout, *by, rows)
-	case "json":
-		err = metrics.WriteJSON(stdout, metrics.Report{By: *by, Rows: rows, Advice: advice})
-	}
-	if err != nil {
-		return fail(exitFailed, "%v", err)
-	}
-	if *htmlFile != "" {
-		f, err := os.Create(*htmlFile)
-		if err != nil {
-			return fail(exitFailed, "creating the HTML report: %v", err)
-		}
-		err = c.WriteHTML(f, advice, metricsNow())
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fail(exitFailed, "%v", err)
+	if o.htmlFile != "" {
+		if err := writeMetricsHTML(o.htmlFile, c, advice); err != nil {
+			return metricsFail(stderr, exitFailed, "%v", err)
 		}
 	}
 	return exitOK
+}
+
+// metricsFail prints a "skiff metrics" error and returns code.
+func metricsFail(stderr io.Writer, code int, format string, a ...any) int {
+	fmt.Fprintf(stderr, "skiff metrics: "+format+"\n", a...)
+	return code
+}
+
+// parseMetricsFlags reads and checks "skiff metrics"' flags; when ok is
+// false, the command ends with code (its message printed).
+func parseMetricsFlags(args []string, stderr io.Writer) (o metricsOptions, ok bool, code int) {
+	fs := newFlags("metrics", "(--file records.jsonl | --table NAME | --data-dir DIR) [--since 720h] [--by repository] [--format table|csv|json] [--html report.html]", stderr)
+	fs.StringVar(&o.file, "file", "", "read records from a JSON-lines file (one record per line)")
+	fs.StringVar(&o.table, "table", "", "read records from this DynamoDB table (default AWS config and region)")
+	fs.StringVar(&o.dataDir, "data-dir", "", "read local mode's records from its data directory (skiff local --metrics-records)")
+	since := fs.String("since", "", "only jobs that ended since: a duration back from now (720h) or a date (2026-11-01)")
+	fs.StringVar(&o.filter.Repository, "repo", "", "only this repository (owner/name)")
+	fs.StringVar(&o.filter.Workflow, "workflow", "", "only this workflow name")
+	fs.StringVar(&o.filter.Pool, "pool", "", "only this pool")
+	fs.StringVar(&o.filter.InstanceType, "instance-type", "", "only this instance type")
+	fs.StringVar(&o.by, "by", metrics.ByRepository, "group by "+strings.Join(metrics.Groupings, "|"))
+	fs.StringVar(&o.format, "format", "table", "output format: table, csv or json")
+	fs.StringVar(&o.htmlFile, "html", "", "also write a self-contained HTML report to this file")
+	fs.IntVar(&o.advice.MinRecords, "min-records", 20, "records a job needs before it gets right-sizing advice")
+	fs.Float64Var(&o.advice.Headroom, "headroom", 0.2, "headroom kept above the p95 peaks by the advice (0.2 = 20%)")
+	poolsFile := fs.String("f", "", "pools file: advice stays within each pool's instance types")
+	if ok, code := parseFlags(fs, args); !ok {
+		return o, false, code
+	}
+	usage := func(format string, a ...any) (metricsOptions, bool, int) {
+		return o, false, metricsFail(stderr, exitUsage, format, a...)
+	}
+	if n := btoi(o.file != "") + btoi(o.table != "") + btoi(o.dataDir != ""); n != 1 {
+		return usage("give exactly one of --file, --table and --data-dir")
+	}
+	if _, err := metrics.GroupKey(&metrics.Record{}, o.by); err != nil {
+		return usage("--by: %v", err)
+	}
+	if !slices.Contains([]string{"table", "csv", "json"}, o.format) {
+		return usage("--format %q is not table, csv or json", o.format)
+	}
+	if *since != "" {
+		t, err := parseSince(*since, metricsNow())
+		if err != nil {
+			return usage("--since: %v", err)
+		}
+		o.filter.Since = t
+	}
+	if *poolsFile != "" {
+		cfg, err := pool.Load(*poolsFile)
+		if err != nil {
+			return o, false, reportLoadError(err, stderr)
+		}
+		o.advice.Allowed = allowedTypes(cfg)
+	}
+	return o, true, exitOK
+}
+
+// readMetrics hands each record of the chosen source that passes the
+// filter to add.
+func readMetrics(ctx context.Context, o metricsOptions, add func(*metrics.Record)) error {
+	switch {
+	case o.file != "":
+		return readRecordsFile(o.file, o.filter, add)
+	case o.dataDir != "":
+		return readRecordsLocal(ctx, o.dataDir, o.filter, add)
+	}
+	return readRecordsTable(ctx, o.table, o.filter, add)
+}
+
+// writeMetrics prints the rows in the chosen format; the table is
+// followed by the advice, which JSON holds too.
+func writeMetrics(w io.Writer, o metricsOptions, rows []metrics.Row, advice []metrics.Advice) error {
+	switch o.format {
+	case "csv":
+		return metrics.WriteCSV(w, o.by, rows)
+	case "json":
+		return metrics.WriteJSON(w, metrics.Report{By: o.by, Rows: rows, Advice: advice})
+	}
+	if err := metrics.WriteTable(w, o.by, rows); err != nil {
+		return err
+	}
+	return metrics.WriteAdvice(w, advice, o.advice.MinRecords, o.advice.Headroom)
+}
+
+// writeMetricsHTML writes the collector's HTML report to a file.
+func writeMetricsHTML(path string, c *metrics.Collector, advice []metrics.Advice) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("creating the HTML report: %w", err)
+	}
+	err = c.WriteHTML(f, advice, metricsNow())
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func parseSince(s string, now time.Time) (time.Time, error) {

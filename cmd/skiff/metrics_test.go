@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -93,6 +94,47 @@ func TestMetricsGolden(t *testing.T) {
 		t.Fatalf("--data-dir: exit %d: %s", code, stderr)
 	}
 	golden(t, "metrics-table-repository", stdout)
+}
+
+// TestMetricsReadsEverySchemaMinor: records of schema 1.0 (without the
+// optional fields 1.1 added) and of 1.1 (a Slurm job's host, slurm, cpu
+// seconds and operator-rate cost) both validate and both count.
+func TestMetricsReadsEverySchemaMinor(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join("testdata", "records-versions.jsonl")
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var versions []string
+	for line := range strings.Lines(string(data)) {
+		var r metrics.Record
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatal(err)
+		}
+		versions = append(versions, r.Version)
+		if err := metrics.ValidateJSON([]byte(line)); err != nil {
+			t.Errorf("a %s record: %v", r.Version, err)
+		}
+	}
+	if want := []string{"1.0", metrics.SchemaVersion}; !slices.Equal(versions, want) {
+		t.Fatalf("testdata holds versions %v, want %v", versions, want)
+	}
+	code, stdout, stderr := runCLI("metrics", "--file", file, "--by", "pool", "--format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rep metrics.Report
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	jobs := map[string]int{}
+	for _, row := range rep.Rows {
+		jobs[row.Group] = row.Jobs
+	}
+	if jobs["standard"] != 1 || jobs["hpc"] != 1 || len(jobs) != 2 {
+		t.Errorf("jobs per pool %v, want one 1.0 record in standard and one 1.1 record in hpc", jobs)
+	}
 }
 
 func TestMetricsUsage(t *testing.T) {

@@ -122,7 +122,7 @@ func (d *Reader) FloatPtr(f **float64, field string) error {
 		return nil
 	}
 	if *f == nil {
-		*f = new(float64)
+		*f = Carve(&d.floats, d.batch)
 	}
 	return d.Float64(*f, field)
 }
@@ -172,11 +172,14 @@ type Reader struct {
 	b     []byte
 	i     int
 	depth int    // containers open at i
-	stack []byte // skip's closing brackets, kept between calls
+	stack []byte // Skip's closing brackets, kept between calls
 
 	interned  map[string]string // see Intern
 	internMax int
-	plain     bool // the last string skipString passed was ASCII, without escapes
+	batch     int         // see Batch
+	floats    []float64   // the batch's floats not yet handed out
+	times     []time.Time // and its times
+	plain     bool        // the last string skipString passed was ASCII, without escapes
 }
 
 // Error is a decoding error, worded as jsonProblem words
@@ -477,7 +480,7 @@ func (d *Reader) Time(t **time.Time) error {
 		return err
 	}
 	if *t == nil {
-		*t = new(time.Time)
+		*t = Carve(&d.times, d.batch)
 	}
 	if err := (*t).UnmarshalText(s); err != nil {
 		return TypeError("timestamp") // the time's own error would quote the payload
@@ -538,98 +541,104 @@ func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 // MaxDepth is encoding/json's limit on nesting.
 const MaxDepth = 10000
 
-// Skip checks and passes one value of any kind, without recursion.
+// Skip checks and passes one value of any kind, without recursion: the
+// closing brackets of the containers it is inside wait on a stack.
 func (d *Reader) Skip() error {
-	stack := d.stack[:0] // the open containers' closing brackets
-	defer func() { d.stack = stack }()
+	d.stack = d.stack[:0]
 	for {
-		d.Space()
-		if d.i >= len(d.b) {
-			return d.Truncated()
+		opened, err := d.skipValue()
+		if err != nil {
+			return err
 		}
-		// A value.
-		switch c := d.b[d.i]; {
-		case c == '{' || c == '[':
-			if err := d.open(); err != nil {
-				return err
-			}
-			d.Space()
-			if d.i >= len(d.b) {
-				return d.Truncated()
-			}
-			if c == '{' {
-				stack = append(stack, '}')
-				if d.b[d.i] == '}' {
-					d.i++
-					d.depth--
-					stack = stack[:len(stack)-1]
-					break
-				}
-				if err := d.memberName(); err != nil {
-					return err
-				}
-				continue
-			}
-			stack = append(stack, ']')
-			if d.b[d.i] == ']' {
-				d.i++
-				d.depth--
-				stack = stack[:len(stack)-1]
-				break
-			}
-			continue
-		case c == '"':
-			if err := d.skipString(); err != nil {
-				return err
-			}
-		case c == '-' || isDigit(c):
-			if err := d.number(); err != nil {
-				return err
-			}
-		case c == 't':
-			if err := d.Literal("true"); err != nil {
-				return err
-			}
-		case c == 'f':
-			if err := d.Literal("false"); err != nil {
-				return err
-			}
-		case c == 'n':
-			if err := d.Literal("null"); err != nil {
-				return err
-			}
-		default:
-			return d.Syntax()
+		if opened {
+			continue // at the container's first value
 		}
-		// After a value: close containers, or go on to the next member.
-		for {
-			if len(stack) == 0 {
-				return nil
-			}
-			d.Space()
-			if d.i >= len(d.b) {
-				return d.Truncated()
-			}
-			c := d.b[d.i]
-			if c == stack[len(stack)-1] {
-				d.i++
-				d.depth--
-				stack = stack[:len(stack)-1]
-				continue
-			}
-			if c != ',' {
-				return d.Syntax()
-			}
-			d.i++
-			if stack[len(stack)-1] == '}' {
-				d.Space()
-				if err := d.memberName(); err != nil {
-					return err
-				}
-			}
-			break
+		if done, err := d.afterValue(); done || err != nil {
+			return err
 		}
 	}
+}
+
+// skipValue passes a scalar or an empty container whole, or opens a
+// container (and passes an object's first member name), pushing its
+// closing bracket on the stack: then opened is true and the reader is at
+// the container's first value.
+func (d *Reader) skipValue() (opened bool, err error) {
+	d.Space()
+	if d.i >= len(d.b) {
+		return false, d.Truncated()
+	}
+	switch c := d.b[d.i]; {
+	case c == '{' || c == '[':
+		return d.skipOpen(c)
+	case c == '"':
+		return false, d.skipString()
+	case c == '-' || isDigit(c):
+		return false, d.number()
+	case c == 't':
+		return false, d.Literal("true")
+	case c == 'f':
+		return false, d.Literal("false")
+	case c == 'n':
+		return false, d.Literal("null")
+	}
+	return false, d.Syntax()
+}
+
+// skipOpen opens the container at the reader (open is its bracket): an
+// empty one is passed whole; else its closing bracket is pushed and, for
+// an object, its first member name passed.
+func (d *Reader) skipOpen(open byte) (opened bool, err error) {
+	if err := d.open(); err != nil {
+		return false, err
+	}
+	d.Space()
+	if d.i >= len(d.b) {
+		return false, d.Truncated()
+	}
+	closer := byte(']')
+	if open == '{' {
+		closer = '}'
+	}
+	if d.b[d.i] == closer {
+		d.i++
+		d.depth--
+		return false, nil
+	}
+	d.stack = append(d.stack, closer)
+	if open == '{' {
+		return true, d.memberName()
+	}
+	return true, nil
+}
+
+// afterValue passes what follows a value: the closing brackets of the
+// containers that end there, then a comma (and, in an object, the next
+// member name) before the next value. done: no container is left open.
+func (d *Reader) afterValue() (done bool, err error) {
+	for len(d.stack) > 0 {
+		d.Space()
+		if d.i >= len(d.b) {
+			return false, d.Truncated()
+		}
+		top := d.stack[len(d.stack)-1]
+		switch d.b[d.i] {
+		case top:
+			d.i++
+			d.depth--
+			d.stack = d.stack[:len(d.stack)-1]
+			continue
+		case ',':
+			d.i++
+			if top == '}' {
+				d.Space()
+				return false, d.memberName()
+			}
+			return false, nil
+		}
+		return false, d.Syntax()
+	}
+	return true, nil
 }
 
 // memberName passes a member's name and its colon.
@@ -757,6 +766,28 @@ func (d *Reader) StringToken() (string, error) {
 // instance type) allocates them once instead of once per document.
 func (d *Reader) Intern(max int) {
 	d.interned, d.internMax = map[string]string{}, max
+}
+
+// Batch makes the reader allocate the numbers and times that FloatPtr and
+// Time point to n at a time, handing out each once: a decoder of many
+// documents that each hold a dozen optional values makes one allocation
+// per n values instead of one per value. A value kept keeps its batch
+// alive (n × 8 or 24 bytes). n ≤ 1 allocates each value on its own.
+func (d *Reader) Batch(n int) { d.batch = n }
+
+// Carve hands out the next value of a batch of n whose values not yet
+// handed out are *free, allocating a new batch when it is used up; n ≤ 1
+// allocates the value on its own.
+func Carve[T any](free *[]T, n int) *T {
+	if n <= 1 {
+		return new(T)
+	}
+	if len(*free) == 0 {
+		*free = make([]T, n)
+	}
+	v := &(*free)[0]
+	*free = (*free)[1:]
+	return v
 }
 
 // StringBytes is stringToken's string, in the body itself when it has

@@ -141,17 +141,53 @@ type Inputs struct {
 // for one still running, ErrIncomplete when a required input is missing,
 // and an error wrapping ErrInvalid if the result fails the schema (a bug).
 func Build(in Inputs) (Record, error) {
+	end, err := jobEnd(in)
+	if err != nil {
+		return Record{}, err
+	}
+	if err := checkInputs(in, end); err != nil {
+		return Record{}, err
+	}
+	r := identity(in, end)
+	var shape *pool.InstanceType
+	if in.Prices != nil {
+		shape = in.Prices.Lookup(in.Instance.Type)
+	}
+	placement(&r, in, shape)
+	missing := addPeaks(&r, in.Peaks, shape)
+	if c := cost(in, shape, in.Job.StartedAt, end); c != nil {
+		r.Cost = c
+	} else {
+		missing = append(missing, SourcePrice)
+	}
+	r.MissingSources = missing
+	if err := Validate(r); err != nil {
+		return Record{}, fmt.Errorf("building record of job %d: %w", in.Job.ID, err)
+	}
+	return r, nil
+}
+
+// jobEnd is when the job ended: its completion, else the end of an
+// interrupted instance. A job that never started is ErrNotRun; one still
+// running, ErrNotFinished.
+func jobEnd(in Inputs) (time.Time, error) {
 	j, inst := in.Job, in.Instance
 	if j.StartedAt.IsZero() {
-		return Record{}, fmt.Errorf("building record of job %d: %w", j.ID, ErrNotRun)
+		return time.Time{}, fmt.Errorf("building record of job %d: %w", j.ID, ErrNotRun)
 	}
-	end := j.CompletedAt
-	if end.IsZero() {
-		if !inst.Interrupted || inst.EndedAt.IsZero() {
-			return Record{}, fmt.Errorf("building record of job %d: %w", j.ID, ErrNotFinished)
-		}
-		end = inst.EndedAt
+	if !j.CompletedAt.IsZero() {
+		return j.CompletedAt, nil
 	}
+	if !inst.Interrupted || inst.EndedAt.IsZero() {
+		return time.Time{}, fmt.Errorf("building record of job %d: %w", j.ID, ErrNotFinished)
+	}
+	return inst.EndedAt, nil
+}
+
+// checkInputs returns ErrIncomplete naming every input the record requires
+// that is missing.
+func checkInputs(in Inputs, end time.Time) error {
+	j, inst := in.Job, in.Instance
 	var missing []string
 	need := func(ok bool, what string) {
 		if !ok {
@@ -167,9 +203,15 @@ func Build(in Inputs) (Record, error) {
 	need(!end.Before(j.StartedAt), "an end after the start")
 	need(in.Run.ID == 0 || j.RunID == 0 || in.Run.ID == j.RunID, "the job's own run record")
 	if len(missing) > 0 {
-		return Record{}, fmt.Errorf("building record of job %d: %w: %s", j.ID, ErrIncomplete, strings.Join(missing, ", "))
+		return fmt.Errorf("building record of job %d: %w: %s", j.ID, ErrIncomplete, strings.Join(missing, ", "))
 	}
+	return nil
+}
 
+// identity is the record's who, what and when: the job, its run, its
+// instance and its times, each from the input that knows it best.
+func identity(in Inputs, end time.Time) Record {
+	j, inst := in.Job, in.Instance
 	r := Record{
 		Version:       SchemaVersion,
 		Repository:    j.Repository,
@@ -215,11 +257,14 @@ func Build(in Inputs) (Record, error) {
 			r.QueueWait = &w
 		}
 	}
+	return r
+}
 
-	var shape *pool.InstanceType
-	if in.Prices != nil {
-		shape = in.Prices.Lookup(inst.Type)
-	}
+// placement fills where the job ran: the host (the peaks' own, a Slurm
+// job's allocation, over the writer's), a host's GPUs when the price table
+// does not list the instance type, and a Slurm job's place, whose cluster,
+// as the accounting names it, is the record's zone.
+func placement(r *Record, in Inputs, shape *pool.InstanceType) {
 	host := in.Host
 	if in.Peaks != nil && in.Peaks.Host != nil {
 		host = in.Peaks.Host
@@ -227,6 +272,9 @@ func Build(in Inputs) (Record, error) {
 	if in.Peaks != nil && in.Peaks.Slurm != nil {
 		sl := *in.Peaks.Slurm
 		r.Slurm = &sl
+		if sl.Cluster != "" {
+			r.Zone = sl.Cluster
+		}
 	}
 	if host != nil {
 		h := *host
@@ -235,18 +283,6 @@ func Build(in Inputs) (Record, error) {
 			r.GPU = &GPUTotals{Count: *h.GPUs, Model: h.GPUModel}
 		}
 	}
-	missingSrc := addPeaks(&r, in.Peaks, shape)
-	if c := cost(in, shape, j.StartedAt, end); c != nil {
-		r.Cost = c
-	} else {
-		missingSrc = append(missingSrc, SourcePrice)
-	}
-	r.MissingSources = missingSrc
-
-	if err := Validate(r); err != nil {
-		return Record{}, fmt.Errorf("building record of job %d: %w", j.ID, err)
-	}
-	return r, nil
 }
 
 // addPeaks fills the usage fields from the peaks and the instance shape and

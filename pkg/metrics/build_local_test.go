@@ -122,7 +122,7 @@ func TestBuildSlurm(t *testing.T) {
 	t.Parallel()
 	in := baseInputs()
 	in.CloudProvider = "slurm"
-	in.Instance.Type, in.Instance.Region, in.Instance.Zone = "gpu", "", "hpc"
+	in.Instance.Type, in.Instance.Region, in.Instance.Zone = "gpu", "", "slurm" // the provider's own name for its cluster
 	gpus := 2
 	in.Host = &Host{CPUModel: "the writer's", CPUs: 64}
 	in.Peaks = &Peaks{CPUMean: f(50), CPUSeconds: f(1800), MemoryPeak: f(25), MemoryPeakGiB: f(4), GPUUtilization: f(87), GPUMemoryUsedMiB: f(3000),
@@ -135,6 +135,9 @@ func TestBuildSlurm(t *testing.T) {
 	}
 	if r.Slurm == nil || *r.Slurm != *in.Peaks.Slurm || r.Host == nil || r.Host.CPUs != 4 || r.Host.CPUModel != "" || *r.Host.MemoryGiB != 16 {
 		t.Errorf("slurm %+v host %+v: want the job's placement and allocation", r.Slurm, r.Host)
+	}
+	if r.Zone != "hpc" {
+		t.Errorf("zone %q, want the accounting's cluster, hpc", r.Zone)
 	}
 	if r.GPU == nil || r.GPU.Count != 2 || *r.GPU.PeakUtilizationPercent != 87 || *r.GPU.PeakMemoryMiB != 3000 || len(r.GPUs) != 0 {
 		t.Errorf("gpu %+v gpus %+v: want 2 GPUs with the totals", r.GPU, r.GPUs)

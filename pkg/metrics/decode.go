@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"slices"
+
 	"github.com/skiffci/skiff/internal/jsonscan"
 )
 
@@ -14,14 +16,30 @@ import (
 // not safe for concurrent use; the records it returns are.
 type Decoder struct {
 	d jsonscan.Reader
+	// The objects of a batch (decodeBatch) not yet handed out.
+	cpus   []CPU
+	mems   []Memory
+	totals []GPUTotals
+	disks  []Disk
+	costs  []Cost
+	hosts  []Host
+	slurms []Slurm
+	waits  []Duration
 }
 
 // NewDecoder returns a decoder.
 func NewDecoder() *Decoder {
 	dec := &Decoder{}
 	dec.d.Intern(4096)
+	dec.d.Batch(decodeBatch)
 	return dec
 }
+
+// decodeBatch is how many of each of a record's optional numbers, times
+// and objects the decoder allocates at once: a record holds about a dozen
+// numbers, three times and five objects, so 256 make one allocation of
+// each kind every 20 records or more, and a batch is a few KiB.
+const decodeBatch = 256
 
 // Decode reads one record from b into r, which should be zero (like
 // Unmarshal, it decodes over what r holds).
@@ -91,245 +109,326 @@ var (
 	costFields     = newFields("estimatedUSD", "hourlyUSD", "capacityType", "basis", "priceTableDate", "priceTableRegion", "estimate")
 )
 
-// recordName is the record member a name selects, or "".
-func recordName(key []byte) string {
+// member is a record member, by its place in recordFields; noMember is
+// a name that selects none.
+type member int
+
+const (
+	mVersion member = iota
+	mRepository
+	mOwner
+	mWorkflowName
+	mTrigger
+	mCloudProvider
+	mInstanceType
+	mRuntime
+	mJobID
+	mJobName
+	mRunID
+	mRunAttempt
+	mPool
+	mLabels
+	mRegion
+	mZone
+	mCapacityType
+	mRunnerName
+	mQueuedAt
+	mStartedAt
+	mCompletedAt
+	mQueueWait
+	mConclusion
+	mInterrupted
+	mCPU
+	mMemory
+	mGPUs
+	mGPU
+	mDisk
+	mCost
+	mHost
+	mSlurm
+	mMissingSources
+	noMember member = -1
+)
+
+// recordName is the record member a name selects.
+func recordName(key []byte) member {
 	switch string(key) {
 	case "version":
-		return "version"
+		return mVersion
 	case "repository":
-		return "repository"
+		return mRepository
 	case "owner":
-		return "owner"
+		return mOwner
 	case "workflowName":
-		return "workflowName"
+		return mWorkflowName
 	case "trigger":
-		return "trigger"
+		return mTrigger
 	case "cloudProvider":
-		return "cloudProvider"
+		return mCloudProvider
 	case "instanceType":
-		return "instanceType"
+		return mInstanceType
 	case "runtime":
-		return "runtime"
+		return mRuntime
 	case "jobId":
-		return "jobId"
+		return mJobID
 	case "jobName":
-		return "jobName"
+		return mJobName
 	case "runId":
-		return "runId"
+		return mRunID
 	case "runAttempt":
-		return "runAttempt"
+		return mRunAttempt
 	case "pool":
-		return "pool"
+		return mPool
 	case "labels":
-		return "labels"
+		return mLabels
 	case "region":
-		return "region"
+		return mRegion
 	case "zone":
-		return "zone"
+		return mZone
 	case "capacityType":
-		return "capacityType"
+		return mCapacityType
 	case "runnerName":
-		return "runnerName"
+		return mRunnerName
 	case "queuedAt":
-		return "queuedAt"
+		return mQueuedAt
 	case "startedAt":
-		return "startedAt"
+		return mStartedAt
 	case "completedAt":
-		return "completedAt"
+		return mCompletedAt
 	case "queueWait":
-		return "queueWait"
+		return mQueueWait
 	case "conclusion":
-		return "conclusion"
+		return mConclusion
 	case "interrupted":
-		return "interrupted"
+		return mInterrupted
 	case "cpu":
-		return "cpu"
+		return mCPU
 	case "memory":
-		return "memory"
+		return mMemory
 	case "gpus":
-		return "gpus"
+		return mGPUs
 	case "gpu":
-		return "gpu"
+		return mGPU
 	case "disk":
-		return "disk"
+		return mDisk
 	case "cost":
-		return "cost"
+		return mCost
 	case "host":
-		return "host"
+		return mHost
 	case "slurm":
-		return "slurm"
+		return mSlurm
 	case "missingSources":
-		return "missingSources"
+		return mMissingSources
 	}
-	return recordFields.fold(key)
+	if n := recordFields.fold(key); n != "" {
+		return member(slices.Index(recordFields, n))
+	}
+	return noMember
 }
 
+// text is the string field of the record a member names, or nil.
+func (r *Record) text(m member) *string {
+	switch m {
+	case mVersion:
+		return &r.Version
+	case mRepository:
+		return &r.Repository
+	case mOwner:
+		return &r.Owner
+	case mWorkflowName:
+		return &r.WorkflowName
+	case mTrigger:
+		return &r.Trigger
+	case mCloudProvider:
+		return &r.CloudProvider
+	case mInstanceType:
+		return &r.InstanceType
+	case mJobName:
+		return &r.JobName
+	case mPool:
+		return &r.Pool
+	case mRegion:
+		return &r.Region
+	case mZone:
+		return &r.Zone
+	case mCapacityType:
+		return &r.CapacityType
+	case mRunnerName:
+		return &r.RunnerName
+	case mConclusion:
+		return &r.Conclusion
+	}
+	return nil
+}
+
+// record reads the value of the record's member named key.
 func (dec *Decoder) record(r *Record, key []byte) error {
 	d := &dec.d
-	switch recordName(key) {
-	case "version":
-		return d.Str(&r.Version)
-	case "repository":
-		return d.Str(&r.Repository)
-	case "owner":
-		return d.Str(&r.Owner)
-	case "workflowName":
-		return d.Str(&r.WorkflowName)
-	case "trigger":
-		return d.Str(&r.Trigger)
-	case "cloudProvider":
-		return d.Str(&r.CloudProvider)
-	case "instanceType":
-		return d.Str(&r.InstanceType)
-	case "runtime":
+	m := recordName(key)
+	if s := r.text(m); s != nil {
+		return d.Str(s)
+	}
+	switch m {
+	case mRuntime:
 		return dec.duration(&r.Runtime)
-	case "jobId":
+	case mQueueWait:
+		return dec.durationPtr(&r.QueueWait)
+	case mJobID:
 		return d.Int64(&r.JobID, "jobId")
-	case "jobName":
-		return d.Str(&r.JobName)
-	case "runId":
+	case mRunID:
 		return d.Int64(&r.RunID, "runId")
-	case "runAttempt":
+	case mRunAttempt:
 		return d.Int(&r.RunAttempt, "runAttempt")
-	case "pool":
-		return d.Str(&r.Pool)
-	case "labels":
+	case mLabels:
 		return d.Strs(&r.Labels, "labels")
-	case "region":
-		return d.Str(&r.Region)
-	case "zone":
-		return d.Str(&r.Zone)
-	case "capacityType":
-		return d.Str(&r.CapacityType)
-	case "runnerName":
-		return d.Str(&r.RunnerName)
-	case "queuedAt":
+	case mMissingSources:
+		return d.Strs(&r.MissingSources, "missingSources")
+	case mQueuedAt:
 		return d.Time(&r.QueuedAt)
-	case "startedAt":
+	case mStartedAt:
 		return d.Time(&r.StartedAt)
-	case "completedAt":
+	case mCompletedAt:
 		return d.Time(&r.CompletedAt)
-	case "queueWait":
+	case mInterrupted:
+		return d.BoolPtr(&r.Interrupted)
+	case mCPU:
+		return object(d, &r.CPU, &dec.cpus, "cpu", dec.cpu)
+	case mMemory:
+		return object(d, &r.Memory, &dec.mems, "memory", dec.memory)
+	case mGPUs:
+		return dec.gpus(&r.GPUs)
+	case mGPU:
+		return object(d, &r.GPU, &dec.totals, "gpu", dec.gpuTotals)
+	case mDisk:
+		return object(d, &r.Disk, &dec.disks, "disk", dec.disk)
+	case mCost:
+		return object(d, &r.Cost, &dec.costs, "cost", dec.cost)
+	case mHost:
+		return object(d, &r.Host, &dec.hosts, "host", dec.host)
+	case mSlurm:
+		return object(d, &r.Slurm, &dec.slurms, "slurm", dec.slurm)
+	}
+	return d.Skip()
+}
+
+// durationPtr reads an optional duration: null sets *v to nil.
+func (dec *Decoder) durationPtr(v **Duration) error {
+	if dec.d.Null() {
+		*v = nil
+		return nil
+	}
+	if *v == nil {
+		*v = jsonscan.Carve(&dec.waits, decodeBatch)
+	}
+	return dec.duration(*v)
+}
+
+func (dec *Decoder) cpu(c *CPU, key []byte) error {
+	d := &dec.d
+	switch cpuFields.name(key) {
+	case "peakPercent":
+		return d.FloatPtr(&c.PeakPercent, "cpu.peakPercent")
+	case "meanPercent":
+		return d.FloatPtr(&c.MeanPercent, "cpu.meanPercent")
+	case "seconds":
+		return d.FloatPtr(&c.Seconds, "cpu.seconds")
+	}
+	return d.Skip()
+}
+
+func (dec *Decoder) memory(m *Memory, key []byte) error {
+	d := &dec.d
+	switch memoryFields.name(key) {
+	case "peakPercent":
+		return d.FloatPtr(&m.PeakPercent, "memory.peakPercent")
+	case "peakGiB":
+		return d.FloatPtr(&m.PeakGiB, "memory.peakGiB")
+	}
+	return d.Skip()
+}
+
+func (dec *Decoder) gpuTotals(g *GPUTotals, key []byte) error {
+	d := &dec.d
+	switch gpuTotalFields.name(key) {
+	case "count":
+		return d.Int(&g.Count, "gpu.count")
+	case "model":
+		return d.Str(&g.Model)
+	case "peakUtilizationPercent":
+		return d.FloatPtr(&g.PeakUtilizationPercent, "gpu.peakUtilizationPercent")
+	case "peakMemoryMiB":
+		return d.FloatPtr(&g.PeakMemoryMiB, "gpu.peakMemoryMiB")
+	case "peakMemoryPercent":
+		return d.FloatPtr(&g.PeakMemoryPercent, "gpu.peakMemoryPercent")
+	}
+	return d.Skip()
+}
+
+func (dec *Decoder) disk(k *Disk, key []byte) error {
+	if diskFields.name(key) == "peakRootPercent" {
+		return dec.d.FloatPtr(&k.PeakRootPercent, "disk.peakRootPercent")
+	}
+	return dec.d.Skip()
+}
+
+func (dec *Decoder) cost(c *Cost, key []byte) error {
+	d := &dec.d
+	switch costFields.name(key) {
+	case "estimatedUSD":
+		return d.Float64(&c.EstimatedUSD, "cost.estimatedUSD")
+	case "hourlyUSD":
+		return d.Float64(&c.HourlyUSD, "cost.hourlyUSD")
+	case "capacityType":
+		return d.Str(&c.CapacityType)
+	case "basis":
+		return d.Str(&c.Basis)
+	case "priceTableDate":
+		return d.Str(&c.PriceTableDate)
+	case "priceTableRegion":
+		return d.Str(&c.PriceTableRegion)
+	case "estimate":
+		return d.Bool(&c.Estimate, "cost.estimate")
+	}
+	return d.Skip()
+}
+
+func (dec *Decoder) host(h *Host, key []byte) error {
+	d := &dec.d
+	switch hostFields.name(key) {
+	case "cpuModel":
+		return d.Str(&h.CPUModel)
+	case "cpus":
+		return d.Int(&h.CPUs, "host.cpus")
+	case "memoryGiB":
+		return d.FloatPtr(&h.MemoryGiB, "host.memoryGiB")
+	case "gpuModel":
+		return d.Str(&h.GPUModel)
+	case "gpus":
 		if d.Null() {
-			r.QueueWait = nil
+			h.GPUs = nil
 			return nil
 		}
-		if r.QueueWait == nil {
-			r.QueueWait = new(Duration)
+		if h.GPUs == nil {
+			h.GPUs = new(int)
 		}
-		return dec.duration(r.QueueWait)
-	case "conclusion":
-		return d.Str(&r.Conclusion)
-	case "interrupted":
-		return d.BoolPtr(&r.Interrupted)
-	case "cpu":
-		return object(d, &r.CPU, "cpu", func(c *CPU, key []byte) error {
-			switch cpuFields.name(key) {
-			case "peakPercent":
-				return d.FloatPtr(&c.PeakPercent, "cpu.peakPercent")
-			case "meanPercent":
-				return d.FloatPtr(&c.MeanPercent, "cpu.meanPercent")
-			case "seconds":
-				return d.FloatPtr(&c.Seconds, "cpu.seconds")
-			}
-			return d.Skip()
-		})
-	case "memory":
-		return object(d, &r.Memory, "memory", func(m *Memory, key []byte) error {
-			switch memoryFields.name(key) {
-			case "peakPercent":
-				return d.FloatPtr(&m.PeakPercent, "memory.peakPercent")
-			case "peakGiB":
-				return d.FloatPtr(&m.PeakGiB, "memory.peakGiB")
-			}
-			return d.Skip()
-		})
-	case "gpus":
-		return dec.gpus(&r.GPUs)
-	case "gpu":
-		return object(d, &r.GPU, "gpu", func(g *GPUTotals, key []byte) error {
-			switch gpuTotalFields.name(key) {
-			case "count":
-				return d.Int(&g.Count, "gpu.count")
-			case "model":
-				return d.Str(&g.Model)
-			case "peakUtilizationPercent":
-				return d.FloatPtr(&g.PeakUtilizationPercent, "gpu.peakUtilizationPercent")
-			case "peakMemoryMiB":
-				return d.FloatPtr(&g.PeakMemoryMiB, "gpu.peakMemoryMiB")
-			case "peakMemoryPercent":
-				return d.FloatPtr(&g.PeakMemoryPercent, "gpu.peakMemoryPercent")
-			}
-			return d.Skip()
-		})
-	case "disk":
-		return object(d, &r.Disk, "disk", func(k *Disk, key []byte) error {
-			if diskFields.name(key) == "peakRootPercent" {
-				return d.FloatPtr(&k.PeakRootPercent, "disk.peakRootPercent")
-			}
-			return d.Skip()
-		})
-	case "cost":
-		return object(d, &r.Cost, "cost", func(c *Cost, key []byte) error {
-			switch costFields.name(key) {
-			case "estimatedUSD":
-				return d.Float64(&c.EstimatedUSD, "cost.estimatedUSD")
-			case "hourlyUSD":
-				return d.Float64(&c.HourlyUSD, "cost.hourlyUSD")
-			case "capacityType":
-				return d.Str(&c.CapacityType)
-			case "basis":
-				return d.Str(&c.Basis)
-			case "priceTableDate":
-				return d.Str(&c.PriceTableDate)
-			case "priceTableRegion":
-				return d.Str(&c.PriceTableRegion)
-			case "estimate":
-				return d.Bool(&c.Estimate, "cost.estimate")
-			}
-			return d.Skip()
-		})
-	case "host":
-		return object(d, &r.Host, "host", func(h *Host, key []byte) error {
-			switch hostFields.name(key) {
-			case "cpuModel":
-				return d.Str(&h.CPUModel)
-			case "cpus":
-				return d.Int(&h.CPUs, "host.cpus")
-			case "memoryGiB":
-				return d.FloatPtr(&h.MemoryGiB, "host.memoryGiB")
-			case "gpuModel":
-				return d.Str(&h.GPUModel)
-			case "gpus":
-				if d.Null() {
-					h.GPUs = nil
-					return nil
-				}
-				if h.GPUs == nil {
-					h.GPUs = new(int)
-				}
-				return d.Int(h.GPUs, "host.gpus")
-			}
-			return d.Skip()
-		})
-	case "slurm":
-		return object(d, &r.Slurm, "slurm", func(s *Slurm, key []byte) error {
-			switch slurmFields.name(key) {
-			case "cluster":
-				return d.Str(&s.Cluster)
-			case "partition":
-				return d.Str(&s.Partition)
-			case "nodes":
-				return d.Str(&s.Nodes)
-			case "jobId":
-				return d.Str(&s.JobID)
-			case "state":
-				return d.Str(&s.State)
-			}
-			return d.Skip()
-		})
-	case "missingSources":
-		return d.Strs(&r.MissingSources, "missingSources")
+		return d.Int(h.GPUs, "host.gpus")
+	}
+	return d.Skip()
+}
+
+func (dec *Decoder) slurm(s *Slurm, key []byte) error {
+	d := &dec.d
+	switch slurmFields.name(key) {
+	case "cluster":
+		return d.Str(&s.Cluster)
+	case "partition":
+		return d.Str(&s.Partition)
+	case "nodes":
+		return d.Str(&s.Nodes)
+	case "jobId":
+		return d.Str(&s.JobID)
+	case "state":
+		return d.Str(&s.State)
 	}
 	return d.Skip()
 }
@@ -419,9 +518,9 @@ func (dec *Decoder) gpu(g *GPU) error {
 }
 
 // object reads a member whose Go field is a pointer to a struct: null
-// sets it to nil, an object is read into it (a new one if nil) through
-// member, anything else is a type error.
-func object[T any](d *jsonscan.Reader, p **T, field string, member func(v *T, key []byte) error) error {
+// sets it to nil, an object is read into it (if nil, a new one carved
+// from the batch free) through member, anything else is a type error.
+func object[T any](d *jsonscan.Reader, p **T, free *[]T, field string, member func(v *T, key []byte) error) error {
 	if d.Null() {
 		*p = nil
 		return nil
@@ -433,7 +532,7 @@ func object[T any](d *jsonscan.Reader, p **T, field string, member func(v *T, ke
 		return jsonscan.TypeError(field)
 	}
 	if *p == nil {
-		*p = new(T)
+		*p = jsonscan.Carve(free, decodeBatch)
 	}
 	v := *p
 	return d.Object(func(key []byte) error { return member(v, key) })

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -127,4 +128,47 @@ func BenchmarkDecoder(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestRecordNamesInOrder: the member constants follow recordFields, which
+// the case-folded lookup indexes.
+func TestRecordNamesInOrder(t *testing.T) {
+	t.Parallel()
+	for i, n := range recordFields {
+		if got := recordName([]byte(n)); got != member(i) {
+			t.Errorf("recordName(%q) = %d, want %d", n, got, i)
+		}
+		if got := recordName([]byte(strings.ToUpper(n))); got != member(i) {
+			t.Errorf("recordName(%q) = %d, want %d", strings.ToUpper(n), got, i)
+		}
+	}
+	if got := recordName([]byte("nothing")); got != noMember {
+		t.Errorf("recordName(nothing) = %d", got)
+	}
+}
+
+// TestDecoderRecordsStayApart: records decoded one after another by one
+// decoder share no value (the decoder hands out its batches' numbers,
+// times and objects once each), so a kept record never changes.
+func TestDecoderRecordsStayApart(t *testing.T) {
+	t.Parallel()
+	recs := Synthetic(3, 300, time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC))
+	dec := NewDecoder()
+	got := make([]Record, len(recs))
+	for i, r := range recs {
+		line, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := dec.Decode(line, &got[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range recs {
+		want, _ := json.Marshal(recs[i])
+		have, _ := json.Marshal(got[i])
+		if !bytes.Equal(want, have) {
+			t.Fatalf("record %d changed after later decodes:\nwant %s\ngot  %s", i, want, have)
+		}
+	}
 }

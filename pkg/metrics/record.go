@@ -11,7 +11,7 @@ import (
 // SchemaVersion is the version of schema/metrics.schema.json that Build
 // writes into every record. A minor version only adds optional fields; a
 // change that breaks a consumer is a new major version.
-const SchemaVersion = "1.0"
+const SchemaVersion = "1.1"
 
 // The missing sources a record may name (missingSources).
 const (

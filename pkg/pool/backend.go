@@ -57,8 +57,11 @@ var Declared = map[Backend]Capabilities{
 	BackendKubernetes: {DynamicSizes: true, GPUs: true, ReplayByToken: true, OwnQueue: true,
 		UsageSources: []string{"termination-message"}},
 	// The process provider runs on the host as it is: it cannot size a
-	// runner, and the GPUs a job sees are the host's.
-	BackendProcess: {GPUs: true, ReplayByToken: true},
+	// runner, and the GPUs a job sees are the host's. It measures each
+	// runner's process tree through a cgroup v2 group where it can make
+	// one, else by sampling /proc, and the GPUs through nvidia-smi.
+	BackendProcess: {GPUs: true, ReplayByToken: true,
+		UsageSources: []string{"cgroup", "procfs", "nvidia-smi"}},
 }
 
 // Sizes are a runner's neutral sizes, resolved from the dynamic label

@@ -77,8 +77,9 @@ type Options struct {
 	User string
 	// NamePrefix starts every job name (default DefaultNamePrefix).
 	NamePrefix string
-	// Cluster names the cluster in instances (their Zone) and records
-	// (default "slurm").
+	// Cluster names the cluster in instances (their Zone; default
+	// "slurm"). A job's metrics record names the cluster as the
+	// accounting does (sacct's Cluster) instead.
 	Cluster string
 	// JITDir holds the JIT configuration files, on a filesystem the
 	// compute nodes share. It is created with mode 0700 and must not be

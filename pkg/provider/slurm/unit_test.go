@@ -180,6 +180,30 @@ func TestParseUsage(t *testing.T) {
 	}
 }
 
+// TestRecordZoneIsTheAccountingsCluster: a record built from a job's
+// accounting names the cluster sacct reports as its zone, not the name the
+// provider's options give the cluster (the instance's zone).
+func TestRecordZoneIsTheAccountingsCluster(t *testing.T) {
+	t.Parallel()
+	out := "42|hpc-west|gpu|node7|COMPLETED|125|01:02:03||billing=4,cpu=4,mem=16G,node=1|\n"
+	u, ok := parseUsage(out, "42")
+	if !ok {
+		t.Fatal("parseUsage found no job 42")
+	}
+	start := time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
+	r, err := metrics.Build(metrics.Inputs{
+		Job: metrics.Job{ID: 7, Repository: "acme/api", WorkflowName: "CI", StartedAt: start, CompletedAt: start.Add(u.Elapsed)},
+		Run: metrics.Run{Event: "push"}, CloudProvider: "slurm", Peaks: u.Peaks(),
+		Instance: metrics.Instance{ID: "42", Type: "gpu", Zone: "slurm"}, // Options.Cluster's default
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Zone != "hpc-west" || r.Slurm == nil || r.Slurm.Cluster != "hpc-west" {
+		t.Errorf("zone %q, slurm %+v: want the accounting's cluster hpc-west", r.Zone, r.Slurm)
+	}
+}
+
 // TestScriptHoldsNoSecret: the batch script names the file, never the
 // configuration, and quotes what it is given.
 func TestScriptHoldsNoSecret(t *testing.T) {
