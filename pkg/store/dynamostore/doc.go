@@ -62,7 +62,7 @@
 //	fleet     FLEET#<token>      FLEET           pool, state, plan, members,
 //	                                             instances, reason, created_at,
 //	                                             expires_at
-//	counter   POOL#<pool>        RUNNERS         count (kept by the runner ledger, ledger.go)
+//	counter   POOL#<pool>        RUNNERS         count (kept by the runner ledger)
 //	capacity  CAPACITY#<pool>    <capacity key>  code, expires_at
 //
 // A claim lives beside the job's lifecycle record (same partition, sort key
@@ -82,7 +82,7 @@
 // belongs to a crashed invocation: its plan is replayed with the same token,
 // so EC2 returns the instances it launched instead of launching again.
 //
-// The pool's runner count belongs to the runner ledger (ledger.go), which
+// The pool's runner count belongs to the runner ledger (above), which
 // derives it from the runners' records.
 // Capacity items are remembered failures of one capacity pool
 // (type/subnet/lifecycle) until expires_at; they are read with one Query per

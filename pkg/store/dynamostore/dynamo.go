@@ -2,7 +2,7 @@
 //
 // The store is one DynamoDB table with string keys pk (partition) and sk
 // (sort), on-demand billing, one sparse secondary index (live-pool, the runner
-// ledger's: ledger.go) and otherwise reads by key, and
+// ledger's: see the package doc) and otherwise reads by key, and
 // TTL on the number attribute expires_at (epoch seconds). The sort key names
 // the item kind, so that later kinds can live under the same partition (a
 // job's metrics record as JOB#<id> / METRICS, say) without a migration.
@@ -39,7 +39,7 @@
 // the further condition that neither updated_at nor expires_at is later
 // than the event's (so both move forward without keepNewest's read of the
 // old values), and the runner's advance in the ledger (RUNNER#<name>,
-// see ledger.go). When DynamoDB cancels it, nothing was written, and the
+// see the package doc). When DynamoDB cancels it, nothing was written, and the
 // advance/fill above and the ledger's advance/fill record the event one
 // item at a time. This is the webhook's hot path: one call for every
 // in-order event on one of skiff's runners.
@@ -74,18 +74,18 @@ import (
 // DynamoAPI is the part of the DynamoDB client that Dynamo calls, with the
 // SDK's signatures; *dynamodb.Client implements it.
 type DynamoAPI interface {
-	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-	DeleteItem(ctx context.Context, params *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
-	TransactWriteItems(ctx context.Context, params *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+	getItem
+	putItem
+	updateItem
+	deleteItem
+	transactWriteItems
 }
 
 // DynamoTableAPI is the part of the DynamoDB client that CreateTable calls;
 // *dynamodb.Client implements it.
 type DynamoTableAPI interface {
-	CreateTable(ctx context.Context, params *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
-	DescribeTable(ctx context.Context, params *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	createTable
+	describeTable
 }
 
 var (

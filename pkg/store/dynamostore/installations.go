@@ -17,8 +17,8 @@ import (
 // InstallationsDynamoAPI is the part of the DynamoDB client the
 // installation records need.
 type InstallationsDynamoAPI interface {
-	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	getItem
+	putItem
 }
 
 // InstallationsDynamo keeps installation records in the state table, one

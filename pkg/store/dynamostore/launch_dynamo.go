@@ -18,12 +18,12 @@ import (
 // LaunchDynamoAPI is the part of the DynamoDB client LaunchDynamo calls,
 // with the SDK's signatures; *dynamodb.Client implements it.
 type LaunchDynamoAPI interface {
-	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-	BatchGetItem(ctx context.Context, params *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
-	Query(ctx context.Context, params *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
-	TransactWriteItems(ctx context.Context, params *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+	getItem
+	putItem
+	updateItem
+	batchGetItem
+	query
+	transactWriteItems
 }
 
 var (
@@ -31,7 +31,7 @@ var (
 	_ store.Launches  = (*LaunchDynamo)(nil)
 )
 
-// Attribute names of launch items (see launch.go for the key design).
+// Attribute names of launch items (see the package doc for the key design).
 const (
 	attrGen       = "gen"
 	attrToken     = "token"

@@ -20,10 +20,10 @@ import (
 // LedgerDynamoAPI is the part of the DynamoDB client LedgerDynamo calls,
 // with the SDK's signatures; *dynamodb.Client implements it.
 type LedgerDynamoAPI interface {
-	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-	Query(ctx context.Context, params *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
-	TransactWriteItems(ctx context.Context, params *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+	getItem
+	updateItem
+	query
+	transactWriteItems
 }
 
 var (
@@ -31,7 +31,7 @@ var (
 	_ store.Ledger    = (*LedgerDynamo)(nil)
 )
 
-// Attribute names and keys of ledger items (see ledger.go for the key design).
+// Attribute names and keys of ledger items (see the package doc for the key design).
 const (
 	attrStateRank    = "state_rank"
 	attrLivePool     = "live_pool"
@@ -70,7 +70,7 @@ const ledgerTries = 5
 const maxTransactItems = 100
 
 // LedgerDynamo is the runner ledger in the store's DynamoDB table (see the
-// key design in ledger.go): reservations and ends are TransactWriteItems
+// key design in the package doc): reservations and ends are TransactWriteItems
 // of the records and the pool's count, advances are conditional
 // UpdateItems. It needs DynamoDB transactions (moto emulates them;
 // dynalite does not). Its zero value is not usable: call NewLedgerDynamo.
@@ -268,7 +268,7 @@ func (d *LedgerDynamo) Advance(ctx context.Context, name string, to launch.State
 
 // runnerUpdater is the one call an advance makes.
 type runnerUpdater interface {
-	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	updateItem
 }
 
 // advanceRunner moves a runner's record forward (conditional on a lower

@@ -197,7 +197,7 @@ func equalCalls(a, b map[string]int) bool {
 }
 
 // seedRunner writes a runner's ledger record as the ledger writes it (see
-// the key design in ledger.go): the state and its rank.
+// the key design in the package doc): the state and its rank.
 func seedRunner(t *testing.T, client *dynamodb.Client, table, name string, s launch.State) {
 	t.Helper()
 	_, err := client.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
