@@ -61,9 +61,12 @@ test: deps lint ## install test tools, lint, then run every test (emulators are 
 
 # Decision packages and the port types they share: no SDK, no network code.
 DECISIONS := ./pkg/pool ./pkg/scaler ./pkg/launch ./pkg/names ./pkg/provider ./pkg/userdata ./pkg/metrics ./pkg/scaledown/decide
+# Services see only ports: their AWS adapters live in packages of their own
+# (pkg/queue/sqsqueue, pkg/store/dynamostore, pkg/metrics/cwpeaks, ...).
+SERVICES := ./pkg/webhook ./pkg/scaleup ./pkg/scaledown ./pkg/instanceevents ./pkg/room ./pkg/setup ./pkg/metrics
 
 .PHONY: lint
-lint: ## gofmt, go vet, shellcheck, and the dependency checks (decisions and ghsim free of SDKs)
+lint: ## gofmt, go vet, shellcheck, and the dependency checks (decisions, services and ghsim free of SDKs)
 	@out=$$(git ls-files '*.go' | xargs -r gofmt -l); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
 	@out=$$(go list -deps ./pkg/github/ghsim | grep -E 'skiff/pkg/webhook|aws-sdk-go-v2'); if [ -n "$$out" ]; then echo "pkg/github/ghsim must not import:"; echo "$$out"; exit 1; fi
@@ -77,6 +80,10 @@ lint: ## gofmt, go vet, shellcheck, and the dependency checks (decisions and ghs
 		leak=$$(go list -deps $$p | grep -E 'aws-sdk-go-v2|^net/http$$' | head -3 | tr '\n' ' '); \
 		if [ -n "$$leak" ]; then echo "$$p depends on $$leak(decisions import no SDK and no net/http)"; exit 1; fi; \
 	done; echo "decision packages: no SDK, no net/http"
+	@for p in $(SERVICES); do \
+		leak=$$(go list -deps $$p | grep -E 'aws-sdk-go-v2' | head -3 | tr '\n' ' '); \
+		if [ -n "$$leak" ]; then echo "$$p depends on $$leak(services import no AWS SDK: put the adapter in a package of its own)"; exit 1; fi; \
+	done; echo "service packages: no AWS SDK"
 
 # make synth: the default stack against the example pools file, offline (no
 # AWS credentials, no lookups). Override SYNTH_CONTEXT for your own values.

@@ -24,6 +24,7 @@ import (
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/sqlite"
 	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/store/dynamostore"
 )
 
 // statusLedger is the part of the runner ledger status reads.
@@ -129,8 +130,8 @@ func awsStatusSources(ctx context.Context, table string) (statusSources, error) 
 	}
 	ddb := dynamodb.NewFromConfig(cfg)
 	return statusSources{
-		ledger:     store.NewLedgerDynamo(ddb, table),
-		room:       store.NewRoomDynamo(ddb, table),
+		ledger:     dynamostore.NewLedgerDynamo(ddb, table),
+		room:       dynamostore.NewRoomDynamo(ddb, table),
 		sqs:        sqs.NewFromConfig(cfg),
 		cloudWatch: cloudwatch.NewFromConfig(cfg),
 		now:        time.Now,

@@ -12,7 +12,7 @@ import (
 
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/launch"
-	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/store/dynamostore"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -75,10 +75,10 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	moto := testenv.Moto(t)
 	ddb := testenv.MotoDynamoClient(t, moto)
 	ctx := t.Context()
-	if err := store.CreateTable(ctx, ddb, "skiff-ec2events"); err != nil {
+	if err := dynamostore.CreateTable(ctx, ddb, "skiff-ec2events"); err != nil {
 		t.Fatal(err)
 	}
-	ledger := store.NewLedgerDynamo(ddb, "skiff-ec2events")
+	ledger := dynamostore.NewLedgerDynamo(ddb, "skiff-ec2events")
 	t0 := time.Now().UTC().Truncate(time.Second) // the function reads the real clock to hide expired records
 	r := launch.Runner{Name: "skiff-42-1", Pool: "gpu", JobID: 42, RunID: 4, Attempt: 1, ReservedAt: t0}
 	r2 := launch.Runner{Name: "skiff-43-1", Pool: "gpu", JobID: 43, RunID: 4, Attempt: 1, ReservedAt: t0}

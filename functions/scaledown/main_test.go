@@ -20,7 +20,7 @@ import (
 	"github.com/skiffci/skiff/pkg/ec2/ec2fake"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/launch"
-	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/store/dynamostore"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -79,10 +79,10 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	moto := testenv.Moto(t)
 	ddb := testenv.MotoDynamoClient(t, moto)
 	ctx := context.Background()
-	if err := store.CreateTable(ctx, ddb, "skiff-sd"); err != nil {
+	if err := dynamostore.CreateTable(ctx, ddb, "skiff-sd"); err != nil {
 		t.Fatal(err)
 	}
-	ledger := store.NewLedgerDynamo(ddb, "skiff-sd")
+	ledger := dynamostore.NewLedgerDynamo(ddb, "skiff-sd")
 	old := time.Now().Add(-time.Hour)
 	r := launch.Runner{Name: "skiff-9-1", Pool: "default", JobID: 9, RunID: 1, Attempt: 1, ReservedAt: old}
 	if n, err := ledger.Reserve(ctx, "default", 5, []launch.Runner{r}); err != nil || n != 1 {
@@ -131,7 +131,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 // The first event is a pass over an empty account.
 func BenchmarkColdInit(b *testing.B) {
 	moto := testenv.Moto(b)
-	if err := store.CreateTable(context.Background(), testenv.MotoDynamoClient(b, moto), "skiff-sd"); err != nil {
+	if err := dynamostore.CreateTable(context.Background(), testenv.MotoDynamoClient(b, moto), "skiff-sd"); err != nil {
 		b.Fatal(err)
 	}
 	key, pemKey := appKey(b)

@@ -32,6 +32,7 @@ import (
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/store/dynamostore"
 	"github.com/skiffci/skiff/pkg/userdata"
 )
 
@@ -103,7 +104,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	dynamo := testenv.Moto(t) // transactions (the fenced fleet intent, the ledger): dynalite has none
 	ddb := testenv.DynamoClient(t, dynamo)
 	ctx := context.Background()
-	if err := store.CreateTable(ctx, ddb, "skiff-su"); err != nil {
+	if err := dynamostore.CreateTable(ctx, ddb, "skiff-su"); err != nil {
 		t.Fatal(err)
 	}
 	_, err := ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
@@ -178,7 +179,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 
 	// The runs' workflow_run events, as the webhook records them: scale-up
 	// reads the trigger for the pool's fork policy.
-	records := store.NewDynamo(ddb, "skiff-su")
+	records := dynamostore.NewDynamo(ddb, "skiff-su")
 	for _, run := range []int64{50, 60, 70} {
 		if err := records.RecordRun(ctx, store.Run{ID: run, Attempt: 1, Event: "push", Repository: "acme/app",
 			UpdatedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
@@ -258,7 +259,7 @@ func TestNoAppUnderRIE(t *testing.T) {
 	moto := testenv.Moto(t)
 	ctx := context.Background()
 	ddb := testenv.DynamoClient(t, moto)
-	if err := store.CreateTable(ctx, ddb, "skiff-noapp"); err != nil {
+	if err := dynamostore.CreateTable(ctx, ddb, "skiff-noapp"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
@@ -320,7 +321,7 @@ func TestNoAppUnderRIE(t *testing.T) {
 	))
 	body, _ := json.Marshal(queue.Job{JobID: 801, RunID: 80, Attempt: 1, Repository: "acme/app", Owner: "acme",
 		Labels: []string{"self-hosted", "linux", "x64"}, Pool: "default", DeliveryID: "d801", ReceivedAt: time.Now()})
-	if err := store.NewDynamo(ddb, "skiff-noapp").RecordRun(ctx, store.Run{ID: 80, Attempt: 1, Event: "push", Repository: "acme/app",
+	if err := dynamostore.NewDynamo(ddb, "skiff-noapp").RecordRun(ctx, store.Run{ID: 80, Attempt: 1, Event: "push", Repository: "acme/app",
 		UpdatedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
-	"github.com/skiffci/skiff/pkg/secret"
+	"github.com/skiffci/skiff/pkg/secret/smsecret"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -102,7 +102,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	if done.StatusCode != 200 || !strings.Contains(done.Body, "GitHub App created") {
 		t.Fatalf("callback: %d\n%s\n%s", done.StatusCode, done.Body, fn.Out.String())
 	}
-	keys, err := secret.Fetch(ctx, sm, keyARN)
+	keys, err := smsecret.Fetch(ctx, sm, keyARN)
 	if err != nil {
 		t.Fatal(err)
 	}

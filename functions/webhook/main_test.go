@@ -19,6 +19,7 @@ import (
 
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/store/dynamostore"
 	"github.com/skiffci/skiff/pkg/webhook"
 )
 
@@ -81,7 +82,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	root := testenv.Root(t)
 	dynamo := testenv.Moto(t)
 	const table = "skiff-rie"
-	if err := store.CreateTable(context.Background(), testenv.DynamoClient(t, dynamo), table); err != nil {
+	if err := dynamostore.CreateTable(context.Background(), testenv.DynamoClient(t, dynamo), table); err != nil {
 		t.Fatal(err)
 	}
 	queueURL, sqsEndpoint, receive := sqsQueue(t)
@@ -171,7 +172,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 			t.Errorf("message = %s (%v)", m, err)
 		}
 	}
-	st := store.NewDynamo(testenv.DynamoClient(t, dynamo), table)
+	st := dynamostore.NewDynamo(testenv.DynamoClient(t, dynamo), table)
 	if rec, err := st.Job(context.Background(), 289782451); err != nil || rec.Status != store.StatusInProgress || rec.RunnerName == "" || rec.QueuedAt.IsZero() {
 		t.Errorf("in_progress record = %+v, %v", rec, err)
 	}
@@ -179,7 +180,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 		t.Errorf("run record = %+v, %v", run, err)
 	}
 
-	insts := store.NewInstallationsDynamo(testenv.DynamoClient(t, dynamo), table)
+	insts := dynamostore.NewInstallationsDynamo(testenv.DynamoClient(t, dynamo), table)
 	if rec, err := insts.Installation(context.Background(), 957387); err != nil || rec.Status != store.InstallationActive || rec.Account != "Codertocat" {
 		t.Errorf("installation record = %+v, %v", rec, err)
 	}

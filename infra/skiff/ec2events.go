@@ -14,7 +14,7 @@ import (
 // records, the instance pointers and the pools' live counts.
 var ledgerKeyPrefixes = []string{"RUNNER#", "INSTANCE#", "POOL#"}
 
-// livePoolIndex is the ledger's sparse index (store.LivePoolIndex) over
+// livePoolIndex is the ledger's sparse index (dynamostore.LivePoolIndex) over
 // attrLivePool, present only on live runner records.
 const (
 	livePoolIndex = "live-pool"
@@ -22,7 +22,7 @@ const (
 )
 
 // runnerAdvanceAttributes are the only attributes the webhook's advance of
-// a runner (store.LedgerDynamo.Advance: registered, job started, job
+// a runner (dynamostore.LedgerDynamo.Advance: registered, job started, job
 // completed) names: the key, the state and its rank, the step's time, the
 // busy job, and expires_at, which its condition reads to skip expired
 // records. IAM's dynamodb:Attributes lists the attributes a request names

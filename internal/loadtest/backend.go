@@ -24,6 +24,7 @@ import (
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/metrics/recordstore"
 	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/store/dynamostore"
 	"github.com/skiffci/skiff/pkg/userdata"
 )
 
@@ -121,15 +122,15 @@ func dynamoBackend(t testing.TB, endpoint string, transactions bool, now func() 
 	ctx := context.Background()
 	suffix := strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + strconv.FormatInt(tableSeq.Add(1), 10)
 	table, regTable := "skiff-load-"+suffix, "skiff-load-reg-"+suffix
-	if err := store.CreateTable(ctx, ddb, table); err != nil {
+	if err := dynamostore.CreateTable(ctx, ddb, table); err != nil {
 		return nil, err
 	}
 	if err := createRegistrationTable(ctx, ddb, regTable); err != nil {
 		return nil, err
 	}
-	st := store.NewDynamo(ddb, table, store.WithClock(now))
-	b := &backend{records: st, ledger: store.NewLedgerDynamo(ddb, table, store.WithClock(now)),
-		launches: store.NewLaunchDynamo(ddb, table), regs: ec2.NewRegistrationTable(ddb, regTable),
+	st := dynamostore.NewDynamo(ddb, table, dynamostore.WithClock(now))
+	b := &backend{records: st, ledger: dynamostore.NewLedgerDynamo(ddb, table, dynamostore.WithClock(now)),
+		launches: dynamostore.NewLaunchDynamo(ddb, table), regs: ec2.NewRegistrationTable(ddb, regTable),
 		metrics: recordstore.New(ddb, table, recordstore.WithClock(now)), calls: counter.snapshot}
 	if transactions {
 		b.lifecycle = st

@@ -13,7 +13,7 @@ import (
 	"github.com/skiffci/skiff/pkg/instanceevents"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/room"
-	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/store/dynamostore"
 	"github.com/skiffci/skiff/pkg/telemetry"
 )
 
@@ -54,7 +54,7 @@ func (c EC2EventsConfig) String() string {
 // in DynamoDB, EMF metrics on stdout, and the given logger.
 func NewEC2Events(cfg EC2EventsConfig, awsCfg aws.Config, logger *slog.Logger) (*instanceevents.Service, error) {
 	ddb := dynamodb.NewFromConfig(awsCfg)
-	dl := store.NewLedgerDynamo(ddb, cfg.TableName)
+	dl := dynamostore.NewLedgerDynamo(ddb, cfg.TableName)
 	counter := telemetry.NewEMF(os.Stdout, cfg.MetricsNamespace, names.FunctionEC2Events, nil)
 	var ledger instanceevents.Ledger = dl
 	if cfg.QueueURL != "" {

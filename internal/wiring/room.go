@@ -7,9 +7,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/skiffci/skiff/pkg/pool"
-	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/queue/sqsqueue"
 	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/store/dynamostore"
 	"github.com/skiffci/skiff/pkg/telemetry"
 )
 
@@ -17,8 +18,8 @@ import (
 // the job queue. pools may be nil where it only wakes (the EC2 events).
 func dynamoRoom(ddb *dynamodb.Client, sqsc *sqs.Client, table, queueURL string, pools *pool.Config, ledger store.Ledger,
 	counter telemetry.Counter, gauges telemetry.Gauges, logger *slog.Logger) (*room.Service, error) {
-	return room.New(room.Options{Room: store.NewRoomDynamo(ddb, table), Queue: queue.NewSQS(sqsc, queueURL),
-		Records: store.NewDynamo(ddb, table), Pools: pools, Ledger: ledger, Counter: counter, Gauges: gauges, Logger: logger})
+	return room.New(room.Options{Room: dynamostore.NewRoomDynamo(ddb, table), Queue: sqsqueue.NewSQS(sqsc, queueURL),
+		Records: dynamostore.NewDynamo(ddb, table), Pools: pools, Ledger: ledger, Counter: counter, Gauges: gauges, Logger: logger})
 }
 
 // wakingEvents is the ledger as the state-change service writes it, with

@@ -22,10 +22,10 @@ import (
 	"github.com/skiffci/skiff/pkg/metrics/recordstore"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
-	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/queue/sqsqueue"
 	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/scaledown"
-	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/store/dynamostore"
 	"github.com/skiffci/skiff/pkg/telemetry"
 	"github.com/skiffci/skiff/pkg/userdata"
 )
@@ -155,9 +155,9 @@ func newScaleDownService(ctx context.Context, cfg ScaleDownConfig, awsCfg aws.Co
 		return nil, err
 	}
 	ddb := dynamodb.NewFromConfig(awsCfg)
-	launches := store.NewLaunchDynamo(ddb, cfg.TableName)
-	ledger := store.NewLedgerDynamo(ddb, cfg.TableName)
-	records := store.NewDynamo(ddb, cfg.TableName)
+	launches := dynamostore.NewLaunchDynamo(ddb, cfg.TableName)
+	ledger := dynamostore.NewLedgerDynamo(ddb, cfg.TableName)
+	records := dynamostore.NewDynamo(ddb, cfg.TableName)
 	counter := telemetry.NewEMF(os.Stdout, cfg.MetricsNamespace, names.FunctionScaleDown, nil)
 	// List and Terminate need no registration table; Launch is never called.
 	prov, err := ec2.NewProvider(ec2.ProviderOptions{API: sdkec2.NewFromConfig(awsCfg), Registrations: noRegistrations{},
@@ -188,7 +188,7 @@ func newScaleDownService(ctx context.Context, cfg ScaleDownConfig, awsCfg aws.Co
 	}
 	return scaledown.New(scaledown.Options{Pools: pools, Ledger: room.Ledger{Ledger: ledger, Room: rm}, Claims: launches,
 		Records: records, Provider: prov, Room: rm,
-		GitHub: gh, Queue: queue.NewSQS(sqsc, cfg.QueueURL), Metrics: mw, Counter: counter, Logger: logger,
+		GitHub: gh, Queue: sqsqueue.NewSQS(sqsc, cfg.QueueURL), Metrics: mw, Counter: counter, Logger: logger,
 		Scopes: scopes, RepoScope: cfg.RepoScope, Apps: redeliver, MaxReplacements: cfg.MaxReplacements,
 		MaxGitHubCalls:   cfg.MaxGitHubCalls,
 		RerunInterrupted: cfg.RerunInterrupted})

@@ -20,9 +20,11 @@ import (
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/queue/sqsqueue"
 	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/scaleup"
 	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/store/dynamostore"
 	"github.com/skiffci/skiff/pkg/telemetry"
 	"github.com/skiffci/skiff/pkg/userdata"
 )
@@ -218,10 +220,10 @@ func (su *ScaleUp) service(ctx context.Context) (*scaleup.Service, error) {
 // jobs waiting (Handle) and looks for the App at every invocation.
 func NewScaleUp(ctx context.Context, cfg ScaleUpConfig, awsCfg aws.Config, logger *slog.Logger) (*ScaleUp, error) {
 	counter := telemetry.NewEMF(os.Stdout, cfg.MetricsNamespace, names.FunctionScaleUp, nil)
-	su := &ScaleUp{DeadLetters: queue.NewSQSDeadLetters(sqs.NewFromConfig(awsCfg), cfg.DeadLetterURL),
+	su := &ScaleUp{DeadLetters: sqsqueue.NewSQSDeadLetters(sqs.NewFromConfig(awsCfg), cfg.DeadLetterURL),
 		Counter: counter, Logger: logger}
 	if cfg.QueueURL != "" {
-		su.wait = queue.NewSQS(sqs.NewFromConfig(awsCfg), cfg.QueueURL)
+		su.wait = sqsqueue.NewSQS(sqs.NewFromConfig(awsCfg), cfg.QueueURL)
 	}
 	su.build = func(ctx context.Context) (*scaleup.Service, error) {
 		return newScaleUpService(ctx, cfg, awsCfg, counter, logger)
@@ -244,7 +246,7 @@ func newScaleUpService(ctx context.Context, cfg ScaleUpConfig, awsCfg aws.Config
 		return nil, err
 	}
 	ddb := dynamodb.NewFromConfig(awsCfg)
-	launches := store.NewLaunchDynamo(ddb, cfg.TableName)
+	launches := dynamostore.NewLaunchDynamo(ddb, cfg.TableName)
 	prov, err := ec2.NewProvider(ec2.ProviderOptions{
 		API: sdkec2.NewFromConfig(awsCfg), Registrations: ec2.NewRegistrationTable(ddb, cfg.RegistrationTable), Capacity: launches,
 		Partition: cfg.Partition, Region: cfg.Region, Account: cfg.Account,
@@ -255,8 +257,8 @@ func newScaleUpService(ctx context.Context, cfg ScaleUpConfig, awsCfg aws.Config
 	if err != nil {
 		return nil, err
 	}
-	var ledger store.Ledger = store.NewLedgerDynamo(ddb, cfg.TableName)
-	records := store.NewDynamo(ddb, cfg.TableName)
+	var ledger store.Ledger = dynamostore.NewLedgerDynamo(ddb, cfg.TableName)
+	records := dynamostore.NewDynamo(ddb, cfg.TableName)
 	var waiter scaleup.Waiter = scaleup.NoRoom{}
 	if cfg.QueueURL != "" {
 		rm, err := dynamoRoom(ddb, sqs.NewFromConfig(awsCfg), cfg.TableName, cfg.QueueURL, pools, ledger, counter, nil, logger)

@@ -12,6 +12,7 @@ import (
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/setup"
+	"github.com/skiffci/skiff/pkg/setup/smstore"
 )
 
 // SetupConfig is the setup function's configuration, read from the
@@ -54,7 +55,7 @@ func (c SetupConfig) String() string {
 // the root of its Function URL, whose address comes from each request.
 func NewSetup(_ context.Context, cfg SetupConfig, awsCfg aws.Config, logger *slog.Logger) (*setup.Handler, error) {
 	return setup.New(setup.Options{
-		Store: setup.SecretsStore{API: secretsmanager.NewFromConfig(awsCfg), SetupARN: cfg.SetupSecretARN,
+		Store: smstore.SecretsStore{API: secretsmanager.NewFromConfig(awsCfg), SetupARN: cfg.SetupSecretARN,
 			AppKeyARN: cfg.PrivateKeyARN, WebhookSecretARN: cfg.WebhookSecretARN},
 		WebhookURL: cfg.WebhookURL, GitHubURL: cfg.GitHubURL, GitHubAPIURL: cfg.GitHubAPIURL, Logger: logger,
 	})

@@ -19,6 +19,7 @@ import (
 	"github.com/skiffci/skiff/internal/wiring"
 	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/store/dynamostore"
 	"github.com/skiffci/skiff/pkg/webhook"
 )
 
@@ -42,7 +43,7 @@ func TestWebhookAgainstMoto(t *testing.T) {
 	direct.BaseEndpoint = aws.String(moto)
 	ddb := dynamodb.NewFromConfig(direct)
 	const table = "skiff-webhook-e2e"
-	if err := store.CreateTable(ctx, ddb, table); err != nil {
+	if err := dynamostore.CreateTable(ctx, ddb, table); err != nil {
 		t.Fatal(err)
 	}
 	q := sqs.NewFromConfig(direct)
@@ -129,14 +130,14 @@ func TestWebhookAgainstMoto(t *testing.T) {
 			t.Errorf("message %s", aws.ToString(m.Body))
 		}
 	}
-	st := store.NewDynamo(ddb, table)
+	st := dynamostore.NewDynamo(ddb, table)
 	if j, err := st.Job(ctx, jobID); err != nil || j.Status != store.StatusCompleted || j.RunnerName != runner || j.QueuedAt.IsZero() {
 		t.Errorf("job record %+v, %v", j, err)
 	}
 	if r, err := st.Run(ctx, jobID); err != nil || r.Event != "repository_dispatch" {
 		t.Errorf("run record %+v, %v", r, err)
 	}
-	ledger := store.NewLedgerDynamo(ddb, table)
+	ledger := dynamostore.NewLedgerDynamo(ddb, table)
 	if r, err := ledger.Runner(ctx, runner); err != nil || r.State != launch.StateJobCompleted {
 		t.Errorf("runner %+v, %v", r, err)
 	}

@@ -21,9 +21,9 @@ import (
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
-	"github.com/skiffci/skiff/pkg/queue"
-	"github.com/skiffci/skiff/pkg/secret"
-	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/queue/sqsqueue"
+	"github.com/skiffci/skiff/pkg/secret/smsecret"
+	"github.com/skiffci/skiff/pkg/store/dynamostore"
 	"github.com/skiffci/skiff/pkg/telemetry"
 	"github.com/skiffci/skiff/pkg/webhook"
 )
@@ -33,7 +33,7 @@ import (
 // EMF metrics and JSON logs on stdout. It is called once per Lambda
 // container, and resolves the SQS and DynamoDB endpoints then.
 func NewWebhook(ctx context.Context, cfg webhook.Config, awsCfg aws.Config, logger *slog.Logger) (*webhook.Handler, error) {
-	secrets, err := cfg.LoadSecrets(ctx, secretsmanager.NewFromConfig(awsCfg))
+	secrets, err := cfg.LoadSecrets(ctx, smsecret.Fetcher(secretsmanager.NewFromConfig(awsCfg)))
 	if err != nil {
 		return nil, err
 	}
@@ -54,19 +54,19 @@ func NewWebhook(ctx context.Context, cfg webhook.Config, awsCfg aws.Config, logg
 	if err != nil {
 		return nil, err
 	}
-	states := store.NewDynamo(hotDDB, cfg.TableName)
+	states := dynamostore.NewDynamo(hotDDB, cfg.TableName)
 	var refresh func(context.Context) ([][]byte, error)
 	if cfg.SecretARN != "" {
 		sm := secretsmanager.NewFromConfig(awsCfg)
-		refresh = func(ctx context.Context) ([][]byte, error) { return cfg.LoadSecrets(ctx, sm) }
+		refresh = func(ctx context.Context) ([][]byte, error) { return cfg.LoadSecrets(ctx, smsecret.Fetcher(sm)) }
 	}
 	return webhook.New(webhook.Options{
 		Secrets:       secrets,
 		Router:        pools,
 		Policies:      pools,
-		Queue:         queue.NewSQS(hotSQS, cfg.QueueURL),
+		Queue:         sqsqueue.NewSQS(hotSQS, cfg.QueueURL),
 		Store:         states,
-		Runners:       store.NewLedgerDynamo(ddb, cfg.TableName),
+		Runners:       dynamostore.NewLedgerDynamo(ddb, cfg.TableName),
 		Lifecycle:     states,
 		Counter:       telemetry.NewEMF(os.Stdout, cfg.MetricsNamespace, names.FunctionWebhook, nil),
 		Logger:        logger,
@@ -74,7 +74,7 @@ func NewWebhook(ctx context.Context, cfg webhook.Config, awsCfg aws.Config, logg
 		Installations: cfg.Installations,
 		// Installations learnt from the installation webhook; the App's
 		// webhook secret is read again when the setup page replaced it.
-		Recorded:       store.NewInstallationsDynamo(ddb, cfg.TableName),
+		Recorded:       dynamostore.NewInstallationsDynamo(ddb, cfg.TableName),
 		RefreshSecrets: refresh,
 		MaxBodyBytes:   cfg.MaxBodyBytes,
 		JobTTL:         cfg.JobTTL,
@@ -103,7 +103,7 @@ func appIDs(env *config.Env) []int64 {
 // stack's placeholder, before the setup page ran) is github.ErrNoApp.
 func githubAndPools(ctx context.Context, awsCfg aws.Config, keyARN string, appIDs []int64, apiURL, poolsFile string,
 	logger *slog.Logger) (*github.Client, *pool.Config, []int64, error) {
-	keys, err := secret.Fetch(ctx, secretsmanager.NewFromConfig(awsCfg), keyARN)
+	keys, err := smsecret.Fetch(ctx, secretsmanager.NewFromConfig(awsCfg), keyARN)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("loading GitHub App keys: %w", err)
 	}

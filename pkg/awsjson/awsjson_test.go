@@ -33,7 +33,9 @@ import (
 	"github.com/skiffci/skiff/pkg/awsjson"
 	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/queue/sqsqueue"
 	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/store/dynamostore"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -174,8 +176,8 @@ func everyValue() map[string]types.AttributeValue {
 // call is one operation, made through either client.
 type call struct {
 	name string
-	ddb  func(ctx context.Context, api store.DynamoAPI) error
-	sqs  func(ctx context.Context, api queue.SQSAPI) error
+	ddb  func(ctx context.Context, api dynamostore.DynamoAPI) error
+	sqs  func(ctx context.Context, api sqsqueue.SQSAPI) error
 }
 
 func calls() []call {
@@ -183,7 +185,7 @@ func calls() []call {
 	values := map[string]types.AttributeValue{":r": n("3"), ":a": s(awkward[2]), ":b": &types.AttributeValueMemberB{Value: []byte("hi")}}
 	key := map[string]types.AttributeValue{"pk": s("JOB#" + awkward[6]), "sk": s("JOB")}
 	out := []call{
-		{name: "UpdateItem, every member", ddb: func(ctx context.Context, api store.DynamoAPI) error {
+		{name: "UpdateItem, every member", ddb: func(ctx context.Context, api dynamostore.DynamoAPI) error {
 			_, err := api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 				TableName: aws.String(table), Key: key, UpdateExpression: aws.String("SET #s = :a, b = :b"),
 				ConditionExpression: aws.String("attribute_not_exists(pk) OR #s < :r"), ExpressionAttributeNames: names,
@@ -192,21 +194,21 @@ func calls() []call {
 			})
 			return err
 		}},
-		{name: "UpdateItem, empty maps", ddb: func(ctx context.Context, api store.DynamoAPI) error {
+		{name: "UpdateItem, empty maps", ddb: func(ctx context.Context, api dynamostore.DynamoAPI) error {
 			_, err := api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 				TableName: aws.String(table), Key: key, UpdateExpression: aws.String("SET a = b"),
 				ExpressionAttributeNames: map[string]string{}, ExpressionAttributeValues: map[string]types.AttributeValue{},
 			})
 			return err
 		}},
-		{name: "PutItem, every value type", ddb: func(ctx context.Context, api store.DynamoAPI) error {
+		{name: "PutItem, every value type", ddb: func(ctx context.Context, api dynamostore.DynamoAPI) error {
 			_, err := api.PutItem(ctx, &dynamodb.PutItemInput{
 				TableName: aws.String(table), Item: everyValue(), ConditionExpression: aws.String("attribute_not_exists(#s)"),
 				ExpressionAttributeNames: map[string]string{"#s": "pk"}, ReturnValues: types.ReturnValueAllOld,
 			})
 			return err
 		}},
-		{name: "TransactWriteItems, every kind, with a token", ddb: func(ctx context.Context, api store.DynamoAPI) error {
+		{name: "TransactWriteItems, every kind, with a token", ddb: func(ctx context.Context, api dynamostore.DynamoAPI) error {
 			_, err := api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
 				ClientRequestToken: aws.String("token-1"),
 				TransactItems: []types.TransactWriteItem{
@@ -221,14 +223,14 @@ func calls() []call {
 			})
 			return err
 		}},
-		{name: "TransactWriteItems, no token", ddb: func(ctx context.Context, api store.DynamoAPI) error {
+		{name: "TransactWriteItems, no token", ddb: func(ctx context.Context, api dynamostore.DynamoAPI) error {
 			_, err := api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 				{Update: &types.Update{TableName: aws.String(table), Key: key, UpdateExpression: aws.String("SET a = :b"),
 					ExpressionAttributeValues: map[string]types.AttributeValue{":b": &types.AttributeValueMemberNULL{Value: true}}}},
 			}})
 			return err
 		}},
-		{name: "SendMessage, attributes", sqs: func(ctx context.Context, api queue.SQSAPI) error {
+		{name: "SendMessage, attributes", sqs: func(ctx context.Context, api sqsqueue.SQSAPI) error {
 			_, err := api.SendMessage(ctx, &sqs.SendMessageInput{
 				QueueUrl: aws.String(queueURL), MessageBody: aws.String(`{"job_id":1,"labels":["` + awkward[1] + `"]}` + awkward[4] + awkward[5]),
 				DelaySeconds: 5, MessageGroupId: aws.String("g"), MessageDeduplicationId: aws.String("d"),
@@ -240,7 +242,7 @@ func calls() []call {
 			})
 			return err
 		}},
-		{name: "SendMessage, body only", sqs: func(ctx context.Context, api queue.SQSAPI) error {
+		{name: "SendMessage, body only", sqs: func(ctx context.Context, api sqsqueue.SQSAPI) error {
 			_, err := api.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: aws.String("x")})
 			return err
 		}},
@@ -252,26 +254,26 @@ func calls() []call {
 		QueuedAt: at, UpdatedAt: at, ExpiresAt: at.Add(time.Hour)}
 	started := job
 	started.Status, started.StartedAt, started.RunnerName, started.RunnerID = store.StatusInProgress, at, "skiff-default-42-1", 9
-	dynamo := func(api store.DynamoAPI) *store.Dynamo {
-		return store.NewDynamo(api, table, store.WithClock(func() time.Time { return at }))
+	dynamo := func(api dynamostore.DynamoAPI) *dynamostore.Dynamo {
+		return dynamostore.NewDynamo(api, table, dynamostore.WithClock(func() time.Time { return at }))
 	}
 	return append(out,
-		call{name: "store: RecordJob", ddb: func(ctx context.Context, api store.DynamoAPI) error {
+		call{name: "store: RecordJob", ddb: func(ctx context.Context, api dynamostore.DynamoAPI) error {
 			_, err := dynamo(api).RecordJob(ctx, job)
 			return err
 		}},
-		call{name: "store: RecordRun", ddb: func(ctx context.Context, api store.DynamoAPI) error {
+		call{name: "store: RecordRun", ddb: func(ctx context.Context, api dynamostore.DynamoAPI) error {
 			return dynamo(api).RecordRun(ctx, store.Run{ID: 7, Attempt: 2, Event: "push", WorkflowName: awkward[5], Repository: "o/r",
 				HeadRepository: "f/r", FromFork: true, Actor: "a", UpdatedAt: at, ExpiresAt: at.Add(time.Hour)})
 		}},
-		call{name: "store: RecordLifecycle", ddb: func(ctx context.Context, api store.DynamoAPI) error {
+		call{name: "store: RecordLifecycle", ddb: func(ctx context.Context, api dynamostore.DynamoAPI) error {
 			_, err := dynamo(api).RecordLifecycle(ctx, started, store.RunnerStep{Runner: started.RunnerName, To: launch.StateJobStarted, At: at})
 			return err
 		}},
-		call{name: "queue: Send", sqs: func(ctx context.Context, api queue.SQSAPI) error {
+		call{name: "queue: Send", sqs: func(ctx context.Context, api sqsqueue.SQSAPI) error {
 			j := queue.Job{JobID: 42, RunID: 7, Attempt: 1, Repository: "o/r", Owner: "o", InstallationID: 3,
 				Labels: []string{"self-hosted", awkward[4], "\ufffe"}, Pool: "default\x01", DeliveryID: "d", ReceivedAt: at}
-			return queue.NewSQS(api, queueURL).Send(ctx, j)
+			return sqsqueue.NewSQS(api, queueURL).Send(ctx, j)
 		}},
 	)
 }
@@ -368,48 +370,48 @@ func TestDelegates(t *testing.T) {
 	key := map[string]types.AttributeValue{"pk": s("a"), "sk": s("b")}
 	cases := []struct {
 		name string
-		ddb  func(ctx context.Context, api store.DynamoAPI) error
-		sqs  func(ctx context.Context, api queue.SQSAPI) error
+		ddb  func(ctx context.Context, api dynamostore.DynamoAPI) error
+		sqs  func(ctx context.Context, api sqsqueue.SQSAPI) error
 	}{
-		{"another table", func(ctx context.Context, api store.DynamoAPI) error {
+		{"another table", func(ctx context.Context, api dynamostore.DynamoAPI) error {
 			_, err := api.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String("other"), Key: key, UpdateExpression: aws.String("SET a = b")})
 			return err
 		}, nil},
-		{"legacy Expected", func(ctx context.Context, api store.DynamoAPI) error {
+		{"legacy Expected", func(ctx context.Context, api dynamostore.DynamoAPI) error {
 			_, err := api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: key,
 				Expected: map[string]types.ExpectedAttributeValue{"pk": {Exists: aws.Bool(false)}}})
 			return err
 		}, nil},
-		{"legacy AttributeUpdates", func(ctx context.Context, api store.DynamoAPI) error {
+		{"legacy AttributeUpdates", func(ctx context.Context, api dynamostore.DynamoAPI) error {
 			_, err := api.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key,
 				AttributeUpdates: map[string]types.AttributeValueUpdate{"a": {Action: types.AttributeActionDelete}}})
 			return err
 		}, nil},
-		{"consumed capacity", func(ctx context.Context, api store.DynamoAPI) error {
+		{"consumed capacity", func(ctx context.Context, api dynamostore.DynamoAPI) error {
 			_, err := api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
 				TransactItems: []types.TransactWriteItem{{Delete: &types.Delete{TableName: aws.String(table), Key: key}}}})
 			return err
 		}, nil},
-		{"per-call options", func(ctx context.Context, api store.DynamoAPI) error {
+		{"per-call options", func(ctx context.Context, api dynamostore.DynamoAPI) error {
 			_, err := api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: key}, func(*dynamodb.Options) {})
 			return err
 		}, nil},
-		{"a transaction touching another table", func(ctx context.Context, api store.DynamoAPI) error {
+		{"a transaction touching another table", func(ctx context.Context, api dynamostore.DynamoAPI) error {
 			_, err := api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 				{Delete: &types.Delete{TableName: aws.String(table), Key: key}}, {Delete: &types.Delete{TableName: aws.String("other"), Key: key}}}})
 			return err
 		}, nil},
-		{"GetItem", func(ctx context.Context, api store.DynamoAPI) error {
+		{"GetItem", func(ctx context.Context, api dynamostore.DynamoAPI) error {
 			_, err := api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key})
 			return err
 		}, nil},
-		{"message system attributes", nil, func(ctx context.Context, api queue.SQSAPI) error {
+		{"message system attributes", nil, func(ctx context.Context, api sqsqueue.SQSAPI) error {
 			_, err := api.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: aws.String("x"),
 				MessageSystemAttributes: map[string]sqstypes.MessageSystemAttributeValue{
 					"AWSTraceHeader": {DataType: aws.String("String"), StringValue: aws.String("Root=1")}}})
 			return err
 		}},
-		{"list attribute values", nil, func(ctx context.Context, api queue.SQSAPI) error {
+		{"list attribute values", nil, func(ctx context.Context, api sqsqueue.SQSAPI) error {
 			_, err := api.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: aws.String("x"),
 				MessageAttributes: map[string]sqstypes.MessageAttributeValue{"l": {DataType: aws.String("String"), StringListValues: []string{"a"}}}})
 			return err
@@ -545,7 +547,7 @@ func TestErrorsAsTheSDK(t *testing.T) {
 			run := func(hand bool) result {
 				w := &wire{answer: tc.answer}
 				ddb, hotDDB, _, _ := clients(t, w, nil)
-				var api store.DynamoAPI = ddb
+				var api dynamostore.DynamoAPI = ddb
 				if hand {
 					api = hotDDB
 				}

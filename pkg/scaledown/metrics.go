@@ -8,7 +8,6 @@ import (
 
 	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/metrics"
-	"github.com/skiffci/skiff/pkg/metrics/cwpeaks"
 	"github.com/skiffci/skiff/pkg/metrics/fromstore"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
@@ -44,14 +43,6 @@ func (NoMetrics) Enabled(string) bool { return false }
 // Write implements MetricsWriter: nothing to do.
 func (NoMetrics) Write(context.Context, time.Time, []MetricsJob) map[string]bool { return nil }
 
-// PeakReader reads the CloudWatch agent's peaks of many jobs at once;
-// *cwpeaks.Reader implements it.
-type PeakReader interface {
-	Read(ctx context.Context, windows []cwpeaks.Window) (cwpeaks.Result, error)
-}
-
-var _ PeakReader = (*cwpeaks.Reader)(nil)
-
 // RecordWriter is the MetricsWriter that builds each record from the job
 // and run records, the ledger and the peaks (metrics.Build), and puts it
 // exactly once (metrics.Records.Put; ErrExists means done).
@@ -60,7 +51,7 @@ type RecordWriter struct {
 	Pools   []string
 	Records Records
 	Ledger  store.Ledger
-	Peaks   PeakReader
+	Peaks   metrics.PeakReader
 	Out     metrics.Records
 	// CloudProvider and Region go into every record.
 	CloudProvider, Region string
@@ -116,7 +107,7 @@ func (w *RecordWriter) Write(ctx context.Context, now time.Time, jobs []MetricsJ
 		key metrics.Key
 	}
 	var items []item
-	var windows []cwpeaks.Window
+	var windows []metrics.PeakWindow
 	for _, j := range jobs {
 		// The record is of the job the runner ran: under GitHub's rule a
 		// runner may take another queued job its labels fit than its own.
@@ -177,10 +168,10 @@ func (w *RecordWriter) Write(ctx context.Context, now time.Time, jobs []MetricsJ
 			end = now
 		}
 		items = append(items, item{j: j, in: in, key: key})
-		windows = append(windows, cwpeaks.Window{Key: key, InstanceID: inst.ID, Pool: j.Pool, InstanceType: inst.Type,
+		windows = append(windows, metrics.PeakWindow{Key: key, InstanceID: inst.ID, Pool: j.Pool, InstanceType: inst.Type,
 			Start: job.StartedAt, End: end})
 	}
-	res := cwpeaks.Result{Peaks: map[metrics.Key]*metrics.Peaks{}}
+	res := metrics.PeakResult{Peaks: map[metrics.Key]*metrics.Peaks{}}
 	if len(windows) > 0 && w.Peaks != nil {
 		var err error
 		if res, err = w.Peaks.Read(ctx, windows); err != nil {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/metrics"
-	"github.com/skiffci/skiff/pkg/metrics/cwpeaks"
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
@@ -24,12 +23,12 @@ type peaks struct {
 	calls   int
 }
 
-func (p *peaks) Read(_ context.Context, ws []cwpeaks.Window) (cwpeaks.Result, error) {
+func (p *peaks) Read(_ context.Context, ws []metrics.PeakWindow) (metrics.PeakResult, error) {
 	p.calls++
 	if p.err != nil {
-		return cwpeaks.Result{}, p.err
+		return metrics.PeakResult{}, p.err
 	}
-	res := cwpeaks.Result{Peaks: map[metrics.Key]*metrics.Peaks{}, Calls: 1}
+	res := metrics.PeakResult{Peaks: map[metrics.Key]*metrics.Peaks{}, Calls: 1}
 	for _, w := range ws {
 		if p.pending {
 			res.Pending = append(res.Pending, w)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/skiffci/skiff/pkg/metrics"
-	"github.com/skiffci/skiff/pkg/metrics/cwpeaks"
 )
 
 // UsageSource is a provider that measures its runners itself, instead of
@@ -32,11 +31,11 @@ type PendingUsage interface {
 // did not measure gets no peaks (its record names the agent missing).
 type ProviderPeaks struct{ Source UsageSource }
 
-var _ PeakReader = ProviderPeaks{}
+var _ metrics.PeakReader = ProviderPeaks{}
 
 // Read implements PeakReader.
-func (p ProviderPeaks) Read(_ context.Context, windows []cwpeaks.Window) (cwpeaks.Result, error) {
-	res := cwpeaks.Result{Peaks: map[metrics.Key]*metrics.Peaks{}}
+func (p ProviderPeaks) Read(_ context.Context, windows []metrics.PeakWindow) (metrics.PeakResult, error) {
+	res := metrics.PeakResult{Peaks: map[metrics.Key]*metrics.Peaks{}}
 	pending, _ := p.Source.(PendingUsage)
 	for _, w := range windows {
 		if pk, ok := p.Source.Peaks(w.InstanceID); ok {
@@ -63,10 +62,10 @@ type AccountedSource interface {
 // pending, and its record waits (at most the writer's Wait).
 type AccountedPeaks struct{ Source AccountedSource }
 
-var _ PeakReader = AccountedPeaks{}
+var _ metrics.PeakReader = AccountedPeaks{}
 
 // Read implements PeakReader.
-func (a AccountedPeaks) Read(ctx context.Context, windows []cwpeaks.Window) (cwpeaks.Result, error) {
+func (a AccountedPeaks) Read(ctx context.Context, windows []metrics.PeakWindow) (metrics.PeakResult, error) {
 	ids := make([]string, 0, len(windows))
 	seen := map[string]bool{}
 	for _, w := range windows {
@@ -77,9 +76,9 @@ func (a AccountedPeaks) Read(ctx context.Context, windows []cwpeaks.Window) (cwp
 	}
 	got, err := a.Source.Accounted(ctx, ids)
 	if err != nil {
-		return cwpeaks.Result{Pending: windows, Calls: 1}, fmt.Errorf("reading the accounting: %w", err)
+		return metrics.PeakResult{Pending: windows, Calls: 1}, fmt.Errorf("reading the accounting: %w", err)
 	}
-	res := cwpeaks.Result{Peaks: map[metrics.Key]*metrics.Peaks{}, Calls: 1}
+	res := metrics.PeakResult{Peaks: map[metrics.Key]*metrics.Peaks{}, Calls: 1}
 	for _, w := range windows {
 		pk, ok := got[w.InstanceID]
 		if !ok {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/metrics"
-	"github.com/skiffci/skiff/pkg/metrics/cwpeaks"
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/store"
 )
@@ -173,10 +172,10 @@ type cwpeaksWindow struct {
 	job int64
 }
 
-func toWindows(ws []cwpeaksWindow) []cwpeaks.Window {
-	var out []cwpeaks.Window
+func toWindows(ws []cwpeaksWindow) []metrics.PeakWindow {
+	var out []metrics.PeakWindow
 	for _, w := range ws {
-		out = append(out, cwpeaks.Window{Key: metrics.Key{JobID: w.job, RunAttempt: 1}, InstanceID: w.id})
+		out = append(out, metrics.PeakWindow{Key: metrics.Key{JobID: w.job, RunAttempt: 1}, InstanceID: w.id})
 	}
 	return out
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/scaleup"
 	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/store/dynamostore"
 	"github.com/skiffci/skiff/pkg/store/storetest"
 )
 
@@ -186,7 +187,7 @@ func TestRoomSimPoolOf8(t *testing.T) {
 		}
 		t.Parallel()
 		client := testenv.DynamoClient(t, testenv.Moto(t))
-		rm := store.NewRoomDynamo(client, storetest.NewTable(t, client, "skiff-roomsim"))
+		rm := dynamostore.NewRoomDynamo(client, storetest.NewTable(t, client, "skiff-roomsim"))
 		poolOf8(t, newRoomSimWith(t, rm, "gpu8", 10*time.Minute))
 	})
 }

@@ -1,5 +1,6 @@
-// Package secret reads skiff's secrets — the webhook secret, the GitHub App
-// private key — from AWS Secrets Manager, once per Lambda container.
+// Package secret reads the shape of skiff's secrets — the webhook secret,
+// the GitHub App private key — whatever holds them (Secrets Manager in AWS:
+// package smsecret).
 //
 // Values never leave this package in an error message or a log line: errors
 // name the secret's ARN and what was wrong with its shape, never its content.
@@ -11,32 +12,15 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 )
 
-// GetSecretValueAPI is the part of the Secrets Manager client this package calls.
-type GetSecretValueAPI interface {
-	GetSecretValue(ctx context.Context, params *secretsmanager.GetSecretValueInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
-}
-
-var _ GetSecretValueAPI = (*secretsmanager.Client)(nil)
+// Fetcher returns the current string value of the secret id (an ARN or
+// name). An error names the secret, never its value; ErrEmpty: the secret
+// holds no usable value.
+type Fetcher func(ctx context.Context, id string) (string, error)
 
 // ErrEmpty is returned for a secret that holds no usable value.
 var ErrEmpty = errors.New("secret is empty")
-
-// Fetch returns the current string value of the secret id (an ARN or name).
-func Fetch(ctx context.Context, api GetSecretValueAPI, id string) (string, error) {
-	out, err := api.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(id)})
-	if err != nil {
-		return "", fmt.Errorf("reading secret %s: %w", id, err)
-	}
-	if out.SecretString == nil || *out.SecretString == "" {
-		return "", fmt.Errorf("reading secret %s: %w (a binary secret is not supported)", id, ErrEmpty)
-	}
-	return *out.SecretString, nil
-}
 
 // WebhookSecrets parses a webhook secret value into the secrets accepted for
 // X-Hub-Signature-256, current first.

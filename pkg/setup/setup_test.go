@@ -24,7 +24,9 @@ import (
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/secret"
+	"github.com/skiffci/skiff/pkg/secret/smsecret"
 	"github.com/skiffci/skiff/pkg/setup"
+	"github.com/skiffci/skiff/pkg/setup/smstore"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -88,7 +90,7 @@ func motoStore(t *testing.T) setup.Store {
 		}
 		return aws.ToString(out.ARN)
 	}
-	return setup.SecretsStore{API: sm, SetupARN: create("setup", canary), AppKeyARN: create("app-key", placeholder),
+	return smstore.SecretsStore{API: sm, SetupARN: create("setup", canary), AppKeyARN: create("app-key", placeholder),
 		WebhookSecretARN: create("webhook", placeholder)}
 }
 
@@ -152,8 +154,8 @@ func TestSetupInChromium(t *testing.T) {
 	}
 
 	// What the functions read at cold start: the App ids from the key secret.
-	st := w.store.(setup.SecretsStore)
-	keys, err := secret.Fetch(ctx, st.API, st.AppKeyARN)
+	st := w.store.(smstore.SecretsStore)
+	keys, err := smsecret.Fetch(ctx, st.API, st.AppKeyARN)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +163,7 @@ func TestSetupInChromium(t *testing.T) {
 	if err != nil || len(parsed) != 1 || parsed[0].ID != app.ID || !parsed[0].Key.Equal(app.Key) {
 		t.Fatalf("App key secret parses to %v, %v; want App %d with its key", parsed, err, app.ID)
 	}
-	hook, err := secret.Fetch(ctx, st.API, st.WebhookSecretARN)
+	hook, err := smsecret.Fetch(ctx, st.API, st.WebhookSecretARN)
 	if err != nil {
 		t.Fatal(err)
 	}

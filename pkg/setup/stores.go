@@ -12,50 +12,12 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-
 	"github.com/skiffci/skiff/pkg/github"
-	"github.com/skiffci/skiff/pkg/secret"
 )
 
-// SecretsAPI is the part of the Secrets Manager client the stack's store calls.
-type SecretsAPI interface {
-	secret.GetSecretValueAPI
-	PutSecretValue(ctx context.Context, params *secretsmanager.PutSecretValueInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.PutSecretValueOutput, error)
-}
-
-var _ SecretsAPI = (*secretsmanager.Client)(nil)
-
-// SecretsStore keeps the App in the stack's three secrets: the setup
-// secret (its value guards the page), the App key secret ({"<app id>":
-// "<pem>"}: the App ids are its keys, which the functions read at cold
-// start) and the webhook secret ({"current": "..."}).
-type SecretsStore struct {
-	API                                   SecretsAPI
-	SetupARN, AppKeyARN, WebhookSecretARN string
-}
-
-// Key implements Store.
-func (s SecretsStore) Key(ctx context.Context) (github.Secret, error) {
-	v, err := secret.Fetch(ctx, s.API, s.SetupARN)
-	if err != nil {
-		return "", fmt.Errorf("reading the setup secret: %w", err)
-	}
-	return github.Secret(strings.TrimSpace(v)), nil
-}
-
-// Configured implements Store: the App key secret holds an App.
-func (s SecretsStore) Configured(ctx context.Context) (int64, error) {
-	v, err := secret.Fetch(ctx, s.API, s.AppKeyARN)
-	if err != nil {
-		return 0, fmt.Errorf("reading the App key secret: %w", err)
-	}
-	return configuredApp(v)
-}
-
-// configuredApp is the first App id a key secret's value holds, 0 for none.
-func configuredApp(v string) (int64, error) {
+// ConfiguredApp is the first App id a key secret's value holds, 0 for none
+// (-1: a lone PEM, the id in the configuration).
+func ConfiguredApp(v string) (int64, error) {
 	trimmed := strings.TrimSpace(v)
 	if strings.Contains(trimmed, "-----BEGIN") && !strings.HasPrefix(trimmed, "{") {
 		return -1, nil // a lone PEM put there by hand: set up, id in the configuration
@@ -70,42 +32,8 @@ func configuredApp(v string) (int64, error) {
 	return apps[0].ID, nil
 }
 
-// Save implements Store. The webhook secret is written first and the App
-// key last: the key is what marks the stack as set up, so a failure in
-// between leaves the page able to run again. The setup secret is then
-// replaced by a random value nobody has seen.
-func (s SecretsStore) Save(ctx context.Context, app *github.ManifestApp) error {
-	hook, err := json.Marshal(map[string]string{"current": app.WebhookSecret.Reveal()})
-	if err != nil {
-		return err
-	}
-	keys, err := json.Marshal(map[string]string{strconv.FormatInt(app.ID, 10): app.PEM.Reveal()})
-	if err != nil {
-		return err
-	}
-	if app.WebhookSecret.Reveal() != "" {
-		if err := s.put(ctx, s.WebhookSecretARN, string(hook)); err != nil {
-			return err
-		}
-	}
-	if err := s.put(ctx, s.AppKeyARN, string(keys)); err != nil {
-		return err
-	}
-	if err := s.put(ctx, s.SetupARN, randomKey()); err != nil {
-		return fmt.Errorf("the App is stored, but replacing the one-time setup secret failed: %w", err)
-	}
-	return nil
-}
-
-func (s SecretsStore) put(ctx context.Context, id, value string) error {
-	if _, err := s.API.PutSecretValue(ctx, &secretsmanager.PutSecretValueInput{SecretId: aws.String(id), SecretString: aws.String(value)}); err != nil {
-		return fmt.Errorf("writing secret %s: %w", id, err)
-	}
-	return nil
-}
-
-// randomKey is a fresh setup secret: 32 random bytes, hex.
-func randomKey() string {
+// NewKey is a fresh setup secret: 32 random bytes, hex.
+func NewKey() string {
 	b := make([]byte, 32)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
@@ -139,7 +67,7 @@ type FileStore struct {
 
 // NewFileStore returns a store over dir with a fresh setup secret.
 func NewFileStore(dir string) *FileStore {
-	return &FileStore{Dir: dir, key: github.Secret(randomKey())}
+	return &FileStore{Dir: dir, key: github.Secret(NewKey())}
 }
 
 // Key implements Store.
@@ -154,7 +82,7 @@ func (f *FileStore) Configured(context.Context) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("reading %s: %w", AppKeyFile, err)
 	}
-	return configuredApp(string(b))
+	return ConfiguredApp(string(b))
 }
 
 // Save implements Store: the webhook secret, the App's description, then
@@ -177,7 +105,7 @@ func (f *FileStore) Save(_ context.Context, app *github.ManifestApp) error {
 			return err
 		}
 	}
-	f.key = github.Secret(randomKey())
+	f.key = github.Secret(NewKey())
 	return nil
 }
 

@@ -46,7 +46,7 @@ CREATE TABLE IF NOT EXISTS on_demand_runs (
 `
 
 // Launches is a store.Launches in the SQLite file, with the conditions of
-// store.LaunchMemory and store.LaunchDynamo: each write is one transaction
+// store.LaunchMemory and dynamostore.LaunchDynamo: each write is one transaction
 // that reads the records its condition names and writes only if the
 // condition holds, so a fenced fleet and its members' claims are checked
 // and written atomically, also against another process on the file.

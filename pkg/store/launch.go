@@ -2,39 +2,8 @@
 // one runner, pools stay within their max runners, and capacity pools that
 // just failed are skipped.
 //
-// DynamoDB key design (same table and conventions as dynamo.go):
-//
-//	kind      pk                 sk              attributes
-//	claim     JOB#<job id>       LAUNCH          attempt, gen, token, pool,
-//	                                             lease_until, updated_at, expires_at
-//	fleet     FLEET#<token>      FLEET           pool, state, plan, members,
-//	                                             instances, reason, created_at,
-//	                                             expires_at
-//	counter   POOL#<pool>        RUNNERS         count (kept by the runner ledger, ledger.go)
-//	capacity  CAPACITY#<pool>    <capacity key>  code, expires_at
-//
-// A claim lives beside the job's lifecycle record (same partition, sort key
-// LAUNCH), so a job's whole story reads with one Query. attempt is the launch
-// attempt (the fleet's idempotency token derives from it), gen counts the
-// claims ever taken (it names the runner, which must be unique per
-// registration), token names the fleet the job was planned into, lease_until
-// (epoch milliseconds) is when a claim whose holder died may be taken over.
-// A claim is one conditional PutItem: the item is absent or expired, or its
-// gen is still the one the claimer read (optimistic concurrency).
-//
-// A fleet record is written before CreateFleet (state "intent", with the
-// exact plan: the provider's opaque plan, and the members as "<job id>:<attempt>"
-// strings) and once after the runners' registrations are written (state
-// "done", with instances aligned to members, "" for a member that got none,
-// and the reason). A fleet stuck in "intent" after its claims' leases ended
-// belongs to a crashed invocation: its plan is replayed with the same token,
-// so EC2 returns the instances it launched instead of launching again.
-//
-// The pool's runner count belongs to the runner ledger (ledger.go), which
-// derives it from the runners' records.
-// Capacity items are remembered failures of one capacity pool
-// (type/subnet/lifecycle) until expires_at; they are read with one Query per
-// pool, expired ones filtered out.
+// LaunchMemory implements it here, LaunchDynamo in package dynamostore (its
+// key design is in that package's doc).
 
 package store
 

@@ -51,7 +51,7 @@ func (m *LaunchMemory) Writes() int {
 }
 
 func live(expires, now time.Time) bool {
-	return expires.IsZero() || now.Unix() < epochCeil(expires)
+	return expires.IsZero() || now.Unix() < EpochCeil(expires)
 }
 
 // LaunchClaims implements Launches.

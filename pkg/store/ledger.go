@@ -4,28 +4,8 @@
 // once, whoever reports its end first (the EC2 state-change event, the
 // reconciler, scale-up releasing a reservation that did not launch).
 //
-// DynamoDB key design (same table and conventions as dynamo.go):
-//
-//	kind      pk                    sk         attributes
-//	runner    RUNNER#<runner name>  RUNNER     pool, job_id, run_id, attempt, token,
-//	                                           state, state_rank, instance_id, type,
-//	                                           zone, spot, busy_job, reason, *_at,
-//	                                           live_pool (only while live), expires_at
-//	instance  INSTANCE#<id>         INSTANCE   runner (name), pool, expires_at
-//	count     POOL#<pool>           RUNNERS    count
-//
-// A reservation is one TransactWriteItems: the new records (condition: none
-// exists) and the pool's count ADDed with the condition that it stays within
-// the pool's max. An end is one TransactWriteItems: the record's state set
-// to terminated with the condition that it is still live, and the count
-// decremented; a second end fails the condition and changes nothing. The
-// sparse index live-pool (partition key live_pool) lists a pool's live
-// records for the reconciler and `skiff status`.
-//
-// LedgerDynamo (ledger_dynamo.go) implements it. An end also sets the
-// instance pointer's expires_at to the record's, so both expire together;
-// the count (POOL#<pool>/RUNNERS, the same item LaunchDynamo.ReserveRunners
-// counts in) is read strongly consistent, the index is eventually consistent.
+// LedgerMemory implements it here, LedgerDynamo in package dynamostore (its
+// key design is in that package's doc).
 
 package store
 

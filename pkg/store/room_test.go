@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/scaler"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/store/storetest"
@@ -15,14 +14,6 @@ import (
 func TestRoomMemory(t *testing.T) {
 	t.Parallel()
 	storetest.RunRoom(t, func(*testing.T) store.Room { return store.NewRoomMemory() })
-}
-
-func TestRoomDynamo(t *testing.T) {
-	t.Parallel()
-	storetest.RunRoom(t, func(t *testing.T) store.Room {
-		client := testenv.DynamoClient(t, testenv.Moto(t))
-		return store.NewRoomDynamo(client, storetest.NewTable(t, client, "skiff-room"))
-	})
 }
 
 // TestBackoffProperty: over seeded sequences of refusals and recoveries at

@@ -11,8 +11,9 @@
 // still lacks (a late in_progress after completed adds the runner and start
 // time, and never reopens the job).
 //
-// In AWS the store is one DynamoDB table (see dynamo.go for the key design);
-// in tests and local mode it is in memory.
+// In AWS the store is one DynamoDB table (package dynamostore, whose doc
+// holds the key design); in tests it is in memory, in local mode SQLite
+// (package sqlite).
 package store
 
 import (

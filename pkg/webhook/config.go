@@ -85,12 +85,12 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 }
 
 // LoadSecrets returns the accepted webhook secrets: from the environment
-// when given there, else read once from Secrets Manager through api.
-func (c Config) LoadSecrets(ctx context.Context, api secret.GetSecretValueAPI) ([][]byte, error) {
+// when given there, else read once through fetch (Secrets Manager in AWS).
+func (c Config) LoadSecrets(ctx context.Context, fetch secret.Fetcher) ([][]byte, error) {
 	if len(c.Secrets) > 0 {
 		return c.Secrets, nil
 	}
-	v, err := secret.Fetch(ctx, api, c.SecretARN)
+	v, err := fetch(ctx, c.SecretARN)
 	if err != nil {
 		return nil, fmt.Errorf("loading webhook secret: %w", err)
 	}

@@ -4,9 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 )
 
 func TestConfigFromEnv(t *testing.T) {
@@ -96,18 +93,16 @@ func TestConfigFromEnv(t *testing.T) {
 
 type smStub struct{ value string }
 
-func (s smStub) GetSecretValue(context.Context, *secretsmanager.GetSecretValueInput, ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error) {
-	return &secretsmanager.GetSecretValueOutput{SecretString: aws.String(s.value)}, nil
-}
+func (s smStub) fetch(context.Context, string) (string, error) { return s.value, nil }
 
 func TestLoadSecrets(t *testing.T) {
 	t.Parallel()
 	c := Config{SecretARN: "arn:s"}
-	got, err := c.LoadSecrets(context.Background(), smStub{`{"current":"new","previous":"old"}`})
+	got, err := c.LoadSecrets(context.Background(), smStub{`{"current":"new","previous":"old"}`}.fetch)
 	if err != nil || len(got) != 2 || string(got[0]) != "new" {
 		t.Fatalf("LoadSecrets = %q, %v", got, err)
 	}
-	if _, err := c.LoadSecrets(context.Background(), smStub{" "}); err == nil {
+	if _, err := c.LoadSecrets(context.Background(), smStub{" "}.fetch); err == nil {
 		t.Fatal("an empty secret must refuse to start")
 	}
 	env := Config{Secrets: [][]byte{[]byte("e")}}

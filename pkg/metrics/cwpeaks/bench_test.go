@@ -15,7 +15,7 @@ import (
 func BenchmarkRead1000Jobs(b *testing.B) {
 	now := time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)
 	f := newFake()
-	var windows []cwpeaks.Window
+	var windows []metrics.PeakWindow
 	for i := range 1000 {
 		itype, pool := "c7i.large", "standard"
 		switch {
@@ -28,7 +28,7 @@ func BenchmarkRead1000Jobs(b *testing.B) {
 		start := end.Add(-time.Duration(5+i%55) * time.Minute)
 		id := fmt.Sprintf("i-%05d", i)
 		f.put("cpu_usage_active", start.Add(time.Minute), float64(i%100), "InstanceId", id, "Pool", pool, "cpu", "cpu-total")
-		windows = append(windows, cwpeaks.Window{Key: metrics.Key{JobID: int64(i + 1), RunAttempt: 1}, InstanceID: id, Pool: pool, InstanceType: itype, Start: start, End: end})
+		windows = append(windows, metrics.PeakWindow{Key: metrics.Key{JobID: int64(i + 1), RunAttempt: 1}, InstanceID: id, Pool: pool, InstanceType: itype, Start: start, End: end})
 	}
 	r := cwpeaks.New(f, cwpeaks.WithClock(func() time.Time { return now }))
 	b.ReportAllocs()

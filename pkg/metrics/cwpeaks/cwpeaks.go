@@ -88,14 +88,7 @@ var GPUNames = map[string]string{
 // ErrPartial marks windows whose data CloudWatch returned only in part.
 var ErrPartial = errors.New("cloudwatch returned partial data")
 
-// Window is one finished job's window on one instance.
-type Window struct {
-	Key          metrics.Key
-	InstanceID   string
-	Pool         string
-	InstanceType string
-	Start, End   time.Time
-}
+var _ metrics.PeakReader = (*Reader)(nil)
 
 // Reader reads peaks. Build it with New.
 type Reader struct {
@@ -145,18 +138,6 @@ func New(api API, opts ...Option) *Reader {
 	return r
 }
 
-// Result is what Read found.
-type Result struct {
-	// Peaks holds the peaks of each window read; a nil value means the
-	// agent sent nothing for it (metrics.Peaks' contract).
-	Peaks map[metrics.Key]*metrics.Peaks
-	// Pending are the windows not read: not settled yet, or in a call that
-	// failed or came back partial. Read them again later.
-	Pending []Window
-	// Calls is how many GetMetricData calls were made.
-	Calls int
-}
-
 type kind int
 
 const (
@@ -181,10 +162,10 @@ type query struct {
 // Read returns the peaks of the settled windows, in as few calls as the
 // limits allow. On an error it still returns what earlier calls read, with
 // the failed calls' windows in Pending.
-func (r *Reader) Read(ctx context.Context, windows []Window) (Result, error) {
-	res := Result{Peaks: map[metrics.Key]*metrics.Peaks{}}
+func (r *Reader) Read(ctx context.Context, windows []metrics.PeakWindow) (metrics.PeakResult, error) {
+	res := metrics.PeakResult{Peaks: map[metrics.Key]*metrics.Peaks{}}
 	cutoff := r.now().Add(-r.settle)
-	var ready []Window
+	var ready []metrics.PeakWindow
 	for _, w := range windows {
 		if w.End.After(cutoff) {
 			res.Pending = append(res.Pending, w)
@@ -192,7 +173,7 @@ func (r *Reader) Read(ctx context.Context, windows []Window) (Result, error) {
 			ready = append(ready, w)
 		}
 	}
-	slices.SortFunc(ready, func(a, b Window) int { return a.Start.Compare(b.Start) })
+	slices.SortFunc(ready, func(a, b metrics.PeakWindow) int { return a.Start.Compare(b.Start) })
 	var errs []error
 	for len(ready) > 0 {
 		n := r.pack(ready)
@@ -224,7 +205,7 @@ func (r *Reader) gpus(instanceType string) (int, string) {
 	return it.GPUs, GPUNames[it.GPUModel]
 }
 
-func (r *Reader) queriesOf(w Window) int {
+func (r *Reader) queriesOf(w metrics.PeakWindow) int {
 	n, name := r.gpus(w.InstanceType)
 	if n == 0 || name == "" {
 		return 4
@@ -233,7 +214,7 @@ func (r *Reader) queriesOf(w Window) int {
 }
 
 // pack returns how many of the sorted windows fit one call.
-func (r *Reader) pack(ws []Window) int {
+func (r *Reader) pack(ws []metrics.PeakWindow) int {
 	q := 0
 	start, end := ws[0].Start, ws[0].End
 	for i, w := range ws {
@@ -263,7 +244,7 @@ func dims(kv ...string) []types.Dimension {
 // readBatch reads one batch of windows in one GetMetricData request (with
 // its pages) and writes each window's peaks to out; it returns the calls
 // made.
-func (r *Reader) readBatch(ctx context.Context, batch []Window, out map[metrics.Key]*metrics.Peaks) (int, error) {
+func (r *Reader) readBatch(ctx context.Context, batch []metrics.PeakWindow, out map[metrics.Key]*metrics.Peaks) (int, error) {
 	in, meta := r.request(batch)
 	values, calls, err := r.fetch(ctx, in, batch, meta)
 	if err != nil {
@@ -276,7 +257,7 @@ func (r *Reader) readBatch(ctx context.Context, batch []Window, out map[metrics.
 // request builds the batch's queries: CPU peak and mean, memory and root
 // disk peaks per window, and per GPU its utilisation and memory (the first
 // GPU's total too), over the span of every window.
-func (r *Reader) request(batch []Window) (*cloudwatch.GetMetricDataInput, []query) {
+func (r *Reader) request(batch []metrics.PeakWindow) (*cloudwatch.GetMetricDataInput, []query) {
 	var queries []types.MetricDataQuery
 	var meta []query
 	add := func(win int, k kind, gpu int, d []types.Dimension) {
@@ -326,7 +307,7 @@ func (r *Reader) request(batch []Window) (*cloudwatch.GetMetricDataInput, []quer
 // fetch runs the request through its pages and returns each query's
 // values inside its own window. A query CloudWatch did not complete is
 // ErrPartial; an internal error or a forbidden query fails the batch.
-func (r *Reader) fetch(ctx context.Context, in *cloudwatch.GetMetricDataInput, batch []Window, meta []query) ([][]float64, int, error) {
+func (r *Reader) fetch(ctx context.Context, in *cloudwatch.GetMetricDataInput, batch []metrics.PeakWindow, meta []query) ([][]float64, int, error) {
 	values := make([][]float64, len(meta))
 	complete := make([]bool, len(meta))
 	calls := 0
@@ -370,7 +351,7 @@ func (r *Reader) fetch(ctx context.Context, in *cloudwatch.GetMetricDataInput, b
 
 // collect turns the queries' values into each window's peaks (nil when
 // the agent sent nothing for it).
-func (r *Reader) collect(batch []Window, meta []query, values [][]float64, out map[metrics.Key]*metrics.Peaks) {
+func (r *Reader) collect(batch []metrics.PeakWindow, meta []query, values [][]float64, out map[metrics.Key]*metrics.Peaks) {
 	peaks := make([]*metrics.Peaks, len(batch))
 	gpus := make([]map[int]*metrics.GPUPeak, len(batch))
 	for i := range batch {

@@ -25,7 +25,7 @@ type putFunc func(metric string, at time.Time, v float64, kv ...string)
 // count), B (one A10G GPU), C (agent off), D (GPU instance, GPU series
 // missing), E (ended 30 s before now: not settled), F (four A10Gs of which
 // two reported; only the first reports the memory total).
-func scenario(put putFunc, base, now time.Time, prefix string) []cwpeaks.Window {
+func scenario(put putFunc, base, now time.Time, prefix string) []metrics.PeakWindow {
 	each := func(from, to time.Time, fn func(at time.Time)) {
 		for at := from; at.Before(to); at = at.Add(10 * time.Second) {
 			fn(at)
@@ -80,7 +80,7 @@ func scenario(put putFunc, base, now time.Time, prefix string) []cwpeaks.Window 
 			}
 		}
 	})
-	return []cwpeaks.Window{
+	return []metrics.PeakWindow{
 		{Key: metrics.Key{JobID: 1, RunAttempt: 1}, InstanceID: a, Pool: "standard", InstanceType: "c7i.large", Start: as, End: as.Add(10 * time.Minute)},
 		{Key: metrics.Key{JobID: 2, RunAttempt: 1}, InstanceID: b, Pool: "gpu", InstanceType: "g5.xlarge", Start: bs, End: be},
 		{Key: metrics.Key{JobID: 3, RunAttempt: 1}, InstanceID: c, Pool: "standard", InstanceType: "c7i.large", Start: base, End: base.Add(10 * time.Minute)},
@@ -91,7 +91,7 @@ func scenario(put putFunc, base, now time.Time, prefix string) []cwpeaks.Window 
 }
 
 // checkScenario checks what Read found in the scenario.
-func checkScenario(t *testing.T, res cwpeaks.Result) {
+func checkScenario(t *testing.T, res metrics.PeakResult) {
 	t.Helper()
 	if len(res.Pending) != 1 || res.Pending[0].Key.JobID != 5 {
 		t.Errorf("pending = %+v, want job 5 only (not settled)", res.Pending)
@@ -173,9 +173,9 @@ func TestFake(t *testing.T) {
 		name  string
 		setup func(f *fakeCW)
 		opts  []cwpeaks.Option
-		check func(t *testing.T, f *fakeCW, res cwpeaks.Result, err error)
+		check func(t *testing.T, f *fakeCW, res metrics.PeakResult, err error)
 	}{
-		{name: "every source", check: func(t *testing.T, f *fakeCW, res cwpeaks.Result, err error) {
+		{name: "every source", check: func(t *testing.T, f *fakeCW, res metrics.PeakResult, err error) {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -184,7 +184,7 @@ func TestFake(t *testing.T) {
 				t.Errorf("calls = %d", f.calls)
 			}
 		}},
-		{name: "pages are merged", setup: func(f *fakeCW) { f.pageQueries = 3 }, check: func(t *testing.T, f *fakeCW, res cwpeaks.Result, err error) {
+		{name: "pages are merged", setup: func(f *fakeCW) { f.pageQueries = 3 }, check: func(t *testing.T, f *fakeCW, res metrics.PeakResult, err error) {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -201,7 +201,7 @@ func TestFake(t *testing.T) {
 				}
 				return ""
 			}
-		}, check: func(t *testing.T, f *fakeCW, res cwpeaks.Result, err error) {
+		}, check: func(t *testing.T, f *fakeCW, res metrics.PeakResult, err error) {
 			// q2 is answered PartialData on its only page: its window must wait.
 			if !errors.Is(err, cwpeaks.ErrPartial) {
 				t.Fatalf("err = %v, want ErrPartial", err)
@@ -217,7 +217,7 @@ func TestFake(t *testing.T) {
 				}
 				return nil
 			}
-		}, check: func(t *testing.T, f *fakeCW, res cwpeaks.Result, err error) {
+		}, check: func(t *testing.T, f *fakeCW, res metrics.PeakResult, err error) {
 			if err == nil {
 				t.Fatal("a throttled call was not reported")
 			}
@@ -235,12 +235,12 @@ func TestFake(t *testing.T) {
 				}
 				return ""
 			}
-		}, check: func(t *testing.T, f *fakeCW, res cwpeaks.Result, err error) {
+		}, check: func(t *testing.T, f *fakeCW, res metrics.PeakResult, err error) {
 			if err == nil || len(res.Peaks) != 0 {
 				t.Errorf("err %v, peaks %d", err, len(res.Peaks))
 			}
 		}},
-		{name: "not settled with a longer delay", opts: []cwpeaks.Option{cwpeaks.WithSettle(2 * time.Hour)}, check: func(t *testing.T, f *fakeCW, res cwpeaks.Result, err error) {
+		{name: "not settled with a longer delay", opts: []cwpeaks.Option{cwpeaks.WithSettle(2 * time.Hour)}, check: func(t *testing.T, f *fakeCW, res metrics.PeakResult, err error) {
 			if err != nil || f.calls != 0 || len(res.Pending) != 6 {
 				t.Errorf("err %v calls %d pending %d", err, f.calls, len(res.Pending))
 			}

@@ -26,7 +26,7 @@ import (
 // Now is the instant the suite treats as the present: every time it passes
 // (claim times, UpdatedAt, ExpiresAt) is near it. A store that reads a clock
 // to decide whether a record has expired must read Now (for Dynamo:
-// store.WithClock(func() time.Time { return storetest.Now })). Expiry itself
+// dynamostore.WithClock(func() time.Time { return storetest.Now })). Expiry itself
 // is not part of the suite: Memory never expires records.
 var Now = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 

@@ -1,4 +1,4 @@
-package store
+package dynamostore
 
 import (
 	"context"
@@ -11,25 +11,27 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/skiffci/skiff/pkg/store"
 )
 
 // LaunchDynamoAPI is the part of the DynamoDB client LaunchDynamo calls,
 // with the SDK's signatures; *dynamodb.Client implements it.
 type LaunchDynamoAPI interface {
-	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-	BatchGetItem(ctx context.Context, params *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
-	Query(ctx context.Context, params *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
-	TransactWriteItems(ctx context.Context, params *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+	getItem
+	putItem
+	updateItem
+	batchGetItem
+	query
+	transactWriteItems
 }
 
 var (
 	_ LaunchDynamoAPI = (*dynamodb.Client)(nil)
-	_ Launches        = (*LaunchDynamo)(nil)
+	_ store.Launches  = (*LaunchDynamo)(nil)
 )
 
-// Attribute names of launch items (see launch.go for the key design).
+// Attribute names of launch items (see the package doc for the key design).
 const (
 	attrGen       = "gen"
 	attrToken     = "token"
@@ -83,8 +85,8 @@ func counterKey(pool string) map[string]types.AttributeValue {
 }
 
 // LaunchClaims implements Launches.
-func (d *LaunchDynamo) LaunchClaims(ctx context.Context, ids []int64, now time.Time) (map[int64]LaunchClaim, error) {
-	out := map[int64]LaunchClaim{}
+func (d *LaunchDynamo) LaunchClaims(ctx context.Context, ids []int64, now time.Time) (map[int64]store.LaunchClaim, error) {
+	out := map[int64]store.LaunchClaim{}
 	seen := map[int64]bool{}
 	var keys []map[string]types.AttributeValue
 	for _, id := range ids {
@@ -121,14 +123,14 @@ func (d *LaunchDynamo) LaunchClaims(ctx context.Context, ids []int64, now time.T
 	return out, nil
 }
 
-func decodeClaim(item map[string]types.AttributeValue) (LaunchClaim, error) {
+func decodeClaim(item map[string]types.AttributeValue) (store.LaunchClaim, error) {
 	dec := decoder{item: item}
 	pk := dec.str(attrPK)
 	id, err := strconv.ParseInt(strings.TrimPrefix(pk, "JOB#"), 10, 64)
 	if err != nil {
-		return LaunchClaim{}, fmt.Errorf("key %q: %w", pk, err)
+		return store.LaunchClaim{}, fmt.Errorf("key %q: %w", pk, err)
 	}
-	c := LaunchClaim{JobID: id}
+	c := store.LaunchClaim{JobID: id}
 	c.Attempt = int(dec.int(attrAttempt))
 	c.Gen = int(dec.int(attrGen))
 	c.Token = dec.str(attrToken)
@@ -140,8 +142,8 @@ func decodeClaim(item map[string]types.AttributeValue) (LaunchClaim, error) {
 }
 
 // ClaimLaunch implements Launches.
-func (d *LaunchDynamo) ClaimLaunch(ctx context.Context, c LaunchClaim, prevGen int, now time.Time) error {
-	if err := ValidateClaim(c, prevGen); err != nil {
+func (d *LaunchDynamo) ClaimLaunch(ctx context.Context, c store.LaunchClaim, prevGen int, now time.Time) error {
+	if err := store.ValidateClaim(c, prevGen); err != nil {
 		return err
 	}
 	item := claimKey(c.JobID)
@@ -152,7 +154,7 @@ func (d *LaunchDynamo) ClaimLaunch(ctx context.Context, c LaunchClaim, prevGen i
 	item[attrLeaseUntil] = numI(c.LeaseUntil.UnixMilli())
 	putTime(item, attrUpdatedAt, c.UpdatedAt)
 	if !c.ExpiresAt.IsZero() {
-		item[attrExpires] = numI(epochCeil(c.ExpiresAt))
+		item[attrExpires] = numI(store.EpochCeil(c.ExpiresAt))
 	}
 	e := newExpr()
 	var cond string
@@ -163,7 +165,7 @@ func (d *LaunchDynamo) ClaimLaunch(ctx context.Context, c LaunchClaim, prevGen i
 	}
 	_, err := d.api.PutItem(ctx, e.put(d.table, item, cond))
 	if isConditionFailed(err) {
-		return fmt.Errorf("claiming launch of job %d: %w", c.JobID, ErrConflict)
+		return fmt.Errorf("claiming launch of job %d: %w", c.JobID, store.ErrConflict)
 	}
 	if err != nil {
 		return fmt.Errorf("claiming launch of job %d: %w", c.JobID, err)
@@ -172,8 +174,8 @@ func (d *LaunchDynamo) ClaimLaunch(ctx context.Context, c LaunchClaim, prevGen i
 }
 
 // PutFleet implements Launches.
-func (d *LaunchDynamo) PutFleet(ctx context.Context, f Fleet) error {
-	if err := ValidateFleet(f); err != nil {
+func (d *LaunchDynamo) PutFleet(ctx context.Context, f store.Fleet) error {
+	if err := store.ValidateFleet(f); err != nil {
 		return err
 	}
 	item := fleetKey(f.Token)
@@ -191,7 +193,7 @@ func (d *LaunchDynamo) PutFleet(ctx context.Context, f Fleet) error {
 	putStr(item, attrReason, f.Reason)
 	putTime(item, attrCreatedAt, f.CreatedAt)
 	if !f.ExpiresAt.IsZero() {
-		item[attrExpires] = numI(epochCeil(f.ExpiresAt))
+		item[attrExpires] = numI(store.EpochCeil(f.ExpiresAt))
 	}
 	e := newExpr()
 	cond := fmt.Sprintf("attribute_not_exists(%s) OR NOT %s", e.name(attrPK), e.live(f.CreatedAt))
@@ -199,7 +201,7 @@ func (d *LaunchDynamo) PutFleet(ctx context.Context, f Fleet) error {
 	if len(f.Members) == 0 {
 		_, err := d.api.PutItem(ctx, put)
 		if isConditionFailed(err) {
-			return fmt.Errorf("recording fleet %s: %w", f.Token, ErrConflict)
+			return fmt.Errorf("recording fleet %s: %w", f.Token, store.ErrConflict)
 		}
 		if err != nil {
 			return fmt.Errorf("recording fleet %s: %w", f.Token, err)
@@ -222,7 +224,7 @@ func (d *LaunchDynamo) PutFleet(ctx context.Context, f Fleet) error {
 	}
 	_, err := d.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if isTransactionConflict(err) {
-		return fmt.Errorf("recording fleet %s: the fleet exists or a member's claim was taken over: %w", f.Token, ErrConflict)
+		return fmt.Errorf("recording fleet %s: the fleet exists or a member's claim was taken over: %w", f.Token, store.ErrConflict)
 	}
 	if err != nil {
 		return fmt.Errorf("recording fleet %s: %w", f.Token, err)
@@ -260,17 +262,17 @@ func instanceList(ids []string) types.AttributeValue {
 func (d *LaunchDynamo) FinishFleet(ctx context.Context, token string, instances []string, reason string) error {
 	e := newExpr()
 	sets := []string{
-		e.name(attrState) + " = " + e.value(str(string(FleetDone))),
+		e.name(attrState) + " = " + e.value(str(string(store.FleetDone))),
 		e.name(attrInstances) + " = " + e.value(instanceList(instances)),
 	}
 	update := "SET " + strings.Join(sets, ", ")
 	if reason != "" {
 		update += ", " + e.name(attrReason) + " = " + e.value(str(reason))
 	}
-	cond := fmt.Sprintf("attribute_exists(%s) AND %s = %s", e.name(attrPK), e.name(attrState), e.value(str(string(FleetIntent))))
+	cond := fmt.Sprintf("attribute_exists(%s) AND %s = %s", e.name(attrPK), e.name(attrState), e.value(str(string(store.FleetIntent))))
 	_, err := d.api.UpdateItem(ctx, e.update(d.table, fleetKey(token), update, cond))
 	if isConditionFailed(err) {
-		return fmt.Errorf("finishing fleet %s: not in intent: %w", token, ErrConflict)
+		return fmt.Errorf("finishing fleet %s: not in intent: %w", token, store.ErrConflict)
 	}
 	if err != nil {
 		return fmt.Errorf("finishing fleet %s: %w", token, err)
@@ -279,19 +281,19 @@ func (d *LaunchDynamo) FinishFleet(ctx context.Context, token string, instances 
 }
 
 // Fleet implements Launches.
-func (d *LaunchDynamo) Fleet(ctx context.Context, token string, now time.Time) (Fleet, error) {
+func (d *LaunchDynamo) Fleet(ctx context.Context, token string, now time.Time) (store.Fleet, error) {
 	out, err := d.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(d.table), Key: fleetKey(token), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return Fleet{}, fmt.Errorf("reading fleet %s: %w", token, err)
+		return store.Fleet{}, fmt.Errorf("reading fleet %s: %w", token, err)
 	}
 	if len(out.Item) == 0 || expired(out.Item, now) {
-		return Fleet{}, ErrNotFound
+		return store.Fleet{}, store.ErrNotFound
 	}
 	dec := decoder{item: out.Item}
-	f := Fleet{Token: token}
-	f.State = FleetState(dec.str(attrState))
+	f := store.Fleet{Token: token}
+	f.State = store.FleetState(dec.str(attrState))
 	f.Pool = dec.str(attrPool)
 	f.Plan = dec.str(attrPlan)
 	for _, m := range dec.strs(attrMembers) {
@@ -299,9 +301,9 @@ func (d *LaunchDynamo) Fleet(ctx context.Context, token string, now time.Time) (
 		jid, err1 := strconv.ParseInt(id, 10, 64)
 		n, err2 := strconv.Atoi(attempt)
 		if !ok || err1 != nil || err2 != nil {
-			return Fleet{}, fmt.Errorf("decoding fleet %s: member %q", token, m)
+			return store.Fleet{}, fmt.Errorf("decoding fleet %s: member %q", token, m)
 		}
-		f.Members = append(f.Members, FleetMember{JobID: jid, Attempt: n})
+		f.Members = append(f.Members, store.FleetMember{JobID: jid, Attempt: n})
 	}
 	if _, ok := out.Item[attrInstances]; ok {
 		f.Instances = []string{}
@@ -316,7 +318,7 @@ func (d *LaunchDynamo) Fleet(ctx context.Context, token string, now time.Time) (
 	f.CreatedAt = dec.time(attrCreatedAt)
 	f.ExpiresAt = dec.epoch(attrExpires)
 	if dec.err != nil {
-		return Fleet{}, fmt.Errorf("decoding fleet %s: %w", token, dec.err)
+		return store.Fleet{}, fmt.Errorf("decoding fleet %s: %w", token, dec.err)
 	}
 	return f, nil
 }
@@ -325,7 +327,7 @@ func (d *LaunchDynamo) Fleet(ctx context.Context, token string, now time.Time) (
 func (d *LaunchDynamo) MarkCapacityFailed(ctx context.Context, pool string, keys []string, until time.Time) error {
 	for _, k := range keys {
 		item := itemKey("CAPACITY#"+pool, k)
-		item[attrExpires] = numI(epochCeil(until))
+		item[attrExpires] = numI(store.EpochCeil(until))
 		if _, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(d.table), Item: item}); err != nil {
 			return fmt.Errorf("remembering failed capacity %s of pool %s: %w", k, pool, err)
 		}
@@ -366,12 +368,12 @@ func onDemandPK(run int64) string { return "ONDEMAND#" + strconv.FormatInt(run, 
 // MarkOnDemand implements Launches: one item per run and pool
 // (ONDEMAND#<run>, the pool), kept until until by the table's TTL.
 func (d *LaunchDynamo) MarkOnDemand(ctx context.Context, run int64, pool string, attempt int, until time.Time) error {
-	if err := ValidateOnDemand(run, pool, attempt); err != nil {
+	if err := store.ValidateOnDemand(run, pool, attempt); err != nil {
 		return err
 	}
 	item := itemKey(onDemandPK(run), pool)
 	item[attrAttempt] = numI(int64(attempt))
-	item[attrExpires] = numI(epochCeil(until))
+	item[attrExpires] = numI(store.EpochCeil(until))
 	if _, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(d.table), Item: item}); err != nil {
 		return fmt.Errorf("marking run %d on-demand in pool %s: %w", run, pool, err)
 	}

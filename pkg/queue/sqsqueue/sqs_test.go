@@ -1,4 +1,4 @@
-package queue_test
+package sqsqueue_test
 
 import (
 	"context"
@@ -15,13 +15,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/queue/sqsqueue"
 )
 
 const queueURL = "https://sqs.us-east-1.amazonaws.com/123456789012/skiff-jobs"
 
 // fakeSQS records SendMessage inputs and answers with err when set.
 type fakeSQS struct {
-	queue.SQSAPI
+	sqsqueue.SQSAPI
 	mu     sync.Mutex
 	inputs []*sqs.SendMessageInput
 	err    error
@@ -62,10 +63,16 @@ func validJob() queue.Job {
 	}
 }
 
+func jobN(id int64) queue.Job {
+	j := validJob()
+	j.JobID = id
+	return j
+}
+
 func TestSQSSendsOneMessagePerJob(t *testing.T) {
 	t.Parallel()
 	f := &fakeSQS{}
-	q := queue.NewSQS(f, queueURL)
+	q := sqsqueue.NewSQS(f, queueURL)
 	if err := q.Send(t.Context(), validJob()); err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +128,7 @@ func TestSQSRefusesInvalidJobsWithoutSending(t *testing.T) {
 			f := &fakeSQS{}
 			j := validJob()
 			tc.mutate(&j)
-			if err := queue.NewSQS(f, queueURL).Send(t.Context(), j); !errors.Is(err, queue.ErrInvalidJob) {
+			if err := sqsqueue.NewSQS(f, queueURL).Send(t.Context(), j); !errors.Is(err, queue.ErrInvalidJob) {
 				t.Errorf("Send = %v, want ErrInvalidJob", err)
 			}
 			if n := len(f.sent()); n != 0 {
@@ -154,7 +161,7 @@ func TestSQSFailures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			f := &fakeSQS{err: tc.apiErr}
-			err := queue.NewSQS(f, queueURL).Send(tc.ctx, validJob())
+			err := sqsqueue.NewSQS(f, queueURL).Send(tc.ctx, validJob())
 			if err == nil || !tc.wantErr(err) || errors.Is(err, queue.ErrInvalidJob) {
 				t.Errorf("Send = %v: want the cause kept, retryable (not ErrInvalidJob)", err)
 			}
@@ -162,7 +169,7 @@ func TestSQSFailures(t *testing.T) {
 				t.Errorf("error %q does not say what failed", err)
 			}
 			f.Reset()
-			if err := queue.NewSQS(f, queueURL).Send(context.Background(), validJob()); err != nil {
+			if err := sqsqueue.NewSQS(f, queueURL).Send(context.Background(), validJob()); err != nil {
 				t.Errorf("Send after Reset: %v", err)
 			}
 		})
@@ -200,7 +207,7 @@ func TestSQSCharactersSQSRefuses(t *testing.T) {
 			f := &fakeSQS{}
 			j := validJob()
 			j.Labels, j.Pool = []string{tc.label}, tc.pool
-			if err := queue.NewSQS(f, queueURL).Send(t.Context(), j); err != nil {
+			if err := sqsqueue.NewSQS(f, queueURL).Send(t.Context(), j); err != nil {
 				t.Fatal(err)
 			}
 			in := f.sent()[0]

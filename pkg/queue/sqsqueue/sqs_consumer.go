@@ -1,4 +1,4 @@
-package queue
+package sqsqueue
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/skiffci/skiff/pkg/queue"
 )
 
 // SQSReceiveAPI is the part of the SQS client SQSReceiver calls, with the
@@ -18,9 +20,9 @@ type SQSReceiveAPI interface {
 }
 
 var (
-	_ SQSReceiveAPI = (*sqs.Client)(nil)
-	_ Receiver      = (*SQSReceiver)(nil)
-	_ DeadLetterer  = (*SQSDeadLetters)(nil)
+	_ SQSReceiveAPI      = (*sqs.Client)(nil)
+	_ queue.Receiver     = (*SQSReceiver)(nil)
+	_ queue.DeadLetterer = (*SQSDeadLetters)(nil)
 )
 
 // receiveWaitSeconds is the long poll of one Receive: it keeps an idle
@@ -35,16 +37,16 @@ const receiveWaitSeconds = 5
 type SQSReceiver struct {
 	api SQSReceiveAPI
 	url string
-	dl  DeadLetterer
+	dl  queue.DeadLetterer
 }
 
 // NewSQSReceiver returns a receiver of the queue at url that dead-letters through dl.
-func NewSQSReceiver(api SQSReceiveAPI, url string, dl DeadLetterer) *SQSReceiver {
+func NewSQSReceiver(api SQSReceiveAPI, url string, dl queue.DeadLetterer) *SQSReceiver {
 	return &SQSReceiver{api: api, url: url, dl: dl}
 }
 
 // Receive implements Receiver (a long poll of up to 5 s; SQS returns at most 10).
-func (r *SQSReceiver) Receive(ctx context.Context, limit int) ([]Delivery, error) {
+func (r *SQSReceiver) Receive(ctx context.Context, limit int) ([]queue.Delivery, error) {
 	out, err := r.api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 		QueueUrl: aws.String(r.url), MaxNumberOfMessages: int32(min(max(limit, 1), 10)), WaitTimeSeconds: receiveWaitSeconds,
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount},
@@ -52,20 +54,20 @@ func (r *SQSReceiver) Receive(ctx context.Context, limit int) ([]Delivery, error
 	if err != nil {
 		return nil, fmt.Errorf("receiving from SQS: %w", err)
 	}
-	ds := make([]Delivery, 0, len(out.Messages))
+	ds := make([]queue.Delivery, 0, len(out.Messages))
 	for _, m := range out.Messages {
-		n := ParseReceiveCount(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
-		ds = append(ds, NewDelivery(aws.ToString(m.MessageId), aws.ToString(m.Body), n, aws.ToString(m.ReceiptHandle)))
+		n := queue.ParseReceiveCount(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
+		ds = append(ds, queue.NewDelivery(aws.ToString(m.MessageId), aws.ToString(m.Body), n, aws.ToString(m.ReceiptHandle)))
 	}
 	return ds, nil
 }
 
 // Settle implements Receiver.
-func (r *SQSReceiver) Settle(ctx context.Context, d Delivery, a Answer) error {
+func (r *SQSReceiver) Settle(ctx context.Context, d queue.Delivery, a queue.Answer) error {
 	switch a.Verdict {
-	case Retry:
+	case queue.Retry:
 		return nil
-	case DeadLetter:
+	case queue.DeadLetter:
 		if err := r.dl.DeadLetter(ctx, d, a.Reason, a.Detail); err != nil {
 			return err
 		}
@@ -91,7 +93,7 @@ func NewSQSDeadLetters(api SQSAPI, url string) *SQSDeadLetters {
 }
 
 // DeadLetter implements DeadLetterer.
-func (q *SQSDeadLetters) DeadLetter(ctx context.Context, d Delivery, reason, detail string) error {
+func (q *SQSDeadLetters) DeadLetter(ctx context.Context, d queue.Delivery, reason, detail string) error {
 	str := func(v string) types.MessageAttributeValue {
 		return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(sqsSafe(v))}
 	}

@@ -1,4 +1,4 @@
-package store
+package dynamostore
 
 // ClassifyTxForTest exposes classifyTx to the external tests: which items'
 // conditions failed, whether a transaction conflicted, and whether the

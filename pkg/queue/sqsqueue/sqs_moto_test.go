@@ -1,6 +1,6 @@
 //go:build linux
 
-package queue_test
+package sqsqueue_test
 
 import (
 	"testing"

@@ -2,7 +2,7 @@
 //
 // The store is one DynamoDB table with string keys pk (partition) and sk
 // (sort), on-demand billing, one sparse secondary index (live-pool, the runner
-// ledger's: ledger.go) and otherwise reads by key, and
+// ledger's: see the package doc) and otherwise reads by key, and
 // TTL on the number attribute expires_at (epoch seconds). The sort key names
 // the item kind, so that later kinds can live under the same partition (a
 // job's metrics record as JOB#<id> / METRICS, say) without a migration.
@@ -39,7 +39,7 @@
 // the further condition that neither updated_at nor expires_at is later
 // than the event's (so both move forward without keepNewest's read of the
 // old values), and the runner's advance in the ledger (RUNNER#<name>,
-// see ledger.go). When DynamoDB cancels it, nothing was written, and the
+// see the package doc). When DynamoDB cancels it, nothing was written, and the
 // advance/fill above and the ledger's advance/fill record the event one
 // item at a time. This is the webhook's hot path: one call for every
 // in-order event on one of skiff's runners.
@@ -54,7 +54,7 @@
 // Run.ExpiresAt read back at that precision. A record written without
 // ExpiresAt has no expires_at and never expires.
 
-package store
+package dynamostore
 
 import (
 	"context"
@@ -67,29 +67,31 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/skiffci/skiff/pkg/store"
 )
 
 // DynamoAPI is the part of the DynamoDB client that Dynamo calls, with the
 // SDK's signatures; *dynamodb.Client implements it.
 type DynamoAPI interface {
-	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-	DeleteItem(ctx context.Context, params *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
-	TransactWriteItems(ctx context.Context, params *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+	getItem
+	putItem
+	updateItem
+	deleteItem
+	transactWriteItems
 }
 
 // DynamoTableAPI is the part of the DynamoDB client that CreateTable calls;
 // *dynamodb.Client implements it.
 type DynamoTableAPI interface {
-	CreateTable(ctx context.Context, params *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
-	DescribeTable(ctx context.Context, params *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	createTable
+	describeTable
 }
 
 var (
 	_ DynamoAPI      = (*dynamodb.Client)(nil)
 	_ DynamoTableAPI = (*dynamodb.Client)(nil)
-	_ Store          = (*Dynamo)(nil)
+	_ store.Store    = (*Dynamo)(nil)
 )
 
 // Attribute names of the table.
@@ -184,8 +186,8 @@ func CreateTable(ctx context.Context, api DynamoTableAPI, table string) error {
 }
 
 // RecordJob implements Store.
-func (d *Dynamo) RecordJob(ctx context.Context, j Job) (bool, error) {
-	if err := validateJob(j); err != nil {
+func (d *Dynamo) RecordJob(ctx context.Context, j store.Job) (bool, error) {
+	if err := store.ValidateJob(j); err != nil {
 		return false, err
 	}
 	now := d.now()
@@ -204,7 +206,7 @@ func (d *Dynamo) RecordJob(ctx context.Context, j Job) (bool, error) {
 
 // recordJobOnce tries advance, fill, then replace-if-expired. ok is false
 // when the record changed between the calls so that none applied.
-func (d *Dynamo) recordJobOnce(ctx context.Context, j Job, attrs []attr, now time.Time) (advanced, ok bool, err error) {
+func (d *Dynamo) recordJobOnce(ctx context.Context, j store.Job, attrs []attr, now time.Time) (advanced, ok bool, err error) {
 	key := jobKey(j.ID)
 	rank := numI(int64(j.Status))
 
@@ -291,20 +293,20 @@ func (d *Dynamo) keepNewest(ctx context.Context, key map[string]types.AttributeV
 }
 
 // Job implements Store.
-func (d *Dynamo) Job(ctx context.Context, id int64) (Job, error) {
+func (d *Dynamo) Job(ctx context.Context, id int64) (store.Job, error) {
 	item, err := d.get(ctx, jobKey(id))
 	if err != nil {
-		return Job{}, fmt.Errorf("reading job %d: %w", id, err)
+		return store.Job{}, fmt.Errorf("reading job %d: %w", id, err)
 	}
 	j, err := decodeJob(id, item)
 	if err != nil {
-		return Job{}, fmt.Errorf("decoding job %d: %w", id, err)
+		return store.Job{}, fmt.Errorf("decoding job %d: %w", id, err)
 	}
 	return j, nil
 }
 
 // RecordRun implements Store.
-func (d *Dynamo) RecordRun(ctx context.Context, r Run) error {
+func (d *Dynamo) RecordRun(ctx context.Context, r store.Run) error {
 	if r.ID <= 0 {
 		return errors.New("recording run: id is required")
 	}
@@ -320,7 +322,7 @@ func (d *Dynamo) RecordRun(ctx context.Context, r Run) error {
 	}
 	putTime(item, attrUpdatedAt, r.UpdatedAt)
 	if !r.ExpiresAt.IsZero() {
-		item[attrExpires] = numI(epochCeil(r.ExpiresAt))
+		item[attrExpires] = numI(store.EpochCeil(r.ExpiresAt))
 	}
 	e := newExpr()
 	cond := fmt.Sprintf("attribute_not_exists(%s) OR %s <= %s OR NOT %s",
@@ -336,12 +338,12 @@ func (d *Dynamo) RecordRun(ctx context.Context, r Run) error {
 }
 
 // Run implements Store.
-func (d *Dynamo) Run(ctx context.Context, id int64) (Run, error) {
+func (d *Dynamo) Run(ctx context.Context, id int64) (store.Run, error) {
 	item, err := d.get(ctx, runKey(id))
 	if err != nil {
-		return Run{}, fmt.Errorf("reading run %d: %w", id, err)
+		return store.Run{}, fmt.Errorf("reading run %d: %w", id, err)
 	}
-	r := Run{ID: id}
+	r := store.Run{ID: id}
 	dec := decoder{item: item}
 	r.Attempt = int(dec.int("attempt"))
 	r.Event = dec.str("event")
@@ -355,7 +357,7 @@ func (d *Dynamo) Run(ctx context.Context, id int64) (Run, error) {
 	r.UpdatedAt = dec.time(attrUpdatedAt)
 	r.ExpiresAt = dec.epoch(attrExpires)
 	if dec.err != nil {
-		return Run{}, fmt.Errorf("decoding run %d: %w", id, dec.err)
+		return store.Run{}, fmt.Errorf("decoding run %d: %w", id, dec.err)
 	}
 	return r, nil
 }
@@ -372,7 +374,7 @@ func (d *Dynamo) get(ctx context.Context, key map[string]types.AttributeValue) (
 		return nil, err
 	}
 	if len(out.Item) == 0 || expired(out.Item, d.now()) {
-		return nil, ErrNotFound
+		return nil, store.ErrNotFound
 	}
 	return out.Item, nil
 }
@@ -380,7 +382,7 @@ func (d *Dynamo) get(ctx context.Context, key map[string]types.AttributeValue) (
 // jobAttrs lists the attributes an event writes: its status and every field
 // it knows, never a zero value, always in the same order (the order of the
 // Job fields), so that requests are reproducible.
-func jobAttrs(j Job) []attr {
+func jobAttrs(j store.Job) []attr {
 	out := make([]attr, 0, maxJobAttrs)
 	put := func(name string, v types.AttributeValue) { out = append(out, attr{name, v}) }
 	putS := func(name, v string) {
@@ -424,7 +426,7 @@ func jobAttrs(j Job) []attr {
 	putS("conclusion", j.Conclusion)
 	putT(attrUpdatedAt, j.UpdatedAt)
 	if !j.ExpiresAt.IsZero() {
-		put(attrExpires, numI(epochCeil(j.ExpiresAt)))
+		put(attrExpires, numI(store.EpochCeil(j.ExpiresAt)))
 	}
 	return out
 }
@@ -432,12 +434,12 @@ func jobAttrs(j Job) []attr {
 // maxJobAttrs is how many attributes jobAttrs can list.
 const maxJobAttrs = 20
 
-func decodeJob(id int64, item map[string]types.AttributeValue) (Job, error) {
+func decodeJob(id int64, item map[string]types.AttributeValue) (store.Job, error) {
 	dec := decoder{item: item}
-	j := Job{ID: id}
-	j.Status = Status(dec.int(attrRank))
-	if j.Status <= StatusUnknown || j.Status > StatusCompleted {
-		return Job{}, fmt.Errorf("status_rank %d is out of range", j.Status)
+	j := store.Job{ID: id}
+	j.Status = store.Status(dec.int(attrRank))
+	if j.Status <= store.StatusUnknown || j.Status > store.StatusCompleted {
+		return store.Job{}, fmt.Errorf("status_rank %d is out of range", j.Status)
 	}
 	j.RunID = dec.int("run_id")
 	j.Attempt = int(dec.int(attrAttempt))
@@ -499,16 +501,6 @@ func putTime(m map[string]types.AttributeValue, name string, t time.Time) {
 	if !t.IsZero() {
 		m[name] = str(t.UTC().Format(timeLayout))
 	}
-}
-
-// epochCeil is t in epoch seconds, rounded up so that a TTL never cuts a
-// record short.
-func epochCeil(t time.Time) int64 {
-	s := t.Unix()
-	if t.Nanosecond() > 0 {
-		s++
-	}
-	return s
 }
 
 // expired reports whether the item's expires_at is at or before now's second.

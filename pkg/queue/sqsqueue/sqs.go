@@ -1,8 +1,7 @@
-package queue
+package sqsqueue
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -11,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/skiffci/skiff/pkg/queue"
 )
 
 // SQSAPI is the part of the SQS client that SQS calls, with the SDK's
@@ -20,15 +21,9 @@ type SQSAPI interface {
 }
 
 var (
-	_ SQSAPI = (*sqs.Client)(nil)
-	_ Sender = (*SQS)(nil)
+	_ SQSAPI       = (*sqs.Client)(nil)
+	_ queue.Sender = (*SQS)(nil)
 )
-
-// MaxMessageBytes bounds the encoded body of one message. SQS accepts 256 KiB
-// for body and attributes together; a real job encodes to well under 1 KiB,
-// so a body past 64 KiB means a payload gone wrong (thousands of labels). It
-// is refused as invalid, never truncated, and leaves SQS's limit far away.
-const MaxMessageBytes = 64 << 10
 
 // Names of the message attributes Send sets, for operators browsing the
 // queue or dead-letter queue in the console and for subscription filters.
@@ -52,21 +47,21 @@ func NewSQS(api SQSAPI, queueURL string) *SQS {
 	return &SQS{api: api, queueURL: queueURL}
 }
 
-var _ DelayedSender = (*SQS)(nil)
+var _ queue.DelayedSender = (*SQS)(nil)
 
 // Send implements Sender: one message per job, the body is the job as JSON
 // (see EncodeMessage). A job that fails Validate or encodes past
 // MaxMessageBytes is refused with ErrInvalidJob before anything is sent.
-func (q *SQS) Send(ctx context.Context, job Job) error { return q.SendAfter(ctx, job, 0) }
+func (q *SQS) Send(ctx context.Context, job queue.Job) error { return q.SendAfter(ctx, job, 0) }
 
 // SendAfter implements DelayedSender with the message's own DelaySeconds
 // (rounded up to a second, at most MaxDelay).
-func (q *SQS) SendAfter(ctx context.Context, job Job, delay time.Duration) error {
-	body, err := EncodeMessage(job)
+func (q *SQS) SendAfter(ctx context.Context, job queue.Job, delay time.Duration) error {
+	body, err := queue.EncodeMessage(job)
 	if err != nil {
 		return err
 	}
-	secs := int32((min(delay, MaxDelay) + time.Second - 1) / time.Second)
+	secs := int32((min(delay, queue.MaxDelay) + time.Second - 1) / time.Second)
 	_, err = q.api.SendMessage(ctx, &sqs.SendMessageInput{
 		QueueUrl:     aws.String(q.queueURL),
 		MessageBody:  aws.String(body),
@@ -81,44 +76,6 @@ func (q *SQS) SendAfter(ctx context.Context, job Job, delay time.Duration) error
 	}
 	return nil
 }
-
-// EncodeMessage returns the message body of a valid job: its JSON, with
-// every character SQS accepts in a body (U+FFFE and U+FFFF, which SQS
-// refuses, are written as JSON escapes). It returns ErrInvalidJob for a job
-// that fails Validate or encodes past MaxMessageBytes.
-func EncodeMessage(job Job) (string, error) {
-	if err := job.Validate(); err != nil {
-		return "", invalid(err)
-	}
-	b, err := json.Marshal(job)
-	if err != nil {
-		return "", invalid(fmt.Errorf("encoding job: %w", err))
-	}
-	// encoding/json already escapes control characters and replaces invalid
-	// UTF-8; the two noncharacters it leaves can occur only inside strings.
-	body := bodyEscaper.Replace(string(b))
-	if len(body) > MaxMessageBytes {
-		return "", invalid(fmt.Errorf("message body is %d bytes, more than %d", len(body), MaxMessageBytes))
-	}
-	return body, nil
-}
-
-// DecodeMessage parses a message body written by EncodeMessage and validates
-// the job. It returns ErrInvalidJob for a body that is not a valid job (no
-// redelivery can fix it: dead-letter it). Unknown fields are ignored, so a
-// newer sender can add fields during a rolling deploy.
-func DecodeMessage(body string) (Job, error) {
-	var j Job
-	if err := json.Unmarshal([]byte(body), &j); err != nil {
-		return Job{}, invalid(fmt.Errorf("decoding job: %w", err))
-	}
-	if err := j.Validate(); err != nil {
-		return Job{}, invalid(err)
-	}
-	return j, nil
-}
-
-var bodyEscaper = strings.NewReplacer("\uFFFE", `\ufffe`, "\uFFFF", `\uffff`)
 
 // sqsSafe replaces the characters SQS refuses in a string attribute value
 // (outside #x9 #xA #xD #x20-#xD7FF #xE000-#xFFFD #x10000-#x10FFFF) with U+FFFD.

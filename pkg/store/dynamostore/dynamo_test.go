@@ -1,4 +1,4 @@
-package store_test
+package dynamostore_test
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/awsjson"
 	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/store/dynamostore"
 	"github.com/skiffci/skiff/pkg/store/storetest"
 )
 
@@ -52,10 +53,10 @@ func (c *clock) now() time.Time   { return time.Unix(0, c.ns.Load()).UTC() }
 // pass a proxy that verifies their signatures as AWS does.
 var clientsOf = []struct {
 	name string
-	of   func(t *testing.T, client *dynamodb.Client, table string) store.DynamoAPI
+	of   func(t *testing.T, client *dynamodb.Client, table string) dynamostore.DynamoAPI
 }{
-	{"sdk", func(_ *testing.T, client *dynamodb.Client, _ string) store.DynamoAPI { return client }},
-	{"awsjson", func(t *testing.T, client *dynamodb.Client, table string) store.DynamoAPI {
+	{"sdk", func(_ *testing.T, client *dynamodb.Client, _ string) dynamostore.DynamoAPI { return client }},
+	{"awsjson", func(t *testing.T, client *dynamodb.Client, table string) dynamostore.DynamoAPI {
 		t.Helper()
 		proxy, _ := testenv.SigV4Proxy(t, aws.ToString(client.Options().BaseEndpoint))
 		hot, err := awsjson.NewDynamoDB(t.Context(), testenv.DynamoClient(t, proxy), table)
@@ -73,11 +74,11 @@ func TestDynamoConformance(t *testing.T) {
 			t.Parallel()
 			storetest.Run(t, func(t *testing.T) store.Store {
 				client, table := newTable(t)
-				return store.NewDynamo(c.of(t, client, table), table, store.WithClock(func() time.Time { return storetest.Now }))
+				return dynamostore.NewDynamo(c.of(t, client, table), table, dynamostore.WithClock(func() time.Time { return storetest.Now }))
 			})
 			storetest.RunExpiry(t, func(t *testing.T, now func() time.Time) store.Store {
 				client, table := newTable(t)
-				return store.NewDynamo(c.of(t, client, table), table, store.WithClock(now))
+				return dynamostore.NewDynamo(c.of(t, client, table), table, dynamostore.WithClock(now))
 			})
 		})
 	}
@@ -123,11 +124,11 @@ func TestDynamoItemShapes(t *testing.T) {
 	}
 	cases := []struct {
 		name   string
-		write  func(ctx context.Context, d *store.Dynamo) error
+		write  func(ctx context.Context, d *dynamostore.Dynamo) error
 		pk, sk string
 		want   map[string]any
 	}{
-		{"queued job writes only the fields it knows", func(ctx context.Context, d *store.Dynamo) error {
+		{"queued job writes only the fields it knows", func(ctx context.Context, d *dynamostore.Dynamo) error {
 			_, err := d.RecordJob(ctx, queued)
 			return err
 		}, "JOB#42", "JOB", map[string]any{
@@ -137,7 +138,7 @@ func TestDynamoItemShapes(t *testing.T) {
 			"branch": "main", "queued_at": ts(1500 * time.Millisecond), "updated_at": ts(2 * time.Second),
 			"expires_at": n(now.Unix() + 3601),
 		}},
-		{"completed job after queued", func(ctx context.Context, d *store.Dynamo) error {
+		{"completed job after queued", func(ctx context.Context, d *dynamostore.Dynamo) error {
 			if _, err := d.RecordJob(ctx, queued); err != nil {
 				return err
 			}
@@ -152,14 +153,14 @@ func TestDynamoItemShapes(t *testing.T) {
 			"runner_name": "r-5", "runner_id": n(5), "conclusion": "cancelled", "updated_at": ts(time.Minute),
 			"expires_at": n(now.Unix() + 3601),
 		}},
-		{"run", func(ctx context.Context, d *store.Dynamo) error {
+		{"run", func(ctx context.Context, d *dynamostore.Dynamo) error {
 			return d.RecordRun(ctx, store.Run{ID: 7, Attempt: 1, Event: "pull_request", WorkflowName: "CI",
 				Repository: "octo-org/hello", UpdatedAt: now, ExpiresAt: now.Add(24 * time.Hour)})
 		}, "RUN#7", "RUN", map[string]any{
 			"pk": "RUN#7", "sk": "RUN", "attempt": n(1), "event": "pull_request", "workflow_name": "CI",
 			"repository": "octo-org/hello", "updated_at": ts(0), "expires_at": n(now.Add(24 * time.Hour).Unix()),
 		}},
-		{"run of attempt zero keeps the attempt", func(ctx context.Context, d *store.Dynamo) error {
+		{"run of attempt zero keeps the attempt", func(ctx context.Context, d *dynamostore.Dynamo) error {
 			return d.RecordRun(ctx, store.Run{ID: 8, Event: "push"})
 		}, "RUN#8", "RUN", map[string]any{"pk": "RUN#8", "sk": "RUN", "attempt": n(0), "event": "push"}},
 	}
@@ -168,7 +169,7 @@ func TestDynamoItemShapes(t *testing.T) {
 			t.Run(c.name+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()
 				client, table := newTable(t)
-				d := store.NewDynamo(c.of(t, client, table), table, store.WithClock(func() time.Time { return now }))
+				d := dynamostore.NewDynamo(c.of(t, client, table), table, dynamostore.WithClock(func() time.Time { return now }))
 				if err := tc.write(t.Context(), d); err != nil {
 					t.Fatal(err)
 				}
@@ -195,9 +196,9 @@ func TestDynamoExpiredRecordsAreAbsent(t *testing.T) {
 	ctx := t.Context()
 	cases := []struct {
 		name string
-		run  func(t *testing.T, d *store.Dynamo, c *clock)
+		run  func(t *testing.T, d *dynamostore.Dynamo, c *clock)
 	}{
-		{"job is readable until the second it expires", func(t *testing.T, d *store.Dynamo, c *clock) {
+		{"job is readable until the second it expires", func(t *testing.T, d *dynamostore.Dynamo, c *clock) {
 			if _, err := d.RecordJob(ctx, store.Job{ID: 1, Status: store.StatusQueued, ExpiresAt: now.Add(time.Hour)}); err != nil {
 				t.Fatal(err)
 			}
@@ -210,7 +211,7 @@ func TestDynamoExpiredRecordsAreAbsent(t *testing.T) {
 				t.Errorf("Job at expiry: %v, want ErrNotFound", err)
 			}
 		}},
-		{"event for an expired job starts a new record", func(t *testing.T, d *store.Dynamo, c *clock) {
+		{"event for an expired job starts a new record", func(t *testing.T, d *dynamostore.Dynamo, c *clock) {
 			old := store.Job{ID: 2, Status: store.StatusCompleted, Conclusion: "success", RunnerName: "r-1",
 				Labels: []string{"old"}, ExpiresAt: now.Add(time.Hour)}
 			if _, err := d.RecordJob(ctx, old); err != nil {
@@ -230,7 +231,7 @@ func TestDynamoExpiredRecordsAreAbsent(t *testing.T) {
 				t.Errorf("record:\n got %+v\nwant %+v (nothing of the expired record)", got, fresh)
 			}
 		}},
-		{"run expires and an older attempt may then be recorded", func(t *testing.T, d *store.Dynamo, c *clock) {
+		{"run expires and an older attempt may then be recorded", func(t *testing.T, d *dynamostore.Dynamo, c *clock) {
 			if err := d.RecordRun(ctx, store.Run{ID: 3, Attempt: 5, Event: "push", ExpiresAt: now.Add(time.Hour)}); err != nil {
 				t.Fatal(err)
 			}
@@ -246,7 +247,7 @@ func TestDynamoExpiredRecordsAreAbsent(t *testing.T) {
 				t.Errorf("Run = %+v, %v; want %+v", got, err, want)
 			}
 		}},
-		{"record without ExpiresAt never expires", func(t *testing.T, d *store.Dynamo, c *clock) {
+		{"record without ExpiresAt never expires", func(t *testing.T, d *dynamostore.Dynamo, c *clock) {
 			if _, err := d.RecordJob(ctx, store.Job{ID: 4, Status: store.StatusWaiting}); err != nil {
 				t.Fatal(err)
 			}
@@ -261,7 +262,7 @@ func TestDynamoExpiredRecordsAreAbsent(t *testing.T) {
 			t.Parallel()
 			client, table := newTable(t)
 			c := newClock(now)
-			tc.run(t, store.NewDynamo(client, table, store.WithClock(c.now)), c)
+			tc.run(t, dynamostore.NewDynamo(client, table, dynamostore.WithClock(c.now)), c)
 		})
 	}
 }
@@ -280,7 +281,7 @@ func TestDynamoItemExpiredBeforeTTLDeletion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := store.NewDynamo(client, table) // the real clock
+	d := dynamostore.NewDynamo(client, table) // the real clock
 	if j, err := d.Job(ctx, 5); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Job = %+v, %v; want ErrNotFound", j, err)
 	}
@@ -292,12 +293,12 @@ func TestDynamoMissingTableIsAFailureNotAnAnswer(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			client, _ := newTable(t)
-			testMissingTable(t, store.NewDynamo(c.of(t, client, "skiff-no-such-table"), "skiff-no-such-table"))
+			testMissingTable(t, dynamostore.NewDynamo(c.of(t, client, "skiff-no-such-table"), "skiff-no-such-table"))
 		})
 	}
 }
 
-func testMissingTable(t *testing.T, d *store.Dynamo) {
+func testMissingTable(t *testing.T, d *dynamostore.Dynamo) {
 	ctx := t.Context()
 	var rnf *types.ResourceNotFoundException
 	if _, err := d.Job(ctx, 1); !errors.As(err, &rnf) || errors.Is(err, store.ErrNotFound) {
@@ -314,7 +315,7 @@ func testMissingTable(t *testing.T, d *store.Dynamo) {
 func TestCreateTableTwice(t *testing.T) {
 	t.Parallel()
 	client, table := newTable(t)
-	if err := store.CreateTable(t.Context(), client, table); err != nil {
+	if err := dynamostore.CreateTable(t.Context(), client, table); err != nil {
 		t.Errorf("second CreateTable: %v, want nil", err)
 	}
 	out, err := client.DescribeTable(t.Context(), &dynamodb.DescribeTableInput{TableName: aws.String(table)})
@@ -341,12 +342,12 @@ func TestDynamoDeadlineMidRequest(t *testing.T) {
 	for _, c := range clientsOf {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			testDeadline(t, store.NewDynamo(c.of(t, testenv.DynamoClient(t, srv.URL), "skiff"), "skiff"))
+			testDeadline(t, dynamostore.NewDynamo(c.of(t, testenv.DynamoClient(t, srv.URL), "skiff"), "skiff"))
 		})
 	}
 }
 
-func testDeadline(t *testing.T, d *store.Dynamo) {
+func testDeadline(t *testing.T, d *dynamostore.Dynamo) {
 	calls := []struct {
 		name string
 		call func(ctx context.Context) error
@@ -372,7 +373,7 @@ func testDeadline(t *testing.T, d *store.Dynamo) {
 // alwaysConflicting is a DynamoAPI whose every conditional write fails, as
 // if other writers kept changing the record under RecordJob.
 type alwaysConflicting struct {
-	store.DynamoAPI
+	dynamostore.DynamoAPI
 	calls atomic.Int64
 }
 
@@ -389,7 +390,7 @@ func (f *alwaysConflicting) PutItem(context.Context, *dynamodb.PutItemInput, ...
 func TestDynamoRecordJobGivesUpUnderEndlessConflicts(t *testing.T) {
 	t.Parallel()
 	f := &alwaysConflicting{}
-	d := store.NewDynamo(f, "skiff")
+	d := dynamostore.NewDynamo(f, "skiff")
 	adv, err := d.RecordJob(t.Context(), store.Job{ID: 1, Status: store.StatusQueued})
 	if err == nil || adv {
 		t.Fatalf("RecordJob = %v, %v; want false and an error", adv, err)

@@ -1,4 +1,4 @@
-package store
+package dynamostore
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/skiffci/skiff/pkg/launch"
+
+	"github.com/skiffci/skiff/pkg/store"
 )
 
 // runnerStepAttr names the time attribute a step sets.
@@ -59,7 +61,7 @@ func (d *Dynamo) Advance(ctx context.Context, name string, to launch.State, at t
 	return advanceRunner(ctx, d.api, d.table, d.now(), name, to, at, job)
 }
 
-var _ LifecycleRecorder = (*Dynamo)(nil)
+var _ store.LifecycleRecorder = (*Dynamo)(nil)
 
 // RecordLifecycle implements LifecycleRecorder. An event that names a
 // runner is one TransactWriteItems of two updates: the job's advance
@@ -72,8 +74,8 @@ var _ LifecycleRecorder = (*Dynamo)(nil)
 // concurrent writer), nothing was written, and the event is recorded by
 // RecordJob and Advance, which merge it as for any late event. An event
 // without a runner is RecordJob alone (one UpdateItem when it advances).
-func (d *Dynamo) RecordLifecycle(ctx context.Context, j Job, step RunnerStep) (bool, error) {
-	if err := validateJob(j); err != nil {
+func (d *Dynamo) RecordLifecycle(ctx context.Context, j store.Job, step store.RunnerStep) (bool, error) {
+	if err := store.ValidateJob(j); err != nil {
 		return false, err
 	}
 	if step.Runner == "" {
@@ -81,7 +83,7 @@ func (d *Dynamo) RecordLifecycle(ctx context.Context, j Job, step RunnerStep) (b
 	}
 	timeAttr, ok := runnerStepAttr(step.To)
 	if !ok || step.To == launch.StateRegistered {
-		return false, ErrInvalidAdvance
+		return false, store.ErrInvalidAdvance
 	}
 	now := d.now()
 
@@ -122,7 +124,7 @@ func (d *Dynamo) RecordLifecycle(ctx context.Context, j Job, step RunnerStep) (b
 	if err != nil {
 		return false, err
 	}
-	if err := d.Advance(ctx, step.Runner, step.To, step.At, j.ID); err != nil && !errors.Is(err, ErrNotFound) {
+	if err := d.Advance(ctx, step.Runner, step.To, step.At, j.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return advanced, err
 	}
 	return advanced, nil

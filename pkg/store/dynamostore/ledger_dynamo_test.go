@@ -1,4 +1,4 @@
-package store_test
+package dynamostore_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/store/dynamostore"
 	"github.com/skiffci/skiff/pkg/store/storetest"
 )
 
@@ -37,11 +38,11 @@ func TestLedgerDynamoConformance(t *testing.T) {
 	t.Parallel()
 	storetest.RunLedger(t, func(t *testing.T, now func() time.Time) store.Ledger {
 		client, table := newMotoTable(t)
-		return store.NewLedgerDynamo(client, table, store.WithClock(now))
+		return dynamostore.NewLedgerDynamo(client, table, dynamostore.WithClock(now))
 	})
 	storetest.RunInterruptions(t, func(t *testing.T, now func() time.Time) storetest.InterruptLedger {
 		client, table := newMotoTable(t)
-		return store.NewLedgerDynamo(client, table, store.WithClock(now))
+		return dynamostore.NewLedgerDynamo(client, table, dynamostore.WithClock(now))
 	})
 }
 
@@ -61,7 +62,7 @@ func TestCreateTableHasLivePoolIndex(t *testing.T) {
 				t.Fatalf("indexes %+v, want live-pool", out.Table.GlobalSecondaryIndexes)
 			}
 			gsi := out.Table.GlobalSecondaryIndexes[0]
-			if aws.ToString(gsi.IndexName) != store.LivePoolIndex || len(gsi.KeySchema) != 1 ||
+			if aws.ToString(gsi.IndexName) != dynamostore.LivePoolIndex || len(gsi.KeySchema) != 1 ||
 				aws.ToString(gsi.KeySchema[0].AttributeName) != "live_pool" || gsi.Projection.ProjectionType != types.ProjectionTypeAll {
 				t.Errorf("index %+v", gsi)
 			}
@@ -75,7 +76,7 @@ func TestCreateTableHasLivePoolIndex(t *testing.T) {
 func TestLedgerDynamoItems(t *testing.T) {
 	t.Parallel()
 	client, table := newMotoTable(t)
-	l := store.NewLedgerDynamo(client, table, store.WithClock(func() time.Time { return storetest.Now }))
+	l := dynamostore.NewLedgerDynamo(client, table, dynamostore.WithClock(func() time.Time { return storetest.Now }))
 	ctx := t.Context()
 	r := launch.Runner{Name: "skiff-77-1", Pool: "gpu", JobID: 77, RunID: 7, Attempt: 1, Token: "tok", ReservedAt: storetest.Now}
 	if n, err := l.Reserve(ctx, "gpu", 2, []launch.Runner{r}); err != nil || n != 1 {
@@ -127,7 +128,7 @@ func TestLedgerDynamoItems(t *testing.T) {
 func TestLedgerDynamoTransactionFailures(t *testing.T) {
 	t.Parallel()
 	client, table := newMotoTable(t)
-	l := store.NewLedgerDynamo(client, table, store.WithClock(func() time.Time { return storetest.Now }))
+	l := dynamostore.NewLedgerDynamo(client, table, dynamostore.WithClock(func() time.Time { return storetest.Now }))
 	ctx := t.Context()
 	rs := []launch.Runner{
 		{Name: "skiff-1-1", Pool: "p", JobID: 1, ReservedAt: storetest.Now},
@@ -205,7 +206,7 @@ func TestClassifyTransactionErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			failed, conflict, ok := store.ClassifyTxForTest(c.err, c.n)
+			failed, conflict, ok := dynamostore.ClassifyTxForTest(c.err, c.n)
 			if ok != c.ok || conflict != c.conflict || fmt.Sprint(failed) != fmt.Sprint(c.failed) {
 				t.Errorf("classify(%v) = %v, %v, %v; want %v, %v, %v", c.err, failed, conflict, ok, c.failed, c.conflict, c.ok)
 			}
@@ -215,7 +216,7 @@ func TestClassifyTransactionErrors(t *testing.T) {
 
 // countingAPI counts the ledger's requests and the items they write.
 type countingAPI struct {
-	store.LedgerDynamoAPI
+	dynamostore.LedgerDynamoAPI
 	writes, items atomic.Int64
 }
 
@@ -239,7 +240,7 @@ func TestLedgerDynamoWritesPerLifecycle(t *testing.T) {
 	t.Parallel()
 	client, table := newMotoTable(t)
 	api := &countingAPI{LedgerDynamoAPI: client}
-	l := store.NewLedgerDynamo(api, table, store.WithClock(func() time.Time { return storetest.Now }))
+	l := dynamostore.NewLedgerDynamo(api, table, dynamostore.WithClock(func() time.Time { return storetest.Now }))
 	ctx := t.Context()
 	r := launch.Runner{Name: "skiff-9-1", Pool: "cpu", JobID: 9, ReservedAt: storetest.Now}
 	type step struct {

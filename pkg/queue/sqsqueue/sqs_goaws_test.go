@@ -1,6 +1,6 @@
 //go:build linux
 
-package queue_test
+package sqsqueue_test
 
 import (
 	"errors"
@@ -16,6 +16,7 @@ import (
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/awsjson"
 	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/queue/sqsqueue"
 )
 
 // TestSQSAgainstGoaws sends to goaws through the real SDK, and through the
@@ -28,7 +29,7 @@ func TestSQSAgainstGoaws(t *testing.T) {
 		t.Run(map[bool]string{false: "sdk", true: "awsjson"}[hand], func(t *testing.T) {
 			t.Parallel()
 			client := testenv.Goaws(t, "skiff-jobs")
-			var api queue.SQSAPI = client
+			var api sqsqueue.SQSAPI = client
 			if hand {
 				hot, err := awsjson.NewSQS(t.Context(), client)
 				if err != nil {
@@ -43,13 +44,13 @@ func TestSQSAgainstGoaws(t *testing.T) {
 
 // testSQSAgainst sends jobs through api to the named queue of an emulator,
 // receives them through client, and sends to a queue that does not exist.
-func testSQSAgainst(t *testing.T, client *sqs.Client, api queue.SQSAPI, name, missing string) {
+func testSQSAgainst(t *testing.T, client *sqs.Client, api sqsqueue.SQSAPI, name, missing string) {
 	ctx := t.Context()
 	url, err := client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
 	if err != nil {
 		t.Fatalf("GetQueueUrl: %v", err)
 	}
-	q := queue.NewSQS(api, aws.ToString(url.QueueUrl))
+	q := sqsqueue.NewSQS(api, aws.ToString(url.QueueUrl))
 
 	unicode := jobN(3)
 	unicode.Labels = []string{"self-hosted", "gpu-🚀", "tab\tand\u2028separator"}
@@ -96,7 +97,7 @@ func testSQSAgainst(t *testing.T, client *sqs.Client, api queue.SQSAPI, name, mi
 		t.Errorf("received:\n%+v\nwant:\n%+v", got, want)
 	}
 
-	gone := queue.NewSQS(api, missing)
+	gone := sqsqueue.NewSQS(api, missing)
 	if err := gone.Send(ctx, jobN(5)); err == nil || errors.Is(err, queue.ErrInvalidJob) {
 		t.Errorf("Send to a missing queue = %v, want a retryable error", err)
 	}
@@ -118,13 +119,13 @@ func TestSQSReceiverAgainstGoaws(t *testing.T) {
 		return aws.ToString(out.QueueUrl)
 	}
 	jobs, dlq := urlOf("skiff-recv"), urlOf("skiff-recv-dlq")
-	sender := queue.NewSQS(client, jobs)
+	sender := sqsqueue.NewSQS(client, jobs)
 	for _, id := range []int64{11, 12} {
 		if err := sender.Send(ctx, jobN(id)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	r := queue.NewSQSReceiver(client, jobs, queue.NewSQSDeadLetters(client, dlq))
+	r := sqsqueue.NewSQSReceiver(client, jobs, sqsqueue.NewSQSDeadLetters(client, dlq))
 	var got []queue.Delivery
 	for range 10 {
 		ds, err := r.Receive(ctx, 10)

@@ -1,4 +1,4 @@
-package queue_test
+package sqsqueue_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/queue/sqsqueue"
 )
 
 var errSend = errors.New("injected send failure")
@@ -29,7 +30,7 @@ func (r *sqsRecorder) SendMessage(_ context.Context, in *sqs.SendMessageInput, _
 func TestSQSDeadLetters(t *testing.T) {
 	t.Parallel()
 	rec := &sqsRecorder{}
-	d := queue.NewSQSDeadLetters(rec, "https://sqs.eu-west-1.amazonaws.com/123456789012/skiff-jobs-dlq")
+	d := sqsqueue.NewSQSDeadLetters(rec, "https://sqs.eu-west-1.amazonaws.com/123456789012/skiff-jobs-dlq")
 	msg := queue.NewDelivery("m-9", `{"job_id":9,"run_id":1,"repository":"acme/app","pool":"cpu","labels":["x"]}`, 5, "r-9")
 	if err := d.DeadLetter(context.Background(), msg, "launch_quota", "VcpuLimitExceeded: limit of 0"); err != nil {
 		t.Fatal(err)

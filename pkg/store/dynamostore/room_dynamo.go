@@ -1,4 +1,4 @@
-package store
+package dynamostore
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/skiffci/skiff/pkg/store"
 )
 
 // The waiting room's items, one partition per pool, so that one consistent
@@ -30,16 +32,16 @@ import (
 
 // RoomDynamoAPI is the part of the DynamoDB client the room calls.
 type RoomDynamoAPI interface {
-	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-	DeleteItem(ctx context.Context, params *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
-	Query(ctx context.Context, params *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	getItem
+	putItem
+	updateItem
+	deleteItem
+	query
 }
 
 var (
 	_ RoomDynamoAPI = (*dynamodb.Client)(nil)
-	_ Room          = (*RoomDynamo)(nil)
+	_ store.Room    = (*RoomDynamo)(nil)
 )
 
 const (
@@ -87,12 +89,12 @@ func nanos(t time.Time) types.AttributeValue {
 // Enter implements Room: one UpdateItem that keeps the first since and
 // expires_at of a live entry; an expired one (not yet deleted by TTL) is
 // replaced whole by a conditional PutItem.
-func (d *RoomDynamo) Enter(ctx context.Context, w Waiting) (Waiting, error) {
-	if err := ValidateWaiting(w); err != nil {
-		return Waiting{}, err
+func (d *RoomDynamo) Enter(ctx context.Context, w store.Waiting) (store.Waiting, error) {
+	if err := store.ValidateWaiting(w); err != nil {
+		return store.Waiting{}, err
 	}
 	if w.ExpiresAt.IsZero() {
-		w.ExpiresAt = w.Since.Add(RoomLimit)
+		w.ExpiresAt = w.Since.Add(store.RoomLimit)
 	}
 	e := newExpr()
 	set := []string{
@@ -104,7 +106,7 @@ func (d *RoomDynamo) Enter(ctx context.Context, w Waiting) (Waiting, error) {
 		e.name(attrWakeAt) + " = " + e.value(nanos(w.WakeAt)),
 		e.name(attrOfferedUntil) + " = " + e.value(nanos(w.OfferedUntil)),
 		e.name(attrSince) + " = if_not_exists(" + e.name(attrSince) + ", " + e.value(str(w.Since.UTC().Format(timeLayout))) + ")",
-		e.name(attrExpires) + " = if_not_exists(" + e.name(attrExpires) + ", " + e.value(numI(epochCeil(w.ExpiresAt))) + ")",
+		e.name(attrExpires) + " = if_not_exists(" + e.name(attrExpires) + ", " + e.value(numI(store.EpochCeil(w.ExpiresAt))) + ")",
 	}
 	update := "SET " + strings.Join(set, ", ") + " ADD " + e.name(attrTries) + " " + e.value(numI(1))
 	cond := "attribute_not_exists(" + e.name(attrPK) + ") OR " + e.name(attrExpires) + " > " + e.value(numI(w.Since.Unix()))
@@ -119,20 +121,20 @@ func (d *RoomDynamo) Enter(ctx context.Context, w Waiting) (Waiting, error) {
 		w.Tries = 1
 		putWaiting(item, w)
 		if _, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(d.table), Item: item}); err != nil {
-			return Waiting{}, fmt.Errorf("entering job %d in the room of pool %s: %w", w.JobID, w.Pool, err)
+			return store.Waiting{}, fmt.Errorf("entering job %d in the room of pool %s: %w", w.JobID, w.Pool, err)
 		}
 		return w, nil
 	case err != nil:
-		return Waiting{}, fmt.Errorf("entering job %d in the room of pool %s: %w", w.JobID, w.Pool, err)
+		return store.Waiting{}, fmt.Errorf("entering job %d in the room of pool %s: %w", w.JobID, w.Pool, err)
 	}
 	got, err := decodeWaiting(w.Pool, out.Attributes)
 	if err != nil {
-		return Waiting{}, fmt.Errorf("decoding job %d in the room of pool %s: %w", w.JobID, w.Pool, err)
+		return store.Waiting{}, fmt.Errorf("decoding job %d in the room of pool %s: %w", w.JobID, w.Pool, err)
 	}
 	return got, nil
 }
 
-func putWaiting(item map[string]types.AttributeValue, w Waiting) {
+func putWaiting(item map[string]types.AttributeValue, w store.Waiting) {
 	item[attrRepository] = str(w.Repository)
 	item[attrMessage] = str(w.Message)
 	item[attrReason] = str(w.Reason)
@@ -142,12 +144,12 @@ func putWaiting(item map[string]types.AttributeValue, w Waiting) {
 	item[attrOfferedUntil] = nanos(w.OfferedUntil)
 	item[attrSince] = str(w.Since.UTC().Format(timeLayout))
 	item[attrTries] = numI(int64(w.Tries))
-	item[attrExpires] = numI(epochCeil(w.ExpiresAt))
+	item[attrExpires] = numI(store.EpochCeil(w.ExpiresAt))
 }
 
-func decodeWaiting(pool string, item map[string]types.AttributeValue) (Waiting, error) {
+func decodeWaiting(pool string, item map[string]types.AttributeValue) (store.Waiting, error) {
 	dec := decoder{item: item}
-	w := Waiting{Pool: pool, Repository: dec.str(attrRepository), Message: dec.str(attrMessage), Since: dec.time(attrSince),
+	w := store.Waiting{Pool: pool, Repository: dec.str(attrRepository), Message: dec.str(attrMessage), Since: dec.time(attrSince),
 		Reason: dec.str(attrReason), Detail: dec.str(attrDetail), Place: dec.str(attrPlace), Tries: int(dec.int(attrTries)),
 		ExpiresAt: dec.epoch(attrExpires)}
 	if n := dec.int(attrWakeAt); n != 0 {
@@ -183,9 +185,9 @@ func (d *RoomDynamo) Offer(ctx context.Context, pool string, jobID int64, now, u
 			return fmt.Errorf("offering job %d of pool %s: %w", jobID, pool, gerr)
 		}
 		if got.Item == nil || expired(got.Item, now) {
-			return fmt.Errorf("offering job %d of pool %s: %w", jobID, pool, ErrNotFound)
+			return fmt.Errorf("offering job %d of pool %s: %w", jobID, pool, store.ErrNotFound)
 		}
-		return fmt.Errorf("offering job %d of pool %s: an offer is under way: %w", jobID, pool, ErrConflict)
+		return fmt.Errorf("offering job %d of pool %s: an offer is under way: %w", jobID, pool, store.ErrConflict)
 	}
 	if err != nil {
 		return fmt.Errorf("offering job %d of pool %s: %w", jobID, pool, err)
@@ -196,7 +198,7 @@ func (d *RoomDynamo) Offer(ctx context.Context, pool string, jobID int64, now, u
 	}
 	item := itemKey(roomPK(pool), skServedPrefix+repo)
 	item[attrServedAt] = str(now.UTC().Format(timeLayout))
-	item[attrExpires] = numI(epochCeil(now.Add(RoomLimit)))
+	item[attrExpires] = numI(store.EpochCeil(now.Add(store.RoomLimit)))
 	if _, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(d.table), Item: item}); err != nil {
 		// The offer stands; only the fair order's memory of it is lost.
 		return fmt.Errorf("recording repository %s served in pool %s: %w", repo, pool, err)
@@ -213,12 +215,12 @@ func (d *RoomDynamo) Leave(ctx context.Context, pool string, jobID int64) error 
 }
 
 // Waiting implements Room: one consistent Query of the pool's partition.
-func (d *RoomDynamo) Waiting(ctx context.Context, pool string, now time.Time) ([]Waiting, map[string]time.Time, error) {
+func (d *RoomDynamo) Waiting(ctx context.Context, pool string, now time.Time) ([]store.Waiting, map[string]time.Time, error) {
 	e := newExpr()
 	in := &dynamodb.QueryInput{TableName: aws.String(d.table), ConsistentRead: aws.Bool(true),
 		KeyConditionExpression:   aws.String(e.name(attrPK) + " = " + e.value(str(roomPK(pool)))),
 		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values}
-	var out []Waiting
+	var out []store.Waiting
 	served := map[string]time.Time{}
 	for {
 		res, err := d.api.Query(ctx, in)
@@ -252,7 +254,7 @@ func (d *RoomDynamo) Waiting(ctx context.Context, pool string, now time.Time) ([
 		}
 		in.ExclusiveStartKey = res.LastEvaluatedKey
 	}
-	SortWaiting(out)
+	store.SortWaiting(out)
 	return out, served, nil
 }
 
@@ -267,30 +269,30 @@ const refusedTries = 5
 // Refused implements Room: a consistent read of the place's backoff, then
 // a PutItem conditional on the backoff read (absent, or the same failures
 // and until), read again when another invocation got there first.
-func (d *RoomDynamo) Refused(ctx context.Context, pool, place string, now time.Time, next func(int) time.Duration) (Backoff, error) {
+func (d *RoomDynamo) Refused(ctx context.Context, pool, place string, now time.Time, next func(int) time.Duration) (store.Backoff, error) {
 	for range refusedTries {
 		got, err := d.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(d.table), Key: backoffKey(pool, place),
 			ConsistentRead: aws.Bool(true)})
 		if err != nil {
-			return Backoff{}, fmt.Errorf("reading the backoff of pool %s in %q: %w", pool, place, err)
+			return store.Backoff{}, fmt.Errorf("reading the backoff of pool %s in %q: %w", pool, place, err)
 		}
-		var old Backoff
+		var old store.Backoff
 		ok := got.Item != nil
 		if ok {
 			dec := decoder{item: got.Item}
-			old = Backoff{Pool: pool, Place: place, Failures: int(dec.int(attrFailures)), Until: time.Unix(0, dec.int(attrUntil)).UTC()}
+			old = store.Backoff{Pool: pool, Place: place, Failures: int(dec.int(attrFailures)), Until: time.Unix(0, dec.int(attrUntil)).UTC()}
 			if dec.err != nil {
-				return Backoff{}, fmt.Errorf("decoding the backoff of pool %s in %q: %w", pool, place, dec.err)
+				return store.Backoff{}, fmt.Errorf("decoding the backoff of pool %s in %q: %w", pool, place, dec.err)
 			}
 		}
-		b, changed := NextBackoff(old, ok, pool, place, now, next)
+		b, changed := store.NextBackoff(old, ok, pool, place, now, next)
 		if !changed {
 			return b, nil
 		}
 		item := backoffKey(pool, place)
 		item[attrFailures] = numI(int64(b.Failures))
 		item[attrUntil] = nanos(b.Until)
-		item[attrExpires] = numI(epochCeil(b.Until.Add(BackoffLimit)))
+		item[attrExpires] = numI(store.EpochCeil(b.Until.Add(store.BackoffLimit)))
 		e := newExpr()
 		var cond string
 		if !ok {
@@ -309,12 +311,12 @@ func (d *RoomDynamo) Refused(ctx context.Context, pool, place string, now time.T
 			continue
 		}
 		if err != nil {
-			return Backoff{}, fmt.Errorf("recording the backoff of pool %s in %q: %w", pool, place, err)
+			return store.Backoff{}, fmt.Errorf("recording the backoff of pool %s in %q: %w", pool, place, err)
 		}
 		return b, nil
 	}
-	return Backoff{}, fmt.Errorf("recording the backoff of pool %s in %q: %d rounds lost to other writers: %w", pool, place,
-		refusedTries, ErrConflict)
+	return store.Backoff{}, fmt.Errorf("recording the backoff of pool %s in %q: %d rounds lost to other writers: %w", pool, place,
+		refusedTries, store.ErrConflict)
 }
 
 // Recovered implements Room: one DeleteItem that returns what it deleted.

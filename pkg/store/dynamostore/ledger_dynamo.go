@@ -1,4 +1,4 @@
-package store
+package dynamostore
 
 import (
 	"context"
@@ -13,23 +13,25 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/skiffci/skiff/pkg/launch"
+
+	"github.com/skiffci/skiff/pkg/store"
 )
 
 // LedgerDynamoAPI is the part of the DynamoDB client LedgerDynamo calls,
 // with the SDK's signatures; *dynamodb.Client implements it.
 type LedgerDynamoAPI interface {
-	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-	Query(ctx context.Context, params *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
-	TransactWriteItems(ctx context.Context, params *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+	getItem
+	updateItem
+	query
+	transactWriteItems
 }
 
 var (
 	_ LedgerDynamoAPI = (*dynamodb.Client)(nil)
-	_ Ledger          = (*LedgerDynamo)(nil)
+	_ store.Ledger    = (*LedgerDynamo)(nil)
 )
 
-// Attribute names and keys of ledger items (see ledger.go for the key design).
+// Attribute names and keys of ledger items (see the package doc for the key design).
 const (
 	attrStateRank    = "state_rank"
 	attrLivePool     = "live_pool"
@@ -68,7 +70,7 @@ const ledgerTries = 5
 const maxTransactItems = 100
 
 // LedgerDynamo is the runner ledger in the store's DynamoDB table (see the
-// key design in ledger.go): reservations and ends are TransactWriteItems
+// key design in the package doc): reservations and ends are TransactWriteItems
 // of the records and the pool's count, advances are conditional
 // UpdateItems. It needs DynamoDB transactions (moto emulates them;
 // dynalite does not). Its zero value is not usable: call NewLedgerDynamo.
@@ -87,7 +89,7 @@ func NewLedgerDynamo(api LedgerDynamoAPI, table string, opts ...DynamoOption) *L
 	for _, o := range opts {
 		o(d)
 	}
-	return &LedgerDynamo{api: api, table: table, now: d.now, ttl: DefaultRunnerTTL}
+	return &LedgerDynamo{api: api, table: table, now: d.now, ttl: store.DefaultRunnerTTL}
 }
 
 func runnerKey(name string) map[string]types.AttributeValue {
@@ -115,7 +117,7 @@ func ledgerIndex() (types.AttributeDefinition, types.GlobalSecondaryIndex) {
 // on a lost race drops the runners that already exist and tries again with
 // a fresh count, at most ledgerTries times.
 func (d *LedgerDynamo) Reserve(ctx context.Context, pool string, max int, runners []launch.Runner) (int, error) {
-	if err := ValidateRunners(pool, runners); err != nil {
+	if err := store.ValidateRunners(pool, runners); err != nil {
 		return 0, err
 	}
 	reserved := 0
@@ -231,7 +233,7 @@ func (d *LedgerDynamo) Launched(ctx context.Context, name string, l launch.Launc
 		cond = fmt.Sprintf("attribute_exists(%s) AND %s", e.name(attrPK), e.live(now))
 		out, err = d.api.UpdateItem(ctx, e.updateReturning(d.table, runnerKey(name), "SET "+strings.Join(fills(e), ", "), cond, types.ReturnValueAllNew))
 		if isConditionFailed(err) {
-			return fmt.Errorf("recording launch of runner %s: %w", name, ErrNotFound)
+			return fmt.Errorf("recording launch of runner %s: %w", name, store.ErrNotFound)
 		}
 	}
 	if err != nil {
@@ -266,7 +268,7 @@ func (d *LedgerDynamo) Advance(ctx context.Context, name string, to launch.State
 
 // runnerUpdater is the one call an advance makes.
 type runnerUpdater interface {
-	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	updateItem
 }
 
 // advanceRunner moves a runner's record forward (conditional on a lower
@@ -276,7 +278,7 @@ func advanceRunner(ctx context.Context, api runnerUpdater, table string, now tim
 	at time.Time, job int64) error {
 	timeAttr, ok := runnerStepAttr(to)
 	if !ok {
-		return ErrInvalidAdvance
+		return store.ErrInvalidAdvance
 	}
 	e := newExpr()
 	update, cond := runnerAdvance(e, to, timeAttr, at, job, now)
@@ -291,7 +293,7 @@ func advanceRunner(ctx context.Context, api runnerUpdater, table string, now tim
 	cond = fmt.Sprintf("attribute_exists(%s) AND %s", e.name(attrPK), e.live(now))
 	_, err = api.UpdateItem(ctx, e.update(table, runnerKey(name), "SET "+strings.Join(runnerFills(e, to, timeAttr, at, job), ", "), cond))
 	if isConditionFailed(err) {
-		return fmt.Errorf("advancing runner %s to %s: %w", name, to, ErrNotFound)
+		return fmt.Errorf("advancing runner %s to %s: %w", name, to, store.ErrNotFound)
 	}
 	if err != nil {
 		return fmt.Errorf("filling runner %s's %s: %w", name, to, err)
@@ -327,7 +329,7 @@ func (d *LedgerDynamo) End(ctx context.Context, name string, at time.Time, reaso
 }
 
 func (d *LedgerDynamo) endOnce(ctx context.Context, r launch.Runner, at time.Time, reason string) (*txFailure, error) {
-	expires := numI(epochCeil(at.Add(d.ttl)))
+	expires := numI(store.EpochCeil(at.Add(d.ttl)))
 	e := newExpr()
 	set := []string{
 		e.name(attrState) + " = " + e.value(str(launch.StateTerminated.String())),
@@ -390,7 +392,7 @@ func (d *LedgerDynamo) runnerOf(ctx context.Context, instanceID string) (string,
 		return "", fmt.Errorf("decoding instance %s: %w", instanceID, dec.err)
 	}
 	if name == "" {
-		return "", ErrNotFound // only the expiry an end set: the launch report is still on its way
+		return "", store.ErrNotFound // only the expiry an end set: the launch report is still on its way
 	}
 	return name, nil
 }
@@ -476,7 +478,7 @@ func (d *LedgerDynamo) get(ctx context.Context, key map[string]types.AttributeVa
 		return nil, err
 	}
 	if len(out.Item) == 0 || expired(out.Item, d.now()) {
-		return nil, ErrNotFound
+		return nil, store.ErrNotFound
 	}
 	return out.Item, nil
 }

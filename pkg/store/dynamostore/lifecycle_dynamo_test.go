@@ -1,4 +1,4 @@
-package store_test
+package dynamostore_test
 
 import (
 	"context"
@@ -13,11 +13,12 @@ import (
 
 	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/store/dynamostore"
 )
 
 // lifecycleCalls counts the calls a Dynamo makes, by operation.
 type lifecycleCalls struct {
-	store.DynamoAPI
+	dynamostore.DynamoAPI
 	mu    sync.Mutex
 	calls map[string]int
 }
@@ -132,7 +133,7 @@ func TestDynamoRecordLifecycle(t *testing.T) {
 				t.Parallel()
 				client, table := newMotoTable(t)
 				api := &lifecycleCalls{DynamoAPI: c.of(t, client, table)}
-				d := store.NewDynamo(api, table, store.WithClock(func() time.Time { return now }))
+				d := dynamostore.NewDynamo(api, table, dynamostore.WithClock(func() time.Time { return now }))
 				ctx := context.Background()
 				if tc.runnerState != launch.StateUnknown {
 					seedRunner(t, client, table, runner, tc.runnerState)
@@ -196,7 +197,7 @@ func equalCalls(a, b map[string]int) bool {
 }
 
 // seedRunner writes a runner's ledger record as the ledger writes it (see
-// the key design in ledger.go): the state and its rank.
+// the key design in the package doc): the state and its rank.
 func seedRunner(t *testing.T, client *dynamodb.Client, table, name string, s launch.State) {
 	t.Helper()
 	_, err := client.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
