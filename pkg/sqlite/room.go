@@ -72,7 +72,7 @@ func (r *Room) put(ctx context.Context, tx *sql.Tx, w store.Waiting) error {
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO room (pool, job_id, offered_until, expires_at, record) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (pool, job_id) DO UPDATE SET offered_until = excluded.offered_until, expires_at = excluded.expires_at,
-		record = excluded.record`, w.Pool, w.JobID, nanos(w.OfferedUntil), store.EpochCeil(w.ExpiresAt), string(rec))
+		record = excluded.record`, w.Pool, w.JobID, nanos(w.OfferedUntil), store.ExpirySeconds(w.ExpiresAt), string(rec))
 	if err != nil {
 		return fmt.Errorf("writing job %d in the room of pool %s: %w", w.JobID, w.Pool, err)
 	}

@@ -8,11 +8,11 @@ import "time"
 // moment.
 func Live(expires, now time.Time) bool { return live(expires, now) }
 
-// EpochCeil is t in epoch seconds, rounded up so that a TTL never cuts a
-// record short, or 0 for the zero time (no expiry).
-func EpochCeil(t time.Time) int64 {
+// ExpirySeconds is EpochCeil for an optional expiry: 0 for the zero time
+// (never), as the SQLite room stores it.
+func ExpirySeconds(t time.Time) int64 {
 	if t.IsZero() {
 		return 0
 	}
-	return epochCeil(t)
+	return EpochCeil(t)
 }
