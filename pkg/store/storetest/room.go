@@ -187,24 +187,31 @@ func testRoomConcurrentProbes(t *testing.T, r store.Room) {
 		t.Fatal(err)
 	}
 	var armed atomic.Int32
-	var wg sync.WaitGroup
-	for i := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ok, err := r.ArmProbe(ctx, "gpu", "", Now.Add(time.Second), Now.Add(time.Duration(20+i)*time.Second))
-			if err != nil {
-				t.Errorf("arming: %v", err)
-			}
-			if ok {
-				armed.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
+	together(8, func(i int) {
+		ok, err := r.ArmProbe(ctx, "gpu", "", Now.Add(time.Second), Now.Add(time.Duration(20+i)*time.Second))
+		if err != nil {
+			t.Errorf("arming: %v", err)
+		}
+		if ok {
+			armed.Add(1)
+		}
+	})
 	if n := armed.Load(); n != 1 {
 		t.Errorf("%d of 8 concurrent callers armed the probe, want 1", n)
 	}
+}
+
+// together runs f(0), …, f(n-1) at once and waits for them.
+func together(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(i)
+		}()
+	}
+	wg.Wait()
 }
 
 func testRoomResume(t *testing.T, r store.Room) {
