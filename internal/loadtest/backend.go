@@ -47,7 +47,7 @@ const (
 )
 
 // backend is skiff's state as the services see it: the ports of the
-// store, the runner ledger, the launch state, the registration table and
+// store, the runner ledger, the launch state, the waiting room, the registration table and
 // the metrics records; take reads an instance's registration as its boot
 // script does (read and delete, once).
 type backend struct {
@@ -58,6 +58,7 @@ type backend struct {
 		store.Interruptions
 	}
 	launches store.Launches
+	room     store.Room
 	regs     ec2.Registrations
 	metrics  metrics.Records
 	take     func(ctx context.Context, arn string) (jit string, ok bool, err error)
@@ -80,8 +81,8 @@ func memoryBackend(now func() time.Time) *backend {
 	st := store.NewMemory()
 	st.SetClock(now)
 	regs := &memoryRegistrations{items: map[string]userdata.Registration{}}
-	return &backend{records: st, ledger: store.NewLedgerMemory(now), launches: store.NewLaunchMemory(), regs: regs,
-		metrics: &metrics.MemoryRecords{}, take: regs.take}
+	return &backend{records: st, ledger: store.NewLedgerMemory(now), launches: store.NewLaunchMemory(), room: store.NewRoomMemory(),
+		regs: regs, metrics: &metrics.MemoryRecords{}, take: regs.take}
 }
 
 // memoryRegistrations is the registration table in memory.
@@ -130,7 +131,7 @@ func dynamoBackend(t testing.TB, endpoint string, transactions bool, now func() 
 	}
 	st := dynamostore.NewDynamo(ddb, table, dynamostore.WithClock(now))
 	b := &backend{records: st, ledger: dynamostore.NewLedgerDynamo(ddb, table, dynamostore.WithClock(now)),
-		launches: dynamostore.NewLaunchDynamo(ddb, table), regs: ec2.NewRegistrationTable(ddb, regTable),
+		launches: dynamostore.NewLaunchDynamo(ddb, table), room: dynamostore.NewRoomDynamo(ddb, table), regs: ec2.NewRegistrationTable(ddb, regTable),
 		metrics: recordstore.New(ddb, table, recordstore.WithClock(now)), calls: counter.snapshot}
 	if transactions {
 		b.lifecycle = st

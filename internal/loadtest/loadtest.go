@@ -15,6 +15,11 @@
 //	scale-up      pkg/scaleup, invoked per batch of 10 as the SQS event
 //	              source does, answers settled by queue.SettleBatch as
 //	              functions/scaleup settles them
+//	waiting room  pkg/room over the store's room: the jobs scale-up cannot
+//	              launch now (max_runners, no capacity) wait there and are
+//	              offered again by a runner's end (scale-up's release, the
+//	              EC2 events, the reconciler), the reconciler's sweep, the
+//	              backoff's delayed tries and the place's probes
 //	EC2           pkg/ec2's provider through the AWS SDK over HTTP to the
 //	              EC2 fake's Query-protocol front (pkg/ec2/ec2fake)
 //	store         memory, dynalite or moto (Config.Store): the production

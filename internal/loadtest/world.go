@@ -31,6 +31,7 @@ import (
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/scaleup"
 	"github.com/skiffci/skiff/pkg/store"
@@ -105,6 +106,7 @@ type world struct {
 	q          *queue.Memory
 	proxy      *hookProxy
 	up         *scaleup.Service
+	room       *room.Service
 	down       *scaledown.Service
 	events     *instanceevents.Service
 	upGuard    *guard
@@ -260,7 +262,22 @@ func newWorld(t testing.TB, cfg Config) *world {
 	if cfg.Plant == PlantIgnoreClaims {
 		upLaunches = blindClaims{upLaunches}
 	}
-	w.up, err = scaleup.New(scaleup.Options{Pools: w.pools, Launches: stepLaunches{upLaunches}, Ledger: stepLedger{w.be.ledger},
+	// The waiting room, as deployed: scale-up puts the jobs it cannot launch
+	// now in it, every reporter of a runner's end wakes it, the reconciler
+	// sweeps it; its offers, delayed tries and probes go to the job queue.
+	jitter := mrand.New(mrand.NewPCG(cfg.Seed+9, 0x200))
+	var jmu sync.Mutex
+	w.room, err = room.New(room.Options{Room: w.be.room, Queue: w.q, Records: w.be.records, Pools: w.pools, Ledger: w.be.ledger,
+		Counter: w.counter, Logger: w.log.With("function", "room"), Now: clock.Now, Jitter: func() float64 {
+			jmu.Lock()
+			defer jmu.Unlock()
+			return jitter.Float64()
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.up, err = scaleup.New(scaleup.Options{Pools: w.pools, Launches: stepLaunches{upLaunches},
+		Ledger: stepLedger{room.Ledger{Ledger: w.be.ledger, Room: w.room}}, Room: w.room,
 		Records: w.be.records, Provider: stepProvider{w.upGuard}, GitHub: stepGitHub{ghClient("scaleup", cfg.Seed+5)}, Counter: w.counter,
 		Logger: w.log.With("function", "scaleup"), Now: clock.Now, Executor: fanout.NewSeeded(cfg.Seed + 6)})
 	if err != nil {
@@ -295,14 +312,16 @@ func newWorld(t testing.TB, cfg Config) *world {
 		records = &scaledown.RecordWriter{Pools: recordPools, Records: w.be.records, Ledger: w.be.ledger, Out: w.be.metrics,
 			CloudProvider: "aws", Region: region, Prices: pool.Prices, Counter: w.counter, Logger: w.log.With("function", "scaledown")}
 	}
-	w.down, err = scaledown.New(scaledown.Options{Pools: w.pools, Ledger: downLedger, Claims: w.be.launches, Records: w.be.records,
+	w.down, err = scaledown.New(scaledown.Options{Pools: w.pools, Ledger: room.Ledger{Ledger: downLedger, Room: w.room},
+		Room: w.room, Claims: w.be.launches, Records: w.be.records,
 		Provider: downProvider, GitHub: downGH, Queue: replacements, Metrics: records, Counter: w.counter, Logger: w.log.With("function", "scaledown"),
 		Now: clock.Now, Scopes: []github.Scope{github.OrgScope(org)}, Apps: []int64{appID}, MaxReplacements: 3, RerunInterrupted: []string{"*"},
 		MaxJobChecks: cfg.MaxJobChecks, Executor: fanout.NewSeeded(cfg.Seed + 8)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var eventsLedger instanceevents.Ledger = w.be.ledger
+	var eventsLedger instanceevents.Ledger = wakingLedger{Ledger: room.Ledger{Ledger: w.be.ledger, Room: w.room},
+		Interruptions: w.be.ledger}
 	if cfg.Plant == PlantEndInterrupted {
 		eventsLedger = interruptBlindLedger{eventsLedger}
 	}
@@ -313,6 +332,13 @@ func newWorld(t testing.TB, cfg Config) *world {
 	}
 	w.setGitHubFaults()
 	return w
+}
+
+// wakingLedger is the ledger as the EC2 events write it, with the waiting
+// room woken when a runner ends.
+type wakingLedger struct {
+	room.Ledger
+	store.Interruptions
 }
 
 // noRegistrations is the registration table of scale-down's provider, which never launches.

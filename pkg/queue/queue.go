@@ -33,6 +33,10 @@ type Job struct {
 	// message the room sends carries it, so that scale-up knows to take the
 	// job out of the room and the capacity backoff grows with it.
 	Waited int `json:"waited,omitempty"`
+	// Probe marks the room's probe of a place that backs off: the job's
+	// refusal then only arms the next probe, leaving its entry and the
+	// place's backoff as they are.
+	Probe bool `json:"probe,omitempty"`
 }
 
 // Validate reports the first missing field a consumer needs to act on the job.

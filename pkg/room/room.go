@@ -7,13 +7,17 @@
 //	                               ──▶ Refused: the pool and place's shared backoff
 //	                                   (15 s, doubling, ≤ 5 min) ──▶ Enter + a delayed
 //	                                   send for when it ends
+//	while a place backs off          ──▶ the probe: its oldest job sent again every
+//	                                   20–30 s (ArmProbe, one at a time); refused, it
+//	                                   only arms the next; lost, the next refusal or
+//	                                   the sweep arms it again
 //	a launch in a backing-off place succeeds ──▶ Recovered: the backoff ends, its
 //	                                   jobs are offered at once, one per free slot
 //	a runner of the pool ends (any reporter: the ledger's End)
 //	                               ──▶ Wake: the next job in fair order is offered
 //	                                   (conditional mark, then sent to the queue)
 //	every reconciler pass           ──▶ Sweep: offers for the free slots, lost
-//	                                   offers again, 24 h limit
+//	                                   offers and probes again, 24 h limit
 //	scale-up launches or skips a job it was offered ──▶ Leave
 //	the job started elsewhere or completed (its record) ──▶ Leave at its offer
 //
@@ -28,6 +32,7 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -45,6 +50,9 @@ const (
 	MetricEntered = "RoomEntered"
 	// MetricOffered counts jobs offered again, Reason = the pool.
 	MetricOffered = "RoomOffered"
+	// MetricProbes counts the probes sent to places that back off, Reason
+	// = the pool.
+	MetricProbes = "RoomProbes"
 	// MetricLeft counts jobs leaving, Reason = launched, skipped, started,
 	// completed, github_limit.
 	MetricLeft = "RoomLeft"
@@ -151,10 +159,18 @@ func backsOff(reason string) bool { return reason != "max_runners" }
 // Wait puts the job in its pool's room (scale-up's Waiter). A job refused
 // by the provider waits out its pool and place's shared backoff (place ""
 // for the pool as a whole), sent again when it ends if the queue delays
-// messages; one refused for a full pool is offered at the next freed slot.
-// nil means the job is in the room and its message may go.
+// messages, and the place's probe is armed if none is due; one refused
+// for a full pool is offered at the next freed slot. A refused probe
+// changes neither its job's entry nor the backoff: it only arms the next
+// probe. nil means the job is in the room and its message may go.
 func (s *Service) Wait(ctx context.Context, job queue.Job, place, reason, detail string) error {
 	now := s.o.Now()
+	log := s.o.Logger.With("job_id", job.JobID, "pool", job.Pool, "repository", job.Repository, "reason", reason)
+	if job.Probe {
+		s.probe(ctx, log, job.Pool, place, now)
+		log.Info("the place's probe was refused; its job waits on", "place", place)
+		return nil
+	}
 	msg := job
 	msg.Waited = job.Waited + 1
 	body, err := json.Marshal(msg)
@@ -163,13 +179,14 @@ func (s *Service) Wait(ctx context.Context, job queue.Job, place, reason, detail
 	}
 	w := store.Waiting{Pool: job.Pool, JobID: job.JobID, Repository: job.Repository, Message: string(body), Since: now,
 		Reason: reason, Detail: detail, ExpiresAt: now.Add(store.RoomLimit)}
-	log := s.o.Logger.With("job_id", job.JobID, "pool", job.Pool, "repository", job.Repository, "reason", reason)
 	var delay time.Duration
+	var b store.Backoff
 	delayed, canDelay := s.o.Queue.(queue.DelayedSender)
 	if backsOff(reason) {
 		w.Place = place
-		delay = s.backoff(ctx, log, job.Pool, place, msg.Waited, now)
-		w.WakeAt = now.Add(delay)
+		b = s.backoff(ctx, log, job.Pool, place, msg.Waited, now)
+		delay = b.Until.Sub(now)
+		w.WakeAt = b.Until
 		if canDelay {
 			// The delayed message is the offer: no waker offers it before.
 			w.OfferedUntil = w.WakeAt.Add(s.o.OfferLease)
@@ -186,6 +203,9 @@ func (s *Service) Wait(ctx context.Context, job queue.Job, place, reason, detail
 			// and the next sweep offers it.
 			log.Warn("scheduling the waiting job's next try; the reconciler offers it later", "err", err)
 		}
+		if b.Pool != "" && !b.Probing(now) {
+			s.probe(ctx, log, job.Pool, place, now)
+		}
 	}
 	log.Info("job waits in its pool's room", "detail", detail, "place", w.Place, "waiting_since", got.Since, "tries", got.Tries,
 		"next_try_in_ms", delay.Milliseconds())
@@ -193,17 +213,66 @@ func (s *Service) Wait(ctx context.Context, job queue.Job, place, reason, detail
 }
 
 // backoff records the refusal in the pool and place's shared backoff and
-// returns how long the job waits: until the backoff ends. When the store
-// cannot be read the job backs off on its own tries instead.
-func (s *Service) backoff(ctx context.Context, log *slog.Logger, pool, place string, tries int, now time.Time) time.Duration {
+// returns it: the job waits until it ends. When the store cannot be read
+// the job backs off on its own tries instead (a backoff without its pool).
+func (s *Service) backoff(ctx context.Context, log *slog.Logger, pool, place string, tries int, now time.Time) store.Backoff {
 	b, err := s.o.Room.Refused(ctx, pool, place, now, func(failures int) time.Duration {
 		return scaler.CapacityBackoff(failures, s.o.Jitter())
 	})
 	if err != nil {
 		log.Warn("recording the place's capacity backoff; the job backs off on its own", "place", place, "err", err)
-		return scaler.CapacityBackoff(tries, s.o.Jitter())
+		return store.Backoff{Until: now.Add(scaler.CapacityBackoff(tries, s.o.Jitter()))}
 	}
-	return b.Until.Sub(now)
+	return b
+}
+
+// probe arms the place's next probe and sends it: the oldest job waiting
+// out the place's backoff, offered again after scaler.ProbeInterval,
+// whatever the backoff's length. The store arms one probe at a time, and
+// only while the place backs off, so a probe that came due (it fired, or
+// its message was lost) is armed again by its own refusal, the next
+// refusal in the place, or the reconciler's sweep. A probe whose launch
+// succeeds ends the backoff (Recovered); one refused changes nothing else.
+func (s *Service) probe(ctx context.Context, log *slog.Logger, pool, place string, now time.Time) {
+	ws, _, err := s.o.Room.Waiting(ctx, pool, now)
+	if err != nil {
+		log.Warn("reading the waiting room to probe the place; the reconciler probes it later", "place", place, "err", err)
+		return
+	}
+	s.probeIn(ctx, log, pool, place, ws, now)
+}
+
+// probeIn is probe over the pool's entries as read at now (oldest first).
+func (s *Service) probeIn(ctx context.Context, log *slog.Logger, pool, place string, ws []store.Waiting, now time.Time) bool {
+	delayed, ok := s.o.Queue.(queue.DelayedSender)
+	if !ok {
+		return false
+	}
+	i := slices.IndexFunc(ws, func(w store.Waiting) bool { return w.Place == place && w.WakeAt.After(now) })
+	if i < 0 {
+		return false
+	}
+	var job queue.Job
+	if err := json.Unmarshal([]byte(ws[i].Message), &job); err != nil {
+		return false // the job leaves the room when it is offered
+	}
+	job.Probe = true
+	delay := scaler.ProbeInterval(s.o.Jitter())
+	armed, err := s.o.Room.ArmProbe(ctx, pool, place, now, now.Add(delay))
+	if err != nil {
+		log.Warn("arming the place's probe; the reconciler arms it later", "place", place, "err", err)
+		return false
+	}
+	if !armed {
+		return false
+	}
+	if err := delayed.SendAfter(ctx, job, delay); err != nil {
+		log.Warn("sending the place's probe; armed again once it is due", "place", place, "err", err)
+		return false
+	}
+	s.o.Counter.Count(MetricProbes, pool)
+	log.Debug("the place's probe is armed", "place", place, "probe_job_id", job.JobID, "probe_in_ms", delay.Milliseconds())
+	return true
 }
 
 // Recovered is told that a launch in the pool and place succeeded
@@ -376,6 +445,7 @@ func (s *Service) Sweep(ctx context.Context) {
 		if len(ws) == 0 {
 			continue
 		}
+		s.probeAll(ctx, p.Name, ws, now)
 		free, err := s.free(ctx, p.Name, len(ws))
 		if err != nil {
 			s.o.Logger.Warn("counting the pool's runners", "pool", p.Name, "err", err)
@@ -384,6 +454,21 @@ func (s *Service) Sweep(ctx context.Context) {
 		if n := s.offer(ctx, p.Name, ws, served, free, now); n > 0 {
 			s.o.Logger.Info("reconciler offered waiting jobs", "pool", p.Name, "offered", n, "waiting", len(ws),
 				"oldest_wait_s", int(oldest.Seconds()))
+		}
+	}
+}
+
+// probeAll arms the probe of each place the pool's entries wait out whose
+// probe is not due (none yet, or one lost in a crash).
+func (s *Service) probeAll(ctx context.Context, pool string, ws []store.Waiting, now time.Time) {
+	seen := map[string]bool{}
+	for _, w := range ws {
+		if !w.WakeAt.After(now) || seen[w.Place] {
+			continue
+		}
+		seen[w.Place] = true
+		if s.probeIn(ctx, s.o.Logger.With("pool", pool), pool, w.Place, ws, now) {
+			s.o.Logger.Info("reconciler armed the place's probe", "pool", pool, "place", w.Place)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package scaledown
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strconv"
 
 	"github.com/skiffci/skiff/pkg/github"
@@ -21,56 +22,14 @@ func (s *Service) rerun(name string) bool { return pool.Listed(s.o.RerunInterrup
 // (false: the check is left for the next pass).
 func (p *pass) strand(ctx context.Context, a *decide.Action, claims map[int64]launch.Claim) bool {
 	c, hasClaim := claims[a.JobID]
-	if hasClaim && a.Gen > 0 && c.Gen > a.Gen {
-		return true // replaced already (or launched again by scale-up)
-	}
-	job, err := p.s.o.Records.Job(ctx, a.JobID)
-	if errors.Is(err, store.ErrNotFound) {
-		return true // the record expired: nothing to launch for
-	}
-	if err != nil {
-		p.fail("reading job record", err, "job_id", a.JobID)
-		return false
-	}
-	if job.Status == store.StatusCompleted || job.Status == store.StatusInProgress {
-		// The webhook saw the job start (on this runner or another one):
-		// GitHub never queues a started job again, so no GitHub call is
-		// needed to know it is not stranded. In a burst whose runners take
-		// each other's jobs, that is most of them.
-		return true
-	}
-	if !p.s.o.ScaleUpChecksQueued {
-		if !p.takeJobCheck(a.Runner) {
-			p.defer1("job_checks", "rule", string(a.Rule), "job_id", a.JobID)
-			return false
-		}
-		owner, repo := splitRepo(job.Repository)
-		gj, err := p.s.o.GitHub.GetJob(ctx, job.InstallationID, owner, repo, a.JobID)
-		if errors.Is(err, github.ErrNotFound) {
-			return true
-		}
-		if err != nil {
-			p.fail("getting job", err, "job_id", a.JobID)
-			return false
-		}
-		if gj.Status != "queued" {
-			return true
-		}
+	job, queued, ok := p.stillQueued(ctx, a, c, hasClaim)
+	if !queued {
+		return ok
 	}
 	log := p.log.With("job_id", a.JobID, "runner_name", a.Runner, "rule", string(a.Rule))
 	failed := 0
 	if hasClaim {
-		// The limit guards against a launch loop: each of the job's runners
-		// that failed it — launched, and never ran any job (a failed boot, a
-		// lost registration) — earns one replacement, up to the limit. A
-		// runner another job took did useful work and is no failure: in a
-		// busy pool whose runners can take less specific jobs, a job may
-		// lose several that way.
-		for g := 1; g <= c.Gen; g++ {
-			if r, err := p.s.o.Ledger.Runner(ctx, runnerName(a.JobID, g)); err == nil && !r.LaunchedAt.IsZero() && r.BusyJob == 0 {
-				failed++
-			}
-		}
+		failed = p.failedRunners(ctx, a.JobID, c.Gen)
 	}
 	if failed > a.MaxReplacements {
 		p.count(MetricReplacements, "limit")
@@ -79,19 +38,93 @@ func (p *pass) strand(ctx context.Context, a *decide.Action, claims map[int64]la
 		return true
 	}
 	if hasClaim {
-		// Move the claim past the lost runner: a claim whose lease is over and
-		// whose token names no fleet makes scale-up launch the next attempt.
-		next := c
-		next.Gen, next.Token, next.LeaseUntil, next.UpdatedAt = c.Gen+1, "replace-"+strconv.FormatInt(a.JobID, 10)+"-"+strconv.Itoa(c.Gen+1), p.now, p.now
-		next.ExpiresAt = p.now.Add(p.s.o.ClaimTTL)
-		if err := p.s.o.Claims.ClaimLaunch(ctx, next, c.Gen, p.now); err != nil {
-			if errors.Is(err, store.ErrConflict) {
-				return true // scale-up moved it meanwhile
-			}
-			p.fail("claiming the replacement", err, "job_id", a.JobID)
-			return false
+		if moved, ok := p.moveClaim(ctx, a, c); !moved {
+			return ok
 		}
 	}
+	return p.replace(ctx, log, a, job, failed)
+}
+
+// stillQueued reads the action's job and reports whether it is still
+// queued, so stranded; when it is not, ok says whether the action may go
+// on (false: the check is left for the next pass).
+func (p *pass) stillQueued(ctx context.Context, a *decide.Action, c launch.Claim, hasClaim bool) (job store.Job, queued, ok bool) {
+	if hasClaim && a.Gen > 0 && c.Gen > a.Gen {
+		return job, false, true // replaced already (or launched again by scale-up)
+	}
+	job, err := p.s.o.Records.Job(ctx, a.JobID)
+	if errors.Is(err, store.ErrNotFound) {
+		return job, false, true // the record expired: nothing to launch for
+	}
+	if err != nil {
+		p.fail("reading job record", err, "job_id", a.JobID)
+		return job, false, false
+	}
+	if job.Status == store.StatusCompleted || job.Status == store.StatusInProgress {
+		// The webhook saw the job start (on this runner or another one):
+		// GitHub never queues a started job again, so no GitHub call is
+		// needed to know it is not stranded. In a burst whose runners take
+		// each other's jobs, that is most of them.
+		return job, false, true
+	}
+	if p.s.o.ScaleUpChecksQueued {
+		return job, true, true
+	}
+	if !p.takeJobCheck(a.Runner) {
+		p.defer1("job_checks", "rule", string(a.Rule), "job_id", a.JobID)
+		return job, false, false
+	}
+	owner, repo := splitRepo(job.Repository)
+	gj, err := p.s.o.GitHub.GetJob(ctx, job.InstallationID, owner, repo, a.JobID)
+	if errors.Is(err, github.ErrNotFound) {
+		return job, false, true
+	}
+	if err != nil {
+		p.fail("getting job", err, "job_id", a.JobID)
+		return job, false, false
+	}
+	return job, gj.Status == "queued", true
+}
+
+// failedRunners counts the job's runners up to generation gen that failed
+// it. The replacement limit guards against a launch loop: each runner
+// that failed the job — launched, and never ran any job (a failed boot, a
+// lost registration) — earns one replacement, up to the limit. A runner
+// another job took did useful work and is no failure: in a busy pool
+// whose runners can take less specific jobs, a job may lose several that
+// way.
+func (p *pass) failedRunners(ctx context.Context, jobID int64, gen int) int {
+	failed := 0
+	for g := 1; g <= gen; g++ {
+		if r, err := p.s.o.Ledger.Runner(ctx, runnerName(jobID, g)); err == nil && !r.LaunchedAt.IsZero() && r.BusyJob == 0 {
+			failed++
+		}
+	}
+	return failed
+}
+
+// moveClaim moves the job's claim past the lost runner: a claim whose
+// lease is over and whose token names no fleet makes scale-up launch the
+// next attempt. When it did not move it, ok says whether the action may
+// go on (scale-up moved it meanwhile) or is left for the next pass.
+func (p *pass) moveClaim(ctx context.Context, a *decide.Action, c launch.Claim) (moved, ok bool) {
+	next := c
+	next.Gen, next.Token, next.LeaseUntil, next.UpdatedAt = c.Gen+1, "replace-"+strconv.FormatInt(a.JobID, 10)+"-"+strconv.Itoa(c.Gen+1), p.now, p.now
+	next.ExpiresAt = p.now.Add(p.s.o.ClaimTTL)
+	err := p.s.o.Claims.ClaimLaunch(ctx, next, c.Gen, p.now)
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		return false, true // scale-up moved it meanwhile
+	case err != nil:
+		p.fail("claiming the replacement", err, "job_id", a.JobID)
+		return false, false
+	}
+	return true, true
+}
+
+// replace sends the stranded job to scale-up again and reports whether the
+// action may go on.
+func (p *pass) replace(ctx context.Context, log *slog.Logger, a *decide.Action, job store.Job, failed int) bool {
 	msg := queue.Job{JobID: job.ID, RunID: job.RunID, Attempt: job.Attempt, Repository: job.Repository, Owner: job.Owner,
 		InstallationID: job.InstallationID, Labels: job.Labels, Pool: job.Pool, DeliveryID: "scaledown-" + string(a.Rule), ReceivedAt: p.now}
 	if msg.Pool == "" {

@@ -86,3 +86,18 @@ func CapacityBackoff(tries int, jitter float64) time.Duration {
 	d = min(d, BackoffCap)
 	return time.Duration(float64(d) * (0.8 + 0.4*jitter))
 }
+
+// ProbeEvery is how often a place that backs off is probed: one of its
+// waiting jobs offered again, outside the backoff, so that a place whose
+// backoff has grown to minutes is tried within about 30 s of capacity
+// returning. One provider call per probe: at most three a minute per pool
+// and place, far inside EC2's token buckets for RunInstances and
+// CreateFleet.
+const ProbeEvery = 25 * time.Second
+
+// ProbeInterval is the time to a place's next probe: ProbeEvery spread by
+// jitter in [0, 1) over ±20 % (20–30 s), so that the probes of many
+// places do not fall together.
+func ProbeInterval(jitter float64) time.Duration {
+	return time.Duration(float64(ProbeEvery) * (0.8 + 0.4*jitter))
+}

@@ -107,3 +107,15 @@ func TestCapacityBackoff(t *testing.T) {
 		}
 	}
 }
+
+func TestProbeInterval(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		jitter float64
+		want   time.Duration
+	}{{0, 20 * time.Second}, {0.5, 25 * time.Second}, {0.999999, 30 * time.Second}} {
+		if got := scaler.ProbeInterval(tc.jitter).Round(time.Second); got != tc.want {
+			t.Errorf("ProbeInterval(%v) = %s, want %s", tc.jitter, got, tc.want)
+		}
+	}
+}

@@ -121,6 +121,28 @@ func (s *Service) launchGroup(ctx context.Context, ws []*work, now time.Time) {
 	token := scaler.Token(spec.Pool, planned)
 	log := s.o.Logger.With("pool", spec.Pool, "fleet_token", token)
 
+	members, fleet := s.admitGroup(ctx, log, ws, token, now)
+	if len(members) == 0 || !s.leaseLeft(log, members) {
+		return
+	}
+	plan, ok := s.intend(ctx, log, members, fleet)
+	if !ok {
+		return
+	}
+	regs := make([]provider.Registration, len(members))
+	for i, w := range members {
+		regs[i] = w.reg
+	}
+	res, err := s.callProvider(ctx, log, plan, regs, members[0].leaseEnd)
+	s.settleLaunch(ctx, log, spec, token, members, res, err)
+}
+
+// admitGroup takes the group's claims, reserves their runners within the
+// pool's maxRunners and registers them, and returns the jobs that go on to
+// the launch with the fleet's record as planned. When none does and this
+// invocation holds every claim of the group, it settles the claims.
+func (s *Service) admitGroup(ctx context.Context, log *slog.Logger, ws []*work, token string, now time.Time) ([]*work, store.Fleet) {
+	fleet := store.Fleet{Token: token, Pool: ws[0].spec.Pool, CreatedAt: now, ExpiresAt: now.Add(s.o.ClaimTTL)}
 	claimed := s.claim(ctx, ws, token, now)
 	// The token derives from the jobs and attempts alone, so an invocation
 	// that lost a claim shares it with the one that won: only one that
@@ -134,49 +156,54 @@ func (s *Service) launchGroup(ctx context.Context, ws []*work, now time.Time) {
 			// Settle the claims: the next delivery starts a new attempt at once.
 			s.settle(ctx, log, token, ws, now, "not_admitted")
 		}
-		return
+		return nil, fleet
 	}
 	// Registrations, in parallel (one GitHub call each in JIT mode).
 	s.o.Executor.Run(len(claimed), registrationConcurrency, func(i int) { s.register(ctx, claimed[i]) })
 	var members []*work
-	fleet := store.Fleet{Token: token, Pool: spec.Pool, CreatedAt: now, ExpiresAt: now.Add(s.o.ClaimTTL)}
 	for _, w := range claimed {
 		if !w.finished {
 			members = append(members, w)
 			fleet.Members = append(fleet.Members, store.FleetMember{JobID: w.job.JobID, Attempt: w.decision.Attempt})
 		}
 	}
-	if len(members) == 0 {
-		if own {
-			s.settle(ctx, log, token, ws, now, "registration")
-		}
-		return
+	if len(members) == 0 && own {
+		s.settle(ctx, log, token, ws, now, "registration")
 	}
+	return members, fleet
+}
 
-	// An invocation that stalled (registrations, a slow GitHub) past the
-	// point where it could still finish within its lease refuses the work:
-	// another may take the job over when the lease ends.
-	leaseEnd := members[0].leaseEnd
-	if left := leaseEnd.Sub(s.o.Now()); left < s.o.LaunchBudget {
-		log.Warn("too little of the claim's lease is left to launch; leaving the jobs to the next delivery",
-			"lease_left_ms", left.Milliseconds(), "budget_ms", s.o.LaunchBudget.Milliseconds())
-		for _, w := range members {
-			w.finish(scaler.OutcomeRetry, "lease_expired")
-		}
-		return
+// leaseLeft reports whether the members' claims leave time to launch. An
+// invocation that stalled (registrations, a slow GitHub) past the point
+// where it could still finish within its lease refuses the work: another
+// may take the jobs over when the lease ends.
+func (s *Service) leaseLeft(log *slog.Logger, members []*work) bool {
+	left := members[0].leaseEnd.Sub(s.o.Now())
+	if left >= s.o.LaunchBudget {
+		return true
 	}
-	l := provider.Launch{Token: token, Spec: spec, Runners: make([]provider.Runner, len(members))}
-	regs := make([]provider.Registration, len(members))
+	log.Warn("too little of the claim's lease is left to launch; leaving the jobs to the next delivery",
+		"lease_left_ms", left.Milliseconds(), "budget_ms", s.o.LaunchBudget.Milliseconds())
+	for _, w := range members {
+		w.finish(scaler.OutcomeRetry, "lease_expired")
+	}
+	return false
+}
+
+// intend plans the members' launch with the provider and records the
+// fleet's intent under its token; false when the members are finished
+// (the plan failed, or the intent could not be recorded).
+func (s *Service) intend(ctx context.Context, log *slog.Logger, members []*work, fleet store.Fleet) (provider.Plan, bool) {
+	l := provider.Launch{Token: fleet.Token, Spec: members[0].spec, Runners: make([]provider.Runner, len(members))}
 	for i, w := range members {
 		l.Runners[i] = provider.Runner{Name: w.runner, JobID: w.job.JobID, RunID: w.job.RunID,
 			Repository: w.job.Repository, Owner: w.job.Owner}
-		regs[i] = w.reg
 	}
 	plan, err := s.o.Provider.Plan(ctx, l)
 	if err != nil {
 		log.Error("planning the launch", "err", err)
 		s.fail(members, err)
-		return
+		return "", false
 	}
 	fleet.State, fleet.Plan = store.FleetIntent, string(plan)
 	if err := s.o.Launches.PutFleet(ctx, fleet); err != nil {
@@ -192,24 +219,36 @@ func (s *Service) launchGroup(ctx context.Context, ws []*work, now time.Time) {
 		for _, w := range members {
 			w.finish(scaler.OutcomeRetry, reason)
 		}
-		return
+		return "", false
 	}
+	return plan, true
+}
 
-	// The launch must end within the lease: past it, another invocation may
-	// recover the fleet. (A timeout from the service's clock, which tests
-	// inject, not a deadline on the wall clock.)
+// callProvider launches the plan within the claims' lease (a timeout from
+// the service's clock, which tests inject, not a deadline on the wall
+// clock: past the lease another invocation may recover the fleet). The
+// answer may be lost after the launch happened: it asks once more with the
+// same plan, whose token makes the provider answer with what it launched
+// then and deliver the registrations to those instances.
+func (s *Service) callProvider(ctx context.Context, log *slog.Logger, plan provider.Plan, regs []provider.Registration,
+	leaseEnd time.Time) (provider.Result, error) {
 	lctx, cancel := context.WithTimeout(ctx, leaseEnd.Sub(s.o.Now()))
+	defer cancel()
 	res, err := s.o.Provider.Launch(lctx, plan, regs)
 	if err != nil && !answered(err) && lctx.Err() == nil {
-		// The answer may be lost after the launch happened: ask again with
-		// the same plan, whose token makes the provider answer with what it
-		// launched then, and deliver the registrations to those instances.
 		log.Warn("launching: no answer; asking again with the same plan", "err", err)
 		res, err = s.o.Provider.Launch(lctx, plan, regs)
 	}
-	cancel()
+	return res, err
+}
+
+// settleLaunch records the launch's outcome: a failed fleet finished and
+// its members failed with the provider's reason, a launch finished
+// (finishLaunched), or, when the outcome is unknown, the fleet left in
+// intent for recovery.
+func (s *Service) settleLaunch(ctx context.Context, log *slog.Logger, spec pool.Spec, token string, members []*work,
+	res provider.Result, err error) {
 	launched := s.o.Now()
-	instances := make([]string, len(members))
 	if err != nil && !answered(err) {
 		// The provider may have launched (its answer was lost, or a server
 		// error): the fleet stays in intent, so that recovery replays the same
@@ -223,15 +262,24 @@ func (s *Service) launchGroup(ctx context.Context, ws []*work, now time.Time) {
 	}
 	if err != nil {
 		log.Error("launching", "err", err, "reason", launchReason(err))
-		if ferr := s.o.Launches.FinishFleet(ctx, token, instances, launchReason(err)); ferr != nil {
+		if ferr := s.o.Launches.FinishFleet(ctx, token, make([]string, len(members)), launchReason(err)); ferr != nil {
 			log.Error("recording the failed fleet", "err", ferr)
 		}
 		s.fail(members, err)
 		return
 	}
+	s.finishLaunched(ctx, log, spec, token, members, res, launched)
+}
+
+// finishLaunched records the instances the provider launched: each in its
+// runner's ledger record, the fleet finished with them, each member
+// launched, or failed with the provider's reason for its runner.
+func (s *Service) finishLaunched(ctx context.Context, log *slog.Logger, spec pool.Spec, token string, members []*work,
+	res provider.Result, launched time.Time) {
 	if res.FellBack {
 		s.o.Counter.Count(MetricFallbacks, spec.Pool)
 	}
+	instances := make([]string, len(members))
 	var reason string
 	for i, r := range res.Runners {
 		if i >= len(members) {

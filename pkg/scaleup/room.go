@@ -77,7 +77,9 @@ func (s *Service) settleRoom(ctx context.Context, items []*work) {
 				continue
 			}
 			w.outcome = scaler.OutcomeWaiting
-			s.o.Counter.Count(MetricWaiting, w.reason)
+			if !w.job.Probe { // a refused probe's job already waits
+				s.o.Counter.Count(MetricWaiting, w.reason)
+			}
 		case w.job.Waited > 0 && (w.outcome == scaler.OutcomeLaunched || w.outcome == scaler.OutcomeSkipped ||
 			w.outcome == scaler.OutcomePermanent):
 			s.o.Room.Leave(ctx, w.job, w.reason)

@@ -27,11 +27,18 @@ func newRoomEnv(t *testing.T) *roomEnv { return newRoomEnvWith(t, store.NewRoomM
 // newRoomEnvWith is newRoomEnv over the given room store.
 func newRoomEnvWith(t *testing.T, rm store.Room) *roomEnv {
 	t.Helper()
+	return newRoomEnvJitter(t, rm, func() float64 { return 0.5 })
+}
+
+// newRoomEnvJitter is newRoomEnvWith with the room's jitter (backoffs and
+// probes) drawn from jitter.
+func newRoomEnvJitter(t *testing.T, rm store.Room, jitter func() float64) *roomEnv {
+	t.Helper()
 	r := &roomEnv{room: rm, q: &queue.Memory{}}
 	r.env = newEnv(t, func(o *scaleup.Options) {
 		r.q.SetClock(o.Now)
 		svc, err := room.New(room.Options{Room: r.room, Queue: r.q, Records: o.Records.(*store.Memory), Pools: o.Pools,
-			Ledger: o.Ledger, Logger: o.Logger, Now: o.Now, Jitter: func() float64 { return 0.5 }})
+			Ledger: o.Ledger, Counter: o.Counter, Logger: o.Logger, Now: o.Now, Jitter: jitter})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,11 +199,13 @@ func TestWaitingRoomCapacity(t *testing.T) {
 	if ws := r.waiting(t, "ondemand"); len(ws) != 1 || ws[0].WakeAt.Sub(r.clock.now()) != 30*time.Second || ws[0].Tries != 2 {
 		t.Fatalf("after the second refusal: %+v; want a 30s backoff, tries 2", ws)
 	}
+	// Capacity returns. The place's probe, armed at the first refusal for
+	// +25s, comes before the backoff's end (+45s) and launches the job.
 	r.ec2.FailPool("c7i.xlarge/subnet-0aaaaaaaa/on-demand", "")
-	r.clock.advance(30 * time.Second)
+	r.clock.advance(10 * time.Second)
 	offers = r.offered(t)
-	if len(offers) != 1 {
-		t.Fatalf("after the second backoff: %+v", offers)
+	if len(offers) != 1 || !offers[0].Job.Probe || offers[0].Job.JobID != 700 {
+		t.Fatalf("at +25s: %+v; want the probe of job 700", offers)
 	}
 	if resp := r.handle(ctx, r.svc, offers[0]); len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("with capacity back: %+v", resp)
@@ -206,6 +215,14 @@ func TestWaitingRoomCapacity(t *testing.T) {
 	}
 	if ws := r.waiting(t, "ondemand"); len(ws) != 0 {
 		t.Errorf("still waiting after the launch: %+v", ws)
+	}
+	// The job's own delayed message at the backoff's end launches nothing more.
+	r.clock.advance(20 * time.Second)
+	if resp := r.handle(ctx, r.svc, r.offered(t)...); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("the late message: %+v", resp)
+	}
+	if got := r.counter.Get(scaleup.MetricLaunched, "ondemand"); got != 1 {
+		t.Errorf("%d launches, want 1", got)
 	}
 }
 
@@ -265,7 +282,7 @@ func TestWaitingRoomSharedBackoff(t *testing.T) {
 	// Capacity returns; a fresh job launches: the place's waiting jobs are
 	// offered at once, as many as the pool has free slots (3 - 1 = 2),
 	// oldest first.
-	r.clock.set(t0.Add(25 * time.Second))
+	r.clock.set(t0.Add(24 * time.Second)) // a second before the place's probe
 	r.ec2.FailPool(capacityPool, "")
 	if resp := r.handle(ctx, r.svc, gpu(803)); len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("the fresh job: %+v", resp)
@@ -296,12 +313,12 @@ func TestWaitingRoomSharedBackoff(t *testing.T) {
 	if resp := r.handle(ctx, r.svc, offers...); len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("job 802: %+v", resp)
 	}
-	// The delayed messages of the failed try arrive at +45s: the launch
-	// claims stop them.
+	// The probe (+25s) and the delayed messages of the failed try (+45s)
+	// arrive: the launch claims stop them.
 	r.clock.set(t0.Add(45 * time.Second))
 	late := r.offered(t)
-	if len(late) != 3 {
-		t.Fatalf("%d late delayed messages, want 3", len(late))
+	if len(late) != 4 {
+		t.Fatalf("%d late messages, want 4 (the probe and 3 delayed)", len(late))
 	}
 	if resp := r.handle(ctx, r.svc, late...); len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("the late messages: %+v", resp)

@@ -13,7 +13,9 @@ import (
 // roomSchema holds the waiting room (store.Room): an entry's record is JSON
 // (store.Waiting), beside the columns the conditions and the listing read;
 // room_served is when each repository of a pool was last offered a job;
-// room_backoff is each pool's capacity backoff per place.
+// room_backoff is each pool's capacity backoff per place, room_probe when
+// its probe is due (a table of its own, so that files made before it
+// gain it by the schema's CREATE).
 const roomSchema = `
 CREATE TABLE IF NOT EXISTS room (
 	pool          TEXT    NOT NULL,
@@ -34,6 +36,12 @@ CREATE TABLE IF NOT EXISTS room_backoff (
 	place    TEXT    NOT NULL,
 	failures INTEGER NOT NULL,
 	until    INTEGER NOT NULL,
+	PRIMARY KEY (pool, place)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS room_probe (
+	pool     TEXT    NOT NULL,
+	place    TEXT    NOT NULL,
+	probe_at INTEGER NOT NULL,
 	PRIMARY KEY (pool, place)
 ) WITHOUT ROWID;
 `
@@ -166,18 +174,33 @@ func (r *Room) Waiting(ctx context.Context, pool string, now time.Time) ([]store
 	return out, served, srows.Err()
 }
 
+// backoff reads the place's backoff and its probe in tx.
+func backoff(ctx context.Context, tx *sql.Tx, pool, place string) (store.Backoff, bool, error) {
+	var failures, until, probe int64
+	err := tx.QueryRowContext(ctx, `SELECT b.failures, b.until, coalesce(p.probe_at, 0) FROM room_backoff b
+		LEFT JOIN room_probe p ON p.pool = b.pool AND p.place = b.place WHERE b.pool = ? AND b.place = ?`, pool, place).
+		Scan(&failures, &until, &probe)
+	if isNoRows(err) {
+		return store.Backoff{}, false, nil
+	}
+	if err != nil {
+		return store.Backoff{}, false, fmt.Errorf("reading the backoff of pool %s in %q: %w", pool, place, err)
+	}
+	b := store.Backoff{Pool: pool, Place: place, Failures: int(failures), Until: time.Unix(0, until).UTC()}
+	if probe != 0 {
+		b.ProbeAt = time.Unix(0, probe).UTC()
+	}
+	return b, true, nil
+}
+
 // Refused implements store.Room: the read and the write in one transaction.
 func (r *Room) Refused(ctx context.Context, pool, place string, now time.Time, next func(int) time.Duration) (store.Backoff, error) {
 	var b store.Backoff
 	err := r.d.tx(ctx, func(tx *sql.Tx) error {
-		var failures, until int64
-		err := tx.QueryRowContext(ctx, `SELECT failures, until FROM room_backoff WHERE pool = ? AND place = ?`, pool, place).
-			Scan(&failures, &until)
-		ok := err == nil
-		if err != nil && !isNoRows(err) {
-			return fmt.Errorf("reading the backoff of pool %s in %q: %w", pool, place, err)
+		old, ok, err := backoff(ctx, tx, pool, place)
+		if err != nil {
+			return err
 		}
-		old := store.Backoff{Pool: pool, Place: place, Failures: int(failures), Until: time.Unix(0, until).UTC()}
 		var changed bool
 		b, changed = store.NextBackoff(old, ok, pool, place, now, next)
 		if !changed {
@@ -193,11 +216,14 @@ func (r *Room) Refused(ctx context.Context, pool, place string, now time.Time, n
 	return b, err
 }
 
-// Recovered implements store.Room.
+// Recovered implements store.Room: the backoff and its probe go.
 func (r *Room) Recovered(ctx context.Context, pool, place string) (bool, error) {
 	var n int64
 	err := r.d.tx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM room_backoff WHERE pool = ? AND place = ?`, pool, place)
+		if err == nil {
+			_, err = tx.ExecContext(ctx, `DELETE FROM room_probe WHERE pool = ? AND place = ?`, pool, place)
+		}
 		if err != nil {
 			return fmt.Errorf("ending the backoff of pool %s in %q: %w", pool, place, err)
 		}
@@ -205,6 +231,24 @@ func (r *Room) Recovered(ctx context.Context, pool, place string) (bool, error) 
 		return err
 	})
 	return n > 0, err
+}
+
+// ArmProbe implements store.Room: the read and the write in one transaction.
+func (r *Room) ArmProbe(ctx context.Context, pool, place string, now, due time.Time) (bool, error) {
+	armed := false
+	err := r.d.tx(ctx, func(tx *sql.Tx) error {
+		b, ok, err := backoff(ctx, tx, pool, place)
+		if err != nil || !store.CanArm(b, ok, now) {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO room_probe (pool, place, probe_at) VALUES (?, ?, ?)
+			ON CONFLICT (pool, place) DO UPDATE SET probe_at = excluded.probe_at`, pool, place, nanos(due)); err != nil {
+			return fmt.Errorf("arming the probe of pool %s in %q: %w", pool, place, err)
+		}
+		armed = true
+		return nil
+	})
+	return armed, err
 }
 
 // Resume implements store.Room: the pool's entries read and rewritten in

@@ -97,6 +97,12 @@ type Room interface {
 	// (WakeAt after now) offerable at now, ending their WakeAt and the
 	// offer their delayed message stood for, and returns how many.
 	Resume(ctx context.Context, pool, place string, now time.Time) (int, error)
+	// ArmProbe sets the place's next probe due at due, if the place backs
+	// off at now (now before Until) and no probe is due after now (none
+	// armed, or the last one fired or was lost). It reports whether it set
+	// it: of two callers at once, one does. The backoff's own Refused and
+	// Recovered keep and end it with the backoff.
+	ArmProbe(ctx context.Context, pool, place string, now, due time.Time) (bool, error)
 }
 
 // Backoff is a pool's capacity backoff in one place, shared by every job
@@ -108,6 +114,19 @@ type Backoff struct {
 	Failures int
 	// Until: no job waiting on the place is offered before.
 	Until time.Time
+	// ProbeAt is when the place's probe (one of its jobs, offered again
+	// while it backs off) is due; zero when none was armed.
+	ProbeAt time.Time
+}
+
+// Probing reports whether the backoff has a probe due after now: one
+// armed that has not fired yet.
+func (b Backoff) Probing(now time.Time) bool { return b.ProbeAt.After(now) }
+
+// CanArm is the condition every Room applies in ArmProbe to the backoff it
+// read (ok: there is one).
+func CanArm(b Backoff, ok bool, now time.Time) bool {
+	return ok && now.Before(b.Until) && !b.Probing(now)
 }
 
 // BackoffLimit keeps a backoff record this long after its end, so that the
@@ -121,7 +140,7 @@ func NextBackoff(old Backoff, ok bool, pool, place string, now time.Time, next f
 	if ok && now.Before(old.Until) {
 		return old, false
 	}
-	b := Backoff{Pool: pool, Place: place, Failures: 1}
+	b := Backoff{Pool: pool, Place: place, Failures: 1, ProbeAt: old.ProbeAt}
 	if ok && now.Before(old.Until.Add(BackoffLimit)) {
 		b.Failures = old.Failures + 1
 	}
@@ -286,6 +305,23 @@ func (m *RoomMemory) Resume(ctx context.Context, pool, place string, now time.Ti
 		m.writes++
 	}
 	return n, nil
+}
+
+// ArmProbe implements Room.
+func (m *RoomMemory) ArmProbe(ctx context.Context, pool, place string, now, due time.Time) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, ok := m.backoffs[[2]string{pool, place}]
+	if !CanArm(b, ok, now) {
+		return false, nil
+	}
+	m.writes++
+	b.ProbeAt = due
+	m.backoffs[[2]string{pool, place}] = b
+	return true, nil
 }
 
 // SortWaiting orders entries oldest first, then by job id.

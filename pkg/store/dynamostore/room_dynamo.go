@@ -23,9 +23,9 @@ import (
 //	                       digits>             detail, tries, wake_at, offered_until,
 //	                                           expires_at
 //	served   ROOM#<pool>   SERVED#<owner/repo> served_at, expires_at
-//	backoff  ROOM#<pool>   BACKOFF#<place>     failures, until, expires_at
+//	backoff  ROOM#<pool>   BACKOFF#<place>     failures, until, probe_at, expires_at
 //
-// wake_at, offered_until and until are epoch nanoseconds (exact, so that an offer
+// wake_at, offered_until, until and probe_at are epoch nanoseconds (exact, so that an offer
 // ends at the same instant as in RoomMemory); since and served_at are
 // timestamps in the table's fixed-width layout. An entry's expires_at is
 // its first entry plus RoomLimit, kept by later entries.
@@ -56,6 +56,7 @@ const (
 	attrPlace        = "place"
 	attrFailures     = "failures"
 	attrUntil        = "until"
+	attrProbeAt      = "probe_at"
 
 	skWaitingPrefix = "JOB#"
 	skServedPrefix  = "SERVED#"
@@ -262,12 +263,20 @@ func backoffKey(pool, place string) map[string]types.AttributeValue {
 	return itemKey(roomPK(pool), skBackoffPrefix+place)
 }
 
+func decodeBackoff(pool, place string, dec *decoder) store.Backoff {
+	b := store.Backoff{Pool: pool, Place: place, Failures: int(dec.int(attrFailures)), Until: time.Unix(0, dec.int(attrUntil)).UTC()}
+	if n := dec.int(attrProbeAt); n != 0 {
+		b.ProbeAt = time.Unix(0, n).UTC()
+	}
+	return b
+}
+
 // refusedTries bounds Refused's optimistic rounds: each lost round means
 // another invocation moved the backoff, which is then under way.
 const refusedTries = 5
 
 // Refused implements Room: a consistent read of the place's backoff, then
-// a PutItem conditional on the backoff read (absent, or the same failures
+// an UpdateItem conditional on the backoff read (absent, or the same failures
 // and until), read again when another invocation got there first.
 func (d *RoomDynamo) Refused(ctx context.Context, pool, place string, now time.Time, next func(int) time.Duration) (store.Backoff, error) {
 	for range refusedTries {
@@ -280,7 +289,7 @@ func (d *RoomDynamo) Refused(ctx context.Context, pool, place string, now time.T
 		ok := got.Item != nil
 		if ok {
 			dec := decoder{item: got.Item}
-			old = store.Backoff{Pool: pool, Place: place, Failures: int(dec.int(attrFailures)), Until: time.Unix(0, dec.int(attrUntil)).UTC()}
+			old = decodeBackoff(pool, place, &dec)
 			if dec.err != nil {
 				return store.Backoff{}, fmt.Errorf("decoding the backoff of pool %s in %q: %w", pool, place, dec.err)
 			}
@@ -289,11 +298,9 @@ func (d *RoomDynamo) Refused(ctx context.Context, pool, place string, now time.T
 		if !changed {
 			return b, nil
 		}
-		item := backoffKey(pool, place)
-		item[attrFailures] = numI(int64(b.Failures))
-		item[attrUntil] = nanos(b.Until)
-		item[attrExpires] = numI(store.EpochCeil(b.Until.Add(store.BackoffLimit)))
 		e := newExpr()
+		update := "SET " + e.name(attrFailures) + " = " + e.value(numI(int64(b.Failures))) + ", " + e.name(attrUntil) + " = " +
+			e.value(nanos(b.Until)) + ", " + e.name(attrExpires) + " = " + e.value(numI(store.EpochCeil(b.Until.Add(store.BackoffLimit))))
 		var cond string
 		if !ok {
 			cond = "attribute_not_exists(" + e.name(attrPK) + ")"
@@ -301,12 +308,8 @@ func (d *RoomDynamo) Refused(ctx context.Context, pool, place string, now time.T
 			cond = e.name(attrFailures) + " = " + e.value(numI(int64(old.Failures))) + " AND " + e.name(attrUntil) + " = " +
 				e.value(nanos(old.Until))
 		}
-		in := &dynamodb.PutItemInput{TableName: aws.String(d.table), Item: item, ConditionExpression: aws.String(cond),
-			ExpressionAttributeNames: e.names}
-		if len(e.values) > 0 {
-			in.ExpressionAttributeValues = e.values
-		}
-		_, err = d.api.PutItem(ctx, in)
+		// An update, not a put: the probe's time stays as ArmProbe set it.
+		_, err = d.api.UpdateItem(ctx, e.update(d.table, backoffKey(pool, place), update, cond))
 		if isConditionFailed(err) {
 			continue
 		}
@@ -357,4 +360,21 @@ func (d *RoomDynamo) Resume(ctx context.Context, pool, place string, now time.Ti
 		}
 	}
 	return n, nil
+}
+
+// ArmProbe implements Room: one UpdateItem conditional on the backoff
+// under way at now and no probe due after now.
+func (d *RoomDynamo) ArmProbe(ctx context.Context, pool, place string, now, due time.Time) (bool, error) {
+	e := newExpr()
+	at := e.value(numI(now.UnixNano()))
+	cond := "attribute_exists(" + e.name(attrPK) + ") AND " + e.name(attrUntil) + " > " + at + " AND (attribute_not_exists(" +
+		e.name(attrProbeAt) + ") OR " + e.name(attrProbeAt) + " <= " + at + ")"
+	_, err := d.api.UpdateItem(ctx, e.update(d.table, backoffKey(pool, place), "SET "+e.name(attrProbeAt)+" = "+e.value(nanos(due)), cond))
+	switch {
+	case isConditionFailed(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("arming the probe of pool %s in %q: %w", pool, place, err)
+	}
+	return true, nil
 }

@@ -24,6 +24,8 @@ func RunRoom(t *testing.T, newRoom func(*testing.T) store.Room) {
 	t.Run("Backoff", func(t *testing.T) { t.Parallel(); testRoomBackoff(t, newRoom(t)) })
 	t.Run("ConcurrentRefusals", func(t *testing.T) { t.Parallel(); testRoomConcurrentRefusals(t, newRoom(t)) })
 	t.Run("Resume", func(t *testing.T) { t.Parallel(); testRoomResume(t, newRoom(t)) })
+	t.Run("Probe", func(t *testing.T) { t.Parallel(); testRoomProbe(t, newRoom(t)) })
+	t.Run("ConcurrentProbes", func(t *testing.T) { t.Parallel(); testRoomConcurrentProbes(t, newRoom(t)) })
 }
 
 // doubling is a backoff rule without jitter: 15 s, 30 s, 60 s, …
@@ -112,6 +114,104 @@ func testRoomConcurrentRefusals(t *testing.T, r store.Room) {
 	if err != nil || b.Failures != 1 {
 		t.Errorf("after 8 concurrent refusals of one outage: %+v, %v; want one failure, not 8", b, err)
 	}
+}
+
+func testRoomProbe(t *testing.T, r store.Room) {
+	ctx := context.Background()
+	const place = "g6.xlarge@subnet-a"
+	arm := func(now, due time.Duration) bool {
+		t.Helper()
+		ok, err := r.ArmProbe(ctx, "gpu", place, Now.Add(now), Now.Add(due))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	probeAt := func(now time.Duration) time.Time {
+		t.Helper()
+		b, err := r.Refused(ctx, "gpu", place, Now.Add(now), doubling)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b.ProbeAt
+	}
+	if arm(0, 25*time.Second) {
+		t.Errorf("a probe armed in a place without a backoff")
+	}
+	if _, err := r.Refused(ctx, "gpu", place, Now, doubling); err != nil { // until +15s
+		t.Fatal(err)
+	}
+	if !arm(time.Second, 10*time.Second) {
+		t.Fatalf("no probe armed while the place backs off")
+	}
+	if got := probeAt(2 * time.Second); !got.Equal(Now.Add(10 * time.Second)) {
+		t.Errorf("the probe read back due at %s, want +10s", got)
+	}
+	// One probe at a time: another arms only once it fired (or was lost).
+	if arm(2*time.Second, 12*time.Second) {
+		t.Errorf("a second probe armed while the first is due")
+	}
+	if arm(9*time.Second, 20*time.Second) {
+		t.Errorf("a second probe armed a second before the first is due")
+	}
+	if !arm(10*time.Second, 14*time.Second) {
+		t.Errorf("no probe armed after the first came due")
+	}
+	// The backoff doubles at its end (+15s → +45s): the probe stays armed.
+	if got := probeAt(15 * time.Second); !got.Equal(Now.Add(14 * time.Second)) {
+		t.Errorf("after the backoff doubled the probe is due at %s, want +14s", got)
+	}
+	if !arm(16*time.Second, 40*time.Second) {
+		t.Errorf("no probe armed in the doubled backoff")
+	}
+	// Past the backoff's end no probe is armed: the jobs' own tries are due.
+	if arm(45*time.Second, 70*time.Second) {
+		t.Errorf("a probe armed after the backoff ended")
+	}
+	// Another place and another pool have none.
+	if b, err := r.Refused(ctx, "gpu", "other", Now.Add(20*time.Second), doubling); err != nil || !b.ProbeAt.IsZero() {
+		t.Errorf("another place's backoff: %+v, %v; want no probe", b, err)
+	}
+	// A recovery ends the probe with the backoff.
+	if ok, err := r.Recovered(ctx, "gpu", place); err != nil || !ok {
+		t.Fatalf("recovering: %v, %v", ok, err)
+	}
+	if got := probeAt(50 * time.Second); !got.IsZero() {
+		t.Errorf("after the recovery a new backoff has a probe due at %s, want none", got)
+	}
+}
+
+func testRoomConcurrentProbes(t *testing.T, r store.Room) {
+	ctx := context.Background()
+	if _, err := r.Refused(ctx, "gpu", "", Now, doubling); err != nil {
+		t.Fatal(err)
+	}
+	var armed atomic.Int32
+	together(8, func(i int) {
+		ok, err := r.ArmProbe(ctx, "gpu", "", Now.Add(time.Second), Now.Add(time.Duration(20+i)*time.Second))
+		if err != nil {
+			t.Errorf("arming: %v", err)
+		}
+		if ok {
+			armed.Add(1)
+		}
+	})
+	if n := armed.Load(); n != 1 {
+		t.Errorf("%d of 8 concurrent callers armed the probe, want 1", n)
+	}
+}
+
+// together runs f(0), …, f(n-1) at once and waits for them.
+func together(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(i)
+		}()
+	}
+	wg.Wait()
 }
 
 func testRoomResume(t *testing.T, r store.Room) {
