@@ -134,7 +134,9 @@ func demo(w io.Writer, o demoOptions) error {
 	if err != nil {
 		return err
 	}
-	sim := ghsim.New(ghsim.Options{})
+	// GitHub overlaps its deliveries; the simulator's default, one at a
+	// time, would make the burst's pace one webhook answer at a time.
+	sim := ghsim.New(ghsim.Options{WebhookLanes: demoWebhookLanes})
 	defer sim.Close()
 	const appID, org = 4242, "acme"
 	sim.AddApp(ghsim.AppConfig{ID: appID, Slug: "skiff-demo", PublicKey: &key.PublicKey})
@@ -432,6 +434,12 @@ func (m *slotMeter) report(ctx context.Context, w io.Writer, sim *ghsim.Server, 
 			wall.Round(100*time.Millisecond), float64(wall)/float64(ideal))
 	}
 }
+
+// demoWebhookLanes is how many of the simulator's webhook deliveries are
+// in flight at once: enough that the burst's deliveries (about four per
+// job) do not queue behind each other's answers on a machine of a few
+// cores, each job's still in order.
+const demoWebhookLanes = 8
 
 // demoWork is what the stand-in runners do per job, by its name
 // (SKIFF_STANDIN_WORK: CPU seconds burnt and MiB held): a compile job
