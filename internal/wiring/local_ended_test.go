@@ -24,7 +24,9 @@ type endedLister struct {
 	ended []provider.Instance
 }
 
-func (e endedLister) List(context.Context, provider.Filter) ([]provider.Instance, error) { return e.ended, nil }
+func (e endedLister) List(context.Context, provider.Filter) ([]provider.Instance, error) {
+	return e.ended, nil
+}
 
 // TestReportEndedOnce: the watch reports each ended runner to the ledger
 // once, though the provider keeps listing it (for an hour): at every end,
