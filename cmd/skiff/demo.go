@@ -246,14 +246,18 @@ func demo(w io.Writer, o demoOptions) error {
 	var wall time.Duration // the last job completed and every runner ended
 	for {
 		completed, running := 0, 0
+		var ids []int64
 		for _, j := range jobs {
-			if st, ok := sim.Job(j.id); ok && j.launch {
-				switch st.Status {
-				case "completed":
-					completed++
-				case "in_progress":
-					running++
-				}
+			if j.launch {
+				ids = append(ids, j.id)
+			}
+		}
+		for _, st := range sim.JobStatuses(ids) { // one simulator step, not one per job
+			switch st {
+			case "completed":
+				completed++
+			case "in_progress":
+				running++
 			}
 		}
 		live := 0
