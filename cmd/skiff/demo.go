@@ -15,6 +15,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strconv"
@@ -42,29 +44,61 @@ type demoJob struct {
 	queuedAt time.Time
 }
 
+// demoOptions are `skiff demo`'s flags.
+type demoOptions struct {
+	Standin   string        // the stand-in runner binary
+	PoolsFile string        // the pools file
+	Out       string        // the demo's data directory, replaced on every run
+	Jobs      int           // jobs the burst queues (besides the cancelled, unmatched and duplicate ones)
+	Limit     int           // runners alive at once in every pool (0: the pools file's, one GPU job at a time)
+	Duration  time.Duration // how long each stand-in's job runs
+	Timeout   time.Duration // give up after this long
+	// Work is the stand-ins' real work per job (SKIFF_STANDIN_WORK;
+	// demoWork by default, "" for none).
+	Work string
+	// CPUProfile, when set, is where a CPU profile of this process (skiff
+	// local, the simulator and the driver) is written.
+	CPUProfile string
+}
+
 // runDemo is `skiff demo` (what `make demo` runs): skiff local against the
 // GitHub simulator over HTTP, with stand-in runners, a realistic burst of
 // signed webhooks, progress, a summary and the invariants checked.
 func runDemo(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("demo", "[--standin build/skiff-standin] [-f examples/lab.yaml] [--jobs 40] [--limit N]", stderr)
-	standin := fs.String("standin", "build/skiff-standin", "the stand-in runner (make demo builds it)")
-	poolsFile := fs.String("f", "examples/lab.yaml", "the pools file (process pools priced at an operator's rate, so the records have a cost)")
-	n := fs.Int("jobs", 40, "how many jobs the burst queues (besides the cancelled, unmatched and duplicate ones)")
-	duration := fs.Duration("job-duration", time.Second, "how long each stand-in runner's job runs")
-	out := fs.String("out", "build/demo", "where the demo keeps its data (replaced on every run)")
-	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this long")
-	limit := fs.Int("limit", 0, "runners alive at once in every pool, its maxRunners too (default: the pools file's maxRunners, the number of CPUs, one GPU job at a time)")
+	var o demoOptions
+	fs.StringVar(&o.Standin, "standin", "build/skiff-standin", "the stand-in runner (make demo builds it)")
+	fs.StringVar(&o.PoolsFile, "f", "examples/lab.yaml", "the pools file (process pools priced at an operator's rate, so the records have a cost)")
+	fs.IntVar(&o.Jobs, "jobs", 40, "how many jobs the burst queues (besides the cancelled, unmatched and duplicate ones)")
+	fs.DurationVar(&o.Duration, "job-duration", time.Second, "how long each stand-in runner's job runs")
+	fs.StringVar(&o.Out, "out", "build/demo", "where the demo keeps its data (replaced on every run)")
+	fs.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "give up after this long")
+	fs.IntVar(&o.Limit, "limit", 0, "runners alive at once in every pool, its maxRunners too (default: the pools file's maxRunners, the number of CPUs, one GPU job at a time)")
+	fs.StringVar(&o.Work, "work", demoWork, "the stand-ins' real work per job name, name=CPU-seconds:MiB;... (SKIFF_STANDIN_WORK; empty: none)")
+	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of skiff local, the simulator and the driver to this file")
 	if ok, code := parseFlags(fs, args); !ok {
 		return code
 	}
-	if err := demo(stdout, *standin, *poolsFile, *out, *n, *limit, *duration, *timeout); err != nil {
+	if err := demo(stdout, o); err != nil {
 		fmt.Fprintln(stderr, "skiff demo:", err)
 		return exitFailed
 	}
 	return exitOK
 }
 
-func demo(w io.Writer, standin, poolsFile, out string, n, limit int, duration, timeout time.Duration) error {
+func demo(w io.Writer, o demoOptions) error {
+	standin, poolsFile, out, n, limit, duration, timeout := o.Standin, o.PoolsFile, o.Out, o.Jobs, o.Limit, o.Duration, o.Timeout
+	if o.CPUProfile != "" {
+		f, err := os.Create(o.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("starting the CPU profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	standin, err := filepath.Abs(standin)
 	if err != nil {
 		return err
@@ -100,7 +134,9 @@ func demo(w io.Writer, standin, poolsFile, out string, n, limit int, duration, t
 	if err != nil {
 		return err
 	}
-	sim := ghsim.New(ghsim.Options{})
+	// GitHub overlaps its deliveries; the simulator's default, one at a
+	// time, would make the burst's pace one webhook answer at a time.
+	sim := ghsim.New(ghsim.Options{WebhookLanes: demoWebhookLanes})
 	defer sim.Close()
 	const appID, org = 4242, "acme"
 	sim.AddApp(ghsim.AppConfig{ID: appID, Slug: "skiff-demo", PublicKey: &key.PublicKey})
@@ -124,7 +160,7 @@ func demo(w io.Writer, standin, poolsFile, out string, n, limit int, duration, t
 	defer logFile.Close()
 	l, err := wiring.NewLocal(wiring.LocalConfig{
 		DataDir: filepath.Join(out, "data"), PoolsFile: poolsFile, Pools: pools, Listen: "127.0.0.1:0", RunnerCommand: []string{standin},
-		RunnerEnv:    []string{"SKIFF_STANDIN_DURATION=" + duration.String(), "SKIFF_STANDIN_IDLE=20s", "SKIFF_STANDIN_WORK=" + demoWork},
+		RunnerEnv:    []string{"SKIFF_STANDIN_DURATION=" + duration.String(), "SKIFF_STANDIN_IDLE=20s", "SKIFF_STANDIN_WORK=" + o.Work},
 		Limits:       limits,
 		GitHubAPIURL: sim.URL(), AppIDs: []int64{appID},
 		AppKeys:       string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})),
@@ -210,14 +246,18 @@ func demo(w io.Writer, standin, poolsFile, out string, n, limit int, duration, t
 	var wall time.Duration // the last job completed and every runner ended
 	for {
 		completed, running := 0, 0
+		var ids []int64
 		for _, j := range jobs {
-			if st, ok := sim.Job(j.id); ok && j.launch {
-				switch st.Status {
-				case "completed":
-					completed++
-				case "in_progress":
-					running++
-				}
+			if j.launch {
+				ids = append(ids, j.id)
+			}
+		}
+		for _, st := range sim.JobStatuses(ids) { // one simulator step, not one per job
+			switch st {
+			case "completed":
+				completed++
+			case "in_progress":
+				running++
 			}
 		}
 		live := 0
@@ -259,9 +299,13 @@ func demo(w io.Writer, standin, poolsFile, out string, n, limit int, duration, t
 
 // slotMeter samples, every slotSample, each pool's runners alive and its
 // jobs waiting for one: slot utilisation during the backlog is the
-// runner-seconds alive ÷ the slot-seconds available while jobs of the
-// pool wait; the mean runner lifetime (runner-seconds ÷ runners) is the
-// measured slot time of one job, launch overhead included.
+// runner-seconds alive ÷ the slot-seconds the pool's jobs could use while
+// some of them waited. At a sample where a pool's jobs wait, that is its
+// slots, or fewer when its jobs, queued and running, are fewer than its
+// slots: then the jobs, not the slots, bound what runners could do (the
+// burst's own submission, not the room, sets the pace). The mean runner
+// lifetime (runner-seconds ÷ runners) is the measured slot time of one
+// job, launch overhead included.
 type slotMeter struct {
 	pools *pool.Config
 	mu    sync.Mutex
@@ -313,10 +357,13 @@ func (m *slotMeter) sample(ctx context.Context, sim *ghsim.Server, l *wiring.Loc
 		poolOf[id] = p
 	}
 	m.mu.Unlock()
-	waiting := map[string]int{}
+	waiting, running := map[string]int{}, map[string]int{}
 	for id, st := range sim.JobStatuses(ids) { // one simulator step, not one per job
-		if st == "queued" {
+		switch st {
+		case "queued":
 			waiting[poolOf[id]]++
+		case "in_progress":
+			running[poolOf[id]]++
 		}
 	}
 	instances, err := l.Provider.List(ctx, provider.Filter{})
@@ -336,8 +383,9 @@ func (m *slotMeter) sample(ctx context.Context, sim *ghsim.Server, l *wiring.Loc
 	for _, p := range m.pools.Pools {
 		m.alive[p.Name] += time.Duration(live[p.Name]) * dt
 		if waiting[p.Name] > 0 && p.MaxRunners > 0 {
-			m.busyAlive += time.Duration(min(live[p.Name], p.MaxRunners)) * dt
-			m.busy += time.Duration(p.MaxRunners) * dt
+			usable := min(p.MaxRunners, waiting[p.Name]+running[p.Name])
+			m.busyAlive += time.Duration(min(live[p.Name], usable)) * dt
+			m.busy += time.Duration(usable) * dt
 		}
 	}
 }
@@ -376,13 +424,26 @@ func (m *slotMeter) report(ctx context.Context, w io.Writer, sim *ghsim.Server, 
 	if m.busy > 0 {
 		util = 100 * float64(m.busyAlive) / float64(m.busy)
 	}
-	fmt.Fprintf(w, "  slot utilisation during the backlog %.1f%% (runner-seconds alive / slot-seconds while jobs of the pool waited, sampled every %s)\n",
+	// The runners' own work needs the host's CPUs: no schedule of slots
+	// finishes before the CPU time they used, spread over every CPU.
+	if cpu, ok := childrenCPU(); ok {
+		if d := cpu / time.Duration(runtime.NumCPU()); d > ideal {
+			ideal, slowest = d, fmt.Sprintf("the runners used %s of CPU time, %d CPUs", cpu.Round(100*time.Millisecond), runtime.NumCPU())
+		}
+	}
+	fmt.Fprintf(w, "  slot utilisation during the backlog %.1f%% (runner-seconds alive / slot-seconds the pool's waiting and running jobs could use while some waited, sampled every %s)\n",
 		util, slotSample)
 	if ideal > 0 {
 		fmt.Fprintf(w, "  ideal wall time %s (%s); wall %s = %.2f x ideal\n", ideal.Round(100*time.Millisecond), slowest,
 			wall.Round(100*time.Millisecond), float64(wall)/float64(ideal))
 	}
 }
+
+// demoWebhookLanes is how many of the simulator's webhook deliveries are
+// in flight at once: enough that the burst's deliveries (about four per
+// job) do not queue behind each other's answers on a machine of a few
+// cores, each job's still in order.
+const demoWebhookLanes = 8
 
 // demoWork is what the stand-in runners do per job, by its name
 // (SKIFF_STANDIN_WORK: CPU seconds burnt and MiB held): a compile job

@@ -24,7 +24,8 @@ func TestDemo(t *testing.T) {
 	}
 	var out bytes.Buffer
 	dir := filepath.Join(t.TempDir(), "demo")
-	err := demo(&out, standin, "../../examples/lab.yaml", dir, 12, 0, 200*time.Millisecond, 4*time.Minute)
+	err := demo(&out, demoOptions{Standin: standin, PoolsFile: "../../examples/lab.yaml", Out: dir, Jobs: 12, Duration: 200 * time.Millisecond,
+		Timeout: 4 * time.Minute, Work: demoWork})
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}

@@ -133,6 +133,9 @@ type Local struct {
 	// seenEnded are the ended runners the watch listed last time (only
 	// its goroutine touches it).
 	seenEnded map[string]bool
+	// reportedEnded are the ended runners whose end the ledger was told
+	// of (the watch's own, like seenEnded).
+	reportedEnded map[string]bool
 }
 
 // How often local mode looks for runners that ended (what EC2's
@@ -433,8 +436,8 @@ func (l *Local) Run(ctx context.Context) error {
 
 // watchInstances reports runners that ended to the ledger, as EC2's
 // state-change events do in AWS: after each end the provider tells of, and
-// on every poll, each ended instance is reported (the ledger's end is
-// idempotent), so none is missed.
+// on every poll, each ended instance not yet reported is (a failed report
+// is tried again at the next), so none is missed.
 func (l *Local) watchInstances(ctx context.Context) {
 	var ended <-chan struct{}
 	poll := instancePoll
@@ -462,33 +465,43 @@ func (l *Local) watchInstances(ctx context.Context) {
 	}
 }
 
-// reportEnded reports every ended instance the provider lists, and
-// returns how many runners it saw end since its previous call; for each
-// of those it tells the room that its pool has capacity again.
+// reportEnded reports each ended instance the provider lists that it has
+// not reported yet, and returns how many runners it saw end since its
+// previous call; for each of those it tells the room that its pool has
+// capacity again. Each end is reported once: the provider lists an ended
+// runner for an hour, and reporting every one again at every end would
+// make the ledger's writes grow with the square of the runners.
 func (l *Local) reportEnded(ctx context.Context) int {
 	instances, err := l.Provider.List(ctx, provider.Filter{})
 	if err != nil {
 		l.log.Warn("listing runner processes", "err", err)
 		return 0
 	}
-	n, seen := 0, map[string]bool{}
+	n, seen, reported := 0, map[string]bool{}, map[string]bool{}
 	for _, in := range instances {
-		if !in.State.Alive() {
-			if !l.seenEnded[in.ID] {
-				n++
-				// The backend's own slot freed (the process provider's
-				// per-pool limit): a capacity backoff of the pool ends and
-				// its waiting jobs are offered. Local providers have no
-				// places (provider.Placer): the pool is the place.
-				l.Room.Recovered(ctx, in.Pool, "")
-			}
-			seen[in.ID] = true
-			if err := l.events.StateChanged(ctx, in.ID, "terminated", l.cfg.Now()); err != nil {
-				l.log.Warn("reporting an ended runner", "instance_id", in.ID, "err", err)
-			}
+		if in.State.Alive() {
+			continue
 		}
+		if !l.seenEnded[in.ID] {
+			n++
+			// The backend's own slot freed (the process provider's
+			// per-pool limit): a capacity backoff of the pool ends and
+			// its waiting jobs are offered. Local providers have no
+			// places (provider.Placer): the pool is the place.
+			l.Room.Recovered(ctx, in.Pool, "")
+		}
+		seen[in.ID] = true
+		if l.reportedEnded[in.ID] {
+			reported[in.ID] = true
+			continue
+		}
+		if err := l.events.StateChanged(ctx, in.ID, "terminated", l.cfg.Now()); err != nil {
+			l.log.Warn("reporting an ended runner", "instance_id", in.ID, "err", err)
+			continue
+		}
+		reported[in.ID] = true
 	}
-	l.seenEnded = seen
+	l.seenEnded, l.reportedEnded = seen, reported
 	return n
 }
 

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
+	"sort"
+	"sync"
 	"time"
 
 	"github.com/skiffci/skiff/pkg/launch"
@@ -72,6 +75,11 @@ type RecordWriter struct {
 	StartWait time.Duration
 	Counter   telemetry.Counter
 	Logger    *slog.Logger
+
+	mu sync.Mutex
+	// awaiting are the runners done with before any event said which job
+	// they ran, their own having run elsewhere (Write).
+	awaiting map[string]MetricsJob
 }
 
 // Enabled implements MetricsWriter.
@@ -84,108 +92,194 @@ func (w *RecordWriter) count(reason string) {
 }
 
 // Write implements MetricsWriter: one batch of peak reads for all jobs.
+// A runner ended before anything said which job it ran, while its own job
+// ran elsewhere (GitHub gave it another), is done at once, so its slot
+// frees, and awaited: each later Write reads its ledger record again until
+// a start event names its job (then writes that job's record) or StartWait
+// from its launch passes.
 func (w *RecordWriter) Write(ctx context.Context, now time.Time, jobs []MetricsJob) map[string]bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	done := map[string]bool{}
+	awaited := w.awaitedJobs(jobs)
+	jobs = append(jobs, awaited...)
 	if len(jobs) == 0 {
 		return done
 	}
-	log := w.Logger
-	if log == nil {
-		log = slog.Default()
+	b := &recordBatch{w: w, now: now, log: w.Logger, done: done, await: map[string]MetricsJob{}}
+	if b.log == nil {
+		b.log = slog.Default()
 	}
-	wait := w.Wait
-	if wait <= 0 {
-		wait = DefaultMetricsWait
+	for _, j := range jobs {
+		b.add(ctx, j)
 	}
-	startWait := w.StartWait
+	b.put(ctx, b.readPeaks(ctx))
+	for _, j := range awaited {
+		if done[j.Runner] {
+			delete(w.awaiting, j.Runner)
+		}
+	}
+	for name, j := range b.await {
+		if w.awaiting == nil {
+			w.awaiting = map[string]MetricsJob{}
+		}
+		w.awaiting[name] = j
+	}
+	return done
+}
+
+// awaitedJobs are the runners awaited from earlier Writes, those in jobs
+// aside (the same runner judged again).
+func (w *RecordWriter) awaitedJobs(jobs []MetricsJob) []MetricsJob {
+	var out []MetricsJob
+	for name, j := range w.awaiting {
+		if !slices.ContainsFunc(jobs, func(x MetricsJob) bool { return x.Runner == name }) {
+			out = append(out, j)
+		}
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].Runner < out[k].Runner })
+	return out
+}
+
+// recordBatch is one Write's work: the records to build and their peak
+// windows, and the runners done with or to await.
+type recordBatch struct {
+	w       *RecordWriter
+	now     time.Time
+	log     *slog.Logger
+	done    map[string]bool
+	await   map[string]MetricsJob
+	items   []recordItem
+	windows []metrics.PeakWindow
+}
+
+// recordItem is a record to build once the peaks are read.
+type recordItem struct {
+	j   MetricsJob
+	in  metrics.Inputs
+	key metrics.Key
+}
+
+// add reads the job the runner ran and its run, and queues its record;
+// or decides that the runner ran nothing (done), or that the start event
+// that would say what it ran may still come (held, or awaited).
+func (b *recordBatch) add(ctx context.Context, j MetricsJob) {
+	w := b.w
+	// The record is of the job the runner ran: under GitHub's rule a
+	// runner may take another queued job its labels fit than its own.
+	r, rerr := w.Ledger.Runner(ctx, j.Runner)
+	jobID := j.JobID
+	if rerr == nil && r.BusyJob != 0 {
+		jobID = r.BusyJob
+	}
+	job, err := w.Records.Job(ctx, jobID)
+	if errors.Is(err, store.ErrNotFound) {
+		b.done[j.Runner] = true
+		return
+	}
+	if err != nil {
+		w.count("error")
+		b.log.Error("reading job record for its metrics", "job_id", jobID, "err", err)
+		return
+	}
+	if job.StartedAt.IsZero() || job.RunnerName != j.Runner {
+		b.notRunHere(j, job, r, rerr)
+		return
+	}
+	run, err := w.Records.Run(ctx, job.RunID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		w.count("error")
+		b.log.Error("reading run record for its metrics", "run_id", job.RunID, "err", err)
+		return
+	}
+	if rerr != nil {
+		r = launch.Runner{Name: j.Runner, InstanceID: j.InstanceID}
+	}
+	in := metrics.Inputs{Job: fromstore.Job(job), Run: fromstore.Run(run), Instance: b.instance(j, r), CloudProvider: w.CloudProvider,
+		Prices: w.Prices, Host: w.Host, HourlyUSD: w.CostPerHour[job.Pool]}
+	key := metrics.Key{JobID: job.ID, RunAttempt: job.Attempt}
+	end := job.CompletedAt
+	if end.IsZero() {
+		end = b.now
+	}
+	b.items = append(b.items, recordItem{j: j, in: in, key: key})
+	b.windows = append(b.windows, metrics.PeakWindow{Key: key, InstanceID: in.Instance.ID, Pool: j.Pool, InstanceType: in.Instance.Type,
+		Start: job.StartedAt, End: end})
+}
+
+// notRunHere decides about a runner the job record does not show running
+// the job (its own, or the one the ledger says it ran). Its own job ended
+// or started on another runner: certain, when the ledger knows which job
+// the runner ran. Otherwise, while the runner is young (within StartWait of
+// its launch), the webhook's start event may still be on its way (a late
+// delivery, a redelivery): a runner whose own job may still be its own
+// keeps its ledger record; one whose own job ran elsewhere is done, so its
+// slot frees, and awaited, so the job it ran still gets its record.
+func (b *recordBatch) notRunHere(j MetricsJob, job store.Job, r launch.Runner, rerr error) {
+	startWait := b.w.StartWait
 	if startWait <= 0 {
 		startWait = DefaultStartWait
 	}
-	type item struct {
-		j   MetricsJob
-		in  metrics.Inputs
-		key metrics.Key
+	elsewhere := job.Status == store.StatusCompleted || (job.RunnerName != "" && job.RunnerName != j.Runner)
+	young := rerr == nil && !r.LaunchedAt.IsZero() && b.now.Sub(r.LaunchedAt) < startWait
+	switch {
+	case young && !elsewhere:
+		b.w.count("pending")
+		return
+	case young && r.BusyJob == 0:
+		b.await[j.Runner] = j
+	default:
+		b.w.count("not_run") // not run here: no record from this runner
 	}
-	var items []item
-	var windows []metrics.PeakWindow
-	for _, j := range jobs {
-		// The record is of the job the runner ran: under GitHub's rule a
-		// runner may take another queued job its labels fit than its own.
-		r, rerr := w.Ledger.Runner(ctx, j.Runner)
-		jobID := j.JobID
-		if rerr == nil && r.BusyJob != 0 {
-			jobID = r.BusyJob
-		}
-		job, err := w.Records.Job(ctx, jobID)
-		if errors.Is(err, store.ErrNotFound) {
-			done[j.Runner] = true
-			continue
-		}
-		if err != nil {
-			w.count("error")
-			log.Error("reading job record for its metrics", "job_id", jobID, "err", err)
-			continue
-		}
-		if job.StartedAt.IsZero() || job.RunnerName != j.Runner {
-			// Not run here — certain when the job ended or started on another
-			// runner; when its record says only "queued" and the runner is
-			// young, the webhook's start event may still be on its way (a
-			// late delivery, a redelivery): wait for it, within StartWait of
-			// the launch, rather than lose the record of the job it ran.
-			certain := job.Status == store.StatusCompleted || (job.RunnerName != "" && job.RunnerName != j.Runner)
-			if !certain && rerr == nil && !r.LaunchedAt.IsZero() && now.Sub(r.LaunchedAt) < startWait {
-				w.count("pending")
-				continue
-			}
-			done[j.Runner] = true // not run here: no record from this runner
-			w.count("not_run")
-			continue
-		}
-		run, err := w.Records.Run(ctx, job.RunID)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			w.count("error")
-			log.Error("reading run record for its metrics", "run_id", job.RunID, "err", err)
-			continue
-		}
-		if rerr != nil {
-			r = launch.Runner{Name: j.Runner, InstanceID: j.InstanceID}
-		}
-		inst := metrics.Instance{ID: r.InstanceID, Type: r.InstanceType, Region: w.Region, Zone: r.Zone, RunnerName: r.Name,
-			LaunchedAt: r.LaunchedAt, EndedAt: now, Interrupted: !r.InterruptedAt.IsZero()}
-		if j.Instance != nil {
-			inst = fromstore.Instance(*j.Instance, w.Region)
-			inst.RunnerName, inst.EndedAt, inst.Interrupted = r.Name, now, !r.InterruptedAt.IsZero()
-		} else if r.Spot {
-			inst.Capacity = string(provider.Spot)
-		} else {
-			inst.Capacity = string(provider.OnDemand)
-		}
-		in := metrics.Inputs{Job: fromstore.Job(job), Run: fromstore.Run(run), Instance: inst, CloudProvider: w.CloudProvider, Prices: w.Prices,
-			Host: w.Host, HourlyUSD: w.CostPerHour[job.Pool]}
-		key := metrics.Key{JobID: job.ID, RunAttempt: job.Attempt}
-		end := job.CompletedAt
-		if end.IsZero() {
-			end = now
-		}
-		items = append(items, item{j: j, in: in, key: key})
-		windows = append(windows, metrics.PeakWindow{Key: key, InstanceID: inst.ID, Pool: j.Pool, InstanceType: inst.Type,
-			Start: job.StartedAt, End: end})
+	b.done[j.Runner] = true
+}
+
+// instance is the record's instance: as listed this pass, else from the
+// ledger.
+func (b *recordBatch) instance(j MetricsJob, r launch.Runner) metrics.Instance {
+	w := b.w
+	inst := metrics.Instance{ID: r.InstanceID, Type: r.InstanceType, Region: w.Region, Zone: r.Zone, RunnerName: r.Name,
+		LaunchedAt: r.LaunchedAt, EndedAt: b.now, Interrupted: !r.InterruptedAt.IsZero()}
+	switch {
+	case j.Instance != nil:
+		inst = fromstore.Instance(*j.Instance, w.Region)
+		inst.RunnerName, inst.EndedAt, inst.Interrupted = r.Name, b.now, !r.InterruptedAt.IsZero()
+	case r.Spot:
+		inst.Capacity = string(provider.Spot)
+	default:
+		inst.Capacity = string(provider.OnDemand)
 	}
+	return inst
+}
+
+// readPeaks reads the peaks of all the batch's windows in one call.
+func (b *recordBatch) readPeaks(ctx context.Context) metrics.PeakResult {
 	res := metrics.PeakResult{Peaks: map[metrics.Key]*metrics.Peaks{}}
-	if len(windows) > 0 && w.Peaks != nil {
+	if len(b.windows) > 0 && b.w.Peaks != nil {
 		var err error
-		if res, err = w.Peaks.Read(ctx, windows); err != nil {
-			log.Warn("reading peaks; records wait for the next pass", "err", err)
+		if res, err = b.w.Peaks.Read(ctx, b.windows); err != nil {
+			b.log.Warn("reading peaks; records wait for the next pass", "err", err)
 		}
+	}
+	return res
+}
+
+// put builds and writes each record whose peaks settled (or waited long
+// enough), once.
+func (b *recordBatch) put(ctx context.Context, res metrics.PeakResult) {
+	w := b.w
+	wait := w.Wait
+	if wait <= 0 {
+		wait = DefaultMetricsWait
 	}
 	pending := map[metrics.Key]bool{}
 	for _, pw := range res.Pending {
 		pending[pw.Key] = true
 	}
-	for _, it := range items {
+	for _, it := range b.items {
 		ended := it.in.Job.CompletedAt
 		if pending[it.key] || (res.Peaks == nil && w.Peaks != nil) {
-			if ended.IsZero() || now.Sub(ended) < wait {
+			if ended.IsZero() || b.now.Sub(ended) < wait {
 				w.count("pending")
 				continue
 			}
@@ -195,18 +289,18 @@ func (w *RecordWriter) Write(ctx context.Context, now time.Time, jobs []MetricsJ
 		switch {
 		case errors.Is(err, metrics.ErrNotRun):
 			w.count("not_run")
-			done[it.j.Runner] = true
+			b.done[it.j.Runner] = true
 			continue
 		case errors.Is(err, metrics.ErrNotFinished):
-			if now.Sub(it.in.Instance.LaunchedAt) > 24*time.Hour {
-				done[it.j.Runner] = true // its completion never reached us
+			if b.now.Sub(it.in.Instance.LaunchedAt) > 24*time.Hour {
+				b.done[it.j.Runner] = true // its completion never reached us
 			}
 			w.count("pending")
 			continue
 		case err != nil:
 			w.count("error")
-			log.Error("building metrics record", "job_id", it.key.JobID, "err", err)
-			done[it.j.Runner] = true // a record that cannot be built must not hold the ledger
+			b.log.Error("building metrics record", "job_id", it.key.JobID, "err", err)
+			b.done[it.j.Runner] = true // a record that cannot be built must not hold the ledger
 			continue
 		}
 		switch err := w.Out.Put(ctx, rec); {
@@ -216,12 +310,11 @@ func (w *RecordWriter) Write(ctx context.Context, now time.Time, jobs []MetricsJ
 			w.count("exists")
 		default:
 			w.count("error")
-			log.Error("writing metrics record", "job_id", it.key.JobID, "err", err)
+			b.log.Error("writing metrics record", "job_id", it.key.JobID, "err", err)
 			continue
 		}
-		done[it.j.Runner] = true
+		b.done[it.j.Runner] = true
 	}
-	return done
 }
 
 // metricsJobs turns the actions whose records end into the writer's jobs.

@@ -216,3 +216,89 @@ func TestRecordWriterWaitsForALateStart(t *testing.T) {
 		t.Errorf("records %+v, want job 10's only (job 11 never ran)", recs)
 	}
 }
+
+// TestRecordWriterLateStartOfAnotherJob steps the race of a runner that
+// took another job than its own: skiff-20-1, launched for job 20, ran job
+// 22, while job 20 ran on skiff-21-1. The pass judges skiff-20-1 before
+// job 22's start event arrives, when nothing yet says which job it ran; the
+// event arrives after its ledger record ended. Job 22 gets exactly one
+// record, and the runner's slot is not held meanwhile. skiff-23-1, whose
+// job was cancelled and which ran nothing, gets none and is forgotten once
+// StartWait from its launch has passed.
+func TestRecordWriterLateStartOfAnotherJob(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, ledger := recordWorld(t)
+	out := &metrics.MemoryRecords{}
+	counts := &telemetry.Memory{}
+	w := &scaledown.RecordWriter{Pools: []string{"*"}, Records: st, Ledger: ledger, Out: out, CloudProvider: "aws",
+		Region: "us-east-1", StartWait: 2 * time.Minute, Counter: counts}
+	jobs := []store.Job{
+		{ID: 20, Status: store.StatusInProgress, StartedAt: m0.Add(2 * time.Second), RunnerName: "skiff-21-1"},
+		{ID: 22, Status: store.StatusQueued},
+		{ID: 23, Status: store.StatusCompleted, CompletedAt: m0.Add(time.Second), Conclusion: "cancelled"},
+	}
+	for _, j := range jobs {
+		j.RunID, j.Attempt, j.Repository, j.Owner, j.Pool, j.QueuedAt, j.UpdatedAt, j.ExpiresAt = 70, 1, "acme/app", "acme", "cpu", m0, m0, m0.AddDate(10, 0, 0)
+		if _, err := st.RecordJob(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"skiff-20-1", "skiff-23-1"} {
+		id := map[string]int64{"skiff-20-1": 20, "skiff-23-1": 23}[name]
+		if _, err := ledger.Reserve(ctx, "cpu", 10, []launch.Runner{{Name: name, Pool: "cpu", JobID: id, ReservedAt: m0}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := ledger.Launched(ctx, name, launch.Launch{InstanceID: "i-" + name, InstanceType: "c7i.xlarge", At: m0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// pass ends the ledger records of the runners Write is done with, as
+	// the reconciler's pass does.
+	pass := func(at time.Time, judged []scaledown.MetricsJob) map[string]bool {
+		t.Helper()
+		done := w.Write(ctx, at, judged)
+		for name := range done {
+			if _, err := ledger.End(ctx, name, at, "instance_gone"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return done
+	}
+
+	// 1. Both runners' processes ended; the pass judges them. Nothing says
+	// yet which job skiff-20-1 ran: its own ran elsewhere.
+	judged := []scaledown.MetricsJob{{Runner: "skiff-20-1", Pool: "cpu", JobID: 20}, {Runner: "skiff-23-1", Pool: "cpu", JobID: 23}}
+	if done := pass(m0.Add(10*time.Second), judged); !done["skiff-20-1"] || !done["skiff-23-1"] {
+		t.Fatalf("done %v: runners that ran nothing the ledger knows of must not hold their slots", done)
+	}
+	// 2. Job 22's start and end reach the webhook: the job's record and
+	// the (ended) runner's ledger record.
+	for _, j := range []store.Job{{ID: 22, Status: store.StatusInProgress, StartedAt: m0.Add(3 * time.Second), RunnerName: "skiff-20-1"},
+		{ID: 22, Status: store.StatusCompleted, CompletedAt: m0.Add(8 * time.Second), Conclusion: "success", RunnerName: "skiff-20-1"}} {
+		if _, err := st.RecordJob(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ledger.Advance(ctx, "skiff-20-1", launch.StateJobStarted, m0.Add(3*time.Second), 22); err != nil {
+		t.Fatal(err)
+	}
+	// 3. The next passes have no new runner to judge.
+	pass(m0.Add(20*time.Second), nil)
+	pass(m0.Add(3*time.Minute), nil)
+	recs := collect(t, out)
+	if len(recs) != 1 || recs[0].JobID != 22 || recs[0].RunnerName != "skiff-20-1" {
+		t.Fatalf("records %+v, want exactly one, job 22's, run by skiff-20-1", recs)
+	}
+	if err := metrics.Validate(recs[0]); err != nil {
+		t.Errorf("the record fails its schema: %v", err)
+	}
+	// skiff-23-1 ran nothing: past StartWait it is forgotten, without a record.
+	if got := counts.Get(scaledown.MetricRecords, "not_run"); got != 1 {
+		t.Errorf("not_run counted %d times, want once (skiff-23-1, after StartWait)", got)
+	}
+	pass(m0.Add(4*time.Minute), nil)
+	if n := len(collect(t, out)); n != 1 {
+		t.Errorf("%d records after a later pass, want 1", n)
+	}
+}

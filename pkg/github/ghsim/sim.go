@@ -123,6 +123,12 @@ type Options struct {
 	// BrowserUser is the user signed in to the simulated github.com: the
 	// owner of an App created for a personal account (default "octocat").
 	BrowserUser string
+	// WebhookLanes is how many webhook deliveries are in flight at once
+	// (default 1: one at a time, all in the order they were queued). With
+	// more, each job's deliveries (and each run's) keep their order on one
+	// lane while the lanes deliver at once, as GitHub, which does not wait
+	// for one delivery's answer before sending the next, overlaps them.
+	WebhookLanes int
 }
 
 // Exchange is one answered API request.

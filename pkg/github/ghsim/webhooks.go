@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/skiffci/skiff/pkg/github"
@@ -24,6 +25,7 @@ type simDelivery struct {
 	action      string
 	instID      int64
 	repoID      int64
+	lane        int64 // what keeps its order: the job's id, else the run's
 	payload     []byte
 	redelivery  bool
 	sent        bool
@@ -91,7 +93,10 @@ func (s *Server) webhookLocked(run *simRun, event, action string, j *simJob) {
 		}
 		body, _ := json.Marshal(p)
 		d := &simDelivery{id: s.nextID(), guid: guid, app: in.app, event: event, action: action,
-			instID: in.id, repoID: run.repo.id, payload: body}
+			instID: in.id, repoID: run.repo.id, lane: run.id, payload: body}
+		if j != nil {
+			d.lane = j.id
+		}
 		s.enqueueLocked(d)
 	}
 }
@@ -114,10 +119,10 @@ func (s *Server) enqueueLocked(d *simDelivery) {
 	s.dmu.Unlock()
 }
 
-// pump sends queued deliveries one at a time, in order. Only one goroutine
-// pumps; a delivery queued meanwhile (even by the receiver calling back into
-// the simulator) is sent by the pumping goroutine, so nothing deadlocks and
-// the order is GitHub's.
+// pump sends queued deliveries, in order on each lane (Options.WebhookLanes).
+// Only one goroutine pumps; a delivery queued meanwhile (even by the
+// receiver calling back into the simulator) is sent by the pumping
+// goroutine, so nothing deadlocks and each job's order is GitHub's.
 func (s *Server) pump() {
 	s.dmu.Lock()
 	if s.pumping {
@@ -126,15 +131,37 @@ func (s *Server) pump() {
 	}
 	s.pumping = true
 	for len(s.outbox) > 0 {
-		d := s.outbox[0]
-		s.outbox[0] = nil
-		s.outbox = s.outbox[1:]
+		batch := s.outbox
+		s.outbox = nil
 		s.dmu.Unlock()
-		s.send(d)
+		s.sendLanes(batch)
 		s.dmu.Lock()
 	}
 	s.pumping = false
 	s.dmu.Unlock()
+}
+
+// sendLanes sends a batch of deliveries: with one lane, one at a time in
+// order; else each lane's in order, the lanes at once.
+func (s *Server) sendLanes(batch []*simDelivery) {
+	n := max(1, s.opts.WebhookLanes)
+	lanes := make([][]*simDelivery, n)
+	for _, d := range batch {
+		i := uint64(d.lane) % uint64(n)
+		lanes[i] = append(lanes[i], d)
+	}
+	var wg sync.WaitGroup
+	for _, lane := range lanes {
+		if len(lane) == 0 {
+			continue
+		}
+		wg.Go(func() {
+			for _, d := range lane {
+				s.send(d)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func (s *Server) send(d *simDelivery) {
@@ -266,7 +293,7 @@ func (s *Server) redeliverHookDelivery(c *call) {
 		return
 	}
 	d := &simDelivery{id: s.nextID(), guid: orig.guid, app: orig.app, event: orig.event, action: orig.action,
-		instID: orig.instID, repoID: orig.repoID, payload: orig.payload, redelivery: true}
+		instID: orig.instID, repoID: orig.repoID, lane: orig.lane, payload: orig.payload, redelivery: true}
 	s.enqueueLocked(d)
 	c.json(http.StatusAccepted, obj{})
 }

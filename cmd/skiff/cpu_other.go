@@ -1,0 +1,8 @@
+//go:build !unix
+
+package main
+
+import "time"
+
+// childrenCPU is unknown off Unix.
+func childrenCPU() (time.Duration, bool) { return 0, false }

@@ -1,0 +1,73 @@
+package wiring
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/provider"
+)
+
+// endedLister is a provider whose List shows runners that ended.
+type endedLister struct {
+	provider.Provider
+	ended []provider.Instance
+}
+
+func (e endedLister) List(context.Context, provider.Filter) ([]provider.Instance, error) {
+	return e.ended, nil
+}
+
+// TestReportEndedOnce: the watch reports each ended runner to the ledger
+// once, though the provider keeps listing it (for an hour): at every end,
+// reporting all of them again made the ledger's writes grow with the
+// square of the runners.
+func TestReportEndedOnce(t *testing.T) {
+	t.Parallel()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	poolsFile := filepath.Join(dir, "pools.yaml")
+	if err := os.WriteFile(poolsFile, []byte("version: 1\npools:\n  - name: cpu\n    labels: [self-hosted]\n    process: {}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs := &testenv.SyncBuffer{}
+	l, err := NewLocal(LocalConfig{DataDir: filepath.Join(dir, "data"), PoolsFile: poolsFile, Listen: "127.0.0.1:0", Provider: "dry-run",
+		AppIDs: []int64{77}, AppKeys: string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})),
+		WebhookSecret: "s", Allow: []string{"acme"}, Installations: []string{"*"}},
+		slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	t.Cleanup(func() { _ = l.Close(ctx) })
+	lister := endedLister{Provider: l.Provider}
+	for i := range 3 {
+		lister.ended = append(lister.ended, provider.Instance{ID: fmt.Sprintf("proc-%d", i), Pool: "cpu", State: provider.Terminated})
+	}
+	l.Provider = lister
+	reports := func() int {
+		return strings.Count(logs.String(), `"msg":"not a skiff runner's instance"`)
+	}
+	if n := l.reportEnded(ctx); n != 3 || reports() != 3 {
+		t.Fatalf("first look: %d ended, %d reports; want 3 and 3", n, reports())
+	}
+	lister.ended = append(lister.ended, provider.Instance{ID: "proc-3", Pool: "cpu", State: provider.Terminated})
+	l.Provider = lister
+	if n := l.reportEnded(ctx); n != 1 || reports() != 4 {
+		t.Errorf("second look: %d ended, %d reports in all; want 1 new and 4 (each end reported once):\n%s", n, reports(),
+			bytes.TrimSpace([]byte(logs.String())))
+	}
+}

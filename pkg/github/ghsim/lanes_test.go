@@ -1,0 +1,63 @@
+package ghsim_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/github/ghsim"
+)
+
+// TestWebhookLanesOverlap: with WebhookLanes, the deliveries of different
+// jobs are in flight at once. The receiver holds the first job's delivery
+// until another job's arrives: on lanes, that one comes meanwhile and both
+// are answered 200; one at a time, the first would wait out the
+// simulator's webhook client (its timeout only ends the test's wait, it
+// is not what is measured) and fail.
+func TestWebhookLanesOverlap(t *testing.T) {
+	t.Parallel()
+	other := make(chan struct{})
+	var once sync.Once
+	var mu sync.Mutex
+	first := int64(0)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var p struct {
+			WorkflowJob *struct{ ID int64 } `json:"workflow_job"`
+		}
+		_ = json.Unmarshal(body, &p)
+		if p.WorkflowJob == nil {
+			return
+		}
+		mu.Lock()
+		if first == 0 {
+			first = p.WorkflowJob.ID
+		}
+		held := first == p.WorkflowJob.ID
+		mu.Unlock()
+		if held {
+			<-other
+			return
+		}
+		once.Do(func() { close(other) })
+	}))
+	t.Cleanup(hook.Close)
+	s := ghsim.New(ghsim.Options{WebhookLanes: 4, WebhookClient: &http.Client{Timeout: 5 * time.Second}})
+	t.Cleanup(s.Close)
+	k, _ := keys(t)
+	s.AddApp(ghsim.AppConfig{ID: 1, PublicKey: &k.PublicKey, WebhookURL: hook.URL, WebhookSecret: "s"})
+	s.AddRepo("acme", "app")
+	s.Install(1, "acme")
+	if _, err := s.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: []string{"x"}}, {Labels: []string{"x"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range s.Deliveries() {
+		if d.Event == "workflow_job" && d.StatusCode != http.StatusOK {
+			t.Errorf("delivery %d (%s %s) answered %d: the jobs' deliveries did not overlap", d.ID, d.Event, d.Action, d.StatusCode)
+		}
+	}
+}
