@@ -589,8 +589,14 @@ func TestEC2EventRules(t *testing.T) {
 func TestKeyPrefixesMatchStore(t *testing.T) {
 	t.Parallel()
 	var src strings.Builder
-	for _, f := range []string{"../../pkg/store/dynamo.go", "../../pkg/store/launch_dynamo.go", "../../pkg/store/ledger_dynamo.go",
-		"../../pkg/store/room_dynamo.go", "../../pkg/store/installations.go"} {
+	files, err := filepath.Glob("../../pkg/store/dynamostore/*.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("listing the DynamoDB adapter's files: %v (%d files)", err, len(files))
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -599,17 +605,17 @@ func TestKeyPrefixesMatchStore(t *testing.T) {
 	}
 	for _, name := range append([]string{livePoolIndex, attrLivePool}, runnerAdvanceAttributes...) {
 		if !strings.Contains(src.String(), `"`+name+`"`) {
-			t.Errorf("pkg/store no longer names %q (the live-pool index, or an attribute an advance writes)", name)
+			t.Errorf("pkg/store/dynamostore no longer names %q (the live-pool index, or an attribute an advance writes)", name)
 		}
 	}
 	for _, p := range append(append(append([]string{}, webhookKeyPrefixes...), scaleUpKeyPrefixes...), ledgerKeyPrefixes...) {
 		if !strings.Contains(src.String(), `"`+p+`"`) {
-			t.Errorf("pkg/store no longer writes partition keys %q", p)
+			t.Errorf("pkg/store/dynamostore no longer writes partition keys %q", p)
 		}
 	}
 	for _, re := range []string{`attrPK\s*=\s*"` + attrPK + `"`, `attrSK\s*=\s*"` + attrSK + `"`, `attrExpires\s*=\s*"` + attrExpires + `"`} {
 		if !regexp.MustCompile(re).MatchString(src.String()) {
-			t.Errorf("pkg/store's key names changed: %s", re)
+			t.Errorf("pkg/store/dynamostore's key names changed: %s", re)
 		}
 	}
 }
