@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/instanceevents"
 	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/names"
@@ -34,61 +35,14 @@ func TestRerunInterruptedThroughInstanceEvents(t *testing.T) {
 			}
 			ctx := context.Background()
 			job, info, in := w.launchOne(ctx, 30*time.Minute)
-			reg, ok := w.dry.Delivered(in.ID)
-			if !ok {
-				t.Fatal("no registration delivered")
-			}
-			runnerID, err := w.sim.ConnectRunner(reg.JITConfig)
-			if err != nil {
-				t.Fatal(err)
-			}
-			w.clock.Advance(time.Minute)
-			js, _ := w.sim.Job(job)
-			if js.Status != "in_progress" {
-				t.Fatalf("job %s, want in_progress", js.Status)
-			}
-			// The webhook's in_progress event names the job on the runner.
 			name := in.Tags[names.TagRunnerName]
-			if err := w.ledger.Advance(ctx, name, launch.StateJobStarted, js.StartedAt, job); err != nil {
-				t.Fatal(err)
-			}
-
-			// EC2 warns, then reclaims the instance; both reach the EC2-event service.
-			if err := events.SpotInterruption(ctx, in.ID, w.clock.Now()); err != nil {
-				t.Fatal(err)
-			}
-			w.clock.Advance(2 * time.Minute)
-			if err := w.dry.Terminate(ctx, []string{in.ID}); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.sim.DisconnectRunner(runnerID); err != nil {
-				t.Fatal(err)
-			}
-			for _, state := range []string{"shutting-down", "terminated"} {
-				if err := events.StateChanged(ctx, in.ID, state, w.clock.Now()); err != nil {
-					t.Fatal(err)
-				}
-			}
+			runnerID := w.startJob(ctx, job, in)
+			w.reclaim(ctx, events, job, in, runnerID)
 			if r, _ := w.ledger.Runner(ctx, name); !r.State.Live() {
 				t.Errorf("the EC2 events ended the interrupted runner (%s, %s): the reconciler never sees it", r.State, r.Reason)
 			}
-			w.webhook(ctx)
-			if js, _ := w.sim.Job(job); js.Conclusion != "failure" {
-				t.Fatalf("job %s/%s, want failed", js.Status, js.Conclusion)
-			}
-			for range 3 {
-				w.clock.Advance(time.Minute)
-				if _, err := w.down.Reconcile(ctx); err != nil {
-					t.Fatal(err)
-				}
-			}
-			run, _ := w.sim.Run(info.RunID)
-			if run.Attempt != 2 || w.counter.Get(scaledown.MetricReruns, "spot") != 1 {
-				t.Fatalf("run attempt %d, %v re-runs counted; want the run re-run once", run.Attempt, w.counter.Get(scaledown.MetricReruns, "spot"))
-			}
-			if r, _ := w.ledger.Runner(ctx, name); r.State.Live() {
-				t.Errorf("the interrupted runner's record is still live after its re-run: %+v", r)
-			}
+			w.passes(ctx, 3)
+			run := w.rerunOnce(ctx, info, name)
 			// The re-run's job is launched on on-demand capacity.
 			if len(run.JobIDs) != 2 {
 				t.Fatalf("run jobs %v, want the first attempt's and the re-run's", run.JobIDs)
@@ -105,4 +59,79 @@ func TestRerunInterruptedThroughInstanceEvents(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startJob connects the runner of instance in, lets job start on it and
+// records the start in the ledger (the webhook's in_progress event). It
+// returns the runner's GitHub id.
+func (w *world) startJob(ctx context.Context, job int64, in provider.Instance) int64 {
+	w.t.Helper()
+	reg, ok := w.dry.Delivered(in.ID)
+	if !ok {
+		w.t.Fatal("no registration delivered")
+	}
+	runnerID, err := w.sim.ConnectRunner(reg.JITConfig)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.clock.Advance(time.Minute)
+	js, _ := w.sim.Job(job)
+	if js.Status != "in_progress" {
+		w.t.Fatalf("job %s, want in_progress", js.Status)
+	}
+	if err := w.ledger.Advance(ctx, in.Tags[names.TagRunnerName], launch.StateJobStarted, js.StartedAt, job); err != nil {
+		w.t.Fatal(err)
+	}
+	return runnerID
+}
+
+// reclaim plays EC2 reclaiming spot instance in while its runner runs job:
+// the warning, and two minutes later the instance's end, both through the
+// EC2-event service; the runner vanishes and the job fails.
+func (w *world) reclaim(ctx context.Context, events *instanceevents.Service, job int64, in provider.Instance, runnerID int64) {
+	w.t.Helper()
+	if err := events.SpotInterruption(ctx, in.ID, w.clock.Now()); err != nil {
+		w.t.Fatal(err)
+	}
+	w.clock.Advance(2 * time.Minute)
+	if err := w.dry.Terminate(ctx, []string{in.ID}); err != nil {
+		w.t.Fatal(err)
+	}
+	if err := w.sim.DisconnectRunner(runnerID); err != nil {
+		w.t.Fatal(err)
+	}
+	for _, state := range []string{"shutting-down", "terminated"} {
+		if err := events.StateChanged(ctx, in.ID, state, w.clock.Now()); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	w.webhook(ctx)
+	if js, _ := w.sim.Job(job); js.Conclusion != "failure" {
+		w.t.Fatalf("job %s/%s, want failed", js.Status, js.Conclusion)
+	}
+}
+
+// passes runs n reconciler passes, a minute apart.
+func (w *world) passes(ctx context.Context, n int) {
+	w.t.Helper()
+	for range n {
+		w.clock.Advance(time.Minute)
+		if _, err := w.down.Reconcile(ctx); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+}
+
+// rerunOnce checks that the run was re-run once, and that the interrupted
+// runner's record ended; it returns the run.
+func (w *world) rerunOnce(ctx context.Context, info ghsim.RunInfo, name string) ghsim.RunState {
+	w.t.Helper()
+	run, _ := w.sim.Run(info.RunID)
+	if run.Attempt != 2 || w.counter.Get(scaledown.MetricReruns, "spot") != 1 {
+		w.t.Fatalf("run attempt %d, %v re-runs counted; want the run re-run once", run.Attempt, w.counter.Get(scaledown.MetricReruns, "spot"))
+	}
+	if r, _ := w.ledger.Runner(ctx, name); r.State.Live() {
+		w.t.Errorf("the interrupted runner's record is still live after its re-run: %+v", r)
+	}
+	return run
 }
