@@ -14,7 +14,8 @@ import (
 )
 
 // advance writes the pass's ledger advances (what GitHub and the hooks
-// showed and the ledger had not recorded), at most MaxAdvances.
+// showed and the ledger had not recorded, and the instances found by their
+// runner's name), at most MaxAdvances.
 func (p *pass) advance(ctx context.Context, as []decide.Advance) {
 	if len(as) > p.s.o.MaxAdvances {
 		p.defer1("advances", "left", len(as)-p.s.o.MaxAdvances)
@@ -23,7 +24,13 @@ func (p *pass) advance(ctx context.Context, as []decide.Advance) {
 	var n atomic.Int64
 	p.each(ctx, len(as), func(i int) {
 		a := as[i]
-		if err := p.s.o.Ledger.Advance(ctx, a.Runner, a.To, a.At, 0); err != nil && !errors.Is(err, store.ErrNotFound) {
+		var err error
+		if a.To == launch.StateLaunched {
+			err = p.s.o.Ledger.Launched(ctx, a.Runner, a.Launch)
+		} else {
+			err = p.s.o.Ledger.Advance(ctx, a.Runner, a.To, a.At, 0)
+		}
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			p.fail("advancing runner", err, "runner_name", a.Runner, "to", a.To.String())
 			return
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -125,6 +127,9 @@ type world struct {
 	up      *scaleup.Service
 	down    *scaledown.Service
 	counter *telemetry.Memory
+	// unrecorded makes scale-up's write of a launched instance into the
+	// ledger fail (a store error, or a crash right after the launch).
+	unrecorded atomic.Bool
 
 	jobs       map[int64]*simJob // every job, by id
 	runs       []int64
@@ -200,7 +205,7 @@ func newWorldSim(t *testing.T, seed uint64, simOpts func(*ghsim.Options), opts .
 	w.records.SetClock(w.clock.Now)
 	w.q = &queue.Memory{}
 	w.q.SetClock(w.clock.Now)
-	w.up, err = scaleup.New(scaleup.Options{Pools: pools, Launches: w.launch, Ledger: w.ledger, Records: w.records, Provider: w.prov,
+	w.up, err = scaleup.New(scaleup.Options{Pools: pools, Launches: w.launch, Ledger: unrecordedLedger{w.ledger, &w.unrecorded}, Records: w.records, Provider: w.prov,
 		GitHub: gh, Counter: w.counter, Logger: log, Now: w.clock.Now, MaxAttempts: 50})
 	if err != nil {
 		t.Fatal(err)
@@ -216,6 +221,20 @@ func newWorldSim(t *testing.T, seed uint64, simOpts func(*ghsim.Options), opts .
 		t.Fatal(err)
 	}
 	return w
+}
+
+// unrecordedLedger is the ledger as scale-up writes it, whose Launched
+// fails while fail is set.
+type unrecordedLedger struct {
+	store.Ledger
+	fail *atomic.Bool
+}
+
+func (l unrecordedLedger) Launched(ctx context.Context, name string, la launch.Launch) error {
+	if l.fail.Load() {
+		return errors.New("recording launch: the store failed")
+	}
+	return l.Ledger.Launched(ctx, name, la)
 }
 
 func (w *world) busyRunners() map[string]int64 {

@@ -5,9 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/instanceevents"
 	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/scaledown"
 )
 
@@ -31,49 +33,80 @@ func TestRerunInterruptedThroughInstanceEvents(t *testing.T) {
 				t.Fatal(err)
 			}
 			ctx := context.Background()
-			job, info, in, runnerID := w.runOne(ctx)
-			js, _ := w.sim.Job(job)
-			if js.Status != "in_progress" {
-				t.Fatalf("job %s, want in_progress", js.Status)
-			}
-			// The webhook's in_progress event names the job on the runner.
+			job, info, in := w.launchOne(ctx, 30*time.Minute)
 			name := in.Tags[names.TagRunnerName]
-			if err := w.ledger.Advance(ctx, name, launch.StateJobStarted, js.StartedAt, job); err != nil {
-				t.Fatal(err)
-			}
-
-			// EC2 warns, then reclaims the instance; both reach the EC2-event service.
-			if err := events.SpotInterruption(ctx, in.ID, w.clock.Now()); err != nil {
-				t.Fatal(err)
-			}
-			w.clock.Advance(2 * time.Minute)
-			if err := w.dry.Terminate(ctx, []string{in.ID}); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.sim.DisconnectRunner(runnerID); err != nil {
-				t.Fatal(err)
-			}
-			for _, state := range []string{"shutting-down", "terminated"} {
-				if err := events.StateChanged(ctx, in.ID, state, w.clock.Now()); err != nil {
-					t.Fatal(err)
-				}
-			}
+			runnerID := w.startJob(ctx, job, in)
+			w.reclaim(ctx, events, job, in, runnerID)
 			if r, _ := w.ledger.Runner(ctx, name); !r.State.Live() {
 				t.Errorf("the EC2 events ended the interrupted runner (%s, %s): the reconciler never sees it", r.State, r.Reason)
 			}
-			w.webhook(ctx)
-			if js, _ := w.sim.Job(job); js.Conclusion != "failure" {
-				t.Fatalf("job %s/%s, want failed", js.Status, js.Conclusion)
-			}
 			w.reconcileMinutes(ctx, 3)
-			run, _ := w.sim.Run(info.RunID)
-			if run.Attempt != 2 || w.counter.Get(scaledown.MetricReruns, "spot") != 1 {
-				t.Fatalf("run attempt %d, %v re-runs counted; want the run re-run once", run.Attempt, w.counter.Get(scaledown.MetricReruns, "spot"))
-			}
-			if r, _ := w.ledger.Runner(ctx, name); r.State.Live() {
-				t.Errorf("the interrupted runner's record is still live after its re-run: %+v", r)
-			}
+			run := w.rerunOnce(ctx, info, name)
 			w.checkOnDemandRerun(ctx, run)
 		})
 	}
+}
+
+// startJob connects the runner of instance in, lets job start on it and
+// records the start in the ledger (the webhook's in_progress event). It
+// returns the runner's GitHub id.
+func (w *world) startJob(ctx context.Context, job int64, in provider.Instance) int64 {
+	w.t.Helper()
+	reg, ok := w.dry.Delivered(in.ID)
+	if !ok {
+		w.t.Fatal("no registration delivered")
+	}
+	runnerID, err := w.sim.ConnectRunner(reg.JITConfig)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.clock.Advance(time.Minute)
+	js, _ := w.sim.Job(job)
+	if js.Status != "in_progress" {
+		w.t.Fatalf("job %s, want in_progress", js.Status)
+	}
+	if err := w.ledger.Advance(ctx, in.Tags[names.TagRunnerName], launch.StateJobStarted, js.StartedAt, job); err != nil {
+		w.t.Fatal(err)
+	}
+	return runnerID
+}
+
+// reclaim plays EC2 reclaiming spot instance in while its runner runs job:
+// the warning, and two minutes later the instance's end, both through the
+// EC2-event service; the runner vanishes and the job fails.
+func (w *world) reclaim(ctx context.Context, events *instanceevents.Service, job int64, in provider.Instance, runnerID int64) {
+	w.t.Helper()
+	if err := events.SpotInterruption(ctx, in.ID, w.clock.Now()); err != nil {
+		w.t.Fatal(err)
+	}
+	w.clock.Advance(2 * time.Minute)
+	if err := w.dry.Terminate(ctx, []string{in.ID}); err != nil {
+		w.t.Fatal(err)
+	}
+	if err := w.sim.DisconnectRunner(runnerID); err != nil {
+		w.t.Fatal(err)
+	}
+	for _, state := range []string{"shutting-down", "terminated"} {
+		if err := events.StateChanged(ctx, in.ID, state, w.clock.Now()); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	w.webhook(ctx)
+	if js, _ := w.sim.Job(job); js.Conclusion != "failure" {
+		w.t.Fatalf("job %s/%s, want failed", js.Status, js.Conclusion)
+	}
+}
+
+// rerunOnce checks that the run was re-run once, and that the interrupted
+// runner's record ended; it returns the run.
+func (w *world) rerunOnce(ctx context.Context, info ghsim.RunInfo, name string) ghsim.RunState {
+	w.t.Helper()
+	run, _ := w.sim.Run(info.RunID)
+	if run.Attempt != 2 || w.counter.Get(scaledown.MetricReruns, "spot") != 1 {
+		w.t.Fatalf("run attempt %d, %v re-runs counted; want the run re-run once", run.Attempt, w.counter.Get(scaledown.MetricReruns, "spot"))
+	}
+	if r, _ := w.ledger.Runner(ctx, name); r.State.Live() {
+		w.t.Errorf("the interrupted runner's record is still live after its re-run: %+v", r)
+	}
+	return run
 }

@@ -8,6 +8,7 @@
 // reads each record against what the provider and GitHub say now:
 //
 //	reserved ─(no instance after StaleReservation)──────────────▶ end, strand check
+//	any ─(no instance id; an instance tagged with its name)─────▶ record the instance
 //	launched ─(queued by the backend after QueueTimeout)────────▶ terminate, end, strand check
 //	launched ─(not registered BootTimeout after it started)─────▶ terminate, end, strand check
 //	registered ─(no job within IdleTimeout)────────────▶ delete runner, terminate, end, strand check
@@ -181,10 +182,15 @@ type Inputs struct {
 
 // Advance is a state the ledger has not recorded yet that scale-down
 // observed (GitHub lists the runner online, its busy flag, the hooks' tags).
+// To StateLaunched links a record scale-up could not write its instance
+// into to the instance tagged with its runner's name (Launch): the EC2
+// events find a runner by its instance, a spot warning included.
 type Advance struct {
 	Runner string
 	To     launch.State
 	At     time.Time
+	// Launch is the instance the record learns (To StateLaunched only).
+	Launch launch.Launch
 }
 
 // Action is what scale-down does about one runner, instance or job, in
@@ -391,6 +397,7 @@ func (v *view) observe(r launch.Runner) seen {
 	s := seen{r: r, p: v.policy(r.Pool), inst: v.byID[r.InstanceID], g: v.gh[r.Name], st: r.State, launched: r.LaunchedAt}
 	if s.inst == nil && r.InstanceID == "" {
 		s.inst = v.byTag[r.Name]
+		v.link(&s)
 	}
 	if s.inst != nil {
 		v.claimed[s.inst.ID] = true
@@ -424,6 +431,21 @@ func (v *view) observe(r launch.Runner) seen {
 	}
 	s.alive = s.inst != nil && s.inst.State.Alive()
 	return s
+}
+
+// link records in the ledger the instance a record without one was found
+// by (its runner-name tag): scale-up launched it and failed to write it.
+// Until it is written, the EC2 events cannot name the runner: its spot
+// warning would be dropped, and the job it failed never re-run.
+func (v *view) link(s *seen) {
+	in := s.inst
+	if in == nil {
+		return
+	}
+	v.d.Advances = append(v.d.Advances, Advance{Runner: s.r.Name, To: launch.StateLaunched, At: in.LaunchedAt,
+		Launch: launch.Launch{InstanceID: in.ID, InstanceType: in.InstanceType, Zone: in.Zone, Spot: in.Capacity == provider.Spot,
+			At: in.LaunchedAt}})
+	s.st = max(s.st, launch.StateLaunched)
 }
 
 // baseAction is an action on a record's runner with nothing decided yet.

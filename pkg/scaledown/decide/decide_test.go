@@ -43,10 +43,15 @@ func ranOwn(r *launch.Runner) { r.BusyJob = r.JobID; r.StartedAt = ago(time.Minu
 func stamp(d time.Duration) string { return ago(d).Format(time.RFC3339) }
 
 // summary renders a decision compactly: "rule:runner/instance[steps]" for
-// actions, "+runner>state" for advances, "=runner" for kept.
+// actions, "+runner>state" for advances ("+runner>launched(instance)" for
+// a link), "=runner" for kept.
 func summary(d decide.Decision) string {
 	var out []string
 	for _, a := range d.Advances {
+		if a.To == launch.StateLaunched {
+			out = append(out, fmt.Sprintf("+%s>%s(%s)", a.Runner, a.To, a.Launch.InstanceID))
+			continue
+		}
 		out = append(out, fmt.Sprintf("+%s>%s", a.Runner, a.To))
 	}
 	for _, a := range d.Actions {
@@ -229,11 +234,21 @@ func TestDecide(t *testing.T) {
 		{name: "orphan running a job (tag): kept",
 			instances: []provider.Instance{inst("i-9", "skiff-777-1", 20*time.Minute, provider.Running, names.TagJobStarted, stamp(time.Minute))},
 			want:      "=skiff-777-1"},
-		{name: "not an orphan: the record knows it by runner name before the instance id",
+		{name: "not an orphan: the record knows it by runner name before the instance id, and records it",
 			instances: []provider.Instance{inst("i-9", r1, 20*time.Minute, provider.Running)},
 			runners:   []decide.Runner{{ID: 1, Name: r1, Online: true}},
 			ledger:    []launch.Runner{rec(r1, "", launch.StateReserved, 20*time.Minute)},
-			want:      "+skiff-100-1>registered"},
+			want:      "+skiff-100-1>launched(i-9) +skiff-100-1>registered"},
+		{name: "a busy runner whose record never got its instance: the instance recorded, for the EC2 events",
+			instances: []provider.Instance{inst("i-9", r1, 20*time.Minute, provider.Running, names.TagJobStarted, stamp(time.Minute))},
+			runners:   []decide.Runner{{ID: 1, Name: r1, Online: true, Busy: true}},
+			ledger:    []launch.Runner{rec(r1, "", launch.StateJobStarted, 20*time.Minute, ranOwn)},
+			want:      "+skiff-100-1>launched(i-9) =skiff-100-1"},
+		{name: "a record that has its instance: no link",
+			instances: []provider.Instance{inst("i-1", r1, 20*time.Minute, provider.Running, names.TagJobStarted, stamp(time.Minute))},
+			runners:   []decide.Runner{{ID: 1, Name: r1, Online: true, Busy: true}},
+			ledger:    []launch.Runner{rec(r1, "i-1", launch.StateJobStarted, 20*time.Minute, ranOwn)},
+			want:      "=skiff-100-1"},
 		{name: "stale reservation: end and strand check",
 			ledger: []launch.Runner{rec(r1, "", launch.StateReserved, 31*time.Minute)},
 			want:   "stale_reservation:skiff-100-1/[SE]"},
