@@ -76,6 +76,11 @@ lint: ## gofmt, go vet, shellcheck, and the dependency checks (decisions, servic
 		leak=$$(go list -deps ./functions/$$f | grep -E '^k8s\.io/' | head -3 | tr '\n' ' '); \
 		if [ -n "$$leak" ]; then echo "functions/$$f depends on $$leak(only the Kubernetes provider and skiff local use client-go)"; exit 1; fi; \
 	done; echo "functions: no client-go"
+	@# SQLite and the local providers are skiff local's (internal/local): the Lambdas must not link them
+	@for f in $(FUNCTIONS); do \
+		leak=$$(go list -deps ./functions/$$f | grep -E '^modernc\.org/sqlite$$|/internal/local$$' | head -3 | tr '\n' ' '); \
+		if [ -n "$$leak" ]; then echo "functions/$$f depends on $$leak(only skiff local uses SQLite: internal/local)"; exit 1; fi; \
+	done; echo "functions: no SQLite"
 	@for p in $(DECISIONS); do \
 		leak=$$(go list -deps $$p | grep -E 'aws-sdk-go-v2|^net/http$$' | head -3 | tr '\n' ' '); \
 		if [ -n "$$leak" ]; then echo "$$p depends on $$leak(decisions import no SDK and no net/http)"; exit 1; fi; \

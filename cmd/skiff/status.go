@@ -19,7 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/skiffci/skiff/internal/wiring"
+	"github.com/skiffci/skiff/internal/local"
 	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/sqlite"
@@ -141,7 +141,7 @@ func awsStatusSources(ctx context.Context, table string) (statusSources, error) 
 // openLocalData opens local mode's SQLite file in dataDir, which must
 // exist: a command that reads it does not create an empty one.
 func openLocalData(dataDir string) (*sqlite.DB, error) {
-	path := wiring.LocalDBFile(dataDir)
+	path := local.DBFile(dataDir)
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("no local mode data in %s: %w", dataDir, err)
 	}

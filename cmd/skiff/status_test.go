@@ -16,7 +16,7 @@ import (
 	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/skiffci/skiff/internal/wiring"
+	"github.com/skiffci/skiff/internal/local"
 	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/sqlite"
@@ -159,7 +159,7 @@ func TestStatusLocal(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	ctx := context.Background()
-	db, err := sqlite.Open(wiring.LocalDBFile(dir), sqlite.Options{})
+	db, err := sqlite.Open(local.DBFile(dir), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package wiring
+package local
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/skiffci/skiff/internal/wiring"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/instanceevents"
 	"github.com/skiffci/skiff/pkg/launch"
@@ -39,9 +40,9 @@ const localVisibility = 5 * time.Second
 // and a job over it waits its turn rather than being dead-lettered.
 const localMaxAttempts = 24 * 60 * 60 / 5
 
-// LocalConfig configures `skiff local`: the whole pipeline in one process
+// Config configures `skiff local`: the whole pipeline in one process
 // over one SQLite file, local processes (or a dry run) for runners.
-type LocalConfig struct {
+type Config struct {
 	// DataDir holds the SQLite file, the runners' work directories and
 	// their logs. Created if missing.
 	DataDir string
@@ -63,8 +64,7 @@ type LocalConfig struct {
 	// SLURM_CONF=/etc/slurm/other.conf).
 	SlurmEnv []string
 	// ExternalProvider is a provider the caller built (skiff local's
-	// kubernetes provider: its client-go stays out of this package, which
-	// the Lambdas link). Its Name must be Provider.
+	// kubernetes provider, built in cmd/skiff). Its Name must be Provider.
 	ExternalProvider provider.Provider
 	// RunnerCommand is the runner's command for the process provider, e.g.
 	// ["/opt/actions-runner/run.sh"] or ["skiff-standin"].
@@ -108,7 +108,7 @@ type LocalConfig struct {
 // through the same services as the Lambdas. Run serves until its context
 // ends, then shuts down cleanly.
 type Local struct {
-	cfg    LocalConfig
+	cfg    Config
 	log    *slog.Logger
 	db     *sqlite.DB
 	Queue  *sqlite.Queue
@@ -154,13 +154,13 @@ type endNotifier interface {
 	Ended() <-chan struct{}
 }
 
-// NewLocal opens the data directory and builds every part; nothing runs
+// New opens the data directory and builds every part; nothing runs
 // until Run. The caller owns the returned Local and must Run or Close it.
-// LocalDBFile is the SQLite file of local mode's data directory: queue,
+// DBFile is the SQLite file of local mode's data directory: queue,
 // job records, launch claims and runner ledger.
-func LocalDBFile(dataDir string) string { return filepath.Join(dataDir, "skiff.db") }
+func DBFile(dataDir string) string { return filepath.Join(dataDir, "skiff.db") }
 
-func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
+func New(cfg Config, logger *slog.Logger) (*Local, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("local mode: the data directory is required")
 	}
@@ -211,7 +211,7 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local mode: the installations: %w", err)
 	}
-	db, err := sqlite.Open(LocalDBFile(cfg.DataDir), sqlite.Options{Synchronous: cfg.Durability})
+	db, err := sqlite.Open(DBFile(cfg.DataDir), sqlite.Options{Synchronous: cfg.Durability})
 	if err != nil {
 		return nil, err
 	}
@@ -301,7 +301,7 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 		}
 		metricsWriter = rw
 	}
-	l.events, err = instanceevents.New(instanceevents.Options{Ledger: wakingEvents{Ledger: room.Ledger{Ledger: ledger, Room: l.Room},
+	l.events, err = instanceevents.New(instanceevents.Options{Ledger: wiring.WakingEvents{Ledger: room.Ledger{Ledger: ledger, Room: l.Room},
 		Interruptions: ledger}, Counter: counter, Logger: logger, RecordPools: recordPools})
 	if err != nil {
 		return nil, err
