@@ -13,9 +13,9 @@ import (
 
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
-	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/scaleup"
 	"github.com/skiffci/skiff/pkg/store"
 )
@@ -91,12 +91,12 @@ func (l stepLaunches) FinishFleet(ctx context.Context, token string, instances [
 
 type stepLedger struct{ store.Ledger }
 
-func (l stepLedger) Reserve(ctx context.Context, pool string, max int, rs []launch.Runner) (int, error) {
+func (l stepLedger) Reserve(ctx context.Context, pool string, max int, rs []provisioning.Runner) (int, error) {
 	step(ctx)
 	return l.Ledger.Reserve(ctx, pool, max, rs)
 }
 
-func (l stepLedger) Launched(ctx context.Context, name string, la launch.Launch) error {
+func (l stepLedger) Launched(ctx context.Context, name string, la provisioning.Launch) error {
 	step(ctx)
 	return l.Ledger.Launched(ctx, name, la)
 }

@@ -15,13 +15,13 @@ import (
 	"github.com/skiffci/skiff/internal/wiring"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/instanceevents"
-	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/dryrun"
 	"github.com/skiffci/skiff/pkg/provider/process"
 	"github.com/skiffci/skiff/pkg/provider/slurm"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/scaledown"
@@ -418,7 +418,7 @@ func (l *Local) settle(ctx context.Context, pools *pool.Config, launches *sqlite
 			return fmt.Errorf("reading the ledger of pool %s at start: %w", p.Name, err)
 		}
 		for _, r := range rs {
-			if r.State != launch.StateReserved {
+			if r.State != provisioning.StateReserved {
 				continue
 			}
 			log := l.log.With("pool", p.Name, "runner_name", r.Name, "job_id", r.JobID)
@@ -430,7 +430,7 @@ func (l *Local) settle(ctx context.Context, pools *pool.Config, launches *sqlite
 				log.Info("released a reservation the previous process left without a runner")
 				continue
 			}
-			if err := l.Ledger.Launched(ctx, r.Name, launch.Launch{InstanceID: in.ID, InstanceType: in.InstanceType, Zone: in.Zone,
+			if err := l.Ledger.Launched(ctx, r.Name, provisioning.Launch{InstanceID: in.ID, InstanceType: in.InstanceType, Zone: in.Zone,
 				Spot: in.Capacity == provider.Spot, At: in.LaunchedAt}); err != nil {
 				return fmt.Errorf("recording runner %s's launch at start: %w", r.Name, err)
 			}

@@ -18,8 +18,8 @@ import (
 	"github.com/skiffci/skiff/internal/local"
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
-	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/sqlite"
 	"github.com/skiffci/skiff/pkg/store"
 )
@@ -174,7 +174,7 @@ func TestLocalSettlesReservationsAtStart(t *testing.T) {
 	claim := store.LaunchClaim{JobID: 7, Attempt: 1, Gen: 1, Token: "skiff-t", Pool: "cpu", LeaseUntil: now.Add(10 * time.Minute),
 		UpdatedAt: now, ExpiresAt: now.Add(time.Hour)}
 	cerr := sqlite.NewLaunches(db, nil).ClaimLaunch(ctx, claim, 0, now)
-	n, err := sqlite.NewLedger(db, time.Now).Reserve(ctx, "cpu", 20, []launch.Runner{{Name: "skiff-7-1", Pool: "cpu", JobID: 7, RunID: 6,
+	n, err := sqlite.NewLedger(db, time.Now).Reserve(ctx, "cpu", 20, []provisioning.Runner{{Name: "skiff-7-1", Pool: "cpu", JobID: 7, RunID: 6,
 		Attempt: 1, ReservedAt: now}})
 	if err := errors.Join(err, cerr, db.Close()); err != nil || n != 1 {
 		t.Fatalf("claiming and reserving: %d, %v", n, err)

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/instanceevents"
-	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/scaledown"
 )
 
@@ -38,7 +38,7 @@ func TestRerunInterruptedThroughInstanceEvents(t *testing.T) {
 			}
 			// The webhook's in_progress event names the job on the runner.
 			name := in.Tags[names.TagRunnerName]
-			if err := w.ledger.Advance(ctx, name, launch.StateJobStarted, js.StartedAt, job); err != nil {
+			if err := w.ledger.Advance(ctx, name, provisioning.StateJobStarted, js.StartedAt, job); err != nil {
 				t.Fatal(err)
 			}
 

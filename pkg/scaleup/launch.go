@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/scaler"
 	"github.com/skiffci/skiff/pkg/store"
 )
@@ -73,9 +73,9 @@ func (s *Service) launch(ctx context.Context, items []*work, now time.Time) {
 // reserves belong to this invocation alone.
 func (s *Service) reserve(ctx context.Context, claimed []*work, now time.Time) []*work {
 	pool := claimed[0].spec.Pool
-	rs := make([]launch.Runner, len(claimed))
+	rs := make([]provisioning.Runner, len(claimed))
 	for i, w := range claimed {
-		rs[i] = launch.Runner{Name: w.runner, Pool: pool, JobID: w.job.JobID, RunID: w.job.RunID, Attempt: w.decision.Attempt,
+		rs[i] = provisioning.Runner{Name: w.runner, Pool: pool, JobID: w.job.JobID, RunID: w.job.RunID, Attempt: w.decision.Attempt,
 			ReservedAt: now}
 	}
 	granted, err := s.o.Ledger.Reserve(ctx, pool, claimed[0].spec.MaxRunners, rs)
@@ -369,7 +369,7 @@ func answered(err error) bool {
 // failure is logged: the instance is tagged with the runner's name, so the
 // reconciler links them.
 func (s *Service) recordLaunched(ctx context.Context, runner string, log *slog.Logger, in provider.Instance) {
-	err := s.o.Ledger.Launched(ctx, runner, launch.Launch{InstanceID: in.ID, InstanceType: in.InstanceType, Zone: in.Zone,
+	err := s.o.Ledger.Launched(ctx, runner, provisioning.Launch{InstanceID: in.ID, InstanceType: in.InstanceType, Zone: in.Zone,
 		Spot: in.Capacity == provider.Spot, At: in.LaunchedAt})
 	if err != nil {
 		log.Error("recording the runner's instance in the ledger", "runner_name", runner, "instance_id", in.ID, "err", err)

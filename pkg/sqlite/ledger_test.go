@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/sqlite"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/store/storetest"
@@ -52,7 +52,7 @@ func TestLedgerSweep(t *testing.T) {
 	l, ls := sqlite.NewLedger(db, clock), sqlite.NewLaunches(db, clock)
 	ctx := context.Background()
 	at := storetest.Now
-	rs := []launch.Runner{
+	rs := []provisioning.Runner{
 		{Name: "skiff-1-1", Pool: "cpu", JobID: 1, ReservedAt: at},
 		{Name: "skiff-2-1", Pool: "cpu", JobID: 2, ReservedAt: at},
 		{Name: "skiff-3-1", Pool: "cpu", JobID: 3, ReservedAt: at},
@@ -61,7 +61,7 @@ func TestLedgerSweep(t *testing.T) {
 		t.Fatalf("Reserve = %d, %v", n, err)
 	}
 	for i, r := range rs[:2] {
-		if err := l.Launched(ctx, r.Name, launch.Launch{InstanceID: fmt.Sprintf("i-0%d", i+1), At: at}); err != nil {
+		if err := l.Launched(ctx, r.Name, provisioning.Launch{InstanceID: fmt.Sprintf("i-0%d", i+1), At: at}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := l.End(ctx, r.Name, at, "done"); err != nil {
@@ -152,8 +152,8 @@ func TestLedgerTwoProcesses(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 40 {
 		wg.Go(func() {
-			r := launch.Runner{Name: fmt.Sprintf("skiff-%d-1", i+1), Pool: "cpu", JobID: int64(i + 1)}
-			n, err := ls[i%2].Reserve(ctx, "cpu", max, []launch.Runner{r})
+			r := provisioning.Runner{Name: fmt.Sprintf("skiff-%d-1", i+1), Pool: "cpu", JobID: int64(i + 1)}
+			n, err := ls[i%2].Reserve(ctx, "cpu", max, []provisioning.Runner{r})
 			if err != nil {
 				t.Error(err)
 			}

@@ -12,26 +12,26 @@ import (
 	"errors"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/provisioning"
 )
 
 // The launch types live in package launch, where the decisions (package
 // scaler) read them without importing the store.
 type (
-	// LaunchClaim is a job's launch claim (launch.Claim).
-	LaunchClaim = launch.Claim
-	// FleetState is how far a fleet got (launch.FleetState).
-	FleetState = launch.FleetState
-	// FleetMember is one job of a fleet (launch.Member).
-	FleetMember = launch.Member
-	// Fleet is one launch request and its outcome (launch.Fleet).
-	Fleet = launch.Fleet
+	// LaunchClaim is a job's launch claim (provisioning.Claim).
+	LaunchClaim = provisioning.Claim
+	// FleetState is how far a fleet got (provisioning.FleetState).
+	FleetState = provisioning.FleetState
+	// FleetMember is one job of a fleet (provisioning.Member).
+	FleetMember = provisioning.Member
+	// Fleet is one launch request and its outcome (provisioning.Fleet).
+	Fleet = provisioning.Fleet
 )
 
 // The fleet states.
 const (
-	FleetIntent = launch.FleetIntent
-	FleetDone   = launch.FleetDone
+	FleetIntent = provisioning.FleetIntent
+	FleetDone   = provisioning.FleetDone
 )
 
 // ErrConflict: a conditional write lost to a concurrent writer (the claim
