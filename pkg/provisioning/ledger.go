@@ -70,8 +70,8 @@ type Runner struct {
 	// launched for, or another one with matching labels).
 	BusyJob int64
 	// Reason says why the runner ended (not_launched for a released
-	// reservation, terminated by the
-	// reconciler and why, a state-change event).
+	// reservation, terminated by the reconciler and why, a state-change
+	// event).
 	Reason       string
 	ReservedAt   time.Time
 	LaunchedAt   time.Time
