@@ -74,12 +74,12 @@ func (p stepProvider) Launch(ctx context.Context, pl provider.Plan, regs []provi
 
 type stepLaunches struct{ store.Launches }
 
-func (l stepLaunches) ClaimLaunch(ctx context.Context, c store.LaunchClaim, prev int, now time.Time) error {
+func (l stepLaunches) ClaimLaunch(ctx context.Context, c provisioning.Claim, prev int, now time.Time) error {
 	step(ctx)
 	return l.Launches.ClaimLaunch(ctx, c, prev, now)
 }
 
-func (l stepLaunches) PutFleet(ctx context.Context, f store.Fleet) error {
+func (l stepLaunches) PutFleet(ctx context.Context, f provisioning.Fleet) error {
 	step(ctx)
 	return l.Launches.PutFleet(ctx, f)
 }

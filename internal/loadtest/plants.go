@@ -90,6 +90,6 @@ func (lostSends) Send(context.Context, queue.Job) error { return nil }
 // blindClaims is PlantIgnoreClaims: scale-up sees no launch claim.
 type blindClaims struct{ store.Launches }
 
-func (blindClaims) LaunchClaims(context.Context, []int64, time.Time) (map[int64]store.LaunchClaim, error) {
-	return map[int64]store.LaunchClaim{}, nil
+func (blindClaims) LaunchClaims(context.Context, []int64, time.Time) (map[int64]provisioning.Claim, error) {
+	return map[int64]provisioning.Claim{}, nil
 }

@@ -21,7 +21,6 @@ import (
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/sqlite"
-	"github.com/skiffci/skiff/pkg/store"
 )
 
 const localPools = `version: 1
@@ -171,7 +170,7 @@ func TestLocalSettlesReservationsAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	claim := store.LaunchClaim{JobID: 7, Attempt: 1, Gen: 1, Token: "skiff-t", Pool: "cpu", LeaseUntil: now.Add(10 * time.Minute),
+	claim := provisioning.Claim{JobID: 7, Attempt: 1, Gen: 1, Token: "skiff-t", Pool: "cpu", LeaseUntil: now.Add(10 * time.Minute),
 		UpdatedAt: now, ExpiresAt: now.Add(time.Hour)}
 	cerr := sqlite.NewLaunches(db, nil).ClaimLaunch(ctx, claim, 0, now)
 	n, err := sqlite.NewLedger(db, time.Now).Reserve(ctx, "cpu", 20, []provisioning.Runner{{Name: "skiff-7-1", Pool: "cpu", JobID: 7, RunID: 6,

@@ -59,12 +59,12 @@ type crashingLaunches struct {
 	c *crashAt
 }
 
-func (l crashingLaunches) ClaimLaunch(ctx context.Context, c store.LaunchClaim, prev int, now time.Time) error {
+func (l crashingLaunches) ClaimLaunch(ctx context.Context, c provisioning.Claim, prev int, now time.Time) error {
 	l.c.tick()
 	return l.Launches.ClaimLaunch(ctx, c, prev, now)
 }
 
-func (l crashingLaunches) PutFleet(ctx context.Context, f store.Fleet) error {
+func (l crashingLaunches) PutFleet(ctx context.Context, f provisioning.Fleet) error {
 	l.c.tick()
 	return l.Launches.PutFleet(ctx, f)
 }

@@ -68,10 +68,10 @@ func TestLedgerSweep(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := ls.ClaimLaunch(ctx, store.LaunchClaim{JobID: 1, Attempt: 1, Gen: 1, Token: "t", ExpiresAt: at.Add(time.Hour)}, 0, at); err != nil {
+	if err := ls.ClaimLaunch(ctx, provisioning.Claim{JobID: 1, Attempt: 1, Gen: 1, Token: "t", ExpiresAt: at.Add(time.Hour)}, 0, at); err != nil {
 		t.Fatal(err)
 	}
-	if err := ls.PutFleet(ctx, store.Fleet{Token: "t", State: store.FleetIntent, Members: []store.FleetMember{{JobID: 1, Attempt: 1}},
+	if err := ls.PutFleet(ctx, provisioning.Fleet{Token: "t", State: provisioning.FleetIntent, Members: []provisioning.Member{{JobID: 1, Attempt: 1}},
 		CreatedAt: at, ExpiresAt: at.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestEndLeases(t *testing.T) {
 	ls := sqlite.NewLaunches(open(t, "", sqlite.Options{}), nil)
 	ctx := context.Background()
 	at := storetest.Now
-	claims := []store.LaunchClaim{
+	claims := []provisioning.Claim{
 		{JobID: 1, Attempt: 1, Gen: 1, Token: "t1", Pool: "cpu", LeaseUntil: at.Add(10 * time.Minute), UpdatedAt: at.Add(-time.Minute), ExpiresAt: at.Add(time.Hour)},
 		{JobID: 2, Attempt: 2, Gen: 1, Token: "t2", Pool: "cpu", LeaseUntil: at.Add(-time.Minute), UpdatedAt: at.Add(-time.Hour), ExpiresAt: at.Add(time.Hour)},
 		{JobID: 3, Attempt: 1, Gen: 1, Token: "t3", Pool: "cpu", LeaseUntil: at.Add(10 * time.Minute), UpdatedAt: at.Add(-2 * time.Hour), ExpiresAt: at.Add(-time.Hour)},
