@@ -3,7 +3,7 @@
 // fleet request, how many of a pool's jobs are admitted, the fleet's
 // idempotency token, and whether a job that did not launch is retried or dead-lettered.
 //
-// A job's launch claim moves like this (see package launch and store/launch.go):
+// A job's launch claim moves like this (see package provisioning and store/launch.go):
 //
 //	no claim ───────────────────────────────────────────► Fresh (attempt 1)
 //	claim, fleet done, job got an instance ─────────────► Launched (drop the duplicate)

@@ -1,5 +1,5 @@
 // The runner ledger: one record per runner, moving forward only (see
-// package launch for the states and who writes each). A pool's live count
+// package provisioning for the states and who writes each). A pool's live count
 // is the number of its live records; every record leaves the count exactly
 // once, whoever reports its end first (the EC2 state-change event, the
 // reconciler, scale-up releasing a reservation that did not launch).

@@ -4,7 +4,7 @@
 // which record to end and which job may be stranded, each with its rule and
 // a reason. It imports no SDK and no network code (make lint checks it).
 //
-// A runner moves through the ledger's states (package launch); scale-down
+// A runner moves through the ledger's states (package provisioning); scale-down
 // reads each record against what the provider and GitHub say now:
 //
 //	reserved ─(no instance after StaleReservation)──────────────▶ end, strand check
