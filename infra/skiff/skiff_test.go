@@ -589,8 +589,8 @@ func TestEC2EventRules(t *testing.T) {
 func TestKeyPrefixesMatchStore(t *testing.T) {
 	t.Parallel()
 	var src strings.Builder
-	for _, f := range []string{"../../pkg/store/dynamo.go", "../../pkg/store/launch_dynamo.go", "../../pkg/store/ledger_dynamo.go",
-		"../../pkg/store/room_dynamo.go", "../../pkg/store/installations.go"} {
+	for _, f := range []string{"../../pkg/store/dynamostore/dynamo.go", "../../pkg/store/dynamostore/launch_dynamo.go", "../../pkg/store/dynamostore/ledger_dynamo.go",
+		"../../pkg/store/dynamostore/room_dynamo.go", "../../pkg/store/dynamostore/installations.go"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -599,12 +599,12 @@ func TestKeyPrefixesMatchStore(t *testing.T) {
 	}
 	for _, name := range append([]string{livePoolIndex, attrLivePool}, runnerAdvanceAttributes...) {
 		if !strings.Contains(src.String(), `"`+name+`"`) {
-			t.Errorf("pkg/store no longer names %q (the live-pool index, or an attribute an advance writes)", name)
+			t.Errorf("pkg/store/dynamostore no longer names %q (the live-pool index, or an attribute an advance writes)", name)
 		}
 	}
 	for _, p := range append(append(append([]string{}, webhookKeyPrefixes...), scaleUpKeyPrefixes...), ledgerKeyPrefixes...) {
 		if !strings.Contains(src.String(), `"`+p+`"`) {
-			t.Errorf("pkg/store no longer writes partition keys %q", p)
+			t.Errorf("pkg/store/dynamostore no longer writes partition keys %q", p)
 		}
 	}
 	for _, re := range []string{`attrPK\s*=\s*"` + attrPK + `"`, `attrSK\s*=\s*"` + attrSK + `"`, `attrExpires\s*=\s*"` + attrExpires + `"`} {
