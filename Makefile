@@ -60,7 +60,7 @@ test: deps lint ## install test tools, lint, then run every test (emulators are 
 	SKIFF_REQUIRE_EMULATORS=1 go test -count=1 -timeout 15m ./...
 
 # Decision packages and the port types they share: no SDK, no network code.
-DECISIONS := ./pkg/pool ./pkg/scaler ./pkg/launch ./pkg/names ./pkg/provider ./pkg/userdata ./pkg/metrics ./pkg/scaledown/decide
+DECISIONS := ./pkg/pool ./pkg/scaler ./pkg/provisioning ./pkg/names ./pkg/provider ./pkg/userdata ./pkg/metrics ./pkg/scaledown/decide
 # Services see only ports: their AWS adapters live in packages of their own
 # (pkg/queue/sqsqueue, pkg/store/dynamostore, pkg/metrics/cwpeaks, ...).
 SERVICES := ./pkg/webhook ./pkg/scaleup ./pkg/scaledown ./pkg/instanceevents ./pkg/room ./pkg/setup ./pkg/metrics
@@ -76,6 +76,11 @@ lint: ## gofmt, go vet, shellcheck, and the dependency checks (decisions, servic
 		leak=$$(go list -deps ./functions/$$f | grep -E '^k8s\.io/' | head -3 | tr '\n' ' '); \
 		if [ -n "$$leak" ]; then echo "functions/$$f depends on $$leak(only the Kubernetes provider and skiff local use client-go)"; exit 1; fi; \
 	done; echo "functions: no client-go"
+	@# SQLite and the local providers are skiff local's (internal/local): the Lambdas must not link them
+	@for f in $(FUNCTIONS); do \
+		leak=$$(go list -deps ./functions/$$f | grep -E '^modernc\.org/sqlite$$|/internal/local$$' | head -3 | tr '\n' ' '); \
+		if [ -n "$$leak" ]; then echo "functions/$$f depends on $$leak(only skiff local uses SQLite: internal/local)"; exit 1; fi; \
+	done; echo "functions: no SQLite"
 	@for p in $(DECISIONS); do \
 		leak=$$(go list -deps $$p | grep -E 'aws-sdk-go-v2|^net/http$$' | head -3 | tr '\n' ' '); \
 		if [ -n "$$leak" ]; then echo "$$p depends on $$leak(decisions import no SDK and no net/http)"; exit 1; fi; \

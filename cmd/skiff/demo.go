@@ -24,7 +24,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/skiffci/skiff/internal/wiring"
+	"github.com/skiffci/skiff/internal/local"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/metrics"
@@ -158,7 +158,7 @@ func demo(w io.Writer, o demoOptions) error {
 		return err
 	}
 	defer logFile.Close()
-	l, err := wiring.NewLocal(wiring.LocalConfig{
+	l, err := local.New(local.Config{
 		DataDir: filepath.Join(out, "data"), PoolsFile: poolsFile, Pools: pools, Listen: "127.0.0.1:0", RunnerCommand: []string{standin},
 		RunnerEnv:    []string{"SKIFF_STANDIN_DURATION=" + duration.String(), "SKIFF_STANDIN_IDLE=20s", "SKIFF_STANDIN_WORK=" + o.Work},
 		Limits:       limits,
@@ -330,7 +330,7 @@ func (m *slotMeter) add(id int64, pool string) {
 	m.mu.Unlock()
 }
 
-func (m *slotMeter) run(ctx context.Context, sim *ghsim.Server, l *wiring.Local, done <-chan struct{}) {
+func (m *slotMeter) run(ctx context.Context, sim *ghsim.Server, l *local.Local, done <-chan struct{}) {
 	t := time.NewTicker(slotSample)
 	defer t.Stop()
 	last := time.Now()
@@ -348,7 +348,7 @@ func (m *slotMeter) run(ctx context.Context, sim *ghsim.Server, l *wiring.Local,
 	}
 }
 
-func (m *slotMeter) sample(ctx context.Context, sim *ghsim.Server, l *wiring.Local, dt time.Duration) {
+func (m *slotMeter) sample(ctx context.Context, sim *ghsim.Server, l *local.Local, dt time.Duration) {
 	m.mu.Lock()
 	ids := make([]int64, 0, len(m.jobs))
 	poolOf := make(map[int64]string, len(m.jobs))
@@ -395,7 +395,7 @@ func (m *slotMeter) sample(ctx context.Context, sim *ghsim.Server, l *wiring.Loc
 // labels it matches, so a pool's runners may run another pool's jobs) in
 // rounds of its slots, each round one mean runner lifetime; the slowest
 // pool sets it.
-func (m *slotMeter) report(ctx context.Context, w io.Writer, sim *ghsim.Server, l *wiring.Local, jobs []*demoJob, wall time.Duration) {
+func (m *slotMeter) report(ctx context.Context, w io.Writer, sim *ghsim.Server, l *local.Local, jobs []*demoJob, wall time.Duration) {
 	n := map[string]int{}
 	for _, j := range jobs {
 		st, ok := sim.Job(j.id)
@@ -470,7 +470,7 @@ func peakRSS() string {
 
 // records checks the metrics records: one per completed job, each valid
 // against the schema, and writes the usage report.
-func records(ctx context.Context, l *wiring.Local, jobs []*demoJob, report string) (int, []string, error) {
+func records(ctx context.Context, l *local.Local, jobs []*demoJob, report string) (int, []string, error) {
 	var recs []metrics.Record
 	for r, err := range l.Records.List(ctx, metrics.Filter{}) {
 		if err != nil {
@@ -553,7 +553,7 @@ func duplicate(ctx context.Context, sim *ghsim.Server, url, secret string) (stri
 // summarize prints what happened and checks the invariants: every job a
 // pool takes completed on one runner of ours (none lost, none launched
 // twice), the others never launched, no runner ended while running a job.
-func summarize(ctx context.Context, w io.Writer, sim *ghsim.Server, l *wiring.Local, jobs []*demoJob, dup, logFile, report string) error {
+func summarize(ctx context.Context, w io.Writer, sim *ghsim.Server, l *local.Local, jobs []*demoJob, dup, logFile, report string) error {
 	instances, err := l.Provider.List(ctx, provider.Filter{})
 	if err != nil {
 		return err

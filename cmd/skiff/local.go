@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/skiffci/skiff/internal/wiring"
+	"github.com/skiffci/skiff/internal/local"
 	"github.com/skiffci/skiff/pkg/setup"
 	"github.com/skiffci/skiff/pkg/sqlite"
 )
@@ -44,7 +44,7 @@ func runLocal(args []string, stdout, stderr io.Writer) int {
 	if ok, code := parseFlags(fs, args); !ok {
 		return code
 	}
-	cfg := wiring.LocalConfig{DataDir: *dataDir, PoolsFile: *pools, Listen: *listen, Provider: *prov, GitHubAPIURL: *apiURL,
+	cfg := local.Config{DataDir: *dataDir, PoolsFile: *pools, Listen: *listen, Provider: *prov, GitHubAPIURL: *apiURL,
 		GitHubURL: *webURL, WebhookSecret: os.Getenv("SKIFF_WEBHOOK_SECRET"), Allow: splitList(*allow),
 		Installations: splitList(*installations), MetricsRecords: *records, ReconcileEvery: *reconcile, SlurmShared: *slurmShared}
 	if *runner != "" {
@@ -112,7 +112,7 @@ func runLocal(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
-	l, err := wiring.NewLocal(cfg, logger)
+	l, err := local.New(cfg, logger)
 	if err != nil {
 		fmt.Fprintln(stderr, "skiff local:", err)
 		return exitFailed

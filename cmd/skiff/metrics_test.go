@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/internal/local"
 	"github.com/skiffci/skiff/internal/testenv"
-	"github.com/skiffci/skiff/internal/wiring"
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/sqlite"
 )
@@ -76,7 +76,7 @@ func TestMetricsGolden(t *testing.T) {
 	})
 	// The same records in local mode's SQLite file print the same table.
 	dir := t.TempDir()
-	db, err := sqlite.Open(wiring.LocalDBFile(dir), sqlite.Options{Synchronous: sqlite.Normal})
+	db, err := sqlite.Open(local.DBFile(dir), sqlite.Options{Synchronous: sqlite.Normal})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,9 +19,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/skiffci/skiff/internal/wiring"
-	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/internal/local"
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/sqlite"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/store/dynamostore"
@@ -29,7 +29,7 @@ import (
 
 // statusLedger is the part of the runner ledger status reads.
 type statusLedger interface {
-	LiveRunners(ctx context.Context, pool string) ([]launch.Runner, error)
+	LiveRunners(ctx context.Context, pool string) ([]provisioning.Runner, error)
 	Live(ctx context.Context, pool string) (int, error)
 }
 
@@ -115,7 +115,7 @@ type deadLetterStatus struct {
 }
 
 // liveStates are the columns of the table, in the runner's order.
-var liveStates = []launch.State{launch.StateReserved, launch.StateLaunched, launch.StateRegistered, launch.StateJobStarted, launch.StateJobCompleted}
+var liveStates = []provisioning.State{provisioning.StateReserved, provisioning.StateLaunched, provisioning.StateRegistered, provisioning.StateJobStarted, provisioning.StateJobCompleted}
 
 func runStatus(args []string, stdout, stderr io.Writer) int {
 	return statusCommand(args, stdout, stderr, awsStatusSources)
@@ -141,7 +141,7 @@ func awsStatusSources(ctx context.Context, table string) (statusSources, error) 
 // openLocalData opens local mode's SQLite file in dataDir, which must
 // exist: a command that reads it does not create an empty one.
 func openLocalData(dataDir string) (*sqlite.DB, error) {
-	path := wiring.LocalDBFile(dataDir)
+	path := local.DBFile(dataDir)
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("no local mode data in %s: %w", dataDir, err)
 	}
@@ -229,10 +229,10 @@ func collectStatus(ctx context.Context, src statusSources, cfg *pool.Config, que
 		for _, s := range liveStates {
 			ps.ByState[s.String()] = 0
 		}
-		var oldest launch.Runner
+		var oldest provisioning.Runner
 		for _, r := range runners {
 			ps.ByState[r.State.String()]++
-			if r.State == launch.StateReserved && !r.ReservedAt.IsZero() && (oldest.Name == "" || r.ReservedAt.Before(oldest.ReservedAt)) {
+			if r.State == provisioning.StateReserved && !r.ReservedAt.IsZero() && (oldest.Name == "" || r.ReservedAt.Before(oldest.ReservedAt)) {
 				oldest = r
 			}
 		}

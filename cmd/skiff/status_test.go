@@ -16,8 +16,8 @@ import (
 	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/skiffci/skiff/internal/wiring"
-	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/internal/local"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/sqlite"
 	"github.com/skiffci/skiff/pkg/store"
@@ -58,15 +58,15 @@ func statusLedgerFixture(t *testing.T) *store.LedgerMemory {
 	t.Helper()
 	l := store.NewLedgerMemory(func() time.Time { return statusNow })
 	ctx := context.Background()
-	var rs []launch.Runner
+	var rs []provisioning.Runner
 	for i := range 5 {
-		rs = append(rs, launch.Runner{Name: fmt.Sprintf("skiff-%d-1", 100+i), Pool: "cpu", JobID: int64(100 + i), ReservedAt: statusNow.Add(-time.Duration(10*(i+1)) * time.Second)})
+		rs = append(rs, provisioning.Runner{Name: fmt.Sprintf("skiff-%d-1", 100+i), Pool: "cpu", JobID: int64(100 + i), ReservedAt: statusNow.Add(-time.Duration(10*(i+1)) * time.Second)})
 	}
 	if n, err := l.Reserve(ctx, "cpu", 10, rs); err != nil || n != 5 {
 		t.Fatalf("Reserve = %d, %v", n, err)
 	}
 	for i, r := range rs[:3] {
-		if err := l.Launched(ctx, r.Name, launch.Launch{InstanceID: fmt.Sprintf("i-0%d", i), At: statusNow}); err != nil {
+		if err := l.Launched(ctx, r.Name, provisioning.Launch{InstanceID: fmt.Sprintf("i-0%d", i), At: statusNow}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -75,12 +75,12 @@ func statusLedgerFixture(t *testing.T) *store.LedgerMemory {
 			t.Fatal(err)
 		}
 	}
-	must(l.Advance(ctx, rs[1].Name, launch.StateJobStarted, statusNow, rs[1].JobID))
-	must(l.Advance(ctx, rs[2].Name, launch.StateJobCompleted, statusNow, rs[2].JobID))
+	must(l.Advance(ctx, rs[1].Name, provisioning.StateJobStarted, statusNow, rs[1].JobID))
+	must(l.Advance(ctx, rs[2].Name, provisioning.StateJobCompleted, statusNow, rs[2].JobID))
 	if _, err := l.End(ctx, rs[2].Name, statusNow, "state_terminated"); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := l.Reserve(ctx, "gpu", 2, []launch.Runner{{Name: "skiff-200-1", Pool: "gpu", JobID: 200, ReservedAt: statusNow.Add(-3 * time.Minute)}}); err != nil || n != 1 {
+	if n, err := l.Reserve(ctx, "gpu", 2, []provisioning.Runner{{Name: "skiff-200-1", Pool: "gpu", JobID: 200, ReservedAt: statusNow.Add(-3 * time.Minute)}}); err != nil || n != 1 {
 		t.Fatalf("Reserve gpu = %d, %v", n, err)
 	}
 	return l
@@ -159,15 +159,15 @@ func TestStatusLocal(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	ctx := context.Background()
-	db, err := sqlite.Open(wiring.LocalDBFile(dir), sqlite.Options{})
+	db, err := sqlite.Open(local.DBFile(dir), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	l := sqlite.NewLedger(db, time.Now)
-	if n, err := l.Reserve(ctx, "cpu", 10, []launch.Runner{{Name: "skiff-7-1", Pool: "cpu", JobID: 7, ReservedAt: time.Now()}}); err != nil || n != 1 {
+	if n, err := l.Reserve(ctx, "cpu", 10, []provisioning.Runner{{Name: "skiff-7-1", Pool: "cpu", JobID: 7, ReservedAt: time.Now()}}); err != nil || n != 1 {
 		t.Fatalf("Reserve = %d, %v", n, err)
 	}
-	if err := l.Launched(ctx, "skiff-7-1", launch.Launch{InstanceID: "p-1", At: time.Now()}); err != nil {
+	if err := l.Launched(ctx, "skiff-7-1", provisioning.Launch{InstanceID: "p-1", At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	q := sqlite.NewQueue(db, sqlite.QueueOptions{})

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/internal/testenv"
-	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/store/dynamostore"
 )
 
@@ -80,18 +80,18 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	}
 	ledger := dynamostore.NewLedgerDynamo(ddb, "skiff-ec2events")
 	t0 := time.Now().UTC().Truncate(time.Second) // the function reads the real clock to hide expired records
-	r := launch.Runner{Name: "skiff-42-1", Pool: "gpu", JobID: 42, RunID: 4, Attempt: 1, ReservedAt: t0}
-	r2 := launch.Runner{Name: "skiff-43-1", Pool: "gpu", JobID: 43, RunID: 4, Attempt: 1, ReservedAt: t0}
-	if n, err := ledger.Reserve(ctx, "gpu", 5, []launch.Runner{r, r2}); err != nil || n != 2 {
+	r := provisioning.Runner{Name: "skiff-42-1", Pool: "gpu", JobID: 42, RunID: 4, Attempt: 1, ReservedAt: t0}
+	r2 := provisioning.Runner{Name: "skiff-43-1", Pool: "gpu", JobID: 43, RunID: 4, Attempt: 1, ReservedAt: t0}
+	if n, err := ledger.Reserve(ctx, "gpu", 5, []provisioning.Runner{r, r2}); err != nil || n != 2 {
 		t.Fatalf("Reserve = %d, %v", n, err)
 	}
 	// Both runners ran their own job (a runner that did not is left to the reconciler).
-	for i, rr := range []launch.Runner{r, r2} {
+	for i, rr := range []provisioning.Runner{r, r2} {
 		id := []string{"i-0abc42", "i-0abc43"}[i]
-		if err := ledger.Launched(ctx, rr.Name, launch.Launch{InstanceID: id, InstanceType: "g6.xlarge", Spot: true, At: t0}); err != nil {
+		if err := ledger.Launched(ctx, rr.Name, provisioning.Launch{InstanceID: id, InstanceType: "g6.xlarge", Spot: true, At: t0}); err != nil {
 			t.Fatal(err)
 		}
-		if err := ledger.Advance(ctx, rr.Name, launch.StateJobStarted, t0, rr.JobID); err != nil {
+		if err := ledger.Advance(ctx, rr.Name, provisioning.StateJobStarted, t0, rr.JobID); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -117,7 +117,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	ok("stopping, repeated", invoke(sample(t, "ec2-state-change.json", "i-0abc42", "stopping", t0.Add(3*time.Minute))))
 	ok("spot warning, after the end", invoke(sample(t, "ec2-spot-interruption.json", "i-0abc42", "", t0.Add(5*time.Minute))))
 	got, err := ledger.Runner(ctx, r.Name)
-	if err != nil || got.State != launch.StateTerminated || got.Reason != "state_stopping" || !got.EndedAt.Equal(t0.Add(3*time.Minute)) ||
+	if err != nil || got.State != provisioning.StateTerminated || got.Reason != "state_stopping" || !got.EndedAt.Equal(t0.Add(3*time.Minute)) ||
 		!got.InterruptedAt.Equal(t0.Add(5*time.Minute)) {
 		t.Errorf("runner %+v, %v; want ended by the first stopping event and interrupted at the warning", got, err)
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/ec2/ec2fake"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
-	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/store/dynamostore"
 )
 
@@ -84,14 +84,14 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	}
 	ledger := dynamostore.NewLedgerDynamo(ddb, "skiff-sd")
 	old := time.Now().Add(-time.Hour)
-	r := launch.Runner{Name: "skiff-9-1", Pool: "default", JobID: 9, RunID: 1, Attempt: 1, ReservedAt: old}
-	if n, err := ledger.Reserve(ctx, "default", 5, []launch.Runner{r}); err != nil || n != 1 {
+	r := provisioning.Runner{Name: "skiff-9-1", Pool: "default", JobID: 9, RunID: 1, Attempt: 1, ReservedAt: old}
+	if n, err := ledger.Reserve(ctx, "default", 5, []provisioning.Runner{r}); err != nil || n != 1 {
 		t.Fatalf("Reserve = %d, %v", n, err)
 	}
-	if err := ledger.Launched(ctx, r.Name, launch.Launch{InstanceID: "i-0000000000000dead", InstanceType: "c7i.xlarge", At: old}); err != nil {
+	if err := ledger.Launched(ctx, r.Name, provisioning.Launch{InstanceID: "i-0000000000000dead", InstanceType: "c7i.xlarge", At: old}); err != nil {
 		t.Fatal(err)
 	}
-	if err := ledger.Advance(ctx, r.Name, launch.StateJobCompleted, old, r.JobID); err != nil {
+	if err := ledger.Advance(ctx, r.Name, provisioning.StateJobCompleted, old, r.JobID); err != nil {
 		t.Fatal(err)
 	}
 	key, pemKey := appKey(t)
@@ -113,7 +113,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 		t.Fatalf("the pass failed: %s\n%s", raw, fn.Out.String())
 	}
 	got, err := ledger.Runner(ctx, r.Name)
-	if err != nil || got.State != launch.StateTerminated {
+	if err != nil || got.State != provisioning.StateTerminated {
 		t.Errorf("runner %+v, %v; want ended (its instance is gone)\n%s", got, err, fn.Out.String())
 	}
 	if n, _ := ledger.Live(ctx, "default"); n != 0 {

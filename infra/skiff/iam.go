@@ -79,6 +79,22 @@ func (s *Skiff) ssmParameterARNs() []*string {
 // ec2Statements are scale-up's EC2 permissions, each as narrow as EC2's
 // resource-level permissions allow. docs/deploy.md explains each.
 func (s *Skiff) ec2Statements() []awsiam.PolicyStatement {
+	statements := append(s.launchStatements(), s.tagStatements()...)
+	statements = append(statements, s.manageStatements()...)
+	if params := s.ssmParameterARNs(); len(params) > 0 {
+		// resolve:ssm: images are resolved with the launcher's permissions.
+		statements = append(statements, awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:       jsii.String("ResolveImageParameters"),
+			Actions:   jsii.Strings("ssm:GetParameters", "ssm:GetParameter"),
+			Resources: &params,
+		}))
+	}
+	return statements
+}
+
+// launchStatements let scale-up launch fleets and instances from skiff's
+// templates only, tagged as skiff's.
+func (s *Skiff) launchStatements() []awsiam.PolicyStatement {
 	templates := s.launchTemplateARNs()
 	templateList := make([]any, len(templates))
 	for i, t := range templates {
@@ -88,7 +104,7 @@ func (s *Skiff) ec2Statements() []awsiam.PolicyStatement {
 	noAccount := func(resource string) *string {
 		return jsii.String(strings.Join([]string{"arn", *awscdk.Aws_PARTITION(), "ec2", *awscdk.Aws_REGION(), "", resource}, ":"))
 	}
-	statements := []awsiam.PolicyStatement{
+	return []awsiam.PolicyStatement{
 		// A fleet or instance can only be launched from skiff's templates.
 		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Sid:       jsii.String("LaunchFromSkiffTemplates"),
@@ -127,6 +143,13 @@ func (s *Skiff) ec2Statements() []awsiam.PolicyStatement {
 				*noAccount("snapshot/*"),
 			}, derefs(s.subnetARNs())...)...),
 		}),
+	}
+}
+
+// tagStatements let scale-up tag at launch, and tag skiff's own instances
+// with the per-job keys after it.
+func (s *Skiff) tagStatements() []awsiam.PolicyStatement {
+	return []awsiam.PolicyStatement{
 		// Tags in the launch request itself.
 		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Sid:       jsii.String("TagAtLaunch"),
@@ -146,6 +169,13 @@ func (s *Skiff) ec2Statements() []awsiam.PolicyStatement {
 				"ForAllValues:StringEquals": map[string]any{"aws:TagKeys": toAny(perJobTagKeys)},
 			},
 		}),
+	}
+}
+
+// manageStatements let scale-up end and list skiff's runners, pass them
+// their role, and create the service-linked roles EC2 Fleet and spot need.
+func (s *Skiff) manageStatements() []awsiam.PolicyStatement {
+	return []awsiam.PolicyStatement{
 		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Sid:        jsii.String("TerminateOwnRunners"),
 			Actions:    jsii.Strings("ec2:TerminateInstances"),
@@ -176,15 +206,6 @@ func (s *Skiff) ec2Statements() []awsiam.PolicyStatement {
 			Conditions: &map[string]any{"StringEquals": map[string]any{"iam:AWSServiceName": []any{"ec2fleet.amazonaws.com", "spot.amazonaws.com"}}},
 		}),
 	}
-	if params := s.ssmParameterARNs(); len(params) > 0 {
-		// resolve:ssm: images are resolved with the launcher's permissions.
-		statements = append(statements, awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Sid:       jsii.String("ResolveImageParameters"),
-			Actions:   jsii.Strings("ssm:GetParameters", "ssm:GetParameter"),
-			Resources: &params,
-		}))
-	}
-	return statements
 }
 
 // suppressScaleUp justifies each wildcard of scale-up's EC2 statements.

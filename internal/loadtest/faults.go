@@ -13,9 +13,9 @@ import (
 
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
-	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/scaleup"
 	"github.com/skiffci/skiff/pkg/store"
 )
@@ -74,12 +74,12 @@ func (p stepProvider) Launch(ctx context.Context, pl provider.Plan, regs []provi
 
 type stepLaunches struct{ store.Launches }
 
-func (l stepLaunches) ClaimLaunch(ctx context.Context, c store.LaunchClaim, prev int, now time.Time) error {
+func (l stepLaunches) ClaimLaunch(ctx context.Context, c provisioning.Claim, prev int, now time.Time) error {
 	step(ctx)
 	return l.Launches.ClaimLaunch(ctx, c, prev, now)
 }
 
-func (l stepLaunches) PutFleet(ctx context.Context, f store.Fleet) error {
+func (l stepLaunches) PutFleet(ctx context.Context, f provisioning.Fleet) error {
 	step(ctx)
 	return l.Launches.PutFleet(ctx, f)
 }
@@ -91,12 +91,12 @@ func (l stepLaunches) FinishFleet(ctx context.Context, token string, instances [
 
 type stepLedger struct{ store.Ledger }
 
-func (l stepLedger) Reserve(ctx context.Context, pool string, max int, rs []launch.Runner) (int, error) {
+func (l stepLedger) Reserve(ctx context.Context, pool string, max int, rs []provisioning.Runner) (int, error) {
 	step(ctx)
 	return l.Ledger.Reserve(ctx, pool, max, rs)
 }
 
-func (l stepLedger) Launched(ctx context.Context, name string, la launch.Launch) error {
+func (l stepLedger) Launched(ctx context.Context, name string, la provisioning.Launch) error {
 	step(ctx)
 	return l.Ledger.Launched(ctx, name, la)
 }

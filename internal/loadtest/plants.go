@@ -7,9 +7,9 @@ import (
 
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/instanceevents"
-	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/store"
@@ -31,11 +31,11 @@ func (g flagBlindGitHub) ListRunners(ctx context.Context, inst int64, scope gith
 // runner as if the ledger never saw its job start.
 type startBlindLedger struct{ store.Ledger }
 
-func (b startBlindLedger) LiveRunners(ctx context.Context, pool string) ([]launch.Runner, error) {
+func (b startBlindLedger) LiveRunners(ctx context.Context, pool string) ([]provisioning.Runner, error) {
 	rs, err := b.Ledger.LiveRunners(ctx, pool)
 	for i := range rs {
-		if rs[i].State == launch.StateJobStarted {
-			rs[i].State = launch.StateRegistered
+		if rs[i].State == provisioning.StateJobStarted {
+			rs[i].State = provisioning.StateRegistered
 			if rs[i].RegisteredAt.IsZero() {
 				rs[i].RegisteredAt = rs[i].StartedAt
 			}
@@ -76,7 +76,7 @@ func (g refusalBlindGitHub) DeleteRunner(ctx context.Context, inst int64, scope 
 // runner as if no spot warning had marked it.
 type interruptBlindLedger struct{ instanceevents.Ledger }
 
-func (l interruptBlindLedger) RunnerByInstance(ctx context.Context, instanceID string) (launch.Runner, error) {
+func (l interruptBlindLedger) RunnerByInstance(ctx context.Context, instanceID string) (provisioning.Runner, error) {
 	r, err := l.Ledger.RunnerByInstance(ctx, instanceID)
 	r.InterruptedAt = time.Time{}
 	return r, err
@@ -90,6 +90,6 @@ func (lostSends) Send(context.Context, queue.Job) error { return nil }
 // blindClaims is PlantIgnoreClaims: scale-up sees no launch claim.
 type blindClaims struct{ store.Launches }
 
-func (blindClaims) LaunchClaims(context.Context, []int64, time.Time) (map[int64]store.LaunchClaim, error) {
-	return map[int64]store.LaunchClaim{}, nil
+func (blindClaims) LaunchClaims(context.Context, []int64, time.Time) (map[int64]provisioning.Claim, error) {
+	return map[int64]provisioning.Claim{}, nil
 }

@@ -62,7 +62,7 @@ func NewEC2Events(cfg EC2EventsConfig, awsCfg aws.Config, logger *slog.Logger) (
 		if err != nil {
 			return nil, err
 		}
-		ledger = wakingEvents{Ledger: room.Ledger{Ledger: dl, Room: rm}, Interruptions: dl}
+		ledger = WakingEvents{Ledger: room.Ledger{Ledger: dl, Room: rm}, Interruptions: dl}
 	}
 	return instanceevents.New(instanceevents.Options{
 		Ledger:      ledger,

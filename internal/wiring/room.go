@@ -22,9 +22,9 @@ func dynamoRoom(ddb *dynamodb.Client, sqsc *sqs.Client, table, queueURL string, 
 		Records: dynamostore.NewDynamo(ddb, table), Pools: pools, Ledger: ledger, Counter: counter, Gauges: gauges, Logger: logger})
 }
 
-// wakingEvents is the ledger as the state-change service writes it, with
+// WakingEvents is the ledger as the state-change service writes it, with
 // the waiting room woken when a runner ends.
-type wakingEvents struct {
+type WakingEvents struct {
 	room.Ledger
 	store.Interruptions
 }

@@ -17,7 +17,7 @@ import (
 
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/internal/wiring"
-	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/store/dynamostore"
 	"github.com/skiffci/skiff/pkg/webhook"
@@ -74,8 +74,8 @@ func TestWebhookAgainstMoto(t *testing.T) {
 	_, err = ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
 		"pk": &types.AttributeValueMemberS{Value: "RUNNER#" + runner}, "sk": &types.AttributeValueMemberS{Value: "RUNNER"},
 		"pool": &types.AttributeValueMemberS{Value: "default"}, "job_id": &types.AttributeValueMemberN{Value: strconv.Itoa(jobID)},
-		"state":      &types.AttributeValueMemberS{Value: launch.StateLaunched.String()},
-		"state_rank": &types.AttributeValueMemberN{Value: strconv.Itoa(int(launch.StateLaunched))},
+		"state":      &types.AttributeValueMemberS{Value: provisioning.StateLaunched.String()},
+		"state_rank": &types.AttributeValueMemberN{Value: strconv.Itoa(int(provisioning.StateLaunched))},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -138,7 +138,7 @@ func TestWebhookAgainstMoto(t *testing.T) {
 		t.Errorf("run record %+v, %v", r, err)
 	}
 	ledger := dynamostore.NewLedgerDynamo(ddb, table)
-	if r, err := ledger.Runner(ctx, runner); err != nil || r.State != launch.StateJobCompleted {
+	if r, err := ledger.Runner(ctx, runner); err != nil || r.State != provisioning.StateJobCompleted {
 		t.Errorf("runner %+v, %v", r, err)
 	}
 

@@ -31,7 +31,7 @@ import (
 
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/awsjson"
-	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/queue/sqsqueue"
 	"github.com/skiffci/skiff/pkg/store"
@@ -267,7 +267,7 @@ func calls() []call {
 				HeadRepository: "f/r", FromFork: true, Actor: "a", UpdatedAt: at, ExpiresAt: at.Add(time.Hour)})
 		}},
 		call{name: "store: RecordLifecycle", ddb: func(ctx context.Context, api dynamostore.DynamoAPI) error {
-			_, err := dynamo(api).RecordLifecycle(ctx, started, store.RunnerStep{Runner: started.RunnerName, To: launch.StateJobStarted, At: at})
+			_, err := dynamo(api).RecordLifecycle(ctx, started, store.RunnerStep{Runner: started.RunnerName, To: provisioning.StateJobStarted, At: at})
 			return err
 		}},
 		call{name: "queue: Send", sqs: func(ctx context.Context, api sqsqueue.SQSAPI) error {

@@ -23,8 +23,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
 )
@@ -32,7 +32,7 @@ import (
 // Ledger is the part of the runner ledger the service writes.
 type Ledger interface {
 	EndInstance(ctx context.Context, instanceID string, at time.Time, reason string) (bool, error)
-	RunnerByInstance(ctx context.Context, instanceID string) (launch.Runner, error)
+	RunnerByInstance(ctx context.Context, instanceID string) (provisioning.Runner, error)
 	store.Interruptions
 }
 
@@ -151,7 +151,7 @@ func (s *Service) StateChanged(ctx context.Context, instanceID, state string, at
 
 // leftBecause says why a live runner whose instance ended is the
 // reconciler's to end ("" when it is not).
-func leftBecause(r launch.Runner, records bool) string {
+func leftBecause(r provisioning.Runner, records bool) string {
 	switch {
 	case r.BusyJob != r.JobID:
 		return "did not run its own job"

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/instanceevents"
-	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
 )
@@ -20,15 +20,15 @@ func setup(t *testing.T) (*instanceevents.Service, *store.LedgerMemory, *telemet
 	t.Helper()
 	l := store.NewLedgerMemory(func() time.Time { return t0 })
 	ctx := context.Background()
-	r := launch.Runner{Name: "skiff-5-1", Pool: "cpu", JobID: 5, ReservedAt: t0}
-	if n, err := l.Reserve(ctx, "cpu", 10, []launch.Runner{r}); err != nil || n != 1 {
+	r := provisioning.Runner{Name: "skiff-5-1", Pool: "cpu", JobID: 5, ReservedAt: t0}
+	if n, err := l.Reserve(ctx, "cpu", 10, []provisioning.Runner{r}); err != nil || n != 1 {
 		t.Fatalf("Reserve = %d, %v", n, err)
 	}
-	if err := l.Launched(ctx, r.Name, launch.Launch{InstanceID: "i-0run", Spot: true, At: t0}); err != nil {
+	if err := l.Launched(ctx, r.Name, provisioning.Launch{InstanceID: "i-0run", Spot: true, At: t0}); err != nil {
 		t.Fatal(err)
 	}
 	// The runner ran its own job: its end is the events' to report.
-	if err := l.Advance(ctx, r.Name, launch.StateJobStarted, t0, r.JobID); err != nil {
+	if err := l.Advance(ctx, r.Name, provisioning.StateJobStarted, t0, r.JobID); err != nil {
 		t.Fatal(err)
 	}
 	c := &telemetry.Memory{}
@@ -65,13 +65,13 @@ func TestStateChanged(t *testing.T) {
 			r, _ := l.RunnerByInstance(ctx, "i-0run")
 			live, _ := l.Live(ctx, "cpu")
 			if c.ends {
-				if r.State != launch.StateTerminated || r.Reason != c.reason || !r.EndedAt.Equal(t0.Add(time.Minute)) || live != 0 {
+				if r.State != provisioning.StateTerminated || r.Reason != c.reason || !r.EndedAt.Equal(t0.Add(time.Minute)) || live != 0 {
 					t.Errorf("runner %+v, live %d; want ended by %s", r, live, c.reason)
 				}
 				if counts.Get(instanceevents.MetricRunnerEnded, c.state) != 1 {
 					t.Errorf("counts %v", counts.Snapshot())
 				}
-			} else if r.State != launch.StateJobStarted || live != 1 || counts.Get(instanceevents.MetricIgnored, "state") != 1 {
+			} else if r.State != provisioning.StateJobStarted || live != 1 || counts.Get(instanceevents.MetricIgnored, "state") != 1 {
 				t.Errorf("runner %+v, live %d, counts %v; want it untouched", r, live, counts.Snapshot())
 			}
 		})
@@ -99,7 +99,7 @@ func TestRepeatedAndOutOfOrder(t *testing.T) {
 		}
 	}
 	r, _ := l.RunnerByInstance(ctx, "i-0run")
-	if r.State != launch.StateTerminated || r.Reason != "state_terminated" || !r.EndedAt.Equal(t0.Add(3*time.Minute)) {
+	if r.State != provisioning.StateTerminated || r.Reason != "state_terminated" || !r.EndedAt.Equal(t0.Add(3*time.Minute)) {
 		t.Errorf("runner %+v: the first report must win", r)
 	}
 	if live, _ := l.Live(ctx, "cpu"); live != 0 {
@@ -141,7 +141,7 @@ func TestSpotInterruption(t *testing.T) {
 		}
 	}
 	r, _ := l.RunnerByInstance(ctx, "i-0run")
-	if r.State != launch.StateJobStarted || !r.InterruptedAt.Equal(t0.Add(time.Minute)) {
+	if r.State != provisioning.StateJobStarted || !r.InterruptedAt.Equal(t0.Add(time.Minute)) {
 		t.Errorf("runner %+v: want the first warning's time and no state change", r)
 	}
 	if counts.Get(instanceevents.MetricSpotInterruption, "") != 2 {
@@ -158,8 +158,8 @@ func (failing) EndInstance(context.Context, string, time.Time, string) (bool, er
 	return false, errDown
 }
 func (failing) MarkInterrupted(context.Context, string, time.Time) error { return errDown }
-func (failing) RunnerByInstance(context.Context, string) (launch.Runner, error) {
-	return launch.Runner{}, errDown
+func (failing) RunnerByInstance(context.Context, string) (provisioning.Runner, error) {
+	return provisioning.Runner{}, errDown
 }
 
 // TestStoreFailureIsAnError: the function must fail so Lambda retries the event.
@@ -201,15 +201,15 @@ func TestRunnerWithoutItsJobIsLeftToTheReconciler(t *testing.T) {
 			t.Parallel()
 			l := store.NewLedgerMemory(func() time.Time { return t0 })
 			ctx := context.Background()
-			r := launch.Runner{Name: "skiff-5-1", Pool: "cpu", JobID: 5, ReservedAt: t0}
-			if n, err := l.Reserve(ctx, "cpu", 10, []launch.Runner{r}); err != nil || n != 1 {
+			r := provisioning.Runner{Name: "skiff-5-1", Pool: "cpu", JobID: 5, ReservedAt: t0}
+			if n, err := l.Reserve(ctx, "cpu", 10, []provisioning.Runner{r}); err != nil || n != 1 {
 				t.Fatalf("Reserve = %d, %v", n, err)
 			}
-			if err := l.Launched(ctx, r.Name, launch.Launch{InstanceID: "i-0x", At: t0}); err != nil {
+			if err := l.Launched(ctx, r.Name, provisioning.Launch{InstanceID: "i-0x", At: t0}); err != nil {
 				t.Fatal(err)
 			}
 			if tc.ran != 0 {
-				if err := l.Advance(ctx, r.Name, launch.StateJobCompleted, t0, tc.ran); err != nil {
+				if err := l.Advance(ctx, r.Name, provisioning.StateJobCompleted, t0, tc.ran); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -222,7 +222,7 @@ func TestRunnerWithoutItsJobIsLeftToTheReconciler(t *testing.T) {
 				t.Fatal(err)
 			}
 			got, _ := l.Runner(ctx, r.Name)
-			if ended := got.State == launch.StateTerminated; ended != tc.ended {
+			if ended := got.State == provisioning.StateTerminated; ended != tc.ended {
 				t.Errorf("state %s, want ended %v (counts %v)", got.State, tc.ended, c.Snapshot())
 			}
 			if !tc.ended && c.Get(instanceevents.MetricLeftToReconciler, "cpu") != 1 {

@@ -36,8 +36,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/scaler"
 	"github.com/skiffci/skiff/pkg/store"
@@ -504,7 +504,7 @@ func (l Ledger) EndInstance(ctx context.Context, id string, at time.Time, reason
 	return ended, err
 }
 
-func (l Ledger) wake(ctx context.Context, r launch.Runner) {
+func (l Ledger) wake(ctx context.Context, r provisioning.Runner) {
 	if n := l.Room.Wake(ctx, r.Pool, 1); n > 0 {
 		l.Room.o.Logger.Debug("a runner ended; woke the pool's room", "pool", r.Pool, "runner_name", r.Name, "job_id", r.JobID)
 	}

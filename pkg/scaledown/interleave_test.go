@@ -18,11 +18,11 @@ import (
 
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
-	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/dryrun"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/scaleup"
@@ -230,7 +230,7 @@ type unrecordedLedger struct {
 	fail *atomic.Bool
 }
 
-func (l unrecordedLedger) Launched(ctx context.Context, name string, la launch.Launch) error {
+func (l unrecordedLedger) Launched(ctx context.Context, name string, la provisioning.Launch) error {
 	if l.fail.Load() {
 		return errors.New("recording launch: the store failed")
 	}
@@ -269,7 +269,7 @@ func (w *world) webhook(ctx context.Context) {
 		if js.Status != "queued" && js.RunnerName != "" && !j.seenStart {
 			j.seenStart = true
 			if w.rng.IntN(5) > 0 && now.Sub(js.StartedAt) > time.Duration(w.rng.IntN(60))*time.Second {
-				_ = w.ledger.Advance(ctx, js.RunnerName, launch.StateJobStarted, js.StartedAt, id)
+				_ = w.ledger.Advance(ctx, js.RunnerName, provisioning.StateJobStarted, js.StartedAt, id)
 				_, _ = w.records.RecordJob(ctx, store.Job{ID: id, Status: store.StatusInProgress, StartedAt: js.StartedAt, RunnerName: js.RunnerName})
 			} else if w.rng.IntN(2) == 0 {
 				j.seenStart = false // late: reported on a later tick
@@ -278,7 +278,7 @@ func (w *world) webhook(ctx context.Context) {
 		if js.Status == "completed" && j.status != "completed" {
 			j.status = "completed"
 			if js.RunnerName != "" {
-				_ = w.ledger.Advance(ctx, js.RunnerName, launch.StateJobCompleted, now, id)
+				_ = w.ledger.Advance(ctx, js.RunnerName, provisioning.StateJobCompleted, now, id)
 			}
 			_, _ = w.records.RecordJob(ctx, store.Job{ID: id, Status: store.StatusCompleted, CompletedAt: now, Conclusion: js.Conclusion,
 				RunnerName: js.RunnerName})
@@ -369,7 +369,7 @@ func (w *world) checkWaiting(ctx context.Context, bound time.Duration) {
 	live, _ := w.ledger.LiveRunners(ctx, "cpu")
 	has := map[int64]bool{}
 	for _, r := range live {
-		if r.State < launch.StateJobStarted && (r.BusyJob == 0 || r.BusyJob == r.JobID) {
+		if r.State < provisioning.StateJobStarted && (r.BusyJob == 0 || r.BusyJob == r.JobID) {
 			has[r.JobID] = true
 		}
 	}

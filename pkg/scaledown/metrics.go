@@ -9,11 +9,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/metrics/fromstore"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/scaledown/decide"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
@@ -193,7 +193,7 @@ func (b *recordBatch) add(ctx context.Context, j MetricsJob) {
 		return
 	}
 	if rerr != nil {
-		r = launch.Runner{Name: j.Runner, InstanceID: j.InstanceID}
+		r = provisioning.Runner{Name: j.Runner, InstanceID: j.InstanceID}
 	}
 	in := metrics.Inputs{Job: fromstore.Job(job), Run: fromstore.Run(run), Instance: b.instance(j, r), CloudProvider: w.CloudProvider,
 		Prices: w.Prices, Host: w.Host, HourlyUSD: w.CostPerHour[job.Pool]}
@@ -215,7 +215,7 @@ func (b *recordBatch) add(ctx context.Context, j MetricsJob) {
 // delivery, a redelivery): a runner whose own job may still be its own
 // keeps its ledger record; one whose own job ran elsewhere is done, so its
 // slot frees, and awaited, so the job it ran still gets its record.
-func (b *recordBatch) notRunHere(j MetricsJob, job store.Job, r launch.Runner, rerr error) {
+func (b *recordBatch) notRunHere(j MetricsJob, job store.Job, r provisioning.Runner, rerr error) {
 	startWait := b.w.StartWait
 	if startWait <= 0 {
 		startWait = DefaultStartWait
@@ -236,7 +236,7 @@ func (b *recordBatch) notRunHere(j MetricsJob, job store.Job, r launch.Runner, r
 
 // instance is the record's instance: as listed this pass, else from the
 // ledger.
-func (b *recordBatch) instance(j MetricsJob, r launch.Runner) metrics.Instance {
+func (b *recordBatch) instance(j MetricsJob, r provisioning.Runner) metrics.Instance {
 	w := b.w
 	inst := metrics.Instance{ID: r.InstanceID, Type: r.InstanceType, Region: w.Region, Zone: r.Zone, RunnerName: r.Name,
 		LaunchedAt: r.LaunchedAt, EndedAt: b.now, Interrupted: !r.InterruptedAt.IsZero()}

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/metrics"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
@@ -65,18 +65,18 @@ func recordWorld(t *testing.T) (*store.Memory, *store.LedgerMemory) {
 			t.Fatal(err)
 		}
 	}
-	for _, r := range []launch.Runner{{Name: "skiff-7-1", Pool: "cpu", JobID: 7, ReservedAt: m0}, {Name: "skiff-8-1", Pool: "cpu", JobID: 8, ReservedAt: m0},
+	for _, r := range []provisioning.Runner{{Name: "skiff-7-1", Pool: "cpu", JobID: 7, ReservedAt: m0}, {Name: "skiff-8-1", Pool: "cpu", JobID: 8, ReservedAt: m0},
 		{Name: "skiff-9-1", Pool: "cpu", JobID: 9, ReservedAt: m0}} {
-		if _, err := ledger.Reserve(ctx, "cpu", 10, []launch.Runner{r}); err != nil {
+		if _, err := ledger.Reserve(ctx, "cpu", 10, []provisioning.Runner{r}); err != nil {
 			t.Fatal(err)
 		}
-		if err := ledger.Launched(ctx, r.Name, launch.Launch{InstanceID: "i-" + r.Name, InstanceType: "c7i.xlarge", Zone: "us-east-1a",
+		if err := ledger.Launched(ctx, r.Name, provisioning.Launch{InstanceID: "i-" + r.Name, InstanceType: "c7i.xlarge", Zone: "us-east-1a",
 			Spot: true, At: m0}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// skiff-9-1, launched for job 9, ran job 8.
-	if err := ledger.Advance(ctx, "skiff-9-1", launch.StateJobStarted, m0.Add(time.Minute), 8); err != nil {
+	if err := ledger.Advance(ctx, "skiff-9-1", provisioning.StateJobStarted, m0.Add(time.Minute), 8); err != nil {
 		t.Fatal(err)
 	}
 	return st, ledger
@@ -189,10 +189,10 @@ func TestRecordWriterWaitsForALateStart(t *testing.T) {
 			Status: store.StatusQueued, Pool: "cpu", QueuedAt: m0, UpdatedAt: m0, ExpiresAt: m0.AddDate(10, 0, 0)}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ledger.Reserve(ctx, "cpu", 10, []launch.Runner{{Name: name, Pool: "cpu", JobID: id, ReservedAt: m0}}); err != nil {
+		if _, err := ledger.Reserve(ctx, "cpu", 10, []provisioning.Runner{{Name: name, Pool: "cpu", JobID: id, ReservedAt: m0}}); err != nil {
 			t.Fatal(err)
 		}
-		if err := ledger.Launched(ctx, name, launch.Launch{InstanceID: "i-" + name, InstanceType: "c7i.xlarge", At: m0}); err != nil {
+		if err := ledger.Launched(ctx, name, provisioning.Launch{InstanceID: "i-" + name, InstanceType: "c7i.xlarge", At: m0}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -246,10 +246,10 @@ func TestRecordWriterLateStartOfAnotherJob(t *testing.T) {
 	}
 	for _, name := range []string{"skiff-20-1", "skiff-23-1"} {
 		id := map[string]int64{"skiff-20-1": 20, "skiff-23-1": 23}[name]
-		if _, err := ledger.Reserve(ctx, "cpu", 10, []launch.Runner{{Name: name, Pool: "cpu", JobID: id, ReservedAt: m0}}); err != nil {
+		if _, err := ledger.Reserve(ctx, "cpu", 10, []provisioning.Runner{{Name: name, Pool: "cpu", JobID: id, ReservedAt: m0}}); err != nil {
 			t.Fatal(err)
 		}
-		if err := ledger.Launched(ctx, name, launch.Launch{InstanceID: "i-" + name, InstanceType: "c7i.xlarge", At: m0}); err != nil {
+		if err := ledger.Launched(ctx, name, provisioning.Launch{InstanceID: "i-" + name, InstanceType: "c7i.xlarge", At: m0}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -280,7 +280,7 @@ func TestRecordWriterLateStartOfAnotherJob(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := ledger.Advance(ctx, "skiff-20-1", launch.StateJobStarted, m0.Add(3*time.Second), 22); err != nil {
+	if err := ledger.Advance(ctx, "skiff-20-1", provisioning.StateJobStarted, m0.Add(3*time.Second), 22); err != nil {
 		t.Fatal(err)
 	}
 	// 3. The next passes have no new runner to judge.

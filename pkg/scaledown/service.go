@@ -23,9 +23,9 @@ import (
 
 	"github.com/skiffci/skiff/pkg/fanout"
 	"github.com/skiffci/skiff/pkg/github"
-	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/scaledown/decide"
 	"github.com/skiffci/skiff/pkg/store"
@@ -123,8 +123,8 @@ type Records interface {
 // (store.Launches): the job's claim is moved past the runner it lost, so
 // that scale-up launches a new attempt for the re-sent message.
 type Claims interface {
-	LaunchClaims(ctx context.Context, jobIDs []int64, now time.Time) (map[int64]launch.Claim, error)
-	ClaimLaunch(ctx context.Context, c launch.Claim, prevGen int, now time.Time) error
+	LaunchClaims(ctx context.Context, jobIDs []int64, now time.Time) (map[int64]provisioning.Claim, error)
+	ClaimLaunch(ctx context.Context, c provisioning.Claim, prevGen int, now time.Time) error
 	// MarkOnDemand: the re-run attempt of a run a spot interruption failed
 	// launches on on-demand capacity (store.Launches.MarkOnDemand).
 	MarkOnDemand(ctx context.Context, run int64, pool string, attempt int, until time.Time) error

@@ -7,8 +7,8 @@ import (
 	"strconv"
 
 	"github.com/skiffci/skiff/pkg/github"
-	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/scaledown/decide"
 	"github.com/skiffci/skiff/pkg/store"
@@ -20,7 +20,7 @@ func (s *Service) rerun(name string) bool { return pool.Listed(s.o.RerunInterrup
 // strand checks whether the action's job is still queued on GitHub and,
 // if so, launches a replacement. It reports whether the action may go on
 // (false: the check is left for the next pass).
-func (p *pass) strand(ctx context.Context, a *decide.Action, claims map[int64]launch.Claim) bool {
+func (p *pass) strand(ctx context.Context, a *decide.Action, claims map[int64]provisioning.Claim) bool {
 	c, hasClaim := claims[a.JobID]
 	job, queued, ok := p.stillQueued(ctx, a, c, hasClaim)
 	if !queued {
@@ -48,7 +48,7 @@ func (p *pass) strand(ctx context.Context, a *decide.Action, claims map[int64]la
 // stillQueued reads the action's job and reports whether it is still
 // queued, so stranded; when it is not, ok says whether the action may go
 // on (false: the check is left for the next pass).
-func (p *pass) stillQueued(ctx context.Context, a *decide.Action, c launch.Claim, hasClaim bool) (job store.Job, queued, ok bool) {
+func (p *pass) stillQueued(ctx context.Context, a *decide.Action, c provisioning.Claim, hasClaim bool) (job store.Job, queued, ok bool) {
 	if hasClaim && a.Gen > 0 && c.Gen > a.Gen {
 		return job, false, true // replaced already (or launched again by scale-up)
 	}
@@ -107,7 +107,7 @@ func (p *pass) failedRunners(ctx context.Context, jobID int64, gen int) int {
 // lease is over and whose token names no fleet makes scale-up launch the
 // next attempt. When it did not move it, ok says whether the action may
 // go on (scale-up moved it meanwhile) or is left for the next pass.
-func (p *pass) moveClaim(ctx context.Context, a *decide.Action, c launch.Claim) (moved, ok bool) {
+func (p *pass) moveClaim(ctx context.Context, a *decide.Action, c provisioning.Claim) (moved, ok bool) {
 	next := c
 	next.Gen, next.Token, next.LeaseUntil, next.UpdatedAt = c.Gen+1, "replace-"+strconv.FormatInt(a.JobID, 10)+"-"+strconv.Itoa(c.Gen+1), p.now, p.now
 	next.ExpiresAt = p.now.Add(p.s.o.ClaimTTL)

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/metrics"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/store"
 )
@@ -29,11 +29,11 @@ func TestRecordWriterLocal(t *testing.T) {
 		RunnerName: "skiff-10-1", Conclusion: "success", UpdatedAt: m0, ExpiresAt: m0.AddDate(10, 0, 0)}); err != nil {
 		t.Fatal(err)
 	}
-	r := launch.Runner{Name: "skiff-10-1", Pool: "cpu", JobID: 10, ReservedAt: m0}
-	if _, err := ledger.Reserve(ctx, "cpu", 10, []launch.Runner{r}); err != nil {
+	r := provisioning.Runner{Name: "skiff-10-1", Pool: "cpu", JobID: 10, ReservedAt: m0}
+	if _, err := ledger.Reserve(ctx, "cpu", 10, []provisioning.Runner{r}); err != nil {
 		t.Fatal(err)
 	}
-	if err := ledger.Launched(ctx, r.Name, launch.Launch{InstanceID: "proc-1", InstanceType: "local", Zone: "local", At: m0}); err != nil {
+	if err := ledger.Launched(ctx, r.Name, provisioning.Launch{InstanceID: "proc-1", InstanceType: "local", Zone: "local", At: m0}); err != nil {
 		t.Fatal(err)
 	}
 	cpu, gib := 120.5, 3.25
@@ -97,11 +97,11 @@ func TestRecordWriterAccounted(t *testing.T) {
 			RunnerName: "skiff-" + string(rune('a'+i)), Conclusion: "success", UpdatedAt: m0, ExpiresAt: m0.AddDate(10, 0, 0)}); err != nil {
 			t.Fatal(err)
 		}
-		r := launch.Runner{Name: "skiff-" + string(rune('a'+i)), Pool: "hpc", JobID: id, ReservedAt: m0}
-		if _, err := ledger.Reserve(ctx, "hpc", 10, []launch.Runner{r}); err != nil {
+		r := provisioning.Runner{Name: "skiff-" + string(rune('a'+i)), Pool: "hpc", JobID: id, ReservedAt: m0}
+		if _, err := ledger.Reserve(ctx, "hpc", 10, []provisioning.Runner{r}); err != nil {
 			t.Fatal(err)
 		}
-		if err := ledger.Launched(ctx, r.Name, launch.Launch{InstanceID: string(rune('1' + i)), InstanceType: "gpu", Zone: "hpc", At: m0}); err != nil {
+		if err := ledger.Launched(ctx, r.Name, provisioning.Launch{InstanceID: string(rune('1' + i)), InstanceType: "gpu", Zone: "hpc", At: m0}); err != nil {
 			t.Fatal(err)
 		}
 		jobs = append(jobs, scaledown.MetricsJob{Runner: r.Name, Pool: "hpc", JobID: id, InstanceID: string(rune('1' + i))})

@@ -3,6 +3,7 @@ package scaleup
 import (
 	"context"
 	"errors"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"time"
 
 	"github.com/skiffci/skiff/pkg/provider"
@@ -28,7 +29,7 @@ func (s *Service) decide(ctx context.Context, items []*work, now time.Time) {
 		}
 		return
 	}
-	fleets := map[string]*store.Fleet{}
+	fleets := map[string]*provisioning.Fleet{}
 	recover := map[string][]*work{}
 	for _, w := range items {
 		c, ok := claims[w.job.JobID]
@@ -77,7 +78,7 @@ func (s *Service) decide(ctx context.Context, items []*work, now time.Time) {
 // provider answer with what it launched then: the instances still alive
 // that had their registration. The fleet is then done, and its members are
 // decided again. A plan the provider refuses as invalid launched nothing.
-func (s *Service) recoverFleet(ctx context.Context, f *store.Fleet, ws []*work, now time.Time) {
+func (s *Service) recoverFleet(ctx context.Context, f *provisioning.Fleet, ws []*work, now time.Time) {
 	log := s.o.Logger.With("fleet_token", f.Token, "pool", f.Pool)
 	instances := make([]string, len(f.Members))
 	res, err := s.o.Provider.Launch(ctx, provider.Plan(f.Plan), nil)
@@ -132,7 +133,7 @@ func (s *Service) recoverFleet(ctx context.Context, f *store.Fleet, ws []*work, 
 	s.o.Counter.Count(MetricRecovered, f.Pool)
 	log.Warn("recovered the fleet of a crashed invocation", "instances", instances)
 	done := *f
-	done.State, done.Instances = store.FleetDone, instances
+	done.State, done.Instances = provisioning.FleetDone, instances
 	for _, w := range ws {
 		w.decision = scaler.DecideClaim(w.job.JobID, w.claim, &done, now)
 		switch w.decision.Action {
@@ -147,7 +148,7 @@ func (s *Service) recoverFleet(ctx context.Context, f *store.Fleet, ws []*work, 
 
 // memberGens returns the claim generation of every member of the fleet:
 // from the batch's claims, and one read for members outside the batch.
-func (s *Service) memberGens(ctx context.Context, f *store.Fleet, byJob map[int64]*work, now time.Time) map[int64]int {
+func (s *Service) memberGens(ctx context.Context, f *provisioning.Fleet, byJob map[int64]*work, now time.Time) map[int64]int {
 	gens := map[int64]int{}
 	var others []int64
 	for _, m := range f.Members {

@@ -2,6 +2,7 @@ package scaleup_test
 
 import (
 	"context"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"sync"
 	"testing"
 	"time"
@@ -19,15 +20,15 @@ type hookLaunches struct {
 	claimOnce, intentOnce     sync.Once
 }
 
-func (h *hookLaunches) ClaimLaunch(ctx context.Context, c store.LaunchClaim, prev int, now time.Time) error {
+func (h *hookLaunches) ClaimLaunch(ctx context.Context, c provisioning.Claim, prev int, now time.Time) error {
 	if h.beforeClaim != nil {
 		h.claimOnce.Do(h.beforeClaim)
 	}
 	return h.Launches.ClaimLaunch(ctx, c, prev, now)
 }
 
-func (h *hookLaunches) PutFleet(ctx context.Context, f store.Fleet) error {
-	if h.beforeIntent != nil && f.State == store.FleetIntent {
+func (h *hookLaunches) PutFleet(ctx context.Context, f provisioning.Fleet) error {
+	if h.beforeIntent != nil && f.State == provisioning.FleetIntent {
 		h.intentOnce.Do(h.beforeIntent)
 	}
 	return h.Launches.PutFleet(ctx, f)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -356,7 +357,7 @@ type cancelOnPutFleet struct {
 // LaunchMemoryish is the store interface, embedded so the wrapper overrides one method.
 type LaunchMemoryish = store.Launches
 
-func (c *cancelOnPutFleet) PutFleet(ctx context.Context, f store.Fleet) error {
+func (c *cancelOnPutFleet) PutFleet(ctx context.Context, f provisioning.Fleet) error {
 	c.cancel()
 	return ctx.Err()
 }

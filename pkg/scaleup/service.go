@@ -30,6 +30,7 @@ package scaleup
 import (
 	"context"
 	"fmt"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"log/slog"
 	"sort"
 	"strings"
@@ -224,7 +225,7 @@ type work struct {
 	key  string
 	log  *slog.Logger
 
-	claim    *store.LaunchClaim
+	claim    *provisioning.Claim
 	decision scaler.ClaimDecision
 	gen      int
 	runner   string // the runner's name: its ledger record

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"strings"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 )
 
 // launchSchema holds scale-up's launch state (store.Launches). Records are
-// JSON (store.LaunchClaim, store.Fleet); the columns beside them are what
+// JSON (provisioning.Claim, provisioning.Fleet); the columns beside them are what
 // the conditions read. A capacity row is one remembered failure of one
 // capacity pool of a pool, until expires_at.
 const launchSchema = `
@@ -69,11 +70,11 @@ func NewLaunches(d *DB, now func() time.Time) *Launches {
 }
 
 // LaunchClaims implements store.Launches: one read of the live claims.
-func (l *Launches) LaunchClaims(ctx context.Context, jobIDs []int64, now time.Time) (map[int64]store.LaunchClaim, error) {
+func (l *Launches) LaunchClaims(ctx context.Context, jobIDs []int64, now time.Time) (map[int64]provisioning.Claim, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	out := map[int64]store.LaunchClaim{}
+	out := map[int64]provisioning.Claim{}
 	if len(jobIDs) == 0 {
 		return out, nil
 	}
@@ -96,7 +97,7 @@ func (l *Launches) LaunchClaims(ctx context.Context, jobIDs []int64, now time.Ti
 		if err := rows.Scan(&id, &rec); err != nil {
 			return nil, fmt.Errorf("reading launch claims: %w", err)
 		}
-		var c store.LaunchClaim
+		var c provisioning.Claim
 		if err := json.Unmarshal([]byte(rec), &c); err != nil {
 			return nil, fmt.Errorf("decoding the launch claim of job %d: %w", id, err)
 		}
@@ -122,11 +123,11 @@ func (l *Launches) EndLeases(ctx context.Context, now time.Time) (int, error) {
 		if err != nil {
 			return fmt.Errorf("reading launch claims: %w", err)
 		}
-		var leased []store.LaunchClaim
+		var leased []provisioning.Claim
 		for rows.Next() {
 			var id int64
 			var rec string
-			var c store.LaunchClaim
+			var c provisioning.Claim
 			if err := rows.Scan(&id, &rec); err != nil {
 				rows.Close()
 				return fmt.Errorf("reading launch claims: %w", err)
@@ -161,7 +162,7 @@ func (l *Launches) EndLeases(ctx context.Context, now time.Time) (int, error) {
 // ClaimLaunch implements store.Launches: in one transaction, the job's
 // claim is read and replaced if it is still the one the caller read
 // (absent or expired at now for prevGen 0, else live with gen prevGen).
-func (l *Launches) ClaimLaunch(ctx context.Context, c store.LaunchClaim, prevGen int, now time.Time) error {
+func (l *Launches) ClaimLaunch(ctx context.Context, c provisioning.Claim, prevGen int, now time.Time) error {
 	if err := store.ValidateClaim(c, prevGen); err != nil {
 		return err
 	}
@@ -192,7 +193,7 @@ func (l *Launches) ClaimLaunch(ctx context.Context, c store.LaunchClaim, prevGen
 // PutFleet implements store.Launches. It is fenced in one transaction: the
 // fleet is written only if no live fleet has its token and every member's
 // claim is live and still names it, both at f.CreatedAt.
-func (l *Launches) PutFleet(ctx context.Context, f store.Fleet) error {
+func (l *Launches) PutFleet(ctx context.Context, f provisioning.Fleet) error {
 	if err := store.ValidateFleet(f); err != nil {
 		return err
 	}
@@ -237,18 +238,18 @@ func (l *Launches) FinishFleet(ctx context.Context, token string, instances []st
 	return l.d.tx(ctx, func(tx *sql.Tx) error {
 		var rec string
 		err := tx.QueryRowContext(ctx, "SELECT record FROM fleets WHERE token = ? AND state = ? AND (expires_at = 0 OR expires_at > ?)",
-			token, string(store.FleetIntent), l.now().UnixNano()).Scan(&rec)
+			token, string(provisioning.FleetIntent), l.now().UnixNano()).Scan(&rec)
 		if isNoRows(err) {
 			return fmt.Errorf("finishing fleet %s: not in intent: %w", token, store.ErrConflict)
 		}
 		if err != nil {
 			return fmt.Errorf("reading fleet %s: %w", token, err)
 		}
-		var f store.Fleet
+		var f provisioning.Fleet
 		if err := json.Unmarshal([]byte(rec), &f); err != nil {
 			return fmt.Errorf("decoding fleet %s: %w", token, err)
 		}
-		f.State, f.Instances, f.Reason = store.FleetDone, instances, reason
+		f.State, f.Instances, f.Reason = provisioning.FleetDone, instances, reason
 		b, err := json.Marshal(f)
 		if err != nil {
 			return fmt.Errorf("encoding fleet %s: %w", token, err)
@@ -261,22 +262,22 @@ func (l *Launches) FinishFleet(ctx context.Context, token string, instances []st
 }
 
 // Fleet implements store.Launches.
-func (l *Launches) Fleet(ctx context.Context, token string, now time.Time) (store.Fleet, error) {
+func (l *Launches) Fleet(ctx context.Context, token string, now time.Time) (provisioning.Fleet, error) {
 	if err := ctx.Err(); err != nil {
-		return store.Fleet{}, err
+		return provisioning.Fleet{}, err
 	}
 	var rec string
 	err := l.d.db.QueryRowContext(ctx, "SELECT record FROM fleets WHERE token = ? AND (expires_at = 0 OR expires_at > ?)",
 		token, now.UnixNano()).Scan(&rec)
 	if isNoRows(err) {
-		return store.Fleet{}, fmt.Errorf("reading fleet %s: %w", token, store.ErrNotFound)
+		return provisioning.Fleet{}, fmt.Errorf("reading fleet %s: %w", token, store.ErrNotFound)
 	}
 	if err != nil {
-		return store.Fleet{}, fmt.Errorf("reading fleet %s: %w", token, err)
+		return provisioning.Fleet{}, fmt.Errorf("reading fleet %s: %w", token, err)
 	}
-	var f store.Fleet
+	var f provisioning.Fleet
 	if err := json.Unmarshal([]byte(rec), &f); err != nil {
-		return store.Fleet{}, fmt.Errorf("decoding fleet %s: %w", token, err)
+		return provisioning.Fleet{}, fmt.Errorf("decoding fleet %s: %w", token, err)
 	}
 	return f, nil
 }

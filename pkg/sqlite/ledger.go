@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/store"
 )
 
 // ledgerSchema holds the runner ledger (store.Ledger). A runner's record is
-// JSON (launch.Runner); state is its state's rank, the column the live
+// JSON (provisioning.Runner); state is its state's rank, the column the live
 // count reads. runner_instances points an instance id at its runner; it
 // has no expiry of its own: a lookup through it finds nothing once the
 // runner's record has expired, and Sweep deletes pointers left without a
@@ -40,10 +40,10 @@ CREATE TABLE IF NOT EXISTS runner_instances (
 `, liveState)
 
 // liveState is the SQL condition of a record in a live state
-// (launch.State.Live: reserved up to, not including, terminated). Queries
+// (provisioning.State.Live: reserved up to, not including, terminated). Queries
 // that count or list live records use it verbatim, so that SQLite uses the
 // partial index runners_live.
-var liveState = fmt.Sprintf("state >= %d AND state < %d", launch.StateReserved, launch.StateTerminated)
+var liveState = fmt.Sprintf("state >= %d AND state < %d", provisioning.StateReserved, provisioning.StateTerminated)
 
 // Ledger is a store.Ledger and store.Interruptions in the SQLite file, with
 // the conditions and expiry of store.LedgerMemory. Every write is one
@@ -75,21 +75,21 @@ func NewLedger(d *DB, now func() time.Time) *Ledger {
 
 // runner reads the record of name, hiding one that has expired: ok is
 // false for both.
-func (l *Ledger) runner(ctx context.Context, q querier, name string) (launch.Runner, bool, error) {
+func (l *Ledger) runner(ctx context.Context, q querier, name string) (provisioning.Runner, bool, error) {
 	var rec string
 	var expires int64
 	err := q.QueryRowContext(ctx, "SELECT record, expires_at FROM runners WHERE name = ?", name).Scan(&rec, &expires)
 	switch {
 	case isNoRows(err):
-		return launch.Runner{}, false, nil
+		return provisioning.Runner{}, false, nil
 	case err != nil:
-		return launch.Runner{}, false, fmt.Errorf("reading runner %s: %w", name, err)
+		return provisioning.Runner{}, false, fmt.Errorf("reading runner %s: %w", name, err)
 	case !live(expires, l.now()):
-		return launch.Runner{}, false, nil
+		return provisioning.Runner{}, false, nil
 	}
-	var r launch.Runner
+	var r provisioning.Runner
 	if err := json.Unmarshal([]byte(rec), &r); err != nil {
-		return launch.Runner{}, false, fmt.Errorf("decoding runner %s: %w", name, err)
+		return provisioning.Runner{}, false, fmt.Errorf("decoding runner %s: %w", name, err)
 	}
 	return r, true, nil
 }
@@ -109,7 +109,7 @@ func runnerOf(ctx context.Context, q querier, instanceID string) (string, error)
 }
 
 // put writes r (inserting, or replacing the record of the same name).
-func put(ctx context.Context, tx *sql.Tx, r launch.Runner) error {
+func put(ctx context.Context, tx *sql.Tx, r provisioning.Runner) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("encoding runner %s: %w", r.Name, err)
@@ -136,7 +136,7 @@ func count(ctx context.Context, q querier, pool string) (int, error) {
 // order, until one exists (and has not expired) or the count reaches max.
 // A record that expired is replaced, and the instance pointers to it are
 // dropped with it.
-func (l *Ledger) Reserve(ctx context.Context, pool string, max int, runners []launch.Runner) (int, error) {
+func (l *Ledger) Reserve(ctx context.Context, pool string, max int, runners []provisioning.Runner) (int, error) {
 	if err := store.ValidateRunners(pool, runners); err != nil {
 		return 0, err
 	}
@@ -162,7 +162,7 @@ func (l *Ledger) Reserve(ctx context.Context, pool string, max int, runners []la
 					return fmt.Errorf("dropping the instances of expired runner %s: %w", r.Name, err)
 				}
 			}
-			r.State, r.ExpiresAt = launch.StateReserved, time.Time{}
+			r.State, r.ExpiresAt = provisioning.StateReserved, time.Time{}
 			if err := put(ctx, tx, r); err != nil {
 				return fmt.Errorf("reserving runners of pool %s: %w", pool, err)
 			}
@@ -180,13 +180,13 @@ func (l *Ledger) Reserve(ctx context.Context, pool string, max int, runners []la
 // update runs fn on the live record of name in one transaction and writes
 // back what it returns; fn returning false writes nothing. ErrNotFound: no
 // record, or it expired.
-func (l *Ledger) update(ctx context.Context, name string, fn func(*sql.Tx, launch.Runner) (launch.Runner, bool, error)) error {
+func (l *Ledger) update(ctx context.Context, name string, fn func(*sql.Tx, provisioning.Runner) (provisioning.Runner, bool, error)) error {
 	return l.d.tx(ctx, func(tx *sql.Tx) error {
 		return l.updateTx(ctx, tx, name, fn)
 	})
 }
 
-func (l *Ledger) updateTx(ctx context.Context, tx *sql.Tx, name string, fn func(*sql.Tx, launch.Runner) (launch.Runner, bool, error)) error {
+func (l *Ledger) updateTx(ctx context.Context, tx *sql.Tx, name string, fn func(*sql.Tx, provisioning.Runner) (provisioning.Runner, bool, error)) error {
 	r, ok, err := l.runner(ctx, tx, name)
 	if err != nil {
 		return err
@@ -204,12 +204,12 @@ func (l *Ledger) updateTx(ctx context.Context, tx *sql.Tx, name string, fn func(
 // Launched implements store.Ledger: in one transaction, the record moves
 // from reserved to launched (a record past it only gets the instance facts
 // it lacks) and the instance points at the runner.
-func (l *Ledger) Launched(ctx context.Context, name string, in launch.Launch) error {
+func (l *Ledger) Launched(ctx context.Context, name string, in provisioning.Launch) error {
 	if in.InstanceID == "" {
 		return errors.New("recording launch: instance id is required")
 	}
-	err := l.update(ctx, name, func(tx *sql.Tx, r launch.Runner) (launch.Runner, bool, error) {
-		r = launch.Launched(r, in)
+	err := l.update(ctx, name, func(tx *sql.Tx, r provisioning.Runner) (provisioning.Runner, bool, error) {
+		r = provisioning.Launched(r, in)
 		if _, err := tx.ExecContext(ctx, `INSERT INTO runner_instances (instance_id, runner) VALUES (?, ?)
 			ON CONFLICT (instance_id) DO UPDATE SET runner = excluded.runner`, in.InstanceID, name); err != nil {
 			return r, false, fmt.Errorf("recording instance %s: %w", in.InstanceID, err)
@@ -222,13 +222,13 @@ func (l *Ledger) Launched(ctx context.Context, name string, in launch.Launch) er
 	return nil
 }
 
-// Advance implements store.Ledger with launch.Advance, in one transaction.
-func (l *Ledger) Advance(ctx context.Context, name string, to launch.State, at time.Time, job int64) error {
-	if !launch.Reported(to) {
+// Advance implements store.Ledger with provisioning.Advance, in one transaction.
+func (l *Ledger) Advance(ctx context.Context, name string, to provisioning.State, at time.Time, job int64) error {
+	if !provisioning.Reported(to) {
 		return store.ErrInvalidAdvance
 	}
-	err := l.update(ctx, name, func(_ *sql.Tx, r launch.Runner) (launch.Runner, bool, error) {
-		r, _ = launch.Advance(r, to, at, job) // never moves an ended runner: terminated is the last state
+	err := l.update(ctx, name, func(_ *sql.Tx, r provisioning.Runner) (provisioning.Runner, bool, error) {
+		r, _ = provisioning.Advance(r, to, at, job) // never moves an ended runner: terminated is the last state
 		return r, true, nil
 	})
 	if err != nil {
@@ -255,11 +255,11 @@ func (l *Ledger) End(ctx context.Context, name string, at time.Time, reason stri
 
 func (l *Ledger) endTx(ctx context.Context, tx *sql.Tx, name string, at time.Time, reason string) (bool, error) {
 	ended := false
-	err := l.updateTx(ctx, tx, name, func(_ *sql.Tx, r launch.Runner) (launch.Runner, bool, error) {
+	err := l.updateTx(ctx, tx, name, func(_ *sql.Tx, r provisioning.Runner) (provisioning.Runner, bool, error) {
 		if !r.State.Live() {
 			return r, false, nil // the first end won
 		}
-		r.State, r.EndedAt, r.Reason, r.ExpiresAt = launch.StateTerminated, at, reason, at.Add(l.ttl)
+		r.State, r.EndedAt, r.Reason, r.ExpiresAt = provisioning.StateTerminated, at, reason, at.Add(l.ttl)
 		ended = true
 		return r, true, nil
 	})
@@ -292,7 +292,7 @@ func (l *Ledger) MarkInterrupted(ctx context.Context, instanceID string, at time
 		if err != nil {
 			return err
 		}
-		return l.updateTx(ctx, tx, name, func(_ *sql.Tx, r launch.Runner) (launch.Runner, bool, error) {
+		return l.updateTx(ctx, tx, name, func(_ *sql.Tx, r provisioning.Runner) (provisioning.Runner, bool, error) {
 			if !r.InterruptedAt.IsZero() {
 				return r, false, nil // the first warning wins
 			}
@@ -307,25 +307,25 @@ func (l *Ledger) MarkInterrupted(ctx context.Context, instanceID string, at time
 }
 
 // Runner implements store.Ledger.
-func (l *Ledger) Runner(ctx context.Context, name string) (launch.Runner, error) {
+func (l *Ledger) Runner(ctx context.Context, name string) (provisioning.Runner, error) {
 	if err := ctx.Err(); err != nil {
-		return launch.Runner{}, err
+		return provisioning.Runner{}, err
 	}
 	r, ok, err := l.runner(ctx, l.d.db, name)
 	switch {
 	case err != nil:
-		return launch.Runner{}, err
+		return provisioning.Runner{}, err
 	case !ok:
-		return launch.Runner{}, fmt.Errorf("reading runner %s: %w", name, store.ErrNotFound)
+		return provisioning.Runner{}, fmt.Errorf("reading runner %s: %w", name, store.ErrNotFound)
 	}
 	return r, nil
 }
 
 // RunnerByInstance implements store.Ledger: the pointer and the record in
 // one read.
-func (l *Ledger) RunnerByInstance(ctx context.Context, instanceID string) (launch.Runner, error) {
+func (l *Ledger) RunnerByInstance(ctx context.Context, instanceID string) (provisioning.Runner, error) {
 	if err := ctx.Err(); err != nil {
-		return launch.Runner{}, err
+		return provisioning.Runner{}, err
 	}
 	var name, rec string
 	var expires int64
@@ -333,20 +333,20 @@ func (l *Ledger) RunnerByInstance(ctx context.Context, instanceID string) (launc
 		JOIN runners r ON r.name = i.runner WHERE i.instance_id = ?`, instanceID).Scan(&name, &rec, &expires)
 	switch {
 	case isNoRows(err) || (err == nil && !live(expires, l.now())):
-		return launch.Runner{}, fmt.Errorf("reading the runner of instance %s: %w", instanceID, store.ErrNotFound)
+		return provisioning.Runner{}, fmt.Errorf("reading the runner of instance %s: %w", instanceID, store.ErrNotFound)
 	case err != nil:
-		return launch.Runner{}, fmt.Errorf("reading the runner of instance %s: %w", instanceID, err)
+		return provisioning.Runner{}, fmt.Errorf("reading the runner of instance %s: %w", instanceID, err)
 	}
-	var r launch.Runner
+	var r provisioning.Runner
 	if err := json.Unmarshal([]byte(rec), &r); err != nil {
-		return launch.Runner{}, fmt.Errorf("decoding runner %s: %w", name, err)
+		return provisioning.Runner{}, fmt.Errorf("decoding runner %s: %w", name, err)
 	}
 	return r, nil
 }
 
 // LiveRunners implements store.Ledger, sorted by name. Unlike DynamoDB's
 // index, it is exact: one read of the records in a live state.
-func (l *Ledger) LiveRunners(ctx context.Context, pool string) ([]launch.Runner, error) {
+func (l *Ledger) LiveRunners(ctx context.Context, pool string) ([]provisioning.Runner, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -355,13 +355,13 @@ func (l *Ledger) LiveRunners(ctx context.Context, pool string) ([]launch.Runner,
 		return nil, fmt.Errorf("listing the live runners of pool %s: %w", pool, err)
 	}
 	defer rows.Close()
-	var out []launch.Runner
+	var out []provisioning.Runner
 	for rows.Next() {
 		var name, rec string
 		if err := rows.Scan(&name, &rec); err != nil {
 			return nil, fmt.Errorf("listing the live runners of pool %s: %w", pool, err)
 		}
-		var r launch.Runner
+		var r provisioning.Runner
 		if err := json.Unmarshal([]byte(rec), &r); err != nil {
 			return nil, fmt.Errorf("decoding runner %s: %w", name, err)
 		}

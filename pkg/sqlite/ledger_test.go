@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/sqlite"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/store/storetest"
@@ -52,7 +52,7 @@ func TestLedgerSweep(t *testing.T) {
 	l, ls := sqlite.NewLedger(db, clock), sqlite.NewLaunches(db, clock)
 	ctx := context.Background()
 	at := storetest.Now
-	rs := []launch.Runner{
+	rs := []provisioning.Runner{
 		{Name: "skiff-1-1", Pool: "cpu", JobID: 1, ReservedAt: at},
 		{Name: "skiff-2-1", Pool: "cpu", JobID: 2, ReservedAt: at},
 		{Name: "skiff-3-1", Pool: "cpu", JobID: 3, ReservedAt: at},
@@ -61,17 +61,17 @@ func TestLedgerSweep(t *testing.T) {
 		t.Fatalf("Reserve = %d, %v", n, err)
 	}
 	for i, r := range rs[:2] {
-		if err := l.Launched(ctx, r.Name, launch.Launch{InstanceID: fmt.Sprintf("i-0%d", i+1), At: at}); err != nil {
+		if err := l.Launched(ctx, r.Name, provisioning.Launch{InstanceID: fmt.Sprintf("i-0%d", i+1), At: at}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := l.End(ctx, r.Name, at, "done"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := ls.ClaimLaunch(ctx, store.LaunchClaim{JobID: 1, Attempt: 1, Gen: 1, Token: "t", ExpiresAt: at.Add(time.Hour)}, 0, at); err != nil {
+	if err := ls.ClaimLaunch(ctx, provisioning.Claim{JobID: 1, Attempt: 1, Gen: 1, Token: "t", ExpiresAt: at.Add(time.Hour)}, 0, at); err != nil {
 		t.Fatal(err)
 	}
-	if err := ls.PutFleet(ctx, store.Fleet{Token: "t", State: store.FleetIntent, Members: []store.FleetMember{{JobID: 1, Attempt: 1}},
+	if err := ls.PutFleet(ctx, provisioning.Fleet{Token: "t", State: provisioning.FleetIntent, Members: []provisioning.Member{{JobID: 1, Attempt: 1}},
 		CreatedAt: at, ExpiresAt: at.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestEndLeases(t *testing.T) {
 	ls := sqlite.NewLaunches(open(t, "", sqlite.Options{}), nil)
 	ctx := context.Background()
 	at := storetest.Now
-	claims := []store.LaunchClaim{
+	claims := []provisioning.Claim{
 		{JobID: 1, Attempt: 1, Gen: 1, Token: "t1", Pool: "cpu", LeaseUntil: at.Add(10 * time.Minute), UpdatedAt: at.Add(-time.Minute), ExpiresAt: at.Add(time.Hour)},
 		{JobID: 2, Attempt: 2, Gen: 1, Token: "t2", Pool: "cpu", LeaseUntil: at.Add(-time.Minute), UpdatedAt: at.Add(-time.Hour), ExpiresAt: at.Add(time.Hour)},
 		{JobID: 3, Attempt: 1, Gen: 1, Token: "t3", Pool: "cpu", LeaseUntil: at.Add(10 * time.Minute), UpdatedAt: at.Add(-2 * time.Hour), ExpiresAt: at.Add(-time.Hour)},
@@ -152,8 +152,8 @@ func TestLedgerTwoProcesses(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 40 {
 		wg.Go(func() {
-			r := launch.Runner{Name: fmt.Sprintf("skiff-%d-1", i+1), Pool: "cpu", JobID: int64(i + 1)}
-			n, err := ls[i%2].Reserve(ctx, "cpu", max, []launch.Runner{r})
+			r := provisioning.Runner{Name: fmt.Sprintf("skiff-%d-1", i+1), Pool: "cpu", JobID: int64(i + 1)}
+			n, err := ls[i%2].Reserve(ctx, "cpu", max, []provisioning.Runner{r})
 			if err != nil {
 				t.Error(err)
 			}

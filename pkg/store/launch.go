@@ -12,26 +12,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/launch"
-)
-
-// The launch types live in package launch, where the decisions (package
-// scaler) read them without importing the store.
-type (
-	// LaunchClaim is a job's launch claim (launch.Claim).
-	LaunchClaim = launch.Claim
-	// FleetState is how far a fleet got (launch.FleetState).
-	FleetState = launch.FleetState
-	// FleetMember is one job of a fleet (launch.Member).
-	FleetMember = launch.Member
-	// Fleet is one launch request and its outcome (launch.Fleet).
-	Fleet = launch.Fleet
-)
-
-// The fleet states.
-const (
-	FleetIntent = launch.FleetIntent
-	FleetDone   = launch.FleetDone
+	"github.com/skiffci/skiff/pkg/provisioning"
 )
 
 // ErrConflict: a conditional write lost to a concurrent writer (the claim
@@ -44,24 +25,24 @@ var ErrConflict = errors.New("conflicting write")
 type Launches interface {
 	// LaunchClaims returns the live (unexpired) claims of the jobs, keyed by
 	// job id; jobs without one are absent. One strongly consistent read.
-	LaunchClaims(ctx context.Context, jobIDs []int64, now time.Time) (map[int64]LaunchClaim, error)
+	LaunchClaims(ctx context.Context, jobIDs []int64, now time.Time) (map[int64]provisioning.Claim, error)
 	// ClaimLaunch writes c if the job's claim is still the one read: absent
 	// or expired when prevGen is 0, else with gen prevGen. Otherwise it
 	// returns ErrConflict. c.Gen must be prevGen+1.
-	ClaimLaunch(ctx context.Context, c LaunchClaim, prevGen int, now time.Time) error
+	ClaimLaunch(ctx context.Context, c provisioning.Claim, prevGen int, now time.Time) error
 
 	// PutFleet records a fleet's intent or, for a fleet never launched, its
 	// final state. It is fenced: it returns ErrConflict when a fleet with
 	// that token exists, or when a member's claim no longer names the
 	// fleet's token (another invocation took the job over after the lease).
-	PutFleet(ctx context.Context, f Fleet) error
+	PutFleet(ctx context.Context, f provisioning.Fleet) error
 	// FinishFleet marks a fleet in intent done with the instances (aligned
 	// with its members) and the reason for those missing. The first finish
 	// wins: a fleet already done (recovered by another invocation) or gone
 	// returns ErrConflict and keeps what it has.
 	FinishFleet(ctx context.Context, token string, instances []string, reason string) error
 	// Fleet returns the fleet with that token, or ErrNotFound.
-	Fleet(ctx context.Context, token string, now time.Time) (Fleet, error)
+	Fleet(ctx context.Context, token string, now time.Time) (provisioning.Fleet, error)
 
 	// MarkCapacityFailed remembers failed capacity pools (ec2.CapacityKey)
 	// of a pool until until.
@@ -101,7 +82,7 @@ func ValidateOnDemand(run int64, pool string, attempt int) error {
 
 // ValidateClaim is the rule every Launches implementation applies to a
 // claim that follows generation prevGen.
-func ValidateClaim(c LaunchClaim, prevGen int) error {
+func ValidateClaim(c provisioning.Claim, prevGen int) error {
 	switch {
 	case c.JobID <= 0:
 		return errors.New("claiming launch: job id is required")
@@ -117,11 +98,11 @@ func ValidateClaim(c LaunchClaim, prevGen int) error {
 
 // ValidateFleet is the rule every Launches implementation applies to a
 // fleet record.
-func ValidateFleet(f Fleet) error {
+func ValidateFleet(f provisioning.Fleet) error {
 	switch {
 	case f.Token == "":
 		return errors.New("recording fleet: token is required")
-	case f.State != FleetIntent && f.State != FleetDone:
+	case f.State != provisioning.FleetIntent && f.State != provisioning.FleetDone:
 		return errors.New("recording fleet: state must be intent or done")
 	}
 	return nil

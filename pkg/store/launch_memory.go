@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"slices"
 	"sync"
 	"time"
@@ -13,8 +14,8 @@ import (
 // usable: call NewLaunchMemory.
 type LaunchMemory struct {
 	mu       sync.Mutex
-	claims   map[int64]LaunchClaim
-	fleets   map[string]Fleet
+	claims   map[int64]provisioning.Claim
+	fleets   map[string]provisioning.Fleet
 	capacity map[string]map[string]time.Time
 	onDemand map[onDemandKey]onDemandMark
 	writes   int
@@ -35,8 +36,8 @@ var _ Launches = (*LaunchMemory)(nil)
 // NewLaunchMemory returns empty launch state.
 func NewLaunchMemory() *LaunchMemory {
 	return &LaunchMemory{
-		claims:   map[int64]LaunchClaim{},
-		fleets:   map[string]Fleet{},
+		claims:   map[int64]provisioning.Claim{},
+		fleets:   map[string]provisioning.Fleet{},
 		capacity: map[string]map[string]time.Time{},
 		onDemand: map[onDemandKey]onDemandMark{},
 	}
@@ -55,13 +56,13 @@ func live(expires, now time.Time) bool {
 }
 
 // LaunchClaims implements Launches.
-func (m *LaunchMemory) LaunchClaims(ctx context.Context, ids []int64, now time.Time) (map[int64]LaunchClaim, error) {
+func (m *LaunchMemory) LaunchClaims(ctx context.Context, ids []int64, now time.Time) (map[int64]provisioning.Claim, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := map[int64]LaunchClaim{}
+	out := map[int64]provisioning.Claim{}
 	for _, id := range ids {
 		if c, ok := m.claims[id]; ok && live(c.ExpiresAt, now) {
 			out[id] = c
@@ -71,7 +72,7 @@ func (m *LaunchMemory) LaunchClaims(ctx context.Context, ids []int64, now time.T
 }
 
 // ClaimLaunch implements Launches.
-func (m *LaunchMemory) ClaimLaunch(ctx context.Context, c LaunchClaim, prevGen int, now time.Time) error {
+func (m *LaunchMemory) ClaimLaunch(ctx context.Context, c provisioning.Claim, prevGen int, now time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -91,7 +92,7 @@ func (m *LaunchMemory) ClaimLaunch(ctx context.Context, c LaunchClaim, prevGen i
 }
 
 // PutFleet implements Launches.
-func (m *LaunchMemory) PutFleet(ctx context.Context, f Fleet) error {
+func (m *LaunchMemory) PutFleet(ctx context.Context, f provisioning.Fleet) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -124,24 +125,24 @@ func (m *LaunchMemory) FinishFleet(ctx context.Context, token string, instances 
 	defer m.mu.Unlock()
 	m.writes++
 	f, ok := m.fleets[token]
-	if !ok || f.State != FleetIntent {
+	if !ok || f.State != provisioning.FleetIntent {
 		return fmt.Errorf("finishing fleet %s: not in intent: %w", token, ErrConflict)
 	}
-	f.State, f.Instances, f.Reason = FleetDone, slices.Clone(instances), reason
+	f.State, f.Instances, f.Reason = provisioning.FleetDone, slices.Clone(instances), reason
 	m.fleets[token] = f
 	return nil
 }
 
 // Fleet implements Launches.
-func (m *LaunchMemory) Fleet(ctx context.Context, token string, now time.Time) (Fleet, error) {
+func (m *LaunchMemory) Fleet(ctx context.Context, token string, now time.Time) (provisioning.Fleet, error) {
 	if err := ctx.Err(); err != nil {
-		return Fleet{}, err
+		return provisioning.Fleet{}, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	f, ok := m.fleets[token]
 	if !ok || !live(f.ExpiresAt, now) {
-		return Fleet{}, ErrNotFound
+		return provisioning.Fleet{}, ErrNotFound
 	}
 	f.Members = slices.Clone(f.Members)
 	f.Instances = slices.Clone(f.Instances)

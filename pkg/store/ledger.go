@@ -1,5 +1,5 @@
 // The runner ledger: one record per runner, moving forward only (see
-// package launch for the states and who writes each). A pool's live count
+// package provisioning for the states and who writes each). A pool's live count
 // is the number of its live records; every record leaves the count exactly
 // once, whoever reports its end first (the EC2 state-change event, the
 // reconciler, scale-up releasing a reservation that did not launch).
@@ -14,7 +14,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/provisioning"
 )
 
 // Ledger is the runner ledger. Every method is safe for concurrent use and
@@ -26,16 +26,16 @@ type Ledger interface {
 	// already exists (a concurrent or repeated reservation: its record
 	// stands). It returns how many it reserved, the first n, which count
 	// toward the pool from now on. All runners must be of pool.
-	Reserve(ctx context.Context, pool string, max int, runners []launch.Runner) (int, error)
+	Reserve(ctx context.Context, pool string, max int, runners []provisioning.Runner) (int, error)
 	// Launched records a reserved runner's instance (reserved → launched)
 	// and makes the runner findable by its instance id. A runner already
 	// past launched only gets the instance facts it lacks.
-	Launched(ctx context.Context, name string, l launch.Launch) error
+	Launched(ctx context.Context, name string, l provisioning.Launch) error
 	// Advance moves the runner forward to registered, job started or job
 	// completed (job: the job it ran). A report of a state it passed, or
 	// for an ended runner, changes nothing but missing times. ErrNotFound:
 	// no such runner (not one of skiff's).
-	Advance(ctx context.Context, name string, to launch.State, at time.Time, job int64) error
+	Advance(ctx context.Context, name string, to provisioning.State, at time.Time, job int64) error
 	// End ends the runner: terminated, or a reservation released. The first
 	// call takes it off its pool's live count and returns true; later calls
 	// return false and change nothing. ErrNotFound: no such runner.
@@ -44,11 +44,11 @@ type Ledger interface {
 	// skiff runner's (or its record has expired).
 	EndInstance(ctx context.Context, instanceID string, at time.Time, reason string) (bool, error)
 	// Runner returns the runner's record, or ErrNotFound.
-	Runner(ctx context.Context, name string) (launch.Runner, error)
+	Runner(ctx context.Context, name string) (provisioning.Runner, error)
 	// RunnerByInstance returns the record of the runner on an instance, or ErrNotFound.
-	RunnerByInstance(ctx context.Context, instanceID string) (launch.Runner, error)
+	RunnerByInstance(ctx context.Context, instanceID string) (provisioning.Runner, error)
 	// LiveRunners lists the pool's live runners.
-	LiveRunners(ctx context.Context, pool string) ([]launch.Runner, error)
+	LiveRunners(ctx context.Context, pool string) ([]provisioning.Runner, error)
 	// Live returns the pool's live count.
 	Live(ctx context.Context, pool string) (int, error)
 }
@@ -60,7 +60,7 @@ const DefaultRunnerTTL = 14 * 24 * time.Hour
 
 // ValidateRunners is the rule every Ledger implementation applies to a
 // reservation of runners in pool.
-func ValidateRunners(pool string, runners []launch.Runner) error {
+func ValidateRunners(pool string, runners []provisioning.Runner) error {
 	for _, r := range runners {
 		switch {
 		case r.Name == "":

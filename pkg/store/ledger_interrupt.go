@@ -8,7 +8,7 @@ import (
 // Interruptions records EC2's spot interruption warnings in the runner
 // ledger. LedgerMemory and LedgerDynamo implement it. It is apart from
 // Ledger so that the ledger's other implementations need not change; a
-// warning only fills launch.Runner.InterruptedAt and moves no state (the
+// warning only fills provisioning.Runner.InterruptedAt and moves no state (the
 // instance runs on for two minutes, and its end arrives as a state change).
 type Interruptions interface {
 	// MarkInterrupted records the warning for the runner on the instance,

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/provisioning"
 )
 
 // LedgerMemory is the runner ledger in process memory, for tests and local
@@ -17,7 +17,7 @@ type LedgerMemory struct {
 	ttl time.Duration
 
 	mu        sync.Mutex
-	runners   map[string]*launch.Runner
+	runners   map[string]*provisioning.Runner
 	instances map[string]string // instance id → runner name
 	writes    int
 }
@@ -30,7 +30,7 @@ func NewLedgerMemory(now func() time.Time) *LedgerMemory {
 	if now == nil {
 		now = time.Now
 	}
-	return &LedgerMemory{now: now, ttl: DefaultRunnerTTL, runners: map[string]*launch.Runner{}, instances: map[string]string{}}
+	return &LedgerMemory{now: now, ttl: DefaultRunnerTTL, runners: map[string]*provisioning.Runner{}, instances: map[string]string{}}
 }
 
 // Writes returns how many write requests were made, for benchmarks.
@@ -41,7 +41,7 @@ func (m *LedgerMemory) Writes() int {
 }
 
 // get returns the record, hiding one past its expiry. The caller holds m.mu.
-func (m *LedgerMemory) get(name string) (*launch.Runner, bool) {
+func (m *LedgerMemory) get(name string) (*provisioning.Runner, bool) {
 	r, ok := m.runners[name]
 	if !ok || (!r.ExpiresAt.IsZero() && !live(r.ExpiresAt, m.now())) {
 		return nil, false
@@ -60,7 +60,7 @@ func (m *LedgerMemory) liveLocked(pool string) int {
 }
 
 // Reserve implements Ledger.
-func (m *LedgerMemory) Reserve(ctx context.Context, pool string, max int, runners []launch.Runner) (int, error) {
+func (m *LedgerMemory) Reserve(ctx context.Context, pool string, max int, runners []provisioning.Runner) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -75,7 +75,7 @@ func (m *LedgerMemory) Reserve(ctx context.Context, pool string, max int, runner
 		if _, exists := m.get(r.Name); exists || m.liveLocked(pool) >= max {
 			break // a prefix: the first runner that exists or does not fit ends it
 		}
-		r.State = launch.StateReserved
+		r.State = provisioning.StateReserved
 		r.ExpiresAt = time.Time{}
 		m.runners[r.Name] = &r
 		n++
@@ -84,7 +84,7 @@ func (m *LedgerMemory) Reserve(ctx context.Context, pool string, max int, runner
 }
 
 // Launched implements Ledger.
-func (m *LedgerMemory) Launched(ctx context.Context, name string, l launch.Launch) error {
+func (m *LedgerMemory) Launched(ctx context.Context, name string, l provisioning.Launch) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -95,17 +95,17 @@ func (m *LedgerMemory) Launched(ctx context.Context, name string, l launch.Launc
 	if !ok {
 		return ErrNotFound
 	}
-	*r = launch.Launched(*r, l)
+	*r = provisioning.Launched(*r, l)
 	m.instances[l.InstanceID] = name
 	return nil
 }
 
 // Advance implements Ledger.
-func (m *LedgerMemory) Advance(ctx context.Context, name string, to launch.State, at time.Time, job int64) error {
+func (m *LedgerMemory) Advance(ctx context.Context, name string, to provisioning.State, at time.Time, job int64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if !launch.Reported(to) {
+	if !provisioning.Reported(to) {
 		return ErrInvalidAdvance
 	}
 	m.mu.Lock()
@@ -115,12 +115,12 @@ func (m *LedgerMemory) Advance(ctx context.Context, name string, to launch.State
 	if !ok {
 		return ErrNotFound
 	}
-	if r.State == launch.StateTerminated {
-		*r, _ = launch.Advance(*r, to, at, job)
-		r.State = launch.StateTerminated
+	if r.State == provisioning.StateTerminated {
+		*r, _ = provisioning.Advance(*r, to, at, job)
+		r.State = provisioning.StateTerminated
 		return nil
 	}
-	*r, _ = launch.Advance(*r, to, at, job)
+	*r, _ = provisioning.Advance(*r, to, at, job)
 	return nil
 }
 
@@ -143,7 +143,7 @@ func (m *LedgerMemory) endLocked(name string, at time.Time, reason string) (bool
 	if !r.State.Live() {
 		return false, nil
 	}
-	r.State, r.EndedAt, r.Reason, r.ExpiresAt = launch.StateTerminated, at, reason, at.Add(m.ttl)
+	r.State, r.EndedAt, r.Reason, r.ExpiresAt = provisioning.StateTerminated, at, reason, at.Add(m.ttl)
 	return true, nil
 }
 
@@ -163,45 +163,45 @@ func (m *LedgerMemory) EndInstance(ctx context.Context, id string, at time.Time,
 }
 
 // Runner implements Ledger.
-func (m *LedgerMemory) Runner(ctx context.Context, name string) (launch.Runner, error) {
+func (m *LedgerMemory) Runner(ctx context.Context, name string) (provisioning.Runner, error) {
 	if err := ctx.Err(); err != nil {
-		return launch.Runner{}, err
+		return provisioning.Runner{}, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.get(name)
 	if !ok {
-		return launch.Runner{}, ErrNotFound
+		return provisioning.Runner{}, ErrNotFound
 	}
 	return *r, nil
 }
 
 // RunnerByInstance implements Ledger.
-func (m *LedgerMemory) RunnerByInstance(ctx context.Context, id string) (launch.Runner, error) {
+func (m *LedgerMemory) RunnerByInstance(ctx context.Context, id string) (provisioning.Runner, error) {
 	if err := ctx.Err(); err != nil {
-		return launch.Runner{}, err
+		return provisioning.Runner{}, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	name, ok := m.instances[id]
 	if !ok {
-		return launch.Runner{}, ErrNotFound
+		return provisioning.Runner{}, ErrNotFound
 	}
 	r, ok := m.get(name)
 	if !ok {
-		return launch.Runner{}, ErrNotFound
+		return provisioning.Runner{}, ErrNotFound
 	}
 	return *r, nil
 }
 
 // LiveRunners implements Ledger, sorted by name.
-func (m *LedgerMemory) LiveRunners(ctx context.Context, pool string) ([]launch.Runner, error) {
+func (m *LedgerMemory) LiveRunners(ctx context.Context, pool string) ([]provisioning.Runner, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []launch.Runner
+	var out []provisioning.Runner
 	for _, r := range m.runners {
 		if r.Pool == pool && r.State.Live() {
 			out = append(out, *r)

@@ -4,15 +4,15 @@ import (
 	"context"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/provisioning"
 )
 
 // RunnerStep is what a workflow_job event tells the runner ledger: the job
-// started (launch.StateJobStarted) or completed (launch.StateJobCompleted)
+// started (provisioning.StateJobStarted) or completed (provisioning.StateJobCompleted)
 // on the named runner at At. The zero RunnerStep tells nothing.
 type RunnerStep struct {
 	Runner string
-	To     launch.State
+	To     provisioning.State
 	At     time.Time
 }
 

@@ -64,8 +64,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/skiffci/skiff/pkg/github"
-	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
@@ -461,7 +461,7 @@ func (h *Handler) lifecycle(ctx context.Context, log *slog.Logger, rec store.Job
 // Runners is the part of the runner ledger the webhook writes:
 // store.Ledger implements it.
 type Runners interface {
-	Advance(ctx context.Context, name string, to launch.State, at time.Time, job int64) error
+	Advance(ctx context.Context, name string, to provisioning.State, at time.Time, job int64) error
 }
 
 // runnerStep is what the job's event tells the runner ledger: that the job
@@ -472,9 +472,9 @@ func runnerStep(rec store.Job) store.RunnerStep {
 	var step store.RunnerStep
 	switch rec.Status {
 	case store.StatusInProgress:
-		step.To, step.At = launch.StateJobStarted, rec.StartedAt
+		step.To, step.At = provisioning.StateJobStarted, rec.StartedAt
 	case store.StatusCompleted:
-		step.To, step.At = launch.StateJobCompleted, rec.CompletedAt
+		step.To, step.At = provisioning.StateJobCompleted, rec.CompletedAt
 	default:
 		return step
 	}

@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/internal/testenv"
-	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
@@ -60,9 +60,9 @@ func (f *faultyStore) RecordRun(ctx context.Context, r store.Run) error {
 }
 
 // runnersFunc adapts a function to Runners.
-type runnersFunc func(ctx context.Context, name string, to launch.State, at time.Time, job int64) error
+type runnersFunc func(ctx context.Context, name string, to provisioning.State, at time.Time, job int64) error
 
-func (f runnersFunc) Advance(ctx context.Context, name string, to launch.State, at time.Time, job int64) error {
+func (f runnersFunc) Advance(ctx context.Context, name string, to provisioning.State, at time.Time, job int64) error {
 	return f(ctx, name, to, at, job)
 }
 
@@ -785,7 +785,7 @@ func TestFailuresAnswer503AndCanBeRedelivered(t *testing.T) {
 	t.Run("runner ledger down for lifecycle", func(t *testing.T) {
 		t.Parallel()
 		hs := newHarness(t, func(o *Options) {
-			o.Runners = runnersFunc(func(context.Context, string, launch.State, time.Time, int64) error { return boom })
+			o.Runners = runnersFunc(func(context.Context, string, provisioning.State, time.Time, int64) error { return boom })
 		})
 		if resp := hs.deliver("workflow_job", "d4", started); resp.Status != 503 {
 			t.Fatalf("status = %d, want 503", resp.Status)

@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/skiffci/skiff/internal/local"
 	"github.com/skiffci/skiff/internal/testenv"
-	"github.com/skiffci/skiff/internal/wiring"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/pool"
@@ -49,15 +49,15 @@ func build(t *testing.T, pkg string) string {
 	return out
 }
 
-// local is skiff local with the kubernetes provider on a namespace of
+// localRun is skiff local with the kubernetes provider on a namespace of
 // the real API server, the test kubelet running its Pods, and the GitHub
 // simulator.
-type local struct {
+type localRun struct {
 	k    *cluster
 	ns   string
 	kl   *kubelettest.Kubelet
 	sim  *ghsim.Server
-	l    *wiring.Local
+	l    *local.Local
 	p    *kube.Provider
 	logs *testenv.SyncBuffer
 	stop func()
@@ -65,7 +65,7 @@ type local struct {
 
 // startLocal starts it; before, given the namespace, runs before the
 // kubelet and skiff start (a ResourceQuota, say).
-func startLocal(t *testing.T, kubelet kubelettest.Options, before func(ns string)) *local {
+func startLocal(t *testing.T, kubelet kubelettest.Options, before func(ns string)) *localRun {
 	t.Helper()
 	k := newCluster(t)
 	ns := k.namespace(t, true)
@@ -96,7 +96,7 @@ func startLocal(t *testing.T, kubelet kubelettest.Options, before func(ns string
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := wiring.NewLocal(wiring.LocalConfig{
+	l, err := local.New(local.Config{
 		DataDir: filepath.Join(dir, "data"), Pools: pools, Listen: "127.0.0.1:0", Provider: "kubernetes", ExternalProvider: p,
 		GitHubAPIURL: sim.URL(), AppIDs: []int64{77}, AppKeys: pemKey, WebhookSecret: "kube-secret", Allow: []string{"acme"},
 		Installations: []string{"*"}, MetricsRecords: true, ReconcileEvery: time.Second,
@@ -108,7 +108,7 @@ func startLocal(t *testing.T, kubelet kubelettest.Options, before func(ns string
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- l.Run(ctx) }()
-	lo := &local{k: k, ns: ns, kl: kl, sim: sim, l: l, p: p, logs: logs}
+	lo := &localRun{k: k, ns: ns, kl: kl, sim: sim, l: l, p: p, logs: logs}
 	var stopped bool
 	lo.stop = func() {
 		if stopped {
@@ -145,7 +145,7 @@ func poll(t *testing.T, what string, logs *testenv.SyncBuffer, cond func() bool)
 // runJobs starts a run of n jobs and waits until all completed, the pool
 // counts no runner and each job has its metrics record; it returns the
 // records by job.
-func (lo *local) runJobs(t *testing.T, n int) (ghsim.RunInfo, map[int64][]metrics.Record) {
+func (lo *localRun) runJobs(t *testing.T, n int) (ghsim.RunInfo, map[int64][]metrics.Record) {
 	t.Helper()
 	spec := ghsim.RunSpec{Repo: "acme/app"}
 	for range n {
@@ -184,7 +184,7 @@ func (lo *local) runJobs(t *testing.T, n int) (ghsim.RunInfo, map[int64][]metric
 // check fails t unless every job succeeded with exactly one valid record
 // of the kubernetes provider, with peaks from the termination message and
 // the pool's cost, and no credential reached the logs.
-func (lo *local) check(t *testing.T, run ghsim.RunInfo, recs map[int64][]metrics.Record) {
+func (lo *localRun) check(t *testing.T, run ghsim.RunInfo, recs map[int64][]metrics.Record) {
 	t.Helper()
 	for _, id := range run.JobIDs {
 		if j, _ := lo.sim.Job(id); j.Conclusion != "success" {

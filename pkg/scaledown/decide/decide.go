@@ -4,7 +4,7 @@
 // which record to end and which job may be stranded, each with its rule and
 // a reason. It imports no SDK and no network code (make lint checks it).
 //
-// A runner moves through the ledger's states (package launch); scale-down
+// A runner moves through the ledger's states (package provisioning); scale-down
 // reads each record against what the provider and GitHub say now:
 //
 //	reserved ─(no instance after StaleReservation)──────────────▶ end, strand check
@@ -33,9 +33,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/provisioning"
 )
 
 // Rule names why scale-down acts; it is the Reason dimension of the
@@ -173,7 +173,7 @@ type Inputs struct {
 	// missing from it may be gone (still confirmed before acting).
 	RunnersComplete bool
 	// Ledger are the live records of every pool.
-	Ledger []launch.Runner
+	Ledger []provisioning.Runner
 	// RunnerPrefix starts skiff's runner names (default DefaultRunnerPrefix).
 	RunnerPrefix string
 	// ListLag is DefaultListLag when zero.
@@ -187,10 +187,10 @@ type Inputs struct {
 // events find a runner by its instance, a spot warning included.
 type Advance struct {
 	Runner string
-	To     launch.State
+	To     provisioning.State
 	At     time.Time
 	// Launch is the instance the record learns (To StateLaunched only).
-	Launch launch.Launch
+	Launch provisioning.Launch
 }
 
 // Action is what scale-down does about one runner, instance or job, in
@@ -319,7 +319,7 @@ func later(a, b time.Time) time.Time {
 // live record, then GitHub's runners without either.
 func Decide(in Inputs) Decision {
 	v := newView(in)
-	ledger := append([]launch.Runner(nil), in.Ledger...)
+	ledger := append([]provisioning.Runner(nil), in.Ledger...)
 	sort.Slice(ledger, func(i, j int) bool { return ledger[i].Name < ledger[j].Name })
 	for _, r := range ledger {
 		v.judge(v.observe(r))
@@ -375,13 +375,13 @@ func (v *view) policy(pool string) Policy {
 
 // seen is what a pass knows of one live ledger record's runner.
 type seen struct {
-	r    launch.Runner
+	r    provisioning.Runner
 	p    Policy
 	inst *provider.Instance // nil: not listed
 	g    *Runner            // nil: not on GitHub
 	base Action             // the fields every action on it carries
 	// st is the record's state with this pass's advances.
-	st                       launch.State
+	st                       provisioning.State
 	tagStarted, tagCompleted bool
 	hooks                    observed
 	busy                     bool
@@ -392,7 +392,7 @@ type seen struct {
 
 // observe finds the record's instance and GitHub runner and advances the
 // record to what they show (registered, job started, job completed).
-func (v *view) observe(r launch.Runner) seen {
+func (v *view) observe(r provisioning.Runner) seen {
 	v.named[r.Name] = true
 	s := seen{r: r, p: v.policy(r.Pool), inst: v.byID[r.InstanceID], g: v.gh[r.Name], st: r.State, launched: r.LaunchedAt}
 	if s.inst == nil && r.InstanceID == "" {
@@ -404,7 +404,7 @@ func (v *view) observe(r launch.Runner) seen {
 	}
 	s.base = baseAction(r, s.inst, s.g, s.p)
 
-	advance := func(to launch.State, at time.Time) {
+	advance := func(to provisioning.State, at time.Time) {
 		if s.st < to && s.st.Live() {
 			if at.IsZero() {
 				at = v.now
@@ -416,15 +416,15 @@ func (v *view) observe(r launch.Runner) seen {
 	g := s.g
 	s.tagStarted, s.tagCompleted, s.hooks = hooks(s.inst)
 	if g != nil && (g.Online || g.Busy) {
-		advance(launch.StateRegistered, time.Time{})
+		advance(provisioning.StateRegistered, time.Time{})
 	}
 	if s.tagStarted || (g != nil && g.Busy) {
-		advance(launch.StateJobStarted, s.hooks.started)
+		advance(provisioning.StateJobStarted, s.hooks.started)
 	}
 	if s.tagCompleted && (!s.tagStarted || !s.hooks.completed.Before(s.hooks.started)) {
-		advance(launch.StateJobCompleted, s.hooks.completed)
+		advance(provisioning.StateJobCompleted, s.hooks.completed)
 	}
-	s.busy = (g != nil && g.Busy) || s.st == launch.StateJobStarted || (s.tagStarted && !s.tagCompleted)
+	s.busy = (g != nil && g.Busy) || s.st == provisioning.StateJobStarted || (s.tagStarted && !s.tagCompleted)
 	s.strand = r.BusyJob != r.JobID
 	if s.inst != nil && !s.inst.LaunchedAt.IsZero() {
 		s.launched = s.inst.LaunchedAt
@@ -442,14 +442,14 @@ func (v *view) link(s *seen) {
 	if in == nil {
 		return
 	}
-	v.d.Advances = append(v.d.Advances, Advance{Runner: s.r.Name, To: launch.StateLaunched, At: in.LaunchedAt,
-		Launch: launch.Launch{InstanceID: in.ID, InstanceType: in.InstanceType, Zone: in.Zone, Spot: in.Capacity == provider.Spot,
+	v.d.Advances = append(v.d.Advances, Advance{Runner: s.r.Name, To: provisioning.StateLaunched, At: in.LaunchedAt,
+		Launch: provisioning.Launch{InstanceID: in.ID, InstanceType: in.InstanceType, Zone: in.Zone, Spot: in.Capacity == provider.Spot,
 			At: in.LaunchedAt}})
-	s.st = max(s.st, launch.StateLaunched)
+	s.st = max(s.st, provisioning.StateLaunched)
 }
 
 // baseAction is an action on a record's runner with nothing decided yet.
-func baseAction(r launch.Runner, inst *provider.Instance, g *Runner, p Policy) Action {
+func baseAction(r provisioning.Runner, inst *provider.Instance, g *Runner, p Policy) Action {
 	a := Action{Pool: r.Pool, Runner: r.Name, JobID: r.JobID, RunID: r.RunID, Attempt: r.Attempt, Gen: Gen(r.Name),
 		MaxReplacements: p.MaxReplacements, Interrupted: !r.InterruptedAt.IsZero() && p.RerunInterrupted,
 		InstanceID: r.InstanceID}
@@ -483,7 +483,7 @@ func (v *view) judge(s seen) {
 	r, g, now := s.r, s.g, v.now
 	switch {
 	case r.InstanceID == "" && s.inst == nil:
-		if r.State == launch.StateReserved && !r.ReservedAt.IsZero() && now.Sub(r.ReservedAt) > s.p.StaleReservation {
+		if r.State == provisioning.StateReserved && !r.ReservedAt.IsZero() && now.Sub(r.ReservedAt) > s.p.StaleReservation {
 			v.act(s, RuleStaleReservation, "reserved "+now.Sub(r.ReservedAt).Round(time.Second).String()+" ago and never launched",
 				func(a *Action) { a.End, a.Strand = true, true })
 		}
@@ -524,11 +524,11 @@ func (v *view) byState(s seen) {
 	age := now.Sub(s.launched)
 	ends := func(a *Action) { a.Terminate, a.End, a.Strand = true, true, s.strand }
 	switch {
-	case s.st == launch.StateJobCompleted:
+	case s.st == provisioning.StateJobCompleted:
 		done := later(r.CompletedAt, s.hooks.completed)
 		// A completion only the hook reported gets a grace: the hook runs
 		// before the runner tells GitHub the job is over.
-		if r.State < launch.StateJobCompleted && !s.hooks.completed.IsZero() && now.Sub(s.hooks.completed) < p.CompletedGrace {
+		if r.State < provisioning.StateJobCompleted && !s.hooks.completed.IsZero() && now.Sub(s.hooks.completed) < p.CompletedGrace {
 			return
 		}
 		reason := "job completed"
@@ -536,12 +536,12 @@ func (v *view) byState(s seen) {
 			reason += " " + now.Sub(done).Round(time.Second).String() + " ago"
 		}
 		v.act(s, RuleJobCompleted, reason, ends)
-	case s.st >= launch.StateRegistered && g == nil:
+	case s.st >= provisioning.StateRegistered && g == nil:
 		if !v.in.RunnersComplete {
 			return
 		}
 		v.act(s, RuleRunnerGone, "registered runner is no longer on GitHub", func(a *Action) { ends(a); a.ConfirmAbsent = true })
-	case s.st >= launch.StateRegistered:
+	case s.st >= provisioning.StateRegistered:
 		since := later(r.RegisteredAt, s.launched)
 		if r.RegisteredAt.IsZero() {
 			since = now // registered just now, by this pass
@@ -617,12 +617,12 @@ func (v *view) ghosts() {
 	}
 }
 
-func busyReason(g *Runner, st launch.State, started, completed bool) string {
+func busyReason(g *Runner, st provisioning.State, started, completed bool) string {
 	var why []string
 	if g != nil && g.Busy {
 		why = append(why, "GitHub says busy")
 	}
-	if st == launch.StateJobStarted {
+	if st == provisioning.StateJobStarted {
 		why = append(why, "the ledger saw its job start")
 	}
 	if started && !completed {

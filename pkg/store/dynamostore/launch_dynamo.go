@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"strconv"
 	"strings"
 	"time"
@@ -85,8 +86,8 @@ func counterKey(pool string) map[string]types.AttributeValue {
 }
 
 // LaunchClaims implements Launches.
-func (d *LaunchDynamo) LaunchClaims(ctx context.Context, ids []int64, now time.Time) (map[int64]store.LaunchClaim, error) {
-	out := map[int64]store.LaunchClaim{}
+func (d *LaunchDynamo) LaunchClaims(ctx context.Context, ids []int64, now time.Time) (map[int64]provisioning.Claim, error) {
+	out := map[int64]provisioning.Claim{}
 	seen := map[int64]bool{}
 	var keys []map[string]types.AttributeValue
 	for _, id := range ids {
@@ -123,14 +124,14 @@ func (d *LaunchDynamo) LaunchClaims(ctx context.Context, ids []int64, now time.T
 	return out, nil
 }
 
-func decodeClaim(item map[string]types.AttributeValue) (store.LaunchClaim, error) {
+func decodeClaim(item map[string]types.AttributeValue) (provisioning.Claim, error) {
 	dec := decoder{item: item}
 	pk := dec.str(attrPK)
 	id, err := strconv.ParseInt(strings.TrimPrefix(pk, "JOB#"), 10, 64)
 	if err != nil {
-		return store.LaunchClaim{}, fmt.Errorf("key %q: %w", pk, err)
+		return provisioning.Claim{}, fmt.Errorf("key %q: %w", pk, err)
 	}
-	c := store.LaunchClaim{JobID: id}
+	c := provisioning.Claim{JobID: id}
 	c.Attempt = int(dec.int(attrAttempt))
 	c.Gen = int(dec.int(attrGen))
 	c.Token = dec.str(attrToken)
@@ -142,7 +143,7 @@ func decodeClaim(item map[string]types.AttributeValue) (store.LaunchClaim, error
 }
 
 // ClaimLaunch implements Launches.
-func (d *LaunchDynamo) ClaimLaunch(ctx context.Context, c store.LaunchClaim, prevGen int, now time.Time) error {
+func (d *LaunchDynamo) ClaimLaunch(ctx context.Context, c provisioning.Claim, prevGen int, now time.Time) error {
 	if err := store.ValidateClaim(c, prevGen); err != nil {
 		return err
 	}
@@ -174,7 +175,7 @@ func (d *LaunchDynamo) ClaimLaunch(ctx context.Context, c store.LaunchClaim, pre
 }
 
 // PutFleet implements Launches.
-func (d *LaunchDynamo) PutFleet(ctx context.Context, f store.Fleet) error {
+func (d *LaunchDynamo) PutFleet(ctx context.Context, f provisioning.Fleet) error {
 	if err := store.ValidateFleet(f); err != nil {
 		return err
 	}
@@ -262,14 +263,14 @@ func instanceList(ids []string) types.AttributeValue {
 func (d *LaunchDynamo) FinishFleet(ctx context.Context, token string, instances []string, reason string) error {
 	e := newExpr()
 	sets := []string{
-		e.name(attrState) + " = " + e.value(str(string(store.FleetDone))),
+		e.name(attrState) + " = " + e.value(str(string(provisioning.FleetDone))),
 		e.name(attrInstances) + " = " + e.value(instanceList(instances)),
 	}
 	update := "SET " + strings.Join(sets, ", ")
 	if reason != "" {
 		update += ", " + e.name(attrReason) + " = " + e.value(str(reason))
 	}
-	cond := fmt.Sprintf("attribute_exists(%s) AND %s = %s", e.name(attrPK), e.name(attrState), e.value(str(string(store.FleetIntent))))
+	cond := fmt.Sprintf("attribute_exists(%s) AND %s = %s", e.name(attrPK), e.name(attrState), e.value(str(string(provisioning.FleetIntent))))
 	_, err := d.api.UpdateItem(ctx, e.update(d.table, fleetKey(token), update, cond))
 	if isConditionFailed(err) {
 		return fmt.Errorf("finishing fleet %s: not in intent: %w", token, store.ErrConflict)
@@ -281,19 +282,19 @@ func (d *LaunchDynamo) FinishFleet(ctx context.Context, token string, instances 
 }
 
 // Fleet implements Launches.
-func (d *LaunchDynamo) Fleet(ctx context.Context, token string, now time.Time) (store.Fleet, error) {
+func (d *LaunchDynamo) Fleet(ctx context.Context, token string, now time.Time) (provisioning.Fleet, error) {
 	out, err := d.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(d.table), Key: fleetKey(token), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return store.Fleet{}, fmt.Errorf("reading fleet %s: %w", token, err)
+		return provisioning.Fleet{}, fmt.Errorf("reading fleet %s: %w", token, err)
 	}
 	if len(out.Item) == 0 || expired(out.Item, now) {
-		return store.Fleet{}, store.ErrNotFound
+		return provisioning.Fleet{}, store.ErrNotFound
 	}
 	dec := decoder{item: out.Item}
-	f := store.Fleet{Token: token}
-	f.State = store.FleetState(dec.str(attrState))
+	f := provisioning.Fleet{Token: token}
+	f.State = provisioning.FleetState(dec.str(attrState))
 	f.Pool = dec.str(attrPool)
 	f.Plan = dec.str(attrPlan)
 	for _, m := range dec.strs(attrMembers) {
@@ -301,9 +302,9 @@ func (d *LaunchDynamo) Fleet(ctx context.Context, token string, now time.Time) (
 		jid, err1 := strconv.ParseInt(id, 10, 64)
 		n, err2 := strconv.Atoi(attempt)
 		if !ok || err1 != nil || err2 != nil {
-			return store.Fleet{}, fmt.Errorf("decoding fleet %s: member %q", token, m)
+			return provisioning.Fleet{}, fmt.Errorf("decoding fleet %s: member %q", token, m)
 		}
-		f.Members = append(f.Members, store.FleetMember{JobID: jid, Attempt: n})
+		f.Members = append(f.Members, provisioning.Member{JobID: jid, Attempt: n})
 	}
 	if _, ok := out.Item[attrInstances]; ok {
 		f.Instances = []string{}
@@ -318,7 +319,7 @@ func (d *LaunchDynamo) Fleet(ctx context.Context, token string, now time.Time) (
 	f.CreatedAt = dec.time(attrCreatedAt)
 	f.ExpiresAt = dec.epoch(attrExpires)
 	if dec.err != nil {
-		return store.Fleet{}, fmt.Errorf("decoding fleet %s: %w", token, dec.err)
+		return provisioning.Fleet{}, fmt.Errorf("decoding fleet %s: %w", token, dec.err)
 	}
 	return f, nil
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/provisioning"
 
 	"github.com/skiffci/skiff/pkg/store"
 )
@@ -116,7 +116,7 @@ func ledgerIndex() (types.AttributeDefinition, types.GlobalSecondaryIndex) {
 // on none existing, and the count, conditional on staying within max), and
 // on a lost race drops the runners that already exist and tries again with
 // a fresh count, at most ledgerTries times.
-func (d *LedgerDynamo) Reserve(ctx context.Context, pool string, max int, runners []launch.Runner) (int, error) {
+func (d *LedgerDynamo) Reserve(ctx context.Context, pool string, max int, runners []provisioning.Runner) (int, error) {
 	if err := store.ValidateRunners(pool, runners); err != nil {
 		return 0, err
 	}
@@ -144,7 +144,7 @@ func (d *LedgerDynamo) Reserve(ctx context.Context, pool string, max int, runner
 		}
 		// Cancelled: drop the runners whose records exist (a retried
 		// reservation); a failed count or a conflict is retried as is.
-		var keep []launch.Runner
+		var keep []provisioning.Runner
 		for i, r := range batch {
 			if !failed.item(i) {
 				keep = append(keep, r)
@@ -156,7 +156,7 @@ func (d *LedgerDynamo) Reserve(ctx context.Context, pool string, max int, runner
 }
 
 // reserveOnce runs one reservation transaction. A nil failure is a commit.
-func (d *LedgerDynamo) reserveOnce(ctx context.Context, pool string, max int, batch []launch.Runner) (*txFailure, error) {
+func (d *LedgerDynamo) reserveOnce(ctx context.Context, pool string, max int, batch []provisioning.Runner) (*txFailure, error) {
 	now := d.now()
 	items := make([]types.TransactWriteItem, 0, len(batch)+1)
 	for _, r := range batch {
@@ -179,7 +179,7 @@ func (d *LedgerDynamo) reserveOnce(ctx context.Context, pool string, max int, ba
 }
 
 // reservedItem is a new runner record in state reserved.
-func reservedItem(r launch.Runner) map[string]types.AttributeValue {
+func reservedItem(r provisioning.Runner) map[string]types.AttributeValue {
 	item := runnerKey(r.Name)
 	item[attrPool] = str(r.Pool)
 	item[attrLivePool] = str(r.Pool)
@@ -187,8 +187,8 @@ func reservedItem(r launch.Runner) map[string]types.AttributeValue {
 	putInt(item, attrRunID, r.RunID)
 	putInt(item, attrAttempt, int64(r.Attempt))
 	putStr(item, attrToken, r.Token)
-	item[attrState] = str(launch.StateReserved.String())
-	item[attrStateRank] = numI(int64(launch.StateReserved))
+	item[attrState] = str(provisioning.StateReserved.String())
+	item[attrStateRank] = numI(int64(provisioning.StateReserved))
 	putTime(item, attrReservedAt, r.ReservedAt)
 	return item
 }
@@ -199,7 +199,7 @@ func reservedItem(r launch.Runner) map[string]types.AttributeValue {
 // instance pointer. The pointer's update never touches expires_at, which
 // End sets, so the two commute whichever comes first; a pointer written
 // for an already ended runner gets the record's expiry here.
-func (d *LedgerDynamo) Launched(ctx context.Context, name string, l launch.Launch) error {
+func (d *LedgerDynamo) Launched(ctx context.Context, name string, l provisioning.Launch) error {
 	if l.InstanceID == "" {
 		return errors.New("recording launch: instance id is required")
 	}
@@ -224,9 +224,9 @@ func (d *LedgerDynamo) Launched(ctx context.Context, name string, l launch.Launc
 	}
 	now := d.now()
 	e := newExpr()
-	sets := append(fills(e), e.name(attrState)+" = "+e.value(str(launch.StateLaunched.String())),
-		e.name(attrStateRank)+" = "+e.value(numI(int64(launch.StateLaunched))))
-	cond := fmt.Sprintf("%s < %s AND %s", e.name(attrStateRank), e.value(numI(int64(launch.StateLaunched))), e.live(now))
+	sets := append(fills(e), e.name(attrState)+" = "+e.value(str(provisioning.StateLaunched.String())),
+		e.name(attrStateRank)+" = "+e.value(numI(int64(provisioning.StateLaunched))))
+	cond := fmt.Sprintf("%s < %s AND %s", e.name(attrStateRank), e.value(numI(int64(provisioning.StateLaunched))), e.live(now))
 	out, err := d.api.UpdateItem(ctx, e.updateReturning(d.table, runnerKey(name), "SET "+strings.Join(sets, ", "), cond, types.ReturnValueAllNew))
 	if isConditionFailed(err) {
 		e = newExpr()
@@ -262,7 +262,7 @@ func (d *LedgerDynamo) Launched(ctx context.Context, name string, l launch.Launc
 // time and the busy job; when that condition fails, a fill of the missing
 // ones only (condition: the record exists and has not expired). A forward
 // report costs one write, a late or repeated one two.
-func (d *LedgerDynamo) Advance(ctx context.Context, name string, to launch.State, at time.Time, job int64) error {
+func (d *LedgerDynamo) Advance(ctx context.Context, name string, to provisioning.State, at time.Time, job int64) error {
 	return advanceRunner(ctx, d.api, d.table, d.now(), name, to, at, job)
 }
 
@@ -274,7 +274,7 @@ type runnerUpdater interface {
 // advanceRunner moves a runner's record forward (conditional on a lower
 // state_rank and a live record), or fills the times it lacks; the one
 // advance both LedgerDynamo and Dynamo's lifecycle fallback use.
-func advanceRunner(ctx context.Context, api runnerUpdater, table string, now time.Time, name string, to launch.State,
+func advanceRunner(ctx context.Context, api runnerUpdater, table string, now time.Time, name string, to provisioning.State,
 	at time.Time, job int64) error {
 	timeAttr, ok := runnerStepAttr(to)
 	if !ok {
@@ -328,12 +328,12 @@ func (d *LedgerDynamo) End(ctx context.Context, name string, at time.Time, reaso
 	return false, fmt.Errorf("ending runner %s: record changed under %d tries", name, ledgerTries)
 }
 
-func (d *LedgerDynamo) endOnce(ctx context.Context, r launch.Runner, at time.Time, reason string) (*txFailure, error) {
+func (d *LedgerDynamo) endOnce(ctx context.Context, r provisioning.Runner, at time.Time, reason string) (*txFailure, error) {
 	expires := numI(store.EpochCeil(at.Add(d.ttl)))
 	e := newExpr()
 	set := []string{
-		e.name(attrState) + " = " + e.value(str(launch.StateTerminated.String())),
-		e.name(attrStateRank) + " = " + e.value(numI(int64(launch.StateTerminated))),
+		e.name(attrState) + " = " + e.value(str(provisioning.StateTerminated.String())),
+		e.name(attrStateRank) + " = " + e.value(numI(int64(provisioning.StateTerminated))),
 		e.name(attrEndedAt) + " = " + e.value(str(at.UTC().Format(timeLayout))),
 		e.name(attrExpires) + " = " + e.value(expires),
 	}
@@ -341,7 +341,7 @@ func (d *LedgerDynamo) endOnce(ctx context.Context, r launch.Runner, at time.Tim
 		set = append(set, e.name(attrReason)+" = "+e.value(str(reason)))
 	}
 	update := "SET " + strings.Join(set, ", ") + " REMOVE " + e.name(attrLivePool)
-	cond := fmt.Sprintf("%s < %s", e.name(attrStateRank), e.value(numI(int64(launch.StateTerminated))))
+	cond := fmt.Sprintf("%s < %s", e.name(attrStateRank), e.value(numI(int64(provisioning.StateTerminated))))
 	if r.InstanceID == "" {
 		cond += fmt.Sprintf(" AND attribute_not_exists(%s)", e.name(attrInstanceID))
 	} else {
@@ -398,23 +398,23 @@ func (d *LedgerDynamo) runnerOf(ctx context.Context, instanceID string) (string,
 }
 
 // Runner implements Ledger.
-func (d *LedgerDynamo) Runner(ctx context.Context, name string) (launch.Runner, error) {
+func (d *LedgerDynamo) Runner(ctx context.Context, name string) (provisioning.Runner, error) {
 	item, err := d.get(ctx, runnerKey(name))
 	if err != nil {
-		return launch.Runner{}, fmt.Errorf("reading runner %s: %w", name, err)
+		return provisioning.Runner{}, fmt.Errorf("reading runner %s: %w", name, err)
 	}
 	r, err := decodeRunner(item)
 	if err != nil {
-		return launch.Runner{}, fmt.Errorf("decoding runner %s: %w", name, err)
+		return provisioning.Runner{}, fmt.Errorf("decoding runner %s: %w", name, err)
 	}
 	return r, nil
 }
 
 // RunnerByInstance implements Ledger.
-func (d *LedgerDynamo) RunnerByInstance(ctx context.Context, instanceID string) (launch.Runner, error) {
+func (d *LedgerDynamo) RunnerByInstance(ctx context.Context, instanceID string) (provisioning.Runner, error) {
 	name, err := d.runnerOf(ctx, instanceID)
 	if err != nil {
-		return launch.Runner{}, fmt.Errorf("reading instance %s: %w", instanceID, err)
+		return provisioning.Runner{}, fmt.Errorf("reading instance %s: %w", instanceID, err)
 	}
 	return d.Runner(ctx, name)
 }
@@ -423,8 +423,8 @@ func (d *LedgerDynamo) RunnerByInstance(ctx context.Context, instanceID string) 
 // Like every global secondary index, it is eventually consistent: a
 // runner reserved or ended a moment ago may be missing or still listed
 // (Live, from the count, is exact).
-func (d *LedgerDynamo) LiveRunners(ctx context.Context, pool string) ([]launch.Runner, error) {
-	var out []launch.Runner
+func (d *LedgerDynamo) LiveRunners(ctx context.Context, pool string) ([]provisioning.Runner, error) {
+	var out []provisioning.Runner
 	e := newExpr()
 	in := &dynamodb.QueryInput{
 		TableName: aws.String(d.table), IndexName: aws.String(LivePoolIndex),
@@ -450,7 +450,7 @@ func (d *LedgerDynamo) LiveRunners(ctx context.Context, pool string) ([]launch.R
 		}
 		in.ExclusiveStartKey = res.LastEvaluatedKey
 	}
-	slices.SortFunc(out, func(a, b launch.Runner) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b provisioning.Runner) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 
@@ -483,15 +483,15 @@ func (d *LedgerDynamo) get(ctx context.Context, key map[string]types.AttributeVa
 	return out.Item, nil
 }
 
-func decodeRunner(item map[string]types.AttributeValue) (launch.Runner, error) {
+func decodeRunner(item map[string]types.AttributeValue) (provisioning.Runner, error) {
 	dec := decoder{item: item}
-	r := launch.Runner{Name: strings.TrimPrefix(dec.str(attrPK), "RUNNER#")}
+	r := provisioning.Runner{Name: strings.TrimPrefix(dec.str(attrPK), "RUNNER#")}
 	r.Pool = dec.str(attrPool)
 	r.JobID = dec.int(attrJobID)
 	r.RunID = dec.int(attrRunID)
 	r.Attempt = int(dec.int(attrAttempt))
 	r.Token = dec.str(attrToken)
-	r.State = launch.State(dec.int(attrStateRank))
+	r.State = provisioning.State(dec.int(attrStateRank))
 	r.InstanceID = dec.str(attrInstanceID)
 	r.InstanceType = dec.str(attrInstanceType)
 	r.Zone = dec.str(attrZone)
@@ -508,8 +508,8 @@ func decodeRunner(item map[string]types.AttributeValue) (launch.Runner, error) {
 	r.EndedAt = dec.time(attrEndedAt)
 	r.ExpiresAt = dec.epoch(attrExpires)
 	r.InterruptedAt = dec.time(attrInterruptedAt)
-	if dec.err == nil && (r.State <= launch.StateUnknown || r.State > launch.StateTerminated) {
-		return launch.Runner{}, fmt.Errorf("state_rank %d is out of range", r.State)
+	if dec.err == nil && (r.State <= provisioning.StateUnknown || r.State > provisioning.StateTerminated) {
+		return provisioning.Runner{}, fmt.Errorf("state_rank %d is out of range", r.State)
 	}
 	return r, dec.err
 }

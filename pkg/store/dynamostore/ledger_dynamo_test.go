@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/skiffci/skiff/internal/testenv"
-	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/store/dynamostore"
 	"github.com/skiffci/skiff/pkg/store/storetest"
@@ -78,8 +78,8 @@ func TestLedgerDynamoItems(t *testing.T) {
 	client, table := newMotoTable(t)
 	l := dynamostore.NewLedgerDynamo(client, table, dynamostore.WithClock(func() time.Time { return storetest.Now }))
 	ctx := t.Context()
-	r := launch.Runner{Name: "skiff-77-1", Pool: "gpu", JobID: 77, RunID: 7, Attempt: 1, Token: "tok", ReservedAt: storetest.Now}
-	if n, err := l.Reserve(ctx, "gpu", 2, []launch.Runner{r}); err != nil || n != 1 {
+	r := provisioning.Runner{Name: "skiff-77-1", Pool: "gpu", JobID: 77, RunID: 7, Attempt: 1, Token: "tok", ReservedAt: storetest.Now}
+	if n, err := l.Reserve(ctx, "gpu", 2, []provisioning.Runner{r}); err != nil || n != 1 {
 		t.Fatalf("Reserve = %d, %v", n, err)
 	}
 	get := func(pk, sk string) map[string]any {
@@ -98,7 +98,7 @@ func TestLedgerDynamoItems(t *testing.T) {
 	if c := get("POOL#gpu", "RUNNERS"); c["count"] != n(1) {
 		t.Errorf("count %v, want 1", c)
 	}
-	if err := l.Launched(ctx, r.Name, launch.Launch{InstanceID: "i-0c", InstanceType: "g6.xlarge", Zone: "us-east-1a", Spot: true, At: storetest.Now}); err != nil {
+	if err := l.Launched(ctx, r.Name, provisioning.Launch{InstanceID: "i-0c", InstanceType: "g6.xlarge", Zone: "us-east-1a", Spot: true, At: storetest.Now}); err != nil {
 		t.Fatal(err)
 	}
 	if p := get("INSTANCE#i-0c", "INSTANCE"); p["runner"] != "skiff-77-1" || p["pool"] != "gpu" || p["expires_at"] != nil {
@@ -130,7 +130,7 @@ func TestLedgerDynamoTransactionFailures(t *testing.T) {
 	client, table := newMotoTable(t)
 	l := dynamostore.NewLedgerDynamo(client, table, dynamostore.WithClock(func() time.Time { return storetest.Now }))
 	ctx := t.Context()
-	rs := []launch.Runner{
+	rs := []provisioning.Runner{
 		{Name: "skiff-1-1", Pool: "p", JobID: 1, ReservedAt: storetest.Now},
 		{Name: "skiff-2-1", Pool: "p", JobID: 2, ReservedAt: storetest.Now},
 		{Name: "skiff-3-1", Pool: "p", JobID: 3, ReservedAt: storetest.Now},
@@ -138,7 +138,7 @@ func TestLedgerDynamoTransactionFailures(t *testing.T) {
 	steps := []struct {
 		name    string
 		max     int
-		runners []launch.Runner
+		runners []provisioning.Runner
 		want    int
 		live    int
 	}{
@@ -242,20 +242,20 @@ func TestLedgerDynamoWritesPerLifecycle(t *testing.T) {
 	api := &countingAPI{LedgerDynamoAPI: client}
 	l := dynamostore.NewLedgerDynamo(api, table, dynamostore.WithClock(func() time.Time { return storetest.Now }))
 	ctx := t.Context()
-	r := launch.Runner{Name: "skiff-9-1", Pool: "cpu", JobID: 9, ReservedAt: storetest.Now}
+	r := provisioning.Runner{Name: "skiff-9-1", Pool: "cpu", JobID: 9, ReservedAt: storetest.Now}
 	type step struct {
 		name          string
 		do            func() error
 		writes, items int64
 	}
 	steps := []step{
-		{"reserve", func() error { _, err := l.Reserve(ctx, "cpu", 5, []launch.Runner{r}); return err }, 1, 2},
+		{"reserve", func() error { _, err := l.Reserve(ctx, "cpu", 5, []provisioning.Runner{r}); return err }, 1, 2},
 		{"launched", func() error {
-			return l.Launched(ctx, r.Name, launch.Launch{InstanceID: "i-09", InstanceType: "c7i.large", At: storetest.Now})
+			return l.Launched(ctx, r.Name, provisioning.Launch{InstanceID: "i-09", InstanceType: "c7i.large", At: storetest.Now})
 		}, 2, 2},
-		{"registered", func() error { return l.Advance(ctx, r.Name, launch.StateRegistered, storetest.Now, 0) }, 1, 1},
-		{"job started", func() error { return l.Advance(ctx, r.Name, launch.StateJobStarted, storetest.Now, 9) }, 1, 1},
-		{"job completed", func() error { return l.Advance(ctx, r.Name, launch.StateJobCompleted, storetest.Now, 9) }, 1, 1},
+		{"registered", func() error { return l.Advance(ctx, r.Name, provisioning.StateRegistered, storetest.Now, 0) }, 1, 1},
+		{"job started", func() error { return l.Advance(ctx, r.Name, provisioning.StateJobStarted, storetest.Now, 9) }, 1, 1},
+		{"job completed", func() error { return l.Advance(ctx, r.Name, provisioning.StateJobCompleted, storetest.Now, 9) }, 1, 1},
 		{"end", func() error { _, err := l.EndInstance(ctx, "i-09", storetest.Now, "state_terminated"); return err }, 1, 3},
 		{"end again", func() error { _, err := l.EndInstance(ctx, "i-09", storetest.Now, "state_terminated"); return err }, 0, 0},
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/store"
 )
 
@@ -27,11 +27,11 @@ func RunInterruptions(t *testing.T, newLedger func(t *testing.T, now func() time
 		rs := runners("spot", 1, 2)
 		for i, r := range rs {
 			mustReserve(t, l, r)
-			if err := l.Launched(ctx, r.Name, launch.Launch{InstanceID: []string{"i-0s1", "i-0s2"}[i], Spot: true, At: Now}); err != nil {
+			if err := l.Launched(ctx, r.Name, provisioning.Launch{InstanceID: []string{"i-0s1", "i-0s2"}[i], Spot: true, At: Now}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := l.Advance(ctx, rs[0].Name, launch.StateJobStarted, Now.Add(time.Minute), rs[0].JobID); err != nil {
+		if err := l.Advance(ctx, rs[0].Name, provisioning.StateJobStarted, Now.Add(time.Minute), rs[0].JobID); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := l.End(ctx, rs[1].Name, Now.Add(time.Minute), "state_terminated"); err != nil {
@@ -44,7 +44,7 @@ func RunInterruptions(t *testing.T, newLedger func(t *testing.T, now func() time
 				}
 			}
 		}
-		for i, want := range []launch.State{launch.StateJobStarted, launch.StateTerminated} {
+		for i, want := range []provisioning.State{provisioning.StateJobStarted, provisioning.StateTerminated} {
 			got, err := l.Runner(ctx, rs[i].Name)
 			if err != nil || got.State != want || !got.InterruptedAt.Equal(Now.Add(2*time.Minute)) {
 				t.Errorf("runner %s = %s interrupted %v, %v; want %s interrupted at the first warning", rs[i].Name, got.State, got.InterruptedAt, err, want)

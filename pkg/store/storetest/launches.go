@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"reflect"
 	"strconv"
 	"sync"
@@ -27,8 +28,8 @@ func RunLaunches(t *testing.T, newStore func(*testing.T) store.Launches) {
 	t.Run("OnDemand", func(t *testing.T) { t.Parallel(); testLaunchOnDemand(t, newStore(t)) })
 }
 
-func launchClaim(id int64, attempt, gen int, lease time.Duration) store.LaunchClaim {
-	return store.LaunchClaim{
+func launchClaim(id int64, attempt, gen int, lease time.Duration) provisioning.Claim {
+	return provisioning.Claim{
 		JobID: id, Attempt: attempt, Gen: gen, Token: "tok-" + strconv.Itoa(attempt), Pool: "cpu",
 		LeaseUntil: launchNow.Add(lease), UpdatedAt: launchNow, ExpiresAt: launchNow.Add(time.Hour),
 	}
@@ -39,7 +40,7 @@ func testLaunchClaims(t *testing.T, s store.Launches) {
 	conflict := store.ErrConflict
 	steps := []struct {
 		name    string
-		c       store.LaunchClaim
+		c       provisioning.Claim
 		prevGen int
 		at      time.Duration
 		want    error
@@ -64,7 +65,7 @@ func testLaunchClaims(t *testing.T, s store.Launches) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[int64]store.LaunchClaim{1: launchClaim(1, 1, 1, time.Minute), 3: launchClaim(3, 1, 1, time.Minute)}
+	want := map[int64]provisioning.Claim{1: launchClaim(1, 1, 1, time.Minute), 3: launchClaim(3, 1, 1, time.Minute)}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("claims = %+v, want %+v", got, want)
 	}
@@ -74,7 +75,7 @@ func testLaunchClaims(t *testing.T, s store.Launches) {
 	if _, ok := got[4]; ok {
 		t.Error("unknown job has a claim")
 	}
-	if err := s.ClaimLaunch(ctx, store.LaunchClaim{JobID: 5, Attempt: 1, Gen: 3, Token: "x"}, 0, launchNow); err == nil {
+	if err := s.ClaimLaunch(ctx, provisioning.Claim{JobID: 5, Attempt: 1, Gen: 3, Token: "x"}, 0, launchNow); err == nil {
 		t.Error("a gen that is not prevGen+1 was accepted")
 	}
 }
@@ -104,16 +105,16 @@ func testConcurrentLaunchClaims(t *testing.T, s store.Launches) {
 
 func testLaunchFleets(t *testing.T, s store.Launches) {
 	ctx := context.Background()
-	f := store.Fleet{
-		Token: "skiff-abc", Pool: "cpu", State: store.FleetIntent, Plan: `{"count":2}`,
-		Members:   []store.FleetMember{{JobID: 11, Attempt: 1}, {JobID: 12, Attempt: 3}},
+	f := provisioning.Fleet{
+		Token: "skiff-abc", Pool: "cpu", State: provisioning.FleetIntent, Plan: `{"count":2}`,
+		Members:   []provisioning.Member{{JobID: 11, Attempt: 1}, {JobID: 12, Attempt: 3}},
 		CreatedAt: launchNow, ExpiresAt: launchNow.Add(time.Hour),
 	}
 	if _, err := s.Fleet(ctx, f.Token, launchNow); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("missing fleet: %v", err)
 	}
 	for _, m := range f.Members { // the members' claims name the fleet
-		c := store.LaunchClaim{JobID: m.JobID, Attempt: m.Attempt, Gen: 1, Token: f.Token, Pool: "cpu",
+		c := provisioning.Claim{JobID: m.JobID, Attempt: m.Attempt, Gen: 1, Token: f.Token, Pool: "cpu",
 			LeaseUntil: launchNow.Add(10 * time.Minute), UpdatedAt: launchNow, ExpiresAt: launchNow.Add(time.Hour)}
 		if err := s.ClaimLaunch(ctx, c, 0, launchNow); err != nil {
 			t.Fatal(err)
@@ -127,8 +128,8 @@ func testLaunchFleets(t *testing.T, s store.Launches) {
 	}
 	// The fence: a member's claim taken over by another invocation (a new
 	// attempt with another token) refuses the fleet.
-	taken := store.Fleet{Token: "skiff-stale", Pool: "cpu", State: store.FleetIntent, Plan: "{}",
-		Members: []store.FleetMember{{JobID: 11, Attempt: 1}}, CreatedAt: launchNow, ExpiresAt: launchNow.Add(time.Hour)}
+	taken := provisioning.Fleet{Token: "skiff-stale", Pool: "cpu", State: provisioning.FleetIntent, Plan: "{}",
+		Members: []provisioning.Member{{JobID: 11, Attempt: 1}}, CreatedAt: launchNow, ExpiresAt: launchNow.Add(time.Hour)}
 	if err := s.PutFleet(ctx, taken); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("a fleet whose member's claim names another fleet: %v, want ErrConflict", err)
 	}
@@ -149,7 +150,7 @@ func testLaunchFleets(t *testing.T, s store.Launches) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.State != store.FleetDone || !reflect.DeepEqual(got.Instances, []string{"i-0abc", ""}) || got.Reason != "capacity" {
+	if got.State != provisioning.FleetDone || !reflect.DeepEqual(got.Instances, []string{"i-0abc", ""}) || got.Reason != "capacity" {
 		t.Errorf("finished fleet = %+v", got)
 	}
 	if id, member := got.Instance(11); id != "i-0abc" || !member {
@@ -173,11 +174,11 @@ func testLaunchFleets(t *testing.T, s store.Launches) {
 	if _, err := s.Fleet(ctx, f.Token, launchNow.Add(2*time.Hour)); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("expired fleet: %v", err)
 	}
-	empty := store.Fleet{Token: "skiff-empty", Pool: "cpu", State: store.FleetDone, Reason: "github", CreatedAt: launchNow}
+	empty := provisioning.Fleet{Token: "skiff-empty", Pool: "cpu", State: provisioning.FleetDone, Reason: "github", CreatedAt: launchNow}
 	if err := s.PutFleet(ctx, empty); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.Fleet(ctx, empty.Token, launchNow); err != nil || got.State != store.FleetDone || len(got.Members) != 0 {
+	if got, err := s.Fleet(ctx, empty.Token, launchNow); err != nil || got.State != provisioning.FleetDone || len(got.Members) != 0 {
 		t.Errorf("empty fleet = %+v, %v", got, err)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/launch"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/store"
 )
 
@@ -57,7 +57,7 @@ func ledgerReserveWithinMax(t *testing.T, newLedger newLedgerFunc) {
 		t.Errorf("another pool's count is its own: Reserve = %d, %v", n, err)
 	}
 	got, err := l.LiveRunners(ctx, "cpu")
-	if err != nil || len(got) != 3 || got[0].State != launch.StateReserved || got[0].JobID == 0 {
+	if err != nil || len(got) != 3 || got[0].State != provisioning.StateReserved || got[0].JobID == 0 {
 		t.Errorf("LiveRunners = %+v, %v", got, err)
 	}
 }
@@ -86,18 +86,18 @@ func ledgerForwardOnly(t *testing.T, newLedger newLedgerFunc) {
 	ctx := context.Background()
 	r := runners("cpu", 1, 1)[0]
 	mustReserve(t, l, r)
-	if err := l.Launched(ctx, r.Name, launch.Launch{InstanceID: "i-0a", InstanceType: "c7i.large", Zone: "eu-west-1a", Spot: true, At: Now}); err != nil {
+	if err := l.Launched(ctx, r.Name, provisioning.Launch{InstanceID: "i-0a", InstanceType: "c7i.large", Zone: "eu-west-1a", Spot: true, At: Now}); err != nil {
 		t.Fatal(err)
 	}
 	steps := []struct {
-		to   launch.State
+		to   provisioning.State
 		at   time.Duration
-		want launch.State
+		want provisioning.State
 	}{
-		{launch.StateJobStarted, 40 * time.Second, launch.StateJobStarted},
-		{launch.StateRegistered, 30 * time.Second, launch.StateJobStarted}, // late: fills its time only
-		{launch.StateJobCompleted, 90 * time.Second, launch.StateJobCompleted},
-		{launch.StateJobStarted, 45 * time.Second, launch.StateJobCompleted}, // repeated: nothing moves
+		{provisioning.StateJobStarted, 40 * time.Second, provisioning.StateJobStarted},
+		{provisioning.StateRegistered, 30 * time.Second, provisioning.StateJobStarted}, // late: fills its time only
+		{provisioning.StateJobCompleted, 90 * time.Second, provisioning.StateJobCompleted},
+		{provisioning.StateJobStarted, 45 * time.Second, provisioning.StateJobCompleted}, // repeated: nothing moves
 	}
 	for i, s := range steps {
 		if err := l.Advance(ctx, r.Name, s.to, Now.Add(s.at), r.JobID); err != nil {
@@ -125,7 +125,7 @@ func ledgerEndsOnce(t *testing.T, newLedger newLedgerFunc) {
 	for _, r := range rs {
 		mustReserve(t, l, r)
 	}
-	if err := l.Launched(ctx, rs[0].Name, launch.Launch{InstanceID: "i-0b", At: Now}); err != nil {
+	if err := l.Launched(ctx, rs[0].Name, provisioning.Launch{InstanceID: "i-0b", At: Now}); err != nil {
 		t.Fatal(err)
 	}
 	first, err := l.EndInstance(ctx, "i-0b", Now.Add(time.Minute), "state_change")
@@ -144,13 +144,13 @@ func ledgerEndsOnce(t *testing.T, newLedger newLedgerFunc) {
 		t.Errorf("live %d after ending one of two, want 1", live)
 	}
 	got, _ := l.Runner(ctx, rs[0].Name)
-	if got.State != launch.StateTerminated || got.Reason != "state_change" || !got.EndedAt.Equal(Now.Add(time.Minute)) {
+	if got.State != provisioning.StateTerminated || got.Reason != "state_change" || !got.EndedAt.Equal(Now.Add(time.Minute)) {
 		t.Errorf("ended record %+v: the first report must win", got)
 	}
-	if err := l.Advance(ctx, rs[0].Name, launch.StateJobStarted, Now.Add(30*time.Second), rs[0].JobID); err != nil {
+	if err := l.Advance(ctx, rs[0].Name, provisioning.StateJobStarted, Now.Add(30*time.Second), rs[0].JobID); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := l.Runner(ctx, rs[0].Name); got.State != launch.StateTerminated || got.StartedAt.IsZero() {
+	if got, _ := l.Runner(ctx, rs[0].Name); got.State != provisioning.StateTerminated || got.StartedAt.IsZero() {
 		t.Errorf("a late job-started report reopened or lost: %+v", got)
 	}
 	if ended, err := l.End(ctx, rs[1].Name, Now, "released"); err != nil || !ended {
@@ -166,7 +166,7 @@ func ledgerNotFound(t *testing.T, newLedger newLedgerFunc) {
 	t.Parallel()
 	l := newLedger(t, fixedNow)
 	ctx := context.Background()
-	if err := l.Advance(ctx, "skiff-404-1", launch.StateJobStarted, Now, 404); !errors.Is(err, store.ErrNotFound) {
+	if err := l.Advance(ctx, "skiff-404-1", provisioning.StateJobStarted, Now, 404); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Advance(unknown) = %v", err)
 	}
 	if _, err := l.End(ctx, "skiff-404-1", Now, "x"); !errors.Is(err, store.ErrNotFound) {
@@ -243,25 +243,25 @@ func ledgerEndedRecordsExpire(t *testing.T, newLedger newLedgerFunc) {
 	if _, err := l.Runner(ctx, rs[0].Name); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("an ended record past its retention = %v, want ErrNotFound", err)
 	}
-	if got, err := l.Runner(ctx, rs[1].Name); err != nil || got.State != launch.StateReserved {
+	if got, err := l.Runner(ctx, rs[1].Name); err != nil || got.State != provisioning.StateReserved {
 		t.Errorf("a live record must never expire: %+v, %v", got, err)
 	}
 }
 
 // runners returns n runners of pool for jobs from, from+1, … (generation 1).
-func runners(pool string, from int64, n int) []launch.Runner {
-	out := make([]launch.Runner, n)
+func runners(pool string, from int64, n int) []provisioning.Runner {
+	out := make([]provisioning.Runner, n)
 	for i := range out {
 		job := from + int64(i)
-		out[i] = launch.Runner{Name: fmt.Sprintf("skiff-%d-1", job), Pool: pool, JobID: job, RunID: 1, Attempt: 1,
+		out[i] = provisioning.Runner{Name: fmt.Sprintf("skiff-%d-1", job), Pool: pool, JobID: job, RunID: 1, Attempt: 1,
 			Token: "tok", ReservedAt: Now}
 	}
 	return out
 }
 
-func mustReserve(t *testing.T, l store.Ledger, r launch.Runner) {
+func mustReserve(t *testing.T, l store.Ledger, r provisioning.Runner) {
 	t.Helper()
-	if n, err := l.Reserve(context.Background(), r.Pool, 1000, []launch.Runner{r}); err != nil || n != 1 {
+	if n, err := l.Reserve(context.Background(), r.Pool, 1000, []provisioning.Runner{r}); err != nil || n != 1 {
 		t.Fatalf("Reserve(%s) = %d, %v", r.Name, n, err)
 	}
 }

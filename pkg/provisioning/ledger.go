@@ -1,36 +1,14 @@
-package launch
+package provisioning
 
 import (
 	"fmt"
 	"time"
 )
 
-// The runner ledger keeps one record per runner, from the moment scale-up
-// reserves it to its instance's termination. It only moves forward:
-//
-//	reserved ──▶ launched ──▶ registered ──▶ job started ──▶ job completed ──▶ terminated
-//	    │                                                                          ▲
-//	    └──── never launched (scale-up releases the reservation): terminated ─────┘
-//
-// Who writes each step:
-//
-//	reserved       scale-up, when it admits the job under the pool's maxRunners
-//	launched       scale-up, when the provider returns the runner's instance
-//	registered     the reconciler, when GitHub lists the runner
-//	job started    the webhook (workflow_job in_progress naming the runner), the
-//	               reconciler (the instance's job-started hook tag, GitHub's busy flag)
-//	job completed  the webhook (workflow_job completed), the reconciler (the hook's tag)
-//	terminated     the EC2 state-change function (EventBridge), the reconciler, scale-up
-//	               (a reservation that did not launch: released)
-//
-// Whichever writer arrives first wins; a late or repeated report changes
-// nothing. A record counts toward its pool's live count from reserved until
-// terminated, and leaves it exactly once.
-
 // State is how far a runner got. The order of the constants is the order a
 // runner moves through. A reservation that never launched ends in
 // StateTerminated like any other runner, its Reason saying why it did not
-// launch ("not_launched"): there is no separate Released state.
+// launch ("not_launched"): releasing a reservation is not a state.
 type State int
 
 // The runner states, in order.
@@ -91,8 +69,9 @@ type Runner struct {
 	// BusyJob is the job the runner was seen running (the job it was
 	// launched for, or another one with matching labels).
 	BusyJob int64
-	// Reason says why the runner ended (released, terminated by the
-	// reconciler and why, a state-change event).
+	// Reason says why the runner ended (not_launched for a released
+	// reservation, terminated by the reconciler and why, a state-change
+	// event).
 	Reason       string
 	ReservedAt   time.Time
 	LaunchedAt   time.Time

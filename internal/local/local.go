@@ -1,4 +1,4 @@
-package wiring
+package local
 
 import (
 	"context"
@@ -12,15 +12,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/skiffci/skiff/internal/wiring"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/instanceevents"
-	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/dryrun"
 	"github.com/skiffci/skiff/pkg/provider/process"
 	"github.com/skiffci/skiff/pkg/provider/slurm"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/scaledown"
@@ -39,9 +40,9 @@ const localVisibility = 5 * time.Second
 // and a job over it waits its turn rather than being dead-lettered.
 const localMaxAttempts = 24 * 60 * 60 / 5
 
-// LocalConfig configures `skiff local`: the whole pipeline in one process
+// Config configures `skiff local`: the whole pipeline in one process
 // over one SQLite file, local processes (or a dry run) for runners.
-type LocalConfig struct {
+type Config struct {
 	// DataDir holds the SQLite file, the runners' work directories and
 	// their logs. Created if missing.
 	DataDir string
@@ -63,8 +64,7 @@ type LocalConfig struct {
 	// SLURM_CONF=/etc/slurm/other.conf).
 	SlurmEnv []string
 	// ExternalProvider is a provider the caller built (skiff local's
-	// kubernetes provider: its client-go stays out of this package, which
-	// the Lambdas link). Its Name must be Provider.
+	// kubernetes provider, built in cmd/skiff). Its Name must be Provider.
 	ExternalProvider provider.Provider
 	// RunnerCommand is the runner's command for the process provider, e.g.
 	// ["/opt/actions-runner/run.sh"] or ["skiff-standin"].
@@ -108,7 +108,7 @@ type LocalConfig struct {
 // through the same services as the Lambdas. Run serves until its context
 // ends, then shuts down cleanly.
 type Local struct {
-	cfg    LocalConfig
+	cfg    Config
 	log    *slog.Logger
 	db     *sqlite.DB
 	Queue  *sqlite.Queue
@@ -154,64 +154,26 @@ type endNotifier interface {
 	Ended() <-chan struct{}
 }
 
-// NewLocal opens the data directory and builds every part; nothing runs
-// until Run. The caller owns the returned Local and must Run or Close it.
-// LocalDBFile is the SQLite file of local mode's data directory: queue,
-// job records, launch claims and runner ledger.
-func LocalDBFile(dataDir string) string { return filepath.Join(dataDir, "skiff.db") }
+// DBFile is the SQLite file of local mode's data directory: queue, job
+// records, launch claims and runner ledger.
+func DBFile(dataDir string) string { return filepath.Join(dataDir, "skiff.db") }
 
-func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
-	if cfg.DataDir == "" {
-		return nil, errors.New("local mode: the data directory is required")
-	}
-	if cfg.Listen == "" {
-		cfg.Listen = "127.0.0.1:8080"
-	}
-	if cfg.Provider == "" {
-		cfg.Provider = "process"
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.ReconcileEvery <= 0 {
-		cfg.ReconcileEvery = time.Minute
-	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("creating the data directory: %w", err)
-	}
-	pools := cfg.Pools
-	if pools == nil {
-		var err error
-		if pools, err = pool.Load(cfg.PoolsFile); err != nil {
-			return nil, fmt.Errorf("loading pools: %w", err)
-		}
-	}
-	apps, err := github.ParseAppKeys(cfg.AppIDs, cfg.AppKeys)
+// New opens the data directory and builds every part; nothing runs until
+// Run. The caller owns the returned Local and must Run or Close it.
+func New(cfg Config, logger *slog.Logger) (*Local, error) {
+	cfg, pools, err := prepare(cfg)
 	if err != nil {
 		return nil, err
 	}
-	if len(cfg.AppIDs) == 0 { // the ids are the key file's (skiff setup)
-		for _, a := range apps {
-			cfg.AppIDs = append(cfg.AppIDs, a.ID)
-		}
-	}
-	ghOpts := []github.Option{github.WithLogger(logger)}
-	if cfg.GitHubAPIURL != "" {
-		ghOpts = append(ghOpts, github.WithBaseURL(cfg.GitHubAPIURL))
-	}
-	gh, err := github.NewClient(apps, ghOpts...)
+	gh, err := gitHubClient(&cfg, logger)
 	if err != nil {
 		return nil, err
 	}
-	allow, err := webhook.ParseAllowList(cfg.Allow)
+	lists, err := parseWebhookLists(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("local mode: the allow-list: %w", err)
+		return nil, err
 	}
-	installations, err := webhook.ParseInstallationList(cfg.Installations)
-	if err != nil {
-		return nil, fmt.Errorf("local mode: the installations: %w", err)
-	}
-	db, err := sqlite.Open(LocalDBFile(cfg.DataDir), sqlite.Options{Synchronous: cfg.Durability})
+	db, err := sqlite.Open(DBFile(cfg.DataDir), sqlite.Options{Synchronous: cfg.Durability})
 	if err != nil {
 		return nil, err
 	}
@@ -229,102 +191,10 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 	ledger := sqlite.NewLedger(db, cfg.Now)
 	l.Ledger = ledger
 	launches := sqlite.NewLaunches(db, cfg.Now)
-	switch cfg.Provider {
-	case "process":
-		p, err := process.New(process.Options{Command: cfg.RunnerCommand, DataDir: filepath.Join(cfg.DataDir, "runners"),
-			Env: cfg.RunnerEnv, Limits: cfg.Limits, LogDir: filepath.Join(cfg.DataDir, "logs"), Logger: logger, Now: cfg.Now})
-		if err != nil {
-			return nil, err
-		}
-		l.Provider, l.closeFn = p, p.Close
-		// Scale-up reserves a runner in the ledger (the pool's maxRunners)
-		// before it registers one with GitHub; a maxRunners above what this
-		// machine runs would register JIT runners the provider then refuses.
-		for _, pl := range pools.Pools {
-			pl.MaxRunners = min(pl.MaxRunners, p.Limit(pl.Name))
-		}
-	case "slurm":
-		if cfg.SlurmShared == "" {
-			return nil, errors.New("local mode: the slurm provider needs a shared directory (SlurmShared)")
-		}
-		p, err := slurm.New(slurm.Options{Commander: slurm.Exec{Env: cfg.SlurmEnv}, Command: cfg.RunnerCommand, Env: cfg.RunnerEnv,
-			JITDir: filepath.Join(cfg.SlurmShared, "jit"), WorkDir: filepath.Join(cfg.SlurmShared, "work"),
-			Logger: logger, Now: cfg.Now})
-		if err != nil {
-			return nil, err
-		}
-		l.Provider = p
-	case "dry-run":
-		l.Provider = dryrun.New(logger, cfg.Now)
-	default:
-		if cfg.ExternalProvider == nil || cfg.ExternalProvider.Name() != cfg.Provider {
-			return nil, fmt.Errorf("local mode: provider %q is none of process, slurm, dry-run, and no such provider was built", cfg.Provider)
-		}
-		l.Provider = cfg.ExternalProvider
-	}
-	counter := telemetry.Discard
-	// The waiting room: a job that finds its pool full waits in the file
-	// and is offered the moment one of the pool's runners ends (the ledger
-	// below wakes it, whoever reports the end).
-	l.Room, err = room.New(room.Options{Room: sqlite.NewRoom(db), Queue: l.Queue, Records: l.Store, Pools: pools,
-		Ledger: ledger, Logger: logger, Now: cfg.Now})
-	if err != nil {
+	if err := l.buildProvider(pools); err != nil {
 		return nil, err
 	}
-	l.Ledger = room.Ledger{Ledger: ledger, Room: l.Room}
-	var metricsWriter scaledown.MetricsWriter = scaledown.NoMetrics{}
-	var recordPools []string
-	if cfg.MetricsRecords {
-		l.Records = sqlite.NewMetricsRecords(db)
-		recordPools = []string{"*"}
-		rw := &scaledown.RecordWriter{Pools: recordPools, Records: l.Store, Ledger: ledger, Out: l.Records,
-			CloudProvider: cfg.Provider, Region: "local", Counter: counter, Logger: logger, CostPerHour: map[string]float64{}}
-		for _, pl := range pools.Pools { // an operator's rate for pools off EC2
-			if pl.CostPerHour > 0 {
-				rw.CostPerHour[pl.Name] = pl.CostPerHour
-			}
-		}
-		switch p := l.Provider.(type) {
-		case *process.Provider:
-			// The provider measures each runner and describes this machine.
-			rw.CloudProvider, rw.Peaks, rw.Host = "local", scaledown.ProviderPeaks{Source: p}, process.RecordHost(p.Host())
-		case *slurm.Provider:
-			// The cluster's accounting (sacct) says what each job used and
-			// where it ran; the zone is the cluster, there is no region.
-			rw.CloudProvider, rw.Peaks, rw.Region = "slurm", scaledown.AccountedPeaks{Source: p}, ""
-		default:
-			if src, ok := l.Provider.(scaledown.UsageSource); ok {
-				// A provider that measures its runners itself (kubernetes: the
-				// runner container's termination message).
-				rw.Peaks = scaledown.ProviderPeaks{Source: src}
-			}
-		}
-		metricsWriter = rw
-	}
-	l.events, err = instanceevents.New(instanceevents.Options{Ledger: wakingEvents{Ledger: room.Ledger{Ledger: ledger, Room: l.Room},
-		Interruptions: ledger}, Counter: counter, Logger: logger, RecordPools: recordPools})
-	if err != nil {
-		return nil, err
-	}
-	l.ScaleUp, err = scaleup.New(scaleup.Options{Pools: pools, Launches: launches, Ledger: l.Ledger, Records: l.Store,
-		Provider: l.Provider, GitHub: gh, Counter: counter, Logger: logger, Now: cfg.Now, GitHubURL: cfg.GitHubURL, Room: l.Room,
-		// Locally GitHub's answer is cheap and a slot is precious: a job
-		// cancelled while it waited for one is not launched.
-		MaxAttempts: localMaxAttempts, CheckQueued: true})
-	if err != nil {
-		return nil, err
-	}
-	l.ScaleDown, err = scaledown.New(scaledown.Options{Pools: pools, Ledger: l.Ledger, Claims: launches, Records: l.Store,
-		Provider: l.Provider, GitHub: gh, Queue: l.Queue, Counter: counter, Logger: logger, Now: cfg.Now,
-		Apps: cfg.AppIDs, Metrics: metricsWriter, ScaleUpChecksQueued: true, // scale-up runs with CheckQueued above
-		Room: l.Room})
-	if err != nil {
-		return nil, err
-	}
-	l.Webhook, err = webhook.New(webhook.Options{Secrets: [][]byte{[]byte(cfg.WebhookSecret)}, Router: pools, Policies: pools,
-		Queue: l.Queue, Store: l.Store, Runners: l.Ledger, Counter: counter, Logger: logger, Now: cfg.Now,
-		Allow: allow, Installations: installations, Recorded: sqlite.NewInstallations(db)})
-	if err != nil {
+	if err := l.buildServices(pools, gh, ledger, launches, lists); err != nil {
 		return nil, err
 	}
 	l.ln, err = net.Listen("tcp", cfg.Listen)
@@ -338,6 +208,190 @@ func NewLocal(cfg LocalConfig, logger *slog.Logger) (*Local, error) {
 	}
 	ok = true
 	return l, nil
+}
+
+// prepare fills cfg's defaults, creates the data directory and loads the
+// pools.
+func prepare(cfg Config) (Config, *pool.Config, error) {
+	if cfg.DataDir == "" {
+		return cfg, nil, errors.New("local mode: the data directory is required")
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:8080"
+	}
+	if cfg.Provider == "" {
+		cfg.Provider = "process"
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.ReconcileEvery <= 0 {
+		cfg.ReconcileEvery = time.Minute
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return cfg, nil, fmt.Errorf("creating the data directory: %w", err)
+	}
+	if cfg.Pools != nil {
+		return cfg, cfg.Pools, nil
+	}
+	pools, err := pool.Load(cfg.PoolsFile)
+	if err != nil {
+		return cfg, nil, fmt.Errorf("loading pools: %w", err)
+	}
+	return cfg, pools, nil
+}
+
+// gitHubClient builds the GitHub client over cfg's Apps; with no AppIDs,
+// the ids are the key file's (what skiff setup writes), set in cfg.
+func gitHubClient(cfg *Config, logger *slog.Logger) (*github.Client, error) {
+	apps, err := github.ParseAppKeys(cfg.AppIDs, cfg.AppKeys)
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.AppIDs) == 0 {
+		for _, a := range apps {
+			cfg.AppIDs = append(cfg.AppIDs, a.ID)
+		}
+	}
+	ghOpts := []github.Option{github.WithLogger(logger)}
+	if cfg.GitHubAPIURL != "" {
+		ghOpts = append(ghOpts, github.WithBaseURL(cfg.GitHubAPIURL))
+	}
+	return github.NewClient(apps, ghOpts...)
+}
+
+// webhookLists are the webhook's allow-lists.
+type webhookLists struct {
+	allow         webhook.AllowList
+	installations webhook.InstallationList
+}
+
+// parseWebhookLists parses cfg's allow-lists.
+func parseWebhookLists(cfg Config) (webhookLists, error) {
+	allow, err := webhook.ParseAllowList(cfg.Allow)
+	if err != nil {
+		return webhookLists{}, fmt.Errorf("local mode: the allow-list: %w", err)
+	}
+	installations, err := webhook.ParseInstallationList(cfg.Installations)
+	if err != nil {
+		return webhookLists{}, fmt.Errorf("local mode: the installations: %w", err)
+	}
+	return webhookLists{allow: allow, installations: installations}, nil
+}
+
+// buildProvider builds cfg's provider into l.Provider.
+func (l *Local) buildProvider(pools *pool.Config) error {
+	cfg := l.cfg
+	switch cfg.Provider {
+	case "process":
+		p, err := process.New(process.Options{Command: cfg.RunnerCommand, DataDir: filepath.Join(cfg.DataDir, "runners"),
+			Env: cfg.RunnerEnv, Limits: cfg.Limits, LogDir: filepath.Join(cfg.DataDir, "logs"), Logger: l.log, Now: cfg.Now})
+		if err != nil {
+			return err
+		}
+		l.Provider, l.closeFn = p, p.Close
+		// Scale-up reserves a runner in the ledger (the pool's maxRunners)
+		// before it registers one with GitHub; a maxRunners above what this
+		// machine runs would register JIT runners the provider then refuses.
+		for _, pl := range pools.Pools {
+			pl.MaxRunners = min(pl.MaxRunners, p.Limit(pl.Name))
+		}
+	case "slurm":
+		if cfg.SlurmShared == "" {
+			return errors.New("local mode: the slurm provider needs a shared directory (SlurmShared)")
+		}
+		p, err := slurm.New(slurm.Options{Commander: slurm.Exec{Env: cfg.SlurmEnv}, Command: cfg.RunnerCommand, Env: cfg.RunnerEnv,
+			JITDir: filepath.Join(cfg.SlurmShared, "jit"), WorkDir: filepath.Join(cfg.SlurmShared, "work"),
+			Logger: l.log, Now: cfg.Now})
+		if err != nil {
+			return err
+		}
+		l.Provider = p
+	case "dry-run":
+		l.Provider = dryrun.New(l.log, cfg.Now)
+	default:
+		if cfg.ExternalProvider == nil || cfg.ExternalProvider.Name() != cfg.Provider {
+			return fmt.Errorf("local mode: provider %q is none of process, slurm, dry-run, and no such provider was built", cfg.Provider)
+		}
+		l.Provider = cfg.ExternalProvider
+	}
+	return nil
+}
+
+// buildServices builds the waiting room and the services over the stores
+// and the provider: state changes, scale-up, scale-down and the webhook.
+func (l *Local) buildServices(pools *pool.Config, gh *github.Client, ledger *sqlite.Ledger, launches *sqlite.Launches,
+	lists webhookLists) error {
+	cfg, logger, counter := l.cfg, l.log, telemetry.Discard
+	// The waiting room: a job that finds its pool full waits in the file
+	// and is offered the moment one of the pool's runners ends (the ledger
+	// below wakes it, whoever reports the end).
+	var err error
+	l.Room, err = room.New(room.Options{Room: sqlite.NewRoom(l.db), Queue: l.Queue, Records: l.Store, Pools: pools,
+		Ledger: ledger, Logger: logger, Now: cfg.Now})
+	if err != nil {
+		return err
+	}
+	l.Ledger = room.Ledger{Ledger: ledger, Room: l.Room}
+	metricsWriter, recordPools := l.metricsWriter(pools, ledger, counter)
+	l.events, err = instanceevents.New(instanceevents.Options{Ledger: wiring.WakingEvents{Ledger: room.Ledger{Ledger: ledger, Room: l.Room},
+		Interruptions: ledger}, Counter: counter, Logger: logger, RecordPools: recordPools})
+	if err != nil {
+		return err
+	}
+	l.ScaleUp, err = scaleup.New(scaleup.Options{Pools: pools, Launches: launches, Ledger: l.Ledger, Records: l.Store,
+		Provider: l.Provider, GitHub: gh, Counter: counter, Logger: logger, Now: cfg.Now, GitHubURL: cfg.GitHubURL, Room: l.Room,
+		// Locally GitHub's answer is cheap and a slot is precious: a job
+		// cancelled while it waited for one is not launched.
+		MaxAttempts: localMaxAttempts, CheckQueued: true})
+	if err != nil {
+		return err
+	}
+	l.ScaleDown, err = scaledown.New(scaledown.Options{Pools: pools, Ledger: l.Ledger, Claims: launches, Records: l.Store,
+		Provider: l.Provider, GitHub: gh, Queue: l.Queue, Counter: counter, Logger: logger, Now: cfg.Now,
+		Apps: cfg.AppIDs, Metrics: metricsWriter, ScaleUpChecksQueued: true, // scale-up runs with CheckQueued above
+		Room: l.Room})
+	if err != nil {
+		return err
+	}
+	l.Webhook, err = webhook.New(webhook.Options{Secrets: [][]byte{[]byte(cfg.WebhookSecret)}, Router: pools, Policies: pools,
+		Queue: l.Queue, Store: l.Store, Runners: l.Ledger, Counter: counter, Logger: logger, Now: cfg.Now,
+		Allow: lists.allow, Installations: lists.installations, Recorded: sqlite.NewInstallations(l.db)})
+	return err
+}
+
+// metricsWriter is the reconciler's metrics writer and the pools whose
+// ended runners get a record: with MetricsRecords, one record per finished
+// job in the SQLite file (l.Records), measured the provider's way.
+func (l *Local) metricsWriter(pools *pool.Config, ledger *sqlite.Ledger, counter telemetry.Counter) (scaledown.MetricsWriter, []string) {
+	if !l.cfg.MetricsRecords {
+		return scaledown.NoMetrics{}, nil
+	}
+	l.Records = sqlite.NewMetricsRecords(l.db)
+	recordPools := []string{"*"}
+	rw := &scaledown.RecordWriter{Pools: recordPools, Records: l.Store, Ledger: ledger, Out: l.Records,
+		CloudProvider: l.cfg.Provider, Region: "local", Counter: counter, Logger: l.log, CostPerHour: map[string]float64{}}
+	for _, pl := range pools.Pools { // an operator's rate for pools off EC2
+		if pl.CostPerHour > 0 {
+			rw.CostPerHour[pl.Name] = pl.CostPerHour
+		}
+	}
+	switch p := l.Provider.(type) {
+	case *process.Provider:
+		// The provider measures each runner and describes this machine.
+		rw.CloudProvider, rw.Peaks, rw.Host = "local", scaledown.ProviderPeaks{Source: p}, process.RecordHost(p.Host())
+	case *slurm.Provider:
+		// The cluster's accounting (sacct) says what each job used and
+		// where it ran; the zone is the cluster, there is no region.
+		rw.CloudProvider, rw.Peaks, rw.Region = "slurm", scaledown.AccountedPeaks{Source: p}, ""
+	default:
+		if src, ok := l.Provider.(scaledown.UsageSource); ok {
+			// A provider that measures its runners itself (kubernetes: the
+			// runner container's termination message).
+			rw.Peaks = scaledown.ProviderPeaks{Source: src}
+		}
+	}
+	return rw, recordPools
 }
 
 // settle takes over what the previous process on this data directory left
@@ -364,7 +418,7 @@ func (l *Local) settle(ctx context.Context, pools *pool.Config, launches *sqlite
 			return fmt.Errorf("reading the ledger of pool %s at start: %w", p.Name, err)
 		}
 		for _, r := range rs {
-			if r.State != launch.StateReserved {
+			if r.State != provisioning.StateReserved {
 				continue
 			}
 			log := l.log.With("pool", p.Name, "runner_name", r.Name, "job_id", r.JobID)
@@ -376,7 +430,7 @@ func (l *Local) settle(ctx context.Context, pools *pool.Config, launches *sqlite
 				log.Info("released a reservation the previous process left without a runner")
 				continue
 			}
-			if err := l.Ledger.Launched(ctx, r.Name, launch.Launch{InstanceID: in.ID, InstanceType: in.InstanceType, Zone: in.Zone,
+			if err := l.Ledger.Launched(ctx, r.Name, provisioning.Launch{InstanceID: in.ID, InstanceType: in.InstanceType, Zone: in.Zone,
 				Spot: in.Capacity == provider.Spot, At: in.LaunchedAt}); err != nil {
 				return fmt.Errorf("recording runner %s's launch at start: %w", r.Name, err)
 			}

@@ -1,4 +1,4 @@
-package wiring
+package local
 
 import (
 	"bytes"
@@ -44,7 +44,7 @@ func TestReportEndedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs := &testenv.SyncBuffer{}
-	l, err := NewLocal(LocalConfig{DataDir: filepath.Join(dir, "data"), PoolsFile: poolsFile, Listen: "127.0.0.1:0", Provider: "dry-run",
+	l, err := New(Config{DataDir: filepath.Join(dir, "data"), PoolsFile: poolsFile, Listen: "127.0.0.1:0", Provider: "dry-run",
 		AppIDs: []int64{77}, AppKeys: string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})),
 		WebhookSecret: "s", Allow: []string{"acme"}, Installations: []string{"*"}},
 		slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))

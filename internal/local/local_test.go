@@ -1,4 +1,4 @@
-package wiring_test
+package local_test
 
 import (
 	"context"
@@ -15,13 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/internal/local"
 	"github.com/skiffci/skiff/internal/testenv"
-	"github.com/skiffci/skiff/internal/wiring"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
-	"github.com/skiffci/skiff/pkg/launch"
 	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/sqlite"
-	"github.com/skiffci/skiff/pkg/store"
 )
 
 const localPools = `version: 1
@@ -49,7 +48,7 @@ func buildStandin(t *testing.T, dir string) string {
 // listen address and sim's App (key pemKey) and organisation acme. It
 // returns local mode, its debug log and stop, which ends Run (at the latest
 // when t ends) and returns its error.
-func startLocal(t *testing.T, sim *ghsim.Server, pemKey, pools string, c wiring.LocalConfig) (*wiring.Local, *testenv.SyncBuffer, func() error) {
+func startLocal(t *testing.T, sim *ghsim.Server, pemKey, pools string, c local.Config) (*local.Local, *testenv.SyncBuffer, func() error) {
 	t.Helper()
 	dir := t.TempDir()
 	c.DataDir, c.PoolsFile, c.Listen = filepath.Join(dir, "data"), filepath.Join(dir, "pools.yaml"), "127.0.0.1:0"
@@ -59,7 +58,7 @@ func startLocal(t *testing.T, sim *ghsim.Server, pemKey, pools string, c wiring.
 	c.GitHubAPIURL, c.AppIDs, c.AppKeys = sim.URL(), []int64{testenv.AppID}, pemKey
 	c.WebhookSecret, c.Allow, c.Installations = "local-secret", []string{"acme"}, []string{"*"}
 	logs := &testenv.SyncBuffer{}
-	l, err := wiring.NewLocal(c, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	l, err := local.New(c, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +85,7 @@ func TestLocalMode(t *testing.T) {
 	t.Parallel()
 	standin := buildStandin(t, t.TempDir())
 	sim, pemKey := testenv.GitHubApp(t, "CANARYLOCAL")
-	l, logs, stop := startLocal(t, sim, pemKey, localPools, wiring.LocalConfig{
+	l, logs, stop := startLocal(t, sim, pemKey, localPools, local.Config{
 		RunnerCommand: []string{standin}, RunnerEnv: []string{"SKIFF_STANDIN_DURATION=200ms"}, Limits: map[string]int{"cpu": 2},
 	})
 
@@ -166,21 +165,21 @@ func TestLocalSettlesReservationsAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	db, err := sqlite.Open(wiring.LocalDBFile(data), sqlite.Options{})
+	db, err := sqlite.Open(local.DBFile(data), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	claim := store.LaunchClaim{JobID: 7, Attempt: 1, Gen: 1, Token: "skiff-t", Pool: "cpu", LeaseUntil: now.Add(10 * time.Minute),
+	claim := provisioning.Claim{JobID: 7, Attempt: 1, Gen: 1, Token: "skiff-t", Pool: "cpu", LeaseUntil: now.Add(10 * time.Minute),
 		UpdatedAt: now, ExpiresAt: now.Add(time.Hour)}
 	cerr := sqlite.NewLaunches(db, nil).ClaimLaunch(ctx, claim, 0, now)
-	n, err := sqlite.NewLedger(db, time.Now).Reserve(ctx, "cpu", 20, []launch.Runner{{Name: "skiff-7-1", Pool: "cpu", JobID: 7, RunID: 6,
+	n, err := sqlite.NewLedger(db, time.Now).Reserve(ctx, "cpu", 20, []provisioning.Runner{{Name: "skiff-7-1", Pool: "cpu", JobID: 7, RunID: 6,
 		Attempt: 1, ReservedAt: now}})
 	if err := errors.Join(err, cerr, db.Close()); err != nil || n != 1 {
 		t.Fatalf("claiming and reserving: %d, %v", n, err)
 	}
 	logs := &testenv.SyncBuffer{}
-	l, err := wiring.NewLocal(wiring.LocalConfig{DataDir: data, PoolsFile: poolsFile, Listen: "127.0.0.1:0", Provider: "dry-run",
+	l, err := local.New(local.Config{DataDir: data, PoolsFile: poolsFile, Listen: "127.0.0.1:0", Provider: "dry-run",
 		AppIDs: []int64{77}, AppKeys: string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})),
 		WebhookSecret: "s", Allow: []string{"acme"}, Installations: []string{"*"}}, slog.New(slog.NewJSONHandler(logs, nil)))
 	if err != nil {
@@ -195,7 +194,7 @@ func TestLocalSettlesReservationsAtStart(t *testing.T) {
 	if err := l.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	db, err = sqlite.Open(wiring.LocalDBFile(data), sqlite.Options{})
+	db, err = sqlite.Open(local.DBFile(data), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +215,7 @@ func TestLocalWakesOnExit(t *testing.T) {
 	t.Parallel()
 	standin := buildStandin(t, t.TempDir())
 	sim, pemKey := testenv.GitHubApp(t, "CANARYLOCAL")
-	l, _, stop := startLocal(t, sim, pemKey, localPools, wiring.LocalConfig{
+	l, _, stop := startLocal(t, sim, pemKey, localPools, local.Config{
 		RunnerCommand: []string{standin}, RunnerEnv: []string{"SKIFF_STANDIN_DURATION=100ms"}, Limits: map[string]int{"cpu": 1},
 		ReconcileEvery: time.Hour, InstancePoll: time.Hour,
 		// With metrics records, the EC2 events leave every end to the

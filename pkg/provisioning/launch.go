@@ -1,8 +1,34 @@
-// Package launch holds the plain types that scale-up's decisions (package
-// scaler) and its store (package store) share: a job's launch claim and the
-// fleet record it points to. It imports only the standard library, so the
-// decisions that use it stay free of SDKs and network code.
-package launch
+// Package provisioning holds the records of making a runner for a job, the
+// plain types that scale-up's decisions (package scaler), the store (package
+// store) and the services share: a job's launch claim (Claim), the fleet
+// record a launch made (Fleet), and the runner ledger's record of each
+// runner (Runner) through its states. It imports only the standard library,
+// so the decisions that use it stay free of SDKs and network code.
+//
+// The runner ledger keeps one record per runner, from the moment scale-up
+// reserves it to its instance's termination. It only moves forward:
+//
+//	reserved ──▶ launched ──▶ registered ──▶ job started ──▶ job completed ──▶ terminated
+//	    │                                                                          ▲
+//	    └──── never launched: scale-up releases the reservation ───────────────────┘
+//
+// Releasing is not a state: scale-up (or, at start, skiff local) ends a
+// reservation that did not launch, and the record is terminated with Reason
+// "not_launched". Who writes each step:
+//
+//	reserved       scale-up, when it admits the job under the pool's maxRunners
+//	launched       scale-up, when the provider returns the runner's instance
+//	registered     the reconciler, when GitHub lists the runner
+//	job started    the webhook (workflow_job in_progress naming the runner), the
+//	               reconciler (the instance's job-started hook tag, GitHub's busy flag)
+//	job completed  the webhook (workflow_job completed), the reconciler (the hook's tag)
+//	terminated     the EC2 state-change function (EventBridge), the reconciler, scale-up
+//	               (a released reservation)
+//
+// Whichever writer arrives first wins; a late or repeated report changes
+// nothing. A record counts toward its pool's live count from reserved until
+// terminated, and leaves it exactly once.
+package provisioning
 
 import "time"
 

@@ -1,4 +1,4 @@
-package wiring_test
+package local_test
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/internal/local"
 	"github.com/skiffci/skiff/internal/testenv"
-	"github.com/skiffci/skiff/internal/wiring"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/names"
@@ -188,7 +188,7 @@ func checkSlurmRecord(t *testing.T, r metrics.Record, node string, gpu bool) {
 type localSlurm struct {
 	*testenv.Slurm
 	sim  *ghsim.Server
-	l    *wiring.Local
+	l    *local.Local
 	logs *testenv.SyncBuffer
 	// stop ends Run and returns its error.
 	stop func() error
@@ -213,7 +213,7 @@ func startLocalSlurm(t *testing.T, o testenv.SlurmOptions, poolsYAML string) loc
 	}
 	shared := filepath.Join(s.Dir, "shared")
 	pools := strings.NewReplacer("RUNNER", runnerDir, "WORK", filepath.Join(shared, "work")).Replace(poolsYAML)
-	l, logs, stop := startLocal(t, sim, pemKey, pools, wiring.LocalConfig{
+	l, logs, stop := startLocal(t, sim, pemKey, pools, local.Config{
 		Provider: "slurm", SlurmShared: shared, SlurmEnv: []string{"SLURM_CONF=" + s.Conf},
 		// A spare runner (a replacement whose job another runner took)
 		// exits when idle, as an instance powers off.
