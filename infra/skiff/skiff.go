@@ -107,7 +107,7 @@ type Props struct {
 	// RootDevice is the device name of the runners' root volume. Default "/dev/xvda".
 	RootDevice string
 	// RunnerMetrics turns on the runners' CloudWatch agent metrics (opt-in,
-	// billed per series: README "Runner boot").
+	// billed per series: docs/metrics.md, "What opting in costs").
 	RunnerMetrics bool
 	// RunnerVersion and RunnerSHA256 download the runner at boot when the
 	// image has none (pkg/userdata).

@@ -38,7 +38,7 @@
 // services' concurrent calls, which run one at a time in an order drawn
 // from the seed (fanout.Seeded; production runs them concurrently).
 //
-// The invariants and faults are listed on Config and in README.md.
+// The invariants and faults are listed on Config and in docs/development.md.
 package loadtest
 
 import (

@@ -31,7 +31,7 @@ import (
 )
 
 // ScaleDownConfig is the scale-down function's configuration, read from the
-// environment by ScaleDownConfigFromEnv; README.md lists the variables.
+// environment by ScaleDownConfigFromEnv; docs/configuration.md lists the variables.
 type ScaleDownConfig struct {
 	TableName        string // SKIFF_TABLE_NAME
 	QueueURL         string // SKIFF_QUEUE_URL: replacements go to scale-up's queue

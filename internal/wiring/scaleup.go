@@ -30,7 +30,7 @@ import (
 )
 
 // ScaleUpConfig is the scale-up function's configuration, read from the
-// environment by ScaleUpConfigFromEnv; README.md lists the variables.
+// environment by ScaleUpConfigFromEnv; docs/configuration.md lists the variables.
 type ScaleUpConfig struct {
 	TableName            string // SKIFF_TABLE_NAME: the store's table
 	RegistrationTable    string // SKIFF_REGISTRATION_TABLE: the runners' registration table

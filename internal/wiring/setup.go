@@ -16,7 +16,7 @@ import (
 )
 
 // SetupConfig is the setup function's configuration, read from the
-// environment by SetupConfigFromEnv; README.md lists the variables.
+// environment by SetupConfigFromEnv; docs/configuration.md lists the variables.
 type SetupConfig struct {
 	SetupSecretARN   string // SKIFF_SETUP_SECRET_ARN: the one-time setup secret
 	PrivateKeyARN    string // SKIFF_GITHUB_PRIVATE_KEY_ARN: where the App's key lands

@@ -10,8 +10,8 @@ package names
 
 import "strings"
 
-// Environment variables read by the functions and by `skiff local`. README.md
-// ("Configuration") documents each one's meaning and default.
+// Environment variables read by the functions and by `skiff local`.
+// docs/configuration.md documents each one's meaning and default.
 const (
 	// Shared by every function.
 	EnvTableName        = "SKIFF_TABLE_NAME"

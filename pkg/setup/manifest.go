@@ -27,8 +27,7 @@ type HookAttributes struct {
 	Active bool   `json:"active"`
 }
 
-// Permissions are the App's permissions (README "GitHub App",
-// docs/github.md): org runners (JIT configs, registration tokens, runner
+// Permissions are the App's permissions (docs/github.md): org runners (JIT configs, registration tokens, runner
 // groups), job and run reads, and the metadata every App has.
 var Permissions = map[string]string{
 	"organization_self_hosted_runners": "write",

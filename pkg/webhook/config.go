@@ -13,7 +13,7 @@ import (
 )
 
 // Config is the webhook function's configuration. ConfigFromEnv documents
-// each variable; README.md lists them all.
+// each variable; docs/configuration.md lists them all.
 type Config struct {
 	SecretARN        string           // SKIFF_WEBHOOK_SECRET_ARN
 	Secrets          [][]byte         // SKIFF_WEBHOOK_SECRET (+ _PREVIOUS), for local use
