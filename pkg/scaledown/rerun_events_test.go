@@ -52,15 +52,7 @@ func TestRerunInterruptedThroughInstanceEvents(t *testing.T) {
 // returns the runner's GitHub id.
 func (w *world) startJob(ctx context.Context, job int64, in provider.Instance) int64 {
 	w.t.Helper()
-	reg, ok := w.dry.Delivered(in.ID)
-	if !ok {
-		w.t.Fatal("no registration delivered")
-	}
-	runnerID, err := w.sim.ConnectRunner(reg.JITConfig)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	w.clock.Advance(time.Minute)
+	runnerID := w.connect(in)
 	js, _ := w.sim.Job(job)
 	if js.Status != "in_progress" {
 		w.t.Fatalf("job %s, want in_progress", js.Status)

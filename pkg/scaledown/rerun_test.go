@@ -66,6 +66,13 @@ func TestRerunInterrupted(t *testing.T) {
 func (w *world) runOne(ctx context.Context) (job int64, info ghsim.RunInfo, in provider.Instance, runnerID int64) {
 	w.t.Helper()
 	job, info, in = w.launchOne(ctx, 30*time.Minute)
+	return job, info, in, w.connect(in)
+}
+
+// connect connects the runner of instance in with the registration it was
+// delivered and lets a minute pass; it returns the runner's GitHub id.
+func (w *world) connect(in provider.Instance) int64 {
+	w.t.Helper()
 	reg, ok := w.dry.Delivered(in.ID)
 	if !ok {
 		w.t.Fatal("no registration delivered")
@@ -75,7 +82,7 @@ func (w *world) runOne(ctx context.Context) (job int64, info ghsim.RunInfo, in p
 		w.t.Fatal(err)
 	}
 	w.clock.Advance(time.Minute)
-	return job, info, in, runnerID
+	return runnerID
 }
 
 // reconcileMinutes runs n reconciler passes a minute apart.
