@@ -80,12 +80,7 @@ func TestLocalModeSlurm(t *testing.T) {
 	}
 	deadline := time.Now().Add(3 * time.Minute) // a safety net, not a measurement
 	for {
-		completed := 0
-		for _, id := range run.JobIDs {
-			if j, ok := sim.Job(id); ok && j.Status == "completed" {
-				completed++
-			}
-		}
+		completed := completedJobs(sim, run.JobIDs)
 		if completed == n {
 			break
 		}

@@ -99,12 +99,7 @@ func TestLocalMode(t *testing.T) {
 	// invariant, not on time).
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		completed := 0
-		for _, id := range run.JobIDs {
-			if j, ok := sim.Job(id); ok && j.Status == "completed" {
-				completed++
-			}
-		}
+		completed := completedJobs(sim, run.JobIDs)
 		if completed == len(run.JobIDs) {
 			break
 		}
@@ -230,12 +225,7 @@ func TestLocalWakesOnExit(t *testing.T) {
 	// No deadline of ours: were the end noticed only by the hour-long
 	// polls, this would hang until the test binary's -timeout.
 	for {
-		completed := 0
-		for _, id := range run.JobIDs {
-			if j, ok := sim.Job(id); ok && j.Status == "completed" {
-				completed++
-			}
-		}
+		completed := completedJobs(sim, run.JobIDs)
 		if completed == len(run.JobIDs) {
 			break
 		}
@@ -248,4 +238,15 @@ func TestLocalWakesOnExit(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Errorf("Run: %v", err)
 	}
+}
+
+// completedJobs counts the jobs the simulator reports completed.
+func completedJobs(sim *ghsim.Server, ids []int64) int {
+	n := 0
+	for _, id := range ids {
+		if j, ok := sim.Job(id); ok && j.Status == "completed" {
+			n++
+		}
+	}
+	return n
 }
