@@ -484,13 +484,25 @@ type Ledger struct {
 
 // End implements store.Ledger.
 func (l Ledger) End(ctx context.Context, name string, at time.Time, reason string) (bool, error) {
-	ended, err := l.Ledger.End(ctx, name, at, reason)
-	if err == nil && ended {
-		if r, rerr := l.Ledger.Runner(ctx, name); rerr == nil {
-			l.wake(ctx, r)
+	return l.endedBy(ctx, name)(l.Ledger.End(ctx, name, at, reason))
+}
+
+// EndAwaiting implements store.Ledger.
+func (l Ledger) EndAwaiting(ctx context.Context, name string, at time.Time, reason string) (bool, error) {
+	return l.endedBy(ctx, name)(l.Ledger.EndAwaiting(ctx, name, at, reason))
+}
+
+// endedBy passes an end's result of the runner name on, first waking its
+// pool's room when that end took it off the count.
+func (l Ledger) endedBy(ctx context.Context, name string) func(bool, error) (bool, error) {
+	return func(ended bool, err error) (bool, error) {
+		if err == nil && ended {
+			if r, rerr := l.Ledger.Runner(ctx, name); rerr == nil {
+				l.wake(ctx, r)
+			}
 		}
+		return ended, err
 	}
-	return ended, err
 }
 
 // EndInstance implements store.Ledger.

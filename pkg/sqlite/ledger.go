@@ -24,6 +24,9 @@ import (
 // (which holds the live records only, at most the pool's max). A count
 // derived from the records cannot drift from them, so a runner leaves its
 // pool's count exactly when its record leaves a live state — once.
+//
+// runners_awaiting lists each pool's awaiting runners (store.Ledger's
+// EndAwaiting): a row beside the record, written in the end's transaction.
 var ledgerSchema = fmt.Sprintf(`
 CREATE TABLE IF NOT EXISTS runners (
 	name       TEXT    PRIMARY KEY,
@@ -36,6 +39,11 @@ CREATE INDEX IF NOT EXISTS runners_live ON runners (pool, name) WHERE %[1]s;
 CREATE TABLE IF NOT EXISTS runner_instances (
 	instance_id TEXT PRIMARY KEY,
 	runner      TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS runners_awaiting (
+	pool TEXT NOT NULL,
+	name TEXT NOT NULL,
+	PRIMARY KEY (pool, name)
 ) WITHOUT ROWID;
 `, liveState)
 
@@ -157,9 +165,12 @@ func (l *Ledger) Reserve(ctx context.Context, pool string, max int, runners []pr
 				return fmt.Errorf("reading runner %s: %w", r.Name, err)
 			case err == nil && live(expires, l.now()):
 				return nil // a prefix: the first runner that exists ends it
-			case err == nil: // expired: its pointers go with it
+			case err == nil: // expired: its pointers and its awaiting row go with it
 				if _, err := tx.ExecContext(ctx, "DELETE FROM runner_instances WHERE runner = ?", r.Name); err != nil {
 					return fmt.Errorf("dropping the instances of expired runner %s: %w", r.Name, err)
+				}
+				if _, err := tx.ExecContext(ctx, "DELETE FROM runners_awaiting WHERE name = ?", r.Name); err != nil {
+					return fmt.Errorf("settling expired runner %s: %w", r.Name, err)
 				}
 			}
 			r.State, r.ExpiresAt = provisioning.StateReserved, time.Time{}
@@ -264,6 +275,75 @@ func (l *Ledger) endTx(ctx context.Context, tx *sql.Tx, name string, at time.Tim
 		return r, true, nil
 	})
 	return ended, err
+}
+
+// EndAwaiting implements store.Ledger: in one transaction, End and the
+// runner's row in runners_awaiting.
+func (l *Ledger) EndAwaiting(ctx context.Context, name string, at time.Time, reason string) (bool, error) {
+	var ended bool
+	err := l.d.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if ended, err = l.endTx(ctx, tx, name, at, reason); err != nil {
+			return err
+		}
+		r, _, err := l.runner(ctx, tx, name)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, "INSERT INTO runners_awaiting (pool, name) VALUES (?, ?) ON CONFLICT DO NOTHING", r.Pool, name); err != nil {
+			return fmt.Errorf("listing runner %s as awaiting: %w", name, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("ending runner %s: %w", name, err)
+	}
+	return ended, nil
+}
+
+// Awaiting implements store.Ledger: the pool's rows of runners_awaiting
+// with their records, sorted by name.
+func (l *Ledger) Awaiting(ctx context.Context, pool string) ([]provisioning.Runner, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rows, err := l.d.db.QueryContext(ctx, `SELECT r.name, r.record, r.expires_at FROM runners_awaiting a
+		JOIN runners r ON r.name = a.name WHERE a.pool = ? ORDER BY a.name`, pool)
+	if err != nil {
+		return nil, fmt.Errorf("listing the awaiting runners of pool %s: %w", pool, err)
+	}
+	defer rows.Close()
+	var out []provisioning.Runner
+	for rows.Next() {
+		var name, rec string
+		var expires int64
+		if err := rows.Scan(&name, &rec, &expires); err != nil {
+			return nil, fmt.Errorf("listing the awaiting runners of pool %s: %w", pool, err)
+		}
+		if !live(expires, l.now()) {
+			continue
+		}
+		var r provisioning.Runner
+		if err := json.Unmarshal([]byte(rec), &r); err != nil {
+			return nil, fmt.Errorf("decoding runner %s: %w", name, err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing the awaiting runners of pool %s: %w", pool, err)
+	}
+	return out, nil
+}
+
+// Settle implements store.Ledger: the runner's row in runners_awaiting goes.
+func (l *Ledger) Settle(ctx context.Context, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if _, err := l.d.db.ExecContext(ctx, "DELETE FROM runners_awaiting WHERE name = ?", name); err != nil {
+		return fmt.Errorf("settling runner %s: %w", name, err)
+	}
+	return nil
 }
 
 // EndInstance implements store.Ledger: End of the runner the instance

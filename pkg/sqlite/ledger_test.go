@@ -39,10 +39,10 @@ func TestInterruptionsConformance(t *testing.T) {
 }
 
 // TestLedgerSweep: Sweep deletes ended runners past their retention and
-// their instance pointers, and expired claims, fleets and capacity marks;
+// their instance pointers and awaiting rows, and expired claims, fleets and capacity marks;
 // a live runner stays. A reservation over an expired record drops the old
-// record's instance pointer first, so the old instance does not find the
-// new runner.
+// record's instance pointer and awaiting row first, so the old instance
+// does not find the new runner, nor is the new runner awaited.
 func TestLedgerSweep(t *testing.T) {
 	t.Parallel()
 	var now atomic.Int64
@@ -64,7 +64,7 @@ func TestLedgerSweep(t *testing.T) {
 		if err := l.Launched(ctx, r.Name, provisioning.Launch{InstanceID: fmt.Sprintf("i-0%d", i+1), At: at}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := l.End(ctx, r.Name, at, "done"); err != nil {
+		if _, err := l.EndAwaiting(ctx, r.Name, at, "done"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -91,9 +91,13 @@ func TestLedgerSweep(t *testing.T) {
 	if _, err := l.RunnerByInstance(ctx, "i-02"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("the old instance of a reserved-again name: %v, want ErrNotFound", err)
 	}
-	// Deleted: runner 1 and its pointer, the claim, the fleet, the mark.
-	if n, err := db.Sweep(ctx, clock()); err != nil || n != 5 {
-		t.Errorf("Sweep = %d, %v; want 5", n, err)
+	if got, err := l.Awaiting(ctx, "cpu"); err != nil || len(got) != 0 {
+		t.Errorf("awaiting runners = %+v, %v; want none: one expired, one's name reserved again", got, err)
+	}
+	// Deleted: runner 1, its pointer and its awaiting row, the claim, the
+	// fleet, the mark.
+	if n, err := db.Sweep(ctx, clock()); err != nil || n != 6 {
+		t.Errorf("Sweep = %d, %v; want 6", n, err)
 	}
 	if _, err := l.RunnerByInstance(ctx, "i-01"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a swept runner's instance: %v, want ErrNotFound", err)

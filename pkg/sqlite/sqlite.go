@@ -34,6 +34,7 @@
 //	runners        (name, pool, state, record JSON, expires_at); partial index
 //	               runners_live (pool, name) over live states: the live count
 //	runner_instances (instance_id, runner)
+//	runners_awaiting (pool, name): the ledger's awaiting runners
 //
 // A record whose expires_at has passed on the store's clock is treated as
 // absent by every read and write, as DynamoDB's TTL is; Sweep deletes them.
@@ -205,7 +206,8 @@ func (d *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 
 // Sweep deletes the records that have expired by now (jobs, runs, launch
 // claims, fleets, failed capacity, on-demand marks and ended runners, with
-// the instance pointers left without a runner), as DynamoDB's TTL does.
+// the instance pointers and awaiting rows left without a runner), as
+// DynamoDB's TTL does.
 // Reads treat them as absent before.
 func (d *DB) Sweep(ctx context.Context, now time.Time) (int64, error) {
 	var n int64
@@ -218,12 +220,15 @@ func (d *DB) Sweep(ctx context.Context, now time.Time) (int64, error) {
 			k, _ := res.RowsAffected()
 			n += k
 		}
-		res, err := tx.ExecContext(ctx, "DELETE FROM runner_instances WHERE NOT EXISTS (SELECT 1 FROM runners WHERE runners.name = runner_instances.runner)")
-		if err != nil {
-			return fmt.Errorf("sweeping runner_instances: %w", err)
+		for _, ref := range []struct{ table, runner string }{{"runner_instances", "runner"}, {"runners_awaiting", "name"}} {
+			res, err := tx.ExecContext(ctx, "DELETE FROM "+ref.table+" WHERE NOT EXISTS (SELECT 1 FROM runners WHERE runners.name = "+
+				ref.table+"."+ref.runner+")")
+			if err != nil {
+				return fmt.Errorf("sweeping %s: %w", ref.table, err)
+			}
+			k, _ := res.RowsAffected()
+			n += k
 		}
-		k, _ := res.RowsAffected()
-		n += k
 		return nil
 	})
 	return n, err

@@ -33,8 +33,9 @@ type Ledger interface {
 	Launched(ctx context.Context, name string, l provisioning.Launch) error
 	// Advance moves the runner forward to registered, job started or job
 	// completed (job: the job it ran). A report of a state it passed, or
-	// for an ended runner, changes nothing but missing times. ErrNotFound:
-	// no such runner (not one of skiff's).
+	// for an ended runner, changes nothing but missing times and a missing
+	// busy job: an event after the runner's end still names the job it
+	// ran. ErrNotFound: no such runner (not one of skiff's).
 	Advance(ctx context.Context, name string, to provisioning.State, at time.Time, job int64) error
 	// End ends the runner: terminated, or a reservation released. The first
 	// call takes it off its pool's live count and returns true; later calls
@@ -43,6 +44,20 @@ type Ledger interface {
 	// EndInstance is End by instance id. ErrNotFound: the instance is not a
 	// skiff runner's (or its record has expired).
 	EndInstance(ctx context.Context, instanceID string, at time.Time, reason string) (bool, error)
+	// EndAwaiting is End for a runner whose job's metrics record may still
+	// be due while nothing has said which job it ran (an event naming it
+	// may come after the end): the runner is ended as End ends it (true:
+	// this call took it off its pool's count) and, ended by this call or
+	// before, is on its pool's awaiting list until Settle — in the same
+	// write, so that no crash loses it. ErrNotFound: no such runner.
+	EndAwaiting(ctx context.Context, name string, at time.Time, reason string) (bool, error)
+	// Awaiting lists the pool's awaiting runners, sorted by name: their
+	// records as they are now (a lifecycle event that named the job since
+	// has filled BusyJob).
+	Awaiting(ctx context.Context, pool string) ([]provisioning.Runner, error)
+	// Settle takes the runner off its pool's awaiting list. A runner not on
+	// it, or unknown, is no error.
+	Settle(ctx context.Context, name string) error
 	// Runner returns the runner's record, or ErrNotFound.
 	Runner(ctx context.Context, name string) (provisioning.Runner, error)
 	// RunnerByInstance returns the record of the runner on an instance, or ErrNotFound.

@@ -19,6 +19,7 @@ type LedgerMemory struct {
 	mu        sync.Mutex
 	runners   map[string]*provisioning.Runner
 	instances map[string]string // instance id → runner name
+	awaiting  map[string]bool   // runner names on their pool's awaiting list
 	writes    int
 }
 
@@ -30,7 +31,8 @@ func NewLedgerMemory(now func() time.Time) *LedgerMemory {
 	if now == nil {
 		now = time.Now
 	}
-	return &LedgerMemory{now: now, ttl: DefaultRunnerTTL, runners: map[string]*provisioning.Runner{}, instances: map[string]string{}}
+	return &LedgerMemory{now: now, ttl: DefaultRunnerTTL, runners: map[string]*provisioning.Runner{}, instances: map[string]string{},
+		awaiting: map[string]bool{}}
 }
 
 // Writes returns how many write requests were made, for benchmarks.
@@ -78,6 +80,7 @@ func (m *LedgerMemory) Reserve(ctx context.Context, pool string, max int, runner
 		r.State = provisioning.StateReserved
 		r.ExpiresAt = time.Time{}
 		m.runners[r.Name] = &r
+		delete(m.awaiting, r.Name) // an expired record's mark goes with it
 		n++
 	}
 	return n, nil
@@ -145,6 +148,50 @@ func (m *LedgerMemory) endLocked(name string, at time.Time, reason string) (bool
 	}
 	r.State, r.EndedAt, r.Reason, r.ExpiresAt = provisioning.StateTerminated, at, reason, at.Add(m.ttl)
 	return true, nil
+}
+
+// EndAwaiting implements Ledger.
+func (m *LedgerMemory) EndAwaiting(ctx context.Context, name string, at time.Time, reason string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.writes++
+	ended, err := m.endLocked(name, at, reason)
+	if err == nil {
+		m.awaiting[name] = true
+	}
+	return ended, err
+}
+
+// Awaiting implements Ledger.
+func (m *LedgerMemory) Awaiting(ctx context.Context, pool string) ([]provisioning.Runner, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []provisioning.Runner
+	for name := range m.awaiting {
+		if r, ok := m.get(name); ok && r.Pool == pool {
+			out = append(out, *r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Settle implements Ledger.
+func (m *LedgerMemory) Settle(ctx context.Context, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.writes++
+	delete(m.awaiting, name)
+	return nil
 }
 
 // EndInstance implements Ledger.

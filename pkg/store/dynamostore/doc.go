@@ -37,7 +37,9 @@
 //	runner    RUNNER#<runner name>  RUNNER     pool, job_id, run_id, attempt, token,
 //	                                           state, state_rank, instance_id, type,
 //	                                           zone, spot, busy_job, reason, *_at,
-//	                                           live_pool (only while live), expires_at
+//	                                           live_pool (the pool while live;
+//	                                           awaiting#<pool> while awaiting),
+//	                                           expires_at
 //	instance  INSTANCE#<id>         INSTANCE   runner (name), pool, expires_at
 //	count     POOL#<pool>           RUNNERS    count
 //
@@ -47,7 +49,10 @@
 // to terminated with the condition that it is still live, and the count
 // decremented; a second end fails the condition and changes nothing. The
 // sparse index live-pool (partition key live_pool) lists a pool's live
-// records for the reconciler and `skiff status`.
+// records for the reconciler and `skiff status`, and, under
+// awaiting#<pool>, its awaiting runners: EndAwaiting's end sets live_pool
+// to that instead of removing it (a runner ended before gets it with one
+// UpdateItem), and Settle removes it from an ended record.
 //
 // LedgerDynamo (ledger_dynamo.go) implements it. An end also sets the
 // instance pointer's expires_at to the record's, so both expire together;

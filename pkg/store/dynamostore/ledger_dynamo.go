@@ -308,15 +308,23 @@ func advanceRunner(ctx context.Context, api runnerUpdater, table string, now tim
 // record's expiry. A record that another writer ended first fails the
 // condition: End then rereads it and reports false.
 func (d *LedgerDynamo) End(ctx context.Context, name string, at time.Time, reason string) (bool, error) {
+	return d.end(ctx, name, at, reason, false)
+}
+
+// end is End, and with await EndAwaiting (ledger_awaiting.go).
+func (d *LedgerDynamo) end(ctx context.Context, name string, at time.Time, reason string, await bool) (bool, error) {
 	for range ledgerTries {
 		r, err := d.Runner(ctx, name)
 		if err != nil {
 			return false, fmt.Errorf("ending runner %s: %w", name, err)
 		}
 		if !r.State.Live() {
+			if await {
+				return false, d.markAwaiting(ctx, r)
+			}
 			return false, nil
 		}
-		failed, err := d.endOnce(ctx, r, at, reason)
+		failed, err := d.endOnce(ctx, r, at, reason, await)
 		if err != nil {
 			return false, fmt.Errorf("ending runner %s: %w", name, err)
 		}
@@ -328,7 +336,9 @@ func (d *LedgerDynamo) End(ctx context.Context, name string, at time.Time, reaso
 	return false, fmt.Errorf("ending runner %s: record changed under %d tries", name, ledgerTries)
 }
 
-func (d *LedgerDynamo) endOnce(ctx context.Context, r provisioning.Runner, at time.Time, reason string) (*txFailure, error) {
+// endOnce runs one end transaction; with await, live_pool moves to the
+// pool's awaiting partition instead of going.
+func (d *LedgerDynamo) endOnce(ctx context.Context, r provisioning.Runner, at time.Time, reason string, await bool) (*txFailure, error) {
 	expires := numI(store.EpochCeil(at.Add(d.ttl)))
 	e := newExpr()
 	set := []string{
@@ -341,6 +351,9 @@ func (d *LedgerDynamo) endOnce(ctx context.Context, r provisioning.Runner, at ti
 		set = append(set, e.name(attrReason)+" = "+e.value(str(reason)))
 	}
 	update := "SET " + strings.Join(set, ", ") + " REMOVE " + e.name(attrLivePool)
+	if await {
+		update = "SET " + strings.Join(append(set, e.name(attrLivePool)+" = "+e.value(str(awaitingPool(r.Pool)))), ", ")
+	}
 	cond := fmt.Sprintf("%s < %s", e.name(attrStateRank), e.value(numI(int64(provisioning.StateTerminated))))
 	if r.InstanceID == "" {
 		cond += fmt.Sprintf(" AND attribute_not_exists(%s)", e.name(attrInstanceID))

@@ -27,6 +27,8 @@ func RunLedger(t *testing.T, newLedger func(t *testing.T, now func() time.Time) 
 		{"NotFound", ledgerNotFound},
 		{"Concurrent", ledgerConcurrent},
 		{"EndedRecordsExpire", ledgerEndedRecordsExpire},
+		{"Awaiting", ledgerAwaiting},
+		{"AwaitingExpires", ledgerAwaitingExpires},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t, newLedger) })
 	}
@@ -248,7 +250,112 @@ func ledgerEndedRecordsExpire(t *testing.T, newLedger newLedgerFunc) {
 	}
 }
 
-// runners returns n runners of pool for jobs from, from+1, … (generation 1).
+// ledgerAwaiting is RunLedger's Awaiting case: EndAwaiting ends a live
+// runner once, as End does, and puts it on its pool's awaiting list whoever
+// ended it; the list shows what later events fill in (the busy job), never
+// a live runner nor another pool's; Settle takes a runner off it, once or
+// many times, and is no error for a runner not on it or unknown.
+func ledgerAwaiting(t *testing.T, newLedger newLedgerFunc) {
+	t.Parallel()
+	l := newLedger(t, fixedNow)
+	ctx := context.Background()
+	rs := runners("cpu", 1, 4) // 1: awaited by its end; 2: ended before; 3: ended by End; 4: live
+	for _, r := range append(rs, runners("gpu", 9, 1)...) {
+		mustReserve(t, l, r)
+		if err := l.Launched(ctx, r.Name, provisioning.Launch{InstanceID: "i-" + r.Name, At: Now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ended, err := l.EndAwaiting(ctx, rs[0].Name, Now.Add(time.Minute), "instance_gone"); err != nil || !ended {
+		t.Fatalf("EndAwaiting(live) = %v, %v; want the first end", ended, err)
+	}
+	if _, err := l.EndInstance(ctx, "i-"+rs[1].Name, Now.Add(time.Minute), "state_terminated"); err != nil {
+		t.Fatal(err)
+	}
+	if ended, err := l.EndAwaiting(ctx, rs[1].Name, Now.Add(2*time.Minute), "instance_gone"); err != nil || ended {
+		t.Errorf("EndAwaiting(ended) = %v, %v; want false, nil", ended, err)
+	}
+	if ended, err := l.EndAwaiting(ctx, rs[0].Name, Now.Add(2*time.Minute), "again"); err != nil || ended {
+		t.Errorf("a repeated EndAwaiting = %v, %v; want false, nil", ended, err)
+	}
+	if _, err := l.End(ctx, rs[2].Name, Now.Add(time.Minute), "job_completed"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.EndAwaiting(ctx, "gpu-unknown", Now, "x"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("EndAwaiting(unknown) = %v, want ErrNotFound", err)
+	}
+	if _, err := l.EndAwaiting(ctx, runners("gpu", 9, 1)[0].Name, Now.Add(time.Minute), "idle"); err != nil {
+		t.Fatal(err)
+	}
+	if live, _ := l.Live(ctx, "cpu"); live != 1 {
+		t.Errorf("live %d, want 1: EndAwaiting takes a runner off its pool's count once", live)
+	}
+	// A late event names the job rs[0] ran, after its end.
+	if err := l.Advance(ctx, rs[0].Name, provisioning.StateJobCompleted, Now.Add(90*time.Second), 77); err != nil {
+		t.Fatal(err)
+	}
+	names := func() []string {
+		t.Helper()
+		got, err := l.Awaiting(ctx, "cpu")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range got {
+			out = append(out, r.Name)
+			if r.State != provisioning.StateTerminated {
+				t.Errorf("awaiting %s in state %s, want terminated", r.Name, r.State)
+			}
+			if r.Name == rs[0].Name && (r.BusyJob != 77 || r.Reason != "instance_gone" || !r.EndedAt.Equal(Now.Add(time.Minute))) {
+				t.Errorf("awaiting record %+v: want busy job 77 from the late event, and the first end", r)
+			}
+		}
+		return out
+	}
+	if got, want := fmt.Sprint(names()), fmt.Sprint([]string{rs[0].Name, rs[1].Name}); got != want {
+		t.Errorf("Awaiting(cpu) = %s, want %s", got, want)
+	}
+	if got, err := l.LiveRunners(ctx, "cpu"); err != nil || len(got) != 1 || got[0].Name != rs[3].Name {
+		t.Errorf("LiveRunners(cpu) = %+v, %v; want only %s: awaiting runners are not live", got, err, rs[3].Name)
+	}
+	for _, name := range []string{rs[0].Name, rs[0].Name, rs[2].Name, rs[3].Name, "skiff-404-1"} {
+		if err := l.Settle(ctx, name); err != nil {
+			t.Errorf("Settle(%s) = %v", name, err)
+		}
+	}
+	if got, want := fmt.Sprint(names()), fmt.Sprint([]string{rs[1].Name}); got != want {
+		t.Errorf("Awaiting(cpu) after Settle = %s, want %s", got, want)
+	}
+	if got, err := l.LiveRunners(ctx, "cpu"); err != nil || len(got) != 1 {
+		t.Errorf("LiveRunners(cpu) after settling a live runner = %+v, %v; want it still live", got, err)
+	}
+	if got, err := l.Awaiting(ctx, "gpu"); err != nil || len(got) != 1 {
+		t.Errorf("Awaiting(gpu) = %+v, %v; want its one runner", got, err)
+	}
+}
+
+// ledgerAwaitingExpires is RunLedger's AwaitingExpires case: an awaiting
+// runner whose record has expired is off the list.
+func ledgerAwaitingExpires(t *testing.T, newLedger newLedgerFunc) {
+	t.Parallel()
+	var mu sync.Mutex
+	at := Now
+	l := newLedger(t, func() time.Time { mu.Lock(); defer mu.Unlock(); return at })
+	ctx := context.Background()
+	r := runners("cpu", 1, 1)[0]
+	mustReserve(t, l, r)
+	if _, err := l.EndAwaiting(ctx, r.Name, Now, "instance_gone"); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	at = Now.Add(store.DefaultRunnerTTL + time.Hour)
+	mu.Unlock()
+	if got, err := l.Awaiting(ctx, "cpu"); err != nil || len(got) != 0 {
+		t.Errorf("Awaiting past the record's retention = %+v, %v; want none", got, err)
+	}
+}
+
+// runners returns n runners of pool for jobs from, from+1, … (generation 1). for jobs from, from+1, … (generation 1).
 func runners(pool string, from int64, n int) []provisioning.Runner {
 	out := make([]provisioning.Runner, n)
 	for i := range out {
