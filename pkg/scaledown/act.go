@@ -181,17 +181,23 @@ func (p *pass) jobs(ctx context.Context, actions []decide.Action, ok []bool) {
 			p.mu.Unlock()
 		}
 	})
-	p.backfill(ctx, metrics)
-	done := p.s.o.Metrics.Write(ctx, p.now, metricsJobs(metrics, p))
+	jobs := append(metricsJobs(metrics, p), p.awaiting(ctx)...)
+	p.backfill(ctx, jobs)
+	outcome := p.s.o.Metrics.Write(ctx, p.now, jobs)
+	p.settle(ctx, jobs, outcome)
 	p.each(ctx, len(actions), func(i int) {
 		a := actions[i]
 		if !ok[i] || !a.End || a.Runner == "" || p.late(ctx) {
 			return
 		}
-		if p.s.o.Metrics.Enabled(a.Pool) && a.JobID != 0 && !done[a.Runner] {
+		if p.s.o.Metrics.Enabled(a.Pool) && a.JobID != 0 && outcome[a.Runner] == 0 {
 			return // its record waits for CloudWatch to settle
 		}
-		if _, err := p.s.o.Ledger.End(ctx, a.Runner, p.now, string(a.Rule)); err != nil && !errors.Is(err, store.ErrNotFound) {
+		end := p.s.o.Ledger.End
+		if outcome[a.Runner] == Await {
+			end = p.s.o.Ledger.EndAwaiting
+		}
+		if _, err := end(ctx, a.Runner, p.now, string(a.Rule)); err != nil && !errors.Is(err, store.ErrNotFound) {
 			p.fail("ending runner", err, "runner_name", a.Runner)
 			return
 		}

@@ -3,7 +3,6 @@ package scaledown
 import (
 	"context"
 
-	"github.com/skiffci/skiff/pkg/scaledown/decide"
 	"github.com/skiffci/skiff/pkg/store"
 )
 
@@ -13,14 +12,18 @@ import (
 // without it the job's metrics record, and the runner's ledger record with
 // its pool's count, would wait a day for an event that is not coming. One
 // job check each, within the pass's budget; a job GitHub still runs is
-// left for a later pass.
-func (p *pass) backfill(ctx context.Context, as []*decide.Action) {
-	for _, a := range as {
+// left for a later pass. An awaited runner is checked once an event has
+// named its job.
+func (p *pass) backfill(ctx context.Context, jobs []MetricsJob) {
+	for _, a := range jobs {
 		if p.late(ctx) {
 			return
 		}
+		if a.Awaited != nil && a.Awaited.BusyJob == 0 {
+			continue
+		}
 		jobID := a.JobID
-		if r, err := p.s.o.Ledger.Runner(ctx, a.Runner); err == nil && r.BusyJob != 0 {
+		if r, err := a.record(ctx, p.s.o.Ledger); err == nil && r.BusyJob != 0 {
 			jobID = r.BusyJob
 		}
 		job, err := p.s.o.Records.Job(ctx, jobID)

@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"slices"
-	"sort"
-	"sync"
 	"time"
 
 	"github.com/skiffci/skiff/pkg/metrics"
@@ -19,22 +16,53 @@ import (
 	"github.com/skiffci/skiff/pkg/telemetry"
 )
 
-// MetricsJob is a finished runner whose job may get a metrics record.
+// MetricsJob is a finished runner whose job may get a metrics record: a
+// runner whose ledger record ends this pass, or an awaited one.
 type MetricsJob struct {
 	Runner     string
 	Pool       string
 	JobID      int64
 	InstanceID string
 	Instance   *provider.Instance // as listed this pass, if it still was
+	// Awaited is the ledger record of a runner on its pool's awaiting list
+	// (Await), as the list showed it; nil for a runner ending this pass.
+	Awaited *provisioning.Runner
 }
 
+// record is the runner's ledger record: the awaiting list's, else read.
+func (j MetricsJob) record(ctx context.Context, l store.Ledger) (provisioning.Runner, error) {
+	if j.Awaited != nil {
+		return *j.Awaited, nil
+	}
+	return l.Runner(ctx, j.Runner)
+}
+
+// Outcome is what Write decided about a runner. A runner absent from
+// Write's answer waits for the next pass (its peaks, or its job's end, are
+// not there yet), its ledger record live.
+type Outcome int
+
+const (
+	// Done: the runner is done with — its job's record written (now or
+	// before), or never to be written. Its ledger record ends; an awaited
+	// runner leaves its pool's awaiting list.
+	Done Outcome = iota + 1
+	// Await: nothing has said yet which job the runner ran, and an event
+	// that does may still come (late, reordered, redelivered). Its ledger
+	// record ends, so its slot frees, on its pool's awaiting list
+	// (store.Ledger.EndAwaiting), and every later pass gives it to Write
+	// again, until an event names its job or AwaitWindow from its end has
+	// passed.
+	Await
+)
+
 // MetricsWriter writes the opt-in metrics records of finished jobs. Write
-// returns the runners that are done with (written, written before, or
-// never to be written); the others wait for the next pass (CloudWatch has
-// not settled), and their ledger records are ended only then.
+// says, per runner, what it is done with; the others wait for the next
+// pass (CloudWatch has not settled), and their ledger records are ended
+// only then.
 type MetricsWriter interface {
 	Enabled(pool string) bool
-	Write(ctx context.Context, now time.Time, jobs []MetricsJob) map[string]bool
+	Write(ctx context.Context, now time.Time, jobs []MetricsJob) map[string]Outcome
 }
 
 // NoMetrics is the MetricsWriter of an operator who did not opt in.
@@ -44,7 +72,7 @@ type NoMetrics struct{}
 func (NoMetrics) Enabled(string) bool { return false }
 
 // Write implements MetricsWriter: nothing to do.
-func (NoMetrics) Write(context.Context, time.Time, []MetricsJob) map[string]bool { return nil }
+func (NoMetrics) Write(context.Context, time.Time, []MetricsJob) map[string]Outcome { return nil }
 
 // RecordWriter is the MetricsWriter that builds each record from the job
 // and run records, the ledger and the peaks (metrics.Build), and puts it
@@ -69,17 +97,11 @@ type RecordWriter struct {
 	// Wait bounds the wait for peaks (DefaultMetricsWait): after it the
 	// record is written without them (their sources marked missing).
 	Wait time.Duration
-	// StartWait bounds, from the runner's launch, the wait for the start
-	// event of a job whose record says only "queued" when the runner ended
-	// (DefaultStartWait).
-	StartWait time.Duration
-	Counter   telemetry.Counter
-	Logger    *slog.Logger
-
-	mu sync.Mutex
-	// awaiting are the runners done with before any event said which job
-	// they ran, their own having run elsewhere (Write).
-	awaiting map[string]MetricsJob
+	// AwaitWindow bounds, from its end, how long an awaited runner waits
+	// for an event that names its job (DefaultAwaitWindow).
+	AwaitWindow time.Duration
+	Counter     telemetry.Counter
+	Logger      *slog.Logger
 }
 
 // Enabled implements MetricsWriter.
@@ -92,21 +114,16 @@ func (w *RecordWriter) count(reason string) {
 }
 
 // Write implements MetricsWriter: one batch of peak reads for all jobs.
-// A runner ended before anything said which job it ran, while its own job
-// ran elsewhere (GitHub gave it another), is done at once, so its slot
-// frees, and awaited: each later Write reads its ledger record again until
-// a start event names its job (then writes that job's record) or StartWait
-// from its launch passes.
-func (w *RecordWriter) Write(ctx context.Context, now time.Time, jobs []MetricsJob) map[string]bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	done := map[string]bool{}
-	awaited := w.awaitedJobs(jobs)
-	jobs = append(jobs, awaited...)
+// A runner that ended before anything said which job it ran is awaited
+// (Await); an awaited runner is looked at again once an event has named
+// its job (its ledger record's BusyJob), and that job's record written from
+// the job record and the runner's ledger record.
+func (w *RecordWriter) Write(ctx context.Context, now time.Time, jobs []MetricsJob) map[string]Outcome {
+	out := map[string]Outcome{}
 	if len(jobs) == 0 {
-		return done
+		return out
 	}
-	b := &recordBatch{w: w, now: now, log: w.Logger, done: done, await: map[string]MetricsJob{}}
+	b := &recordBatch{w: w, now: now, log: w.Logger, out: out}
 	if b.log == nil {
 		b.log = slog.Default()
 	}
@@ -114,41 +131,16 @@ func (w *RecordWriter) Write(ctx context.Context, now time.Time, jobs []MetricsJ
 		b.add(ctx, j)
 	}
 	b.put(ctx, b.readPeaks(ctx))
-	for _, j := range awaited {
-		if done[j.Runner] {
-			delete(w.awaiting, j.Runner)
-		}
-	}
-	for name, j := range b.await {
-		if w.awaiting == nil {
-			w.awaiting = map[string]MetricsJob{}
-		}
-		w.awaiting[name] = j
-	}
-	return done
-}
-
-// awaitedJobs are the runners awaited from earlier Writes, those in jobs
-// aside (the same runner judged again).
-func (w *RecordWriter) awaitedJobs(jobs []MetricsJob) []MetricsJob {
-	var out []MetricsJob
-	for name, j := range w.awaiting {
-		if !slices.ContainsFunc(jobs, func(x MetricsJob) bool { return x.Runner == name }) {
-			out = append(out, j)
-		}
-	}
-	sort.Slice(out, func(i, k int) bool { return out[i].Runner < out[k].Runner })
 	return out
 }
 
 // recordBatch is one Write's work: the records to build and their peak
-// windows, and the runners done with or to await.
+// windows, and what it decided about each runner.
 type recordBatch struct {
 	w       *RecordWriter
 	now     time.Time
 	log     *slog.Logger
-	done    map[string]bool
-	await   map[string]MetricsJob
+	out     map[string]Outcome
 	items   []recordItem
 	windows []metrics.PeakWindow
 }
@@ -161,20 +153,29 @@ type recordItem struct {
 }
 
 // add reads the job the runner ran and its run, and queues its record;
-// or decides that the runner ran nothing (done), or that the start event
-// that would say what it ran may still come (held, or awaited).
+// or decides that the runner ran nothing (Done), or that nothing has said
+// yet what it ran (Await, or an awaited runner waits on).
 func (b *recordBatch) add(ctx context.Context, j MetricsJob) {
 	w := b.w
 	// The record is of the job the runner ran: under GitHub's rule a
 	// runner may take another queued job its labels fit than its own.
-	r, rerr := w.Ledger.Runner(ctx, j.Runner)
+	r, rerr := j.record(ctx, w.Ledger)
+	if rerr != nil && !errors.Is(rerr, store.ErrNotFound) {
+		w.count("error")
+		b.log.Error("reading runner record for its metrics", "runner_name", j.Runner, "err", rerr)
+		return
+	}
+	if j.Awaited != nil && r.BusyJob == 0 {
+		b.awaitOn(j, r)
+		return
+	}
 	jobID := j.JobID
 	if rerr == nil && r.BusyJob != 0 {
 		jobID = r.BusyJob
 	}
 	job, err := w.Records.Job(ctx, jobID)
 	if errors.Is(err, store.ErrNotFound) {
-		b.done[j.Runner] = true
+		b.out[j.Runner] = Done
 		return
 	}
 	if err != nil {
@@ -183,7 +184,7 @@ func (b *recordBatch) add(ctx context.Context, j MetricsJob) {
 		return
 	}
 	if job.StartedAt.IsZero() || job.RunnerName != j.Runner {
-		b.notRunHere(j, job, r, rerr)
+		b.notRunHere(j, r, rerr)
 		return
 	}
 	run, err := w.Records.Run(ctx, job.RunID)
@@ -207,43 +208,50 @@ func (b *recordBatch) add(ctx context.Context, j MetricsJob) {
 		Start: job.StartedAt, End: end})
 }
 
+// awaitOn decides about an awaited runner no event has named a job of
+// yet: it waits on, within AwaitWindow of its end; past it, it ran
+// nothing that will be named (Done).
+func (b *recordBatch) awaitOn(j MetricsJob, r provisioning.Runner) {
+	window := b.w.AwaitWindow
+	if window <= 0 {
+		window = DefaultAwaitWindow
+	}
+	if b.now.Sub(r.EndedAt) >= window {
+		b.w.count("not_run")
+		b.out[j.Runner] = Done
+	}
+}
+
 // notRunHere decides about a runner the job record does not show running
-// the job (its own, or the one the ledger says it ran). Its own job ended
-// or started on another runner: certain, when the ledger knows which job
-// the runner ran. Otherwise, while the runner is young (within StartWait of
-// its launch), the webhook's start event may still be on its way (a late
-// delivery, a redelivery): a runner whose own job may still be its own
-// keeps its ledger record; one whose own job ran elsewhere is done, so its
-// slot frees, and awaited, so the job it ran still gets its record.
-func (b *recordBatch) notRunHere(j MetricsJob, job store.Job, r provisioning.Runner, rerr error) {
-	startWait := b.w.StartWait
-	if startWait <= 0 {
-		startWait = DefaultStartWait
-	}
-	elsewhere := job.Status == store.StatusCompleted || (job.RunnerName != "" && job.RunnerName != j.Runner)
-	young := rerr == nil && !r.LaunchedAt.IsZero() && b.now.Sub(r.LaunchedAt) < startWait
-	switch {
-	case young && !elsewhere:
-		b.w.count("pending")
+// the job (its own, or the one the ledger says it ran). When the ledger
+// knows which job the runner ran, that is certain: no record from this
+// runner (Done). When it does not, an event may still name a job the
+// runner ran: the runner is awaited (Await), so that its slot frees now
+// and that job still gets its record.
+func (b *recordBatch) notRunHere(j MetricsJob, r provisioning.Runner, rerr error) {
+	if rerr == nil && r.BusyJob == 0 && j.Awaited == nil {
+		b.w.count("awaiting")
+		b.out[j.Runner] = Await
 		return
-	case young && r.BusyJob == 0:
-		b.await[j.Runner] = j
-	default:
-		b.w.count("not_run") // not run here: no record from this runner
 	}
-	b.done[j.Runner] = true
+	b.w.count("not_run") // not run here: no record from this runner
+	b.out[j.Runner] = Done
 }
 
 // instance is the record's instance: as listed this pass, else from the
-// ledger.
+// ledger; it ended at the ledger record's end, else now.
 func (b *recordBatch) instance(j MetricsJob, r provisioning.Runner) metrics.Instance {
 	w := b.w
+	ended := b.now
+	if !r.EndedAt.IsZero() {
+		ended = r.EndedAt // an awaited runner's
+	}
 	inst := metrics.Instance{ID: r.InstanceID, Type: r.InstanceType, Region: w.Region, Zone: r.Zone, RunnerName: r.Name,
-		LaunchedAt: r.LaunchedAt, EndedAt: b.now, Interrupted: !r.InterruptedAt.IsZero()}
+		LaunchedAt: r.LaunchedAt, EndedAt: ended, Interrupted: !r.InterruptedAt.IsZero()}
 	switch {
 	case j.Instance != nil:
 		inst = fromstore.Instance(*j.Instance, w.Region)
-		inst.RunnerName, inst.EndedAt, inst.Interrupted = r.Name, b.now, !r.InterruptedAt.IsZero()
+		inst.RunnerName, inst.EndedAt, inst.Interrupted = r.Name, ended, !r.InterruptedAt.IsZero()
 	case r.Spot:
 		inst.Capacity = string(provider.Spot)
 	default:
@@ -289,18 +297,18 @@ func (b *recordBatch) put(ctx context.Context, res metrics.PeakResult) {
 		switch {
 		case errors.Is(err, metrics.ErrNotRun):
 			w.count("not_run")
-			b.done[it.j.Runner] = true
+			b.out[it.j.Runner] = Done
 			continue
 		case errors.Is(err, metrics.ErrNotFinished):
 			if b.now.Sub(it.in.Instance.LaunchedAt) > 24*time.Hour {
-				b.done[it.j.Runner] = true // its completion never reached us
+				b.out[it.j.Runner] = Done // its completion never reached us
 			}
 			w.count("pending")
 			continue
 		case err != nil:
 			w.count("error")
 			b.log.Error("building metrics record", "job_id", it.key.JobID, "err", err)
-			b.done[it.j.Runner] = true // a record that cannot be built must not hold the ledger
+			b.out[it.j.Runner] = Done // a record that cannot be built must not hold the ledger
 			continue
 		}
 		switch err := w.Out.Put(ctx, rec); {
@@ -313,8 +321,42 @@ func (b *recordBatch) put(ctx context.Context, res metrics.PeakResult) {
 			b.log.Error("writing metrics record", "job_id", it.key.JobID, "err", err)
 			continue
 		}
-		b.done[it.j.Runner] = true
+		b.out[it.j.Runner] = Done
 	}
+}
+
+// awaiting lists the awaited runners of the pools whose metrics records
+// are on (store.Ledger.Awaiting), as the writer's jobs.
+func (p *pass) awaiting(ctx context.Context) []MetricsJob {
+	var out []MetricsJob
+	for _, pl := range p.s.o.Pools.Pools {
+		if p.late(ctx) || !p.s.o.Metrics.Enabled(pl.Name) {
+			continue
+		}
+		rs, err := p.s.o.Ledger.Awaiting(ctx, pl.Name)
+		if err != nil {
+			p.fail("listing awaiting runners", err, "pool", pl.Name)
+			continue
+		}
+		for i := range rs {
+			out = append(out, MetricsJob{Runner: rs[i].Name, Pool: rs[i].Pool, JobID: rs[i].JobID, InstanceID: rs[i].InstanceID, Awaited: &rs[i]})
+		}
+	}
+	return out
+}
+
+// settle takes the awaited runners the writer is done with off their
+// pools' awaiting lists.
+func (p *pass) settle(ctx context.Context, jobs []MetricsJob, outcome map[string]Outcome) {
+	p.each(ctx, len(jobs), func(i int) {
+		j := jobs[i]
+		if j.Awaited == nil || outcome[j.Runner] != Done || p.late(ctx) {
+			return
+		}
+		if err := p.s.o.Ledger.Settle(ctx, j.Runner); err != nil {
+			p.fail("settling an awaited runner", err, "runner_name", j.Runner)
+		}
+	})
 }
 
 // metricsJobs turns the actions whose records end into the writer's jobs.

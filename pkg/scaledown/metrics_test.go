@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/skiffci/skiff/pkg/metrics"
+	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/store"
@@ -99,10 +102,12 @@ func TestRecordWriter(t *testing.T) {
 		{Runner: "skiff-9-1", Pool: "cpu", JobID: 9, InstanceID: "i-skiff-9-1"}}
 
 	// CloudWatch has not settled: job 7's runner waits; the runner whose job
-	// another took, and one whose job skiff never recorded, are done.
+	// another took, and which the ledger knows no job of, is awaited (an
+	// event may yet name a job it ran); one whose job skiff never recorded
+	// is done.
 	done := w.Write(ctx, m0.Add(7*time.Minute), jobs)
-	if done["skiff-7-1"] || !done["skiff-8-1"] || !done["skiff-99-1"] {
-		t.Fatalf("done %v: want job 7 waiting for its peaks, the others done", done)
+	if done["skiff-7-1"] != 0 || done["skiff-8-1"] != scaledown.Await || done["skiff-99-1"] != scaledown.Done {
+		t.Fatalf("done %v: want job 7 waiting for its peaks, skiff-8-1 awaited, skiff-99-1 done", done)
 	}
 	if n := len(collect(t, out)); n != 0 {
 		t.Fatalf("%d records before the peaks settled", n)
@@ -111,7 +116,8 @@ func TestRecordWriter(t *testing.T) {
 	// Settled: job 7's record, with the peaks, the trigger and the
 	// instance; and job 8's, from the runner that ran it.
 	pk.pending = false
-	if done = w.Write(ctx, m0.Add(8*time.Minute), []scaledown.MetricsJob{jobs[0], jobs[3]}); !done["skiff-7-1"] || !done["skiff-9-1"] {
+	if done = w.Write(ctx, m0.Add(8*time.Minute), []scaledown.MetricsJob{jobs[0], jobs[3]}); done["skiff-7-1"] != scaledown.Done ||
+		done["skiff-9-1"] != scaledown.Done {
 		t.Fatalf("done %v after the peaks settled", done)
 	}
 	recs := collect(t, out)
@@ -128,11 +134,12 @@ func TestRecordWriter(t *testing.T) {
 	}
 
 	// A later pass (the ledger end failed after the write): written once, done.
-	if done = w.Write(ctx, m0.Add(9*time.Minute), jobs[:1]); !done["skiff-7-1"] || len(collect(t, out)) != 2 {
+	if done = w.Write(ctx, m0.Add(9*time.Minute), jobs[:1]); done["skiff-7-1"] != scaledown.Done || len(collect(t, out)) != 2 {
 		t.Errorf("done %v, %d records: a repeat must be done and write nothing", done, len(collect(t, out)))
 	}
 	if counts.Get(scaledown.MetricRecords, "written") != 2 || counts.Get(scaledown.MetricRecords, "exists") != 1 ||
-		counts.Get(scaledown.MetricRecords, "pending") != 2 || counts.Get(scaledown.MetricRecords, "not_run") != 1 {
+		counts.Get(scaledown.MetricRecords, "pending") != 2 || counts.Get(scaledown.MetricRecords, "awaiting") != 1 ||
+		counts.Get(scaledown.MetricRecords, "not_run") != 0 {
 		t.Errorf("counts %v", counts.Snapshot())
 	}
 }
@@ -147,11 +154,11 @@ func TestRecordWriterGivesUpOnPeaks(t *testing.T) {
 		Region: "us-east-1", Wait: 10 * time.Minute}
 	job := []scaledown.MetricsJob{{Runner: "skiff-7-1", Pool: "cpu", JobID: 7}}
 	// Within the wait a failed read holds the record back ...
-	if done := w.Write(ctx, m0.Add(15*time.Minute), job); done["skiff-7-1"] || len(collect(t, out)) != 0 {
+	if done := w.Write(ctx, m0.Add(15*time.Minute), job); done["skiff-7-1"] != 0 || len(collect(t, out)) != 0 {
 		t.Fatalf("done %v: a failed peak read within the wait must hold the record", done)
 	}
 	// ... past it the record is written without peaks, so the ledger is not held forever.
-	if done := w.Write(ctx, m0.Add(17*time.Minute), job); !done["skiff-7-1"] {
+	if done := w.Write(ctx, m0.Add(17*time.Minute), job); done["skiff-7-1"] != scaledown.Done {
 		t.Fatalf("done %v: past the wait the record must be written without peaks", done)
 	}
 	recs := collect(t, out)
@@ -172,17 +179,52 @@ func collect(t *testing.T, out *metrics.MemoryRecords) []metrics.Record {
 	return recs
 }
 
-// TestRecordWriterWaitsForALateStart: a runner ended while its job's
-// record still says "queued" (the start event is late): its ledger record
-// is kept, within StartWait of its launch, so the job's record is written
-// once the event arrives; with no event, it is "not run" after the wait.
-func TestRecordWriterWaitsForALateStart(t *testing.T) {
+// writePass is the metrics part of a reconciler's pass: Write judges the
+// runners ending now and the pool's awaiting ones; a runner ending now is
+// ended (awaiting, when Write awaits it), an awaited one Write is done
+// with is settled.
+func writePass(t *testing.T, w *scaledown.RecordWriter, ledger store.Ledger, at time.Time, ending []scaledown.MetricsJob) map[string]scaledown.Outcome {
+	t.Helper()
+	ctx := context.Background()
+	awaited, err := ledger.Awaiting(ctx, "cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := slices.Clone(ending)
+	for i := range awaited {
+		jobs = append(jobs, scaledown.MetricsJob{Runner: awaited[i].Name, Pool: "cpu", JobID: awaited[i].JobID, Awaited: &awaited[i]})
+	}
+	done := w.Write(ctx, at, jobs)
+	for _, j := range jobs {
+		switch {
+		case j.Awaited != nil && done[j.Runner] == scaledown.Done:
+			err = ledger.Settle(ctx, j.Runner)
+		case j.Awaited != nil:
+		case done[j.Runner] == scaledown.Done:
+			_, err = ledger.End(ctx, j.Runner, at, "instance_gone")
+		case done[j.Runner] == scaledown.Await:
+			_, err = ledger.EndAwaiting(ctx, j.Runner, at, "instance_gone")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return done
+}
+
+// TestRecordWriterAwaitsALateStart: runners ended while their jobs'
+// records still say "queued" (the start events are late) are awaited, so
+// their slots free at once; job 10's events arrive after its runner's end,
+// and its record is written once; skiff-11-1, which ran nothing, leaves the
+// awaiting list without a record once AwaitWindow from its end has passed.
+func TestRecordWriterAwaitsALateStart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st, ledger := recordWorld(t)
 	out := &metrics.MemoryRecords{}
+	counts := &telemetry.Memory{}
 	w := &scaledown.RecordWriter{Pools: []string{"*"}, Records: st, Ledger: ledger, Out: out, CloudProvider: "aws",
-		Region: "us-east-1", StartWait: 2 * time.Minute}
+		Region: "us-east-1", Prices: pool.Prices, AwaitWindow: time.Hour, Counter: counts}
 	for _, id := range []int64{10, 11} {
 		name := fmt.Sprintf("skiff-%d-1", id)
 		if _, err := st.RecordJob(ctx, store.Job{ID: id, RunID: 70, Attempt: 1, Repository: "acme/app", Owner: "acme",
@@ -196,9 +238,13 @@ func TestRecordWriterWaitsForALateStart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	live, _ := ledger.Live(ctx, "cpu")
 	jobs := []scaledown.MetricsJob{{Runner: "skiff-10-1", Pool: "cpu", JobID: 10}, {Runner: "skiff-11-1", Pool: "cpu", JobID: 11}}
-	if done := w.Write(ctx, m0.Add(30*time.Second), jobs); len(done) != 0 {
-		t.Fatalf("done %v at 30 s: a young runner whose job's record says queued must wait", done)
+	if done := writePass(t, w, ledger, m0.Add(30*time.Second), jobs); done["skiff-10-1"] != scaledown.Await || done["skiff-11-1"] != scaledown.Await {
+		t.Fatalf("done %v at 30 s: runners whose jobs' records say queued must be awaited", done)
+	}
+	if n, _ := ledger.Live(ctx, "cpu"); n != live-2 {
+		t.Errorf("live %d, want %d: awaited runners do not hold their slots", n, live-2)
 	}
 	// Job 10's events arrive late: it ran on its runner.
 	for _, j := range []store.Job{{ID: 10, Status: store.StatusInProgress, StartedAt: m0.Add(5 * time.Second), RunnerName: "skiff-10-1"},
@@ -207,13 +253,31 @@ func TestRecordWriterWaitsForALateStart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	done := w.Write(ctx, m0.Add(3*time.Minute), jobs)
-	if !done["skiff-10-1"] || !done["skiff-11-1"] {
-		t.Fatalf("done %v at 3 min, want both", done)
+	if err := ledger.Advance(ctx, "skiff-10-1", provisioning.StateJobCompleted, m0.Add(20*time.Second), 10); err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range []time.Duration{3 * time.Minute, 4 * time.Minute} {
+		if done := writePass(t, w, ledger, m0.Add(at), nil); done["skiff-11-1"] != 0 {
+			t.Fatalf("done %v at %s: skiff-11-1 must wait within AwaitWindow", done, at)
+		}
 	}
 	recs := collect(t, out)
-	if len(recs) != 1 || recs[0].JobID != 10 {
-		t.Errorf("records %+v, want job 10's only (job 11 never ran)", recs)
+	if len(recs) != 1 || recs[0].JobID != 10 || recs[0].RunnerName != "skiff-10-1" {
+		t.Fatalf("records %+v, want job 10's only", recs)
+	}
+	// Billed from launch to the runner's end (30 s: the 60 s minimum), not
+	// to the pass that wrote the record.
+	if c := recs[0].Cost; c == nil || math.Abs(c.EstimatedUSD-c.HourlyUSD*60/3600) > 1e-9 {
+		t.Errorf("cost %+v, want 60 s at the hourly price", c)
+	}
+	if done := writePass(t, w, ledger, m0.Add(61*time.Minute), nil); done["skiff-11-1"] != scaledown.Done {
+		t.Fatalf("done %v past AwaitWindow, want skiff-11-1 done", done)
+	}
+	if got, _ := ledger.Awaiting(ctx, "cpu"); len(got) != 0 {
+		t.Errorf("awaiting %+v, want none", got)
+	}
+	if n := len(collect(t, out)); n != 1 || counts.Get(scaledown.MetricRecords, "not_run") != 1 || counts.Get(scaledown.MetricRecords, "written") != 1 {
+		t.Errorf("%d records, counts %v; want 1 written and skiff-11-1 not run", n, counts.Snapshot())
 	}
 }
 
@@ -223,8 +287,8 @@ func TestRecordWriterWaitsForALateStart(t *testing.T) {
 // job 22's start event arrives, when nothing yet says which job it ran; the
 // event arrives after its ledger record ended. Job 22 gets exactly one
 // record, and the runner's slot is not held meanwhile. skiff-23-1, whose
-// job was cancelled and which ran nothing, gets none and is forgotten once
-// StartWait from its launch has passed.
+// job was cancelled and which ran nothing, gets none and leaves the
+// awaiting list once AwaitWindow from its end has passed.
 func TestRecordWriterLateStartOfAnotherJob(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -232,7 +296,7 @@ func TestRecordWriterLateStartOfAnotherJob(t *testing.T) {
 	out := &metrics.MemoryRecords{}
 	counts := &telemetry.Memory{}
 	w := &scaledown.RecordWriter{Pools: []string{"*"}, Records: st, Ledger: ledger, Out: out, CloudProvider: "aws",
-		Region: "us-east-1", StartWait: 2 * time.Minute, Counter: counts}
+		Region: "us-east-1", AwaitWindow: 2 * time.Minute, Counter: counts}
 	jobs := []store.Job{
 		{ID: 20, Status: store.StatusInProgress, StartedAt: m0.Add(2 * time.Second), RunnerName: "skiff-21-1"},
 		{ID: 22, Status: store.StatusQueued},
@@ -253,24 +317,12 @@ func TestRecordWriterLateStartOfAnotherJob(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// pass ends the ledger records of the runners Write is done with, as
-	// the reconciler's pass does.
-	pass := func(at time.Time, judged []scaledown.MetricsJob) map[string]bool {
-		t.Helper()
-		done := w.Write(ctx, at, judged)
-		for name := range done {
-			if _, err := ledger.End(ctx, name, at, "instance_gone"); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return done
-	}
 
 	// 1. Both runners' processes ended; the pass judges them. Nothing says
 	// yet which job skiff-20-1 ran: its own ran elsewhere.
 	judged := []scaledown.MetricsJob{{Runner: "skiff-20-1", Pool: "cpu", JobID: 20}, {Runner: "skiff-23-1", Pool: "cpu", JobID: 23}}
-	if done := pass(m0.Add(10*time.Second), judged); !done["skiff-20-1"] || !done["skiff-23-1"] {
-		t.Fatalf("done %v: runners that ran nothing the ledger knows of must not hold their slots", done)
+	if done := writePass(t, w, ledger, m0.Add(10*time.Second), judged); done["skiff-20-1"] != scaledown.Await || done["skiff-23-1"] != scaledown.Await {
+		t.Fatalf("done %v: runners that ran nothing the ledger knows of must be awaited, not hold their slots", done)
 	}
 	// 2. Job 22's start and end reach the webhook: the job's record and
 	// the (ended) runner's ledger record.
@@ -284,8 +336,8 @@ func TestRecordWriterLateStartOfAnotherJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 3. The next passes have no new runner to judge.
-	pass(m0.Add(20*time.Second), nil)
-	pass(m0.Add(3*time.Minute), nil)
+	writePass(t, w, ledger, m0.Add(20*time.Second), nil)
+	writePass(t, w, ledger, m0.Add(3*time.Minute), nil)
 	recs := collect(t, out)
 	if len(recs) != 1 || recs[0].JobID != 22 || recs[0].RunnerName != "skiff-20-1" {
 		t.Fatalf("records %+v, want exactly one, job 22's, run by skiff-20-1", recs)
@@ -293,12 +345,15 @@ func TestRecordWriterLateStartOfAnotherJob(t *testing.T) {
 	if err := metrics.Validate(recs[0]); err != nil {
 		t.Errorf("the record fails its schema: %v", err)
 	}
-	// skiff-23-1 ran nothing: past StartWait it is forgotten, without a record.
+	// skiff-23-1 ran nothing: past AwaitWindow it is settled, without a record.
 	if got := counts.Get(scaledown.MetricRecords, "not_run"); got != 1 {
-		t.Errorf("not_run counted %d times, want once (skiff-23-1, after StartWait)", got)
+		t.Errorf("not_run counted %d times, want once (skiff-23-1, after AwaitWindow)", got)
 	}
-	pass(m0.Add(4*time.Minute), nil)
+	writePass(t, w, ledger, m0.Add(4*time.Minute), nil)
 	if n := len(collect(t, out)); n != 1 {
 		t.Errorf("%d records after a later pass, want 1", n)
+	}
+	if got, _ := ledger.Awaiting(ctx, "cpu"); len(got) != 0 {
+		t.Errorf("awaiting %+v, want none", got)
 	}
 }

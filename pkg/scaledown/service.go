@@ -51,7 +51,8 @@ const (
 	// class ("5xx", "timeout").
 	MetricRedeliveries = "ScaleDownRedeliveries"
 	// MetricRecords counts metrics records, Reason = written, exists,
-	// not_run, pending, error.
+	// not_run, pending, awaiting (a runner ended before any event named the
+	// job it ran), error.
 	MetricRecords = "ScaleDownMetricsRecords"
 	// MetricErrors counts failed steps, Reason = the step.
 	MetricErrors = "ScaleDownErrors"
@@ -90,10 +91,12 @@ const (
 	// DefaultMetricsWait bounds how long a finished job's record waits for
 	// CloudWatch to settle before it is written without peaks.
 	DefaultMetricsWait = 10 * time.Minute
-	// DefaultStartWait: a runner that ended within this time of its launch,
-	// its job's record still "queued", keeps its ledger record a little so
-	// that a late start event can still say which job it ran.
-	DefaultStartWait = 2 * time.Minute
+	// DefaultAwaitWindow bounds, from its end, how long an awaited runner
+	// (one that ended before any event said which job it ran) waits for an
+	// event that names its job: twice the window within which a failed
+	// delivery is redelivered (DefaultRedeliverWindow), so such an event
+	// comes within it or never. It costs one listing per pool a pass.
+	DefaultAwaitWindow = 2 * time.Hour
 )
 
 // GitHub is the part of the GitHub client scale-down calls; *github.Client

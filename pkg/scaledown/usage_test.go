@@ -43,7 +43,7 @@ func TestRecordWriterLocal(t *testing.T) {
 		Peaks: scaledown.ProviderPeaks{Source: measured{"proc-1": {CPUSeconds: &cpu, MemoryPeakGiB: &gib}}},
 		Host:  &metrics.Host{CPUModel: "AMD EPYC 7R13", CPUs: 8, GPUs: &gpus}, CostPerHour: map[string]float64{"cpu": 0.5}}
 	done := w.Write(ctx, m0.Add(32*time.Minute), []scaledown.MetricsJob{{Runner: "skiff-10-1", Pool: "cpu", JobID: 10, InstanceID: "proc-1"}})
-	if !done["skiff-10-1"] {
+	if done["skiff-10-1"] != scaledown.Done {
 		t.Fatalf("done %v", done)
 	}
 	recs := collect(t, out)
@@ -113,7 +113,7 @@ func TestRecordWriterAccounted(t *testing.T) {
 	w := &scaledown.RecordWriter{Pools: []string{"*"}, Records: st, Ledger: ledger, Out: out, CloudProvider: "slurm",
 		Peaks: scaledown.AccountedPeaks{Source: src}, CostPerHour: map[string]float64{"hpc": 2}, Wait: 10 * time.Minute}
 	done := w.Write(ctx, m0.Add(12*time.Minute), jobs)
-	if !done["skiff-a"] || done["skiff-b"] || len(src.asked) != 1 || !slices.Equal(src.asked[0], []string{"1", "2"}) {
+	if done["skiff-a"] != scaledown.Done || done["skiff-b"] != 0 || len(src.asked) != 1 || !slices.Equal(src.asked[0], []string{"1", "2"}) {
 		t.Fatalf("done %v after asking %v: want skiff-a written and skiff-b waiting, one read for both", done, src.asked)
 	}
 	recs := collect(t, out)
@@ -124,10 +124,10 @@ func TestRecordWriterAccounted(t *testing.T) {
 	// A failing accounting holds the waiting record; after Wait it is
 	// written without usage.
 	src.err = errors.New("slurmdbd does not answer")
-	if done := w.Write(ctx, m0.Add(13*time.Minute), jobs[1:]); done["skiff-b"] {
+	if done := w.Write(ctx, m0.Add(13*time.Minute), jobs[1:]); done["skiff-b"] != 0 {
 		t.Errorf("a record was written while the accounting failed, within Wait")
 	}
-	if done := w.Write(ctx, m0.Add(22*time.Minute), jobs[1:]); !done["skiff-b"] {
+	if done := w.Write(ctx, m0.Add(22*time.Minute), jobs[1:]); done["skiff-b"] != scaledown.Done {
 		t.Errorf("the record still waits after Wait")
 	}
 	recs = collect(t, out)
