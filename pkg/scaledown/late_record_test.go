@@ -143,6 +143,9 @@ func TestRecordOfAJobNamedAfterItsRunnerEnded(t *testing.T) {
 			if err := metrics.Validate(recs[0]); err != nil {
 				t.Errorf("the record fails its schema: %v", err)
 			}
+			if got, err := w.ledger.Awaiting(ctx, "cpu"); err != nil || len(got) != 0 {
+				t.Errorf("awaiting runners %+v, %v; want none once the record is written", got, err)
+			}
 		})
 	}
 }

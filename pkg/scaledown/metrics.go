@@ -174,16 +174,12 @@ func (b *recordBatch) add(ctx context.Context, j MetricsJob) {
 		jobID = r.BusyJob
 	}
 	job, err := w.Records.Job(ctx, jobID)
-	if errors.Is(err, store.ErrNotFound) {
-		b.out[j.Runner] = Done
-		return
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		w.count("error")
 		b.log.Error("reading job record for its metrics", "job_id", jobID, "err", err)
 		return
 	}
-	if job.StartedAt.IsZero() || job.RunnerName != j.Runner {
+	if err != nil || job.StartedAt.IsZero() || job.RunnerName != j.Runner {
 		b.notRunHere(j, r, rerr)
 		return
 	}
@@ -222,8 +218,8 @@ func (b *recordBatch) awaitOn(j MetricsJob, r provisioning.Runner) {
 	}
 }
 
-// notRunHere decides about a runner the job record does not show running
-// the job (its own, or the one the ledger says it ran). When the ledger
+// notRunHere decides about a runner no job record shows running the job
+// (its own, or the one the ledger says it ran). When the ledger
 // knows which job the runner ran, that is certain: no record from this
 // runner (Done). When it does not, an event may still name a job the
 // runner ran: the runner is awaited (Await), so that its slot frees now
