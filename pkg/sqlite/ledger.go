@@ -304,32 +304,9 @@ func (l *Ledger) EndAwaiting(ctx context.Context, name string, at time.Time, rea
 // Awaiting implements store.Ledger: the pool's rows of runners_awaiting
 // with their records, sorted by name.
 func (l *Ledger) Awaiting(ctx context.Context, pool string) ([]provisioning.Runner, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	rows, err := l.d.db.QueryContext(ctx, `SELECT r.name, r.record, r.expires_at FROM runners_awaiting a
+	out, err := l.list(ctx, `SELECT r.name, r.record, r.expires_at FROM runners_awaiting a
 		JOIN runners r ON r.name = a.name WHERE a.pool = ? ORDER BY a.name`, pool)
 	if err != nil {
-		return nil, fmt.Errorf("listing the awaiting runners of pool %s: %w", pool, err)
-	}
-	defer rows.Close()
-	var out []provisioning.Runner
-	for rows.Next() {
-		var name, rec string
-		var expires int64
-		if err := rows.Scan(&name, &rec, &expires); err != nil {
-			return nil, fmt.Errorf("listing the awaiting runners of pool %s: %w", pool, err)
-		}
-		if !live(expires, l.now()) {
-			continue
-		}
-		var r provisioning.Runner
-		if err := json.Unmarshal([]byte(rec), &r); err != nil {
-			return nil, fmt.Errorf("decoding runner %s: %w", name, err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("listing the awaiting runners of pool %s: %w", pool, err)
 	}
 	return out, nil
@@ -427,19 +404,33 @@ func (l *Ledger) RunnerByInstance(ctx context.Context, instanceID string) (provi
 // LiveRunners implements store.Ledger, sorted by name. Unlike DynamoDB's
 // index, it is exact: one read of the records in a live state.
 func (l *Ledger) LiveRunners(ctx context.Context, pool string) ([]provisioning.Runner, error) {
+	out, err := l.list(ctx, "SELECT name, record, expires_at FROM runners WHERE pool = ? AND "+liveState+" ORDER BY name", pool)
+	if err != nil {
+		return nil, fmt.Errorf("listing the live runners of pool %s: %w", pool, err)
+	}
+	return out, nil
+}
+
+// list runs a query of runner rows (name, record, expires_at) and decodes
+// the records that have not expired.
+func (l *Ledger) list(ctx context.Context, query string, args ...any) ([]provisioning.Runner, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	rows, err := l.d.db.QueryContext(ctx, "SELECT name, record FROM runners WHERE pool = ? AND "+liveState+" ORDER BY name", pool)
+	rows, err := l.d.db.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("listing the live runners of pool %s: %w", pool, err)
+		return nil, err
 	}
 	defer rows.Close()
 	var out []provisioning.Runner
 	for rows.Next() {
 		var name, rec string
-		if err := rows.Scan(&name, &rec); err != nil {
-			return nil, fmt.Errorf("listing the live runners of pool %s: %w", pool, err)
+		var expires int64
+		if err := rows.Scan(&name, &rec, &expires); err != nil {
+			return nil, err
+		}
+		if !live(expires, l.now()) {
+			continue
 		}
 		var r provisioning.Runner
 		if err := json.Unmarshal([]byte(rec), &r); err != nil {
@@ -447,10 +438,7 @@ func (l *Ledger) LiveRunners(ctx context.Context, pool string) ([]provisioning.R
 		}
 		out = append(out, r)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("listing the live runners of pool %s: %w", pool, err)
-	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // Live implements store.Ledger: the number of the pool's records in a live

@@ -3,12 +3,9 @@ package dynamostore
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/store"
@@ -47,37 +44,13 @@ func (d *LedgerDynamo) markAwaiting(ctx context.Context, r provisioning.Runner) 
 // LiveRunners: a runner ended or settled a moment ago may be missing or
 // still listed).
 func (d *LedgerDynamo) Awaiting(ctx context.Context, pool string) ([]provisioning.Runner, error) {
-	var out []provisioning.Runner
-	e := newExpr()
-	in := &dynamodb.QueryInput{
-		TableName: aws.String(d.table), IndexName: aws.String(LivePoolIndex),
-		KeyConditionExpression:   aws.String(e.name(attrLivePool) + " = " + e.value(str(awaitingPool(pool)))),
-		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values,
-	}
 	now := d.now()
-	for {
-		res, err := d.api.Query(ctx, in)
-		if err != nil {
-			return nil, fmt.Errorf("listing the awaiting runners of pool %s: %w", pool, err)
-		}
-		for _, item := range res.Items {
-			if expired(item, now) {
-				continue // TTL deletes it in its own time
-			}
-			r, err := decodeRunner(item)
-			if err != nil {
-				return nil, fmt.Errorf("decoding an awaiting runner of pool %s: %w", pool, err)
-			}
-			if r.State == provisioning.StateTerminated {
-				out = append(out, r)
-			}
-		}
-		if len(res.LastEvaluatedKey) == 0 {
-			break
-		}
-		in.ExclusiveStartKey = res.LastEvaluatedKey
+	out, err := d.indexed(ctx, awaitingPool(pool), func(r provisioning.Runner, item map[string]types.AttributeValue) bool {
+		return r.State == provisioning.StateTerminated && !expired(item, now) // TTL deletes an expired one in its own time
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing the awaiting runners of pool %s: %w", pool, err)
 	}
-	slices.SortFunc(out, func(a, b provisioning.Runner) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 

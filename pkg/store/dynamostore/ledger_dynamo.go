@@ -437,24 +437,35 @@ func (d *LedgerDynamo) RunnerByInstance(ctx context.Context, instanceID string) 
 // runner reserved or ended a moment ago may be missing or still listed
 // (Live, from the count, is exact).
 func (d *LedgerDynamo) LiveRunners(ctx context.Context, pool string) ([]provisioning.Runner, error) {
+	out, err := d.indexed(ctx, pool, func(r provisioning.Runner, _ map[string]types.AttributeValue) bool { return r.State.Live() })
+	if err != nil {
+		return nil, fmt.Errorf("listing live runners of pool %s: %w", pool, err)
+	}
+	return out, nil
+}
+
+// indexed lists, sorted by name, the runner records under the live-pool
+// index's partition that keep accepts.
+func (d *LedgerDynamo) indexed(ctx context.Context, partition string,
+	keep func(provisioning.Runner, map[string]types.AttributeValue) bool) ([]provisioning.Runner, error) {
 	var out []provisioning.Runner
 	e := newExpr()
 	in := &dynamodb.QueryInput{
 		TableName: aws.String(d.table), IndexName: aws.String(LivePoolIndex),
-		KeyConditionExpression:   aws.String(e.name(attrLivePool) + " = " + e.value(str(pool))),
+		KeyConditionExpression:   aws.String(e.name(attrLivePool) + " = " + e.value(str(partition))),
 		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values,
 	}
 	for {
 		res, err := d.api.Query(ctx, in)
 		if err != nil {
-			return nil, fmt.Errorf("listing live runners of pool %s: %w", pool, err)
+			return nil, err
 		}
 		for _, item := range res.Items {
 			r, err := decodeRunner(item)
 			if err != nil {
-				return nil, fmt.Errorf("decoding a live runner of pool %s: %w", pool, err)
+				return nil, fmt.Errorf("decoding a runner record: %w", err)
 			}
-			if r.State.Live() {
+			if keep(r, item) {
 				out = append(out, r)
 			}
 		}
