@@ -15,7 +15,7 @@ import (
 var ledgerKeyPrefixes = []string{"RUNNER#", "INSTANCE#", "POOL#"}
 
 // livePoolIndex is the ledger's sparse index (dynamostore.LivePoolIndex) over
-// attrLivePool, present only on live runner records.
+// attrLivePool, present only on live and awaiting runner records.
 const (
 	livePoolIndex = "live-pool"
 	attrLivePool  = "live_pool"

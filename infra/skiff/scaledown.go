@@ -60,8 +60,9 @@ func (s *Skiff) buildScaleDown() error {
 		jsii.Strings("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"),
 		s.StateTable.TableArn(), scaleDownKeyPrefixes))
 	// The live-pool index is queried by pool name: its partition key is the
-	// pool, not a key prefix, so LeadingKeys cannot scope it; Query on the
-	// index reads only live runner records.
+	// pool (or awaiting#<pool>), not a key prefix, so LeadingKeys cannot
+	// scope it; Query on the index reads only runner records, the live ones
+	// and the awaiting ones.
 	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:       jsii.String("ScaleDownLiveRunners"),
 		Actions:   jsii.Strings("dynamodb:Query"),
