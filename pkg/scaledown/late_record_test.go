@@ -185,3 +185,58 @@ func (w *world) onlyJob() int64 {
 	w.t.Fatal("no job")
 	return 0
 }
+
+// TestRecordOfAJobNamedWhileItsRunnerEnds: the job's events land after
+// the pass read the runner's and the job's records (nothing named the job)
+// and before it ended the runner. The job still gets exactly one record.
+func TestRecordOfAJobNamedWhileItsRunnerEnds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	out := &metrics.MemoryRecords{}
+	var w *world
+	var fired bool
+	w = newWorld(t, 12, func(o *scaledown.Options) {
+		o.Metrics = &scaledown.RecordWriter{Pools: []string{"cpu"}, Records: o.Records, Ledger: o.Ledger, Out: out,
+			CloudProvider: "aws", Region: "us-east-1"}
+		o.Ledger = beforeEnd{Ledger: o.Ledger, before: func(name string) {
+			if fired {
+				return
+			}
+			fired = true
+			js, _ := w.sim.Job(w.onlyJob())
+			w.event(ctx, store.Job{ID: js.ID, Status: store.StatusCompleted, StartedAt: js.StartedAt, CompletedAt: js.StartedAt.Add(jobLength),
+				Conclusion: js.Conclusion, RunnerName: name})
+		}}
+	})
+	job, _, in := w.launchOne(ctx, jobLength)
+	reg, _ := w.dry.Delivered(in.ID)
+	if _, err := w.sim.ConnectRunner(reg.JITConfig); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Advance(7 * time.Minute)
+	if err := w.dry.Terminate(ctx, []string{in.ID}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		w.reconcile(ctx)
+		w.clock.Advance(time.Minute)
+	}
+	if !fired {
+		t.Fatal("the runner never ended awaiting")
+	}
+	if recs := collect(t, out); len(recs) != 1 || recs[0].JobID != job {
+		t.Fatalf("metrics records %+v, want exactly one, job %d's", recs, job)
+	}
+}
+
+// beforeEnd is a ledger that runs before(name) right before EndAwaiting
+// ends the runner name.
+type beforeEnd struct {
+	store.Ledger
+	before func(name string)
+}
+
+func (l beforeEnd) EndAwaiting(ctx context.Context, name string, at time.Time, reason string) (bool, error) {
+	l.before(name)
+	return l.Ledger.EndAwaiting(ctx, name, at, reason)
+}
