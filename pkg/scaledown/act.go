@@ -190,7 +190,7 @@ func (p *pass) jobs(ctx context.Context, actions []decide.Action, ok []bool) {
 		if !ok[i] || !a.End || a.Runner == "" || p.late(ctx) {
 			return
 		}
-		if p.s.o.Metrics.Enabled(a.Pool) && a.JobID != 0 && outcome[a.Runner] == 0 {
+		if p.s.o.Metrics.Enabled(a.Pool) && a.JobID != 0 && outcome[a.Runner] == Wait {
 			return // its record waits for CloudWatch to settle
 		}
 		end := p.s.o.Ledger.End

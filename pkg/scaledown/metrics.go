@@ -37,16 +37,18 @@ func (j MetricsJob) record(ctx context.Context, l store.Ledger) (provisioning.Ru
 	return l.Runner(ctx, j.Runner)
 }
 
-// Outcome is what Write decided about a runner. A runner absent from
-// Write's answer waits for the next pass (its peaks, or its job's end, are
-// not there yet), its ledger record live.
+// Outcome is what Write decided about a runner.
 type Outcome int
 
 const (
+	// Wait, the zero Outcome (a runner absent from Write's answer): the
+	// runner waits for the next pass (its peaks, or its job's end, are not
+	// there yet), its ledger record live, or an awaited one on its list.
+	Wait Outcome = iota
 	// Done: the runner is done with — its job's record written (now or
 	// before), or never to be written. Its ledger record ends; an awaited
 	// runner leaves its pool's awaiting list.
-	Done Outcome = iota + 1
+	Done
 	// Await: nothing has said yet which job the runner ran, and an event
 	// that does may still come (late, reordered, redelivered). Its ledger
 	// record ends, so its slot frees, on its pool's awaiting list

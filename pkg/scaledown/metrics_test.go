@@ -106,7 +106,7 @@ func TestRecordWriter(t *testing.T) {
 	// event may yet name a job it ran); one with no ledger record and whose
 	// job skiff never recorded is done, not run.
 	done := w.Write(ctx, m0.Add(7*time.Minute), jobs)
-	if done["skiff-7-1"] != 0 || done["skiff-8-1"] != scaledown.Await || done["skiff-99-1"] != scaledown.Done {
+	if done["skiff-7-1"] != scaledown.Wait || done["skiff-8-1"] != scaledown.Await || done["skiff-99-1"] != scaledown.Done {
 		t.Fatalf("done %v: want job 7 waiting for its peaks, skiff-8-1 awaited, skiff-99-1 done", done)
 	}
 	if n := len(collect(t, out)); n != 0 {
@@ -154,7 +154,7 @@ func TestRecordWriterGivesUpOnPeaks(t *testing.T) {
 		Region: "us-east-1", Wait: 10 * time.Minute}
 	job := []scaledown.MetricsJob{{Runner: "skiff-7-1", Pool: "cpu", JobID: 7}}
 	// Within the wait a failed read holds the record back ...
-	if done := w.Write(ctx, m0.Add(15*time.Minute), job); done["skiff-7-1"] != 0 || len(collect(t, out)) != 0 {
+	if done := w.Write(ctx, m0.Add(15*time.Minute), job); done["skiff-7-1"] != scaledown.Wait || len(collect(t, out)) != 0 {
 		t.Fatalf("done %v: a failed peak read within the wait must hold the record", done)
 	}
 	// ... past it the record is written without peaks, so the ledger is not held forever.
@@ -257,7 +257,7 @@ func TestRecordWriterAwaitsALateStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, at := range []time.Duration{3 * time.Minute, 4 * time.Minute} {
-		if done := writePass(t, w, ledger, m0.Add(at), nil); done["skiff-11-1"] != 0 {
+		if done := writePass(t, w, ledger, m0.Add(at), nil); done["skiff-11-1"] != scaledown.Wait {
 			t.Fatalf("done %v at %s: skiff-11-1 must wait within AwaitWindow", done, at)
 		}
 	}

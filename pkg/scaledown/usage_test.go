@@ -113,7 +113,7 @@ func TestRecordWriterAccounted(t *testing.T) {
 	w := &scaledown.RecordWriter{Pools: []string{"*"}, Records: st, Ledger: ledger, Out: out, CloudProvider: "slurm",
 		Peaks: scaledown.AccountedPeaks{Source: src}, CostPerHour: map[string]float64{"hpc": 2}, Wait: 10 * time.Minute}
 	done := w.Write(ctx, m0.Add(12*time.Minute), jobs)
-	if done["skiff-a"] != scaledown.Done || done["skiff-b"] != 0 || len(src.asked) != 1 || !slices.Equal(src.asked[0], []string{"1", "2"}) {
+	if done["skiff-a"] != scaledown.Done || done["skiff-b"] != scaledown.Wait || len(src.asked) != 1 || !slices.Equal(src.asked[0], []string{"1", "2"}) {
 		t.Fatalf("done %v after asking %v: want skiff-a written and skiff-b waiting, one read for both", done, src.asked)
 	}
 	recs := collect(t, out)
@@ -124,7 +124,7 @@ func TestRecordWriterAccounted(t *testing.T) {
 	// A failing accounting holds the waiting record; after Wait it is
 	// written without usage.
 	src.err = errors.New("slurmdbd does not answer")
-	if done := w.Write(ctx, m0.Add(13*time.Minute), jobs[1:]); done["skiff-b"] != 0 {
+	if done := w.Write(ctx, m0.Add(13*time.Minute), jobs[1:]); done["skiff-b"] != scaledown.Wait {
 		t.Errorf("a record was written while the accounting failed, within Wait")
 	}
 	if done := w.Write(ctx, m0.Add(22*time.Minute), jobs[1:]); done["skiff-b"] != scaledown.Done {
