@@ -221,3 +221,31 @@ func TestLoadConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitOrStop: a channel that delivers wins; a nil channel (a job that
+// hangs) or one that never delivers loses to a canceled context.
+func TestWaitOrStop(t *testing.T) {
+	t.Parallel()
+	closed := make(chan struct{})
+	close(closed)
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	cases := []struct {
+		name string
+		ctx  context.Context
+		ch   <-chan struct{}
+		want bool
+	}{
+		{"delivered", context.Background(), closed, true},
+		{"nil channel, canceled", canceled, nil, false},
+		{"never delivers, canceled", canceled, make(chan struct{}), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := waitOrStop(tc.ctx, tc.ch); got != tc.want {
+				t.Errorf("waitOrStop = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
