@@ -1,4 +1,6 @@
-package queue_test
+// Package queuetest holds the fixtures the job queue's tests share: the
+// port's and its adapters'.
+package queuetest
 
 import (
 	"time"
@@ -6,8 +8,9 @@ import (
 	"github.com/skiffci/skiff/pkg/queue"
 )
 
-// validJob is a job every consumer accepts.
-func validJob() queue.Job {
+// ValidJob is a job every consumer accepts: each field set, as the webhook
+// enqueues a queued job of GitHub's.
+func ValidJob() queue.Job {
 	return queue.Job{
 		JobID: 29679449, RunID: 10867447, Attempt: 1, Repository: "octo-org/hello", Owner: "octo-org",
 		InstallationID: 4242, Labels: []string{"self-hosted", "linux", "gpu-a10"}, Pool: "gpu-a10",
