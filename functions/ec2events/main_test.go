@@ -73,7 +73,7 @@ func BenchmarkColdInit(b *testing.B) {
 func TestBootstrapUnderRIE(t *testing.T) {
 	t.Parallel()
 	moto := testenv.Moto(t)
-	ddb := testenv.MotoDynamoClient(t, moto)
+	ddb := testenv.DynamoClient(t, moto)
 	ctx := t.Context()
 	if err := dynamostore.CreateTable(ctx, ddb, "skiff-ec2events"); err != nil {
 		t.Fatal(err)

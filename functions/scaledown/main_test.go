@@ -77,7 +77,7 @@ func env(t testing.TB, dynamo, ec2, gh, pem, dir string) []string {
 // instance is gone, and leaves the pool's count at zero.
 func TestBootstrapUnderRIE(t *testing.T) {
 	moto := testenv.Moto(t)
-	ddb := testenv.MotoDynamoClient(t, moto)
+	ddb := testenv.DynamoClient(t, moto)
 	ctx := context.Background()
 	if err := dynamostore.CreateTable(ctx, ddb, "skiff-sd"); err != nil {
 		t.Fatal(err)
@@ -131,7 +131,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 // The first event is a pass over an empty account.
 func BenchmarkColdInit(b *testing.B) {
 	moto := testenv.Moto(b)
-	if err := dynamostore.CreateTable(context.Background(), testenv.MotoDynamoClient(b, moto), "skiff-sd"); err != nil {
+	if err := dynamostore.CreateTable(context.Background(), testenv.DynamoClient(b, moto), "skiff-sd"); err != nil {
 		b.Fatal(err)
 	}
 	key, pemKey := appKey(b)

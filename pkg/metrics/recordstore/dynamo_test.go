@@ -2,7 +2,6 @@ package recordstore_test
 
 import (
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,21 +13,15 @@ import (
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/metrics/recordstest"
 	"github.com/skiffci/skiff/pkg/metrics/recordstore"
-	"github.com/skiffci/skiff/pkg/store/storetest"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-var (
-	clientOnce sync.Once
-	client     *dynamodb.Client
-)
-
+// newTable creates a fresh table in the binary's dynalite and returns a
+// client for it and its name.
 func newTable(t *testing.T) (*dynamodb.Client, string) {
 	t.Helper()
-	endpoint := testenv.Dynalite(t)
-	clientOnce.Do(func() { client = testenv.DynamoClient(t, endpoint) })
-	return client, storetest.NewTable(t, client, "skiff-records")
+	return testenv.DynaliteTable(t, "skiff-records")
 }
 
 func TestDynamoConformance(t *testing.T) {
