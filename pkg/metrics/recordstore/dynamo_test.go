@@ -17,17 +17,10 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// newTable creates a fresh table in the binary's dynalite and returns a
-// client for it and its name.
-func newTable(t *testing.T) (*dynamodb.Client, string) {
-	t.Helper()
-	return testenv.DynaliteTable(t, "skiff-records")
-}
-
 func TestDynamoConformance(t *testing.T) {
 	t.Parallel()
 	recordstest.Run(t, func(t *testing.T) metrics.Records {
-		c, table := newTable(t)
+		c, table := testenv.DynaliteTable(t, "skiff-records")
 		return recordstore.New(c, table, recordstore.WithClock(func() time.Time { return recordstest.Now }))
 	})
 }
@@ -35,7 +28,7 @@ func TestDynamoConformance(t *testing.T) {
 // TestDynamoItem pins the item layout: key, TTL and the filter attributes.
 func TestDynamoItem(t *testing.T) {
 	t.Parallel()
-	c, table := newTable(t)
+	c, table := testenv.DynaliteTable(t, "skiff-records")
 	s := recordstore.New(c, table, recordstore.WithRetention(24*time.Hour), recordstore.WithClock(func() time.Time { return recordstest.Now }))
 	r := recordstest.Record(77, 2, recordstest.Now)
 	if err := s.Put(t.Context(), r); err != nil {
