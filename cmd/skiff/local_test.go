@@ -21,16 +21,6 @@ import (
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 )
 
-const killPools = `version: 1
-pools:
-  - name: cpu
-    labels: [self-hosted, linux, x64]
-    instanceTypes: [c7i.large]
-    image: {ssm: /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64}
-    subnets: [subnet-0aaaaaaaa]
-    maxRunners: 20
-`
-
 // TestLocalKill9 is local mode's durability end to end: the real skiff
 // binary runs `skiff local` against the GitHub simulator over HTTP with
 // stand-in runners; it is killed with SIGKILL in the middle of a burst of
@@ -63,7 +53,7 @@ func TestLocalKill9(t *testing.T) {
 
 	dir := t.TempDir()
 	poolsFile, keyFile, data := filepath.Join(dir, "pools.yaml"), filepath.Join(dir, "app.pem"), filepath.Join(dir, "data")
-	if err := os.WriteFile(poolsFile, []byte(killPools), 0o600); err != nil {
+	if err := os.WriteFile(poolsFile, []byte(testenv.CPUPools), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(keyFile, []byte(pemKey), 0o600); err != nil {
