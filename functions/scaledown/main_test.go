@@ -5,13 +5,11 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
-	"encoding/json"
 	"encoding/pem"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -42,16 +40,6 @@ pools:
     subnets: [subnet-0a1b2c3d4e5f60718]
 `
 
-// secretsManager answers GetSecretValue (JSON protocol) with value.
-func secretsManager(t testing.TB, value string) string {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
-		_ = json.NewEncoder(w).Encode(map[string]string{"ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:app", "Name": "app", "SecretString": value})
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
-
 func appKey(t testing.TB) (*rsa.PrivateKey, string) {
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -63,9 +51,9 @@ func appKey(t testing.TB) (*rsa.PrivateKey, string) {
 func env(t testing.TB, dynamo, ec2, gh, pem, dir string) []string {
 	return testenv.LambdaEnv(
 		"AWS_ENDPOINT_URL_DYNAMODB="+dynamo, "AWS_ENDPOINT_URL_EC2="+ec2,
-		"AWS_ENDPOINT_URL_SECRETS_MANAGER="+secretsManager(t, pem), "AWS_ENDPOINT_URL_SQS=http://127.0.0.1:1",
+		"AWS_ENDPOINT_URL_SECRETS_MANAGER="+testenv.SecretsManager(t, pem), "AWS_ENDPOINT_URL_SQS=http://127.0.0.1:1",
 		"SKIFF_TABLE_NAME=skiff-sd", "SKIFF_QUEUE_URL=http://127.0.0.1:1/jobs", "SKIFF_ACCOUNT_ID=123456789012",
-		"SKIFF_GITHUB_APP_IDS=7", "SKIFF_GITHUB_PRIVATE_KEY_ARN=arn:aws:secretsmanager:us-east-1:123456789012:secret:app",
+		"SKIFF_GITHUB_APP_IDS="+strconv.Itoa(testenv.AppID), "SKIFF_GITHUB_PRIVATE_KEY_ARN="+testenv.SecretARN,
 		"SKIFF_GITHUB_API_URL="+gh, "SKIFF_POOLS_FILE="+filepath.Join(dir, "pools.yaml"), "SKIFF_REDELIVER=false",
 	)
 }
@@ -94,12 +82,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	if err := ledger.Advance(ctx, r.Name, provisioning.StateJobCompleted, old, r.JobID); err != nil {
 		t.Fatal(err)
 	}
-	key, pemKey := appKey(t)
-	sim := ghsim.New(ghsim.Options{SecretPrefix: "CANARYSD"})
-	defer sim.Close()
-	sim.AddApp(ghsim.AppConfig{ID: 7, Slug: "skiff", PublicKey: &key.PublicKey})
-	sim.AddOrg("acme")
-	sim.Install(7, "acme")
+	sim, pemKey := testenv.GitHubApp(t, "CANARYSD")
 	fake := ec2fake.New()
 	bootstrap := testenv.BuildLambda(t, runtime.GOARCH)
 	dir := filepath.Dir(bootstrap)
@@ -137,7 +120,7 @@ func BenchmarkColdInit(b *testing.B) {
 	key, pemKey := appKey(b)
 	sim := ghsim.New(ghsim.Options{})
 	defer sim.Close()
-	sim.AddApp(ghsim.AppConfig{ID: 7, Slug: "skiff", PublicKey: &key.PublicKey})
+	sim.AddApp(ghsim.AppConfig{ID: testenv.AppID, Slug: "skiff", PublicKey: &key.PublicKey})
 	bootstrap := testenv.BuildLambda(b, runtime.GOARCH)
 	dir := filepath.Dir(bootstrap)
 	if err := os.WriteFile(filepath.Join(dir, "pools.yaml"), []byte(pools), 0o644); err != nil {
