@@ -17,12 +17,9 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// maxBootstrapBytes is the deployed function's size budget (issue 9: 20 MB).
-const maxBootstrapBytes = 20 << 20
-
 func TestBootstrapSize(t *testing.T) {
 	t.Parallel()
-	testenv.CheckBootstrapSize(t, maxBootstrapBytes)
+	testenv.CheckBootstrapSize(t)
 }
 
 // sample reads one of AWS's documented sample events from testdata and

@@ -6,7 +6,6 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -23,12 +22,9 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// maxBootstrapBytes is the deployed function's size budget (issue 9: 20 MB).
-const maxBootstrapBytes = 20 << 20
-
 func TestBootstrapSize(t *testing.T) {
 	t.Parallel()
-	testenv.CheckBootstrapSize(t, maxBootstrapBytes)
+	testenv.CheckBootstrapSize(t)
 }
 
 const pools = `version: 1
@@ -86,9 +82,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	fake := ec2fake.New()
 	bootstrap := testenv.BuildLambda(t, runtime.GOARCH)
 	dir := filepath.Dir(bootstrap)
-	if err := os.WriteFile(filepath.Join(dir, "pools.yaml"), []byte(pools), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testenv.WritePoolsFile(t, dir, pools)
 	fn := testenv.StartRIE(t, bootstrap, env(t, moto, fake.Serve(t), sim.URL(), pemKey, dir))
 	raw := fn.Invoke(t, map[string]any{"id": "sched-1", "detail-type": "Scheduled Event", "source": "aws.events",
 		"time": time.Now().UTC().Format(time.RFC3339), "detail": map[string]any{}})
@@ -123,8 +117,6 @@ func BenchmarkColdInit(b *testing.B) {
 	sim.AddApp(ghsim.AppConfig{ID: testenv.AppID, Slug: "skiff", PublicKey: &key.PublicKey})
 	bootstrap := testenv.BuildLambda(b, runtime.GOARCH)
 	dir := filepath.Dir(bootstrap)
-	if err := os.WriteFile(filepath.Join(dir, "pools.yaml"), []byte(pools), 0o644); err != nil {
-		b.Fatal(err)
-	}
+	testenv.WritePoolsFile(b, dir, pools)
 	testenv.BenchColdInit(b, bootstrap, env(b, moto, ec2fake.New().Serve(b), sim.URL(), pemKey, dir), map[string]any{"source": "aws.events"})
 }

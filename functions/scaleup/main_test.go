@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -44,12 +43,9 @@ pools:
     subnets: [subnet-0a1b2c3d4e5f60718]
 `
 
-// maxBootstrapBytes is the deployed function's size budget (issue 9: 20 MB).
-const maxBootstrapBytes = 20 << 20
-
 func TestBootstrapSize(t *testing.T) {
 	t.Parallel()
-	testenv.CheckBootstrapSize(t, maxBootstrapBytes)
+	testenv.CheckBootstrapSize(t)
 }
 
 // BenchmarkColdInit is the function's cold init under the runtime emulator:
@@ -63,15 +59,12 @@ func BenchmarkColdInit(b *testing.B) {
 	}
 	pemKey := string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
 	bootstrap := testenv.BuildLambda(b, runtime.GOARCH)
-	dir := b.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "pools.yaml"), []byte(pools), 0o644); err != nil {
-		b.Fatal(err)
-	}
+	poolsFile := testenv.WritePoolsFile(b, b.TempDir(), pools)
 	testenv.BenchColdInit(b, bootstrap, testenv.LambdaEnv(
 		"AWS_ENDPOINT_URL_SECRETS_MANAGER="+testenv.SecretsManager(b, pemKey),
 		"SKIFF_TABLE_NAME=bench", "SKIFF_REGISTRATION_TABLE=bench-reg", "SKIFF_DLQ_URL=http://127.0.0.1:1/dlq",
 		"SKIFF_ACCOUNT_ID=123456789012", "SKIFF_GITHUB_APP_IDS=7", "SKIFF_GITHUB_PRIVATE_KEY_ARN="+testenv.SecretARN,
-		"SKIFF_GITHUB_API_URL=http://127.0.0.1:1", "SKIFF_POOLS_FILE="+filepath.Join(dir, "pools.yaml"),
+		"SKIFF_GITHUB_API_URL=http://127.0.0.1:1", "SKIFF_POOLS_FILE="+poolsFile,
 	), events.SQSEvent{Records: []events.SQSMessage{}})
 }
 
@@ -115,16 +108,13 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	fake.SetLaunchTemplates("skiff-default")
 
 	bootstrap := testenv.BuildLambda(t, runtime.GOARCH)
-	dir := filepath.Dir(bootstrap)
-	if err := os.WriteFile(filepath.Join(dir, "pools.yaml"), []byte(pools), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	poolsFile := testenv.WritePoolsFile(t, filepath.Dir(bootstrap), pools)
 	fn := testenv.StartRIE(t, bootstrap, testenv.LambdaEnv(
 		"AWS_ENDPOINT_URL_DYNAMODB="+dynamo, "AWS_ENDPOINT_URL_EC2="+fake.Serve(t),
 		"AWS_ENDPOINT_URL_SECRETS_MANAGER="+testenv.SecretsManager(t, pemKey), "AWS_ENDPOINT_URL_SQS=http://127.0.0.1:1",
 		"SKIFF_TABLE_NAME=skiff-su", "SKIFF_REGISTRATION_TABLE=skiff-su-reg", "SKIFF_DLQ_URL=http://127.0.0.1:1/dlq",
 		"SKIFF_ACCOUNT_ID=123456789012", "SKIFF_GITHUB_APP_IDS="+strconv.Itoa(testenv.AppID), "SKIFF_GITHUB_PRIVATE_KEY_ARN="+testenv.SecretARN,
-		"SKIFF_GITHUB_API_URL="+sim.URL(), "SKIFF_POOLS_FILE="+filepath.Join(dir, "pools.yaml"),
+		"SKIFF_GITHUB_API_URL="+sim.URL(), "SKIFF_POOLS_FILE="+poolsFile,
 	))
 	job := func(id int64, labels ...string) string {
 		if len(labels) == 0 {
@@ -273,16 +263,13 @@ func TestNoAppUnderRIE(t *testing.T) {
 	fake := ec2fake.New()
 	fake.SetLaunchTemplates("skiff-default")
 	bootstrap := testenv.BuildLambda(t, runtime.GOARCH)
-	dir := filepath.Dir(bootstrap)
-	if err := os.WriteFile(filepath.Join(dir, "pools.yaml"), []byte(pools), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	poolsFile := testenv.WritePoolsFile(t, filepath.Dir(bootstrap), pools)
 	fn := testenv.StartRIE(t, bootstrap, testenv.LambdaEnv(
 		"AWS_ENDPOINT_URL_DYNAMODB="+moto, "AWS_ENDPOINT_URL_EC2="+fake.Serve(t),
 		"AWS_ENDPOINT_URL_SECRETS_MANAGER="+moto, "AWS_ENDPOINT_URL_SQS="+moto,
 		"SKIFF_TABLE_NAME=skiff-noapp", "SKIFF_REGISTRATION_TABLE=skiff-noapp-reg", "SKIFF_DLQ_URL="+dlq, "SKIFF_QUEUE_URL="+jobs,
 		"SKIFF_ACCOUNT_ID=123456789012", "SKIFF_GITHUB_PRIVATE_KEY_ARN="+aws.ToString(sec.ARN),
-		"SKIFF_GITHUB_API_URL="+sim.URL(), "SKIFF_POOLS_FILE="+filepath.Join(dir, "pools.yaml"),
+		"SKIFF_GITHUB_API_URL="+sim.URL(), "SKIFF_POOLS_FILE="+poolsFile,
 	))
 	body, _ := json.Marshal(queue.Job{JobID: 801, RunID: 80, Attempt: 1, Repository: "acme/app", Owner: "acme",
 		Labels: []string{"self-hosted", "linux", "x64"}, Pool: "default", DeliveryID: "d801", ReceivedAt: time.Now()})
