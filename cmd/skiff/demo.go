@@ -86,6 +86,8 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// demo runs the demo o describes, printing its progress and summary to w;
+// it fails when the burst does not end in time or an invariant fails.
 func demo(w io.Writer, o demoOptions) error {
 	stopProfile, err := startCPUProfile(o.CPUProfile)
 	if err != nil {
@@ -127,8 +129,8 @@ func demo(w io.Writer, o demoOptions) error {
 
 	started := time.Now() // the burst's first job: what "all done in" counts from
 	jobs := demoBurst(o.Jobs)
-	// The slot meter runs from the burst's first job.
 	want := resolveDemoPools(jobs, pools, demoOrg+"/app")
+	// The slot meter runs from the burst's first job.
 	slots := newSlotMeter(pools)
 	meterDone := make(chan struct{})
 	meterStopped := make(chan struct{})
