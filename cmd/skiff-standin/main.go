@@ -181,51 +181,84 @@ func main() {
 // disconnect. It returns the process's exit status. A canceled ctx (a
 // signal) disconnects, which fails a job in progress, and returns 1.
 func Run(ctx context.Context, cfg Config, hc *http.Client, log *slog.Logger) int {
-	c := &client{hc: hc, base: strings.TrimRight(cfg.URL, "/")}
-	var sess ghsim.RunnerSession
-	body, _ := json.Marshal(map[string]string{"encoded_jit_config": cfg.JITConfig})
-	if err := c.do(ctx, "POST", "/_sim/runner/connect", body, http.StatusCreated, &sess); err != nil {
+	r, err := connect(ctx, &client{hc: hc, base: strings.TrimRight(cfg.URL, "/")}, cfg.JITConfig, log)
+	if err != nil {
 		log.Error("connecting to the simulator", "err", err)
 		return exitFailed
+	}
+	job, code, ok := r.waitForJob(ctx, cfg.Idle)
+	if !ok {
+		return code
+	}
+	r.log = r.log.With("job_id", job.ID, "run_id", job.RunID, "repository", job.Repository)
+	r.log.Info("running job", "job_name", job.Name, "duration", cfg.Duration.String())
+	if code, ok := r.runJob(ctx, cfg, job.Name); !ok {
+		return code
+	}
+	return r.complete(ctx, job.ID, cfg.Conclusion)
+}
+
+// runner is one connected stand-in: its session with the simulator.
+type runner struct {
+	c    *client
+	path string // the simulator's path of this runner
+	log  *slog.Logger
+}
+
+// connect opens the runner's session with its JIT configuration.
+func connect(ctx context.Context, c *client, jitConfig string, log *slog.Logger) (*runner, error) {
+	var sess ghsim.RunnerSession
+	body, _ := json.Marshal(map[string]string{"encoded_jit_config": jitConfig})
+	if err := c.do(ctx, "POST", "/_sim/runner/connect", body, http.StatusCreated, &sess); err != nil {
+		return nil, err
 	}
 	c.session = sess.Session
 	log = log.With("runner_id", sess.RunnerID, "runner_name", sess.RunnerName)
 	log.Info("connected; listening for jobs")
-	runner := "/_sim/runner/" + strconv.FormatInt(sess.RunnerID, 10)
-	disconnect := func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := c.do(dctx, "POST", runner+"/disconnect", nil, http.StatusNoContent, nil); err != nil {
-			log.Warn("disconnecting", "err", err)
-		}
-	}
+	return &runner{c: c, path: "/_sim/runner/" + strconv.FormatInt(sess.RunnerID, 10), log: log}, nil
+}
 
-	deadline := time.Now().Add(cfg.Idle)
-	var job ghsim.RunnerJob
+// disconnect ends the session, even when ctx is canceled.
+func (r *runner) disconnect(ctx context.Context) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := r.c.do(dctx, "POST", r.path+"/disconnect", nil, http.StatusNoContent, nil); err != nil {
+		r.log.Warn("disconnecting", "err", err)
+	}
+}
+
+// waitForJob long-polls for the runner's one job for up to idle. Without a
+// job (ok false) it has disconnected and code is the exit status.
+func (r *runner) waitForJob(ctx context.Context, idle time.Duration) (job ghsim.RunnerJob, code int, ok bool) {
+	deadline := time.Now().Add(idle)
 	for job.ID == 0 {
 		left := time.Until(deadline)
 		if left <= 0 {
-			log.Info("no job came; exiting", "idle", cfg.Idle.String())
-			disconnect()
-			return exitOK
+			r.log.Info("no job came; exiting", "idle", idle.String())
+			r.disconnect(ctx)
+			return job, exitOK, false
 		}
 		wait := min(left, ghsim.DefaultRunnerPoll)
-		err := c.do(ctx, "GET", runner+"/job?wait="+wait.String(), nil, http.StatusOK, &job)
+		err := r.c.do(ctx, "GET", r.path+"/job?wait="+wait.String(), nil, http.StatusOK, &job)
 		switch {
 		case ctx.Err() != nil:
-			disconnect()
-			return exitFailed
+			r.disconnect(ctx)
+			return job, exitFailed, false
 		case errors.Is(err, errNoContent):
 		case err != nil:
-			log.Error("waiting for a job", "err", err)
-			disconnect()
-			return exitFailed
+			r.log.Error("waiting for a job", "err", err)
+			r.disconnect(ctx)
+			return job, exitFailed, false
 		}
 	}
-	log = log.With("job_id", job.ID, "run_id", job.RunID, "repository", job.Repository)
-	log.Info("running job", "job_name", job.Name, "duration", cfg.Duration.String())
+	return job, exitOK, true
+}
 
-	work := cfg.workFor(job.Name)
+// runJob does the job named name's work for cfg.Duration, or crashes or
+// hangs as cfg says. When the job did not run to its end (ok false), code
+// is the exit status.
+func (r *runner) runJob(ctx context.Context, cfg Config, name string) (code int, ok bool) {
+	work := cfg.workFor(name)
 	held := hold(work.MiB)
 	burnt := make(chan struct{})
 	go burn(ctx, work.CPUSeconds, burnt)
@@ -238,44 +271,51 @@ func Run(ctx context.Context, cfg Config, hc *http.Client, log *slog.Logger) int
 		defer half.Stop()
 		select {
 		case <-half.C:
-			log.Error("crashing in the middle of the job (SKIFF_STANDIN_CRASH)")
-			return exitCrash
+			r.log.Error("crashing in the middle of the job (SKIFF_STANDIN_CRASH)")
+			return exitCrash, false
 		case <-ctx.Done():
-			return exitFailed
+			return exitFailed, false
 		}
 	case cfg.Hang != "":
-		log.Warn("hanging: the job never finishes (SKIFF_STANDIN_HANG)")
+		r.log.Warn("hanging: the job never finishes (SKIFF_STANDIN_HANG)")
 		done = nil
 	}
-	select {
-	case <-done:
-	case <-ctx.Done():
-		log.Warn("stopped in the middle of the job")
-		disconnect()
-		return exitFailed
-	}
-	select {
-	case <-burnt:
-	case <-ctx.Done():
-		log.Warn("stopped in the middle of the job")
-		disconnect()
-		return exitFailed
+	if !waitOrStop(ctx, done) || !waitOrStop(ctx, burnt) {
+		r.log.Warn("stopped in the middle of the job")
+		r.disconnect(ctx)
+		return exitFailed, false
 	}
 	runtime.KeepAlive(held)
-	b, _ := json.Marshal(map[string]string{"conclusion": cfg.Conclusion})
-	err := c.do(ctx, "POST", fmt.Sprintf("%s/job/%d/complete", runner, job.ID), b, http.StatusNoContent, nil)
+	return exitOK, true
+}
+
+// waitOrStop waits for ch (forever when it is nil) and says whether it
+// came before ctx was canceled.
+func waitOrStop[T any](ctx context.Context, ch <-chan T) bool {
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// complete reports the job done with conclusion and disconnects; it
+// returns the exit status.
+func (r *runner) complete(ctx context.Context, jobID int64, conclusion string) int {
+	defer r.disconnect(ctx)
+	b, _ := json.Marshal(map[string]string{"conclusion": conclusion})
+	err := r.c.do(ctx, "POST", fmt.Sprintf("%s/job/%d/complete", r.path, jobID), b, http.StatusNoContent, nil)
 	var se *statusError
 	switch {
 	case errors.As(err, &se) && se.status == http.StatusConflict:
-		log.Warn("the job ended before it completed here (cancelled)")
+		r.log.Warn("the job ended before it completed here (cancelled)")
 	case err != nil:
-		log.Error("reporting the job complete", "err", err)
-		disconnect()
+		r.log.Error("reporting the job complete", "err", err)
 		return exitFailed
 	default:
-		log.Info("job completed", "conclusion", cfg.Conclusion)
+		r.log.Info("job completed", "conclusion", conclusion)
 	}
-	disconnect()
 	return exitOK
 }
 

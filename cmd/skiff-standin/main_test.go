@@ -3,77 +3,24 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
-)
-
-var (
-	keyOnce sync.Once
-	key     *rsa.PrivateKey
 )
 
 // sim starts a simulator with one organization and an installation token,
 // and returns it with a function that generates a JIT configuration.
 func sim(t *testing.T) (*ghsim.Server, func(name string) string) {
 	t.Helper()
-	keyOnce.Do(func() { key, _ = rsa.GenerateKey(rand.Reader, 2048) })
-	s := ghsim.New(ghsim.Options{SecretPrefix: "CANARY"})
-	t.Cleanup(s.Close)
-	s.AddApp(ghsim.AppConfig{ID: 1, PublicKey: &key.PublicKey})
-	s.AddRepo("acme", "app")
-	inst := s.Install(1, "acme")
-	now := time.Now()
-	jwtTok, err := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.RegisteredClaims{Issuer: "1",
-		IssuedAt: jwt.NewNumericDate(now.Add(-time.Minute)), ExpiresAt: jwt.NewNumericDate(now.Add(5 * time.Minute))}).SignedString(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tok struct{ Token string }
-	call(t, "POST", s.URL()+"/app/installations/"+strconv.FormatInt(inst, 10)+"/access_tokens", jwtTok, nil, http.StatusCreated, &tok)
-	return s, func(name string) string {
-		var out struct {
-			EncodedJITConfig string `json:"encoded_jit_config"`
-		}
-		call(t, "POST", s.URL()+"/orgs/acme/actions/runners/generate-jitconfig", tok.Token,
-			map[string]any{"name": name, "runner_group_id": 1, "labels": []string{"standin"}}, http.StatusCreated, &out)
-		return out.EncodedJITConfig
-	}
-}
-
-func call(t *testing.T, method, url, bearer string, body any, want int, out any) {
-	t.Helper()
-	var b []byte
-	if body != nil {
-		b, _ = json.Marshal(body)
-	}
-	req, _ := http.NewRequest(method, url, bytes.NewReader(b))
-	req.Header.Set("Authorization", "Bearer "+bearer)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != want {
-		t.Fatalf("%s %s: %d, want %d", method, url, resp.StatusCode, want)
-	}
-	if out != nil {
-		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s, jit := testenv.GitHubJIT(t, "CANARY")
+	return s, func(name string) string { return jit(t, name, "standin") }
 }
 
 // TestRun: the stand-in takes its one job and ends it as configured; its
@@ -217,6 +164,34 @@ func TestLoadConfig(t *testing.T) {
 				t.Errorf("the error quotes the configuration: %v", err)
 			case tc.wantErr == "" && (c.Duration != 2*time.Second && tc.env["SKIFF_STANDIN_DURATION"] == "" || c.URL == ""):
 				t.Errorf("config %+v lacks its defaults", c)
+			}
+		})
+	}
+}
+
+// TestWaitOrStop: a channel that delivers wins; a nil channel (a job that
+// hangs) or one that never delivers loses to a canceled context.
+func TestWaitOrStop(t *testing.T) {
+	t.Parallel()
+	closed := make(chan struct{})
+	close(closed)
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	cases := []struct {
+		name string
+		ctx  context.Context
+		ch   <-chan struct{}
+		want bool
+	}{
+		{"delivered", context.Background(), closed, true},
+		{"nil channel, canceled", canceled, nil, false},
+		{"never delivers, canceled", canceled, make(chan struct{}), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := waitOrStop(tc.ctx, tc.ch); got != tc.want {
+				t.Errorf("waitOrStop = %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -86,30 +86,113 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// demo runs the demo o describes, printing its progress and summary to w;
+// it fails when the burst does not end in time or an invariant fails.
 func demo(w io.Writer, o demoOptions) error {
-	standin, poolsFile, out, n, limit, duration, timeout := o.Standin, o.PoolsFile, o.Out, o.Jobs, o.Limit, o.Duration, o.Timeout
-	if o.CPUProfile != "" {
-		f, err := os.Create(o.CPUProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("starting the CPU profile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(o.CPUProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
+	standin, err := standinPath(o.Standin)
+	if err != nil {
+		return err
+	}
+	pools, err := pool.Load(o.PoolsFile)
+	if err != nil {
+		return err
+	}
+	limits := demoLimits(pools, o.Limit)
+	if err := freshDir(o.Out); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
+	defer cancel()
+
+	gh, err := newDemoGitHub(pools)
+	if err != nil {
+		return err
+	}
+	defer gh.sim.Close()
+	sim := gh.sim
+	logFile, err := os.Create(filepath.Join(o.Out, "skiff.log"))
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	l, stopLocal, err := startDemoLocal(o, standin, pools, limits, gh, logFile)
+	if err != nil {
+		return err
+	}
+	defer stopLocal()
+	fmt.Fprintf(w, "skiff demo: skiff local at %s, GitHub simulator at %s, logs in %s\n", l.URL(), sim.URL(), logFile.Name())
+
+	started := time.Now() // the burst's first job: what "all done in" counts from
+	jobs := demoBurst(o.Jobs)
+	want := resolveDemoPools(jobs, pools, demoOrg+"/app")
+	// The slot meter runs from the burst's first job.
+	slots := newSlotMeter(pools)
+	meterDone := make(chan struct{})
+	meterStopped := make(chan struct{})
+	go func() {
+		defer close(meterStopped)
+		slots.run(ctx, sim, l, meterDone)
+	}()
+	if err := queueBurst(sim, jobs, slots); err != nil {
+		return err
+	}
+	// A duplicate delivery: the first queued job's webhook, sent again.
+	dup, err := duplicate(ctx, sim, l.URL(), gh.secret)
+	if err != nil {
+		return err
+	}
+	wall, err := awaitBurst(ctx, w, sim, l, pools, jobs, want, started)
+	if err != nil {
+		return fmt.Errorf("%w after %s (%s): see %s", err, o.Timeout, stuckJobs(sim, jobs), logFile.Name())
+	}
+	close(meterDone)
+	<-meterStopped
+	fmt.Fprintf(w, "  all done %s after the burst's first job (the queue empty after %s); peak memory of this process (skiff local, the simulator and the driver): %s\n",
+		wall.Round(100*time.Millisecond), time.Since(started).Round(100*time.Millisecond), peakRSS())
+	slots.report(ctx, w, sim, l, jobs, wall)
+	return summarize(ctx, w, sim, l, jobs, dup, logFile.Name(), filepath.Join(o.Out, "report.html"))
+}
+
+// startCPUProfile starts a CPU profile into path, when set; stop ends it.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("starting the CPU profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
+// standinPath is the stand-in runner's absolute path, once it is there.
+func standinPath(standin string) (string, error) {
 	standin, err := filepath.Abs(standin)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if _, err := os.Stat(standin); err != nil {
-		return fmt.Errorf("the stand-in runner: %w (make demo builds it: go build -o build/skiff-standin ./cmd/skiff-standin)", err)
+		return "", fmt.Errorf("the stand-in runner: %w (make demo builds it: go build -o build/skiff-standin ./cmd/skiff-standin)", err)
 	}
-	pools, err := pool.Load(poolsFile)
-	if err != nil {
-		return err
-	}
+	return standin, nil
+}
+
+// demoLimits is how many runners each pool may have alive at once: with a
+// limit, every pool has that many slots (its maxRunners set to it too);
+// without, one GPU job at a time and the pools file's maxRunners.
+func demoLimits(pools *pool.Config, limit int) map[string]int {
 	limits := map[string]int{"gpu": 1} // one GPU on this machine: one GPU job at a time
 	if limit > 0 {
 		// A lab with limit slots per pool: the ledger's maxRunners and the
@@ -120,67 +203,84 @@ func demo(w io.Writer, o demoOptions) error {
 			p.MaxRunners = limit
 		}
 	}
-	if err := os.RemoveAll(out); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(out, 0o700); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
+	return limits
+}
 
-	// GitHub: the simulator, an App installed on an organisation.
+// freshDir empties dir, creating it when it is not there.
+func freshDir(dir string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	return os.MkdirAll(dir, 0o700)
+}
+
+// The demo's GitHub App and the organisation it is installed on.
+const (
+	demoAppID = 4242
+	demoOrg   = "acme"
+)
+
+// demoGitHub is the demo's GitHub: the simulator with the App installed on
+// the organisation, the App's key and its webhook secret.
+type demoGitHub struct {
+	sim    *ghsim.Server
+	key    *rsa.PrivateKey
+	secret string
+}
+
+// newDemoGitHub starts the simulator with an App installed on demoOrg,
+// which has a repository "app" and the pools' runner groups.
+func newDemoGitHub(pools *pool.Config) (demoGitHub, error) {
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
-		return err
+		return demoGitHub{}, err
 	}
 	// GitHub overlaps its deliveries; the simulator's default, one at a
 	// time, would make the burst's pace one webhook answer at a time.
 	sim := ghsim.New(ghsim.Options{WebhookLanes: demoWebhookLanes})
-	defer sim.Close()
-	const appID, org = 4242, "acme"
-	sim.AddApp(ghsim.AppConfig{ID: appID, Slug: "skiff-demo", PublicKey: &key.PublicKey})
-	sim.AddOrg(org)
+	sim.AddApp(ghsim.AppConfig{ID: demoAppID, Slug: "skiff-demo", PublicKey: &key.PublicKey})
+	sim.AddOrg(demoOrg)
 	for _, p := range pools.Pools {
 		if p.RunnerGroup != "" && p.RunnerGroup != "Default" {
-			sim.AddRunnerGroup(org, p.RunnerGroup)
+			sim.AddRunnerGroup(demoOrg, p.RunnerGroup)
 		}
 	}
-	sim.AddRepo(org, "app")
-	sim.Install(appID, org)
+	sim.AddRepo(demoOrg, "app")
+	sim.Install(demoAppID, demoOrg)
 	secret := make([]byte, 16)
 	_, _ = rand.Read(secret)
-	webhookSecret := fmt.Sprintf("%x", secret)
+	return demoGitHub{sim: sim, key: key, secret: fmt.Sprintf("%x", secret)}, nil
+}
 
-	// skiff local: one process, one SQLite file, runners as local processes.
-	logFile, err := os.Create(filepath.Join(out, "skiff.log"))
-	if err != nil {
-		return err
-	}
-	defer logFile.Close()
-	l, err := local.New(local.Config{
-		DataDir: filepath.Join(out, "data"), PoolsFile: poolsFile, Pools: pools, Listen: "127.0.0.1:0", RunnerCommand: []string{standin},
-		RunnerEnv:    []string{"SKIFF_STANDIN_DURATION=" + duration.String(), "SKIFF_STANDIN_IDLE=20s", "SKIFF_STANDIN_WORK=" + o.Work},
+// startDemoLocal starts skiff local — one process, one SQLite file,
+// runners as local processes — as the App's webhook, logging to logFile;
+// stop ends it.
+func startDemoLocal(o demoOptions, standin string, pools *pool.Config, limits map[string]int, gh demoGitHub,
+	logFile *os.File) (l *local.Local, stop func(), err error) {
+	l, err = local.New(local.Config{
+		DataDir: filepath.Join(o.Out, "data"), PoolsFile: o.PoolsFile, Pools: pools, Listen: "127.0.0.1:0", RunnerCommand: []string{standin},
+		RunnerEnv:    []string{"SKIFF_STANDIN_DURATION=" + o.Duration.String(), "SKIFF_STANDIN_IDLE=20s", "SKIFF_STANDIN_WORK=" + o.Work},
 		Limits:       limits,
-		GitHubAPIURL: sim.URL(), AppIDs: []int64{appID},
-		AppKeys:       string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})),
-		WebhookSecret: webhookSecret, Allow: []string{org}, Installations: []string{"*"},
+		GitHubAPIURL: gh.sim.URL(), AppIDs: []int64{demoAppID},
+		AppKeys:       string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(gh.key)})),
+		WebhookSecret: gh.secret, Allow: []string{demoOrg}, Installations: []string{"*"},
 		ReconcileEvery: 2 * time.Second, // a lab reconciles often; AWS every minute
 		MetricsRecords: true,
 	}, slog.New(slog.NewJSONHandler(logFile, nil)))
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	sim.SetWebhook(appID, l.URL(), webhookSecret)
-	runCtx, stop := context.WithCancel(context.Background())
+	gh.sim.SetWebhook(demoAppID, l.URL(), gh.secret)
+	runCtx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	go func() { ran <- l.Run(runCtx) }()
-	defer func() { stop(); <-ran }()
-	fmt.Fprintf(w, "skiff demo: skiff local at %s, GitHub simulator at %s, logs in %s\n", l.URL(), sim.URL(), logFile.Name())
+	return l, func() { cancel(); <-ran }, nil
+}
 
-	started := time.Now() // the burst's first job: what "all done in" counts from
-	// The burst: CPU jobs in runs of four, GPU jobs (one at a time here),
-	// large jobs, a job no pool takes, a job cancelled while queued.
+// demoBurst is the burst of n jobs: CPU jobs in runs of four, GPU jobs
+// (one at a time here), large jobs; then a job no pool takes and a job
+// cancelled while queued.
+func demoBurst(n int) []*demoJob {
 	var jobs []*demoJob
 	for i := range n {
 		switch {
@@ -194,27 +294,31 @@ func demo(w io.Writer, o demoOptions) error {
 			jobs = append(jobs, &demoJob{name: "test", labels: []string{"self-hosted", "linux", "x64"}, launch: true})
 		}
 	}
-	jobs = append(jobs, &demoJob{labels: []string{"self-hosted", "windows"}}, &demoJob{labels: []string{"self-hosted", "linux", "x64"}, cancel: true})
-	// The slot meter runs from the burst's first job.
+	return append(jobs, &demoJob{labels: []string{"self-hosted", "windows"}}, &demoJob{labels: []string{"self-hosted", "linux", "x64"}, cancel: true})
+}
+
+// resolveDemoPools sets the pool of every job a pool takes, as routed for
+// repo, and returns how many jobs a pool takes.
+func resolveDemoPools(jobs []*demoJob, pools *pool.Config, repo string) int {
 	want := 0
 	for _, j := range jobs {
 		if j.launch {
 			want++
-			if spec, err := pools.ResolveRepo(j.labels, org+"/app"); err == nil {
+			if spec, err := pools.ResolveRepo(j.labels, repo); err == nil {
 				j.pool = spec.Pool
 			}
 		}
 	}
-	slots := newSlotMeter(pools)
-	meterDone := make(chan struct{})
-	meterStopped := make(chan struct{})
-	go func() {
-		defer close(meterStopped)
-		slots.run(ctx, sim, l, meterDone)
-	}()
+	return want
+}
+
+// queueBurst starts the burst's runs on GitHub, four jobs a run, noting
+// each job's id and queue time, counting it on the slot meter and
+// cancelling the job meant to be cancelled.
+func queueBurst(sim *ghsim.Server, jobs []*demoJob, slots *slotMeter) error {
 	for start := 0; start < len(jobs); start += 4 {
 		batch := jobs[start:min(start+4, len(jobs))]
-		spec := ghsim.RunSpec{Repo: org + "/app", Event: "push"}
+		spec := ghsim.RunSpec{Repo: demoOrg + "/app", Event: "push"}
 		for _, j := range batch {
 			spec.Jobs = append(spec.Jobs, ghsim.JobSpec{Name: j.name, Labels: j.labels})
 		}
@@ -234,67 +338,89 @@ func demo(w io.Writer, o demoOptions) error {
 			}
 		}
 	}
-	// A duplicate delivery: the first queued job's webhook, sent again.
-	dup, err := duplicate(ctx, sim, l.URL(), webhookSecret)
-	if err != nil {
-		return err
-	}
+	return nil
+}
 
-	// Progress until every job a pool takes has completed and every runner ended.
+// burstProgress is one look at the burst: its jobs completed and running,
+// the runners alive and the messages queued.
+type burstProgress struct {
+	completed, running, live, depth int
+}
+
+// countJobStatuses counts the completed and the running jobs among
+// statuses.
+func countJobStatuses(statuses map[int64]string) (completed, running int) {
+	for _, st := range statuses {
+		switch st {
+		case "completed":
+			completed++
+		case "in_progress":
+			running++
+		}
+	}
+	return completed, running
+}
+
+// launchIDs are the ids of the jobs a pool takes.
+func launchIDs(jobs []*demoJob) []int64 {
+	var ids []int64
+	for _, j := range jobs {
+		if j.launch {
+			ids = append(ids, j.id)
+		}
+	}
+	return ids
+}
+
+// lookAtBurst samples the burst's progress.
+func lookAtBurst(ctx context.Context, sim *ghsim.Server, l *local.Local, pools *pool.Config, jobs []*demoJob) burstProgress {
+	var p burstProgress
+	p.completed, p.running = countJobStatuses(sim.JobStatuses(launchIDs(jobs))) // one simulator step, not one per job
+	for _, pl := range pools.Pools {
+		n, _ := l.Ledger.Live(ctx, pl.Name)
+		p.live += n
+	}
+	p.depth, _ = l.Queue.Depth(ctx)
+	return p
+}
+
+// awaitBurst prints the burst's progress every second until every job a
+// pool takes (want of them) has completed, every runner ended and the
+// queue is empty; wall is when the last job completed and every runner
+// ended. It fails when ctx ends first.
+func awaitBurst(ctx context.Context, w io.Writer, sim *ghsim.Server, l *local.Local, pools *pool.Config, jobs []*demoJob, want int,
+	started time.Time) (wall time.Duration, err error) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	var wall time.Duration // the last job completed and every runner ended
 	for {
-		completed, running := 0, 0
-		var ids []int64
-		for _, j := range jobs {
-			if j.launch {
-				ids = append(ids, j.id)
-			}
-		}
-		for _, st := range sim.JobStatuses(ids) { // one simulator step, not one per job
-			switch st {
-			case "completed":
-				completed++
-			case "in_progress":
-				running++
-			}
-		}
-		live := 0
-		for _, p := range pools.Pools {
-			n, _ := l.Ledger.Live(ctx, p.Name)
-			live += n
-		}
-		depth, _ := l.Queue.Depth(ctx)
+		p := lookAtBurst(ctx, sim, l, pools, jobs)
 		fmt.Fprintf(w, "  %5.1fs  queued %3d  running %3d  completed %3d/%d  runners alive %3d\n",
-			time.Since(started).Seconds(), depth, running, completed, want, live)
-		if completed == want && live == 0 && wall == 0 {
+			time.Since(started).Seconds(), p.depth, p.running, p.completed, want, p.live)
+		if p.completed == want && p.live == 0 && wall == 0 {
 			wall = time.Since(started)
 		}
 		// The queue may still hold delayed messages of jobs that waited
 		// out a backoff and launched since: they launch nothing more.
-		if completed == want && live == 0 && depth == 0 {
-			break
+		if p.completed == want && p.live == 0 && p.depth == 0 {
+			return wall, nil
 		}
 		select {
 		case <-ctx.Done():
-			var stuck []string
-			for _, j := range jobs {
-				if st, _ := sim.Job(j.id); j.launch && st.Status != "completed" {
-					stuck = append(stuck, fmt.Sprintf("job %d %v %s", j.id, j.labels, st.Status))
-				}
-			}
-			return fmt.Errorf("%d of %d jobs completed, %d runners alive after %s (%s): see %s", completed, want, live, timeout,
-				strings.Join(stuck, "; "), logFile.Name())
+			return 0, fmt.Errorf("%d of %d jobs completed, %d runners alive", p.completed, want, p.live)
 		case <-tick.C:
 		}
 	}
-	close(meterDone)
-	<-meterStopped
-	fmt.Fprintf(w, "  all done %s after the burst's first job (the queue empty after %s); peak memory of this process (skiff local, the simulator and the driver): %s\n",
-		wall.Round(100*time.Millisecond), time.Since(started).Round(100*time.Millisecond), peakRSS())
-	slots.report(ctx, w, sim, l, jobs, wall)
-	return summarize(ctx, w, sim, l, jobs, dup, logFile.Name(), filepath.Join(out, "report.html"))
+}
+
+// stuckJobs lists the jobs a pool takes that have not completed.
+func stuckJobs(sim *ghsim.Server, jobs []*demoJob) string {
+	var stuck []string
+	for _, j := range jobs {
+		if st, _ := sim.Job(j.id); j.launch && st.Status != "completed" {
+			stuck = append(stuck, fmt.Sprintf("job %d %v %s", j.id, j.labels, st.Status))
+		}
+	}
+	return strings.Join(stuck, "; ")
 }
 
 // slotMeter samples, every slotSample, each pool's runners alive and its

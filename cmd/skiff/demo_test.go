@@ -47,27 +47,7 @@ func TestDemo(t *testing.T) {
 // cost above zero, and right-sizing suggests something.
 func checkDemoReport(t *testing.T, report string) {
 	t.Helper()
-	browser := ""
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			browser = p
-			break
-		}
-	}
-	if browser == "" {
-		testenv.Missing(t, "chromium", "apt-get install -y chromium")
-		return
-	}
-	home := t.TempDir()
-	cmd := exec.CommandContext(t.Context(), browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-		"--disable-component-update", "--disable-sync", "--no-first-run", "--user-data-dir="+home, "--dump-dom", "file://"+report)
-	cmd.Env = append(os.Environ(), "HOME="+home)
-	var dom, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &dom, &errOut
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("chromium: %v\n%s", err, errOut.String())
-	}
-	page := dom.String()
+	page, _ := testenv.DumpDOM(t, testenv.Chromium(t), "file://"+report)
 	if !strings.Contains(page, `data-ok="1"`) {
 		t.Error("the report's inline script did not run")
 	}

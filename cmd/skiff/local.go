@@ -21,63 +21,104 @@ import (
 // runners as local processes. Secrets come from the environment or files,
 // never from flags (a flag shows in the process list).
 func runLocal(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("local", "-f pools.yaml [--app-id ID --app-key-file app.pem] [flags]", stderr)
-	pools := fs.String("f", "pools.yaml", "the pools file")
-	dataDir := fs.String("data-dir", "skiff-data", "the SQLite file, the runners' work directories and their logs")
-	listen := fs.String("listen", "127.0.0.1:8080", "the webhook's address (the GitHub App's webhook URL points here)")
-	prov := fs.String("provider", "process", "process (run each runner as a local process), slurm (each runner a Slurm batch job, from a login node), kubernetes (each runner a Pod) or dry-run (log what would launch)")
-	runner := fs.String("runner", "", "the runner command for the process and slurm providers, e.g. /opt/actions-runner/run.sh (on the shared filesystem for slurm)")
-	slurmShared := fs.String("slurm-shared", "", "with --provider slurm: a directory the compute nodes share, for registrations (jit/, mode 0700) and work directories (work/)")
-	kubeconfig := fs.String("kubeconfig", "", "with --provider kubernetes: the kubeconfig (default: in-cluster credentials in a Pod, else $KUBECONFIG or ~/.kube/config)")
-	kubeNS := fs.String("kube-namespace", "", "with --provider kubernetes: the runner namespace of pools without a kubernetes: section")
-	kubeImage := fs.String("kube-image", "", "with --provider kubernetes: the runner image of pools without a kubernetes: section (the runner with skiff-podhelper, infra/kubernetes/runner)")
-	appID := fs.Int64("app-id", 0, "the GitHub App's id (default: the App skiff setup stored in --data-dir)")
-	keyFile := fs.String("app-key-file", "", "the GitHub App's private key (PEM); or SKIFF_GITHUB_APP_KEY")
-	apiURL := fs.String("github-api-url", "", "GitHub's REST root (default https://api.github.com; GHES: https://HOST/api/v3)")
-	webURL := fs.String("github-url", "", "GitHub's web root (default https://github.com)")
-	allow := fs.String("allow", "", "owners and owner/name repositories served, comma-separated, or * (required)")
-	installations := fs.String("installations", "*", "App installation ids served, comma-separated, or *")
-	limits := fs.String("limits", "", "runners alive at once per pool, e.g. gpu=1,cpu=8 (default: the number of CPUs)")
-	fast := fs.Bool("fast-sync", false, "fsync the SQLite file at checkpoints only (≈4–5× the write rate; a power loss may lose the last jobs)")
-	records := fs.Bool("metrics-records", false, "keep one metrics record per finished job in the SQLite file (read them with skiff metrics --data-dir)")
-	reconcile := fs.Duration("reconcile-every", time.Minute, "how often the reconciler passes (reaps idle runners, relaunches stranded jobs, redelivers failed webhooks); AWS runs it every minute, a lab may run it more often")
-	if ok, code := parseFlags(fs, args); !ok {
+	f, ok, code := parseLocalFlags(args, stderr)
+	if !ok {
 		return code
 	}
-	cfg := local.Config{DataDir: *dataDir, PoolsFile: *pools, Listen: *listen, Provider: *prov, GitHubAPIURL: *apiURL,
-		GitHubURL: *webURL, WebhookSecret: os.Getenv("SKIFF_WEBHOOK_SECRET"), Allow: splitList(*allow),
-		Installations: splitList(*installations), MetricsRecords: *records, ReconcileEvery: *reconcile, SlurmShared: *slurmShared}
-	if *runner != "" {
-		cfg.RunnerCommand = strings.Fields(*runner)
+	// Without --app-id and a key, the App skiff setup left in the data
+	// directory (its key file holds {"<app id>": "<pem>"}).
+	var app setupApp
+	app.keys, app.hookSecret, app.ok, app.err = setup.LoadLocalApp(f.dataDir)
+	cfg, problems := localConfig(f, os.Getenv, os.ReadFile, app)
+	if len(problems) > 0 {
+		for _, p := range problems {
+			fmt.Fprintln(stderr, "skiff local:", p)
+		}
+		return exitUsage
 	}
-	if *fast {
+	return serveLocal(cfg, f, stdout, stderr)
+}
+
+// localFlags are `skiff local`'s flags.
+type localFlags struct {
+	pools, dataDir, listen, provider, runner, slurmShared string
+	kubeconfig, kubeNS, kubeImage                         string
+	appID                                                 int64
+	keyFile, apiURL, webURL, allow, installations, limits string
+	fast, records                                         bool
+	reconcile                                             time.Duration
+}
+
+// parseLocalFlags reads `skiff local`'s flags; when ok is false the
+// command ends with code.
+func parseLocalFlags(args []string, stderr io.Writer) (f localFlags, ok bool, code int) {
+	fs := newFlags("local", "-f pools.yaml [--app-id ID --app-key-file app.pem] [flags]", stderr)
+	fs.StringVar(&f.pools, "f", "pools.yaml", "the pools file")
+	fs.StringVar(&f.dataDir, "data-dir", "skiff-data", "the SQLite file, the runners' work directories and their logs")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "the webhook's address (the GitHub App's webhook URL points here)")
+	fs.StringVar(&f.provider, "provider", "process", "process (run each runner as a local process), slurm (each runner a Slurm batch job, from a login node), kubernetes (each runner a Pod) or dry-run (log what would launch)")
+	fs.StringVar(&f.runner, "runner", "", "the runner command for the process and slurm providers, e.g. /opt/actions-runner/run.sh (on the shared filesystem for slurm)")
+	fs.StringVar(&f.slurmShared, "slurm-shared", "", "with --provider slurm: a directory the compute nodes share, for registrations (jit/, mode 0700) and work directories (work/)")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "with --provider kubernetes: the kubeconfig (default: in-cluster credentials in a Pod, else $KUBECONFIG or ~/.kube/config)")
+	fs.StringVar(&f.kubeNS, "kube-namespace", "", "with --provider kubernetes: the runner namespace of pools without a kubernetes: section")
+	fs.StringVar(&f.kubeImage, "kube-image", "", "with --provider kubernetes: the runner image of pools without a kubernetes: section (the runner with skiff-podhelper, infra/kubernetes/runner)")
+	fs.Int64Var(&f.appID, "app-id", 0, "the GitHub App's id (default: the App skiff setup stored in --data-dir)")
+	fs.StringVar(&f.keyFile, "app-key-file", "", "the GitHub App's private key (PEM); or SKIFF_GITHUB_APP_KEY")
+	fs.StringVar(&f.apiURL, "github-api-url", "", "GitHub's REST root (default https://api.github.com; GHES: https://HOST/api/v3)")
+	fs.StringVar(&f.webURL, "github-url", "", "GitHub's web root (default https://github.com)")
+	fs.StringVar(&f.allow, "allow", "", "owners and owner/name repositories served, comma-separated, or * (required)")
+	fs.StringVar(&f.installations, "installations", "*", "App installation ids served, comma-separated, or *")
+	fs.StringVar(&f.limits, "limits", "", "runners alive at once per pool, e.g. gpu=1,cpu=8 (default: the number of CPUs)")
+	fs.BoolVar(&f.fast, "fast-sync", false, "fsync the SQLite file at checkpoints only (≈4–5× the write rate; a power loss may lose the last jobs)")
+	fs.BoolVar(&f.records, "metrics-records", false, "keep one metrics record per finished job in the SQLite file (read them with skiff metrics --data-dir)")
+	fs.DurationVar(&f.reconcile, "reconcile-every", time.Minute, "how often the reconciler passes (reaps idle runners, relaunches stranded jobs, redelivers failed webhooks); AWS runs it every minute, a lab may run it more often")
+	ok, code = parseFlags(fs, args)
+	return f, ok, code
+}
+
+// setupApp is what `skiff setup` left in the data directory
+// (setup.LoadLocalApp): ok is false when it holds no App.
+type setupApp struct {
+	keys, hookSecret string
+	ok               bool
+	err              error
+}
+
+// localConfig builds skiff local's configuration from its flags, the
+// environment (getenv), the key file (readFile) and the App skiff setup
+// stored, and lists every problem with them.
+func localConfig(f localFlags, getenv func(string) string, readFile func(string) ([]byte, error), app setupApp) (local.Config, []string) {
+	cfg := local.Config{DataDir: f.dataDir, PoolsFile: f.pools, Listen: f.listen, Provider: f.provider, GitHubAPIURL: f.apiURL,
+		GitHubURL: f.webURL, WebhookSecret: getenv("SKIFF_WEBHOOK_SECRET"), Allow: splitList(f.allow),
+		Installations: splitList(f.installations), MetricsRecords: f.records, ReconcileEvery: f.reconcile, SlurmShared: f.slurmShared}
+	if f.runner != "" {
+		cfg.RunnerCommand = strings.Fields(f.runner)
+	}
+	if f.fast {
 		cfg.Durability = sqlite.Normal
 	}
 	var problems []string
-	// Without --app-id and a key, the App skiff setup left in the data
-	// directory (its key file holds {"<app id>": "<pem>"}).
-	keys, hookSecret, fromSetup, err := setup.LoadLocalApp(*dataDir)
-	if err != nil {
-		problems = append(problems, err.Error())
+	if app.err != nil {
+		problems = append(problems, app.err.Error())
 	}
-	if *appID > 0 {
-		cfg.AppIDs = []int64{*appID}
-	} else if !fromSetup {
+	if f.appID > 0 {
+		cfg.AppIDs = []int64{f.appID}
+	} else if !app.ok {
 		problems = append(problems, "--app-id is required (or run skiff setup first)")
 	}
-	switch key := os.Getenv("SKIFF_GITHUB_APP_KEY"); {
+	switch key := getenv("SKIFF_GITHUB_APP_KEY"); {
 	case key != "":
 		cfg.AppKeys = key
-	case *keyFile != "":
-		b, err := os.ReadFile(*keyFile)
+	case f.keyFile != "":
+		b, err := readFile(f.keyFile)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("reading --app-key-file: %v", err))
 		}
 		cfg.AppKeys = string(b)
-	case fromSetup:
-		cfg.AppKeys = keys
+	case app.ok:
+		cfg.AppKeys = app.keys
 		if cfg.WebhookSecret == "" {
-			cfg.WebhookSecret = hookSecret
+			cfg.WebhookSecret = app.hookSecret
 		}
 	default:
 		problems = append(problems, "the App's key is required: --app-key-file or SKIFF_GITHUB_APP_KEY (or run skiff setup first)")
@@ -91,23 +132,24 @@ func runLocal(args []string, stdout, stderr io.Writer) int {
 	if cfg.Provider == "slurm" && cfg.SlurmShared == "" {
 		problems = append(problems, "--slurm-shared is required with the slurm provider")
 	}
-	if l, err := parseLimits(*limits); err != nil {
+	if l, err := parseLimits(f.limits); err != nil {
 		problems = append(problems, err.Error())
 	} else {
 		cfg.Limits = l
 	}
-	if *reconcile <= 0 {
+	if f.reconcile <= 0 {
 		problems = append(problems, "--reconcile-every must be positive")
 	}
-	if len(problems) > 0 {
-		for _, p := range problems {
-			fmt.Fprintln(stderr, "skiff local:", p)
-		}
-		return exitUsage
-	}
+	return cfg, problems
+}
+
+// serveLocal builds skiff local from cfg and runs it until a signal; it
+// returns the exit status.
+func serveLocal(cfg local.Config, f localFlags, stdout, stderr io.Writer) int {
 	logger := slog.New(slog.NewJSONHandler(stdout, nil))
+	var err error
 	if cfg.Provider == "kubernetes" {
-		if cfg.Pools, cfg.ExternalProvider, err = kubeProvider(*pools, *kubeconfig, *kubeNS, *kubeImage, logger); err != nil {
+		if cfg.Pools, cfg.ExternalProvider, err = kubeProvider(f.pools, f.kubeconfig, f.kubeNS, f.kubeImage, logger); err != nil {
 			fmt.Fprintln(stderr, "skiff local:", err)
 			return exitUsage
 		}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/skiffci/skiff/internal/testenv"
 )
 
 // TestLocalKubernetesFlags: skiff local --provider kubernetes refuses to
@@ -15,14 +17,7 @@ import (
 func TestLocalKubernetesFlags(t *testing.T) {
 	dir := t.TempDir()
 	pools := filepath.Join(dir, "pools.yaml")
-	if err := os.WriteFile(pools, []byte(`version: 1
-pools:
-  - name: cpu
-    labels: [self-hosted, linux, x64]
-    instanceTypes: [c7i.large]
-    image: {ssm: /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64}
-    subnets: [subnet-0aaaaaaaa]
-`), 0o600); err != nil {
+	if err := os.WriteFile(pools, []byte(testenv.CPUPools), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	key := filepath.Join(dir, "app.pem")

@@ -4,11 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"net"
 	"os"
@@ -21,18 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 )
-
-const killPools = `version: 1
-pools:
-  - name: cpu
-    labels: [self-hosted, linux, x64]
-    instanceTypes: [c7i.large]
-    image: {ssm: /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64}
-    subnets: [subnet-0aaaaaaaa]
-    maxRunners: 20
-`
 
 // TestLocalKill9 is local mode's durability end to end: the real skiff
 // binary runs `skiff local` against the GitHub simulator over HTTP with
@@ -62,24 +49,14 @@ func TestLocalKill9(t *testing.T) {
 		}
 	})
 
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim := ghsim.New(ghsim.Options{SecretPrefix: "CANARYKILL"})
-	t.Cleanup(sim.Close)
-	sim.AddApp(ghsim.AppConfig{ID: 77, Slug: "skiff", PublicKey: &key.PublicKey})
-	sim.AddOrg("acme")
-	sim.AddRepo("acme", "app")
-	sim.Install(77, "acme")
+	sim, pemKey := testenv.GitHubApp(t, "CANARYKILL")
 
 	dir := t.TempDir()
 	poolsFile, keyFile, data := filepath.Join(dir, "pools.yaml"), filepath.Join(dir, "app.pem"), filepath.Join(dir, "data")
-	if err := os.WriteFile(poolsFile, []byte(killPools), 0o600); err != nil {
+	if err := os.WriteFile(poolsFile, []byte(testenv.CPUPools), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
-	if err := os.WriteFile(keyFile, pemKey, 0o600); err != nil {
+	if err := os.WriteFile(keyFile, []byte(pemKey), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -89,7 +66,7 @@ func TestLocalKill9(t *testing.T) {
 	addr := ln.Addr().String() // the same address after the restart: the App's webhook URL
 	ln.Close()
 	const limit, secret = 3, "kill-secret"
-	args := []string{"local", "-f", poolsFile, "--data-dir", data, "--listen", addr, "--app-id", "77", "--app-key-file", keyFile,
+	args := []string{"local", "-f", poolsFile, "--data-dir", data, "--listen", addr, "--app-id", strconv.Itoa(testenv.AppID), "--app-key-file", keyFile,
 		"--github-api-url", sim.URL(), "--allow", "acme", "--limits", "cpu=" + strconv.Itoa(limit), "--reconcile-every", "2s",
 		// Jobs long enough to be running at the kill and after the restart.
 		"--runner", "env SKIFF_STANDIN_DURATION=5s SKIFF_STANDIN_IDLE=20s " + standin}
@@ -147,7 +124,7 @@ func TestLocalKill9(t *testing.T) {
 	}()
 
 	first, log1 := start(1)
-	sim.SetWebhook(77, "http://"+addr+"/", secret)
+	sim.SetWebhook(testenv.AppID, "http://"+addr+"/", secret)
 	labels := []string{"self-hosted", "linux", "x64"}
 	var jobs []int64
 	burst := func(n int) {

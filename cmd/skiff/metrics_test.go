@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -165,17 +164,7 @@ func TestMetricsUsage(t *testing.T) {
 // browser: the page must load offline, run its inline script (data-ok="1"),
 // log no script error, and draw its charts.
 func TestMetricsHTMLInChromium(t *testing.T) {
-	browser := ""
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			browser = p
-			break
-		}
-	}
-	if browser == "" {
-		testenv.Missing(t, "chromium", "apt-get install -y chromium")
-		return
-	}
+	browser := testenv.Chromium(t)
 	metricsNow = func() time.Time { return metricsStart.Add(31 * 24 * time.Hour) }
 	file := writeRecords(t, 600)
 	html := filepath.Join(t.TempDir(), "report.html")
@@ -188,21 +177,12 @@ func TestMetricsHTMLInChromium(t *testing.T) {
 			t.Errorf("the report references %q: it must be self-contained", banned)
 		}
 	}
-	home := t.TempDir()
-	cmd := exec.CommandContext(t.Context(), browser, "--headless", "--disable-gpu", "--no-sandbox", "--no-first-run",
-		"--user-data-dir="+home, "--enable-logging=stderr", "--v=0", "--dump-dom", "file://"+html)
-	cmd.Env = append(os.Environ(), "HOME="+home)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("chromium: %v\n%s", err, errOut.String())
-	}
-	dom := out.String()
+	dom, errOut := testenv.DumpDOM(t, browser, "file://"+html)
 	if !strings.Contains(dom, `data-ok="1"`) {
 		t.Errorf("the inline script did not run (no data-ok=\"1\" in the DOM)")
 	}
-	if strings.Contains(errOut.String(), "Uncaught") {
-		t.Errorf("script errors:\n%s", errOut.String())
+	if strings.Contains(errOut, "Uncaught") {
+		t.Errorf("script errors:\n%s", errOut)
 	}
 	for _, want := range []string{"<svg", "polyline", "Utilisation by instance type", "GPU memory headroom", "g5.2xlarge", "acme/ml"} {
 		if !strings.Contains(dom, want) {

@@ -29,48 +29,33 @@ func runSetup(args []string, stdout, stderr io.Writer) int {
 }
 
 func setupLocal(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("setup", "--webhook-url URL [--org ORG] [flags]", stderr)
-	dataDir := fs.String("data-dir", "skiff-data", "where the App's key and webhook secret are written (skiff local --data-dir)")
-	listen := fs.String("listen", "127.0.0.1:8081", "the setup page's address (loopback)")
-	hook := fs.String("webhook-url", "", "the URL GitHub sends webhooks to: skiff local's webhook, as reachable from GitHub (required)")
-	org := fs.String("org", "", "the organisation that will own the App (empty: choose on the page)")
-	webURL := fs.String("github-url", "https://github.com", "GitHub's web root (GHES: https://HOST)")
-	apiURL := fs.String("github-api-url", github.DefaultBaseURL, "GitHub's REST root (GHES: https://HOST/api/v3)")
-	if ok, code := parseFlags(fs, args); !ok {
+	f, ok, code := parseSetupFlags(args, stderr)
+	if !ok {
 		return code
 	}
-	if *hook == "" {
-		fmt.Fprintln(stderr, "skiff setup: --webhook-url is required")
+	if err := f.check(); err != nil {
+		fmt.Fprintln(stderr, "skiff setup:", err)
 		return exitUsage
 	}
-	if *org != "" && !setup.ValidOwner(*org) {
-		fmt.Fprintf(stderr, "skiff setup: --org %q is not a GitHub organisation name\n", *org)
-		return exitUsage
-	}
-	host, _, err := net.SplitHostPort(*listen)
-	if err != nil || (host != "127.0.0.1" && host != "localhost" && host != "::1") {
-		fmt.Fprintf(stderr, "skiff setup: --listen %q: the setup page listens on loopback only\n", *listen)
-		return exitUsage
-	}
-	store := setup.NewFileStore(*dataDir)
+	store := setup.NewFileStore(f.dataDir)
 	if id, err := store.Configured(ctx); err != nil || id != 0 {
 		if err != nil {
 			fmt.Fprintln(stderr, "skiff setup:", err)
 			return exitFailed
 		}
 		fmt.Fprintf(stderr, "skiff setup: %s already holds a GitHub App; delete %s there to set up again\n",
-			*dataDir, setup.AppKeyFile)
+			f.dataDir, setup.AppKeyFile)
 		return exitFailed
 	}
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		fmt.Fprintln(stderr, "skiff setup:", err)
 		return exitFailed
 	}
 	page := "http://" + ln.Addr().String() + "/setup"
 	installed := make(chan int64, 1)
-	h, err := setup.New(setup.Options{Store: store, PublicURL: page, WebhookURL: *hook, AllowHTTPWebhook: true,
-		GitHubURL: *webURL, GitHubAPIURL: *apiURL, Logger: slog.New(slog.NewTextHandler(stderr, nil)),
+	h, err := setup.New(setup.Options{Store: store, PublicURL: page, WebhookURL: f.hook, AllowHTTPWebhook: true,
+		GitHubURL: f.webURL, GitHubAPIURL: f.apiURL, Logger: slog.New(slog.NewTextHandler(stderr, nil)),
 		OnInstalled: func(id int64) {
 			select {
 			case installed <- id:
@@ -87,19 +72,67 @@ func setupLocal(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	go func() { served <- srv.Serve(ln) }()
 	defer srv.Close()
 	key, _ := store.Key(ctx)
-	frag := url.Values{"key": {key.Reveal()}, "submit": {"1"}}
-	if *org != "" {
-		frag.Set("org", *org)
+	// The secret rides in the fragment, which the browser never sends.
+	fmt.Fprintf(stdout, "Open this link in your browser (it carries the one-time setup secret):\n\n  %s\n\n", setupLink(page, key.Reveal(), f.org))
+	fmt.Fprintln(stdout, "Create the App on GitHub, then install it; skiff setup ends once GitHub reports the installation (Ctrl-C stops).")
+	return f.awaitInstallation(ctx, store, srv, installed, served, stdout, stderr)
+}
+
+// setupFlags are `skiff setup`'s flags.
+type setupFlags struct {
+	dataDir, listen, hook, org, webURL, apiURL string
+}
+
+// parseSetupFlags reads `skiff setup`'s flags; when ok is false the
+// command ends with code.
+func parseSetupFlags(args []string, stderr io.Writer) (f setupFlags, ok bool, code int) {
+	fs := newFlags("setup", "--webhook-url URL [--org ORG] [flags]", stderr)
+	fs.StringVar(&f.dataDir, "data-dir", "skiff-data", "where the App's key and webhook secret are written (skiff local --data-dir)")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:8081", "the setup page's address (loopback)")
+	fs.StringVar(&f.hook, "webhook-url", "", "the URL GitHub sends webhooks to: skiff local's webhook, as reachable from GitHub (required)")
+	fs.StringVar(&f.org, "org", "", "the organisation that will own the App (empty: choose on the page)")
+	fs.StringVar(&f.webURL, "github-url", "https://github.com", "GitHub's web root (GHES: https://HOST)")
+	fs.StringVar(&f.apiURL, "github-api-url", github.DefaultBaseURL, "GitHub's REST root (GHES: https://HOST/api/v3)")
+	ok, code = parseFlags(fs, args)
+	return f, ok, code
+}
+
+// check refuses a setup without a webhook URL, with an organisation name
+// GitHub would not take, or with a page listening beyond loopback.
+func (f setupFlags) check() error {
+	if f.hook == "" {
+		return errors.New("--webhook-url is required")
+	}
+	if f.org != "" && !setup.ValidOwner(f.org) {
+		return fmt.Errorf("--org %q is not a GitHub organisation name", f.org)
+	}
+	host, _, err := net.SplitHostPort(f.listen)
+	if err != nil || (host != "127.0.0.1" && host != "localhost" && host != "::1") {
+		return fmt.Errorf("--listen %q: the setup page listens on loopback only", f.listen)
+	}
+	return nil
+}
+
+// setupLink is the link to the setup page with the one-time secret in its
+// fragment; with an organisation the page submits itself.
+func setupLink(page, secret, org string) string {
+	frag := url.Values{"key": {secret}, "submit": {"1"}}
+	if org != "" {
+		frag.Set("org", org)
 	} else {
 		frag.Del("submit")
 	}
-	// The secret rides in the fragment, which the browser never sends.
-	fmt.Fprintf(stdout, "Open this link in your browser (it carries the one-time setup secret):\n\n  %s#%s\n\n", page, frag.Encode())
-	fmt.Fprintln(stdout, "Create the App on GitHub, then install it; skiff setup ends once GitHub reports the installation (Ctrl-C stops).")
+	return page + "#" + frag.Encode()
+}
+
+// awaitInstallation waits for GitHub's report of the installation, the
+// server's end or a signal, and returns the exit status.
+func (f setupFlags) awaitInstallation(ctx context.Context, store *setup.FileStore, srv *http.Server, installed <-chan int64,
+	served <-chan error, stdout, stderr io.Writer) int {
 	select {
 	case id := <-installed:
 		fmt.Fprintf(stdout, "Installation %d recorded. The App is in %s (%s, %s, %s, mode 0600): run skiff local --data-dir %s.\n",
-			id, *dataDir, setup.AppKeyFile, setup.WebhookSecretFile, setup.AppFile, *dataDir)
+			id, f.dataDir, setup.AppKeyFile, setup.WebhookSecretFile, setup.AppFile, f.dataDir)
 		// Let the browser's page finish loading before the server closes.
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -112,7 +145,7 @@ func setupLocal(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return exitFailed
 	case <-ctx.Done():
 		if id, _ := store.Configured(context.Background()); id != 0 {
-			fmt.Fprintf(stdout, "GitHub App %d is stored in %s; install it on the organisation.\n", id, filepath.Clean(*dataDir))
+			fmt.Fprintf(stdout, "GitHub App %d is stored in %s; install it on the organisation.\n", id, filepath.Clean(f.dataDir))
 			return exitOK
 		}
 		fmt.Fprintln(stderr, "skiff setup: stopped before an App was created")

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -81,5 +82,50 @@ func TestSetupLocalInChromium(t *testing.T) {
 	if code := setupLocal(context.Background(), []string{"--data-dir", dir, "--webhook-url", "http://127.0.0.1:1/webhook"}, io.Discard, &again); code != exitFailed ||
 		!strings.Contains(again.String(), "already holds a GitHub App") {
 		t.Errorf("a second skiff setup: %d %s", code, again.String())
+	}
+}
+
+// TestSetupFlagsCheck: a setup needs a webhook URL, a valid organisation
+// name if any, and a loopback address for its page.
+func TestSetupFlagsCheck(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, hook, org, listen string
+		wantErr                 string // "" for none
+	}{
+		{"loopback", "http://h/webhook", "acme", "127.0.0.1:8081", ""},
+		{"localhost, no org", "http://h/webhook", "", "localhost:0", ""},
+		{"IPv6 loopback", "http://h/webhook", "", "[::1]:8081", ""},
+		{"no webhook URL", "", "acme", "127.0.0.1:8081", "--webhook-url is required"},
+		{"bad organisation", "http://h/webhook", "-acme", "127.0.0.1:8081", `--org "-acme" is not a GitHub organisation name`},
+		{"every address", "http://h/webhook", "", "0.0.0.0:8081", `--listen "0.0.0.0:8081": the setup page listens on loopback only`},
+		{"no port", "http://h/webhook", "", "127.0.0.1", `--listen "127.0.0.1": the setup page listens on loopback only`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := setupFlags{hook: tc.hook, org: tc.org, listen: tc.listen}.check()
+			if got := fmt.Sprint(err); (tc.wantErr == "" && err != nil) || (tc.wantErr != "" && got != tc.wantErr) {
+				t.Errorf("check() = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestSetupLink: the secret rides in the fragment; with an organisation
+// the page submits itself.
+func TestSetupLink(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ name, org, want string }{
+		{"organisation", "acme", "http://127.0.0.1:1/setup#key=s3cr3t&org=acme&submit=1"},
+		{"chosen on the page", "", "http://127.0.0.1:1/setup#key=s3cr3t"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := setupLink("http://127.0.0.1:1/setup", "s3cr3t", tc.org); got != tc.want {
+				t.Errorf("setupLink = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -17,12 +17,9 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// maxBootstrapBytes is the deployed function's size budget (issue 9: 20 MB).
-const maxBootstrapBytes = 20 << 20
-
 func TestBootstrapSize(t *testing.T) {
 	t.Parallel()
-	testenv.CheckBootstrapSize(t, maxBootstrapBytes)
+	testenv.CheckBootstrapSize(t)
 }
 
 // sample reads one of AWS's documented sample events from testdata and
@@ -73,7 +70,7 @@ func BenchmarkColdInit(b *testing.B) {
 func TestBootstrapUnderRIE(t *testing.T) {
 	t.Parallel()
 	moto := testenv.Moto(t)
-	ddb := testenv.MotoDynamoClient(t, moto)
+	ddb := testenv.DynamoClient(t, moto)
 	ctx := t.Context()
 	if err := dynamostore.CreateTable(ctx, ddb, "skiff-ec2events"); err != nil {
 		t.Fatal(err)

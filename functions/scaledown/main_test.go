@@ -5,13 +5,10 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
-	"encoding/json"
 	"encoding/pem"
-	"net/http"
-	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,12 +22,9 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// maxBootstrapBytes is the deployed function's size budget (issue 9: 20 MB).
-const maxBootstrapBytes = 20 << 20
-
 func TestBootstrapSize(t *testing.T) {
 	t.Parallel()
-	testenv.CheckBootstrapSize(t, maxBootstrapBytes)
+	testenv.CheckBootstrapSize(t)
 }
 
 const pools = `version: 1
@@ -41,16 +35,6 @@ pools:
     image: {ssm: /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64}
     subnets: [subnet-0a1b2c3d4e5f60718]
 `
-
-// secretsManager answers GetSecretValue (JSON protocol) with value.
-func secretsManager(t testing.TB, value string) string {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
-		_ = json.NewEncoder(w).Encode(map[string]string{"ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:app", "Name": "app", "SecretString": value})
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
 
 func appKey(t testing.TB) (*rsa.PrivateKey, string) {
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -63,9 +47,9 @@ func appKey(t testing.TB) (*rsa.PrivateKey, string) {
 func env(t testing.TB, dynamo, ec2, gh, pem, dir string) []string {
 	return testenv.LambdaEnv(
 		"AWS_ENDPOINT_URL_DYNAMODB="+dynamo, "AWS_ENDPOINT_URL_EC2="+ec2,
-		"AWS_ENDPOINT_URL_SECRETS_MANAGER="+secretsManager(t, pem), "AWS_ENDPOINT_URL_SQS=http://127.0.0.1:1",
+		"AWS_ENDPOINT_URL_SECRETS_MANAGER="+testenv.SecretsManager(t, pem), "AWS_ENDPOINT_URL_SQS=http://127.0.0.1:1",
 		"SKIFF_TABLE_NAME=skiff-sd", "SKIFF_QUEUE_URL=http://127.0.0.1:1/jobs", "SKIFF_ACCOUNT_ID=123456789012",
-		"SKIFF_GITHUB_APP_IDS=7", "SKIFF_GITHUB_PRIVATE_KEY_ARN=arn:aws:secretsmanager:us-east-1:123456789012:secret:app",
+		"SKIFF_GITHUB_APP_IDS="+strconv.Itoa(testenv.AppID), "SKIFF_GITHUB_PRIVATE_KEY_ARN="+testenv.SecretARN,
 		"SKIFF_GITHUB_API_URL="+gh, "SKIFF_POOLS_FILE="+filepath.Join(dir, "pools.yaml"), "SKIFF_REDELIVER=false",
 	)
 }
@@ -77,7 +61,7 @@ func env(t testing.TB, dynamo, ec2, gh, pem, dir string) []string {
 // instance is gone, and leaves the pool's count at zero.
 func TestBootstrapUnderRIE(t *testing.T) {
 	moto := testenv.Moto(t)
-	ddb := testenv.MotoDynamoClient(t, moto)
+	ddb := testenv.DynamoClient(t, moto)
 	ctx := context.Background()
 	if err := dynamostore.CreateTable(ctx, ddb, "skiff-sd"); err != nil {
 		t.Fatal(err)
@@ -94,18 +78,11 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	if err := ledger.Advance(ctx, r.Name, provisioning.StateJobCompleted, old, r.JobID); err != nil {
 		t.Fatal(err)
 	}
-	key, pemKey := appKey(t)
-	sim := ghsim.New(ghsim.Options{SecretPrefix: "CANARYSD"})
-	defer sim.Close()
-	sim.AddApp(ghsim.AppConfig{ID: 7, Slug: "skiff", PublicKey: &key.PublicKey})
-	sim.AddOrg("acme")
-	sim.Install(7, "acme")
+	sim, pemKey := testenv.GitHubApp(t, "CANARYSD")
 	fake := ec2fake.New()
 	bootstrap := testenv.BuildLambda(t, runtime.GOARCH)
 	dir := filepath.Dir(bootstrap)
-	if err := os.WriteFile(filepath.Join(dir, "pools.yaml"), []byte(pools), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testenv.WritePoolsFile(t, dir, pools)
 	fn := testenv.StartRIE(t, bootstrap, env(t, moto, fake.Serve(t), sim.URL(), pemKey, dir))
 	raw := fn.Invoke(t, map[string]any{"id": "sched-1", "detail-type": "Scheduled Event", "source": "aws.events",
 		"time": time.Now().UTC().Format(time.RFC3339), "detail": map[string]any{}})
@@ -131,17 +108,15 @@ func TestBootstrapUnderRIE(t *testing.T) {
 // The first event is a pass over an empty account.
 func BenchmarkColdInit(b *testing.B) {
 	moto := testenv.Moto(b)
-	if err := dynamostore.CreateTable(context.Background(), testenv.MotoDynamoClient(b, moto), "skiff-sd"); err != nil {
+	if err := dynamostore.CreateTable(context.Background(), testenv.DynamoClient(b, moto), "skiff-sd"); err != nil {
 		b.Fatal(err)
 	}
 	key, pemKey := appKey(b)
 	sim := ghsim.New(ghsim.Options{})
 	defer sim.Close()
-	sim.AddApp(ghsim.AppConfig{ID: 7, Slug: "skiff", PublicKey: &key.PublicKey})
+	sim.AddApp(ghsim.AppConfig{ID: testenv.AppID, Slug: "skiff", PublicKey: &key.PublicKey})
 	bootstrap := testenv.BuildLambda(b, runtime.GOARCH)
 	dir := filepath.Dir(bootstrap)
-	if err := os.WriteFile(filepath.Join(dir, "pools.yaml"), []byte(pools), 0o644); err != nil {
-		b.Fatal(err)
-	}
+	testenv.WritePoolsFile(b, dir, pools)
 	testenv.BenchColdInit(b, bootstrap, env(b, moto, ec2fake.New().Serve(b), sim.URL(), pemKey, dir), map[string]any{"source": "aws.events"})
 }

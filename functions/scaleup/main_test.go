@@ -8,9 +8,6 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -29,7 +26,6 @@ import (
 
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/ec2/ec2fake"
-	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/store/dynamostore"
@@ -47,26 +43,9 @@ pools:
     subnets: [subnet-0a1b2c3d4e5f60718]
 `
 
-// secretsManager answers GetSecretValue (JSON protocol) with the App key.
-func secretsManager(t testing.TB, value string) string {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("X-Amz-Target") != "secretsmanager.GetSecretValue" {
-			http.Error(w, `{"__type":"UnknownOperationException"}`, http.StatusBadRequest)
-			return
-		}
-		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
-		_ = json.NewEncoder(w).Encode(map[string]string{"ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:app", "Name": "app", "SecretString": value})
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
-
-// maxBootstrapBytes is the deployed function's size budget (issue 9: 20 MB).
-const maxBootstrapBytes = 20 << 20
-
 func TestBootstrapSize(t *testing.T) {
 	t.Parallel()
-	testenv.CheckBootstrapSize(t, maxBootstrapBytes)
+	testenv.CheckBootstrapSize(t)
 }
 
 // BenchmarkColdInit is the function's cold init under the runtime emulator:
@@ -80,16 +59,35 @@ func BenchmarkColdInit(b *testing.B) {
 	}
 	pemKey := string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
 	bootstrap := testenv.BuildLambda(b, runtime.GOARCH)
-	dir := b.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "pools.yaml"), []byte(pools), 0o644); err != nil {
-		b.Fatal(err)
-	}
+	poolsFile := testenv.WritePoolsFile(b, b.TempDir(), pools)
 	testenv.BenchColdInit(b, bootstrap, testenv.LambdaEnv(
-		"AWS_ENDPOINT_URL_SECRETS_MANAGER="+secretsManager(b, pemKey),
+		"AWS_ENDPOINT_URL_SECRETS_MANAGER="+testenv.SecretsManager(b, pemKey),
 		"SKIFF_TABLE_NAME=bench", "SKIFF_REGISTRATION_TABLE=bench-reg", "SKIFF_DLQ_URL=http://127.0.0.1:1/dlq",
-		"SKIFF_ACCOUNT_ID=123456789012", "SKIFF_GITHUB_APP_IDS=7", "SKIFF_GITHUB_PRIVATE_KEY_ARN=arn:aws:secretsmanager:us-east-1:123456789012:secret:app",
-		"SKIFF_GITHUB_API_URL=http://127.0.0.1:1", "SKIFF_POOLS_FILE="+filepath.Join(dir, "pools.yaml"),
+		"SKIFF_ACCOUNT_ID=123456789012", "SKIFF_GITHUB_APP_IDS=7", "SKIFF_GITHUB_PRIVATE_KEY_ARN="+testenv.SecretARN,
+		"SKIFF_GITHUB_API_URL=http://127.0.0.1:1", "SKIFF_POOLS_FILE="+poolsFile,
 	), events.SQSEvent{Records: []events.SQSMessage{}})
+}
+
+// newTables creates the state table name and scale-up's registration
+// table name-reg, and waits until both exist.
+func newTables(t *testing.T, ddb *dynamodb.Client, name string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := dynamostore.CreateTable(ctx, ddb, name); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName: aws.String(name + "-reg"), BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter := dynamodb.NewTableExistsWaiter(ddb, func(o *dynamodb.TableExistsWaiterOptions) { o.MinDelay = 10 * time.Millisecond })
+	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name + "-reg")}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestBootstrapUnderRIE runs the built bootstrap under the Lambda runtime
@@ -104,45 +102,19 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	dynamo := testenv.Moto(t) // transactions (the fenced fleet intent, the ledger): dynalite has none
 	ddb := testenv.DynamoClient(t, dynamo)
 	ctx := context.Background()
-	if err := dynamostore.CreateTable(ctx, ddb, "skiff-su"); err != nil {
-		t.Fatal(err)
-	}
-	_, err := ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName: aws.String("skiff-su-reg"), BillingMode: types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waiter := dynamodb.NewTableExistsWaiter(ddb, func(o *dynamodb.TableExistsWaiterOptions) { o.MinDelay = 10 * time.Millisecond })
-	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String("skiff-su-reg")}, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pemKey := string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
-	sim := ghsim.New(ghsim.Options{SecretPrefix: "CANARYJIT"})
-	defer sim.Close()
-	sim.AddApp(ghsim.AppConfig{ID: 7, Slug: "skiff", PublicKey: &key.PublicKey})
-	sim.AddRepo("acme", "app")
-	sim.Install(7, "acme")
+	newTables(t, ddb, "skiff-su")
+	sim, pemKey := testenv.GitHubApp(t, "CANARYJIT")
 	fake := ec2fake.New()
 	fake.SetLaunchTemplates("skiff-default")
 
 	bootstrap := testenv.BuildLambda(t, runtime.GOARCH)
-	dir := filepath.Dir(bootstrap)
-	if err := os.WriteFile(filepath.Join(dir, "pools.yaml"), []byte(pools), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	poolsFile := testenv.WritePoolsFile(t, filepath.Dir(bootstrap), pools)
 	fn := testenv.StartRIE(t, bootstrap, testenv.LambdaEnv(
 		"AWS_ENDPOINT_URL_DYNAMODB="+dynamo, "AWS_ENDPOINT_URL_EC2="+fake.Serve(t),
-		"AWS_ENDPOINT_URL_SECRETS_MANAGER="+secretsManager(t, pemKey), "AWS_ENDPOINT_URL_SQS=http://127.0.0.1:1",
+		"AWS_ENDPOINT_URL_SECRETS_MANAGER="+testenv.SecretsManager(t, pemKey), "AWS_ENDPOINT_URL_SQS=http://127.0.0.1:1",
 		"SKIFF_TABLE_NAME=skiff-su", "SKIFF_REGISTRATION_TABLE=skiff-su-reg", "SKIFF_DLQ_URL=http://127.0.0.1:1/dlq",
-		"SKIFF_ACCOUNT_ID=123456789012", "SKIFF_GITHUB_APP_IDS=7", "SKIFF_GITHUB_PRIVATE_KEY_ARN=arn:aws:secretsmanager:us-east-1:123456789012:secret:app",
-		"SKIFF_GITHUB_API_URL="+sim.URL(), "SKIFF_POOLS_FILE="+filepath.Join(dir, "pools.yaml"),
+		"SKIFF_ACCOUNT_ID=123456789012", "SKIFF_GITHUB_APP_IDS="+strconv.Itoa(testenv.AppID), "SKIFF_GITHUB_PRIVATE_KEY_ARN="+testenv.SecretARN,
+		"SKIFF_GITHUB_API_URL="+sim.URL(), "SKIFF_POOLS_FILE="+poolsFile,
 	))
 	job := func(id int64, labels ...string) string {
 		if len(labels) == 0 {
@@ -259,16 +231,7 @@ func TestNoAppUnderRIE(t *testing.T) {
 	moto := testenv.Moto(t)
 	ctx := context.Background()
 	ddb := testenv.DynamoClient(t, moto)
-	if err := dynamostore.CreateTable(ctx, ddb, "skiff-noapp"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName: aws.String("skiff-noapp-reg"), BillingMode: types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	newTables(t, ddb, "skiff-noapp")
 	awsCfg := testenv.AWSConfig(t)
 	sm := secretsmanager.NewFromConfig(awsCfg, func(o *secretsmanager.Options) { o.BaseEndpoint = aws.String(moto) })
 	sec, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String("noapp-key"), SecretString: aws.String("Zq8xV2kP0aLr4nT7wB1yC6dE9fG3hJ5m")})
@@ -296,28 +259,17 @@ func TestNoAppUnderRIE(t *testing.T) {
 		return visible, delayed
 	}
 
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim := ghsim.New(ghsim.Options{})
-	defer sim.Close()
-	sim.AddApp(ghsim.AppConfig{ID: 7, Slug: "skiff", PublicKey: &key.PublicKey})
-	sim.AddRepo("acme", "app")
-	sim.Install(7, "acme")
+	sim, pemKey := testenv.GitHubApp(t, "")
 	fake := ec2fake.New()
 	fake.SetLaunchTemplates("skiff-default")
 	bootstrap := testenv.BuildLambda(t, runtime.GOARCH)
-	dir := filepath.Dir(bootstrap)
-	if err := os.WriteFile(filepath.Join(dir, "pools.yaml"), []byte(pools), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	poolsFile := testenv.WritePoolsFile(t, filepath.Dir(bootstrap), pools)
 	fn := testenv.StartRIE(t, bootstrap, testenv.LambdaEnv(
 		"AWS_ENDPOINT_URL_DYNAMODB="+moto, "AWS_ENDPOINT_URL_EC2="+fake.Serve(t),
 		"AWS_ENDPOINT_URL_SECRETS_MANAGER="+moto, "AWS_ENDPOINT_URL_SQS="+moto,
 		"SKIFF_TABLE_NAME=skiff-noapp", "SKIFF_REGISTRATION_TABLE=skiff-noapp-reg", "SKIFF_DLQ_URL="+dlq, "SKIFF_QUEUE_URL="+jobs,
 		"SKIFF_ACCOUNT_ID=123456789012", "SKIFF_GITHUB_PRIVATE_KEY_ARN="+aws.ToString(sec.ARN),
-		"SKIFF_GITHUB_API_URL="+sim.URL(), "SKIFF_POOLS_FILE="+filepath.Join(dir, "pools.yaml"),
+		"SKIFF_GITHUB_API_URL="+sim.URL(), "SKIFF_POOLS_FILE="+poolsFile,
 	))
 	body, _ := json.Marshal(queue.Job{JobID: 801, RunID: 80, Attempt: 1, Repository: "acme/app", Owner: "acme",
 		Labels: []string{"self-hosted", "linux", "x64"}, Pool: "default", DeliveryID: "d801", ReceivedAt: time.Now()})
@@ -356,8 +308,7 @@ func TestNoAppUnderRIE(t *testing.T) {
 	}
 
 	// The setup page stores the App; the warm container picks it up.
-	pemKey := string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
-	value, _ := json.Marshal(map[string]string{"7": pemKey})
+	value, _ := json.Marshal(map[string]string{strconv.Itoa(testenv.AppID): pemKey})
 	if _, err := sm.PutSecretValue(ctx, &secretsmanager.PutSecretValueInput{SecretId: sec.ARN, SecretString: aws.String(string(value))}); err != nil {
 		t.Fatal(err)
 	}

@@ -21,12 +21,9 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// maxBootstrapBytes is the function's size budget, the webhook's (20 MB).
-const maxBootstrapBytes = 20 << 20
-
 func TestBootstrapSize(t *testing.T) {
 	t.Parallel()
-	testenv.CheckBootstrapSize(t, maxBootstrapBytes)
+	testenv.CheckBootstrapSize(t)
 }
 
 // canary is the setup secret: it must appear in no output of the function.

@@ -28,14 +28,9 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // canary is the webhook secret: it must appear in no output of the function.
 const canary = "canary-rie-webhook-secret-31f9"
 
-// maxBootstrapBytes is the deployed function's size budget (issue 9: 20 MB;
-// go-github, the runner ledger and the transaction path brought it from
-// 11.6 to about 16 MB on amd64).
-const maxBootstrapBytes = 20 << 20
-
 func TestBootstrapSize(t *testing.T) {
 	t.Parallel()
-	testenv.CheckBootstrapSize(t, maxBootstrapBytes)
+	testenv.CheckBootstrapSize(t)
 }
 
 // BenchmarkColdInit is the function's cold init under the runtime emulator:

@@ -724,6 +724,29 @@ func TestRunnerSecurityGroupHasNoInboundRules(t *testing.T) {
 // cond returns a statement's condition block as JSON, for comparisons.
 func cond(st map[string]any) string { return js(st["Condition"]) }
 
+// checkStatement checks the statement sid of sts: exactly these actions,
+// a condition holding each of conds, resources holding each of res.
+func checkStatement(t *testing.T, sts map[string]map[string]any, sid string, actionList, conds, res []string) {
+	t.Helper()
+	st, ok := sts[sid]
+	if !ok {
+		t.Fatalf("no statement %s", sid)
+	}
+	if got := strings.Join(actions(st), ","); got != strings.Join(actionList, ",") {
+		t.Errorf("actions %s, want %v", got, actionList)
+	}
+	for _, w := range conds {
+		if !strings.Contains(cond(st), w) {
+			t.Errorf("condition %s lacks %s", cond(st), w)
+		}
+	}
+	for _, w := range res {
+		if !strings.Contains(js(st["Resource"]), w) {
+			t.Errorf("resources %s lack %s", js(st["Resource"]), w)
+		}
+	}
+}
+
 func TestScaleUpEC2Permissions(t *testing.T) {
 	_, doc := defaultTemplate(t)
 	sts := statements(t, doc, "SkiffScaleupRole")
@@ -748,25 +771,7 @@ func TestScaleUpEC2Permissions(t *testing.T) {
 		{"DescribeInstances", []string{"ec2:DescribeInstances"}, nil, nil},
 	}
 	for _, tc := range tests {
-		t.Run(tc.sid, func(t *testing.T) {
-			st, ok := sts[tc.sid]
-			if !ok {
-				t.Fatalf("no statement %s", tc.sid)
-			}
-			if got := strings.Join(actions(st), ","); got != strings.Join(tc.actions, ",") {
-				t.Errorf("actions %s, want %v", got, tc.actions)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(cond(st), w) {
-					t.Errorf("condition %s lacks %s", cond(st), w)
-				}
-			}
-			for _, w := range tc.res {
-				if !strings.Contains(js(st["Resource"]), w) {
-					t.Errorf("resources %s lack %s", js(st["Resource"]), w)
-				}
-			}
-		})
+		t.Run(tc.sid, func(t *testing.T) { checkStatement(t, sts, tc.sid, tc.actions, tc.want, tc.res) })
 	}
 	// The launch template condition names every pool's template.
 	c := cond(sts["RunTaggedInstancesFromSkiffTemplates"])
@@ -807,23 +812,7 @@ func TestRunnerPermissions(t *testing.T) {
 		t.Errorf("runner role has %d statements, want exactly %d", len(sts), len(tests))
 	}
 	for _, tc := range tests {
-		t.Run(tc.sid, func(t *testing.T) {
-			st, ok := sts[tc.sid]
-			if !ok {
-				t.Fatalf("no statement %s", tc.sid)
-			}
-			if got := strings.Join(actions(st), ","); got != strings.Join(tc.actions, ",") {
-				t.Errorf("actions %s, want %v", got, tc.actions)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(cond(st), w) {
-					t.Errorf("condition %s lacks %s", cond(st), w)
-				}
-			}
-			if !strings.Contains(js(st["Resource"]), tc.res) {
-				t.Errorf("resource %s lacks %s", js(st["Resource"]), tc.res)
-			}
-		})
+		t.Run(tc.sid, func(t *testing.T) { checkStatement(t, sts, tc.sid, tc.actions, tc.want, []string{tc.res}) })
 	}
 	// The runner role reaches neither the state table nor its key.
 	for sid, st := range sts {

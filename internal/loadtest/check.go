@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/scaledown/decide"
 )
@@ -91,13 +92,42 @@ func (w *world) check() Report {
 	w.vmu.Lock()
 	fail := append([]string(nil), w.violations...)
 	w.vmu.Unlock()
-	failf := func(format string, args ...any) { fail = append(fail, fmt.Sprintf(format, args...)) }
+	ranOnOurs, waits, jobFailures := w.checkRuns(&rep)
+	fail = append(fail, jobFailures...)
+	fail = append(fail, w.checkDeadLetters(&rep)...)
+	fail = append(fail, w.checkNoSecondRunner()...)
+	fail = append(fail, w.checkNothingLeft()...)
+	fail = append(fail, w.checkMetricsRecords(ranOnOurs)...)
+	rep.Failures = fail
+	w.figures(&rep, waits)
+	return rep
+}
 
-	// Every job GitHub queued ends completed on a runner: a job that failed
-	// because a spot interruption ended its runner must have a successful
-	// re-run.
-	ranOnOurs := map[int64]bool{}
-	var waits []time.Duration
+// judgeJob says whether a job of a run ended as it must — a success on a
+// skiff runner — and if not, what became of it; interrupted says whether a
+// spot interruption ended the runner it ran on.
+func judgeJob(js ghsim.JobState, interrupted bool) (ok bool, problem string) {
+	switch {
+	case js.Conclusion == "success" && strings.HasPrefix(js.RunnerName, decide.DefaultRunnerPrefix):
+		return true, ""
+	case js.Conclusion == "success":
+		return false, fmt.Sprintf("job %d ran on %q, not a skiff runner", js.ID, js.RunnerName)
+	case js.Status == "completed" && interrupted:
+		return false, fmt.Sprintf("job %d failed on runner %s, which a spot interruption ended", js.ID, js.RunnerName)
+	case js.Status == "completed":
+		return false, fmt.Sprintf("job %d failed on runner %s, which no spot interruption ended", js.ID, js.RunnerName)
+	default:
+		return false, fmt.Sprintf("job %d is still %s: lost", js.ID, js.Status)
+	}
+}
+
+// checkRuns: every job GitHub queued ends completed on a runner: a job that
+// failed because a spot interruption ended its runner must have a
+// successful re-run. It counts the jobs completed on skiff's runners and
+// the re-runs into rep, and returns the jobs that ran on skiff's runners
+// and the queue waits of the original jobs.
+func (w *world) checkRuns(rep *Report) (ranOnOurs map[int64]bool, waits []time.Duration, fail []string) {
+	ranOnOurs = map[int64]bool{}
 	for _, r := range w.runs {
 		st, _ := w.sim.Run(r.id)
 		ok := 0
@@ -114,57 +144,67 @@ func (w *world) check() Report {
 			if j := w.jobs[id]; j != nil && !j.original {
 				rep.Reruns++
 			}
-			switch {
-			case js.Conclusion == "success" && strings.HasPrefix(js.RunnerName, decide.DefaultRunnerPrefix):
+			js.ID = id
+			if good, problem := judgeJob(js, w.interrupted[js.RunnerName]); good {
 				ok++
-			case js.Conclusion == "success":
-				bad = append(bad, fmt.Sprintf("job %d ran on %q, not a skiff runner", id, js.RunnerName))
-			case js.Status == "completed" && w.interrupted[js.RunnerName]:
-				bad = append(bad, fmt.Sprintf("job %d failed on runner %s, which a spot interruption ended", id, js.RunnerName))
-			case js.Status == "completed":
-				bad = append(bad, fmt.Sprintf("job %d failed on runner %s, which no spot interruption ended", id, js.RunnerName))
-			default:
-				bad = append(bad, fmt.Sprintf("job %d is still %s: lost", id, js.Status))
+			} else {
+				bad = append(bad, problem)
 			}
 		}
 		if ok < r.jobs {
-			failf("run %d: %d of %d jobs succeeded on skiff runners: %s", r.id, ok, r.jobs, strings.Join(bad, "; "))
+			fail = append(fail, fmt.Sprintf("run %d: %d of %d jobs succeeded on skiff runners: %s", r.id, ok, r.jobs, strings.Join(bad, "; ")))
 		}
 	}
+	return ranOnOurs, waits, fail
+}
+
+// checkDeadLetters: no job is dead-lettered; it counts them into rep.
+func (w *world) checkDeadLetters(rep *Report) (fail []string) {
 	for _, d := range w.q.DeadLetters() {
 		rep.DeadLetters++
-		failf("job %d dead-lettered after %d receives: %s %s", d.JobID, d.ReceiveCount, d.Reason, d.Detail)
+		fail = append(fail, fmt.Sprintf("job %d dead-lettered after %d receives: %s %s", d.JobID, d.ReceiveCount, d.Reason, d.Detail))
 	}
+	return fail
+}
 
-	// No job ever had two live runners launched for it, but as a logged
-	// replacement.
+// checkNoSecondRunner: no job ever had two live runners launched for it,
+// but as a logged replacement.
+func (w *world) checkNoSecondRunner() (fail []string) {
 	for _, id := range sortedKeys(w.peakLive) {
 		if n := w.peakLive[id]; n > 1+w.logs.replacements(id) {
-			failf("job %d had %d instances alive at once and %d logged replacements", id, n, w.logs.replacements(id))
+			fail = append(fail, fmt.Sprintf("job %d had %d instances alive at once and %d logged replacements", id, n, w.logs.replacements(id)))
 		}
 	}
+	return fail
+}
 
-	// At the end nothing is left.
+// checkNothingLeft: at the end no instance is alive, no runner registered,
+// no pool counts a live runner.
+func (w *world) checkNothingLeft() (fail []string) {
 	if live := w.fake.Live(); len(live) > 0 {
 		ids := make([]string, 0, len(live))
 		for _, in := range live {
 			ids = append(ids, in.ID)
 		}
-		failf("%d instances alive at the end: %s", len(live), strings.Join(first(ids, 10), " "))
+		fail = append(fail, fmt.Sprintf("%d instances alive at the end: %s", len(live), strings.Join(first(ids, 10), " ")))
 	}
 	if rs := w.sim.Runners(); len(rs) > 0 {
-		failf("%d runners still registered at the end (first: %s)", len(rs), rs[0].Name)
+		fail = append(fail, fmt.Sprintf("%d runners still registered at the end (first: %s)", len(rs), rs[0].Name))
 	}
 	for _, p := range w.pools.Pools {
 		n, err := w.be.ledger.Live(w.ctx, p.Name)
 		if err != nil || n != 0 {
-			failf("pool %s counts %d live runners at the end (%v)", p.Name, n, err)
+			fail = append(fail, fmt.Sprintf("pool %s counts %d live runners at the end (%v)", p.Name, n, err))
 		}
 	}
+	return fail
+}
 
-	// With metrics records on, every job completed on a skiff runner has
-	// exactly one metrics record, and every record validates against the
-	// schema; with them off, there is none.
+// checkMetricsRecords: with metrics records on, every job completed on a
+// skiff runner (ranOnOurs) has exactly one metrics record, and every record
+// validates against the schema; with them off, there is none.
+func (w *world) checkMetricsRecords(ranOnOurs map[int64]bool) (fail []string) {
+	failf := func(format string, args ...any) { fail = append(fail, fmt.Sprintf(format, args...)) }
 	recs := map[int64]int{}
 	for r, err := range w.be.metrics.List(w.ctx, metrics.Filter{}) {
 		if err != nil {
@@ -187,9 +227,12 @@ func (w *world) check() Report {
 	if n := len(recs); !w.cfg.MetricsRecords && n > 0 {
 		failf("metrics records are off, and %d jobs have one", n)
 	}
-	rep.Failures = fail
+	return fail
+}
 
-	// The figures.
+// waitPercentiles are the median, 95th percentile and longest of waits,
+// which it sorts.
+func waitPercentiles(waits []time.Duration) (p50, p95, longest time.Duration) {
 	slices.Sort(waits)
 	pct := func(p float64) time.Duration {
 		if len(waits) == 0 {
@@ -197,10 +240,16 @@ func (w *world) check() Report {
 		}
 		return waits[min(len(waits)-1, int(p*float64(len(waits))))]
 	}
-	rep.WaitP50, rep.WaitP95 = pct(0.50), pct(0.95)
 	if len(waits) > 0 {
-		rep.WaitMax = waits[len(waits)-1]
+		longest = waits[len(waits)-1]
 	}
+	return pct(0.50), pct(0.95), longest
+}
+
+// figures fills in the report's figures: the queue waits, the simulated
+// span, the calls to GitHub, EC2 and the store, and the memory used.
+func (w *world) figures(rep *Report, waits []time.Duration) {
+	rep.WaitP50, rep.WaitP95, rep.WaitMax = waitPercentiles(waits)
 	rep.SimSpan = w.clock.Now().Sub(w.start)
 	rep.Instances = len(w.fake.Instances())
 	for _, op := range githubOps {
@@ -223,7 +272,6 @@ func (w *world) check() Report {
 		rep.MaxRSS = ru.Maxrss
 	}
 	rep.EmulatorRSS = childPeakRSS()
-	return rep
 }
 
 func first(s []string, n int) []string { return s[:min(n, len(s))] }

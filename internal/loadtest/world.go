@@ -156,12 +156,7 @@ type jobRec struct {
 
 // newWorld builds everything. Its servers are stopped at the test's end.
 func newWorld(t testing.TB, cfg Config) *world {
-	if cfg.Jobs <= 0 {
-		cfg.Jobs = 100
-	}
-	if cfg.Store == "" {
-		cfg.Store = StoreMemory
-	}
+	cfg = withDefaults(cfg)
 	clock := ghsim.NewClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 	w := &world{t: t, cfg: cfg, rng: mrand.New(mrand.NewPCG(cfg.Seed, cfg.Seed^0x10ad)), clock: clock, start: clock.Now(),
 		ctx: context.Background(), faults: map[string]int{}, jobs: map[int64]*jobRec{}, insts: map[string]*instance{},
@@ -177,28 +172,53 @@ func newWorld(t testing.TB, cfg Config) *world {
 		t.Fatal(keyErr)
 	}
 	w.plan = planRuns(w.rng, cfg.Jobs)
+	w.startGitHub()
+	// The store.
+	if w.be, err = newBackend(t, cfg.Store, clock.Now); err != nil {
+		t.Fatalf("the store: %v", err)
+	}
+	// The queue: SQS's semantics on the simulated clock.
+	w.q = &queue.Memory{}
+	w.q.SetClock(clock.Now)
+	w.q.SetVisibility(visibility)
+	w.startWebhook()
+	w.startEC2()
+	w.startRoom()
+	w.startScaleUp()
+	w.startScaleDown()
+	w.startInstanceEvents()
+	w.setGitHubFaults()
+	return w
+}
 
-	// GitHub.
-	w.sim = ghsim.New(ghsim.Options{Now: clock.Now, Seed: cfg.Seed + 1, RateLimit: 15000, BusyHidden: w.flagHidden})
-	t.Cleanup(w.sim.Close)
+// withDefaults fills in a Config's defaults: 100 jobs, the memory store.
+func withDefaults(cfg Config) Config {
+	if cfg.Jobs <= 0 {
+		cfg.Jobs = 100
+	}
+	if cfg.Store == "" {
+		cfg.Store = StoreMemory
+	}
+	return cfg
+}
+
+// startGitHub starts the simulator, the App installed on the organisation
+// with its three repositories.
+func (w *world) startGitHub() {
+	w.sim = ghsim.New(ghsim.Options{Now: w.clock.Now, Seed: w.cfg.Seed + 1, RateLimit: 15000, BusyHidden: w.flagHidden})
+	w.t.Cleanup(w.sim.Close)
 	w.sim.AddApp(ghsim.AppConfig{ID: appID, Slug: "skiff-loadtest", PublicKey: &appKey.PublicKey})
 	w.sim.AddOrg(org)
 	for _, r := range []string{"app", "api", "web"} {
 		w.sim.AddRepo(org, r)
 	}
 	w.sim.Install(appID, org)
+}
 
-	// The store.
-	if w.be, err = newBackend(t, cfg.Store, clock.Now); err != nil {
-		t.Fatalf("the store: %v", err)
-	}
-
-	// The queue: SQS's semantics on the simulated clock.
-	w.q = &queue.Memory{}
-	w.q.SetClock(clock.Now)
-	w.q.SetVisibility(visibility)
-
-	// The webhook behind its HTTP server, GitHub's deliveries through the proxy.
+// startWebhook starts the webhook behind its HTTP server, GitHub's
+// deliveries through the proxy.
+func (w *world) startWebhook() {
+	t, cfg, clock := w.t, w.cfg, w.clock
 	allow, _ := webhook.ParseAllowList([]string{org})
 	installs, _ := webhook.ParseInstallationList([]string{"*"})
 	hook, err := webhook.New(webhook.Options{Secrets: [][]byte{[]byte(secret)}, Router: w.pools, Policies: w.pools, Queue: w.q,
@@ -215,8 +235,13 @@ func newWorld(t testing.TB, cfg Config) *world {
 	proxySrv := httptest.NewServer(w.proxy)
 	t.Cleanup(proxySrv.Close)
 	w.sim.SetWebhook(appID, proxySrv.URL, secret)
+}
 
-	// EC2: the fake's Query-protocol front, called through the SDK.
+// startEC2 starts the EC2 fake's Query-protocol front, called through the
+// SDK, and scale-up's and scale-down's providers over it, each behind its
+// guard.
+func (w *world) startEC2() {
+	t, cfg, clock := w.t, w.cfg, w.clock
 	w.fake = ec2fake.New()
 	w.fake.SetClock(clock.Now)
 	for s, z := range subnets {
@@ -247,91 +272,138 @@ func newWorld(t testing.TB, cfg Config) *world {
 	}
 	w.upGuard = &guard{Provider: upProv, sim: w.sim, violation: w.violate}
 	w.downGuard = &guard{Provider: downProv, sim: w.sim, violation: w.violate}
+}
 
-	// Scale-up and scale-down, each with its own GitHub client (two Lambdas).
-	ghClient := func(fn string, seed uint64) *github.Client {
-		c, err := github.NewClient([]github.App{{ID: appID, Key: appKey}}, github.WithBaseURL(w.sim.URL()), github.WithClock(clock.Now),
-			github.WithSleep(func(ctx context.Context, _ time.Duration) error { return ctx.Err() }), github.WithLogger(w.log.With("function", fn)),
-			github.WithRand(mrand.New(mrand.NewPCG(seed, 0x917)).Float64))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
+// githubClient is one function's GitHub client (each Lambda has its own),
+// its retries' random draws seeded.
+func (w *world) githubClient(fn string, seed uint64) *github.Client {
+	c, err := github.NewClient([]github.App{{ID: appID, Key: appKey}}, github.WithBaseURL(w.sim.URL()), github.WithClock(w.clock.Now),
+		github.WithSleep(func(ctx context.Context, _ time.Duration) error { return ctx.Err() }), github.WithLogger(w.log.With("function", fn)),
+		github.WithRand(mrand.New(mrand.NewPCG(seed, 0x917)).Float64))
+	if err != nil {
+		w.t.Fatal(err)
 	}
-	var upLaunches store.Launches = w.be.launches
-	if cfg.Plant == PlantIgnoreClaims {
-		upLaunches = blindClaims{upLaunches}
-	}
-	// The waiting room, as deployed: scale-up puts the jobs it cannot launch
-	// now in it, every reporter of a runner's end wakes it, the reconciler
-	// sweeps it; its offers, delayed tries and probes go to the job queue.
-	jitter := mrand.New(mrand.NewPCG(cfg.Seed+9, 0x200))
+	return c
+}
+
+// startRoom builds the waiting room, as deployed: scale-up puts the jobs it
+// cannot launch now in it, every reporter of a runner's end wakes it, the
+// reconciler sweeps it; its offers, delayed tries and probes go to the job
+// queue.
+func (w *world) startRoom() {
+	jitter := mrand.New(mrand.NewPCG(w.cfg.Seed+9, 0x200))
 	var jmu sync.Mutex
+	var err error
 	w.room, err = room.New(room.Options{Room: w.be.room, Queue: w.q, Records: w.be.records, Pools: w.pools, Ledger: w.be.ledger,
-		Counter: w.counter, Logger: w.log.With("function", "room"), Now: clock.Now, Jitter: func() float64 {
+		Counter: w.counter, Logger: w.log.With("function", "room"), Now: w.clock.Now, Jitter: func() float64 {
 			jmu.Lock()
 			defer jmu.Unlock()
 			return jitter.Float64()
 		}})
 	if err != nil {
-		t.Fatal(err)
+		w.t.Fatal(err)
 	}
+}
+
+// startScaleUp builds scale-up, with its own GitHub client.
+func (w *world) startScaleUp() {
+	cfg := w.cfg
+	var upLaunches store.Launches = w.be.launches
+	if cfg.Plant == PlantIgnoreClaims {
+		upLaunches = blindClaims{upLaunches}
+	}
+	var err error
 	w.up, err = scaleup.New(scaleup.Options{Pools: w.pools, Launches: stepLaunches{upLaunches},
 		Ledger: stepLedger{room.Ledger{Ledger: w.be.ledger, Room: w.room}}, Room: w.room,
-		Records: w.be.records, Provider: stepProvider{w.upGuard}, GitHub: stepGitHub{ghClient("scaleup", cfg.Seed+5)}, Counter: w.counter,
-		Logger: w.log.With("function", "scaleup"), Now: clock.Now, Executor: fanout.NewSeeded(cfg.Seed + 6)})
+		Records: w.be.records, Provider: stepProvider{w.upGuard}, GitHub: stepGitHub{w.githubClient("scaleup", cfg.Seed+5)}, Counter: w.counter,
+		Logger: w.log.With("function", "scaleup"), Now: w.clock.Now, Executor: fanout.NewSeeded(cfg.Seed + 6)})
 	if err != nil {
-		t.Fatal(err)
+		w.t.Fatal(err)
 	}
-	var downGH scaledown.GitHub = deleteGuard{GitHub: ghClient("scaledown", cfg.Seed+7), w: w}
-	var downLedger store.Ledger = w.be.ledger
-	var downProvider provider.Provider = w.downGuard
-	switch cfg.Plant {
+}
+
+// scaleDownPeers are what scale-down talks to, some of them blinded by a
+// plant.
+type scaleDownPeers struct {
+	github       scaledown.GitHub
+	ledger       store.Ledger
+	provider     provider.Provider
+	replacements queue.Sender
+}
+
+// plantScaleDown blinds the peers of scale-down that plant names; a plant
+// of another function leaves them as they are.
+func plantScaleDown(plant string, p scaleDownPeers) (scaleDownPeers, error) {
+	switch plant {
 	case PlantIgnoreBusyFlag:
-		downGH = flagBlindGitHub{downGH}
+		p.github = flagBlindGitHub{p.github}
 	case PlantIgnoreLedgerStart:
-		downLedger = startBlindLedger{downLedger}
+		p.ledger = startBlindLedger{p.ledger}
 	case PlantIgnoreHookTag:
-		downProvider = tagBlindProvider{w.downGuard}
+		p.provider = tagBlindProvider{p.provider}
 	case PlantIgnoreRefusal:
-		downGH = refusalBlindGitHub{downGH}
+		p.github = refusalBlindGitHub{p.github}
 	case "", PlantEndInterrupted, PlantLoseReplacements, PlantIgnoreClaims:
 	default:
-		t.Fatalf("unknown plant %q (%v)", cfg.Plant, Plants)
+		return p, fmt.Errorf("unknown plant %q (%v)", plant, Plants)
 	}
-	var replacements queue.Sender = w.q
-	if cfg.Plant == PlantLoseReplacements {
-		replacements = lostSends{}
+	if plant == PlantLoseReplacements {
+		p.replacements = lostSends{}
 	}
-	// Metrics records on or off, on both functions together, as the stack
-	// sets SKIFF_METRICS_RECORDS.
-	var records scaledown.MetricsWriter = scaledown.NoMetrics{}
-	var recordPools []string
-	if cfg.MetricsRecords {
-		recordPools = []string{"*"}
-		records = &scaledown.RecordWriter{Pools: recordPools, Records: w.be.records, Ledger: w.be.ledger, Out: w.be.metrics,
-			CloudProvider: "aws", Region: region, Prices: pool.Prices, Counter: w.counter, Logger: w.log.With("function", "scaledown")}
-	}
-	w.down, err = scaledown.New(scaledown.Options{Pools: w.pools, Ledger: room.Ledger{Ledger: downLedger, Room: w.room},
-		Room: w.room, Claims: w.be.launches, Records: w.be.records,
-		Provider: downProvider, GitHub: downGH, Queue: replacements, Metrics: records, Counter: w.counter, Logger: w.log.With("function", "scaledown"),
-		Now: clock.Now, Scopes: []github.Scope{github.OrgScope(org)}, Apps: []int64{appID}, MaxReplacements: 3, RerunInterrupted: []string{"*"},
-		MaxJobChecks: cfg.MaxJobChecks, Executor: fanout.NewSeeded(cfg.Seed + 8)})
+	return p, nil
+}
+
+// startScaleDown builds scale-down, with its own GitHub client and the
+// metrics records on or off.
+func (w *world) startScaleDown() {
+	t, cfg := w.t, w.cfg
+	peers, err := plantScaleDown(cfg.Plant, scaleDownPeers{github: deleteGuard{GitHub: w.githubClient("scaledown", cfg.Seed+7), w: w},
+		ledger: w.be.ledger, provider: w.downGuard, replacements: w.q})
 	if err != nil {
 		t.Fatal(err)
 	}
+	w.down, err = scaledown.New(scaledown.Options{Pools: w.pools, Ledger: room.Ledger{Ledger: peers.ledger, Room: w.room},
+		Room: w.room, Claims: w.be.launches, Records: w.be.records,
+		Provider: peers.provider, GitHub: peers.github, Queue: peers.replacements, Metrics: w.metricsWriter(), Counter: w.counter,
+		Logger: w.log.With("function", "scaledown"), Now: w.clock.Now, Scopes: []github.Scope{github.OrgScope(org)}, Apps: []int64{appID},
+		MaxReplacements: 3, RerunInterrupted: []string{"*"}, MaxJobChecks: cfg.MaxJobChecks, Executor: fanout.NewSeeded(cfg.Seed + 8)})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// recordPools are the pools whose jobs get metrics records: all of them,
+// or none, on both functions together, as the stack sets
+// SKIFF_METRICS_RECORDS.
+func (w *world) recordPools() []string {
+	if w.cfg.MetricsRecords {
+		return []string{"*"}
+	}
+	return nil
+}
+
+// metricsWriter is scale-down's writer of metrics records, or none.
+func (w *world) metricsWriter() scaledown.MetricsWriter {
+	if !w.cfg.MetricsRecords {
+		return scaledown.NoMetrics{}
+	}
+	return &scaledown.RecordWriter{Pools: w.recordPools(), Records: w.be.records, Ledger: w.be.ledger, Out: w.be.metrics,
+		CloudProvider: "aws", Region: region, Prices: pool.Prices, Counter: w.counter, Logger: w.log.With("function", "scaledown")}
+}
+
+// startInstanceEvents builds the EC2 events function.
+func (w *world) startInstanceEvents() {
 	var eventsLedger instanceevents.Ledger = wakingLedger{Ledger: room.Ledger{Ledger: w.be.ledger, Room: w.room},
 		Interruptions: w.be.ledger}
-	if cfg.Plant == PlantEndInterrupted {
+	if w.cfg.Plant == PlantEndInterrupted {
 		eventsLedger = interruptBlindLedger{eventsLedger}
 	}
+	var err error
 	w.events, err = instanceevents.New(instanceevents.Options{Ledger: eventsLedger, Counter: w.counter,
-		Logger: w.log.With("function", "ec2events"), RecordPools: recordPools})
+		Logger: w.log.With("function", "ec2events"), RecordPools: w.recordPools()})
 	if err != nil {
-		t.Fatal(err)
+		w.t.Fatal(err)
 	}
-	w.setGitHubFaults()
-	return w
 }
 
 // wakingLedger is the ledger as the EC2 events write it, with the waiting

@@ -23,16 +23,6 @@ import (
 	"github.com/skiffci/skiff/pkg/sqlite"
 )
 
-const localPools = `version: 1
-pools:
-  - name: cpu
-    labels: [self-hosted, linux, x64]
-    instanceTypes: [c7i.large]
-    image: {ssm: /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64}
-    subnets: [subnet-0aaaaaaaa]
-    maxRunners: 20
-`
-
 // buildStandin builds the stand-in runner into dir and returns its path.
 func buildStandin(t *testing.T, dir string) string {
 	t.Helper()
@@ -85,7 +75,7 @@ func TestLocalMode(t *testing.T) {
 	t.Parallel()
 	standin := buildStandin(t, t.TempDir())
 	sim, pemKey := testenv.GitHubApp(t, "CANARYLOCAL")
-	l, logs, stop := startLocal(t, sim, pemKey, localPools, local.Config{
+	l, logs, stop := startLocal(t, sim, pemKey, testenv.CPUPools, local.Config{
 		RunnerCommand: []string{standin}, RunnerEnv: []string{"SKIFF_STANDIN_DURATION=200ms"}, Limits: map[string]int{"cpu": 2},
 	})
 
@@ -153,7 +143,7 @@ func TestLocalSettlesReservationsAtStart(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	poolsFile := filepath.Join(dir, "pools.yaml")
-	if err := os.WriteFile(poolsFile, []byte(localPools), 0o600); err != nil {
+	if err := os.WriteFile(poolsFile, []byte(testenv.CPUPools), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.MkdirAll(data, 0o700); err != nil {
@@ -210,7 +200,7 @@ func TestLocalWakesOnExit(t *testing.T) {
 	t.Parallel()
 	standin := buildStandin(t, t.TempDir())
 	sim, pemKey := testenv.GitHubApp(t, "CANARYLOCAL")
-	l, _, stop := startLocal(t, sim, pemKey, localPools, local.Config{
+	l, _, stop := startLocal(t, sim, pemKey, testenv.CPUPools, local.Config{
 		RunnerCommand: []string{standin}, RunnerEnv: []string{"SKIFF_STANDIN_DURATION=100ms"}, Limits: map[string]int{"cpu": 1},
 		ReconcileEvery: time.Hour, InstancePoll: time.Hour,
 		// With metrics records, the EC2 events leave every end to the

@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch/schemas"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go/transport/http/protocol/awsjson"
 )
 
@@ -148,15 +147,6 @@ func motoAnswers(endpoint string) error {
 		return fmt.Errorf("asking moto: status %s", resp.Status)
 	}
 	return nil
-}
-
-// MotoDynamoClient is a real DynamoDB client for moto's endpoint (the same
-// as DynamoClient; named for symmetry with the other emulators' helpers).
-func MotoDynamoClient(t testing.TB, endpoint string) *dynamodb.Client {
-	t.Helper()
-	return dynamodb.NewFromConfig(AWSConfig(t), func(o *dynamodb.Options) {
-		o.BaseEndpoint = aws.String(endpoint)
-	})
 }
 
 // CloudWatchClient is a real CloudWatch client for an emulator's endpoint.

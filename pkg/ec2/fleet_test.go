@@ -263,15 +263,23 @@ func TestReplayIsIdempotent(t *testing.T) {
 	}
 }
 
-func TestStatesAndTerminate(t *testing.T) {
-	t.Parallel()
-	f := ec2fake.New()
-	l := ec2.NewLauncher(f)
+// launchTwo launches two on-demand instances through a launcher on a fresh
+// fake and returns them with their ids.
+func launchTwo(t *testing.T) (f *ec2fake.Fake, l *ec2.Launcher, a, b string) {
+	t.Helper()
+	f = ec2fake.New()
+	l = ec2.NewLauncher(f)
 	res, err := l.Launch(context.Background(), request(ec2.OnDemand, 2))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := []string{res.Instances[0].ID, res.Instances[1].ID}
+	return f, l, res.Instances[0].ID, res.Instances[1].ID
+}
+
+func TestStatesAndTerminate(t *testing.T) {
+	t.Parallel()
+	_, l, a, b := launchTwo(t)
+	ids := []string{a, b}
 	if err := l.Terminate(context.Background(), ids[:1]); err != nil {
 		t.Fatal(err)
 	}
@@ -329,13 +337,7 @@ func TestClassify(t *testing.T) {
 // a live, registered runner would pass for dead and its job launch again.
 func TestStatesWithUnknownIDs(t *testing.T) {
 	t.Parallel()
-	f := ec2fake.New()
-	l := ec2.NewLauncher(f)
-	res, err := l.Launch(context.Background(), request(ec2.OnDemand, 2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, b := res.Instances[0].ID, res.Instances[1].ID
+	f, l, a, b := launchTwo(t)
 	f.SetState(a, "running")
 	st, err := l.States(context.Background(), []string{a, "i-0gone0000000000", b})
 	if err != nil {

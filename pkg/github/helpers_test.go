@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -142,6 +143,37 @@ func loadSpec(t *testing.T) *apispec.Spec {
 		t.Fatalf("loading GitHub's API description: %v", specErr)
 	}
 	return spec
+}
+
+// exchanges records every exchange a simulator answers: opts is the
+// simulator's options with the recorder, got the exchanges so far.
+func exchanges() (opts ghsim.Options, got func() []ghsim.Exchange) {
+	var mu sync.Mutex
+	var all []ghsim.Exchange
+	opts.OnExchange = func(x ghsim.Exchange) {
+		mu.Lock()
+		all = append(all, x)
+		mu.Unlock()
+	}
+	return opts, func() []ghsim.Exchange {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(all)
+	}
+}
+
+// validateAnswer checks an answer of the simulator against GitHub's
+// description: a documented status's schema, GitHub's generic error body
+// for an undocumented error; an undocumented success is an error.
+func validateAnswer(sp *apispec.Spec, x ghsim.Exchange) error {
+	switch {
+	case sp.Documents(x.Op, x.Status):
+		return sp.ValidateResponse(x.Op, x.Status, x.Body)
+	case x.Status >= 400:
+		return sp.ValidateSchema("basic-error", x.Body) // GitHub's generic error body
+	default:
+		return fmt.Errorf("undocumented success status")
+	}
 }
 
 func fmtAll(v any) string {

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/skiffci/skiff/pkg/github"
@@ -63,14 +62,10 @@ func createFromManifest(t *testing.T, sim *ghsim.Server, org string, manifest an
 func TestManifestFlowMatchesGitHubSpec(t *testing.T) {
 	t.Parallel()
 	sp := loadSpec(t)
-	var mu sync.Mutex
-	var got []ghsim.Exchange
+	opts, got := exchanges()
 	clock := ghsim.NewClock(t0)
-	sim := ghsim.New(ghsim.Options{Now: clock.Now, OnExchange: func(x ghsim.Exchange) {
-		mu.Lock()
-		got = append(got, x)
-		mu.Unlock()
-	}})
+	opts.Now = clock.Now
+	sim := ghsim.New(opts)
 	t.Cleanup(sim.Close)
 	sim.AddOrg("acme")
 	sim.AddRepo("acme", "app")
@@ -148,10 +143,8 @@ func TestManifestFlowMatchesGitHubSpec(t *testing.T) {
 			t.Errorf("no %s delivery", w)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	covered := map[int]bool{}
-	for _, x := range got {
+	for _, x := range got() {
 		if x.Op != ghsim.OpCreateAppFromManifest {
 			continue
 		}

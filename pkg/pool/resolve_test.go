@@ -51,13 +51,7 @@ func TestResolveExample(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var spec Spec
-			var err error
-			if tt.repo == "" {
-				spec, err = cfg.Resolve(tt.labels)
-			} else {
-				spec, err = cfg.ResolveRepo(tt.labels, tt.repo)
-			}
+			spec, err := resolve(cfg, tt.labels, tt.repo)
 			if err != nil {
 				t.Fatalf("Resolve(%q): %v", tt.labels, err)
 			}
@@ -276,13 +270,7 @@ func TestResolveAmbiguity(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var spec Spec
-			var err error
-			if tt.repo == "" {
-				spec, err = cfg.Resolve(tt.labels)
-			} else {
-				spec, err = cfg.ResolveRepo(tt.labels, tt.repo)
-			}
+			spec, err := resolve(cfg, tt.labels, tt.repo)
 			if tt.pools != nil {
 				var re *ResolveError
 				if !errors.Is(err, ErrAmbiguous) || !errors.As(err, &re) || Reason(err) != ReasonAmbiguous {
@@ -363,4 +351,13 @@ func FuzzResolve(f *testing.F) {
 			t.Fatalf("Route = %q, %v; ResolveRepo chose %q", got, err, spec.Pool)
 		}
 	})
+}
+
+// resolve resolves labels for repo, or without a repository when repo is
+// empty.
+func resolve(cfg *Config, labels []string, repo string) (Spec, error) {
+	if repo == "" {
+		return cfg.Resolve(labels)
+	}
+	return cfg.ResolveRepo(labels, repo)
 }

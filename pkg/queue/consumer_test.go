@@ -12,6 +12,7 @@ import (
 
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/queue/queuetest"
 	"github.com/skiffci/skiff/pkg/telemetry"
 )
 
@@ -26,36 +27,10 @@ func TestMemoryReceiver(t *testing.T) {
 	q := &queue.Memory{}
 	q.SetClock(clock)
 	q.SetVisibility(time.Minute)
-	ctx := context.Background()
-	for _, id := range []int64{1, 2, 3} {
-		if err := q.Send(ctx, jobN(id)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	first, err := q.Receive(ctx, 2)
-	if err != nil || len(first) != 2 || first[0].Job.JobID != 1 || first[1].Job.JobID != 2 || first[0].ReceiveCount != 1 {
-		t.Fatalf("first receive = %+v, %v; want jobs 1 and 2, received once", first, err)
-	}
-	if rest, _ := q.Receive(ctx, 10); len(rest) != 1 || rest[0].Job.JobID != 3 {
-		t.Fatalf("second receive = %+v, want only job 3 (1 and 2 are in flight)", rest)
-	}
-	answers := []queue.Answer{{Verdict: queue.Done}, {Verdict: queue.DeadLetter, Reason: "launch_quota", Detail: "raise it"}}
-	for i, d := range first {
-		if err := q.Settle(ctx, d, answers[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	now.Add(int64(time.Minute))
-	again, _ := q.Receive(ctx, 10)
-	if len(again) != 1 || again[0].Job.JobID != 3 || again[0].ReceiveCount != 2 {
-		t.Fatalf("after the visibility timeout: %+v, want job 3 again, received twice", again)
-	}
-	if err := q.Settle(ctx, again[0], queue.Answer{Verdict: queue.Retry}); err != nil || q.Depth() != 1 {
-		t.Fatalf("a retried message must stay: depth %d, %v", q.Depth(), err)
-	}
-	dead := q.DeadLetters()
-	if len(dead) != 1 || dead[0].JobID != 2 || dead[0].Reason != "launch_quota" || dead[0].Detail != "raise it" || dead[0].Body == "" {
-		t.Errorf("dead letters %+v", dead)
+	queuetest.RunReceiver(t, q, func(d time.Duration) { now.Add(int64(d)) }, func() {},
+		func() ([]queue.DeadLetterRecord, error) { return q.DeadLetters(), nil })
+	if q.Depth() != 1 {
+		t.Fatalf("a retried message must stay: depth %d", q.Depth())
 	}
 }
 

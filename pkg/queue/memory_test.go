@@ -8,10 +8,11 @@ import (
 	"testing"
 
 	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/queue/queuetest"
 )
 
 func jobN(id int64) queue.Job {
-	j := validJob()
+	j := queuetest.ValidJob()
 	j.JobID = id
 	return j
 }
@@ -66,14 +67,14 @@ func TestMemorySend(t *testing.T) {
 func TestMemoryKeepsCopies(t *testing.T) {
 	t.Parallel()
 	m := &queue.Memory{}
-	j := validJob()
+	j := queuetest.ValidJob()
 	if err := m.Send(t.Context(), j); err != nil {
 		t.Fatal(err)
 	}
 	j.Labels[0] = "changed-by-caller"
 	got := m.Jobs()
 	got[0] = jobN(99)
-	if again := m.Jobs(); !reflect.DeepEqual(again, []queue.Job{validJob()}) {
+	if again := m.Jobs(); !reflect.DeepEqual(again, []queue.Job{queuetest.ValidJob()}) {
 		t.Errorf("Jobs = %+v, want the job as sent", again)
 	}
 }

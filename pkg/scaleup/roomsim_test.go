@@ -15,7 +15,6 @@ import (
 	"github.com/skiffci/skiff/pkg/scaleup"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/store/dynamostore"
-	"github.com/skiffci/skiff/pkg/store/storetest"
 )
 
 // roomSim drives the waiting room AWS-shaped on the simulated clock: the
@@ -189,8 +188,7 @@ func TestRoomSimPoolOf8(t *testing.T) {
 			t.Skip("the room on moto takes about two minutes: SKIFF_ROOMSIM_STORE=moto go test -run 'TestRoomSimPoolOf8' ./pkg/scaleup")
 		}
 		t.Parallel()
-		client := testenv.DynamoClient(t, testenv.Moto(t))
-		rm := dynamostore.NewRoomDynamo(client, storetest.NewTable(t, client, "skiff-roomsim"))
+		rm := dynamostore.NewRoomDynamo(testenv.MotoTable(t, "skiff-roomsim"))
 		poolOf8(t, newRoomSimWith(t, rm, "gpu8", 10*time.Minute))
 	})
 }

@@ -2,7 +2,6 @@ package recordstore_test
 
 import (
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,27 +13,14 @@ import (
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/metrics/recordstest"
 	"github.com/skiffci/skiff/pkg/metrics/recordstore"
-	"github.com/skiffci/skiff/pkg/store/storetest"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-var (
-	clientOnce sync.Once
-	client     *dynamodb.Client
-)
-
-func newTable(t *testing.T) (*dynamodb.Client, string) {
-	t.Helper()
-	endpoint := testenv.Dynalite(t)
-	clientOnce.Do(func() { client = testenv.DynamoClient(t, endpoint) })
-	return client, storetest.NewTable(t, client, "skiff-records")
-}
-
 func TestDynamoConformance(t *testing.T) {
 	t.Parallel()
 	recordstest.Run(t, func(t *testing.T) metrics.Records {
-		c, table := newTable(t)
+		c, table := testenv.DynaliteTable(t, "skiff-records")
 		return recordstore.New(c, table, recordstore.WithClock(func() time.Time { return recordstest.Now }))
 	})
 }
@@ -42,7 +28,7 @@ func TestDynamoConformance(t *testing.T) {
 // TestDynamoItem pins the item layout: key, TTL and the filter attributes.
 func TestDynamoItem(t *testing.T) {
 	t.Parallel()
-	c, table := newTable(t)
+	c, table := testenv.DynaliteTable(t, "skiff-records")
 	s := recordstore.New(c, table, recordstore.WithRetention(24*time.Hour), recordstore.WithClock(func() time.Time { return recordstest.Now }))
 	r := recordstest.Record(77, 2, recordstest.Now)
 	if err := s.Put(t.Context(), r); err != nil {

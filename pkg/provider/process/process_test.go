@@ -3,23 +3,17 @@ package process_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
 	"golang.org/x/sys/unix"
 
 	"github.com/skiffci/skiff/internal/testenv"
@@ -170,66 +164,23 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// sim is a GitHub simulator with an installation token.
+// sim is a GitHub simulator with an App installed on acme, and a way to
+// register just-in-time runners.
 type sim struct {
 	*ghsim.Server
-	token string
+	jitConfig func(t testing.TB, name string, labels ...string) string
 }
-
-var (
-	keyOnce sync.Once
-	key     *rsa.PrivateKey
-)
 
 func newSim(t *testing.T) sim {
 	t.Helper()
-	keyOnce.Do(func() { key, _ = rsa.GenerateKey(rand.Reader, 2048) })
-	s := ghsim.New(ghsim.Options{SecretPrefix: "CANARY"})
-	t.Cleanup(s.Close)
-	s.AddApp(ghsim.AppConfig{ID: 1, PublicKey: &key.PublicKey})
-	s.AddRepo("acme", "app")
-	inst := s.Install(1, "acme")
-	now := time.Now()
-	j, err := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.RegisteredClaims{Issuer: "1",
-		IssuedAt: jwt.NewNumericDate(now.Add(-time.Minute)), ExpiresAt: jwt.NewNumericDate(now.Add(5 * time.Minute))}).SignedString(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tok struct{ Token string }
-	post(t, s.URL()+"/app/installations/"+strconv.FormatInt(inst, 10)+"/access_tokens", j, nil, &tok)
-	return sim{Server: s, token: tok.Token}
-}
-
-func post(t *testing.T, url, bearer string, body, out any) {
-	t.Helper()
-	var b []byte
-	if body != nil {
-		b, _ = json.Marshal(body)
-	}
-	req, _ := http.NewRequest("POST", url, bytes.NewReader(b))
-	req.Header.Set("Authorization", "Bearer "+bearer)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("POST %s: %d", url, resp.StatusCode)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		t.Fatal(err)
-	}
+	s, jit := testenv.GitHubJIT(t, "CANARY")
+	return sim{Server: s, jitConfig: jit}
 }
 
 // jit registers a just-in-time runner for a job labelled label.
 func (s sim) jit(t *testing.T, name, label string) provider.Registration {
 	t.Helper()
-	var out struct {
-		EncodedJITConfig string `json:"encoded_jit_config"`
-	}
-	post(t, s.URL()+"/orgs/acme/actions/runners/generate-jitconfig", s.token,
-		map[string]any{"name": name, "runner_group_id": 1, "labels": []string{label}}, &out)
-	return provider.Registration{Mode: provider.ModeJIT, JITConfig: out.EncodedJITConfig, RunnerName: name}
+	return provider.Registration{Mode: provider.ModeJIT, JITConfig: s.jitConfig(t, name, label), RunnerName: name}
 }
 
 // launchOne launches one runner of pool spec with reg and returns its instance.

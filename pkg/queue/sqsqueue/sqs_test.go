@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -15,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/queue/queuetest"
 	"github.com/skiffci/skiff/pkg/queue/sqsqueue"
 )
 
@@ -54,17 +54,8 @@ func (f *fakeSQS) Reset() {
 	f.mu.Unlock()
 }
 
-func validJob() queue.Job {
-	return queue.Job{
-		JobID: 29679449, RunID: 10867447, Attempt: 1, Repository: "octo-org/hello", Owner: "octo-org",
-		InstallationID: 4242, Labels: []string{"self-hosted", "linux", "gpu-a10"}, Pool: "gpu-a10",
-		DeliveryID: "7a1c6e40-9a51-11ef-8b5e-2f4b1f7c0a01",
-		ReceivedAt: time.Date(2026, 6, 1, 12, 0, 0, 123000000, time.UTC),
-	}
-}
-
 func jobN(id int64) queue.Job {
-	j := validJob()
+	j := queuetest.ValidJob()
 	j.JobID = id
 	return j
 }
@@ -73,7 +64,7 @@ func TestSQSSendsOneMessagePerJob(t *testing.T) {
 	t.Parallel()
 	f := &fakeSQS{}
 	q := sqsqueue.NewSQS(f, queueURL)
-	if err := q.Send(t.Context(), validJob()); err != nil {
+	if err := q.Send(t.Context(), queuetest.ValidJob()); err != nil {
 		t.Fatal(err)
 	}
 	in := f.sent()
@@ -100,8 +91,8 @@ func TestSQSSendsOneMessagePerJob(t *testing.T) {
 		t.Errorf("FIFO or delay fields set on a standard queue message: %+v", in[0])
 	}
 	got, err := queue.DecodeMessage(aws.ToString(in[0].MessageBody))
-	if err != nil || !reflect.DeepEqual(got, validJob()) {
-		t.Errorf("DecodeMessage = %+v, %v; want %+v", got, err, validJob())
+	if err != nil || !reflect.DeepEqual(got, queuetest.ValidJob()) {
+		t.Errorf("DecodeMessage = %+v, %v; want %+v", got, err, queuetest.ValidJob())
 	}
 }
 
@@ -126,7 +117,7 @@ func TestSQSRefusesInvalidJobsWithoutSending(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			f := &fakeSQS{}
-			j := validJob()
+			j := queuetest.ValidJob()
 			tc.mutate(&j)
 			if err := sqsqueue.NewSQS(f, queueURL).Send(t.Context(), j); !errors.Is(err, queue.ErrInvalidJob) {
 				t.Errorf("Send = %v, want ErrInvalidJob", err)
@@ -161,7 +152,7 @@ func TestSQSFailures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			f := &fakeSQS{err: tc.apiErr}
-			err := sqsqueue.NewSQS(f, queueURL).Send(tc.ctx, validJob())
+			err := sqsqueue.NewSQS(f, queueURL).Send(tc.ctx, queuetest.ValidJob())
 			if err == nil || !tc.wantErr(err) || errors.Is(err, queue.ErrInvalidJob) {
 				t.Errorf("Send = %v: want the cause kept, retryable (not ErrInvalidJob)", err)
 			}
@@ -169,7 +160,7 @@ func TestSQSFailures(t *testing.T) {
 				t.Errorf("error %q does not say what failed", err)
 			}
 			f.Reset()
-			if err := sqsqueue.NewSQS(f, queueURL).Send(context.Background(), validJob()); err != nil {
+			if err := sqsqueue.NewSQS(f, queueURL).Send(context.Background(), queuetest.ValidJob()); err != nil {
 				t.Errorf("Send after Reset: %v", err)
 			}
 		})
@@ -205,7 +196,7 @@ func TestSQSCharactersSQSRefuses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			f := &fakeSQS{}
-			j := validJob()
+			j := queuetest.ValidJob()
 			j.Labels, j.Pool = []string{tc.label}, tc.pool
 			if err := sqsqueue.NewSQS(f, queueURL).Send(t.Context(), j); err != nil {
 				t.Fatal(err)
@@ -259,7 +250,7 @@ func FuzzEncodeDecode(f *testing.F) {
 	f.Add("gpu-a10", "octo-org/hello", "self-hosted")
 	f.Add("p\uFFFF", "o/\x00r", "a\xffb")
 	f.Fuzz(func(t *testing.T, pool, repo, label string) {
-		j := validJob()
+		j := queuetest.ValidJob()
 		j.Pool, j.Repository, j.Labels = pool, repo, []string{label}
 		body, err := queue.EncodeMessage(j)
 		if err != nil {

@@ -12,17 +12,14 @@ import (
 func TestRoomDynamo(t *testing.T) {
 	t.Parallel()
 	storetest.RunRoom(t, func(t *testing.T) store.Room {
-		client := testenv.DynamoClient(t, testenv.Moto(t))
-		return dynamostore.NewRoomDynamo(client, storetest.NewTable(t, client, "skiff-room"))
+		return dynamostore.NewRoomDynamo(testenv.MotoTable(t, "skiff-room"))
 	})
 }
 
 func newLaunchDynamo(t *testing.T) store.Launches {
 	t.Helper()
 	// moto: the fenced fleet intent is a transaction, which dynalite lacks.
-	endpoint := testenv.Moto(t)
-	client := testenv.DynamoClient(t, endpoint)
-	return dynamostore.NewLaunchDynamo(client, storetest.NewTable(t, client, "skiff-launch"))
+	return dynamostore.NewLaunchDynamo(testenv.MotoTable(t, "skiff-launch"))
 }
 
 func TestLaunchDynamo(t *testing.T) {
@@ -34,8 +31,7 @@ func TestLaunchDynamo(t *testing.T) {
 // through the real SDK: the conditional PutItem is the ordering.
 func TestInstallationsDynamo(t *testing.T) {
 	t.Parallel()
-	client := testenv.DynamoClient(t, testenv.Dynalite(t))
 	storetest.RunInstallations(t, func(t *testing.T) store.Installations {
-		return dynamostore.NewInstallationsDynamo(client, storetest.NewTable(t, client, "installations"))
+		return dynamostore.NewInstallationsDynamo(testenv.DynaliteTable(t, "installations"))
 	})
 }

@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,18 +26,11 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-var (
-	dynamoOnce   sync.Once
-	dynamoClient *dynamodb.Client
-)
-
 // newTable creates a fresh table in the binary's dynalite and returns a
 // client for it and its name.
 func newTable(t *testing.T) (*dynamodb.Client, string) {
 	t.Helper()
-	endpoint := testenv.Dynalite(t)
-	dynamoOnce.Do(func() { dynamoClient = testenv.DynamoClient(t, endpoint) })
-	return dynamoClient, storetest.NewTable(t, dynamoClient, "skiff-test")
+	return testenv.DynaliteTable(t, "skiff-test")
 }
 
 // clock is a settable clock for WithClock.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,18 +19,11 @@ import (
 	"github.com/skiffci/skiff/pkg/store/storetest"
 )
 
-var (
-	motoOnce   sync.Once
-	motoClient *dynamodb.Client
-)
-
 // newMotoTable creates a fresh table (with the live-pool index) in the
 // binary's moto, which emulates TransactWriteItems (dynalite does not).
 func newMotoTable(t *testing.T) (*dynamodb.Client, string) {
 	t.Helper()
-	endpoint := testenv.Moto(t)
-	motoOnce.Do(func() { motoClient = testenv.MotoDynamoClient(t, endpoint) })
-	return motoClient, storetest.NewTable(t, motoClient, "skiff-ledger")
+	return testenv.MotoTable(t, "skiff-ledger")
 }
 
 func TestLedgerDynamoConformance(t *testing.T) {

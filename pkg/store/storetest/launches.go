@@ -6,8 +6,6 @@ import (
 	"github.com/skiffci/skiff/pkg/provisioning"
 	"reflect"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -81,26 +79,9 @@ func testLaunchClaims(t *testing.T, s store.Launches) {
 }
 
 func testConcurrentLaunchClaims(t *testing.T, s store.Launches) {
-	const n = 8
-	var wins atomic.Int32
-	var wg sync.WaitGroup
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := s.ClaimLaunch(context.Background(), launchClaim(7, 1, 1, time.Minute), 0, launchNow)
-			switch {
-			case err == nil:
-				wins.Add(1)
-			case !errors.Is(err, store.ErrConflict):
-				t.Errorf("claim: %v", err)
-			}
-		}()
-	}
-	wg.Wait()
-	if wins.Load() != 1 {
-		t.Errorf("%d concurrent claims won, want 1", wins.Load())
-	}
+	exactlyOneWins(t, 8, "claim", func() error {
+		return s.ClaimLaunch(context.Background(), launchClaim(7, 1, 1, time.Minute), 0, launchNow)
+	})
 }
 
 func testLaunchFleets(t *testing.T, s store.Launches) {

@@ -214,6 +214,25 @@ func together(n int, f func(i int)) {
 	wg.Wait()
 }
 
+// exactlyOneWins calls try n times at once: exactly one call must
+// succeed and every other fail with store.ErrConflict; what names the
+// calls in a failure.
+func exactlyOneWins(t *testing.T, n int, what string, try func() error) {
+	t.Helper()
+	var won atomic.Int64
+	together(n, func(int) {
+		switch err := try(); {
+		case err == nil:
+			won.Add(1)
+		case !errors.Is(err, store.ErrConflict):
+			t.Errorf("a concurrent %s: %v", what, err)
+		}
+	})
+	if won.Load() != 1 {
+		t.Errorf("%d of %d concurrent %ss won, want exactly 1", won.Load(), n, what)
+	}
+}
+
 func testRoomResume(t *testing.T, r store.Room) {
 	ctx := context.Background()
 	const place = "g6.xlarge@subnet-a"
@@ -363,25 +382,7 @@ func testRoomConcurrentOffers(t *testing.T, r store.Room) {
 	if _, err := r.Enter(ctx, waiting("gpu", 7, "acme/app", 0)); err != nil {
 		t.Fatal(err)
 	}
-	var won atomic.Int64
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := r.Offer(ctx, "gpu", 7, Now, Now.Add(time.Minute))
-			switch {
-			case err == nil:
-				won.Add(1)
-			case !errors.Is(err, store.ErrConflict):
-				t.Errorf("a concurrent offer: %v", err)
-			}
-		}()
-	}
-	wg.Wait()
-	if won.Load() != 1 {
-		t.Errorf("%d of 8 concurrent offers won, want exactly 1", won.Load())
-	}
+	exactlyOneWins(t, 8, "offer", func() error { return r.Offer(ctx, "gpu", 7, Now, Now.Add(time.Minute)) })
 }
 
 func testRoomLeave(t *testing.T, r store.Room) {

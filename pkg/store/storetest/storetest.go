@@ -95,8 +95,31 @@ type jobStep struct {
 	wantAdvanced bool
 }
 
+// recordJobCase is one RecordJob scenario: the events in the order they
+// arrive, and the record they must leave.
+type recordJobCase struct {
+	name  string
+	steps []jobStep
+	want  store.Job
+}
+
 func testRecordJob(t *testing.T, newStore func(t *testing.T) store.Store) {
-	const id = 9001
+	for _, tc := range recordJobCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			runRecordJobCase(t, newStore(t), tc)
+		})
+	}
+	t.Run("jobs are independent", func(t *testing.T) {
+		t.Parallel()
+		testJobsIndependent(t, newStore(t))
+	})
+}
+
+// recordJobCases are the RecordJob merge rules, one scenario each, all on
+// job recordJobID.
+func recordJobCases() []recordJobCase {
+	const id = recordJobID
 	ev := lifecycle(id)
 	waiting, queued, running, done := ev[store.StatusWaiting], ev[store.StatusQueued], ev[store.StatusInProgress], ev[store.StatusCompleted]
 	with := func(j store.Job, f func(*store.Job)) store.Job {
@@ -104,11 +127,7 @@ func testRecordJob(t *testing.T, newStore func(t *testing.T) store.Store) {
 		f(&j)
 		return j
 	}
-	cases := []struct {
-		name  string
-		steps []jobStep
-		want  store.Job
-	}{
+	return []recordJobCase{
 		{"first event creates the record", []jobStep{{queued, true}}, queued},
 		{"lifecycle in order advances at every step", []jobStep{
 			{waiting, true}, {queued, true}, {running, true}, {done, true}}, full(id)},
@@ -153,45 +172,49 @@ func testRecordJob(t *testing.T, newStore func(t *testing.T) store.Store) {
 			{store.Job{ID: id, Status: store.StatusQueued}, false}},
 			store.Job{ID: id, Status: store.StatusQueued}},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			s := newStore(t)
-			ctx := context.Background()
-			for i, st := range tc.steps {
-				adv, err := s.RecordJob(ctx, st.ev)
-				if err != nil {
-					t.Fatalf("step %d (%s): %v", i, st.ev.Status, err)
-				}
-				if adv != st.wantAdvanced {
-					t.Errorf("step %d (%s): advanced = %v, want %v", i, st.ev.Status, adv, st.wantAdvanced)
-				}
-			}
-			got, err := s.Job(ctx, id)
-			if err != nil {
-				t.Fatalf("Job: %v", err)
-			}
-			check(t, "job", got, tc.want)
-		})
+}
+
+// recordJobID is the job every recordJobCase is about.
+const recordJobID = 9001
+
+// runRecordJobCase records tc's events in order into s, checking what each
+// call says it advanced, then checks the record left.
+func runRecordJobCase(t *testing.T, s store.Store, tc recordJobCase) {
+	t.Helper()
+	ctx := context.Background()
+	for i, st := range tc.steps {
+		adv, err := s.RecordJob(ctx, st.ev)
+		if err != nil {
+			t.Fatalf("step %d (%s): %v", i, st.ev.Status, err)
+		}
+		if adv != st.wantAdvanced {
+			t.Errorf("step %d (%s): advanced = %v, want %v", i, st.ev.Status, adv, st.wantAdvanced)
+		}
 	}
-	t.Run("jobs are independent", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		ctx := context.Background()
-		a, b := lifecycle(1)[store.StatusCompleted], lifecycle(2)[store.StatusQueued]
-		for _, j := range []store.Job{a, b} {
-			if adv, err := s.RecordJob(ctx, j); err != nil || !adv {
-				t.Fatalf("RecordJob(%d) = %v, %v; want true, nil", j.ID, adv, err)
-			}
+	got, err := s.Job(ctx, recordJobID)
+	if err != nil {
+		t.Fatalf("Job: %v", err)
+	}
+	check(t, "job", got, tc.want)
+}
+
+// testJobsIndependent: two jobs' records do not touch each other.
+func testJobsIndependent(t *testing.T, s store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	a, b := lifecycle(1)[store.StatusCompleted], lifecycle(2)[store.StatusQueued]
+	for _, j := range []store.Job{a, b} {
+		if adv, err := s.RecordJob(ctx, j); err != nil || !adv {
+			t.Fatalf("RecordJob(%d) = %v, %v; want true, nil", j.ID, adv, err)
 		}
-		for _, want := range []store.Job{a, b} {
-			got, err := s.Job(ctx, want.ID)
-			if err != nil {
-				t.Fatalf("Job(%d): %v", want.ID, err)
-			}
-			check(t, fmt.Sprintf("job %d", want.ID), got, want)
+	}
+	for _, want := range []store.Job{a, b} {
+		got, err := s.Job(ctx, want.ID)
+		if err != nil {
+			t.Fatalf("Job(%d): %v", want.ID, err)
 		}
-	})
+		check(t, fmt.Sprintf("job %d", want.ID), got, want)
+	}
 }
 
 func testInvalidJob(t *testing.T, newStore func(t *testing.T) store.Store) {

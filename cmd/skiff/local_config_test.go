@@ -1,0 +1,114 @@
+package main
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/sqlite"
+)
+
+// TestLocalConfig: skiff local's configuration from its flags, the
+// environment, the key file and what skiff setup stored, with every
+// problem named.
+func TestLocalConfig(t *testing.T) {
+	t.Parallel()
+	base := localFlags{pools: "pools.yaml", dataDir: "d", provider: "process", runner: "/opt/run.sh --x", installations: "*",
+		allow: "acme", reconcile: time.Minute}
+	with := func(f func(*localFlags)) localFlags {
+		out := base
+		f(&out)
+		return out
+	}
+	env := map[string]string{"SKIFF_WEBHOOK_SECRET": "hook", "SKIFF_GITHUB_APP_KEY": "PEM"}
+	noKeyEnv := map[string]string{"SKIFF_WEBHOOK_SECRET": "hook"}
+	stored := setupApp{keys: `{"7":"pem"}`, hookSecret: "stored-hook", ok: true}
+	const (
+		needAppID  = "--app-id is required (or run skiff setup first)"
+		needKey    = "the App's key is required: --app-key-file or SKIFF_GITHUB_APP_KEY (or run skiff setup first)"
+		needSecret = "SKIFF_WEBHOOK_SECRET is required: skiff does not accept unsigned webhooks"
+	)
+	cases := []struct {
+		name         string
+		flags        localFlags
+		env          map[string]string
+		app          setupApp
+		wantProblems []string
+		check        func(t *testing.T, cfg localConfigView)
+	}{
+		{"flags and environment", with(func(f *localFlags) { f.appID = 7 }), env, setupApp{}, nil, func(t *testing.T, c localConfigView) {
+			want := localConfigView{AppIDs: []int64{7}, AppKeys: "PEM", WebhookSecret: "hook", RunnerCommand: []string{"/opt/run.sh", "--x"},
+				Allow: []string{"acme"}, Installations: []string{"*"}, Limits: map[string]int{}}
+			if !reflect.DeepEqual(c, want) {
+				t.Errorf("config = %+v, want %+v", c, want)
+			}
+		}},
+		{"the App skiff setup stored", base, nil, stored, nil, func(t *testing.T, c localConfigView) {
+			if c.AppKeys != stored.keys || c.WebhookSecret != "stored-hook" || c.AppIDs != nil {
+				t.Errorf("config = %+v, want the stored key and secret and no app id", c)
+			}
+		}},
+		{"the environment's secret over the stored one", base, noKeyEnv, stored, nil, func(t *testing.T, c localConfigView) {
+			if c.AppKeys != stored.keys || c.WebhookSecret != "hook" {
+				t.Errorf("config = %+v, want the stored key and the environment's secret", c)
+			}
+		}},
+		{"the key file", with(func(f *localFlags) { f.appID, f.keyFile = 7, "app.pem" }), noKeyEnv, setupApp{}, nil,
+			func(t *testing.T, c localConfigView) {
+				if c.AppKeys != "FILE PEM" {
+					t.Errorf("AppKeys = %q, want the file's", c.AppKeys)
+				}
+			}},
+		{"an unreadable key file", with(func(f *localFlags) { f.appID, f.keyFile = 7, "missing.pem" }), noKeyEnv, setupApp{},
+			[]string{"reading --app-key-file: no such file"}, nil},
+		{"nothing given", with(func(f *localFlags) { f.runner = "" }), nil, setupApp{},
+			[]string{needAppID, needKey, needSecret, "--runner is required with the process provider"}, nil},
+		{"the stored App unreadable", base, env, setupApp{err: errors.New("reading d: denied")},
+			[]string{"reading d: denied", needAppID}, nil},
+		{"slurm without a shared directory", with(func(f *localFlags) { f.appID, f.provider = 7, "slurm" }), env, setupApp{},
+			[]string{"--slurm-shared is required with the slurm provider"}, nil},
+		{"slurm without a runner", with(func(f *localFlags) { f.appID, f.provider, f.runner, f.slurmShared = 7, "slurm", "", "/shared" }), env,
+			setupApp{}, []string{"--runner is required with the slurm provider"}, nil},
+		{"dry-run needs no runner", with(func(f *localFlags) { f.appID, f.provider, f.runner = 7, "dry-run", "" }), env, setupApp{}, nil, nil},
+		{"bad limits and reconcile period", with(func(f *localFlags) { f.appID, f.limits, f.reconcile = 7, "gpu=x", 0 }), env, setupApp{},
+			[]string{`--limits: "gpu=x" is not pool=count`, "--reconcile-every must be positive"}, nil},
+		{"limits and fast sync", with(func(f *localFlags) { f.appID, f.limits, f.fast = 7, "gpu=1, cpu=8", true }), env, setupApp{}, nil,
+			func(t *testing.T, c localConfigView) {
+				if !reflect.DeepEqual(c.Limits, map[string]int{"gpu": 1, "cpu": 8}) || !c.Fast {
+					t.Errorf("Limits = %v, fast %v; want gpu=1 cpu=8, fast", c.Limits, c.Fast)
+				}
+			}},
+	}
+	readFile := func(name string) ([]byte, error) {
+		if name == "app.pem" {
+			return []byte("FILE PEM"), nil
+		}
+		return nil, errors.New("no such file")
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, problems := localConfig(tc.flags, func(k string) string { return tc.env[k] }, readFile, tc.app)
+			if !reflect.DeepEqual(problems, tc.wantProblems) {
+				t.Errorf("problems = %q, want %q", problems, tc.wantProblems)
+			}
+			if tc.check != nil {
+				tc.check(t, localConfigView{AppIDs: cfg.AppIDs, AppKeys: cfg.AppKeys, WebhookSecret: cfg.WebhookSecret,
+					RunnerCommand: cfg.RunnerCommand, Allow: cfg.Allow, Installations: cfg.Installations, Limits: cfg.Limits,
+					Fast: cfg.Durability == sqlite.Normal})
+			}
+		})
+	}
+}
+
+// localConfigView is the part of local.Config that localConfig decides
+// from more than one source.
+type localConfigView struct {
+	AppIDs                 []int64
+	AppKeys, WebhookSecret string
+	RunnerCommand          []string
+	Allow, Installations   []string
+	Limits                 map[string]int
+	Fast                   bool
+}
