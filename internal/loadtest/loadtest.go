@@ -95,7 +95,7 @@ type Faults struct {
 	Stalls           int     // scale-up invocations stalled past their claim's lease
 }
 
-// DefaultFaults are the rates of issue 15.
+// DefaultFaults are the harness's fault rates (docs/development.md).
 var DefaultFaults = Faults{
 	GitHub5xx: 0.20, RateLimitBursts: true, BusyLag: true, DuplicateHooks: 0.10, DroppedHooks: 0.02, ReorderedHooks: 0.05,
 	InsufficientCap: true, PartialFills: true, LostFleetAnswers: 0.02, FailedBoots: 0.03, SpotInterrupts: 0.05, EventChaos: true,

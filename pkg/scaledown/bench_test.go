@@ -28,7 +28,7 @@ import (
 	"github.com/skiffci/skiff/pkg/userdata"
 )
 
-// The mix of one 5,000-instance world (issue 11's scale). Every class is
+// The mix of one 5,000-instance world (the scale a reconciler pass is sized for). Every class is
 // an instance of the EC2 fake (launched through CreateFleet with its own
 // tags), most have a ledger record and a GitHub runner; ghosts are runners
 // only. 5,000 instances, 5,000 runners, 4,970 live records.

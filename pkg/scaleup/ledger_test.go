@@ -13,9 +13,8 @@ import (
 	"github.com/skiffci/skiff/pkg/store"
 )
 
-// The regressions of issue 10: each scenario was reproduced on the code
-// before the runner ledger, where it launched twice, lost a job or stopped a
-// pool for good.
+// The ledger's scenarios: without the runner ledger, each of them launches
+// twice, loses a job or stops a pool for good.
 
 // liveByJob counts live instances per job id tag ("skiff:job-id" or, for
 // shared fleets, the runner name of the registration).
