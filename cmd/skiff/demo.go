@@ -598,7 +598,7 @@ func peakRSS() string {
 // against the schema, and writes the usage report.
 func records(ctx context.Context, l *local.Local, jobs []*demoJob, report string) (int, []string, error) {
 	var recs []metrics.Record
-	for r, err := range l.Records.List(ctx, metrics.Filter{}) {
+	for r, err := range l.MetricsRecords.List(ctx, metrics.Filter{}) {
 		if err != nil {
 			return 0, nil, err
 		}

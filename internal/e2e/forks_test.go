@@ -158,7 +158,7 @@ func newStack(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	s.svc, err = scaleup.New(scaleup.Options{
-		Pools: pools, Launches: launches, Ledger: ledger, Records: jobs, Provider: provider, GitHub: gh,
+		Pools: pools, Launches: launches, Ledger: ledger, Jobs: jobs, Provider: provider, GitHub: gh,
 		Counter: s.scaleup, Logger: logger, Now: clock.Now,
 	})
 	if err != nil {

@@ -85,7 +85,7 @@ func (w *world) status() string {
 // check judges the run: every invariant, then the figures.
 func (w *world) check() Report {
 	w.discover()
-	rep := Report{Seed: w.cfg.Seed, Store: w.cfg.Store, Records: w.cfg.MetricsRecords, Runs: len(w.runs), Jobs: len(w.jobs),
+	rep := Report{Seed: w.cfg.Seed, Store: w.cfg.Store, MetricsRecords: w.cfg.MetricsRecords, Runs: len(w.runs), Jobs: len(w.jobs),
 		Probes: len(w.probes), FaultCounts: w.faults,
 		ServiceCounts: w.counter.Snapshot(), Invocations: w.invocations, Crashed: w.crashes, Stalled: w.stalls,
 		Replacements: w.logs.total(), PeakHeap: w.peakHeap}

@@ -134,13 +134,13 @@ var Plants = []string{PlantIgnoreBusyFlag, PlantIgnoreLedgerStart, PlantIgnoreHo
 
 // Report is what a run found: its invariant failures and its figures.
 type Report struct {
-	Seed     uint64
-	Store    Store
-	Records  bool // metrics records on
-	Jobs     int  // jobs queued by GitHub, re-runs included
-	Runs     int
-	Failures []string // invariant failures; empty when skiff kept every promise
-	Probes   int      // jobs whose busy signals the harness holds back (probes.go)
+	Seed           uint64
+	Store          Store
+	MetricsRecords bool // metrics records on
+	Jobs           int  // jobs queued by GitHub, re-runs included
+	Runs           int
+	Failures       []string // invariant failures; empty when skiff kept every promise
+	Probes         int      // jobs whose busy signals the harness holds back (probes.go)
 
 	Completed     int           // jobs completed on one of skiff's runners
 	Instances     int           // instances launched
@@ -194,7 +194,7 @@ func per(n, d int) float64 {
 func (r Report) String() string {
 	var b strings.Builder
 	records := "off"
-	if r.Records {
+	if r.MetricsRecords {
 		records = "on"
 	}
 	fmt.Fprintf(&b, "seed %d, store %s, metrics records %s: %d jobs in %d runs, %d completed on skiff runners, %d instances, %d replacements, %d re-runs, %d dead letters\n",

@@ -294,7 +294,7 @@ func (w *world) startRoom() {
 	jitter := mrand.New(mrand.NewPCG(w.cfg.Seed+9, 0x200))
 	var jmu sync.Mutex
 	var err error
-	w.room, err = room.New(room.Options{Room: w.be.room, Queue: w.q, Records: w.be.records, Pools: w.pools, Ledger: w.be.ledger,
+	w.room, err = room.New(room.Options{Room: w.be.room, Queue: w.q, Jobs: w.be.records, Pools: w.pools, Ledger: w.be.ledger,
 		Counter: w.counter, Logger: w.log.With("function", "room"), Now: w.clock.Now, Jitter: func() float64 {
 			jmu.Lock()
 			defer jmu.Unlock()
@@ -315,7 +315,7 @@ func (w *world) startScaleUp() {
 	var err error
 	w.up, err = scaleup.New(scaleup.Options{Pools: w.pools, Launches: stepLaunches{upLaunches},
 		Ledger: stepLedger{room.Ledger{Ledger: w.be.ledger, Room: w.room}}, Room: w.room,
-		Records: w.be.records, Provider: stepProvider{w.upGuard}, GitHub: stepGitHub{w.githubClient("scaleup", cfg.Seed+5)}, Counter: w.counter,
+		Jobs: w.be.records, Provider: stepProvider{w.upGuard}, GitHub: stepGitHub{w.githubClient("scaleup", cfg.Seed+5)}, Counter: w.counter,
 		Logger: w.log.With("function", "scaleup"), Now: w.clock.Now, Executor: fanout.NewSeeded(cfg.Seed + 6)})
 	if err != nil {
 		w.t.Fatal(err)
@@ -363,7 +363,7 @@ func (w *world) startScaleDown() {
 		t.Fatal(err)
 	}
 	w.down, err = scaledown.New(scaledown.Options{Pools: w.pools, Ledger: room.Ledger{Ledger: peers.ledger, Room: w.room},
-		Room: w.room, Claims: w.be.launches, Records: w.be.records,
+		Room: w.room, Claims: w.be.launches, Jobs: w.be.records,
 		Provider: peers.provider, GitHub: peers.github, Queue: peers.replacements, Metrics: w.metricsWriter(), Counter: w.counter,
 		Logger: w.log.With("function", "scaledown"), Now: w.clock.Now, Scopes: []github.Scope{github.OrgScope(org)}, Apps: []int64{appID},
 		MaxReplacements: 3, RerunInterrupted: []string{"*"}, MaxJobChecks: cfg.MaxJobChecks, Executor: fanout.NewSeeded(cfg.Seed + 8)})
@@ -387,7 +387,7 @@ func (w *world) metricsWriter() scaledown.MetricsWriter {
 	if !w.cfg.MetricsRecords {
 		return scaledown.NoMetrics{}
 	}
-	return &scaledown.RecordWriter{Pools: w.recordPools(), Records: w.be.records, Ledger: w.be.ledger, Out: w.be.metrics,
+	return &scaledown.RecordWriter{Pools: w.recordPools(), Jobs: w.be.records, Ledger: w.be.ledger, Out: w.be.metrics,
 		CloudProvider: "aws", Region: region, Prices: pool.Prices, Counter: w.counter, Logger: w.log.With("function", "scaledown")}
 }
 

@@ -96,7 +96,7 @@ type Config struct {
 	// Durability is the SQLite file's synchronous mode (default sqlite.Full).
 	Durability sqlite.Synchronous
 	// MetricsRecords turns on one metrics record per finished job, kept in
-	// the SQLite file (Local.Records); the process provider measures each
+	// the SQLite file (Local.MetricsRecords); the process provider measures each
 	// runner (CPU time, peak memory, GPUs) and describes the host.
 	MetricsRecords bool
 	// Now is the clock (default time.Now), for tests.
@@ -116,10 +116,10 @@ type Local struct {
 	Ledger store.Ledger
 	// Room is the pools' waiting room.
 	Room *room.Service
-	// Records holds the metrics records (with MetricsRecords).
-	Records  *sqlite.MetricsRecords
-	Provider provider.Provider
-	ScaleUp  *scaleup.Service
+	// MetricsRecords holds the metrics records (with Config.MetricsRecords).
+	MetricsRecords *sqlite.MetricsRecords
+	Provider       provider.Provider
+	ScaleUp        *scaleup.Service
 	// ScaleDown is the reconciler, run every ReconcileEvery.
 	ScaleDown *scaledown.Service
 	Webhook   *webhook.Handler
@@ -327,7 +327,7 @@ func (l *Local) buildServices(pools *pool.Config, gh *github.Client, ledger *sql
 	// and is offered the moment one of the pool's runners ends (the ledger
 	// below wakes it, whoever reports the end).
 	var err error
-	l.Room, err = room.New(room.Options{Room: sqlite.NewRoom(l.db), Queue: l.Queue, Records: l.Store, Pools: pools,
+	l.Room, err = room.New(room.Options{Room: sqlite.NewRoom(l.db), Queue: l.Queue, Jobs: l.Store, Pools: pools,
 		Ledger: ledger, Logger: logger, Now: cfg.Now})
 	if err != nil {
 		return err
@@ -339,7 +339,7 @@ func (l *Local) buildServices(pools *pool.Config, gh *github.Client, ledger *sql
 	if err != nil {
 		return err
 	}
-	l.ScaleUp, err = scaleup.New(scaleup.Options{Pools: pools, Launches: launches, Ledger: l.Ledger, Records: l.Store,
+	l.ScaleUp, err = scaleup.New(scaleup.Options{Pools: pools, Launches: launches, Ledger: l.Ledger, Jobs: l.Store,
 		Provider: l.Provider, GitHub: gh, Counter: counter, Logger: logger, Now: cfg.Now, GitHubURL: cfg.GitHubURL, Room: l.Room,
 		// Locally GitHub's answer is cheap and a slot is precious: a job
 		// cancelled while it waited for one is not launched.
@@ -347,7 +347,7 @@ func (l *Local) buildServices(pools *pool.Config, gh *github.Client, ledger *sql
 	if err != nil {
 		return err
 	}
-	l.ScaleDown, err = scaledown.New(scaledown.Options{Pools: pools, Ledger: l.Ledger, Claims: launches, Records: l.Store,
+	l.ScaleDown, err = scaledown.New(scaledown.Options{Pools: pools, Ledger: l.Ledger, Claims: launches, Jobs: l.Store,
 		Provider: l.Provider, GitHub: gh, Queue: l.Queue, Counter: counter, Logger: logger, Now: cfg.Now,
 		Apps: cfg.AppIDs, Metrics: metricsWriter, ScaleUpChecksQueued: true, // scale-up runs with CheckQueued above
 		Room: l.Room})
@@ -362,14 +362,14 @@ func (l *Local) buildServices(pools *pool.Config, gh *github.Client, ledger *sql
 
 // metricsWriter is the reconciler's metrics writer and the pools whose
 // ended runners get a record: with MetricsRecords, one record per finished
-// job in the SQLite file (l.Records), measured the provider's way.
+// job in the SQLite file (l.MetricsRecords), measured the provider's way.
 func (l *Local) metricsWriter(pools *pool.Config, ledger *sqlite.Ledger, counter telemetry.Counter) (scaledown.MetricsWriter, []string) {
 	if !l.cfg.MetricsRecords {
 		return scaledown.NoMetrics{}, nil
 	}
-	l.Records = sqlite.NewMetricsRecords(l.db)
+	l.MetricsRecords = sqlite.NewMetricsRecords(l.db)
 	recordPools := []string{"*"}
-	rw := &scaledown.RecordWriter{Pools: recordPools, Records: l.Store, Ledger: ledger, Out: l.Records,
+	rw := &scaledown.RecordWriter{Pools: recordPools, Jobs: l.Store, Ledger: ledger, Out: l.MetricsRecords,
 		CloudProvider: l.cfg.Provider, Region: "local", Counter: counter, Logger: l.log, CostPerHour: map[string]float64{}}
 	for _, pl := range pools.Pools { // an operator's rate for pools off EC2
 		if pl.CostPerHour > 0 {

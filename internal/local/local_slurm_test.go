@@ -102,7 +102,7 @@ func TestLocalModeSlurm(t *testing.T) {
 	byJob := map[int64]metrics.Record{}
 	for deadline := time.Now().Add(time.Minute); len(recs) < n; {
 		recs = map[int64]int{}
-		for r, err := range l.Records.List(context.Background(), metrics.Filter{}) {
+		for r, err := range l.MetricsRecords.List(context.Background(), metrics.Filter{}) {
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -19,7 +19,7 @@ import (
 func dynamoRoom(ddb *dynamodb.Client, sqsc *sqs.Client, table, queueURL string, pools *pool.Config, ledger store.Ledger,
 	counter telemetry.Counter, gauges telemetry.Gauges, logger *slog.Logger) (*room.Service, error) {
 	return room.New(room.Options{Room: dynamostore.NewRoomDynamo(ddb, table), Queue: sqsqueue.NewSQS(sqsc, queueURL),
-		Records: dynamostore.NewDynamo(ddb, table), Pools: pools, Ledger: ledger, Counter: counter, Gauges: gauges, Logger: logger})
+		Jobs: dynamostore.NewDynamo(ddb, table), Pools: pools, Ledger: ledger, Counter: counter, Gauges: gauges, Logger: logger})
 }
 
 // WakingEvents is the ledger as the state-change service writes it, with

@@ -167,7 +167,7 @@ func newScaleDownService(ctx context.Context, cfg ScaleDownConfig, awsCfg aws.Co
 	}
 	var mw scaledown.MetricsWriter = scaledown.NoMetrics{}
 	if len(cfg.MetricsPools) > 0 {
-		mw = &scaledown.RecordWriter{Pools: cfg.MetricsPools, Records: records, Ledger: ledger,
+		mw = &scaledown.RecordWriter{Pools: cfg.MetricsPools, Jobs: records, Ledger: ledger,
 			Peaks: cwpeaks.New(cloudwatch.NewFromConfig(awsCfg)), Out: recordstore.New(ddb, cfg.MetricsTable),
 			CloudProvider: prov.Name(), Region: cfg.Region, Prices: pool.Prices, Counter: counter, Logger: logger}
 	}
@@ -187,7 +187,7 @@ func newScaleDownService(ctx context.Context, cfg ScaleDownConfig, awsCfg aws.Co
 		return nil, err
 	}
 	return scaledown.New(scaledown.Options{Pools: pools, Ledger: room.Ledger{Ledger: ledger, Room: rm}, Claims: launches,
-		Records: records, Provider: prov, Room: rm,
+		Jobs: records, Provider: prov, Room: rm,
 		GitHub: gh, Queue: sqsqueue.NewSQS(sqsc, cfg.QueueURL), Metrics: mw, Counter: counter, Logger: logger,
 		Scopes: scopes, RepoScope: cfg.RepoScope, Apps: redeliver, MaxReplacements: cfg.MaxReplacements,
 		MaxGitHubCalls:   cfg.MaxGitHubCalls,

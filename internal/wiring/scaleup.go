@@ -268,7 +268,7 @@ func newScaleUpService(ctx context.Context, cfg ScaleUpConfig, awsCfg aws.Config
 		ledger, waiter = room.Ledger{Ledger: ledger, Room: rm}, rm
 	}
 	return scaleup.New(scaleup.Options{
-		Pools: pools, Launches: launches, Ledger: ledger, Records: records, Room: waiter,
+		Pools: pools, Launches: launches, Ledger: ledger, Jobs: records, Room: waiter,
 		Provider: prov, GitHub: gh,
 		Counter: counter, Timings: telemetry.NewEMFTimings(os.Stdout, cfg.MetricsNamespace, names.FunctionScaleUp, nil),
 		Logger: logger, Scope: cfg.Scope, GitHubURL: cfg.GitHubURL, CheckQueued: cfg.CheckQueued,

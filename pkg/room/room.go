@@ -70,8 +70,8 @@ const (
 // launch is not offered twice.
 const DefaultOfferLease = 2 * time.Minute
 
-// Records reads job records: a job that started or completed leaves.
-type Records interface {
+// JobRecords reads job records: a job that started or completed leaves.
+type JobRecords interface {
 	Job(ctx context.Context, id int64) (store.Job, error)
 }
 
@@ -84,7 +84,7 @@ type Live interface {
 type Options struct {
 	Room    store.Room
 	Queue   queue.Sender // a queue.DelayedSender gets the capacity backoff as a delay
-	Records Records
+	Jobs    JobRecords
 	Pools   *pool.Config
 	Ledger  Live
 	Counter telemetry.Counter // default telemetry.Discard
@@ -128,7 +128,7 @@ func New(o Options) (*Service, error) {
 		return nil, errors.New("room: a store is required")
 	case o.Queue == nil:
 		return nil, errors.New("room: a queue is required")
-	case o.Records == nil:
+	case o.Jobs == nil:
 		return nil, errors.New("room: job records are required")
 	}
 	if o.Counter == nil {
@@ -409,7 +409,7 @@ func (s *Service) gone(ctx context.Context, w store.Waiting) (bool, string) {
 	if s.o.Now().Sub(w.Since) >= store.RoomLimit-time.Minute {
 		return true, "github_limit"
 	}
-	j, err := s.o.Records.Job(ctx, w.JobID)
+	j, err := s.o.Jobs.Job(ctx, w.JobID)
 	switch {
 	case err != nil:
 		return false, ""

@@ -47,7 +47,7 @@ func newEnv(t *testing.T) *env {
 	e := &env{room: store.NewRoomMemory(), q: &queue.Memory{}, records: store.NewMemory(), live: &live{},
 		counter: &telemetry.Memory{}, clock: ghsim.NewClock(time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC))}
 	e.q.SetClock(e.clock.Now)
-	e.svc, err = room.New(room.Options{Room: e.room, Queue: e.q, Records: e.records, Pools: cfg, Ledger: e.live,
+	e.svc, err = room.New(room.Options{Room: e.room, Queue: e.q, Jobs: e.records, Pools: cfg, Ledger: e.live,
 		Counter: e.counter, Now: e.clock.Now, Jitter: func() float64 { return 0.5 }})
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +177,7 @@ func TestDuplicateWakeUps(t *testing.T) {
 	offered := make(chan int, wakers)
 	var wg sync.WaitGroup
 	for range wakers {
-		svc, err := room.New(room.Options{Room: shared, Queue: e.q, Records: e.records, Ledger: e.live, Now: e.clock.Now})
+		svc, err := room.New(room.Options{Room: shared, Queue: e.q, Jobs: e.records, Ledger: e.live, Now: e.clock.Now})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -26,7 +26,7 @@ func (p *pass) backfill(ctx context.Context, jobs []MetricsJob) {
 		if r, err := a.record(ctx, p.s.o.Ledger); err == nil && r.BusyJob != 0 {
 			jobID = r.BusyJob
 		}
-		job, err := p.s.o.Records.Job(ctx, jobID)
+		job, err := p.s.o.Jobs.Job(ctx, jobID)
 		if err != nil || job.Status != store.StatusInProgress || job.RunnerName != a.Runner {
 			continue
 		}
@@ -48,7 +48,7 @@ func (p *pass) backfill(ctx context.Context, jobs []MetricsJob) {
 		if done.CompletedAt.IsZero() {
 			done.CompletedAt = p.now
 		}
-		if _, err := p.s.o.Records.RecordJob(ctx, done); err != nil {
+		if _, err := p.s.o.Jobs.RecordJob(ctx, done); err != nil {
 			p.fail("completing job record", err, "job_id", jobID)
 			continue
 		}

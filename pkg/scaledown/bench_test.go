@@ -138,19 +138,19 @@ func (k countingClaims) ClaimLaunch(ctx context.Context, c provisioning.Claim, p
 	return k.Claims.ClaimLaunch(ctx, c, prev, now)
 }
 
-type countingRecords struct {
-	scaledown.Records
+type countingJobs struct {
+	scaledown.JobRecords
 	c *counted
 }
 
-func (r countingRecords) Job(ctx context.Context, id int64) (store.Job, error) {
+func (r countingJobs) Job(ctx context.Context, id int64) (store.Job, error) {
 	r.c.add("Job")
-	return r.Records.Job(ctx, id)
+	return r.JobRecords.Job(ctx, id)
 }
 
-func (r countingRecords) Run(ctx context.Context, id int64) (store.Run, error) {
+func (r countingJobs) Run(ctx context.Context, id int64) (store.Run, error) {
 	r.c.add("Run")
-	return r.Records.Run(ctx, id)
+	return r.JobRecords.Run(ctx, id)
 }
 
 // noRegistrations: the bench launches nothing through the provider.
@@ -409,7 +409,7 @@ func newBenchWorld(tb testing.TB) *benchWorld {
 
 	ops := &counted{ops: map[string]int{}}
 	down, err := scaledown.New(scaledown.Options{Pools: pools, Ledger: countingLedger{ledger, ops}, Claims: countingClaims{claims, ops},
-		Records: countingRecords{records, ops}, Provider: prov, GitHub: gh, Queue: &queue.Memory{}, Logger: log, Now: clock.Now,
+		Jobs: countingJobs{records, ops}, Provider: prov, GitHub: gh, Queue: &queue.Memory{}, Logger: log, Now: clock.Now,
 		Scopes: []github.Scope{github.OrgScope("acme")}})
 	if err != nil {
 		tb.Fatal(err)

@@ -205,12 +205,12 @@ func newWorldSim(t *testing.T, seed uint64, simOpts func(*ghsim.Options), opts .
 	w.records.SetClock(w.clock.Now)
 	w.q = &queue.Memory{}
 	w.q.SetClock(w.clock.Now)
-	w.up, err = scaleup.New(scaleup.Options{Pools: pools, Launches: w.launch, Ledger: unrecordedLedger{w.ledger, &w.unrecorded}, Records: w.records, Provider: w.prov,
+	w.up, err = scaleup.New(scaleup.Options{Pools: pools, Launches: w.launch, Ledger: unrecordedLedger{w.ledger, &w.unrecorded}, Jobs: w.records, Provider: w.prov,
 		GitHub: gh, Counter: w.counter, Logger: log, Now: w.clock.Now, MaxAttempts: 50})
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := scaledown.Options{Pools: pools, Ledger: w.ledger, Claims: w.launch, Records: w.records, Provider: w.prov,
+	o := scaledown.Options{Pools: pools, Ledger: w.ledger, Claims: w.launch, Jobs: w.records, Provider: w.prov,
 		GitHub: gh, Queue: w.q, Counter: w.counter, Logger: log, Now: w.clock.Now, Scopes: []github.Scope{github.OrgScope("acme")},
 		Apps: []int64{42}, MaxReplacements: 10, MaxJobChecks: 20}
 	for _, f := range opts {

@@ -81,11 +81,11 @@ func (NoMetrics) Write(context.Context, time.Time, []MetricsJob) map[string]Outc
 // exactly once (metrics.Records.Put; ErrExists means done).
 type RecordWriter struct {
 	// Pools are the pools that opted in; "*" means all.
-	Pools   []string
-	Records Records
-	Ledger  store.Ledger
-	Peaks   metrics.PeakReader
-	Out     metrics.Records
+	Pools  []string
+	Jobs   JobRecords
+	Ledger store.Ledger
+	Peaks  metrics.PeakReader
+	Out    metrics.Records
 	// CloudProvider and Region go into every record.
 	CloudProvider, Region string
 	Prices                *pool.PriceTable
@@ -175,7 +175,7 @@ func (b *recordBatch) add(ctx context.Context, j MetricsJob) {
 	if rerr == nil && r.BusyJob != 0 {
 		jobID = r.BusyJob
 	}
-	job, err := w.Records.Job(ctx, jobID)
+	job, err := w.Jobs.Job(ctx, jobID)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		w.count("error")
 		b.log.Error("reading job record for its metrics", "job_id", jobID, "err", err)
@@ -185,7 +185,7 @@ func (b *recordBatch) add(ctx context.Context, j MetricsJob) {
 		b.notRunHere(j, r, rerr)
 		return
 	}
-	run, err := w.Records.Run(ctx, job.RunID)
+	run, err := w.Jobs.Run(ctx, job.RunID)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		w.count("error")
 		b.log.Error("reading run record for its metrics", "run_id", job.RunID, "err", err)

@@ -92,7 +92,7 @@ func TestRecordWriter(t *testing.T) {
 	out := &metrics.MemoryRecords{}
 	pk := &peaks{cpu: 87.5, pending: true}
 	counts := &telemetry.Memory{}
-	w := &scaledown.RecordWriter{Pools: []string{"cpu"}, Records: st, Ledger: ledger, Peaks: pk, Out: out,
+	w := &scaledown.RecordWriter{Pools: []string{"cpu"}, Jobs: st, Ledger: ledger, Peaks: pk, Out: out,
 		CloudProvider: "aws", Region: "us-east-1", Wait: 10 * time.Minute, Counter: counts}
 	if !w.Enabled("CPU") || w.Enabled("gpu") {
 		t.Error("Enabled: want the listed pool (any case) only")
@@ -150,7 +150,7 @@ func TestRecordWriterGivesUpOnPeaks(t *testing.T) {
 	st, ledger := recordWorld(t)
 	out := &metrics.MemoryRecords{}
 	pk := &peaks{err: errors.New("throttled")}
-	w := &scaledown.RecordWriter{Pools: []string{"*"}, Records: st, Ledger: ledger, Peaks: pk, Out: out, CloudProvider: "aws",
+	w := &scaledown.RecordWriter{Pools: []string{"*"}, Jobs: st, Ledger: ledger, Peaks: pk, Out: out, CloudProvider: "aws",
 		Region: "us-east-1", Wait: 10 * time.Minute}
 	job := []scaledown.MetricsJob{{Runner: "skiff-7-1", Pool: "cpu", JobID: 7}}
 	// Within the wait a failed read holds the record back ...
@@ -223,7 +223,7 @@ func TestRecordWriterAwaitsALateStart(t *testing.T) {
 	st, ledger := recordWorld(t)
 	out := &metrics.MemoryRecords{}
 	counts := &telemetry.Memory{}
-	w := &scaledown.RecordWriter{Pools: []string{"*"}, Records: st, Ledger: ledger, Out: out, CloudProvider: "aws",
+	w := &scaledown.RecordWriter{Pools: []string{"*"}, Jobs: st, Ledger: ledger, Out: out, CloudProvider: "aws",
 		Region: "us-east-1", Prices: pool.Prices, AwaitWindow: time.Hour, Counter: counts}
 	for _, id := range []int64{10, 11} {
 		name := fmt.Sprintf("skiff-%d-1", id)
@@ -295,7 +295,7 @@ func TestRecordWriterLateStartOfAnotherJob(t *testing.T) {
 	st, ledger := recordWorld(t)
 	out := &metrics.MemoryRecords{}
 	counts := &telemetry.Memory{}
-	w := &scaledown.RecordWriter{Pools: []string{"*"}, Records: st, Ledger: ledger, Out: out, CloudProvider: "aws",
+	w := &scaledown.RecordWriter{Pools: []string{"*"}, Jobs: st, Ledger: ledger, Out: out, CloudProvider: "aws",
 		Region: "us-east-1", AwaitWindow: 2 * time.Minute, Counter: counts}
 	jobs := []store.Job{
 		{ID: 20, Status: store.StatusInProgress, StartedAt: m0.Add(2 * time.Second), RunnerName: "skiff-21-1"},

@@ -113,8 +113,8 @@ type GitHub interface {
 
 var _ GitHub = (*github.Client)(nil)
 
-// Records reads the job and run records the webhook keeps (store.Store).
-type Records interface {
+// JobRecords reads the job and run records the webhook keeps (store.Store).
+type JobRecords interface {
 	Job(ctx context.Context, id int64) (store.Job, error)
 	Run(ctx context.Context, id int64) (store.Run, error)
 	// RecordJob completes a job record from GitHub's answer when the
@@ -133,13 +133,13 @@ type Claims interface {
 	MarkOnDemand(ctx context.Context, run int64, pool string, attempt int, until time.Time) error
 }
 
-// Options configure a Service. Pools, Ledger, Claims, Records, Provider,
+// Options configure a Service. Pools, Ledger, Claims, Jobs, Provider,
 // GitHub and Queue are required.
 type Options struct {
 	Pools    *pool.Config
 	Ledger   store.Ledger
 	Claims   Claims
-	Records  Records
+	Jobs     JobRecords
 	Provider provider.Provider
 	GitHub   GitHub
 	// Queue receives replacement jobs (the scale-up queue).
@@ -215,7 +215,7 @@ type Service struct {
 func New(o Options) (*Service, error) {
 	var missing []string
 	for name, ok := range map[string]bool{"pools": o.Pools != nil, "ledger": o.Ledger != nil, "claims": o.Claims != nil,
-		"records": o.Records != nil, "provider": o.Provider != nil, "github": o.GitHub != nil, "queue": o.Queue != nil} {
+		"job records": o.Jobs != nil, "provider": o.Provider != nil, "github": o.GitHub != nil, "queue": o.Queue != nil} {
 		if !ok {
 			missing = append(missing, name)
 		}
@@ -268,15 +268,15 @@ func New(o Options) (*Service, error) {
 
 // Report is what one pass did, for logs and tests.
 type Report struct {
-	Instances, Runners, Records int
-	Advances                    int
-	Actions                     map[decide.Rule]int
-	Kept                        int
-	Replacements                int
-	Reruns                      int
-	Redeliveries                int
-	Deferred                    int
-	Errors                      int
+	Instances, Runners, RunnerRecords int
+	Advances                          int
+	Actions                           map[decide.Rule]int
+	Kept                              int
+	Replacements                      int
+	Reruns                            int
+	Redeliveries                      int
+	Deferred                          int
+	Errors                            int
 }
 
 // Reconcile runs one pass. It returns an error only when it could not read
@@ -307,7 +307,7 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 		p.instances[i.ID] = i
 	}
 	in.Runners, in.RunnersComplete = p.listRunners(ctx, insts)
-	p.rep.Instances, p.rep.Runners, p.rep.Records = len(insts), len(in.Runners), len(in.Ledger)
+	p.rep.Instances, p.rep.Runners, p.rep.RunnerRecords = len(insts), len(in.Runners), len(in.Ledger)
 
 	d := decide.Decide(in)
 	p.advance(ctx, d.Advances)
@@ -320,7 +320,7 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 	if !p.late(ctx) {
 		s.o.Room.Sweep(ctx)
 	}
-	p.log.Info("scale-down pass", "instances", p.rep.Instances, "runners", p.rep.Runners, "records", p.rep.Records,
+	p.log.Info("scale-down pass", "instances", p.rep.Instances, "runners", p.rep.Runners, "runner_records", p.rep.RunnerRecords,
 		"advances", p.rep.Advances, "actions", p.rep.Actions, "kept", p.rep.Kept, "replacements", p.rep.Replacements,
 		"reruns", p.rep.Reruns, "redeliveries", p.rep.Redeliveries, "deferred", p.rep.Deferred, "errors", p.rep.Errors)
 	return p.rep, nil

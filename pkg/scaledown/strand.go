@@ -52,7 +52,7 @@ func (p *pass) stillQueued(ctx context.Context, a *decide.Action, c provisioning
 	if hasClaim && a.Gen > 0 && c.Gen > a.Gen {
 		return job, false, true // replaced already (or launched again by scale-up)
 	}
-	job, err := p.s.o.Records.Job(ctx, a.JobID)
+	job, err := p.s.o.Jobs.Job(ctx, a.JobID)
 	if errors.Is(err, store.ErrNotFound) {
 		return job, false, true // the record expired: nothing to launch for
 	}
@@ -162,7 +162,7 @@ func (p *pass) rerun(ctx context.Context, a *decide.Action) bool {
 		p.defer1("job_unknown", "rule", "rerun", "runner_name", a.Runner)
 		return false
 	}
-	job, err := p.s.o.Records.Job(ctx, jobID)
+	job, err := p.s.o.Jobs.Job(ctx, jobID)
 	if err != nil {
 		return errors.Is(err, store.ErrNotFound)
 	}

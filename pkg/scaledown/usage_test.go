@@ -39,7 +39,7 @@ func TestRecordWriterLocal(t *testing.T) {
 	cpu, gib := 120.5, 3.25
 	gpus := 0
 	out := &metrics.MemoryRecords{}
-	w := &scaledown.RecordWriter{Pools: []string{"*"}, Records: st, Ledger: ledger, Out: out, CloudProvider: "local", Region: "local",
+	w := &scaledown.RecordWriter{Pools: []string{"*"}, Jobs: st, Ledger: ledger, Out: out, CloudProvider: "local", Region: "local",
 		Peaks: scaledown.ProviderPeaks{Source: measured{"proc-1": {CPUSeconds: &cpu, MemoryPeakGiB: &gib}}},
 		Host:  &metrics.Host{CPUModel: "AMD EPYC 7R13", CPUs: 8, GPUs: &gpus}, CostPerHour: map[string]float64{"cpu": 0.5}}
 	done := w.Write(ctx, m0.Add(32*time.Minute), []scaledown.MetricsJob{{Runner: "skiff-10-1", Pool: "cpu", JobID: 10, InstanceID: "proc-1"}})
@@ -110,7 +110,7 @@ func TestRecordWriterAccounted(t *testing.T) {
 	src := &accounted{known: map[string]*metrics.Peaks{"1": {CPUSeconds: &cpu, MemoryPeakGiB: &gib, Host: &metrics.Host{CPUs: 2, GPUs: &gpus},
 		Slurm: &metrics.Slurm{Cluster: "hpc", Partition: "gpu", Nodes: "node7", JobID: "1", State: "COMPLETED"}}}}
 	out := &metrics.MemoryRecords{}
-	w := &scaledown.RecordWriter{Pools: []string{"*"}, Records: st, Ledger: ledger, Out: out, CloudProvider: "slurm",
+	w := &scaledown.RecordWriter{Pools: []string{"*"}, Jobs: st, Ledger: ledger, Out: out, CloudProvider: "slurm",
 		Peaks: scaledown.AccountedPeaks{Source: src}, CostPerHour: map[string]float64{"hpc": 2}, Wait: 10 * time.Minute}
 	done := w.Write(ctx, m0.Add(12*time.Minute), jobs)
 	if done["skiff-a"] != scaledown.Done || done["skiff-b"] != scaledown.Wait || len(src.asked) != 1 || !slices.Equal(src.asked[0], []string{"1", "2"}) {

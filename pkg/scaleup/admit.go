@@ -100,7 +100,7 @@ type runTrigger struct {
 // for the actor of a run from a fork: a record without one (kept before
 // the webhook recorded actors) is then completed from GitHub.
 func (s *Service) trigger(ctx context.Context, w *work, needActor bool) (runTrigger, error) {
-	run, err := s.o.Records.Run(ctx, w.job.RunID)
+	run, err := s.o.Jobs.Run(ctx, w.job.RunID)
 	switch {
 	case err == nil && run.Event != "" && (!needActor || !run.FromFork || run.Actor != ""):
 		return runTrigger{Trigger: pool.Trigger{Event: run.Event, Fork: run.FromFork}, actor: run.Actor}, nil

@@ -196,7 +196,7 @@ func (s *Service) ran(ctx context.Context, jobID int64, gen int) (string, bool) 
 		}
 		return name, true
 	}
-	if j, err := s.o.Records.Job(ctx, jobID); err == nil && j.Status >= store.StatusInProgress {
+	if j, err := s.o.Jobs.Job(ctx, jobID); err == nil && j.Status >= store.StatusInProgress {
 		if j.RunnerName != "" {
 			return j.RunnerName, true
 		}

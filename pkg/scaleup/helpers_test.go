@@ -222,7 +222,7 @@ func newEnv(t testing.TB, tweak func(*scaleup.Options)) *env {
 		Counter: e.counter, Logger: logger, Now: e.clock.now,
 	}
 	e.opts = scaleup.Options{
-		Pools: pools, Launches: e.store, Ledger: e.ledger, Records: e.jobs, Provider: e.provider(), GitHub: gh,
+		Pools: pools, Launches: e.store, Ledger: e.ledger, Jobs: e.jobs, Provider: e.provider(), GitHub: gh,
 		Counter: e.counter, Timings: e.timings, Logger: logger, Now: e.clock.now,
 	}
 	if tweak != nil {

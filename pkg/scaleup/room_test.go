@@ -37,7 +37,7 @@ func newRoomEnvJitter(t *testing.T, rm store.Room, jitter func() float64) *roomE
 	r := &roomEnv{room: rm, q: &queue.Memory{}}
 	r.env = newEnv(t, func(o *scaleup.Options) {
 		r.q.SetClock(o.Now)
-		svc, err := room.New(room.Options{Room: r.room, Queue: r.q, Records: o.Records.(*store.Memory), Pools: o.Pools,
+		svc, err := room.New(room.Options{Room: r.room, Queue: r.q, Jobs: o.Jobs.(*store.Memory), Pools: o.Pools,
 			Ledger: o.Ledger, Counter: o.Counter, Logger: o.Logger, Now: o.Now, Jitter: jitter})
 		if err != nil {
 			t.Fatal(err)

@@ -82,11 +82,11 @@ const (
 	registrationConcurrency = 10
 )
 
-// Records reads the job and run records the webhook keeps; store.Store
+// JobRecords reads the job and run records the webhook keeps; store.Store
 // implements it. Crash recovery reads a job's record to tell a runner that
 // ran its job and ended from one that never started; admission reads a
 // run's record for its trigger (a pull request from a fork?).
-type Records interface {
+type JobRecords interface {
 	Job(ctx context.Context, id int64) (store.Job, error)
 	Run(ctx context.Context, id int64) (store.Run, error)
 }
@@ -104,13 +104,13 @@ type GitHub interface {
 
 var _ GitHub = (*github.Client)(nil)
 
-// Options configure a Service. Pools, Launches, Ledger, Records, Provider
+// Options configure a Service. Pools, Launches, Ledger, Jobs, Provider
 // and GitHub are required.
 type Options struct {
 	Pools    *pool.Config
 	Launches store.Launches
 	Ledger   store.Ledger
-	Records  Records
+	Jobs     JobRecords
 	Provider provider.Provider
 	GitHub   GitHub
 	// Room holds the jobs that cannot launch now for a reason time cures
@@ -157,7 +157,7 @@ type Service struct {
 func New(o Options) (*Service, error) {
 	var missing []string
 	for name, ok := range map[string]bool{
-		"pools": o.Pools != nil, "launch store": o.Launches != nil, "ledger": o.Ledger != nil, "records": o.Records != nil,
+		"pools": o.Pools != nil, "launch store": o.Launches != nil, "ledger": o.Ledger != nil, "job records": o.Jobs != nil,
 		"provider": o.Provider != nil, "github": o.GitHub != nil,
 	} {
 		if !ok {

@@ -170,7 +170,7 @@ func (lo *localRun) runJobs(t *testing.T, n int) (ghsim.RunInfo, map[int64][]met
 	recs := map[int64][]metrics.Record{}
 	poll(t, "a metrics record per job", lo.logs, func() bool {
 		recs = map[int64][]metrics.Record{}
-		for r, err := range lo.l.Records.List(context.Background(), metrics.Filter{}) {
+		for r, err := range lo.l.MetricsRecords.List(context.Background(), metrics.Filter{}) {
 			if err != nil {
 				t.Fatal(err)
 			}
