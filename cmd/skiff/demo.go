@@ -444,7 +444,7 @@ func (m *slotMeter) report(ctx context.Context, w io.Writer, sim *ghsim.Server, 
 	}
 }
 
-// cpuShare says what the host's cpus did over the wall time: the runners'
+// cpuShare says what the host's CPUs did over the wall time: the runners'
 // CPU time, the demo's own (skiff local with the simulator and the
 // driver), and the share of every CPU's whole time they add up to, the
 // rest going to other processes of the host or idle. On a shared host,
