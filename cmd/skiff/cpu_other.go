@@ -6,3 +6,6 @@ import "time"
 
 // childrenCPU is unknown off Unix.
 func childrenCPU() (time.Duration, bool) { return 0, false }
+
+// selfCPU is unknown off Unix.
+func selfCPU() (time.Duration, bool) { return 0, false }

@@ -563,6 +563,24 @@ func (m *slotMeter) report(ctx context.Context, w io.Writer, sim *ghsim.Server, 
 		fmt.Fprintf(w, "  ideal wall time %s (%s); wall %s = %.2f x ideal\n", ideal.Round(100*time.Millisecond), slowest,
 			wall.Round(100*time.Millisecond), float64(wall)/float64(ideal))
 	}
+	runners, ok1 := childrenCPU()
+	self, ok2 := selfCPU()
+	if ok1 && ok2 && wall > 0 {
+		fmt.Fprintln(w, " ", cpuShare(runners, self, wall, runtime.NumCPU()))
+	}
+}
+
+// cpuShare says what the host's CPUs did over the wall time: the runners'
+// CPU time, the demo's own (skiff local with the simulator and the
+// driver), and the share of every CPU's whole time they add up to, the
+// rest going to other processes of the host or idle. On a shared host,
+// that is how far the CPU-bound ideal, which assumes every CPU, was
+// within reach.
+func cpuShare(runners, self, wall time.Duration, cpus int) string {
+	all := wall * time.Duration(cpus)
+	return fmt.Sprintf("CPU time: the runners %s, this process %s (skiff local, the simulator, the driver): %.0f%% of the %d CPUs' %s over the wall",
+		runners.Round(100*time.Millisecond), self.Round(100*time.Millisecond), 100*float64(runners+self)/float64(all), cpus,
+		all.Round(100*time.Millisecond))
 }
 
 // demoWebhookLanes is how many of the simulator's webhook deliveries are

@@ -101,3 +101,14 @@ func between(s, from, to string) (string, bool) {
 	in, _, ok := strings.Cut(rest, to)
 	return in, ok
 }
+
+// TestCPUShare: the runners' and the demo's CPU time against every CPU's
+// time over the wall.
+func TestCPUShare(t *testing.T) {
+	t.Parallel()
+	got := cpuShare(90*time.Second, 10*time.Second, 100*time.Second, 2)
+	want := "CPU time: the runners 1m30s, this process 10s (skiff local, the simulator, the driver): 50% of the 2 CPUs' 3m20s over the wall"
+	if got != want {
+		t.Errorf("cpuShare:\n got %s\nwant %s", got, want)
+	}
+}

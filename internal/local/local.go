@@ -35,6 +35,13 @@ import (
 // localVisibility is how long a received job stays hidden in local mode.
 const localVisibility = 5 * time.Second
 
+// DefaultScaleUpWorkers is Config.ScaleUpWorkers's default. One batch
+// waits on its slowest launch (a process start takes tens of milliseconds
+// on a busy machine, under the provider's lock), on GitHub's answers and
+// on the file's commits; with a few batches at once, one's waits overlap
+// another's work, and a burst of jobs is not launched ten at a time.
+const DefaultScaleUpWorkers = 4
+
 // localMaxAttempts lets a job wait for a free runner slot for about a day:
 // on one machine a pool's limit is its concurrency (one GPU job per GPU),
 // and a job over it waits its turn rather than being dead-lettered.
@@ -87,6 +94,10 @@ type Config struct {
 	// Allow and Installations are the webhook's allow-lists (fail closed:
 	// "*" admits every owner / installation).
 	Allow, Installations []string
+	// ScaleUpWorkers is how many scale-up batches are handled at once
+	// (default DefaultScaleUpWorkers), as the queue drives several
+	// scale-up invocations at once in AWS.
+	ScaleUpWorkers int
 	// ReconcileEvery is the scale-down pass's period (default 1 minute).
 	ReconcileEvery time.Duration
 	// InstancePoll is how often the runners are listed for ends the
@@ -227,6 +238,9 @@ func prepare(cfg Config) (Config, *pool.Config, error) {
 	}
 	if cfg.ReconcileEvery <= 0 {
 		cfg.ReconcileEvery = time.Minute
+	}
+	if cfg.ScaleUpWorkers <= 0 {
+		cfg.ScaleUpWorkers = DefaultScaleUpWorkers
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return cfg, nil, fmt.Errorf("creating the data directory: %w", err)
@@ -450,7 +464,7 @@ func (l *Local) settle(ctx context.Context, pools *pool.Config, launches *sqlite
 // URL is the webhook's URL, for the GitHub App's settings.
 func (l *Local) URL() string { return "http://" + l.ln.Addr().String() + "/" }
 
-// Run serves webhooks and runs the scale-up loop until ctx ends, then
+// Run serves webhooks and runs the scale-up loops until ctx ends, then
 // stops taking work, settles what it answered, ends the runners it started
 // and closes the data file.
 func (l *Local) Run(ctx context.Context) error {
@@ -473,7 +487,7 @@ func (l *Local) Run(ctx context.Context) error {
 	}()
 	go func() {
 		defer wg.Done()
-		queue.Consume(ctx, l.Queue, 10, l.ScaleUp.Handle, l.log)
+		queue.ConsumeConcurrently(ctx, l.Queue, 10, l.cfg.ScaleUpWorkers, l.ScaleUp.Handle, l.log)
 	}()
 	l.log.Info("skiff local ready", "webhook", l.URL(), "data_dir", l.cfg.DataDir, "provider", l.cfg.Provider)
 	var err error

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/skiffci/skiff/pkg/telemetry"
@@ -147,6 +148,25 @@ func SettleBatch(ctx context.Context, dl DeadLetterer, ds []Delivery, as []Answe
 		}
 	}
 	return redeliver
+}
+
+// ConsumeConcurrently runs workers poll loops of Consume over r at once,
+// each with batches of up to batch deliveries, as Lambda's event source
+// runs several invocations of one function: one slow batch (a launch
+// waiting on its provider) does not hold back the next. Fewer than one
+// worker runs one. It returns when every loop has ended with ctx; handle
+// must be safe for concurrent use.
+func ConsumeConcurrently(ctx context.Context, r Receiver, batch, workers int, handle func(context.Context, []Delivery) []Answer,
+	log *slog.Logger) {
+	var wg sync.WaitGroup
+	for range max(workers, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			Consume(ctx, r, batch, handle, log)
+		}()
+	}
+	wg.Wait()
 }
 
 // Consume receives from r until ctx ends, hands each batch of up to max

@@ -107,3 +107,38 @@ func TestConsume(t *testing.T) {
 		t.Errorf("seen %v, depth %d, dead letters %d; want 1,2,3 all settled and one dead letter", seen, q.Depth(), len(q.DeadLetters()))
 	}
 }
+
+// TestConsumeConcurrently: the loops handle batches at once — each of
+// these handlers returns only when all of them have started, which a
+// single loop would never see (the test would hang) — and every answer is
+// settled.
+func TestConsumeConcurrently(t *testing.T) {
+	t.Parallel()
+	const workers = 3
+	q := &queue.Memory{}
+	ctx, cancel := context.WithCancel(context.Background())
+	for id := range int64(workers) {
+		if err := q.Send(ctx, jobN(id+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var started sync.WaitGroup
+	started.Add(workers)
+	var handled atomic.Int32
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		queue.ConsumeConcurrently(ctx, q, 1, workers, func(_ context.Context, ds []queue.Delivery) []queue.Answer {
+			started.Done()
+			started.Wait()
+			if handled.Add(int32(len(ds))) == workers {
+				cancel()
+			}
+			return make([]queue.Answer, len(ds))
+		}, slog.New(slog.NewJSONHandler(&testenv.SyncBuffer{}, nil)))
+	}()
+	<-done
+	if handled.Load() != workers || q.Depth() != 0 {
+		t.Errorf("handled %d, depth %d; want %d handled at once and settled", handled.Load(), q.Depth(), workers)
+	}
+}
