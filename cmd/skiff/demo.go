@@ -52,7 +52,7 @@ type demoOptions struct {
 	Jobs      int           // jobs the burst queues (besides the cancelled, unmatched and duplicate ones)
 	Limit     int           // runners alive at once in every pool (0: the pools file's, one GPU job at a time)
 	Duration  time.Duration // how long each stand-in's job runs
-	Timeout   time.Duration // give up after this long
+	Timeout   time.Duration // give up after this long (0: demoTimeout of Jobs)
 	// Work is the stand-ins' real work per job (SKIFF_STANDIN_WORK;
 	// demoWork by default, "" for none).
 	Work string
@@ -72,7 +72,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Jobs, "jobs", 40, "how many jobs the burst queues (besides the cancelled, unmatched and duplicate ones)")
 	fs.DurationVar(&o.Duration, "job-duration", time.Second, "how long each stand-in runner's job runs")
 	fs.StringVar(&o.Out, "out", "build/demo", "where the demo keeps its data (replaced on every run)")
-	fs.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "give up after this long")
+	fs.DurationVar(&o.Timeout, "timeout", 0, "give up after this long (default: 5m, plus 1s for every job over 40)")
 	fs.IntVar(&o.Limit, "limit", 0, "runners alive at once in every pool, its maxRunners too (default: the pools file's maxRunners, the number of CPUs, one GPU job at a time)")
 	fs.StringVar(&o.Work, "work", demoWork, "the stand-ins' real work per job name, name=CPU-seconds:MiB;... (SKIFF_STANDIN_WORK; empty: none)")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of skiff local, the simulator and the driver to this file")
@@ -105,6 +105,9 @@ func demo(w io.Writer, o demoOptions) error {
 	limits := demoLimits(pools, o.Limit)
 	if err := freshDir(o.Out); err != nil {
 		return err
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = demoTimeout(o.Jobs)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
 	defer cancel()
@@ -144,7 +147,7 @@ func demo(w io.Writer, o demoOptions) error {
 	// A duplicate delivery: the first queued job's webhook, sent again.
 	dup, err := duplicate(ctx, sim, l.URL(), gh.secret)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w (the deadline: %s after the start): see %s", err, o.Timeout, logFile.Name())
 	}
 	wall, err := awaitBurst(ctx, w, sim, l, pools, jobs, want, started)
 	if err != nil {
@@ -204,6 +207,14 @@ func demoLimits(pools *pool.Config, limit int) map[string]int {
 		}
 	}
 	return limits
+}
+
+// demoTimeout is how long a burst of jobs may take by default: 5 minutes
+// for make demo's 40, and a second more for every further job. A large
+// burst on a small host is bound by its CPU (the stand-ins' work), and
+// the webhook deliveries of the burst share it.
+func demoTimeout(jobs int) time.Duration {
+	return 5*time.Minute + time.Duration(max(jobs-40, 0))*time.Second
 }
 
 // freshDir empties dir, creating it when it is not there.

@@ -3,6 +3,7 @@ package main
 import (
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/skiffci/skiff/pkg/pool"
 )
@@ -45,6 +46,25 @@ func TestDemoLimits(t *testing.T) {
 				t.Errorf("maxRunners = %v, want %v", got, tc.wantMaxRun)
 			}
 		})
+	}
+}
+
+// TestDemoTimeout: 5 minutes for make demo's burst, a second more for
+// every further job.
+func TestDemoTimeout(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		jobs int
+		want time.Duration
+	}{
+		{0, 5 * time.Minute},
+		{40, 5 * time.Minute},
+		{41, 5*time.Minute + time.Second},
+		{1000, 21 * time.Minute},
+	} {
+		if got := demoTimeout(tc.jobs); got != tc.want {
+			t.Errorf("demoTimeout(%d) = %s, want %s", tc.jobs, got, tc.want)
+		}
 	}
 }
 
