@@ -160,11 +160,7 @@ func ConsumeConcurrently(ctx context.Context, r Receiver, batch, workers int, ha
 	log *slog.Logger) {
 	var wg sync.WaitGroup
 	for range max(workers, 1) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			Consume(ctx, r, batch, handle, log)
-		}()
+		wg.Go(func() { Consume(ctx, r, batch, handle, log) })
 	}
 	wg.Wait()
 }
