@@ -29,6 +29,12 @@ type MetricsJob struct {
 	Awaited *provisioning.Runner
 }
 
+// AwaitedJob is the MetricsJob of a runner on its pool's awaiting list
+// (store.Ledger.Awaiting), as every pass gives it to Write again.
+func AwaitedJob(r *provisioning.Runner) MetricsJob {
+	return MetricsJob{Runner: r.Name, Pool: r.Pool, JobID: r.JobID, InstanceID: r.InstanceID, Awaited: r}
+}
+
 // record is the runner's ledger record: the awaiting list's, else read.
 func (j MetricsJob) record(ctx context.Context, l store.Ledger) (provisioning.Runner, error) {
 	if j.Awaited != nil {
@@ -337,7 +343,7 @@ func (p *pass) awaiting(ctx context.Context) []MetricsJob {
 			continue
 		}
 		for i := range rs {
-			out = append(out, MetricsJob{Runner: rs[i].Name, Pool: rs[i].Pool, JobID: rs[i].JobID, InstanceID: rs[i].InstanceID, Awaited: &rs[i]})
+			out = append(out, AwaitedJob(&rs[i]))
 		}
 	}
 	return out

@@ -179,6 +179,18 @@ func collect(t *testing.T, out *metrics.MemoryRecords) []metrics.Record {
 	return recs
 }
 
+// ranOn records the webhook's in_progress and completed events of job id
+// on runner: the job ran there from started to completed, successfully.
+func ranOn(t *testing.T, st *store.Memory, runner string, id int64, started, completed time.Time) {
+	t.Helper()
+	for _, j := range []store.Job{{ID: id, Status: store.StatusInProgress, StartedAt: started, RunnerName: runner},
+		{ID: id, Status: store.StatusCompleted, CompletedAt: completed, Conclusion: "success", RunnerName: runner}} {
+		if _, err := st.RecordJob(context.Background(), j); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // writePass is the metrics part of a reconciler's pass: Write judges the
 // runners ending now and the pool's awaiting ones; a runner ending now is
 // ended (awaiting, when Write awaits it), an awaited one Write is done
@@ -192,7 +204,7 @@ func writePass(t *testing.T, w *scaledown.RecordWriter, ledger store.Ledger, at 
 	}
 	jobs := slices.Clone(ending)
 	for i := range awaited {
-		jobs = append(jobs, scaledown.MetricsJob{Runner: awaited[i].Name, Pool: "cpu", JobID: awaited[i].JobID, Awaited: &awaited[i]})
+		jobs = append(jobs, scaledown.AwaitedJob(&awaited[i]))
 	}
 	done := w.Write(ctx, at, jobs)
 	for _, j := range jobs {
@@ -247,12 +259,7 @@ func TestRecordWriterAwaitsALateStart(t *testing.T) {
 		t.Errorf("live %d, want %d: awaited runners do not hold their slots", n, live-2)
 	}
 	// Job 10's events arrive late: it ran on its runner.
-	for _, j := range []store.Job{{ID: 10, Status: store.StatusInProgress, StartedAt: m0.Add(5 * time.Second), RunnerName: "skiff-10-1"},
-		{ID: 10, Status: store.StatusCompleted, CompletedAt: m0.Add(20 * time.Second), Conclusion: "success", RunnerName: "skiff-10-1"}} {
-		if _, err := st.RecordJob(ctx, j); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ranOn(t, st, "skiff-10-1", 10, m0.Add(5*time.Second), m0.Add(20*time.Second))
 	if err := ledger.Advance(ctx, "skiff-10-1", provisioning.StateJobCompleted, m0.Add(20*time.Second), 10); err != nil {
 		t.Fatal(err)
 	}
@@ -326,12 +333,7 @@ func TestRecordWriterLateStartOfAnotherJob(t *testing.T) {
 	}
 	// 2. Job 22's start and end reach the webhook: the job's record and
 	// the (ended) runner's ledger record.
-	for _, j := range []store.Job{{ID: 22, Status: store.StatusInProgress, StartedAt: m0.Add(3 * time.Second), RunnerName: "skiff-20-1"},
-		{ID: 22, Status: store.StatusCompleted, CompletedAt: m0.Add(8 * time.Second), Conclusion: "success", RunnerName: "skiff-20-1"}} {
-		if _, err := st.RecordJob(ctx, j); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ranOn(t, st, "skiff-20-1", 22, m0.Add(3*time.Second), m0.Add(8*time.Second))
 	if err := ledger.Advance(ctx, "skiff-20-1", provisioning.StateJobStarted, m0.Add(3*time.Second), 22); err != nil {
 		t.Fatal(err)
 	}
