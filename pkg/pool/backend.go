@@ -140,7 +140,17 @@ type Slurm struct {
 	WorkDir string
 	// ExtraOptions are further sbatch options from SlurmExtraOptions.
 	ExtraOptions []string
+	// RunAs are the Unix accounts the runners run as (runAs: [a, b]), one
+	// live runner per account; empty with RunAsShared, or when the pool
+	// names neither (which validation refuses).
+	RunAs []string
+	// RunAsShared is runAs: shared: every runner runs as skiff's own user.
+	RunAsShared bool
 }
+
+// RunAsSharedValue is the runAs value of a pool whose runners all run as
+// skiff's own user.
+const RunAsSharedValue = "shared"
 
 // SlurmExtraOptions is the allow-list of sbatch options a pool may add in
 // extraOptions: none of them changes who the job runs as, what it runs,

@@ -18,6 +18,7 @@ defaults:
   image: {ssm: /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64}
   slurm:
     account: ci
+    runAs: [ci-run1, ci-run2]
     runnerDir: /shared/actions-runner
     workDir: /scratch/skiff
   kubernetes:
@@ -93,7 +94,8 @@ func TestBackendSections(t *testing.T) {
 	cfg := parseBackends(t)
 	hpc := cfg.Pool("hpc")
 	want := &Slurm{Partition: "gpu", Account: "ci", Gres: "gpu:a100:1", CPUsPerTask: 4, MemoryMiB: 16 * 1024,
-		RunnerDir: "/shared/actions-runner", WorkDir: "/scratch/skiff", ExtraOptions: []string{"--comment=skiff"}}
+		RunnerDir: "/shared/actions-runner", WorkDir: "/scratch/skiff", ExtraOptions: []string{"--comment=skiff"},
+		RunAs: []string{"ci-run1", "ci-run2"}}
 	if hpc.Backend != BackendSlurm || hpc.EC2 != nil || !reflect.DeepEqual(hpc.Slurm, want) {
 		t.Errorf("hpc = %s %+v, want %+v", hpc.Backend, hpc.Slurm, want)
 	}
@@ -169,7 +171,7 @@ func TestBackendValidation(t *testing.T) {
 	t.Parallel()
 	const ec2Head = "version: 1\ndefaults:\n  subnets: [subnet-0a1b2c3d4e5f60718]\n  image: {ami: ami-0123456789abcdef0}\npools:\n"
 	slurm := func(extra string) string {
-		return "version: 1\npools:\n  - name: s\n    labels: [s]\n    slurm:\n      runnerDir: /opt/runner\n      workDir: /scratch\n" + extra
+		return "version: 1\npools:\n  - name: s\n    labels: [s]\n    slurm:\n      runnerDir: /opt/runner\n      workDir: /scratch\n      runAs: [ci-run1]\n" + extra
 	}
 	kube := func(extra string) string {
 		return "version: 1\npools:\n  - name: k\n    labels: [k]\n    kubernetes:\n      namespace: ci\n      image: runner:1\n" + extra
@@ -180,24 +182,30 @@ func TestBackendValidation(t *testing.T) {
 		line       int
 		msg, fix   string
 	}{
-		{"EC2 key on a slurm pool", slurm("    subnets: [subnet-0a1b2c3d4e5f60718]\n"), SeverityError, 8, "subnets is an EC2 setting, but pool \"s\" runs on slurm", "remove it"},
+		{"EC2 key on a slurm pool", slurm("    subnets: [subnet-0a1b2c3d4e5f60718]\n"), SeverityError, 9, "subnets is an EC2 setting, but pool \"s\" runs on slurm", "remove it"},
 		{"two backend sections", slurm("    process: {}\n"), SeverityError, 3, "exactly one backend section", "docs/pools.md#backends"},
 		{"types and a section", ec2Head + "  - name: a\n    labels: [a]\n    instanceTypes: [c7i.large]\n    ec2: {instanceTypes: [c7i.large]}\n", SeverityError, 6, "exactly one backend section", ""},
 		{"both EC2 forms", ec2Head + "  - name: a\n    labels: [a]\n    diskGiB: 40\n    ec2: {instanceTypes: [c7i.large]}\n", SeverityError, 8, "writes diskGiB at its top and has an ec2: section", "move it under ec2:"},
 		{"ec2 section without a type", ec2Head + "  - name: a\n    labels: [a]\n    ec2: {diskGiB: 40}\n", SeverityError, 8, "an ec2: section needs exactly one of instanceTypes or requirements", ""},
 		{"defaults in both EC2 forms", "version: 1\ndefaults:\n  diskGiB: 40\n  ec2: {diskGiB: 50}\npools:\n  - name: l\n    labels: [l]\n    process: {}\n", SeverityError, 3, "defaults set diskGiB both", "defaults.ec2"},
 		{"cost on an EC2 pool", ec2Head + "  - name: a\n    labels: [a]\n    instanceTypes: [c7i.large]\n    costPerHour: 2\n", SeverityError, 9, "priced by their instance types", "remove costPerHour"},
-		{"negative cost", slurm("    costPerHour: -1\n"), SeverityError, 8, "minimum", ""},
-		{"sbatch option not allowed", slurm("      extraOptions: [--export=ALL]\n"), SeverityError, 8, "sbatch option --export is not one a pool may add", "--comment"},
-		{"sbatch option malformed", slurm("      extraOptions: [\"--nice 5\"]\n"), SeverityError, 8, "does not match pattern", "allow-list"},
-		{"memory without unit", slurm("      memory: \"32\"\n"), SeverityError, 8, "does not match pattern", "M, G or T"},
-		{"memory as a number", slurm("      memory: 32\n"), SeverityError, 8, "got number, want string", ""},
-		{"bad gres", slurm("      gres: gpu\n"), SeverityError, 8, "does not match pattern", "gpu:a100:2"},
-		{"cpus out of range", slurm("      cpusPerTask: 0\n"), SeverityError, 8, "minimum", ""},
+		{"negative cost", slurm("    costPerHour: -1\n"), SeverityError, 9, "minimum", ""},
+		{"sbatch option not allowed", slurm("      extraOptions: [--export=ALL]\n"), SeverityError, 9, "sbatch option --export is not one a pool may add", "--comment"},
+		{"sbatch option malformed", slurm("      extraOptions: [\"--nice 5\"]\n"), SeverityError, 9, "does not match pattern", "allow-list"},
+		{"memory without unit", slurm("      memory: \"32\"\n"), SeverityError, 9, "does not match pattern", "M, G or T"},
+		{"memory as a number", slurm("      memory: 32\n"), SeverityError, 9, "got number, want string", ""},
+		{"bad gres", slurm("      gres: gpu\n"), SeverityError, 9, "does not match pattern", "gpu:a100:2"},
+		{"cpus out of range", slurm("      cpusPerTask: 0\n"), SeverityError, 9, "minimum", ""},
 		{"relative work dir", "version: 1\npools:\n  - name: s\n    labels: [s]\n    slurm:\n      runnerDir: /opt/runner\n      workDir: scratch\n", SeverityError, 7, "does not match pattern", "absolute"},
 		{"slurm without runner dir", "version: 1\npools:\n  - name: s\n    labels: [s]\n    slurm: {workDir: /scratch}\n", SeverityError, 5, "has no runnerDir", "defaults.slurm"},
-		{"unknown slurm key", slurm("      partitions: gpu\n"), SeverityError, 8, "unknown key \"partitions\"", "did you mean \"partition\"?"},
-		{"allowOnDemand on slurm", slurm("    dynamic: {maxCpu: 8, allowOnDemand: true}\n"), SeverityError, 8, "no spot capacity", "remove allowOnDemand"},
+		{"slurm without runAs", "version: 1\npools:\n  - name: s\n    labels: [s]\n    slurm: {runnerDir: /opt/runner, workDir: /scratch}\n", SeverityError, 5, "names no runAs accounts", "runAs: [ci-run1, ci-run2]"},
+		{"runAs shared warns", "version: 1\npools:\n  - name: s\n    labels: [s]\n    slurm: {runnerDir: /opt/runner, workDir: /scratch, runAs: shared}\n", SeverityWarning, 5, "a job can read skiff's data directory", "one live runner each"},
+		{"runAs neither list nor shared", "version: 1\npools:\n  - name: s\n    labels: [s]\n    slurm: {runnerDir: /opt/runner, workDir: /scratch, runAs: everyone}\n", SeverityError, 5, "the value matches none of the allowed forms", "one live runner per account"},
+		{"runAs account not a Unix name", "version: 1\npools:\n  - name: s\n    labels: [s]\n    slurm: {runnerDir: /opt/runner, workDir: /scratch, runAs: [ci-run1, \"ci run2\"]}\n", SeverityError, 5, "", ""},
+		{"runAs root", "version: 1\npools:\n  - name: s\n    labels: [s]\n    slurm: {runnerDir: /opt/runner, workDir: /scratch, runAs: [ci-run1, root]}\n", SeverityError, 5, "runs its runners as root", "none of them root"},
+		{"runAs account twice", "version: 1\npools:\n  - name: s\n    labels: [s]\n    slurm: {runnerDir: /opt/runner, workDir: /scratch, runAs: [ci-run1, ci-run1]}\n", SeverityError, 5, "", ""},
+		{"unknown slurm key", slurm("      partitions: gpu\n"), SeverityError, 9, "unknown key \"partitions\"", "did you mean \"partition\"?"},
+		{"allowOnDemand on slurm", slurm("    dynamic: {maxCpu: 8, allowOnDemand: true}\n"), SeverityError, 9, "no spot capacity", "remove allowOnDemand"},
 		{"families on kubernetes", kube("    dynamic: {maxCpu: 8, families: [c7i]}\n"), SeverityError, 8, "instance families are EC2's", "remove dynamic.families"},
 		{"sizes on a process pool", "version: 1\npools:\n  - name: l\n    labels: [l]\n    process: {}\n    dynamic: {maxCpu: 8}\n", SeverityError, 6, "cannot size a runner", "dynamic sizes"},
 		{"kubernetes without namespace", "version: 1\npools:\n  - name: k\n    labels: [k]\n    kubernetes: {image: runner:1}\n", SeverityError, 5, "has no namespace", "defaults.kubernetes"},

@@ -465,6 +465,8 @@ func decodeSlurm(v map[string]any) *Slurm {
 		RunnerDir: str(v["runnerDir"]), WorkDir: str(v["workDir"]), ExtraOptions: strs(v["extraOptions"]),
 	}
 	sl.MemoryMiB, _ = parseSlurmMemory(str(v["memory"]))
+	sl.RunAs = strs(v["runAs"])
+	sl.RunAsShared = str(v["runAs"]) == RunAsSharedValue
 	return sl
 }
 

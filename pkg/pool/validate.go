@@ -244,6 +244,27 @@ func (s *source) checkSlurm(i int, p *Pool, add addFunc) {
 		add(s.sectionField(i, BackendSlurm, "extraOptions")+"/"+strconv.Itoa(j), SeverityError,
 			fmt.Sprintf("sbatch option %s is not one a pool may add", name), fix)
 	}
+	switch {
+	case sl.RunAsShared:
+		add(s.sectionField(i, BackendSlurm, "runAs"), SeverityWarning,
+			fmt.Sprintf("pool %q runs every runner as skiff's own Unix user (runAs: shared): a job can read skiff's data directory and "+
+				"the GitHub App's key where that user can, read the registration of every runner still queued and the environment of "+
+				"every runner on its node (and so register a runner of its own that receives another repository's jobs and secrets), "+
+				"cancel or rename skiff's other jobs, and leave processes that outlive it", p.Name),
+			"give the pool Unix accounts of its own, none of them skiff's (runAs: [ci-run1, ci-run2], one live runner each), and the sudoers rule of docs/slurm.md#run-as-accounts; keep runAs: shared to clusters and repositories one team trusts")
+	case len(sl.RunAs) == 0:
+		add(sectionPtr(i, p), SeverityError, fmt.Sprintf("pool %q names no runAs accounts", p.Name),
+			"set slurm.runAs (in the pool or in defaults.slurm) to Unix accounts that are not skiff's, one per runner that may run at once "+
+				"(runAs: [ci-run1, ci-run2]; see docs/slurm.md#run-as-accounts), or to shared to run every runner as skiff's own user, "+
+				"which lets a job reach skiff's files and the other runners")
+	}
+	for j, a := range sl.RunAs {
+		if a == "root" {
+			add(s.sectionField(i, BackendSlurm, "runAs")+"/"+strconv.Itoa(j), SeverityError,
+				fmt.Sprintf("pool %q runs its runners as root", p.Name),
+				"name Unix accounts of the runners' own, none of them root or skiff's")
+		}
+	}
 	if sl.RunnerDir == "" {
 		add(sectionPtr(i, p), SeverityError, fmt.Sprintf("pool %q has no runnerDir", p.Name),
 			"set slurm.runnerDir (in the pool or in defaults.slurm): where the Actions runner is installed on the shared filesystem")
