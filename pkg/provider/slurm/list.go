@@ -6,17 +6,21 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
+	"strconv"
 	"strings"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/provider"
 )
 
-// job is one batch job as squeue or sacct reports it.
+// job is one batch job as squeue or sacct reports it: only what Slurm sets
+// and the job's user cannot change (no name, no comment).
 type job struct {
-	ID        string
-	Name      string
+	ID string
+	// User is the Unix user the job runs as (the submitter's, as munge
+	// authenticated it).
+	User      string
 	State     string // Slurm's long state name: PENDING, RUNNING, …
 	Reason    string
 	Partition string
@@ -25,42 +29,50 @@ type job struct {
 	// Started is when the job started running (squeue's %S: for a pending
 	// job Slurm's expected start, which is not used).
 	Started time.Time
-	Tags    map[string]string
 }
 
 // squeueFormat is the fixed output of squeue: fields separated by '|',
-// the reason (free text) last. Job names and comments are skiff's own and
-// hold no '|'.
-const squeueFormat = "%i|%T|%P|%N|%V|%j|%k|%S|%r"
+// the reason last. None of them is one a job's user can write while the
+// job runs (a job renames itself or rewrites its comment with scontrol
+// update; neither is asked for), so no line can be forged from inside a job.
+const squeueFormat = "%i|%u|%T|%P|%N|%V|%S|%r"
 
 // slurmTime is the layout of Slurm's times (the login node's local time).
 const slurmTime = "2006-01-02T15:04:05"
 
-// squeue lists the daemon's user's jobs of skiff's prefix, in every state
-// squeue still knows (ended ones for the site's MinJobAge): one call.
+// squeue lists the jobs of the daemon's user and of every run-as account
+// skiff knows, in every state squeue still knows (ended ones for the
+// site's MinJobAge): one call.
 func (p *Provider) squeue(ctx context.Context) ([]job, error) {
-	out, err := p.run(ctx, "squeue", []string{"--noheader", "--states=all", "--user=" + p.o.User, "--format=" + squeueFormat}, nil)
+	p.mu.Lock()
+	users := []string{p.o.User}
+	for a := range p.accounts {
+		users = append(users, a)
+	}
+	p.mu.Unlock()
+	sort.Strings(users[1:])
+	out, err := p.run(ctx, "", "squeue", []string{"--noheader", "--states=all", "--user=" + strings.Join(users, ","), "--format=" + squeueFormat}, nil)
 	if err != nil {
 		return nil, classify("listing the runners' batch jobs", err)
 	}
-	return parseSqueue(string(out), p.o.NamePrefix), nil
+	return parseSqueue(string(out)), nil
 }
 
-func parseSqueue(out, prefix string) []job {
+func parseSqueue(out string) []job {
 	var jobs []job
 	for _, line := range strings.Split(out, "\n") {
-		f := strings.SplitN(line, "|", 9)
-		if len(f) != 9 || !strings.HasPrefix(f[5], prefix) || !jobIDForm.MatchString(f[0]) {
+		f := strings.SplitN(line, "|", 8)
+		if len(f) != 8 || !jobIDForm.MatchString(f[0]) {
 			continue
 		}
-		j := job{ID: f[0], State: f[1], Partition: f[2], Nodes: f[3], Name: f[5], Tags: decodeTags(f[6]), Reason: strings.TrimSpace(f[8])}
-		if t, err := time.ParseInLocation(slurmTime, f[7], time.Local); err == nil {
+		j := job{ID: f[0], User: f[1], State: f[2], Partition: f[3], Nodes: f[4], Reason: strings.TrimSpace(f[7])}
+		if t, err := time.ParseInLocation(slurmTime, f[6], time.Local); err == nil {
 			j.Started = t.UTC()
 		}
 		if j.Nodes == "(null)" {
 			j.Nodes = ""
 		}
-		if t, err := time.ParseInLocation(slurmTime, f[4], time.Local); err == nil {
+		if t, err := time.ParseInLocation(slurmTime, f[5], time.Local); err == nil {
 			j.Submitted = t.UTC()
 		}
 		if j.Reason == "None" {
@@ -69,6 +81,107 @@ func parseSqueue(out, prefix string) []job {
 		jobs = append(jobs, j)
 	}
 	return jobs
+}
+
+// seenJob is a job of skiff's record as Slurm lists it.
+type seenJob struct {
+	job job
+	rec *record
+}
+
+// observe runs one squeue and reads it against skiff's record: the jobs of
+// the record, by name, whose id and user Slurm confirms. It marks records
+// whose jobs ended (or that Slurm forgot), drops records older than
+// DefaultRecordAge that ended, notes the run-as accounts that run jobs
+// skiff did not submit (a runner's own sbatch) and cancels those jobs.
+func (p *Provider) observe(ctx context.Context) (map[string]seenJob, error) {
+	jobs, err := p.squeue(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	seen := map[string]seenJob{}
+	foreign := map[string][]string{}
+	unsure := map[string]bool{} // accounts with a submit whose id is not recorded yet
+	for _, r := range p.records {
+		if r.ID == "" && !r.Ended {
+			unsure[r.Account] = true
+		}
+	}
+	listed := map[string]bool{}
+	for _, j := range jobs {
+		listed[j.ID] = true
+		r := p.byID[j.ID]
+		switch {
+		case r != nil && p.user(r.Account) == j.User:
+			seen[r.Name] = seenJob{job: j, rec: r}
+			if state(j.State) == provider.Terminated && !r.Ended {
+				p.setEnded(r)
+			}
+		case p.accounts[j.User] && state(j.State).Alive() && !unsure[j.User]:
+			foreign[j.User] = append(foreign[j.User], j.ID)
+		}
+	}
+	cut := p.o.Now().Add(-DefaultRecordAge)
+	for _, r := range p.records {
+		if r.ID != "" && !listed[r.ID] && !r.Ended {
+			p.setEnded(r) // forgotten after the site's MinJobAge
+		}
+		if r.Ended && r.Written.Before(cut) {
+			p.dropRecord(r)
+		}
+	}
+	p.foreign = map[string]bool{}
+	for a := range foreign {
+		p.foreign[a] = true
+	}
+	p.mu.Unlock()
+	for a, ids := range foreign {
+		p.o.Logger.Warn("jobs skiff did not submit run as a run-as account: cancelling them", "run_as", a, "instance_ids", ids)
+		if err := p.cancel(ctx, a, ids); err != nil {
+			p.o.Logger.Warn("cancelling jobs skiff did not submit", "run_as", a, "err", err)
+		}
+	}
+	return seen, nil
+}
+
+// setEnded marks r's job ended (p.mu held).
+func (p *Provider) setEnded(r *record) {
+	r.Ended = true
+	if err := p.saveRecord(r); err != nil {
+		p.o.Logger.Warn("recording a job's end", "job_name", r.Name, "err", err)
+	}
+}
+
+// resolve looks for the job of a record without an id (a submit whose
+// answer was lost): the newest job of the record's account and name, newer
+// than every job recorded for the account — an older job of the account
+// that renamed itself is never taken for it. One squeue, whose only field
+// is the job id.
+func (p *Provider) resolve(ctx context.Context, r *record) (job, bool, error) {
+	user := p.user(r.Account)
+	out, err := p.run(ctx, "", "squeue", []string{"--noheader", "--states=all", "--user=" + user, "--name=" + r.Name, "--format=%i"}, nil)
+	if err != nil {
+		return job{}, false, classify("looking for a runner's batch job", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	floor := p.newestID(r.Account, r)
+	var best int64
+	for _, l := range strings.Fields(string(out)) {
+		if id, err := strconv.ParseInt(l, 10, 64); err == nil && jobIDForm.MatchString(l) && id > floor && id > best {
+			best = id
+		}
+	}
+	if best == 0 {
+		return job{}, false, nil
+	}
+	r.ID = strconv.FormatInt(best, 10)
+	p.byID[r.ID] = r
+	if err := p.saveRecord(r); err != nil {
+		p.o.Logger.Warn("recording a found job", "job_name", r.Name, "err", err)
+	}
+	return job{ID: r.ID, User: user, State: "PENDING", Partition: r.Partition, Submitted: r.Written}, true, nil
 }
 
 // state maps Slurm's job state to the neutral one: waiting in Slurm's
@@ -91,19 +204,21 @@ func state(s string) provider.State {
 	return provider.Terminated
 }
 
-func (p *Provider) instance(j job) provider.Instance {
+// instance is job j of record r: its tags are skiff's record's.
+func (p *Provider) instance(j job, r *record) provider.Instance {
 	typ := j.Partition
 	if typ == "" {
 		typ = "default"
 	}
-	tags := make(map[string]string, len(j.Tags)+1)
-	for k, v := range j.Tags {
+	tags := make(map[string]string, len(r.Tags)+2)
+	for k, v := range r.Tags {
 		tags[k] = v
 	}
 	if j.Nodes != "" {
 		tags[TagNode] = j.Nodes
 	}
-	in := provider.Instance{ID: j.ID, Pool: tags[names.TagPool], InstanceType: typ, Zone: p.o.Cluster,
+	tags[TagRunAs] = p.user(r.Account)
+	in := provider.Instance{ID: j.ID, Pool: r.Pool, InstanceType: typ, Zone: p.o.Cluster,
 		Capacity: provider.OnDemand, State: state(j.State), LaunchedAt: j.Submitted, Tags: tags}
 	switch in.State {
 	case provider.Pending:
@@ -116,53 +231,65 @@ func (p *Provider) instance(j job) provider.Instance {
 	return in
 }
 
-// TagNode is the tag holding the node(s) a job runs or ran on.
-const TagNode = "slurm:nodes"
+// Tags the provider adds to skiff's own.
+const (
+	// TagNode holds the node(s) a job runs or ran on.
+	TagNode = "slurm:nodes"
+	// TagRunAs holds the Unix user the job runs as.
+	TagRunAs = "slurm:run-as"
+)
 
 // List implements provider.Provider with one squeue for all of skiff's jobs,
-// plus one sacct when ids are asked for that squeue no longer knows. It
-// also removes the JIT files of jobs that ended without reading them.
+// plus one sacct when ids are asked for that squeue no longer knows. Only
+// jobs of skiff's record are listed, with the record's tags. It also
+// removes the JIT files of runAs: shared jobs that ended without reading
+// them.
 func (p *Provider) List(ctx context.Context, f provider.Filter) ([]provider.Instance, error) {
-	jobs, err := p.squeue(ctx)
+	seen, err := p.observe(ctx)
 	if err != nil {
 		return nil, err
 	}
-	p.sweep(jobs)
+	p.sweep()
+	byID := map[string]seenJob{}
+	for _, s := range seen {
+		byID[s.job.ID] = s
+	}
 	if len(f.IDs) > 0 {
-		var missing []string
+		var missing []*record
+		p.mu.Lock()
 		for _, id := range f.IDs {
-			if jobIDForm.MatchString(id) && !slices.ContainsFunc(jobs, func(j job) bool { return j.ID == id }) {
-				missing = append(missing, id)
+			if r := p.byID[id]; r != nil {
+				if _, ok := byID[id]; !ok {
+					missing = append(missing, r)
+				}
 			}
 		}
+		p.mu.Unlock()
 		if len(missing) > 0 {
-			jobs = append(jobs, p.sacctJobs(ctx, missing)...)
+			for _, s := range p.sacctJobs(ctx, missing) {
+				byID[s.job.ID] = s
+			}
 		}
 	}
 	var out []provider.Instance
-	for _, j := range jobs {
-		in := p.instance(j)
+	for _, s := range byID {
+		in := p.instance(s.job, s.rec)
 		if len(f.IDs) > 0 && !slices.Contains(f.IDs, in.ID) || f.Pool != "" && in.Pool != f.Pool || f.AliveOnly && !in.State.Alive() {
 			continue
 		}
 		out = append(out, in)
 	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
 }
 
-// sweep removes the JIT files no job will read: their job ended, or Slurm
-// knows no job of their name and they are older than OrphanAge.
-func (p *Provider) sweep(jobs []job) {
+// sweep removes the runAs: shared JIT files no job will read: their job
+// ended, or skiff has no record of them and they are older than OrphanAge.
+func (p *Provider) sweep() {
 	ents, err := os.ReadDir(p.o.JITDir)
 	if err != nil {
 		p.o.Logger.Warn("reading the registration directory", "dir", p.o.JITDir, "err", err)
 		return
-	}
-	byName := map[string]provider.State{}
-	for _, j := range jobs {
-		if st, ok := byName[j.Name]; !ok || st == provider.Terminated {
-			byName[j.Name] = state(j.State)
-		}
 	}
 	cut := p.o.Now().Add(-p.o.OrphanAge)
 	for _, e := range ents {
@@ -170,46 +297,61 @@ func (p *Provider) sweep(jobs []job) {
 		if !ok {
 			continue
 		}
-		st, known := byName[name]
-		if known && st != provider.Terminated {
+		p.mu.Lock()
+		r := p.records[name]
+		keep := r != nil && !r.Ended
+		p.mu.Unlock()
+		if keep {
 			continue
 		}
-		if !known {
+		if r == nil {
 			fi, err := e.Info()
 			if err != nil || fi.ModTime().After(cut) {
 				continue
 			}
 		}
 		if err := os.Remove(filepath.Join(p.o.JITDir, e.Name())); err == nil {
-			p.o.Logger.Info("removed an unread registration file", "job_name", name, "job_known", known)
+			p.o.Logger.Info("removed an unread registration file", "job_name", name, "job_known", r != nil)
 		} else if !errors.Is(err, os.ErrNotExist) {
 			p.o.Logger.Warn("removing an unread registration file", "job_name", name, "err", err)
 		}
 	}
 }
 
-// Terminate implements provider.Provider with one scancel for all the ids
-// (the daemon's user's jobs only). An id Slurm does not know, or a job
-// already ended, is not an error.
+// Terminate implements provider.Provider with one scancel per account the
+// jobs run as (through sudo for a run-as account), for the jobs of skiff's
+// record only. An id skiff did not submit, an id Slurm does not know, or a
+// job already ended is not an error.
 func (p *Provider) Terminate(ctx context.Context, ids []string) error {
-	var jobs []string
+	byAccount := map[string][]string{}
+	p.mu.Lock()
 	for _, id := range ids {
-		if jobIDForm.MatchString(id) {
-			jobs = append(jobs, id)
+		if r := p.byID[id]; r != nil && jobIDForm.MatchString(id) {
+			byAccount[r.Account] = append(byAccount[r.Account], id)
 		}
 	}
-	if len(jobs) == 0 {
-		return nil
+	p.mu.Unlock()
+	var errs []error
+	for a, jobs := range byAccount {
+		if err := p.cancel(ctx, a, jobs); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		p.o.Logger.Info("cancelled runners' batch jobs", "instance_ids", jobs, "run_as", p.user(a))
 	}
-	_, err := p.run(ctx, "scancel", append([]string{"--user=" + p.o.User}, jobs...), nil)
+	return errors.Join(errs...)
+}
+
+// cancel runs one scancel of account's jobs, as the account.
+func (p *Provider) cancel(ctx context.Context, account string, ids []string) error {
+	_, err := p.run(ctx, account, "scancel", append([]string{"--user=" + p.user(account)}, ids...), nil)
 	var ee *ExitError
 	if errors.As(err, &ee) && onlyGone(ee.Stderr) {
 		return nil
 	}
 	if err != nil {
-		return classify("cancelling batch jobs", err)
+		return classifyRunAs("cancelling batch jobs", err)
 	}
-	p.o.Logger.Info("cancelled runners' batch jobs", "instance_ids", jobs)
 	return nil
 }
 

@@ -10,7 +10,15 @@ import (
 // before the runner starts, runs the runner in a fresh work directory, and
 // removes the directory and (should the runner never have started) the
 // file when the runner ends or the job is cancelled.
-func (p *Provider) script(pn plan, name, jit string) string {
+//
+// A job of a run-as account (account != "") also ends every other process
+// and job of the account's, at its start and at its end: an account has one
+// live runner at a time, so whatever else runs as it was left behind by an
+// earlier runner (a process that left the job's process tree, a job the
+// runner submitted) and would otherwise outlive it and reach the next
+// runner's registration. kill -KILL -1 signals every process the account
+// may signal but the shell itself.
+func (p *Provider) script(pn plan, name, jit, account string) string {
 	cmd, root := pn.Command, pn.WorkDir
 	var b strings.Builder
 	w := func(lines ...string) {
@@ -24,7 +32,14 @@ func (p *Provider) script(pn plan, name, jit string) string {
 		"umask 077",
 		"jit="+quote(jit),
 		"work=",
-		"cleanup() { rm -f \"$jit\"; [ -n \"$work\" ] && rm -rf \"$work\"; }",
+		"sweep() { :; }")
+	if account != "" {
+		w("sweep() {",
+			"  squeue --noheader --user="+quote(account)+" --format=%i 2>/dev/null | grep -vx \"$SLURM_JOB_ID\" | xargs -r scancel 2>/dev/null",
+			"  kill -KILL -1 2>/dev/null",
+			"}")
+	}
+	w("cleanup() { rm -f \"$jit\"; [ -n \"$work\" ] && rm -rf \"$work\"; sweep; }",
 		"trap cleanup EXIT",
 		"trap 'exit 143' TERM INT HUP",
 		"mkdir -p "+quote(root)+" || exit 1",
@@ -39,6 +54,9 @@ func (p *Provider) script(pn plan, name, jit string) string {
 	for _, kv := range p.o.Env {
 		k, v, _ := strings.Cut(kv, "=")
 		w("export " + k + "=" + quote(v))
+	}
+	if account != "" {
+		w("sweep")
 	}
 	quoted := make([]string, len(cmd))
 	for i, c := range cmd {

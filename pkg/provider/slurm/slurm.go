@@ -1,6 +1,10 @@
 // Package slurm is the compute provider of skiff on an HPC login node: each
-// runner is one Slurm batch job, submitted with sbatch by the daemon's own
-// (unprivileged) user, listed with squeue, and cancelled with scancel.
+// runner is one Slurm batch job, submitted with sbatch, listed with squeue,
+// and cancelled with scancel. A pool's runners run as its run-as accounts
+// (slurm: runAs: [a, b]), one live runner per account, none of them the
+// daemon's: skiff submits and cancels as them through sudo, and writes each
+// runner's registration as the account. A pool with runAs: shared runs
+// them as the daemon's own (unprivileged) user.
 //
 // A runner's batch job:
 //
@@ -10,23 +14,30 @@
 //	   not a failed boot)             scancel ─────┘ (Terminate; idempotent)
 //
 // The job's name is the launch token and the runner's name
-// (NamePrefix + token + "." + runner), so that a replay after a crash finds
-// the job it submitted with one squeue, instead of submitting again. The
-// job's comment carries skiff's tags. The batch script creates a fresh
+// (NamePrefix + token + "." + runner). What skiff lists, cancels and
+// charges comes from its own record of the jobs it submitted (StateDir; see
+// record), matched by job id and user: a job's user can rewrite its name
+// and comment with scontrol update, so neither is read back as skiff's
+// tags, and squeue's listing holds no field a job can write. The batch
+// script creates a fresh
 // work directory under the pool's work root, starts the runner there, and
 // removes the directory when the runner ends (or the job is cancelled).
 //
 // The runner's JIT configuration never appears in the batch script, on a
 // command line, or in the job's environment: the controller stores job
 // scripts and environments, and scontrol and sacct show them. It is a file
-// of mode 0600 in JITDir (mode 0700, the daemon's user's, on the shared
-// filesystem), whose path the script holds; the job reads it and deletes it
-// before the runner starts. A file whose job ended without reading it (a
-// job cancelled while pending) is removed by the next List that sees the
-// job ended or gone.
+// of mode 0600, whose path the script holds; the job reads it and deletes it
+// before the runner starts. For a run-as account it is
+// JITDir/<account>/registration, written as the account (sudo install and
+// dd) just before the submission, in the account's own 0700 directory;
+// JITDir (0711, the daemon's) lets the accounts through but not list it.
+// With runAs: shared it is JITDir/<job name>.jit, the daemon's; such a file
+// whose job ended without reading it (a job cancelled while pending) is
+// removed by the next List that sees the job ended or gone. An account's
+// unread file is replaced by its next runner's.
 //
-// Listing takes one squeue for all of skiff's jobs (the daemon's user's,
-// filtered by name prefix): Slurm 22.05's squeue --json ignores every
+// Listing takes one squeue for all of skiff's jobs (the daemon's user's
+// and the run-as accounts'): Slurm 22.05's squeue --json ignores every
 // filter and returns the whole cluster's jobs, so the provider asks for a
 // fixed --format instead. Ended jobs stay in squeue for the site's
 // MinJobAge (300 s by default); ids asked for that squeue no longer knows
@@ -39,7 +50,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -48,6 +58,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/skiffci/skiff/pkg/names"
@@ -69,12 +80,28 @@ const (
 	DefaultCommandTimeout = 60 * time.Second
 )
 
+// DefaultSudo runs a command as a run-as account without a password
+// prompt (-n: a rule that asks for one fails at once instead of hanging).
+var DefaultSudo = []string{"sudo", "-n", "-u"}
+
+// RegistrationFile is the name of a run-as account's registration file in
+// its directory JITDir/<account>.
+const RegistrationFile = "registration"
+
 // Options configures a Provider.
 type Options struct {
 	// Commander runs the Slurm commands (default Exec{}).
 	Commander Commander
-	// User is whose jobs are listed (default: this process's user).
+	// User is the daemon's own user, whose jobs runAs: shared pools run as
+	// (default: this process's user).
 	User string
+	// StateDir holds skiff's record of the jobs it submitted (mode 0700,
+	// the daemon's own, not on a filesystem the jobs' accounts can write;
+	// default JITDir/.records).
+	StateDir string
+	// Sudo runs a command as a run-as account: the account, the command and
+	// its arguments follow it (default DefaultSudo).
+	Sudo []string
 	// NamePrefix starts every job name (default DefaultNamePrefix).
 	NamePrefix string
 	// Cluster names the cluster in instances (their Zone; default
@@ -99,8 +126,10 @@ type Options struct {
 	Env []string
 	// Path is the runners' PATH (default /usr/local/bin:/usr/bin:/bin).
 	Path string
-	// LogDir, when set, receives each job's output as LogDir/<job name>.out;
-	// otherwise it is discarded.
+	// LogDir, when set, receives each job's output as LogDir/<job name>.out
+	// (LogDir/<account>/<job name>.out for a run-as account: a directory
+	// the account owns, mode 0700, made by the operator); otherwise it is
+	// discarded.
 	LogDir string
 	// DefaultLifetime is the time limit of a pool without one.
 	DefaultLifetime time.Duration
@@ -121,6 +150,18 @@ type Provider struct {
 	mu      sync.Mutex
 	failCap bool
 	calls   map[string]int
+	// records are skiff's own record of its jobs, by job name and by id.
+	records map[string]*record
+	byID    map[string]*record
+	// accounts are the run-as accounts seen in plans and records: their
+	// jobs are listed.
+	accounts map[string]bool
+	// submitting are the job names whose sbatch is under way.
+	submitting map[string]bool
+	// foreign are the run-as accounts the last listing found with live
+	// jobs skiff did not submit (submitted by a runner): not given to a
+	// runner until those are gone.
+	foreign map[string]bool
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -136,7 +177,8 @@ var reserved = []string{"PATH", "HOME", "TMPDIR", "SKIFF_INSTANCE_ID", EnvJITCon
 const EnvJITConfig = "ACTIONS_RUNNER_INPUT_JITCONFIG"
 
 // New returns a provider, failing with the option's name on a bad option.
-// It creates JITDir (0700) and refuses one that others can read.
+// It creates JITDir (0711) and StateDir (0700), refuses them when others
+// can read or write them, and reads skiff's record of its jobs.
 func New(o Options) (*Provider, error) {
 	var errs []error
 	if o.JITDir == "" {
@@ -178,24 +220,56 @@ func New(o Options) (*Provider, error) {
 	if o.CommandTimeout <= 0 {
 		o.CommandTimeout = DefaultCommandTimeout
 	}
-	provider.FillDefaults(&o.DefaultLifetime, &o.Logger, &o.Now)
-	if err := os.MkdirAll(o.JITDir, 0o700); err != nil {
-		return nil, fmt.Errorf("slurm provider: creating JITDir: %w", err)
+	if len(o.Sudo) == 0 {
+		o.Sudo = DefaultSudo
 	}
-	fi, err := os.Stat(o.JITDir)
-	if err != nil {
+	if o.StateDir == "" {
+		o.StateDir = filepath.Join(o.JITDir, ".records")
+	}
+	provider.FillDefaults(&o.DefaultLifetime, &o.Logger, &o.Now)
+	// JITDir: the accounts pass through it to their own directories, and
+	// nobody but the daemon's user lists or writes it.
+	if err := privateDir(o.JITDir, 0o711); err != nil {
+		return nil, fmt.Errorf("slurm provider: JITDir: %w", err)
+	}
+	if err := privateDir(o.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("slurm provider: StateDir: %w", err)
+	}
+	p := &Provider{o: o, calls: map[string]int{}, records: map[string]*record{}, byID: map[string]*record{},
+		accounts: map[string]bool{}, submitting: map[string]bool{}, foreign: map[string]bool{}}
+	if err := p.loadRecords(); err != nil {
 		return nil, fmt.Errorf("slurm provider: %w", err)
 	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("slurm provider: JITDir %s has mode %v: others could read runners' registrations (want 0700)", o.JITDir, fi.Mode().Perm())
+	return p, nil
+}
+
+// privateDir creates dir with mode (or sets it on a directory of the
+// daemon's that has no more), and refuses one others may read or write.
+func privateDir(dir string, mode os.FileMode) error {
+	if err := os.MkdirAll(dir, mode); err != nil {
+		return fmt.Errorf("creating %s: %w", dir, err)
 	}
-	return &Provider{o: o, calls: map[string]int{}}, nil
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Perm()&^mode != 0 {
+		return fmt.Errorf("%s has mode %v: others could read or change runners' registrations and skiff's records (want %v)", dir, fi.Mode().Perm(), mode)
+	}
+	if fi.Mode().Perm() != mode {
+		if err := os.Chmod(dir, mode); err != nil {
+			return fmt.Errorf("setting the mode of %s: %w", dir, err)
+		}
+	}
+	return nil
 }
 
 var (
 	envName   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	safeName  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 	jobIDForm = regexp.MustCompile(`^[0-9]+$`)
+	// accountName is the schema's form of a run-as account.
+	accountName = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
 )
 
 // Name implements provider.Provider.
@@ -213,6 +287,9 @@ type plan struct {
 	Command []string          `json:"command"`
 	WorkDir string            `json:"workDir"`
 	Runners []provider.Runner `json:"runners"`
+	// RunAs are the section's run-as accounts (none: runAs: shared, the
+	// daemon's own user).
+	RunAs []string `json:"runAs,omitempty"`
 }
 
 // RunScript is the runner's start script in a slurm: section's runnerDir.
@@ -255,6 +332,15 @@ func (p *Provider) Plan(_ context.Context, l provider.Launch) (provider.Plan, er
 	if section.WorkDir != "" {
 		pn.WorkDir = section.WorkDir
 	}
+	if !section.RunAsShared {
+		pn.RunAs = section.RunAs
+	}
+	for _, a := range pn.RunAs {
+		if !accountName.MatchString(a) || a == p.o.User || a == "root" {
+			return "", &provider.Error{Kind: provider.ErrInvalid, Code: "BadRunAs", Final: true,
+				Message: fmt.Sprintf("run-as account %q of pool %s is not a Unix account name, or is root or skiff's own user", a, l.Spec.Pool)}
+		}
+	}
 	if len(pn.Command) == 0 || pn.WorkDir == "" {
 		return "", &provider.Error{Kind: provider.ErrInvalid, Code: "NoRunner", Final: true,
 			Message: fmt.Sprintf("pool %s names no runner install or work directory (slurm: runnerDir, workDir) and the provider has no default", l.Spec.Pool)}
@@ -273,11 +359,15 @@ func (p *Provider) jobName(token, runner string) string {
 
 func (p *Provider) jitFile(name string) string { return filepath.Join(p.o.JITDir, name+".jit") }
 
-// Launch implements provider.Provider: one sbatch per runner, and nothing
-// else. With regs nil (a replay after a crash) it runs one squeue and
-// returns the jobs it finds by name; a runner without a job gets a
-// retryable ErrCapacity ("not launched"), and a replay that finds none is a
-// permanent ErrInvalid.
+// Launch implements provider.Provider: one sbatch per runner (for a run-as
+// account, also the two commands that write its registration as the
+// account), and nothing else. A runner of a pool whose run-as accounts all
+// have a live runner waits: a retryable ErrCapacity ("NoFreeAccount"),
+// after one squeue that looks for accounts freed since the last listing.
+// With regs nil (a replay after a crash) it runs one squeue and returns
+// the jobs skiff's record holds for the plan; a runner without a job gets
+// a retryable ErrCapacity ("not launched"), and a replay that finds none is
+// a permanent ErrInvalid.
 func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider.Registration) (provider.Result, error) {
 	var pn plan
 	if err := json.Unmarshal([]byte(pl), &pn); err != nil || pn.Token == "" || len(pn.Runners) == 0 {
@@ -286,6 +376,11 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider
 	if regs != nil && len(regs) != len(pn.Runners) {
 		return provider.Result{}, provider.Errorf(provider.ErrInvalid, "launching: %d registrations for %d runners", len(regs), len(pn.Runners))
 	}
+	p.mu.Lock()
+	for _, a := range pn.RunAs {
+		p.accounts[a] = true
+	}
+	p.mu.Unlock()
 	if regs == nil {
 		return p.replay(ctx, pn)
 	}
@@ -318,23 +413,28 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider
 }
 
 func (p *Provider) replay(ctx context.Context, pn plan) (provider.Result, error) {
-	jobs, err := p.squeue(ctx)
+	// A record without a job id is a submit the crash interrupted: its
+	// job, if sbatch took it, is found by name among its account's newer jobs.
+	for _, r := range pn.Runners {
+		p.mu.Lock()
+		rec := p.records[p.jobName(pn.Token, r.Name)]
+		pending := rec != nil && rec.ID == "" && !p.submitting[rec.Name]
+		p.mu.Unlock()
+		if pending {
+			if _, _, err := p.resolve(ctx, rec); err != nil {
+				return provider.Result{}, err
+			}
+		}
+	}
+	seen, err := p.observe(ctx)
 	if err != nil {
 		return provider.Result{}, err
-	}
-	byName := map[string]job{}
-	for _, j := range jobs {
-		// The newest job of a name wins (a name is submitted once; the
-		// newest is what a second submit made, should one have happened).
-		if old, ok := byName[j.Name]; !ok || j.ID > old.ID {
-			byName[j.Name] = j
-		}
 	}
 	res := provider.Result{Runners: make([]provider.Launched, len(pn.Runners))}
 	found := 0
 	for i, r := range pn.Runners {
-		if j, ok := byName[p.jobName(pn.Token, r.Name)]; ok {
-			res.Runners[i].Instance = p.instance(j)
+		if s, ok := seen[p.jobName(pn.Token, r.Name)]; ok {
+			res.Runners[i].Instance = p.instance(s.job, s.rec)
 			found++
 		} else {
 			res.Runners[i].Err = &provider.Error{Kind: provider.ErrCapacity, Code: "NotLaunched", Message: "this runner was not launched"}
@@ -345,6 +445,63 @@ func (p *Provider) replay(ctx context.Context, pn plan) (provider.Result, error)
 			Message: "Slurm knows no job of this launch token (never submitted, or ended longer ago than its MinJobAge)"}
 	}
 	return res, nil
+}
+
+// takeAccount records the intent to submit job name as one of the plan's
+// free run-as accounts ("" for runAs: shared), or fails with a retryable
+// ErrCapacity when every account has a live runner.
+func (p *Provider) takeAccount(ctx context.Context, pn plan, name string, tags map[string]string) (*record, error) {
+	rec := &record{Name: name, Pool: pn.Pool, Partition: pn.Partition, Tags: tags, Written: p.o.Now().UTC()}
+	for attempt := 0; ; attempt++ {
+		p.mu.Lock()
+		ok := len(pn.RunAs) == 0
+		if !ok {
+			rec.Account, ok = p.freeAccount(pn.RunAs)
+		}
+		if ok {
+			if old := p.records[name]; old != nil {
+				p.dropRecord(old)
+			}
+			p.addRecord(rec)
+			p.submitting[name] = true
+			err := p.saveRecord(rec)
+			if err != nil {
+				p.dropRecord(rec)
+				delete(p.submitting, name)
+			}
+			p.mu.Unlock()
+			if err != nil {
+				return nil, &provider.Error{Kind: provider.ErrTransient, Code: "RecordFile", Message: err.Error()}
+			}
+			return rec, nil
+		}
+		p.mu.Unlock()
+		if attempt > 0 {
+			return nil, &provider.Error{Kind: provider.ErrCapacity, Code: "NoFreeAccount",
+				Message: fmt.Sprintf("every run-as account of pool %s (%s) has a live runner", pn.Pool, strings.Join(pn.RunAs, ", "))}
+		}
+		// The last listing may be older than the runners that ended since.
+		if _, err := p.observe(ctx); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// freeAccount is the first of accounts with no live or unresolved job of
+// skiff's and none of a runner's own (p.mu held).
+func (p *Provider) freeAccount(accounts []string) (string, bool) {
+	busy := map[string]bool{}
+	for _, r := range p.records {
+		if !r.Ended {
+			busy[r.Account] = true
+		}
+	}
+	for _, a := range accounts {
+		if !busy[a] && !p.foreign[a] {
+			return a, true
+		}
+	}
+	return "", false
 }
 
 // submit writes the runner's JIT file and submits its batch job.
@@ -360,51 +517,138 @@ func (p *Provider) submit(ctx context.Context, pn plan, r provider.Runner, reg p
 			Message: "the Slurm provider runs just-in-time registered runners only"}
 	}
 	name := p.jobName(pn.Token, r.Name)
-	jit := p.jitFile(name)
-	if err := writePrivate(jit, []byte(reg.JITConfig)); err != nil {
-		return provider.Instance{}, &provider.Error{Kind: provider.ErrTransient, Code: "JITFile", Message: "writing the registration file: " + err.Error()}
-	}
 	tags := p.tags(pn, r)
-	script := p.script(pn, name, jit)
+	rec, err := p.takeAccount(ctx, pn, name, tags)
+	if err != nil {
+		return provider.Instance{}, err
+	}
+	defer func() {
+		p.mu.Lock()
+		delete(p.submitting, name)
+		p.mu.Unlock()
+	}()
+	forget := func() {
+		p.mu.Lock()
+		p.dropRecord(rec)
+		p.mu.Unlock()
+	}
+	jit, err := p.writeJIT(ctx, rec.Account, name, reg.JITConfig)
+	if err != nil {
+		forget()
+		return provider.Instance{}, err
+	}
+	script := p.script(pn, name, jit, rec.Account)
 	// The pool's options first: where an option repeats, sbatch takes the
-	// last, so the options skiff owns (its tags in --comment, the job's
-	// name, environment and output) always hold.
-	args := append(pn.Args[:len(pn.Args):len(pn.Args)], "--parsable", "--job-name="+name, "--comment="+encodeTags(tags), "--export=NONE",
-		"--output="+p.output(name), "--chdir=/")
-	out, err := p.run(ctx, "sbatch", args, []byte(script))
+	// last, so the options skiff owns (the job's name, environment and
+	// output) always hold.
+	args := append(pn.Args[:len(pn.Args):len(pn.Args)], "--parsable", "--job-name="+name, "--export=NONE",
+		"--output="+p.output(rec.Account, name), "--chdir=/")
+	out, err := p.run(ctx, rec.Account, "sbatch", args, []byte(script))
 	if err != nil {
 		err = classify("submitting the runner's batch job", err)
 		if errors.Is(err, provider.ErrTransient) {
 			// The controller may have taken the job and lost the answer
 			// (a timeout, a restart): one squeue by name tells, so that
 			// the caller's retry does not submit it twice.
-			if jobs, lerr := p.squeue(ctx); lerr == nil {
-				for _, j := range jobs {
-					if j.Name == name {
-						p.o.Logger.Warn("sbatch failed, but Slurm has the job", "instance_id", j.ID, "job_name", name, "err", err)
-						return p.instance(j), nil
-					}
-				}
+			if j, ok, lerr := p.resolve(ctx, rec); lerr == nil && ok {
+				p.o.Logger.Warn("sbatch failed, but Slurm has the job", "instance_id", j.ID, "job_name", name, "err", err)
+				return p.instance(j, rec), nil
 			}
 		}
-		_ = os.Remove(jit)
+		forget()
+		if rec.Account == "" {
+			_ = os.Remove(jit)
+		}
 		return provider.Instance{}, err
 	}
 	// --parsable prints "jobid" or "jobid;cluster".
 	id, _, _ := strings.Cut(strings.TrimSpace(string(out)), ";")
 	if !jobIDForm.MatchString(id) {
+		forget()
 		return provider.Instance{}, &provider.Error{Kind: provider.ErrTransient, Code: "UnreadableAnswer",
 			Message: fmt.Sprintf("sbatch answered %q, not a job id", strings.TrimSpace(string(out)))}
 	}
+	p.mu.Lock()
+	rec.ID = id
+	p.byID[id] = rec
+	if err := p.saveRecord(rec); err != nil {
+		// The job is submitted and known in memory; a restart before the
+		// next save resolves it by name.
+		p.o.Logger.Warn("recording a submitted job", "instance_id", id, "job_name", name, "err", err)
+	}
+	p.mu.Unlock()
 	p.o.Logger.Info("submitted a runner's batch job", "instance_id", id, "job_name", name, "pool", pn.Pool,
-		"job_id", r.JobID, "runner_name", r.Name, "registration", reg)
-	return p.instance(job{ID: id, Name: name, State: "PENDING", Partition: pn.Partition, Tags: tags,
-		Submitted: p.o.Now().UTC()}), nil
+		"job_id", r.JobID, "runner_name", r.Name, "run_as", p.user(rec.Account), "registration", reg)
+	j := job{ID: id, User: p.user(rec.Account), State: "PENDING", Partition: pn.Partition, Submitted: p.o.Now().UTC()}
+	return p.instance(j, rec), nil
 }
 
-func (p *Provider) output(name string) string {
+// writeJIT writes a runner's registration where its job reads it, and
+// returns the path: as the run-as account, in the account's own 0700
+// directory (JITDir/<account>, made by the operator: skiff checks its
+// owner and mode), replacing the account's previous file; or, for
+// runAs: shared, as the daemon's own file in JITDir.
+func (p *Provider) writeJIT(ctx context.Context, account, name, jit string) (string, error) {
+	if account == "" {
+		path := p.jitFile(name)
+		if err := writePrivate(path, []byte(jit)); err != nil {
+			return "", &provider.Error{Kind: provider.ErrTransient, Code: "JITFile", Message: "writing the registration file: " + err.Error()}
+		}
+		return path, nil
+	}
+	dir := filepath.Join(p.o.JITDir, account)
+	if err := accountDir(dir, account); err != nil {
+		return "", &provider.Error{Kind: provider.ErrInvalid, Code: "NoAccountDir", Final: true, Message: err.Error(),
+			Detail: fmt.Sprintf("as root: install -d -o %s -m 0700 %s (see docs/slurm.md#run-as-accounts)", account, dir)}
+	}
+	path := filepath.Join(dir, RegistrationFile)
+	// install replaces whatever the account's previous runner left there
+	// (a symbolic link included) with an empty file of mode 0600; dd then
+	// fills it from standard input without creating another.
+	if _, err := p.run(ctx, account, "install", []string{"-m", "0600", "/dev/null", path}, nil); err != nil {
+		return "", classifyRunAs("creating the registration file as "+account, err)
+	}
+	if _, err := p.run(ctx, account, "dd", []string{"of=" + path, "conv=nocreat", "status=none"}, []byte(jit)); err != nil {
+		return "", classifyRunAs("writing the registration file as "+account, err)
+	}
+	return path, nil
+}
+
+// accountDir checks that dir is a directory of account's own, mode 0700.
+func accountDir(dir, account string) error {
+	u, err := user.Lookup(account)
+	if err != nil {
+		return fmt.Errorf("looking up run-as account %s: %w", account, err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("the registration directory of run-as account %s: %w", account, err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || strconv.FormatUint(uint64(st.Uid), 10) != u.Uid || fi.Mode().Perm() != 0o700 {
+		return fmt.Errorf("%s is not a directory of run-as account %s's own with mode 0700 (mode %v)", dir, account, fi.Mode())
+	}
+	return nil
+}
+
+// classifyRunAs is classify for a command run through sudo: a rule that
+// does not allow it is a final ErrInvalid naming the rule to grant.
+func classifyRunAs(what string, err error) error {
+	var ee *ExitError
+	if errors.As(err, &ee) && (strings.Contains(ee.Stderr, "a password is required") || strings.Contains(ee.Stderr, "not allowed") ||
+		strings.Contains(ee.Stderr, "unknown user") || strings.Contains(ee.Stderr, "may not run")) {
+		return &provider.Error{Kind: provider.ErrInvalid, Code: "RunAsNotAllowed", Final: true, Message: what + ": " + slurmMessage(ee.Stderr),
+			Detail: "grant skiff's user the sudoers rule of docs/slurm.md#run-as-accounts for this account"}
+	}
+	return classify(what, err)
+}
+
+func (p *Provider) output(account, name string) string {
 	if p.o.LogDir == "" {
 		return "/dev/null"
+	}
+	if account != "" {
+		return filepath.Join(p.o.LogDir, account, name+".out")
 	}
 	return filepath.Join(p.o.LogDir, name+".out")
 }
@@ -424,27 +668,6 @@ func (p *Provider) tags(pn plan, r provider.Runner) map[string]string {
 		tags[names.TagOwner] = r.Owner
 	}
 	return tags
-}
-
-// encodeTags renders tags for the job's comment (no spaces, no '|').
-func encodeTags(tags map[string]string) string {
-	v := url.Values{}
-	for k, x := range tags {
-		v.Set(k, x)
-	}
-	return v.Encode()
-}
-
-func decodeTags(s string) map[string]string {
-	v, err := url.ParseQuery(s)
-	if err != nil {
-		return map[string]string{}
-	}
-	out := make(map[string]string, len(v))
-	for k := range v {
-		out[k] = v.Get(k)
-	}
-	return out
 }
 
 // writePrivate writes a file of mode 0600 that did not exist (a leftover of
@@ -467,13 +690,20 @@ func writePrivate(path string, b []byte) error {
 	return nil
 }
 
-// run runs one Slurm command, bounded by CommandTimeout, and counts it.
-func (p *Provider) run(ctx context.Context, name string, args []string, stdin []byte) ([]byte, error) {
+// run runs one command, as account through Sudo (or as the daemon's own
+// user for ""), bounded by CommandTimeout, and counts it by its name.
+func (p *Provider) run(ctx context.Context, account, name string, args []string, stdin []byte) ([]byte, error) {
 	p.mu.Lock()
 	p.calls[name]++
 	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, p.o.CommandTimeout)
 	defer cancel()
+	if account != "" {
+		full := make([]string, 0, len(p.o.Sudo)+1+len(args))
+		full = append(full, p.o.Sudo[1:]...)
+		full = append(full, account, name)
+		name, args = p.o.Sudo[0], append(full, args...)
+	}
 	// A command killed at the timeout is an *ExitError too, with what it
 	// said until then (sbatch's "sleeping and retrying" at a submit limit).
 	return p.o.Commander.Run(ctx, name, args, stdin)

@@ -236,15 +236,15 @@ func TestRegistrationFile(t *testing.T) {
 		in := e.waitState(t, held.ID, provider.Pending)
 		return in.QueueReason == "PartitionDown"
 	})
-	files, _ := filepath.Glob(filepath.Join(e.o.JITDir, "*"))
+	files, _ := filepath.Glob(filepath.Join(e.o.JITDir, "*.jit"))
 	if len(files) != 1 {
 		t.Fatalf("registration files %v, want one", files)
 	}
 	if fi, err := os.Stat(files[0]); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("registration file mode %v (%v), want 0600", fi.Mode(), err)
 	}
-	if fi, err := os.Stat(e.o.JITDir); err != nil || fi.Mode().Perm() != 0o700 {
-		t.Errorf("registration directory mode %v (%v), want 0700", fi.Mode(), err)
+	if fi, err := os.Stat(e.o.JITDir); err != nil || fi.Mode().Perm() != 0o711 {
+		t.Errorf("registration directory mode %v (%v), want 0711 (others pass through, never list)", fi.Mode(), err)
 	}
 	if b, err := os.ReadFile(files[0]); err != nil || string(b) != regs[0].JITConfig {
 		t.Errorf("registration file holds %q (%v)", b, err)
@@ -292,7 +292,7 @@ func TestRegistrationFile(t *testing.T) {
 	}
 	e.waitState(t, id, provider.Terminated)
 	poll(t, "the work directory's removal", func() bool { _, err := os.Stat(s.Home); return errors.Is(err, fs.ErrNotExist) })
-	if left, _ := filepath.Glob(filepath.Join(e.o.JITDir, "*")); len(left) != 0 {
+	if left, _ := filepath.Glob(filepath.Join(e.o.JITDir, "*.jit")); len(left) != 0 {
 		t.Errorf("registration files left: %v", left)
 	}
 	if strings.Contains(e.logs.String(), "CANARY") {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -102,7 +103,7 @@ func TestSubmitArgs(t *testing.T) {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
 		sub := fc.submits[0]
-		if got := strings.Join(sub.args, " "); !strings.HasPrefix(got, tc.args+" --parsable --job-name=skiff.tok.r1 --comment=") {
+		if got := strings.Join(sub.args, " "); !strings.HasPrefix(got, tc.args+" --parsable --job-name=skiff.tok.r1 --export=NONE") {
 			t.Errorf("%s: sbatch %s\nwant first %s, then skiff's", tc.name, got, tc.args)
 		}
 		if !strings.Contains(sub.script, "\n"+tc.command+"\n") || !strings.Contains(sub.script, "mkdir -p "+tc.workDir) {
@@ -121,22 +122,56 @@ func TestSubmitArgs(t *testing.T) {
 
 func TestParseSqueue(t *testing.T) {
 	t.Parallel()
-	out := "12|PENDING|gpu|(null)|2026-12-01T10:00:00|skiff.tok.r1|skiff%3Apool=gpu|N/A|Priority\n" +
-		"13|RUNNING|gpu|node7|2026-12-01T10:00:01|skiff.tok.r2|skiff%3Apool=gpu|2026-12-01T10:00:05|None\n" +
-		"14|RUNNING|gpu|node7|2026-12-01T10:00:01|someone-else|x=y|2026-12-01T10:00:05|None\n" +
-		"15|PENDING|gpu||2026-12-01T10:00:01|skiff.tok.r3||N/A|QOSMaxJobsPerUserLimit|odd|text\n"
-	jobs := parseSqueue(out, "skiff.")
+	out := "12|ci|PENDING|gpu|(null)|2026-12-01T10:00:00|N/A|Priority\n" +
+		"13|run1|RUNNING|gpu|node7|2026-12-01T10:00:01|2026-12-01T10:00:05|None\n" +
+		"not a job line\n" +
+		"15|ci|PENDING|gpu||2026-12-01T10:00:01|N/A|QOSMaxJobsPerUserLimit|odd|text\n"
+	jobs := parseSqueue(out)
 	if len(jobs) != 3 {
 		t.Fatalf("parsed %d jobs, want 3: %+v", len(jobs), jobs)
 	}
-	if j := jobs[0]; j.ID != "12" || j.Nodes != "" || j.Reason != "Priority" || j.Tags[names.TagPool] != "gpu" || j.Submitted.IsZero() {
+	if j := jobs[0]; j.ID != "12" || j.User != "ci" || j.Nodes != "" || j.Reason != "Priority" || j.Submitted.IsZero() {
 		t.Errorf("job 12: %+v", j)
 	}
-	if j := jobs[1]; j.Reason != "" || j.Nodes != "node7" || j.Started.IsZero() || !jobs[0].Started.IsZero() {
+	if j := jobs[1]; j.User != "run1" || j.Reason != "" || j.Nodes != "node7" || j.Started.IsZero() || !jobs[0].Started.IsZero() {
 		t.Errorf("job 13: %+v", j)
 	}
 	if j := jobs[2]; j.Reason != "QOSMaxJobsPerUserLimit|odd|text" {
 		t.Errorf("job 15's reason %q", j.Reason)
+	}
+}
+
+// TestListTrustsOnlyTheRecord: List shows the jobs of skiff's record whose
+// id and user Slurm confirms, with the record's tags; a job of the daemon's
+// user that skiff did not submit is not listed, a job of a recorded id
+// under another user is not taken for skiff's, and a live job of a run-as
+// account that skiff did not submit is cancelled as that account, which
+// gets no runner until it is gone.
+func TestListTrustsOnlyTheRecord(t *testing.T) {
+	t.Parallel()
+	fc := &fakeSlurm{}
+	p := newFake(t, fc)
+	p.addRecord(&record{Name: "skiff.a.r", ID: "1", Pool: "cpu", Tags: map[string]string{names.TagPool: "cpu", names.TagRunnerName: "r"}})
+	p.addRecord(&record{Name: "skiff.b.r", ID: "3", Account: "run1", Pool: "gpu", Tags: map[string]string{names.TagPool: "gpu"}})
+	fc.lines = []string{
+		"1|ci|RUNNING|debug|n1|2026-12-01T10:00:00|2026-12-01T10:00:01|None",
+		"2|ci|RUNNING|debug|n1|2026-12-01T10:00:00|2026-12-01T10:00:01|None",
+		"3|mallory|RUNNING|debug|n1|2026-12-01T10:00:00|2026-12-01T10:00:01|None",
+		"4|run2|RUNNING|debug|n1|2026-12-01T10:00:00|2026-12-01T10:00:01|None",
+	}
+	p.accounts["run2"] = true
+	got, err := p.List(context.Background(), provider.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].ID != "1" || got[0].Pool != "cpu" || got[0].Tags[names.TagRunnerName] != "r" || got[0].Tags[TagRunAs] != "ci" {
+		t.Errorf("List = %+v, want job 1 alone, with the record's tags", got)
+	}
+	if want := "run2 scancel --user=run2 4"; !slices.Contains(fc.sudo, want) {
+		t.Errorf("commands run through sudo %q, want %q", fc.sudo, want)
+	}
+	if _, free := p.freeAccount([]string{"run2"}); free {
+		t.Error("run2 runs a job skiff did not submit, yet is free for a runner")
 	}
 }
 
@@ -239,41 +274,58 @@ func TestScriptHoldsNoSecret(t *testing.T) {
 // with its jobs, and counts the calls: the benchmarks' and unit tests'
 // stand-in for a cluster (the integration tests use a real one).
 type fakeSlurm struct {
-	jobs []string // squeue lines
+	lines []string // squeue lines
+	names []string // the job name of each id, from 1
 	// loseAnswer makes sbatch take the job and fail as a timeout does.
 	loseAnswer bool
-	next       int
 	submits    []struct {
 		args   []string
 		script string
 	}
+	// sudo are the commands run through sudo: the account, the command
+	// and its arguments.
+	sudo []string
 }
 
 func (f *fakeSlurm) Run(_ context.Context, name string, args []string, stdin []byte) ([]byte, error) {
+	if name == "sudo" {
+		args = args[2:] // -n -u
+		f.sudo = append(f.sudo, strings.Join(args, " "))
+		name, args = args[1], args[2:]
+	}
 	switch name {
 	case "sbatch":
-		f.next++
 		f.submits = append(f.submits, struct {
 			args   []string
 			script string
 		}{args, string(stdin)})
-		var jn, comment string
+		var jn string
 		for _, a := range args {
 			if v, ok := strings.CutPrefix(a, "--job-name="); ok {
 				jn = v
 			}
-			if v, ok := strings.CutPrefix(a, "--comment="); ok {
-				comment = v
-			}
 		}
-		f.jobs = append(f.jobs, fmt.Sprintf("%d|PENDING|debug||2026-12-01T10:00:00|%s|%s|N/A|Priority", f.next, jn, comment))
+		f.names = append(f.names, jn)
+		id := len(f.names)
+		f.lines = append(f.lines, fmt.Sprintf("%d|ci|PENDING|debug||2026-12-01T10:00:00|N/A|Priority", id))
 		if f.loseAnswer {
 			return nil, &ExitError{Command: name, Code: 1, Stderr: "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation"}
 		}
-		return []byte(fmt.Sprintf("%d\n", f.next)), nil
+		return []byte(fmt.Sprintf("%d\n", id)), nil
 	case "squeue":
-		return []byte(strings.Join(f.jobs, "\n") + "\n"), nil
-	case "scancel", "sacct":
+		for _, a := range args {
+			if n, ok := strings.CutPrefix(a, "--name="); ok {
+				var ids []string
+				for i, jn := range f.names {
+					if jn == n {
+						ids = append(ids, strconv.Itoa(i+1))
+					}
+				}
+				return []byte(strings.Join(ids, "\n") + "\n"), nil
+			}
+		}
+		return []byte(strings.Join(f.lines, "\n") + "\n"), nil
+	case "scancel", "sacct", "install", "dd":
 		return nil, nil
 	}
 	return nil, fmt.Errorf("unexpected command %s", name)
@@ -294,10 +346,12 @@ func newFake(t testing.TB, fc *fakeSlurm) *Provider {
 // machine): one squeue per pass, whatever the count.
 func BenchmarkReconcile1000(b *testing.B) {
 	fc := &fakeSlurm{}
-	for i := range 1000 {
-		fc.jobs = append(fc.jobs, fmt.Sprintf("%d|RUNNING|debug|node%d|2026-12-01T10:00:00|skiff.tok%d.r|skiff%%3Apool=cpu&skiff%%3Arunner-name=r%d|2026-12-01T10:00:01|None", i+1, i%50, i, i))
-	}
 	p := newFake(b, fc)
+	for i := range 1000 {
+		fc.lines = append(fc.lines, fmt.Sprintf("%d|ci|RUNNING|debug|node%d|2026-12-01T10:00:00|2026-12-01T10:00:01|None", i+1, i%50))
+		p.addRecord(&record{Name: fmt.Sprintf("skiff.tok%d.r", i), ID: strconv.Itoa(i + 1), Pool: "cpu",
+			Tags: map[string]string{names.TagPool: "cpu", names.TagRunnerName: "r" + strconv.Itoa(i)}})
+	}
 	p.Calls()
 	b.ResetTimer()
 	for range b.N {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -12,30 +13,48 @@ import (
 	"github.com/skiffci/skiff/pkg/provider"
 )
 
-// sacctJobs asks the accounting for jobs squeue no longer knows (ended
-// longer ago than MinJobAge): one sacct. A site without accounting answers
-// nothing, and those jobs are absent ("gone for good").
-func (p *Provider) sacctJobs(ctx context.Context, ids []string) []job {
-	out, err := p.run(ctx, "sacct", []string{"--noheader", "--parsable2", "--allocations", "--user=" + p.o.User,
-		"--jobs=" + strings.Join(ids, ","), "--format=JobIDRaw,State,Partition,NodeList,Submit,JobName,Comment"}, nil)
+// sacctJobs asks the accounting for jobs of skiff's record that squeue no
+// longer knows (ended longer ago than MinJobAge): one sacct. A site
+// without accounting answers nothing, and those jobs are absent ("gone for
+// good").
+func (p *Provider) sacctJobs(ctx context.Context, recs []*record) []seenJob {
+	ids := make([]string, len(recs))
+	users := map[string]bool{}
+	byID := map[string]*record{}
+	for i, r := range recs {
+		ids[i] = r.ID
+		users[p.user(r.Account)] = true
+		byID[r.ID] = r
+	}
+	ul := make([]string, 0, len(users))
+	for u := range users {
+		ul = append(ul, u)
+	}
+	sort.Strings(ul)
+	out, err := p.run(ctx, "", "sacct", []string{"--noheader", "--parsable2", "--allocations", "--user=" + strings.Join(ul, ","),
+		"--jobs=" + strings.Join(ids, ","), "--format=JobIDRaw,User,State,Partition,NodeList,Submit"}, nil)
 	if err != nil {
 		p.o.Logger.Debug("no accounting for ended batch jobs", "err", classify("sacct", err))
 		return nil
 	}
-	var jobs []job
+	var jobs []seenJob
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.Split(line, "|")
-		if len(f) != 7 || !jobIDForm.MatchString(f[0]) || !strings.HasPrefix(f[5], p.o.NamePrefix) {
+		if len(f) != 6 || !jobIDForm.MatchString(f[0]) {
 			continue
 		}
-		j := job{ID: f[0], State: f[1], Partition: f[2], Nodes: f[3], Name: f[5], Tags: decodeTags(f[6])}
+		r := byID[f[0]]
+		if r == nil || p.user(r.Account) != f[1] {
+			continue
+		}
+		j := job{ID: f[0], User: f[1], State: f[2], Partition: f[3], Nodes: f[4]}
 		if j.Nodes == "None assigned" {
 			j.Nodes = ""
 		}
-		if t, err := time.ParseInLocation(slurmTime, f[4], time.Local); err == nil {
+		if t, err := time.ParseInLocation(slurmTime, f[5], time.Local); err == nil {
 			j.Submitted = t.UTC()
 		}
-		jobs = append(jobs, j)
+		jobs = append(jobs, seenJob{job: j, rec: r})
 	}
 	return jobs
 }
@@ -98,7 +117,7 @@ func (p *Provider) Usages(ctx context.Context, ids []string) (map[string]Usage, 
 	if len(ids) == 0 {
 		return map[string]Usage{}, nil
 	}
-	out, err := p.run(ctx, "sacct", []string{"--noheader", "--parsable2", "--jobs=" + strings.Join(ids, ","),
+	out, err := p.run(ctx, "", "sacct", []string{"--noheader", "--parsable2", "--jobs=" + strings.Join(ids, ","),
 		"--format=" + usageFormat}, nil)
 	if err != nil {
 		var ee *ExitError
