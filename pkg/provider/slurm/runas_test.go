@@ -387,7 +387,7 @@ func TestSudoersLines(t *testing.T) {
 	}
 	lines := string(m[1])
 	for _, want := range []string{"sbatch", "scancel", "/usr/bin/install -m 0600 /dev/null /shared/skiff/jit/*/" + slurm.RegistrationFile,
-		"/usr/bin/dd of=/shared/skiff/jit/*/" + slurm.RegistrationFile + " conv=nocreat status=none", "(ci-run1, ci-run2)", "NOPASSWD"} {
+		"/usr/bin/dd of=/shared/skiff/jit/*/" + slurm.RegistrationFile + " conv=nocreat status=none", "Runas_Alias SKIFF_RUNNERS = ci-run1, ci-run2", "(SKIFF_RUNNERS) NOPASSWD: SKIFF_SLURM"} {
 		if !strings.Contains(lines, want) {
 			t.Errorf("the sudoers lines lack %q:\n%s", want, lines)
 		}
