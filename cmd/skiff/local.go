@@ -58,7 +58,7 @@ func parseLocalFlags(args []string, stderr io.Writer) (f localFlags, ok bool, co
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "the webhook's address (the GitHub App's webhook URL points here)")
 	fs.StringVar(&f.provider, "provider", "process", "process (run each runner as a local process), slurm (each runner a Slurm batch job, from a login node), kubernetes (each runner a Pod) or dry-run (log what would launch)")
 	fs.StringVar(&f.runner, "runner", "", "the runner command for the process and slurm providers, e.g. /opt/actions-runner/run.sh (on the shared filesystem for slurm)")
-	fs.StringVar(&f.slurmShared, "slurm-shared", "", "with --provider slurm: a directory the compute nodes share, for registrations (jit/, mode 0700) and work directories (work/)")
+	fs.StringVar(&f.slurmShared, "slurm-shared", "", "with --provider slurm: a directory the compute nodes share, for registrations (jit/, mode 0711, a 0700 directory per run-as account) and work directories (work/)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "with --provider kubernetes: the kubeconfig (default: in-cluster credentials in a Pod, else $KUBECONFIG or ~/.kube/config)")
 	fs.StringVar(&f.kubeNS, "kube-namespace", "", "with --provider kubernetes: the runner namespace of pools without a kubernetes: section")
 	fs.StringVar(&f.kubeImage, "kube-image", "", "with --provider kubernetes: the runner image of pools without a kubernetes: section (the runner with skiff-podhelper, infra/kubernetes/runner)")

@@ -314,13 +314,22 @@ func (l *Local) buildProvider(pools *pool.Config) error {
 		if cfg.SlurmShared == "" {
 			return errors.New("local mode: the slurm provider needs a shared directory (SlurmShared)")
 		}
+		// skiff's record of its jobs lives in its own data directory, out
+		// of the jobs' reach; registrations and work on the shared one.
 		p, err := slurm.New(slurm.Options{Commander: slurm.Exec{Env: cfg.SlurmEnv}, Command: cfg.RunnerCommand, Env: cfg.RunnerEnv,
 			JITDir: filepath.Join(cfg.SlurmShared, "jit"), WorkDir: filepath.Join(cfg.SlurmShared, "work"),
-			Logger: l.log, Now: cfg.Now})
+			StateDir: filepath.Join(cfg.DataDir, "slurm"), Logger: l.log, Now: cfg.Now})
 		if err != nil {
 			return err
 		}
 		l.Provider = p
+		// One live runner per run-as account: a maxRunners above a pool's
+		// accounts would register JIT runners that wait for an account.
+		for _, pl := range pools.Pools {
+			if pl.Slurm != nil && !pl.Slurm.RunAsShared && len(pl.Slurm.RunAs) > 0 {
+				pl.MaxRunners = min(pl.MaxRunners, len(pl.Slurm.RunAs))
+			}
+		}
 	case "dry-run":
 		l.Provider = dryrun.New(l.log, cfg.Now)
 	default:

@@ -25,6 +25,7 @@ import (
 const slurmPools = `version: 1
 defaults:
   slurm:
+    runAs: shared
     runnerDir: RUNNER
     workDir: WORK
 pools:
@@ -224,6 +225,7 @@ func startLocalSlurm(t *testing.T, o testenv.SlurmOptions, poolsYAML string) loc
 const heldPools = `version: 1
 defaults:
   slurm:
+    runAs: shared
     runnerDir: RUNNER
     workDir: WORK
 pools:

@@ -92,7 +92,8 @@ type seenJob struct {
 // observe runs one squeue and reads it against skiff's record: the jobs of
 // the record, by name, whose id and user Slurm confirms. It marks records
 // whose jobs ended (or that Slurm forgot), drops records older than
-// DefaultRecordAge that ended, notes the run-as accounts that run jobs
+// DefaultRecordAge that ended and submits without a job id older than
+// OrphanAge that no replay resolved, notes the run-as accounts that run jobs
 // skiff did not submit (a runner's own sbatch) and cancels those jobs.
 func (p *Provider) observe(ctx context.Context) (map[string]seenJob, error) {
 	jobs, err := p.squeue(ctx)
@@ -123,7 +124,15 @@ func (p *Provider) observe(ctx context.Context) (map[string]seenJob, error) {
 		}
 	}
 	cut := p.o.Now().Add(-DefaultRecordAge)
+	orphan := p.o.Now().Add(-p.o.OrphanAge)
 	for _, r := range p.records {
+		if r.ID == "" && !p.submitting[r.Name] && r.Written.Before(orphan) {
+			// A submit a crash interrupted, never replayed: its account is
+			// free again (a job sbatch took for it is now one skiff did not
+			// submit, and is cancelled).
+			p.dropRecord(r)
+			continue
+		}
 		if r.ID != "" && !listed[r.ID] && !r.Ended {
 			p.setEnded(r) // forgotten after the site's MinJobAge
 		}

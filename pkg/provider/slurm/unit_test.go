@@ -391,3 +391,38 @@ func TestLostSubmitAnswer(t *testing.T) {
 		t.Errorf("the registration file of the job Slurm took is gone: %v", err)
 	}
 }
+
+// TestResolveTakesOnlyNewerJobs: a submit whose answer was lost is found by
+// name among its account's jobs, but only newer than every job recorded for
+// the account: an earlier runner's job that renamed itself to the name is
+// not taken for it.
+func TestResolveTakesOnlyNewerJobs(t *testing.T) {
+	t.Parallel()
+	const name = "skiff.tok.r1"
+	cases := []struct {
+		name  string
+		named []int // ids of the account's jobs squeue finds by the name
+		want  string
+	}{
+		{"an older job renamed itself", []int{3}, ""},
+		{"the submitted job", []int{7}, "7"},
+		{"both", []int{3, 7}, "7"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			fc := &fakeSlurm{names: make([]string, 8)}
+			for _, id := range tc.named {
+				fc.names[id-1] = name
+			}
+			p := newFake(t, fc)
+			p.addRecord(&record{Name: "skiff.old.r", ID: "5", Account: "run1", Ended: true})
+			r := &record{Name: name, Account: "run1"}
+			p.addRecord(r)
+			j, ok, err := p.resolve(context.Background(), r)
+			if err != nil || ok != (tc.want != "") || ok && (j.ID != tc.want || r.ID != tc.want) {
+				t.Errorf("resolve = %+v, %v, %v; want job %q", j, ok, err, tc.want)
+			}
+		})
+	}
+}
