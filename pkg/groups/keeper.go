@@ -61,8 +61,8 @@ type Options struct {
 	// Orgs are organizations kept on every pass beside those the allow-list
 	// names (e.g. the pools' scopes under an allow-list of "*").
 	Orgs         []string
-	RecheckEvery time.Duration    // default DefaultRecheckEvery
-	RetryAfter   time.Duration    // default DefaultRetryAfter
+	RecheckEvery time.Duration     // default DefaultRecheckEvery
+	RetryAfter   time.Duration     // default DefaultRetryAfter
 	Counter      telemetry.Counter // default telemetry.Discard
 	Logger       *slog.Logger      // default slog.Default()
 	Now          func() time.Time  // default time.Now
