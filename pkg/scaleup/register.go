@@ -90,7 +90,6 @@ func (s *Service) groupID(ctx context.Context, w *work, org string) (int64, erro
 	if kerr := s.o.Groups.Ensure(ctx, org); kerr != nil {
 		return 0, fmt.Errorf("%w (keeping the runner groups of %s: %w)", err, org, kerr)
 	}
-	w.log.Info("runner group created for the pool", "group", w.spec.RunnerGroup, "org", org)
 	return s.o.GitHub.RunnerGroupID(ctx, w.job.InstallationID, org, w.spec.RunnerGroup)
 }
 
