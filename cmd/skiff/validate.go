@@ -25,6 +25,7 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 	printDiagnostics(stderr, cfg.Warnings)
 	fmt.Fprintf(stdout, "%s: ok: %d pool(s), %d warning(s)\n", *file, len(cfg.Pools), len(cfg.Warnings))
 	writeBackends(stdout, cfg)
+	writeGroups(stdout, cfg)
 	if *strict && len(cfg.Warnings) > 0 {
 		return exitFailed
 	}
@@ -52,6 +53,16 @@ func writeBackends(w io.Writer, cfg *pool.Config) {
 			continue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", b, strings.Join(names, ", "), capabilitiesText(pool.Declared[b]))
+	}
+	_ = tw.Flush()
+}
+
+// writeGroups lists each pool's runner group and what GitHub admits to it.
+func writeGroups(w io.Writer, cfg *pool.Config) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "pool\trunner group (docs/pools.md#who-may-run)")
+	for _, p := range cfg.Pools {
+		fmt.Fprintf(tw, "%s\t%s\n", p.Name, pool.GroupText(p.RunnerGroup, p.KeptGroup, p.Policy, p.Workflows))
 	}
 	_ = tw.Flush()
 }

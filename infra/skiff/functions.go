@@ -210,11 +210,14 @@ func (s *Skiff) buildWebhook() error {
 
 // appEnv adds to env what the functions that act as the GitHub App (scale-up
 // and scale-down) read: the account and partition their ARNs are built
-// in, the App ids, the key secret, and GitHub's API root when not github.com.
+// in, the App ids, the key secret, the allow-list (for the runner groups),
+// and GitHub's API root when not github.com.
 func (s *Skiff) appEnv(env map[string]string) map[string]string {
 	env[names.EnvAccountID] = *awscdk.Aws_ACCOUNT_ID()
 	env[names.EnvPartition] = *awscdk.Aws_PARTITION()
 	env[names.EnvGitHubPrivateKeyARN] = *s.AppKeySecret.SecretArn()
+	// The runner groups skiff keeps admit the webhook's allow-list.
+	env[names.EnvAllow] = strings.Join(s.props.Allow, ",")
 	if len(s.props.AppIDs) > 0 {
 		env[names.EnvGitHubAppIDs] = strings.Join(s.props.AppIDs, ",")
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/skiffci/skiff/pkg/ec2/ec2fake"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/groups"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/scaleup"
@@ -157,14 +158,27 @@ func newStack(t *testing.T) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	keeper, err := groups.New(groups.Options{Pools: pools, Allow: mustAllow(t, "acme"), GitHub: gh, Logger: logger, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
 	s.svc, err = scaleup.New(scaleup.Options{
-		Pools: pools, Launches: launches, Ledger: ledger, Jobs: jobs, Provider: provider, GitHub: gh,
+		Pools: pools, Launches: launches, Ledger: ledger, Jobs: jobs, Provider: provider, GitHub: gh, Groups: keeper,
 		Counter: s.scaleup, Logger: logger, Now: clock.Now,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
+}
+
+func mustAllow(t *testing.T, entries ...string) groups.Allow {
+	t.Helper()
+	a, err := groups.ParseAllow(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }
 
 // drain hands everything the webhook enqueued to scale-up and settles

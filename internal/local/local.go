@@ -14,6 +14,7 @@ import (
 
 	"github.com/skiffci/skiff/internal/wiring"
 	"github.com/skiffci/skiff/pkg/github"
+	"github.com/skiffci/skiff/pkg/groups"
 	"github.com/skiffci/skiff/pkg/instanceevents"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
@@ -133,11 +134,14 @@ type Local struct {
 	ScaleUp        *scaleup.Service
 	// ScaleDown is the reconciler, run every ReconcileEvery.
 	ScaleDown *scaledown.Service
-	Webhook   *webhook.Handler
-	closeFn   func(context.Context) error
-	events    *instanceevents.Service
-	ln        net.Listener
-	srv       *http.Server
+	// Groups keeps the runner groups of the pools that name none: on every
+	// reconciler pass, and at a pool's first launch in an organization.
+	Groups  *groups.Keeper
+	Webhook *webhook.Handler
+	closeFn func(context.Context) error
+	events  *instanceevents.Service
+	ln      net.Listener
+	srv     *http.Server
 	// ended holds one value after the watch reported runners that ended
 	// (coalesced): the reconciler's next pass runs at once.
 	ended chan struct{}
@@ -362,8 +366,17 @@ func (l *Local) buildServices(pools *pool.Config, gh *github.Client, ledger *sql
 	if err != nil {
 		return err
 	}
+	allow, err := groups.ParseAllow(cfg.Allow)
+	if err != nil {
+		return err
+	}
+	l.Groups, err = groups.New(groups.Options{Pools: pools, Allow: allow, GitHub: gh, Counter: counter, Logger: logger, Now: cfg.Now})
+	if err != nil {
+		return err
+	}
 	l.ScaleUp, err = scaleup.New(scaleup.Options{Pools: pools, Launches: launches, Ledger: l.Ledger, Jobs: l.Store,
 		Provider: l.Provider, GitHub: gh, Counter: counter, Logger: logger, Now: cfg.Now, GitHubURL: cfg.GitHubURL, Room: l.Room,
+		Groups: l.Groups,
 		// Locally GitHub's answer is cheap and a slot is precious: a job
 		// cancelled while it waited for one is not launched.
 		MaxAttempts: localMaxAttempts, CheckQueued: true})
@@ -373,7 +386,7 @@ func (l *Local) buildServices(pools *pool.Config, gh *github.Client, ledger *sql
 	l.ScaleDown, err = scaledown.New(scaledown.Options{Pools: pools, Ledger: l.Ledger, Claims: launches, Jobs: l.Store,
 		Provider: l.Provider, GitHub: gh, Queue: l.Queue, Counter: counter, Logger: logger, Now: cfg.Now,
 		Apps: cfg.AppIDs, Metrics: metricsWriter, ScaleUpChecksQueued: true, // scale-up runs with CheckQueued above
-		Room: l.Room})
+		Room: l.Room, Groups: l.Groups})
 	if err != nil {
 		return err
 	}

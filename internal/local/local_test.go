@@ -35,7 +35,8 @@ func buildStandin(t *testing.T, dir string) string {
 
 // startLocal starts local mode with c against sim, which sends it its
 // webhooks: c gets a temporary data directory, a pools file of pools, a
-// listen address and sim's App (key pemKey) and organisation acme. It
+// listen address and sim's App (key pemKey) and organisation acme (its
+// allow-list unless c has one). It
 // returns local mode, its debug log and stop, which ends Run (at the latest
 // when t ends) and returns its error.
 func startLocal(t *testing.T, sim *ghsim.Server, pemKey, pools string, c local.Config) (*local.Local, *testenv.SyncBuffer, func() error) {
@@ -46,7 +47,10 @@ func startLocal(t *testing.T, sim *ghsim.Server, pemKey, pools string, c local.C
 		t.Fatal(err)
 	}
 	c.GitHubAPIURL, c.AppIDs, c.AppKeys = sim.URL(), []int64{testenv.AppID}, pemKey
-	c.WebhookSecret, c.Allow, c.Installations = "local-secret", []string{"acme"}, []string{"*"}
+	c.WebhookSecret, c.Installations = "local-secret", []string{"*"}
+	if c.Allow == nil {
+		c.Allow = []string{"acme"}
+	}
 	logs := &testenv.SyncBuffer{}
 	l, err := local.New(c, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {

@@ -49,6 +49,7 @@ type ScaleDownConfig struct {
 	MetricsPools     []string // SKIFF_METRICS_RECORDS: pools that opted in, or "*"
 	MetricsTable     string   // SKIFF_METRICS_TABLE (default the state table)
 	Redeliver        bool     // SKIFF_REDELIVER (default true)
+	Allow            []string // SKIFF_ALLOW: the kept runner groups admit it
 	LogLevel         slog.Level
 	MetricsNamespace string
 }
@@ -74,6 +75,7 @@ func ScaleDownConfigFromEnv(getenv func(string) string) (ScaleDownConfig, error)
 		MetricsPools:     env.List(names.EnvMetricsRecords),
 		MetricsTable:     env.String(names.EnvMetricsTable, ""),
 		Redeliver:        env.Bool(names.EnvRedeliver, true),
+		Allow:            env.List(names.EnvAllow),
 		MetricsNamespace: env.String(names.EnvMetricsNamespace, names.DefaultMetricsNamespace),
 	}
 	c.AppIDs = appIDs(env)
@@ -186,8 +188,14 @@ func newScaleDownService(ctx context.Context, cfg ScaleDownConfig, awsCfg aws.Co
 	if err != nil {
 		return nil, err
 	}
+	var keeper scaledown.GroupKeeper = scaledown.NoGroups{}
+	if k, err := groupKeeper(pools, gh, cfg.Allow, cfg.RepoScope, counter, logger); err != nil {
+		return nil, err
+	} else if k != nil {
+		keeper = k
+	}
 	return scaledown.New(scaledown.Options{Pools: pools, Ledger: room.Ledger{Ledger: ledger, Room: rm}, Claims: launches,
-		Jobs: records, Provider: prov, Room: rm,
+		Jobs: records, Provider: prov, Room: rm, Groups: keeper,
 		GitHub: gh, Queue: sqsqueue.NewSQS(sqsc, cfg.QueueURL), Metrics: mw, Counter: counter, Logger: logger,
 		Scopes: scopes, RepoScope: cfg.RepoScope, Apps: redeliver, MaxReplacements: cfg.MaxReplacements,
 		MaxGitHubCalls:   cfg.MaxGitHubCalls,

@@ -56,9 +56,12 @@ type ScaleUpConfig struct {
 	// QueueURL (SKIFF_QUEUE_URL) is the job queue itself: where jobs wait
 	// for the App, and where the waiting room sends a job again; without
 	// it, jobs that cannot launch now go back to the queue as before.
-	QueueURL         string
-	GitHubAPIURL     string
-	GitHubURL        string
+	QueueURL     string
+	GitHubAPIURL string
+	GitHubURL    string
+	// Allow (SKIFF_ALLOW) is the webhook's allow-list: a pool's kept
+	// runner group, created at its first launch in an organization, admits it.
+	Allow            []string
 	LogLevel         slog.Level
 	MetricsNamespace string
 }
@@ -91,6 +94,7 @@ func ScaleUpConfigFromEnv(getenv func(string) string) (ScaleUpConfig, error) {
 		QueueURL:             env.String(names.EnvQueueURL, ""),
 		GitHubAPIURL:         env.String(names.EnvGitHubAPIURL, github.DefaultBaseURL),
 		GitHubURL:            env.String(names.EnvGitHubURL, "https://github.com"),
+		Allow:                env.List(names.EnvAllow),
 		MetricsNamespace:     env.String(names.EnvMetricsNamespace, names.DefaultMetricsNamespace),
 	}
 	if v := env.String(names.EnvRegistrationMode, ""); v != "" {
@@ -267,9 +271,15 @@ func newScaleUpService(ctx context.Context, cfg ScaleUpConfig, awsCfg aws.Config
 		}
 		ledger, waiter = room.Ledger{Ledger: ledger, Room: rm}, rm
 	}
+	var keeper scaleup.GroupKeeper = scaleup.NoGroups{}
+	if k, err := groupKeeper(pools, gh, cfg.Allow, cfg.Scope == scaleup.ScopeRepo, counter, logger); err != nil {
+		return nil, err
+	} else if k != nil {
+		keeper = k
+	}
 	return scaleup.New(scaleup.Options{
 		Pools: pools, Launches: launches, Ledger: ledger, Jobs: records, Room: waiter,
-		Provider: prov, GitHub: gh,
+		Provider: prov, GitHub: gh, Groups: keeper,
 		Counter: counter, Timings: telemetry.NewEMFTimings(os.Stdout, cfg.MetricsNamespace, names.FunctionScaleUp, nil),
 		Logger: logger, Scope: cfg.Scope, GitHubURL: cfg.GitHubURL, CheckQueued: cfg.CheckQueued,
 		MaxAttempts: cfg.MaxAttempts, MaxFleetSize: cfg.MaxFleetSize, ClaimLease: cfg.ClaimLease, LaunchBudget: cfg.LaunchBudget,

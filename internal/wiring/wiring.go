@@ -19,6 +19,7 @@ import (
 	"github.com/skiffci/skiff/pkg/awsjson"
 	"github.com/skiffci/skiff/pkg/config"
 	"github.com/skiffci/skiff/pkg/github"
+	"github.com/skiffci/skiff/pkg/groups"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/queue/sqsqueue"
@@ -124,4 +125,19 @@ func githubAndPools(ctx context.Context, awsCfg aws.Config, keyARN string, appID
 		return nil, nil, nil, fmt.Errorf("loading pools (%s): %w", names.EnvPoolsFile, err)
 	}
 	return gh, pools, ids, nil
+}
+
+// groupKeeper keeps the pools' runner groups for a function acting as the
+// App; nil when runners are registered per repository (repoScope), which
+// join no group skiff keeps.
+func groupKeeper(pools *pool.Config, gh *github.Client, allow []string, repoScope bool, counter telemetry.Counter,
+	logger *slog.Logger) (*groups.Keeper, error) {
+	if repoScope {
+		return nil, nil
+	}
+	a, err := groups.ParseAllow(allow)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", names.EnvAllow, err)
+	}
+	return groups.New(groups.Options{Pools: pools, Allow: a, GitHub: gh, Counter: counter, Logger: logger})
 }

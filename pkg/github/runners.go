@@ -153,7 +153,7 @@ func (c *Client) ListRunnerGroups(ctx context.Context, inst int64, org string) (
 		}
 		for _, g := range page.RunnerGroups {
 			if g != nil && walk.fresh(g.GetID()) { // a null item names nothing
-				all = append(all, RunnerGroup{ID: g.GetID(), Name: g.GetName(), Visibility: g.GetVisibility(), Default: g.GetDefault()})
+				all = append(all, groupFrom(g))
 			}
 		}
 		more, err := walk.next(len(page.RunnerGroups), page.TotalCount, pageKey(resp.NextPage))

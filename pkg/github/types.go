@@ -139,8 +139,13 @@ type RegistrationToken struct {
 type RunnerGroup struct {
 	ID         int64  `json:"id"`
 	Name       string `json:"name"`
-	Visibility string `json:"visibility"`
+	Visibility string `json:"visibility"` // all, selected or private
 	Default    bool   `json:"default"`
+	// AllowsPublic: public repositories may use the group's runners.
+	AllowsPublic bool `json:"allows_public_repositories"`
+	// RestrictedToWorkflows limits the group to SelectedWorkflows.
+	RestrictedToWorkflows bool     `json:"restricted_to_workflows"`
+	SelectedWorkflows     []string `json:"selected_workflows"`
 }
 
 // Job is a workflow job (GET /repos/{owner}/{repo}/actions/jobs/{job_id}).

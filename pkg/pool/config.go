@@ -29,6 +29,10 @@ const (
 const (
 	// DefaultRunnerGroup is the runner group every GitHub organisation has.
 	DefaultRunnerGroup = "Default"
+	// KeptGroupPrefix starts the name of the runner group skiff keeps for a
+	// pool that names none: skiff-NAME. skiff creates and changes only the
+	// groups so named, and only for its pools.
+	KeptGroupPrefix = "skiff-"
 	// DefaultArchitecture: most CI images and actions are built for x64.
 	DefaultArchitecture = "x64"
 	// DefaultDiskGiB fits a runner image plus a typical checkout and build cache.
@@ -85,10 +89,18 @@ type Config struct {
 // the one section of its Backend (EC2, Slurm, Kubernetes or Process), the
 // others nil.
 type Pool struct {
-	Name         string
-	Labels       []string
-	Scope        Scope
-	RunnerGroup  string
+	Name   string
+	Labels []string
+	Scope  Scope
+	// RunnerGroup is the runner group the pool's runners join: the
+	// operator's when the pool names one, else skiff's own (KeptGroup).
+	RunnerGroup string
+	// KeptGroup: the pool named no runner group, and its runners join
+	// skiff-NAME, which skiff creates and keeps (package groups).
+	KeptGroup bool
+	// Workflows, when set, are the only workflows the kept group runs
+	// (GitHub's selected_workflows): owner/repo/.github/workflows/FILE@REF.
+	Workflows    []string
 	Architecture string
 	MaxRunners   int
 	MaxLifetime  time.Duration
@@ -332,6 +344,7 @@ func decodeShared(i int, m, defaults map[string]any) *Pool {
 		Name:         str(get("name")),
 		Labels:       strs(get("labels")),
 		RunnerGroup:  str(get("runnerGroup")),
+		Workflows:    strs(get("workflows")),
 		Architecture: str(get("architecture")),
 		MaxRunners:   num(get("maxRunners")),
 		CostPerHour:  float(m["costPerHour"]),
@@ -590,7 +603,7 @@ func rng(v any) Range {
 
 func applyPoolDefaults(p *Pool) {
 	if p.RunnerGroup == "" {
-		p.RunnerGroup = DefaultRunnerGroup
+		p.RunnerGroup, p.KeptGroup = KeptGroupPrefix+p.Name, true
 	}
 	if p.Architecture == "" {
 		p.Architecture = DefaultArchitecture

@@ -206,7 +206,7 @@ func TestDefaultsApplied(t *testing.T) {
 	t.Parallel()
 	cfg := loadExample(t)
 	std := cfg.Pool("standard")
-	if std.RunnerGroup != DefaultRunnerGroup || std.Architecture != "x64" || std.EC2.DiskGiB != DefaultDiskGiB ||
+	if std.RunnerGroup != KeptGroupPrefix+"standard" || !std.KeptGroup || std.Architecture != "x64" || std.EC2.DiskGiB != DefaultDiskGiB ||
 		std.EC2.Capacity != CapacitySpotThenOnDemand || std.MaxLifetime != 6*time.Hour || std.MaxRunners != 100 {
 		t.Errorf("standard pool = %+v", std)
 	}

@@ -86,7 +86,7 @@ func WritePlan(w io.Writer, cfg *Config, s Spec) error {
 	if s.RunID != "" {
 		row("pinned to run", s.RunID)
 	}
-	row("runner group", s.RunnerGroup)
+	row("runner group", GroupText(s.RunnerGroup, s.KeptGroup, s.Policy, s.Workflows))
 	row("architecture", s.Architecture)
 	if !s.Sizes.Zero() {
 		row("sizes asked", s.Sizes.String())
@@ -306,4 +306,21 @@ func FormatDuration(d time.Duration) string {
 		return fmt.Sprintf("%dh", h)
 	}
 	return fmt.Sprintf("%dm", m)
+}
+
+// GroupText describes a pool's runner group and what GitHub lets reach
+// its runners through it, for skiff plan and skiff validate.
+func GroupText(name string, kept bool, policy Policy, workflows []string) string {
+	if !kept {
+		return name + " (the operator's: skiff does not change it; GitHub admits what its settings say)"
+	}
+	public := "no public repository"
+	if policy.AllowsPublic() {
+		public = "public repositories allowed"
+	}
+	wf := "any workflow"
+	if len(workflows) > 0 {
+		wf = "workflows " + strings.Join(workflows, ", ")
+	}
+	return fmt.Sprintf("%s (kept by skiff: the allow-list's repositories within the pool's scope; %s; %s)", name, public, wf)
 }

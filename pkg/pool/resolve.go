@@ -37,6 +37,10 @@ type Shared struct {
 	Architecture string
 	// RunnerGroup is the GitHub runner group to register in.
 	RunnerGroup string
+	// KeptGroup: RunnerGroup is skiff's own group for the pool (Pool.KeptGroup).
+	KeptGroup bool
+	// Workflows are the only workflows the kept group runs (none: any).
+	Workflows []string
 	// Labels are the labels to register the just-in-time runner with: the
 	// job's labels (first spelling of each) plus the implied self-hosted,
 	// linux and architecture labels. The dynamic label is among them, so a
@@ -135,6 +139,8 @@ func (c *Config) resolve(labels []string, repository string, scoped bool) (Spec,
 			Backend:      p.Backend,
 			Architecture: p.Architecture,
 			RunnerGroup:  p.RunnerGroup,
+			KeptGroup:    p.KeptGroup,
+			Workflows:    p.Workflows,
 			Labels:       registerLabels(labels, p.Architecture),
 			MaxRunners:   p.MaxRunners,
 			MaxLifetime:  p.MaxLifetime,

@@ -366,6 +366,11 @@ func (s *source) checkCapabilities(i int, p *Pool, add addFunc) {
 // checkPolicy warns about the settings that let untrusted code near a
 // credential or open a pool to anyone on GitHub.
 func (s *source) checkPolicy(i int, p *Pool, add addFunc) {
+	if len(p.Workflows) > 0 && !p.KeptGroup {
+		add(s.field(i, "workflows"), SeverityWarning,
+			fmt.Sprintf("workflows has no effect: pool %q registers in the operator's runner group %q, which skiff does not change", p.Name, p.RunnerGroup),
+			"set the workflows in the group's settings on GitHub, or remove runnerGroup so that skiff keeps a group for the pool")
+	}
 	if p.Registration == RegistrationToken {
 		add(s.field(i, "registration"), SeverityWarning,
 			fmt.Sprintf("pool %q registers runners with an organisation-wide registration token: any job on the pool can read it and register runners of its own until it expires", p.Name),

@@ -23,6 +23,8 @@ import (
 
 	"github.com/skiffci/skiff/pkg/fanout"
 	"github.com/skiffci/skiff/pkg/github"
+	"github.com/skiffci/skiff/pkg/groups"
+	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provisioning"
@@ -146,6 +148,9 @@ type Options struct {
 	Queue queue.Sender
 	// Metrics writes the opt-in metrics records (default: off).
 	Metrics MetricsWriter
+	// Groups keeps skiff's runner groups on every pass (groups.Keeper),
+	// given the owners of the live instances (default: no groups kept).
+	Groups GroupKeeper
 	// Room is swept at the end of every pass (room.Service): waiting jobs
 	// are offered for the pools' free slots, so a wake-up lost in a crash
 	// costs at most one pass. Default: no room.
@@ -230,6 +235,9 @@ func New(o Options) (*Service, error) {
 	if o.Metrics == nil {
 		o.Metrics = NoMetrics{}
 	}
+	if o.Groups == nil {
+		o.Groups = NoGroups{}
+	}
 	if o.Counter == nil {
 		o.Counter = telemetry.Discard
 	}
@@ -275,8 +283,10 @@ type Report struct {
 	Replacements                      int
 	Reruns                            int
 	Redeliveries                      int
-	Deferred                          int
-	Errors                            int
+	// Groups is what keeping the runner groups did.
+	Groups   groups.Report
+	Deferred int
+	Errors   int
 }
 
 // Reconcile runs one pass. It returns an error only when it could not read
@@ -318,12 +328,43 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 	p.apply(ctx, d.Actions)
 	p.redeliver(ctx)
 	if !p.late(ctx) {
+		p.rep.Groups = s.o.Groups.Keep(ctx, owners(insts)...)
+		p.rep.Errors += p.rep.Groups.Errors
+	}
+	if !p.late(ctx) {
 		s.o.Room.Sweep(ctx)
 	}
 	p.log.Info("scale-down pass", "instances", p.rep.Instances, "runners", p.rep.Runners, "runner_records", p.rep.RunnerRecords,
 		"advances", p.rep.Advances, "actions", p.rep.Actions, "kept", p.rep.Kept, "replacements", p.rep.Replacements,
-		"reruns", p.rep.Reruns, "redeliveries", p.rep.Redeliveries, "deferred", p.rep.Deferred, "errors", p.rep.Errors)
+		"reruns", p.rep.Reruns, "redeliveries", p.rep.Redeliveries, "group_calls", p.rep.Groups.Calls,
+		"deferred", p.rep.Deferred, "errors", p.rep.Errors)
 	return p.rep, nil
+}
+
+// GroupKeeper keeps the runner groups skiff owns (groups.Keeper).
+type GroupKeeper interface {
+	// Keep runs one pass over the organizations it knows and extra.
+	Keep(ctx context.Context, extra ...string) groups.Report
+}
+
+// NoGroups is the GroupKeeper of a deployment that keeps no groups.
+type NoGroups struct{}
+
+// Keep implements GroupKeeper: nothing to keep.
+func (NoGroups) Keep(context.Context, ...string) groups.Report { return groups.Report{} }
+
+// owners are the owners of the live instances, from their tags: the
+// organizations the pools launch in.
+func owners(insts []provider.Instance) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, i := range insts {
+		if o := i.Tags[names.TagOwner]; o != "" && !seen[o] {
+			seen[o] = true
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // Sweeper is the waiting room as the reconciler uses it (room.Service).

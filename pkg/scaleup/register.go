@@ -3,6 +3,7 @@ package scaleup
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/skiffci/skiff/pkg/github"
@@ -40,12 +41,18 @@ func (s *Service) register(ctx context.Context, w *work) {
 		r = provider.Registration{Mode: provider.ModeToken, Token: tok.Token.Reveal(), URL: s.o.GitHubURL + "/" + scope.String(),
 			RunnerName: name, Labels: w.spec.Labels}
 		if scope.IsOrg() {
+			if w.spec.KeptGroup { // config.sh fails on a group that does not exist yet
+				if _, err := s.groupID(ctx, w, owner); err != nil {
+					s.githubFailure(w, "finding the runner group", err)
+					return
+				}
+			}
 			r.RunnerGroup = w.spec.RunnerGroup
 		}
 	default:
 		group := int64(1) // repository runners are always in the default group
 		if scope.IsOrg() {
-			id, err := s.o.GitHub.RunnerGroupID(ctx, w.job.InstallationID, owner, w.spec.RunnerGroup)
+			id, err := s.groupID(ctx, w, owner)
 			if err != nil {
 				s.githubFailure(w, "finding the runner group", err)
 				return
@@ -68,6 +75,22 @@ func (s *Service) register(ctx context.Context, w *work) {
 		return
 	}
 	w.reg = r
+}
+
+// groupID finds the id of the job's runner group in org. A group skiff
+// keeps that does not exist yet (the pool's first job in the
+// organization, or before the reconciler's first pass) is created by the
+// keeper, once, and looked up again: the only path on which scale-up
+// touches runner groups.
+func (s *Service) groupID(ctx context.Context, w *work, org string) (int64, error) {
+	id, err := s.o.GitHub.RunnerGroupID(ctx, w.job.InstallationID, org, w.spec.RunnerGroup)
+	if !errors.Is(err, github.ErrNotFound) || !w.spec.KeptGroup {
+		return id, err
+	}
+	if kerr := s.o.Groups.Ensure(ctx, org); kerr != nil {
+		return 0, fmt.Errorf("%w (keeping the runner groups of %s: %w)", err, org, kerr)
+	}
+	return s.o.GitHub.RunnerGroupID(ctx, w.job.InstallationID, org, w.spec.RunnerGroup)
 }
 
 // githubFailure finishes a job whose registration failed: rate limits and

@@ -89,3 +89,15 @@ func (s *Service) settleRoom(ctx context.Context, items []*work) {
 		s.o.Room.Recovered(ctx, k.pool, k.place)
 	}
 }
+
+// GroupKeeper creates and keeps the runner groups skiff owns (groups.Keeper).
+type GroupKeeper interface {
+	// Ensure puts org's kept groups right now; an error says why it could not.
+	Ensure(ctx context.Context, org string) error
+}
+
+// NoGroups is the GroupKeeper of a deployment that keeps no groups.
+type NoGroups struct{}
+
+// Ensure implements GroupKeeper: nothing to do.
+func (NoGroups) Ensure(context.Context, string) error { return nil }

@@ -115,7 +115,11 @@ type Options struct {
 	GitHub   GitHub
 	// Room holds the jobs that cannot launch now for a reason time cures
 	// (default NoRoom: they go back to the queue).
-	Room    Waiter
+	Room Waiter
+	// Groups creates a runner group skiff keeps when scale-up finds it
+	// missing (groups.Keeper; default NoGroups: the job is refused as for
+	// any missing group).
+	Groups  GroupKeeper
 	Counter telemetry.Counter // default telemetry.Discard
 	Timings telemetry.Timings // default telemetry.DiscardTimings
 	Logger  *slog.Logger      // default slog.Default()
@@ -170,6 +174,9 @@ func New(o Options) (*Service, error) {
 	}
 	if o.Room == nil {
 		o.Room = NoRoom{}
+	}
+	if o.Groups == nil {
+		o.Groups = NoGroups{}
 	}
 	if o.Counter == nil {
 		o.Counter = telemetry.Discard

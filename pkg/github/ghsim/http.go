@@ -25,6 +25,12 @@ const (
 	OpGenerateOrgJITConfig    = "POST /orgs/{org}/actions/runners/generate-jitconfig"
 	OpGenerateRepoJITConfig   = "POST /repos/{owner}/{repo}/actions/runners/generate-jitconfig"
 	OpListRunnerGroups        = "GET /orgs/{org}/actions/runner-groups"
+	OpCreateRunnerGroup       = "POST /orgs/{org}/actions/runner-groups"
+	OpGetRunnerGroup          = "GET /orgs/{org}/actions/runner-groups/{runner_group_id}"
+	OpUpdateRunnerGroup       = "PATCH /orgs/{org}/actions/runner-groups/{runner_group_id}"
+	OpListGroupRepos          = "GET /orgs/{org}/actions/runner-groups/{runner_group_id}/repositories"
+	OpSetGroupRepos           = "PUT /orgs/{org}/actions/runner-groups/{runner_group_id}/repositories"
+	OpListInstallationRepos   = "GET /installation/repositories"
 	OpCreateOrgRegToken       = "POST /orgs/{org}/actions/runners/registration-token"
 	OpCreateRepoRegToken      = "POST /repos/{owner}/{repo}/actions/runners/registration-token"
 	OpListOrgRunners          = "GET /orgs/{org}/actions/runners"
@@ -153,6 +159,12 @@ func (s *Server) routes() http.Handler {
 	h(OpGenerateOrgJITConfig, authToken, s.generateJITConfig)
 	h(OpGenerateRepoJITConfig, authToken, s.generateJITConfig)
 	h(OpListRunnerGroups, authToken, s.listRunnerGroups)
+	h(OpCreateRunnerGroup, authToken, s.createRunnerGroup)
+	h(OpGetRunnerGroup, authToken, s.getRunnerGroup)
+	h(OpUpdateRunnerGroup, authToken, s.updateRunnerGroup)
+	h(OpListGroupRepos, authToken, s.listGroupRepositories)
+	h(OpSetGroupRepos, authToken, s.setGroupRepositories)
+	h(OpListInstallationRepos, authToken, s.listInstallationRepositories)
 	h(OpCreateOrgRegToken, authToken, s.createRegToken)
 	h(OpCreateRepoRegToken, authToken, s.createRegToken)
 	h(OpListOrgRunners, authToken, s.listRunners)
@@ -322,7 +334,7 @@ func (s *Server) admitTokenLocked(cred string, c *call, now time.Time) bool {
 	if owner == "" {
 		owner = c.r.PathValue("owner")
 	}
-	if !strings.EqualFold(owner, in.account.login) {
+	if owner != "" && !strings.EqualFold(owner, in.account.login) { // "": /installation/...
 		c.fail(http.StatusForbidden, "Resource not accessible by integration")
 		return false
 	}

@@ -239,7 +239,11 @@ func labelsMatch(job []string, runner []simLabel) bool {
 	return true
 }
 
-func (r *simRunner) canRun(j *simJob) bool {
+// canRun is GitHub's choice of a runner for a queued job: connected and
+// idle; the job's repository's own runner, or a runner of its organization
+// whose group admits the run (unless groups are ignored); and the job's
+// labels among the runner's.
+func (s *Server) canRun(r *simRunner, j *simJob) bool {
 	if !r.online || r.job != nil {
 		return false
 	}
@@ -249,11 +253,16 @@ func (r *simRunner) canRun(j *simJob) bool {
 		}
 	} else if r.account != j.run.repo.owner {
 		return false
+	} else if !s.opts.IgnoreRunnerGroups {
+		if g := s.groupLocked(r.account, r.groupID); g == nil || !g.admits(j.run) {
+			return false
+		}
 	}
 	return labelsMatch(j.labels, r.labels)
 }
 
-// dispatchLocked assigns queued jobs, oldest first, to idle matching runners.
+// dispatchLocked assigns queued jobs, oldest first, to idle runners that
+// may run them (canRun).
 func (s *Server) dispatchLocked() {
 	if len(s.queued) == 0 {
 		return
@@ -267,7 +276,7 @@ func (s *Server) dispatchLocked() {
 	for _, j := range s.queued {
 		var pick *simRunner
 		for _, id := range ids {
-			if r := s.runners[id]; r.canRun(j) {
+			if r := s.runners[id]; s.canRun(r, j) {
 				pick = r
 				break
 			}

@@ -138,10 +138,14 @@ func (s *Server) runnerJSON(r *simRunner) obj {
 
 func (s *Server) groupJSON(a *simAccount, g *simGroup) obj {
 	u := fmt.Sprintf("%s/orgs/%s/actions/runner-groups/%d", s.apiBase, a.login, g.id)
-	return obj{"id": g.id, "name": g.name, "visibility": "all", "default": g.id == 1,
+	out := obj{"id": g.id, "name": g.name, "visibility": g.Visibility, "default": g.id == 1,
 		"runners_url": u + "/runners", "hosted_runners_url": u + "/hosted-runners", "inherited": false,
-		"allows_public_repositories": false, "restricted_to_workflows": false, "selected_workflows": []string{},
-		"workflow_restrictions_read_only": false}
+		"allows_public_repositories": g.AllowsPublic, "restricted_to_workflows": g.RestrictedToWorkflows,
+		"selected_workflows": append([]string{}, g.SelectedWorkflows...), "workflow_restrictions_read_only": false}
+	if g.Visibility == GroupSelected {
+		out["selected_repositories_url"] = u + "/repositories"
+	}
+	return out
 }
 
 // jobJSON is a job as the REST API returns it; the workflow_job webhook's

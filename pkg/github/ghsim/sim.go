@@ -12,13 +12,18 @@
 //
 //   - An hourly rate-limit budget per installation, with X-RateLimit-* headers.
 //
-//   - Runner groups; runners registered just in time (generate-jitconfig) or
-//     with a registration token; online, offline, busy.
+//   - Runner groups and the repositories they admit (every repository,
+//     selected repositories or private ones; public repositories only where
+//     the group allows them; selected workflows), created and changed over
+//     the REST API or with AddRunnerGroup and SetRunnerGroupAccess; runners
+//     registered just in time (generate-jitconfig) or with a registration
+//     token; online, offline, busy.
 //
 //   - Workflow runs and their jobs, driven by the simulator's clock:
 //
 //     StartRun ──► queued ──(a connected, idle runner whose labels are a
-//     superset of the job's, case-insensitive)──► in_progress ──(Duration
+//     superset of the job's, case-insensitive, and whose runner group
+//     admits the run's repository and workflow)──► in_progress ──(Duration
 //     on the simulated clock)──► completed
 //     queued or in_progress ──CancelJob──► completed (cancelled)
 //
@@ -129,6 +134,13 @@ type Options struct {
 	// lane while the lanes deliver at once, as GitHub, which does not wait
 	// for one delivery's answer before sending the next, overlaps them.
 	WebhookLanes int
+	// IgnoreRunnerGroups makes dispatch skip the runner group check: a job
+	// goes to any idle organization runner with its labels, whatever its
+	// group admits. GitHub never does this; it is for tests of what skiff
+	// does when a job it refused ran on its runner anyway (the detection
+	// path), which only a broken or bypassed group lets happen. See also
+	// SetIgnoreRunnerGroups.
+	IgnoreRunnerGroups bool
 }
 
 // Exchange is one answered API request.
@@ -209,6 +221,7 @@ type simAccount struct {
 type simGroup struct {
 	id   int64
 	name string
+	GroupAccess
 }
 
 type simRepo struct {
@@ -361,7 +374,7 @@ func (s *Server) accountLocked(login, typ string) *simAccount {
 	}
 	a := &simAccount{login: login, id: s.nextID(), typ: typ, created: s.now()}
 	if typ == "Organization" {
-		a.groups = []*simGroup{{id: 1, name: "Default"}}
+		a.groups = []*simGroup{{id: 1, name: "Default", GroupAccess: GroupAccess{Visibility: GroupAll}}}
 	}
 	s.accounts[k] = a
 	return a
@@ -387,13 +400,23 @@ func (s *Server) repoLocked(owner, name string) *simRepo {
 }
 
 // AddRunnerGroup adds a runner group to an organization and returns its id.
+// It admits every private and internal repository of the organization
+// (visibility all, public repositories not allowed), as a group created in
+// GitHub's settings page does until changed (SetRunnerGroupAccess).
 func (s *Server) AddRunnerGroup(org, name string) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	a := s.accountLocked(org, "Organization")
-	g := &simGroup{id: int64(len(a.groups) + 1), name: name}
+	return s.addGroupLocked(s.accountLocked(org, "Organization"), name, GroupAccess{Visibility: GroupAll}).id
+}
+
+func (s *Server) addGroupLocked(a *simAccount, name string, access GroupAccess) *simGroup {
+	var id int64 = 1
+	for _, g := range a.groups {
+		id = max(id, g.id)
+	}
+	g := &simGroup{id: id + 1, name: name, GroupAccess: access}
 	a.groups = append(a.groups, g)
-	return g.id
+	return g
 }
 
 // Install installs an App on an account (all its repositories) and returns
