@@ -150,16 +150,16 @@ type Options struct {
 	// Lifecycle writes a lifecycle event's job record and runner step
 	// together; default: RecordJob on Store, then Advance on Runners.
 	Lifecycle store.LifecycleRecorder
-	Policies  Policies          // default: pool.DefaultPolicy for every pool
-	Scopes    Scopes            // default: every pool admits every repository
+	Policies  Policies // default: pool.DefaultPolicy for every pool
+	Scopes    Scopes   // default: every pool admits every repository
 	// SecurityEvents records the security events detect finds, once per
 	// job attempt (default store.DiscardSecurityEvents: logged and counted
 	// at every event that shows one).
 	SecurityEvents store.SecurityEvents
-	Counter   telemetry.Counter // default telemetry.Discard
-	Logger    *slog.Logger      // default slog.Default()
-	Now       func() time.Time  // default time.Now
-	Allow     AllowList         // the zero AllowList refuses everyone
+	Counter        telemetry.Counter // default telemetry.Discard
+	Logger         *slog.Logger      // default slog.Default()
+	Now            func() time.Time  // default time.Now
+	Allow          AllowList         // the zero AllowList refuses everyone
 	// Installations is the optional pin (SKIFF_ALLOWED_INSTALLATIONS): ids,
 	// or "*". Empty, only installations Recorded as active are served.
 	Installations InstallationList
