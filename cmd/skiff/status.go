@@ -55,6 +55,7 @@ type statusSources struct {
 	cloudWatch cloudWatchAPI
 	local      *sqlite.Queue
 	room       store.Room // the pools' waiting rooms
+	security   store.SecurityEvents
 	now        func() time.Time
 }
 
@@ -104,6 +105,26 @@ type statusReport struct {
 	// RecentDeadLetters are the newest dead letters with their reasons
 	// (local mode, whose dead letters keep them).
 	RecentDeadLetters []deadLetterStatus `json:"recentDeadLetters,omitempty"`
+	// SecurityEvents are the jobs skiff refuses that ran on its runners,
+	// oldest first, over the last securityWindow.
+	SecurityEvents []securityEventStatus `json:"securityEvents,omitempty"`
+}
+
+// securityWindow is how far back status lists security events: each one
+// raised an alarm, and an operator looks at status within days of it; the
+// records themselves are kept as long as job records.
+const securityWindow = 7 * 24 * time.Hour
+
+// securityEventStatus is a refused job that ran on a skiff runner.
+type securityEventStatus struct {
+	JobID      int64     `json:"jobId"`
+	Attempt    int       `json:"attempt"`
+	Repository string    `json:"repository"`
+	Runner     string    `json:"runner"`
+	Pool       string    `json:"pool"`
+	Reason     string    `json:"reason"`
+	Detail     string    `json:"detail,omitempty"`
+	At         time.Time `json:"at"`
 }
 
 // deadLetterStatus is a job that was given up on, and why.
@@ -132,6 +153,7 @@ func awsStatusSources(ctx context.Context, table string) (statusSources, error) 
 	return statusSources{
 		ledger:     dynamostore.NewLedgerDynamo(ddb, table),
 		room:       dynamostore.NewRoomDynamo(ddb, table),
+		security:   dynamostore.NewSecurityDynamo(ddb, table),
 		sqs:        sqs.NewFromConfig(cfg),
 		cloudWatch: cloudwatch.NewFromConfig(cfg),
 		now:        time.Now,
@@ -157,7 +179,7 @@ func localStatusSources(dataDir string) (statusSources, func(), error) {
 		return statusSources{}, nil, err
 	}
 	return statusSources{ledger: sqlite.NewLedger(db, time.Now), local: sqlite.NewQueue(db, sqlite.QueueOptions{}),
-			room: sqlite.NewRoom(db), now: time.Now},
+			room: sqlite.NewRoom(db), security: sqlite.NewSecurityEvents(db, time.Now), now: time.Now},
 		func() { _ = db.Close() }, nil
 }
 
@@ -251,6 +273,16 @@ func collectStatus(ctx context.Context, src statusSources, cfg *pool.Config, que
 		}
 		rep.Pools = append(rep.Pools, ps)
 	}
+	if src.security != nil {
+		evs, err := src.security.SecurityEvents(ctx, now.Add(-securityWindow))
+		if err != nil {
+			return rep, fmt.Errorf("reading security events: %w", err)
+		}
+		for _, e := range evs {
+			rep.SecurityEvents = append(rep.SecurityEvents, securityEventStatus{JobID: e.JobID, Attempt: e.Attempt,
+				Repository: e.Repository, Runner: e.Runner, Pool: e.Pool, Reason: e.Reason, Detail: e.Detail, At: e.At})
+		}
+	}
 	if src.local != nil {
 		return localQueueStatus(ctx, src.local, rep)
 	}
@@ -333,6 +365,7 @@ func oldestQueued(ctx context.Context, api cloudWatchAPI, url string, now time.T
 }
 
 func printStatus(w io.Writer, rep statusReport) {
+	printSecurityEvents(w, rep.SecurityEvents)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := []string{"POOL", "LIVE", "MAX"}
 	for _, s := range liveStates {
@@ -383,6 +416,24 @@ func printStatus(w io.Writer, rep statusReport) {
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// printSecurityEvents prints the security events, most visible first.
+func printSecurityEvents(w io.Writer, evs []securityEventStatus) {
+	if len(evs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "SECURITY EVENTS: %d refused job(s) ran on skiff runners in the last %d days (docs/pools.md, \"Who may run\")\n",
+		len(evs), securityWindow/(24*time.Hour))
+	for _, e := range evs {
+		fmt.Fprintf(w, "  %s  job %d (attempt %d) of %s on runner %s (pool %s): %s", e.At.Format(time.RFC3339), e.JobID, e.Attempt,
+			e.Repository, e.Runner, e.Pool, e.Reason)
+		if e.Detail != "" {
+			fmt.Fprintf(w, ": %s", e.Detail)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w)
 }
 
 func secs(s float64) string { return (time.Duration(s) * time.Second).String() }

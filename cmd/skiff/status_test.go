@@ -102,6 +102,22 @@ func statusRoomFixture(t *testing.T) *store.RoomMemory {
 	return r
 }
 
+// statusSecurityFixture records two security events: a fork's job on a
+// runner of pool oss three hours ago, and one older than status shows.
+func statusSecurityFixture(t *testing.T, s store.SecurityEvents) {
+	t.Helper()
+	for _, e := range []store.SecurityEvent{
+		{JobID: 41, RunID: 4, Attempt: 1, Repository: "acme/site", Runner: "skiff-40-1", Pool: "gpu", Reason: "fork_pull_request",
+			Detail: "pool gpu: pull_request from a fork; the pool refuses forks", At: statusNow.Add(-3 * time.Hour)},
+		{JobID: 12, RunID: 1, Attempt: 1, Repository: "other/app", Runner: "skiff-11-1", Pool: "gpu", Reason: "forbidden",
+			At: statusNow.Add(-8 * 24 * time.Hour)},
+	} {
+		if _, err := s.RecordSecurityEvent(context.Background(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestStatus(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -117,6 +133,7 @@ func TestStatus(t *testing.T) {
 		{"status-no-datapoint", []string{"--table", "skiff-state", "--queue-url", "https://sqs.eu-west-1.amazonaws.com/123456789012/jobs",
 			"-f", "testdata/status-pools.yaml"}, nil, exitOK},
 		{"status-no-table", []string{"-f", "testdata/status-pools.yaml"}, nil, exitUsage},
+		{"status-security", []string{"--table", "skiff-state", "-f", "testdata/status-pools.yaml"}, nil, exitOK},
 		{"status-missing-queue", []string{"--table", "skiff-state", "--queue-url", "https://sqs.eu-west-1.amazonaws.com/123456789012/gone",
 			"-f", "testdata/status-pools.yaml"}, nil, exitFailed},
 	}
@@ -124,8 +141,12 @@ func TestStatus(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			cw := &fakeCloudWatch{values: tt.age}
+			security := store.NewSecurityMemory(func() time.Time { return statusNow })
+			if tt.name == "status-security" {
+				statusSecurityFixture(t, security)
+			}
 			sources := func(context.Context, string) (statusSources, error) {
-				return statusSources{ledger: statusLedgerFixture(t), room: statusRoomFixture(t), cloudWatch: cw,
+				return statusSources{ledger: statusLedgerFixture(t), room: statusRoomFixture(t), cloudWatch: cw, security: security,
 					now: func() time.Time { return statusNow },
 					sqs: fakeSQS{depth: map[string][3]int{
 						"https://sqs.eu-west-1.amazonaws.com/123456789012/jobs": {12, 3, 0},

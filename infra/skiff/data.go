@@ -32,6 +32,9 @@ var (
 	// read is denied and scale-up asks GitHub instead). ONDEMAND#: the marks of
 	// re-runs that launch on on-demand capacity.
 	scaleUpKeyPrefixes = []string{"JOB#", "FLEET#", "POOL#", "CAPACITY#", "RUNNER#", "INSTANCE#", "RUN#", "ONDEMAND#", "ROOM#"}
+	// securityKeyPrefix: the security events the webhook records (PutItem
+	// only: a compromised webhook can add events, not remove them).
+	securityKeyPrefix = "SECURITY#"
 )
 
 // Queue settings. Each says why.

@@ -200,6 +200,12 @@ func (s *Skiff) buildWebhook() error {
 		jsii.Strings("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"),
 		s.StateTable.TableArn(), webhookKeyPrefixes))
 	fn.Role().AddToPrincipalPolicy(s.webhookRunnerStatement())
+	// Detection (pkg/webhook): the pool of the runner that ran a job, and
+	// the security event a refused job on it is.
+	fn.Role().AddToPrincipalPolicy(stateTableStatement("WebhookReadsRunners", jsii.Strings("dynamodb:GetItem"),
+		s.StateTable.TableArn(), []string{"RUNNER#"}))
+	fn.Role().AddToPrincipalPolicy(stateTableStatement("WebhookRecordsSecurityEvents", jsii.Strings("dynamodb:PutItem"),
+		s.StateTable.TableArn(), []string{securityKeyPrefix}))
 	fn.Role().AddToPrincipalPolicy(tableKeyStatement(s.StateKey.KeyArn(), true))
 	awscdk.NewCfnOutput(s.Construct, jsii.String("WebhookUrl"), &awscdk.CfnOutputProps{
 		Description: jsii.String("the GitHub App's webhook URL (the setup page puts it in the App's manifest)"),

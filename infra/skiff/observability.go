@@ -26,6 +26,7 @@ const (
 	metricRetried          = "ScaleUpRetried"
 	metricWaitingJobs      = "WaitingJobs"
 	metricOldestWait       = "OldestWaitSeconds"
+	metricSecurityEvent    = "SecurityEvent"
 
 	dimFunction = "Function"
 	dimReason   = "Reason"
@@ -119,7 +120,13 @@ func (s *Skiff) buildObservability() {
 		s.search("unmatched (no pool, out of bounds…)", metricWebhookUnmatched, wh)),
 		graph("Waiting room: jobs waiting by pool", waiting...),
 		graph("Waiting room: oldest wait by pool (s)", oldest...))
+	s.Dashboard.AddWidgets(graph("Security events (refused jobs that ran on skiff runners)",
+		s.securityEvents().With(&awscloudwatch.MetricOptions{Label: jsii.String("security events")})))
 
+	s.alarm("SecurityEvent", "SECURITY: a job skiff refuses ran on a skiff runner (a fork's pull request, or a repository the "+
+		"allow-list, a pool's scope or visibility refuses): read the webhook's log line \"SECURITY EVENT\" and `skiff status`; "+
+		"docs/pools.md, \"Who may run\"",
+		s.securityEvents(), 0)
 	s.alarm("DeadLetters", "jobs reached the dead-letter queue: read their reason attribute (docs/deploy.md)",
 		s.DeadLetterQueue.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String("Maximum")}), 0)
 	s.alarm("ScaleUpErrors", "the scale-up function failed (cold start or crash): see its log group",
@@ -142,6 +149,12 @@ func (s *Skiff) buildObservability() {
 // highest level it reported in the period.
 func (s *Skiff) waitMetric(name, poolName string) awscloudwatch.Metric {
 	return s.emf(name, names.FunctionScaleDown, map[string]string{dimPool: poolName}, "Maximum")
+}
+
+// securityEvents counts the webhook's security events (pkg/webhook's
+// MetricSecurityEvent, counted without a Reason so that one alarm watches it).
+func (s *Skiff) securityEvents() awscloudwatch.Metric {
+	return s.emf(metricSecurityEvent, names.FunctionWebhook, nil, "Sum")
 }
 
 // webhook5xx counts the Function URL's 5xx answers.

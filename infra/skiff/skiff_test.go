@@ -478,7 +478,8 @@ func TestStateTableAccessIsScopedByKeyPrefix(t *testing.T) {
 		role string
 		want map[string][]string // Sid → LeadingKeys
 	}{
-		{"SkiffWebhookRole", map[string][]string{"WebhookItems": {"INSTALLATION#*", "JOB#*", "RUN#*"}, "WebhookAdvancesRunners": {"RUNNER#*"}}},
+		{"SkiffWebhookRole", map[string][]string{"WebhookItems": {"INSTALLATION#*", "JOB#*", "RUN#*"}, "WebhookAdvancesRunners": {"RUNNER#*"},
+			"WebhookReadsRunners": {"RUNNER#*"}, "WebhookRecordsSecurityEvents": {"SECURITY#*"}}},
 		{"SkiffScaleupRole", map[string][]string{"ScaleUpItems": {"CAPACITY#*", "FLEET#*", "INSTANCE#*", "JOB#*", "ONDEMAND#*", "POOL#*", "ROOM#*", "RUN#*", "RUNNER#*"}}},
 		{"SkiffEc2eventsRole", map[string][]string{"LedgerItems": {"INSTANCE#*", "POOL#*", "RUNNER#*"}, "RoomItems": {"ROOM#*"},
 			"JobRecords": {"JOB#*"}}},
@@ -608,7 +609,7 @@ func TestKeyPrefixesMatchStore(t *testing.T) {
 			t.Errorf("pkg/store/dynamostore no longer names %q (the live-pool index, or an attribute an advance writes)", name)
 		}
 	}
-	for _, p := range append(append(append([]string{}, webhookKeyPrefixes...), scaleUpKeyPrefixes...), ledgerKeyPrefixes...) {
+	for _, p := range append(append(append([]string{securityKeyPrefix}, webhookKeyPrefixes...), scaleUpKeyPrefixes...), ledgerKeyPrefixes...) {
 		if !strings.Contains(src.String(), `"`+p+`"`) {
 			t.Errorf("pkg/store/dynamostore no longer writes partition keys %q", p)
 		}
@@ -623,7 +624,7 @@ func TestKeyPrefixesMatchStore(t *testing.T) {
 func TestMetricNamesMatchFunctions(t *testing.T) {
 	t.Parallel()
 	var src strings.Builder
-	for _, f := range []string{"../../pkg/scaleup/metrics.go", "../../pkg/webhook/handler.go", "../../pkg/telemetry/telemetry.go", "../../pkg/telemetry/timings.go", "../../pkg/ec2/errors.go", "../../pkg/ec2/provider.go", "../../pkg/room/room.go"} {
+	for _, f := range []string{"../../pkg/scaleup/metrics.go", "../../pkg/webhook/handler.go", "../../pkg/webhook/detect.go", "../../pkg/telemetry/telemetry.go", "../../pkg/telemetry/timings.go", "../../pkg/ec2/errors.go", "../../pkg/ec2/provider.go", "../../pkg/room/room.go"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -632,7 +633,7 @@ func TestMetricNamesMatchFunctions(t *testing.T) {
 	}
 	for _, name := range []string{metricWebhookAccepted, metricWebhookRejected, metricWebhookUnmatched, metricWebhookFailed,
 		metricLaunched, metricLaunchLatency, metricCapacityErrors, metricDeadLettered, metricRetried, metricWaitingJobs, metricOldestWait,
-		dimFunction, dimReason, dimPool} {
+		metricSecurityEvent, dimFunction, dimReason, dimPool} {
 		if !strings.Contains(src.String(), `"`+name+`"`) {
 			t.Errorf("metric or dimension %q is not written by the functions any more", name)
 		}
@@ -869,6 +870,11 @@ func TestObservability(t *testing.T) {
 		{"webhook errors", map[string]any{"MetricName": "Errors", "Namespace": "AWS/Lambda",
 			"Dimensions": []any{map[string]any{"Name": "FunctionName", "Value": map[string]any{"Ref": assertions.Match_StringLikeRegexp(jsii.String("SkiffWebhook.*"))}}}}},
 		{"webhook 5xx", map[string]any{"MetricName": "Url5xxCount", "Namespace": "AWS/Lambda"}},
+		// Its own alarm: one security event (a refused job on a skiff
+		// runner) is one too many. The metric has no Reason dimension.
+		{"security event", map[string]any{"MetricName": metricSecurityEvent, "Namespace": names.DefaultMetricsNamespace,
+			"Statistic": "Sum", "Dimensions": []any{map[string]any{"Name": dimFunction, "Value": names.FunctionWebhook}},
+			"AlarmDescription": assertions.Match_StringLikeRegexp(jsii.String("skiff .*: SECURITY: a job skiff refuses ran on a skiff runner.*"))}},
 		{"vCPU quota", map[string]any{"MetricName": metricCapacityErrors, "Namespace": names.DefaultMetricsNamespace,
 			"Dimensions": assertions.Match_ArrayWith(&[]any{map[string]any{"Name": dimReason, "Value": "quota"}})}},
 	}

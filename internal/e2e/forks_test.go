@@ -1,12 +1,18 @@
 package e2e_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/sha256"
+	"encoding/hex"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -94,11 +100,35 @@ type stack struct {
 	scaleup  *telemetry.Memory // scale-up's counters
 	svc      *scaleup.Service
 	logs     *testenv.SyncBuffer
+	security *store.SecurityMemory // the webhook's security events
+	hookURL  string                // where the simulator delivers
 	launched int
+}
+
+// stackOptions change a stack: its pools file, the runners' registration
+// table, the allow-list. The zero value is newStack's.
+type stackOptions struct {
+	pools string
+	regs  ec2.Registrations
+	allow []string
 }
 
 func newStack(t *testing.T) *stack {
 	t.Helper()
+	return newStackWith(t, stackOptions{})
+}
+
+func newStackWith(t *testing.T, o stackOptions) *stack {
+	t.Helper()
+	if o.pools == "" {
+		o.pools = poolsYAML
+	}
+	if o.regs == nil {
+		o.regs = regs{}
+	}
+	if o.allow == nil {
+		o.allow = []string{"acme"}
+	}
 	clock := ghsim.NewClock(start)
 	k := key(t)
 	s := &stack{sim: ghsim.New(ghsim.Options{Now: clock.Now}), queue: &queue.Memory{}, ec2: ec2fake.New(),
@@ -107,7 +137,7 @@ func newStack(t *testing.T) *stack {
 	s.queue.SetClock(clock.Now)
 	s.ec2.SetClock(clock.Now)
 	logger := slog.New(slog.NewJSONHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	pools, err := pool.Parse([]byte(poolsYAML), "pools.yaml")
+	pools, err := pool.Parse([]byte(o.pools), "pools.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +153,8 @@ func newStack(t *testing.T) *stack {
 	jobs := store.NewMemory()
 	jobs.SetClock(clock.Now)
 	ledger := store.NewLedgerMemory(clock.Now)
-	allow, err := webhook.ParseAllowList([]string{"acme"})
+	s.security = store.NewSecurityMemory(clock.Now)
+	allow, err := webhook.ParseAllowList(o.allow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,8 +163,9 @@ func newStack(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	h, err := webhook.New(webhook.Options{
-		Secrets: [][]byte{[]byte(webhookSecret)}, Router: pools, Policies: pools, Queue: s.queue,
-		Store: jobs, Runners: ledger, Counter: s.hooks, Logger: logger, Now: clock.Now,
+		Secrets: [][]byte{[]byte(webhookSecret)}, Router: pools, Policies: pools, Scopes: pools, Queue: s.queue,
+		SecurityEvents: s.security,
+		Store:          jobs, Runners: ledger, Counter: s.hooks, Logger: logger, Now: clock.Now,
 		Allow: allow, Installations: installs,
 	})
 	if err != nil {
@@ -142,6 +174,7 @@ func newStack(t *testing.T) *stack {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	s.sim.SetWebhook(appID, srv.URL, webhookSecret)
+	s.hookURL = srv.URL
 
 	gh, err := github.NewClient([]github.App{{ID: appID, Key: k}}, github.WithBaseURL(s.sim.URL()), github.WithClock(clock.Now),
 		github.WithSleep(func(ctx context.Context, _ time.Duration) error { return ctx.Err() }))
@@ -151,7 +184,7 @@ func newStack(t *testing.T) *stack {
 	launches := store.NewLaunchMemory()
 	noDelay := time.Duration(0)
 	provider, err := ec2.NewProvider(ec2.ProviderOptions{
-		API: s.ec2, Registrations: regs{}, Capacity: launches, Partition: "aws", Region: "eu-west-1",
+		API: s.ec2, Registrations: o.regs, Capacity: launches, Partition: "aws", Region: "eu-west-1",
 		Account: "123456789012", LaunchTemplatePrefix: "skiff-", RootDevice: "/dev/xvda", TagRetryDelay: &noDelay,
 		Counter: s.scaleup, Logger: logger, Now: clock.Now,
 	})
@@ -179,6 +212,34 @@ func mustAllow(t *testing.T, entries ...string) groups.Allow {
 		t.Fatal(err)
 	}
 	return a
+}
+
+// replayJobEvents delivers again, signed, every workflow_job in_progress
+// and completed delivery the simulator made for the job, as GitHub's
+// redelivery does.
+func (s *stack) replayJobEvents(t *testing.T, job int64) {
+	t.Helper()
+	id := `"id":` + strconv.FormatInt(job, 10) + `,`
+	for _, d := range s.sim.Deliveries() {
+		if d.Event != "workflow_job" || d.Action == "queued" || d.Action == "waiting" || !strings.Contains(string(d.Payload), id) {
+			continue
+		}
+		mac := hmac.New(sha256.New, []byte(webhookSecret))
+		mac.Write(d.Payload)
+		req, err := http.NewRequest(http.MethodPost, s.hookURL, bytes.NewReader(d.Payload))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-GitHub-Event", d.Event)
+		req.Header.Set("X-GitHub-Delivery", d.GUID+"-replay")
+		req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
 }
 
 // drain hands everything the webhook enqueued to scale-up and settles

@@ -391,6 +391,7 @@ func (l *Local) buildServices(pools *pool.Config, gh *github.Client, ledger *sql
 		return err
 	}
 	l.Webhook, err = webhook.New(webhook.Options{Secrets: [][]byte{[]byte(cfg.WebhookSecret)}, Router: pools, Policies: pools,
+		Scopes: pools, SecurityEvents: sqlite.NewSecurityEvents(l.db, cfg.Now),
 		Queue: l.Queue, Store: l.Store, Runners: l.Ledger, Counter: counter, Logger: logger, Now: cfg.Now,
 		Allow: lists.allow, Installations: lists.installations, Recorded: sqlite.NewInstallations(l.db)})
 	return err

@@ -62,17 +62,20 @@ func NewWebhook(ctx context.Context, cfg webhook.Config, awsCfg aws.Config, logg
 		refresh = func(ctx context.Context) ([][]byte, error) { return cfg.LoadSecrets(ctx, smsecret.Fetcher(sm)) }
 	}
 	return webhook.New(webhook.Options{
-		Secrets:       secrets,
-		Router:        pools,
-		Policies:      pools,
-		Queue:         sqsqueue.NewSQS(hotSQS, cfg.QueueURL),
-		Store:         states,
-		Runners:       dynamostore.NewLedgerDynamo(ddb, cfg.TableName),
-		Lifecycle:     states,
-		Counter:       telemetry.NewEMF(os.Stdout, cfg.MetricsNamespace, names.FunctionWebhook, nil),
-		Logger:        logger,
-		Allow:         cfg.Allow,
-		Installations: cfg.Installations,
+		Secrets:  secrets,
+		Router:   pools,
+		Policies: pools,
+		Scopes:   pools,
+		// A refused job that ran on a skiff runner: recorded for skiff status.
+		SecurityEvents: dynamostore.NewSecurityDynamo(ddb, cfg.TableName),
+		Queue:          sqsqueue.NewSQS(hotSQS, cfg.QueueURL),
+		Store:          states,
+		Runners:        dynamostore.NewLedgerDynamo(ddb, cfg.TableName),
+		Lifecycle:      states,
+		Counter:        telemetry.NewEMF(os.Stdout, cfg.MetricsNamespace, names.FunctionWebhook, nil),
+		Logger:         logger,
+		Allow:          cfg.Allow,
+		Installations:  cfg.Installations,
 		// Installations learnt from the installation webhook; the App's
 		// webhook secret is read again when the setup page replaced it.
 		Recorded:       dynamostore.NewInstallationsDynamo(ddb, cfg.TableName),

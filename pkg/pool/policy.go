@@ -206,6 +206,15 @@ func (c *Config) Policy(pool string) Policy {
 	return DefaultPolicy
 }
 
+// Scope returns the scope of the named pool: empty (every repository)
+// when there is no such pool, whose policy is then DefaultPolicy.
+func (c *Config) Scope(pool string) Scope {
+	if p := c.Pool(pool); p != nil {
+		return p.Scope
+	}
+	return Scope{}
+}
+
 func withPool(err error, pool string) error {
 	if re, ok := err.(*ResolveError); ok && re.Pool == "" {
 		re.Pool = pool

@@ -115,8 +115,9 @@ func (s *Service) trigger(ctx context.Context, w *work, needActor bool) (runTrig
 	if err != nil {
 		return runTrigger{}, err
 	}
-	head := r.HeadRepository.FullName
-	rt := runTrigger{Trigger: pool.Trigger{Event: r.Event, Fork: head != "" && !strings.EqualFold(head, w.job.Repository)},
+	// An unknown head repository (the fork was deleted) is a fork's, as
+	// the webhook reads it: failing closed.
+	rt := runTrigger{Trigger: pool.Trigger{Event: r.Event, Fork: !strings.EqualFold(r.HeadRepository.FullName, w.job.Repository)},
 		actor: r.TriggeringActor}
 	s.triggers.put(w.job.RunID, rt)
 	return rt, nil

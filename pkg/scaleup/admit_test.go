@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/scaleup"
@@ -260,5 +261,63 @@ func TestForkPermissionCacheAndFailure(t *testing.T) {
 	}
 	if e.counter.Get(scaleup.MetricSkipped, "fork_pull_request") != 1 {
 		t.Errorf("refusal not counted: %v", e.counter.Snapshot())
+	}
+}
+
+// deletedHead answers every run lookup as GitHub does once the run's head
+// repository is gone (a fork deleted before its run's workflow_run event
+// was recorded): head_repository null, which the client reads as "".
+type deletedHead struct{ *github.Client }
+
+func (d deletedHead) GetWorkflowRun(ctx context.Context, installation int64, owner, repo string, id int64) (*github.WorkflowRun, error) {
+	r, err := d.Client.GetWorkflowRun(ctx, installation, owner, repo, id)
+	if r != nil {
+		r.HeadRepository.FullName = ""
+	}
+	return r, err
+}
+
+// TestTriggerUnknownHeadIsAFork: a run GitHub reports without a head
+// repository is a fork's, as the webhook reads it: refused by a pool that
+// refuses forks, and refused by a collaborators pool unless its actor has
+// write access. Scale-up fails closed on the fallback path too.
+func TestTriggerUnknownHeadIsAFork(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		labels []string
+		actor  string
+	}{
+		{"pool refusing forks", []string{"self-hosted", "linux", "x64"}, ""},
+		{"collaborators pool, actor without access", []string{"forks"}, "mallory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pools, err := pool.Parse([]byte(forksYAML), "pools.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := newEnv(t, func(o *scaleup.Options) {
+				o.Pools = pools
+				o.GitHub = deletedHead{o.GitHub.(*github.Client)}
+			})
+			e.unknownRuns = true
+			spec := ghsim.RunSpec{Repo: "acme/app", Event: "pull_request", Jobs: []ghsim.JobSpec{{Labels: tc.labels}}}
+			if tc.actor != "" {
+				spec.HeadRepo, spec.Actor = tc.actor+"/app", tc.actor
+			}
+			run, err := e.sim.StartRun(spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			j := job(run.JobIDs[0], tc.labels...)
+			j.RunID, j.Visibility = run.RunID, "private"
+			if r := e.handle(context.Background(), e.svc, message(j, 1)); len(r.BatchItemFailures) != 0 {
+				t.Fatalf("%+v", r)
+			}
+			if got := e.counter.Get(scaleup.MetricSkipped, "fork_pull_request"); got != 1 || len(e.ec2.Live()) != 0 {
+				t.Errorf("refused %d, launched %d; want the job refused as a fork's", got, len(e.ec2.Live()))
+			}
+		})
 	}
 }

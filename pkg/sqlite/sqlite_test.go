@@ -472,3 +472,10 @@ func TestInstallationsConformance(t *testing.T) {
 		return sqlite.NewInstallations(open(t, "", sqlite.Options{}))
 	})
 }
+
+func TestSecurityEventsConformance(t *testing.T) {
+	t.Parallel()
+	storetest.RunSecurityEvents(t, func(t *testing.T) store.SecurityEvents {
+		return sqlite.NewSecurityEvents(open(t, "", sqlite.Options{}), nil)
+	})
+}

@@ -150,11 +150,16 @@ type Options struct {
 	// Lifecycle writes a lifecycle event's job record and runner step
 	// together; default: RecordJob on Store, then Advance on Runners.
 	Lifecycle store.LifecycleRecorder
-	Policies  Policies          // default: pool.DefaultPolicy for every pool
-	Counter   telemetry.Counter // default telemetry.Discard
-	Logger    *slog.Logger      // default slog.Default()
-	Now       func() time.Time  // default time.Now
-	Allow     AllowList         // the zero AllowList refuses everyone
+	Policies  Policies // default: pool.DefaultPolicy for every pool
+	Scopes    Scopes   // default: every pool admits every repository
+	// SecurityEvents records the security events detect finds, once per
+	// job attempt (default store.DiscardSecurityEvents: logged and counted
+	// at every event that shows one).
+	SecurityEvents store.SecurityEvents
+	Counter        telemetry.Counter // default telemetry.Discard
+	Logger         *slog.Logger      // default slog.Default()
+	Now            func() time.Time  // default time.Now
+	Allow          AllowList         // the zero AllowList refuses everyone
 	// Installations is the optional pin (SKIFF_ALLOWED_INSTALLATIONS): ids,
 	// or "*". Empty, only installations Recorded as active are served.
 	Installations InstallationList
@@ -212,6 +217,12 @@ func New(o Options) (*Handler, error) {
 	}
 	if o.Policies == nil {
 		o.Policies = defaultPolicies
+	}
+	if o.Scopes == nil {
+		o.Scopes = unscoped{}
+	}
+	if o.SecurityEvents == nil {
+		o.SecurityEvents = store.DiscardSecurityEvents
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -342,6 +353,9 @@ func (h *Handler) workflowJob(ctx context.Context, log *slog.Logger, req Request
 	if !ok {
 		return h.ignore(log, "action", "workflow_job action not handled")
 	}
+	if status == store.StatusInProgress || status == store.StatusCompleted {
+		h.detect(ctx, log, p)
+	}
 	if resp, refused := h.admitSender(ctx, log, p.Installation, p.Repository); refused {
 		return resp
 	}
@@ -458,10 +472,12 @@ func (h *Handler) lifecycle(ctx context.Context, log *slog.Logger, rec store.Job
 	return reply(http.StatusOK, "accepted")
 }
 
-// Runners is the part of the runner ledger the webhook writes:
-// store.Ledger implements it.
+// Runners is the part of the runner ledger the webhook writes, and reads
+// to learn the pool of the runner that ran a job: store.Ledger implements
+// it. Runner returns store.ErrNotFound for a runner that is not skiff's.
 type Runners interface {
 	Advance(ctx context.Context, name string, to provisioning.State, at time.Time, job int64) error
+	Runner(ctx context.Context, name string) (provisioning.Runner, error)
 }
 
 // runnerStep is what the job's event tells the runner ledger: that the job
@@ -572,37 +588,57 @@ func (h *Handler) duplicate(log *slog.Logger) Response {
 // then the repository allow-list, which is always required. A store that
 // cannot answer is a 503, so that GitHub's redelivery tries again.
 func (h *Handler) admitSender(ctx context.Context, log *slog.Logger, inst *installation, repo repository) (Response, bool) {
+	r := h.senderRefusal(ctx, inst, repo)
+	switch {
+	case r.err != nil:
+		h.o.Counter.Count(MetricFailed, "store")
+		log.Error("reading the installation record failed; answering 503 so the delivery can be redelivered", "err", r.err)
+		return reply(http.StatusServiceUnavailable, "retry"), true
+	case r.reason != "":
+		return h.reject(log, http.StatusForbidden, r.reason, r.detail), true
+	}
+	return Response{}, false
+}
+
+// refusal is why a delivery's sender is refused: a reason (installation,
+// forbidden) and its words; err when the store could not answer. The zero
+// refusal admits.
+type refusal struct {
+	reason, detail string
+	err            error
+}
+
+// senderRefusal is admitSender's decision, without its answer: the
+// installation, then the repository allow-list.
+func (h *Handler) senderRefusal(ctx context.Context, inst *installation, repo repository) refusal {
 	var id int64
 	if inst != nil {
 		id = inst.ID
 	}
 	pin := h.o.Installations
 	if !pin.Empty() && !pin.Allows(id) {
-		return h.reject(log, http.StatusForbidden, "installation",
-			fmt.Sprintf("installation %d is not on SKIFF_ALLOWED_INSTALLATIONS", id)), true
+		return refusal{reason: "installation", detail: fmt.Sprintf("installation %d is not on SKIFF_ALLOWED_INSTALLATIONS", id)}
 	}
 	if h.o.Recorded != nil && id != 0 {
 		rec, found, err := h.installation(ctx, id)
 		switch {
 		case err != nil:
-			h.o.Counter.Count(MetricFailed, "store")
-			log.Error("reading the installation record failed; answering 503 so the delivery can be redelivered", "err", err)
-			return reply(http.StatusServiceUnavailable, "retry"), true
+			return refusal{err: err}
 		case found && rec.Status != store.InstallationActive:
-			return h.reject(log, http.StatusForbidden, "installation",
-				fmt.Sprintf("installation %d is %s (installation webhook of %s)", id, rec.Status, rec.UpdatedAt.Format(time.RFC3339))), true
+			return refusal{reason: "installation",
+				detail: fmt.Sprintf("installation %d is %s (installation webhook of %s)", id, rec.Status, rec.UpdatedAt.Format(time.RFC3339))}
 		case !found && pin.Empty():
-			return h.reject(log, http.StatusForbidden, "installation",
-				fmt.Sprintf("installation %d is not recorded: no installation webhook was received for it (install the App again, or pin it in SKIFF_ALLOWED_INSTALLATIONS)", id)), true
+			return refusal{reason: "installation",
+				detail: fmt.Sprintf("installation %d is not recorded: no installation webhook was received for it (install the App again, or pin it in SKIFF_ALLOWED_INSTALLATIONS)", id)}
 		}
 	} else if pin.Empty() {
-		return h.reject(log, http.StatusForbidden, "installation",
-			fmt.Sprintf("installation %d: no installation is recorded or on SKIFF_ALLOWED_INSTALLATIONS", id)), true
+		return refusal{reason: "installation",
+			detail: fmt.Sprintf("installation %d: no installation is recorded or on SKIFF_ALLOWED_INSTALLATIONS", id)}
 	}
 	if !h.o.Allow.Allows(repo.owner(), repo.FullName) {
-		return h.reject(log, http.StatusForbidden, "forbidden", "repository is not on the allow-list"), true
+		return refusal{reason: "forbidden", detail: "repository is not on the allow-list"}
 	}
-	return Response{}, false
+	return refusal{}
 }
 
 // installation returns the installation's record, from this container's

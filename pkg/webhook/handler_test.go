@@ -66,6 +66,10 @@ func (f runnersFunc) Advance(ctx context.Context, name string, to provisioning.S
 	return f(ctx, name, to, at, job)
 }
 
+func (f runnersFunc) Runner(context.Context, string) (provisioning.Runner, error) {
+	return provisioning.Runner{}, store.ErrNotFound
+}
+
 // sendFunc adapts a function to queue.Sender.
 type sendFunc func(context.Context, queue.Job) error
 

@@ -35,3 +35,12 @@ func TestInstallationsDynamo(t *testing.T) {
 		return dynamostore.NewInstallationsDynamo(testenv.DynaliteTable(t, "installations"))
 	})
 }
+
+// TestSecurityDynamo runs the security events' suite against DynamoDB
+// (dynalite) through the real SDK.
+func TestSecurityDynamo(t *testing.T) {
+	t.Parallel()
+	storetest.RunSecurityEvents(t, func(t *testing.T) store.SecurityEvents {
+		return dynamostore.NewSecurityDynamo(testenv.DynaliteTable(t, "security"))
+	})
+}

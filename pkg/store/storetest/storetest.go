@@ -351,6 +351,15 @@ func testRuns(t *testing.T, newStore func(t *testing.T) store.Store) {
 			r.HeadRepository, r.FromFork, r.Actor = "mallory/hello", true, "mallory"
 			return r
 		}()},
+		{"a fork's run without a head repository (the fork deleted) reads back as a fork's", []store.Run{func() store.Run {
+			r := run(1, "pull_request", "CI")
+			r.FromFork, r.Actor = true, "mallory"
+			return r
+		}()}, func() store.Run {
+			r := run(1, "pull_request", "CI")
+			r.FromFork, r.Actor = true, "mallory"
+			return r
+		}()},
 		{"newer attempt replaces", []store.Run{run(1, "push", "CI"), run(2, "workflow_dispatch", "CI v2")}, run(2, "workflow_dispatch", "CI v2")},
 		{"older attempt is ignored", []store.Run{run(3, "schedule", "Nightly"), run(2, "push", "CI")}, run(3, "schedule", "Nightly")},
 		{"same attempt replaces", []store.Run{run(1, "push", "CI"), run(1, "pull_request", "CI")}, run(1, "pull_request", "CI")},
