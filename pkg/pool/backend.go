@@ -429,9 +429,27 @@ func parseQuantity(q string) (float64, bool) {
 }
 
 // Process is a pool's process: section: the pool runs only in local mode,
-// each runner a process on the machine skiff local runs on. It has no
-// settings of its own yet; the section names the backend.
-type Process struct{}
+// each runner a process on the machine skiff local runs on.
+type Process struct {
+	// Sandbox is how each runner is contained: SandboxBwrap (the default,
+	// also when empty) or SandboxNone, which an operator must write.
+	Sandbox string
+}
+
+// The values of process.sandbox.
+const (
+	// SandboxBwrap runs each runner in a bubblewrap sandbox of its own:
+	// its own mount view, processes, /tmp and session; a read-only system.
+	SandboxBwrap = "bwrap"
+	// SandboxNone runs each runner as a plain process of skiff's own
+	// account, in skiff's view of the machine.
+	SandboxNone = "none"
+)
+
+// Unsandboxed reports whether the pool's runners run without a sandbox
+// (process.sandbox: none). Only a process pool can say so: the process
+// provider sandboxes the runners of every other pool it runs.
+func (p *Process) Unsandboxed() bool { return p != nil && p.Sandbox == SandboxNone }
 
 // backendOf returns the section a pool map names, or "" for none.
 func backendOf(m map[string]any) (Backend, int) {

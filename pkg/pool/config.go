@@ -403,7 +403,7 @@ func decodeBackend(p *Pool, m, defaults, defaultsEC2 map[string]any) {
 	case BackendKubernetes:
 		p.Kubernetes = decodeKubernetes(section(BackendKubernetes))
 	case BackendProcess:
-		p.Process = &Process{}
+		p.Process = &Process{Sandbox: str(section(BackendProcess)["sandbox"])}
 	}
 }
 

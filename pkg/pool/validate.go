@@ -126,6 +126,12 @@ func (s *source) checkPool(i int, p *Pool, add addFunc) {
 		s.checkSlurm(i, p, add)
 	case p.Kubernetes != nil:
 		s.checkKubernetes(i, p, add)
+	case p.Process.Unsandboxed():
+		add(s.sectionField(i, BackendProcess, "sandbox"), SeverityWarning,
+			fmt.Sprintf("pool %q runs its runners unsandboxed: each job runs as skiff's own Unix account and sees the machine as skiff does: "+
+				"it can read skiff's data directory (the queue, the job records, the GitHub App's private key), the other runners' work directories "+
+				"and just-in-time configurations (their files and /proc/<pid>/environ), signal the other runners, and leave processes running after it ends", p.Name),
+			"keep this pool to repositories you trust as you trust skiff's operator (scope:), or remove sandbox: none and install bubblewrap (docs/local.md#the-sandbox)")
 	}
 	if p.Dynamic != nil {
 		s.checkBounds(i, p, add)

@@ -38,6 +38,18 @@ func identify(pid int) (identity, error) {
 	return identity{Boot: strings.TrimSpace(string(boot)), Start: start, exited: f[0] == "Z" || f[0] == "X"}, nil
 }
 
+// leadsGroup reports whether pid leads its process group (a sandbox's
+// init does once it has made its session); true when it cannot be read.
+func leadsGroup(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(f) < 3 || f[2] == strconv.Itoa(pid) // state ppid pgrp
+}
+
 // find tells what became of the process a record names (see status). For
 // a live process of ours it returns a channel closed when it exits: a
 // pidfd, opened before the identity is checked, so that the process

@@ -107,6 +107,14 @@ type Options struct {
 	// LogDir, when set, receives each runner's stdout and stderr as
 	// LogDir/<id>.log (mode 0600); otherwise they are discarded.
 	LogDir string
+	// Bwrap is bubblewrap's path (default: bwrap on this process's PATH),
+	// the sandbox of every runner of a pool that does not opt out
+	// (process.sandbox: none).
+	Bwrap string
+	// Hide are more paths a sandboxed runner must not see (files or
+	// directories), say the GitHub App's key file. DataDir, LogDir and
+	// the home directories are always hidden.
+	Hide []string
 	// Logger gets the provider's own logs (default slog.Default()).
 	Logger *slog.Logger
 	// Now is the clock of launch times and retention (default time.Now).
@@ -131,6 +139,8 @@ type Provider struct {
 	byToken    map[string][]string
 	failCap    bool
 	usage      *sampler // measures each runner (usage.go)
+	sandbox    *sandbox // nil when sandboxErr says why
+	sandboxErr error    // why runners cannot be sandboxed here
 	// ended holds one value once any runner ended since it was last
 	// received (Ended): the ends coalesce, so none is ever blocked on.
 	ended chan struct{}
@@ -139,6 +149,8 @@ type Provider struct {
 type proc struct {
 	inst     provider.Instance
 	pid      int
+	group    int      // its process group: its sandbox's init's, else pid
+	groupID  identity // the sandbox's init's identity (zero without one)
 	dir      string
 	done     chan struct{}
 	exit     int
@@ -220,8 +232,25 @@ func New(o Options) (*Provider, error) {
 	if err := p.recover(); err != nil {
 		return nil, fmt.Errorf("process provider: %w", err)
 	}
+	hide := append([]string{o.DataDir}, o.Hide...)
+	if o.LogDir != "" {
+		hide = append(hide, o.LogDir)
+	}
+	p.sandbox, p.sandboxErr = newSandbox(o.Bwrap, path, hide)
+	if p.sandboxErr == nil {
+		p.sandboxErr = p.sandbox.probe(p.dir)
+	}
+	if p.sandboxErr != nil {
+		p.sandbox = nil
+		o.Logger.Warn("runners cannot be sandboxed here: only pools with process.sandbox: none can launch", "err", p.sandboxErr)
+	}
 	return p, nil
 }
+
+// SandboxError says why this machine cannot sandbox runners (bwrap
+// missing, or unable to make the namespaces), or nil when it can. A
+// launch of a pool that needs the sandbox is then refused.
+func (p *Provider) SandboxError() error { return p.sandboxErr }
 
 // lookPath resolves cmd against path (the runners' PATH, not ours) unless
 // it names a file.
@@ -254,12 +283,14 @@ func (p *Provider) Name() string { return "process" }
 func (p *Provider) Capabilities() provider.Capabilities { return pool.Declared[pool.BackendProcess] }
 
 type plan struct {
-	Token    string            `json:"token"`
-	Pool     string            `json:"pool"`
-	Type     string            `json:"instance_type"`
-	Lifetime time.Duration     `json:"lifetime"`
-	Tags     map[string]string `json:"tags,omitempty"`
-	Runners  []provider.Runner `json:"runners"`
+	// Unsandboxed: the pool opted out of the sandbox (process.sandbox: none).
+	Unsandboxed bool              `json:"unsandboxed,omitempty"`
+	Token       string            `json:"token"`
+	Pool        string            `json:"pool"`
+	Type        string            `json:"instance_type"`
+	Lifetime    time.Duration     `json:"lifetime"`
+	Tags        map[string]string `json:"tags,omitempty"`
+	Runners     []provider.Runner `json:"runners"`
 }
 
 // Plan implements provider.Provider.
@@ -283,11 +314,18 @@ func (p *Provider) Plan(_ context.Context, l provider.Launch) (provider.Plan, er
 	if e := l.Spec.EC2; e != nil { // local mode runs an EC2 pool's runners as processes
 		tags = e.Tags
 	}
+	// Every pool's runners are sandboxed but a process pool's that opted out.
+	unsandboxed := l.Spec.Process.Unsandboxed()
+	if !unsandboxed && p.sandboxErr != nil {
+		return "", &provider.Error{Kind: provider.ErrInvalid, Code: "NoSandbox", Final: true,
+			Message: fmt.Sprintf("pool %s's runners need a sandbox, which this machine cannot give (%v): install bubblewrap, "+
+				"or opt the pool out with process: {sandbox: none} (docs/local.md#the-sandbox)", l.Spec.Pool, p.sandboxErr)}
+	}
 	lifetime := l.Spec.MaxLifetime
 	if lifetime <= 0 {
 		lifetime = p.o.DefaultLifetime
 	}
-	b, err := json.Marshal(plan{Token: l.Token, Pool: l.Spec.Pool, Type: typ, Lifetime: lifetime, Tags: tags, Runners: l.Runners})
+	b, err := json.Marshal(plan{Unsandboxed: unsandboxed, Token: l.Token, Pool: l.Spec.Pool, Type: typ, Lifetime: lifetime, Tags: tags, Runners: l.Runners})
 	if err != nil {
 		return "", fmt.Errorf("encoding plan: %w", err)
 	}
@@ -386,7 +424,7 @@ func (p *Provider) startLocked(pn plan, i int, r provider.Runner, reg provider.R
 	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o700); err != nil {
 		return nil, startFailed("creating the work directory", err)
 	}
-	cmd, cgroup, err := p.spawn(id, dir, reg)
+	cmd, cgroup, group, err := p.spawn(id, dir, reg, !pn.Unsandboxed)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -396,14 +434,20 @@ func (p *Provider) startLocked(pn plan, i int, r provider.Runner, reg provider.R
 	// from a later process with its pid: a provider started after a crash
 	// leaves it alone.
 	ident, _ := identify(cmd.Process.Pid)
+	var groupID identity
+	if group != cmd.Process.Pid {
+		groupID, _ = identify(group)
+	}
 	rec := record{ID: id, Pool: pn.Pool, InstanceType: pn.Type, LaunchedAt: p.o.Now().UTC(), Tags: runnerTags(pn, r),
-		Token: pn.Token, Index: i, Runners: len(pn.Runners), PID: cmd.Process.Pid, Identity: ident, Deadline: deadline}
+		Token: pn.Token, Index: i, Runners: len(pn.Runners), PID: cmd.Process.Pid, Identity: ident, Deadline: deadline,
+		Group: group, GroupIdentity: groupID}
 	// A kill between the start and this write leaves the one runner
 	// unrecorded: the next provider removes its directory but cannot find
 	// its process.
 	if err := p.writeRecord(rec); err != nil {
 		// Without its record a crash would orphan the runner: it does not run.
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		signalGroup(cmd.Process.Pid, group, groupID, syscall.SIGKILL)
+		_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
 		_ = cmd.Wait()
 		_ = os.RemoveAll(dir)
 		if cgroup != "" {
@@ -412,13 +456,13 @@ func (p *Provider) startLocked(pn plan, i int, r provider.Runner, reg provider.R
 		_ = os.Remove(p.recordFile(id))
 		return nil, startFailed("recording the runner", err)
 	}
-	pr := &proc{inst: rec.instance(provider.Running), pid: cmd.Process.Pid, dir: dir, done: make(chan struct{}),
-		use: p.usage.watch(cmd.Process.Pid, cgroup, time.Now())}
+	pr := &proc{inst: rec.instance(provider.Running), pid: cmd.Process.Pid, group: group, groupID: groupID, dir: dir,
+		done: make(chan struct{}), use: p.usage.watch(group, cgroup, time.Now())}
 	p.procs[id] = pr
 	p.order = append(p.order, id)
 	pr.timer = time.AfterFunc(time.Until(deadline), func() { p.stop(id, "lifetime") })
 	p.o.Logger.Info("launched a runner process", "instance_id", id, "pool", pn.Pool, "pid", pr.pid, "job_id", r.JobID,
-		"runner_name", r.Name, "lifetime", pn.Lifetime.String(), "registration", reg)
+		"runner_name", r.Name, "lifetime", pn.Lifetime.String(), "sandboxed", !pn.Unsandboxed, "registration", reg)
 	go func() {
 		err := cmd.Wait()
 		p.measured(pr, cmd.ProcessState)
@@ -454,12 +498,29 @@ func (p *Provider) nextIDLocked() string {
 	return "proc-" + strconv.Itoa(p.next)
 }
 
-// spawn starts the runner command in dir, in a process group of its own,
-// with its JIT config in the environment and its output in the log
-// directory, if one is set; it returns the process and its cgroup ("" when
-// unmeasured).
-func (p *Provider) spawn(id, dir string, reg provider.Registration) (*exec.Cmd, string, error) {
-	cmd := exec.Command(p.path, p.o.Command[1:]...)
+// spawn starts the runner command in dir, in a process group of its own
+// (in a sandbox of its own when sandboxed), with its JIT config in the
+// environment and its output in the log directory, if one is set; it
+// returns the process, its cgroup ("" when unmeasured) and its process
+// group (the sandbox's init's, else the process's own).
+func (p *Provider) spawn(id, dir string, reg provider.Registration, sandboxed bool) (*exec.Cmd, string, int, error) {
+	var cmd *exec.Cmd
+	var info, infoW *os.File
+	if sandboxed {
+		if p.sandbox == nil { // the plan was made by another provider
+			return nil, "", 0, &provider.Error{Kind: provider.ErrInvalid, Code: "NoSandbox", Final: true,
+				Message: fmt.Sprintf("this machine cannot sandbox runners: %v", p.sandboxErr)}
+		}
+		var err error
+		cmd, info, infoW, err = p.sandbox.command(dir, append([]string{p.path}, p.o.Command[1:]...))
+		if err != nil {
+			return nil, "", 0, startFailed("preparing the sandbox", err)
+		}
+		defer info.Close()
+		defer infoW.Close()
+	} else {
+		cmd = exec.Command(p.path, p.o.Command[1:]...)
+	}
 	cmd.Dir = dir
 	cmd.Env = append([]string{"PATH=" + p.o.Path, "HOME=" + dir, "TMPDIR=" + filepath.Join(dir, "tmp"),
 		"SKIFF_INSTANCE_ID=" + id, EnvJITConfig + "=" + reg.JITConfig}, p.o.Env...)
@@ -467,16 +528,63 @@ func (p *Provider) spawn(id, dir string, reg provider.Registration) (*exec.Cmd, 
 	if p.o.LogDir != "" {
 		f, err := os.OpenFile(filepath.Join(p.o.LogDir, id+".log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 		if err != nil {
-			return nil, "", startFailed("opening the runner's log", err)
+			return nil, "", 0, startFailed("opening the runner's log", err)
 		}
 		defer f.Close() // the child has its own descriptor
 		cmd.Stdout, cmd.Stderr = f, f
 	}
 	cmd, cgroup, err := p.startMeasured(cmd, id)
 	if err != nil {
-		return nil, "", startFailed("starting the runner", err)
+		return nil, "", 0, startFailed("starting the runner", err)
 	}
-	return cmd, cgroup, nil
+	if !sandboxed {
+		return cmd, cgroup, cmd.Process.Pid, nil
+	}
+	_ = infoW.Close() // bwrap has its own: the read below ends when bwrap closes it
+	group, err := sandboxInit(info)
+	if err != nil {
+		_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		if cgroup != "" {
+			_ = removeCgroup(cgroup)
+		}
+		return nil, "", 0, startFailed("starting the sandbox", err)
+	}
+	return cmd, cgroup, group, nil
+}
+
+// signalGroup sends sig to a runner's process group: the group of its
+// sandbox's init while that process is still the one recorded (gid; a
+// pid a later process took is left alone), else its own (group == pid).
+func signalGroup(pid, group int, gid identity, sig syscall.Signal) {
+	if group <= 0 || group == pid {
+		_ = syscall.Kill(-pid, sig)
+		return
+	}
+	if gid.Boot != "" {
+		if got, err := identify(group); err != nil || got.Boot != gid.Boot || got.Start != gid.Start {
+			return // the sandbox's init has ended: so has every process in it
+		}
+	}
+	_ = syscall.Kill(-group, sig)
+	if sig == syscall.SIGKILL {
+		// The init itself too, should it not lead its group yet (still
+		// setting the sandbox up): every process in its pid namespace
+		// dies with it.
+		_ = syscall.Kill(group, sig)
+	}
+}
+
+// terminate asks a runner to end: SIGTERM to its group. A sandbox still
+// being set up (its init does not lead a group of its own yet) runs no
+// runner command to give a grace to: it is killed, with its monitor.
+func terminate(pr *proc) {
+	if pr.group > 0 && pr.group != pr.pid && !leadsGroup(pr.group) {
+		_ = syscall.Kill(-pr.pid, syscall.SIGKILL)
+		signalGroup(pr.pid, pr.group, pr.groupID, syscall.SIGKILL)
+		return
+	}
+	signalGroup(pr.pid, pr.group, pr.groupID, syscall.SIGTERM)
 }
 
 // runnerTags are the plan's tags with skiff's own for runner r over them.
@@ -500,7 +608,7 @@ func runnerTags(pn plan, r provider.Runner) map[string]string {
 // kills what the runner left in its process group, removes its directory
 // and record, and marks it terminated.
 func (p *Provider) reap(pr *proc, exit int, err error) {
-	_ = syscall.Kill(-pr.pid, syscall.SIGKILL) // leftovers of the job; ESRCH when none
+	signalGroup(pr.pid, pr.group, pr.groupID, syscall.SIGKILL) // leftovers of the job; ESRCH when none
 	rmErr := os.RemoveAll(pr.dir)
 	if err := os.Remove(p.recordFile(pr.inst.ID)); err != nil && !errors.Is(err, os.ErrNotExist) && rmErr == nil {
 		rmErr = err
@@ -552,7 +660,7 @@ func (p *Provider) stop(id, why string) {
 	pr.inst.State = provider.Stopping
 	p.mu.Unlock()
 	p.o.Logger.Info("stopping a runner process", "instance_id", id, "pool", pr.inst.Pool, "pid", pr.pid, "why", why)
-	_ = syscall.Kill(-pr.pid, syscall.SIGTERM)
+	terminate(pr)
 	go func() {
 		t := time.NewTimer(p.o.KillGrace)
 		defer t.Stop()
@@ -560,7 +668,7 @@ func (p *Provider) stop(id, why string) {
 		case <-pr.done:
 		case <-t.C:
 			p.o.Logger.Warn("runner process outlived its grace; killing it", "instance_id", id, "pid", pr.pid)
-			_ = syscall.Kill(-pr.pid, syscall.SIGKILL)
+			signalGroup(pr.pid, pr.group, pr.groupID, syscall.SIGKILL)
 		}
 	}()
 }

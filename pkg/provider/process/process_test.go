@@ -8,9 +8,11 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,6 +35,17 @@ func TestMain(m *testing.M) {
 	}
 	if spec := os.Getenv(usageChildEnv); spec != "" {
 		os.Exit(usageChild(spec))
+	}
+	if os.Getenv(lingerEnv) != "" {
+		// Left behind by a hostile job: deaf to the polite signals, it
+		// runs until killed.
+		signal.Ignore(syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT)
+		for {
+			_ = unix.Pause()
+		}
+	}
+	if os.Getenv(hostileEnv) != "" {
+		os.Exit(hostileRunner())
 	}
 	dir, err := os.MkdirTemp("", "skiff-standin-")
 	if err != nil {

@@ -60,6 +60,11 @@ type record struct {
 	Identity identity `json:"identity"`
 	// Deadline is the end of the runner's lifetime (real time).
 	Deadline time.Time `json:"deadline"`
+	// Group is the runner's process group when it is not PID's: its
+	// sandbox's init (pid 1 of its pid namespace), which GroupIdentity
+	// tells apart from a later process with its pid.
+	Group         int      `json:"group,omitempty"`
+	GroupIdentity identity `json:"group_identity,omitzero"`
 }
 
 func (r record) instance(state provider.State) provider.Instance {
@@ -143,9 +148,12 @@ func (p *Provider) recover() error {
 			// No other process has its pid, so a process group of that id
 			// is still the runner's: what its job left there is killed, as
 			// when a runner exits under a provider.
-			_ = syscall.Kill(-r.PID, syscall.SIGKILL)
+			signalGroup(r.PID, r.Group, r.GroupIdentity, syscall.SIGKILL)
 			log.Info("runner process ended while no provider watched it")
 		case recycled:
+			if r.Group > 0 && r.Group != r.PID { // its sandbox, if its init is still the one recorded
+				signalGroup(r.PID, r.Group, r.GroupIdentity, syscall.SIGKILL)
+			}
 			log.Info("runner process ended while no provider watched it (its pid is another process's now)")
 		default:
 			log.Warn("cannot tell whether a runner process an earlier provider started still runs; the process is left alone, its directory removed", "err", err)
@@ -173,7 +181,8 @@ func (p *Provider) recover() error {
 // adoptLocked takes on a live runner of an earlier provider; done is
 // closed when its process exits.
 func (p *Provider) adoptLocked(r record, done <-chan struct{}) {
-	pr := &proc{inst: r.instance(provider.Running), pid: r.PID, dir: filepath.Join(p.dir, r.ID), done: make(chan struct{}), adopted: true}
+	pr := &proc{inst: r.instance(provider.Running), pid: r.PID, group: r.Group, groupID: r.GroupIdentity, dir: filepath.Join(p.dir, r.ID),
+		done: make(chan struct{}), adopted: true}
 	p.procs[r.ID] = pr
 	p.order = append(p.order, r.ID)
 	p.rememberLocked(r)

@@ -132,6 +132,7 @@ func (p *Provider) startMeasured(cmd *exec.Cmd, id string) (started *exec.Cmd, c
 	removeCgroup(dir)
 	retry := exec.Command(cmd.Path)
 	retry.Args, retry.Dir, retry.Env, retry.Stdout, retry.Stderr, retry.SysProcAttr = cmd.Args, cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr, &plain
+	retry.ExtraFiles = cmd.ExtraFiles
 	return retry, "", retry.Start()
 }
 
@@ -346,6 +347,13 @@ func (s *sampler) end(t *tracker, state *syscall.Rusage, at time.Time) Usage {
 	var cg cgroupTotals
 	if t.cgroup != "" {
 		cg = readCgroup(t.cgroup)
+	} else {
+		// A last sample of its group: a sandbox's init, if it is still
+		// there, holds what its reaped children used (the rusage of
+		// bwrap's monitor does not).
+		procs := scanProcs()
+		cpu, mem := procs.tree(procs.group(t.pid))
+		t.observe(at, cpu, mem)
 	}
 	u := t.finish(at, state, cg)
 	if t.cgroup != "" && !removeCgroup(t.cgroup) {
