@@ -285,6 +285,8 @@ type fakeSlurm struct {
 	// sudo are the commands run through sudo: the account, the command
 	// and its arguments.
 	sudo []string
+	// duringSqueue runs while squeue makes its answer.
+	duringSqueue func()
 }
 
 func (f *fakeSlurm) Run(_ context.Context, name string, args []string, stdin []byte) ([]byte, error) {
@@ -324,7 +326,11 @@ func (f *fakeSlurm) Run(_ context.Context, name string, args []string, stdin []b
 				return []byte(strings.Join(ids, "\n") + "\n"), nil
 			}
 		}
-		return []byte(strings.Join(f.lines, "\n") + "\n"), nil
+		out := []byte(strings.Join(f.lines, "\n") + "\n")
+		if f.duringSqueue != nil {
+			f.duringSqueue()
+		}
+		return out, nil
 	case "scancel", "sacct", "install", "dd":
 		return nil, nil
 	}
@@ -424,5 +430,29 @@ func TestResolveTakesOnlyNewerJobs(t *testing.T) {
 				t.Errorf("resolve = %+v, %v, %v; want job %q", j, ok, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestSubmitDuringListing: a submit that finishes while a listing's squeue
+// runs is not in that squeue's answer, and is not taken for ended.
+func TestSubmitDuringListing(t *testing.T) {
+	t.Parallel()
+	fc := &fakeSlurm{}
+	p := newFake(t, fc)
+	r := &record{Name: "skiff.tok.r1", Pool: "cpu"}
+	p.addRecord(r)
+	fc.duringSqueue = func() {
+		// sbatch answers while squeue runs: the id is recorded after the
+		// squeue's answer was made without the job.
+		p.mu.Lock()
+		r.ID = "9"
+		p.byID["9"] = r
+		p.mu.Unlock()
+	}
+	if _, err := p.List(context.Background(), provider.Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	if r.Ended {
+		t.Error("a job submitted during the listing is taken for ended")
 	}
 }
