@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -454,5 +455,43 @@ func TestSubmitDuringListing(t *testing.T) {
 	}
 	if r.Ended {
 		t.Error("a job submitted during the listing is taken for ended")
+	}
+}
+
+// TestRunAsScript: a run-as account's batch script ends the account's other
+// jobs and processes before the runner starts and when it ends, a runAs:
+// shared one never does (they would be skiff's own), and both pass
+// shellcheck where it is installed.
+func TestRunAsScript(t *testing.T) {
+	t.Parallel()
+	p := newFake(t, &fakeSlurm{})
+	pn := plan{Token: "tok", Pool: "cpu", Command: []string{"/opt/runner/run.sh"}, WorkDir: "/scratch"}
+	cases := []struct {
+		name, account string
+		sweeps        bool
+	}{
+		{"run-as account", "ci-run1", true},
+		{"shared", "", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := p.script(pn, "skiff.tok.r1", "/jit/ci-run1/registration", tc.account)
+			runner := strings.Index(s, "'/opt/runner/run.sh' &")
+			start := strings.LastIndex(s[:runner], "\nsweep\n")
+			if got := strings.Contains(s, "kill -KILL -1") && start > 0; got != tc.sweeps {
+				t.Errorf("sweeps before the runner: %v, want %v:\n%s", got, tc.sweeps, s)
+			}
+			if !strings.Contains(s, "cleanup() {") || !strings.Contains(s, "; sweep; }") {
+				t.Errorf("the cleanup does not sweep:\n%s", s)
+			}
+			if sc, err := exec.LookPath("shellcheck"); err == nil {
+				cmd := exec.Command(sc, "-s", "sh", "-")
+				cmd.Stdin = strings.NewReader(s)
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Errorf("shellcheck: %v\n%s\n%s", err, out, s)
+				}
+			}
+		})
 	}
 }
