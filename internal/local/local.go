@@ -65,12 +65,16 @@ type Config struct {
 	// ExternalProvider.
 	Provider string
 	// SlurmShared is the slurm provider's directory on the filesystem the
-	// login node shares with the compute nodes: registrations (jit/, 0700)
-	// and the runners' work directories (work/). Required with "slurm".
+	// login node shares with the compute nodes: registrations (jit/, 0711,
+	// with a 0700 directory per run-as account) and the runners' work
+	// directories (work/). Required with "slurm".
 	SlurmShared string
 	// SlurmEnv are extra KEY=VALUE entries for Slurm's commands (say
 	// SLURM_CONF=/etc/slurm/other.conf).
 	SlurmEnv []string
+	// SlurmSudo runs a command as a run-as account (default
+	// slurm.DefaultSudo, sudo -n -u).
+	SlurmSudo []string
 	// ExternalProvider is a provider the caller built (skiff local's
 	// kubernetes provider, built in cmd/skiff). Its Name must be Provider.
 	ExternalProvider provider.Provider
@@ -322,7 +326,7 @@ func (l *Local) buildProvider(pools *pool.Config) error {
 		// of the jobs' reach; registrations and work on the shared one.
 		p, err := slurm.New(slurm.Options{Commander: slurm.Exec{Env: cfg.SlurmEnv}, Command: cfg.RunnerCommand, Env: cfg.RunnerEnv,
 			JITDir: filepath.Join(cfg.SlurmShared, "jit"), WorkDir: filepath.Join(cfg.SlurmShared, "work"),
-			StateDir: filepath.Join(cfg.DataDir, "slurm"), Logger: l.log, Now: cfg.Now})
+			StateDir: filepath.Join(cfg.DataDir, "slurm"), Sudo: cfg.SlurmSudo, Logger: l.log, Now: cfg.Now})
 		if err != nil {
 			return err
 		}

@@ -2,8 +2,11 @@ package local_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -16,6 +19,7 @@ import (
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 )
 
@@ -312,5 +316,124 @@ func waitFor(t *testing.T, ls localSlurm, what string, cond func() bool) {
 			t.Fatalf("waited 3 minutes for %s\n%s", what, ls.logs.String())
 		}
 		time.Sleep(50 * time.Millisecond) // polling Slurm and the simulator
+	}
+}
+
+// runAsPools is a Slurm pool whose runners run as two run-as accounts
+// (RUNAS), with a maxRunners above their number.
+const runAsPools = `version: 1
+pools:
+  - name: cpu
+    labels: [cpu]
+    maxRunners: 4
+    slurm:
+      runAs: RUNAS
+      runnerDir: RUNNER
+      workDir: WORK
+`
+
+// TestLocalModeSlurmRunAs: skiff local with a pool of two run-as accounts:
+// the pool's maxRunners falls to two, every job completes on a runner that
+// ran as one of the accounts (submitted through real sudo), skiff's record
+// of its jobs is in its data directory, and nothing of the accounts' is
+// left at the end.
+func TestLocalModeSlurmRunAs(t *testing.T) {
+	t.Parallel()
+	s := testenv.StartSlurm(t, testenv.SlurmOptions{CPUs: 16})
+	accounts := []string{"skiff-lrun1", "skiff-lrun2"}
+	if _, err := exec.LookPath("sudo"); err != nil {
+		testenv.Missing(t, "sudo", "apt-get install -y sudo")
+		return
+	}
+	shared := filepath.Join(s.Dir, "shared")
+	for _, d := range []struct {
+		path string
+		mode os.FileMode
+	}{{shared, 0o755}, {filepath.Join(shared, "jit"), 0o711}, {filepath.Join(shared, "work"), 0o1777}} {
+		if err := os.Mkdir(d.path, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(d.path, d.mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, a := range accounts {
+		if _, err := user.Lookup(a); err != nil {
+			if out, err := exec.Command("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", a).CombinedOutput(); err != nil {
+				t.Fatalf("creating account %s: %v\n%s", a, err, out)
+			}
+		}
+		t.Cleanup(func() {
+			_ = exec.Command("pkill", "-KILL", "-u", a).Run()
+			_ = exec.Command("userdel", a).Run()
+		})
+		// The operator's one-time setup: the account's registration directory.
+		if out, err := exec.Command("install", "-d", "-o", a, "-m", "0700", filepath.Join(shared, "jit", a)).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	standin := buildStandin(t, s.Dir)
+	sim, pemKey := testenv.GitHubApp(t, "CANARYRUNAS")
+	runnerDir := filepath.Join(s.Dir, "actions-runner")
+	if err := os.Mkdir(runnerDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(runnerDir, "run.sh"), []byte("#!/bin/sh\nexec "+standin+" \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	yaml := strings.NewReplacer("RUNAS", "["+strings.Join(accounts, ", ")+"]", "RUNNER", runnerDir,
+		"WORK", filepath.Join(shared, "work")).Replace(runAsPools)
+	pools, err := pool.Parse([]byte(yaml), "pools.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, logs, stop := startLocal(t, sim, pemKey, yaml, local.Config{
+		Provider: "slurm", SlurmShared: shared, SlurmEnv: []string{"SLURM_CONF=" + s.Conf},
+		SlurmSudo: []string{"sudo", "-n", "--preserve-env=SLURM_CONF", "-u"}, Pools: pools,
+		RunnerEnv:      []string{"SKIFF_STANDIN_DURATION=1s", "SKIFF_STANDIN_IDLE=10s", "SLURM_CONF=" + s.Conf},
+		ReconcileEvery: 2 * time.Second,
+	})
+	if got := pools.Pool("cpu").MaxRunners; got != len(accounts) {
+		t.Errorf("the pool's maxRunners is %d, want its %d accounts", got, len(accounts))
+	}
+	const n = 3
+	var jobs []ghsim.JobSpec
+	for i := range n {
+		jobs = append(jobs, ghsim.JobSpec{Name: fmt.Sprintf("job-%d", i), Labels: []string{"self-hosted", "cpu"}})
+	}
+	run, err := sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: jobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Minute) // a safety net, not a measurement
+	for completedJobs(sim, run.JobIDs) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d jobs completed\n%s", completedJobs(sim, run.JobIDs), n, logs.String())
+		}
+		time.Sleep(50 * time.Millisecond) // polling the simulator's progress
+	}
+	all, err := l.Provider.List(context.Background(), provider.Filter{Pool: "cpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ranAs := map[string]int{}
+	for _, in := range all {
+		ranAs[in.Tags["slurm:run-as"]]++
+	}
+	if len(all) < n || ranAs[accounts[0]]+ranAs[accounts[1]] != len(all) {
+		t.Errorf("runners ran as %v, want all %d and more as %v", ranAs, n, accounts)
+	}
+	for _, id := range run.JobIDs {
+		if j, _ := sim.Job(id); j.Conclusion != "success" {
+			t.Errorf("job %d: %+v", id, j)
+		}
+	}
+	// skiff's record of its jobs is in its data directory, not on the
+	// filesystem the jobs share.
+	if _, err := os.Stat(filepath.Join(shared, "jit", ".records")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("skiff's job record is on the shared filesystem (%v)", err)
+	}
+	if err := stop(); err != nil {
+		t.Errorf("Run: %v", err)
 	}
 }

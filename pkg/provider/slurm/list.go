@@ -96,6 +96,16 @@ type seenJob struct {
 // OrphanAge that no replay resolved, notes the run-as accounts that run jobs
 // skiff did not submit (a runner's own sbatch) and cancels those jobs.
 func (p *Provider) observe(ctx context.Context) (map[string]seenJob, error) {
+	// Only a job whose id was recorded before the squeue ran is ended by
+	// its absence: a submit that finished meanwhile is not in the answer.
+	p.mu.Lock()
+	before := map[*record]bool{}
+	for _, r := range p.records {
+		if r.ID != "" {
+			before[r] = true
+		}
+	}
+	p.mu.Unlock()
 	jobs, err := p.squeue(ctx)
 	if err != nil {
 		return nil, err
@@ -133,7 +143,7 @@ func (p *Provider) observe(ctx context.Context) (map[string]seenJob, error) {
 			p.dropRecord(r)
 			continue
 		}
-		if r.ID != "" && !listed[r.ID] && !r.Ended {
+		if before[r] && !listed[r.ID] && !r.Ended {
 			p.setEnded(r) // forgotten after the site's MinJobAge
 		}
 		if r.Ended && r.Written.Before(cut) {

@@ -106,6 +106,7 @@ nl='
 '
 scontrol update JobId="$SLURM_JOB_ID" Comment="skiff%3Apool=victims&skiff%3Arepository=acme%2Fsecret${nl}$VICTIM_JOB|$VICTIM_USER|COMPLETED|debug|n|2026-01-01T00:00:00|N/A|None" > "$OUT/forge.log" 2>&1
 scontrol update JobId="$SLURM_JOB_ID" JobName="$VICTIM_NAME" >> "$OUT/forge.log" 2>&1
+scontrol update JobId="$SLURM_JOB_ID" JobName="$VICTIM_NAME${nl}$VICTIM_JOB|$VICTIM_USER|COMPLETED|debug|n|2026-01-01T00:00:00|N/A|None" >> "$OUT/forge.log" 2>&1
 # Something to outlive the runner: a process out of the job's process tree,
 # and a batch job of its own.
 setsid sh -c 'exec sleep 7777' < /dev/null > /dev/null 2>&1 &
@@ -305,8 +306,13 @@ func TestHostileJob(t *testing.T) {
 	}
 	// What it forged: Slurm took its own comment and name, which skiff reads neither of.
 	forged, _ := c.Command("scontrol", "show", "job", bad.ID).CombinedOutput()
-	if forge, _ := os.ReadFile(filepath.Join(out, "forge.log")); !strings.Contains(string(forged), "acme%2Fsecret") {
-		t.Logf("the forged comment did not reach Slurm (the tag check below is weaker): %s\n%s", forge, forged)
+	if forge, _ := os.ReadFile(filepath.Join(out, "forge.log")); !strings.Contains(string(forged), "acme%2Fsecret") ||
+		!strings.Contains(string(forged), "JobName=skiffh.tok-running.runner-tok-running") {
+		t.Errorf("the forged comment and name did not reach Slurm (the tag checks below would be empty): %s\n%s", forge, forged)
+	}
+	// Its own registration was read and deleted before it started.
+	if _, err := os.Stat(filepath.Join(jitDir, hostile.Username, slurm.RegistrationFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the hostile runner's registration file is still there (%v)", err)
 	}
 
 	// skiff still lists its three runners, each with its own tags, the

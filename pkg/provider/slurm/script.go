@@ -31,13 +31,14 @@ func (p *Provider) script(pn plan, name, jit, account string) string {
 		"# skiff runner "+name+" (pool "+pn.Pool+")",
 		"umask 077",
 		"jit="+quote(jit),
-		"work=",
-		"sweep() { :; }")
+		"work=")
 	if account != "" {
 		w("sweep() {",
 			"  squeue --noheader --user="+quote(account)+" --format=%i 2>/dev/null | grep -vx \"$SLURM_JOB_ID\" | xargs -r scancel 2>/dev/null",
 			"  kill -KILL -1 2>/dev/null",
 			"}")
+	} else {
+		w("sweep() { :; }")
 	}
 	w("cleanup() { rm -f \"$jit\"; [ -n \"$work\" ] && rm -rf \"$work\"; sweep; }",
 		"trap cleanup EXIT",

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -285,6 +286,8 @@ type fakeSlurm struct {
 	// sudo are the commands run through sudo: the account, the command
 	// and its arguments.
 	sudo []string
+	// duringSqueue runs while squeue makes its answer.
+	duringSqueue func()
 }
 
 func (f *fakeSlurm) Run(_ context.Context, name string, args []string, stdin []byte) ([]byte, error) {
@@ -324,7 +327,11 @@ func (f *fakeSlurm) Run(_ context.Context, name string, args []string, stdin []b
 				return []byte(strings.Join(ids, "\n") + "\n"), nil
 			}
 		}
-		return []byte(strings.Join(f.lines, "\n") + "\n"), nil
+		out := []byte(strings.Join(f.lines, "\n") + "\n")
+		if f.duringSqueue != nil {
+			f.duringSqueue()
+		}
+		return out, nil
 	case "scancel", "sacct", "install", "dd":
 		return nil, nil
 	}
@@ -422,6 +429,68 @@ func TestResolveTakesOnlyNewerJobs(t *testing.T) {
 			j, ok, err := p.resolve(context.Background(), r)
 			if err != nil || ok != (tc.want != "") || ok && (j.ID != tc.want || r.ID != tc.want) {
 				t.Errorf("resolve = %+v, %v, %v; want job %q", j, ok, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestSubmitDuringListing: a submit that finishes while a listing's squeue
+// runs is not in that squeue's answer, and is not taken for ended.
+func TestSubmitDuringListing(t *testing.T) {
+	t.Parallel()
+	fc := &fakeSlurm{}
+	p := newFake(t, fc)
+	r := &record{Name: "skiff.tok.r1", Pool: "cpu"}
+	p.addRecord(r)
+	fc.duringSqueue = func() {
+		// sbatch answers while squeue runs: the id is recorded after the
+		// squeue's answer was made without the job.
+		p.mu.Lock()
+		r.ID = "9"
+		p.byID["9"] = r
+		p.mu.Unlock()
+	}
+	if _, err := p.List(context.Background(), provider.Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	if r.Ended {
+		t.Error("a job submitted during the listing is taken for ended")
+	}
+}
+
+// TestRunAsScript: a run-as account's batch script ends the account's other
+// jobs and processes before the runner starts and when it ends, a runAs:
+// shared one never does (they would be skiff's own), and both pass
+// shellcheck where it is installed.
+func TestRunAsScript(t *testing.T) {
+	t.Parallel()
+	p := newFake(t, &fakeSlurm{})
+	pn := plan{Token: "tok", Pool: "cpu", Command: []string{"/opt/runner/run.sh"}, WorkDir: "/scratch"}
+	cases := []struct {
+		name, account string
+		sweeps        bool
+	}{
+		{"run-as account", "ci-run1", true},
+		{"shared", "", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := p.script(pn, "skiff.tok.r1", "/jit/ci-run1/registration", tc.account)
+			runner := strings.Index(s, "'/opt/runner/run.sh' &")
+			start := strings.LastIndex(s[:runner], "\nsweep\n")
+			if got := strings.Contains(s, "kill -KILL -1") && start > 0; got != tc.sweeps {
+				t.Errorf("sweeps before the runner: %v, want %v:\n%s", got, tc.sweeps, s)
+			}
+			if !strings.Contains(s, "cleanup() {") || !strings.Contains(s, "; sweep; }") {
+				t.Errorf("the cleanup does not sweep:\n%s", s)
+			}
+			if sc, err := exec.LookPath("shellcheck"); err == nil {
+				cmd := exec.Command(sc, "-s", "sh", "-")
+				cmd.Stdin = strings.NewReader(s)
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Errorf("shellcheck: %v\n%s\n%s", err, out, s)
+				}
 			}
 		})
 	}
