@@ -236,7 +236,7 @@ func New(o Options) (*Provider, error) {
 	if o.LogDir != "" {
 		hide = append(hide, o.LogDir)
 	}
-	p.sandbox, p.sandboxErr = newSandbox(o.Bwrap, path, hide)
+	p.sandbox, p.sandboxErr = newSandbox(o.Bwrap, path, o.Command[1:], hide)
 	if p.sandboxErr == nil {
 		p.sandboxErr = p.sandbox.probe(p.dir)
 	}
