@@ -196,6 +196,17 @@ func New(o Options) (*Provider, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	// Absolute: the sandbox binds the work directories at their paths.
+	for _, d := range []*string{&o.DataDir, &o.LogDir} {
+		if *d == "" {
+			continue
+		}
+		abs, err := filepath.Abs(*d)
+		if err != nil {
+			return nil, fmt.Errorf("process provider: resolving %s: %w", *d, err)
+		}
+		*d = abs
+	}
 	if o.Path == "" {
 		o.Path = os.Getenv("PATH")
 	}

@@ -83,7 +83,9 @@ func newSandbox(path, cmd string, args, hide []string) (*sandbox, error) {
 		s.install = true
 	}
 	home, _ := os.UserHomeDir()
-	for _, h := range append([]string{"/home", "/root", home}, hide...) {
+	// The shadow files: a runner of skiff run as root is root (without
+	// capabilities) in its sandbox, and would read them.
+	for _, h := range append([]string{"/home", "/root", home, "/etc/shadow", "/etc/gshadow"}, hide...) {
 		if h == "" {
 			continue
 		}
