@@ -345,7 +345,9 @@ func TestSetupPersonalAccount(t *testing.T) {
 // so and stays usable (the key is written last, so nothing marks it set up).
 func TestSetupStoreFailureKeepsPageOpen(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, func(t *testing.T) setup.Store { return &failingSave{canaryFiles{setup.NewFileStore(filepath.Join(t.TempDir(), "data"))}} })
+	w := newWorld(t, func(t *testing.T) setup.Store {
+		return &failingSave{canaryFiles{setup.NewFileStore(filepath.Join(t.TempDir(), "data"))}}
+	})
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	state, manifest := startFlow(t, c, w.url)
