@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
@@ -272,7 +273,7 @@ func TestAdoptAfterCrash(t *testing.T) {
 	t.Run("a sandboxed runner that ended meanwhile is terminated and its sandbox ended", func(t *testing.T) {
 		t.Parallel()
 		if err := process.CheckSandbox(""); err != nil {
-			t.Skipf("no sandbox here: %v", err)
+			testenv.Missing(t, "a working bubblewrap", "apt-get install bubblewrap ("+err.Error()+")")
 		}
 		data := t.TempDir()
 		// The job leaves a process behind, in a session of its own, and
