@@ -36,6 +36,8 @@ deps: ## install what the tests need: npm packages, emulators, shellcheck, Slurm
 	@# goaws installs as "cmd"; the tests look for it as goaws
 	GOBIN=$(GOBIN_DIR) go install github.com/Admiral-Piett/goaws/app/cmd@$(GOAWS_VERSION) && mv -f $(GOBIN_DIR)/cmd $(GOBIN_DIR)/goaws
 	@command -v shellcheck >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck; }
+	@# the process provider runs each runner in a bubblewrap sandbox (the hostile-job tests need it)
+	@command -v bwrap >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap; }
 	@# the metrics HTML report is checked in a real headless browser
 	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 	@# the Slurm provider's tests start a single-node cluster of their own (slurmctld, slurmd, munged;

@@ -31,6 +31,7 @@ import (
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/provider/process"
 )
 
 // demoJob is one job the demo asks for, and what must become of it.
@@ -563,7 +564,7 @@ func (m *slotMeter) report(ctx context.Context, w io.Writer, sim *ghsim.Server, 
 	}
 	// The runners' own work needs the host's CPUs: no schedule of slots
 	// finishes before the CPU time they used, spread over every CPU.
-	if cpu, ok := childrenCPU(); ok {
+	if cpu, ok := runnersCPU(ctx, l); ok {
 		if d := cpu / time.Duration(runtime.NumCPU()); d > ideal {
 			ideal, slowest = d, fmt.Sprintf("the runners used %s of CPU time, %d CPUs", cpu.Round(100*time.Millisecond), runtime.NumCPU())
 		}
@@ -574,11 +575,33 @@ func (m *slotMeter) report(ctx context.Context, w io.Writer, sim *ghsim.Server, 
 		fmt.Fprintf(w, "  ideal wall time %s (%s); wall %s = %.2f x ideal\n", ideal.Round(100*time.Millisecond), slowest,
 			wall.Round(100*time.Millisecond), float64(wall)/float64(ideal))
 	}
-	runners, ok1 := childrenCPU()
+	runners, ok1 := runnersCPU(ctx, l)
 	self, ok2 := selfCPU()
 	if ok1 && ok2 && wall > 0 {
 		fmt.Fprintln(w, " ", cpuShare(runners, self, wall, runtime.NumCPU()))
 	}
+}
+
+// runnersCPU is the CPU time the runners used: what the process provider
+// measured of each (its cgroup, else its sandbox's processes in /proc),
+// else this process's waited-for children's (a sandboxed runner's tree
+// is reaped inside its sandbox, out of this process's rusage).
+func runnersCPU(ctx context.Context, l *local.Local) (time.Duration, bool) {
+	p, ok := l.Provider.(*process.Provider)
+	if !ok {
+		return childrenCPU()
+	}
+	all, err := p.List(ctx, provider.Filter{})
+	if err != nil {
+		return 0, false
+	}
+	var sum time.Duration
+	for _, in := range all {
+		if u, ok := p.Usage(in.ID); ok {
+			sum += time.Duration(u.CPUSeconds * float64(time.Second))
+		}
+	}
+	return sum, true
 }
 
 // cpuShare says what the host's CPUs did over the wall time: the runners'

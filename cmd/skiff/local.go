@@ -94,6 +94,9 @@ func localConfig(f localFlags, getenv func(string) string, readFile func(string)
 	if f.runner != "" {
 		cfg.RunnerCommand = strings.Fields(f.runner)
 	}
+	if f.keyFile != "" {
+		cfg.Hide = append(cfg.Hide, f.keyFile) // from the runners' sandboxes
+	}
 	if f.fast {
 		cfg.Durability = sqlite.Normal
 	}

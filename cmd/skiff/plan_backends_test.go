@@ -1,6 +1,12 @@
 package main
 
-import "testing"
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/skiffci/skiff/pkg/pool"
+)
 
 // TestPlanBackendsGolden: skiff plan shows each backend's view of a job of
 // examples/backends.yaml — the sbatch options of a Slurm pool, the Pod's
@@ -54,4 +60,45 @@ func TestValidateBackends(t *testing.T) {
 		t.Errorf("exit %d for a Slurm pool with EC2 settings", code)
 	}
 	golden(t, "validate-backend-mixed", stderr)
+}
+
+// TestSandboxWarnings: validate warns for each process pool that needs a
+// sandbox this machine cannot give, saying what the opt-out allows; a pool
+// that opted out, or a machine that can sandbox, gets no such warning.
+func TestSandboxWarnings(t *testing.T) {
+	t.Parallel()
+	const file = "version: 1\npools:\n  - name: lab\n    labels: [lab]\n    process: {}\n  - name: trusted\n    labels: [trusted]\n    process: {sandbox: none}\n"
+	cfg, err := pool.Parse([]byte(file), "pools.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name  string
+		check error
+		want  []string // in the one warning; none when empty
+	}{
+		{"no bwrap", errors.New("bubblewrap (bwrap) is not installed here"), []string{`pool "lab"`, "bwrap) is not installed", "apt-get install bubblewrap",
+			"process: {sandbox: none}", "GitHub App's key", "JIT configurations"}},
+		{"a working sandbox", nil, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := sandboxWarnings(cfg, func(string) error { return tc.check })
+			if len(tc.want) == 0 {
+				if len(got) != 0 {
+					t.Errorf("warnings %q, want none", got)
+				}
+				return
+			}
+			if len(got) != 1 {
+				t.Fatalf("warnings %q, want one, for the pool that needs the sandbox", got)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(got[0], w) {
+					t.Errorf("warning %q does not say %q", got[0], w)
+				}
+			}
+		})
+	}
 }

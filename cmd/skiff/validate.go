@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/provider/process"
 )
 
 // runValidate implements "skiff validate -f pools.yaml".
@@ -23,13 +24,43 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 		return reportLoadError(err, stderr)
 	}
 	printDiagnostics(stderr, cfg.Warnings)
-	fmt.Fprintf(stdout, "%s: ok: %d pool(s), %d warning(s)\n", *file, len(cfg.Pools), len(cfg.Warnings))
+	host := sandboxWarnings(cfg, process.CheckSandbox)
+	for _, w := range host {
+		fmt.Fprintf(stderr, "%s: warning: %s\n", *file, w)
+	}
+	fmt.Fprintf(stdout, "%s: ok: %d pool(s), %d warning(s)\n", *file, len(cfg.Pools), len(cfg.Warnings)+len(host))
 	writeBackends(stdout, cfg)
 	writeGroups(stdout, cfg)
-	if *strict && len(cfg.Warnings) > 0 {
+	if *strict && len(cfg.Warnings)+len(host) > 0 {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// sandboxWarnings says, for each process pool that needs the sandbox,
+// that this machine cannot give one (check fails), and what that means.
+func sandboxWarnings(cfg *pool.Config, check func(bwrap string) error) []string {
+	var need []string
+	for _, p := range cfg.Pools {
+		if p.Backend == pool.BackendProcess && !p.Process.Unsandboxed() {
+			need = append(need, p.Name)
+		}
+	}
+	if len(need) == 0 {
+		return nil
+	}
+	err := check("")
+	if err == nil {
+		return nil
+	}
+	var out []string
+	for _, name := range need {
+		out = append(out, fmt.Sprintf("pool %q: this machine cannot sandbox its runners (%v), so skiff local here refuses to launch them. "+
+			"Install bubblewrap (apt-get install bubblewrap); or, to run them unsandboxed, write process: {sandbox: none} in the pool, "+
+			"which lets each job read skiff's data directory (with the GitHub App's key) and the other runners' files and JIT configurations, "+
+			"signal the other runners, and leave processes behind (docs/local.md#the-sandbox)", name, err))
+	}
+	return out
 }
 
 // writeBackends lists, for a file whose pools name backends, each backend's

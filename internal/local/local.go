@@ -27,6 +27,7 @@ import (
 	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/scaleup"
+	"github.com/skiffci/skiff/pkg/setup"
 	"github.com/skiffci/skiff/pkg/sqlite"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
@@ -83,6 +84,10 @@ type Config struct {
 	RunnerCommand []string
 	// RunnerEnv are extra KEY=VALUE entries for every runner.
 	RunnerEnv []string
+	// Hide are more paths the process provider's sandboxed runners must
+	// not see (the App's key file, say); the data directory is always
+	// hidden.
+	Hide []string
 	// Limits caps the runners alive at once per pool (e.g. one GPU job per
 	// GPU); unlisted pools take the number of CPUs.
 	Limits map[string]int
@@ -253,6 +258,10 @@ func prepare(cfg Config) (Config, *pool.Config, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return cfg, nil, fmt.Errorf("creating the data directory: %w", err)
 	}
+	// It holds the queue, the records and (skiff setup's) the App's key.
+	if err := setup.CheckPrivate(cfg.DataDir); err != nil {
+		return cfg, nil, fmt.Errorf("local mode: the data directory: %w", err)
+	}
 	if cfg.Pools != nil {
 		return cfg, cfg.Pools, nil
 	}
@@ -307,8 +316,15 @@ func (l *Local) buildProvider(pools *pool.Config) error {
 	switch cfg.Provider {
 	case "process":
 		p, err := process.New(process.Options{Command: cfg.RunnerCommand, DataDir: filepath.Join(cfg.DataDir, "runners"),
-			Env: cfg.RunnerEnv, Limits: cfg.Limits, LogDir: filepath.Join(cfg.DataDir, "logs"), Logger: l.log, Now: cfg.Now})
+			Env: cfg.RunnerEnv, Limits: cfg.Limits, LogDir: filepath.Join(cfg.DataDir, "logs"), Logger: l.log, Now: cfg.Now,
+			Hide: append([]string{cfg.DataDir}, cfg.Hide...)})
 		if err != nil {
+			return err
+		}
+		if err := needSandbox(pools, p.SandboxError()); err != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_ = p.Close(ctx) // it may have adopted runners: they are ended
 			return err
 		}
 		l.Provider, l.closeFn = p, p.Close
@@ -347,6 +363,26 @@ func (l *Local) buildProvider(pools *pool.Config) error {
 		l.Provider = cfg.ExternalProvider
 	}
 	return nil
+}
+
+// needSandbox refuses to start when a pool's runners need a sandbox
+// (every pool but a process pool with sandbox: none) and the machine
+// cannot give one (why).
+func needSandbox(pools *pool.Config, why error) error {
+	if why == nil {
+		return nil
+	}
+	var need []string
+	for _, pl := range pools.Pools {
+		if !pl.Process.Unsandboxed() {
+			need = append(need, pl.Name)
+		}
+	}
+	if len(need) == 0 {
+		return nil
+	}
+	return fmt.Errorf("local mode: the runners of pools %v need a sandbox, which this machine cannot give (%w): "+
+		"install bubblewrap, or opt a process pool out with process: {sandbox: none} (skiff validate says what that allows)", need, why)
 }
 
 // buildServices builds the waiting room and the services over the stores

@@ -7,6 +7,7 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 )
 
@@ -69,5 +71,42 @@ func TestReportEndedOnce(t *testing.T) {
 	if n := l.reportEnded(ctx); n != 1 || reports() != 4 {
 		t.Errorf("second look: %d ended, %d reports in all; want 1 new and 4 (each end reported once):\n%s", n, reports(),
 			bytes.TrimSpace([]byte(logs.String())))
+	}
+}
+
+// TestNeedSandbox: local mode refuses to start when a pool's runners need
+// a sandbox the machine cannot give, naming those pools, and starts when
+// every pool opted out or the sandbox works.
+func TestNeedSandbox(t *testing.T) {
+	t.Parallel()
+	cfg, err := pool.Parse([]byte("version: 1\npools:\n  - name: lab\n    labels: [lab]\n    process: {}\n"+
+		"  - name: trusted\n    labels: [trusted]\n    process: {sandbox: none}\n  - name: cloud\n    labels: [cloud]\n"+
+		"    instanceTypes: [c7i.large]\n    subnets: [subnet-0a1b2c3d4e5f60718]\n    image: {ami: ami-0123456789abcdef0}\n"), "pools.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	optedOut := &pool.Config{Pools: []*pool.Pool{cfg.Pool("trusted")}}
+	noBwrap := errors.New("bubblewrap (bwrap) is not installed here")
+	cases := []struct {
+		name  string
+		pools *pool.Config
+		why   error
+		want  string // in the refusal; "" when it starts
+	}{
+		{"no sandbox, pools that need one", cfg, noBwrap, "pools [lab cloud] need a sandbox"},
+		{"no sandbox, every pool opted out", optedOut, noBwrap, ""},
+		{"a working sandbox", cfg, nil, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := needSandbox(tc.pools, tc.why)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("needSandbox = %v, want nil", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, tc.why)):
+				t.Errorf("needSandbox = %v, want a refusal saying %q and why", err, tc.want)
+			}
+		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -243,4 +244,21 @@ func completedJobs(sim *ghsim.Server, ids []int64) int {
 		}
 	}
 	return n
+}
+
+// TestRefusesAnOpenDataDirectory: skiff local does not start on a data
+// directory other users can read, and says which chmod fixes it.
+func TestRefusesAnOpenDataDirectory(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	_, err := local.New(local.Config{DataDir: dir, Provider: "dry-run", PoolsFile: "does-not-matter.yaml"}, slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "chmod 700 "+dir) {
+		t.Fatalf("New on a 0755 data directory: %v, want a refusal naming it and chmod 700", err)
+	}
 }

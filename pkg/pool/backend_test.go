@@ -110,7 +110,7 @@ func TestBackendSections(t *testing.T) {
 		k.AutomountServiceAccountToken {
 		t.Errorf("pods = %+v", k)
 	}
-	if lab := cfg.Pool("lab"); lab.Backend != BackendProcess || lab.Process == nil || lab.EC2 != nil {
+	if lab := cfg.Pool("lab"); lab.Backend != BackendProcess || lab.Process == nil || lab.EC2 != nil || lab.Process.Unsandboxed() {
 		t.Errorf("lab = %+v", lab)
 	}
 	if cfg.Pool("flat").QueueTimeout != DefaultQueueTimeout {
@@ -225,6 +225,8 @@ func TestBackendValidation(t *testing.T) {
 		{"token mount warns", kube("      automountServiceAccountToken: true\n"), SeverityWarning, 8, "service account token", "serviceAccountName"},
 		{"wait alarm at GitHub's limit", ec2Head + "  - name: a\n    labels: [a]\n    instanceTypes: [c7i.large]\n    waitAlarm: 24h\n", SeverityError, 9, `waitAlarm "24h" must be at least 1m and shorter than 24h`, "e.g. 30m"},
 		{"wait alarm in seconds", ec2Head + "  - name: a\n    labels: [a]\n    instanceTypes: [c7i.large]\n    waitAlarm: 90s\n", SeverityError, 9, "does not match pattern", ""},
+		{"unsandboxed process pool warns", "version: 1\npools:\n  - name: l\n    labels: [l]\n    process: {sandbox: none}\n", SeverityWarning, 5, "can read skiff's data directory (the queue, the job records, the GitHub App's private key)", "install bubblewrap"},
+		{"unknown sandbox", "version: 1\npools:\n  - name: l\n    labels: [l]\n    process: {sandbox: firejail}\n", SeverityError, 5, "value must be one of", ""},
 		{"queue timeout on EC2 warns", ec2Head + "  - name: a\n    labels: [a]\n    instanceTypes: [c7i.large]\n    queueTimeout: 30m\n", SeverityWarning, 9, "queueTimeout has no effect", "bootTimeout"},
 	}
 	for _, tt := range tests {

@@ -98,7 +98,7 @@ func motoStore(t *testing.T) setup.Store {
 // its setup secret.
 func fileStore(t *testing.T) setup.Store {
 	t.Helper()
-	return &canaryFiles{FileStore: setup.NewFileStore(t.TempDir())}
+	return &canaryFiles{FileStore: setup.NewFileStore(filepath.Join(t.TempDir(), "data"))}
 }
 
 type canaryFiles struct{ *setup.FileStore }
@@ -345,7 +345,9 @@ func TestSetupPersonalAccount(t *testing.T) {
 // so and stays usable (the key is written last, so nothing marks it set up).
 func TestSetupStoreFailureKeepsPageOpen(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, func(t *testing.T) setup.Store { return &failingSave{canaryFiles{setup.NewFileStore(t.TempDir())}} })
+	w := newWorld(t, func(t *testing.T) setup.Store {
+		return &failingSave{canaryFiles{setup.NewFileStore(filepath.Join(t.TempDir(), "data"))}}
+	})
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	state, manifest := startFlow(t, c, w.url)

@@ -92,6 +92,9 @@ func (f *FileStore) Save(_ context.Context, app *github.ManifestApp) error {
 	if err := os.MkdirAll(f.Dir, 0o700); err != nil {
 		return fmt.Errorf("creating the data directory: %w", err)
 	}
+	if err := CheckPrivate(f.Dir); err != nil {
+		return err
+	}
 	info, _ := json.MarshalIndent(AppInfo{ID: app.ID, Slug: app.Slug, Owner: app.Owner, HTMLURL: app.HTMLURL, InstallURL: app.InstallURL()}, "", "  ")
 	keys, err := json.Marshal(map[string]string{strconv.FormatInt(app.ID, 10): app.PEM.Reveal()})
 	if err != nil {
@@ -137,9 +140,30 @@ func writePrivate(path string, data []byte) error {
 	return nil
 }
 
+// CheckPrivate refuses a data directory, or a secret file in it, that
+// other users can read, write or enter (any group or other permission):
+// the directory holds skiff's queue and records and, after skiff setup,
+// the GitHub App's private key. The error names the path and the chmod
+// that fixes it.
+func CheckPrivate(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("checking the permissions of %s: %w", path, err)
+	}
+	want := os.FileMode(0o600)
+	if fi.IsDir() {
+		want = 0o700
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return fmt.Errorf("%s is open to other users (mode %04o): it holds skiff's records and the GitHub App's key; make it private with: chmod %o %s",
+			path, perm, want, path)
+	}
+	return nil
+}
+
 // LoadLocalApp reads what `skiff setup` left in dir: the App key secret's
 // value ({"<app id>": "<pem>"}) and the webhook secret. ok is false when
-// dir holds no App.
+// dir holds no App; a key file others can read is an error (CheckPrivate).
 func LoadLocalApp(dir string) (keys, webhookSecret string, ok bool, err error) {
 	k, err := os.ReadFile(filepath.Join(dir, AppKeyFile))
 	if errors.Is(err, os.ErrNotExist) {
@@ -147,6 +171,11 @@ func LoadLocalApp(dir string) (keys, webhookSecret string, ok bool, err error) {
 	}
 	if err != nil {
 		return "", "", false, fmt.Errorf("reading %s: %w", AppKeyFile, err)
+	}
+	for _, f := range []string{dir, filepath.Join(dir, AppKeyFile), filepath.Join(dir, WebhookSecretFile)} {
+		if err := CheckPrivate(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return "", "", false, err
+		}
 	}
 	s, err := os.ReadFile(filepath.Join(dir, WebhookSecretFile))
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
@@ -34,6 +35,11 @@ type crashSpec struct {
 	Env      []string
 	Lifetime time.Duration
 	Runners  int
+	// Unsandboxed runs the runners as plain processes (sandbox: none).
+	Unsandboxed bool
+	// NoCgroups starts them without cgroups (whose removal would kill
+	// what is left in them).
+	NoCgroups bool
 }
 
 // crashed is what it launched: the plan, and each runner's id and pid.
@@ -41,6 +47,8 @@ type crashed struct {
 	Plan string
 	IDs  []string
 	PIDs []int
+	// Groups are the runners' process groups (their sandboxes' inits).
+	Groups []int
 }
 
 // crashingProvider runs in a child process: a provider on the spec's data
@@ -58,8 +66,14 @@ func crashingProvider(spec string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if s.NoCgroups {
+		process.WithoutCgroups(p)
+	}
 	ctx := context.Background()
 	l := provider.Launch{Token: "tok-crash", Spec: pool.Spec{Shared: pool.Shared{Pool: "cpu", MaxLifetime: s.Lifetime}}}
+	if s.Unsandboxed {
+		l.Spec.Backend, l.Spec.Process = pool.BackendProcess, &pool.Process{Sandbox: pool.SandboxNone}
+	}
 	var regs []provider.Registration
 	for i := range s.Runners {
 		name := "crash-" + strconv.Itoa(i)
@@ -80,6 +94,7 @@ func crashingProvider(spec string) int {
 	for _, r := range res.Runners {
 		pid, _, _ := p.Process(r.Instance.ID)
 		out.IDs, out.PIDs = append(out.IDs, r.Instance.ID), append(out.PIDs, pid)
+		out.Groups = append(out.Groups, process.Group(p, r.Instance.ID))
 	}
 	_ = json.NewEncoder(os.Stdout).Encode(out)
 	select {} // until the SIGKILL
@@ -111,8 +126,11 @@ func crash(t *testing.T, s crashSpec) crashed {
 		t.Fatalf("the crashing provider launched %+v (%v)", c, err)
 	}
 	t.Cleanup(func() { // a net: the runners never outlive the test
-		for _, pid := range c.PIDs {
+		for i, pid := range c.PIDs {
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			if g := c.Groups[i]; g != pid && startTicks(g) != "" {
+				_ = syscall.Kill(g, syscall.SIGKILL) // its sandbox, with it all in it
+			}
 		}
 	})
 	return c
@@ -229,7 +247,7 @@ func TestAdoptAfterCrash(t *testing.T) {
 		// The job leaves a process behind in its group, and the runner
 		// exits while no provider runs.
 		c := crash(t, crashSpec{DataDir: data, Command: []string{"/bin/sh", "-c", `sleep 3600 & echo $! > "$LEFTOVER"; sleep 1`},
-			Env: []string{"LEFTOVER=" + leftover}, Lifetime: time.Hour, Runners: 1})
+			Env: []string{"LEFTOVER=" + leftover}, Lifetime: time.Hour, Runners: 1, Unsandboxed: true})
 		waitGone(t, c.PIDs[0])
 		b, err := os.ReadFile(leftover)
 		lp, _ := strconv.Atoi(strings.TrimSpace(string(b)))
@@ -249,6 +267,33 @@ func TestAdoptAfterCrash(t *testing.T) {
 		}
 		if _, err := os.Stat(filepath.Join(data, "runners", c.IDs[0])); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("its work directory is still there (%v)", err)
+		}
+	})
+
+	t.Run("a sandboxed runner that ended meanwhile is terminated and its sandbox ended", func(t *testing.T) {
+		t.Parallel()
+		if err := process.CheckSandbox(""); err != nil {
+			testenv.Missing(t, "a working bubblewrap", "apt-get install bubblewrap ("+err.Error()+")")
+		}
+		data := t.TempDir()
+		// The job leaves a process behind, in a session of its own, and
+		// the runner exits while no provider runs: the sandbox's init
+		// lives on with the leftover.
+		c := crash(t, crashSpec{DataDir: data, Command: []string{"/bin/sh", "-c", `setsid sleep 3600 & sleep 1`}, Lifetime: time.Hour, Runners: 1,
+			NoCgroups: true})
+		waitGone(t, c.PIDs[0])
+		ns := pidNamespace(c.Groups[0])
+		if ns == "" || !alive(c.Groups[0]) {
+			t.Fatalf("the sandbox did not outlive its runner with the leftover in it (%q)", ns)
+		}
+		e := newProvider(t, process.Options{Command: []string{"sleep", "3600"}, DataDir: data})
+		got, _ := e.p.List(ctx, provider.Filter{IDs: c.IDs})
+		if len(got) != 1 || got[0].State != provider.Terminated {
+			t.Errorf("the runner that ended while no provider ran: %+v, want it listed terminated", got)
+		}
+		waitGone(t, c.Groups[0])
+		if left := inNamespace(ns); len(left) > 0 {
+			t.Errorf("processes %v of its sandbox outlived it", left)
 		}
 	})
 

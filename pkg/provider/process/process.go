@@ -1,7 +1,13 @@
 // Package process is the compute provider of `skiff local`: each runner is
 // one operating-system process on this machine — a local install of the
 // GitHub Actions runner (run.sh) or the stand-in (cmd/skiff-standin) — in a
-// fresh work directory with a clean environment, for exactly one job.
+// fresh work directory with a clean environment, for exactly one job, in
+// a bubblewrap sandbox of its own unless its pool opted out
+// (process.sandbox: none; see sandbox.go): without skiff's data directory,
+// the other runners' directories and processes or the home directories,
+// with its own /tmp and pid namespace, on a read-only system. A machine
+// where bwrap cannot make a sandbox (SandboxError) launches only the
+// pools that opted out.
 //
 // A runner process's life:
 //
@@ -12,7 +18,8 @@
 //
 // The registration reaches the runner the way the boot script hands it to
 // run.sh: in the environment variable ACTIONS_RUNNER_INPUT_JITCONFIG, never
-// on a command line, never on disk, never in a log. The environment holds
+// on a command line, never on disk, never in a log; in a sandbox, no other
+// runner can read that environment (its /proc is not there). The environment holds
 // nothing else of skiff's: PATH, HOME (the work directory), TMPDIR (inside
 // it), SKIFF_INSTANCE_ID, the JIT configuration and the operator's extras.
 //
@@ -196,6 +203,17 @@ func New(o Options) (*Provider, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	// Absolute: the sandbox binds the work directories at their paths.
+	for _, d := range []*string{&o.DataDir, &o.LogDir} {
+		if *d == "" {
+			continue
+		}
+		abs, err := filepath.Abs(*d)
+		if err != nil {
+			return nil, fmt.Errorf("process provider: resolving %s: %w", *d, err)
+		}
+		*d = abs
+	}
 	if o.Path == "" {
 		o.Path = os.Getenv("PATH")
 	}
@@ -236,7 +254,7 @@ func New(o Options) (*Provider, error) {
 	if o.LogDir != "" {
 		hide = append(hide, o.LogDir)
 	}
-	p.sandbox, p.sandboxErr = newSandbox(o.Bwrap, path, hide)
+	p.sandbox, p.sandboxErr = newSandbox(o.Bwrap, path, o.Command[1:], hide)
 	if p.sandboxErr == nil {
 		p.sandboxErr = p.sandbox.probe(p.dir)
 	}
@@ -750,7 +768,8 @@ func (p *Provider) Wait(ctx context.Context, id string) (int, error) {
 	}
 }
 
-// Process returns a runner's process id and work directory.
+// Process returns a runner's process id (in a sandbox, bwrap's monitor:
+// skiff's child, which exits with the runner command) and work directory.
 func (p *Provider) Process(id string) (pid int, dir string, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

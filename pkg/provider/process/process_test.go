@@ -215,9 +215,24 @@ func launchOne(t *testing.T, p *process.Provider, spec pool.Spec, token string, 
 // TestStandinRunners: the stand-in runner succeeds, crashes, hangs until
 // the pool's lifetime cap, or ignores SIGTERM until the kill; every time the
 // provider ends it, removes its directory and leaves no process behind —
-// including one the job started in the background.
+// including one the job started in the background. In its sandbox and,
+// opted out (sandbox: none), as a plain process.
 func TestStandinRunners(t *testing.T) {
 	t.Parallel()
+	for _, sandboxed := range []bool{true, false} {
+		t.Run(map[bool]string{true: "sandboxed", false: "unsandboxed"}[sandboxed], func(t *testing.T) {
+			t.Parallel()
+			if sandboxed {
+				if err := process.CheckSandbox(""); err != nil {
+					testenv.Missing(t, "a working bubblewrap", fmt.Sprintf("apt-get install bubblewrap (%v)", err))
+				}
+			}
+			standinRunners(t, sandboxed)
+		})
+	}
+}
+
+func standinRunners(t *testing.T, sandboxed bool) {
 	cases := []struct {
 		name           string
 		env            []string
@@ -234,6 +249,9 @@ func TestStandinRunners(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			if sandboxed && tc.wantExit == -1 {
+				tc.wantExit = 128 + int(syscall.SIGKILL) // bwrap reports a signal n as 128+n
+			}
 			s := newSim(t)
 			leftover := filepath.Join(t.TempDir(), "leftover.pid")
 			e := newProvider(t, process.Options{
@@ -247,8 +265,17 @@ func TestStandinRunners(t *testing.T) {
 				t.Fatal(err)
 			}
 			reg := s.jit(t, "standin-"+strconv.Itoa(i), "local")
-			in := launchOne(t, e.p, pool.Spec{Shared: pool.Shared{Pool: "cpu", MaxLifetime: tc.lifetime}}, "tok-"+strconv.Itoa(i), reg)
+			spec := pool.Spec{Shared: pool.Shared{Pool: "cpu", MaxLifetime: tc.lifetime}}
+			if !sandboxed {
+				spec.Backend, spec.Process = pool.BackendProcess, &pool.Process{Sandbox: pool.SandboxNone}
+			}
+			in := launchOne(t, e.p, spec, "tok-"+strconv.Itoa(i), reg)
 			pid, dir, _ := e.p.Process(in.ID)
+			group := process.Group(e.p, in.ID)
+			ns := pidNamespace(group)
+			if sandboxed == (ns == pidNamespace(os.Getpid())) {
+				t.Fatalf("the runner's pid namespace %s, the test's %s: want its own when sandboxed", ns, pidNamespace(os.Getpid()))
+			}
 			if fi, err := os.Stat(dir); err != nil || !fi.IsDir() || filepath.Dir(dir) != filepath.Join(e.data, "runners") {
 				t.Fatalf("work directory %s: %v", dir, err)
 			}
@@ -265,7 +292,14 @@ func TestStandinRunners(t *testing.T) {
 				t.Errorf("work directory %s still there after the runner ended (%v)", dir, err)
 			}
 			waitGone(t, pid)
-			if b, err := os.ReadFile(leftover); err != nil {
+			if sandboxed {
+				// Its /tmp was its own: the leftover is found by its
+				// namespace, which must be empty once its init is gone.
+				waitGone(t, group)
+				if left := inNamespace(ns); len(left) > 0 {
+					t.Errorf("processes %v of the runner's sandbox outlived it", left)
+				}
+			} else if b, err := os.ReadFile(leftover); err != nil {
 				t.Errorf("the job's background process did not report its pid: %v", err)
 			} else if lp, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
 				waitGone(t, lp)

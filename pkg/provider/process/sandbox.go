@@ -28,8 +28,8 @@ import (
 // own /proc, empty private /tmp, /var/tmp and /dev/shm; empty directories
 // over skiff's data directory, its log directory, the home directories
 // and Options.Hide; then the runner's work directory, writable, at its own
-// path, and the runner command's directory read-only where a hidden path
-// covered it. An Actions runner install (a directory with
+// path, and the directories of the runner command and of the files its
+// arguments name read-only where a hidden path covered them. An Actions runner install (a directory with
 // bin/Runner.Listener) is seen at its path as a directory of the runner's
 // own: each of its entries bound read-only, and what the runner writes
 // there (the registration the JIT configuration holds, _diag, _work,
@@ -55,6 +55,7 @@ type sandbox struct {
 	bwrap   string   // bwrap's path
 	hide    []string // absolute paths not shown, parents before children
 	cmdDir  string   // the runner command's directory
+	argDirs []string // the directories of the files its arguments name
 	install bool     // cmdDir is an Actions runner install
 	gpus    []string // the host's NVIDIA device nodes
 	// weaken, when set, rewrites the arguments (tests plant a weakening).
@@ -62,8 +63,9 @@ type sandbox struct {
 }
 
 // newSandbox finds bwrap (path, else on PATH) and lays out what a runner
-// of command cmd sees; hide lists the paths it must not see.
-func newSandbox(path, cmd string, hide []string) (*sandbox, error) {
+// of command cmd with arguments args sees; hide lists the paths it must
+// not see.
+func newSandbox(path, cmd string, args, hide []string) (*sandbox, error) {
 	if path == "" {
 		path = "bwrap"
 	}
@@ -72,11 +74,18 @@ func newSandbox(path, cmd string, hide []string) (*sandbox, error) {
 		return nil, fmt.Errorf("bubblewrap (bwrap) is not installed here (apt-get install bubblewrap): %w", err)
 	}
 	s := &sandbox{bwrap: bw, cmdDir: filepath.Dir(cmd)}
+	for _, a := range args {
+		if fi, err := os.Stat(a); err == nil && filepath.IsAbs(a) && !fi.IsDir() {
+			s.argDirs = append(s.argDirs, filepath.Dir(a))
+		}
+	}
 	if fi, err := os.Stat(filepath.Join(s.cmdDir, "bin", "Runner.Listener")); err == nil && !fi.IsDir() {
 		s.install = true
 	}
 	home, _ := os.UserHomeDir()
-	for _, h := range append([]string{"/home", "/root", home}, hide...) {
+	// The shadow files: a runner of skiff run as root is root (without
+	// capabilities) in its sandbox, and would read them.
+	for _, h := range append([]string{"/home", "/root", home, "/etc/shadow", "/etc/gshadow"}, hide...) {
 		if h == "" {
 			continue
 		}
@@ -158,6 +167,11 @@ func (s *sandbox) args(dir string, infoFD int) ([]string, error) {
 		}
 	case covered(s.cmdDir):
 		a = append(a, "--ro-bind", s.cmdDir, s.cmdDir)
+	}
+	for _, d := range s.argDirs {
+		if covered(d) && d != s.cmdDir {
+			a = append(a, "--ro-bind", d, d)
+		}
 	}
 	a = append(a, "--bind", dir, dir)
 	for _, g := range s.gpus {
@@ -241,7 +255,7 @@ func CheckSandbox(bwrap string) error {
 	if err != nil {
 		return err
 	}
-	s, err := newSandbox(bwrap, truePath, nil)
+	s, err := newSandbox(bwrap, truePath, nil, nil)
 	if err != nil {
 		return err
 	}
