@@ -216,8 +216,10 @@ func (s *Skiff) buildWebhook() error {
 
 // appEnv adds to env what the functions that act as the GitHub App (scale-up
 // and scale-down) read: the account and partition their ARNs are built
-// in, the App ids, the key secret, and GitHub's API root when not github.com.
+// in, the App ids, the key secret, GitHub's API root when not github.com,
+// and the deployment id their runners are tagged and listed by.
 func (s *Skiff) appEnv(env map[string]string) map[string]string {
+	env[names.EnvDeployment] = s.Deployment
 	env[names.EnvAccountID] = *awscdk.Aws_ACCOUNT_ID()
 	env[names.EnvPartition] = *awscdk.Aws_PARTITION()
 	env[names.EnvGitHubPrivateKeyARN] = *s.AppKeySecret.SecretArn()
