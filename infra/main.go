@@ -111,6 +111,7 @@ func newStack(app awscdk.App) (awscdk.Stack, error) {
 		GitHubAPIURL:          ctx("githubApiUrl"),
 		GitHubURL:             ctx("githubUrl"),
 		LaunchTemplatePrefix:  ctx("templatePrefix"),
+		Deployment:            ctx("deployment"),
 		RunnerMetrics:         metrics,
 		RunnerVersion:         ctx("runnerVersion"),
 		RunnerSHA256:          ctx("runnerSha256"),

@@ -42,7 +42,7 @@ func runLocal(args []string, stdout, stderr io.Writer) int {
 // localFlags are `skiff local`'s flags.
 type localFlags struct {
 	pools, dataDir, listen, provider, runner, slurmShared string
-	kubeconfig, kubeNS, kubeImage                         string
+	kubeconfig, kubeNS, kubeImage, deployment             string
 	appID                                                 int64
 	keyFile, apiURL, webURL, allow, installations, limits string
 	fast, records                                         bool
@@ -55,6 +55,7 @@ func parseLocalFlags(args []string, stderr io.Writer) (f localFlags, ok bool, co
 	fs := newFlags("local", "-f pools.yaml [--app-id ID --app-key-file app.pem] [flags]", stderr)
 	fs.StringVar(&f.pools, "f", "pools.yaml", "the pools file")
 	fs.StringVar(&f.dataDir, "data-dir", "skiff-data", "the SQLite file, the runners' work directories and their logs")
+	fs.StringVar(&f.deployment, "deployment", "", "the deployment id that tags this daemon's runners and scopes what it lists and ends (default: the one kept in --data-dir, else derived from its path and kept there)")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "the webhook's address (the GitHub App's webhook URL points here)")
 	fs.StringVar(&f.provider, "provider", "process", "process (run each runner as a local process), slurm (each runner a Slurm batch job, from a login node), kubernetes (each runner a Pod) or dry-run (log what would launch)")
 	fs.StringVar(&f.runner, "runner", "", "the runner command for the process and slurm providers, e.g. /opt/actions-runner/run.sh (on the shared filesystem for slurm)")
@@ -88,7 +89,7 @@ type setupApp struct {
 // environment (getenv), the key file (readFile) and the App skiff setup
 // stored, and lists every problem with them.
 func localConfig(f localFlags, getenv func(string) string, readFile func(string) ([]byte, error), app setupApp) (local.Config, []string) {
-	cfg := local.Config{DataDir: f.dataDir, PoolsFile: f.pools, Listen: f.listen, Provider: f.provider, GitHubAPIURL: f.apiURL,
+	cfg := local.Config{DataDir: f.dataDir, Deployment: f.deployment, PoolsFile: f.pools, Listen: f.listen, Provider: f.provider, GitHubAPIURL: f.apiURL,
 		GitHubURL: f.webURL, WebhookSecret: getenv("SKIFF_WEBHOOK_SECRET"), Allow: splitList(f.allow),
 		Installations: splitList(f.installations), MetricsRecords: f.records, ReconcileEvery: f.reconcile, SlurmShared: f.slurmShared}
 	if f.runner != "" {
@@ -152,7 +153,15 @@ func serveLocal(cfg local.Config, f localFlags, stdout, stderr io.Writer) int {
 	logger := slog.New(slog.NewJSONHandler(stdout, nil))
 	var err error
 	if cfg.Provider == "kubernetes" {
-		if cfg.Pools, cfg.ExternalProvider, err = kubeProvider(f.pools, f.kubeconfig, f.kubeNS, f.kubeImage, logger); err != nil {
+		// The provider is built here, so the deployment id is settled here.
+		if err = os.MkdirAll(cfg.DataDir, 0o700); err == nil {
+			cfg.Deployment, err = local.Deployment(cfg.DataDir, cfg.Deployment)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "skiff local:", err)
+			return exitUsage
+		}
+		if cfg.Pools, cfg.ExternalProvider, err = kubeProvider(f.pools, f.kubeconfig, f.kubeNS, f.kubeImage, cfg.Deployment, logger); err != nil {
 			fmt.Fprintln(stderr, "skiff local:", err)
 			return exitUsage
 		}

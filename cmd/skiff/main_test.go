@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -88,8 +89,57 @@ func TestValidateExamples(t *testing.T) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			t.Parallel()
 			code, stdout, stderr := runCLI("validate", "-strict", "-f", f)
-			if code != 0 || !strings.Contains(stdout, ": ok: ") || stderr != "" {
+			// The fork approval warning alone may be printed: it names a
+			// GitHub setting skiff cannot read (the example's oss pool).
+			rest := regexp.MustCompile(`(?m)^.*: warning: pool "[^"]+" admits public repositories and refuses pull requests from forks.*\n    fix: .*\n`).
+				ReplaceAllString(stderr, "")
+			if code != 0 || !strings.Contains(stdout, ": ok: ") || rest != "" {
 				t.Errorf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+			}
+		})
+	}
+}
+
+// TestValidateForkApproval: a pool for public repositories that refuses
+// forks (or admits collaborators' only) gets the warning naming GitHub's
+// setting; a private pool, or one that allows every fork, does not; and
+// -strict does not fail on it.
+func TestValidateForkApproval(t *testing.T) {
+	t.Parallel()
+	head := "version: 1\ndefaults:\n  image:\n    ssm: /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64\n  subnets: [subnet-0aaaaaaaa]\npools:\n"
+	pool := func(name, extra string) string {
+		return "  - name: " + name + "\n    labels: [" + name + "]\n    instanceTypes: [c7i.large]\n" + extra
+	}
+	tests := []struct {
+		name, pools string
+		warned      []string
+	}{
+		{"public, forks refused", pool("oss", "    visibility: [public, private]\n"), []string{"oss"}},
+		{"public, collaborators' forks", pool("oss", "    visibility: [public]\n    forkPullRequests: collaborators\n"), []string{"oss"}},
+		{"private only", pool("cpu", ""), nil},
+		{"public, every fork allowed", pool("open", "    visibility: [public]\n    forkPullRequests: allow\n"), nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := filepath.Join(t.TempDir(), "pools.yaml")
+			if err := os.WriteFile(f, []byte(head+tc.pools), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, _, stderr := runCLI("validate", "-f", f)
+			n := strings.Count(stderr, forkApprovalSetting)
+			if n != len(tc.warned) {
+				t.Fatalf("%d fork approval warnings, want %d:\n%s", n, len(tc.warned), stderr)
+			}
+			for _, name := range tc.warned {
+				if !strings.Contains(stderr, `pool "`+name+`" admits public repositories`) || !strings.Contains(stderr, forkApprovalOption) {
+					t.Errorf("the warning does not name pool %s and the setting's option:\n%s", name, stderr)
+				}
+			}
+			if len(tc.warned) > 0 && tc.name != "public, every fork allowed" {
+				if code, _, _ := runCLI("validate", "-strict", "-f", f); code != exitOK {
+					t.Errorf("-strict exit %d on the fork approval warning alone", code)
+				}
 			}
 		})
 	}

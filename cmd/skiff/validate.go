@@ -28,6 +28,7 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 	for _, w := range host {
 		fmt.Fprintf(stderr, "%s: warning: %s\n", *file, w)
 	}
+	printForkApproval(stderr, *file, cfg)
 	fmt.Fprintf(stdout, "%s: ok: %d pool(s), %d warning(s)\n", *file, len(cfg.Pools), len(cfg.Warnings)+len(host))
 	writeBackends(stdout, cfg)
 	writeGroups(stdout, cfg)
@@ -145,4 +146,38 @@ func printDiagnostics(w io.Writer, diags []pool.Diagnostic) {
 			fmt.Fprintf(w, "    fix: %s\n", d.Fix)
 		}
 	}
+}
+
+// forkApprovalSetting is GitHub's organisation (or repository) setting that
+// keeps a fork's pull request from running before a maintainer approves
+// it, and the option that covers every fork author.
+const (
+	forkApprovalSetting = "Approval for running fork pull request workflows from contributors"
+	forkApprovalOption  = "Require approval for all external contributors"
+)
+
+// printForkApproval warns about each pool that admits public repositories
+// and refuses some forks (pool.Policy.NeedsForkApproval): skiff refuses
+// the forks' jobs, but GitHub may still give one to the pool's runners,
+// which skiff detects only after the fact. The warning depends on a GitHub
+// setting skiff cannot read, so -strict does not fail on it.
+func printForkApproval(w io.Writer, file string, cfg *pool.Config) {
+	for _, p := range cfg.Pools {
+		if !p.Policy.NeedsForkApproval() {
+			continue
+		}
+		fmt.Fprintf(w, "%s: warning: pool %q admits public repositories and refuses pull requests from forks (forkPullRequests: %s), "+
+			"which no runner group can express: GitHub may give a refused fork's job to a runner skiff launched for an admitted job, "+
+			"and skiff only detects it (a security event, alarmed)\n", file, p.Name, forkPolicy(p.Policy))
+		fmt.Fprintf(w, "    fix: in the organisation's Actions settings, set %q to %q (docs/pools.md, \"Who may run\"); "+
+			"skiff cannot read the setting, so -strict does not fail on this warning\n", forkApprovalSetting, forkApprovalOption)
+	}
+}
+
+// forkPolicy is the pool's fork policy as its file would say it.
+func forkPolicy(p pool.Policy) pool.ForkPolicy {
+	if p.ForkPullRequests == "" {
+		return pool.DefaultForkPullRequests
+	}
+	return p.ForkPullRequests
 }

@@ -48,7 +48,7 @@ func env(t testing.TB, dynamo, ec2, gh, pem, dir string) []string {
 	return testenv.LambdaEnv(
 		"AWS_ENDPOINT_URL_DYNAMODB="+dynamo, "AWS_ENDPOINT_URL_EC2="+ec2,
 		"AWS_ENDPOINT_URL_SECRETS_MANAGER="+testenv.SecretsManager(t, pem), "AWS_ENDPOINT_URL_SQS=http://127.0.0.1:1",
-		"SKIFF_TABLE_NAME=skiff-sd", "SKIFF_QUEUE_URL=http://127.0.0.1:1/jobs", "SKIFF_ACCOUNT_ID=123456789012",
+		"SKIFF_TABLE_NAME=skiff-sd", "SKIFF_QUEUE_URL=http://127.0.0.1:1/jobs", "SKIFF_ACCOUNT_ID=123456789012", "SKIFF_DEPLOYMENT=skiff",
 		"SKIFF_GITHUB_APP_IDS="+strconv.Itoa(testenv.AppID), "SKIFF_GITHUB_PRIVATE_KEY_ARN="+testenv.SecretARN,
 		"SKIFF_GITHUB_API_URL="+gh, "SKIFF_POOLS_FILE="+filepath.Join(dir, "pools.yaml"), "SKIFF_REDELIVER=false",
 	)

@@ -217,8 +217,10 @@ func (s *Skiff) buildWebhook() error {
 // appEnv adds to env what the functions that act as the GitHub App (scale-up
 // and scale-down) read: the account and partition their ARNs are built
 // in, the App ids, the key secret, the allow-list (for the runner groups),
-// and GitHub's API root when not github.com.
+// GitHub's API root when not github.com, and the deployment id their
+// runners are tagged and listed by.
 func (s *Skiff) appEnv(env map[string]string) map[string]string {
+	env[names.EnvDeployment] = s.Deployment
 	env[names.EnvAccountID] = *awscdk.Aws_ACCOUNT_ID()
 	env[names.EnvPartition] = *awscdk.Aws_PARTITION()
 	env[names.EnvGitHubPrivateKeyARN] = *s.AppKeySecret.SecretArn()

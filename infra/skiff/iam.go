@@ -100,7 +100,10 @@ func (s *Skiff) launchStatements() []awsiam.PolicyStatement {
 	for i, t := range templates {
 		templateList[i] = *t
 	}
-	managed := map[string]any{"aws:RequestTag/" + names.TagManaged: names.ManagedValue}
+	// Tagged as skiff's, and as this deployment's: the other roles end only
+	// instances carrying both (ownResource).
+	managed := map[string]any{"aws:RequestTag/" + names.TagManaged: names.ManagedValue,
+		"aws:RequestTag/" + names.TagDeployment: s.Deployment}
 	noAccount := func(resource string) *string {
 		return jsii.String(strings.Join([]string{"arn", *awscdk.Aws_PARTITION(), "ec2", *awscdk.Aws_REGION(), "", resource}, ":"))
 	}
@@ -111,7 +114,8 @@ func (s *Skiff) launchStatements() []awsiam.PolicyStatement {
 			Actions:   jsii.Strings("ec2:CreateFleet", "ec2:RunInstances"),
 			Resources: &templates,
 		}),
-		// Instances and volumes must carry skiff:managed=true at creation.
+		// Instances and volumes must carry skiff:managed=true and the
+		// deployment at creation.
 		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Sid:        jsii.String("FleetTaggedInstances"),
 			Actions:    jsii.Strings("ec2:CreateFleet"),
@@ -165,11 +169,20 @@ func (s *Skiff) tagStatements() []awsiam.PolicyStatement {
 			Actions:   jsii.Strings("ec2:CreateTags"),
 			Resources: &[]*string{s.arn("ec2", "instance/*")},
 			Conditions: &map[string]any{
-				"StringEquals":              map[string]any{"ec2:ResourceTag/" + names.TagManaged: names.ManagedValue},
+				"StringEquals":              s.ownResource(),
 				"ForAllValues:StringEquals": map[string]any{"aws:TagKeys": toAny(perJobTagKeys)},
 			},
 		}),
 	}
+}
+
+// ownResource is the condition an action on an existing instance needs:
+// the instance is skiff's and this deployment's (tagged at launch, which
+// launchStatements require), so that two deployments in one account and
+// region cannot end or tag each other's runners.
+func (s *Skiff) ownResource() map[string]any {
+	return map[string]any{"ec2:ResourceTag/" + names.TagManaged: names.ManagedValue,
+		"ec2:ResourceTag/" + names.TagDeployment: s.Deployment}
 }
 
 // manageStatements let scale-up end and list skiff's runners, pass them
@@ -180,7 +193,7 @@ func (s *Skiff) manageStatements() []awsiam.PolicyStatement {
 			Sid:        jsii.String("TerminateOwnRunners"),
 			Actions:    jsii.Strings("ec2:TerminateInstances"),
 			Resources:  &[]*string{s.arn("ec2", "instance/*")},
-			Conditions: &map[string]any{"StringEquals": map[string]any{"ec2:ResourceTag/" + names.TagManaged: names.ManagedValue}},
+			Conditions: &map[string]any{"StringEquals": s.ownResource()},
 		}),
 		// DescribeInstances has no resource-level permissions.
 		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
@@ -213,7 +226,7 @@ func (s *Skiff) suppressScaleUp(role awsiam.IRole) {
 	const rule = "AwsSolutions-IAM5"
 	suppress(role, rule, "instances and volumes get their ids at launch: CreateFleet/RunInstances require aws:RequestTag/skiff:managed=true "+
 		"(RunInstances also ec2:LaunchTemplate = a skiff template), CreateTags requires ec2:CreateAction or ec2:ResourceTag/skiff:managed=true "+
-		"with four tag keys, TerminateInstances requires ec2:ResourceTag/skiff:managed=true",
+		"with four tag keys, TerminateInstances requires ec2:ResourceTag/skiff:managed=true and skiff:deployment = the stack's deployment",
 		"Resource::"+arnPattern("ec2", "instance/*"), "Resource::"+arnPattern("ec2", "volume/*"))
 	suppress(role, rule, "a launch also creates a fleet request, network interfaces and spot requests whose ids do not exist yet; skiff does not tag them, "+
 		"and the launch is bound to skiff's launch templates and tagged instances by the other statements",

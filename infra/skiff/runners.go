@@ -188,6 +188,7 @@ func (s *Skiff) launchTemplate(p *pool.Pool, profile awsiam.InstanceProfile) (aw
 	}
 	tags := []*awscdk.CfnTag{
 		{Key: jsii.String(names.TagManaged), Value: jsii.String(names.ManagedValue)},
+		{Key: jsii.String(names.TagDeployment), Value: jsii.String(s.Deployment)},
 		{Key: jsii.String(names.TagPool), Value: jsii.String(p.Name)},
 	}
 	keys := make([]string, 0, len(p.EC2.Tags))

@@ -80,7 +80,7 @@ func (s *Skiff) buildScaleDown() error {
 		Sid:        jsii.String("ScaleDownTerminatesSkiffInstances"),
 		Actions:    jsii.Strings("ec2:TerminateInstances"),
 		Resources:  &[]*string{s.arn("ec2", "instance/*")},
-		Conditions: &map[string]any{"StringEquals": map[string]any{"ec2:ResourceTag/" + names.TagManaged: names.ManagedValue}},
+		Conditions: &map[string]any{"StringEquals": s.ownResource()},
 	}))
 	if s.props.RunnerMetrics {
 		role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
@@ -91,7 +91,7 @@ func (s *Skiff) buildScaleDown() error {
 	}
 	const rule = "AwsSolutions-IAM5"
 	suppress(role, rule, "ec2:DescribeInstances and cloudwatch:GetMetricData have no resource-level permissions", "Resource::*")
-	suppress(role, rule, "instance ids are not known in advance; TerminateInstances requires ec2:ResourceTag/skiff:managed=true",
+	suppress(role, rule, "instance ids are not known in advance; TerminateInstances requires ec2:ResourceTag/skiff:managed=true and skiff:deployment = the stack's deployment",
 		"Resource::"+arnPattern("ec2", "instance/*"))
 	suppress(role, rule, "the live-pool index is read by pool name (its partition key), which a key-prefix condition cannot express",
 		"/^Resource::<SkiffStateTable.*Arn>/index/live-pool$/")

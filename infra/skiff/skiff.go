@@ -100,6 +100,12 @@ type Props struct {
 	// keeps github.com.
 	GitHubAPIURL, GitHubURL string
 
+	// Deployment names this deployment (names.EnvDeployment): the runners
+	// are tagged with it (names.TagDeployment), the functions list and reap
+	// only runners carrying it, and the roles may end only those. Default:
+	// the stack's name. Two stacks in one account and region need two
+	// deployment ids (and two LaunchTemplatePrefix values).
+	Deployment string
 	// LaunchTemplatePrefix prefixes each pool's launch template name
 	// (names.LaunchTemplate). Default names.DefaultLaunchTemplatePrefix; set
 	// it when two skiff stacks share an account and region.
@@ -133,6 +139,8 @@ type Skiff struct {
 
 	// Pools is the loaded pools file.
 	Pools *pool.Config
+	// Deployment is the deployment id (Props.Deployment, or the stack's name).
+	Deployment string
 	// StateTable holds deliveries, jobs, runs, claims, fleets, counters and
 	// capacity memory (names.RoleStateTable).
 	StateTable awsdynamodb.Table
@@ -281,7 +289,17 @@ func New(scope constructs.Construct, id string, props *Props) (*Skiff, error) {
 		return nil, fmt.Errorf("%w: the stack needs a literal name (the registration table and runner log group are named after it)", ErrInvalidProps)
 	}
 
+	deployment := p.Deployment
+	if deployment == "" {
+		deployment = prefix
+	}
+	if !names.ValidDeployment(deployment) {
+		return nil, fmt.Errorf("%w: deployment %q (default: the stack's name) must be 1 to %d letters, digits and hyphens "+
+			"starting with a letter: set Props.Deployment (context deployment)", ErrInvalidProps, deployment, names.MaxDeploymentLen)
+	}
+
 	s := &Skiff{
+		Deployment: deployment,
 		Construct:  constructs.NewConstruct(scope, jsii.String(id)),
 		Pools:      cfg,
 		props:      p,

@@ -286,6 +286,12 @@ func TestEveryRequiredVariableIsSet(t *testing.T) {
 	if got := env(t, doc, names.FunctionWebhook)[names.EnvAllow]; got != "acme,other/app" {
 		t.Errorf("%s = %v, want acme,other/app", names.EnvAllow, got)
 	}
+	if cfg.Deployment != "skiff" {
+		t.Errorf("%s = %q, want the stack's name", names.EnvDeployment, cfg.Deployment)
+	}
+	if sd, err := wiring.ScaleDownConfigFromEnv(getenv(t, doc, names.FunctionScaleDown)); err == nil && sd.Deployment != cfg.Deployment {
+		t.Errorf("scale-down's %s = %q, scale-up's %q: both must list the same runners", names.EnvDeployment, sd.Deployment, cfg.Deployment)
+	}
 	if cfg.LaunchTemplatePrefix != names.DefaultLaunchTemplatePrefix {
 		t.Errorf("%s = %v", names.EnvLaunchTemplatePrefix, cfg.LaunchTemplatePrefix)
 	}
@@ -752,6 +758,10 @@ func TestScaleUpEC2Permissions(t *testing.T) {
 	_, doc := defaultTemplate(t)
 	sts := statements(t, doc, "SkiffScaleupRole")
 	managed := `"aws:RequestTag/skiff:managed":"true"`
+	// The stack's name is its deployment id by default: its launches must
+	// carry it, and its roles end and tag only instances that do.
+	deployment := `"aws:RequestTag/skiff:deployment":"skiff"`
+	own := `"ec2:ResourceTag/skiff:deployment":"skiff"`
 	tests := []struct {
 		sid     string
 		actions []string
@@ -759,12 +769,12 @@ func TestScaleUpEC2Permissions(t *testing.T) {
 		res     []string // substrings of the resource JSON
 	}{
 		{"LaunchFromSkiffTemplates", []string{"ec2:CreateFleet", "ec2:RunInstances"}, nil, []string{"launch-template/", "SkiffLaunchTemplategpu"}},
-		{"FleetTaggedInstances", []string{"ec2:CreateFleet"}, []string{managed}, []string{":instance/*", ":volume/*"}},
-		{"RunTaggedInstancesFromSkiffTemplates", []string{"ec2:RunInstances"}, []string{managed, `"ArnEquals":{"ec2:LaunchTemplate":[`}, []string{":instance/*"}},
+		{"FleetTaggedInstances", []string{"ec2:CreateFleet"}, []string{managed, deployment}, []string{":instance/*", ":volume/*"}},
+		{"RunTaggedInstancesFromSkiffTemplates", []string{"ec2:RunInstances"}, []string{managed, deployment, `"ArnEquals":{"ec2:LaunchTemplate":[`}, []string{":instance/*"}},
 		{"TagAtLaunch", []string{"ec2:CreateTags"}, []string{`"ec2:CreateAction":["CreateFleet","RunInstances"]`}, nil},
-		{"TagOwnRunners", []string{"ec2:CreateTags"}, []string{`"ec2:ResourceTag/skiff:managed":"true"`,
+		{"TagOwnRunners", []string{"ec2:CreateTags"}, []string{`"ec2:ResourceTag/skiff:managed":"true"`, own,
 			`"ForAllValues:StringEquals":{"aws:TagKeys":["skiff:job-id","skiff:run-id","skiff:runner-name","skiff:repository"]}`}, []string{":instance/*"}},
-		{"TerminateOwnRunners", []string{"ec2:TerminateInstances"}, []string{`"ec2:ResourceTag/skiff:managed":"true"`}, nil},
+		{"TerminateOwnRunners", []string{"ec2:TerminateInstances"}, []string{`"ec2:ResourceTag/skiff:managed":"true"`, own}, nil},
 		{"PassRunnerRole", []string{"iam:PassRole"}, []string{`"iam:PassedToService":"ec2.amazonaws.com"`}, []string{"SkiffRunnerRole"}},
 		{"LaunchUses", []string{"ec2:CreateFleet", "ec2:RunInstances"}, nil, []string{"subnet/subnet-0a1b2c3d4e5f60718", "subnet/subnet-0b2c3d4e5f6071829", "SkiffRunnerSecurityGroup"}},
 		{"ResolveImageParameters", []string{"ssm:GetParameters", "ssm:GetParameter"}, nil, []string{"parameter/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64"}},
@@ -959,6 +969,7 @@ func TestInvalidProps(t *testing.T) {
 		{"pools required", Props{Allow: []string{"acme"}, BuildDir: build}, "PoolsFile is required"},
 		{"pools invalid", Props{PoolsFile: "../../cmd/skiff/testdata/invalid.yaml", Allow: []string{"acme"}, BuildDir: build}, "skiff validate"},
 		{"bootstrap missing", Props{PoolsFile: examplePools, Allow: []string{"acme"}, BuildDir: t.TempDir()}, "make build"},
+		{"deployment id unusable in a tag", Props{PoolsFile: examplePools, Allow: []string{"acme"}, BuildDir: build, Deployment: "9-lives"}, "deployment \"9-lives\""},
 		{"app id malformed", Props{PoolsFile: examplePools, Allow: []string{"acme"}, BuildDir: build, AppIDs: []string{"abc"}}, `"abc"`},
 		{"subnet outside the allowed", Props{PoolsFile: examplePools, Allow: []string{"acme"}, BuildDir: build, SubnetIDs: []string{"subnet-0a1b2c3d4e5f60718"}}, "subnet-0b2c3d4e5f6071829"},
 	}
@@ -1011,6 +1022,28 @@ func TestVariants(t *testing.T) {
 		if dupErr == nil {
 			t.Error("adding a function twice succeeded")
 		}
+	})
+	t.Run("a second stack beside the first: its own deployment id", func(t *testing.T) {
+		p := defaultProps()
+		p.LaunchTemplatePrefix, p.Deployment = "ci-", "skiff-ci"
+		_, _, tmpl := synth(t, p)
+		check(t, "the functions list and tag by it", func() {
+			tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), &map[string]any{"Environment": map[string]any{
+				"Variables": assertions.Match_ObjectLike(&map[string]any{names.EnvDeployment: "skiff-ci"})}})
+		})
+		check(t, "the launch templates tag by it", func() {
+			tmpl.HasResourceProperties(jsii.String("AWS::EC2::LaunchTemplate"), &map[string]any{
+				"LaunchTemplateData": assertions.Match_ObjectLike(&map[string]any{"TagSpecifications": assertions.Match_ArrayWith(&[]any{
+					assertions.Match_ObjectLike(&map[string]any{"Tags": assertions.Match_ArrayWith(&[]any{
+						map[string]any{"Key": names.TagDeployment, "Value": "skiff-ci"}})})})}),
+			})
+		})
+		check(t, "its roles end only its own runners", func() {
+			tmpl.HasResourceProperties(jsii.String("AWS::IAM::Policy"), &map[string]any{"PolicyDocument": assertions.Match_ObjectLike(&map[string]any{
+				"Statement": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{
+					"Sid": "TerminateOwnRunners", "Condition": map[string]any{"StringEquals": map[string]any{
+						"ec2:ResourceTag/" + names.TagManaged: names.ManagedValue, "ec2:ResourceTag/" + names.TagDeployment: "skiff-ci"}}})})})})
+		})
 	})
 	t.Run("another prefix and root device", func(t *testing.T) {
 		p := defaultProps()
@@ -1127,8 +1160,9 @@ func TestScaleDown(t *testing.T) {
 		}
 	}
 	st := statements(t, doc, "SkiffScaledownRole")["ScaleDownTerminatesSkiffInstances"]
-	if got := js(st["Condition"]); !strings.Contains(got, `"ec2:ResourceTag/skiff:managed":"true"`) {
-		t.Errorf("TerminateInstances condition %s", got)
+	if got := js(st["Condition"]); !strings.Contains(got, `"ec2:ResourceTag/skiff:managed":"true"`) ||
+		!strings.Contains(got, `"ec2:ResourceTag/skiff:deployment":"skiff"`) {
+		t.Errorf("TerminateInstances condition %s, want skiff's instances of this deployment only", got)
 	}
 }
 

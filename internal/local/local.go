@@ -2,13 +2,17 @@ package local
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -57,6 +61,11 @@ type Config struct {
 	DataDir string
 	// PoolsFile is the operator's pools file.
 	PoolsFile string
+	// Deployment is the deployment id (names.ValidDeployment): "" takes the
+	// one kept in the data directory, or derives one from it and keeps it
+	// (Deployment). It scopes what the Slurm and Kubernetes providers list
+	// and end; the process provider's runners live in the data directory.
+	Deployment string
 	// Pools, when set, is used instead of loading PoolsFile (skiff demo
 	// raises the pools' maxRunners with its --limit).
 	Pools *pool.Config
@@ -182,6 +191,53 @@ type endNotifier interface {
 // records, launch claims and runner ledger.
 func DBFile(dataDir string) string { return filepath.Join(dataDir, "skiff.db") }
 
+// deploymentFile keeps a data directory's deployment id.
+const deploymentFile = "deployment"
+
+// Deployment returns the deployment id of the data directory dataDir
+// (which must exist): the id kept in it; else want, or one derived from
+// the directory's absolute path ("local-" and 8 hex digits), kept there
+// from now on. A want that differs from the kept id is an error: the
+// runners launched under the kept id would be left to no one.
+func Deployment(dataDir, want string) (string, error) {
+	if want != "" && !names.ValidDeployment(want) {
+		return "", fmt.Errorf("local mode: deployment %q: want 1 to %d letters, digits and hyphens, starting with a letter",
+			want, names.MaxDeploymentLen)
+	}
+	path := filepath.Join(dataDir, deploymentFile)
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		kept := strings.TrimSpace(string(b))
+		if !names.ValidDeployment(kept) {
+			return "", fmt.Errorf("local mode: %s holds %q, not a deployment id", path, kept)
+		}
+		if want != "" && want != kept {
+			return "", fmt.Errorf("local mode: the data directory belongs to deployment %q, not %q (its runners carry that id)", kept, want)
+		}
+		return kept, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return "", fmt.Errorf("reading the deployment id: %w", err)
+	}
+	id := want
+	if id == "" {
+		abs, err := filepath.Abs(dataDir)
+		if err != nil {
+			return "", fmt.Errorf("deriving the deployment id: %w", err)
+		}
+		sum := sha256.Sum256([]byte(abs))
+		id = "local-" + hex.EncodeToString(sum[:4])
+	}
+	if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("keeping the deployment id: %w", err)
+	}
+	return id, nil
+}
+
+// SlurmNamePrefix is the Slurm provider's job-name prefix of a deployment:
+// skiff.<deployment>.
+func SlurmNamePrefix(deployment string) string { return slurm.DefaultNamePrefix + deployment + "." }
+
 // New opens the data directory and builds every part; nothing runs until
 // Run. The caller owns the returned Local and must Run or Close it.
 func New(cfg Config, logger *slog.Logger) (*Local, error) {
@@ -262,6 +318,11 @@ func prepare(cfg Config) (Config, *pool.Config, error) {
 	if err := setup.CheckPrivate(cfg.DataDir); err != nil {
 		return cfg, nil, fmt.Errorf("local mode: the data directory: %w", err)
 	}
+	id, err := Deployment(cfg.DataDir, cfg.Deployment)
+	if err != nil {
+		return cfg, nil, err
+	}
+	cfg.Deployment = id
 	if cfg.Pools != nil {
 		return cfg, cfg.Pools, nil
 	}
@@ -339,10 +400,12 @@ func (l *Local) buildProvider(pools *pool.Config) error {
 			return errors.New("local mode: the slurm provider needs a shared directory (SlurmShared)")
 		}
 		// skiff's record of its jobs lives in its own data directory, out
-		// of the jobs' reach; registrations and work on the shared one.
+		// of the jobs' reach; registrations and work on the shared one. The
+		// job names start with the deployment id.
 		p, err := slurm.New(slurm.Options{Commander: slurm.Exec{Env: cfg.SlurmEnv}, Command: cfg.RunnerCommand, Env: cfg.RunnerEnv,
 			JITDir: filepath.Join(cfg.SlurmShared, "jit"), WorkDir: filepath.Join(cfg.SlurmShared, "work"),
-			StateDir: filepath.Join(cfg.DataDir, "slurm"), Sudo: cfg.SlurmSudo, Logger: l.log, Now: cfg.Now})
+			StateDir: filepath.Join(cfg.DataDir, "slurm"), Sudo: cfg.SlurmSudo,
+			NamePrefix: SlurmNamePrefix(cfg.Deployment), Logger: l.log, Now: cfg.Now})
 		if err != nil {
 			return err
 		}

@@ -37,6 +37,7 @@ type ScaleDownConfig struct {
 	QueueURL         string // SKIFF_QUEUE_URL: replacements go to scale-up's queue
 	PoolsFile        string
 	Account, Region  string
+	Deployment       string // SKIFF_DEPLOYMENT: only this deployment's runners are listed and reaped
 	Partition        string
 	AppIDs           []int64 // SKIFF_GITHUB_APP_IDS (optional: the key secret's JSON keys)
 	PrivateKeyARN    string
@@ -63,6 +64,7 @@ func ScaleDownConfigFromEnv(getenv func(string) string) (ScaleDownConfig, error)
 		QueueURL:         env.Required(names.EnvQueueURL),
 		PoolsFile:        env.String(names.EnvPoolsFile, config.DefaultPoolsFile(getenv)),
 		Account:          env.Required(names.EnvAccountID),
+		Deployment:       deployment(env),
 		Region:           env.Required(names.EnvAWSRegion),
 		Partition:        env.String(names.EnvPartition, "aws"),
 		PrivateKeyARN:    env.Required(names.EnvGitHubPrivateKeyARN),
@@ -88,7 +90,7 @@ func ScaleDownConfigFromEnv(getenv func(string) string) (ScaleDownConfig, error)
 
 // String describes the configuration for a cold-start log line, without secrets.
 func (c ScaleDownConfig) String() string {
-	return strings.Join([]string{"table=" + c.TableName, "queue=" + c.QueueURL, "pools=" + c.PoolsFile,
+	return strings.Join([]string{"deployment=" + c.Deployment, "table=" + c.TableName, "queue=" + c.QueueURL, "pools=" + c.PoolsFile,
 		fmt.Sprintf("apps=%v", c.AppIDs), fmt.Sprintf("scopes=%v", c.Scopes), fmt.Sprintf("max_replacements=%d", c.MaxReplacements),
 		fmt.Sprintf("max_github_calls=%d", c.MaxGitHubCalls),
 		fmt.Sprintf("rerun_interrupted=%v", c.RerunInterrupted), fmt.Sprintf("metrics_records=%v", c.MetricsPools),
@@ -163,7 +165,8 @@ func newScaleDownService(ctx context.Context, cfg ScaleDownConfig, awsCfg aws.Co
 	counter := telemetry.NewEMF(os.Stdout, cfg.MetricsNamespace, names.FunctionScaleDown, nil)
 	// List and Terminate need no registration table; Launch is never called.
 	prov, err := ec2.NewProvider(ec2.ProviderOptions{API: sdkec2.NewFromConfig(awsCfg), Registrations: noRegistrations{},
-		Capacity: launches, Partition: cfg.Partition, Region: cfg.Region, Account: cfg.Account, Counter: counter, Logger: logger})
+		Capacity: launches, Partition: cfg.Partition, Region: cfg.Region, Account: cfg.Account, Deployment: cfg.Deployment,
+		Counter: counter, Logger: logger})
 	if err != nil {
 		return nil, err
 	}

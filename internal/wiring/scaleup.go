@@ -49,6 +49,7 @@ type ScaleUpConfig struct {
 	RegistrationTTL      time.Duration
 	RegistrationTimeout  time.Duration
 	Account              string  // SKIFF_ACCOUNT_ID
+	Deployment           string  // SKIFF_DEPLOYMENT: the deployment's runners, tagged and listed
 	Region               string  // AWS_REGION (set by Lambda)
 	Partition            string  // SKIFF_PARTITION
 	AppIDs               []int64 // SKIFF_GITHUB_APP_IDS (optional: the key secret's JSON keys)
@@ -88,6 +89,7 @@ func ScaleUpConfigFromEnv(getenv func(string) string) (ScaleUpConfig, error) {
 		RegistrationTTL:      env.Duration(names.EnvRegistrationTTL, ec2.DefaultRegistrationTTL),
 		RegistrationTimeout:  env.Duration(names.EnvRegistrationTimeout, userdata.DefaultRegistrationTimeout),
 		Account:              env.Required(names.EnvAccountID),
+		Deployment:           deployment(env),
 		Region:               env.Required(names.EnvAWSRegion),
 		Partition:            env.String(names.EnvPartition, "aws"),
 		PrivateKeyARN:        env.Required(names.EnvGitHubPrivateKeyARN),
@@ -122,7 +124,7 @@ func ScaleUpConfigFromEnv(getenv func(string) string) (ScaleUpConfig, error) {
 // String describes the configuration for a cold-start log line, without secrets.
 func (c ScaleUpConfig) String() string {
 	return strings.Join([]string{
-		"table=" + c.TableName, "registration_table=" + c.RegistrationTable, "dlq=" + c.DeadLetterURL,
+		"deployment=" + c.Deployment, "table=" + c.TableName, "registration_table=" + c.RegistrationTable, "dlq=" + c.DeadLetterURL,
 		"pools=" + c.PoolsFile, "scope=" + string(c.Scope),
 		"launch_template_prefix=" + c.LaunchTemplatePrefix, fmt.Sprintf("max_attempts=%d", c.MaxAttempts),
 		fmt.Sprintf("max_fleet_size=%d", c.MaxFleetSize), fmt.Sprintf("check_queued=%v", c.CheckQueued),
@@ -253,7 +255,7 @@ func newScaleUpService(ctx context.Context, cfg ScaleUpConfig, awsCfg aws.Config
 	launches := dynamostore.NewLaunchDynamo(ddb, cfg.TableName)
 	prov, err := ec2.NewProvider(ec2.ProviderOptions{
 		API: sdkec2.NewFromConfig(awsCfg), Registrations: ec2.NewRegistrationTable(ddb, cfg.RegistrationTable), Capacity: launches,
-		Partition: cfg.Partition, Region: cfg.Region, Account: cfg.Account,
+		Partition: cfg.Partition, Region: cfg.Region, Account: cfg.Account, Deployment: cfg.Deployment,
 		LaunchTemplatePrefix: cfg.LaunchTemplatePrefix, RootDevice: cfg.RootDevice, MaxPlaces: cfg.MaxPlaces,
 		CapacityMemoryFor: cfg.CapacityMemory, RegistrationTTL: cfg.RegistrationTTL, RegistrationTimeout: cfg.RegistrationTimeout,
 		Counter: counter, Logger: logger,

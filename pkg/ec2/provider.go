@@ -64,6 +64,12 @@ type ProviderOptions struct {
 	Capacity      CapacityMemory
 	// Partition, Region and Account make instance ARNs, the registration keys.
 	Partition, Region, Account string
+	// Deployment names the skiff deployment (names.EnvDeployment): every
+	// instance is tagged with it (names.TagDeployment), and List sees only
+	// instances carrying it, so that two deployments in one account and
+	// region never list, and so never reap, each other's runners. Empty:
+	// instances are not tagged and List sees every skiff instance.
+	Deployment string
 	// LaunchTemplatePrefix + pool name is the pool's launch template
 	// (names.LaunchTemplate).
 	LaunchTemplatePrefix string
@@ -116,6 +122,10 @@ func NewProvider(o ProviderOptions) (*Provider, error) {
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("creating EC2 provider: missing %s", strings.Join(missing, ", "))
+	}
+	if o.Deployment != "" && !names.ValidDeployment(o.Deployment) {
+		return nil, fmt.Errorf("creating EC2 provider: deployment %q is not 1 to %d letters, digits and hyphens starting with a letter",
+			o.Deployment, names.MaxDeploymentLen)
 	}
 	if o.Counter == nil {
 		o.Counter = telemetry.Discard
@@ -229,6 +239,9 @@ func (p *Provider) request(l provider.Launch, failed map[string]bool) Request {
 		sameRepo = sameRepo && strings.EqualFold(r.Repository, first.Repository)
 	}
 	req.Tags[names.TagManaged] = names.ManagedValue
+	if p.o.Deployment != "" {
+		req.Tags[names.TagDeployment] = p.o.Deployment
+	}
 	req.Tags[names.TagPool] = spec.Pool
 	req.Tags[names.TagOwner] = first.Owner
 	req.Tags[names.TagFleetToken] = l.Token
@@ -599,6 +612,9 @@ func (p *Provider) List(ctx context.Context, f provider.Filter) ([]provider.Inst
 		raw, err = p.launcher.Describe(ctx, f.IDs)
 	} else {
 		filters := map[string][]string{"tag:" + names.TagManaged: {names.ManagedValue}}
+		if p.o.Deployment != "" {
+			filters["tag:"+names.TagDeployment] = []string{p.o.Deployment}
+		}
 		if f.Pool != "" {
 			filters["tag:"+names.TagPool] = []string{f.Pool}
 		}
@@ -616,12 +632,19 @@ func (p *Provider) List(ctx context.Context, f provider.Filter) ([]provider.Inst
 			ID: d.ID, Pool: d.Tags[names.TagPool], InstanceType: d.InstanceType, Zone: d.Zone, Capacity: capacityOf(d.Spot),
 			State: stateOf(d.State), LaunchedAt: d.LaunchTime, Tags: d.Tags,
 		}
-		if f.Pool != "" && in.Pool != f.Pool || f.AliveOnly && !in.State.Alive() {
+		if f.Pool != "" && in.Pool != f.Pool || f.AliveOnly && !in.State.Alive() || !p.ours(d.Tags) {
 			continue
 		}
 		out = append(out, in)
 	}
 	return out, nil
+}
+
+// ours reports whether an instance with tags belongs to this deployment:
+// its deployment tag is Deployment's (any skiff instance when Deployment
+// is empty). An instance listed by id may be another deployment's.
+func (p *Provider) ours(tags map[string]string) bool {
+	return p.o.Deployment == "" || tags[names.TagDeployment] == p.o.Deployment
 }
 
 // Terminate implements provider.Provider (idempotent; see Launcher.Terminate).

@@ -18,6 +18,9 @@ const (
 	EnvPoolsFile        = "SKIFF_POOLS_FILE"
 	EnvLogLevel         = "SKIFF_LOG_LEVEL"
 	EnvMetricsNamespace = "SKIFF_METRICS_NAMESPACE"
+	// EnvDeployment names the deployment (Deployment): the functions tag
+	// their runners with it and list and reap only runners carrying it.
+	EnvDeployment = "SKIFF_DEPLOYMENT"
 
 	// The webhook function.
 	EnvWebhookSecretARN      = "SKIFF_WEBHOOK_SECRET_ARN"
@@ -93,7 +96,33 @@ const (
 	TagJobCompleted = "skiff:job-completed"
 	// ManagedValue is TagManaged's value.
 	ManagedValue = "true"
+	// TagDeployment names the deployment that launched the instance
+	// (EnvDeployment): its listings and its reaps see only its own.
+	TagDeployment = "skiff:deployment"
 )
+
+// MaxDeploymentLen bounds a deployment id: it goes into tags, Kubernetes
+// label values (63 characters) and Slurm job names with room to spare,
+// and a CloudFormation stack name (the CDK app's default) is at most 128.
+const MaxDeploymentLen = 40
+
+// ValidDeployment reports whether id can name a deployment: 1 to
+// MaxDeploymentLen characters of [A-Za-z0-9-], starting with a letter (so
+// that a name prefix made of it never reads as a runner's job id).
+func ValidDeployment(id string) bool {
+	if id == "" || len(id) > MaxDeploymentLen {
+		return false
+	}
+	for i, c := range id {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
+		case i > 0 && (c >= '0' && c <= '9' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // DefaultLaunchTemplatePrefix prefixes every pool's launch template name.
 const DefaultLaunchTemplatePrefix = "skiff-"

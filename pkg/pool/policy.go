@@ -206,6 +206,14 @@ func (c *Config) Policy(pool string) Policy {
 	return DefaultPolicy
 }
 
+// NeedsForkApproval reports whether the policy admits public repositories
+// and refuses some pull requests from forks. No runner group can express
+// that — a fork's pull request runs in its base repository, which the
+// group admits — so GitHub may give a refused fork's job to the pool's
+// runners; what closes it is GitHub's approval of fork pull request
+// workflows from all external contributors, a setting skiff cannot read.
+func (p Policy) NeedsForkApproval() bool { return p.AllowsPublic() && p.forks() != ForkAllow }
+
 // Scope returns the scope of the named pool: empty (every repository)
 // when there is no such pool, whose policy is then DefaultPolicy.
 func (c *Config) Scope(pool string) Scope {

@@ -82,6 +82,9 @@ const (
 	LabelPool    = "skiff/pool"
 	LabelToken   = "skiff/token"
 	LabelRunner  = "skiff/runner"
+	// LabelDeployment names the deployment that launched the Pod
+	// (Options.Deployment): List selects on it.
+	LabelDeployment = "skiff/deployment"
 	// AnnotationTags holds the instance's tags (names.Tag*) as a JSON
 	// object: their keys and values are not valid label syntax.
 	AnnotationTags = "skiff/tags"
@@ -148,6 +151,13 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock of retention (default time.Now).
 	Now func() time.Time
+	// Deployment names the skiff deployment (names.ValidDeployment): every
+	// Pod carries it (LabelDeployment, and names.TagDeployment among its
+	// tags), and List selects only Pods carrying it, so that two
+	// deployments sharing a namespace never list, and so never end, each
+	// other's runners. Empty: Pods are not labelled and List sees every
+	// skiff Pod.
+	Deployment string
 }
 
 // Provider runs runners as Pods. It keeps no state of its own: the API
@@ -179,6 +189,10 @@ func New(o Options) (*Provider, error) {
 	var errs []error
 	if o.Client == nil {
 		errs = append(errs, errors.New("kubernetes provider: Client is required"))
+	}
+	if o.Deployment != "" && !names.ValidDeployment(o.Deployment) {
+		errs = append(errs, fmt.Errorf("kubernetes provider: deployment %q is not 1 to %d letters, digits and hyphens starting with a letter",
+			o.Deployment, names.MaxDeploymentLen))
 	}
 	ns := map[string]bool{}
 	for _, n := range o.Namespaces {
@@ -347,7 +361,7 @@ func (p *Provider) launchOne(ctx context.Context, pn plan, i int, r provider.Run
 			Message: "the kubernetes provider runs just-in-time registered runners only"}
 	}
 	ns := pn.Settings.Namespace
-	pod := buildPod(pn, i, r)
+	pod := buildPod(pn, i, r, p.o.Deployment)
 	log := p.o.Logger.With("pool", pn.Pool, "namespace", ns, "pod", pod.Name, "job_id", r.JobID, "runner_name", r.Name)
 	pods := p.o.Client.CoreV1().Pods(ns)
 	got, err := pods.Create(ctx, pod, metav1.CreateOptions{})
@@ -408,6 +422,9 @@ func (p *Provider) List(ctx context.Context, f provider.Filter) ([]provider.Inst
 		return nil, ctxError(err)
 	}
 	sel := LabelManaged + "=true"
+	if p.o.Deployment != "" {
+		sel += "," + LabelDeployment + "=" + labelValue(p.o.Deployment)
+	}
 	if f.Pool != "" {
 		sel += "," + LabelPool + "=" + labelValue(f.Pool)
 	}
@@ -542,7 +559,7 @@ func (p *Provider) deletePod(ctx context.Context, ns, name string) error {
 }
 
 // buildPod is the i-th runner's Pod of plan pn.
-func buildPod(pn plan, i int, r provider.Runner) *corev1.Pod {
+func buildPod(pn plan, i int, r provider.Runner, deployment string) *corev1.Pod {
 	s := pn.Settings
 	name := PodName(pn.Token, r.Name)
 	id := s.Namespace + "/" + name
@@ -550,6 +567,9 @@ func buildPod(pn plan, i int, r provider.Runner) *corev1.Pod {
 		names.TagManaged: names.ManagedValue, names.TagPool: pn.Pool, names.TagFleetToken: pn.Token,
 		names.TagJobID: strconv.FormatInt(r.JobID, 10), names.TagRunID: strconv.FormatInt(r.RunID, 10),
 		names.TagRunnerName: r.Name, names.TagRepository: r.Repository, names.TagOwner: r.Owner,
+	}
+	if deployment != "" {
+		tags[names.TagDeployment] = deployment
 	}
 	tagJSON, _ := json.Marshal(tags) // a map of strings always encodes
 	deadline := int64(pn.Lifetime / time.Second)
@@ -619,6 +639,9 @@ func buildPod(pn plan, i int, r provider.Runner) *corev1.Pod {
 	for _, t := range s.Tolerations {
 		pod.Spec.Tolerations = append(pod.Spec.Tolerations, corev1.Toleration{Key: t.Key, Operator: corev1.TolerationOperator(t.Operator),
 			Value: t.Value, Effect: corev1.TaintEffect(t.Effect), TolerationSeconds: t.Seconds})
+	}
+	if deployment != "" {
+		pod.Labels[LabelDeployment] = labelValue(deployment)
 	}
 	return pod
 }

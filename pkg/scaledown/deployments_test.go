@@ -1,0 +1,141 @@
+package scaledown_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/skiffci/skiff/pkg/ec2"
+	"github.com/skiffci/skiff/pkg/ec2/ec2fake"
+	"github.com/skiffci/skiff/pkg/github"
+	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/provisioning"
+	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/scaledown"
+	"github.com/skiffci/skiff/pkg/store"
+)
+
+// TestTwoDeploymentsOneAccount: two skiff deployments (two stacks, or two
+// daemons) launch into one EC2 account and region and reconcile the same
+// GitHub organisation. Each reconciler sees only its own deployment's
+// instances: an instance of the other deployment, which has no record in
+// its ledger, is not an orphan of its own, and no pass of either, however
+// late, ends the other's runner.
+func TestTwoDeploymentsOneAccount(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	clock := ghsim.NewClock(now)
+	key := testKey()
+	sim := ghsim.New(ghsim.Options{Now: clock.Now})
+	t.Cleanup(sim.Close)
+	sim.AddApp(ghsim.AppConfig{ID: 42, Slug: "skiff", PublicKey: &key.PublicKey})
+	sim.AddOrg("acme")
+	sim.AddRepo("acme", "app")
+	sim.Install(42, "acme")
+	// A boot timeout past the test's passes: each runner is booting as far
+	// as its own ledger knows, so only the other deployment could end it.
+	pools, err := pool.Parse([]byte(poolsYAML+"    bootTimeout: 1h\n"), "pools.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := pools.Resolve([]string{"self-hosted", "linux", "x64"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	fake := ec2fake.New() // one account, one region
+	fake.SetClock(clock.Now)
+
+	type deployment struct {
+		name     string
+		provider *ec2.Provider
+		down     *scaledown.Service
+		instance string
+	}
+	var deps []*deployment
+	for i, name := range []string{"alpha", "beta"} {
+		gh, err := github.NewClient([]github.App{{ID: 42, Key: key}}, github.WithBaseURL(sim.URL()), github.WithClock(clock.Now),
+			github.WithSleep(func(ctx context.Context, _ time.Duration) error { return ctx.Err() }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		prov, err := ec2.NewProvider(ec2.ProviderOptions{API: fake, Registrations: noRegistrations{}, Capacity: store.NewLaunchMemory(),
+			Partition: "aws", Region: "eu-west-1", Account: "123456789012", Deployment: name, Logger: log, Now: clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ledger := store.NewLedgerMemory(clock.Now)
+		jobs := store.NewMemory()
+		jobs.SetClock(clock.Now)
+		down, err := scaledown.New(scaledown.Options{Pools: pools, Ledger: ledger, Claims: store.NewLaunchMemory(), Jobs: jobs,
+			Provider: prov, GitHub: gh, Queue: &queue.Memory{}, Logger: log, Now: clock.Now,
+			Scopes: []github.Scope{github.OrgScope("acme")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Each deployment launches one runner for a job, recorded in its
+		// own ledger, as scale-up does.
+		job := int64(100 + i)
+		runner := "skiff-" + strconv.FormatInt(job, 10) + "-1"
+		if n, err := ledger.Reserve(ctx, "cpu", 10, []provisioning.Runner{{Name: runner, Pool: "cpu", JobID: job, ReservedAt: now}}); err != nil || n != 1 {
+			t.Fatalf("reserving: %d, %v", n, err)
+		}
+		plan, err := prov.Plan(ctx, provider.Launch{Token: name + "-launch", Spec: spec,
+			Runners: []provider.Runner{{Name: runner, JobID: job, RunID: job, Repository: "acme/app", Owner: "acme"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := prov.Launch(ctx, plan, []provider.Registration{{Mode: provider.ModeJIT, JITConfig: "jit-" + name, RunnerName: runner}})
+		if err != nil || len(res.Runners) != 1 || res.Runners[0].Err != nil {
+			t.Fatalf("launching for %s: %+v, %v", name, res, err)
+		}
+		if err := ledger.Launched(ctx, runner, provisioning.Launch{InstanceID: res.Runners[0].Instance.ID, At: now}); err != nil {
+			t.Fatal(err)
+		}
+		deps = append(deps, &deployment{name: name, provider: prov, down: down, instance: res.Runners[0].Instance.ID})
+	}
+
+	for _, d := range deps {
+		listed, err := d.provider.List(ctx, provider.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(listed) != 1 || listed[0].ID != d.instance {
+			t.Errorf("deployment %s lists %+v, want its own instance %s only", d.name, listed, d.instance)
+		}
+	}
+	// Listed by id (the ledger's instance ids), the other's instance is
+	// not one of its own either.
+	byID, err := deps[0].provider.List(ctx, provider.Filter{IDs: []string{deps[0].instance, deps[1].instance}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(byID) != 1 || byID[0].ID != deps[0].instance {
+		t.Errorf("deployment alpha lists by id %+v, want its own instance only", byID)
+	}
+	// Passes well past the orphan grace: each deployment's runner is still
+	// booting as far as its own ledger knows, and is no orphan of the other.
+	for _, after := range []time.Duration{time.Minute, 20 * time.Minute} {
+		clock.Advance(now.Add(after).Sub(clock.Now()))
+		for _, d := range deps {
+			if _, err := d.down.Reconcile(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		live := map[string]bool{}
+		for _, in := range fake.Live() {
+			live[in.ID] = true
+		}
+		for _, d := range deps {
+			if !live[d.instance] {
+				t.Fatalf("after %s, deployment %s's instance %s was ended by the other deployment", after, d.name, d.instance)
+			}
+		}
+	}
+}
