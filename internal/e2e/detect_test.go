@@ -87,10 +87,11 @@ func TestRefusedJobOnSkiffRunner(t *testing.T) {
 			t.Parallel()
 			regs := &keptRegs{}
 			s := newStackWith(t, stackOptions{pools: ossPoolsYAML, regs: regs, allow: []string{"acme/app", "acme/site"}})
-			// After the runner-groups change the simulator enforces runner
-			// groups by default; this test plants the enforcement out, as
-			// the detection path exists for what no group expresses:
-			// switch the simulator's group enforcement off here.
+			// The simulator enforces runner groups by default; this test
+			// plants the enforcement out, so that the refused job reaches
+			// the runner and the detection path is what stands between it
+			// and an unnoticed run.
+			s.sim.SetIgnoreRunnerGroups(true)
 			s.sim.AddRepo("acme", "secret")
 
 			var refusedJob int64
