@@ -4,11 +4,17 @@
 // metric namespaces. The functions, the CLI, the boot script's renderer and
 // the CDK app (infra/) import them from here, so a rename is one change.
 //
-// It imports nothing but the standard library's strings package, so the CDK
-// app can depend on it without pulling in an SDK.
+// It imports nothing but the standard library's strings package and
+// internal/gotoolchain (which refuses a Go older than the patched one, and
+// imports nothing), so the CDK app can depend on it without pulling in an SDK.
 package names
 
-import "strings"
+import (
+	"strings"
+
+	// Every binary that imports names refuses to compile with an old Go.
+	_ "github.com/skiffci/skiff/internal/gotoolchain"
+)
 
 // Environment variables read by the functions and by `skiff local`.
 // docs/configuration.md documents each one's meaning and default.
