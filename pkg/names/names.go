@@ -166,6 +166,16 @@ const (
 	RunnerMetricsNamespace = "Skiff/Runner"
 )
 
+// RunnerMetricsNamespaceOf is the namespace one runner instance's agent
+// publishes under: RunnerMetricsNamespace/<its instance ARN>. The runner
+// role lets an instance publish only under its own (the cloudwatch:namespace
+// condition names ${ec2:SourceInstanceARN}), so a job cannot write into
+// another instance's series, and the metrics records read each job's peaks
+// from its own instance's namespace.
+func RunnerMetricsNamespaceOf(instanceARN string) string {
+	return RunnerMetricsNamespace + "/" + instanceARN
+}
+
 // Function names, as the functions/ directory and the log groups name them.
 const (
 	FunctionWebhook = "webhook"
