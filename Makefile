@@ -5,8 +5,9 @@ SHELL := /bin/bash
 # The patched toolchain every target builds and tests with: go1.26.8 (the machines' Go)
 # has known standard-library vulnerabilities reachable from skiff (net/http, crypto/tls,
 # crypto/x509). The go command fetches it from the module proxy once (about 76 MB).
-# Exported, so the go commands of every recipe and the tests' own go builds use it;
-# override with `make GOTOOLCHAIN=local ...` to try the machine's Go.
+# Exported, so the go commands of every recipe and the tests' own go builds use it.
+# go.mod's go line and internal/gotoolchain refuse an older Go outside the Makefile too
+# (`make GOTOOLCHAIN=local ...` with go1.26.8 stops, saying which Go to use).
 GOTOOLCHAIN ?= go1.27.3
 export GOTOOLCHAIN
 
@@ -73,6 +74,8 @@ SERVICES := ./pkg/webhook ./pkg/scaleup ./pkg/scaledown ./pkg/instanceevents ./p
 lint: ## gofmt, go vet, shellcheck, and the dependency checks (decisions, services and ghsim free of SDKs)
 	@out=$$(git ls-files '*.go' | xargs -r gofmt -l); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
+	@# an older Go (the machine's own, GOTOOLCHAIN=local) must fail to build skiff, saying which Go to use
+	go test -count=1 ./internal/gotoolchain
 	@out=$$(go list -deps ./pkg/github/ghsim | grep -E 'skiff/pkg/webhook|aws-sdk-go-v2'); if [ -n "$$out" ]; then echo "pkg/github/ghsim must not import:"; echo "$$out"; exit 1; fi
 	git ls-files '*.sh' 'userdata/*' '.ci/*' | xargs -r grep -lE '^#!.*(ba)?sh' | xargs -r shellcheck
 	@# client-go is the Kubernetes provider's alone: the Lambdas must not link it

@@ -1,6 +1,6 @@
 module github.com/skiffci/skiff
 
-go 1.26.8
+go 1.27.3
 
 // node_modules holds the pinned test tools (package.json); some npm packages ship Go files.
 ignore ./node_modules

@@ -42,6 +42,8 @@ import (
 	"syscall"
 	"time"
 
+	// Refuses to compile with a Go older than the patched one.
+	_ "github.com/skiffci/skiff/internal/gotoolchain"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 )
 

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/skiffci/skiff/internal/httpserve"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/setup"
 )
@@ -67,7 +68,9 @@ func setupLocal(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintln(stderr, "skiff setup:", err)
 		return exitUsage
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	// The page's forms are small (setup cuts them at 16 KiB); the server's
+	// timeouts and body bound are skiff's usual ones (internal/httpserve).
+	srv := httpserve.New(h, httpserve.Options{})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	defer srv.Close()

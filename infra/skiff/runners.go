@@ -94,7 +94,7 @@ func (s *Skiff) buildRunners() error {
 		"CreateTags on instance/* is limited by aws:ARN = ${ec2:SourceInstanceARN} to the calling instance itself, and to two tag keys",
 		"Resource::"+arnPattern("ec2", "instance/*"))
 	suppress(s.RunnerRole, "AwsSolutions-IAM5",
-		"cloudwatch:PutMetricData has no resource-level permissions; the cloudwatch:namespace condition limits it to "+names.RunnerMetricsNamespace,
+		"cloudwatch:PutMetricData has no resource-level permissions; the cloudwatch:namespace condition limits it to the calling instance's own namespace, "+names.RunnerMetricsNamespaceOf("${ec2:SourceInstanceARN}"),
 		"Resource::*")
 	suppress(s.RunnerRole, "AwsSolutions-IAM5",
 		"the CloudWatch agent names a log stream per instance at boot; the wildcard is within the runners' own log group",
@@ -143,14 +143,22 @@ func (s *Skiff) runnerStatements() []awsiam.PolicyStatement {
 				"ForAllValues:StringEquals": map[string]any{"aws:TagKeys": []any{names.TagJobStarted, names.TagJobCompleted}},
 			},
 		}),
+		// Metrics only in the instance's own namespace (Skiff/Runner/<its
+		// ARN>), which the metrics records read its job's peaks from: a job
+		// cannot publish into another instance's series.
 		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Sid:       jsii.String("RunnerMetrics"),
 			Actions:   jsii.Strings("cloudwatch:PutMetricData"),
 			Resources: jsii.Strings("*"),
 			Conditions: &map[string]any{
-				"StringEquals": map[string]any{"cloudwatch:namespace": names.RunnerMetricsNamespace},
+				"StringEquals": map[string]any{"cloudwatch:namespace": names.RunnerMetricsNamespaceOf("${ec2:SourceInstanceARN}")},
 			},
 		}),
+		// Logs into the runners' log group. CloudWatch Logs cannot tie a
+		// stream to the calling instance (a stream name cannot hold the
+		// instance ARN's colons, and no condition key names the stream): a
+		// job can append lines to another instance's streams, never read
+		// them. The records read nothing from logs (docs/runner-boot.md).
 		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Sid:       jsii.String("RunnerLogs"),
 			Actions:   jsii.Strings("logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"),

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/skiffci/skiff/internal/httpserve"
 	"github.com/skiffci/skiff/internal/wiring"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/groups"
@@ -281,7 +282,10 @@ func New(cfg Config, logger *slog.Logger) (*Local, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listening for webhooks on %s: %w", cfg.Listen, err)
 	}
-	l.srv = &http.Server{Handler: l.Webhook, ReadHeaderTimeout: 10 * time.Second}
+	// Timeouts on every phase and a bound on the bodies read at once
+	// (internal/httpserve says why each has its value); the webhook cuts
+	// each body at its own limit.
+	l.srv = httpserve.New(l.Webhook, httpserve.Options{})
 	if err := l.settle(context.Background(), pools, launches); err != nil {
 		_ = l.ln.Close()
 		return nil, err

@@ -7,7 +7,11 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -260,5 +264,30 @@ func TestRefusesAnOpenDataDirectory(t *testing.T) {
 	_, err := local.New(local.Config{DataDir: dir, Provider: "dry-run", PoolsFile: "does-not-matter.yaml"}, slog.New(slog.DiscardHandler))
 	if err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "chmod 700 "+dir) {
 		t.Fatalf("New on a 0755 data directory: %v, want a refusal naming it and chmod 700", err)
+	}
+}
+
+// TestLocalWebhookCutsSlowBody: the webhook server of skiff local ends a
+// request whose body stops arriving (its read timeout), instead of holding
+// the connection for as long as the client likes.
+func TestLocalWebhookCutsSlowBody(t *testing.T) {
+	t.Parallel()
+	sim, pemKey := testenv.GitHubApp(t, "CANARYSLOW")
+	l, _, _ := startLocal(t, sim, pemKey, testenv.CPUPools, local.Config{Provider: "dry-run"})
+	u, err := url.Parse(l.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\nX-GitHub-Event: workflow_job\r\nContent-Length: 1000\r\n\r\n{\"action\":")
+	// A failure guard, not a timing claim: the server's read timeout is
+	// 10 s (internal/httpserve).
+	_ = c.SetReadDeadline(time.Now().Add(2 * time.Minute))
+	if _, err := io.Copy(io.Discard, c); err != nil {
+		t.Errorf("the server never ended a request whose body stopped: %v", err)
 	}
 }

@@ -173,7 +173,7 @@ func newScaleDownService(ctx context.Context, cfg ScaleDownConfig, awsCfg aws.Co
 	var mw scaledown.MetricsWriter = scaledown.NoMetrics{}
 	if len(cfg.MetricsPools) > 0 {
 		mw = &scaledown.RecordWriter{Pools: cfg.MetricsPools, Jobs: records, Ledger: ledger,
-			Peaks: cwpeaks.New(cloudwatch.NewFromConfig(awsCfg)), Out: recordstore.New(ddb, cfg.MetricsTable),
+			Peaks: cwpeaks.New(cloudwatch.NewFromConfig(awsCfg), cwpeaks.WithAccount(cfg.Partition, cfg.Region, cfg.Account)), Out: recordstore.New(ddb, cfg.MetricsTable),
 			CloudProvider: prov.Name(), Region: cfg.Region, Prices: pool.Prices, Counter: counter, Logger: logger}
 	}
 	var scopes []github.Scope

@@ -4,11 +4,17 @@
 // metric namespaces. The functions, the CLI, the boot script's renderer and
 // the CDK app (infra/) import them from here, so a rename is one change.
 //
-// It imports nothing but the standard library's strings package, so the CDK
-// app can depend on it without pulling in an SDK.
+// It imports nothing but the standard library's strings package and
+// internal/gotoolchain (which refuses a Go older than the patched one, and
+// imports nothing), so the CDK app can depend on it without pulling in an SDK.
 package names
 
-import "strings"
+import (
+	"strings"
+
+	// Every binary that imports names refuses to compile with an old Go.
+	_ "github.com/skiffci/skiff/internal/gotoolchain"
+)
 
 // Environment variables read by the functions and by `skiff local`.
 // docs/configuration.md documents each one's meaning and default.
@@ -188,6 +194,16 @@ const (
 	// publishes CPU, memory, disk and GPU series (opt-in).
 	RunnerMetricsNamespace = "Skiff/Runner"
 )
+
+// RunnerMetricsNamespaceOf is the namespace one runner instance's agent
+// publishes under: RunnerMetricsNamespace/<its instance ARN>. The runner
+// role lets an instance publish only under its own (the cloudwatch:namespace
+// condition names ${ec2:SourceInstanceARN}), so a job cannot write into
+// another instance's series, and the metrics records read each job's peaks
+// from its own instance's namespace.
+func RunnerMetricsNamespaceOf(instanceARN string) string {
+	return RunnerMetricsNamespace + "/" + instanceARN
+}
 
 // Function names, as the functions/ directory and the log groups name them.
 const (

@@ -316,7 +316,11 @@ type Kubernetes struct {
 	// AutomountServiceAccountToken mounts the service account's token in
 	// the Pod; off unless the pool asks.
 	AutomountServiceAccountToken bool
-	SecurityContext              SecurityContext
+	// APIServerAccess labels the runner Pods so that infra/kubernetes'
+	// NetworkPolicy lets them reach the API server (HTTPS, ports 443 and
+	// 6443); off unless the pool asks.
+	APIServerAccess bool
+	SecurityContext SecurityContext
 }
 
 // DefaultGPUResource is the extended resource of NVIDIA's device plugin.

@@ -107,7 +107,7 @@ func TestBackendSections(t *testing.T) {
 	if pods.Backend != BackendKubernetes || k.Namespace != "ci" || k.Image != "ghcr.io/acme/skiff-runner:2.330.0" ||
 		k.Requests != (Resources{CPU: "2", Memory: "4Gi"}) || k.Limits != (Resources{CPU: "4", Memory: "8Gi"}) ||
 		k.NodeSelector["kubernetes.io/arch"] != "amd64" || len(k.Tolerations) != 1 || !k.SecurityContext.RunAsNonRoot ||
-		k.AutomountServiceAccountToken {
+		k.AutomountServiceAccountToken || k.APIServerAccess {
 		t.Errorf("pods = %+v", k)
 	}
 	if lab := cfg.Pool("lab"); lab.Backend != BackendProcess || lab.Process == nil || lab.EC2 != nil || lab.Process.Unsandboxed() {
@@ -223,6 +223,7 @@ func TestBackendValidation(t *testing.T) {
 		{"bad node selector key", kube("      nodeSelector: {\"bad key\": x}\n"), SeverityError, 8, "does not match pattern", ""},
 		{"privileged warns", kube("      securityContext: {privileged: true, runAsNonRoot: false}\n"), SeverityWarning, 8, "privileged pods", "trusted repositories"},
 		{"token mount warns", kube("      automountServiceAccountToken: true\n"), SeverityWarning, 8, "service account token", "serviceAccountName"},
+		{"API server access warns", kube("      apiServerAccess: true\n"), SeverityWarning, 8, "reach the API server", "serviceAccountName"},
 		{"wait alarm at GitHub's limit", ec2Head + "  - name: a\n    labels: [a]\n    instanceTypes: [c7i.large]\n    waitAlarm: 24h\n", SeverityError, 9, `waitAlarm "24h" must be at least 1m and shorter than 24h`, "e.g. 30m"},
 		{"wait alarm in seconds", ec2Head + "  - name: a\n    labels: [a]\n    instanceTypes: [c7i.large]\n    waitAlarm: 90s\n", SeverityError, 9, "does not match pattern", ""},
 		{"unsandboxed process pool warns", "version: 1\npools:\n  - name: l\n    labels: [l]\n    process: {sandbox: none}\n", SeverityWarning, 5, "can read skiff's data directory (the queue, the job records, the GitHub App's private key)", "install bubblewrap"},

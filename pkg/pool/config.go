@@ -490,6 +490,7 @@ func decodeKubernetes(v map[string]any) *Kubernetes {
 		RuntimeClassName: str(v["runtimeClassName"]), PriorityClassName: str(v["priorityClassName"]),
 		ServiceAccountName:           str(v["serviceAccountName"]),
 		AutomountServiceAccountToken: v["automountServiceAccountToken"] == true,
+		APIServerAccess:              v["apiServerAccess"] == true,
 		SecurityContext:              SecurityContext{RunAsNonRoot: true},
 	}
 	if g, ok := v["gpu"].(map[string]any); ok {

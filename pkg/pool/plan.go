@@ -175,6 +175,11 @@ func writeKubernetes(row func(k, v string), s Spec) {
 		token = "mounted (the pool asks for it)"
 	}
 	row("service account token", token)
+	api := "blocked by the runner NetworkPolicy"
+	if k.APIServerAccess {
+		api = "reachable (the pool asks for it)"
+	}
+	row("API server", api)
 	sc := k.SecurityContext
 	sec := "non-root"
 	if !sc.RunAsNonRoot {

@@ -331,6 +331,11 @@ func (s *source) checkKubernetes(i int, p *Pool, add addFunc) {
 			fmt.Sprintf("pool %q mounts a service account token in its runners: every job can call the API server with it", p.Name),
 			"give the pool a serviceAccountName bound to no more than the jobs need")
 	}
+	if k.APIServerAccess {
+		add(s.sectionField(i, BackendKubernetes, "apiServerAccess"), SeverityWarning,
+			fmt.Sprintf("pool %q lets its runners reach the API server: the runner NetworkPolicy then allows every job HTTPS (ports 443, 6443) to any address in the cluster", p.Name),
+			"keep it to pools whose jobs deploy to the cluster, with a serviceAccountName bound to no more than they need")
+	}
 }
 
 // checkCapabilities refuses settings that ask the pool's backend for what

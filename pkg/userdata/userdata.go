@@ -58,6 +58,11 @@ const (
 	DefaultIMDSEndpoint = "http://169.254.169.254"
 )
 
+// InstanceARNMark stands for the instance's ARN in the rendered agent
+// config's metrics namespace (names.RunnerMetricsNamespaceOf); the boot
+// script replaces it once it has read the instance's identity.
+const InstanceARNMark = "@ARN@"
+
 // secretLineFilter is the CloudWatch agent's exclude filter (a Go regular expression) on
 // every shipped log. Runner versions that do not count jitconfig among their secret
 // arguments trace its value in _diag ("Env arg 'jitconfig': '…'", "Adding option
@@ -242,15 +247,15 @@ func AgentConfig(p Params, gpu bool) ([]byte, error) {
 func agentConfig(p Params, gpu bool) ([]byte, error) {
 	var b bytes.Buffer
 	err := agentTmpl.Execute(&b, map[string]any{
-		"Metrics":          p.Metrics,
-		"GPU":              gpu,
-		"Namespace":        p.MetricsNamespace,
-		"Pool":             p.Pool,
-		"LogGroup":         p.LogGroup,
-		"BootLog":          path.Join(p.LogDir, "boot.log"),
-		"RunnerDiag":       path.Join(p.RunnerDir, "_diag", "Runner_*.log"),
-		"WorkerDiag":       path.Join(p.RunnerDir, "_diag", "Worker_*.log"),
-		"SecretLineFilter": secretLineFilter,
+		"Metrics":           p.Metrics,
+		"GPU":               gpu,
+		"InstanceNamespace": p.MetricsNamespace + "/" + InstanceARNMark,
+		"Pool":              p.Pool,
+		"LogGroup":          p.LogGroup,
+		"BootLog":           path.Join(p.LogDir, "boot.log"),
+		"RunnerDiag":        path.Join(p.RunnerDir, "_diag", "Runner_*.log"),
+		"WorkerDiag":        path.Join(p.RunnerDir, "_diag", "Worker_*.log"),
+		"SecretLineFilter":  secretLineFilter,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("rendering the agent config: %w", err)
@@ -322,6 +327,7 @@ func Render(p Params) ([]byte, error) {
 	}
 	p = p.withDefaults()
 	data := map[string]any{
+		"InstanceARNMark":            InstanceARNMark,
 		"Pool":                       p.Pool,
 		"Arch":                       p.Arch,
 		"GPU":                        p.GPU,

@@ -244,7 +244,7 @@ func TestAgentConfig(t *testing.T) {
 				}
 				return
 			}
-			if cfg.Metrics == nil || cfg.Metrics.Namespace != names.RunnerMetricsNamespace || cfg.Metrics.AppendDimensions["InstanceId"] != "${aws:InstanceId}" {
+			if cfg.Metrics == nil || cfg.Metrics.Namespace != names.RunnerMetricsNamespaceOf(InstanceARNMark) || cfg.Metrics.AppendDimensions["InstanceId"] != "${aws:InstanceId}" {
 				t.Fatalf("metrics section = %+v", cfg.Metrics)
 			}
 			_, hasGPU := cfg.Metrics.Collected["nvidia_gpu"]
@@ -525,6 +525,11 @@ func checkBoot(t *testing.T, sb *sandbox, tc bootCase, elapsed time.Duration) {
 		cfg := sb.read("agent-config.json")
 		if !json.Valid([]byte(cfg)) {
 			t.Errorf("the agent config the boot used is not JSON:\n%s", cfg)
+		}
+		// The metrics namespace is this instance's own (its ARN from the metadata).
+		if strings.Contains(cfg, `"namespace"`) && (strings.Contains(cfg, InstanceARNMark) ||
+			!strings.Contains(cfg, `"namespace":"`+names.RunnerMetricsNamespaceOf(mockInstanceARN)+`"`)) {
+			t.Errorf("the agent config's namespace is not %s:\n%s", names.RunnerMetricsNamespaceOf(mockInstanceARN), cfg)
 		}
 		if strings.Contains(cfg, `"nvidia_gpu"`) != tc.agentGPU {
 			t.Errorf("agent config nvidia_gpu present=%v, want %v", strings.Contains(cfg, `"nvidia_gpu"`), tc.agentGPU)

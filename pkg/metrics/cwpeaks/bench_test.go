@@ -30,7 +30,7 @@ func BenchmarkRead1000Jobs(b *testing.B) {
 		f.put("cpu_usage_active", start.Add(time.Minute), float64(i%100), "InstanceId", id, "Pool", pool, "cpu", "cpu-total")
 		windows = append(windows, metrics.PeakWindow{Key: metrics.Key{JobID: int64(i + 1), RunAttempt: 1}, InstanceID: id, Pool: pool, InstanceType: itype, Start: start, End: end})
 	}
-	r := cwpeaks.New(f, cwpeaks.WithClock(func() time.Time { return now }))
+	r := cwpeaks.New(f, cwpeaks.WithNamespace(ns), cwpeaks.WithClock(func() time.Time { return now }))
 	b.ReportAllocs()
 	var calls int
 	for b.Loop() {

@@ -1,7 +1,13 @@
 // Package cwpeaks reads the peaks of finished jobs from the CloudWatch
-// series the runners' agent publishes (userdata/cloudwatch-agent.json.tmpl,
-// namespace names.RunnerMetricsNamespace), for many jobs per GetMetricData
-// call.
+// series the runners' agent publishes (userdata/cloudwatch-agent.json.tmpl),
+// for many jobs per GetMetricData call.
+//
+// Each instance publishes under a namespace of its own,
+// names.RunnerMetricsNamespaceOf(its ARN), the only one its role may write:
+// a job's peaks are read from its own instance's namespace, so no job can
+// forge another's (publishing another instance's InstanceId in its own
+// namespace changes nothing that is read). WithAccount gives the parts of
+// the ARNs.
 //
 // The series, per instance (the agent omits the host dimension; every series
 // carries InstanceId and Pool):
@@ -43,6 +49,7 @@ import (
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/userdata"
 )
 
 // API is the part of the CloudWatch client the reader calls, with the SDK's
@@ -92,14 +99,15 @@ var _ metrics.PeakReader = (*Reader)(nil)
 
 // Reader reads peaks. Build it with New.
 type Reader struct {
-	api        API
-	namespace  string
-	settle     time.Duration
-	period     time.Duration
-	now        func() time.Time
-	prices     *pool.PriceTable
-	rootFSType string
-	maxQueries int
+	api API
+	// namespaceOf is the namespace an instance's series are read from.
+	namespaceOf func(instanceID string) string
+	settle      time.Duration
+	period      time.Duration
+	now         func() time.Time
+	prices      *pool.PriceTable
+	rootFSType  string
+	maxQueries  int
 }
 
 // Option configures a Reader.
@@ -115,8 +123,26 @@ func WithPeriod(d time.Duration) Option { return func(r *Reader) { r.period = d 
 // WithClock sets the reader's clock.
 func WithClock(now func() time.Time) Option { return func(r *Reader) { r.now = now } }
 
-// WithNamespace sets the agent's namespace (names.RunnerMetricsNamespace).
-func WithNamespace(ns string) Option { return func(r *Reader) { r.namespace = ns } }
+// WithAccount reads each instance's series from its own namespace,
+// names.RunnerMetricsNamespaceOf(arn:partition:ec2:region:account:instance/ID):
+// what skiff's runners publish under. A reader needs it (or WithNamespace).
+func WithAccount(partition, region, account string) Option {
+	return func(r *Reader) {
+		r.namespaceOf = func(id string) string {
+			return names.RunnerMetricsNamespaceOf(userdata.InstanceARN(partition, region, account, id))
+		}
+	}
+}
+
+// WithNamespace reads every instance's series from one namespace ns (tests
+// of the batching, whose fakes have one).
+func WithNamespace(ns string) Option {
+	return func(r *Reader) { r.namespaceOf = func(string) string { return ns } }
+}
+
+// ErrNoNamespace: the reader was built with neither WithAccount nor
+// WithNamespace.
+var ErrNoNamespace = errors.New("cwpeaks: no namespace to read (WithAccount)")
 
 // WithPrices sets the table that says how many GPUs of which model an
 // instance type has (pool.Prices).
@@ -130,7 +156,7 @@ func WithMaxQueries(n int) Option { return func(r *Reader) { r.maxQueries = n } 
 
 // New returns a reader over api.
 func New(api API, opts ...Option) *Reader {
-	r := &Reader{api: api, namespace: names.RunnerMetricsNamespace, settle: DefaultSettle, period: DefaultPeriod,
+	r := &Reader{api: api, settle: DefaultSettle, period: DefaultPeriod,
 		now: time.Now, prices: pool.Prices, rootFSType: DefaultRootFSType, maxQueries: MaxQueries}
 	for _, o := range opts {
 		o(r)
@@ -163,6 +189,9 @@ type query struct {
 // limits allow. On an error it still returns what earlier calls read, with
 // the failed calls' windows in Pending.
 func (r *Reader) Read(ctx context.Context, windows []metrics.PeakWindow) (metrics.PeakResult, error) {
+	if r.namespaceOf == nil {
+		return metrics.PeakResult{}, ErrNoNamespace
+	}
 	res := metrics.PeakResult{Peaks: map[metrics.Key]*metrics.Peaks{}}
 	cutoff := r.now().Add(-r.settle)
 	var ready []metrics.PeakWindow
@@ -268,7 +297,7 @@ func (r *Reader) request(batch []metrics.PeakWindow) (*cloudwatch.GetMetricDataI
 		queries = append(queries, types.MetricDataQuery{
 			Id: aws.String("q" + strconv.Itoa(len(queries))),
 			MetricStat: &types.MetricStat{
-				Metric: &types.Metric{Namespace: aws.String(r.namespace), MetricName: aws.String(metricOf[k]), Dimensions: d},
+				Metric: &types.Metric{Namespace: aws.String(r.namespaceOf(batch[win].InstanceID)), MetricName: aws.String(metricOf[k]), Dimensions: d},
 				Period: aws.Int32(int32(r.period / time.Second)), Stat: aws.String(stat),
 			},
 			ReturnData: aws.Bool(true),

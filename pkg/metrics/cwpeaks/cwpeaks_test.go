@@ -12,6 +12,8 @@ import (
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/metrics/cwpeaks"
+	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/userdata"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -126,36 +128,50 @@ func checkScenario(t *testing.T, res metrics.PeakResult) {
 }
 
 // TestMoto reads the scenario from moto (CloudWatch's wire protocol,
-// answers written by someone else) through the real SDK.
+// answers written by someone else) through the real SDK, each instance's
+// series in its own namespace (an instance ARN, colons and all) as the
+// runners publish them. moto 5.2.1's GetMetricData drops the namespace
+// filter when a query has dimensions, so isolation between namespaces is
+// TestForgedSeries' (on the fake).
 func TestMoto(t *testing.T) {
 	t.Parallel()
 	endpoint := testenv.Moto(t)
 	client := testenv.CloudWatchClient(t, endpoint)
 	now := time.Now().UTC().Truncate(time.Minute)
 	base := now.Add(-time.Hour)
-	var batch []types.MetricDatum
-	flush := func() {
-		if len(batch) == 0 {
+	const partition, region, account = "aws", "us-east-1", "123456789012"
+	nsOf := func(id string) string {
+		return names.RunnerMetricsNamespaceOf(userdata.InstanceARN(partition, region, account, id))
+	}
+	batches := map[string][]types.MetricDatum{}
+	flush := func(ns string) {
+		if len(batches[ns]) == 0 {
 			return
 		}
-		if _, err := client.PutMetricData(t.Context(), &cloudwatch.PutMetricDataInput{Namespace: aws.String(ns), MetricData: batch}); err != nil {
+		if _, err := client.PutMetricData(t.Context(), &cloudwatch.PutMetricDataInput{Namespace: aws.String(ns), MetricData: batches[ns]}); err != nil {
 			t.Fatalf("PutMetricData: %v", err)
 		}
-		batch = nil
+		delete(batches, ns)
 	}
-	put := func(metric string, at time.Time, v float64, kv ...string) {
+	putIn := func(ns, metric string, at time.Time, v float64, kv ...string) {
 		var d []types.Dimension
 		for i := 0; i < len(kv); i += 2 {
 			d = append(d, types.Dimension{Name: aws.String(kv[i]), Value: aws.String(kv[i+1])})
 		}
-		batch = append(batch, types.MetricDatum{MetricName: aws.String(metric), Timestamp: aws.Time(at), Value: aws.Float64(v), Dimensions: d})
-		if len(batch) == 150 { // well under the 1 MB request limit
-			flush()
+		batches[ns] = append(batches[ns], types.MetricDatum{MetricName: aws.String(metric), Timestamp: aws.Time(at), Value: aws.Float64(v), Dimensions: d})
+		if len(batches[ns]) == 150 { // well under the 1 MB request limit
+			flush(ns)
 		}
 	}
-	windows := scenario(put, base, now, "i-moto-"+now.Format("150405")+"-")
-	flush()
-	r := cwpeaks.New(client, cwpeaks.WithClock(func() time.Time { return now }))
+	put := func(metric string, at time.Time, v float64, kv ...string) {
+		putIn(nsOf(kv[1]), metric, at, v, kv...) // kv[1]: the InstanceId dimension
+	}
+	prefix := "i-0" + now.Format("150405") + "0"
+	windows := scenario(put, base, now, prefix)
+	for ns := range batches {
+		flush(ns)
+	}
+	r := cwpeaks.New(client, cwpeaks.WithAccount(partition, region, account), cwpeaks.WithClock(func() time.Time { return now }))
 	res, err := r.Read(t.Context(), windows)
 	if err != nil {
 		t.Fatalf("Read: %v", err)
@@ -164,6 +180,37 @@ func TestMoto(t *testing.T) {
 	if res.Calls != 1 {
 		t.Errorf("%d calls, want 1 for five settled jobs", res.Calls)
 	}
+	if _, err := cwpeaks.New(client).Read(t.Context(), windows); !errors.Is(err, cwpeaks.ErrNoNamespace) {
+		t.Errorf("a reader with no namespace: %v, want ErrNoNamespace", err)
+	}
+}
+
+// TestForgedSeries: each instance publishes in its own namespace; a
+// forger publishes a CPU peak of 100 under job A's InstanceId in its own
+// namespace (what its role allows) and in the shared Skiff/Runner (what a
+// role without the per-instance condition would allow). Job A's peak read
+// with WithAccount stays 95.
+func TestForgedSeries(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)
+	const partition, region, account = "aws", "eu-west-1", "123456789012"
+	nsOf := func(id string) string {
+		return names.RunnerMetricsNamespaceOf(userdata.InstanceARN(partition, region, account, id))
+	}
+	f := newFake()
+	f.nsOf = nsOf
+	windows := scenario(f.put, now.Add(-time.Hour), now, "i-0")
+	victim := windows[0]
+	at := victim.Start.Add(2 * time.Minute)
+	dims := []string{"InstanceId", victim.InstanceID, "Pool", victim.Pool, "cpu", "cpu-total"}
+	f.putIn(nsOf("i-0f0f0"), "cpu_usage_active", at, 100, dims...)
+	f.putIn(names.RunnerMetricsNamespace, "cpu_usage_active", at, 100, dims...)
+	r := cwpeaks.New(f, cwpeaks.WithAccount(partition, region, account), cwpeaks.WithClock(func() time.Time { return now }))
+	res, err := r.Read(t.Context(), windows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkScenario(t, res)
 }
 
 func TestFake(t *testing.T) {
@@ -254,7 +301,7 @@ func TestFake(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(f)
 			}
-			r := cwpeaks.New(f, append([]cwpeaks.Option{cwpeaks.WithClock(func() time.Time { return now })}, tc.opts...)...)
+			r := cwpeaks.New(f, append([]cwpeaks.Option{cwpeaks.WithNamespace(ns), cwpeaks.WithClock(func() time.Time { return now })}, tc.opts...)...)
 			res, err := r.Read(t.Context(), windows)
 			tc.check(t, f, res, err)
 		})

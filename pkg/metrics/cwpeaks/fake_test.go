@@ -27,8 +27,10 @@ type point struct {
 // metric name and sorted dimensions. It checks the call's limits, pages its
 // answers (pageQueries results per page), counts calls, and injects faults.
 type fakeCW struct {
-	mu          sync.Mutex
-	series      map[string][]point
+	mu     sync.Mutex
+	series map[string][]point
+	// nsOf is the namespace an instance's samples go to (put).
+	nsOf        func(instanceID string) string
 	calls       int
 	pageQueries int                              // results per page; 0: all
 	fault       func(call int) error             // an error for this call, or nil
@@ -36,7 +38,9 @@ type fakeCW struct {
 	inputs      []*cloudwatch.GetMetricDataInput
 }
 
-func newFake() *fakeCW { return &fakeCW{series: map[string][]point{}} }
+func newFake() *fakeCW {
+	return &fakeCW{series: map[string][]point{}, nsOf: func(string) string { return ns }}
+}
 
 func seriesKey(metric string, d []types.Dimension) string {
 	var kv []string
@@ -47,12 +51,19 @@ func seriesKey(metric string, d []types.Dimension) string {
 	return metric + "{" + strings.Join(kv, ",") + "}"
 }
 
+// put stores a sample in the namespace nsOf gives its instance (kv[1], the
+// InstanceId dimension's value).
 func (f *fakeCW) put(metric string, at time.Time, v float64, kv ...string) {
+	f.putIn(f.nsOf(kv[1]), metric, at, v, kv...)
+}
+
+// putIn stores a sample in namespace ns.
+func (f *fakeCW) putIn(ns, metric string, at time.Time, v float64, kv ...string) {
 	var d []types.Dimension
 	for i := 0; i < len(kv); i += 2 {
 		d = append(d, types.Dimension{Name: aws.String(kv[i]), Value: aws.String(kv[i+1])})
 	}
-	k := seriesKey(metric, d)
+	k := ns + "|" + seriesKey(metric, d)
 	f.series[k] = append(f.series[k], point{at, v})
 }
 
@@ -82,7 +93,7 @@ func (f *fakeCW) GetMetricData(ctx context.Context, in *cloudwatch.GetMetricData
 		ms := q.MetricStat
 		period := time.Duration(aws.ToInt32(ms.Period)) * time.Second
 		buckets := map[time.Time][]float64{}
-		for _, p := range f.series[seriesKey(aws.ToString(ms.Metric.MetricName), ms.Metric.Dimensions)] {
+		for _, p := range f.series[aws.ToString(ms.Metric.Namespace)+"|"+seriesKey(aws.ToString(ms.Metric.MetricName), ms.Metric.Dimensions)] {
 			if p.at.Before(*in.StartTime) || !p.at.Before(*in.EndTime) {
 				continue
 			}

@@ -5,8 +5,9 @@
 //
 //	Pod    skiff-<hash>      restartPolicy Never, activeDeadlineSeconds = the
 //	                         pool's lifetime, labels skiff/managed, skiff/pool,
-//	                         skiff/token, skiff/runner; skiff's tags in the
-//	                         annotation skiff/tags
+//	                         skiff/token, skiff/runner (and skiff/api-server
+//	                         for a pool with apiServerAccess); skiff's tags in
+//	                         the annotation skiff/tags
 //	Secret skiff-<hash>-jit  the JIT configuration, owned by the Pod
 //	                         (ownerReference), mounted read-only as the file
 //	                         /run/skiff/jit/jitconfig
@@ -85,6 +86,10 @@ const (
 	// LabelDeployment names the deployment that launched the Pod
 	// (Options.Deployment): List selects on it.
 	LabelDeployment = "skiff/deployment"
+	// LabelAPIServer (value "true") marks the Pods of a pool with
+	// apiServerAccess: infra/kubernetes/networkpolicy.yaml lets only
+	// these reach the API server.
+	LabelAPIServer = "skiff/api-server"
 	// AnnotationTags holds the instance's tags (names.Tag*) as a JSON
 	// object: their keys and values are not valid label syntax.
 	AnnotationTags = "skiff/tags"
@@ -631,6 +636,9 @@ func buildPod(pn plan, i int, r provider.Runner, deployment string) *corev1.Pod 
 				TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 			}},
 		},
+	}
+	if s.APIServerAccess {
+		pod.Labels[LabelAPIServer] = "true"
 	}
 	if s.RuntimeClassName != "" {
 		rc := s.RuntimeClassName
