@@ -171,6 +171,12 @@ func TestKeeperCreatesThenCallsNothingUntilSomethingChanges(t *testing.T) {
 	if rep := e.pass(t); rep.Calls != 0 {
 		t.Errorf("pass after the recheck = %+v, want no call", rep)
 	}
+	// An hourly check that finds everything right: the listing, the
+	// installation's repositories and skiff-web's repositories; no change.
+	e.clock.Advance(groups.DefaultRecheckEvery)
+	if rep := e.pass(t); rep.Calls != 3 || rep.Created+rep.Updated+rep.Repositories != 0 {
+		t.Errorf("hourly check of right groups = %+v, want 3 calls and no change", rep)
+	}
 	if a := e.access(t, "gpu"); a.Visibility != e.operators.Visibility || !a.AllowsPublic || !slices.Equal(a.Repositories, e.operators.Repositories) {
 		t.Errorf("the operator's group gpu = %+v, want untouched %+v", a, e.operators)
 	}
