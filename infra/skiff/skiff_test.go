@@ -283,8 +283,11 @@ func TestEveryRequiredVariableIsSet(t *testing.T) {
 	if len(cfg.AppIDs) != 0 {
 		t.Errorf("%s = %v, want none (the ids come from the key secret)", names.EnvGitHubAppIDs, cfg.AppIDs)
 	}
-	if got := env(t, doc, names.FunctionWebhook)[names.EnvAllow]; got != "acme,other/app" {
-		t.Errorf("%s = %v, want acme,other/app", names.EnvAllow, got)
+	// The runner groups scale-up and scale-down keep admit the webhook's allow-list.
+	for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp, names.FunctionScaleDown} {
+		if got := env(t, doc, fn)[names.EnvAllow]; got != "acme,other/app" {
+			t.Errorf("%s: %s = %v, want acme,other/app", fn, names.EnvAllow, got)
+		}
 	}
 	if cfg.Deployment != "skiff" {
 		t.Errorf("%s = %q, want the stack's name", names.EnvDeployment, cfg.Deployment)

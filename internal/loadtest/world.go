@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	sdkec2 "github.com/aws/aws-sdk-go-v2/service/ec2"
 
+	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/ec2"
 	"github.com/skiffci/skiff/pkg/ec2/ec2fake"
 	"github.com/skiffci/skiff/pkg/fanout"
@@ -213,6 +214,7 @@ func (w *world) startGitHub() {
 		w.sim.AddRepo(org, r)
 	}
 	w.sim.Install(appID, org)
+	testenv.KeptGroups(w.t, w.sim, w.pools, org)
 }
 
 // startWebhook starts the webhook behind its HTTP server, GitHub's

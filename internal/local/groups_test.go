@@ -1,6 +1,7 @@
 package local_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -41,7 +42,7 @@ func TestRefusedJobsNeverReachARunner(t *testing.T) {
 				t.Fatal(err)
 			}
 			sim.AddRepo("acme", "secret") // private, not on the allow-list
-			_, logs, stop := startLocal(t, sim, pemKey, testenv.CPUPools+tt.runnerGroup, local.Config{
+			l, logs, stop := startLocal(t, sim, pemKey, testenv.CPUPools+tt.runnerGroup, local.Config{
 				RunnerCommand: []string{standin}, RunnerEnv: []string{"SKIFF_STANDIN_DURATION=100ms"}, Limits: map[string]int{"cpu": 2},
 				Allow: []string{"acme/app", "acme/site"}, ReconcileEvery: time.Hour,
 			})
@@ -95,6 +96,15 @@ func TestRefusedJobsNeverReachARunner(t *testing.T) {
 				if access, ok := sim.RunnerGroupAccess("acme", "skiff-cpu"); !ok || access.Visibility != ghsim.GroupSelected ||
 					access.AllowsPublic || len(access.Repositories) != 2 {
 					t.Errorf("skiff-cpu = %+v, %v; want acme/app and acme/site, no public repository", access, ok)
+				}
+				// The reconciler's pass keeps the group scale-up created:
+				// nothing changed since, so it makes no call.
+				rep, err := l.ScaleDown.Reconcile(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rep.Groups.Orgs != 1 || rep.Groups.Calls != 0 || rep.Groups.Errors != 0 {
+					t.Errorf("the reconciler's groups = %+v, want acme kept with no call", rep.Groups)
 				}
 			}
 			if err := stop(); err != nil {

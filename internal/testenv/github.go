@@ -15,6 +15,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/pool"
 )
 
 // AppID is the GitHub App of GitHubApp.
@@ -94,5 +95,26 @@ func postJSON(t testing.TB, url, bearer string, body, out any) {
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// KeptGroups creates in sim, in organization org, the runner group skiff
+// keeps for each pool that names none (skiff-NAME), admitting every
+// repository and public ones where the pool does: what the reconciler's
+// group keeper would have set, for tests of other things that register
+// runners in them.
+func KeptGroups(t testing.TB, sim *ghsim.Server, pools *pool.Config, org string) {
+	t.Helper()
+	for _, p := range pools.Pools {
+		if !p.KeptGroup {
+			continue
+		}
+		if _, ok := sim.RunnerGroupAccess(org, p.RunnerGroup); !ok {
+			sim.AddRunnerGroup(org, p.RunnerGroup)
+		}
+		if err := sim.SetRunnerGroupAccess(org, p.RunnerGroup,
+			ghsim.GroupAccess{Visibility: ghsim.GroupAll, AllowsPublic: p.Policy.AllowsPublic()}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -83,6 +83,9 @@ type orgState struct {
 	want    string     // the wants last set, as text; "" until kept
 	checked time.Time  // when GitHub was last read (or the try failed)
 	failed  bool
+	// puts counts the times GitHub was read, so that Ensure calls queued
+	// behind one that just kept the organization return at once.
+	puts atomic.Int64
 }
 
 // New returns a Keeper, or an error naming what is missing.
@@ -122,7 +125,7 @@ type Report struct {
 }
 
 // Keep runs one pass over the organizations the allow-list names, Options.Orgs,
-// those kept before, and extra (e.g. the owners of live runners): each is
+// the pools' scopes name, those kept before, and extra (e.g. the owners of live runners): each is
 // read from GitHub and put right only when what skiff wants changed or its
 // last check is older than RecheckEvery.
 func (k *Keeper) Keep(ctx context.Context, extra ...string) Report {
@@ -153,6 +156,22 @@ func (k *Keeper) Ensure(ctx context.Context, org string) error {
 	return err
 }
 
+// scopeOrgs are the organizations the pools' scopes name, lower-case.
+func scopeOrgs(pools *pool.Config) []string {
+	var out []string
+	for _, p := range pools.Pools {
+		if !p.KeptGroup {
+			continue
+		}
+		out = append(out, p.Scope.Owners...)
+		for _, r := range p.Scope.Repositories {
+			o, _, _ := strings.Cut(r, "/")
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
 // Calls is how many GitHub calls the keeper made since it was created.
 func (k *Keeper) Calls() int { return int(k.calls.Load()) }
 
@@ -161,7 +180,7 @@ func (k *Keeper) orgList(extra []string) []string {
 	for _, o := range k.o.Allow.Orgs() {
 		set[o] = true
 	}
-	for _, list := range [][]string{k.o.Orgs, extra} {
+	for _, list := range [][]string{k.o.Orgs, scopeOrgs(k.o.Pools), extra} {
 		for _, o := range list {
 			if o != "" {
 				set[strings.ToLower(o)] = true
@@ -223,8 +242,12 @@ func (k *Keeper) keep(ctx context.Context, org string, force bool) (checked bool
 	wants := k.wants(org)
 	text := wantText(wants)
 	st := k.state(org)
+	puts := st.puts.Load()
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if force && st.puts.Load() != puts && !st.failed && st.want == text {
+		return false, r, nil // kept by the caller this one waited for
+	}
 	now := k.o.Now()
 	wait := k.o.RecheckEvery
 	if st.failed {
@@ -239,6 +262,7 @@ func (k *Keeper) keep(ctx context.Context, org string, force bool) (checked bool
 	}
 	log := k.o.Logger.With("org", org)
 	r, err = k.put(ctx, org, wants, log)
+	st.puts.Add(1)
 	st.checked = now
 	st.failed = err != nil
 	st.want = text

@@ -171,6 +171,12 @@ func TestKeeperCreatesThenCallsNothingUntilSomethingChanges(t *testing.T) {
 	if rep := e.pass(t); rep.Calls != 0 {
 		t.Errorf("pass after the recheck = %+v, want no call", rep)
 	}
+	// An hourly check that finds everything right: the listing, the
+	// installation's repositories and skiff-web's repositories; no change.
+	e.clock.Advance(groups.DefaultRecheckEvery)
+	if rep := e.pass(t); rep.Calls != 3 || rep.Created+rep.Updated+rep.Repositories != 0 {
+		t.Errorf("hourly check of right groups = %+v, want 3 calls and no change", rep)
+	}
 	if a := e.access(t, "gpu"); a.Visibility != e.operators.Visibility || !a.AllowsPublic || !slices.Equal(a.Repositories, e.operators.Repositories) {
 		t.Errorf("the operator's group gpu = %+v, want untouched %+v", a, e.operators)
 	}
@@ -209,5 +215,37 @@ func TestKeeperEnsureChecksNow(t *testing.T) {
 	}
 	if rep := e.pass(t); rep.Calls != 0 {
 		t.Errorf("pass after Ensure = %+v, want no call", rep)
+	}
+}
+
+// TestKeeperConcurrentEnsures: a burst of scale-up workers that all find
+// the group missing create each group once, without an error.
+func TestKeeperConcurrentEnsures(t *testing.T) {
+	t.Parallel()
+	e := newKeeperEnv(t, []string{"acme"})
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() { errs <- e.keeper.Ensure(context.Background(), "acme") }()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if n := e.sim.Requests(ghsim.OpCreateRunnerGroup); n != 3 {
+		t.Errorf("%d group creations for 3 groups", n)
+	}
+	if n := e.sim.Requests(ghsim.OpListRunnerGroups); n > 8 {
+		t.Errorf("%d group listings for 8 Ensure calls", n)
+	}
+}
+
+// TestKeeperAnyOwnerKeepsTheScopesOrganizations: with the allow-list "*",
+// a pass keeps the organizations the pools' scopes name.
+func TestKeeperAnyOwnerKeepsTheScopesOrganizations(t *testing.T) {
+	t.Parallel()
+	e := newKeeperEnv(t, []string{"*"})
+	if rep := e.pass(t); rep.Orgs != 1 || rep.Created != 3 {
+		t.Errorf("pass = %+v, want acme (named by web's scope) with 3 groups created", rep)
 	}
 }

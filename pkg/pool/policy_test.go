@@ -172,3 +172,42 @@ func TestDecisionsImportNoNetwork(t *testing.T) {
 		}
 	}
 }
+
+// TestRunnerGroupsFromFile: a pool that names no runner group gets the
+// group skiff keeps, with its workflows; workflows beside the operator's
+// group warn; a workflow reference without a ref is refused.
+func TestRunnerGroupsFromFile(t *testing.T) {
+	t.Parallel()
+	pools := head + `pools:
+  - name: kept
+    labels: [a]
+    instanceTypes: [c7i.large]
+    workflows: [acme/app/.github/workflows/deploy.yml@refs/heads/main]
+  - name: theirs
+    labels: [b]
+    instanceTypes: [c7i.large]
+    runnerGroup: Default
+    workflows: [acme/app/.github/workflows/deploy.yml@main]
+`
+	cfg, err := Parse([]byte(pools), "groups.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := cfg.Pool("kept"); p.RunnerGroup != "skiff-kept" || !p.KeptGroup || len(p.Workflows) != 1 {
+		t.Errorf("kept = group %q kept %v workflows %v", p.RunnerGroup, p.KeptGroup, p.Workflows)
+	}
+	if p := cfg.Pool("theirs"); p.RunnerGroup != "Default" || p.KeptGroup {
+		t.Errorf("theirs = group %q kept %v", p.RunnerGroup, p.KeptGroup)
+	}
+	var warned []string
+	for _, d := range cfg.Warnings {
+		warned = append(warned, d.Message)
+	}
+	if all := strings.Join(warned, "\n"); !strings.Contains(all, `workflows has no effect: pool "theirs"`) || strings.Contains(all, `pool "kept"`) {
+		t.Errorf("warnings:\n%s", all)
+	}
+	bad := head + "pools:\n  - name: a\n    labels: [a]\n    instanceTypes: [c7i.large]\n    workflows: [acme/app/.github/workflows/ci.yml]\n"
+	if _, err := Parse([]byte(bad), "bad.yaml"); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("Parse accepted a workflow without a ref: %v", err)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/names"
@@ -192,6 +193,7 @@ func newWorldSim(t *testing.T, seed uint64, simOpts func(*ghsim.Options), opts .
 	if err != nil {
 		t.Fatal(err)
 	}
+	testenv.KeptGroups(t, w.sim, pools, "acme")
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	if os.Getenv("SKIFF_TEST_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))

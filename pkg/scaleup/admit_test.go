@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/pool"
@@ -120,6 +121,7 @@ func newForksEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e := newEnv(t, func(o *scaleup.Options) { o.Pools = pools })
+	testenv.KeptGroups(t, e.sim, pools, "acme")
 	e.unknownRuns = true
 	return e
 }

@@ -204,6 +204,7 @@ func newEnv(t testing.TB, tweak func(*scaleup.Options)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	testenv.KeptGroups(t, sim, pools, "acme")
 	e := &env{
 		t: t, sim: sim, inst: inst, gh: gh, ec2: ec2fake.New(), store: store.NewLaunchMemory(),
 		regs: &memRegistrations{items: map[string]userdata.Registration{}}, dlq: &queue.Memory{},

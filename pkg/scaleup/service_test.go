@@ -461,7 +461,7 @@ func TestTokenMode(t *testing.T) {
 	}
 	for _, r := range e.regs.all() {
 		if r.Mode != userdata.ModeToken || r.URL != "https://github.com/acme" || r.Token == "" ||
-			strings.Join(r.Labels, ",") != "self-hosted,linux,x64,tokens" || r.RunnerGroup != "Default" {
+			strings.Join(r.Labels, ",") != "self-hosted,linux,x64,tokens" || r.RunnerGroup != "skiff-tokens" {
 			t.Errorf("registration %+v", r)
 		}
 	}
