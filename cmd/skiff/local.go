@@ -154,14 +154,15 @@ func serveLocal(cfg local.Config, f localFlags, stdout, stderr io.Writer) int {
 	var err error
 	if cfg.Provider == "kubernetes" {
 		// The provider is built here, so the deployment id is settled here.
-		if err = os.MkdirAll(cfg.DataDir, 0o700); err == nil {
-			cfg.Deployment, err = local.Deployment(cfg.DataDir, cfg.Deployment)
+		deployment := func() (string, error) {
+			if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+				return "", fmt.Errorf("creating the data directory: %w", err)
+			}
+			id, err := local.Deployment(cfg.DataDir, cfg.Deployment)
+			cfg.Deployment = id
+			return id, err
 		}
-		if err != nil {
-			fmt.Fprintln(stderr, "skiff local:", err)
-			return exitUsage
-		}
-		if cfg.Pools, cfg.ExternalProvider, err = kubeProvider(f.pools, f.kubeconfig, f.kubeNS, f.kubeImage, cfg.Deployment, logger); err != nil {
+		if cfg.Pools, cfg.ExternalProvider, err = kubeProvider(f.pools, f.kubeconfig, f.kubeNS, f.kubeImage, deployment, logger); err != nil {
 			fmt.Fprintln(stderr, "skiff local:", err)
 			return exitUsage
 		}

@@ -13,7 +13,7 @@ import (
 // kubeProvider builds skiff local's kubernetes provider for the pools
 // file: each pool's kubernetes: section says its Pods; a pool without one
 // takes --kube-namespace and --kube-image, which it then requires.
-func kubeProvider(poolsFile, kubeconfig, namespace, image, deployment string, logger *slog.Logger) (*pool.Config, provider.Provider, error) {
+func kubeProvider(poolsFile, kubeconfig, namespace, image string, deployment func() (string, error), logger *slog.Logger) (*pool.Config, provider.Provider, error) {
 	cfg, err := pool.Load(poolsFile)
 	if err != nil {
 		return nil, nil, fmt.Errorf("loading pools: %w", err)
@@ -34,7 +34,12 @@ func kubeProvider(poolsFile, kubeconfig, namespace, image, deployment string, lo
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := kube.New(kube.Options{Client: client, Namespaces: kube.Namespaces(cfg), Default: def, Deployment: deployment, Logger: logger})
+	// Settled only now: a refusal above writes nothing.
+	id, err := deployment()
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := kube.New(kube.Options{Client: client, Namespaces: kube.Namespaces(cfg), Default: def, Deployment: id, Logger: logger})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -63,7 +63,7 @@ func BenchmarkColdInit(b *testing.B) {
 	testenv.BenchColdInit(b, bootstrap, testenv.LambdaEnv(
 		"AWS_ENDPOINT_URL_SECRETS_MANAGER="+testenv.SecretsManager(b, pemKey),
 		"SKIFF_TABLE_NAME=bench", "SKIFF_REGISTRATION_TABLE=bench-reg", "SKIFF_DLQ_URL=http://127.0.0.1:1/dlq",
-		"SKIFF_ACCOUNT_ID=123456789012", "SKIFF_DEPLOYMENT=skiff", "SKIFF_GITHUB_APP_IDS=7", "SKIFF_GITHUB_PRIVATE_KEY_ARN="+testenv.SecretARN,
+		"SKIFF_ACCOUNT_ID=123456789012", "SKIFF_DEPLOYMENT=skiff", "SKIFF_ALLOW=acme", "SKIFF_GITHUB_APP_IDS=7", "SKIFF_GITHUB_PRIVATE_KEY_ARN="+testenv.SecretARN,
 		"SKIFF_GITHUB_API_URL=http://127.0.0.1:1", "SKIFF_POOLS_FILE="+poolsFile,
 	), events.SQSEvent{Records: []events.SQSMessage{}})
 }
@@ -113,7 +113,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 		"AWS_ENDPOINT_URL_DYNAMODB="+dynamo, "AWS_ENDPOINT_URL_EC2="+fake.Serve(t),
 		"AWS_ENDPOINT_URL_SECRETS_MANAGER="+testenv.SecretsManager(t, pemKey), "AWS_ENDPOINT_URL_SQS=http://127.0.0.1:1",
 		"SKIFF_TABLE_NAME=skiff-su", "SKIFF_REGISTRATION_TABLE=skiff-su-reg", "SKIFF_DLQ_URL=http://127.0.0.1:1/dlq",
-		"SKIFF_ACCOUNT_ID=123456789012", "SKIFF_DEPLOYMENT=skiff", "SKIFF_GITHUB_APP_IDS="+strconv.Itoa(testenv.AppID), "SKIFF_GITHUB_PRIVATE_KEY_ARN="+testenv.SecretARN,
+		"SKIFF_ACCOUNT_ID=123456789012", "SKIFF_DEPLOYMENT=skiff", "SKIFF_ALLOW=acme", "SKIFF_GITHUB_APP_IDS="+strconv.Itoa(testenv.AppID), "SKIFF_GITHUB_PRIVATE_KEY_ARN="+testenv.SecretARN,
 		"SKIFF_GITHUB_API_URL="+sim.URL(), "SKIFF_POOLS_FILE="+poolsFile,
 	))
 	job := func(id int64, labels ...string) string {
@@ -268,7 +268,7 @@ func TestNoAppUnderRIE(t *testing.T) {
 		"AWS_ENDPOINT_URL_DYNAMODB="+moto, "AWS_ENDPOINT_URL_EC2="+fake.Serve(t),
 		"AWS_ENDPOINT_URL_SECRETS_MANAGER="+moto, "AWS_ENDPOINT_URL_SQS="+moto,
 		"SKIFF_TABLE_NAME=skiff-noapp", "SKIFF_REGISTRATION_TABLE=skiff-noapp-reg", "SKIFF_DLQ_URL="+dlq, "SKIFF_QUEUE_URL="+jobs,
-		"SKIFF_ACCOUNT_ID=123456789012", "SKIFF_DEPLOYMENT=skiff", "SKIFF_GITHUB_PRIVATE_KEY_ARN="+aws.ToString(sec.ARN),
+		"SKIFF_ACCOUNT_ID=123456789012", "SKIFF_DEPLOYMENT=skiff", "SKIFF_ALLOW=acme", "SKIFF_GITHUB_PRIVATE_KEY_ARN="+aws.ToString(sec.ARN),
 		"SKIFF_GITHUB_API_URL="+sim.URL(), "SKIFF_POOLS_FILE="+poolsFile,
 	))
 	body, _ := json.Marshal(queue.Job{JobID: 801, RunID: 80, Attempt: 1, Repository: "acme/app", Owner: "acme",

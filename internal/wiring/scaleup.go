@@ -105,6 +105,9 @@ func ScaleUpConfigFromEnv(getenv func(string) string) (ScaleUpConfig, error) {
 	if c.Scope != scaleup.ScopeOrg && c.Scope != scaleup.ScopeRepo {
 		env.Fail("%s=%q: want org or repo", names.EnvRunnerScope, c.Scope)
 	}
+	if c.Scope == scaleup.ScopeOrg && len(c.Allow) == 0 {
+		env.Fail("%s is required with organization runners: each pool's runner group, created at its first launch in an organization, admits the allow-list's repositories", names.EnvAllow)
+	}
 	if c.MaxFleetSize > 10 {
 		env.Fail("%s=%d: at most 10 (the fleet's job-list tag must fit EC2's 256-character tag value)", names.EnvMaxFleetSize, c.MaxFleetSize)
 	}

@@ -13,7 +13,7 @@ func TestConfigFromEnv(t *testing.T) {
 	full := map[string]string{
 		"SKIFF_TABLE_NAME": "skiff", "SKIFF_REGISTRATION_TABLE": "skiff-reg", "SKIFF_DLQ_URL": "https://sqs/dlq",
 		"SKIFF_ACCOUNT_ID": "123456789012", "AWS_REGION": "eu-west-1", "SKIFF_GITHUB_APP_IDS": "1, 2", "SKIFF_DEPLOYMENT": "skiff",
-		"SKIFF_GITHUB_PRIVATE_KEY_ARN": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:key",
+		"SKIFF_ALLOW": "acme", "SKIFF_GITHUB_PRIVATE_KEY_ARN": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:key",
 	}
 	with := func(kv ...string) func(string) string {
 		m := map[string]string{}
@@ -32,7 +32,9 @@ func TestConfigFromEnv(t *testing.T) {
 	}{
 		{"complete", with(), nil},
 		{"nothing set", func(string) string { return "" }, []string{"SKIFF_TABLE_NAME", "SKIFF_REGISTRATION_TABLE", "SKIFF_DLQ_URL",
-			"SKIFF_ACCOUNT_ID", "AWS_REGION", "SKIFF_GITHUB_PRIVATE_KEY_ARN", "SKIFF_DEPLOYMENT"}},
+			"SKIFF_ACCOUNT_ID", "AWS_REGION", "SKIFF_GITHUB_PRIVATE_KEY_ARN", "SKIFF_DEPLOYMENT", "SKIFF_ALLOW"}},
+		{"organization runners without an allow-list", with("SKIFF_ALLOW", ""), []string{"SKIFF_ALLOW"}},
+		{"repository runners without an allow-list", with("SKIFF_ALLOW", "", "SKIFF_RUNNER_SCOPE", "repo"), nil},
 		{"a deployment id that cannot tag", with("SKIFF_DEPLOYMENT", "9 lives"), []string{"SKIFF_DEPLOYMENT"}},
 		{"the retired global registration mode", with("SKIFF_REGISTRATION_MODE", "token"), []string{"SKIFF_REGISTRATION_MODE", "per pool"}},
 		{"bad scope", with("SKIFF_RUNNER_SCOPE", "enterprise"), []string{"SKIFF_RUNNER_SCOPE"}},

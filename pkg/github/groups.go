@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	gh "github.com/google/go-github/v62/github"
 )
@@ -69,8 +70,14 @@ func (c *Client) CreateRunnerGroup(ctx context.Context, inst int64, org, name st
 	if _, err := c.do(ctx, rq, http.MethodPost, "orgs/"+seg(org)+"/actions/runner-groups", body, &out); err != nil {
 		return RunnerGroup{}, fmt.Errorf("creating runner group %q in %s: %w", name, org, err)
 	}
-	c.forgetGroups(org)
-	return groupFrom(&out), nil
+	// The new group goes straight into the id cache: a lookup right after
+	// (scale-up's, once the keeper created its group) must not join a
+	// listing that started before the group existed.
+	g := groupFrom(&out)
+	c.mu.Lock()
+	c.groups[normalizeOwner(org)+"/"+strings.ToLower(g.Name)] = groupEntry{id: g.ID, fetched: c.now()}
+	c.mu.Unlock()
+	return g, nil
 }
 
 // UpdateRunnerGroup sets a runner group's name, visibility, public flag and
