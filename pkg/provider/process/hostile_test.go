@@ -199,13 +199,25 @@ func TestHostileJob(t *testing.T) {
 	}
 }
 
-// hostileRoot finds the data directory in bwrap's arguments: the first
-// directory hidden under the working directory (the tests make it there,
-// away from /tmp, which the sandbox hides anyway).
-func hostileRoot(a []string) string {
+// hostileBase is where the tests lay skiff's data directory: the working
+// directory, away from /tmp, which the sandbox replaces with a /tmp of its
+// own (a bind of the data directory there, the planted weakening, would
+// not show the host's files). A checkout under /tmp uses /var/lib: the
+// sandbox tests run as root.
+func hostileBase() string {
 	wd, _ := os.Getwd()
+	if wd == "/tmp" || strings.HasPrefix(wd, "/tmp/") {
+		return "/var/lib"
+	}
+	return wd
+}
+
+// hostileRoot finds the data directory in bwrap's arguments: the first
+// directory hidden under hostileBase.
+func hostileRoot(a []string) string {
+	base := hostileBase()
 	for i := 0; i+1 < len(a); i++ {
-		if a[i] == "--tmpfs" && strings.HasPrefix(a[i+1], wd+"/") {
+		if a[i] == "--tmpfs" && strings.HasPrefix(a[i+1], base+"/") {
 			return a[i+1]
 		}
 	}
@@ -213,9 +225,10 @@ func hostileRoot(a []string) string {
 }
 
 func hostileCase(t *testing.T, weaken func([]string) []string, breach string) {
-	// skiff's data directory as skiff local lays it out, outside /tmp:
+	// skiff's data directory as skiff local lays it out, outside /tmp
+	// (hostileBase):
 	// the SQLite file, the App skiff setup stored, the provider's part.
-	root, err := os.MkdirTemp(".", ".hostile-data-")
+	root, err := os.MkdirTemp(hostileBase(), ".hostile-data-")
 	if err != nil {
 		t.Fatal(err)
 	}
