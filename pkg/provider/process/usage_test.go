@@ -77,9 +77,15 @@ func TestUsageOfARunner(t *testing.T) {
 			}
 			t.Logf("CPU %.2f s from %s, peak %.1f MiB from %s, peak CPU %.0f%%", u.CPUSeconds, u.CPUFrom,
 				float64(u.PeakMemoryBytes)/(1<<20), u.MemoryFrom, u.PeakCPUPercent)
-			slack := 0.75 * float64(tc.procs)
-			if u.CPUSeconds < tc.cpu || u.CPUSeconds > tc.cpu+slack {
-				t.Errorf("CPU %.2f s (from %s), want %.1f–%.1f", u.CPUSeconds, u.CPUFrom, tc.cpu, tc.cpu+slack)
+			slack, least := 0.75*float64(tc.procs), tc.cpu
+			if u.CPUFrom == "proc" {
+				// A sandboxed runner without a cgroup is measured by samples
+				// of its sandbox's processes: the last one may miss up to one
+				// interval of CPU (docs/local.md).
+				least -= process.SampleEvery.Seconds()
+			}
+			if u.CPUSeconds < least || u.CPUSeconds > tc.cpu+slack {
+				t.Errorf("CPU %.2f s (from %s), want %.1f–%.1f", u.CPUSeconds, u.CPUFrom, least, tc.cpu+slack)
 			}
 			if !contains(tc.cpuFrom, u.CPUFrom) {
 				t.Errorf("CPU from %q, want one of %v", u.CPUFrom, tc.cpuFrom)
