@@ -2,9 +2,7 @@ package ghsim
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -153,21 +151,8 @@ type groupBody struct {
 // JSON is GitHub's 400, a field of the wrong type or an unknown visibility
 // its 422.
 func decodeGroupBody(c *call) (groupBody, bool) {
-	var raw map[string]json.RawMessage
-	if err := json.NewDecoder(c.r.Body).Decode(&raw); err != nil || raw == nil {
-		var syn *json.SyntaxError
-		if errors.As(err, &syn) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			c.fail(http.StatusBadRequest, "Problems parsing JSON")
-		} else {
-			invalid(c, "Invalid input: the body is not an object.")
-		}
-		return groupBody{}, false
-	}
-	b := groupBody{has: map[string]bool{}}
-	fields := []struct {
-		name, typ string
-		dst       any
-	}{
+	var b groupBody
+	has, ok := decodeBody(c, []bodyField{
 		{"name", "string", &b.Name},
 		{"visibility", "string", &b.Visibility},
 		{"selected_repository_ids", "array", &b.RepositoryIDs},
@@ -175,18 +160,11 @@ func decodeGroupBody(c *call) (groupBody, bool) {
 		{"allows_public_repositories", "boolean", &b.AllowsPublic},
 		{"restricted_to_workflows", "boolean", &b.Restricted},
 		{"selected_workflows", "array", &b.Workflows},
+	})
+	if !ok {
+		return groupBody{}, false
 	}
-	for _, f := range fields {
-		v, ok := raw[f.name]
-		if !ok {
-			continue
-		}
-		if err := json.Unmarshal(v, f.dst); err != nil || string(v) == "null" {
-			invalid(c, fmt.Sprintf("For 'properties/%s', %s is not %s.", f.name, v, article(f.typ)))
-			return groupBody{}, false
-		}
-		b.has[f.name] = true
-	}
+	b.has = has
 	switch b.Visibility {
 	case "", GroupAll, GroupSelected, GroupPrivate:
 	default:

@@ -115,34 +115,30 @@ type jitRequest struct {
 	has           map[string]bool
 }
 
-// decodeJITRequest reads a generate-jitconfig body. Malformed JSON is
-// GitHub's 400; a body that is not an object, or a field of the wrong type,
-// is its 422 "Invalid request" naming the field.
-func decodeJITRequest(c *call) (jitRequest, bool) {
+// bodyField is one member of a request body as GitHub describes it: its
+// name, its JSON type in the words of GitHub's 422 message, and where it
+// decodes to.
+type bodyField struct {
+	name, typ string
+	dst       any
+}
+
+// decodeBody reads a JSON object body into fields and returns which of
+// them were present. Malformed JSON is GitHub's 400; a body that is not an
+// object, or a field of the wrong type (null included), is its 422 naming
+// the field.
+func decodeBody(c *call, fields []bodyField) (map[string]bool, bool) {
 	var raw map[string]json.RawMessage
-	if err := json.NewDecoder(c.r.Body).Decode(&raw); err != nil {
+	if err := json.NewDecoder(c.r.Body).Decode(&raw); err != nil || raw == nil {
 		var syn *json.SyntaxError
 		if errors.As(err, &syn) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			c.fail(http.StatusBadRequest, "Problems parsing JSON")
 		} else {
 			invalid(c, "Invalid input: the body is not an object.")
 		}
-		return jitRequest{}, false
+		return nil, false
 	}
-	if raw == nil {
-		invalid(c, "Invalid input: the body is not an object.")
-		return jitRequest{}, false
-	}
-	r := jitRequest{has: map[string]bool{}}
-	fields := []struct {
-		name, typ string
-		dst       any
-	}{
-		{"name", "string", &r.Name},
-		{"runner_group_id", "integer", &r.RunnerGroupID},
-		{"labels", "array", &r.Labels},
-		{"work_folder", "string", &r.WorkFolder},
-	}
+	has := map[string]bool{}
 	for _, f := range fields {
 		v, ok := raw[f.name]
 		if !ok {
@@ -150,11 +146,24 @@ func decodeJITRequest(c *call) (jitRequest, bool) {
 		}
 		if err := json.Unmarshal(v, f.dst); err != nil || string(v) == "null" {
 			invalid(c, fmt.Sprintf("For 'properties/%s', %s is not %s.", f.name, v, article(f.typ)))
-			return jitRequest{}, false
+			return nil, false
 		}
-		r.has[f.name] = true
+		has[f.name] = true
 	}
-	return r, true
+	return has, true
+}
+
+// decodeJITRequest reads a generate-jitconfig body (decodeBody).
+func decodeJITRequest(c *call) (jitRequest, bool) {
+	var r jitRequest
+	has, ok := decodeBody(c, []bodyField{
+		{"name", "string", &r.Name},
+		{"runner_group_id", "integer", &r.RunnerGroupID},
+		{"labels", "array", &r.Labels},
+		{"work_folder", "string", &r.WorkFolder},
+	})
+	r.has = has
+	return r, ok
 }
 
 func article(typ string) string {
