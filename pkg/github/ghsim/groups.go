@@ -207,11 +207,8 @@ func (s *Server) createRunnerGroup(c *call) {
 		invalid(c, "selected_repository_ids: a repository was not found.")
 		return
 	}
-	for _, g := range a.groups {
-		if strings.EqualFold(g.name, b.Name) {
-			c.fail(http.StatusConflict, "Name has already been taken")
-			return
-		}
+	if nameTakenLocked(c, a, b.Name, nil) {
+		return
 	}
 	access := GroupAccess{Visibility: def(b.Visibility, GroupAll), AllowsPublic: b.AllowsPublic,
 		RestrictedToWorkflows: b.Restricted, SelectedWorkflows: b.Workflows}
@@ -220,6 +217,18 @@ func (s *Server) createRunnerGroup(c *call) {
 	}
 	g := s.addGroupLocked(a, b.Name, access)
 	c.json(http.StatusCreated, s.groupJSON(a, g))
+}
+
+// nameTakenLocked answers GitHub's 409 when a group of a other than self
+// has the name (names compare case-insensitively).
+func nameTakenLocked(c *call, a *simAccount, name string, self *simGroup) bool {
+	for _, g := range a.groups {
+		if g != self && strings.EqualFold(g.name, name) {
+			c.fail(http.StatusConflict, "Name has already been taken")
+			return true
+		}
+	}
+	return false
 }
 
 // groupOfPathLocked finds the path's organization and runner group,
@@ -261,11 +270,8 @@ func (s *Server) updateRunnerGroup(c *call) {
 		invalid(c, `"name" wasn't supplied.`)
 		return
 	}
-	for _, o := range a.groups {
-		if o != g && strings.EqualFold(o.name, b.Name) {
-			c.fail(http.StatusConflict, "Name has already been taken")
-			return
-		}
+	if nameTakenLocked(c, a, b.Name, g) {
+		return
 	}
 	if g.id == 1 && !strings.EqualFold(b.Name, g.name) {
 		invalid(c, "The default runner group cannot be renamed.")
