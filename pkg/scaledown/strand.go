@@ -11,6 +11,7 @@ import (
 	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/scaledown/decide"
+	"github.com/skiffci/skiff/pkg/scaler"
 	"github.com/skiffci/skiff/pkg/store"
 )
 
@@ -96,7 +97,7 @@ func (p *pass) stillQueued(ctx context.Context, a *decide.Action, c provisioning
 func (p *pass) failedRunners(ctx context.Context, jobID int64, gen int) int {
 	failed := 0
 	for g := 1; g <= gen; g++ {
-		if r, err := p.s.o.Ledger.Runner(ctx, runnerName(jobID, g)); err == nil && !r.LaunchedAt.IsZero() && r.BusyJob == 0 {
+		if r, err := p.s.o.Ledger.Runner(ctx, scaler.RunnerName(jobID, g)); err == nil && !r.LaunchedAt.IsZero() && r.BusyJob == 0 {
 			failed++
 		}
 	}
@@ -140,10 +141,6 @@ func (p *pass) replace(ctx context.Context, log *slog.Logger, a *decide.Action, 
 	p.rep.Replacements++
 	p.mu.Unlock()
 	return true
-}
-
-func runnerName(jobID int64, gen int) string {
-	return "skiff-" + strconv.FormatInt(jobID, 10) + "-" + strconv.Itoa(gen)
 }
 
 // rerun re-runs, once, the failed jobs of the run of a job its spot

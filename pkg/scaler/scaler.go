@@ -108,7 +108,13 @@ func Token(pool string, members []provisioning.Member) string {
 // RunnerName is the name of a job's runner for a claim generation: unique
 // per registration, since GitHub refuses a second runner with a name in use.
 func RunnerName(jobID int64, gen int) string {
-	return "skiff-" + strconv.FormatInt(jobID, 10) + "-" + strconv.Itoa(gen)
+	return RunnerPrefix(jobID) + strconv.Itoa(gen)
+}
+
+// RunnerPrefix starts the name of every runner registered for the job,
+// whatever its generation.
+func RunnerPrefix(jobID int64) string {
+	return "skiff-" + strconv.FormatInt(jobID, 10) + "-"
 }
 
 // Group splits items into fleet requests: items with the same key (the same

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/scaler"
 	"github.com/skiffci/skiff/pkg/store"
 )
 
@@ -50,7 +50,7 @@ const runnerPrefix = "skiff-"
 func (h *Handler) detect(ctx context.Context, log *slog.Logger, p *workflowJobPayload) {
 	wj := &p.WorkflowJob
 	runner := str(wj.RunnerName)
-	if !strings.HasPrefix(runner, runnerPrefix) || strings.HasPrefix(runner, runnerPrefix+strconv.FormatInt(wj.ID, 10)+"-") {
+	if !strings.HasPrefix(runner, runnerPrefix) || strings.HasPrefix(runner, scaler.RunnerPrefix(wj.ID)) {
 		return
 	}
 	rec, err := h.o.Runners.Runner(ctx, runner)
