@@ -1,5 +1,7 @@
 package process
 
+import "time"
+
 // WithoutCgroups makes p measure the runners it starts from now on
 // without cgroups (through /proc and their rusage), for tests of that path.
 func WithoutCgroups(p *Provider) { p.usage.cgroup = "" }
@@ -21,3 +23,8 @@ func Group(p *Provider, id string) int {
 // WeakenSandbox rewrites the bwrap arguments of p's later runners, so
 // that a test can plant a weakening and see it caught.
 func WeakenSandbox(p *Provider, f func([]string) []string) { p.sandbox.weaken = f }
+
+// WithoutSamples makes p sample its runners only as they end (its sampling
+// loop ticks hourly), so that a test sees what the end alone measures: the
+// rusage and the cgroup. Call it before p starts a runner.
+func WithoutSamples(p *Provider) { p.usage.every = time.Hour }

@@ -148,6 +148,7 @@ type Provider struct {
 	usage      *sampler // measures each runner (usage.go)
 	sandbox    *sandbox // nil when sandboxErr says why
 	sandboxErr error    // why runners cannot be sandboxed here
+	adopts     bool     // this process reaps its orphans: sandboxes' inits
 	// ended holds one value once any runner ended since it was last
 	// received (Ended): the ends coalesce, so none is ever blocked on.
 	ended chan struct{}
@@ -261,6 +262,8 @@ func New(o Options) (*Provider, error) {
 	if p.sandboxErr != nil {
 		p.sandbox = nil
 		o.Logger.Warn("runners cannot be sandboxed here: only pools with process.sandbox: none can launch", "err", p.sandboxErr)
+	} else {
+		p.adopts = adoptOrphans()
 	}
 	return p, nil
 }
@@ -467,6 +470,9 @@ func (p *Provider) startLocked(pn plan, i int, r provider.Runner, reg provider.R
 		signalGroup(cmd.Process.Pid, group, groupID, syscall.SIGKILL)
 		_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
 		_ = cmd.Wait()
+		if group != cmd.Process.Pid && p.adopts {
+			waitOrphan(group, p.o.KillGrace)
+		}
 		_ = os.RemoveAll(dir)
 		if cgroup != "" {
 			_ = removeCgroup(cgroup)

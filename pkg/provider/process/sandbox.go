@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 )
 
 // The sandbox. A runner of a pool that does not opt out (process.sandbox:
@@ -243,6 +244,9 @@ func (s *sandbox) probe(parent string) error {
 	}()
 	if err != nil {
 		return fmt.Errorf("bwrap cannot start a sandbox here (%v): %s", err, strings.TrimSpace(string(out)))
+	}
+	if init, err := sandboxInit(r); err == nil {
+		waitOrphan(init, time.Minute) // adopted, should this process reap its orphans
 	}
 	return nil
 }

@@ -148,10 +148,35 @@ func (p *Provider) measured(pr *proc, state *os.ProcessState) {
 	if state != nil {
 		ru, _ = state.SysUsage().(*syscall.Rusage)
 	}
-	u := p.usage.end(pr.use, ru, time.Now())
+	sample := true
+	if pr.group != pr.pid && p.adopts {
+		// bwrap's monitor exits with its command, orphaning the sandbox's
+		// init, which this process adopted: the init's rusage holds the
+		// whole tree it reaped, where the monitor's holds nothing of it.
+		// A last sample first, should the init not end in time.
+		p.usage.sample(pr.use, time.Now())
+		signalGroup(pr.pid, pr.group, pr.groupID, syscall.SIGKILL)
+		if initRU, ok := waitOrphan(pr.group, p.o.KillGrace); ok {
+			ru, sample = addRusage(ru, initRU), false
+		}
+	}
+	u := p.usage.end(pr.use, ru, time.Now(), sample)
 	p.mu.Lock()
 	pr.used = &u
 	p.mu.Unlock()
+}
+
+// addRusage is what a and b used together: their CPU times summed, the
+// larger of their largest resident sets.
+func addRusage(a, b *syscall.Rusage) *syscall.Rusage {
+	if a == nil {
+		return b
+	}
+	sum := *a
+	sum.Utime = syscall.NsecToTimeval(a.Utime.Nano() + b.Utime.Nano())
+	sum.Stime = syscall.NsecToTimeval(a.Stime.Nano() + b.Stime.Nano())
+	sum.Maxrss = max(a.Maxrss, b.Maxrss)
+	return &sum
 }
 
 // Usage returns what a runner used, once it has ended: its process tree's
@@ -338,22 +363,29 @@ func (s *sampler) watch(pid int, cgroup string, start time.Time) *tracker {
 	return t
 }
 
+// sample takes one last sample of a runner's process group (without a
+// cgroup): a sandbox's init, while it is there, holds what its reaped
+// children used.
+func (s *sampler) sample(t *tracker, at time.Time) {
+	if t.cgroup == "" {
+		procs := scanProcs()
+		cpu, mem := procs.tree(procs.group(t.pid))
+		t.observe(at, cpu, mem)
+	}
+}
+
 // end finishes a runner's tracker once its process has exited, and removes
-// its cgroup.
-func (s *sampler) end(t *tracker, state *syscall.Rusage, at time.Time) Usage {
+// its cgroup. With sample, it samples the runner's process group once more
+// first (its pid must not be reused yet: false once its init was reaped).
+func (s *sampler) end(t *tracker, state *syscall.Rusage, at time.Time, sample bool) Usage {
 	s.mu.Lock()
 	delete(s.live, t)
 	s.mu.Unlock()
 	var cg cgroupTotals
 	if t.cgroup != "" {
 		cg = readCgroup(t.cgroup)
-	} else {
-		// A last sample of its group: a sandbox's init, if it is still
-		// there, holds what its reaped children used (the rusage of
-		// bwrap's monitor does not).
-		procs := scanProcs()
-		cpu, mem := procs.tree(procs.group(t.pid))
-		t.observe(at, cpu, mem)
+	} else if sample {
+		s.sample(t, at)
 	}
 	u := t.finish(at, state, cg)
 	if t.cgroup != "" && !removeCgroup(t.cgroup) {

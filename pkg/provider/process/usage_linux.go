@@ -12,6 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat's times: 100 on
@@ -281,4 +284,44 @@ func describeHost(smi string) Host {
 	}
 	h.GPUModel, h.GPUs = hostGPUs(smi)
 	return h
+}
+
+// adoptOrphans makes this process the reaper of its orphaned descendants
+// (PR_SET_CHILD_SUBREAPER): bwrap's monitor exits as soon as its command
+// does, orphaning the sandbox's init, which by then has reaped the
+// runner's whole tree. As this process's child the init can be waited for,
+// and its rusage is what the runner used. It reports whether it could.
+func adoptOrphans() bool {
+	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == nil
+}
+
+// waitOrphan reaps pid, a descendant this process adopted, and returns
+// its rusage (with that of every child it reaped). ok is false when pid is
+// not this process's child, or did not end within grace: a goroutine then
+// reaps it whenever it ends.
+func waitOrphan(pid int, grace time.Duration) (ru *syscall.Rusage, ok bool) {
+	type waited struct {
+		ru  syscall.Rusage
+		err error
+	}
+	done := make(chan waited, 1)
+	go func() {
+		var w waited
+		var ws syscall.WaitStatus
+		for {
+			_, w.err = syscall.Wait4(pid, &ws, 0, &w.ru)
+			if w.err != syscall.EINTR {
+				break
+			}
+		}
+		done <- w
+	}()
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case w := <-done:
+		return &w.ru, w.err == nil
+	case <-t.C:
+		return nil, false
+	}
 }

@@ -2,7 +2,10 @@
 
 package process
 
-import "syscall"
+import (
+	"syscall"
+	"time"
+)
 
 // Elsewhere than Linux there is no /proc and no cgroup: a runner's usage is
 // its rusage at exit (CPU time and the largest resident set), and the host
@@ -10,16 +13,18 @@ import "syscall"
 
 type procTable struct{}
 
-func scanProcs() procTable                         { return procTable{} }
-func (procTable) group(int) []int                  { return nil }
-func (procTable) tree([]int) (float64, uint64)     { return 0, 0 }
-func cgroupParent(string) string                   { return "" }
-func newCgroup(string, string) (string, int, bool) { return "", -1, false }
-func startInCgroup(*syscall.SysProcAttr, int)      {}
-func closeFD(int)                                  {}
-func cgroupPids(string) []int                      { return nil }
-func readCgroup(string) cgroupTotals               { return cgroupTotals{} }
-func removeCgroup(string) bool                     { return true }
+func scanProcs() procTable                                  { return procTable{} }
+func (procTable) group(int) []int                           { return nil }
+func (procTable) tree([]int) (float64, uint64)              { return 0, 0 }
+func cgroupParent(string) string                            { return "" }
+func newCgroup(string, string) (string, int, bool)          { return "", -1, false }
+func startInCgroup(*syscall.SysProcAttr, int)               {}
+func closeFD(int)                                           {}
+func cgroupPids(string) []int                               { return nil }
+func readCgroup(string) cgroupTotals                        { return cgroupTotals{} }
+func removeCgroup(string) bool                              { return true }
+func adoptOrphans() bool                                    { return false }
+func waitOrphan(int, time.Duration) (*syscall.Rusage, bool) { return nil, false }
 func describeHost(smi string) Host {
 	h := Host{CPUs: numCPU()}
 	h.GPUModel, h.GPUs = hostGPUs(smi)

@@ -27,17 +27,19 @@ func TestUsageOfARunner(t *testing.T) {
 	t.Parallel()
 	const mib = 96
 	cases := []struct {
-		name     string
-		cgroups  bool
-		spec     string
-		cpu      float64 // seconds burnt in all
-		procs    int
-		cpuFrom  []string
-		wantPeak float64 // MiB one child holds: the least the peak can be
+		name      string
+		cgroups   bool
+		unsampled bool // measured at its end alone: no sample can see the peak
+		spec      string
+		cpu       float64 // seconds burnt in all
+		procs     int
+		cpuFrom   []string
+		wantPeak  float64 // MiB one child holds: the least the peak can be
 	}{
 		{name: "cgroup, one process", cgroups: true, spec: "mib=96,cpu=1", cpu: 1, procs: 1, cpuFrom: []string{"cgroup"}, wantPeak: mib},
 		{name: "proc and rusage, one process", spec: "mib=96,cpu=1", cpu: 1, procs: 1, cpuFrom: []string{"rusage", "proc"}, wantPeak: mib},
 		{name: "proc and rusage, a tree of three", spec: "mib=96,cpu=0.5,children=2", cpu: 1.5, procs: 3, cpuFrom: []string{"rusage", "proc"}, wantPeak: mib},
+		{name: "rusage alone, a tree of three", unsampled: true, spec: "mib=96,cpu=0.5,children=2", cpu: 1.5, procs: 3, cpuFrom: []string{"rusage"}, wantPeak: mib},
 		{name: "cgroup, a tree of three", cgroups: true, spec: "mib=96,cpu=0.5,children=2", cpu: 1.5, procs: 3, cpuFrom: []string{"cgroup"}, wantPeak: mib},
 	}
 	for _, tc := range cases {
@@ -55,6 +57,9 @@ func TestUsageOfARunner(t *testing.T) {
 			}
 			if !tc.cgroups {
 				process.WithoutCgroups(e.p)
+			}
+			if tc.unsampled {
+				process.WithoutSamples(e.p)
 			}
 			ctx := context.Background()
 			pl, err := e.p.Plan(ctx, provider.Launch{Token: "tok-" + tc.name, Spec: pool.Spec{Shared: pool.Shared{Pool: "cpu"}}, Runners: []provider.Runner{{Name: "r", JobID: 1}}})
