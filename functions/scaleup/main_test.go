@@ -180,7 +180,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 		m, ok := reg["mode"].(*types.AttributeValueMemberS)
 		name, _ := reg["runner_name"].(*types.AttributeValueMemberS)
 		if !ok || m.Value != "jit" || name == nil || inst.Tags["skiff:runner-name"] != name.Value ||
-			!strings.HasPrefix(name.Value, "skiff-"+inst.Tags["skiff:job-id"]+"-") || inst.Tags["skiff:pool"] != "default" {
+			!strings.HasPrefix(name.Value, "skiff-"+inst.Tags["skiff:deployment"]+"-"+inst.Tags["skiff:job-id"]+"-") || inst.Tags["skiff:pool"] != "default" {
 			t.Errorf("instance %s tags %v, registration %v", inst.ID, inst.Tags, reg)
 		}
 	}

@@ -49,7 +49,7 @@ func BenchmarkColdInit(b *testing.B) {
 	var get events.LambdaFunctionURLRequest
 	get.RequestContext.HTTP.Method = "GET"
 	testenv.BenchColdInit(b, bootstrap, testenv.LambdaEnv(
-		"SKIFF_WEBHOOK_SECRET=bench", "SKIFF_QUEUE_URL=http://127.0.0.1:1/q",
+		"SKIFF_WEBHOOK_SECRET=bench", "SKIFF_QUEUE_URL=http://127.0.0.1:1/q", "SKIFF_DEPLOYMENT=skiff-ci",
 		"SKIFF_TABLE_NAME=bench", "SKIFF_POOLS_FILE="+filepath.Join(dir, "pools.yaml"), "SKIFF_ALLOW=*", "SKIFF_ALLOWED_INSTALLATIONS=*",
 	), get)
 }
@@ -93,7 +93,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 		"AWS_ENDPOINT_URL_DYNAMODB="+dynamo,
 		"AWS_ENDPOINT_URL_SQS="+sqsEndpoint,
 		"SKIFF_WEBHOOK_SECRET="+canary,
-		"SKIFF_QUEUE_URL="+queueURL,
+		"SKIFF_QUEUE_URL="+queueURL, "SKIFF_DEPLOYMENT=skiff-ci",
 		"SKIFF_TABLE_NAME="+table,
 		"SKIFF_POOLS_FILE="+filepath.Join(filepath.Dir(bootstrap), "pools.yaml"),
 		// Both lists fail closed: empty, the function refuses to start.

@@ -176,6 +176,8 @@ func (s *Skiff) buildWebhook() error {
 	spec.Environment = map[string]string{
 		names.EnvQueueURL: *s.Queue.QueueUrl(),
 		names.EnvAllow:    strings.Join(s.props.Allow, ","),
+		// Its runners' names carry it: a job on one of them is checked again.
+		names.EnvDeployment: s.Deployment,
 	}
 	// The pin is optional: without it the webhook serves the installations
 	// it recorded from GitHub's installation events.

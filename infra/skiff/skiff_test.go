@@ -295,6 +295,10 @@ func TestEveryRequiredVariableIsSet(t *testing.T) {
 	if sd, err := wiring.ScaleDownConfigFromEnv(getenv(t, doc, names.FunctionScaleDown)); err == nil && sd.Deployment != cfg.Deployment {
 		t.Errorf("scale-down's %s = %q, scale-up's %q: both must list the same runners", names.EnvDeployment, sd.Deployment, cfg.Deployment)
 	}
+	// The webhook knows its runners by the deployment in their names.
+	if got := env(t, doc, names.FunctionWebhook)[names.EnvDeployment]; got != cfg.Deployment {
+		t.Errorf("webhook's %s = %v, scale-up's %q: both must name the same runners", names.EnvDeployment, got, cfg.Deployment)
+	}
 	if cfg.LaunchTemplatePrefix != names.DefaultLaunchTemplatePrefix {
 		t.Errorf("%s = %v", names.EnvLaunchTemplatePrefix, cfg.LaunchTemplatePrefix)
 	}

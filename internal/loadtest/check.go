@@ -12,7 +12,7 @@ import (
 
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/metrics"
-	"github.com/skiffci/skiff/pkg/scaledown/decide"
+	"github.com/skiffci/skiff/pkg/names"
 )
 
 // discover adds the jobs GitHub queued for re-runs to the ones tracked.
@@ -108,7 +108,7 @@ func (w *world) check() Report {
 // spot interruption ended the runner it ran on.
 func judgeJob(js ghsim.JobState, interrupted bool) (ok bool, problem string) {
 	switch {
-	case js.Conclusion == "success" && strings.HasPrefix(js.RunnerName, decide.DefaultRunnerPrefix):
+	case js.Conclusion == "success" && strings.HasPrefix(js.RunnerName, names.RunnerNamePrefix):
 		return true, ""
 	case js.Conclusion == "success":
 		return false, fmt.Sprintf("job %d ran on %q, not a skiff runner", js.ID, js.RunnerName)
@@ -134,7 +134,7 @@ func (w *world) checkRuns(rep *Report) (ranOnOurs map[int64]bool, waits []time.D
 		var bad []string
 		for _, id := range st.JobIDs {
 			js, _ := w.sim.Job(id)
-			if js.Status == "completed" && strings.HasPrefix(js.RunnerName, decide.DefaultRunnerPrefix) {
+			if js.Status == "completed" && strings.HasPrefix(js.RunnerName, names.RunnerNamePrefix) {
 				ranOnOurs[id] = true
 				rep.Completed++
 			}

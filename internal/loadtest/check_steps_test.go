@@ -5,14 +5,14 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/github/ghsim"
-	"github.com/skiffci/skiff/pkg/scaledown/decide"
+	"github.com/skiffci/skiff/pkg/names"
 )
 
 // TestJudgeJob: only a success on a skiff runner is a job done; anything
 // else says what became of the job.
 func TestJudgeJob(t *testing.T) {
 	t.Parallel()
-	ours := decide.DefaultRunnerPrefix + "standard-i-0abc"
+	ours := names.RunnerNamePrefix + "standard-i-0abc"
 	cases := []struct {
 		name        string
 		js          ghsim.JobState

@@ -483,7 +483,7 @@ func (l *Local) buildServices(pools *pool.Config, gh *github.Client, ledger *sql
 	}
 	l.ScaleUp, err = scaleup.New(scaleup.Options{Pools: pools, Launches: launches, Ledger: l.Ledger, Jobs: l.Store,
 		Provider: l.Provider, GitHub: gh, Counter: counter, Logger: logger, Now: cfg.Now, GitHubURL: cfg.GitHubURL, Room: l.Room,
-		Groups: l.Groups,
+		Groups: l.Groups, Deployment: cfg.Deployment,
 		// Locally GitHub's answer is cheap and a slot is precious: a job
 		// cancelled while it waited for one is not launched.
 		MaxAttempts: localMaxAttempts, CheckQueued: true})
@@ -493,14 +493,15 @@ func (l *Local) buildServices(pools *pool.Config, gh *github.Client, ledger *sql
 	l.ScaleDown, err = scaledown.New(scaledown.Options{Pools: pools, Ledger: l.Ledger, Claims: launches, Jobs: l.Store,
 		Provider: l.Provider, GitHub: gh, Queue: l.Queue, Counter: counter, Logger: logger, Now: cfg.Now,
 		Apps: cfg.AppIDs, Metrics: metricsWriter, ScaleUpChecksQueued: true, // scale-up runs with CheckQueued above
-		Room: l.Room, Groups: l.Groups})
+		Room: l.Room, Groups: l.Groups, Deployment: cfg.Deployment})
 	if err != nil {
 		return err
 	}
 	l.Webhook, err = webhook.New(webhook.Options{Secrets: [][]byte{[]byte(cfg.WebhookSecret)}, Router: pools, Policies: pools,
 		Scopes: pools, SecurityEvents: sqlite.NewSecurityEvents(l.db, cfg.Now),
 		Queue: l.Queue, Store: l.Store, Runners: l.Ledger, Counter: counter, Logger: logger, Now: cfg.Now,
-		Allow: lists.allow, Installations: lists.installations, Recorded: sqlite.NewInstallations(l.db)})
+		Allow: lists.allow, Installations: lists.installations, Recorded: sqlite.NewInstallations(l.db),
+		Deployment: cfg.Deployment})
 	return err
 }
 

@@ -64,7 +64,7 @@ func ScaleDownConfigFromEnv(getenv func(string) string) (ScaleDownConfig, error)
 		QueueURL:         env.Required(names.EnvQueueURL),
 		PoolsFile:        env.String(names.EnvPoolsFile, config.DefaultPoolsFile(getenv)),
 		Account:          env.Required(names.EnvAccountID),
-		Deployment:       deployment(env),
+		Deployment:       env.Deployment(),
 		Region:           env.Required(names.EnvAWSRegion),
 		Partition:        env.String(names.EnvPartition, "aws"),
 		PrivateKeyARN:    env.Required(names.EnvGitHubPrivateKeyARN),
@@ -202,7 +202,7 @@ func newScaleDownService(ctx context.Context, cfg ScaleDownConfig, awsCfg aws.Co
 		GitHub: gh, Queue: sqsqueue.NewSQS(sqsc, cfg.QueueURL), Metrics: mw, Counter: counter, Logger: logger,
 		Scopes: scopes, RepoScope: cfg.RepoScope, Apps: redeliver, MaxReplacements: cfg.MaxReplacements,
 		MaxGitHubCalls:   cfg.MaxGitHubCalls,
-		RerunInterrupted: cfg.RerunInterrupted})
+		RerunInterrupted: cfg.RerunInterrupted, Deployment: cfg.Deployment})
 }
 
 // noRegistrations is the registration table of a provider that never

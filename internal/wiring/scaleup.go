@@ -89,7 +89,7 @@ func ScaleUpConfigFromEnv(getenv func(string) string) (ScaleUpConfig, error) {
 		RegistrationTTL:      env.Duration(names.EnvRegistrationTTL, ec2.DefaultRegistrationTTL),
 		RegistrationTimeout:  env.Duration(names.EnvRegistrationTimeout, userdata.DefaultRegistrationTimeout),
 		Account:              env.Required(names.EnvAccountID),
-		Deployment:           deployment(env),
+		Deployment:           env.Deployment(),
 		Region:               env.Required(names.EnvAWSRegion),
 		Partition:            env.String(names.EnvPartition, "aws"),
 		PrivateKeyARN:        env.Required(names.EnvGitHubPrivateKeyARN),
@@ -288,6 +288,6 @@ func newScaleUpService(ctx context.Context, cfg ScaleUpConfig, awsCfg aws.Config
 		Counter: counter, Timings: telemetry.NewEMFTimings(os.Stdout, cfg.MetricsNamespace, names.FunctionScaleUp, nil),
 		Logger: logger, Scope: cfg.Scope, GitHubURL: cfg.GitHubURL, CheckQueued: cfg.CheckQueued,
 		MaxAttempts: cfg.MaxAttempts, MaxFleetSize: cfg.MaxFleetSize, ClaimLease: cfg.ClaimLease, LaunchBudget: cfg.LaunchBudget,
-		RegistrationTimeout: cfg.RegistrationTimeout,
+		RegistrationTimeout: cfg.RegistrationTimeout, Deployment: cfg.Deployment,
 	})
 }

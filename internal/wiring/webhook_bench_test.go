@@ -126,7 +126,7 @@ func productionWebhook(b *testing.B, tr http.RoundTripper) *webhook.Handler {
 	pools := filepath.Join(testenv.Root(b), "examples", "minimal.yaml")
 	cfg, err := webhook.ConfigFromEnv(func(k string) string {
 		return map[string]string{
-			"SKIFF_WEBHOOK_SECRET": benchSecret, "SKIFF_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/skiff-jobs",
+			"SKIFF_WEBHOOK_SECRET": benchSecret, "SKIFF_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/skiff-jobs", "SKIFF_DEPLOYMENT": "skiff-ci",
 			"SKIFF_TABLE_NAME": "skiff", "SKIFF_POOLS_FILE": pools, "SKIFF_ALLOW": "*", "SKIFF_ALLOWED_INSTALLATIONS": "*",
 		}[k]
 	})

@@ -164,7 +164,7 @@ func newWebhook(t *testing.T, awsCfg aws.Config, queueURL, table string, logs *t
 	pools := filepath.Join(testenv.Root(t), "examples", "minimal.yaml")
 	cfg, err := webhook.ConfigFromEnv(func(k string) string {
 		return map[string]string{
-			"SKIFF_WEBHOOK_SECRET": benchSecret, "SKIFF_QUEUE_URL": queueURL,
+			"SKIFF_WEBHOOK_SECRET": benchSecret, "SKIFF_QUEUE_URL": queueURL, "SKIFF_DEPLOYMENT": "skiff-ci",
 			"SKIFF_TABLE_NAME": table, "SKIFF_POOLS_FILE": pools, "SKIFF_ALLOW": "*", "SKIFF_ALLOWED_INSTALLATIONS": "*",
 		}[k]
 	})

@@ -82,18 +82,8 @@ func NewWebhook(ctx context.Context, cfg webhook.Config, awsCfg aws.Config, logg
 		RefreshSecrets: refresh,
 		MaxBodyBytes:   cfg.MaxBodyBytes,
 		JobTTL:         cfg.JobTTL,
+		Deployment:     cfg.Deployment,
 	})
-}
-
-// deployment reads SKIFF_DEPLOYMENT, required: the deployment id that tags
-// the runners a function launches and scopes what it lists and reaps
-// (names.ValidDeployment). The stack sets it to its name.
-func deployment(env *config.Env) string {
-	id := env.Required(names.EnvDeployment)
-	if id != "" && !names.ValidDeployment(id) {
-		env.Fail("%s=%q: want 1 to %d letters, digits and hyphens, starting with a letter", names.EnvDeployment, id, names.MaxDeploymentLen)
-	}
-	return id
 }
 
 // appIDs reads SKIFF_GITHUB_APP_IDS: comma-separated positive GitHub App

@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/skiffci/skiff/pkg/names"
 )
 
 // Env reads typed values from an environment lookup function and collects
@@ -124,6 +126,18 @@ func DefaultPoolsFile(getenv func(string) string) string {
 		return filepath.Join(filepath.Dir(exe), "pools.yaml")
 	}
 	return "pools.yaml"
+}
+
+// Deployment reads SKIFF_DEPLOYMENT, required: the deployment id that
+// tags the runners a function launches, is in their names, and scopes
+// what it lists and reaps (names.ValidDeployment). The stack sets it to
+// its name.
+func (e *Env) Deployment() string {
+	id := e.Required(names.EnvDeployment)
+	if id != "" && !names.ValidDeployment(id) {
+		e.Fail("%s=%q: want 1 to %d letters, digits and hyphens, starting with a letter", names.EnvDeployment, id, names.MaxDeploymentLen)
+	}
+	return id
 }
 
 // Fail records a problem found by the caller's own checks.

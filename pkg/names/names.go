@@ -4,12 +4,14 @@
 // metric namespaces. The functions, the CLI, the boot script's renderer and
 // the CDK app (infra/) import them from here, so a rename is one change.
 //
-// It imports nothing but the standard library's strings package and
-// internal/gotoolchain (which refuses a Go older than the patched one, and
+// It imports nothing but the standard library and internal/gotoolchain (which refuses a Go older than the patched one, and
 // imports nothing), so the CDK app can depend on it without pulling in an SDK.
 package names
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
 	"strings"
 
 	// Every binary that imports names refuses to compile with an old Go.
@@ -231,3 +233,74 @@ const WebhookGOGC = 800
 // WebhookGOMEMLIMIT is the webhook function's GOMEMLIMIT in bytes: past it
 // the runtime collects whatever GOGC says, well before Lambda's 256 MB.
 const WebhookGOMEMLIMIT = 192 << 20
+
+// RunnerNamePrefix starts the name of every runner skiff registers
+// (RunnerName), whatever its deployment.
+const RunnerNamePrefix = "skiff-"
+
+// MaxRunnerNameLen is GitHub's bound on a runner's name.
+const MaxRunnerNameLen = 64
+
+// runnerDeploymentLen bounds the deployment's part of a runner name, so
+// that the longest name (a 19-digit job id, a 4-digit generation) stays
+// within MaxRunnerNameLen.
+const runnerDeploymentLen = 24
+
+// RunnerName is the name of a job's runner for a claim generation:
+// skiff-<deployment>-<job id>-<generation>. Unique per registration, since
+// GitHub refuses a second runner with a name in use, and per deployment,
+// so that two deployments in one organisation never take each other's
+// offline runners for their own. A deployment id longer than 24
+// characters is cut to its first 15 and 8 hex digits of its SHA-256.
+// Without a deployment (tests of one deployment's parts) the name is
+// skiff-<job id>-<generation>.
+func RunnerName(deployment string, jobID int64, gen int) string {
+	return RunnerPrefix(deployment, jobID) + strconv.Itoa(gen)
+}
+
+// RunnerPrefix starts the name of every runner the deployment registers
+// for the job, whatever its generation.
+func RunnerPrefix(deployment string, jobID int64) string {
+	return deploymentPrefix(deployment) + strconv.FormatInt(jobID, 10) + "-"
+}
+
+// OwnRunner reports whether name is the name of a runner the deployment
+// registered (RunnerName). The name is read from its end: a generation
+// and a job id, both decimal, then the deployment, which starts with a
+// letter; so deployment a never owns a-1's runners.
+func OwnRunner(deployment, name string) bool {
+	rest, ok := cutNumber(name)
+	if !ok {
+		return false
+	}
+	if rest, ok = cutNumber(rest); !ok {
+		return false
+	}
+	return rest+"-" == deploymentPrefix(deployment)
+}
+
+// cutNumber cuts "-<decimal>" off the end of s.
+func cutNumber(s string) (string, bool) {
+	i := strings.LastIndexByte(s, '-')
+	if i < 0 || i == len(s)-1 {
+		return "", false
+	}
+	for _, c := range s[i+1:] {
+		if c < '0' || c > '9' {
+			return "", false
+		}
+	}
+	return s[:i], true
+}
+
+// deploymentPrefix starts the names of the deployment's runners.
+func deploymentPrefix(deployment string) string {
+	if deployment == "" {
+		return RunnerNamePrefix
+	}
+	if len(deployment) > runnerDeploymentLen {
+		sum := sha256.Sum256([]byte(deployment))
+		deployment = deployment[:runnerDeploymentLen-9] + "-" + hex.EncodeToString(sum[:4])
+	}
+	return RunnerNamePrefix + deployment + "-"
+}

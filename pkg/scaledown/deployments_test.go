@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"strconv"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/skiffci/skiff/pkg/ec2/ec2fake"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provisioning"
@@ -24,7 +24,9 @@ import (
 // daemons) launch into one EC2 account and region and reconcile the same
 // GitHub organisation. Each reconciler sees only its own deployment's
 // instances: an instance of the other deployment, which has no record in
-// its ledger, is not an orphan of its own, and no pass of either, however
+// its ledger, is not an orphan of its own; a runner registered on GitHub
+// but not yet connected (offline) by the other is not a ghost of its own
+// (runner names carry the deployment); and no pass of either, however
 // late, ends the other's runner.
 func TestTwoDeploymentsOneAccount(t *testing.T) {
 	t.Parallel()
@@ -37,7 +39,7 @@ func TestTwoDeploymentsOneAccount(t *testing.T) {
 	sim.AddApp(ghsim.AppConfig{ID: 42, Slug: "skiff", PublicKey: &key.PublicKey})
 	sim.AddOrg("acme")
 	sim.AddRepo("acme", "app")
-	sim.Install(42, "acme")
+	inst := sim.Install(42, "acme")
 	// A boot timeout past the test's passes: each runner is booting as far
 	// as its own ledger knows, so only the other deployment could end it.
 	pools, err := pool.Parse([]byte(poolsYAML+"    bootTimeout: 1h\n"), "pools.yaml")
@@ -57,6 +59,7 @@ func TestTwoDeploymentsOneAccount(t *testing.T) {
 		provider *ec2.Provider
 		down     *scaledown.Service
 		instance string
+		runner   string
 	}
 	var deps []*deployment
 	for i, name := range []string{"alpha", "beta"} {
@@ -74,7 +77,7 @@ func TestTwoDeploymentsOneAccount(t *testing.T) {
 		jobs := store.NewMemory()
 		jobs.SetClock(clock.Now)
 		down, err := scaledown.New(scaledown.Options{Pools: pools, Ledger: ledger, Claims: store.NewLaunchMemory(), Jobs: jobs,
-			Provider: prov, GitHub: gh, Queue: &queue.Memory{}, Logger: log, Now: clock.Now,
+			Provider: prov, GitHub: gh, Queue: &queue.Memory{}, Logger: log, Now: clock.Now, Deployment: name,
 			Scopes: []github.Scope{github.OrgScope("acme")}})
 		if err != nil {
 			t.Fatal(err)
@@ -82,7 +85,7 @@ func TestTwoDeploymentsOneAccount(t *testing.T) {
 		// Each deployment launches one runner for a job, recorded in its
 		// own ledger, as scale-up does.
 		job := int64(100 + i)
-		runner := "skiff-" + strconv.FormatInt(job, 10) + "-1"
+		runner := names.RunnerName(name, job, 1)
 		if n, err := ledger.Reserve(ctx, "cpu", 10, []provisioning.Runner{{Name: runner, Pool: "cpu", JobID: job, ReservedAt: now}}); err != nil || n != 1 {
 			t.Fatalf("reserving: %d, %v", n, err)
 		}
@@ -91,14 +94,21 @@ func TestTwoDeploymentsOneAccount(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := prov.Launch(ctx, plan, []provider.Registration{{Mode: provider.ModeJIT, JITConfig: "jit-" + name, RunnerName: runner}})
+		// Registered on GitHub as scale-up does; its runner has not
+		// connected yet, so GitHub lists it offline.
+		jit, err := gh.GenerateJITConfig(ctx, inst, github.OrgScope("acme"), github.JITRequest{Name: runner, RunnerGroupID: 1,
+			Labels: []string{"self-hosted", "linux", "x64"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := prov.Launch(ctx, plan, []provider.Registration{{Mode: provider.ModeJIT, JITConfig: jit.EncodedJITConfig.Reveal(), RunnerName: runner}})
 		if err != nil || len(res.Runners) != 1 || res.Runners[0].Err != nil {
 			t.Fatalf("launching for %s: %+v, %v", name, res, err)
 		}
 		if err := ledger.Launched(ctx, runner, provisioning.Launch{InstanceID: res.Runners[0].Instance.ID, At: now}); err != nil {
 			t.Fatal(err)
 		}
-		deps = append(deps, &deployment{name: name, provider: prov, down: down, instance: res.Runners[0].Instance.ID})
+		deps = append(deps, &deployment{name: name, provider: prov, down: down, instance: res.Runners[0].Instance.ID, runner: runner})
 	}
 
 	for _, d := range deps {
@@ -132,9 +142,16 @@ func TestTwoDeploymentsOneAccount(t *testing.T) {
 		for _, in := range fake.Live() {
 			live[in.ID] = true
 		}
+		registered := map[string]bool{}
+		for _, r := range sim.Runners() {
+			registered[r.Name] = true
+		}
 		for _, d := range deps {
 			if !live[d.instance] {
 				t.Fatalf("after %s, deployment %s's instance %s was ended by the other deployment", after, d.name, d.instance)
+			}
+			if !registered[d.runner] {
+				t.Fatalf("after %s, deployment %s's runner %s was deleted from GitHub by the other deployment", after, d.name, d.runner)
 			}
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	skiffnames "github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/scaledown"
-	"github.com/skiffci/skiff/pkg/scaler"
 )
 
 // TestReplacementLimit: a job whose runners never boot gets a replacement
@@ -44,7 +43,7 @@ func TestReplacementLimit(t *testing.T) {
 	// A replacement moves the claim one generation past the lost runner
 	// and scale-up's next attempt takes the one after: gens 1, 3, 5, 7.
 	for i, name := range names {
-		if want := scaler.RunnerName(job, 2*i+1); name != want {
+		if want := skiffnames.RunnerName("", job, 2*i+1); name != want {
 			t.Errorf("runner %d is %s, want %s", i+1, name, want)
 		}
 	}

@@ -187,8 +187,9 @@ type Options struct {
 	Concurrency     int
 	DeadlineMargin  time.Duration
 	RedeliverWindow time.Duration
-	// RunnerPrefix starts skiff's runner names (decide.DefaultRunnerPrefix).
-	RunnerPrefix string
+	// Deployment is the deployment id its runners' names carry
+	// (names.RunnerName): only those are its ghosts to delete.
+	Deployment string
 	// ScaleUpChecksQueued: scale-up asks GitHub whether a job is still
 	// queued right before launching it (scaleup.Options.CheckQueued, as
 	// local mode runs it), so a stranded job's replacement is sent on the
@@ -294,7 +295,7 @@ type Report struct {
 // and left for the next pass.
 func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 	p := &pass{s: s, now: s.o.Now(), log: s.o.Logger, rep: Report{Actions: map[decide.Rule]int{}}}
-	in := decide.Inputs{Now: p.now, Policy: map[string]decide.Policy{}, RunnerPrefix: s.o.RunnerPrefix,
+	in := decide.Inputs{Now: p.now, Policy: map[string]decide.Policy{}, Deployment: s.o.Deployment,
 		Default: decide.Policy{MaxReplacements: s.o.MaxReplacements}.WithDefaults()}
 
 	// The ledger first: without it every instance would look like an orphan.

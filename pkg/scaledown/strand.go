@@ -7,11 +7,11 @@ import (
 	"strconv"
 
 	"github.com/skiffci/skiff/pkg/github"
+	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/scaledown/decide"
-	"github.com/skiffci/skiff/pkg/scaler"
 	"github.com/skiffci/skiff/pkg/store"
 )
 
@@ -97,7 +97,7 @@ func (p *pass) stillQueued(ctx context.Context, a *decide.Action, c provisioning
 func (p *pass) failedRunners(ctx context.Context, jobID int64, gen int) int {
 	failed := 0
 	for g := 1; g <= gen; g++ {
-		if r, err := p.s.o.Ledger.Runner(ctx, scaler.RunnerName(jobID, g)); err == nil && !r.LaunchedAt.IsZero() && r.BusyJob == 0 {
+		if r, err := p.s.o.Ledger.Runner(ctx, names.RunnerName(p.s.o.Deployment, jobID, g)); err == nil && !r.LaunchedAt.IsZero() && r.BusyJob == 0 {
 			failed++
 		}
 	}

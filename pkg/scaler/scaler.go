@@ -92,29 +92,19 @@ func DecideClaim(jobID int64, c *provisioning.Claim, f *provisioning.Fleet, now 
 	return d
 }
 
-// Token is the idempotency token of a fleet for these members of a pool:
-// derived from each job id and launch attempt, so the same jobs at the same
-// attempts always give the same token, and a new attempt a new one.
-func Token(pool string, members []provisioning.Member) string {
+// Token is the idempotency token of a fleet for these members of a
+// deployment's pool: derived from each job id and launch attempt, so the
+// same jobs at the same attempts always give the same token, and a new
+// attempt a new one. Two deployments launching for one job in one account
+// get two tokens, so neither takes the other's fleet for its own.
+func Token(deployment, pool string, members []provisioning.Member) string {
 	keys := make([]string, len(members))
 	for i, m := range members {
 		keys[i] = strconv.FormatInt(m.JobID, 10) + ":" + strconv.Itoa(m.Attempt)
 	}
 	slices.Sort(keys)
-	sum := sha256.Sum256([]byte(pool + "\x00" + strings.Join(keys, ",")))
+	sum := sha256.Sum256([]byte(deployment + "\x00" + pool + "\x00" + strings.Join(keys, ",")))
 	return "skiff-" + hex.EncodeToString(sum[:])[:40]
-}
-
-// RunnerName is the name of a job's runner for a claim generation: unique
-// per registration, since GitHub refuses a second runner with a name in use.
-func RunnerName(jobID int64, gen int) string {
-	return RunnerPrefix(jobID) + strconv.Itoa(gen)
-}
-
-// RunnerPrefix starts the name of every runner registered for the job,
-// whatever its generation.
-func RunnerPrefix(jobID int64) string {
-	return "skiff-" + strconv.FormatInt(jobID, 10) + "-"
 }
 
 // Group splits items into fleet requests: items with the same key (the same

@@ -70,23 +70,24 @@ func TestToken(t *testing.T) {
 		}
 		return out
 	}
-	base := scaler.Token("cpu", m(1, 1, 2, 1))
+	base := scaler.Token("ci", "cpu", m(1, 1, 2, 1))
 	cases := []struct {
 		name string
 		tok  string
 		same bool
 	}{
-		{"member order does not matter", scaler.Token("cpu", m(2, 1, 1, 1)), true},
-		{"another attempt is another token", scaler.Token("cpu", m(1, 2, 2, 1)), false},
-		{"another pool is another token", scaler.Token("gpu", m(1, 1, 2, 1)), false},
-		{"another member set is another token", scaler.Token("cpu", m(1, 1)), false},
+		{"member order does not matter", scaler.Token("ci", "cpu", m(2, 1, 1, 1)), true},
+		{"another attempt is another token", scaler.Token("ci", "cpu", m(1, 2, 2, 1)), false},
+		{"another pool is another token", scaler.Token("ci", "gpu", m(1, 1, 2, 1)), false},
+		{"another deployment is another token", scaler.Token("ci-2", "cpu", m(1, 1, 2, 1)), false},
+		{"another member set is another token", scaler.Token("ci", "cpu", m(1, 1)), false},
 	}
 	for _, tc := range cases {
 		if (tc.tok == base) != tc.same {
 			t.Errorf("%s: %s vs %s", tc.name, tc.tok, base)
 		}
 	}
-	if scaler.Token("cpu", m(11, 1)) == scaler.Token("cpu", m(1, 11)) {
+	if scaler.Token("ci", "cpu", m(11, 1)) == scaler.Token("ci", "cpu", m(1, 11)) {
 		t.Error("job 11 attempt 1 and job 1 attempt 11 share a token")
 	}
 	if len(base) > provider.MaxTokenLen || !strings.HasPrefix(base, "skiff-") {
@@ -148,7 +149,7 @@ func TestDispose(t *testing.T) {
 	}
 }
 
-func TestAdmitAndRunnerName(t *testing.T) {
+func TestAdmit(t *testing.T) {
 	t.Parallel()
 	admits := []struct{ n, granted, admitted, over int }{
 		{5, 5, 5, 0}, {5, 3, 3, 2}, {5, 0, 0, 5}, {2, 9, 2, 0}, {3, -1, 0, 3},
@@ -157,8 +158,5 @@ func TestAdmitAndRunnerName(t *testing.T) {
 		if ad, ov := scaler.Admit(a.n, a.granted); ad != a.admitted || ov != a.over {
 			t.Errorf("Admit(%d, %d) = %d, %d", a.n, a.granted, ad, ov)
 		}
-	}
-	if got := scaler.RunnerName(123, 2); got != "skiff-123-2" {
-		t.Errorf("RunnerName = %s", got)
 	}
 }

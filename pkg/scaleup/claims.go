@@ -105,7 +105,7 @@ func (s *Service) recoverFleet(ctx context.Context, f *provisioning.Fleet, ws []
 			case r.Err == nil:
 				instances[i] = r.Instance.ID
 				if gens[job] > 0 {
-					s.recordLaunched(ctx, scaler.RunnerName(job, gens[job]), log, r.Instance)
+					s.recordLaunched(ctx, s.runnerName(job, gens[job]), log, r.Instance)
 				}
 			default:
 				job := f.Members[i].JobID
@@ -115,7 +115,7 @@ func (s *Service) recoverFleet(ctx context.Context, f *provisioning.Fleet, ws []
 					// Its instance is gone: the runner leaves the pool's count
 					// (a state-change event may have come before the ledger knew
 					// the instance).
-					name := scaler.RunnerName(job, gens[job])
+					name := s.runnerName(job, gens[job])
 					if _, err := s.o.Ledger.End(ctx, name, s.o.Now(), "ran"); err != nil && !errors.Is(err, store.ErrNotFound) {
 						log.Error("ending the runner that ran", "runner_name", name, "err", err)
 					}
@@ -176,7 +176,7 @@ func (s *Service) memberGens(ctx context.Context, f *provisioning.Fleet, byJob m
 // never became a runner (its fleet says so, or it never reached the
 // provider), before the job's next attempt reserves a new one.
 func (s *Service) supersede(ctx context.Context, w *work) {
-	name := scaler.RunnerName(w.job.JobID, w.claim.Gen)
+	name := s.runnerName(w.job.JobID, w.claim.Gen)
 	if _, err := s.o.Ledger.End(ctx, name, s.o.Now(), "superseded"); err != nil && !errors.Is(err, store.ErrNotFound) {
 		w.log.Error("ending the previous attempt's reservation", "runner_name", name, "err", err)
 	}
@@ -188,7 +188,7 @@ func (s *Service) supersede(ctx context.Context, w *work) {
 // ran it. Such a job is not launched again: its runner did its work and
 // powered off.
 func (s *Service) ran(ctx context.Context, jobID int64, gen int) (string, bool) {
-	name := scaler.RunnerName(jobID, gen)
+	name := s.runnerName(jobID, gen)
 	if r, err := s.o.Ledger.Runner(ctx, name); err == nil && (r.RegisteredAt != time.Time{} || r.StartedAt != time.Time{} ||
 		r.CompletedAt != time.Time{}) {
 		if r.InstanceID != "" {

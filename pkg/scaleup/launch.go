@@ -48,7 +48,7 @@ func (s *Service) launch(ctx context.Context, items []*work, now time.Time) {
 	keys := make([]string, len(items))
 	for i, w := range items {
 		w.gen = w.decision.PrevGen + 1
-		w.runner = scaler.RunnerName(w.job.JobID, w.gen)
+		w.runner = s.runnerName(w.job.JobID, w.gen)
 		keys[i] = w.key
 	}
 	groups := scaler.Group(keys, s.o.MaxFleetSize)
@@ -118,7 +118,7 @@ func (s *Service) launchGroup(ctx context.Context, ws []*work, now time.Time) {
 	for i, w := range ws {
 		planned[i] = provisioning.Member{JobID: w.job.JobID, Attempt: w.decision.Attempt}
 	}
-	token := scaler.Token(spec.Pool, planned)
+	token := scaler.Token(s.o.Deployment, spec.Pool, planned)
 	log := s.o.Logger.With("pool", spec.Pool, "fleet_token", token)
 
 	members, fleet := s.admitGroup(ctx, log, ws, token, now)

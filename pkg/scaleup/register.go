@@ -24,7 +24,7 @@ func (s *Service) register(ctx context.Context, w *work) {
 	if s.o.Scope == ScopeRepo {
 		scope = github.RepoScope(owner, repo)
 	}
-	name := scaler.RunnerName(w.job.JobID, w.gen)
+	name := s.runnerName(w.job.JobID, w.gen)
 	var r provider.Registration
 	// The pool chooses: a just-in-time configuration per runner (default:
 	// one GitHub call per runner, usable for this registration's job only),

@@ -130,6 +130,10 @@ type Options struct {
 	Executor fanout.Executor
 
 	Scope Scope // default ScopeOrg
+	// Deployment is the deployment id the runners' names carry
+	// (names.RunnerName), so that another deployment's scale-down never
+	// takes them for its own ghosts.
+	Deployment string
 	// GitHubURL is the web root runners register against in token mode
 	// (default https://github.com; GHES: https://HOST).
 	GitHubURL string
@@ -362,4 +366,9 @@ func (s *Service) answer(w *work) queue.Answer {
 		return queue.Answer{Verdict: queue.DeadLetter, Reason: w.reason, Detail: w.detail}
 	}
 	return queue.Answer{Verdict: queue.Done, Reason: w.reason}
+}
+
+// runnerName is the name of the job's runner for a claim generation.
+func (s *Service) runnerName(jobID int64, gen int) string {
+	return names.RunnerName(s.o.Deployment, jobID, gen)
 }

@@ -22,6 +22,7 @@ type Config struct {
 	PoolsFile        string           // SKIFF_POOLS_FILE
 	Allow            AllowList        // SKIFF_ALLOW
 	Installations    InstallationList // SKIFF_ALLOWED_INSTALLATIONS
+	Deployment       string           // SKIFF_DEPLOYMENT
 	MaxBodyBytes     int
 	JobTTL           time.Duration
 	LogLevel         slog.Level
@@ -42,6 +43,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		MaxBodyBytes:     env.Int("SKIFF_MAX_BODY_BYTES", DefaultMaxBodyBytes),
 		JobTTL:           env.Duration("SKIFF_JOB_TTL", DefaultJobTTL),
 		MetricsNamespace: env.String("SKIFF_METRICS_NAMESPACE", "Skiff"),
+		// Its runners' names carry it: a job that ran on one of them is
+		// checked again (detect).
+		Deployment: env.Deployment(),
 	}
 	// The job record's conditional write dedupes deliveries: no delivery
 	// ids are kept, so a horizon for them would be a setting that does

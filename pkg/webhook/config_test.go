@@ -14,6 +14,7 @@ func TestConfigFromEnv(t *testing.T) {
 		"LAMBDA_TASK_ROOT":            "/var/task",
 		"SKIFF_ALLOW":                 "*",
 		"SKIFF_ALLOWED_INSTALLATIONS": "*",
+		"SKIFF_DEPLOYMENT":            "skiff-ci",
 	}
 	with := func(kv ...string) map[string]string {
 		m := map[string]string{}
@@ -48,6 +49,8 @@ func TestConfigFromEnv(t *testing.T) {
 		{name: "no secret fails closed", env: with(), wantErr: []string{"SKIFF_WEBHOOK_SECRET_ARN", "SKIFF_WEBHOOK_SECRET"}},
 		{name: "both secret sources", env: with("SKIFF_WEBHOOK_SECRET_ARN", "arn", "SKIFF_WEBHOOK_SECRET", "s"), wantErr: []string{"both set"}},
 		{name: "previous without current", env: with("SKIFF_WEBHOOK_SECRET_ARN", "arn", "SKIFF_WEBHOOK_SECRET_PREVIOUS", "old"), wantErr: []string{"SKIFF_WEBHOOK_SECRET_PREVIOUS"}},
+		{name: "missing deployment", env: with("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_DEPLOYMENT", ""), wantErr: []string{"SKIFF_DEPLOYMENT"}},
+		{name: "deployment not an id", env: with("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_DEPLOYMENT", "1-ci"), wantErr: []string{`SKIFF_DEPLOYMENT="1-ci"`, "starting with a letter"}},
 		{name: "missing queue and table", env: map[string]string{"SKIFF_WEBHOOK_SECRET": "s"}, wantErr: []string{"SKIFF_QUEUE_URL", "SKIFF_TABLE_NAME"}},
 		{name: "allow-list unset fails closed", env: with("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_ALLOW", ""), wantErr: []string{"SKIFF_ALLOW is empty", "or * for every owner"}},
 		{name: "allow-list of blanks fails closed", env: with("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_ALLOW", " , "), wantErr: []string{"SKIFF_ALLOW is empty"}},

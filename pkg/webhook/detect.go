@@ -7,8 +7,8 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
-	"github.com/skiffci/skiff/pkg/scaler"
 	"github.com/skiffci/skiff/pkg/store"
 )
 
@@ -23,11 +23,6 @@ const MetricSecurityEvent = "SecurityEvent"
 const (
 	ReasonOutOfScope = "out_of_scope"
 )
-
-// runnerPrefix starts the name of every runner skiff registers
-// (scaler.RunnerName): a runner named otherwise is not skiff's, and its
-// jobs cost no ledger read.
-const runnerPrefix = "skiff-"
 
 // detect is what the webhook learns from a job's in_progress or completed
 // event: which runner ran it. GitHub, not skiff, gives a queued job to an
@@ -50,7 +45,9 @@ const runnerPrefix = "skiff-"
 func (h *Handler) detect(ctx context.Context, log *slog.Logger, p *workflowJobPayload) {
 	wj := &p.WorkflowJob
 	runner := str(wj.RunnerName)
-	if !strings.HasPrefix(runner, runnerPrefix) || strings.HasPrefix(runner, scaler.RunnerPrefix(wj.ID)) {
+	// A runner not named as this deployment's (names.RunnerName) is not
+	// its own, and its jobs cost no ledger read.
+	if !names.OwnRunner(h.o.Deployment, runner) || strings.HasPrefix(runner, names.RunnerPrefix(h.o.Deployment, wj.ID)) {
 		return
 	}
 	rec, err := h.o.Runners.Runner(ctx, runner)

@@ -73,28 +73,34 @@ func TestDetect(t *testing.T) {
 		ledgerErr  bool
 		want       string // the reason of the security event; "" none
 	}{
-		{name: "a fork's job on an oss runner", repo: "acme/site", visibility: "public", runner: "skiff-90-1", runnerPool: "oss",
+		{name: "a fork's job on an oss runner", repo: "acme/site", visibility: "public", runner: "skiff-ci-90-1", runnerPool: "oss",
 			run: run{fork: true}, want: "fork_pull_request"},
-		{name: "a push of a public repository on an oss runner", repo: "acme/site", visibility: "public", runner: "skiff-90-1",
+		{name: "a push of a public repository on an oss runner", repo: "acme/site", visibility: "public", runner: "skiff-ci-90-1",
 			runnerPool: "oss"},
 		{name: "a public repository's job on a private pool's runner", repo: "acme/site", visibility: "public",
-			runner: "skiff-90-1", runnerPool: "private", want: "public_repository"},
-		{name: "a fork's job on a runner of a pool allowing forks", repo: "acme/site", visibility: "public", runner: "skiff-90-1",
+			runner: "skiff-ci-90-1", runnerPool: "private", want: "public_repository"},
+		{name: "a fork's job on a runner of a pool allowing forks", repo: "acme/site", visibility: "public", runner: "skiff-ci-90-1",
 			runnerPool: "forks", run: run{fork: true}},
-		{name: "a repository outside the pool's scope", repo: "other/app", visibility: "private", runner: "skiff-90-1",
+		{name: "a repository outside the pool's scope", repo: "other/app", visibility: "private", runner: "skiff-ci-90-1",
 			runnerPool: "scoped", want: "out_of_scope"},
-		{name: "a repository outside the allow-list", repo: "other/app", visibility: "private", runner: "skiff-90-1",
+		{name: "a repository outside the allow-list", repo: "other/app", visibility: "private", runner: "skiff-ci-90-1",
 			runnerPool: "private", allow: []string{"acme"}, want: "forbidden"},
 		{name: "no run record under a pool refusing forks fails closed", repo: "acme/app", visibility: "private",
-			runner: "skiff-90-1", runnerPool: "private", run: run{none: true}, want: "fork_pull_request"},
+			runner: "skiff-ci-90-1", runnerPool: "private", run: run{none: true}, want: "fork_pull_request"},
 		{name: "a fork's job on a collaborators pool's runner fails closed", repo: "acme/app", visibility: "private",
-			runner: "skiff-90-1", runnerPool: "trusted", run: run{fork: true}, want: "fork_pull_request"},
+			runner: "skiff-ci-90-1", runnerPool: "trusted", run: run{fork: true}, want: "fork_pull_request"},
 		{name: "the runner launched for this job is not checked", repo: "acme/site", visibility: "public",
-			runner: "skiff-11-2", runnerPool: "private"},
-		{name: "a runner not in the ledger", repo: "acme/site", visibility: "public", runner: "skiff-90-1"},
+			runner: "skiff-ci-11-2", runnerPool: "private"},
+		{name: "a runner not in the ledger", repo: "acme/site", visibility: "public", runner: "skiff-ci-90-1"},
+		// Another deployment's runner names carry its id: not this one's to
+		// check, even were a record of that name in this ledger.
+		{name: "another deployment's runner", repo: "acme/site", visibility: "public", runner: "skiff-ci-2-90-1",
+			runnerPool: "private"},
+		{name: "a runner named as a deployment-less part's", repo: "acme/site", visibility: "public", runner: "skiff-90-1",
+			runnerPool: "private"},
 		{name: "a runner not named as skiff's", repo: "acme/site", visibility: "public", runner: "GitHub Actions 2",
 			runnerPool: "private"},
-		{name: "the ledger cannot answer", repo: "acme/site", visibility: "public", runner: "skiff-90-1", runnerPool: "private",
+		{name: "the ledger cannot answer", repo: "acme/site", visibility: "public", runner: "skiff-ci-90-1", runnerPool: "private",
 			ledgerErr: true},
 	}
 	for _, tc := range cases {
@@ -106,6 +112,7 @@ func TestDetect(t *testing.T) {
 			hs := newHarness(t, func(o *Options) {
 				o.Router = RouterFunc(func([]string, string) (string, error) { return "private", nil })
 				o.Policies, o.Scopes, o.SecurityEvents = pools, pools, events
+				o.Deployment = "ci"
 				if tc.allow != nil {
 					o.Allow = mustAllow(t, tc.allow...)
 				}

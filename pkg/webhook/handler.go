@@ -176,6 +176,10 @@ type Options struct {
 	SecretRefreshEvery time.Duration
 	MaxBodyBytes       int           // default DefaultMaxBodyBytes
 	JobTTL             time.Duration // default DefaultJobTTL
+	// Deployment is the deployment id its runners' names carry
+	// (names.RunnerName): a job that ran on one of them is checked again
+	// against that runner's pool (detect).
+	Deployment string
 }
 
 // Handler handles webhook deliveries. It is safe for concurrent use.

@@ -98,9 +98,6 @@ const (
 	// DefaultMaxReplacements bounds the replacements of one job: enough
 	// for a runner taken twice and a failed boot, not a launch loop.
 	DefaultMaxReplacements = 3
-	// DefaultRunnerPrefix starts every runner name skiff registers
-	// (scaler.RunnerName); a ghost must have it.
-	DefaultRunnerPrefix = "skiff-"
 )
 
 // Policy is one pool's reaping policy.
@@ -174,8 +171,10 @@ type Inputs struct {
 	RunnersComplete bool
 	// Ledger are the live records of every pool.
 	Ledger []provisioning.Runner
-	// RunnerPrefix starts skiff's runner names (default DefaultRunnerPrefix).
-	RunnerPrefix string
+	// Deployment is the deployment whose runners these are: a ghost must
+	// carry its id in its name (names.OwnRunner); another deployment's
+	// offline runners in the same organisation are left alone.
+	Deployment string
 	// ListLag is DefaultListLag when zero.
 	ListLag time.Duration
 }
@@ -342,9 +341,6 @@ type view struct {
 }
 
 func newView(in Inputs) *view {
-	if in.RunnerPrefix == "" {
-		in.RunnerPrefix = DefaultRunnerPrefix
-	}
 	if in.ListLag <= 0 {
 		in.ListLag = DefaultListLag
 	}
@@ -606,7 +602,7 @@ func (v *view) orphans() {
 func (v *view) ghosts() {
 	for i := range v.in.Runners {
 		g := &v.in.Runners[i]
-		if v.named[g.Name] || g.Busy || g.Online || !strings.HasPrefix(g.Name, v.in.RunnerPrefix) {
+		if v.named[g.Name] || g.Busy || g.Online || !names.OwnRunner(v.in.Deployment, g.Name) {
 			continue
 		}
 		if inst := v.byTag[g.Name]; inst != nil && inst.State.Alive() {
