@@ -61,8 +61,10 @@ build: ## one stripped bootstrap per function under build/<function>/ (GOARCH=ar
 	done
 
 .PHONY: test
-test: deps lint ## install test tools, lint, then run every test (emulators are started by the tests)
-	SKIFF_REQUIRE_EMULATORS=1 go test -count=1 -timeout 15m ./...
+test: deps lint ## install test tools, lint, then run every test and every benchmark once (emulators are started by the tests)
+	@# -bench . -benchtime 1x: each benchmark runs once after its package's tests, no figure asserted,
+	@# so that a benchmark that breaks fails the suite (make bench measures).
+	SKIFF_REQUIRE_EMULATORS=1 go test -count=1 -timeout 15m -bench . -benchtime 1x ./...
 
 # Decision packages and the port types they share: no SDK, no network code.
 DECISIONS := ./pkg/pool ./pkg/scaler ./pkg/provisioning ./pkg/names ./pkg/provider ./pkg/userdata ./pkg/metrics ./pkg/scaledown/decide

@@ -24,8 +24,9 @@ import (
 // answer carries the X-Amz-Crc32 header the SDK validates, and SendMessage
 // answers carry the MD5 of the message body the SQS client validates.
 //
-// Every write succeeds: it models the common path of a delivery (a new
-// job, a runner one state behind), not DynamoDB's conditions. Latency, when
+// Every write succeeds and every GetItem finds nothing: it models the
+// common path of a delivery (a new job, a runner one state behind, an
+// installation pinned rather than recorded), not DynamoDB's conditions. Latency, when
 // set, is added to every call, as a network round trip would. It is safe
 // for concurrent use.
 type AWSTransport struct {
@@ -83,7 +84,7 @@ func (t *AWSTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return sqsSendMessage(req, body)
 	case strings.HasPrefix(service, "DynamoDB_"):
 		switch op {
-		case "PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems":
+		case "PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "GetItem":
 			return dynamoAnswer(req, http.StatusOK, []byte("{}")), nil
 		}
 	}

@@ -1,6 +1,7 @@
 package wiring_test
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -35,7 +36,10 @@ import (
 // the AWS calls per event by operation; at 5 ms simulated per call, the
 // wall time per event (ns/op), which counts the calls made one after the
 // other. Every delivery is a new one; every write succeeds (a fresh job, a
-// runner one state behind), the common path in production. GC runs at the
+// runner one state behind), the common path in production. The installation
+// (pinned by SKIFF_ALLOWED_INSTALLATIONS=*) is read once and then answered
+// from the container's copy for its TTL; queued_new_installation names a
+// new installation in every delivery, so each pays that read. GC runs at the
 // function's GOGC and GOMEMLIMIT (names.WebhookGOGC, WebhookGOMEMLIMIT), as
 // deployed.
 //
@@ -52,11 +56,15 @@ func BenchmarkWebhookProduction(b *testing.B) {
 	events := []struct {
 		name, event string
 		body        []byte
+		// newInstallation: each delivery names an installation this
+		// container has not read yet, so none is answered from its copy.
+		newInstallation bool
 	}{
-		{"queued", "workflow_job", read("workflow_job.queued.1.json")},
-		{"in_progress", "workflow_job", read("workflow_job.in_progress.2.json")},
-		{"completed", "workflow_job", read("workflow_job.completed.1.json")},
-		{"workflow_run", "workflow_run", read("workflow_run.requested.1.json")},
+		{"queued", "workflow_job", read("workflow_job.queued.1.json"), false},
+		{"queued_new_installation", "workflow_job", read("workflow_job.queued.1.json"), true},
+		{"in_progress", "workflow_job", read("workflow_job.in_progress.2.json"), false},
+		{"completed", "workflow_job", read("workflow_job.completed.1.json"), false},
+		{"workflow_run", "workflow_run", read("workflow_run.requested.1.json"), false},
 	}
 	for _, ev := range events {
 		for _, latency := range []time.Duration{0, 5 * time.Millisecond} {
@@ -66,10 +74,16 @@ func BenchmarkWebhookProduction(b *testing.B) {
 				// As deployed: the stack sets the function's GOGC and GOMEMLIMIT.
 				defer debug.SetGCPercent(debug.SetGCPercent(names.WebhookGOGC))
 				defer debug.SetMemoryLimit(debug.SetMemoryLimit(names.WebhookGOMEMLIMIT))
-				sig := webhook.Sign([]byte(benchSecret), ev.body)
 				ids := make([]string, b.N)
+				bodies, sigs := make([][]byte, b.N), make([]string, b.N)
+				sig := webhook.Sign([]byte(benchSecret), ev.body)
 				for i := range ids {
 					ids[i] = "bench-" + strconv.Itoa(i)
+					bodies[i], sigs[i] = ev.body, sig
+					if ev.newInstallation {
+						bodies[i] = bytes.Replace(ev.body, []byte(`"id": `+benchInstallation), []byte(`"id": `+strconv.Itoa(1+i)), 1)
+						sigs[i] = webhook.Sign([]byte(benchSecret), bodies[i])
+					}
 				}
 				ctx := context.Background()
 				durations := make([]time.Duration, 0, b.N)
@@ -79,7 +93,7 @@ func BenchmarkWebhookProduction(b *testing.B) {
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
 					start := time.Now()
-					resp := h.Handle(ctx, webhook.Request{Event: ev.event, Delivery: ids[i], Signature: sig, Body: ev.body})
+					resp := h.Handle(ctx, webhook.Request{Event: ev.event, Delivery: ids[i], Signature: sigs[i], Body: bodies[i]})
 					durations = append(durations, time.Since(start))
 					if resp.Status != http.StatusOK {
 						b.Fatalf("status %d %s", resp.Status, resp.Body)
@@ -109,6 +123,9 @@ func BenchmarkWebhookProduction(b *testing.B) {
 }
 
 const benchSecret = "benchmark-secret"
+
+// benchInstallation is the installation id of GitHub's published examples.
+const benchInstallation = "3456996"
 
 // ours turns one of GitHub's published examples into a job skiff serves:
 // the minimal pools file's labels, in a private repository.
