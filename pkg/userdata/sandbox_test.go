@@ -305,6 +305,26 @@ type sandbox struct {
 	env            []string
 }
 
+// sleepUntilRunner makes the sandbox's sleep of exactly seconds (the
+// watchdog's lifetime) end when the runner has received its registration
+// instead of after that time; every other sleep is the real one.
+func (s *sandbox) sleepUntilRunner(t testing.TB, seconds string) {
+	t.Helper()
+	real, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := "#!/bin/bash\n" +
+		"if [ \"$*\" = " + seconds + " ]; then\n" +
+		"\twhile [ ! -s \"$SANDBOX_DIR/runner-received\" ]; do " + real + " 0.05; done\n" +
+		"\texit 0\n" +
+		"fi\n" +
+		"exec " + real + " \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(s.bin, "sleep"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func newSandbox(t testing.TB, nvidiaSMI, preinstalled, awsCLI bool) *sandbox {
 	t.Helper()
 	realCurl, err := exec.LookPath("curl")

@@ -385,8 +385,12 @@ func TestBootSandbox(t *testing.T) {
 		{name: "registration missing", params: func(p *Params) { p.RegistrationTimeout = 2 * time.Second }, preinstalled: true,
 			wantCommands: []string{"curl .*DeleteItem", "shutdown -h now"}},
 		{name: "registration expired", reg: jitReg(time.Now().Add(-time.Minute)), preinstalled: true},
+		// The watchdog's sleep of the lifetime ends once the runner has
+		// its registration, not after 3 s of real time: the cap comes
+		// after the runner started however slow the machine is.
 		{name: "lifetime cap", params: func(p *Params) { p.RegistrationTimeout, p.Lifetime = time.Second, 3*time.Second },
-			reg: jitReg(future), preinstalled: true, env: []string{"FAKE_RUNNER=hang"}, runnerRuns: true, shutdownBy: "lifetime_cap"},
+			reg: jitReg(future), preinstalled: true, env: []string{"FAKE_RUNNER=hang"}, runnerRuns: true, shutdownBy: "lifetime_cap",
+			setup: func(t *testing.T, sb *sandbox) { sb.sleepUntilRunner(t, "3") }},
 		// The idle timeout (2 s here) counts from the runner's Listening for Jobs: no job by then
 		// powers the instance off; a job started before then (its hook's marker, or the runner's
 		// Running job line) is never cut short by it, though it outlasts the idle timeout.
