@@ -81,7 +81,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	sim, pemKey := testenv.GitHubApp(t, "CANARYSD")
 	fake := ec2fake.New()
 	bootstrap := testenv.BuildLambda(t, runtime.GOARCH)
-	dir := filepath.Dir(bootstrap)
+	dir := t.TempDir() // the bootstrap's own is shared by the package's tests
 	testenv.WritePoolsFile(t, dir, pools)
 	fn := testenv.StartRIE(t, bootstrap, env(t, moto, fake.Serve(t), sim.URL(), pemKey, dir))
 	raw := fn.Invoke(t, map[string]any{"id": "sched-1", "detail-type": "Scheduled Event", "source": "aws.events",
@@ -116,7 +116,7 @@ func BenchmarkColdInit(b *testing.B) {
 	defer sim.Close()
 	sim.AddApp(ghsim.AppConfig{ID: testenv.AppID, Slug: "skiff", PublicKey: &key.PublicKey})
 	bootstrap := testenv.BuildLambda(b, runtime.GOARCH)
-	dir := filepath.Dir(bootstrap)
+	dir := b.TempDir() // the bootstrap's own is shared by the package's tests
 	testenv.WritePoolsFile(b, dir, pools)
 	testenv.BenchColdInit(b, bootstrap, env(b, moto, ec2fake.New().Serve(b), sim.URL(), pemKey, dir), map[string]any{"source": "aws.events"})
 }

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -108,7 +107,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	fake.SetLaunchTemplates("skiff-default")
 
 	bootstrap := testenv.BuildLambda(t, runtime.GOARCH)
-	poolsFile := testenv.WritePoolsFile(t, filepath.Dir(bootstrap), pools)
+	poolsFile := testenv.WritePoolsFile(t, t.TempDir(), pools)
 	fn := testenv.StartRIE(t, bootstrap, testenv.LambdaEnv(
 		"AWS_ENDPOINT_URL_DYNAMODB="+dynamo, "AWS_ENDPOINT_URL_EC2="+fake.Serve(t),
 		"AWS_ENDPOINT_URL_SECRETS_MANAGER="+testenv.SecretsManager(t, pemKey), "AWS_ENDPOINT_URL_SQS=http://127.0.0.1:1",
@@ -263,7 +262,7 @@ func TestNoAppUnderRIE(t *testing.T) {
 	fake := ec2fake.New()
 	fake.SetLaunchTemplates("skiff-default")
 	bootstrap := testenv.BuildLambda(t, runtime.GOARCH)
-	poolsFile := testenv.WritePoolsFile(t, filepath.Dir(bootstrap), pools)
+	poolsFile := testenv.WritePoolsFile(t, t.TempDir(), pools)
 	fn := testenv.StartRIE(t, bootstrap, testenv.LambdaEnv(
 		"AWS_ENDPOINT_URL_DYNAMODB="+moto, "AWS_ENDPOINT_URL_EC2="+fake.Serve(t),
 		"AWS_ENDPOINT_URL_SECRETS_MANAGER="+moto, "AWS_ENDPOINT_URL_SQS="+moto,

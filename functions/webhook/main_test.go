@@ -86,7 +86,8 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(filepath.Dir(bootstrap), "pools.yaml"), pools, 0o644); err != nil {
+	poolsFile := filepath.Join(t.TempDir(), "pools.yaml")
+	if err := os.WriteFile(poolsFile, pools, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	env := testenv.LambdaEnv(
@@ -95,7 +96,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 		"SKIFF_WEBHOOK_SECRET="+canary,
 		"SKIFF_QUEUE_URL="+queueURL, "SKIFF_DEPLOYMENT=skiff-ci",
 		"SKIFF_TABLE_NAME="+table,
-		"SKIFF_POOLS_FILE="+filepath.Join(filepath.Dir(bootstrap), "pools.yaml"),
+		"SKIFF_POOLS_FILE="+poolsFile,
 		// Both lists fail closed: empty, the function refuses to start.
 		"SKIFF_ALLOW=*",
 		"SKIFF_ALLOWED_INSTALLATIONS=*",

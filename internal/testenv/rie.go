@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,10 +24,48 @@ const RIEInstall = "go install github.com/aws/aws-lambda-runtime-interface-emula
 
 // BuildLambda builds the function in the current directory as `make build`
 // does (CGO off, -tags lambda.norpc, stripped) for linux/goarch, and returns
-// the path of the bootstrap in a fresh temporary directory.
+// the path of the bootstrap. Under Main it is built once per architecture
+// for the whole test binary (callers read it, never change it); otherwise
+// in a fresh temporary directory.
 func BuildLambda(t testing.TB, goarch string) string {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "bootstrap")
+	if !emulators.mainActive.Load() {
+		return buildLambda(t, t.TempDir(), goarch)
+	}
+	// Under Main, once per architecture for the whole test binary: a cold
+	// cross-build is minutes on a loaded machine.
+	lambdas.mu.Lock()
+	defer lambdas.mu.Unlock()
+	if p := lambdas.built[goarch]; p != "" {
+		return p
+	}
+	if lambdas.dir == "" {
+		dir, err := os.MkdirTemp("", "skiff-bootstrap-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lambdas.dir, lambdas.built = dir, map[string]string{}
+		atExit(func() { _ = os.RemoveAll(dir) })
+	}
+	p := buildLambda(t, filepath.Join(lambdas.dir, goarch), goarch)
+	lambdas.built[goarch] = p
+	return p
+}
+
+// lambdas are the bootstraps BuildLambda built under Main, by architecture.
+var lambdas struct {
+	mu    sync.Mutex
+	dir   string
+	built map[string]string
+}
+
+// buildLambda builds the package in the working directory as dir/bootstrap.
+func buildLambda(t testing.TB, dir, goarch string) string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "bootstrap")
 	cmd := exec.Command("go", "build", "-trimpath", "-tags", "lambda.norpc", "-ldflags", "-s -w -buildid=", "-o", out, ".")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch)
 	if b, err := cmd.CombinedOutput(); err != nil {
