@@ -61,7 +61,9 @@ build: ## one stripped bootstrap per function under build/<function>/ (GOARCH=ar
 	done
 
 .PHONY: test
-test: deps lint ## install test tools, lint, then run every test and every benchmark once (emulators are started by the tests)
+test: deps lint build ## install test tools, lint, build the functions, then run every test and every benchmark once (emulators are started by the tests)
+	@# build first: one arm64 compile of the functions' dependencies, which the functions' tests then find
+	@# in the build cache, instead of five packages compiling them at once for their bootstrap tests.
 	@# -bench . -benchtime 1x: each benchmark runs once after its package's tests, no figure asserted,
 	@# so that a benchmark that breaks fails the suite (make bench measures).
 	SKIFF_REQUIRE_EMULATORS=1 go test -count=1 -timeout 15m -bench . -benchtime 1x ./...
