@@ -81,6 +81,8 @@ lint: ## gofmt, go vet, shellcheck, and the dependency checks (decisions, servic
 	@# an older Go (the machine's own, GOTOOLCHAIN=local) must fail to build skiff, saying which Go to use
 	go test -count=1 ./internal/gotoolchain
 	@out=$$(go list -deps ./pkg/github/ghsim | grep -E 'skiff/pkg/webhook|aws-sdk-go-v2'); if [ -n "$$out" ]; then echo "pkg/github/ghsim must not import:"; echo "$$out"; exit 1; fi
+	@# the operator's CLI links no simulator: the demo is a command of its own (cmd/skiff-demo)
+	@out=$$(go list -deps ./cmd/skiff | grep -E 'skiff/pkg/github/ghsim$$|skiff/internal/loadtest$$'); if [ -n "$$out" ]; then echo "cmd/skiff must not import:"; echo "$$out"; exit 1; fi
 	git ls-files '*.sh' 'userdata/*' '.ci/*' | xargs -r grep -lE '^#!.*(ba)?sh' | xargs -r shellcheck
 	@# client-go is the Kubernetes provider's alone: the Lambdas must not link it
 	@for f in $(FUNCTIONS); do \
@@ -115,8 +117,8 @@ synth: build ## synthesize the CDK stack (cdk.out/) with cdk-nag, against exampl
 bench: ## run the benchmarks docs/performance.md quotes
 	go test -run '^$$' -bench . -benchmem -count 1 ./...
 	go build -o build/skiff-standin ./cmd/skiff-standin
-	go build -o build/skiff ./cmd/skiff
-	build/skiff demo -f examples/lab.yaml --standin build/skiff-standin --jobs 1000 --limit 100 --out build/demo-1000
+	go build -o build/skiff-demo ./cmd/skiff-demo
+	build/skiff-demo -f examples/lab.yaml --standin build/skiff-standin --jobs 1000 --limit 100 --out build/demo-1000
 
 # make loadtest: the fault harness (internal/loadtest) with LOADTEST_JOBS jobs in both
 # configurations (metrics records off, then on; each about 5 minutes on moto), the DynamoDB
@@ -186,7 +188,7 @@ vulncheck: ## govulncheck against an offline Go vulnerability database built fro
 demo: ## the whole pipeline on this machine: skiff local against a GitHub simulator, stand-in runners, a burst of jobs
 	go build -o build/skiff-standin ./cmd/skiff-standin
 	go run ./cmd/skiff validate -f examples/lab.yaml
-	go run ./cmd/skiff demo -f examples/lab.yaml --standin build/skiff-standin
+	go run ./cmd/skiff-demo -f examples/lab.yaml --standin build/skiff-standin
 
 .PHONY: verify
 verify: ## fail when go mod tidy or the vendored fixtures would change the tree

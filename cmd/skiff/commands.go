@@ -31,7 +31,6 @@ func commands() []command {
 		{"app-manifest", "print the GitHub App manifest for a deployed webhook URL", runAppManifest},
 		{"setup", "create the GitHub App for local mode from a page on 127.0.0.1 (key in the data directory)", runSetup},
 		{"metrics", "report what jobs used (opt-in metrics records): usage, cost, right-sizing", runMetrics},
-		{"demo", "the whole pipeline on this machine against a GitHub simulator, with stand-in runners (make demo)", runDemo},
 		{"local", "run the whole pipeline on this machine: webhook, queue, scale-up, runners as local processes", runLocal},
 		{"status", "runners by pool and state, queue depth, dead letters, oldest queued job (AWS)", runStatus},
 	}

@@ -67,7 +67,7 @@ type Config struct {
 	// (Deployment). It scopes what the Slurm and Kubernetes providers list
 	// and end; the process provider's runners live in the data directory.
 	Deployment string
-	// Pools, when set, is used instead of loading PoolsFile (skiff demo
+	// Pools, when set, is used instead of loading PoolsFile (skiff-demo
 	// raises the pools' maxRunners with its --limit).
 	Pools *pool.Config
 	// Listen is the webhook's address (default 127.0.0.1:8080; port 0 picks one).

@@ -14,7 +14,7 @@ import (
 	"github.com/skiffci/skiff/internal/testenv"
 )
 
-// TestDemo runs a small `skiff demo`: the whole pipeline against the GitHub
+// TestDemo runs a small `skiff-demo`: the whole pipeline against the GitHub
 // simulator with stand-in runners; it fails when an invariant does.
 func TestDemo(t *testing.T) {
 	t.Parallel()

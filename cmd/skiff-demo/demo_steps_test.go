@@ -11,7 +11,7 @@ import (
 // labPools is the demo's default pools file.
 func labPools(t *testing.T) *pool.Config {
 	t.Helper()
-	pools, err := pool.Load(examples + "/lab.yaml")
+	pools, err := pool.Load("../../examples/lab.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

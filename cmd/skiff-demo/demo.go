@@ -9,6 +9,8 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -45,7 +47,7 @@ type demoJob struct {
 	queuedAt time.Time
 }
 
-// demoOptions are `skiff demo`'s flags.
+// demoOptions are `skiff-demo`'s flags.
 type demoOptions struct {
 	Standin   string        // the stand-in runner binary
 	PoolsFile string        // the pools file
@@ -62,11 +64,17 @@ type demoOptions struct {
 	CPUProfile string
 }
 
-// runDemo is `skiff demo` (what `make demo` runs): skiff local against the
+// runDemo is skiff-demo (what `make demo` runs): skiff local against the
 // GitHub simulator over HTTP, with stand-in runners, a realistic burst of
-// signed webhooks, progress, a summary and the invariants checked.
+// signed webhooks, progress, a summary and the invariants checked. It
+// returns the exit code: 0 done, 1 failed, 2 bad flags.
 func runDemo(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("demo", "[--standin build/skiff-standin] [-f examples/lab.yaml] [--jobs 40] [--limit N]", stderr)
+	fs := flag.NewFlagSet("skiff-demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: skiff-demo [--standin build/skiff-standin] [-f examples/lab.yaml] [--jobs 40] [--limit N]\n\nflags:\n")
+		fs.PrintDefaults()
+	}
 	var o demoOptions
 	fs.StringVar(&o.Standin, "standin", "build/skiff-standin", "the stand-in runner (make demo builds it)")
 	fs.StringVar(&o.PoolsFile, "f", "examples/lab.yaml", "the pools file (process pools priced at an operator's rate, so the records have a cost)")
@@ -77,14 +85,21 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Limit, "limit", 0, "runners alive at once in every pool, its maxRunners too (default: the pools file's maxRunners, the number of CPUs, one GPU job at a time)")
 	fs.StringVar(&o.Work, "work", demoWork, "the stand-ins' real work per job name, name=CPU-seconds:MiB;... (SKIFF_STANDIN_WORK; empty: none)")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of skiff local, the simulator and the driver to this file")
-	if ok, code := parseFlags(fs, args); !ok {
-		return code
+	switch err := fs.Parse(args); {
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case err != nil:
+		return 2
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "skiff-demo: unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return 2
 	}
 	if err := demo(stdout, o); err != nil {
-		fmt.Fprintln(stderr, "skiff demo:", err)
-		return exitFailed
+		fmt.Fprintln(stderr, "skiff-demo:", err)
+		return 1
 	}
-	return exitOK
+	return 0
 }
 
 // demo runs the demo o describes, printing its progress and summary to w;
@@ -129,7 +144,7 @@ func demo(w io.Writer, o demoOptions) error {
 		return err
 	}
 	defer stopLocal()
-	fmt.Fprintf(w, "skiff demo: skiff local at %s, GitHub simulator at %s, logs in %s\n", l.URL(), sim.URL(), logFile.Name())
+	fmt.Fprintf(w, "skiff-demo: skiff local at %s, GitHub simulator at %s, logs in %s\n", l.URL(), sim.URL(), logFile.Name())
 
 	started := time.Now() // the burst's first job: what "all done in" counts from
 	jobs := demoBurst(o.Jobs)
@@ -782,7 +797,7 @@ func summarize(ctx context.Context, w io.Writer, sim *ghsim.Server, l *local.Loc
 	}
 	deliveries := sim.Deliveries()
 	sort.Slice(deliveries, func(i, k int) bool { return deliveries[i].ID < deliveries[k].ID })
-	fmt.Fprintf(w, "\nskiff demo summary\n")
+	fmt.Fprintf(w, "\nskiff-demo summary\n")
 	fmt.Fprintf(w, "  webhook deliveries      %d (+1 duplicate of %s)\n", len(deliveries), dup)
 	fmt.Fprintf(w, "  jobs queued             %d\n", len(jobs))
 	fmt.Fprintf(w, "  runners launched        %d\n", len(instances))
