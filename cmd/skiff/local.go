@@ -153,7 +153,7 @@ func serveLocal(cfg local.Config, f localFlags, stdout, stderr io.Writer) int {
 	logger := slog.New(slog.NewJSONHandler(stdout, nil))
 	var err error
 	if cfg.Provider == "kubernetes" {
-		// The provider is built here, so the deployment id is settled here.
+		// The provider is built here, so the deployment id is decided here.
 		deployment := func() (string, error) {
 			if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 				return "", fmt.Errorf("creating the data directory: %w", err)

@@ -34,7 +34,7 @@ func kubeProvider(poolsFile, kubeconfig, namespace, image string, deployment fun
 	if err != nil {
 		return nil, nil, err
 	}
-	// Settled only now: a refusal above writes nothing.
+	// Decided only now: a refusal above writes nothing.
 	id, err := deployment()
 	if err != nil {
 		return nil, nil, err

@@ -202,7 +202,7 @@ func TestStatusLocal(t *testing.T) {
 	if err != nil || len(ds) != 2 {
 		t.Fatalf("Receive = %d, %v", len(ds), err)
 	}
-	if err := q.Settle(ctx, ds[0], queue.Answer{Verdict: queue.DeadLetter, Reason: "launch_quota", Detail: "raise the vCPU quota"}); err != nil {
+	if err := q.Complete(ctx, ds[0], queue.Answer{Verdict: queue.DeadLetter, Reason: "launch_quota", Detail: "raise the vCPU quota"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {

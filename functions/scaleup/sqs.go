@@ -22,7 +22,7 @@ func sqsHandler(su *wiring.ScaleUp) func(context.Context, events.SQSEvent) (even
 		}
 		answers := su.Handle(ctx, ds)
 		resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
-		for _, id := range queue.SettleBatch(ctx, su.DeadLetters, ds, answers, su.Counter, su.Logger) {
+		for _, id := range queue.CompleteBatch(ctx, su.DeadLetters, ds, answers, su.Counter, su.Logger) {
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: id})
 		}
 		return resp, nil

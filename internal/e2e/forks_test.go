@@ -242,7 +242,7 @@ func (s *stack) replayJobEvents(t *testing.T, job int64) {
 	}
 }
 
-// drain hands everything the webhook enqueued to scale-up and settles
+// drain hands everything the webhook enqueued to scale-up and completes
 // each answer, as queue.Consume does. It returns how many answers were
 // retries or dead letters.
 func (s *stack) drain(t *testing.T) (notDone int) {
@@ -260,7 +260,7 @@ func (s *stack) drain(t *testing.T) (notDone int) {
 			if a.Verdict != queue.Done {
 				notDone++
 			}
-			if err := s.queue.Settle(ctx, ds[i], a); err != nil {
+			if err := s.queue.Complete(ctx, ds[i], a); err != nil {
 				t.Fatal(err)
 			}
 		}

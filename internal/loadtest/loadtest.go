@@ -13,8 +13,8 @@
 //	              receive counts, redrive after MaxReceiveCount), on the
 //	              simulated clock
 //	scale-up      pkg/scaleup, invoked per batch of 10 as the SQS event
-//	              source does, answers settled by queue.SettleBatch as
-//	              functions/scaleup settles them
+//	              source does, answers completed by queue.CompleteBatch as
+//	              functions/scaleup completes them
 //	waiting room  pkg/room over the store's room: the jobs scale-up cannot
 //	              launch now (max_runners, no capacity) wait there and are
 //	              offered again by a runner's end (scale-up's release, the

@@ -155,7 +155,7 @@ func (w *world) scaleUp() {
 		for _, d := range ds {
 			if d.ReceiveCount > maxReceives {
 				_ = w.q.DeadLetter(w.ctx, d, "sqs_redrive", "received too many times")
-				_ = w.q.Settle(w.ctx, d, queue.Answer{Verdict: queue.Done})
+				_ = w.q.Complete(w.ctx, d, queue.Answer{Verdict: queue.Done})
 				continue
 			}
 			live = append(live, d)
@@ -195,7 +195,7 @@ func (w *world) invoke(ds []queue.Delivery) {
 		go func() { done <- handle(sctx) }()
 		select {
 		case answers := <-done:
-			w.settle(ds, answers)
+			w.complete(ds, answers)
 		case <-inv.stalled:
 			w.stalls++
 			w.stalled = append(w.stalled, &stalledInvocation{inv: inv, ds: ds, done: done,
@@ -209,10 +209,10 @@ func (w *world) invoke(ds []queue.Delivery) {
 	}
 	answers := handle(ctx)
 	if inv != nil && ctx.Err() != nil {
-		w.crashes++ // the invocation died: nothing is settled, the messages come back
+		w.crashes++ // the invocation died: nothing is completed, the messages come back
 		return
 	}
-	w.settle(ds, answers)
+	w.complete(ds, answers)
 }
 
 // stalledInvocation is a scale-up invocation blocked in a port call until
@@ -232,21 +232,21 @@ func (w *world) releaseStalled(now time.Time) {
 			continue
 		}
 		close(s.inv.release)
-		w.settle(s.ds, <-s.done)
+		w.complete(s.ds, <-s.done)
 	}
 	w.stalled = rest
 }
 
-// settle answers the deliveries as functions/scaleup does: dead letters
+// complete answers the deliveries as functions/scaleup does: dead letters
 // sent, failures reported for redelivery, the rest deleted.
-func (w *world) settle(ds []queue.Delivery, answers []queue.Answer) {
+func (w *world) complete(ds []queue.Delivery, answers []queue.Answer) {
 	retry := map[string]bool{}
-	for _, id := range queue.SettleBatch(w.ctx, w.q, ds, answers, w.counter, w.log) {
+	for _, id := range queue.CompleteBatch(w.ctx, w.q, ds, answers, w.counter, w.log) {
 		retry[id] = true
 	}
 	for _, d := range ds {
 		if !retry[d.ID] {
-			_ = w.q.Settle(w.ctx, d, queue.Answer{Verdict: queue.Done})
+			_ = w.q.Complete(w.ctx, d, queue.Answer{Verdict: queue.Done})
 		}
 	}
 }

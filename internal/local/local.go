@@ -286,7 +286,7 @@ func New(cfg Config, logger *slog.Logger) (*Local, error) {
 	// (internal/httpserve says why each has its value); the webhook cuts
 	// each body at its own limit.
 	l.srv = httpserve.New(l.Webhook, httpserve.Options{})
-	if err := l.settle(context.Background(), pools, launches); err != nil {
+	if err := l.recoverAtStart(context.Background(), pools, launches); err != nil {
 		_ = l.ln.Close()
 		return nil, err
 	}
@@ -539,7 +539,7 @@ func (l *Local) metricsWriter(pools *pool.Config, ledger *sqlite.Ledger, counter
 	return rw, recordPools
 }
 
-// settle takes over what the previous process on this data directory left
+// recoverAtStart takes over what the previous process on this data directory left
 // when it was killed in the middle of a launch. None of its scale-up
 // invocations goes on, so: a reservation whose runner the provider lists
 // (adopted, or ended since) is recorded as launched, one without a runner
@@ -548,7 +548,7 @@ func (l *Local) metricsWriter(pools *pool.Config, ledger *sqlite.Ledger, counter
 // once. Otherwise such a reservation would count in its pool until the
 // reconciler's stale-reservation rule (half an hour), and such a job would
 // wait out its claim's lease (10 minutes).
-func (l *Local) settle(ctx context.Context, pools *pool.Config, launches *sqlite.Launches) error {
+func (l *Local) recoverAtStart(ctx context.Context, pools *pool.Config, launches *sqlite.Launches) error {
 	instances, err := l.Provider.List(ctx, provider.Filter{})
 	if err != nil {
 		return fmt.Errorf("listing the runners at start: %w", err)
@@ -596,7 +596,7 @@ func (l *Local) settle(ctx context.Context, pools *pool.Config, launches *sqlite
 func (l *Local) URL() string { return "http://" + l.ln.Addr().String() + "/" }
 
 // Run serves webhooks and runs the scale-up loops until ctx ends, then
-// stops taking work, settles what it answered, ends the runners it started
+// stops taking work, completes what it answered, ends the runners it started
 // and closes the data file.
 func (l *Local) Run(ctx context.Context) error {
 	var wg sync.WaitGroup

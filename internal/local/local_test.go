@@ -138,12 +138,12 @@ func TestLocalMode(t *testing.T) {
 	}
 }
 
-// TestLocalSettlesReservationsAtStart: a reservation the previous process
+// TestLocalRecoversReservationsAtStart: a reservation the previous process
 // left without a runner (it was killed between reserving and launching)
 // is released when local mode starts again, instead of counting in its
 // pool until the reconciler's stale-reservation rule, and the claim it
 // held no longer waits out its lease.
-func TestLocalSettlesReservationsAtStart(t *testing.T) {
+func TestLocalRecoversReservationsAtStart(t *testing.T) {
 	t.Parallel()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {

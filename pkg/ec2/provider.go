@@ -346,7 +346,7 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider
 		}
 	}
 	if regs == nil {
-		return p.settleReplay(ctx, log, pn, out)
+		return p.keepReplayed(ctx, log, pn, out)
 	}
 	var orphans []string
 	for i, r := range out.Runners {
@@ -388,10 +388,10 @@ func (p *Provider) shortfall(res Result) error {
 	return e
 }
 
-// settleReplay keeps, of a replayed fleet's instances, those alive and
+// keepReplayed keeps, of a replayed fleet's instances, those alive and
 // launched before the registration timeout (they had their registration);
 // it terminates those the replay itself launched.
-func (p *Provider) settleReplay(ctx context.Context, log *slog.Logger, pn plan, out provider.Result) (provider.Result, error) {
+func (p *Provider) keepReplayed(ctx context.Context, log *slog.Logger, pn plan, out provider.Result) (provider.Result, error) {
 	var ids []string
 	for _, r := range out.Runners {
 		if r.Err == nil {

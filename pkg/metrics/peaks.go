@@ -26,7 +26,7 @@ type PeakResult struct {
 	// Peaks holds the peaks of each window read; a nil value means the
 	// agent sent nothing for it (the Peaks contract).
 	Peaks map[Key]*Peaks
-	// Pending are the windows not read: not settled yet, or in a call that
+	// Pending are the windows not read: within the metric lag, or in a call that
 	// failed or came back partial. Read them again later.
 	Pending []PeakWindow
 	// Calls is how many calls the reader made (GetMetricData calls in

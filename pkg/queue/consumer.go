@@ -26,7 +26,7 @@ type Delivery struct {
 	// Err says why the body is not a valid job (it wraps ErrInvalidJob):
 	// no redelivery can fix it.
 	Err error
-	// Receipt is the transport's handle to settle the message (SQS's
+	// Receipt is the transport's handle to complete the message (SQS's
 	// receipt handle); opaque to consumers.
 	Receipt string
 }
@@ -95,21 +95,21 @@ type DeadLetterer interface {
 
 // Receiver is a queue a consumer polls (the local mode, a worker outside
 // Lambda). Lambda's SQS event source receives for the function instead: see
-// SettleBatch.
+// CompleteBatch.
 type Receiver interface {
 	// Receive returns up to max deliveries, waiting a little (at most a
 	// few seconds, or until ctx ends) when none is visible. None is not an
 	// error.
 	Receive(ctx context.Context, max int) ([]Delivery, error)
-	// Settle applies an answer: Done deletes the message, Retry leaves it
+	// Complete applies an answer: Done deletes the message, Retry leaves it
 	// to come back after its visibility timeout, DeadLetter moves it to the
 	// dead-letter queue (then deletes it). An error leaves the message to
 	// come back, never lost.
-	Settle(ctx context.Context, d Delivery, a Answer) error
+	Complete(ctx context.Context, d Delivery, a Answer) error
 }
 
-// settleTimeout bounds settling one batch after its context ended.
-const settleTimeout = 10 * time.Second
+// completeTimeout bounds completing one batch after its context ended.
+const completeTimeout = 10 * time.Second
 
 // wait waits d or until ctx ends.
 func wait(ctx context.Context, d time.Duration) {
@@ -125,13 +125,13 @@ func wait(ctx context.Context, d time.Duration) {
 // message is returned to the queue instead).
 const MetricDeadLetterFailed = "QueueDeadLetterFailed"
 
-// SettleBatch applies answers for a transport that settles a batch by
+// CompleteBatch applies answers for a transport that completes a batch by
 // naming the messages to deliver again (Lambda's SQS event source with
 // ReportBatchItemFailures): it dead-letters through dl what must be, and
 // returns the ids of the deliveries to redeliver — the retries, and the dead
 // letters that could not be queued (logged and counted, never lost).
 // ds and as are aligned.
-func SettleBatch(ctx context.Context, dl DeadLetterer, ds []Delivery, as []Answer, counter telemetry.Counter, log *slog.Logger) []string {
+func CompleteBatch(ctx context.Context, dl DeadLetterer, ds []Delivery, as []Answer, counter telemetry.Counter, log *slog.Logger) []string {
 	redeliver := []string{}
 	for i, d := range ds {
 		a := as[i]
@@ -166,8 +166,8 @@ func ConsumeConcurrently(ctx context.Context, r Receiver, batch, workers int, ha
 }
 
 // Consume receives from r until ctx ends, hands each batch of up to max
-// deliveries to handle, and settles each answer. It is the poll loop of
-// consumers outside Lambda. A failed receive or settle is logged and the
+// deliveries to handle, and completes each answer. It is the poll loop of
+// consumers outside Lambda. A failed receive or complete is logged and the
 // loop goes on (the message comes back after its visibility timeout).
 func Consume(ctx context.Context, r Receiver, max int, handle func(context.Context, []Delivery) []Answer, log *slog.Logger) {
 	for ctx.Err() == nil {
@@ -183,12 +183,12 @@ func Consume(ctx context.Context, r Receiver, max int, handle func(context.Conte
 			continue
 		}
 		as := handle(ctx, ds)
-		// Settle what was answered even when ctx ended meanwhile (a shutdown):
+		// Complete what was answered even when ctx ended meanwhile (a shutdown):
 		// an answer not applied would redeliver work already done.
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), completeTimeout)
 		for i, d := range ds {
-			if err := r.Settle(sctx, d, as[i]); err != nil {
-				log.Error("settling a delivery; it will come back", "message_id", d.ID, "verdict", as[i].Verdict.String(), "err", err)
+			if err := r.Complete(sctx, d, as[i]); err != nil {
+				log.Error("completing a delivery; it will come back", "message_id", d.ID, "verdict", as[i].Verdict.String(), "err", err)
 			}
 		}
 		cancel()

@@ -17,7 +17,7 @@ import (
 )
 
 // TestMemoryReceiver: the in-memory queue delivers at least once, hides a
-// received message for the visibility timeout, counts receives, and settles
+// received message for the visibility timeout, counts receives, and completes
 // each verdict as SQS would.
 func TestMemoryReceiver(t *testing.T) {
 	t.Parallel()
@@ -38,9 +38,9 @@ type failingDL struct{ err error }
 
 func (f failingDL) DeadLetter(context.Context, queue.Delivery, string, string) error { return f.err }
 
-// TestSettleBatch: retries and dead letters that could not be queued are
+// TestCompleteBatch: retries and dead letters that could not be queued are
 // redelivered; done and queued dead letters are not; nothing is lost.
-func TestSettleBatch(t *testing.T) {
+func TestCompleteBatch(t *testing.T) {
 	t.Parallel()
 	ds := []queue.Delivery{
 		queue.NewDelivery("done", `{}`, 1, ""), queue.NewDelivery("retry", `{}`, 1, ""), queue.NewDelivery("dead", `{}`, 3, ""),
@@ -59,7 +59,7 @@ func TestSettleBatch(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			counter := &telemetry.Memory{}
-			got := queue.SettleBatch(context.Background(), tc.dl, ds, as, counter, log)
+			got := queue.CompleteBatch(context.Background(), tc.dl, ds, as, counter, log)
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("redeliver %v, want %v", got, tc.want)
 			}
@@ -70,7 +70,7 @@ func TestSettleBatch(t *testing.T) {
 	}
 }
 
-// TestConsume: the poll loop hands batches to the handler and settles every
+// TestConsume: the poll loop hands batches to the handler and completes every
 // answer until the context ends.
 func TestConsume(t *testing.T) {
 	t.Parallel()
@@ -104,14 +104,14 @@ func TestConsume(t *testing.T) {
 	}()
 	<-done
 	if !slices.Equal(seen, []int64{1, 2, 3}) || q.Depth() != 0 || len(q.DeadLetters()) != 1 {
-		t.Errorf("seen %v, depth %d, dead letters %d; want 1,2,3 all settled and one dead letter", seen, q.Depth(), len(q.DeadLetters()))
+		t.Errorf("seen %v, depth %d, dead letters %d; want 1,2,3 all completed and one dead letter", seen, q.Depth(), len(q.DeadLetters()))
 	}
 }
 
 // TestConsumeConcurrently: the loops handle batches at once — each of
 // these handlers returns only when all of them have started, which a
 // single loop would never see (the test would hang) — and every answer is
-// settled.
+// completed.
 func TestConsumeConcurrently(t *testing.T) {
 	t.Parallel()
 	const workers = 3
@@ -139,6 +139,6 @@ func TestConsumeConcurrently(t *testing.T) {
 	}()
 	<-done
 	if handled.Load() != workers || q.Depth() != 0 {
-		t.Errorf("handled %d, depth %d; want %d handled at once and settled", handled.Load(), q.Depth(), workers)
+		t.Errorf("handled %d, depth %d; want %d handled at once and completed", handled.Load(), q.Depth(), workers)
 	}
 }

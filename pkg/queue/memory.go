@@ -8,7 +8,7 @@ import (
 )
 
 // DefaultVisibility is how long a received message of the in-memory queue
-// stays invisible before it comes back, unless settled: long enough for one
+// stays invisible before it comes back, unless completed: long enough for one
 // scale-up pass, short enough that a retry comes soon in local mode.
 const DefaultVisibility = 30 * time.Second
 
@@ -158,8 +158,8 @@ func WaitForSend(ctx context.Context, notify <-chan struct{}, wait time.Duration
 	return nil
 }
 
-// Settle implements Receiver.
-func (m *Memory) Settle(ctx context.Context, d Delivery, a Answer) error {
+// Complete implements Receiver.
+func (m *Memory) Complete(ctx context.Context, d Delivery, a Answer) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -71,7 +71,7 @@ func (e *env) sent(t *testing.T) []int64 {
 	var ids []int64
 	for _, d := range ds {
 		ids = append(ids, d.Job.JobID)
-		if err := e.q.Settle(context.Background(), d, queue.Answer{Verdict: queue.Done}); err != nil {
+		if err := e.q.Complete(context.Background(), d, queue.Answer{Verdict: queue.Done}); err != nil {
 			t.Fatal(err)
 		}
 	}

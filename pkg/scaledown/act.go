@@ -184,14 +184,14 @@ func (p *pass) jobs(ctx context.Context, actions []decide.Action, ok []bool) {
 	jobs := append(metricsJobs(metrics, p), p.awaiting(ctx)...)
 	p.backfill(ctx, jobs)
 	outcome := p.s.o.Metrics.Write(ctx, p.now, jobs)
-	p.settle(ctx, jobs, outcome)
+	p.stopAwaiting(ctx, jobs, outcome)
 	p.each(ctx, len(actions), func(i int) {
 		a := actions[i]
 		if !ok[i] || !a.End || a.Runner == "" || p.late(ctx) {
 			return
 		}
 		if p.s.o.Metrics.Enabled(a.Pool) && a.JobID != 0 && outcome[a.Runner] == Wait {
-			return // its record waits for CloudWatch to settle
+			return // its record waits out CloudWatch's metric lag
 		}
 		end := p.s.o.Ledger.End
 		if outcome[a.Runner] == Await {

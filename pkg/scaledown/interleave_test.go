@@ -301,7 +301,7 @@ func (w *world) scaleUp(ctx context.Context) {
 		}
 		answers := w.up.Handle(ctx, ds)
 		for i := range ds {
-			_ = w.q.Settle(ctx, ds[i], answers[i])
+			_ = w.q.Complete(ctx, ds[i], answers[i])
 		}
 	}
 }

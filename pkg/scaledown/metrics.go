@@ -66,7 +66,7 @@ const (
 
 // MetricsWriter writes the opt-in metrics records of finished jobs. Write
 // says, per runner, what it is done with; the others wait for the next
-// pass (CloudWatch has not settled), and their ledger records are ended
+// pass (within CloudWatch's metric lag), and their ledger records are ended
 // only then.
 type MetricsWriter interface {
 	Enabled(pool string) bool
@@ -276,7 +276,7 @@ func (b *recordBatch) readPeaks(ctx context.Context) metrics.PeakResult {
 	return res
 }
 
-// put builds and writes each record whose peaks settled (or waited long
+// put builds and writes each record whose peaks are past the metric lag (or waited long
 // enough), once.
 func (b *recordBatch) put(ctx context.Context, res metrics.PeakResult) {
 	w := b.w
@@ -349,16 +349,16 @@ func (p *pass) awaiting(ctx context.Context) []MetricsJob {
 	return out
 }
 
-// settle takes the awaited runners the writer is done with off their
+// stopAwaiting takes the awaited runners the writer is done with off their
 // pools' awaiting lists.
-func (p *pass) settle(ctx context.Context, jobs []MetricsJob, outcome map[string]Outcome) {
+func (p *pass) stopAwaiting(ctx context.Context, jobs []MetricsJob, outcome map[string]Outcome) {
 	p.each(ctx, len(jobs), func(i int) {
 		j := jobs[i]
 		if j.Awaited == nil || outcome[j.Runner] != Done || p.late(ctx) {
 			return
 		}
-		if err := p.s.o.Ledger.Settle(ctx, j.Runner); err != nil {
-			p.fail("settling an awaited runner", err, "runner_name", j.Runner)
+		if err := p.s.o.Ledger.StopAwaiting(ctx, j.Runner); err != nil {
+			p.fail("taking a runner off its awaiting list", err, "runner_name", j.Runner)
 		}
 	})
 }

@@ -101,7 +101,7 @@ func TestRecordWriter(t *testing.T) {
 		{Runner: "skiff-8-1", Pool: "cpu", JobID: 8, InstanceID: "i-skiff-8-1"}, {Runner: "skiff-99-1", Pool: "cpu", JobID: 99},
 		{Runner: "skiff-9-1", Pool: "cpu", JobID: 9, InstanceID: "i-skiff-9-1"}}
 
-	// CloudWatch has not settled: job 7's runner waits; the runner whose job
+	// Within CloudWatch's metric lag: job 7's runner waits; the runner whose job
 	// another took, and which the ledger knows no job of, is awaited (an
 	// event may yet name a job it ran); one with no ledger record and whose
 	// job skiff never recorded is done, not run.
@@ -110,15 +110,15 @@ func TestRecordWriter(t *testing.T) {
 		t.Fatalf("done %v: want job 7 waiting for its peaks, skiff-8-1 awaited, skiff-99-1 done", done)
 	}
 	if n := len(collect(t, out)); n != 0 {
-		t.Fatalf("%d records before the peaks settled", n)
+		t.Fatalf("%d records within the metric lag", n)
 	}
 
-	// Settled: job 7's record, with the peaks, the trigger and the
+	// Past the lag: job 7's record, with the peaks, the trigger and the
 	// instance; and job 8's, from the runner that ran it.
 	pk.pending = false
 	if done = w.Write(ctx, m0.Add(8*time.Minute), []scaledown.MetricsJob{jobs[0], jobs[3]}); done["skiff-7-1"] != scaledown.Done ||
 		done["skiff-9-1"] != scaledown.Done {
-		t.Fatalf("done %v after the peaks settled", done)
+		t.Fatalf("done %v past the metric lag", done)
 	}
 	recs := collect(t, out)
 	if len(recs) != 2 || recs[1].JobID != 8 || recs[1].RunnerName != "skiff-9-1" {
@@ -194,7 +194,7 @@ func ranOn(t *testing.T, st *store.Memory, runner string, id int64, started, com
 // writePass is the metrics part of a reconciler's pass: Write judges the
 // runners ending now and the pool's awaiting ones; a runner ending now is
 // ended (awaiting, when Write awaits it), an awaited one Write is done
-// with is settled.
+// with is taken off its awaiting list.
 func writePass(t *testing.T, w *scaledown.RecordWriter, ledger store.Ledger, at time.Time, ending []scaledown.MetricsJob) map[string]scaledown.Outcome {
 	t.Helper()
 	ctx := context.Background()
@@ -210,7 +210,7 @@ func writePass(t *testing.T, w *scaledown.RecordWriter, ledger store.Ledger, at 
 	for _, j := range jobs {
 		switch {
 		case j.Awaited != nil && done[j.Runner] == scaledown.Done:
-			err = ledger.Settle(ctx, j.Runner)
+			err = ledger.StopAwaiting(ctx, j.Runner)
 		case j.Awaited != nil:
 		case done[j.Runner] == scaledown.Done:
 			_, err = ledger.End(ctx, j.Runner, at, "instance_gone")
@@ -347,7 +347,7 @@ func TestRecordWriterLateStartOfAnotherJob(t *testing.T) {
 	if err := metrics.Validate(recs[0]); err != nil {
 		t.Errorf("the record fails its schema: %v", err)
 	}
-	// skiff-23-1 ran nothing: past AwaitWindow it is settled, without a record.
+	// skiff-23-1 ran nothing: past AwaitWindow it leaves the awaiting list, without a record.
 	if got := counts.Get(scaledown.MetricRecords, "not_run"); got != 1 {
 		t.Errorf("not_run counted %d times, want once (skiff-23-1, after AwaitWindow)", got)
 	}

@@ -91,7 +91,7 @@ const (
 	// delivery older than an hour describes a job long handled otherwise.
 	DefaultRedeliverWindow = time.Hour
 	// DefaultMetricsWait bounds how long a finished job's record waits for
-	// CloudWatch to settle before it is written without peaks.
+	// CloudWatch's metric lag before it is written without peaks.
 	DefaultMetricsWait = 10 * time.Minute
 	// DefaultAwaitWindow bounds, from its end, how long an awaited runner
 	// (one that ended before any event said which job it ran) waits for an

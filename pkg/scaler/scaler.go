@@ -143,7 +143,7 @@ const (
 	OutcomePermanent
 	// OutcomeWait: another invocation is launching the job, or the outcome
 	// of a launch is not known yet (its answer was lost); the claim's lease
-	// settles it. Retried without using up an attempt: dead-lettering a job
+	// completes it. Retried without using up an attempt: dead-lettering a job
 	// that may have, or soon get, its runner would lose nothing but the
 	// runner, and would say the wrong thing.
 	OutcomeWait

@@ -73,7 +73,7 @@ func (s *Service) decide(ctx context.Context, items []*work, now time.Time) {
 	}
 }
 
-// recoverFleet settles a fleet recorded by an invocation that died before
+// recoverFleet ends a fleet recorded by an invocation that died before
 // finishing it. Replaying its plan (without registrations) makes the
 // provider answer with what it launched then: the instances still alive
 // that had their registration. The fleet is then done, and its members are
@@ -84,7 +84,7 @@ func (s *Service) recoverFleet(ctx context.Context, f *provisioning.Fleet, ws []
 	res, err := s.o.Provider.Launch(ctx, provider.Plan(f.Plan), nil)
 	switch {
 	case err != nil && provider.Permanent(err):
-		log.Error("the crashed invocation's plan cannot be replayed; settling the fleet as not launched", "err", err)
+		log.Error("the crashed invocation's plan cannot be replayed; ending the fleet as not launched", "err", err)
 	case err != nil:
 		log.Warn("replaying the fleet of a crashed invocation", "err", err)
 		for _, w := range ws {

@@ -252,7 +252,7 @@ type response struct{ BatchItemFailures []failure }
 
 type failure struct{ ItemIdentifier string }
 
-// handle runs one batch through svc and settles it as the Lambda does.
+// handle runs one batch through svc and completes it as the Lambda does.
 // Unless e.unknownRuns, the jobs' runs are recorded first as pushes, as the
 // webhook records each run's workflow_run event.
 func (e *env) handle(ctx context.Context, svc *scaleup.Service, ds ...queue.Delivery) response {
@@ -271,7 +271,7 @@ func (e *env) handle(ctx context.Context, svc *scaleup.Service, ds ...queue.Deli
 		e.t.Fatalf("%d answers for %d deliveries", len(answers), len(ds))
 	}
 	var r response
-	for _, id := range queue.SettleBatch(context.Background(), e.dlq, ds, answers, e.counter, slog.New(slog.NewJSONHandler(e.logs, nil))) {
+	for _, id := range queue.CompleteBatch(context.Background(), e.dlq, ds, answers, e.counter, slog.New(slog.NewJSONHandler(e.logs, nil))) {
 		r.BatchItemFailures = append(r.BatchItemFailures, failure{id})
 	}
 	return r

@@ -134,27 +134,27 @@ func (s *Service) launchGroup(ctx context.Context, ws []*work, now time.Time) {
 		regs[i] = w.reg
 	}
 	res, err := s.callProvider(ctx, log, plan, regs, members[0].leaseEnd)
-	s.settleLaunch(ctx, log, spec, token, members, res, err)
+	s.recordLaunch(ctx, log, spec, token, members, res, err)
 }
 
 // admitGroup takes the group's claims, reserves their runners within the
 // pool's maxRunners and registers them, and returns the jobs that go on to
 // the launch with the fleet's record as planned. When none does and this
-// invocation holds every claim of the group, it settles the claims.
+// invocation holds every claim of the group, it ends the claims.
 func (s *Service) admitGroup(ctx context.Context, log *slog.Logger, ws []*work, token string, now time.Time) ([]*work, provisioning.Fleet) {
 	fleet := provisioning.Fleet{Token: token, Pool: ws[0].spec.Pool, CreatedAt: now, ExpiresAt: now.Add(s.o.ClaimTTL)}
 	claimed := s.claim(ctx, ws, token, now)
 	// The token derives from the jobs and attempts alone, so an invocation
 	// that lost a claim shares it with the one that won: only one that
-	// holds every claim of the group may settle it.
+	// holds every claim of the group may end it.
 	own := len(claimed) == len(ws)
 	if len(claimed) > 0 {
 		claimed = s.reserve(ctx, claimed, now)
 	}
 	if len(claimed) == 0 {
 		if own {
-			// Settle the claims: the next delivery starts a new attempt at once.
-			s.settle(ctx, log, token, ws, now, "not_admitted")
+			// End the claims: the next delivery starts a new attempt at once.
+			s.recordEmptyFleet(ctx, log, token, ws, now, "not_admitted")
 		}
 		return nil, fleet
 	}
@@ -168,7 +168,7 @@ func (s *Service) admitGroup(ctx context.Context, log *slog.Logger, ws []*work, 
 		}
 	}
 	if len(members) == 0 && own {
-		s.settle(ctx, log, token, ws, now, "registration")
+		s.recordEmptyFleet(ctx, log, token, ws, now, "registration")
 	}
 	return members, fleet
 }
@@ -242,11 +242,11 @@ func (s *Service) callProvider(ctx context.Context, log *slog.Logger, plan provi
 	return res, err
 }
 
-// settleLaunch records the launch's outcome: a failed fleet finished and
+// recordLaunch records the launch's outcome: a failed fleet finished and
 // its members failed with the provider's reason, a launch finished
 // (finishLaunched), or, when the outcome is unknown, the fleet left in
 // intent for recovery.
-func (s *Service) settleLaunch(ctx context.Context, log *slog.Logger, spec pool.Spec, token string, members []*work,
+func (s *Service) recordLaunch(ctx context.Context, log *slog.Logger, spec pool.Spec, token string, members []*work,
 	res provider.Result, err error) {
 	launched := s.o.Now()
 	if err != nil && !answered(err) {
@@ -315,13 +315,13 @@ func (s *Service) finishLaunched(ctx context.Context, log *slog.Logger, spec poo
 	}
 }
 
-// settle records a fleet that launched nothing, for jobs whose claims name
+// recordEmptyFleet records a fleet that launched nothing, for jobs whose claims name
 // it: the next delivery of each starts a new attempt at once instead of
 // waiting for the lease (a failed write only costs that wait). Only the
-// holder of every claim of the group settles: the record has no members,
+// holder of every claim of the group records it: the record has no members,
 // so the store's claim fence does not stop it from spoiling another
 // invocation's intent under the same token.
-func (s *Service) settle(ctx context.Context, log *slog.Logger, token string, ws []*work, now time.Time, reason string) {
+func (s *Service) recordEmptyFleet(ctx context.Context, log *slog.Logger, token string, ws []*work, now time.Time, reason string) {
 	fleet := provisioning.Fleet{Token: token, Pool: ws[0].spec.Pool, State: provisioning.FleetDone, Reason: reason, CreatedAt: now,
 		ExpiresAt: now.Add(s.o.ClaimTTL)}
 	if err := s.o.Launches.PutFleet(ctx, fleet); err != nil && !errors.Is(err, store.ErrConflict) {

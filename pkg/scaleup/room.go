@@ -52,10 +52,10 @@ func waits(reason string) bool {
 	return false
 }
 
-// settleRoom moves the jobs that wait into their pools' rooms, takes the
+// updateRooms moves the jobs that wait into their pools' rooms, takes the
 // jobs the room offered out of it once they are decided, and tells the
 // room of each pool and place where a launch succeeded (once per batch).
-func (s *Service) settleRoom(ctx context.Context, items []*work) {
+func (s *Service) updateRooms(ctx context.Context, items []*work) {
 	type placeKey struct{ pool, place string }
 	var launched []placeKey
 	seen := map[placeKey]bool{}

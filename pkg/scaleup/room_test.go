@@ -59,7 +59,7 @@ func (r *roomEnv) offered(t *testing.T) []queue.Delivery {
 		t.Fatal(err)
 	}
 	for _, d := range ds { // handed to scale-up: the queue's part is done
-		if err := r.q.Settle(context.Background(), d, queue.Answer{Verdict: queue.Done}); err != nil {
+		if err := r.q.Complete(context.Background(), d, queue.Answer{Verdict: queue.Done}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -243,7 +243,7 @@ type work struct {
 	reserved bool   // the ledger holds a reservation for runner
 	// keep leaves the reservation standing when the job did not launch:
 	// the launch's outcome is unknown (its answer was lost), and crash
-	// recovery settles it.
+	// recovery ends it.
 	keep     bool
 	reg      provider.Registration
 	instance string
@@ -298,7 +298,7 @@ func (s *Service) Handle(ctx context.Context, ds []queue.Delivery) []queue.Answe
 	s.onDemand(ctx, items, now)
 	s.decide(ctx, live(items), now)
 	s.launch(ctx, live(items), now)
-	s.settleRoom(ctx, items)
+	s.updateRooms(ctx, items)
 	for _, w := range items {
 		answers[index[w]] = s.answer(w)
 	}

@@ -170,7 +170,7 @@ func (l *Ledger) Reserve(ctx context.Context, pool string, max int, runners []pr
 					return fmt.Errorf("dropping the instances of expired runner %s: %w", r.Name, err)
 				}
 				if _, err := tx.ExecContext(ctx, "DELETE FROM runners_awaiting WHERE name = ?", r.Name); err != nil {
-					return fmt.Errorf("settling expired runner %s: %w", r.Name, err)
+					return fmt.Errorf("taking expired runner %s off its awaiting list: %w", r.Name, err)
 				}
 			}
 			r.State, r.ExpiresAt = provisioning.StateReserved, time.Time{}
@@ -312,13 +312,13 @@ func (l *Ledger) Awaiting(ctx context.Context, pool string) ([]provisioning.Runn
 	return out, nil
 }
 
-// Settle implements store.Ledger: the runner's row in runners_awaiting goes.
-func (l *Ledger) Settle(ctx context.Context, name string) error {
+// StopAwaiting implements store.Ledger: the runner's row in runners_awaiting goes.
+func (l *Ledger) StopAwaiting(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if _, err := l.d.db.ExecContext(ctx, "DELETE FROM runners_awaiting WHERE name = ?", name); err != nil {
-		return fmt.Errorf("settling runner %s: %w", name, err)
+		return fmt.Errorf("taking runner %s off its awaiting list: %w", name, err)
 	}
 	return nil
 }

@@ -16,7 +16,7 @@ import (
 // Defaults of QueueOptions.
 const (
 	// DefaultVisibility is how long a received message stays invisible
-	// unless settled: as queue.DefaultVisibility, one scale-up pass.
+	// unless completed: as queue.DefaultVisibility, one scale-up pass.
 	DefaultVisibility = queue.DefaultVisibility
 	// DefaultPollWait bounds how long Receive waits when no message is
 	// visible: short, since a send from another process is only seen by
@@ -25,10 +25,10 @@ const (
 )
 
 // ReasonMaxReceives is the dead-letter reason of a message received
-// MaxReceives times without being settled (SQS's redrive policy).
+// MaxReceives times without being completed (SQS's redrive policy).
 const ReasonMaxReceives = "max_receives"
 
-// ErrStaleReceipt: a Settle whose delivery was received again since (its
+// ErrStaleReceipt: a Complete whose delivery was received again since (its
 // visibility timeout ended): the newer receiver owns the message now, so
 // nothing is changed, and the message is never lost.
 var ErrStaleReceipt = errors.New("stale receipt: the message was received again")
@@ -49,10 +49,10 @@ type QueueOptions struct {
 
 // Queue is the job queue and its dead letters in the SQLite file: a
 // queue.Sender, queue.Receiver and queue.DeadLetterer with SQS's semantics
-// (at-least-once, visibility timeout, receive counts). A settled dead
+// (at-least-once, visibility timeout, receive counts). A completed dead
 // letter moves in one transaction. Message ids are "sqlite-<n>"; a receipt
 // names the message and its receive, so a receiver that outlived its
-// visibility timeout cannot settle for the newer one.
+// visibility timeout cannot complete for the newer one.
 type Queue struct {
 	d *DB
 	o QueueOptions
@@ -163,7 +163,7 @@ func (q *Queue) receiveOnce(ctx context.Context, limit int) ([]queue.Delivery, e
 			id := "sqlite-" + strconv.FormatInt(m.id, 10)
 			if q.o.MaxReceives > 0 && m.receives >= q.o.MaxReceives {
 				if err := deadLetter(ctx, tx, m.id, id, m.body, m.jobID, m.receives, ReasonMaxReceives,
-					fmt.Sprintf("received %d times without being settled", m.receives), now); err != nil {
+					fmt.Sprintf("received %d times without being completed", m.receives), now); err != nil {
 					return err
 				}
 				continue
@@ -195,16 +195,16 @@ func parseReceipt(r string) (id int64, receives int, err error) {
 		}
 	}
 	if !ok || err != nil {
-		return 0, 0, fmt.Errorf("settling: receipt %q is not this queue's", r)
+		return 0, 0, fmt.Errorf("completing: receipt %q is not this queue's", r)
 	}
 	return id, receives, nil
 }
 
-// Settle implements queue.Receiver. Done deletes the message, Retry leaves
+// Complete implements queue.Receiver. Done deletes the message, Retry leaves
 // it to come back after its visibility timeout, DeadLetter moves it to the
 // dead letters in one transaction. A receipt of an earlier receive is
 // ErrStaleReceipt and changes nothing.
-func (q *Queue) Settle(ctx context.Context, d queue.Delivery, a queue.Answer) error {
+func (q *Queue) Complete(ctx context.Context, d queue.Delivery, a queue.Answer) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -220,9 +220,9 @@ func (q *Queue) Settle(ctx context.Context, d queue.Delivery, a queue.Answer) er
 		err := tx.QueryRowContext(ctx, "SELECT receives FROM queue_messages WHERE id = ?", id).Scan(&cur)
 		switch {
 		case isNoRows(err):
-			return nil // settled before: Done and DeadLetter are idempotent
+			return nil // completed before: Done and DeadLetter are idempotent
 		case err != nil:
-			return fmt.Errorf("settling: %w", err)
+			return fmt.Errorf("completing: %w", err)
 		case cur != receives:
 			return ErrStaleReceipt
 		}
@@ -251,7 +251,7 @@ func deadLetter(ctx context.Context, tx *sql.Tx, msg int64, id, body string, job
 }
 
 // DeadLetter implements queue.DeadLetterer: it records the dead letter (and
-// leaves the message to the caller's Settle).
+// leaves the message to the caller's Complete).
 func (q *Queue) DeadLetter(ctx context.Context, d queue.Delivery, reason, detail string) error {
 	return q.d.tx(ctx, func(tx *sql.Tx) error {
 		return deadLetter(ctx, tx, 0, d.ID, d.Body, d.Job.JobID, d.ReceiveCount, reason, detail, q.o.Now())

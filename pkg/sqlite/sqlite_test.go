@@ -113,17 +113,17 @@ func TestReceiver(t *testing.T) {
 	if len(dead) != 1 || !dead[0].DeadAt.Equal(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)) {
 		t.Errorf("dead letters %+v, want job 2's, dead at the start", dead)
 	}
-	// A receiver that outlived its visibility cannot settle for the newer one.
+	// A receiver that outlived its visibility cannot complete for the newer one.
 	now.Add(int64(time.Minute))
 	newer, _ := q.Receive(ctx, 10)
 	if len(newer) != 1 {
 		t.Fatalf("third receive: %+v", newer)
 	}
-	if err := q.Settle(ctx, retried, queue.Answer{Verdict: queue.Done}); !errors.Is(err, sqlite.ErrStaleReceipt) {
-		t.Errorf("settling with a stale receipt: %v, want ErrStaleReceipt", err)
+	if err := q.Complete(ctx, retried, queue.Answer{Verdict: queue.Done}); !errors.Is(err, sqlite.ErrStaleReceipt) {
+		t.Errorf("completing with a stale receipt: %v, want ErrStaleReceipt", err)
 	}
-	if err := q.Settle(ctx, newer[0], queue.Answer{Verdict: queue.Done}); err != nil {
-		t.Errorf("settling with the current receipt: %v", err)
+	if err := q.Complete(ctx, newer[0], queue.Answer{Verdict: queue.Done}); err != nil {
+		t.Errorf("completing with the current receipt: %v", err)
 	}
 	if n, _ := q.Depth(ctx); n != 0 {
 		t.Errorf("depth %d after the last Done, want 0", n)
@@ -133,7 +133,7 @@ func TestReceiver(t *testing.T) {
 	}
 }
 
-// TestRedrive: a message received MaxReceives times without being settled
+// TestRedrive: a message received MaxReceives times without being completed
 // goes to the dead letters instead of being delivered again.
 func TestRedrive(t *testing.T) {
 	t.Parallel()
@@ -161,7 +161,7 @@ func TestRedrive(t *testing.T) {
 }
 
 // TestConsumeConcurrently: receivers sharing the queue, through queue.Consume,
-// see every job exactly once while it is being handled, and settle them all.
+// see every job exactly once while it is being handled, and complete them all.
 func TestConsumeConcurrently(t *testing.T) {
 	t.Parallel()
 	q := sqlite.NewQueue(open(t, "", sqlite.Options{Synchronous: sqlite.Normal}), sqlite.QueueOptions{PollWait: 10 * time.Millisecond})

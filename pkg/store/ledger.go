@@ -48,16 +48,16 @@ type Ledger interface {
 	// be due while nothing has said which job it ran (an event naming it
 	// may come after the end): the runner is ended as End ends it (true:
 	// this call took it off its pool's count) and, ended by this call or
-	// before, is on its pool's awaiting list until Settle — in the same
+	// before, is on its pool's awaiting list until StopAwaiting — in the same
 	// write, so that no crash loses it. ErrNotFound: no such runner.
 	EndAwaiting(ctx context.Context, name string, at time.Time, reason string) (bool, error)
 	// Awaiting lists the pool's awaiting runners, sorted by name: their
 	// records as they are now (a lifecycle event that named the job since
 	// has filled BusyJob).
 	Awaiting(ctx context.Context, pool string) ([]provisioning.Runner, error)
-	// Settle takes the runner off its pool's awaiting list. A runner not on
+	// StopAwaiting takes the runner off its pool's awaiting list. A runner not on
 	// it, or unknown, is no error.
-	Settle(ctx context.Context, name string) error
+	StopAwaiting(ctx context.Context, name string) error
 	// Runner returns the runner's record, or ErrNotFound.
 	Runner(ctx context.Context, name string) (provisioning.Runner, error)
 	// RunnerByInstance returns the record of the runner on an instance, or ErrNotFound.

@@ -182,8 +182,8 @@ func (m *LedgerMemory) Awaiting(ctx context.Context, pool string) ([]provisionin
 	return out, nil
 }
 
-// Settle implements Ledger.
-func (m *LedgerMemory) Settle(ctx context.Context, name string) error {
+// StopAwaiting implements Ledger.
+func (m *LedgerMemory) StopAwaiting(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -68,10 +68,10 @@ const (
 
 // Defaults of the reader's settings.
 const (
-	// DefaultSettle is how long after a job's end its window is left alone:
+	// DefaultMetricLag is how long after a job's end its window is left alone:
 	// the agent flushes every 30 s and CloudWatch makes a point readable
 	// within about a minute of receiving it. Two minutes covers both.
-	DefaultSettle = 2 * time.Minute
+	DefaultMetricLag = 2 * time.Minute
 	// DefaultPeriod: see the package doc.
 	DefaultPeriod = 60 * time.Second
 	// DefaultRootFSType is the root file system of skiff's images (AL2023,
@@ -102,7 +102,7 @@ type Reader struct {
 	api API
 	// namespaceOf is the namespace an instance's series are read from.
 	namespaceOf func(instanceID string) string
-	settle      time.Duration
+	lag         time.Duration
 	period      time.Duration
 	now         func() time.Time
 	prices      *pool.PriceTable
@@ -113,8 +113,8 @@ type Reader struct {
 // Option configures a Reader.
 type Option func(*Reader)
 
-// WithSettle sets the settle delay (DefaultSettle).
-func WithSettle(d time.Duration) Option { return func(r *Reader) { r.settle = d } }
+// WithMetricLag sets how long after a job's end its window is left alone (DefaultMetricLag).
+func WithMetricLag(d time.Duration) Option { return func(r *Reader) { r.lag = d } }
 
 // WithPeriod sets the period of the statistics, a multiple of 60 s, or 10 s
 // for windows under 3 hours old (DefaultPeriod).
@@ -156,7 +156,7 @@ func WithMaxQueries(n int) Option { return func(r *Reader) { r.maxQueries = n } 
 
 // New returns a reader over api.
 func New(api API, opts ...Option) *Reader {
-	r := &Reader{api: api, settle: DefaultSettle, period: DefaultPeriod,
+	r := &Reader{api: api, lag: DefaultMetricLag, period: DefaultPeriod,
 		now: time.Now, prices: pool.Prices, rootFSType: DefaultRootFSType, maxQueries: MaxQueries}
 	for _, o := range opts {
 		o(r)
@@ -185,7 +185,7 @@ type query struct {
 	gpu  int
 }
 
-// Read returns the peaks of the settled windows, in as few calls as the
+// Read returns the peaks of the windows past the metric lag, in as few calls as the
 // limits allow. On an error it still returns what earlier calls read, with
 // the failed calls' windows in Pending.
 func (r *Reader) Read(ctx context.Context, windows []metrics.PeakWindow) (metrics.PeakResult, error) {
@@ -193,7 +193,7 @@ func (r *Reader) Read(ctx context.Context, windows []metrics.PeakWindow) (metric
 		return metrics.PeakResult{}, ErrNoNamespace
 	}
 	res := metrics.PeakResult{Peaks: map[metrics.Key]*metrics.Peaks{}}
-	cutoff := r.now().Add(-r.settle)
+	cutoff := r.now().Add(-r.lag)
 	var ready []metrics.PeakWindow
 	for _, w := range windows {
 		if w.End.After(cutoff) {

@@ -25,7 +25,7 @@ type putFunc func(metric string, at time.Time, v float64, kv ...string)
 // scenario seeds the agent's series for five jobs and returns their windows:
 // A (CPU, every series, spikes before and after its window that must not
 // count), B (one A10G GPU), C (agent off), D (GPU instance, GPU series
-// missing), E (ended 30 s before now: not settled), F (four A10Gs of which
+// missing), E (ended 30 s before now: within the metric lag), F (four A10Gs of which
 // two reported; only the first reports the memory total).
 func scenario(put putFunc, base, now time.Time, prefix string) []metrics.PeakWindow {
 	each := func(from, to time.Time, fn func(at time.Time)) {
@@ -96,7 +96,7 @@ func scenario(put putFunc, base, now time.Time, prefix string) []metrics.PeakWin
 func checkScenario(t *testing.T, res metrics.PeakResult) {
 	t.Helper()
 	if len(res.Pending) != 1 || res.Pending[0].Key.JobID != 5 {
-		t.Errorf("pending = %+v, want job 5 only (not settled)", res.Pending)
+		t.Errorf("pending = %+v, want job 5 only (within the metric lag)", res.Pending)
 	}
 	pa := res.Peaks[metrics.Key{JobID: 1, RunAttempt: 1}]
 	if pa == nil || pa.CPUPeak == nil || *pa.CPUPeak != 95 || *pa.MemoryPeak != 70 || *pa.DiskPeak != 30 || len(pa.GPUs) != 0 {
@@ -178,7 +178,7 @@ func TestMoto(t *testing.T) {
 	}
 	checkScenario(t, res)
 	if res.Calls != 1 {
-		t.Errorf("%d calls, want 1 for five settled jobs", res.Calls)
+		t.Errorf("%d calls, want 1 for five jobs past the metric lag", res.Calls)
 	}
 	if _, err := cwpeaks.New(client).Read(t.Context(), windows); !errors.Is(err, cwpeaks.ErrNoNamespace) {
 		t.Errorf("a reader with no namespace: %v, want ErrNoNamespace", err)
@@ -287,7 +287,7 @@ func TestFake(t *testing.T) {
 				t.Errorf("err %v, peaks %d", err, len(res.Peaks))
 			}
 		}},
-		{name: "not settled with a longer delay", opts: []cwpeaks.Option{cwpeaks.WithSettle(2 * time.Hour)}, check: func(t *testing.T, f *fakeCW, res metrics.PeakResult, err error) {
+		{name: "within a longer metric lag", opts: []cwpeaks.Option{cwpeaks.WithMetricLag(2 * time.Hour)}, check: func(t *testing.T, f *fakeCW, res metrics.PeakResult, err error) {
 			if err != nil || f.calls != 0 || len(res.Pending) != 6 {
 				t.Errorf("err %v calls %d pending %d", err, f.calls, len(res.Pending))
 			}

@@ -399,7 +399,7 @@ func TestPoolLimit(t *testing.T) {
 }
 
 // TestReplayAndRestart: a token replayed after a restart launched nothing
-// here (a permanent error, so scale-up settles it); instance ids keep
+// here (a permanent error, so scale-up completes it); instance ids keep
 // counting up across restarts; a token registration is refused.
 func TestReplayAndRestart(t *testing.T) {
 	t.Parallel()

@@ -37,8 +37,8 @@ type Queue interface {
 // RunReceiver checks the promises of a Receiver on a queue whose clock
 // advance moves and whose visibility timeout is a minute: at least once,
 // in order, a received message hidden for the visibility timeout, receive
-// counts, and each verdict settled as SQS would. inFlight is called once
-// the three jobs it sends are received and not settled (for the queue's
+// counts, and each verdict completed as SQS would. inFlight is called once
+// the three jobs it sends are received and not completed (for the queue's
 // own counts); deadLetters lists the queue's dead letters. It leaves job 3
 // retried and returns its delivery and the dead letters (job 2's), for
 // checks of the queue's own.
@@ -61,7 +61,7 @@ func RunReceiver(t *testing.T, q Queue, advance func(time.Duration), inFlight fu
 	inFlight()
 	answers := []queue.Answer{{Verdict: queue.Done}, {Verdict: queue.DeadLetter, Reason: "launch_quota", Detail: "raise it"}}
 	for i, d := range first {
-		if err := q.Settle(ctx, d, answers[i]); err != nil {
+		if err := q.Complete(ctx, d, answers[i]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -70,7 +70,7 @@ func RunReceiver(t *testing.T, q Queue, advance func(time.Duration), inFlight fu
 	if len(again) != 1 || again[0].Job.JobID != 3 || again[0].ReceiveCount != 2 {
 		t.Fatalf("after the visibility timeout: %+v, want job 3 again, received twice", again)
 	}
-	if err := q.Settle(ctx, again[0], queue.Answer{Verdict: queue.Retry}); err != nil {
+	if err := q.Complete(ctx, again[0], queue.Answer{Verdict: queue.Retry}); err != nil {
 		t.Fatal(err)
 	}
 	dead, err = deadLetters()

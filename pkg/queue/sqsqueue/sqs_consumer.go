@@ -31,7 +31,7 @@ var (
 const receiveWaitSeconds = 5
 
 // SQSReceiver receives jobs from an SQS queue, for consumers outside
-// Lambda, and settles them: Done deletes, Retry lets the visibility timeout
+// Lambda, and completes them: Done deletes, Retry lets the visibility timeout
 // bring the message back, DeadLetter sends it to the dead-letter queue
 // through dl and then deletes it.
 type SQSReceiver struct {
@@ -62,8 +62,8 @@ func (r *SQSReceiver) Receive(ctx context.Context, limit int) ([]queue.Delivery,
 	return ds, nil
 }
 
-// Settle implements Receiver.
-func (r *SQSReceiver) Settle(ctx context.Context, d queue.Delivery, a queue.Answer) error {
+// Complete implements Receiver.
+func (r *SQSReceiver) Complete(ctx context.Context, d queue.Delivery, a queue.Answer) error {
 	switch a.Verdict {
 	case queue.Retry:
 		return nil

@@ -103,7 +103,7 @@ func testSQSAgainst(t *testing.T, client *sqs.Client, api sqsqueue.SQSAPI, name,
 	}
 }
 
-// TestSQSReceiverAgainstGoaws receives and settles through the real SDK:
+// TestSQSReceiverAgainstGoaws receives and completes through the real SDK:
 // done deletes, dead letters reach the dead-letter queue with their reason
 // and the original body, and a retried message comes back with a higher
 // receive count.
@@ -148,8 +148,8 @@ func TestSQSReceiverAgainstGoaws(t *testing.T) {
 		if d.Job.JobID == 12 {
 			a = queue.Answer{Verdict: queue.DeadLetter, Reason: "launch_invalid", Detail: "no such launch template"}
 		}
-		if err := r.Settle(ctx, d, a); err != nil {
-			t.Fatalf("Settle(%d): %v", d.Job.JobID, err)
+		if err := r.Complete(ctx, d, a); err != nil {
+			t.Fatalf("Complete(%d): %v", d.Job.JobID, err)
 		}
 	}
 	out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(dlq), MaxNumberOfMessages: 10, MessageAttributeNames: []string{"All"}})
@@ -165,6 +165,6 @@ func TestSQSReceiverAgainstGoaws(t *testing.T) {
 		t.Errorf("dead letter %s %v (%v)", aws.ToString(m.Body), m.MessageAttributes, err)
 	}
 	if left, _ := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(jobs), MaxNumberOfMessages: 10}); len(left.Messages) != 0 {
-		t.Errorf("the job queue still holds %d messages after settling", len(left.Messages))
+		t.Errorf("the job queue still holds %d messages after completing", len(left.Messages))
 	}
 }

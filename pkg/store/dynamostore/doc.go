@@ -52,7 +52,7 @@
 // records for the reconciler and `skiff status`, and, under
 // awaiting#<pool>, its awaiting runners: EndAwaiting's end sets live_pool
 // to that instead of removing it (a runner ended before gets it with one
-// UpdateItem), and Settle removes it from an ended record.
+// UpdateItem), and StopAwaiting removes it from an ended record.
 //
 // LedgerDynamo (ledger_dynamo.go) implements it. An end also sets the
 // instance pointer's expires_at to the record's, so both expire together;

@@ -41,7 +41,7 @@ func (d *LedgerDynamo) markAwaiting(ctx context.Context, r provisioning.Runner) 
 
 // Awaiting implements store.Ledger, sorted by name, from the live-pool
 // index's awaiting partition of the pool (eventually consistent, like
-// LiveRunners: a runner ended or settled a moment ago may be missing or
+// LiveRunners: a runner ended or taken off its awaiting list a moment ago may be missing or
 // still listed).
 func (d *LedgerDynamo) Awaiting(ctx context.Context, pool string) ([]provisioning.Runner, error) {
 	now := d.now()
@@ -54,14 +54,14 @@ func (d *LedgerDynamo) Awaiting(ctx context.Context, pool string) ([]provisionin
 	return out, nil
 }
 
-// Settle implements store.Ledger: one UpdateItem removes live_pool from
+// StopAwaiting implements store.Ledger: one UpdateItem removes live_pool from
 // an ended record (condition: terminated, so a live record's stays).
-func (d *LedgerDynamo) Settle(ctx context.Context, name string) error {
+func (d *LedgerDynamo) StopAwaiting(ctx context.Context, name string) error {
 	e := newExpr()
 	cond := fmt.Sprintf("%s = %s", e.name(attrStateRank), e.value(numI(int64(provisioning.StateTerminated))))
 	_, err := d.api.UpdateItem(ctx, e.update(d.table, runnerKey(name), "REMOVE "+e.name(attrLivePool), cond))
 	if err != nil && !isConditionFailed(err) {
-		return fmt.Errorf("settling runner %s: %w", name, err)
+		return fmt.Errorf("taking runner %s off its awaiting list: %w", name, err)
 	}
 	return nil
 }

@@ -253,7 +253,7 @@ func ledgerEndedRecordsExpire(t *testing.T, newLedger newLedgerFunc) {
 // ledgerAwaiting is RunLedger's Awaiting case: EndAwaiting ends a live
 // runner once, as End does, and puts it on its pool's awaiting list whoever
 // ended it; the list shows what later events fill in (the busy job), never
-// a live runner nor another pool's; Settle takes a runner off it, once or
+// a live runner nor another pool's; StopAwaiting takes a runner off it, once or
 // many times, and is no error for a runner not on it or unknown.
 func ledgerAwaiting(t *testing.T, newLedger newLedgerFunc) {
 	t.Parallel()
@@ -319,15 +319,15 @@ func ledgerAwaiting(t *testing.T, newLedger newLedgerFunc) {
 		t.Errorf("LiveRunners(cpu) = %+v, %v; want only %s: awaiting runners are not live", got, err, rs[3].Name)
 	}
 	for _, name := range []string{rs[0].Name, rs[0].Name, rs[2].Name, rs[3].Name, "skiff-404-1"} {
-		if err := l.Settle(ctx, name); err != nil {
-			t.Errorf("Settle(%s) = %v", name, err)
+		if err := l.StopAwaiting(ctx, name); err != nil {
+			t.Errorf("StopAwaiting(%s) = %v", name, err)
 		}
 	}
 	if got, want := fmt.Sprint(names()), fmt.Sprint([]string{rs[1].Name}); got != want {
-		t.Errorf("Awaiting(cpu) after Settle = %s, want %s", got, want)
+		t.Errorf("Awaiting(cpu) after StopAwaiting = %s, want %s", got, want)
 	}
 	if got, err := l.LiveRunners(ctx, "cpu"); err != nil || len(got) != 1 {
-		t.Errorf("LiveRunners(cpu) after settling a live runner = %+v, %v; want it still live", got, err)
+		t.Errorf("LiveRunners(cpu) after taking a live runner off the awaiting list = %+v, %v; want it still live", got, err)
 	}
 	if got, err := l.Awaiting(ctx, "gpu"); err != nil || len(got) != 1 {
 		t.Errorf("Awaiting(gpu) = %+v, %v; want its one runner", got, err)
