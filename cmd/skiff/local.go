@@ -14,7 +14,7 @@ import (
 
 	"github.com/skiffci/skiff/internal/local"
 	"github.com/skiffci/skiff/pkg/setup"
-	"github.com/skiffci/skiff/pkg/sqlite"
+	"github.com/skiffci/skiff/pkg/store/sqlitestore"
 )
 
 // runLocal is `skiff local`: the whole pipeline on this machine, with
@@ -99,7 +99,7 @@ func localConfig(f localFlags, getenv func(string) string, readFile func(string)
 		cfg.Hide = append(cfg.Hide, f.keyFile) // from the runners' sandboxes
 	}
 	if f.fast {
-		cfg.Durability = sqlite.Normal
+		cfg.Durability = sqlitestore.Normal
 	}
 	var problems []string
 	if app.err != nil {

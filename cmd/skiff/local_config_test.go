@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/sqlite"
+	"github.com/skiffci/skiff/pkg/store/sqlitestore"
 )
 
 // TestLocalConfig: skiff local's configuration from its flags, the
@@ -96,7 +96,7 @@ func TestLocalConfig(t *testing.T) {
 			if tc.check != nil {
 				tc.check(t, localConfigView{AppIDs: cfg.AppIDs, AppKeys: cfg.AppKeys, WebhookSecret: cfg.WebhookSecret,
 					RunnerCommand: cfg.RunnerCommand, Allow: cfg.Allow, Installations: cfg.Installations, Limits: cfg.Limits,
-					Fast: cfg.Durability == sqlite.Normal})
+					Fast: cfg.Durability == sqlitestore.Normal})
 			}
 		})
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/metrics/recordstore"
 	"github.com/skiffci/skiff/pkg/pool"
-	"github.com/skiffci/skiff/pkg/sqlite"
+	"github.com/skiffci/skiff/pkg/store/sqlitestore"
 )
 
 // metricsNow is the present for --since durations and the HTML report's
@@ -219,7 +219,7 @@ func readRecordsLocal(ctx context.Context, dataDir string, f metrics.Filter, add
 		return err
 	}
 	defer db.Close()
-	return collectRecords(ctx, sqlite.NewMetricsRecords(db), f, add)
+	return collectRecords(ctx, sqlitestore.NewMetricsRecords(db), f, add)
 }
 
 func collectRecords(ctx context.Context, s metrics.Records, f metrics.Filter, add func(*metrics.Record)) error {

@@ -14,7 +14,7 @@ import (
 	"github.com/skiffci/skiff/internal/local"
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/metrics"
-	"github.com/skiffci/skiff/pkg/sqlite"
+	"github.com/skiffci/skiff/pkg/store/sqlitestore"
 )
 
 var metricsStart = time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
@@ -75,11 +75,11 @@ func TestMetricsGolden(t *testing.T) {
 	})
 	// The same records in local mode's SQLite file print the same table.
 	dir := t.TempDir()
-	db, err := sqlite.Open(local.DBFile(dir), sqlite.Options{Synchronous: sqlite.Normal})
+	db, err := sqlitestore.Open(local.DBFile(dir), sqlitestore.Options{Synchronous: sqlitestore.Normal})
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs := sqlite.NewMetricsRecords(db)
+	recs := sqlitestore.NewMetricsRecords(db)
 	for _, r := range metrics.Synthetic(42, 600, metricsStart) {
 		if err := recs.Put(t.Context(), r); err != nil {
 			t.Fatal(err)

@@ -22,9 +22,9 @@ import (
 	"github.com/skiffci/skiff/internal/local"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provisioning"
-	"github.com/skiffci/skiff/pkg/sqlite"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/store/dynamostore"
+	"github.com/skiffci/skiff/pkg/store/sqlitestore"
 )
 
 // statusLedger is the part of the runner ledger status reads.
@@ -53,7 +53,7 @@ type statusSources struct {
 	ledger     statusLedger
 	sqs        sqsAPI
 	cloudWatch cloudWatchAPI
-	local      *sqlite.Queue
+	local      *sqlitestore.Queue
 	room       store.Room // the pools' waiting rooms
 	security   store.SecurityEvents
 	now        func() time.Time
@@ -162,12 +162,12 @@ func awsStatusSources(ctx context.Context, table string) (statusSources, error) 
 
 // openLocalData opens local mode's SQLite file in dataDir, which must
 // exist: a command that reads it does not create an empty one.
-func openLocalData(dataDir string) (*sqlite.DB, error) {
+func openLocalData(dataDir string) (*sqlitestore.DB, error) {
 	path := local.DBFile(dataDir)
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("no local mode data in %s: %w", dataDir, err)
 	}
-	return sqlite.Open(path, sqlite.Options{})
+	return sqlitestore.Open(path, sqlitestore.Options{})
 }
 
 // localStatusSources opens local mode's SQLite file in dataDir, which
@@ -178,8 +178,8 @@ func localStatusSources(dataDir string) (statusSources, func(), error) {
 	if err != nil {
 		return statusSources{}, nil, err
 	}
-	return statusSources{ledger: sqlite.NewLedger(db, time.Now), local: sqlite.NewQueue(db, sqlite.QueueOptions{}),
-			room: sqlite.NewRoom(db), security: sqlite.NewSecurityEvents(db, time.Now), now: time.Now},
+	return statusSources{ledger: sqlitestore.NewLedger(db, time.Now), local: sqlitestore.NewQueue(db, sqlitestore.QueueOptions{}),
+			room: sqlitestore.NewRoom(db), security: sqlitestore.NewSecurityEvents(db, time.Now), now: time.Now},
 		func() { _ = db.Close() }, nil
 }
 
@@ -304,7 +304,7 @@ func collectStatus(ctx context.Context, src statusSources, cfg *pool.Config, que
 }
 
 // localQueueStatus fills the queue's part of rep from local mode's queue.
-func localQueueStatus(ctx context.Context, q *sqlite.Queue, rep statusReport) (statusReport, error) {
+func localQueueStatus(ctx context.Context, q *sqlitestore.Queue, rep statusReport) (statusReport, error) {
 	c, err := q.Counts(ctx)
 	if err != nil {
 		return rep, err

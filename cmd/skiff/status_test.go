@@ -19,8 +19,8 @@ import (
 	"github.com/skiffci/skiff/internal/local"
 	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
-	"github.com/skiffci/skiff/pkg/sqlite"
 	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/store/sqlitestore"
 )
 
 var statusNow = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
@@ -180,18 +180,18 @@ func TestStatusLocal(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	ctx := context.Background()
-	db, err := sqlite.Open(local.DBFile(dir), sqlite.Options{})
+	db, err := sqlitestore.Open(local.DBFile(dir), sqlitestore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := sqlite.NewLedger(db, time.Now)
+	l := sqlitestore.NewLedger(db, time.Now)
 	if n, err := l.Reserve(ctx, "cpu", 10, []provisioning.Runner{{Name: "skiff-7-1", Pool: "cpu", JobID: 7, ReservedAt: time.Now()}}); err != nil || n != 1 {
 		t.Fatalf("Reserve = %d, %v", n, err)
 	}
 	if err := l.Launched(ctx, "skiff-7-1", provisioning.Launch{InstanceID: "p-1", At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	q := sqlite.NewQueue(db, sqlite.QueueOptions{})
+	q := sqlitestore.NewQueue(db, sqlitestore.QueueOptions{})
 	for _, id := range []int64{7, 8, 9} {
 		if err := q.Send(ctx, queue.Job{JobID: id, RunID: 1, Attempt: 1, Repository: "acme/app", Owner: "acme", Labels: []string{"self-hosted"}, Pool: "cpu",
 			DeliveryID: fmt.Sprint("d", id), ReceivedAt: time.Now()}); err != nil {

@@ -33,7 +33,7 @@ const (
 	dimPool     = "Pool"
 )
 
-// capacityReasons are the Reason values of ScaleUpCapacityErrors (pkg/ec2.Reason).
+// capacityReasons are the Reason values of ScaleUpCapacityErrors (pkg/provider/ec2.Reason).
 var capacityReasons = []string{"capacity", "unsupported", "quota", "spot_price", "throttled", "invalid", "transient"}
 
 var period = awscdk.Duration_Minutes(jsii.Number(1))

@@ -637,7 +637,7 @@ func TestKeyPrefixesMatchStore(t *testing.T) {
 func TestMetricNamesMatchFunctions(t *testing.T) {
 	t.Parallel()
 	var src strings.Builder
-	for _, f := range []string{"../../pkg/scaleup/metrics.go", "../../pkg/webhook/handler.go", "../../pkg/webhook/detect.go", "../../pkg/telemetry/telemetry.go", "../../pkg/telemetry/timings.go", "../../pkg/ec2/errors.go", "../../pkg/ec2/provider.go", "../../pkg/room/room.go"} {
+	for _, f := range []string{"../../pkg/scaleup/metrics.go", "../../pkg/webhook/handler.go", "../../pkg/webhook/detect.go", "../../pkg/telemetry/telemetry.go", "../../pkg/telemetry/timings.go", "../../pkg/provider/ec2/errors.go", "../../pkg/provider/ec2/provider.go", "../../pkg/room/room.go"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

@@ -20,8 +20,8 @@
 //	              offered again by a runner's end (scale-up's release, the
 //	              EC2 events, the reconciler), the reconciler's sweep, the
 //	              backoff's delayed tries and the place's probes
-//	EC2           pkg/ec2's provider through the AWS SDK over HTTP to the
-//	              EC2 fake's Query-protocol front (pkg/ec2/ec2fake)
+//	EC2           pkg/provider/ec2's provider through the AWS SDK over HTTP to the
+//	              EC2 fake's Query-protocol front (pkg/provider/ec2/ec2fake)
 //	store         memory, dynalite or moto (Config.Store): the production
 //	              DynamoDB adapters through the SDK with an emulator
 //	runners       simulated instances: boot, read and delete their

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/ec2"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/provider/ec2"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/scaleup"
 )

@@ -33,8 +33,8 @@ import (
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/scaleup"
 	"github.com/skiffci/skiff/pkg/setup"
-	"github.com/skiffci/skiff/pkg/sqlite"
 	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/store/sqlitestore"
 	"github.com/skiffci/skiff/pkg/telemetry"
 	"github.com/skiffci/skiff/pkg/webhook"
 )
@@ -124,8 +124,8 @@ type Config struct {
 	// provider did not tell of (default instanceBackstop when it tells of
 	// each end, instancePoll otherwise).
 	InstancePoll time.Duration
-	// Durability is the SQLite file's synchronous mode (default sqlite.Full).
-	Durability sqlite.Synchronous
+	// Durability is the SQLite file's synchronous mode (default sqlitestore.Full).
+	Durability sqlitestore.Synchronous
 	// MetricsRecords turns on one metrics record per finished job, kept in
 	// the SQLite file (Local.MetricsRecords); the process provider measures each
 	// runner (CPU time, peak memory, GPUs) and describes the host.
@@ -141,14 +141,14 @@ type Config struct {
 type Local struct {
 	cfg    Config
 	log    *slog.Logger
-	db     *sqlite.DB
-	Queue  *sqlite.Queue
-	Store  *sqlite.Store
+	db     *sqlitestore.DB
+	Queue  *sqlitestore.Queue
+	Store  *sqlitestore.Store
 	Ledger store.Ledger
 	// Room is the pools' waiting room.
 	Room *room.Service
 	// MetricsRecords holds the metrics records (with Config.MetricsRecords).
-	MetricsRecords *sqlite.MetricsRecords
+	MetricsRecords *sqlitestore.MetricsRecords
 	Provider       provider.Provider
 	ScaleUp        *scaleup.Service
 	// ScaleDown is the reconciler, run every ReconcileEvery.
@@ -254,7 +254,7 @@ func New(cfg Config, logger *slog.Logger) (*Local, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := sqlite.Open(DBFile(cfg.DataDir), sqlite.Options{Synchronous: cfg.Durability})
+	db, err := sqlitestore.Open(DBFile(cfg.DataDir), sqlitestore.Options{Synchronous: cfg.Durability})
 	if err != nil {
 		return nil, err
 	}
@@ -267,11 +267,11 @@ func New(cfg Config, logger *slog.Logger) (*Local, error) {
 	}()
 	// A retried job comes back after a few seconds: one machine's capacity
 	// frees up as soon as a runner ends, not minutes later as EC2's does.
-	l.Queue = sqlite.NewQueue(db, sqlite.QueueOptions{Visibility: localVisibility, Now: cfg.Now})
-	l.Store = sqlite.NewStore(db, cfg.Now)
-	ledger := sqlite.NewLedger(db, cfg.Now)
+	l.Queue = sqlitestore.NewQueue(db, sqlitestore.QueueOptions{Visibility: localVisibility, Now: cfg.Now})
+	l.Store = sqlitestore.NewStore(db, cfg.Now)
+	ledger := sqlitestore.NewLedger(db, cfg.Now)
 	l.Ledger = ledger
-	launches := sqlite.NewLaunches(db, cfg.Now)
+	launches := sqlitestore.NewLaunches(db, cfg.Now)
 	if err := l.buildProvider(pools); err != nil {
 		return nil, err
 	}
@@ -454,14 +454,14 @@ func needSandbox(pools *pool.Config, why error) error {
 
 // buildServices builds the waiting room and the services over the stores
 // and the provider: state changes, scale-up, scale-down and the webhook.
-func (l *Local) buildServices(pools *pool.Config, gh *github.Client, ledger *sqlite.Ledger, launches *sqlite.Launches,
+func (l *Local) buildServices(pools *pool.Config, gh *github.Client, ledger *sqlitestore.Ledger, launches *sqlitestore.Launches,
 	lists webhookLists) error {
 	cfg, logger, counter := l.cfg, l.log, telemetry.Discard
 	// The waiting room: a job that finds its pool full waits in the file
 	// and is offered the moment one of the pool's runners ends (the ledger
 	// below wakes it, whoever reports the end).
 	var err error
-	l.Room, err = room.New(room.Options{Room: sqlite.NewRoom(l.db), Queue: l.Queue, Jobs: l.Store, Pools: pools,
+	l.Room, err = room.New(room.Options{Room: sqlitestore.NewRoom(l.db), Queue: l.Queue, Jobs: l.Store, Pools: pools,
 		Ledger: ledger, Logger: logger, Now: cfg.Now})
 	if err != nil {
 		return err
@@ -498,9 +498,9 @@ func (l *Local) buildServices(pools *pool.Config, gh *github.Client, ledger *sql
 		return err
 	}
 	l.Webhook, err = webhook.New(webhook.Options{Secrets: [][]byte{[]byte(cfg.WebhookSecret)}, Router: pools, Policies: pools,
-		Scopes: pools, SecurityEvents: sqlite.NewSecurityEvents(l.db, cfg.Now),
+		Scopes: pools, SecurityEvents: sqlitestore.NewSecurityEvents(l.db, cfg.Now),
 		Queue: l.Queue, Store: l.Store, Runners: l.Ledger, Counter: counter, Logger: logger, Now: cfg.Now,
-		Allow: lists.allow, Installations: lists.installations, Recorded: sqlite.NewInstallations(l.db),
+		Allow: lists.allow, Installations: lists.installations, Recorded: sqlitestore.NewInstallations(l.db),
 		Deployment: cfg.Deployment})
 	return err
 }
@@ -508,11 +508,11 @@ func (l *Local) buildServices(pools *pool.Config, gh *github.Client, ledger *sql
 // metricsWriter is the reconciler's metrics writer and the pools whose
 // ended runners get a record: with MetricsRecords, one record per finished
 // job in the SQLite file (l.MetricsRecords), measured the provider's way.
-func (l *Local) metricsWriter(pools *pool.Config, ledger *sqlite.Ledger, counter telemetry.Counter) (scaledown.MetricsWriter, []string) {
+func (l *Local) metricsWriter(pools *pool.Config, ledger *sqlitestore.Ledger, counter telemetry.Counter) (scaledown.MetricsWriter, []string) {
 	if !l.cfg.MetricsRecords {
 		return scaledown.NoMetrics{}, nil
 	}
-	l.MetricsRecords = sqlite.NewMetricsRecords(l.db)
+	l.MetricsRecords = sqlitestore.NewMetricsRecords(l.db)
 	recordPools := []string{"*"}
 	rw := &scaledown.RecordWriter{Pools: recordPools, Jobs: l.Store, Ledger: ledger, Out: l.MetricsRecords,
 		CloudProvider: l.cfg.Provider, Region: "local", Counter: counter, Logger: l.log, CostPerHour: map[string]float64{}}
@@ -548,7 +548,7 @@ func (l *Local) metricsWriter(pools *pool.Config, ledger *sqlite.Ledger, counter
 // once. Otherwise such a reservation would count in its pool until the
 // reconciler's stale-reservation rule (half an hour), and such a job would
 // wait out its claim's lease (10 minutes).
-func (l *Local) recoverAtStart(ctx context.Context, pools *pool.Config, launches *sqlite.Launches) error {
+func (l *Local) recoverAtStart(ctx context.Context, pools *pool.Config, launches *sqlitestore.Launches) error {
 	instances, err := l.Provider.List(ctx, provider.Filter{})
 	if err != nil {
 		return fmt.Errorf("listing the runners at start: %w", err)

@@ -25,7 +25,7 @@ import (
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provisioning"
-	"github.com/skiffci/skiff/pkg/sqlite"
+	"github.com/skiffci/skiff/pkg/store/sqlitestore"
 )
 
 // buildStandin builds the stand-in runner into dir and returns its path.
@@ -159,15 +159,15 @@ func TestLocalRecoversReservationsAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	db, err := sqlite.Open(local.DBFile(data), sqlite.Options{})
+	db, err := sqlitestore.Open(local.DBFile(data), sqlitestore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
 	claim := provisioning.Claim{JobID: 7, Attempt: 1, Gen: 1, Token: "skiff-t", Pool: "cpu", LeaseUntil: now.Add(10 * time.Minute),
 		UpdatedAt: now, ExpiresAt: now.Add(time.Hour)}
-	cerr := sqlite.NewLaunches(db, nil).ClaimLaunch(ctx, claim, 0, now)
-	n, err := sqlite.NewLedger(db, time.Now).Reserve(ctx, "cpu", 20, []provisioning.Runner{{Name: "skiff-7-1", Pool: "cpu", JobID: 7, RunID: 6,
+	cerr := sqlitestore.NewLaunches(db, nil).ClaimLaunch(ctx, claim, 0, now)
+	n, err := sqlitestore.NewLedger(db, time.Now).Reserve(ctx, "cpu", 20, []provisioning.Runner{{Name: "skiff-7-1", Pool: "cpu", JobID: 7, RunID: 6,
 		Attempt: 1, ReservedAt: now}})
 	if err := errors.Join(err, cerr, db.Close()); err != nil || n != 1 {
 		t.Fatalf("claiming and reserving: %d, %v", n, err)
@@ -188,13 +188,13 @@ func TestLocalRecoversReservationsAtStart(t *testing.T) {
 	if err := l.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	db, err = sqlite.Open(local.DBFile(data), sqlite.Options{})
+	db, err = sqlitestore.Open(local.DBFile(data), sqlitestore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
 	after := time.Now()
-	got, err := sqlite.NewLaunches(db, nil).LaunchClaims(ctx, []int64{7}, after)
+	got, err := sqlitestore.NewLaunches(db, nil).LaunchClaims(ctx, []int64{7}, after)
 	if c := got[7]; err != nil || c.LeaseUntil.After(after) || c.Gen != 1 || c.Token != claim.Token {
 		t.Errorf("the left claim: %+v, %v; want it as it was, its lease over", c, err)
 	}

@@ -52,7 +52,7 @@ func (s State) Busy() bool { return s == StateJobStarted }
 
 // Runner is one runner's ledger record. Zero times mean "not yet".
 type Runner struct {
-	// Name is the runner's name (scaler.RunnerName): the record's key.
+	// Name is the runner's name (decide.RunnerName): the record's key.
 	Name    string
 	Pool    string
 	JobID   int64

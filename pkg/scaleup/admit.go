@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/pool"
-	"github.com/skiffci/skiff/pkg/scaler"
+	"github.com/skiffci/skiff/pkg/scaleup/decide"
 	"github.com/skiffci/skiff/pkg/store"
 )
 
@@ -64,7 +64,7 @@ func (s *Service) admit(ctx context.Context, items []*work) {
 			rt, err := s.trigger(ctx, w, collaborators)
 			if err != nil {
 				w.log.Warn("could not learn the run's trigger; retrying later", "err", err)
-				w.finish(scaler.OutcomeRetry, "trigger_unknown")
+				w.finish(decide.OutcomeRetry, "trigger_unknown")
 				continue
 			}
 			tr := rt.Trigger // a copy: the cached trigger is shared
@@ -72,7 +72,7 @@ func (s *Service) admit(ctx context.Context, items []*work) {
 				assoc, err := s.association(ctx, w, rt.actor)
 				if err != nil {
 					w.log.Warn("could not learn the fork author's permission; retrying later", "actor", rt.actor, "err", err)
-					w.finish(scaler.OutcomeRetry, "permission_unknown")
+					w.finish(decide.OutcomeRetry, "permission_unknown")
 					continue
 				}
 				tr.AuthorAssociation = assoc
@@ -83,7 +83,7 @@ func (s *Service) admit(ctx context.Context, items []*work) {
 			reason := pool.Reason(err)
 			s.o.Counter.Count(MetricSkipped, reason)
 			w.log.Warn("not launching: the pool does not admit this job", "reason", reason, "err", err)
-			w.finish(scaler.OutcomeSkipped, reason)
+			w.finish(decide.OutcomeSkipped, reason)
 		}
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/provider"
-	"github.com/skiffci/skiff/pkg/scaler"
+	"github.com/skiffci/skiff/pkg/scaleup/decide"
 	"github.com/skiffci/skiff/pkg/store"
 )
 
@@ -25,7 +25,7 @@ func (s *Service) decide(ctx context.Context, items []*work, now time.Time) {
 	if err != nil {
 		s.o.Logger.Error("reading launch claims", "err", err)
 		for _, w := range items {
-			w.finish(scaler.OutcomeRetry, "store")
+			w.finish(decide.OutcomeRetry, "store")
 		}
 		return
 	}
@@ -34,7 +34,7 @@ func (s *Service) decide(ctx context.Context, items []*work, now time.Time) {
 	for _, w := range items {
 		c, ok := claims[w.job.JobID]
 		if !ok {
-			w.decision = scaler.DecideClaim(w.job.JobID, nil, nil, now)
+			w.decision = decide.DecideClaim(w.job.JobID, nil, nil, now)
 			continue
 		}
 		w.claim = &c
@@ -47,24 +47,24 @@ func (s *Service) decide(ctx context.Context, items []*work, now time.Time) {
 			case errors.Is(err, store.ErrNotFound):
 			default:
 				w.log.Error("reading fleet", "err", err)
-				w.finish(scaler.OutcomeRetry, "store")
+				w.finish(decide.OutcomeRetry, "store")
 				continue
 			}
 			fleets[c.Token] = f
 		}
-		w.decision = scaler.DecideClaim(w.job.JobID, w.claim, f, now)
+		w.decision = decide.DecideClaim(w.job.JobID, w.claim, f, now)
 		switch w.decision.Action {
-		case scaler.Launched:
+		case decide.Launched:
 			s.o.Counter.Count(MetricDuplicates, "launched")
 			w.log.Info("job already has its runner", "instance_id", w.decision.Instance, "attempt", c.Attempt)
-			w.finish(scaler.OutcomeLaunched, "duplicate")
-		case scaler.InFlight:
+			w.finish(decide.OutcomeLaunched, "duplicate")
+		case decide.InFlight:
 			s.o.Counter.Count(MetricDuplicates, "in_flight")
 			w.log.Info("job is being launched by another invocation", "attempt", c.Attempt)
-			w.finish(scaler.OutcomeWait, "in_flight")
-		case scaler.Recover:
+			w.finish(decide.OutcomeWait, "in_flight")
+		case decide.Recover:
 			recover[c.Token] = append(recover[c.Token], w)
-		case scaler.NextAttempt:
+		case decide.NextAttempt:
 			s.supersede(ctx, w)
 		}
 	}
@@ -88,7 +88,7 @@ func (s *Service) recoverFleet(ctx context.Context, f *provisioning.Fleet, ws []
 	case err != nil:
 		log.Warn("replaying the fleet of a crashed invocation", "err", err)
 		for _, w := range ws {
-			w.finish(scaler.OutcomeRetry, launchReason(err))
+			w.finish(decide.OutcomeRetry, launchReason(err))
 		}
 		return
 	default:
@@ -126,7 +126,7 @@ func (s *Service) recoverFleet(ctx context.Context, f *provisioning.Fleet, ws []
 	if err := s.o.Launches.FinishFleet(ctx, f.Token, instances, "recovered"); err != nil {
 		log.Error("finishing the recovered fleet", "err", err)
 		for _, w := range ws {
-			w.finish(scaler.OutcomeRetry, "store")
+			w.finish(decide.OutcomeRetry, "store")
 		}
 		return
 	}
@@ -135,12 +135,12 @@ func (s *Service) recoverFleet(ctx context.Context, f *provisioning.Fleet, ws []
 	done := *f
 	done.State, done.Instances = provisioning.FleetDone, instances
 	for _, w := range ws {
-		w.decision = scaler.DecideClaim(w.job.JobID, w.claim, &done, now)
+		w.decision = decide.DecideClaim(w.job.JobID, w.claim, &done, now)
 		switch w.decision.Action {
-		case scaler.Launched:
+		case decide.Launched:
 			s.o.Counter.Count(MetricDuplicates, "launched")
-			w.finish(scaler.OutcomeLaunched, "recovered")
-		case scaler.NextAttempt:
+			w.finish(decide.OutcomeLaunched, "recovered")
+		case decide.NextAttempt:
 			s.supersede(ctx, w)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provisioning"
-	"github.com/skiffci/skiff/pkg/scaler"
+	"github.com/skiffci/skiff/pkg/scaleup/decide"
 	"github.com/skiffci/skiff/pkg/store"
 )
 
@@ -51,7 +51,7 @@ func (s *Service) launch(ctx context.Context, items []*work, now time.Time) {
 		w.runner = s.runnerName(w.job.JobID, w.gen)
 		keys[i] = w.key
 	}
-	groups := scaler.Group(keys, s.o.MaxFleetSize)
+	groups := decide.Group(keys, s.o.MaxFleetSize)
 	s.o.Executor.Run(len(groups), 0, func(gi int) {
 		ws := make([]*work, len(groups[gi]))
 		for i, idx := range groups[gi] {
@@ -82,17 +82,17 @@ func (s *Service) reserve(ctx context.Context, claimed []*work, now time.Time) [
 	if err != nil {
 		s.o.Logger.Error("reserving runners", "pool", pool, "err", err)
 		for _, w := range claimed {
-			w.finish(scaler.OutcomeRetry, "store")
+			w.finish(decide.OutcomeRetry, "store")
 		}
 		return nil
 	}
-	n, _ := scaler.Admit(len(claimed), granted)
+	n, _ := decide.Admit(len(claimed), granted)
 	for _, w := range claimed[:n] {
 		w.reserved = true
 	}
 	for _, w := range claimed[n:] {
 		w.log.Info("pool is at its max runners; retrying later", "max_runners", w.spec.MaxRunners)
-		w.finish(scaler.OutcomeRetry, "max_runners")
+		w.finish(decide.OutcomeRetry, "max_runners")
 	}
 	return claimed[:n]
 }
@@ -118,7 +118,7 @@ func (s *Service) launchGroup(ctx context.Context, ws []*work, now time.Time) {
 	for i, w := range ws {
 		planned[i] = provisioning.Member{JobID: w.job.JobID, Attempt: w.decision.Attempt}
 	}
-	token := scaler.Token(s.o.Deployment, spec.Pool, planned)
+	token := decide.Token(s.o.Deployment, spec.Pool, planned)
 	log := s.o.Logger.With("pool", spec.Pool, "fleet_token", token)
 
 	members, fleet := s.admitGroup(ctx, log, ws, token, now)
@@ -185,7 +185,7 @@ func (s *Service) leaseLeft(log *slog.Logger, members []*work) bool {
 	log.Warn("too little of the claim's lease is left to launch; leaving the jobs to the next delivery",
 		"lease_left_ms", left.Milliseconds(), "budget_ms", s.o.LaunchBudget.Milliseconds())
 	for _, w := range members {
-		w.finish(scaler.OutcomeRetry, "lease_expired")
+		w.finish(decide.OutcomeRetry, "lease_expired")
 	}
 	return false
 }
@@ -217,7 +217,7 @@ func (s *Service) intend(ctx context.Context, log *slog.Logger, members []*work,
 		}
 		log.Warn("recording the fleet's intent", "err", err, "reason", reason)
 		for _, w := range members {
-			w.finish(scaler.OutcomeRetry, reason)
+			w.finish(decide.OutcomeRetry, reason)
 		}
 		return "", false
 	}
@@ -256,7 +256,7 @@ func (s *Service) recordLaunch(ctx context.Context, log *slog.Logger, spec pool.
 		log.Error("launching: the outcome is unknown; recovery will replay the plan after the lease", "err", err)
 		for _, w := range members {
 			w.keep = true
-			w.finish(scaler.OutcomeWait, "launch_unknown")
+			w.finish(decide.OutcomeWait, "launch_unknown")
 		}
 		return
 	}
@@ -311,7 +311,7 @@ func (s *Service) finishLaunched(ctx context.Context, log *slog.Logger, spec poo
 		s.o.Counter.Count(MetricLaunched, spec.Pool)
 		s.o.Timings.Observe(MetricLaunchLatency, spec.Pool, latency)
 		w.log.Info("runner launched", "instance_id", w.instance, "launch_latency_ms", latency.Milliseconds(), "fell_back", res.FellBack)
-		w.finish(scaler.OutcomeLaunched, "launched")
+		w.finish(decide.OutcomeLaunched, "launched")
 	}
 }
 
@@ -343,10 +343,10 @@ func (s *Service) claim(ctx context.Context, ws []*work, token string, now time.
 		case errors.Is(err, store.ErrConflict):
 			s.o.Counter.Count(MetricDuplicates, "claim_conflict")
 			w.log.Info("another invocation claimed the job first")
-			w.finish(scaler.OutcomeRetry, "claim_conflict")
+			w.finish(decide.OutcomeRetry, "claim_conflict")
 		case err != nil:
 			w.log.Error("claiming the job", "err", err)
-			w.finish(scaler.OutcomeRetry, "store")
+			w.finish(decide.OutcomeRetry, "store")
 		default:
 			w.log = w.log.With("attempt", c.Attempt, "runner_name", w.runner)
 			w.leaseEnd = c.LeaseUntil
@@ -380,9 +380,9 @@ func (s *Service) recordLaunched(ctx context.Context, runner string, log *slog.L
 // permanent one (an invalid request, a zero quota) is dead-lettered at
 // once with the operator's detail, the rest retried.
 func (s *Service) fail(ws []*work, err error) {
-	outcome := scaler.OutcomeRetry
+	outcome := decide.OutcomeRetry
 	if provider.Permanent(err) {
-		outcome = scaler.OutcomePermanent
+		outcome = decide.OutcomePermanent
 	}
 	for _, w := range ws {
 		w.finish(outcome, launchReason(err))

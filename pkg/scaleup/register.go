@@ -9,7 +9,7 @@ import (
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
-	"github.com/skiffci/skiff/pkg/scaler"
+	"github.com/skiffci/skiff/pkg/scaleup/decide"
 )
 
 // register creates the job's runner registration (not yet bound to an
@@ -71,7 +71,7 @@ func (s *Service) register(ctx context.Context, w *work) {
 	if err := r.Validate(); err != nil {
 		s.o.Counter.Count(MetricSkipped, "invalid_registration")
 		w.log.Error("the job's registration breaks the boot script's contract", "err", err)
-		w.finish(scaler.OutcomePermanent, "invalid_registration")
+		w.finish(decide.OutcomePermanent, "invalid_registration")
 		return
 	}
 	w.reg = r
@@ -99,7 +99,7 @@ func (s *Service) groupID(ctx context.Context, w *work, org string) (int64, erro
 // labels) is dead-lettered at once.
 func (s *Service) githubFailure(w *work, what string, err error) {
 	var reason string
-	outcome := scaler.OutcomeRetry
+	outcome := decide.OutcomeRetry
 	switch {
 	case errors.Is(err, github.ErrRateLimited):
 		reason = "github_rate_limited"
@@ -107,7 +107,7 @@ func (s *Service) githubFailure(w *work, what string, err error) {
 		reason = "github_conflict"
 	case errors.Is(err, github.ErrNotFound), errors.Is(err, github.ErrForbidden),
 		errors.Is(err, github.ErrNotInstalled), errors.Is(err, github.ErrValidation):
-		reason, outcome = "github_refused", scaler.OutcomePermanent
+		reason, outcome = "github_refused", decide.OutcomePermanent
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		reason = "timeout"
 	default:

@@ -6,7 +6,7 @@ import (
 
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/queue"
-	"github.com/skiffci/skiff/pkg/scaler"
+	"github.com/skiffci/skiff/pkg/scaleup/decide"
 )
 
 // Waiter is the pools' waiting room as scale-up uses it (room.Service).
@@ -60,7 +60,7 @@ func (s *Service) updateRooms(ctx context.Context, items []*work) {
 	var launched []placeKey
 	seen := map[placeKey]bool{}
 	for _, w := range items {
-		if w.outcome == scaler.OutcomeLaunched {
+		if w.outcome == decide.OutcomeLaunched {
 			k := placeKey{w.spec.Pool, provider.PlaceOf(s.o.Provider, w.spec)}
 			if !seen[k] {
 				seen[k] = true
@@ -68,7 +68,7 @@ func (s *Service) updateRooms(ctx context.Context, items []*work) {
 			}
 		}
 		switch {
-		case w.outcome == scaler.OutcomeRetry && waits(w.reason):
+		case w.outcome == decide.OutcomeRetry && waits(w.reason):
 			place := provider.PlaceOf(s.o.Provider, w.spec)
 			if err := s.o.Room.Wait(ctx, w.job, place, w.reason, w.detail); err != nil {
 				if !errors.Is(err, errNoRoom) {
@@ -76,12 +76,12 @@ func (s *Service) updateRooms(ctx context.Context, items []*work) {
 				}
 				continue
 			}
-			w.outcome = scaler.OutcomeWaiting
+			w.outcome = decide.OutcomeWaiting
 			if !w.job.Probe { // a refused probe's job already waits
 				s.o.Counter.Count(MetricWaiting, w.reason)
 			}
-		case w.job.Waited > 0 && (w.outcome == scaler.OutcomeLaunched || w.outcome == scaler.OutcomeSkipped ||
-			w.outcome == scaler.OutcomePermanent):
+		case w.job.Waited > 0 && (w.outcome == decide.OutcomeLaunched || w.outcome == decide.OutcomeSkipped ||
+			w.outcome == decide.OutcomePermanent):
 			s.o.Room.Leave(ctx, w.job, w.reason)
 		}
 	}

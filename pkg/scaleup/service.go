@@ -9,9 +9,9 @@
 //	decode (drop what cannot be decoded) ─► dedupe by job id ─► resolve the
 //	launch spec (skip with a reason) ─► optional "still queued?" check (fails
 //	open) ─► read the jobs' launch claims (one read) and decide per job
-//	(scaler.DecideClaim) ─► reserve runners per pool within max (one write
-//	per pool; scaler.Admit) ─► group jobs that can share a launch
-//	(scaler.Group) ─► per group: claim each job (conditional write), create
+//	(decide.DecideClaim) ─► reserve runners per pool within max (one write
+//	per pool; decide.Admit) ─► group jobs that can share a launch
+//	(decide.Group) ─► per group: claim each job (conditional write), create
 //	its registration (JIT config, or the cached registration token), ask
 //	the provider for a plan and record it as the fleet's intent, launch the
 //	plan (the provider delivers each registration to its instance), record
@@ -42,7 +42,7 @@ import (
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/queue"
-	"github.com/skiffci/skiff/pkg/scaler"
+	"github.com/skiffci/skiff/pkg/scaleup/decide"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
 	"github.com/skiffci/skiff/pkg/userdata"
@@ -237,7 +237,7 @@ type work struct {
 	log  *slog.Logger
 
 	claim    *provisioning.Claim
-	decision scaler.ClaimDecision
+	decision decide.ClaimDecision
 	gen      int
 	runner   string // the runner's name: its ledger record
 	reserved bool   // the ledger holds a reservation for runner
@@ -250,7 +250,7 @@ type work struct {
 	leaseEnd time.Time
 
 	finished bool
-	outcome  scaler.Outcome
+	outcome  decide.Outcome
 	reason   string
 	// detail is what the operator needs beyond the reason (the provider's
 	// error and the quota to raise); it goes with a dead letter. Never a
@@ -258,7 +258,7 @@ type work struct {
 	detail string
 }
 
-func (w *work) finish(o scaler.Outcome, reason string) {
+func (w *work) finish(o decide.Outcome, reason string) {
 	if !w.finished {
 		w.finished, w.outcome, w.reason = true, o, reason
 	}
@@ -322,7 +322,7 @@ func (s *Service) resolve(items []*work) {
 			reason := pool.Reason(err)
 			s.o.Counter.Count(MetricSkipped, reason)
 			w.log.Warn("not launching: labels resolve to no launch spec", "reason", reason, "err", err, "labels", w.job.Labels)
-			w.finish(scaler.OutcomeSkipped, reason)
+			w.finish(decide.OutcomeSkipped, reason)
 			continue
 		}
 		w.spec = spec
@@ -344,7 +344,7 @@ func (s *Service) stillQueued(ctx context.Context, w *work) bool {
 	if j.Status != "queued" {
 		s.o.Counter.Count(MetricSkipped, "not_queued")
 		w.log.Info("not launching: the job is no longer queued", "status", j.Status)
-		w.finish(scaler.OutcomeSkipped, "not_queued")
+		w.finish(decide.OutcomeSkipped, "not_queued")
 		return false
 	}
 	return true
@@ -355,12 +355,12 @@ func (s *Service) stillQueued(ctx context.Context, w *work) bool {
 // redrive would move it without one), a permanent failure is dead-lettered
 // at once.
 func (s *Service) answer(w *work) queue.Answer {
-	switch scaler.Dispose(w.outcome, w.d.ReceiveCount, s.o.MaxAttempts) {
-	case scaler.Retry:
+	switch decide.Dispose(w.outcome, w.d.ReceiveCount, s.o.MaxAttempts) {
+	case decide.Retry:
 		s.o.Counter.Count(MetricRetried, w.reason)
 		w.log.Info("job returned to the queue", "reason", w.reason)
 		return queue.Answer{Verdict: queue.Retry, Reason: w.reason}
-	case scaler.DeadLetter:
+	case decide.DeadLetter:
 		s.o.Counter.Count(MetricDeadLettered, w.reason)
 		w.log.Error("job dead-lettered", "reason", w.reason, "detail", w.detail)
 		return queue.Answer{Verdict: queue.DeadLetter, Reason: w.reason, Detail: w.detail}

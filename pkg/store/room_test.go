@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/scaler"
+	"github.com/skiffci/skiff/pkg/scaleup/decide"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/store/storetest"
 )
@@ -19,7 +19,7 @@ func TestRoomMemory(t *testing.T) {
 // TestBackoffProperty: over seeded sequences of refusals and recoveries at
 // random times, a refusal always leaves a backoff under way; the backoff
 // grows only when a refusal finds none under way, by one failure, and its
-// length follows scaler.CapacityBackoff (15 s doubling, at most 5 min, ±20 %).
+// length follows decide.CapacityBackoff (15 s doubling, at most 5 min, ±20 %).
 func TestBackoffProperty(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -38,7 +38,7 @@ func TestBackoffProperty(t *testing.T) {
 				continue
 			}
 			jitter := rng.Float64()
-			b, err := r.Refused(ctx, "gpu", "p", now, func(f int) time.Duration { return scaler.CapacityBackoff(f, jitter) })
+			b, err := r.Refused(ctx, "gpu", "p", now, func(f int) time.Duration { return decide.CapacityBackoff(f, jitter) })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -53,7 +53,7 @@ func TestBackoffProperty(t *testing.T) {
 				if prev.Until.IsZero() || !now.Before(prev.Until.Add(store.BackoffLimit)) {
 					want = 1
 				}
-				d := scaler.CapacityBackoff(want, jitter)
+				d := decide.CapacityBackoff(want, jitter)
 				if b.Failures != want || !b.Until.Equal(now.Add(d)) {
 					t.Fatalf("seed %d step %d: after %+v got %+v; want %d failures until +%s", seed, step, prev, b, want, d)
 				}

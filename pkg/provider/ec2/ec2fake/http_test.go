@@ -18,8 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/skiffci/skiff/pkg/ec2"
-	"github.com/skiffci/skiff/pkg/ec2/ec2fake"
+	"github.com/skiffci/skiff/pkg/provider/ec2"
+	"github.com/skiffci/skiff/pkg/provider/ec2/ec2fake"
 )
 
 // client is a real SDK client pointed at the fake's HTTP front end. With

@@ -1,4 +1,4 @@
-package sqlite_test
+package sqlitestore_test
 
 import (
 	"bufio"
@@ -23,17 +23,17 @@ import (
 	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/queue/queuetest"
-	"github.com/skiffci/skiff/pkg/sqlite"
 	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/store/sqlitestore"
 	"github.com/skiffci/skiff/pkg/store/storetest"
 )
 
-func open(t testing.TB, path string, o sqlite.Options) *sqlite.DB {
+func open(t testing.TB, path string, o sqlitestore.Options) *sqlitestore.DB {
 	t.Helper()
 	if path == "" {
 		path = filepath.Join(t.TempDir(), "skiff.db")
 	}
-	db, err := sqlite.Open(path, o)
+	db, err := sqlitestore.Open(path, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,10 +44,10 @@ func open(t testing.TB, path string, o sqlite.Options) *sqlite.DB {
 func TestStoreConformance(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T) store.Store {
-		return sqlite.NewStore(open(t, "", sqlite.Options{}), func() time.Time { return storetest.Now })
+		return sqlitestore.NewStore(open(t, "", sqlitestore.Options{}), func() time.Time { return storetest.Now })
 	})
 	storetest.RunExpiry(t, func(t *testing.T, now func() time.Time) store.Store {
-		return sqlite.NewStore(open(t, "", sqlite.Options{}), now)
+		return sqlitestore.NewStore(open(t, "", sqlitestore.Options{}), now)
 	})
 }
 
@@ -57,8 +57,8 @@ func TestStoreExpiry(t *testing.T) {
 	t.Parallel()
 	var now atomic.Int64
 	now.Store(storetest.Now.UnixNano())
-	db := open(t, "", sqlite.Options{})
-	s := sqlite.NewStore(db, func() time.Time { return time.Unix(0, now.Load()) })
+	db := open(t, "", sqlitestore.Options{})
+	s := sqlitestore.NewStore(db, func() time.Time { return time.Unix(0, now.Load()) })
 	ctx := context.Background()
 	at := storetest.Now
 	if _, err := s.RecordJob(ctx, store.Job{ID: 1, Status: store.StatusCompleted, ExpiresAt: at.Add(time.Hour)}); err != nil {
@@ -97,17 +97,17 @@ func TestReceiver(t *testing.T) {
 	var now atomic.Int64
 	now.Store(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC).UnixNano())
 	clock := func() time.Time { return time.Unix(0, now.Load()) }
-	q := sqlite.NewQueue(open(t, "", sqlite.Options{}), sqlite.QueueOptions{Visibility: time.Minute, Now: clock, PollWait: time.Millisecond})
+	q := sqlitestore.NewQueue(open(t, "", sqlitestore.Options{}), sqlitestore.QueueOptions{Visibility: time.Minute, Now: clock, PollWait: time.Millisecond})
 	ctx := context.Background()
 	retried, dead := queuetest.RunReceiver(t, q, func(d time.Duration) { now.Add(int64(d)) }, func() {
-		if c, err := q.Counts(ctx); err != nil || c != (sqlite.Counts{InFlight: 3}) {
+		if c, err := q.Counts(ctx); err != nil || c != (sqlitestore.Counts{InFlight: 3}) {
 			t.Errorf("Counts = %+v, %v; want 3 in flight", c, err)
 		}
 	}, func() ([]queue.DeadLetterRecord, error) { return q.DeadLetters(ctx) })
 	if n, _ := q.Depth(ctx); n != 1 {
 		t.Fatalf("a retried message must stay: depth %d", n)
 	}
-	if c, err := q.Counts(ctx); err != nil || c != (sqlite.Counts{InFlight: 1, DeadLetters: 1}) {
+	if c, err := q.Counts(ctx); err != nil || c != (sqlitestore.Counts{InFlight: 1, DeadLetters: 1}) {
 		t.Errorf("Counts = %+v, %v; want the retried message in flight until its visibility ends, and one dead letter", c, err)
 	}
 	if len(dead) != 1 || !dead[0].DeadAt.Equal(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)) {
@@ -119,7 +119,7 @@ func TestReceiver(t *testing.T) {
 	if len(newer) != 1 {
 		t.Fatalf("third receive: %+v", newer)
 	}
-	if err := q.Complete(ctx, retried, queue.Answer{Verdict: queue.Done}); !errors.Is(err, sqlite.ErrStaleReceipt) {
+	if err := q.Complete(ctx, retried, queue.Answer{Verdict: queue.Done}); !errors.Is(err, sqlitestore.ErrStaleReceipt) {
 		t.Errorf("completing with a stale receipt: %v, want ErrStaleReceipt", err)
 	}
 	if err := q.Complete(ctx, newer[0], queue.Answer{Verdict: queue.Done}); err != nil {
@@ -139,7 +139,7 @@ func TestRedrive(t *testing.T) {
 	t.Parallel()
 	var now atomic.Int64
 	clock := func() time.Time { return time.Unix(0, now.Load()) }
-	q := sqlite.NewQueue(open(t, "", sqlite.Options{}), sqlite.QueueOptions{Visibility: time.Second, MaxReceives: 3, Now: clock, PollWait: time.Millisecond})
+	q := sqlitestore.NewQueue(open(t, "", sqlitestore.Options{}), sqlitestore.QueueOptions{Visibility: time.Second, MaxReceives: 3, Now: clock, PollWait: time.Millisecond})
 	ctx := context.Background()
 	if err := q.Send(ctx, jobN(5)); err != nil {
 		t.Fatal(err)
@@ -155,7 +155,7 @@ func TestRedrive(t *testing.T) {
 		t.Fatalf("a fourth delivery: %+v", ds)
 	}
 	dead, _ := q.DeadLetters(ctx)
-	if len(dead) != 1 || dead[0].JobID != 5 || dead[0].Reason != sqlite.ReasonMaxReceives || dead[0].ReceiveCount != 3 {
+	if len(dead) != 1 || dead[0].JobID != 5 || dead[0].Reason != sqlitestore.ReasonMaxReceives || dead[0].ReceiveCount != 3 {
 		t.Errorf("dead letters %+v", dead)
 	}
 }
@@ -164,7 +164,7 @@ func TestRedrive(t *testing.T) {
 // see every job exactly once while it is being handled, and complete them all.
 func TestConsumeConcurrently(t *testing.T) {
 	t.Parallel()
-	q := sqlite.NewQueue(open(t, "", sqlite.Options{Synchronous: sqlite.Normal}), sqlite.QueueOptions{PollWait: 10 * time.Millisecond})
+	q := sqlitestore.NewQueue(open(t, "", sqlitestore.Options{Synchronous: sqlitestore.Normal}), sqlitestore.QueueOptions{PollWait: 10 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const jobs = 60
@@ -216,13 +216,13 @@ func TestMain(m *testing.M) {
 }
 
 func durabilityChild(path string) int {
-	db, err := sqlite.Open(path, sqlite.Options{})
+	db, err := sqlitestore.Open(path, sqlitestore.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	s, q := sqlite.NewStore(db, nil), sqlite.NewQueue(db, sqlite.QueueOptions{})
-	l := sqlite.NewLedger(db, nil)
+	s, q := sqlitestore.NewStore(db, nil), sqlitestore.NewQueue(db, sqlitestore.QueueOptions{})
+	l := sqlitestore.NewLedger(db, nil)
 	out := bufio.NewWriter(os.Stdout)
 	for id := int64(1); ; id++ {
 		if err := webhookWrites(context.Background(), s, q, id); err != nil {
@@ -240,7 +240,7 @@ func durabilityChild(path string) int {
 
 // webhookWrites is what the webhook writes for one queued job: its record
 // (the conditional write that dedupes deliveries) and its message.
-func webhookWrites(ctx context.Context, s *sqlite.Store, q *sqlite.Queue, id int64) error {
+func webhookWrites(ctx context.Context, s *sqlitestore.Store, q *sqlitestore.Queue, id int64) error {
 	now := time.Now()
 	if _, err := s.RecordJob(ctx, store.Job{ID: id, RunID: 7, Attempt: 1, Repository: "acme/app", Status: store.StatusQueued,
 		Labels: []string{"self-hosted", "linux"}, Pool: "cpu", QueuedAt: now, UpdatedAt: now, ExpiresAt: now.Add(336 * time.Hour)}); err != nil {
@@ -267,7 +267,7 @@ func durableRunners(id int64) []provisioning.Runner {
 // ledgerWrites is what scale-up and the state-change handler write for one
 // job in the durability test: its runners reserved in one call, all but
 // the first released (ends), the first launched.
-func ledgerWrites(ctx context.Context, l *sqlite.Ledger, id int64) error {
+func ledgerWrites(ctx context.Context, l *sqlitestore.Ledger, id int64) error {
 	rs, now := durableRunners(id), time.Now()
 	if n, err := l.Reserve(ctx, durablePool, 1<<30, rs); err != nil || n != len(rs) {
 		return fmt.Errorf("reserving the runners of job %d: %d, %w", id, n, err)
@@ -305,7 +305,7 @@ func TestKill9LosesNothing(t *testing.T) {
 	for acked < 150 && lines.Scan() {
 		acked, _ = strconv.ParseInt(lines.Text(), 10, 64)
 	}
-	reader := sqlite.NewLedger(open(t, path, sqlite.Options{}), nil)
+	reader := sqlitestore.NewLedger(open(t, path, sqlitestore.Options{}), nil)
 	next := durableRunners(acked + 1)[0].Name
 	for deadline := time.Now().Add(time.Minute); ; {
 		if _, err := reader.Runner(context.Background(), next); err == nil {
@@ -329,9 +329,9 @@ func TestKill9LosesNothing(t *testing.T) {
 		t.Fatalf("the child acknowledged %d jobs before the kill, want at least 150", acked)
 	}
 
-	db := open(t, path, sqlite.Options{})
-	s := sqlite.NewStore(db, nil)
-	q := sqlite.NewQueue(db, sqlite.QueueOptions{PollWait: time.Millisecond})
+	db := open(t, path, sqlitestore.Options{})
+	s := sqlitestore.NewStore(db, nil)
+	q := sqlitestore.NewQueue(db, sqlitestore.QueueOptions{PollWait: time.Millisecond})
 	ctx := context.Background()
 	queued := map[int64]int{}
 	for {
@@ -361,7 +361,7 @@ func TestKill9LosesNothing(t *testing.T) {
 		}
 	}
 
-	l := sqlite.NewLedger(db, nil)
+	l := sqlitestore.NewLedger(db, nil)
 	for id := int64(1); id <= acked; id++ {
 		rs := durableRunners(id)
 		if r, err := l.Runner(ctx, rs[0].Name); err != nil || r.State != provisioning.StateLaunched || r.InstanceID != "i-"+strconv.FormatInt(id, 10) {
@@ -414,10 +414,10 @@ func TestKill9LosesNothing(t *testing.T) {
 // (RecordJob and Send: two transactions) on a
 // file in the test's temporary directory.
 func BenchmarkWebhookWrites(b *testing.B) {
-	for _, sync := range []sqlite.Synchronous{sqlite.Full, sqlite.Normal} {
+	for _, sync := range []sqlitestore.Synchronous{sqlitestore.Full, sqlitestore.Normal} {
 		b.Run(string(sync), func(b *testing.B) {
-			db := open(b, "", sqlite.Options{Synchronous: sync})
-			s, q := sqlite.NewStore(db, nil), sqlite.NewQueue(db, sqlite.QueueOptions{})
+			db := open(b, "", sqlitestore.Options{Synchronous: sync})
+			s, q := sqlitestore.NewStore(db, nil), sqlitestore.NewQueue(db, sqlitestore.QueueOptions{})
 			ctx := context.Background()
 			b.ResetTimer()
 			var id int64
@@ -435,7 +435,7 @@ func BenchmarkWebhookWrites(b *testing.B) {
 func TestMetricsRecordsConformance(t *testing.T) {
 	t.Parallel()
 	recordstest.Run(t, func(t *testing.T) metrics.Records {
-		return sqlite.NewMetricsRecords(open(t, "", sqlite.Options{}))
+		return sqlitestore.NewMetricsRecords(open(t, "", sqlitestore.Options{}))
 	})
 }
 
@@ -445,10 +445,10 @@ func TestMetricsRecordsConformance(t *testing.T) {
 func TestDurabilitySettings(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		opt  sqlite.Synchronous
-		want sqlite.Synchronous
-	}{{"", sqlite.Full}, {sqlite.Full, sqlite.Full}, {sqlite.Normal, sqlite.Normal}} {
-		db, err := sqlite.Open(filepath.Join(t.TempDir(), "skiff.db"), sqlite.Options{Synchronous: tc.opt})
+		opt  sqlitestore.Synchronous
+		want sqlitestore.Synchronous
+	}{{"", sqlitestore.Full}, {sqlitestore.Full, sqlitestore.Full}, {sqlitestore.Normal, sqlitestore.Normal}} {
+		db, err := sqlitestore.Open(filepath.Join(t.TempDir(), "skiff.db"), sqlitestore.Options{Synchronous: tc.opt})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -457,11 +457,11 @@ func TestDurabilitySettings(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := (sqlite.Settings{JournalMode: "wal", Synchronous: tc.want, ForeignKeys: true}); got != want {
+		if want := (sqlitestore.Settings{JournalMode: "wal", Synchronous: tc.want, ForeignKeys: true}); got != want {
 			t.Errorf("opened with synchronous %q: settings %+v, want %+v", tc.opt, got, want)
 		}
 	}
-	if _, err := sqlite.Open(filepath.Join(t.TempDir(), "skiff.db"), sqlite.Options{Synchronous: "OFF"}); err == nil {
+	if _, err := sqlitestore.Open(filepath.Join(t.TempDir(), "skiff.db"), sqlitestore.Options{Synchronous: "OFF"}); err == nil {
 		t.Error("synchronous OFF was accepted")
 	}
 }
@@ -469,13 +469,13 @@ func TestDurabilitySettings(t *testing.T) {
 func TestInstallationsConformance(t *testing.T) {
 	t.Parallel()
 	storetest.RunInstallations(t, func(t *testing.T) store.Installations {
-		return sqlite.NewInstallations(open(t, "", sqlite.Options{}))
+		return sqlitestore.NewInstallations(open(t, "", sqlitestore.Options{}))
 	})
 }
 
 func TestSecurityEventsConformance(t *testing.T) {
 	t.Parallel()
 	storetest.RunSecurityEvents(t, func(t *testing.T) store.SecurityEvents {
-		return sqlite.NewSecurityEvents(open(t, "", sqlite.Options{}), nil)
+		return sqlitestore.NewSecurityEvents(open(t, "", sqlitestore.Options{}), nil)
 	})
 }

@@ -1,4 +1,4 @@
-// Package sqlite keeps `skiff local`'s queue and store in one SQLite file,
+// Package sqlitestore keeps `skiff local`'s queue and store in one SQLite file,
 // through the pure-Go driver modernc.org/sqlite (no cgo): the job queue
 // (queue.Sender, queue.Receiver, queue.DeadLetterer, with SQS's
 // at-least-once semantics) and the state (store.Store: jobs and runs,
@@ -38,7 +38,7 @@
 //
 // A record whose expires_at has passed on the store's clock is treated as
 // absent by every read and write, as DynamoDB's TTL is; Sweep deletes them.
-package sqlite
+package sqlitestore
 
 import (
 	"context"

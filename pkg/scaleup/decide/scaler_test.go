@@ -1,4 +1,4 @@
-package scaler_test
+package decide_test
 
 import (
 	"reflect"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provisioning"
-	"github.com/skiffci/skiff/pkg/scaler"
+	"github.com/skiffci/skiff/pkg/scaleup/decide"
 )
 
 var now = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
@@ -29,32 +29,32 @@ func TestDecideClaim(t *testing.T) {
 		name  string
 		claim *provisioning.Claim
 		fleet *provisioning.Fleet
-		want  scaler.ClaimDecision
+		want  decide.ClaimDecision
 	}{
-		{"no claim", nil, nil, scaler.ClaimDecision{Action: scaler.Fresh, Attempt: 1}},
+		{"no claim", nil, nil, decide.ClaimDecision{Action: decide.Fresh, Attempt: 1}},
 		{"done with an instance", claim(1, 1, -time.Minute), fleet(provisioning.FleetDone, []int64{6, 7}, "i-6", "i-7"),
-			scaler.ClaimDecision{Action: scaler.Launched, Attempt: 1, PrevGen: 1, Instance: "i-7"}},
+			decide.ClaimDecision{Action: decide.Launched, Attempt: 1, PrevGen: 1, Instance: "i-7"}},
 		{"done with an instance, lease live", claim(1, 1, time.Minute), fleet(provisioning.FleetDone, []int64{7}, "i-7"),
-			scaler.ClaimDecision{Action: scaler.Launched, Attempt: 1, PrevGen: 1, Instance: "i-7"}},
+			decide.ClaimDecision{Action: decide.Launched, Attempt: 1, PrevGen: 1, Instance: "i-7"}},
 		{"done without an instance", claim(2, 3, time.Minute), fleet(provisioning.FleetDone, []int64{6, 7}, "i-6", ""),
-			scaler.ClaimDecision{Action: scaler.NextAttempt, Attempt: 3, PrevGen: 3}},
+			decide.ClaimDecision{Action: decide.NextAttempt, Attempt: 3, PrevGen: 3}},
 		{"done but not a member", claim(1, 1, time.Minute), fleet(provisioning.FleetDone, []int64{6}, "i-6"),
-			scaler.ClaimDecision{Action: scaler.NextAttempt, Attempt: 2, PrevGen: 1}},
+			decide.ClaimDecision{Action: decide.NextAttempt, Attempt: 2, PrevGen: 1}},
 		{"no fleet, lease live", claim(1, 1, time.Minute), nil,
-			scaler.ClaimDecision{Action: scaler.InFlight, Attempt: 1, PrevGen: 1}},
+			decide.ClaimDecision{Action: decide.InFlight, Attempt: 1, PrevGen: 1}},
 		{"no fleet, lease over", claim(1, 2, -time.Second), nil,
-			scaler.ClaimDecision{Action: scaler.NextAttempt, Attempt: 2, PrevGen: 2}},
+			decide.ClaimDecision{Action: decide.NextAttempt, Attempt: 2, PrevGen: 2}},
 		{"intent, lease live", claim(1, 1, time.Minute), fleet(provisioning.FleetIntent, []int64{7}),
-			scaler.ClaimDecision{Action: scaler.InFlight, Attempt: 1, PrevGen: 1}},
+			decide.ClaimDecision{Action: decide.InFlight, Attempt: 1, PrevGen: 1}},
 		{"intent, lease over", claim(1, 1, 0), fleet(provisioning.FleetIntent, []int64{7}),
-			scaler.ClaimDecision{Action: scaler.Recover, Attempt: 1, PrevGen: 1}},
+			decide.ClaimDecision{Action: decide.Recover, Attempt: 1, PrevGen: 1}},
 		{"intent without the job, lease over", claim(1, 1, -time.Minute), fleet(provisioning.FleetIntent, []int64{6}),
-			scaler.ClaimDecision{Action: scaler.NextAttempt, Attempt: 2, PrevGen: 1}},
+			decide.ClaimDecision{Action: decide.NextAttempt, Attempt: 2, PrevGen: 1}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			if got := scaler.DecideClaim(7, tc.claim, tc.fleet, now); got != tc.want {
+			if got := decide.DecideClaim(7, tc.claim, tc.fleet, now); got != tc.want {
 				t.Errorf("DecideClaim = %+v (%s), want %+v (%s)", got, got.Action, tc.want, tc.want.Action)
 			}
 		})
@@ -70,24 +70,24 @@ func TestToken(t *testing.T) {
 		}
 		return out
 	}
-	base := scaler.Token("ci", "cpu", m(1, 1, 2, 1))
+	base := decide.Token("ci", "cpu", m(1, 1, 2, 1))
 	cases := []struct {
 		name string
 		tok  string
 		same bool
 	}{
-		{"member order does not matter", scaler.Token("ci", "cpu", m(2, 1, 1, 1)), true},
-		{"another attempt is another token", scaler.Token("ci", "cpu", m(1, 2, 2, 1)), false},
-		{"another pool is another token", scaler.Token("ci", "gpu", m(1, 1, 2, 1)), false},
-		{"another deployment is another token", scaler.Token("ci-2", "cpu", m(1, 1, 2, 1)), false},
-		{"another member set is another token", scaler.Token("ci", "cpu", m(1, 1)), false},
+		{"member order does not matter", decide.Token("ci", "cpu", m(2, 1, 1, 1)), true},
+		{"another attempt is another token", decide.Token("ci", "cpu", m(1, 2, 2, 1)), false},
+		{"another pool is another token", decide.Token("ci", "gpu", m(1, 1, 2, 1)), false},
+		{"another deployment is another token", decide.Token("ci-2", "cpu", m(1, 1, 2, 1)), false},
+		{"another member set is another token", decide.Token("ci", "cpu", m(1, 1)), false},
 	}
 	for _, tc := range cases {
 		if (tc.tok == base) != tc.same {
 			t.Errorf("%s: %s vs %s", tc.name, tc.tok, base)
 		}
 	}
-	if scaler.Token("ci", "cpu", m(11, 1)) == scaler.Token("ci", "cpu", m(1, 11)) {
+	if decide.Token("ci", "cpu", m(11, 1)) == decide.Token("ci", "cpu", m(1, 11)) {
 		t.Error("job 11 attempt 1 and job 1 attempt 11 share a token")
 	}
 	if len(base) > provider.MaxTokenLen || !strings.HasPrefix(base, "skiff-") {
@@ -112,7 +112,7 @@ func TestGroup(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			if got := scaler.Group(tc.keys, tc.max); !reflect.DeepEqual(got, tc.want) {
+			if got := decide.Group(tc.keys, tc.max); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("Group = %v, want %v", got, tc.want)
 			}
 		})
@@ -123,26 +123,26 @@ func TestDispose(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name         string
-		outcome      scaler.Outcome
+		outcome      decide.Outcome
 		receiveCount int
 		max          int
-		want         scaler.Disposition
+		want         decide.Disposition
 	}{
-		{"launched", scaler.OutcomeLaunched, 1, 5, scaler.Ack},
-		{"skipped", scaler.OutcomeSkipped, 9, 5, scaler.Ack},
-		{"retry early", scaler.OutcomeRetry, 1, 5, scaler.Retry},
-		{"retry before the last", scaler.OutcomeRetry, 4, 5, scaler.Retry},
-		{"retry on the last delivery", scaler.OutcomeRetry, 5, 5, scaler.DeadLetter},
-		{"retry past the last", scaler.OutcomeRetry, 7, 5, scaler.DeadLetter},
-		{"permanent at once", scaler.OutcomePermanent, 1, 5, scaler.DeadLetter},
-		{"no limit", scaler.OutcomeRetry, 100, 0, scaler.Retry},
-		{"waiting on another launch is no attempt", scaler.OutcomeWait, 5, 5, scaler.Retry},
-		{"waiting past the last delivery", scaler.OutcomeWait, 9, 5, scaler.Retry},
+		{"launched", decide.OutcomeLaunched, 1, 5, decide.Ack},
+		{"skipped", decide.OutcomeSkipped, 9, 5, decide.Ack},
+		{"retry early", decide.OutcomeRetry, 1, 5, decide.Retry},
+		{"retry before the last", decide.OutcomeRetry, 4, 5, decide.Retry},
+		{"retry on the last delivery", decide.OutcomeRetry, 5, 5, decide.DeadLetter},
+		{"retry past the last", decide.OutcomeRetry, 7, 5, decide.DeadLetter},
+		{"permanent at once", decide.OutcomePermanent, 1, 5, decide.DeadLetter},
+		{"no limit", decide.OutcomeRetry, 100, 0, decide.Retry},
+		{"waiting on another launch is no attempt", decide.OutcomeWait, 5, 5, decide.Retry},
+		{"waiting past the last delivery", decide.OutcomeWait, 9, 5, decide.Retry},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			if got := scaler.Dispose(tc.outcome, tc.receiveCount, tc.max); got != tc.want {
+			if got := decide.Dispose(tc.outcome, tc.receiveCount, tc.max); got != tc.want {
 				t.Errorf("Dispose = %s, want %s", got, tc.want)
 			}
 		})
@@ -155,7 +155,7 @@ func TestAdmit(t *testing.T) {
 		{5, 5, 5, 0}, {5, 3, 3, 2}, {5, 0, 0, 5}, {2, 9, 2, 0}, {3, -1, 0, 3},
 	}
 	for _, a := range admits {
-		if ad, ov := scaler.Admit(a.n, a.granted); ad != a.admitted || ov != a.over {
+		if ad, ov := decide.Admit(a.n, a.granted); ad != a.admitted || ov != a.over {
 			t.Errorf("Admit(%d, %d) = %d, %d", a.n, a.granted, ad, ov)
 		}
 	}

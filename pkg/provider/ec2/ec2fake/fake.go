@@ -48,7 +48,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/skiffci/skiff/pkg/ec2"
+	"github.com/skiffci/skiff/pkg/provider/ec2"
 )
 
 // Fake is an in-memory EC2. Its zero value is not usable: call New. It is

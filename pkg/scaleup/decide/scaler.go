@@ -1,4 +1,4 @@
-// Package scaler holds scale-up's decisions as pure functions over plain
+// Package decide holds scale-up's decisions as pure functions over plain
 // values: what to do with a job given its launch claim, which jobs share a
 // fleet request, how many of a pool's jobs are admitted, the fleet's
 // idempotency token, and whether a job that did not launch is retried or dead-lettered.
@@ -15,7 +15,7 @@
 //
 // Only Recover keeps the attempt (and so the fleet token), because only then
 // may EC2 already have launched for it.
-package scaler
+package decide
 
 import (
 	"crypto/sha256"

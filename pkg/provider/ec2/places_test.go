@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/skiffci/skiff/pkg/ec2"
+	"github.com/skiffci/skiff/pkg/provider/ec2"
 )
 
 func TestPlaces(t *testing.T) {

@@ -1,4 +1,4 @@
-package sqlite_test
+package sqlitestore_test
 
 import (
 	"context"
@@ -12,29 +12,29 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/provisioning"
-	"github.com/skiffci/skiff/pkg/sqlite"
 	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/store/sqlitestore"
 	"github.com/skiffci/skiff/pkg/store/storetest"
 )
 
 func TestLaunchesConformance(t *testing.T) {
 	t.Parallel()
 	storetest.RunLaunches(t, func(t *testing.T) store.Launches {
-		return sqlite.NewLaunches(open(t, "", sqlite.Options{}), func() time.Time { return storetest.Now })
+		return sqlitestore.NewLaunches(open(t, "", sqlitestore.Options{}), func() time.Time { return storetest.Now })
 	})
 }
 
 func TestLedgerConformance(t *testing.T) {
 	t.Parallel()
 	storetest.RunLedger(t, func(t *testing.T, now func() time.Time) store.Ledger {
-		return sqlite.NewLedger(open(t, "", sqlite.Options{}), now)
+		return sqlitestore.NewLedger(open(t, "", sqlitestore.Options{}), now)
 	})
 }
 
 func TestInterruptionsConformance(t *testing.T) {
 	t.Parallel()
 	storetest.RunInterruptions(t, func(t *testing.T, now func() time.Time) storetest.InterruptLedger {
-		return sqlite.NewLedger(open(t, "", sqlite.Options{}), now)
+		return sqlitestore.NewLedger(open(t, "", sqlitestore.Options{}), now)
 	})
 }
 
@@ -48,8 +48,8 @@ func TestLedgerSweep(t *testing.T) {
 	var now atomic.Int64
 	now.Store(storetest.Now.UnixNano())
 	clock := func() time.Time { return time.Unix(0, now.Load()).UTC() }
-	db := open(t, "", sqlite.Options{})
-	l, ls := sqlite.NewLedger(db, clock), sqlite.NewLaunches(db, clock)
+	db := open(t, "", sqlitestore.Options{})
+	l, ls := sqlitestore.NewLedger(db, clock), sqlitestore.NewLaunches(db, clock)
 	ctx := context.Background()
 	at := storetest.Now
 	rs := []provisioning.Runner{
@@ -113,7 +113,7 @@ func TestLedgerSweep(t *testing.T) {
 // the lease changes.
 func TestEndLeases(t *testing.T) {
 	t.Parallel()
-	ls := sqlite.NewLaunches(open(t, "", sqlite.Options{}), nil)
+	ls := sqlitestore.NewLaunches(open(t, "", sqlitestore.Options{}), nil)
 	ctx := context.Background()
 	at := storetest.Now
 	claims := []provisioning.Claim{
@@ -146,9 +146,9 @@ func TestEndLeases(t *testing.T) {
 func TestLedgerTwoProcesses(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "skiff.db")
-	ls := []*sqlite.Ledger{
-		sqlite.NewLedger(open(t, path, sqlite.Options{Synchronous: sqlite.Normal}), nil),
-		sqlite.NewLedger(open(t, path, sqlite.Options{Synchronous: sqlite.Normal}), nil),
+	ls := []*sqlitestore.Ledger{
+		sqlitestore.NewLedger(open(t, path, sqlitestore.Options{Synchronous: sqlitestore.Normal}), nil),
+		sqlitestore.NewLedger(open(t, path, sqlitestore.Options{Synchronous: sqlitestore.Normal}), nil),
 	}
 	ctx := context.Background()
 	const max = 15
@@ -174,5 +174,5 @@ func TestLedgerTwoProcesses(t *testing.T) {
 
 func TestRoomConformance(t *testing.T) {
 	t.Parallel()
-	storetest.RunRoom(t, func(t *testing.T) store.Room { return sqlite.NewRoom(open(t, "", sqlite.Options{})) })
+	storetest.RunRoom(t, func(t *testing.T) store.Room { return sqlitestore.NewRoom(open(t, "", sqlitestore.Options{})) })
 }
