@@ -81,6 +81,8 @@ lint: ## gofmt, go vet, shellcheck, and the dependency checks (decisions, servic
 	@# an older Go (the machine's own, GOTOOLCHAIN=local) must fail to build skiff, saying which Go to use
 	go test -count=1 ./internal/gotoolchain
 	@out=$$(go list -deps ./pkg/github/ghsim | grep -E 'skiff/pkg/webhook|aws-sdk-go-v2'); if [ -n "$$out" ]; then echo "pkg/github/ghsim must not import:"; echo "$$out"; exit 1; fi
+	@# every backend lives under pkg/provider/ (each asserts var _ provider.Provider = ...)
+	@out=$$(git grep -l 'provider\.Provider = ' -- '*.go' ':!*_test.go' ':!pkg/provider/*'); if [ -n "$$out" ]; then echo "backends belong under pkg/provider/:"; echo "$$out"; exit 1; fi
 	@# the operator's CLI links no simulator: the demo is a command of its own (cmd/skiff-demo)
 	@out=$$(go list -deps ./cmd/skiff | grep -E 'skiff/pkg/github/ghsim$$|skiff/internal/loadtest$$'); if [ -n "$$out" ]; then echo "cmd/skiff must not import:"; echo "$$out"; exit 1; fi
 	git ls-files '*.sh' 'userdata/*' '.ci/*' | xargs -r grep -lE '^#!.*(ba)?sh' | xargs -r shellcheck
