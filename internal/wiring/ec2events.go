@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/skiffci/skiff/pkg/config"
@@ -53,7 +52,7 @@ func (c EC2EventsConfig) String() string {
 // NewEC2Events builds the production EC2-event service: the runner ledger
 // in DynamoDB, EMF metrics on stdout, and the given logger.
 func NewEC2Events(cfg EC2EventsConfig, awsCfg aws.Config, logger *slog.Logger) (*instanceevents.Service, error) {
-	ddb := dynamodb.NewFromConfig(awsCfg)
+	ddb := newDynamoDB(awsCfg)
 	dl := dynamostore.NewLedgerDynamo(ddb, cfg.TableName)
 	counter := telemetry.NewEMF(os.Stdout, cfg.MetricsNamespace, names.FunctionEC2Events, nil)
 	var ledger instanceevents.Ledger = dl

@@ -11,7 +11,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	sdkec2 "github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -158,7 +157,7 @@ func newScaleDownService(ctx context.Context, cfg ScaleDownConfig, awsCfg aws.Co
 	if err != nil {
 		return nil, err
 	}
-	ddb := dynamodb.NewFromConfig(awsCfg)
+	ddb := newDynamoDB(awsCfg)
 	launches := dynamostore.NewLaunchDynamo(ddb, cfg.TableName)
 	ledger := dynamostore.NewLedgerDynamo(ddb, cfg.TableName)
 	records := dynamostore.NewDynamo(ddb, cfg.TableName)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	sdkec2 "github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -254,7 +253,7 @@ func newScaleUpService(ctx context.Context, cfg ScaleUpConfig, awsCfg aws.Config
 	if err != nil {
 		return nil, err
 	}
-	ddb := dynamodb.NewFromConfig(awsCfg)
+	ddb := newDynamoDB(awsCfg)
 	launches := dynamostore.NewLaunchDynamo(ddb, cfg.TableName)
 	prov, err := ec2.NewProvider(ec2.ProviderOptions{
 		API: sdkec2.NewFromConfig(awsCfg), Registrations: ec2.NewRegistrationTable(ddb, cfg.RegistrationTable), Capacity: launches,

@@ -27,8 +27,7 @@ import (
 )
 
 // BenchmarkWebhookProduction is the webhook as the Lambda wires it
-// (wiring.NewWebhook: the hot path's SQS and DynamoDB requests built by
-// pkg/awsjson from the real SDK clients' configuration, EMF metrics and
+// (wiring.NewWebhook: the SDK's SQS and DynamoDB clients, EMF metrics and
 // JSON logs), with only the HTTP round trips answered in process
 // (testenv.AWSTransport, checksums included). For each event kind it
 // reports, at 0 ms simulated per AWS call, the CPU per event (process user

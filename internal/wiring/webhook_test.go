@@ -3,6 +3,7 @@ package wiring_test
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -26,10 +27,9 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // TestWebhookAgainstMoto runs the webhook as the Lambda wires it
-// (wiring.NewWebhook: the hand-built SQS and DynamoDB requests of
-// pkg/awsjson) against moto's SQS and DynamoDB, every request passing a
-// proxy that lets through only what AWS would accept (moto checks no
-// signatures). It checks the promises of the webhook's hot path: the AWS
+// (wiring.NewWebhook: the SDK's SQS and DynamoDB clients) against moto's
+// SQS and DynamoDB, every request counted by operation on its way. It
+// checks the promises of the webhook's hot path: the AWS
 // calls of each event, a replay that changes nothing but enqueues again, a
 // failed enqueue that answers 503 and a failed record that does not, and
 // no credential or webhook secret in the logs or the metrics.
@@ -53,9 +53,10 @@ func TestWebhookAgainstMoto(t *testing.T) {
 	}
 	queueURL := aws.ToString(created.QueueUrl)
 
-	proxy, calls := testenv.SigV4Proxy(t, moto)
+	calls := &testenv.CountingTransport{}
 	awsCfg := testenv.AWSConfig(t)
-	awsCfg.BaseEndpoint = aws.String(proxy)
+	awsCfg.BaseEndpoint = aws.String(moto)
+	awsCfg.HTTPClient = &http.Client{Transport: calls}
 	logs := &testenv.SyncBuffer{}
 	h, emf := newWebhook(t, awsCfg, queueURL, table, logs)
 	// The same, enqueueing to a queue that does not exist; and recording

@@ -12,11 +12,9 @@ import (
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/skiffci/skiff/pkg/awsjson"
 	"github.com/skiffci/skiff/pkg/config"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/groups"
@@ -42,20 +40,8 @@ func NewWebhook(ctx context.Context, cfg webhook.Config, awsCfg aws.Config, logg
 	if err != nil {
 		return nil, fmt.Errorf("loading pools (%s): %w", names.EnvPoolsFile, err)
 	}
-	// The hot path's requests (SendMessage; UpdateItem, PutItem and
-	// TransactWriteItems on the table) are built and signed by hand, at a
-	// fraction of the SDK's CPU per call; everything else goes through the
-	// SDK clients they are built from (pkg/awsjson).
-	ddb := dynamodb.NewFromConfig(awsCfg)
-	hotDDB, err := awsjson.NewDynamoDB(ctx, ddb, cfg.TableName)
-	if err != nil {
-		return nil, err
-	}
-	hotSQS, err := awsjson.NewSQS(ctx, sqs.NewFromConfig(awsCfg))
-	if err != nil {
-		return nil, err
-	}
-	states := dynamostore.NewDynamo(hotDDB, cfg.TableName)
+	ddb := newDynamoDB(awsCfg)
+	states := dynamostore.NewDynamo(ddb, cfg.TableName)
 	var refresh func(context.Context) ([][]byte, error)
 	if cfg.SecretARN != "" {
 		sm := secretsmanager.NewFromConfig(awsCfg)
@@ -68,7 +54,7 @@ func NewWebhook(ctx context.Context, cfg webhook.Config, awsCfg aws.Config, logg
 		Scopes:   pools,
 		// A refused job that ran on a skiff runner: recorded for skiff status.
 		SecurityEvents: dynamostore.NewSecurityDynamo(ddb, cfg.TableName),
-		Queue:          sqsqueue.NewSQS(hotSQS, cfg.QueueURL),
+		Queue:          sqsqueue.NewSQS(sqs.NewFromConfig(awsCfg), cfg.QueueURL),
 		Store:          states,
 		Runners:        dynamostore.NewLedgerDynamo(ddb, cfg.TableName),
 		Lifecycle:      states,

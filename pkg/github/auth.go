@@ -149,7 +149,7 @@ func (c *Client) installationToken(ctx context.Context, in *install) (string, er
 		return t, nil
 	}
 	c.mu.Unlock()
-	v, err := c.flights.do(ctx, "token/"+strconv.FormatInt(in.id, 10), mintTimeout, func(ctx context.Context) (any, error) {
+	v, err := shared(ctx, &c.flights, "token/"+strconv.FormatInt(in.id, 10), mintTimeout, func(ctx context.Context) (any, error) {
 		c.mu.Lock()
 		if in.token != "" && c.now().Before(in.expires.Add(-tokenMargin)) {
 			t := in.token
@@ -295,7 +295,7 @@ func (c *Client) account(ctx context.Context, owner, repo string) (*account, err
 		return a, nil
 	}
 	c.mu.Unlock()
-	v, err := c.flights.do(ctx, "account/"+key+"/"+repo, mintTimeout, func(ctx context.Context) (any, error) {
+	v, err := shared(ctx, &c.flights, "account/"+key+"/"+repo, mintTimeout, func(ctx context.Context) (any, error) {
 		var found []Installation
 		for _, app := range c.apps {
 			inst, err := c.lookupInstallation(ctx, app, owner, repo)

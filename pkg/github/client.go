@@ -14,6 +14,7 @@ import (
 	"time"
 
 	gh "github.com/google/go-github/v62/github"
+	"golang.org/x/sync/singleflight"
 )
 
 // DefaultBaseURL is github.com's REST API. For GitHub Enterprise Server use
@@ -110,7 +111,7 @@ type Client struct {
 	apps    []*appState
 	appByID map[int64]*appState
 
-	flights flightGroup
+	flights singleflight.Group
 
 	mu        sync.Mutex
 	installs  map[int64]*install
@@ -214,44 +215,19 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// flightGroup runs one function per key at a time; later callers wait for the
-// running one's result (a tiny singleflight). The function runs detached from
-// the first caller's cancellation so that one cancelled caller does not fail
-// the others; every caller still returns when its own context ends.
-type flightGroup struct {
-	mu sync.Mutex
-	m  map[string]*flight
-}
-
-type flight struct {
-	done chan struct{}
-	val  any
-	err  error
-}
-
-func (g *flightGroup) do(ctx context.Context, key string, timeout time.Duration, fn func(context.Context) (any, error)) (any, error) {
-	g.mu.Lock()
-	if g.m == nil {
-		g.m = map[string]*flight{}
-	}
-	f, ok := g.m[key]
-	if !ok {
-		f = &flight{done: make(chan struct{})}
-		g.m[key] = f
+// shared runs fn once per key at a time through g: later callers wait for
+// the running call's result. fn runs detached from the first caller's
+// cancellation, bounded by timeout, so that one cancelled caller does not
+// fail the others; every caller still returns when its own context ends.
+func shared(ctx context.Context, g *singleflight.Group, key string, timeout time.Duration, fn func(context.Context) (any, error)) (any, error) {
+	ch := g.DoChan(key, func() (any, error) {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-		go func() {
-			defer cancel()
-			f.val, f.err = fn(fctx)
-			g.mu.Lock()
-			delete(g.m, key)
-			g.mu.Unlock()
-			close(f.done)
-		}()
-	}
-	g.mu.Unlock()
+		defer cancel()
+		return fn(fctx)
+	})
 	select {
-	case <-f.done:
-		return f.val, f.err
+	case r := <-ch:
+		return r.Val, r.Err
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}

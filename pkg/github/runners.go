@@ -103,7 +103,7 @@ func (c *Client) RunnerGroupID(ctx context.Context, inst int64, org, name string
 		return e.id, nil
 	}
 	c.mu.Unlock()
-	v, err := c.flights.do(ctx, "groups/"+key, mintTimeout, func(ctx context.Context) (any, error) {
+	v, err := shared(ctx, &c.flights, "groups/"+key, mintTimeout, func(ctx context.Context) (any, error) {
 		groups, err := c.ListRunnerGroups(ctx, inst, org)
 		if err != nil {
 			return nil, err
@@ -181,7 +181,7 @@ func (c *Client) RegistrationToken(ctx context.Context, inst int64, scope Scope)
 		return t, nil
 	}
 	c.mu.Unlock()
-	v, err := c.flights.do(ctx, "regtoken/"+key, mintTimeout, func(ctx context.Context) (any, error) {
+	v, err := shared(ctx, &c.flights, "regtoken/"+key, mintTimeout, func(ctx context.Context) (any, error) {
 		c.mu.Lock()
 		if t, ok := c.regTokens[key]; ok && c.now().Before(t.ExpiresAt.Add(-tokenMargin)) {
 			c.mu.Unlock()

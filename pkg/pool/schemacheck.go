@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -24,18 +22,12 @@ const SchemaID = "https://github.com/skiffci/skiff/schema/pools.schema.json"
 var (
 	compileOnce sync.Once
 	compiled    *jsonschema.Schema
-	schemaDoc   map[string]any // the schema as written, for descriptions and key names in messages
-	schemaMoves []move         // where the compiled schema's inlined definitions come from
+	schemaDoc   map[string]any // the schema, for descriptions and key names in messages
 	compileErr  error
 	printer     = message.NewPrinter(language.English)
 )
 
 // PoolsSchema returns the compiled pools schema (compiled once per process).
-//
-// What is compiled is schema/pools.schema.json with every reference to one of
-// its own $defs replaced by the definition itself (see inlineRefs): the same
-// constraints, evaluated without the validator's extra pass per $ref. Error
-// locations are mapped back to the schema as written.
 func PoolsSchema() (*jsonschema.Schema, error) {
 	compileOnce.Do(func() {
 		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema.Pools))
@@ -44,211 +36,17 @@ func PoolsSchema() (*jsonschema.Schema, error) {
 			return
 		}
 		schemaDoc, _ = doc.(map[string]any)
-		var flat map[string]any
-		flat, schemaMoves = inlineRefs(schemaDoc)
-		compiled, compileErr = compileSchema(flat)
+		c := jsonschema.NewCompiler()
+		c.DefaultDraft(jsonschema.Draft2020)
+		if err := c.AddResource(SchemaID, doc); err != nil {
+			compileErr = fmt.Errorf("adding pools schema: %w", err)
+			return
+		}
+		if compiled, err = c.Compile(SchemaID); err != nil {
+			compileErr = fmt.Errorf("compiling pools schema: %w", err)
+		}
 	})
 	return compiled, compileErr
-}
-
-// compileSchema compiles a pools schema document (2020-12) under SchemaID.
-func compileSchema(doc map[string]any) (*jsonschema.Schema, error) {
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.UseRegexpEngine(regexpCache())
-	if err := c.AddResource(SchemaID, doc); err != nil {
-		return nil, fmt.Errorf("adding pools schema: %w", err)
-	}
-	sch, err := c.Compile(SchemaID)
-	if err != nil {
-		return nil, fmt.Errorf("compiling pools schema: %w", err)
-	}
-	return sch, nil
-}
-
-// regexpCache is the validator's default engine (Go's regexp) compiling each
-// distinct pattern once: inlined definitions repeat their patterns.
-func regexpCache() jsonschema.RegexpEngine {
-	cache := map[string]*regexp.Regexp{}
-	return func(pattern string) (jsonschema.Regexp, error) {
-		if re, ok := cache[pattern]; ok {
-			return re, nil
-		}
-		re, err := regexp.Compile(pattern)
-		if err != nil {
-			return nil, err
-		}
-		cache[pattern] = re
-		return re, nil
-	}
-}
-
-// move records that the compiled schema's subtree at flat is the
-// definition at orig in the schema as written.
-type move struct{ flat, orig string }
-
-// annotations are the keywords that may stand beside a $ref that is inlined:
-// they describe and never constrain, so merging them changes no result.
-var annotations = map[string]bool{"description": true, "title": true, "$comment": true,
-	"default": true, "examples": true, "deprecated": true, "readOnly": true, "writeOnly": true}
-
-// inlineRefs returns a copy of the schema in which each {"$ref": "#/$defs/X"}
-// (with at most annotations beside it) is replaced by definition X, itself
-// inlined, and the moves that map the copy's locations back to the original.
-// Inlining is exact: a $ref to a definition without $id, $anchor or
-// $dynamicAnchor validates as the definition in its place.
-//
-// Under /properties/defaults, read once per file, references are not
-// inlined but pointed at an inlined copy elsewhere, so that each definition
-// is compiled once and the schema compiles as fast as the original (it is
-// compiled at every cold start). A $ref that cannot be inlined (a cycle,
-// constraints beside it) is kept, with the definitions it needs.
-func inlineRefs(doc map[string]any) (map[string]any, []move) {
-	defs, _ := doc["$defs"].(map[string]any)
-	in := &inliner{defs: defs, active: map[string]bool{}, copies: map[string]string{}, needed: map[string]bool{}}
-	flat := make(map[string]any, len(doc))
-	for k, v := range doc {
-		if k != "$defs" {
-			flat[k] = in.inline(v, "/"+escapePointer(k))
-		}
-	}
-	for _, site := range in.deferred {
-		if at, ok := in.copies[site.name]; ok {
-			site.m["$ref"] = "#" + at
-		} else {
-			in.needed[site.name] = true
-		}
-	}
-	// Keep the definitions that kept references need, inlined in turn
-	// (which may need more).
-	kept := map[string]any{}
-	for len(kept) < len(in.needed) {
-		for name := range in.needed {
-			if _, done := kept[name]; done {
-				continue
-			}
-			in.active[name] = true
-			kept[name] = in.inline(defs[name], "/$defs/"+escapePointer(name))
-			delete(in.active, name)
-		}
-	}
-	if len(kept) > 0 {
-		flat["$defs"] = kept
-	}
-	// Longest first, so that translate finds the innermost move.
-	sort.SliceStable(in.moves, func(i, j int) bool { return len(in.moves[i].flat) > len(in.moves[j].flat) })
-	return flat, in.moves
-}
-
-type inliner struct {
-	defs     map[string]any
-	active   map[string]bool   // definitions being inlined, to stop at cycles
-	copies   map[string]string // definition name -> where a copy was inlined
-	needed   map[string]bool   // definitions that kept references need
-	deferred []refSite         // references under defaults
-	moves    []move
-}
-
-// refSite is a kept {"$ref": ...} object of the copy.
-type refSite struct {
-	m    map[string]any
-	name string
-}
-
-// lazyPrefix is where references are pointed at an inlined copy instead of
-// being inlined: the defaults block, validated once per file.
-const lazyPrefix = "/properties/defaults/"
-
-func (in *inliner) inline(v any, at string) any {
-	switch x := v.(type) {
-	case map[string]any:
-		if ref, ok := x["$ref"].(string); ok {
-			if def, name := in.definition(ref, x); def != nil && !strings.HasPrefix(at, lazyPrefix) {
-				in.active[name] = true
-				body, _ := in.inline(def, at).(map[string]any)
-				delete(in.active, name)
-				in.moves = append(in.moves, move{flat: at, orig: "/$defs/" + escapePointer(name)})
-				if _, ok := in.copies[name]; !ok {
-					in.copies[name] = at
-				}
-				out := make(map[string]any, len(body)+len(x))
-				for k, val := range body {
-					out[k] = val
-				}
-				for k, val := range x {
-					if k != "$ref" {
-						out[k] = val // an annotation: the one at the reference wins
-					}
-				}
-				return out
-			}
-		}
-		out := make(map[string]any, len(x))
-		for k, val := range x {
-			out[k] = in.inline(val, at+"/"+escapePointer(k))
-		}
-		if ref, ok := x["$ref"].(string); ok {
-			name, isDef := strings.CutPrefix(ref, "#/$defs/")
-			switch {
-			case !isDef:
-			case strings.HasPrefix(at, lazyPrefix) && !in.active[name]:
-				if def, _ := in.definition(ref, x); def != nil {
-					in.deferred = append(in.deferred, refSite{m: out, name: name})
-					break
-				}
-				in.needed[name] = true
-			default:
-				in.needed[name] = true
-			}
-		}
-		return out
-	case []any:
-		out := make([]any, len(x))
-		for i, val := range x {
-			out[i] = in.inline(val, at+"/"+strconv.Itoa(i))
-		}
-		return out
-	}
-	return v
-}
-
-// definition returns the definition a $ref names, or nil when the reference
-// must stay: not a plain #/$defs/NAME, a cycle, constraints beside the $ref,
-// a definition that is a resource or anchor of its own, or one with
-// propertyNames.
-func (in *inliner) definition(ref string, at map[string]any) (map[string]any, string) {
-	name, ok := strings.CutPrefix(ref, "#/$defs/")
-	if !ok || strings.ContainsAny(name, "/~") || in.active[name] {
-		return nil, ""
-	}
-	def, ok := in.defs[name].(map[string]any)
-	if !ok {
-		return nil, ""
-	}
-	for k := range at {
-		if k != "$ref" && !annotations[k] {
-			return nil, ""
-		}
-	}
-	// propertyNames stays behind its $ref: the validator (v6.0.3) reports a
-	// propertyNames error with a corrupted instance location, and
-	// schemaErrors takes the right one from the $ref's error around it.
-	for _, k := range []string{"$id", "$anchor", "$dynamicAnchor", "$schema", "propertyNames"} {
-		if _, ok := def[k]; ok {
-			return nil, ""
-		}
-	}
-	return def, name
-}
-
-// translate maps a location in the compiled schema to the schema as written.
-func translate(frag string) string {
-	for _, m := range schemaMoves {
-		if rest, ok := strings.CutPrefix(frag, m.flat); ok && (rest == "" || rest[0] == '/') {
-			return m.orig + rest
-		}
-	}
-	return frag
 }
 
 // ValidateSchema checks a JSON value (as decoded by encoding/json with
@@ -268,12 +66,12 @@ func (s *source) validateSchema(v any) []Diagnostic {
 		return []Diagnostic{{File: s.file, Line: 1, Column: 1, Severity: SeverityError,
 			Message: err.Error(), Fix: "this is a bug in skiff's embedded schema; please report it"}}
 	}
-	return s.schemaDiagnostics(sch, translate, v)
+	return s.schemaDiagnostics(sch, v)
 }
 
 // schemaDiagnostics validates v with sch and turns the errors into
-// diagnostics; where maps the schema's locations to the schema as written.
-func (s *source) schemaDiagnostics(sch *jsonschema.Schema, where func(string) string, v any) []Diagnostic {
+// diagnostics.
+func (s *source) schemaDiagnostics(sch *jsonschema.Schema, v any) []Diagnostic {
 	err := sch.Validate(v)
 	if err == nil {
 		return nil
@@ -285,7 +83,7 @@ func (s *source) schemaDiagnostics(sch *jsonschema.Schema, where func(string) st
 			Fix:     "this is a bug in skiff's schema validation; please report it with the file"}}
 	}
 	var out []Diagnostic
-	s.schemaErrors(verr, where, "", "", &out)
+	s.schemaErrors(verr, "", "", &out)
 	out = dedupe(out)
 	sortDiagnostics(out)
 	return out
@@ -308,19 +106,19 @@ func dedupe(diags []Diagnostic) []Diagnostic {
 // real problem, with messages an operator can act on. parent is the
 // location of the parent error; at, when not empty, is where the errors are
 // (a property name checked by propertyNames).
-func (s *source) schemaErrors(e *jsonschema.ValidationError, where func(string) string, parent, at string, out *[]Diagnostic) {
+func (s *source) schemaErrors(e *jsonschema.ValidationError, parent, at string, out *[]Diagnostic) {
 	ptr := pointer(e.InstanceLocation)
 	if at != "" {
 		ptr = at
 	}
-	frag := where(fragment(e.SchemaURL))
+	frag := fragment(e.SchemaURL)
 	switch k := e.ErrorKind.(type) {
 	case *kind.PropertyNames:
 		// The validator (v6.0.3) can report a propertyNames error with a
 		// corrupted instance location; the keyword applies to the same
 		// object as its parent, so use the parent's.
 		for _, c := range e.Causes {
-			s.schemaErrors(c, where, parent, parent+"/"+escapePointer(k.Property), out)
+			s.schemaErrors(c, parent, parent+"/"+escapePointer(k.Property), out)
 		}
 		return
 	case *kind.OneOf, *kind.AnyOf:
@@ -361,7 +159,7 @@ func (s *source) schemaErrors(e *jsonschema.ValidationError, where func(string) 
 	}
 	if len(e.Causes) > 0 {
 		for _, c := range e.Causes {
-			s.schemaErrors(c, where, ptr, at, out)
+			s.schemaErrors(c, ptr, at, out)
 		}
 		return
 	}

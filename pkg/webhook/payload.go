@@ -241,8 +241,8 @@ func (r repository) owner() string {
 
 func parseWorkflowJob(body []byte) (*workflowJobPayload, error) {
 	var p workflowJobPayload
-	if err := decodeWorkflowJob(body, &p); err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrMalformed, err)
+	if err := json.Unmarshal(body, &p); err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrMalformed, jsonProblem(err))
 	}
 	if p.Action == "" {
 		return nil, fmt.Errorf("%w: action is missing", ErrMalformed)

@@ -14,32 +14,17 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/skiffci/skiff/internal/testenv"
-	"github.com/skiffci/skiff/pkg/awsjson"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/queue/sqsqueue"
 )
 
-// TestSQSAgainstGoaws sends to goaws through the real SDK, and through the
-// hand-built client the webhook sends with (pkg/awsjson), and receives what
-// a consumer would: the body, the attributes, and the SDK's MD5 checks of
+// TestSQSAgainstGoaws sends to goaws through the SDK, and receives what a
+// consumer would: the body, the attributes, and the SDK's MD5 checks of
 // both on the way in.
 func TestSQSAgainstGoaws(t *testing.T) {
 	t.Parallel()
-	for _, hand := range []bool{false, true} {
-		t.Run(map[bool]string{false: "sdk", true: "awsjson"}[hand], func(t *testing.T) {
-			t.Parallel()
-			client := testenv.Goaws(t, "skiff-jobs")
-			var api sqsqueue.SQSAPI = client
-			if hand {
-				hot, err := awsjson.NewSQS(t.Context(), client)
-				if err != nil {
-					t.Fatal(err)
-				}
-				api = hot
-			}
-			testSQSAgainst(t, client, api, "skiff-jobs", "http://127.0.0.1:4100/100010001000/no-such-queue")
-		})
-	}
+	client := testenv.Goaws(t, "skiff-jobs")
+	testSQSAgainst(t, client, client, "skiff-jobs", "http://127.0.0.1:4100/100010001000/no-such-queue")
 }
 
 // testSQSAgainst sends jobs through api to the named queue of an emulator,

@@ -18,7 +18,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/skiffci/skiff/internal/testenv"
-	"github.com/skiffci/skiff/pkg/awsjson"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/store/dynamostore"
 	"github.com/skiffci/skiff/pkg/store/storetest"
@@ -40,23 +39,12 @@ func newClock(t time.Time) *clock { c := &clock{}; c.set(t); return c }
 func (c *clock) set(t time.Time)  { c.ns.Store(t.UnixNano()) }
 func (c *clock) now() time.Time   { return time.Unix(0, c.ns.Load()).UTC() }
 
-// clientsOf are the two DynamoDB clients a Dynamo runs over: the SDK's,
-// and the hand-built one the webhook uses (pkg/awsjson), whose requests
-// pass a proxy that verifies their signatures as AWS does.
+// clientsOf are the DynamoDB clients a Dynamo runs over: the SDK's.
 var clientsOf = []struct {
 	name string
 	of   func(t *testing.T, client *dynamodb.Client, table string) dynamostore.DynamoAPI
 }{
 	{"sdk", func(_ *testing.T, client *dynamodb.Client, _ string) dynamostore.DynamoAPI { return client }},
-	{"awsjson", func(t *testing.T, client *dynamodb.Client, table string) dynamostore.DynamoAPI {
-		t.Helper()
-		proxy, _ := testenv.SigV4Proxy(t, aws.ToString(client.Options().BaseEndpoint))
-		hot, err := awsjson.NewDynamoDB(t.Context(), testenv.DynamoClient(t, proxy), table)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return hot
-	}},
 }
 
 func TestDynamoConformance(t *testing.T) {

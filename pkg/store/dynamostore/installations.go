@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -36,11 +37,25 @@ func NewInstallationsDynamo(api InstallationsDynamoAPI, table string) *Installat
 	return &InstallationsDynamo{api: api, table: table}
 }
 
+// installationPK and installationSK are an installation record's keys.
+func installationPK(id int64) string { return "INSTALLATION#" + strconv.FormatInt(id, 10) }
+
+const installationSK = "INSTALLATION"
+
 func installationKey(id int64) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
-		"pk": &types.AttributeValueMemberS{Value: "INSTALLATION#" + strconv.FormatInt(id, 10)},
-		"sk": &types.AttributeValueMemberS{Value: "INSTALLATION"},
-	}
+	return itemKey(installationPK(id), installationSK)
+}
+
+// installationItem is an installation's record, marshalled by the SDK's
+// attributevalue package; updated_at is in Unix nanoseconds.
+type installationItem struct {
+	PK          string `dynamodbav:"pk"`
+	SK          string `dynamodbav:"sk"`
+	AppID       int64  `dynamodbav:"app_id"`
+	Account     string `dynamodbav:"account"`
+	AccountType string `dynamodbav:"account_type"`
+	Status      string `dynamodbav:"status"`
+	UpdatedAt   int64  `dynamodbav:"updated_at"`
 }
 
 // RecordInstallation implements Installations with one conditional
@@ -50,12 +65,13 @@ func (s *InstallationsDynamo) RecordInstallation(ctx context.Context, in store.I
 	if err := store.ValidateInstallation(in); err != nil {
 		return err
 	}
-	item := installationKey(in.ID)
-	item["app_id"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(in.AppID, 10)}
-	item["account"] = &types.AttributeValueMemberS{Value: in.Account}
-	item["account_type"] = &types.AttributeValueMemberS{Value: in.AccountType}
-	item["status"] = &types.AttributeValueMemberS{Value: string(in.Status)}
-	item["updated_at"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(in.UpdatedAt.UnixNano(), 10)}
+	item, err := attributevalue.MarshalMap(installationItem{
+		PK: installationPK(in.ID), SK: installationSK,
+		AppID: in.AppID, Account: in.Account, AccountType: in.AccountType, Status: string(in.Status), UpdatedAt: in.UpdatedAt.UnixNano(),
+	})
+	if err != nil {
+		return fmt.Errorf("encoding installation %d: %w", in.ID, err)
+	}
 	cond := "attribute_not_exists(pk) OR (#st <> :deleted AND updated_at <= :t)"
 	if in.Status == store.InstallationDeleted {
 		cond = "attribute_not_exists(pk) OR #st <> :deleted"
@@ -64,7 +80,7 @@ func (s *InstallationsDynamo) RecordInstallation(ctx context.Context, in store.I
 	if in.Status != store.InstallationDeleted {
 		vals[":t"] = item["updated_at"]
 	}
-	_, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item,
+	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item,
 		ConditionExpression: aws.String(cond), ExpressionAttributeNames: map[string]string{"#st": "status"},
 		ExpressionAttributeValues: vals})
 	var ccf *types.ConditionalCheckFailedException
@@ -87,22 +103,10 @@ func (s *InstallationsDynamo) Installation(ctx context.Context, id int64) (store
 	if out.Item == nil {
 		return store.Installation{}, store.ErrNotFound
 	}
-	in := store.Installation{ID: id}
-	if v, ok := out.Item["app_id"].(*types.AttributeValueMemberN); ok {
-		in.AppID, _ = strconv.ParseInt(v.Value, 10, 64)
+	var it installationItem
+	if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil {
+		return store.Installation{}, fmt.Errorf("decoding installation %d: %w", id, err)
 	}
-	if v, ok := out.Item["account"].(*types.AttributeValueMemberS); ok {
-		in.Account = v.Value
-	}
-	if v, ok := out.Item["account_type"].(*types.AttributeValueMemberS); ok {
-		in.AccountType = v.Value
-	}
-	if v, ok := out.Item["status"].(*types.AttributeValueMemberS); ok {
-		in.Status = store.InstallationStatus(v.Value)
-	}
-	if v, ok := out.Item["updated_at"].(*types.AttributeValueMemberN); ok {
-		n, _ := strconv.ParseInt(v.Value, 10, 64)
-		in.UpdatedAt = time.Unix(0, n).UTC()
-	}
-	return in, nil
+	return store.Installation{ID: id, AppID: it.AppID, Account: it.Account, AccountType: it.AccountType,
+		Status: store.InstallationStatus(it.Status), UpdatedAt: time.Unix(0, it.UpdatedAt).UTC()}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -41,29 +42,40 @@ func NewSecurityDynamo(api SecurityDynamoAPI, table string) *SecurityDynamo {
 	return &SecurityDynamo{api: api, table: table, now: time.Now}
 }
 
+// securityItem is a security event's item, marshalled by the SDK's
+// attributevalue package: ids and times are numbers (at in Unix
+// nanoseconds, expires_at in epoch seconds), an optional string or
+// expires_at absent when empty.
+type securityItem struct {
+	PK         string `dynamodbav:"pk"`
+	SK         string `dynamodbav:"sk"`
+	JobID      int64  `dynamodbav:"job_id"`
+	Attempt    int    `dynamodbav:"attempt"`
+	RunID      int64  `dynamodbav:"run_id"`
+	At         int64  `dynamodbav:"at"`
+	Runner     string `dynamodbav:"runner"`
+	Reason     string `dynamodbav:"reason"`
+	Repository string `dynamodbav:"repository,omitempty"`
+	Pool       string `dynamodbav:"pool,omitempty"`
+	Detail     string `dynamodbav:"detail,omitempty"`
+	ExpiresAt  int64  `dynamodbav:"expires_at,omitempty"`
+}
+
 // RecordSecurityEvent implements store.SecurityEvents with one conditional
 // PutItem: written when the job attempt has no event, or an expired one.
 func (s *SecurityDynamo) RecordSecurityEvent(ctx context.Context, e store.SecurityEvent) (bool, error) {
 	if err := store.ValidateSecurityEvent(e); err != nil {
 		return false, err
 	}
-	item := map[string]types.AttributeValue{
-		"pk":      &types.AttributeValueMemberS{Value: securityPartition},
-		"sk":      &types.AttributeValueMemberS{Value: strconv.FormatInt(e.JobID, 10) + "#" + strconv.Itoa(e.Attempt)},
-		"job_id":  &types.AttributeValueMemberN{Value: strconv.FormatInt(e.JobID, 10)},
-		"attempt": &types.AttributeValueMemberN{Value: strconv.Itoa(e.Attempt)},
-		"run_id":  &types.AttributeValueMemberN{Value: strconv.FormatInt(e.RunID, 10)},
-		"at":      &types.AttributeValueMemberN{Value: strconv.FormatInt(e.At.UnixNano(), 10)},
-		"runner":  &types.AttributeValueMemberS{Value: e.Runner},
-		"reason":  &types.AttributeValueMemberS{Value: e.Reason},
+	item, err := attributevalue.MarshalMap(securityItem{
+		PK: securityPartition, SK: strconv.FormatInt(e.JobID, 10) + "#" + strconv.Itoa(e.Attempt),
+		JobID: e.JobID, Attempt: e.Attempt, RunID: e.RunID, At: e.At.UnixNano(), Runner: e.Runner, Reason: e.Reason,
+		Repository: e.Repository, Pool: e.Pool, Detail: e.Detail, ExpiresAt: store.ExpirySeconds(e.ExpiresAt),
+	})
+	if err != nil {
+		return false, fmt.Errorf("encoding security event of job %d: %w", e.JobID, err)
 	}
-	putStr(item, "repository", e.Repository)
-	putStr(item, "pool", e.Pool)
-	putStr(item, "detail", e.Detail)
-	if sec := store.ExpirySeconds(e.ExpiresAt); sec != 0 {
-		item["expires_at"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(sec, 10)}
-	}
-	_, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item,
+	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item,
 		ConditionExpression: aws.String("attribute_not_exists(pk) OR expires_at <= :now"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":now": &types.AttributeValueMemberN{Value: strconv.FormatInt(s.now().Unix(), 10)}}})
@@ -89,15 +101,18 @@ func (s *SecurityDynamo) SecurityEvents(ctx context.Context, since time.Time) ([
 		if err != nil {
 			return nil, fmt.Errorf("listing security events: %w", err)
 		}
-		for _, it := range page.Items {
-			e := store.SecurityEvent{JobID: secNum(it, "job_id"), Attempt: int(secNum(it, "attempt")), RunID: secNum(it, "run_id"),
-				Repository: secStr(it, "repository"), Runner: secStr(it, "runner"), Pool: secStr(it, "pool"),
-				Reason: secStr(it, "reason"), Detail: secStr(it, "detail"), At: time.Unix(0, secNum(it, "at")).UTC()}
-			if exp := secNum(it, "expires_at"); exp != 0 {
-				if exp <= now {
-					continue
-				}
-				e.ExpiresAt = time.Unix(exp, 0).UTC()
+		var items []securityItem
+		if err := attributevalue.UnmarshalListOfMaps(page.Items, &items); err != nil {
+			return nil, fmt.Errorf("decoding security events: %w", err)
+		}
+		for _, it := range items {
+			if it.ExpiresAt != 0 && it.ExpiresAt <= now {
+				continue
+			}
+			e := store.SecurityEvent{JobID: it.JobID, Attempt: it.Attempt, RunID: it.RunID, Repository: it.Repository,
+				Runner: it.Runner, Pool: it.Pool, Reason: it.Reason, Detail: it.Detail, At: time.Unix(0, it.At).UTC()}
+			if it.ExpiresAt != 0 {
+				e.ExpiresAt = time.Unix(it.ExpiresAt, 0).UTC()
 			}
 			if e.At.Before(since) {
 				continue
@@ -111,19 +126,4 @@ func (s *SecurityDynamo) SecurityEvents(ctx context.Context, since time.Time) ([
 	}
 	store.SortSecurityEvents(out)
 	return out, nil
-}
-
-func secNum(it map[string]types.AttributeValue, name string) int64 {
-	if v, ok := it[name].(*types.AttributeValueMemberN); ok {
-		n, _ := strconv.ParseInt(v.Value, 10, 64)
-		return n
-	}
-	return 0
-}
-
-func secStr(it map[string]types.AttributeValue, name string) string {
-	if v, ok := it[name].(*types.AttributeValueMemberS); ok {
-		return v.Value
-	}
-	return ""
 }
