@@ -234,8 +234,11 @@ func slurmConf(o SlurmOptions, base, host, sock string, cpus int, ports []int) [
 		"JobAcctGatherFrequency=1",
 		// Ended jobs stay in squeue this long (Slurm's default is 300 s).
 		"MinJobAge=" + strconv.Itoa(cmp.Or(o.MinJobAge, 300)),
-		// A cancelled job's processes get SIGKILL this long after SIGTERM.
-		"KillWait=5",
+		// A cancelled job's processes get SIGKILL this long after SIGTERM:
+		// Slurm's default, so that a runner's cleanup trap (its work
+		// directory's removal) is not cut short on a loaded machine, as it
+		// was at 5 s under a load average of 20.
+		"KillWait=30",
 		fmt.Sprintf("NodeName=%s NodeAddr=127.0.0.1 CPUs=%d RealMemory=8000 Gres=gpu:%d State=UNKNOWN", host, cpus, o.GPUs),
 		fmt.Sprintf("PartitionName=debug Nodes=%s Default=YES MaxTime=INFINITE State=UP", host),
 	}
