@@ -65,7 +65,7 @@ test: deps lint ## install test tools, lint, then run every test (emulators are 
 	SKIFF_REQUIRE_EMULATORS=1 go test -count=1 -timeout 15m ./...
 
 # Decision packages and the port types they share: no SDK, no network code.
-DECISIONS := ./pkg/pool ./pkg/scaler ./pkg/provisioning ./pkg/names ./pkg/provider ./pkg/userdata ./pkg/metrics ./pkg/scaledown/decide
+DECISIONS := ./pkg/pool ./pkg/scaler ./pkg/provisioning ./pkg/names ./pkg/provider ./pkg/userdata ./pkg/metrics ./pkg/scaledown/decide ./pkg/runnerversion
 # Services see only ports: their AWS adapters live in packages of their own
 # (pkg/queue/sqsqueue, pkg/store/dynamostore, pkg/metrics/cwpeaks, ...).
 SERVICES := ./pkg/webhook ./pkg/scaleup ./pkg/scaledown ./pkg/instanceevents ./pkg/room ./pkg/setup ./pkg/metrics
