@@ -101,7 +101,7 @@ var (
 // Checksums reads the per-platform SHA-256 checksums from a release's notes.
 // GitHub's runner releases carry one per package between markers:
 //
-//	- actions-runner-linux-x64-2.333.0.tar.gz <!-- BEGIN SHA linux-x64 -->HEX<!-- END SHA linux-x64 -->
+//   - actions-runner-linux-x64-2.333.0.tar.gz <!-- BEGIN SHA linux-x64 -->HEX<!-- END SHA linux-x64 -->
 //
 // Only marked values count: the notes hold other 64-digit hex strings
 // (commit ids), so a bare pattern would pick a wrong one. A pair whose

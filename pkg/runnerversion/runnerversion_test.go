@@ -68,7 +68,7 @@ func TestChecksums(t *testing.T) {
 	if _, ok := got["linux-arm"]; ok {
 		t.Error("a pair with mismatched markers was taken")
 	}
-	if len(Checksums("no markers " + x64)) != 0 {
+	if len(Checksums("no markers "+x64)) != 0 {
 		t.Error("an unmarked hex string was taken as a checksum")
 	}
 }
