@@ -197,6 +197,8 @@ type Server struct {
 	deliveries []*simDelivery
 	created    []*CreatedApp
 	codes      map[string]*simManifestCode
+	releases   []RunnerRelease // newest first
+	minRunner  string
 
 	dmu     sync.Mutex
 	outbox  []*simDelivery
