@@ -22,6 +22,14 @@ type SourceFunc func(ctx context.Context) ([]Release, error)
 // RunnerReleases calls f.
 func (f SourceFunc) RunnerReleases(ctx context.Context) ([]Release, error) { return f(ctx) }
 
+// Shared is where the processes of a deployment share the release list
+// (the store), so that the check costs one call a day for the deployment,
+// not per process. Load fails (any error) when it holds none.
+type Shared interface {
+	Load(ctx context.Context) (rs []Release, fetchedAt time.Time, err error)
+	Save(ctx context.Context, rs []Release, fetchedAt time.Time) error
+}
+
 // ErrNoReleases: the release list was never fetched successfully.
 var ErrNoReleases = errors.New("no runner releases known")
 
@@ -34,8 +42,9 @@ var ErrNoChecksum = errors.New("the release publishes no SHA-256 for the platfor
 // RetryAfter), so GitHub being down never stops launches that a day-old
 // list can serve. It is safe for concurrent use; one fetch runs at a time.
 type Cache struct {
-	src Source
-	now func() time.Time
+	src    Source
+	shared Shared // nil: the process's own copy only
+	now    func() time.Time
 	// RetryAfter is how long a failed fetch waits before the next try
 	// (default 10 minutes: a GitHub outage costs a handful of calls).
 	RetryAfter time.Duration
@@ -55,13 +64,27 @@ func NewCache(src Source, now func() time.Time) *Cache {
 	return &Cache{src: src, now: now, RetryAfter: 10 * time.Minute}
 }
 
+// WithShared makes the cache read the list from sh before fetching it, and
+// write what it fetches there.
+func (c *Cache) WithShared(sh Shared) *Cache {
+	c.shared = sh
+	return c
+}
+
 // Releases returns the cached list, fetching it first when it is missing
-// or Refresh old. It fails only when no list was ever fetched.
+// or Refresh old (from the shared copy when that is fresh, else from the
+// source). It fails only when no list was ever fetched.
 func (c *Cache) Releases(ctx context.Context) ([]Release, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
 	stale := c.releases == nil || now.Sub(c.fetchedAt) >= Refresh
+	if stale && c.shared != nil {
+		if rs, at, err := c.shared.Load(ctx); err == nil && len(rs) > 0 && (c.releases == nil || at.After(c.fetchedAt)) {
+			c.releases, c.fetchedAt = rs, at
+			stale = now.Sub(at) >= Refresh
+		}
+	}
 	var err error
 	if stale && (c.triedAt.IsZero() || now.Sub(c.triedAt) >= c.RetryAfter) {
 		c.triedAt = now
@@ -69,6 +92,10 @@ func (c *Cache) Releases(ctx context.Context) ([]Release, error) {
 		var rs []Release
 		if rs, err = c.src.RunnerReleases(ctx); err == nil && len(rs) > 0 {
 			c.releases, c.fetchedAt = rs, now
+			if c.shared != nil {
+				// A failed write costs the next process one more call.
+				_ = c.shared.Save(ctx, rs, now)
+			}
 		}
 	}
 	switch {

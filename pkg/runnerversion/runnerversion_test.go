@@ -215,3 +215,43 @@ func TestCacheOutage(t *testing.T) {
 		t.Errorf("a release without the platform's checksum resolved: %v", err)
 	}
 }
+
+type memShared struct {
+	rs []Release
+	at time.Time
+}
+
+func (m *memShared) Load(context.Context) ([]Release, time.Time, error) {
+	if m.rs == nil {
+		return nil, time.Time{}, errors.New("none")
+	}
+	return m.rs, m.at, nil
+}
+
+func (m *memShared) Save(_ context.Context, rs []Release, at time.Time) error {
+	m.rs, m.at = rs, at
+	return nil
+}
+
+// Two processes sharing the list make one call a day between them.
+func TestCacheShared(t *testing.T) {
+	t.Parallel()
+	now := day(0)
+	clock := func() time.Time { return now }
+	src := &countingSource{releases: []Release{rel("2.333.0", day(-5))}}
+	sh := &memShared{}
+	a, b := NewCache(src, clock).WithShared(sh), NewCache(src, clock).WithShared(sh)
+	ctx := context.Background()
+	for range 3 {
+		for _, c := range []*Cache{a, b} {
+			if _, err := c.Releases(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		now = now.Add(23 * time.Hour)
+	}
+	// a fetches at 0 h and at 46 h; b reads the shared copy both times.
+	if src.calls != 2 {
+		t.Errorf("%d calls over 46 hours from two processes, want 2", src.calls)
+	}
+}

@@ -479,3 +479,10 @@ func TestSecurityEventsConformance(t *testing.T) {
 		return sqlite.NewSecurityEvents(open(t, "", sqlite.Options{}), nil)
 	})
 }
+
+func TestRunnerStateConformance(t *testing.T) {
+	t.Parallel()
+	storetest.RunRunnerState(t, func(t *testing.T) store.RunnerState {
+		return sqlite.NewRunnerState(open(t, "", sqlite.Options{}))
+	})
+}

@@ -44,3 +44,12 @@ func TestSecurityDynamo(t *testing.T) {
 		return dynamostore.NewSecurityDynamo(testenv.DynaliteTable(t, "security"))
 	})
 }
+
+// TestRunnerDynamo runs the runner state's suite against DynamoDB
+// (dynalite) through the real SDK.
+func TestRunnerDynamo(t *testing.T) {
+	t.Parallel()
+	storetest.RunRunnerState(t, func(t *testing.T) store.RunnerState {
+		return dynamostore.NewRunnerDynamo(testenv.DynaliteTable(t, "runners"))
+	})
+}
