@@ -39,6 +39,11 @@ type Registration struct {
 	// RunnerID is GitHub's id of the runner (ModeJIT); 0 until a runner
 	// registered with a token tells it.
 	RunnerID int64
+	// RunnerVersion and RunnerSHA256 are the runner package to download
+	// where the runner's image holds none (both or neither): the pool's
+	// runnerVersion as scale-up resolved it. A backend that never
+	// downloads (a baked image, a runner directory) ignores them.
+	RunnerVersion, RunnerSHA256 string
 }
 
 // Validate checks the registration's values against what every backend's
@@ -48,7 +53,8 @@ type Registration struct {
 // registration the runner could not use never gets one.
 func (r Registration) Validate() error {
 	return userdata.Registration{Mode: r.Mode, JITConfig: r.JITConfig, Token: r.Token, URL: r.URL,
-		RunnerName: r.RunnerName, Labels: r.Labels, RunnerGroup: r.RunnerGroup}.ValidateValues()
+		RunnerName: r.RunnerName, Labels: r.Labels, RunnerGroup: r.RunnerGroup, RunnerVersion: r.RunnerVersion,
+		RunnerSHA256: r.RunnerSHA256}.ValidateValues()
 }
 
 // String describes r without its secrets.
