@@ -2,9 +2,9 @@ package github
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/skiffci/skiff/pkg/runnerversion"
 )
@@ -14,15 +14,6 @@ import (
 // more than a year, far past the 30-day window that needs the first
 // release newer than a pool's.
 const releasesPerPage = 30
-
-// release is the part of GitHub's release object skiff reads.
-type release struct {
-	TagName     string    `json:"tag_name"`
-	Body        string    `json:"body"`
-	Draft       bool      `json:"draft"`
-	Prerelease  bool      `json:"prerelease"`
-	PublishedAt time.Time `json:"published_at"`
-}
 
 // RunnerReleases lists the published actions/runner releases (GET
 // /repos/actions/runner/releases, one page), with the SHA-256 of each
@@ -40,20 +31,12 @@ func (c *Client) RunnerReleases(ctx context.Context, inst int64) ([]runnerversio
 		return nil, fmt.Errorf("listing runner releases: %w", err)
 	}
 	ctx, rq := asInstallation(ctx, "list_runner_releases", in)
-	var page []release
+	var page json.RawMessage
 	path := fmt.Sprintf("repos/actions/runner/releases?per_page=%d", releasesPerPage)
 	if _, err := c.do(ctx, rq, http.MethodGet, path, nil, &page); err != nil {
 		return nil, fmt.Errorf("listing runner releases: %w", err)
 	}
-	out := make([]runnerversion.Release, 0, len(page))
-	for _, r := range page {
-		v, err := runnerversion.Parse(r.TagName)
-		if err != nil || r.Draft || r.Prerelease || r.PublishedAt.IsZero() {
-			continue
-		}
-		out = append(out, runnerversion.Release{Version: v, PublishedAt: r.PublishedAt, SHA256: runnerversion.Checksums(r.Body)})
-	}
-	return out, nil
+	return runnerversion.ParseReleases(page)
 }
 
 // anyInstall is the installation a call that concerns no owner acts as:

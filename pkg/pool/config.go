@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/skiffci/skiff/pkg/runnerversion"
 )
 
 // Capacity is a pool's purchase option.
@@ -129,6 +131,11 @@ type Pool struct {
 	// Registration is how the pool's runners register: JIT (default) or,
 	// opted into, an organisation-wide registration token.
 	Registration RegistrationMode
+	// RunnerVersion is the runner a boot downloads when its image holds
+	// none: runnerversion.Latest (default), resolved by the control plane
+	// once a day, or a pinned version with its RunnerSHA256.
+	RunnerVersion string
+	RunnerSHA256  string
 
 	// Backend is where the pool's runners run; its section is set.
 	Backend    Backend
@@ -341,19 +348,21 @@ func decodeShared(i int, m, defaults map[string]any) *Pool {
 		return defaults[key]
 	}
 	p := &Pool{
-		Name:         str(get("name")),
-		Labels:       strs(get("labels")),
-		RunnerGroup:  str(get("runnerGroup")),
-		Workflows:    strs(get("workflows")),
-		Architecture: str(get("architecture")),
-		MaxRunners:   num(get("maxRunners")),
-		CostPerHour:  float(m["costPerHour"]),
-		lifetime:     str(get("maxLifetime")),
-		idle:         str(get("idleTimeout")),
-		boot:         str(get("bootTimeout")),
-		queue:        str(get("queueTimeout")),
-		waitAlarm:    str(get("waitAlarm")),
-		index:        i,
+		Name:          str(get("name")),
+		Labels:        strs(get("labels")),
+		RunnerGroup:   str(get("runnerGroup")),
+		Workflows:     strs(get("workflows")),
+		Architecture:  str(get("architecture")),
+		MaxRunners:    num(get("maxRunners")),
+		CostPerHour:   float(m["costPerHour"]),
+		lifetime:      str(get("maxLifetime")),
+		idle:          str(get("idleTimeout")),
+		boot:          str(get("bootTimeout")),
+		queue:         str(get("queueTimeout")),
+		waitAlarm:     str(get("waitAlarm")),
+		RunnerVersion: str(get("runnerVersion")),
+		RunnerSHA256:  str(get("runnerSha256")),
+		index:         i,
 	}
 	if sc, ok := get("scope").(map[string]any); ok {
 		p.Scope = Scope{Owners: strs(sc["owners"]), Repositories: strs(sc["repositories"])}
@@ -636,6 +645,9 @@ func applyPoolDefaults(p *Pool) {
 	}
 	if d, err := time.ParseDuration(p.queue); err == nil && d > 0 {
 		p.QueueTimeout = d
+	}
+	if p.RunnerVersion == "" {
+		p.RunnerVersion = runnerversion.Latest
 	}
 	p.WaitAlarm = DefaultWaitAlarm
 	if d, err := time.ParseDuration(p.waitAlarm); err == nil && d > 0 {

@@ -3,6 +3,7 @@ package pool
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/skiffci/skiff/pkg/runnerversion"
 	"math/bits"
 	"sort"
 	"strconv"
@@ -117,6 +118,15 @@ func (s *source) checkPool(i int, p *Pool, add addFunc) {
 				fmt.Sprintf("waitAlarm %q must be at least 1m and shorter than 24h", p.waitAlarm),
 				"a job leaves the waiting room after GitHub's 24h limit for a queued job; use e.g. 30m")
 		}
+	}
+	switch pinned := p.RunnerVersion != "" && p.RunnerVersion != runnerversion.Latest; {
+	case pinned && p.RunnerSHA256 == "":
+		add(s.field(i, "runnerVersion"), SeverityError,
+			fmt.Sprintf("runnerVersion %s is pinned without runnerSha256", p.RunnerVersion),
+			"copy the linux package's SHA-256 from the release notes into runnerSha256, or use runnerVersion: latest")
+	case !pinned && p.RunnerSHA256 != "":
+		add(s.field(i, "runnerSha256"), SeverityError, "runnerSha256 is set without a pinned runnerVersion",
+			"latest resolves the checksum itself: remove runnerSha256, or pin runnerVersion")
 	}
 	s.checkForm(i, p, add)
 	switch {

@@ -19,6 +19,7 @@
 package runnerversion
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"slices"
@@ -197,4 +198,48 @@ func Assess(version Version, rs []Release, now time.Time) (Freshness, error) {
 		f.DaysBehind = int(d / (24 * time.Hour))
 	}
 	return f, nil
+}
+
+// PoolVersion is the version a pool whose runnerVersion is want launches:
+// the newest release for Latest, else the pinned version.
+func PoolVersion(want string, rs []Release) (Version, error) {
+	if want == Latest || want == "" {
+		r, ok := Newest(rs)
+		if !ok {
+			return Version{}, fmt.Errorf("resolving runnerVersion latest: %w", ErrNoReleases)
+		}
+		return r.Version, nil
+	}
+	return Parse(want)
+}
+
+// gitHubRelease is the part of GitHub's release object read here.
+type gitHubRelease struct {
+	TagName     string    `json:"tag_name"`
+	Body        string    `json:"body"`
+	Draft       bool      `json:"draft"`
+	Prerelease  bool      `json:"prerelease"`
+	PublishedAt time.Time `json:"published_at"`
+}
+
+// ParseReleases reads a page of GitHub's releases API (GET
+// /repos/actions/runner/releases, as saved by curl): drafts, pre-releases
+// and tags that are not a version are left out.
+func ParseReleases(data []byte) ([]Release, error) {
+	var page []gitHubRelease
+	if err := json.Unmarshal(data, &page); err != nil {
+		return nil, fmt.Errorf("decoding runner releases: %w", err)
+	}
+	out := make([]Release, 0, len(page))
+	for _, r := range page {
+		if r.Draft || r.Prerelease || r.PublishedAt.IsZero() {
+			continue
+		}
+		v, err := Parse(r.TagName)
+		if err != nil {
+			continue
+		}
+		out = append(out, Release{Version: v, PublishedAt: r.PublishedAt, SHA256: Checksums(r.Body)})
+	}
+	return out, nil
 }
