@@ -100,6 +100,10 @@ const (
 	// on its own instance (userdata/hooks), with the UTC time as value.
 	TagJobStarted   = "skiff:job-started"
 	TagJobCompleted = "skiff:job-completed"
+	// TagRunnerOutdated is set by the boot script when GitHub refused the
+	// runner's version (exit code 7, or its refusal in the runner's
+	// output); its value is the refused version, or "unknown".
+	TagRunnerOutdated = "skiff:runner-outdated"
 	// ManagedValue is TagManaged's value.
 	ManagedValue = "true"
 	// TagDeployment names the deployment that launched the instance
