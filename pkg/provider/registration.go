@@ -16,6 +16,16 @@ const (
 	ModeToken = userdata.ModeToken
 )
 
+// What a runner does when GitHub refuses its version. Every backend starts
+// its runners with EnvDeprecatedExitCode=1 (runner 2.333.0 and later then
+// exits with ExitVersionDeprecated instead of 0) and tags a runner that
+// ended so with names.TagRunnerOutdated, which scale-down turns into a hold
+// on the pool (package freshness).
+const (
+	EnvDeprecatedExitCode = "ACTIONS_RUNNER_RETURN_VERSION_DEPRECATED_EXIT_CODE"
+	ExitVersionDeprecated = 7
+)
+
 // Registration is what one runner needs to register with GitHub, and who
 // it is: scale-up hands one per runner to Launch, and the provider delivers
 // it to the runner its own way (EC2: an item of the encrypted registration

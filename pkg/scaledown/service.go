@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/fanout"
+	"github.com/skiffci/skiff/pkg/freshness"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/groups"
 	"github.com/skiffci/skiff/pkg/names"
@@ -154,7 +155,11 @@ type Options struct {
 	// Room is swept at the end of every pass (room.Service): waiting jobs
 	// are offered for the pools' free slots, so a wake-up lost in a crash
 	// costs at most one pass. Default: no room.
-	Room    Sweeper
+	Room Sweeper
+	// Runners observes every pass's instances for runners GitHub refused
+	// for their version and sets the pools' freshness gauges
+	// (freshness.Service). Default: nothing observed.
+	Runners RunnerObserver
 	Counter telemetry.Counter // default telemetry.Discard
 	Logger  *slog.Logger      // default slog.Default()
 	Now     func() time.Time  // default time.Now
@@ -238,6 +243,9 @@ func New(o Options) (*Service, error) {
 	if o.Groups == nil {
 		o.Groups = NoGroups{}
 	}
+	if o.Runners == nil {
+		o.Runners = NoRunners{}
+	}
 	if o.Counter == nil {
 		o.Counter = telemetry.Discard
 	}
@@ -284,7 +292,9 @@ type Report struct {
 	Reruns                            int
 	Redeliveries                      int
 	// Groups is what keeping the runner groups did.
-	Groups   groups.Report
+	Groups groups.Report
+	// Held are the pools this pass stopped: GitHub refused their runners' version.
+	Held     []string
 	Deferred int
 	Errors   int
 }
@@ -334,6 +344,12 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 	if !p.late(ctx) {
 		s.o.Room.Sweep(ctx)
 	}
+	if !p.late(ctx) {
+		// Ended instances are listed for an hour: a refused runner is seen.
+		rr := s.o.Runners.Observe(ctx, insts)
+		p.rep.Errors += rr.Errors
+		p.rep.Held = rr.Held
+	}
 	p.log.Info("scale-down pass", "instances", p.rep.Instances, "runners", p.rep.Runners, "runner_records", p.rep.RunnerRecords,
 		"advances", p.rep.Advances, "actions", p.rep.Actions, "kept", p.rep.Kept, "replacements", p.rep.Replacements,
 		"reruns", p.rep.Reruns, "redeliveries", p.rep.Redeliveries, "group_calls", p.rep.Groups.Calls,
@@ -371,6 +387,23 @@ func owners(insts []provider.Instance) []string {
 type Sweeper interface {
 	// Sweep offers waiting jobs for the pools' free slots.
 	Sweep(ctx context.Context)
+}
+
+// RunnerObserver is the freshness check's step of a pass; *freshness.Service implements it.
+type RunnerObserver interface {
+	// Observe holds the pools of instances that ended refused for their
+	// runner version and sets the pools' gauges.
+	Observe(ctx context.Context, insts []provider.Instance) freshness.Report
+}
+
+var _ RunnerObserver = (*freshness.Service)(nil)
+
+// NoRunners observes nothing.
+type NoRunners struct{}
+
+// Observe implements RunnerObserver.
+func (NoRunners) Observe(context.Context, []provider.Instance) freshness.Report {
+	return freshness.Report{}
 }
 
 // NoRoom is the Sweeper without a room.
