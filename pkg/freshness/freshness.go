@@ -60,8 +60,10 @@ const ReasonOutdated = "runner_outdated"
 const DefaultHoldFor = 6 * time.Hour
 
 // holdsTTL is how long scale-up reuses the holds it read: one store read
-// per minute per process instead of one per batch.
-const holdsTTL = time.Minute
+// per 30 s per process instead of one per job; a hold made by another
+// process (the reconciler's Lambda) is seen within it, so a warm scale-up
+// may launch for that long after the refusal.
+const holdsTTL = 30 * time.Second
 
 // Options configure a Service. State is required; Source too, unless the
 // deployment runs no download pool and shows no freshness (GHES without a
@@ -114,6 +116,21 @@ func New(o Options) (*Service, error) {
 		s.cache = runnerversion.NewCache(o.Source, o.Now).WithShared(store.SharedReleases{State: o.State})
 	}
 	return s, nil
+}
+
+type installationKey struct{}
+
+// WithInstallation names the GitHub App installation a release fetch made
+// under ctx may act as (any installation can read the public releases; the
+// job's is known to have budget and a token).
+func WithInstallation(ctx context.Context, id int64) context.Context {
+	return context.WithValue(ctx, installationKey{}, id)
+}
+
+// Installation is the installation WithInstallation put in ctx, or 0.
+func Installation(ctx context.Context) int64 {
+	id, _ := ctx.Value(installationKey{}).(int64)
+	return id
 }
 
 // ErrNoSource: the deployment has no release source (GHES) and the pool
@@ -177,11 +194,24 @@ func (s *Service) readHolds(ctx context.Context) (map[string]store.RunnerHold, e
 	return s.holds, nil
 }
 
+// remember puts a hold this process made into its cache: a scale-up in
+// the same process (local mode) sees it at once.
+func (s *Service) remember(h store.RunnerHold) {
+	s.mu.Lock()
+	if s.holds != nil {
+		s.holds[h.Pool] = h
+	}
+	s.mu.Unlock()
+}
+
 func (s *Service) forget(pool string) {
 	s.mu.Lock()
 	delete(s.holds, pool)
 	s.mu.Unlock()
 }
+
+// Holds lists the pools' holds as stored.
+func (s *Service) Holds(ctx context.Context) ([]store.RunnerHold, error) { return s.o.State.PoolHolds(ctx) }
 
 // Report is what one Observe did.
 type Report struct {
@@ -238,6 +268,7 @@ func (s *Service) Observe(ctx context.Context, insts []provider.Instance) Report
 			continue
 		}
 		if ok {
+			s.remember(h)
 			s.o.Count.Count(MetricOutdated, in.Pool)
 			s.o.Logger.Error("GitHub refused the pool's runner version: launches stopped", "pool", in.Pool, "version", v,
 				"instance_id", in.ID, "fix", h.Detail)

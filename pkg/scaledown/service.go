@@ -329,6 +329,13 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 	in.Runners, in.RunnersComplete = p.listRunners(ctx, insts)
 	p.rep.Instances, p.rep.Runners, p.rep.RunnerRecords = len(insts), len(in.Runners), len(in.Ledger)
 
+	// Before any replacement is sent: a runner GitHub refused for its
+	// version (ended instances are listed for an hour) holds its pool, so
+	// scale-up dead-letters the replacement instead of launching it.
+	rr := s.o.Runners.Observe(ctx, insts)
+	p.rep.Errors += rr.Errors
+	p.rep.Held = rr.Held
+
 	d := decide.Decide(in)
 	p.advance(ctx, d.Advances)
 	for _, k := range d.Kept {
@@ -344,12 +351,7 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 	if !p.late(ctx) {
 		s.o.Room.Sweep(ctx)
 	}
-	if !p.late(ctx) {
-		// Ended instances are listed for an hour: a refused runner is seen.
-		rr := s.o.Runners.Observe(ctx, insts)
-		p.rep.Errors += rr.Errors
-		p.rep.Held = rr.Held
-	}
+
 	p.log.Info("scale-down pass", "instances", p.rep.Instances, "runners", p.rep.Runners, "runner_records", p.rep.RunnerRecords,
 		"advances", p.rep.Advances, "actions", p.rep.Actions, "kept", p.rep.Kept, "replacements", p.rep.Replacements,
 		"reruns", p.rep.Reruns, "redeliveries", p.rep.Redeliveries, "group_calls", p.rep.Groups.Calls,
