@@ -211,7 +211,9 @@ func (s *Service) forget(pool string) {
 }
 
 // Holds lists the pools' holds as stored.
-func (s *Service) Holds(ctx context.Context) ([]store.RunnerHold, error) { return s.o.State.PoolHolds(ctx) }
+func (s *Service) Holds(ctx context.Context) ([]store.RunnerHold, error) {
+	return s.o.State.PoolHolds(ctx)
+}
 
 // Report is what one Observe did.
 type Report struct {
