@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -360,10 +361,8 @@ func Assess(p *pool.Pool, rs []runnerversion.Release, held map[string]store.Runn
 	out.Version, out.Latest, out.DaysBehind = v.String(), f.Latest.String(), f.DaysBehind
 	out.DaysLeft = int64(runnerversion.Window / (24 * time.Hour))
 	if !f.Current {
-		out.DaysLeft = int64(f.Deadline.Sub(now).Hours() / 24)
-		if f.Deadline.Before(now) {
-			out.DaysLeft = -int64(now.Sub(f.Deadline).Hours()/24) - 1
-		}
+		// Whole days, rounded down: 0 on the last day, -1 the day after.
+		out.DaysLeft = int64(math.Floor(f.Deadline.Sub(now).Hours() / 24))
 	}
 	if !isHeld {
 		out.State = f.State(now)
