@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -102,5 +103,26 @@ func TestValidateRunnerReleases(t *testing.T) {
 	}
 	if code, _, stderr := runCLI("validate", "-f", pools, "-runner-releases", filepath.Join(dir, "none.json")); code == 0 {
 		t.Errorf("a missing releases file passed: %s", stderr)
+	}
+}
+
+// skiff plan names the image a baked pool launches: the deployment's
+// parameter, and the base it is baked from.
+func TestPlanBakedImage(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "pools.yaml")
+	if err := os.WriteFile(path, []byte(`version: 1
+pools:
+  - name: baked
+    labels: [baked]
+    instanceTypes: [c7i.large]
+    subnets: [subnet-0123456789abcdef0]
+    image: {ssm: /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64, bake: true}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI("plan", "-f", path, "--labels", "baked", "--deployment", "prod")
+	if code != 0 || !regexp.MustCompile(`image +ssm:/skiff/prod/images/baked \(baked weekly from`).MatchString(stdout) || !strings.Contains(stdout, "(baked weekly from ssm:/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64") {
+		t.Errorf("exit %d\n%s%s", code, stdout, stderr)
 	}
 }

@@ -219,6 +219,8 @@ func (p *Provider) request(l provider.Launch, failed map[string]bool) Request {
 		Tags:           map[string]string{},
 	}
 	switch {
+	case e.Image.Bake:
+		req.ImageID = "resolve:ssm:" + names.BakedImageParameter(p.o.Deployment, spec.Pool)
 	case e.Image.AMI != "":
 		req.ImageID = e.Image.AMI
 	case e.Image.SSM != "":

@@ -235,3 +235,11 @@ const WebhookGOGC = 800
 // WebhookGOMEMLIMIT is the webhook function's GOMEMLIMIT in bytes: past it
 // the runtime collects whatever GOGC says, well before Lambda's 256 MB.
 const WebhookGOMEMLIMIT = 192 << 20
+
+// BakedImageParameter is the SSM parameter that holds the newest image the
+// deployment baked for pool (image: {bake: true}): the CDK app's Image
+// Builder pipeline writes it, the pool's launch template and scale-up read
+// it.
+func BakedImageParameter(deployment, pool string) string {
+	return "/skiff/" + deployment + "/images/" + pool
+}

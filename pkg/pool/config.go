@@ -234,10 +234,20 @@ type Image struct {
 	Name   string
 	Owners []string
 	GPU    bool
+	// Bake: the deployment builds the pool's image from this one (EC2
+	// Image Builder) and the pool launches the baked image, read from
+	// names.BakedImageParameter.
+	Bake bool
 }
 
-// String renders the image for humans: "ami-0abc", "ssm:/aws/...", "name:foo-* (owners: self)".
+// String renders the image for humans: "ami-0abc", "ssm:/aws/...", "name:foo-* (owners: self)",
+// with " (baked)" for an image the deployment bakes from it.
 func (im Image) String() string {
+	if im.Bake {
+		base := im
+		base.Bake = false
+		return base.String() + " (baked)"
+	}
 	switch {
 	case im.AMI != "":
 		return im.AMI
@@ -456,7 +466,7 @@ func decodeEC2(get func(key string) any) *EC2 {
 	}
 	if im, ok := get("image").(map[string]any); ok {
 		e.Image = Image{AMI: str(im["ami"]), SSM: str(im["ssm"]), Name: str(im["name"]),
-			Owners: strs(im["owners"]), GPU: im["gpu"] == true}
+			Owners: strs(im["owners"]), GPU: im["gpu"] == true, Bake: im["bake"] == true}
 	}
 	if r, ok := get("requirements").(map[string]any); ok {
 		e.Requirements = &Requirements{VCPU: rng(r["vcpu"]), MemoryGiB: rng(r["memoryGiB"]), Families: strs(r["families"])}

@@ -186,6 +186,10 @@ func (s *source) checkEC2(i int, p *Pool, add addFunc) {
 		add(base, SeverityError, fmt.Sprintf("pool %q has no image", p.Name),
 			"set image: in the pool or in defaults, e.g. image: {ssm: /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64}")
 	}
+	if e.Image.Bake && e.Image.Name != "" {
+		add(base, SeverityError, fmt.Sprintf("pool %q bakes an image found by name", p.Name),
+			"Image Builder starts from an AMI id or an SSM parameter: give image: {ssm: ..., bake: true} or {ami: ..., bake: true}")
+	}
 	if len(e.Subnets) == 0 {
 		add(base, SeverityError, fmt.Sprintf("pool %q has no subnets", p.Name),
 			"set subnets: in the pool or in defaults (subnet ids, one per Availability Zone)")
