@@ -243,3 +243,8 @@ const WebhookGOMEMLIMIT = 192 << 20
 func BakedImageParameter(deployment, pool string) string {
 	return "/skiff/" + deployment + "/images/" + pool
 }
+
+// RunnerStatePartition is the state table's partition of the runner
+// freshness check (the release list, the pools' holds): the store writes
+// it, the CDK app scopes the functions' access by it.
+const RunnerStatePartition = "RVERSION#"

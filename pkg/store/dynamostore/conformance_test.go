@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/store/dynamostore"
 	"github.com/skiffci/skiff/pkg/store/storetest"
@@ -52,4 +53,12 @@ func TestRunnerDynamo(t *testing.T) {
 	storetest.RunRunnerState(t, func(t *testing.T) store.RunnerState {
 		return dynamostore.NewRunnerDynamo(testenv.DynaliteTable(t, "runners"))
 	})
+}
+
+// The runner state's partition is the one the CDK app scopes the functions' access by.
+func TestRunnerPartitionName(t *testing.T) {
+	t.Parallel()
+	if dynamostore.RunnerVersionPartition != names.RunnerStatePartition {
+		t.Errorf("partition %q, the CDK app grants %q", dynamostore.RunnerVersionPartition, names.RunnerStatePartition)
+	}
 }

@@ -15,11 +15,11 @@ import (
 	"github.com/skiffci/skiff/pkg/store"
 )
 
-// runnerPartition holds the runner release list (sk RELEASES) and the
-// pools' holds (sk HOLD#<pool>): a handful of items, one Query lists the
-// holds.
+// RunnerVersionPartition holds the runner release list (sk RELEASES) and
+// the pools' holds (sk HOLD#<pool>): a handful of items, one Query lists
+// the holds.
 const (
-	RunnerVersionPartition = "RVERSION#"
+	RunnerVersionPartition = "RVERSION#" // names.RunnerStatePartition, which the CDK app scopes by
 	releasesSK             = "RELEASES"
 	holdSKPrefix           = "HOLD#"
 )
