@@ -106,7 +106,7 @@ func TestRunnerAlarms(t *testing.T) {
 		}
 	}
 	days := tmpl.FindResources(jsii.String("AWS::CloudWatch::Alarm"), &map[string]any{"Properties": map[string]any{
-		"Metrics": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{"Expression": "7 - days"})}),
+		"Metrics":            assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{"Expression": "7 - days"})}),
 		"ComparisonOperator": "GreaterThanThreshold", "Threshold": 0}})
 	held := tmpl.FindResources(jsii.String("AWS::CloudWatch::Alarm"), &map[string]any{"Properties": map[string]any{
 		"MetricName": "RunnerHeld", "ComparisonOperator": "GreaterThanThreshold", "Threshold": 0}})
