@@ -7,6 +7,7 @@ import (
 
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/runnerversion"
 )
 
@@ -38,5 +39,45 @@ func TestRunnerReleases(t *testing.T) {
 	}
 	if n := e.sim.Requests(ghsim.OpListReleases); n != 2 {
 		t.Errorf("%d release calls, want 2", n)
+	}
+}
+
+// Nothing in the client assumes an installation token's length or prefix:
+// with 600-character credentials of another format, a job is read, a JIT
+// configuration and a registration token are created, and the runner
+// registration they make passes the boot script's contract.
+func TestLongCredentials(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envConfig{simOpts: ghsim.Options{CredentialLength: 600}})
+	ctx := ctxT(t)
+	gid, err := e.client.RunnerGroupID(ctx, e.inst, "acme", "Default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jc, err := e.client.GenerateJITConfig(ctx, e.inst, github.OrgScope("acme"), github.JITRequest{Name: "long", RunnerGroupID: gid, Labels: []string{"x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := e.client.RegistrationToken(ctx, e.inst, github.OrgScope("acme"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(tok.Token.Reveal()); n < 600 {
+		t.Fatalf("registration token of %d characters: the simulator did not lengthen it", n)
+	}
+	long := false
+	for _, s := range e.sim.Secrets() {
+		long = long || strings.HasPrefix(s, "v2.") && len(s) >= 603
+	}
+	if !long {
+		t.Fatal("no long installation token was issued")
+	}
+	for _, r := range []provider.Registration{
+		{Mode: provider.ModeJIT, JITConfig: jc.EncodedJITConfig.Reveal(), RunnerName: "long"},
+		{Mode: provider.ModeToken, Token: tok.Token.Reveal(), URL: "https://github.com/acme", RunnerName: "long", Labels: []string{"x"}},
+	} {
+		if err := r.Validate(); err != nil {
+			t.Errorf("a long credential breaks the registration contract: %v", err)
+		}
 	}
 }
