@@ -164,7 +164,10 @@ func (s *Service) Held(ctx context.Context, pool string, d runnerversion.Downloa
 		return nil, nil
 	}
 	now := s.o.Now()
-	changed := d.Version != "" && h.Version != "" && h.Version != "unknown" && d.Version != h.Version
+	// The pool's version changed since the hold (a new release for latest,
+	// a new pin): not merely different from the refused one, which an
+	// image's own stale runner always is.
+	changed := d.Version != "" && h.Launched != "" && d.Version != h.Launched
 	if changed || (!h.Until.IsZero() && !now.Before(h.Until)) {
 		if err := s.o.State.ReleasePool(ctx, pool); err != nil {
 			return nil, fmt.Errorf("lifting the hold of pool %s: %w", pool, err)
@@ -262,8 +265,9 @@ func (s *Service) Observe(ctx context.Context, insts []provider.Instance) Report
 				continue
 			}
 		}
-		h := store.RunnerHold{Pool: in.Pool, Version: v, Reason: ReasonOutdated, At: now, Until: now.Add(s.o.HoldFor),
-			Detail: Fix(s.o.Pools.Pool(in.Pool), v, rs, now.Add(s.o.HoldFor))}
+		p := s.o.Pools.Pool(in.Pool)
+		h := store.RunnerHold{Pool: in.Pool, Version: v, Launched: launched(p, rs), Reason: ReasonOutdated, At: now,
+			Until: now.Add(s.o.HoldFor), Detail: Fix(p, v, rs, now.Add(s.o.HoldFor))}
 		ok, err := s.o.State.HoldPool(ctx, h)
 		if err != nil {
 			s.o.Logger.Warn("holding a pool", "pool", in.Pool, "err", err)
@@ -289,6 +293,16 @@ func (s *Service) Observe(ctx context.Context, insts []provider.Instance) Report
 	return rep
 }
 
+// launched is the runner version pool p hands its boots now ("" when its
+// runnerVersion is latest and no release list is known).
+func launched(p *pool.Pool, rs []runnerversion.Release) string {
+	v, err := runnerversion.PoolVersion(p.RunnerVersion, rs)
+	if err != nil {
+		return ""
+	}
+	return v.String()
+}
+
 func boolInt(b bool) int64 {
 	if b {
 		return 1
@@ -306,6 +320,8 @@ func Fix(p *pool.Pool, v string, rs []runnerversion.Release, until time.Time) st
 	}
 	var what string
 	switch {
+	case v == latest:
+		what = fmt.Sprintf("none on skiff's side: GitHub refuses its newest release %s (a GitHub incident?)", latest)
 	case p.RunnerVersion != runnerversion.Latest:
 		what = fmt.Sprintf("pin runnerVersion %s with its runnerSha256 in the pools file and redeploy, or use runnerVersion: latest", latest)
 	case p.Backend == pool.BackendEC2:

@@ -236,4 +236,18 @@ func TestHold(t *testing.T) {
 	if h == nil || !strings.Contains(h.Detail, "rebuild it with runner 2.334.0") {
 		t.Errorf("image pool hold %+v", h)
 	}
+	// An image's own stale runner names its version, which differs from the
+	// pool's download: that is no change of the pool's version, the hold
+	// stands (else every launch would lift it: a loop). A new release lifts it.
+	e.now = e.now.Add(time.Hour)
+	_ = e.state.ReleasePool(ctx, "follows")
+	stale := provider.Instance{ID: "i-4", Pool: "follows", Tags: map[string]string{names.TagRunnerOutdated: "2.330.0"}}
+	s.Observe(ctx, []provider.Instance{stale})
+	e.now = e.now.Add(2 * holdsTTL)
+	if h, _ := s.Held(ctx, "follows", runnerversion.Download{Version: "2.334.0"}); h == nil || h.Version != "2.330.0" {
+		t.Errorf("an image's stale runner did not hold its latest pool: %+v", h)
+	}
+	if h, _ := s.Held(ctx, "follows", runnerversion.Download{Version: "2.335.0"}); h != nil {
+		t.Errorf("a new release did not lift the hold: %+v", h)
+	}
 }

@@ -18,8 +18,9 @@ CREATE TABLE IF NOT EXISTS runner_releases (
 	releases   TEXT    NOT NULL
 );
 CREATE TABLE IF NOT EXISTS runner_holds (
-	pool    TEXT PRIMARY KEY,
-	version TEXT    NOT NULL,
+	pool     TEXT PRIMARY KEY,
+	version  TEXT    NOT NULL,
+	launched TEXT    NOT NULL DEFAULT '',
 	reason  TEXT    NOT NULL,
 	detail  TEXT    NOT NULL,
 	at      INTEGER NOT NULL,
@@ -78,11 +79,11 @@ func (s *RunnerState) HoldPool(ctx context.Context, h store.RunnerHold) (bool, e
 	}
 	var n int64
 	err := s.d.tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO runner_holds (pool, version, reason, detail, at, until) VALUES (?, ?, ?, ?, ?, ?)
-			ON CONFLICT (pool) DO UPDATE SET version = excluded.version, reason = excluded.reason, detail = excluded.detail,
-				at = excluded.at, until = excluded.until
+		res, err := tx.ExecContext(ctx, `INSERT INTO runner_holds (pool, version, launched, reason, detail, at, until) VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (pool) DO UPDATE SET version = excluded.version, launched = excluded.launched, reason = excluded.reason,
+				detail = excluded.detail, at = excluded.at, until = excluded.until
 			WHERE runner_holds.version != excluded.version`,
-			h.Pool, h.Version, h.Reason, h.Detail, h.At.UnixNano(), nanos(h.Until))
+			h.Pool, h.Version, h.Launched, h.Reason, h.Detail, h.At.UnixNano(), nanos(h.Until))
 		if err != nil {
 			return fmt.Errorf("holding pool %s: %w", h.Pool, err)
 		}
@@ -94,7 +95,7 @@ func (s *RunnerState) HoldPool(ctx context.Context, h store.RunnerHold) (bool, e
 
 // PoolHolds implements store.RunnerState.
 func (s *RunnerState) PoolHolds(ctx context.Context) ([]store.RunnerHold, error) {
-	rows, err := s.d.db.QueryContext(ctx, `SELECT pool, version, reason, detail, at, until FROM runner_holds`)
+	rows, err := s.d.db.QueryContext(ctx, `SELECT pool, version, launched, reason, detail, at, until FROM runner_holds`)
 	if err != nil {
 		return nil, fmt.Errorf("listing pool holds: %w", err)
 	}
@@ -103,7 +104,7 @@ func (s *RunnerState) PoolHolds(ctx context.Context) ([]store.RunnerHold, error)
 	for rows.Next() {
 		var h store.RunnerHold
 		var at, until int64
-		if err := rows.Scan(&h.Pool, &h.Version, &h.Reason, &h.Detail, &at, &until); err != nil {
+		if err := rows.Scan(&h.Pool, &h.Version, &h.Launched, &h.Reason, &h.Detail, &at, &until); err != nil {
 			return nil, fmt.Errorf("reading pool hold: %w", err)
 		}
 		h.At = time.Unix(0, at).UTC()

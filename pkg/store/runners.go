@@ -26,8 +26,12 @@ type ReleaseList struct {
 // release for runnerVersion: latest, a new pin or image) lifts it.
 type RunnerHold struct {
 	Pool string
-	// Version is the refused runner version ("" when the runner did not say).
-	Version string
+	// Version is the refused runner version ("unknown" when the runner did
+	// not say); Launched is the runner version the pool handed its boots
+	// when it was held (its runnerVersion as resolved then; "" unknown): a
+	// hold lifts when that changes, not when Version differs from it (an
+	// image's own stale runner).
+	Version, Launched string
 	// Reason is a short code (runner_outdated), Detail the fix in words.
 	Reason, Detail string
 	// At is when the first refused runner was seen; Until is when one

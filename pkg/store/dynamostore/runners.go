@@ -95,6 +95,7 @@ func (s *RunnerDynamo) HoldPool(ctx context.Context, h store.RunnerHold) (bool, 
 	item := versionKey(holdSKPrefix + h.Pool)
 	item["pool"] = &types.AttributeValueMemberS{Value: h.Pool}
 	item["version"] = &types.AttributeValueMemberS{Value: h.Version}
+	putStr(item, "launched", h.Launched)
 	item["reason"] = &types.AttributeValueMemberS{Value: h.Reason}
 	putStr(item, "detail", h.Detail)
 	item["at"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(h.At.UnixNano(), 10)}
@@ -128,7 +129,7 @@ func (s *RunnerDynamo) PoolHolds(ctx context.Context) ([]store.RunnerHold, error
 			return nil, fmt.Errorf("listing pool holds: %w", err)
 		}
 		for _, it := range page.Items {
-			h := store.RunnerHold{Pool: secStr(it, "pool"), Version: secStr(it, "version"), Reason: secStr(it, "reason"),
+			h := store.RunnerHold{Pool: secStr(it, "pool"), Version: secStr(it, "version"), Launched: secStr(it, "launched"), Reason: secStr(it, "reason"),
 				Detail: secStr(it, "detail"), At: time.Unix(0, secNum(it, "at")).UTC()}
 			if u := secNum(it, "until"); u != 0 {
 				h.Until = time.Unix(0, u).UTC()

@@ -47,7 +47,7 @@ func RunRunnerState(t *testing.T, newStore func(*testing.T) store.RunnerState) {
 	t.Run("holds", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
-		h := store.RunnerHold{Pool: "cpu", Version: "2.330.0", Reason: "runner_outdated", Detail: "update the image",
+		h := store.RunnerHold{Pool: "cpu", Version: "2.330.0", Launched: "2.334.0", Reason: "runner_outdated", Detail: "update the image",
 			At: Now.UTC(), Until: Now.Add(6 * time.Hour).UTC()}
 		if ok, err := s.HoldPool(ctx, h); !ok || err != nil {
 			t.Fatalf("first hold: %v %v", ok, err)
