@@ -68,7 +68,7 @@ test: deps lint ## install test tools, lint, then run every test (emulators are 
 DECISIONS := ./pkg/pool ./pkg/scaler ./pkg/provisioning ./pkg/names ./pkg/provider ./pkg/userdata ./pkg/metrics ./pkg/scaledown/decide ./pkg/runnerversion
 # Services see only ports: their AWS adapters live in packages of their own
 # (pkg/queue/sqsqueue, pkg/store/dynamostore, pkg/metrics/cwpeaks, ...).
-SERVICES := ./pkg/webhook ./pkg/scaleup ./pkg/scaledown ./pkg/instanceevents ./pkg/room ./pkg/setup ./pkg/metrics
+SERVICES := ./pkg/webhook ./pkg/scaleup ./pkg/scaledown ./pkg/instanceevents ./pkg/room ./pkg/setup ./pkg/metrics ./pkg/freshness
 
 .PHONY: lint
 lint: ## gofmt, go vet, shellcheck, and the dependency checks (decisions, services and ghsim free of SDKs)
