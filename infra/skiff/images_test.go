@@ -75,6 +75,27 @@ func TestBakedImages(t *testing.T) {
 		"LaunchTemplateData": assertions.Match_ObjectLike(&map[string]any{
 			"ImageId": "resolve:ssm:/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64"}),
 	})
+	// Each distribution writes its own pool's parameter, the one the pool launches.
+	params := map[string]string{} // logical id → parameter name
+	for id, r := range *tmpl.FindResources(jsii.String("AWS::SSM::Parameter"), nil) {
+		params[id], _ = (*r)["Properties"].(map[string]any)["Name"].(string)
+	}
+	written := map[string]bool{}
+	for _, r := range *tmpl.FindResources(jsii.String("AWS::ImageBuilder::DistributionConfiguration"), nil) {
+		dists := (*r)["Properties"].(map[string]any)["Distributions"].([]any)
+		for _, d := range dists {
+			for _, c := range d.(map[string]any)["SsmParameterConfigurations"].([]any) {
+				pn, _ := c.(map[string]any)["ParameterName"].(map[string]any)
+				ref, _ := pn["Ref"].(string)
+				written[params[ref]] = true
+			}
+		}
+	}
+	for _, pool := range []string{"cpu-baked", "gpu-baked"} {
+		if !written["/skiff/ci/images/"+pool] {
+			t.Errorf("no distribution writes /skiff/ci/images/%s: %v", pool, written)
+		}
+	}
 	// The component verifies the runner against the checksum between the
 	// release notes' markers before installing it.
 	comps := tmpl.FindResources(jsii.String("AWS::ImageBuilder::Component"), nil)
