@@ -133,7 +133,10 @@ func (s *Service) githubFailure(w *work, what string, err error) {
 func (s *Service) runnerDownload(ctx context.Context, w *work) (runnerversion.Download, bool) {
 	ctx = freshness.WithInstallation(ctx, w.job.InstallationID)
 	d, err := s.o.Runners.Download(ctx, w.spec.Shared)
-	if err != nil {
+	switch {
+	case errors.Is(err, freshness.ErrNoSource): // GitHub Enterprise Server: pools pin or bake, by design
+		d = runnerversion.Download{}
+	case err != nil:
 		s.o.Counter.Count(MetricRunnerUnresolved, w.spec.Pool)
 		w.log.Warn("no runner version to hand the boot; it uses its image's runner or the user data's pin", "err", err)
 		d = runnerversion.Download{}
