@@ -39,6 +39,8 @@ func TestNagAwsSolutions(t *testing.T) {
 		{"existing VPC", map[string]any{"vpcId": "vpc-0123456789abcdef0", "subnetIds": "subnet-0a1b2c3d4e5f60718,subnet-0b2c3d4e5f6071829"}},
 		{"created VPC", map[string]any{}},
 		{"created VPC with NAT and metrics", map[string]any{"natGateways": "1", "runnerMetrics": "true", "alarmTopicArn": "arn:aws:sns:us-east-1:123456789012:ops"}},
+		{"baked images", map[string]any{"pools": "testdata/baked-pools.yaml", "vpcId": "vpc-0123456789abcdef0",
+			"subnetIds": "subnet-0a1b2c3d4e5f60718"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

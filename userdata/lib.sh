@@ -79,12 +79,14 @@ skiff_aws() {
 	printf -v "$1" '%s' "${resp%$'\n'*}"
 }
 
-# skiff_tag_self KEY: tag this instance KEY=<UTC time> through the EC2 API (CreateTags).
-# Used by the job hooks; scale-down reads the tags from DescribeInstances.
+# skiff_tag_self KEY [VALUE]: tag this instance KEY=VALUE (default <UTC time>) through the EC2
+# API (CreateTags). Used by the job hooks and the boot script; scale-down reads the tags from
+# DescribeInstances. VALUE holds no character that needs escaping but ':'.
 skiff_tag_self() {
 	# shellcheck disable=SC2034 # out is set by skiff_aws through printf -v
 	local now body out TZ=UTC
 	printf -v now '%(%Y-%m-%dT%H:%M:%SZ)T' -1
+	now=${2:-$now}
 	body="Action=CreateTags&Version=2016-11-15&ResourceId.1=$SKIFF_INSTANCE_ID"
 	body+="&Tag.1.Key=${1//:/%3A}&Tag.1.Value=${now//:/%3A}"
 	skiff_aws out ec2 "$SKIFF_EC2_ENDPOINT" 'application/x-www-form-urlencoded; charset=utf-8' '' "$body" || return 1

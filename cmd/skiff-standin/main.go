@@ -19,9 +19,18 @@
 //	                                other job), e.g. compile=0.8:256;test=0.05:16 burns 0.8 s of CPU
 //	                                time and holds 256 MiB (touched) while a compile job runs; the
 //	                                job ends when both its duration and its CPU burn are over
+//	SKIFF_STANDIN_VERSION           the runner version it connects as (default: none, never refused)
+//	ACTIONS_RUNNER_RETURN_VERSION_DEPRECATED_EXIT_CODE=1
+//	                                as the real runner (2.333.0 and later): exit 7 when GitHub
+//	                                refuses the runner's version
 //
 // Exit status: 0 after the job (or an idle timeout), 1 on a failure or a
-// signal, 2 on bad configuration, 3 for SKIFF_STANDIN_CRASH.
+// signal, 2 on bad configuration, 3 for SKIFF_STANDIN_CRASH. When the
+// simulator refuses the version (below the minimum, or deprecated), it
+// prints the real runner's line ("An error occurred: Runner version vX is
+// deprecated and cannot receive messages.") and exits as the real runner
+// does: 7 with ACTIONS_RUNNER_RETURN_VERSION_DEPRECATED_EXIT_CODE=1, else 0
+// ("no retry needed"), which is what makes a replacement loop.
 package main
 
 import (
@@ -45,6 +54,7 @@ import (
 	// Refuses to compile with a Go older than the patched one.
 	_ "github.com/skiffci/skiff/internal/gotoolchain"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/runnerversion"
 )
 
 // EnvJITConfig is the runner's own variable for its JIT configuration
@@ -62,6 +72,10 @@ type Config struct {
 	Hang       string // "", "1" or "hard"
 	// Work is the real work of a job, by its name ("*": any other).
 	Work map[string]Work
+	// Version is the runner version it connects as ("": not checked).
+	Version string
+	// DeprecatedExit: exit ExitVersionDeprecated when the version is refused.
+	DeprecatedExit bool
 }
 
 // Work is what a job does while it runs: burn CPU seconds of CPU time
@@ -104,14 +118,21 @@ const (
 	exitFailed = 1
 	exitConfig = 2
 	exitCrash  = 3
+	// ExitVersionDeprecated is the real runner's exit code for a version
+	// GitHub refuses, when EnvDeprecatedExitCode is 1.
+	ExitVersionDeprecated = 7
 )
+
+// EnvDeprecatedExitCode turns on the runner's exit code 7 for a deprecated version.
+const EnvDeprecatedExitCode = "ACTIONS_RUNNER_RETURN_VERSION_DEPRECATED_EXIT_CODE"
 
 // LoadConfig reads the configuration from getenv and validates it, naming
 // each bad variable.
 func LoadConfig(getenv func(string) string) (Config, error) {
 	c := Config{JITConfig: getenv(EnvJITConfig), URL: getenv("SKIFF_STANDIN_URL"), Duration: 2 * time.Second,
 		Conclusion: "success", Idle: 10 * time.Minute, Crash: getenv("SKIFF_STANDIN_CRASH") == "1",
-		Hang: getenv("SKIFF_STANDIN_HANG")}
+		Hang: getenv("SKIFF_STANDIN_HANG"), Version: getenv("SKIFF_STANDIN_VERSION"),
+		DeprecatedExit: getenv(EnvDeprecatedExitCode) == "1"}
 	var errs []error
 	dur := func(name string, dst *time.Duration) {
 		if v := getenv(name); v != "" {
@@ -137,6 +158,11 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			errs = append(errs, err)
 		}
 		c.Work = w
+	}
+	if c.Version != "" {
+		if _, err := runnerversion.Parse(c.Version); err != nil {
+			errs = append(errs, fmt.Errorf("SKIFF_STANDIN_VERSION: %w", err))
+		}
 	}
 	if c.Hang != "" && c.Hang != "1" && c.Hang != "hard" {
 		errs = append(errs, fmt.Errorf("SKIFF_STANDIN_HANG: %q is neither 1 nor hard", c.Hang))
@@ -183,7 +209,18 @@ func main() {
 // disconnect. It returns the process's exit status. A canceled ctx (a
 // signal) disconnects, which fails a job in progress, and returns 1.
 func Run(ctx context.Context, cfg Config, hc *http.Client, log *slog.Logger) int {
-	r, err := connect(ctx, &client{hc: hc, base: strings.TrimRight(cfg.URL, "/")}, cfg.JITConfig, log)
+	r, err := connect(ctx, &client{hc: hc, base: strings.TrimRight(cfg.URL, "/")}, cfg.JITConfig, cfg.Version, log)
+	var se *statusError
+	if errors.As(err, &se) && se.status == http.StatusForbidden && (se.reason == "deprecated" || se.reason == "below_minimum") {
+		// The real runner's words and exit: code 7 only when asked for.
+		fmt.Fprintf(os.Stdout, "An error occurred: Runner version v%s is deprecated and cannot receive messages.\n", cfg.Version)
+		fmt.Fprintln(os.Stdout, "Runner listener exit with terminated error, stop the service, no retry needed.")
+		log.Error("the runner's version was refused", "version", cfg.Version, "reason", se.reason)
+		if cfg.DeprecatedExit {
+			return ExitVersionDeprecated
+		}
+		return exitOK
+	}
 	if err != nil {
 		log.Error("connecting to the simulator", "err", err)
 		return exitFailed
@@ -208,9 +245,9 @@ type runner struct {
 }
 
 // connect opens the runner's session with its JIT configuration.
-func connect(ctx context.Context, c *client, jitConfig string, log *slog.Logger) (*runner, error) {
+func connect(ctx context.Context, c *client, jitConfig, version string, log *slog.Logger) (*runner, error) {
 	var sess ghsim.RunnerSession
-	body, _ := json.Marshal(map[string]string{"encoded_jit_config": jitConfig})
+	body, _ := json.Marshal(map[string]string{"encoded_jit_config": jitConfig, "runner_version": version})
 	if err := c.do(ctx, "POST", "/_sim/runner/connect", body, http.StatusCreated, &sess); err != nil {
 		return nil, err
 	}
@@ -358,6 +395,7 @@ var errNoContent = errors.New("no content")
 type statusError struct {
 	status int
 	msg    string
+	reason string // the simulator's "reason" (a refused runner version)
 }
 
 func (e *statusError) Error() string { return fmt.Sprintf("status %d: %s", e.status, e.msg) }
@@ -387,9 +425,9 @@ func (c *client) do(ctx context.Context, method, path string, body []byte, want 
 	case resp.StatusCode == http.StatusNoContent && want != http.StatusNoContent:
 		return errNoContent
 	case resp.StatusCode != want:
-		var m struct{ Message string }
+		var m struct{ Message, Reason string }
 		_ = json.Unmarshal(b, &m)
-		return &statusError{status: resp.StatusCode, msg: m.Message}
+		return &statusError{status: resp.StatusCode, msg: m.Message, reason: m.Reason}
 	case out != nil:
 		if err := json.Unmarshal(b, out); err != nil {
 			return fmt.Errorf("decoding %s %s: %w", method, path, err)

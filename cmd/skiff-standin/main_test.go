@@ -196,3 +196,56 @@ func TestWaitOrStop(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusedVersion: a runner GitHub refuses for its version exits 7 when
+// the deprecation exit code is on, and 0 — the real runner's "no retry
+// needed", indistinguishable from a finished job — when it is off; its job
+// stays queued.
+func TestRefusedVersion(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		version  string
+		exitCode string
+		wantExit int
+		wantJob  string
+	}{
+		{"below the minimum, exit code on", "2.300.0", "1", ExitVersionDeprecated, "queued"},
+		{"deprecated, exit code on", "2.331.0", "1", ExitVersionDeprecated, "queued"},
+		{"deprecated, exit code off", "2.331.0", "", exitOK, "queued"},
+		{"current", "2.332.0", "1", exitOK, "completed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, gen := sim(t)
+			now := time.Now()
+			s.SetMinRunnerVersion("2.330.0")
+			s.SetRunnerReleases([]ghsim.RunnerRelease{
+				{Version: "2.331.0", Published: now.AddDate(0, 0, -90)},
+				{Version: "2.332.0", Published: now.AddDate(0, 0, -31)},
+			})
+			run, err := s.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: []string{"standin"}}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := map[string]string{EnvJITConfig: gen("standin-" + strings.ReplaceAll(tc.name, " ", "-")),
+				"SKIFF_STANDIN_VERSION": tc.version, EnvDeprecatedExitCode: tc.exitCode, "SKIFF_STANDIN_DURATION": "10ms"}
+			cfg, err := LoadConfig(func(k string) string { return env[k] })
+			if err != nil {
+				t.Fatal(err)
+			}
+			logs := &testenv.SyncBuffer{}
+			if code := Run(context.Background(), cfg, http.DefaultClient, slog.New(slog.NewTextHandler(logs, nil))); code != tc.wantExit {
+				t.Errorf("exit %d, want %d; logs:\n%s", code, tc.wantExit, logs)
+			}
+			if js, _ := s.Job(run.JobIDs[0]); js.Status != tc.wantJob {
+				t.Errorf("job %s, want %s", js.Status, tc.wantJob)
+			}
+		})
+	}
+	if _, err := LoadConfig(func(k string) string {
+		return map[string]string{EnvJITConfig: "x", "SKIFF_STANDIN_URL": "http://h", "SKIFF_STANDIN_VERSION": "latest"}[k]
+	}); err == nil || !strings.Contains(err.Error(), "SKIFF_STANDIN_VERSION") {
+		t.Errorf("a bad version was accepted: %v", err)
+	}
+}

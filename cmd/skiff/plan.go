@@ -20,6 +20,7 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 	fork := fs.Bool("fork", false, "the run's code comes from a fork (a pull request from a fork)")
 	visibility := fs.String("visibility", "", "the repository's visibility: private (default when checking), internal or public")
 	association := fs.String("association", "", "the pull request author's association (OWNER, MEMBER, COLLABORATOR, CONTRIBUTOR, FIRST_TIME_CONTRIBUTOR, NONE)")
+	deployment := fs.String("deployment", "skiff", "the deployment (the stack's name, or its deployment context): names a baked image's SSM parameter")
 	if ok, code := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -75,7 +76,7 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 			return exitFailed
 		}
 	}
-	if err := pool.WritePlan(stdout, cfg, spec); err != nil {
+	if err := pool.WritePlanFor(stdout, cfg, spec, *deployment); err != nil {
 		fmt.Fprintf(stderr, "skiff plan: %v\n", err)
 		return exitFailed
 	}

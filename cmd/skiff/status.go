@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -20,8 +21,10 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/skiffci/skiff/internal/local"
+	"github.com/skiffci/skiff/pkg/freshness"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provisioning"
+	"github.com/skiffci/skiff/pkg/runnerversion"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/store/dynamostore"
 	"github.com/skiffci/skiff/pkg/store/sqlitestore"
@@ -56,6 +59,7 @@ type statusSources struct {
 	local      *sqlitestore.Queue
 	room       store.Room // the pools' waiting rooms
 	security   store.SecurityEvents
+	runners    store.RunnerState // the runner release list and the pools' holds
 	now        func() time.Time
 }
 
@@ -83,6 +87,9 @@ type poolStatus struct {
 	OldestWait float64 `json:"oldestWaitSeconds,omitempty"`
 	WaitReason string  `json:"waitReason,omitempty"`
 	WaitDetail string  `json:"waitDetail,omitempty"`
+	// Runner is the pool's runner version against GitHub's releases (the
+	// daily check's list), or its hold; nil before the first check.
+	Runner *freshness.PoolFreshness `json:"runner,omitempty"`
 }
 
 // queueStatus is a queue's depth.
@@ -154,6 +161,7 @@ func awsStatusSources(ctx context.Context, table string) (statusSources, error) 
 		ledger:     dynamostore.NewLedgerDynamo(ddb, table),
 		room:       dynamostore.NewRoomDynamo(ddb, table),
 		security:   dynamostore.NewSecurityDynamo(ddb, table),
+		runners:    dynamostore.NewRunnerDynamo(ddb, table),
 		sqs:        sqs.NewFromConfig(cfg),
 		cloudWatch: cloudwatch.NewFromConfig(cfg),
 		now:        time.Now,
@@ -179,7 +187,7 @@ func localStatusSources(dataDir string) (statusSources, func(), error) {
 		return statusSources{}, nil, err
 	}
 	return statusSources{ledger: sqlitestore.NewLedger(db, time.Now), local: sqlitestore.NewQueue(db, sqlitestore.QueueOptions{}),
-			room: sqlitestore.NewRoom(db), security: sqlitestore.NewSecurityEvents(db, time.Now), now: time.Now},
+			room: sqlitestore.NewRoom(db), security: sqlitestore.NewSecurityEvents(db, time.Now), runners: sqlitestore.NewRunnerState(db), now: time.Now},
 		func() { _ = db.Close() }, nil
 }
 
@@ -238,6 +246,10 @@ func statusCommand(args []string, stdout, stderr io.Writer, sources func(context
 func collectStatus(ctx context.Context, src statusSources, cfg *pool.Config, queueURL, dlqURL string) (statusReport, error) {
 	now := src.now()
 	rep := statusReport{At: now.UTC()}
+	releases, holds, err := runnerState(ctx, src.runners)
+	if err != nil {
+		return rep, err
+	}
 	for _, p := range cfg.Pools {
 		live, err := src.ledger.Live(ctx, p.Name)
 		if err != nil {
@@ -271,6 +283,9 @@ func collectStatus(ctx context.Context, src statusSources, cfg *pool.Config, que
 				ps.OldestWait, ps.WaitReason, ps.WaitDetail = now.Sub(ws[0].Since).Seconds(), ws[0].Reason, ws[0].Detail
 			}
 		}
+		if f, ok := freshness.Assess(p, releases, holds, now); ok {
+			ps.Runner = &f
+		}
 		rep.Pools = append(rep.Pools, ps)
 	}
 	if src.security != nil {
@@ -286,7 +301,6 @@ func collectStatus(ctx context.Context, src statusSources, cfg *pool.Config, que
 	if src.local != nil {
 		return localQueueStatus(ctx, src.local, rep)
 	}
-	var err error
 	if queueURL != "" {
 		if rep.Queue, err = queueDepth(ctx, src.sqs, queueURL); err != nil {
 			return rep, err
@@ -301,6 +315,49 @@ func collectStatus(ctx context.Context, src statusSources, cfg *pool.Config, que
 		}
 	}
 	return rep, nil
+}
+
+// runnerState reads the stored release list (none before the first daily
+// check) and the pools' holds.
+func runnerState(ctx context.Context, st store.RunnerState) ([]runnerversion.Release, map[string]store.RunnerHold, error) {
+	if st == nil {
+		return nil, nil, nil
+	}
+	l, err := st.RunnerReleases(ctx)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, nil, fmt.Errorf("reading the runner releases: %w", err)
+	}
+	hs, err := st.PoolHolds(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the pools' holds: %w", err)
+	}
+	holds := make(map[string]store.RunnerHold, len(hs))
+	for _, h := range hs {
+		holds[h.Pool] = h
+	}
+	return l.Releases, holds, nil
+}
+
+// printRunner prints a pool's runner line: its version against the newest
+// release and GitHub's window, or why its launches are stopped.
+func printRunner(w io.Writer, pool string, f *freshness.PoolFreshness) {
+	switch {
+	case f == nil:
+	case f.State == "held":
+		fmt.Fprintf(w, "pool %s: LAUNCHES STOPPED (%s): %s\n", pool, f.Reason, f.Detail)
+	case f.State == "current":
+		fmt.Fprintf(w, "pool %s: runner %s, the newest release\n", pool, f.Version)
+	default:
+		fmt.Fprintf(w, "pool %s: runner %s, %d days behind %s; ", pool, f.Version, f.DaysBehind, f.Latest)
+		switch f.State {
+		case "expired":
+			fmt.Fprintf(w, "OUT OF GITHUB'S WINDOW for %d days: its runners get no jobs\n", -f.DaysLeft)
+		case "alarm":
+			fmt.Fprintf(w, "ALARM: GitHub stops sending it jobs in %d days\n", f.DaysLeft)
+		default:
+			fmt.Fprintf(w, "GitHub stops sending it jobs in %d days\n", f.DaysLeft)
+		}
+	}
 }
 
 // localQueueStatus fills the queue's part of rep from local mode's queue.
@@ -382,6 +439,7 @@ func printStatus(w io.Writer, rep statusReport) {
 	_ = tw.Flush()
 	fmt.Fprintln(w)
 	for _, p := range rep.Pools {
+		printRunner(w, p.Pool, p.Runner)
 		if p.Listed != p.Live {
 			fmt.Fprintf(w, "pool %s: %d counted, %d listed (the index lags writes by moments; a lasting gap is a leak)\n", p.Pool, p.Live, p.Listed)
 		}

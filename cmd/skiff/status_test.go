@@ -19,6 +19,7 @@ import (
 	"github.com/skiffci/skiff/internal/local"
 	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/runnerversion"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/store/sqlitestore"
 )
@@ -237,5 +238,42 @@ func TestStatusLocal(t *testing.T) {
 	}
 	if code := statusCommand([]string{"--data-dir", dir, "--table", "t", "-f", "testdata/status-pools.yaml"}, &stdout, &stderr, noAWS); code != exitUsage {
 		t.Errorf("exit %d with both --table and --data-dir, want %d", code, exitUsage)
+	}
+}
+
+// TestStatusRunners: each pool's runner line from the stored release list
+// and holds — the newest release, days behind with the days GitHub still
+// serves it (an alarm in the last week), out of the window, or stopped with
+// the fix; the same in JSON.
+func TestStatusRunners(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	state := store.NewRunnerMemory()
+	rel := func(v string, daysAgo int) runnerversion.Release {
+		ver, _ := runnerversion.Parse(v)
+		return runnerversion.Release{Version: ver, PublishedAt: statusNow.AddDate(0, 0, -daysAgo)}
+	}
+	if err := state.PutRunnerReleases(ctx, store.ReleaseList{FetchedAt: statusNow.Add(-time.Hour), Releases: []runnerversion.Release{
+		rel("2.334.0", 25), rel("2.333.0", 40), rel("2.332.0", 70), rel("2.331.0", 100)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := state.HoldPool(ctx, store.RunnerHold{Pool: "held", Version: "2.332.0", Reason: "runner_outdated",
+		Detail: "GitHub refuses runner 2.332.0 (deprecated: exit code 7). Fix: rebuild the image.", At: statusNow}); err != nil {
+		t.Fatal(err)
+	}
+	sources := func(context.Context, string) (statusSources, error) {
+		return statusSources{ledger: store.NewLedgerMemory(func() time.Time { return statusNow }), runners: state,
+			now: func() time.Time { return statusNow }}, nil
+	}
+	for _, name := range []string{"status-runners", "status-runners-json"} {
+		args := []string{"--table", "skiff-state", "-f", "testdata/status-runner-pools.yaml"}
+		if strings.HasSuffix(name, "json") {
+			args = append(args, "--json")
+		}
+		var stdout, stderr bytes.Buffer
+		if code := statusCommand(args, &stdout, &stderr, sources); code != exitOK {
+			t.Fatalf("exit %d: %s", code, stderr.String())
+		}
+		golden(t, name, stdout.String())
 	}
 }

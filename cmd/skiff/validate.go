@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider/process"
@@ -16,6 +17,7 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("validate", "-f pools.yaml", stderr)
 	file := fs.String("f", "pools.yaml", "the pools file to check")
 	strict := fs.Bool("strict", false, "fail on warnings too")
+	releases := fs.String("runner-releases", "", "a saved page of GitHub's runner releases (curl -s https://api.github.com/repos/actions/runner/releases): warn about runner pins near the end of GitHub's window")
 	if ok, code := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -25,6 +27,14 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 	}
 	printDiagnostics(stderr, cfg.Warnings)
 	host := sandboxWarnings(cfg, process.CheckSandbox)
+	if *releases != "" {
+		rs, err := loadReleases(*releases)
+		if err != nil {
+			fmt.Fprintln(stderr, "skiff validate:", err)
+			return exitUsage
+		}
+		host = append(host, runnerWarnings(cfg, rs, time.Now())...)
+	}
 	for _, w := range host {
 		fmt.Fprintf(stderr, "%s: warning: %s\n", *file, w)
 	}

@@ -31,7 +31,10 @@ var (
 	// RUN#: admission reads the run's trigger the webhook recorded (without it, every
 	// read is denied and scale-up asks GitHub instead). ONDEMAND#: the marks of
 	// re-runs that launch on on-demand capacity.
-	scaleUpKeyPrefixes = []string{"JOB#", "FLEET#", "POOL#", "CAPACITY#", "RUNNER#", "INSTANCE#", "RUN#", "ONDEMAND#", "ROOM#"}
+	// RVERSION#: the runner release list (read, and written once a day) and the pools' holds (read, lifted).
+	scaleUpKeyPrefixes = []string{"JOB#", "FLEET#", "POOL#", "CAPACITY#", "RUNNER#", "INSTANCE#", "RUN#", "ONDEMAND#", "ROOM#", runnerStateKeyPrefix}
+	// runnerStateKeyPrefix: the freshness check's items.
+	runnerStateKeyPrefix = names.RunnerStatePartition
 	// securityKeyPrefix: the security events the webhook records (PutItem
 	// only: a compromised webhook can add events, not remove them).
 	securityKeyPrefix = "SECURITY#"

@@ -6,6 +6,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/jsii-runtime-go"
+	"strconv"
 
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
@@ -27,6 +28,8 @@ const (
 	metricWaitingJobs      = "WaitingJobs"
 	metricOldestWait       = "OldestWaitSeconds"
 	metricSecurityEvent    = "SecurityEvent"
+	metricRunnerDaysLeft   = "RunnerDaysLeft"
+	metricRunnerHeld       = "RunnerHeld"
 
 	dimFunction = "Function"
 	dimReason   = "Reason"
@@ -142,8 +145,27 @@ func (s *Skiff) buildObservability() {
 			"a job of pool "+p.Name+" has waited in the waiting room longer than the pool's waitAlarm ("+
 				pool.FormatDuration(p.WaitAlarm)+"): the pool is at maxRunners or out of capacity; `skiff status` says why (docs/waiting-room.md)",
 			s.waitMetric(metricOldestWait, p.Name), p.WaitAlarm.Seconds())
+		// GitHub stops dispatching to a runner 30 days after a newer release:
+		// a week before, the pool's runner must change (pkg/freshness).
+		daysLeft := s.emf(metricRunnerDaysLeft, names.FunctionScaleDown, map[string]string{dimPool: p.Name}, "Minimum")
+		s.alarm("RunnerVersion-"+p.Name,
+			"the runner version of pool "+p.Name+" falls out of GitHub's 30-day window within "+strconv.Itoa(runnerAlarmDays)+
+				" days (GitHub then sends it no jobs): rebuild its image, or move its runnerVersion pin; `skiff status` shows the version and the days left (docs/runner-boot.md#images)",
+			awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+				Expression:   jsii.String(strconv.Itoa(runnerAlarmDays) + " - days"),
+				UsingMetrics: &map[string]awscloudwatch.IMetric{"days": daysLeft},
+				Period:       period,
+				Label:        jsii.String("days short of a week left"),
+			}), 0)
+		s.alarm("RunnerHeld-"+p.Name,
+			"GitHub refused the runner version of pool "+p.Name+" (exit code 7): its launches are stopped and its jobs dead-lettered with the fix; `skiff status` says what to change",
+			s.emf(metricRunnerHeld, names.FunctionScaleDown, map[string]string{dimPool: p.Name}, "Maximum"), 0)
 	}
 }
+
+// runnerAlarmDays is when a pool's runner-version alarm fires: a week
+// before its runners fall out of GitHub's window (runnerversion.AlarmLead).
+const runnerAlarmDays = 7
 
 // waitMetric is one of the reconciler's waiting-room gauges for a pool: the
 // highest level it reported in the period.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/runnerversion"
 	"github.com/skiffci/skiff/pkg/userdata"
 )
 
@@ -133,14 +134,15 @@ func (s *Skiff) runnerStatements() []awsiam.PolicyStatement {
 				"StringEquals": map[string]any{"kms:ViaService": "dynamodb." + *awscdk.Aws_REGION() + ".amazonaws.com"},
 			},
 		}),
-		// The job hooks tag the instance itself, with two keys only.
+		// The job hooks tag the instance itself, with two keys only, and the
+		// boot script says when GitHub refused its runner's version.
 		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Sid:       jsii.String("TagSelf"),
 			Actions:   jsii.Strings("ec2:CreateTags"),
 			Resources: &[]*string{s.arn("ec2", "instance/*")},
 			Conditions: &map[string]any{
 				"StringEquals":              map[string]any{"aws:ARN": "${ec2:SourceInstanceARN}"},
-				"ForAllValues:StringEquals": map[string]any{"aws:TagKeys": []any{names.TagJobStarted, names.TagJobCompleted}},
+				"ForAllValues:StringEquals": map[string]any{"aws:TagKeys": []any{names.TagJobStarted, names.TagJobCompleted, names.TagRunnerOutdated}},
 			},
 		}),
 		// Metrics only in the instance's own namespace (Skiff/Runner/<its
@@ -181,16 +183,21 @@ func (s *Skiff) launchTemplate(p *pool.Pool, profile awsiam.InstanceProfile) (aw
 		IdleTimeout: p.IdleTimeout.Round(time.Second),
 		// The same value as scale-up's SKIFF_REGISTRATION_TIMEOUT.
 		RegistrationTimeout: userdata.DefaultRegistrationTimeout,
-		RunnerVersion:       s.props.RunnerVersion,
-		RunnerSHA256:        s.props.RunnerSHA256,
-		Metrics:             s.props.RunnerMetrics,
-		MetricsNamespace:    names.RunnerMetricsNamespace,
-		LogGroup:            "/skiff/" + s.prefix + "/runners",
+		// The pool's pin, else the deployment's: a fallback, since every
+		// registration names the runner scale-up resolved for the pool.
+		RunnerVersion:    runnerPin(p, s.props.RunnerVersion),
+		RunnerSHA256:     runnerPin2(p, s.props.RunnerSHA256),
+		Metrics:          s.props.RunnerMetrics,
+		MetricsNamespace: names.RunnerMetricsNamespace,
+		LogGroup:         "/skiff/" + s.prefix + "/runners",
 	})
 	if err != nil {
 		return nil, fmt.Errorf("rendering the user data of pool %q: %w", p.Name, err)
 	}
 	image, err := imageID(p.EC2.Image)
+	if p.EC2.Image.Bake {
+		image = "resolve:ssm:" + names.BakedImageParameter(s.Deployment, p.Name)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("pool %q: %w", p.Name, err)
 	}
@@ -253,6 +260,23 @@ func imageID(im pool.Image) (string, error) {
 		return "resolve:ssm:" + im.SSM, nil
 	}
 	return "", fmt.Errorf("image %s: only ami: and ssm: images are supported by the CDK app; resolve the name to an AMI id first", im)
+}
+
+// runnerPin is the runner version a pool's user data downloads when its
+// registration names none: the pool's pin, else the deployment's.
+func runnerPin(p *pool.Pool, deployment string) string {
+	if p.RunnerVersion != runnerversion.Latest {
+		return p.RunnerVersion
+	}
+	return deployment
+}
+
+// runnerPin2 is runnerPin's checksum.
+func runnerPin2(p *pool.Pool, deployment string) string {
+	if p.RunnerVersion != runnerversion.Latest {
+		return p.RunnerSHA256
+	}
+	return deployment
 }
 
 // arnPattern is how cdk-nag prints s.arn(service, resource) in findings.

@@ -59,6 +59,11 @@ func (s *Skiff) buildScaleDown() error {
 	role.AddToPrincipalPolicy(stateTableStatement("ScaleDownItems",
 		jsii.Strings("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"),
 		s.StateTable.TableArn(), scaleDownKeyPrefixes))
+	// The freshness check: the release list, and the pools' holds it
+	// records from refused runners (one Query of the partition per pass).
+	role.AddToPrincipalPolicy(stateTableStatement("ScaleDownRunnerState",
+		jsii.Strings("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:DeleteItem"),
+		s.StateTable.TableArn(), []string{runnerStateKeyPrefix}))
 	// The live-pool index is queried by pool name: its partition key is the
 	// pool (or awaiting#<pool>), not a key prefix, so LeadingKeys cannot
 	// scope it; Query on the index reads only runner records, the live ones

@@ -174,6 +174,9 @@ type Skiff struct {
 	RunnerLogGroup awslogs.LogGroup
 	// LaunchTemplates maps pool name to its launch template.
 	LaunchTemplates map[string]awsec2.CfnLaunchTemplate
+	// BakedImages are the image pipelines of the pools that bake their
+	// image (image: {bake: true}), by pool.
+	BakedImages map[string]*BakedImage
 	// Dashboard shows the control plane's health.
 	Dashboard awscloudwatch.Dashboard
 
@@ -311,6 +314,9 @@ func New(scope constructs.Construct, id string, props *Props) (*Skiff, error) {
 	s.addLivePoolIndex()
 	s.buildSecrets()
 	s.buildNetwork()
+	if err := s.buildImages(); err != nil {
+		return nil, err
+	}
 	if err := s.buildRunners(); err != nil {
 		return nil, err
 	}

@@ -493,11 +493,11 @@ func TestStateTableAccessIsScopedByKeyPrefix(t *testing.T) {
 	}{
 		{"SkiffWebhookRole", map[string][]string{"WebhookItems": {"INSTALLATION#*", "JOB#*", "RUN#*"}, "WebhookAdvancesRunners": {"RUNNER#*"},
 			"WebhookReadsRunners": {"RUNNER#*"}, "WebhookRecordsSecurityEvents": {"SECURITY#*"}}},
-		{"SkiffScaleupRole", map[string][]string{"ScaleUpItems": {"CAPACITY#*", "FLEET#*", "INSTANCE#*", "JOB#*", "ONDEMAND#*", "POOL#*", "ROOM#*", "RUN#*", "RUNNER#*"}}},
+		{"SkiffScaleupRole", map[string][]string{"ScaleUpItems": {"CAPACITY#*", "FLEET#*", "INSTANCE#*", "JOB#*", "ONDEMAND#*", "POOL#*", "ROOM#*", "RUN#*", "RUNNER#*", "RVERSION#*"}}},
 		{"SkiffEc2eventsRole", map[string][]string{"LedgerItems": {"INSTANCE#*", "POOL#*", "RUNNER#*"}, "RoomItems": {"ROOM#*"},
 			"JobRecords": {"JOB#*"}}},
 		{"SkiffScaledownRole", map[string][]string{"ScaleDownItems": {"INSTANCE#*", "JOB#*", "ONDEMAND#*", "POOL#*", "RECORD#*", "ROOM#*", "RUN#*", "RUNNER#*"},
-			"ScaleDownLiveRunners": nil}},
+			"ScaleDownLiveRunners": nil, "ScaleDownRunnerState": {"RVERSION#*"}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.role, func(t *testing.T) {
@@ -822,7 +822,7 @@ func TestRunnerPermissions(t *testing.T) {
 	}{
 		{"OwnRegistration", []string{"dynamodb:DeleteItem"}, []string{`"ForAllValues:StringEquals":{"dynamodb:LeadingKeys":["${ec2:SourceInstanceARN}"]}`}, "SkiffRegistrationTable"},
 		{"RegistrationKey", []string{"kms:Decrypt"}, []string{`"kms:ViaService"`}, "SkiffRegistrationKey"},
-		{"TagSelf", []string{"ec2:CreateTags"}, []string{`"aws:ARN":"${ec2:SourceInstanceARN}"`, `"aws:TagKeys":["skiff:job-started","skiff:job-completed"]`}, ":instance/*"},
+		{"TagSelf", []string{"ec2:CreateTags"}, []string{`"aws:ARN":"${ec2:SourceInstanceARN}"`, `"aws:TagKeys":["skiff:job-started","skiff:job-completed","skiff:runner-outdated"]`}, ":instance/*"},
 		// Its own namespace only: what the metrics records read its peaks from.
 		{"RunnerMetrics", []string{"cloudwatch:PutMetricData"}, []string{`"StringEquals":{"cloudwatch:namespace":"Skiff/Runner/${ec2:SourceInstanceARN}"}`}, "*"},
 		{"RunnerLogs", []string{"logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"}, nil, "SkiffRunnerLogs"},
@@ -957,7 +957,8 @@ func TestImportsNoSDK(t *testing.T) {
 
 func allowedDep(dep string) bool {
 	// internal/gotoolchain imports nothing: it refuses an old Go (pkg/names imports it).
-	for _, ok := range []string{"/pkg/names", "/pkg/pool", "/pkg/userdata", "/userdata", "/schema", "/infra", "/internal/gotoolchain"} {
+	// pkg/runnerversion is a decision package (pool reads runnerVersion with it).
+	for _, ok := range []string{"/pkg/names", "/pkg/pool", "/pkg/runnerversion", "/pkg/userdata", "/userdata", "/schema", "/infra", "/internal/gotoolchain"} {
 		if strings.HasSuffix(dep, ok) || strings.Contains(dep, "/infra/") {
 			return true
 		}

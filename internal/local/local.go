@@ -18,6 +18,7 @@ import (
 
 	"github.com/skiffci/skiff/internal/httpserve"
 	"github.com/skiffci/skiff/internal/wiring"
+	"github.com/skiffci/skiff/pkg/freshness"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/groups"
 	"github.com/skiffci/skiff/pkg/instanceevents"
@@ -30,6 +31,7 @@ import (
 	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/room"
+	"github.com/skiffci/skiff/pkg/runnerversion"
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/scaleup"
 	"github.com/skiffci/skiff/pkg/setup"
@@ -153,6 +155,8 @@ type Local struct {
 	ScaleUp        *scaleup.Service
 	// ScaleDown is the reconciler, run every ReconcileEvery.
 	ScaleDown *scaledown.Service
+	// Runners is the runner freshness check: the releases, the pools' holds.
+	Runners *freshness.Service
 	// Groups keeps the runner groups of the pools that name none: on every
 	// reconciler pass, and at a pool's first launch in an organization.
 	Groups  *groups.Keeper
@@ -481,9 +485,18 @@ func (l *Local) buildServices(pools *pool.Config, gh *github.Client, ledger *sql
 	if err != nil {
 		return err
 	}
+	// The runner releases come from the configured GitHub API, once a day
+	// (kept in the data file); a GitHub Enterprise Server answers none.
+	l.Runners, err = freshness.New(freshness.Options{Pools: pools, State: sqlitestore.NewRunnerState(l.db), Logger: logger, Now: cfg.Now,
+		Source: runnerversion.SourceFunc(func(ctx context.Context) ([]runnerversion.Release, error) {
+			return gh.RunnerReleases(ctx, freshness.Installation(ctx))
+		})})
+	if err != nil {
+		return err
+	}
 	l.ScaleUp, err = scaleup.New(scaleup.Options{Pools: pools, Launches: launches, Ledger: l.Ledger, Jobs: l.Store,
 		Provider: l.Provider, GitHub: gh, Counter: counter, Logger: logger, Now: cfg.Now, GitHubURL: cfg.GitHubURL, Room: l.Room,
-		Groups: l.Groups, Deployment: cfg.Deployment,
+		Groups: l.Groups, Deployment: cfg.Deployment, Runners: l.Runners,
 		// Locally GitHub's answer is cheap and a slot is precious: a job
 		// cancelled while it waited for one is not launched.
 		MaxAttempts: localMaxAttempts, CheckQueued: true})
@@ -493,7 +506,7 @@ func (l *Local) buildServices(pools *pool.Config, gh *github.Client, ledger *sql
 	l.ScaleDown, err = scaledown.New(scaledown.Options{Pools: pools, Ledger: l.Ledger, Claims: launches, Jobs: l.Store,
 		Provider: l.Provider, GitHub: gh, Queue: l.Queue, Counter: counter, Logger: logger, Now: cfg.Now,
 		Apps: cfg.AppIDs, Metrics: metricsWriter, ScaleUpChecksQueued: true, // scale-up runs with CheckQueued above
-		Room: l.Room, Groups: l.Groups, Deployment: cfg.Deployment})
+		Room: l.Room, Groups: l.Groups, Deployment: cfg.Deployment, Runners: l.Runners})
 	if err != nil {
 		return err
 	}

@@ -185,8 +185,12 @@ func newScaleDownService(ctx context.Context, cfg ScaleDownConfig, awsCfg aws.Co
 		redeliver = appIDs
 	}
 	sqsc := sqs.NewFromConfig(awsCfg)
-	rm, err := dynamoRoom(ddb, sqsc, cfg.TableName, cfg.QueueURL, pools, ledger, counter,
-		telemetry.NewEMFGauges(os.Stdout, cfg.MetricsNamespace, names.FunctionScaleDown, nil), logger)
+	gauges := telemetry.NewEMFGauges(os.Stdout, cfg.MetricsNamespace, names.FunctionScaleDown, nil)
+	rm, err := dynamoRoom(ddb, sqsc, cfg.TableName, cfg.QueueURL, pools, ledger, counter, gauges, logger)
+	if err != nil {
+		return nil, err
+	}
+	runners, err := runnerFreshness(ddb, cfg.TableName, pools, gh, cfg.GitHubAPIURL, gauges, counter, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +201,7 @@ func newScaleDownService(ctx context.Context, cfg ScaleDownConfig, awsCfg aws.Co
 		keeper = k
 	}
 	return scaledown.New(scaledown.Options{Pools: pools, Ledger: room.Ledger{Ledger: ledger, Room: rm}, Claims: launches,
-		Jobs: records, Provider: prov, Room: rm, Groups: keeper,
+		Jobs: records, Provider: prov, Room: rm, Groups: keeper, Runners: runners,
 		GitHub: gh, Queue: sqsqueue.NewSQS(sqsc, cfg.QueueURL), Metrics: mw, Counter: counter, Logger: logger,
 		Scopes: scopes, RepoScope: cfg.RepoScope, Apps: redeliver, MaxReplacements: cfg.MaxReplacements,
 		MaxGitHubCalls:   cfg.MaxGitHubCalls,

@@ -281,9 +281,13 @@ func newScaleUpService(ctx context.Context, cfg ScaleUpConfig, awsCfg aws.Config
 	} else if k != nil {
 		keeper = k
 	}
+	runners, err := runnerFreshness(ddb, cfg.TableName, pools, gh, cfg.GitHubAPIURL, nil, counter, logger)
+	if err != nil {
+		return nil, err
+	}
 	return scaleup.New(scaleup.Options{
 		Pools: pools, Launches: launches, Ledger: ledger, Jobs: records, Room: waiter,
-		Provider: prov, GitHub: gh, Groups: keeper,
+		Provider: prov, GitHub: gh, Groups: keeper, Runners: runners,
 		Counter: counter, Timings: telemetry.NewEMFTimings(os.Stdout, cfg.MetricsNamespace, names.FunctionScaleUp, nil),
 		Logger: logger, Scope: cfg.Scope, GitHubURL: cfg.GitHubURL, CheckQueued: cfg.CheckQueued,
 		MaxAttempts: cfg.MaxAttempts, MaxFleetSize: cfg.MaxFleetSize, ClaimLease: cfg.ClaimLease, LaunchBudget: cfg.LaunchBudget,

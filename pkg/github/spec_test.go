@@ -94,6 +94,10 @@ func TestSimulatorAnswersMatchGitHubSpec(t *testing.T) {
 	_, err = c.ListHookDeliveries(ctx, 0, github.DeliveryQuery{})
 	must(err)
 	must(c.RedeliverHookDelivery(ctx, 0, ds[0].ID))
+	e.sim.SetRunnerReleases([]ghsim.RunnerRelease{{Version: "2.334.0", Published: t0.AddDate(0, 0, -3),
+		SHA256: map[string]string{"linux-x64": strings.Repeat("a", 64), "linux-arm64": strings.Repeat("b", 64)}}})
+	_, err = c.RunnerReleases(ctx, e.inst)
+	must(err)
 
 	// Fault and limit answers, as the client meets them.
 	job := run.JobIDs[0]
@@ -155,6 +159,7 @@ func TestSimulatorAnswersMatchGitHubSpec(t *testing.T) {
 		ghsim.OpListOrgRunners + " 200", ghsim.OpListRepoRunners + " 200",
 		ghsim.OpCreateOrgRegToken + " 201", ghsim.OpCreateRepoRegToken + " 201",
 		ghsim.OpListHookDeliveries + " 200", ghsim.OpRedeliverHookDelivery + " 202",
+		ghsim.OpListReleases + " 200",
 	}
 	var missing []string
 	for _, w := range want {

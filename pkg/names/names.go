@@ -102,6 +102,10 @@ const (
 	// on its own instance (userdata/hooks), with the UTC time as value.
 	TagJobStarted   = "skiff:job-started"
 	TagJobCompleted = "skiff:job-completed"
+	// TagRunnerOutdated is set by the boot script when GitHub refused the
+	// runner's version (exit code 7, or its refusal in the runner's
+	// output); its value is the refused version, or "unknown".
+	TagRunnerOutdated = "skiff:runner-outdated"
 	// ManagedValue is TagManaged's value.
 	ManagedValue = "true"
 	// TagDeployment names the deployment that launched the instance
@@ -304,3 +308,16 @@ func deploymentPrefix(deployment string) string {
 	}
 	return RunnerNamePrefix + deployment + "-"
 }
+
+// BakedImageParameter is the SSM parameter that holds the newest image the
+// deployment baked for pool (image: {bake: true}): the CDK app's Image
+// Builder pipeline writes it, the pool's launch template and scale-up read
+// it.
+func BakedImageParameter(deployment, pool string) string {
+	return "/skiff/" + deployment + "/images/" + pool
+}
+
+// RunnerStatePartition is the state table's partition of the runner
+// freshness check (the release list, the pools' holds): the store writes
+// it, the CDK app scopes the functions' access by it.
+const RunnerStatePartition = "RVERSION#"

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/skiffci/skiff/pkg/runnerversion"
 )
 
 // Capacity is a pool's purchase option.
@@ -129,6 +131,11 @@ type Pool struct {
 	// Registration is how the pool's runners register: JIT (default) or,
 	// opted into, an organisation-wide registration token.
 	Registration RegistrationMode
+	// RunnerVersion is the runner a boot downloads when its image holds
+	// none: runnerversion.Latest (default), resolved by the control plane
+	// once a day, or a pinned version with its RunnerSHA256.
+	RunnerVersion string
+	RunnerSHA256  string
 
 	// Backend is where the pool's runners run; its section is set.
 	Backend    Backend
@@ -227,10 +234,20 @@ type Image struct {
 	Name   string
 	Owners []string
 	GPU    bool
+	// Bake: the deployment builds the pool's image from this one (EC2
+	// Image Builder) and the pool launches the baked image, read from
+	// names.BakedImageParameter.
+	Bake bool
 }
 
-// String renders the image for humans: "ami-0abc", "ssm:/aws/...", "name:foo-* (owners: self)".
+// String renders the image for humans: "ami-0abc", "ssm:/aws/...", "name:foo-* (owners: self)",
+// with " (baked)" for an image the deployment bakes from it.
 func (im Image) String() string {
+	if im.Bake {
+		base := im
+		base.Bake = false
+		return base.String() + " (baked)"
+	}
 	switch {
 	case im.AMI != "":
 		return im.AMI
@@ -341,19 +358,21 @@ func decodeShared(i int, m, defaults map[string]any) *Pool {
 		return defaults[key]
 	}
 	p := &Pool{
-		Name:         str(get("name")),
-		Labels:       strs(get("labels")),
-		RunnerGroup:  str(get("runnerGroup")),
-		Workflows:    strs(get("workflows")),
-		Architecture: str(get("architecture")),
-		MaxRunners:   num(get("maxRunners")),
-		CostPerHour:  float(m["costPerHour"]),
-		lifetime:     str(get("maxLifetime")),
-		idle:         str(get("idleTimeout")),
-		boot:         str(get("bootTimeout")),
-		queue:        str(get("queueTimeout")),
-		waitAlarm:    str(get("waitAlarm")),
-		index:        i,
+		Name:          str(get("name")),
+		Labels:        strs(get("labels")),
+		RunnerGroup:   str(get("runnerGroup")),
+		Workflows:     strs(get("workflows")),
+		Architecture:  str(get("architecture")),
+		MaxRunners:    num(get("maxRunners")),
+		CostPerHour:   float(m["costPerHour"]),
+		lifetime:      str(get("maxLifetime")),
+		idle:          str(get("idleTimeout")),
+		boot:          str(get("bootTimeout")),
+		queue:         str(get("queueTimeout")),
+		waitAlarm:     str(get("waitAlarm")),
+		RunnerVersion: str(get("runnerVersion")),
+		RunnerSHA256:  str(get("runnerSha256")),
+		index:         i,
 	}
 	if sc, ok := get("scope").(map[string]any); ok {
 		p.Scope = Scope{Owners: strs(sc["owners"]), Repositories: strs(sc["repositories"])}
@@ -447,7 +466,7 @@ func decodeEC2(get func(key string) any) *EC2 {
 	}
 	if im, ok := get("image").(map[string]any); ok {
 		e.Image = Image{AMI: str(im["ami"]), SSM: str(im["ssm"]), Name: str(im["name"]),
-			Owners: strs(im["owners"]), GPU: im["gpu"] == true}
+			Owners: strs(im["owners"]), GPU: im["gpu"] == true, Bake: im["bake"] == true}
 	}
 	if r, ok := get("requirements").(map[string]any); ok {
 		e.Requirements = &Requirements{VCPU: rng(r["vcpu"]), MemoryGiB: rng(r["memoryGiB"]), Families: strs(r["families"])}
@@ -636,6 +655,9 @@ func applyPoolDefaults(p *Pool) {
 	}
 	if d, err := time.ParseDuration(p.queue); err == nil && d > 0 {
 		p.QueueTimeout = d
+	}
+	if p.RunnerVersion == "" {
+		p.RunnerVersion = runnerversion.Latest
 	}
 	p.WaitAlarm = DefaultWaitAlarm
 	if d, err := time.ParseDuration(p.waitAlarm); err == nil && d > 0 {

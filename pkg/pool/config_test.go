@@ -58,6 +58,12 @@ func TestParseErrors(t *testing.T) {
 		{"bad instance type", head + "pools:\n  - name: a\n    labels: [x]\n    instanceTypes: [c7i-large]\n", 8, "does not match pattern", "such as c7i.large"},
 		{"reserved label", head + "pools:\n  - name: a\n    labels: [Skiff/gpu]\n    instanceTypes: [c7i.large]\n", 7, "reserved for the dynamic label", "rename"},
 		{"label with comma", head + "pools:\n  - name: a\n    labels: [\"a,b\"]\n    instanceTypes: [c7i.large]\n", 7, "does not match pattern", ""},
+		{"runner pinned without checksum", head + "pools:\n  - name: a\n    labels: [x]\n    instanceTypes: [c7i.large]\n    runnerVersion: 2.333.0\n", 9,
+			"pinned without runnerSha256", "release notes"},
+		{"runner checksum with latest", head + "pools:\n  - name: a\n    labels: [x]\n    instanceTypes: [c7i.large]\n    runnerSha256: " +
+			strings.Repeat("a", 64) + "\n", 9, "without a pinned runnerVersion", "remove runnerSha256"},
+		{"runner version not a version", head + "pools:\n  - name: a\n    labels: [x]\n    instanceTypes: [c7i.large]\n    runnerVersion: v2.333\n", 9,
+			"does not match pattern", ""},
 		{"reserved tag", head + "pools:\n  - name: a\n    labels: [x]\n    instanceTypes: [c7i.large]\n    tags: {\"aws:foo\": bar}\n", 9, "aws: or skiff: are reserved", "rename"},
 		{"bad capacity", head + "pools:\n  - name: a\n    labels: [x]\n    instanceTypes: [c7i.large]\n    capacity: cheap\n", 9, "value must be one of", "spot-then-on-demand"},
 		{"disk too small", head + "pools:\n  - name: a\n    labels: [x]\n    instanceTypes: [c7i.large]\n    diskGiB: 4\n", 9, "minimum", "Root volume"},

@@ -2,6 +2,7 @@ package pool
 
 import (
 	"fmt"
+	"github.com/skiffci/skiff/pkg/names"
 	"io"
 	"strings"
 	"text/tabwriter"
@@ -71,7 +72,11 @@ func (s Spec) PriceRange() (lo, hi float64, unpriced int) {
 // prices; Slurm: the sbatch options; Kubernetes: the Pod's resources and
 // placement; process: a local process). cfg may be nil; with it the pool's
 // file position is printed.
-func WritePlan(w io.Writer, cfg *Config, s Spec) error {
+func WritePlan(w io.Writer, cfg *Config, s Spec) error { return WritePlanFor(w, cfg, s, "skiff") }
+
+// WritePlanFor is WritePlan for a deployment's launches: a baked image is
+// named by the deployment's SSM parameter.
+func WritePlanFor(w io.Writer, cfg *Config, s Spec, deployment string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
 	pool := s.Pool
@@ -94,7 +99,7 @@ func WritePlan(w io.Writer, cfg *Config, s Spec) error {
 	switch {
 	case s.EC2 != nil:
 		row("capacity", capacityText(s.EC2.Capacity))
-		row("image", s.EC2.Image.String())
+		row("image", imageText(s.EC2.Image, deployment, s.Pool))
 		row("disk", fmt.Sprintf("%d GiB (encrypted gp3)", s.EC2.DiskGiB))
 		row("subnets", strings.Join(s.EC2.Subnets, ", "))
 	case s.Slurm != nil:
@@ -328,4 +333,16 @@ func GroupText(name string, kept bool, policy Policy, workflows []string) string
 		wf = "workflows " + strings.Join(workflows, ", ")
 	}
 	return fmt.Sprintf("%s (kept by skiff: the allow-list's repositories within the pool's scope; %s; %s)", name, public, wf)
+}
+
+// imageText is the image a pool's runners launch: for a baked image, the
+// SSM parameter the deployment's pipeline writes, and what it bakes from.
+func imageText(im Image, deployment, pool string) string {
+	if !im.Bake {
+		return im.String()
+	}
+	base := im
+	base.Bake = false
+	return "ssm:" + names.BakedImageParameter(deployment, pool) + " (baked weekly from " + base.String() +
+		" with the newest runner and the CloudWatch agent; the base image until the first build)"
 }

@@ -55,6 +55,8 @@ type Shared struct {
 	MaxLifetime time.Duration
 	// QueueTimeout bounds a runner pending in its backend's own queue.
 	QueueTimeout time.Duration
+	// RunnerVersion and RunnerSHA256 are the pool's (Pool.RunnerVersion).
+	RunnerVersion, RunnerSHA256 string
 	// Dynamic is the parsed dynamic label, nil when the job had none.
 	Dynamic *Label
 	// Sizes are the neutral sizes the dynamic label asks for (zero
@@ -135,20 +137,22 @@ func (c *Config) resolve(labels []string, repository string, scoped bool) (Spec,
 	}
 	spec := Spec{
 		Shared: Shared{
-			Pool:         p.Name,
-			Backend:      p.Backend,
-			Architecture: p.Architecture,
-			RunnerGroup:  p.RunnerGroup,
-			KeptGroup:    p.KeptGroup,
-			Workflows:    p.Workflows,
-			Labels:       registerLabels(labels, p.Architecture),
-			MaxRunners:   p.MaxRunners,
-			MaxLifetime:  p.MaxLifetime,
-			QueueTimeout: p.QueueTimeout,
-			Dynamic:      dyn,
-			Policy:       p.Policy,
-			Registration: p.Registration,
-			CostPerHour:  p.CostPerHour,
+			Pool:          p.Name,
+			Backend:       p.Backend,
+			Architecture:  p.Architecture,
+			RunnerGroup:   p.RunnerGroup,
+			KeptGroup:     p.KeptGroup,
+			Workflows:     p.Workflows,
+			Labels:        registerLabels(labels, p.Architecture),
+			MaxRunners:    p.MaxRunners,
+			MaxLifetime:   p.MaxLifetime,
+			QueueTimeout:  p.QueueTimeout,
+			Dynamic:       dyn,
+			Policy:        p.Policy,
+			Registration:  p.Registration,
+			CostPerHour:   p.CostPerHour,
+			RunnerVersion: p.RunnerVersion,
+			RunnerSHA256:  p.RunnerSHA256,
 		},
 		EC2: p.EC2, Slurm: p.Slurm, Kubernetes: p.Kubernetes, Process: p.Process,
 	}

@@ -3,6 +3,7 @@ package pool
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/skiffci/skiff/pkg/runnerversion"
 	"math/bits"
 	"sort"
 	"strconv"
@@ -118,6 +119,15 @@ func (s *source) checkPool(i int, p *Pool, add addFunc) {
 				"a job leaves the waiting room after GitHub's 24h limit for a queued job; use e.g. 30m")
 		}
 	}
+	switch pinned := p.RunnerVersion != "" && p.RunnerVersion != runnerversion.Latest; {
+	case pinned && p.RunnerSHA256 == "":
+		add(s.field(i, "runnerVersion"), SeverityError,
+			fmt.Sprintf("runnerVersion %s is pinned without runnerSha256", p.RunnerVersion),
+			"copy the linux package's SHA-256 from the release notes into runnerSha256, or use runnerVersion: latest")
+	case !pinned && p.RunnerSHA256 != "":
+		add(s.field(i, "runnerSha256"), SeverityError, "runnerSha256 is set without a pinned runnerVersion",
+			"latest resolves the checksum itself: remove runnerSha256, or pin runnerVersion")
+	}
 	s.checkForm(i, p, add)
 	switch {
 	case p.EC2 != nil:
@@ -175,6 +185,10 @@ func (s *source) checkEC2(i int, p *Pool, add addFunc) {
 	if e.Image.AMI == "" && e.Image.SSM == "" && e.Image.Name == "" {
 		add(base, SeverityError, fmt.Sprintf("pool %q has no image", p.Name),
 			"set image: in the pool or in defaults, e.g. image: {ssm: /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64}")
+	}
+	if e.Image.Bake && e.Image.Name != "" {
+		add(base, SeverityError, fmt.Sprintf("pool %q bakes an image found by name", p.Name),
+			"Image Builder starts from an AMI id or an SSM parameter: give image: {ssm: ..., bake: true} or {ami: ..., bake: true}")
 	}
 	if len(e.Subnets) == 0 {
 		add(base, SeverityError, fmt.Sprintf("pool %q has no subnets", p.Name),

@@ -16,6 +16,16 @@ const (
 	ModeToken = userdata.ModeToken
 )
 
+// What a runner does when GitHub refuses its version. Every backend starts
+// its runners with EnvDeprecatedExitCode=1 (runner 2.333.0 and later then
+// exits with ExitVersionDeprecated instead of 0) and tags a runner that
+// ended so with names.TagRunnerOutdated, which scale-down turns into a hold
+// on the pool (package freshness).
+const (
+	EnvDeprecatedExitCode = "ACTIONS_RUNNER_RETURN_VERSION_DEPRECATED_EXIT_CODE"
+	ExitVersionDeprecated = 7
+)
+
 // Registration is what one runner needs to register with GitHub, and who
 // it is: scale-up hands one per runner to Launch, and the provider delivers
 // it to the runner its own way (EC2: an item of the encrypted registration
@@ -39,6 +49,11 @@ type Registration struct {
 	// RunnerID is GitHub's id of the runner (ModeJIT); 0 until a runner
 	// registered with a token tells it.
 	RunnerID int64
+	// RunnerVersion and RunnerSHA256 are the runner package to download
+	// where the runner's image holds none (both or neither): the pool's
+	// runnerVersion as scale-up resolved it. A backend that never
+	// downloads (a baked image, a runner directory) ignores them.
+	RunnerVersion, RunnerSHA256 string
 }
 
 // Validate checks the registration's values against what every backend's
@@ -48,7 +63,8 @@ type Registration struct {
 // registration the runner could not use never gets one.
 func (r Registration) Validate() error {
 	return userdata.Registration{Mode: r.Mode, JITConfig: r.JITConfig, Token: r.Token, URL: r.URL,
-		RunnerName: r.RunnerName, Labels: r.Labels, RunnerGroup: r.RunnerGroup}.ValidateValues()
+		RunnerName: r.RunnerName, Labels: r.Labels, RunnerGroup: r.RunnerGroup, RunnerVersion: r.RunnerVersion,
+		RunnerSHA256: r.RunnerSHA256}.ValidateValues()
 }
 
 // String describes r without its secrets.

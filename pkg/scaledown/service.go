@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/fanout"
+	"github.com/skiffci/skiff/pkg/freshness"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/groups"
 	"github.com/skiffci/skiff/pkg/names"
@@ -154,7 +155,11 @@ type Options struct {
 	// Room is swept at the end of every pass (room.Service): waiting jobs
 	// are offered for the pools' free slots, so a wake-up lost in a crash
 	// costs at most one pass. Default: no room.
-	Room    Sweeper
+	Room Sweeper
+	// Runners observes every pass's instances for runners GitHub refused
+	// for their version and sets the pools' freshness gauges
+	// (freshness.Service). Default: nothing observed.
+	Runners RunnerObserver
 	Counter telemetry.Counter // default telemetry.Discard
 	Logger  *slog.Logger      // default slog.Default()
 	Now     func() time.Time  // default time.Now
@@ -239,6 +244,9 @@ func New(o Options) (*Service, error) {
 	if o.Groups == nil {
 		o.Groups = NoGroups{}
 	}
+	if o.Runners == nil {
+		o.Runners = NoRunners{}
+	}
 	if o.Counter == nil {
 		o.Counter = telemetry.Discard
 	}
@@ -285,7 +293,9 @@ type Report struct {
 	Reruns                            int
 	Redeliveries                      int
 	// Groups is what keeping the runner groups did.
-	Groups   groups.Report
+	Groups groups.Report
+	// Held are the pools this pass stopped: GitHub refused their runners' version.
+	Held     []string
 	Deferred int
 	Errors   int
 }
@@ -320,6 +330,13 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 	in.Runners, in.RunnersComplete = p.listRunners(ctx, insts)
 	p.rep.Instances, p.rep.Runners, p.rep.RunnerRecords = len(insts), len(in.Runners), len(in.Ledger)
 
+	// Before any replacement is sent: a runner GitHub refused for its
+	// version (ended instances are listed for an hour) holds its pool, so
+	// scale-up dead-letters the replacement instead of launching it.
+	rr := s.o.Runners.Observe(ctx, insts)
+	p.rep.Errors += rr.Errors
+	p.rep.Held = rr.Held
+
 	d := decide.Decide(in)
 	p.advance(ctx, d.Advances)
 	for _, k := range d.Kept {
@@ -335,6 +352,7 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 	if !p.late(ctx) {
 		s.o.Room.Sweep(ctx)
 	}
+
 	p.log.Info("scale-down pass", "instances", p.rep.Instances, "runners", p.rep.Runners, "runner_records", p.rep.RunnerRecords,
 		"advances", p.rep.Advances, "actions", p.rep.Actions, "kept", p.rep.Kept, "replacements", p.rep.Replacements,
 		"reruns", p.rep.Reruns, "redeliveries", p.rep.Redeliveries, "group_calls", p.rep.Groups.Calls,
@@ -372,6 +390,23 @@ func owners(insts []provider.Instance) []string {
 type Sweeper interface {
 	// Sweep offers waiting jobs for the pools' free slots.
 	Sweep(ctx context.Context)
+}
+
+// RunnerObserver is the freshness check's step of a pass; *freshness.Service implements it.
+type RunnerObserver interface {
+	// Observe holds the pools of instances that ended refused for their
+	// runner version and sets the pools' gauges.
+	Observe(ctx context.Context, insts []provider.Instance) freshness.Report
+}
+
+var _ RunnerObserver = (*freshness.Service)(nil)
+
+// NoRunners observes nothing.
+type NoRunners struct{}
+
+// Observe implements RunnerObserver.
+func (NoRunners) Observe(context.Context, []provider.Instance) freshness.Report {
+	return freshness.Report{}
 }
 
 // NoRoom is the Sweeper without a room.

@@ -26,6 +26,10 @@ const (
 	// MetricWaiting counts jobs that went to their pool's waiting room,
 	// Reason = why (max_runners, launch_capacity, …).
 	MetricWaiting = "ScaleUpWaiting"
+	// MetricRunnerUnresolved counts registrations that name no runner to
+	// download because the pool's runnerVersion could not be resolved (no
+	// release list yet), Reason = pool.
+	MetricRunnerUnresolved = "ScaleUpRunnerUnresolved"
 	// MetricRecovered counts fleets of crashed invocations recovered.
 	MetricRecovered = "ScaleUpRecovered"
 	// MetricLaunchLatency is the time from the webhook's receipt of the

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/skiffci/skiff/pkg/freshness"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/runnerversion"
 	"github.com/skiffci/skiff/pkg/scaleup/decide"
 )
 
@@ -17,6 +19,10 @@ import (
 // it cannot have one.
 func (s *Service) register(ctx context.Context, w *work) {
 	if s.o.CheckQueued && !s.stillQueued(ctx, w) {
+		return
+	}
+	download, ok := s.runnerDownload(ctx, w)
+	if !ok {
 		return
 	}
 	owner, repo, _ := strings.Cut(w.job.Repository, "/")
@@ -67,6 +73,7 @@ func (s *Service) register(ctx context.Context, w *work) {
 		}
 		r = provider.Registration{Mode: provider.ModeJIT, JITConfig: cfg.EncodedJITConfig.Reveal(), RunnerName: name, RunnerID: cfg.Runner.ID}
 	}
+	r.RunnerVersion, r.RunnerSHA256 = download.Version, download.SHA256
 	// Check the contract now, before launching.
 	if err := r.Validate(); err != nil {
 		s.o.Counter.Count(MetricSkipped, "invalid_registration")
@@ -115,4 +122,36 @@ func (s *Service) githubFailure(w *work, what string, err error) {
 	}
 	w.log.Error(what, "err", err, "reason", reason)
 	w.finish(outcome, reason)
+}
+
+// runnerDownload is the runner the job's registration names for a boot
+// that must download one, or, when GitHub refuses the pool's runners
+// (a hold), finishes the job as a dead letter naming the fix: a launch
+// would only start another runner GitHub refuses. Without a release list
+// the registration names no runner (the boot uses its image's, or the user
+// data's pin), and a failed read of the holds launches: both fail open.
+func (s *Service) runnerDownload(ctx context.Context, w *work) (runnerversion.Download, bool) {
+	ctx = freshness.WithInstallation(ctx, w.job.InstallationID)
+	d, err := s.o.Runners.Download(ctx, w.spec.Shared)
+	switch {
+	case errors.Is(err, freshness.ErrNoSource): // GitHub Enterprise Server: pools pin or bake, by design
+		d = runnerversion.Download{}
+	case err != nil:
+		s.o.Counter.Count(MetricRunnerUnresolved, w.spec.Pool)
+		w.log.Warn("no runner version to hand the boot; it uses its image's runner or the user data's pin", "err", err)
+		d = runnerversion.Download{}
+	}
+	h, err := s.o.Runners.Held(ctx, w.spec.Pool, d)
+	if err != nil {
+		w.log.Warn("could not read the pool's hold; launching", "err", err)
+		return d, true
+	}
+	if h != nil {
+		s.o.Counter.Count(MetricSkipped, freshness.ReasonOutdated)
+		w.log.Error("not launching: GitHub refuses the pool's runner version", "held_version", h.Version, "fix", h.Detail)
+		w.finish(decide.OutcomePermanent, freshness.ReasonOutdated)
+		w.detail = h.Detail
+		return d, false
+	}
+	return d, true
 }

@@ -37,11 +37,13 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/fanout"
+	"github.com/skiffci/skiff/pkg/freshness"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/runnerversion"
 	"github.com/skiffci/skiff/pkg/scaleup/decide"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
@@ -104,6 +106,31 @@ type GitHub interface {
 
 var _ GitHub = (*github.Client)(nil)
 
+// RunnerVersions is the part of the freshness check scale-up asks before
+// registering a runner; *freshness.Service implements it.
+type RunnerVersions interface {
+	// Download is the runner the pool's registrations name for a boot
+	// that downloads one.
+	Download(ctx context.Context, spec pool.Shared) (runnerversion.Download, error)
+	// Held returns the pool's hold when it stops a launch of d, or nil.
+	Held(ctx context.Context, pool string, d runnerversion.Download) (*store.RunnerHold, error)
+}
+
+var _ RunnerVersions = (*freshness.Service)(nil)
+
+// NoRunnerVersions names no download and holds no pool.
+type NoRunnerVersions struct{}
+
+// Download implements RunnerVersions: nothing.
+func (NoRunnerVersions) Download(context.Context, pool.Shared) (runnerversion.Download, error) {
+	return runnerversion.Download{}, nil
+}
+
+// Held implements RunnerVersions: never.
+func (NoRunnerVersions) Held(context.Context, string, runnerversion.Download) (*store.RunnerHold, error) {
+	return nil, nil
+}
+
 // Options configure a Service. Pools, Launches, Ledger, Jobs, Provider
 // and GitHub are required.
 type Options struct {
@@ -116,6 +143,10 @@ type Options struct {
 	// Room holds the jobs that cannot launch now for a reason time cures
 	// (default NoRoom: they go back to the queue).
 	Room Waiter
+	// Runners names the runner a registration downloads and stops the
+	// launches of a pool whose runners GitHub refuses (freshness.Service;
+	// default NoRunnerVersions: no download named, no pool held).
+	Runners RunnerVersions
 	// Groups creates a runner group skiff keeps when scale-up finds it
 	// missing (groups.Keeper; default NoGroups: the job is refused as for
 	// any missing group).
@@ -181,6 +212,9 @@ func New(o Options) (*Service, error) {
 	}
 	if o.Groups == nil {
 		o.Groups = NoGroups{}
+	}
+	if o.Runners == nil {
+		o.Runners = NoRunnerVersions{}
 	}
 	if o.Counter == nil {
 		o.Counter = telemetry.Discard

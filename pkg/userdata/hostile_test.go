@@ -68,6 +68,11 @@ func TestBootSandboxHostileRegistration(t *testing.T) {
 		{name: "url with a double quote", raw: tokenAttrs(AttrURL, `https://github.com/acme" --name "evil`)},
 		{name: "runner name with a backslash", raw: tokenAttrs(AttrRunnerName, `skiff\";touch${IFS}${SANDBOX_DIR}/pwned-name2`)},
 		{name: "runner group with a newline", raw: tokenAttrs(AttrRunnerGroup, "ci\ntouch ${SANDBOX_DIR}/pwned-group3")},
+		{name: "runner version without its checksum", raw: raw(ModeJIT, AttrJITConfig, "CANARYjit", AttrRunnerVersion, "2.330.0")},
+		{name: "runner version with a substitution", raw: raw(ModeJIT, AttrJITConfig, "CANARYjit", AttrRunnerSHA256, strings.Repeat("a", 64),
+			AttrRunnerVersion, "2.330.0$(touch${IFS}${SANDBOX_DIR}/pwned-version)")},
+		{name: "runner checksum upper-case", raw: raw(ModeJIT, AttrJITConfig, "CANARYjit", AttrRunnerVersion, "2.330.0",
+			AttrRunnerSHA256, strings.Repeat("A", 64))},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -24,6 +24,8 @@ import (
 //	runner_name  S  the runner's name (mode token)
 //	labels       S  comma-separated labels, exactly the job's (mode token)
 //	runner_group S  the runner group name, optional (mode token)
+//	runner_version S the runner to download when the image has none, optional
+//	runner_sha256 S  its package's SHA-256 (hex), with runner_version
 //	expires_at   N  epoch seconds; the table's TTL attribute, and the instance refuses
 //	                an item past it
 //
@@ -46,7 +48,12 @@ const (
 	AttrRunnerName  = "runner_name"
 	AttrLabels      = "labels"
 	AttrRunnerGroup = "runner_group"
-	AttrExpiresAt   = "expires_at"
+	// AttrRunnerVersion and AttrRunnerSHA256 name the runner a boot
+	// downloads when the image holds none (scale-up's daily resolution of
+	// runnerVersion: latest); they replace the user data's pinned version.
+	AttrRunnerVersion = "runner_version"
+	AttrRunnerSHA256  = "runner_sha256"
+	AttrExpiresAt     = "expires_at"
 
 	ModeJIT   = "jit"
 	ModeToken = "token"
@@ -66,7 +73,9 @@ type Registration struct {
 	RunnerName  string
 	Labels      []string
 	RunnerGroup string
-	ExpiresAt   time.Time
+	// RunnerVersion and RunnerSHA256: the runner to download, both or neither.
+	RunnerVersion, RunnerSHA256 string
+	ExpiresAt                   time.Time
 }
 
 var (
@@ -131,6 +140,12 @@ func (r Registration) ValidateValues() error {
 	default:
 		bad("mode %q is neither %q nor %q", r.Mode, ModeJIT, ModeToken)
 	}
+	switch {
+	case (r.RunnerVersion == "") != (r.RunnerSHA256 == ""):
+		bad("runner_version and runner_sha256 go together")
+	case r.RunnerVersion != "" && (!versionRe.MatchString(r.RunnerVersion) || !shaRe.MatchString(r.RunnerSHA256)):
+		bad("runner_version %q must look like 2.333.0 and runner_sha256 be 64 lower-case hex digits", r.RunnerVersion)
+	}
 	return errors.Join(errs...)
 }
 
@@ -153,6 +168,8 @@ func (r Registration) Attributes() map[string][2]string {
 	put(AttrRunnerName, r.RunnerName)
 	put(AttrLabels, strings.Join(r.Labels, ","))
 	put(AttrRunnerGroup, r.RunnerGroup)
+	put(AttrRunnerVersion, r.RunnerVersion)
+	put(AttrRunnerSHA256, r.RunnerSHA256)
 	return m
 }
 

@@ -288,6 +288,12 @@ job) # a job that outlasts the idle timeout, with the hooks run as the runner ru
 	bash -e "$ACTIONS_RUNNER_HOOK_JOB_STARTED"; sleep 4; bash -e "$ACTIONS_RUNNER_HOOK_JOB_COMPLETED" ;;
 announced) echo "2026-01-01 00:00:00Z: Running job: build"; sleep 4 ;; # the job as the runner logs it, before its hook
 leak) sleep 600 & ;; # a job's leftover process, still holding the runner's stdout
+deprecated) # GitHub refuses the version: the real runner's words, and code 7 only when asked
+	echo "An error occurred: Runner version v2.330.0 is deprecated and cannot receive messages."
+	echo "Runner listener exit with terminated error, stop the service, no retry needed."
+	[ "${ACTIONS_RUNNER_RETURN_VERSION_DEPRECATED_EXIT_CODE:-}" = 1 ] && exit 7 ;;
+deprecated0) echo "An error occurred: Runner version v2.330.0 is deprecated and cannot receive messages." ;; # run.sh's 0
+quiet7) [ "${ACTIONS_RUNNER_RETURN_VERSION_DEPRECATED_EXIT_CODE:-}" = 1 ] && exit 7 ;; # the code alone
 esac
 exit 0
 `

@@ -291,9 +291,10 @@ func gpuSection(cpu, gpu []byte) (string, error) {
 }
 
 // stripComments drops the comment-only lines of a rendered script, keeping #! lines,
-// shellcheck directives and the "# skiff:" header, so that the user data fits in 16 KB; the commented source is
-// in userdata/. No embedded file has a heredoc or a multi-line string whose lines start
-// with #, which the tests check by running shellcheck and the script itself.
+// shellcheck directives and the "# skiff:" header, and the tabs that indent lines, so that the
+// user data fits in 16 KB; the commented, indented source is in userdata/. No embedded file has
+// a heredoc or a multi-line string whose lines start with # or a tab, which the tests check by
+// running shellcheck and the script itself.
 func stripComments(script []byte) []byte {
 	var out bytes.Buffer
 	for _, line := range strings.SplitAfter(string(script), "\n") {
@@ -301,7 +302,7 @@ func stripComments(script []byte) []byte {
 		if strings.HasPrefix(t, "#") && !strings.HasPrefix(t, "#!") && !strings.HasPrefix(t, "# shellcheck ") && !strings.HasPrefix(t, "# skiff:") {
 			continue
 		}
-		out.WriteString(line)
+		out.WriteString(strings.TrimLeft(line, "\t"))
 	}
 	return out.Bytes()
 }

@@ -76,9 +76,11 @@ func TestRenderGolden(t *testing.T) {
 }
 
 // TestUserDataHeadroom: the GPU script, the largest, keeps room under EC2's 16 KB for
-// long operator values (a 200-character log group appears once per shipped log).
+// long operator values (a 200-character log group appears once per shipped log): headroom
+// bytes beyond them, for the next few lines of boot script.
 func TestUserDataHeadroom(t *testing.T) {
 	t.Parallel()
+	const headroom = 384
 	p := gpuParams()
 	p.LogGroup = "/" + strings.Repeat("g", 199)
 	p.RegistrationTable = strings.Repeat("t", 100)
@@ -86,8 +88,8 @@ func TestUserDataHeadroom(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Render with long names: %v", err)
 	}
-	if len(got) > MaxUserDataBytes-1024 {
-		t.Errorf("GPU user data with long names is %d bytes: less than 1 KB under the %d limit", len(got), MaxUserDataBytes)
+	if len(got) > MaxUserDataBytes-headroom {
+		t.Errorf("GPU user data with long names is %d bytes: less than %d bytes under the %d limit", len(got), headroom, MaxUserDataBytes)
 	}
 }
 
@@ -348,6 +350,12 @@ type bootCase struct {
 	wantCommands []string
 }
 
+// withRunner adds the runner to download to r.
+func withRunner(r *Registration, version, sha string) *Registration {
+	r.RunnerVersion, r.RunnerSHA256 = version, sha
+	return r
+}
+
 func jitReg(expires time.Time) *Registration {
 	return &Registration{InstanceARN: mockInstanceARN, Mode: ModeJIT, JITConfig: canaryJIT, ExpiresAt: expires}
 }
@@ -416,6 +424,17 @@ func TestBootSandbox(t *testing.T) {
 		{name: "runner download with wrong checksum", params: func(p *Params) {
 			p.RunnerVersion, p.RunnerSHA256, p.RunnerDownloadURL = "2.330.0", strings.Repeat("0", 64), dl.URL
 		}, reg: jitReg(future)},
+		// runnerVersion: latest: the registration names the runner scale-up resolved today, over
+		// the user data's pin (here a stale one whose download would 404).
+		{name: "runner downloaded at the registration's version", params: func(p *Params) {
+			p.RunnerVersion, p.RunnerSHA256, p.RunnerDownloadURL = "2.329.0", strings.Repeat("1", 64), dl.URL
+		}, reg: withRunner(jitReg(future), "2.330.0", sum), runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit",
+			wantCommands: []string{"curl .* " + regexp.QuoteMeta(dl.URL) + "/v2.330.0/actions-runner-linux-x64-2.330.0.tar.gz"}},
+		{name: "registration's runner with wrong checksum", params: func(p *Params) { p.RunnerDownloadURL = dl.URL },
+			reg:          withRunner(jitReg(future), "2.330.0", strings.Repeat("0", 64)),
+			wantCommands: []string{"curl .* " + regexp.QuoteMeta(dl.URL) + "/v2.330.0/", "shutdown -h now"}},
+		{name: "registration's runner ignored for a preinstalled one", reg: withRunner(jitReg(future), "2.330.0", strings.Repeat("0", 64)),
+			preinstalled: true, runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit"},
 		// The trap is armed before the first command that can fail: a boot that cannot even
 		// create its log directory still powers off.
 		{name: "log directory not writable", preinstalled: true,

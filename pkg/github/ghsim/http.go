@@ -178,6 +178,8 @@ func (s *Server) routes() http.Handler {
 	h(OpGetPermissionLevel, authToken, s.getPermissionLevel)
 	h(OpRerunFailedJobs, authToken, s.rerunFailedJobs)
 	h(OpCreateAppFromManifest, authNone, s.createAppFromManifest)
+	h(OpListReleases, authToken, s.listReleases)
+	h(OpGetLatestRelease, authToken, s.latestRelease)
 	s.runnerRoutes(mux)
 	// The browser side of github.com, at the web root.
 	mux.HandleFunc("POST /settings/apps/new", s.newAppForm)
@@ -194,6 +196,11 @@ func (s *Server) routes() http.Handler {
 	})
 	return mux
 }
+
+// publicRepo reports whether owner/repo is a public repository outside
+// every simulated account that any installation may read: actions/runner,
+// for its releases.
+func publicRepo(owner, repo string) bool { return owner == "actions" && repo == "runner" }
 
 // maxRequestBody bounds what the simulator reads of a request: skiff's
 // largest request is a JIT body with 100 labels, well under 64 KiB.
@@ -334,7 +341,8 @@ func (s *Server) admitTokenLocked(cred string, c *call, now time.Time) bool {
 	if owner == "" {
 		owner = c.r.PathValue("owner")
 	}
-	if owner != "" && !strings.EqualFold(owner, in.account.login) { // "": /installation/...
+	// "": /installation/...; actions/runner is public, readable by every installation.
+	if owner != "" && !strings.EqualFold(owner, in.account.login) && !publicRepo(c.r.PathValue("owner"), c.r.PathValue("repo")) {
 		c.fail(http.StatusForbidden, "Resource not accessible by integration")
 		return false
 	}

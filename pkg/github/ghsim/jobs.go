@@ -430,7 +430,14 @@ func (s *Server) encodeJITLocked(r *simRunner) string {
 // registered, as `run.sh --jitconfig` would: it goes online and picks up a
 // matching queued job. A configuration works once.
 func (s *Server) ConnectRunner(encodedJITConfig string) (int64, error) {
-	r, err := s.connect(encodedJITConfig, false)
+	return s.ConnectRunnerVersion(encodedJITConfig, "")
+}
+
+// ConnectRunnerVersion is ConnectRunner for a runner of the given version,
+// checked against GitHub's rules (releases.go): ErrBelowMinimum or
+// ErrDeprecated leave the runner offline and its configuration unused.
+func (s *Server) ConnectRunnerVersion(encodedJITConfig, version string) (int64, error) {
+	r, err := s.connect(encodedJITConfig, false, version)
 	if err != nil {
 		return 0, err
 	}
@@ -440,7 +447,7 @@ func (s *Server) ConnectRunner(encodedJITConfig string) (int64, error) {
 // connect brings the runner of an encoded JIT configuration online, once,
 // and dispatches queued jobs. A remote runner gets a session and completes
 // its jobs itself. It returns a copy of the runner's identity.
-func (s *Server) connect(encodedJITConfig string, remote bool) (simRunner, error) {
+func (s *Server) connect(encodedJITConfig string, remote bool, version string) (simRunner, error) {
 	secret, err := jitSecret(encodedJITConfig)
 	if err != nil {
 		return simRunner{}, fmt.Errorf("connecting runner: %w: %w", ErrUnknown, errMalformedJIT)
@@ -457,7 +464,14 @@ func (s *Server) connect(encodedJITConfig string, remote bool) (simRunner, error
 		s.mu.Unlock()
 		return simRunner{}, fmt.Errorf("connecting runner %d: %w", id, ErrUsed)
 	}
-	r.online, r.version, r.os = true, "2.330.0", s.opts.RunnerOS
+	if err := s.versionCheckLocked(version); err != nil {
+		s.mu.Unlock()
+		return simRunner{}, fmt.Errorf("connecting runner %d: %w", id, err)
+	}
+	if version == "" {
+		version = "2.330.0"
+	}
+	r.online, r.version, r.os = true, version, s.opts.RunnerOS
 	if remote {
 		r.remote, r.session, r.wake = true, s.tokenLocked("RUNNERSESSION", 40, alnum), make(chan struct{})
 	}

@@ -19,8 +19,9 @@ import (
 // that a job dispatched to such a runner runs until the runner reports it
 // complete (its JobSpec.Duration does not apply).
 //
-//	POST /_sim/runner/connect              {"encoded_jit_config": "..."}
+//	POST /_sim/runner/connect              {"encoded_jit_config": "...", "runner_version": "2.333.0"}
 //	     201 {"runner_id", "runner_name", "session"}; 400 malformed,
+//	     403 {"message", "reason": "below_minimum" | "deprecated"} (releases.go),
 //	     404 unknown (or deleted) runner, 409 configuration already used
 //	GET  /_sim/runner/{runner_id}/job      long poll, up to ?wait= (default 5 s, at most 30 s)
 //	     200 {"id", "run_id", "name", "labels", "repository", "status"}; 204 no job yet;
@@ -118,13 +119,18 @@ func (s *Server) runnerRoutes(mux *http.ServeMux) {
 func (s *Server) runnerConnect(c *call) {
 	var body struct {
 		EncodedJITConfig string `json:"encoded_jit_config"`
+		RunnerVersion    string `json:"runner_version"`
 	}
 	if err := json.NewDecoder(c.r.Body).Decode(&body); err != nil || body.EncodedJITConfig == "" {
 		c.fail(http.StatusBadRequest, "encoded_jit_config is required")
 		return
 	}
-	r, err := s.connect(body.EncodedJITConfig, true)
+	r, err := s.connect(body.EncodedJITConfig, true, body.RunnerVersion)
 	switch {
+	case errors.Is(err, ErrBelowMinimum):
+		c.json(http.StatusForbidden, map[string]string{"message": err.Error(), "reason": "below_minimum"})
+	case errors.Is(err, ErrDeprecated):
+		c.json(http.StatusForbidden, map[string]string{"message": err.Error(), "reason": "deprecated"})
 	case errors.Is(err, ErrUsed):
 		c.fail(http.StatusConflict, "The JIT configuration was already used")
 	case errors.Is(err, errMalformedJIT):

@@ -99,6 +99,11 @@ type Options struct {
 	RateLimit int
 	// JobDuration is how long a job runs when its JobSpec gives none (default 1 minute).
 	JobDuration time.Duration
+	// CredentialLength, when set, is the length of the random part of every
+	// installation token, registration token and JIT secret, and
+	// installation tokens lose their ghs_ prefix: GitHub announced longer
+	// tokens of other formats, and skiff must assume neither.
+	CredentialLength int
 	// SecretPrefix starts every credential the simulator issues (installation
 	// and registration tokens, JIT secrets), so canary tests can look for it.
 	SecretPrefix string
@@ -197,6 +202,8 @@ type Server struct {
 	deliveries []*simDelivery
 	created    []*CreatedApp
 	codes      map[string]*simManifestCode
+	releases   []RunnerRelease // newest first
+	minRunner  string
 
 	dmu     sync.Mutex
 	outbox  []*simDelivery
@@ -543,6 +550,12 @@ func (s *Server) secretLocked(v string) string {
 
 // token returns a random credential of n characters from alphabet.
 func (s *Server) tokenLocked(prefix string, n int, alphabet string) string {
+	if s.opts.CredentialLength > 0 && prefix != "RUNNERSESSION" && alphabet != "0123456789abcdef" {
+		n = s.opts.CredentialLength
+		if prefix == "ghs_" {
+			prefix = "v2."
+		}
+	}
 	b := make([]byte, n)
 	for i := range b {
 		b[i] = alphabet[s.rng.IntN(len(alphabet))]

@@ -219,6 +219,8 @@ func (p *Provider) request(l provider.Launch, failed map[string]bool) Request {
 		Tags:           map[string]string{},
 	}
 	switch {
+	case e.Image.Bake:
+		req.ImageID = "resolve:ssm:" + names.BakedImageParameter(p.o.Deployment, spec.Pool)
 	case e.Image.AMI != "":
 		req.ImageID = e.Image.AMI
 	case e.Image.SSM != "":
@@ -358,7 +360,7 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider
 		g := regs[i]
 		reg := userdata.Registration{InstanceARN: userdata.InstanceARN(p.o.Partition, p.o.Region, p.o.Account, r.Instance.ID),
 			Mode: g.Mode, JITConfig: g.JITConfig, Token: g.Token, URL: g.URL, RunnerName: g.RunnerName, Labels: g.Labels,
-			RunnerGroup: g.RunnerGroup, ExpiresAt: now.Add(p.o.RegistrationTTL)}
+			RunnerGroup: g.RunnerGroup, RunnerVersion: g.RunnerVersion, RunnerSHA256: g.RunnerSHA256, ExpiresAt: now.Add(p.o.RegistrationTTL)}
 		if err := p.o.Registrations.Put(ctx, reg); err != nil {
 			log.Error("writing the registration; terminating its instance", "instance_id", r.Instance.ID, "runner_name", pn.Runners[i].Name, "err", err)
 			orphans = append(orphans, r.Instance.ID)

@@ -682,3 +682,40 @@ func TestDeletedRunnerKeepsUsage(t *testing.T) {
 		t.Errorf("the pod after its end was read: %v, want NotFound (finalizer released)", err)
 	}
 }
+
+// TestOutdatedRunner: a Pod whose runner container ended with the
+// deprecation exit code (GitHub refused the image's runner) is listed with
+// the skiff:runner-outdated tag; a Pod that ended otherwise is not; and the
+// runner is started with the variable that asks for that code.
+func TestOutdatedRunner(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true, nil)
+	res, err := launch(t, e.p, e.spec("cpu"), "tok-outdated", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, code := range []int32{7, 1} {
+		e.setStatus(t, res.Runners[i].Instance.ID, func(s *corev1.PodStatus) {
+			s.Phase = corev1.PodFailed
+			s.ContainerStatuses = []corev1.ContainerStatus{{Name: kube.ContainerName, State: corev1.ContainerState{
+				Terminated: &corev1.ContainerStateTerminated{ExitCode: code, FinishedAt: metav1.Now()}}}}
+		})
+	}
+	all, err := e.p.List(context.Background(), provider.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range all {
+		_, tagged := in.Tags[names.TagRunnerOutdated]
+		if want := in.ID == res.Runners[0].Instance.ID; tagged != want {
+			t.Errorf("%s tagged outdated %v, want %v", in.ID, tagged, want)
+		}
+	}
+	env := map[string]string{}
+	for _, v := range e.pod(t, res.Runners[0].Instance.ID).Spec.Containers[0].Env {
+		env[v.Name] = v.Value
+	}
+	if env[provider.EnvDeprecatedExitCode] != "1" {
+		t.Errorf("the runner's environment lacks %s=1: %v", provider.EnvDeprecatedExitCode, env)
+	}
+}

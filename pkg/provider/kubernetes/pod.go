@@ -35,6 +35,7 @@ func buildPod(pn plan, i int, r provider.Runner, deployment string) *corev1.Pod 
 	env := []corev1.EnvVar{
 		{Name: EnvJITConfigFile, Value: JITFile},
 		{Name: EnvInstanceID, Value: id},
+		{Name: provider.EnvDeprecatedExitCode, Value: "1"},
 	}
 	f, mode := false, int32(0o440)
 	psc := &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}

@@ -29,7 +29,21 @@ func instance(pod *corev1.Pod, now time.Time) provider.Instance {
 	}
 	in.State, in.QueueReason = state(pod)
 	in.RunningSince = boundAt(pod)
+	if outdated(pod) {
+		in.Tags[names.TagRunnerOutdated] = "unknown"
+	}
 	return in
+}
+
+// outdated reports whether the Pod's runner ended with the deprecation exit
+// code: GitHub refused its version (the image's runner).
+func outdated(pod *corev1.Pod) bool {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == ContainerName && cs.State.Terminated != nil && cs.State.Terminated.ExitCode == provider.ExitVersionDeprecated {
+			return true
+		}
+	}
+	return false
 }
 
 // state maps a Pod's phase to the neutral state and, for a Pod the

@@ -547,7 +547,7 @@ func (p *Provider) spawn(id, dir string, reg provider.Registration, sandboxed bo
 	}
 	cmd.Dir = dir
 	cmd.Env = append([]string{"PATH=" + p.o.Path, "HOME=" + dir, "TMPDIR=" + filepath.Join(dir, "tmp"),
-		"SKIFF_INSTANCE_ID=" + id, EnvJITConfig + "=" + reg.JITConfig}, p.o.Env...)
+		"SKIFF_INSTANCE_ID=" + id, EnvJITConfig + "=" + reg.JITConfig, provider.EnvDeprecatedExitCode + "=1"}, p.o.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if p.o.LogDir != "" {
 		f, err := os.OpenFile(filepath.Join(p.o.LogDir, id+".log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
@@ -642,6 +642,14 @@ func (p *Provider) reap(pr *proc, exit int, err error) {
 	pr.exit, pr.ended = exit, p.o.Now().UTC()
 	pr.inst.State = provider.Terminated
 	stopping := pr.stopping
+	if exit == provider.ExitVersionDeprecated && !stopping {
+		// GitHub refused the runner's version; the version itself is the
+		// runner command's business.
+		if pr.inst.Tags == nil {
+			pr.inst.Tags = map[string]string{}
+		}
+		pr.inst.Tags[names.TagRunnerOutdated] = "unknown"
+	}
 	p.mu.Unlock()
 	log := p.o.Logger.With("instance_id", pr.inst.ID, "pool", pr.inst.Pool, "pid", pr.pid, "exit_code", exit)
 	if pr.adopted {

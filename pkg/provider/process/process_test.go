@@ -20,6 +20,7 @@ import (
 
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/process"
@@ -336,7 +337,7 @@ func TestCleanEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{"PATH": "/usr/bin:/bin", "HOME": dir, "TMPDIR": filepath.Join(dir, "tmp"), "SKIFF_INSTANCE_ID": in.ID,
-		process.EnvJITConfig: "CANARYJIT", "RUNNER_ALLOW_RUNASROOT": "1"}
+		process.EnvJITConfig: "CANARYJIT", "RUNNER_ALLOW_RUNASROOT": "1", provider.EnvDeprecatedExitCode: "1"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("environment %v\nwant %v", got, want)
 	}
@@ -515,5 +516,39 @@ func TestEnded(t *testing.T) {
 	case <-e.p.Ended():
 		t.Error("a second value for ends already received")
 	default:
+	}
+}
+
+// TestOutdatedRunner: a runner that exits with the deprecation exit code
+// is listed ended with the skiff:runner-outdated tag; any other end is not.
+func TestOutdatedRunner(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		command []string
+		tagged  bool
+	}{
+		{"exit 7 when the variable is on", []string{"sh", "-c", `[ "$ACTIONS_RUNNER_RETURN_VERSION_DEPRECATED_EXIT_CODE" = 1 ] && exit 7; exit 0`}, true},
+		{"exit 0", []string{"true"}, false},
+		{"exit 1", []string{"false"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newProvider(t, process.Options{Command: tc.command, Path: "/usr/bin:/bin"})
+			in := launchOne(t, e.p, pool.Spec{Shared: pool.Shared{Pool: "cpu"}}, "tok-outdated",
+				provider.Registration{Mode: provider.ModeJIT, JITConfig: "CANARYJIT", RunnerName: "r"})
+			wctx, cancel := context.WithTimeout(context.Background(), safety)
+			defer cancel()
+			if _, err := e.p.Wait(wctx, in.ID); err != nil {
+				t.Fatal(err)
+			}
+			all, err := e.p.List(context.Background(), provider.Filter{IDs: []string{in.ID}})
+			if err != nil || len(all) != 1 {
+				t.Fatalf("list %+v %v", all, err)
+			}
+			if _, got := all[0].Tags[names.TagRunnerOutdated]; got != tc.tagged {
+				t.Errorf("tagged outdated %v, want %v: %+v", got, tc.tagged, all[0])
+			}
+		})
 	}
 }

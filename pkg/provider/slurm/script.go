@@ -2,6 +2,8 @@ package slurm
 
 import (
 	"strings"
+
+	"github.com/skiffci/skiff/pkg/provider"
 )
 
 // script is the runner's batch script. It holds the path of the JIT file,
@@ -51,7 +53,9 @@ func (p *Provider) script(pn plan, name, jit, account string) string {
 		EnvJITConfig+"=$(cat \"$jit\") || exit 1",
 		"rm -f \"$jit\"",
 		"export "+EnvJITConfig,
-		"export PATH="+quote(p.o.Path)+" HOME=\"$work\" TMPDIR=\"$work/tmp\" SKIFF_INSTANCE_ID=\"$SLURM_JOB_ID\"")
+		"export PATH="+quote(p.o.Path)+" HOME=\"$work\" TMPDIR=\"$work/tmp\" SKIFF_INSTANCE_ID=\"$SLURM_JOB_ID\"",
+		// Runner 2.333.0 and later exit 7 when GitHub refuses their version.
+		"export "+provider.EnvDeprecatedExitCode+"=1")
 	for _, kv := range p.o.Env {
 		k, v, _ := strings.Cut(kv, "=")
 		w("export " + k + "=" + quote(v))

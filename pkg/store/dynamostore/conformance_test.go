@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/store/dynamostore"
 	"github.com/skiffci/skiff/pkg/store/storetest"
@@ -43,4 +44,21 @@ func TestSecurityDynamo(t *testing.T) {
 	storetest.RunSecurityEvents(t, func(t *testing.T) store.SecurityEvents {
 		return dynamostore.NewSecurityDynamo(testenv.DynaliteTable(t, "security"))
 	})
+}
+
+// TestRunnerDynamo runs the runner state's suite against DynamoDB
+// (dynalite) through the real SDK.
+func TestRunnerDynamo(t *testing.T) {
+	t.Parallel()
+	storetest.RunRunnerState(t, func(t *testing.T) store.RunnerState {
+		return dynamostore.NewRunnerDynamo(testenv.DynaliteTable(t, "runners"))
+	})
+}
+
+// The runner state's partition is the one the CDK app scopes the functions' access by.
+func TestRunnerPartitionName(t *testing.T) {
+	t.Parallel()
+	if dynamostore.RunnerVersionPartition != names.RunnerStatePartition {
+		t.Errorf("partition %q, the CDK app grants %q", dynamostore.RunnerVersionPartition, names.RunnerStatePartition)
+	}
 }

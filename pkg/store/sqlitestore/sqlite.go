@@ -137,7 +137,7 @@ func Open(path string, o Options) (*DB, error) {
 	// One connection: SQLite has one writer anyway, and a single connection
 	// serialises this process's transactions without SQLITE_BUSY.
 	db.SetMaxOpenConns(1)
-	if _, err := db.Exec(schema + launchSchema + ledgerSchema + recordsSchema + roomSchema + installationsSchema + securitySchema); err != nil {
+	if _, err := db.Exec(schema + launchSchema + ledgerSchema + recordsSchema + roomSchema + installationsSchema + securitySchema + runnersSchema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("creating the schema in %s: %w", path, err)
 	}

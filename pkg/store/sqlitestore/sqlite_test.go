@@ -479,3 +479,10 @@ func TestSecurityEventsConformance(t *testing.T) {
 		return sqlitestore.NewSecurityEvents(open(t, "", sqlitestore.Options{}), nil)
 	})
 }
+
+func TestRunnerStateConformance(t *testing.T) {
+	t.Parallel()
+	storetest.RunRunnerState(t, func(t *testing.T) store.RunnerState {
+		return sqlitestore.NewRunnerState(open(t, "", sqlitestore.Options{}))
+	})
+}

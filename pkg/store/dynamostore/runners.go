@@ -1,0 +1,178 @@
+package dynamostore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/skiffci/skiff/pkg/store"
+)
+
+// RunnerVersionPartition holds the runner release list (sk RELEASES) and
+// the pools' holds (sk HOLD#<pool>): a handful of items, one Query lists
+// the holds.
+const (
+	RunnerVersionPartition = "RVERSION#" // names.RunnerStatePartition, which the CDK app scopes by
+	releasesSK             = "RELEASES"
+	holdSKPrefix           = "HOLD#"
+)
+
+// RunnerDynamoAPI is the part of the DynamoDB client the runner state needs.
+type RunnerDynamoAPI interface {
+	getItem
+	putItem
+	query
+	deleteItem
+}
+
+// RunnerDynamo keeps store.RunnerState in the state table: pk RVERSION#.
+// The release list is one item whose releases attribute is JSON (a few KB:
+// one page of releases, versions, dates and checksums).
+type RunnerDynamo struct {
+	api   RunnerDynamoAPI
+	table string
+}
+
+var _ store.RunnerState = (*RunnerDynamo)(nil)
+
+// NewRunnerDynamo returns the runner state in table.
+func NewRunnerDynamo(api RunnerDynamoAPI, table string) *RunnerDynamo {
+	return &RunnerDynamo{api: api, table: table}
+}
+
+func versionKey(sk string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: RunnerVersionPartition},
+		"sk": &types.AttributeValueMemberS{Value: sk},
+	}
+}
+
+// RunnerReleases implements store.RunnerState with one consistent GetItem.
+func (s *RunnerDynamo) RunnerReleases(ctx context.Context) (store.ReleaseList, error) {
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: versionKey(releasesSK),
+		ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return store.ReleaseList{}, fmt.Errorf("reading runner releases: %w", err)
+	}
+	if len(out.Item) == 0 {
+		return store.ReleaseList{}, store.ErrNotFound
+	}
+	var it struct {
+		FetchedAt int64  `dynamodbav:"fetched_at"`
+		Releases  string `dynamodbav:"releases"`
+	}
+	if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil {
+		return store.ReleaseList{}, fmt.Errorf("decoding runner releases: %w", err)
+	}
+	l := store.ReleaseList{FetchedAt: time.Unix(0, it.FetchedAt).UTC()}
+	if err := json.Unmarshal([]byte(it.Releases), &l.Releases); err != nil {
+		return store.ReleaseList{}, fmt.Errorf("decoding runner releases: %w", err)
+	}
+	return l, nil
+}
+
+// holdItem is a pool's hold as the table keeps it (attributevalue's
+// encoding): times are numbers, in Unix nanoseconds.
+type holdItem struct {
+	Pool     string `dynamodbav:"pool"`
+	Version  string `dynamodbav:"version"`
+	Launched string `dynamodbav:"launched,omitempty"`
+	Reason   string `dynamodbav:"reason"`
+	Detail   string `dynamodbav:"detail,omitempty"`
+	At       int64  `dynamodbav:"at"`
+	Until    int64  `dynamodbav:"until,omitempty"`
+}
+
+// PutRunnerReleases implements store.RunnerState with one PutItem.
+func (s *RunnerDynamo) PutRunnerReleases(ctx context.Context, l store.ReleaseList) error {
+	raw, err := json.Marshal(l.Releases)
+	if err != nil {
+		return fmt.Errorf("encoding runner releases: %w", err)
+	}
+	item := versionKey(releasesSK)
+	item["fetched_at"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(l.FetchedAt.UnixNano(), 10)}
+	item["releases"] = &types.AttributeValueMemberS{Value: string(raw)}
+	if _, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item}); err != nil {
+		return fmt.Errorf("storing runner releases: %w", err)
+	}
+	return nil
+}
+
+// HoldPool implements store.RunnerState with one conditional PutItem:
+// written unless the pool is held for the same version.
+func (s *RunnerDynamo) HoldPool(ctx context.Context, h store.RunnerHold) (bool, error) {
+	if err := store.ValidateRunnerHold(h); err != nil {
+		return false, err
+	}
+	item := versionKey(holdSKPrefix + h.Pool)
+	item["pool"] = &types.AttributeValueMemberS{Value: h.Pool}
+	item["version"] = &types.AttributeValueMemberS{Value: h.Version}
+	putStr(item, "launched", h.Launched)
+	item["reason"] = &types.AttributeValueMemberS{Value: h.Reason}
+	putStr(item, "detail", h.Detail)
+	item["at"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(h.At.UnixNano(), 10)}
+	if !h.Until.IsZero() {
+		item["until"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(h.Until.UnixNano(), 10)}
+	}
+	_, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item,
+		ConditionExpression:       aws.String("attribute_not_exists(pk) OR version <> :v"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":v": &types.AttributeValueMemberS{Value: h.Version}}})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("holding pool %s: %w", h.Pool, err)
+	}
+	return true, nil
+}
+
+// PoolHolds implements store.RunnerState: one Query of the partition.
+func (s *RunnerDynamo) PoolHolds(ctx context.Context) ([]store.RunnerHold, error) {
+	in := &dynamodb.QueryInput{TableName: aws.String(s.table),
+		KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :hold)"), ConsistentRead: aws.Bool(true),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk":   &types.AttributeValueMemberS{Value: RunnerVersionPartition},
+			":hold": &types.AttributeValueMemberS{Value: holdSKPrefix}}}
+	var out []store.RunnerHold
+	for {
+		page, err := s.api.Query(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("listing pool holds: %w", err)
+		}
+		var items []holdItem
+		if err := attributevalue.UnmarshalListOfMaps(page.Items, &items); err != nil {
+			return nil, fmt.Errorf("decoding pool holds: %w", err)
+		}
+		for _, it := range items {
+			h := store.RunnerHold{Pool: it.Pool, Version: it.Version, Launched: it.Launched, Reason: it.Reason,
+				Detail: it.Detail, At: time.Unix(0, it.At).UTC()}
+			if it.Until != 0 {
+				h.Until = time.Unix(0, it.Until).UTC()
+			}
+			out = append(out, h)
+		}
+		if len(page.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = page.LastEvaluatedKey
+	}
+	store.SortRunnerHolds(out)
+	return out, nil
+}
+
+// ReleasePool implements store.RunnerState with one DeleteItem.
+func (s *RunnerDynamo) ReleasePool(ctx context.Context, pool string) error {
+	if _, err := s.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.table), Key: versionKey(holdSKPrefix + pool)}); err != nil {
+		return fmt.Errorf("releasing pool %s: %w", pool, err)
+	}
+	return nil
+}
