@@ -109,6 +109,8 @@ func WritePlan(w io.Writer, cfg *Config, s Spec) error {
 		writeKubernetes(row, s)
 	case s.Process != nil:
 		row("runs as", "a process on the machine skiff local runs on (fresh work directory per job)")
+	case s.Container != nil:
+		writeContainer(row, s)
 	}
 	row("max runners", fmt.Sprint(s.MaxRunners))
 	row("max lifetime", FormatDuration(s.MaxLifetime))
