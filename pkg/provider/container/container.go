@@ -730,7 +730,11 @@ func (p *Provider) end(ctx context.Context, name string, in provider.Instance) p
 	got, err := p.o.Engine.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	if err == nil && got.Container.State != nil {
 		st := got.Container.State
-		e.reason = EndReason(st.ExitCode, st.OOMKilled, st.Error)
+		var l pool.ContainerLimits
+		if got.Container.Config != nil {
+			_ = json.Unmarshal([]byte(got.Container.Config.Labels[LabelLimits]), &l)
+		}
+		e.reason = EndReason(st.ExitCode, st.OOMKilled, l.MemoryBytes > 0, st.Error)
 	}
 	if u, ok := p.readUsage(name); ok {
 		e.peaks = peaksOf(u, in)
@@ -769,11 +773,16 @@ func (p *Provider) keep(e ended) {
 }
 
 // EndReason is how a container ended, in the engine's words: OOMKilled
-// (and its exit code), the engine's error, or the runner's exit code.
-func EndReason(exit int, oom bool, engineErr string) string {
+// (and its exit code), the engine's error, or the runner's exit code. A
+// runner killed by SIGKILL (137) under a memory limit, which skiff did not
+// remove, is taken as OOM-killed too: Podman on cgroup v1 does not report
+// OOMKilled.
+func EndReason(exit int, oom, memoryLimit bool, engineErr string) string {
 	switch {
 	case oom:
 		return fmt.Sprintf("OOMKilled: exit code %d", exit)
+	case exit == 137 && memoryLimit:
+		return "OOMKilled: killed by SIGKILL under a memory limit (exit code 137)"
 	case engineErr != "":
 		return fmt.Sprintf("Error: %s (exit code %d)", engineErr, exit)
 	}
