@@ -64,7 +64,7 @@ func parseLocalFlags(args []string, stderr io.Writer) (f localFlags, ok bool, co
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "with --provider kubernetes: the kubeconfig (default: in-cluster credentials in a Pod, else $KUBECONFIG or ~/.kube/config)")
 	fs.StringVar(&f.kubeNS, "kube-namespace", "", "with --provider kubernetes: the runner namespace of pools without a kubernetes: section")
 	fs.StringVar(&f.kubeImage, "kube-image", "", "with --provider kubernetes: the runner image of pools without a kubernetes: section (the runner with skiff-podhelper, infra/kubernetes/runner)")
-	fs.StringVar(&f.containerImage, "container-image", "", "with --provider container: the runner image of pools without a container: section (infra/container/runner); the engine is DOCKER_HOST's")
+	fs.StringVar(&f.containerImage, "container-image", "", "with --provider container: the runner image of pools without a container: section (infra/kubernetes/runner); the engine is DOCKER_HOST's")
 	fs.Int64Var(&f.appID, "app-id", 0, "the GitHub App's id (default: the App skiff setup stored in --data-dir)")
 	fs.StringVar(&f.keyFile, "app-key-file", "", "the GitHub App's private key (PEM); or SKIFF_GITHUB_APP_KEY")
 	fs.StringVar(&f.apiURL, "github-api-url", "", "GitHub's REST root (default https://api.github.com; GHES: https://HOST/api/v3)")

@@ -9,7 +9,7 @@ import (
 // Container is a pool's container: section: one container per runner on
 // a Docker or Podman engine of the machine skiff runs on.
 type Container struct {
-	// Image is the runner image (built from infra/container/runner).
+	// Image is the runner image (built from infra/kubernetes/runner).
 	Image string
 	// CPU is the runner's CPU limit in CPUs ("2", "0.5"); "" for none.
 	CPU string
@@ -202,7 +202,7 @@ func (s *source) checkContainer(i int, p *Pool, add addFunc) {
 	c := p.Container
 	if c.Image == "" {
 		add(sectionPtr(i, p), SeverityError, fmt.Sprintf("pool %q has no runner image", p.Name),
-			"set container.image (in the pool or in defaults.container), e.g. the image built from infra/container/runner")
+			"set container.image (in the pool or in defaults.container), e.g. the image built from infra/kubernetes/runner")
 	}
 	if _, err := c.Limits(Sizes{}); err != nil {
 		add(sectionPtr(i, p), SeverityError, fmt.Sprintf("pool %q: %v", p.Name, err), "write cpu as a number of CPUs and memory as e.g. 8Gi")

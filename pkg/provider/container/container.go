@@ -422,14 +422,16 @@ func (p *Provider) launchOne(ctx context.Context, pn plan, r provider.Runner, re
 	}
 	name := Name(pn.Token, r.Name)
 	log := p.o.Logger.With("pool", pn.Pool, "container", name, "job_id", r.JobID, "runner_name", r.Name)
-	if in, err := p.find(ctx, name); err == nil {
-		log.Info("the runner's container exists already (a replay)")
-		return in, nil
-	}
-	if rm.err != nil {
-		return provider.Instance{}, rm.err
-	}
-	if !rm.fits(pn.Limits, p.o.Ceiling) {
+	// A replay finds the name taken at create (409); only a launch the
+	// ceiling refuses looks first, since its container may be there.
+	if rm.err != nil || !rm.fits(pn.Limits, p.o.Ceiling) {
+		if in, err := p.find(ctx, name); err == nil {
+			log.Info("the runner's container exists already (a replay)")
+			return in, nil
+		}
+		if rm.err != nil {
+			return provider.Instance{}, rm.err
+		}
 		return provider.Instance{}, &provider.Error{Kind: provider.ErrCapacity, Code: "HostFull",
 			Message: fmt.Sprintf("this host's ceiling for runners is taken (asked %s)", pn.Limits)}
 	}
@@ -445,7 +447,7 @@ func (p *Provider) launchOne(ctx context.Context, pn plan, r provider.Runner, re
 	if pn.Settings.Network != pool.ContainerNetworkHost {
 		_, err := p.o.Engine.NetworkCreate(ctx, name, client.NetworkCreateOptions{Driver: "bridge",
 			Labels: map[string]string{LabelManaged: "true", LabelDeployment: p.o.Deployment}})
-		if err != nil && !cerrdefs.IsConflict(err) && !cerrdefs.IsAlreadyExists(err) {
+		if err != nil && !taken(err) {
 			cleanup()
 			return provider.Instance{}, classify("creating network "+name, pn.Settings.Image, err)
 		}
@@ -453,7 +455,7 @@ func (p *Provider) launchOne(ctx context.Context, pn plan, r provider.Runner, re
 	}
 	cfg, hc := p.spec(pn, r, name, dir, netMode)
 	_, err := p.o.Engine.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name, Config: cfg, HostConfig: hc})
-	if cerrdefs.IsConflict(err) || cerrdefs.IsAlreadyExists(err) {
+	if taken(err) {
 		log.Info("the runner's container exists already (a replay)")
 		return p.find(ctx, name)
 	}
@@ -470,6 +472,13 @@ func (p *Provider) launchOne(ctx context.Context, pn plan, r provider.Runner, re
 	now := p.o.Now().UTC()
 	return provider.Instance{ID: name, Pool: pn.Pool, InstanceType: instanceType(pn.Limits), Zone: zone(p.o.Host),
 		Capacity: provider.OnDemand, State: provider.Running, LaunchedAt: now, Tags: tags(pn, r, p.o.Deployment)}, nil
+}
+
+// taken reports whether a create failed because the name is taken: a 409
+// from Docker, a 500 saying so from Podman.
+func taken(err error) bool {
+	return err != nil && (cerrdefs.IsConflict(err) || cerrdefs.IsAlreadyExists(err) ||
+		strings.Contains(err.Error(), "already in use") || strings.Contains(err.Error(), "already exists"))
 }
 
 // writeDir makes a runner's directory: 0700 and skiff's, holding the JIT

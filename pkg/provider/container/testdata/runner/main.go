@@ -3,6 +3,7 @@
 //
 //	sleep (default)  wait for a signal
 //	exit             exit 0 at once
+//	mark             write started in $SKIFF_TERMINATION_LOG's directory, then sleep
 //	oom              allocate memory until the kernel kills it
 //	probe            report what the container lets it do (one line per
 //	                 check, in $SKIFF_TERMINATION_LOG's directory, file
@@ -33,6 +34,10 @@ func main() {
 	case "probe":
 		probe()
 		return
+	case "mark":
+		// Say the runner started: the benchmark's "runner started".
+		dir := os.Getenv("SKIFF_TERMINATION_LOG")
+		_ = os.WriteFile(dir[:strings.LastIndex(dir, "/")]+"/started", nil, 0o644)
 	}
 	c := make(chan os.Signal, 1)
 	signal.Notify(c, syscall.SIGTERM, syscall.SIGINT)
