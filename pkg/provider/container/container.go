@@ -736,6 +736,10 @@ func containerName(s container.Summary) string {
 // then removes it; the instance is kept for Retain.
 func (p *Provider) end(ctx context.Context, name string, in provider.Instance) provider.Instance {
 	e := ended{in: in, at: p.o.Now()}
+	u, measured := p.readUsage(name)
+	if measured {
+		e.peaks = peaksOf(u, in)
+	}
 	got, err := p.o.Engine.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	if err == nil && got.Container.State != nil {
 		st := got.Container.State
@@ -743,10 +747,7 @@ func (p *Provider) end(ctx context.Context, name string, in provider.Instance) p
 		if got.Container.Config != nil {
 			_ = json.Unmarshal([]byte(got.Container.Config.Labels[LabelLimits]), &l)
 		}
-		e.reason = EndReason(st.ExitCode, st.OOMKilled, l.MemoryBytes > 0, st.Error)
-	}
-	if u, ok := p.readUsage(name); ok {
-		e.peaks = peaksOf(u, in)
+		e.reason = EndReason(st.ExitCode, st.OOMKilled, u.PeakMemoryBytes, l.MemoryBytes, st.Error)
 	}
 	if err := p.remove(ctx, name); err != nil {
 		p.o.Logger.Warn("removing an ended runner container", "container", name, "err", err)
@@ -781,22 +782,26 @@ func (p *Provider) keep(e ended) {
 	_ = os.RemoveAll(filepath.Join(p.o.Dir, e.in.ID))
 }
 
-// EndReason is how a container ended, in the engine's words: OOMKilled
-// (and its exit code), the engine's error, or the runner's exit code. A
-// runner killed by SIGKILL (137) under a memory limit, which skiff did not
-// remove, is taken as OOM-killed too: Podman on cgroup v1 does not report
-// OOMKilled.
-func EndReason(exit int, oom, memoryLimit bool, engineErr string) string {
+// EndReason is how a container ended: OOMKilled (and its exit code), the
+// engine's error, or the runner's exit code. OOM is the engine's word, or,
+// where the engine does not say (Podman on cgroup v1), a runner killed by
+// SIGKILL (137) whose entrypoint measured a peak memory within
+// oomMargin of the container's limit: the kernel's OOM killer ended it.
+func EndReason(exit int, oom bool, peak, limit int64, engineErr string) string {
 	switch {
 	case oom:
 		return fmt.Sprintf("OOMKilled: exit code %d", exit)
-	case exit == 137 && memoryLimit:
-		return "OOMKilled: killed by SIGKILL under a memory limit (exit code 137)"
+	case exit == 137 && limit > 0 && peak >= limit-limit/oomMargin:
+		return "OOMKilled: killed by SIGKILL at its memory limit (exit code 137)"
 	case engineErr != "":
 		return fmt.Sprintf("Error: %s (exit code %d)", engineErr, exit)
 	}
 	return fmt.Sprintf("exit code %d", exit)
 }
+
+// oomMargin: a peak within 1/oomMargin of the limit (5 %) is at the limit;
+// the kernel reclaims caches before it kills, so the peak sits just under.
+const oomMargin = 20
 
 // Ended returns how a runner List saw end ended (EndReason), and whether
 // the provider knows.

@@ -243,20 +243,6 @@ func TestEndRemoved(t *testing.T) {
 	}
 }
 
-// TestOOMKilled: a runner above its memory limit ends OOM-killed, and
-// says so.
-func TestOOMKilled(t *testing.T) {
-	f := newFixture(t, "SKIFF_TEST_MODE=oom")
-	s := spec("oom")
-	s.Container.Memory = "32Mi"
-	_, res, _ := launch(t, f.p, s, "tok-oom", 1)
-	id := res.Runners[0].Instance.ID
-	awaitEnded(t, f, id)
-	if reason, _ := f.p.Ended(id); !strings.HasPrefix(reason, "OOMKilled") {
-		t.Errorf("end reason %q, want OOMKilled", reason)
-	}
-}
-
 // TestNoSuchImage: a missing image is a final invalid launch naming it.
 func TestNoSuchImage(t *testing.T) {
 	f := newFixture(t)
@@ -311,21 +297,25 @@ func await(t *testing.T, what string, cond func() bool) {
 
 func TestEndReason(t *testing.T) {
 	t.Parallel()
+	const mi = 1 << 20
 	for _, tc := range []struct {
 		name            string
 		exit            int
-		oom, limit      bool
+		oom             bool
+		peak, limit     int64
 		engineErr, want string
 	}{
-		{"exited", 0, false, true, "", "exit code 0"},
-		{"failed", 1, false, true, "", "exit code 1"},
-		{"engine says OOM", 137, true, true, "", "OOMKilled: exit code 137"},
-		{"SIGKILL under a memory limit", 137, false, true, "", "OOMKilled: killed by SIGKILL under a memory limit (exit code 137)"},
-		{"SIGKILL without a limit", 137, false, false, "", "exit code 137"},
-		{"engine error", 127, false, false, "no such file", "Error: no such file (exit code 127)"},
+		{"exited", 0, false, 10 * mi, 256 * mi, "", "exit code 0"},
+		{"failed", 1, false, 10 * mi, 256 * mi, "", "exit code 1"},
+		{"engine says OOM", 137, true, 0, 256 * mi, "", "OOMKilled: exit code 137"},
+		{"SIGKILL at the memory limit", 137, false, 250 * mi, 256 * mi, "", "OOMKilled: killed by SIGKILL at its memory limit (exit code 137)"},
+		{"SIGKILL well under the limit", 137, false, 20 * mi, 256 * mi, "", "exit code 137"},
+		{"SIGKILL unmeasured", 137, false, 0, 256 * mi, "", "exit code 137"},
+		{"SIGKILL without a limit", 137, false, 250 * mi, 0, "", "exit code 137"},
+		{"engine error", 127, false, 0, 0, "no such file", "Error: no such file (exit code 127)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := container.EndReason(tc.exit, tc.oom, tc.limit, tc.engineErr); got != tc.want {
+			if got := container.EndReason(tc.exit, tc.oom, tc.peak, tc.limit, tc.engineErr); got != tc.want {
 				t.Errorf("EndReason = %q, want %q", got, tc.want)
 			}
 		})

@@ -137,7 +137,20 @@ network_config_dir = "%[1]s/networks"
 
 // buildImage builds the stand-in and imports a root filesystem holding it.
 func (e *engine) buildImage(podman string) error {
-	rootfs := filepath.Join(e.dir, "rootfs")
+	return e.importImage(podman, testImage, map[string]string{"runner": "./testdata/runner"}, `ENTRYPOINT ["/runner"]`)
+}
+
+// importImage builds the Go packages (file name in the root → package),
+// statically, into a root filesystem with a runner user's home and imports
+// it as image with the change (its entrypoint).
+func (e *engine) importImage(podman, image string, bins map[string]string, entrypoint string) error {
+	rootfs, err := os.MkdirTemp(e.dir, "rootfs-")
+	if err != nil {
+		return err
+	}
+	if err := os.Chmod(rootfs, 0o755); err != nil { // the image's /
+		return err
+	}
 	for _, d := range []string{"home/runner", "tmp", "run", "etc", "proc", "sys", "dev"} {
 		if err := os.MkdirAll(filepath.Join(rootfs, d), 0o755); err != nil {
 			return err
@@ -148,13 +161,15 @@ func (e *engine) buildImage(podman string) error {
 	if err := os.WriteFile(filepath.Join(rootfs, "etc/passwd"), []byte("root:x:0:0::/root:/sbin/nologin\nrunner:x:1001:1001::/home/runner:/sbin/nologin\n"), 0o644); err != nil {
 		return err
 	}
-	build := exec.Command("go", "build", "-o", filepath.Join(rootfs, "runner"), "./testdata/runner")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("building the stand-in: %v: %s", err, out)
+	for name, pkg := range bins {
+		build := exec.Command("go", "build", "-o", filepath.Join(rootfs, name), pkg)
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			return fmt.Errorf("building %s: %v: %s", pkg, err, out)
+		}
 	}
 	tar := exec.Command("tar", "-C", rootfs, "-c", ".")
-	imp := exec.Command(podman, "import", "--change", `ENTRYPOINT ["/runner"]`, "--change", "USER 1001", "-", testImage)
+	imp := exec.Command(podman, "import", "--change", entrypoint, "--change", "USER 1001", "-", image)
 	imp.Env = e.env
 	pipe, err := tar.StdoutPipe()
 	if err != nil {
@@ -169,7 +184,7 @@ func (e *engine) buildImage(podman string) error {
 		err = werr
 	}
 	if err != nil {
-		return fmt.Errorf("importing the test image: %v: %s", err, out)
+		return fmt.Errorf("importing %s: %v: %s", image, err, out)
 	}
 	return nil
 }

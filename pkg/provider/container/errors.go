@@ -16,6 +16,8 @@ import (
 //   - the engine out of memory, CPUs, GPUs or disk (an unavailable device,
 //     "cannot allocate memory", "no space left") is ErrCapacity: the job
 //     waits in the pool's room;
+//   - the runtime refusing to start the image's entrypoint is final
+//     ErrInvalid naming the image;
 //   - the engine unreachable, a lost answer, 5xx is ErrTransient;
 //   - a refused argument or permission is final ErrInvalid.
 func classify(what, image string, err error) *provider.Error {
@@ -33,6 +35,10 @@ func classify(what, image string, err error) *provider.Error {
 		strings.Contains(low, "resource temporarily unavailable") || strings.Contains(low, "could not select device driver") ||
 		strings.Contains(low, "insufficient"):
 		e.Kind, e.Code = provider.ErrCapacity, "EngineOutOfResources"
+	case strings.Contains(low, "oci runtime") || strings.Contains(low, "oci permission denied") || strings.Contains(low, "runc create failed") ||
+		strings.Contains(low, "executable file not found"):
+		e.Kind, e.Code, e.Final = provider.ErrInvalid, "ImageCannotStart", true
+		e.Detail = "the runtime cannot start the image's entrypoint: check the image " + image + " (its entrypoint, and that its user may run it)"
 	case cerrdefs.IsInvalidArgument(err), cerrdefs.IsPermissionDenied(err), cerrdefs.IsUnauthorized(err), cerrdefs.IsNotFound(err):
 		e.Kind, e.Code, e.Final = provider.ErrInvalid, "Refused", true
 	case cerrdefs.IsResourceExhausted(err):

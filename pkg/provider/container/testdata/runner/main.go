@@ -3,6 +3,7 @@
 //
 //	sleep (default)  wait for a signal
 //	exit             exit 0 at once
+//	gate             wait for the usage directory's go file, then exec skiff-podhelper -- skiff-standin
 //	mark             write started in $SKIFF_TERMINATION_LOG's directory, then sleep
 //	oom              allocate memory until the kernel kills it
 //	probe            report what the container lets it do (one line per
@@ -16,6 +17,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 )
 
 func main() {
@@ -34,6 +36,19 @@ func main() {
 	case "probe":
 		probe()
 		return
+	case "gate":
+		// Wait for the test's go-ahead (a file in the usage directory,
+		// which the test writes on the host), then become the runner
+		// image's entrypoint around the stand-in runner.
+		for {
+			if _, err := os.Stat("/run/skiff/usage/go"); err == nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		err := syscall.Exec("/skiff-podhelper", []string{"/skiff-podhelper", "--", "/skiff-standin"}, os.Environ())
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
 	case "mark":
 		// Say the runner started: the benchmark's "runner started".
 		dir := os.Getenv("SKIFF_TERMINATION_LOG")
