@@ -90,8 +90,8 @@ func decodeContainer(v map[string]any) *Container {
 // quantityString reads a YAML scalar written as a number or a string.
 func quantityString(v any) string {
 	switch x := v.(type) {
-	case int:
-		return strconv.Itoa(x)
+	case int64:
+		return strconv.FormatInt(x, 10)
 	case float64:
 		return strconv.FormatFloat(x, 'f', -1, 64)
 	}
