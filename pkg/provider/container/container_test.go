@@ -45,6 +45,8 @@ type fixture struct {
 	e    *engine
 	p    *container.Provider
 	dir  string
+	dep  string
+	env  []string
 	logs *syncBuffer
 }
 
@@ -61,8 +63,9 @@ func newFixture(t *testing.T, env ...string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{e: e, p: p, dir: filepath.Join(dir, "runners"), logs: logs}
+	f := &fixture{e: e, p: p, dir: filepath.Join(dir, "runners"), dep: dep, env: env, logs: logs}
 	t.Cleanup(func() {
+		p := f.p
 		ins, _ := p.List(context.Background(), provider.Filter{})
 		var ids []string
 		for _, in := range ins {
@@ -175,9 +178,16 @@ func TestContained(t *testing.T) {
 
 // TestProbe runs the stand-in's probe inside a container: what the job
 // sees from inside.
+//
+// The hostile job's checks on this backend: it cannot see skiff's data
+// directory (nor the other runners' JIT files in it), sees no process but
+// its own, and a child it leaves in a session of its own does not outlive
+// its container.
 func TestProbe(t *testing.T) {
-	f := newFixture(t, "SKIFF_TEST_MODE=probe")
-	_, res, _ := launch(t, f.p, spec("probe"), "tok-probe", 1)
+	marker := "SKIFF_TEST_ORPHAN=" + t.Name() + hex.EncodeToString([]byte(time.Now().String()))[:16]
+	f := newFixture(t, "SKIFF_TEST_MODE=probe", marker)
+	f.p = withEnv(t, f, "SKIFF_TEST_HOST_DIR="+f.dir)
+	_, res, _ := launch(t, f.p, spec("probe"), "tok-probe", 2)
 	id := res.Runners[0].Instance.ID
 	probe := filepath.Join(f.dir, id, "usage", "probe")
 	var b []byte
@@ -187,7 +197,8 @@ func TestProbe(t *testing.T) {
 		return err == nil && bytes.HasSuffix(b, []byte("\n"))
 	})
 	want := map[string]string{"jit_readable": "true", "env_has_jit": "false", "root_writable": "false", "tmp_writable": "true",
-		"home_writable": "true", "docker_sock": "false", "podman_sock": "false", "CapEff": "0000000000000000", "NoNewPrivs": "1", "mknod": "false"}
+		"home_writable": "true", "docker_sock": "false", "podman_sock": "false", "CapEff": "0000000000000000", "NoNewPrivs": "1", "mknod": "false",
+		"host_dir_visible": "false", "processes": "1"}
 	got := map[string]string{}
 	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		k, v, _ := strings.Cut(l, "=")
@@ -198,6 +209,33 @@ func TestProbe(t *testing.T) {
 			t.Errorf("inside the container %s = %q, want %q", k, got[k], v)
 		}
 	}
+	awaitEnded(t, f, id)
+	if orphanOf(marker) {
+		t.Error("a process the job left behind outlived its container")
+	}
+}
+
+// orphanOf reports whether a process on this host carries marker in its
+// environment.
+func orphanOf(marker string) bool {
+	procs, _ := filepath.Glob("/proc/[0-9]*/environ")
+	for _, p := range procs {
+		if b, err := os.ReadFile(p); err == nil && bytes.Contains(b, []byte(marker)) {
+			return true
+		}
+	}
+	return false
+}
+
+// withEnv is the fixture's provider again with more runner environment.
+func withEnv(t *testing.T, f *fixture, env ...string) *container.Provider {
+	t.Helper()
+	p, err := container.New(container.Options{Engine: f.e.client, Dir: f.dir, Deployment: f.dep, Env: append(f.env, env...),
+		Logger: slog.New(slog.NewTextHandler(f.logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // TestReplay: launching a plan again, with or without registrations,

@@ -14,7 +14,9 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -35,6 +37,12 @@ func main() {
 		}
 	case "probe":
 		probe()
+		// Leave a child behind in a session of its own: it must not
+		// outlive the container.
+		cmd := exec.Command("/runner")
+		cmd.Env = append(os.Environ(), "SKIFF_TEST_MODE=sleep")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		_ = cmd.Start()
 		return
 	case "gate":
 		// Wait for the test's go-ahead (a file in the usage directory,
@@ -85,6 +93,10 @@ func probe() {
 	}
 	err = syscall.Mknod("/tmp/dev", syscall.S_IFCHR|0o600, 0x0101)
 	add("mknod", err == nil)
+	_, err = os.Stat(os.Getenv("SKIFF_TEST_HOST_DIR"))
+	add("host_dir_visible", err == nil)
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	add("processes", len(procs))
 	dir := os.Getenv("SKIFF_TERMINATION_LOG")
 	dir = dir[:strings.LastIndex(dir, "/")]
 	_ = os.WriteFile(dir+"/probe", []byte(strings.Join(out, "\n")+"\n"), 0o644)
