@@ -350,18 +350,13 @@ func (p *Provider) room(ctx context.Context, pn plan) room {
 	return r
 }
 
-// take takes a runner's limits out of the room (a bound of 0 is none).
+// take takes a runner's limits out of the room (fits ignores the bounds
+// the ceiling does not set).
 func (r *room) take(l pool.ContainerLimits) {
-	if r.nanoCPUs > 0 || r.nanoCPUs == 0 && l.NanoCPUs > 0 {
-		r.nanoCPUs -= l.NanoCPUs
-	}
-	if r.memory > 0 || r.memory == 0 && l.MemoryBytes > 0 {
-		r.memory -= l.MemoryBytes
-	}
 	n, _ := strconv.Atoi(l.GPUs)
-	if r.gpus >= 0 {
-		r.gpus -= n
-	}
+	r.nanoCPUs -= l.NanoCPUs
+	r.memory -= l.MemoryBytes
+	r.gpus -= n
 }
 
 // fits reports whether a runner of limits l fits in the room.

@@ -359,3 +359,57 @@ func TestEndReason(t *testing.T) {
 		})
 	}
 }
+
+// TestCeiling: the runners' limits together never pass the host's
+// ceiling: two runners of 64 MiB fill 128 MiB, within one launch and
+// across launches; a third waits (capacity), and fits once one has gone.
+func TestCeiling(t *testing.T) {
+	f := newFixture(t)
+	container.SetCeiling(f.p, container.Ceiling{MemoryBytes: 128 << 20})
+	l := provider.Launch{Token: "tok-ceiling", Spec: spec("ceiling")}
+	var regs []provider.Registration
+	for _, n := range []string{"a", "b", "c"} {
+		l.Runners = append(l.Runners, provider.Runner{Name: n})
+		regs = append(regs, provider.Registration{Mode: provider.ModeJIT, JITConfig: "x", RunnerName: n})
+	}
+	pl, err := f.p.Plan(context.Background(), l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.p.Launch(context.Background(), pl, regs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Runners[0].Err != nil || res.Runners[1].Err != nil || provider.Reason(res.Runners[2].Err) != "capacity" {
+		t.Fatalf("launch of 3 × 64 MiB under 128 MiB: %v, %v, %v; want two launched and a capacity refusal",
+			res.Runners[0].Err, res.Runners[1].Err, res.Runners[2].Err)
+	}
+	_, more := launchErr(t, f.p, spec("ceiling"), "tok-ceiling2")
+	if provider.Reason(more) != "capacity" {
+		t.Errorf("a launch on a full host: %v, want capacity", more)
+	}
+	if err := f.p.Terminate(context.Background(), []string{res.Runners[0].Instance.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := launchErr(t, f.p, spec("ceiling"), "tok-ceiling3"); err != nil {
+		t.Errorf("a launch after a runner went: %v", err)
+	}
+}
+
+// launchErr launches one runner and returns its instance id and error.
+func launchErr(t *testing.T, p *container.Provider, s pool.Spec, tok string) (string, error) {
+	t.Helper()
+	l := provider.Launch{Token: tok, Spec: s, Runners: []provider.Runner{{Name: tok}}}
+	pl, err := p.Plan(context.Background(), l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Launch(context.Background(), pl, []provider.Registration{{Mode: provider.ModeJIT, JITConfig: "x", RunnerName: tok}})
+	if err == nil && len(res.Runners) == 1 {
+		err = res.Runners[0].Err
+	}
+	if len(res.Runners) == 0 {
+		return "", err
+	}
+	return res.Runners[0].Instance.ID, err
+}
