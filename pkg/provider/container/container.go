@@ -434,9 +434,9 @@ func (p *Provider) launchOne(ctx context.Context, pn plan, r provider.Runner, re
 	if err := writeDir(dir, reg.JITConfig); err != nil {
 		return provider.Instance{}, &provider.Error{Kind: provider.ErrTransient, Code: "Registration", Message: "writing the runner's registration: " + err.Error()}
 	}
-	cleanup := func() {
-		ctx := context.WithoutCancel(ctx)
-		_ = p.remove(ctx, name)
+	cleanup := func() { // a runner that could not start leaves nothing
+		_ = p.remove(context.WithoutCancel(ctx), name)
+		_ = os.RemoveAll(dir)
 	}
 	netMode := container.NetworkMode("host")
 	if pn.Settings.Network != pool.ContainerNetworkHost {

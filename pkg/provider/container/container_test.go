@@ -295,6 +295,9 @@ func TestNoSuchImage(t *testing.T) {
 	if !provider.Permanent(err) || !strings.Contains(provider.Detail(err), s.Container.Image) {
 		t.Errorf("Launch = %v (detail %q), want a final error naming the image", err, provider.Detail(err))
 	}
+	if left, _ := os.ReadDir(f.dir); len(left) != 0 {
+		t.Errorf("a runner that could not start left %d directories (with its JIT configuration)", len(left))
+	}
 }
 
 // TestEngineDown: an engine that does not answer is transient.
