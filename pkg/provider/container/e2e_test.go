@@ -252,7 +252,8 @@ func (lo *localRun) finish(t *testing.T, run ghsim.RunInfo) map[int64][]metrics.
 }
 
 // check fails t unless every job succeeded with exactly one valid record
-// of the container provider with the pool's cost, and no credential
+// of the container provider with peaks from the entrypoint's cgroup
+// reading and the pool's cost, and no credential
 // reached the logs.
 func (lo *localRun) check(t *testing.T, run ghsim.RunInfo, recs map[int64][]metrics.Record) {
 	t.Helper()
@@ -271,6 +272,12 @@ func (lo *localRun) check(t *testing.T, run ghsim.RunInfo, recs map[int64][]metr
 		if r.CloudProvider != "container" || r.Pool != "boxes" || !strings.HasPrefix(r.InstanceType, "container ") {
 			t.Errorf("job %d's record: provider %q, pool %q, type %q; want container, boxes, container ...", id, r.CloudProvider, r.Pool, r.InstanceType)
 		}
+		// The stand-in holds a few MiB: its peak rounds to 0.00 GiB in
+		// the record, but is there; its CPU time is not zero.
+		if r.Memory == nil || r.Memory.PeakGiB == nil || r.CPU == nil || r.CPU.Seconds == nil || *r.CPU.Seconds <= 0 {
+			t.Errorf("job %d's record (runner %s) has no peaks from the entrypoint: memory %+v, cpu %+v", id, r.RunnerName, r.Memory, r.CPU)
+		}
+
 		if r.Cost == nil || r.Cost.HourlyUSD != 0.05 {
 			t.Errorf("job %d's record cost %+v, want the pool's 0.05 per hour", id, r.Cost)
 		}
