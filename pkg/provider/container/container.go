@@ -51,6 +51,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -833,6 +834,25 @@ func peaksOf(u podusage.Usage, in provider.Instance) *metrics.Peaks {
 		pk.GPUs = append(pk.GPUs, metrics.GPUPeak{Index: g.Index, Utilization: &util, MemoryUsedMiB: &mem})
 	}
 	return pk
+}
+
+// RecordHost describes this host in the metrics records: its CPUs, memory
+// and GPUs as the ceiling states them; nil without a ceiling.
+func (p *Provider) RecordHost() *metrics.Host {
+	c := p.o.Ceiling
+	if c == (Ceiling{}) {
+		return nil
+	}
+	h := &metrics.Host{CPUs: int(c.NanoCPUs / 1e9)}
+	if c.MemoryBytes > 0 {
+		gib := math.Round(float64(c.MemoryBytes)/(1<<30)*100) / 100
+		h.MemoryGiB = &gib
+	}
+	if c.GPUs > 0 {
+		n := c.GPUs
+		h.GPUs = &n
+	}
+	return h
 }
 
 // Peaks implements scaledown.UsageSource.

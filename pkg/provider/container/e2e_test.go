@@ -165,7 +165,8 @@ func (lo *localRun) start(t *testing.T, env ...string) {
 	t.Helper()
 	log := slog.New(slog.NewJSONHandler(lo.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	p, err := container.New(container.Options{Engine: lo.e.client, Dir: filepath.Join(lo.dir, "data", "containers"), Deployment: lo.dep,
-		Env: append([]string{"SKIFF_TEST_MODE=gate", "SKIFF_STANDIN_DURATION=300ms"}, env...), Logger: log})
+		Env: append([]string{"SKIFF_TEST_MODE=gate", "SKIFF_STANDIN_DURATION=300ms"}, env...), Logger: log,
+		Ceiling: container.Ceiling{NanoCPUs: 64e9, MemoryBytes: 64 << 30}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,6 +279,9 @@ func (lo *localRun) check(t *testing.T, run ghsim.RunInfo, recs map[int64][]metr
 			t.Errorf("job %d's record (runner %s) has no peaks from the entrypoint: memory %+v, cpu %+v", id, r.RunnerName, r.Memory, r.CPU)
 		}
 
+		if r.Host == nil || r.Host.CPUs != 64 || r.Host.MemoryGiB == nil || *r.Host.MemoryGiB != 64 {
+			t.Errorf("job %d's record host %+v, want the ceiling's 64 CPUs and 64 GiB", id, r.Host)
+		}
 		if r.Cost == nil || r.Cost.HourlyUSD != 0.05 {
 			t.Errorf("job %d's record cost %+v, want the pool's 0.05 per hour", id, r.Cost)
 		}
