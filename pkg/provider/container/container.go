@@ -452,8 +452,13 @@ func (p *Provider) launchOne(ctx context.Context, pn plan, r provider.Runner, re
 	cfg, hc := p.spec(pn, r, name, dir, netMode)
 	_, err := p.o.Engine.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name, Config: cfg, HostConfig: hc})
 	if taken(err) {
+		in, ferr := p.find(ctx, name)
+		if ferr != nil { // not ours after all: the engine's words misled
+			cleanup()
+			return provider.Instance{}, classify("creating container "+name, pn.Settings.Image, err)
+		}
 		log.Info("the runner's container exists already (a replay)")
-		return p.find(ctx, name)
+		return in, nil
 	}
 	if err != nil {
 		cleanup()
@@ -473,8 +478,12 @@ func (p *Provider) launchOne(ctx context.Context, pn plan, r provider.Runner, re
 // taken reports whether a create failed because the name is taken: a 409
 // from Docker, a 500 saying so from Podman.
 func taken(err error) bool {
-	return err != nil && (cerrdefs.IsConflict(err) || cerrdefs.IsAlreadyExists(err) ||
-		strings.Contains(err.Error(), "already in use") || strings.Contains(err.Error(), "already exists"))
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	return cerrdefs.IsConflict(err) || cerrdefs.IsAlreadyExists(err) ||
+		strings.Contains(msg, "name") && (strings.Contains(msg, "already in use") || strings.Contains(msg, "already exists") || strings.Contains(msg, "already used"))
 }
 
 // writeDir makes a runner's directory: 0700 and skiff's, holding the JIT
