@@ -47,6 +47,8 @@ deps: ## install what the tests need: npm packages, emulators, shellcheck, Slurm
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge slurmdbd mariadb-server; }
 	@# the Slurm provider submits as the pools' run-as accounts through sudo; its tests run sudo and visudo
 	@command -v sudo >/dev/null && command -v visudo >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq sudo; }
+	@# the container provider's tests start Podman's Docker-compatible service of their own (runc: crun refuses hybrid cgroups)
+	@command -v podman >/dev/null && command -v runc >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc; }
 	@# moto (DynamoDB with transactions, CloudWatch, EC2) is a Python package, preinstalled on these machines: say how, do not install
 	@python3 -c "import moto.server" 2>/dev/null || echo 'moto is missing (the ledger, fleet, metrics and ec2events tests need it): pip install "moto[server]==5.2.1"' >&2
 	@# the Kubernetes provider's tests run a real kube-apiserver and etcd, built once (about 5 minutes and 2.5 GB)

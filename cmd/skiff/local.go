@@ -43,6 +43,7 @@ func runLocal(args []string, stdout, stderr io.Writer) int {
 type localFlags struct {
 	pools, dataDir, listen, provider, runner, slurmShared string
 	kubeconfig, kubeNS, kubeImage, deployment             string
+	containerImage                                        string
 	appID                                                 int64
 	keyFile, apiURL, webURL, allow, installations, limits string
 	fast, records                                         bool
@@ -57,12 +58,13 @@ func parseLocalFlags(args []string, stderr io.Writer) (f localFlags, ok bool, co
 	fs.StringVar(&f.dataDir, "data-dir", "skiff-data", "the SQLite file, the runners' work directories and their logs")
 	fs.StringVar(&f.deployment, "deployment", "", "the deployment id that tags this daemon's runners and scopes what it lists and ends (default: the one kept in --data-dir, else derived from its path and kept there)")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "the webhook's address (the GitHub App's webhook URL points here)")
-	fs.StringVar(&f.provider, "provider", "process", "process (run each runner as a local process), slurm (each runner a Slurm batch job, from a login node), kubernetes (each runner a Pod) or dry-run (log what would launch)")
+	fs.StringVar(&f.provider, "provider", "process", "process (run each runner as a local process), slurm (each runner a Slurm batch job, from a login node), kubernetes (each runner a Pod), container (each runner a container on Docker or Podman) or dry-run (log what would launch)")
 	fs.StringVar(&f.runner, "runner", "", "the runner command for the process and slurm providers, e.g. /opt/actions-runner/run.sh (on the shared filesystem for slurm)")
 	fs.StringVar(&f.slurmShared, "slurm-shared", "", "with --provider slurm: a directory the compute nodes share, for registrations (jit/, mode 0711, a 0700 directory per run-as account) and work directories (work/)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "with --provider kubernetes: the kubeconfig (default: in-cluster credentials in a Pod, else $KUBECONFIG or ~/.kube/config)")
 	fs.StringVar(&f.kubeNS, "kube-namespace", "", "with --provider kubernetes: the runner namespace of pools without a kubernetes: section")
 	fs.StringVar(&f.kubeImage, "kube-image", "", "with --provider kubernetes: the runner image of pools without a kubernetes: section (the runner with skiff-podhelper, infra/kubernetes/runner)")
+	fs.StringVar(&f.containerImage, "container-image", "", "with --provider container: the runner image of pools without a container: section (infra/kubernetes/runner); the engine is DOCKER_HOST's")
 	fs.Int64Var(&f.appID, "app-id", 0, "the GitHub App's id (default: the App skiff setup stored in --data-dir)")
 	fs.StringVar(&f.keyFile, "app-key-file", "", "the GitHub App's private key (PEM); or SKIFF_GITHUB_APP_KEY")
 	fs.StringVar(&f.apiURL, "github-api-url", "", "GitHub's REST root (default https://api.github.com; GHES: https://HOST/api/v3)")
@@ -163,6 +165,20 @@ func serveLocal(cfg local.Config, f localFlags, stdout, stderr io.Writer) int {
 			return id, err
 		}
 		if cfg.Pools, cfg.ExternalProvider, err = kubeProvider(f.pools, f.kubeconfig, f.kubeNS, f.kubeImage, deployment, logger); err != nil {
+			fmt.Fprintln(stderr, "skiff local:", err)
+			return exitUsage
+		}
+	}
+	if cfg.Provider == "container" {
+		deployment := func() (string, error) {
+			if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+				return "", fmt.Errorf("creating the data directory: %w", err)
+			}
+			id, err := local.Deployment(cfg.DataDir, cfg.Deployment)
+			cfg.Deployment = id
+			return id, err
+		}
+		if cfg.Pools, cfg.ExternalProvider, err = containerProvider(f.pools, f.containerImage, cfg.DataDir, deployment, logger); err != nil {
 			fmt.Fprintln(stderr, "skiff local:", err)
 			return exitUsage
 		}

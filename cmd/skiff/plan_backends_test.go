@@ -23,6 +23,7 @@ func TestPlanBackendsGolden(t *testing.T) {
 		{"plan-slurm-default", "self-hosted,hpc", 0},
 		{"plan-kubernetes-sized", "self-hosted,pods,skiff/cpu=8/ram=32/gpu=1", 0},
 		{"plan-process", "self-hosted,lab", 0},
+		{"plan-container-sized", "self-hosted,boxes,skiff/cpu=4/ram=16", 0},
 		{"plan-ec2-section", "self-hosted,cloud", 0},
 		{"plan-slurm-spot-refused", "self-hosted,hpc,skiff/spot=true", 1},
 		{"plan-process-sizes-refused", "self-hosted,lab,skiff/cpu=4", 1},

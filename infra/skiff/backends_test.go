@@ -18,7 +18,7 @@ func TestCheckBackends(t *testing.T) {
 		bad  []string
 	}{
 		{"pools.yaml", nil},
-		{"backends.yaml", []string{`"hpc" runs on slurm`, `"pods" runs on kubernetes`, `"lab" runs on process`}},
+		{"backends.yaml", []string{`"hpc" runs on slurm`, `"pods" runs on kubernetes`, `"lab" runs on process`, `"boxes" runs on container`}},
 	} {
 		cfg, err := pool.Load(filepath.Join("..", "..", "examples", tt.file))
 		if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/groups"
 	"github.com/skiffci/skiff/pkg/instanceevents"
+	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
@@ -547,6 +548,10 @@ func (l *Local) metricsWriter(pools *pool.Config, ledger *sqlitestore.Ledger, co
 			// A provider that measures its runners itself (kubernetes: the
 			// runner container's termination message).
 			rw.Peaks = scaledown.ProviderPeaks{Source: src}
+		}
+		if h, ok := l.Provider.(interface{ RecordHost() *metrics.Host }); ok {
+			// A provider that runs on this machine describes it (container).
+			rw.Host = h.RecordHost()
 		}
 	}
 	return rw, recordPools

@@ -17,10 +17,11 @@ const (
 	BackendSlurm      Backend = "slurm"
 	BackendKubernetes Backend = "kubernetes"
 	BackendProcess    Backend = "process"
+	BackendContainer  Backend = "container"
 )
 
 // Backends lists the backends in the order the pools file documents them.
-var Backends = []Backend{BackendEC2, BackendSlurm, BackendKubernetes, BackendProcess}
+var Backends = []Backend{BackendEC2, BackendSlurm, BackendKubernetes, BackendProcess, BackendContainer}
 
 // Capabilities are what a backend's provider can do for a pool. A provider
 // states its own (provider.Provider.Capabilities); validate and plan check a
@@ -62,6 +63,12 @@ var Declared = map[Backend]Capabilities{
 	// one, else by sampling /proc, and the GPUs through nvidia-smi.
 	BackendProcess: {GPUs: true, ReplayByToken: true,
 		UsageSources: []string{"cgroup", "procfs", "nvidia-smi"}},
+	// The container provider sizes a runner as limits of its container and
+	// gives it GPUs as CDI devices or device requests; the same plan finds
+	// the containers its token named. The runner image's entrypoint reads
+	// the container's cgroup (and nvidia-smi) when the runner exits.
+	BackendContainer: {DynamicSizes: true, GPUs: true, ReplayByToken: true,
+		UsageSources: []string{"cgroup", "nvidia-smi"}},
 }
 
 // Sizes are a runner's neutral sizes, resolved from the dynamic label

@@ -143,6 +143,7 @@ type Pool struct {
 	Slurm      *Slurm
 	Kubernetes *Kubernetes
 	Process    *Process
+	Container  *Container
 
 	// Line is where the pool starts in the file.
 	Line int
@@ -423,6 +424,8 @@ func decodeBackend(p *Pool, m, defaults, defaultsEC2 map[string]any) {
 		p.Kubernetes = decodeKubernetes(section(BackendKubernetes))
 	case BackendProcess:
 		p.Process = &Process{Sandbox: str(section(BackendProcess)["sandbox"])}
+	case BackendContainer:
+		p.Container = decodeContainer(section(BackendContainer))
 	}
 }
 

@@ -114,6 +114,8 @@ func WritePlanFor(w io.Writer, cfg *Config, s Spec, deployment string) error {
 		writeKubernetes(row, s)
 	case s.Process != nil:
 		row("runs as", "a process on the machine skiff local runs on (fresh work directory per job)")
+	case s.Container != nil:
+		writeContainer(row, s)
 	}
 	row("max runners", fmt.Sprint(s.MaxRunners))
 	row("max lifetime", FormatDuration(s.MaxLifetime))

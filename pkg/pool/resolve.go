@@ -25,6 +25,8 @@ type Spec struct {
 	Kubernetes *Kubernetes
 	// Process is the process part (local mode only).
 	Process *Process
+	// Container is the container part; Container.Limits maps it with Sizes.
+	Container *Container
 }
 
 // Shared is the part of a launch spec every backend understands.
@@ -154,7 +156,7 @@ func (c *Config) resolve(labels []string, repository string, scoped bool) (Spec,
 			RunnerVersion: p.RunnerVersion,
 			RunnerSHA256:  p.RunnerSHA256,
 		},
-		EC2: p.EC2, Slurm: p.Slurm, Kubernetes: p.Kubernetes, Process: p.Process,
+		EC2: p.EC2, Slurm: p.Slurm, Kubernetes: p.Kubernetes, Process: p.Process, Container: p.Container,
 	}
 	if dyn != nil {
 		spec.RunID = dyn.RunID

@@ -136,6 +136,8 @@ func (s *source) checkPool(i int, p *Pool, add addFunc) {
 		s.checkSlurm(i, p, add)
 	case p.Kubernetes != nil:
 		s.checkKubernetes(i, p, add)
+	case p.Container != nil:
+		s.checkContainer(i, p, add)
 	case p.Process.Unsandboxed():
 		add(s.sectionField(i, BackendProcess, "sandbox"), SeverityWarning,
 			fmt.Sprintf("pool %q runs its runners unsandboxed: each job runs as skiff's own Unix account and sees the machine as skiff does: "+
