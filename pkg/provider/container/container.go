@@ -509,7 +509,7 @@ func (p *Provider) spec(pn plan, r provider.Runner, name, dir string, net contai
 	tagJSON, _ := json.Marshal(tags(pn, r, p.o.Deployment)) // a map of strings always encodes
 	limJSON, _ := json.Marshal(l)
 	env := append([]string{EnvJITConfigFile + "=" + JITFile, EnvTerminationLog + "=" + UsageFile, EnvInstanceID + "=" + name,
-		"SKIFF_CGROUP_ROOT=/sys/fs/cgroup"}, p.o.Env...)
+		"SKIFF_CGROUP_ROOT=/sys/fs/cgroup", provider.EnvDeprecatedExitCode + "=1"}, p.o.Env...)
 	cfg := &container.Config{
 		Image: s.Image, Env: env, User: s.User, Hostname: name,
 		Labels: map[string]string{LabelManaged: "true", LabelDeployment: p.o.Deployment, LabelPool: pn.Pool, LabelToken: pn.Token,
@@ -753,6 +753,12 @@ func (p *Provider) end(ctx context.Context, name string, in provider.Instance) p
 			_ = json.Unmarshal([]byte(got.Container.Config.Labels[LabelLimits]), &l)
 		}
 		e.reason = EndReason(st.ExitCode, st.OOMKilled, u.PeakMemoryBytes, l.MemoryBytes, st.Error)
+		if st.ExitCode == provider.ExitVersionDeprecated {
+			// GitHub refused the image's runner for its version: scale-down
+			// holds the pool (package freshness).
+			in.Tags[names.TagRunnerOutdated] = "unknown"
+			e.in = in
+		}
 	}
 	if err := p.remove(ctx, name); err != nil {
 		p.o.Logger.Warn("removing an ended runner container", "container", name, "err", err)

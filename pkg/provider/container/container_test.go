@@ -15,6 +15,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/container"
@@ -278,6 +279,23 @@ func TestEndRemoved(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(f.dir, id)); !os.IsNotExist(err) {
 		t.Errorf("the ended runner's directory is still there: %v", err)
+	}
+}
+
+// TestOutdatedRunner: runners start with the deprecation exit code turned
+// on, and one that ends with it (GitHub refused its version) is listed
+// with the outdated tag scale-down holds its pool for.
+func TestOutdatedRunner(t *testing.T) {
+	f := newFixture(t, "SKIFF_TEST_MODE=deprecated")
+	_, res, _ := launch(t, f.p, spec("outdated"), "tok-outdated", 1)
+	id := res.Runners[0].Instance.ID
+	awaitEnded(t, f, id)
+	if reason, ok := f.p.Ended(id); !ok || reason != "exit code 7" {
+		t.Errorf("end reason %q (%v), want exit code 7", reason, ok)
+	}
+	ins, err := f.p.List(context.Background(), provider.Filter{IDs: []string{id}})
+	if err != nil || len(ins) != 1 || ins[0].Tags[names.TagRunnerOutdated] == "" {
+		t.Errorf("listed %+v (%v), want the ended runner tagged %s", ins, err, names.TagRunnerOutdated)
 	}
 }
 

@@ -3,6 +3,8 @@
 //
 //	sleep (default)  wait for a signal
 //	exit             exit 0 at once
+//	deprecated       end as a runner GitHub refuses for its version: 7 with
+//	                 ACTIONS_RUNNER_RETURN_VERSION_DEPRECATED_EXIT_CODE=1, else 0
 //	gate             wait for the usage directory's go file, then exec skiff-podhelper -- skiff-standin
 //	mark             write started in $SKIFF_TERMINATION_LOG's directory, then sleep
 //	oom              allocate memory until the kernel kills it
@@ -25,6 +27,11 @@ import (
 func main() {
 	switch os.Getenv("SKIFF_TEST_MODE") {
 	case "exit":
+		return
+	case "deprecated":
+		if os.Getenv("ACTIONS_RUNNER_RETURN_VERSION_DEPRECATED_EXIT_CODE") == "1" {
+			os.Exit(7)
+		}
 		return
 	case "oom":
 		var keep [][]byte
