@@ -197,6 +197,12 @@ type Server struct {
 	deliveries []*simDelivery
 	created    []*CreatedApp
 	codes      map[string]*simManifestCode
+	// The scale-set side (scaleset.go).
+	ssOpts      ScaleSetOptions
+	scaleSets   map[int64]*simScaleSet
+	ssSessions  map[string]*simSession
+	adminTokens map[string]*simAdminToken
+	corruptNext int
 
 	dmu     sync.Mutex
 	outbox  []*simDelivery
