@@ -303,7 +303,7 @@ func (s *Server) ssJSON(ss *simScaleSet) obj {
 	return obj{"id": ss.id, "name": ss.name, "runnerGroupId": ss.groupID, "runnerGroupName": group, "labels": labels,
 		"RunnerSetting": obj{}, "createdOn": ts(ss.created),
 		"runnerJitConfigUrl": fmt.Sprintf("%s/_actions/%s/_apis/runtime/runnerscalesets/%d/generatejitconfig", s.webBase, ss.account.login, ss.id),
-		"statistics": s.statsLocked(ss)}
+		"statistics":         s.statsLocked(ss)}
 }
 
 func (s *Server) ssList(c *call, a *simAccount) {
