@@ -21,6 +21,7 @@ import (
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/groups"
 	"github.com/skiffci/skiff/pkg/instanceevents"
+	"github.com/skiffci/skiff/pkg/listener"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
@@ -157,6 +158,9 @@ type Local struct {
 	// reconciler pass, and at a pool's first launch in an organization.
 	Groups  *groups.Keeper
 	Webhook *webhook.Handler
+	// Listeners take the jobs of the pools with jobs: listener from their
+	// runner scale sets, one per organization (listener.go).
+	Listeners []*listener.Listener
 	closeFn func(context.Context) error
 	events  *instanceevents.Service
 	ln      net.Listener
@@ -278,16 +282,20 @@ func New(cfg Config, logger *slog.Logger) (*Local, error) {
 	if err := l.buildServices(pools, gh, ledger, launches, lists); err != nil {
 		return nil, err
 	}
-	l.ln, err = net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("listening for webhooks on %s: %w", cfg.Listen, err)
+	if needsWebhook(pools) { // with every pool on the listener, no port is opened
+		l.ln, err = net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("listening for webhooks on %s: %w", cfg.Listen, err)
+		}
+		// Timeouts on every phase and a bound on the bodies read at once
+		// (internal/httpserve says why each has its value); the webhook cuts
+		// each body at its own limit.
+		l.srv = httpserve.New(l.Webhook, httpserve.Options{})
 	}
-	// Timeouts on every phase and a bound on the bodies read at once
-	// (internal/httpserve says why each has its value); the webhook cuts
-	// each body at its own limit.
-	l.srv = httpserve.New(l.Webhook, httpserve.Options{})
 	if err := l.settle(context.Background(), pools, launches); err != nil {
-		_ = l.ln.Close()
+		if l.ln != nil {
+			_ = l.ln.Close()
+		}
 		return nil, err
 	}
 	ok = true
@@ -481,8 +489,12 @@ func (l *Local) buildServices(pools *pool.Config, gh *github.Client, ledger *sql
 	if err != nil {
 		return err
 	}
+	sg, err := l.buildListeners(pools, gh, lists.allow)
+	if err != nil {
+		return err
+	}
 	l.ScaleUp, err = scaleup.New(scaleup.Options{Pools: pools, Launches: launches, Ledger: l.Ledger, Jobs: l.Store,
-		Provider: l.Provider, GitHub: gh, Counter: counter, Logger: logger, Now: cfg.Now, GitHubURL: cfg.GitHubURL, Room: l.Room,
+		Provider: l.Provider, GitHub: sg, Counter: counter, Logger: logger, Now: cfg.Now, GitHubURL: cfg.GitHubURL, Room: l.Room,
 		Groups: l.Groups, Deployment: cfg.Deployment,
 		// Locally GitHub's answer is cheap and a slot is precious: a job
 		// cancelled while it waited for one is not launched.
@@ -592,8 +604,14 @@ func (l *Local) settle(ctx context.Context, pools *pool.Config, launches *sqlite
 	return nil
 }
 
-// URL is the webhook's URL, for the GitHub App's settings.
-func (l *Local) URL() string { return "http://" + l.ln.Addr().String() + "/" }
+// URL is the webhook's URL, for the GitHub App's settings ("" when every
+// pool takes its jobs from the listener and no port is open).
+func (l *Local) URL() string {
+	if l.ln == nil {
+		return ""
+	}
+	return "http://" + l.ln.Addr().String() + "/"
+}
 
 // Run serves webhooks and runs the scale-up loops until ctx ends, then
 // stops taking work, settles what it answered, ends the runners it started
@@ -601,21 +619,31 @@ func (l *Local) URL() string { return "http://" + l.ln.Addr().String() + "/" }
 func (l *Local) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	serveErr := make(chan error, 1)
-	wg.Add(4)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		l.watchInstances(ctx)
 	}()
+	for _, ln := range l.Listeners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ln.Run(ctx)
+		}()
+	}
 	go func() {
 		defer wg.Done()
 		l.reconcile(ctx)
 	}()
-	go func() {
-		defer wg.Done()
-		if err := l.srv.Serve(l.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			serveErr <- err
-		}
-	}()
+	if l.srv != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := l.srv.Serve(l.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- err
+			}
+		}()
+	}
 	go func() {
 		defer wg.Done()
 		queue.ConsumeConcurrently(ctx, l.Queue, 10, l.cfg.ScaleUpWorkers, l.ScaleUp.Handle, l.log)
@@ -628,7 +656,9 @@ func (l *Local) Run(ctx context.Context) error {
 	}
 	shut, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	_ = l.srv.Shutdown(shut)
+	if l.srv != nil {
+		_ = l.srv.Shutdown(shut)
+	}
 	wg.Wait()
 	return errors.Join(err, l.Close(shut))
 }

@@ -129,6 +129,9 @@ type Pool struct {
 	// Registration is how the pool's runners register: JIT (default) or,
 	// opted into, an organisation-wide registration token.
 	Registration RegistrationMode
+	// Jobs is where the pool learns of its queued jobs: the webhook
+	// (default) or, in skiff local, a runner scale set's listener.
+	Jobs JobSource
 
 	// Backend is where the pool's runners run; its section is set.
 	Backend    Backend
@@ -363,6 +366,7 @@ func decodeShared(i int, m, defaults map[string]any) *Pool {
 	}
 	p.Policy.ForkPullRequests = ForkPolicy(str(get("forkPullRequests")))
 	p.Registration = RegistrationMode(str(get("registration")))
+	p.Jobs = JobSource(str(get("jobs")))
 	if d, ok := get("dynamic").(map[string]any); ok {
 		p.Dynamic = &Bounds{MaxCPU: num(d["maxCpu"]), MaxRAMGiB: num(d["maxRamGiB"]), MaxGPUs: num(d["maxGpus"]),
 			MaxDiskGiB: num(d["maxDiskGiB"]), Families: strs(d["families"]), AllowOnDemand: d["allowOnDemand"] == true}
@@ -620,6 +624,9 @@ func applyPoolDefaults(p *Pool) {
 	}
 	if p.Registration == "" {
 		p.Registration = DefaultRegistration
+	}
+	if p.Jobs == "" {
+		p.Jobs = JobsWebhook
 	}
 	p.MaxLifetime = DefaultMaxLifetime
 	if p.lifetime != "" {

@@ -144,6 +144,7 @@ type simMsg struct {
 	id      int64
 	body    string
 	corrupt bool
+	offers  []int64 // the runner request ids of its JobAvailable messages
 }
 
 type simSession struct {
@@ -641,10 +642,16 @@ func (s *Server) ssDeleteMessage(c *call) {
 	id, _ := strconv.ParseInt(c.r.PathValue("mid"), 10, 64)
 	ss := sess.ss
 	for i, m := range ss.msgs {
-		if m.id == id {
-			ss.msgs = append(ss.msgs[:i], ss.msgs[i+1:]...)
-			break
+		if m.id != id {
+			continue
 		}
+		for _, req := range m.offers {
+			if j := s.jobByRequestLocked(ss, req); j != nil && j.status == "queued" && j.ssState == ssAvailable {
+				s.ackedEarly++
+			}
+		}
+		ss.msgs = append(ss.msgs[:i], ss.msgs[i+1:]...)
+		break
 	}
 	c.noContent()
 }
@@ -656,14 +663,28 @@ func (s *Server) flushLocked(ss *simScaleSet) {
 	for len(ss.pending) > 0 {
 		n := min(batch, len(ss.pending))
 		b, _ := json.Marshal(ss.pending[:n])
-		ss.pending = ss.pending[n:]
 		m := &simMsg{id: s.nextID(), body: string(b)}
+		for _, jm := range ss.pending[:n] {
+			if jm["messageType"] == "JobAvailable" {
+				m.offers = append(m.offers, jm["runnerRequestId"].(int64))
+			}
+		}
+		ss.pending = ss.pending[n:]
 		if s.corruptNext > 0 {
 			s.corruptNext--
 			m.body, m.corrupt = "[{\"messageType\": \"JobAvailable\", \"runnerRequestId\": \"not a number\"", true
 		}
 		ss.msgs = append(ss.msgs, m)
 	}
+}
+
+// AckedUnacquired counts the jobs offered by a message that was deleted
+// while they were still offered and not acquired: a client that
+// acknowledges before it handles (or skips a job on purpose) shows here.
+func (s *Server) AckedUnacquired() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ackedEarly
 }
 
 // CorruptMessages makes the next n queue messages unparseable (their job

@@ -203,6 +203,7 @@ type Server struct {
 	ssSessions  map[string]*simSession
 	adminTokens map[string]*simAdminToken
 	corruptNext int
+	ackedEarly  int
 
 	dmu     sync.Mutex
 	outbox  []*simDelivery

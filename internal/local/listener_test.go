@@ -1,0 +1,135 @@
+package local_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skiffci/skiff/internal/local"
+	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/provider"
+)
+
+// listenerPools is testenv.CPUPools with the pool's jobs taken from its
+// runner scale set.
+const listenerPools = testenv.CPUPools + "    jobs: listener\n"
+
+var cpuLabels = []string{"self-hosted", "linux", "x64"}
+
+// waitUntil polls cond (another process's or goroutine's progress) until
+// it holds, and fails with cond's state after 3 minutes (a safety net that
+// says what is stuck, not a measurement).
+func waitUntil(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %s", what, state)
+		}
+		time.Sleep(20 * time.Millisecond) // polling another goroutine's progress
+	}
+}
+
+// scaleSet is acme's one scale set in sim.
+func scaleSet(t *testing.T, sim *ghsim.Server) ghsim.ScaleSetState {
+	t.Helper()
+	ss := sim.ScaleSets("acme")
+	if len(ss) != 1 {
+		return ghsim.ScaleSetState{}
+	}
+	return ss[0]
+}
+
+// runListenerJobs starts n jobs and waits until each completed, the pool
+// counts no runner and the scale set's queue is empty; it returns the job
+// ids.
+func runListenerJobs(t *testing.T, sim *ghsim.Server, l *local.Local, logs fmt.Stringer, n int) []int64 {
+	t.Helper()
+	spec := ghsim.RunSpec{Repo: "acme/app"}
+	for range n {
+		spec.Jobs = append(spec.Jobs, ghsim.JobSpec{Labels: cpuLabels})
+	}
+	run, err := sim.StartRun(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "every job completed and acknowledged", func() (bool, string) {
+		live, _ := l.Ledger.Live(context.Background(), "cpu")
+		ss := scaleSet(t, sim)
+		return completedJobs(sim, run.JobIDs) == n && live == 0 && ss.Unacked == 0,
+			fmt.Sprintf("%d of %d completed, %d live, scale set %+v\n%s", completedJobs(sim, run.JobIDs), n, live, ss, logs)
+	})
+	return run.JobIDs
+}
+
+// checkOnce: one scale-set registration per runner launched, none through
+// the REST JIT endpoint, and no job's offer acknowledged before it was
+// acquired.
+func checkOnce(t *testing.T, sim *ghsim.Server, l *local.Local) {
+	t.Helper()
+	all, err := l.Provider.List(context.Background(), provider.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if jit := sim.Requests(ghsim.OpScaleSetJITConfig); jit != len(all) {
+		t.Errorf("%d scale-set JIT configurations for %d runners launched", jit, len(all))
+	}
+	if rest := sim.Requests(ghsim.OpGenerateOrgJITConfig); rest != 0 {
+		t.Errorf("%d runners registered through the REST JIT endpoint, want 0", rest)
+	}
+	if n := sim.AckedUnacquired(); n != 0 {
+		t.Errorf("%d jobs' offers were acknowledged before they were acquired", n)
+	}
+}
+
+// TestLocalListener runs local mode with every pool on the listener: no
+// port is opened, the jobs come from the scale set's long poll, each is
+// launched once through the scale set's JIT configuration, every message
+// is acknowledged, the job records are kept for the usage records, and the
+// session is deleted on exit.
+func TestLocalListener(t *testing.T) {
+	t.Parallel()
+	standin := buildStandin(t, t.TempDir())
+	sim, pemKey := testenv.GitHubApp(t, "CANARYLISTEN")
+	sim.SetScaleSetOptions(ghsim.ScaleSetOptions{Reoffer: time.Hour}) // nothing lost is recovered by an offer again
+	l, logs, stop := startLocal(t, sim, pemKey, listenerPools, local.Config{
+		RunnerCommand: []string{standin}, RunnerEnv: []string{"SKIFF_STANDIN_DURATION=200ms"}, Limits: map[string]int{"cpu": 2},
+	})
+	if l.URL() != "" {
+		t.Errorf("local mode with every pool on the listener listens on %s", l.URL())
+	}
+	ids := runListenerJobs(t, sim, l, logs, 3)
+	checkOnce(t, sim, l)
+	for _, id := range ids {
+		if j, _ := sim.Job(id); j.Conclusion != "success" {
+			t.Errorf("job %d: %+v", id, j)
+		}
+		rec, err := l.Store.Job(context.Background(), id)
+		if err != nil || rec.Pool != "cpu" || rec.Repository != "acme/app" || rec.RunnerName == "" || rec.Conclusion != "success" {
+			t.Errorf("job %d's record: %+v, %v", id, rec, err)
+		}
+	}
+	st, err := l.ListenerState()
+	if err != nil || len(st) != 1 || st[0].Session == "" || st[0].LastMessageID == 0 || st[0].ScaleSetID != scaleSet(t, sim).ID {
+		t.Errorf("the listener's state while running: %+v, %v", st, err)
+	}
+	if err := stop(); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	if ss := scaleSet(t, sim); ss.Session != "" {
+		t.Errorf("the session outlived skiff local: %+v", ss)
+	}
+	if st, _ := l.ListenerState(); len(st) != 1 || st[0].Session != "" {
+		t.Errorf("the state after exit still names a session: %+v", st)
+	}
+	if strings.Contains(logs.String(), "CANARYLISTEN") {
+		t.Error("a credential reached the log")
+	}
+}
