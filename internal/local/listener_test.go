@@ -9,7 +9,9 @@ import (
 
 	"github.com/skiffci/skiff/internal/local"
 	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/github/scaleset"
 	"github.com/skiffci/skiff/pkg/provider"
 )
 
@@ -132,4 +134,149 @@ func TestLocalListener(t *testing.T) {
 	if strings.Contains(logs.String(), "CANARYLISTEN") {
 		t.Error("a credential reached the log")
 	}
+}
+
+// TestLocalListenerFaults runs jobs through the listener while the scale
+// set's service fails the ways its users see: each job still runs once,
+// and no offer is acknowledged before its job was acquired.
+func TestLocalListenerFaults(t *testing.T) {
+	t.Parallel()
+	standin := buildStandin(t, t.TempDir())
+	tests := []struct {
+		name  string
+		opts  ghsim.ScaleSetOptions
+		setup func(t *testing.T, sim *ghsim.Server, pemKey string)
+		// skipped is how many offers the listener acknowledges without
+		// acquiring them on purpose.
+		skipped int
+		check   func(t *testing.T, sim *ghsim.Server, logs string)
+	}{
+		{
+			name: "broker drops connections and answers 5xx in runs",
+			setup: func(t *testing.T, sim *ghsim.Server, pemKey string) {
+				// Two EOFs: Go's transport retries one on a fresh connection.
+				sim.SetFault(ghsim.OpGetMessage, ghsim.Fault{FailNext: 2, ErrorRate: 0.3, EOF: true})
+				sim.SetFault(ghsim.OpAcquireJobs, ghsim.Fault{FailNext: 1, ErrorRate: 0.3, ErrorStatus: 503})
+				sim.SetFault(ghsim.OpDeleteMessage, ghsim.Fault{FailNext: 1, ErrorRate: 0.3})
+				sim.SetFault(ghsim.OpScaleSetJITConfig, ghsim.Fault{FailNext: 1, ErrorRate: 0.3, ErrorStatus: 500})
+			},
+			check: func(t *testing.T, sim *ghsim.Server, logs string) {
+				for _, want := range []string{"polling the scale set's messages", "handling a message; it will be delivered again",
+					"acknowledging a handled message; it will be delivered again"} {
+					if !strings.Contains(logs, want) {
+						t.Errorf("no %q in the log: the fault was not exercised", want)
+					}
+				}
+			},
+		},
+		{
+			name: "queue and admin tokens expire",
+			opts: ghsim.ScaleSetOptions{QueueTokenTTL: 300 * time.Millisecond, Poll: 500 * time.Millisecond},
+			check: func(t *testing.T, sim *ghsim.Server, _ string) {
+				if n := sim.Requests(ghsim.OpRefreshSession); n == 0 {
+					t.Error("the session was never refreshed after its token expired")
+				}
+				if n := sim.Requests(ghsim.OpCreateSession); n != 1 {
+					t.Errorf("%d sessions created, want 1: an expired token is refreshed, not the session replaced", n)
+				}
+			},
+		},
+		{
+			name:    "a message that cannot be parsed",
+			opts:    ghsim.ScaleSetOptions{Reoffer: 500 * time.Millisecond},
+			setup:   func(t *testing.T, sim *ghsim.Server, _ string) { sim.CorruptMessages(1) },
+			skipped: 3,
+			check: func(t *testing.T, sim *ghsim.Server, logs string) {
+				if !strings.Contains(logs, "acknowledging a message that cannot be parsed") {
+					t.Error("no corrupt message was seen")
+				}
+			},
+		},
+		{
+			name: "a stale session left by a crash without its state",
+			opts: ghsim.ScaleSetOptions{SessionTimeout: time.Second},
+			setup: func(t *testing.T, sim *ghsim.Server, pemKey string) {
+				// The crashed process's scale set and session, never polled again.
+				staleSession(t, sim, pemKey, "lab-cpu")
+			},
+			check: func(t *testing.T, sim *ghsim.Server, logs string) {
+				if !strings.Contains(logs, "another client holds the session") {
+					t.Error("the stale session did not refuse the new one")
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			sim, pemKey := testenv.GitHubApp(t, "CANARYFAULT")
+			if tt.opts.Reoffer == 0 {
+				tt.opts.Reoffer = time.Hour // nothing lost is recovered by an offer again
+			}
+			sim.SetScaleSetOptions(tt.opts)
+			if tt.setup != nil {
+				tt.setup(t, sim, pemKey)
+			}
+			l, logs, stop := startLocal(t, sim, pemKey, listenerPools, local.Config{Deployment: "lab",
+				RunnerCommand: []string{standin}, RunnerEnv: []string{"SKIFF_STANDIN_DURATION=100ms"}, Limits: map[string]int{"cpu": 2},
+			})
+			runListenerJobs(t, sim, l, logs, 3)
+			sim.ClearFaults()
+			all, err := l.Provider.List(context.Background(), provider.Filter{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := sim.Requests(ghsim.OpScaleSetJITConfig); n < len(all) {
+				t.Errorf("%d JIT configurations for %d runners", n, len(all))
+			}
+			if len(all) != 3 {
+				t.Errorf("%d runners launched for 3 jobs", len(all))
+			}
+			if n := sim.AckedUnacquired(); n != tt.skipped {
+				t.Errorf("%d offers acknowledged before their job was acquired, want %d", n, tt.skipped)
+			}
+			tt.check(t, sim, logs.String())
+			if err := stop(); err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+}
+
+// staleSession creates in sim the scale set name in acme's group
+// skiff-cpu with a session nobody polls: what a process killed before it
+// kept the session's id leaves.
+func staleSession(t *testing.T, sim *ghsim.Server, pemKey, name string) {
+	t.Helper()
+	sim.AddRunnerGroup("acme", "skiff-cpu")
+	c := scaleSetClient(t, sim, pemKey)
+	g, err := c.RunnerGroupByName(t.Context(), "skiff-cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := c.CreateScaleSet(t.Context(), g.ID, name, cpuLabels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateSession(t.Context(), ss.ID, "crashed"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// scaleSetClient is a scale-set client of acme on sim, as the App.
+func scaleSetClient(t *testing.T, sim *ghsim.Server, pemKey string) *scaleset.Client {
+	t.Helper()
+	apps, err := github.ParseAppKeys([]int64{testenv.AppID}, pemKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gh, err := github.NewClient(apps, github.WithBaseURL(sim.URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := scaleset.New(scaleset.Options{APIURL: sim.URL(), WebURL: sim.URL(), Org: "acme", Registrar: gh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
