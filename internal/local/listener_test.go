@@ -280,3 +280,105 @@ func scaleSetClient(t *testing.T, sim *ghsim.Server, pemKey string) *scaleset.Cl
 	}
 	return c
 }
+
+// TestLocalListenerReassigned: a job the scale set took back before a
+// runner took it (JobAssigned, then JobCompleted canceled, then a new
+// JobAvailable) is acquired and queued again, and its claim launches
+// nothing more: the runner launched for it takes it.
+func TestLocalListenerReassigned(t *testing.T) {
+	t.Parallel()
+	sim, pemKey := testenv.GitHubApp(t, "CANARYREASSIGN")
+	sim.SetScaleSetOptions(ghsim.ScaleSetOptions{Reoffer: time.Hour})
+	// Dry-run runners never connect: the job stays assigned, not started.
+	l, logs, stop := startLocal(t, sim, pemKey, listenerPools, local.Config{Provider: "dry-run"})
+	run, err := sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: cpuLabels}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	settled := func(queued int) func() (bool, string) {
+		return func() (bool, string) {
+			depth, _ := l.Queue.Depth(context.Background())
+			ss := scaleSet(t, sim)
+			n := strings.Count(logs.String(), "job acquired and queued")
+			return n == queued && depth == 0 && ss.Unacked == 0 && ss.Assigned == 1,
+				fmt.Sprintf("queued %d times, queue depth %d, scale set %+v\n%s", n, depth, ss, logs)
+		}
+	}
+	waitUntil(t, "the job acquired and launched", settled(1))
+	if !sim.ReassignJob(run.JobIDs[0]) {
+		t.Fatal("the simulator did not reassign the job")
+	}
+	waitUntil(t, "the job acquired and queued again", settled(2))
+	if !strings.Contains(logs.String(), "job left the scale set before a runner took it") {
+		t.Error("the reassignment's JobCompleted was not seen")
+	}
+	all, err := l.Provider.List(context.Background(), provider.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := sim.Requests(ghsim.OpScaleSetJITConfig); n != 1 || len(all) != 1 {
+		t.Errorf("%d JIT configurations and %d runners for one job reassigned once, want 1 and 1", n, len(all))
+	}
+	if err := stop(); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}
+
+// TestLocalListenerOneSession: a second skiff on the same scale set (the
+// same deployment on another machine) is refused its session and keeps
+// trying; the first keeps its session and its jobs.
+func TestLocalListenerOneSession(t *testing.T) {
+	t.Parallel()
+	sim, pemKey := testenv.GitHubApp(t, "CANARYSECOND")
+	first, _, _ := startLocal(t, sim, pemKey, listenerPools, local.Config{Provider: "dry-run", Deployment: "lab"})
+	var held string
+	waitUntil(t, "the first session", func() (bool, string) {
+		st, err := first.ListenerState()
+		if err == nil && len(st) == 1 {
+			held = st[0].Session
+		}
+		return held != "" && scaleSet(t, sim).Session == held, fmt.Sprintf("%+v %v", st, err)
+	})
+	second, logs2, _ := startLocal(t, sim, pemKey, listenerPools, local.Config{Provider: "dry-run", Deployment: "lab"})
+	waitUntil(t, "the second refused", func() (bool, string) {
+		st, err := second.ListenerState()
+		return err == nil && len(st) == 1 && strings.Contains(st[0].Error, "another client holds the session"),
+			fmt.Sprintf("%+v %v\n%s", st, err, logs2)
+	})
+	if ss := scaleSet(t, sim); ss.Session != held {
+		t.Errorf("the scale set's session is %q, want the first skiff's %q", ss.Session, held)
+	}
+	if _, err := sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: cpuLabels}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the first skiff launched the job", func() (bool, string) {
+		all, _ := first.Provider.List(context.Background(), provider.Filter{})
+		return len(all) == 1, fmt.Sprintf("%d runners", len(all))
+	})
+	if all, _ := second.Provider.List(context.Background(), provider.Filter{}); len(all) != 0 {
+		t.Errorf("the second skiff launched %d runners", len(all))
+	}
+}
+
+// TestLocalListenerDesired: the desired count skiff status shows is the
+// scale set's totalAssignedJobs, not a count of job messages: with five
+// jobs assigned and messages of at most two job messages, it says five.
+func TestLocalListenerDesired(t *testing.T) {
+	t.Parallel()
+	sim, pemKey := testenv.GitHubApp(t, "CANARYDESIRED")
+	sim.SetScaleSetOptions(ghsim.ScaleSetOptions{Batch: 2, Reoffer: time.Hour})
+	l, logs, _ := startLocal(t, sim, pemKey, listenerPools, local.Config{Provider: "dry-run"})
+	spec := ghsim.RunSpec{Repo: "acme/app"}
+	for range 5 {
+		spec.Jobs = append(spec.Jobs, ghsim.JobSpec{Labels: cpuLabels})
+	}
+	if _, err := sim.StartRun(spec); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "every job assigned and every message handled", func() (bool, string) {
+		ss := scaleSet(t, sim)
+		st, _ := l.ListenerState()
+		return ss.Assigned == 5 && ss.Unacked == 0 && len(st) == 1 && st[0].LastMessageID > 0 && st[0].Desired == 5,
+			fmt.Sprintf("scale set %+v, state %+v\n%s", ss, st, logs)
+	})
+}
