@@ -283,6 +283,9 @@ func New(cfg Config, logger *slog.Logger) (*Local, error) {
 		return nil, err
 	}
 	if needsWebhook(pools) { // with every pool on the listener, no port is opened
+		if cfg.WebhookSecret == "" {
+			return nil, errors.New("local mode: the webhook secret is required: skiff does not accept unsigned webhooks")
+		}
 		l.ln, err = net.Listen("tcp", cfg.Listen)
 		if err != nil {
 			return nil, fmt.Errorf("listening for webhooks on %s: %w", cfg.Listen, err)
@@ -508,6 +511,9 @@ func (l *Local) buildServices(pools *pool.Config, gh *github.Client, ledger *sql
 		Room: l.Room, Groups: l.Groups, Deployment: cfg.Deployment})
 	if err != nil {
 		return err
+	}
+	if !needsWebhook(pools) {
+		return nil // every pool takes its jobs from the listener
 	}
 	l.Webhook, err = webhook.New(webhook.Options{Secrets: [][]byte{[]byte(cfg.WebhookSecret)}, Router: pools, Policies: pools,
 		Scopes: pools, SecurityEvents: sqlite.NewSecurityEvents(l.db, cfg.Now),
