@@ -161,10 +161,11 @@ type Local struct {
 	// Listeners take the jobs of the pools with jobs: listener from their
 	// runner scale sets, one per organization (listener.go).
 	Listeners []*listener.Listener
-	closeFn   func(context.Context) error
-	events    *instanceevents.Service
-	ln        net.Listener
-	srv       *http.Server
+
+	closeFn func(context.Context) error
+	events  *instanceevents.Service
+	ln      net.Listener
+	srv     *http.Server
 	// ended holds one value after the watch reported runners that ended
 	// (coalesced): the reconciler's next pass runs at once.
 	ended chan struct{}
