@@ -522,6 +522,17 @@ func (s *Server) Requests(op string) int {
 	return s.requests[op]
 }
 
+// RequestCounts returns how many requests each operation has had.
+func (s *Server) RequestCounts() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int, len(s.requests))
+	for op, n := range s.requests {
+		out[op] = n
+	}
+	return out
+}
+
 // Unmatched is how many requests matched no endpoint (e.g. a wrong base path).
 func (s *Server) Unmatched() int {
 	s.mu.Lock()
