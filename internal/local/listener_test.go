@@ -12,6 +12,7 @@ import (
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/github/scaleset"
+	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/provider"
 )
 
@@ -381,4 +382,61 @@ func TestLocalListenerDesired(t *testing.T) {
 		return ss.Assigned == 5 && ss.Unacked == 0 && len(st) == 1 && st[0].LastMessageID > 0 && st[0].Desired == 5,
 			fmt.Sprintf("scale set %+v, state %+v\n%s", ss, st, logs)
 	})
+}
+
+// TestLocalModeSlurmListener is TestLocalModeSlurm's run with both pools
+// on the listener: no port, the jobs from the scale sets' long polls, each
+// run once on a Slurm batch job, one metrics record per job with its
+// repository and workflow.
+func TestLocalModeSlurmListener(t *testing.T) {
+	t.Parallel()
+	pools := strings.ReplaceAll(slurmPools, "    maxRunners:", "    jobs: listener\n    maxRunners:")
+	ls := startLocalSlurm(t, testenv.SlurmOptions{CPUs: 16, Accounting: true}, pools)
+	sim, l, logs := ls.sim, ls.l, ls.logs
+	if l.URL() != "" {
+		t.Errorf("local mode with every pool on the listener listens on %s", l.URL())
+	}
+	var jobs []ghsim.JobSpec
+	for i := range 4 {
+		labels := []string{"cpu"}
+		if i == 3 {
+			labels = []string{"gpu"}
+		}
+		jobs = append(jobs, ghsim.JobSpec{Name: fmt.Sprintf("job-%d", i), Labels: labels})
+	}
+	run, err := sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: jobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "every job completed, every record written", func() (bool, string) {
+		cpu, _ := l.Ledger.Live(context.Background(), "cpu")
+		gpu, _ := l.Ledger.Live(context.Background(), "gpu")
+		n := 0
+		for r, err := range l.MetricsRecords.List(context.Background(), metrics.Filter{}) {
+			if err == nil && r.Repository == "acme/app" && r.WorkflowName != "" && r.Trigger == "push" {
+				n++
+			}
+		}
+		return completedJobs(sim, run.JobIDs) == 4 && cpu+gpu == 0 && n == 4,
+			fmt.Sprintf("%d completed, %d live, %d records\n%s", completedJobs(sim, run.JobIDs), cpu+gpu, n, logs)
+	})
+	if err := ls.stop(); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	for _, id := range run.JobIDs {
+		if j, _ := sim.Job(id); j.Conclusion != "success" {
+			t.Errorf("job %d: %+v", id, j)
+		}
+	}
+	if rest := sim.Requests(ghsim.OpGenerateOrgJITConfig); rest != 0 {
+		t.Errorf("%d runners registered through the REST JIT endpoint, want 0", rest)
+	}
+	if n := sim.AckedUnacquired(); n != 0 {
+		t.Errorf("%d offers acknowledged before their job was acquired", n)
+	}
+	for _, ss := range sim.ScaleSets("acme") {
+		if ss.Session != "" || ss.Unacked != 0 {
+			t.Errorf("scale set after exit: %+v", ss)
+		}
+	}
 }
