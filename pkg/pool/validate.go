@@ -385,7 +385,7 @@ func (s *source) checkPolicy(i int, p *Pool, add addFunc) {
 	if p.Jobs == JobsListener && p.Dynamic != nil {
 		add(s.field(i, "jobs"), SeverityWarning,
 			fmt.Sprintf("pool %q keeps the webhook: a runner scale set has static labels, and a job's dynamic label names sizes no scale set can list", p.Name),
-			"remove dynamic: for the listener, or jobs: listener to take the pool's jobs from the webhook")
+			"remove dynamic: to take the pool's jobs from the listener, or remove jobs: listener")
 	}
 	if p.Jobs == JobsListener && p.Registration == RegistrationToken {
 		add(s.field(i, "registration"), SeverityError,

@@ -37,6 +37,11 @@
 //
 //   - Webhook deliveries per App (GET /app/hook/deliveries, redelivery).
 //
+//   - Runner scale sets (scaleset.go): the runner registration, scale sets
+//     in runner groups, message sessions, the long-polled message queue,
+//     acquirejobs and the scale set's JIT configurations; a job whose
+//     labels a scale set has goes to it, not to regular runners.
+//
 //   - Faults per endpoint (see Fault): error rate, latency, secondary rate
 //     limit windows, answers lost after the request was served, dropped
 //     webhook deliveries.
