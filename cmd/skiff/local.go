@@ -129,7 +129,7 @@ func localConfig(f localFlags, getenv func(string) string, readFile func(string)
 	default:
 		problems = append(problems, "the App's key is required: --app-key-file or SKIFF_GITHUB_APP_KEY (or run skiff setup first)")
 	}
-	if cfg.WebhookSecret == "" {
+	if cfg.WebhookSecret == "" && local.NeedsWebhook(f.pools) {
 		problems = append(problems, "SKIFF_WEBHOOK_SECRET is required: skiff does not accept unsigned webhooks")
 	}
 	if (cfg.Provider == "process" || cfg.Provider == "slurm") && len(cfg.RunnerCommand) == 0 {
@@ -190,7 +190,11 @@ func serveLocal(cfg local.Config, f localFlags, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	fmt.Fprintf(stderr, "skiff local: webhook at %s (point the App's webhook URL there); Ctrl-C stops\n", l.URL())
+	if l.URL() == "" {
+		fmt.Fprintln(stderr, "skiff local: every pool takes its jobs from its runner scale set: no port open; Ctrl-C stops")
+	} else {
+		fmt.Fprintf(stderr, "skiff local: webhook at %s (point the App's webhook URL there); Ctrl-C stops\n", l.URL())
+	}
 	if err := l.Run(ctx); err != nil {
 		fmt.Fprintln(stderr, "skiff local:", err)
 		return exitFailed

@@ -22,6 +22,7 @@ import (
 
 	"github.com/skiffci/skiff/internal/local"
 	"github.com/skiffci/skiff/pkg/freshness"
+	"github.com/skiffci/skiff/pkg/listener"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/runnerversion"
@@ -115,6 +116,9 @@ type statusReport struct {
 	// SecurityEvents are the jobs skiff refuses that ran on its runners,
 	// oldest first, over the last securityWindow.
 	SecurityEvents []securityEventStatus `json:"securityEvents,omitempty"`
+	// ScaleSets are local mode's runner scale sets (pools with jobs:
+	// listener): session, last message, statistics.
+	ScaleSets []listener.ScaleSetStatus `json:"scaleSets,omitempty"`
 }
 
 // securityWindow is how far back status lists security events: each one
@@ -227,6 +231,9 @@ func statusCommand(args []string, stdout, stderr io.Writer, sources func(context
 		return exitFailed
 	}
 	rep, err := collectStatus(ctx, src, cfg, *queueURL, *dlqURL)
+	if err == nil && *dataDir != "" {
+		rep.ScaleSets, err = listener.ReadState(local.ListenerStateFile(*dataDir))
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "skiff status: %v\n", err)
 		return exitFailed
@@ -464,6 +471,7 @@ func printStatus(w io.Writer, rep statusReport) {
 			fmt.Fprintln(w, "oldest queued job: no datapoint in the last 15 minutes")
 		}
 	}
+	printScaleSets(w, rep.ScaleSets, rep.At)
 	if rep.DeadLetters != nil {
 		fmt.Fprintf(w, "dead letters: %d\n", rep.DeadLetters.Visible+rep.DeadLetters.InFlight+rep.DeadLetters.Delayed)
 	}
@@ -473,6 +481,27 @@ func printStatus(w io.Writer, rep statusReport) {
 			fmt.Fprintf(w, ": %s", d.Detail)
 		}
 		fmt.Fprintln(w)
+	}
+}
+
+// printScaleSets prints one line per scale set: its session, its last
+// message and the runners its statistics ask for.
+func printScaleSets(w io.Writer, sets []listener.ScaleSetStatus, now time.Time) {
+	for _, s := range sets {
+		session := "no session"
+		if s.Session != "" {
+			session = "session " + s.Session
+		}
+		last := "no message yet"
+		if s.LastMessageID != 0 {
+			last = fmt.Sprintf("last message %d %s ago", s.LastMessageID, now.Sub(s.LastMessageAt).Round(time.Second))
+		}
+		fmt.Fprintf(w, "scale set %s (pool %s, %s, id %d): %s, %s; desired %d (assigned %d, running %d, available %d; runners %d, busy %d)\n",
+			s.Name, s.Pool, s.Org, s.ScaleSetID, session, last, s.Desired, s.Statistics.TotalAssignedJobs, s.Statistics.TotalRunningJobs,
+			s.Statistics.TotalAvailableJobs, s.Statistics.TotalRegisteredRunners, s.Statistics.TotalBusyRunners)
+		if s.Error != "" {
+			fmt.Fprintf(w, "  last error: %s\n", s.Error)
+		}
 	}
 }
 

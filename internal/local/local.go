@@ -22,6 +22,7 @@ import (
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/groups"
 	"github.com/skiffci/skiff/pkg/instanceevents"
+	"github.com/skiffci/skiff/pkg/listener"
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
@@ -162,6 +163,10 @@ type Local struct {
 	// reconciler pass, and at a pool's first launch in an organization.
 	Groups  *groups.Keeper
 	Webhook *webhook.Handler
+	// Listeners take the jobs of the pools with jobs: listener from their
+	// runner scale sets, one per organization (listener.go).
+	Listeners []*listener.Listener
+
 	closeFn func(context.Context) error
 	events  *instanceevents.Service
 	ln      net.Listener
@@ -283,16 +288,23 @@ func New(cfg Config, logger *slog.Logger) (*Local, error) {
 	if err := l.buildServices(pools, gh, ledger, launches, lists); err != nil {
 		return nil, err
 	}
-	l.ln, err = net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("listening for webhooks on %s: %w", cfg.Listen, err)
+	if needsWebhook(pools) { // with every pool on the listener, no port is opened
+		if cfg.WebhookSecret == "" {
+			return nil, errors.New("local mode: the webhook secret is required: skiff does not accept unsigned webhooks")
+		}
+		l.ln, err = net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("listening for webhooks on %s: %w", cfg.Listen, err)
+		}
+		// Timeouts on every phase and a bound on the bodies read at once
+		// (internal/httpserve says why each has its value); the webhook cuts
+		// each body at its own limit.
+		l.srv = httpserve.New(l.Webhook, httpserve.Options{})
 	}
-	// Timeouts on every phase and a bound on the bodies read at once
-	// (internal/httpserve says why each has its value); the webhook cuts
-	// each body at its own limit.
-	l.srv = httpserve.New(l.Webhook, httpserve.Options{})
 	if err := l.recoverAtStart(context.Background(), pools, launches); err != nil {
-		_ = l.ln.Close()
+		if l.ln != nil {
+			_ = l.ln.Close()
+		}
 		return nil, err
 	}
 	ok = true
@@ -495,8 +507,12 @@ func (l *Local) buildServices(pools *pool.Config, gh *github.Client, ledger *sql
 	if err != nil {
 		return err
 	}
+	sg, err := l.buildListeners(pools, gh, lists.allow)
+	if err != nil {
+		return err
+	}
 	l.ScaleUp, err = scaleup.New(scaleup.Options{Pools: pools, Launches: launches, Ledger: l.Ledger, Jobs: l.Store,
-		Provider: l.Provider, GitHub: gh, Counter: counter, Logger: logger, Now: cfg.Now, GitHubURL: cfg.GitHubURL, Room: l.Room,
+		Provider: l.Provider, GitHub: sg, Counter: counter, Logger: logger, Now: cfg.Now, GitHubURL: cfg.GitHubURL, Room: l.Room,
 		Groups: l.Groups, Deployment: cfg.Deployment, Runners: l.Runners,
 		// Locally GitHub's answer is cheap and a slot is precious: a job
 		// cancelled while it waited for one is not launched.
@@ -510,6 +526,9 @@ func (l *Local) buildServices(pools *pool.Config, gh *github.Client, ledger *sql
 		Room: l.Room, Groups: l.Groups, Deployment: cfg.Deployment, Runners: l.Runners})
 	if err != nil {
 		return err
+	}
+	if !needsWebhook(pools) {
+		return nil // every pool takes its jobs from the listener
 	}
 	l.Webhook, err = webhook.New(webhook.Options{Secrets: [][]byte{[]byte(cfg.WebhookSecret)}, Router: pools, Policies: pools,
 		Scopes: pools, SecurityEvents: sqlitestore.NewSecurityEvents(l.db, cfg.Now),
@@ -610,8 +629,14 @@ func (l *Local) recoverAtStart(ctx context.Context, pools *pool.Config, launches
 	return nil
 }
 
-// URL is the webhook's URL, for the GitHub App's settings.
-func (l *Local) URL() string { return "http://" + l.ln.Addr().String() + "/" }
+// URL is the webhook's URL, for the GitHub App's settings ("" when every
+// pool takes its jobs from the listener and no port is open).
+func (l *Local) URL() string {
+	if l.ln == nil {
+		return ""
+	}
+	return "http://" + l.ln.Addr().String() + "/"
+}
 
 // Run serves webhooks and runs the scale-up loops until ctx ends, then
 // stops taking work, completes what it answered, ends the runners it started
@@ -619,21 +644,31 @@ func (l *Local) URL() string { return "http://" + l.ln.Addr().String() + "/" }
 func (l *Local) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	serveErr := make(chan error, 1)
-	wg.Add(4)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		l.watchInstances(ctx)
 	}()
+	for _, ln := range l.Listeners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ln.Run(ctx)
+		}()
+	}
 	go func() {
 		defer wg.Done()
 		l.reconcile(ctx)
 	}()
-	go func() {
-		defer wg.Done()
-		if err := l.srv.Serve(l.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			serveErr <- err
-		}
-	}()
+	if l.srv != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := l.srv.Serve(l.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- err
+			}
+		}()
+	}
 	go func() {
 		defer wg.Done()
 		queue.ConsumeConcurrently(ctx, l.Queue, 10, l.cfg.ScaleUpWorkers, l.ScaleUp.Handle, l.log)
@@ -646,7 +681,9 @@ func (l *Local) Run(ctx context.Context) error {
 	}
 	shut, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	_ = l.srv.Shutdown(shut)
+	if l.srv != nil {
+		_ = l.srv.Shutdown(shut)
+	}
 	wg.Wait()
 	return errors.Join(err, l.Close(shut))
 }

@@ -29,7 +29,7 @@ import (
 )
 
 // buildStandin builds the stand-in runner into dir and returns its path.
-func buildStandin(t *testing.T, dir string) string {
+func buildStandin(t testing.TB, dir string) string {
 	t.Helper()
 	bin := filepath.Join(dir, "skiff-standin")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/skiffci/skiff/cmd/skiff-standin").CombinedOutput(); err != nil {
@@ -44,7 +44,7 @@ func buildStandin(t *testing.T, dir string) string {
 // allow-list unless c has one). It
 // returns local mode, its debug log and stop, which ends Run (at the latest
 // when t ends) and returns its error.
-func startLocal(t *testing.T, sim *ghsim.Server, pemKey, pools string, c local.Config) (*local.Local, *testenv.SyncBuffer, func() error) {
+func startLocal(t testing.TB, sim *ghsim.Server, pemKey, pools string, c local.Config) (*local.Local, *testenv.SyncBuffer, func() error) {
 	t.Helper()
 	dir := t.TempDir()
 	c.DataDir, c.PoolsFile, c.Listen = filepath.Join(dir, "data"), filepath.Join(dir, "pools.yaml"), "127.0.0.1:0"

@@ -107,6 +107,9 @@ type JITRequest struct {
 	RunnerGroupID int64    `json:"runner_group_id"` // required by GitHub (422 without); see Client.RunnerGroupID
 	Labels        []string `json:"labels"`          // 1 to 100 custom labels
 	WorkFolder    string   `json:"work_folder,omitempty"`
+	// Pool is the skiff pool the runner is for; never sent. A caller that
+	// registers some pools' runners elsewhere (a scale set) routes on it.
+	Pool string `json:"-"`
 }
 
 func (r JITRequest) validate() error {
@@ -190,6 +193,8 @@ type WorkflowRun struct {
 	HTMLURL      string    `json:"html_url"`
 	Repository   struct {
 		FullName string `json:"full_name"`
+		// Visibility is public, private or internal ("" when GitHub sent none).
+		Visibility string `json:"visibility"`
 	} `json:"repository"`
 	// HeadRepository is where the run's code comes from: the repository
 	// itself, or a fork of it (a pull request from a fork).
@@ -302,6 +307,7 @@ func (r *ghWorkflowRun) run() *WorkflowRun {
 		CreatedAt: r.GetCreatedAt().Time, UpdatedAt: r.GetUpdatedAt().Time, RunStartedAt: r.GetRunStartedAt().Time,
 		HTMLURL: r.GetHTMLURL()}
 	out.Repository.FullName = r.GetRepository().GetFullName()
+	out.Repository.Visibility = r.GetRepository().GetVisibility()
 	out.HeadRepository.FullName = r.GetHeadRepository().GetFullName()
 	out.TriggeringActor = r.GetTriggeringActor().GetLogin()
 	return out

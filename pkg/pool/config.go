@@ -136,6 +136,9 @@ type Pool struct {
 	// once a day, or a pinned version with its RunnerSHA256.
 	RunnerVersion string
 	RunnerSHA256  string
+	// Jobs is where the pool learns of its queued jobs: the webhook
+	// (default) or, in skiff local, a runner scale set's listener.
+	Jobs JobSource
 
 	// Backend is where the pool's runners run; its section is set.
 	Backend    Backend
@@ -383,6 +386,7 @@ func decodeShared(i int, m, defaults map[string]any) *Pool {
 	}
 	p.Policy.ForkPullRequests = ForkPolicy(str(get("forkPullRequests")))
 	p.Registration = RegistrationMode(str(get("registration")))
+	p.Jobs = JobSource(str(get("jobs")))
 	if d, ok := get("dynamic").(map[string]any); ok {
 		p.Dynamic = &Bounds{MaxCPU: num(d["maxCpu"]), MaxRAMGiB: num(d["maxRamGiB"]), MaxGPUs: num(d["maxGpus"]),
 			MaxDiskGiB: num(d["maxDiskGiB"]), Families: strs(d["families"]), AllowOnDemand: d["allowOnDemand"] == true}
@@ -642,6 +646,9 @@ func applyPoolDefaults(p *Pool) {
 	}
 	if p.Registration == "" {
 		p.Registration = DefaultRegistration
+	}
+	if p.Jobs == "" {
+		p.Jobs = JobsWebhook
 	}
 	p.MaxLifetime = DefaultMaxLifetime
 	if p.lifetime != "" {

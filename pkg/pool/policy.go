@@ -43,6 +43,19 @@ const (
 	RegistrationToken RegistrationMode = "token"
 )
 
+// JobSource is where a pool learns of its queued jobs.
+type JobSource string
+
+// The job sources a pool can have.
+const (
+	// JobsWebhook: GitHub's workflow_job webhooks (the default; the only
+	// source of an AWS deployment and of a pool with the dynamic label).
+	JobsWebhook JobSource = "webhook"
+	// JobsListener: `skiff local` long-polls a runner scale set of the
+	// pool's static labels, outbound only (docs/listener.md).
+	JobsListener JobSource = "listener"
+)
+
 // Defaults of the policy on who may run, each with its reason.
 var (
 	// DefaultVisibilities admit private and internal repositories only:

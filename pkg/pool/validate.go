@@ -398,6 +398,16 @@ func (s *source) checkPolicy(i int, p *Pool, add addFunc) {
 			fmt.Sprintf("workflows has no effect: pool %q registers in the operator's runner group %q, which skiff does not change", p.Name, p.RunnerGroup),
 			"set the workflows in the group's settings on GitHub, or remove runnerGroup so that skiff keeps a group for the pool")
 	}
+	if p.Jobs == JobsListener && p.Dynamic != nil {
+		add(s.field(i, "jobs"), SeverityWarning,
+			fmt.Sprintf("pool %q keeps the webhook: a runner scale set has static labels, and a job's dynamic label names sizes no scale set can list", p.Name),
+			"remove dynamic: to take the pool's jobs from the listener, or remove jobs: listener")
+	}
+	if p.Jobs == JobsListener && p.Registration == RegistrationToken {
+		add(s.field(i, "registration"), SeverityError,
+			fmt.Sprintf("pool %q takes its jobs from a runner scale set, whose runners register just in time in the scale set", p.Name),
+			"remove registration: token")
+	}
 	if p.Registration == RegistrationToken {
 		add(s.field(i, "registration"), SeverityWarning,
 			fmt.Sprintf("pool %q registers runners with an organisation-wide registration token: any job on the pool can read it and register runners of its own until it expires", p.Name),

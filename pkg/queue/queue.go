@@ -37,6 +37,10 @@ type Job struct {
 	// refusal then only arms the next probe, leaving its entry and the
 	// place's backoff as they are.
 	Probe bool `json:"probe,omitempty"`
+	// Acquired marks a job a scale-set listener acquired for its pool just
+	// before sending it: GitHub has just said it is queued, so scale-up
+	// does not ask again unless the job waited in the room since.
+	Acquired bool `json:"acquired,omitempty"`
 }
 
 // Validate reports the first missing field a consumer needs to act on the job.

@@ -18,7 +18,7 @@ import (
 // instance: the provider delivers it) or finishes the job with the reason
 // it cannot have one.
 func (s *Service) register(ctx context.Context, w *work) {
-	if s.o.CheckQueued && !s.stillQueued(ctx, w) {
+	if s.o.CheckQueued && !(w.job.Acquired && w.job.Waited == 0) && !s.stillQueued(ctx, w) {
 		return
 	}
 	download, ok := s.runnerDownload(ctx, w)
@@ -66,7 +66,7 @@ func (s *Service) register(ctx context.Context, w *work) {
 			group = id
 		}
 		cfg, err := s.o.GitHub.GenerateJITConfig(ctx, w.job.InstallationID, scope,
-			github.JITRequest{Name: name, RunnerGroupID: group, Labels: w.spec.Labels})
+			github.JITRequest{Name: name, RunnerGroupID: group, Labels: w.spec.Labels, Pool: w.job.Pool})
 		if err != nil {
 			s.githubFailure(w, "generating the JIT configuration", err)
 			return

@@ -74,6 +74,9 @@ type Fault struct {
 	LimitStatus int
 	// RetryAfter, if set, is sent as the Retry-After header of a limited answer.
 	RetryAfter time.Duration
+	// EOF makes ErrorRate and FailNext close the connection without an
+	// answer instead, as a broker dropping it does.
+	EOF bool
 }
 
 // SetFault injects f into op (one of the Op constants), replacing any fault.
@@ -135,6 +138,9 @@ func (r *recorder) WriteHeader(s int) {
 	r.ResponseWriter.WriteHeader(s)
 }
 
+// Unwrap lets an http.ResponseController reach the connection.
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
 func (r *recorder) Write(b []byte) (int, error) {
 	if r.status == 0 {
 		r.status = http.StatusOK
@@ -181,6 +187,7 @@ func (s *Server) routes() http.Handler {
 	h(OpListReleases, authToken, s.listReleases)
 	h(OpGetLatestRelease, authToken, s.latestRelease)
 	s.runnerRoutes(mux)
+	s.scaleSetRoutes(mux)
 	// The browser side of github.com, at the web root.
 	mux.HandleFunc("POST /settings/apps/new", s.newAppForm)
 	mux.HandleFunc("POST /organizations/{org}/settings/apps/new", s.newAppForm)
@@ -306,6 +313,12 @@ func (s *Server) injectFault(f *Fault, c *call, now time.Time) (ok bool, lost in
 	if f.FailNext > 0 || (f.ErrorRate > 0 && s.rng.Float64() < f.ErrorRate) {
 		if f.FailNext > 0 {
 			f.FailNext--
+		}
+		if f.EOF {
+			if conn, _, err := http.NewResponseController(c.w).Hijack(); err == nil {
+				_ = conn.Close()
+			}
+			return false, 0
 		}
 		if !f.LoseResponse {
 			c.fail(f.ErrorStatus, http.StatusText(f.ErrorStatus))

@@ -46,6 +46,9 @@ type simRunner struct {
 	remote  bool
 	session string
 	wake    chan struct{}
+	// scaleSet is the scale set the runner was generated for (nil for a
+	// regular runner): it takes only the jobs its scale set acquired.
+	scaleSet *simScaleSet
 }
 
 func (r *simRunner) status() string {
@@ -91,6 +94,13 @@ type simJob struct {
 	runnerName string
 	groupID    int64
 	groupName  string
+	// The job's scale set (nil: regular dispatch), its state there
+	// (available or acquired), its runner request id and when it was last
+	// offered (scaleset.go).
+	scaleSet  *simScaleSet
+	ssState   string
+	requestID int64
+	offered   time.Time
 }
 
 // JobSpec describes one job of a run.
@@ -247,6 +257,9 @@ func (s *Server) canRun(r *simRunner, j *simJob) bool {
 	if !r.online || r.job != nil {
 		return false
 	}
+	if r.scaleSet != j.scaleSet || (j.scaleSet != nil && j.ssState != ssAcquired) {
+		return false // a scale set's job goes to its runners once acquired, and only there
+	}
 	if r.repo != nil {
 		if r.repo != j.run.repo {
 			return false
@@ -266,6 +279,9 @@ func (s *Server) canRun(r *simRunner, j *simJob) bool {
 func (s *Server) dispatchLocked() {
 	if len(s.queued) == 0 {
 		return
+	}
+	for _, j := range s.queued {
+		s.offerLocked(j)
 	}
 	ids := make([]int64, 0, len(s.runners))
 	for id := range s.runners {
@@ -315,6 +331,9 @@ func (s *Server) startLocked(j *simJob, r *simRunner) {
 		s.webhookLocked(run, "workflow_run", "in_progress", nil)
 	}
 	s.webhookLocked(run, "workflow_job", "in_progress", j)
+	if j.scaleSet != nil {
+		s.jobMessageLocked(j.scaleSet, j, "JobStarted", obj{"runnerId": r.id, "runnerName": r.name, "runnerAssignTime": ts(now)})
+	}
 }
 
 // finishLocked completes a job (queued or running) with conclusion.
@@ -329,6 +348,10 @@ func (s *Server) finishLocked(j *simJob, conclusion string) {
 		}
 	}
 	j.status, j.conclusion, j.completed = "completed", conclusion, now
+	if ss := j.scaleSet; ss != nil && s.scaleSets[ss.id] == ss {
+		s.jobMessageLocked(ss, j, "JobCompleted", obj{"result": scaleSetResult(conclusion), "runnerId": j.runnerID,
+			"runnerName": j.runnerName, "finishTime": ts(now)})
+	}
 	if r := s.runners[j.runnerID]; r != nil && r.job == j {
 		r.job = nil
 		if r.ephemeral {
@@ -629,4 +652,17 @@ func (s *Server) Runners() []RunnerState {
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
 	return out
+}
+
+// scaleSetResult is a conclusion as a JobCompleted's result.
+func scaleSetResult(conclusion string) string {
+	switch conclusion {
+	case "success":
+		return "succeeded"
+	case "failure":
+		return "failed"
+	case "cancelled":
+		return "canceled"
+	}
+	return conclusion
 }

@@ -37,6 +37,11 @@
 //
 //   - Webhook deliveries per App (GET /app/hook/deliveries, redelivery).
 //
+//   - Runner scale sets (scaleset.go): the runner registration, scale sets
+//     in runner groups, message sessions, the long-polled message queue,
+//     acquirejobs and the scale set's JIT configurations; a job whose
+//     labels a scale set has goes to it, not to regular runners.
+//
 //   - Faults per endpoint (see Fault): error rate, latency, secondary rate
 //     limit windows, answers lost after the request was served, dropped
 //     webhook deliveries.
@@ -204,6 +209,13 @@ type Server struct {
 	codes      map[string]*simManifestCode
 	releases   []RunnerRelease // newest first
 	minRunner  string
+	// The scale-set side (scaleset.go).
+	ssOpts      ScaleSetOptions
+	scaleSets   map[int64]*simScaleSet
+	ssSessions  map[string]*simSession
+	adminTokens map[string]*simAdminToken
+	corruptNext int
+	ackedEarly  int
 
 	dmu     sync.Mutex
 	outbox  []*simDelivery
@@ -520,6 +532,17 @@ func (s *Server) Requests(op string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.requests[op]
+}
+
+// RequestCounts returns how many requests each operation has had.
+func (s *Server) RequestCounts() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int, len(s.requests))
+	for op, n := range s.requests {
+		out[op] = n
+	}
+	return out
 }
 
 // Unmatched is how many requests matched no endpoint (e.g. a wrong base path).

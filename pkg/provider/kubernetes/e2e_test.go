@@ -67,6 +67,13 @@ type localRun struct {
 // kubelet and skiff start (a ResourceQuota, say).
 func startLocal(t *testing.T, kubelet kubelettest.Options, before func(ns string)) *localRun {
 	t.Helper()
+	return startLocalPools(t, kubelet, before, e2ePools)
+}
+
+// startLocalPools is startLocal with the pools file poolsYAML (%s: the
+// runner namespace).
+func startLocalPools(t *testing.T, kubelet kubelettest.Options, before func(ns string), poolsYAML string) *localRun {
+	t.Helper()
 	k := newCluster(t)
 	ns := k.namespace(t, true)
 	if before != nil {
@@ -81,7 +88,7 @@ func startLocal(t *testing.T, kubelet kubelettest.Options, before func(ns string
 
 	dir := t.TempDir()
 	poolsFile := filepath.Join(dir, "pools.yaml")
-	if err := os.WriteFile(poolsFile, []byte(fmt.Sprintf(e2ePools, ns)), 0o600); err != nil {
+	if err := os.WriteFile(poolsFile, []byte(fmt.Sprintf(poolsYAML, ns)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	pools, err := pool.Load(poolsFile)
@@ -305,4 +312,30 @@ func linesWith(logs string, words ...string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestLocalKubernetesListener is TestLocalKubernetes's run with the pool
+// on the listener: no port open, the jobs from the scale set's long poll,
+// a Pod per job on the real API server, one record each, no offer
+// acknowledged before its job was acquired.
+func TestLocalKubernetesListener(t *testing.T) {
+	t.Parallel()
+	lo := startLocalPools(t, kubelettest.Options{}, nil, strings.Replace(e2ePools, "    maxRunners:", "    jobs: listener\n    maxRunners:", 1))
+	if lo.l.URL() != "" {
+		t.Errorf("local mode with its pool on the listener listens on %s", lo.l.URL())
+	}
+	run, recs := lo.runJobs(t, 3)
+	lo.stop()
+	lo.check(t, run, recs)
+	if n := lo.sim.Requests(ghsim.OpGenerateOrgJITConfig); n != 0 {
+		t.Errorf("%d runners registered through the REST JIT endpoint, want 0", n)
+	}
+	if n := lo.sim.AckedUnacquired(); n != 0 {
+		t.Errorf("%d offers acknowledged before their job was acquired", n)
+	}
+	for _, ss := range lo.sim.ScaleSets("acme") {
+		if ss.Session != "" || ss.Unacked != 0 {
+			t.Errorf("scale set after exit: %+v", ss)
+		}
+	}
 }

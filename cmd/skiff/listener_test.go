@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/github/ghsim"
+)
+
+// TestLocalListenerKill9 is the listener's durability end to end: the
+// real skiff binary takes its jobs from a runner scale set (no port, no
+// webhook secret), is killed with SIGKILL while a message is being
+// handled (its acquire held up at GitHub) and runners run, more jobs are
+// queued while it is down, and it is restarted on the same data
+// directory. Every job must complete, none launched twice, no offer
+// acknowledged before its job was acquired, the session the crash left
+// deleted at the restart (no 409), and the session deleted at exit.
+func TestLocalListenerKill9(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/proc/self/exe"); err != nil {
+		t.Skip("needs /proc to find the runner processes")
+	}
+	bin := t.TempDir()
+	skiff, standin := filepath.Join(bin, "skiff"), filepath.Join(bin, "skiff-standin")
+	for out, pkg := range map[string]string{skiff: "github.com/skiffci/skiff/cmd/skiff", standin: "github.com/skiffci/skiff/cmd/skiff-standin"} {
+		if b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
+			t.Fatalf("building %s: %v\n%s", pkg, err, b)
+		}
+	}
+	t.Cleanup(func() {
+		for _, pid := range standins(standin) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	sim, pemKey := testenv.GitHubApp(t, "CANARYLKILL")
+	// No job is rescued by an offer made again: what the crash loses stays lost.
+	sim.SetScaleSetOptions(ghsim.ScaleSetOptions{Reoffer: time.Hour})
+	dir := t.TempDir()
+	poolsFile, keyFile, data := filepath.Join(dir, "pools.yaml"), filepath.Join(dir, "app.pem"), filepath.Join(dir, "data")
+	if err := os.WriteFile(poolsFile, []byte(testenv.CPUPools+"    jobs: listener\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, []byte(pemKey), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const limit = 3
+	args := []string{"local", "-f", poolsFile, "--data-dir", data, "--app-id", strconv.Itoa(testenv.AppID), "--app-key-file", keyFile,
+		"--github-api-url", sim.URL(), "--allow", "acme", "--limits", "cpu=" + strconv.Itoa(limit), "--reconcile-every", "2s",
+		"--runner", "env SKIFF_STANDIN_DURATION=3s SKIFF_STANDIN_IDLE=20s " + standin}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute) // a safety net, never an assertion
+	defer cancel()
+	start := func(n int) (*exec.Cmd, string) {
+		t.Helper()
+		log := filepath.Join(dir, fmt.Sprintf("skiff-%d.log", n))
+		f, err := os.Create(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		cmd := exec.Command(skiff, args...)
+		cmd.Env = os.Environ()
+		cmd.Stdout, cmd.Stderr = f, f
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if cmd.ProcessState == nil {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+			}
+		})
+		waitFor(ctx, t, "the scale set session is open", func() (bool, string) {
+			return count(log, "scale set session open") > 0, readFile(log)
+		})
+		return cmd, log
+	}
+	labels := []string{"self-hosted", "linux", "x64"}
+	var jobs []int64
+	burst := func(n int) {
+		t.Helper()
+		spec := ghsim.RunSpec{Repo: "acme/app"}
+		for range n {
+			spec.Jobs = append(spec.Jobs, ghsim.JobSpec{Labels: labels})
+		}
+		run, err := sim.StartRun(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, run.JobIDs...)
+	}
+
+	first, log1 := start(1)
+	if strings.Contains(readFile(log1), `"webhook":"http`) {
+		t.Error("skiff local opened a port with every pool on the listener")
+	}
+	burst(limit - 1)
+	waitFor(ctx, t, "runners launched before the kill", func() (bool, string) {
+		return count(log1, `"msg":"launched a runner process"`) >= limit-1, readFile(log1)
+	})
+	// The next message's acquire is held up: the kill lands while it is handled.
+	acquires := sim.Requests(ghsim.OpAcquireJobs)
+	sim.SetFault(ghsim.OpAcquireJobs, ghsim.Fault{Latency: time.Minute})
+	burst(3)
+	waitFor(ctx, t, "an acquire in flight", func() (bool, string) {
+		return sim.Requests(ghsim.OpAcquireJobs) > acquires, readFile(log1)
+	})
+	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.Wait()
+	sim.ClearFaults()
+	if len(standins(standin)) == 0 {
+		t.Fatal("no runner was running at the kill: the test did not exercise a restart with live runners")
+	}
+	if ss := sim.ScaleSets("acme"); len(ss) != 1 || ss[0].Session == "" || ss[0].Unacked == 0 {
+		t.Fatalf("after the kill: %+v, want the session left and its message not acknowledged", ss)
+	}
+	burst(3) // queued while skiff is down
+	second, log2 := start(2)
+	burst(3)
+	waitFor(ctx, t, "every job completed, the ledger and the queue empty, no runner process left", func() (bool, string) {
+		var state []string
+		done := true
+		for _, id := range jobs {
+			j, _ := sim.Job(id)
+			if j.Status != "completed" {
+				done = false
+			}
+			state = append(state, fmt.Sprintf("job %d %s/%s on %s", id, j.Status, j.Conclusion, j.RunnerName))
+		}
+		st, err := localStatus(skiff, data, poolsFile)
+		if err != nil || st.live != 0 || st.queued != 0 {
+			done = false
+		}
+		alive := standins(standin)
+		state = append(state, fmt.Sprintf("status %+v (%v); runner processes %v", st, err, alive))
+		return done && len(alive) == 0, strings.Join(state, "\n") + "\n" + readFile(log2)
+	})
+	out, err := exec.Command(skiff, "status", "--data-dir", data, "-f", poolsFile).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "scale set ") || !strings.Contains(string(out), "session ") {
+		t.Errorf("skiff status: %v\n%s", err, out)
+	}
+	if err := second.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Wait(); err != nil {
+		t.Errorf("skiff local after SIGTERM: %v", err)
+	}
+
+	for _, id := range jobs {
+		if j, _ := sim.Job(id); j.Status != "completed" || j.Conclusion != "success" {
+			t.Errorf("job %d ended %s/%s", id, j.Status, j.Conclusion)
+		}
+	}
+	launches, replaced := map[int64]int{}, map[int64]int{}
+	for _, log := range []string{log1, log2} {
+		for _, l := range logLines(t, log) {
+			switch l.Msg {
+			case "launched a runner process":
+				launches[l.JobID]++
+			case "stranded job: replacement launched":
+				replaced[l.JobID]++
+			}
+		}
+	}
+	// A scale set's runner takes any job its scale set acquired, not only
+	// the one it was launched for: once per job is counted over the pool.
+	total, totalReplaced := 0, 0
+	for _, id := range jobs {
+		total, totalReplaced = total+launches[id], totalReplaced+replaced[id]
+		if launches[id] > 1+replaced[id] {
+			t.Errorf("job %d had %d runners launched for it and %d logged replacements", id, launches[id], replaced[id])
+		}
+	}
+	if total > len(jobs)+totalReplaced {
+		t.Errorf("%d runners launched for %d jobs and %d logged replacements", total, len(jobs), totalReplaced)
+	}
+	if n := sim.AckedUnacquired(); n != 0 {
+		t.Errorf("%d offers were acknowledged before their job was acquired", n)
+	}
+	l2 := readFile(log2)
+	if !strings.Contains(l2, "deleted the session the previous process left") || strings.Contains(l2, "another client holds the session") {
+		t.Error("the restart did not delete the session the crash left before opening its own")
+	}
+	if ss := sim.ScaleSets("acme"); len(ss) != 1 || ss[0].Session != "" || ss[0].Unacked != 0 {
+		t.Errorf("after exit: %+v, want no session and every message acknowledged", ss)
+	}
+	if t.Failed() || os.Getenv("SKIFF_LOCAL_LOGS") != "" {
+		t.Logf("first run's log:\n%s\nsecond run's log:\n%s", readFile(log1), readFile(log2))
+	}
+}
