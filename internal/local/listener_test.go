@@ -150,7 +150,11 @@ func TestLocalListenerFaults(t *testing.T) {
 		// skipped is how many offers the listener acknowledges without
 		// acquiring them on purpose.
 		skipped int
-		check   func(t *testing.T, sim *ghsim.Server, logs string)
+		// until, when set, is what the daemon is left running for after
+		// the jobs are done: the fault's effect, which the jobs may not
+		// have waited for on a fast or a slow machine.
+		until func(sim *ghsim.Server) (bool, string)
+		check func(t *testing.T, sim *ghsim.Server, logs string)
 	}{
 		{
 			name: "broker drops connections and answers 5xx in runs",
@@ -173,6 +177,10 @@ func TestLocalListenerFaults(t *testing.T) {
 		{
 			name: "queue and admin tokens expire",
 			opts: ghsim.ScaleSetOptions{QueueTokenTTL: 300 * time.Millisecond, Poll: 500 * time.Millisecond},
+			until: func(sim *ghsim.Server) (bool, string) {
+				n := sim.Requests(ghsim.OpRefreshSession)
+				return n > 0, fmt.Sprintf("%d session refreshes", n)
+			},
 			check: func(t *testing.T, sim *ghsim.Server, _ string) {
 				if n := sim.Requests(ghsim.OpRefreshSession); n == 0 {
 					t.Error("the session was never refreshed after its token expired")
@@ -222,6 +230,9 @@ func TestLocalListenerFaults(t *testing.T) {
 				RunnerCommand: []string{standin}, RunnerEnv: []string{"SKIFF_STANDIN_DURATION=100ms"}, Limits: map[string]int{"cpu": 2},
 			})
 			runListenerJobs(t, sim, l, logs, 3)
+			if tt.until != nil {
+				waitUntil(t, "the fault's effect", func() (bool, string) { return tt.until(sim) })
+			}
 			sim.ClearFaults()
 			all, err := l.Provider.List(context.Background(), provider.Filter{})
 			if err != nil {

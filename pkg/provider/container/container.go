@@ -51,7 +51,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -69,7 +68,6 @@ import (
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
-	"github.com/skiffci/skiff/pkg/provider/kubernetes/podusage"
 )
 
 // Labels of skiff's containers.
@@ -737,155 +735,9 @@ func containerName(s container.Summary) string {
 	return ""
 }
 
-// end reads how an ended container ended and what it used (one inspect),
-// then removes it; the instance is kept for Retain.
-func (p *Provider) end(ctx context.Context, name string, in provider.Instance) provider.Instance {
-	e := ended{in: in, at: p.o.Now()}
-	u, measured := p.readUsage(name)
-	if measured {
-		e.peaks = peaksOf(u, in)
-	}
-	got, err := p.o.Engine.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
-	if err == nil && got.Container.State != nil {
-		st := got.Container.State
-		var l pool.ContainerLimits
-		if got.Container.Config != nil {
-			_ = json.Unmarshal([]byte(got.Container.Config.Labels[LabelLimits]), &l)
-		}
-		e.reason = EndReason(st.ExitCode, st.OOMKilled, u.PeakMemoryBytes, l.MemoryBytes, st.Error)
-		if st.ExitCode == provider.ExitVersionDeprecated {
-			// GitHub refused the image's runner for its version: scale-down
-			// holds the pool (package freshness).
-			in.Tags[names.TagRunnerOutdated] = "unknown"
-			e.in = in
-		}
-	}
-	if err := p.remove(ctx, name); err != nil {
-		p.o.Logger.Warn("removing an ended runner container", "container", name, "err", err)
-		return in
-	}
-	p.o.Logger.Info("a runner container ended", "container", name, "end_reason", e.reason)
-	p.keep(e)
-	return in
-}
-
-// kill removes a running container (forced) and keeps it as ended.
-func (p *Provider) kill(ctx context.Context, name string, in provider.Instance, reason string) provider.Instance {
-	if err := p.remove(ctx, name); err != nil {
-		p.o.Logger.Warn("removing a runner container", "container", name, "err", err)
-		return in
-	}
-	in.State = provider.Terminated
-	e := ended{in: in, at: p.o.Now(), reason: reason}
-	if u, ok := p.readUsage(name); ok {
-		e.peaks = peaksOf(u, in)
-	}
-	p.keep(e)
-	return in
-}
-
-func (p *Provider) keep(e ended) {
-	e.in.State = provider.Terminated
-	p.mu.Lock()
-	p.ended[e.in.ID] = e
-	delete(p.running, e.in.ID)
-	p.mu.Unlock()
-	_ = os.RemoveAll(filepath.Join(p.o.Dir, e.in.ID))
-}
-
-// EndReason is how a container ended: OOMKilled (and its exit code), the
-// engine's error, or the runner's exit code. OOM is the engine's word, or,
-// where the engine does not say (Podman on cgroup v1), a runner killed by
-// SIGKILL (137) whose entrypoint measured a peak memory within
-// oomMargin of the container's limit: the kernel's OOM killer ended it.
-func EndReason(exit int, oom bool, peak, limit int64, engineErr string) string {
-	switch {
-	case oom:
-		return fmt.Sprintf("OOMKilled: exit code %d", exit)
-	case exit == 137 && limit > 0 && peak >= limit-limit/oomMargin:
-		return "OOMKilled: killed by SIGKILL at its memory limit (exit code 137)"
-	case engineErr != "":
-		return fmt.Sprintf("Error: %s (exit code %d)", engineErr, exit)
-	}
-	return fmt.Sprintf("exit code %d", exit)
-}
-
 // oomMargin: a peak within 1/oomMargin of the limit (5 %) is at the limit;
 // the kernel reclaims caches before it kills, so the peak sits just under.
 const oomMargin = 20
-
-// Ended returns how a runner List saw end ended (EndReason), and whether
-// the provider knows.
-func (p *Provider) Ended(id string) (string, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	e, ok := p.ended[id]
-	return e.reason, ok
-}
-
-// readUsage reads what the entrypoint left in a runner's usage directory.
-func (p *Provider) readUsage(name string) (podusage.Usage, bool) {
-	b, err := os.ReadFile(filepath.Join(p.o.Dir, name, "usage", "usage"))
-	if err != nil {
-		return podusage.Usage{}, false
-	}
-	u, err := podusage.Decode(string(b))
-	return u, err == nil
-}
-
-// peaksOf is a metrics record's peaks from a runner's usage.
-func peaksOf(u podusage.Usage, in provider.Instance) *metrics.Peaks {
-	pk := &metrics.Peaks{}
-	if u.CPUSeconds > 0 {
-		c := u.CPUSeconds
-		pk.CPUSeconds = &c
-	}
-	if u.PeakMemoryBytes > 0 {
-		gib := float64(u.PeakMemoryBytes) / (1 << 30)
-		pk.MemoryPeakGiB = &gib
-	}
-	for _, g := range u.GPUs {
-		util, mem := float64(g.PeakUtilPct), float64(g.PeakMemoryMiB)
-		pk.GPUs = append(pk.GPUs, metrics.GPUPeak{Index: g.Index, Utilization: &util, MemoryUsedMiB: &mem})
-	}
-	return pk
-}
-
-// RecordHost describes this host in the metrics records: its CPUs, memory
-// and GPUs as the ceiling states them; nil without a ceiling.
-func (p *Provider) RecordHost() *metrics.Host {
-	c := p.o.Ceiling
-	if c == (Ceiling{}) {
-		return nil
-	}
-	h := &metrics.Host{CPUs: int(c.NanoCPUs / 1e9)}
-	if c.MemoryBytes > 0 {
-		gib := math.Round(float64(c.MemoryBytes)/(1<<30)*100) / 100
-		h.MemoryGiB = &gib
-	}
-	if c.GPUs > 0 {
-		n := c.GPUs
-		h.GPUs = &n
-	}
-	return h
-}
-
-// Peaks implements scaledown.UsageSource.
-func (p *Provider) Peaks(id string) (*metrics.Peaks, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	e, ok := p.ended[id]
-	return e.peaks, ok && e.peaks != nil
-}
-
-// UsagePending implements scaledown.PendingUsage: the runner was alive at
-// the last List that saw it.
-func (p *Provider) UsagePending(id string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	_, ok := p.running[id]
-	return ok
-}
 
 // Terminate implements provider.Provider: a forced remove of each
 // container, its volumes, network and directory. An id gone or not
