@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -65,10 +64,7 @@ func (s *RunnerDynamo) RunnerReleases(ctx context.Context) (store.ReleaseList, e
 	if len(out.Item) == 0 {
 		return store.ReleaseList{}, store.ErrNotFound
 	}
-	var it struct {
-		FetchedAt int64  `dynamodbav:"fetched_at"`
-		Releases  string `dynamodbav:"releases"`
-	}
+	var it releasesItem
 	if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil {
 		return store.ReleaseList{}, fmt.Errorf("decoding runner releases: %w", err)
 	}
@@ -77,6 +73,13 @@ func (s *RunnerDynamo) RunnerReleases(ctx context.Context) (store.ReleaseList, e
 		return store.ReleaseList{}, fmt.Errorf("decoding runner releases: %w", err)
 	}
 	return l, nil
+}
+
+// releasesItem is the shared release list as the table keeps it: the
+// releases as one JSON string, fetched_at in Unix nanoseconds.
+type releasesItem struct {
+	FetchedAt int64  `dynamodbav:"fetched_at"`
+	Releases  string `dynamodbav:"releases"`
 }
 
 // holdItem is a pool's hold as the table keeps it (attributevalue's
@@ -97,9 +100,13 @@ func (s *RunnerDynamo) PutRunnerReleases(ctx context.Context, l store.ReleaseLis
 	if err != nil {
 		return fmt.Errorf("encoding runner releases: %w", err)
 	}
-	item := versionKey(releasesSK)
-	item["fetched_at"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(l.FetchedAt.UnixNano(), 10)}
-	item["releases"] = &types.AttributeValueMemberS{Value: string(raw)}
+	item, err := attributevalue.MarshalMap(releasesItem{FetchedAt: l.FetchedAt.UnixNano(), Releases: string(raw)})
+	if err != nil {
+		return fmt.Errorf("encoding runner releases: %w", err)
+	}
+	for k, v := range versionKey(releasesSK) {
+		item[k] = v
+	}
 	if _, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item}); err != nil {
 		return fmt.Errorf("storing runner releases: %w", err)
 	}
@@ -112,17 +119,18 @@ func (s *RunnerDynamo) HoldPool(ctx context.Context, h store.RunnerHold) (bool, 
 	if err := store.ValidateRunnerHold(h); err != nil {
 		return false, err
 	}
-	item := versionKey(holdSKPrefix + h.Pool)
-	item["pool"] = &types.AttributeValueMemberS{Value: h.Pool}
-	item["version"] = &types.AttributeValueMemberS{Value: h.Version}
-	putStr(item, "launched", h.Launched)
-	item["reason"] = &types.AttributeValueMemberS{Value: h.Reason}
-	putStr(item, "detail", h.Detail)
-	item["at"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(h.At.UnixNano(), 10)}
+	it := holdItem{Pool: h.Pool, Version: h.Version, Launched: h.Launched, Reason: h.Reason, Detail: h.Detail, At: h.At.UnixNano()}
 	if !h.Until.IsZero() {
-		item["until"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(h.Until.UnixNano(), 10)}
+		it.Until = h.Until.UnixNano()
 	}
-	_, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item,
+	item, err := attributevalue.MarshalMap(it)
+	if err != nil {
+		return false, fmt.Errorf("encoding pool %s's hold: %w", h.Pool, err)
+	}
+	for k, v := range versionKey(holdSKPrefix + h.Pool) {
+		item[k] = v
+	}
+	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item,
 		ConditionExpression:       aws.String("attribute_not_exists(pk) OR version <> :v"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":v": &types.AttributeValueMemberS{Value: h.Version}}})
 	var ccf *types.ConditionalCheckFailedException
