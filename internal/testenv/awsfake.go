@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -32,28 +31,9 @@ import (
 type AWSTransport struct {
 	// Latency is slept before each answer (0: none).
 	Latency time.Duration
-
-	mu    sync.Mutex
-	calls map[string]int
-}
-
-// Calls returns how many calls each operation got ("SendMessage",
-// "PutItem", "TransactWriteItems", ...) since the last Reset.
-func (t *AWSTransport) Calls() map[string]int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make(map[string]int, len(t.calls))
-	for k, v := range t.calls {
-		out[k] = v
-	}
-	return out
-}
-
-// Reset forgets the counted calls.
-func (t *AWSTransport) Reset() {
-	t.mu.Lock()
-	t.calls = nil
-	t.mu.Unlock()
+	// OpCount counts the calls by operation ("SendMessage", "PutItem",
+	// "TransactWriteItems", ...): Take them.
+	OpCount
 }
 
 // RoundTrip implements http.RoundTripper.
@@ -64,12 +44,7 @@ func (t *AWSTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	_ = req.Body.Close()
 	service, op, _ := strings.Cut(req.Header.Get("X-Amz-Target"), ".")
-	t.mu.Lock()
-	if t.calls == nil {
-		t.calls = map[string]int{}
-	}
-	t.calls[op]++
-	t.mu.Unlock()
+	t.add(op)
 	if t.Latency > 0 {
 		timer := time.NewTimer(t.Latency)
 		select {

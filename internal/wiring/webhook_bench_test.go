@@ -86,7 +86,7 @@ func BenchmarkWebhookProduction(b *testing.B) {
 				}
 				ctx := context.Background()
 				durations := make([]time.Duration, 0, b.N)
-				tr.Reset()
+				tr.Take() // the calls of building the handler
 				cpu0 := cpuTime(b)
 				b.ReportAllocs()
 				b.ResetTimer()
@@ -104,7 +104,7 @@ func BenchmarkWebhookProduction(b *testing.B) {
 					slices.Sort(durations)
 					b.ReportMetric(float64(durations[len(durations)*99/100].Microseconds()), "p99-µs")
 				}
-				calls := tr.Calls()
+				calls := tr.Take()
 				ops := make([]string, 0, len(calls))
 				total := 0
 				for op, n := range calls {
