@@ -29,18 +29,7 @@ func TestLocalListenerKill9(t *testing.T) {
 	if _, err := os.Stat("/proc/self/exe"); err != nil {
 		t.Skip("needs /proc to find the runner processes")
 	}
-	bin := t.TempDir()
-	skiff, standin := filepath.Join(bin, "skiff"), filepath.Join(bin, "skiff-standin")
-	for out, pkg := range map[string]string{skiff: "github.com/skiffci/skiff/cmd/skiff", standin: "github.com/skiffci/skiff/cmd/skiff-standin"} {
-		if b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
-			t.Fatalf("building %s: %v\n%s", pkg, err, b)
-		}
-	}
-	t.Cleanup(func() {
-		for _, pid := range standins(standin) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	})
+	skiff, standin := buildSkiff(t)
 	sim, pemKey := testenv.GitHubApp(t, "CANARYLKILL")
 	// No job is rescued by an offer made again: what the crash loses stays lost.
 	sim.SetScaleSetOptions(ghsim.ScaleSetOptions{Reoffer: time.Hour})

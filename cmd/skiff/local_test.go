@@ -21,6 +21,26 @@ import (
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 )
 
+// buildSkiff builds the skiff binary and the stand-in runner for a test
+// that runs them as processes; whatever happens, no stand-in of the test
+// outlives it.
+func buildSkiff(t *testing.T) (skiff, standin string) {
+	t.Helper()
+	bin := t.TempDir()
+	skiff, standin = filepath.Join(bin, "skiff"), filepath.Join(bin, "skiff-standin")
+	for out, pkg := range map[string]string{skiff: "github.com/skiffci/skiff/cmd/skiff", standin: "github.com/skiffci/skiff/cmd/skiff-standin"} {
+		if b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
+			t.Fatalf("building %s: %v\n%s", pkg, err, b)
+		}
+	}
+	t.Cleanup(func() {
+		for _, pid := range standins(standin) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	return skiff, standin
+}
+
 // TestLocalKill9 is local mode's durability end to end: the real skiff
 // binary runs `skiff local` against the GitHub simulator over HTTP with
 // stand-in runners; it is killed with SIGKILL in the middle of a burst of
@@ -35,19 +55,7 @@ func TestLocalKill9(t *testing.T) {
 	if _, err := os.Stat("/proc/self/exe"); err != nil {
 		t.Skip("needs /proc to find the runner processes")
 	}
-	bin := t.TempDir()
-	skiff, standin := filepath.Join(bin, "skiff"), filepath.Join(bin, "skiff-standin")
-	for out, pkg := range map[string]string{skiff: "github.com/skiffci/skiff/cmd/skiff", standin: "github.com/skiffci/skiff/cmd/skiff-standin"} {
-		if b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
-			t.Fatalf("building %s: %v\n%s", pkg, err, b)
-		}
-	}
-	// Whatever happens, no runner of this test outlives it.
-	t.Cleanup(func() {
-		for _, pid := range standins(standin) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	})
+	skiff, standin := buildSkiff(t)
 
 	sim, pemKey := testenv.GitHubApp(t, "CANARYKILL")
 
