@@ -192,6 +192,8 @@ type Handler struct {
 
 	instMu sync.Mutex
 	insts  map[int64]cachedInstallation
+
+	workers *workers
 }
 
 type cachedInstallation struct {
@@ -250,7 +252,7 @@ func New(o Options) (*Handler, error) {
 		o.SecretRefreshEvery = DefaultSecretRefreshEvery
 	}
 	o.Secrets = nil // the verifier holds its own copies
-	h := &Handler{o: o, insts: map[int64]cachedInstallation{}, refreshedAt: o.Now()}
+	h := &Handler{o: o, insts: map[int64]cachedInstallation{}, refreshedAt: o.Now(), workers: newWorkers()}
 	h.verifier.Store(v)
 	return h, nil
 }
@@ -431,10 +433,10 @@ func (h *Handler) queued(ctx context.Context, log *slog.Logger, job queue.Job, r
 		recErr   error
 		recorded = make(chan struct{})
 	)
-	go func() {
+	h.workers.do(func() {
 		defer close(recorded)
 		advanced, recErr = h.o.Store.RecordJob(ctx, rec)
-	}()
+	})
 	sendErr := h.o.Queue.Send(ctx, job)
 	<-recorded
 	if recErr != nil {
