@@ -40,6 +40,7 @@ func NewWebhook(ctx context.Context, cfg webhook.Config, awsCfg aws.Config, logg
 	if err != nil {
 		return nil, fmt.Errorf("loading pools (%s): %w", names.EnvPoolsFile, err)
 	}
+	awsCfg = withoutUserAgent(awsCfg)
 	ddb := newDynamoDB(awsCfg)
 	states := dynamostore.NewDynamo(ddb, cfg.TableName)
 	var refresh func(context.Context) ([][]byte, error)
