@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -303,6 +304,31 @@ func TestHostileInput(t *testing.T) {
 			hs := newHarness(t, nil)
 			if resp := hs.deliver("workflow_job", "d", ok.body); resp.Status != 200 {
 				t.Fatalf("status = %d %s, want 200\n%s", resp.Status, resp.Body, hs.logs.String())
+			}
+		})
+	}
+}
+
+// TestJSONProblem pins the words a malformed payload is logged with: where
+// the JSON broke, or which field had the wrong type, never the payload.
+func TestJSONProblem(t *testing.T) {
+	tests := []struct {
+		name, body, want string
+	}{
+		{"truncated", `{"action":"queued","workflow_job":{"id":1`, "truncated JSON"},
+		{"not JSON", `{"action":queued}`, "invalid JSON at byte 10"},
+		{"a string for an id", `{"action":"queued","workflow_job":{"id":"7"}}`, "field workflow_job.id has the wrong type"},
+		{"an id past int64", `{"action":"queued","workflow_job":{"id":99999999999999999999}}`, "field workflow_job.id has the wrong type"},
+		{"labels not a list", `{"action":"queued","workflow_job":{"labels":"linux"}}`, "field workflow_job.labels has the wrong type"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseWorkflowJob([]byte(tc.body))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if !errors.Is(err, ErrMalformed) || !strings.HasSuffix(err.Error(), tc.want) {
+				t.Errorf("error = %q, want ErrMalformed ending %q", err, tc.want)
 			}
 		})
 	}
