@@ -36,7 +36,7 @@ func AwaitedJob(r *provisioning.Runner) MetricsJob {
 }
 
 // record is the runner's ledger record: the awaiting list's, else read.
-func (j MetricsJob) record(ctx context.Context, l store.Ledger) (provisioning.Runner, error) {
+func (j MetricsJob) record(ctx context.Context, l AwaitingLedger) (provisioning.Runner, error) {
 	if j.Awaited != nil {
 		return *j.Awaited, nil
 	}
@@ -82,6 +82,17 @@ func (NoMetrics) Enabled(string) bool { return false }
 // Write implements MetricsWriter: nothing to do.
 func (NoMetrics) Write(context.Context, time.Time, []MetricsJob) map[string]Outcome { return nil }
 
+// AwaitingLedger is the part of the runner ledger the record writer reads:
+// each pool's awaiting runners and a runner's record, and a runner taken
+// off the list once its record is written. store.Ledger implements it.
+type AwaitingLedger interface {
+	Awaiting(ctx context.Context, pool string) ([]provisioning.Runner, error)
+	StopAwaiting(ctx context.Context, name string) error
+	Runner(ctx context.Context, name string) (provisioning.Runner, error)
+}
+
+var _ AwaitingLedger = store.Ledger(nil)
+
 // RecordWriter is the MetricsWriter that builds each record from the job
 // and run records, the ledger and the peaks (metrics.Build), and puts it
 // exactly once (metrics.Records.Put; ErrExists means done).
@@ -89,7 +100,7 @@ type RecordWriter struct {
 	// Pools are the pools that opted in; "*" means all.
 	Pools  []string
 	Jobs   JobRecords
-	Ledger store.Ledger
+	Ledger AwaitingLedger
 	Peaks  metrics.PeakReader
 	Out    metrics.Records
 	// CloudProvider and Region go into every record.

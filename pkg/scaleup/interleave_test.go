@@ -55,7 +55,7 @@ func (p crashingProvider) Launch(ctx context.Context, pl provider.Plan, regs []p
 }
 
 type crashingLaunches struct {
-	store.Launches
+	scaleup.Launches
 	c *crashAt
 }
 
@@ -75,7 +75,7 @@ func (l crashingLaunches) FinishFleet(ctx context.Context, token string, instanc
 }
 
 type crashingLedger struct {
-	store.Ledger
+	scaleup.Ledger
 	c *crashAt
 }
 

@@ -37,13 +37,14 @@ func newRoomEnvJitter(t *testing.T, rm store.Room, jitter func() float64) *roomE
 	r := &roomEnv{room: rm, q: &queue.Memory{}}
 	r.env = newEnv(t, func(o *scaleup.Options) {
 		r.q.SetClock(o.Now)
+		ledger := o.Ledger.(store.Ledger) // the whole ledger: the room reads live counts too
 		svc, err := room.New(room.Options{Room: r.room, Queue: r.q, Jobs: o.Jobs.(*store.Memory), Pools: o.Pools,
-			Ledger: o.Ledger, Counter: o.Counter, Logger: o.Logger, Now: o.Now, Jitter: jitter})
+			Ledger: ledger, Counter: o.Counter, Logger: o.Logger, Now: o.Now, Jitter: jitter})
 		if err != nil {
 			t.Fatal(err)
 		}
 		r.svcRoom = svc
-		r.ledger = room.Ledger{Ledger: o.Ledger, Room: svc}
+		r.ledger = room.Ledger{Ledger: ledger, Room: svc}
 		o.Ledger, o.Room = r.ledger, svc
 	})
 	return r

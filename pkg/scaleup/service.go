@@ -93,6 +93,33 @@ type JobRecords interface {
 	Run(ctx context.Context, id int64) (store.Run, error)
 }
 
+// Ledger is the part of the runner ledger scale-up writes: it reserves a
+// fleet's runners under their pool's max, records their instances, ends
+// the runners of a launch that failed, and reads a runner to tell a
+// recovered fleet's members apart. store.Ledger implements it.
+type Ledger interface {
+	Reserve(ctx context.Context, pool string, max int, runners []provisioning.Runner) (int, error)
+	Launched(ctx context.Context, name string, l provisioning.Launch) error
+	End(ctx context.Context, name string, at time.Time, reason string) (bool, error)
+	Runner(ctx context.Context, name string) (provisioning.Runner, error)
+}
+
+var _ Ledger = store.Ledger(nil)
+
+// Launches is the part of the launch store scale-up uses: each job's
+// claim, each fleet's intent and end, and a run's on-demand mark.
+// store.Launches implements it.
+type Launches interface {
+	LaunchClaims(ctx context.Context, jobIDs []int64, now time.Time) (map[int64]provisioning.Claim, error)
+	ClaimLaunch(ctx context.Context, c provisioning.Claim, prevGen int, now time.Time) error
+	PutFleet(ctx context.Context, f provisioning.Fleet) error
+	FinishFleet(ctx context.Context, token string, instances []string, reason string) error
+	Fleet(ctx context.Context, token string, now time.Time) (provisioning.Fleet, error)
+	OnDemandFrom(ctx context.Context, run int64, pool string, now time.Time) (int, error)
+}
+
+var _ Launches = store.Launches(nil)
+
 // GitHub is the part of the GitHub client scale-up calls; *github.Client
 // implements it (and caches runner group ids and registration tokens).
 type GitHub interface {
@@ -135,8 +162,8 @@ func (NoRunnerVersions) Held(context.Context, string, runnerversion.Download) (*
 // and GitHub are required.
 type Options struct {
 	Pools    *pool.Config
-	Launches store.Launches
-	Ledger   store.Ledger
+	Launches Launches
+	Ledger   Ledger
 	Jobs     JobRecords
 	Provider provider.Provider
 	GitHub   GitHub

@@ -145,7 +145,7 @@ type Options struct {
 	Secrets [][]byte // accepted webhook secrets, current first
 	Router  Router
 	Queue   queue.Sender
-	Store   store.Store
+	Store   Jobs
 	Runners Runners // the runner ledger: jobs started and completed on skiff's runners
 	// Lifecycle writes a lifecycle event's job record and runner step
 	// together; default: RecordJob on Store, then Advance on Runners.
@@ -155,7 +155,7 @@ type Options struct {
 	// SecurityEvents records the security events detect finds, once per
 	// job attempt (default store.DiscardSecurityEvents: logged and counted
 	// at every event that shows one).
-	SecurityEvents store.SecurityEvents
+	SecurityEvents SecurityEvents
 	Counter        telemetry.Counter // default telemetry.Discard
 	Logger         *slog.Logger      // default slog.Default()
 	Now            func() time.Time  // default time.Now
@@ -166,7 +166,7 @@ type Options struct {
 	// Recorded keeps the installations learnt from the installation
 	// webhook. A deleted or suspended installation is refused even when
 	// pinned. Nil: the pin alone decides (the zero pin refuses everyone).
-	Recorded store.Installations
+	Recorded Installations
 	// InstallationCacheTTL defaults to DefaultInstallationCacheTTL.
 	InstallationCacheTTL time.Duration
 	// RefreshSecrets, if set, reads the accepted webhook secrets again; it
@@ -478,6 +478,34 @@ func (h *Handler) lifecycle(ctx context.Context, log *slog.Logger, rec store.Job
 	return reply(http.StatusOK, "accepted")
 }
 
+// Jobs is the part of the job store the webhook writes: each job's and
+// run's record, and a run's record read back for its trigger. store.Store
+// implements it.
+type Jobs interface {
+	RecordJob(ctx context.Context, j store.Job) (advanced bool, err error)
+	RecordRun(ctx context.Context, r store.Run) error
+	Run(ctx context.Context, id int64) (store.Run, error)
+}
+
+// SecurityEvents records a security event once per job attempt (true: this
+// call recorded it); store.SecurityEvents implements it.
+type SecurityEvents interface {
+	RecordSecurityEvent(ctx context.Context, e store.SecurityEvent) (bool, error)
+}
+
+// Installations keeps the installations the installation webhook told of;
+// store.Installations implements it.
+type Installations interface {
+	RecordInstallation(ctx context.Context, in store.Installation) error
+	Installation(ctx context.Context, id int64) (store.Installation, error)
+}
+
+var (
+	_ Jobs           = store.Store(nil)
+	_ SecurityEvents = store.SecurityEvents(nil)
+	_ Installations  = store.Installations(nil)
+)
+
 // Runners is the part of the runner ledger the webhook writes, and reads
 // to learn the pool of the runner that ran a job: store.Ledger implements
 // it. Runner returns store.ErrNotFound for a runner that is not skiff's.
@@ -515,7 +543,7 @@ func runnerStep(rec store.Job) store.RunnerStep {
 // the ledger does not know (GitHub-hosted, or another system's) is none of
 // skiff's business.
 type separateWrites struct {
-	store   store.Store
+	store   Jobs
 	runners Runners
 }
 
