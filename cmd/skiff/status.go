@@ -25,6 +25,7 @@ import (
 	"github.com/skiffci/skiff/pkg/listener"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provisioning"
+	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/runnerversion"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/store/dynamostore"
@@ -58,7 +59,7 @@ type statusSources struct {
 	sqs        sqsAPI
 	cloudWatch cloudWatchAPI
 	local      *sqlitestore.Queue
-	room       store.Room // the pools' waiting rooms
+	room       room.Store // the pools' waiting rooms
 	security   store.SecurityEvents
 	runners    store.RunnerState // the runner release list and the pools' holds
 	now        func() time.Time

@@ -19,6 +19,7 @@ import (
 	"github.com/skiffci/skiff/internal/local"
 	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/runnerversion"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/store/sqlitestore"
@@ -89,14 +90,14 @@ func statusLedgerFixture(t *testing.T) *store.LedgerMemory {
 
 // statusRoomFixture: two jobs of pool gpu wait for capacity, since 4 and
 // 1 minutes.
-func statusRoomFixture(t *testing.T) *store.RoomMemory {
+func statusRoomFixture(t *testing.T) *room.Memory {
 	t.Helper()
-	r := store.NewRoomMemory()
+	r := room.NewMemory()
 	for i, ago := range []time.Duration{4 * time.Minute, time.Minute} {
 		at := statusNow.Add(-ago)
-		if _, err := r.Enter(context.Background(), store.Waiting{Pool: "gpu", JobID: int64(300 + i), Repository: "acme/app",
+		if _, err := r.Enter(context.Background(), room.Waiting{Pool: "gpu", JobID: int64(300 + i), Repository: "acme/app",
 			Message: "{}", Since: at, Reason: "launch_capacity", Detail: "g6.xlarge: no capacity in us-east-1a, us-east-1b",
-			ExpiresAt: at.Add(store.RoomLimit)}); err != nil {
+			ExpiresAt: at.Add(room.Limit)}); err != nil {
 			t.Fatal(err)
 		}
 	}

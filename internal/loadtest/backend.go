@@ -23,6 +23,7 @@ import (
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/metrics/recordstore"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
+	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/store/dynamostore"
 	"github.com/skiffci/skiff/pkg/userdata"
@@ -58,7 +59,7 @@ type backend struct {
 		store.Interruptions
 	}
 	launches store.Launches
-	room     store.Room
+	room     room.Store
 	regs     ec2.Registrations
 	metrics  metrics.Records
 	take     func(ctx context.Context, arn string) (jit string, ok bool, err error)
@@ -81,7 +82,7 @@ func memoryBackend(now func() time.Time) *backend {
 	st := store.NewMemory()
 	st.SetClock(now)
 	regs := &memoryRegistrations{items: map[string]userdata.Registration{}}
-	return &backend{records: st, ledger: store.NewLedgerMemory(now), launches: store.NewLaunchMemory(), room: store.NewRoomMemory(),
+	return &backend{records: st, ledger: store.NewLedgerMemory(now), launches: store.NewLaunchMemory(), room: room.NewMemory(),
 		regs: regs, metrics: &metrics.MemoryRecords{}, take: regs.take}
 }
 

@@ -82,7 +82,7 @@ type Live interface {
 
 // Options configure the service.
 type Options struct {
-	Room    store.Room
+	Room    Store
 	Queue   queue.Sender // a queue.DelayedSender gets the capacity backoff as a delay
 	Jobs    JobRecords
 	Pools   *pool.Config
@@ -97,7 +97,7 @@ type Options struct {
 	OfferLease time.Duration // default DefaultOfferLease
 }
 
-// Service is the waiting room's logic over a store.Room.
+// Service is the waiting room's logic over a Store.
 type Service struct {
 	o Options
 
@@ -177,10 +177,10 @@ func (s *Service) Wait(ctx context.Context, job queue.Job, place, reason, detail
 	if err != nil {
 		return err
 	}
-	w := store.Waiting{Pool: job.Pool, JobID: job.JobID, Repository: job.Repository, Message: string(body), Since: now,
-		Reason: reason, Detail: detail, ExpiresAt: now.Add(store.RoomLimit)}
+	w := Waiting{Pool: job.Pool, JobID: job.JobID, Repository: job.Repository, Message: string(body), Since: now,
+		Reason: reason, Detail: detail, ExpiresAt: now.Add(Limit)}
 	var delay time.Duration
-	var b store.Backoff
+	var b Backoff
 	delayed, canDelay := s.o.Queue.(queue.DelayedSender)
 	if backsOff(reason) {
 		w.Place = place
@@ -215,13 +215,13 @@ func (s *Service) Wait(ctx context.Context, job queue.Job, place, reason, detail
 // backoff records the refusal in the pool and place's shared backoff and
 // returns it: the job waits until it ends. When the store cannot be read
 // the job backs off on its own tries instead (a backoff without its pool).
-func (s *Service) backoff(ctx context.Context, log *slog.Logger, pool, place string, tries int, now time.Time) store.Backoff {
+func (s *Service) backoff(ctx context.Context, log *slog.Logger, pool, place string, tries int, now time.Time) Backoff {
 	b, err := s.o.Room.Refused(ctx, pool, place, now, func(failures int) time.Duration {
 		return decide.CapacityBackoff(failures, s.o.Jitter())
 	})
 	if err != nil {
 		log.Warn("recording the place's capacity backoff; the job backs off on its own", "place", place, "err", err)
-		return store.Backoff{Until: now.Add(decide.CapacityBackoff(tries, s.o.Jitter()))}
+		return Backoff{Until: now.Add(decide.CapacityBackoff(tries, s.o.Jitter()))}
 	}
 	return b
 }
@@ -243,12 +243,12 @@ func (s *Service) probe(ctx context.Context, log *slog.Logger, pool, place strin
 }
 
 // probeIn is probe over the pool's entries as read at now (oldest first).
-func (s *Service) probeIn(ctx context.Context, log *slog.Logger, pool, place string, ws []store.Waiting, now time.Time) bool {
+func (s *Service) probeIn(ctx context.Context, log *slog.Logger, pool, place string, ws []Waiting, now time.Time) bool {
 	delayed, ok := s.o.Queue.(queue.DelayedSender)
 	if !ok {
 		return false
 	}
-	i := slices.IndexFunc(ws, func(w store.Waiting) bool { return w.Place == place && w.WakeAt.After(now) })
+	i := slices.IndexFunc(ws, func(w Waiting) bool { return w.Place == place && w.WakeAt.After(now) })
 	if i < 0 {
 		return false
 	}
@@ -359,7 +359,7 @@ func (s *Service) Wake(ctx context.Context, pool string, n int) int {
 	return s.offer(ctx, pool, ws, served, n, now)
 }
 
-func (s *Service) offer(ctx context.Context, pool string, ws []store.Waiting, served map[string]time.Time, n int, now time.Time) int {
+func (s *Service) offer(ctx context.Context, pool string, ws []Waiting, served map[string]time.Time, n int, now time.Time) int {
 	cs := make([]decide.Candidate, len(ws))
 	for i, w := range ws {
 		cs[i] = decide.Candidate{Repository: w.Repository, JobID: w.JobID, Since: w.Since, WakeAt: w.WakeAt, OfferedUntil: w.OfferedUntil}
@@ -405,8 +405,8 @@ func (s *Service) offer(ctx context.Context, pool string, ws []store.Waiting, se
 // gone reports whether a waiting job needs no runner any more, and why:
 // its record says it started (on some other runner) or completed
 // (cancelled included), or it has waited GitHub's own limit.
-func (s *Service) gone(ctx context.Context, w store.Waiting) (bool, string) {
-	if s.o.Now().Sub(w.Since) >= store.RoomLimit-time.Minute {
+func (s *Service) gone(ctx context.Context, w Waiting) (bool, string) {
+	if s.o.Now().Sub(w.Since) >= Limit-time.Minute {
 		return true, "github_limit"
 	}
 	j, err := s.o.Jobs.Job(ctx, w.JobID)
@@ -460,7 +460,7 @@ func (s *Service) Sweep(ctx context.Context) {
 
 // probeAll arms the probe of each place the pool's entries wait out whose
 // probe is not due (none yet, or one lost in a crash).
-func (s *Service) probeAll(ctx context.Context, pool string, ws []store.Waiting, now time.Time) {
+func (s *Service) probeAll(ctx context.Context, pool string, ws []Waiting, now time.Time) {
 	seen := map[string]bool{}
 	for _, w := range ws {
 		if !w.WakeAt.After(now) || seen[w.Place] {

@@ -30,7 +30,7 @@ func (l *live) Live(context.Context, string) (int, error) {
 // env is the room service over memory parts: a pool "p" of one slot.
 type env struct {
 	svc     *room.Service
-	room    *store.RoomMemory
+	room    *room.Memory
 	q       *queue.Memory
 	records *store.Memory
 	live    *live
@@ -44,7 +44,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{room: store.NewRoomMemory(), q: &queue.Memory{}, records: store.NewMemory(), live: &live{},
+	e := &env{room: room.NewMemory(), q: &queue.Memory{}, records: store.NewMemory(), live: &live{},
 		counter: &telemetry.Memory{}, clock: ghsim.NewClock(time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC))}
 	e.q.SetClock(e.clock.Now)
 	e.svc, err = room.New(room.Options{Room: e.room, Queue: e.q, Jobs: e.records, Pools: cfg, Ledger: e.live,
@@ -78,7 +78,7 @@ func (e *env) sent(t *testing.T) []int64 {
 	return ids
 }
 
-func (e *env) waiting(t *testing.T) []store.Waiting {
+func (e *env) waiting(t *testing.T) []room.Waiting {
 	t.Helper()
 	ws, _, err := e.room.Waiting(context.Background(), "p", e.clock.Now())
 	if err != nil {
@@ -149,12 +149,12 @@ func TestCrashBetweenEntryAndOffer(t *testing.T) {
 // n wakers all see the job unoffered: the store's conditional offer alone
 // must keep it from going out twice.
 type barrierRoom struct {
-	*store.RoomMemory
+	*room.Memory
 	read *sync.WaitGroup
 }
 
-func (r barrierRoom) Waiting(ctx context.Context, pool string, now time.Time) ([]store.Waiting, map[string]time.Time, error) {
-	ws, served, err := r.RoomMemory.Waiting(ctx, pool, now)
+func (r barrierRoom) Waiting(ctx context.Context, pool string, now time.Time) ([]room.Waiting, map[string]time.Time, error) {
+	ws, served, err := r.Memory.Waiting(ctx, pool, now)
 	r.read.Done()
 	r.read.Wait()
 	return ws, served, err
@@ -173,7 +173,7 @@ func TestDuplicateWakeUps(t *testing.T) {
 	const wakers = 8
 	var read sync.WaitGroup
 	read.Add(wakers)
-	shared := barrierRoom{RoomMemory: e.room, read: &read}
+	shared := barrierRoom{Memory: e.room, read: &read}
 	offered := make(chan int, wakers)
 	var wg sync.WaitGroup
 	for range wakers {
@@ -235,7 +235,7 @@ func TestLeavingWhileWaiting(t *testing.T) {
 	}
 	e.svc.Leave(ctx, job(12, "acme/a"), "launched")
 	e.live.n = 1 // the pool stays full
-	e.clock.Advance(store.RoomLimit - time.Minute)
+	e.clock.Advance(room.Limit - time.Minute)
 	e.live.n = 0
 	e.svc.Sweep(ctx)
 	if got := e.sent(t); len(got) != 0 {

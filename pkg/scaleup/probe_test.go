@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/scaleup"
-	"github.com/skiffci/skiff/pkg/store"
 )
 
 // gpuOutage is the gpu pool (maxRunners 3) with no capacity in its place:
@@ -70,7 +70,7 @@ func (o *gpuOutage) at(t *testing.T, d time.Duration) []queue.Delivery {
 
 // backoff reads the place's backoff (a refusal while it is under way
 // changes nothing).
-func (o *gpuOutage) backoff(t *testing.T) store.Backoff {
+func (o *gpuOutage) backoff(t *testing.T) room.Backoff {
 	t.Helper()
 	b, err := o.room.Refused(context.Background(), "gpu", o.place, o.clock.now(), func(int) time.Duration { return time.Hour })
 	if err != nil {

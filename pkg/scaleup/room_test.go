@@ -16,23 +16,23 @@ import (
 // room's offers, and its ledger wakes the room when a runner ends.
 type roomEnv struct {
 	*env
-	room    store.Room
+	room    room.Store
 	svcRoom *room.Service
 	q       *queue.Memory
 	ledger  room.Ledger
 }
 
-func newRoomEnv(t *testing.T) *roomEnv { return newRoomEnvWith(t, store.NewRoomMemory()) }
+func newRoomEnv(t *testing.T) *roomEnv { return newRoomEnvWith(t, room.NewMemory()) }
 
 // newRoomEnvWith is newRoomEnv over the given room store.
-func newRoomEnvWith(t *testing.T, rm store.Room) *roomEnv {
+func newRoomEnvWith(t *testing.T, rm room.Store) *roomEnv {
 	t.Helper()
 	return newRoomEnvJitter(t, rm, func() float64 { return 0.5 })
 }
 
 // newRoomEnvJitter is newRoomEnvWith with the room's jitter (backoffs and
 // probes) drawn from jitter.
-func newRoomEnvJitter(t *testing.T, rm store.Room, jitter func() float64) *roomEnv {
+func newRoomEnvJitter(t *testing.T, rm room.Store, jitter func() float64) *roomEnv {
 	t.Helper()
 	r := &roomEnv{room: rm, q: &queue.Memory{}}
 	r.env = newEnv(t, func(o *scaleup.Options) {
@@ -67,7 +67,7 @@ func (r *roomEnv) offered(t *testing.T) []queue.Delivery {
 	return ds
 }
 
-func (r *roomEnv) waiting(t *testing.T, pool string) []store.Waiting {
+func (r *roomEnv) waiting(t *testing.T, pool string) []room.Waiting {
 	t.Helper()
 	ws, _, err := r.room.Waiting(context.Background(), pool, r.clock.now())
 	if err != nil {

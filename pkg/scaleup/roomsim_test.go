@@ -13,7 +13,6 @@ import (
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/scaleup"
-	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/store/dynamostore"
 )
 
@@ -37,10 +36,10 @@ type roomSim struct {
 }
 
 func newRoomSim(t *testing.T, pool string, jobTime time.Duration) *roomSim {
-	return newRoomSimWith(t, store.NewRoomMemory(), pool, jobTime)
+	return newRoomSimWith(t, room.NewMemory(), pool, jobTime)
 }
 
-func newRoomSimWith(t *testing.T, rm store.Room, pool string, jobTime time.Duration) *roomSim {
+func newRoomSimWith(t *testing.T, rm room.Store, pool string, jobTime time.Duration) *roomSim {
 	return &roomSim{roomEnv: newRoomEnvWith(t, rm), pool: pool, jobTime: jobTime, started: map[string]time.Time{},
 		launches: map[int64][]time.Time{}, repoOf: map[int64]string{}}
 }
@@ -234,7 +233,7 @@ func outage(t *testing.T, off time.Duration) {
 		defer mu.Unlock()
 		return rng.Float64()
 	}
-	s := &roomSim{roomEnv: newRoomEnvJitter(t, store.NewRoomMemory(), jitter), pool: "gpu8", jobTime: 10 * time.Minute,
+	s := &roomSim{roomEnv: newRoomEnvJitter(t, room.NewMemory(), jitter), pool: "gpu8", jobTime: 10 * time.Minute,
 		started: map[string]time.Time{}, launches: map[int64][]time.Time{}, repoOf: map[int64]string{}}
 	s.queue(t, 2000, 100, "acme/app")
 	var keys []string

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/store"
 )
 
@@ -26,7 +27,7 @@ import (
 //	backoff  ROOM#<pool>   BACKOFF#<place>     failures, until, probe_at, expires_at
 //
 // wake_at, offered_until, until and probe_at are epoch nanoseconds (exact, so that an offer
-// ends at the same instant as in RoomMemory); since and served_at are
+// ends at the same instant as in room.Memory); since and served_at are
 // timestamps in the table's fixed-width layout. An entry's expires_at is
 // its first entry plus RoomLimit, kept by later entries.
 
@@ -41,7 +42,7 @@ type RoomDynamoAPI interface {
 
 var (
 	_ RoomDynamoAPI = (*dynamodb.Client)(nil)
-	_ store.Room    = (*RoomDynamo)(nil)
+	_ room.Store    = (*RoomDynamo)(nil)
 )
 
 const (
@@ -90,12 +91,12 @@ func nanos(t time.Time) types.AttributeValue {
 // Enter implements Room: one UpdateItem that keeps the first since and
 // expires_at of a live entry; an expired one (not yet deleted by TTL) is
 // replaced whole by a conditional PutItem.
-func (d *RoomDynamo) Enter(ctx context.Context, w store.Waiting) (store.Waiting, error) {
-	if err := store.ValidateWaiting(w); err != nil {
-		return store.Waiting{}, err
+func (d *RoomDynamo) Enter(ctx context.Context, w room.Waiting) (room.Waiting, error) {
+	if err := room.ValidateWaiting(w); err != nil {
+		return room.Waiting{}, err
 	}
 	if w.ExpiresAt.IsZero() {
-		w.ExpiresAt = w.Since.Add(store.RoomLimit)
+		w.ExpiresAt = w.Since.Add(room.Limit)
 	}
 	e := newExpr()
 	set := []string{
@@ -122,20 +123,20 @@ func (d *RoomDynamo) Enter(ctx context.Context, w store.Waiting) (store.Waiting,
 		w.Tries = 1
 		putWaiting(item, w)
 		if _, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(d.table), Item: item}); err != nil {
-			return store.Waiting{}, fmt.Errorf("entering job %d in the room of pool %s: %w", w.JobID, w.Pool, err)
+			return room.Waiting{}, fmt.Errorf("entering job %d in the room of pool %s: %w", w.JobID, w.Pool, err)
 		}
 		return w, nil
 	case err != nil:
-		return store.Waiting{}, fmt.Errorf("entering job %d in the room of pool %s: %w", w.JobID, w.Pool, err)
+		return room.Waiting{}, fmt.Errorf("entering job %d in the room of pool %s: %w", w.JobID, w.Pool, err)
 	}
 	got, err := decodeWaiting(w.Pool, out.Attributes)
 	if err != nil {
-		return store.Waiting{}, fmt.Errorf("decoding job %d in the room of pool %s: %w", w.JobID, w.Pool, err)
+		return room.Waiting{}, fmt.Errorf("decoding job %d in the room of pool %s: %w", w.JobID, w.Pool, err)
 	}
 	return got, nil
 }
 
-func putWaiting(item map[string]types.AttributeValue, w store.Waiting) {
+func putWaiting(item map[string]types.AttributeValue, w room.Waiting) {
 	item[attrRepository] = str(w.Repository)
 	item[attrMessage] = str(w.Message)
 	item[attrReason] = str(w.Reason)
@@ -148,9 +149,9 @@ func putWaiting(item map[string]types.AttributeValue, w store.Waiting) {
 	item[attrExpires] = numI(store.EpochCeil(w.ExpiresAt))
 }
 
-func decodeWaiting(pool string, item map[string]types.AttributeValue) (store.Waiting, error) {
+func decodeWaiting(pool string, item map[string]types.AttributeValue) (room.Waiting, error) {
 	dec := decoder{item: item}
-	w := store.Waiting{Pool: pool, Repository: dec.str(attrRepository), Message: dec.str(attrMessage), Since: dec.time(attrSince),
+	w := room.Waiting{Pool: pool, Repository: dec.str(attrRepository), Message: dec.str(attrMessage), Since: dec.time(attrSince),
 		Reason: dec.str(attrReason), Detail: dec.str(attrDetail), Place: dec.str(attrPlace), Tries: int(dec.int(attrTries)),
 		ExpiresAt: dec.epoch(attrExpires)}
 	if n := dec.int(attrWakeAt); n != 0 {
@@ -199,7 +200,7 @@ func (d *RoomDynamo) Offer(ctx context.Context, pool string, jobID int64, now, u
 	}
 	item := itemKey(roomPK(pool), skServedPrefix+repo)
 	item[attrServedAt] = str(now.UTC().Format(timeLayout))
-	item[attrExpires] = numI(store.EpochCeil(now.Add(store.RoomLimit)))
+	item[attrExpires] = numI(store.EpochCeil(now.Add(room.Limit)))
 	if _, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(d.table), Item: item}); err != nil {
 		// The offer stands; only the fair order's memory of it is lost.
 		return fmt.Errorf("recording repository %s served in pool %s: %w", repo, pool, err)
@@ -216,12 +217,12 @@ func (d *RoomDynamo) Leave(ctx context.Context, pool string, jobID int64) error 
 }
 
 // Waiting implements Room: one consistent Query of the pool's partition.
-func (d *RoomDynamo) Waiting(ctx context.Context, pool string, now time.Time) ([]store.Waiting, map[string]time.Time, error) {
+func (d *RoomDynamo) Waiting(ctx context.Context, pool string, now time.Time) ([]room.Waiting, map[string]time.Time, error) {
 	e := newExpr()
 	in := &dynamodb.QueryInput{TableName: aws.String(d.table), ConsistentRead: aws.Bool(true),
 		KeyConditionExpression:   aws.String(e.name(attrPK) + " = " + e.value(str(roomPK(pool)))),
 		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values}
-	var out []store.Waiting
+	var out []room.Waiting
 	served := map[string]time.Time{}
 	for {
 		res, err := d.api.Query(ctx, in)
@@ -255,7 +256,7 @@ func (d *RoomDynamo) Waiting(ctx context.Context, pool string, now time.Time) ([
 		}
 		in.ExclusiveStartKey = res.LastEvaluatedKey
 	}
-	store.SortWaiting(out)
+	room.SortWaiting(out)
 	return out, served, nil
 }
 
@@ -263,8 +264,8 @@ func backoffKey(pool, place string) map[string]types.AttributeValue {
 	return itemKey(roomPK(pool), skBackoffPrefix+place)
 }
 
-func decodeBackoff(pool, place string, dec *decoder) store.Backoff {
-	b := store.Backoff{Pool: pool, Place: place, Failures: int(dec.int(attrFailures)), Until: time.Unix(0, dec.int(attrUntil)).UTC()}
+func decodeBackoff(pool, place string, dec *decoder) room.Backoff {
+	b := room.Backoff{Pool: pool, Place: place, Failures: int(dec.int(attrFailures)), Until: time.Unix(0, dec.int(attrUntil)).UTC()}
 	if n := dec.int(attrProbeAt); n != 0 {
 		b.ProbeAt = time.Unix(0, n).UTC()
 	}
@@ -278,29 +279,29 @@ const refusedTries = 5
 // Refused implements Room: a consistent read of the place's backoff, then
 // an UpdateItem conditional on the backoff read (absent, or the same failures
 // and until), read again when another invocation got there first.
-func (d *RoomDynamo) Refused(ctx context.Context, pool, place string, now time.Time, next func(int) time.Duration) (store.Backoff, error) {
+func (d *RoomDynamo) Refused(ctx context.Context, pool, place string, now time.Time, next func(int) time.Duration) (room.Backoff, error) {
 	for range refusedTries {
 		got, err := d.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(d.table), Key: backoffKey(pool, place),
 			ConsistentRead: aws.Bool(true)})
 		if err != nil {
-			return store.Backoff{}, fmt.Errorf("reading the backoff of pool %s in %q: %w", pool, place, err)
+			return room.Backoff{}, fmt.Errorf("reading the backoff of pool %s in %q: %w", pool, place, err)
 		}
-		var old store.Backoff
+		var old room.Backoff
 		ok := got.Item != nil
 		if ok {
 			dec := decoder{item: got.Item}
 			old = decodeBackoff(pool, place, &dec)
 			if dec.err != nil {
-				return store.Backoff{}, fmt.Errorf("decoding the backoff of pool %s in %q: %w", pool, place, dec.err)
+				return room.Backoff{}, fmt.Errorf("decoding the backoff of pool %s in %q: %w", pool, place, dec.err)
 			}
 		}
-		b, changed := store.NextBackoff(old, ok, pool, place, now, next)
+		b, changed := room.NextBackoff(old, ok, pool, place, now, next)
 		if !changed {
 			return b, nil
 		}
 		e := newExpr()
 		update := "SET " + e.name(attrFailures) + " = " + e.value(numI(int64(b.Failures))) + ", " + e.name(attrUntil) + " = " +
-			e.value(nanos(b.Until)) + ", " + e.name(attrExpires) + " = " + e.value(numI(store.EpochCeil(b.Until.Add(store.BackoffLimit))))
+			e.value(nanos(b.Until)) + ", " + e.name(attrExpires) + " = " + e.value(numI(store.EpochCeil(b.Until.Add(room.BackoffLimit))))
 		var cond string
 		if !ok {
 			cond = "attribute_not_exists(" + e.name(attrPK) + ")"
@@ -314,11 +315,11 @@ func (d *RoomDynamo) Refused(ctx context.Context, pool, place string, now time.T
 			continue
 		}
 		if err != nil {
-			return store.Backoff{}, fmt.Errorf("recording the backoff of pool %s in %q: %w", pool, place, err)
+			return room.Backoff{}, fmt.Errorf("recording the backoff of pool %s in %q: %w", pool, place, err)
 		}
 		return b, nil
 	}
-	return store.Backoff{}, fmt.Errorf("recording the backoff of pool %s in %q: %d rounds lost to other writers: %w", pool, place,
+	return room.Backoff{}, fmt.Errorf("recording the backoff of pool %s in %q: %d rounds lost to other writers: %w", pool, place,
 		refusedTries, store.ErrConflict)
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/provisioning"
+	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/store/sqlitestore"
 	"github.com/skiffci/skiff/pkg/store/storetest"
@@ -174,5 +175,5 @@ func TestLedgerTwoProcesses(t *testing.T) {
 
 func TestRoomConformance(t *testing.T) {
 	t.Parallel()
-	storetest.RunRoom(t, func(t *testing.T) store.Room { return sqlitestore.NewRoom(open(t, "", sqlitestore.Options{})) })
+	storetest.RunRoom(t, func(t *testing.T) room.Store { return sqlitestore.NewRoom(open(t, "", sqlitestore.Options{})) })
 }

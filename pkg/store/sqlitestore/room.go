@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/store"
 )
 
-// roomSchema holds the waiting room (store.Room): an entry's record is JSON
-// (store.Waiting), beside the columns the conditions and the listing read;
+// roomSchema holds the waiting room (room.Store): an entry's record is JSON
+// (room.Waiting), beside the columns the conditions and the listing read;
 // room_served is when each repository of a pool was last offered a job;
 // room_backoff is each pool's capacity backoff per place, room_probe when
 // its probe is due (a table of its own, so that files made before it
@@ -46,34 +47,34 @@ CREATE TABLE IF NOT EXISTS room_probe (
 ) WITHOUT ROWID;
 `
 
-// Room is a store.Room in the SQLite file, with the conditions of
-// store.RoomMemory: each write is one transaction that reads the entry it
+// Room is a room.Store in the SQLite file, with the conditions of
+// room.Memory: each write is one transaction that reads the entry it
 // changes.
 type Room struct{ d *DB }
 
-var _ store.Room = (*Room)(nil)
+var _ room.Store = (*Room)(nil)
 
 // NewRoom returns the waiting room in d.
 func NewRoom(d *DB) *Room { return &Room{d: d} }
 
-func (r *Room) entry(ctx context.Context, tx *sql.Tx, pool string, job int64) (store.Waiting, bool, error) {
+func (r *Room) entry(ctx context.Context, tx *sql.Tx, pool string, job int64) (room.Waiting, bool, error) {
 	var rec string
 	var exp int64
 	err := tx.QueryRowContext(ctx, `SELECT record, expires_at FROM room WHERE pool = ? AND job_id = ?`, pool, job).Scan(&rec, &exp)
 	if isNoRows(err) {
-		return store.Waiting{}, false, nil
+		return room.Waiting{}, false, nil
 	}
 	if err != nil {
-		return store.Waiting{}, false, fmt.Errorf("reading job %d in the room of pool %s: %w", job, pool, err)
+		return room.Waiting{}, false, fmt.Errorf("reading job %d in the room of pool %s: %w", job, pool, err)
 	}
-	var w store.Waiting
+	var w room.Waiting
 	if err := json.Unmarshal([]byte(rec), &w); err != nil {
-		return store.Waiting{}, false, fmt.Errorf("decoding job %d in the room of pool %s: %w", job, pool, err)
+		return room.Waiting{}, false, fmt.Errorf("decoding job %d in the room of pool %s: %w", job, pool, err)
 	}
 	return w, true, nil
 }
 
-func (r *Room) put(ctx context.Context, tx *sql.Tx, w store.Waiting) error {
+func (r *Room) put(ctx context.Context, tx *sql.Tx, w room.Waiting) error {
 	rec, err := json.Marshal(w)
 	if err != nil {
 		return err
@@ -87,13 +88,13 @@ func (r *Room) put(ctx context.Context, tx *sql.Tx, w store.Waiting) error {
 	return nil
 }
 
-// Enter implements store.Room.
-func (r *Room) Enter(ctx context.Context, w store.Waiting) (store.Waiting, error) {
-	if err := store.ValidateWaiting(w); err != nil {
-		return store.Waiting{}, err
+// Enter implements room.Store.
+func (r *Room) Enter(ctx context.Context, w room.Waiting) (room.Waiting, error) {
+	if err := room.ValidateWaiting(w); err != nil {
+		return room.Waiting{}, err
 	}
 	if w.ExpiresAt.IsZero() {
-		w.ExpiresAt = w.Since.Add(store.RoomLimit)
+		w.ExpiresAt = w.Since.Add(room.Limit)
 	}
 	w.Tries = 1
 	err := r.d.tx(ctx, func(tx *sql.Tx) error {
@@ -107,12 +108,12 @@ func (r *Room) Enter(ctx context.Context, w store.Waiting) (store.Waiting, error
 		return r.put(ctx, tx, w)
 	})
 	if err != nil {
-		return store.Waiting{}, err
+		return room.Waiting{}, err
 	}
 	return w, nil
 }
 
-// Offer implements store.Room.
+// Offer implements room.Store.
 func (r *Room) Offer(ctx context.Context, pool string, jobID int64, now, until time.Time) error {
 	return r.d.tx(ctx, func(tx *sql.Tx) error {
 		w, ok, err := r.entry(ctx, tx, pool, jobID)
@@ -137,7 +138,7 @@ func (r *Room) Offer(ctx context.Context, pool string, jobID int64, now, until t
 	})
 }
 
-// Leave implements store.Room.
+// Leave implements room.Store.
 func (r *Room) Leave(ctx context.Context, pool string, jobID int64) error {
 	return r.d.tx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM room WHERE pool = ? AND job_id = ?`, pool, jobID); err != nil {
@@ -147,8 +148,8 @@ func (r *Room) Leave(ctx context.Context, pool string, jobID int64) error {
 	})
 }
 
-// Waiting implements store.Room.
-func (r *Room) Waiting(ctx context.Context, pool string, now time.Time) ([]store.Waiting, map[string]time.Time, error) {
+// Waiting implements room.Store.
+func (r *Room) Waiting(ctx context.Context, pool string, now time.Time) ([]room.Waiting, map[string]time.Time, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
@@ -156,7 +157,7 @@ func (r *Room) Waiting(ctx context.Context, pool string, now time.Time) ([]store
 	if err != nil {
 		return nil, nil, err
 	}
-	store.SortWaiting(out)
+	room.SortWaiting(out)
 	served := map[string]time.Time{}
 	srows, err := r.d.db.QueryContext(ctx, `SELECT repository, served_at FROM room_served WHERE pool = ?`, pool)
 	if err != nil {
@@ -175,34 +176,34 @@ func (r *Room) Waiting(ctx context.Context, pool string, now time.Time) ([]store
 }
 
 // backoff reads the place's backoff and its probe in tx.
-func backoff(ctx context.Context, tx *sql.Tx, pool, place string) (store.Backoff, bool, error) {
+func backoff(ctx context.Context, tx *sql.Tx, pool, place string) (room.Backoff, bool, error) {
 	var failures, until, probe int64
 	err := tx.QueryRowContext(ctx, `SELECT b.failures, b.until, coalesce(p.probe_at, 0) FROM room_backoff b
 		LEFT JOIN room_probe p ON p.pool = b.pool AND p.place = b.place WHERE b.pool = ? AND b.place = ?`, pool, place).
 		Scan(&failures, &until, &probe)
 	if isNoRows(err) {
-		return store.Backoff{}, false, nil
+		return room.Backoff{}, false, nil
 	}
 	if err != nil {
-		return store.Backoff{}, false, fmt.Errorf("reading the backoff of pool %s in %q: %w", pool, place, err)
+		return room.Backoff{}, false, fmt.Errorf("reading the backoff of pool %s in %q: %w", pool, place, err)
 	}
-	b := store.Backoff{Pool: pool, Place: place, Failures: int(failures), Until: time.Unix(0, until).UTC()}
+	b := room.Backoff{Pool: pool, Place: place, Failures: int(failures), Until: time.Unix(0, until).UTC()}
 	if probe != 0 {
 		b.ProbeAt = time.Unix(0, probe).UTC()
 	}
 	return b, true, nil
 }
 
-// Refused implements store.Room: the read and the write in one transaction.
-func (r *Room) Refused(ctx context.Context, pool, place string, now time.Time, next func(int) time.Duration) (store.Backoff, error) {
-	var b store.Backoff
+// Refused implements room.Store: the read and the write in one transaction.
+func (r *Room) Refused(ctx context.Context, pool, place string, now time.Time, next func(int) time.Duration) (room.Backoff, error) {
+	var b room.Backoff
 	err := r.d.tx(ctx, func(tx *sql.Tx) error {
 		old, ok, err := backoff(ctx, tx, pool, place)
 		if err != nil {
 			return err
 		}
 		var changed bool
-		b, changed = store.NextBackoff(old, ok, pool, place, now, next)
+		b, changed = room.NextBackoff(old, ok, pool, place, now, next)
 		if !changed {
 			return nil
 		}
@@ -216,7 +217,7 @@ func (r *Room) Refused(ctx context.Context, pool, place string, now time.Time, n
 	return b, err
 }
 
-// Recovered implements store.Room: the backoff and its probe go.
+// Recovered implements room.Store: the backoff and its probe go.
 func (r *Room) Recovered(ctx context.Context, pool, place string) (bool, error) {
 	var n int64
 	err := r.d.tx(ctx, func(tx *sql.Tx) error {
@@ -233,12 +234,12 @@ func (r *Room) Recovered(ctx context.Context, pool, place string) (bool, error) 
 	return n > 0, err
 }
 
-// ArmProbe implements store.Room: the read and the write in one transaction.
+// ArmProbe implements room.Store: the read and the write in one transaction.
 func (r *Room) ArmProbe(ctx context.Context, pool, place string, now, due time.Time) (bool, error) {
 	armed := false
 	err := r.d.tx(ctx, func(tx *sql.Tx) error {
 		b, ok, err := backoff(ctx, tx, pool, place)
-		if err != nil || !store.CanArm(b, ok, now) {
+		if err != nil || !room.CanArm(b, ok, now) {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO room_probe (pool, place, probe_at) VALUES (?, ?, ?)
@@ -251,7 +252,7 @@ func (r *Room) ArmProbe(ctx context.Context, pool, place string, now, due time.T
 	return armed, err
 }
 
-// Resume implements store.Room: the pool's entries read and rewritten in
+// Resume implements room.Store: the pool's entries read and rewritten in
 // one transaction.
 func (r *Room) Resume(ctx context.Context, pool, place string, now time.Time) (int, error) {
 	n := 0
@@ -260,7 +261,7 @@ func (r *Room) Resume(ctx context.Context, pool, place string, now time.Time) (i
 		if err != nil {
 			return err
 		}
-		var resume []store.Waiting
+		var resume []room.Waiting
 		for _, w := range live {
 			if w.Place == place && w.WakeAt.After(now) {
 				resume = append(resume, w)
@@ -280,17 +281,17 @@ func (r *Room) Resume(ctx context.Context, pool, place string, now time.Time) (i
 
 // liveEntries reads the pool's entries that have not expired by now, in
 // no particular order.
-func liveEntries(ctx context.Context, q querier, pool string, now time.Time) ([]store.Waiting, error) {
+func liveEntries(ctx context.Context, q querier, pool string, now time.Time) ([]room.Waiting, error) {
 	rows, err := q.QueryContext(ctx, `SELECT record FROM room WHERE pool = ? AND (expires_at = 0 OR expires_at > ?)`,
 		pool, now.Unix())
 	if err != nil {
 		return nil, fmt.Errorf("reading the room of pool %s: %w", pool, err)
 	}
 	defer rows.Close()
-	var out []store.Waiting
+	var out []room.Waiting
 	for rows.Next() {
 		var rec string
-		var w store.Waiting
+		var w room.Waiting
 		if err := rows.Scan(&rec); err == nil {
 			err = json.Unmarshal([]byte(rec), &w)
 		}

@@ -9,13 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/store"
 )
 
-// RunRoom is the conformance suite of store.Room: entries keep their first
+// RunRoom is the conformance suite of room.Store: entries keep their first
 // time, offers are exclusive until they end, the fair order's served
 // times, leaving, expiry. newRoom returns an empty room.
-func RunRoom(t *testing.T, newRoom func(*testing.T) store.Room) {
+func RunRoom(t *testing.T, newRoom func(*testing.T) room.Store) {
 	t.Run("Enter", func(t *testing.T) { t.Parallel(); testRoomEnter(t, newRoom(t)) })
 	t.Run("Offer", func(t *testing.T) { t.Parallel(); testRoomOffer(t, newRoom(t)) })
 	t.Run("ConcurrentOffers", func(t *testing.T) { t.Parallel(); testRoomConcurrentOffers(t, newRoom(t)) })
@@ -31,7 +32,7 @@ func RunRoom(t *testing.T, newRoom func(*testing.T) store.Room) {
 // doubling is a backoff rule without jitter: 15 s, 30 s, 60 s, …
 func doubling(failures int) time.Duration { return 15 * time.Second << (failures - 1) }
 
-func testRoomBackoff(t *testing.T, r store.Room) {
+func testRoomBackoff(t *testing.T, r room.Store) {
 	ctx := context.Background()
 	const place = "g6.xlarge@subnet-a,subnet-b"
 	b, err := r.Refused(ctx, "gpu", place, Now, doubling)
@@ -83,7 +84,7 @@ func testRoomBackoff(t *testing.T, r store.Room) {
 		t.Errorf("after the recovery: %+v; want a first backoff again", b)
 	}
 	// Long after a backoff ended, a refusal starts from the first again.
-	later := Now.Add(35*time.Second + store.BackoffLimit)
+	later := Now.Add(35*time.Second + room.BackoffLimit)
 	if b, err = r.Refused(ctx, "gpu", place, later, doubling); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func testRoomBackoff(t *testing.T, r store.Room) {
 	}
 }
 
-func testRoomConcurrentRefusals(t *testing.T, r store.Room) {
+func testRoomConcurrentRefusals(t *testing.T, r room.Store) {
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	for range 8 {
@@ -116,7 +117,7 @@ func testRoomConcurrentRefusals(t *testing.T, r store.Room) {
 	}
 }
 
-func testRoomProbe(t *testing.T, r store.Room) {
+func testRoomProbe(t *testing.T, r room.Store) {
 	ctx := context.Background()
 	const place = "g6.xlarge@subnet-a"
 	arm := func(now, due time.Duration) bool {
@@ -181,7 +182,7 @@ func testRoomProbe(t *testing.T, r store.Room) {
 	}
 }
 
-func testRoomConcurrentProbes(t *testing.T, r store.Room) {
+func testRoomConcurrentProbes(t *testing.T, r room.Store) {
 	ctx := context.Background()
 	if _, err := r.Refused(ctx, "gpu", "", Now, doubling); err != nil {
 		t.Fatal(err)
@@ -233,7 +234,7 @@ func exactlyOneWins(t *testing.T, n int, what string, try func() error) {
 	}
 }
 
-func testRoomResume(t *testing.T, r store.Room) {
+func testRoomResume(t *testing.T, r room.Store) {
 	ctx := context.Background()
 	const place = "g6.xlarge@subnet-a"
 	enter := func(job int64, place string, wake time.Duration) {
@@ -280,13 +281,13 @@ func testRoomResume(t *testing.T, r store.Room) {
 	}
 }
 
-func waiting(pool string, job int64, repo string, since time.Duration) store.Waiting {
+func waiting(pool string, job int64, repo string, since time.Duration) room.Waiting {
 	at := Now.Add(since)
-	return store.Waiting{Pool: pool, JobID: job, Repository: repo, Message: `{"job_id":` + strconv.FormatInt(job, 10) + `}`,
-		Since: at, Reason: "max_runners", ExpiresAt: at.Add(store.RoomLimit)}
+	return room.Waiting{Pool: pool, JobID: job, Repository: repo, Message: `{"job_id":` + strconv.FormatInt(job, 10) + `}`,
+		Since: at, Reason: "max_runners", ExpiresAt: at.Add(room.Limit)}
 }
 
-func testRoomEnter(t *testing.T, r store.Room) {
+func testRoomEnter(t *testing.T, r room.Store) {
 	ctx := context.Background()
 	first, err := r.Enter(ctx, waiting("gpu", 7, "acme/app", 0))
 	if err != nil {
@@ -302,7 +303,7 @@ func testRoomEnter(t *testing.T, r store.Room) {
 		t.Fatal(err)
 	}
 	if got.Tries != 2 || !got.Since.Equal(Now) || got.Reason != "launch_capacity" || got.Detail != again.Detail ||
-		!got.WakeAt.Equal(again.WakeAt) || got.ExpiresAt.Unix() != Now.Add(store.RoomLimit).Unix() {
+		!got.WakeAt.Equal(again.WakeAt) || got.ExpiresAt.Unix() != Now.Add(room.Limit).Unix() {
 		t.Errorf("second entry: %+v; want tries 2, the first since and expiry, the new reason, detail and wake", got)
 	}
 	if _, err := r.Enter(ctx, waiting("gpu", 8, "acme/lib", -time.Minute)); err != nil {
@@ -323,7 +324,7 @@ func testRoomEnter(t *testing.T, r store.Room) {
 	}
 }
 
-func testRoomOffer(t *testing.T, r store.Room) {
+func testRoomOffer(t *testing.T, r room.Store) {
 	ctx := context.Background()
 	if _, err := r.Enter(ctx, waiting("gpu", 7, "acme/app", 0)); err != nil {
 		t.Fatal(err)
@@ -377,7 +378,7 @@ func testRoomOffer(t *testing.T, r store.Room) {
 	}
 }
 
-func testRoomConcurrentOffers(t *testing.T, r store.Room) {
+func testRoomConcurrentOffers(t *testing.T, r room.Store) {
 	ctx := context.Background()
 	if _, err := r.Enter(ctx, waiting("gpu", 7, "acme/app", 0)); err != nil {
 		t.Fatal(err)
@@ -385,7 +386,7 @@ func testRoomConcurrentOffers(t *testing.T, r store.Room) {
 	exactlyOneWins(t, 8, "offer", func() error { return r.Offer(ctx, "gpu", 7, Now, Now.Add(time.Minute)) })
 }
 
-func testRoomLeave(t *testing.T, r store.Room) {
+func testRoomLeave(t *testing.T, r room.Store) {
 	ctx := context.Background()
 	for job := int64(1); job <= 3; job++ {
 		if _, err := r.Enter(ctx, waiting("gpu", job, "acme/app", time.Duration(job)*time.Second)); err != nil {
@@ -406,29 +407,29 @@ func testRoomLeave(t *testing.T, r store.Room) {
 		t.Errorf("after job 2 left: %+v", ws)
 	}
 	// GitHub's limit: past RoomLimit the entries are gone.
-	ws, _, err = r.Waiting(ctx, "gpu", Now.Add(store.RoomLimit+time.Minute))
+	ws, _, err = r.Waiting(ctx, "gpu", Now.Add(room.Limit+time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(ws) != 0 {
 		t.Errorf("entries past the room's limit: %+v", ws)
 	}
-	if err := r.Offer(ctx, "gpu", 1, Now.Add(store.RoomLimit+time.Minute), Now.Add(store.RoomLimit+2*time.Minute)); !errors.Is(err, store.ErrNotFound) {
+	if err := r.Offer(ctx, "gpu", 1, Now.Add(room.Limit+time.Minute), Now.Add(room.Limit+2*time.Minute)); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("offering an expired entry: %v, want ErrNotFound", err)
 	}
 	// An expired entry entered again starts anew.
-	w, err := r.Enter(ctx, waiting("gpu", 1, "acme/app", store.RoomLimit+2*time.Minute))
+	w, err := r.Enter(ctx, waiting("gpu", 1, "acme/app", room.Limit+2*time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.Tries != 1 || !w.Since.Equal(Now.Add(store.RoomLimit+2*time.Minute)) {
+	if w.Tries != 1 || !w.Since.Equal(Now.Add(room.Limit+2*time.Minute)) {
 		t.Errorf("re-entered after expiry: %+v; want a new entry", w)
 	}
 }
 
-func testRoomInvalid(t *testing.T, r store.Room) {
+func testRoomInvalid(t *testing.T, r room.Store) {
 	ctx := context.Background()
-	for _, w := range []store.Waiting{
+	for _, w := range []room.Waiting{
 		{JobID: 1, Repository: "a/b", Message: "m", Since: Now},
 		{Pool: "gpu", Repository: "a/b", Message: "m", Since: Now},
 		{Pool: "gpu", JobID: 1, Message: "m", Since: Now},

@@ -1,4 +1,4 @@
-package store
+package room
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/skiffci/skiff/pkg/store"
 )
 
 // Waiting is one job in its pool's waiting room: a job that could not
@@ -38,15 +40,15 @@ type Waiting struct {
 	// offered again before, and after it the offer counts as lost.
 	OfferedUntil time.Time
 	// ExpiresAt is when the entry goes: Since plus GitHub's own limit for
-	// a queued job (RoomLimit).
+	// a queued job (Limit).
 	ExpiresAt time.Time
 }
 
-// RoomLimit is how long a job may wait: GitHub cancels a job queued for 24
+// Limit is how long a job may wait: GitHub cancels a job queued for 24
 // hours, so an entry that old names a job that no longer exists.
-const RoomLimit = 24 * time.Hour
+const Limit = 24 * time.Hour
 
-// ValidateWaiting is the rule every Room implementation applies to an entry.
+// ValidateWaiting is the rule every Store implementation applies to an entry.
 func ValidateWaiting(w Waiting) error {
 	switch {
 	case w.Pool == "":
@@ -63,10 +65,10 @@ func ValidateWaiting(w Waiting) error {
 	return nil
 }
 
-// Room is the per-pool waiting room. It is a hint, never a gate: the
+// Store is the per-pool waiting room. It is a hint, never a gate: the
 // launch claim decides whether a job launches, so an entry offered twice
 // launches nothing more.
-type Room interface {
+type Store interface {
 	// Enter puts the job in its pool's room, or updates its entry: the
 	// first Since and ExpiresAt stay, Tries grows by one, and Message,
 	// Reason, Detail, WakeAt and OfferedUntil are replaced (a zero
@@ -74,8 +76,8 @@ type Room interface {
 	// has scheduled the offer itself). It returns the entry as stored.
 	Enter(ctx context.Context, w Waiting) (Waiting, error)
 	// Offer marks the entry offered until until and its repository served
-	// at now, if no offer of it is under way at now. It returns ErrConflict
-	// when one is (another waker got there first) and ErrNotFound when the
+	// at now, if no offer of it is under way at now. It returns store.ErrConflict
+	// when one is (another waker got there first) and store.ErrNotFound when the
 	// job is not in the room.
 	Offer(ctx context.Context, pool string, jobID int64, now, until time.Time) error
 	// Leave takes the job out of the room; a job not in it is no error.
@@ -123,7 +125,7 @@ type Backoff struct {
 // armed that has not fired yet.
 func (b Backoff) Probing(now time.Time) bool { return b.ProbeAt.After(now) }
 
-// CanArm is the condition every Room applies in ArmProbe to the backoff it
+// CanArm is the condition every Store applies in ArmProbe to the backoff it
 // read (ok: there is one).
 func CanArm(b Backoff, ok bool, now time.Time) bool {
 	return ok && now.Before(b.Until) && !b.Probing(now)
@@ -133,7 +135,7 @@ func CanArm(b Backoff, ok bool, now time.Time) bool {
 // next refusal still doubles it; longer than any backoff.
 const BackoffLimit = time.Hour
 
-// NextBackoff is the rule every Room applies in Refused to the backoff
+// NextBackoff is the rule every Store applies in Refused to the backoff
 // it read (ok: there was one): the backoff as it must be stored, and
 // whether it changed.
 func NextBackoff(old Backoff, ok bool, pool, place string, now time.Time, next func(int) time.Duration) (Backoff, bool) {
@@ -152,8 +154,8 @@ func NextBackoff(old Backoff, ok bool, pool, place string, now time.Time, next f
 	return b, true
 }
 
-// RoomMemory is the Room in memory, for tests.
-type RoomMemory struct {
+// Memory is the Store in memory, for tests.
+type Memory struct {
 	mu       sync.Mutex
 	entries  map[string]map[int64]Waiting
 	served   map[string]map[string]time.Time
@@ -161,23 +163,23 @@ type RoomMemory struct {
 	writes   int
 }
 
-var _ Room = (*RoomMemory)(nil)
+var _ Store = (*Memory)(nil)
 
-// NewRoomMemory returns an empty room.
-func NewRoomMemory() *RoomMemory {
-	return &RoomMemory{entries: map[string]map[int64]Waiting{}, served: map[string]map[string]time.Time{},
+// NewMemory returns an empty room.
+func NewMemory() *Memory {
+	return &Memory{entries: map[string]map[int64]Waiting{}, served: map[string]map[string]time.Time{},
 		backoffs: map[[2]string]Backoff{}}
 }
 
 // Writes counts the writes (Enter, Offer, Leave) so far.
-func (m *RoomMemory) Writes() int {
+func (m *Memory) Writes() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.writes
 }
 
-// Enter implements Room.
-func (m *RoomMemory) Enter(ctx context.Context, w Waiting) (Waiting, error) {
+// Enter implements Store.
+func (m *Memory) Enter(ctx context.Context, w Waiting) (Waiting, error) {
 	if err := ctx.Err(); err != nil {
 		return Waiting{}, err
 	}
@@ -191,26 +193,26 @@ func (m *RoomMemory) Enter(ctx context.Context, w Waiting) (Waiting, error) {
 		m.entries[w.Pool] = map[int64]Waiting{}
 	}
 	w.Tries = 1
-	if old, ok := m.entries[w.Pool][w.JobID]; ok && live(old.ExpiresAt, w.Since) {
+	if old, ok := m.entries[w.Pool][w.JobID]; ok && store.Live(old.ExpiresAt, w.Since) {
 		w.Since, w.ExpiresAt, w.Tries = old.Since, old.ExpiresAt, old.Tries+1
 	}
 	m.entries[w.Pool][w.JobID] = w
 	return w, nil
 }
 
-// Offer implements Room.
-func (m *RoomMemory) Offer(ctx context.Context, pool string, jobID int64, now, until time.Time) error {
+// Offer implements Store.
+func (m *Memory) Offer(ctx context.Context, pool string, jobID int64, now, until time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	w, ok := m.entries[pool][jobID]
-	if !ok || !live(w.ExpiresAt, now) {
-		return fmt.Errorf("offering job %d of pool %s: %w", jobID, pool, ErrNotFound)
+	if !ok || !store.Live(w.ExpiresAt, now) {
+		return fmt.Errorf("offering job %d of pool %s: %w", jobID, pool, store.ErrNotFound)
 	}
 	if now.Before(w.OfferedUntil) {
-		return fmt.Errorf("offering job %d of pool %s: an offer is under way: %w", jobID, pool, ErrConflict)
+		return fmt.Errorf("offering job %d of pool %s: an offer is under way: %w", jobID, pool, store.ErrConflict)
 	}
 	m.writes++
 	w.OfferedUntil = until
@@ -222,8 +224,8 @@ func (m *RoomMemory) Offer(ctx context.Context, pool string, jobID int64, now, u
 	return nil
 }
 
-// Leave implements Room.
-func (m *RoomMemory) Leave(ctx context.Context, pool string, jobID int64) error {
+// Leave implements Store.
+func (m *Memory) Leave(ctx context.Context, pool string, jobID int64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -234,8 +236,8 @@ func (m *RoomMemory) Leave(ctx context.Context, pool string, jobID int64) error 
 	return nil
 }
 
-// Waiting implements Room.
-func (m *RoomMemory) Waiting(ctx context.Context, pool string, now time.Time) ([]Waiting, map[string]time.Time, error) {
+// Waiting implements Store.
+func (m *Memory) Waiting(ctx context.Context, pool string, now time.Time) ([]Waiting, map[string]time.Time, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
@@ -243,7 +245,7 @@ func (m *RoomMemory) Waiting(ctx context.Context, pool string, now time.Time) ([
 	defer m.mu.Unlock()
 	var out []Waiting
 	for _, w := range m.entries[pool] {
-		if live(w.ExpiresAt, now) {
+		if store.Live(w.ExpiresAt, now) {
 			out = append(out, w)
 		}
 	}
@@ -255,8 +257,8 @@ func (m *RoomMemory) Waiting(ctx context.Context, pool string, now time.Time) ([
 	return out, served, nil
 }
 
-// Refused implements Room.
-func (m *RoomMemory) Refused(ctx context.Context, pool, place string, now time.Time, next func(int) time.Duration) (Backoff, error) {
+// Refused implements Store.
+func (m *Memory) Refused(ctx context.Context, pool, place string, now time.Time, next func(int) time.Duration) (Backoff, error) {
 	if err := ctx.Err(); err != nil {
 		return Backoff{}, err
 	}
@@ -271,8 +273,8 @@ func (m *RoomMemory) Refused(ctx context.Context, pool, place string, now time.T
 	return b, nil
 }
 
-// Recovered implements Room.
-func (m *RoomMemory) Recovered(ctx context.Context, pool, place string) (bool, error) {
+// Recovered implements Store.
+func (m *Memory) Recovered(ctx context.Context, pool, place string) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -286,8 +288,8 @@ func (m *RoomMemory) Recovered(ctx context.Context, pool, place string) (bool, e
 	return ok, nil
 }
 
-// Resume implements Room.
-func (m *RoomMemory) Resume(ctx context.Context, pool, place string, now time.Time) (int, error) {
+// Resume implements Store.
+func (m *Memory) Resume(ctx context.Context, pool, place string, now time.Time) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -295,7 +297,7 @@ func (m *RoomMemory) Resume(ctx context.Context, pool, place string, now time.Ti
 	defer m.mu.Unlock()
 	n := 0
 	for id, w := range m.entries[pool] {
-		if w.Place == place && w.WakeAt.After(now) && live(w.ExpiresAt, now) {
+		if w.Place == place && w.WakeAt.After(now) && store.Live(w.ExpiresAt, now) {
 			w.WakeAt, w.OfferedUntil = time.Time{}, time.Time{}
 			m.entries[pool][id] = w
 			n++
@@ -307,8 +309,8 @@ func (m *RoomMemory) Resume(ctx context.Context, pool, place string, now time.Ti
 	return n, nil
 }
 
-// ArmProbe implements Room.
-func (m *RoomMemory) ArmProbe(ctx context.Context, pool, place string, now, due time.Time) (bool, error) {
+// ArmProbe implements Store.
+func (m *Memory) ArmProbe(ctx context.Context, pool, place string, now, due time.Time) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}

@@ -1,4 +1,4 @@
-package store_test
+package room_test
 
 import (
 	"context"
@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/scaleup/decide"
-	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/store/storetest"
 )
 
-func TestRoomMemory(t *testing.T) {
+func TestMemory(t *testing.T) {
 	t.Parallel()
-	storetest.RunRoom(t, func(*testing.T) store.Room { return store.NewRoomMemory() })
+	storetest.RunRoom(t, func(*testing.T) room.Store { return room.NewMemory() })
 }
 
 // TestBackoffProperty: over seeded sequences of refusals and recoveries at
@@ -25,16 +25,16 @@ func TestBackoffProperty(t *testing.T) {
 	ctx := context.Background()
 	for seed := range uint64(50) {
 		rng := rand.New(rand.NewPCG(seed, 1))
-		r := store.NewRoomMemory()
+		r := room.NewMemory()
 		now := storetest.Now
-		var prev store.Backoff
+		var prev room.Backoff
 		for step := range 200 {
 			now = now.Add(time.Duration(rng.Int64N(int64(2 * time.Minute))))
 			if rng.IntN(10) == 0 {
 				if _, err := r.Recovered(ctx, "gpu", "p"); err != nil {
 					t.Fatal(err)
 				}
-				prev = store.Backoff{}
+				prev = room.Backoff{}
 				continue
 			}
 			jitter := rng.Float64()
@@ -50,7 +50,7 @@ func TestBackoffProperty(t *testing.T) {
 				t.Fatalf("seed %d step %d: a refusal during %+v changed it to %+v", seed, step, prev, b)
 			case !under:
 				want := prev.Failures + 1
-				if prev.Until.IsZero() || !now.Before(prev.Until.Add(store.BackoffLimit)) {
+				if prev.Until.IsZero() || !now.Before(prev.Until.Add(room.BackoffLimit)) {
 					want = 1
 				}
 				d := decide.CapacityBackoff(want, jitter)
