@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/provider"
 )
 
@@ -290,6 +291,7 @@ func (p *Provider) List(ctx context.Context, f provider.Filter) ([]provider.Inst
 			}
 		}
 	}
+	p.exitCodes(ctx, byID)
 	var out []provider.Instance
 	for _, s := range byID {
 		in := p.instance(s.job, s.rec)
@@ -300,6 +302,65 @@ func (p *Provider) List(ctx context.Context, f provider.Filter) ([]provider.Inst
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
+}
+
+// exitCodes asks the accounting, in one sacct, for the exit codes of the
+// jobs that ended FAILED and whose code has not been read: squeue names no
+// exit code. A runner that exited with provider.ExitVersionDeprecated (the
+// batch script exits with its runner's code) has its record tagged
+// names.TagRunnerOutdated, which the reconciler turns into the pool's hold
+// as on every other backend. A site without accounting tells nothing, and
+// its refused runners hold no pool (docs/slurm.md).
+func (p *Provider) exitCodes(ctx context.Context, jobs map[string]seenJob) {
+	var ids []string
+	p.mu.Lock()
+	for _, s := range jobs {
+		if st, _, _ := strings.Cut(s.job.State, " "); st == "FAILED" && !s.rec.ExitRead {
+			ids = append(ids, s.job.ID)
+		}
+	}
+	p.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	sort.Strings(ids)
+	out, err := p.run(ctx, "", "sacct", []string{"--noheader", "--parsable2", "--allocations", "--jobs=" + strings.Join(ids, ","),
+		"--format=JobIDRaw,State,ExitCode"}, nil)
+	if err != nil {
+		p.o.Logger.Debug("no accounting for the exit codes of failed batch jobs", "err", classify("sacct", err))
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Split(line, "|")
+		if len(f) != 3 || !slices.Contains(ids, f[0]) {
+			continue
+		}
+		// The accounting may still hold the job as running, exit code 0:0:
+		// only its end state has the runner's code.
+		id, s := f[0], jobs[f[0]]
+		if st, _, _ := strings.Cut(f[1], " "); st != "FAILED" {
+			continue
+		}
+		exit, _, _ := strings.Cut(f[2], ":") // exit code:signal
+		n, err := strconv.Atoi(exit)
+		if err != nil {
+			continue
+		}
+		r := s.rec
+		r.ExitRead = true
+		if n == provider.ExitVersionDeprecated {
+			if r.Tags == nil {
+				r.Tags = map[string]string{}
+			}
+			r.Tags[names.TagRunnerOutdated] = "unknown"
+			p.o.Logger.Warn("a runner ended with the version-deprecated exit code", "job_id", id, "job_name", r.Name, "pool", r.Pool)
+		}
+		if err := p.saveRecord(r); err != nil {
+			p.o.Logger.Warn("recording a job's exit code", "job_name", r.Name, "err", err)
+		}
+	}
 }
 
 // sweep removes the runAs: shared JIT files no job will read: their job

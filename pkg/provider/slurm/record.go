@@ -35,6 +35,9 @@ type record struct {
 	Written time.Time `json:"written"`
 	// Ended is set once a listing saw the job end (or Slurm forget it).
 	Ended bool `json:"ended,omitempty"`
+	// ExitRead is set once the accounting told the exit code of a job that
+	// ended FAILED (exitCodes): it is asked once per job.
+	ExitRead bool `json:"exitRead,omitempty"`
 }
 
 // DefaultRecordAge is how long the record of an ended job is kept: longer

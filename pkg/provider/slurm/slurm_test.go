@@ -528,7 +528,11 @@ func TestAccounting(t *testing.T) {
 		"noacct":  {Account: "no-such-account"},
 		"limited": {Account: "ci", QOS: "limited"},
 		"gpu":     {Account: "ci", Gres: "gpu:1"},
+		// Runners that refuse as an outdated runner does, and that fail.
+		"outdated": {Account: "ci", RunnerDir: runnerDir(t, c, "outdated", `[ "$ACTIONS_RUNNER_RETURN_VERSION_DEPRECATED_EXIT_CODE" = 1 ] && exit 7; exit 0`)},
+		"failing":  {Account: "ci", RunnerDir: runnerDir(t, c, "failing", "exit 1")},
 	}, "sleep", "1")
+	defer checkOutdated(t, e)
 	submit := func(pool, token string) error {
 		plan, err := e.p.Plan(context.Background(), provider.Launch{Token: token, Spec: e.spec(pool), Runners: []provider.Runner{{Name: "r"}}})
 		if err != nil {
@@ -587,5 +591,56 @@ func TestAccounting(t *testing.T) {
 	}
 	if strings.Contains(string(out), regs[0].JITConfig) || strings.Contains(string(out), "CANARY") {
 		t.Errorf("sacct as %s shows a registration: %s", other.Username, out)
+	}
+}
+
+// runnerDir is a runner directory on the cluster's shared filesystem whose
+// run.sh runs script.
+func runnerDir(t *testing.T, c cluster, name, script string) string {
+	t.Helper()
+	dir := filepath.Join(c.shared, "runner-"+name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, slurm.RunScript), []byte("#!/bin/sh\n"+script+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// checkOutdated: a runner that exits with the deprecation exit code is
+// listed ended with the skiff:runner-outdated tag, read from the
+// accounting once; a runner that fails otherwise is not tagged.
+func checkOutdated(t *testing.T, e env) {
+	t.Helper()
+	ids := map[string]string{}
+	for _, pl := range []string{"outdated", "failing"} {
+		_, _, res := launchN(t, e.p, e.spec(pl), "tok-"+pl, 1)
+		ids[pl] = res.Runners[0].Instance.ID
+	}
+	// The accounting may learn of a job's end after squeue: the code is
+	// asked for at every listing until it is read, then never again.
+	list := func() (map[string]provider.Instance, int) {
+		e.p.Calls()
+		got, err := e.p.List(context.Background(), provider.Filter{IDs: []string{ids["outdated"], ids["failing"]}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		byPool := map[string]provider.Instance{}
+		for _, in := range got {
+			byPool[in.Pool] = in
+		}
+		return byPool, e.p.Calls()["sacct"]
+	}
+	var ins map[string]provider.Instance
+	poll(t, "both exit codes read", func() bool {
+		var calls int
+		ins, calls = list()
+		return ins["outdated"].State == provider.Terminated && ins["failing"].State == provider.Terminated && calls == 0
+	})
+	for _, pl := range []string{"outdated", "failing"} {
+		if _, got := ins[pl].Tags[names.TagRunnerOutdated]; got != (pl == "outdated") {
+			t.Errorf("pool %s: tagged outdated %v: %+v", pl, got, ins[pl])
+		}
 	}
 }
