@@ -90,6 +90,7 @@ type Service struct {
 	holds   map[string]store.RunnerHold
 	readAt  time.Time
 	holdErr error
+	noted   map[string]string // pool → installed version logged
 }
 
 // New returns a Service.
@@ -283,14 +284,59 @@ func (s *Service) Observe(ctx context.Context, insts []provider.Instance) Report
 		}
 		held[in.Pool] = h
 	}
+	installed := Installed(insts)
 	for _, p := range s.o.Pools.Pools {
 		_, isHeld := held[p.Name]
 		s.o.Gauges.Gauge(MetricHeld, p.Name, boolInt(isHeld))
+		if v := installed[p.Name]; v != "" {
+			s.noteInstalled(p, v)
+			q := *p // the version the pool's runners run, not the one declared
+			q.RunnerVersion = v
+			p = &q
+		}
 		if f, ok := Assess(p, rs, held, now); ok {
 			s.o.Gauges.Gauge(MetricDaysLeft, p.Name, f.DaysLeft)
 		}
 	}
 	return rep
+}
+
+// Installed is the runner version each pool's runners run, where their
+// backend can tell (names.TagRunnerVersion: a runner directory's listener,
+// an image's label): that of the pool's most recently launched instance.
+func Installed(insts []provider.Instance) map[string]string {
+	out := map[string]string{}
+	newest := map[string]time.Time{}
+	for _, in := range insts {
+		v := in.Tags[names.TagRunnerVersion]
+		if _, err := runnerversion.Parse(v); err != nil || in.Pool == "" {
+			continue
+		}
+		if t, ok := newest[in.Pool]; !ok || in.LaunchedAt.After(t) {
+			out[in.Pool], newest[in.Pool] = v, in.LaunchedAt
+		}
+	}
+	return out
+}
+
+// noteInstalled logs, once per pool and version, a pool whose runners run
+// another version than the pin it declares: the install, not the pools
+// file, decides what GitHub sees.
+func (s *Service) noteInstalled(p *pool.Pool, v string) {
+	if p.RunnerVersion == runnerversion.Latest || p.RunnerVersion == "" || p.RunnerVersion == v {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.noted == nil {
+		s.noted = map[string]string{}
+	}
+	if s.noted[p.Name] == v {
+		return
+	}
+	s.noted[p.Name] = v
+	s.o.Logger.Warn("the pool's runners run another runner version than its runnerVersion says; the freshness check follows the install",
+		"pool", p.Name, "runner_version", p.RunnerVersion, "installed", v)
 }
 
 // launched is the runner version pool p hands its boots now ("" when its

@@ -251,3 +251,30 @@ func TestHold(t *testing.T) {
 		t.Errorf("a new release did not lift the hold: %+v", h)
 	}
 }
+
+// TestGaugesFollowTheInstall: a pool whose runners say their version (a
+// runner directory's listener, an image's label) is assessed at the
+// version of its newest runner, not at the version its pools file names.
+func TestGaugesFollowTheInstall(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := e.service(t)
+	e.now = t0.AddDate(0, 0, 20) // 2.334.0 is 23 days old: 7 days left for 2.333.0
+	runner := func(pool, version string, launched time.Time) provider.Instance {
+		return provider.Instance{ID: pool + version, Pool: pool, LaunchedAt: launched,
+			Tags: map[string]string{names.TagRunnerVersion: version}}
+	}
+	s.Observe(context.Background(), []provider.Instance{
+		// follows the releases, but its runners run an older install
+		runner("follows", "2.333.0", e.now.Add(-time.Hour)),
+		// pinned at 2.333.0; its newest runner's directory was updated
+		runner("pinned", "2.333.0", e.now.Add(-2*time.Hour)),
+		runner("pinned", "2.334.0", e.now.Add(-time.Hour)),
+		runner("pinned", "not-a-version", e.now),
+	})
+	for pool, want := range map[string]int64{"follows": 7, "pinned": 30} {
+		if got := e.g.get(MetricDaysLeft, pool); got != want {
+			t.Errorf("%s: days left %d, want %d (its runners' version)", pool, got, want)
+		}
+	}
+}

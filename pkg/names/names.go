@@ -106,6 +106,10 @@ const (
 	// runner's version (exit code 7, or its refusal in the runner's
 	// output); its value is the refused version, or "unknown".
 	TagRunnerOutdated = "skiff:runner-outdated"
+	// TagRunnerVersion is the version of the runner an instance runs, as
+	// its install says (a runner directory's listener, an image's label),
+	// where the backend can tell.
+	TagRunnerVersion = "skiff:runner-version"
 	// ManagedValue is TagManaged's value.
 	ManagedValue = "true"
 	// TagDeployment names the deployment that launched the instance

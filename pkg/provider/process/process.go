@@ -47,6 +47,7 @@
 package process
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -66,6 +67,7 @@ import (
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/runnerversion"
 )
 
 // EnvJITConfig is the variable the runner reads its JIT configuration from
@@ -134,6 +136,7 @@ type Options struct {
 type Provider struct {
 	o    Options
 	path string // the resolved Command[0]
+	dirs runnerversion.Dirs
 	dir  string // DataDir/runners
 	recs string // DataDir/procs
 
@@ -312,10 +315,13 @@ type plan struct {
 	Lifetime    time.Duration     `json:"lifetime"`
 	Tags        map[string]string `json:"tags,omitempty"`
 	Runners     []provider.Runner `json:"runners"`
+	// RunnerVersion is the version of the runner in the command's
+	// directory ("" when it holds no runner listener).
+	RunnerVersion string `json:"runnerVersion,omitempty"`
 }
 
 // Plan implements provider.Provider.
-func (p *Provider) Plan(_ context.Context, l provider.Launch) (provider.Plan, error) {
+func (p *Provider) Plan(ctx context.Context, l provider.Launch) (provider.Plan, error) {
 	if err := l.Check(); err != nil {
 		return "", err
 	}
@@ -346,7 +352,8 @@ func (p *Provider) Plan(_ context.Context, l provider.Launch) (provider.Plan, er
 	if lifetime <= 0 {
 		lifetime = p.o.DefaultLifetime
 	}
-	b, err := json.Marshal(plan{Unsandboxed: unsandboxed, Token: l.Token, Pool: l.Spec.Pool, Type: typ, Lifetime: lifetime, Tags: tags, Runners: l.Runners})
+	b, err := json.Marshal(plan{Unsandboxed: unsandboxed, Token: l.Token, Pool: l.Spec.Pool, Type: typ, Lifetime: lifetime, Tags: tags,
+		Runners: l.Runners, RunnerVersion: p.dirs.Version(ctx, filepath.Dir(p.path))})
 	if err != nil {
 		return "", fmt.Errorf("encoding plan: %w", err)
 	}
@@ -624,6 +631,9 @@ func runnerTags(pn plan, r provider.Runner) map[string]string {
 	} {
 		tags[k] = v
 	}
+	if pn.RunnerVersion != "" {
+		tags[names.TagRunnerVersion] = pn.RunnerVersion
+	}
 	return tags
 }
 
@@ -643,12 +653,12 @@ func (p *Provider) reap(pr *proc, exit int, err error) {
 	pr.inst.State = provider.Terminated
 	stopping := pr.stopping
 	if exit == provider.ExitVersionDeprecated && !stopping {
-		// GitHub refused the runner's version; the version itself is the
-		// runner command's business.
+		// GitHub refused the runner's version: the one its directory
+		// holds, when it holds a runner listener.
 		if pr.inst.Tags == nil {
 			pr.inst.Tags = map[string]string{}
 		}
-		pr.inst.Tags[names.TagRunnerOutdated] = "unknown"
+		pr.inst.Tags[names.TagRunnerOutdated] = cmp.Or(pr.inst.Tags[names.TagRunnerVersion], "unknown")
 	}
 	p.mu.Unlock()
 	log := p.o.Logger.With("instance_id", pr.inst.ID, "pool", pr.inst.Pool, "pid", pr.pid, "exit_code", exit)

@@ -520,21 +520,42 @@ func TestEnded(t *testing.T) {
 }
 
 // TestOutdatedRunner: a runner that exits with the deprecation exit code
-// is listed ended with the skiff:runner-outdated tag; any other end is not.
+// is listed ended with the skiff:runner-outdated tag, naming the version its
+// directory's listener reports when it has one; any other end is not.
 func TestOutdatedRunner(t *testing.T) {
 	t.Parallel()
+	const refuse = `[ "$ACTIONS_RUNNER_RETURN_VERSION_DEPRECATED_EXIT_CODE" = 1 ] && exit 7; exit 0`
 	for _, tc := range []struct {
 		name    string
 		command []string
-		tagged  bool
+		// listener, when set, puts the command in a runner directory as
+		// run.sh beside a bin/Runner.Listener that prints this version.
+		listener string
+		tagged   string // the outdated tag's value, "" for none
 	}{
-		{"exit 7 when the variable is on", []string{"sh", "-c", `[ "$ACTIONS_RUNNER_RETURN_VERSION_DEPRECATED_EXIT_CODE" = 1 ] && exit 7; exit 0`}, true},
-		{"exit 0", []string{"true"}, false},
-		{"exit 1", []string{"false"}, false},
+		{"exit 7 when the variable is on", []string{"sh", "-c", refuse}, "", "unknown"},
+		{"exit 7 from a runner directory", []string{refuse}, "2.330.0", "2.330.0"},
+		{"exit 0", []string{"true"}, "", ""},
+		{"exit 1", []string{"false"}, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := newProvider(t, process.Options{Command: tc.command, Path: "/usr/bin:/bin"})
+			command := tc.command
+			if tc.listener != "" {
+				dir := t.TempDir()
+				script := func(path, body string) {
+					if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+						t.Fatal(err)
+					}
+				}
+				script(filepath.Join(dir, "bin", "Runner.Listener"), `[ "$1" = --version ] && echo `+tc.listener)
+				script(filepath.Join(dir, "run.sh"), command[0])
+				command = []string{filepath.Join(dir, "run.sh")}
+			}
+			e := newProvider(t, process.Options{Command: command, Path: "/usr/bin:/bin"})
 			in := launchOne(t, e.p, pool.Spec{Shared: pool.Shared{Pool: "cpu"}}, "tok-outdated",
 				provider.Registration{Mode: provider.ModeJIT, JITConfig: "CANARYJIT", RunnerName: "r"})
 			wctx, cancel := context.WithTimeout(context.Background(), safety)
@@ -546,8 +567,11 @@ func TestOutdatedRunner(t *testing.T) {
 			if err != nil || len(all) != 1 {
 				t.Fatalf("list %+v %v", all, err)
 			}
-			if _, got := all[0].Tags[names.TagRunnerOutdated]; got != tc.tagged {
-				t.Errorf("tagged outdated %v, want %v: %+v", got, tc.tagged, all[0])
+			if got := all[0].Tags[names.TagRunnerOutdated]; got != tc.tagged {
+				t.Errorf("tagged outdated %q, want %q: %+v", got, tc.tagged, all[0])
+			}
+			if got := all[0].Tags[names.TagRunnerVersion]; got != tc.listener {
+				t.Errorf("runner version tag %q, want %q", got, tc.listener)
 			}
 		})
 	}

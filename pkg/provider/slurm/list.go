@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"os"
@@ -354,7 +355,7 @@ func (p *Provider) exitCodes(ctx context.Context, jobs map[string]seenJob) {
 			if r.Tags == nil {
 				r.Tags = map[string]string{}
 			}
-			r.Tags[names.TagRunnerOutdated] = "unknown"
+			r.Tags[names.TagRunnerOutdated] = cmp.Or(r.Tags[names.TagRunnerVersion], "unknown")
 			p.o.Logger.Warn("a runner ended with the version-deprecated exit code", "job_id", id, "job_name", r.Name, "pool", r.Pool)
 		}
 		if err := p.saveRecord(r); err != nil {

@@ -64,6 +64,7 @@ import (
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/runnerversion"
 )
 
 // Defaults of Options.
@@ -145,7 +146,8 @@ type Options struct {
 
 // Provider runs runners as Slurm batch jobs. It is safe for concurrent use.
 type Provider struct {
-	o Options
+	o    Options
+	dirs runnerversion.Dirs
 
 	mu      sync.Mutex
 	failCap bool
@@ -290,6 +292,9 @@ type plan struct {
 	// RunAs are the section's run-as accounts (none: runAs: shared, the
 	// daemon's own user).
 	RunAs []string `json:"runAs,omitempty"`
+	// RunnerVersion is the version of the runner in the command's
+	// directory ("" when it holds no runner listener).
+	RunnerVersion string `json:"runnerVersion,omitempty"`
 }
 
 // RunScript is the runner's start script in a slurm: section's runnerDir.
@@ -300,7 +305,7 @@ const RunScript = "run.sh"
 // runnerDir and workDir the runner; a spec without a section takes the
 // cluster's defaults and the provider's Command and WorkDir. Runner names
 // must be Slurm-safe ([A-Za-z0-9._-]), as skiff's are.
-func (p *Provider) Plan(_ context.Context, l provider.Launch) (provider.Plan, error) {
+func (p *Provider) Plan(ctx context.Context, l provider.Launch) (provider.Plan, error) {
 	if err := l.Check(); err != nil {
 		return "", err
 	}
@@ -344,6 +349,11 @@ func (p *Provider) Plan(_ context.Context, l provider.Launch) (provider.Plan, er
 	if len(pn.Command) == 0 || pn.WorkDir == "" {
 		return "", &provider.Error{Kind: provider.ErrInvalid, Code: "NoRunner", Final: true,
 			Message: fmt.Sprintf("pool %s names no runner install or work directory (slurm: runnerDir, workDir) and the provider has no default", l.Spec.Pool)}
+	}
+	// The runner directory is on the shared filesystem the login node
+	// sees too: its version is read here, once per directory.
+	if filepath.IsAbs(pn.Command[0]) {
+		pn.RunnerVersion = p.dirs.Version(ctx, filepath.Dir(pn.Command[0]))
 	}
 	b, err := json.Marshal(pn)
 	if err != nil {
@@ -666,6 +676,9 @@ func (p *Provider) tags(pn plan, r provider.Runner) map[string]string {
 	}
 	if r.Owner != "" {
 		tags[names.TagOwner] = r.Owner
+	}
+	if pn.RunnerVersion != "" {
+		tags[names.TagRunnerVersion] = pn.RunnerVersion
 	}
 	return tags
 }

@@ -529,8 +529,8 @@ func TestAccounting(t *testing.T) {
 		"limited": {Account: "ci", QOS: "limited"},
 		"gpu":     {Account: "ci", Gres: "gpu:1"},
 		// Runners that refuse as an outdated runner does, and that fail.
-		"outdated": {Account: "ci", RunnerDir: runnerDir(t, c, "outdated", `[ "$ACTIONS_RUNNER_RETURN_VERSION_DEPRECATED_EXIT_CODE" = 1 ] && exit 7; exit 0`)},
-		"failing":  {Account: "ci", RunnerDir: runnerDir(t, c, "failing", "exit 1")},
+		"outdated": {Account: "ci", RunnerDir: runnerDir(t, c, "outdated", `[ "$ACTIONS_RUNNER_RETURN_VERSION_DEPRECATED_EXIT_CODE" = 1 ] && exit 7; exit 0`, "2.329.0")},
+		"failing":  {Account: "ci", RunnerDir: runnerDir(t, c, "failing", "exit 1", "")},
 	}, "sleep", "1")
 	defer checkOutdated(t, e)
 	submit := func(pool, token string) error {
@@ -595,22 +595,30 @@ func TestAccounting(t *testing.T) {
 }
 
 // runnerDir is a runner directory on the cluster's shared filesystem whose
-// run.sh runs script.
-func runnerDir(t *testing.T, c cluster, name, script string) string {
+// run.sh runs script, with a runner listener that reports version when it
+// is not "".
+func runnerDir(t *testing.T, c cluster, name, script, version string) string {
 	t.Helper()
 	dir := filepath.Join(c.shared, "runner-"+name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, slurm.RunScript), []byte("#!/bin/sh\n"+script+"\n"), 0o755); err != nil {
-		t.Fatal(err)
+	files := map[string]string{slurm.RunScript: script}
+	if version != "" {
+		files["bin/Runner.Listener"] = `[ "$1" = --version ] && echo ` + version
+	}
+	for f, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return dir
 }
 
 // checkOutdated: a runner that exits with the deprecation exit code is
 // listed ended with the skiff:runner-outdated tag, read from the
-// accounting once; a runner that fails otherwise is not tagged.
+// accounting once, naming the version its directory's listener reports; a
+// runner that fails otherwise is not tagged.
 func checkOutdated(t *testing.T, e env) {
 	t.Helper()
 	ids := map[string]string{}
@@ -638,9 +646,11 @@ func checkOutdated(t *testing.T, e env) {
 		ins, calls = list()
 		return ins["outdated"].State == provider.Terminated && ins["failing"].State == provider.Terminated && calls == 0
 	})
-	for _, pl := range []string{"outdated", "failing"} {
-		if _, got := ins[pl].Tags[names.TagRunnerOutdated]; got != (pl == "outdated") {
-			t.Errorf("pool %s: tagged outdated %v: %+v", pl, got, ins[pl])
+	// The outdated runner's directory says its version: the tags name it.
+	want := map[string][2]string{"outdated": {"2.329.0", "2.329.0"}, "failing": {"", ""}}
+	for pl, w := range want {
+		if got := [2]string{ins[pl].Tags[names.TagRunnerOutdated], ins[pl].Tags[names.TagRunnerVersion]}; got != w {
+			t.Errorf("pool %s: tags outdated, version = %q, want %q: %+v", pl, got, w, ins[pl])
 		}
 	}
 }
