@@ -763,7 +763,7 @@ func (p *Provider) Terminate(ctx context.Context, ids []string) error {
 			errs = append(errs, err)
 			continue
 		}
-		in.State = provider.Terminated
+		in.State, in.EndReason = provider.Terminated, provider.EndRemoved
 		e := ended{in: in, at: p.o.Now(), reason: "Terminated"}
 		if u, ok := p.readUsage(id); ok {
 			e.peaks = peaksOf(u, in)
