@@ -34,7 +34,7 @@ func needRunnerImage(t *testing.T) *engine {
 	t.Helper()
 	e := needEngine(t)
 	runnerOnce.Do(func() {
-		runnerErr = e.importImage("podman", runnerImage, map[string]string{
+		runnerErr = e.Import(runnerImage, map[string]string{
 			"skiff-podhelper": "github.com/skiffci/skiff/cmd/skiff-podhelper",
 			"skiff-standin":   "github.com/skiffci/skiff/cmd/skiff-standin",
 			"runner":          "./testdata/runner",
