@@ -120,9 +120,9 @@ network_config_dir = "%[1]s/networks"
 // Import builds the Go packages of bins (file name in the image's root →
 // package path), statically, into a root filesystem with a runner user
 // (1001) and its home, and imports it into the service's storage as image,
-// with change (a Dockerfile instruction: its ENTRYPOINT). The packages
+// with changes (Dockerfile instructions: its ENTRYPOINT, ENV). The packages
 // are built from the current directory's module.
-func (s *Service) Import(image string, bins map[string]string, change string) error {
+func (s *Service) Import(image string, bins map[string]string, changes ...string) error {
 	rootfs, err := os.MkdirTemp(s.Dir, "rootfs-")
 	if err != nil {
 		return fmt.Errorf("creating the image's root: %w", err)
@@ -149,7 +149,11 @@ func (s *Service) Import(image string, bins map[string]string, change string) er
 		}
 	}
 	tar := exec.Command("tar", "-C", rootfs, "-c", ".")
-	imp := exec.Command("podman", "import", "--change", change, "--change", "USER 1001", "-", image)
+	args := []string{"import", "--change", "USER 1001"}
+	for _, c := range changes {
+		args = append(args, "--change", c)
+	}
+	imp := exec.Command("podman", append(args, "-", image)...)
 	imp.Env = s.Env
 	pipe, err := tar.StdoutPipe()
 	if err != nil {
