@@ -185,6 +185,14 @@ func (s *Service) Podman(args ...string) (string, error) {
 	return string(out), nil
 }
 
+// PID is the service process's id, 0 once stopped.
+func (s *Service) PID() int {
+	if s.cmd == nil || s.cmd.Process == nil || s.cmd.ProcessState != nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Stop ends the service, removes what it left (containers, its storage's
 // mounts) and its directory.
 func (s *Service) Stop() {
