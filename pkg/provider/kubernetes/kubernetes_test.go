@@ -552,7 +552,9 @@ func TestRoleIsExactlyWhatIsUsed(t *testing.T) {
 			func() error { return e.p.Terminate(ctx, []string{e.ns + "/" + kube.PodName("tok-life", "life-a")}) },
 			func() error { _, err := e.p.List(ctx, provider.Filter{}); return err }, // the deleted Pod's finalizer goes
 			// The image pre-pull: created, updated for a new image, removed with its pool.
-			func() error { return e.p.PrePull(ctx, &pool.Config{Pools: []*pool.Pool{{Name: "cpu", Kubernetes: s.Kubernetes}}}) },
+			func() error {
+				return e.p.PrePull(ctx, &pool.Config{Pools: []*pool.Pool{{Name: "cpu", Kubernetes: s.Kubernetes}}})
+			},
 			func() error {
 				k := *s.Kubernetes
 				k.Image += "-next"

@@ -182,8 +182,8 @@ func buildPrePull(poolName string, s *pool.Kubernetes, deployment string) *appsv
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace, Labels: labels,
 			Annotations: map[string]string{AnnotationPrePullSpec: hex.EncodeToString(sum[:12])}},
 		Spec: appsv1.DaemonSetSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: podLabels},
-			Template: tmpl,
+			Selector:       &metav1.LabelSelector{MatchLabels: podLabels},
+			Template:       tmpl,
 			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType},
 		},
 	}
