@@ -439,3 +439,33 @@ func launchErr(t *testing.T, p *container.Provider, s pool.Spec, tok string) (st
 	}
 	return res.Runners[0].Instance.ID, err
 }
+
+// TestConcurrentLists: Lists at once (skiff local's watcher, the
+// reconciler, a status) that all see a container exited read its end
+// once: one inspect and removal, one log line, and the end reason and
+// usage the first read found, never a later reader's empty ones.
+func TestConcurrentLists(t *testing.T) {
+	f := newFixture(t, "SKIFF_TEST_MODE=exit")
+	_, res, _ := launch(t, f.p, spec("lists"), "tok-lists", 1)
+	id := res.Runners[0].Instance.ID
+	await(t, "runner "+id+" to exit", func() bool {
+		return strings.Contains(f.e.podman(t, "ps", "-a", "--filter", "name="+id, "--format", "{{.State}}"), "xited")
+	})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := f.p.List(context.Background(), provider.Filter{}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if reason, ok := f.p.Ended(id); !ok || reason != "exit code 0" {
+		t.Errorf("end reason %q (%v) after concurrent Lists, want exit code 0", reason, ok)
+	}
+	if n := strings.Count(f.logs.String(), "a runner container ended"); n != 1 {
+		t.Errorf("the end was read %d times, want once:\n%s", n, f.logs.String())
+	}
+}

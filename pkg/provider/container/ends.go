@@ -20,8 +20,39 @@ import (
 )
 
 // end reads how an ended container ended and what it used (one inspect),
-// then removes it; the instance is kept for Retain.
+// then removes it; the instance is kept for Retain. Of Lists at once that
+// see the container ended, one reads it and the others wait for it and
+// return what it kept: no later reader, finding the container removed,
+// overwrites its end with an empty one.
 func (p *Provider) end(ctx context.Context, name string, in provider.Instance) provider.Instance {
+	p.mu.Lock()
+	if e, ok := p.ended[name]; ok {
+		p.mu.Unlock()
+		return e.in.Clone()
+	}
+	if done, ok := p.ending[name]; ok {
+		p.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return in
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if e, ok := p.ended[name]; ok {
+			return e.in.Clone()
+		}
+		return in // the reader failed to remove it: the next List reads it again
+	}
+	done := make(chan struct{})
+	p.ending[name] = done
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.ending, name)
+		p.mu.Unlock()
+		close(done)
+	}()
 	e := ended{in: in, at: p.o.Now()}
 	u, measured := p.readUsage(name)
 	if measured {
