@@ -168,6 +168,9 @@ type Provider struct {
 	ended   map[string]ended
 	running map[string]time.Time
 	pulled  map[string]bool
+	// ending are the ended containers a List is reading and removing,
+	// closed when it is done: another List at once waits for it.
+	ending map[string]chan struct{}
 }
 
 // ended is a runner List saw end: its instance as last listed, how it
@@ -203,7 +206,8 @@ func New(o Options) (*Provider, error) {
 		o.Retain = provider.DefaultRetain
 	}
 	provider.FillDefaults(&o.DefaultLifetime, &o.Logger, &o.Now)
-	return &Provider{o: o, ended: map[string]ended{}, running: map[string]time.Time{}, pulled: map[string]bool{}}, nil
+	return &Provider{o: o, ended: map[string]ended{}, running: map[string]time.Time{}, pulled: map[string]bool{},
+		ending: map[string]chan struct{}{}}, nil
 }
 
 // Name implements provider.Provider.
@@ -763,7 +767,7 @@ func (p *Provider) Terminate(ctx context.Context, ids []string) error {
 			errs = append(errs, err)
 			continue
 		}
-		in.State = provider.Terminated
+		in.State, in.EndReason = provider.Terminated, provider.EndRemoved
 		e := ended{in: in, at: p.o.Now(), reason: "Terminated"}
 		if u, ok := p.readUsage(id); ok {
 			e.peaks = peaksOf(u, in)
