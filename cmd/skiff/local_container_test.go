@@ -99,28 +99,7 @@ func TestLocalContainerKill9(t *testing.T) {
 	defer cancel()
 	start := func(n int) (*exec.Cmd, string) {
 		t.Helper()
-		log := filepath.Join(dir, fmt.Sprintf("skiff-%d.log", n))
-		f, err := os.Create(log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		cmd := exec.Command(skiff, args...)
-		cmd.Env = append(os.Environ(), "SKIFF_WEBHOOK_SECRET="+secret, "DOCKER_HOST=unix://"+pm.Socket)
-		cmd.Stdout, cmd.Stderr = f, f
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if cmd.ProcessState == nil {
-				_ = cmd.Process.Kill()
-				_ = cmd.Wait()
-			}
-		})
-		waitFor(ctx, t, "skiff local is ready", func() (bool, string) {
-			return count(log, "skiff local ready") > 0, readFile(log)
-		})
-		return cmd, log
+		return startSkiff(ctx, t, skiff, dir, n, []string{"SKIFF_WEBHOOK_SECRET=" + secret, "DOCKER_HOST=unix://" + pm.Socket}, args, "skiff local ready")
 	}
 	// running lists the runner containers the engine runs; all lists
 	// every one it holds, ended or not.
