@@ -168,6 +168,9 @@ type Provider struct {
 	ended   map[string]ended
 	running map[string]time.Time
 	pulled  map[string]bool
+	// versions is the runner version each image reference's label names
+	// ("" for none), read once per reference and pull.
+	versions map[string]string
 }
 
 // ended is a runner List saw end: its instance as last listed, how it
@@ -203,7 +206,8 @@ func New(o Options) (*Provider, error) {
 		o.Retain = provider.DefaultRetain
 	}
 	provider.FillDefaults(&o.DefaultLifetime, &o.Logger, &o.Now)
-	return &Provider{o: o, ended: map[string]ended{}, running: map[string]time.Time{}, pulled: map[string]bool{}}, nil
+	return &Provider{o: o, ended: map[string]ended{}, running: map[string]time.Time{}, pulled: map[string]bool{},
+		versions: map[string]string{}}, nil
 }
 
 // Name implements provider.Provider.
@@ -221,6 +225,9 @@ type plan struct {
 	Limits   pool.ContainerLimits `json:"limits"`
 	Lifetime time.Duration        `json:"lifetime"`
 	Runners  []provider.Runner    `json:"runners"`
+	// RunnerVersion is the runner version the image's label names, read
+	// at launch ("" when it names none).
+	RunnerVersion string `json:"-"`
 }
 
 func invalid(code, msg string) error {
@@ -296,6 +303,7 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider
 		if err := p.pull(ctx, pn.Settings); err != nil {
 			return res, err
 		}
+		pn.RunnerVersion = p.imageVersion(ctx, pn.Settings.Image)
 	}
 	room := p.room(ctx, pn)
 	launched := 0
@@ -390,6 +398,7 @@ func (p *Provider) pull(ctx context.Context, c pool.Container) error {
 	if err != nil {
 		return classify("pulling image "+c.Image, c.Image, err)
 	}
+	p.forgetVersion(c.Image)
 	p.mu.Lock()
 	p.pulled[c.Image] = true
 	p.mu.Unlock()
@@ -573,6 +582,9 @@ func tags(pn plan, r provider.Runner, deployment string) map[string]string {
 	}
 	if deployment != "" {
 		t[names.TagDeployment] = deployment
+	}
+	if pn.RunnerVersion != "" {
+		t[names.TagRunnerVersion] = pn.RunnerVersion
 	}
 	return t
 }
