@@ -71,6 +71,22 @@ func (s *Skiff) buildImages() error {
 			awsiam.ManagedPolicy_FromAwsManagedPolicyName(jsii.String("EC2InstanceProfileForImageBuilder")),
 		},
 	})
+	// The test phase's instance, launched from the new image, tags that
+	// image with the runner version it holds: the reconciler reads the tag
+	// once per image id (DescribeImages). Only that key, only on this
+	// deployment's images (the recipe tags them at creation).
+	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("TagBakedImageRunnerVersion"),
+		Actions:   jsii.Strings("ec2:CreateTags"),
+		Resources: &[]*string{jsii.String(strings.Join([]string{"arn", *awscdk.Aws_PARTITION(), "ec2", *awscdk.Aws_REGION(), "", "image/*"}, ":"))},
+		Conditions: &map[string]any{
+			"StringEquals":              map[string]any{"ec2:ResourceTag/" + names.TagDeployment: s.Deployment},
+			"ForAllValues:StringEquals": map[string]any{"aws:TagKeys": []string{names.TagRunnerVersion}},
+		},
+	}))
+	suppress(role, "AwsSolutions-IAM5",
+		"image ids are not known before a build; CreateTags requires ec2:ResourceTag/skiff:deployment = the stack's deployment and the one key skiff:runner-version",
+		"Resource::arn:<AWS::Partition>:ec2:<AWS::Region>::image/*")
 	suppress(role, "AwsSolutions-IAM4",
 		"the two AWS managed policies Image Builder documents for a build instance: the SSM agent that runs the build, and Image Builder's own calls",
 		"Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore",
@@ -140,6 +156,10 @@ func (s *Skiff) bakedImage(p *pool.Pool, profile awsiam.CfnInstanceProfile, life
 		Version:     jsii.String("1.0.0"),
 		ParentImage: jsii.String(parent),
 		Description: jsii.String("skiff pool " + p.Name + ": " + parent + " with the newest runner and the CloudWatch agent"),
+		// On the image from its creation, before the test phase tags it
+		// with its runner version (the build role's condition).
+		AmiTags: &map[string]*string{names.TagManaged: jsii.String(names.ManagedValue),
+			names.TagDeployment: jsii.String(s.Deployment), names.TagPool: jsii.String(p.Name)},
 		Components: &[]any{&awsimagebuilder.CfnImageRecipe_ComponentConfigurationProperty{
 			ComponentArn: component.AttrArn(),
 		}},

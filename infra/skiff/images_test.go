@@ -1,6 +1,7 @@
 package skiff
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -58,7 +59,23 @@ func TestBakedImages(t *testing.T) {
 	tmpl.HasResourceProperties(jsii.String("AWS::ImageBuilder::ImageRecipe"), &map[string]any{
 		"ParentImage": "ssm:/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64",
 		"Components":  []any{map[string]any{"ComponentArn": assertions.Match_AnyValue()}},
+		// the deployment's tag from creation: the build role tags only such images
+		"AmiTags": map[string]any{"skiff:managed": "true", "skiff:deployment": "ci", "skiff:pool": "cpu-baked"},
 	})
+	// The test phase's instance tags the new image with its runner
+	// version, the one key, on this deployment's images only.
+	var doc map[string]any
+	if b, _ := json.Marshal(tmpl.ToJSON()); json.Unmarshal(b, &doc) != nil {
+		t.Fatal("the template is not JSON")
+	}
+	tag := statements(t, doc, "SkiffImageBuildRole")["TagBakedImageRunnerVersion"]
+	if got := js(tag["Condition"]); !strings.Contains(got, `"ec2:ResourceTag/skiff:deployment":"ci"`) ||
+		!strings.Contains(got, `"ForAllValues:StringEquals":{"aws:TagKeys":["skiff:runner-version"]}`) {
+		t.Errorf("the build role's image tagging condition %s, want this deployment's images and skiff:runner-version only", got)
+	}
+	if got := js(tag["Resource"]); !strings.Contains(got, "::image/*") {
+		t.Errorf("the build role tags %s, want images", got)
+	}
 	tmpl.HasResourceProperties(jsii.String("AWS::ImageBuilder::ImageRecipe"), &map[string]any{
 		"ParentImage": "ssm:/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-amazon-linux-2023/latest/ami-id",
 		"BlockDeviceMappings": []any{map[string]any{"DeviceName": "/dev/xvda",
@@ -101,7 +118,8 @@ func TestBakedImages(t *testing.T) {
 	comps := tmpl.FindResources(jsii.String("AWS::ImageBuilder::Component"), nil)
 	for _, c := range *comps {
 		data, _ := (*c)["Properties"].(map[string]any)["Data"].(string)
-		for _, want := range []string{"<!-- BEGIN SHA linux-$arch -->", "sha256sum -c -", "/opt/actions-runner", "amazon-cloudwatch-agent"} {
+		for _, want := range []string{"<!-- BEGIN SHA linux-$arch -->", "sha256sum -c -", "/opt/actions-runner", "amazon-cloudwatch-agent",
+			"- name: test", `--tags "Key=skiff:runner-version,Value=$version"`} {
 			if !strings.Contains(data, want) {
 				t.Errorf("the runner component lacks %q", want)
 			}

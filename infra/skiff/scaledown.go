@@ -77,8 +77,9 @@ func (s *Skiff) buildScaleDown() error {
 	s.Queue.GrantSendMessages(fn)
 	grantSecretRead(role, s.AppKeySecret.SecretArn())
 	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Sid:       jsii.String("ScaleDownDescribe"),
-		Actions:   jsii.Strings("ec2:DescribeInstances"),
+		Sid: jsii.String("ScaleDownDescribe"),
+		// DescribeImages: the runner version an instance's AMI is tagged with
+		Actions:   jsii.Strings("ec2:DescribeInstances", "ec2:DescribeImages"),
 		Resources: jsii.Strings("*"),
 	}))
 	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
@@ -95,7 +96,7 @@ func (s *Skiff) buildScaleDown() error {
 		}))
 	}
 	const rule = "AwsSolutions-IAM5"
-	suppress(role, rule, "ec2:DescribeInstances and cloudwatch:GetMetricData have no resource-level permissions", "Resource::*")
+	suppress(role, rule, "ec2:DescribeInstances, ec2:DescribeImages and cloudwatch:GetMetricData have no resource-level permissions", "Resource::*")
 	suppress(role, rule, "instance ids are not known in advance; TerminateInstances requires ec2:ResourceTag/skiff:managed=true and skiff:deployment = the stack's deployment",
 		"Resource::"+arnPattern("ec2", "instance/*"))
 	suppress(role, rule, "the live-pool index is read by pool name (its partition key), which a key-prefix condition cannot express",

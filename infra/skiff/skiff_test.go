@@ -794,6 +794,9 @@ func TestScaleDown(t *testing.T) {
 			}
 		}
 	}
+	if got := actions(statements(t, doc, "SkiffScaledownRole")["ScaleDownDescribe"]); !slices.Contains(got, "ec2:DescribeImages") {
+		t.Errorf("scale-down's describe actions %v, want ec2:DescribeImages (the runner version an AMI is tagged with)", got)
+	}
 	st := statements(t, doc, "SkiffScaledownRole")["ScaleDownTerminatesSkiffInstances"]
 	if got := js(st["Condition"]); !strings.Contains(got, `"ec2:ResourceTag/skiff:managed":"true"`) ||
 		!strings.Contains(got, `"ec2:ResourceTag/skiff:deployment":"skiff"`) {

@@ -163,7 +163,9 @@ func newScaleDownService(ctx context.Context, cfg ScaleDownConfig, awsCfg aws.Co
 	records := dynamostore.NewDynamo(ddb, cfg.TableName)
 	counter := telemetry.NewEMF(os.Stdout, cfg.MetricsNamespace, names.FunctionScaleDown, nil)
 	// List and Terminate need no registration table; Launch is never called.
-	prov, err := ec2.NewProvider(ec2.ProviderOptions{API: sdkec2.NewFromConfig(awsCfg), Registrations: noRegistrations{},
+	// List tags each runner with the runner version its AMI's tag names.
+	ec2Client := sdkec2.NewFromConfig(awsCfg)
+	prov, err := ec2.NewProvider(ec2.ProviderOptions{API: ec2Client, Images: ec2Client, Registrations: noRegistrations{},
 		Capacity: launches, Partition: cfg.Partition, Region: cfg.Region, Account: cfg.Account, Deployment: cfg.Deployment,
 		Counter: counter, Logger: logger})
 	if err != nil {

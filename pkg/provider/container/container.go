@@ -171,6 +171,9 @@ type Provider struct {
 	// ending are the ended containers a List is reading and removing,
 	// closed when it is done: another List at once waits for it.
 	ending map[string]chan struct{}
+	// versions is the runner version each image reference's label names
+	// ("" for none), read once per reference and pull.
+	versions map[string]string
 }
 
 // ended is a runner List saw end: its instance as last listed, how it
@@ -207,7 +210,7 @@ func New(o Options) (*Provider, error) {
 	}
 	provider.FillDefaults(&o.DefaultLifetime, &o.Logger, &o.Now)
 	return &Provider{o: o, ended: map[string]ended{}, running: map[string]time.Time{}, pulled: map[string]bool{},
-		ending: map[string]chan struct{}{}}, nil
+		ending: map[string]chan struct{}{}, versions: map[string]string{}}, nil
 }
 
 // Name implements provider.Provider.
@@ -225,6 +228,9 @@ type plan struct {
 	Limits   pool.ContainerLimits `json:"limits"`
 	Lifetime time.Duration        `json:"lifetime"`
 	Runners  []provider.Runner    `json:"runners"`
+	// RunnerVersion is the runner version the image's label names, read
+	// at launch ("" when it names none).
+	RunnerVersion string `json:"-"`
 }
 
 func invalid(code, msg string) error {
@@ -300,6 +306,7 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider
 		if err := p.pull(ctx, pn.Settings); err != nil {
 			return res, err
 		}
+		pn.RunnerVersion = p.imageVersion(ctx, pn.Settings.Image)
 	}
 	room := p.room(ctx, pn)
 	launched := 0
@@ -379,9 +386,10 @@ func (p *Provider) pull(ctx context.Context, c pool.Container) error {
 		return nil
 	}
 	if c.Pull != pool.ContainerPullAlways {
-		if _, err := p.o.Engine.ImageInspect(ctx, c.Image); err == nil {
+		if img, err := p.o.Engine.ImageInspect(ctx, c.Image); err == nil {
 			p.mu.Lock()
 			p.pulled[c.Image] = true
+			p.versions[c.Image] = labelVersion(img.Config)
 			p.mu.Unlock()
 			return nil
 		}
@@ -394,6 +402,7 @@ func (p *Provider) pull(ctx context.Context, c pool.Container) error {
 	if err != nil {
 		return classify("pulling image "+c.Image, c.Image, err)
 	}
+	p.forgetVersion(c.Image)
 	p.mu.Lock()
 	p.pulled[c.Image] = true
 	p.mu.Unlock()
@@ -407,6 +416,10 @@ func (p *Provider) Prepare(ctx context.Context, cs []*pool.Container) error {
 		if c != nil && c.Image != "" {
 			if err := p.pull(ctx, *c); err != nil {
 				errs = append(errs, err)
+				continue
+			}
+			if c.Pull != pool.ContainerPullNever {
+				p.imageVersion(ctx, c.Image) // read now: the first launch pays no inspect
 			}
 		}
 	}
@@ -577,6 +590,9 @@ func tags(pn plan, r provider.Runner, deployment string) map[string]string {
 	}
 	if deployment != "" {
 		t[names.TagDeployment] = deployment
+	}
+	if pn.RunnerVersion != "" {
+		t[names.TagRunnerVersion] = pn.RunnerVersion
 	}
 	return t
 }

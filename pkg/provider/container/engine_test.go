@@ -1,7 +1,9 @@
 package container_test
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/moby/moby/client"
@@ -76,4 +78,19 @@ func (e *engine) podman(t *testing.T, args ...string) string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// labelImage builds, from the test image, an image whose labels are the
+// test image's and labels (podman build: one LABEL layer, nothing run).
+func (e *engine) labelImage(t *testing.T, image string, labels map[string]string) {
+	t.Helper()
+	dir := t.TempDir()
+	file := "FROM " + testImage + "\n"
+	for k, v := range labels {
+		file += fmt.Sprintf("LABEL %s=%q\n", k, v)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "Containerfile"), []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.podman(t, "build", "--pull=never", "-q", "-t", image, dir)
 }

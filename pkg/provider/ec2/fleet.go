@@ -531,6 +531,7 @@ type Described struct {
 	State        string
 	LaunchTime   time.Time
 	Tags         map[string]string
+	ImageID      string
 }
 
 // States returns the state of each instance EC2 still knows; ids it does not
@@ -606,7 +607,7 @@ func (l *Launcher) describe(ctx context.Context, in *sdkec2.DescribeInstancesInp
 				d := Described{
 					ID: aws.ToString(inst.InstanceId), InstanceType: string(inst.InstanceType), State: string(inst.State.Name),
 					LaunchTime: aws.ToTime(inst.LaunchTime), Spot: inst.InstanceLifecycle == types.InstanceLifecycleTypeSpot,
-					Tags: make(map[string]string, len(inst.Tags)),
+					Tags: make(map[string]string, len(inst.Tags)), ImageID: aws.ToString(inst.ImageId),
 				}
 				if inst.Placement != nil {
 					d.Zone = aws.ToString(inst.Placement.AvailabilityZone)

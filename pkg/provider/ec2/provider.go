@@ -84,6 +84,11 @@ type ProviderOptions struct {
 	// does not know yet (default DefaultRetryDelay; tests use 0).
 	TagRetryDelay *time.Duration
 
+	// Images reads the tags of the instances' images: List tags an
+	// instance with the runner version its AMI's tag names.TagRunnerVersion
+	// names, read once per image id (nil: no image is read).
+	Images ImageAPI
+
 	Counter telemetry.Counter // default telemetry.Discard
 	Logger  *slog.Logger      // default slog.Default()
 	Now     func() time.Time  // default time.Now
@@ -102,6 +107,7 @@ type ProviderOptions struct {
 type Provider struct {
 	o        ProviderOptions
 	launcher *Launcher
+	images   imageVersions
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -629,6 +635,7 @@ func (p *Provider) List(ctx context.Context, f provider.Filter) ([]provider.Inst
 		return nil, neutralErr(err)
 	}
 	out := make([]provider.Instance, 0, len(raw))
+	images := make(map[string]string, len(raw))
 	for _, d := range raw {
 		in := provider.Instance{
 			ID: d.ID, Pool: d.Tags[names.TagPool], InstanceType: d.InstanceType, Zone: d.Zone, Capacity: capacityOf(d.Spot),
@@ -638,7 +645,9 @@ func (p *Provider) List(ctx context.Context, f provider.Filter) ([]provider.Inst
 			continue
 		}
 		out = append(out, in)
+		images[d.ID] = d.ImageID
 	}
+	p.tagRunnerVersions(ctx, out, images)
 	return out, nil
 }
 
