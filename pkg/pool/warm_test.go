@@ -203,4 +203,3 @@ func TestWritePlanWarm(t *testing.T) {
 		}
 	}
 }
-
