@@ -139,6 +139,8 @@ type Pool struct {
 	// Jobs is where the pool learns of its queued jobs: the webhook
 	// (default) or, in skiff local, a runner scale set's listener.
 	Jobs JobSource
+	// Warm is the pool's warm capacity (EC2 only), nil when it keeps none.
+	Warm *Warm
 
 	// Backend is where the pool's runners run; its section is set.
 	Backend    Backend
@@ -369,6 +371,7 @@ func decodeShared(i int, m, defaults map[string]any) *Pool {
 		Architecture:  str(get("architecture")),
 		MaxRunners:    num(get("maxRunners")),
 		CostPerHour:   float(m["costPerHour"]),
+		Warm:          decodeWarm(m["warm"]),
 		lifetime:      str(get("maxLifetime")),
 		idle:          str(get("idleTimeout")),
 		boot:          str(get("bootTimeout")),

@@ -118,6 +118,9 @@ func WritePlanFor(w io.Writer, cfg *Config, s Spec, deployment string) error {
 		writeContainer(row, s)
 	}
 	row("max runners", fmt.Sprint(s.MaxRunners))
+	if s.Warm != nil {
+		row("warm", warmText(s.Warm))
+	}
 	row("max lifetime", FormatDuration(s.MaxLifetime))
 	if caps := Declared[s.Backend]; caps.OwnQueue {
 		row("queue timeout", FormatDuration(s.QueueTimeout)+" (pending in the backend's queue)")
@@ -263,6 +266,14 @@ func writeEC2Prices(w io.Writer, s Spec) error {
 	}
 	if s.EC2.Capacity != CapacityOnDemand {
 		fmt.Fprintf(w, "       spot prices vary by the hour and are usually well below on-demand\n")
+	}
+	if s.Warm.Total() > 0 {
+		usd, unpriced := s.WarmCostPerDay(s.Warm)
+		fmt.Fprintf(w, "warm: $%.2f per day while waiting (%.1f h a day on average: %d hot at $%.4f/h plus its volume, %d stopped at their %d GiB volume's $%.2f/GiB-month)\n",
+			usd, s.Warm.HoursPerWeek()/7, s.Warm.Hot, lo, s.Warm.Stopped, s.EC2.DiskGiB, GP3PerGiBMonth)
+		if unpriced {
+			fmt.Fprintf(w, "       the hot instances' price is unknown (no candidate is in the price table) and not counted\n")
+		}
 	}
 	_, err := fmt.Fprintf(w, "       estimate: %s list prices of %s, Linux, %s; not a quote\n", Prices.Region, Prices.Date, Prices.Currency)
 	return err

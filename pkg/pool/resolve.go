@@ -71,6 +71,8 @@ type Shared struct {
 	Registration RegistrationMode
 	// CostPerHour is the pool's cost of a runner-hour in USD off EC2, or 0.
 	CostPerHour float64
+	// Warm is the pool's warm capacity (EC2), nil when it keeps none.
+	Warm *Warm
 }
 
 // labelIndex maps each lower-case effective label to the set of pools that
@@ -155,6 +157,7 @@ func (c *Config) resolve(labels []string, repository string, scoped bool) (Spec,
 			CostPerHour:   p.CostPerHour,
 			RunnerVersion: p.RunnerVersion,
 			RunnerSHA256:  p.RunnerSHA256,
+			Warm:          p.Warm,
 		},
 		EC2: p.EC2, Slurm: p.Slurm, Kubernetes: p.Kubernetes, Process: p.Process, Container: p.Container,
 	}

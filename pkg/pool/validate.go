@@ -150,6 +150,9 @@ func (s *source) checkPool(i int, p *Pool, add addFunc) {
 	}
 	s.checkCapabilities(i, p, add)
 	s.checkPolicy(i, p, add)
+	if p.Warm != nil {
+		s.checkWarm(i, p, add)
+	}
 }
 
 // checkForm refuses EC2 settings on a pool of another backend, and an EC2

@@ -1,0 +1,287 @@
+package pool
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultWarmMaxAge bounds how long a warm instance waits for a job: a day
+// keeps its image, packages and runner at most a day behind a cold launch,
+// and replaces it daily at the price of one launch.
+const DefaultWarmMaxAge = 24 * time.Hour
+
+// WarmKind is how a warm instance waits for its job.
+type WarmKind string
+
+// The kinds of warm instance.
+const (
+	// WarmStopped: launched, booted up to the registration wait, then
+	// stopped; a job starts it (on-demand only).
+	WarmStopped WarmKind = "stopped"
+	// WarmHot: launched and booted, running, waiting for its registration.
+	WarmHot WarmKind = "hot"
+)
+
+// Warm is a pool's warm capacity (EC2 only): how many instances it keeps
+// launched ahead of its jobs, stopped or hot, and when.
+type Warm struct {
+	// Stopped and Hot are the counts kept while a schedule is on (always,
+	// without schedules).
+	Stopped int
+	Hot     int
+	// MaxAge is how old a warm instance may get before it is replaced.
+	MaxAge time.Duration
+	// TimeZone is the IANA name the schedules are read in ("UTC" by default);
+	// Location is it loaded.
+	TimeZone string
+	Location *time.Location
+	// Schedules are when the counts hold; none: at all hours.
+	Schedules []Schedule
+
+	maxAge string // maxAge as written
+}
+
+// Schedule is a weekly window: it starts at From on each of Days and ends
+// at To (the next day when To is not after From).
+type Schedule struct {
+	Days []time.Weekday
+	// From and To are minutes after local midnight; To may be 24*60.
+	From, To int
+}
+
+// Total is the warm count at full strength.
+func (w *Warm) Total() int {
+	if w == nil {
+		return 0
+	}
+	return w.Stopped + w.Hot
+}
+
+// On reports whether the warm counts hold at t: t falls, in the warm
+// time zone's wall clock, inside one of the schedules (or there are none).
+func (w *Warm) On(t time.Time) bool {
+	if w == nil {
+		return false
+	}
+	if len(w.Schedules) == 0 {
+		return true
+	}
+	loc := w.Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	local := t.In(loc)
+	minute := local.Hour()*60 + local.Minute()
+	today, yesterday := local.Weekday(), (local.Weekday()+6)%7
+	for _, s := range w.Schedules {
+		if s.To > s.From {
+			if s.has(today) && minute >= s.From && minute < s.To {
+				return true
+			}
+			continue
+		}
+		// Past midnight: the evening of a start day, or the morning after.
+		if s.has(today) && minute >= s.From || s.has(yesterday) && minute < s.To {
+			return true
+		}
+	}
+	return false
+}
+
+// Counts are the warm counts wanted at t: the configured ones inside a
+// schedule, none outside.
+func (w *Warm) Counts(t time.Time) (stopped, hot int) {
+	if !w.On(t) {
+		return 0, 0
+	}
+	return w.Stopped, w.Hot
+}
+
+// HoursPerWeek is how many hours a week the schedules hold (168 without
+// schedules), counted on the wall clock: a week with a daylight saving
+// change has an hour more or less, which the estimate leaves out.
+func (w *Warm) HoursPerWeek() float64 {
+	if w == nil {
+		return 0
+	}
+	if len(w.Schedules) == 0 {
+		return 168
+	}
+	// Overlapping schedules count once: mark the week's minutes.
+	var week [7 * 24 * 60]bool
+	for _, s := range w.Schedules {
+		length := s.To - s.From
+		if length <= 0 {
+			length += 24 * 60
+		}
+		for _, d := range s.Days {
+			start := int(d)*24*60 + s.From
+			for m := range length {
+				week[(start+m)%len(week)] = true
+			}
+		}
+	}
+	on := 0
+	for _, b := range week {
+		if b {
+			on++
+		}
+	}
+	return float64(on) / 60
+}
+
+func (s Schedule) has(d time.Weekday) bool {
+	for _, x := range s.Days {
+		if x == d {
+			return true
+		}
+	}
+	return false
+}
+
+// weekdays maps the schema's day names to time.Weekday.
+var weekdays = map[string]time.Weekday{"sun": time.Sunday, "mon": time.Monday, "tue": time.Tuesday,
+	"wed": time.Wednesday, "thu": time.Thursday, "fri": time.Friday, "sat": time.Saturday}
+
+// clock parses the schema's HH:MM into minutes after midnight.
+func clock(s string) int {
+	h, m, ok := strings.Cut(s, ":")
+	if !ok {
+		return 0
+	}
+	hh, _ := strconv.Atoi(h)
+	mm, _ := strconv.Atoi(m)
+	return hh*60 + mm
+}
+
+// decodeWarm reads a pool's warm: mapping (the schema has checked its
+// shape); the time zone and maxAge are checked by checkWarm.
+func decodeWarm(v any) *Warm {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil
+	}
+	w := &Warm{Stopped: num(m["stopped"]), Hot: num(m["hot"]), TimeZone: str(m["timeZone"]),
+		maxAge: str(m["maxAge"]), MaxAge: DefaultWarmMaxAge}
+	if w.TimeZone == "" {
+		w.TimeZone = "UTC"
+	}
+	if loc, err := time.LoadLocation(w.TimeZone); err == nil {
+		w.Location = loc
+	}
+	if d, err := time.ParseDuration(w.maxAge); err == nil && d > 0 {
+		w.MaxAge = d
+	}
+	for _, raw := range asList(m["schedules"]) {
+		sm, _ := raw.(map[string]any)
+		s := Schedule{From: clock(str(sm["from"])), To: clock(str(sm["to"]))}
+		for _, d := range strs(sm["days"]) {
+			s.Days = append(s.Days, weekdays[d])
+		}
+		w.Schedules = append(w.Schedules, s)
+	}
+	return w
+}
+
+// WarmCostPerDay is what the pool's warm capacity costs per day on
+// average over a week, in USD at the price table's on-demand prices:
+// hot instances at the cheapest candidate's hourly price, stopped ones
+// at their root volume's gp3 price (GP3PerGiBMonth), each for the hours
+// the schedules hold. unpriced: no candidate is in the price table (the
+// hot part is then left out).
+func (s Spec) WarmCostPerDay(w *Warm) (usd float64, unpriced bool) {
+	if w == nil || s.EC2 == nil {
+		return 0, false
+	}
+	hoursPerDay := w.HoursPerWeek() / 7
+	lo, _, _ := s.PriceRange()
+	unpriced = lo == 0 && w.Hot > 0
+	volumePerHour := float64(s.EC2.DiskGiB) * GP3PerGiBMonth / hoursPerMonth
+	usd = hoursPerDay * (float64(w.Hot)*(lo+volumePerHour) + float64(w.Stopped)*volumePerHour)
+	return usd, unpriced
+}
+
+// GP3PerGiBMonth is the gp3 volume price per GiB-month in us-east-1 (the
+// price table's region), which a stopped instance keeps paying.
+const GP3PerGiBMonth = 0.08
+
+// hoursPerMonth is AWS's month for EBS pricing (730 hours).
+const hoursPerMonth = 730
+
+// warmText is the plan's one-line summary of a pool's warm capacity.
+func warmText(w *Warm) string {
+	if w == nil || w.Total() == 0 {
+		return "none (every job starts cold)"
+	}
+	when := "at all hours"
+	if len(w.Schedules) > 0 {
+		parts := make([]string, 0, len(w.Schedules))
+		for _, s := range w.Schedules {
+			days := make([]string, 0, len(s.Days))
+			for _, d := range s.Days {
+				days = append(days, strings.ToLower(d.String()[:3]))
+			}
+			parts = append(parts, fmt.Sprintf("%s %02d:%02d-%02d:%02d", strings.Join(days, ","), s.From/60, s.From%60, s.To/60, s.To%60))
+		}
+		when = fmt.Sprintf("%s (%s; %.0f h a week)", strings.Join(parts, "; "), w.TimeZone, w.HoursPerWeek())
+	}
+	return fmt.Sprintf("%d stopped, %d hot, %s, replaced after %s", w.Stopped, w.Hot, when, FormatDuration(w.MaxAge))
+}
+
+// MinWarmMaxAge is the shortest maxAge: a warm instance takes minutes to
+// launch, boot and stop, so a shorter age would replace instances faster
+// than they become usable.
+const MinWarmMaxAge = 30 * time.Minute
+
+// checkWarm checks a pool's warm: section: EC2 only, a known time zone, a
+// sane maxAge, stopped instances only where they are on-demand, and the
+// counts within maxRunners.
+func (s *source) checkWarm(i int, p *Pool, add addFunc) {
+	w, ptr := p.Warm, poolPtr(i)+"/warm"
+	if p.Backend != BackendEC2 {
+		add(ptr, SeverityError, fmt.Sprintf("warm capacity is EC2 only, but pool %q runs on %s", p.Name, p.Backend),
+			"remove warm:; warm instances are EC2 instances launched ahead and stopped or left running")
+		return
+	}
+	// Until warm instances are launched, a pools file must not let anyone
+	// believe its jobs start warm.
+	add(ptr, SeverityWarning, fmt.Sprintf("pool %q: this build checks and prices warm: but launches no warm instance: every job starts cold", p.Name),
+		"see docs/warm-pools.md, \"What this build does with warm:\"")
+	if w.Location == nil {
+		add(ptr+"/timeZone", SeverityError, fmt.Sprintf("timeZone %q is not an IANA time zone this build knows", w.TimeZone),
+			"use a name from the tz database, such as Europe/Berlin, America/New_York or UTC")
+	}
+	if w.maxAge != "" {
+		if d, err := time.ParseDuration(w.maxAge); err != nil || d < MinWarmMaxAge || d > MaxLifetimeLimit {
+			add(ptr+"/maxAge", SeverityError, fmt.Sprintf("warm maxAge %q must be between 30m and 120h", w.maxAge),
+				"a warm instance takes minutes to become usable; use e.g. 24h")
+		}
+	}
+	if w.Stopped > 0 {
+		switch p.EC2.Capacity {
+		case CapacitySpot:
+			add(ptr+"/stopped", SeverityError,
+				fmt.Sprintf("pool %q is spot only, and a stopped spot instance is not one to rely on: EC2 refuses to stop the one-time spot instances a fleet launches, and takes spot capacity back while it is stopped", p.Name),
+				"use hot: for a spot pool, or capacity: on-demand (or spot-then-on-demand, whose stopped instances launch on-demand)")
+		case CapacitySpotThenOnDemand:
+			add(ptr+"/stopped", SeverityWarning,
+				fmt.Sprintf("pool %q launches spot first, but its %d stopped warm instance(s) launch on-demand: a spot instance cannot be relied on to start again once stopped", p.Name, w.Stopped),
+				"skiff plan shows what they cost; set capacity: on-demand to say so, or use hot:")
+		}
+	}
+	if total := w.Total(); total > p.MaxRunners {
+		add(ptr, SeverityError,
+			fmt.Sprintf("pool %q keeps %d warm instances (%d stopped, %d hot) but maxRunners is %d: warm instances count against it", p.Name, total, w.Stopped, w.Hot, p.MaxRunners),
+			fmt.Sprintf("lower stopped/hot, or raise maxRunners to at least %d (leaving room for cold launches)", total))
+	} else if total == 0 {
+		add(ptr, SeverityWarning, fmt.Sprintf("pool %q has warm: with no stopped or hot instances", p.Name),
+			"set stopped: or hot:, or remove warm:")
+	}
+	if p.Dynamic != nil && w.Total() > 0 {
+		add(ptr, SeverityWarning,
+			fmt.Sprintf("pool %q takes dynamic sizes, but its warm instances are launched at the pool's own instance types: a job whose sizes they do not fit launches cold", p.Name),
+			"keep warm capacity to pools whose jobs ask for no sizes, or give the sized jobs a pool of their own")
+	}
+}
