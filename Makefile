@@ -194,6 +194,11 @@ demo: ## the whole pipeline on this machine: skiff local against a GitHub simula
 	go run ./cmd/skiff validate -f examples/lab.yaml
 	go run ./cmd/skiff-demo -f examples/lab.yaml --standin build/skiff-standin
 
+.PHONY: demo-container
+demo-container: ## make demo with each runner a container on a Podman service the demo starts (needs podman and runc)
+	go run ./cmd/skiff validate -f examples/lab.yaml
+	go run ./cmd/skiff-demo -f examples/lab.yaml --provider container
+
 .PHONY: verify
 verify: ## fail when go mod tidy or the vendored fixtures would change the tree
 	go mod tidy

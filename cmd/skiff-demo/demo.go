@@ -34,6 +34,7 @@ import (
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/process"
+	"github.com/skiffci/skiff/pkg/scaledown"
 )
 
 // demoJob is one job the demo asks for, and what must become of it.
@@ -62,6 +63,10 @@ type demoOptions struct {
 	// CPUProfile, when set, is where a CPU profile of this process (skiff
 	// local, the simulator and the driver) is written.
 	CPUProfile string
+	// Provider is the backend the runners run on: process (the default)
+	// or container (a Podman service of the demo's own, the stand-in in
+	// an image built for it).
+	Provider string
 }
 
 // runDemo is skiff-demo (what `make demo` runs): skiff local against the
@@ -72,7 +77,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("skiff-demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: skiff-demo [--standin build/skiff-standin] [-f examples/lab.yaml] [--jobs 40] [--limit N]\n\nflags:\n")
+		fmt.Fprintf(stderr, "usage: skiff-demo [--standin build/skiff-standin] [-f examples/lab.yaml] [--jobs 40] [--limit N] [--provider process|container]\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	var o demoOptions
@@ -85,6 +90,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Limit, "limit", 0, "runners alive at once in every pool, its maxRunners too (default: the pools file's maxRunners, the number of CPUs, one GPU job at a time)")
 	fs.StringVar(&o.Work, "work", demoWork, "the stand-ins' real work per job name, name=CPU-seconds:MiB;... (SKIFF_STANDIN_WORK; empty: none)")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of skiff local, the simulator and the driver to this file")
+	fs.StringVar(&o.Provider, "provider", "process", "the runners' backend: process (each a local process) or container (each a container on a Podman service the demo starts, with an image it builds from the stand-in and skiff-podhelper; needs podman, runc and go)")
 	switch err := fs.Parse(args); {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
@@ -93,6 +99,9 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	case fs.NArg() > 0:
 		fmt.Fprintf(stderr, "skiff-demo: unexpected argument %q\n", fs.Arg(0))
 		fs.Usage()
+		return 2
+	case o.Provider != "process" && o.Provider != "container":
+		fmt.Fprintf(stderr, "skiff-demo: --provider %q: want process or container\n", o.Provider)
 		return 2
 	}
 	if err := demo(stdout, o); err != nil {
@@ -110,9 +119,11 @@ func demo(w io.Writer, o demoOptions) error {
 		return err
 	}
 	defer stopProfile()
-	standin, err := standinPath(o.Standin)
-	if err != nil {
-		return err
+	standin := ""
+	if o.Provider != "container" { // the container's stand-in is in its image
+		if standin, err = standinPath(o.Standin); err != nil {
+			return err
+		}
 	}
 	pools, err := pool.Load(o.PoolsFile)
 	if err != nil {
@@ -139,7 +150,12 @@ func demo(w io.Writer, o demoOptions) error {
 		return err
 	}
 	defer logFile.Close()
-	l, stopLocal, err := startDemoLocal(o, standin, pools, limits, gh, logFile)
+	backend, err := newDemoBackend(o, filepath.Join(o.Out, "data"), slog.New(slog.NewJSONHandler(logFile, nil)))
+	if err != nil {
+		return err
+	}
+	defer backend.stop()
+	l, stopLocal, err := startDemoLocal(o, standin, pools, limits, gh, logFile, backend)
 	if err != nil {
 		return err
 	}
@@ -173,7 +189,7 @@ func demo(w io.Writer, o demoOptions) error {
 	<-meterStopped
 	fmt.Fprintf(w, "  all done %s after the burst's first job (the queue empty after %s); peak memory of this process (skiff local, the simulator and the driver): %s\n",
 		wall.Round(100*time.Millisecond), time.Since(started).Round(100*time.Millisecond), peakRSS())
-	slots.report(ctx, w, sim, l, jobs, wall)
+	slots.report(ctx, w, sim, l, jobs, wall, backend)
 	return summarize(ctx, w, sim, l, jobs, dup, logFile.Name(), filepath.Join(o.Out, "report.html"))
 }
 
@@ -280,13 +296,14 @@ func newDemoGitHub(pools *pool.Config) (demoGitHub, error) {
 }
 
 // startDemoLocal starts skiff local — one process, one SQLite file,
-// runners as local processes — as the App's webhook, logging to logFile;
-// stop ends it.
+// runners as local processes or the backend's containers — as the App's
+// webhook, logging to logFile; stop ends it.
 func startDemoLocal(o demoOptions, standin string, pools *pool.Config, limits map[string]int, gh demoGitHub,
-	logFile *os.File) (l *local.Local, stop func(), err error) {
+	logFile *os.File, backend *demoBackend) (l *local.Local, stop func(), err error) {
 	l, err = local.New(local.Config{
+		Provider: o.Provider, ExternalProvider: backend.provider, Deployment: backend.deployment,
 		DataDir: filepath.Join(o.Out, "data"), PoolsFile: o.PoolsFile, Pools: pools, Listen: "127.0.0.1:0", RunnerCommand: []string{standin},
-		RunnerEnv:    []string{"SKIFF_STANDIN_DURATION=" + o.Duration.String(), "SKIFF_STANDIN_IDLE=20s", "SKIFF_STANDIN_WORK=" + o.Work},
+		RunnerEnv:    demoRunnerEnv(o),
 		Limits:       limits,
 		GitHubAPIURL: gh.sim.URL(), AppIDs: []int64{demoAppID},
 		AppKeys:       string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(gh.key)})),
@@ -548,7 +565,8 @@ func (m *slotMeter) sample(ctx context.Context, sim *ghsim.Server, l *local.Loca
 // labels it matches, so a pool's runners may run another pool's jobs) in
 // rounds of its slots, each round one mean runner lifetime; the slowest
 // pool sets it.
-func (m *slotMeter) report(ctx context.Context, w io.Writer, sim *ghsim.Server, l *local.Local, jobs []*demoJob, wall time.Duration) {
+func (m *slotMeter) report(ctx context.Context, w io.Writer, sim *ghsim.Server, l *local.Local, jobs []*demoJob, wall time.Duration,
+	backend *demoBackend) {
 	n := map[string]int{}
 	for _, j := range jobs {
 		st, ok := sim.Job(j.id)
@@ -595,13 +613,22 @@ func (m *slotMeter) report(ctx context.Context, w io.Writer, sim *ghsim.Server, 
 	if ok1 && ok2 && wall > 0 {
 		fmt.Fprintln(w, " ", cpuShare(runners, self, wall, runtime.NumCPU()))
 	}
+	if cpu, ok := backend.engineCPU(); ok {
+		fmt.Fprintf(w, "  CPU time of the engine's API service (podman system service, not its conmon and runc): %s\n", cpu.Round(100*time.Millisecond))
+	}
 }
 
 // runnersCPU is the CPU time the runners used: what the process provider
 // measured of each (its cgroup, else its sandbox's processes in /proc),
-// else this process's waited-for children's (a sandboxed runner's tree
-// is reaped inside its sandbox, out of this process's rusage).
+// or the container provider (each container's cgroup, read by its
+// entrypoint), else this process's waited-for children's (a sandboxed
+// runner's tree is reaped inside its sandbox, out of this process's
+// rusage).
 func runnersCPU(ctx context.Context, l *local.Local) (time.Duration, bool) {
+	if src, ok := l.Provider.(scaledown.UsageSource); ok && l.Provider.Name() == "container" {
+		// The runner image's entrypoint measured each container's cgroup.
+		return measuredCPU(ctx, l, src)
+	}
 	p, ok := l.Provider.(*process.Provider)
 	if !ok {
 		return childrenCPU()
@@ -614,6 +641,21 @@ func runnersCPU(ctx context.Context, l *local.Local) (time.Duration, bool) {
 	for _, in := range all {
 		if u, ok := p.Usage(in.ID); ok {
 			sum += time.Duration(u.CPUSeconds * float64(time.Second))
+		}
+	}
+	return sum, true
+}
+
+// measuredCPU sums the CPU seconds src measured of every runner listed.
+func measuredCPU(ctx context.Context, l *local.Local, src scaledown.UsageSource) (time.Duration, bool) {
+	all, err := l.Provider.List(ctx, provider.Filter{})
+	if err != nil {
+		return 0, false
+	}
+	var sum time.Duration
+	for _, in := range all {
+		if pk, ok := src.Peaks(in.ID); ok && pk.CPUSeconds != nil {
+			sum += time.Duration(*pk.CPUSeconds * float64(time.Second))
 		}
 	}
 	return sum, true

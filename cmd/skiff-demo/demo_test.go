@@ -41,6 +41,33 @@ func TestDemo(t *testing.T) {
 	checkDemoReport(t, report)
 }
 
+// TestDemoContainer runs a small `skiff-demo --provider container`: the
+// same pipeline with each runner a container on a Podman service the demo
+// starts, the stand-in in an image it builds; every invariant holds and
+// every job has its record.
+func TestDemoContainer(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("podman"); err != nil && os.Getenv("SKIFF_REQUIRE_EMULATORS") == "" {
+		t.Skip("the container demo needs podman and runc (apt-get install -y podman runc)")
+	}
+	var out bytes.Buffer
+	dir := filepath.Join(t.TempDir(), "demo")
+	err := demo(&out, demoOptions{PoolsFile: "../../examples/lab.yaml", Out: dir, Jobs: 12, Duration: 200 * time.Millisecond,
+		Timeout: 4 * time.Minute, Work: demoWork, Provider: "container"})
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{"jobs completed          12", "metrics records         12 written", "invariants: no job lost", ": ok",
+		"CPU time of the engine's API service"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, out.String())
+		}
+	}
+	if page, err := os.ReadFile(filepath.Join(dir, "report.html")); err != nil || !strings.Contains(string(page), "<p>12 jobs ·") {
+		t.Errorf("the usage report does not cover the 12 jobs (%v)", err)
+	}
+}
+
 // checkDemoReport opens the demo's report in headless Chromium and reads
 // the DOM it rendered: the local machine's utilisation chart has CPU and
 // RAM bars with data (not "no data"), both cost charts draw a line with a

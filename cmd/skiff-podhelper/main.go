@@ -15,6 +15,11 @@
 // passed on. SIGTERM and SIGINT go to the runner, which cancels its job.
 // The helper exits with the runner's status (128+signal when a signal
 // ended it); 2 when it cannot start it.
+//
+// With SKIFF_PODHELPER_HOLD=1 the helper runs no runner: it waits for
+// SIGTERM or SIGINT and exits 0. The provider's image pre-pull (a
+// DaemonSet per pool) runs the runner image so, to keep it on every node
+// its runners may use.
 package main
 
 import (
@@ -39,12 +44,16 @@ const (
 	envMessage   = "SKIFF_TERMINATION_LOG"
 	envCgroup    = "SKIFF_CGROUP_ROOT"
 	envGPUSample = "SKIFF_GPU_SAMPLE"
+	envHold      = "SKIFF_PODHELPER_HOLD"
 	defaultRun   = "/home/runner/run.sh"
 )
 
 func main() { os.Exit(run(os.Args[1:])) }
 
 func run(args []string) int {
+	if os.Getenv(envHold) == "1" {
+		return hold()
+	}
 	if len(args) > 0 && args[0] == "--" {
 		args = args[1:]
 	}
@@ -97,12 +106,22 @@ func run(args []string) int {
 	return u.ExitCode
 }
 
+// hold waits for SIGTERM or SIGINT, running nothing: the pre-pull's
+// container, which keeps the image on its node.
+func hold() int {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	fmt.Println("skiff-podhelper: holding the image; SIGTERM ends it")
+	<-sigs
+	return 0
+}
+
 // environ is the helper's environment without its own variables.
 func environ() []string {
 	var out []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if k != envJITFile && k != envJITConfig && k != envMessage && k != envCgroup && k != envGPUSample {
+		if k != envJITFile && k != envJITConfig && k != envMessage && k != envCgroup && k != envGPUSample && k != envHold {
 			out = append(out, kv)
 		}
 	}

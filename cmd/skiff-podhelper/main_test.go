@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bufio"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/skiffci/skiff/pkg/provider/kubernetes/podusage"
@@ -66,5 +69,46 @@ func TestHelper(t *testing.T) {
 	m, _ = os.ReadFile(msg)
 	if u, err := podusage.Decode(string(m)); err != nil || !strings.Contains(u.Error, "SKIFF_JITCONFIG_FILE") {
 		t.Errorf("message %s, want the missing variable named", m)
+	}
+}
+
+// TestHold: with SKIFF_PODHELPER_HOLD=1 the helper runs no runner (the
+// pre-pull's container) and exits 0 on SIGTERM.
+func TestHold(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	helper := filepath.Join(dir, "skiff-podhelper")
+	if b, err := exec.Command("go", "build", "-o", helper, ".").CombinedOutput(); err != nil {
+		t.Fatalf("building: %v\n%s", err, b)
+	}
+	ran := filepath.Join(dir, "ran")
+	runner := filepath.Join(dir, "run.sh")
+	if err := os.WriteFile(runner, []byte("#!/bin/sh\ntouch "+ran+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(helper, runner)
+	cmd.Env = []string{"SKIFF_PODHELPER_HOLD=1", "SKIFF_TERMINATION_LOG=" + filepath.Join(dir, "msg")}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The helper says it holds once its signal handler is in place: a
+	// SIGTERM before that would kill it with the signal, not exit 0.
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.Contains(line, "holding") {
+		t.Fatalf("the helper said %q (%v), want that it holds", line, err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, out)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("holding helper after SIGTERM: %v, want exit 0", err)
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Error("the holding helper ran the runner")
 	}
 }

@@ -49,28 +49,7 @@ func TestLocalListenerKill9(t *testing.T) {
 	defer cancel()
 	start := func(n int) (*exec.Cmd, string) {
 		t.Helper()
-		log := filepath.Join(dir, fmt.Sprintf("skiff-%d.log", n))
-		f, err := os.Create(log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		cmd := exec.Command(skiff, args...)
-		cmd.Env = os.Environ()
-		cmd.Stdout, cmd.Stderr = f, f
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if cmd.ProcessState == nil {
-				_ = cmd.Process.Kill()
-				_ = cmd.Wait()
-			}
-		})
-		waitFor(ctx, t, "the scale set session is open", func() (bool, string) {
-			return count(log, "scale set session open") > 0, readFile(log)
-		})
-		return cmd, log
+		return startSkiff(ctx, t, skiff, dir, n, nil, args, "scale set session open")
 	}
 	labels := []string{"self-hosted", "linux", "x64"}
 	var jobs []int64

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
@@ -42,6 +44,13 @@ func kubeProvider(poolsFile, kubeconfig, namespace, image string, deployment fun
 	p, err := kube.New(kube.Options{Client: client, Namespaces: kube.Namespaces(cfg), Default: def, Deployment: id, Logger: logger})
 	if err != nil {
 		return nil, nil, err
+	}
+	// The pools' images are kept on the nodes ahead of their jobs; without
+	// the Role's daemonsets verbs the runners still run, each paying its pull.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := p.PrePull(ctx, cfg); err != nil {
+		logger.Warn("keeping the pools' images on the nodes (pre-pull daemonsets)", "err", err)
 	}
 	return cfg, p, nil
 }

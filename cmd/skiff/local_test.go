@@ -41,6 +41,36 @@ func buildSkiff(t *testing.T) (skiff, standin string) {
 	return skiff, standin
 }
 
+// startSkiff starts run n of a skiff command (args) in dir with env added
+// to the test's environment, its output in dir/skiff-<n>.log, and waits
+// until the log says ready; a run the test did not end is killed at its
+// end. It returns the command and its log's path.
+func startSkiff(ctx context.Context, t *testing.T, skiff, dir string, n int, env, args []string, ready string) (*exec.Cmd, string) {
+	t.Helper()
+	log := filepath.Join(dir, fmt.Sprintf("skiff-%d.log", n))
+	f, err := os.Create(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd := exec.Command(skiff, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	waitFor(ctx, t, "skiff says "+ready, func() (bool, string) {
+		return count(log, ready) > 0, readFile(log)
+	})
+	return cmd, log
+}
+
 // TestLocalKill9 is local mode's durability end to end: the real skiff
 // binary runs `skiff local` against the GitHub simulator over HTTP with
 // stand-in runners; it is killed with SIGKILL in the middle of a burst of
@@ -82,28 +112,7 @@ func TestLocalKill9(t *testing.T) {
 	defer cancel()
 	start := func(n int) (*exec.Cmd, string) {
 		t.Helper()
-		log := filepath.Join(dir, fmt.Sprintf("skiff-%d.log", n))
-		f, err := os.Create(log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		cmd := exec.Command(skiff, args...)
-		cmd.Env = append(os.Environ(), "SKIFF_WEBHOOK_SECRET="+secret)
-		cmd.Stdout, cmd.Stderr = f, f
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if cmd.ProcessState == nil {
-				_ = cmd.Process.Kill()
-				_ = cmd.Wait()
-			}
-		})
-		waitFor(ctx, t, "skiff local is ready", func() (bool, string) {
-			return count(log, "skiff local ready") > 0, readFile(log)
-		})
-		return cmd, log
+		return startSkiff(ctx, t, skiff, dir, n, []string{"SKIFF_WEBHOOK_SECRET=" + secret}, args, "skiff local ready")
 	}
 
 	// Watch the runner processes all along: how many are alive at once,

@@ -96,8 +96,9 @@ func TestMetricsGolden(t *testing.T) {
 }
 
 // TestMetricsReadsEverySchemaMinor: records of schema 1.0 (without the
-// optional fields 1.1 added) and of 1.1 (a Slurm job's host, slurm, cpu
-// seconds and operator-rate cost) both validate and both count.
+// optional fields 1.1 added), of 1.1 (a Slurm job's host, slurm, cpu
+// seconds and operator-rate cost) and of 1.2 (a container's end reason
+// and exit code) all validate and all count.
 func TestMetricsReadsEverySchemaMinor(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join("testdata", "records-versions.jsonl")
@@ -116,7 +117,7 @@ func TestMetricsReadsEverySchemaMinor(t *testing.T) {
 			t.Errorf("a %s record: %v", r.Version, err)
 		}
 	}
-	if want := []string{"1.0", metrics.SchemaVersion}; !slices.Equal(versions, want) {
+	if want := []string{"1.0", "1.1", metrics.SchemaVersion}; !slices.Equal(versions, want) {
 		t.Fatalf("testdata holds versions %v, want %v", versions, want)
 	}
 	code, stdout, stderr := runCLI("metrics", "--file", file, "--by", "pool", "--format", "json")
@@ -131,8 +132,8 @@ func TestMetricsReadsEverySchemaMinor(t *testing.T) {
 	for _, row := range rep.Rows {
 		jobs[row.Group] = row.Jobs
 	}
-	if jobs["standard"] != 1 || jobs["hpc"] != 1 || len(jobs) != 2 {
-		t.Errorf("jobs per pool %v, want one 1.0 record in standard and one 1.1 record in hpc", jobs)
+	if jobs["standard"] != 1 || jobs["hpc"] != 1 || jobs["boxes"] != 1 || len(jobs) != 3 {
+		t.Errorf("jobs per pool %v, want one 1.0 record in standard, one 1.1 record in hpc and one 1.2 record in boxes", jobs)
 	}
 }
 

@@ -79,6 +79,10 @@ type Instance struct {
 	// Interrupted: the instance was taken away while the job ran (spot
 	// interruption, lifetime cap, reaped).
 	Interrupted bool
+	// EndReason is how the runner ended, where its backend tells
+	// (provider.EndReason); ExitCode its exit code, where read.
+	EndReason string
+	ExitCode  *int
 }
 
 // Peaks is what the CloudWatch agent reported over the job's window. A nil
@@ -234,6 +238,8 @@ func identity(in Inputs, end time.Time) Record {
 		CompletedAt:   utc(j.CompletedAt),
 		Conclusion:    j.Conclusion,
 		Interrupted:   &inst.Interrupted,
+		EndReason:     inst.EndReason,
+		ExitCode:      inst.ExitCode,
 	}
 	if r.Owner == "" {
 		r.Owner, _, _ = strings.Cut(j.Repository, "/")

@@ -1,7 +1,9 @@
 package metrics
 
 import (
+	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -151,5 +153,46 @@ func TestBuildSlurm(t *testing.T) {
 	in.Peaks.GPUUtilization, in.Peaks.GPUMemoryUsedMiB = nil, nil
 	if r, err := Build(in); err != nil || !slices.Contains(r.MissingSources, SourceGPU) || r.GPU == nil || r.GPU.Count != 2 {
 		t.Errorf("without GPU accounting: %v, gpu %+v, missing %v; want the count and gpu missing", err, r.GPU, r.MissingSources)
+	}
+}
+
+// TestBuildEndReason: the instance's end reason and exit code, where the
+// backend tells, are the record's, valid against the schema; without
+// them the record has neither.
+func TestBuildEndReason(t *testing.T) {
+	t.Parallel()
+	code := 137
+	for _, tc := range []struct {
+		name     string
+		reason   string
+		code     *int
+		wantJSON string
+	}{
+		{"oom-killed", "oom-killed", &code, `"endReason":"oom-killed","exitCode":137`},
+		{"removed without an exit code", "removed", nil, `"endReason":"removed"`},
+		{"backend does not say", "", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			in := localInputs()
+			in.Instance.EndReason, in.Instance.ExitCode = tc.reason, tc.code
+			r, err := Build(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, err := json.Marshal(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := ValidateJSON(data); err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tc.wantJSON != "" && !strings.Contains(string(data), tc.wantJSON):
+				t.Errorf("record %s, want %s", data, tc.wantJSON)
+			case tc.wantJSON == "" && (strings.Contains(string(data), "endReason") || strings.Contains(string(data), "exitCode")):
+				t.Errorf("record %s has an end reason the backend did not give", data)
+			}
+		})
 	}
 }

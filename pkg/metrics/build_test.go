@@ -272,6 +272,8 @@ func TestValidateRejects(t *testing.T) {
 		{"unknown field", func(m map[string]any) { m["cpuPeak"] = 3.0 }, "cpuPeak"},
 		{"unknown missing source", func(m map[string]any) { m["missingSources"] = []any{"network"} }, "/missingSources"},
 		{"gpu without count", func(m map[string]any) { delete(m["gpu"].(map[string]any), "count") }, "/gpu"},
+		{"unknown end reason", func(m map[string]any) { m["endReason"] = "OOMKilled: exit code 137" }, "/endReason"},
+		{"exit code not a number", func(m map[string]any) { m["exitCode"] = "137" }, "/exitCode"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 // SchemaVersion is the version of schema/metrics.schema.json that Build
 // writes into every record. A minor version only adds optional fields; a
 // change that breaks a consumer is a new major version.
-const SchemaVersion = "1.1"
+const SchemaVersion = "1.2"
 
 // The missing sources a record may name (missingSources).
 const (
@@ -68,6 +68,11 @@ type Record struct {
 	QueueWait   *Duration  `json:"queueWait,omitempty"`
 	Conclusion  string     `json:"conclusion,omitempty"`
 	Interrupted *bool      `json:"interrupted,omitempty"`
+	// EndReason is how the runner ended, where its backend tells
+	// (provider.EndReason: oom-killed, exited, failed, ...); ExitCode its
+	// exit code with it.
+	EndReason string `json:"endReason,omitempty"`
+	ExitCode  *int   `json:"exitCode,omitempty"`
 
 	CPU    *CPU       `json:"cpu,omitempty"`
 	Memory *Memory    `json:"memory,omitempty"`

@@ -170,6 +170,28 @@ const (
 // job, and it costs money.
 func (s State) Alive() bool { return s == Pending || s == Running }
 
+// EndReason is how a terminated runner ended, in neutral words, where its
+// backend can tell (the container backend: the engine's exit code and OOM
+// flag). The metrics record carries it (endReason).
+type EndReason string
+
+// The end reasons.
+const (
+	// EndExited: the runner exited on its own with exit code 0.
+	EndExited EndReason = "exited"
+	// EndFailed: the runner exited on its own with another exit code.
+	EndFailed EndReason = "failed"
+	// EndOOMKilled: the kernel's OOM killer ended it at its memory limit.
+	EndOOMKilled EndReason = "oom-killed"
+	// EndRunnerOutdated: GitHub refused the runner's version
+	// (ExitVersionDeprecated).
+	EndRunnerOutdated EndReason = "runner-outdated"
+	// EndBackendError: the backend failed to run it (the engine's error).
+	EndBackendError EndReason = "backend-error"
+	// EndRemoved: skiff removed it (Terminate, or past its pool's lifetime).
+	EndRemoved EndReason = "removed"
+)
+
 // Instance is one runner instance as the provider knows it.
 type Instance struct {
 	ID           string
@@ -191,15 +213,25 @@ type Instance struct {
 	// Tags are the instance's tags (names.Tag*), including those set after
 	// launch by scale-up and by the runner's job hooks.
 	Tags map[string]string
+	// EndReason is how a terminated instance ended, where the backend
+	// tells; "" while it lives or when the backend does not say.
+	EndReason EndReason
+	// ExitCode is the runner's exit code with EndReason, where the
+	// backend read one; nil otherwise.
+	ExitCode *int
 }
 
-// Clone returns a copy of the instance that shares no map with it.
+// Clone returns a copy of the instance that shares no map or pointer with it.
 func (in Instance) Clone() Instance {
 	tags := make(map[string]string, len(in.Tags))
 	for k, v := range in.Tags {
 		tags[k] = v
 	}
 	in.Tags = tags
+	if in.ExitCode != nil {
+		code := *in.ExitCode
+		in.ExitCode = &code
+	}
 	return in
 }
 

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -26,12 +28,14 @@ func TestBootSandboxOutdated(t *testing.T) {
 		runner   string
 		exitCode string
 		wantTag  string // "": no skiff:runner-outdated tag
+		baked    string // the image's .skiff-runner-version, "" for none
 	}{
-		{"exit code 7 with the refusal's words", "deprecated", "7", "2.330.0"},
-		{"exit code 7 alone: the version the boot downloaded is unknown here", "quiet7", "7", "unknown"},
-		{"the refusal's words with exit code 0 (run.sh drops the listener's code)", "deprecated0", "0", "2.330.0"},
-		{"a normal end", "ok", "0", ""},
-		{"a crash", "crash", "1", ""},
+		{"exit code 7 with the refusal's words", "deprecated", "7", "2.330.0", ""},
+		{"exit code 7 alone: the version the boot downloaded is unknown here", "quiet7", "7", "unknown", ""},
+		{"exit code 7 alone on a baked image: the image's runner", "quiet7", "7", "2.329.0", "2.329.0"},
+		{"the refusal's words with exit code 0 (run.sh drops the listener's code)", "deprecated0", "0", "2.330.0", ""},
+		{"a normal end", "ok", "0", "", ""},
+		{"a crash", "crash", "1", "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -60,6 +64,11 @@ func TestBootSandboxOutdated(t *testing.T) {
 				t.Fatal(err)
 			}
 			sb := newSandbox(t, false, true, false)
+			if tc.baked != "" {
+				if err := os.WriteFile(filepath.Join(sb.root, "opt/actions-runner/.skiff-runner-version"), []byte(tc.baked+"\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
 			ddb.put(t, table, *jitReg(future))
 			sb.boot(t, script, 30*time.Second, "FAKE_RUNNER="+tc.runner)
 			bootLog := sb.read("root/var/log/skiff/boot.log")

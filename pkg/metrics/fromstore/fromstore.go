@@ -32,5 +32,6 @@ func Instance(i provider.Instance, region string) metrics.Instance {
 	return metrics.Instance{
 		ID: i.ID, Type: i.InstanceType, Region: region, Zone: i.Zone,
 		Capacity: string(i.Capacity), LaunchedAt: i.LaunchedAt,
+		EndReason: string(i.EndReason), ExitCode: i.ExitCode,
 	}
 }

@@ -171,6 +171,9 @@ type Provider struct {
 	// versions is the runner version each image reference's label names
 	// ("" for none), read once per reference and pull.
 	versions map[string]string
+	// ending are the ended containers a List is reading and removing,
+	// closed when it is done: another List at once waits for it.
+	ending map[string]chan struct{}
 }
 
 // ended is a runner List saw end: its instance as last listed, how it
@@ -207,7 +210,7 @@ func New(o Options) (*Provider, error) {
 	}
 	provider.FillDefaults(&o.DefaultLifetime, &o.Logger, &o.Now)
 	return &Provider{o: o, ended: map[string]ended{}, running: map[string]time.Time{}, pulled: map[string]bool{},
-		versions: map[string]string{}}, nil
+		versions: map[string]string{}, ending: map[string]chan struct{}{}}, nil
 }
 
 // Name implements provider.Provider.
@@ -775,7 +778,7 @@ func (p *Provider) Terminate(ctx context.Context, ids []string) error {
 			errs = append(errs, err)
 			continue
 		}
-		in.State = provider.Terminated
+		in.State, in.EndReason = provider.Terminated, provider.EndRemoved
 		e := ended{in: in, at: p.o.Now(), reason: "Terminated"}
 		if u, ok := p.readUsage(id); ok {
 			e.peaks = peaksOf(u, in)

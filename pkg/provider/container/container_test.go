@@ -363,19 +363,24 @@ func TestEndReason(t *testing.T) {
 		oom             bool
 		peak, limit     int64
 		engineErr, want string
+		wantEnd         provider.EndReason
 	}{
-		{"exited", 0, false, 10 * mi, 256 * mi, "", "exit code 0"},
-		{"failed", 1, false, 10 * mi, 256 * mi, "", "exit code 1"},
-		{"engine says OOM", 137, true, 0, 256 * mi, "", "OOMKilled: exit code 137"},
-		{"SIGKILL at the memory limit", 137, false, 250 * mi, 256 * mi, "", "OOMKilled: killed by SIGKILL at its memory limit (exit code 137)"},
-		{"SIGKILL well under the limit", 137, false, 20 * mi, 256 * mi, "", "exit code 137"},
-		{"SIGKILL unmeasured", 137, false, 0, 256 * mi, "", "exit code 137"},
-		{"SIGKILL without a limit", 137, false, 250 * mi, 0, "", "exit code 137"},
-		{"engine error", 127, false, 0, 0, "no such file", "Error: no such file (exit code 127)"},
+		{"exited", 0, false, 10 * mi, 256 * mi, "", "exit code 0", provider.EndExited},
+		{"failed", 1, false, 10 * mi, 256 * mi, "", "exit code 1", provider.EndFailed},
+		{"runner outdated", provider.ExitVersionDeprecated, false, 10 * mi, 256 * mi, "", "exit code 7", provider.EndRunnerOutdated},
+		{"engine says OOM", 137, true, 0, 256 * mi, "", "OOMKilled: exit code 137", provider.EndOOMKilled},
+		{"SIGKILL at the memory limit", 137, false, 250 * mi, 256 * mi, "", "OOMKilled: killed by SIGKILL at its memory limit (exit code 137)",
+			provider.EndOOMKilled},
+		{"SIGKILL well under the limit", 137, false, 20 * mi, 256 * mi, "", "exit code 137", provider.EndFailed},
+		{"SIGKILL unmeasured", 137, false, 0, 256 * mi, "", "exit code 137", provider.EndFailed},
+		{"SIGKILL without a limit", 137, false, 250 * mi, 0, "", "exit code 137", provider.EndFailed},
+		{"engine error", 127, false, 0, 0, "no such file", "Error: no such file (exit code 127)", provider.EndBackendError},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := container.EndReason(tc.exit, tc.oom, tc.peak, tc.limit, tc.engineErr); got != tc.want {
-				t.Errorf("EndReason = %q, want %q", got, tc.want)
+			t.Parallel()
+			end, got := container.EndReason(tc.exit, tc.oom, tc.peak, tc.limit, tc.engineErr)
+			if got != tc.want || end != tc.wantEnd {
+				t.Errorf("EndReason = %q, %q; want %q, %q", end, got, tc.wantEnd, tc.want)
 			}
 		})
 	}
@@ -462,5 +467,35 @@ func TestRunnerVersionLabel(t *testing.T) {
 				t.Errorf("listed %+v (%v), want %s=%q", ins, err, names.TagRunnerVersion, tc.want)
 			}
 		})
+	}
+}
+
+// TestConcurrentLists: Lists at once (skiff local's watcher, the
+// reconciler, a status) that all see a container exited read its end
+// once: one inspect and removal, one log line, and the end reason and
+// usage the first read found, never a later reader's empty ones.
+func TestConcurrentLists(t *testing.T) {
+	f := newFixture(t, "SKIFF_TEST_MODE=exit")
+	_, res, _ := launch(t, f.p, spec("lists"), "tok-lists", 1)
+	id := res.Runners[0].Instance.ID
+	await(t, "runner "+id+" to exit", func() bool {
+		return strings.Contains(f.e.podman(t, "ps", "-a", "--filter", "name="+id, "--format", "{{.State}}"), "xited")
+	})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := f.p.List(context.Background(), provider.Filter{}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if reason, ok := f.p.Ended(id); !ok || reason != "exit code 0" {
+		t.Errorf("end reason %q (%v) after concurrent Lists, want exit code 0", reason, ok)
+	}
+	if n := strings.Count(f.logs.String(), "a runner container ended"); n != 1 {
+		t.Errorf("the end was read %d times, want once:\n%s", n, f.logs.String())
 	}
 }

@@ -34,7 +34,7 @@ func needRunnerImage(t *testing.T) *engine {
 	t.Helper()
 	e := needEngine(t)
 	runnerOnce.Do(func() {
-		runnerErr = e.importImage("podman", runnerImage, map[string]string{
+		runnerErr = e.Import(runnerImage, map[string]string{
 			"skiff-podhelper": "github.com/skiffci/skiff/cmd/skiff-podhelper",
 			"skiff-standin":   "github.com/skiffci/skiff/cmd/skiff-standin",
 			"runner":          "./testdata/runner",
@@ -331,14 +331,47 @@ func TestLocalContainer(t *testing.T) {
 
 // TestLocalContainerOOM: a job whose runner holds more than the pool's
 // memory is OOM-killed; its container's end says so, from the engine or
-// from the entrypoint's measured peak at the limit.
+// from the entrypoint's measured peak at the limit, and so does the job's
+// metrics record (endReason oom-killed, exit code 137) once GitHub has
+// failed the job whose runner vanished.
 func TestLocalContainerOOM(t *testing.T) {
 	lo := startLocal(t, "SKIFF_STANDIN_WORK=*=0.1:512", "SKIFF_STANDIN_DURATION=30s")
-	lo.startRun(t, 1)
+	run := lo.startRun(t, 1)
+	job := run.JobIDs[0]
 	poll(t, "an OOM-killed runner", lo.logs, func() bool {
 		return strings.Contains(lo.logs.String(), `"end_reason":"OOMKilled`)
 	})
+	// GitHub fails a job whose runner has gone (lost communication); the
+	// simulator is told the runner has.
+	poll(t, "the simulator to fail the job of the killed runner", lo.logs, func() bool {
+		for _, r := range lo.sim.Runners() {
+			if r.JobID == job {
+				return lo.sim.DisconnectRunner(r.ID) == nil
+			}
+		}
+		return false
+	})
+	var rec metrics.Record
+	poll(t, "the OOM-killed job's metrics record", lo.logs, func() bool {
+		for r, err := range lo.l.MetricsRecords.List(context.Background(), metrics.Filter{}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.JobID == job {
+				rec = r
+				return true
+			}
+		}
+		return false
+	})
 	lo.stop()
+	if err := metrics.Validate(rec); err != nil {
+		t.Errorf("the record fails the schema: %v", err)
+	}
+	if rec.EndReason != string(provider.EndOOMKilled) || rec.ExitCode == nil || *rec.ExitCode != 137 || rec.Conclusion != "failure" {
+		t.Errorf("the OOM-killed job's record: endReason %q, exit code %v, conclusion %q; want oom-killed, 137, failure",
+			rec.EndReason, rec.ExitCode, rec.Conclusion)
+	}
 }
 
 // TestLocalContainerRestart: skiff local stops while its runners run

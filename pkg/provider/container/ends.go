@@ -20,8 +20,39 @@ import (
 )
 
 // end reads how an ended container ended and what it used (one inspect),
-// then removes it; the instance is kept for Retain.
+// then removes it; the instance is kept for Retain. Of Lists at once that
+// see the container ended, one reads it and the others wait for it and
+// return what it kept: no later reader, finding the container removed,
+// overwrites its end with an empty one.
 func (p *Provider) end(ctx context.Context, name string, in provider.Instance) provider.Instance {
+	p.mu.Lock()
+	if e, ok := p.ended[name]; ok {
+		p.mu.Unlock()
+		return e.in.Clone()
+	}
+	if done, ok := p.ending[name]; ok {
+		p.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return in
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if e, ok := p.ended[name]; ok {
+			return e.in.Clone()
+		}
+		return in // the reader failed to remove it: the next List reads it again
+	}
+	done := make(chan struct{})
+	p.ending[name] = done
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.ending, name)
+		p.mu.Unlock()
+		close(done)
+	}()
 	e := ended{in: in, at: p.o.Now()}
 	u, measured := p.readUsage(name)
 	if measured {
@@ -34,13 +65,15 @@ func (p *Provider) end(ctx context.Context, name string, in provider.Instance) p
 		if got.Container.Config != nil {
 			_ = json.Unmarshal([]byte(got.Container.Config.Labels[LabelLimits]), &l)
 		}
-		e.reason = EndReason(st.ExitCode, st.OOMKilled, u.PeakMemoryBytes, l.MemoryBytes, st.Error)
-		if st.ExitCode == provider.ExitVersionDeprecated {
+		code := st.ExitCode
+		in.EndReason, e.reason = EndReason(code, st.OOMKilled, u.PeakMemoryBytes, l.MemoryBytes, st.Error)
+		in.ExitCode = &code
+		if in.EndReason == provider.EndRunnerOutdated {
 			// GitHub refused the image's runner for its version: scale-down
 			// holds the pool (package freshness).
 			in.Tags[names.TagRunnerOutdated] = "unknown"
-			e.in = in
 		}
+		e.in = in
 	}
 	if err := p.remove(ctx, name); err != nil {
 		p.o.Logger.Warn("removing an ended runner container", "container", name, "err", err)
@@ -57,7 +90,7 @@ func (p *Provider) kill(ctx context.Context, name string, in provider.Instance, 
 		p.o.Logger.Warn("removing a runner container", "container", name, "err", err)
 		return in
 	}
-	in.State = provider.Terminated
+	in.State, in.EndReason = provider.Terminated, provider.EndRemoved
 	e := ended{in: in, at: p.o.Now(), reason: reason}
 	if u, ok := p.readUsage(name); ok {
 		e.peaks = peaksOf(u, in)
@@ -75,21 +108,27 @@ func (p *Provider) keep(e ended) {
 	_ = os.RemoveAll(filepath.Join(p.o.Dir, e.in.ID))
 }
 
-// EndReason is how a container ended: OOMKilled (and its exit code), the
-// engine's error, or the runner's exit code. OOM is the engine's word, or,
-// where the engine does not say (Podman on cgroup v1), a runner killed by
-// SIGKILL (137) whose entrypoint measured a peak memory within
-// oomMargin of the container's limit: the kernel's OOM killer ended it.
-func EndReason(exit int, oom bool, peak, limit int64, engineErr string) string {
+// EndReason is how a container ended, in neutral words and as skiff's log
+// says it: OOMKilled (and its exit code), the engine's error, GitHub's
+// refusal of the runner's version, or the runner's exit code. OOM is the
+// engine's word, or, where the engine does not say (Podman on cgroup v1),
+// a runner killed by SIGKILL (137) whose entrypoint measured a peak memory
+// within oomMargin of the container's limit: the kernel's OOM killer
+// ended it.
+func EndReason(exit int, oom bool, peak, limit int64, engineErr string) (provider.EndReason, string) {
 	switch {
 	case oom:
-		return fmt.Sprintf("OOMKilled: exit code %d", exit)
+		return provider.EndOOMKilled, fmt.Sprintf("OOMKilled: exit code %d", exit)
 	case exit == 137 && limit > 0 && peak >= limit-limit/oomMargin:
-		return "OOMKilled: killed by SIGKILL at its memory limit (exit code 137)"
+		return provider.EndOOMKilled, "OOMKilled: killed by SIGKILL at its memory limit (exit code 137)"
 	case engineErr != "":
-		return fmt.Sprintf("Error: %s (exit code %d)", engineErr, exit)
+		return provider.EndBackendError, fmt.Sprintf("Error: %s (exit code %d)", engineErr, exit)
+	case exit == provider.ExitVersionDeprecated:
+		return provider.EndRunnerOutdated, fmt.Sprintf("exit code %d", exit)
+	case exit != 0:
+		return provider.EndFailed, fmt.Sprintf("exit code %d", exit)
 	}
-	return fmt.Sprintf("exit code %d", exit)
+	return provider.EndExited, "exit code 0"
 }
 
 // Ended returns how a runner List saw end ended (EndReason), and whether

@@ -155,10 +155,14 @@ func (k *cluster) namespaceWith(t testing.TB, role *rbacv1.Role) string {
 func (k *cluster) waitAllowed(t testing.TB, ns string, role *rbacv1.Role) {
 	t.Helper()
 	for _, r := range role.Rules {
+		group := ""
+		if len(r.APIGroups) > 0 {
+			group = r.APIGroups[0]
+		}
 		for _, res := range r.Resources {
 			for _, verb := range r.Verbs {
 				sar := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{User: testenv.KubeUser,
-					ResourceAttributes: &authzv1.ResourceAttributes{Namespace: ns, Verb: verb, Resource: res}}}
+					ResourceAttributes: &authzv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: group, Resource: res}}}
 				for deadline := time.Now().Add(time.Minute); ; {
 					got, err := k.admin.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), sar, metav1.CreateOptions{})
 					if err != nil {

@@ -43,6 +43,10 @@
 // continue tokens) and removes Pods that ended more than Options.Retain
 // ago, with their Secrets.
 //
+// PrePull (prepull.go) keeps each pool's runner image on the nodes its
+// runners may use: a DaemonSet per pool whose Pods run the image's
+// entrypoint holding (SKIFF_PODHELPER_HOLD), made to match the pools file.
+//
 // Errors are classified in errors.go: RBAC's Forbidden and Invalid are final
 // with the API server's message, an exhausted ResourceQuota is a quota to
 // wait out, 429 is throttling, 5xx and lost answers are transient.

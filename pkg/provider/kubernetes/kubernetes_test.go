@@ -519,7 +519,8 @@ func TestTerminateLeavesOthersAlone(t *testing.T) {
 
 // TestRoleIsExactlyWhatIsUsed: with the Role of infra/kubernetes a
 // runner's whole life works (launch, replay with and without its
-// registration, list, terminate, the finalizer's release); with any one of its verbs taken
+// registration, list, terminate, the finalizer's release, and its pool's
+// image pre-pull created, updated and removed); with any one of its verbs taken
 // away, that life fails with the API's refusal of exactly that verb: the
 // Role grants nothing the provider does not use.
 func TestRoleIsExactlyWhatIsUsed(t *testing.T) {
@@ -550,6 +551,16 @@ func TestRoleIsExactlyWhatIsUsed(t *testing.T) {
 			func() error { _, err := e.p.List(ctx, provider.Filter{}); return err },
 			func() error { return e.p.Terminate(ctx, []string{e.ns + "/" + kube.PodName("tok-life", "life-a")}) },
 			func() error { _, err := e.p.List(ctx, provider.Filter{}); return err }, // the deleted Pod's finalizer goes
+			// The image pre-pull: created, updated for a new image, removed with its pool.
+			func() error {
+				return e.p.PrePull(ctx, &pool.Config{Pools: []*pool.Pool{{Name: "cpu", Kubernetes: s.Kubernetes}}})
+			},
+			func() error {
+				k := *s.Kubernetes
+				k.Image += "-next"
+				return e.p.PrePull(ctx, &pool.Config{Pools: []*pool.Pool{{Name: "cpu", Kubernetes: &k}}})
+			},
+			func() error { return e.p.PrePull(ctx, &pool.Config{}) },
 		}
 		for _, step := range steps {
 			if err := step(); err != nil {

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/skiffci/skiff/internal/podman"
+	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/metrics"
+	"github.com/skiffci/skiff/pkg/provider/container"
+)
+
+// kill9Image is the runner image of TestLocalContainerKill9: the runner
+// image's entrypoint (skiff-podhelper) around the stand-in runner, whose
+// jobs run long enough to outlive skiff's kill and restart.
+const kill9Image = "localhost/skiff-kill9-runner:1"
+
+// kill9Pools is one container pool on the host's network (the stand-in
+// reaches the simulator on 127.0.0.1; no network per runner).
+const kill9Pools = `version: 1
+pools:
+  - name: boxes
+    labels: [self-hosted, linux, x64]
+    maxRunners: 4
+    costPerHour: 0.05
+    container:
+      image: ` + kill9Image + `
+      memory: 256Mi
+      network: host
+      pull: never
+`
+
+// startPodman starts a Podman service of the test's own, or skips (fails
+// under SKIFF_REQUIRE_EMULATORS) saying how to get one.
+func startPodman(t *testing.T) *podman.Service {
+	t.Helper()
+	s, err := podman.Start()
+	if errors.Is(err, podman.ErrMissing) && os.Getenv("SKIFF_REQUIRE_EMULATORS") == "" {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// TestLocalContainerKill9 is the container backend's durability end to
+// end: the real skiff binary runs `skiff local --provider container` on a
+// Podman service against the GitHub simulator; it is killed with SIGKILL
+// while its runner containers run their jobs, and restarted on the same
+// data directory. The running containers must be adopted: none is created
+// again for its job (no second launch log, no second container), every job
+// completes, each with one metrics record, and nothing is left behind.
+func TestLocalContainerKill9(t *testing.T) {
+	t.Parallel()
+	pm := startPodman(t)
+	if err := pm.Import(kill9Image, map[string]string{
+		"skiff-podhelper": "github.com/skiffci/skiff/cmd/skiff-podhelper",
+		"skiff-standin":   "github.com/skiffci/skiff/cmd/skiff-standin",
+	}, `ENTRYPOINT ["/skiff-podhelper", "--", "/skiff-standin"]`,
+		"ENV SKIFF_STANDIN_DURATION=6s", "ENV SKIFF_STANDIN_IDLE=20s"); err != nil {
+		t.Fatal(err)
+	}
+	skiff, _ := buildSkiff(t)
+	sim, pemKey := testenv.GitHubApp(t, "CANARYCONTAINERKILL")
+
+	dir := t.TempDir()
+	poolsFile, keyFile, data := filepath.Join(dir, "pools.yaml"), filepath.Join(dir, "app.pem"), filepath.Join(dir, "data")
+	if err := os.WriteFile(poolsFile, []byte(kill9Pools), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, []byte(pemKey), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String() // the same address after the restart: the App's webhook URL
+	ln.Close()
+	const secret = "container-kill-secret"
+	args := []string{"local", "-f", poolsFile, "--provider", "container", "--data-dir", data, "--listen", addr,
+		"--app-id", strconv.Itoa(testenv.AppID), "--app-key-file", keyFile, "--github-api-url", sim.URL(), "--allow", "acme",
+		"--reconcile-every", "2s", "--metrics-records"}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute) // a safety net, never an assertion
+	defer cancel()
+	start := func(n int) (*exec.Cmd, string) {
+		t.Helper()
+		return startSkiff(ctx, t, skiff, dir, n, []string{"SKIFF_WEBHOOK_SECRET=" + secret, "DOCKER_HOST=unix://" + pm.Socket}, args, "skiff local ready")
+	}
+	// running lists the runner containers the engine runs; all lists
+	// every one it holds, ended or not.
+	list := func(all bool) []string {
+		args := []string{"ps", "--format", "{{.Names}}", "--filter", "label=" + container.LabelManaged}
+		if all {
+			args = append(args, "-a")
+		}
+		out, err := pm.Podman(args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := strings.Fields(out)
+		slices.Sort(names)
+		return names
+	}
+
+	first, log1 := start(1)
+	sim.SetWebhook(testenv.AppID, "http://"+addr+"/", secret)
+	spec := ghsim.RunSpec{Repo: "acme/app"}
+	for range 3 {
+		spec.Jobs = append(spec.Jobs, ghsim.JobSpec{Labels: []string{"self-hosted", "linux", "x64"}})
+	}
+	run, err := sim.StartRun(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "every job running in a container", func() (bool, string) {
+		statuses := sim.JobStatuses(run.JobIDs)
+		for _, id := range run.JobIDs {
+			if statuses[id] != "in_progress" {
+				return false, fmt.Sprintf("jobs %v\n%s", statuses, readFile(log1))
+			}
+		}
+		return true, ""
+	})
+	// The kill also lands in the middle of a fourth job's launch: its
+	// slot reserved, its registration held up at GitHub.
+	sim.SetFault(ghsim.OpGenerateOrgJITConfig, ghsim.Fault{Latency: time.Minute})
+	late, err := sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: []string{"self-hosted", "linux", "x64"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "a launch in flight", func() (bool, string) {
+		st, err := localStatus(skiff, data, poolsFile)
+		return err == nil && st.reserved > 0, fmt.Sprintf("status %+v (%v)\n%s", st, err, readFile(log1))
+	})
+	before := list(false)
+	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.Wait()
+	sim.ClearFaults()
+	if got := list(false); len(before) != len(run.JobIDs) || !slices.Equal(got, before) {
+		t.Fatalf("runner containers before the kill %v, after %v: want one per running job, running on", before, got)
+	}
+	running := run.JobIDs
+	run.JobIDs = append(slices.Clone(run.JobIDs), late.JobIDs...)
+	second, log2 := start(2)
+
+	waitFor(ctx, t, "every job completed, the ledger and the queue empty, no container left", func() (bool, string) {
+		statuses := sim.JobStatuses(run.JobIDs)
+		done := true
+		for _, id := range run.JobIDs {
+			done = done && statuses[id] == "completed"
+		}
+		st, err := localStatus(skiff, data, poolsFile)
+		left := list(true)
+		return done && err == nil && st.live == 0 && st.queued == 0 && len(left) == 0,
+			fmt.Sprintf("jobs %v; status %+v (%v); containers %v\n%s", statuses, st, err, left, readFile(log2))
+	})
+	recs := map[int64]int{}
+	waitFor(ctx, t, "a metrics record per job", func() (bool, string) {
+		clear(recs)
+		err := readRecordsLocal(ctx, data, metrics.Filter{}, func(r *metrics.Record) { recs[r.JobID]++ })
+		return err == nil && len(recs) == len(run.JobIDs), fmt.Sprintf("records %v (%v)", recs, err)
+	})
+	if err := second.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Wait(); err != nil {
+		t.Errorf("skiff local after SIGTERM: %v", err)
+	}
+
+	for _, id := range run.JobIDs {
+		if j, _ := sim.Job(id); j.Status != "completed" || j.Conclusion != "success" {
+			t.Errorf("job %d ended %s/%s", id, j.Status, j.Conclusion)
+		}
+		if recs[id] != 1 {
+			t.Errorf("job %d has %d metrics records, want 1", id, recs[id])
+		}
+	}
+	launches := map[int64][]int{} // per job, the containers each run of skiff launched for it
+	for i, log := range []string{log1, log2} {
+		for _, l := range logLines(t, log) {
+			if l.Msg == "launched a runner container" {
+				launches[l.JobID] = append(launches[l.JobID], i+1)
+			}
+		}
+	}
+	for _, id := range running {
+		if !slices.Equal(launches[id], []int{1}) {
+			t.Errorf("job %d: runner containers launched by skiff runs %v; want one, by the first (the second adopts it)", id, launches[id])
+		}
+	}
+	if id := late.JobIDs[0]; len(launches[id]) != 1 {
+		t.Errorf("job %d, whose launch the kill cut: runner containers launched by skiff runs %v, want one", id, launches[id])
+	}
+	if t.Failed() || os.Getenv("SKIFF_LOCAL_LOGS") != "" {
+		t.Logf("first run's log:\n%s\nsecond run's log:\n%s", readFile(log1), readFile(log2))
+	}
+}
