@@ -386,9 +386,10 @@ func (p *Provider) pull(ctx context.Context, c pool.Container) error {
 		return nil
 	}
 	if c.Pull != pool.ContainerPullAlways {
-		if _, err := p.o.Engine.ImageInspect(ctx, c.Image); err == nil {
+		if got, err := p.o.Engine.ImageInspect(ctx, c.Image); err == nil {
 			p.mu.Lock()
 			p.pulled[c.Image] = true
+			p.versions[c.Image] = labelVersion(got)
 			p.mu.Unlock()
 			return nil
 		}

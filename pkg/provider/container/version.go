@@ -3,6 +3,8 @@ package container
 import (
 	"context"
 
+	"github.com/moby/moby/client"
+
 	"github.com/skiffci/skiff/pkg/runnerversion"
 )
 
@@ -16,7 +18,8 @@ const LabelRunnerVersion = "skiff.runner-version"
 // imageVersion is the runner version image says it holds: its
 // LabelRunnerVersion, "" when it has none, when the label is not a runner
 // version or when the engine cannot inspect it. One inspect per image
-// reference until the provider pulls that reference again.
+// reference until the provider pulls that reference again; none when
+// pull's inspect (pull: missing, the image present) read it already.
 func (p *Provider) imageVersion(ctx context.Context, image string) string {
 	p.mu.Lock()
 	v, ok := p.versions[image]
@@ -29,15 +32,24 @@ func (p *Provider) imageVersion(ctx context.Context, image string) string {
 		p.o.Logger.Warn("the runner image's version is unknown: inspecting the image failed", "image", image, "error", err)
 		return ""
 	}
-	if got.Config != nil {
-		v = got.Config.Labels[LabelRunnerVersion]
-	}
-	if _, err := runnerversion.Parse(v); err != nil {
-		v = ""
-	}
+	v = labelVersion(got)
 	p.mu.Lock()
 	p.versions[image] = v
 	p.mu.Unlock()
+	return v
+}
+
+// labelVersion is the runner version an inspected image's
+// LabelRunnerVersion names ("" for none, or for a label that is not a
+// runner version).
+func labelVersion(got client.ImageInspectResult) string {
+	if got.Config == nil {
+		return ""
+	}
+	v := got.Config.Labels[LabelRunnerVersion]
+	if _, err := runnerversion.Parse(v); err != nil {
+		return ""
+	}
 	return v
 }
 
