@@ -168,12 +168,12 @@ type Provider struct {
 	ended   map[string]ended
 	running map[string]time.Time
 	pulled  map[string]bool
-	// versions is the runner version each image reference's label names
-	// ("" for none), read once per reference and pull.
-	versions map[string]string
 	// ending are the ended containers a List is reading and removing,
 	// closed when it is done: another List at once waits for it.
 	ending map[string]chan struct{}
+	// versions is the runner version each image reference's label names
+	// ("" for none), read once per reference and pull.
+	versions map[string]string
 }
 
 // ended is a runner List saw end: its instance as last listed, how it
@@ -210,7 +210,7 @@ func New(o Options) (*Provider, error) {
 	}
 	provider.FillDefaults(&o.DefaultLifetime, &o.Logger, &o.Now)
 	return &Provider{o: o, ended: map[string]ended{}, running: map[string]time.Time{}, pulled: map[string]bool{},
-		versions: map[string]string{}, ending: map[string]chan struct{}{}}, nil
+		ending: map[string]chan struct{}{}, versions: map[string]string{}}, nil
 }
 
 // Name implements provider.Provider.
@@ -386,10 +386,10 @@ func (p *Provider) pull(ctx context.Context, c pool.Container) error {
 		return nil
 	}
 	if c.Pull != pool.ContainerPullAlways {
-		if got, err := p.o.Engine.ImageInspect(ctx, c.Image); err == nil {
+		if img, err := p.o.Engine.ImageInspect(ctx, c.Image); err == nil {
 			p.mu.Lock()
 			p.pulled[c.Image] = true
-			p.versions[c.Image] = labelVersion(got)
+			p.versions[c.Image] = labelVersion(img.Config)
 			p.mu.Unlock()
 			return nil
 		}
@@ -416,6 +416,10 @@ func (p *Provider) Prepare(ctx context.Context, cs []*pool.Container) error {
 		if c != nil && c.Image != "" {
 			if err := p.pull(ctx, *c); err != nil {
 				errs = append(errs, err)
+				continue
+			}
+			if c.Pull != pool.ContainerPullNever {
+				p.imageVersion(ctx, c.Image) // read now: the first launch pays no inspect
 			}
 		}
 	}

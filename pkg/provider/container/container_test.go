@@ -440,37 +440,6 @@ func launchErr(t *testing.T, p *container.Provider, s pool.Spec, tok string) (st
 	return res.Runners[0].Instance.ID, err
 }
 
-// TestRunnerVersionLabel: a runner is tagged with the runner version its
-// image's label names (one image inspect), and with none when the image
-// has no such label or the label is not a runner version.
-func TestRunnerVersionLabel(t *testing.T) {
-	e := needEngine(t)
-	e.labelImage(t, "localhost/skiff-container-test:labelled", map[string]string{container.LabelRunnerVersion: "2.334.0"})
-	e.labelImage(t, "localhost/skiff-container-test:not-a-version", map[string]string{container.LabelRunnerVersion: "latest"})
-	for _, tc := range []struct {
-		name, image, pull, want string
-	}{
-		{"labelled", "localhost/skiff-container-test:labelled", pool.ContainerPullNever, "2.334.0"},
-		{"labelled, read by the pull's inspect", "localhost/skiff-container-test:labelled", pool.ContainerPullMissing, "2.334.0"},
-		{"no label", testImage, pool.ContainerPullNever, ""},
-		{"label not a version", "localhost/skiff-container-test:not-a-version", pool.ContainerPullNever, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t)
-			s := spec("version")
-			s.Container.Image, s.Container.Pull = tc.image, tc.pull
-			_, res, _ := launch(t, f.p, s, "tok-version", 1)
-			if got := res.Runners[0].Instance.Tags[names.TagRunnerVersion]; got != tc.want {
-				t.Errorf("launched with %s=%q, want %q", names.TagRunnerVersion, got, tc.want)
-			}
-			ins, err := f.p.List(context.Background(), provider.Filter{IDs: []string{res.Runners[0].Instance.ID}})
-			if err != nil || len(ins) != 1 || ins[0].Tags[names.TagRunnerVersion] != tc.want {
-				t.Errorf("listed %+v (%v), want %s=%q", ins, err, names.TagRunnerVersion, tc.want)
-			}
-		})
-	}
-}
-
 // TestConcurrentLists: Lists at once (skiff local's watcher, the
 // reconciler, a status) that all see a container exited read its end
 // once: one inspect and removal, one log line, and the end reason and
@@ -498,5 +467,35 @@ func TestConcurrentLists(t *testing.T) {
 	}
 	if n := strings.Count(f.logs.String(), "a runner container ended"); n != 1 {
 		t.Errorf("the end was read %d times, want once:\n%s", n, f.logs.String())
+	}
+}
+
+// TestRunnerVersionLabel: a runner is tagged with the runner version its
+// image's label names (one image inspect), and with none when the image
+// has no such label or the label is not a runner version.
+func TestRunnerVersionLabel(t *testing.T) {
+	e := needEngine(t)
+	e.labelImage(t, "localhost/skiff-container-test:labelled", map[string]string{container.LabelRunnerVersion: "2.334.0"})
+	e.labelImage(t, "localhost/skiff-container-test:not-a-version", map[string]string{container.LabelRunnerVersion: "latest"})
+	for _, tc := range []struct {
+		name, image, want string
+	}{
+		{"labelled", "localhost/skiff-container-test:labelled", "2.334.0"},
+		{"no label", testImage, ""},
+		{"label not a version", "localhost/skiff-container-test:not-a-version", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			s := spec("version")
+			s.Container.Image = tc.image
+			_, res, _ := launch(t, f.p, s, "tok-version", 1)
+			if got := res.Runners[0].Instance.Tags[names.TagRunnerVersion]; got != tc.want {
+				t.Errorf("launched with %s=%q, want %q", names.TagRunnerVersion, got, tc.want)
+			}
+			ins, err := f.p.List(context.Background(), provider.Filter{IDs: []string{res.Runners[0].Instance.ID}})
+			if err != nil || len(ins) != 1 || ins[0].Tags[names.TagRunnerVersion] != tc.want {
+				t.Errorf("listed %+v (%v), want %s=%q", ins, err, names.TagRunnerVersion, tc.want)
+			}
+		})
 	}
 }

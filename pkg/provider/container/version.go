@@ -3,7 +3,7 @@ package container
 import (
 	"context"
 
-	"github.com/moby/moby/client"
+	dockerspec "github.com/moby/docker-image-spec/specs-go/v1"
 
 	"github.com/skiffci/skiff/pkg/runnerversion"
 )
@@ -32,7 +32,7 @@ func (p *Provider) imageVersion(ctx context.Context, image string) string {
 		p.o.Logger.Warn("the runner image's version is unknown: inspecting the image failed", "image", image, "error", err)
 		return ""
 	}
-	v = labelVersion(got)
+	v = labelVersion(got.Config)
 	p.mu.Lock()
 	p.versions[image] = v
 	p.mu.Unlock()
@@ -59,4 +59,17 @@ func (p *Provider) forgetVersion(image string) {
 	p.mu.Lock()
 	delete(p.versions, image)
 	p.mu.Unlock()
+}
+
+// labelVersion is the runner version an image's configuration's
+// LabelRunnerVersion names, "" when it names none that is a version.
+func labelVersion(c *dockerspec.DockerOCIImageConfig) string {
+	if c == nil {
+		return ""
+	}
+	v := c.Labels[LabelRunnerVersion]
+	if _, err := runnerversion.Parse(v); err != nil {
+		return ""
+	}
+	return v
 }
