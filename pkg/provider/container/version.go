@@ -18,8 +18,7 @@ const LabelRunnerVersion = "skiff.runner-version"
 // imageVersion is the runner version image says it holds: its
 // LabelRunnerVersion, "" when it has none, when the label is not a runner
 // version or when the engine cannot inspect it. One inspect per image
-// reference until the provider pulls that reference again; none when
-// pull's inspect (pull: missing, the image present) read it already.
+// reference until the provider pulls that reference again.
 func (p *Provider) imageVersion(ctx context.Context, image string) string {
 	p.mu.Lock()
 	v, ok := p.versions[image]
@@ -36,20 +35,6 @@ func (p *Provider) imageVersion(ctx context.Context, image string) string {
 	p.mu.Lock()
 	p.versions[image] = v
 	p.mu.Unlock()
-	return v
-}
-
-// labelVersion is the runner version an inspected image's
-// LabelRunnerVersion names ("" for none, or for a label that is not a
-// runner version).
-func labelVersion(got client.ImageInspectResult) string {
-	if got.Config == nil {
-		return ""
-	}
-	v := got.Config.Labels[LabelRunnerVersion]
-	if _, err := runnerversion.Parse(v); err != nil {
-		return ""
-	}
 	return v
 }
 
