@@ -478,16 +478,17 @@ func TestRunnerVersionLabel(t *testing.T) {
 	e.labelImage(t, "localhost/skiff-container-test:labelled", map[string]string{container.LabelRunnerVersion: "2.334.0"})
 	e.labelImage(t, "localhost/skiff-container-test:not-a-version", map[string]string{container.LabelRunnerVersion: "latest"})
 	for _, tc := range []struct {
-		name, image, want string
+		name, image, pull, want string
 	}{
-		{"labelled", "localhost/skiff-container-test:labelled", "2.334.0"},
-		{"no label", testImage, ""},
-		{"label not a version", "localhost/skiff-container-test:not-a-version", ""},
+		{"labelled", "localhost/skiff-container-test:labelled", pool.ContainerPullNever, "2.334.0"},
+		{"labelled, read by the pull's inspect", "localhost/skiff-container-test:labelled", pool.ContainerPullMissing, "2.334.0"},
+		{"no label", testImage, pool.ContainerPullNever, ""},
+		{"label not a version", "localhost/skiff-container-test:not-a-version", pool.ContainerPullNever, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			s := spec("version")
-			s.Container.Image = tc.image
+			s.Container.Image, s.Container.Pull = tc.image, tc.pull
 			_, res, _ := launch(t, f.p, s, "tok-version", 1)
 			if got := res.Runners[0].Instance.Tags[names.TagRunnerVersion]; got != tc.want {
 				t.Errorf("launched with %s=%q, want %q", names.TagRunnerVersion, got, tc.want)
