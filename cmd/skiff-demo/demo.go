@@ -704,12 +704,12 @@ func peakRSS() string {
 }
 
 // records checks the metrics records: one per completed job, each valid
-// against the schema, and writes the usage report.
-func records(ctx context.Context, l *local.Local, jobs []*demoJob, report string) (int, []string, error) {
+// against the schema, and writes the usage report. It returns the records.
+func records(ctx context.Context, l *local.Local, jobs []*demoJob, report string) ([]metrics.Record, []string, error) {
 	var recs []metrics.Record
 	for r, err := range l.MetricsRecords.List(ctx, metrics.Filter{}) {
 		if err != nil {
-			return 0, nil, err
+			return nil, nil, err
 		}
 		recs = append(recs, r)
 	}
@@ -728,13 +728,13 @@ func records(ctx context.Context, l *local.Local, jobs []*demoJob, report string
 	}
 	f, err := os.Create(report)
 	if err != nil {
-		return 0, nil, err
+		return nil, nil, err
 	}
 	err = metrics.WriteHTML(f, recs, metrics.Advise(recs, metrics.AdviceOptions{MinRecords: 5, Headroom: 0.2}), time.Now())
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	return len(recs), failures, err
+	return recs, failures, err
 }
 
 // replacements counts, per job, the replacements the reconciler logged
@@ -851,12 +851,15 @@ func summarize(ctx context.Context, w io.Writer, sim *ghsim.Server, l *local.Loc
 	fmt.Fprintf(w, "  replacements requested  %d (jobs whose runner another job took, re-queued by the reconciler)\n", total)
 	fmt.Fprintf(w, "  not run (no pool, cancelled)  %d (%d runner launched before the cancel arrived)\n", skipped, cancelledLaunched)
 	fmt.Fprintf(w, "  queue wait p50 / p95    %s / %s\n", pct(0.5).Round(time.Millisecond), pct(0.95).Round(time.Millisecond))
-	nrec, recFailures, err := records(ctx, l, jobs, report)
+	recs, recFailures, err := records(ctx, l, jobs, report)
 	if err != nil {
 		return err
 	}
 	failures = append(failures, recFailures...)
-	fmt.Fprintf(w, "  metrics records         %d written, validated against schema/metrics.schema.json; report: %s\n", nrec, report)
+	fmt.Fprintf(w, "  metrics records         %d written, validated against schema/metrics.schema.json; report: %s\n", len(recs), report)
+	if err := metrics.WriteStartTable(w, metrics.SummarizeStarts(recs)); err != nil {
+		return err
+	}
 	fmt.Fprintf(w, "  invariants: no job lost; no job given a second runner but as a logged replacement; none launched without a pool; one valid record per job: ")
 	if len(failures) > 0 {
 		fmt.Fprintln(w, "FAILED")

@@ -29,12 +29,23 @@ func TestDemo(t *testing.T) {
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
-	for _, want := range []string{"jobs completed          12", "metrics records         12 written", "invariants: no job lost", ": ok"} {
+	for _, want := range []string{"jobs completed          12", "metrics records         12 written", "invariants: no job lost", ": ok",
+		"start time (p50/p95; skiff's own share is queued → requested):"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())
 		}
 	}
 	report := filepath.Join(dir, "report.html")
+	// The start table counts every record, each a cold start of a local
+	// process with queued → assigned, skiff's share and the launch measured.
+	started := 0
+	for _, m := range regexp.MustCompile(`(?m)^\S+\s+cold\s+(\d+)\s+\d+\.\ds/\d+\.\ds\s+\d+\.\ds/\d+\.\ds\s+\d+\.\ds/\d+\.\ds`).FindAllStringSubmatch(out.String(), -1) {
+		n, _ := strconv.Atoi(m[1])
+		started += n
+	}
+	if started != 12 {
+		t.Errorf("the start table counts %d cold starts with their phases, want 12:\n%s", started, out.String())
+	}
 	if page, err := os.ReadFile(report); err != nil || !strings.Contains(string(page), "<p>12 jobs ·") {
 		t.Errorf("the usage report does not cover the 12 jobs (%v)", err)
 	}

@@ -48,7 +48,7 @@ func runMetrics(args []string, stdout, stderr io.Writer) int {
 		return metricsFail(stderr, exitFailed, "%v", err)
 	}
 	advice := c.Advise(o.advice)
-	if err := writeMetrics(stdout, o, c.Rows(), advice); err != nil {
+	if err := writeMetrics(stdout, o, c.Rows(), c.Starts(), advice); err != nil {
 		return metricsFail(stderr, exitFailed, "%v", err)
 	}
 	if o.htmlFile != "" {
@@ -129,14 +129,17 @@ func readMetrics(ctx context.Context, o metricsOptions, add func(*metrics.Record
 
 // writeMetrics prints the rows in the chosen format; the table is
 // followed by the advice, which JSON holds too.
-func writeMetrics(w io.Writer, o metricsOptions, rows []metrics.Row, advice []metrics.Advice) error {
+func writeMetrics(w io.Writer, o metricsOptions, rows []metrics.Row, starts []metrics.StartRow, advice []metrics.Advice) error {
 	switch o.format {
 	case "csv":
 		return metrics.WriteCSV(w, o.by, rows)
 	case "json":
-		return metrics.WriteJSON(w, metrics.Report{By: o.by, Rows: rows, Advice: advice})
+		return metrics.WriteJSON(w, metrics.Report{By: o.by, Rows: rows, Advice: advice, Start: starts})
 	}
 	if err := metrics.WriteTable(w, o.by, rows); err != nil {
+		return err
+	}
+	if err := metrics.WriteStartTable(w, starts); err != nil {
 		return err
 	}
 	return metrics.WriteAdvice(w, advice, o.advice.MinRecords, o.advice.Headroom)

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -98,7 +100,7 @@ func TestMetricsGolden(t *testing.T) {
 // TestMetricsReadsEverySchemaMinor: records of schema 1.0 (without the
 // optional fields 1.1 added), of 1.1 (a Slurm job's host, slurm, cpu
 // seconds and operator-rate cost) and of 1.2 (a container's end reason
-// and exit code) all validate and all count.
+// and exit code, a start's phases) all validate and all count.
 func TestMetricsReadsEverySchemaMinor(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join("testdata", "records-versions.jsonl")
@@ -117,7 +119,8 @@ func TestMetricsReadsEverySchemaMinor(t *testing.T) {
 			t.Errorf("a %s record: %v", r.Version, err)
 		}
 	}
-	if want := []string{"1.0", "1.1", metrics.SchemaVersion}; !slices.Equal(versions, want) {
+	// Two 1.2 records: a container's end reason, and a start's phases.
+	if want := []string{"1.0", "1.1", metrics.SchemaVersion, metrics.SchemaVersion}; !slices.Equal(versions, want) {
 		t.Fatalf("testdata holds versions %v, want %v", versions, want)
 	}
 	code, stdout, stderr := runCLI("metrics", "--file", file, "--by", "pool", "--format", "json")
@@ -132,8 +135,8 @@ func TestMetricsReadsEverySchemaMinor(t *testing.T) {
 	for _, row := range rep.Rows {
 		jobs[row.Group] = row.Jobs
 	}
-	if jobs["standard"] != 1 || jobs["hpc"] != 1 || jobs["boxes"] != 1 || len(jobs) != 3 {
-		t.Errorf("jobs per pool %v, want one 1.0 record in standard, one 1.1 record in hpc and one 1.2 record in boxes", jobs)
+	if jobs["standard"] != 2 || jobs["hpc"] != 1 || jobs["boxes"] != 1 || len(jobs) != 3 {
+		t.Errorf("jobs per pool %v, want a 1.0 and a 1.2 record in standard, a 1.1 record in hpc and a 1.2 record in boxes", jobs)
 	}
 }
 
@@ -185,9 +188,16 @@ func TestMetricsHTMLInChromium(t *testing.T) {
 	if strings.Contains(errOut, "Uncaught") {
 		t.Errorf("script errors:\n%s", errOut)
 	}
-	for _, want := range []string{"<svg", "polyline", "Utilisation by instance type", "GPU memory headroom", "g5.2xlarge", "acme/ml"} {
+	for _, want := range []string{"<svg", "polyline", "Utilisation by instance type", "GPU memory headroom", "g5.2xlarge", "acme/ml",
+		"Start time by pool", `class="start-bar"`, `class="start-skiff"`, `class="start-boot"`, "standard · cold"} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("the rendered DOM lacks %q", want)
+		}
+	}
+	// Every start bar's boot segment, the longest phase, is drawn wide.
+	for _, m := range regexp.MustCompile(`class="start-boot" x="[0-9.]+" y="3" width="([0-9.]+)"`).FindAllStringSubmatch(dom, -1) {
+		if w, _ := strconv.ParseFloat(m[1], 64); w < 100 {
+			t.Errorf("a boot segment %s px wide, want the longest phase drawn over 100 px of 400", m[1])
 		}
 	}
 	_ = runtime.GOOS

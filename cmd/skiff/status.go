@@ -23,6 +23,8 @@ import (
 	"github.com/skiffci/skiff/internal/local"
 	"github.com/skiffci/skiff/pkg/freshness"
 	"github.com/skiffci/skiff/pkg/listener"
+	"github.com/skiffci/skiff/pkg/metrics"
+	"github.com/skiffci/skiff/pkg/metrics/recordstore"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/room"
@@ -62,8 +64,13 @@ type statusSources struct {
 	room       room.Store // the pools' waiting rooms
 	security   store.SecurityEvents
 	runners    store.RunnerState // the runner release list and the pools' holds
+	records    metrics.Records   // the metrics records (start time); nil: none
 	now        func() time.Time
 }
+
+// startWindow is how far back status summarises start time: the last
+// hour's jobs, as an operator on call asks "are jobs starting slowly now?".
+const startWindow = time.Hour
 
 // recentDeadLetters is how many of the newest dead letters status shows.
 const recentDeadLetters = 5
@@ -120,6 +127,10 @@ type statusReport struct {
 	// ScaleSets are local mode's runner scale sets (pools with jobs:
 	// listener): session, last message, statistics.
 	ScaleSets []listener.ScaleSetStatus `json:"scaleSets,omitempty"`
+	// StartLastHour is the start time per pool and start kind of the
+	// jobs assigned in the last startWindow whose metrics record is
+	// written (a record is written after its job ended).
+	StartLastHour []metrics.StartRow `json:"startLastHour,omitempty"`
 }
 
 // securityWindow is how far back status lists security events: each one
@@ -192,13 +203,15 @@ func localStatusSources(dataDir string) (statusSources, func(), error) {
 		return statusSources{}, nil, err
 	}
 	return statusSources{ledger: sqlitestore.NewLedger(db, time.Now), local: sqlitestore.NewQueue(db, sqlitestore.QueueOptions{}),
-			room: sqlitestore.NewRoom(db), security: sqlitestore.NewSecurityEvents(db, time.Now), runners: sqlitestore.NewRunnerState(db), now: time.Now},
+			room: sqlitestore.NewRoom(db), security: sqlitestore.NewSecurityEvents(db, time.Now), runners: sqlitestore.NewRunnerState(db),
+			records: sqlitestore.NewMetricsRecords(db), now: time.Now},
 		func() { _ = db.Close() }, nil
 }
 
 func statusCommand(args []string, stdout, stderr io.Writer, sources func(context.Context, string) (statusSources, error)) int {
-	fs := newFlags("status", "(--table NAME [--queue-url URL] [--dlq-url URL] | --data-dir DIR) [-f pools.yaml] [--json]", stderr)
+	fs := newFlags("status", "(--table NAME [--queue-url URL] [--dlq-url URL] [--metrics-table NAME] | --data-dir DIR) [-f pools.yaml] [--json]", stderr)
 	table := fs.String("table", "", "the state table (the stack's StateTable)")
+	metricsTable := fs.String("metrics-table", "", "the metrics records table: the last hour's start time per pool")
 	dataDir := fs.String("data-dir", "", "local mode's data directory (instead of --table: reads its SQLite file)")
 	queueURL := fs.String("queue-url", "", "the job queue's URL (depth, in flight, oldest message)")
 	dlqURL := fs.String("dlq-url", "", "the dead-letter queue's URL")
@@ -226,6 +239,9 @@ func statusCommand(args []string, stdout, stderr io.Writer, sources func(context
 		}
 	} else {
 		src, err = sources(ctx, *table)
+		if err == nil && *metricsTable != "" {
+			src.records, err = awsRecords(ctx, *metricsTable)
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "skiff status: %v\n", err)
@@ -306,6 +322,11 @@ func collectStatus(ctx context.Context, src statusSources, cfg *pool.Config, que
 				Repository: e.Repository, Runner: e.Runner, Pool: e.Pool, Reason: e.Reason, Detail: e.Detail, At: e.At})
 		}
 	}
+	if src.records != nil {
+		if rep.StartLastHour, err = lastHourStarts(ctx, src.records, now); err != nil {
+			return rep, err
+		}
+	}
 	if src.local != nil {
 		return localQueueStatus(ctx, src.local, rep)
 	}
@@ -323,6 +344,33 @@ func collectStatus(ctx context.Context, src statusSources, cfg *pool.Config, que
 		}
 	}
 	return rep, nil
+}
+
+// lastHourStarts summarises the start time of the jobs assigned (started)
+// within startWindow before now, from their records: those ended since
+// then, as a job assigned in the window ended in it or later.
+func lastHourStarts(ctx context.Context, recs metrics.Records, now time.Time) ([]metrics.StartRow, error) {
+	from := now.Add(-startWindow)
+	var in []metrics.Record
+	for r, err := range recs.List(ctx, metrics.Filter{Since: from}) {
+		if err != nil {
+			return nil, fmt.Errorf("reading metrics records: %w", err)
+		}
+		if r.StartedAt != nil && !r.StartedAt.Before(from) && !r.StartedAt.After(now) {
+			in = append(in, r)
+		}
+	}
+	return metrics.SummarizeStarts(in), nil
+}
+
+// awsRecords is the metrics records table from the default AWS
+// configuration.
+func awsRecords(ctx context.Context, table string) (metrics.Records, error) {
+	cfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("loading the AWS configuration: %w", err)
+	}
+	return recordstore.New(dynamodb.NewFromConfig(cfg), table), nil
 }
 
 // runnerState reads the stored release list (none before the first daily
@@ -473,6 +521,7 @@ func printStatus(w io.Writer, rep statusReport) {
 		}
 	}
 	printScaleSets(w, rep.ScaleSets, rep.At)
+	printStarts(w, rep.StartLastHour)
 	if rep.DeadLetters != nil {
 		fmt.Fprintf(w, "dead letters: %d\n", rep.DeadLetters.Visible+rep.DeadLetters.InFlight+rep.DeadLetters.Delayed)
 	}
@@ -482,6 +531,25 @@ func printStatus(w io.Writer, rep statusReport) {
 			fmt.Fprintf(w, ": %s", d.Detail)
 		}
 		fmt.Fprintln(w)
+	}
+}
+
+// printStarts prints the last hour's start time, one line per pool and
+// start kind: queued → assigned and skiff's own share, p50/p95.
+func printStarts(w io.Writer, rows []metrics.StartRow) {
+	pair := func(s metrics.Stat) string {
+		if s.N == 0 {
+			return "-"
+		}
+		return "p50 " + metrics.FormatPhase(s.P50) + ", p95 " + metrics.FormatPhase(s.P95)
+	}
+	for _, r := range rows {
+		kind := ""
+		if r.Kind != "" {
+			kind = " " + r.Kind
+		}
+		fmt.Fprintf(w, "pool %s, last hour, %d%s starts: queued → assigned %s; skiff's own share (queued → launch requested) %s\n",
+			r.Pool, r.Jobs, kind, pair(r.Total), pair(r.Skiff))
 	}
 }
 

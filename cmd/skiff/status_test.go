@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/skiffci/skiff/internal/local"
+	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/room"
@@ -193,6 +194,23 @@ func TestStatusLocal(t *testing.T) {
 	if err := l.Launched(ctx, "skiff-7-1", provisioning.Launch{InstanceID: "p-1", At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
+	// The last hour's start time: jobs 1 and 2, assigned 30 and 20 minutes
+	// ago; job 3, assigned two hours ago and ended 20 minutes ago, is out
+	// of the window.
+	recs := sqlitestore.NewMetricsRecords(db)
+	for i, ago := range []time.Duration{30 * time.Minute, 20 * time.Minute, 2 * time.Hour} {
+		started := time.Now().Add(-ago).UTC().Truncate(time.Second)
+		done := started.Add(5 * time.Minute)
+		if i == 2 {
+			done = started.Add(100 * time.Minute)
+		}
+		p := &metrics.Phases{QueuedToAssigned: ptrTo(float64(40 + 10*i)), QueuedToRequested: ptrTo(0.5 + float64(i)/4)}
+		if err := recs.Put(ctx, metrics.Record{Version: metrics.SchemaVersion, Repository: "acme/app", WorkflowName: "ci", Trigger: "push",
+			CloudProvider: "local", InstanceType: "local", Runtime: metrics.Duration(5 * time.Minute), JobID: int64(i + 1), RunAttempt: 1,
+			Pool: "cpu", StartedAt: &started, CompletedAt: &done, Start: &metrics.Start{Kind: metrics.StartCold, Phases: p}}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	q := sqlitestore.NewQueue(db, sqlitestore.QueueOptions{})
 	for _, id := range []int64{7, 8, 9} {
 		if err := q.Send(ctx, queue.Job{JobID: id, RunID: 1, Attempt: 1, Repository: "acme/app", Owner: "acme", Labels: []string{"self-hosted"}, Pool: "cpu",
@@ -219,7 +237,8 @@ func TestStatusLocal(t *testing.T) {
 		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
 	}
 	out := stdout.String()
-	for _, want := range []string{"job queue: 1 waiting, 1 in flight", "dead letters: 1", "job 7  launch_quota: raise the vCPU quota"} {
+	for _, want := range []string{"job queue: 1 waiting, 1 in flight", "dead letters: 1", "job 7  launch_quota: raise the vCPU quota",
+		"pool cpu, last hour, 2 cold starts: queued → assigned p50 40.0s, p95 50.0s; skiff's own share (queued → launch requested) p50 0.5s, p95 0.8s"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -278,3 +297,5 @@ func TestStatusRunners(t *testing.T) {
 		golden(t, name, stdout.String())
 	}
 }
+
+func ptrTo[T any](v T) *T { return &v }

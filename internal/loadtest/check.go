@@ -99,6 +99,7 @@ func (w *world) check() Report {
 	fail = append(fail, w.checkNothingLeft()...)
 	fail = append(fail, w.checkMetricsRecords(ranOnOurs)...)
 	rep.Failures = fail
+	rep.Starts = w.starts
 	w.figures(&rep, waits)
 	return rep
 }
@@ -206,12 +207,14 @@ func (w *world) checkNothingLeft() (fail []string) {
 func (w *world) checkMetricsRecords(ranOnOurs map[int64]bool) (fail []string) {
 	failf := func(format string, args ...any) { fail = append(fail, fmt.Sprintf(format, args...)) }
 	recs := map[int64]int{}
+	var all []metrics.Record
 	for r, err := range w.be.metrics.List(w.ctx, metrics.Filter{}) {
 		if err != nil {
 			failf("listing metrics records: %v", err)
 			break
 		}
 		recs[r.JobID]++
+		all = append(all, r)
 		if err := metrics.Validate(r); err != nil {
 			failf("job %d's metrics record fails the schema: %v", r.JobID, err)
 		}
@@ -227,6 +230,7 @@ func (w *world) checkMetricsRecords(ranOnOurs map[int64]bool) (fail []string) {
 	if n := len(recs); !w.cfg.MetricsRecords && n > 0 {
 		failf("metrics records are off, and %d jobs have one", n)
 	}
+	w.starts = metrics.SummarizeStarts(all)
 	return fail
 }
 

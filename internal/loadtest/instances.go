@@ -68,8 +68,7 @@ func (w *world) instances(now time.Time) {
 	for _, fi := range w.fake.Instances() {
 		in := w.insts[fi.ID]
 		if in == nil {
-			in = &instance{id: fi.ID, spot: fi.Spot, launched: fi.LaunchTime,
-				bootAt: fi.LaunchTime.Add(time.Duration(20+w.rng.IntN(40)) * time.Second)}
+			in = &instance{id: fi.ID, spot: fi.Spot, launched: fi.LaunchTime, bootAt: fi.LaunchTime.Add(w.bootTime())}
 			if w.rng.Float64() < w.cfg.Faults.FailedBoots {
 				in.state = broken
 				w.faults["failed_boots"]++
@@ -137,6 +136,19 @@ func (w *world) instances(now time.Time) {
 			}
 		}
 	}
+}
+
+// bootTime is how long a cold instance takes from its launch to its boot
+// script's first read of its registration: EC2's pending and the boot,
+// drawn from the latency model (EC2Latency unless Config.Latency says
+// otherwise). The real path launches cold instances only.
+func (w *world) bootTime() time.Duration {
+	m := EC2Latency
+	if w.cfg.Latency != nil {
+		m = *w.cfg.Latency
+	}
+	k := m.Kinds[Cold]
+	return k.PendingToRunning.sample(w.rng) + k.BootToOnline.sample(w.rng)
 }
 
 // register is the boot script's wait for its registration: read and

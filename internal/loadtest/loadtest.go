@@ -44,6 +44,8 @@ package loadtest
 import (
 	"fmt"
 	"io"
+
+	"github.com/skiffci/skiff/pkg/metrics"
 	"sort"
 	"strings"
 	"time"
@@ -71,6 +73,9 @@ type Config struct {
 	// MaxJobChecks overrides the reconciler's GitHub job reads per pass
 	// (0: the production default, scaledown.DefaultMaxJobChecks).
 	MaxJobChecks int
+	// Latency is the EC2 latency model the simulated instances boot by
+	// (nil: EC2Latency).
+	Latency *LatencyModel
 	// Log receives the services' JSON logs (nil: discarded).
 	Log io.Writer
 	// Progress receives a line every simulated ten minutes (nil: none).
@@ -165,6 +170,9 @@ type Report struct {
 	EmulatorRSS   int64 // KiB, the store emulator's peak (0: none)
 	FaultCounts   map[string]int
 	ServiceCounts map[string]int
+	// Starts is the start time per start kind, from the run's metrics
+	// records (metrics records on), as `skiff metrics` reports it.
+	Starts []metrics.StartRow
 }
 
 // JobsPerMinute is the end-to-end throughput in simulated time.
@@ -218,6 +226,12 @@ func (r Report) String() string {
 	if len(r.StoreOps) > 0 {
 		b.WriteString("\n  store calls ")
 		b.WriteString(counts(r.StoreOps))
+	}
+	if len(r.Starts) > 0 {
+		var st strings.Builder
+		_ = metrics.WriteStartTable(&st, r.Starts)
+		b.WriteString(strings.TrimSuffix(strings.ReplaceAll(st.String(), "\n", "\n  "), "  "))
+		b.WriteString("  (simulated, in the harness's steps; the fleet call answers at once)")
 	}
 	b.WriteString("\n  faults ")
 	b.WriteString(counts(r.FaultCounts))

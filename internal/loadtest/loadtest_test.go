@@ -97,8 +97,34 @@ func TestFaultHarness(t *testing.T) {
 			t.Run("seed="+strconv.FormatUint(seed, 10)+"/"+c.name, func(t *testing.T) {
 				rep := loadtest.Run(t, config(t, 100, seed, loadtest.StoreMemory, c.records))
 				judge(t, rep, "go test -run 'TestFaultHarness/seed=[0-9]*/"+c.name+"' ./internal/loadtest")
+				checkStarts(t, rep)
 			})
 		}
+	}
+}
+
+// checkStarts: with metrics records on, the report's start table counts
+// every record once, each a cold start (the real path launches nothing
+// else) or, for a runner the reconciler linked to its instance (scale-up's
+// launch report lost), of no kind, whose queued → assigned is at least
+// skiff's share; off, it is empty.
+func checkStarts(t *testing.T, rep loadtest.Report) {
+	t.Helper()
+	if !rep.MetricsRecords {
+		if len(rep.Starts) != 0 {
+			t.Errorf("metrics records off, and a start table %+v", rep.Starts)
+		}
+		return
+	}
+	jobs := 0
+	for _, r := range rep.Starts {
+		jobs += r.Jobs
+		if (r.Kind != string(loadtest.Cold) && r.Kind != "") || r.Total.N != r.Jobs || r.Skiff.N != r.Jobs || r.Total.P50 < r.Skiff.P50 || r.Total.P95 < r.Skiff.P95 {
+			t.Errorf("start row %+v: want cold starts (or of no kind), every one with queued → assigned and skiff's share, the first the longer", r)
+		}
+	}
+	if jobs != rep.Completed {
+		t.Errorf("start table counts %d jobs, want the %d completed (every record has its start)", jobs, rep.Completed)
 	}
 }
 
@@ -141,9 +167,9 @@ func TestPlantedBugs(t *testing.T) {
 		{loadtest.PlantIgnoreHookTag, []string{asked, "its job-started tag"}, 0},
 		{loadtest.PlantIgnoreRefusal, []string{"terminated while its runner"}, 0},
 		// Most interrupted runners ran another job than their own (left to
-		// the reconciler either way); 60 jobs of seed 1 have one that ran
+		// the reconciler either way); 60 jobs of seed 2 have one that ran
 		// its own, in a run whose re-run waits for its other jobs.
-		{loadtest.PlantEndInterrupted, []string{"which a spot interruption ended"}, 1},
+		{loadtest.PlantEndInterrupted, []string{"which a spot interruption ended"}, 2},
 		{loadtest.PlantLoseReplacements, []string{": lost"}, 0},
 		{loadtest.PlantIgnoreClaims, []string{": lost"}, 0}, // its claim writes conflict: the jobs are retried, never launched
 	} {

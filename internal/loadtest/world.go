@@ -26,6 +26,7 @@ import (
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/instanceevents"
+	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
@@ -92,6 +93,7 @@ type world struct {
 	t      testing.TB
 	cfg    Config
 	rng    *mrand.Rand
+	starts []metrics.StartRow // the metrics records' start time, for the report
 	clock  *ghsim.Clock
 	start  time.Time
 	ctx    context.Context

@@ -613,7 +613,7 @@ func (l *Local) recoverAtStart(ctx context.Context, pools *pool.Config, launches
 				continue
 			}
 			if err := l.Ledger.Launched(ctx, r.Name, provisioning.Launch{InstanceID: in.ID, InstanceType: in.InstanceType, Zone: in.Zone,
-				Spot: in.Capacity == provider.Spot, At: in.LaunchedAt}); err != nil {
+				Spot: in.Capacity == provider.Spot, StartKind: provisioning.StartCold, At: in.LaunchedAt}); err != nil {
 				return fmt.Errorf("recording runner %s's launch at start: %w", r.Name, err)
 			}
 			log.Info("recorded the launch the previous process made before it was killed", "instance_id", in.ID)

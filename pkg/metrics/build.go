@@ -83,6 +83,14 @@ type Instance struct {
 	// (provider.EndReason); ExitCode its exit code, where read.
 	EndReason string
 	ExitCode  *int
+	// ReservedAt is when skiff reserved the runner in its ledger, right
+	// before asking the provider for it: the launch request.
+	ReservedAt time.Time
+	// RegisteredAt is when skiff first saw the runner online.
+	RegisteredAt time.Time
+	// StartKind is how the machine started (StartCold, StartStopped,
+	// StartHot); "" when unknown.
+	StartKind string
 }
 
 // Peaks is what the CloudWatch agent reported over the job's window. A nil
@@ -158,6 +166,7 @@ func Build(in Inputs) (Record, error) {
 		shape = in.Prices.Lookup(in.Instance.Type)
 	}
 	placement(&r, in, shape)
+	r.Start = start(in.Job, in.Instance)
 	missing := addPeaks(&r, in.Peaks, shape)
 	if c := cost(in, shape, in.Job.StartedAt, end); c != nil {
 		r.Cost = c
@@ -264,6 +273,53 @@ func identity(in Inputs, end time.Time) Record {
 		}
 	}
 	return r
+}
+
+// start is the record's start: the ledger's times between the job's
+// queuing and its assignment (startedAt) and the phases between them, or
+// nil when nothing is known. A registration first seen after the job was
+// assigned is no measurement of it and is left out; a phase across GitHub's
+// and skiff's clocks that skew made negative is 0.
+func start(j Job, inst Instance) *Start {
+	online := inst.RegisteredAt
+	if !online.IsZero() && online.After(j.StartedAt) {
+		online = time.Time{}
+	}
+	s := Start{LaunchRequestedAt: utcMilli(inst.ReservedAt), LaunchedAt: utcMilli(inst.LaunchedAt), OnlineAt: utcMilli(online)}
+	if inst.StartKind == StartCold || inst.StartKind == StartStopped || inst.StartKind == StartHot {
+		s.Kind = inst.StartKind
+	}
+	p := Phases{
+		QueuedToRequested:   phase(j.QueuedAt, inst.ReservedAt),
+		RequestedToLaunched: phase(inst.ReservedAt, inst.LaunchedAt),
+		LaunchedToOnline:    phase(inst.LaunchedAt, online),
+		OnlineToAssigned:    phase(online, j.StartedAt),
+		QueuedToAssigned:    phase(j.QueuedAt, j.StartedAt),
+	}
+	if p != (Phases{}) {
+		s.Phases = &p
+	}
+	if s == (Start{}) {
+		return nil
+	}
+	return &s
+}
+
+// phase is from to to in seconds, rounded to the millisecond and at least
+// 0, or nil when either end is unknown.
+func phase(from, to time.Time) *float64 {
+	if from.IsZero() || to.IsZero() {
+		return nil
+	}
+	return ptr(round(max(to.Sub(from).Seconds(), 0), 1000))
+}
+
+func utcMilli(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC().Truncate(time.Millisecond)
+	return &u
 }
 
 // placement fills where the job ran: the host (the peaks' own, a Slurm

@@ -13,6 +13,7 @@ import (
 // make them from a slice of the same records in the same order.
 type Collector struct {
 	rows   *summary
+	starts *startSummary
 	advice *advisor
 	html   *report // nil: no HTML report
 }
@@ -24,7 +25,7 @@ func NewCollector(by string, html bool) (*Collector, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Collector{rows: rows, advice: newAdvisor()}
+	c := &Collector{rows: rows, starts: newStartSummary(), advice: newAdvisor()}
 	if html {
 		c.html = newReport()
 	}
@@ -35,6 +36,7 @@ func NewCollector(by string, html bool) (*Collector, error) {
 // it points to except its strings.
 func (c *Collector) Add(r *Record) {
 	c.rows.add(r)
+	c.starts.add(r)
 	c.advice.add(r)
 	if c.html != nil {
 		c.html.add(r)
@@ -43,6 +45,9 @@ func (c *Collector) Add(r *Record) {
 
 // Rows is what Summarize returns for the records added.
 func (c *Collector) Rows() []Row { return c.rows.rows() }
+
+// Starts is what SummarizeStarts returns for the records added.
+func (c *Collector) Starts() []StartRow { return c.starts.rows() }
 
 // Advise is what Advise returns for the records added.
 func (c *Collector) Advise(o AdviceOptions) []Advice { return c.advice.advise(o) }

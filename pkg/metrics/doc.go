@@ -1,7 +1,8 @@
 // Package metrics is skiff's opt-in per-job metrics record: the contract
 // (schema/metrics.schema.json), the pure builder that turns what scale-down
 // knows about a finished job into a record, the record store's port, and the
-// reports `skiff metrics` prints (aggregates, right-sizing advice, HTML).
+// reports `skiff metrics` prints (aggregates, start time per phase,
+// right-sizing advice, HTML).
 //
 // The flow, for each job that ran on a skiff runner and finished:
 //

@@ -46,6 +46,60 @@ type htmlData struct {
 	Headroom    []bar // per workflow: GPU memory p50/p95/max percent
 	Cost        []lineChart
 	Advice      []Advice
+	Start       []startBar // per pool and start kind
+}
+
+// startBar is one pool's and start kind's start: the p50s of its phases
+// stacked (skiff's share, launch, boot, assignment), scaled to the
+// report's longest p95 from queued to assigned.
+type startBar struct {
+	Label      string
+	Segments   []segment
+	P50, P95   float64 // queued to assigned, seconds
+	Skiff      Stat
+	XP95, Jobs int
+}
+
+// segment is one phase's part of a start bar.
+type segment struct {
+	Name, Color string
+	X, W        float64
+	Seconds     float64
+}
+
+// startBars draws the start rows: 400 px is the longest p95 from queued
+// to assigned.
+func startBars(rows []StartRow) []startBar {
+	const w = 400.0
+	longest := 0.0
+	for _, r := range rows {
+		longest = max(longest, r.Total.P95, r.Skiff.P50+r.Launch.P50+r.Boot.P50+r.Assign.P50)
+	}
+	if longest <= 0 {
+		longest = 1
+	}
+	var out []startBar
+	for _, r := range rows {
+		label := r.Pool
+		if r.Kind != "" {
+			label += " · " + r.Kind
+		}
+		b := startBar{Label: label, P50: r.Total.P50, P95: r.Total.P95, Skiff: r.Skiff, XP95: int(r.Total.P95 / longest * w), Jobs: r.Jobs}
+		x := 0.0
+		for _, ph := range []struct {
+			name, color string
+			s           Stat
+		}{{"skiff", "#d62728", r.Skiff}, {"launch", "#ff7f0e", r.Launch}, {"boot", "#1f77b4", r.Boot}, {"assign", "#2ca02c", r.Assign}} {
+			if ph.s.N == 0 {
+				continue
+			}
+			sw := ph.s.P50 / longest * w
+			b.Segments = append(b.Segments, segment{Name: ph.name, Color: ph.color, X: x, W: sw, Seconds: ph.s.P50})
+			x += sw
+		}
+		out = append(out, b)
+	}
+	return out
 }
 
 var palette = []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"}
@@ -61,6 +115,7 @@ func mkBar(label string, s Stat) bar {
 type report struct {
 	jobs                   int
 	byType, byWorkflow     *summary
+	starts                 *startSummary
 	costByRepo, costByPool costDays
 }
 
@@ -70,13 +125,14 @@ type costDays map[string]map[string]float64
 func newReport() *report {
 	byType, _ := newSummary(ByInstanceType)
 	byWorkflow, _ := newSummary(ByWorkflow)
-	return &report{byType: byType, byWorkflow: byWorkflow, costByRepo: costDays{}, costByPool: costDays{}}
+	return &report{byType: byType, byWorkflow: byWorkflow, starts: newStartSummary(), costByRepo: costDays{}, costByPool: costDays{}}
 }
 
 func (h *report) add(r *Record) {
 	h.jobs++
 	h.byType.add(r)
 	h.byWorkflow.add(r)
+	h.starts.add(r)
 	if r.Cost == nil {
 		return
 	}
@@ -93,7 +149,8 @@ func (c costDays) add(k, day string, usd float64) {
 }
 
 func (h *report) write(w io.Writer, advice []Advice, generated time.Time) error {
-	d := htmlData{Generated: generated.UTC().Format(time.RFC3339), Jobs: h.jobs, Utilisation: map[string][]bar{}, Advice: advice}
+	d := htmlData{Generated: generated.UTC().Format(time.RFC3339), Jobs: h.jobs, Utilisation: map[string][]bar{}, Advice: advice,
+		Start: startBars(h.starts.rows())}
 	for _, r := range h.byType.rows() {
 		d.Types = append(d.Types, r.Group)
 		d.Utilisation[r.Group] = []bar{mkBar("CPU peak", r.CPU), mkBar("RAM peak", r.Memory), mkBar("GPU peak", r.GPU), mkBar("GPU memory peak", r.GPUMem)}
@@ -229,6 +286,18 @@ small{color:#666} code{background:#f4f4f4;padding:0 .2em}
 <text x="605" y="14" font-size="10">p95 {{printf "%.0f" $b.P95}}% used · {{printf "%.0f" (headroom $b.P95)}}% free</text>
 </g>{{end}}
 </svg>{{else}}<p>No GPU memory data.</p>{{end}}
+
+{{if .Start}}<h2>Start time by pool</h2>
+<p><small>p50 of each phase, stacked: <span style="color:#d62728">skiff (queued → launch requested)</span>, <span style="color:#ff7f0e">launch</span>, <span style="color:#1f77b4">boot to runner online</span>, <span style="color:#2ca02c">GitHub's assignment</span>; the tick is p95 queued → assigned.</small></p>
+<svg xmlns="http://www.w3.org/2000/svg" width="900" height="{{len .Start | mul}}" role="img" aria-label="start time by pool">
+{{range $i, $b := .Start}}<g class="start-bar" transform="translate(0,{{printf "%d" (mul $i)}})">
+<text x="0" y="14" font-size="11">{{$b.Label}}</text>
+<g transform="translate(200,0)">{{range $b.Segments}}<rect class="start-{{.Name}}" x="{{printf "%.1f" .X}}" y="3" width="{{printf "%.1f" .W}}" height="14" fill="{{.Color}}"><title>{{.Name}} p50 {{printf "%.1f" .Seconds}} s</title></rect>{{end}}
+<line x1="{{$b.XP95}}" x2="{{$b.XP95}}" y1="0" y2="20" stroke="#222"/></g>
+<text x="610" y="14" font-size="10">{{$b.Jobs}} jobs · queued → assigned p50 {{printf "%.1f" $b.P50}} s, p95 {{printf "%.1f" $b.P95}} s{{if $b.Skiff.N}} · skiff p95 {{printf "%.1f" $b.Skiff.P95}} s{{end}}</text>
+</g>{{end}}
+</svg>
+{{end}}
 
 {{range .Cost}}<h2>{{.Title}}</h2>
 <div class="chart"><svg xmlns="http://www.w3.org/2000/svg" width="700" height="230" role="img" aria-label="{{.Title}}">

@@ -82,6 +82,7 @@ type Record struct {
 	Cost   *Cost      `json:"cost,omitempty"`
 	Host   *Host      `json:"host,omitempty"`
 	Slurm  *Slurm     `json:"slurm,omitempty"`
+	Start  *Start     `json:"start,omitempty"`
 
 	MissingSources []string `json:"missingSources,omitempty"`
 }
@@ -160,6 +161,41 @@ type Slurm struct {
 	JobID string `json:"jobId,omitempty"`
 	// State is the job's end state: COMPLETED, CANCELLED, TIMEOUT, ...
 	State string `json:"state,omitempty"`
+}
+
+// The start kinds of a record (start.kind): how the runner's machine
+// started.
+const (
+	// StartCold: launched for the job (an EC2 instance from its image, a
+	// local process, pod or batch job).
+	StartCold = "cold"
+	// StartStopped: a stopped EC2 instance started for the job.
+	StartStopped = "stopped"
+	// StartHot: an instance already running, waiting for its registration.
+	StartHot = "hot"
+)
+
+// Start is where the job's start time went: the times the runner ledger
+// recorded between the job's queuedAt and its startedAt, and the phases
+// between them. A time the ledger did not record is nil, and so is every
+// phase that needs it.
+type Start struct {
+	Kind              string     `json:"kind,omitempty"`
+	LaunchRequestedAt *time.Time `json:"launchRequestedAt,omitempty"`
+	LaunchedAt        *time.Time `json:"launchedAt,omitempty"`
+	OnlineAt          *time.Time `json:"onlineAt,omitempty"`
+	Phases            *Phases    `json:"phases,omitempty"`
+}
+
+// Phases are a start's phases in seconds, to the millisecond; nil when one
+// of its ends is unknown.
+type Phases struct {
+	// QueuedToRequested is skiff's own share: queued to launch requested.
+	QueuedToRequested   *float64 `json:"queuedToRequested,omitempty"`
+	RequestedToLaunched *float64 `json:"requestedToLaunched,omitempty"`
+	LaunchedToOnline    *float64 `json:"launchedToOnline,omitempty"`
+	OnlineToAssigned    *float64 `json:"onlineToAssigned,omitempty"`
+	QueuedToAssigned    *float64 `json:"queuedToAssigned,omitempty"`
 }
 
 // Key is a record's identity: one record per job and run attempt.

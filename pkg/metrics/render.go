@@ -73,6 +73,9 @@ type Report struct {
 	By     string   `json:"by"`
 	Rows   []Row    `json:"rows"`
 	Advice []Advice `json:"advice"`
+	// Start is the start time per pool and start kind, of the records
+	// that have start phases (schema 1.2); absent when none had.
+	Start []StartRow `json:"start,omitempty"`
 }
 
 // WriteJSON writes the report as indented JSON.

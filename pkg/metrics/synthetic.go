@@ -38,7 +38,11 @@ func Synthetic(seed uint64, n int, start time.Time) []Record {
 			capacity = CapacityOnDemand
 		}
 		inst := Instance{ID: fmt.Sprintf("i-%08x", i), Type: s.itype, Region: "us-east-1", Zone: "us-east-1b", Capacity: capacity,
-			LaunchedAt: queued.Add(5 * time.Second)}
+			LaunchedAt: queued.Add(5 * time.Second), StartKind: StartCold,
+			// Derived from i, not drawn, so that the other fields stay as
+			// they were before records had a start.
+			ReservedAt:   queued.Add(time.Duration(300+i*37%900) * time.Millisecond),
+			RegisteredAt: startedAt.Add(-time.Duration(2+i%5) * time.Second)}
 		j := Job{ID: int64(1_000_000 + i), RunID: int64(500_000 + i/3), Attempt: 1 + rng.IntN(10)/9, Repository: s.repo,
 			Pool: s.pool, WorkflowName: s.workflow, JobName: s.job, Conclusion: "success", QueuedAt: queued, StartedAt: startedAt,
 			CompletedAt: startedAt.Add(runtime), RunnerName: fmt.Sprintf("skiff-%d", i)}

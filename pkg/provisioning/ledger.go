@@ -66,6 +66,10 @@ type Runner struct {
 	InstanceType string
 	Zone         string
 	Spot         bool
+	// StartKind is how the runner's machine started for its job
+	// (StartCold, StartStopped, StartHot), as its launch reported it; ""
+	// when no launch report said (an instance the reconciler linked).
+	StartKind string
 	// BusyJob is the job the runner was seen running (the job it was
 	// launched for, or another one with matching labels).
 	BusyJob int64
@@ -85,13 +89,26 @@ type Runner struct {
 	InterruptedAt time.Time
 }
 
+// The start kinds of a runner's machine (Runner.StartKind).
+const (
+	// StartCold: launched for the job (an EC2 instance from its image, a
+	// local process, pod or batch job).
+	StartCold = "cold"
+	// StartStopped: a stopped EC2 instance started for the job.
+	StartStopped = "stopped"
+	// StartHot: a running instance that waited for its registration.
+	StartHot = "hot"
+)
+
 // Launch is what scale-up learns when the provider returns a runner's instance.
 type Launch struct {
 	InstanceID   string
 	InstanceType string
 	Zone         string
 	Spot         bool
-	At           time.Time
+	// StartKind is how the machine started (StartCold, ...); "" unknown.
+	StartKind string
+	At        time.Time
 }
 
 // Launched returns r with its instance recorded: each fact r lacks is
@@ -106,6 +123,9 @@ func Launched(r Runner, l Launch) Runner {
 	}
 	if r.Zone == "" {
 		r.Zone = l.Zone
+	}
+	if r.StartKind == "" {
+		r.StartKind = l.StartKind
 	}
 	if r.LaunchedAt.IsZero() {
 		r.LaunchedAt = l.At

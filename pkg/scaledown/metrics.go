@@ -267,10 +267,19 @@ func (b *recordBatch) instance(j MetricsJob, r provisioning.Runner) metrics.Inst
 	case j.Instance != nil:
 		inst = fromstore.Instance(*j.Instance, w.Region)
 		inst.RunnerName, inst.EndedAt, inst.Interrupted = r.Name, ended, !r.InterruptedAt.IsZero()
+		if !r.LaunchedAt.IsZero() {
+			inst.LaunchedAt = r.LaunchedAt // the ledger's, as scale-up recorded the launch
+		}
 	case r.Spot:
 		inst.Capacity = string(provider.Spot)
 	default:
 		inst.Capacity = string(provider.OnDemand)
+	}
+	inst.ReservedAt, inst.RegisteredAt, inst.StartKind = r.ReservedAt, r.RegisteredAt, r.StartKind
+	if r.BusyJob != 0 && r.JobID != 0 && r.BusyJob != r.JobID {
+		// The runner was requested for another job than the one it ran:
+		// its request says nothing of this job's start.
+		inst.ReservedAt = time.Time{}
 	}
 	return inst
 }

@@ -68,15 +68,20 @@ func recordWorld(t *testing.T) (*store.Memory, *store.LedgerMemory) {
 			t.Fatal(err)
 		}
 	}
-	for _, r := range []provisioning.Runner{{Name: "skiff-7-1", Pool: "cpu", JobID: 7, ReservedAt: m0}, {Name: "skiff-8-1", Pool: "cpu", JobID: 8, ReservedAt: m0},
+	// skiff-7-1 was requested 2 s after its job was queued, launched 3 s
+	// later and seen online at 50 s; its job was assigned at 1 min.
+	for _, r := range []provisioning.Runner{{Name: "skiff-7-1", Pool: "cpu", JobID: 7, ReservedAt: m0.Add(2 * time.Second)}, {Name: "skiff-8-1", Pool: "cpu", JobID: 8, ReservedAt: m0},
 		{Name: "skiff-9-1", Pool: "cpu", JobID: 9, ReservedAt: m0}} {
 		if _, err := ledger.Reserve(ctx, "cpu", 10, []provisioning.Runner{r}); err != nil {
 			t.Fatal(err)
 		}
 		if err := ledger.Launched(ctx, r.Name, provisioning.Launch{InstanceID: "i-" + r.Name, InstanceType: "c7i.xlarge", Zone: "us-east-1a",
-			Spot: true, At: m0}); err != nil {
+			Spot: true, StartKind: provisioning.StartCold, At: r.ReservedAt.Add(3 * time.Second)}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := ledger.Advance(ctx, "skiff-7-1", provisioning.StateRegistered, m0.Add(50*time.Second), 0); err != nil {
+		t.Fatal(err)
 	}
 	// skiff-9-1, launched for job 9, ran job 8.
 	if err := ledger.Advance(ctx, "skiff-9-1", provisioning.StateJobStarted, m0.Add(time.Minute), 8); err != nil {
@@ -131,6 +136,18 @@ func TestRecordWriter(t *testing.T) {
 	}
 	if err := metrics.Validate(r); err != nil {
 		t.Errorf("the record fails its schema: %v", err)
+	}
+	if st := r.Start; st == nil || st.Kind != metrics.StartCold || st.Phases == nil || st.Phases.QueuedToRequested == nil ||
+		*st.Phases.QueuedToRequested != 2 || st.Phases.RequestedToLaunched == nil || *st.Phases.RequestedToLaunched != 3 ||
+		st.Phases.LaunchedToOnline == nil || *st.Phases.LaunchedToOnline != 45 || st.Phases.OnlineToAssigned == nil ||
+		*st.Phases.OnlineToAssigned != 10 || st.Phases.QueuedToAssigned == nil || *st.Phases.QueuedToAssigned != 60 {
+		t.Errorf("start %+v, want cold: 2 s requested, 3 s launch, 45 s to online, 10 s to assigned, 60 s in all", r.Start)
+	}
+
+	// Job 8 ran on skiff-9-1, requested for job 9: no request, hence no
+	// skiff share, in job 8's start.
+	if st := recs[1].Start; st != nil && (st.LaunchRequestedAt != nil || st.Phases != nil && (st.Phases.QueuedToRequested != nil || st.Phases.RequestedToLaunched != nil)) {
+		t.Errorf("job 8's start %+v names the request of job 9's runner", st)
 	}
 
 	// A later pass (the ledger end failed after the write): written once, done.

@@ -369,8 +369,10 @@ func answered(err error) bool {
 // failure is logged: the instance is tagged with the runner's name, so the
 // reconciler links them.
 func (s *Service) recordLaunched(ctx context.Context, runner string, log *slog.Logger, in provider.Instance) {
+	// Every machine the provider launches here is launched for its job:
+	// a cold start.
 	err := s.o.Ledger.Launched(ctx, runner, provisioning.Launch{InstanceID: in.ID, InstanceType: in.InstanceType, Zone: in.Zone,
-		Spot: in.Capacity == provider.Spot, At: in.LaunchedAt})
+		Spot: in.Capacity == provider.Spot, StartKind: provisioning.StartCold, At: in.LaunchedAt})
 	if err != nil {
 		log.Error("recording the runner's instance in the ledger", "runner_name", runner, "instance_id", in.ID, "err", err)
 	}

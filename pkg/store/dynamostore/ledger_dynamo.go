@@ -39,6 +39,7 @@ const (
 	attrInstanceType = "type"
 	attrZone         = "zone"
 	attrSpot         = "spot"
+	attrStartKind    = "start_kind"
 	attrBusyJob      = "busy_job"
 	attrRunner       = "runner"
 	attrJobID        = "job_id"
@@ -217,6 +218,9 @@ func (d *LedgerDynamo) Launched(ctx context.Context, name string, l provisioning
 			fill(attrZone, str(l.Zone))
 		}
 		fill(attrSpot, &types.AttributeValueMemberBOOL{Value: l.Spot})
+		if l.StartKind != "" {
+			fill(attrStartKind, str(l.StartKind))
+		}
 		if !l.At.IsZero() {
 			fill(attrLaunchedAt, str(l.At.UTC().Format(timeLayout)))
 		}
@@ -519,6 +523,7 @@ func decodeRunner(item map[string]types.AttributeValue) (provisioning.Runner, er
 	r.InstanceID = dec.str(attrInstanceID)
 	r.InstanceType = dec.str(attrInstanceType)
 	r.Zone = dec.str(attrZone)
+	r.StartKind = dec.str(attrStartKind)
 	if b, ok := item[attrSpot].(*types.AttributeValueMemberBOOL); ok {
 		r.Spot = b.Value
 	}

@@ -23,6 +23,7 @@ func RunLedger(t *testing.T, newLedger func(t *testing.T, now func() time.Time) 
 		{"ReserveWithinMax", ledgerReserveWithinMax},
 		{"ReserveIsIdempotent", ledgerReserveIsIdempotent},
 		{"ForwardOnly", ledgerForwardOnly},
+		{"StartTimes", ledgerStartTimes},
 		{"EndsOnce", ledgerEndsOnce},
 		{"NotFound", ledgerNotFound},
 		{"Concurrent", ledgerConcurrent},
@@ -115,6 +116,47 @@ func ledgerForwardOnly(t *testing.T, newLedger newLedgerFunc) {
 		!got.RegisteredAt.Equal(Now.Add(30*time.Second)) || !got.StartedAt.Equal(Now.Add(40*time.Second)) ||
 		!got.CompletedAt.Equal(Now.Add(90*time.Second)) || got.BusyJob != r.JobID {
 		t.Errorf("record %+v, %v", got, err)
+	}
+}
+
+// ledgerStartTimes is RunLedger's StartTimes case: the times a metrics
+// record's start is built from (reserved, launched, registered) keep their
+// milliseconds, the start kind is the first launch report's, and a runner
+// whose launch report named no kind has none.
+func ledgerStartTimes(t *testing.T, newLedger newLedgerFunc) {
+	t.Parallel()
+	l := newLedger(t, fixedNow)
+	ctx := context.Background()
+	rs := runners("cpu", 1, 2)
+	rs[0].ReservedAt, rs[1].ReservedAt = Now.Add(1234*time.Millisecond), Now
+	for _, r := range rs {
+		mustReserve(t, l, r)
+	}
+	steps := []struct {
+		runner string
+		l      provisioning.Launch
+	}{
+		{rs[0].Name, provisioning.Launch{InstanceID: "i-0s", StartKind: provisioning.StartStopped, At: Now.Add(2500 * time.Millisecond)}},
+		// A repeated report, naming another kind: the first one stands.
+		{rs[0].Name, provisioning.Launch{InstanceID: "i-0s", StartKind: provisioning.StartCold, At: Now.Add(9 * time.Second)}},
+		{rs[1].Name, provisioning.Launch{InstanceID: "i-0n", At: Now.Add(time.Second)}},
+	}
+	for i, s := range steps {
+		if err := l.Launched(ctx, s.runner, s.l); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+	}
+	if err := l.Advance(ctx, rs[0].Name, provisioning.StateRegistered, Now.Add(20*time.Second+7*time.Millisecond), 0); err != nil {
+		t.Fatal(err)
+	}
+	got, err := l.Runner(ctx, rs[0].Name)
+	if err != nil || !got.ReservedAt.Equal(Now.Add(1234*time.Millisecond)) || !got.LaunchedAt.Equal(Now.Add(2500*time.Millisecond)) ||
+		!got.RegisteredAt.Equal(Now.Add(20*time.Second+7*time.Millisecond)) || got.StartKind != provisioning.StartStopped {
+		t.Errorf("record %+v, %v; want reserved +1.234 s, launched +2.5 s, registered +20.007 s, a stopped start", got, err)
+	}
+	other, err := l.Runner(ctx, rs[1].Name)
+	if err != nil || other.StartKind != "" || !other.RegisteredAt.IsZero() {
+		t.Errorf("record %+v, %v; want no start kind and no registration", other, err)
 	}
 }
 
