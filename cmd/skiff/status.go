@@ -270,7 +270,7 @@ func statusCommand(args []string, stdout, stderr io.Writer, sources func(context
 func collectStatus(ctx context.Context, src statusSources, cfg *pool.Config, queueURL, dlqURL string) (statusReport, error) {
 	now := src.now()
 	rep := statusReport{At: now.UTC()}
-	releases, holds, err := runnerState(ctx, src.runners)
+	releases, holds, installed, err := runnerState(ctx, src.runners)
 	if err != nil {
 		return rep, err
 	}
@@ -307,7 +307,7 @@ func collectStatus(ctx context.Context, src statusSources, cfg *pool.Config, que
 				ps.OldestWait, ps.WaitReason, ps.WaitDetail = now.Sub(ws[0].Since).Seconds(), ws[0].Reason, ws[0].Detail
 			}
 		}
-		if f, ok := freshness.Assess(p, releases, holds, now); ok {
+		if f, ok := freshness.AssessRunning(p, installed[p.Name], releases, holds, now); ok || f.Installed {
 			ps.Runner = &f
 		}
 		rep.Pools = append(rep.Pools, ps)
@@ -374,24 +374,32 @@ func awsRecords(ctx context.Context, table string) (metrics.Records, error) {
 }
 
 // runnerState reads the stored release list (none before the first daily
-// check) and the pools' holds.
-func runnerState(ctx context.Context, st store.RunnerState) ([]runnerversion.Release, map[string]store.RunnerHold, error) {
+// check), the pools' holds and the versions their runners were seen running.
+func runnerState(ctx context.Context, st store.RunnerState) ([]runnerversion.Release, map[string]store.RunnerHold, map[string]string, error) {
 	if st == nil {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	l, err := st.RunnerReleases(ctx)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return nil, nil, fmt.Errorf("reading the runner releases: %w", err)
+		return nil, nil, nil, fmt.Errorf("reading the runner releases: %w", err)
 	}
 	hs, err := st.PoolHolds(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading the pools' holds: %w", err)
+		return nil, nil, nil, fmt.Errorf("reading the pools' holds: %w", err)
 	}
 	holds := make(map[string]store.RunnerHold, len(hs))
 	for _, h := range hs {
 		holds[h.Pool] = h
 	}
-	return l.Releases, holds, nil
+	ins, err := st.InstalledRunners(ctx)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("reading the pools' installed runners: %w", err)
+	}
+	installed := make(map[string]string, len(ins))
+	for _, in := range ins {
+		installed[in.Pool] = in.Version
+	}
+	return l.Releases, holds, installed, nil
 }
 
 // printRunner prints a pool's runner line: its version against the newest
@@ -401,10 +409,12 @@ func printRunner(w io.Writer, pool string, f *freshness.PoolFreshness) {
 	case f == nil:
 	case f.State == "held":
 		fmt.Fprintf(w, "pool %s: LAUNCHES STOPPED (%s): %s\n", pool, f.Reason, f.Detail)
+	case f.State == freshness.StateUnknown:
+		fmt.Fprintf(w, "pool %s: runner %s%s, no release list yet\n", pool, f.Version, installedNote(f))
 	case f.State == "current":
-		fmt.Fprintf(w, "pool %s: runner %s, the newest release\n", pool, f.Version)
+		fmt.Fprintf(w, "pool %s: runner %s%s, the newest release\n", pool, f.Version, installedNote(f))
 	default:
-		fmt.Fprintf(w, "pool %s: runner %s, %d days behind %s; ", pool, f.Version, f.DaysBehind, f.Latest)
+		fmt.Fprintf(w, "pool %s: runner %s%s, %d days behind %s; ", pool, f.Version, installedNote(f), f.DaysBehind, f.Latest)
 		switch f.State {
 		case "expired":
 			fmt.Fprintf(w, "OUT OF GITHUB'S WINDOW for %d days: its runners get no jobs\n", -f.DaysLeft)
@@ -413,6 +423,19 @@ func printRunner(w io.Writer, pool string, f *freshness.PoolFreshness) {
 		default:
 			fmt.Fprintf(w, "GitHub stops sending it jobs in %d days\n", f.DaysLeft)
 		}
+	}
+}
+
+// installedNote says where a pool's runner version comes from when its
+// runners told it, and what the pools file says instead.
+func installedNote(f *freshness.PoolFreshness) string {
+	switch {
+	case !f.Installed:
+		return ""
+	case f.Declared != "":
+		return fmt.Sprintf(" (installed; the pools file says %s)", f.Declared)
+	default:
+		return " (installed)"
 	}
 }
 

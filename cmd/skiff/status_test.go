@@ -281,6 +281,13 @@ func TestStatusRunners(t *testing.T) {
 		Detail: "GitHub refuses runner 2.332.0 (deprecated: exit code 7). Fix: rebuild the image.", At: statusNow}); err != nil {
 		t.Fatal(err)
 	}
+	// The reconciler saw these pools' runners run another version than
+	// their pools file names (an image's own runner, an updated directory).
+	for pool, v := range map[string]string{"image": "2.333.0", "updated": "2.334.0"} {
+		if err := state.PutInstalled(ctx, store.InstalledRunner{Pool: pool, Version: v, SeenAt: statusNow}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	sources := func(context.Context, string) (statusSources, error) {
 		return statusSources{ledger: store.NewLedgerMemory(func() time.Time { return statusNow }), runners: state,
 			now: func() time.Time { return statusNow }}, nil

@@ -90,7 +90,8 @@ type Service struct {
 	holds   map[string]store.RunnerHold
 	readAt  time.Time
 	holdErr error
-	noted   map[string]string // pool → installed version logged
+	noted    map[string]string // pool → installed version logged
+	recorded map[string]string // pool → installed version stored
 }
 
 // New returns a Service.
@@ -290,15 +291,38 @@ func (s *Service) Observe(ctx context.Context, insts []provider.Instance) Report
 		s.o.Gauges.Gauge(MetricHeld, p.Name, boolInt(isHeld))
 		if v := installed[p.Name]; v != "" {
 			s.noteInstalled(p, v)
-			q := *p // the version the pool's runners run, not the one declared
-			q.RunnerVersion = v
-			p = &q
+			if err := s.recordInstalled(ctx, p.Name, v, now); err != nil {
+				s.o.Logger.Warn("recording a pool's installed runner version", "pool", p.Name, "err", err)
+				rep.Errors++
+			}
 		}
-		if f, ok := Assess(p, rs, held, now); ok {
+		if f, ok := AssessRunning(p, installed[p.Name], rs, held, now); ok {
 			s.o.Gauges.Gauge(MetricDaysLeft, p.Name, f.DaysLeft)
 		}
 	}
 	return rep
+}
+
+// recordInstalled stores the pool's installed runner version for skiff
+// status when it is not the one this process stored last: one write per
+// pool per version change (and per process start), not one per pass.
+func (s *Service) recordInstalled(ctx context.Context, pool, v string, now time.Time) error {
+	s.mu.Lock()
+	same := s.recorded[pool] == v
+	s.mu.Unlock()
+	if same {
+		return nil
+	}
+	if err := s.o.State.PutInstalled(ctx, store.InstalledRunner{Pool: pool, Version: v, SeenAt: now}); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.recorded == nil {
+		s.recorded = map[string]string{}
+	}
+	s.recorded[pool] = v
+	s.mu.Unlock()
+	return nil
 }
 
 // Installed is the runner version each pool's runners run, where their
@@ -389,12 +413,46 @@ type PoolFreshness struct {
 	// the days before GitHub stops dispatching to Version.
 	DaysBehind int   `json:"daysBehind"`
 	DaysLeft   int64 `json:"daysLeft"`
-	// State is current, behind, alarm, expired, or held.
+	// Installed says Version is what the pool's runners were seen running
+	// (a runner directory's listener, an image's label); Declared is then
+	// the pools file's runnerVersion when it names another version.
+	Installed bool   `json:"installed,omitempty"`
+	Declared  string `json:"declared,omitempty"`
+	// State is current, behind, alarm, expired, held, or unknown.
 	State string `json:"state"`
 	// Reason and Detail explain a hold.
 	Reason string `json:"reason,omitempty"`
 	Detail string `json:"detail,omitempty"`
 }
+
+// AssessRunning is Assess at the version pool p's runners were seen
+// running (installed; "" unknown) rather than the one its pools file
+// declares: the install, not the file, decides what GitHub sees. Like
+// Assess it reports false when it could not place the pool against the
+// releases; f.Installed still says when the version alone is known.
+func AssessRunning(p *pool.Pool, installed string, rs []runnerversion.Release, held map[string]store.RunnerHold, now time.Time) (PoolFreshness, bool) {
+	if installed == "" {
+		return Assess(p, rs, held, now)
+	}
+	q := *p
+	q.RunnerVersion = installed
+	f, ok := Assess(&q, rs, held, now)
+	if f.State != "held" {
+		f.Installed = true
+		if !ok {
+			// No release list yet: the version, without its window.
+			f.Version, f.State = installed, StateUnknown
+		}
+		if d, err := runnerversion.PoolVersion(p.RunnerVersion, rs); err != nil || d.String() != installed {
+			f.Declared = p.RunnerVersion
+		}
+	}
+	return f, ok
+}
+
+// StateUnknown is the state of a pool whose installed runner version is
+// known but not yet placed against a release list.
+const StateUnknown = "unknown"
 
 // Assess places pool p against the releases and its hold at now. A held
 // pool is assessed at the refused version when that is a version. It

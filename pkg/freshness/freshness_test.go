@@ -2,6 +2,7 @@ package freshness
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -276,5 +277,23 @@ func TestGaugesFollowTheInstall(t *testing.T) {
 		if got := e.g.get(MetricDaysLeft, pool); got != want {
 			t.Errorf("%s: days left %d, want %d (its runners' version)", pool, got, want)
 		}
+	}
+	// skiff status reads the installed versions from the store.
+	ins, err := e.state.InstalledRunners(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []store.InstalledRunner{{Pool: "follows", Version: "2.333.0", SeenAt: e.now}, {Pool: "pinned", Version: "2.334.0", SeenAt: e.now}}
+	if !reflect.DeepEqual(ins, want) {
+		t.Errorf("installed %+v, want %+v", ins, want)
+	}
+	// The next pass writes only what changed.
+	first := e.now
+	e.now = e.now.Add(time.Minute)
+	s.Observe(context.Background(), []provider.Instance{runner("follows", "2.333.0", first), runner("pinned", "2.333.0", e.now)})
+	ins, _ = e.state.InstalledRunners(context.Background())
+	want = []store.InstalledRunner{{Pool: "follows", Version: "2.333.0", SeenAt: first}, {Pool: "pinned", Version: "2.333.0", SeenAt: e.now}}
+	if !reflect.DeepEqual(ins, want) {
+		t.Errorf("after a second pass: installed %+v, want %+v", ins, want)
 	}
 }

@@ -55,6 +55,35 @@ type RunnerState interface {
 	PoolHolds(ctx context.Context) ([]RunnerHold, error)
 	// ReleasePool lifts the pool's hold, if any.
 	ReleasePool(ctx context.Context, pool string) error
+	// PutInstalled records the runner version a pool's runners were seen
+	// running, replacing the pool's last one.
+	PutInstalled(ctx context.Context, in InstalledRunner) error
+	// InstalledRunners lists the recorded versions, by pool name.
+	InstalledRunners(ctx context.Context) ([]InstalledRunner, error)
+}
+
+// InstalledRunner is the runner version a pool's runners run, as their
+// backend tells it (a runner directory's listener, an image's label), which
+// may differ from the version its pools file declares: the reconciler
+// records it, skiff status shows it.
+type InstalledRunner struct {
+	Pool, Version string
+	// SeenAt is the pass that recorded it.
+	SeenAt time.Time
+}
+
+// ValidateInstalled reports an installed version no adapter may write.
+func ValidateInstalled(in InstalledRunner) error {
+	if in.Pool == "" || in.Version == "" || in.SeenAt.IsZero() {
+		return errors.New("recording an installed runner: pool, version and time are required")
+	}
+	return nil
+}
+
+// SortInstalled orders installed versions by pool name, the order
+// InstalledRunners returns.
+func SortInstalled(ins []InstalledRunner) {
+	slices.SortFunc(ins, func(a, b InstalledRunner) int { return strings.Compare(a.Pool, b.Pool) })
 }
 
 // ValidateRunnerHold reports a hold no adapter may write.
@@ -72,15 +101,18 @@ func SortRunnerHolds(hs []RunnerHold) {
 
 // RunnerMemory is an in-memory RunnerState.
 type RunnerMemory struct {
-	mu       sync.Mutex
-	releases *ReleaseList
-	holds    map[string]RunnerHold
+	mu        sync.Mutex
+	releases  *ReleaseList
+	holds     map[string]RunnerHold
+	installed map[string]InstalledRunner
 }
 
 var _ RunnerState = (*RunnerMemory)(nil)
 
 // NewRunnerMemory returns an empty RunnerMemory.
-func NewRunnerMemory() *RunnerMemory { return &RunnerMemory{holds: map[string]RunnerHold{}} }
+func NewRunnerMemory() *RunnerMemory {
+	return &RunnerMemory{holds: map[string]RunnerHold{}, installed: map[string]InstalledRunner{}}
+}
 
 // RunnerReleases implements RunnerState.
 func (m *RunnerMemory) RunnerReleases(ctx context.Context) (ReleaseList, error) {
@@ -161,6 +193,35 @@ func (m *RunnerMemory) ReleasePool(ctx context.Context, pool string) error {
 	delete(m.holds, pool)
 	m.mu.Unlock()
 	return nil
+}
+
+// PutInstalled implements RunnerState.
+func (m *RunnerMemory) PutInstalled(ctx context.Context, in InstalledRunner) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := ValidateInstalled(in); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.installed[in.Pool] = in
+	m.mu.Unlock()
+	return nil
+}
+
+// InstalledRunners implements RunnerState.
+func (m *RunnerMemory) InstalledRunners(ctx context.Context) ([]InstalledRunner, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	out := make([]InstalledRunner, 0, len(m.installed))
+	for _, in := range m.installed {
+		out = append(out, in)
+	}
+	m.mu.Unlock()
+	SortInstalled(out)
+	return out, nil
 }
 
 // SharedReleases shares the release list of a runnerversion.Cache through

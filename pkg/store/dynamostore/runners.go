@@ -15,13 +15,14 @@ import (
 	"github.com/skiffci/skiff/pkg/store"
 )
 
-// RunnerVersionPartition holds the runner release list (sk RELEASES) and
-// the pools' holds (sk HOLD#<pool>): a handful of items, one Query lists
-// the holds.
+// RunnerVersionPartition holds the runner release list (sk RELEASES), the
+// pools' holds (sk HOLD#<pool>) and their installed runner versions (sk
+// INSTALLED#<pool>): a handful of items, one Query lists each kind.
 const (
 	RunnerVersionPartition = "RVERSION#" // names.RunnerStatePartition, which the CDK app scopes by
 	releasesSK             = "RELEASES"
 	holdSKPrefix           = "HOLD#"
+	installedSKPrefix      = "INSTALLED#"
 )
 
 // RunnerDynamoAPI is the part of the DynamoDB client the runner state needs.
@@ -145,35 +146,85 @@ func (s *RunnerDynamo) HoldPool(ctx context.Context, h store.RunnerHold) (bool, 
 
 // PoolHolds implements store.RunnerState: one Query of the partition.
 func (s *RunnerDynamo) PoolHolds(ctx context.Context) ([]store.RunnerHold, error) {
+	items, err := queryPrefix[holdItem](ctx, s, holdSKPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("listing pool holds: %w", err)
+	}
+	out := make([]store.RunnerHold, 0, len(items))
+	for _, it := range items {
+		h := store.RunnerHold{Pool: it.Pool, Version: it.Version, Launched: it.Launched, Reason: it.Reason,
+			Detail: it.Detail, At: time.Unix(0, it.At).UTC()}
+		if it.Until != 0 {
+			h.Until = time.Unix(0, it.Until).UTC()
+		}
+		out = append(out, h)
+	}
+	store.SortRunnerHolds(out)
+	return out, nil
+}
+
+// queryPrefix decodes every item of the partition whose sort key starts
+// with prefix, over all pages of one consistent Query.
+func queryPrefix[T any](ctx context.Context, s *RunnerDynamo, prefix string) ([]T, error) {
 	in := &dynamodb.QueryInput{TableName: aws.String(s.table),
-		KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :hold)"), ConsistentRead: aws.Bool(true),
+		KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :prefix)"), ConsistentRead: aws.Bool(true),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk":   &types.AttributeValueMemberS{Value: RunnerVersionPartition},
-			":hold": &types.AttributeValueMemberS{Value: holdSKPrefix}}}
-	var out []store.RunnerHold
+			":pk":     &types.AttributeValueMemberS{Value: RunnerVersionPartition},
+			":prefix": &types.AttributeValueMemberS{Value: prefix}}}
+	var out []T
 	for {
 		page, err := s.api.Query(ctx, in)
 		if err != nil {
-			return nil, fmt.Errorf("listing pool holds: %w", err)
+			return nil, err
 		}
-		var items []holdItem
+		var items []T
 		if err := attributevalue.UnmarshalListOfMaps(page.Items, &items); err != nil {
-			return nil, fmt.Errorf("decoding pool holds: %w", err)
+			return nil, fmt.Errorf("decoding: %w", err)
 		}
-		for _, it := range items {
-			h := store.RunnerHold{Pool: it.Pool, Version: it.Version, Launched: it.Launched, Reason: it.Reason,
-				Detail: it.Detail, At: time.Unix(0, it.At).UTC()}
-			if it.Until != 0 {
-				h.Until = time.Unix(0, it.Until).UTC()
-			}
-			out = append(out, h)
-		}
+		out = append(out, items...)
 		if len(page.LastEvaluatedKey) == 0 {
-			break
+			return out, nil
 		}
 		in.ExclusiveStartKey = page.LastEvaluatedKey
 	}
-	store.SortRunnerHolds(out)
+}
+
+// installedItem is a pool's installed runner version as the table keeps it.
+type installedItem struct {
+	Pool    string `dynamodbav:"pool"`
+	Version string `dynamodbav:"version"`
+	SeenAt  int64  `dynamodbav:"seen_at"`
+}
+
+// PutInstalled implements store.RunnerState with one PutItem.
+func (s *RunnerDynamo) PutInstalled(ctx context.Context, in store.InstalledRunner) error {
+	if err := store.ValidateInstalled(in); err != nil {
+		return err
+	}
+	item, err := attributevalue.MarshalMap(installedItem{Pool: in.Pool, Version: in.Version, SeenAt: in.SeenAt.UnixNano()})
+	if err != nil {
+		return fmt.Errorf("encoding pool %s's installed runner: %w", in.Pool, err)
+	}
+	for k, v := range versionKey(installedSKPrefix + in.Pool) {
+		item[k] = v
+	}
+	if _, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item}); err != nil {
+		return fmt.Errorf("recording pool %s's installed runner: %w", in.Pool, err)
+	}
+	return nil
+}
+
+// InstalledRunners implements store.RunnerState: one Query of the partition.
+func (s *RunnerDynamo) InstalledRunners(ctx context.Context) ([]store.InstalledRunner, error) {
+	items, err := queryPrefix[installedItem](ctx, s, installedSKPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("listing installed runners: %w", err)
+	}
+	out := make([]store.InstalledRunner, 0, len(items))
+	for _, it := range items {
+		out = append(out, store.InstalledRunner{Pool: it.Pool, Version: it.Version, SeenAt: time.Unix(0, it.SeenAt).UTC()})
+	}
+	store.SortInstalled(out)
 	return out, nil
 }
 

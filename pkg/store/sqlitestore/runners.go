@@ -26,10 +26,16 @@ CREATE TABLE IF NOT EXISTS runner_holds (
 	at      INTEGER NOT NULL,
 	until   INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS runner_installed (
+	pool    TEXT PRIMARY KEY,
+	version TEXT    NOT NULL,
+	seen_at INTEGER NOT NULL
+);
 `
 
 // RunnerState is local mode's store.RunnerState in the SQLite file: the
-// release list as one JSON row, one row per held pool.
+// release list as one JSON row, one row per held pool and per pool whose
+// installed runner version is known.
 type RunnerState struct{ d *DB }
 
 var _ store.RunnerState = (*RunnerState)(nil)
@@ -128,4 +134,43 @@ func (s *RunnerState) ReleasePool(ctx context.Context, pool string) error {
 		}
 		return nil
 	})
+}
+
+// PutInstalled implements store.RunnerState: one upsert.
+func (s *RunnerState) PutInstalled(ctx context.Context, in store.InstalledRunner) error {
+	if err := store.ValidateInstalled(in); err != nil {
+		return err
+	}
+	return s.d.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO runner_installed (pool, version, seen_at) VALUES (?, ?, ?)
+			ON CONFLICT (pool) DO UPDATE SET version = excluded.version, seen_at = excluded.seen_at`,
+			in.Pool, in.Version, in.SeenAt.UnixNano()); err != nil {
+			return fmt.Errorf("recording pool %s's installed runner: %w", in.Pool, err)
+		}
+		return nil
+	})
+}
+
+// InstalledRunners implements store.RunnerState.
+func (s *RunnerState) InstalledRunners(ctx context.Context) ([]store.InstalledRunner, error) {
+	rows, err := s.d.db.QueryContext(ctx, `SELECT pool, version, seen_at FROM runner_installed`)
+	if err != nil {
+		return nil, fmt.Errorf("listing installed runners: %w", err)
+	}
+	defer rows.Close()
+	var out []store.InstalledRunner
+	for rows.Next() {
+		var in store.InstalledRunner
+		var at int64
+		if err := rows.Scan(&in.Pool, &in.Version, &at); err != nil {
+			return nil, fmt.Errorf("reading an installed runner: %w", err)
+		}
+		in.SeenAt = time.Unix(0, at).UTC()
+		out = append(out, in)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing installed runners: %w", err)
+	}
+	store.SortInstalled(out)
+	return out, nil
 }

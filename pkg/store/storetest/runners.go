@@ -87,4 +87,33 @@ func RunRunnerState(t *testing.T, newStore func(*testing.T) store.RunnerState) {
 			t.Error("a hold without reason was written")
 		}
 	})
+	t.Run("installed", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		if ins, err := s.InstalledRunners(ctx); err != nil || len(ins) != 0 {
+			t.Fatalf("empty store: %+v %v", ins, err)
+		}
+		cpu := store.InstalledRunner{Pool: "cpu", Version: "2.330.0", SeenAt: Now.Add(7 * time.Nanosecond).UTC()}
+		gpu := store.InstalledRunner{Pool: "a-gpu", Version: "2.334.0", SeenAt: Now.UTC()}
+		for _, in := range []store.InstalledRunner{cpu, gpu} {
+			if err := s.PutInstalled(ctx, in); err != nil {
+				t.Fatal(err)
+			}
+		}
+		newer := cpu
+		newer.Version, newer.SeenAt = "2.334.0", Now.Add(time.Hour).UTC()
+		if err := s.PutInstalled(ctx, newer); err != nil {
+			t.Fatal(err)
+		}
+		ins, err := s.InstalledRunners(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(ins, []store.InstalledRunner{gpu, newer}) {
+			t.Errorf("installed %+v, want %+v", ins, []store.InstalledRunner{gpu, newer})
+		}
+		if err := s.PutInstalled(ctx, store.InstalledRunner{Pool: "x", SeenAt: Now}); err == nil {
+			t.Error("an installed runner without a version was written")
+		}
+	})
 }
