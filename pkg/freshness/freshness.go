@@ -86,10 +86,10 @@ type Service struct {
 	o     Options
 	cache *runnerversion.Cache
 
-	mu      sync.Mutex
-	holds   map[string]store.RunnerHold
-	readAt  time.Time
-	holdErr error
+	mu       sync.Mutex
+	holds    map[string]store.RunnerHold
+	readAt   time.Time
+	holdErr  error
 	noted    map[string]string // pool → installed version logged
 	recorded map[string]string // pool → installed version stored
 }
