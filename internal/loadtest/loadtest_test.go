@@ -106,8 +106,11 @@ func TestFaultHarness(t *testing.T) {
 // checkStarts: with metrics records on, the report's start table counts
 // every record once, each a cold start (the real path launches nothing
 // else) or, for a runner the reconciler linked to its instance (scale-up's
-// launch report lost), of no kind, whose queued → assigned is at least
-// skiff's share; off, it is empty.
+// launch report lost), of no kind. Skiff's share (queued → launch
+// requested) is a job's only when its runner was requested for it: a job
+// another job's runner took (GitHub gives a runner any job its labels fit)
+// has none, so the share covers some jobs, never more than a row's, and no
+// job's share exceeds its queued → assigned. Off, the table is empty.
 func checkStarts(t *testing.T, rep loadtest.Report) {
 	t.Helper()
 	if !rep.MetricsRecords {
@@ -116,12 +119,16 @@ func checkStarts(t *testing.T, rep loadtest.Report) {
 		}
 		return
 	}
-	jobs := 0
+	jobs, shares := 0, 0
 	for _, r := range rep.Starts {
 		jobs += r.Jobs
-		if (r.Kind != string(loadtest.Cold) && r.Kind != "") || r.Total.N != r.Jobs || r.Skiff.N != r.Jobs || r.Total.P50 < r.Skiff.P50 || r.Total.P95 < r.Skiff.P95 {
-			t.Errorf("start row %+v: want cold starts (or of no kind), every one with queued → assigned and skiff's share, the first the longer", r)
+		shares += r.Skiff.N
+		if (r.Kind != string(loadtest.Cold) && r.Kind != "") || r.Total.N != r.Jobs || r.Skiff.N > r.Jobs || r.Total.Max < r.Skiff.Max {
+			t.Errorf("start row %+v: want cold starts (or of no kind), every one with queued → assigned, skiff's share for at most as many, none longer than the longest wait", r)
 		}
+	}
+	if shares == 0 && jobs > 0 {
+		t.Errorf("no job has skiff's share of its start: %+v", rep.Starts)
 	}
 	if jobs != rep.Completed {
 		t.Errorf("start table counts %d jobs, want the %d completed (every record has its start)", jobs, rep.Completed)
