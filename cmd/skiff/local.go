@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/internal/local"
+	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/setup"
 	"github.com/skiffci/skiff/pkg/store/sqlitestore"
 )
@@ -58,7 +60,7 @@ func parseLocalFlags(args []string, stderr io.Writer) (f localFlags, ok bool, co
 	fs.StringVar(&f.dataDir, "data-dir", "skiff-data", "the SQLite file, the runners' work directories and their logs")
 	fs.StringVar(&f.deployment, "deployment", "", "the deployment id that tags this daemon's runners and scopes what it lists and ends (default: the one kept in --data-dir, else derived from its path and kept there)")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "the webhook's address (the GitHub App's webhook URL points here)")
-	fs.StringVar(&f.provider, "provider", "process", "process (run each runner as a local process), slurm (each runner a Slurm batch job, from a login node), kubernetes (each runner a Pod), container (each runner a container on Docker or Podman) or dry-run (log what would launch)")
+	fs.StringVar(&f.provider, "provider", "process", "the backend of pools whose section names none (a pool's process:, slurm:, kubernetes: or container: section picks its own): process (run each runner as a local process), slurm (each runner a Slurm batch job, from a login node), kubernetes (each runner a Pod), container (each runner a container on Docker or Podman) or dry-run (every pool: log what would launch)")
 	fs.StringVar(&f.runner, "runner", "", "the runner command for the process and slurm providers, e.g. /opt/actions-runner/run.sh (on the shared filesystem for slurm)")
 	fs.StringVar(&f.slurmShared, "slurm-shared", "", "with --provider slurm: a directory the compute nodes share, for registrations (jit/, mode 0711, a 0700 directory per run-as account) and work directories (work/)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "with --provider kubernetes: the kubeconfig (default: in-cluster credentials in a Pod, else $KUBECONFIG or ~/.kube/config)")
@@ -132,11 +134,17 @@ func localConfig(f localFlags, getenv func(string) string, readFile func(string)
 	if cfg.WebhookSecret == "" && local.NeedsWebhook(f.pools) {
 		problems = append(problems, "SKIFF_WEBHOOK_SECRET is required: skiff does not accept unsigned webhooks")
 	}
-	if (cfg.Provider == "process" || cfg.Provider == "slurm") && len(cfg.RunnerCommand) == 0 {
-		problems = append(problems, "--runner is required with the "+cfg.Provider+" provider")
+	backends := []string{cfg.Provider}
+	if pools, err := pool.Load(f.pools); err == nil { // a bad file is local.New's to report
+		backends = local.ProvidersOf(pools, cfg.Provider)
 	}
-	if cfg.Provider == "slurm" && cfg.SlurmShared == "" {
-		problems = append(problems, "--slurm-shared is required with the slurm provider")
+	for _, b := range backends {
+		if (b == "process" || b == "slurm") && len(cfg.RunnerCommand) == 0 {
+			problems = append(problems, "--runner is required with the "+b+" provider")
+		}
+		if b == "slurm" && cfg.SlurmShared == "" {
+			problems = append(problems, "--slurm-shared is required with the slurm provider")
+		}
 	}
 	if l, err := parseLimits(f.limits); err != nil {
 		problems = append(problems, err.Error())
@@ -153,35 +161,9 @@ func localConfig(f localFlags, getenv func(string) string, readFile func(string)
 // returns the exit status.
 func serveLocal(cfg local.Config, f localFlags, stdout, stderr io.Writer) int {
 	logger := slog.New(slog.NewJSONHandler(stdout, nil))
-	var err error
-	if cfg.Provider == "kubernetes" {
-		// The provider is built here, so the deployment id is decided here.
-		deployment := func() (string, error) {
-			if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-				return "", fmt.Errorf("creating the data directory: %w", err)
-			}
-			id, err := local.Deployment(cfg.DataDir, cfg.Deployment)
-			cfg.Deployment = id
-			return id, err
-		}
-		if cfg.Pools, cfg.ExternalProvider, err = kubeProvider(f.pools, f.kubeconfig, f.kubeNS, f.kubeImage, deployment, logger); err != nil {
-			fmt.Fprintln(stderr, "skiff local:", err)
-			return exitUsage
-		}
-	}
-	if cfg.Provider == "container" {
-		deployment := func() (string, error) {
-			if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-				return "", fmt.Errorf("creating the data directory: %w", err)
-			}
-			id, err := local.Deployment(cfg.DataDir, cfg.Deployment)
-			cfg.Deployment = id
-			return id, err
-		}
-		if cfg.Pools, cfg.ExternalProvider, err = containerProvider(f.pools, f.containerImage, cfg.DataDir, deployment, logger); err != nil {
-			fmt.Fprintln(stderr, "skiff local:", err)
-			return exitUsage
-		}
+	if err := buildExternal(&cfg, f, logger); err != nil {
+		fmt.Fprintln(stderr, "skiff local:", err)
+		return exitUsage
 	}
 	l, err := local.New(cfg, logger)
 	if err != nil {
@@ -200,6 +182,45 @@ func serveLocal(cfg local.Config, f localFlags, stdout, stderr io.Writer) int {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// buildExternal builds the kubernetes and container providers, for the
+// pools that run on them (local.ProviderOf: their section, or --provider
+// for a pool with none), into cfg.ExternalProviders; cfg.Pools is the
+// pools file, loaded once.
+func buildExternal(cfg *local.Config, f localFlags, logger *slog.Logger) error {
+	pools, err := pool.Load(f.pools)
+	if err != nil {
+		return fmt.Errorf("loading pools: %w", err)
+	}
+	// The providers are built here, so the deployment id is decided here
+	// (only once a provider is about to be: a refusal writes nothing).
+	deployment := func() (string, error) {
+		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+			return "", fmt.Errorf("creating the data directory: %w", err)
+		}
+		id, err := local.Deployment(cfg.DataDir, cfg.Deployment)
+		cfg.Deployment = id
+		return id, err
+	}
+	for _, name := range local.ProvidersOf(pools, cfg.Provider) {
+		var p provider.Provider
+		routed := local.Routed(pools, cfg.Provider, name)
+		switch name {
+		case "kubernetes":
+			p, err = kubeProvider(routed, f.kubeconfig, f.kubeNS, f.kubeImage, deployment, logger)
+		case "container":
+			p, err = containerProvider(routed, f.containerImage, cfg.DataDir, deployment, logger)
+		default:
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		cfg.ExternalProviders = append(cfg.ExternalProviders, p)
+	}
+	cfg.Pools = pools
+	return nil
 }
 
 func splitList(s string) []string {

@@ -17,17 +17,13 @@ import (
 )
 
 // containerProvider builds skiff local's container provider for the pools
-// file: each pool's container: section says its containers; a pool without
+// that run on it (cfg): each pool's container: section says its containers; a pool without
 // one takes --container-image, which it then requires. The engine is the
 // one DOCKER_HOST names (default the Docker socket; Podman's service with
 // DOCKER_HOST=unix:///run/podman/podman.sock). The host's CPUs and memory
 // are the ceiling of the runners' limits, and the pools' images are pulled
 // before the first job.
-func containerProvider(poolsFile, image, dataDir string, deployment func() (string, error), logger *slog.Logger) (*pool.Config, provider.Provider, error) {
-	cfg, err := pool.Load(poolsFile)
-	if err != nil {
-		return nil, nil, fmt.Errorf("loading pools: %w", err)
-	}
+func containerProvider(cfg *pool.Config, image, dataDir string, deployment func() (string, error), logger *slog.Logger) (provider.Provider, error) {
 	var def *pool.Container
 	if image != "" {
 		def = &pool.Container{Image: image, Pids: pool.DefaultContainerPids, GPUMode: pool.ContainerGPUCDI,
@@ -39,7 +35,7 @@ func containerProvider(poolsFile, image, dataDir string, deployment func() (stri
 		case p.Container != nil:
 			images = append(images, p.Container)
 		case def == nil:
-			return nil, nil, fmt.Errorf("pool %q has no container: section: give it one, or --container-image", p.Name)
+			return nil, fmt.Errorf("pool %q has no container: section: give it one, or --container-image", p.Name)
 		}
 	}
 	if def != nil {
@@ -47,11 +43,11 @@ func containerProvider(poolsFile, image, dataDir string, deployment func() (stri
 	}
 	engine, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
-		return nil, nil, fmt.Errorf("container provider: the engine's client: %w", err)
+		return nil, fmt.Errorf("container provider: the engine's client: %w", err)
 	}
 	id, err := deployment()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	ceiling := container.Ceiling{NanoCPUs: int64(runtime.NumCPU()) * 1e9}
 	var si syscall.Sysinfo_t
@@ -61,12 +57,12 @@ func containerProvider(poolsFile, image, dataDir string, deployment func() (stri
 	p, err := container.New(container.Options{Engine: engine, Dir: filepath.Join(dataDir, "containers"), Default: def,
 		Deployment: id, Ceiling: ceiling, Logger: logger})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	if err := p.Prepare(ctx, images); err != nil {
 		logger.Warn("pulling the pools' images ahead", "err", err)
 	}
-	return cfg, p, nil
+	return p, nil
 }

@@ -197,7 +197,7 @@ type localSlurm struct {
 // startLocalSlurm starts a cluster of o, and skiff local over it with the
 // pools file poolsYAML (RUNNER and WORK replaced by the runner install and
 // the work root on the "shared filesystem").
-func startLocalSlurm(t *testing.T, o testenv.SlurmOptions, poolsYAML string) localSlurm {
+func startLocalSlurm(t *testing.T, o testenv.SlurmOptions, poolsYAML string, mods ...func(c *local.Config, standin string)) localSlurm {
 	t.Helper()
 	s := testenv.StartSlurm(t, o)
 	standin := buildStandin(t, s.Dir)
@@ -213,14 +213,18 @@ func startLocalSlurm(t *testing.T, o testenv.SlurmOptions, poolsYAML string) loc
 	}
 	shared := filepath.Join(s.Dir, "shared")
 	pools := strings.NewReplacer("RUNNER", runnerDir, "WORK", filepath.Join(shared, "work")).Replace(poolsYAML)
-	l, logs, stop := startLocal(t, sim, pemKey, pools, local.Config{
+	c := local.Config{
 		Provider: "slurm", SlurmShared: shared, SlurmEnv: []string{"SLURM_CONF=" + s.Conf},
 		// A spare runner (a replacement whose job another runner took)
 		// exits when idle, as an instance powers off.
 		RunnerEnv:      []string{"SKIFF_STANDIN_DURATION=3s", "SKIFF_STANDIN_WORK=" + standinWork, "SKIFF_STANDIN_IDLE=10s"},
 		MetricsRecords: true,
 		ReconcileEvery: 2 * time.Second, // records are the reconciler's to write
-	})
+	}
+	for _, m := range mods {
+		m(&c, standin)
+	}
+	l, logs, stop := startLocal(t, sim, pemKey, pools, c)
 	return localSlurm{Slurm: s, sim: sim, l: l, logs: logs, stop: stop}
 }
 
@@ -435,5 +439,98 @@ func TestLocalModeSlurmRunAs(t *testing.T) {
 	}
 	if err := stop(); err != nil {
 		t.Errorf("Run: %v", err)
+	}
+}
+
+// mixedPools are a Slurm pool and a process pool in one pools file, both
+// taking their jobs from their runner scale sets.
+const mixedPools = `version: 1
+pools:
+  - name: hpc
+    labels: [hpc]
+    jobs: listener
+    maxRunners: 4
+    costPerHour: 1.5
+    slurm:
+      partition: debug
+      account: ci
+      cpusPerTask: 1
+      memory: 512M
+      runAs: shared
+      runnerDir: RUNNER
+      workDir: WORK
+  - name: lab
+    labels: [lab]
+    jobs: listener
+    maxRunners: 4
+    costPerHour: 0.5
+    process: {}
+`
+
+// TestOneDaemonProcessAndSlurm: one skiff local serves a Slurm pool on the
+// real cluster and a process pool on this machine at once, with no port
+// open: each pool's jobs run on its own backend (a batch job, a sandboxed
+// process), one ledger and one reconciler pass cover both, and each record
+// says where its job ran, measured its backend's way.
+func TestOneDaemonProcessAndSlurm(t *testing.T) {
+	t.Parallel()
+	ls := startLocalSlurm(t, testenv.SlurmOptions{CPUs: 8, Accounting: true}, mixedPools, func(c *local.Config, standin string) {
+		c.RunnerCommand = []string{standin} // the process pool's runner; the Slurm pool's is its runnerDir
+	})
+	sim, l, logs := ls.sim, ls.l, ls.logs
+	if l.URL() != "" {
+		t.Errorf("a daemon whose pools all take jobs from scale sets listens on %s", l.URL())
+	}
+	if got := l.Provider.Name(); got != "process+slurm" {
+		t.Errorf("provider %q, want one routing to process and slurm", got)
+	}
+	var jobs []ghsim.JobSpec
+	for i := range 4 {
+		jobs = append(jobs, ghsim.JobSpec{Name: fmt.Sprintf("job-%d", i), Labels: []string{[]string{"hpc", "lab"}[i%2]}})
+	}
+	run, err := sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: jobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byJob := map[int64]metrics.Record{}
+	waitUntil(t, "every job completed, every record written", func() (bool, string) {
+		hpc, _ := l.Ledger.Live(context.Background(), "hpc")
+		lab, _ := l.Ledger.Live(context.Background(), "lab")
+		for r, err := range l.MetricsRecords.List(context.Background(), metrics.Filter{}) {
+			if err == nil {
+				byJob[r.JobID] = r
+			}
+		}
+		return completedJobs(sim, run.JobIDs) == 4 && hpc+lab == 0 && len(byJob) == 4,
+			fmt.Sprintf("%d completed, %d live, %d records\n%s", completedJobs(sim, run.JobIDs), hpc+lab, len(byJob), logs)
+	})
+	if err := ls.stop(); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	for _, id := range run.JobIDs {
+		if j, _ := sim.Job(id); j.Conclusion != "success" {
+			t.Errorf("job %d: %+v", id, j)
+		}
+		r := byJob[id]
+		switch r.Pool {
+		case "hpc":
+			// sacct's measure, on the cluster's node.
+			if r.CloudProvider != "slurm" {
+				t.Errorf("job %d of pool hpc: record says provider %q, want slurm", id, r.CloudProvider)
+			}
+			checkSlurmRecord(t, r, ls.Node, false)
+		case "lab":
+			if r.CloudProvider != "local" || r.Host == nil || r.Slurm != nil {
+				t.Errorf("job %d of pool lab: record says provider %q, host %+v, slurm %+v; want this machine's process", id, r.CloudProvider, r.Host, r.Slurm)
+			}
+			if c := r.Cost; c == nil || c.HourlyUSD != 0.5 {
+				t.Errorf("job %d of pool lab: cost %+v, want the pool's rate", id, r.Cost)
+			}
+		default:
+			t.Errorf("job %d: record of pool %q", id, r.Pool)
+		}
+	}
+	if n := sim.AckedUnacquired(); n != 0 {
+		t.Errorf("%d offers acknowledged before their job was acquired", n)
 	}
 }

@@ -82,6 +82,42 @@ func (NoMetrics) Enabled(string) bool { return false }
 // Write implements MetricsWriter: nothing to do.
 func (NoMetrics) Write(context.Context, time.Time, []MetricsJob) map[string]Outcome { return nil }
 
+// PoolWriters is the MetricsWriter of a daemon whose pools run on several
+// backends: each pool's runners go to its backend's writer (by pool name);
+// a pool it does not name writes no record. The writers are compared as
+// map keys: pointers (*RecordWriter).
+type PoolWriters map[string]MetricsWriter
+
+// Enabled implements MetricsWriter: the pool's writer's answer.
+func (w PoolWriters) Enabled(pool string) bool {
+	pw, ok := w[pool]
+	return ok && pw.Enabled(pool)
+}
+
+// Write implements MetricsWriter: one Write per writer, with its pools'
+// runners.
+func (w PoolWriters) Write(ctx context.Context, now time.Time, jobs []MetricsJob) map[string]Outcome {
+	per := map[MetricsWriter][]MetricsJob{}
+	var order []MetricsWriter
+	for _, j := range jobs {
+		pw, ok := w[j.Pool]
+		if !ok {
+			continue
+		}
+		if _, seen := per[pw]; !seen {
+			order = append(order, pw)
+		}
+		per[pw] = append(per[pw], j)
+	}
+	out := map[string]Outcome{}
+	for _, pw := range order {
+		for name, o := range pw.Write(ctx, now, per[pw]) {
+			out[name] = o
+		}
+	}
+	return out
+}
+
 // AwaitingLedger is the part of the runner ledger the record writer reads:
 // each pool's awaiting runners and a runner's record, and a runner taken
 // off the list once its record is written. store.Ledger implements it.
