@@ -451,3 +451,25 @@ func TestLocalModeSlurmListener(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleListenerLooksForNoDeliveries: a daemon whose pools all take
+// their jobs from scale sets spends no GitHub call on failed webhook
+// deliveries (it has none of its own); one with a webhook pool looks on
+// every pass.
+func TestIdleListenerLooksForNoDeliveries(t *testing.T) {
+	t.Parallel()
+	standin := buildStandin(t, t.TempDir())
+	for _, tc := range []struct {
+		pools string
+		want  bool
+	}{{listenerPools, false}, {testenv.CPUPools, true}} {
+		sim, pemKey := testenv.GitHubApp(t, "CANARYIDLE")
+		l, _, _ := startLocal(t, sim, pemKey, tc.pools, local.Config{RunnerCommand: []string{standin}})
+		if _, err := l.ScaleDown.Reconcile(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got := sim.Requests(ghsim.OpListHookDeliveries) > 0; got != tc.want {
+			t.Errorf("webhook pools %v: looked for failed deliveries %v, want %v", tc.pools != listenerPools, got, tc.want)
+		}
+	}
+}

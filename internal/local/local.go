@@ -627,9 +627,17 @@ func (l *Local) buildServices(pools *pool.Config, gh *github.Client, ledger *sql
 	if err != nil {
 		return err
 	}
+	// Failed webhook deliveries are looked for only when a pool takes its
+	// jobs from the webhook: a daemon whose pools all use the listener has
+	// none of its own (an App's deliveries to an AWS stack are that stack's
+	// to redeliver), and would spend a GitHub call a minute on the look.
+	var apps []int64
+	if needsWebhook(pools) {
+		apps = cfg.AppIDs
+	}
 	l.ScaleDown, err = scaledown.New(scaledown.Options{Pools: pools, Ledger: l.Ledger, Claims: launches, Jobs: l.Store,
 		Provider: l.Provider, GitHub: gh, Queue: l.Queue, Counter: counter, Logger: logger, Now: cfg.Now,
-		Apps: cfg.AppIDs, Metrics: metricsWriter, ScaleUpChecksQueued: true, // scale-up runs with CheckQueued above
+		Apps: apps, Metrics: metricsWriter, ScaleUpChecksQueued: true, // scale-up runs with CheckQueued above
 		Room: l.Room, Groups: l.Groups, Deployment: cfg.Deployment, Runners: l.Runners})
 	if err != nil {
 		return err
