@@ -473,3 +473,38 @@ func TestIdleListenerLooksForNoDeliveries(t *testing.T) {
 		}
 	}
 }
+
+// TestLocalListenerOpaqueJobIDs: with the scale-set service's own opaque
+// job ids in its messages (github.com's, since mid-2025), each job is
+// still matched to its workflow job through the run's jobs, launched once,
+// and recorded under its workflow job id with its runner and conclusion;
+// the run's jobs are read at most once per message batch, and a job's
+// start and end cost no call.
+func TestLocalListenerOpaqueJobIDs(t *testing.T) {
+	t.Parallel()
+	standin := buildStandin(t, t.TempDir())
+	sim, pemKey := testenv.GitHubApp(t, "CANARYOPAQUE")
+	sim.SetScaleSetOptions(ghsim.ScaleSetOptions{Reoffer: time.Hour, OpaqueJobIDs: true})
+	l, logs, stop := startLocal(t, sim, pemKey, listenerPools, local.Config{
+		RunnerCommand: []string{standin}, RunnerEnv: []string{"SKIFF_STANDIN_DURATION=200ms"}, Limits: map[string]int{"cpu": 2},
+	})
+	const n = 4 // alike in name and labels: each must still find a job of its own
+	ids := runListenerJobs(t, sim, l, logs, n)
+	checkOnce(t, sim, l)
+	for _, id := range ids {
+		j, _ := sim.Job(id)
+		rec, err := l.Store.Job(context.Background(), id)
+		if err != nil || rec.Conclusion != "success" || rec.RunnerName == "" || rec.RunnerName != j.RunnerName {
+			t.Errorf("job %d's record: %+v, %v; want completed on the sim's runner %q", id, rec, err, j.RunnerName)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	if calls := sim.Requests(ghsim.OpListRunJobs); calls < 1 || calls > n {
+		t.Errorf("%d reads of the run's jobs for %d jobs, want 1 to %d (at most one per message batch)", calls, n, n)
+	}
+	if strings.Contains(logs.String(), "cannot be told") {
+		t.Errorf("a job message was not matched to its workflow job:\n%s", logs)
+	}
+}

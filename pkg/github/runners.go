@@ -322,6 +322,40 @@ func (c *Client) GetJob(ctx context.Context, inst int64, owner, repo string, job
 	return jobFrom(j), nil
 }
 
+// RunJobs lists the jobs of a workflow run's latest attempt (GET
+// /repos/{owner}/{repo}/actions/runs/{run_id}/jobs), every page: how the
+// scale-set listener finds the workflow job of a message whose jobId is
+// the scale-set service's own opaque id.
+func (c *Client) RunJobs(ctx context.Context, inst int64, owner, repo string, runID int64) ([]Job, error) {
+	in, err := c.installFor(ctx, inst, owner, repo)
+	if err != nil {
+		return nil, fmt.Errorf("listing run jobs: %w", err)
+	}
+	ctx, rq := asInstallation(ctx, "list_run_jobs", in)
+	var all []Job
+	opts := &gh.ListWorkflowJobsOptions{Filter: "latest", ListOptions: gh.ListOptions{PerPage: perPage}}
+	walk := newPageWalk("jobs of run "+strconv.FormatInt(runID, 10), "1")
+	for {
+		page, resp, err := c.gh.Actions.ListWorkflowJobs(ctx, seg(owner), seg(repo), runID, opts)
+		if err != nil {
+			return nil, fmt.Errorf("listing jobs of run %d of %s/%s: %w", runID, owner, repo, callError(rq, err))
+		}
+		for _, j := range page.Jobs {
+			if j != nil && walk.fresh(j.GetID()) {
+				all = append(all, *jobFrom(j))
+			}
+		}
+		more, err := walk.next(len(page.Jobs), page.GetTotalCount(), pageKey(resp.NextPage))
+		if err != nil {
+			return nil, err
+		}
+		if !more {
+			return all, nil
+		}
+		opts.Page = resp.NextPage
+	}
+}
+
 // GetWorkflowRun returns a workflow run, whose Event is the trigger the
 // metrics record needs (GET /repos/{owner}/{repo}/actions/runs/{run_id}).
 func (c *Client) GetWorkflowRun(ctx context.Context, inst int64, owner, repo string, runID int64) (*WorkflowRun, error) {

@@ -33,7 +33,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -79,6 +78,9 @@ type Runners interface {
 // repository's visibility); *github.Client implements it.
 type Runs interface {
 	GetWorkflowRun(ctx context.Context, inst int64, owner, repo string, runID int64) (*github.WorkflowRun, error)
+	// RunJobs lists a run's jobs: how a message's opaque jobId is matched
+	// to its workflow job (jobids.go).
+	RunJobs(ctx context.Context, inst int64, owner, repo string, runID int64) ([]github.Job, error)
 }
 
 // GroupKeeper makes the runner groups skiff keeps exist in an
@@ -131,6 +133,10 @@ type Listener struct {
 	mu   sync.Mutex
 	ids  map[string]int64 // pool → scale set id, once set up
 	runs map[int64]runFacts
+	// byMessage and matched pair an opaque message jobId with its workflow
+	// job id until the job completes (jobids.go).
+	byMessage map[string]int64
+	matched   map[int64]string
 }
 
 // runFacts are what the listener learnt of a run, once per run.
@@ -162,7 +168,8 @@ func New(o Options) (*Listener, error) {
 	if o.Wait == nil {
 		o.Wait = wait
 	}
-	return &Listener{o: o, log: o.Logger.With("org", o.Client.Org()), ids: map[string]int64{}, runs: map[int64]runFacts{}}, nil
+	return &Listener{o: o, log: o.Logger.With("org", o.Client.Org()), ids: map[string]int64{}, runs: map[int64]runFacts{},
+		byMessage: map[string]int64{}, matched: map[int64]string{}}, nil
 }
 
 func wait(ctx context.Context, d time.Duration) error {
@@ -387,7 +394,9 @@ func (l *Listener) session(ctx context.Context, log *slog.Logger, p *pool.Pool, 
 // those acquired, record the starts and ends. An error leaves it to be
 // delivered again.
 func (l *Listener) handle(ctx context.Context, log *slog.Logger, p *pool.Pool, sess *scaleset.Session, m *scaleset.Message) error {
+	runs := batchJobs{}
 	var offered []int64
+	ids := map[int64]int64{} // runner request id → workflow job id
 	for _, j := range m.Jobs {
 		if j.Type != scaleset.JobAvailable {
 			continue
@@ -397,7 +406,15 @@ func (l *Listener) handle(ctx context.Context, log *slog.Logger, p *pool.Pool, s
 				j.OwnerName+"/"+j.RepositoryName, "job_id", j.JobID)
 			continue
 		}
+		// Acquired only once skiff knows which workflow job it is: a job
+		// left alone is offered again, to skiff or another client.
+		id, err := l.workflowJob(ctx, runs, j)
+		if err != nil {
+			log.Warn("not acquiring a job whose workflow job cannot be told", "job_id", j.JobID, "err", err)
+			continue
+		}
 		offered = append(offered, j.RunnerRequestID)
+		ids[j.RunnerRequestID] = id
 	}
 	acquired := map[int64]bool{}
 	if len(offered) > 0 {
@@ -414,21 +431,27 @@ func (l *Listener) handle(ctx context.Context, log *slog.Logger, p *pool.Pool, s
 		var err error
 		switch j.Type {
 		case scaleset.JobAvailable:
+			id, ok := ids[j.RunnerRequestID]
+			if !ok {
+				continue // refused above
+			}
 			if !acquired[j.RunnerRequestID] {
 				jlog.Info("job not acquired (another client took it, or it is gone)")
+				l.forgetJob(j.JobID)
 				continue
 			}
-			err = l.queued(ctx, jlog, p, j, m.ID)
+			err = l.queued(ctx, jlog, p, j, id, m.ID)
 		case scaleset.JobStarted:
-			err = l.lifecycle(ctx, p, j, store.StatusInProgress)
+			err = l.lifecycle(ctx, jlog, runs, p, j, store.StatusInProgress)
 		case scaleset.JobCompleted:
 			if j.RunnerName == "" {
 				// Assigned and taken back before a runner took it (the job is
 				// offered again), or cancelled while queued.
 				jlog.Info("job left the scale set before a runner took it", "result", j.Result)
+				l.forgetJob(j.JobID)
 				continue
 			}
-			err = l.lifecycle(ctx, p, j, store.StatusCompleted)
+			err = l.lifecycle(ctx, jlog, runs, p, j, store.StatusCompleted)
 		}
 		if err != nil {
 			return err
@@ -437,24 +460,10 @@ func (l *Listener) handle(ctx context.Context, log *slog.Logger, p *pool.Pool, s
 	return nil
 }
 
-// jobID is a job message's workflow job id.
-func jobID(j scaleset.JobMessage) (int64, error) {
-	id, err := strconv.ParseInt(j.JobID, 10, 64)
-	if err != nil || id <= 0 {
-		return 0, fmt.Errorf("job id %q is not a workflow job id", j.JobID)
-	}
-	return id, nil
-}
-
 // queued sends an acquired job to the queue and records it, as the
 // webhook does with workflow_job queued, after the pool's visibility
 // policy (the run's trigger is recorded for scale-up's fork policy).
-func (l *Listener) queued(ctx context.Context, log *slog.Logger, p *pool.Pool, j scaleset.JobMessage, msg int64) error {
-	id, err := jobID(j)
-	if err != nil {
-		log.Error("skipping a job message", "err", err)
-		return nil
-	}
+func (l *Listener) queued(ctx context.Context, log *slog.Logger, p *pool.Pool, j scaleset.JobMessage, id, msg int64) error {
 	facts, err := l.run(ctx, j)
 	if err != nil {
 		return err
@@ -531,11 +540,16 @@ func conclusion(result string) string {
 
 // lifecycle records a job's start or end on its runner, as the webhook
 // does with workflow_job in_progress and completed.
-func (l *Listener) lifecycle(ctx context.Context, p *pool.Pool, j scaleset.JobMessage, status store.Status) error {
-	id, err := jobID(j)
+func (l *Listener) lifecycle(ctx context.Context, log *slog.Logger, runs batchJobs, p *pool.Pool, j scaleset.JobMessage, status store.Status) error {
+	id, err := l.workflowJob(ctx, runs, j)
 	if err != nil {
-		l.log.Error("skipping a job message", "err", err)
+		// Not retried: a message that cannot be placed must not hold the
+		// queue; the reconciler sees the runner's end all the same.
+		log.Error("skipping a job message whose workflow job cannot be told", "err", err)
 		return nil
+	}
+	if status == store.StatusCompleted {
+		defer l.forgetJob(j.JobID)
 	}
 	now := l.o.Now()
 	rec := store.Job{ID: id, RunID: j.WorkflowRunID, Repository: j.OwnerName + "/" + j.RepositoryName, Owner: j.OwnerName,

@@ -373,6 +373,33 @@ func (s *Server) getJob(c *call) {
 	c.json(http.StatusOK, s.jobJSON(j))
 }
 
+// listRunJobs lists a run's jobs (GET .../actions/runs/{run_id}/jobs):
+// those of its latest attempt (filter=latest, GitHub's default), or of
+// every attempt with filter=all; paginated.
+func (s *Server) listRunJobs(c *call) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, _ := strconv.ParseInt(c.r.PathValue("run_id"), 10, 64)
+	run := s.runs[id]
+	if run == nil || !strings.EqualFold(run.repo.fullName(), c.r.PathValue("owner")+"/"+c.r.PathValue("repo")) {
+		c.fail(http.StatusNotFound, "Not Found")
+		return
+	}
+	all := c.r.URL.Query().Get("filter") == "all"
+	var jobs []*simJob
+	for _, j := range run.jobs {
+		if all || j.attempt == run.attempt {
+			jobs = append(jobs, j)
+		}
+	}
+	lo, hi := s.page(c, len(jobs))
+	out := make([]obj, 0, hi-lo)
+	for _, j := range jobs[lo:hi] {
+		out = append(out, s.jobJSON(j))
+	}
+	c.json(http.StatusOK, obj{"total_count": len(jobs), "jobs": out})
+}
+
 func (s *Server) getWorkflowRun(c *call) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

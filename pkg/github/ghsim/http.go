@@ -41,6 +41,7 @@ const (
 	OpDeleteRepoRunner        = "DELETE /repos/{owner}/{repo}/actions/runners/{runner_id}"
 	OpGetJob                  = "GET /repos/{owner}/{repo}/actions/jobs/{job_id}"
 	OpGetWorkflowRun          = "GET /repos/{owner}/{repo}/actions/runs/{run_id}"
+	OpListRunJobs             = "GET /repos/{owner}/{repo}/actions/runs/{run_id}/jobs"
 	OpGetPermissionLevel      = "GET /repos/{owner}/{repo}/collaborators/{username}/permission"
 	// OpWebhook is not an endpoint: its Fault drops outgoing webhook
 	// deliveries (ErrorRate, FailNext), which are recorded as failed.
@@ -181,6 +182,7 @@ func (s *Server) routes() http.Handler {
 	h(OpDeleteRepoRunner, authToken, s.deleteRunner)
 	h(OpGetJob, authToken, s.getJob)
 	h(OpGetWorkflowRun, authToken, s.getWorkflowRun)
+	h(OpListRunJobs, authToken, s.listRunJobs)
 	h(OpGetPermissionLevel, authToken, s.getPermissionLevel)
 	h(OpRerunFailedJobs, authToken, s.rerunFailedJobs)
 	h(OpCreateAppFromManifest, authNone, s.createAppFromManifest)

@@ -1,7 +1,9 @@
 package ghsim
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -95,6 +97,19 @@ type ScaleSetOptions struct {
 	// AdminTokenTTL and QueueTokenTTL are the lifetimes of the Actions
 	// service's admin token and of a session's queue token (default 1 h).
 	AdminTokenTTL, QueueTokenTTL time.Duration
+	// OpaqueJobIDs makes each job message's jobId the scale-set service's
+	// own opaque id (a GUID, as github.com sends since mid-2025) instead of
+	// the workflow job's number: a client finds the workflow job through
+	// the REST API (the run's jobs).
+	OpaqueJobIDs bool
+}
+
+// OpaqueJobID is the opaque jobId of workflow job id in scale-set
+// messages with OpaqueJobIDs: a GUID-shaped digest of the id.
+func OpaqueJobID(id int64) string {
+	sum := sha256.Sum256([]byte("scaleset-job/" + strconv.FormatInt(id, 10)))
+	h := hex.EncodeToString(sum[:16])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }
 
 // SetScaleSetOptions replaces the scale-set options.
@@ -724,7 +739,7 @@ func (s *Server) sortedJobsLocked() []*simJob {
 func (s *Server) jobMessageLocked(ss *simScaleSet, j *simJob, kind string, extra obj) {
 	run := j.run
 	m := obj{"messageType": kind, "runnerRequestId": j.requestID, "repositoryName": run.repo.name,
-		"ownerName": run.repo.owner.login, "jobId": strconv.FormatInt(j.id, 10),
+		"ownerName": run.repo.owner.login, "jobId": s.messageJobIDLocked(j.id),
 		"jobWorkflowRef": fmt.Sprintf("%s/%s@refs/heads/%s", run.repo.fullName(), run.path, run.branch),
 		"jobDisplayName": j.name, "workflowRunId": run.id, "eventName": run.event, "requestLabels": j.labels,
 		"queueTime": ts(j.created)}
@@ -737,6 +752,14 @@ func (s *Server) jobMessageLocked(ss *simScaleSet, j *simJob, kind string, extra
 	ss.pending = append(ss.pending, m)
 	close(ss.wake)
 	ss.wake = make(chan struct{})
+}
+
+// messageJobIDLocked is the jobId a job message carries for workflow job id.
+func (s *Server) messageJobIDLocked(id int64) string {
+	if s.ssOpts.OpaqueJobIDs {
+		return OpaqueJobID(id)
+	}
+	return strconv.FormatInt(id, 10)
 }
 
 // offerLocked gives a queued job to the first scale set (by id) whose
