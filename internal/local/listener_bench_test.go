@@ -34,8 +34,9 @@ func gitHubCalls(counts map[string]int) int {
 // acknowledgements, acquires, JIT configurations, run reads and the
 // reconciler's passes over the run). SKIFF_BENCH_JOBS sets the number of
 // jobs (default 20), SKIFF_BENCH_BURST how many are queued at once, in
-// one run (default 1); SKIFF_BENCH_OPAQUE=1 has the messages carry the
-// service's opaque job ids (github.com's), matched through the run's jobs.
+// one run (default 1); SKIFF_BENCH_NUMERIC=1 has the messages carry the
+// workflow job ids (older services) instead of the service's opaque ids
+// (github.com's, matched through the run's jobs).
 func BenchmarkListenerLaunch(b *testing.B) {
 	jobs := 20
 	if v, err := strconv.Atoi(os.Getenv("SKIFF_BENCH_JOBS")); err == nil && v > 0 {
@@ -48,8 +49,8 @@ func BenchmarkListenerLaunch(b *testing.B) {
 	standin := buildStandin(b, b.TempDir())
 	for range b.N {
 		sim, pemKey := testenv.GitHubApp(b, "CANARYBENCH")
-		if os.Getenv("SKIFF_BENCH_OPAQUE") == "1" {
-			sim.SetScaleSetOptions(ghsim.ScaleSetOptions{OpaqueJobIDs: true})
+		if os.Getenv("SKIFF_BENCH_NUMERIC") == "1" {
+			sim.SetScaleSetOptions(ghsim.ScaleSetOptions{NumericJobIDs: true})
 		}
 		l, logs, stop := startLocal(b, sim, pemKey, listenerPools, local.Config{
 			RunnerCommand: []string{standin}, RunnerEnv: []string{"SKIFF_STANDIN_DURATION=50ms"}, Limits: map[string]int{"cpu": 4},

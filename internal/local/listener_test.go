@@ -108,16 +108,26 @@ func TestLocalListener(t *testing.T) {
 	if l.URL() != "" {
 		t.Errorf("local mode with every pool on the listener listens on %s", l.URL())
 	}
-	ids := runListenerJobs(t, sim, l, logs, 3)
+	// Three jobs alike in name and labels, and messages that name them by
+	// the service's opaque ids: each must still find a job of its own.
+	const n = 3
+	ids := runListenerJobs(t, sim, l, logs, n)
 	checkOnce(t, sim, l)
 	for _, id := range ids {
-		if j, _ := sim.Job(id); j.Conclusion != "success" {
+		j, _ := sim.Job(id)
+		if j.Conclusion != "success" {
 			t.Errorf("job %d: %+v", id, j)
 		}
 		rec, err := l.Store.Job(context.Background(), id)
-		if err != nil || rec.Pool != "cpu" || rec.Repository != "acme/app" || rec.RunnerName == "" || rec.Conclusion != "success" {
-			t.Errorf("job %d's record: %+v, %v", id, rec, err)
+		if err != nil || rec.Pool != "cpu" || rec.Repository != "acme/app" || rec.RunnerName != j.RunnerName || rec.Conclusion != "success" {
+			t.Errorf("job %d's record: %+v, %v; want completed on the sim's runner %q", id, rec, err, j.RunnerName)
 		}
+	}
+	if calls := sim.Requests(ghsim.OpListRunJobs); calls < 1 || calls > n {
+		t.Errorf("%d reads of the run's jobs for %d jobs, want 1 to %d (at most one per message batch)", calls, n, n)
+	}
+	if strings.Contains(logs.String(), "cannot be told") {
+		t.Errorf("a job message was not matched to its workflow job:\n%s", logs)
 	}
 	st, err := l.ListenerState()
 	if err != nil || len(st) != 1 || st[0].Session == "" || st[0].LastMessageID == 0 || st[0].ScaleSetID != scaleSet(t, sim).ID {
@@ -474,21 +484,20 @@ func TestIdleListenerLooksForNoDeliveries(t *testing.T) {
 	}
 }
 
-// TestLocalListenerOpaqueJobIDs: with the scale-set service's own opaque
-// job ids in its messages (github.com's, since mid-2025), each job is
-// still matched to its workflow job through the run's jobs, launched once,
-// and recorded under its workflow job id with its runner and conclusion;
-// the run's jobs are read at most once per message batch, and a job's
-// start and end cost no call.
-func TestLocalListenerOpaqueJobIDs(t *testing.T) {
+// TestLocalListenerNumericJobIDs: with the workflow job's number as the
+// messages' jobId (older services; github.com sends its own opaque ids,
+// the simulator's default, which every other listener test runs with),
+// each job is launched once and recorded under that id with its runner and
+// conclusion, and the run's jobs are never read.
+func TestLocalListenerNumericJobIDs(t *testing.T) {
 	t.Parallel()
 	standin := buildStandin(t, t.TempDir())
-	sim, pemKey := testenv.GitHubApp(t, "CANARYOPAQUE")
-	sim.SetScaleSetOptions(ghsim.ScaleSetOptions{Reoffer: time.Hour, OpaqueJobIDs: true})
+	sim, pemKey := testenv.GitHubApp(t, "CANARYNUMERIC")
+	sim.SetScaleSetOptions(ghsim.ScaleSetOptions{Reoffer: time.Hour, NumericJobIDs: true})
 	l, logs, stop := startLocal(t, sim, pemKey, listenerPools, local.Config{
 		RunnerCommand: []string{standin}, RunnerEnv: []string{"SKIFF_STANDIN_DURATION=200ms"}, Limits: map[string]int{"cpu": 2},
 	})
-	const n = 4 // alike in name and labels: each must still find a job of its own
+	const n = 4
 	ids := runListenerJobs(t, sim, l, logs, n)
 	checkOnce(t, sim, l)
 	for _, id := range ids {
@@ -501,10 +510,7 @@ func TestLocalListenerOpaqueJobIDs(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Errorf("Run: %v", err)
 	}
-	if calls := sim.Requests(ghsim.OpListRunJobs); calls < 1 || calls > n {
-		t.Errorf("%d reads of the run's jobs for %d jobs, want 1 to %d (at most one per message batch)", calls, n, n)
-	}
-	if strings.Contains(logs.String(), "cannot be told") {
-		t.Errorf("a job message was not matched to its workflow job:\n%s", logs)
+	if calls := sim.Requests(ghsim.OpListRunJobs); calls != 0 {
+		t.Errorf("%d reads of the run's jobs, want none: the messages name the workflow jobs", calls)
 	}
 }

@@ -97,15 +97,16 @@ type ScaleSetOptions struct {
 	// AdminTokenTTL and QueueTokenTTL are the lifetimes of the Actions
 	// service's admin token and of a session's queue token (default 1 h).
 	AdminTokenTTL, QueueTokenTTL time.Duration
-	// OpaqueJobIDs makes each job message's jobId the scale-set service's
-	// own opaque id (a GUID, as github.com sends since mid-2025) instead of
-	// the workflow job's number: a client finds the workflow job through
-	// the REST API (the run's jobs).
-	OpaqueJobIDs bool
+	// NumericJobIDs makes each job message's jobId the workflow job's
+	// number, as older services sent it. By default it is the scale-set
+	// service's own opaque id (a GUID, as github.com sends since mid-2025),
+	// and a client finds the workflow job through the REST API (the run's
+	// jobs).
+	NumericJobIDs bool
 }
 
 // OpaqueJobID is the opaque jobId of workflow job id in scale-set
-// messages with OpaqueJobIDs: a GUID-shaped digest of the id.
+// messages (but with NumericJobIDs): a GUID-shaped digest of the id.
 func OpaqueJobID(id int64) string {
 	sum := sha256.Sum256([]byte("scaleset-job/" + strconv.FormatInt(id, 10)))
 	h := hex.EncodeToString(sum[:16])
@@ -756,10 +757,10 @@ func (s *Server) jobMessageLocked(ss *simScaleSet, j *simJob, kind string, extra
 
 // messageJobIDLocked is the jobId a job message carries for workflow job id.
 func (s *Server) messageJobIDLocked(id int64) string {
-	if s.ssOpts.OpaqueJobIDs {
-		return OpaqueJobID(id)
+	if s.ssOpts.NumericJobIDs {
+		return strconv.FormatInt(id, 10)
 	}
-	return strconv.FormatInt(id, 10)
+	return OpaqueJobID(id)
 }
 
 // offerLocked gives a queued job to the first scale set (by id) whose

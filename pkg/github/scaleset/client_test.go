@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -109,7 +108,7 @@ func TestProtocol(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := next(t, s, 0)
-	if types(m) != "JobAvailable" || m.Jobs[0].JobID != strconv.FormatInt(run.JobIDs[0], 10) ||
+	if types(m) != "JobAvailable" || m.Jobs[0].JobID != ghsim.OpaqueJobID(run.JobIDs[0]) ||
 		m.Jobs[0].OwnerName != "acme" || m.Jobs[0].RepositoryName != "app" || m.Jobs[0].WorkflowRunID != run.RunID {
 		t.Fatalf("first message: %+v", m)
 	}
