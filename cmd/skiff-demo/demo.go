@@ -129,6 +129,16 @@ func demo(w io.Writer, o demoOptions) error {
 	if err != nil {
 		return err
 	}
+	if o.Provider == "container" {
+		// The lab's process pools run as container pools: a pool's section
+		// names its backend (local.ProviderOf), and the demo's container
+		// provider gives every pool its image (backend.go).
+		for _, p := range pools.Pools {
+			if p.Backend == pool.BackendProcess {
+				p.Backend, p.Process = pool.BackendContainer, nil
+			}
+		}
+	}
 	limits := demoLimits(pools, o.Limit)
 	if err := freshDir(o.Out); err != nil {
 		return err
