@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -175,10 +176,7 @@ func (m *RunnerMemory) PoolHolds(ctx context.Context) ([]RunnerHold, error) {
 		return nil, err
 	}
 	m.mu.Lock()
-	out := make([]RunnerHold, 0, len(m.holds))
-	for _, h := range m.holds {
-		out = append(out, h)
-	}
+	out := slices.Collect(maps.Values(m.holds))
 	m.mu.Unlock()
 	SortRunnerHolds(out)
 	return out, nil
@@ -215,10 +213,7 @@ func (m *RunnerMemory) InstalledRunners(ctx context.Context) ([]InstalledRunner,
 		return nil, err
 	}
 	m.mu.Lock()
-	out := make([]InstalledRunner, 0, len(m.installed))
-	for _, in := range m.installed {
-		out = append(out, in)
-	}
+	out := slices.Collect(maps.Values(m.installed))
 	m.mu.Unlock()
 	SortInstalled(out)
 	return out, nil

@@ -379,10 +379,8 @@ func (s *Server) getJob(c *call) {
 func (s *Server) listRunJobs(c *call) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	id, _ := strconv.ParseInt(c.r.PathValue("run_id"), 10, 64)
-	run := s.runs[id]
-	if run == nil || !strings.EqualFold(run.repo.fullName(), c.r.PathValue("owner")+"/"+c.r.PathValue("repo")) {
-		c.fail(http.StatusNotFound, "Not Found")
+	run := s.pathRunLocked(c)
+	if run == nil {
 		return
 	}
 	all := c.r.URL.Query().Get("filter") == "all"
@@ -403,11 +401,19 @@ func (s *Server) listRunJobs(c *call) {
 func (s *Server) getWorkflowRun(c *call) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if run := s.pathRunLocked(c); run != nil {
+		c.json(http.StatusOK, s.runJSON(run))
+	}
+}
+
+// pathRunLocked is the run the path's owner, repo and run_id name, or nil
+// after answering 404.
+func (s *Server) pathRunLocked(c *call) *simRun {
 	id, _ := strconv.ParseInt(c.r.PathValue("run_id"), 10, 64)
 	run := s.runs[id]
 	if run == nil || !strings.EqualFold(run.repo.fullName(), c.r.PathValue("owner")+"/"+c.r.PathValue("repo")) {
 		c.fail(http.StatusNotFound, "Not Found")
-		return
+		return nil
 	}
-	c.json(http.StatusOK, s.runJSON(run))
+	return run
 }
