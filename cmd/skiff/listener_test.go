@@ -30,26 +30,85 @@ func TestLocalListenerKill9(t *testing.T) {
 		t.Skip("needs /proc to find the runner processes")
 	}
 	skiff, standin := buildSkiff(t)
+	listenerKill9(t, skiff, standin, kill9Backend{
+		pools: testenv.CPUPools + "    jobs: listener\n",
+		args: []string{"--limits", "cpu=" + strconv.Itoa(kill9Limit),
+			"--runner", "env SKIFF_STANDIN_DURATION=3s SKIFF_STANDIN_IDLE=20s " + standin},
+		launched: "launched a runner process",
+	})
+}
+
+// TestLocalListenerKill9Slurm is TestLocalListenerKill9 with the runners as
+// batch jobs of the real single-node cluster: they run on through the
+// kill, and the restarted daemon adopts them from its record of the jobs it
+// submitted.
+func TestLocalListenerKill9Slurm(t *testing.T) {
+	t.Parallel()
+	s := testenv.StartSlurm(t, testenv.SlurmOptions{CPUs: 8})
+	if s == nil {
+		return
+	}
+	skiff, standin := buildSkiff(t)
+	runner := filepath.Join(s.Dir, "actions-runner")
+	if err := os.Mkdir(runner, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := "#!/bin/sh\nexec env SKIFF_STANDIN_DURATION=3s SKIFF_STANDIN_IDLE=20s " + standin + " \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(runner, "run.sh"), []byte(run), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shared := filepath.Join(s.Dir, "shared")
+	listenerKill9(t, skiff, standin, kill9Backend{
+		pools: fmt.Sprintf(`version: 1
+pools:
+  - name: cpu
+    labels: [self-hosted, linux, x64]
+    jobs: listener
+    maxRunners: %d
+    slurm: {partition: debug, cpusPerTask: 1, memory: 256M, runAs: shared, runnerDir: %s, workDir: %s}
+`, kill9Limit, runner, filepath.Join(shared, "work")),
+		args:     []string{"--provider", "slurm", "--slurm-shared", shared, "--runner", filepath.Join(runner, "run.sh")},
+		env:      []string{"SLURM_CONF=" + s.Conf},
+		launched: "submitted a runner's batch job",
+	})
+}
+
+// kill9Limit is the most runners the kill -9 tests' pool runs at once.
+const kill9Limit = 3
+
+// kill9Backend is the backend a kill -9 test's one pool "cpu" runs on:
+// the pools file, skiff local's flags and environment for it, and the
+// message its provider logs for each runner launched (with job_id).
+type kill9Backend struct {
+	pools    string
+	args     []string
+	env      []string
+	launched string
+}
+
+// listenerKill9 is the kill -9 test of the listener on backend b: its
+// runners are the stand-in (standin), found by their executable.
+func listenerKill9(t *testing.T, skiff, standin string, b kill9Backend) {
+	t.Helper()
 	sim, pemKey := testenv.GitHubApp(t, "CANARYLKILL")
 	// No job is rescued by an offer made again: what the crash loses stays lost.
 	sim.SetScaleSetOptions(ghsim.ScaleSetOptions{Reoffer: time.Hour})
 	dir := t.TempDir()
 	poolsFile, keyFile, data := filepath.Join(dir, "pools.yaml"), filepath.Join(dir, "app.pem"), filepath.Join(dir, "data")
-	if err := os.WriteFile(poolsFile, []byte(testenv.CPUPools+"    jobs: listener\n"), 0o600); err != nil {
+	if err := os.WriteFile(poolsFile, []byte(b.pools), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(keyFile, []byte(pemKey), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	const limit = 3
-	args := []string{"local", "-f", poolsFile, "--data-dir", data, "--app-id", strconv.Itoa(testenv.AppID), "--app-key-file", keyFile,
-		"--github-api-url", sim.URL(), "--allow", "acme", "--limits", "cpu=" + strconv.Itoa(limit), "--reconcile-every", "2s",
-		"--runner", "env SKIFF_STANDIN_DURATION=3s SKIFF_STANDIN_IDLE=20s " + standin}
+	const limit = kill9Limit
+	args := append([]string{"local", "-f", poolsFile, "--data-dir", data, "--app-id", strconv.Itoa(testenv.AppID), "--app-key-file", keyFile,
+		"--github-api-url", sim.URL(), "--allow", "acme", "--reconcile-every", "2s"}, b.args...)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute) // a safety net, never an assertion
 	defer cancel()
 	start := func(n int) (*exec.Cmd, string) {
 		t.Helper()
-		return startSkiff(ctx, t, skiff, dir, n, nil, args, "scale set session open")
+		return startSkiff(ctx, t, skiff, dir, n, b.env, args, "scale set session open")
 	}
 	labels := []string{"self-hosted", "linux", "x64"}
 	var jobs []int64
@@ -72,7 +131,10 @@ func TestLocalListenerKill9(t *testing.T) {
 	}
 	burst(limit - 1)
 	waitFor(ctx, t, "runners launched before the kill", func() (bool, string) {
-		return count(log1, `"msg":"launched a runner process"`) >= limit-1, readFile(log1)
+		return count(log1, `"msg":"`+b.launched+`"`) >= limit-1, readFile(log1)
+	})
+	waitFor(ctx, t, "runners running before the kill", func() (bool, string) { // a batch job starts after its submission
+		return len(standins(standin)) > 0, readFile(log1)
 	})
 	// The next message's acquire is held up: the kill lands while it is handled.
 	acquires := sim.Requests(ghsim.OpAcquireJobs)
@@ -133,7 +195,7 @@ func TestLocalListenerKill9(t *testing.T) {
 	for _, log := range []string{log1, log2} {
 		for _, l := range logLines(t, log) {
 			switch l.Msg {
-			case "launched a runner process":
+			case b.launched:
 				launches[l.JobID]++
 			case "stranded job: replacement launched":
 				replaced[l.JobID]++
