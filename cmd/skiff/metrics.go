@@ -31,6 +31,9 @@ type metricsOptions struct {
 	filter               metrics.Filter
 	by, format, htmlFile string
 	advice               metrics.AdviceOptions
+	// pools is the pools file (-f), for the warm advice of its pools with
+	// a warm: section; nil without one.
+	pools *pool.Config
 }
 
 // runMetrics implements "skiff metrics": read records, filter, group,
@@ -48,7 +51,8 @@ func runMetrics(args []string, stdout, stderr io.Writer) int {
 		return metricsFail(stderr, exitFailed, "%v", err)
 	}
 	advice := c.Advise(o.advice)
-	if err := writeMetrics(stdout, o, c.Rows(), c.Starts(), advice); err != nil {
+	rep := metrics.Report{By: o.by, Rows: c.Rows(), Advice: advice, Start: c.Starts(), Warm: warmAdvice(c, o.pools)}
+	if err := writeMetrics(stdout, o, rep); err != nil {
 		return metricsFail(stderr, exitFailed, "%v", err)
 	}
 	if o.htmlFile != "" {
@@ -111,6 +115,7 @@ func parseMetricsFlags(args []string, stderr io.Writer) (o metricsOptions, ok bo
 			return o, false, reportLoadError(err, stderr)
 		}
 		o.advice.Allowed = allowedTypes(cfg)
+		o.pools = cfg
 	}
 	return o, true, exitOK
 }
@@ -127,22 +132,55 @@ func readMetrics(ctx context.Context, o metricsOptions, add func(*metrics.Record
 	return readRecordsTable(ctx, o.table, o.filter, add)
 }
 
-// writeMetrics prints the rows in the chosen format; the table is
-// followed by the advice, which JSON holds too.
-func writeMetrics(w io.Writer, o metricsOptions, rows []metrics.Row, starts []metrics.StartRow, advice []metrics.Advice) error {
+// writeMetrics prints the report's rows in the chosen format; the table
+// is followed by the start times, the advice and the warm advice, which
+// JSON holds too.
+func writeMetrics(w io.Writer, o metricsOptions, rep metrics.Report) error {
 	switch o.format {
 	case "csv":
-		return metrics.WriteCSV(w, o.by, rows)
+		return metrics.WriteCSV(w, o.by, rep.Rows)
 	case "json":
-		return metrics.WriteJSON(w, metrics.Report{By: o.by, Rows: rows, Advice: advice, Start: starts})
+		return metrics.WriteJSON(w, rep)
 	}
-	if err := metrics.WriteTable(w, o.by, rows); err != nil {
+	if err := metrics.WriteTable(w, o.by, rep.Rows); err != nil {
 		return err
 	}
-	if err := metrics.WriteStartTable(w, starts); err != nil {
+	if err := metrics.WriteStartTable(w, rep.Start); err != nil {
 		return err
 	}
-	return metrics.WriteAdvice(w, advice, o.advice.MinRecords, o.advice.Headroom)
+	if err := metrics.WriteAdvice(w, rep.Advice, o.advice.MinRecords, o.advice.Headroom); err != nil {
+		return err
+	}
+	return metrics.WriteWarmAdvice(w, rep.Warm)
+}
+
+// warmAdvice is the warm count advice of cfg's pools with a warm:
+// section, each with what that many hot instances would cost a day at the
+// pool's prices (its schedules' hours); nil without a pools file.
+func warmAdvice(c *metrics.Collector, cfg *pool.Config) []metrics.WarmAdvice {
+	if cfg == nil {
+		return nil
+	}
+	warm := map[string]*pool.Warm{}
+	for _, p := range cfg.Pools {
+		if p.Warm.Total() > 0 {
+			warm[p.Name] = p.Warm
+		}
+	}
+	out := c.AdviseWarm(warm)
+	for i, a := range out {
+		p := cfg.Pool(a.Pool)
+		spec, err := cfg.Resolve(p.Labels)
+		if err != nil || spec.Pool != p.Name {
+			continue
+		}
+		hot := *p.Warm
+		hot.Hot, hot.Stopped = a.Count, 0
+		if usd, unpriced := spec.WarmCostPerDay(&hot); !unpriced {
+			out[i].HotCostPerDayUSD = &usd
+		}
+	}
+	return out
 }
 
 // writeMetricsHTML writes the collector's HTML report to a file.

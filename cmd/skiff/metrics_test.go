@@ -53,6 +53,8 @@ func TestMetricsGolden(t *testing.T) {
 		{"metrics-json-workflow-gpu", []string{"--by", "workflow", "--pool", "gpu", "--format", "json"}},
 		{"metrics-table-job-since", []string{"--by", "job", "--since", "168h", "--min-records", "10"}},
 		{"metrics-advice-pools-file", []string{"--by", "pool", "-f", "../../examples/pools.yaml"}},
+		{"metrics-warm-advice", []string{"--by", "pool", "--min-records", "1000", "-f", "testdata/metrics-warm-pools.yaml"}},
+		{"metrics-warm-advice-json", []string{"--by", "pool", "--min-records", "1000", "--format", "json", "-f", "testdata/metrics-warm-pools.yaml"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

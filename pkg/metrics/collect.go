@@ -4,6 +4,8 @@ import (
 	"errors"
 	"io"
 	"time"
+
+	"github.com/skiffci/skiff/pkg/pool"
 )
 
 // Collector makes `skiff metrics`' report from records added one at a
@@ -15,6 +17,7 @@ type Collector struct {
 	rows   *summary
 	starts *startSummary
 	advice *advisor
+	warm   *warmSummary
 	html   *report // nil: no HTML report
 }
 
@@ -25,7 +28,7 @@ func NewCollector(by string, html bool) (*Collector, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Collector{rows: rows, starts: newStartSummary(), advice: newAdvisor()}
+	c := &Collector{rows: rows, starts: newStartSummary(), advice: newAdvisor(), warm: newWarmSummary()}
 	if html {
 		c.html = newReport()
 	}
@@ -38,6 +41,7 @@ func (c *Collector) Add(r *Record) {
 	c.rows.add(r)
 	c.starts.add(r)
 	c.advice.add(r)
+	c.warm.add(r)
 	if c.html != nil {
 		c.html.add(r)
 	}
@@ -51,6 +55,11 @@ func (c *Collector) Starts() []StartRow { return c.starts.rows() }
 
 // Advise is what Advise returns for the records added.
 func (c *Collector) Advise(o AdviceOptions) []Advice { return c.advice.advise(o) }
+
+// AdviseWarm is the warm count advice of each pool of warm (by name): the
+// warm instances that would have started 95 % of its jobs in its warm
+// schedule's hours (warmadvice.go).
+func (c *Collector) AdviseWarm(warm map[string]*pool.Warm) []WarmAdvice { return c.warm.advise(warm) }
 
 // WriteHTML writes what WriteHTML writes for the records added; the
 // collector must have been made for HTML.

@@ -76,6 +76,9 @@ type Report struct {
 	// Start is the start time per pool and start kind, of the records
 	// that have start phases (schema 1.2); absent when none had.
 	Start []StartRow `json:"start,omitempty"`
+	// Warm is the warm count advice of the pools file's pools with a
+	// warm: section; absent without one.
+	Warm []WarmAdvice `json:"warm,omitempty"`
 }
 
 // WriteJSON writes the report as indented JSON.
