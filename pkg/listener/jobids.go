@@ -58,7 +58,9 @@ func (l *Listener) workflowJob(ctx context.Context, b batchJobs, j scaleset.JobM
 	if !ok {
 		return 0, fmt.Errorf("job %s (%q, run %d): %w", j.JobID, j.DisplayName, j.WorkflowRunID, errNoMatch)
 	}
-	l.byMessage[j.JobID], l.matched[id] = id, j.JobID
+	now := l.o.Now()
+	l.byMessage[j.JobID], l.matched[id], l.matchedAt[id] = id, j.JobID, now
+	l.forgetOldLocked(now)
 	return id, nil
 }
 
@@ -69,6 +71,7 @@ func (l *Listener) forgetJob(jobID string) {
 	if id, ok := l.byMessage[jobID]; ok {
 		delete(l.byMessage, jobID)
 		delete(l.matched, id)
+		delete(l.matchedAt, id)
 	}
 }
 

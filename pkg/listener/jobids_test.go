@@ -2,6 +2,7 @@ package listener
 
 import (
 	"testing"
+	"time"
 
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/scaleset"
@@ -40,5 +41,32 @@ func TestMatch(t *testing.T) {
 		if got != tc.want || ok != (tc.want != 0) {
 			t.Errorf("%s: %d %v, want %d", tc.name, got, ok, tc.want)
 		}
+	}
+}
+
+// TestForgetOld: a daemon keeps what it learnt of a run, and a match
+// whose job never completed, for a day, looking once an hour at most.
+func TestForgetOld(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	l := &Listener{runs: map[int64]runFacts{1: {at: t0}, 2: {at: t0.Add(23 * time.Hour)}},
+		byMessage: map[string]int64{"a": 10, "b": 20}, matched: map[int64]string{10: "a", 20: "b"},
+		matchedAt: map[int64]time.Time{10: t0, 20: t0.Add(23 * time.Hour)}}
+	l.forgetOldLocked(t0.Add(25 * time.Hour))
+	_, run1 := l.runs[1]
+	_, run2 := l.runs[2]
+	_, a := l.byMessage["a"]
+	_, b := l.byMessage["b"]
+	if run1 || !run2 || a || !b || len(l.matched) != 1 || len(l.matchedAt) != 1 {
+		t.Errorf("after a day: runs %v, matches %v %v %v; want only the younger of each", l.runs, l.byMessage, l.matched, l.matchedAt)
+	}
+	l.runs[3] = runFacts{at: t0}
+	l.forgetOldLocked(t0.Add(25*time.Hour + 30*time.Minute))
+	if _, ok := l.runs[3]; !ok {
+		t.Error("swept again within the hour")
+	}
+	l.forgetOldLocked(t0.Add(26*time.Hour + time.Minute))
+	if _, ok := l.runs[3]; ok {
+		t.Error("an old run kept past the next hour's sweep")
 	}
 }

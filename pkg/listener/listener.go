@@ -134,16 +134,47 @@ type Listener struct {
 	ids  map[string]int64 // pool → scale set id, once set up
 	runs map[int64]runFacts
 	// byMessage and matched pair an opaque message jobId with its workflow
-	// job id until the job completes (jobids.go).
+	// job id until the job completes (jobids.go), or for memoryAge.
 	byMessage map[string]int64
 	matched   map[int64]string
+	matchedAt map[int64]time.Time
+	// swept is when forgetOldLocked last looked.
+	swept time.Time
+}
+
+// forgetOldLocked drops, at most once an hour, the runs read and the
+// matches made more than memoryAge before now.
+func (l *Listener) forgetOldLocked(now time.Time) {
+	if now.Sub(l.swept) < time.Hour {
+		return
+	}
+	l.swept = now
+	for id, f := range l.runs {
+		if now.Sub(f.at) > memoryAge {
+			delete(l.runs, id)
+		}
+	}
+	for id, at := range l.matchedAt {
+		if now.Sub(at) > memoryAge {
+			delete(l.byMessage, l.matched[id])
+			delete(l.matched, id)
+			delete(l.matchedAt, id)
+		}
+	}
 }
 
 // runFacts are what the listener learnt of a run, once per run.
 type runFacts struct {
 	run        store.Run
 	visibility pool.Visibility
+	at         time.Time // when it was read
 }
+
+// memoryAge is how long the listener keeps what it learnt of a run, and a
+// match of a message's job id whose job never completed: a daemon runs for
+// months, and a run's jobs are offered within hours of each other (one read
+// more for a run that lasts longer).
+const memoryAge = 24 * time.Hour
 
 // New checks o and returns a listener; nothing is called until Run.
 func New(o Options) (*Listener, error) {
@@ -169,7 +200,7 @@ func New(o Options) (*Listener, error) {
 		o.Wait = wait
 	}
 	return &Listener{o: o, log: o.Logger.With("org", o.Client.Org()), ids: map[string]int64{}, runs: map[int64]runFacts{},
-		byMessage: map[string]int64{}, matched: map[int64]string{}}, nil
+		byMessage: map[string]int64{}, matched: map[int64]string{}, matchedAt: map[int64]time.Time{}}, nil
 }
 
 func wait(ctx context.Context, d time.Duration) error {
@@ -517,8 +548,10 @@ func (l *Listener) run(ctx context.Context, j scaleset.JobMessage) (runFacts, er
 	if err := l.o.Records.RecordRun(ctx, f.run); err != nil {
 		return runFacts{}, fmt.Errorf("recording run %d: %w", r.ID, err)
 	}
+	f.at = now
 	l.mu.Lock()
 	l.runs[j.WorkflowRunID] = f
+	l.forgetOldLocked(now)
 	l.mu.Unlock()
 	return f, nil
 }
