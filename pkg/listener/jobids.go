@@ -58,6 +58,12 @@ func (l *Listener) workflowJob(ctx context.Context, b batchJobs, j scaleset.JobM
 	if !ok {
 		return 0, fmt.Errorf("job %s (%q, run %d): %w", j.JobID, j.DisplayName, j.WorkflowRunID, errNoMatch)
 	}
+	if j.RunnerName != "" && !runsOn(jobs, id, j.RunnerName) {
+		// A start or an end matched by name only (the run's jobs do not
+		// name its runner yet): not kept, so the next message of the job
+		// looks for its runner again.
+		return id, nil
+	}
 	now := l.o.Now()
 	l.byMessage[j.JobID], l.matched[id], l.matchedAt[id] = id, j.JobID, now
 	l.forgetOldLocked(now)
@@ -73,6 +79,16 @@ func (l *Listener) forgetJob(jobID string) {
 		delete(l.matched, id)
 		delete(l.matchedAt, id)
 	}
+}
+
+// runsOn reports whether the job id of jobs runs on runner.
+func runsOn(jobs []github.Job, id int64, runner string) bool {
+	for _, c := range jobs {
+		if c.ID == id {
+			return c.RunnerName == runner
+		}
+	}
+	return false
 }
 
 // match picks the workflow job of message j among a run's jobs: the one

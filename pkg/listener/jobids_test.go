@@ -1,6 +1,8 @@
 package listener
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -68,5 +70,35 @@ func TestForgetOld(t *testing.T) {
 	l.forgetOldLocked(t0.Add(26*time.Hour + time.Minute))
 	if _, ok := l.runs[3]; ok {
 		t.Error("an old run kept past the next hour's sweep")
+	}
+}
+
+// runsFake answers the run's jobs with jobs (and no run).
+type runsFake struct{ jobs []github.Job }
+
+func (f *runsFake) GetWorkflowRun(context.Context, int64, string, string, int64) (*github.WorkflowRun, error) {
+	return nil, errors.New("not in this test")
+}
+
+func (f *runsFake) RunJobs(context.Context, int64, string, string, int64) ([]github.Job, error) {
+	return f.jobs, nil
+}
+
+// TestStartBeforeItsRunnerShows: a start whose runner the run's jobs do
+// not name yet is matched by name for this message only; the next message
+// of the job finds it by its runner.
+func TestStartBeforeItsRunnerShows(t *testing.T) {
+	t.Parallel()
+	gh := &runsFake{jobs: []github.Job{{ID: 10, Name: "build", Status: "queued"}, {ID: 20, Name: "build", Status: "queued"}}}
+	l := &Listener{o: Options{GitHub: gh, Now: time.Now}, byMessage: map[string]int64{}, matched: map[int64]string{},
+		matchedAt: map[int64]time.Time{}}
+	m := scaleset.JobMessage{Type: scaleset.JobStarted, JobID: "opaque", DisplayName: "build", WorkflowRunID: 1, RunnerName: "r9"}
+	if id, err := l.workflowJob(context.Background(), batchJobs{}, m); err != nil || id != 10 {
+		t.Fatalf("before the runner shows: %d %v, want the first of the name", id, err)
+	}
+	gh.jobs[1].RunnerName, gh.jobs[1].Status = "r9", "in_progress"
+	m.Type = scaleset.JobCompleted
+	if id, err := l.workflowJob(context.Background(), batchJobs{}, m); err != nil || id != 20 {
+		t.Errorf("once the runner shows: %d %v, want the runner's job 20", id, err)
 	}
 }
