@@ -103,19 +103,35 @@ func WriteStartTable(w io.Writer, rows []StartRow) error {
 	fmt.Fprintln(w, "\nstart time (p50/p95; skiff's own share is queued → requested):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "POOL\tKIND\tJOBS\tQUEUED→ASSIGNED\tSKIFF (QUEUED→REQUESTED)\tREQUESTED→LAUNCHED\tLAUNCHED→ONLINE\tONLINE→ASSIGNED")
-	pair := func(s Stat) string {
-		if s.N == 0 {
-			return "-"
-		}
-		return FormatPhase(s.P50) + "/" + FormatPhase(s.P95)
-	}
+	partial := false
 	for _, r := range rows {
 		kind := r.Kind
 		if kind == "" {
 			kind = "-"
 		}
+		// A phase known for fewer of the row's jobs says for how many: its
+		// p50 is of those jobs only (skiff's share is a job's only when its
+		// runner was requested for it).
+		pair := func(s Stat) string {
+			if s.N == 0 {
+				return "-"
+			}
+			out := FormatPhase(s.P50) + "/" + FormatPhase(s.P95)
+			if s.N < r.Jobs {
+				out += " (" + strconv.Itoa(s.N) + ")"
+				partial = true
+			}
+			return out
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Pool, kind, r.Jobs, pair(r.Total), pair(r.Skiff), pair(r.Launch),
 			pair(r.Boot), pair(r.Assign))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if partial {
+		_, err := fmt.Fprintln(w, "(n): of the row's jobs, the n whose record has the phase; skiff's share only where the job's runner was requested for it")
+		return err
+	}
+	return nil
 }
