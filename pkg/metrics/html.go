@@ -294,7 +294,7 @@ small{color:#666} code{background:#f4f4f4;padding:0 .2em}
 <text x="0" y="14" font-size="11">{{$b.Label}}</text>
 <g transform="translate(200,0)">{{range $b.Segments}}<rect class="start-{{.Name}}" x="{{printf "%.1f" .X}}" y="3" width="{{printf "%.1f" .W}}" height="14" fill="{{.Color}}"><title>{{.Name}} p50 {{printf "%.1f" .Seconds}} s</title></rect>{{end}}
 <line x1="{{$b.XP95}}" x2="{{$b.XP95}}" y1="0" y2="20" stroke="#222"/></g>
-<text x="610" y="14" font-size="10">{{$b.Jobs}} jobs · queued → assigned p50 {{printf "%.1f" $b.P50}} s, p95 {{printf "%.1f" $b.P95}} s{{if $b.Skiff.N}} · skiff p95 {{printf "%.1f" $b.Skiff.P95}} s{{end}}</text>
+<text x="610" y="14" font-size="10">{{$b.Jobs}} jobs · queued → assigned p50 {{printf "%.1f" $b.P50}} s, p95 {{printf "%.1f" $b.P95}} s{{if $b.Skiff.N}} · skiff p95 {{printf "%.1f" $b.Skiff.P95}} s{{if lt $b.Skiff.N $b.Jobs}} (of {{$b.Skiff.N}} jobs){{end}}{{end}}</text>
 </g>{{end}}
 </svg>
 {{end}}
