@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -134,18 +135,7 @@ func localConfig(f localFlags, getenv func(string) string, readFile func(string)
 	if cfg.WebhookSecret == "" && local.NeedsWebhook(f.pools) {
 		problems = append(problems, "SKIFF_WEBHOOK_SECRET is required: skiff does not accept unsigned webhooks")
 	}
-	backends := []string{cfg.Provider}
-	if pools, err := pool.Load(f.pools); err == nil { // a bad file is local.New's to report
-		backends = local.ProvidersOf(pools, cfg.Provider)
-	}
-	for _, b := range backends {
-		if (b == "process" || b == "slurm") && len(cfg.RunnerCommand) == 0 {
-			problems = append(problems, "--runner is required with the "+b+" provider")
-		}
-		if b == "slurm" && cfg.SlurmShared == "" {
-			problems = append(problems, "--slurm-shared is required with the slurm provider")
-		}
-	}
+	problems = append(problems, backendProblems(cfg, f.pools)...)
 	if l, err := parseLimits(f.limits); err != nil {
 		problems = append(problems, err.Error())
 	} else {
@@ -155,6 +145,36 @@ func localConfig(f localFlags, getenv func(string) string, readFile func(string)
 		problems = append(problems, "--reconcile-every must be positive")
 	}
 	return cfg, problems
+}
+
+// backendProblems lists the flags the backends of poolsFile's pools need
+// and cfg lacks: the runner command for process pools and for pools
+// without a section on --provider slurm (a slurm: section names its
+// runnerDir), the shared directory for Slurm pools.
+// An unreadable pools file is local.New's to report: cfg's provider alone
+// is checked then.
+func backendProblems(cfg local.Config, poolsFile string) []string {
+	pools, err := pool.Load(poolsFile)
+	if err != nil {
+		pools = &pool.Config{Pools: []*pool.Pool{{Name: "-"}}} // one pool of --provider's
+	}
+	var problems []string
+	for _, b := range local.ProvidersOf(pools, cfg.Provider) {
+		needRunner := b == "process"
+		if b == "slurm" {
+			if cfg.SlurmShared == "" {
+				problems = append(problems, "--slurm-shared is required with the slurm provider")
+			}
+			for _, p := range local.Routed(pools, cfg.Provider, b).Pools {
+				needRunner = needRunner || p.Slurm == nil || p.Slurm.RunnerDir == ""
+			}
+		}
+		if needRunner && len(cfg.RunnerCommand) == 0 {
+			problems = append(problems, "--runner is required with the "+b+" provider")
+		}
+	}
+	slices.Sort(problems)
+	return problems
 }
 
 // serveLocal builds skiff local from cfg and runs it until a signal; it

@@ -2,10 +2,13 @@ package main
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/internal/local"
 	"github.com/skiffci/skiff/pkg/store/sqlitestore"
 )
 
@@ -111,4 +114,47 @@ type localConfigView struct {
 	Allow, Installations   []string
 	Limits                 map[string]int
 	Fast                   bool
+}
+
+// TestBackendFlags: the flags a daemon needs follow the backends its pools
+// name: the runner command for process pools and for pools without a
+// section on --provider slurm (a slurm: section names its runnerDir), the
+// shared directory for Slurm pools.
+func TestBackendFlags(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := func(name, yaml string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte("version: 1\npools:\n"+yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	const (
+		lab      = "  - name: lab\n    labels: [lab]\n    process: {}\n"
+		hpc      = "  - name: hpc\n    labels: [hpc]\n    slurm: {partition: debug, runAs: [ci1], runnerDir: /shared/actions-runner, workDir: /shared/work}\n"
+		plain    = "  - name: plain\n    labels: [plain]\n    instanceTypes: [c7i.large]\n    subnets: [subnet-0a1b2c3d4e5f60718]\n    image: {ami: ami-0123456789abcdef0}\n"
+		runner   = "--runner is required with the process provider"
+		shared   = "--slurm-shared is required with the slurm provider"
+		slurmRun = "--runner is required with the slurm provider"
+	)
+	cases := []struct {
+		name, pools, provider, runner, shared string
+		want                                  []string
+	}{
+		{"a process pool and a Slurm pool", file("mixed.yaml", lab+hpc), "process", "", "", []string{runner, shared}},
+		{"the Slurm pool's runnerDir is its runner", file("hpc.yaml", hpc), "process", "", "/shared", nil},
+		{"a pool without a section, on --provider slurm", file("plain.yaml", hpc+plain), "slurm", "", "/shared", []string{slurmRun}},
+		{"both given", file("mixed2.yaml", lab+hpc), "process", "/opt/run.sh", "/shared", nil},
+		{"no pools file: the provider alone", filepath.Join(dir, "missing.yaml"), "slurm", "", "", []string{slurmRun, shared}},
+	}
+	for _, tc := range cases {
+		cfg := local.Config{Provider: tc.provider, SlurmShared: tc.shared}
+		if tc.runner != "" {
+			cfg.RunnerCommand = []string{tc.runner}
+		}
+		if got := backendProblems(cfg, tc.pools); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
 }
