@@ -45,6 +45,8 @@ type Router struct {
 
 	endedOnce sync.Once
 	ended     chan struct{}
+	closeOnce sync.Once
+	closed    chan struct{} // closed by Close: the end notices' forwarders stop
 }
 
 var (
@@ -55,7 +57,8 @@ var (
 // New returns a router over members (by their Name): pools maps each pool
 // to its member's name; def names the member of any other pool.
 func New(members []provider.Provider, pools map[string]string, def string) (*Router, error) {
-	r := &Router{members: map[string]provider.Provider{}, byPool: map[string]string{}, def: def, owner: map[string]string{}}
+	r := &Router{members: map[string]provider.Provider{}, byPool: map[string]string{}, def: def, owner: map[string]string{},
+		closed: make(chan struct{})}
 	for _, m := range members {
 		name := m.Name()
 		if _, dup := r.members[name]; dup || strings.ContainsAny(name, "\n") || name == "" {
@@ -231,7 +234,15 @@ func (r *Router) Ended() <-chan struct{} {
 				continue
 			}
 			go func(c <-chan struct{}) {
-				for range c {
+				for {
+					select {
+					case <-r.closed:
+						return
+					case _, ok := <-c:
+						if !ok {
+							return
+						}
+					}
 					select {
 					case r.ended <- struct{}{}:
 					default:
@@ -260,8 +271,10 @@ type closer interface {
 	Close(ctx context.Context) error
 }
 
-// Close closes every member that has a Close.
+// Close closes every member that has a Close, and stops forwarding end
+// notices.
 func (r *Router) Close(ctx context.Context) error {
+	r.closeOnce.Do(func() { close(r.closed) })
 	var errs []error
 	for _, m := range r.Members() {
 		if c, ok := m.(closer); ok {
