@@ -132,10 +132,15 @@ func localConfig(f localFlags, getenv func(string) string, readFile func(string)
 	default:
 		problems = append(problems, "the App's key is required: --app-key-file or SKIFF_GITHUB_APP_KEY (or run skiff setup first)")
 	}
-	if cfg.WebhookSecret == "" && local.NeedsWebhook(f.pools) {
+	// Loaded once for the checks below and for the daemon; a file that
+	// cannot be loaded is reported when the daemon loads it again.
+	if pools, err := pool.Load(f.pools); err == nil {
+		cfg.Pools = pools
+	}
+	if cfg.WebhookSecret == "" && local.NeedsWebhook(cfg.Pools) {
 		problems = append(problems, "SKIFF_WEBHOOK_SECRET is required: skiff does not accept unsigned webhooks")
 	}
-	problems = append(problems, backendProblems(cfg, f.pools)...)
+	problems = append(problems, backendProblems(cfg)...)
 	if l, err := parseLimits(f.limits); err != nil {
 		problems = append(problems, err.Error())
 	} else {
@@ -147,15 +152,15 @@ func localConfig(f localFlags, getenv func(string) string, readFile func(string)
 	return cfg, problems
 }
 
-// backendProblems lists the flags the backends of poolsFile's pools need
-// and cfg lacks: the runner command for process pools and for pools
-// without a section on --provider slurm (a slurm: section names its
-// runnerDir), the shared directory for Slurm pools.
-// An unreadable pools file is local.New's to report: cfg's provider alone
-// is checked then.
-func backendProblems(cfg local.Config, poolsFile string) []string {
-	pools, err := pool.Load(poolsFile)
-	if err != nil {
+// backendProblems lists the flags the backends of cfg's pools need and
+// cfg lacks: the runner command for process pools and for pools without a
+// section on --provider slurm (a slurm: section names its runnerDir), the
+// shared directory for Slurm pools. Without pools (a file that could not
+// be loaded, reported when the daemon loads it) cfg's provider alone is
+// checked.
+func backendProblems(cfg local.Config) []string {
+	pools := cfg.Pools
+	if pools == nil {
 		pools = &pool.Config{Pools: []*pool.Pool{{Name: "-"}}} // one pool of --provider's
 	}
 	var problems []string
@@ -206,13 +211,16 @@ func serveLocal(cfg local.Config, f localFlags, stdout, stderr io.Writer) int {
 
 // buildExternal builds the kubernetes and container providers, for the
 // pools that run on them (local.ProviderOf: their section, or --provider
-// for a pool with none), into cfg.ExternalProviders; cfg.Pools is the
-// pools file, loaded once.
+// for a pool with none), into cfg.ExternalProviders. cfg.Pools is the
+// pools file localConfig loaded; nil when it could not be, which is said
+// here.
 func buildExternal(cfg *local.Config, f localFlags, logger *slog.Logger) error {
-	pools, err := pool.Load(f.pools)
-	if err != nil {
+	if cfg.Pools == nil {
+		_, err := pool.Load(f.pools)
 		return fmt.Errorf("loading pools: %w", err)
 	}
+	pools := cfg.Pools
+	var err error
 	// The providers are built here, so the deployment id is decided here
 	// (only once a provider is about to be: a refusal writes nothing).
 	deployment := func() (string, error) {
@@ -239,7 +247,6 @@ func buildExternal(cfg *local.Config, f localFlags, logger *slog.Logger) error {
 		}
 		cfg.ExternalProviders = append(cfg.ExternalProviders, p)
 	}
-	cfg.Pools = pools
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/internal/local"
+	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/store/sqlitestore"
 )
 
@@ -153,7 +154,10 @@ func TestBackendFlags(t *testing.T) {
 		if tc.runner != "" {
 			cfg.RunnerCommand = []string{tc.runner}
 		}
-		if got := backendProblems(cfg, tc.pools); !reflect.DeepEqual(got, tc.want) {
+		if pools, err := pool.Load(tc.pools); err == nil {
+			cfg.Pools = pools
+		}
+		if got := backendProblems(cfg); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}

@@ -35,13 +35,10 @@ func listenerPools(pools *pool.Config) []*pool.Pool {
 // with none, skiff local opens no port.
 func needsWebhook(pools *pool.Config) bool { return len(listenerPools(pools)) < len(pools.Pools) }
 
-// NeedsWebhook reports whether the pools file at path has a pool that
-// takes its jobs from the webhook (true when it cannot be read: loading it
-// again says why).
-func NeedsWebhook(path string) bool {
-	pools, err := pool.Load(path)
-	return err != nil || needsWebhook(pools)
-}
+// NeedsWebhook reports whether pools has a pool that takes its jobs from
+// the webhook (true for nil, a pools file that could not be loaded:
+// loading it again says why).
+func NeedsWebhook(pools *pool.Config) bool { return pools == nil || needsWebhook(pools) }
 
 // listenerOrgs are the organizations the listener serves: the allow-list's
 // owners (of owner and owner/name entries).
