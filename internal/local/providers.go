@@ -67,29 +67,27 @@ func (l *Local) buildProvider(pools *pool.Config) error {
 		names = []string{l.cfg.Provider}
 	}
 	var members []provider.Provider
-	var closers []func(context.Context) error
 	fail := func(err error) error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		for _, c := range closers {
-			_ = c(ctx) // a process provider may have adopted runners: they are ended
+		for _, m := range members {
+			if c, ok := m.(closer); ok {
+				_ = c.Close(ctx) // a process provider may have adopted runners: they are ended
+			}
 		}
 		return err
 	}
 	for _, name := range names {
-		p, closeFn, err := l.buildMember(name, Routed(pools, l.cfg.Provider, name))
+		p, err := l.buildMember(name, Routed(pools, l.cfg.Provider, name))
 		if err != nil {
 			return fail(err)
 		}
 		members = append(members, p)
-		if closeFn != nil {
-			closers = append(closers, closeFn)
-		}
 	}
 	if len(members) == 1 {
 		l.Provider = members[0]
-		if len(closers) == 1 {
-			l.closeFn = closers[0]
+		if c, ok := members[0].(closer); ok {
+			l.closeFn = c.Close
 		}
 		return nil
 	}
@@ -109,26 +107,31 @@ func (l *Local) buildProvider(pools *pool.Config) error {
 	return nil
 }
 
-// buildMember builds the provider name for its pools (routed to it); a
-// process provider also returns its Close.
-func (l *Local) buildMember(name string, pools *pool.Config) (provider.Provider, func(context.Context) error, error) {
+// closer is a provider with something to end when the daemon stops (the
+// process provider's runners); the router closes its members that are.
+type closer interface {
+	Close(ctx context.Context) error
+}
+
+// buildMember builds the provider name for its pools (routed to it).
+func (l *Local) buildMember(name string, pools *pool.Config) (provider.Provider, error) {
 	cfg := l.cfg
 	switch name {
 	case "process":
 		if len(cfg.RunnerCommand) == 0 {
-			return nil, nil, fmt.Errorf("local mode: pools %v run on the process provider, which needs the runner command", poolNames(pools))
+			return nil, fmt.Errorf("local mode: pools %v run on the process provider, which needs the runner command", poolNames(pools))
 		}
 		p, err := process.New(process.Options{Command: cfg.RunnerCommand, DataDir: filepath.Join(cfg.DataDir, "runners"),
 			Env: cfg.RunnerEnv, Limits: cfg.Limits, LogDir: filepath.Join(cfg.DataDir, "logs"), Logger: l.log, Now: cfg.Now,
 			Hide: append([]string{cfg.DataDir}, cfg.Hide...)})
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if err := needSandbox(pools, p.SandboxError()); err != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			_ = p.Close(ctx) // it may have adopted runners: they are ended
-			return nil, nil, err
+			return nil, err
 		}
 		// Scale-up reserves a runner in the ledger (the pool's maxRunners)
 		// before it registers one with GitHub; a maxRunners above what this
@@ -136,10 +139,10 @@ func (l *Local) buildMember(name string, pools *pool.Config) (provider.Provider,
 		for _, pl := range pools.Pools {
 			pl.MaxRunners = min(pl.MaxRunners, p.Limit(pl.Name))
 		}
-		return p, p.Close, nil
+		return p, nil
 	case "slurm":
 		if cfg.SlurmShared == "" {
-			return nil, nil, fmt.Errorf("local mode: pools %v run on the slurm provider, which needs a shared directory (SlurmShared)", poolNames(pools))
+			return nil, fmt.Errorf("local mode: pools %v run on the slurm provider, which needs a shared directory (SlurmShared)", poolNames(pools))
 		}
 		// skiff's record of its jobs lives in its own data directory, out
 		// of the jobs' reach; registrations and work on the shared one. The
@@ -149,7 +152,7 @@ func (l *Local) buildMember(name string, pools *pool.Config) (provider.Provider,
 			StateDir: filepath.Join(cfg.DataDir, "slurm"), Sudo: cfg.SlurmSudo,
 			NamePrefix: SlurmNamePrefix(cfg.Deployment), Logger: l.log, Now: cfg.Now})
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		// One live runner per run-as account: a maxRunners above a pool's
 		// accounts would register JIT runners that wait for an account.
@@ -158,16 +161,16 @@ func (l *Local) buildMember(name string, pools *pool.Config) (provider.Provider,
 				pl.MaxRunners = min(pl.MaxRunners, len(pl.Slurm.RunAs))
 			}
 		}
-		return p, nil, nil
+		return p, nil
 	case "dry-run":
-		return dryrun.New(l.log, cfg.Now), nil, nil
+		return dryrun.New(l.log, cfg.Now), nil
 	}
 	for _, p := range append([]provider.Provider{cfg.ExternalProvider}, cfg.ExternalProviders...) {
 		if p != nil && p.Name() == name {
-			return p, nil, nil
+			return p, nil
 		}
 	}
-	return nil, nil, fmt.Errorf("local mode: pools %v run on provider %q, which is none of process, slurm, dry-run, and no such provider was built",
+	return nil, fmt.Errorf("local mode: pools %v run on provider %q, which is none of process, slurm, dry-run, and no such provider was built",
 		poolNames(pools), name)
 }
 
