@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/scaleset"
@@ -54,20 +55,27 @@ func (l *Listener) workflowJob(ctx context.Context, b batchJobs, j scaleset.JobM
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	id, ok = match(jobs, j, l.matched)
-	if !ok {
+	id, byRunner := match(jobs, j, l.matched)
+	if id == 0 {
 		return 0, fmt.Errorf("job %s (%q, run %d): %w", j.JobID, j.DisplayName, j.WorkflowRunID, errNoMatch)
 	}
-	if j.RunnerName != "" && !runsOn(jobs, id, j.RunnerName) {
+	if j.RunnerName != "" && !byRunner {
 		// A start or an end matched by name only (the run's jobs do not
 		// name its runner yet): not kept, so the next message of the job
 		// looks for its runner again.
 		return id, nil
 	}
 	now := l.o.Now()
-	l.byMessage[j.JobID], l.matched[id], l.matchedAt[id] = id, j.JobID, now
+	l.byMessage[j.JobID], l.matched[id] = id, matchedJob{message: j.JobID, at: now}
 	l.forgetOldLocked(now)
 	return id, nil
+}
+
+// matchedJob is a workflow job a message's job id was matched to: that id,
+// and when.
+type matchedJob struct {
+	message string
+	at      time.Time
 }
 
 // forgetJob drops message job id's match once its job completed.
@@ -77,25 +85,15 @@ func (l *Listener) forgetJob(jobID string) {
 	if id, ok := l.byMessage[jobID]; ok {
 		delete(l.byMessage, jobID)
 		delete(l.matched, id)
-		delete(l.matchedAt, id)
 	}
 }
 
-// runsOn reports whether the job id of jobs runs on runner.
-func runsOn(jobs []github.Job, id int64, runner string) bool {
-	for _, c := range jobs {
-		if c.ID == id {
-			return c.RunnerName == runner
-		}
-	}
-	return false
-}
-
-// match picks the workflow job of message j among a run's jobs: the one
-// whose runner is the message's (a runner runs one job), else the first,
-// by id, of the message's name and labels that no other message matched
-// (jobs alike in both are alike to a scale set's runners too).
-func match(jobs []github.Job, j scaleset.JobMessage, matched map[int64]string) (int64, bool) {
+// match picks the workflow job of message j among a run's jobs (0: none):
+// the one whose runner is the message's (a runner runs one job; byRunner),
+// else the first, by id, of the message's name and labels that no other
+// message matched (jobs alike in both are alike to a scale set's runners
+// too).
+func match(jobs []github.Job, j scaleset.JobMessage, matched map[int64]matchedJob) (id int64, byRunner bool) {
 	if j.RunnerName != "" {
 		for _, c := range jobs {
 			if c.RunnerName == j.RunnerName {
@@ -116,5 +114,5 @@ func match(jobs []github.Job, j scaleset.JobMessage, matched map[int64]string) (
 			best = c.ID
 		}
 	}
-	return best, best != 0
+	return best, false
 }

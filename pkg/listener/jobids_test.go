@@ -24,24 +24,32 @@ func TestMatch(t *testing.T) {
 	avail := func(name string, labels ...string) scaleset.JobMessage {
 		return scaleset.JobMessage{Type: scaleset.JobAvailable, DisplayName: name, RequestLabels: labels}
 	}
+	matched := func(ids ...int64) map[int64]matchedJob {
+		out := map[int64]matchedJob{}
+		for _, id := range ids {
+			out[id] = matchedJob{message: "other"}
+		}
+		return out
+	}
 	cases := []struct {
-		name    string
-		m       scaleset.JobMessage
-		matched map[int64]string
-		want    int64
+		name         string
+		m            scaleset.JobMessage
+		matched      map[int64]matchedJob
+		want         int64
+		wantByRunner bool
 	}{
 		{"the runner's job, not the first of its name", scaleset.JobMessage{Type: scaleset.JobStarted, DisplayName: "build",
-			RunnerName: "skiff-a"}, nil, 30},
-		{"the first queued job of the name and labels", avail("build", "LINUX", "self-hosted"), nil, 10},
-		{"the next one once the first is matched", avail("build", "linux", "self-hosted"), map[int64]string{10: "x"}, 20},
-		{"none left", avail("build", "linux", "self-hosted"), map[int64]string{10: "x", 20: "y"}, 0},
-		{"other labels", avail("build", "gpu"), nil, 0},
-		{"any labels when the message names none", avail("test"), nil, 40},
+			RunnerName: "skiff-a"}, nil, 30, true},
+		{"the first queued job of the name and labels", avail("build", "LINUX", "self-hosted"), nil, 10, false},
+		{"the next one once the first is matched", avail("build", "linux", "self-hosted"), matched(10), 20, false},
+		{"none left", avail("build", "linux", "self-hosted"), matched(10, 20), 0, false},
+		{"other labels", avail("build", "gpu"), nil, 0, false},
+		{"any labels when the message names none", avail("test"), nil, 40, false},
 	}
 	for _, tc := range cases {
-		got, ok := match(jobs, tc.m, tc.matched)
-		if got != tc.want || ok != (tc.want != 0) {
-			t.Errorf("%s: %d %v, want %d", tc.name, got, ok, tc.want)
+		got, byRunner := match(jobs, tc.m, tc.matched)
+		if got != tc.want || byRunner != tc.wantByRunner {
+			t.Errorf("%s: %d (by runner %v), want %d (%v)", tc.name, got, byRunner, tc.want, tc.wantByRunner)
 		}
 	}
 }
@@ -52,15 +60,15 @@ func TestForgetOld(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
 	l := &Listener{runs: map[int64]runFacts{1: {at: t0}, 2: {at: t0.Add(23 * time.Hour)}},
-		byMessage: map[string]int64{"a": 10, "b": 20}, matched: map[int64]string{10: "a", 20: "b"},
-		matchedAt: map[int64]time.Time{10: t0, 20: t0.Add(23 * time.Hour)}}
+		byMessage: map[string]int64{"a": 10, "b": 20},
+		matched:   map[int64]matchedJob{10: {message: "a", at: t0}, 20: {message: "b", at: t0.Add(23 * time.Hour)}}}
 	l.forgetOldLocked(t0.Add(25 * time.Hour))
 	_, run1 := l.runs[1]
 	_, run2 := l.runs[2]
 	_, a := l.byMessage["a"]
 	_, b := l.byMessage["b"]
-	if run1 || !run2 || a || !b || len(l.matched) != 1 || len(l.matchedAt) != 1 {
-		t.Errorf("after a day: runs %v, matches %v %v %v; want only the younger of each", l.runs, l.byMessage, l.matched, l.matchedAt)
+	if run1 || !run2 || a || !b || len(l.matched) != 1 {
+		t.Errorf("after a day: runs %v, matches %v %v; want only the younger of each", l.runs, l.byMessage, l.matched)
 	}
 	l.runs[3] = runFacts{at: t0}
 	l.forgetOldLocked(t0.Add(25*time.Hour + 30*time.Minute))
@@ -90,8 +98,7 @@ func (f *runsFake) RunJobs(context.Context, int64, string, string, int64) ([]git
 func TestStartBeforeItsRunnerShows(t *testing.T) {
 	t.Parallel()
 	gh := &runsFake{jobs: []github.Job{{ID: 10, Name: "build", Status: "queued"}, {ID: 20, Name: "build", Status: "queued"}}}
-	l := &Listener{o: Options{GitHub: gh, Now: time.Now}, byMessage: map[string]int64{}, matched: map[int64]string{},
-		matchedAt: map[int64]time.Time{}}
+	l := &Listener{o: Options{GitHub: gh, Now: time.Now}, byMessage: map[string]int64{}, matched: map[int64]matchedJob{}}
 	m := scaleset.JobMessage{Type: scaleset.JobStarted, JobID: "opaque", DisplayName: "build", WorkflowRunID: 1, RunnerName: "r9"}
 	if id, err := l.workflowJob(context.Background(), batchJobs{}, m); err != nil || id != 10 {
 		t.Fatalf("before the runner shows: %d %v, want the first of the name", id, err)

@@ -136,8 +136,7 @@ type Listener struct {
 	// byMessage and matched pair an opaque message jobId with its workflow
 	// job id until the job completes (jobids.go), or for memoryAge.
 	byMessage map[string]int64
-	matched   map[int64]string
-	matchedAt map[int64]time.Time
+	matched   map[int64]matchedJob
 	// swept is when forgetOldLocked last looked.
 	swept time.Time
 }
@@ -154,11 +153,10 @@ func (l *Listener) forgetOldLocked(now time.Time) {
 			delete(l.runs, id)
 		}
 	}
-	for id, at := range l.matchedAt {
-		if now.Sub(at) > memoryAge {
-			delete(l.byMessage, l.matched[id])
+	for id, m := range l.matched {
+		if now.Sub(m.at) > memoryAge {
+			delete(l.byMessage, m.message)
 			delete(l.matched, id)
-			delete(l.matchedAt, id)
 		}
 	}
 }
@@ -200,7 +198,7 @@ func New(o Options) (*Listener, error) {
 		o.Wait = wait
 	}
 	return &Listener{o: o, log: o.Logger.With("org", o.Client.Org()), ids: map[string]int64{}, runs: map[int64]runFacts{},
-		byMessage: map[string]int64{}, matched: map[int64]string{}, matchedAt: map[int64]time.Time{}}, nil
+		byMessage: map[string]int64{}, matched: map[int64]matchedJob{}}, nil
 }
 
 func wait(ctx context.Context, d time.Duration) error {
