@@ -166,23 +166,34 @@ func (r *Router) own(member string, ids []string) {
 // List implements provider.Provider: the pool's member for a pool's
 // listing, every member otherwise. A member that fails fails the whole
 // listing: a reconciler that saw only part would take the rest for gone.
+// A listing of every runner (no pool, no ids) replaces what the router
+// knows of the ids' members, so it keeps no id its members no longer list
+// (a daemon runs for months).
 func (r *Router) List(ctx context.Context, f provider.Filter) ([]provider.Instance, error) {
 	names := r.order
 	if f.Pool != "" {
 		names = []string{r.memberOf(f.Pool)}
 	}
 	var out []provider.Instance
+	listed := map[string]string{}
 	for _, m := range names {
 		ins, err := r.members[m].List(ctx, f)
 		if err != nil {
 			return nil, fmt.Errorf("listing %s runners: %w", m, err)
 		}
-		ids := make([]string, 0, len(ins))
 		for _, in := range ins {
-			ids = append(ids, in.ID)
+			listed[in.ID] = m
 		}
-		r.own(m, ids)
 		out = append(out, ins...)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f.Pool == "" && len(f.IDs) == 0 {
+		r.owner = listed
+		return out, nil
+	}
+	for id, m := range listed {
+		r.owner[id] = m
 	}
 	return out, nil
 }

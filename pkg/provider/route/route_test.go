@@ -158,6 +158,21 @@ func TestListAndTerminate(t *testing.T) {
 	if err := r.Terminate(context.Background(), []string{a.ID, b.ID}); err == nil || !slices.Equal(proc.ended, []string{b.ID}) {
 		t.Errorf("with slurm failing: %v, process ended %v; want the error and process's end done", err, proc.ended)
 	}
+	// A runner no member lists any more is forgotten at the next full
+	// listing: its id goes to every member again.
+	proc.mu.Lock()
+	proc.live, proc.ended = nil, nil
+	proc.mu.Unlock()
+	hpc.endErr, hpc.ended = nil, nil
+	if _, err := r.List(context.Background(), provider.Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Terminate(context.Background(), []string{a.ID, b.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(hpc.ended, []string{a.ID, b.ID}) || !slices.Equal(proc.ended, []string{b.ID}) {
+		t.Errorf("after b left the listing: slurm ended %v, process %v; want a on slurm only, b on both", hpc.ended, proc.ended)
+	}
 	hpc.listErr = errors.New("squeue: connection refused")
 	if _, err := r.List(context.Background(), provider.Filter{}); err == nil {
 		t.Error("a listing missing slurm's runners succeeded")
