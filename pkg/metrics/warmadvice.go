@@ -3,6 +3,7 @@ package metrics
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"time"
 
@@ -68,15 +69,8 @@ func (s *warmSummary) add(r *Record) {
 
 // advise gives each pool of warm (by name) its advice, in name order.
 func (s *warmSummary) advise(warm map[string]*pool.Warm) []WarmAdvice {
-	names := slices.Sorted(func(yield func(string) bool) {
-		for n := range warm {
-			if !yield(n) {
-				return
-			}
-		}
-	})
 	var out []WarmAdvice
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(warm)) {
 		w := warm[name]
 		a := WarmAdvice{Pool: name, Configured: w.Total(), ReplenishSeconds: DefaultReplenish.Seconds()}
 		if rs := s.replenish[name]; len(rs) > 0 {
