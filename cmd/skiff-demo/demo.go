@@ -33,7 +33,6 @@ import (
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
-	"github.com/skiffci/skiff/pkg/provider/process"
 	"github.com/skiffci/skiff/pkg/scaledown"
 )
 
@@ -635,25 +634,12 @@ func (m *slotMeter) report(ctx context.Context, w io.Writer, sim *ghsim.Server, 
 // runner's tree is reaped inside its sandbox, out of this process's
 // rusage).
 func runnersCPU(ctx context.Context, l *local.Local) (time.Duration, bool) {
-	if src, ok := l.Provider.(scaledown.UsageSource); ok && l.Provider.Name() == "container" {
-		// The runner image's entrypoint measured each container's cgroup.
+	if src, ok := l.Provider.(scaledown.UsageSource); ok {
+		// The process provider's own measure, or the runner image's
+		// entrypoint's of each container's cgroup.
 		return measuredCPU(ctx, l, src)
 	}
-	p, ok := l.Provider.(*process.Provider)
-	if !ok {
-		return childrenCPU()
-	}
-	all, err := p.List(ctx, provider.Filter{})
-	if err != nil {
-		return 0, false
-	}
-	var sum time.Duration
-	for _, in := range all {
-		if u, ok := p.Usage(in.ID); ok {
-			sum += time.Duration(u.CPUSeconds * float64(time.Second))
-		}
-	}
-	return sum, true
+	return childrenCPU()
 }
 
 // measuredCPU sums the CPU seconds src measured of every runner listed.
