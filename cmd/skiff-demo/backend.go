@@ -3,18 +3,14 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"runtime"
-	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/skiffci/skiff/internal/podman"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/container"
+	"github.com/skiffci/skiff/pkg/provider/process"
 )
 
 // demoImage is the runner image `--provider container` builds: the runner
@@ -50,17 +46,12 @@ func newDemoBackend(o demoOptions, data string, log *slog.Logger) (*demoBackend,
 		b.stop()
 		return nil, fmt.Errorf("building the demo's runner image: %w", err)
 	}
-	ceiling := container.Ceiling{NanoCPUs: int64(runtime.NumCPU()) * 1e9}
-	var si syscall.Sysinfo_t
-	if syscall.Sysinfo(&si) == nil {
-		ceiling.MemoryBytes = int64(si.Totalram) * int64(si.Unit)
-	}
 	// The pools file's process pools run in the image, on the host's
 	// network: the stand-in reaches the simulator on 127.0.0.1.
 	def := &pool.Container{Image: demoImage, Pids: pool.DefaultContainerPids, GPUMode: pool.ContainerGPUCDI,
 		Network: pool.ContainerNetworkHost, Pull: pool.ContainerPullNever}
 	p, err := container.New(container.Options{Engine: svc.Client, Dir: filepath.Join(data, "containers"), Default: def,
-		Deployment: b.deployment, Ceiling: ceiling, Logger: log, Env: demoRunnerEnv(o)})
+		Deployment: b.deployment, Ceiling: container.HostCeiling(), Logger: log, Env: demoRunnerEnv(o)})
 	if err != nil {
 		b.stop()
 		return nil, err
@@ -89,25 +80,5 @@ func (b *demoBackend) engineCPU() (time.Duration, bool) {
 	if b.service == nil || b.service.PID() == 0 {
 		return 0, false
 	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", b.service.PID()))
-	if err != nil {
-		return 0, false
-	}
-	// Fields after the command's closing parenthesis: state is field 3,
-	// utime 14, stime 15, cutime 16, cstime 17, in clock ticks.
-	i := strings.LastIndexByte(string(stat), ')')
-	f := strings.Fields(string(stat)[i+1:])
-	if len(f) < 15 {
-		return 0, false
-	}
-	var ticks int64
-	for _, v := range f[11:15] {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return 0, false
-		}
-		ticks += n
-	}
-	const hz = 100 // USER_HZ: the kernel reports /proc times in hundredths of a second on every Linux ABI
-	return time.Duration(ticks) * time.Second / hz, true
+	return process.ProcessCPU(b.service.PID())
 }

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"runtime"
-	"syscall"
 	"time"
 
 	"github.com/moby/moby/client"
@@ -49,13 +47,8 @@ func containerProvider(cfg *pool.Config, image, dataDir string, deployment func(
 	if err != nil {
 		return nil, err
 	}
-	ceiling := container.Ceiling{NanoCPUs: int64(runtime.NumCPU()) * 1e9}
-	var si syscall.Sysinfo_t
-	if syscall.Sysinfo(&si) == nil {
-		ceiling.MemoryBytes = int64(si.Totalram) * int64(si.Unit)
-	}
 	p, err := container.New(container.Options{Engine: engine, Dir: filepath.Join(dataDir, "containers"), Default: def,
-		Deployment: id, Ceiling: ceiling, Logger: logger})
+		Deployment: id, Ceiling: container.HostCeiling(), Logger: logger})
 	if err != nil {
 		return nil, err
 	}

@@ -72,6 +72,16 @@ func readStat(pid int) (procInfo, bool) {
 	return procInfo{pgrp: pgrp, cpuTicks: num(11) + num(12) + num(13) + num(14), rssPages: num(21)}, true
 }
 
+// ProcessCPU is process pid's CPU time so far (user and system, its own
+// and its reaped children's), read from /proc/<pid>/stat.
+func ProcessCPU(pid int) (time.Duration, bool) {
+	pi, ok := readStat(pid)
+	if !ok {
+		return 0, false
+	}
+	return time.Duration(pi.cpuTicks) * time.Second / clockTicks, true
+}
+
 // group lists the processes of the process group led by pgid (a runner's
 // group: the provider starts each runner as a group leader).
 func (t procTable) group(pgid int) []int {

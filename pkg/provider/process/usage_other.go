@@ -25,6 +25,9 @@ func readCgroup(string) cgroupTotals                        { return cgroupTotal
 func removeCgroup(string) bool                              { return true }
 func adoptOrphans() bool                                    { return false }
 func waitOrphan(int, time.Duration) (*syscall.Rusage, bool) { return nil, false }
+
+// ProcessCPU is unknown elsewhere than Linux (no /proc).
+func ProcessCPU(int) (time.Duration, bool) { return 0, false }
 func describeHost(smi string) Host {
 	h := Host{CPUs: numCPU()}
 	h.GPUModel, h.GPUs = hostGPUs(smi)
