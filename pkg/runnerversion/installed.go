@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 )
 
 // ListenerPath is where a runner directory holds the runner's listener,
@@ -59,6 +61,10 @@ func Installed(ctx context.Context, dir string) (Version, error) {
 // modification time: the directory was updated in place). It is safe for
 // concurrent use.
 type Dirs struct {
+	// reading runs one listener per directory at a time: callers for
+	// that directory share its answer, others do not wait for it.
+	reading singleflight.Group
+
 	mu   sync.Mutex
 	seen map[string]dirVersion
 	// Reads counts the listener runs, for tests.
@@ -80,20 +86,31 @@ func (d *Dirs) Version(ctx context.Context, dir string) string {
 		return ""
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if v, ok := d.seen[dir]; ok && v.size == fi.Size() && v.modTime.Equal(fi.ModTime()) {
+	v, ok := d.seen[dir]
+	d.mu.Unlock()
+	if ok && v.size == fi.Size() && v.modTime.Equal(fi.ModTime()) {
 		return v.version
 	}
-	d.reads++
-	got := ""
-	if v, err := Installed(ctx, dir); err == nil {
-		got = v.String()
-	}
-	if d.seen == nil {
-		d.seen = map[string]dirVersion{}
-	}
-	d.seen[dir] = dirVersion{size: fi.Size(), modTime: fi.ModTime(), version: got}
-	return got
+	// Keyed by the listener's size and time too: a caller that saw the
+	// directory updated does not take the answer of a read begun before.
+	key := fmt.Sprintf("%s\x00%d\x00%d", dir, fi.Size(), fi.ModTime().UnixNano())
+	got, _, _ := d.reading.Do(key, func() (any, error) {
+		d.mu.Lock()
+		d.reads++
+		d.mu.Unlock()
+		got := ""
+		if v, err := Installed(ctx, dir); err == nil {
+			got = v.String()
+		}
+		d.mu.Lock()
+		if d.seen == nil {
+			d.seen = map[string]dirVersion{}
+		}
+		d.seen[dir] = dirVersion{size: fi.Size(), modTime: fi.ModTime(), version: got}
+		d.mu.Unlock()
+		return got, nil
+	})
+	return got.(string)
 }
 
 // Reads is how many times a listener was run.

@@ -79,3 +79,40 @@ func TestDirs(t *testing.T) {
 		t.Errorf("a directory without a runner: %q, want none", v)
 	}
 }
+
+// TestDirsReadApart: a slow listener holds up only its own directory's
+// callers, and they share its one run.
+func TestDirsReadApart(t *testing.T) {
+	slow, fast := t.TempDir(), t.TempDir()
+	marks := t.TempDir()
+	started, release := filepath.Join(marks, "started"), filepath.Join(marks, "release")
+	// The slow listener says it runs, then waits until the test has read
+	// the fast directory.
+	listener(t, slow, "touch "+started+"; while [ ! -e "+release+" ]; do sleep 0.01; done; echo 2.333.0")
+	listener(t, fast, "echo 2.334.0")
+	var d runnerversion.Dirs
+	done := make(chan string, 2)
+	for range 2 {
+		go func() { done <- d.Version(context.Background(), slow) }()
+	}
+	for { // the slow read is under way (an event, polled: no time limit)
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if v := d.Version(context.Background(), fast); v != "2.334.0" {
+		t.Errorf("the fast directory: %q, want 2.334.0", v)
+	}
+	if err := os.WriteFile(release, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if v := <-done; v != "2.333.0" {
+			t.Errorf("the slow directory: %q, want 2.333.0", v)
+		}
+	}
+	if n := d.Reads(); n != 2 {
+		t.Errorf("%d listener runs for two directories, want 2", n)
+	}
+}
