@@ -783,12 +783,7 @@ func (p *Provider) Terminate(ctx context.Context, ids []string) error {
 			errs = append(errs, err)
 			continue
 		}
-		in.State, in.EndReason = provider.Terminated, provider.EndRemoved
-		e := ended{in: in, at: p.o.Now(), reason: "Terminated"}
-		if u, ok := p.readUsage(id); ok {
-			e.peaks = peaksOf(u, in)
-		}
-		p.keep(e)
+		p.keepRemoved(id, in, "Terminated")
 		p.o.Logger.Info("removed a runner container", "instance_id", id)
 	}
 	return errors.Join(errs...)

@@ -90,6 +90,12 @@ func (p *Provider) kill(ctx context.Context, name string, in provider.Instance, 
 		p.o.Logger.Warn("removing a runner container", "container", name, "err", err)
 		return in
 	}
+	return p.keepRemoved(name, in, reason)
+}
+
+// keepRemoved keeps a container skiff removed as ended (EndRemoved), with
+// the usage its entrypoint wrote.
+func (p *Provider) keepRemoved(name string, in provider.Instance, reason string) provider.Instance {
 	in.State, in.EndReason = provider.Terminated, provider.EndRemoved
 	e := ended{in: in, at: p.o.Now(), reason: reason}
 	if u, ok := p.readUsage(name); ok {
