@@ -39,10 +39,7 @@ func newDemoBackend(o demoOptions, data string, log *slog.Logger) (*demoBackend,
 	b := &demoBackend{service: svc, deployment: "demo"}
 	// The image holds static builds of this module's stand-in and
 	// entrypoint: the demo runs from the repository (make demo).
-	if err := svc.Import(demoImage, map[string]string{
-		"skiff-podhelper": "github.com/skiffci/skiff/cmd/skiff-podhelper",
-		"skiff-standin":   "github.com/skiffci/skiff/cmd/skiff-standin",
-	}, `ENTRYPOINT ["/skiff-podhelper", "--", "/skiff-standin"]`); err != nil {
+	if err := svc.ImportStandinRunner(demoImage); err != nil {
 		b.stop()
 		return nil, fmt.Errorf("building the demo's runner image: %w", err)
 	}

@@ -67,11 +67,7 @@ func startPodman(t *testing.T) *podman.Service {
 func TestLocalContainerKill9(t *testing.T) {
 	t.Parallel()
 	pm := startPodman(t)
-	if err := pm.Import(kill9Image, map[string]string{
-		"skiff-podhelper": "github.com/skiffci/skiff/cmd/skiff-podhelper",
-		"skiff-standin":   "github.com/skiffci/skiff/cmd/skiff-standin",
-	}, `ENTRYPOINT ["/skiff-podhelper", "--", "/skiff-standin"]`,
-		"ENV SKIFF_STANDIN_DURATION=6s", "ENV SKIFF_STANDIN_IDLE=20s"); err != nil {
+	if err := pm.ImportStandinRunner(kill9Image, "ENV SKIFF_STANDIN_DURATION=6s", "ENV SKIFF_STANDIN_IDLE=20s"); err != nil {
 		t.Fatal(err)
 	}
 	skiff, _ := buildSkiff(t)

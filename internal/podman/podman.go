@@ -117,6 +117,16 @@ network_config_dir = "%[1]s/networks"
 	}
 }
 
+// ImportStandinRunner imports as image the runner image of the tests and
+// the demo: skiff's entrypoint (skiff-podhelper) around the stand-in
+// runner, with more changes (ENV) when given.
+func (s *Service) ImportStandinRunner(image string, changes ...string) error {
+	return s.Import(image, map[string]string{
+		"skiff-podhelper": "github.com/skiffci/skiff/cmd/skiff-podhelper",
+		"skiff-standin":   "github.com/skiffci/skiff/cmd/skiff-standin",
+	}, append([]string{`ENTRYPOINT ["/skiff-podhelper", "--", "/skiff-standin"]`}, changes...)...)
+}
+
 // Import builds the Go packages of bins (file name in the image's root →
 // package path), statically, into a root filesystem with a runner user
 // (1001) and its home, and imports it into the service's storage as image,
