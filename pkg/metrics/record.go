@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/skiffci/skiff/pkg/provisioning"
 )
 
 // SchemaVersion is the version of schema/metrics.schema.json that Build
@@ -164,15 +166,11 @@ type Slurm struct {
 }
 
 // The start kinds of a record (start.kind): how the runner's machine
-// started.
+// started, as the runner ledger records it (provisioning.StartCold …).
 const (
-	// StartCold: launched for the job (an EC2 instance from its image, a
-	// local process, pod or batch job).
-	StartCold = "cold"
-	// StartStopped: a stopped EC2 instance started for the job.
-	StartStopped = "stopped"
-	// StartHot: an instance already running, waiting for its registration.
-	StartHot = "hot"
+	StartCold    = provisioning.StartCold
+	StartStopped = provisioning.StartStopped
+	StartHot     = provisioning.StartHot
 )
 
 // Start is where the job's start time went: the times the runner ledger

@@ -62,7 +62,7 @@ func (s *warmSummary) add(r *Record) {
 	if r.QueuedAt != nil {
 		s.queued[r.Pool] = append(s.queued[r.Pool], r.QueuedAt.UnixNano())
 	}
-	if st := r.Start; st != nil && st.Kind == "cold" && st.Phases != nil && st.Phases.RequestedToLaunched != nil && st.Phases.LaunchedToOnline != nil {
+	if st := r.Start; st != nil && st.Kind == StartCold && st.Phases != nil && st.Phases.RequestedToLaunched != nil && st.Phases.LaunchedToOnline != nil {
 		s.replenish[r.Pool] = append(s.replenish[r.Pool], *st.Phases.RequestedToLaunched+*st.Phases.LaunchedToOnline)
 	}
 }
