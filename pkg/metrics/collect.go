@@ -67,5 +67,5 @@ func (c *Collector) WriteHTML(w io.Writer, advice []Advice, generated time.Time)
 	if c.html == nil {
 		return errors.New("writing HTML report: the collector was made without one")
 	}
-	return c.html.write(w, advice, generated)
+	return c.html.write(w, advice, c.Starts(), generated)
 }

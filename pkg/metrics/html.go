@@ -115,7 +115,6 @@ func mkBar(label string, s Stat) bar {
 type report struct {
 	jobs                   int
 	byType, byWorkflow     *summary
-	starts                 *startSummary
 	costByRepo, costByPool costDays
 }
 
@@ -125,14 +124,13 @@ type costDays map[string]map[string]float64
 func newReport() *report {
 	byType, _ := newSummary(ByInstanceType)
 	byWorkflow, _ := newSummary(ByWorkflow)
-	return &report{byType: byType, byWorkflow: byWorkflow, starts: newStartSummary(), costByRepo: costDays{}, costByPool: costDays{}}
+	return &report{byType: byType, byWorkflow: byWorkflow, costByRepo: costDays{}, costByPool: costDays{}}
 }
 
 func (h *report) add(r *Record) {
 	h.jobs++
 	h.byType.add(r)
 	h.byWorkflow.add(r)
-	h.starts.add(r)
 	if r.Cost == nil {
 		return
 	}
@@ -148,9 +146,11 @@ func (c costDays) add(k, day string, usd float64) {
 	c[k][day] += usd
 }
 
-func (h *report) write(w io.Writer, advice []Advice, generated time.Time) error {
+// write writes the report with advice and the start rows (the records'
+// SummarizeStarts, which a Collector keeps already).
+func (h *report) write(w io.Writer, advice []Advice, starts []StartRow, generated time.Time) error {
 	d := htmlData{Generated: generated.UTC().Format(time.RFC3339), Jobs: h.jobs, Utilisation: map[string][]bar{}, Advice: advice,
-		Start: startBars(h.starts.rows())}
+		Start: startBars(starts)}
 	for _, r := range h.byType.rows() {
 		d.Types = append(d.Types, r.Group)
 		d.Utilisation[r.Group] = []bar{mkBar("CPU peak", r.CPU), mkBar("RAM peak", r.Memory), mkBar("GPU peak", r.GPU), mkBar("GPU memory peak", r.GPUMem)}
@@ -179,7 +179,7 @@ func WriteHTML(w io.Writer, recs []Record, advice []Advice, generated time.Time)
 	for i := range recs {
 		h.add(&recs[i])
 	}
-	return h.write(w, advice, generated)
+	return h.write(w, advice, SummarizeStarts(recs), generated)
 }
 
 func costChart(title string, perDay costDays) lineChart {
