@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 )
 
@@ -95,14 +96,7 @@ func buildPod(pn plan, i int, r provider.Runner, deployment string) *corev1.Pod 
 	if s.APIServerAccess {
 		pod.Labels[LabelAPIServer] = "true"
 	}
-	if s.RuntimeClassName != "" {
-		rc := s.RuntimeClassName
-		pod.Spec.RuntimeClassName = &rc
-	}
-	for _, t := range s.Tolerations {
-		pod.Spec.Tolerations = append(pod.Spec.Tolerations, corev1.Toleration{Key: t.Key, Operator: corev1.TolerationOperator(t.Operator),
-			Value: t.Value, Effect: corev1.TaintEffect(t.Effect), TolerationSeconds: t.Seconds})
-	}
+	runOn(&pod.Spec, &s)
 	if deployment != "" {
 		pod.Labels[LabelDeployment] = labelValue(deployment)
 	}
@@ -137,4 +131,18 @@ func labelValue(s string) string {
 	}
 	sum := sha256.Sum256([]byte(s))
 	return "h-" + hex.EncodeToString(sum[:12])
+}
+
+// runOn sets the pool's runtime class and tolerations on spec: a runner
+// Pod's, and its image's pre-pull DaemonSet's, which must reach the same
+// nodes.
+func runOn(spec *corev1.PodSpec, s *pool.Kubernetes) {
+	if s.RuntimeClassName != "" {
+		rc := s.RuntimeClassName
+		spec.RuntimeClassName = &rc
+	}
+	for _, t := range s.Tolerations {
+		spec.Tolerations = append(spec.Tolerations, corev1.Toleration{Key: t.Key, Operator: corev1.TolerationOperator(t.Operator),
+			Value: t.Value, Effect: corev1.TaintEffect(t.Effect), TolerationSeconds: t.Seconds})
+	}
 }

@@ -167,14 +167,7 @@ func buildPrePull(poolName string, s *pool.Kubernetes, deployment string) *appsv
 				Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
 		}},
 	}
-	if s.RuntimeClassName != "" {
-		rc := s.RuntimeClassName
-		spec.RuntimeClassName = &rc
-	}
-	for _, tl := range s.Tolerations {
-		spec.Tolerations = append(spec.Tolerations, corev1.Toleration{Key: tl.Key, Operator: corev1.TolerationOperator(tl.Operator),
-			Value: tl.Value, Effect: corev1.TaintEffect(tl.Effect), TolerationSeconds: tl.Seconds})
-	}
+	runOn(&spec, s) // the nodes the pool's runners go to
 	tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: podLabels}, Spec: spec}
 	b, _ := json.Marshal(tmpl) // a Pod template always encodes
 	sum := sha256.Sum256(b)
