@@ -2,6 +2,7 @@ package pool
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -132,14 +133,7 @@ func (w *Warm) HoursPerWeek() float64 {
 	return float64(on) / 60
 }
 
-func (s Schedule) has(d time.Weekday) bool {
-	for _, x := range s.Days {
-		if x == d {
-			return true
-		}
-	}
-	return false
-}
+func (s Schedule) has(d time.Weekday) bool { return slices.Contains(s.Days, d) }
 
 // weekdays maps the schema's day names to time.Weekday.
 var weekdays = map[string]time.Weekday{"sun": time.Sunday, "mon": time.Monday, "tue": time.Tuesday,
