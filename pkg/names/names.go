@@ -110,6 +110,13 @@ const (
 	// its install says (a runner directory's listener, an image's label),
 	// where the backend can tell.
 	TagRunnerVersion = "skiff:runner-version"
+	// TagWarm marks an instance launched ahead of its job (a warm
+	// instance, docs/warm-pools.md); its value is how it waits, "stopped"
+	// or "hot". It stays on the instance once a job takes it.
+	TagWarm = "skiff:warm"
+	// TagWarmReady is set by a warm instance's boot script once everything
+	// but the registration is done and it waits for one (UTC time).
+	TagWarmReady = "skiff:warm-ready"
 	// ManagedValue is TagManaged's value.
 	ManagedValue = "true"
 	// TagDeployment names the deployment that launched the instance
@@ -270,6 +277,31 @@ func RunnerName(deployment string, jobID int64, gen int) string {
 // for the job, whatever its generation.
 func RunnerPrefix(deployment string, jobID int64) string {
 	return deploymentPrefix(deployment) + strconv.FormatInt(jobID, 10) + "-"
+}
+
+// WarmRunnerName names a warm machine's ledger record and its instance's
+// runner-name tag until a job takes it: <deployment prefix>warm-<kind>-
+// <spec>-<id>, spec being the short hash of the launch settings it was
+// made with (a job takes only a warm machine of its own settings) and id
+// unique among the pool's warm machines. It is never registered on GitHub.
+func WarmRunnerName(deployment, kind, spec, id string) string {
+	return deploymentPrefix(deployment) + warmPart + kind + "-" + spec + "-" + id
+}
+
+const warmPart = "warm-"
+
+// ParseWarmRunnerName reads a WarmRunnerName: its kind and spec hash; ok
+// false for any other name.
+func ParseWarmRunnerName(name string) (kind, spec string, ok bool) {
+	i := strings.LastIndex(name, "-"+warmPart)
+	if i < 0 {
+		return "", "", false
+	}
+	parts := strings.Split(name[i+1+len(warmPart):], "-")
+	if len(parts) != 3 || parts[0] != "stopped" && parts[0] != "hot" || parts[1] == "" || parts[2] == "" {
+		return "", "", false
+	}
+	return parts[0], parts[1], true
 }
 
 // OwnRunner reports whether name is the name of a runner the deployment

@@ -132,6 +132,34 @@ type Runner struct {
 	RunID      int64
 	Repository string // owner/name
 	Owner      string
+	// Warm is how a warm machine launched ahead of any job waits
+	// (pool.WarmStopped, pool.WarmHot); "" for a job's runner. A warm
+	// runner has no job (JobID 0) and its registration is ModeWarm.
+	Warm pool.WarmKind
+}
+
+// Warmer is implemented by a provider whose machines can be launched
+// ahead of their jobs and wait, stopped or hot (EC2; docs/warm-pools.md).
+// A warm machine is launched with Plan and Launch like any other, its
+// Runner carrying Warm and its Registration ModeWarm.
+type Warmer interface {
+	// Stop stops running machines: warm machines ready to wait stopped.
+	// An id already stopped, or gone, is not an error.
+	Stop(ctx context.Context, ids []string) error
+	// Hand gives a warm machine to a job's runner: it tags the machine with
+	// the runner (its name, job, run and repository), starts it when it
+	// waits stopped, and delivers the registration. On an error the job
+	// did not get the machine: the caller terminates it and launches cold.
+	Hand(ctx context.Context, h Handover) (Instance, error)
+}
+
+// Handover is a warm machine given to one job's runner.
+type Handover struct {
+	InstanceID string
+	// Kind is how the machine waited: a stopped one is started.
+	Kind         pool.WarmKind
+	Runner       Runner
+	Registration Registration
 }
 
 // Plan is a provider's launch plan: opaque to the caller, who stores it with

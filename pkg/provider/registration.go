@@ -3,6 +3,7 @@ package provider
 import (
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/skiffci/skiff/pkg/userdata"
 )
@@ -14,6 +15,9 @@ const (
 	ModeJIT = userdata.ModeJIT
 	// ModeToken: a registration token and what config.sh needs with it.
 	ModeToken = userdata.ModeToken
+	// ModeWarm: no registration yet; a warm machine prepares and waits for
+	// one (WarmKind, WarmUntil). It carries no secret.
+	ModeWarm = userdata.ModeWarm
 )
 
 // What a runner does when GitHub refuses its version. Every backend starts
@@ -34,7 +38,7 @@ const (
 // resource. JITConfig and Token are secrets: String and LogValue redact
 // them, so a Registration can be logged.
 type Registration struct {
-	// Mode is ModeJIT or ModeToken.
+	// Mode is ModeJIT, ModeToken or ModeWarm.
 	Mode string
 	// JITConfig is the encoded JIT configuration (ModeJIT).
 	JITConfig string
@@ -54,6 +58,10 @@ type Registration struct {
 	// runnerVersion as scale-up resolved it. A backend that never
 	// downloads (a baked image, a runner directory) ignores them.
 	RunnerVersion, RunnerSHA256 string
+	// WarmKind ("stopped" or "hot") and WarmUntil, the end of the wait:
+	// ModeWarm only.
+	WarmKind  string
+	WarmUntil time.Time
 }
 
 // Validate checks the registration's values against what every backend's
@@ -64,7 +72,7 @@ type Registration struct {
 func (r Registration) Validate() error {
 	return userdata.Registration{Mode: r.Mode, JITConfig: r.JITConfig, Token: r.Token, URL: r.URL,
 		RunnerName: r.RunnerName, Labels: r.Labels, RunnerGroup: r.RunnerGroup, RunnerVersion: r.RunnerVersion,
-		RunnerSHA256: r.RunnerSHA256}.ValidateValues()
+		RunnerSHA256: r.RunnerSHA256, WarmKind: r.WarmKind, WarmUntil: r.WarmUntil}.ValidateValues()
 }
 
 // String describes r without its secrets.

@@ -26,8 +26,15 @@ import (
 //	runner_group S  the runner group name, optional (mode token)
 //	runner_version S the runner to download when the image has none, optional
 //	runner_sha256 S  its package's SHA-256 (hex), with runner_version
+//	warm_kind    S  "stopped" or "hot" (mode warm)
+//	warm_until   N  epoch seconds the warm instance waits for its job's registration until (mode warm)
 //	expires_at   N  epoch seconds; the table's TTL attribute, and the instance refuses
 //	                an item past it
+//
+// Mode warm carries no secret: it tells a warm instance (launched ahead of
+// its job by the reconciler, docs/warm-pools.md) to prepare everything but
+// the registration, tag itself names.TagWarmReady, and wait for its job's
+// registration (a second item under the same key) until warm_until.
 //
 // The instance reads and deletes its item in one call, DeleteItem with
 // ReturnValues=ALL_OLD, so the item can be read once only. Its role may call only
@@ -54,9 +61,14 @@ const (
 	AttrRunnerVersion = "runner_version"
 	AttrRunnerSHA256  = "runner_sha256"
 	AttrExpiresAt     = "expires_at"
+	AttrWarmKind      = "warm_kind"
+	AttrWarmUntil     = "warm_until"
 
 	ModeJIT   = "jit"
 	ModeToken = "token"
+	// ModeWarm: no registration yet; prepare and wait for one (warm_kind,
+	// warm_until).
+	ModeWarm = "warm"
 )
 
 // ErrInvalidRegistration is wrapped by Registration.Validate errors.
@@ -75,7 +87,10 @@ type Registration struct {
 	RunnerGroup string
 	// RunnerVersion and RunnerSHA256: the runner to download, both or neither.
 	RunnerVersion, RunnerSHA256 string
-	ExpiresAt                   time.Time
+	// WarmKind ("stopped" or "hot") and WarmUntil: mode warm only.
+	WarmKind  string
+	WarmUntil time.Time
+	ExpiresAt time.Time
 }
 
 var (
@@ -137,8 +152,18 @@ func (r Registration) ValidateValues() error {
 			}
 		}
 		safe(AttrRunnerGroup, r.RunnerGroup, false)
+	case ModeWarm:
+		if r.WarmKind != "stopped" && r.WarmKind != "hot" {
+			bad("warm_kind %q is neither stopped nor hot", r.WarmKind)
+		}
+		if r.WarmUntil.IsZero() {
+			bad("warm_until is required in mode warm")
+		}
+		if r.JITConfig != "" || r.Token != "" {
+			bad("mode warm carries no secret")
+		}
 	default:
-		bad("mode %q is neither %q nor %q", r.Mode, ModeJIT, ModeToken)
+		bad("mode %q is not %q, %q or %q", r.Mode, ModeJIT, ModeToken, ModeWarm)
 	}
 	switch {
 	case (r.RunnerVersion == "") != (r.RunnerSHA256 == ""):
@@ -170,6 +195,10 @@ func (r Registration) Attributes() map[string][2]string {
 	put(AttrRunnerGroup, r.RunnerGroup)
 	put(AttrRunnerVersion, r.RunnerVersion)
 	put(AttrRunnerSHA256, r.RunnerSHA256)
+	put(AttrWarmKind, r.WarmKind)
+	if !r.WarmUntil.IsZero() {
+		m[AttrWarmUntil] = [2]string{"N", strconv.FormatInt(r.WarmUntil.Unix(), 10)}
+	}
 	return m
 }
 
