@@ -3,6 +3,8 @@ package provisioning
 import (
 	"fmt"
 	"time"
+
+	"github.com/skiffci/skiff/pkg/names"
 )
 
 // State is how far a runner got. The order of the constants is the order a
@@ -99,6 +101,23 @@ const (
 	// StartHot: a running instance that waited for its registration.
 	StartHot = "hot"
 )
+
+// IsWarm reports whether name is a warm machine's record
+// (names.WarmRunnerName): a machine launched ahead of any job, counted
+// toward its pool like a runner. It has no job; a job takes it by ending
+// it (Ledger.End's first call wins) and recording its own runner on the
+// machine. Its state says how far it got: launched (booting), registered
+// (ready: waiting for a job's registration, stopped or hot).
+func IsWarm(name string) bool {
+	_, _, ok := names.ParseWarmRunnerName(name)
+	return ok
+}
+
+// WarmKindOf is a warm record's kind ("stopped", "hot"), "" for a job's runner.
+func WarmKindOf(name string) string {
+	kind, _, _ := names.ParseWarmRunnerName(name)
+	return kind
+}
 
 // Launch is what scale-up learns when the provider returns a runner's instance.
 type Launch struct {

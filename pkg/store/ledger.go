@@ -82,8 +82,8 @@ func ValidateRunners(pool string, runners []provisioning.Runner) error {
 			return errors.New("reserving runners: a runner has no name")
 		case r.Pool != pool:
 			return errors.New("reserving runners: a runner of another pool")
-		case r.JobID <= 0:
-			return errors.New("reserving runners: job id is required")
+		case r.JobID < 0 || r.JobID == 0 && !provisioning.IsWarm(r.Name):
+			return errors.New("reserving runners: job id is required (but for a warm machine's record)")
 		}
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/store"
 )
@@ -30,6 +31,7 @@ func RunLedger(t *testing.T, newLedger func(t *testing.T, now func() time.Time) 
 		{"EndedRecordsExpire", ledgerEndedRecordsExpire},
 		{"Awaiting", ledgerAwaiting},
 		{"AwaitingExpires", ledgerAwaitingExpires},
+		{"WarmTake", ledgerWarmTake},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t, newLedger) })
 	}
@@ -412,5 +414,63 @@ func mustReserve(t *testing.T, l store.Ledger, r provisioning.Runner) {
 	t.Helper()
 	if n, err := l.Reserve(context.Background(), r.Pool, 1000, []provisioning.Runner{r}); err != nil || n != 1 {
 		t.Fatalf("Reserve(%s) = %d, %v", r.Name, n, err)
+	}
+}
+
+// ledgerWarmTake is RunLedger's WarmTake case: a warm machine's record has
+// no job and counts toward its pool; two jobs ending it at once, only one
+// wins; the winner's runner, recorded on the same machine, is the one its
+// instance id finds, and the pool's count is one machine throughout.
+func ledgerWarmTake(t *testing.T, newLedger newLedgerFunc) {
+	t.Parallel()
+	l := newLedger(t, fixedNow)
+	ctx := context.Background()
+	warm := provisioning.Runner{Name: names.WarmRunnerName("", "stopped", "abc123", "1"), Pool: "cpu", ReservedAt: Now}
+	if n, err := l.Reserve(ctx, "cpu", 2, []provisioning.Runner{warm}); err != nil || n != 1 {
+		t.Fatalf("Reserve(warm) = %d, %v", n, err)
+	}
+	if err := l.Launched(ctx, warm.Name, provisioning.Launch{InstanceID: "i-0warm", InstanceType: "m7i.large", At: Now}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Advance(ctx, warm.Name, provisioning.StateRegistered, Now.Add(time.Minute), 0); err != nil {
+		t.Fatalf("the warm machine's ready: %v", err)
+	}
+	var wins atomic.Int32
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if ok, err := l.End(ctx, warm.Name, Now.Add(2*time.Minute), "taken"); err != nil {
+				t.Error(err)
+			} else if ok {
+				wins.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if wins.Load() != 1 {
+		t.Fatalf("%d takes of one warm machine won; want exactly 1", wins.Load())
+	}
+	job := runners("cpu", 7, 1)
+	if n, err := l.Reserve(ctx, "cpu", 2, job); err != nil || n != 1 {
+		t.Fatalf("Reserve(the taker's runner) = %d, %v", n, err)
+	}
+	if err := l.Launched(ctx, job[0].Name, provisioning.Launch{InstanceID: "i-0warm", InstanceType: "m7i.large",
+		StartKind: provisioning.StartStopped, At: Now.Add(2 * time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if live, _ := l.Live(ctx, "cpu"); live != 1 {
+		t.Errorf("live %d after the take, want 1 (one machine)", live)
+	}
+	got, err := l.RunnerByInstance(ctx, "i-0warm")
+	if err != nil || got.Name != job[0].Name || got.StartKind != provisioning.StartStopped {
+		t.Errorf("RunnerByInstance after the take = %+v, %v; want the taker's runner, started stopped", got, err)
+	}
+	if ended, err := l.EndInstance(ctx, "i-0warm", Now.Add(time.Hour), "terminated"); err != nil || !ended {
+		t.Errorf("EndInstance of the taken machine = %v, %v; want the taker's runner ended", ended, err)
+	}
+	if r, err := l.Runner(ctx, job[0].Name); err != nil || r.State != provisioning.StateTerminated {
+		t.Errorf("the taker's runner = %+v, %v", r, err)
 	}
 }
