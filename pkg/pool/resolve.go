@@ -139,7 +139,29 @@ func (c *Config) resolve(labels []string, repository string, scoped bool) (Spec,
 	if err != nil {
 		return Spec{}, err
 	}
-	spec := Spec{
+	spec := p.spec(labels, dyn)
+	if dyn != nil {
+		spec.RunID = dyn.RunID
+		spec.Sizes = dyn.sizes()
+		if p.EC2 != nil && (f.types != nil || f.req != nil || f.capacity != p.EC2.Capacity || f.disk != p.EC2.DiskGiB) {
+			e := *p.EC2
+			if f.types != nil {
+				e.InstanceTypes = f.types
+			}
+			if f.req != nil {
+				e.Requirements = f.req
+			}
+			e.Capacity, e.DiskGiB = f.capacity, f.disk
+			spec.EC2 = &e
+		}
+	}
+	return spec, nil
+}
+
+// spec is the pool's launch spec for a job's labels and dynamic label,
+// before the dynamic label narrows it.
+func (p *Pool) spec(labels []string, dyn *Label) Spec {
+	return Spec{
 		Shared: Shared{
 			Pool:          p.Name,
 			Backend:       p.Backend,
@@ -161,22 +183,17 @@ func (c *Config) resolve(labels []string, repository string, scoped bool) (Spec,
 		},
 		EC2: p.EC2, Slurm: p.Slurm, Kubernetes: p.Kubernetes, Process: p.Process, Container: p.Container,
 	}
-	if dyn != nil {
-		spec.RunID = dyn.RunID
-		spec.Sizes = dyn.sizes()
-		if p.EC2 != nil && (f.types != nil || f.req != nil || f.capacity != p.EC2.Capacity || f.disk != p.EC2.DiskGiB) {
-			e := *p.EC2
-			if f.types != nil {
-				e.InstanceTypes = f.types
-			}
-			if f.req != nil {
-				e.Requirements = f.req
-			}
-			e.Capacity, e.DiskGiB = f.capacity, f.disk
-			spec.EC2 = &e
-		}
+}
+
+// WarmSpec is the launch spec of the pool's warm machines: the pool's own,
+// with no job's labels and no dynamic label. ok is false when the pool is
+// unknown or keeps no warm capacity.
+func (c *Config) WarmSpec(name string) (Spec, bool) {
+	p := c.byName[name]
+	if p == nil || p.Warm.Total() == 0 || p.EC2 == nil {
+		return Spec{}, false
 	}
-	return spec, nil
+	return p.spec(p.Labels, nil), true
 }
 
 // sizes are the smallest values the label admits, as neutral sizes.

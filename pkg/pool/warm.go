@@ -1,6 +1,9 @@
 package pool
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -177,6 +180,24 @@ func decodeWarm(v any) *Warm {
 		w.Schedules = append(w.Schedules, s)
 	}
 	return w
+}
+
+// WarmKey is the short hash of what a warm machine of the spec is made
+// with: the backend's part (image, instance types, subnets, disk,
+// capacity, tags), the sizes, and the runner it installs (runnerVersion:
+// the version a boot downloads, as scale-up resolves it; "" for none). A
+// job takes only a warm machine with its own spec's key — so never one it
+// cannot run — and the reconciler replaces one whose key is no longer the
+// pool's (a new image, runner or launch settings).
+func (s Spec) WarmKey(runnerVersion string) string {
+	b, _ := json.Marshal(struct {
+		EC2    *EC2
+		Sizes  Sizes
+		Arch   string
+		Runner string
+	}{s.EC2, s.Sizes, s.Architecture, runnerVersion})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:5])
 }
 
 // WarmCostPerDay is what the pool's warm capacity costs per day on

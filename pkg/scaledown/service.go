@@ -295,7 +295,9 @@ type Report struct {
 	// Groups is what keeping the runner groups did.
 	Groups groups.Report
 	// Held are the pools this pass stopped: GitHub refused their runners' version.
-	Held     []string
+	Held []string
+	// Warm counts the warm actions taken (launch, ready, stop, retire, end, orphan).
+	Warm     map[decide.WarmDo]int
 	Deferred int
 	Errors   int
 }
@@ -344,6 +346,9 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 	}
 	p.rep.Kept = len(d.Kept)
 	p.apply(ctx, d.Actions)
+	if !p.late(ctx) {
+		p.keepWarm(ctx, in)
+	}
 	p.redeliver(ctx)
 	if !p.late(ctx) {
 		p.rep.Groups = s.o.Groups.Keep(ctx, owners(insts)...)
@@ -355,7 +360,7 @@ func (s *Service) Reconcile(ctx context.Context) (Report, error) {
 
 	p.log.Info("scale-down pass", "instances", p.rep.Instances, "runners", p.rep.Runners, "runner_records", p.rep.RunnerRecords,
 		"advances", p.rep.Advances, "actions", p.rep.Actions, "kept", p.rep.Kept, "replacements", p.rep.Replacements,
-		"reruns", p.rep.Reruns, "redeliveries", p.rep.Redeliveries, "group_calls", p.rep.Groups.Calls,
+		"reruns", p.rep.Reruns, "redeliveries", p.rep.Redeliveries, "warm", p.rep.Warm, "group_calls", p.rep.Groups.Calls,
 		"deferred", p.rep.Deferred, "errors", p.rep.Errors)
 	return p.rep, nil
 }

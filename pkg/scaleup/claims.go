@@ -105,7 +105,7 @@ func (s *Service) recoverFleet(ctx context.Context, f *provisioning.Fleet, ws []
 			case r.Err == nil:
 				instances[i] = r.Instance.ID
 				if gens[job] > 0 {
-					s.recordLaunched(ctx, s.runnerName(job, gens[job]), log, r.Instance)
+					s.recordLaunched(ctx, s.runnerName(job, gens[job]), log, r.Instance, provisioning.StartCold)
 				}
 			default:
 				job := f.Members[i].JobID

@@ -46,10 +46,14 @@ func (s *Service) launch(ctx context.Context, items []*work, now time.Time) {
 		return
 	}
 	keys := make([]string, len(items))
+	s.markWarm(ctx, items)
 	for i, w := range items {
 		w.gen = w.decision.PrevGen + 1
 		w.runner = s.runnerName(w.job.JobID, w.gen)
 		keys[i] = w.key
+		if w.tryWarm {
+			keys[i] = warmGroupKey(w.key, i)
+		}
 	}
 	groups := decide.Group(keys, s.o.MaxFleetSize)
 	s.o.Executor.Run(len(groups), 0, func(gi int) {
@@ -61,6 +65,7 @@ func (s *Service) launch(ctx context.Context, items []*work, now time.Time) {
 	})
 	// Give back what did not launch, unless its launch may yet have happened.
 	for _, w := range items {
+		s.dropWarm(ctx, w)
 		if w.instance == "" && !w.keep {
 			s.release(ctx, w, "not_launched")
 		}
@@ -73,6 +78,14 @@ func (s *Service) launch(ctx context.Context, items []*work, now time.Time) {
 // reserves belong to this invocation alone.
 func (s *Service) reserve(ctx context.Context, claimed []*work, now time.Time) []*work {
 	pool := claimed[0].spec.Pool
+	for _, w := range claimed {
+		if w.tryWarm {
+			s.takeWarm(ctx, w, now)
+		}
+	}
+	// Those that took a warm machine first: each fits in the room its
+	// machine's record left.
+	sort.SliceStable(claimed, func(i, j int) bool { return claimed[i].warm != nil && claimed[j].warm == nil })
 	rs := make([]provisioning.Runner, len(claimed))
 	for i, w := range claimed {
 		rs[i] = provisioning.Runner{Name: w.runner, Pool: pool, JobID: w.job.JobID, RunID: w.job.RunID, Attempt: w.decision.Attempt,
@@ -123,6 +136,9 @@ func (s *Service) launchGroup(ctx context.Context, ws []*work, now time.Time) {
 
 	members, fleet := s.admitGroup(ctx, log, ws, token, now)
 	if len(members) == 0 || !s.leaseLeft(log, members) {
+		return
+	}
+	if len(members) == 1 && members[0].warm != nil && s.handWarm(ctx, log, members[0], fleet) {
 		return
 	}
 	plan, ok := s.intend(ctx, log, members, fleet)
@@ -287,7 +303,7 @@ func (s *Service) finishLaunched(ctx context.Context, log *slog.Logger, spec poo
 		}
 		if r.Err == nil {
 			instances[i] = r.Instance.ID
-			s.recordLaunched(ctx, members[i].runner, members[i].log, r.Instance)
+			s.recordLaunched(ctx, members[i].runner, members[i].log, r.Instance, provisioning.StartCold)
 		} else if reason == "" {
 			reason = launchReason(r.Err)
 		}
@@ -368,11 +384,9 @@ func answered(err error) bool {
 // recordLaunched writes the runner's instance into its ledger record. A
 // failure is logged: the instance is tagged with the runner's name, so the
 // reconciler links them.
-func (s *Service) recordLaunched(ctx context.Context, runner string, log *slog.Logger, in provider.Instance) {
-	// Every machine the provider launches here is launched for its job:
-	// a cold start.
+func (s *Service) recordLaunched(ctx context.Context, runner string, log *slog.Logger, in provider.Instance, kind string) {
 	err := s.o.Ledger.Launched(ctx, runner, provisioning.Launch{InstanceID: in.ID, InstanceType: in.InstanceType, Zone: in.Zone,
-		Spot: in.Capacity == provider.Spot, StartKind: provisioning.StartCold, At: in.LaunchedAt})
+		Spot: in.Capacity == provider.Spot, StartKind: kind, At: in.LaunchedAt})
 	if err != nil {
 		log.Error("recording the runner's instance in the ledger", "runner_name", runner, "instance_id", in.ID, "err", err)
 	}

@@ -102,6 +102,8 @@ type Ledger interface {
 	Launched(ctx context.Context, name string, l provisioning.Launch) error
 	End(ctx context.Context, name string, at time.Time, reason string) (bool, error)
 	Runner(ctx context.Context, name string) (provisioning.Runner, error)
+	// LiveRunners lists a pool's live records: its warm machines among them.
+	LiveRunners(ctx context.Context, pool string) ([]provisioning.Runner, error)
 }
 
 var _ Ledger = store.Ledger(nil)
@@ -309,6 +311,13 @@ type work struct {
 	reg      provider.Registration
 	instance string
 	leaseEnd time.Time
+	// tryWarm: a ready warm machine of the job's settings (warmKey) was
+	// among the invocation's candidates (cands) when it grouped the jobs;
+	// warm is the one it took.
+	tryWarm bool
+	warmKey string
+	cands   *warmCandidates
+	warm    *warmTake
 
 	finished bool
 	outcome  decide.Outcome

@@ -321,6 +321,14 @@ func Decide(in Inputs) Decision {
 	ledger := append([]provisioning.Runner(nil), in.Ledger...)
 	sort.Slice(ledger, func(i, j int) bool { return ledger[i].Name < ledger[j].Name })
 	for _, r := range ledger {
+		if provisioning.IsWarm(r.Name) {
+			// A warm machine waits for a job and registers none: DecideWarm's.
+			v.named[r.Name] = true
+			if r.InstanceID != "" {
+				v.claimed[r.InstanceID] = true
+			}
+			continue
+		}
 		v.judge(v.observe(r))
 	}
 	v.orphans()
