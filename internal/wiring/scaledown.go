@@ -52,6 +52,14 @@ type ScaleDownConfig struct {
 	Allow            []string // SKIFF_ALLOW: the kept runner groups admit it
 	LogLevel         slog.Level
 	MetricsNamespace string
+	// RegistrationTable, LaunchTemplatePrefix and RootDevice let the
+	// reconciler launch the pools' warm machines (docs/warm-pools.md) as
+	// scale-up launches runners: SKIFF_REGISTRATION_TABLE (optional: without
+	// it no warm machine is launched), SKIFF_LAUNCH_TEMPLATE_PREFIX,
+	// SKIFF_ROOT_DEVICE.
+	RegistrationTable    string
+	LaunchTemplatePrefix string
+	RootDevice           string
 }
 
 // ScaleDownConfigFromEnv reads the configuration through getenv and reports
@@ -59,25 +67,28 @@ type ScaleDownConfig struct {
 func ScaleDownConfigFromEnv(getenv func(string) string) (ScaleDownConfig, error) {
 	env := config.NewEnv(getenv)
 	c := ScaleDownConfig{
-		TableName:        env.Required(names.EnvTableName),
-		QueueURL:         env.Required(names.EnvQueueURL),
-		PoolsFile:        env.String(names.EnvPoolsFile, config.DefaultPoolsFile(getenv)),
-		Account:          env.Required(names.EnvAccountID),
-		Deployment:       env.Deployment(),
-		Region:           env.Required(names.EnvAWSRegion),
-		Partition:        env.String(names.EnvPartition, "aws"),
-		PrivateKeyARN:    env.Required(names.EnvGitHubPrivateKeyARN),
-		GitHubAPIURL:     env.String(names.EnvGitHubAPIURL, github.DefaultBaseURL),
-		RepoScope:        env.String(names.EnvRunnerScope, "org") == "repo",
-		Scopes:           env.List(names.EnvScaleDownScopes),
-		MaxReplacements:  env.Int(names.EnvMaxReplacements, 3),
-		MaxGitHubCalls:   env.Int(names.EnvMaxGitHubCalls, scaledown.DefaultMaxGitHubCalls),
-		RerunInterrupted: env.List(names.EnvRerunInterrupted),
-		MetricsPools:     env.List(names.EnvMetricsRecords),
-		MetricsTable:     env.String(names.EnvMetricsTable, ""),
-		Redeliver:        env.Bool(names.EnvRedeliver, true),
-		Allow:            env.List(names.EnvAllow),
-		MetricsNamespace: env.String(names.EnvMetricsNamespace, names.DefaultMetricsNamespace),
+		TableName:            env.Required(names.EnvTableName),
+		QueueURL:             env.Required(names.EnvQueueURL),
+		PoolsFile:            env.String(names.EnvPoolsFile, config.DefaultPoolsFile(getenv)),
+		Account:              env.Required(names.EnvAccountID),
+		Deployment:           env.Deployment(),
+		Region:               env.Required(names.EnvAWSRegion),
+		Partition:            env.String(names.EnvPartition, "aws"),
+		PrivateKeyARN:        env.Required(names.EnvGitHubPrivateKeyARN),
+		GitHubAPIURL:         env.String(names.EnvGitHubAPIURL, github.DefaultBaseURL),
+		RepoScope:            env.String(names.EnvRunnerScope, "org") == "repo",
+		Scopes:               env.List(names.EnvScaleDownScopes),
+		MaxReplacements:      env.Int(names.EnvMaxReplacements, 3),
+		MaxGitHubCalls:       env.Int(names.EnvMaxGitHubCalls, scaledown.DefaultMaxGitHubCalls),
+		RerunInterrupted:     env.List(names.EnvRerunInterrupted),
+		RegistrationTable:    env.String(names.EnvRegistrationTable, ""),
+		LaunchTemplatePrefix: env.String(names.EnvLaunchTemplatePrefix, names.DefaultLaunchTemplatePrefix),
+		RootDevice:           env.String(names.EnvRootDevice, names.DefaultRootDevice),
+		MetricsPools:         env.List(names.EnvMetricsRecords),
+		MetricsTable:         env.String(names.EnvMetricsTable, ""),
+		Redeliver:            env.Bool(names.EnvRedeliver, true),
+		Allow:                env.List(names.EnvAllow),
+		MetricsNamespace:     env.String(names.EnvMetricsNamespace, names.DefaultMetricsNamespace),
 	}
 	c.AppIDs = appIDs(env)
 	if c.MetricsTable == "" {
@@ -162,12 +173,18 @@ func newScaleDownService(ctx context.Context, cfg ScaleDownConfig, awsCfg aws.Co
 	ledger := dynamostore.NewLedgerDynamo(ddb, cfg.TableName)
 	records := dynamostore.NewDynamo(ddb, cfg.TableName)
 	counter := telemetry.NewEMF(os.Stdout, cfg.MetricsNamespace, names.FunctionScaleDown, nil)
-	// List and Terminate need no registration table; Launch is never called.
-	// List tags each runner with the runner version its AMI's tag names.
+	// List and Terminate need no registration table; only the warm
+	// machines' launches write to it (without one, a warm launch fails and
+	// is logged). List tags each runner with the runner version its AMI's
+	// tag names.
 	ec2Client := sdkec2.NewFromConfig(awsCfg)
-	prov, err := ec2.NewProvider(ec2.ProviderOptions{API: ec2Client, Images: ec2Client, Registrations: noRegistrations{},
+	var regs ec2.Registrations = noRegistrations{}
+	if cfg.RegistrationTable != "" {
+		regs = ec2.NewRegistrationTable(ddb, cfg.RegistrationTable)
+	}
+	prov, err := ec2.NewProvider(ec2.ProviderOptions{API: ec2Client, Images: ec2Client, Registrations: regs,
 		Capacity: launches, Partition: cfg.Partition, Region: cfg.Region, Account: cfg.Account, Deployment: cfg.Deployment,
-		Counter: counter, Logger: logger})
+		LaunchTemplatePrefix: cfg.LaunchTemplatePrefix, RootDevice: cfg.RootDevice, Counter: counter, Logger: logger})
 	if err != nil {
 		return nil, err
 	}
@@ -215,5 +232,5 @@ func newScaleDownService(ctx context.Context, cfg ScaleDownConfig, awsCfg aws.Co
 type noRegistrations struct{}
 
 func (noRegistrations) Put(context.Context, userdata.Registration) error {
-	return fmt.Errorf("scale-down does not launch")
+	return fmt.Errorf("no registration table (%s): the reconciler launches no warm machine", names.EnvRegistrationTable)
 }

@@ -260,10 +260,6 @@ func (s *source) checkWarm(i int, p *Pool, add addFunc) {
 			"remove warm:; warm instances are EC2 instances launched ahead and stopped or left running")
 		return
 	}
-	// Until warm instances are launched, a pools file must not let anyone
-	// believe its jobs start warm.
-	add(ptr, SeverityWarning, fmt.Sprintf("pool %q: this build checks and prices warm: but launches no warm instance: every job starts cold", p.Name),
-		"see docs/warm-pools.md, \"What this build does with warm:\"")
 	if w.Location == nil {
 		add(ptr+"/timeZone", SeverityError, fmt.Sprintf("timeZone %q is not an IANA time zone this build knows", w.TimeZone),
 			"use a name from the tz database, such as Europe/Berlin, America/New_York or UTC")

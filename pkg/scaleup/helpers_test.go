@@ -90,6 +90,14 @@ pools:
     subnets: [subnet-0aaaaaaaa]
     capacity: on-demand
     maxRunners: 5000
+  - name: warm
+    labels: [warm]
+    instanceTypes: [c7i.large]
+    subnets: [subnet-0aaaaaaaa]
+    capacity: on-demand
+    maxRunners: 3
+    dynamic: {maxDiskGiB: 100}
+    warm: {stopped: 1, hot: 1}
   - name: private
     labels: [private]
     scope:
