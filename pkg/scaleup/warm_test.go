@@ -198,7 +198,9 @@ type staleLedger struct {
 	live []provisioning.Runner
 }
 
-func (s staleLedger) LiveRunners(context.Context, string) ([]provisioning.Runner, error) { return s.live, nil }
+func (s staleLedger) LiveRunners(context.Context, string) ([]provisioning.Runner, error) {
+	return s.live, nil
+}
 
 // TestWarmLostRace: two invocations read the same ready machine; the one
 // that ends its record second launches cold, and the machine serves one job.
