@@ -179,6 +179,12 @@ func warmAdvice(c *metrics.Collector, cfg *pool.Config) []metrics.WarmAdvice {
 		if usd, unpriced := spec.WarmCostPerDay(&hot); !unpriced {
 			out[i].HotCostPerDayUSD = &usd
 		}
+		// The held hours at the configured mix: the cost of an hour on is
+		// the day's cost over the day's hours on.
+		if usd, unpriced := spec.WarmCostPerDay(p.Warm); !unpriced && p.Warm.HoursPerWeek() > 0 {
+			held := usd / (p.Warm.HoursPerWeek() / 7) * a.HeldHours / float64(p.Warm.Total())
+			out[i].HeldCostUSD = &held
+		}
 	}
 	return out
 }

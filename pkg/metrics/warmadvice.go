@@ -5,6 +5,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/skiffci/skiff/pkg/pool"
@@ -45,6 +46,17 @@ type WarmAdvice struct {
 	// HotCostPerDayUSD is what Count hot instances would cost per day in the
 	// schedule's hours (pool.Spec.WarmCostPerDay), when the caller priced it.
 	HotCostPerDayUSD *float64 `json:"hotCostPerDayUSD,omitempty"`
+	// Served counts the pool's jobs whose runner started on a warm machine
+	// (start.kind stopped or hot), over the whole period.
+	Served int `json:"served"`
+	// HeldHours are the warm instance-hours the pools file's counts hold
+	// over the records' period (first to last job queued): Configured
+	// machines for each hour the schedule is on. The reconciler keeps the
+	// counts, so these are the hours paid for, less its refills' minutes.
+	HeldHours float64 `json:"heldHours"`
+	// HeldCostUSD is what HeldHours cost at the pool's prices, when the
+	// caller priced it.
+	HeldCostUSD *float64 `json:"heldCostUSD,omitempty"`
 }
 
 // warmSummary keeps what warm advice needs of each record: its pool's
@@ -52,15 +64,19 @@ type WarmAdvice struct {
 type warmSummary struct {
 	queued    map[string][]int64
 	replenish map[string][]float64
+	served    map[string]int
 }
 
 func newWarmSummary() *warmSummary {
-	return &warmSummary{queued: map[string][]int64{}, replenish: map[string][]float64{}}
+	return &warmSummary{queued: map[string][]int64{}, replenish: map[string][]float64{}, served: map[string]int{}}
 }
 
 func (s *warmSummary) add(r *Record) {
 	if r.QueuedAt != nil {
 		s.queued[r.Pool] = append(s.queued[r.Pool], r.QueuedAt.UnixNano())
+	}
+	if st := r.Start; st != nil && (st.Kind == StartStopped || st.Kind == StartHot) {
+		s.served[r.Pool]++
 	}
 	if st := r.Start; st != nil && st.Kind == StartCold && st.Phases != nil && st.Phases.RequestedToLaunched != nil && st.Phases.LaunchedToOnline != nil {
 		s.replenish[r.Pool] = append(s.replenish[r.Pool], *st.Phases.RequestedToLaunched+*st.Phases.LaunchedToOnline)
@@ -78,9 +94,25 @@ func (s *warmSummary) advise(warm map[string]*pool.Warm) []WarmAdvice {
 			a.ReplenishSeconds, a.FromRecords = round(percentile(rs, 50), 10), true
 		}
 		a.Jobs, a.Count = WarmCount(s.queued[name], w, time.Duration(a.ReplenishSeconds*float64(time.Second)))
+		a.Served = s.served[name]
+		if q := s.queued[name]; len(q) > 0 {
+			a.HeldHours = round(float64(w.Total())*HoursOn(w, time.Unix(0, slices.Min(q)), time.Unix(0, slices.Max(q))), 10)
+		}
 		out = append(out, a)
 	}
 	return out
+}
+
+// HoursOn is how many hours w's schedule is on between from and to,
+// counted minute by minute on the schedule's wall clock.
+func HoursOn(w *pool.Warm, from, to time.Time) float64 {
+	on := 0
+	for t := from.Truncate(time.Minute); t.Before(to); t = t.Add(time.Minute) {
+		if w.On(t) {
+			on++
+		}
+	}
+	return float64(on) / 60
 }
 
 // WarmCount is the warm count that starts 95 % of the jobs queued at
@@ -125,6 +157,13 @@ func WriteWarmAdvice(w io.Writer, advice []WarmAdvice) error {
 			a.Pool, a.Count, a.Jobs, a.Configured, FormatSeconds(a.ReplenishSeconds), from)
 		if a.HotCostPerDayUSD != nil {
 			fmt.Fprintf(w, "; %d hot ≈ $%.2f a day", a.Count, *a.HotCostPerDayUSD)
+		}
+		if a.Configured > 0 {
+			fmt.Fprintf(w, "; held %s warm instance-hours over the records' period", strconv.FormatFloat(a.HeldHours, 'f', -1, 64))
+			if a.HeldCostUSD != nil {
+				fmt.Fprintf(w, " (≈ $%.2f)", *a.HeldCostUSD)
+			}
+			fmt.Fprintf(w, ", which started %d of its jobs", a.Served)
 		}
 		if _, err := fmt.Fprintln(w); err != nil {
 			return err

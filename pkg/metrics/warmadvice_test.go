@@ -58,3 +58,30 @@ func TestWarmCount(t *testing.T) {
 		}
 	}
 }
+
+// TestWarmHeldAndServed: the held hours are the configured machines for
+// each hour the schedule is on between the first and the last job queued
+// (Berlin's 08:00–18:00 on a Monday and a Tuesday: 20 hours on, times 3
+// machines), and the jobs served are those started stopped or hot.
+func TestWarmHeldAndServed(t *testing.T) {
+	t.Parallel()
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &pool.Warm{Stopped: 2, Hot: 1, TimeZone: "Europe/Berlin", Location: berlin,
+		Schedules: []pool.Schedule{{Days: []time.Weekday{time.Monday, time.Tuesday}, From: 8 * 60, To: 18 * 60}}}
+	c, err := NewCollector("pool", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	monday := time.Date(2026, 11, 30, 0, 0, 0, 0, berlin)
+	for i, kind := range []string{StartCold, StartHot, StartStopped, StartStopped} {
+		q := monday.Add(time.Duration(i) * 16 * time.Hour) // Mon 00:00 … Tue 24:00
+		c.Add(&Record{Pool: "p", QueuedAt: &q, Start: &Start{Kind: kind}})
+	}
+	got := c.AdviseWarm(map[string]*pool.Warm{"p": w})
+	if len(got) != 1 || got[0].Served != 3 || got[0].HeldHours != 60 {
+		t.Errorf("advice = %+v; want 3 served and 60 held hours", got)
+	}
+}
