@@ -144,6 +144,7 @@ var codes = map[string]error{
 	"ServiceUnavailable":                           ErrTransient,
 	"Unavailable":                                  ErrTransient,
 	"ConcurrentTagAccess":                          ErrTransient,
+	"IncorrectInstanceState":                       ErrTransient,
 }
 
 // limitRe finds the quota in messages such as "You have requested more vCPU

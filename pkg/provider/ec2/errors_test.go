@@ -206,6 +206,14 @@ var codeTable = []struct {
 	// "You can't run simultaneous commands to modify a tag for a specific
 	// resource. Allow sufficient wait time ..., then retry your request."
 	{"ConcurrentTagAccess", ErrTransient},
+	// The instance's state does not allow the action now. StopInstances and
+	// StartInstances answer it for an instance that is terminated, shutting
+	// down, stopping, or pending from its launch (field reports in public
+	// projects' issue trackers: "The instance 'i-…' is not in a state from
+	// which it can be started."). States move on by themselves: a stopping
+	// instance can start once stopped. Never the request's or the operator's
+	// fault, so not ErrInvalid; fleet.go reads it per instance.
+	{"IncorrectInstanceState", ErrTransient},
 }
 
 func TestClassifyCodes(t *testing.T) {

@@ -24,7 +24,8 @@
 //
 // Tag sets tags that differ per instance of one fleet after the launch;
 // States and Terminate serve the recovery of a crashed launch, and never let
-// one unknown id hide the others.
+// one unknown id hide the others. Stop and Start (startstop.go) stop a warm
+// instance once it is ready and start it again for its job.
 package ec2
 
 import (
@@ -47,6 +48,8 @@ type API interface {
 	DescribeInstances(ctx context.Context, params *sdkec2.DescribeInstancesInput, optFns ...func(*sdkec2.Options)) (*sdkec2.DescribeInstancesOutput, error)
 	TerminateInstances(ctx context.Context, params *sdkec2.TerminateInstancesInput, optFns ...func(*sdkec2.Options)) (*sdkec2.TerminateInstancesOutput, error)
 	CreateTags(ctx context.Context, params *sdkec2.CreateTagsInput, optFns ...func(*sdkec2.Options)) (*sdkec2.CreateTagsOutput, error)
+	StopInstances(ctx context.Context, params *sdkec2.StopInstancesInput, optFns ...func(*sdkec2.Options)) (*sdkec2.StopInstancesOutput, error)
+	StartInstances(ctx context.Context, params *sdkec2.StartInstancesInput, optFns ...func(*sdkec2.Options)) (*sdkec2.StartInstancesOutput, error)
 }
 
 var _ API = (*sdkec2.Client)(nil)
@@ -649,6 +652,11 @@ func (l *Launcher) Terminate(ctx context.Context, ids []string) error {
 // set). An id EC2 does not know yet (eventual consistency) is retried a few
 // times, waiting 250 ms, 500 ms, 1 s by default.
 func (l *Launcher) Tag(ctx context.Context, ids []string, tags map[string]string) error {
+	return l.tag(ctx, ids, tags, tagAttempts)
+}
+
+// tag is Tag in at most attempts CreateTags calls.
+func (l *Launcher) tag(ctx context.Context, ids []string, tags map[string]string, attempts int) error {
 	if len(ids) == 0 || len(tags) == 0 {
 		return nil
 	}
@@ -656,7 +664,7 @@ func (l *Launcher) Tag(ctx context.Context, ids []string, tags map[string]string
 	delay := l.retryDelay
 	var err error
 	for attempt := 1; ; attempt++ {
-		if _, err = l.api.CreateTags(ctx, in); err == nil || !notFound(err) || attempt == tagAttempts {
+		if _, err = l.api.CreateTags(ctx, in); err == nil || !notFound(err) || attempt >= attempts {
 			break
 		}
 		if delay > 0 {

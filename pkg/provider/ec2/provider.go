@@ -194,6 +194,9 @@ func (p *Provider) Plan(ctx context.Context, l provider.Launch) (provider.Plan, 
 		return "", &provider.Error{Kind: provider.ErrInvalid, Code: "NotEC2", Final: true,
 			Message: fmt.Sprintf("pool %s runs on %s, not EC2", l.Spec.Pool, l.Spec.Backend)}
 	}
+	if err := checkWarm(l.Runners); err != nil {
+		return "", err
+	}
 	failed, err := p.o.Capacity.FailedCapacity(ctx, l.Spec.Pool, p.o.Now())
 	if err != nil {
 		p.o.Logger.Warn("reading failed capacity pools; asking for all", "pool", l.Spec.Pool, "err", err)
@@ -209,10 +212,20 @@ func (p *Provider) Plan(ctx context.Context, l provider.Launch) (provider.Plan, 
 	return provider.Plan(b), nil
 }
 
-// request builds the fleet request of a launch.
+// request builds the fleet request of a launch. A warm launch (one warm
+// runner, checkWarm) is tagged names.TagWarm with its kind and
+// names.TagRunnerName with its warm name, and carries no job, run or
+// repository tag until a job takes it (Hand); a stopped one launches
+// on-demand, as EC2 stops no spot instance of a one-time request (the
+// pool's spot-then-on-demand says so; a spot-only pool keeps no stopped
+// instances, pool validation).
 func (p *Provider) request(l provider.Launch, failed map[string]bool) Request {
 	spec, e := l.Spec, l.Spec.EC2
+	first := l.Runners[0]
 	capacity := Capacity(e.Capacity)
+	if first.Warm == pool.WarmStopped {
+		capacity = OnDemand
+	}
 	req := Request{
 		Token:          l.Token,
 		LaunchTemplate: names.LaunchTemplate(p.o.LaunchTemplatePrefix, spec.Pool),
@@ -235,7 +248,18 @@ func (p *Provider) request(l provider.Launch, failed map[string]bool) Request {
 	for k, v := range e.Tags {
 		req.Tags[k] = v
 	}
-	first := l.Runners[0]
+	req.Tags[names.TagManaged] = names.ManagedValue
+	if p.o.Deployment != "" {
+		req.Tags[names.TagDeployment] = p.o.Deployment
+	}
+	req.Tags[names.TagPool] = spec.Pool
+	req.Tags[names.TagOwner] = first.Owner
+	req.Tags[names.TagFleetToken] = l.Token
+	if first.Warm != "" {
+		req.Tags[names.TagWarm] = string(first.Warm)
+		req.Tags[names.TagRunnerName] = first.Name
+		return req
+	}
 	jobs, runs, runners := make([]string, 0, len(l.Runners)), []string{}, make([]string, 0, len(l.Runners))
 	sameRepo := true
 	for _, r := range l.Runners {
@@ -246,13 +270,6 @@ func (p *Provider) request(l provider.Launch, failed map[string]bool) Request {
 		runners = append(runners, r.Name)
 		sameRepo = sameRepo && strings.EqualFold(r.Repository, first.Repository)
 	}
-	req.Tags[names.TagManaged] = names.ManagedValue
-	if p.o.Deployment != "" {
-		req.Tags[names.TagDeployment] = p.o.Deployment
-	}
-	req.Tags[names.TagPool] = spec.Pool
-	req.Tags[names.TagOwner] = first.Owner
-	req.Tags[names.TagFleetToken] = l.Token
 	putList := func(key string, vals []string) {
 		if v := strings.Join(vals, ","); len(v) <= 256 { // EC2's tag value limit
 			req.Tags[key] = v
@@ -318,6 +335,11 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider
 	if regs != nil && len(regs) != len(pn.Runners) {
 		return provider.Result{}, provider.Errorf(provider.ErrInvalid, "launching: %d registrations for %d runners", len(regs), len(pn.Runners))
 	}
+	for i := range regs {
+		if err := warmMatches(pn.Runners[i], regs[i]); err != nil {
+			return provider.Result{}, err
+		}
+	}
 	spec := pn.Request
 	pool := spec.Tags[names.TagPool]
 	log := p.o.Logger.With("pool", pool, "fleet_token", spec.Token)
@@ -363,11 +385,7 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider
 		}
 		// The table keys the runner's registration by its instance's ARN:
 		// only that instance's role may read (and delete) it.
-		g := regs[i]
-		reg := userdata.Registration{InstanceARN: userdata.InstanceARN(p.o.Partition, p.o.Region, p.o.Account, r.Instance.ID),
-			Mode: g.Mode, JITConfig: g.JITConfig, Token: g.Token, URL: g.URL, RunnerName: g.RunnerName, Labels: g.Labels,
-			RunnerGroup: g.RunnerGroup, RunnerVersion: g.RunnerVersion, RunnerSHA256: g.RunnerSHA256, ExpiresAt: now.Add(p.o.RegistrationTTL)}
-		if err := p.o.Registrations.Put(ctx, reg); err != nil {
+		if err := p.o.Registrations.Put(ctx, p.item(r.Instance.ID, regs[i], now)); err != nil {
 			log.Error("writing the registration; terminating its instance", "instance_id", r.Instance.ID, "runner_name", pn.Runners[i].Name, "err", err)
 			orphans = append(orphans, r.Instance.ID)
 			out.Runners[i] = provider.Launched{Err: &provider.Error{Kind: provider.ErrTransient, Code: "RegistrationNotDelivered", Message: "the registration item could not be written"}}

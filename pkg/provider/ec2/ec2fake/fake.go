@@ -1,7 +1,7 @@
 // Package ec2fake is the EC2 fake shared by skiff's tests: an in-memory
-// implementation of the fleet, describe, terminate and tag calls that
-// behaves like EC2 where skiff depends on it, and injects EC2's real failure
-// modes. It is used in process (as an ec2.API) or over HTTP (Handler, Serve),
+// implementation of the fleet, describe, terminate, tag, stop and start
+// calls that behaves like EC2 where skiff depends on it, and injects EC2's
+// real failure modes. It is used in process (as an ec2.API) or over HTTP (Handler, Serve),
 // speaking the EC2 Query protocol to a real SDK client: both fronts share one
 // state and one set of faults.
 //
@@ -20,14 +20,25 @@
 //     characters, no "aws:" prefix), for tags at creation and CreateTags.
 //   - Eventual consistency: a just-launched instance can stay unknown to the
 //     next CreateTags calls naming it (InvalidInstanceID.NotFound).
-//   - A failed call changes nothing (TerminateInstances and CreateTags check
-//     every id before acting).
+//   - A failed call changes nothing (TerminateInstances, CreateTags,
+//     StopInstances and StartInstances check every id before acting).
 //   - ClientToken idempotency: the same token with an identical request
 //     returns the first answer and launches nothing; the same token with a
 //     different request fails with IdempotentParameterMismatch.
 //   - Instances with state and tags, for DescribeInstances and
-//     TerminateInstances.
+//     TerminateInstances. A launched instance stays pending until SetState
+//     moves it (the boot is the test's to play).
+//   - StopInstances and StartInstances (startstop.go), with EC2's refusals
+//     (unknown ids, IncorrectInstanceState, UnsupportedOperation for spot)
+//     and state moves, drawn below.
 //   - A per-call latency, per operation if need be, for benchmarks.
+//
+// A stop or start moves an instance through EC2's states; it settles by the
+// fake's clock (SetStateDelays; with the default 0, the first call reading
+// it after the move already sees its end):
+//
+//	running ──StopInstances──► stopping ──(stop delay)──► stopped
+//	stopped ──StartInstances─► pending  ──(start delay)─► running
 //
 // Every input is recorded; Reset forgets inputs, instances, tokens and faults.
 package ec2fake
@@ -78,6 +89,10 @@ type Fake struct {
 	tokens     map[string]tokenEntry
 	instances  map[string]*Instance
 	order      []string
+	moving     map[string]transition // instances stopping or starting (startstop.go)
+	ran        map[string]bool       // instances that reached running at least once
+	stopDelay  time.Duration
+	startDelay time.Duration
 }
 
 type tokenEntry struct {
@@ -128,6 +143,9 @@ func (f *Fake) reset() {
 	f.instances = map[string]*Instance{}
 	f.order = nil
 	f.fleets = 0
+	f.moving = map[string]transition{}
+	f.ran = map[string]bool{}
+	f.stopDelay, f.startDelay = 0, 0
 }
 
 // Reset forgets every input, instance, token and injected fault.
@@ -146,7 +164,8 @@ func (f *Fake) SetLatency(d time.Duration) {
 }
 
 // SetOpLatency makes the calls of one operation ("CreateFleet",
-// "DescribeInstances", "TerminateInstances", "CreateTags") take d instead of
+// "DescribeInstances", "TerminateInstances", "CreateTags", "StopInstances",
+// "StartInstances") take d instead of
 // SetLatency's.
 func (f *Fake) SetOpLatency(op string, d time.Duration) {
 	f.mu.Lock()
@@ -221,7 +240,8 @@ func (f *Fake) SetFillLimit(n int) {
 func (f *Fake) FailNext(codes ...string) { f.FailOp("CreateFleet", codes...) }
 
 // FailOp makes the next len(codes) calls of an operation ("CreateFleet",
-// "DescribeInstances", "TerminateInstances", "CreateTags") fail as a whole
+// "DescribeInstances", "TerminateInstances", "CreateTags", "StopInstances",
+// "StartInstances") fail as a whole
 // with these codes, in order, changing nothing.
 func (f *Fake) FailOp(op string, codes ...string) {
 	f.mu.Lock()
@@ -264,13 +284,18 @@ func (f *Fake) SetAttributeType(t string) {
 	f.mu.Unlock()
 }
 
-// SetState sets an instance's state, e.g. "terminated" to simulate a runner
-// that shut down.
+// SetState sets an instance's state, e.g. "running" once it booted, or
+// "terminated" to simulate a runner that shut down. It ends a stop or start
+// under way.
 func (f *Fake) SetState(id, state string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if in, ok := f.instances[id]; ok {
 		in.State = state
+		delete(f.moving, id)
+		if state != "pending" {
+			f.ran[id] = true
+		}
 	}
 }
 
@@ -282,7 +307,8 @@ func (f *Fake) CreateFleetInputs() []*sdkec2.CreateFleetInput {
 }
 
 // Calls returns how many times an operation ("CreateFleet",
-// "DescribeInstances", "TerminateInstances") was called.
+// "DescribeInstances", "TerminateInstances", "CreateTags", "StopInstances",
+// "StartInstances") was called.
 func (f *Fake) Calls(op string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -293,6 +319,7 @@ func (f *Fake) Calls(op string) int {
 func (f *Fake) Instances() []Instance {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.settle()
 	out := make([]Instance, 0, len(f.order))
 	for _, id := range f.order {
 		in := *f.instances[id]
@@ -607,6 +634,7 @@ func (f *Fake) DescribeInstances(ctx context.Context, in *sdkec2.DescribeInstanc
 	if err := f.injected("DescribeInstances"); err != nil {
 		return nil, err
 	}
+	f.settle()
 	if in.MaxResults != nil && (len(in.InstanceIds) > 0 || *in.MaxResults < 5 || *in.MaxResults > 1000) {
 		return nil, apiErr("InvalidParameterCombination", "MaxResults must be 5 to 1000, and cannot be used with InstanceIds")
 	}
@@ -722,8 +750,10 @@ func (f *Fake) TerminateInstances(ctx context.Context, in *sdkec2.TerminateInsta
 	if err := f.known(in.InstanceIds, false); err != nil {
 		return nil, err
 	}
+	f.settle()
 	out := &sdkec2.TerminateInstancesOutput{}
 	for _, id := range in.InstanceIds {
+		delete(f.moving, id)
 		inst := f.instances[id]
 		prev := inst.State
 		cur := types.InstanceStateNameShuttingDown

@@ -33,7 +33,8 @@ const maxBody = 1 << 20
 // Handler serves the fake over HTTP with the EC2 Query protocol, as the AWS
 // SDK for Go v2 speaks it (POST, form-encoded Action=…&Version=2016-11-15,
 // XML answers, EC2's error document with its HTTP status): CreateFleet,
-// DescribeInstances (by id), TerminateInstances and CreateTags. It decodes
+// DescribeInstances, TerminateInstances, CreateTags, StopInstances and
+// StartInstances. It decodes
 // the form into the SDK's input, runs the same logic as the in-process calls
 // (faults, capacity, idempotency, latency included) and encodes the SDK's
 // output. A parameter it does not model is refused with UnknownParameter,
@@ -88,6 +89,22 @@ func (f *Fake) Handler() http.Handler {
 				var o *sdkec2.TerminateInstancesOutput
 				if o, err = f.TerminateInstances(r.Context(), in); err == nil {
 					out = encodeTerminateInstances(rid, o)
+				}
+			}
+		case "StopInstances":
+			in := &sdkec2.StopInstancesInput{InstanceIds: q.strs("InstanceId")}
+			if err = q.finish(); err == nil {
+				var o *sdkec2.StopInstancesOutput
+				if o, err = f.StopInstances(r.Context(), in); err == nil {
+					out = encodeStateChanges("StopInstancesResponse", rid, o.StoppingInstances)
+				}
+			}
+		case "StartInstances":
+			in := &sdkec2.StartInstancesInput{InstanceIds: q.strs("InstanceId")}
+			if err = q.finish(); err == nil {
+				var o *sdkec2.StartInstancesOutput
+				if o, err = f.StartInstances(r.Context(), in); err == nil {
+					out = encodeStateChanges("StartInstancesResponse", rid, o.StartingInstances)
 				}
 			}
 		case "CreateTags":
@@ -583,8 +600,10 @@ func encodeDescribeInstances(rid string, o *sdkec2.DescribeInstancesOutput) *xml
 	return out
 }
 
-type xmlTerminateInstancesResponse struct {
-	XMLName   xml.Name         `xml:"TerminateInstancesResponse"`
+// xmlStateChangesResponse is the answer of TerminateInstances,
+// StopInstances and StartInstances; XMLName's value names it.
+type xmlStateChangesResponse struct {
+	XMLName   xml.Name
 	Xmlns     string           `xml:"xmlns,attr"`
 	RequestID string           `xml:"requestId"`
 	Changes   []xmlStateChange `xml:"instancesSet>item"`
@@ -596,9 +615,16 @@ type xmlStateChange struct {
 	Previous *xmlState `xml:"previousState"`
 }
 
-func encodeTerminateInstances(rid string, o *sdkec2.TerminateInstancesOutput) *xmlTerminateInstancesResponse {
-	out := &xmlTerminateInstancesResponse{Xmlns: xmlns, RequestID: rid}
-	for _, c := range o.TerminatingInstances {
+func encodeTerminateInstances(rid string, o *sdkec2.TerminateInstancesOutput) *xmlStateChangesResponse {
+	return encodeStateChanges("TerminateInstancesResponse", rid, o.TerminatingInstances)
+}
+
+// encodeStateChanges is the answer of TerminateInstances, StopInstances
+// or StartInstances (the element name tells which): the instances' state
+// changes in an instancesSet.
+func encodeStateChanges(name, rid string, changes []types.InstanceStateChange) *xmlStateChangesResponse {
+	out := &xmlStateChangesResponse{XMLName: xml.Name{Local: name}, Xmlns: xmlns, RequestID: rid}
+	for _, c := range changes {
 		out.Changes = append(out.Changes, xmlStateChange{ID: aws.ToString(c.InstanceId), Current: encodeState(c.CurrentState),
 			Previous: encodeState(c.PreviousState)})
 	}

@@ -3,6 +3,7 @@ package ec2fake_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -353,4 +354,299 @@ func dump(in *sdkec2.CreateFleetInput) string {
 		}
 	}
 	return b.String()
+}
+
+// TestStopStart: StopInstances and StartInstances as EC2 answers them, the
+// same in process and through the real SDK over the HTTP front: the state
+// changes in the answer, the states DescribeInstances shows after them, and
+// EC2's refusals, which change nothing.
+func TestStopStart(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	// world is a fake with two running on-demand instances (a, b), one
+	// still pending from its launch (p) and a running spot instance (s).
+	type world struct {
+		f          *ec2fake.Fake
+		api        ec2.API
+		now        *time.Time
+		a, b, p, s string
+	}
+	stop := func(w world, ids ...string) (*sdkec2.StopInstancesOutput, error) {
+		return w.api.StopInstances(context.Background(), &sdkec2.StopInstancesInput{InstanceIds: ids})
+	}
+	start := func(w world, ids ...string) (*sdkec2.StartInstancesOutput, error) {
+		return w.api.StartInstances(context.Background(), &sdkec2.StartInstancesInput{InstanceIds: ids})
+	}
+	state := func(t *testing.T, w world, id string) string {
+		t.Helper()
+		out, err := w.api.DescribeInstances(context.Background(), &sdkec2.DescribeInstancesInput{InstanceIds: []string{id}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := out.Reservations[0].Instances[0].State
+		if want := map[string]int32{"pending": 0, "running": 16, "terminated": 48, "stopping": 64, "stopped": 80}[string(st.Name)]; aws.ToInt32(st.Code) != want {
+			t.Errorf("%s: state %s has code %d, want %d", id, st.Name, aws.ToInt32(st.Code), want)
+		}
+		return string(st.Name)
+	}
+	change := func(c types.InstanceStateChange) string {
+		return aws.ToString(c.InstanceId) + ":" + string(c.PreviousState.Name) + "→" + string(c.CurrentState.Name)
+	}
+	refused := func(t *testing.T, err error, code, id string) {
+		t.Helper()
+		var api smithy.APIError
+		if !errors.As(err, &api) || api.ErrorCode() != code || !strings.Contains(api.ErrorMessage(), id) {
+			t.Fatalf("err = %v, want %s naming %s", err, code, id)
+		}
+	}
+	cases := []struct {
+		name string
+		run  func(t *testing.T, w world)
+	}{
+		{"stop: stopping in the answer, stopped next; a second stop changes nothing", func(t *testing.T, w world) {
+			out, err := stop(w, w.a, w.b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := change(out.StoppingInstances[0]) + " " + change(out.StoppingInstances[1]); got != w.a+":running→stopping "+w.b+":running→stopping" {
+				t.Errorf("answer %s", got)
+			}
+			if st := state(t, w, w.a); st != "stopped" {
+				t.Errorf("after the stop: %s", st)
+			}
+			out, err = stop(w, w.a)
+			if err != nil || change(out.StoppingInstances[0]) != w.a+":stopped→stopped" {
+				t.Errorf("stopping a stopped instance: %v %v", out, err)
+			}
+		}},
+		{"start: pending in the answer, running next; starting a running one changes nothing", func(t *testing.T, w world) {
+			if _, err := stop(w, w.a); err != nil {
+				t.Fatal(err)
+			}
+			out, err := start(w, w.a, w.b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := change(out.StartingInstances[0]) + " " + change(out.StartingInstances[1]); got != w.a+":stopped→pending "+w.b+":running→running" {
+				t.Errorf("answer %s", got)
+			}
+			if st := state(t, w, w.a); st != "running" {
+				t.Errorf("after the start: %s", st)
+			}
+		}},
+		{"the moves take the delays, by the fake's clock", func(t *testing.T, w world) {
+			w.f.SetStateDelays(time.Minute, 30*time.Second)
+			if _, err := stop(w, w.a); err != nil {
+				t.Fatal(err)
+			}
+			if st := state(t, w, w.a); st != "stopping" {
+				t.Errorf("right after the stop: %s", st)
+			}
+			out, err := stop(w, w.a)
+			if err != nil || change(out.StoppingInstances[0]) != w.a+":stopping→stopping" {
+				t.Errorf("stopping a stopping instance: %v %v", out, err)
+			}
+			_, err = start(w, w.a)
+			refused(t, err, "IncorrectInstanceState", w.a)
+			*w.now = w.now.Add(time.Minute)
+			if st := state(t, w, w.a); st != "stopped" {
+				t.Errorf("a minute after the stop: %s", st)
+			}
+			if _, err := start(w, w.a); err != nil {
+				t.Fatal(err)
+			}
+			*w.now = w.now.Add(29 * time.Second)
+			if st := state(t, w, w.a); st != "pending" {
+				t.Errorf("29 s after the start: %s", st)
+			}
+			*w.now = w.now.Add(time.Second)
+			if st := state(t, w, w.a); st != "running" {
+				t.Errorf("30 s after the start: %s", st)
+			}
+		}},
+		{"an unknown id fails the call, naming it, and changes nothing", func(t *testing.T, w world) {
+			_, err := stop(w, w.a, "i-0feedfacecafe0000")
+			refused(t, err, "InvalidInstanceID.NotFound", "i-0feedfacecafe0000")
+			if st := state(t, w, w.a); st != "running" {
+				t.Errorf("the known instance is %s", st)
+			}
+			_, err = start(w, "i-0feedfacecafe0000")
+			refused(t, err, "InvalidInstanceID.NotFound", "i-0feedfacecafe0000")
+		}},
+		{"a terminated instance cannot be stopped, nor started", func(t *testing.T, w world) {
+			if _, err := w.api.TerminateInstances(context.Background(), &sdkec2.TerminateInstancesInput{InstanceIds: []string{w.b}}); err != nil {
+				t.Fatal(err)
+			}
+			_, err := stop(w, w.a, w.b)
+			refused(t, err, "IncorrectInstanceState", w.b)
+			if st := state(t, w, w.a); st != "running" {
+				t.Errorf("the other instance of the refused call is %s", st)
+			}
+			_, err = start(w, w.b)
+			refused(t, err, "IncorrectInstanceState", w.b)
+		}},
+		{"an instance pending from its launch cannot be stopped", func(t *testing.T, w world) {
+			_, err := stop(w, w.p)
+			refused(t, err, "IncorrectInstanceState", w.p)
+			if st := state(t, w, w.p); st != "pending" {
+				t.Errorf("after the refused stop: %s", st)
+			}
+		}},
+		{"a spot instance of a fleet cannot be stopped", func(t *testing.T, w world) {
+			_, err := stop(w, w.s)
+			refused(t, err, "UnsupportedOperation", w.s)
+			if st := state(t, w, w.s); st != "running" {
+				t.Errorf("after the refused stop: %s", st)
+			}
+		}},
+		{"an injected fault fails the start and changes nothing", func(t *testing.T, w world) {
+			if _, err := stop(w, w.a); err != nil {
+				t.Fatal(err)
+			}
+			w.f.FailOp("StartInstances", "InsufficientInstanceCapacity")
+			_, err := start(w, w.a)
+			var api smithy.APIError
+			if !errors.As(err, &api) || api.ErrorCode() != "InsufficientInstanceCapacity" {
+				t.Fatalf("err = %v", err)
+			}
+			if st := state(t, w, w.a); st != "stopped" {
+				t.Errorf("after the failed start: %s", st)
+			}
+			if _, err := start(w, w.a); err != nil {
+				t.Errorf("the next start: %v", err)
+			}
+			if got := w.f.Calls("StartInstances"); got != 2 {
+				t.Errorf("%d StartInstances calls, want 2", got)
+			}
+		}},
+		{"a failed capacity pool fails the start of its stopped instances", func(t *testing.T, w world) {
+			if _, err := stop(w, w.a); err != nil {
+				t.Fatal(err)
+			}
+			w.f.FailPool(ec2.CapacityKey("c7i.large", "subnet-a", false), "InsufficientInstanceCapacity")
+			w.f.FailPool(ec2.CapacityKey("c7i.large", "subnet-b", false), "InsufficientInstanceCapacity")
+			_, err := start(w, w.a)
+			var api smithy.APIError
+			if !errors.As(err, &api) || api.ErrorCode() != "InsufficientInstanceCapacity" || !strings.Contains(api.ErrorMessage(), "c7i.large") {
+				t.Fatalf("err = %v", err)
+			}
+			if st := state(t, w, w.a); st != "stopped" {
+				t.Errorf("after the failed start: %s", st)
+			}
+		}},
+		{"a terminate ends a stop under way", func(t *testing.T, w world) {
+			w.f.SetStateDelays(time.Minute, 0)
+			if _, err := stop(w, w.a); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.api.TerminateInstances(context.Background(), &sdkec2.TerminateInstancesInput{InstanceIds: []string{w.a}}); err != nil {
+				t.Fatal(err)
+			}
+			*w.now = w.now.Add(time.Minute)
+			if st := state(t, w, w.a); st != "terminated" {
+				t.Errorf("a minute after: %s", st)
+			}
+		}},
+		{"no ids: refused by the SDK, or by the fake in process", func(t *testing.T, w world) {
+			_, err := stop(w)
+			var api smithy.APIError
+			if errors.As(err, &api) && api.ErrorCode() != "MissingParameter" || err == nil {
+				t.Errorf("err = %v", err)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		for _, overHTTP := range []bool{false, true} {
+			name := tc.name + "/in process"
+			if overHTTP {
+				name = tc.name + "/over HTTP"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				now := at
+				w := world{f: ec2fake.New(), now: &now}
+				w.f.SetClock(func() time.Time { return *w.now })
+				w.api = w.f
+				if overHTTP {
+					w.api = client(t, w.f, 1)
+				}
+				l := ec2.NewLauncher(w.api)
+				res, err := l.Launch(context.Background(), fleetRequest(ec2.OnDemand, 3))
+				if err != nil {
+					t.Fatal(err)
+				}
+				w.a, w.b, w.p = res.Instances[0].ID, res.Instances[1].ID, res.Instances[2].ID
+				spot := fleetRequest(ec2.Spot, 1)
+				spot.Token = "skiff-http-spot"
+				if res, err = l.Launch(context.Background(), spot); err != nil {
+					t.Fatal(err)
+				}
+				w.s = res.Instances[0].ID
+				for _, id := range []string{w.a, w.b, w.s} {
+					w.f.SetState(id, "running")
+				}
+				tc.run(t, w)
+			})
+		}
+	}
+}
+
+// TestStopStartOverHTTPRefusals: what only the HTTP front sees: EC2's
+// status for a refused stop or start, and a parameter the fake does not
+// model.
+func TestStopStartOverHTTPRefusals(t *testing.T) {
+	t.Parallel()
+	f := ec2fake.New()
+	c := client(t, f, 1)
+	res, err := ec2.NewLauncher(c).Launch(context.Background(), fleetRequest(ec2.OnDemand, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Instances[0].ID
+	cases := []struct {
+		name   string
+		call   func() error
+		code   string
+		status int
+	}{
+		{"stop of an instance that never ran", func() error {
+			_, err := c.StopInstances(context.Background(), &sdkec2.StopInstancesInput{InstanceIds: []string{id}})
+			return err
+		}, "IncorrectInstanceState", http.StatusBadRequest},
+		{"a parameter the fake does not model", func() error {
+			_, err := c.StopInstances(context.Background(), &sdkec2.StopInstancesInput{InstanceIds: []string{id}, Force: aws.Bool(true)})
+			return err
+		}, "UnknownParameter", http.StatusBadRequest},
+		{"start of an unknown instance", func() error {
+			_, err := c.StartInstances(context.Background(), &sdkec2.StartInstancesInput{InstanceIds: []string{"i-0a"}})
+			return err
+		}, "InvalidInstanceID.NotFound", http.StatusBadRequest},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			var api smithy.APIError
+			var re *awshttp.ResponseError
+			if !errors.As(err, &api) || api.ErrorCode() != tc.code || !errors.As(err, &re) || re.HTTPStatusCode() != tc.status {
+				t.Errorf("err = %v, want %s with status %d", err, tc.code, tc.status)
+			}
+		})
+	}
+	if st := f.Instances()[0].State; st != "pending" {
+		t.Errorf("after refused calls the instance is %s", st)
+	}
+	// The answers' root elements, which the SDK does not check.
+	f.SetState(id, "running")
+	for _, action := range []string{"StopInstances", "StartInstances"} {
+		resp, err := http.PostForm(f.Serve(t), mustParse(t, "Action="+action+"&Version=2016-11-15&InstanceId.1="+id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "<"+action+"Response xmlns=") ||
+			!strings.Contains(string(body), "<instanceId>"+id+"</instanceId>") {
+			t.Errorf("%s: status %d body %s", action, resp.StatusCode, body)
+		}
+	}
 }
