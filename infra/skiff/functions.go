@@ -238,7 +238,7 @@ func (s *Skiff) appEnv(env map[string]string) map[string]string {
 }
 
 // buildScaleUp creates the scale-up function, its queue mapping and its
-// permissions (ec2Statements has the EC2 ones).
+// permissions (ec2Statements has the EC2 ones and the registrations').
 func (s *Skiff) buildScaleUp() error {
 	spec := scaleUpSpec()
 	spec.Environment = s.appEnv(map[string]string{
@@ -277,16 +277,11 @@ func (s *Skiff) buildScaleUp() error {
 			"dynamodb:DeleteItem", "dynamodb:ConditionCheckItem"),
 		s.StateTable.TableArn(), scaleUpKeyPrefixes))
 	role.AddToPrincipalPolicy(tableKeyStatement(s.StateKey.KeyArn(), true))
-	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Sid:       jsii.String("WriteRegistrations"),
-		Actions:   jsii.Strings("dynamodb:PutItem"),
-		Resources: &[]*string{s.RegistrationTable.TableArn()},
-	}))
-	role.AddToPrincipalPolicy(tableKeyStatement(s.RegistrationKey.KeyArn(), true))
 	for _, st := range s.ec2Statements() {
 		role.AddToPrincipalPolicy(st)
 	}
-	s.suppressScaleUp(role)
+	s.suppressLaunch(role)
+	suppress(role, "AwsSolutions-IAM5", "ec2:DescribeInstances has no resource-level permissions", "Resource::*")
 	return nil
 }
 

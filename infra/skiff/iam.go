@@ -77,10 +77,27 @@ func (s *Skiff) ssmParameterARNs() []*string {
 }
 
 // ec2Statements are scale-up's EC2 permissions, each as narrow as EC2's
-// resource-level permissions allow. docs/deploy.md explains each.
+// resource-level permissions allow: the launch, and its own runners' tags,
+// start (a stopped warm instance a job takes) and end. docs/deploy.md
+// explains each.
 func (s *Skiff) ec2Statements() []awsiam.PolicyStatement {
-	statements := append(s.launchStatements(), s.tagStatements()...)
-	statements = append(statements, s.manageStatements()...)
+	return append(s.launchPermissions(), s.tagOwnRunners(), s.ownInstances("TerminateOwnRunners", "ec2:TerminateInstances"),
+		s.ownInstances("StartOwnRunners", "ec2:StartInstances"),
+		// DescribeInstances has no resource-level permissions.
+		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:       jsii.String("DescribeInstances"),
+			Actions:   jsii.Strings("ec2:DescribeInstances"),
+			Resources: jsii.Strings("*"),
+		}))
+}
+
+// launchPermissions are what launching runners takes, for every role that
+// launches them through the EC2 provider: scale-up for jobs, the reconciler
+// for warm instances (docs/warm-pools.md). A launch comes from skiff's
+// templates only, tags its instances as this deployment's, passes the runner
+// role, resolves the pools' images and writes each instance's registration.
+func (s *Skiff) launchPermissions() []awsiam.PolicyStatement {
+	statements := append(s.launchStatements(), s.tagAtLaunch(), s.passRunnerRole(), fleetServiceLinkedRoles())
 	if params := s.ssmParameterARNs(); len(params) > 0 {
 		// resolve:ssm: images are resolved with the launcher's permissions.
 		statements = append(statements, awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
@@ -89,7 +106,11 @@ func (s *Skiff) ec2Statements() []awsiam.PolicyStatement {
 			Resources: &params,
 		}))
 	}
-	return statements
+	return append(statements, awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("WriteRegistrations"),
+		Actions:   jsii.Strings("dynamodb:PutItem"),
+		Resources: &[]*string{s.RegistrationTable.TableArn()},
+	}), tableKeyStatement(s.RegistrationKey.KeyArn(), true))
 }
 
 // launchStatements let scale-up launch fleets and instances from skiff's
@@ -150,30 +171,42 @@ func (s *Skiff) launchStatements() []awsiam.PolicyStatement {
 	}
 }
 
-// tagStatements let scale-up tag at launch, and tag skiff's own instances
-// with the per-job keys after it.
-func (s *Skiff) tagStatements() []awsiam.PolicyStatement {
-	return []awsiam.PolicyStatement{
-		// Tags in the launch request itself.
-		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Sid:       jsii.String("TagAtLaunch"),
-			Actions:   jsii.Strings("ec2:CreateTags"),
-			Resources: &[]*string{s.arn("ec2", "instance/*"), s.arn("ec2", "volume/*")},
-			Conditions: &map[string]any{
-				"StringEquals": map[string]any{"ec2:CreateAction": []any{"CreateFleet", "RunInstances"}},
-			},
-		}),
-		// Per-job tags on skiff's own instances after launch, four keys only.
-		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Sid:       jsii.String("TagOwnRunners"),
-			Actions:   jsii.Strings("ec2:CreateTags"),
-			Resources: &[]*string{s.arn("ec2", "instance/*")},
-			Conditions: &map[string]any{
-				"StringEquals":              s.ownResource(),
-				"ForAllValues:StringEquals": map[string]any{"aws:TagKeys": toAny(perJobTagKeys)},
-			},
-		}),
-	}
+// tagAtLaunch allows the tags in the launch request itself.
+func (s *Skiff) tagAtLaunch() awsiam.PolicyStatement {
+	return awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("TagAtLaunch"),
+		Actions:   jsii.Strings("ec2:CreateTags"),
+		Resources: &[]*string{s.arn("ec2", "instance/*"), s.arn("ec2", "volume/*")},
+		Conditions: &map[string]any{
+			"StringEquals": map[string]any{"ec2:CreateAction": []any{"CreateFleet", "RunInstances"}},
+		},
+	})
+}
+
+// tagOwnRunners allows the per-job tags on skiff's own instances after
+// launch (a fleet of several runners; a warm instance a job takes), four
+// keys only.
+func (s *Skiff) tagOwnRunners() awsiam.PolicyStatement {
+	return awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("TagOwnRunners"),
+		Actions:   jsii.Strings("ec2:CreateTags"),
+		Resources: &[]*string{s.arn("ec2", "instance/*")},
+		Conditions: &map[string]any{
+			"StringEquals":              s.ownResource(),
+			"ForAllValues:StringEquals": map[string]any{"aws:TagKeys": toAny(perJobTagKeys)},
+		},
+	})
+}
+
+// ownInstances allows action on this deployment's skiff instances only
+// (ownResource).
+func (s *Skiff) ownInstances(sid, action string) awsiam.PolicyStatement {
+	return awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String(sid),
+		Actions:    jsii.Strings(action),
+		Resources:  &[]*string{s.arn("ec2", "instance/*")},
+		Conditions: &map[string]any{"StringEquals": s.ownResource()},
+	})
 }
 
 // ownResource is the condition an action on an existing instance needs:
@@ -185,56 +218,44 @@ func (s *Skiff) ownResource() map[string]any {
 		"ec2:ResourceTag/" + names.TagDeployment: s.Deployment}
 }
 
-// manageStatements let scale-up end and list skiff's runners, pass them
-// their role, and create the service-linked roles EC2 Fleet and spot need.
-func (s *Skiff) manageStatements() []awsiam.PolicyStatement {
-	return []awsiam.PolicyStatement{
-		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Sid:        jsii.String("TerminateOwnRunners"),
-			Actions:    jsii.Strings("ec2:TerminateInstances"),
-			Resources:  &[]*string{s.arn("ec2", "instance/*")},
-			Conditions: &map[string]any{"StringEquals": s.ownResource()},
-		}),
-		// DescribeInstances has no resource-level permissions.
-		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Sid:       jsii.String("DescribeInstances"),
-			Actions:   jsii.Strings("ec2:DescribeInstances"),
-			Resources: jsii.Strings("*"),
-		}),
-		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Sid:        jsii.String("PassRunnerRole"),
-			Actions:    jsii.Strings("iam:PassRole"),
-			Resources:  &[]*string{s.RunnerRole.RoleArn()},
-			Conditions: &map[string]any{"StringEquals": map[string]any{"iam:PassedToService": "ec2.amazonaws.com"}},
-		}),
-		// EC2 Fleet and spot need their service-linked roles; the first launch
-		// creates them when they are missing.
-		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Sid:     jsii.String("FleetServiceLinkedRoles"),
-			Actions: jsii.Strings("iam:CreateServiceLinkedRole"),
-			Resources: jsii.Strings(
-				"arn:"+*awscdk.Aws_PARTITION()+":iam::"+*awscdk.Aws_ACCOUNT_ID()+":role/aws-service-role/ec2fleet.amazonaws.com/*",
-				"arn:"+*awscdk.Aws_PARTITION()+":iam::"+*awscdk.Aws_ACCOUNT_ID()+":role/aws-service-role/spot.amazonaws.com/*",
-			),
-			Conditions: &map[string]any{"StringEquals": map[string]any{"iam:AWSServiceName": []any{"ec2fleet.amazonaws.com", "spot.amazonaws.com"}}},
-		}),
-	}
+// passRunnerRole lets a launch give its instances the runner role.
+func (s *Skiff) passRunnerRole() awsiam.PolicyStatement {
+	return awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("PassRunnerRole"),
+		Actions:    jsii.Strings("iam:PassRole"),
+		Resources:  &[]*string{s.RunnerRole.RoleArn()},
+		Conditions: &map[string]any{"StringEquals": map[string]any{"iam:PassedToService": "ec2.amazonaws.com"}},
+	})
 }
 
-// suppressScaleUp justifies each wildcard of scale-up's EC2 statements.
-func (s *Skiff) suppressScaleUp(role awsiam.IRole) {
+// fleetServiceLinkedRoles: EC2 Fleet and spot need their service-linked
+// roles; the first launch creates them when they are missing.
+func fleetServiceLinkedRoles() awsiam.PolicyStatement {
+	return awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:     jsii.String("FleetServiceLinkedRoles"),
+		Actions: jsii.Strings("iam:CreateServiceLinkedRole"),
+		Resources: jsii.Strings(
+			"arn:"+*awscdk.Aws_PARTITION()+":iam::"+*awscdk.Aws_ACCOUNT_ID()+":role/aws-service-role/ec2fleet.amazonaws.com/*",
+			"arn:"+*awscdk.Aws_PARTITION()+":iam::"+*awscdk.Aws_ACCOUNT_ID()+":role/aws-service-role/spot.amazonaws.com/*",
+		),
+		Conditions: &map[string]any{"StringEquals": map[string]any{"iam:AWSServiceName": []any{"ec2fleet.amazonaws.com", "spot.amazonaws.com"}}},
+	})
+}
+
+// suppressLaunch justifies each wildcard of launchPermissions, and instance/*
+// of the launching roles' statements on existing instances.
+func (s *Skiff) suppressLaunch(role awsiam.IRole) {
 	const rule = "AwsSolutions-IAM5"
 	suppress(role, rule, "instances and volumes get their ids at launch: CreateFleet/RunInstances require aws:RequestTag/skiff:managed=true "+
-		"(RunInstances also ec2:LaunchTemplate = a skiff template), CreateTags requires ec2:CreateAction or ec2:ResourceTag/skiff:managed=true "+
-		"with four tag keys, TerminateInstances requires ec2:ResourceTag/skiff:managed=true and skiff:deployment = the stack's deployment",
+		"and skiff:deployment (RunInstances also ec2:LaunchTemplate = a skiff template), CreateTags at launch ec2:CreateAction; "+
+		"every action on an existing instance (CreateTags of four keys, Start/Stop/TerminateInstances) requires "+
+		"ec2:ResourceTag/skiff:managed=true and skiff:deployment = the stack's deployment",
 		"Resource::"+arnPattern("ec2", "instance/*"), "Resource::"+arnPattern("ec2", "volume/*"))
 	suppress(role, rule, "a launch also creates a fleet request, network interfaces and spot requests whose ids do not exist yet; skiff does not tag them, "+
 		"and the launch is bound to skiff's launch templates and tagged instances by the other statements",
 		"Resource::"+arnPattern("ec2", "fleet/*"), "Resource::"+arnPattern("ec2", "network-interface/*"), "Resource::"+arnPattern("ec2", "spot-instances-request/*"))
 	suppress(role, rule, "images and their snapshots are the pools' (public SSM parameters resolve to a new AMI id every release); which image runs is set by the launch template",
 		"Resource::arn:<AWS::Partition>:ec2:<AWS::Region>::image/*", "Resource::arn:<AWS::Partition>:ec2:<AWS::Region>::snapshot/*")
-	suppress(role, rule, "ec2:DescribeInstances has no resource-level permissions",
-		"Resource::*")
 	suppress(role, rule, "service-linked role names are fixed by AWS; iam:AWSServiceName limits the action to EC2 Fleet's and spot's",
 		"Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:role/aws-service-role/ec2fleet.amazonaws.com/*",
 		"Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:role/aws-service-role/spot.amazonaws.com/*")

@@ -172,6 +172,9 @@ func TestScaleUpEC2Permissions(t *testing.T) {
 		{"TagOwnRunners", []string{"ec2:CreateTags"}, []string{`"ec2:ResourceTag/skiff:managed":"true"`, own,
 			`"ForAllValues:StringEquals":{"aws:TagKeys":["skiff:job-id","skiff:run-id","skiff:runner-name","skiff:repository"]}`}, []string{":instance/*"}},
 		{"TerminateOwnRunners", []string{"ec2:TerminateInstances"}, []string{`"ec2:ResourceTag/skiff:managed":"true"`, own}, nil},
+		// A stopped warm instance a job takes.
+		{"StartOwnRunners", []string{"ec2:StartInstances"}, []string{`"ec2:ResourceTag/skiff:managed":"true"`, own}, []string{":instance/*"}},
+		{"WriteRegistrations", []string{"dynamodb:PutItem"}, nil, []string{"SkiffRegistrationTable"}},
 		{"PassRunnerRole", []string{"iam:PassRole"}, []string{`"iam:PassedToService":"ec2.amazonaws.com"`}, []string{"SkiffRunnerRole"}},
 		{"LaunchUses", []string{"ec2:CreateFleet", "ec2:RunInstances"}, nil, []string{"subnet/subnet-0a1b2c3d4e5f60718", "subnet/subnet-0b2c3d4e5f6071829", "SkiffRunnerSecurityGroup"}},
 		{"ResolveImageParameters", []string{"ssm:GetParameters", "ssm:GetParameter"}, nil, []string{"parameter/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64"}},
@@ -188,16 +191,76 @@ func TestScaleUpEC2Permissions(t *testing.T) {
 			t.Errorf("ec2:LaunchTemplate condition lacks pool %s: %s", p, c)
 		}
 	}
-	// Nothing else may launch, terminate or tag without a condition.
+	// Nothing else may launch, terminate, start, stop or tag without a condition.
+	checkInstanceActionsConditioned(t, sts)
+	if slices.ContainsFunc(flatActions(sts), func(a string) bool { return a == "ec2:StopInstances" }) {
+		t.Errorf("scale-up may stop instances: only the reconciler stops warm ones")
+	}
+}
+
+// flatActions lists every action of sts.
+func flatActions(sts map[string]map[string]any) []string {
+	var out []string
+	for _, st := range sts {
+		out = append(out, actions(st)...)
+	}
+	return out
+}
+
+// checkInstanceActionsConditioned: no statement of sts acts on existing
+// instances without a condition, and none has a wildcard action.
+func checkInstanceActionsConditioned(t *testing.T, sts map[string]map[string]any) {
+	t.Helper()
 	for sid, st := range sts {
 		for _, a := range actions(st) {
-			if (a == "ec2:TerminateInstances" || a == "ec2:CreateTags") && st["Condition"] == nil {
+			if (a == "ec2:TerminateInstances" || a == "ec2:StartInstances" || a == "ec2:StopInstances" || a == "ec2:CreateTags") && st["Condition"] == nil {
 				t.Errorf("%s: %s without a condition", sid, a)
 			}
 			if strings.HasSuffix(a, ":*") || a == "*" {
 				t.Errorf("%s: wildcard action %s", sid, a)
 			}
 		}
+	}
+}
+
+// TestScaleDownLaunchPermissions: the reconciler launches warm instances
+// through the same EC2 provider as scale-up, so it holds scale-up's launch
+// statements, the very same; it stops its own instances and nothing else,
+// and never tags an existing instance nor starts one.
+func TestScaleDownLaunchPermissions(t *testing.T) {
+	_, doc := defaultTemplate(t)
+	up, down := statements(t, doc, "SkiffScaleupRole"), statements(t, doc, "SkiffScaledownRole")
+	for _, sid := range []string{"LaunchFromSkiffTemplates", "FleetTaggedInstances", "RunTaggedInstancesFromSkiffTemplates", "LaunchUses",
+		"TagAtLaunch", "PassRunnerRole", "FleetServiceLinkedRoles", "ResolveImageParameters", "WriteRegistrations"} {
+		u, ok := up[sid]
+		if !ok {
+			t.Errorf("scale-up has no %s", sid)
+			continue
+		}
+		if d := down[sid]; js(d) != js(u) {
+			t.Errorf("scale-down's %s = %s, want scale-up's %s", sid, js(d), js(u))
+		}
+	}
+	checkStatement(t, down, "StopOwnRunners", []string{"ec2:StopInstances"},
+		[]string{`"ec2:ResourceTag/skiff:managed":"true"`, `"ec2:ResourceTag/skiff:deployment":"skiff"`}, []string{":instance/*"})
+	// Its registration writes are encrypted with the registration table's key.
+	key := false
+	for _, st := range down {
+		if strings.Contains(js(st["Resource"]), "SkiffRegistrationKey") && slices.Contains(actions(st), "kms:GenerateDataKey") {
+			key = true
+		}
+	}
+	if !key {
+		t.Errorf("scale-down cannot encrypt registrations with the registration table's key")
+	}
+	checkInstanceActionsConditioned(t, down)
+	for _, a := range flatActions(down) {
+		if a == "ec2:StartInstances" {
+			t.Errorf("scale-down may start instances: only a job's scale-up starts a stopped warm one")
+		}
+	}
+	if _, ok := down["TagOwnRunners"]; ok {
+		t.Errorf("scale-down may tag existing instances: a warm launch is tagged at creation")
 	}
 }
 
@@ -212,7 +275,7 @@ func TestRunnerPermissions(t *testing.T) {
 	}{
 		{"OwnRegistration", []string{"dynamodb:DeleteItem"}, []string{`"ForAllValues:StringEquals":{"dynamodb:LeadingKeys":["${ec2:SourceInstanceARN}"]}`}, "SkiffRegistrationTable"},
 		{"RegistrationKey", []string{"kms:Decrypt"}, []string{`"kms:ViaService"`}, "SkiffRegistrationKey"},
-		{"TagSelf", []string{"ec2:CreateTags"}, []string{`"aws:ARN":"${ec2:SourceInstanceARN}"`, `"aws:TagKeys":["skiff:job-started","skiff:job-completed","skiff:runner-outdated"]`}, ":instance/*"},
+		{"TagSelf", []string{"ec2:CreateTags"}, []string{`"aws:ARN":"${ec2:SourceInstanceARN}"`, `"aws:TagKeys":["skiff:job-started","skiff:job-completed","skiff:runner-outdated","skiff:warm-ready"]`}, ":instance/*"},
 		// Its own namespace only: what the metrics records read its peaks from.
 		{"RunnerMetrics", []string{"cloudwatch:PutMetricData"}, []string{`"StringEquals":{"cloudwatch:namespace":"Skiff/Runner/${ec2:SourceInstanceARN}"}`}, "*"},
 		{"RunnerLogs", []string{"logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"}, nil, "SkiffRunnerLogs"},

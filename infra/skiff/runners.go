@@ -134,15 +134,16 @@ func (s *Skiff) runnerStatements() []awsiam.PolicyStatement {
 				"StringEquals": map[string]any{"kms:ViaService": "dynamodb." + *awscdk.Aws_REGION() + ".amazonaws.com"},
 			},
 		}),
-		// The job hooks tag the instance itself, with two keys only, and the
-		// boot script says when GitHub refused its runner's version.
+		// The job hooks tag the instance itself, with two keys only; the boot
+		// script says when GitHub refused its runner's version, and when a warm
+		// instance is ready to wait for its job.
 		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Sid:       jsii.String("TagSelf"),
 			Actions:   jsii.Strings("ec2:CreateTags"),
 			Resources: &[]*string{s.arn("ec2", "instance/*")},
 			Conditions: &map[string]any{
 				"StringEquals":              map[string]any{"aws:ARN": "${ec2:SourceInstanceARN}"},
-				"ForAllValues:StringEquals": map[string]any{"aws:TagKeys": []any{names.TagJobStarted, names.TagJobCompleted, names.TagRunnerOutdated}},
+				"ForAllValues:StringEquals": map[string]any{"aws:TagKeys": []any{names.TagJobStarted, names.TagJobCompleted, names.TagRunnerOutdated, names.TagWarmReady}},
 			},
 		}),
 		// Metrics only in the instance's own namespace (Skiff/Runner/<its

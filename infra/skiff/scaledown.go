@@ -33,10 +33,14 @@ func scaleDownSpec() FunctionSpec {
 
 // buildScaleDown creates the reconciler, its one-minute schedule (enabled
 // once the App exists: without an App id it cannot ask GitHub) and its
-// least privileges.
+// least privileges, which include launching warm instances.
 func (s *Skiff) buildScaleDown() error {
 	spec := scaleDownSpec()
-	spec.Environment = s.appEnv(map[string]string{names.EnvQueueURL: *s.Queue.QueueUrl()})
+	// The warm machines' launches write their warm item to the registration
+	// table through the same launch template as scale-up's.
+	spec.Environment = s.appEnv(map[string]string{names.EnvQueueURL: *s.Queue.QueueUrl(),
+		names.EnvRegistrationTable: *s.RegistrationTable.TableName(), names.EnvLaunchTemplatePrefix: s.props.LaunchTemplatePrefix,
+		names.EnvRootDevice: s.props.RootDevice})
 	if s.props.RunnerMetrics {
 		spec.Environment[names.EnvMetricsRecords] = "*" // the runners publish their peaks: write the records
 	}
@@ -82,12 +86,14 @@ func (s *Skiff) buildScaleDown() error {
 		Actions:   jsii.Strings("ec2:DescribeInstances", "ec2:DescribeImages"),
 		Resources: jsii.Strings("*"),
 	}))
-	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Sid:        jsii.String("ScaleDownTerminatesSkiffInstances"),
-		Actions:    jsii.Strings("ec2:TerminateInstances"),
-		Resources:  &[]*string{s.arn("ec2", "instance/*")},
-		Conditions: &map[string]any{"StringEquals": s.ownResource()},
-	}))
+	role.AddToPrincipalPolicy(s.ownInstances("ScaleDownTerminatesSkiffInstances", "ec2:TerminateInstances"))
+	// Warm instances (docs/warm-pools.md): the reconciler launches them
+	// through the same EC2 provider as scale-up, with its launch permissions,
+	// and stops the ready stopped-kind ones.
+	for _, st := range s.launchPermissions() {
+		role.AddToPrincipalPolicy(st)
+	}
+	role.AddToPrincipalPolicy(s.ownInstances("StopOwnRunners", "ec2:StopInstances"))
 	if s.props.RunnerMetrics {
 		role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Sid:       jsii.String("ScaleDownReadsRunnerPeaks"),
@@ -97,8 +103,7 @@ func (s *Skiff) buildScaleDown() error {
 	}
 	const rule = "AwsSolutions-IAM5"
 	suppress(role, rule, "ec2:DescribeInstances, ec2:DescribeImages and cloudwatch:GetMetricData have no resource-level permissions", "Resource::*")
-	suppress(role, rule, "instance ids are not known in advance; TerminateInstances requires ec2:ResourceTag/skiff:managed=true and skiff:deployment = the stack's deployment",
-		"Resource::"+arnPattern("ec2", "instance/*"))
+	s.suppressLaunch(role)
 	suppress(role, rule, "the live-pool index is read by pool name (its partition key), which a key-prefix condition cannot express",
 		"/^Resource::<SkiffStateTable.*Arn>/index/live-pool$/")
 	return nil

@@ -293,6 +293,11 @@ func TestEveryRequiredVariableIsSet(t *testing.T) {
 	}
 	if sd, err := wiring.ScaleDownConfigFromEnv(getenv(t, doc, names.FunctionScaleDown)); err == nil && sd.Deployment != cfg.Deployment {
 		t.Errorf("scale-down's %s = %q, scale-up's %q: both must list the same runners", names.EnvDeployment, sd.Deployment, cfg.Deployment)
+	} else if err == nil && (sd.RegistrationTable != cfg.RegistrationTable || sd.LaunchTemplatePrefix != cfg.LaunchTemplatePrefix ||
+		sd.RootDevice != cfg.RootDevice) {
+		// The reconciler launches the warm machines as scale-up launches runners.
+		t.Errorf("scale-down launches with table %q, templates %q, root %q; scale-up with %q, %q, %q", sd.RegistrationTable,
+			sd.LaunchTemplatePrefix, sd.RootDevice, cfg.RegistrationTable, cfg.LaunchTemplatePrefix, cfg.RootDevice)
 	}
 	// The webhook knows its runners by the deployment in their names.
 	if got := env(t, doc, names.FunctionWebhook)[names.EnvDeployment]; got != cfg.Deployment {

@@ -44,7 +44,8 @@ import (
 //
 // (instance-role credentials carry ec2:SourceInstanceARN), so an instance can reach no
 // item but its own. The instance polls with backoff (0.2 s doubling to 2 s) until
-// Params.RegistrationTimeout, then shuts down. The boot script parses the item in bash
+// Params.RegistrationTimeout (a warm instance's second read: until warm_until), then
+// shuts down. The boot script parses the item in bash
 // and fails closed on values holding a quote or a backslash, which Validate rejects.
 const (
 	AttrPK          = "pk"

@@ -161,8 +161,15 @@ func (d *dynamo) createTable(t testing.TB, name string) {
 // put writes a registration the way scale-up will.
 func (d *dynamo) put(t testing.TB, table string, r Registration) {
 	t.Helper()
+	if err := d.putErr(table, r); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// putErr is put for a goroutine other than the test's.
+func (d *dynamo) putErr(table string, r Registration) error {
 	if err := r.Validate(); err != nil {
-		t.Fatalf("test registration: %v", err)
+		return fmt.Errorf("test registration: %w", err)
 	}
 	item := map[string]types.AttributeValue{}
 	for name, tv := range r.Attributes() {
@@ -173,8 +180,9 @@ func (d *dynamo) put(t testing.TB, table string, r Registration) {
 		}
 	}
 	if _, err := d.client.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: item}); err != nil {
-		t.Fatalf("putting the registration: %v", err)
+		return fmt.Errorf("putting the registration: %w", err)
 	}
+	return nil
 }
 
 // exists reports whether the instance's registration is still in the table.
@@ -331,6 +339,31 @@ func (s *sandbox) sleepUntilRunner(t testing.TB, seconds string) {
 	}
 }
 
+// lifetimeAtWarmReady makes the sandbox's sleep of exactly seconds (the
+// lifetime watchdog's) pass the moment the boot reaches the warm_ready stage
+// when it was started before it, a warm wait longer than any lifetime, and
+// never pass when it was started after it. Each such sleep appends "start" to
+// $SANDBOX_DIR/lifetime.log when it starts and "end" when it passes or is
+// stopped (SIGTERM); every other sleep is the real one.
+func (s *sandbox) lifetimeAtWarmReady(t testing.TB, seconds string) {
+	t.Helper()
+	real, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := "#!/bin/bash\n" +
+		"[ \"$*\" = " + seconds + " ] || exec " + real + " \"$@\"\n" +
+		"log=$SANDBOX_DIR/lifetime.log ready=$SANDBOX_DIR/root/run/skiff/stages/warm_ready\n" +
+		"echo start >>\"$log\"\n" +
+		"trap 'echo end >>\"$log\"; exit 143' TERM\n" +
+		"if [ -e \"$ready\" ]; then " + real + " 600 & wait $!; exit; fi\n" +
+		"until [ -e \"$ready\" ]; do " + real + " 0.05 & wait $!; done\n" +
+		"echo end >>\"$log\"\n"
+	if err := os.WriteFile(filepath.Join(s.bin, "sleep"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func newSandbox(t testing.TB, nvidiaSMI, preinstalled, awsCLI bool) *sandbox {
 	t.Helper()
 	realCurl, err := exec.LookPath("curl")
@@ -371,14 +404,22 @@ func newSandbox(t testing.TB, nvidiaSMI, preinstalled, awsCLI bool) *sandbox {
 	return s
 }
 
-// boot runs the script until the stand-in shutdown powers it off (or timeout) and
-// returns how long that took.
+// boot runs the script as cloud-init runs user data, until the stand-in shutdown
+// powers it off (or timeout), and returns how long that took.
 func (s *sandbox) boot(t testing.TB, script []byte, timeout time.Duration, env ...string) time.Duration {
 	t.Helper()
 	path := filepath.Join(s.dir, "user-data")
 	if err := os.WriteFile(path, script, 0o700); err != nil {
 		t.Fatal(err)
 	}
+	return s.run(t, path, timeout, nil, env...)
+}
+
+// run executes the script at path, as cloud-init runs user data and per-boot
+// scripts, until the stand-in shutdown powers it off (or timeout), or until stop
+// is closed: then the whole boot is killed, as an instance stopping ends it.
+func (s *sandbox) run(t testing.TB, path string, timeout time.Duration, stop <-chan struct{}, env ...string) time.Duration {
+	t.Helper()
 	out, err := os.Create(filepath.Join(s.dir, "cloud-init-output.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -386,7 +427,7 @@ func (s *sandbox) boot(t testing.TB, script []byte, timeout time.Duration, env .
 	defer out.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "/bin/bash", path)
+	cmd := exec.CommandContext(ctx, path)
 	cmd.Env = append(append([]string(nil), s.env...), env...)
 	cmd.Dir = s.dir
 	cmd.Stdout, cmd.Stderr = out, out
@@ -397,6 +438,17 @@ func (s *sandbox) boot(t testing.TB, script []byte, timeout time.Duration, env .
 		t.Fatalf("starting the boot script: %v", err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	exited := make(chan struct{})
+	defer close(exited)
+	if stop != nil {
+		go func() {
+			select {
+			case <-stop:
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			case <-exited:
+			}
+		}()
+	}
 	err = cmd.Wait()
 	elapsed := time.Since(start)
 	if ctx.Err() != nil {

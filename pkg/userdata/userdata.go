@@ -14,6 +14,16 @@
 //	                     (lifetime_cap → shutdown, at any point)
 //	  runner_listening → (idle_timeout → shutdown, when no job started within IdleTimeout)
 //
+// A warm instance's first registration is mode warm (no secret): it prepares, waits
+// without the lifetime watchdog, and goes on at its job's registration with a fresh one:
+//
+//	registration_fetched mode=warm → [runner_installed] → warm_ready (per-boot copy,
+//	  tag skiff:warm-ready) → registration_fetched mode=jit|token → agent_up → …
+//	                        → warm_expired → shutdown (no registration by warm_until)
+//
+// A stopped-kind one is stopped during warm_ready's wait; started, its per-boot copy
+// boots from script_start as above.
+//
 // The registration contract with scale-up is in registration.go; docs/runner-boot.md
 // has the threat model, the metrics and their cost, and how to bake an image.
 package userdata
@@ -62,6 +72,15 @@ const (
 // config's metrics namespace (names.RunnerMetricsNamespaceOf); the boot
 // script replaces it once it has read the instance's identity.
 const InstanceARNMark = "@ARN@"
+
+// Marks in the agent config the user data carries, which the boot script
+// replaces (Render): agentLogMark by what every shipped log repeats (its
+// group and the secret filter), carried once; agentGPUMark by a GPU pool's
+// nvidia_gpu member when the instance has nvidia-smi, else by nothing.
+const (
+	agentLogMark = "@LOG@"
+	agentGPUMark = "@GPU@"
+)
 
 // secretLineFilter is the CloudWatch agent's exclude filter (a Go regular expression) on
 // every shipped log. Runner versions that do not count jitconfig among their secret
@@ -269,10 +288,11 @@ func agentConfig(p Params, gpu bool) ([]byte, error) {
 }
 
 // gpuSection returns what the GPU agent config has that the CPU one lacks: the
-// nvidia_gpu member. The boot script carries the GPU config only, and cuts this out
-// when the instance has no nvidia-smi (one config instead of two keeps GPU user data
-// well under 16 KB). The cut is checked here: removing the section's one occurrence
-// from gpu must give cpu exactly. Empty when they are equal (metrics off).
+// nvidia_gpu member. The boot script carries one config with agentGPUMark in the
+// section's place, and the section once, which it puts in when the instance has
+// nvidia-smi (one config instead of two keeps GPU user data under 16 KB). The cut is
+// checked here: removing the section's one occurrence from gpu must give cpu exactly.
+// Empty when they are equal (metrics off).
 func gpuSection(cpu, gpu []byte) (string, error) {
 	c, g := string(cpu), string(gpu)
 	i := 0
@@ -305,6 +325,25 @@ func stripComments(script []byte) []byte {
 		out.WriteString(strings.TrimLeft(line, "\t"))
 	}
 	return out.Bytes()
+}
+
+// logTail returns what every log the agent config ships ends with, from its log
+// group on (the template's key order puts the group and the filters last): the boot
+// script carries it once and puts it back in place of agentLogMark.
+func logTail(p Params, cfg string) (string, error) {
+	group, err := jsonString(p.LogGroup)
+	if err != nil {
+		return "", err
+	}
+	filter, err := jsonString(secretLineFilter)
+	if err != nil {
+		return "", err
+	}
+	tail := `,"log_group_name":` + group + `,"filters":[{"type":"exclude","expression":` + filter + `}]}`
+	if strings.Count(cfg, tail) < 2 || strings.Contains(cfg, agentLogMark) || strings.Contains(cfg, agentGPUMark) {
+		return "", errors.New("rendering the agent config: its logs do not end in one shared tail")
+	}
+	return tail, nil
 }
 
 // heredocBody reads an embedded file for a quoted heredoc ending in SKIFF_EOF.
@@ -357,28 +396,39 @@ func Render(p Params) ([]byte, error) {
 			return nil, err
 		}
 	}
-	cfg, err := agentConfig(p, p.GPU)
+	b, err := agentConfig(p, p.GPU)
 	if err != nil {
 		return nil, err
 	}
-	if data["AgentConfig"], err = heredocBody("the agent config", cfg); err != nil {
+	cfg := string(b)
+	tail, err := logTail(p, cfg)
+	if err != nil {
 		return nil, err
 	}
+	data["AgentLogMark"], data["AgentLogTail"], data["AgentGPUMark"] = agentLogMark, tail, agentGPUMark
 	if p.GPU {
 		cpu, err := agentConfig(p, false)
 		if err != nil {
 			return nil, err
 		}
-		if data["AgentGPUSection"], err = gpuSection(cpu, cfg); err != nil {
+		section, err := gpuSection(cpu, b)
+		if err != nil {
 			return nil, err
 		}
+		data["AgentGPUSection"] = section
+		if section != "" {
+			cfg = strings.Replace(cfg, section, agentGPUMark, 1)
+		}
 	}
-	var b bytes.Buffer
-	b.WriteString("#!/bin/bash\n")
-	if err := bootTmpl.Execute(&b, data); err != nil {
+	if data["AgentConfig"], err = heredocBody("the agent config", []byte(strings.ReplaceAll(cfg, tail, agentLogMark))); err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	out.WriteString("#!/bin/bash\n")
+	if err := bootTmpl.Execute(&out, data); err != nil {
 		return nil, fmt.Errorf("rendering the boot script: %w", err)
 	}
-	script := stripComments(b.Bytes())
+	script := stripComments(out.Bytes())
 	if len(script) > MaxUserDataBytes {
 		return nil, fmt.Errorf("%w: %d bytes", ErrTooLarge, len(script))
 	}

@@ -365,15 +365,7 @@ func TestBootSandbox(t *testing.T) {
 	imds := startIMDS(t)
 	ddb := startDynamo(t)
 	future := time.Now().Add(time.Hour)
-	tarball, sum := runnerTarball(t)
-	dl := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v2.330.0/actions-runner-linux-x64-2.330.0.tar.gz" {
-			http.NotFound(w, r)
-			return
-		}
-		_, _ = w.Write(tarball)
-	}))
-	t.Cleanup(dl.Close)
+	dl, sum := serveRunner(t)
 	// EC2 for the job hooks' CreateTags (TestJobHooks checks the calls themselves).
 	ec2 := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	t.Cleanup(ec2.Close)
@@ -418,21 +410,21 @@ func TestBootSandbox(t *testing.T) {
 			wantCommands: []string{"aws dynamodb delete-item --region us-east-1 --endpoint-url http://127.0.0.1:[0-9]+ --table-name \\S+ " +
 				`--key \{"pk":\{"S":"` + regexp.QuoteMeta(mockInstanceARN) + `"\}\} --return-values ALL_OLD --output json`}},
 		{name: "runner downloaded at pinned version", params: func(p *Params) {
-			p.RunnerVersion, p.RunnerSHA256, p.RunnerDownloadURL = "2.330.0", sum, dl.URL
+			p.RunnerVersion, p.RunnerSHA256, p.RunnerDownloadURL = "2.330.0", sum, dl
 		}, reg: jitReg(future), runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit",
-			wantCommands: []string{"curl -fsSL --retry 3 --connect-timeout 10 --max-time 300 -o .* " + regexp.QuoteMeta(dl.URL) + "/v2.330.0/actions-runner-linux-x64-2.330.0.tar.gz"}},
+			wantCommands: []string{"curl -fsSL --retry 3 --connect-timeout 10 --max-time 300 -o .* " + regexp.QuoteMeta(dl) + "/v2.330.0/actions-runner-linux-x64-2.330.0.tar.gz"}},
 		{name: "runner download with wrong checksum", params: func(p *Params) {
-			p.RunnerVersion, p.RunnerSHA256, p.RunnerDownloadURL = "2.330.0", strings.Repeat("0", 64), dl.URL
+			p.RunnerVersion, p.RunnerSHA256, p.RunnerDownloadURL = "2.330.0", strings.Repeat("0", 64), dl
 		}, reg: jitReg(future)},
 		// runnerVersion: latest: the registration names the runner scale-up resolved today, over
 		// the user data's pin (here a stale one whose download would 404).
 		{name: "runner downloaded at the registration's version", params: func(p *Params) {
-			p.RunnerVersion, p.RunnerSHA256, p.RunnerDownloadURL = "2.329.0", strings.Repeat("1", 64), dl.URL
+			p.RunnerVersion, p.RunnerSHA256, p.RunnerDownloadURL = "2.329.0", strings.Repeat("1", 64), dl
 		}, reg: withRunner(jitReg(future), "2.330.0", sum), runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit",
-			wantCommands: []string{"curl .* " + regexp.QuoteMeta(dl.URL) + "/v2.330.0/actions-runner-linux-x64-2.330.0.tar.gz"}},
-		{name: "registration's runner with wrong checksum", params: func(p *Params) { p.RunnerDownloadURL = dl.URL },
+			wantCommands: []string{"curl .* " + regexp.QuoteMeta(dl) + "/v2.330.0/actions-runner-linux-x64-2.330.0.tar.gz"}},
+		{name: "registration's runner with wrong checksum", params: func(p *Params) { p.RunnerDownloadURL = dl },
 			reg:          withRunner(jitReg(future), "2.330.0", strings.Repeat("0", 64)),
-			wantCommands: []string{"curl .* " + regexp.QuoteMeta(dl.URL) + "/v2.330.0/", "shutdown -h now"}},
+			wantCommands: []string{"curl .* " + regexp.QuoteMeta(dl) + "/v2.330.0/", "shutdown -h now"}},
 		{name: "registration's runner ignored for a preinstalled one", reg: withRunner(jitReg(future), "2.330.0", strings.Repeat("0", 64)),
 			preinstalled: true, runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit"},
 		// The trap is armed before the first command that can fail: a boot that cannot even
@@ -474,6 +466,13 @@ func TestBootSandbox(t *testing.T) {
 			}
 			elapsed := sb.boot(t, script, 30*time.Second, tc.env...)
 			checkBoot(t, sb, tc, elapsed)
+			// The user data carries the agent config with its logs' shared tail once and a
+			// GPU pool's nvidia_gpu member apart: the boot puts back exactly AgentConfig's.
+			if want, err := AgentConfig(p, tc.agentGPU); err != nil {
+				t.Fatal(err)
+			} else if got := sb.read("agent-config.json"); tc.runnerRuns && got != strings.ReplaceAll(string(want), InstanceARNMark, mockInstanceARN) {
+				t.Errorf("the agent config the boot used:\n%s\nwant AgentConfig's:\n%s", got, want)
+			}
 			if tc.reg != nil && !tc.viaCLI && ddb.exists(t, table) {
 				t.Errorf("the registration is still in the table after boot")
 			}
@@ -593,6 +592,22 @@ func runnerTarball(t testing.TB) ([]byte, string) {
 	}
 	sum := sha256.Sum256(buf.Bytes())
 	return buf.Bytes(), hex.EncodeToString(sum[:])
+}
+
+// serveRunner serves runnerTarball as runner 2.330.0 for x64, as GitHub's
+// releases do, and returns the download base URL and the package's SHA-256.
+func serveRunner(t testing.TB) (string, string) {
+	t.Helper()
+	tarball, sum := runnerTarball(t)
+	dl := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v2.330.0/actions-runner-linux-x64-2.330.0.tar.gz" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write(tarball)
+	}))
+	t.Cleanup(dl.Close)
+	return dl.URL, sum
 }
 
 // writeAWSItem writes a DeleteItem ALL_OLD answer as the AWS CLI prints it (indented JSON)
