@@ -417,7 +417,8 @@ func (s *sandbox) boot(t testing.TB, script []byte, timeout time.Duration, env .
 
 // run executes the script at path, as cloud-init runs user data and per-boot
 // scripts, until the stand-in shutdown powers it off (or timeout), or until stop
-// is closed: then the whole boot is killed, as an instance stopping ends it.
+// is closed: then the whole boot is ended as an instance's stop ends it — the
+// OS's shutdown sends every process TERM, and KILL to what is left.
 func (s *sandbox) run(t testing.TB, path string, timeout time.Duration, stop <-chan struct{}, env ...string) time.Duration {
 	t.Helper()
 	out, err := os.Create(filepath.Join(s.dir, "cloud-init-output.log"))
@@ -444,7 +445,12 @@ func (s *sandbox) run(t testing.TB, path string, timeout time.Duration, stop <-c
 		go func() {
 			select {
 			case <-stop:
-				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+				select {
+				case <-exited:
+				case <-time.After(5 * time.Second):
+					_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				}
 			case <-exited:
 			}
 		}()
