@@ -2,12 +2,16 @@ package scaleup_test
 
 import (
 	"context"
+	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/queue"
 )
 
@@ -121,4 +125,57 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// benchStartLatency is StartInstances' answer time: 0.7 s, the latency
+// model's p50 (docs/performance.md, Start time).
+const benchStartLatency = 700 * time.Millisecond
+
+// BenchmarkWarmStart is scale-up's part of a job's start by kind: one
+// queued job of the warm pool handled with the bench latencies, from the
+// delivery to the runner launched (cold: the fleet call; stopped: its end
+// record, tags and StartInstances; hot: its end record and tags; each with
+// the claim, the reservation, the JIT registration and the registration
+// item). It reports the p50 and p95 wall time per job and the calls.
+func BenchmarkWarmStart(b *testing.B) {
+	for _, kind := range []string{"cold", "stopped", "hot"} {
+		b.Run(kind, func(b *testing.B) {
+			e := newEnv(b, nil)
+			var walls []time.Duration
+			for i := range b.N {
+				b.StopTimer()
+				if kind != "cold" {
+					e.readyWarm(pool.WarmKind(kind), strconv.Itoa(i))
+				}
+				e.ec2.SetLatency(benchFleetLatency)
+				e.ec2.SetOpLatency("CreateTags", benchTagLatency)
+				e.ec2.SetOpLatency("StartInstances", benchStartLatency)
+				e.sim.SetFault(ghsim.OpGenerateOrgJITConfig, ghsim.Fault{Latency: benchJITLatency})
+				msg := message(job(int64(50_000+i), warmLabels...), 1)
+				b.StartTimer()
+				t0 := time.Now()
+				r := e.handle(context.Background(), e.svc, msg)
+				walls = append(walls, time.Since(t0))
+				b.StopTimer()
+				if len(r.BatchItemFailures) != 0 {
+					b.Fatalf("failures: %+v", r)
+				}
+				if got := e.jobRunner(int64(50_000 + i)).StartKind; got != kind {
+					b.Fatalf("job started %s, want %s", got, kind)
+				}
+				// The next iteration's warm launch is the reconciler's, not timed: no latency.
+				e.ec2.SetLatency(0)
+				e.ec2.SetOpLatency("CreateTags", 0)
+				e.ec2.SetOpLatency("StartInstances", 0)
+				// Free the pool's slot for the next job.
+				if _, err := e.ledger.End(context.Background(), names.RunnerName("", int64(50_000+i), 1), e.clock.now(), "done"); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			slices.Sort(walls)
+			b.ReportMetric(float64(walls[len(walls)/2].Milliseconds()), "p50-ms/job")
+			b.ReportMetric(float64(walls[(len(walls)*95)/100].Milliseconds()), "p95-ms/job")
+		})
+	}
 }
