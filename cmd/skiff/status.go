@@ -99,6 +99,19 @@ type poolStatus struct {
 	// Runner is the pool's runner version against GitHub's releases (the
 	// daily check's list), or its hold; nil before the first check.
 	Runner *freshness.PoolFreshness `json:"runner,omitempty"`
+	// Warm are the pool's warm machines (counted in Live, not in ByState),
+	// nil for a pool without a warm: section.
+	Warm *warmStatus `json:"warm,omitempty"`
+}
+
+// warmStatus is a pool's warm machines: ready ones by kind, those still
+// booting (or being stopped), and the counts the pools file wants now.
+type warmStatus struct {
+	ReadyStopped int `json:"readyStopped"`
+	ReadyHot     int `json:"readyHot"`
+	Booting      int `json:"booting"`
+	WantStopped  int `json:"wantStopped"`
+	WantHot      int `json:"wantHot"`
 }
 
 // queueStatus is a queue's depth.
@@ -288,7 +301,25 @@ func collectStatus(ctx context.Context, src statusSources, cfg *pool.Config, que
 			ps.ByState[s.String()] = 0
 		}
 		var oldest provisioning.Runner
+		if p.Warm.Total() > 0 {
+			ps.Warm = &warmStatus{}
+			ps.Warm.WantStopped, ps.Warm.WantHot = p.Warm.Counts(now)
+		}
 		for _, r := range runners {
+			if provisioning.IsWarm(r.Name) {
+				if ps.Warm == nil {
+					ps.Warm = &warmStatus{} // left from a warm: section since removed
+				}
+				switch {
+				case r.State < provisioning.StateRegistered:
+					ps.Warm.Booting++
+				case provisioning.WarmKindOf(r.Name) == string(pool.WarmStopped):
+					ps.Warm.ReadyStopped++
+				default:
+					ps.Warm.ReadyHot++
+				}
+				continue
+			}
 			ps.ByState[r.State.String()]++
 			if r.State == provisioning.StateReserved && !r.ReservedAt.IsZero() && (oldest.Name == "" || r.ReservedAt.Before(oldest.ReservedAt)) {
 				oldest = r
@@ -521,6 +552,10 @@ func printStatus(w io.Writer, rep statusReport) {
 		printRunner(w, p.Pool, p.Runner)
 		if p.Listed != p.Live {
 			fmt.Fprintf(w, "pool %s: %d counted, %d listed (the index lags writes by moments; a lasting gap is a leak)\n", p.Pool, p.Live, p.Listed)
+		}
+		if wm := p.Warm; wm != nil {
+			fmt.Fprintf(w, "pool %s: warm machines %d stopped and %d hot ready, %d booting or stopping (wanted now: %d stopped, %d hot; counted in LIVE)\n",
+				p.Pool, wm.ReadyStopped, wm.ReadyHot, wm.Booting, wm.WantStopped, wm.WantHot)
 		}
 		if p.OldestReservation != "" {
 			fmt.Fprintf(w, "pool %s: %s reserved %s ago, not launched yet\n", p.Pool, p.OldestReservation, secs(p.OldestReservationAge))

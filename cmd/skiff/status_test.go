@@ -18,6 +18,7 @@ import (
 
 	"github.com/skiffci/skiff/internal/local"
 	"github.com/skiffci/skiff/pkg/metrics"
+	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/room"
@@ -83,6 +84,15 @@ func statusLedgerFixture(t *testing.T) *store.LedgerMemory {
 	if _, err := l.End(ctx, rs[2].Name, statusNow, "state_terminated"); err != nil {
 		t.Fatal(err)
 	}
+	// Pool cpu's warm machines: a stopped one ready, a hot one booting.
+	stopped, hot := names.WarmRunnerName("", "stopped", "k1", "a"), names.WarmRunnerName("", "hot", "k1", "b")
+	if n, err := l.Reserve(ctx, "cpu", 10, []provisioning.Runner{{Name: stopped, Pool: "cpu", ReservedAt: statusNow.Add(-time.Hour)},
+		{Name: hot, Pool: "cpu", ReservedAt: statusNow.Add(-time.Minute)}}); err != nil || n != 2 {
+		t.Fatalf("Reserve warm = %d, %v", n, err)
+	}
+	must(l.Launched(ctx, stopped, provisioning.Launch{InstanceID: "i-0w1", At: statusNow.Add(-time.Hour)}))
+	must(l.Advance(ctx, stopped, provisioning.StateRegistered, statusNow.Add(-50*time.Minute), 0))
+	must(l.Launched(ctx, hot, provisioning.Launch{InstanceID: "i-0w2", At: statusNow.Add(-time.Minute)}))
 	if n, err := l.Reserve(ctx, "gpu", 2, []provisioning.Runner{{Name: "skiff-200-1", Pool: "gpu", JobID: 200, ReservedAt: statusNow.Add(-3 * time.Minute)}}); err != nil || n != 1 {
 		t.Fatalf("Reserve gpu = %d, %v", n, err)
 	}
