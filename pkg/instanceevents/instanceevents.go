@@ -8,7 +8,8 @@
 //	              stopping, stopped              (the first report ends the runner; later ones change nothing),
 //	                                             except a runner left to the reconciler: one that did not
 //	                                             run its own job, was interrupted, or has a metrics record due
-//	              pending, running, other     → ignored
+//	              pending, running, other     → ignored; so are a warm machine's stops (its record's, or
+//	                                             one from before its runner's launch on it)
 //	spot warning                              → Interruptions.MarkInterrupted (the state does not move)
 //
 // EventBridge rules cannot match on tags, so every instance of the account
@@ -126,6 +127,15 @@ func (s *Service) StateChanged(ctx context.Context, instanceID, state string, at
 	// ends the record. Until then it counts toward its pool's maxRunners;
 	// in a pool that does not re-run, the reconciler's next pass ends it.
 	if r, err := s.ledger.RunnerByInstance(ctx, instanceID); err == nil && r.State.Live() {
+		// A stopped-kind warm machine is stopped on purpose while it waits
+		// (docs/warm-pools.md), and a job that takes it starts it again: a
+		// stop of a warm record, or one from before the runner was launched
+		// on the machine (a late event of the wait), ends nothing.
+		if (state == "stopping" || state == "stopped") && (provisioning.IsWarm(r.Name) || at.Before(r.LaunchedAt)) {
+			log.Debug("a warm machine's stop ends nothing", "runner_name", r.Name)
+			s.counter.Count(MetricIgnored, "warm_stop")
+			return nil
+		}
 		if why := leftBecause(r, s.records(r.Pool)); why != "" {
 			log.Info("leaving the runner to the reconciler", "why", why, "runner_name", r.Name, "job_id", r.JobID, "ran_job", r.BusyJob)
 			s.counter.Count(MetricLeftToReconciler, r.Pool)

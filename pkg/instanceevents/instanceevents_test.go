@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/instanceevents"
+	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
@@ -280,5 +281,62 @@ func TestInterruptedRunnerIsLeftToTheReconciler(t *testing.T) {
 	}
 	if n := c.Get(instanceevents.MetricLeftToReconciler, "cpu"); n != 2 {
 		t.Errorf("%d left to the reconciler, want 2 (one per report): %v", n, c.Snapshot())
+	}
+}
+
+// TestWarmMachineStopsAreNotEnds: the reconciler stops a stopped-kind warm
+// machine while it waits (docs/warm-pools.md): its stopping and stopped
+// events end nothing; its termination ends its record. Once a job has
+// taken and started it, a late stop event from before the job's launch
+// does not end the job's runner.
+func TestWarmMachineStopsAreNotEnds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l := store.NewLedgerMemory(func() time.Time { return t0 })
+	warm := names.WarmRunnerName("", "stopped", "k1", "a")
+	if n, err := l.Reserve(ctx, "cpu", 10, []provisioning.Runner{{Name: warm, Pool: "cpu", ReservedAt: t0}}); err != nil || n != 1 {
+		t.Fatalf("Reserve = %d, %v", n, err)
+	}
+	if err := l.Launched(ctx, warm, provisioning.Launch{InstanceID: "i-0warm", At: t0}); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := instanceevents.New(instanceevents.Options{Ledger: l, Counter: &telemetry.Memory{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []string{"stopping", "stopped"} {
+		if err := svc.StateChanged(ctx, "i-0warm", st, t0.Add(2*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, _ := l.Runner(ctx, warm); r.State != provisioning.StateLaunched {
+		t.Fatalf("the warm machine's record after its stop = %+v; want it live", r)
+	}
+	// A job takes it at minute 10; the stop's events arrive again, late.
+	if ok, err := l.End(ctx, warm, t0.Add(10*time.Minute), "taken"); err != nil || !ok {
+		t.Fatal(err)
+	}
+	job := provisioning.Runner{Name: "skiff-9-1", Pool: "cpu", JobID: 9, ReservedAt: t0.Add(10 * time.Minute)}
+	if n, err := l.Reserve(ctx, "cpu", 10, []provisioning.Runner{job}); err != nil || n != 1 {
+		t.Fatal(err)
+	}
+	if err := l.Launched(ctx, job.Name, provisioning.Launch{InstanceID: "i-0warm", StartKind: provisioning.StartStopped, At: t0.Add(10 * time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Advance(ctx, job.Name, provisioning.StateJobStarted, t0.Add(11*time.Minute), job.JobID); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.StateChanged(ctx, "i-0warm", "stopped", t0.Add(2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := l.Runner(ctx, job.Name); r.State != provisioning.StateJobStarted {
+		t.Fatalf("the job's runner after a stop event from before its start = %+v; want it live", r)
+	}
+	// Its termination ends it.
+	if err := svc.StateChanged(ctx, "i-0warm", "terminated", t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := l.Runner(ctx, job.Name); r.State != provisioning.StateTerminated {
+		t.Errorf("the job's runner after its termination = %+v; want it ended", r)
 	}
 }
