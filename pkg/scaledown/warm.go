@@ -78,6 +78,18 @@ func (p *pass) keepWarm(ctx context.Context, in decide.Inputs) {
 			wi.Ledger = append(wi.Ledger, r)
 		}
 	}
+	// When each unheld warm machine's record ended: a job that took it
+	// records its own runner on it a moment later.
+	wi.Ended = map[string]time.Time{}
+	for _, inst := range decide.WarmOrphans(in.Instances, in.Ledger) {
+		r, err := p.s.o.Ledger.Runner(ctx, inst.Tags[names.TagRunnerName])
+		switch {
+		case err == nil && r.State.Live():
+			wi.Ended[inst.ID] = p.now // its record has not learnt its instance yet
+		case err == nil:
+			wi.Ended[inst.ID] = r.EndedAt
+		}
+	}
 	for _, a := range decide.DecideWarm(wi) {
 		if p.late(ctx) {
 			p.defer1("deadline", "warm", a.Do)

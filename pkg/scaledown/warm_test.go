@@ -260,3 +260,38 @@ func TestWarmUnderMaxRunners(t *testing.T) {
 		t.Errorf("live %d, want 3", live)
 	}
 }
+
+// TestWarmTakenNotHanded: a job took a ready machine (ended its record)
+// and its invocation died before the hand-over. The reconciler leaves the
+// machine alone while the job may still be handing it over, then reaps it
+// once the orphan grace has passed since the take, and replaces it.
+func TestWarmTakenNotHanded(t *testing.T) {
+	w := newWarmWorld(t, image1)
+	w.pass()
+	w.boot()
+	w.pass()
+	w.clock.Advance(30 * time.Minute) // long past its launch: only the take's time protects it
+	w.pass()
+	live, _ := w.ledger.LiveRunners(context.Background(), "warm")
+	var hot provisioning.Runner
+	for _, r := range live {
+		if provisioning.WarmKindOf(r.Name) == "hot" && r.State == provisioning.StateRegistered {
+			hot = r
+		}
+	}
+	if hot.Name == "" {
+		t.Fatalf("no ready hot machine: %v", w.warm())
+	}
+	if ok, err := w.ledger.End(context.Background(), hot.Name, w.clock.Now(), "taken by skiff-9-1"); err != nil || !ok {
+		t.Fatal(err)
+	}
+	w.pass()
+	if _, ok := w.alive()[hot.InstanceID]; !ok {
+		t.Fatal("the reconciler terminated a machine a job had just taken")
+	}
+	w.clock.Advance(16 * time.Minute)
+	w.pass()
+	if _, ok := w.alive()[hot.InstanceID]; ok {
+		t.Errorf("a taken machine never handed over is still alive past the orphan grace")
+	}
+}

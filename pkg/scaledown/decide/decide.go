@@ -577,6 +577,9 @@ func (v *view) orphans() {
 		if v.claimed[inst.ID] || !inst.State.Alive() || inst.Tags[names.TagManaged] != names.ManagedValue {
 			continue
 		}
+		if provisioning.IsWarm(inst.Tags[names.TagRunnerName]) {
+			continue // a warm machine not handed to a job yet: DecideWarm's
+		}
 		if n := inst.Tags[names.TagRunnerName]; n != "" && v.named[n] && v.byTag[n] == inst {
 			continue // its record has not learnt the instance id yet
 		}

@@ -46,6 +46,12 @@ type WarmInputs struct {
 	ListLag, OrphanGrace time.Duration
 	// MaxLaunches bounds the warm launches of one pass (all pools).
 	MaxLaunches int
+	// Ended is when the ended warm record of each warm machine without a
+	// live record ended (by instance id; absent: unknown, long ago). A job
+	// takes a machine by ending its record and records its own runner on it
+	// a moment later, after its registration: the machine is an orphan only
+	// once OrphanGrace has passed since.
+	Ended map[string]time.Time
 }
 
 // WarmDo is what to do about one warm machine.
@@ -98,12 +104,6 @@ func DecideWarm(in WarmInputs) []WarmAction {
 	for i := range in.Instances {
 		byID[in.Instances[i].ID] = &in.Instances[i]
 	}
-	linked := map[string]bool{}
-	for _, r := range in.Ledger {
-		if r.InstanceID != "" {
-			linked[r.InstanceID] = true
-		}
-	}
 	var out []WarmAction
 	launches := 0
 	for _, wp := range in.Pools {
@@ -147,14 +147,33 @@ func DecideWarm(in WarmInputs) []WarmAction {
 			}
 		}
 	}
-	for i := range in.Instances {
-		inst := &in.Instances[i]
-		if inst.Tags[names.TagWarm] == "" || linked[inst.ID] || inst.State != provider.Stopped ||
-			inst.Tags[names.TagManaged] != names.ManagedValue || in.Now.Sub(inst.LaunchedAt) <= in.OrphanGrace {
+	for _, inst := range WarmOrphans(in.Instances, in.Ledger) {
+		if at, ok := in.Ended[inst.ID]; ok && in.Now.Sub(at) <= in.OrphanGrace || in.Now.Sub(inst.LaunchedAt) <= in.OrphanGrace {
 			continue
 		}
 		out = append(out, WarmAction{Do: WarmOrphan, Pool: inst.Pool, Kind: inst.Tags[names.TagWarm], InstanceID: inst.ID,
-			Reason: "stopped warm machine without a live record"})
+			Reason: "warm machine without a live record, not handed to a job"})
+	}
+	return out
+}
+
+// WarmOrphans are the warm machines, stopped or alive, that no live record
+// holds and that no job's runner was handed (their runner-name tag is still
+// the warm record's): taken by a job that then failed, or left by a crash.
+func WarmOrphans(insts []provider.Instance, ledger []provisioning.Runner) []provider.Instance {
+	linked := map[string]bool{}
+	for _, r := range ledger {
+		if r.InstanceID != "" {
+			linked[r.InstanceID] = true
+		}
+	}
+	var out []provider.Instance
+	for _, inst := range insts {
+		if inst.Tags[names.TagWarm] == "" || linked[inst.ID] || !provisioning.IsWarm(inst.Tags[names.TagRunnerName]) ||
+			inst.Tags[names.TagManaged] != names.ManagedValue || !inst.State.Alive() && inst.State != provider.Stopped {
+			continue
+		}
+		out = append(out, inst)
 	}
 	return out
 }

@@ -22,7 +22,8 @@ func warmRec(kind, key, id string, state provisioning.State, ago time.Duration, 
 }
 
 func warmInst(id, kind string, st provider.State, ready bool, ago time.Duration) provider.Instance {
-	tags := map[string]string{names.TagManaged: names.ManagedValue, names.TagWarm: kind}
+	tags := map[string]string{names.TagManaged: names.ManagedValue, names.TagWarm: kind,
+		names.TagRunnerName: names.WarmRunnerName("", kind, "k1", strings.ReplaceAll(id, "-", ""))}
 	if ready {
 		tags[names.TagWarmReady] = warmNow.Format(time.RFC3339)
 	}
@@ -99,10 +100,21 @@ func TestDecideWarm(t *testing.T) {
 			insts: []provider.Instance{warmInst("i-9", "stopped", provider.Stopped, true, time.Hour),
 				warmInst("i-8", "stopped", provider.Stopped, true, time.Minute)},
 			want: "orphan stopped i-9"},
+		{name: "a taken machine waits out the grace from its record's end, then is reaped", pool: warmPool(0, 0, 10, 0),
+			insts: []provider.Instance{warmInst("i-7", "hot", provider.Running, true, time.Hour),
+				warmInst("i-6", "hot", provider.Running, true, time.Hour)},
+			want: "orphan hot i-6"},
+		{name: "a handed machine is the job's runner's, not an orphan", pool: warmPool(0, 0, 10, 0),
+			insts: func() []provider.Instance {
+				in := warmInst("i-5", "stopped", provider.Running, true, time.Hour)
+				in.Tags[names.TagRunnerName] = names.RunnerName("", 42, 1)
+				return []provider.Instance{in}
+			}(), want: ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got := decide.DecideWarm(decide.WarmInputs{Now: warmNow, Pools: []decide.WarmPool{c.pool}, Ledger: c.recs,
-				Instances: c.insts, InstancesComplete: true, OrphanGrace: 15 * time.Minute})
+				Instances: c.insts, InstancesComplete: true, OrphanGrace: 15 * time.Minute,
+				Ended: map[string]time.Time{"i-7": warmNow.Add(-time.Minute), "i-6": warmNow.Add(-20 * time.Minute)}})
 			if s := warmSummary(got); s != c.want {
 				t.Errorf("actions:\n got %q\nwant %q", s, c.want)
 			}
@@ -116,5 +128,17 @@ func TestDecideWarmBoundsLaunches(t *testing.T) {
 	got := decide.DecideWarm(decide.WarmInputs{Now: warmNow, Pools: []decide.WarmPool{warmPool(50, 0, 100, 0)}, MaxLaunches: 7})
 	if len(got) != 7 {
 		t.Errorf("%d launches, want 7", len(got))
+	}
+}
+
+// TestDecideLeavesWarmMachinesToDecideWarm: the runner rules never reap a
+// warm machine not handed to a job as an orphan (a job may be taking it);
+// DecideWarm does, after the grace from its record's end.
+func TestDecideLeavesWarmMachinesToDecideWarm(t *testing.T) {
+	in := warmInst("i-1", "hot", provider.Running, true, 2*time.Hour)
+	in.Pool = "cpu"
+	d := decide.Decide(decide.Inputs{Now: warmNow, Instances: []provider.Instance{in}, InstancesComplete: true})
+	if len(d.Actions) != 0 {
+		t.Errorf("actions on an unheld warm machine: %+v", d.Actions)
 	}
 }
