@@ -49,8 +49,9 @@ const (
 
 // backend is skiff's state as the services see it: the ports of the
 // store, the runner ledger, the launch state, the waiting room, the registration table and
-// the metrics records; take reads an instance's registration as its boot
-// script does (read and delete, once).
+// the metrics records; take reads an instance's registration item as its
+// boot script does (read and delete, once: a warm machine's job's item is a
+// second item under the same key, written after it read its warm one).
 type backend struct {
 	records   store.Store
 	lifecycle store.LifecycleRecorder // nil: the webhook's one-item-at-a-time default
@@ -58,11 +59,14 @@ type backend struct {
 		store.Ledger
 		store.Interruptions
 	}
+	// peek is the ledger as the harness reads it for its checks of warm
+	// machines: the same records, its calls not counted among skiff's.
+	peek     store.Ledger
 	launches store.Launches
 	room     room.Store
 	regs     ec2.Registrations
 	metrics  metrics.Records
-	take     func(ctx context.Context, arn string) (jit string, ok bool, err error)
+	take     func(ctx context.Context, arn string) (reg regItem, ok bool, err error)
 	calls    func() map[string]int // store calls by operation; nil: not counted
 }
 
@@ -82,8 +86,17 @@ func memoryBackend(now func() time.Time) *backend {
 	st := store.NewMemory()
 	st.SetClock(now)
 	regs := &memoryRegistrations{items: map[string]userdata.Registration{}}
-	return &backend{records: st, ledger: store.NewLedgerMemory(now), launches: store.NewLaunchMemory(), room: room.NewMemory(),
+	ledger := store.NewLedgerMemory(now)
+	return &backend{records: st, ledger: ledger, peek: ledger, launches: store.NewLaunchMemory(), room: room.NewMemory(),
 		regs: regs, metrics: &metrics.MemoryRecords{}, take: regs.take}
+}
+
+// regItem is what a boot script reads of its registration item: the mode,
+// a job's JIT configuration (mode jit), a warm machine's kind, name and end
+// of its wait (mode warm).
+type regItem struct {
+	Mode, JITConfig, WarmKind, RunnerName string
+	WarmUntil                             time.Time
 }
 
 // memoryRegistrations is the registration table in memory.
@@ -102,12 +115,12 @@ func (m *memoryRegistrations) Put(_ context.Context, r userdata.Registration) er
 	return nil
 }
 
-func (m *memoryRegistrations) take(_ context.Context, arn string) (string, bool, error) {
+func (m *memoryRegistrations) take(_ context.Context, arn string) (regItem, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.items[arn]
 	delete(m.items, arn)
-	return r.JITConfig, ok, nil
+	return regItem{Mode: r.Mode, JITConfig: r.JITConfig, WarmKind: r.WarmKind, RunnerName: r.RunnerName, WarmUntil: r.WarmUntil}, ok, nil
 }
 
 var tableSeq atomic.Int64
@@ -131,26 +144,44 @@ func dynamoBackend(t testing.TB, endpoint string, transactions bool, now func() 
 		return nil, err
 	}
 	st := dynamostore.NewDynamo(ddb, table, dynamostore.WithClock(now))
+	uncounted := dynamodb.NewFromConfig(testenv.AWSConfig(t), func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(endpoint) })
 	b := &backend{records: st, ledger: dynamostore.NewLedgerDynamo(ddb, table, dynamostore.WithClock(now)),
+		peek:     dynamostore.NewLedgerDynamo(uncounted, table, dynamostore.WithClock(now)),
 		launches: dynamostore.NewLaunchDynamo(ddb, table), room: dynamostore.NewRoomDynamo(ddb, table), regs: ec2.NewRegistrationTable(ddb, regTable),
 		metrics: recordstore.New(ddb, table, recordstore.WithClock(now)), calls: counter.snapshot}
 	if transactions {
 		b.lifecycle = st
 	}
-	b.take = func(ctx context.Context, arn string) (string, bool, error) {
+	b.take = func(ctx context.Context, arn string) (regItem, bool, error) {
 		out, err := ddb.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(regTable),
 			Key:          map[string]ddbtypes.AttributeValue{userdata.AttrPK: &ddbtypes.AttributeValueMemberS{Value: arn}},
 			ReturnValues: ddbtypes.ReturnValueAllOld})
-		if err != nil {
-			return "", false, err
+		if err != nil || len(out.Attributes) == 0 {
+			return regItem{}, false, err
 		}
-		v, ok := out.Attributes[userdata.AttrJITConfig].(*ddbtypes.AttributeValueMemberS)
-		if !ok {
-			return "", false, nil
-		}
-		return v.Value, true, nil
+		return itemOf(out.Attributes), true, nil
 	}
 	return b, nil
+}
+
+// itemOf reads a registration item's attributes as the boot script does
+// (skiff_ddb_attr): strings, and warm_until as epoch seconds.
+func itemOf(attrs map[string]ddbtypes.AttributeValue) regItem {
+	str := func(name string) string {
+		v, _ := attrs[name].(*ddbtypes.AttributeValueMemberS)
+		if v == nil {
+			return ""
+		}
+		return v.Value
+	}
+	r := regItem{Mode: str(userdata.AttrMode), JITConfig: str(userdata.AttrJITConfig), WarmKind: str(userdata.AttrWarmKind),
+		RunnerName: str(userdata.AttrRunnerName)}
+	if v, ok := attrs[userdata.AttrWarmUntil].(*ddbtypes.AttributeValueMemberN); ok {
+		if sec, err := strconv.ParseInt(v.Value, 10, 64); err == nil {
+			r.WarmUntil = time.Unix(sec, 0).UTC()
+		}
+	}
+	return r
 }
 
 // createRegistrationTable creates the runners' registration table (key pk,

@@ -98,7 +98,9 @@ func (w *world) check() Report {
 	fail = append(fail, w.checkNoSecondRunner()...)
 	fail = append(fail, w.checkNothingLeft()...)
 	fail = append(fail, w.checkMetricsRecords(ranOnOurs)...)
+	fail = append(fail, w.checkStartKinds(&rep, ranOnOurs)...)
 	rep.Failures = fail
+	rep.Warm = w.warm.figures
 	rep.Starts = w.starts
 	w.figures(&rep, waits)
 	return rep
@@ -179,8 +181,8 @@ func (w *world) checkNoSecondRunner() (fail []string) {
 	return fail
 }
 
-// checkNothingLeft: at the end no instance is alive, no runner registered,
-// no pool counts a live runner.
+// checkNothingLeft: at the end no instance is alive or stopped, no runner
+// registered, no pool counts a live runner.
 func (w *world) checkNothingLeft() (fail []string) {
 	if live := w.fake.Live(); len(live) > 0 {
 		ids := make([]string, 0, len(live))
@@ -188,6 +190,15 @@ func (w *world) checkNothingLeft() (fail []string) {
 			ids = append(ids, in.ID)
 		}
 		fail = append(fail, fmt.Sprintf("%d instances alive at the end: %s", len(live), strings.Join(first(ids, 10), " ")))
+	}
+	var kept []string
+	for _, in := range w.fake.Instances() {
+		if in.State == "stopping" || in.State == "stopped" {
+			kept = append(kept, in.ID)
+		}
+	}
+	if len(kept) > 0 {
+		fail = append(fail, fmt.Sprintf("%d instances stopped at the end: %s", len(kept), strings.Join(first(kept, 10), " ")))
 	}
 	if rs := w.sim.Runners(); len(rs) > 0 {
 		fail = append(fail, fmt.Sprintf("%d runners still registered at the end (first: %s)", len(rs), rs[0].Name))
@@ -233,6 +244,59 @@ func (w *world) checkMetricsRecords(ranOnOurs map[int64]bool) (fail []string) {
 	w.starts = metrics.SummarizeStarts(all)
 	return fail
 }
+
+// checkStartKinds counts the jobs completed on skiff's runners by how
+// their runner's machine started (rep.StartKinds) and checks what skiff
+// recorded of it: the ledger's start kind of the runner that ran each job,
+// and its metrics record's, is what the machine did — cold for one
+// launched for a job, stopped or hot for a warm one as it waited — or
+// none (a runner the reconciler linked to its instance after scale-up's
+// report was lost). Jobs that came to warm pools while they held machines
+// took some of them (report: how many).
+func (w *world) checkStartKinds(rep *Report, ranOnOurs map[int64]bool) (fail []string) {
+	rep.StartKinds = map[string]int{}
+	for _, id := range sortedKeys(ranOnOurs) {
+		in := w.ranOn[id]
+		if in == nil {
+			rep.StartKinds["unseen"]++
+			continue
+		}
+		rep.StartKinds[in.startKind]++
+		js, _ := w.sim.Job(id)
+		if r, err := w.be.peek.Runner(w.ctx, js.RunnerName); err == nil && r.StartKind != "" && r.StartKind != in.startKind {
+			fail = append(fail, fmt.Sprintf("job %d ran on runner %s, whose instance %s started %s; the ledger says %s", id,
+				js.RunnerName, in.id, in.startKind, r.StartKind))
+		}
+	}
+	for r, err := range w.be.metrics.List(w.ctx, metrics.Filter{}) {
+		if err != nil || r.Start == nil || r.Start.Kind == "" {
+			continue
+		}
+		if in := w.byRunner[r.RunnerName]; in != nil && r.Start.Kind != in.startKind {
+			fail = append(fail, fmt.Sprintf("job %d's metrics record says start kind %s; its runner %s's instance %s started %s", r.JobID,
+				r.Start.Kind, r.RunnerName, in.id, in.startKind))
+		}
+	}
+	for _, id := range sortedIDs(w.insts) {
+		if in := w.insts[id]; in.warmName != "" {
+			if r, err := w.be.peek.Runner(w.ctx, in.warmName); err == nil && strings.HasPrefix(r.Reason, "taken by ") {
+				w.warm.figures.Taken++
+			}
+		}
+	}
+	if n := w.warmArrivals(); n >= minWarmArrivals && w.warm.figures.Taken == 0 {
+		fail = append(fail, fmt.Sprintf("%d jobs came to warm pools while their schedules held, and none took a warm machine "+
+			"(a provider wrapper that hides provider.Warmer turns warm pools off)", n))
+	}
+	return fail
+}
+
+// minWarmArrivals is how many jobs of warm pools a run needs before one
+// must take a warm machine: the pool keeps five ready from warmUp on. (Not
+// every take is a warm start: a take whose registration fails, in a
+// secondary rate limit say, ends with the machine terminated and the job
+// retried.)
+const minWarmArrivals = 5
 
 // waitPercentiles are the median, 95th percentile and longest of waits,
 // which it sorts.

@@ -23,7 +23,10 @@ import (
 // crashSteps is how many steps of a scale-up invocation the crash plan
 // counts (claim, reserve, JIT, plan, fleet intent, launch before and after
 // the provider's answer, ledger launched, fleet done, and one more for a
-// second group): a crash at step n for n = 1, 2, … crashSteps in turn.
+// second group; a warm start's are claim, the take (the warm record's
+// end), reserve, JIT, the handover before and after its answer, fleet
+// done, ledger launched): a crash at step n for n = 1, 2, … crashSteps in
+// turn.
 const crashSteps = 10
 
 // invocation is a fault planned for one scale-up invocation, carried in its
@@ -36,6 +39,8 @@ type invocation struct {
 	stalled chan struct{}      // stall: closed when it blocks
 	release chan struct{}      // stall: closed to let it go on
 	once    sync.Once
+	// took: it took a warm machine (ended a warm record) before its fault.
+	took atomic.Bool
 }
 
 type invocationKey struct{}
@@ -56,6 +61,34 @@ func step(ctx context.Context) {
 
 // The scale-up ports, wrapped to count steps.
 type stepProvider struct{ provider.Provider }
+
+// stepWarmer is stepProvider over a provider that keeps warm machines: its
+// provider.Warmer stays reachable (scale-up finds it by type assertion),
+// the handover a step before and after its answer.
+type stepWarmer struct {
+	stepProvider
+	warmer provider.Warmer
+}
+
+// stepped wraps p to count steps, a Warmer when p is one.
+func stepped(p provider.Provider) provider.Provider {
+	if wm, ok := p.(provider.Warmer); ok {
+		return stepWarmer{stepProvider{p}, wm}
+	}
+	return stepProvider{p}
+}
+
+func (p stepWarmer) Stop(ctx context.Context, ids []string) error { return p.warmer.Stop(ctx, ids) }
+
+func (p stepWarmer) Hand(ctx context.Context, h provider.Handover) (provider.Instance, error) {
+	step(ctx)
+	if err := ctx.Err(); err != nil {
+		return provider.Instance{}, err
+	}
+	in, err := p.warmer.Hand(ctx, h)
+	step(ctx) // a crash here loses the handover's answer
+	return in, err
+}
 
 func (p stepProvider) Plan(ctx context.Context, l provider.Launch) (provider.Plan, error) {
 	step(ctx)
@@ -101,6 +134,17 @@ func (l stepLedger) Launched(ctx context.Context, name string, la provisioning.L
 	return l.Ledger.Launched(ctx, name, la)
 }
 
+// End is a step too: the take of a warm machine ends its record, and a
+// release ends a reservation.
+func (l stepLedger) End(ctx context.Context, name string, at time.Time, reason string) (bool, error) {
+	step(ctx)
+	ended, err := l.Ledger.End(ctx, name, at, reason)
+	if inv, _ := ctx.Value(invocationKey{}).(*invocation); inv != nil && ended && provisioning.IsWarm(name) && ctx.Err() == nil {
+		inv.took.Store(true)
+	}
+	return ended, err
+}
+
 type stepGitHub struct{ scaleup.GitHub }
 
 func (g stepGitHub) GenerateJITConfig(ctx context.Context, inst int64, scope github.Scope, req github.JITRequest) (*github.JITConfig, error) {
@@ -108,18 +152,39 @@ func (g stepGitHub) GenerateJITConfig(ctx context.Context, inst int64, scope git
 	return g.GitHub.GenerateJITConfig(ctx, inst, scope, req)
 }
 
-// guard is the provider as the services call it: at every Terminate it
-// checks, by GitHub's truth (the simulator), that no instance whose runner
-// is running a job is terminated.
+// guard is the provider as the services call it: at every Terminate (and
+// warm Stop) it checks, by GitHub's truth (the simulator), that no
+// instance whose runner is running a job is terminated or stopped; at
+// every handover of a warm machine, what handed checks (warm.go).
 type guard struct {
 	provider.Provider
 	sim       *ghsim.Server
 	violation func(string)
+	// handed checks a handover before it is made, and may plant a fault in
+	// EC2's answer; stopping may plant one in a stop's.
+	handed   func(ctx context.Context, h provider.Handover)
+	stopping func()
 	// terminated counts the instances skiff asked to terminate.
 	terminated atomic.Int64
 }
 
+// port is the guarded provider as the services get it: a provider.Warmer
+// when the provider it guards is one.
+func (g *guard) port() provider.Provider {
+	if wm, ok := g.Provider.(provider.Warmer); ok {
+		return guardedWarmer{g, wm}
+	}
+	return g
+}
+
 func (g *guard) Terminate(ctx context.Context, ids []string) error {
+	g.checkBusy(ctx, ids, "terminated")
+	g.terminated.Add(int64(len(ids)))
+	return g.Provider.Terminate(ctx, ids)
+}
+
+// checkBusy reports each instance of ids, alive, whose runner runs a job.
+func (g *guard) checkBusy(ctx context.Context, ids []string, what string) {
 	busy := map[string]int64{}
 	for _, r := range g.sim.Runners() {
 		if r.Busy {
@@ -127,15 +192,35 @@ func (g *guard) Terminate(ctx context.Context, ids []string) error {
 		}
 	}
 	insts, err := g.Provider.List(ctx, provider.Filter{IDs: ids})
-	if err == nil {
-		for _, in := range insts {
-			if job, ok := busy[in.Tags[names.TagRunnerName]]; ok && in.State.Alive() {
-				g.violation(fmt.Sprintf("instance %s terminated while its runner %s runs job %d", in.ID, in.Tags[names.TagRunnerName], job))
-			}
+	if err != nil {
+		return
+	}
+	for _, in := range insts {
+		if job, ok := busy[in.Tags[names.TagRunnerName]]; ok && in.State.Alive() {
+			g.violation(fmt.Sprintf("instance %s %s while its runner %s runs job %d", in.ID, what, in.Tags[names.TagRunnerName], job))
 		}
 	}
-	g.terminated.Add(int64(len(ids)))
-	return g.Provider.Terminate(ctx, ids)
+}
+
+// guardedWarmer is the guard over a provider that keeps warm machines.
+type guardedWarmer struct {
+	*guard
+	warmer provider.Warmer
+}
+
+func (g guardedWarmer) Stop(ctx context.Context, ids []string) error {
+	g.checkBusy(ctx, ids, "stopped")
+	if g.stopping != nil {
+		g.stopping()
+	}
+	return g.warmer.Stop(ctx, ids)
+}
+
+func (g guardedWarmer) Hand(ctx context.Context, h provider.Handover) (provider.Instance, error) {
+	if g.handed != nil {
+		g.handed(ctx, h)
+	}
+	return g.warmer.Hand(ctx, h)
 }
 
 // busyHidden is GitHub's busy flag as its REST API shows it

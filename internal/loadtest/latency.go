@@ -12,8 +12,9 @@ import (
 // StartKind is how a runner's EC2 instance starts for its job: cold
 // (launched from its image by CreateFleet), stopped (a stopped instance
 // started by StartInstances) or hot (a running instance that waits for its
-// registration). The harness's real path launches cold only; warm pools
-// feed stopped and hot starts in through the same model.
+// registration). The harness's simulated instances boot by the model:
+// cold ones after their launch, a stopped warm machine after a job's start
+// (a hot one reads its job's registration at its next poll, one step).
 type StartKind string
 
 // The start kinds, as the metrics records name them (start.kind).

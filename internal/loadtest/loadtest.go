@@ -26,7 +26,10 @@
 //	              DynamoDB adapters through the SDK with an emulator
 //	runners       simulated instances: boot, read and delete their
 //	              registration, connect (JIT) to the simulator, take a job,
-//	              tag themselves through the hooks, power off after it
+//	              tag themselves through the hooks, power off after it; warm
+//	              ones (the large pool's warm: section) prepare, tag
+//	              themselves ready, wait stopped or hot for their job's
+//	              registration, and boot again when a job starts them
 //	EC2 events    pkg/instanceevents, fed state changes and spot warnings
 //	              late, duplicated and out of order
 //	scale-down    pkg/scaledown every simulated minute, with redelivery,
@@ -36,7 +39,12 @@
 //
 // One seed gives one run: the workload, every fault, and the order of the
 // services' concurrent calls, which run one at a time in an order drawn
-// from the seed (fanout.Seeded; production runs them concurrently).
+// from the seed (fanout.Seeded; production runs them concurrently). All
+// but one draw: which ready warm machine a warm start takes is scale-up's
+// own random pick (pkg/scaleup/warm.go, not seeded). The machines are
+// alike, and a handed machine acts in the order of its handover (its
+// boot drawn then), so the pick seldom shows in a report; it can (a late
+// stop event of the machine taken, counted once more or less).
 //
 // The invariants and faults are listed on Config and in docs/development.md.
 package loadtest
@@ -98,13 +106,29 @@ type Faults struct {
 	EventChaos       bool    // EC2 events late, duplicated and out of order
 	Crashes          float64 // share of scale-up invocations that crash, at each step in turn
 	Stalls           int     // scale-up invocations stalled past their claim's lease
+	// WarmStartFailures is the share of a stopped warm machine's handovers
+	// whose StartInstances EC2 refuses (InsufficientInstanceCapacity): the
+	// job launches cold.
+	WarmStartFailures float64
+	// WarmLosses is the chance, per minute, that EC2 ends a stopped warm
+	// machine (a host retired while it waits): the reconciler replaces it.
+	WarmLosses float64
+	// WarmThrottles is the share of StopInstances and StartInstances calls
+	// EC2 throttles once (RequestLimitExceeded; the SDK retries).
+	WarmThrottles float64
+	// WarmCrashes is the share of the scale-up invocations Crashes spares
+	// with a job of a pool keeping warm machines that crash on a warm
+	// start's path, at each of its steps in turn (Crashes alone rarely
+	// lands there: warm starts are a few of a run's invocations).
+	WarmCrashes float64
 }
 
 // DefaultFaults are the harness's fault rates (docs/development.md).
 var DefaultFaults = Faults{
 	GitHub5xx: 0.20, RateLimitBursts: true, BusyLag: true, DuplicateHooks: 0.10, DroppedHooks: 0.02, ReorderedHooks: 0.05,
 	InsufficientCap: true, PartialFills: true, LostFleetAnswers: 0.02, FailedBoots: 0.03, SpotInterrupts: 0.05, EventChaos: true,
-	Crashes: 0.05, Stalls: 2,
+	Crashes: 0.05, Stalls: 2, WarmStartFailures: 0.15, WarmLosses: 0.08, WarmThrottles: 0.10,
+	WarmCrashes: 0.15,
 }
 
 // The planted bugs. The first four each make the reconciler ignore one of
@@ -131,11 +155,15 @@ const (
 	// PlantIgnoreClaims makes scale-up read no job's launch claim, so a
 	// duplicate delivery launches a second runner.
 	PlantIgnoreClaims = "ignore-claims"
+	// PlantTakeWithoutEnd makes scale-up take a warm machine without ending
+	// its warm record (the ledger's End answers "taken" and writes
+	// nothing), so the machine stays offered and two jobs can take it.
+	PlantTakeWithoutEnd = "take-without-end"
 )
 
 // Plants lists the planted bugs.
 var Plants = []string{PlantIgnoreBusyFlag, PlantIgnoreLedgerStart, PlantIgnoreHookTag, PlantIgnoreRefusal,
-	PlantEndInterrupted, PlantLoseReplacements, PlantIgnoreClaims}
+	PlantEndInterrupted, PlantLoseReplacements, PlantIgnoreClaims, PlantTakeWithoutEnd}
 
 // Report is what a run found: its invariant failures and its figures.
 type Report struct {
@@ -173,6 +201,12 @@ type Report struct {
 	// Starts is the start time per start kind, from the run's metrics
 	// records (metrics records on), as `skiff metrics` reports it.
 	Starts []metrics.StartRow
+	// StartKinds counts the jobs completed on skiff's runners by how the
+	// machine their runner ran on started: cold, stopped or hot (what the
+	// simulated machines did, not what skiff recorded).
+	StartKinds map[string]int
+	// Warm is what the warm pools did (warm.go).
+	Warm WarmFigures
 }
 
 // JobsPerMinute is the end-to-end throughput in simulated time.
@@ -233,6 +267,7 @@ func (r Report) String() string {
 		b.WriteString(strings.TrimSuffix(strings.ReplaceAll(st.String(), "\n", "\n  "), "  "))
 		b.WriteString("  (simulated, in the harness's steps; the fleet call answers at once)")
 	}
+	fmt.Fprintf(&b, "\n  start kinds         %s; %s", counts(r.StartKinds), r.Warm)
 	b.WriteString("\n  faults ")
 	b.WriteString(counts(r.FaultCounts))
 	b.WriteString("\n  services ")

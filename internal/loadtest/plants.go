@@ -61,6 +61,24 @@ func (p tagBlindProvider) List(ctx context.Context, f provider.Filter) ([]provid
 	return out, err
 }
 
+// withWarmer is a provider's wrapper with the warm methods of the provider
+// it wraps: the services find provider.Warmer by type assertion, which a
+// wrapper embedding provider.Provider alone would hide (and so turn warm
+// pools off without a word).
+type withWarmer struct {
+	provider.Provider
+	provider.Warmer
+}
+
+// keepWarmer is outer, wrapping inner, with inner's warm methods when
+// inner has them.
+func keepWarmer(outer, inner provider.Provider) provider.Provider {
+	if wm, ok := inner.(provider.Warmer); ok {
+		return withWarmer{outer, wm}
+	}
+	return outer
+}
+
 // refusalBlindGitHub is PlantIgnoreRefusal: GitHub's refusal to delete a
 // runner that runs a job is taken for a deletion.
 type refusalBlindGitHub struct{ scaledown.GitHub }
@@ -86,6 +104,17 @@ func (l interruptBlindLedger) RunnerByInstance(ctx context.Context, instanceID s
 type lostSends struct{}
 
 func (lostSends) Send(context.Context, queue.Job) error { return nil }
+
+// takeBlindLedger is PlantTakeWithoutEnd: scale-up's end of a warm
+// machine's record answers "ended by this call" and writes nothing.
+type takeBlindLedger struct{ store.Ledger }
+
+func (l takeBlindLedger) End(ctx context.Context, name string, at time.Time, reason string) (bool, error) {
+	if provisioning.IsWarm(name) {
+		return true, nil
+	}
+	return l.Ledger.End(ctx, name, at, reason)
+}
 
 // blindClaims is PlantIgnoreClaims: scale-up sees no launch claim.
 type blindClaims struct{ store.Launches }

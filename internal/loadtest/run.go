@@ -20,7 +20,14 @@ import (
 func Run(t testing.TB, cfg Config) Report {
 	t.Helper()
 	wallStart := time.Now()
-	w := newWorld(t, cfg)
+	rep := newWorld(t, cfg).run()
+	rep.Wall = time.Since(wallStart)
+	return rep
+}
+
+// run steps the world until it is quiet (or past its drain limit) and
+// judges it.
+func (w *world) run() Report {
 	deadline := w.plan[len(w.plan)-1].at + drainLimit
 	lastReconcile := w.start
 	nextProgress := w.start.Add(10 * time.Minute)
@@ -31,14 +38,17 @@ func Run(t testing.TB, cfg Config) Report {
 		w.githubBursts(now)
 		w.proxy.flush()
 		w.scaleUp()
+		w.loseStopped(now)
 		w.instances(now)
 		w.deliverEvents(now)
 		if now.Sub(lastReconcile) >= time.Minute {
 			lastReconcile = now
 			w.passStart = now
+			before := w.beforePass()
 			if _, err := w.down.Reconcile(w.ctx); err != nil {
 				w.log.Error("reconcile failed", "err", err)
 			}
+			w.observePools(now, before)
 		}
 		w.releaseStalled(now)
 		w.sample()
@@ -56,9 +66,7 @@ func Run(t testing.TB, cfg Config) Report {
 		w.clock.Advance(tick)
 		w.sim.Step()
 	}
-	rep := w.check()
-	rep.Wall = time.Since(wallStart)
-	return rep
+	return w.check()
 }
 
 // arrive starts the runs whose time has come.
@@ -180,6 +188,11 @@ func (w *world) invoke(ds []queue.Delivery) {
 	case f.Crashes > 0 && w.rng.Float64() < f.Crashes:
 		inv = &invocation{at: w.crashes%crashSteps + 1, cancel: cancel}
 		w.faults["crashes_planned"]++
+	case f.WarmCrashes > 0 && w.warmBatch(ds) && w.warmRng.Float64() < f.WarmCrashes:
+		// From the take on: the take, reserve, JIT, the handover before
+		// and after its answer, fleet done, ledger launched.
+		inv = &invocation{at: 2 + w.faults["warm_crashes_planned"]%warmCrashSteps, cancel: cancel}
+		w.faults["warm_crashes_planned"]++
 	}
 	if inv != nil {
 		ctx = context.WithValue(ctx, invocationKey{}, inv)
@@ -198,6 +211,9 @@ func (w *world) invoke(ds []queue.Delivery) {
 			w.complete(ds, answers)
 		case <-inv.stalled:
 			w.stalls++
+			if inv.took.Load() {
+				w.faults["stalls_after_warm_take"]++
+			}
 			w.stalled = append(w.stalled, &stalledInvocation{inv: inv, ds: ds, done: done,
 				releaseAt: w.clock.Now().Add(scaleup.DefaultClaimLease + time.Minute)})
 			// GitHub delivers the stalled jobs again meanwhile.
@@ -210,6 +226,9 @@ func (w *world) invoke(ds []queue.Delivery) {
 	answers := handle(ctx)
 	if inv != nil && ctx.Err() != nil {
 		w.crashes++ // the invocation died: nothing is completed, the messages come back
+		if inv.took.Load() {
+			w.faults["crashes_after_warm_take"]++
+		}
 		return
 	}
 	w.complete(ds, answers)

@@ -38,7 +38,6 @@ import (
 	"github.com/skiffci/skiff/pkg/scaleup"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
-	"github.com/skiffci/skiff/pkg/userdata"
 	"github.com/skiffci/skiff/pkg/webhook"
 )
 
@@ -61,25 +60,6 @@ const (
 	drainLimit = 4 * time.Hour
 )
 
-// pools is the operator's configuration: a spot pool over three instance
-// types and three zones, and an on-demand pool with labels of its own.
-const pools = `version: 1
-defaults:
-  image: {ssm: /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64}
-  subnets: [subnet-0aaaaaaaa, subnet-0bbbbbbbb, subnet-0cccccccc]
-pools:
-  - name: standard
-    labels: [self-hosted, linux, x64]
-    instanceTypes: [c7i.large, c6i.large, m7i.large]
-    capacity: spot-then-on-demand
-    maxRunners: 400
-  - name: large
-    labels: [large]
-    instanceTypes: [c7i.2xlarge, m7i.2xlarge]
-    capacity: on-demand
-    maxRunners: 80
-`
-
 var subnets = map[string]string{"subnet-0aaaaaaaa": "eu-west-1a", "subnet-0bbbbbbbb": "eu-west-1b", "subnet-0cccccccc": "eu-west-1c"}
 
 var (
@@ -101,6 +81,9 @@ type world struct {
 	logs   *logScanner
 	pools  *pool.Config
 	faults map[string]int
+	// warmRng draws the warm faults apart from rng, so that they leave the
+	// other faults' draws as they were.
+	warmRng *mrand.Rand
 
 	sim        *ghsim.Server
 	fake       *ec2fake.Fake
@@ -136,6 +119,11 @@ type world struct {
 
 	pmu    sync.Mutex
 	probes map[int64]probe // job id → the signals held back during it
+
+	ranOn    map[int64]*instance  // job id → the instance its runner ran it on
+	byRunner map[string]*instance // runner name → the instance it ran a job on
+	wmu      sync.Mutex
+	warm     warmWatch
 }
 
 type plannedRun struct {
@@ -163,18 +151,21 @@ func newWorld(t testing.TB, cfg Config) *world {
 	clock := ghsim.NewClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 	w := &world{t: t, cfg: cfg, rng: mrand.New(mrand.NewPCG(cfg.Seed, cfg.Seed^0x10ad)), clock: clock, start: clock.Now(),
 		ctx: context.Background(), faults: map[string]int{}, jobs: map[int64]*jobRec{}, insts: map[string]*instance{},
-		interrupted: map[string]bool{}, peakLive: map[int64]int{}, counter: &telemetry.Memory{}, probes: map[int64]probe{}}
+		interrupted: map[string]bool{}, peakLive: map[int64]int{}, counter: &telemetry.Memory{}, probes: map[int64]probe{},
+		warmRng: mrand.New(mrand.NewPCG(cfg.Seed+10, 0x3a7)), ranOn: map[int64]*instance{}, byRunner: map[string]*instance{},
+		warm: newWarmWatch()}
 	w.logs = &logScanner{next: cfg.Log, replaced: map[int64]int{}}
 	w.log = slog.New(slog.NewJSONHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	w.plan = planRuns(w.rng, cfg.Jobs)
 	var err error
-	if w.pools, err = pool.Parse([]byte(pools), "loadtest-pools.yaml"); err != nil {
+	warmEnd := w.start.Add(w.plan[len(w.plan)-1].at)
+	if w.pools, err = pool.Parse([]byte(poolsYAML(w.start, warmEnd, largeMaxRunners(cfg.Jobs))), "loadtest-pools.yaml"); err != nil {
 		t.Fatalf("the harness's pools: %v", err)
 	}
 	keyOnce.Do(func() { appKey, keyErr = rsa.GenerateKey(rand.Reader, 2048) })
 	if keyErr != nil {
 		t.Fatal(keyErr)
 	}
-	w.plan = planRuns(w.rng, cfg.Jobs)
 	w.startGitHub()
 	// The store.
 	if w.be, err = newBackend(t, cfg.Store, clock.Now); err != nil {
@@ -248,6 +239,8 @@ func (w *world) startEC2() {
 	t, cfg, clock := w.t, w.cfg, w.clock
 	w.fake = ec2fake.New()
 	w.fake.SetClock(clock.Now)
+	// A stop takes the OS's shutdown; a start, the model's stopped pending.
+	w.fake.SetStateDelays(30*time.Second, w.latency().Kinds[Stopped].PendingToRunning.P50)
 	for s, z := range subnets {
 		w.fake.SetZone(s, z)
 	}
@@ -268,14 +261,15 @@ func (w *world) startEC2() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	downProv, err := ec2.NewProvider(ec2.ProviderOptions{API: api, Registrations: noRegistrations{}, Capacity: w.be.launches,
-		Partition: "aws", Region: region, Account: account, Counter: w.counter, Logger: w.log.With("function", "scaledown"), Now: clock.Now,
-		Executor: fanout.NewSeeded(cfg.Seed + 4)})
+	// The reconciler launches warm machines, with their warm items.
+	downProv, err := ec2.NewProvider(ec2.ProviderOptions{API: api, Registrations: w.be.regs, Capacity: w.be.launches,
+		Partition: "aws", Region: region, Account: account, TagRetryDelay: &noDelay, Counter: w.counter,
+		Logger: w.log.With("function", "scaledown"), Now: clock.Now, Executor: fanout.NewSeeded(cfg.Seed + 4)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.upGuard = &guard{Provider: upProv, sim: w.sim, violation: w.violate}
-	w.downGuard = &guard{Provider: downProv, sim: w.sim, violation: w.violate}
+	w.upGuard = &guard{Provider: upProv, sim: w.sim, violation: w.violate, handed: w.checkHand, stopping: w.stopping}
+	w.downGuard = &guard{Provider: downProv, sim: w.sim, violation: w.violate, handed: w.checkHand, stopping: w.stopping}
 }
 
 // githubClient is one function's GitHub client (each Lambda has its own),
@@ -316,10 +310,14 @@ func (w *world) startScaleUp() {
 	if cfg.Plant == PlantIgnoreClaims {
 		upLaunches = blindClaims{upLaunches}
 	}
+	var upLedger store.Ledger = room.Ledger{Ledger: w.be.ledger, Room: w.room}
+	if cfg.Plant == PlantTakeWithoutEnd {
+		upLedger = takeBlindLedger{upLedger}
+	}
 	var err error
 	w.up, err = scaleup.New(scaleup.Options{Pools: w.pools, Launches: stepLaunches{upLaunches},
-		Ledger: stepLedger{room.Ledger{Ledger: w.be.ledger, Room: w.room}}, Room: w.room,
-		Jobs: w.be.records, Provider: stepProvider{w.upGuard}, GitHub: stepGitHub{w.githubClient("scaleup", cfg.Seed+5)}, Counter: w.counter,
+		Ledger: stepLedger{upLedger}, Room: w.room,
+		Jobs: w.be.records, Provider: stepped(w.upGuard.port()), GitHub: stepGitHub{w.githubClient("scaleup", cfg.Seed+5)}, Counter: w.counter,
 		Logger: w.log.With("function", "scaleup"), Now: w.clock.Now, Executor: fanout.NewSeeded(cfg.Seed + 6)})
 	if err != nil {
 		w.t.Fatal(err)
@@ -344,10 +342,10 @@ func plantScaleDown(plant string, p scaleDownPeers) (scaleDownPeers, error) {
 	case PlantIgnoreLedgerStart:
 		p.ledger = startBlindLedger{p.ledger}
 	case PlantIgnoreHookTag:
-		p.provider = tagBlindProvider{p.provider}
+		p.provider = keepWarmer(tagBlindProvider{p.provider}, p.provider)
 	case PlantIgnoreRefusal:
 		p.github = refusalBlindGitHub{p.github}
-	case "", PlantEndInterrupted, PlantLoseReplacements, PlantIgnoreClaims:
+	case "", PlantEndInterrupted, PlantLoseReplacements, PlantIgnoreClaims, PlantTakeWithoutEnd:
 	default:
 		return p, fmt.Errorf("unknown plant %q (%v)", plant, Plants)
 	}
@@ -362,7 +360,7 @@ func plantScaleDown(plant string, p scaleDownPeers) (scaleDownPeers, error) {
 func (w *world) startScaleDown() {
 	t, cfg := w.t, w.cfg
 	peers, err := plantScaleDown(cfg.Plant, scaleDownPeers{github: deleteGuard{GitHub: w.githubClient("scaledown", cfg.Seed+7), w: w},
-		ledger: w.be.ledger, provider: w.downGuard, replacements: w.q})
+		ledger: w.be.ledger, provider: w.downGuard.port(), replacements: w.q})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -417,13 +415,6 @@ type wakingLedger struct {
 	store.Interruptions
 }
 
-// noRegistrations is the registration table of scale-down's provider, which never launches.
-type noRegistrations struct{}
-
-func (noRegistrations) Put(context.Context, userdata.Registration) error {
-	return fmt.Errorf("scale-down does not launch")
-}
-
 func (w *world) violate(s string) {
 	w.vmu.Lock()
 	w.violations = append(w.violations, fmt.Sprintf("at +%s: %s", w.clock.Now().Sub(w.start), s))
@@ -431,26 +422,32 @@ func (w *world) violate(s string) {
 }
 
 // planRuns spreads the jobs over runs of one to four jobs arriving at
-// about jobsPerMinute; one run in five asks for the large pool. Of the n
-// jobs, probeJobs(n) are probes, each a run of its own spread evenly over
-// the window, running 14 to 18 minutes on the standard pool.
+// about jobsPerMinute from warmUp on; one run in five asks for the large
+// pool, and one of those in four a larger disk (skiff/disk=100: another
+// spec, which no warm machine fits). Of the n jobs, probeJobs(n) are
+// probes, each a run of its own spread evenly over the window, running 14
+// to 18 minutes on the standard pool.
 func planRuns(rng *mrand.Rand, n int) []plannedRun {
 	window := time.Duration(float64(n)/jobsPerMinute*float64(time.Minute)) + time.Minute
 	var out []plannedRun
 	probes := min(probeJobs(n), n/2)
 	for k := range probes {
 		kind := probeKinds[k%len(probeKinds)]
-		out = append(out, plannedRun{at: window * time.Duration(k+1) / time.Duration(probes+1), probe: kind,
+		out = append(out, plannedRun{at: warmUp + window*time.Duration(k+1)/time.Duration(probes+1), probe: kind,
 			jobs: []ghsim.JobSpec{{Name: "probe-" + probeNames[kind], Labels: []string{"self-hosted", "linux", "x64"},
 				Duration: time.Duration(14*60+rng.IntN(4*60)) * time.Second}}})
 	}
 	for left := n - probes; left > 0; {
 		k := min(left, 1+rng.IntN(4))
 		left -= k
-		r := plannedRun{at: time.Duration(rng.Int64N(int64(window))), large: rng.IntN(5) == 0}
+		r := plannedRun{at: warmUp + time.Duration(rng.Int64N(int64(window))), large: rng.IntN(5) == 0}
+		disk := r.large && rng.IntN(4) == 0
 		for range k {
 			labels := []string{"self-hosted", "linux", "x64"}
-			if r.large {
+			switch {
+			case disk:
+				labels = []string{"self-hosted", "large", "skiff/disk=100"}
+			case r.large:
 				labels = []string{"self-hosted", "large"}
 			}
 			r.jobs = append(r.jobs, ghsim.JobSpec{Name: fmt.Sprintf("job-%d", len(r.jobs)+1), Labels: labels,

@@ -53,6 +53,7 @@ func TestPlantScaleDown(t *testing.T) {
 		{PlantLoseReplacements, [4]string{gh, led, prov, "loadtest.lostSends"}},
 		{PlantEndInterrupted, [4]string{gh, led, prov, send}},
 		{PlantIgnoreClaims, [4]string{gh, led, prov, send}},
+		{PlantTakeWithoutEnd, [4]string{gh, led, prov, send}},
 	}
 	for _, tc := range cases {
 		got, err := plantScaleDown(tc.plant, peers)
