@@ -24,6 +24,12 @@
 // The room is a hint: the launch claim stays the one gate, so an entry
 // offered twice launches nothing more, and an offer lost in a crash is
 // offered again once its lease is over.
+//
+// Everything of the room is here: the service (this file), its store port
+// and the in-memory store (store.go), the pure rules — the fair order, the
+// backoff and probe intervals (order.go) — and the store's conformance
+// suite (roomtest), which the DynamoDB and SQLite adapters in pkg/store run.
+// Scale-up declares the part it calls (scaleup.Waiter).
 package room
 
 import (
@@ -39,7 +45,6 @@ import (
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
-	"github.com/skiffci/skiff/pkg/scaleup/decide"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
 )
@@ -217,17 +222,17 @@ func (s *Service) Wait(ctx context.Context, job queue.Job, place, reason, detail
 // the job backs off on its own tries instead (a backoff without its pool).
 func (s *Service) backoff(ctx context.Context, log *slog.Logger, pool, place string, tries int, now time.Time) Backoff {
 	b, err := s.o.Room.Refused(ctx, pool, place, now, func(failures int) time.Duration {
-		return decide.CapacityBackoff(failures, s.o.Jitter())
+		return CapacityBackoff(failures, s.o.Jitter())
 	})
 	if err != nil {
 		log.Warn("recording the place's capacity backoff; the job backs off on its own", "place", place, "err", err)
-		return Backoff{Until: now.Add(decide.CapacityBackoff(tries, s.o.Jitter()))}
+		return Backoff{Until: now.Add(CapacityBackoff(tries, s.o.Jitter()))}
 	}
 	return b
 }
 
 // probe arms the place's next probe and sends it: the oldest job waiting
-// out the place's backoff, offered again after decide.ProbeInterval,
+// out the place's backoff, offered again after ProbeInterval,
 // whatever the backoff's length. The store arms one probe at a time, and
 // only while the place backs off, so a probe that came due (it fired, or
 // its message was lost) is armed again by its own refusal, the next
@@ -257,7 +262,7 @@ func (s *Service) probeIn(ctx context.Context, log *slog.Logger, pool, place str
 		return false // the job leaves the room when it is offered
 	}
 	job.Probe = true
-	delay := decide.ProbeInterval(s.o.Jitter())
+	delay := ProbeInterval(s.o.Jitter())
 	armed, err := s.o.Room.ArmProbe(ctx, pool, place, now, now.Add(delay))
 	if err != nil {
 		log.Warn("arming the place's probe; the reconciler arms it later", "place", place, "err", err)
@@ -360,12 +365,12 @@ func (s *Service) Wake(ctx context.Context, pool string, n int) int {
 }
 
 func (s *Service) offer(ctx context.Context, pool string, ws []Waiting, served map[string]time.Time, n int, now time.Time) int {
-	cs := make([]decide.Candidate, len(ws))
+	cs := make([]Candidate, len(ws))
 	for i, w := range ws {
-		cs[i] = decide.Candidate{Repository: w.Repository, JobID: w.JobID, Since: w.Since, WakeAt: w.WakeAt, OfferedUntil: w.OfferedUntil}
+		cs[i] = Candidate{Repository: w.Repository, JobID: w.JobID, Since: w.Since, WakeAt: w.WakeAt, OfferedUntil: w.OfferedUntil}
 	}
 	offered := 0
-	for _, i := range decide.FairOrder(cs, served, now) {
+	for _, i := range FairOrder(cs, served, now) {
 		if offered >= n || ctx.Err() != nil {
 			break
 		}

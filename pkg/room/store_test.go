@@ -7,19 +7,19 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/room"
-	"github.com/skiffci/skiff/pkg/scaleup/decide"
+	"github.com/skiffci/skiff/pkg/room/roomtest"
 	"github.com/skiffci/skiff/pkg/store/storetest"
 )
 
 func TestMemory(t *testing.T) {
 	t.Parallel()
-	storetest.RunRoom(t, func(*testing.T) room.Store { return room.NewMemory() })
+	roomtest.Run(t, func(*testing.T) room.Store { return room.NewMemory() })
 }
 
 // TestBackoffProperty: over seeded sequences of refusals and recoveries at
 // random times, a refusal always leaves a backoff under way; the backoff
 // grows only when a refusal finds none under way, by one failure, and its
-// length follows decide.CapacityBackoff (15 s doubling, at most 5 min, ±20 %).
+// length follows room.CapacityBackoff (15 s doubling, at most 5 min, ±20 %).
 func TestBackoffProperty(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -38,7 +38,7 @@ func TestBackoffProperty(t *testing.T) {
 				continue
 			}
 			jitter := rng.Float64()
-			b, err := r.Refused(ctx, "gpu", "p", now, func(f int) time.Duration { return decide.CapacityBackoff(f, jitter) })
+			b, err := r.Refused(ctx, "gpu", "p", now, func(f int) time.Duration { return room.CapacityBackoff(f, jitter) })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -53,7 +53,7 @@ func TestBackoffProperty(t *testing.T) {
 				if prev.Until.IsZero() || !now.Before(prev.Until.Add(room.BackoffLimit)) {
 					want = 1
 				}
-				d := decide.CapacityBackoff(want, jitter)
+				d := room.CapacityBackoff(want, jitter)
 				if b.Failures != want || !b.Until.Equal(now.Add(d)) {
 					t.Fatalf("seed %d step %d: after %+v got %+v; want %d failures until +%s", seed, step, prev, b, want, d)
 				}

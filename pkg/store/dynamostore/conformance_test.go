@@ -6,6 +6,7 @@ import (
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/room"
+	"github.com/skiffci/skiff/pkg/room/roomtest"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/store/dynamostore"
 	"github.com/skiffci/skiff/pkg/store/storetest"
@@ -13,7 +14,7 @@ import (
 
 func TestRoomDynamo(t *testing.T) {
 	t.Parallel()
-	storetest.RunRoom(t, func(t *testing.T) room.Store {
+	roomtest.Run(t, func(t *testing.T) room.Store {
 		return dynamostore.NewRoomDynamo(testenv.MotoTable(t, "skiff-room"))
 	})
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/room"
+	"github.com/skiffci/skiff/pkg/room/roomtest"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/store/sqlitestore"
 	"github.com/skiffci/skiff/pkg/store/storetest"
@@ -175,5 +176,5 @@ func TestLedgerTwoProcesses(t *testing.T) {
 
 func TestRoomConformance(t *testing.T) {
 	t.Parallel()
-	storetest.RunRoom(t, func(t *testing.T) room.Store { return sqlitestore.NewRoom(open(t, "", sqlitestore.Options{})) })
+	roomtest.Run(t, func(t *testing.T) room.Store { return sqlitestore.NewRoom(open(t, "", sqlitestore.Options{})) })
 }

@@ -79,7 +79,7 @@ func testLaunchClaims(t *testing.T, s store.Launches) {
 }
 
 func testConcurrentLaunchClaims(t *testing.T, s store.Launches) {
-	exactlyOneWins(t, 8, "claim", func() error {
+	ExactlyOneWins(t, 8, "claim", func() error {
 		return s.ClaimLaunch(context.Background(), launchClaim(7, 1, 1, time.Minute), 0, launchNow)
 	})
 }

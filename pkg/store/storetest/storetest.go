@@ -17,6 +17,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -543,4 +544,36 @@ func RunExpiry(t *testing.T, newStore func(t *testing.T, now func() time.Time) s
 			t.Errorf("run after its expired record = %+v, %v; want the new attempt 1", r, err)
 		}
 	})
+}
+
+// ExactlyOneWins calls try n times at once: exactly one call must
+// succeed and every other fail with store.ErrConflict; what names the
+// calls in a failure.
+func ExactlyOneWins(t *testing.T, n int, what string, try func() error) {
+	t.Helper()
+	var won atomic.Int64
+	Together(n, func(int) {
+		switch err := try(); {
+		case err == nil:
+			won.Add(1)
+		case !errors.Is(err, store.ErrConflict):
+			t.Errorf("a concurrent %s: %v", what, err)
+		}
+	})
+	if won.Load() != 1 {
+		t.Errorf("%d of %d concurrent %ss won, want exactly 1", won.Load(), n, what)
+	}
+}
+
+// Together runs f(0), …, f(n-1) at once and waits for them.
+func Together(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(i)
+		}()
+	}
+	wg.Wait()
 }

@@ -1,4 +1,4 @@
-package storetest
+package roomtest
 
 import (
 	"context"
@@ -11,12 +11,13 @@ import (
 
 	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/store/storetest"
 )
 
-// RunRoom is the conformance suite of room.Store: entries keep their first
+// Run is the conformance suite of room.Store: entries keep their first
 // time, offers are exclusive until they end, the fair order's served
 // times, leaving, expiry. newRoom returns an empty room.
-func RunRoom(t *testing.T, newRoom func(*testing.T) room.Store) {
+func Run(t *testing.T, newRoom func(*testing.T) room.Store) {
 	t.Run("Enter", func(t *testing.T) { t.Parallel(); testRoomEnter(t, newRoom(t)) })
 	t.Run("Offer", func(t *testing.T) { t.Parallel(); testRoomOffer(t, newRoom(t)) })
 	t.Run("ConcurrentOffers", func(t *testing.T) { t.Parallel(); testRoomConcurrentOffers(t, newRoom(t)) })
@@ -35,39 +36,39 @@ func doubling(failures int) time.Duration { return 15 * time.Second << (failures
 func testRoomBackoff(t *testing.T, r room.Store) {
 	ctx := context.Background()
 	const place = "g6.xlarge@subnet-a,subnet-b"
-	b, err := r.Refused(ctx, "gpu", place, Now, doubling)
+	b, err := r.Refused(ctx, "gpu", place, storetest.Now, doubling)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.Failures != 1 || !b.Until.Equal(Now.Add(15*time.Second)) || b.Pool != "gpu" || b.Place != place {
+	if b.Failures != 1 || !b.Until.Equal(storetest.Now.Add(15*time.Second)) || b.Pool != "gpu" || b.Place != place {
 		t.Fatalf("first refusal: %+v; want 1 failure until +15s", b)
 	}
 	// A refusal while the backoff is under way (a job that tried before it
 	// ended) changes nothing: the whole place shares one backoff.
-	if b, err = r.Refused(ctx, "gpu", place, Now.Add(10*time.Second), doubling); err != nil {
+	if b, err = r.Refused(ctx, "gpu", place, storetest.Now.Add(10*time.Second), doubling); err != nil {
 		t.Fatal(err)
 	}
-	if b.Failures != 1 || !b.Until.Equal(Now.Add(15*time.Second)) {
+	if b.Failures != 1 || !b.Until.Equal(storetest.Now.Add(15*time.Second)) {
 		t.Errorf("a refusal during the backoff: %+v; want it unchanged", b)
 	}
 	// Another place of the pool, and the same place in another pool, have their own.
-	if b, err = r.Refused(ctx, "gpu", "g6.2xlarge@subnet-a", Now.Add(10*time.Second), doubling); err != nil {
+	if b, err = r.Refused(ctx, "gpu", "g6.2xlarge@subnet-a", storetest.Now.Add(10*time.Second), doubling); err != nil {
 		t.Fatal(err)
 	}
-	if b.Failures != 1 || !b.Until.Equal(Now.Add(25*time.Second)) {
+	if b.Failures != 1 || !b.Until.Equal(storetest.Now.Add(25*time.Second)) {
 		t.Errorf("another place: %+v; want its own first backoff", b)
 	}
-	if b, err = r.Refused(ctx, "cpu", place, Now.Add(10*time.Second), doubling); err != nil {
+	if b, err = r.Refused(ctx, "cpu", place, storetest.Now.Add(10*time.Second), doubling); err != nil {
 		t.Fatal(err)
 	}
 	if b.Failures != 1 {
 		t.Errorf("another pool: %+v; want its own first backoff", b)
 	}
 	// The probe at the end fails: the backoff doubles from then.
-	if b, err = r.Refused(ctx, "gpu", place, Now.Add(15*time.Second), doubling); err != nil {
+	if b, err = r.Refused(ctx, "gpu", place, storetest.Now.Add(15*time.Second), doubling); err != nil {
 		t.Fatal(err)
 	}
-	if b.Failures != 2 || !b.Until.Equal(Now.Add(45*time.Second)) {
+	if b.Failures != 2 || !b.Until.Equal(storetest.Now.Add(45*time.Second)) {
 		t.Errorf("the failed probe: %+v; want 2 failures until +45s", b)
 	}
 	// A launch in the place succeeds: the backoff ends, once.
@@ -77,14 +78,14 @@ func testRoomBackoff(t *testing.T, r room.Store) {
 	if ok, err := r.Recovered(ctx, "gpu", place); err != nil || ok {
 		t.Errorf("recovering again: %v, %v; want false", ok, err)
 	}
-	if b, err = r.Refused(ctx, "gpu", place, Now.Add(20*time.Second), doubling); err != nil {
+	if b, err = r.Refused(ctx, "gpu", place, storetest.Now.Add(20*time.Second), doubling); err != nil {
 		t.Fatal(err)
 	}
-	if b.Failures != 1 || !b.Until.Equal(Now.Add(35*time.Second)) {
+	if b.Failures != 1 || !b.Until.Equal(storetest.Now.Add(35*time.Second)) {
 		t.Errorf("after the recovery: %+v; want a first backoff again", b)
 	}
 	// Long after a backoff ended, a refusal starts from the first again.
-	later := Now.Add(35*time.Second + room.BackoffLimit)
+	later := storetest.Now.Add(35*time.Second + room.BackoffLimit)
 	if b, err = r.Refused(ctx, "gpu", place, later, doubling); err != nil {
 		t.Fatal(err)
 	}
@@ -104,14 +105,14 @@ func testRoomConcurrentRefusals(t *testing.T, r room.Store) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b, err := r.Refused(ctx, "gpu", "", Now, doubling)
-			if err != nil || b.Failures != 1 || !b.Until.Equal(Now.Add(15*time.Second)) {
+			b, err := r.Refused(ctx, "gpu", "", storetest.Now, doubling)
+			if err != nil || b.Failures != 1 || !b.Until.Equal(storetest.Now.Add(15*time.Second)) {
 				t.Errorf("a concurrent refusal: %+v, %v; want 1 failure until +15s", b, err)
 			}
 		}()
 	}
 	wg.Wait()
-	b, err := r.Refused(ctx, "gpu", "", Now.Add(time.Second), doubling)
+	b, err := r.Refused(ctx, "gpu", "", storetest.Now.Add(time.Second), doubling)
 	if err != nil || b.Failures != 1 {
 		t.Errorf("after 8 concurrent refusals of one outage: %+v, %v; want one failure, not 8", b, err)
 	}
@@ -122,7 +123,7 @@ func testRoomProbe(t *testing.T, r room.Store) {
 	const place = "g6.xlarge@subnet-a"
 	arm := func(now, due time.Duration) bool {
 		t.Helper()
-		ok, err := r.ArmProbe(ctx, "gpu", place, Now.Add(now), Now.Add(due))
+		ok, err := r.ArmProbe(ctx, "gpu", place, storetest.Now.Add(now), storetest.Now.Add(due))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,7 +131,7 @@ func testRoomProbe(t *testing.T, r room.Store) {
 	}
 	probeAt := func(now time.Duration) time.Time {
 		t.Helper()
-		b, err := r.Refused(ctx, "gpu", place, Now.Add(now), doubling)
+		b, err := r.Refused(ctx, "gpu", place, storetest.Now.Add(now), doubling)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,13 +140,13 @@ func testRoomProbe(t *testing.T, r room.Store) {
 	if arm(0, 25*time.Second) {
 		t.Errorf("a probe armed in a place without a backoff")
 	}
-	if _, err := r.Refused(ctx, "gpu", place, Now, doubling); err != nil { // until +15s
+	if _, err := r.Refused(ctx, "gpu", place, storetest.Now, doubling); err != nil { // until +15s
 		t.Fatal(err)
 	}
 	if !arm(time.Second, 10*time.Second) {
 		t.Fatalf("no probe armed while the place backs off")
 	}
-	if got := probeAt(2 * time.Second); !got.Equal(Now.Add(10 * time.Second)) {
+	if got := probeAt(2 * time.Second); !got.Equal(storetest.Now.Add(10 * time.Second)) {
 		t.Errorf("the probe read back due at %s, want +10s", got)
 	}
 	// One probe at a time: another arms only once it fired (or was lost).
@@ -159,7 +160,7 @@ func testRoomProbe(t *testing.T, r room.Store) {
 		t.Errorf("no probe armed after the first came due")
 	}
 	// The backoff doubles at its end (+15s → +45s): the probe stays armed.
-	if got := probeAt(15 * time.Second); !got.Equal(Now.Add(14 * time.Second)) {
+	if got := probeAt(15 * time.Second); !got.Equal(storetest.Now.Add(14 * time.Second)) {
 		t.Errorf("after the backoff doubled the probe is due at %s, want +14s", got)
 	}
 	if !arm(16*time.Second, 40*time.Second) {
@@ -170,7 +171,7 @@ func testRoomProbe(t *testing.T, r room.Store) {
 		t.Errorf("a probe armed after the backoff ended")
 	}
 	// Another place and another pool have none.
-	if b, err := r.Refused(ctx, "gpu", "other", Now.Add(20*time.Second), doubling); err != nil || !b.ProbeAt.IsZero() {
+	if b, err := r.Refused(ctx, "gpu", "other", storetest.Now.Add(20*time.Second), doubling); err != nil || !b.ProbeAt.IsZero() {
 		t.Errorf("another place's backoff: %+v, %v; want no probe", b, err)
 	}
 	// A recovery ends the probe with the backoff.
@@ -184,12 +185,12 @@ func testRoomProbe(t *testing.T, r room.Store) {
 
 func testRoomConcurrentProbes(t *testing.T, r room.Store) {
 	ctx := context.Background()
-	if _, err := r.Refused(ctx, "gpu", "", Now, doubling); err != nil {
+	if _, err := r.Refused(ctx, "gpu", "", storetest.Now, doubling); err != nil {
 		t.Fatal(err)
 	}
 	var armed atomic.Int32
-	together(8, func(i int) {
-		ok, err := r.ArmProbe(ctx, "gpu", "", Now.Add(time.Second), Now.Add(time.Duration(20+i)*time.Second))
+	storetest.Together(8, func(i int) {
+		ok, err := r.ArmProbe(ctx, "gpu", "", storetest.Now.Add(time.Second), storetest.Now.Add(time.Duration(20+i)*time.Second))
 		if err != nil {
 			t.Errorf("arming: %v", err)
 		}
@@ -202,38 +203,6 @@ func testRoomConcurrentProbes(t *testing.T, r room.Store) {
 	}
 }
 
-// together runs f(0), …, f(n-1) at once and waits for them.
-func together(n int, f func(i int)) {
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f(i)
-		}()
-	}
-	wg.Wait()
-}
-
-// exactlyOneWins calls try n times at once: exactly one call must
-// succeed and every other fail with store.ErrConflict; what names the
-// calls in a failure.
-func exactlyOneWins(t *testing.T, n int, what string, try func() error) {
-	t.Helper()
-	var won atomic.Int64
-	together(n, func(int) {
-		switch err := try(); {
-		case err == nil:
-			won.Add(1)
-		case !errors.Is(err, store.ErrConflict):
-			t.Errorf("a concurrent %s: %v", what, err)
-		}
-	})
-	if won.Load() != 1 {
-		t.Errorf("%d of %d concurrent %ss won, want exactly 1", won.Load(), n, what)
-	}
-}
-
 func testRoomResume(t *testing.T, r room.Store) {
 	ctx := context.Background()
 	const place = "g6.xlarge@subnet-a"
@@ -241,7 +210,7 @@ func testRoomResume(t *testing.T, r room.Store) {
 		w := waiting("gpu", job, "acme/app", 0)
 		w.Reason, w.Place = "launch_capacity", place
 		if wake != 0 {
-			w.WakeAt = Now.Add(wake)
+			w.WakeAt = storetest.Now.Add(wake)
 			w.OfferedUntil = w.WakeAt.Add(2 * time.Minute)
 		}
 		if _, err := r.Enter(ctx, w); err != nil {
@@ -252,11 +221,11 @@ func testRoomResume(t *testing.T, r room.Store) {
 	enter(2, place, 5*time.Minute)
 	enter(3, "other", 4*time.Minute) // another place's backoff
 	enter(4, place, 0)               // waits for a slot, not the backoff
-	n, err := r.Resume(ctx, "gpu", place, Now.Add(time.Minute))
+	n, err := r.Resume(ctx, "gpu", place, storetest.Now.Add(time.Minute))
 	if err != nil || n != 2 {
 		t.Fatalf("resuming: %d, %v; want 2", n, err)
 	}
-	ws, _, err := r.Waiting(ctx, "gpu", Now.Add(time.Minute))
+	ws, _, err := r.Waiting(ctx, "gpu", storetest.Now.Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,20 +238,20 @@ func testRoomResume(t *testing.T, r room.Store) {
 			t.Errorf("job 3's place read back as %q", w.Place)
 		}
 	}
-	if err := r.Offer(ctx, "gpu", 1, Now.Add(time.Minute), Now.Add(3*time.Minute)); err != nil {
+	if err := r.Offer(ctx, "gpu", 1, storetest.Now.Add(time.Minute), storetest.Now.Add(3*time.Minute)); err != nil {
 		t.Errorf("offering a resumed job: %v", err)
 	}
-	if err := r.Offer(ctx, "gpu", 3, Now.Add(time.Minute), Now.Add(3*time.Minute)); !errors.Is(err, store.ErrConflict) {
+	if err := r.Offer(ctx, "gpu", 3, storetest.Now.Add(time.Minute), storetest.Now.Add(3*time.Minute)); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("offering another place's held job: %v, want ErrConflict", err)
 	}
 	// An offer under way (its wake time passed) is not resumed again.
-	if n, err := r.Resume(ctx, "gpu", place, Now.Add(2*time.Minute)); err != nil || n != 0 {
+	if n, err := r.Resume(ctx, "gpu", place, storetest.Now.Add(2*time.Minute)); err != nil || n != 0 {
 		t.Errorf("resuming again: %d, %v; want 0", n, err)
 	}
 }
 
 func waiting(pool string, job int64, repo string, since time.Duration) room.Waiting {
-	at := Now.Add(since)
+	at := storetest.Now.Add(since)
 	return room.Waiting{Pool: pool, JobID: job, Repository: repo, Message: `{"job_id":` + strconv.FormatInt(job, 10) + `}`,
 		Since: at, Reason: "max_runners", ExpiresAt: at.Add(room.Limit)}
 }
@@ -293,17 +262,17 @@ func testRoomEnter(t *testing.T, r room.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first.Tries != 1 || !first.Since.Equal(Now) {
-		t.Errorf("first entry: tries %d since %s, want 1 and %s", first.Tries, first.Since, Now)
+	if first.Tries != 1 || !first.Since.Equal(storetest.Now) {
+		t.Errorf("first entry: tries %d since %s, want 1 and %s", first.Tries, first.Since, storetest.Now)
 	}
 	again := waiting("gpu", 7, "acme/app", time.Minute)
-	again.Reason, again.Detail, again.WakeAt = "launch_capacity", "g6.xlarge: no capacity in us-east-1a", Now.Add(90*time.Second)
+	again.Reason, again.Detail, again.WakeAt = "launch_capacity", "g6.xlarge: no capacity in us-east-1a", storetest.Now.Add(90*time.Second)
 	got, err := r.Enter(ctx, again)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Tries != 2 || !got.Since.Equal(Now) || got.Reason != "launch_capacity" || got.Detail != again.Detail ||
-		!got.WakeAt.Equal(again.WakeAt) || got.ExpiresAt.Unix() != Now.Add(room.Limit).Unix() {
+	if got.Tries != 2 || !got.Since.Equal(storetest.Now) || got.Reason != "launch_capacity" || got.Detail != again.Detail ||
+		!got.WakeAt.Equal(again.WakeAt) || got.ExpiresAt.Unix() != storetest.Now.Add(room.Limit).Unix() {
 		t.Errorf("second entry: %+v; want tries 2, the first since and expiry, the new reason, detail and wake", got)
 	}
 	if _, err := r.Enter(ctx, waiting("gpu", 8, "acme/lib", -time.Minute)); err != nil {
@@ -312,7 +281,7 @@ func testRoomEnter(t *testing.T, r room.Store) {
 	if _, err := r.Enter(ctx, waiting("cpu", 9, "acme/app", 0)); err != nil {
 		t.Fatal(err)
 	}
-	ws, _, err := r.Waiting(ctx, "gpu", Now.Add(2*time.Minute))
+	ws, _, err := r.Waiting(ctx, "gpu", storetest.Now.Add(2*time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,47 +298,47 @@ func testRoomOffer(t *testing.T, r room.Store) {
 	if _, err := r.Enter(ctx, waiting("gpu", 7, "acme/app", 0)); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Offer(ctx, "gpu", 99, Now, Now.Add(time.Minute)); !errors.Is(err, store.ErrNotFound) {
+	if err := r.Offer(ctx, "gpu", 99, storetest.Now, storetest.Now.Add(time.Minute)); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("offering a job not in the room: %v, want ErrNotFound", err)
 	}
-	if err := r.Offer(ctx, "gpu", 7, Now, Now.Add(2*time.Minute)); err != nil {
+	if err := r.Offer(ctx, "gpu", 7, storetest.Now, storetest.Now.Add(2*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Offer(ctx, "gpu", 7, Now.Add(time.Minute), Now.Add(3*time.Minute)); !errors.Is(err, store.ErrConflict) {
+	if err := r.Offer(ctx, "gpu", 7, storetest.Now.Add(time.Minute), storetest.Now.Add(3*time.Minute)); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("a second offer while the first is under way: %v, want ErrConflict", err)
 	}
-	ws, served, err := r.Waiting(ctx, "gpu", Now.Add(time.Minute))
+	ws, served, err := r.Waiting(ctx, "gpu", storetest.Now.Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ws) != 1 || !ws[0].OfferedUntil.Equal(Now.Add(2*time.Minute)) {
-		t.Errorf("after the offer: %+v; want it offered until %s", ws, Now.Add(2*time.Minute))
+	if len(ws) != 1 || !ws[0].OfferedUntil.Equal(storetest.Now.Add(2*time.Minute)) {
+		t.Errorf("after the offer: %+v; want it offered until %s", ws, storetest.Now.Add(2*time.Minute))
 	}
-	if at, ok := served["acme/app"]; !ok || !at.Equal(Now) {
-		t.Errorf("served times %v; want acme/app at %s", served, Now)
+	if at, ok := served["acme/app"]; !ok || !at.Equal(storetest.Now) {
+		t.Errorf("served times %v; want acme/app at %s", served, storetest.Now)
 	}
 	// Once the offer's time is over it counts as lost: offered again.
-	if err := r.Offer(ctx, "gpu", 7, Now.Add(2*time.Minute), Now.Add(4*time.Minute)); err != nil {
+	if err := r.Offer(ctx, "gpu", 7, storetest.Now.Add(2*time.Minute), storetest.Now.Add(4*time.Minute)); err != nil {
 		t.Errorf("offering again once the first offer ended: %v", err)
 	}
 	// A new entry (scale-up refused it again) ends the offer at once.
 	if _, err := r.Enter(ctx, waiting("gpu", 7, "acme/app", 3*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Offer(ctx, "gpu", 7, Now.Add(3*time.Minute), Now.Add(5*time.Minute)); err != nil {
+	if err := r.Offer(ctx, "gpu", 7, storetest.Now.Add(3*time.Minute), storetest.Now.Add(5*time.Minute)); err != nil {
 		t.Errorf("offering after a new entry: %v", err)
 	}
 	// An entry whose caller scheduled its own offer (a delayed send) is
 	// not offered before that offer's time is over.
 	held := waiting("gpu", 7, "acme/app", 4*time.Minute)
-	held.WakeAt, held.OfferedUntil = Now.Add(5*time.Minute), Now.Add(7*time.Minute)
+	held.WakeAt, held.OfferedUntil = storetest.Now.Add(5*time.Minute), storetest.Now.Add(7*time.Minute)
 	if _, err := r.Enter(ctx, held); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Offer(ctx, "gpu", 7, Now.Add(6*time.Minute), Now.Add(8*time.Minute)); !errors.Is(err, store.ErrConflict) {
+	if err := r.Offer(ctx, "gpu", 7, storetest.Now.Add(6*time.Minute), storetest.Now.Add(8*time.Minute)); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("offering an entry whose own offer is scheduled: %v, want ErrConflict", err)
 	}
-	ws, _, err = r.Waiting(ctx, "gpu", Now.Add(6*time.Minute))
+	ws, _, err = r.Waiting(ctx, "gpu", storetest.Now.Add(6*time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +352,7 @@ func testRoomConcurrentOffers(t *testing.T, r room.Store) {
 	if _, err := r.Enter(ctx, waiting("gpu", 7, "acme/app", 0)); err != nil {
 		t.Fatal(err)
 	}
-	exactlyOneWins(t, 8, "offer", func() error { return r.Offer(ctx, "gpu", 7, Now, Now.Add(time.Minute)) })
+	storetest.ExactlyOneWins(t, 8, "offer", func() error { return r.Offer(ctx, "gpu", 7, storetest.Now, storetest.Now.Add(time.Minute)) })
 }
 
 func testRoomLeave(t *testing.T, r room.Store) {
@@ -399,7 +368,7 @@ func testRoomLeave(t *testing.T, r room.Store) {
 	if err := r.Leave(ctx, "gpu", 2); err != nil {
 		t.Errorf("leaving twice: %v", err)
 	}
-	ws, _, err := r.Waiting(ctx, "gpu", Now)
+	ws, _, err := r.Waiting(ctx, "gpu", storetest.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,14 +376,14 @@ func testRoomLeave(t *testing.T, r room.Store) {
 		t.Errorf("after job 2 left: %+v", ws)
 	}
 	// GitHub's limit: past RoomLimit the entries are gone.
-	ws, _, err = r.Waiting(ctx, "gpu", Now.Add(room.Limit+time.Minute))
+	ws, _, err = r.Waiting(ctx, "gpu", storetest.Now.Add(room.Limit+time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(ws) != 0 {
 		t.Errorf("entries past the room's limit: %+v", ws)
 	}
-	if err := r.Offer(ctx, "gpu", 1, Now.Add(room.Limit+time.Minute), Now.Add(room.Limit+2*time.Minute)); !errors.Is(err, store.ErrNotFound) {
+	if err := r.Offer(ctx, "gpu", 1, storetest.Now.Add(room.Limit+time.Minute), storetest.Now.Add(room.Limit+2*time.Minute)); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("offering an expired entry: %v, want ErrNotFound", err)
 	}
 	// An expired entry entered again starts anew.
@@ -422,7 +391,7 @@ func testRoomLeave(t *testing.T, r room.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.Tries != 1 || !w.Since.Equal(Now.Add(room.Limit+2*time.Minute)) {
+	if w.Tries != 1 || !w.Since.Equal(storetest.Now.Add(room.Limit+2*time.Minute)) {
 		t.Errorf("re-entered after expiry: %+v; want a new entry", w)
 	}
 }
@@ -430,10 +399,10 @@ func testRoomLeave(t *testing.T, r room.Store) {
 func testRoomInvalid(t *testing.T, r room.Store) {
 	ctx := context.Background()
 	for _, w := range []room.Waiting{
-		{JobID: 1, Repository: "a/b", Message: "m", Since: Now},
-		{Pool: "gpu", Repository: "a/b", Message: "m", Since: Now},
-		{Pool: "gpu", JobID: 1, Message: "m", Since: Now},
-		{Pool: "gpu", JobID: 1, Repository: "a/b", Since: Now},
+		{JobID: 1, Repository: "a/b", Message: "m", Since: storetest.Now},
+		{Pool: "gpu", Repository: "a/b", Message: "m", Since: storetest.Now},
+		{Pool: "gpu", JobID: 1, Message: "m", Since: storetest.Now},
+		{Pool: "gpu", JobID: 1, Repository: "a/b", Since: storetest.Now},
 		{Pool: "gpu", JobID: 1, Repository: "a/b", Message: "m"},
 	} {
 		if _, err := r.Enter(ctx, w); err == nil {

@@ -1,4 +1,4 @@
-package decide_test
+package room_test
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/scaleup/decide"
+	"github.com/skiffci/skiff/pkg/room"
 )
 
 var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
@@ -14,7 +14,7 @@ var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 func TestFairOrder(t *testing.T) {
 	t.Parallel()
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
-	cs := []decide.Candidate{
+	cs := []room.Candidate{
 		{Repository: "a/big", JobID: 1, Since: at(0)},
 		{Repository: "a/big", JobID: 2, Since: at(1)},
 		{Repository: "a/big", JobID: 3, Since: at(2)},
@@ -35,7 +35,7 @@ func TestFairOrder(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []int64
-			for _, i := range decide.FairOrder(cs, tc.served, at(10)) {
+			for _, i := range room.FairOrder(cs, tc.served, at(10)) {
 				got = append(got, cs[i].JobID)
 			}
 			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
@@ -53,13 +53,13 @@ func TestFairOrderProperty(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	for trial := range 50 {
-		var cs []decide.Candidate
+		var cs []room.Candidate
 		for i := range 200 {
-			cs = append(cs, decide.Candidate{Repository: "acme/matrix", JobID: int64(i + 1), Since: t0.Add(time.Duration(i) * time.Millisecond)})
+			cs = append(cs, room.Candidate{Repository: "acme/matrix", JobID: int64(i + 1), Since: t0.Add(time.Duration(i) * time.Millisecond)})
 		}
 		bFrom := t0.Add(time.Second + time.Duration(rng.IntN(1000))*time.Millisecond)
 		for i := range 5 {
-			cs = append(cs, decide.Candidate{Repository: "acme/single", JobID: int64(1000 + i), Since: bFrom.Add(time.Duration(i) * time.Millisecond)})
+			cs = append(cs, room.Candidate{Repository: "acme/single", JobID: int64(1000 + i), Since: bFrom.Add(time.Duration(i) * time.Millisecond)})
 		}
 		served := map[string]time.Time{}
 		// A has been served a few times before B arrived.
@@ -71,7 +71,7 @@ func TestFairOrderProperty(t *testing.T) {
 		now := t0.Add(5 * time.Second)
 		for slot := 1; slot <= 10; slot++ {
 			now = now.Add(time.Second)
-			order := decide.FairOrder(cs, served, now)
+			order := room.FairOrder(cs, served, now)
 			if len(order) == 0 {
 				t.Fatalf("trial %d: nothing to offer at slot %d", trial, slot)
 			}
@@ -102,7 +102,7 @@ func TestCapacityBackoff(t *testing.T) {
 		{1, 0.5, 15 * time.Second}, {2, 0.5, 30 * time.Second}, {3, 0.5, time.Minute}, {5, 0.5, 4 * time.Minute},
 		{6, 0.5, 5 * time.Minute}, {40, 0.5, 5 * time.Minute}, {1, 0, 12 * time.Second}, {6, 0.999999, 6 * time.Minute},
 	} {
-		if got := decide.CapacityBackoff(tc.tries, tc.jitter).Round(time.Second); got != tc.want {
+		if got := room.CapacityBackoff(tc.tries, tc.jitter).Round(time.Second); got != tc.want {
 			t.Errorf("CapacityBackoff(%d, %v) = %s, want %s", tc.tries, tc.jitter, got, tc.want)
 		}
 	}
@@ -114,7 +114,7 @@ func TestProbeInterval(t *testing.T) {
 		jitter float64
 		want   time.Duration
 	}{{0, 20 * time.Second}, {0.5, 25 * time.Second}, {0.999999, 30 * time.Second}} {
-		if got := decide.ProbeInterval(tc.jitter).Round(time.Second); got != tc.want {
+		if got := room.ProbeInterval(tc.jitter).Round(time.Second); got != tc.want {
 			t.Errorf("ProbeInterval(%v) = %s, want %s", tc.jitter, got, tc.want)
 		}
 	}
