@@ -32,7 +32,7 @@ var (
 	// read is denied and scale-up asks GitHub instead). ONDEMAND#: the marks of
 	// re-runs that launch on on-demand capacity.
 	// RVERSION#: the runner release list (read, and written once a day) and the pools' holds (read, lifted).
-	scaleUpKeyPrefixes = []string{"JOB#", "FLEET#", "POOL#", "CAPACITY#", "RUNNER#", "INSTANCE#", "RUN#", "ONDEMAND#", "ROOM#", runnerStateKeyPrefix}
+	scaleUpKeyPrefixes = []string{"JOB#", "FLEET#", "POOL#", "RUNNER#", "INSTANCE#", "RUN#", "ONDEMAND#", "ROOM#", runnerStateKeyPrefix}
 	// runnerStateKeyPrefix: the freshness check's items.
 	runnerStateKeyPrefix = names.RunnerStatePartition
 	// securityKeyPrefix: the security events the webhook records (PutItem

@@ -51,7 +51,7 @@ func TestStateTableAccessIsScopedByKeyPrefix(t *testing.T) {
 	}{
 		{"SkiffWebhookRole", map[string][]string{"WebhookItems": {"INSTALLATION#*", "JOB#*", "RUN#*"}, "WebhookAdvancesRunners": {"RUNNER#*"},
 			"WebhookReadsRunners": {"RUNNER#*"}, "WebhookRecordsSecurityEvents": {"SECURITY#*"}}},
-		{"SkiffScaleupRole", map[string][]string{"ScaleUpItems": {"CAPACITY#*", "FLEET#*", "INSTANCE#*", "JOB#*", "ONDEMAND#*", "POOL#*", "ROOM#*", "RUN#*", "RUNNER#*", "RVERSION#*"}}},
+		{"SkiffScaleupRole", map[string][]string{"ScaleUpItems": {"FLEET#*", "INSTANCE#*", "JOB#*", "ONDEMAND#*", "POOL#*", "ROOM#*", "RUN#*", "RUNNER#*", "RVERSION#*"}}},
 		{"SkiffEc2eventsRole", map[string][]string{"LedgerItems": {"INSTANCE#*", "POOL#*", "RUNNER#*"}, "RoomItems": {"ROOM#*"},
 			"JobRecords": {"JOB#*"}}},
 		{"SkiffScaledownRole", map[string][]string{"ScaleDownItems": {"INSTANCE#*", "JOB#*", "ONDEMAND#*", "POOL#*", "RECORD#*", "ROOM#*", "RUN#*", "RUNNER#*"},

@@ -25,6 +25,7 @@ import (
 	"github.com/skiffci/skiff/pkg/provider/ec2"
 	"github.com/skiffci/skiff/pkg/provider/ec2/ec2fake"
 	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/scaleup"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
@@ -184,7 +185,7 @@ func newStackWith(t *testing.T, o stackOptions) *stack {
 	launches := store.NewLaunchMemory()
 	noDelay := time.Duration(0)
 	provider, err := ec2.NewProvider(ec2.ProviderOptions{
-		API: s.ec2, Registrations: o.regs, Capacity: launches, Partition: "aws", Region: "eu-west-1",
+		API: s.ec2, Registrations: o.regs, Capacity: room.CapacityMemory{Store: room.NewMemory()}, Partition: "aws", Region: "eu-west-1",
 		Account: "123456789012", LaunchTemplatePrefix: "skiff-", RootDevice: "/dev/xvda", TagRetryDelay: &noDelay,
 		Counter: s.scaleup, Logger: logger, Now: clock.Now,
 	})

@@ -255,14 +255,14 @@ func (w *world) startEC2() {
 	noDelay := time.Duration(0)
 	// Every service's concurrent calls run one at a time, in orders drawn
 	// from the seed.
-	upProv, err := ec2.NewProvider(ec2.ProviderOptions{API: api, Registrations: w.be.regs, Capacity: w.be.launches, Partition: "aws",
+	upProv, err := ec2.NewProvider(ec2.ProviderOptions{API: api, Registrations: w.be.regs, Capacity: room.CapacityMemory{Store: w.be.room}, Partition: "aws",
 		Region: region, Account: account, TagRetryDelay: &noDelay, Counter: w.counter, Logger: w.log.With("function", "scaleup"), Now: clock.Now,
 		Executor: fanout.NewSeeded(cfg.Seed + 3)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The reconciler launches warm machines, with their warm items.
-	downProv, err := ec2.NewProvider(ec2.ProviderOptions{API: api, Registrations: w.be.regs, Capacity: w.be.launches,
+	downProv, err := ec2.NewProvider(ec2.ProviderOptions{API: api, Registrations: w.be.regs, Capacity: room.CapacityMemory{Store: w.be.room},
 		Partition: "aws", Region: region, Account: account, TagRetryDelay: &noDelay, Counter: w.counter,
 		Logger: w.log.With("function", "scaledown"), Now: clock.Now, Executor: fanout.NewSeeded(cfg.Seed + 4)})
 	if err != nil {

@@ -27,6 +27,12 @@ func dynamoRoom(ddb *dynamodb.Client, sqsc *sqs.Client, table, queueURL string, 
 		Jobs: dynamostore.NewDynamo(ddb, table), Pools: pools, Ledger: ledger, Counter: counter, Gauges: gauges, Logger: logger})
 }
 
+// failedCapacity is the memory of failed capacity pools an EC2 provider
+// reads and writes: the waiting room's backoffs in the state table.
+func failedCapacity(ddb *dynamodb.Client, table string) room.CapacityMemory {
+	return room.CapacityMemory{Store: dynamostore.NewRoomDynamo(ddb, table)}
+}
+
 // WakingEvents is the ledger as the state-change service writes it, with
 // the waiting room woken when a runner ends.
 type WakingEvents struct {

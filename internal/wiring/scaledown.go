@@ -183,7 +183,7 @@ func newScaleDownService(ctx context.Context, cfg ScaleDownConfig, awsCfg aws.Co
 		regs = ec2.NewRegistrationTable(ddb, cfg.RegistrationTable)
 	}
 	prov, err := ec2.NewProvider(ec2.ProviderOptions{API: ec2Client, Images: ec2Client, Registrations: regs,
-		Capacity: launches, Partition: cfg.Partition, Region: cfg.Region, Account: cfg.Account, Deployment: cfg.Deployment,
+		Capacity: failedCapacity(ddb, cfg.TableName), Partition: cfg.Partition, Region: cfg.Region, Account: cfg.Account, Deployment: cfg.Deployment,
 		LaunchTemplatePrefix: cfg.LaunchTemplatePrefix, RootDevice: cfg.RootDevice, Counter: counter, Logger: logger})
 	if err != nil {
 		return nil, err

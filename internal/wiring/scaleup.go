@@ -256,7 +256,7 @@ func newScaleUpService(ctx context.Context, cfg ScaleUpConfig, awsCfg aws.Config
 	ddb := newDynamoDB(awsCfg)
 	launches := dynamostore.NewLaunchDynamo(ddb, cfg.TableName)
 	prov, err := ec2.NewProvider(ec2.ProviderOptions{
-		API: sdkec2.NewFromConfig(awsCfg), Registrations: ec2.NewRegistrationTable(ddb, cfg.RegistrationTable), Capacity: launches,
+		API: sdkec2.NewFromConfig(awsCfg), Registrations: ec2.NewRegistrationTable(ddb, cfg.RegistrationTable), Capacity: failedCapacity(ddb, cfg.TableName),
 		Partition: cfg.Partition, Region: cfg.Region, Account: cfg.Account, Deployment: cfg.Deployment,
 		LaunchTemplatePrefix: cfg.LaunchTemplatePrefix, RootDevice: cfg.RootDevice, MaxPlaces: cfg.MaxPlaces,
 		CapacityMemoryFor: cfg.CapacityMemory, RegistrationTTL: cfg.RegistrationTTL, RegistrationTimeout: cfg.RegistrationTimeout,

@@ -95,6 +95,10 @@ type Store interface {
 	// Recovered ends the place's backoff (a launch there succeeded) and
 	// reports whether there was one.
 	Recovered(ctx context.Context, pool, place string) (bool, error)
+	// Backoffs returns the pool's backoffs under way at now (Until after
+	// now), by place: the memory of failed capacity that a provider reads
+	// before it plans a launch (CapacityMemory).
+	Backoffs(ctx context.Context, pool string, now time.Time) (map[string]Backoff, error)
 	// Resume makes the pool's entries that wait out the place's backoff
 	// (WakeAt after now) offerable at now, ending their WakeAt and the
 	// offer their delayed message stood for, and returns how many.
@@ -286,6 +290,22 @@ func (m *Memory) Recovered(ctx context.Context, pool, place string) (bool, error
 		delete(m.backoffs, [2]string{pool, place})
 	}
 	return ok, nil
+}
+
+// Backoffs implements Store.
+func (m *Memory) Backoffs(ctx context.Context, pool string, now time.Time) (map[string]Backoff, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]Backoff{}
+	for k, b := range m.backoffs {
+		if k[0] == pool && b.Until.After(now) {
+			out[k[1]] = b
+		}
+	}
+	return out, nil
 }
 
 // Resume implements Store.

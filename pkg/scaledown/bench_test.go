@@ -23,6 +23,7 @@ import (
 	"github.com/skiffci/skiff/pkg/provider/ec2/ec2fake"
 	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/userdata"
@@ -252,7 +253,7 @@ func newBenchWorld(tb testing.TB) *benchWorld {
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 
 	fake := ec2fake.New()
-	prov, err := ec2.NewProvider(ec2.ProviderOptions{API: fake, Registrations: noRegistrations{}, Capacity: store.NewLaunchMemory(),
+	prov, err := ec2.NewProvider(ec2.ProviderOptions{API: fake, Registrations: noRegistrations{}, Capacity: room.CapacityMemory{Store: room.NewMemory()},
 		Partition: "aws", Region: "eu-west-1", Account: "123456789012", Logger: log, Now: clock.Now})
 	if err != nil {
 		tb.Fatal(err)

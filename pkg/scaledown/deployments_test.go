@@ -16,6 +16,7 @@ import (
 	"github.com/skiffci/skiff/pkg/provider/ec2/ec2fake"
 	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/store"
 )
@@ -68,7 +69,7 @@ func TestTwoDeploymentsOneAccount(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		prov, err := ec2.NewProvider(ec2.ProviderOptions{API: fake, Registrations: noRegistrations{}, Capacity: store.NewLaunchMemory(),
+		prov, err := ec2.NewProvider(ec2.ProviderOptions{API: fake, Registrations: noRegistrations{}, Capacity: room.CapacityMemory{Store: room.NewMemory()},
 			Partition: "aws", Region: "eu-west-1", Account: "123456789012", Deployment: name, Logger: log, Now: clock.Now})
 		if err != nil {
 			t.Fatal(err)

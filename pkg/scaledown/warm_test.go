@@ -21,6 +21,7 @@ import (
 	"github.com/skiffci/skiff/pkg/provider/ec2/ec2fake"
 	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/scaledown/decide"
 	"github.com/skiffci/skiff/pkg/store"
@@ -84,7 +85,7 @@ func newWarmWorld(t *testing.T, image string) *warmWorld {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	prov, err := ec2.NewProvider(ec2.ProviderOptions{API: w.fake, Registrations: w.regs, Capacity: store.NewLaunchMemory(),
+	prov, err := ec2.NewProvider(ec2.ProviderOptions{API: w.fake, Registrations: w.regs, Capacity: room.CapacityMemory{Store: room.NewMemory()},
 		Partition: "aws", Region: "eu-west-1", Account: "123456789012", LaunchTemplatePrefix: "skiff-", Logger: log, Now: w.clock.Now})
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -15,6 +14,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/skiffci/skiff/pkg/provisioning"
+	"github.com/skiffci/skiff/pkg/room"
 
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/github"
@@ -226,7 +228,7 @@ func newEnv(t testing.TB, tweak func(*scaleup.Options)) *env {
 	logger := slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	noDelay := time.Duration(0)
 	e.popts = ec2.ProviderOptions{
-		API: e.ec2, Registrations: e.regs, Capacity: e.store, Partition: "aws", Region: "eu-west-1", Account: "123456789012",
+		API: e.ec2, Registrations: e.regs, Capacity: room.CapacityMemory{Store: room.NewMemory()}, Partition: "aws", Region: "eu-west-1", Account: "123456789012",
 		LaunchTemplatePrefix: "skiff-", RootDevice: "/dev/xvda", TagRetryDelay: &noDelay,
 		Counter: e.counter, Logger: logger, Now: e.clock.now,
 	}

@@ -44,13 +44,6 @@ type Launches interface {
 	// Fleet returns the fleet with that token, or ErrNotFound.
 	Fleet(ctx context.Context, token string, now time.Time) (provisioning.Fleet, error)
 
-	// MarkCapacityFailed remembers failed capacity pools (ec2.CapacityKey)
-	// of a pool until until.
-	MarkCapacityFailed(ctx context.Context, pool string, keys []string, until time.Time) error
-	// FailedCapacity returns the capacity pools of a pool remembered as
-	// failed at now.
-	FailedCapacity(ctx context.Context, pool string, now time.Time) (map[string]bool, error)
-
 	// MarkOnDemand records that the jobs of pool in attempt (and later
 	// attempts) of workflow run run launch on on-demand capacity, until
 	// until: scale-down marks a run before it re-runs the jobs a spot

@@ -16,7 +16,6 @@ type LaunchMemory struct {
 	mu       sync.Mutex
 	claims   map[int64]provisioning.Claim
 	fleets   map[string]provisioning.Fleet
-	capacity map[string]map[string]time.Time
 	onDemand map[onDemandKey]onDemandMark
 	writes   int
 }
@@ -38,7 +37,6 @@ func NewLaunchMemory() *LaunchMemory {
 	return &LaunchMemory{
 		claims:   map[int64]provisioning.Claim{},
 		fleets:   map[string]provisioning.Fleet{},
-		capacity: map[string]map[string]time.Time{},
 		onDemand: map[onDemandKey]onDemandMark{},
 	}
 }
@@ -147,39 +145,6 @@ func (m *LaunchMemory) Fleet(ctx context.Context, token string, now time.Time) (
 	f.Members = slices.Clone(f.Members)
 	f.Instances = slices.Clone(f.Instances)
 	return f, nil
-}
-
-// MarkCapacityFailed implements Launches.
-func (m *LaunchMemory) MarkCapacityFailed(ctx context.Context, pool string, keys []string, until time.Time) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.capacity[pool] == nil {
-		m.capacity[pool] = map[string]time.Time{}
-	}
-	for _, k := range keys {
-		m.writes++
-		m.capacity[pool][k] = until
-	}
-	return nil
-}
-
-// FailedCapacity implements Launches.
-func (m *LaunchMemory) FailedCapacity(ctx context.Context, pool string, now time.Time) (map[string]bool, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := map[string]bool{}
-	for k, until := range m.capacity[pool] {
-		if live(until, now) {
-			out[k] = true
-		}
-	}
-	return out, nil
 }
 
 // MarkOnDemand implements Launches.

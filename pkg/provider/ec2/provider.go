@@ -49,10 +49,13 @@ const (
 )
 
 // CapacityMemory remembers capacity pools (CapacityKey) that just failed, per
-// skiff pool; store.Launches implements it (in DynamoDB, so every scale-up
-// invocation shares it).
+// skiff pool, for a while; room.CapacityMemory implements it over the waiting
+// room's backoffs (in DynamoDB, so every scale-up invocation shares it), the
+// one memory of failed capacity.
 type CapacityMemory interface {
-	MarkCapacityFailed(ctx context.Context, pool string, keys []string, until time.Time) error
+	// MarkCapacityFailed remembers the keys failed at now, for d.
+	MarkCapacityFailed(ctx context.Context, pool string, keys []string, now time.Time, d time.Duration) error
+	// FailedCapacity returns the keys remembered at now.
 	FailedCapacity(ctx context.Context, pool string, now time.Time) (map[string]bool, error)
 }
 
@@ -505,7 +508,7 @@ func (p *Provider) readFleetErrors(ctx context.Context, log *slog.Logger, pool s
 		return
 	}
 	log.Info("remembering failed capacity pools", "capacity_pools", keys, "for", p.o.CapacityMemoryFor.String())
-	if err := p.o.Capacity.MarkCapacityFailed(ctx, pool, keys, now.Add(p.o.CapacityMemoryFor)); err != nil {
+	if err := p.o.Capacity.MarkCapacityFailed(ctx, pool, keys, now, p.o.CapacityMemoryFor); err != nil {
 		log.Warn("remembering failed capacity pools", "err", err)
 	}
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/skiffci/skiff/pkg/provider/ec2"
 	"github.com/skiffci/skiff/pkg/provider/ec2/ec2fake"
 	"github.com/skiffci/skiff/pkg/provider/providertest"
-	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/userdata"
 )
 
@@ -80,7 +80,7 @@ func TestProviderConformance(t *testing.T) {
 				logs := &testenv.SyncBuffer{}
 				noDelay := time.Duration(0)
 				p, err := ec2.NewProvider(ec2.ProviderOptions{
-					API: api, Registrations: regs, Capacity: store.NewLaunchMemory(), Partition: "aws", Region: "eu-west-1",
+					API: api, Registrations: regs, Capacity: room.CapacityMemory{Store: room.NewMemory()}, Partition: "aws", Region: "eu-west-1",
 					Account: "123456789012", TagRetryDelay: &noDelay, Logger: slog.New(slog.NewJSONHandler(logs, nil)),
 				})
 				if err != nil {

@@ -20,7 +20,7 @@ import (
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
 	"github.com/skiffci/skiff/pkg/provider/ec2/ec2fake"
-	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/userdata"
 )
 
@@ -106,7 +106,7 @@ func newWarmWorld(t *testing.T) *warmWorld {
 	w.regs = &loggedRegs{memRegistrations: &memRegistrations{items: map[string]userdata.Registration{}}, log: w.calls}
 	noDelay := time.Duration(0)
 	p, err := ec2.NewProvider(ec2.ProviderOptions{
-		API: loggedAPI{API: w.fake, log: w.calls}, Registrations: w.regs, Capacity: store.NewLaunchMemory(),
+		API: loggedAPI{API: w.fake, log: w.calls}, Registrations: w.regs, Capacity: room.CapacityMemory{Store: room.NewMemory()},
 		Partition: "aws", Region: "eu-west-1", Account: "123456789012", Deployment: "prod", TagRetryDelay: &noDelay,
 		Logger: slog.New(slog.NewJSONHandler(w.logs, nil)), Now: func() time.Time { return *w.now },
 	})

@@ -3,6 +3,7 @@ package roomtest
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -24,6 +25,7 @@ func Run(t *testing.T, newRoom func(*testing.T) room.Store) {
 	t.Run("LeaveAndExpiry", func(t *testing.T) { t.Parallel(); testRoomLeave(t, newRoom(t)) })
 	t.Run("Invalid", func(t *testing.T) { t.Parallel(); testRoomInvalid(t, newRoom(t)) })
 	t.Run("Backoff", func(t *testing.T) { t.Parallel(); testRoomBackoff(t, newRoom(t)) })
+	t.Run("FailedCapacity", func(t *testing.T) { t.Parallel(); testFailedCapacity(t, newRoom(t)) })
 	t.Run("ConcurrentRefusals", func(t *testing.T) { t.Parallel(); testRoomConcurrentRefusals(t, newRoom(t)) })
 	t.Run("Resume", func(t *testing.T) { t.Parallel(); testRoomResume(t, newRoom(t)) })
 	t.Run("Probe", func(t *testing.T) { t.Parallel(); testRoomProbe(t, newRoom(t)) })
@@ -32,6 +34,60 @@ func Run(t *testing.T, newRoom func(*testing.T) room.Store) {
 
 // doubling is a backoff rule without jitter: 15 s, 30 s, 60 s, …
 func doubling(failures int) time.Duration { return 15 * time.Second << (failures - 1) }
+
+// testFailedCapacity: the room's backoffs as the memory of failed capacity
+// (room.CapacityMemory): the places remembered are listed per pool until
+// their backoff ends, a failure during one changes nothing, a recovery
+// forgets it, and a probe armed on a place does not hide it.
+func testFailedCapacity(t *testing.T, r room.Store) {
+	ctx := context.Background()
+	mem := room.CapacityMemory{Store: r}
+	keys := []string{"g6.xlarge/subnet-a/spot", "g5.xlarge/subnet-b/spot"}
+	if err := mem.MarkCapacityFailed(ctx, "gpu", keys, storetest.Now, 3*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.MarkCapacityFailed(ctx, "gpu", keys[:1], storetest.Now.Add(time.Minute), 10*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.MarkCapacityFailed(ctx, "gpu", []string{"g6.xlarge/subnet-c/spot"}, storetest.Now, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := r.Recovered(ctx, "gpu", "g6.xlarge/subnet-c/spot"); err != nil || !ok {
+		t.Fatalf("recovering: %v, %v", ok, err)
+	}
+	if ok, err := r.ArmProbe(ctx, "gpu", keys[1], storetest.Now, storetest.Now.Add(20*time.Second)); err != nil || !ok {
+		t.Fatalf("arming a probe: %v, %v", ok, err)
+	}
+	cases := []struct {
+		name string
+		pool string
+		at   time.Duration
+		want map[string]bool
+	}{
+		{"both remembered", "gpu", time.Minute, map[string]bool{keys[0]: true, keys[1]: true}},
+		{"not renewed while under way", "gpu", 3*time.Minute - time.Nanosecond, map[string]bool{keys[0]: true, keys[1]: true}},
+		{"all forgotten", "gpu", 3 * time.Minute, map[string]bool{}},
+		{"other pool", "cpu", time.Minute, map[string]bool{}},
+	}
+	for _, tc := range cases {
+		got, err := mem.FailedCapacity(ctx, tc.pool, storetest.Now.Add(tc.at))
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: %v, %v; want %v", tc.name, got, err, tc.want)
+		}
+	}
+	bs, err := r.Backoffs(ctx, "gpu", storetest.Now.Add(time.Minute))
+	if b := bs[keys[1]]; err != nil || b.Failures != 1 || !b.Until.Equal(storetest.Now.Add(3*time.Minute)) ||
+		!b.ProbeAt.Equal(storetest.Now.Add(20*time.Second)) || b.Pool != "gpu" || b.Place != keys[1] {
+		t.Errorf("backoff as listed: %+v, %v; want 1 failure until +3m, its probe at +20s", b, err)
+	}
+	// Once ended, the next failure is the place's second.
+	if err := mem.MarkCapacityFailed(ctx, "gpu", keys[:1], storetest.Now.Add(4*time.Minute), 3*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if bs, err := r.Backoffs(ctx, "gpu", storetest.Now.Add(5*time.Minute)); err != nil || len(bs) != 1 || bs[keys[0]].Failures != 2 {
+		t.Errorf("after a failure past the end: %+v, %v; want %s's second failure", bs, err, keys[0])
+	}
+}
 
 func testRoomBackoff(t *testing.T, r room.Store) {
 	ctx := context.Background()

@@ -18,11 +18,11 @@
 //	INSTANCE#<id>    INSTANCE            instance → runner        LedgerDynamo
 //	POOL#<pool>      RUNNERS             the pool's live count    LedgerDynamo
 //	FLEET#<token>    FLEET               a fleet's intent/result  LaunchDynamo
-//	CAPACITY#<pool>  <capacity key>      a failed capacity pool   LaunchDynamo
 //	ONDEMAND#<run>   <pool>              a run's on-demand mark   LaunchDynamo
 //	ROOM#<pool>      JOB#<job id>        a job in the waiting room RoomDynamo (room_dynamo.go)
 //	ROOM#<pool>      SERVED#<owner/repo> a repository's last turn RoomDynamo
 //	ROOM#<pool>      BACKOFF#<place>     a capacity backoff       RoomDynamo
+//	                                     (a place, or an EC2 capacity pool: room.CapacityMemory)
 //	INSTALLATION#<id> INSTALLATION       a GitHub App installation InstallationsDynamo
 //
 // The IAM roles' LeadingKeys conditions are written against these prefixes
@@ -68,7 +68,6 @@
 //	                                             instances, reason, created_at,
 //	                                             expires_at
 //	counter   POOL#<pool>        RUNNERS         count (kept by the runner ledger)
-//	capacity  CAPACITY#<pool>    <capacity key>  code, expires_at
 //
 // A claim lives beside the job's lifecycle record (same partition, sort key
 // LAUNCH), so a job's whole story reads with one Query. attempt is the launch

@@ -324,46 +324,6 @@ func (d *LaunchDynamo) Fleet(ctx context.Context, token string, now time.Time) (
 	return f, nil
 }
 
-// MarkCapacityFailed implements Launches.
-func (d *LaunchDynamo) MarkCapacityFailed(ctx context.Context, pool string, keys []string, until time.Time) error {
-	for _, k := range keys {
-		item := itemKey("CAPACITY#"+pool, k)
-		item[attrExpires] = numI(store.EpochCeil(until))
-		if _, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(d.table), Item: item}); err != nil {
-			return fmt.Errorf("remembering failed capacity %s of pool %s: %w", k, pool, err)
-		}
-	}
-	return nil
-}
-
-// FailedCapacity implements Launches.
-func (d *LaunchDynamo) FailedCapacity(ctx context.Context, pool string, now time.Time) (map[string]bool, error) {
-	out := map[string]bool{}
-	e := newExpr()
-	in := &dynamodb.QueryInput{
-		TableName:                 aws.String(d.table),
-		KeyConditionExpression:    aws.String(e.name(attrPK) + " = " + e.value(str("CAPACITY#"+pool))),
-		ExpressionAttributeNames:  e.names,
-		ExpressionAttributeValues: e.values,
-	}
-	p := dynamodb.NewQueryPaginator(d.api, in)
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("reading failed capacity of pool %s: %w", pool, err)
-		}
-		for _, item := range page.Items {
-			if expired(item, now) {
-				continue
-			}
-			if sk, ok := item[attrSK].(*types.AttributeValueMemberS); ok {
-				out[sk.Value] = true
-			}
-		}
-	}
-	return out, nil
-}
-
 func onDemandPK(run int64) string { return "ONDEMAND#" + strconv.FormatInt(run, 10) }
 
 // MarkOnDemand implements Launches: one item per run and pool

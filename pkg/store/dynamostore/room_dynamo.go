@@ -333,6 +333,39 @@ func (d *RoomDynamo) Recovered(ctx context.Context, pool, place string) (bool, e
 	return len(out.Attributes) > 0, nil
 }
 
+// Backoffs implements Room: one consistent Query of the pool's backoffs.
+func (d *RoomDynamo) Backoffs(ctx context.Context, pool string, now time.Time) (map[string]room.Backoff, error) {
+	e := newExpr()
+	in := &dynamodb.QueryInput{TableName: aws.String(d.table), ConsistentRead: aws.Bool(true),
+		KeyConditionExpression: aws.String(e.name(attrPK) + " = " + e.value(str(roomPK(pool))) + " AND begins_with(" +
+			e.name(attrSK) + ", " + e.value(str(skBackoffPrefix)) + ")"),
+		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values}
+	out := map[string]room.Backoff{}
+	p := dynamodb.NewQueryPaginator(d.api, in)
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("reading the backoffs of pool %s: %w", pool, err)
+		}
+		for _, item := range page.Items {
+			sk, _ := item[attrSK].(*types.AttributeValueMemberS)
+			if sk == nil || expired(item, now) {
+				continue
+			}
+			place := strings.TrimPrefix(sk.Value, skBackoffPrefix)
+			dec := decoder{item: item}
+			b := decodeBackoff(pool, place, &dec)
+			if dec.err != nil {
+				return nil, fmt.Errorf("decoding the backoff of pool %s in %q: %w", pool, place, dec.err)
+			}
+			if b.Until.After(now) {
+				out[place] = b
+			}
+		}
+	}
+	return out, nil
+}
+
 // Resume implements Room: the pool's room in one Query, then one
 // UpdateItem per entry of the place, conditional on its wake_at as read
 // (an entry that entered again meanwhile keeps its new one).

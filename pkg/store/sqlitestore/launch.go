@@ -15,8 +15,9 @@ import (
 
 // launchSchema holds scale-up's launch state (store.Launches). Records are
 // JSON (provisioning.Claim, provisioning.Fleet); the columns beside them are what
-// the conditions read. A capacity row is one remembered failure of one
-// capacity pool of a pool, until expires_at.
+// the conditions read. Failed capacity pools, once a table here, are the
+// waiting room's backoffs (room_backoff); a file that has the old table
+// loses it.
 const launchSchema = `
 CREATE TABLE IF NOT EXISTS launch_claims (
 	job_id     INTEGER PRIMARY KEY,
@@ -31,12 +32,7 @@ CREATE TABLE IF NOT EXISTS fleets (
 	record     TEXT    NOT NULL,
 	expires_at INTEGER NOT NULL
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS failed_capacity (
-	pool       TEXT    NOT NULL,
-	key        TEXT    NOT NULL,
-	expires_at INTEGER NOT NULL,
-	PRIMARY KEY (pool, key)
-) WITHOUT ROWID;
+DROP TABLE IF EXISTS failed_capacity;
 CREATE TABLE IF NOT EXISTS on_demand_runs (
 	run_id     INTEGER NOT NULL,
 	pool       TEXT    NOT NULL,
@@ -280,45 +276,6 @@ func (l *Launches) Fleet(ctx context.Context, token string, now time.Time) (prov
 		return provisioning.Fleet{}, fmt.Errorf("decoding fleet %s: %w", token, err)
 	}
 	return f, nil
-}
-
-// MarkCapacityFailed implements store.Launches: the keys are remembered
-// until until (a later mark replaces the time), all in one transaction.
-func (l *Launches) MarkCapacityFailed(ctx context.Context, pool string, keys []string, until time.Time) error {
-	return l.d.tx(ctx, func(tx *sql.Tx) error {
-		for _, k := range keys {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO failed_capacity (pool, key, expires_at) VALUES (?, ?, ?)
-				ON CONFLICT (pool, key) DO UPDATE SET expires_at = excluded.expires_at`, pool, k, nanos(until)); err != nil {
-				return fmt.Errorf("remembering failed capacity %s of pool %s: %w", k, pool, err)
-			}
-		}
-		return nil
-	})
-}
-
-// FailedCapacity implements store.Launches.
-func (l *Launches) FailedCapacity(ctx context.Context, pool string, now time.Time) (map[string]bool, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	rows, err := l.d.db.QueryContext(ctx, "SELECT key FROM failed_capacity WHERE pool = ? AND (expires_at = 0 OR expires_at > ?)",
-		pool, now.UnixNano())
-	if err != nil {
-		return nil, fmt.Errorf("reading failed capacity of pool %s: %w", pool, err)
-	}
-	defer rows.Close()
-	out := map[string]bool{}
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			return nil, fmt.Errorf("reading failed capacity of pool %s: %w", pool, err)
-		}
-		out[k] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("reading failed capacity of pool %s: %w", pool, err)
-	}
-	return out, nil
 }
 
 // MarkOnDemand implements store.Launches.

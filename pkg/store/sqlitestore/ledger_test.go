@@ -41,7 +41,7 @@ func TestInterruptionsConformance(t *testing.T) {
 }
 
 // TestLedgerSweep: Sweep deletes ended runners past their retention and
-// their instance pointers and awaiting rows, and expired claims, fleets and capacity marks;
+// their instance pointers and awaiting rows, and expired claims and fleets;
 // a live runner stays. A reservation over an expired record drops the old
 // record's instance pointer and awaiting row first, so the old instance
 // does not find the new runner, nor is the new runner awaited.
@@ -77,9 +77,6 @@ func TestLedgerSweep(t *testing.T) {
 		CreatedAt: at, ExpiresAt: at.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := ls.MarkCapacityFailed(ctx, "cpu", []string{"c7i.large/subnet-a/spot"}, at.Add(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
 
 	now.Store(at.Add(store.DefaultRunnerTTL + time.Second).UnixNano())
 	if err := ls.FinishFleet(ctx, "t", []string{"i-0late"}, ""); !errors.Is(err, store.ErrConflict) {
@@ -97,9 +94,9 @@ func TestLedgerSweep(t *testing.T) {
 		t.Errorf("awaiting runners = %+v, %v; want none: one expired, one's name reserved again", got, err)
 	}
 	// Deleted: runner 1, its pointer and its awaiting row, the claim, the
-	// fleet, the mark.
-	if n, err := db.Sweep(ctx, clock()); err != nil || n != 6 {
-		t.Errorf("Sweep = %d, %v; want 6", n, err)
+	// fleet.
+	if n, err := db.Sweep(ctx, clock()); err != nil || n != 5 {
+		t.Errorf("Sweep = %d, %v; want 5", n, err)
 	}
 	if _, err := l.RunnerByInstance(ctx, "i-01"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a swept runner's instance: %v, want ErrNotFound", err)

@@ -217,6 +217,33 @@ func (r *Room) Refused(ctx context.Context, pool, place string, now time.Time, n
 	return b, err
 }
 
+// Backoffs implements room.Store.
+func (r *Room) Backoffs(ctx context.Context, pool string, now time.Time) (map[string]room.Backoff, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rows, err := r.d.db.QueryContext(ctx, `SELECT b.place, b.failures, b.until, coalesce(p.probe_at, 0) FROM room_backoff b
+		LEFT JOIN room_probe p ON p.pool = b.pool AND p.place = b.place WHERE b.pool = ? AND b.until > ?`, pool, nanos(now))
+	if err != nil {
+		return nil, fmt.Errorf("reading the backoffs of pool %s: %w", pool, err)
+	}
+	defer rows.Close()
+	out := map[string]room.Backoff{}
+	for rows.Next() {
+		var place string
+		var failures, until, probe int64
+		if err := rows.Scan(&place, &failures, &until, &probe); err != nil {
+			return nil, err
+		}
+		b := room.Backoff{Pool: pool, Place: place, Failures: int(failures), Until: time.Unix(0, until).UTC()}
+		if probe != 0 {
+			b.ProbeAt = time.Unix(0, probe).UTC()
+		}
+		out[place] = b
+	}
+	return out, rows.Err()
+}
+
 // Recovered implements room.Store: the backoff and its probe go.
 func (r *Room) Recovered(ctx context.Context, pool, place string) (bool, error) {
 	var n int64

@@ -3,7 +3,8 @@
 // (queue.Sender, queue.Receiver, queue.DeadLetterer, with SQS's
 // at-least-once semantics) and the state (store.Store: jobs and runs,
 // with the same merge rules as the in-memory and DynamoDB stores), scale-up's launch state (store.Launches: claims, fenced fleets,
-// failed capacity) and the runner ledger (store.Ledger and
+// on-demand marks), the waiting room (room.Store, whose backoffs are also the
+// memory of failed capacity) and the runner ledger (store.Ledger and
 // store.Interruptions), with the conditions of store.LaunchMemory and
 // store.LedgerMemory.
 //
@@ -30,7 +31,6 @@
 //	runs           (id, attempt, record JSON, expires_at)
 //	launch_claims  (job_id, gen, token, record JSON, expires_at)
 //	fleets         (token, state, record JSON, expires_at)
-//	failed_capacity (pool, key, expires_at)
 //	runners        (name, pool, state, record JSON, expires_at); partial index
 //	               runners_live (pool, name) over live states: the live count
 //	runner_instances (instance_id, runner)
@@ -205,14 +205,14 @@ func (d *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 }
 
 // Sweep deletes the records that have expired by now (jobs, runs, launch
-// claims, fleets, failed capacity, on-demand marks and ended runners, with
+// claims, fleets, on-demand marks and ended runners, with
 // the instance pointers and awaiting rows left without a runner), as
 // DynamoDB's TTL does.
 // Reads treat them as absent before.
 func (d *DB) Sweep(ctx context.Context, now time.Time) (int64, error) {
 	var n int64
 	err := d.tx(ctx, func(tx *sql.Tx) error {
-		for _, table := range []string{"jobs", "runs", "launch_claims", "fleets", "failed_capacity", "on_demand_runs", "runners"} {
+		for _, table := range []string{"jobs", "runs", "launch_claims", "fleets", "on_demand_runs", "runners"} {
 			res, err := tx.ExecContext(ctx, "DELETE FROM "+table+" WHERE expires_at != 0 AND expires_at <= ?", now.UnixNano())
 			if err != nil {
 				return fmt.Errorf("sweeping %s: %w", table, err)

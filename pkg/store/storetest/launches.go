@@ -22,7 +22,6 @@ func RunLaunches(t *testing.T, newStore func(*testing.T) store.Launches) {
 	t.Run("Claims", func(t *testing.T) { t.Parallel(); testLaunchClaims(t, newStore(t)) })
 	t.Run("ConcurrentClaims", func(t *testing.T) { t.Parallel(); testConcurrentLaunchClaims(t, newStore(t)) })
 	t.Run("Fleets", func(t *testing.T) { t.Parallel(); testLaunchFleets(t, newStore(t)) })
-	t.Run("Capacity", func(t *testing.T) { t.Parallel(); testLaunchCapacity(t, newStore(t)) })
 	t.Run("OnDemand", func(t *testing.T) { t.Parallel(); testLaunchOnDemand(t, newStore(t)) })
 }
 
@@ -161,34 +160,6 @@ func testLaunchFleets(t *testing.T, s store.Launches) {
 	}
 	if got, err := s.Fleet(ctx, empty.Token, launchNow); err != nil || got.State != provisioning.FleetDone || len(got.Members) != 0 {
 		t.Errorf("empty fleet = %+v, %v", got, err)
-	}
-}
-
-func testLaunchCapacity(t *testing.T, s store.Launches) {
-	ctx := context.Background()
-	keys := []string{"g6.xlarge/subnet-a/spot", "g5.xlarge/subnet-b/spot"}
-	if err := s.MarkCapacityFailed(ctx, "gpu", keys, launchNow.Add(3*time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.MarkCapacityFailed(ctx, "gpu", keys[:1], launchNow.Add(10*time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-	cases := []struct {
-		name string
-		pool string
-		at   time.Duration
-		want map[string]bool
-	}{
-		{"both remembered", "gpu", time.Minute, map[string]bool{keys[0]: true, keys[1]: true}},
-		{"one renewed", "gpu", 5 * time.Minute, map[string]bool{keys[0]: true}},
-		{"all forgotten", "gpu", 11 * time.Minute, map[string]bool{}},
-		{"other pool", "cpu", time.Minute, map[string]bool{}},
-	}
-	for _, tc := range cases {
-		got, err := s.FailedCapacity(ctx, tc.pool, launchNow.Add(tc.at))
-		if err != nil || !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("%s: %v, %v; want %v", tc.name, got, err, tc.want)
-		}
 	}
 }
 
