@@ -44,10 +44,10 @@ func (p *pass) scopes(insts []provider.Instance) []github.Scope {
 }
 
 // listRunners lists every scope's runners, all pages, concurrently.
-func (p *pass) listRunners(ctx context.Context, insts []provider.Instance) ([]decide.Runner, bool) {
+func (p *pass) listRunners(ctx context.Context, insts []provider.Instance) ([]decide.GitHubRunner, bool) {
 	scopes := p.scopes(insts)
 	var mu sync.Mutex
-	var out []decide.Runner
+	var out []decide.GitHubRunner
 	complete := true
 	p.each(ctx, len(scopes), func(i int) {
 		sc := scopes[i]
@@ -61,7 +61,7 @@ func (p *pass) listRunners(ctx context.Context, insts []provider.Instance) ([]de
 			return
 		}
 		for _, r := range rs {
-			out = append(out, decide.Runner{ID: r.ID, Name: r.Name, Scope: sc.String(), Online: r.Status == "online", Busy: r.Busy})
+			out = append(out, decide.GitHubRunner{ID: r.ID, Name: r.Name, Scope: sc.String(), Online: r.Status == "online", Busy: r.Busy})
 		}
 	})
 	return out, complete

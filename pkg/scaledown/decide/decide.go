@@ -143,8 +143,8 @@ func (p Policy) WithDefaults() Policy {
 	return p
 }
 
-// Runner is a self-hosted runner as GitHub lists it.
-type Runner struct {
+// GitHubRunner is a self-hosted runner as GitHub lists it.
+type GitHubRunner struct {
 	ID     int64
 	Name   string
 	Scope  string // the scope it was listed in ("org" or "owner/repo")
@@ -165,7 +165,7 @@ type Inputs struct {
 	// missing from it is gone (after ListLag).
 	InstancesComplete bool
 	// Runners are GitHub's runners of every scope listed.
-	Runners []Runner
+	Runners []GitHubRunner
 	// RunnersComplete: every scope was listed to its last page, so a runner
 	// missing from it may be gone (still confirmed before acting).
 	RunnersComplete bool
@@ -342,7 +342,7 @@ type view struct {
 	now     time.Time
 	byID    map[string]*provider.Instance
 	byTag   map[string]*provider.Instance // by runner-name tag, an alive one first
-	gh      map[string]*Runner
+	gh      map[string]*GitHubRunner
 	claimed map[string]bool // instance ids with a live record
 	named   map[string]bool // runner names with a live record
 	d       Decision
@@ -353,7 +353,7 @@ func newView(in Inputs) *view {
 		in.ListLag = DefaultListLag
 	}
 	v := &view{in: in, now: in.Now, byID: make(map[string]*provider.Instance, len(in.Instances)),
-		byTag: make(map[string]*provider.Instance, len(in.Instances)), gh: make(map[string]*Runner, len(in.Runners)),
+		byTag: make(map[string]*provider.Instance, len(in.Instances)), gh: make(map[string]*GitHubRunner, len(in.Runners)),
 		claimed: map[string]bool{}, named: map[string]bool{}}
 	for i := range in.Instances {
 		inst := &in.Instances[i]
@@ -382,7 +382,7 @@ type seen struct {
 	r    provisioning.Runner
 	p    Policy
 	inst *provider.Instance // nil: not listed
-	g    *Runner            // nil: not on GitHub
+	g    *GitHubRunner      // nil: not on GitHub
 	base Action             // the fields every action on it carries
 	// st is the record's state with this pass's advances.
 	st                       provisioning.State
@@ -453,7 +453,7 @@ func (v *view) link(s *seen) {
 }
 
 // baseAction is an action on a record's runner with nothing decided yet.
-func baseAction(r provisioning.Runner, inst *provider.Instance, g *Runner, p Policy) Action {
+func baseAction(r provisioning.Runner, inst *provider.Instance, g *GitHubRunner, p Policy) Action {
 	a := Action{Pool: r.Pool, Runner: r.Name, JobID: r.JobID, RunID: r.RunID, Attempt: r.Attempt, Gen: Gen(r.Name),
 		MaxReplacements: p.MaxReplacements, Interrupted: !r.InterruptedAt.IsZero() && p.RerunInterrupted,
 		InstanceID: r.InstanceID}
@@ -624,7 +624,7 @@ func (v *view) ghosts() {
 	}
 }
 
-func busyReason(g *Runner, st provisioning.State, started, completed bool) string {
+func busyReason(g *GitHubRunner, st provisioning.State, started, completed bool) string {
 	var why []string
 	if g != nil && g.Busy {
 		why = append(why, "GitHub says busy")
