@@ -309,7 +309,7 @@ func (c *Client) DeleteRunner(ctx context.Context, inst int64, scope Scope, id i
 }
 
 // GetJob returns a workflow job (GET /repos/{owner}/{repo}/actions/jobs/{job_id}).
-func (c *Client) GetJob(ctx context.Context, inst int64, owner, repo string, jobID int64) (*Job, error) {
+func (c *Client) GetJob(ctx context.Context, inst int64, owner, repo string, jobID int64) (*WorkflowJob, error) {
 	in, err := c.installFor(ctx, inst, owner, repo)
 	if err != nil {
 		return nil, fmt.Errorf("getting job: %w", err)
@@ -326,13 +326,13 @@ func (c *Client) GetJob(ctx context.Context, inst int64, owner, repo string, job
 // /repos/{owner}/{repo}/actions/runs/{run_id}/jobs), every page: how the
 // scale-set listener finds the workflow job of a message whose jobId is
 // the scale-set service's own opaque id.
-func (c *Client) RunJobs(ctx context.Context, inst int64, owner, repo string, runID int64) ([]Job, error) {
+func (c *Client) RunJobs(ctx context.Context, inst int64, owner, repo string, runID int64) ([]WorkflowJob, error) {
 	in, err := c.installFor(ctx, inst, owner, repo)
 	if err != nil {
 		return nil, fmt.Errorf("listing run jobs: %w", err)
 	}
 	ctx, rq := asInstallation(ctx, "list_run_jobs", in)
-	var all []Job
+	var all []WorkflowJob
 	opts := &gh.ListWorkflowJobsOptions{Filter: "latest", ListOptions: gh.ListOptions{PerPage: perPage}}
 	walk := newPageWalk("jobs of run "+strconv.FormatInt(runID, 10), "1")
 	for {

@@ -151,8 +151,8 @@ type RunnerGroup struct {
 	SelectedWorkflows     []string `json:"selected_workflows"`
 }
 
-// Job is a workflow job (GET /repos/{owner}/{repo}/actions/jobs/{job_id}).
-type Job struct {
+// WorkflowJob is a workflow job (GET /repos/{owner}/{repo}/actions/jobs/{job_id}).
+type WorkflowJob struct {
 	ID              int64     `json:"id"`
 	RunID           int64     `json:"run_id"`
 	RunAttempt      int       `json:"run_attempt"`
@@ -313,8 +313,8 @@ func (r *ghWorkflowRun) run() *WorkflowRun {
 	return out
 }
 
-func jobFrom(j *gh.WorkflowJob) *Job {
-	return &Job{ID: j.GetID(), RunID: j.GetRunID(), RunAttempt: int(j.GetRunAttempt()), Name: j.GetName(),
+func jobFrom(j *gh.WorkflowJob) *WorkflowJob {
+	return &WorkflowJob{ID: j.GetID(), RunID: j.GetRunID(), RunAttempt: int(j.GetRunAttempt()), Name: j.GetName(),
 		WorkflowName: j.GetWorkflowName(), HeadBranch: j.GetHeadBranch(), HeadSHA: j.GetHeadSHA(),
 		Status: j.GetStatus(), Conclusion: j.GetConclusion(), Labels: j.Labels, RunnerID: j.GetRunnerID(),
 		RunnerName: j.GetRunnerName(), RunnerGroupID: j.GetRunnerGroupID(), RunnerGroupName: j.GetRunnerGroupName(),

@@ -26,7 +26,7 @@ var errNoMatch = errors.New("no job of the run fits the message")
 
 // batchJobs are the runs' jobs as one message batch read them: one REST
 // call per run per batch, however many of its jobs the batch names.
-type batchJobs map[int64][]github.Job
+type batchJobs map[int64][]github.WorkflowJob
 
 // workflowJob returns the workflow job id of message j.
 func (l *Listener) workflowJob(ctx context.Context, b batchJobs, j scaleset.JobMessage) (int64, error) {
@@ -93,7 +93,7 @@ func (l *Listener) forgetJob(jobID string) {
 // else the first, by id, of the message's name and labels that no other
 // message matched (jobs alike in both are alike to a scale set's runners
 // too).
-func match(jobs []github.Job, j scaleset.JobMessage, matched map[int64]matchedJob) (id int64, byRunner bool) {
+func match(jobs []github.WorkflowJob, j scaleset.JobMessage, matched map[int64]matchedJob) (id int64, byRunner bool) {
 	if j.RunnerName != "" {
 		for _, c := range jobs {
 			if c.RunnerName == j.RunnerName {

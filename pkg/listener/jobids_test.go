@@ -15,7 +15,7 @@ import (
 // (case aside) that no other message matched.
 func TestMatch(t *testing.T) {
 	t.Parallel()
-	jobs := []github.Job{
+	jobs := []github.WorkflowJob{
 		{ID: 30, Name: "build", Labels: []string{"self-hosted", "Linux"}, Status: "in_progress", RunnerName: "skiff-a"},
 		{ID: 10, Name: "build", Labels: []string{"self-hosted", "linux"}, Status: "queued"},
 		{ID: 20, Name: "build", Labels: []string{"self-hosted", "linux"}, Status: "queued"},
@@ -82,13 +82,13 @@ func TestForgetOld(t *testing.T) {
 }
 
 // runsFake answers the run's jobs with jobs (and no run).
-type runsFake struct{ jobs []github.Job }
+type runsFake struct{ jobs []github.WorkflowJob }
 
 func (f *runsFake) GetWorkflowRun(context.Context, int64, string, string, int64) (*github.WorkflowRun, error) {
 	return nil, errors.New("not in this test")
 }
 
-func (f *runsFake) RunJobs(context.Context, int64, string, string, int64) ([]github.Job, error) {
+func (f *runsFake) RunJobs(context.Context, int64, string, string, int64) ([]github.WorkflowJob, error) {
 	return f.jobs, nil
 }
 
@@ -97,7 +97,7 @@ func (f *runsFake) RunJobs(context.Context, int64, string, string, int64) ([]git
 // of the job finds it by its runner.
 func TestStartBeforeItsRunnerShows(t *testing.T) {
 	t.Parallel()
-	gh := &runsFake{jobs: []github.Job{{ID: 10, Name: "build", Status: "queued"}, {ID: 20, Name: "build", Status: "queued"}}}
+	gh := &runsFake{jobs: []github.WorkflowJob{{ID: 10, Name: "build", Status: "queued"}, {ID: 20, Name: "build", Status: "queued"}}}
 	l := &Listener{o: Options{GitHub: gh, Now: time.Now}, byMessage: map[string]int64{}, matched: map[int64]matchedJob{}}
 	m := scaleset.JobMessage{Type: scaleset.JobStarted, JobID: "opaque", DisplayName: "build", WorkflowRunID: 1, RunnerName: "r9"}
 	if id, err := l.workflowJob(context.Background(), batchJobs{}, m); err != nil || id != 10 {

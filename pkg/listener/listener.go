@@ -80,7 +80,7 @@ type Runs interface {
 	GetWorkflowRun(ctx context.Context, inst int64, owner, repo string, runID int64) (*github.WorkflowRun, error)
 	// RunJobs lists a run's jobs: how a message's opaque jobId is matched
 	// to its workflow job (jobids.go).
-	RunJobs(ctx context.Context, inst int64, owner, repo string, runID int64) ([]github.Job, error)
+	RunJobs(ctx context.Context, inst int64, owner, repo string, runID int64) ([]github.WorkflowJob, error)
 }
 
 // GroupKeeper makes the runner groups skiff keeps exist in an

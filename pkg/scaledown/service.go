@@ -107,7 +107,7 @@ const (
 type GitHub interface {
 	ListRunners(ctx context.Context, inst int64, scope github.Scope, name string) ([]github.Runner, error)
 	DeleteRunner(ctx context.Context, inst int64, scope github.Scope, id int64) error
-	GetJob(ctx context.Context, inst int64, owner, repo string, jobID int64) (*github.Job, error)
+	GetJob(ctx context.Context, inst int64, owner, repo string, jobID int64) (*github.WorkflowJob, error)
 	GetWorkflowRun(ctx context.Context, inst int64, owner, repo string, runID int64) (*github.WorkflowRun, error)
 	RerunFailedJobs(ctx context.Context, inst int64, owner, repo string, runID int64) error
 	ListHookDeliveries(ctx context.Context, appID int64, q github.DeliveryQuery) ([]github.HookDelivery, error)

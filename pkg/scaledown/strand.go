@@ -181,7 +181,7 @@ func (p *pass) rerun(ctx context.Context, a *decide.Action) bool {
 		return false
 	}
 	owner, repo := splitRepo(job.Repository)
-	gj := &github.Job{ID: jobID, RunID: job.RunID, RunAttempt: max(job.Attempt, 1), Status: "completed", Conclusion: job.Conclusion}
+	gj := &github.WorkflowJob{ID: jobID, RunID: job.RunID, RunAttempt: max(job.Attempt, 1), Status: "completed", Conclusion: job.Conclusion}
 	if !known {
 		if gj, err = p.s.o.GitHub.GetJob(ctx, job.InstallationID, owner, repo, jobID); err != nil {
 			p.fail("getting job", err, "job_id", jobID)

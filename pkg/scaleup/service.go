@@ -128,7 +128,7 @@ type GitHub interface {
 	GenerateJITConfig(ctx context.Context, inst int64, scope github.Scope, req github.JITRequest) (*github.JITConfig, error)
 	RunnerGroupID(ctx context.Context, inst int64, org, name string) (int64, error)
 	RegistrationToken(ctx context.Context, inst int64, scope github.Scope) (github.RegistrationToken, error)
-	GetJob(ctx context.Context, inst int64, owner, repo string, jobID int64) (*github.Job, error)
+	GetJob(ctx context.Context, inst int64, owner, repo string, jobID int64) (*github.WorkflowJob, error)
 	GetWorkflowRun(ctx context.Context, inst int64, owner, repo string, runID int64) (*github.WorkflowRun, error)
 	GetPermissionLevel(ctx context.Context, inst int64, owner, repo, user string) (*github.RepoPermission, error)
 }
