@@ -103,7 +103,7 @@ type Launch struct {
 	// the pool's backend, which only that backend's provider reads.
 	Spec pool.Spec
 	// Runners are the runners to launch, one per job.
-	Runners []Runner
+	Runners []RunnerRequest
 }
 
 // MaxTokenLen bounds a launch token (EC2's ClientToken is 64 characters,
@@ -123,8 +123,8 @@ func (l Launch) Check() error {
 	return nil
 }
 
-// Runner is one runner of a launch: the job it is for.
-type Runner struct {
+// RunnerRequest is one runner of a launch: the job it is for.
+type RunnerRequest struct {
 	// Name is the runner's name as registered with GitHub (unique per
 	// registration).
 	Name       string
@@ -158,7 +158,7 @@ type Handover struct {
 	InstanceID string
 	// Kind is how the machine waited: a stopped one is started.
 	Kind         pool.WarmKind
-	Runner       Runner
+	Runner       RunnerRequest
 	Registration Registration
 }
 

@@ -91,7 +91,7 @@ func TestTwoDeploymentsOneAccount(t *testing.T) {
 			t.Fatalf("reserving: %d, %v", n, err)
 		}
 		plan, err := prov.Plan(ctx, provider.Launch{Token: name + "-launch", Spec: spec,
-			Runners: []provider.Runner{{Name: runner, JobID: job, RunID: job, Repository: "acme/app", Owner: "acme"}}})
+			Runners: []provider.RunnerRequest{{Name: runner, JobID: job, RunID: job, Repository: "acme/app", Owner: "acme"}}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -162,7 +162,7 @@ func (p *pass) launchWarm(ctx context.Context, a decide.WarmAction, wp warmPool)
 	}
 	sum := sha256.Sum256([]byte(name))
 	l := provider.Launch{Token: "skiff-warm-" + hex.EncodeToString(sum[:16]), Spec: spec,
-		Runners: []provider.Runner{{Name: name, Warm: pool.WarmKind(a.Kind)}}}
+		Runners: []provider.RunnerRequest{{Name: name, Warm: pool.WarmKind(a.Kind)}}}
 	plan, err := p.s.o.Provider.Plan(ctx, l)
 	if err != nil {
 		p.fail("warm plan", err, "pool", spec.Pool)

@@ -210,9 +210,9 @@ func (s *Service) leaseLeft(log *slog.Logger, members []*work) bool {
 // fleet's intent under its token; false when the members are finished
 // (the plan failed, or the intent could not be recorded).
 func (s *Service) intend(ctx context.Context, log *slog.Logger, members []*work, fleet provisioning.Fleet) (provider.Plan, bool) {
-	l := provider.Launch{Token: fleet.Token, Spec: members[0].spec, Runners: make([]provider.Runner, len(members))}
+	l := provider.Launch{Token: fleet.Token, Spec: members[0].spec, Runners: make([]provider.RunnerRequest, len(members))}
 	for i, w := range members {
-		l.Runners[i] = provider.Runner{Name: w.runner, JobID: w.job.JobID, RunID: w.job.RunID,
+		l.Runners[i] = provider.RunnerRequest{Name: w.runner, JobID: w.job.JobID, RunID: w.job.RunID,
 			Repository: w.job.Repository, Owner: w.job.Owner}
 	}
 	plan, err := s.o.Provider.Plan(ctx, l)

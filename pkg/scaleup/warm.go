@@ -181,7 +181,7 @@ func (s *Service) handWarm(ctx context.Context, log *slog.Logger, w *work, fleet
 	hctx, cancel := context.WithTimeout(ctx, w.leaseEnd.Sub(s.o.Now()))
 	defer cancel()
 	in, err := warmer.Hand(hctx, provider.Handover{InstanceID: wt.record.InstanceID, Kind: wt.kind,
-		Runner:       provider.Runner{Name: w.runner, JobID: w.job.JobID, RunID: w.job.RunID, Repository: w.job.Repository, Owner: w.job.Owner},
+		Runner:       provider.RunnerRequest{Name: w.runner, JobID: w.job.JobID, RunID: w.job.RunID, Repository: w.job.Repository, Owner: w.job.Owner},
 		Registration: w.reg})
 	if err != nil {
 		s.o.Counter.Count(MetricWarm, "start_failed")

@@ -31,7 +31,7 @@ func (e *env) readyWarm(kind pool.WarmKind, id string) string {
 		e.t.Fatalf("reserving the warm record: %d, %v", n, err)
 	}
 	prov := e.provider()
-	plan, err := prov.Plan(ctx, provider.Launch{Token: "skiff-warm-" + id, Spec: spec, Runners: []provider.Runner{{Name: name, Warm: kind}}})
+	plan, err := prov.Plan(ctx, provider.Launch{Token: "skiff-warm-" + id, Spec: spec, Runners: []provider.RunnerRequest{{Name: name, Warm: kind}}})
 	if err != nil {
 		e.t.Fatal(err)
 	}

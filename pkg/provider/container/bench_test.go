@@ -71,7 +71,7 @@ func BenchmarkLaunch(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		tok := fmt.Sprintf("tok-bench-%d", i)
-		l := provider.Launch{Token: tok, Spec: s, Runners: []provider.Runner{{Name: tok}}}
+		l := provider.Launch{Token: tok, Spec: s, Runners: []provider.RunnerRequest{{Name: tok}}}
 		pl, err := p.Plan(context.Background(), l)
 		if err != nil {
 			b.Fatal(err)

@@ -222,12 +222,12 @@ func (p *Provider) Capabilities() provider.Capabilities { return pool.Declared[p
 
 // plan is a launch as stored: the pool's settings resolved.
 type plan struct {
-	Token    string               `json:"token"`
-	Pool     string               `json:"pool"`
-	Settings pool.Container       `json:"settings"`
-	Limits   pool.ContainerLimits `json:"limits"`
-	Lifetime time.Duration        `json:"lifetime"`
-	Runners  []provider.Runner    `json:"runners"`
+	Token    string                   `json:"token"`
+	Pool     string                   `json:"pool"`
+	Settings pool.Container           `json:"settings"`
+	Limits   pool.ContainerLimits     `json:"limits"`
+	Lifetime time.Duration            `json:"lifetime"`
+	Runners  []provider.RunnerRequest `json:"runners"`
 	// RunnerVersion is the runner version the image's label names, read
 	// at launch ("" when it names none).
 	RunnerVersion string `json:"-"`
@@ -427,7 +427,7 @@ func (p *Provider) Prepare(ctx context.Context, cs []*pool.Container) error {
 }
 
 // launchOne creates and starts one runner's container.
-func (p *Provider) launchOne(ctx context.Context, pn plan, r provider.Runner, reg provider.Registration, rm *room) (provider.Instance, error) {
+func (p *Provider) launchOne(ctx context.Context, pn plan, r provider.RunnerRequest, reg provider.Registration, rm *room) (provider.Instance, error) {
 	if reg.Mode != provider.ModeJIT || reg.JITConfig == "" {
 		return provider.Instance{}, invalid("NotJIT", "the container provider runs just-in-time registered runners only")
 	}
@@ -519,7 +519,7 @@ func writeDir(dir, jit string) error {
 }
 
 // spec is a runner's container configuration.
-func (p *Provider) spec(pn plan, r provider.Runner, name, dir string, net container.NetworkMode) (*container.Config, *container.HostConfig) {
+func (p *Provider) spec(pn plan, r provider.RunnerRequest, name, dir string, net container.NetworkMode) (*container.Config, *container.HostConfig) {
 	s, l := pn.Settings, pn.Limits
 	tagJSON, _ := json.Marshal(tags(pn, r, p.o.Deployment)) // a map of strings always encodes
 	limJSON, _ := json.Marshal(l)
@@ -582,7 +582,7 @@ func cdiDevices(n string) []container.DeviceMapping {
 }
 
 // tags are a runner's instance tags.
-func tags(pn plan, r provider.Runner, deployment string) map[string]string {
+func tags(pn plan, r provider.RunnerRequest, deployment string) map[string]string {
 	t := map[string]string{
 		names.TagManaged: names.ManagedValue, names.TagPool: pn.Pool, names.TagFleetToken: pn.Token,
 		names.TagJobID: strconv.FormatInt(r.JobID, 10), names.TagRunID: strconv.FormatInt(r.RunID, 10),

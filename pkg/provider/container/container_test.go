@@ -113,7 +113,7 @@ func launch(t *testing.T, p *container.Provider, s pool.Spec, tok string, n int)
 	var regs []provider.Registration
 	for i := range n {
 		name := tok + "-" + string(rune('a'+i))
-		l.Runners = append(l.Runners, provider.Runner{Name: name, JobID: int64(i + 1), RunID: 1, Repository: "acme/app", Owner: "acme"})
+		l.Runners = append(l.Runners, provider.RunnerRequest{Name: name, JobID: int64(i + 1), RunID: 1, Repository: "acme/app", Owner: "acme"})
 		regs = append(regs, provider.Registration{Mode: provider.ModeJIT, JITConfig: "JITCANARY" + tok + name, RunnerName: name})
 	}
 	pl, err := p.Plan(context.Background(), l)
@@ -304,7 +304,7 @@ func TestNoSuchImage(t *testing.T) {
 	f := newFixture(t)
 	s := spec("noimage")
 	s.Container.Image = "localhost/skiff-no-such-image:1"
-	l := provider.Launch{Token: "tok-noimage", Spec: s, Runners: []provider.Runner{{Name: "r"}}}
+	l := provider.Launch{Token: "tok-noimage", Spec: s, Runners: []provider.RunnerRequest{{Name: "r"}}}
 	pl, err := f.p.Plan(context.Background(), l)
 	if err != nil {
 		t.Fatal(err)
@@ -395,7 +395,7 @@ func TestCeiling(t *testing.T) {
 	l := provider.Launch{Token: "tok-ceiling", Spec: spec("ceiling")}
 	var regs []provider.Registration
 	for _, n := range []string{"a", "b", "c"} {
-		l.Runners = append(l.Runners, provider.Runner{Name: n})
+		l.Runners = append(l.Runners, provider.RunnerRequest{Name: n})
 		regs = append(regs, provider.Registration{Mode: provider.ModeJIT, JITConfig: "x", RunnerName: n})
 	}
 	pl, err := f.p.Plan(context.Background(), l)
@@ -425,7 +425,7 @@ func TestCeiling(t *testing.T) {
 // launchErr launches one runner and returns its instance id and error.
 func launchErr(t *testing.T, p *container.Provider, s pool.Spec, tok string) (string, error) {
 	t.Helper()
-	l := provider.Launch{Token: tok, Spec: s, Runners: []provider.Runner{{Name: tok}}}
+	l := provider.Launch{Token: tok, Spec: s, Runners: []provider.RunnerRequest{{Name: tok}}}
 	pl, err := p.Plan(context.Background(), l)
 	if err != nil {
 		t.Fatal(err)

@@ -73,7 +73,7 @@ func TestPrepare(t *testing.T) {
 			}
 			eng.inspects.Store(0)
 			eng.pulls.Store(0)
-			l := provider.Launch{Token: "tok-prepare", Spec: s, Runners: []provider.Runner{{Name: "prepare-a"}}}
+			l := provider.Launch{Token: "tok-prepare", Spec: s, Runners: []provider.RunnerRequest{{Name: "prepare-a"}}}
 			pl, err := p.Plan(context.Background(), l)
 			if err != nil {
 				t.Fatal(err)

@@ -82,11 +82,11 @@ func (p *Provider) Dequeue(ids ...string) {
 }
 
 type plan struct {
-	Token   string            `json:"token"`
-	Pool    string            `json:"pool"`
-	Types   []string          `json:"instance_types"`
-	Runners []provider.Runner `json:"runners"`
-	Spot    bool              `json:"spot"`
+	Token   string                   `json:"token"`
+	Pool    string                   `json:"pool"`
+	Types   []string                 `json:"instance_types"`
+	Runners []provider.RunnerRequest `json:"runners"`
+	Spot    bool                     `json:"spot"`
 }
 
 // Plan implements provider.Provider.

@@ -156,8 +156,8 @@ func (r Request) Validate() error {
 	return nil
 }
 
-// Instance is one launched instance.
-type Instance struct {
+// FleetInstance is one launched instance.
+type FleetInstance struct {
 	ID           string
 	InstanceType string
 	Subnet       string
@@ -187,7 +187,7 @@ func (e FleetError) Key() string {
 type Result struct {
 	// Instances launched, sorted by id, so that a replay assigns them in the
 	// same order.
-	Instances []Instance
+	Instances []FleetInstance
 	// Errors are EC2's reasons for what it did not launch.
 	Errors []FleetError
 	// FellBack is true when the on-demand fallback fleet was requested.
@@ -340,13 +340,13 @@ func asError(err error) *Error {
 }
 
 // create makes one CreateFleet call and reads its answer.
-func (l *Launcher) create(ctx context.Context, req Request, spot bool, token string, n int) ([]Instance, []FleetError, error) {
+func (l *Launcher) create(ctx context.Context, req Request, spot bool, token string, n int) ([]FleetInstance, []FleetError, error) {
 	in := BuildInput(req, spot, token, n)
 	out, err := l.api.CreateFleet(ctx, in)
 	if err != nil {
 		return nil, nil, classifyCall("creating fleet", err)
 	}
-	var insts []Instance
+	var insts []FleetInstance
 	for _, fi := range out.Instances {
 		place := placeOf(fi.LaunchTemplateAndOverrides)
 		if fi.InstanceType != "" {
@@ -356,7 +356,7 @@ func (l *Launcher) create(ctx context.Context, req Request, spot bool, token str
 			place.Subnet = *fi.SubnetId
 		}
 		for _, id := range fi.InstanceIds {
-			insts = append(insts, Instance{
+			insts = append(insts, FleetInstance{
 				ID: id, InstanceType: place.InstanceType, Subnet: place.Subnet,
 				Zone: aws.ToString(fi.AvailabilityZone), Spot: fi.Lifecycle == types.InstanceLifecycleSpot,
 			})

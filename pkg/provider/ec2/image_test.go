@@ -38,7 +38,7 @@ func TestPlanImage(t *testing.T) {
 			spec := pool.Spec{Shared: pool.Shared{Pool: "cpu", Backend: pool.BackendEC2, Architecture: "x64"},
 				EC2: &pool.EC2{InstanceTypes: []string{"c7i.large"}, Subnets: []string{"subnet-0aaaaaaaa"}, Capacity: pool.CapacityOnDemand,
 					DiskGiB: 30, Image: tc.image}}
-			plan, err := p.Plan(context.Background(), provider.Launch{Spec: spec, Token: "skiff-t", Runners: []provider.Runner{{Name: "r", JobID: 1}}})
+			plan, err := p.Plan(context.Background(), provider.Launch{Spec: spec, Token: "skiff-t", Runners: []provider.RunnerRequest{{Name: "r", JobID: 1}}})
 			if err != nil {
 				t.Fatal(err)
 			}

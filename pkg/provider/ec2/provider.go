@@ -182,9 +182,9 @@ func (p *Provider) Capabilities() provider.Capabilities { return pool.Declared[p
 // runners it is for (to tag and deliver to), and when it was made (an
 // instance launched well after that, by a replay, has no registration).
 type plan struct {
-	Request   Request           `json:"request"`
-	Runners   []provider.Runner `json:"runners"`
-	PlannedAt time.Time         `json:"planned_at"`
+	Request   Request                  `json:"request"`
+	Runners   []provider.RunnerRequest `json:"runners"`
+	PlannedAt time.Time                `json:"planned_at"`
 }
 
 // Plan implements provider.Provider: the fleet request for the launch, over
@@ -314,7 +314,7 @@ func requirements(r *pool.Requirements) *Requirements {
 }
 
 // runnerTags are the tags of one runner's instance.
-func runnerTags(r provider.Runner) map[string]string {
+func runnerTags(r provider.RunnerRequest) map[string]string {
 	return map[string]string{
 		names.TagJobID:      strconv.FormatInt(r.JobID, 10),
 		names.TagRunID:      strconv.FormatInt(r.RunID, 10),
@@ -355,7 +355,7 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider
 	now := p.o.Now()
 	p.readFleetErrors(ctx, log, pool, res, now)
 	ids := make([]string, len(res.Instances))
-	byID := map[string]Instance{}
+	byID := map[string]FleetInstance{}
 	for i, in := range res.Instances {
 		ids[i] = in.ID
 		byID[in.ID] = in
@@ -473,7 +473,7 @@ func assign(runners int, instances []string) []string {
 // effort: a failure is logged and counted (MetricTagFailures); the instance
 // keeps the fleet's tags (job-ids, runner-names, fleet-token) and the fleet
 // record maps it to its job.
-func (p *Provider) tagRunners(ctx context.Context, log *slog.Logger, runners []provider.Runner, launched []provider.Launched) {
+func (p *Provider) tagRunners(ctx context.Context, log *slog.Logger, runners []provider.RunnerRequest, launched []provider.Launched) {
 	p.o.Executor.Run(len(launched), tagConcurrency, func(i int) {
 		r := launched[i]
 		if r.Err != nil {

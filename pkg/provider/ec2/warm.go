@@ -35,7 +35,7 @@ var _ provider.Warmer = (*Provider)(nil)
 // checkWarm refuses a launch that mixes a warm runner with others, or whose
 // warm runner has a job or an unknown kind: one warm runner is one launch,
 // its instance tagged as its own at creation.
-func checkWarm(runners []provider.Runner) error {
+func checkWarm(runners []provider.RunnerRequest) error {
 	for _, r := range runners {
 		switch {
 		case r.Warm == "":
@@ -57,7 +57,7 @@ func checkWarm(runners []provider.Runner) error {
 // warmMatches refuses a registration that does not go with its runner: a
 // warm runner's is mode warm of its kind, a job's runner's is not (a secret
 // never goes to an instance tagged warm, nor a wait to a job's).
-func warmMatches(r provider.Runner, g provider.Registration) error {
+func warmMatches(r provider.RunnerRequest, g provider.Registration) error {
 	if (r.Warm != "") == (g.Mode == provider.ModeWarm) && g.WarmKind == string(r.Warm) {
 		return nil
 	}

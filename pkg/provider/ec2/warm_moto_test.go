@@ -99,7 +99,7 @@ func TestWarmMoto(t *testing.T) {
 	// The warm launch: tagged warm, on-demand, its item says wait.
 	name := names.WarmRunnerName(deployment, "stopped", "abc123", "1")
 	pl, err := p.Plan(ctx, provider.Launch{Token: "warm-" + suffix, Spec: spec,
-		Runners: []provider.Runner{{Name: name, Owner: "acme", Warm: pool.WarmStopped}}})
+		Runners: []provider.RunnerRequest{{Name: name, Owner: "acme", Warm: pool.WarmStopped}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestWarmMoto(t *testing.T) {
 	}
 
 	// The handover: the job's tags, started, the job's registration.
-	job := provider.Runner{Name: names.RunnerName(deployment, 42, 1), JobID: 42, RunID: 7, Repository: "acme/app", Owner: "acme"}
+	job := provider.RunnerRequest{Name: names.RunnerName(deployment, 42, 1), JobID: 42, RunID: 7, Repository: "acme/app", Owner: "acme"}
 	got, err := p.Hand(ctx, provider.Handover{InstanceID: id, Kind: pool.WarmStopped, Runner: job,
 		Registration: provider.Registration{Mode: provider.ModeJIT, JITConfig: "eyJjYW5hcnkiOiJ5ZXMifQ==", RunnerName: job.Name}})
 	if err != nil {

@@ -134,7 +134,7 @@ func (w *warmWorld) launchWarm(t *testing.T, kind pool.WarmKind, ready bool) str
 	n := strconv.Itoa(w.warms)
 	name := names.WarmRunnerName("prod", string(kind), "abc123", n)
 	pl, err := w.p.Plan(ctx, provider.Launch{Token: "warm-" + string(kind) + "-" + n, Spec: warmSpec,
-		Runners: []provider.Runner{{Name: name, Owner: "acme", Warm: kind}}})
+		Runners: []provider.RunnerRequest{{Name: name, Owner: "acme", Warm: kind}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,16 +215,16 @@ func TestWarmLaunch(t *testing.T) {
 // does not go with its runner, before launching anything.
 func TestWarmLaunchRefused(t *testing.T) {
 	t.Parallel()
-	warm := provider.Runner{Name: "skiff-prod-warm-hot-abc-1", Warm: pool.WarmHot}
-	job := provider.Runner{Name: "skiff-prod-7-1", JobID: 7, RunID: 3, Repository: "acme/app", Owner: "acme"}
+	warm := provider.RunnerRequest{Name: "skiff-prod-warm-hot-abc-1", Warm: pool.WarmHot}
+	job := provider.RunnerRequest{Name: "skiff-prod-7-1", JobID: 7, RunID: 3, Repository: "acme/app", Owner: "acme"}
 	for _, tc := range []struct {
 		name    string
-		runners []provider.Runner
+		runners []provider.RunnerRequest
 	}{
-		{"warm with a job's runner", []provider.Runner{warm, job}},
-		{"two warm runners", []provider.Runner{warm, {Name: "skiff-prod-warm-hot-abc-2", Warm: pool.WarmHot}}},
-		{"an unknown kind", []provider.Runner{{Name: "w", Warm: "lukewarm"}}},
-		{"a warm runner with a job", []provider.Runner{{Name: "w", Warm: pool.WarmStopped, JobID: 7}}},
+		{"warm with a job's runner", []provider.RunnerRequest{warm, job}},
+		{"two warm runners", []provider.RunnerRequest{warm, {Name: "skiff-prod-warm-hot-abc-2", Warm: pool.WarmHot}}},
+		{"an unknown kind", []provider.RunnerRequest{{Name: "w", Warm: "lukewarm"}}},
+		{"a warm runner with a job", []provider.RunnerRequest{{Name: "w", Warm: pool.WarmStopped, JobID: 7}}},
 	} {
 		t.Run("plan/"+tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -236,7 +236,7 @@ func TestWarmLaunchRefused(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name   string
-		runner provider.Runner
+		runner provider.RunnerRequest
 		reg    provider.Registration
 	}{
 		{"a warm runner with a JIT configuration", warm, provider.Registration{Mode: provider.ModeJIT, JITConfig: warmCanary}},
@@ -246,7 +246,7 @@ func TestWarmLaunchRefused(t *testing.T) {
 		t.Run("launch/"+tc.name, func(t *testing.T) {
 			t.Parallel()
 			w := newWarmWorld(t)
-			pl, err := w.p.Plan(context.Background(), provider.Launch{Token: "t", Spec: warmSpec, Runners: []provider.Runner{tc.runner}})
+			pl, err := w.p.Plan(context.Background(), provider.Launch{Token: "t", Spec: warmSpec, Runners: []provider.RunnerRequest{tc.runner}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -337,7 +337,7 @@ func TestWarmStopRefused(t *testing.T) {
 // failure it was, never with the secret.
 func TestHand(t *testing.T) {
 	t.Parallel()
-	job := provider.Runner{Name: "skiff-prod-42-1", JobID: 42, RunID: 7, Repository: "acme/app", Owner: "acme"}
+	job := provider.RunnerRequest{Name: "skiff-prod-42-1", JobID: 42, RunID: 7, Repository: "acme/app", Owner: "acme"}
 	jit := provider.Registration{Mode: provider.ModeJIT, JITConfig: warmCanary, RunnerName: job.Name}
 	type want struct {
 		calls []string       // the changing calls of Hand, in order

@@ -45,7 +45,7 @@ func BenchmarkList1000(b *testing.B) {
 		var regs []provider.Registration
 		for j := range batch {
 			name := "bench-" + strconv.Itoa(i+j)
-			l.Runners = append(l.Runners, provider.Runner{Name: name, JobID: int64(i + j)})
+			l.Runners = append(l.Runners, provider.RunnerRequest{Name: name, JobID: int64(i + j)})
 			regs = append(regs, provider.Registration{Mode: provider.ModeJIT, JITConfig: "CANARYJIT-" + name, RunnerName: name})
 		}
 		plan, err := e.p.Plan(context.Background(), l)

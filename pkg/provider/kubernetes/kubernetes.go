@@ -256,7 +256,7 @@ type plan struct {
 	Settings  pool.Kubernetes             `json:"settings"`
 	Resources corev1.ResourceRequirements `json:"resources"`
 	Lifetime  time.Duration               `json:"lifetime"`
-	Runners   []provider.Runner           `json:"runners"`
+	Runners   []provider.RunnerRequest    `json:"runners"`
 }
 
 // Plan implements provider.Provider. It refuses, as a final ErrInvalid, a
@@ -361,7 +361,7 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider
 
 // launchOne creates one runner's Pod and Secret (two API calls; three when
 // the Pod exists already).
-func (p *Provider) launchOne(ctx context.Context, pn plan, i int, r provider.Runner, reg provider.Registration) (provider.Instance, error) {
+func (p *Provider) launchOne(ctx context.Context, pn plan, i int, r provider.RunnerRequest, reg provider.Registration) (provider.Instance, error) {
 	if reg.Mode != provider.ModeJIT || reg.JITConfig == "" {
 		return provider.Instance{}, &provider.Error{Kind: provider.ErrInvalid, Code: "NotJIT", Final: true,
 			Message: "the kubernetes provider runs just-in-time registered runners only"}
@@ -396,7 +396,7 @@ func (p *Provider) launchOne(ctx context.Context, pn plan, i int, r provider.Run
 
 // find returns the Pod a plan's runner got, for a replay without
 // registrations: one Get of the Pod and one of its Secret.
-func (p *Provider) find(ctx context.Context, pn plan, r provider.Runner) (provider.Instance, error) {
+func (p *Provider) find(ctx context.Context, pn plan, r provider.RunnerRequest) (provider.Instance, error) {
 	ns, name := pn.Settings.Namespace, PodName(pn.Token, r.Name)
 	notLaunched := &provider.Error{Kind: provider.ErrCapacity, Code: "NotLaunched", Message: "this runner was not launched"}
 	got, err := p.o.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})

@@ -136,7 +136,7 @@ func launch(t *testing.T, p provider.Provider, s pool.Spec, token string, n int)
 	var regs []provider.Registration
 	for i := range n {
 		name := token + "-" + string(rune('a'+i))
-		l.Runners = append(l.Runners, provider.Runner{Name: name, JobID: int64(10 + i), RunID: 3, Repository: "acme/app", Owner: "acme"})
+		l.Runners = append(l.Runners, provider.RunnerRequest{Name: name, JobID: int64(10 + i), RunID: 3, Repository: "acme/app", Owner: "acme"})
 		regs = append(regs, provider.Registration{Mode: provider.ModeJIT, JITConfig: "CANARYJIT-" + name, RunnerName: name})
 	}
 	plan, err := p.Plan(context.Background(), l)
@@ -481,7 +481,7 @@ func TestPlanInvalid(t *testing.T) {
 	} {
 		s := pool.Spec{Kubernetes: k}
 		s.Pool = name
-		_, err := p.Plan(context.Background(), provider.Launch{Token: "t", Spec: s, Runners: []provider.Runner{{Name: "r"}}})
+		_, err := p.Plan(context.Background(), provider.Launch{Token: "t", Spec: s, Runners: []provider.RunnerRequest{{Name: "r"}}})
 		if !errors.Is(err, provider.ErrInvalid) || !provider.Permanent(err) {
 			t.Errorf("Plan(%s) = %v, want a final ErrInvalid", name, err)
 		}
@@ -538,7 +538,7 @@ func TestRoleIsExactlyWhatIsUsed(t *testing.T) {
 	life := func(e *env) error {
 		ctx := context.Background()
 		s := e.spec("cpu")
-		l := provider.Launch{Token: "tok-life", Spec: s, Runners: []provider.Runner{{Name: "life-a", JobID: 1}}}
+		l := provider.Launch{Token: "tok-life", Spec: s, Runners: []provider.RunnerRequest{{Name: "life-a", JobID: 1}}}
 		regs := []provider.Registration{{Mode: provider.ModeJIT, JITConfig: "CANARYJIT-life", RunnerName: "life-a"}}
 		plan, err := e.p.Plan(ctx, l)
 		if err != nil {

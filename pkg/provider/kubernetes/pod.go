@@ -19,7 +19,7 @@ import (
 )
 
 // buildPod is the i-th runner's Pod of plan pn.
-func buildPod(pn plan, i int, r provider.Runner, deployment string) *corev1.Pod {
+func buildPod(pn plan, i int, r provider.RunnerRequest, deployment string) *corev1.Pod {
 	s := pn.Settings
 	name := PodName(pn.Token, r.Name)
 	id := s.Namespace + "/" + name

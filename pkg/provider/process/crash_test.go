@@ -77,7 +77,7 @@ func crashingProvider(spec string) int {
 	var regs []provider.Registration
 	for i := range s.Runners {
 		name := "crash-" + strconv.Itoa(i)
-		l.Runners = append(l.Runners, provider.Runner{Name: name, JobID: int64(100 + i), RunID: 99, Repository: "acme/app", Owner: "acme"})
+		l.Runners = append(l.Runners, provider.RunnerRequest{Name: name, JobID: int64(100 + i), RunID: 99, Repository: "acme/app", Owner: "acme"})
 		regs = append(regs, provider.Registration{Mode: provider.ModeJIT, JITConfig: "CANARYCRASH", RunnerName: name})
 	}
 	pl, err := p.Plan(ctx, l)
@@ -203,7 +203,7 @@ func TestAdoptAfterCrash(t *testing.T) {
 		if err != nil || len(res.Runners) != 2 || res.Runners[0].Instance.ID != c.IDs[0] || res.Runners[1].Instance.ID != c.IDs[1] {
 			t.Errorf("replay of the crashed provider's token: %+v, %v; want its 2 runners", res, err)
 		}
-		pl, _ := e.p.Plan(ctx, provider.Launch{Token: "tok-more", Spec: pool.Spec{Shared: pool.Shared{Pool: "cpu"}}, Runners: []provider.Runner{{Name: "more"}}})
+		pl, _ := e.p.Plan(ctx, provider.Launch{Token: "tok-more", Spec: pool.Spec{Shared: pool.Shared{Pool: "cpu"}}, Runners: []provider.RunnerRequest{{Name: "more"}}})
 		if _, err := e.p.Launch(ctx, pl, []provider.Registration{{Mode: provider.ModeJIT, JITConfig: "x", RunnerName: "more"}}); !errors.Is(err, provider.ErrCapacity) {
 			t.Errorf("a launch into the pool its adopted runners fill: %v, want ErrCapacity", err)
 		}

@@ -308,13 +308,13 @@ func (p *Provider) Capabilities() provider.Capabilities { return pool.Declared[p
 
 type plan struct {
 	// Unsandboxed: the pool opted out of the sandbox (process.sandbox: none).
-	Unsandboxed bool              `json:"unsandboxed,omitempty"`
-	Token       string            `json:"token"`
-	Pool        string            `json:"pool"`
-	Type        string            `json:"instance_type"`
-	Lifetime    time.Duration     `json:"lifetime"`
-	Tags        map[string]string `json:"tags,omitempty"`
-	Runners     []provider.Runner `json:"runners"`
+	Unsandboxed bool                     `json:"unsandboxed,omitempty"`
+	Token       string                   `json:"token"`
+	Pool        string                   `json:"pool"`
+	Type        string                   `json:"instance_type"`
+	Lifetime    time.Duration            `json:"lifetime"`
+	Tags        map[string]string        `json:"tags,omitempty"`
+	Runners     []provider.RunnerRequest `json:"runners"`
 	// RunnerVersion is the version of the runner in the command's
 	// directory ("" when it holds no runner listener).
 	RunnerVersion string `json:"runnerVersion,omitempty"`
@@ -443,7 +443,7 @@ func (p *Provider) liveLocked(pool string) int {
 }
 
 // startLocked starts one runner process, the i-th of plan pn, and records it.
-func (p *Provider) startLocked(pn plan, i int, r provider.Runner, reg provider.Registration) (*proc, error) {
+func (p *Provider) startLocked(pn plan, i int, r provider.RunnerRequest, reg provider.Registration) (*proc, error) {
 	id := p.nextIDLocked()
 	dir := filepath.Join(p.dir, id)
 	if err := os.RemoveAll(dir); err != nil {
@@ -619,7 +619,7 @@ func terminate(pr *proc) {
 }
 
 // runnerTags are the plan's tags with skiff's own for runner r over them.
-func runnerTags(pn plan, r provider.Runner) map[string]string {
+func runnerTags(pn plan, r provider.RunnerRequest) map[string]string {
 	tags := map[string]string{}
 	for k, v := range pn.Tags {
 		tags[k] = v

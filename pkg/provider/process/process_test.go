@@ -202,7 +202,7 @@ func launchOne(t *testing.T, p *process.Provider, spec pool.Spec, token string, 
 	t.Helper()
 	ctx := context.Background()
 	pl, err := p.Plan(ctx, provider.Launch{Token: token, Spec: spec,
-		Runners: []provider.Runner{{Name: reg.RunnerName, JobID: 1, RunID: 2, Repository: "acme/app", Owner: "acme"}}})
+		Runners: []provider.RunnerRequest{{Name: reg.RunnerName, JobID: 1, RunID: 2, Repository: "acme/app", Owner: "acme"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +360,7 @@ func TestPoolLimit(t *testing.T) {
 		return provider.Registration{Mode: provider.ModeJIT, JITConfig: "CANARY" + n, RunnerName: n}
 	}
 	pl, err := e.p.Plan(ctx, provider.Launch{Token: "tok-gpu", Spec: pool.Spec{Shared: pool.Shared{Pool: "gpu", Backend: pool.BackendEC2}, EC2: &pool.EC2{InstanceTypes: []string{"rtx-4090"}}},
-		Runners: []provider.Runner{{Name: "a", JobID: 1}, {Name: "b", JobID: 2}}})
+		Runners: []provider.RunnerRequest{{Name: "a", JobID: 1}, {Name: "b", JobID: 2}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +374,7 @@ func TestPoolLimit(t *testing.T) {
 	}
 	spec := pool.Spec{Shared: pool.Shared{Pool: "gpu"}}
 	one := func(token, name string) error {
-		pl, _ := e.p.Plan(ctx, provider.Launch{Token: token, Spec: spec, Runners: []provider.Runner{{Name: name}}})
+		pl, _ := e.p.Plan(ctx, provider.Launch{Token: token, Spec: spec, Runners: []provider.RunnerRequest{{Name: name}}})
 		_, err := e.p.Launch(ctx, pl, []provider.Registration{reg(name)})
 		return err
 	}
@@ -407,7 +407,7 @@ func TestReplayAndRestart(t *testing.T) {
 	data := t.TempDir()
 	ctx := context.Background()
 	spec := pool.Spec{Shared: pool.Shared{Pool: "cpu"}}
-	l := provider.Launch{Token: "tok-restart", Spec: spec, Runners: []provider.Runner{{Name: "a"}}}
+	l := provider.Launch{Token: "tok-restart", Spec: spec, Runners: []provider.RunnerRequest{{Name: "a"}}}
 	e1 := newProvider(t, process.Options{Command: []string{"sleep", "3600"}, DataDir: data})
 	pl, _ := e1.p.Plan(ctx, l)
 	res, err := e1.p.Launch(ctx, pl, []provider.Registration{{Mode: provider.ModeJIT, JITConfig: "x", RunnerName: "a"}})
@@ -428,7 +428,7 @@ func TestReplayAndRestart(t *testing.T) {
 	if n2 <= n1 {
 		t.Errorf("id after a restart %s, want one after %s", in.ID, firstID)
 	}
-	pl, _ = e2.p.Plan(ctx, provider.Launch{Token: "tok-token-mode", Spec: spec, Runners: []provider.Runner{{Name: "c"}}})
+	pl, _ = e2.p.Plan(ctx, provider.Launch{Token: "tok-token-mode", Spec: spec, Runners: []provider.RunnerRequest{{Name: "c"}}})
 	if _, err := e2.p.Launch(ctx, pl, []provider.Registration{{Mode: provider.ModeToken, Token: "t", RunnerName: "c"}}); !errors.Is(err, provider.ErrInvalid) {
 		t.Errorf("token registration: %v, want ErrInvalid", err)
 	}

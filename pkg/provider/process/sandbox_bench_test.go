@@ -43,7 +43,7 @@ func BenchmarkRunnerStart(b *testing.B) {
 			for i := range b.N {
 				start := time.Now()
 				token := "tok-" + strconv.Itoa(i)
-				pl, err := p.Plan(ctx, provider.Launch{Token: token, Spec: spec, Runners: []provider.Runner{{Name: token}}})
+				pl, err := p.Plan(ctx, provider.Launch{Token: token, Spec: spec, Runners: []provider.RunnerRequest{{Name: token}}})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -10,7 +10,7 @@ import (
 
 func TestRunnerTags(t *testing.T) {
 	t.Parallel()
-	r := provider.Runner{JobID: 7, RunID: 3, Name: "r-7", Repository: "acme/web", Owner: "acme"}
+	r := provider.RunnerRequest{JobID: 7, RunID: 3, Name: "r-7", Repository: "acme/web", Owner: "acme"}
 	own := map[string]string{
 		names.TagManaged: names.ManagedValue, names.TagPool: "build", names.TagFleetToken: "tok",
 		names.TagJobID: "7", names.TagRunID: "3", names.TagRunnerName: "r-7",

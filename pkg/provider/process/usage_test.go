@@ -62,7 +62,7 @@ func TestUsageOfARunner(t *testing.T) {
 				process.WithoutSamples(e.p)
 			}
 			ctx := context.Background()
-			pl, err := e.p.Plan(ctx, provider.Launch{Token: "tok-" + tc.name, Spec: pool.Spec{Shared: pool.Shared{Pool: "cpu"}}, Runners: []provider.Runner{{Name: "r", JobID: 1}}})
+			pl, err := e.p.Plan(ctx, provider.Launch{Token: "tok-" + tc.name, Spec: pool.Spec{Shared: pool.Shared{Pool: "cpu"}}, Runners: []provider.RunnerRequest{{Name: "r", JobID: 1}}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -381,7 +381,7 @@ func launch(h Harness, token string, n int) (provider.Launch, []provider.Registr
 	var regs []provider.Registration
 	for i := range n {
 		name := "skiff-" + token + "-" + string(rune('a'+i))
-		l.Runners = append(l.Runners, provider.Runner{Name: name, JobID: int64(100 + i), RunID: 7, Repository: "acme/app", Owner: "acme"})
+		l.Runners = append(l.Runners, provider.RunnerRequest{Name: name, JobID: int64(100 + i), RunID: 7, Repository: "acme/app", Owner: "acme"})
 		regs = append(regs, provider.Registration{Mode: provider.ModeJIT, JITConfig: canary + token + string(rune('a'+i)), RunnerName: name})
 	}
 	return l, regs

@@ -89,7 +89,7 @@ func newRouter(t *testing.T) (*Router, *member, *member) {
 func launch(t *testing.T, r *Router, pl, token string) provider.Instance {
 	t.Helper()
 	plan, err := r.Plan(context.Background(), provider.Launch{Token: token, Spec: pool.Spec{Shared: pool.Shared{Pool: pl}},
-		Runners: []provider.Runner{{Name: "r-" + token}}})
+		Runners: []provider.RunnerRequest{{Name: "r-" + token}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -209,7 +209,7 @@ func TestHostileJob(t *testing.T) {
 	}
 	launch := func(poolName string, s *pool.Slurm, token, canary string) (provider.Instance, error) {
 		l := provider.Launch{Token: token, Spec: pool.Spec{Shared: pool.Shared{Pool: poolName, MaxLifetime: time.Hour}, Slurm: s},
-			Runners: []provider.Runner{{Name: "runner-" + token, JobID: 7, RunID: 9, Repository: "acme/" + poolName, Owner: "acme"}}}
+			Runners: []provider.RunnerRequest{{Name: "runner-" + token, JobID: 7, RunID: 9, Repository: "acme/" + poolName, Owner: "acme"}}}
 		pl, err := p.Plan(context.Background(), l)
 		if err != nil {
 			t.Fatal(err)

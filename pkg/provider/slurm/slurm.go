@@ -286,9 +286,9 @@ type plan struct {
 	// Partition is the section's partition ("" for the cluster's default).
 	Partition string `json:"partition,omitempty"`
 	// Command runs the runner; WorkDir is the root of its work directory.
-	Command []string          `json:"command"`
-	WorkDir string            `json:"workDir"`
-	Runners []provider.Runner `json:"runners"`
+	Command []string                 `json:"command"`
+	WorkDir string                   `json:"workDir"`
+	Runners []provider.RunnerRequest `json:"runners"`
 	// RunAs are the section's run-as accounts (none: runAs: shared, the
 	// daemon's own user).
 	RunAs []string `json:"runAs,omitempty"`
@@ -515,7 +515,7 @@ func (p *Provider) freeAccount(accounts []string) (string, bool) {
 }
 
 // submit writes the runner's JIT file and submits its batch job.
-func (p *Provider) submit(ctx context.Context, pn plan, r provider.Runner, reg provider.Registration) (provider.Instance, error) {
+func (p *Provider) submit(ctx context.Context, pn plan, r provider.RunnerRequest, reg provider.Registration) (provider.Instance, error) {
 	p.mu.Lock()
 	failCap := p.failCap
 	p.mu.Unlock()
@@ -663,7 +663,7 @@ func (p *Provider) output(account, name string) string {
 	return filepath.Join(p.o.LogDir, name+".out")
 }
 
-func (p *Provider) tags(pn plan, r provider.Runner) map[string]string {
+func (p *Provider) tags(pn plan, r provider.RunnerRequest) map[string]string {
 	tags := map[string]string{}
 	tags[names.TagManaged] = names.ManagedValue
 	tags[names.TagPool] = pn.Pool

@@ -166,7 +166,7 @@ func launchN(t *testing.T, p *slurm.Provider, spec pool.Spec, token string, n in
 	var regs []provider.Registration
 	for i := range n {
 		name := fmt.Sprintf("runner-%s-%d", token, i)
-		l.Runners = append(l.Runners, provider.Runner{Name: name, JobID: int64(1000 + i), RunID: 9, Repository: "acme/app", Owner: "acme"})
+		l.Runners = append(l.Runners, provider.RunnerRequest{Name: name, JobID: int64(1000 + i), RunID: 9, Repository: "acme/app", Owner: "acme"})
 		regs = append(regs, provider.Registration{Mode: provider.ModeJIT, JITConfig: fmt.Sprintf("CANARYJIT-%s-%d", token, i), RunnerName: name})
 	}
 	plan, err := p.Plan(context.Background(), l)
@@ -377,7 +377,7 @@ func TestControllerRestart(t *testing.T) {
 			c.StopController()
 		}
 		tok := "tok-burst-" + strconv.Itoa(i)
-		l := provider.Launch{Token: tok, Spec: spec, Runners: []provider.Runner{{Name: "r" + strconv.Itoa(i), JobID: int64(i)}}}
+		l := provider.Launch{Token: tok, Spec: spec, Runners: []provider.RunnerRequest{{Name: "r" + strconv.Itoa(i), JobID: int64(i)}}}
 		plan, err := e.p.Plan(context.Background(), l)
 		if err != nil {
 			t.Fatal(err)
@@ -435,7 +435,7 @@ func TestSubmitErrors(t *testing.T) {
 		{"toolarge", provider.ErrInvalid, "Requested node configuration is not available"},
 		{"nogres", provider.ErrInvalid, "Invalid generic resource (gres) specification"},
 	} {
-		l := provider.Launch{Token: "tok-" + tc.pool, Spec: e.spec(tc.pool), Runners: []provider.Runner{{Name: "r"}}}
+		l := provider.Launch{Token: "tok-" + tc.pool, Spec: e.spec(tc.pool), Runners: []provider.RunnerRequest{{Name: "r"}}}
 		plan, err := e.p.Plan(context.Background(), l)
 		if err != nil {
 			t.Fatal(err)
@@ -461,7 +461,7 @@ func TestSubmitLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := provider.Launch{Token: "tok-second", Spec: pool.Spec{Shared: pool.Shared{Pool: "cpu"}}, Runners: []provider.Runner{{Name: "r"}}}
+	l := provider.Launch{Token: "tok-second", Spec: pool.Spec{Shared: pool.Shared{Pool: "cpu"}}, Runners: []provider.RunnerRequest{{Name: "r"}}}
 	plan, _ := p2.Plan(context.Background(), l)
 	_, err = p2.Launch(context.Background(), plan, []provider.Registration{{Mode: provider.ModeJIT, JITConfig: "CANARY"}})
 	if !errors.Is(err, provider.ErrQuota) || provider.Permanent(err) {
@@ -489,7 +489,7 @@ func BenchmarkLaunch(b *testing.B) {
 		l := provider.Launch{Token: "bench-" + strconv.Itoa(i), Spec: pool.Spec{Shared: pool.Shared{Pool: "cpu", MaxLifetime: time.Hour}}}
 		var regs []provider.Registration
 		for j := range perLaunch {
-			l.Runners = append(l.Runners, provider.Runner{Name: "r" + strconv.Itoa(j)})
+			l.Runners = append(l.Runners, provider.RunnerRequest{Name: "r" + strconv.Itoa(j)})
 			regs = append(regs, provider.Registration{Mode: provider.ModeJIT, JITConfig: "x"})
 		}
 		plan, err := p.Plan(context.Background(), l)
@@ -534,7 +534,7 @@ func TestAccounting(t *testing.T) {
 	}, "sleep", "1")
 	defer checkOutdated(t, e)
 	submit := func(pool, token string) error {
-		plan, err := e.p.Plan(context.Background(), provider.Launch{Token: token, Spec: e.spec(pool), Runners: []provider.Runner{{Name: "r"}}})
+		plan, err := e.p.Plan(context.Background(), provider.Launch{Token: token, Spec: e.spec(pool), Runners: []provider.RunnerRequest{{Name: "r"}}})
 		if err != nil {
 			t.Fatal(err)
 		}

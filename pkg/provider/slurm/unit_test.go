@@ -96,7 +96,7 @@ func TestSubmitArgs(t *testing.T) {
 	for _, tc := range cases {
 		fc := &fakeSlurm{}
 		p := newFake(t, fc)
-		pl, err := p.Plan(context.Background(), provider.Launch{Token: "tok", Spec: tc.spec, Runners: []provider.Runner{{Name: "r1"}}})
+		pl, err := p.Plan(context.Background(), provider.Launch{Token: "tok", Spec: tc.spec, Runners: []provider.RunnerRequest{{Name: "r1"}}})
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -115,7 +115,7 @@ func TestSubmitArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = p.Plan(context.Background(), provider.Launch{Token: "tok", Spec: pool.Spec{Shared: pool.Shared{Pool: "cpu"}}, Runners: []provider.Runner{{Name: "r1"}}})
+	_, err = p.Plan(context.Background(), provider.Launch{Token: "tok", Spec: pool.Spec{Shared: pool.Shared{Pool: "cpu"}}, Runners: []provider.RunnerRequest{{Name: "r1"}}})
 	if !errors.Is(err, provider.ErrInvalid) || !provider.Permanent(err) {
 		t.Errorf("a pool without a runner, on a provider without a default: %v, want a final ErrInvalid", err)
 	}
@@ -246,7 +246,7 @@ func TestScriptHoldsNoSecret(t *testing.T) {
 	t.Parallel()
 	fc := &fakeSlurm{}
 	p := newFake(t, fc)
-	l := provider.Launch{Token: "tok", Spec: pool.Spec{Shared: pool.Shared{Pool: "cpu"}}, Runners: []provider.Runner{{Name: "r1"}}}
+	l := provider.Launch{Token: "tok", Spec: pool.Spec{Shared: pool.Shared{Pool: "cpu"}}, Runners: []provider.RunnerRequest{{Name: "r1"}}}
 	pl, err := p.Plan(context.Background(), l)
 	if err != nil {
 		t.Fatal(err)
@@ -383,7 +383,7 @@ func TestLostSubmitAnswer(t *testing.T) {
 	t.Parallel()
 	fc := &fakeSlurm{loseAnswer: true}
 	p := newFake(t, fc)
-	pl, err := p.Plan(context.Background(), provider.Launch{Token: "tok", Spec: pool.Spec{Shared: pool.Shared{Pool: "cpu"}}, Runners: []provider.Runner{{Name: "r1"}}})
+	pl, err := p.Plan(context.Background(), provider.Launch{Token: "tok", Spec: pool.Spec{Shared: pool.Shared{Pool: "cpu"}}, Runners: []provider.RunnerRequest{{Name: "r1"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
