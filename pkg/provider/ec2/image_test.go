@@ -5,11 +5,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
 	"github.com/skiffci/skiff/pkg/provider/ec2/ec2fake"
-	"github.com/skiffci/skiff/pkg/store"
 )
 
 // A pool that bakes its image launches the image the deployment's
@@ -17,7 +17,7 @@ import (
 func TestPlanImage(t *testing.T) {
 	t.Parallel()
 	p, err := ec2.NewProvider(ec2.ProviderOptions{API: ec2fake.New(), Registrations: &memRegistrations{items: nil},
-		Capacity: store.NewLaunchMemory(), Partition: "aws", Region: "eu-west-1", Account: "123456789012",
+		Capacity: ledger.NewLaunchMemory(), Partition: "aws", Region: "eu-west-1", Account: "123456789012",
 		Deployment: "prod", LaunchTemplatePrefix: "skiff-"})
 	if err != nil {
 		t.Fatal(err)

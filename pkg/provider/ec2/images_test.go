@@ -12,10 +12,10 @@ import (
 	sdkec2 "github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
-	"github.com/skiffci/skiff/pkg/store"
 )
 
 // countingImages counts the DescribeImages calls that reach EC2.
@@ -90,7 +90,7 @@ func TestImageRunnerVersionMoto(t *testing.T) {
 		{"the instance's own tag", launch(baked, map[string]string{names.TagRunnerVersion: "2.333.0"}), "2.333.0"},
 	}
 	images := &countingImages{api: api}
-	p, err := ec2.NewProvider(ec2.ProviderOptions{API: api, Images: images, Registrations: nopRegistrations{}, Capacity: store.NewLaunchMemory(),
+	p, err := ec2.NewProvider(ec2.ProviderOptions{API: api, Images: images, Registrations: nopRegistrations{}, Capacity: ledger.NewLaunchMemory(),
 		Partition: "aws", Region: "eu-west-1", Account: "123456789012", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

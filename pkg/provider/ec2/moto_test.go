@@ -16,10 +16,10 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
-	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/userdata"
 )
 
@@ -110,7 +110,7 @@ func TestProviderListTerminateMoto(t *testing.T) {
 	untagged := runInstances(t, api, 1, nil)
 	mine := sorted(a, b, untagged)
 
-	p, err := ec2.NewProvider(ec2.ProviderOptions{API: api, Registrations: nopRegistrations{}, Capacity: store.NewLaunchMemory(),
+	p, err := ec2.NewProvider(ec2.ProviderOptions{API: api, Registrations: nopRegistrations{}, Capacity: ledger.NewLaunchMemory(),
 		Partition: "aws", Region: "eu-west-1", Account: "123456789012", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

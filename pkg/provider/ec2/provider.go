@@ -49,7 +49,7 @@ const (
 )
 
 // CapacityMemory remembers capacity pools (CapacityKey) that just failed, per
-// skiff pool; store.Launches implements it (in DynamoDB, so every scale-up
+// skiff pool; ledger.Launches implements it (in DynamoDB, so every scale-up
 // invocation shares it).
 type CapacityMemory interface {
 	MarkCapacityFailed(ctx context.Context, pool string, keys []string, until time.Time) error

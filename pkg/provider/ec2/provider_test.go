@@ -13,12 +13,12 @@ import (
 	sdkec2 "github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
 	"github.com/skiffci/skiff/pkg/provider/ec2/ec2fake"
 	"github.com/skiffci/skiff/pkg/provider/providertest"
-	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/userdata"
 )
 
@@ -80,7 +80,7 @@ func TestProviderConformance(t *testing.T) {
 				logs := &testenv.SyncBuffer{}
 				noDelay := time.Duration(0)
 				p, err := ec2.NewProvider(ec2.ProviderOptions{
-					API: api, Registrations: regs, Capacity: store.NewLaunchMemory(), Partition: "aws", Region: "eu-west-1",
+					API: api, Registrations: regs, Capacity: ledger.NewLaunchMemory(), Partition: "aws", Region: "eu-west-1",
 					Account: "123456789012", TagRetryDelay: &noDelay, Logger: slog.New(slog.NewJSONHandler(logs, nil)),
 				})
 				if err != nil {

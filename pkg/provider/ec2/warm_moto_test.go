@@ -14,11 +14,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
-	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/userdata"
 )
 
@@ -76,7 +76,7 @@ func TestWarmMoto(t *testing.T) {
 	}
 
 	p, err := ec2.NewProvider(ec2.ProviderOptions{API: api, Registrations: ec2.NewRegistrationTable(db, table),
-		Capacity: store.NewLaunchMemory(), Partition: "aws", Region: "eu-west-1", Account: "123456789012",
+		Capacity: ledger.NewLaunchMemory(), Partition: "aws", Region: "eu-west-1", Account: "123456789012",
 		Deployment: deployment, LaunchTemplatePrefix: "skiff-", RootDevice: "-", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

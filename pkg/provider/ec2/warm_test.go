@@ -15,12 +15,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
 	"github.com/skiffci/skiff/pkg/provider/ec2/ec2fake"
-	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/userdata"
 )
 
@@ -106,7 +106,7 @@ func newWarmWorld(t *testing.T) *warmWorld {
 	w.regs = &loggedRegs{memRegistrations: &memRegistrations{items: map[string]userdata.Registration{}}, log: w.calls}
 	noDelay := time.Duration(0)
 	p, err := ec2.NewProvider(ec2.ProviderOptions{
-		API: loggedAPI{API: w.fake, log: w.calls}, Registrations: w.regs, Capacity: store.NewLaunchMemory(),
+		API: loggedAPI{API: w.fake, log: w.calls}, Registrations: w.regs, Capacity: ledger.NewLaunchMemory(),
 		Partition: "aws", Region: "eu-west-1", Account: "123456789012", Deployment: "prod", TagRetryDelay: &noDelay,
 		Logger: slog.New(slog.NewJSONHandler(w.logs, nil)), Now: func() time.Time { return *w.now },
 	})
