@@ -22,11 +22,11 @@ import (
 
 	"github.com/skiffci/skiff/internal/local"
 	"github.com/skiffci/skiff/pkg/freshness"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/listener"
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/metrics/recordstore"
 	"github.com/skiffci/skiff/pkg/pool"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/runnerversion"
 	"github.com/skiffci/skiff/pkg/store"
@@ -36,7 +36,7 @@ import (
 
 // statusLedger is the part of the runner ledger status reads.
 type statusLedger interface {
-	LiveRunners(ctx context.Context, pool string) ([]provisioning.Runner, error)
+	LiveRunners(ctx context.Context, pool string) ([]ledger.Runner, error)
 	Live(ctx context.Context, pool string) (int, error)
 }
 
@@ -172,7 +172,7 @@ type deadLetterStatus struct {
 }
 
 // liveStates are the columns of the table, in the runner's order.
-var liveStates = []provisioning.State{provisioning.StateReserved, provisioning.StateLaunched, provisioning.StateRegistered, provisioning.StateJobStarted, provisioning.StateJobCompleted}
+var liveStates = []ledger.State{ledger.StateReserved, ledger.StateLaunched, ledger.StateRegistered, ledger.StateJobStarted, ledger.StateJobCompleted}
 
 func runStatus(args []string, stdout, stderr io.Writer) int {
 	return statusCommand(args, stdout, stderr, awsStatusSources)
@@ -300,20 +300,20 @@ func collectStatus(ctx context.Context, src statusSources, cfg *pool.Config, que
 		for _, s := range liveStates {
 			ps.ByState[s.String()] = 0
 		}
-		var oldest provisioning.Runner
+		var oldest ledger.Runner
 		if p.Warm.Total() > 0 {
 			ps.Warm = &warmStatus{}
 			ps.Warm.WantStopped, ps.Warm.WantHot = p.Warm.Counts(now)
 		}
 		for _, r := range runners {
-			if provisioning.IsWarm(r.Name) {
+			if ledger.IsWarm(r.Name) {
 				if ps.Warm == nil {
 					ps.Warm = &warmStatus{} // left from a warm: section since removed
 				}
 				switch {
-				case r.State < provisioning.StateRegistered:
+				case r.State < ledger.StateRegistered:
 					ps.Warm.Booting++
-				case provisioning.WarmKindOf(r.Name) == string(pool.WarmStopped):
+				case ledger.WarmKindOf(r.Name) == string(pool.WarmStopped):
 					ps.Warm.ReadyStopped++
 				default:
 					ps.Warm.ReadyHot++
@@ -321,7 +321,7 @@ func collectStatus(ctx context.Context, src statusSources, cfg *pool.Config, que
 				continue
 			}
 			ps.ByState[r.State.String()]++
-			if r.State == provisioning.StateReserved && !r.ReservedAt.IsZero() && (oldest.Name == "" || r.ReservedAt.Before(oldest.ReservedAt)) {
+			if r.State == ledger.StateReserved && !r.ReservedAt.IsZero() && (oldest.Name == "" || r.ReservedAt.Before(oldest.ReservedAt)) {
 				oldest = r
 			}
 		}

@@ -17,9 +17,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/skiffci/skiff/internal/local"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/names"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/runnerversion"
@@ -58,19 +58,19 @@ func (f *fakeCloudWatch) GetMetricData(_ context.Context, in *cloudwatch.GetMetr
 	return &cloudwatch.GetMetricDataOutput{MetricDataResults: []cwtypes.MetricDataResult{{Id: aws.String("oldest"), Values: f.values}}}, nil
 }
 
-func statusLedgerFixture(t *testing.T) *store.LedgerMemory {
+func statusLedgerFixture(t *testing.T) *ledger.Memory {
 	t.Helper()
-	l := store.NewLedgerMemory(func() time.Time { return statusNow })
+	l := ledger.NewMemory(func() time.Time { return statusNow })
 	ctx := context.Background()
-	var rs []provisioning.Runner
+	var rs []ledger.Runner
 	for i := range 5 {
-		rs = append(rs, provisioning.Runner{Name: fmt.Sprintf("skiff-%d-1", 100+i), Pool: "cpu", JobID: int64(100 + i), ReservedAt: statusNow.Add(-time.Duration(10*(i+1)) * time.Second)})
+		rs = append(rs, ledger.Runner{Name: fmt.Sprintf("skiff-%d-1", 100+i), Pool: "cpu", JobID: int64(100 + i), ReservedAt: statusNow.Add(-time.Duration(10*(i+1)) * time.Second)})
 	}
 	if n, err := l.Reserve(ctx, "cpu", 10, rs); err != nil || n != 5 {
 		t.Fatalf("Reserve = %d, %v", n, err)
 	}
 	for i, r := range rs[:3] {
-		if err := l.Launched(ctx, r.Name, provisioning.Launch{InstanceID: fmt.Sprintf("i-0%d", i), At: statusNow}); err != nil {
+		if err := l.Launched(ctx, r.Name, ledger.LaunchReport{InstanceID: fmt.Sprintf("i-0%d", i), At: statusNow}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -79,21 +79,21 @@ func statusLedgerFixture(t *testing.T) *store.LedgerMemory {
 			t.Fatal(err)
 		}
 	}
-	must(l.Advance(ctx, rs[1].Name, provisioning.StateJobStarted, statusNow, rs[1].JobID))
-	must(l.Advance(ctx, rs[2].Name, provisioning.StateJobCompleted, statusNow, rs[2].JobID))
+	must(l.Advance(ctx, rs[1].Name, ledger.StateJobStarted, statusNow, rs[1].JobID))
+	must(l.Advance(ctx, rs[2].Name, ledger.StateJobCompleted, statusNow, rs[2].JobID))
 	if _, err := l.End(ctx, rs[2].Name, statusNow, "state_terminated"); err != nil {
 		t.Fatal(err)
 	}
 	// Pool cpu's warm machines: a stopped one ready, a hot one booting.
 	stopped, hot := names.WarmRunnerName("", "stopped", "k1", "a"), names.WarmRunnerName("", "hot", "k1", "b")
-	if n, err := l.Reserve(ctx, "cpu", 10, []provisioning.Runner{{Name: stopped, Pool: "cpu", ReservedAt: statusNow.Add(-time.Hour)},
+	if n, err := l.Reserve(ctx, "cpu", 10, []ledger.Runner{{Name: stopped, Pool: "cpu", ReservedAt: statusNow.Add(-time.Hour)},
 		{Name: hot, Pool: "cpu", ReservedAt: statusNow.Add(-time.Minute)}}); err != nil || n != 2 {
 		t.Fatalf("Reserve warm = %d, %v", n, err)
 	}
-	must(l.Launched(ctx, stopped, provisioning.Launch{InstanceID: "i-0w1", At: statusNow.Add(-time.Hour)}))
-	must(l.Advance(ctx, stopped, provisioning.StateRegistered, statusNow.Add(-50*time.Minute), 0))
-	must(l.Launched(ctx, hot, provisioning.Launch{InstanceID: "i-0w2", At: statusNow.Add(-time.Minute)}))
-	if n, err := l.Reserve(ctx, "gpu", 2, []provisioning.Runner{{Name: "skiff-200-1", Pool: "gpu", JobID: 200, ReservedAt: statusNow.Add(-3 * time.Minute)}}); err != nil || n != 1 {
+	must(l.Launched(ctx, stopped, ledger.LaunchReport{InstanceID: "i-0w1", At: statusNow.Add(-time.Hour)}))
+	must(l.Advance(ctx, stopped, ledger.StateRegistered, statusNow.Add(-50*time.Minute), 0))
+	must(l.Launched(ctx, hot, ledger.LaunchReport{InstanceID: "i-0w2", At: statusNow.Add(-time.Minute)}))
+	if n, err := l.Reserve(ctx, "gpu", 2, []ledger.Runner{{Name: "skiff-200-1", Pool: "gpu", JobID: 200, ReservedAt: statusNow.Add(-3 * time.Minute)}}); err != nil || n != 1 {
 		t.Fatalf("Reserve gpu = %d, %v", n, err)
 	}
 	return l
@@ -198,10 +198,10 @@ func TestStatusLocal(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := sqlitestore.NewLedger(db, time.Now)
-	if n, err := l.Reserve(ctx, "cpu", 10, []provisioning.Runner{{Name: "skiff-7-1", Pool: "cpu", JobID: 7, ReservedAt: time.Now()}}); err != nil || n != 1 {
+	if n, err := l.Reserve(ctx, "cpu", 10, []ledger.Runner{{Name: "skiff-7-1", Pool: "cpu", JobID: 7, ReservedAt: time.Now()}}); err != nil || n != 1 {
 		t.Fatalf("Reserve = %d, %v", n, err)
 	}
-	if err := l.Launched(ctx, "skiff-7-1", provisioning.Launch{InstanceID: "p-1", At: time.Now()}); err != nil {
+	if err := l.Launched(ctx, "skiff-7-1", ledger.LaunchReport{InstanceID: "p-1", At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	// The last hour's start time: jobs 1 and 2, assigned 30 and 20 minutes
@@ -299,7 +299,7 @@ func TestStatusRunners(t *testing.T) {
 		}
 	}
 	sources := func(context.Context, string) (statusSources, error) {
-		return statusSources{ledger: store.NewLedgerMemory(func() time.Time { return statusNow }), runners: state,
+		return statusSources{ledger: ledger.NewMemory(func() time.Time { return statusNow }), runners: state,
 			now: func() time.Time { return statusNow }}, nil
 	}
 	for _, name := range []string{"status-runners", "status-runners-json"} {

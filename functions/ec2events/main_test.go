@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/internal/testenv"
-	"github.com/skiffci/skiff/pkg/provisioning"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/store/dynamostore"
 )
 
@@ -75,20 +75,20 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	if err := dynamostore.CreateTable(ctx, ddb, "skiff-ec2events"); err != nil {
 		t.Fatal(err)
 	}
-	ledger := dynamostore.NewLedgerDynamo(ddb, "skiff-ec2events")
+	led := dynamostore.NewLedgerDynamo(ddb, "skiff-ec2events")
 	t0 := time.Now().UTC().Truncate(time.Second) // the function reads the real clock to hide expired records
-	r := provisioning.Runner{Name: "skiff-42-1", Pool: "gpu", JobID: 42, RunID: 4, Attempt: 1, ReservedAt: t0}
-	r2 := provisioning.Runner{Name: "skiff-43-1", Pool: "gpu", JobID: 43, RunID: 4, Attempt: 1, ReservedAt: t0}
-	if n, err := ledger.Reserve(ctx, "gpu", 5, []provisioning.Runner{r, r2}); err != nil || n != 2 {
+	r := ledger.Runner{Name: "skiff-42-1", Pool: "gpu", JobID: 42, RunID: 4, Attempt: 1, ReservedAt: t0}
+	r2 := ledger.Runner{Name: "skiff-43-1", Pool: "gpu", JobID: 43, RunID: 4, Attempt: 1, ReservedAt: t0}
+	if n, err := led.Reserve(ctx, "gpu", 5, []ledger.Runner{r, r2}); err != nil || n != 2 {
 		t.Fatalf("Reserve = %d, %v", n, err)
 	}
 	// Both runners ran their own job (a runner that did not is left to the reconciler).
-	for i, rr := range []provisioning.Runner{r, r2} {
+	for i, rr := range []ledger.Runner{r, r2} {
 		id := []string{"i-0abc42", "i-0abc43"}[i]
-		if err := ledger.Launched(ctx, rr.Name, provisioning.Launch{InstanceID: id, InstanceType: "g6.xlarge", Spot: true, At: t0}); err != nil {
+		if err := led.Launched(ctx, rr.Name, ledger.LaunchReport{InstanceID: id, InstanceType: "g6.xlarge", Spot: true, At: t0}); err != nil {
 			t.Fatal(err)
 		}
-		if err := ledger.Advance(ctx, rr.Name, provisioning.StateJobStarted, t0, rr.JobID); err != nil {
+		if err := led.Advance(ctx, rr.Name, ledger.StateJobStarted, t0, rr.JobID); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -106,15 +106,15 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	}
 
 	ok("running", invoke(sample(t, "ec2-state-change.json", "i-0abc42", "running", t0.Add(10*time.Second))))
-	if live, _ := ledger.Live(ctx, "gpu"); live != 2 {
+	if live, _ := led.Live(ctx, "gpu"); live != 2 {
 		t.Fatalf("live %d after running, want 2", live)
 	}
 	ok("stopping", invoke(sample(t, "ec2-state-change.json", "i-0abc42", "stopping", t0.Add(3*time.Minute))))
 	ok("terminated, late", invoke(sample(t, "ec2-state-change.json", "i-0abc42", "terminated", t0.Add(4*time.Minute))))
 	ok("stopping, repeated", invoke(sample(t, "ec2-state-change.json", "i-0abc42", "stopping", t0.Add(3*time.Minute))))
 	ok("spot warning, after the end", invoke(sample(t, "ec2-spot-interruption.json", "i-0abc42", "", t0.Add(5*time.Minute))))
-	got, err := ledger.Runner(ctx, r.Name)
-	if err != nil || got.State != provisioning.StateTerminated || got.Reason != "state_stopping" || !got.EndedAt.Equal(t0.Add(3*time.Minute)) ||
+	got, err := led.Runner(ctx, r.Name)
+	if err != nil || got.State != ledger.StateTerminated || got.Reason != "state_stopping" || !got.EndedAt.Equal(t0.Add(3*time.Minute)) ||
 		!got.InterruptedAt.Equal(t0.Add(5*time.Minute)) {
 		t.Errorf("runner %+v, %v; want ended by the first stopping event and interrupted at the warning", got, err)
 	}
@@ -122,10 +122,10 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	// to end, once it has decided the re-run.
 	ok("spot warning", invoke(sample(t, "ec2-spot-interruption.json", "i-0abc43", "", t0.Add(time.Minute))))
 	ok("terminated, interrupted", invoke(sample(t, "ec2-state-change.json", "i-0abc43", "terminated", t0.Add(3*time.Minute))))
-	if got, err := ledger.Runner(ctx, r2.Name); err != nil || !got.State.Live() || !got.InterruptedAt.Equal(t0.Add(time.Minute)) {
+	if got, err := led.Runner(ctx, r2.Name); err != nil || !got.State.Live() || !got.InterruptedAt.Equal(t0.Add(time.Minute)) {
 		t.Errorf("interrupted runner %+v, %v; want it live, interrupted at the warning", got, err)
 	}
-	if live, _ := ledger.Live(ctx, "gpu"); live != 1 {
+	if live, _ := led.Live(ctx, "gpu"); live != 1 {
 		t.Errorf("live %d, want 1 (the interrupted runner)", live)
 	}
 

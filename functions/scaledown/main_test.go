@@ -15,8 +15,8 @@ import (
 
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/provider/ec2/ec2fake"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/store/dynamostore"
 )
 
@@ -66,16 +66,16 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	if err := dynamostore.CreateTable(ctx, ddb, "skiff-sd"); err != nil {
 		t.Fatal(err)
 	}
-	ledger := dynamostore.NewLedgerDynamo(ddb, "skiff-sd")
+	led := dynamostore.NewLedgerDynamo(ddb, "skiff-sd")
 	old := time.Now().Add(-time.Hour)
-	r := provisioning.Runner{Name: "skiff-9-1", Pool: "default", JobID: 9, RunID: 1, Attempt: 1, ReservedAt: old}
-	if n, err := ledger.Reserve(ctx, "default", 5, []provisioning.Runner{r}); err != nil || n != 1 {
+	r := ledger.Runner{Name: "skiff-9-1", Pool: "default", JobID: 9, RunID: 1, Attempt: 1, ReservedAt: old}
+	if n, err := led.Reserve(ctx, "default", 5, []ledger.Runner{r}); err != nil || n != 1 {
 		t.Fatalf("Reserve = %d, %v", n, err)
 	}
-	if err := ledger.Launched(ctx, r.Name, provisioning.Launch{InstanceID: "i-0000000000000dead", InstanceType: "c7i.xlarge", At: old}); err != nil {
+	if err := led.Launched(ctx, r.Name, ledger.LaunchReport{InstanceID: "i-0000000000000dead", InstanceType: "c7i.xlarge", At: old}); err != nil {
 		t.Fatal(err)
 	}
-	if err := ledger.Advance(ctx, r.Name, provisioning.StateJobCompleted, old, r.JobID); err != nil {
+	if err := led.Advance(ctx, r.Name, ledger.StateJobCompleted, old, r.JobID); err != nil {
 		t.Fatal(err)
 	}
 	sim, pemKey := testenv.GitHubApp(t, "CANARYSD")
@@ -89,11 +89,11 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	if strings.Contains(string(raw), "errorType") {
 		t.Fatalf("the pass failed: %s\n%s", raw, fn.Out.String())
 	}
-	got, err := ledger.Runner(ctx, r.Name)
-	if err != nil || got.State != provisioning.StateTerminated {
+	got, err := led.Runner(ctx, r.Name)
+	if err != nil || got.State != ledger.StateTerminated {
 		t.Errorf("runner %+v, %v; want ended (its instance is gone)\n%s", got, err, fn.Out.String())
 	}
-	if n, _ := ledger.Live(ctx, "default"); n != 0 {
+	if n, _ := led.Live(ctx, "default"); n != 0 {
 		t.Errorf("live %d, want 0", n)
 	}
 	out := fn.Out.String()

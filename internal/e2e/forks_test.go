@@ -21,6 +21,7 @@ import (
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/groups"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
 	"github.com/skiffci/skiff/pkg/provider/ec2/ec2fake"
@@ -153,7 +154,7 @@ func newStackWith(t *testing.T, o stackOptions) *stack {
 
 	jobs := store.NewMemory()
 	jobs.SetClock(clock.Now)
-	ledger := store.NewLedgerMemory(clock.Now)
+	led := ledger.NewMemory(clock.Now)
 	s.security = store.NewSecurityMemory(clock.Now)
 	allow, err := webhook.ParseAllowList(o.allow)
 	if err != nil {
@@ -166,7 +167,7 @@ func newStackWith(t *testing.T, o stackOptions) *stack {
 	h, err := webhook.New(webhook.Options{
 		Secrets: [][]byte{[]byte(webhookSecret)}, Router: pools, Policies: pools, Scopes: pools, Queue: s.queue,
 		SecurityEvents: s.security,
-		Store:          jobs, Runners: ledger, Counter: s.hooks, Logger: logger, Now: clock.Now,
+		Store:          jobs, Runners: led, Counter: s.hooks, Logger: logger, Now: clock.Now,
 		Allow: allow, Installations: installs,
 	})
 	if err != nil {
@@ -182,7 +183,7 @@ func newStackWith(t *testing.T, o stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	launches := store.NewLaunchMemory()
+	launches := ledger.NewLaunchMemory()
 	noDelay := time.Duration(0)
 	provider, err := ec2.NewProvider(ec2.ProviderOptions{
 		API: s.ec2, Registrations: o.regs, Capacity: room.CapacityMemory{Store: room.NewMemory()}, Partition: "aws", Region: "eu-west-1",
@@ -197,7 +198,7 @@ func newStackWith(t *testing.T, o stackOptions) *stack {
 		t.Fatal(err)
 	}
 	s.svc, err = scaleup.New(scaleup.Options{
-		Pools: pools, Launches: launches, Ledger: ledger, Jobs: jobs, Provider: provider, GitHub: gh, Groups: keeper,
+		Pools: pools, Launches: launches, Ledger: led, Jobs: jobs, Provider: provider, GitHub: gh, Groups: keeper,
 		Counter: s.scaleup, Logger: logger, Now: clock.Now,
 	})
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/metrics/recordstore"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
@@ -34,7 +35,7 @@ type Store string
 
 // The stores.
 const (
-	// StoreMemory: the in-memory adapters (store.Memory, LedgerMemory,
+	// StoreMemory: the in-memory adapters (store.Memory, ledger.Memory,
 	// LaunchMemory, metrics.MemoryRecords): fast, no emulator.
 	StoreMemory Store = "memory"
 	// StoreDynalite: the DynamoDB adapters against dynalite. It does not
@@ -56,13 +57,13 @@ type backend struct {
 	records   store.Store
 	lifecycle store.LifecycleRecorder // nil: the webhook's one-item-at-a-time default
 	ledger    interface {
-		store.Ledger
-		store.Interruptions
+		ledger.Ledger
+		ledger.Interruptions
 	}
 	// peek is the ledger as the harness reads it for its checks of warm
 	// machines: the same records, its calls not counted among skiff's.
-	peek     store.Ledger
-	launches store.Launches
+	peek     ledger.Ledger
+	launches ledger.Launches
 	room     room.Store
 	regs     ec2.Registrations
 	metrics  metrics.Records
@@ -86,8 +87,8 @@ func memoryBackend(now func() time.Time) *backend {
 	st := store.NewMemory()
 	st.SetClock(now)
 	regs := &memoryRegistrations{items: map[string]userdata.Registration{}}
-	ledger := store.NewLedgerMemory(now)
-	return &backend{records: st, ledger: ledger, peek: ledger, launches: store.NewLaunchMemory(), room: room.NewMemory(),
+	led := ledger.NewMemory(now)
+	return &backend{records: st, ledger: led, peek: led, launches: ledger.NewLaunchMemory(), room: room.NewMemory(),
 		regs: regs, metrics: &metrics.MemoryRecords{}, take: regs.take}
 }
 

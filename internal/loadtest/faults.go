@@ -13,11 +13,10 @@ import (
 
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/provider"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/scaleup"
-	"github.com/skiffci/skiff/pkg/store"
 )
 
 // crashSteps is how many steps of a scale-up invocation the crash plan
@@ -105,31 +104,31 @@ func (p stepProvider) Launch(ctx context.Context, pl provider.Plan, regs []provi
 	return res, err
 }
 
-type stepLaunches struct{ store.Launches }
+type stepLaunches struct{ ledger.Launches }
 
-func (l stepLaunches) ClaimLaunch(ctx context.Context, c provisioning.Claim, prev int, now time.Time) error {
+func (l stepLaunches) ClaimLaunch(ctx context.Context, c ledger.Claim, prev int, now time.Time) error {
 	step(ctx)
 	return l.Launches.ClaimLaunch(ctx, c, prev, now)
 }
 
-func (l stepLaunches) PutFleet(ctx context.Context, f provisioning.Fleet) error {
+func (l stepLaunches) PutLaunch(ctx context.Context, f ledger.Launch) error {
 	step(ctx)
-	return l.Launches.PutFleet(ctx, f)
+	return l.Launches.PutLaunch(ctx, f)
 }
 
-func (l stepLaunches) FinishFleet(ctx context.Context, token string, instances []string, reason string) error {
+func (l stepLaunches) FinishLaunch(ctx context.Context, token string, instances []string, reason string) error {
 	step(ctx)
-	return l.Launches.FinishFleet(ctx, token, instances, reason)
+	return l.Launches.FinishLaunch(ctx, token, instances, reason)
 }
 
-type stepLedger struct{ store.Ledger }
+type stepLedger struct{ ledger.Ledger }
 
-func (l stepLedger) Reserve(ctx context.Context, pool string, max int, rs []provisioning.Runner) (int, error) {
+func (l stepLedger) Reserve(ctx context.Context, pool string, max int, rs []ledger.Runner) (int, error) {
 	step(ctx)
 	return l.Ledger.Reserve(ctx, pool, max, rs)
 }
 
-func (l stepLedger) Launched(ctx context.Context, name string, la provisioning.Launch) error {
+func (l stepLedger) Launched(ctx context.Context, name string, la ledger.LaunchReport) error {
 	step(ctx)
 	return l.Ledger.Launched(ctx, name, la)
 }
@@ -139,7 +138,7 @@ func (l stepLedger) Launched(ctx context.Context, name string, la provisioning.L
 func (l stepLedger) End(ctx context.Context, name string, at time.Time, reason string) (bool, error) {
 	step(ctx)
 	ended, err := l.Ledger.End(ctx, name, at, reason)
-	if inv, _ := ctx.Value(invocationKey{}).(*invocation); inv != nil && ended && provisioning.IsWarm(name) && ctx.Err() == nil {
+	if inv, _ := ctx.Value(invocationKey{}).(*invocation); inv != nil && ended && ledger.IsWarm(name) && ctx.Err() == nil {
 		inv.took.Store(true)
 	}
 	return ended, err

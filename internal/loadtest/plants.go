@@ -7,12 +7,11 @@ import (
 
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/instanceevents"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/provider"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/scaledown"
-	"github.com/skiffci/skiff/pkg/store"
 )
 
 // flagBlindGitHub is PlantIgnoreBusyFlag: the reconciler's runner listings
@@ -29,13 +28,13 @@ func (g flagBlindGitHub) ListRunners(ctx context.Context, inst int64, scope gith
 
 // startBlindLedger is PlantIgnoreLedgerStart: the reconciler reads every
 // runner as if the ledger never saw its job start.
-type startBlindLedger struct{ store.Ledger }
+type startBlindLedger struct{ ledger.Ledger }
 
-func (b startBlindLedger) LiveRunners(ctx context.Context, pool string) ([]provisioning.Runner, error) {
+func (b startBlindLedger) LiveRunners(ctx context.Context, pool string) ([]ledger.Runner, error) {
 	rs, err := b.Ledger.LiveRunners(ctx, pool)
 	for i := range rs {
-		if rs[i].State == provisioning.StateJobStarted {
-			rs[i].State = provisioning.StateRegistered
+		if rs[i].State == ledger.StateJobStarted {
+			rs[i].State = ledger.StateRegistered
 			if rs[i].RegisteredAt.IsZero() {
 				rs[i].RegisteredAt = rs[i].StartedAt
 			}
@@ -94,7 +93,7 @@ func (g refusalBlindGitHub) DeleteRunner(ctx context.Context, inst int64, scope 
 // runner as if no spot warning had marked it.
 type interruptBlindLedger struct{ instanceevents.Ledger }
 
-func (l interruptBlindLedger) RunnerByInstance(ctx context.Context, instanceID string) (provisioning.Runner, error) {
+func (l interruptBlindLedger) RunnerByInstance(ctx context.Context, instanceID string) (ledger.Runner, error) {
 	r, err := l.Ledger.RunnerByInstance(ctx, instanceID)
 	r.InterruptedAt = time.Time{}
 	return r, err
@@ -107,18 +106,18 @@ func (lostSends) Send(context.Context, queue.Job) error { return nil }
 
 // takeBlindLedger is PlantTakeWithoutEnd: scale-up's end of a warm
 // machine's record answers "ended by this call" and writes nothing.
-type takeBlindLedger struct{ store.Ledger }
+type takeBlindLedger struct{ ledger.Ledger }
 
 func (l takeBlindLedger) End(ctx context.Context, name string, at time.Time, reason string) (bool, error) {
-	if provisioning.IsWarm(name) {
+	if ledger.IsWarm(name) {
 		return true, nil
 	}
 	return l.Ledger.End(ctx, name, at, reason)
 }
 
 // blindClaims is PlantIgnoreClaims: scale-up sees no launch claim.
-type blindClaims struct{ store.Launches }
+type blindClaims struct{ ledger.Launches }
 
-func (blindClaims) LaunchClaims(context.Context, []int64, time.Time) (map[int64]provisioning.Claim, error) {
-	return map[int64]provisioning.Claim{}, nil
+func (blindClaims) LaunchClaims(context.Context, []int64, time.Time) (map[int64]ledger.Claim, error) {
+	return map[int64]ledger.Claim{}, nil
 }

@@ -9,8 +9,8 @@ import (
 
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/scaledown"
 )
 
@@ -95,7 +95,7 @@ func (w *world) busySignals(ctx context.Context, r ghsim.RunnerState, started ti
 	if !w.flagHidden(r.JobID, w.clock.Now().Sub(started)) {
 		out = append(out, "GitHub's busy flag")
 	}
-	if lr, err := w.be.ledger.Runner(ctx, r.Name); err == nil && lr.State == provisioning.StateJobStarted {
+	if lr, err := w.be.ledger.Runner(ctx, r.Name); err == nil && lr.State == ledger.StateJobStarted {
 		out = append(out, "the ledger's job start")
 	}
 	for _, in := range w.fake.Live() {

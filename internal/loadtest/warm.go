@@ -10,9 +10,9 @@ import (
 
 	sdkec2 "github.com/aws/aws-sdk-go-v2/service/ec2"
 
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/provider"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
 )
 
@@ -264,7 +264,7 @@ func (w *world) beforePass() map[string]passView {
 		} else if live, err := w.be.peek.LiveRunners(w.ctx, p.Name); err == nil {
 			v.live = len(live)
 			for _, r := range live {
-				if provisioning.IsWarm(r.Name) {
+				if ledger.IsWarm(r.Name) {
 					v.warm[r.Name] = true
 				}
 			}
@@ -289,7 +289,7 @@ func (w *world) observePools(now time.Time, before map[string]passView) {
 		records, ready := map[string]int{}, map[string]int{}
 		launched := 0
 		for _, r := range live {
-			kind := provisioning.WarmKindOf(r.Name)
+			kind := ledger.WarmKindOf(r.Name)
 			if kind == "" {
 				continue
 			}
@@ -297,11 +297,11 @@ func (w *world) observePools(now time.Time, before map[string]passView) {
 			if !before[p.Name].warm[r.Name] {
 				launched++
 			}
-			if r.State == provisioning.StateRegistered {
+			if r.State == ledger.StateRegistered {
 				ready[kind]++
 			}
 			w.checkWarmGone(r, now)
-			if bound := p.BootTimeout + 2*time.Minute; r.State < provisioning.StateRegistered && now.Sub(r.ReservedAt) > bound && !w.warm.late[r.Name] {
+			if bound := p.BootTimeout + 2*time.Minute; r.State < ledger.StateRegistered && now.Sub(r.ReservedAt) > bound && !w.warm.late[r.Name] {
 				w.warm.late[r.Name] = true
 				w.violate(fmt.Sprintf("warm record %s of pool %s is %s %s after its reservation: neither ready nor retired",
 					r.Name, p.Name, r.State, now.Sub(r.ReservedAt)))
@@ -348,7 +348,7 @@ func (w *world) observePools(now time.Time, before map[string]passView) {
 // checkWarmGone: a live warm record whose machine ended (EC2 lost it, a
 // failed handover terminated it, it shut down) is ended within
 // warmRefillPasses passes, so that the next pass replaces it.
-func (w *world) checkWarmGone(r provisioning.Runner, now time.Time) {
+func (w *world) checkWarmGone(r ledger.Runner, now time.Time) {
 	in := w.insts[r.InstanceID]
 	if in == nil || in.state != off {
 		return

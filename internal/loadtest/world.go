@@ -26,6 +26,7 @@ import (
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/instanceevents"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
@@ -36,7 +37,6 @@ import (
 	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/scaleup"
-	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
 	"github.com/skiffci/skiff/pkg/webhook"
 )
@@ -306,11 +306,11 @@ func (w *world) startRoom() {
 // startScaleUp builds scale-up, with its own GitHub client.
 func (w *world) startScaleUp() {
 	cfg := w.cfg
-	var upLaunches store.Launches = w.be.launches
+	var upLaunches ledger.Launches = w.be.launches
 	if cfg.Plant == PlantIgnoreClaims {
 		upLaunches = blindClaims{upLaunches}
 	}
-	var upLedger store.Ledger = room.Ledger{Ledger: w.be.ledger, Room: w.room}
+	var upLedger ledger.Ledger = room.Ledger{Ledger: w.be.ledger, Room: w.room}
 	if cfg.Plant == PlantTakeWithoutEnd {
 		upLedger = takeBlindLedger{upLedger}
 	}
@@ -328,7 +328,7 @@ func (w *world) startScaleUp() {
 // plant.
 type scaleDownPeers struct {
 	github       scaledown.GitHub
-	ledger       store.Ledger
+	ledger       ledger.Ledger
 	provider     provider.Provider
 	replacements queue.Sender
 }
@@ -412,7 +412,7 @@ func (w *world) startInstanceEvents() {
 // room woken when a runner ends.
 type wakingLedger struct {
 	room.Ledger
-	store.Interruptions
+	ledger.Interruptions
 }
 
 func (w *world) violate(s string) {

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/scaledown"
-	"github.com/skiffci/skiff/pkg/store"
 )
 
 // TestWithDefaults: a Config without jobs or store gets 100 jobs on the
@@ -36,7 +36,7 @@ func TestWithDefaults(t *testing.T) {
 func TestPlantScaleDown(t *testing.T) {
 	t.Parallel()
 	type fakeGitHub struct{ scaledown.GitHub }
-	type fakeLedger struct{ store.Ledger }
+	type fakeLedger struct{ ledger.Ledger }
 	type fakeProvider struct{ provider.Provider }
 	type fakeSender struct{ queue.Sender }
 	peers := scaleDownPeers{github: fakeGitHub{}, ledger: fakeLedger{}, provider: fakeProvider{}, replacements: fakeSender{}}

@@ -22,20 +22,19 @@ import (
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/groups"
 	"github.com/skiffci/skiff/pkg/instanceevents"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/listener"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/route"
 	"github.com/skiffci/skiff/pkg/provider/slurm"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/runnerversion"
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/scaleup"
 	"github.com/skiffci/skiff/pkg/setup"
-	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/store/sqlitestore"
 	"github.com/skiffci/skiff/pkg/telemetry"
 	"github.com/skiffci/skiff/pkg/webhook"
@@ -152,7 +151,7 @@ type Local struct {
 	db     *sqlitestore.DB
 	Queue  *sqlitestore.Queue
 	Store  *sqlitestore.Store
-	Ledger store.Ledger
+	Ledger ledger.Ledger
 	// Room is the pools' waiting room.
 	Room *room.Service
 	// MetricsRecords holds the metrics records (with Config.MetricsRecords).
@@ -497,7 +496,7 @@ func (l *Local) recoverAtStart(ctx context.Context, pools *pool.Config, launches
 			return fmt.Errorf("reading the ledger of pool %s at start: %w", p.Name, err)
 		}
 		for _, r := range rs {
-			if r.State != provisioning.StateReserved {
+			if r.State != ledger.StateReserved {
 				continue
 			}
 			log := l.log.With("pool", p.Name, "runner_name", r.Name, "job_id", r.JobID)
@@ -509,8 +508,8 @@ func (l *Local) recoverAtStart(ctx context.Context, pools *pool.Config, launches
 				log.Info("released a reservation the previous process left without a runner")
 				continue
 			}
-			if err := l.Ledger.Launched(ctx, r.Name, provisioning.Launch{InstanceID: in.ID, InstanceType: in.InstanceType, Zone: in.Zone,
-				Spot: in.Capacity == provider.Spot, StartKind: provisioning.StartCold, At: in.LaunchedAt}); err != nil {
+			if err := l.Ledger.Launched(ctx, r.Name, ledger.LaunchReport{InstanceID: in.ID, InstanceType: in.InstanceType, Zone: in.Zone,
+				Spot: in.Capacity == provider.Spot, StartKind: ledger.StartCold, At: in.LaunchedAt}); err != nil {
 				return fmt.Errorf("recording runner %s's launch at start: %w", r.Name, err)
 			}
 			log.Info("recorded the launch the previous process made before it was killed", "instance_id", in.ID)

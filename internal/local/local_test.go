@@ -23,8 +23,8 @@ import (
 	"github.com/skiffci/skiff/internal/local"
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/provider"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/store/sqlitestore"
 )
 
@@ -164,10 +164,10 @@ func TestLocalRecoversReservationsAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	claim := provisioning.Claim{JobID: 7, Attempt: 1, Gen: 1, Token: "skiff-t", Pool: "cpu", LeaseUntil: now.Add(10 * time.Minute),
+	claim := ledger.Claim{JobID: 7, Attempt: 1, Gen: 1, Token: "skiff-t", Pool: "cpu", LeaseUntil: now.Add(10 * time.Minute),
 		UpdatedAt: now, ExpiresAt: now.Add(time.Hour)}
 	cerr := sqlitestore.NewLaunches(db, nil).ClaimLaunch(ctx, claim, 0, now)
-	n, err := sqlitestore.NewLedger(db, time.Now).Reserve(ctx, "cpu", 20, []provisioning.Runner{{Name: "skiff-7-1", Pool: "cpu", JobID: 7, RunID: 6,
+	n, err := sqlitestore.NewLedger(db, time.Now).Reserve(ctx, "cpu", 20, []ledger.Runner{{Name: "skiff-7-1", Pool: "cpu", JobID: 7, RunID: 6,
 		Attempt: 1, ReservedAt: now}})
 	if err := errors.Join(err, cerr, db.Close()); err != nil || n != 1 {
 		t.Fatalf("claiming and reserving: %d, %v", n, err)

@@ -10,21 +10,21 @@ import (
 
 	"github.com/skiffci/skiff/pkg/freshness"
 	"github.com/skiffci/skiff/pkg/github"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/queue/sqsqueue"
 	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/runnerversion"
-	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/store/dynamostore"
 	"github.com/skiffci/skiff/pkg/telemetry"
 )
 
 // dynamoRoom is the waiting room over the state table, offering jobs on
 // the job queue. pools may be nil where it only wakes (the EC2 events).
-func dynamoRoom(ddb *dynamodb.Client, sqsc *sqs.Client, table, queueURL string, pools *pool.Config, ledger store.Ledger,
+func dynamoRoom(ddb *dynamodb.Client, sqsc *sqs.Client, table, queueURL string, pools *pool.Config, led ledger.Ledger,
 	counter telemetry.Counter, gauges telemetry.Gauges, logger *slog.Logger) (*room.Service, error) {
 	return room.New(room.Options{Room: dynamostore.NewRoomDynamo(ddb, table), Queue: sqsqueue.NewSQS(sqsc, queueURL),
-		Jobs: dynamostore.NewDynamo(ddb, table), Pools: pools, Ledger: ledger, Counter: counter, Gauges: gauges, Logger: logger})
+		Jobs: dynamostore.NewDynamo(ddb, table), Pools: pools, Ledger: led, Counter: counter, Gauges: gauges, Logger: logger})
 }
 
 // failedCapacity is the memory of failed capacity pools an EC2 provider
@@ -37,7 +37,7 @@ func failedCapacity(ddb *dynamodb.Client, table string) room.CapacityMemory {
 // the waiting room woken when a runner ends.
 type WakingEvents struct {
 	room.Ledger
-	store.Interruptions
+	ledger.Interruptions
 }
 
 // runnerFreshness is the freshness check over the state table's runner

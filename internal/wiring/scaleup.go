@@ -16,13 +16,13 @@ import (
 
 	"github.com/skiffci/skiff/pkg/config"
 	"github.com/skiffci/skiff/pkg/github"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/queue/sqsqueue"
 	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/scaleup"
-	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/store/dynamostore"
 	"github.com/skiffci/skiff/pkg/telemetry"
 	"github.com/skiffci/skiff/pkg/userdata"
@@ -265,15 +265,15 @@ func newScaleUpService(ctx context.Context, cfg ScaleUpConfig, awsCfg aws.Config
 	if err != nil {
 		return nil, err
 	}
-	var ledger store.Ledger = dynamostore.NewLedgerDynamo(ddb, cfg.TableName)
+	var led ledger.Ledger = dynamostore.NewLedgerDynamo(ddb, cfg.TableName)
 	records := dynamostore.NewDynamo(ddb, cfg.TableName)
 	var waiter scaleup.Waiter = scaleup.NoRoom{}
 	if cfg.QueueURL != "" {
-		rm, err := dynamoRoom(ddb, sqs.NewFromConfig(awsCfg), cfg.TableName, cfg.QueueURL, pools, ledger, counter, nil, logger)
+		rm, err := dynamoRoom(ddb, sqs.NewFromConfig(awsCfg), cfg.TableName, cfg.QueueURL, pools, led, counter, nil, logger)
 		if err != nil {
 			return nil, err
 		}
-		ledger, waiter = room.Ledger{Ledger: ledger, Room: rm}, rm
+		led, waiter = room.Ledger{Ledger: led, Room: rm}, rm
 	}
 	var keeper scaleup.GroupKeeper = scaleup.NoGroups{}
 	if k, err := groupKeeper(pools, gh, cfg.Allow, cfg.Scope == scaleup.ScopeRepo, counter, logger); err != nil {
@@ -286,7 +286,7 @@ func newScaleUpService(ctx context.Context, cfg ScaleUpConfig, awsCfg aws.Config
 		return nil, err
 	}
 	return scaleup.New(scaleup.Options{
-		Pools: pools, Launches: launches, Ledger: ledger, Jobs: records, Room: waiter,
+		Pools: pools, Launches: launches, Ledger: led, Jobs: records, Room: waiter,
 		Provider: prov, GitHub: gh, Groups: keeper, Runners: runners,
 		Counter: counter, Timings: telemetry.NewEMFTimings(os.Stdout, cfg.MetricsNamespace, names.FunctionScaleUp, nil),
 		Logger: logger, Scope: cfg.Scope, GitHubURL: cfg.GitHubURL, CheckQueued: cfg.CheckQueued,

@@ -18,7 +18,7 @@ import (
 
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/internal/wiring"
-	"github.com/skiffci/skiff/pkg/provisioning"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/store/dynamostore"
 	"github.com/skiffci/skiff/pkg/webhook"
@@ -75,8 +75,8 @@ func TestWebhookAgainstMoto(t *testing.T) {
 	_, err = ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
 		"pk": &types.AttributeValueMemberS{Value: "RUNNER#" + runner}, "sk": &types.AttributeValueMemberS{Value: "RUNNER"},
 		"pool": &types.AttributeValueMemberS{Value: "default"}, "job_id": &types.AttributeValueMemberN{Value: strconv.Itoa(jobID)},
-		"state":      &types.AttributeValueMemberS{Value: provisioning.StateLaunched.String()},
-		"state_rank": &types.AttributeValueMemberN{Value: strconv.Itoa(int(provisioning.StateLaunched))},
+		"state":      &types.AttributeValueMemberS{Value: ledger.StateLaunched.String()},
+		"state_rank": &types.AttributeValueMemberN{Value: strconv.Itoa(int(ledger.StateLaunched))},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -138,8 +138,8 @@ func TestWebhookAgainstMoto(t *testing.T) {
 	if r, err := st.Run(ctx, jobID); err != nil || r.Event != "repository_dispatch" {
 		t.Errorf("run record %+v, %v", r, err)
 	}
-	ledger := dynamostore.NewLedgerDynamo(ddb, table)
-	if r, err := ledger.Runner(ctx, runner); err != nil || r.State != provisioning.StateJobCompleted {
+	led := dynamostore.NewLedgerDynamo(ddb, table)
+	if r, err := led.Runner(ctx, runner); err != nil || r.State != ledger.StateJobCompleted {
 		t.Errorf("runner %+v, %v", r, err)
 	}
 

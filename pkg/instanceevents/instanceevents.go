@@ -24,8 +24,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/pool"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
 )
@@ -33,8 +33,8 @@ import (
 // Ledger is the part of the runner ledger the service writes.
 type Ledger interface {
 	EndInstance(ctx context.Context, instanceID string, at time.Time, reason string) (bool, error)
-	RunnerByInstance(ctx context.Context, instanceID string) (provisioning.Runner, error)
-	store.Interruptions
+	RunnerByInstance(ctx context.Context, instanceID string) (ledger.Runner, error)
+	ledger.Interruptions
 }
 
 // Metric names the service counts, with their reasons.
@@ -131,7 +131,7 @@ func (s *Service) StateChanged(ctx context.Context, instanceID, state string, at
 		// (docs/warm-pools.md), and a job that takes it starts it again: a
 		// stop of a warm record, or one from before the runner was launched
 		// on the machine (a late event of the wait), ends nothing.
-		if (state == "stopping" || state == "stopped") && (provisioning.IsWarm(r.Name) || at.Before(r.LaunchedAt)) {
+		if (state == "stopping" || state == "stopped") && (ledger.IsWarm(r.Name) || at.Before(r.LaunchedAt)) {
 			log.Debug("a warm machine's stop ends nothing", "runner_name", r.Name)
 			s.counter.Count(MetricIgnored, "warm_stop")
 			return nil
@@ -161,7 +161,7 @@ func (s *Service) StateChanged(ctx context.Context, instanceID, state string, at
 
 // leftBecause says why a live runner whose instance ended is the
 // reconciler's to end ("" when it is not).
-func leftBecause(r provisioning.Runner, records bool) string {
+func leftBecause(r ledger.Runner, records bool) string {
 	switch {
 	case r.BusyJob != r.JobID:
 		return "did not run its own job"

@@ -7,9 +7,8 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/instanceevents"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
-	"github.com/skiffci/skiff/pkg/provisioning"
-	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
 )
 
@@ -17,19 +16,19 @@ var t0 = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 
 // setup returns a service over a memory ledger holding one launched runner
 // on instance i-0run of pool cpu.
-func setup(t *testing.T) (*instanceevents.Service, *store.LedgerMemory, *telemetry.Memory) {
+func setup(t *testing.T) (*instanceevents.Service, *ledger.Memory, *telemetry.Memory) {
 	t.Helper()
-	l := store.NewLedgerMemory(func() time.Time { return t0 })
+	l := ledger.NewMemory(func() time.Time { return t0 })
 	ctx := context.Background()
-	r := provisioning.Runner{Name: "skiff-5-1", Pool: "cpu", JobID: 5, ReservedAt: t0}
-	if n, err := l.Reserve(ctx, "cpu", 10, []provisioning.Runner{r}); err != nil || n != 1 {
+	r := ledger.Runner{Name: "skiff-5-1", Pool: "cpu", JobID: 5, ReservedAt: t0}
+	if n, err := l.Reserve(ctx, "cpu", 10, []ledger.Runner{r}); err != nil || n != 1 {
 		t.Fatalf("Reserve = %d, %v", n, err)
 	}
-	if err := l.Launched(ctx, r.Name, provisioning.Launch{InstanceID: "i-0run", Spot: true, At: t0}); err != nil {
+	if err := l.Launched(ctx, r.Name, ledger.LaunchReport{InstanceID: "i-0run", Spot: true, At: t0}); err != nil {
 		t.Fatal(err)
 	}
 	// The runner ran its own job: its end is the events' to report.
-	if err := l.Advance(ctx, r.Name, provisioning.StateJobStarted, t0, r.JobID); err != nil {
+	if err := l.Advance(ctx, r.Name, ledger.StateJobStarted, t0, r.JobID); err != nil {
 		t.Fatal(err)
 	}
 	c := &telemetry.Memory{}
@@ -66,13 +65,13 @@ func TestStateChanged(t *testing.T) {
 			r, _ := l.RunnerByInstance(ctx, "i-0run")
 			live, _ := l.Live(ctx, "cpu")
 			if c.ends {
-				if r.State != provisioning.StateTerminated || r.Reason != c.reason || !r.EndedAt.Equal(t0.Add(time.Minute)) || live != 0 {
+				if r.State != ledger.StateTerminated || r.Reason != c.reason || !r.EndedAt.Equal(t0.Add(time.Minute)) || live != 0 {
 					t.Errorf("runner %+v, live %d; want ended by %s", r, live, c.reason)
 				}
 				if counts.Get(instanceevents.MetricRunnerEnded, c.state) != 1 {
 					t.Errorf("counts %v", counts.Snapshot())
 				}
-			} else if r.State != provisioning.StateJobStarted || live != 1 || counts.Get(instanceevents.MetricIgnored, "state") != 1 {
+			} else if r.State != ledger.StateJobStarted || live != 1 || counts.Get(instanceevents.MetricIgnored, "state") != 1 {
 				t.Errorf("runner %+v, live %d, counts %v; want it untouched", r, live, counts.Snapshot())
 			}
 		})
@@ -100,7 +99,7 @@ func TestRepeatedAndOutOfOrder(t *testing.T) {
 		}
 	}
 	r, _ := l.RunnerByInstance(ctx, "i-0run")
-	if r.State != provisioning.StateTerminated || r.Reason != "state_terminated" || !r.EndedAt.Equal(t0.Add(3*time.Minute)) {
+	if r.State != ledger.StateTerminated || r.Reason != "state_terminated" || !r.EndedAt.Equal(t0.Add(3*time.Minute)) {
 		t.Errorf("runner %+v: the first report must win", r)
 	}
 	if live, _ := l.Live(ctx, "cpu"); live != 0 {
@@ -142,7 +141,7 @@ func TestSpotInterruption(t *testing.T) {
 		}
 	}
 	r, _ := l.RunnerByInstance(ctx, "i-0run")
-	if r.State != provisioning.StateJobStarted || !r.InterruptedAt.Equal(t0.Add(time.Minute)) {
+	if r.State != ledger.StateJobStarted || !r.InterruptedAt.Equal(t0.Add(time.Minute)) {
 		t.Errorf("runner %+v: want the first warning's time and no state change", r)
 	}
 	if counts.Get(instanceevents.MetricSpotInterruption, "") != 2 {
@@ -159,8 +158,8 @@ func (failing) EndInstance(context.Context, string, time.Time, string) (bool, er
 	return false, errDown
 }
 func (failing) MarkInterrupted(context.Context, string, time.Time) error { return errDown }
-func (failing) RunnerByInstance(context.Context, string) (provisioning.Runner, error) {
-	return provisioning.Runner{}, errDown
+func (failing) RunnerByInstance(context.Context, string) (ledger.Runner, error) {
+	return ledger.Runner{}, errDown
 }
 
 // TestStoreFailureIsAnError: the function must fail so Lambda retries the event.
@@ -200,17 +199,17 @@ func TestRunnerWithoutItsJobIsLeftToTheReconciler(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			l := store.NewLedgerMemory(func() time.Time { return t0 })
+			l := ledger.NewMemory(func() time.Time { return t0 })
 			ctx := context.Background()
-			r := provisioning.Runner{Name: "skiff-5-1", Pool: "cpu", JobID: 5, ReservedAt: t0}
-			if n, err := l.Reserve(ctx, "cpu", 10, []provisioning.Runner{r}); err != nil || n != 1 {
+			r := ledger.Runner{Name: "skiff-5-1", Pool: "cpu", JobID: 5, ReservedAt: t0}
+			if n, err := l.Reserve(ctx, "cpu", 10, []ledger.Runner{r}); err != nil || n != 1 {
 				t.Fatalf("Reserve = %d, %v", n, err)
 			}
-			if err := l.Launched(ctx, r.Name, provisioning.Launch{InstanceID: "i-0x", At: t0}); err != nil {
+			if err := l.Launched(ctx, r.Name, ledger.LaunchReport{InstanceID: "i-0x", At: t0}); err != nil {
 				t.Fatal(err)
 			}
 			if tc.ran != 0 {
-				if err := l.Advance(ctx, r.Name, provisioning.StateJobCompleted, t0, tc.ran); err != nil {
+				if err := l.Advance(ctx, r.Name, ledger.StateJobCompleted, t0, tc.ran); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -223,7 +222,7 @@ func TestRunnerWithoutItsJobIsLeftToTheReconciler(t *testing.T) {
 				t.Fatal(err)
 			}
 			got, _ := l.Runner(ctx, r.Name)
-			if ended := got.State == provisioning.StateTerminated; ended != tc.ended {
+			if ended := got.State == ledger.StateTerminated; ended != tc.ended {
 				t.Errorf("state %s, want ended %v (counts %v)", got.State, tc.ended, c.Snapshot())
 			}
 			if !tc.ended && c.Get(instanceevents.MetricLeftToReconciler, "cpu") != 1 {
@@ -292,12 +291,12 @@ func TestInterruptedRunnerIsLeftToTheReconciler(t *testing.T) {
 func TestWarmMachineStopsAreNotEnds(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	l := store.NewLedgerMemory(func() time.Time { return t0 })
+	l := ledger.NewMemory(func() time.Time { return t0 })
 	warm := names.WarmRunnerName("", "stopped", "k1", "a")
-	if n, err := l.Reserve(ctx, "cpu", 10, []provisioning.Runner{{Name: warm, Pool: "cpu", ReservedAt: t0}}); err != nil || n != 1 {
+	if n, err := l.Reserve(ctx, "cpu", 10, []ledger.Runner{{Name: warm, Pool: "cpu", ReservedAt: t0}}); err != nil || n != 1 {
 		t.Fatalf("Reserve = %d, %v", n, err)
 	}
-	if err := l.Launched(ctx, warm, provisioning.Launch{InstanceID: "i-0warm", At: t0}); err != nil {
+	if err := l.Launched(ctx, warm, ledger.LaunchReport{InstanceID: "i-0warm", At: t0}); err != nil {
 		t.Fatal(err)
 	}
 	svc, err := instanceevents.New(instanceevents.Options{Ledger: l, Counter: &telemetry.Memory{}})
@@ -309,34 +308,34 @@ func TestWarmMachineStopsAreNotEnds(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if r, _ := l.Runner(ctx, warm); r.State != provisioning.StateLaunched {
+	if r, _ := l.Runner(ctx, warm); r.State != ledger.StateLaunched {
 		t.Fatalf("the warm machine's record after its stop = %+v; want it live", r)
 	}
 	// A job takes it at minute 10; the stop's events arrive again, late.
 	if ok, err := l.End(ctx, warm, t0.Add(10*time.Minute), "taken"); err != nil || !ok {
 		t.Fatal(err)
 	}
-	job := provisioning.Runner{Name: "skiff-9-1", Pool: "cpu", JobID: 9, ReservedAt: t0.Add(10 * time.Minute)}
-	if n, err := l.Reserve(ctx, "cpu", 10, []provisioning.Runner{job}); err != nil || n != 1 {
+	job := ledger.Runner{Name: "skiff-9-1", Pool: "cpu", JobID: 9, ReservedAt: t0.Add(10 * time.Minute)}
+	if n, err := l.Reserve(ctx, "cpu", 10, []ledger.Runner{job}); err != nil || n != 1 {
 		t.Fatal(err)
 	}
-	if err := l.Launched(ctx, job.Name, provisioning.Launch{InstanceID: "i-0warm", StartKind: provisioning.StartStopped, At: t0.Add(10 * time.Minute)}); err != nil {
+	if err := l.Launched(ctx, job.Name, ledger.LaunchReport{InstanceID: "i-0warm", StartKind: ledger.StartStopped, At: t0.Add(10 * time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Advance(ctx, job.Name, provisioning.StateJobStarted, t0.Add(11*time.Minute), job.JobID); err != nil {
+	if err := l.Advance(ctx, job.Name, ledger.StateJobStarted, t0.Add(11*time.Minute), job.JobID); err != nil {
 		t.Fatal(err)
 	}
 	if err := svc.StateChanged(ctx, "i-0warm", "stopped", t0.Add(2*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	if r, _ := l.Runner(ctx, job.Name); r.State != provisioning.StateJobStarted {
+	if r, _ := l.Runner(ctx, job.Name); r.State != ledger.StateJobStarted {
 		t.Fatalf("the job's runner after a stop event from before its start = %+v; want it live", r)
 	}
 	// Its termination ends it.
 	if err := svc.StateChanged(ctx, "i-0warm", "terminated", t0.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if r, _ := l.Runner(ctx, job.Name); r.State != provisioning.StateTerminated {
+	if r, _ := l.Runner(ctx, job.Name); r.State != ledger.StateTerminated {
 		t.Errorf("the job's runner after its termination = %+v; want it ended", r)
 	}
 }

@@ -39,8 +39,8 @@ import (
 
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/scaleset"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/pool"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/store"
 )
@@ -68,10 +68,10 @@ type Records interface {
 }
 
 // Runners is the runner ledger's step the job messages report (a job
-// started or completed on a runner); store.Ledger implements it, and
+// started or completed on a runner); ledger.Ledger implements it, and
 // returns store.ErrNotFound for a runner that is not skiff's.
 type Runners interface {
-	Advance(ctx context.Context, name string, to provisioning.State, at time.Time, job int64) error
+	Advance(ctx context.Context, name string, to ledger.State, at time.Time, job int64) error
 }
 
 // Runs reads a workflow run (its trigger, head repository and the
@@ -586,11 +586,11 @@ func (l *Listener) lifecycle(ctx context.Context, log *slog.Logger, runs batchJo
 	rec := store.Job{ID: id, RunID: j.WorkflowRunID, Repository: j.OwnerName + "/" + j.RepositoryName, Owner: j.OwnerName,
 		InstallationID: l.o.Installation, Status: status, Labels: j.RequestLabels, Pool: p.Name, JobName: j.DisplayName,
 		RunnerName: j.RunnerName, RunnerID: j.RunnerID, UpdatedAt: now, ExpiresAt: now.Add(l.o.JobTTL)}
-	step := provisioning.StateJobStarted
+	step := ledger.StateJobStarted
 	if status == store.StatusInProgress {
 		rec.StartedAt = now
 	} else {
-		rec.CompletedAt, rec.Conclusion, step = now, conclusion(j.Result), provisioning.StateJobCompleted
+		rec.CompletedAt, rec.Conclusion, step = now, conclusion(j.Result), ledger.StateJobCompleted
 	}
 	if _, err := l.o.Records.RecordJob(ctx, rec); err != nil {
 		return fmt.Errorf("recording job %d: %w", id, err)

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/provisioning"
+	"github.com/skiffci/skiff/pkg/ledger"
 )
 
 // SchemaVersion is the version of schema/metrics.schema.json that Build
@@ -166,11 +166,11 @@ type Slurm struct {
 }
 
 // The start kinds of a record (start.kind): how the runner's machine
-// started, as the runner ledger records it (provisioning.StartCold …).
+// started, as the runner ledger records it (ledger.StartCold …).
 const (
-	StartCold    = provisioning.StartCold
-	StartStopped = provisioning.StartStopped
-	StartHot     = provisioning.StartHot
+	StartCold    = ledger.StartCold
+	StartStopped = ledger.StartStopped
+	StartHot     = ledger.StartHot
 )
 
 // Start is where the job's start time went: the times the runner ledger

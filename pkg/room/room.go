@@ -42,8 +42,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/pool"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
@@ -80,7 +80,7 @@ type JobRecords interface {
 	Job(ctx context.Context, id int64) (store.Job, error)
 }
 
-// Live counts a pool's live runners (store.Ledger).
+// Live counts a pool's live runners (ledger.Ledger).
 type Live interface {
 	Live(ctx context.Context, pool string) (int, error)
 }
@@ -478,21 +478,21 @@ func (s *Service) probeAll(ctx context.Context, pool string, ws []Waiting, now t
 	}
 }
 
-// Ledger is a store.Ledger that wakes a pool's room when one of its
+// Ledger is a ledger.Ledger that wakes a pool's room when one of its
 // runners' records ends, whoever reports it: the EC2 state-change
 // function, the reconciler, scale-up's release, local mode's watch of its
 // processes. One freed slot offers one waiting job.
 type Ledger struct {
-	store.Ledger
+	ledger.Ledger
 	Room *Service
 }
 
-// End implements store.Ledger.
+// End implements ledger.Ledger.
 func (l Ledger) End(ctx context.Context, name string, at time.Time, reason string) (bool, error) {
 	return l.endedBy(ctx, name)(l.Ledger.End(ctx, name, at, reason))
 }
 
-// EndAwaiting implements store.Ledger.
+// EndAwaiting implements ledger.Ledger.
 func (l Ledger) EndAwaiting(ctx context.Context, name string, at time.Time, reason string) (bool, error) {
 	return l.endedBy(ctx, name)(l.Ledger.EndAwaiting(ctx, name, at, reason))
 }
@@ -510,7 +510,7 @@ func (l Ledger) endedBy(ctx context.Context, name string) func(bool, error) (boo
 	}
 }
 
-// EndInstance implements store.Ledger.
+// EndInstance implements ledger.Ledger.
 func (l Ledger) EndInstance(ctx context.Context, id string, at time.Time, reason string) (bool, error) {
 	ended, err := l.Ledger.EndInstance(ctx, id, at, reason)
 	if err == nil && ended {
@@ -521,7 +521,7 @@ func (l Ledger) EndInstance(ctx context.Context, id string, at time.Time, reason
 	return ended, err
 }
 
-func (l Ledger) wake(ctx context.Context, r provisioning.Runner) {
+func (l Ledger) wake(ctx context.Context, r ledger.Runner) {
 	if n := l.Room.Wake(ctx, r.Pool, 1); n > 0 {
 		l.Room.o.Logger.Debug("a runner ended; woke the pool's room", "pool", r.Pool, "runner_name", r.Name, "job_id", r.JobID)
 	}

@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 
 	"github.com/skiffci/skiff/pkg/github"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/scaledown/decide"
 	"github.com/skiffci/skiff/pkg/store"
 )
@@ -25,7 +25,7 @@ func (p *pass) advance(ctx context.Context, as []decide.Advance) {
 	p.each(ctx, len(as), func(i int) {
 		a := as[i]
 		var err error
-		if a.To == provisioning.StateLaunched {
+		if a.To == ledger.StateLaunched {
 			err = p.s.o.Ledger.Launched(ctx, a.Runner, a.Launch)
 		} else {
 			err = p.s.o.Ledger.Advance(ctx, a.Runner, a.To, a.At, 0)
@@ -144,7 +144,7 @@ func (p *pass) jobs(ctx context.Context, actions []decide.Action, ok []bool) {
 			strandIDs = append(strandIDs, a.JobID)
 		}
 	}
-	claims := map[int64]provisioning.Claim{}
+	claims := map[int64]ledger.Claim{}
 	if len(strandIDs) > 0 {
 		var err error
 		if claims, err = p.s.o.Claims.LaunchClaims(ctx, strandIDs, p.now); err != nil {

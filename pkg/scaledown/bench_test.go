@@ -17,11 +17,11 @@ import (
 
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
 	"github.com/skiffci/skiff/pkg/provider/ec2/ec2fake"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/scaledown"
@@ -75,21 +75,21 @@ func (c *counted) reset() {
 }
 
 type countingLedger struct {
-	store.Ledger
+	ledger.Ledger
 	c *counted
 }
 
-func (l countingLedger) Reserve(ctx context.Context, pool string, max int, rs []provisioning.Runner) (int, error) {
+func (l countingLedger) Reserve(ctx context.Context, pool string, max int, rs []ledger.Runner) (int, error) {
 	l.c.add("Reserve")
 	return l.Ledger.Reserve(ctx, pool, max, rs)
 }
 
-func (l countingLedger) Launched(ctx context.Context, name string, x provisioning.Launch) error {
+func (l countingLedger) Launched(ctx context.Context, name string, x ledger.LaunchReport) error {
 	l.c.add("Launched")
 	return l.Ledger.Launched(ctx, name, x)
 }
 
-func (l countingLedger) Advance(ctx context.Context, name string, to provisioning.State, at time.Time, job int64) error {
+func (l countingLedger) Advance(ctx context.Context, name string, to ledger.State, at time.Time, job int64) error {
 	l.c.add("Advance")
 	return l.Ledger.Advance(ctx, name, to, at, job)
 }
@@ -104,17 +104,17 @@ func (l countingLedger) EndInstance(ctx context.Context, id string, at time.Time
 	return l.Ledger.EndInstance(ctx, id, at, reason)
 }
 
-func (l countingLedger) Runner(ctx context.Context, name string) (provisioning.Runner, error) {
+func (l countingLedger) Runner(ctx context.Context, name string) (ledger.Runner, error) {
 	l.c.add("Runner")
 	return l.Ledger.Runner(ctx, name)
 }
 
-func (l countingLedger) RunnerByInstance(ctx context.Context, id string) (provisioning.Runner, error) {
+func (l countingLedger) RunnerByInstance(ctx context.Context, id string) (ledger.Runner, error) {
 	l.c.add("RunnerByInstance")
 	return l.Ledger.RunnerByInstance(ctx, id)
 }
 
-func (l countingLedger) LiveRunners(ctx context.Context, pool string) ([]provisioning.Runner, error) {
+func (l countingLedger) LiveRunners(ctx context.Context, pool string) ([]ledger.Runner, error) {
 	l.c.add("LiveRunners")
 	return l.Ledger.LiveRunners(ctx, pool)
 }
@@ -129,12 +129,12 @@ type countingClaims struct {
 	c *counted
 }
 
-func (k countingClaims) LaunchClaims(ctx context.Context, ids []int64, now time.Time) (map[int64]provisioning.Claim, error) {
+func (k countingClaims) LaunchClaims(ctx context.Context, ids []int64, now time.Time) (map[int64]ledger.Claim, error) {
 	k.c.add("LaunchClaims")
 	return k.Claims.LaunchClaims(ctx, ids, now)
 }
 
-func (k countingClaims) ClaimLaunch(ctx context.Context, c provisioning.Claim, prev int, now time.Time) error {
+func (k countingClaims) ClaimLaunch(ctx context.Context, c ledger.Claim, prev int, now time.Time) error {
 	k.c.add("ClaimLaunch")
 	return k.Claims.ClaimLaunch(ctx, c, prev, now)
 }
@@ -198,7 +198,7 @@ type benchWorld struct {
 	sim    *ghsim.Server
 	down   *scaledown.Service
 	ops    *counted
-	ledger *store.LedgerMemory
+	ledger *ledger.Memory
 	// expected actions of the pass
 	idle, gone, completed, orphans int
 }
@@ -258,8 +258,8 @@ func newBenchWorld(tb testing.TB) *benchWorld {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ledger := store.NewLedgerMemory(clock.Now)
-	claims := store.NewLaunchMemory()
+	led := ledger.NewMemory(clock.Now)
+	claims := ledger.NewLaunchMemory()
 	records := store.NewMemory()
 	records.SetClock(clock.Now)
 
@@ -267,14 +267,14 @@ func newBenchWorld(tb testing.TB) *benchWorld {
 		name   string
 		job    int64
 		inst   string
-		state  provisioning.State
+		state  ledger.State
 		at     time.Time // launched
 		regAt  time.Time
 		runner string // "online", "busy", "offline", "" (none)
 	}
 	var recs []rec
 	job := int64(1_000_000)
-	add := func(n int, launched time.Time, state provisioning.State, regAt time.Time, runner, instState string, extra map[string]string) {
+	add := func(n int, launched time.Time, state ledger.State, regAt time.Time, runner, instState string, extra map[string]string) {
 		for range n {
 			job++
 			name := "skiff-" + strconv.FormatInt(job, 10) + "-1"
@@ -291,14 +291,14 @@ func newBenchWorld(tb testing.TB) *benchWorld {
 		}
 	}
 	started := map[string]string{names.TagJobStarted: now.Add(-20 * time.Minute).Format(time.RFC3339)}
-	add(benchBusy, now.Add(-25*time.Minute), provisioning.StateJobStarted, now.Add(-24*time.Minute), "busy", "", started)
-	add(benchFresh, now.Add(-3*time.Minute), provisioning.StateRegistered, now.Add(-time.Minute), "online", "", nil)
-	add(benchBooting, now.Add(-2*time.Minute), provisioning.StateLaunched, time.Time{}, "online", "", nil)
+	add(benchBusy, now.Add(-25*time.Minute), ledger.StateJobStarted, now.Add(-24*time.Minute), "busy", "", started)
+	add(benchFresh, now.Add(-3*time.Minute), ledger.StateRegistered, now.Add(-time.Minute), "online", "", nil)
+	add(benchBooting, now.Add(-2*time.Minute), ledger.StateLaunched, time.Time{}, "online", "", nil)
 	idleFrom := len(recs)
-	add(benchIdle, now.Add(-22*time.Minute), provisioning.StateRegistered, now.Add(-20*time.Minute), "online", "", nil)
-	add(benchGone, now.Add(-30*time.Minute), provisioning.StateRegistered, now.Add(-29*time.Minute), "offline", "terminated", nil)
-	add(benchCompleted, now.Add(-40*time.Minute), provisioning.StateJobCompleted, now.Add(-39*time.Minute), "online", "", nil)
-	add(benchVanished, now.Add(-15*time.Minute), provisioning.StateRegistered, now.Add(-14*time.Minute), "", "", nil)
+	add(benchIdle, now.Add(-22*time.Minute), ledger.StateRegistered, now.Add(-20*time.Minute), "online", "", nil)
+	add(benchGone, now.Add(-30*time.Minute), ledger.StateRegistered, now.Add(-29*time.Minute), "offline", "terminated", nil)
+	add(benchCompleted, now.Add(-40*time.Minute), ledger.StateJobCompleted, now.Add(-39*time.Minute), "online", "", nil)
+	add(benchVanished, now.Add(-15*time.Minute), ledger.StateRegistered, now.Add(-14*time.Minute), "", "", nil)
 	// Orphans: instances only.
 	for i := range benchOrphans {
 		benchInstance(tb, fake, now.Add(-20*time.Minute), map[string]string{names.TagManaged: names.ManagedValue, names.TagPool: "cpu",
@@ -307,31 +307,31 @@ func newBenchWorld(tb testing.TB) *benchWorld {
 	fake.SetClock(clock.Now)
 
 	// The ledger: one reservation of every record, then its launch and states.
-	rs := make([]provisioning.Runner, len(recs))
+	rs := make([]ledger.Runner, len(recs))
 	for i, r := range recs {
-		rs[i] = provisioning.Runner{Name: r.name, Pool: "cpu", JobID: r.job, RunID: r.job, Attempt: 1, Token: "t-" + r.name,
+		rs[i] = ledger.Runner{Name: r.name, Pool: "cpu", JobID: r.job, RunID: r.job, Attempt: 1, Token: "t-" + r.name,
 			ReservedAt: r.at.Add(-10 * time.Second)}
 	}
-	if n, err := ledger.Reserve(ctx, "cpu", len(rs), rs); err != nil || n != len(rs) {
+	if n, err := led.Reserve(ctx, "cpu", len(rs), rs); err != nil || n != len(rs) {
 		tb.Fatalf("reserving: %d of %d, %v", n, len(rs), err)
 	}
 	for _, r := range recs {
-		if err := ledger.Launched(ctx, r.name, provisioning.Launch{InstanceID: r.inst, InstanceType: "c7i.large", Zone: "subnet-0aaaaaaaa-az",
+		if err := led.Launched(ctx, r.name, ledger.LaunchReport{InstanceID: r.inst, InstanceType: "c7i.large", Zone: "subnet-0aaaaaaaa-az",
 			Spot: true, At: r.at}); err != nil {
 			tb.Fatal(err)
 		}
-		for _, st := range []provisioning.State{provisioning.StateRegistered, provisioning.StateJobStarted, provisioning.StateJobCompleted} {
+		for _, st := range []ledger.State{ledger.StateRegistered, ledger.StateJobStarted, ledger.StateJobCompleted} {
 			if r.state < st {
 				break
 			}
 			at := r.regAt
 			switch st {
-			case provisioning.StateJobStarted:
+			case ledger.StateJobStarted:
 				at = r.regAt.Add(time.Minute)
-			case provisioning.StateJobCompleted:
+			case ledger.StateJobCompleted:
 				at = now.Add(-5 * time.Minute)
 			}
-			if err := ledger.Advance(ctx, r.name, st, at, r.job); err != nil {
+			if err := led.Advance(ctx, r.name, st, at, r.job); err != nil {
 				tb.Fatal(err)
 			}
 		}
@@ -409,13 +409,13 @@ func newBenchWorld(tb testing.TB) *benchWorld {
 	}
 
 	ops := &counted{ops: map[string]int{}}
-	down, err := scaledown.New(scaledown.Options{Pools: pools, Ledger: countingLedger{ledger, ops}, Claims: countingClaims{claims, ops},
+	down, err := scaledown.New(scaledown.Options{Pools: pools, Ledger: countingLedger{led, ops}, Claims: countingClaims{claims, ops},
 		Jobs: countingJobs{records, ops}, Provider: prov, GitHub: gh, Queue: &queue.Memory{}, Logger: log, Now: clock.Now,
 		Scopes: []github.Scope{github.OrgScope("acme")}})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &benchWorld{fake: fake, sim: sim, down: down, ops: ops, ledger: ledger,
+	return &benchWorld{fake: fake, sim: sim, down: down, ops: ops, ledger: led,
 		idle: benchIdle, gone: benchGone, completed: benchCompleted, orphans: benchOrphans}
 }
 

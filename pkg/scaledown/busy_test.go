@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/provider"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/scaledown"
 )
 
@@ -58,11 +58,11 @@ func TestBusySignalsInDepth(t *testing.T) {
 				t.Fatalf("job %+v, want it running on %s", js, name)
 			}
 			// A pass saw the runner registered (idle, by its flag) at the start.
-			if err := w.ledger.Advance(ctx, name, provisioning.StateRegistered, start, 0); err != nil {
+			if err := w.ledger.Advance(ctx, name, ledger.StateRegistered, start, 0); err != nil {
 				t.Fatal(err)
 			}
 			if tc.ledger {
-				if err := w.ledger.Advance(ctx, name, provisioning.StateJobStarted, start, job); err != nil {
+				if err := w.ledger.Advance(ctx, name, ledger.StateJobStarted, start, job); err != nil {
 					t.Fatal(err)
 				}
 			}

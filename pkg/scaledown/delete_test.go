@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/provider"
-	"github.com/skiffci/skiff/pkg/provisioning"
 )
 
 // TestTerminateOnlyAfterTheRunnerIsDeleted: an idle runner (its job was
@@ -33,7 +33,7 @@ func TestTerminateOnlyAfterTheRunnerIsDeleted(t *testing.T) {
 	if _, err := w.sim.ConnectRunner(reg.JITConfig); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.ledger.Advance(ctx, name, provisioning.StateRegistered, start, 0); err != nil {
+	if err := w.ledger.Advance(ctx, name, ledger.StateRegistered, start, 0); err != nil {
 		t.Fatal(err)
 	}
 	registered := func() bool {

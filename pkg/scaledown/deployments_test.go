@@ -9,12 +9,12 @@ import (
 
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
 	"github.com/skiffci/skiff/pkg/provider/ec2/ec2fake"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/scaledown"
@@ -74,10 +74,10 @@ func TestTwoDeploymentsOneAccount(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ledger := store.NewLedgerMemory(clock.Now)
+		led := ledger.NewMemory(clock.Now)
 		jobs := store.NewMemory()
 		jobs.SetClock(clock.Now)
-		down, err := scaledown.New(scaledown.Options{Pools: pools, Ledger: ledger, Claims: store.NewLaunchMemory(), Jobs: jobs,
+		down, err := scaledown.New(scaledown.Options{Pools: pools, Ledger: led, Claims: ledger.NewLaunchMemory(), Jobs: jobs,
 			Provider: prov, GitHub: gh, Queue: &queue.Memory{}, Logger: log, Now: clock.Now, Deployment: name,
 			Scopes: []github.Scope{github.OrgScope("acme")}})
 		if err != nil {
@@ -87,7 +87,7 @@ func TestTwoDeploymentsOneAccount(t *testing.T) {
 		// own ledger, as scale-up does.
 		job := int64(100 + i)
 		runner := names.RunnerName(name, job, 1)
-		if n, err := ledger.Reserve(ctx, "cpu", 10, []provisioning.Runner{{Name: runner, Pool: "cpu", JobID: job, ReservedAt: now}}); err != nil || n != 1 {
+		if n, err := led.Reserve(ctx, "cpu", 10, []ledger.Runner{{Name: runner, Pool: "cpu", JobID: job, ReservedAt: now}}); err != nil || n != 1 {
 			t.Fatalf("reserving: %d, %v", n, err)
 		}
 		plan, err := prov.Plan(ctx, provider.Launch{Token: name + "-launch", Spec: spec,
@@ -106,7 +106,7 @@ func TestTwoDeploymentsOneAccount(t *testing.T) {
 		if err != nil || len(res.Runners) != 1 || res.Runners[0].Err != nil {
 			t.Fatalf("launching for %s: %+v, %v", name, res, err)
 		}
-		if err := ledger.Launched(ctx, runner, provisioning.Launch{InstanceID: res.Runners[0].Instance.ID, At: now}); err != nil {
+		if err := led.Launched(ctx, runner, ledger.LaunchReport{InstanceID: res.Runners[0].Instance.ID, At: now}); err != nil {
 			t.Fatal(err)
 		}
 		deps = append(deps, &deployment{name: name, provider: prov, down: down, instance: res.Runners[0].Instance.ID, runner: runner})

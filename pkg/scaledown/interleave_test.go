@@ -19,11 +19,11 @@ import (
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/dryrun"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/scaleup"
@@ -121,8 +121,8 @@ type world struct {
 	sim     *ghsim.Server
 	dry     *dryrun.Provider
 	prov    *tagged
-	ledger  *store.LedgerMemory
-	launch  *store.LaunchMemory
+	ledger  *ledger.Memory
+	launch  *ledger.LaunchMemory
 	records *store.Memory
 	q       *queue.Memory
 	up      *scaleup.Service
@@ -201,8 +201,8 @@ func newWorldSim(t *testing.T, seed uint64, simOpts func(*ghsim.Options), opts .
 	w.dry = dryrun.New(log, w.clock.Now)
 	w.prov = &tagged{Provider: w.dry, tags: map[string]map[string]string{}, busy: w.busyRunners,
 		violation: func(s string) { w.mu.Lock(); w.violations = append(w.violations, s); w.mu.Unlock() }}
-	w.ledger = store.NewLedgerMemory(w.clock.Now)
-	w.launch = store.NewLaunchMemory()
+	w.ledger = ledger.NewMemory(w.clock.Now)
+	w.launch = ledger.NewLaunchMemory()
 	w.records = store.NewMemory()
 	w.records.SetClock(w.clock.Now)
 	w.q = &queue.Memory{}
@@ -228,11 +228,11 @@ func newWorldSim(t *testing.T, seed uint64, simOpts func(*ghsim.Options), opts .
 // unrecordedLedger is the ledger as scale-up writes it, whose Launched
 // fails while fail is set.
 type unrecordedLedger struct {
-	store.Ledger
+	ledger.Ledger
 	fail *atomic.Bool
 }
 
-func (l unrecordedLedger) Launched(ctx context.Context, name string, la provisioning.Launch) error {
+func (l unrecordedLedger) Launched(ctx context.Context, name string, la ledger.LaunchReport) error {
 	if l.fail.Load() {
 		return errors.New("recording launch: the store failed")
 	}
@@ -271,7 +271,7 @@ func (w *world) webhook(ctx context.Context) {
 		if js.Status != "queued" && js.RunnerName != "" && !j.seenStart {
 			j.seenStart = true
 			if w.rng.IntN(5) > 0 && now.Sub(js.StartedAt) > time.Duration(w.rng.IntN(60))*time.Second {
-				_ = w.ledger.Advance(ctx, js.RunnerName, provisioning.StateJobStarted, js.StartedAt, id)
+				_ = w.ledger.Advance(ctx, js.RunnerName, ledger.StateJobStarted, js.StartedAt, id)
 				_, _ = w.records.RecordJob(ctx, store.Job{ID: id, Status: store.StatusInProgress, StartedAt: js.StartedAt, RunnerName: js.RunnerName})
 			} else if w.rng.IntN(2) == 0 {
 				j.seenStart = false // late: reported on a later tick
@@ -280,7 +280,7 @@ func (w *world) webhook(ctx context.Context) {
 		if js.Status == "completed" && j.status != "completed" {
 			j.status = "completed"
 			if js.RunnerName != "" {
-				_ = w.ledger.Advance(ctx, js.RunnerName, provisioning.StateJobCompleted, now, id)
+				_ = w.ledger.Advance(ctx, js.RunnerName, ledger.StateJobCompleted, now, id)
 			}
 			_, _ = w.records.RecordJob(ctx, store.Job{ID: id, Status: store.StatusCompleted, CompletedAt: now, Conclusion: js.Conclusion,
 				RunnerName: js.RunnerName})
@@ -371,7 +371,7 @@ func (w *world) checkWaiting(ctx context.Context, bound time.Duration) {
 	live, _ := w.ledger.LiveRunners(ctx, "cpu")
 	has := map[int64]bool{}
 	for _, r := range live {
-		if r.State < provisioning.StateJobStarted && (r.BusyJob == 0 || r.BusyJob == r.JobID) {
+		if r.State < ledger.StateJobStarted && (r.BusyJob == 0 || r.BusyJob == r.JobID) {
 			has[r.JobID] = true
 		}
 	}

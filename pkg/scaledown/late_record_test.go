@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/provider"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/store"
 )
@@ -160,9 +160,9 @@ func (w *world) event(ctx context.Context, j store.Job) {
 	if _, err := w.records.RecordJob(ctx, j); err != nil {
 		w.t.Fatal(err)
 	}
-	to, at := provisioning.StateJobStarted, j.StartedAt
+	to, at := ledger.StateJobStarted, j.StartedAt
 	if j.Status == store.StatusCompleted {
-		to, at = provisioning.StateJobCompleted, j.CompletedAt
+		to, at = ledger.StateJobCompleted, j.CompletedAt
 	}
 	if err := w.ledger.Advance(ctx, j.RunnerName, to, at, j.ID); err != nil {
 		w.t.Fatal(err)
@@ -232,7 +232,7 @@ func TestRecordOfAJobNamedWhileItsRunnerEnds(t *testing.T) {
 // beforeEnd is a ledger that runs before(name) right before EndAwaiting
 // ends the runner name.
 type beforeEnd struct {
-	store.Ledger
+	ledger.Ledger
 	before func(name string)
 }
 

@@ -6,11 +6,11 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/metrics/fromstore"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/scaledown/decide"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
@@ -26,17 +26,17 @@ type MetricsJob struct {
 	Instance   *provider.Instance // as listed this pass, if it still was
 	// Awaited is the ledger record of a runner on its pool's awaiting list
 	// (Await), as the list showed it; nil for a runner ending this pass.
-	Awaited *provisioning.Runner
+	Awaited *ledger.Runner
 }
 
 // AwaitedJob is the MetricsJob of a runner on its pool's awaiting list
-// (store.Ledger.Awaiting), as every pass gives it to Write again.
-func AwaitedJob(r *provisioning.Runner) MetricsJob {
+// (ledger.Ledger.Awaiting), as every pass gives it to Write again.
+func AwaitedJob(r *ledger.Runner) MetricsJob {
 	return MetricsJob{Runner: r.Name, Pool: r.Pool, JobID: r.JobID, InstanceID: r.InstanceID, Awaited: r}
 }
 
 // record is the runner's ledger record: the awaiting list's, else read.
-func (j MetricsJob) record(ctx context.Context, l AwaitingLedger) (provisioning.Runner, error) {
+func (j MetricsJob) record(ctx context.Context, l AwaitingLedger) (ledger.Runner, error) {
 	if j.Awaited != nil {
 		return *j.Awaited, nil
 	}
@@ -58,7 +58,7 @@ const (
 	// Await: nothing has said yet which job the runner ran, and an event
 	// that does may still come (late, reordered, redelivered). Its ledger
 	// record ends, so its slot frees, on its pool's awaiting list
-	// (store.Ledger.EndAwaiting), and every later pass gives it to Write
+	// (ledger.Ledger.EndAwaiting), and every later pass gives it to Write
 	// again, until an event names its job or AwaitWindow from its end has
 	// passed.
 	Await
@@ -120,14 +120,14 @@ func (w PoolWriters) Write(ctx context.Context, now time.Time, jobs []MetricsJob
 
 // AwaitingLedger is the part of the runner ledger the record writer reads:
 // each pool's awaiting runners and a runner's record, and a runner taken
-// off the list once its record is written. store.Ledger implements it.
+// off the list once its record is written. ledger.Ledger implements it.
 type AwaitingLedger interface {
-	Awaiting(ctx context.Context, pool string) ([]provisioning.Runner, error)
+	Awaiting(ctx context.Context, pool string) ([]ledger.Runner, error)
 	StopAwaiting(ctx context.Context, name string) error
-	Runner(ctx context.Context, name string) (provisioning.Runner, error)
+	Runner(ctx context.Context, name string) (ledger.Runner, error)
 }
 
-var _ AwaitingLedger = store.Ledger(nil)
+var _ AwaitingLedger = ledger.Ledger(nil)
 
 // RecordWriter is the MetricsWriter that builds each record from the job
 // and run records, the ledger and the peaks (metrics.Build), and puts it
@@ -245,7 +245,7 @@ func (b *recordBatch) add(ctx context.Context, j MetricsJob) {
 		return
 	}
 	if rerr != nil {
-		r = provisioning.Runner{Name: j.Runner, InstanceID: j.InstanceID}
+		r = ledger.Runner{Name: j.Runner, InstanceID: j.InstanceID}
 	}
 	in := metrics.Inputs{Job: fromstore.Job(job), Run: fromstore.Run(run), Instance: b.instance(j, r), CloudProvider: w.CloudProvider,
 		Prices: w.Prices, Host: w.Host, HourlyUSD: w.CostPerHour[job.Pool]}
@@ -262,7 +262,7 @@ func (b *recordBatch) add(ctx context.Context, j MetricsJob) {
 // awaitOn decides about an awaited runner no event has named a job of
 // yet: it waits on, within AwaitWindow of its end; past it, it ran
 // nothing that will be named (Done).
-func (b *recordBatch) awaitOn(j MetricsJob, r provisioning.Runner) {
+func (b *recordBatch) awaitOn(j MetricsJob, r ledger.Runner) {
 	window := b.w.AwaitWindow
 	if window <= 0 {
 		window = DefaultAwaitWindow
@@ -279,7 +279,7 @@ func (b *recordBatch) awaitOn(j MetricsJob, r provisioning.Runner) {
 // runner (Done). When it does not, an event may still name a job the
 // runner ran: the runner is awaited (Await), so that its slot frees now
 // and that job still gets its record.
-func (b *recordBatch) notRunHere(j MetricsJob, r provisioning.Runner, rerr error) {
+func (b *recordBatch) notRunHere(j MetricsJob, r ledger.Runner, rerr error) {
 	if rerr == nil && r.BusyJob == 0 && j.Awaited == nil {
 		b.w.count("awaiting")
 		b.out[j.Runner] = Await
@@ -291,7 +291,7 @@ func (b *recordBatch) notRunHere(j MetricsJob, r provisioning.Runner, rerr error
 
 // instance is the record's instance: as listed this pass, else from the
 // ledger; it ended at the ledger record's end, else now.
-func (b *recordBatch) instance(j MetricsJob, r provisioning.Runner) metrics.Instance {
+func (b *recordBatch) instance(j MetricsJob, r ledger.Runner) metrics.Instance {
 	w := b.w
 	ended := b.now
 	if !r.EndedAt.IsZero() {
@@ -386,7 +386,7 @@ func (b *recordBatch) put(ctx context.Context, res metrics.PeakResult) {
 }
 
 // awaiting lists the awaited runners of the pools whose metrics records
-// are on (store.Ledger.Awaiting), as the writer's jobs.
+// are on (ledger.Ledger.Awaiting), as the writer's jobs.
 func (p *pass) awaiting(ctx context.Context) []MetricsJob {
 	var out []MetricsJob
 	for _, pl := range p.s.o.Pools.Pools {

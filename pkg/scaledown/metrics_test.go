@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/pool"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
@@ -47,11 +47,11 @@ var m0 = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 
 // recordWorld holds job 7 (run 70, push), which ran on skiff-7-1 and
 // completed, and job 8, which skiff-9-1 (launched for job 9) took.
-func recordWorld(t *testing.T) (*store.Memory, *store.LedgerMemory) {
+func recordWorld(t *testing.T) (*store.Memory, *ledger.Memory) {
 	t.Helper()
 	ctx := context.Background()
 	st := store.NewMemory()
-	ledger := store.NewLedgerMemory(func() time.Time { return m0 })
+	led := ledger.NewMemory(func() time.Time { return m0 })
 	if err := st.RecordRun(ctx, store.Run{ID: 70, Attempt: 1, Event: "push", WorkflowName: "ci", Repository: "acme/app",
 		UpdatedAt: m0, ExpiresAt: m0.AddDate(10, 0, 0)}); err != nil {
 		t.Fatal(err)
@@ -70,34 +70,34 @@ func recordWorld(t *testing.T) (*store.Memory, *store.LedgerMemory) {
 	}
 	// skiff-7-1 was requested 2 s after its job was queued, launched 3 s
 	// later and seen online at 50 s; its job was assigned at 1 min.
-	for _, r := range []provisioning.Runner{{Name: "skiff-7-1", Pool: "cpu", JobID: 7, ReservedAt: m0.Add(2 * time.Second)}, {Name: "skiff-8-1", Pool: "cpu", JobID: 8, ReservedAt: m0},
+	for _, r := range []ledger.Runner{{Name: "skiff-7-1", Pool: "cpu", JobID: 7, ReservedAt: m0.Add(2 * time.Second)}, {Name: "skiff-8-1", Pool: "cpu", JobID: 8, ReservedAt: m0},
 		{Name: "skiff-9-1", Pool: "cpu", JobID: 9, ReservedAt: m0}} {
-		if _, err := ledger.Reserve(ctx, "cpu", 10, []provisioning.Runner{r}); err != nil {
+		if _, err := led.Reserve(ctx, "cpu", 10, []ledger.Runner{r}); err != nil {
 			t.Fatal(err)
 		}
-		if err := ledger.Launched(ctx, r.Name, provisioning.Launch{InstanceID: "i-" + r.Name, InstanceType: "c7i.xlarge", Zone: "us-east-1a",
-			Spot: true, StartKind: provisioning.StartCold, At: r.ReservedAt.Add(3 * time.Second)}); err != nil {
+		if err := led.Launched(ctx, r.Name, ledger.LaunchReport{InstanceID: "i-" + r.Name, InstanceType: "c7i.xlarge", Zone: "us-east-1a",
+			Spot: true, StartKind: ledger.StartCold, At: r.ReservedAt.Add(3 * time.Second)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := ledger.Advance(ctx, "skiff-7-1", provisioning.StateRegistered, m0.Add(50*time.Second), 0); err != nil {
+	if err := led.Advance(ctx, "skiff-7-1", ledger.StateRegistered, m0.Add(50*time.Second), 0); err != nil {
 		t.Fatal(err)
 	}
 	// skiff-9-1, launched for job 9, ran job 8.
-	if err := ledger.Advance(ctx, "skiff-9-1", provisioning.StateJobStarted, m0.Add(time.Minute), 8); err != nil {
+	if err := led.Advance(ctx, "skiff-9-1", ledger.StateJobStarted, m0.Add(time.Minute), 8); err != nil {
 		t.Fatal(err)
 	}
-	return st, ledger
+	return st, led
 }
 
 func TestRecordWriter(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, ledger := recordWorld(t)
+	st, led := recordWorld(t)
 	out := &metrics.MemoryRecords{}
 	pk := &peaks{cpu: 87.5, pending: true}
 	counts := &telemetry.Memory{}
-	w := &scaledown.RecordWriter{Pools: []string{"cpu"}, Jobs: st, Ledger: ledger, Peaks: pk, Out: out,
+	w := &scaledown.RecordWriter{Pools: []string{"cpu"}, Jobs: st, Ledger: led, Peaks: pk, Out: out,
 		CloudProvider: "aws", Region: "us-east-1", Wait: 10 * time.Minute, Counter: counts}
 	if !w.Enabled("CPU") || w.Enabled("gpu") {
 		t.Error("Enabled: want the listed pool (any case) only")
@@ -164,10 +164,10 @@ func TestRecordWriter(t *testing.T) {
 func TestRecordWriterGivesUpOnPeaks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, ledger := recordWorld(t)
+	st, led := recordWorld(t)
 	out := &metrics.MemoryRecords{}
 	pk := &peaks{err: errors.New("throttled")}
-	w := &scaledown.RecordWriter{Pools: []string{"*"}, Jobs: st, Ledger: ledger, Peaks: pk, Out: out, CloudProvider: "aws",
+	w := &scaledown.RecordWriter{Pools: []string{"*"}, Jobs: st, Ledger: led, Peaks: pk, Out: out, CloudProvider: "aws",
 		Region: "us-east-1", Wait: 10 * time.Minute}
 	job := []scaledown.MetricsJob{{Runner: "skiff-7-1", Pool: "cpu", JobID: 7}}
 	// Within the wait a failed read holds the record back ...
@@ -212,10 +212,10 @@ func ranOn(t *testing.T, st *store.Memory, runner string, id int64, started, com
 // runners ending now and the pool's awaiting ones; a runner ending now is
 // ended (awaiting, when Write awaits it), an awaited one Write is done
 // with is taken off its awaiting list.
-func writePass(t *testing.T, w *scaledown.RecordWriter, ledger store.Ledger, at time.Time, ending []scaledown.MetricsJob) map[string]scaledown.Outcome {
+func writePass(t *testing.T, w *scaledown.RecordWriter, led ledger.Ledger, at time.Time, ending []scaledown.MetricsJob) map[string]scaledown.Outcome {
 	t.Helper()
 	ctx := context.Background()
-	awaited, err := ledger.Awaiting(ctx, "cpu")
+	awaited, err := led.Awaiting(ctx, "cpu")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,12 +227,12 @@ func writePass(t *testing.T, w *scaledown.RecordWriter, ledger store.Ledger, at 
 	for _, j := range jobs {
 		switch {
 		case j.Awaited != nil && done[j.Runner] == scaledown.Done:
-			err = ledger.StopAwaiting(ctx, j.Runner)
+			err = led.StopAwaiting(ctx, j.Runner)
 		case j.Awaited != nil:
 		case done[j.Runner] == scaledown.Done:
-			_, err = ledger.End(ctx, j.Runner, at, "instance_gone")
+			_, err = led.End(ctx, j.Runner, at, "instance_gone")
 		case done[j.Runner] == scaledown.Await:
-			_, err = ledger.EndAwaiting(ctx, j.Runner, at, "instance_gone")
+			_, err = led.EndAwaiting(ctx, j.Runner, at, "instance_gone")
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -249,10 +249,10 @@ func writePass(t *testing.T, w *scaledown.RecordWriter, ledger store.Ledger, at 
 func TestRecordWriterAwaitsALateStart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, ledger := recordWorld(t)
+	st, led := recordWorld(t)
 	out := &metrics.MemoryRecords{}
 	counts := &telemetry.Memory{}
-	w := &scaledown.RecordWriter{Pools: []string{"*"}, Jobs: st, Ledger: ledger, Out: out, CloudProvider: "aws",
+	w := &scaledown.RecordWriter{Pools: []string{"*"}, Jobs: st, Ledger: led, Out: out, CloudProvider: "aws",
 		Region: "us-east-1", Prices: pool.Prices, AwaitWindow: time.Hour, Counter: counts}
 	for _, id := range []int64{10, 11} {
 		name := fmt.Sprintf("skiff-%d-1", id)
@@ -260,28 +260,28 @@ func TestRecordWriterAwaitsALateStart(t *testing.T) {
 			Status: store.StatusQueued, Pool: "cpu", QueuedAt: m0, UpdatedAt: m0, ExpiresAt: m0.AddDate(10, 0, 0)}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ledger.Reserve(ctx, "cpu", 10, []provisioning.Runner{{Name: name, Pool: "cpu", JobID: id, ReservedAt: m0}}); err != nil {
+		if _, err := led.Reserve(ctx, "cpu", 10, []ledger.Runner{{Name: name, Pool: "cpu", JobID: id, ReservedAt: m0}}); err != nil {
 			t.Fatal(err)
 		}
-		if err := ledger.Launched(ctx, name, provisioning.Launch{InstanceID: "i-" + name, InstanceType: "c7i.xlarge", At: m0}); err != nil {
+		if err := led.Launched(ctx, name, ledger.LaunchReport{InstanceID: "i-" + name, InstanceType: "c7i.xlarge", At: m0}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	live, _ := ledger.Live(ctx, "cpu")
+	live, _ := led.Live(ctx, "cpu")
 	jobs := []scaledown.MetricsJob{{Runner: "skiff-10-1", Pool: "cpu", JobID: 10}, {Runner: "skiff-11-1", Pool: "cpu", JobID: 11}}
-	if done := writePass(t, w, ledger, m0.Add(30*time.Second), jobs); done["skiff-10-1"] != scaledown.Await || done["skiff-11-1"] != scaledown.Await {
+	if done := writePass(t, w, led, m0.Add(30*time.Second), jobs); done["skiff-10-1"] != scaledown.Await || done["skiff-11-1"] != scaledown.Await {
 		t.Fatalf("done %v at 30 s: runners whose jobs' records say queued must be awaited", done)
 	}
-	if n, _ := ledger.Live(ctx, "cpu"); n != live-2 {
+	if n, _ := led.Live(ctx, "cpu"); n != live-2 {
 		t.Errorf("live %d, want %d: awaited runners do not hold their slots", n, live-2)
 	}
 	// Job 10's events arrive late: it ran on its runner.
 	ranOn(t, st, "skiff-10-1", 10, m0.Add(5*time.Second), m0.Add(20*time.Second))
-	if err := ledger.Advance(ctx, "skiff-10-1", provisioning.StateJobCompleted, m0.Add(20*time.Second), 10); err != nil {
+	if err := led.Advance(ctx, "skiff-10-1", ledger.StateJobCompleted, m0.Add(20*time.Second), 10); err != nil {
 		t.Fatal(err)
 	}
 	for _, at := range []time.Duration{3 * time.Minute, 4 * time.Minute} {
-		if done := writePass(t, w, ledger, m0.Add(at), nil); done["skiff-11-1"] != scaledown.Wait {
+		if done := writePass(t, w, led, m0.Add(at), nil); done["skiff-11-1"] != scaledown.Wait {
 			t.Fatalf("done %v at %s: skiff-11-1 must wait within AwaitWindow", done, at)
 		}
 	}
@@ -294,10 +294,10 @@ func TestRecordWriterAwaitsALateStart(t *testing.T) {
 	if c := recs[0].Cost; c == nil || math.Abs(c.EstimatedUSD-c.HourlyUSD*60/3600) > 1e-9 {
 		t.Errorf("cost %+v, want 60 s at the hourly price", c)
 	}
-	if done := writePass(t, w, ledger, m0.Add(61*time.Minute), nil); done["skiff-11-1"] != scaledown.Done {
+	if done := writePass(t, w, led, m0.Add(61*time.Minute), nil); done["skiff-11-1"] != scaledown.Done {
 		t.Fatalf("done %v past AwaitWindow, want skiff-11-1 done", done)
 	}
-	if got, _ := ledger.Awaiting(ctx, "cpu"); len(got) != 0 {
+	if got, _ := led.Awaiting(ctx, "cpu"); len(got) != 0 {
 		t.Errorf("awaiting %+v, want none", got)
 	}
 	if n := len(collect(t, out)); n != 1 || counts.Get(scaledown.MetricRecords, "not_run") != 1 || counts.Get(scaledown.MetricRecords, "written") != 1 {
@@ -316,10 +316,10 @@ func TestRecordWriterAwaitsALateStart(t *testing.T) {
 func TestRecordWriterLateStartOfAnotherJob(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, ledger := recordWorld(t)
+	st, led := recordWorld(t)
 	out := &metrics.MemoryRecords{}
 	counts := &telemetry.Memory{}
-	w := &scaledown.RecordWriter{Pools: []string{"*"}, Jobs: st, Ledger: ledger, Out: out, CloudProvider: "aws",
+	w := &scaledown.RecordWriter{Pools: []string{"*"}, Jobs: st, Ledger: led, Out: out, CloudProvider: "aws",
 		Region: "us-east-1", AwaitWindow: 2 * time.Minute, Counter: counts}
 	jobs := []store.Job{
 		{ID: 20, Status: store.StatusInProgress, StartedAt: m0.Add(2 * time.Second), RunnerName: "skiff-21-1"},
@@ -334,10 +334,10 @@ func TestRecordWriterLateStartOfAnotherJob(t *testing.T) {
 	}
 	for _, name := range []string{"skiff-20-1", "skiff-23-1"} {
 		id := map[string]int64{"skiff-20-1": 20, "skiff-23-1": 23}[name]
-		if _, err := ledger.Reserve(ctx, "cpu", 10, []provisioning.Runner{{Name: name, Pool: "cpu", JobID: id, ReservedAt: m0}}); err != nil {
+		if _, err := led.Reserve(ctx, "cpu", 10, []ledger.Runner{{Name: name, Pool: "cpu", JobID: id, ReservedAt: m0}}); err != nil {
 			t.Fatal(err)
 		}
-		if err := ledger.Launched(ctx, name, provisioning.Launch{InstanceID: "i-" + name, InstanceType: "c7i.xlarge", At: m0}); err != nil {
+		if err := led.Launched(ctx, name, ledger.LaunchReport{InstanceID: "i-" + name, InstanceType: "c7i.xlarge", At: m0}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -345,18 +345,18 @@ func TestRecordWriterLateStartOfAnotherJob(t *testing.T) {
 	// 1. Both runners' processes ended; the pass judges them. Nothing says
 	// yet which job skiff-20-1 ran: its own ran elsewhere.
 	judged := []scaledown.MetricsJob{{Runner: "skiff-20-1", Pool: "cpu", JobID: 20}, {Runner: "skiff-23-1", Pool: "cpu", JobID: 23}}
-	if done := writePass(t, w, ledger, m0.Add(10*time.Second), judged); done["skiff-20-1"] != scaledown.Await || done["skiff-23-1"] != scaledown.Await {
+	if done := writePass(t, w, led, m0.Add(10*time.Second), judged); done["skiff-20-1"] != scaledown.Await || done["skiff-23-1"] != scaledown.Await {
 		t.Fatalf("done %v: runners that ran nothing the ledger knows of must be awaited, not hold their slots", done)
 	}
 	// 2. Job 22's start and end reach the webhook: the job's record and
 	// the (ended) runner's ledger record.
 	ranOn(t, st, "skiff-20-1", 22, m0.Add(3*time.Second), m0.Add(8*time.Second))
-	if err := ledger.Advance(ctx, "skiff-20-1", provisioning.StateJobStarted, m0.Add(3*time.Second), 22); err != nil {
+	if err := led.Advance(ctx, "skiff-20-1", ledger.StateJobStarted, m0.Add(3*time.Second), 22); err != nil {
 		t.Fatal(err)
 	}
 	// 3. The next passes have no new runner to judge.
-	writePass(t, w, ledger, m0.Add(20*time.Second), nil)
-	writePass(t, w, ledger, m0.Add(3*time.Minute), nil)
+	writePass(t, w, led, m0.Add(20*time.Second), nil)
+	writePass(t, w, led, m0.Add(3*time.Minute), nil)
 	recs := collect(t, out)
 	if len(recs) != 1 || recs[0].JobID != 22 || recs[0].RunnerName != "skiff-20-1" {
 		t.Fatalf("records %+v, want exactly one, job 22's, run by skiff-20-1", recs)
@@ -368,11 +368,11 @@ func TestRecordWriterLateStartOfAnotherJob(t *testing.T) {
 	if got := counts.Get(scaledown.MetricRecords, "not_run"); got != 1 {
 		t.Errorf("not_run counted %d times, want once (skiff-23-1, after AwaitWindow)", got)
 	}
-	writePass(t, w, ledger, m0.Add(4*time.Minute), nil)
+	writePass(t, w, led, m0.Add(4*time.Minute), nil)
 	if n := len(collect(t, out)); n != 1 {
 		t.Errorf("%d records after a later pass, want 1", n)
 	}
-	if got, _ := ledger.Awaiting(ctx, "cpu"); len(got) != 0 {
+	if got, _ := led.Awaiting(ctx, "cpu"); len(got) != 0 {
 		t.Errorf("awaiting %+v, want none", got)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/skiffci/skiff/pkg/scaledown/decide"
 )
 
-// scopeOf parses decide.Runner.Scope back into a GitHub scope.
+// scopeOf parses decide.GitHubRunner.Scope back into a GitHub scope.
 func scopeOf(s string) github.Scope {
 	owner, repo, _ := strings.Cut(s, "/")
 	return github.Scope{Owner: owner, Repo: repo}

@@ -7,9 +7,9 @@ import (
 
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/instanceevents"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/provider"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/scaledown"
 )
 
@@ -57,7 +57,7 @@ func (w *world) startJob(ctx context.Context, job int64, in provider.Instance) i
 	if js.Status != "in_progress" {
 		w.t.Fatalf("job %s, want in_progress", js.Status)
 	}
-	if err := w.ledger.Advance(ctx, in.Tags[names.TagRunnerName], provisioning.StateJobStarted, js.StartedAt, job); err != nil {
+	if err := w.ledger.Advance(ctx, in.Tags[names.TagRunnerName], ledger.StateJobStarted, js.StartedAt, job); err != nil {
 		w.t.Fatal(err)
 	}
 	return runnerID

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/provider"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/scaledown"
 )
 
@@ -71,7 +71,7 @@ func TestRerunInterruptedUnknownJob(t *testing.T) {
 	held := w.jobs[a]
 	delete(w.jobs, a)
 	w.clock.Advance(30 * time.Second)
-	if err := w.ledger.Advance(ctx, runnerB, provisioning.StateJobStarted, w.clock.Now(), 0); err != nil {
+	if err := w.ledger.Advance(ctx, runnerB, ledger.StateJobStarted, w.clock.Now(), 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.ledger.MarkInterrupted(ctx, inB.ID, w.clock.Now()); err != nil {

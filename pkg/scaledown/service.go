@@ -25,10 +25,10 @@ import (
 	"github.com/skiffci/skiff/pkg/freshness"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/groups"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/scaledown/decide"
 	"github.com/skiffci/skiff/pkg/store"
@@ -126,13 +126,13 @@ type JobRecords interface {
 }
 
 // Claims is the part of scale-up's launch state a replacement writes
-// (store.Launches): the job's claim is moved past the runner it lost, so
+// (ledger.Launches): the job's claim is moved past the runner it lost, so
 // that scale-up launches a new attempt for the re-sent message.
 type Claims interface {
-	LaunchClaims(ctx context.Context, jobIDs []int64, now time.Time) (map[int64]provisioning.Claim, error)
-	ClaimLaunch(ctx context.Context, c provisioning.Claim, prevGen int, now time.Time) error
+	LaunchClaims(ctx context.Context, jobIDs []int64, now time.Time) (map[int64]ledger.Claim, error)
+	ClaimLaunch(ctx context.Context, c ledger.Claim, prevGen int, now time.Time) error
 	// MarkOnDemand: the re-run attempt of a run a spot interruption failed
-	// launches on on-demand capacity (store.Launches.MarkOnDemand).
+	// launches on on-demand capacity (ledger.Launches.MarkOnDemand).
 	MarkOnDemand(ctx context.Context, run int64, pool string, attempt int, until time.Time) error
 }
 
@@ -140,7 +140,7 @@ type Claims interface {
 // GitHub and Queue are required.
 type Options struct {
 	Pools    *pool.Config
-	Ledger   store.Ledger
+	Ledger   ledger.Ledger
 	Claims   Claims
 	Jobs     JobRecords
 	Provider provider.Provider

@@ -7,9 +7,9 @@ import (
 	"strconv"
 
 	"github.com/skiffci/skiff/pkg/github"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/scaledown/decide"
 	"github.com/skiffci/skiff/pkg/store"
@@ -21,7 +21,7 @@ func (s *Service) rerun(name string) bool { return pool.Listed(s.o.RerunInterrup
 // strand checks whether the action's job is still queued on GitHub and,
 // if so, launches a replacement. It reports whether the action may go on
 // (false: the check is left for the next pass).
-func (p *pass) strand(ctx context.Context, a *decide.Action, claims map[int64]provisioning.Claim) bool {
+func (p *pass) strand(ctx context.Context, a *decide.Action, claims map[int64]ledger.Claim) bool {
 	c, hasClaim := claims[a.JobID]
 	job, queued, ok := p.stillQueued(ctx, a, c, hasClaim)
 	if !queued {
@@ -49,7 +49,7 @@ func (p *pass) strand(ctx context.Context, a *decide.Action, claims map[int64]pr
 // stillQueued reads the action's job and reports whether it is still
 // queued, so stranded; when it is not, ok says whether the action may go
 // on (false: the check is left for the next pass).
-func (p *pass) stillQueued(ctx context.Context, a *decide.Action, c provisioning.Claim, hasClaim bool) (job store.Job, queued, ok bool) {
+func (p *pass) stillQueued(ctx context.Context, a *decide.Action, c ledger.Claim, hasClaim bool) (job store.Job, queued, ok bool) {
 	if hasClaim && a.Gen > 0 && c.Gen > a.Gen {
 		return job, false, true // replaced already (or launched again by scale-up)
 	}
@@ -108,7 +108,7 @@ func (p *pass) failedRunners(ctx context.Context, jobID int64, gen int) int {
 // lease is over and whose token names no fleet makes scale-up launch the
 // next attempt. When it did not move it, ok says whether the action may
 // go on (scale-up moved it meanwhile) or is left for the next pass.
-func (p *pass) moveClaim(ctx context.Context, a *decide.Action, c provisioning.Claim) (moved, ok bool) {
+func (p *pass) moveClaim(ctx context.Context, a *decide.Action, c ledger.Claim) (moved, ok bool) {
 	next := c
 	next.Gen, next.Token, next.LeaseUntil, next.UpdatedAt = c.Gen+1, "replace-"+strconv.FormatInt(a.JobID, 10)+"-"+strconv.Itoa(c.Gen+1), p.now, p.now
 	next.ExpiresAt = p.now.Add(p.s.o.ClaimTTL)
@@ -207,7 +207,7 @@ func (p *pass) rerun(ctx context.Context, a *decide.Action) bool {
 	}
 	// The mark comes first: a re-run whose jobs were queued before it would
 	// go to spot again. Both are retried on the next pass if either fails.
-	if err := p.s.o.Claims.MarkOnDemand(ctx, gj.RunID, a.Pool, run.RunAttempt+1, p.now.Add(store.OnDemandTTL)); err != nil {
+	if err := p.s.o.Claims.MarkOnDemand(ctx, gj.RunID, a.Pool, run.RunAttempt+1, p.now.Add(ledger.OnDemandTTL)); err != nil {
 		p.fail("marking the re-run on-demand", err, "run_id", gj.RunID)
 		return false
 	}

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/metrics"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/store"
 )
@@ -23,23 +23,23 @@ func (m measured) Peaks(id string) (*metrics.Peaks, bool) { p, ok := m[id]; retu
 func TestRecordWriterLocal(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, ledger := recordWorld(t)
+	st, led := recordWorld(t)
 	if _, err := st.RecordJob(ctx, store.Job{ID: 10, RunID: 70, Attempt: 1, Repository: "acme/app", Owner: "acme", Status: store.StatusCompleted,
 		Pool: "cpu", WorkflowName: "ci", JobName: "fit", QueuedAt: m0, StartedAt: m0.Add(time.Minute), CompletedAt: m0.Add(31 * time.Minute),
 		RunnerName: "skiff-10-1", Conclusion: "success", UpdatedAt: m0, ExpiresAt: m0.AddDate(10, 0, 0)}); err != nil {
 		t.Fatal(err)
 	}
-	r := provisioning.Runner{Name: "skiff-10-1", Pool: "cpu", JobID: 10, ReservedAt: m0}
-	if _, err := ledger.Reserve(ctx, "cpu", 10, []provisioning.Runner{r}); err != nil {
+	r := ledger.Runner{Name: "skiff-10-1", Pool: "cpu", JobID: 10, ReservedAt: m0}
+	if _, err := led.Reserve(ctx, "cpu", 10, []ledger.Runner{r}); err != nil {
 		t.Fatal(err)
 	}
-	if err := ledger.Launched(ctx, r.Name, provisioning.Launch{InstanceID: "proc-1", InstanceType: "local", Zone: "local", At: m0}); err != nil {
+	if err := led.Launched(ctx, r.Name, ledger.LaunchReport{InstanceID: "proc-1", InstanceType: "local", Zone: "local", At: m0}); err != nil {
 		t.Fatal(err)
 	}
 	cpu, gib := 120.5, 3.25
 	gpus := 0
 	out := &metrics.MemoryRecords{}
-	w := &scaledown.RecordWriter{Pools: []string{"*"}, Jobs: st, Ledger: ledger, Out: out, CloudProvider: "local", Region: "local",
+	w := &scaledown.RecordWriter{Pools: []string{"*"}, Jobs: st, Ledger: led, Out: out, CloudProvider: "local", Region: "local",
 		Peaks: scaledown.ProviderPeaks{Source: measured{"proc-1": {CPUSeconds: &cpu, MemoryPeakGiB: &gib}}},
 		Host:  &metrics.Host{CPUModel: "AMD EPYC 7R13", CPUs: 8, GPUs: &gpus}, CostPerHour: map[string]float64{"cpu": 0.5}}
 	done := w.Write(ctx, m0.Add(32*time.Minute), []scaledown.MetricsJob{{Runner: "skiff-10-1", Pool: "cpu", JobID: 10, InstanceID: "proc-1"}})
@@ -89,7 +89,7 @@ func (a *accounted) Accounted(_ context.Context, ids []string) (map[string]*metr
 func TestRecordWriterAccounted(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, ledger := recordWorld(t)
+	st, led := recordWorld(t)
 	var jobs []scaledown.MetricsJob
 	for i, id := range []int64{20, 21} {
 		if _, err := st.RecordJob(ctx, store.Job{ID: id, RunID: 70, Attempt: 1, Repository: "acme/app", Owner: "acme", Status: store.StatusCompleted,
@@ -97,11 +97,11 @@ func TestRecordWriterAccounted(t *testing.T) {
 			RunnerName: "skiff-" + string(rune('a'+i)), Conclusion: "success", UpdatedAt: m0, ExpiresAt: m0.AddDate(10, 0, 0)}); err != nil {
 			t.Fatal(err)
 		}
-		r := provisioning.Runner{Name: "skiff-" + string(rune('a'+i)), Pool: "hpc", JobID: id, ReservedAt: m0}
-		if _, err := ledger.Reserve(ctx, "hpc", 10, []provisioning.Runner{r}); err != nil {
+		r := ledger.Runner{Name: "skiff-" + string(rune('a'+i)), Pool: "hpc", JobID: id, ReservedAt: m0}
+		if _, err := led.Reserve(ctx, "hpc", 10, []ledger.Runner{r}); err != nil {
 			t.Fatal(err)
 		}
-		if err := ledger.Launched(ctx, r.Name, provisioning.Launch{InstanceID: string(rune('1' + i)), InstanceType: "gpu", Zone: "hpc", At: m0}); err != nil {
+		if err := led.Launched(ctx, r.Name, ledger.LaunchReport{InstanceID: string(rune('1' + i)), InstanceType: "gpu", Zone: "hpc", At: m0}); err != nil {
 			t.Fatal(err)
 		}
 		jobs = append(jobs, scaledown.MetricsJob{Runner: r.Name, Pool: "hpc", JobID: id, InstanceID: string(rune('1' + i))})
@@ -110,7 +110,7 @@ func TestRecordWriterAccounted(t *testing.T) {
 	src := &accounted{known: map[string]*metrics.Peaks{"1": {CPUSeconds: &cpu, MemoryPeakGiB: &gib, Host: &metrics.Host{CPUs: 2, GPUs: &gpus},
 		Slurm: &metrics.Slurm{Cluster: "hpc", Partition: "gpu", Nodes: "node7", JobID: "1", State: "COMPLETED"}}}}
 	out := &metrics.MemoryRecords{}
-	w := &scaledown.RecordWriter{Pools: []string{"*"}, Jobs: st, Ledger: ledger, Out: out, CloudProvider: "slurm",
+	w := &scaledown.RecordWriter{Pools: []string{"*"}, Jobs: st, Ledger: led, Out: out, CloudProvider: "slurm",
 		Peaks: scaledown.AccountedPeaks{Source: src}, CostPerHour: map[string]float64{"hpc": 2}, Wait: 10 * time.Minute}
 	done := w.Write(ctx, m0.Add(12*time.Minute), jobs)
 	if done["skiff-a"] != scaledown.Done || done["skiff-b"] != scaledown.Wait || len(src.asked) != 1 || !slices.Equal(src.asked[0], []string{"1", "2"}) {

@@ -7,10 +7,10 @@ import (
 	"encoding/hex"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/runnerversion"
 	"github.com/skiffci/skiff/pkg/scaledown/decide"
 )
@@ -116,7 +116,7 @@ func (p *pass) warmAct(ctx context.Context, warmer provider.Warmer, a decide.War
 	case decide.WarmStop:
 		err = warmer.Stop(ctx, []string{a.InstanceID})
 	case decide.WarmReady:
-		err = p.s.o.Ledger.Advance(ctx, a.Record, provisioning.StateRegistered, p.now, 0)
+		err = p.s.o.Ledger.Advance(ctx, a.Record, ledger.StateRegistered, p.now, 0)
 	case decide.WarmOrphan:
 		err = p.s.o.Provider.Terminate(ctx, []string{a.InstanceID})
 	case decide.WarmLaunch:
@@ -148,7 +148,7 @@ func (p *pass) launchWarm(ctx context.Context, a decide.WarmAction, wp warmPool)
 	id := make([]byte, 4)
 	_, _ = rand.Read(id)
 	name := names.WarmRunnerName(p.s.o.Deployment, a.Kind, spec.WarmKey(wp.download.Version), hex.EncodeToString(id))
-	n, err := p.s.o.Ledger.Reserve(ctx, spec.Pool, spec.MaxRunners, []provisioning.Runner{{Name: name, Pool: spec.Pool, ReservedAt: p.now}})
+	n, err := p.s.o.Ledger.Reserve(ctx, spec.Pool, spec.MaxRunners, []ledger.Runner{{Name: name, Pool: spec.Pool, ReservedAt: p.now}})
 	if err != nil || n == 0 {
 		if err != nil {
 			p.fail("warm reserve", err, "pool", spec.Pool)
@@ -187,7 +187,7 @@ func (p *pass) launchWarm(ctx context.Context, a decide.WarmAction, wp warmPool)
 		return false
 	}
 	in := res.Runners[0].Instance
-	if err := p.s.o.Ledger.Launched(ctx, name, provisioning.Launch{InstanceID: in.ID, InstanceType: in.InstanceType, Zone: in.Zone,
+	if err := p.s.o.Ledger.Launched(ctx, name, ledger.LaunchReport{InstanceID: in.ID, InstanceType: in.InstanceType, Zone: in.Zone,
 		Spot: in.Capacity == provider.Spot, At: in.LaunchedAt}); err != nil {
 		p.fail("warm launched", err, "warm", name, "instance_id", in.ID)
 	}

@@ -15,11 +15,11 @@ import (
 
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
 	"github.com/skiffci/skiff/pkg/provider/ec2/ec2fake"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/scaledown"
@@ -62,7 +62,7 @@ type warmWorld struct {
 	t      *testing.T
 	clock  *ghsim.Clock
 	fake   *ec2fake.Fake
-	ledger *store.LedgerMemory
+	ledger *ledger.Memory
 	regs   *warmRegistrations
 	down   *scaledown.Service
 	opts   scaledown.Options
@@ -90,10 +90,10 @@ func newWarmWorld(t *testing.T, image string) *warmWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.ledger = store.NewLedgerMemory(w.clock.Now)
+	w.ledger = ledger.NewMemory(w.clock.Now)
 	jobs := store.NewMemory()
 	jobs.SetClock(w.clock.Now)
-	w.opts = scaledown.Options{Ledger: w.ledger, Claims: store.NewLaunchMemory(), Jobs: jobs, Provider: prov, GitHub: gh,
+	w.opts = scaledown.Options{Ledger: w.ledger, Claims: ledger.NewLaunchMemory(), Jobs: jobs, Provider: prov, GitHub: gh,
 		Queue: &queue.Memory{}, Logger: log, Now: w.clock.Now, Scopes: []github.Scope{github.OrgScope("acme")}}
 	w.setImage(image)
 	return w
@@ -145,8 +145,8 @@ func (w *warmWorld) warm() map[string]int {
 	}
 	out := map[string]int{}
 	for _, r := range live {
-		if provisioning.IsWarm(r.Name) {
-			out[provisioning.WarmKindOf(r.Name)+"/"+r.State.String()]++
+		if ledger.IsWarm(r.Name) {
+			out[ledger.WarmKindOf(r.Name)+"/"+r.State.String()]++
 		}
 	}
 	return out
@@ -248,7 +248,7 @@ func TestWarmKeeper(t *testing.T) {
 func TestWarmUnderMaxRunners(t *testing.T) {
 	w := newWarmWorld(t, image1)
 	ctx := context.Background()
-	if n, err := w.ledger.Reserve(ctx, "warm", 3, []provisioning.Runner{{Name: "skiff-1-1", Pool: "warm", JobID: 1, ReservedAt: w.clock.Now()},
+	if n, err := w.ledger.Reserve(ctx, "warm", 3, []ledger.Runner{{Name: "skiff-1-1", Pool: "warm", JobID: 1, ReservedAt: w.clock.Now()},
 		{Name: "skiff-2-1", Pool: "warm", JobID: 2, ReservedAt: w.clock.Now()}}); err != nil || n != 2 {
 		t.Fatalf("Reserve = %d, %v", n, err)
 	}
@@ -274,9 +274,9 @@ func TestWarmTakenNotHanded(t *testing.T) {
 	w.clock.Advance(30 * time.Minute) // long past its launch: only the take's time protects it
 	w.pass()
 	live, _ := w.ledger.LiveRunners(context.Background(), "warm")
-	var hot provisioning.Runner
+	var hot ledger.Runner
 	for _, r := range live {
-		if provisioning.WarmKindOf(r.Name) == "hot" && r.State == provisioning.StateRegistered {
+		if ledger.WarmKindOf(r.Name) == "hot" && r.State == ledger.StateRegistered {
 			hot = r
 		}
 	}

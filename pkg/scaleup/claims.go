@@ -3,7 +3,7 @@ package scaleup
 import (
 	"context"
 	"errors"
-	"github.com/skiffci/skiff/pkg/provisioning"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"time"
 
 	"github.com/skiffci/skiff/pkg/provider"
@@ -29,7 +29,7 @@ func (s *Service) decide(ctx context.Context, items []*work, now time.Time) {
 		}
 		return
 	}
-	fleets := map[string]*provisioning.Fleet{}
+	fleets := map[string]*ledger.Launch{}
 	recover := map[string][]*work{}
 	for _, w := range items {
 		c, ok := claims[w.job.JobID]
@@ -40,7 +40,7 @@ func (s *Service) decide(ctx context.Context, items []*work, now time.Time) {
 		w.claim = &c
 		f, known := fleets[c.Token]
 		if !known {
-			got, err := s.o.Launches.Fleet(ctx, c.Token, now)
+			got, err := s.o.Launches.Launch(ctx, c.Token, now)
 			switch {
 			case err == nil:
 				f = &got
@@ -78,7 +78,7 @@ func (s *Service) decide(ctx context.Context, items []*work, now time.Time) {
 // provider answer with what it launched then: the instances still alive
 // that had their registration. The fleet is then done, and its members are
 // decided again. A plan the provider refuses as invalid launched nothing.
-func (s *Service) recoverFleet(ctx context.Context, f *provisioning.Fleet, ws []*work, now time.Time) {
+func (s *Service) recoverFleet(ctx context.Context, f *ledger.Launch, ws []*work, now time.Time) {
 	log := s.o.Logger.With("fleet_token", f.Token, "pool", f.Pool)
 	instances := make([]string, len(f.Members))
 	res, err := s.o.Provider.Launch(ctx, provider.Plan(f.Plan), nil)
@@ -105,7 +105,7 @@ func (s *Service) recoverFleet(ctx context.Context, f *provisioning.Fleet, ws []
 			case r.Err == nil:
 				instances[i] = r.Instance.ID
 				if gens[job] > 0 {
-					s.recordLaunched(ctx, s.runnerName(job, gens[job]), log, r.Instance, provisioning.StartCold)
+					s.recordLaunched(ctx, s.runnerName(job, gens[job]), log, r.Instance, ledger.StartCold)
 				}
 			default:
 				job := f.Members[i].JobID
@@ -123,7 +123,7 @@ func (s *Service) recoverFleet(ctx context.Context, f *provisioning.Fleet, ws []
 			}
 		}
 	}
-	if err := s.o.Launches.FinishFleet(ctx, f.Token, instances, "recovered"); err != nil {
+	if err := s.o.Launches.FinishLaunch(ctx, f.Token, instances, "recovered"); err != nil {
 		log.Error("finishing the recovered fleet", "err", err)
 		for _, w := range ws {
 			w.finish(decide.OutcomeRetry, "store")
@@ -133,7 +133,7 @@ func (s *Service) recoverFleet(ctx context.Context, f *provisioning.Fleet, ws []
 	s.o.Counter.Count(MetricRecovered, f.Pool)
 	log.Warn("recovered the fleet of a crashed invocation", "instances", instances)
 	done := *f
-	done.State, done.Instances = provisioning.FleetDone, instances
+	done.State, done.Instances = ledger.LaunchDone, instances
 	for _, w := range ws {
 		w.decision = decide.DecideClaim(w.job.JobID, w.claim, &done, now)
 		switch w.decision.Action {
@@ -148,7 +148,7 @@ func (s *Service) recoverFleet(ctx context.Context, f *provisioning.Fleet, ws []
 
 // memberGens returns the claim generation of every member of the fleet:
 // from the batch's claims, and one read for members outside the batch.
-func (s *Service) memberGens(ctx context.Context, f *provisioning.Fleet, byJob map[int64]*work, now time.Time) map[int64]int {
+func (s *Service) memberGens(ctx context.Context, f *ledger.Launch, byJob map[int64]*work, now time.Time) map[int64]int {
 	gens := map[int64]int{}
 	var others []int64
 	for _, m := range f.Members {

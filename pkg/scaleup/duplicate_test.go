@@ -2,36 +2,35 @@ package scaleup_test
 
 import (
 	"context"
-	"github.com/skiffci/skiff/pkg/provisioning"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/scaleup"
-	"github.com/skiffci/skiff/pkg/store"
 )
 
 // hookLaunches runs a hook before the wrapped store's ClaimLaunch or
-// PutFleet, once each, to order two invocations step by step.
+// PutLaunch, once each, to order two invocations step by step.
 type hookLaunches struct {
-	store.Launches
+	ledger.Launches
 	beforeClaim, beforeIntent func()
 	claimOnce, intentOnce     sync.Once
 }
 
-func (h *hookLaunches) ClaimLaunch(ctx context.Context, c provisioning.Claim, prev int, now time.Time) error {
+func (h *hookLaunches) ClaimLaunch(ctx context.Context, c ledger.Claim, prev int, now time.Time) error {
 	if h.beforeClaim != nil {
 		h.claimOnce.Do(h.beforeClaim)
 	}
 	return h.Launches.ClaimLaunch(ctx, c, prev, now)
 }
 
-func (h *hookLaunches) PutFleet(ctx context.Context, f provisioning.Fleet) error {
-	if h.beforeIntent != nil && f.State == provisioning.FleetIntent {
+func (h *hookLaunches) PutLaunch(ctx context.Context, f ledger.Launch) error {
+	if h.beforeIntent != nil && f.State == ledger.LaunchIntent {
 		h.intentOnce.Do(h.beforeIntent)
 	}
-	return h.Launches.PutFleet(ctx, f)
+	return h.Launches.PutLaunch(ctx, f)
 }
 
 // TestDuplicateLoserLeavesTheWinnersLaunch: two invocations get the same

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/provisioning"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/room"
 
 	"github.com/skiffci/skiff/internal/testenv"
@@ -178,8 +178,8 @@ type env struct {
 	inst    int64
 	gh      *github.Client
 	ec2     *ec2fake.Fake
-	store   *store.LaunchMemory
-	ledger  *store.LedgerMemory
+	store   *ledger.LaunchMemory
+	ledger  *ledger.Memory
 	jobs    *store.Memory
 	regs    *memRegistrations
 	dlq     *queue.Memory
@@ -216,13 +216,13 @@ func newEnv(t testing.TB, tweak func(*scaleup.Options)) *env {
 	}
 	testenv.KeptGroups(t, sim, pools, "acme")
 	e := &env{
-		t: t, sim: sim, inst: inst, gh: gh, ec2: ec2fake.New(), store: store.NewLaunchMemory(),
+		t: t, sim: sim, inst: inst, gh: gh, ec2: ec2fake.New(), store: ledger.NewLaunchMemory(),
 		regs: &memRegistrations{items: map[string]userdata.Registration{}}, dlq: &queue.Memory{},
 		counter: &telemetry.Memory{}, timings: &telemetry.MemoryTimings{}, logs: &testenv.SyncBuffer{}, clock: &clock{},
 	}
 	e.clock.set(start)
 	e.ec2.SetClock(e.clock.now)
-	e.ledger = store.NewLedgerMemory(e.clock.now)
+	e.ledger = ledger.NewMemory(e.clock.now)
 	e.jobs = store.NewMemory()
 	e.jobs.SetClock(e.clock.now)
 	logger := slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -366,9 +366,9 @@ type cancelOnPutFleet struct {
 }
 
 // LaunchMemoryish is the store interface, embedded so the wrapper overrides one method.
-type LaunchMemoryish = store.Launches
+type LaunchMemoryish = ledger.Launches
 
-func (c *cancelOnPutFleet) PutFleet(ctx context.Context, f provisioning.Fleet) error {
+func (c *cancelOnPutFleet) PutLaunch(ctx context.Context, f ledger.Launch) error {
 	c.cancel()
 	return ctx.Err()
 }

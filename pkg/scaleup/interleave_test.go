@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/provider"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/scaleup"
 	"github.com/skiffci/skiff/pkg/store"
@@ -59,19 +59,19 @@ type crashingLaunches struct {
 	c *crashAt
 }
 
-func (l crashingLaunches) ClaimLaunch(ctx context.Context, c provisioning.Claim, prev int, now time.Time) error {
+func (l crashingLaunches) ClaimLaunch(ctx context.Context, c ledger.Claim, prev int, now time.Time) error {
 	l.c.tick()
 	return l.Launches.ClaimLaunch(ctx, c, prev, now)
 }
 
-func (l crashingLaunches) PutFleet(ctx context.Context, f provisioning.Fleet) error {
+func (l crashingLaunches) PutLaunch(ctx context.Context, f ledger.Launch) error {
 	l.c.tick()
-	return l.Launches.PutFleet(ctx, f)
+	return l.Launches.PutLaunch(ctx, f)
 }
 
-func (l crashingLaunches) FinishFleet(ctx context.Context, token string, instances []string, reason string) error {
+func (l crashingLaunches) FinishLaunch(ctx context.Context, token string, instances []string, reason string) error {
 	l.c.tick()
-	return l.Launches.FinishFleet(ctx, token, instances, reason)
+	return l.Launches.FinishLaunch(ctx, token, instances, reason)
 }
 
 type crashingLedger struct {
@@ -79,12 +79,12 @@ type crashingLedger struct {
 	c *crashAt
 }
 
-func (l crashingLedger) Reserve(ctx context.Context, pool string, max int, rs []provisioning.Runner) (int, error) {
+func (l crashingLedger) Reserve(ctx context.Context, pool string, max int, rs []ledger.Runner) (int, error) {
 	l.c.tick()
 	return l.Ledger.Reserve(ctx, pool, max, rs)
 }
 
-func (l crashingLedger) Launched(ctx context.Context, name string, la provisioning.Launch) error {
+func (l crashingLedger) Launched(ctx context.Context, name string, la ledger.LaunchReport) error {
 	l.c.tick()
 	return l.Ledger.Launched(ctx, name, la)
 }
@@ -196,8 +196,8 @@ func interleave(t *testing.T, seed uint64) {
 			in := live[rng.IntN(len(live))]
 			name := in.Tags["skiff:runner-name"]
 			if name != "" && rng.IntN(2) == 0 {
-				_ = e.ledger.Advance(ctx, name, provisioning.StateJobStarted, e.clock.now(), 0)
-				_ = e.ledger.Advance(ctx, name, provisioning.StateJobCompleted, e.clock.now(), 0)
+				_ = e.ledger.Advance(ctx, name, ledger.StateJobStarted, e.clock.now(), 0)
+				_ = e.ledger.Advance(ctx, name, ledger.StateJobCompleted, e.clock.now(), 0)
 			}
 			e.ec2.SetState(in.ID, "terminated")
 		default: // state-change events, late, repeated and in any order

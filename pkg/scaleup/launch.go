@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/scaleup/decide"
 	"github.com/skiffci/skiff/pkg/store"
 )
@@ -86,9 +86,9 @@ func (s *Service) reserve(ctx context.Context, claimed []*work, now time.Time) [
 	// Those that took a warm machine first: each fits in the room its
 	// machine's record left.
 	sort.SliceStable(claimed, func(i, j int) bool { return claimed[i].warm != nil && claimed[j].warm == nil })
-	rs := make([]provisioning.Runner, len(claimed))
+	rs := make([]ledger.Runner, len(claimed))
 	for i, w := range claimed {
-		rs[i] = provisioning.Runner{Name: w.runner, Pool: pool, JobID: w.job.JobID, RunID: w.job.RunID, Attempt: w.decision.Attempt,
+		rs[i] = ledger.Runner{Name: w.runner, Pool: pool, JobID: w.job.JobID, RunID: w.job.RunID, Attempt: w.decision.Attempt,
 			ReservedAt: now}
 	}
 	granted, err := s.o.Ledger.Reserve(ctx, pool, claimed[0].spec.MaxRunners, rs)
@@ -127,9 +127,9 @@ func (s *Service) release(ctx context.Context, w *work, reason string) {
 func (s *Service) launchGroup(ctx context.Context, ws []*work, now time.Time) {
 	spec := ws[0].spec
 	sort.Slice(ws, func(i, j int) bool { return ws[i].job.JobID < ws[j].job.JobID })
-	planned := make([]provisioning.Member, len(ws))
+	planned := make([]ledger.Member, len(ws))
 	for i, w := range ws {
-		planned[i] = provisioning.Member{JobID: w.job.JobID, Attempt: w.decision.Attempt}
+		planned[i] = ledger.Member{JobID: w.job.JobID, Attempt: w.decision.Attempt}
 	}
 	token := decide.Token(s.o.Deployment, spec.Pool, planned)
 	log := s.o.Logger.With("pool", spec.Pool, "fleet_token", token)
@@ -157,8 +157,8 @@ func (s *Service) launchGroup(ctx context.Context, ws []*work, now time.Time) {
 // pool's maxRunners and registers them, and returns the jobs that go on to
 // the launch with the fleet's record as planned. When none does and this
 // invocation holds every claim of the group, it ends the claims.
-func (s *Service) admitGroup(ctx context.Context, log *slog.Logger, ws []*work, token string, now time.Time) ([]*work, provisioning.Fleet) {
-	fleet := provisioning.Fleet{Token: token, Pool: ws[0].spec.Pool, CreatedAt: now, ExpiresAt: now.Add(s.o.ClaimTTL)}
+func (s *Service) admitGroup(ctx context.Context, log *slog.Logger, ws []*work, token string, now time.Time) ([]*work, ledger.Launch) {
+	fleet := ledger.Launch{Token: token, Pool: ws[0].spec.Pool, CreatedAt: now, ExpiresAt: now.Add(s.o.ClaimTTL)}
 	claimed := s.claim(ctx, ws, token, now)
 	// The token derives from the jobs and attempts alone, so an invocation
 	// that lost a claim shares it with the one that won: only one that
@@ -180,7 +180,7 @@ func (s *Service) admitGroup(ctx context.Context, log *slog.Logger, ws []*work, 
 	for _, w := range claimed {
 		if !w.finished {
 			members = append(members, w)
-			fleet.Members = append(fleet.Members, provisioning.Member{JobID: w.job.JobID, Attempt: w.decision.Attempt})
+			fleet.Members = append(fleet.Members, ledger.Member{JobID: w.job.JobID, Attempt: w.decision.Attempt})
 		}
 	}
 	if len(members) == 0 && own {
@@ -209,7 +209,7 @@ func (s *Service) leaseLeft(log *slog.Logger, members []*work) bool {
 // intend plans the members' launch with the provider and records the
 // fleet's intent under its token; false when the members are finished
 // (the plan failed, or the intent could not be recorded).
-func (s *Service) intend(ctx context.Context, log *slog.Logger, members []*work, fleet provisioning.Fleet) (provider.Plan, bool) {
+func (s *Service) intend(ctx context.Context, log *slog.Logger, members []*work, fleet ledger.Launch) (provider.Plan, bool) {
 	l := provider.Launch{Token: fleet.Token, Spec: members[0].spec, Runners: make([]provider.RunnerRequest, len(members))}
 	for i, w := range members {
 		l.Runners[i] = provider.RunnerRequest{Name: w.runner, JobID: w.job.JobID, RunID: w.job.RunID,
@@ -221,8 +221,8 @@ func (s *Service) intend(ctx context.Context, log *slog.Logger, members []*work,
 		s.fail(members, err)
 		return "", false
 	}
-	fleet.State, fleet.Plan = provisioning.FleetIntent, string(plan)
-	if err := s.o.Launches.PutFleet(ctx, fleet); err != nil {
+	fleet.State, fleet.Plan = ledger.LaunchIntent, string(plan)
+	if err := s.o.Launches.PutLaunch(ctx, fleet); err != nil {
 		// A concurrent invocation that planned the same jobs at the same
 		// attempts derived the same token and recorded its fleet first: it
 		// owns the token. These jobs are not its members, so their next
@@ -278,7 +278,7 @@ func (s *Service) recordLaunch(ctx context.Context, log *slog.Logger, spec pool.
 	}
 	if err != nil {
 		log.Error("launching", "err", err, "reason", launchReason(err))
-		if ferr := s.o.Launches.FinishFleet(ctx, token, make([]string, len(members)), launchReason(err)); ferr != nil {
+		if ferr := s.o.Launches.FinishLaunch(ctx, token, make([]string, len(members)), launchReason(err)); ferr != nil {
 			log.Error("recording the failed fleet", "err", ferr)
 		}
 		s.fail(members, err)
@@ -303,12 +303,12 @@ func (s *Service) finishLaunched(ctx context.Context, log *slog.Logger, spec poo
 		}
 		if r.Err == nil {
 			instances[i] = r.Instance.ID
-			s.recordLaunched(ctx, members[i].runner, members[i].log, r.Instance, provisioning.StartCold)
+			s.recordLaunched(ctx, members[i].runner, members[i].log, r.Instance, ledger.StartCold)
 		} else if reason == "" {
 			reason = launchReason(r.Err)
 		}
 	}
-	if err := s.o.Launches.FinishFleet(ctx, token, instances, reason); err != nil {
+	if err := s.o.Launches.FinishLaunch(ctx, token, instances, reason); err != nil {
 		// The claims' lease will end and a later delivery recovers the fleet.
 		log.Error("recording the launched fleet", "err", err)
 	}
@@ -338,9 +338,9 @@ func (s *Service) finishLaunched(ctx context.Context, log *slog.Logger, spec poo
 // so the store's claim fence does not stop it from spoiling another
 // invocation's intent under the same token.
 func (s *Service) recordEmptyFleet(ctx context.Context, log *slog.Logger, token string, ws []*work, now time.Time, reason string) {
-	fleet := provisioning.Fleet{Token: token, Pool: ws[0].spec.Pool, State: provisioning.FleetDone, Reason: reason, CreatedAt: now,
+	fleet := ledger.Launch{Token: token, Pool: ws[0].spec.Pool, State: ledger.LaunchDone, Reason: reason, CreatedAt: now,
 		ExpiresAt: now.Add(s.o.ClaimTTL)}
-	if err := s.o.Launches.PutFleet(ctx, fleet); err != nil && !errors.Is(err, store.ErrConflict) {
+	if err := s.o.Launches.PutLaunch(ctx, fleet); err != nil && !errors.Is(err, store.ErrConflict) {
 		log.Error("recording the unlaunched fleet", "err", err)
 	}
 }
@@ -350,7 +350,7 @@ func (s *Service) recordEmptyFleet(ctx context.Context, log *slog.Logger, token 
 func (s *Service) claim(ctx context.Context, ws []*work, token string, now time.Time) []*work {
 	var claimed []*work
 	for _, w := range ws {
-		c := provisioning.Claim{
+		c := ledger.Claim{
 			JobID: w.job.JobID, Attempt: w.decision.Attempt, Gen: w.gen, Token: token, Pool: w.spec.Pool,
 			LeaseUntil: now.Add(s.o.ClaimLease), UpdatedAt: now, ExpiresAt: now.Add(s.o.ClaimTTL),
 		}
@@ -385,7 +385,7 @@ func answered(err error) bool {
 // failure is logged: the instance is tagged with the runner's name, so the
 // reconciler links them.
 func (s *Service) recordLaunched(ctx context.Context, runner string, log *slog.Logger, in provider.Instance, kind string) {
-	err := s.o.Ledger.Launched(ctx, runner, provisioning.Launch{InstanceID: in.ID, InstanceType: in.InstanceType, Zone: in.Zone,
+	err := s.o.Ledger.Launched(ctx, runner, ledger.LaunchReport{InstanceID: in.ID, InstanceType: in.InstanceType, Zone: in.Zone,
 		Spot: in.Capacity == provider.Spot, StartKind: kind, At: in.LaunchedAt})
 	if err != nil {
 		log.Error("recording the runner's instance in the ledger", "runner_name", runner, "instance_id", in.ID, "err", err)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/github"
-	"github.com/skiffci/skiff/pkg/provisioning"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/scaleup"
 	"github.com/skiffci/skiff/pkg/store"
@@ -140,7 +140,7 @@ func TestRecoveryAsksTheLedger(t *testing.T) {
 		ran  func(e *env)
 	}{
 		{"the ledger saw the job start", func(e *env) {
-			if err := e.ledger.Advance(context.Background(), "skiff-77-1", provisioning.StateJobStarted, e.clock.now(), 77); err != nil {
+			if err := e.ledger.Advance(context.Background(), "skiff-77-1", ledger.StateJobStarted, e.clock.now(), 77); err != nil {
 				t.Fatal(err)
 			}
 		}},

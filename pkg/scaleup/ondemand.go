@@ -8,7 +8,7 @@ import (
 )
 
 // onDemand moves to on-demand capacity the jobs of a re-run that
-// scale-down marked (store.Launches.MarkOnDemand): the attempt that re-runs
+// scale-down marked (ledger.Launches.MarkOnDemand): the attempt that re-runs
 // jobs a spot interruption failed must not be interrupted again. Only jobs
 // of a second or later attempt in a pool that buys spot are looked up, one
 // read each. A mark that cannot be read leaves the pool's capacity: the job

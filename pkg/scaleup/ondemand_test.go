@@ -9,8 +9,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/scaleup"
-	"github.com/skiffci/skiff/pkg/store"
 )
 
 // TestOnDemandRerun: a job of a run's re-run attempt that scale-down marked
@@ -22,7 +22,7 @@ func TestOnDemandRerun(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	marked, other := job(1), job(100)
-	if err := e.store.MarkOnDemand(ctx, marked.RunID, "cpu", 2, start.Add(store.OnDemandTTL)); err != nil {
+	if err := e.store.MarkOnDemand(ctx, marked.RunID, "cpu", 2, start.Add(ledger.OnDemandTTL)); err != nil {
 		t.Fatal(err)
 	}
 	first := marked // attempt 1 of the marked run: already launched before the mark
@@ -47,7 +47,7 @@ func TestOnDemandRerun(t *testing.T) {
 }
 
 // failingMarks is a launch store whose on-demand marks cannot be read.
-type failingMarks struct{ *store.LaunchMemory }
+type failingMarks struct{ *ledger.LaunchMemory }
 
 func (failingMarks) OnDemandFrom(context.Context, int64, string, time.Time) (int, error) {
 	return 0, errors.New("table unavailable")
@@ -57,7 +57,7 @@ func (failingMarks) OnDemandFrom(context.Context, int64, string, time.Time) (int
 // job back: it launches on the pool's capacity, and the reason is logged.
 func TestOnDemandRerunUnreadable(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, func(o *scaleup.Options) { o.Launches = failingMarks{o.Launches.(*store.LaunchMemory)} })
+	e := newEnv(t, func(o *scaleup.Options) { o.Launches = failingMarks{o.Launches.(*ledger.LaunchMemory)} })
 	j := job(1)
 	j.Attempt = 2
 	if r := e.handle(context.Background(), e.svc, message(j, 1)); len(r.BatchItemFailures) != 0 {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/scaleup"
@@ -37,7 +38,7 @@ func newRoomEnvJitter(t *testing.T, rm room.Store, jitter func() float64) *roomE
 	r := &roomEnv{room: rm, q: &queue.Memory{}}
 	r.env = newEnv(t, func(o *scaleup.Options) {
 		r.q.SetClock(o.Now)
-		ledger := o.Ledger.(store.Ledger) // the whole ledger: the room reads live counts too
+		ledger := o.Ledger.(ledger.Ledger) // the whole ledger: the room reads live counts too
 		svc, err := room.New(room.Options{Room: r.room, Queue: r.q, Jobs: o.Jobs.(*store.Memory), Pools: o.Pools,
 			Ledger: ledger, Counter: o.Counter, Logger: o.Logger, Now: o.Now, Jitter: jitter})
 		if err != nil {

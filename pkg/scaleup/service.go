@@ -30,7 +30,7 @@ package scaleup
 import (
 	"context"
 	"fmt"
-	"github.com/skiffci/skiff/pkg/provisioning"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"log/slog"
 	"sort"
 	"strings"
@@ -96,31 +96,31 @@ type JobRecords interface {
 // Ledger is the part of the runner ledger scale-up writes: it reserves a
 // fleet's runners under their pool's max, records their instances, ends
 // the runners of a launch that failed, and reads a runner to tell a
-// recovered fleet's members apart. store.Ledger implements it.
+// recovered fleet's members apart. ledger.Ledger implements it.
 type Ledger interface {
-	Reserve(ctx context.Context, pool string, max int, runners []provisioning.Runner) (int, error)
-	Launched(ctx context.Context, name string, l provisioning.Launch) error
+	Reserve(ctx context.Context, pool string, max int, runners []ledger.Runner) (int, error)
+	Launched(ctx context.Context, name string, l ledger.LaunchReport) error
 	End(ctx context.Context, name string, at time.Time, reason string) (bool, error)
-	Runner(ctx context.Context, name string) (provisioning.Runner, error)
+	Runner(ctx context.Context, name string) (ledger.Runner, error)
 	// LiveRunners lists a pool's live records: its warm machines among them.
-	LiveRunners(ctx context.Context, pool string) ([]provisioning.Runner, error)
+	LiveRunners(ctx context.Context, pool string) ([]ledger.Runner, error)
 }
 
-var _ Ledger = store.Ledger(nil)
+var _ Ledger = ledger.Ledger(nil)
 
 // Launches is the part of the launch store scale-up uses: each job's
 // claim, each fleet's intent and end, and a run's on-demand mark.
-// store.Launches implements it.
+// ledger.Launches implements it.
 type Launches interface {
-	LaunchClaims(ctx context.Context, jobIDs []int64, now time.Time) (map[int64]provisioning.Claim, error)
-	ClaimLaunch(ctx context.Context, c provisioning.Claim, prevGen int, now time.Time) error
-	PutFleet(ctx context.Context, f provisioning.Fleet) error
-	FinishFleet(ctx context.Context, token string, instances []string, reason string) error
-	Fleet(ctx context.Context, token string, now time.Time) (provisioning.Fleet, error)
+	LaunchClaims(ctx context.Context, jobIDs []int64, now time.Time) (map[int64]ledger.Claim, error)
+	ClaimLaunch(ctx context.Context, c ledger.Claim, prevGen int, now time.Time) error
+	PutLaunch(ctx context.Context, f ledger.Launch) error
+	FinishLaunch(ctx context.Context, token string, instances []string, reason string) error
+	Launch(ctx context.Context, token string, now time.Time) (ledger.Launch, error)
 	OnDemandFrom(ctx context.Context, run int64, pool string, now time.Time) (int, error)
 }
 
-var _ Launches = store.Launches(nil)
+var _ Launches = ledger.Launches(nil)
 
 // GitHub is the part of the GitHub client scale-up calls; *github.Client
 // implements it (and caches runner group ids and registration tokens).
@@ -299,7 +299,7 @@ type work struct {
 	key  string
 	log  *slog.Logger
 
-	claim    *provisioning.Claim
+	claim    *ledger.Claim
 	decision decide.ClaimDecision
 	gen      int
 	runner   string // the runner's name: its ledger record

@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/scaleup/decide"
 )
 
@@ -36,7 +36,7 @@ const MetricWarm = "ScaleUpWarm"
 
 // warmTake is the warm machine a job took.
 type warmTake struct {
-	record provisioning.Runner // the ended warm record
+	record ledger.Runner // the ended warm record
 	kind   pool.WarmKind
 }
 
@@ -44,7 +44,7 @@ type warmTake struct {
 // pool, handed out at most once each.
 type warmCandidates struct {
 	mu     sync.Mutex
-	byPool map[string][]provisioning.Runner
+	byPool map[string][]ledger.Runner
 }
 
 // eligible reports whether the job's pool keeps warm machines this
@@ -68,7 +68,7 @@ func (s *Service) warmKey(ctx context.Context, w *work) string {
 // fleet record names its one instance), the others group as before. It
 // reads each warm pool's live records once.
 func (s *Service) markWarm(ctx context.Context, items []*work) *warmCandidates {
-	c := &warmCandidates{byPool: map[string][]provisioning.Runner{}}
+	c := &warmCandidates{byPool: map[string][]ledger.Runner{}}
 	read := map[string]bool{}
 	wanted := map[string]int{} // pool/key → jobs marked
 	for _, w := range items {
@@ -83,7 +83,7 @@ func (s *Service) markWarm(ctx context.Context, items []*work) *warmCandidates {
 				s.o.Logger.Warn("reading the pool's warm machines; its jobs start cold", "pool", p, "err", err)
 			}
 			for _, r := range live {
-				if provisioning.IsWarm(r.Name) && r.State == provisioning.StateRegistered && r.InstanceID != "" {
+				if ledger.IsWarm(r.Name) && r.State == ledger.StateRegistered && r.InstanceID != "" {
 					c.byPool[p] = append(c.byPool[p], r)
 				}
 			}
@@ -107,10 +107,10 @@ func (s *Service) markWarm(ctx context.Context, items []*work) *warmCandidates {
 	return c
 }
 
-func sortHotFirst(rs []provisioning.Runner) {
+func sortHotFirst(rs []ledger.Runner) {
 	hot := 0
 	for i := range rs {
-		if provisioning.WarmKindOf(rs[i].Name) == string(pool.WarmHot) {
+		if ledger.WarmKindOf(rs[i].Name) == string(pool.WarmHot) {
 			rs[hot], rs[i] = rs[i], rs[hot]
 			hot++
 		}
@@ -118,7 +118,7 @@ func sortHotFirst(rs []provisioning.Runner) {
 }
 
 func warmParts(name string) (kind, key string, ok bool) {
-	kind = provisioning.WarmKindOf(name)
+	kind = ledger.WarmKindOf(name)
 	if kind == "" {
 		return "", "", false
 	}
@@ -136,7 +136,7 @@ func warmParts(name string) (kind, key string, ok bool) {
 }
 
 // pop hands out the next ready warm machine of the pool with the key.
-func (c *warmCandidates) pop(p, key string) (provisioning.Runner, bool) {
+func (c *warmCandidates) pop(p, key string) (ledger.Runner, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, r := range c.byPool[p] {
@@ -145,7 +145,7 @@ func (c *warmCandidates) pop(p, key string) (provisioning.Runner, bool) {
 			return r, true
 		}
 	}
-	return provisioning.Runner{}, false
+	return ledger.Runner{}, false
 }
 
 // takeWarm takes a ready warm machine for the job: it ends the machine's
@@ -162,7 +162,7 @@ func (s *Service) takeWarm(ctx context.Context, w *work, now time.Time) {
 		case err != nil:
 			w.log.Warn("taking a warm machine", "warm", r.Name, "err", err)
 		case took:
-			w.warm = &warmTake{record: r, kind: pool.WarmKind(provisioning.WarmKindOf(r.Name))}
+			w.warm = &warmTake{record: r, kind: pool.WarmKind(ledger.WarmKindOf(r.Name))}
 			w.log = w.log.With("warm_instance", r.InstanceID, "warm_kind", w.warm.kind)
 			return
 		default:
@@ -175,7 +175,7 @@ func (s *Service) takeWarm(ctx context.Context, w *work, now time.Time) {
 // when it waits stopped, the registration. True when the job launched so;
 // false leaves the job to the cold launch (the machine is terminated when
 // the job's work ends, see dropWarm).
-func (s *Service) handWarm(ctx context.Context, log *slog.Logger, w *work, fleet provisioning.Fleet) bool {
+func (s *Service) handWarm(ctx context.Context, log *slog.Logger, w *work, fleet ledger.Launch) bool {
 	warmer, _ := s.o.Provider.(provider.Warmer)
 	wt := w.warm
 	hctx, cancel := context.WithTimeout(ctx, w.leaseEnd.Sub(s.o.Now()))
@@ -189,15 +189,15 @@ func (s *Service) handWarm(ctx context.Context, log *slog.Logger, w *work, fleet
 		return false
 	}
 	done := s.o.Now()
-	fleet.State, fleet.Instances = provisioning.FleetDone, []string{in.ID}
-	if err := s.o.Launches.PutFleet(ctx, fleet); err != nil {
+	fleet.State, fleet.Instances = ledger.LaunchDone, []string{in.ID}
+	if err := s.o.Launches.PutLaunch(ctx, fleet); err != nil {
 		// A later duplicate of the job finds no fleet and may launch it
 		// again after the lease; the reconciler reaps the idle spare.
 		log.Error("recording the warm start", "err", err)
 	}
-	kind := provisioning.StartHot
+	kind := ledger.StartHot
 	if wt.kind == pool.WarmStopped {
-		kind = provisioning.StartStopped
+		kind = ledger.StartStopped
 	}
 	s.recordLaunched(ctx, w.runner, w.log, provider.Instance{ID: in.ID, InstanceType: wt.record.InstanceType, Zone: wt.record.Zone,
 		Capacity: capacityOf(wt.record.Spot), LaunchedAt: done}, kind)

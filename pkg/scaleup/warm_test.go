@@ -5,12 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/scaleup"
-	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/userdata"
 )
 
@@ -27,7 +26,7 @@ func (e *env) readyWarm(kind pool.WarmKind, id string) string {
 		e.t.Fatal("pool warm keeps no warm machines")
 	}
 	name := names.WarmRunnerName("", string(kind), spec.WarmKey(""), id)
-	if n, err := e.ledger.Reserve(ctx, "warm", spec.MaxRunners, []provisioning.Runner{{Name: name, Pool: "warm", ReservedAt: e.clock.now()}}); err != nil || n != 1 {
+	if n, err := e.ledger.Reserve(ctx, "warm", spec.MaxRunners, []ledger.Runner{{Name: name, Pool: "warm", ReservedAt: e.clock.now()}}); err != nil || n != 1 {
 		e.t.Fatalf("reserving the warm record: %d, %v", n, err)
 	}
 	prov := e.provider()
@@ -41,7 +40,7 @@ func (e *env) readyWarm(kind pool.WarmKind, id string) string {
 		e.t.Fatalf("launching the warm machine: %v, %+v", err, res)
 	}
 	in := res.Runners[0].Instance
-	if err := e.ledger.Launched(ctx, name, provisioning.Launch{InstanceID: in.ID, InstanceType: in.InstanceType, At: e.clock.now()}); err != nil {
+	if err := e.ledger.Launched(ctx, name, ledger.LaunchReport{InstanceID: in.ID, InstanceType: in.InstanceType, At: e.clock.now()}); err != nil {
 		e.t.Fatal(err)
 	}
 	e.ec2.SetState(in.ID, "running")
@@ -51,14 +50,14 @@ func (e *env) readyWarm(kind pool.WarmKind, id string) string {
 		}
 		e.ec2.SetState(in.ID, "stopped")
 	}
-	if err := e.ledger.Advance(ctx, name, provisioning.StateRegistered, e.clock.now(), 0); err != nil {
+	if err := e.ledger.Advance(ctx, name, ledger.StateRegistered, e.clock.now(), 0); err != nil {
 		e.t.Fatal(err)
 	}
 	return in.ID
 }
 
 // jobRunner is the ledger record of the job's runner (generation 1).
-func (e *env) jobRunner(jobID int64) provisioning.Runner {
+func (e *env) jobRunner(jobID int64) ledger.Runner {
 	e.t.Helper()
 	r, err := e.ledger.Runner(context.Background(), names.RunnerName("", jobID, 1))
 	if err != nil {
@@ -80,8 +79,8 @@ func TestWarmStart(t *testing.T) {
 				t.Errorf("%d fleet calls for a job a warm machine waited for; want none", n-fleets)
 			}
 			r := e.jobRunner(501)
-			want := map[pool.WarmKind]string{pool.WarmStopped: provisioning.StartStopped, pool.WarmHot: provisioning.StartHot}[kind]
-			if r.InstanceID != id || r.StartKind != want || r.State != provisioning.StateLaunched {
+			want := map[pool.WarmKind]string{pool.WarmStopped: ledger.StartStopped, pool.WarmHot: ledger.StartHot}[kind]
+			if r.InstanceID != id || r.StartKind != want || r.State != ledger.StateLaunched {
 				t.Errorf("the job's runner = %+v; want launched on %s, started %s", r, id, want)
 			}
 			starts := e.ec2.Calls("StartInstances")
@@ -137,7 +136,7 @@ func TestWarmStartFails(t *testing.T) {
 		t.Fatalf("failures: %+v\n%s", r, e.logs)
 	}
 	r := e.jobRunner(701)
-	if r.InstanceID == "" || r.InstanceID == id || r.StartKind != provisioning.StartCold {
+	if r.InstanceID == "" || r.InstanceID == id || r.StartKind != ledger.StartCold {
 		t.Errorf("the job's runner = %+v; want a cold launch", r)
 	}
 	for _, in := range e.ec2.Instances() {
@@ -163,7 +162,7 @@ func TestWarmNeverForAnotherSpec(t *testing.T) {
 	if r := e.handle(context.Background(), e.svc, message(job(801, labels...), 1)); len(r.BatchItemFailures) != 0 {
 		t.Fatalf("failures: %+v\n%s", r, e.logs)
 	}
-	if r := e.jobRunner(801); r.StartKind != provisioning.StartCold || e.ec2.Calls("CreateFleet") != fleets+1 {
+	if r := e.jobRunner(801); r.StartKind != ledger.StartCold || e.ec2.Calls("CreateFleet") != fleets+1 {
 		t.Errorf("the job's runner = %+v; want a cold launch of its own disk", r)
 	}
 	if live, _ := e.ledger.Live(context.Background(), "warm"); live != 2 {
@@ -182,7 +181,7 @@ func TestWarmFullPoolAdmitsTakers(t *testing.T) {
 		t.Fatalf("failures: %+v\n%s", r, e.logs)
 	}
 	for j := int64(901); j < 904; j++ {
-		if r := e.jobRunner(j); r.StartKind == provisioning.StartCold || r.InstanceID == "" {
+		if r := e.jobRunner(j); r.StartKind == ledger.StartCold || r.InstanceID == "" {
 			t.Errorf("job %d's runner = %+v; want a warm start", j, r)
 		}
 	}
@@ -194,11 +193,11 @@ func TestWarmFullPoolAdmitsTakers(t *testing.T) {
 // staleLedger answers LiveRunners with what the ledger held before: an
 // invocation that read the warm machines just before another took one.
 type staleLedger struct {
-	*store.LedgerMemory
-	live []provisioning.Runner
+	*ledger.Memory
+	live []ledger.Runner
 }
 
-func (s staleLedger) LiveRunners(context.Context, string) ([]provisioning.Runner, error) {
+func (s staleLedger) LiveRunners(context.Context, string) ([]ledger.Runner, error) {
 	return s.live, nil
 }
 
@@ -215,7 +214,7 @@ func TestWarmLostRace(t *testing.T) {
 		t.Fatalf("failures: %+v", r)
 	}
 	o := e.opts
-	o.Ledger = staleLedger{LedgerMemory: e.ledger, live: before}
+	o.Ledger = staleLedger{Memory: e.ledger, live: before}
 	late, err := scaleup.New(o)
 	if err != nil {
 		t.Fatal(err)
@@ -223,7 +222,7 @@ func TestWarmLostRace(t *testing.T) {
 	if r := e.handle(context.Background(), late, message(job(1002, warmLabels...), 1)); len(r.BatchItemFailures) != 0 {
 		t.Fatalf("failures: %+v\n%s", r, e.logs)
 	}
-	if a, b := e.jobRunner(1001), e.jobRunner(1002); a.InstanceID != id || b.InstanceID == id || b.StartKind != provisioning.StartCold {
+	if a, b := e.jobRunner(1001), e.jobRunner(1002); a.InstanceID != id || b.InstanceID == id || b.StartKind != ledger.StartCold {
 		t.Errorf("runners %+v and %+v; want the first on the warm machine %s, the second cold", a, b, id)
 	}
 	if got := e.counter.Get(scaleup.MetricWarm, "lost_race"); got != 1 {

@@ -8,6 +8,10 @@ import "time"
 // moment.
 func Live(expires, now time.Time) bool { return live(expires, now) }
 
+func live(expires, now time.Time) bool {
+	return expires.IsZero() || now.Unix() < EpochCeil(expires)
+}
+
 // ExpirySeconds is EpochCeil for an optional expiry: 0 for the zero time
 // (never), as the SQLite room stores it.
 func ExpirySeconds(t time.Time) int64 {

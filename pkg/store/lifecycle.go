@@ -4,15 +4,15 @@ import (
 	"context"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/provisioning"
+	"github.com/skiffci/skiff/pkg/ledger"
 )
 
 // RunnerStep is what a workflow_job event tells the runner ledger: the job
-// started (provisioning.StateJobStarted) or completed (provisioning.StateJobCompleted)
+// started (ledger.StateJobStarted) or completed (ledger.StateJobCompleted)
 // on the named runner at At. The zero RunnerStep tells nothing.
 type RunnerStep struct {
 	Runner string
-	To     provisioning.State
+	To     ledger.State
 	At     time.Time
 }
 

@@ -18,8 +18,9 @@ package store
 
 import (
 	"context"
-	"errors"
 	"time"
+
+	"github.com/skiffci/skiff/pkg/ledger"
 )
 
 // Status is where a workflow job is in its lifecycle. The order of the
@@ -105,8 +106,12 @@ type Run struct {
 
 // Errors a Store returns; callers test them with errors.Is.
 var (
-	// ErrNotFound: no record with that key.
-	ErrNotFound = errors.New("not found")
+	// ErrNotFound: no record with that key. It is ledger.ErrNotFound, so
+	// that one errors.Is serves every port of the store.
+	ErrNotFound = ledger.ErrNotFound
+	// ErrConflict: a conditional write lost to a concurrent writer. It is
+	// ledger.ErrConflict.
+	ErrConflict = ledger.ErrConflict
 )
 
 // Store is skiff's state. Every method is safe for concurrent use and

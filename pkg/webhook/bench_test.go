@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/github"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/queue"
-	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
 )
 
@@ -36,7 +36,7 @@ func BenchmarkHandleQueued(b *testing.B) {
 		Router:  testRouter,
 		Queue:   &discardQueue{},
 		Store:   memoryStore(fixedNow),
-		Runners: store.NewLedgerMemory(nil),
+		Runners: ledger.NewMemory(nil),
 		Counter: telemetry.NewEMF(io.Discard, "Skiff", "webhook", nil),
 		Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)),
 		// GitHub's examples are public repositories of several installations.

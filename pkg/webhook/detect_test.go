@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/pool"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/store"
 )
 
@@ -108,7 +108,7 @@ func TestDetect(t *testing.T) {
 			t.Parallel()
 			pools := detectPools(t)
 			events := store.NewSecurityMemory(func() time.Time { return fixedNow })
-			ledger := store.NewLedgerMemory(func() time.Time { return fixedNow })
+			led := ledger.NewMemory(func() time.Time { return fixedNow })
 			hs := newHarness(t, func(o *Options) {
 				o.Router = RouterFunc(func([]string, string) (string, error) { return "private", nil })
 				o.Policies, o.Scopes, o.SecurityEvents = pools, pools, events
@@ -116,14 +116,14 @@ func TestDetect(t *testing.T) {
 				if tc.allow != nil {
 					o.Allow = mustAllow(t, tc.allow...)
 				}
-				o.Runners = ledger
+				o.Runners = led
 				if tc.ledgerErr {
-					o.Runners = failingReads{ledger}
+					o.Runners = failingReads{led}
 				}
 			})
 			ctx := context.Background()
 			if tc.runnerPool != "" {
-				if _, err := ledger.Reserve(ctx, tc.runnerPool, 10, []provisioning.Runner{{Name: tc.runner, Pool: tc.runnerPool,
+				if _, err := led.Reserve(ctx, tc.runnerPool, 10, []ledger.Runner{{Name: tc.runner, Pool: tc.runnerPool,
 					JobID: 90, ReservedAt: fixedNow}}); err != nil {
 					t.Fatal(err)
 				}
@@ -185,8 +185,8 @@ func TestDetect(t *testing.T) {
 }
 
 // failingReads is a ledger whose reads fail.
-type failingReads struct{ *store.LedgerMemory }
+type failingReads struct{ *ledger.Memory }
 
-func (failingReads) Runner(context.Context, string) (provisioning.Runner, error) {
-	return provisioning.Runner{}, errors.New("throttled")
+func (failingReads) Runner(context.Context, string) (ledger.Runner, error) {
+	return ledger.Runner{}, errors.New("throttled")
 }

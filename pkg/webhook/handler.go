@@ -64,8 +64,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/skiffci/skiff/pkg/github"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/pool"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
@@ -507,11 +507,11 @@ var (
 )
 
 // Runners is the part of the runner ledger the webhook writes, and reads
-// to learn the pool of the runner that ran a job: store.Ledger implements
+// to learn the pool of the runner that ran a job: ledger.Ledger implements
 // it. Runner returns store.ErrNotFound for a runner that is not skiff's.
 type Runners interface {
-	Advance(ctx context.Context, name string, to provisioning.State, at time.Time, job int64) error
-	Runner(ctx context.Context, name string) (provisioning.Runner, error)
+	Advance(ctx context.Context, name string, to ledger.State, at time.Time, job int64) error
+	Runner(ctx context.Context, name string) (ledger.Runner, error)
 }
 
 // runnerStep is what the job's event tells the runner ledger: that the job
@@ -522,9 +522,9 @@ func runnerStep(rec store.Job) store.RunnerStep {
 	var step store.RunnerStep
 	switch rec.Status {
 	case store.StatusInProgress:
-		step.To, step.At = provisioning.StateJobStarted, rec.StartedAt
+		step.To, step.At = ledger.StateJobStarted, rec.StartedAt
 	case store.StatusCompleted:
-		step.To, step.At = provisioning.StateJobCompleted, rec.CompletedAt
+		step.To, step.At = ledger.StateJobCompleted, rec.CompletedAt
 	default:
 		return step
 	}

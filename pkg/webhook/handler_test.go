@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/pool"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
@@ -58,14 +58,14 @@ func (f *faultyStore) RecordRun(ctx context.Context, r store.Run) error {
 }
 
 // runnersFunc adapts a function to Runners.
-type runnersFunc func(ctx context.Context, name string, to provisioning.State, at time.Time, job int64) error
+type runnersFunc func(ctx context.Context, name string, to ledger.State, at time.Time, job int64) error
 
-func (f runnersFunc) Advance(ctx context.Context, name string, to provisioning.State, at time.Time, job int64) error {
+func (f runnersFunc) Advance(ctx context.Context, name string, to ledger.State, at time.Time, job int64) error {
 	return f(ctx, name, to, at, job)
 }
 
-func (f runnersFunc) Runner(context.Context, string) (provisioning.Runner, error) {
-	return provisioning.Runner{}, store.ErrNotFound
+func (f runnersFunc) Runner(context.Context, string) (ledger.Runner, error) {
+	return ledger.Runner{}, store.ErrNotFound
 }
 
 // sendFunc adapts a function to queue.Sender.
@@ -124,7 +124,7 @@ type harness struct {
 	h       *Handler
 	queue   *queue.Memory
 	store   *faultyStore
-	ledger  *store.LedgerMemory
+	ledger  *ledger.Memory
 	counter *telemetry.Memory
 	logs    *testenv.SyncBuffer
 	secret  []byte
@@ -135,7 +135,7 @@ func newHarness(t testing.TB, mutate func(*Options)) *harness {
 	hs := &harness{
 		queue:   &queue.Memory{},
 		store:   &faultyStore{Store: memoryStore(fixedNow)},
-		ledger:  store.NewLedgerMemory(func() time.Time { return fixedNow }),
+		ledger:  ledger.NewMemory(func() time.Time { return fixedNow }),
 		counter: &telemetry.Memory{},
 		logs:    &testenv.SyncBuffer{},
 		secret:  []byte(canarySecret),
@@ -509,7 +509,7 @@ func TestFailuresAnswer503AndCanBeRedelivered(t *testing.T) {
 	t.Run("runner ledger down for lifecycle", func(t *testing.T) {
 		t.Parallel()
 		hs := newHarness(t, func(o *Options) {
-			o.Runners = runnersFunc(func(context.Context, string, provisioning.State, time.Time, int64) error { return boom })
+			o.Runners = runnersFunc(func(context.Context, string, ledger.State, time.Time, int64) error { return boom })
 		})
 		if resp := hs.deliver("workflow_job", "d4", started); resp.Status != 503 {
 			t.Fatalf("status = %d, want 503", resp.Status)
@@ -536,7 +536,7 @@ func TestPing(t *testing.T) {
 func TestNewFailsClosed(t *testing.T) {
 	t.Parallel()
 	base := Options{Secrets: [][]byte{[]byte("s")}, Router: testRouter, Queue: &queue.Memory{}, Store: memoryStore(fixedNow),
-		Runners: store.NewLedgerMemory(nil)}
+		Runners: ledger.NewMemory(nil)}
 	tests := []struct {
 		name   string
 		mutate func(*Options)

@@ -4,7 +4,7 @@
 // which record to end and which job may be stranded, each with its rule and
 // a reason. It imports no SDK and no network code (make lint checks it).
 //
-// A runner moves through the ledger's states (package provisioning); scale-down
+// A runner moves through the ledger's states (package ledger); scale-down
 // reads each record against what the provider and GitHub say now:
 //
 //	reserved ─(no instance after StaleReservation)──────────────▶ end, strand check
@@ -33,9 +33,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/provider"
-	"github.com/skiffci/skiff/pkg/provisioning"
 )
 
 // Rule names why scale-down acts; it is the Reason dimension of the
@@ -170,7 +170,7 @@ type Inputs struct {
 	// missing from it may be gone (still confirmed before acting).
 	RunnersComplete bool
 	// Ledger are the live records of every pool.
-	Ledger []provisioning.Runner
+	Ledger []ledger.Runner
 	// Deployment is the deployment whose runners these are: a ghost must
 	// carry its id in its name (names.OwnRunner); another deployment's
 	// offline runners in the same organisation are left alone.
@@ -186,10 +186,10 @@ type Inputs struct {
 // events find a runner by its instance, a spot warning included.
 type Advance struct {
 	Runner string
-	To     provisioning.State
+	To     ledger.State
 	At     time.Time
 	// Launch is the instance the record learns (To StateLaunched only).
-	Launch provisioning.Launch
+	Launch ledger.LaunchReport
 }
 
 // Action is what scale-down does about one runner, instance or job, in
@@ -318,10 +318,10 @@ func later(a, b time.Time) time.Time {
 // live record, then GitHub's runners without either.
 func Decide(in Inputs) Decision {
 	v := newView(in)
-	ledger := append([]provisioning.Runner(nil), in.Ledger...)
-	sort.Slice(ledger, func(i, j int) bool { return ledger[i].Name < ledger[j].Name })
-	for _, r := range ledger {
-		if provisioning.IsWarm(r.Name) {
+	records := append([]ledger.Runner(nil), in.Ledger...)
+	sort.Slice(records, func(i, j int) bool { return records[i].Name < records[j].Name })
+	for _, r := range records {
+		if ledger.IsWarm(r.Name) {
 			// A warm machine waits for a job and registers none: DecideWarm's.
 			v.named[r.Name] = true
 			if r.InstanceID != "" {
@@ -379,13 +379,13 @@ func (v *view) policy(pool string) Policy {
 
 // seen is what a pass knows of one live ledger record's runner.
 type seen struct {
-	r    provisioning.Runner
+	r    ledger.Runner
 	p    Policy
 	inst *provider.Instance // nil: not listed
 	g    *GitHubRunner      // nil: not on GitHub
 	base Action             // the fields every action on it carries
 	// st is the record's state with this pass's advances.
-	st                       provisioning.State
+	st                       ledger.State
 	tagStarted, tagCompleted bool
 	hooks                    observed
 	busy                     bool
@@ -396,7 +396,7 @@ type seen struct {
 
 // observe finds the record's instance and GitHub runner and advances the
 // record to what they show (registered, job started, job completed).
-func (v *view) observe(r provisioning.Runner) seen {
+func (v *view) observe(r ledger.Runner) seen {
 	v.named[r.Name] = true
 	s := seen{r: r, p: v.policy(r.Pool), inst: v.byID[r.InstanceID], g: v.gh[r.Name], st: r.State, launched: r.LaunchedAt}
 	if s.inst == nil && r.InstanceID == "" {
@@ -408,7 +408,7 @@ func (v *view) observe(r provisioning.Runner) seen {
 	}
 	s.base = baseAction(r, s.inst, s.g, s.p)
 
-	advance := func(to provisioning.State, at time.Time) {
+	advance := func(to ledger.State, at time.Time) {
 		if s.st < to && s.st.Live() {
 			if at.IsZero() {
 				at = v.now
@@ -420,15 +420,15 @@ func (v *view) observe(r provisioning.Runner) seen {
 	g := s.g
 	s.tagStarted, s.tagCompleted, s.hooks = hooks(s.inst)
 	if g != nil && (g.Online || g.Busy) {
-		advance(provisioning.StateRegistered, time.Time{})
+		advance(ledger.StateRegistered, time.Time{})
 	}
 	if s.tagStarted || (g != nil && g.Busy) {
-		advance(provisioning.StateJobStarted, s.hooks.started)
+		advance(ledger.StateJobStarted, s.hooks.started)
 	}
 	if s.tagCompleted && (!s.tagStarted || !s.hooks.completed.Before(s.hooks.started)) {
-		advance(provisioning.StateJobCompleted, s.hooks.completed)
+		advance(ledger.StateJobCompleted, s.hooks.completed)
 	}
-	s.busy = (g != nil && g.Busy) || s.st == provisioning.StateJobStarted || (s.tagStarted && !s.tagCompleted)
+	s.busy = (g != nil && g.Busy) || s.st == ledger.StateJobStarted || (s.tagStarted && !s.tagCompleted)
 	s.strand = r.BusyJob != r.JobID
 	if s.inst != nil && !s.inst.LaunchedAt.IsZero() {
 		s.launched = s.inst.LaunchedAt
@@ -446,14 +446,14 @@ func (v *view) link(s *seen) {
 	if in == nil {
 		return
 	}
-	v.d.Advances = append(v.d.Advances, Advance{Runner: s.r.Name, To: provisioning.StateLaunched, At: in.LaunchedAt,
-		Launch: provisioning.Launch{InstanceID: in.ID, InstanceType: in.InstanceType, Zone: in.Zone, Spot: in.Capacity == provider.Spot,
+	v.d.Advances = append(v.d.Advances, Advance{Runner: s.r.Name, To: ledger.StateLaunched, At: in.LaunchedAt,
+		Launch: ledger.LaunchReport{InstanceID: in.ID, InstanceType: in.InstanceType, Zone: in.Zone, Spot: in.Capacity == provider.Spot,
 			At: in.LaunchedAt}})
-	s.st = max(s.st, provisioning.StateLaunched)
+	s.st = max(s.st, ledger.StateLaunched)
 }
 
 // baseAction is an action on a record's runner with nothing decided yet.
-func baseAction(r provisioning.Runner, inst *provider.Instance, g *GitHubRunner, p Policy) Action {
+func baseAction(r ledger.Runner, inst *provider.Instance, g *GitHubRunner, p Policy) Action {
 	a := Action{Pool: r.Pool, Runner: r.Name, JobID: r.JobID, RunID: r.RunID, Attempt: r.Attempt, Gen: Gen(r.Name),
 		MaxReplacements: p.MaxReplacements, Interrupted: !r.InterruptedAt.IsZero() && p.RerunInterrupted,
 		InstanceID: r.InstanceID}
@@ -487,7 +487,7 @@ func (v *view) judge(s seen) {
 	r, g, now := s.r, s.g, v.now
 	switch {
 	case r.InstanceID == "" && s.inst == nil:
-		if r.State == provisioning.StateReserved && !r.ReservedAt.IsZero() && now.Sub(r.ReservedAt) > s.p.StaleReservation {
+		if r.State == ledger.StateReserved && !r.ReservedAt.IsZero() && now.Sub(r.ReservedAt) > s.p.StaleReservation {
 			v.act(s, RuleStaleReservation, "reserved "+now.Sub(r.ReservedAt).Round(time.Second).String()+" ago and never launched",
 				func(a *Action) { a.End, a.Strand = true, true })
 		}
@@ -528,11 +528,11 @@ func (v *view) byState(s seen) {
 	age := now.Sub(s.launched)
 	ends := func(a *Action) { a.Terminate, a.End, a.Strand = true, true, s.strand }
 	switch {
-	case s.st == provisioning.StateJobCompleted:
+	case s.st == ledger.StateJobCompleted:
 		done := later(r.CompletedAt, s.hooks.completed)
 		// A completion only the hook reported gets a grace: the hook runs
 		// before the runner tells GitHub the job is over.
-		if r.State < provisioning.StateJobCompleted && !s.hooks.completed.IsZero() && now.Sub(s.hooks.completed) < p.CompletedGrace {
+		if r.State < ledger.StateJobCompleted && !s.hooks.completed.IsZero() && now.Sub(s.hooks.completed) < p.CompletedGrace {
 			return
 		}
 		reason := "job completed"
@@ -540,12 +540,12 @@ func (v *view) byState(s seen) {
 			reason += " " + now.Sub(done).Round(time.Second).String() + " ago"
 		}
 		v.act(s, RuleJobCompleted, reason, ends)
-	case s.st >= provisioning.StateRegistered && g == nil:
+	case s.st >= ledger.StateRegistered && g == nil:
 		if !v.in.RunnersComplete {
 			return
 		}
 		v.act(s, RuleRunnerGone, "registered runner is no longer on GitHub", func(a *Action) { ends(a); a.ConfirmAbsent = true })
-	case s.st >= provisioning.StateRegistered:
+	case s.st >= ledger.StateRegistered:
 		since := later(r.RegisteredAt, s.launched)
 		if r.RegisteredAt.IsZero() {
 			since = now // registered just now, by this pass
@@ -577,7 +577,7 @@ func (v *view) orphans() {
 		if v.claimed[inst.ID] || !inst.State.Alive() || inst.Tags[names.TagManaged] != names.ManagedValue {
 			continue
 		}
-		if provisioning.IsWarm(inst.Tags[names.TagRunnerName]) {
+		if ledger.IsWarm(inst.Tags[names.TagRunnerName]) {
 			continue // a warm machine not handed to a job yet: DecideWarm's
 		}
 		if n := inst.Tags[names.TagRunnerName]; n != "" && v.named[n] && v.byTag[n] == inst {
@@ -624,12 +624,12 @@ func (v *view) ghosts() {
 	}
 }
 
-func busyReason(g *GitHubRunner, st provisioning.State, started, completed bool) string {
+func busyReason(g *GitHubRunner, st ledger.State, started, completed bool) string {
 	var why []string
 	if g != nil && g.Busy {
 		why = append(why, "GitHub says busy")
 	}
-	if st == provisioning.StateJobStarted {
+	if st == ledger.StateJobStarted {
 		why = append(why, "the ledger saw its job start")
 	}
 	if started && !completed {

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/provider"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/scaledown/decide"
 )
 
@@ -25,8 +25,8 @@ func inst(id, runner string, launched time.Duration, state provider.State, tags 
 	return in
 }
 
-func rec(name, id string, st provisioning.State, launched time.Duration, mod ...func(*provisioning.Runner)) provisioning.Runner {
-	r := provisioning.Runner{Name: name, Pool: "cpu", JobID: 100, RunID: 7, Attempt: 1, State: st, InstanceID: id,
+func rec(name, id string, st ledger.State, launched time.Duration, mod ...func(*ledger.Runner)) ledger.Runner {
+	r := ledger.Runner{Name: name, Pool: "cpu", JobID: 100, RunID: 7, Attempt: 1, State: st, InstanceID: id,
 		ReservedAt: ago(launched + time.Second), LaunchedAt: ago(launched)}
 	for _, m := range mod {
 		m(&r)
@@ -34,11 +34,11 @@ func rec(name, id string, st provisioning.State, launched time.Duration, mod ...
 	return r
 }
 
-func registered(at time.Duration) func(*provisioning.Runner) {
-	return func(r *provisioning.Runner) { r.RegisteredAt = ago(at) }
+func registered(at time.Duration) func(*ledger.Runner) {
+	return func(r *ledger.Runner) { r.RegisteredAt = ago(at) }
 }
 
-func ranOwn(r *provisioning.Runner) { r.BusyJob = r.JobID; r.StartedAt = ago(time.Minute) }
+func ranOwn(r *ledger.Runner) { r.BusyJob = r.JobID; r.StartedAt = ago(time.Minute) }
 
 func stamp(d time.Duration) string { return ago(d).Format(time.RFC3339) }
 
@@ -48,7 +48,7 @@ func stamp(d time.Duration) string { return ago(d).Format(time.RFC3339) }
 func summary(d decide.Decision) string {
 	var out []string
 	for _, a := range d.Advances {
-		if a.To == provisioning.StateLaunched {
+		if a.To == ledger.StateLaunched {
 			out = append(out, fmt.Sprintf("+%s>%s(%s)", a.Runner, a.To, a.Launch.InstanceID))
 			continue
 		}
@@ -79,7 +79,7 @@ func TestDecide(t *testing.T) {
 		name      string
 		instances []provider.Instance
 		runners   []decide.GitHubRunner
-		ledger    []provisioning.Runner
+		ledger    []ledger.Runner
 		partial   bool // a listing failed
 		policy    decide.Policy
 		want      string
@@ -87,134 +87,134 @@ func TestDecide(t *testing.T) {
 		{name: "booting within the boot timeout: nothing",
 			instances: []provider.Instance{inst("i-1", r1, 3*time.Minute, provider.Running)},
 			runners:   []decide.GitHubRunner{{ID: 1, Name: r1}},
-			ledger:    []provisioning.Runner{rec(r1, "i-1", provisioning.StateLaunched, 3*time.Minute)},
+			ledger:    []ledger.Runner{rec(r1, "i-1", ledger.StateLaunched, 3*time.Minute)},
 			want:      ""},
 		{name: "never registered after the boot timeout: delete its JIT runner, terminate, strand check, end",
 			instances: []provider.Instance{inst("i-1", r1, 11*time.Minute, provider.Running)},
 			runners:   []decide.GitHubRunner{{ID: 1, Name: r1}},
-			ledger:    []provisioning.Runner{rec(r1, "i-1", provisioning.StateLaunched, 11*time.Minute)},
+			ledger:    []ledger.Runner{rec(r1, "i-1", ledger.StateLaunched, 11*time.Minute)},
 			want:      "boot_timeout:skiff-100-1/i-1[DTSE]"},
 		{name: "not registered exactly the boot timeout after launch: terminated at the timeout, not a pass later",
 			instances: []provider.Instance{inst("i-1", r1, 10*time.Minute, provider.Running)},
 			runners:   []decide.GitHubRunner{{ID: 1, Name: r1}},
-			ledger:    []provisioning.Runner{rec(r1, "i-1", provisioning.StateLaunched, 10*time.Minute)},
+			ledger:    []ledger.Runner{rec(r1, "i-1", ledger.StateLaunched, 10*time.Minute)},
 			want:      "boot_timeout:skiff-100-1/i-1[DTSE]"},
 		{name: "not registered a second short of the boot timeout: nothing",
 			instances: []provider.Instance{inst("i-1", r1, 10*time.Minute-time.Second, provider.Running)},
 			runners:   []decide.GitHubRunner{{ID: 1, Name: r1}},
-			ledger:    []provisioning.Runner{rec(r1, "i-1", provisioning.StateLaunched, 10*time.Minute-time.Second)},
+			ledger:    []ledger.Runner{rec(r1, "i-1", ledger.StateLaunched, 10*time.Minute-time.Second)},
 			want:      ""},
 		{name: "registered on GitHub now: the ledger learns it",
 			instances: []provider.Instance{inst("i-1", r1, 2*time.Minute, provider.Running)},
 			runners:   []decide.GitHubRunner{{ID: 1, Name: r1, Online: true}},
-			ledger:    []provisioning.Runner{rec(r1, "i-1", provisioning.StateLaunched, 2*time.Minute)},
+			ledger:    []ledger.Runner{rec(r1, "i-1", ledger.StateLaunched, 2*time.Minute)},
 			want:      "+skiff-100-1>registered"},
 		{name: "idle within the idle timeout: nothing",
 			instances: []provider.Instance{inst("i-1", r1, 12*time.Minute, provider.Running)},
 			runners:   []decide.GitHubRunner{{ID: 1, Name: r1, Online: true}},
-			ledger:    []provisioning.Runner{rec(r1, "i-1", provisioning.StateRegistered, 12*time.Minute, registered(9*time.Minute))},
+			ledger:    []ledger.Runner{rec(r1, "i-1", ledger.StateRegistered, 12*time.Minute, registered(9*time.Minute))},
 			want:      ""},
 		{name: "idle past the idle timeout: delete, terminate, strand check, end",
 			instances: []provider.Instance{inst("i-1", r1, 14*time.Minute, provider.Running)},
 			runners:   []decide.GitHubRunner{{ID: 1, Name: r1, Online: true}},
-			ledger:    []provisioning.Runner{rec(r1, "i-1", provisioning.StateRegistered, 14*time.Minute, registered(11*time.Minute))},
+			ledger:    []ledger.Runner{rec(r1, "i-1", ledger.StateRegistered, 14*time.Minute, registered(11*time.Minute))},
 			want:      "idle:skiff-100-1/i-1[DTSE]"},
 		{name: "idle exactly the idle timeout: reaped at the timeout, not a pass later",
 			instances: []provider.Instance{inst("i-1", r1, 12*time.Minute, provider.Running)},
 			runners:   []decide.GitHubRunner{{ID: 1, Name: r1, Online: true}},
-			ledger:    []provisioning.Runner{rec(r1, "i-1", provisioning.StateRegistered, 12*time.Minute, registered(10*time.Minute))},
+			ledger:    []ledger.Runner{rec(r1, "i-1", ledger.StateRegistered, 12*time.Minute, registered(10*time.Minute))},
 			want:      "idle:skiff-100-1/i-1[DTSE]"},
 		{name: "idle a second short of the idle timeout: nothing",
 			instances: []provider.Instance{inst("i-1", r1, 12*time.Minute, provider.Running)},
 			runners:   []decide.GitHubRunner{{ID: 1, Name: r1, Online: true}},
-			ledger:    []provisioning.Runner{rec(r1, "i-1", provisioning.StateRegistered, 12*time.Minute, registered(10*time.Minute-time.Second))},
+			ledger:    []ledger.Runner{rec(r1, "i-1", ledger.StateRegistered, 12*time.Minute, registered(10*time.Minute-time.Second))},
 			want:      ""},
 		{name: "idle timeout is the pool's",
 			instances: []provider.Instance{inst("i-1", r1, 14*time.Minute, provider.Running)},
 			runners:   []decide.GitHubRunner{{ID: 1, Name: r1, Online: true}},
-			ledger:    []provisioning.Runner{rec(r1, "i-1", provisioning.StateRegistered, 14*time.Minute, registered(11*time.Minute))},
+			ledger:    []ledger.Runner{rec(r1, "i-1", ledger.StateRegistered, 14*time.Minute, registered(11*time.Minute))},
 			policy:    decide.Policy{IdleTimeout: 20 * time.Minute},
 			want:      ""},
 		{name: "GitHub says busy: kept, and the ledger learns the job started",
 			instances: []provider.Instance{inst("i-1", r1, 30*time.Minute, provider.Running)},
 			runners:   []decide.GitHubRunner{{ID: 1, Name: r1, Online: true, Busy: true}},
-			ledger:    []provisioning.Runner{rec(r1, "i-1", provisioning.StateRegistered, 30*time.Minute, registered(28*time.Minute))},
+			ledger:    []ledger.Runner{rec(r1, "i-1", ledger.StateRegistered, 30*time.Minute, registered(28*time.Minute))},
 			want:      "+skiff-100-1>job_started =skiff-100-1"},
 		{name: "busy flag lags (reads false) but the ledger saw the job start: kept",
 			instances: []provider.Instance{inst("i-1", r1, 30*time.Minute, provider.Running)},
 			runners:   []decide.GitHubRunner{{ID: 1, Name: r1, Online: true}},
-			ledger:    []provisioning.Runner{rec(r1, "i-1", provisioning.StateJobStarted, 30*time.Minute, registered(28*time.Minute), ranOwn)},
+			ledger:    []ledger.Runner{rec(r1, "i-1", ledger.StateJobStarted, 30*time.Minute, registered(28*time.Minute), ranOwn)},
 			want:      "=skiff-100-1"},
 		{name: "busy flag lags, webhook lost, the hook's tag says started: kept",
 			instances: []provider.Instance{inst("i-1", r1, 30*time.Minute, provider.Running, names.TagJobStarted, stamp(10*time.Second))},
 			runners:   []decide.GitHubRunner{{ID: 1, Name: r1, Online: true}},
-			ledger:    []provisioning.Runner{rec(r1, "i-1", provisioning.StateRegistered, 30*time.Minute, registered(28*time.Minute))},
+			ledger:    []ledger.Runner{rec(r1, "i-1", ledger.StateRegistered, 30*time.Minute, registered(28*time.Minute))},
 			want:      "+skiff-100-1>job_started =skiff-100-1"},
 		{name: "busy by the ledger even past the idle timeout and with the runner missing from GitHub",
 			instances: []provider.Instance{inst("i-1", r1, 30*time.Minute, provider.Running)},
-			ledger:    []provisioning.Runner{rec(r1, "i-1", provisioning.StateJobStarted, 30*time.Minute, registered(28*time.Minute), ranOwn)},
+			ledger:    []ledger.Runner{rec(r1, "i-1", ledger.StateJobStarted, 30*time.Minute, registered(28*time.Minute), ranOwn)},
 			want:      "=skiff-100-1"},
 		{name: "job completed (hook tag, past the grace): terminate, end; no strand check (it ran its own job)",
 			instances: []provider.Instance{inst("i-1", r1, 30*time.Minute, provider.Running,
 				names.TagJobStarted, stamp(10*time.Minute), names.TagJobCompleted, stamp(40*time.Second))},
-			ledger: []provisioning.Runner{rec(r1, "i-1", provisioning.StateJobStarted, 30*time.Minute, registered(28*time.Minute), ranOwn)},
+			ledger: []ledger.Runner{rec(r1, "i-1", ledger.StateJobStarted, 30*time.Minute, registered(28*time.Minute), ranOwn)},
 			want:   "+skiff-100-1>job_completed job_completed:skiff-100-1/i-1[TE]"},
 		{name: "job completed by the hook only 10 s ago: within the grace, nothing yet",
 			instances: []provider.Instance{inst("i-1", r1, 30*time.Minute, provider.Running,
 				names.TagJobStarted, stamp(10*time.Minute), names.TagJobCompleted, stamp(10*time.Second))},
-			ledger: []provisioning.Runner{rec(r1, "i-1", provisioning.StateJobStarted, 30*time.Minute, registered(28*time.Minute), ranOwn)},
+			ledger: []ledger.Runner{rec(r1, "i-1", ledger.StateJobStarted, 30*time.Minute, registered(28*time.Minute), ranOwn)},
 			want:   "+skiff-100-1>job_completed"},
 		{name: "job completed (webhook) but GitHub still says busy: kept",
 			instances: []provider.Instance{inst("i-1", r1, 30*time.Minute, provider.Running)},
 			runners:   []decide.GitHubRunner{{ID: 1, Name: r1, Online: true, Busy: true}},
-			ledger: []provisioning.Runner{rec(r1, "i-1", provisioning.StateJobCompleted, 30*time.Minute, registered(28*time.Minute), ranOwn,
-				func(r *provisioning.Runner) { r.CompletedAt = ago(20 * time.Second) })},
+			ledger: []ledger.Runner{rec(r1, "i-1", ledger.StateJobCompleted, 30*time.Minute, registered(28*time.Minute), ranOwn,
+				func(r *ledger.Runner) { r.CompletedAt = ago(20 * time.Second) })},
 			want: "=skiff-100-1"},
 		{name: "over the maximum lifetime: terminated from outside even while busy",
 			instances: []provider.Instance{inst("i-1", r1, 6*time.Hour+6*time.Minute, provider.Running)},
 			runners:   []decide.GitHubRunner{{ID: 1, Name: r1, Online: true, Busy: true}},
-			ledger:    []provisioning.Runner{rec(r1, "i-1", provisioning.StateJobStarted, 6*time.Hour+6*time.Minute, ranOwn)},
+			ledger:    []ledger.Runner{rec(r1, "i-1", ledger.StateJobStarted, 6*time.Hour+6*time.Minute, ranOwn)},
 			want:      "max_lifetime:skiff-100-1/i-1[TE]"},
 		{name: "within the lifetime slack: the instance's own watchdog goes first",
 			instances: []provider.Instance{inst("i-1", r1, 6*time.Hour+time.Minute, provider.Running)},
 			runners:   []decide.GitHubRunner{{ID: 1, Name: r1, Online: true, Busy: true}},
-			ledger:    []provisioning.Runner{rec(r1, "i-1", provisioning.StateJobStarted, 6*time.Hour+time.Minute, ranOwn)},
+			ledger:    []ledger.Runner{rec(r1, "i-1", ledger.StateJobStarted, 6*time.Hour+time.Minute, ranOwn)},
 			want:      "=skiff-100-1"},
 		{name: "instance terminated: end the record; its own job never ran, so strand check",
 			instances: []provider.Instance{inst("i-1", r1, 5*time.Minute, provider.Terminated)},
-			ledger:    []provisioning.Runner{rec(r1, "i-1", provisioning.StateLaunched, 5*time.Minute)},
+			ledger:    []ledger.Runner{rec(r1, "i-1", ledger.StateLaunched, 5*time.Minute)},
 			want:      "instance_gone:skiff-100-1/i-1[SE]"},
 		{name: "instance missing from a complete listing: end",
-			ledger: []provisioning.Runner{rec(r1, "i-1", provisioning.StateJobCompleted, 5*time.Minute, ranOwn)},
+			ledger: []ledger.Runner{rec(r1, "i-1", ledger.StateJobCompleted, 5*time.Minute, ranOwn)},
 			want:   "instance_gone:skiff-100-1/i-1[E]"},
 		{name: "instance missing but launched a moment ago: not yet listed, nothing",
-			ledger: []provisioning.Runner{rec(r1, "i-1", provisioning.StateLaunched, 30*time.Second)},
+			ledger: []ledger.Runner{rec(r1, "i-1", ledger.StateLaunched, 30*time.Second)},
 			want:   ""},
 		{name: "instance missing from a failed listing: nothing",
-			ledger:  []provisioning.Runner{rec(r1, "i-1", provisioning.StateLaunched, 5*time.Minute)},
+			ledger:  []ledger.Runner{rec(r1, "i-1", ledger.StateLaunched, 5*time.Minute)},
 			partial: true,
 			want:    ""},
 		{name: "instance gone, its offline runner still listed: delete it too",
-			ledger:  []provisioning.Runner{rec(r1, "i-1", provisioning.StateRegistered, 5*time.Minute)},
+			ledger:  []ledger.Runner{rec(r1, "i-1", ledger.StateRegistered, 5*time.Minute)},
 			runners: []decide.GitHubRunner{{ID: 1, Name: r1}},
 			want:    "instance_gone:skiff-100-1/i-1[DSE]"},
 		{name: "instance gone, its runner still online: end; GitHub lists it online a while, the ghost rule deletes it once offline",
-			ledger:  []provisioning.Runner{rec(r1, "i-1", provisioning.StateRegistered, 5*time.Minute)},
+			ledger:  []ledger.Runner{rec(r1, "i-1", ledger.StateRegistered, 5*time.Minute)},
 			runners: []decide.GitHubRunner{{ID: 1, Name: r1, Online: true}},
 			want:    "instance_gone:skiff-100-1/i-1[SE]"},
 		{name: "runner taken by another job: kept (busy) and its own job checked",
 			instances: []provider.Instance{inst("i-1", r1, 5*time.Minute, provider.Running)},
 			runners:   []decide.GitHubRunner{{ID: 1, Name: r1, Online: true, Busy: true}},
-			ledger: []provisioning.Runner{rec(r1, "i-1", provisioning.StateJobStarted, 5*time.Minute,
-				func(r *provisioning.Runner) { r.BusyJob = 999 })},
+			ledger: []ledger.Runner{rec(r1, "i-1", ledger.StateJobStarted, 5*time.Minute,
+				func(r *ledger.Runner) { r.BusyJob = 999 })},
 			want: "taken:skiff-100-1/i-1[S] =skiff-100-1"},
 		{name: "registered runner gone from GitHub: confirm, terminate, strand check, end",
 			instances: []provider.Instance{inst("i-1", r1, 5*time.Minute, provider.Running)},
-			ledger:    []provisioning.Runner{rec(r1, "i-1", provisioning.StateRegistered, 5*time.Minute, registered(4*time.Minute))},
+			ledger:    []ledger.Runner{rec(r1, "i-1", ledger.StateRegistered, 5*time.Minute, registered(4*time.Minute))},
 			want:      "runner_gone:skiff-100-1/i-1[CTSE]"},
 		{name: "registered runner missing from an incomplete GitHub listing: nothing",
 			instances: []provider.Instance{inst("i-1", r1, 5*time.Minute, provider.Running)},
-			ledger:    []provisioning.Runner{rec(r1, "i-1", provisioning.StateRegistered, 5*time.Minute, registered(4*time.Minute))},
+			ledger:    []ledger.Runner{rec(r1, "i-1", ledger.StateRegistered, 5*time.Minute, registered(4*time.Minute))},
 			partial:   true,
 			want:      ""},
 		{name: "ghost: offline skiff runner, no instance, no record: delete",
@@ -223,7 +223,7 @@ func TestDecide(t *testing.T) {
 		{name: "not ghosts: online, busy, someone else's, or with a live record",
 			runners: []decide.GitHubRunner{{ID: 9, Name: "skiff-555-1", Online: true}, {ID: 10, Name: "skiff-556-1", Busy: true},
 				{ID: 11, Name: "build-box"}, {ID: 1, Name: r1}},
-			ledger: []provisioning.Runner{rec(r1, "", provisioning.StateReserved, time.Minute)},
+			ledger: []ledger.Runner{rec(r1, "", ledger.StateReserved, time.Minute)},
 			want:   ""},
 		{name: "orphan: skiff instance without a record, past the grace: terminate",
 			instances: []provider.Instance{inst("i-9", "skiff-777-1", 16*time.Minute, provider.Running)},
@@ -237,31 +237,31 @@ func TestDecide(t *testing.T) {
 		{name: "not an orphan: the record knows it by runner name before the instance id, and records it",
 			instances: []provider.Instance{inst("i-9", r1, 20*time.Minute, provider.Running)},
 			runners:   []decide.GitHubRunner{{ID: 1, Name: r1, Online: true}},
-			ledger:    []provisioning.Runner{rec(r1, "", provisioning.StateReserved, 20*time.Minute)},
+			ledger:    []ledger.Runner{rec(r1, "", ledger.StateReserved, 20*time.Minute)},
 			want:      "+skiff-100-1>launched(i-9) +skiff-100-1>registered"},
 		{name: "a busy runner whose record never got its instance: the instance recorded, for the EC2 events",
 			instances: []provider.Instance{inst("i-9", r1, 20*time.Minute, provider.Running, names.TagJobStarted, stamp(time.Minute))},
 			runners:   []decide.GitHubRunner{{ID: 1, Name: r1, Online: true, Busy: true}},
-			ledger:    []provisioning.Runner{rec(r1, "", provisioning.StateJobStarted, 20*time.Minute, ranOwn)},
+			ledger:    []ledger.Runner{rec(r1, "", ledger.StateJobStarted, 20*time.Minute, ranOwn)},
 			want:      "+skiff-100-1>launched(i-9) =skiff-100-1"},
 		{name: "a record that has its instance: no link",
 			instances: []provider.Instance{inst("i-1", r1, 20*time.Minute, provider.Running, names.TagJobStarted, stamp(time.Minute))},
 			runners:   []decide.GitHubRunner{{ID: 1, Name: r1, Online: true, Busy: true}},
-			ledger:    []provisioning.Runner{rec(r1, "i-1", provisioning.StateJobStarted, 20*time.Minute, ranOwn)},
+			ledger:    []ledger.Runner{rec(r1, "i-1", ledger.StateJobStarted, 20*time.Minute, ranOwn)},
 			want:      "=skiff-100-1"},
 		{name: "stale reservation: end and strand check",
-			ledger: []provisioning.Runner{rec(r1, "", provisioning.StateReserved, 31*time.Minute)},
+			ledger: []ledger.Runner{rec(r1, "", ledger.StateReserved, 31*time.Minute)},
 			want:   "stale_reservation:skiff-100-1/[SE]"},
 		{name: "interrupted spot runner with rerun on: marked for the re-run",
 			instances: []provider.Instance{inst("i-1", r1, 20*time.Minute, provider.Terminated)},
-			ledger: []provisioning.Runner{rec(r1, "i-1", provisioning.StateJobStarted, 20*time.Minute, ranOwn,
-				func(r *provisioning.Runner) { r.InterruptedAt = ago(3 * time.Minute) })},
+			ledger: []ledger.Runner{rec(r1, "i-1", ledger.StateJobStarted, 20*time.Minute, ranOwn,
+				func(r *ledger.Runner) { r.InterruptedAt = ago(3 * time.Minute) })},
 			policy: decide.Policy{RerunInterrupted: true},
 			want:   "instance_gone:skiff-100-1/i-1[EI]"},
 		{name: "interrupted spot runner with rerun off: just ended",
 			instances: []provider.Instance{inst("i-1", r1, 20*time.Minute, provider.Terminated)},
-			ledger: []provisioning.Runner{rec(r1, "i-1", provisioning.StateJobStarted, 20*time.Minute, ranOwn,
-				func(r *provisioning.Runner) { r.InterruptedAt = ago(3 * time.Minute) })},
+			ledger: []ledger.Runner{rec(r1, "i-1", ledger.StateJobStarted, 20*time.Minute, ranOwn,
+				func(r *ledger.Runner) { r.InterruptedAt = ago(3 * time.Minute) })},
 			want: "instance_gone:skiff-100-1/i-1[E]"},
 	}
 	for _, c := range cases {
@@ -288,10 +288,10 @@ func TestNeverTerminatesBusy(t *testing.T) {
 	t.Parallel()
 	const r1 = "skiff-100-1"
 	for _, ghBusy := range []bool{false, true} {
-		for _, st := range []provisioning.State{provisioning.StateLaunched, provisioning.StateRegistered, provisioning.StateJobStarted, provisioning.StateJobCompleted} {
+		for _, st := range []ledger.State{ledger.StateLaunched, ledger.StateRegistered, ledger.StateJobStarted, ledger.StateJobCompleted} {
 			for _, tag := range []string{"", "started", "started+completed"} {
 				for _, listed := range []bool{false, true} {
-					busy := ghBusy || st == provisioning.StateJobStarted && tag != "started+completed" || tag == "started"
+					busy := ghBusy || st == ledger.StateJobStarted && tag != "started+completed" || tag == "started"
 					if !busy {
 						continue
 					}
@@ -309,7 +309,7 @@ func TestNeverTerminatesBusy(t *testing.T) {
 					d := decide.Decide(decide.Inputs{Now: t0, RunnersComplete: true, InstancesComplete: true,
 						Instances: []provider.Instance{inst("i-1", r1, 2*time.Hour, provider.Running, tags...)},
 						Runners:   runners,
-						Ledger:    []provisioning.Runner{rec(r1, "i-1", st, 2*time.Hour, registered(110*time.Minute))}})
+						Ledger:    []ledger.Runner{rec(r1, "i-1", st, 2*time.Hour, registered(110*time.Minute))}})
 					for _, a := range d.Actions {
 						if a.Terminate || a.Delete {
 							t.Errorf("github busy %v, ledger %s, tags %q, listed %v: %s", ghBusy, st, tag, listed, summary(d))

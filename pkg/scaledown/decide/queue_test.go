@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/provider"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/scaledown/decide"
 )
 
@@ -52,7 +52,7 @@ func TestQueuedRunner(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			d := decide.Decide(decide.Inputs{Now: t0, Instances: []provider.Instance{c.in}, InstancesComplete: true, RunnersComplete: true,
-				Ledger: []provisioning.Runner{rec(r1, "i-1", provisioning.StateLaunched, c.in.LaunchedAt.Sub(t0).Abs())},
+				Ledger: []ledger.Runner{rec(r1, "i-1", ledger.StateLaunched, c.in.LaunchedAt.Sub(t0).Abs())},
 				Policy: map[string]decide.Policy{"cpu": c.policy}})
 			if got := summary(d); got != c.want {
 				t.Errorf("got  %q\nwant %q", got, c.want)

@@ -4,9 +4,9 @@ import (
 	"sort"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/provider"
-	"github.com/skiffci/skiff/pkg/provisioning"
 )
 
 // Warm machines (docs/warm-pools.md): the reconciler keeps each warm
@@ -38,7 +38,7 @@ type WarmInputs struct {
 	Now   time.Time
 	Pools []WarmPool
 	// Ledger are the live records of the warm pools (runners among them).
-	Ledger []provisioning.Runner
+	Ledger []ledger.Runner
 	// Instances are the provider's skiff instances, stopped ones included.
 	Instances         []provider.Instance
 	InstancesComplete bool
@@ -107,10 +107,10 @@ func DecideWarm(in WarmInputs) []WarmAction {
 	var out []WarmAction
 	launches := 0
 	for _, wp := range in.Pools {
-		kept := map[string][]provisioning.Runner{}
-		var records []provisioning.Runner
+		kept := map[string][]ledger.Runner{}
+		var records []ledger.Runner
 		for _, r := range in.Ledger {
-			if r.Pool == wp.Pool && provisioning.IsWarm(r.Name) {
+			if r.Pool == wp.Pool && ledger.IsWarm(r.Name) {
 				records = append(records, r)
 			}
 		}
@@ -123,7 +123,7 @@ func DecideWarm(in WarmInputs) []WarmAction {
 				out = append(out, a)
 			}
 			if keep {
-				kind := provisioning.WarmKindOf(r.Name)
+				kind := ledger.WarmKindOf(r.Name)
 				kept[kind] = append(kept[kind], r)
 			}
 		}
@@ -160,16 +160,16 @@ func DecideWarm(in WarmInputs) []WarmAction {
 // WarmOrphans are the warm machines, stopped or alive, that no live record
 // holds and that no job's runner was handed (their runner-name tag is still
 // the warm record's): taken by a job that then failed, or left by a crash.
-func WarmOrphans(insts []provider.Instance, ledger []provisioning.Runner) []provider.Instance {
+func WarmOrphans(insts []provider.Instance, records []ledger.Runner) []provider.Instance {
 	linked := map[string]bool{}
-	for _, r := range ledger {
+	for _, r := range records {
 		if r.InstanceID != "" {
 			linked[r.InstanceID] = true
 		}
 	}
 	var out []provider.Instance
 	for _, inst := range insts {
-		if inst.Tags[names.TagWarm] == "" || linked[inst.ID] || !provisioning.IsWarm(inst.Tags[names.TagRunnerName]) ||
+		if inst.Tags[names.TagWarm] == "" || linked[inst.ID] || !ledger.IsWarm(inst.Tags[names.TagRunnerName]) ||
 			inst.Tags[names.TagManaged] != names.ManagedValue || !inst.State.Alive() && inst.State != provider.Stopped {
 			continue
 		}
@@ -180,8 +180,8 @@ func WarmOrphans(insts []provider.Instance, ledger []provisioning.Runner) []prov
 
 // judgeWarm decides one warm record: the action its machine needs, and
 // whether it still counts among the pool's warm machines.
-func judgeWarm(in WarmInputs, wp WarmPool, r provisioning.Runner, inst *provider.Instance) (WarmAction, bool) {
-	kind := provisioning.WarmKindOf(r.Name)
+func judgeWarm(in WarmInputs, wp WarmPool, r ledger.Runner, inst *provider.Instance) (WarmAction, bool) {
+	kind := ledger.WarmKindOf(r.Name)
 	a := WarmAction{Pool: wp.Pool, Kind: kind, Record: r.Name, InstanceID: r.InstanceID}
 	do := func(d WarmDo, reason string) (WarmAction, bool) {
 		a.Do, a.Reason = d, reason
@@ -209,7 +209,7 @@ func judgeWarm(in WarmInputs, wp WarmPool, r provisioning.Runner, inst *provider
 		return do(WarmRetire, "the pool's launch settings, image or runner changed")
 	case wp.MaxAge > 0 && in.Now.Sub(since) > wp.MaxAge:
 		return do(WarmRetire, "warm machine is older than the pool's warm maxAge "+wp.MaxAge.String())
-	case r.State >= provisioning.StateRegistered:
+	case r.State >= ledger.StateRegistered:
 		if kind == "stopped" && inst.State != provider.Stopped {
 			return do(WarmRetire, "a ready stopped machine is "+string(inst.State)+" without a job")
 		}

@@ -7,17 +7,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/provider"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/scaledown/decide"
 )
 
 var warmNow = time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
 
 // warmRec is a warm record of pool cpu with key k, launched ago on inst.
-func warmRec(kind, key, id string, state provisioning.State, ago time.Duration, inst string) provisioning.Runner {
-	return provisioning.Runner{Name: names.WarmRunnerName("", kind, key, id), Pool: "cpu", State: state, InstanceID: inst,
+func warmRec(kind, key, id string, state ledger.State, ago time.Duration, inst string) ledger.Runner {
+	return ledger.Runner{Name: names.WarmRunnerName("", kind, key, id), Pool: "cpu", State: state, InstanceID: inst,
 		ReservedAt: warmNow.Add(-ago), LaunchedAt: warmNow.Add(-ago)}
 }
 
@@ -49,7 +49,7 @@ func TestDecideWarm(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		pool  decide.WarmPool
-		recs  []provisioning.Runner
+		recs  []ledger.Runner
 		insts []provider.Instance
 		want  string
 	}{
@@ -59,40 +59,40 @@ func TestDecideWarm(t *testing.T) {
 			want: "launch hot ; launch hot "},
 		{name: "a full pool launches none", pool: warmPool(4, 2, 5, 5), want: ""},
 		{name: "ready hot is offered", pool: warmPool(0, 1, 10, 1),
-			recs:  []provisioning.Runner{warmRec("hot", "k1", "a", provisioning.StateLaunched, 3*time.Minute, "i-1")},
+			recs:  []ledger.Runner{warmRec("hot", "k1", "a", ledger.StateLaunched, 3*time.Minute, "i-1")},
 			insts: []provider.Instance{warmInst("i-1", "hot", provider.Running, true, 3*time.Minute)},
 			want:  "ready hot i-1"},
 		{name: "ready stopped kind is stopped first, then offered", pool: warmPool(2, 0, 10, 2),
-			recs: []provisioning.Runner{warmRec("stopped", "k1", "a", provisioning.StateLaunched, 3*time.Minute, "i-1"),
-				warmRec("stopped", "k1", "b", provisioning.StateLaunched, 3*time.Minute, "i-2")},
+			recs: []ledger.Runner{warmRec("stopped", "k1", "a", ledger.StateLaunched, 3*time.Minute, "i-1"),
+				warmRec("stopped", "k1", "b", ledger.StateLaunched, 3*time.Minute, "i-2")},
 			insts: []provider.Instance{warmInst("i-1", "stopped", provider.Running, true, 3*time.Minute),
 				warmInst("i-2", "stopped", provider.Stopped, true, 3*time.Minute)},
 			want: "ready stopped i-2; stop stopped i-1"},
 		{name: "booting machine waits", pool: warmPool(1, 0, 10, 1),
-			recs:  []provisioning.Runner{warmRec("stopped", "k1", "a", provisioning.StateLaunched, 3*time.Minute, "i-1")},
+			recs:  []ledger.Runner{warmRec("stopped", "k1", "a", ledger.StateLaunched, 3*time.Minute, "i-1")},
 			insts: []provider.Instance{warmInst("i-1", "stopped", provider.Running, false, 3*time.Minute)}, want: ""},
 		{name: "never ready is retired", pool: warmPool(0, 1, 10, 1),
-			recs:  []provisioning.Runner{warmRec("hot", "k1", "a", provisioning.StateLaunched, 11*time.Minute, "i-1")},
+			recs:  []ledger.Runner{warmRec("hot", "k1", "a", ledger.StateLaunched, 11*time.Minute, "i-1")},
 			insts: []provider.Instance{warmInst("i-1", "hot", provider.Running, false, 11*time.Minute)},
 			want:  "launch hot ; retire hot i-1"},
 		{name: "a lost stopped machine is ended and replaced", pool: warmPool(1, 0, 10, 1),
-			recs:  []provisioning.Runner{warmRec("stopped", "k1", "a", provisioning.StateRegistered, time.Hour, "i-1")},
+			recs:  []ledger.Runner{warmRec("stopped", "k1", "a", ledger.StateRegistered, time.Hour, "i-1")},
 			insts: nil, want: "end stopped i-1; launch stopped "},
 		{name: "a terminated stopped machine is ended and replaced", pool: warmPool(1, 0, 10, 1),
-			recs:  []provisioning.Runner{warmRec("stopped", "k1", "a", provisioning.StateRegistered, time.Hour, "i-1")},
+			recs:  []ledger.Runner{warmRec("stopped", "k1", "a", ledger.StateRegistered, time.Hour, "i-1")},
 			insts: []provider.Instance{warmInst("i-1", "stopped", provider.Terminated, true, time.Hour)},
 			want:  "end stopped i-1; launch stopped "},
 		{name: "image change refreshes", pool: warmPool(0, 1, 10, 1),
-			recs:  []provisioning.Runner{warmRec("hot", "k0", "a", provisioning.StateRegistered, time.Hour, "i-1")},
+			recs:  []ledger.Runner{warmRec("hot", "k0", "a", ledger.StateRegistered, time.Hour, "i-1")},
 			insts: []provider.Instance{warmInst("i-1", "hot", provider.Running, true, time.Hour)},
 			want:  "launch hot ; retire hot i-1"},
 		{name: "past maxAge is replaced", pool: warmPool(1, 0, 10, 1),
-			recs:  []provisioning.Runner{warmRec("stopped", "k1", "a", provisioning.StateRegistered, 25*time.Hour, "i-1")},
+			recs:  []ledger.Runner{warmRec("stopped", "k1", "a", ledger.StateRegistered, 25*time.Hour, "i-1")},
 			insts: []provider.Instance{warmInst("i-1", "stopped", provider.Stopped, true, 25*time.Hour)},
 			want:  "launch stopped ; retire stopped i-1"},
 		{name: "outside the schedule every warm machine goes", pool: warmPool(0, 0, 10, 2),
-			recs: []provisioning.Runner{warmRec("stopped", "k1", "a", provisioning.StateRegistered, time.Hour, "i-1"),
-				warmRec("hot", "k1", "b", provisioning.StateRegistered, time.Hour, "i-2")},
+			recs: []ledger.Runner{warmRec("stopped", "k1", "a", ledger.StateRegistered, time.Hour, "i-1"),
+				warmRec("hot", "k1", "b", ledger.StateRegistered, time.Hour, "i-2")},
 			insts: []provider.Instance{warmInst("i-1", "stopped", provider.Stopped, true, time.Hour),
 				warmInst("i-2", "hot", provider.Running, true, time.Hour)},
 			want: "retire hot i-2; retire stopped i-1"},

@@ -3,7 +3,7 @@
 // fleet request, how many of a pool's jobs are admitted, the fleet's
 // idempotency token, and whether a job that did not launch is retried or dead-lettered.
 //
-// A job's launch claim moves like this (see package provisioning and store/launch.go):
+// A job's launch claim moves like this (see package ledger and store/launch.go):
 //
 //	no claim ───────────────────────────────────────────► Fresh (attempt 1)
 //	claim, fleet done, job got an instance ─────────────► Launched (drop the duplicate)
@@ -25,7 +25,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/provisioning"
+	"github.com/skiffci/skiff/pkg/ledger"
 )
 
 // Action is what to do with a job before launching.
@@ -65,14 +65,14 @@ type ClaimDecision struct {
 
 // DecideClaim decides from the job's claim (nil if none) and the fleet its
 // token names (nil if none), at now.
-func DecideClaim(jobID int64, c *provisioning.Claim, f *provisioning.Fleet, now time.Time) ClaimDecision {
+func DecideClaim(jobID int64, c *ledger.Claim, f *ledger.Launch, now time.Time) ClaimDecision {
 	if c == nil {
 		return ClaimDecision{Action: Fresh, Attempt: 1}
 	}
 	d := ClaimDecision{Attempt: c.Attempt, PrevGen: c.Gen}
 	leaseOver := !now.Before(c.LeaseUntil)
 	switch {
-	case f != nil && f.State == provisioning.FleetDone:
+	case f != nil && f.State == ledger.LaunchDone:
 		if id, _ := f.Instance(jobID); id != "" {
 			d.Action, d.Instance = Launched, id
 			return d
@@ -97,7 +97,7 @@ func DecideClaim(jobID int64, c *provisioning.Claim, f *provisioning.Fleet, now 
 // same jobs at the same attempts always give the same token, and a new
 // attempt a new one. Two deployments launching for one job in one account
 // get two tokens, so neither takes the other's fleet for its own.
-func Token(deployment, pool string, members []provisioning.Member) string {
+func Token(deployment, pool string, members []ledger.Member) string {
 	keys := make([]string, len(members))
 	for i, m := range members {
 		keys[i] = strconv.FormatInt(m.JobID, 10) + ":" + strconv.Itoa(m.Attempt)

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/provider"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/scaleup/decide"
 )
 
@@ -15,40 +15,40 @@ var now = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 
 func TestDecideClaim(t *testing.T) {
 	t.Parallel()
-	claim := func(attempt, gen int, lease time.Duration) *provisioning.Claim {
-		return &provisioning.Claim{JobID: 7, Attempt: attempt, Gen: gen, Token: "t", LeaseUntil: now.Add(lease)}
+	claim := func(attempt, gen int, lease time.Duration) *ledger.Claim {
+		return &ledger.Claim{JobID: 7, Attempt: attempt, Gen: gen, Token: "t", LeaseUntil: now.Add(lease)}
 	}
-	fleet := func(state provisioning.FleetState, members []int64, instances ...string) *provisioning.Fleet {
-		f := &provisioning.Fleet{Token: "t", State: state, Instances: instances}
+	fleet := func(state ledger.LaunchState, members []int64, instances ...string) *ledger.Launch {
+		f := &ledger.Launch{Token: "t", State: state, Instances: instances}
 		for _, m := range members {
-			f.Members = append(f.Members, provisioning.Member{JobID: m, Attempt: 1})
+			f.Members = append(f.Members, ledger.Member{JobID: m, Attempt: 1})
 		}
 		return f
 	}
 	cases := []struct {
 		name  string
-		claim *provisioning.Claim
-		fleet *provisioning.Fleet
+		claim *ledger.Claim
+		fleet *ledger.Launch
 		want  decide.ClaimDecision
 	}{
 		{"no claim", nil, nil, decide.ClaimDecision{Action: decide.Fresh, Attempt: 1}},
-		{"done with an instance", claim(1, 1, -time.Minute), fleet(provisioning.FleetDone, []int64{6, 7}, "i-6", "i-7"),
+		{"done with an instance", claim(1, 1, -time.Minute), fleet(ledger.LaunchDone, []int64{6, 7}, "i-6", "i-7"),
 			decide.ClaimDecision{Action: decide.Launched, Attempt: 1, PrevGen: 1, Instance: "i-7"}},
-		{"done with an instance, lease live", claim(1, 1, time.Minute), fleet(provisioning.FleetDone, []int64{7}, "i-7"),
+		{"done with an instance, lease live", claim(1, 1, time.Minute), fleet(ledger.LaunchDone, []int64{7}, "i-7"),
 			decide.ClaimDecision{Action: decide.Launched, Attempt: 1, PrevGen: 1, Instance: "i-7"}},
-		{"done without an instance", claim(2, 3, time.Minute), fleet(provisioning.FleetDone, []int64{6, 7}, "i-6", ""),
+		{"done without an instance", claim(2, 3, time.Minute), fleet(ledger.LaunchDone, []int64{6, 7}, "i-6", ""),
 			decide.ClaimDecision{Action: decide.NextAttempt, Attempt: 3, PrevGen: 3}},
-		{"done but not a member", claim(1, 1, time.Minute), fleet(provisioning.FleetDone, []int64{6}, "i-6"),
+		{"done but not a member", claim(1, 1, time.Minute), fleet(ledger.LaunchDone, []int64{6}, "i-6"),
 			decide.ClaimDecision{Action: decide.NextAttempt, Attempt: 2, PrevGen: 1}},
 		{"no fleet, lease live", claim(1, 1, time.Minute), nil,
 			decide.ClaimDecision{Action: decide.InFlight, Attempt: 1, PrevGen: 1}},
 		{"no fleet, lease over", claim(1, 2, -time.Second), nil,
 			decide.ClaimDecision{Action: decide.NextAttempt, Attempt: 2, PrevGen: 2}},
-		{"intent, lease live", claim(1, 1, time.Minute), fleet(provisioning.FleetIntent, []int64{7}),
+		{"intent, lease live", claim(1, 1, time.Minute), fleet(ledger.LaunchIntent, []int64{7}),
 			decide.ClaimDecision{Action: decide.InFlight, Attempt: 1, PrevGen: 1}},
-		{"intent, lease over", claim(1, 1, 0), fleet(provisioning.FleetIntent, []int64{7}),
+		{"intent, lease over", claim(1, 1, 0), fleet(ledger.LaunchIntent, []int64{7}),
 			decide.ClaimDecision{Action: decide.Recover, Attempt: 1, PrevGen: 1}},
-		{"intent without the job, lease over", claim(1, 1, -time.Minute), fleet(provisioning.FleetIntent, []int64{6}),
+		{"intent without the job, lease over", claim(1, 1, -time.Minute), fleet(ledger.LaunchIntent, []int64{6}),
 			decide.ClaimDecision{Action: decide.NextAttempt, Attempt: 2, PrevGen: 1}},
 	}
 	for _, tc := range cases {
@@ -63,10 +63,10 @@ func TestDecideClaim(t *testing.T) {
 
 func TestToken(t *testing.T) {
 	t.Parallel()
-	m := func(pairs ...int64) []provisioning.Member {
-		var out []provisioning.Member
+	m := func(pairs ...int64) []ledger.Member {
+		var out []ledger.Member
 		for i := 0; i < len(pairs); i += 2 {
-			out = append(out, provisioning.Member{JobID: pairs[i], Attempt: int(pairs[i+1])})
+			out = append(out, ledger.Member{JobID: pairs[i], Attempt: int(pairs[i+1])})
 		}
 		return out
 	}

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/ledger"
+	"github.com/skiffci/skiff/pkg/ledger/ledgertest"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/room/roomtest"
@@ -19,7 +21,7 @@ func TestRoomDynamo(t *testing.T) {
 	})
 }
 
-func newLaunchDynamo(t *testing.T) store.Launches {
+func newLaunchDynamo(t *testing.T) ledger.Launches {
 	t.Helper()
 	// moto: the fenced fleet intent is a transaction, which dynalite lacks.
 	return dynamostore.NewLaunchDynamo(testenv.MotoTable(t, "skiff-launch"))
@@ -27,7 +29,7 @@ func newLaunchDynamo(t *testing.T) store.Launches {
 
 func TestLaunchDynamo(t *testing.T) {
 	t.Parallel()
-	storetest.RunLaunches(t, newLaunchDynamo)
+	ledgertest.RunLaunches(t, newLaunchDynamo)
 }
 
 // TestInstallationsDynamo runs the suite against DynamoDB (dynalite)

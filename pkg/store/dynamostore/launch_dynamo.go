@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/skiffci/skiff/pkg/provisioning"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"strconv"
 	"strings"
 	"time"
@@ -29,7 +29,7 @@ type LaunchDynamoAPI interface {
 
 var (
 	_ LaunchDynamoAPI = (*dynamodb.Client)(nil)
-	_ store.Launches  = (*LaunchDynamo)(nil)
+	_ ledger.Launches = (*LaunchDynamo)(nil)
 )
 
 // Attribute names of launch items (see the package doc for the key design).
@@ -86,8 +86,8 @@ func counterKey(pool string) map[string]types.AttributeValue {
 }
 
 // LaunchClaims implements Launches.
-func (d *LaunchDynamo) LaunchClaims(ctx context.Context, ids []int64, now time.Time) (map[int64]provisioning.Claim, error) {
-	out := map[int64]provisioning.Claim{}
+func (d *LaunchDynamo) LaunchClaims(ctx context.Context, ids []int64, now time.Time) (map[int64]ledger.Claim, error) {
+	out := map[int64]ledger.Claim{}
 	seen := map[int64]bool{}
 	var keys []map[string]types.AttributeValue
 	for _, id := range ids {
@@ -124,14 +124,14 @@ func (d *LaunchDynamo) LaunchClaims(ctx context.Context, ids []int64, now time.T
 	return out, nil
 }
 
-func decodeClaim(item map[string]types.AttributeValue) (provisioning.Claim, error) {
+func decodeClaim(item map[string]types.AttributeValue) (ledger.Claim, error) {
 	dec := decoder{item: item}
 	pk := dec.str(attrPK)
 	id, err := strconv.ParseInt(strings.TrimPrefix(pk, "JOB#"), 10, 64)
 	if err != nil {
-		return provisioning.Claim{}, fmt.Errorf("key %q: %w", pk, err)
+		return ledger.Claim{}, fmt.Errorf("key %q: %w", pk, err)
 	}
-	c := provisioning.Claim{JobID: id}
+	c := ledger.Claim{JobID: id}
 	c.Attempt = int(dec.int(attrAttempt))
 	c.Gen = int(dec.int(attrGen))
 	c.Token = dec.str(attrToken)
@@ -143,8 +143,8 @@ func decodeClaim(item map[string]types.AttributeValue) (provisioning.Claim, erro
 }
 
 // ClaimLaunch implements Launches.
-func (d *LaunchDynamo) ClaimLaunch(ctx context.Context, c provisioning.Claim, prevGen int, now time.Time) error {
-	if err := store.ValidateClaim(c, prevGen); err != nil {
+func (d *LaunchDynamo) ClaimLaunch(ctx context.Context, c ledger.Claim, prevGen int, now time.Time) error {
+	if err := ledger.ValidateClaim(c, prevGen); err != nil {
 		return err
 	}
 	item := claimKey(c.JobID)
@@ -174,9 +174,9 @@ func (d *LaunchDynamo) ClaimLaunch(ctx context.Context, c provisioning.Claim, pr
 	return nil
 }
 
-// PutFleet implements Launches.
-func (d *LaunchDynamo) PutFleet(ctx context.Context, f provisioning.Fleet) error {
-	if err := store.ValidateFleet(f); err != nil {
+// PutLaunch implements Launches.
+func (d *LaunchDynamo) PutLaunch(ctx context.Context, f ledger.Launch) error {
+	if err := ledger.ValidateLaunch(f); err != nil {
 		return err
 	}
 	item := fleetKey(f.Token)
@@ -259,18 +259,18 @@ func instanceList(ids []string) types.AttributeValue {
 	return &types.AttributeValueMemberL{Value: l}
 }
 
-// FinishFleet implements Launches.
-func (d *LaunchDynamo) FinishFleet(ctx context.Context, token string, instances []string, reason string) error {
+// FinishLaunch implements Launches.
+func (d *LaunchDynamo) FinishLaunch(ctx context.Context, token string, instances []string, reason string) error {
 	e := newExpr()
 	sets := []string{
-		e.name(attrState) + " = " + e.value(str(string(provisioning.FleetDone))),
+		e.name(attrState) + " = " + e.value(str(string(ledger.LaunchDone))),
 		e.name(attrInstances) + " = " + e.value(instanceList(instances)),
 	}
 	update := "SET " + strings.Join(sets, ", ")
 	if reason != "" {
 		update += ", " + e.name(attrReason) + " = " + e.value(str(reason))
 	}
-	cond := fmt.Sprintf("attribute_exists(%s) AND %s = %s", e.name(attrPK), e.name(attrState), e.value(str(string(provisioning.FleetIntent))))
+	cond := fmt.Sprintf("attribute_exists(%s) AND %s = %s", e.name(attrPK), e.name(attrState), e.value(str(string(ledger.LaunchIntent))))
 	_, err := d.api.UpdateItem(ctx, e.update(d.table, fleetKey(token), update, cond))
 	if isConditionFailed(err) {
 		return fmt.Errorf("finishing fleet %s: not in intent: %w", token, store.ErrConflict)
@@ -281,20 +281,20 @@ func (d *LaunchDynamo) FinishFleet(ctx context.Context, token string, instances 
 	return nil
 }
 
-// Fleet implements Launches.
-func (d *LaunchDynamo) Fleet(ctx context.Context, token string, now time.Time) (provisioning.Fleet, error) {
+// Launch implements Launches.
+func (d *LaunchDynamo) Launch(ctx context.Context, token string, now time.Time) (ledger.Launch, error) {
 	out, err := d.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(d.table), Key: fleetKey(token), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return provisioning.Fleet{}, fmt.Errorf("reading fleet %s: %w", token, err)
+		return ledger.Launch{}, fmt.Errorf("reading fleet %s: %w", token, err)
 	}
 	if len(out.Item) == 0 || expired(out.Item, now) {
-		return provisioning.Fleet{}, store.ErrNotFound
+		return ledger.Launch{}, store.ErrNotFound
 	}
 	dec := decoder{item: out.Item}
-	f := provisioning.Fleet{Token: token}
-	f.State = provisioning.FleetState(dec.str(attrState))
+	f := ledger.Launch{Token: token}
+	f.State = ledger.LaunchState(dec.str(attrState))
 	f.Pool = dec.str(attrPool)
 	f.Plan = dec.str(attrPlan)
 	for _, m := range dec.strs(attrMembers) {
@@ -302,9 +302,9 @@ func (d *LaunchDynamo) Fleet(ctx context.Context, token string, now time.Time) (
 		jid, err1 := strconv.ParseInt(id, 10, 64)
 		n, err2 := strconv.Atoi(attempt)
 		if !ok || err1 != nil || err2 != nil {
-			return provisioning.Fleet{}, fmt.Errorf("decoding fleet %s: member %q", token, m)
+			return ledger.Launch{}, fmt.Errorf("decoding fleet %s: member %q", token, m)
 		}
-		f.Members = append(f.Members, provisioning.Member{JobID: jid, Attempt: n})
+		f.Members = append(f.Members, ledger.Member{JobID: jid, Attempt: n})
 	}
 	if _, ok := out.Item[attrInstances]; ok {
 		f.Instances = []string{}
@@ -319,7 +319,7 @@ func (d *LaunchDynamo) Fleet(ctx context.Context, token string, now time.Time) (
 	f.CreatedAt = dec.time(attrCreatedAt)
 	f.ExpiresAt = dec.epoch(attrExpires)
 	if dec.err != nil {
-		return provisioning.Fleet{}, fmt.Errorf("decoding fleet %s: %w", token, dec.err)
+		return ledger.Launch{}, fmt.Errorf("decoding fleet %s: %w", token, dec.err)
 	}
 	return f, nil
 }
@@ -329,7 +329,7 @@ func onDemandPK(run int64) string { return "ONDEMAND#" + strconv.FormatInt(run, 
 // MarkOnDemand implements Launches: one item per run and pool
 // (ONDEMAND#<run>, the pool), kept until until by the table's TTL.
 func (d *LaunchDynamo) MarkOnDemand(ctx context.Context, run int64, pool string, attempt int, until time.Time) error {
-	if err := store.ValidateOnDemand(run, pool, attempt); err != nil {
+	if err := ledger.ValidateOnDemand(run, pool, attempt); err != nil {
 		return err
 	}
 	item := itemKey(onDemandPK(run), pool)

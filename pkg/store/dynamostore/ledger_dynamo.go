@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/skiffci/skiff/pkg/provisioning"
+	"github.com/skiffci/skiff/pkg/ledger"
 
 	"github.com/skiffci/skiff/pkg/store"
 )
@@ -28,7 +28,7 @@ type LedgerDynamoAPI interface {
 
 var (
 	_ LedgerDynamoAPI = (*dynamodb.Client)(nil)
-	_ store.Ledger    = (*LedgerDynamo)(nil)
+	_ ledger.Ledger   = (*LedgerDynamo)(nil)
 )
 
 // Attribute names and keys of ledger items (see the package doc for the key design).
@@ -90,7 +90,7 @@ func NewLedgerDynamo(api LedgerDynamoAPI, table string, opts ...DynamoOption) *L
 	for _, o := range opts {
 		o(d)
 	}
-	return &LedgerDynamo{api: api, table: table, now: d.now, ttl: store.DefaultRunnerTTL}
+	return &LedgerDynamo{api: api, table: table, now: d.now, ttl: ledger.DefaultRunnerTTL}
 }
 
 func runnerKey(name string) map[string]types.AttributeValue {
@@ -117,8 +117,8 @@ func ledgerIndex() (types.AttributeDefinition, types.GlobalSecondaryIndex) {
 // on none existing, and the count, conditional on staying within max), and
 // on a lost race drops the runners that already exist and tries again with
 // a fresh count, at most ledgerTries times.
-func (d *LedgerDynamo) Reserve(ctx context.Context, pool string, max int, runners []provisioning.Runner) (int, error) {
-	if err := store.ValidateRunners(pool, runners); err != nil {
+func (d *LedgerDynamo) Reserve(ctx context.Context, pool string, max int, runners []ledger.Runner) (int, error) {
+	if err := ledger.ValidateRunners(pool, runners); err != nil {
 		return 0, err
 	}
 	reserved := 0
@@ -145,7 +145,7 @@ func (d *LedgerDynamo) Reserve(ctx context.Context, pool string, max int, runner
 		}
 		// Cancelled: drop the runners whose records exist (a retried
 		// reservation); a failed count or a conflict is retried as is.
-		var keep []provisioning.Runner
+		var keep []ledger.Runner
 		for i, r := range batch {
 			if !failed.item(i) {
 				keep = append(keep, r)
@@ -157,7 +157,7 @@ func (d *LedgerDynamo) Reserve(ctx context.Context, pool string, max int, runner
 }
 
 // reserveOnce runs one reservation transaction. A nil failure is a commit.
-func (d *LedgerDynamo) reserveOnce(ctx context.Context, pool string, max int, batch []provisioning.Runner) (*txFailure, error) {
+func (d *LedgerDynamo) reserveOnce(ctx context.Context, pool string, max int, batch []ledger.Runner) (*txFailure, error) {
 	now := d.now()
 	items := make([]types.TransactWriteItem, 0, len(batch)+1)
 	for _, r := range batch {
@@ -180,7 +180,7 @@ func (d *LedgerDynamo) reserveOnce(ctx context.Context, pool string, max int, ba
 }
 
 // reservedItem is a new runner record in state reserved.
-func reservedItem(r provisioning.Runner) map[string]types.AttributeValue {
+func reservedItem(r ledger.Runner) map[string]types.AttributeValue {
 	item := runnerKey(r.Name)
 	item[attrPool] = str(r.Pool)
 	item[attrLivePool] = str(r.Pool)
@@ -188,8 +188,8 @@ func reservedItem(r provisioning.Runner) map[string]types.AttributeValue {
 	putInt(item, attrRunID, r.RunID)
 	putInt(item, attrAttempt, int64(r.Attempt))
 	putStr(item, attrToken, r.Token)
-	item[attrState] = str(provisioning.StateReserved.String())
-	item[attrStateRank] = numI(int64(provisioning.StateReserved))
+	item[attrState] = str(ledger.StateReserved.String())
+	item[attrStateRank] = numI(int64(ledger.StateReserved))
 	putTime(item, attrReservedAt, r.ReservedAt)
 	return item
 }
@@ -200,7 +200,7 @@ func reservedItem(r provisioning.Runner) map[string]types.AttributeValue {
 // instance pointer. The pointer's update never touches expires_at, which
 // End sets, so the two commute whichever comes first; a pointer written
 // for an already ended runner gets the record's expiry here.
-func (d *LedgerDynamo) Launched(ctx context.Context, name string, l provisioning.Launch) error {
+func (d *LedgerDynamo) Launched(ctx context.Context, name string, l ledger.LaunchReport) error {
 	if l.InstanceID == "" {
 		return errors.New("recording launch: instance id is required")
 	}
@@ -228,9 +228,9 @@ func (d *LedgerDynamo) Launched(ctx context.Context, name string, l provisioning
 	}
 	now := d.now()
 	e := newExpr()
-	sets := append(fills(e), e.name(attrState)+" = "+e.value(str(provisioning.StateLaunched.String())),
-		e.name(attrStateRank)+" = "+e.value(numI(int64(provisioning.StateLaunched))))
-	cond := fmt.Sprintf("%s < %s AND %s", e.name(attrStateRank), e.value(numI(int64(provisioning.StateLaunched))), e.live(now))
+	sets := append(fills(e), e.name(attrState)+" = "+e.value(str(ledger.StateLaunched.String())),
+		e.name(attrStateRank)+" = "+e.value(numI(int64(ledger.StateLaunched))))
+	cond := fmt.Sprintf("%s < %s AND %s", e.name(attrStateRank), e.value(numI(int64(ledger.StateLaunched))), e.live(now))
 	out, err := d.api.UpdateItem(ctx, e.updateReturning(d.table, runnerKey(name), "SET "+strings.Join(sets, ", "), cond, types.ReturnValueAllNew))
 	if isConditionFailed(err) {
 		e = newExpr()
@@ -266,7 +266,7 @@ func (d *LedgerDynamo) Launched(ctx context.Context, name string, l provisioning
 // time and the busy job; when that condition fails, a fill of the missing
 // ones only (condition: the record exists and has not expired). A forward
 // report costs one write, a late or repeated one two.
-func (d *LedgerDynamo) Advance(ctx context.Context, name string, to provisioning.State, at time.Time, job int64) error {
+func (d *LedgerDynamo) Advance(ctx context.Context, name string, to ledger.State, at time.Time, job int64) error {
 	return advanceRunner(ctx, d.api, d.table, d.now(), name, to, at, job)
 }
 
@@ -278,11 +278,11 @@ type runnerUpdater interface {
 // advanceRunner moves a runner's record forward (conditional on a lower
 // state_rank and a live record), or fills the times it lacks; the one
 // advance both LedgerDynamo and Dynamo's lifecycle fallback use.
-func advanceRunner(ctx context.Context, api runnerUpdater, table string, now time.Time, name string, to provisioning.State,
+func advanceRunner(ctx context.Context, api runnerUpdater, table string, now time.Time, name string, to ledger.State,
 	at time.Time, job int64) error {
 	timeAttr, ok := runnerStepAttr(to)
 	if !ok {
-		return store.ErrInvalidAdvance
+		return ledger.ErrInvalidAdvance
 	}
 	e := newExpr()
 	update, cond := runnerAdvance(e, to, timeAttr, at, job, now)
@@ -342,12 +342,12 @@ func (d *LedgerDynamo) end(ctx context.Context, name string, at time.Time, reaso
 
 // endOnce runs one end transaction; with await, live_pool moves to the
 // pool's awaiting partition instead of going.
-func (d *LedgerDynamo) endOnce(ctx context.Context, r provisioning.Runner, at time.Time, reason string, await bool) (*txFailure, error) {
+func (d *LedgerDynamo) endOnce(ctx context.Context, r ledger.Runner, at time.Time, reason string, await bool) (*txFailure, error) {
 	expires := numI(store.EpochCeil(at.Add(d.ttl)))
 	e := newExpr()
 	set := []string{
-		e.name(attrState) + " = " + e.value(str(provisioning.StateTerminated.String())),
-		e.name(attrStateRank) + " = " + e.value(numI(int64(provisioning.StateTerminated))),
+		e.name(attrState) + " = " + e.value(str(ledger.StateTerminated.String())),
+		e.name(attrStateRank) + " = " + e.value(numI(int64(ledger.StateTerminated))),
 		e.name(attrEndedAt) + " = " + e.value(str(at.UTC().Format(timeLayout))),
 		e.name(attrExpires) + " = " + e.value(expires),
 	}
@@ -358,7 +358,7 @@ func (d *LedgerDynamo) endOnce(ctx context.Context, r provisioning.Runner, at ti
 	if await {
 		update = "SET " + strings.Join(append(set, e.name(attrLivePool)+" = "+e.value(str(awaitingPool(r.Pool)))), ", ")
 	}
-	cond := fmt.Sprintf("%s < %s", e.name(attrStateRank), e.value(numI(int64(provisioning.StateTerminated))))
+	cond := fmt.Sprintf("%s < %s", e.name(attrStateRank), e.value(numI(int64(ledger.StateTerminated))))
 	if r.InstanceID == "" {
 		cond += fmt.Sprintf(" AND attribute_not_exists(%s)", e.name(attrInstanceID))
 	} else {
@@ -415,23 +415,23 @@ func (d *LedgerDynamo) runnerOf(ctx context.Context, instanceID string) (string,
 }
 
 // Runner implements Ledger.
-func (d *LedgerDynamo) Runner(ctx context.Context, name string) (provisioning.Runner, error) {
+func (d *LedgerDynamo) Runner(ctx context.Context, name string) (ledger.Runner, error) {
 	item, err := d.get(ctx, runnerKey(name))
 	if err != nil {
-		return provisioning.Runner{}, fmt.Errorf("reading runner %s: %w", name, err)
+		return ledger.Runner{}, fmt.Errorf("reading runner %s: %w", name, err)
 	}
 	r, err := decodeRunner(item)
 	if err != nil {
-		return provisioning.Runner{}, fmt.Errorf("decoding runner %s: %w", name, err)
+		return ledger.Runner{}, fmt.Errorf("decoding runner %s: %w", name, err)
 	}
 	return r, nil
 }
 
 // RunnerByInstance implements Ledger.
-func (d *LedgerDynamo) RunnerByInstance(ctx context.Context, instanceID string) (provisioning.Runner, error) {
+func (d *LedgerDynamo) RunnerByInstance(ctx context.Context, instanceID string) (ledger.Runner, error) {
 	name, err := d.runnerOf(ctx, instanceID)
 	if err != nil {
-		return provisioning.Runner{}, fmt.Errorf("reading instance %s: %w", instanceID, err)
+		return ledger.Runner{}, fmt.Errorf("reading instance %s: %w", instanceID, err)
 	}
 	return d.Runner(ctx, name)
 }
@@ -440,8 +440,8 @@ func (d *LedgerDynamo) RunnerByInstance(ctx context.Context, instanceID string) 
 // Like every global secondary index, it is eventually consistent: a
 // runner reserved or ended a moment ago may be missing or still listed
 // (Live, from the count, is exact).
-func (d *LedgerDynamo) LiveRunners(ctx context.Context, pool string) ([]provisioning.Runner, error) {
-	out, err := d.indexed(ctx, pool, func(r provisioning.Runner, _ map[string]types.AttributeValue) bool { return r.State.Live() })
+func (d *LedgerDynamo) LiveRunners(ctx context.Context, pool string) ([]ledger.Runner, error) {
+	out, err := d.indexed(ctx, pool, func(r ledger.Runner, _ map[string]types.AttributeValue) bool { return r.State.Live() })
 	if err != nil {
 		return nil, fmt.Errorf("listing live runners of pool %s: %w", pool, err)
 	}
@@ -451,8 +451,8 @@ func (d *LedgerDynamo) LiveRunners(ctx context.Context, pool string) ([]provisio
 // indexed lists, sorted by name, the runner records under the live-pool
 // index's partition that keep accepts.
 func (d *LedgerDynamo) indexed(ctx context.Context, partition string,
-	keep func(provisioning.Runner, map[string]types.AttributeValue) bool) ([]provisioning.Runner, error) {
-	var out []provisioning.Runner
+	keep func(ledger.Runner, map[string]types.AttributeValue) bool) ([]ledger.Runner, error) {
+	var out []ledger.Runner
 	e := newExpr()
 	in := &dynamodb.QueryInput{
 		TableName: aws.String(d.table), IndexName: aws.String(LivePoolIndex),
@@ -478,7 +478,7 @@ func (d *LedgerDynamo) indexed(ctx context.Context, partition string,
 		}
 		in.ExclusiveStartKey = res.LastEvaluatedKey
 	}
-	slices.SortFunc(out, func(a, b provisioning.Runner) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b ledger.Runner) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 
@@ -511,15 +511,15 @@ func (d *LedgerDynamo) get(ctx context.Context, key map[string]types.AttributeVa
 	return out.Item, nil
 }
 
-func decodeRunner(item map[string]types.AttributeValue) (provisioning.Runner, error) {
+func decodeRunner(item map[string]types.AttributeValue) (ledger.Runner, error) {
 	dec := decoder{item: item}
-	r := provisioning.Runner{Name: strings.TrimPrefix(dec.str(attrPK), "RUNNER#")}
+	r := ledger.Runner{Name: strings.TrimPrefix(dec.str(attrPK), "RUNNER#")}
 	r.Pool = dec.str(attrPool)
 	r.JobID = dec.int(attrJobID)
 	r.RunID = dec.int(attrRunID)
 	r.Attempt = int(dec.int(attrAttempt))
 	r.Token = dec.str(attrToken)
-	r.State = provisioning.State(dec.int(attrStateRank))
+	r.State = ledger.State(dec.int(attrStateRank))
 	r.InstanceID = dec.str(attrInstanceID)
 	r.InstanceType = dec.str(attrInstanceType)
 	r.Zone = dec.str(attrZone)
@@ -537,8 +537,8 @@ func decodeRunner(item map[string]types.AttributeValue) (provisioning.Runner, er
 	r.EndedAt = dec.time(attrEndedAt)
 	r.ExpiresAt = dec.epoch(attrExpires)
 	r.InterruptedAt = dec.time(attrInterruptedAt)
-	if dec.err == nil && (r.State <= provisioning.StateUnknown || r.State > provisioning.StateTerminated) {
-		return provisioning.Runner{}, fmt.Errorf("state_rank %d is out of range", r.State)
+	if dec.err == nil && (r.State <= ledger.StateUnknown || r.State > ledger.StateTerminated) {
+		return ledger.Runner{}, fmt.Errorf("state_rank %d is out of range", r.State)
 	}
 	return r, dec.err
 }

@@ -13,8 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/skiffci/skiff/internal/testenv"
-	"github.com/skiffci/skiff/pkg/provisioning"
-	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/ledger"
+	"github.com/skiffci/skiff/pkg/ledger/ledgertest"
 	"github.com/skiffci/skiff/pkg/store/dynamostore"
 	"github.com/skiffci/skiff/pkg/store/storetest"
 )
@@ -28,11 +28,11 @@ func newMotoTable(t *testing.T) (*dynamodb.Client, string) {
 
 func TestLedgerDynamoConformance(t *testing.T) {
 	t.Parallel()
-	storetest.RunLedger(t, func(t *testing.T, now func() time.Time) store.Ledger {
+	ledgertest.RunLedger(t, func(t *testing.T, now func() time.Time) ledger.Ledger {
 		client, table := newMotoTable(t)
 		return dynamostore.NewLedgerDynamo(client, table, dynamostore.WithClock(now))
 	})
-	storetest.RunInterruptions(t, func(t *testing.T, now func() time.Time) storetest.InterruptLedger {
+	ledgertest.RunInterruptions(t, func(t *testing.T, now func() time.Time) ledgertest.InterruptLedger {
 		client, table := newMotoTable(t)
 		return dynamostore.NewLedgerDynamo(client, table, dynamostore.WithClock(now))
 	})
@@ -70,8 +70,8 @@ func TestLedgerDynamoItems(t *testing.T) {
 	client, table := newMotoTable(t)
 	l := dynamostore.NewLedgerDynamo(client, table, dynamostore.WithClock(func() time.Time { return storetest.Now }))
 	ctx := t.Context()
-	r := provisioning.Runner{Name: "skiff-77-1", Pool: "gpu", JobID: 77, RunID: 7, Attempt: 1, Token: "tok", ReservedAt: storetest.Now}
-	if n, err := l.Reserve(ctx, "gpu", 2, []provisioning.Runner{r}); err != nil || n != 1 {
+	r := ledger.Runner{Name: "skiff-77-1", Pool: "gpu", JobID: 77, RunID: 7, Attempt: 1, Token: "tok", ReservedAt: storetest.Now}
+	if n, err := l.Reserve(ctx, "gpu", 2, []ledger.Runner{r}); err != nil || n != 1 {
 		t.Fatalf("Reserve = %d, %v", n, err)
 	}
 	get := func(pk, sk string) map[string]any {
@@ -90,7 +90,7 @@ func TestLedgerDynamoItems(t *testing.T) {
 	if c := get("POOL#gpu", "RUNNERS"); c["count"] != n(1) {
 		t.Errorf("count %v, want 1", c)
 	}
-	if err := l.Launched(ctx, r.Name, provisioning.Launch{InstanceID: "i-0c", InstanceType: "g6.xlarge", Zone: "us-east-1a", Spot: true, At: storetest.Now}); err != nil {
+	if err := l.Launched(ctx, r.Name, ledger.LaunchReport{InstanceID: "i-0c", InstanceType: "g6.xlarge", Zone: "us-east-1a", Spot: true, At: storetest.Now}); err != nil {
 		t.Fatal(err)
 	}
 	if p := get("INSTANCE#i-0c", "INSTANCE"); p["runner"] != "skiff-77-1" || p["pool"] != "gpu" || p["expires_at"] != nil {
@@ -101,7 +101,7 @@ func TestLedgerDynamoItems(t *testing.T) {
 		t.Fatalf("EndInstance = %v, %v", ended, err)
 	}
 	rec = get("RUNNER#skiff-77-1", "RUNNER")
-	exp := n(end.Add(store.DefaultRunnerTTL).Unix())
+	exp := n(end.Add(ledger.DefaultRunnerTTL).Unix())
 	if _, live := rec["live_pool"]; live || rec["state"] != "terminated" || rec["expires_at"] != exp || rec["reason"] != "state_terminated" {
 		t.Errorf("ended record %v", rec)
 	}
@@ -122,7 +122,7 @@ func TestLedgerDynamoTransactionFailures(t *testing.T) {
 	client, table := newMotoTable(t)
 	l := dynamostore.NewLedgerDynamo(client, table, dynamostore.WithClock(func() time.Time { return storetest.Now }))
 	ctx := t.Context()
-	rs := []provisioning.Runner{
+	rs := []ledger.Runner{
 		{Name: "skiff-1-1", Pool: "p", JobID: 1, ReservedAt: storetest.Now},
 		{Name: "skiff-2-1", Pool: "p", JobID: 2, ReservedAt: storetest.Now},
 		{Name: "skiff-3-1", Pool: "p", JobID: 3, ReservedAt: storetest.Now},
@@ -130,7 +130,7 @@ func TestLedgerDynamoTransactionFailures(t *testing.T) {
 	steps := []struct {
 		name    string
 		max     int
-		runners []provisioning.Runner
+		runners []ledger.Runner
 		want    int
 		live    int
 	}{
@@ -234,20 +234,20 @@ func TestLedgerDynamoWritesPerLifecycle(t *testing.T) {
 	api := &countingAPI{LedgerDynamoAPI: client}
 	l := dynamostore.NewLedgerDynamo(api, table, dynamostore.WithClock(func() time.Time { return storetest.Now }))
 	ctx := t.Context()
-	r := provisioning.Runner{Name: "skiff-9-1", Pool: "cpu", JobID: 9, ReservedAt: storetest.Now}
+	r := ledger.Runner{Name: "skiff-9-1", Pool: "cpu", JobID: 9, ReservedAt: storetest.Now}
 	type step struct {
 		name          string
 		do            func() error
 		writes, items int64
 	}
 	steps := []step{
-		{"reserve", func() error { _, err := l.Reserve(ctx, "cpu", 5, []provisioning.Runner{r}); return err }, 1, 2},
+		{"reserve", func() error { _, err := l.Reserve(ctx, "cpu", 5, []ledger.Runner{r}); return err }, 1, 2},
 		{"launched", func() error {
-			return l.Launched(ctx, r.Name, provisioning.Launch{InstanceID: "i-09", InstanceType: "c7i.large", At: storetest.Now})
+			return l.Launched(ctx, r.Name, ledger.LaunchReport{InstanceID: "i-09", InstanceType: "c7i.large", At: storetest.Now})
 		}, 2, 2},
-		{"registered", func() error { return l.Advance(ctx, r.Name, provisioning.StateRegistered, storetest.Now, 0) }, 1, 1},
-		{"job started", func() error { return l.Advance(ctx, r.Name, provisioning.StateJobStarted, storetest.Now, 9) }, 1, 1},
-		{"job completed", func() error { return l.Advance(ctx, r.Name, provisioning.StateJobCompleted, storetest.Now, 9) }, 1, 1},
+		{"registered", func() error { return l.Advance(ctx, r.Name, ledger.StateRegistered, storetest.Now, 0) }, 1, 1},
+		{"job started", func() error { return l.Advance(ctx, r.Name, ledger.StateJobStarted, storetest.Now, 9) }, 1, 1},
+		{"job completed", func() error { return l.Advance(ctx, r.Name, ledger.StateJobCompleted, storetest.Now, 9) }, 1, 1},
 		{"end", func() error { _, err := l.EndInstance(ctx, "i-09", storetest.Now, "state_terminated"); return err }, 1, 3},
 		{"end again", func() error { _, err := l.EndInstance(ctx, "i-09", storetest.Now, "state_terminated"); return err }, 0, 0},
 	}

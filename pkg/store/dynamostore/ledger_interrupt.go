@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/store"
 )
 
-var _ store.Interruptions = (*LedgerDynamo)(nil)
+var _ ledger.Interruptions = (*LedgerDynamo)(nil)
 
 // attrInterruptedAt is the runner record's spot warning time.
 const attrInterruptedAt = "interrupted_at"

@@ -11,19 +11,19 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/skiffci/skiff/pkg/provisioning"
+	"github.com/skiffci/skiff/pkg/ledger"
 
 	"github.com/skiffci/skiff/pkg/store"
 )
 
 // runnerStepAttr names the time attribute a step sets.
-func runnerStepAttr(to provisioning.State) (string, bool) {
+func runnerStepAttr(to ledger.State) (string, bool) {
 	switch to {
-	case provisioning.StateRegistered:
+	case ledger.StateRegistered:
 		return attrRegistered, true
-	case provisioning.StateJobStarted:
+	case ledger.StateJobStarted:
 		return attrStartedAt, true
-	case provisioning.StateJobCompleted:
+	case ledger.StateJobCompleted:
 		return attrCompletedAt, true
 	}
 	return "", false
@@ -31,10 +31,10 @@ func runnerStepAttr(to provisioning.State) (string, bool) {
 
 // runnerFills are the SET clauses that fill the step's time and the busy
 // job where the record lacks them.
-func runnerFills(e *expr, to provisioning.State, timeAttr string, at time.Time, job int64) []string {
+func runnerFills(e *expr, to ledger.State, timeAttr string, at time.Time, job int64) []string {
 	n := e.name(timeAttr)
 	out := []string{fmt.Sprintf("%s = if_not_exists(%s, %s)", n, n, e.value(str(at.UTC().Format(timeLayout))))}
-	if to != provisioning.StateRegistered && job != 0 {
+	if to != ledger.StateRegistered && job != 0 {
 		b := e.name(attrBusyJob)
 		out = append(out, fmt.Sprintf("%s = if_not_exists(%s, %s)", b, b, e.value(numI(job))))
 	}
@@ -43,7 +43,7 @@ func runnerFills(e *expr, to provisioning.State, timeAttr string, at time.Time, 
 
 // runnerAdvance is the update that moves a live runner record of a lower
 // state_rank forward to to: the state, its rank and the fills.
-func runnerAdvance(e *expr, to provisioning.State, timeAttr string, at time.Time, job int64, now time.Time) (update, cond string) {
+func runnerAdvance(e *expr, to ledger.State, timeAttr string, at time.Time, job int64, now time.Time) (update, cond string) {
 	sets := append(runnerFills(e, to, timeAttr, at, job),
 		e.name(attrState)+" = "+e.value(str(to.String())), e.name(attrStateRank)+" = "+e.value(numI(int64(to))))
 	cond = fmt.Sprintf("%s < %s AND %s", e.name(attrStateRank), e.value(numI(int64(to))), e.live(now))
@@ -57,7 +57,7 @@ func runnerAdvance(e *expr, to provisioning.State, timeAttr string, at time.Time
 // the record exists and has not expired). ErrNotFound: no such runner.
 // It lets the Dynamo store serve as the webhook's runner port, and is what
 // RecordLifecycle falls back to when its one-call path does not apply.
-func (d *Dynamo) Advance(ctx context.Context, name string, to provisioning.State, at time.Time, job int64) error {
+func (d *Dynamo) Advance(ctx context.Context, name string, to ledger.State, at time.Time, job int64) error {
 	return advanceRunner(ctx, d.api, d.table, d.now(), name, to, at, job)
 }
 
@@ -82,8 +82,8 @@ func (d *Dynamo) RecordLifecycle(ctx context.Context, j store.Job, step store.Ru
 		return d.RecordJob(ctx, j)
 	}
 	timeAttr, ok := runnerStepAttr(step.To)
-	if !ok || step.To == provisioning.StateRegistered {
-		return false, store.ErrInvalidAdvance
+	if !ok || step.To == ledger.StateRegistered {
+		return false, ledger.ErrInvalidAdvance
 	}
 	now := d.now()
 

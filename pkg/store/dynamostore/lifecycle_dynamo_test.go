@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/skiffci/skiff/pkg/provisioning"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/store/dynamostore"
 )
@@ -79,53 +79,53 @@ func TestDynamoRecordLifecycle(t *testing.T) {
 		}
 		return j
 	}
-	started := store.RunnerStep{Runner: runner, To: provisioning.StateJobStarted, At: at(2)}
-	completed := store.RunnerStep{Runner: runner, To: provisioning.StateJobCompleted, At: at(9)}
+	started := store.RunnerStep{Runner: runner, To: ledger.StateJobStarted, At: at(2)}
+	completed := store.RunnerStep{Runner: runner, To: ledger.StateJobCompleted, At: at(9)}
 	type event struct {
 		j    store.Job
 		step store.RunnerStep
 	}
 	cases := []struct {
 		name         string
-		runnerState  provisioning.State // the runner's record before; unknown: none
+		runnerState  ledger.State // the runner's record before; unknown: none
 		before       []event
 		ev           event
 		wantAdvanced bool
 		wantStatus   store.Status
 		wantUpdated  time.Time
-		wantRunner   provisioning.State // unknown: no record
-		wantStarted  bool               // the runner has started_at
+		wantRunner   ledger.State // unknown: no record
+		wantStarted  bool         // the runner has started_at
 		wantBusyJob  bool
 		wantCalls    map[string]int
 	}{
-		{"in order: one transaction", provisioning.StateLaunched, []event{{job(store.StatusQueued, 0), store.RunnerStep{}}},
+		{"in order: one transaction", ledger.StateLaunched, []event{{job(store.StatusQueued, 0), store.RunnerStep{}}},
 			event{job(store.StatusInProgress, 2), started}, true, store.StatusInProgress, at(2),
-			provisioning.StateJobStarted, true, true, map[string]int{"TransactWriteItems": 1}},
-		{"completed after in_progress: one transaction", provisioning.StateLaunched, []event{{job(store.StatusInProgress, 2), started}},
+			ledger.StateJobStarted, true, true, map[string]int{"TransactWriteItems": 1}},
+		{"completed after in_progress: one transaction", ledger.StateLaunched, []event{{job(store.StatusInProgress, 2), started}},
 			event{job(store.StatusCompleted, 9), completed}, true, store.StatusCompleted, at(9),
-			provisioning.StateJobCompleted, true, true, map[string]int{"TransactWriteItems": 1}},
-		{"replayed in_progress changes nothing", provisioning.StateLaunched, []event{{job(store.StatusInProgress, 2), started}},
+			ledger.StateJobCompleted, true, true, map[string]int{"TransactWriteItems": 1}},
+		{"replayed in_progress changes nothing", ledger.StateLaunched, []event{{job(store.StatusInProgress, 2), started}},
 			event{job(store.StatusInProgress, 2), started}, false, store.StatusInProgress, at(2),
-			provisioning.StateJobStarted, true, true, nil},
-		{"late in_progress after completed fills, never reopens", provisioning.StateRegistered, []event{{job(store.StatusCompleted, 9), completed}},
+			ledger.StateJobStarted, true, true, nil},
+		{"late in_progress after completed fills, never reopens", ledger.StateRegistered, []event{{job(store.StatusCompleted, 9), completed}},
 			event{job(store.StatusInProgress, 12), started}, false, store.StatusCompleted, at(12),
-			provisioning.StateJobCompleted, true, true, nil},
-		{"late in_progress after completed, runner behind: the runner moves, the job stays", provisioning.StateRegistered,
+			ledger.StateJobCompleted, true, true, nil},
+		{"late in_progress after completed, runner behind: the runner moves, the job stays", ledger.StateRegistered,
 			[]event{{job(store.StatusCompleted, 9), store.RunnerStep{}}},
 			event{job(store.StatusInProgress, 12), started}, false, store.StatusCompleted, at(12),
-			provisioning.StateJobStarted, true, true, nil},
-		{"a runner that is not skiff's: the job alone", provisioning.StateUnknown, nil,
+			ledger.StateJobStarted, true, true, nil},
+		{"a runner that is not skiff's: the job alone", ledger.StateUnknown, nil,
 			event{job(store.StatusInProgress, 2), started}, true, store.StatusInProgress, at(2),
-			provisioning.StateUnknown, false, false, nil},
-		{"a terminated runner gets only its missing times", provisioning.StateTerminated, nil,
+			ledger.StateUnknown, false, false, nil},
+		{"a terminated runner gets only its missing times", ledger.StateTerminated, nil,
 			event{job(store.StatusInProgress, 2), started}, true, store.StatusInProgress, at(2),
-			provisioning.StateTerminated, true, true, nil},
-		{"an advance older than the record keeps updated_at", provisioning.StateLaunched, []event{{job(store.StatusQueued, 20), store.RunnerStep{}}},
+			ledger.StateTerminated, true, true, nil},
+		{"an advance older than the record keeps updated_at", ledger.StateLaunched, []event{{job(store.StatusQueued, 20), store.RunnerStep{}}},
 			event{job(store.StatusInProgress, 2), started}, true, store.StatusInProgress, at(20),
-			provisioning.StateJobStarted, true, true, nil},
-		{"no runner named: the job alone, one write", provisioning.StateUnknown, []event{{job(store.StatusQueued, 0), store.RunnerStep{}}},
+			ledger.StateJobStarted, true, true, nil},
+		{"no runner named: the job alone, one write", ledger.StateUnknown, []event{{job(store.StatusQueued, 0), store.RunnerStep{}}},
 			event{job(store.StatusCompleted, 9), store.RunnerStep{}}, true, store.StatusCompleted, at(9),
-			provisioning.StateUnknown, false, false, map[string]int{"UpdateItem": 1}},
+			ledger.StateUnknown, false, false, map[string]int{"UpdateItem": 1}},
 	}
 	for _, c := range clientsOf {
 		for _, tc := range cases {
@@ -135,7 +135,7 @@ func TestDynamoRecordLifecycle(t *testing.T) {
 				api := &lifecycleCalls{DynamoAPI: c.of(t, client, table)}
 				d := dynamostore.NewDynamo(api, table, dynamostore.WithClock(func() time.Time { return now }))
 				ctx := context.Background()
-				if tc.runnerState != provisioning.StateUnknown {
+				if tc.runnerState != ledger.StateUnknown {
 					seedRunner(t, client, table, runner, tc.runnerState)
 				}
 				for _, ev := range tc.before {
@@ -163,7 +163,7 @@ func TestDynamoRecordLifecycle(t *testing.T) {
 					t.Errorf("job lacks its runner or start: %+v", j)
 				}
 				item := runnerItem(t, client, table, runner)
-				if tc.wantRunner == provisioning.StateUnknown {
+				if tc.wantRunner == ledger.StateUnknown {
 					if item != nil {
 						t.Errorf("a runner record was made: %v", plain(item))
 					}
@@ -198,7 +198,7 @@ func equalCalls(a, b map[string]int) bool {
 
 // seedRunner writes a runner's ledger record as the ledger writes it (see
 // the key design in the package doc): the state and its rank.
-func seedRunner(t *testing.T, client *dynamodb.Client, table, name string, s provisioning.State) {
+func seedRunner(t *testing.T, client *dynamodb.Client, table, name string, s ledger.State) {
 	t.Helper()
 	_, err := client.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
 		"pk": &types.AttributeValueMemberS{Value: "RUNNER#" + name}, "sk": &types.AttributeValueMemberS{Value: "RUNNER"},

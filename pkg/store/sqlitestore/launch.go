@@ -6,15 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/skiffci/skiff/pkg/provisioning"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"strings"
 	"time"
 
 	"github.com/skiffci/skiff/pkg/store"
 )
 
-// launchSchema holds scale-up's launch state (store.Launches). Records are
-// JSON (provisioning.Claim, provisioning.Fleet); the columns beside them are what
+// launchSchema holds scale-up's launch state (ledger.Launches). Records are
+// JSON (ledger.Claim, ledger.Launch); the columns beside them are what
 // the conditions read. Failed capacity pools, once a table here, are the
 // waiting room's backoffs (room_backoff); a file that has the old table
 // loses it.
@@ -42,8 +42,8 @@ CREATE TABLE IF NOT EXISTS on_demand_runs (
 ) WITHOUT ROWID;
 `
 
-// Launches is a store.Launches in the SQLite file, with the conditions of
-// store.LaunchMemory and dynamostore.LaunchDynamo: each write is one transaction
+// Launches is a ledger.Launches in the SQLite file, with the conditions of
+// ledger.LaunchMemory and dynamostore.LaunchDynamo: each write is one transaction
 // that reads the records its condition names and writes only if the
 // condition holds, so a fenced fleet and its members' claims are checked
 // and written atomically, also against another process on the file.
@@ -52,10 +52,10 @@ type Launches struct {
 	now func() time.Time
 }
 
-var _ store.Launches = (*Launches)(nil)
+var _ ledger.Launches = (*Launches)(nil)
 
 // NewLaunches returns the launch state in d. now is the clock of the one
-// call that takes no time of its own, FinishFleet (an expired fleet is gone
+// call that takes no time of its own, FinishLaunch (an expired fleet is gone
 // and cannot be finished); time.Now when nil. Every other call decides
 // expiry by the time it is given.
 func NewLaunches(d *DB, now func() time.Time) *Launches {
@@ -65,12 +65,12 @@ func NewLaunches(d *DB, now func() time.Time) *Launches {
 	return &Launches{d: d, now: now}
 }
 
-// LaunchClaims implements store.Launches: one read of the live claims.
-func (l *Launches) LaunchClaims(ctx context.Context, jobIDs []int64, now time.Time) (map[int64]provisioning.Claim, error) {
+// LaunchClaims implements ledger.Launches: one read of the live claims.
+func (l *Launches) LaunchClaims(ctx context.Context, jobIDs []int64, now time.Time) (map[int64]ledger.Claim, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	out := map[int64]provisioning.Claim{}
+	out := map[int64]ledger.Claim{}
 	if len(jobIDs) == 0 {
 		return out, nil
 	}
@@ -93,7 +93,7 @@ func (l *Launches) LaunchClaims(ctx context.Context, jobIDs []int64, now time.Ti
 		if err := rows.Scan(&id, &rec); err != nil {
 			return nil, fmt.Errorf("reading launch claims: %w", err)
 		}
-		var c provisioning.Claim
+		var c ledger.Claim
 		if err := json.Unmarshal([]byte(rec), &c); err != nil {
 			return nil, fmt.Errorf("decoding the launch claim of job %d: %w", id, err)
 		}
@@ -119,11 +119,11 @@ func (l *Launches) EndLeases(ctx context.Context, now time.Time) (int, error) {
 		if err != nil {
 			return fmt.Errorf("reading launch claims: %w", err)
 		}
-		var leased []provisioning.Claim
+		var leased []ledger.Claim
 		for rows.Next() {
 			var id int64
 			var rec string
-			var c provisioning.Claim
+			var c ledger.Claim
 			if err := rows.Scan(&id, &rec); err != nil {
 				rows.Close()
 				return fmt.Errorf("reading launch claims: %w", err)
@@ -155,11 +155,11 @@ func (l *Launches) EndLeases(ctx context.Context, now time.Time) (int, error) {
 	return n, err
 }
 
-// ClaimLaunch implements store.Launches: in one transaction, the job's
+// ClaimLaunch implements ledger.Launches: in one transaction, the job's
 // claim is read and replaced if it is still the one the caller read
 // (absent or expired at now for prevGen 0, else live with gen prevGen).
-func (l *Launches) ClaimLaunch(ctx context.Context, c provisioning.Claim, prevGen int, now time.Time) error {
-	if err := store.ValidateClaim(c, prevGen); err != nil {
+func (l *Launches) ClaimLaunch(ctx context.Context, c ledger.Claim, prevGen int, now time.Time) error {
+	if err := ledger.ValidateClaim(c, prevGen); err != nil {
 		return err
 	}
 	b, err := json.Marshal(c)
@@ -186,11 +186,11 @@ func (l *Launches) ClaimLaunch(ctx context.Context, c provisioning.Claim, prevGe
 	})
 }
 
-// PutFleet implements store.Launches. It is fenced in one transaction: the
+// PutLaunch implements ledger.Launches. It is fenced in one transaction: the
 // fleet is written only if no live fleet has its token and every member's
 // claim is live and still names it, both at f.CreatedAt.
-func (l *Launches) PutFleet(ctx context.Context, f provisioning.Fleet) error {
-	if err := store.ValidateFleet(f); err != nil {
+func (l *Launches) PutLaunch(ctx context.Context, f ledger.Launch) error {
+	if err := ledger.ValidateLaunch(f); err != nil {
 		return err
 	}
 	b, err := json.Marshal(f)
@@ -227,25 +227,25 @@ func (l *Launches) PutFleet(ctx context.Context, f provisioning.Fleet) error {
 	})
 }
 
-// FinishFleet implements store.Launches: in one transaction, a live fleet
+// FinishLaunch implements ledger.Launches: in one transaction, a live fleet
 // in intent becomes done; any other (done, expired on the clock, absent)
 // is ErrConflict and keeps what it has.
-func (l *Launches) FinishFleet(ctx context.Context, token string, instances []string, reason string) error {
+func (l *Launches) FinishLaunch(ctx context.Context, token string, instances []string, reason string) error {
 	return l.d.tx(ctx, func(tx *sql.Tx) error {
 		var rec string
 		err := tx.QueryRowContext(ctx, "SELECT record FROM fleets WHERE token = ? AND state = ? AND (expires_at = 0 OR expires_at > ?)",
-			token, string(provisioning.FleetIntent), l.now().UnixNano()).Scan(&rec)
+			token, string(ledger.LaunchIntent), l.now().UnixNano()).Scan(&rec)
 		if isNoRows(err) {
 			return fmt.Errorf("finishing fleet %s: not in intent: %w", token, store.ErrConflict)
 		}
 		if err != nil {
 			return fmt.Errorf("reading fleet %s: %w", token, err)
 		}
-		var f provisioning.Fleet
+		var f ledger.Launch
 		if err := json.Unmarshal([]byte(rec), &f); err != nil {
 			return fmt.Errorf("decoding fleet %s: %w", token, err)
 		}
-		f.State, f.Instances, f.Reason = provisioning.FleetDone, instances, reason
+		f.State, f.Instances, f.Reason = ledger.LaunchDone, instances, reason
 		b, err := json.Marshal(f)
 		if err != nil {
 			return fmt.Errorf("encoding fleet %s: %w", token, err)
@@ -257,30 +257,30 @@ func (l *Launches) FinishFleet(ctx context.Context, token string, instances []st
 	})
 }
 
-// Fleet implements store.Launches.
-func (l *Launches) Fleet(ctx context.Context, token string, now time.Time) (provisioning.Fleet, error) {
+// Launch implements ledger.Launches.
+func (l *Launches) Launch(ctx context.Context, token string, now time.Time) (ledger.Launch, error) {
 	if err := ctx.Err(); err != nil {
-		return provisioning.Fleet{}, err
+		return ledger.Launch{}, err
 	}
 	var rec string
 	err := l.d.db.QueryRowContext(ctx, "SELECT record FROM fleets WHERE token = ? AND (expires_at = 0 OR expires_at > ?)",
 		token, now.UnixNano()).Scan(&rec)
 	if isNoRows(err) {
-		return provisioning.Fleet{}, fmt.Errorf("reading fleet %s: %w", token, store.ErrNotFound)
+		return ledger.Launch{}, fmt.Errorf("reading fleet %s: %w", token, store.ErrNotFound)
 	}
 	if err != nil {
-		return provisioning.Fleet{}, fmt.Errorf("reading fleet %s: %w", token, err)
+		return ledger.Launch{}, fmt.Errorf("reading fleet %s: %w", token, err)
 	}
-	var f provisioning.Fleet
+	var f ledger.Launch
 	if err := json.Unmarshal([]byte(rec), &f); err != nil {
-		return provisioning.Fleet{}, fmt.Errorf("decoding fleet %s: %w", token, err)
+		return ledger.Launch{}, fmt.Errorf("decoding fleet %s: %w", token, err)
 	}
 	return f, nil
 }
 
-// MarkOnDemand implements store.Launches.
+// MarkOnDemand implements ledger.Launches.
 func (l *Launches) MarkOnDemand(ctx context.Context, run int64, pool string, attempt int, until time.Time) error {
-	if err := store.ValidateOnDemand(run, pool, attempt); err != nil {
+	if err := ledger.ValidateOnDemand(run, pool, attempt); err != nil {
 		return err
 	}
 	return l.d.tx(ctx, func(tx *sql.Tx) error {
@@ -293,7 +293,7 @@ func (l *Launches) MarkOnDemand(ctx context.Context, run int64, pool string, att
 	})
 }
 
-// OnDemandFrom implements store.Launches.
+// OnDemandFrom implements ledger.Launches.
 func (l *Launches) OnDemandFrom(ctx context.Context, run int64, pool string, now time.Time) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err

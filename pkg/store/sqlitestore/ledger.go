@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/provisioning"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/store"
 )
 
-// ledgerSchema holds the runner ledger (store.Ledger). A runner's record is
-// JSON (provisioning.Runner); state is its state's rank, the column the live
+// ledgerSchema holds the runner ledger (ledger.Ledger). A runner's record is
+// JSON (ledger.Runner); state is its state's rank, the column the live
 // count reads. runner_instances points an instance id at its runner; it
 // has no expiry of its own: a lookup through it finds nothing once the
 // runner's record has expired, and Sweep deletes pointers left without a
@@ -25,7 +25,7 @@ import (
 // derived from the records cannot drift from them, so a runner leaves its
 // pool's count exactly when its record leaves a live state — once.
 //
-// runners_awaiting lists each pool's awaiting runners (store.Ledger's
+// runners_awaiting lists each pool's awaiting runners (ledger.Ledger's
 // EndAwaiting): a row beside the record, written in the end's transaction.
 var ledgerSchema = fmt.Sprintf(`
 CREATE TABLE IF NOT EXISTS runners (
@@ -48,13 +48,13 @@ CREATE TABLE IF NOT EXISTS runners_awaiting (
 `, liveState)
 
 // liveState is the SQL condition of a record in a live state
-// (provisioning.State.Live: reserved up to, not including, terminated). Queries
+// (ledger.State.Live: reserved up to, not including, terminated). Queries
 // that count or list live records use it verbatim, so that SQLite uses the
 // partial index runners_live.
-var liveState = fmt.Sprintf("state >= %d AND state < %d", provisioning.StateReserved, provisioning.StateTerminated)
+var liveState = fmt.Sprintf("state >= %d AND state < %d", ledger.StateReserved, ledger.StateTerminated)
 
-// Ledger is a store.Ledger and store.Interruptions in the SQLite file, with
-// the conditions and expiry of store.LedgerMemory. Every write is one
+// Ledger is a ledger.Ledger and ledger.Interruptions in the SQLite file, with
+// the conditions and expiry of ledger.Memory. Every write is one
 // transaction that reads the record, applies the same rule as the
 // in-memory ledger and writes it back: a reservation of several runners
 // and an end (the record terminated, so off its pool's count) are each
@@ -67,37 +67,37 @@ type Ledger struct {
 }
 
 var (
-	_ store.Ledger        = (*Ledger)(nil)
-	_ store.Interruptions = (*Ledger)(nil)
+	_ ledger.Ledger        = (*Ledger)(nil)
+	_ ledger.Interruptions = (*Ledger)(nil)
 )
 
 // NewLedger returns the runner ledger in d. Ended records expire
-// store.DefaultRunnerTTL after their end; now is the clock that decides
+// ledger.DefaultRunnerTTL after their end; now is the clock that decides
 // whether they have (time.Now when nil). A live record never expires.
 func NewLedger(d *DB, now func() time.Time) *Ledger {
 	if now == nil {
 		now = time.Now
 	}
-	return &Ledger{d: d, now: now, ttl: store.DefaultRunnerTTL}
+	return &Ledger{d: d, now: now, ttl: ledger.DefaultRunnerTTL}
 }
 
 // runner reads the record of name, hiding one that has expired: ok is
 // false for both.
-func (l *Ledger) runner(ctx context.Context, q querier, name string) (provisioning.Runner, bool, error) {
+func (l *Ledger) runner(ctx context.Context, q querier, name string) (ledger.Runner, bool, error) {
 	var rec string
 	var expires int64
 	err := q.QueryRowContext(ctx, "SELECT record, expires_at FROM runners WHERE name = ?", name).Scan(&rec, &expires)
 	switch {
 	case isNoRows(err):
-		return provisioning.Runner{}, false, nil
+		return ledger.Runner{}, false, nil
 	case err != nil:
-		return provisioning.Runner{}, false, fmt.Errorf("reading runner %s: %w", name, err)
+		return ledger.Runner{}, false, fmt.Errorf("reading runner %s: %w", name, err)
 	case !live(expires, l.now()):
-		return provisioning.Runner{}, false, nil
+		return ledger.Runner{}, false, nil
 	}
-	var r provisioning.Runner
+	var r ledger.Runner
 	if err := json.Unmarshal([]byte(rec), &r); err != nil {
-		return provisioning.Runner{}, false, fmt.Errorf("decoding runner %s: %w", name, err)
+		return ledger.Runner{}, false, fmt.Errorf("decoding runner %s: %w", name, err)
 	}
 	return r, true, nil
 }
@@ -117,7 +117,7 @@ func runnerOf(ctx context.Context, q querier, instanceID string) (string, error)
 }
 
 // put writes r (inserting, or replacing the record of the same name).
-func put(ctx context.Context, tx *sql.Tx, r provisioning.Runner) error {
+func put(ctx context.Context, tx *sql.Tx, r ledger.Runner) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("encoding runner %s: %w", r.Name, err)
@@ -139,13 +139,13 @@ func count(ctx context.Context, q querier, pool string) (int, error) {
 	return n, nil
 }
 
-// Reserve implements store.Ledger: in one transaction, the pool's live
+// Reserve implements ledger.Ledger: in one transaction, the pool's live
 // count is read and reserved records are written for the runners, in
 // order, until one exists (and has not expired) or the count reaches max.
 // A record that expired is replaced, and the instance pointers to it are
 // dropped with it.
-func (l *Ledger) Reserve(ctx context.Context, pool string, max int, runners []provisioning.Runner) (int, error) {
-	if err := store.ValidateRunners(pool, runners); err != nil {
+func (l *Ledger) Reserve(ctx context.Context, pool string, max int, runners []ledger.Runner) (int, error) {
+	if err := ledger.ValidateRunners(pool, runners); err != nil {
 		return 0, err
 	}
 	n := 0
@@ -173,7 +173,7 @@ func (l *Ledger) Reserve(ctx context.Context, pool string, max int, runners []pr
 					return fmt.Errorf("taking expired runner %s off its awaiting list: %w", r.Name, err)
 				}
 			}
-			r.State, r.ExpiresAt = provisioning.StateReserved, time.Time{}
+			r.State, r.ExpiresAt = ledger.StateReserved, time.Time{}
 			if err := put(ctx, tx, r); err != nil {
 				return fmt.Errorf("reserving runners of pool %s: %w", pool, err)
 			}
@@ -191,13 +191,13 @@ func (l *Ledger) Reserve(ctx context.Context, pool string, max int, runners []pr
 // update runs fn on the live record of name in one transaction and writes
 // back what it returns; fn returning false writes nothing. ErrNotFound: no
 // record, or it expired.
-func (l *Ledger) update(ctx context.Context, name string, fn func(*sql.Tx, provisioning.Runner) (provisioning.Runner, bool, error)) error {
+func (l *Ledger) update(ctx context.Context, name string, fn func(*sql.Tx, ledger.Runner) (ledger.Runner, bool, error)) error {
 	return l.d.tx(ctx, func(tx *sql.Tx) error {
 		return l.updateTx(ctx, tx, name, fn)
 	})
 }
 
-func (l *Ledger) updateTx(ctx context.Context, tx *sql.Tx, name string, fn func(*sql.Tx, provisioning.Runner) (provisioning.Runner, bool, error)) error {
+func (l *Ledger) updateTx(ctx context.Context, tx *sql.Tx, name string, fn func(*sql.Tx, ledger.Runner) (ledger.Runner, bool, error)) error {
 	r, ok, err := l.runner(ctx, tx, name)
 	if err != nil {
 		return err
@@ -212,15 +212,15 @@ func (l *Ledger) updateTx(ctx context.Context, tx *sql.Tx, name string, fn func(
 	return put(ctx, tx, r)
 }
 
-// Launched implements store.Ledger: in one transaction, the record moves
+// Launched implements ledger.Ledger: in one transaction, the record moves
 // from reserved to launched (a record past it only gets the instance facts
 // it lacks) and the instance points at the runner.
-func (l *Ledger) Launched(ctx context.Context, name string, in provisioning.Launch) error {
+func (l *Ledger) Launched(ctx context.Context, name string, in ledger.LaunchReport) error {
 	if in.InstanceID == "" {
 		return errors.New("recording launch: instance id is required")
 	}
-	err := l.update(ctx, name, func(tx *sql.Tx, r provisioning.Runner) (provisioning.Runner, bool, error) {
-		r = provisioning.Launched(r, in)
+	err := l.update(ctx, name, func(tx *sql.Tx, r ledger.Runner) (ledger.Runner, bool, error) {
+		r = ledger.Launched(r, in)
 		if _, err := tx.ExecContext(ctx, `INSERT INTO runner_instances (instance_id, runner) VALUES (?, ?)
 			ON CONFLICT (instance_id) DO UPDATE SET runner = excluded.runner`, in.InstanceID, name); err != nil {
 			return r, false, fmt.Errorf("recording instance %s: %w", in.InstanceID, err)
@@ -233,13 +233,13 @@ func (l *Ledger) Launched(ctx context.Context, name string, in provisioning.Laun
 	return nil
 }
 
-// Advance implements store.Ledger with provisioning.Advance, in one transaction.
-func (l *Ledger) Advance(ctx context.Context, name string, to provisioning.State, at time.Time, job int64) error {
-	if !provisioning.Reported(to) {
-		return store.ErrInvalidAdvance
+// Advance implements ledger.Ledger with ledger.Advance, in one transaction.
+func (l *Ledger) Advance(ctx context.Context, name string, to ledger.State, at time.Time, job int64) error {
+	if !ledger.Reported(to) {
+		return ledger.ErrInvalidAdvance
 	}
-	err := l.update(ctx, name, func(_ *sql.Tx, r provisioning.Runner) (provisioning.Runner, bool, error) {
-		r, _ = provisioning.Advance(r, to, at, job) // never moves an ended runner: terminated is the last state
+	err := l.update(ctx, name, func(_ *sql.Tx, r ledger.Runner) (ledger.Runner, bool, error) {
+		r, _ = ledger.Advance(r, to, at, job) // never moves an ended runner: terminated is the last state
 		return r, true, nil
 	})
 	if err != nil {
@@ -248,7 +248,7 @@ func (l *Ledger) Advance(ctx context.Context, name string, to provisioning.State
 	return nil
 }
 
-// End implements store.Ledger: in one transaction, a live record becomes
+// End implements ledger.Ledger: in one transaction, a live record becomes
 // terminated (off its pool's count) and starts its retention; an ended one
 // is left as it is.
 func (l *Ledger) End(ctx context.Context, name string, at time.Time, reason string) (bool, error) {
@@ -266,18 +266,18 @@ func (l *Ledger) End(ctx context.Context, name string, at time.Time, reason stri
 
 func (l *Ledger) endTx(ctx context.Context, tx *sql.Tx, name string, at time.Time, reason string) (bool, error) {
 	ended := false
-	err := l.updateTx(ctx, tx, name, func(_ *sql.Tx, r provisioning.Runner) (provisioning.Runner, bool, error) {
+	err := l.updateTx(ctx, tx, name, func(_ *sql.Tx, r ledger.Runner) (ledger.Runner, bool, error) {
 		if !r.State.Live() {
 			return r, false, nil // the first end won
 		}
-		r.State, r.EndedAt, r.Reason, r.ExpiresAt = provisioning.StateTerminated, at, reason, at.Add(l.ttl)
+		r.State, r.EndedAt, r.Reason, r.ExpiresAt = ledger.StateTerminated, at, reason, at.Add(l.ttl)
 		ended = true
 		return r, true, nil
 	})
 	return ended, err
 }
 
-// EndAwaiting implements store.Ledger: in one transaction, End and the
+// EndAwaiting implements ledger.Ledger: in one transaction, End and the
 // runner's row in runners_awaiting.
 func (l *Ledger) EndAwaiting(ctx context.Context, name string, at time.Time, reason string) (bool, error) {
 	var ended bool
@@ -301,9 +301,9 @@ func (l *Ledger) EndAwaiting(ctx context.Context, name string, at time.Time, rea
 	return ended, nil
 }
 
-// Awaiting implements store.Ledger: the pool's rows of runners_awaiting
+// Awaiting implements ledger.Ledger: the pool's rows of runners_awaiting
 // with their records, sorted by name.
-func (l *Ledger) Awaiting(ctx context.Context, pool string) ([]provisioning.Runner, error) {
+func (l *Ledger) Awaiting(ctx context.Context, pool string) ([]ledger.Runner, error) {
 	out, err := l.list(ctx, `SELECT r.name, r.record, r.expires_at FROM runners_awaiting a
 		JOIN runners r ON r.name = a.name WHERE a.pool = ? ORDER BY a.name`, pool)
 	if err != nil {
@@ -312,7 +312,7 @@ func (l *Ledger) Awaiting(ctx context.Context, pool string) ([]provisioning.Runn
 	return out, nil
 }
 
-// StopAwaiting implements store.Ledger: the runner's row in runners_awaiting goes.
+// StopAwaiting implements ledger.Ledger: the runner's row in runners_awaiting goes.
 func (l *Ledger) StopAwaiting(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -323,7 +323,7 @@ func (l *Ledger) StopAwaiting(ctx context.Context, name string) error {
 	return nil
 }
 
-// EndInstance implements store.Ledger: End of the runner the instance
+// EndInstance implements ledger.Ledger: End of the runner the instance
 // points at, in the same transaction as the lookup.
 func (l *Ledger) EndInstance(ctx context.Context, instanceID string, at time.Time, reason string) (bool, error) {
 	var ended bool
@@ -341,7 +341,7 @@ func (l *Ledger) EndInstance(ctx context.Context, instanceID string, at time.Tim
 	return ended, nil
 }
 
-// MarkInterrupted implements store.Interruptions: in one transaction, the
+// MarkInterrupted implements ledger.Interruptions: in one transaction, the
 // runner on the instance gets the warning's time unless it has one.
 func (l *Ledger) MarkInterrupted(ctx context.Context, instanceID string, at time.Time) error {
 	err := l.d.tx(ctx, func(tx *sql.Tx) error {
@@ -349,7 +349,7 @@ func (l *Ledger) MarkInterrupted(ctx context.Context, instanceID string, at time
 		if err != nil {
 			return err
 		}
-		return l.updateTx(ctx, tx, name, func(_ *sql.Tx, r provisioning.Runner) (provisioning.Runner, bool, error) {
+		return l.updateTx(ctx, tx, name, func(_ *sql.Tx, r ledger.Runner) (ledger.Runner, bool, error) {
 			if !r.InterruptedAt.IsZero() {
 				return r, false, nil // the first warning wins
 			}
@@ -363,26 +363,26 @@ func (l *Ledger) MarkInterrupted(ctx context.Context, instanceID string, at time
 	return nil
 }
 
-// Runner implements store.Ledger.
-func (l *Ledger) Runner(ctx context.Context, name string) (provisioning.Runner, error) {
+// Runner implements ledger.Ledger.
+func (l *Ledger) Runner(ctx context.Context, name string) (ledger.Runner, error) {
 	if err := ctx.Err(); err != nil {
-		return provisioning.Runner{}, err
+		return ledger.Runner{}, err
 	}
 	r, ok, err := l.runner(ctx, l.d.db, name)
 	switch {
 	case err != nil:
-		return provisioning.Runner{}, err
+		return ledger.Runner{}, err
 	case !ok:
-		return provisioning.Runner{}, fmt.Errorf("reading runner %s: %w", name, store.ErrNotFound)
+		return ledger.Runner{}, fmt.Errorf("reading runner %s: %w", name, store.ErrNotFound)
 	}
 	return r, nil
 }
 
-// RunnerByInstance implements store.Ledger: the pointer and the record in
+// RunnerByInstance implements ledger.Ledger: the pointer and the record in
 // one read.
-func (l *Ledger) RunnerByInstance(ctx context.Context, instanceID string) (provisioning.Runner, error) {
+func (l *Ledger) RunnerByInstance(ctx context.Context, instanceID string) (ledger.Runner, error) {
 	if err := ctx.Err(); err != nil {
-		return provisioning.Runner{}, err
+		return ledger.Runner{}, err
 	}
 	var name, rec string
 	var expires int64
@@ -390,20 +390,20 @@ func (l *Ledger) RunnerByInstance(ctx context.Context, instanceID string) (provi
 		JOIN runners r ON r.name = i.runner WHERE i.instance_id = ?`, instanceID).Scan(&name, &rec, &expires)
 	switch {
 	case isNoRows(err) || (err == nil && !live(expires, l.now())):
-		return provisioning.Runner{}, fmt.Errorf("reading the runner of instance %s: %w", instanceID, store.ErrNotFound)
+		return ledger.Runner{}, fmt.Errorf("reading the runner of instance %s: %w", instanceID, store.ErrNotFound)
 	case err != nil:
-		return provisioning.Runner{}, fmt.Errorf("reading the runner of instance %s: %w", instanceID, err)
+		return ledger.Runner{}, fmt.Errorf("reading the runner of instance %s: %w", instanceID, err)
 	}
-	var r provisioning.Runner
+	var r ledger.Runner
 	if err := json.Unmarshal([]byte(rec), &r); err != nil {
-		return provisioning.Runner{}, fmt.Errorf("decoding runner %s: %w", name, err)
+		return ledger.Runner{}, fmt.Errorf("decoding runner %s: %w", name, err)
 	}
 	return r, nil
 }
 
-// LiveRunners implements store.Ledger, sorted by name. Unlike DynamoDB's
+// LiveRunners implements ledger.Ledger, sorted by name. Unlike DynamoDB's
 // index, it is exact: one read of the records in a live state.
-func (l *Ledger) LiveRunners(ctx context.Context, pool string) ([]provisioning.Runner, error) {
+func (l *Ledger) LiveRunners(ctx context.Context, pool string) ([]ledger.Runner, error) {
 	out, err := l.list(ctx, "SELECT name, record, expires_at FROM runners WHERE pool = ? AND "+liveState+" ORDER BY name", pool)
 	if err != nil {
 		return nil, fmt.Errorf("listing the live runners of pool %s: %w", pool, err)
@@ -413,7 +413,7 @@ func (l *Ledger) LiveRunners(ctx context.Context, pool string) ([]provisioning.R
 
 // list runs a query of runner rows (name, record, expires_at) and decodes
 // the records that have not expired.
-func (l *Ledger) list(ctx context.Context, query string, args ...any) ([]provisioning.Runner, error) {
+func (l *Ledger) list(ctx context.Context, query string, args ...any) ([]ledger.Runner, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -422,7 +422,7 @@ func (l *Ledger) list(ctx context.Context, query string, args ...any) ([]provisi
 		return nil, err
 	}
 	defer rows.Close()
-	var out []provisioning.Runner
+	var out []ledger.Runner
 	for rows.Next() {
 		var name, rec string
 		var expires int64
@@ -432,7 +432,7 @@ func (l *Ledger) list(ctx context.Context, query string, args ...any) ([]provisi
 		if !live(expires, l.now()) {
 			continue
 		}
-		var r provisioning.Runner
+		var r ledger.Runner
 		if err := json.Unmarshal([]byte(rec), &r); err != nil {
 			return nil, fmt.Errorf("decoding runner %s: %w", name, err)
 		}
@@ -441,7 +441,7 @@ func (l *Ledger) list(ctx context.Context, query string, args ...any) ([]provisi
 	return out, rows.Err()
 }
 
-// Live implements store.Ledger: the number of the pool's records in a live
+// Live implements ledger.Ledger: the number of the pool's records in a live
 // state.
 func (l *Ledger) Live(ctx context.Context, pool string) (int, error) {
 	if err := ctx.Err(); err != nil {

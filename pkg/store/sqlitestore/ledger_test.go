@@ -11,7 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/provisioning"
+	"github.com/skiffci/skiff/pkg/ledger"
+	"github.com/skiffci/skiff/pkg/ledger/ledgertest"
 	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/room/roomtest"
 	"github.com/skiffci/skiff/pkg/store"
@@ -21,21 +22,21 @@ import (
 
 func TestLaunchesConformance(t *testing.T) {
 	t.Parallel()
-	storetest.RunLaunches(t, func(t *testing.T) store.Launches {
+	ledgertest.RunLaunches(t, func(t *testing.T) ledger.Launches {
 		return sqlitestore.NewLaunches(open(t, "", sqlitestore.Options{}), func() time.Time { return storetest.Now })
 	})
 }
 
 func TestLedgerConformance(t *testing.T) {
 	t.Parallel()
-	storetest.RunLedger(t, func(t *testing.T, now func() time.Time) store.Ledger {
+	ledgertest.RunLedger(t, func(t *testing.T, now func() time.Time) ledger.Ledger {
 		return sqlitestore.NewLedger(open(t, "", sqlitestore.Options{}), now)
 	})
 }
 
 func TestInterruptionsConformance(t *testing.T) {
 	t.Parallel()
-	storetest.RunInterruptions(t, func(t *testing.T, now func() time.Time) storetest.InterruptLedger {
+	ledgertest.RunInterruptions(t, func(t *testing.T, now func() time.Time) ledgertest.InterruptLedger {
 		return sqlitestore.NewLedger(open(t, "", sqlitestore.Options{}), now)
 	})
 }
@@ -54,7 +55,7 @@ func TestLedgerSweep(t *testing.T) {
 	l, ls := sqlitestore.NewLedger(db, clock), sqlitestore.NewLaunches(db, clock)
 	ctx := context.Background()
 	at := storetest.Now
-	rs := []provisioning.Runner{
+	rs := []ledger.Runner{
 		{Name: "skiff-1-1", Pool: "cpu", JobID: 1, ReservedAt: at},
 		{Name: "skiff-2-1", Pool: "cpu", JobID: 2, ReservedAt: at},
 		{Name: "skiff-3-1", Pool: "cpu", JobID: 3, ReservedAt: at},
@@ -63,23 +64,23 @@ func TestLedgerSweep(t *testing.T) {
 		t.Fatalf("Reserve = %d, %v", n, err)
 	}
 	for i, r := range rs[:2] {
-		if err := l.Launched(ctx, r.Name, provisioning.Launch{InstanceID: fmt.Sprintf("i-0%d", i+1), At: at}); err != nil {
+		if err := l.Launched(ctx, r.Name, ledger.LaunchReport{InstanceID: fmt.Sprintf("i-0%d", i+1), At: at}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := l.EndAwaiting(ctx, r.Name, at, "done"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := ls.ClaimLaunch(ctx, provisioning.Claim{JobID: 1, Attempt: 1, Gen: 1, Token: "t", ExpiresAt: at.Add(time.Hour)}, 0, at); err != nil {
+	if err := ls.ClaimLaunch(ctx, ledger.Claim{JobID: 1, Attempt: 1, Gen: 1, Token: "t", ExpiresAt: at.Add(time.Hour)}, 0, at); err != nil {
 		t.Fatal(err)
 	}
-	if err := ls.PutFleet(ctx, provisioning.Fleet{Token: "t", State: provisioning.FleetIntent, Members: []provisioning.Member{{JobID: 1, Attempt: 1}},
+	if err := ls.PutLaunch(ctx, ledger.Launch{Token: "t", State: ledger.LaunchIntent, Members: []ledger.Member{{JobID: 1, Attempt: 1}},
 		CreatedAt: at, ExpiresAt: at.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 
-	now.Store(at.Add(store.DefaultRunnerTTL + time.Second).UnixNano())
-	if err := ls.FinishFleet(ctx, "t", []string{"i-0late"}, ""); !errors.Is(err, store.ErrConflict) {
+	now.Store(at.Add(ledger.DefaultRunnerTTL + time.Second).UnixNano())
+	if err := ls.FinishLaunch(ctx, "t", []string{"i-0late"}, ""); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("finishing an expired fleet: %v, want ErrConflict (it is gone)", err)
 	}
 	// skiff-2-1's name reserved again (never in practice: names carry the
@@ -115,7 +116,7 @@ func TestEndLeases(t *testing.T) {
 	ls := sqlitestore.NewLaunches(open(t, "", sqlitestore.Options{}), nil)
 	ctx := context.Background()
 	at := storetest.Now
-	claims := []provisioning.Claim{
+	claims := []ledger.Claim{
 		{JobID: 1, Attempt: 1, Gen: 1, Token: "t1", Pool: "cpu", LeaseUntil: at.Add(10 * time.Minute), UpdatedAt: at.Add(-time.Minute), ExpiresAt: at.Add(time.Hour)},
 		{JobID: 2, Attempt: 2, Gen: 1, Token: "t2", Pool: "cpu", LeaseUntil: at.Add(-time.Minute), UpdatedAt: at.Add(-time.Hour), ExpiresAt: at.Add(time.Hour)},
 		{JobID: 3, Attempt: 1, Gen: 1, Token: "t3", Pool: "cpu", LeaseUntil: at.Add(10 * time.Minute), UpdatedAt: at.Add(-2 * time.Hour), ExpiresAt: at.Add(-time.Hour)},
@@ -155,8 +156,8 @@ func TestLedgerTwoProcesses(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 40 {
 		wg.Go(func() {
-			r := provisioning.Runner{Name: fmt.Sprintf("skiff-%d-1", i+1), Pool: "cpu", JobID: int64(i + 1)}
-			n, err := ls[i%2].Reserve(ctx, "cpu", max, []provisioning.Runner{r})
+			r := ledger.Runner{Name: fmt.Sprintf("skiff-%d-1", i+1), Pool: "cpu", JobID: int64(i + 1)}
+			n, err := ls[i%2].Reserve(ctx, "cpu", max, []ledger.Runner{r})
 			if err != nil {
 				t.Error(err)
 			}

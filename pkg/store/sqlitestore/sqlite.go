@@ -2,11 +2,11 @@
 // through the pure-Go driver modernc.org/sqlite (no cgo): the job queue
 // (queue.Sender, queue.Receiver, queue.DeadLetterer, with SQS's
 // at-least-once semantics) and the state (store.Store: jobs and runs,
-// with the same merge rules as the in-memory and DynamoDB stores), scale-up's launch state (store.Launches: claims, fenced fleets,
+// with the same merge rules as the in-memory and DynamoDB stores), scale-up's launch state (ledger.Launches: claims, fenced fleets,
 // on-demand marks), the waiting room (room.Store, whose backoffs are also the
-// memory of failed capacity) and the runner ledger (store.Ledger and
-// store.Interruptions), with the conditions of store.LaunchMemory and
-// store.LedgerMemory.
+// memory of failed capacity) and the runner ledger (ledger.Ledger and
+// ledger.Interruptions), with the conditions of ledger.LaunchMemory and
+// ledger.Memory.
 //
 // Durability: the file is in WAL mode with synchronous=FULL by default, and
 // every write is one transaction committed before the call returns. A

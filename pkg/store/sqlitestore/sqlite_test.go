@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/metrics/recordstest"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/queue/queuetest"
 	"github.com/skiffci/skiff/pkg/store"
@@ -256,10 +256,10 @@ const durablePool = "cpu"
 // durableRunners are the runners the durability test reserves for a job,
 // in one call: enough that a reservation written runner by runner would
 // be caught half done by the kill.
-func durableRunners(id int64) []provisioning.Runner {
-	rs := make([]provisioning.Runner, 8)
+func durableRunners(id int64) []ledger.Runner {
+	rs := make([]ledger.Runner, 8)
 	for i := range rs {
-		rs[i] = provisioning.Runner{Name: fmt.Sprintf("skiff-%d-%d", id, i+1), Pool: durablePool, JobID: id, RunID: 7, Attempt: 1, Token: "tok"}
+		rs[i] = ledger.Runner{Name: fmt.Sprintf("skiff-%d-%d", id, i+1), Pool: durablePool, JobID: id, RunID: 7, Attempt: 1, Token: "tok"}
 	}
 	return rs
 }
@@ -277,7 +277,7 @@ func ledgerWrites(ctx context.Context, l *sqlitestore.Ledger, id int64) error {
 			return fmt.Errorf("releasing %s: %v, %w", r.Name, ended, err)
 		}
 	}
-	return l.Launched(ctx, rs[0].Name, provisioning.Launch{InstanceID: "i-" + strconv.FormatInt(id, 10), At: now})
+	return l.Launched(ctx, rs[0].Name, ledger.LaunchReport{InstanceID: "i-" + strconv.FormatInt(id, 10), At: now})
 }
 
 // TestKill9LosesNothing: a process writing in a loop is killed with SIGKILL;
@@ -364,11 +364,11 @@ func TestKill9LosesNothing(t *testing.T) {
 	l := sqlitestore.NewLedger(db, nil)
 	for id := int64(1); id <= acked; id++ {
 		rs := durableRunners(id)
-		if r, err := l.Runner(ctx, rs[0].Name); err != nil || r.State != provisioning.StateLaunched || r.InstanceID != "i-"+strconv.FormatInt(id, 10) {
+		if r, err := l.Runner(ctx, rs[0].Name); err != nil || r.State != ledger.StateLaunched || r.InstanceID != "i-"+strconv.FormatInt(id, 10) {
 			t.Errorf("job %d's launched runner: %+v, %v", id, r, err)
 		}
 		for _, r := range rs[1:] {
-			if got, err := l.Runner(ctx, r.Name); err != nil || got.State != provisioning.StateTerminated || got.Reason != "released" || got.EndedAt.IsZero() {
+			if got, err := l.Runner(ctx, r.Name); err != nil || got.State != ledger.StateTerminated || got.Reason != "released" || got.EndedAt.IsZero() {
 				t.Errorf("job %d's released runner: %+v, %v", id, got, err)
 			}
 		}

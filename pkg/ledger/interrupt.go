@@ -1,4 +1,4 @@
-package store
+package ledger
 
 import (
 	"context"
@@ -6,9 +6,9 @@ import (
 )
 
 // Interruptions records EC2's spot interruption warnings in the runner
-// ledger. LedgerMemory and LedgerDynamo implement it. It is apart from
+// ledger. Memory and LedgerDynamo implement it. It is apart from
 // Ledger so that the ledger's other implementations need not change; a
-// warning only fills provisioning.Runner.InterruptedAt and moves no state (the
+// warning only fills Runner.InterruptedAt and moves no state (the
 // instance runs on for two minutes, and its end arrives as a state change).
 type Interruptions interface {
 	// MarkInterrupted records the warning for the runner on the instance,
@@ -18,10 +18,10 @@ type Interruptions interface {
 	MarkInterrupted(ctx context.Context, instanceID string, at time.Time) error
 }
 
-var _ Interruptions = (*LedgerMemory)(nil)
+var _ Interruptions = (*Memory)(nil)
 
 // MarkInterrupted implements Interruptions.
-func (m *LedgerMemory) MarkInterrupted(ctx context.Context, instanceID string, at time.Time) error {
+func (m *Memory) MarkInterrupted(ctx context.Context, instanceID string, at time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -1,43 +1,42 @@
-package storetest
+package ledgertest
 
 import (
 	"context"
 	"errors"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"reflect"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/ledger"
 )
 
 // launchNow is the instant the launch suite treats as the present.
-var launchNow = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+var launchNow = Now
 
-// RunLaunches is the conformance suite of store.Launches: claims and their
-// leases, fenced fleet records (the first finish wins), and the capacity
+// RunLaunches is the conformance suite of ledger.Launches: claims and their
+// leases, fenced launch records (the first finish wins), and the capacity
 // memory. newStore returns an empty store whose clock is launchNow.
-func RunLaunches(t *testing.T, newStore func(*testing.T) store.Launches) {
+func RunLaunches(t *testing.T, newStore func(*testing.T) ledger.Launches) {
 	t.Run("Claims", func(t *testing.T) { t.Parallel(); testLaunchClaims(t, newStore(t)) })
 	t.Run("ConcurrentClaims", func(t *testing.T) { t.Parallel(); testConcurrentLaunchClaims(t, newStore(t)) })
 	t.Run("Fleets", func(t *testing.T) { t.Parallel(); testLaunchFleets(t, newStore(t)) })
 	t.Run("OnDemand", func(t *testing.T) { t.Parallel(); testLaunchOnDemand(t, newStore(t)) })
 }
 
-func launchClaim(id int64, attempt, gen int, lease time.Duration) provisioning.Claim {
-	return provisioning.Claim{
+func launchClaim(id int64, attempt, gen int, lease time.Duration) ledger.Claim {
+	return ledger.Claim{
 		JobID: id, Attempt: attempt, Gen: gen, Token: "tok-" + strconv.Itoa(attempt), Pool: "cpu",
 		LeaseUntil: launchNow.Add(lease), UpdatedAt: launchNow, ExpiresAt: launchNow.Add(time.Hour),
 	}
 }
 
-func testLaunchClaims(t *testing.T, s store.Launches) {
+func testLaunchClaims(t *testing.T, s ledger.Launches) {
 	ctx := context.Background()
-	conflict := store.ErrConflict
+	conflict := ledger.ErrConflict
 	steps := []struct {
 		name    string
-		c       provisioning.Claim
+		c       ledger.Claim
 		prevGen int
 		at      time.Duration
 		want    error
@@ -62,7 +61,7 @@ func testLaunchClaims(t *testing.T, s store.Launches) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[int64]provisioning.Claim{1: launchClaim(1, 1, 1, time.Minute), 3: launchClaim(3, 1, 1, time.Minute)}
+	want := map[int64]ledger.Claim{1: launchClaim(1, 1, 1, time.Minute), 3: launchClaim(3, 1, 1, time.Minute)}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("claims = %+v, want %+v", got, want)
 	}
@@ -72,65 +71,65 @@ func testLaunchClaims(t *testing.T, s store.Launches) {
 	if _, ok := got[4]; ok {
 		t.Error("unknown job has a claim")
 	}
-	if err := s.ClaimLaunch(ctx, provisioning.Claim{JobID: 5, Attempt: 1, Gen: 3, Token: "x"}, 0, launchNow); err == nil {
+	if err := s.ClaimLaunch(ctx, ledger.Claim{JobID: 5, Attempt: 1, Gen: 3, Token: "x"}, 0, launchNow); err == nil {
 		t.Error("a gen that is not prevGen+1 was accepted")
 	}
 }
 
-func testConcurrentLaunchClaims(t *testing.T, s store.Launches) {
-	ExactlyOneWins(t, 8, "claim", func() error {
+func testConcurrentLaunchClaims(t *testing.T, s ledger.Launches) {
+	exactlyOneWins(t, 8, "claim", func() error {
 		return s.ClaimLaunch(context.Background(), launchClaim(7, 1, 1, time.Minute), 0, launchNow)
 	})
 }
 
-func testLaunchFleets(t *testing.T, s store.Launches) {
+func testLaunchFleets(t *testing.T, s ledger.Launches) {
 	ctx := context.Background()
-	f := provisioning.Fleet{
-		Token: "skiff-abc", Pool: "cpu", State: provisioning.FleetIntent, Plan: `{"count":2}`,
-		Members:   []provisioning.Member{{JobID: 11, Attempt: 1}, {JobID: 12, Attempt: 3}},
+	f := ledger.Launch{
+		Token: "skiff-abc", Pool: "cpu", State: ledger.LaunchIntent, Plan: `{"count":2}`,
+		Members:   []ledger.Member{{JobID: 11, Attempt: 1}, {JobID: 12, Attempt: 3}},
 		CreatedAt: launchNow, ExpiresAt: launchNow.Add(time.Hour),
 	}
-	if _, err := s.Fleet(ctx, f.Token, launchNow); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.Launch(ctx, f.Token, launchNow); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("missing fleet: %v", err)
 	}
-	for _, m := range f.Members { // the members' claims name the fleet
-		c := provisioning.Claim{JobID: m.JobID, Attempt: m.Attempt, Gen: 1, Token: f.Token, Pool: "cpu",
+	for _, m := range f.Members { // the members' claims name the launch
+		c := ledger.Claim{JobID: m.JobID, Attempt: m.Attempt, Gen: 1, Token: f.Token, Pool: "cpu",
 			LeaseUntil: launchNow.Add(10 * time.Minute), UpdatedAt: launchNow, ExpiresAt: launchNow.Add(time.Hour)}
 		if err := s.ClaimLaunch(ctx, c, 0, launchNow); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.PutFleet(ctx, f); err != nil {
+	if err := s.PutLaunch(ctx, f); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutFleet(ctx, f); !errors.Is(err, store.ErrConflict) {
-		t.Fatalf("second PutFleet: %v", err)
+	if err := s.PutLaunch(ctx, f); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("second PutLaunch: %v", err)
 	}
 	// The fence: a member's claim taken over by another invocation (a new
-	// attempt with another token) refuses the fleet.
-	taken := provisioning.Fleet{Token: "skiff-stale", Pool: "cpu", State: provisioning.FleetIntent, Plan: "{}",
-		Members: []provisioning.Member{{JobID: 11, Attempt: 1}}, CreatedAt: launchNow, ExpiresAt: launchNow.Add(time.Hour)}
-	if err := s.PutFleet(ctx, taken); !errors.Is(err, store.ErrConflict) {
+	// attempt with another token) refuses the launch.
+	taken := ledger.Launch{Token: "skiff-stale", Pool: "cpu", State: ledger.LaunchIntent, Plan: "{}",
+		Members: []ledger.Member{{JobID: 11, Attempt: 1}}, CreatedAt: launchNow, ExpiresAt: launchNow.Add(time.Hour)}
+	if err := s.PutLaunch(ctx, taken); !errors.Is(err, ledger.ErrConflict) {
 		t.Errorf("a fleet whose member's claim names another fleet: %v, want ErrConflict", err)
 	}
-	if _, err := s.Fleet(ctx, taken.Token, launchNow); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.Launch(ctx, taken.Token, launchNow); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("the fenced-off fleet was recorded: %v", err)
 	}
-	got, err := s.Fleet(ctx, f.Token, launchNow)
+	got, err := s.Launch(ctx, f.Token, launchNow)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(got, f) {
 		t.Errorf("fleet = %+v, want %+v", got, f)
 	}
-	if err := s.FinishFleet(ctx, f.Token, []string{"i-0abc", ""}, "capacity"); err != nil {
+	if err := s.FinishLaunch(ctx, f.Token, []string{"i-0abc", ""}, "capacity"); err != nil {
 		t.Fatal(err)
 	}
-	got, err = s.Fleet(ctx, f.Token, launchNow)
+	got, err = s.Launch(ctx, f.Token, launchNow)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.State != provisioning.FleetDone || !reflect.DeepEqual(got.Instances, []string{"i-0abc", ""}) || got.Reason != "capacity" {
+	if got.State != ledger.LaunchDone || !reflect.DeepEqual(got.Instances, []string{"i-0abc", ""}) || got.Reason != "capacity" {
 		t.Errorf("finished fleet = %+v", got)
 	}
 	if id, member := got.Instance(11); id != "i-0abc" || !member {
@@ -142,30 +141,30 @@ func testLaunchFleets(t *testing.T, s store.Launches) {
 	if _, member := got.Instance(13); member {
 		t.Error("job 13 is not a member")
 	}
-	if err := s.FinishFleet(ctx, "skiff-unknown", nil, ""); !errors.Is(err, store.ErrConflict) {
+	if err := s.FinishLaunch(ctx, "skiff-unknown", nil, ""); !errors.Is(err, ledger.ErrConflict) {
 		t.Errorf("finishing an unknown fleet: %v, want ErrConflict", err)
 	}
-	if err := s.FinishFleet(ctx, f.Token, []string{"i-0late", "i-0late2"}, "recovered"); !errors.Is(err, store.ErrConflict) {
+	if err := s.FinishLaunch(ctx, f.Token, []string{"i-0late", "i-0late2"}, "recovered"); !errors.Is(err, ledger.ErrConflict) {
 		t.Errorf("a second finish: %v, want ErrConflict (the first finish wins)", err)
 	}
-	if got, _ := s.Fleet(ctx, f.Token, launchNow); !reflect.DeepEqual(got.Instances, []string{"i-0abc", ""}) {
+	if got, _ := s.Launch(ctx, f.Token, launchNow); !reflect.DeepEqual(got.Instances, []string{"i-0abc", ""}) {
 		t.Errorf("a second finish changed the fleet: %+v", got)
 	}
-	if _, err := s.Fleet(ctx, f.Token, launchNow.Add(2*time.Hour)); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.Launch(ctx, f.Token, launchNow.Add(2*time.Hour)); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("expired fleet: %v", err)
 	}
-	empty := provisioning.Fleet{Token: "skiff-empty", Pool: "cpu", State: provisioning.FleetDone, Reason: "github", CreatedAt: launchNow}
-	if err := s.PutFleet(ctx, empty); err != nil {
+	empty := ledger.Launch{Token: "skiff-empty", Pool: "cpu", State: ledger.LaunchDone, Reason: "github", CreatedAt: launchNow}
+	if err := s.PutLaunch(ctx, empty); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.Fleet(ctx, empty.Token, launchNow); err != nil || got.State != provisioning.FleetDone || len(got.Members) != 0 {
+	if got, err := s.Launch(ctx, empty.Token, launchNow); err != nil || got.State != ledger.LaunchDone || len(got.Members) != 0 {
 		t.Errorf("empty fleet = %+v, %v", got, err)
 	}
 }
 
 // testLaunchOnDemand: a run's mark is per pool, a later mark replaces an
 // earlier one, and it is gone once expired.
-func testLaunchOnDemand(t *testing.T, s store.Launches) {
+func testLaunchOnDemand(t *testing.T, s ledger.Launches) {
 	ctx := context.Background()
 	for _, bad := range []struct {
 		run     int64

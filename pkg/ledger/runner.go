@@ -1,4 +1,4 @@
-package provisioning
+package ledger
 
 import (
 	"fmt"
@@ -60,7 +60,7 @@ type Runner struct {
 	JobID   int64
 	RunID   int64
 	Attempt int
-	// Token is the fleet token of the launch that made it.
+	// Token is the token of the launch that made it.
 	Token string
 	State State
 	// Instance facts, set at launch.
@@ -119,8 +119,8 @@ func WarmKindOf(name string) string {
 	return kind
 }
 
-// Launch is what scale-up learns when the provider returns a runner's instance.
-type Launch struct {
+// LaunchReport is what scale-up learns when the provider returns a runner's instance.
+type LaunchReport struct {
 	InstanceID   string
 	InstanceType string
 	Zone         string
@@ -133,7 +133,7 @@ type Launch struct {
 // Launched returns r with its instance recorded: each fact r lacks is
 // filled (a record past launched keeps what it has, as a repeated or late
 // report must change nothing), and a reserved runner moves to launched.
-func Launched(r Runner, l Launch) Runner {
+func Launched(r Runner, l LaunchReport) Runner {
 	if r.InstanceID == "" {
 		r.InstanceID, r.Spot = l.InstanceID, l.Spot
 	}

@@ -1,4 +1,4 @@
-package storetest
+package ledgertest
 
 import (
 	"context"
@@ -9,14 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
-	"github.com/skiffci/skiff/pkg/provisioning"
-	"github.com/skiffci/skiff/pkg/store"
 )
 
-// RunLedger is the conformance suite of store.Ledger. newLedger returns an
+// RunLedger is the conformance suite of ledger.Ledger. newLedger returns an
 // empty ledger whose clock is now (the suite moves it to check expiry).
-func RunLedger(t *testing.T, newLedger func(t *testing.T, now func() time.Time) store.Ledger) {
+func RunLedger(t *testing.T, newLedger func(t *testing.T, now func() time.Time) ledger.Ledger) {
 	for _, c := range []struct {
 		name string
 		run  func(*testing.T, newLedgerFunc)
@@ -38,7 +37,7 @@ func RunLedger(t *testing.T, newLedger func(t *testing.T, now func() time.Time) 
 }
 
 // newLedgerFunc returns an empty ledger whose clock is now.
-type newLedgerFunc = func(t *testing.T, now func() time.Time) store.Ledger
+type newLedgerFunc = func(t *testing.T, now func() time.Time) ledger.Ledger
 
 // fixedNow is a clock stopped at Now.
 func fixedNow() time.Time { return Now }
@@ -62,7 +61,7 @@ func ledgerReserveWithinMax(t *testing.T, newLedger newLedgerFunc) {
 		t.Errorf("another pool's count is its own: Reserve = %d, %v", n, err)
 	}
 	got, err := l.LiveRunners(ctx, "cpu")
-	if err != nil || len(got) != 3 || got[0].State != provisioning.StateReserved || got[0].JobID == 0 {
+	if err != nil || len(got) != 3 || got[0].State != ledger.StateReserved || got[0].JobID == 0 {
 		t.Errorf("LiveRunners = %+v, %v", got, err)
 	}
 }
@@ -91,18 +90,18 @@ func ledgerForwardOnly(t *testing.T, newLedger newLedgerFunc) {
 	ctx := context.Background()
 	r := runners("cpu", 1, 1)[0]
 	mustReserve(t, l, r)
-	if err := l.Launched(ctx, r.Name, provisioning.Launch{InstanceID: "i-0a", InstanceType: "c7i.large", Zone: "eu-west-1a", Spot: true, At: Now}); err != nil {
+	if err := l.Launched(ctx, r.Name, ledger.LaunchReport{InstanceID: "i-0a", InstanceType: "c7i.large", Zone: "eu-west-1a", Spot: true, At: Now}); err != nil {
 		t.Fatal(err)
 	}
 	steps := []struct {
-		to   provisioning.State
+		to   ledger.State
 		at   time.Duration
-		want provisioning.State
+		want ledger.State
 	}{
-		{provisioning.StateJobStarted, 40 * time.Second, provisioning.StateJobStarted},
-		{provisioning.StateRegistered, 30 * time.Second, provisioning.StateJobStarted}, // late: fills its time only
-		{provisioning.StateJobCompleted, 90 * time.Second, provisioning.StateJobCompleted},
-		{provisioning.StateJobStarted, 45 * time.Second, provisioning.StateJobCompleted}, // repeated: nothing moves
+		{ledger.StateJobStarted, 40 * time.Second, ledger.StateJobStarted},
+		{ledger.StateRegistered, 30 * time.Second, ledger.StateJobStarted}, // late: fills its time only
+		{ledger.StateJobCompleted, 90 * time.Second, ledger.StateJobCompleted},
+		{ledger.StateJobStarted, 45 * time.Second, ledger.StateJobCompleted}, // repeated: nothing moves
 	}
 	for i, s := range steps {
 		if err := l.Advance(ctx, r.Name, s.to, Now.Add(s.at), r.JobID); err != nil {
@@ -136,24 +135,24 @@ func ledgerStartTimes(t *testing.T, newLedger newLedgerFunc) {
 	}
 	steps := []struct {
 		runner string
-		l      provisioning.Launch
+		l      ledger.LaunchReport
 	}{
-		{rs[0].Name, provisioning.Launch{InstanceID: "i-0s", StartKind: provisioning.StartStopped, At: Now.Add(2500 * time.Millisecond)}},
+		{rs[0].Name, ledger.LaunchReport{InstanceID: "i-0s", StartKind: ledger.StartStopped, At: Now.Add(2500 * time.Millisecond)}},
 		// A repeated report, naming another kind: the first one stands.
-		{rs[0].Name, provisioning.Launch{InstanceID: "i-0s", StartKind: provisioning.StartCold, At: Now.Add(9 * time.Second)}},
-		{rs[1].Name, provisioning.Launch{InstanceID: "i-0n", At: Now.Add(time.Second)}},
+		{rs[0].Name, ledger.LaunchReport{InstanceID: "i-0s", StartKind: ledger.StartCold, At: Now.Add(9 * time.Second)}},
+		{rs[1].Name, ledger.LaunchReport{InstanceID: "i-0n", At: Now.Add(time.Second)}},
 	}
 	for i, s := range steps {
 		if err := l.Launched(ctx, s.runner, s.l); err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
 	}
-	if err := l.Advance(ctx, rs[0].Name, provisioning.StateRegistered, Now.Add(20*time.Second+7*time.Millisecond), 0); err != nil {
+	if err := l.Advance(ctx, rs[0].Name, ledger.StateRegistered, Now.Add(20*time.Second+7*time.Millisecond), 0); err != nil {
 		t.Fatal(err)
 	}
 	got, err := l.Runner(ctx, rs[0].Name)
 	if err != nil || !got.ReservedAt.Equal(Now.Add(1234*time.Millisecond)) || !got.LaunchedAt.Equal(Now.Add(2500*time.Millisecond)) ||
-		!got.RegisteredAt.Equal(Now.Add(20*time.Second+7*time.Millisecond)) || got.StartKind != provisioning.StartStopped {
+		!got.RegisteredAt.Equal(Now.Add(20*time.Second+7*time.Millisecond)) || got.StartKind != ledger.StartStopped {
 		t.Errorf("record %+v, %v; want reserved +1.234 s, launched +2.5 s, registered +20.007 s, a stopped start", got, err)
 	}
 	other, err := l.Runner(ctx, rs[1].Name)
@@ -171,7 +170,7 @@ func ledgerEndsOnce(t *testing.T, newLedger newLedgerFunc) {
 	for _, r := range rs {
 		mustReserve(t, l, r)
 	}
-	if err := l.Launched(ctx, rs[0].Name, provisioning.Launch{InstanceID: "i-0b", At: Now}); err != nil {
+	if err := l.Launched(ctx, rs[0].Name, ledger.LaunchReport{InstanceID: "i-0b", At: Now}); err != nil {
 		t.Fatal(err)
 	}
 	first, err := l.EndInstance(ctx, "i-0b", Now.Add(time.Minute), "state_change")
@@ -190,13 +189,13 @@ func ledgerEndsOnce(t *testing.T, newLedger newLedgerFunc) {
 		t.Errorf("live %d after ending one of two, want 1", live)
 	}
 	got, _ := l.Runner(ctx, rs[0].Name)
-	if got.State != provisioning.StateTerminated || got.Reason != "state_change" || !got.EndedAt.Equal(Now.Add(time.Minute)) {
+	if got.State != ledger.StateTerminated || got.Reason != "state_change" || !got.EndedAt.Equal(Now.Add(time.Minute)) {
 		t.Errorf("ended record %+v: the first report must win", got)
 	}
-	if err := l.Advance(ctx, rs[0].Name, provisioning.StateJobStarted, Now.Add(30*time.Second), rs[0].JobID); err != nil {
+	if err := l.Advance(ctx, rs[0].Name, ledger.StateJobStarted, Now.Add(30*time.Second), rs[0].JobID); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := l.Runner(ctx, rs[0].Name); got.State != provisioning.StateTerminated || got.StartedAt.IsZero() {
+	if got, _ := l.Runner(ctx, rs[0].Name); got.State != ledger.StateTerminated || got.StartedAt.IsZero() {
 		t.Errorf("a late job-started report reopened or lost: %+v", got)
 	}
 	if ended, err := l.End(ctx, rs[1].Name, Now, "released"); err != nil || !ended {
@@ -212,16 +211,16 @@ func ledgerNotFound(t *testing.T, newLedger newLedgerFunc) {
 	t.Parallel()
 	l := newLedger(t, fixedNow)
 	ctx := context.Background()
-	if err := l.Advance(ctx, "skiff-404-1", provisioning.StateJobStarted, Now, 404); !errors.Is(err, store.ErrNotFound) {
+	if err := l.Advance(ctx, "skiff-404-1", ledger.StateJobStarted, Now, 404); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("Advance(unknown) = %v", err)
 	}
-	if _, err := l.End(ctx, "skiff-404-1", Now, "x"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := l.End(ctx, "skiff-404-1", Now, "x"); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("End(unknown) = %v", err)
 	}
-	if _, err := l.EndInstance(ctx, "i-0404", Now, "x"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := l.EndInstance(ctx, "i-0404", Now, "x"); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("EndInstance(unknown) = %v", err)
 	}
-	if _, err := l.Runner(ctx, "skiff-404-1"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := l.Runner(ctx, "skiff-404-1"); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("Runner(unknown) = %v", err)
 	}
 }
@@ -284,12 +283,12 @@ func ledgerEndedRecordsExpire(t *testing.T, newLedger newLedgerFunc) {
 		t.Fatal(err)
 	}
 	mu.Lock()
-	at = Now.Add(store.DefaultRunnerTTL + time.Hour)
+	at = Now.Add(ledger.DefaultRunnerTTL + time.Hour)
 	mu.Unlock()
-	if _, err := l.Runner(ctx, rs[0].Name); !errors.Is(err, store.ErrNotFound) {
+	if _, err := l.Runner(ctx, rs[0].Name); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("an ended record past its retention = %v, want ErrNotFound", err)
 	}
-	if got, err := l.Runner(ctx, rs[1].Name); err != nil || got.State != provisioning.StateReserved {
+	if got, err := l.Runner(ctx, rs[1].Name); err != nil || got.State != ledger.StateReserved {
 		t.Errorf("a live record must never expire: %+v, %v", got, err)
 	}
 }
@@ -306,7 +305,7 @@ func ledgerAwaiting(t *testing.T, newLedger newLedgerFunc) {
 	rs := runners("cpu", 1, 4) // 1: awaited by its end; 2: ended before; 3: ended by End; 4: live
 	for _, r := range append(rs, runners("gpu", 9, 1)...) {
 		mustReserve(t, l, r)
-		if err := l.Launched(ctx, r.Name, provisioning.Launch{InstanceID: "i-" + r.Name, At: Now}); err != nil {
+		if err := l.Launched(ctx, r.Name, ledger.LaunchReport{InstanceID: "i-" + r.Name, At: Now}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -325,7 +324,7 @@ func ledgerAwaiting(t *testing.T, newLedger newLedgerFunc) {
 	if _, err := l.End(ctx, rs[2].Name, Now.Add(time.Minute), "job_completed"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.EndAwaiting(ctx, "gpu-unknown", Now, "x"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := l.EndAwaiting(ctx, "gpu-unknown", Now, "x"); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("EndAwaiting(unknown) = %v, want ErrNotFound", err)
 	}
 	if _, err := l.EndAwaiting(ctx, runners("gpu", 9, 1)[0].Name, Now.Add(time.Minute), "idle"); err != nil {
@@ -335,7 +334,7 @@ func ledgerAwaiting(t *testing.T, newLedger newLedgerFunc) {
 		t.Errorf("live %d, want 1: EndAwaiting takes a runner off its pool's count once", live)
 	}
 	// A late event names the job rs[0] ran, after its end.
-	if err := l.Advance(ctx, rs[0].Name, provisioning.StateJobCompleted, Now.Add(90*time.Second), 77); err != nil {
+	if err := l.Advance(ctx, rs[0].Name, ledger.StateJobCompleted, Now.Add(90*time.Second), 77); err != nil {
 		t.Fatal(err)
 	}
 	names := func() []string {
@@ -347,7 +346,7 @@ func ledgerAwaiting(t *testing.T, newLedger newLedgerFunc) {
 		var out []string
 		for _, r := range got {
 			out = append(out, r.Name)
-			if r.State != provisioning.StateTerminated {
+			if r.State != ledger.StateTerminated {
 				t.Errorf("awaiting %s in state %s, want terminated", r.Name, r.State)
 			}
 			if r.Name == rs[0].Name && (r.BusyJob != 77 || r.Reason != "instance_gone" || !r.EndedAt.Equal(Now.Add(time.Minute))) {
@@ -392,7 +391,7 @@ func ledgerAwaitingExpires(t *testing.T, newLedger newLedgerFunc) {
 		t.Fatal(err)
 	}
 	mu.Lock()
-	at = Now.Add(store.DefaultRunnerTTL + time.Hour)
+	at = Now.Add(ledger.DefaultRunnerTTL + time.Hour)
 	mu.Unlock()
 	if got, err := l.Awaiting(ctx, "cpu"); err != nil || len(got) != 0 {
 		t.Errorf("Awaiting past the record's retention = %+v, %v; want none", got, err)
@@ -400,19 +399,19 @@ func ledgerAwaitingExpires(t *testing.T, newLedger newLedgerFunc) {
 }
 
 // runners returns n runners of pool for jobs from, from+1, … (generation 1). for jobs from, from+1, … (generation 1).
-func runners(pool string, from int64, n int) []provisioning.Runner {
-	out := make([]provisioning.Runner, n)
+func runners(pool string, from int64, n int) []ledger.Runner {
+	out := make([]ledger.Runner, n)
 	for i := range out {
 		job := from + int64(i)
-		out[i] = provisioning.Runner{Name: fmt.Sprintf("skiff-%d-1", job), Pool: pool, JobID: job, RunID: 1, Attempt: 1,
+		out[i] = ledger.Runner{Name: fmt.Sprintf("skiff-%d-1", job), Pool: pool, JobID: job, RunID: 1, Attempt: 1,
 			Token: "tok", ReservedAt: Now}
 	}
 	return out
 }
 
-func mustReserve(t *testing.T, l store.Ledger, r provisioning.Runner) {
+func mustReserve(t *testing.T, l ledger.Ledger, r ledger.Runner) {
 	t.Helper()
-	if n, err := l.Reserve(context.Background(), r.Pool, 1000, []provisioning.Runner{r}); err != nil || n != 1 {
+	if n, err := l.Reserve(context.Background(), r.Pool, 1000, []ledger.Runner{r}); err != nil || n != 1 {
 		t.Fatalf("Reserve(%s) = %d, %v", r.Name, n, err)
 	}
 }
@@ -425,14 +424,14 @@ func ledgerWarmTake(t *testing.T, newLedger newLedgerFunc) {
 	t.Parallel()
 	l := newLedger(t, fixedNow)
 	ctx := context.Background()
-	warm := provisioning.Runner{Name: names.WarmRunnerName("", "stopped", "abc123", "1"), Pool: "cpu", ReservedAt: Now}
-	if n, err := l.Reserve(ctx, "cpu", 2, []provisioning.Runner{warm}); err != nil || n != 1 {
+	warm := ledger.Runner{Name: names.WarmRunnerName("", "stopped", "abc123", "1"), Pool: "cpu", ReservedAt: Now}
+	if n, err := l.Reserve(ctx, "cpu", 2, []ledger.Runner{warm}); err != nil || n != 1 {
 		t.Fatalf("Reserve(warm) = %d, %v", n, err)
 	}
-	if err := l.Launched(ctx, warm.Name, provisioning.Launch{InstanceID: "i-0warm", InstanceType: "m7i.large", At: Now}); err != nil {
+	if err := l.Launched(ctx, warm.Name, ledger.LaunchReport{InstanceID: "i-0warm", InstanceType: "m7i.large", At: Now}); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Advance(ctx, warm.Name, provisioning.StateRegistered, Now.Add(time.Minute), 0); err != nil {
+	if err := l.Advance(ctx, warm.Name, ledger.StateRegistered, Now.Add(time.Minute), 0); err != nil {
 		t.Fatalf("the warm machine's ready: %v", err)
 	}
 	var wins atomic.Int32
@@ -456,21 +455,21 @@ func ledgerWarmTake(t *testing.T, newLedger newLedgerFunc) {
 	if n, err := l.Reserve(ctx, "cpu", 2, job); err != nil || n != 1 {
 		t.Fatalf("Reserve(the taker's runner) = %d, %v", n, err)
 	}
-	if err := l.Launched(ctx, job[0].Name, provisioning.Launch{InstanceID: "i-0warm", InstanceType: "m7i.large",
-		StartKind: provisioning.StartStopped, At: Now.Add(2 * time.Minute)}); err != nil {
+	if err := l.Launched(ctx, job[0].Name, ledger.LaunchReport{InstanceID: "i-0warm", InstanceType: "m7i.large",
+		StartKind: ledger.StartStopped, At: Now.Add(2 * time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	if live, _ := l.Live(ctx, "cpu"); live != 1 {
 		t.Errorf("live %d after the take, want 1 (one machine)", live)
 	}
 	got, err := l.RunnerByInstance(ctx, "i-0warm")
-	if err != nil || got.Name != job[0].Name || got.StartKind != provisioning.StartStopped {
+	if err != nil || got.Name != job[0].Name || got.StartKind != ledger.StartStopped {
 		t.Errorf("RunnerByInstance after the take = %+v, %v; want the taker's runner, started stopped", got, err)
 	}
 	if ended, err := l.EndInstance(ctx, "i-0warm", Now.Add(time.Hour), "terminated"); err != nil || !ended {
 		t.Errorf("EndInstance of the taken machine = %v, %v; want the taker's runner ended", ended, err)
 	}
-	if r, err := l.Runner(ctx, job[0].Name); err != nil || r.State != provisioning.StateTerminated {
+	if r, err := l.Runner(ctx, job[0].Name); err != nil || r.State != ledger.StateTerminated {
 		t.Errorf("the taker's runner = %+v, %v", r, err)
 	}
 }

@@ -1,49 +1,47 @@
-package store
+package ledger
 
 import (
 	"context"
 	"sort"
 	"sync"
 	"time"
-
-	"github.com/skiffci/skiff/pkg/provisioning"
 )
 
-// LedgerMemory is the runner ledger in process memory, for tests and local
+// Memory is the runner ledger in process memory, for tests and local
 // mode, with exactly the conditions and expiry of the DynamoDB ledger. Its
-// zero value is not usable: call NewLedgerMemory.
-type LedgerMemory struct {
+// zero value is not usable: call NewMemory.
+type Memory struct {
 	now func() time.Time
 	ttl time.Duration
 
 	mu        sync.Mutex
-	runners   map[string]*provisioning.Runner
+	runners   map[string]*Runner
 	instances map[string]string // instance id → runner name
 	awaiting  map[string]bool   // runner names on their pool's awaiting list
 	writes    int
 }
 
-var _ Ledger = (*LedgerMemory)(nil)
+var _ Ledger = (*Memory)(nil)
 
-// NewLedgerMemory returns an empty ledger whose ended records expire
+// NewMemory returns an empty ledger whose ended records expire
 // DefaultRunnerTTL after their end, by the clock now (time.Now when nil).
-func NewLedgerMemory(now func() time.Time) *LedgerMemory {
+func NewMemory(now func() time.Time) *Memory {
 	if now == nil {
 		now = time.Now
 	}
-	return &LedgerMemory{now: now, ttl: DefaultRunnerTTL, runners: map[string]*provisioning.Runner{}, instances: map[string]string{},
+	return &Memory{now: now, ttl: DefaultRunnerTTL, runners: map[string]*Runner{}, instances: map[string]string{},
 		awaiting: map[string]bool{}}
 }
 
 // Writes returns how many write requests were made, for benchmarks.
-func (m *LedgerMemory) Writes() int {
+func (m *Memory) Writes() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.writes
 }
 
 // get returns the record, hiding one past its expiry. The caller holds m.mu.
-func (m *LedgerMemory) get(name string) (*provisioning.Runner, bool) {
+func (m *Memory) get(name string) (*Runner, bool) {
 	r, ok := m.runners[name]
 	if !ok || (!r.ExpiresAt.IsZero() && !live(r.ExpiresAt, m.now())) {
 		return nil, false
@@ -51,7 +49,7 @@ func (m *LedgerMemory) get(name string) (*provisioning.Runner, bool) {
 	return r, true
 }
 
-func (m *LedgerMemory) liveLocked(pool string) int {
+func (m *Memory) liveLocked(pool string) int {
 	n := 0
 	for _, r := range m.runners {
 		if r.Pool == pool && r.State.Live() {
@@ -62,7 +60,7 @@ func (m *LedgerMemory) liveLocked(pool string) int {
 }
 
 // Reserve implements Ledger.
-func (m *LedgerMemory) Reserve(ctx context.Context, pool string, max int, runners []provisioning.Runner) (int, error) {
+func (m *Memory) Reserve(ctx context.Context, pool string, max int, runners []Runner) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -77,7 +75,7 @@ func (m *LedgerMemory) Reserve(ctx context.Context, pool string, max int, runner
 		if _, exists := m.get(r.Name); exists || m.liveLocked(pool) >= max {
 			break // a prefix: the first runner that exists or does not fit ends it
 		}
-		r.State = provisioning.StateReserved
+		r.State = StateReserved
 		r.ExpiresAt = time.Time{}
 		m.runners[r.Name] = &r
 		delete(m.awaiting, r.Name) // an expired record's mark goes with it
@@ -87,7 +85,7 @@ func (m *LedgerMemory) Reserve(ctx context.Context, pool string, max int, runner
 }
 
 // Launched implements Ledger.
-func (m *LedgerMemory) Launched(ctx context.Context, name string, l provisioning.Launch) error {
+func (m *Memory) Launched(ctx context.Context, name string, l LaunchReport) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -98,17 +96,17 @@ func (m *LedgerMemory) Launched(ctx context.Context, name string, l provisioning
 	if !ok {
 		return ErrNotFound
 	}
-	*r = provisioning.Launched(*r, l)
+	*r = Launched(*r, l)
 	m.instances[l.InstanceID] = name
 	return nil
 }
 
 // Advance implements Ledger.
-func (m *LedgerMemory) Advance(ctx context.Context, name string, to provisioning.State, at time.Time, job int64) error {
+func (m *Memory) Advance(ctx context.Context, name string, to State, at time.Time, job int64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if !provisioning.Reported(to) {
+	if !Reported(to) {
 		return ErrInvalidAdvance
 	}
 	m.mu.Lock()
@@ -118,17 +116,17 @@ func (m *LedgerMemory) Advance(ctx context.Context, name string, to provisioning
 	if !ok {
 		return ErrNotFound
 	}
-	if r.State == provisioning.StateTerminated {
-		*r, _ = provisioning.Advance(*r, to, at, job)
-		r.State = provisioning.StateTerminated
+	if r.State == StateTerminated {
+		*r, _ = Advance(*r, to, at, job)
+		r.State = StateTerminated
 		return nil
 	}
-	*r, _ = provisioning.Advance(*r, to, at, job)
+	*r, _ = Advance(*r, to, at, job)
 	return nil
 }
 
 // End implements Ledger.
-func (m *LedgerMemory) End(ctx context.Context, name string, at time.Time, reason string) (bool, error) {
+func (m *Memory) End(ctx context.Context, name string, at time.Time, reason string) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -138,7 +136,7 @@ func (m *LedgerMemory) End(ctx context.Context, name string, at time.Time, reaso
 	return m.endLocked(name, at, reason)
 }
 
-func (m *LedgerMemory) endLocked(name string, at time.Time, reason string) (bool, error) {
+func (m *Memory) endLocked(name string, at time.Time, reason string) (bool, error) {
 	r, ok := m.get(name)
 	if !ok {
 		return false, ErrNotFound
@@ -146,12 +144,12 @@ func (m *LedgerMemory) endLocked(name string, at time.Time, reason string) (bool
 	if !r.State.Live() {
 		return false, nil
 	}
-	r.State, r.EndedAt, r.Reason, r.ExpiresAt = provisioning.StateTerminated, at, reason, at.Add(m.ttl)
+	r.State, r.EndedAt, r.Reason, r.ExpiresAt = StateTerminated, at, reason, at.Add(m.ttl)
 	return true, nil
 }
 
 // EndAwaiting implements Ledger.
-func (m *LedgerMemory) EndAwaiting(ctx context.Context, name string, at time.Time, reason string) (bool, error) {
+func (m *Memory) EndAwaiting(ctx context.Context, name string, at time.Time, reason string) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -166,13 +164,13 @@ func (m *LedgerMemory) EndAwaiting(ctx context.Context, name string, at time.Tim
 }
 
 // Awaiting implements Ledger.
-func (m *LedgerMemory) Awaiting(ctx context.Context, pool string) ([]provisioning.Runner, error) {
+func (m *Memory) Awaiting(ctx context.Context, pool string) ([]Runner, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []provisioning.Runner
+	var out []Runner
 	for name := range m.awaiting {
 		if r, ok := m.get(name); ok && r.Pool == pool {
 			out = append(out, *r)
@@ -183,7 +181,7 @@ func (m *LedgerMemory) Awaiting(ctx context.Context, pool string) ([]provisionin
 }
 
 // StopAwaiting implements Ledger.
-func (m *LedgerMemory) StopAwaiting(ctx context.Context, name string) error {
+func (m *Memory) StopAwaiting(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -195,7 +193,7 @@ func (m *LedgerMemory) StopAwaiting(ctx context.Context, name string) error {
 }
 
 // EndInstance implements Ledger.
-func (m *LedgerMemory) EndInstance(ctx context.Context, id string, at time.Time, reason string) (bool, error) {
+func (m *Memory) EndInstance(ctx context.Context, id string, at time.Time, reason string) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -210,45 +208,45 @@ func (m *LedgerMemory) EndInstance(ctx context.Context, id string, at time.Time,
 }
 
 // Runner implements Ledger.
-func (m *LedgerMemory) Runner(ctx context.Context, name string) (provisioning.Runner, error) {
+func (m *Memory) Runner(ctx context.Context, name string) (Runner, error) {
 	if err := ctx.Err(); err != nil {
-		return provisioning.Runner{}, err
+		return Runner{}, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.get(name)
 	if !ok {
-		return provisioning.Runner{}, ErrNotFound
+		return Runner{}, ErrNotFound
 	}
 	return *r, nil
 }
 
 // RunnerByInstance implements Ledger.
-func (m *LedgerMemory) RunnerByInstance(ctx context.Context, id string) (provisioning.Runner, error) {
+func (m *Memory) RunnerByInstance(ctx context.Context, id string) (Runner, error) {
 	if err := ctx.Err(); err != nil {
-		return provisioning.Runner{}, err
+		return Runner{}, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	name, ok := m.instances[id]
 	if !ok {
-		return provisioning.Runner{}, ErrNotFound
+		return Runner{}, ErrNotFound
 	}
 	r, ok := m.get(name)
 	if !ok {
-		return provisioning.Runner{}, ErrNotFound
+		return Runner{}, ErrNotFound
 	}
 	return *r, nil
 }
 
 // LiveRunners implements Ledger, sorted by name.
-func (m *LedgerMemory) LiveRunners(ctx context.Context, pool string) ([]provisioning.Runner, error) {
+func (m *Memory) LiveRunners(ctx context.Context, pool string) ([]Runner, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []provisioning.Runner
+	var out []Runner
 	for _, r := range m.runners {
 		if r.Pool == pool && r.State.Live() {
 			out = append(out, *r)
@@ -259,7 +257,7 @@ func (m *LedgerMemory) LiveRunners(ctx context.Context, pool string) ([]provisio
 }
 
 // Live implements Ledger.
-func (m *LedgerMemory) Live(ctx context.Context, pool string) (int, error) {
+func (m *Memory) Live(ctx context.Context, pool string) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}

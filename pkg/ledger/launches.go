@@ -1,48 +1,39 @@
-// Launch state: what scale-up keeps so that a queued job launches at most
-// one runner, pools stay within their max runners, and capacity pools that
-// just failed are skipped.
-//
-// LaunchMemory implements it here, LaunchDynamo in package dynamostore (its
-// key design is in that package's doc).
-
-package store
+package ledger
 
 import (
 	"context"
 	"errors"
 	"time"
-
-	"github.com/skiffci/skiff/pkg/provisioning"
 )
 
-// ErrConflict: a conditional write lost to a concurrent writer (the claim
-// changed since it was read, or the fleet already exists).
-var ErrConflict = errors.New("conflicting write")
-
-// Launches is scale-up's launch state. Every method is safe for concurrent
-// use and bounded by its context. Errors other than ErrConflict and
-// ErrNotFound are failures of the store itself: retry the job later.
+// Launches is scale-up's launch state: what it keeps so that a queued job
+// launches at most one runner, pools stay within their max runners, and
+// capacity pools that just failed are skipped (LaunchMemory implements it
+// here, LaunchDynamo in package dynamostore, whose doc holds the key
+// design). Every method is safe for concurrent use and bounded by its
+// context. Errors other than ErrConflict and ErrNotFound are failures of
+// the store itself: retry the job later.
 type Launches interface {
 	// LaunchClaims returns the live (unexpired) claims of the jobs, keyed by
 	// job id; jobs without one are absent. One strongly consistent read.
-	LaunchClaims(ctx context.Context, jobIDs []int64, now time.Time) (map[int64]provisioning.Claim, error)
+	LaunchClaims(ctx context.Context, jobIDs []int64, now time.Time) (map[int64]Claim, error)
 	// ClaimLaunch writes c if the job's claim is still the one read: absent
 	// or expired when prevGen is 0, else with gen prevGen. Otherwise it
 	// returns ErrConflict. c.Gen must be prevGen+1.
-	ClaimLaunch(ctx context.Context, c provisioning.Claim, prevGen int, now time.Time) error
+	ClaimLaunch(ctx context.Context, c Claim, prevGen int, now time.Time) error
 
-	// PutFleet records a fleet's intent or, for a fleet never launched, its
-	// final state. It is fenced: it returns ErrConflict when a fleet with
+	// PutLaunch records a launch's intent or, for a launch never made, its
+	// final state. It is fenced: it returns ErrConflict when a launch with
 	// that token exists, or when a member's claim no longer names the
-	// fleet's token (another invocation took the job over after the lease).
-	PutFleet(ctx context.Context, f provisioning.Fleet) error
-	// FinishFleet marks a fleet in intent done with the instances (aligned
+	// launch's token (another invocation took the job over after the lease).
+	PutLaunch(ctx context.Context, f Launch) error
+	// FinishLaunch marks a launch in intent done with the instances (aligned
 	// with its members) and the reason for those missing. The first finish
-	// wins: a fleet already done (recovered by another invocation) or gone
+	// wins: a launch already done (recovered by another invocation) or gone
 	// returns ErrConflict and keeps what it has.
-	FinishFleet(ctx context.Context, token string, instances []string, reason string) error
-	// Fleet returns the fleet with that token, or ErrNotFound.
-	Fleet(ctx context.Context, token string, now time.Time) (provisioning.Fleet, error)
+	FinishLaunch(ctx context.Context, token string, instances []string, reason string) error
+	// Launch returns the launch with that token, or ErrNotFound.
+	Launch(ctx context.Context, token string, now time.Time) (Launch, error)
 
 	// MarkOnDemand records that the jobs of pool in attempt (and later
 	// attempts) of workflow run run launch on on-demand capacity, until
@@ -75,7 +66,7 @@ func ValidateOnDemand(run int64, pool string, attempt int) error {
 
 // ValidateClaim is the rule every Launches implementation applies to a
 // claim that follows generation prevGen.
-func ValidateClaim(c provisioning.Claim, prevGen int) error {
+func ValidateClaim(c Claim, prevGen int) error {
 	switch {
 	case c.JobID <= 0:
 		return errors.New("claiming launch: job id is required")
@@ -89,13 +80,13 @@ func ValidateClaim(c provisioning.Claim, prevGen int) error {
 	return nil
 }
 
-// ValidateFleet is the rule every Launches implementation applies to a
-// fleet record.
-func ValidateFleet(f provisioning.Fleet) error {
+// ValidateLaunch is the rule every Launches implementation applies to a
+// launch record.
+func ValidateLaunch(f Launch) error {
 	switch {
 	case f.Token == "":
 		return errors.New("recording fleet: token is required")
-	case f.State != provisioning.FleetIntent && f.State != provisioning.FleetDone:
+	case f.State != LaunchIntent && f.State != LaunchDone:
 		return errors.New("recording fleet: state must be intent or done")
 	}
 	return nil

@@ -1,9 +1,8 @@
-package store
+package ledger
 
 import (
 	"context"
 	"fmt"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"slices"
 	"sync"
 	"time"
@@ -14,8 +13,8 @@ import (
 // usable: call NewLaunchMemory.
 type LaunchMemory struct {
 	mu       sync.Mutex
-	claims   map[int64]provisioning.Claim
-	fleets   map[string]provisioning.Fleet
+	claims   map[int64]Claim
+	launches map[string]Launch
 	onDemand map[onDemandKey]onDemandMark
 	writes   int
 }
@@ -35,8 +34,8 @@ var _ Launches = (*LaunchMemory)(nil)
 // NewLaunchMemory returns empty launch state.
 func NewLaunchMemory() *LaunchMemory {
 	return &LaunchMemory{
-		claims:   map[int64]provisioning.Claim{},
-		fleets:   map[string]provisioning.Fleet{},
+		claims:   map[int64]Claim{},
+		launches: map[string]Launch{},
 		onDemand: map[onDemandKey]onDemandMark{},
 	}
 }
@@ -49,18 +48,28 @@ func (m *LaunchMemory) Writes() int {
 	return m.writes
 }
 
+// live reports whether a record that expires at expires (never, when it is
+// the zero time) is live at now, to the second with the expiry rounded up,
+// as DynamoDB's TTL and store.Live compare it.
 func live(expires, now time.Time) bool {
-	return expires.IsZero() || now.Unix() < EpochCeil(expires)
+	if expires.IsZero() {
+		return true
+	}
+	ceil := expires.Unix()
+	if expires.Nanosecond() > 0 {
+		ceil++
+	}
+	return now.Unix() < ceil
 }
 
 // LaunchClaims implements Launches.
-func (m *LaunchMemory) LaunchClaims(ctx context.Context, ids []int64, now time.Time) (map[int64]provisioning.Claim, error) {
+func (m *LaunchMemory) LaunchClaims(ctx context.Context, ids []int64, now time.Time) (map[int64]Claim, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := map[int64]provisioning.Claim{}
+	out := map[int64]Claim{}
 	for _, id := range ids {
 		if c, ok := m.claims[id]; ok && live(c.ExpiresAt, now) {
 			out[id] = c
@@ -70,7 +79,7 @@ func (m *LaunchMemory) LaunchClaims(ctx context.Context, ids []int64, now time.T
 }
 
 // ClaimLaunch implements Launches.
-func (m *LaunchMemory) ClaimLaunch(ctx context.Context, c provisioning.Claim, prevGen int, now time.Time) error {
+func (m *LaunchMemory) ClaimLaunch(ctx context.Context, c Claim, prevGen int, now time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -89,58 +98,58 @@ func (m *LaunchMemory) ClaimLaunch(ctx context.Context, c provisioning.Claim, pr
 	return nil
 }
 
-// PutFleet implements Launches.
-func (m *LaunchMemory) PutFleet(ctx context.Context, f provisioning.Fleet) error {
+// PutLaunch implements Launches.
+func (m *LaunchMemory) PutLaunch(ctx context.Context, f Launch) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := ValidateFleet(f); err != nil {
+	if err := ValidateLaunch(f); err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.writes++
-	if old, ok := m.fleets[f.Token]; ok && live(old.ExpiresAt, f.CreatedAt) {
+	if old, ok := m.launches[f.Token]; ok && live(old.ExpiresAt, f.CreatedAt) {
 		return fmt.Errorf("recording fleet %s: %w", f.Token, ErrConflict)
 	}
-	for _, mem := range f.Members { // the fence: every member's claim still names this fleet
+	for _, mem := range f.Members { // the fence: every member's claim still names this launch
 		if c, ok := m.claims[mem.JobID]; !ok || c.Token != f.Token || !live(c.ExpiresAt, f.CreatedAt) {
 			return fmt.Errorf("recording fleet %s: the claim of job %d was taken over: %w", f.Token, mem.JobID, ErrConflict)
 		}
 	}
 	f.Members = slices.Clone(f.Members)
 	f.Instances = slices.Clone(f.Instances)
-	m.fleets[f.Token] = f
+	m.launches[f.Token] = f
 	return nil
 }
 
-// FinishFleet implements Launches.
-func (m *LaunchMemory) FinishFleet(ctx context.Context, token string, instances []string, reason string) error {
+// FinishLaunch implements Launches.
+func (m *LaunchMemory) FinishLaunch(ctx context.Context, token string, instances []string, reason string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.writes++
-	f, ok := m.fleets[token]
-	if !ok || f.State != provisioning.FleetIntent {
+	f, ok := m.launches[token]
+	if !ok || f.State != LaunchIntent {
 		return fmt.Errorf("finishing fleet %s: not in intent: %w", token, ErrConflict)
 	}
-	f.State, f.Instances, f.Reason = provisioning.FleetDone, slices.Clone(instances), reason
-	m.fleets[token] = f
+	f.State, f.Instances, f.Reason = LaunchDone, slices.Clone(instances), reason
+	m.launches[token] = f
 	return nil
 }
 
-// Fleet implements Launches.
-func (m *LaunchMemory) Fleet(ctx context.Context, token string, now time.Time) (provisioning.Fleet, error) {
+// Launch implements Launches.
+func (m *LaunchMemory) Launch(ctx context.Context, token string, now time.Time) (Launch, error) {
 	if err := ctx.Err(); err != nil {
-		return provisioning.Fleet{}, err
+		return Launch{}, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	f, ok := m.fleets[token]
+	f, ok := m.launches[token]
 	if !ok || !live(f.ExpiresAt, now) {
-		return provisioning.Fleet{}, ErrNotFound
+		return Launch{}, ErrNotFound
 	}
 	f.Members = slices.Clone(f.Members)
 	f.Instances = slices.Clone(f.Instances)
