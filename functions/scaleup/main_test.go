@@ -152,7 +152,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	// reads the trigger for the pool's fork policy.
 	records := dynamostore.NewDynamo(ddb, "skiff-su")
 	for _, run := range []int64{50, 60, 70} {
-		if err := records.RecordRun(ctx, store.Run{ID: run, Attempt: 1, Event: "push", Repository: "acme/app",
+		if err := records.RecordRun(ctx, store.RunRecord{ID: run, Attempt: 1, Event: "push", Repository: "acme/app",
 			UpdatedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
@@ -272,7 +272,7 @@ func TestNoAppUnderRIE(t *testing.T) {
 	))
 	body, _ := json.Marshal(queue.Job{JobID: 801, RunID: 80, Attempt: 1, Repository: "acme/app", Owner: "acme",
 		Labels: []string{"self-hosted", "linux", "x64"}, Pool: "default", DeliveryID: "d801", ReceivedAt: time.Now()})
-	if err := dynamostore.NewDynamo(ddb, "skiff-noapp").RecordRun(ctx, store.Run{ID: 80, Attempt: 1, Event: "push", Repository: "acme/app",
+	if err := dynamostore.NewDynamo(ddb, "skiff-noapp").RecordRun(ctx, store.RunRecord{ID: 80, Attempt: 1, Event: "push", Repository: "acme/app",
 		UpdatedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}

@@ -63,8 +63,8 @@ var _ ScaleSets = (*scaleset.Client)(nil)
 // Records are the job and run records the listener writes, as the webhook
 // does; store.Store implements them.
 type Records interface {
-	RecordJob(ctx context.Context, j store.Job) (bool, error)
-	RecordRun(ctx context.Context, r store.Run) error
+	RecordJob(ctx context.Context, j store.JobRecord) (bool, error)
+	RecordRun(ctx context.Context, r store.RunRecord) error
 }
 
 // Runners is the runner ledger's step the job messages report (a job
@@ -163,7 +163,7 @@ func (l *Listener) forgetOldLocked(now time.Time) {
 
 // runFacts are what the listener learnt of a run, once per run.
 type runFacts struct {
-	run        store.Run
+	run        store.RunRecord
 	visibility pool.Visibility
 	at         time.Time // when it was read
 }
@@ -507,7 +507,7 @@ func (l *Listener) queued(ctx context.Context, log *slog.Logger, p *pool.Pool, j
 	if len(labels) == 0 {
 		labels = p.Labels
 	}
-	rec := store.Job{ID: id, RunID: j.WorkflowRunID, Attempt: facts.run.Attempt, Repository: repo, Owner: j.OwnerName,
+	rec := store.JobRecord{ID: id, RunID: j.WorkflowRunID, Attempt: facts.run.Attempt, Repository: repo, Owner: j.OwnerName,
 		InstallationID: l.o.Installation, Status: store.StatusQueued, Labels: labels, Pool: p.Name,
 		WorkflowName: facts.run.WorkflowName, JobName: j.DisplayName, QueuedAt: j.QueueTime, UpdatedAt: now, ExpiresAt: now.Add(l.o.JobTTL)}
 	if _, err := l.o.Records.RecordJob(ctx, rec); err != nil {
@@ -539,7 +539,7 @@ func (l *Listener) run(ctx context.Context, j scaleset.JobMessage) (runFacts, er
 	}
 	now := l.o.Now()
 	attempt := max(r.RunAttempt, 1)
-	f = runFacts{run: store.Run{ID: r.ID, Attempt: attempt, Event: r.Event, WorkflowName: r.Name, Repository: repo,
+	f = runFacts{run: store.RunRecord{ID: r.ID, Attempt: attempt, Event: r.Event, WorkflowName: r.Name, Repository: repo,
 		HeadRepository: r.HeadRepository.FullName, FromFork: !strings.EqualFold(r.HeadRepository.FullName, repo),
 		Actor: r.TriggeringActor, UpdatedAt: now, ExpiresAt: now.Add(l.o.JobTTL)},
 		visibility: pool.Visibility(r.Repository.Visibility)}
@@ -583,7 +583,7 @@ func (l *Listener) lifecycle(ctx context.Context, log *slog.Logger, runs batchJo
 		defer l.forgetJob(j.JobID)
 	}
 	now := l.o.Now()
-	rec := store.Job{ID: id, RunID: j.WorkflowRunID, Repository: j.OwnerName + "/" + j.RepositoryName, Owner: j.OwnerName,
+	rec := store.JobRecord{ID: id, RunID: j.WorkflowRunID, Repository: j.OwnerName + "/" + j.RepositoryName, Owner: j.OwnerName,
 		InstallationID: l.o.Installation, Status: status, Labels: j.RequestLabels, Pool: p.Name, JobName: j.DisplayName,
 		RunnerName: j.RunnerName, RunnerID: j.RunnerID, UpdatedAt: now, ExpiresAt: now.Add(l.o.JobTTL)}
 	step := ledger.StateJobStarted

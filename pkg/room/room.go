@@ -77,7 +77,7 @@ const DefaultOfferLease = 2 * time.Minute
 
 // JobRecords reads job records: a job that started or completed leaves.
 type JobRecords interface {
-	Job(ctx context.Context, id int64) (store.Job, error)
+	Job(ctx context.Context, id int64) (store.JobRecord, error)
 }
 
 // Live counts a pool's live runners (ledger.Ledger).

@@ -208,7 +208,7 @@ func TestLeavingWhileWaiting(t *testing.T) {
 		e.clock.Advance(time.Second)
 	}
 	// 10 is cancelled, 11 completes on a runner of another pool.
-	for _, j := range []store.Job{
+	for _, j := range []store.JobRecord{
 		{ID: 10, Repository: "acme/a", Status: store.StatusCompleted, Conclusion: "cancelled", CompletedAt: e.clock.Now()},
 		{ID: 11, Repository: "acme/a", Status: store.StatusCompleted, Conclusion: "success", CompletedAt: e.clock.Now(), RunnerName: "other"},
 	} {

@@ -43,7 +43,7 @@ func (p *pass) backfill(ctx context.Context, jobs []MetricsJob) {
 		if gj.Status != "completed" {
 			continue
 		}
-		done := store.Job{ID: jobID, Status: store.StatusCompleted, CompletedAt: gj.CompletedAt, Conclusion: gj.Conclusion,
+		done := store.JobRecord{ID: jobID, Status: store.StatusCompleted, CompletedAt: gj.CompletedAt, Conclusion: gj.Conclusion,
 			RunnerName: gj.RunnerName}
 		if done.CompletedAt.IsZero() {
 			done.CompletedAt = p.now

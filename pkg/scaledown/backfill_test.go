@@ -32,7 +32,7 @@ func TestBackfillLostCompletion(t *testing.T) {
 	w.clock.Advance(time.Minute)
 	js, _ := w.sim.Job(job)
 	// The start reaches the webhook; the end never does.
-	if _, err := w.records.RecordJob(ctx, store.Job{ID: job, Status: store.StatusInProgress, StartedAt: js.StartedAt,
+	if _, err := w.records.RecordJob(ctx, store.JobRecord{ID: job, Status: store.StatusInProgress, StartedAt: js.StartedAt,
 		RunnerName: js.RunnerName}); err != nil {
 		t.Fatal(err)
 	}

@@ -144,12 +144,12 @@ type countingJobs struct {
 	c *counted
 }
 
-func (r countingJobs) Job(ctx context.Context, id int64) (store.Job, error) {
+func (r countingJobs) Job(ctx context.Context, id int64) (store.JobRecord, error) {
 	r.c.add("Job")
 	return r.JobRecords.Job(ctx, id)
 }
 
-func (r countingJobs) Run(ctx context.Context, id int64) (store.Run, error) {
+func (r countingJobs) Run(ctx context.Context, id int64) (store.RunRecord, error) {
 	r.c.add("Run")
 	return r.JobRecords.Run(ctx, id)
 }
@@ -343,7 +343,7 @@ func newBenchWorld(tb testing.TB) *benchWorld {
 		if i < benchQueued {
 			st = store.StatusQueued
 		}
-		if _, err := records.RecordJob(ctx, store.Job{ID: r.job, RunID: r.job, Attempt: 1, Repository: "acme/app", Owner: "acme",
+		if _, err := records.RecordJob(ctx, store.JobRecord{ID: r.job, RunID: r.job, Attempt: 1, Repository: "acme/app", Owner: "acme",
 			Status: st, Labels: []string{"self-hosted", "linux", "x64"}, Pool: "cpu", QueuedAt: now.Add(-25 * time.Minute),
 			WorkflowName: "CI", JobName: "build"}); err != nil {
 			tb.Fatal(err)

@@ -260,9 +260,9 @@ func (w *world) webhook(ctx context.Context) {
 		case j.status == "" && js.Status != "":
 			j.status = "queued"
 			attempt := max(j.attempt, 1)
-			_, _ = w.records.RecordJob(ctx, store.Job{ID: id, RunID: js.RunID, Attempt: attempt, Repository: "acme/app", Owner: "acme",
+			_, _ = w.records.RecordJob(ctx, store.JobRecord{ID: id, RunID: js.RunID, Attempt: attempt, Repository: "acme/app", Owner: "acme",
 				Status: store.StatusQueued, Labels: js.Labels, Pool: "cpu", QueuedAt: now, WorkflowName: "CI", JobName: "build"})
-			_ = w.records.RecordRun(ctx, store.Run{ID: js.RunID, Attempt: attempt, Event: "push", WorkflowName: "CI", Repository: "acme/app"})
+			_ = w.records.RecordRun(ctx, store.RunRecord{ID: js.RunID, Attempt: attempt, Event: "push", WorkflowName: "CI", Repository: "acme/app"})
 			if err := w.q.Send(ctx, queue.Job{JobID: id, RunID: js.RunID, Attempt: attempt, Repository: "acme/app", Owner: "acme",
 				Labels: js.Labels, Pool: "cpu", DeliveryID: "d" + strconv.FormatInt(id, 10), ReceivedAt: now}); err != nil {
 				w.t.Fatal(err)
@@ -272,7 +272,7 @@ func (w *world) webhook(ctx context.Context) {
 			j.seenStart = true
 			if w.rng.IntN(5) > 0 && now.Sub(js.StartedAt) > time.Duration(w.rng.IntN(60))*time.Second {
 				_ = w.ledger.Advance(ctx, js.RunnerName, ledger.StateJobStarted, js.StartedAt, id)
-				_, _ = w.records.RecordJob(ctx, store.Job{ID: id, Status: store.StatusInProgress, StartedAt: js.StartedAt, RunnerName: js.RunnerName})
+				_, _ = w.records.RecordJob(ctx, store.JobRecord{ID: id, Status: store.StatusInProgress, StartedAt: js.StartedAt, RunnerName: js.RunnerName})
 			} else if w.rng.IntN(2) == 0 {
 				j.seenStart = false // late: reported on a later tick
 			}
@@ -282,7 +282,7 @@ func (w *world) webhook(ctx context.Context) {
 			if js.RunnerName != "" {
 				_ = w.ledger.Advance(ctx, js.RunnerName, ledger.StateJobCompleted, now, id)
 			}
-			_, _ = w.records.RecordJob(ctx, store.Job{ID: id, Status: store.StatusCompleted, CompletedAt: now, Conclusion: js.Conclusion,
+			_, _ = w.records.RecordJob(ctx, store.JobRecord{ID: id, Status: store.StatusCompleted, CompletedAt: now, Conclusion: js.Conclusion,
 				RunnerName: js.RunnerName})
 		}
 	}

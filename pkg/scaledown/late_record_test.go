@@ -23,11 +23,11 @@ func TestRecordOfAJobNamedAfterItsRunnerEnded(t *testing.T) {
 	t.Parallel()
 	started := func(w *world, ctx context.Context, job int64, runner string) {
 		js, _ := w.sim.Job(job)
-		w.event(ctx, store.Job{ID: job, Status: store.StatusInProgress, StartedAt: js.StartedAt, RunnerName: runner})
+		w.event(ctx, store.JobRecord{ID: job, Status: store.StatusInProgress, StartedAt: js.StartedAt, RunnerName: runner})
 	}
 	completed := func(w *world, ctx context.Context, job int64, runner string) {
 		js, _ := w.sim.Job(job)
-		w.event(ctx, store.Job{ID: job, Status: store.StatusCompleted, StartedAt: js.StartedAt, CompletedAt: js.StartedAt.Add(jobLength),
+		w.event(ctx, store.JobRecord{ID: job, Status: store.StatusCompleted, StartedAt: js.StartedAt, CompletedAt: js.StartedAt.Add(jobLength),
 			Conclusion: js.Conclusion, RunnerName: runner})
 	}
 	for _, tc := range []struct {
@@ -155,7 +155,7 @@ const jobLength = 5 * time.Minute
 
 // event plays the webhook's lifecycle write: the job's record, then the
 // runner's step in the ledger (store.LifecycleRecorder's contract).
-func (w *world) event(ctx context.Context, j store.Job) {
+func (w *world) event(ctx context.Context, j store.JobRecord) {
 	w.t.Helper()
 	if _, err := w.records.RecordJob(ctx, j); err != nil {
 		w.t.Fatal(err)
@@ -204,7 +204,7 @@ func TestRecordOfAJobNamedWhileItsRunnerEnds(t *testing.T) {
 			}
 			fired = true
 			js, _ := w.sim.Job(w.onlyJob())
-			w.event(ctx, store.Job{ID: js.ID, Status: store.StatusCompleted, StartedAt: js.StartedAt, CompletedAt: js.StartedAt.Add(jobLength),
+			w.event(ctx, store.JobRecord{ID: js.ID, Status: store.StatusCompleted, StartedAt: js.StartedAt, CompletedAt: js.StartedAt.Add(jobLength),
 				Conclusion: js.Conclusion, RunnerName: name})
 		}}
 	})

@@ -52,11 +52,11 @@ func recordWorld(t *testing.T) (*store.Memory, *ledger.Memory) {
 	ctx := context.Background()
 	st := store.NewMemory()
 	led := ledger.NewMemory(func() time.Time { return m0 })
-	if err := st.RecordRun(ctx, store.Run{ID: 70, Attempt: 1, Event: "push", WorkflowName: "ci", Repository: "acme/app",
+	if err := st.RecordRun(ctx, store.RunRecord{ID: 70, Attempt: 1, Event: "push", WorkflowName: "ci", Repository: "acme/app",
 		UpdatedAt: m0, ExpiresAt: m0.AddDate(10, 0, 0)}); err != nil {
 		t.Fatal(err)
 	}
-	for _, j := range []store.Job{
+	for _, j := range []store.JobRecord{
 		{ID: 7, RunID: 70, Attempt: 1, Repository: "acme/app", Owner: "acme", Status: store.StatusCompleted, Pool: "cpu",
 			WorkflowName: "ci", JobName: "build", QueuedAt: m0, StartedAt: m0.Add(time.Minute), CompletedAt: m0.Add(6 * time.Minute),
 			RunnerName: "skiff-7-1", Conclusion: "success", UpdatedAt: m0, ExpiresAt: m0.AddDate(10, 0, 0)},
@@ -200,7 +200,7 @@ func collect(t *testing.T, out *metrics.MemoryRecords) []metrics.Record {
 // on runner: the job ran there from started to completed, successfully.
 func ranOn(t *testing.T, st *store.Memory, runner string, id int64, started, completed time.Time) {
 	t.Helper()
-	for _, j := range []store.Job{{ID: id, Status: store.StatusInProgress, StartedAt: started, RunnerName: runner},
+	for _, j := range []store.JobRecord{{ID: id, Status: store.StatusInProgress, StartedAt: started, RunnerName: runner},
 		{ID: id, Status: store.StatusCompleted, CompletedAt: completed, Conclusion: "success", RunnerName: runner}} {
 		if _, err := st.RecordJob(context.Background(), j); err != nil {
 			t.Fatal(err)
@@ -256,7 +256,7 @@ func TestRecordWriterAwaitsALateStart(t *testing.T) {
 		Region: "us-east-1", Prices: pool.Prices, AwaitWindow: time.Hour, Counter: counts}
 	for _, id := range []int64{10, 11} {
 		name := fmt.Sprintf("skiff-%d-1", id)
-		if _, err := st.RecordJob(ctx, store.Job{ID: id, RunID: 70, Attempt: 1, Repository: "acme/app", Owner: "acme",
+		if _, err := st.RecordJob(ctx, store.JobRecord{ID: id, RunID: 70, Attempt: 1, Repository: "acme/app", Owner: "acme",
 			Status: store.StatusQueued, Pool: "cpu", QueuedAt: m0, UpdatedAt: m0, ExpiresAt: m0.AddDate(10, 0, 0)}); err != nil {
 			t.Fatal(err)
 		}
@@ -321,7 +321,7 @@ func TestRecordWriterLateStartOfAnotherJob(t *testing.T) {
 	counts := &telemetry.Memory{}
 	w := &scaledown.RecordWriter{Pools: []string{"*"}, Jobs: st, Ledger: led, Out: out, CloudProvider: "aws",
 		Region: "us-east-1", AwaitWindow: 2 * time.Minute, Counter: counts}
-	jobs := []store.Job{
+	jobs := []store.JobRecord{
 		{ID: 20, Status: store.StatusInProgress, StartedAt: m0.Add(2 * time.Second), RunnerName: "skiff-21-1"},
 		{ID: 22, Status: store.StatusQueued},
 		{ID: 23, Status: store.StatusCompleted, CompletedAt: m0.Add(time.Second), Conclusion: "cancelled"},

@@ -118,11 +118,11 @@ var _ GitHub = (*github.Client)(nil)
 
 // JobRecords reads the job and run records the webhook keeps (store.Store).
 type JobRecords interface {
-	Job(ctx context.Context, id int64) (store.Job, error)
-	Run(ctx context.Context, id int64) (store.Run, error)
+	Job(ctx context.Context, id int64) (store.JobRecord, error)
+	Run(ctx context.Context, id int64) (store.RunRecord, error)
 	// RecordJob completes a job record from GitHub's answer when the
 	// webhook's completed event never arrived (store.Store.RecordJob).
-	RecordJob(ctx context.Context, j store.Job) (bool, error)
+	RecordJob(ctx context.Context, j store.JobRecord) (bool, error)
 }
 
 // Claims is the part of scale-up's launch state a replacement writes

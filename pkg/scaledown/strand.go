@@ -49,7 +49,7 @@ func (p *pass) strand(ctx context.Context, a *decide.Action, claims map[int64]le
 // stillQueued reads the action's job and reports whether it is still
 // queued, so stranded; when it is not, ok says whether the action may go
 // on (false: the check is left for the next pass).
-func (p *pass) stillQueued(ctx context.Context, a *decide.Action, c ledger.Claim, hasClaim bool) (job store.Job, queued, ok bool) {
+func (p *pass) stillQueued(ctx context.Context, a *decide.Action, c ledger.Claim, hasClaim bool) (job store.JobRecord, queued, ok bool) {
 	if hasClaim && a.Gen > 0 && c.Gen > a.Gen {
 		return job, false, true // replaced already (or launched again by scale-up)
 	}
@@ -125,7 +125,7 @@ func (p *pass) moveClaim(ctx context.Context, a *decide.Action, c ledger.Claim) 
 
 // replace sends the stranded job to scale-up again and reports whether the
 // action may go on.
-func (p *pass) replace(ctx context.Context, log *slog.Logger, a *decide.Action, job store.Job, failed int) bool {
+func (p *pass) replace(ctx context.Context, log *slog.Logger, a *decide.Action, job store.JobRecord, failed int) bool {
 	msg := queue.Job{JobID: job.ID, RunID: job.RunID, Attempt: job.Attempt, Repository: job.Repository, Owner: job.Owner,
 		InstallationID: job.InstallationID, Labels: job.Labels, Pool: job.Pool, DeliveryID: "scaledown-" + string(a.Rule), ReceivedAt: p.now}
 	if msg.Pool == "" {

@@ -22,7 +22,7 @@ func TestStrandTrustsAStartedJobRecord(t *testing.T) {
 	ctx := context.Background()
 	job, _, in := w.launchOne(ctx, 0)
 	// The job starts on a runner that is not this one; this one's instance ends.
-	if _, err := w.records.RecordJob(ctx, store.Job{ID: job, Status: store.StatusInProgress, StartedAt: w.clock.Now(),
+	if _, err := w.records.RecordJob(ctx, store.JobRecord{ID: job, Status: store.StatusInProgress, StartedAt: w.clock.Now(),
 		RunnerName: "someone-else"}); err != nil {
 		t.Fatal(err)
 	}

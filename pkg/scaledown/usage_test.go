@@ -24,7 +24,7 @@ func TestRecordWriterLocal(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st, led := recordWorld(t)
-	if _, err := st.RecordJob(ctx, store.Job{ID: 10, RunID: 70, Attempt: 1, Repository: "acme/app", Owner: "acme", Status: store.StatusCompleted,
+	if _, err := st.RecordJob(ctx, store.JobRecord{ID: 10, RunID: 70, Attempt: 1, Repository: "acme/app", Owner: "acme", Status: store.StatusCompleted,
 		Pool: "cpu", WorkflowName: "ci", JobName: "fit", QueuedAt: m0, StartedAt: m0.Add(time.Minute), CompletedAt: m0.Add(31 * time.Minute),
 		RunnerName: "skiff-10-1", Conclusion: "success", UpdatedAt: m0, ExpiresAt: m0.AddDate(10, 0, 0)}); err != nil {
 		t.Fatal(err)
@@ -92,7 +92,7 @@ func TestRecordWriterAccounted(t *testing.T) {
 	st, led := recordWorld(t)
 	var jobs []scaledown.MetricsJob
 	for i, id := range []int64{20, 21} {
-		if _, err := st.RecordJob(ctx, store.Job{ID: id, RunID: 70, Attempt: 1, Repository: "acme/app", Owner: "acme", Status: store.StatusCompleted,
+		if _, err := st.RecordJob(ctx, store.JobRecord{ID: id, RunID: 70, Attempt: 1, Repository: "acme/app", Owner: "acme", Status: store.StatusCompleted,
 			Pool: "hpc", WorkflowName: "ci", JobName: "fit", QueuedAt: m0, StartedAt: m0.Add(time.Minute), CompletedAt: m0.Add(11 * time.Minute),
 			RunnerName: "skiff-" + string(rune('a'+i)), Conclusion: "success", UpdatedAt: m0, ExpiresAt: m0.AddDate(10, 0, 0)}); err != nil {
 			t.Fatal(err)

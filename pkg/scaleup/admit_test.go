@@ -27,18 +27,18 @@ func TestWhoMayRun(t *testing.T) {
 		name       string
 		labels     []string
 		visibility string
-		run        *store.Run // recorded before; nil: unknown, GitHub is asked
+		run        *store.RunRecord // recorded before; nil: unknown, GitHub is asked
 		want       want
 	}{
-		{"a push in a private repository", nil, "private", &store.Run{Event: "push"}, want{launched: 1}},
+		{"a push in a private repository", nil, "private", &store.RunRecord{Event: "push"}, want{launched: 1}},
 		{"a pull request from a fork is refused", nil, "private",
-			&store.Run{Event: "pull_request", FromFork: true, HeadRepository: "mallory/app"}, want{skipped: "fork_pull_request"}},
-		{"a pull request from a branch runs", nil, "private", &store.Run{Event: "pull_request"}, want{launched: 1}},
-		{"a public repository is refused", nil, "public", &store.Run{Event: "push"}, want{skipped: "public_repository"}},
-		{"an unknown visibility counts as public", nil, "secret", &store.Run{Event: "push"}, want{skipped: "public_repository"}},
+			&store.RunRecord{Event: "pull_request", FromFork: true, HeadRepository: "mallory/app"}, want{skipped: "fork_pull_request"}},
+		{"a pull request from a branch runs", nil, "private", &store.RunRecord{Event: "pull_request"}, want{launched: 1}},
+		{"a public repository is refused", nil, "public", &store.RunRecord{Event: "push"}, want{skipped: "public_repository"}},
+		{"an unknown visibility counts as public", nil, "secret", &store.RunRecord{Event: "push"}, want{skipped: "public_repository"}},
 		{"a pool that admits forks and public repositories", []string{"oss"}, "public",
-			&store.Run{Event: "pull_request", FromFork: true}, want{launched: 1}},
-		{"a message from before the visibility was sent", nil, "", &store.Run{Event: "push"}, want{launched: 1}},
+			&store.RunRecord{Event: "pull_request", FromFork: true}, want{launched: 1}},
+		{"a message from before the visibility was sent", nil, "", &store.RunRecord{Event: "push"}, want{launched: 1}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -170,7 +170,7 @@ func TestForkCollaborators(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.recorded {
-				r := store.Run{ID: run.RunID, Attempt: 1, Event: "pull_request", Repository: "acme/app",
+				r := store.RunRecord{ID: run.RunID, Attempt: 1, Event: "pull_request", Repository: "acme/app",
 					FromFork: tc.fork, Actor: "alice", UpdatedAt: start, ExpiresAt: start.Add(time.Hour)}
 				if tc.fork {
 					r.HeadRepository = "alice/app"
@@ -210,7 +210,7 @@ func TestForkPermissionCacheAndFailure(t *testing.T) {
 	}
 	record := func(runID int64) {
 		t.Helper()
-		if err := e.jobs.RecordRun(context.Background(), store.Run{ID: runID, Attempt: 1, Event: "pull_request",
+		if err := e.jobs.RecordRun(context.Background(), store.RunRecord{ID: runID, Attempt: 1, Event: "pull_request",
 			Repository: "acme/app", FromFork: true, HeadRepository: "alice/app", Actor: "alice",
 			UpdatedAt: start, ExpiresAt: start.Add(48 * time.Hour)}); err != nil {
 			t.Fatal(err)

@@ -273,7 +273,7 @@ func (e *env) handle(ctx context.Context, svc *scaleup.Service, ds ...queue.Deli
 		if _, err := e.jobs.Run(context.Background(), d.Job.RunID); err == nil {
 			continue
 		}
-		_ = e.jobs.RecordRun(context.Background(), store.Run{ID: d.Job.RunID, Attempt: 1, Event: "push",
+		_ = e.jobs.RecordRun(context.Background(), store.RunRecord{ID: d.Job.RunID, Attempt: 1, Event: "push",
 			Repository: d.Job.Repository, UpdatedAt: e.clock.now(), ExpiresAt: e.clock.now().Add(time.Hour)})
 	}
 	answers := svc.Handle(ctx, ds)

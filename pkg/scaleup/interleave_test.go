@@ -132,7 +132,7 @@ func interleave(t *testing.T, seed uint64) {
 		}
 		m := &simMessage{d: message(job(int64(1000+i), labels...), 0), visibleAt: e.clock.now()}
 		queueMsgs = append(queueMsgs, m)
-		_ = e.jobs.RecordRun(context.Background(), store.Run{ID: m.d.Job.RunID, Attempt: 1, Event: "push",
+		_ = e.jobs.RecordRun(context.Background(), store.RunRecord{ID: m.d.Job.RunID, Attempt: 1, Event: "push",
 			UpdatedAt: e.clock.now(), ExpiresAt: e.clock.now().Add(24 * time.Hour)})
 	}
 	ended := map[string]bool{} // instances whose end was reported

@@ -145,7 +145,7 @@ func TestRecoveryAsksTheLedger(t *testing.T) {
 			}
 		}},
 		{"the job record says it started", func(e *env) {
-			j := store.Job{ID: 77, Status: store.StatusInProgress, RunnerName: "skiff-77-1", UpdatedAt: e.clock.now(),
+			j := store.JobRecord{ID: 77, Status: store.StatusInProgress, RunnerName: "skiff-77-1", UpdatedAt: e.clock.now(),
 				ExpiresAt: e.clock.now().Add(time.Hour)}
 			if _, err := e.jobs.RecordJob(context.Background(), j); err != nil {
 				t.Fatal(err)

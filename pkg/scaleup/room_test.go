@@ -145,7 +145,7 @@ func TestWaitingRoomFullPool(t *testing.T) {
 		t.Fatalf("offers without a wake: %+v", got)
 	}
 	// Job 503 started on some other runner meanwhile: it leaves without taking the slot.
-	if _, err := r.jobs.RecordJob(ctx, store.Job{ID: 503, Status: store.StatusInProgress, StartedAt: r.clock.now(),
+	if _, err := r.jobs.RecordJob(ctx, store.JobRecord{ID: 503, Status: store.StatusInProgress, StartedAt: r.clock.now(),
 		RunnerName: "elsewhere"}); err != nil {
 		t.Fatal(err)
 	}

@@ -89,8 +89,8 @@ const (
 // ran its job and ended from one that never started; admission reads a
 // run's record for its trigger (a pull request from a fork?).
 type JobRecords interface {
-	Job(ctx context.Context, id int64) (store.Job, error)
-	Run(ctx context.Context, id int64) (store.Run, error)
+	Job(ctx context.Context, id int64) (store.JobRecord, error)
+	Run(ctx context.Context, id int64) (store.RunRecord, error)
 }
 
 // Ledger is the part of the runner ledger scale-up writes: it reserves a

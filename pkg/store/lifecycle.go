@@ -25,5 +25,5 @@ type RunnerStep struct {
 // is a failure of the store (retry later); when it comes, either write may
 // have been made, and repeating the call is safe: both merge.
 type LifecycleRecorder interface {
-	RecordLifecycle(ctx context.Context, j Job, step RunnerStep) (advanced bool, err error)
+	RecordLifecycle(ctx context.Context, j JobRecord, step RunnerStep) (advanced bool, err error)
 }

@@ -17,15 +17,15 @@ import (
 type Memory struct {
 	mu   sync.Mutex
 	now  func() time.Time
-	jobs map[int64]Job
-	runs map[int64]Run
+	jobs map[int64]JobRecord
+	runs map[int64]RunRecord
 }
 
 var _ Store = (*Memory)(nil)
 
 // NewMemory returns an empty in-memory store whose clock is time.Now.
 func NewMemory() *Memory {
-	return &Memory{now: time.Now, jobs: map[int64]Job{}, runs: map[int64]Run{}}
+	return &Memory{now: time.Now, jobs: map[int64]JobRecord{}, runs: map[int64]RunRecord{}}
 }
 
 // SetClock sets the clock that decides whether a record has expired.
@@ -40,7 +40,7 @@ func (m *Memory) SetClock(now func() time.Time) {
 func gone(expires, now time.Time) bool { return !expires.IsZero() && !live(expires, now) }
 
 // RecordJob implements Store.
-func (m *Memory) RecordJob(ctx context.Context, j Job) (bool, error) {
+func (m *Memory) RecordJob(ctx context.Context, j JobRecord) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -51,7 +51,7 @@ func (m *Memory) RecordJob(ctx context.Context, j Job) (bool, error) {
 	defer m.mu.Unlock()
 	old, ok := m.jobs[j.ID]
 	if ok && gone(old.ExpiresAt, m.now()) {
-		old, ok = Job{}, false // an expired record is replaced whole
+		old, ok = JobRecord{}, false // an expired record is replaced whole
 	}
 	if !ok || old.Status < j.Status {
 		m.jobs[j.ID] = mergeJob(old, j, true)
@@ -62,22 +62,22 @@ func (m *Memory) RecordJob(ctx context.Context, j Job) (bool, error) {
 }
 
 // Job implements Store.
-func (m *Memory) Job(ctx context.Context, id int64) (Job, error) {
+func (m *Memory) Job(ctx context.Context, id int64) (JobRecord, error) {
 	if err := ctx.Err(); err != nil {
-		return Job{}, err
+		return JobRecord{}, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	j, ok := m.jobs[id]
 	if !ok || gone(j.ExpiresAt, m.now()) {
-		return Job{}, ErrNotFound
+		return JobRecord{}, ErrNotFound
 	}
 	j.Labels = slices.Clone(j.Labels)
 	return j, nil
 }
 
 // RecordRun implements Store.
-func (m *Memory) RecordRun(ctx context.Context, r Run) error {
+func (m *Memory) RecordRun(ctx context.Context, r RunRecord) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -94,20 +94,20 @@ func (m *Memory) RecordRun(ctx context.Context, r Run) error {
 }
 
 // Run implements Store.
-func (m *Memory) Run(ctx context.Context, id int64) (Run, error) {
+func (m *Memory) Run(ctx context.Context, id int64) (RunRecord, error) {
 	if err := ctx.Err(); err != nil {
-		return Run{}, err
+		return RunRecord{}, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.runs[id]
 	if !ok || gone(r.ExpiresAt, m.now()) {
-		return Run{}, ErrNotFound
+		return RunRecord{}, ErrNotFound
 	}
 	return r, nil
 }
 
-func validateJob(j Job) error {
+func validateJob(j JobRecord) error {
 	if j.ID <= 0 {
 		return errors.New("recording job: id is required")
 	}
@@ -120,7 +120,7 @@ func validateJob(j Job) error {
 // mergeJob applies event e to record old. With advance, e's status and
 // every field e knows replace old's; without, e only fills fields old lacks.
 // UpdatedAt and ExpiresAt follow the latest event either way.
-func mergeJob(old, e Job, advance bool) Job {
+func mergeJob(old, e JobRecord, advance bool) JobRecord {
 	out := old
 	out.ID = e.ID
 	if advance {

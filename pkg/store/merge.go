@@ -5,9 +5,9 @@ package store
 // old. It returns the new record and whether e advanced the status. Stores
 // that keep a job as one value (the SQLite store of local mode) merge with
 // it, so that every store merges exactly as Memory does.
-func MergeJob(old Job, exists bool, e Job) (Job, bool) {
+func MergeJob(old JobRecord, exists bool, e JobRecord) (JobRecord, bool) {
 	if !exists {
-		old = Job{}
+		old = JobRecord{}
 	}
 	advance := !exists || old.Status < e.Status
 	return mergeJob(old, e, advance), advance
@@ -15,4 +15,4 @@ func MergeJob(old Job, exists bool, e Job) (Job, bool) {
 
 // ValidateJob returns the error RecordJob returns for an event it refuses
 // (no id, or no status).
-func ValidateJob(j Job) error { return validateJob(j) }
+func ValidateJob(j JobRecord) error { return validateJob(j) }

@@ -56,8 +56,8 @@ func ParseStatus(action string) (Status, bool) {
 	return StatusUnknown, false
 }
 
-// Job is the record of one workflow job. Zero values mean "not known yet".
-type Job struct {
+// JobRecord is the record of one workflow job. Zero values mean "not known yet".
+type JobRecord struct {
 	ID             int64
 	RunID          int64
 	Attempt        int
@@ -81,9 +81,9 @@ type Job struct {
 	ExpiresAt time.Time
 }
 
-// Run is what skiff keeps of a workflow run: the event that triggered it,
+// RunRecord is what skiff keeps of a workflow run: the event that triggered it,
 // which workflow_job payloads lack and the metrics record needs.
-type Run struct {
+type RunRecord struct {
 	ID           int64
 	Attempt      int
 	Event        string // push, pull_request, schedule, workflow_dispatch, ...
@@ -122,12 +122,12 @@ type Store interface {
 	// package doc). It reports whether the event advanced the status; an
 	// event that did not advance it may still have filled missing fields.
 	// j.ID and j.Status are required.
-	RecordJob(ctx context.Context, j Job) (advanced bool, err error)
+	RecordJob(ctx context.Context, j JobRecord) (advanced bool, err error)
 	// Job returns the job's record, or ErrNotFound.
-	Job(ctx context.Context, id int64) (Job, error)
+	Job(ctx context.Context, id int64) (JobRecord, error)
 
 	// RecordRun stores a workflow run's trigger, replacing an older attempt's.
-	RecordRun(ctx context.Context, r Run) error
+	RecordRun(ctx context.Context, r RunRecord) error
 	// Run returns the run's record, or ErrNotFound.
-	Run(ctx context.Context, id int64) (Run, error)
+	Run(ctx context.Context, id int64) (RunRecord, error)
 }

@@ -133,7 +133,7 @@ func TestDetect(t *testing.T) {
 				if tc.run.fork {
 					head = "mallory/app"
 				}
-				if err := hs.store.RecordRun(ctx, store.Run{ID: 22, Attempt: 1, Event: "pull_request", Repository: tc.repo,
+				if err := hs.store.RecordRun(ctx, store.RunRecord{ID: 22, Attempt: 1, Event: "pull_request", Repository: tc.repo,
 					HeadRepository: head, FromFork: tc.run.fork, Actor: "mallory"}); err != nil {
 					t.Fatal(err)
 				}

@@ -388,7 +388,7 @@ func (h *Handler) workflowJob(ctx context.Context, log *slog.Logger, req Request
 	if p.Installation != nil {
 		installation = p.Installation.ID
 	}
-	rec := store.Job{
+	rec := store.JobRecord{
 		ID: wj.ID, RunID: wj.RunID, Attempt: wj.RunAttempt,
 		Repository: p.Repository.FullName, Owner: owner, InstallationID: installation,
 		Status: status, Labels: wj.Labels, Pool: pool,
@@ -427,7 +427,7 @@ func (h *Handler) workflowJob(ctx context.Context, log *slog.Logger, req Request
 // most one runner per job, and none for a job already started); the
 // record's conditional write tells the webhook it was a duplicate, which it
 // answers and counts as such.
-func (h *Handler) queued(ctx context.Context, log *slog.Logger, job queue.Job, rec store.Job) Response {
+func (h *Handler) queued(ctx context.Context, log *slog.Logger, job queue.Job, rec store.JobRecord) Response {
 	var (
 		advanced bool
 		recErr   error
@@ -463,7 +463,7 @@ func (h *Handler) queued(ctx context.Context, log *slog.Logger, job queue.Job, r
 // (store.LifecycleRecorder). Both writes merge, so a replayed delivery
 // changes nothing and needs no dedupe of its own; a failure answers 503,
 // and GitHub's redelivery completes what was missing.
-func (h *Handler) lifecycle(ctx context.Context, log *slog.Logger, rec store.Job) Response {
+func (h *Handler) lifecycle(ctx context.Context, log *slog.Logger, rec store.JobRecord) Response {
 	advanced, err := h.o.Lifecycle.RecordLifecycle(ctx, rec, runnerStep(rec))
 	if err != nil {
 		h.o.Counter.Count(MetricFailed, "store")
@@ -482,9 +482,9 @@ func (h *Handler) lifecycle(ctx context.Context, log *slog.Logger, rec store.Job
 // run's record, and a run's record read back for its trigger. store.Store
 // implements it.
 type Jobs interface {
-	RecordJob(ctx context.Context, j store.Job) (advanced bool, err error)
-	RecordRun(ctx context.Context, r store.Run) error
-	Run(ctx context.Context, id int64) (store.Run, error)
+	RecordJob(ctx context.Context, j store.JobRecord) (advanced bool, err error)
+	RecordRun(ctx context.Context, r store.RunRecord) error
+	Run(ctx context.Context, id int64) (store.RunRecord, error)
 }
 
 // SecurityEvents records a security event once per job attempt (true: this
@@ -518,7 +518,7 @@ type Runners interface {
 // started or completed on the named runner. With the reconciler's own
 // reports, this is how a runner counts as busy before GitHub's busy flag
 // says so. The zero step (no runner named, or another status) tells nothing.
-func runnerStep(rec store.Job) store.RunnerStep {
+func runnerStep(rec store.JobRecord) store.RunnerStep {
 	var step store.RunnerStep
 	switch rec.Status {
 	case store.StatusInProgress:
@@ -548,7 +548,7 @@ type separateWrites struct {
 }
 
 // RecordLifecycle implements store.LifecycleRecorder.
-func (w separateWrites) RecordLifecycle(ctx context.Context, j store.Job, step store.RunnerStep) (bool, error) {
+func (w separateWrites) RecordLifecycle(ctx context.Context, j store.JobRecord, step store.RunnerStep) (bool, error) {
 	advanced, err := w.store.RecordJob(ctx, j)
 	if err != nil || step.Runner == "" {
 		return advanced, err
@@ -574,7 +574,7 @@ func (h *Handler) workflowRun(ctx context.Context, log *slog.Logger, req Request
 		name = p.Workflow.Name
 	}
 	// Recording a run is idempotent, so it needs no delivery claim.
-	run := store.Run{
+	run := store.RunRecord{
 		ID: wr.ID, Attempt: wr.RunAttempt, Event: wr.Event, WorkflowName: truncate(name, maxWorkflowName),
 		Repository: p.Repository.FullName, UpdatedAt: received, ExpiresAt: received.Add(h.o.JobTTL),
 		FromFork: p.fromFork(), Actor: truncate(p.actor(), maxOwnerLen+8),

@@ -37,7 +37,7 @@ type faultyStore struct {
 
 func (f *faultyStore) set(fn func(*faultyStore)) { f.mu.Lock(); fn(f); f.mu.Unlock() }
 
-func (f *faultyStore) RecordJob(ctx context.Context, j store.Job) (bool, error) {
+func (f *faultyStore) RecordJob(ctx context.Context, j store.JobRecord) (bool, error) {
 	f.mu.Lock()
 	err := f.recordErr
 	f.mu.Unlock()
@@ -47,7 +47,7 @@ func (f *faultyStore) RecordJob(ctx context.Context, j store.Job) (bool, error) 
 	return f.Store.RecordJob(ctx, j)
 }
 
-func (f *faultyStore) RecordRun(ctx context.Context, r store.Run) error {
+func (f *faultyStore) RecordRun(ctx context.Context, r store.RunRecord) error {
 	f.mu.Lock()
 	err := f.runErr
 	f.mu.Unlock()

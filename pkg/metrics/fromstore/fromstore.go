@@ -12,7 +12,7 @@ import (
 )
 
 // Job converts a job record.
-func Job(j store.Job) metrics.Job {
+func Job(j store.JobRecord) metrics.Job {
 	return metrics.Job{
 		ID: j.ID, RunID: j.RunID, Attempt: j.Attempt, Repository: j.Repository, Owner: j.Owner,
 		Labels: slices.Clone(j.Labels), Pool: j.Pool, WorkflowName: j.WorkflowName, JobName: j.JobName,
@@ -22,7 +22,7 @@ func Job(j store.Job) metrics.Job {
 }
 
 // Run converts a run record.
-func Run(r store.Run) metrics.Run {
+func Run(r store.RunRecord) metrics.Run {
 	return metrics.Run{ID: r.ID, Attempt: r.Attempt, Event: r.Event, WorkflowName: r.WorkflowName}
 }
 

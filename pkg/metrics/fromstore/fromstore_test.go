@@ -14,9 +14,9 @@ import (
 func TestBuildFromStore(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
-	j := store.Job{ID: 5, RunID: 6, Attempt: 2, Repository: "acme/api", Owner: "acme", Status: store.StatusCompleted,
+	j := store.JobRecord{ID: 5, RunID: 6, Attempt: 2, Repository: "acme/api", Owner: "acme", Status: store.StatusCompleted,
 		Pool: "gpu", WorkflowName: "Train", JobName: "fit", QueuedAt: t0, StartedAt: t0.Add(time.Minute), CompletedAt: t0.Add(time.Hour), Conclusion: "success"}
-	run := store.Run{ID: 6, Attempt: 2, Event: "schedule", WorkflowName: "Train"}
+	run := store.RunRecord{ID: 6, Attempt: 2, Event: "schedule", WorkflowName: "Train"}
 	inst := provider.Instance{ID: "i-1", InstanceType: "g6.xlarge", Zone: "us-east-1a", Capacity: provider.Spot, LaunchedAt: t0.Add(20 * time.Second)}
 	r, err := metrics.Build(metrics.Inputs{Job: Job(j), Run: Run(run), Instance: Instance(inst, "us-east-1"), CloudProvider: "aws", Prices: pool.Prices})
 	if err != nil {

@@ -186,7 +186,7 @@ func CreateTable(ctx context.Context, api DynamoTableAPI, table string) error {
 }
 
 // RecordJob implements Store.
-func (d *Dynamo) RecordJob(ctx context.Context, j store.Job) (bool, error) {
+func (d *Dynamo) RecordJob(ctx context.Context, j store.JobRecord) (bool, error) {
 	if err := store.ValidateJob(j); err != nil {
 		return false, err
 	}
@@ -206,7 +206,7 @@ func (d *Dynamo) RecordJob(ctx context.Context, j store.Job) (bool, error) {
 
 // recordJobOnce tries advance, fill, then replace-if-expired. ok is false
 // when the record changed between the calls so that none applied.
-func (d *Dynamo) recordJobOnce(ctx context.Context, j store.Job, attrs []attr, now time.Time) (advanced, ok bool, err error) {
+func (d *Dynamo) recordJobOnce(ctx context.Context, j store.JobRecord, attrs []attr, now time.Time) (advanced, ok bool, err error) {
 	key := jobKey(j.ID)
 	rank := numI(int64(j.Status))
 
@@ -293,20 +293,20 @@ func (d *Dynamo) keepNewest(ctx context.Context, key map[string]types.AttributeV
 }
 
 // Job implements Store.
-func (d *Dynamo) Job(ctx context.Context, id int64) (store.Job, error) {
+func (d *Dynamo) Job(ctx context.Context, id int64) (store.JobRecord, error) {
 	item, err := d.get(ctx, jobKey(id))
 	if err != nil {
-		return store.Job{}, fmt.Errorf("reading job %d: %w", id, err)
+		return store.JobRecord{}, fmt.Errorf("reading job %d: %w", id, err)
 	}
 	j, err := decodeJob(id, item)
 	if err != nil {
-		return store.Job{}, fmt.Errorf("decoding job %d: %w", id, err)
+		return store.JobRecord{}, fmt.Errorf("decoding job %d: %w", id, err)
 	}
 	return j, nil
 }
 
 // RecordRun implements Store.
-func (d *Dynamo) RecordRun(ctx context.Context, r store.Run) error {
+func (d *Dynamo) RecordRun(ctx context.Context, r store.RunRecord) error {
 	if r.ID <= 0 {
 		return errors.New("recording run: id is required")
 	}
@@ -338,12 +338,12 @@ func (d *Dynamo) RecordRun(ctx context.Context, r store.Run) error {
 }
 
 // Run implements Store.
-func (d *Dynamo) Run(ctx context.Context, id int64) (store.Run, error) {
+func (d *Dynamo) Run(ctx context.Context, id int64) (store.RunRecord, error) {
 	item, err := d.get(ctx, runKey(id))
 	if err != nil {
-		return store.Run{}, fmt.Errorf("reading run %d: %w", id, err)
+		return store.RunRecord{}, fmt.Errorf("reading run %d: %w", id, err)
 	}
-	r := store.Run{ID: id}
+	r := store.RunRecord{ID: id}
 	dec := decoder{item: item}
 	r.Attempt = int(dec.int("attempt"))
 	r.Event = dec.str("event")
@@ -357,7 +357,7 @@ func (d *Dynamo) Run(ctx context.Context, id int64) (store.Run, error) {
 	r.UpdatedAt = dec.time(attrUpdatedAt)
 	r.ExpiresAt = dec.epoch(attrExpires)
 	if dec.err != nil {
-		return store.Run{}, fmt.Errorf("decoding run %d: %w", id, dec.err)
+		return store.RunRecord{}, fmt.Errorf("decoding run %d: %w", id, dec.err)
 	}
 	return r, nil
 }
@@ -382,7 +382,7 @@ func (d *Dynamo) get(ctx context.Context, key map[string]types.AttributeValue) (
 // jobAttrs lists the attributes an event writes: its status and every field
 // it knows, never a zero value, always in the same order (the order of the
 // Job fields), so that requests are reproducible.
-func jobAttrs(j store.Job) []attr {
+func jobAttrs(j store.JobRecord) []attr {
 	out := make([]attr, 0, maxJobAttrs)
 	put := func(name string, v types.AttributeValue) { out = append(out, attr{name, v}) }
 	putS := func(name, v string) {
@@ -434,12 +434,12 @@ func jobAttrs(j store.Job) []attr {
 // maxJobAttrs is how many attributes jobAttrs can list.
 const maxJobAttrs = 20
 
-func decodeJob(id int64, item map[string]types.AttributeValue) (store.Job, error) {
+func decodeJob(id int64, item map[string]types.AttributeValue) (store.JobRecord, error) {
 	dec := decoder{item: item}
-	j := store.Job{ID: id}
+	j := store.JobRecord{ID: id}
 	j.Status = store.Status(dec.int(attrRank))
 	if j.Status <= store.StatusUnknown || j.Status > store.StatusCompleted {
-		return store.Job{}, fmt.Errorf("status_rank %d is out of range", j.Status)
+		return store.JobRecord{}, fmt.Errorf("status_rank %d is out of range", j.Status)
 	}
 	j.RunID = dec.int("run_id")
 	j.Attempt = int(dec.int(attrAttempt))

@@ -96,7 +96,7 @@ func TestDynamoItemShapes(t *testing.T) {
 	t.Parallel()
 	now := storetest.Now
 	ts := func(d time.Duration) string { return now.Add(d).Format("2006-01-02T15:04:05.000000000Z") }
-	queued := store.Job{
+	queued := store.JobRecord{
 		ID: 42, RunID: 7, Attempt: 2, Repository: "octo-org/hello", Owner: "octo-org", InstallationID: 99,
 		Status: store.StatusQueued, Labels: []string{"self-hosted", "gpu-a10"}, Pool: "gpu-a10",
 		WorkflowName: "CI", JobName: "build", Branch: "main", QueuedAt: now.Add(1500 * time.Millisecond),
@@ -122,7 +122,7 @@ func TestDynamoItemShapes(t *testing.T) {
 			if _, err := d.RecordJob(ctx, queued); err != nil {
 				return err
 			}
-			_, err := d.RecordJob(ctx, store.Job{ID: 42, Status: store.StatusCompleted, Conclusion: "cancelled",
+			_, err := d.RecordJob(ctx, store.JobRecord{ID: 42, Status: store.StatusCompleted, Conclusion: "cancelled",
 				CompletedAt: now.Add(time.Minute), RunnerID: 5, RunnerName: "r-5", UpdatedAt: now.Add(time.Minute)})
 			return err
 		}, "JOB#42", "JOB", map[string]any{
@@ -134,14 +134,14 @@ func TestDynamoItemShapes(t *testing.T) {
 			"expires_at": n(now.Unix() + 3601),
 		}},
 		{"run", func(ctx context.Context, d *dynamostore.Dynamo) error {
-			return d.RecordRun(ctx, store.Run{ID: 7, Attempt: 1, Event: "pull_request", WorkflowName: "CI",
+			return d.RecordRun(ctx, store.RunRecord{ID: 7, Attempt: 1, Event: "pull_request", WorkflowName: "CI",
 				Repository: "octo-org/hello", UpdatedAt: now, ExpiresAt: now.Add(24 * time.Hour)})
 		}, "RUN#7", "RUN", map[string]any{
 			"pk": "RUN#7", "sk": "RUN", "attempt": n(1), "event": "pull_request", "workflow_name": "CI",
 			"repository": "octo-org/hello", "updated_at": ts(0), "expires_at": n(now.Add(24 * time.Hour).Unix()),
 		}},
 		{"run of attempt zero keeps the attempt", func(ctx context.Context, d *dynamostore.Dynamo) error {
-			return d.RecordRun(ctx, store.Run{ID: 8, Event: "push"})
+			return d.RecordRun(ctx, store.RunRecord{ID: 8, Event: "push"})
 		}, "RUN#8", "RUN", map[string]any{"pk": "RUN#8", "sk": "RUN", "attempt": n(0), "event": "push"}},
 	}
 	for _, c := range clientsOf {
@@ -179,7 +179,7 @@ func TestDynamoExpiredRecordsAreAbsent(t *testing.T) {
 		run  func(t *testing.T, d *dynamostore.Dynamo, c *clock)
 	}{
 		{"job is readable until the second it expires", func(t *testing.T, d *dynamostore.Dynamo, c *clock) {
-			if _, err := d.RecordJob(ctx, store.Job{ID: 1, Status: store.StatusQueued, ExpiresAt: now.Add(time.Hour)}); err != nil {
+			if _, err := d.RecordJob(ctx, store.JobRecord{ID: 1, Status: store.StatusQueued, ExpiresAt: now.Add(time.Hour)}); err != nil {
 				t.Fatal(err)
 			}
 			c.set(now.Add(time.Hour - time.Nanosecond))
@@ -192,13 +192,13 @@ func TestDynamoExpiredRecordsAreAbsent(t *testing.T) {
 			}
 		}},
 		{"event for an expired job starts a new record", func(t *testing.T, d *dynamostore.Dynamo, c *clock) {
-			old := store.Job{ID: 2, Status: store.StatusCompleted, Conclusion: "success", RunnerName: "r-1",
+			old := store.JobRecord{ID: 2, Status: store.StatusCompleted, Conclusion: "success", RunnerName: "r-1",
 				Labels: []string{"old"}, ExpiresAt: now.Add(time.Hour)}
 			if _, err := d.RecordJob(ctx, old); err != nil {
 				t.Fatal(err)
 			}
 			c.set(now.Add(2 * time.Hour))
-			fresh := store.Job{ID: 2, Status: store.StatusQueued, Pool: "cpu", ExpiresAt: now.Add(5 * time.Hour)}
+			fresh := store.JobRecord{ID: 2, Status: store.StatusQueued, Pool: "cpu", ExpiresAt: now.Add(5 * time.Hour)}
 			adv, err := d.RecordJob(ctx, fresh)
 			if err != nil || !adv {
 				t.Fatalf("RecordJob over an expired record = %v, %v; want true, nil", adv, err)
@@ -212,14 +212,14 @@ func TestDynamoExpiredRecordsAreAbsent(t *testing.T) {
 			}
 		}},
 		{"run expires and an older attempt may then be recorded", func(t *testing.T, d *dynamostore.Dynamo, c *clock) {
-			if err := d.RecordRun(ctx, store.Run{ID: 3, Attempt: 5, Event: "push", ExpiresAt: now.Add(time.Hour)}); err != nil {
+			if err := d.RecordRun(ctx, store.RunRecord{ID: 3, Attempt: 5, Event: "push", ExpiresAt: now.Add(time.Hour)}); err != nil {
 				t.Fatal(err)
 			}
 			c.set(now.Add(time.Hour))
 			if _, err := d.Run(ctx, 3); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("Run at expiry: %v, want ErrNotFound", err)
 			}
-			want := store.Run{ID: 3, Attempt: 1, Event: "schedule"}
+			want := store.RunRecord{ID: 3, Attempt: 1, Event: "schedule"}
 			if err := d.RecordRun(ctx, want); err != nil {
 				t.Fatal(err)
 			}
@@ -228,7 +228,7 @@ func TestDynamoExpiredRecordsAreAbsent(t *testing.T) {
 			}
 		}},
 		{"record without ExpiresAt never expires", func(t *testing.T, d *dynamostore.Dynamo, c *clock) {
-			if _, err := d.RecordJob(ctx, store.Job{ID: 4, Status: store.StatusWaiting}); err != nil {
+			if _, err := d.RecordJob(ctx, store.JobRecord{ID: 4, Status: store.StatusWaiting}); err != nil {
 				t.Fatal(err)
 			}
 			c.set(now.Add(100 * 365 * 24 * time.Hour))
@@ -284,10 +284,10 @@ func testMissingTable(t *testing.T, d *dynamostore.Dynamo) {
 	if _, err := d.Job(ctx, 1); !errors.As(err, &rnf) || errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Job: %v, want ResourceNotFoundException and not ErrNotFound", err)
 	}
-	if _, err := d.RecordJob(ctx, store.Job{ID: 1, Status: store.StatusQueued}); !errors.As(err, &rnf) {
+	if _, err := d.RecordJob(ctx, store.JobRecord{ID: 1, Status: store.StatusQueued}); !errors.As(err, &rnf) {
 		t.Errorf("RecordJob: %v, want ResourceNotFoundException", err)
 	}
-	if err := d.RecordRun(ctx, store.Run{ID: 1}); !errors.As(err, &rnf) {
+	if err := d.RecordRun(ctx, store.RunRecord{ID: 1}); !errors.As(err, &rnf) {
 		t.Errorf("RecordRun: %v, want ResourceNotFoundException", err)
 	}
 }
@@ -333,7 +333,7 @@ func testDeadline(t *testing.T, d *dynamostore.Dynamo) {
 		call func(ctx context.Context) error
 	}{
 		{"RecordJob", func(ctx context.Context) error {
-			_, err := d.RecordJob(ctx, store.Job{ID: 1, Status: store.StatusQueued})
+			_, err := d.RecordJob(ctx, store.JobRecord{ID: 1, Status: store.StatusQueued})
 			return err
 		}},
 		{"Job", func(ctx context.Context) error { _, err := d.Job(ctx, 1); return err }},
@@ -371,7 +371,7 @@ func TestDynamoRecordJobGivesUpUnderEndlessConflicts(t *testing.T) {
 	t.Parallel()
 	f := &alwaysConflicting{}
 	d := dynamostore.NewDynamo(f, "skiff")
-	adv, err := d.RecordJob(t.Context(), store.Job{ID: 1, Status: store.StatusQueued})
+	adv, err := d.RecordJob(t.Context(), store.JobRecord{ID: 1, Status: store.StatusQueued})
 	if err == nil || adv {
 		t.Fatalf("RecordJob = %v, %v; want false and an error", adv, err)
 	}

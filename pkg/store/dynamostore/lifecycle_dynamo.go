@@ -74,7 +74,7 @@ var _ store.LifecycleRecorder = (*Dynamo)(nil)
 // concurrent writer), nothing was written, and the event is recorded by
 // RecordJob and Advance, which merge it as for any late event. An event
 // without a runner is RecordJob alone (one UpdateItem when it advances).
-func (d *Dynamo) RecordLifecycle(ctx context.Context, j store.Job, step store.RunnerStep) (bool, error) {
+func (d *Dynamo) RecordLifecycle(ctx context.Context, j store.JobRecord, step store.RunnerStep) (bool, error) {
 	if err := store.ValidateJob(j); err != nil {
 		return false, err
 	}

@@ -68,8 +68,8 @@ func TestDynamoRecordLifecycle(t *testing.T) {
 		jobID  = 9001
 		runner = "skiff-default-9001-1"
 	)
-	job := func(s store.Status, received int) store.Job {
-		j := store.Job{ID: jobID, RunID: 77, Attempt: 1, Repository: "o/r", Status: s, Pool: "default",
+	job := func(s store.Status, received int) store.JobRecord {
+		j := store.JobRecord{ID: jobID, RunID: 77, Attempt: 1, Repository: "o/r", Status: s, Pool: "default",
 			QueuedAt: at(0), UpdatedAt: at(received), ExpiresAt: at(received).Add(24 * time.Hour)}
 		if s >= store.StatusInProgress {
 			j.StartedAt, j.RunnerName, j.RunnerID = at(2), runner, 5
@@ -82,7 +82,7 @@ func TestDynamoRecordLifecycle(t *testing.T) {
 	started := store.RunnerStep{Runner: runner, To: ledger.StateJobStarted, At: at(2)}
 	completed := store.RunnerStep{Runner: runner, To: ledger.StateJobCompleted, At: at(9)}
 	type event struct {
-		j    store.Job
+		j    store.JobRecord
 		step store.RunnerStep
 	}
 	cases := []struct {

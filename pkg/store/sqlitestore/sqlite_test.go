@@ -61,20 +61,20 @@ func TestStoreExpiry(t *testing.T) {
 	s := sqlitestore.NewStore(db, func() time.Time { return time.Unix(0, now.Load()) })
 	ctx := context.Background()
 	at := storetest.Now
-	if _, err := s.RecordJob(ctx, store.Job{ID: 1, Status: store.StatusCompleted, ExpiresAt: at.Add(time.Hour)}); err != nil {
+	if _, err := s.RecordJob(ctx, store.JobRecord{ID: 1, Status: store.StatusCompleted, ExpiresAt: at.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RecordRun(ctx, store.Run{ID: 2, Attempt: 3, Event: "push", ExpiresAt: at.Add(time.Hour)}); err != nil {
+	if err := s.RecordRun(ctx, store.RunRecord{ID: 2, Attempt: 3, Event: "push", ExpiresAt: at.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	now.Add(int64(time.Hour))
 	if _, err := s.Job(ctx, 1); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("expired job: %v, want ErrNotFound", err)
 	}
-	if adv, err := s.RecordJob(ctx, store.Job{ID: 1, Status: store.StatusQueued}); err != nil || !adv {
+	if adv, err := s.RecordJob(ctx, store.JobRecord{ID: 1, Status: store.StatusQueued}); err != nil || !adv {
 		t.Errorf("an event for an expired job: %v, %v; want a new record", adv, err)
 	}
-	if err := s.RecordRun(ctx, store.Run{ID: 2, Attempt: 1, Event: "schedule"}); err != nil {
+	if err := s.RecordRun(ctx, store.RunRecord{ID: 2, Attempt: 1, Event: "schedule"}); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := s.Run(ctx, 2); err != nil || r.Event != "schedule" {
@@ -242,7 +242,7 @@ func durabilityChild(path string) int {
 // (the conditional write that dedupes deliveries) and its message.
 func webhookWrites(ctx context.Context, s *sqlitestore.Store, q *sqlitestore.Queue, id int64) error {
 	now := time.Now()
-	if _, err := s.RecordJob(ctx, store.Job{ID: id, RunID: 7, Attempt: 1, Repository: "acme/app", Status: store.StatusQueued,
+	if _, err := s.RecordJob(ctx, store.JobRecord{ID: id, RunID: 7, Attempt: 1, Repository: "acme/app", Status: store.StatusQueued,
 		Labels: []string{"self-hosted", "linux"}, Pool: "cpu", QueuedAt: now, UpdatedAt: now, ExpiresAt: now.Add(336 * time.Hour)}); err != nil {
 		return err
 	}

@@ -31,7 +31,7 @@ func NewStore(d *DB, now func() time.Time) *Store {
 
 // RecordJob implements store.Store: read, merge (store.MergeJob) and write
 // in one transaction.
-func (s *Store) RecordJob(ctx context.Context, j store.Job) (bool, error) {
+func (s *Store) RecordJob(ctx context.Context, j store.JobRecord) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -44,7 +44,7 @@ func (s *Store) RecordJob(ctx context.Context, j store.Job) (bool, error) {
 		if err != nil {
 			return err
 		}
-		var rec store.Job
+		var rec store.JobRecord
 		rec, advanced = store.MergeJob(old, exists, j)
 		b, err := json.Marshal(rec)
 		if err != nil {
@@ -67,43 +67,43 @@ type querier interface {
 }
 
 // job reads a live job record.
-func (s *Store) job(ctx context.Context, q querier, id int64) (store.Job, bool, error) {
+func (s *Store) job(ctx context.Context, q querier, id int64) (store.JobRecord, bool, error) {
 	var rec string
 	var expires int64
 	err := q.QueryRowContext(ctx, "SELECT record, expires_at FROM jobs WHERE id = ?", id).Scan(&rec, &expires)
 	switch {
 	case isNoRows(err):
-		return store.Job{}, false, nil
+		return store.JobRecord{}, false, nil
 	case err != nil:
-		return store.Job{}, false, fmt.Errorf("reading job: %w", err)
+		return store.JobRecord{}, false, fmt.Errorf("reading job: %w", err)
 	case !live(expires, s.now()):
-		return store.Job{}, false, nil
+		return store.JobRecord{}, false, nil
 	}
-	var j store.Job
+	var j store.JobRecord
 	if err := json.Unmarshal([]byte(rec), &j); err != nil {
-		return store.Job{}, false, fmt.Errorf("decoding job %d: %w", id, err)
+		return store.JobRecord{}, false, fmt.Errorf("decoding job %d: %w", id, err)
 	}
 	return j, true, nil
 }
 
 // Job implements store.Store.
-func (s *Store) Job(ctx context.Context, id int64) (store.Job, error) {
+func (s *Store) Job(ctx context.Context, id int64) (store.JobRecord, error) {
 	if err := ctx.Err(); err != nil {
-		return store.Job{}, err
+		return store.JobRecord{}, err
 	}
 	j, ok, err := s.job(ctx, s.d.db, id)
 	switch {
 	case err != nil:
-		return store.Job{}, err
+		return store.JobRecord{}, err
 	case !ok:
-		return store.Job{}, store.ErrNotFound
+		return store.JobRecord{}, store.ErrNotFound
 	}
 	j.Labels = slices.Clone(j.Labels)
 	return j, nil
 }
 
 // RecordRun implements store.Store.
-func (s *Store) RecordRun(ctx context.Context, r store.Run) error {
+func (s *Store) RecordRun(ctx context.Context, r store.RunRecord) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -128,24 +128,24 @@ func (s *Store) RecordRun(ctx context.Context, r store.Run) error {
 }
 
 // Run implements store.Store.
-func (s *Store) Run(ctx context.Context, id int64) (store.Run, error) {
+func (s *Store) Run(ctx context.Context, id int64) (store.RunRecord, error) {
 	if err := ctx.Err(); err != nil {
-		return store.Run{}, err
+		return store.RunRecord{}, err
 	}
 	var rec string
 	var expires int64
 	err := s.d.db.QueryRowContext(ctx, "SELECT record, expires_at FROM runs WHERE id = ?", id).Scan(&rec, &expires)
 	switch {
 	case isNoRows(err):
-		return store.Run{}, store.ErrNotFound
+		return store.RunRecord{}, store.ErrNotFound
 	case err != nil:
-		return store.Run{}, fmt.Errorf("reading run: %w", err)
+		return store.RunRecord{}, fmt.Errorf("reading run: %w", err)
 	case !live(expires, s.now()):
-		return store.Run{}, store.ErrNotFound
+		return store.RunRecord{}, store.ErrNotFound
 	}
-	var r store.Run
+	var r store.RunRecord
 	if err := json.Unmarshal([]byte(rec), &r); err != nil {
-		return store.Run{}, fmt.Errorf("decoding run %d: %w", id, err)
+		return store.RunRecord{}, fmt.Errorf("decoding run %d: %w", id, err)
 	}
 	return r, nil
 }

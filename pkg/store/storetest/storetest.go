@@ -50,13 +50,13 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 
 // lifecycle returns the four events GitHub sends for one job, each with the
 // fields its payload carries and skiff records.
-func lifecycle(id int64) map[store.Status]store.Job {
-	base := store.Job{
+func lifecycle(id int64) map[store.Status]store.JobRecord {
+	base := store.JobRecord{
 		ID: id, RunID: id + 1000, Attempt: 1, Repository: "octo-org/hello", Owner: "octo-org",
 		InstallationID: 4242, Labels: []string{"self-hosted", "linux", "gpu-a10"},
 		WorkflowName: "CI", JobName: "build", Branch: "main",
 	}
-	at := func(j store.Job, st store.Status, d time.Duration) store.Job {
+	at := func(j store.JobRecord, st store.Status, d time.Duration) store.JobRecord {
 		j.Status = st
 		j.UpdatedAt = Now.Add(d)
 		j.ExpiresAt = Now.Add(d + retention)
@@ -76,14 +76,14 @@ func lifecycle(id int64) map[store.Status]store.Job {
 	done.RunnerName = "skiff-gpu-a10-i-0abc"
 	done.RunnerID = 77
 	done.Conclusion = "success"
-	return map[store.Status]store.Job{
+	return map[store.Status]store.JobRecord{
 		store.StatusWaiting: waiting, store.StatusQueued: queued,
 		store.StatusInProgress: running, store.StatusCompleted: done,
 	}
 }
 
 // full is the record of a job whose four events all arrived.
-func full(id int64) store.Job {
+func full(id int64) store.JobRecord {
 	ev := lifecycle(id)
 	j := ev[store.StatusCompleted]
 	j.Pool = ev[store.StatusQueued].Pool
@@ -92,7 +92,7 @@ func full(id int64) store.Job {
 }
 
 type jobStep struct {
-	ev           store.Job
+	ev           store.JobRecord
 	wantAdvanced bool
 }
 
@@ -101,7 +101,7 @@ type jobStep struct {
 type recordJobCase struct {
 	name  string
 	steps []jobStep
-	want  store.Job
+	want  store.JobRecord
 }
 
 func testRecordJob(t *testing.T, newStore func(t *testing.T) store.Store) {
@@ -123,7 +123,7 @@ func recordJobCases() []recordJobCase {
 	const id = recordJobID
 	ev := lifecycle(id)
 	waiting, queued, running, done := ev[store.StatusWaiting], ev[store.StatusQueued], ev[store.StatusInProgress], ev[store.StatusCompleted]
-	with := func(j store.Job, f func(*store.Job)) store.Job {
+	with := func(j store.JobRecord, f func(*store.JobRecord)) store.JobRecord {
 		j.Labels = slices.Clone(j.Labels)
 		f(&j)
 		return j
@@ -136,42 +136,42 @@ func recordJobCases() []recordJobCase {
 			{done, true}, {running, false}, {queued, false}, {waiting, false}}, full(id)},
 		{"late in_progress fills the runner and never reopens", []jobStep{
 			{queued, true},
-			{with(done, func(j *store.Job) { j.RunnerName, j.RunnerID, j.StartedAt = "", 0, time.Time{} }), true},
+			{with(done, func(j *store.JobRecord) { j.RunnerName, j.RunnerID, j.StartedAt = "", 0, time.Time{} }), true},
 			{running, false}}, full(id)},
 		{"same status only fills missing fields", []jobStep{
-			{with(queued, func(j *store.Job) { j.Pool, j.Branch = "", "" }), true},
-			{with(queued, func(j *store.Job) { j.Labels, j.Pool, j.JobName = []string{"other"}, "cpu", "test" }), false}},
-			with(queued, func(j *store.Job) { j.Pool = "cpu" })},
+			{with(queued, func(j *store.JobRecord) { j.Pool, j.Branch = "", "" }), true},
+			{with(queued, func(j *store.JobRecord) { j.Labels, j.Pool, j.JobName = []string{"other"}, "cpu", "test" }), false}},
+			with(queued, func(j *store.JobRecord) { j.Pool = "cpu" })},
 		{"earlier status never overrides a known field", []jobStep{
 			{done, true},
-			{with(running, func(j *store.Job) { j.RunnerName, j.RunnerID, j.Labels = "someone-else", 12, []string{"x"} }), false}},
+			{with(running, func(j *store.JobRecord) { j.RunnerName, j.RunnerID, j.Labels = "someone-else", 12, []string{"x"} }), false}},
 			done},
 		{"later status overrides known fields and keeps the rest", []jobStep{
 			{queued, true},
-			{with(running, func(j *store.Job) {
+			{with(running, func(j *store.JobRecord) {
 				j.Labels, j.Pool, j.Branch, j.Owner = []string{"self-hosted", "relabelled"}, "gpu-l4", "", ""
 			}), true}},
-			with(running, func(j *store.Job) {
+			with(running, func(j *store.JobRecord) {
 				j.Labels, j.Pool, j.QueuedAt = []string{"self-hosted", "relabelled"}, "gpu-l4", queued.QueuedAt
 			})},
 		{"zero values never clear a field", []jobStep{
 			{running, true},
-			{store.Job{ID: id, Status: store.StatusCompleted, Conclusion: "failure"}, true}},
-			with(running, func(j *store.Job) { j.Status, j.Conclusion = store.StatusCompleted, "failure" })},
+			{store.JobRecord{ID: id, Status: store.StatusCompleted, Conclusion: "failure"}, true}},
+			with(running, func(j *store.JobRecord) { j.Status, j.Conclusion = store.StatusCompleted, "failure" })},
 		{"advance with an older timestamp keeps the newer UpdatedAt and ExpiresAt", []jobStep{
 			{running, true},
-			{with(done, func(j *store.Job) { j.UpdatedAt, j.ExpiresAt = Now, Now.Add(retention) }), true}},
-			with(done, func(j *store.Job) { j.UpdatedAt, j.ExpiresAt = running.UpdatedAt, running.ExpiresAt })},
+			{with(done, func(j *store.JobRecord) { j.UpdatedAt, j.ExpiresAt = Now, Now.Add(retention) }), true}},
+			with(done, func(j *store.JobRecord) { j.UpdatedAt, j.ExpiresAt = running.UpdatedAt, running.ExpiresAt })},
 		{"fill with a newer timestamp moves UpdatedAt and ExpiresAt forward", []jobStep{
 			{done, true},
-			{with(queued, func(j *store.Job) {
+			{with(queued, func(j *store.JobRecord) {
 				j.UpdatedAt, j.ExpiresAt = Now.Add(time.Hour), Now.Add(time.Hour+retention)
 			}), false}},
-			with(full(id), func(j *store.Job) { j.UpdatedAt, j.ExpiresAt = Now.Add(time.Hour), Now.Add(time.Hour+retention) })},
+			with(full(id), func(j *store.JobRecord) { j.UpdatedAt, j.ExpiresAt = Now.Add(time.Hour), Now.Add(time.Hour+retention) })},
 		{"an event with only id and status", []jobStep{
-			{store.Job{ID: id, Status: store.StatusQueued}, true},
-			{store.Job{ID: id, Status: store.StatusQueued}, false}},
-			store.Job{ID: id, Status: store.StatusQueued}},
+			{store.JobRecord{ID: id, Status: store.StatusQueued}, true},
+			{store.JobRecord{ID: id, Status: store.StatusQueued}, false}},
+			store.JobRecord{ID: id, Status: store.StatusQueued}},
 	}
 }
 
@@ -204,12 +204,12 @@ func testJobsIndependent(t *testing.T, s store.Store) {
 	t.Helper()
 	ctx := context.Background()
 	a, b := lifecycle(1)[store.StatusCompleted], lifecycle(2)[store.StatusQueued]
-	for _, j := range []store.Job{a, b} {
+	for _, j := range []store.JobRecord{a, b} {
 		if adv, err := s.RecordJob(ctx, j); err != nil || !adv {
 			t.Fatalf("RecordJob(%d) = %v, %v; want true, nil", j.ID, adv, err)
 		}
 	}
-	for _, want := range []store.Job{a, b} {
+	for _, want := range []store.JobRecord{a, b} {
 		got, err := s.Job(ctx, want.ID)
 		if err != nil {
 			t.Fatalf("Job(%d): %v", want.ID, err)
@@ -221,12 +221,12 @@ func testJobsIndependent(t *testing.T, s store.Store) {
 func testInvalidJob(t *testing.T, newStore func(t *testing.T) store.Store) {
 	cases := []struct {
 		name string
-		job  store.Job
+		job  store.JobRecord
 	}{
-		{"no id", store.Job{Status: store.StatusQueued, Repository: "octo-org/hello"}},
-		{"negative id", store.Job{ID: -5, Status: store.StatusQueued}},
-		{"no status", store.Job{ID: 5, Repository: "octo-org/hello"}},
-		{"status out of range", store.Job{ID: 5, Status: store.StatusCompleted + 1}},
+		{"no id", store.JobRecord{Status: store.StatusQueued, Repository: "octo-org/hello"}},
+		{"negative id", store.JobRecord{ID: -5, Status: store.StatusQueued}},
+		{"no status", store.JobRecord{ID: 5, Repository: "octo-org/hello"}},
+		{"status out of range", store.JobRecord{ID: 5, Status: store.StatusCompleted + 1}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -332,41 +332,41 @@ func testConcurrentRecordJob(t *testing.T, newStore func(t *testing.T) store.Sto
 }
 
 func testRuns(t *testing.T, newStore func(t *testing.T) store.Store) {
-	run := func(attempt int, event, workflow string) store.Run {
+	run := func(attempt int, event, workflow string) store.RunRecord {
 		d := time.Duration(attempt) * time.Minute
-		return store.Run{ID: 555, Attempt: attempt, Event: event, WorkflowName: workflow, Repository: "octo-org/hello",
+		return store.RunRecord{ID: 555, Attempt: attempt, Event: event, WorkflowName: workflow, Repository: "octo-org/hello",
 			UpdatedAt: Now.Add(d), ExpiresAt: Now.Add(d + retention)}
 	}
 	cases := []struct {
 		name string
-		runs []store.Run
-		want store.Run
+		runs []store.RunRecord
+		want store.RunRecord
 	}{
-		{"record and read back", []store.Run{run(1, "push", "CI")}, run(1, "push", "CI")},
-		{"fork facts read back", []store.Run{func() store.Run {
+		{"record and read back", []store.RunRecord{run(1, "push", "CI")}, run(1, "push", "CI")},
+		{"fork facts read back", []store.RunRecord{func() store.RunRecord {
 			r := run(1, "pull_request", "CI")
 			r.HeadRepository, r.FromFork, r.Actor = "mallory/hello", true, "mallory"
 			return r
-		}()}, func() store.Run {
+		}()}, func() store.RunRecord {
 			r := run(1, "pull_request", "CI")
 			r.HeadRepository, r.FromFork, r.Actor = "mallory/hello", true, "mallory"
 			return r
 		}()},
-		{"a fork's run without a head repository (the fork deleted) reads back as a fork's", []store.Run{func() store.Run {
+		{"a fork's run without a head repository (the fork deleted) reads back as a fork's", []store.RunRecord{func() store.RunRecord {
 			r := run(1, "pull_request", "CI")
 			r.FromFork, r.Actor = true, "mallory"
 			return r
-		}()}, func() store.Run {
+		}()}, func() store.RunRecord {
 			r := run(1, "pull_request", "CI")
 			r.FromFork, r.Actor = true, "mallory"
 			return r
 		}()},
-		{"newer attempt replaces", []store.Run{run(1, "push", "CI"), run(2, "workflow_dispatch", "CI v2")}, run(2, "workflow_dispatch", "CI v2")},
-		{"older attempt is ignored", []store.Run{run(3, "schedule", "Nightly"), run(2, "push", "CI")}, run(3, "schedule", "Nightly")},
-		{"same attempt replaces", []store.Run{run(1, "push", "CI"), run(1, "pull_request", "CI")}, run(1, "pull_request", "CI")},
-		{"same attempt replaces known fields with zero values", []store.Run{
-			run(1, "push", "CI"), {ID: 555, Attempt: 1, Event: "push"}}, store.Run{ID: 555, Attempt: 1, Event: "push"}},
-		{"attempt zero", []store.Run{{ID: 555, Event: "push"}}, store.Run{ID: 555, Event: "push"}},
+		{"newer attempt replaces", []store.RunRecord{run(1, "push", "CI"), run(2, "workflow_dispatch", "CI v2")}, run(2, "workflow_dispatch", "CI v2")},
+		{"older attempt is ignored", []store.RunRecord{run(3, "schedule", "Nightly"), run(2, "push", "CI")}, run(3, "schedule", "Nightly")},
+		{"same attempt replaces", []store.RunRecord{run(1, "push", "CI"), run(1, "pull_request", "CI")}, run(1, "pull_request", "CI")},
+		{"same attempt replaces known fields with zero values", []store.RunRecord{
+			run(1, "push", "CI"), {ID: 555, Attempt: 1, Event: "push"}}, store.RunRecord{ID: 555, Attempt: 1, Event: "push"}},
+		{"attempt zero", []store.RunRecord{{ID: 555, Event: "push"}}, store.RunRecord{ID: 555, Event: "push"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -401,7 +401,7 @@ func testRuns(t *testing.T, newStore func(t *testing.T) store.Store) {
 		s := newStore(t)
 		ctx := context.Background()
 		for _, id := range []int64{0, -1} {
-			err := s.RecordRun(ctx, store.Run{ID: id, Attempt: 1, Event: "push"})
+			err := s.RecordRun(ctx, store.RunRecord{ID: id, Attempt: 1, Event: "push"})
 			if err == nil || errors.Is(err, store.ErrNotFound) {
 				t.Errorf("RecordRun(id %d) = %v, want a validation error", id, err)
 			}
@@ -417,7 +417,7 @@ func testConcurrentRecordRun(t *testing.T, newStore func(t *testing.T) store.Sto
 	errs := make(chan error, attempts)
 	var wg sync.WaitGroup
 	for _, i := range rand.Perm(attempts) {
-		r := store.Run{ID: 77, Attempt: i + 1, Event: fmt.Sprintf("event-%d", i+1), Repository: "octo-org/hello"}
+		r := store.RunRecord{ID: 77, Attempt: i + 1, Event: fmt.Sprintf("event-%d", i+1), Repository: "octo-org/hello"}
 		wg.Go(func() {
 			<-start
 			errs <- s.RecordRun(ctx, r)
@@ -435,7 +435,7 @@ func testConcurrentRecordRun(t *testing.T, newStore func(t *testing.T) store.Sto
 	if err != nil {
 		t.Fatal(err)
 	}
-	check(t, "run", got, store.Run{ID: 77, Attempt: attempts, Event: fmt.Sprintf("event-%d", attempts), Repository: "octo-org/hello"})
+	check(t, "run", got, store.RunRecord{ID: 77, Attempt: attempts, Event: fmt.Sprintf("event-%d", attempts), Repository: "octo-org/hello"})
 }
 
 func testCanceled(t *testing.T, newStore func(t *testing.T) store.Store) {
@@ -449,7 +449,7 @@ func testCanceled(t *testing.T, newStore func(t *testing.T) store.Store) {
 	}{
 		{"RecordJob", func() error { _, err := s.RecordJob(ctx, job); return err }},
 		{"Job", func() error { _, err := s.Job(ctx, job.ID); return err }},
-		{"RecordRun", func() error { return s.RecordRun(ctx, store.Run{ID: 8, Attempt: 1}) }},
+		{"RecordRun", func() error { return s.RecordRun(ctx, store.RunRecord{ID: 8, Attempt: 1}) }},
 		{"Run", func() error { _, err := s.Run(ctx, 8); return err }},
 	}
 	for _, c := range calls {
@@ -484,14 +484,14 @@ func normalize(v any) any {
 		return t.UTC()
 	}
 	switch x := v.(type) {
-	case store.Job:
+	case store.JobRecord:
 		x.QueuedAt, x.StartedAt, x.CompletedAt = utc(x.QueuedAt), utc(x.StartedAt), utc(x.CompletedAt)
 		x.UpdatedAt, x.ExpiresAt = utc(x.UpdatedAt), utc(x.ExpiresAt)
 		if len(x.Labels) == 0 {
 			x.Labels = nil
 		}
 		return x
-	case store.Run:
+	case store.RunRecord:
 		x.UpdatedAt, x.ExpiresAt = utc(x.UpdatedAt), utc(x.ExpiresAt)
 		return x
 	}
@@ -513,12 +513,12 @@ func RunExpiry(t *testing.T, newStore func(t *testing.T, now func() time.Time) s
 		s := newStore(t, clock)
 		ctx := context.Background()
 
-		old := store.Job{ID: 7001, Status: store.StatusInProgress, RunnerName: "old-runner", Repository: "o/r",
+		old := store.JobRecord{ID: 7001, Status: store.StatusInProgress, RunnerName: "old-runner", Repository: "o/r",
 			UpdatedAt: Now, ExpiresAt: Now.Add(time.Hour)}
 		if _, err := s.RecordJob(ctx, old); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.RecordRun(ctx, store.Run{ID: 8001, Attempt: 2, Event: "push", UpdatedAt: Now, ExpiresAt: Now.Add(time.Hour)}); err != nil {
+		if err := s.RecordRun(ctx, store.RunRecord{ID: 8001, Attempt: 2, Event: "push", UpdatedAt: Now, ExpiresAt: Now.Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
 		set(2 * time.Hour)
@@ -528,7 +528,7 @@ func RunExpiry(t *testing.T, newStore func(t *testing.T, now func() time.Time) s
 		if _, err := s.Run(ctx, 8001); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("expired run read = %v, want ErrNotFound", err)
 		}
-		advanced, err := s.RecordJob(ctx, store.Job{ID: 7001, Status: store.StatusQueued, Repository: "o/r",
+		advanced, err := s.RecordJob(ctx, store.JobRecord{ID: 7001, Status: store.StatusQueued, Repository: "o/r",
 			UpdatedAt: Now.Add(2 * time.Hour), ExpiresAt: Now.Add(3 * time.Hour)})
 		if err != nil || !advanced {
 			t.Fatalf("recording over an expired job: advanced %v, %v; want a new record", advanced, err)
@@ -536,7 +536,7 @@ func RunExpiry(t *testing.T, newStore func(t *testing.T, now func() time.Time) s
 		if j, err := s.Job(ctx, 7001); err != nil || j.Status != store.StatusQueued || j.RunnerName != "" {
 			t.Errorf("job after replacing the expired record = %+v, %v; want queued without the old runner", j, err)
 		}
-		if err := s.RecordRun(ctx, store.Run{ID: 8001, Attempt: 1, Event: "pull_request", UpdatedAt: Now.Add(2 * time.Hour),
+		if err := s.RecordRun(ctx, store.RunRecord{ID: 8001, Attempt: 1, Event: "pull_request", UpdatedAt: Now.Add(2 * time.Hour),
 			ExpiresAt: Now.Add(3 * time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
