@@ -106,7 +106,7 @@ func (w *world) ec2Faults(now time.Time) {
 		if now.Sub(w.start)%time.Minute == 0 {
 			for s := range subnets {
 				for _, typ := range []string{"c7i.large", "c6i.large"} {
-					w.fake.FailPool(ec2.CapacityKey(typ, s, true), code)
+					w.fake.FailPool(ec2.PlaceKey(typ, s, true), code)
 				}
 			}
 			for _, p := range w.pools.Pools {
@@ -115,7 +115,7 @@ func (w *world) ec2Faults(now time.Time) {
 				}
 				for _, typ := range p.EC2.InstanceTypes {
 					for _, spot := range []bool{true, false} {
-						w.fake.FailPool(ec2.CapacityKey(typ, "subnet-0cccccccc", spot), code)
+						w.fake.FailPool(ec2.PlaceKey(typ, "subnet-0cccccccc", spot), code)
 					}
 				}
 			}

@@ -27,7 +27,7 @@ func dynamoRoom(ddb *dynamodb.Client, sqsc *sqs.Client, table, queueURL string, 
 		Jobs: dynamostore.NewDynamo(ddb, table), Pools: pools, Ledger: led, Counter: counter, Gauges: gauges, Logger: logger})
 }
 
-// failedCapacity is the memory of failed capacity pools an EC2 provider
+// failedCapacity is the memory of failed places an EC2 provider
 // reads and writes: the waiting room's backoffs in the state table.
 func failedCapacity(ddb *dynamodb.Client, table string) room.CapacityMemory {
 	return room.CapacityMemory{Store: dynamostore.NewRoomDynamo(ddb, table)}

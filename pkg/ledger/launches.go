@@ -7,9 +7,8 @@ import (
 )
 
 // Launches is scale-up's launch state: what it keeps so that a queued job
-// launches at most one runner, pools stay within their max runners, and
-// capacity pools that just failed are skipped (LaunchMemory implements it
-// here, LaunchDynamo in package dynamostore, whose doc holds the key
+// launches at most one runner and re-runs of interrupted jobs launch
+// on-demand (LaunchMemory implements it here, LaunchDynamo in package dynamostore, whose doc holds the key
 // design). Every method is safe for concurrent use and bounded by its
 // context. Errors other than ErrConflict and ErrNotFound are failures of
 // the store itself: retry the job later.

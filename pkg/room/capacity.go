@@ -6,7 +6,7 @@ import (
 )
 
 // CapacityMemory is the one memory of failed capacity: a provider that
-// splits a launch over places of its own (EC2's capacity pools: instance
+// splits a launch over places of its own (EC2's places: instance
 // type, subnet, purchase option) remembers the ones that failed as
 // backoffs of the room, beside the backoffs of the places whole launches
 // were refused in, and reads them back before it plans the next launch of
@@ -14,7 +14,7 @@ import (
 // ec2.CapacityMemory.
 //
 // A place's backoff is the room's rule: a failure while one is under way
-// changes nothing, so a capacity pool is left out for the memory's length
+// changes nothing, so a place is left out for the memory's length
 // after its first failure, then tried again.
 type CapacityMemory struct{ Store Store }
 

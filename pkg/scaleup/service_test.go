@@ -195,7 +195,7 @@ func TestOutcomes(t *testing.T) {
 	}
 }
 
-// TestCapacityMemory: a capacity pool that just failed is not asked for by
+// TestCapacityMemory: a place that just failed is not asked for by
 // the next batch, until the memory ends.
 func TestCapacityMemory(t *testing.T) {
 	t.Parallel()
@@ -560,14 +560,14 @@ func TestPerJobTags(t *testing.T) {
 
 // TestQuotaReachesTheOperator: a zero quota is dead-lettered at once with
 // EC2's own words, and logged once per fleet and purchase option with the
-// name of the quota to raise, not once per capacity pool.
+// name of the quota to raise, not once per place.
 func TestQuotaReachesTheOperator(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	for _, typ := range []string{"c7i.large", "m7i.large"} {
 		for _, sub := range []string{"subnet-0aaaaaaaa", "subnet-0bbbbbbbb"} {
 			for _, spot := range []bool{true, false} {
-				e.ec2.FailPool(ec2.CapacityKey(typ, sub, spot), "VcpuLimitExceeded")
+				e.ec2.FailPool(ec2.PlaceKey(typ, sub, spot), "VcpuLimitExceeded")
 			}
 		}
 	}

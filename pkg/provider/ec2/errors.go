@@ -20,7 +20,7 @@ var (
 	// pools, or the same one in a few minutes.
 	ErrCapacity = errors.New("insufficient capacity")
 	// ErrUnsupported: the instance type is not offered in this zone, or not
-	// with these options. Retrying the same capacity pool cannot help.
+	// with these options. Retrying the same place cannot help.
 	ErrUnsupported = errors.New("unsupported instance type or configuration")
 	// ErrQuota: an account quota is exhausted (VcpuLimitExceeded,
 	// MaxSpotInstanceCountExceeded, InstanceLimitExceeded). *Error.Limit

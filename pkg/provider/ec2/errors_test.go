@@ -51,10 +51,10 @@ var codeTable = []struct {
 	// instance type."
 	{"Unsupported", ErrUnsupported},
 	// Not on the error-codes page: a CreateFleetError code instant fleets
-	// return per capacity pool with the message "Your requested instance
+	// return per place with the message "Your requested instance
 	// type (trn1.2xlarge) is not supported in your requested Availability
 	// Zone" (field reports in public projects' issue trackers). That is one
-	// capacity pool EC2 cannot serve, not a request only the operator can
+	// place EC2 cannot serve, not a request only the operator can
 	// fix: other pools and the on-demand fallback may still launch.
 	{"InvalidFleetConfiguration", ErrUnsupported},
 	// "The specified request includes an unsupported operation ... launch an

@@ -2,7 +2,7 @@
 // instant), and describes and terminates them.
 //
 // One Launch is one fleet request for Count identical runners: the pool's
-// launch template, overrides = capacity pools (instance type × subnet, in
+// launch template, overrides = places (instance type × subnet, in
 // the pool's order) or attribute-based requirements per subnet, spot with
 // the price-capacity-optimized allocation strategy, and — when the pool
 // allows it — a second, on-demand fleet for what spot could not fill:
@@ -19,7 +19,7 @@
 // call and replayed exactly.
 //
 // A fleet call is not done because it returned no error: EC2 reports what it
-// could not launch in the answer's Errors, per capacity pool, and may fill
+// could not launch in the answer's Errors, per place, and may fill
 // only part of the target. Launch returns both, classified (see errors.go).
 //
 // Tag sets tags that differ per instance of one fleet after the launch;
@@ -70,16 +70,18 @@ const MaxTokenLen = 64 - len(onDemandSuffix)
 
 const onDemandSuffix = "-od"
 
-// Place is where a capacity pool is: an instance type (empty with
-// attribute-based requirements) in a subnet.
+// Place is where EC2 capacity comes from: an instance type (empty with
+// attribute-based requirements) in a subnet. With a purchase option it is
+// what AWS calls a capacity pool (PlaceKey); skiff says place, and keeps
+// "pool" for its own pools.
 type Place struct {
 	InstanceType string `json:"instance_type,omitempty"`
 	Subnet       string `json:"subnet"`
 }
 
-// CapacityKey names one capacity pool — type, subnet and purchase option —
+// PlaceKey names one place with its purchase option (AWS's capacity pool)
 // as remembered after a capacity failure: "g6.xlarge/subnet-0abc/spot".
-func CapacityKey(instanceType, subnet string, spot bool) string {
+func PlaceKey(instanceType, subnet string, spot bool) string {
 	life := "on-demand"
 	if spot {
 		life = "spot"
@@ -118,7 +120,7 @@ type Request struct {
 	Count int `json:"count"`
 	// Capacity is the purchase policy.
 	Capacity Capacity `json:"capacity"`
-	// Places are the capacity pools in the pool's order of preference. With
+	// Places are where to launch, in the pool's order of preference. With
 	// Requirements, their InstanceType is empty (one place per subnet).
 	Places []Place `json:"places"`
 	// Requirements, if set, select instance types by attributes.
@@ -165,7 +167,7 @@ type FleetInstance struct {
 	Spot         bool
 }
 
-// FleetError is what EC2 could not launch in one capacity pool, or a failed
+// FleetError is what EC2 could not launch in one place, or a failed
 // call (then InstanceType and Subnet are empty).
 type FleetError struct {
 	*Error
@@ -175,12 +177,12 @@ type FleetError struct {
 	Spot         bool
 }
 
-// Key is the failed capacity pool's CapacityKey, or "" for a failed call.
+// Key is the failed place's PlaceKey, or "" for a failed call.
 func (e FleetError) Key() string {
 	if e.Subnet == "" {
 		return ""
 	}
-	return CapacityKey(e.InstanceType, e.Subnet, e.Spot)
+	return PlaceKey(e.InstanceType, e.Subnet, e.Spot)
 }
 
 // Result is what a Launch did.

@@ -51,7 +51,7 @@ func TestLaunch(t *testing.T) {
 			want{launched: 5, calls: 1, spot: 5}},
 		{"capacity error in the first pool moves on to the next", request(ec2.Spot, 4),
 			func(f *ec2fake.Fake) {
-				f.FailPool(ec2.CapacityKey("c7i.large", "subnet-a", true), "InsufficientInstanceCapacity")
+				f.FailPool(ec2.PlaceKey("c7i.large", "subnet-a", true), "InsufficientInstanceCapacity")
 			},
 			want{launched: 4, calls: 1, spot: 4, failure: ec2.ErrCapacity, failedKey: "c7i.large/subnet-a/spot"}},
 		{"spot unavailable falls back to on-demand", request(ec2.SpotThenOnDemand, 3),
@@ -62,9 +62,9 @@ func TestLaunch(t *testing.T) {
 			want{launched: 0, calls: 1, failure: ec2.ErrCapacity}},
 		{"partial spot fill tops up on demand", request(ec2.SpotThenOnDemand, 5),
 			func(f *ec2fake.Fake) {
-				f.SetCapacity(ec2.CapacityKey("c7i.large", "subnet-a", true), 2)
-				f.SetCapacity(ec2.CapacityKey("c7i.large", "subnet-b", true), 0)
-				f.SetCapacity(ec2.CapacityKey("m7i.large", "subnet-a", true), 1)
+				f.SetCapacity(ec2.PlaceKey("c7i.large", "subnet-a", true), 2)
+				f.SetCapacity(ec2.PlaceKey("c7i.large", "subnet-b", true), 0)
+				f.SetCapacity(ec2.PlaceKey("m7i.large", "subnet-a", true), 1)
 			},
 			want{launched: 5, calls: 2, fellBack: true, spot: 3, failure: ec2.ErrCapacity}},
 		{"partial fill on demand is reported", request(ec2.OnDemand, 5),
@@ -235,9 +235,9 @@ func TestLaunchRequirements(t *testing.T) {
 func TestReplayIsIdempotent(t *testing.T) {
 	t.Parallel()
 	f := ec2fake.New()
-	f.SetCapacity(ec2.CapacityKey("c7i.large", "subnet-a", true), 1)
-	f.SetCapacity(ec2.CapacityKey("c7i.large", "subnet-b", true), 0)
-	f.SetCapacity(ec2.CapacityKey("m7i.large", "subnet-a", true), 0)
+	f.SetCapacity(ec2.PlaceKey("c7i.large", "subnet-a", true), 1)
+	f.SetCapacity(ec2.PlaceKey("c7i.large", "subnet-b", true), 0)
+	f.SetCapacity(ec2.PlaceKey("m7i.large", "subnet-a", true), 0)
 	l := ec2.NewLauncher(f)
 	req := request(ec2.SpotThenOnDemand, 3)
 	first, err := l.Launch(context.Background(), req)

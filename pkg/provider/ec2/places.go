@@ -42,7 +42,7 @@ func PlaceOf(e *pool.EC2) string {
 	return s
 }
 
-// Places lists the capacity pools to ask for: each instance type in the
+// Places lists the places to ask for: each instance type in the
 // pool's order across every subnet (types outrank subnets, so the pool's
 // preference holds), without the pools remembered as failed, at most max.
 // With attribute-based selection, types is empty and each subnet is one
@@ -58,8 +58,8 @@ func Places(types, subnets []string, capacity Capacity, failed map[string]bool, 
 		for _, s := range subnets {
 			p := Place{InstanceType: t, Subnet: s}
 			all = append(all, p)
-			spotFailed := failed[CapacityKey(t, s, true)]
-			odFailed := failed[CapacityKey(t, s, false)]
+			spotFailed := failed[PlaceKey(t, s, true)]
+			odFailed := failed[PlaceKey(t, s, false)]
 			skip := false
 			switch capacity {
 			case Spot:

@@ -36,7 +36,7 @@ const (
 	// fleet: enough spot pools for price-capacity-optimized to choose from,
 	// and a request that stays small.
 	DefaultMaxPlaces = 40
-	// DefaultCapacityMemory is how long a failed capacity pool is skipped:
+	// DefaultCapacityMemory is how long a failed place is skipped:
 	// EC2 capacity shortages last minutes, not seconds.
 	DefaultCapacityMemory = 3 * time.Minute
 	// DefaultRegistrationTTL bounds how long an unread registration stays in
@@ -48,7 +48,7 @@ const (
 	listPageSize = 1000
 )
 
-// CapacityMemory remembers capacity pools (CapacityKey) that just failed, per
+// CapacityMemory remembers places (PlaceKey) that just failed, per
 // skiff pool, for a while; room.CapacityMemory implements it over the waiting
 // room's backoffs (in DynamoDB, so every scale-up invocation shares it), the
 // one memory of failed capacity.
@@ -106,7 +106,7 @@ type ProviderOptions struct {
 // keyed by its instance's ARN; instances are found by their skiff tags. It
 // owns everything EC2-shaped: the request building, per-job tagging, the
 // classification of fleet errors, the operator's quota advice and the memory
-// of capacity pools that just failed.
+// of places that just failed.
 type Provider struct {
 	o        ProviderOptions
 	launcher *Launcher
@@ -188,7 +188,7 @@ type plan struct {
 }
 
 // Plan implements provider.Provider: the fleet request for the launch, over
-// the capacity pools not remembered as failed.
+// the places not remembered as failed.
 func (p *Provider) Plan(ctx context.Context, l provider.Launch) (provider.Plan, error) {
 	if len(l.Runners) == 0 {
 		return "", provider.Errorf(provider.ErrInvalid, "planning launch: no runners")
@@ -202,7 +202,7 @@ func (p *Provider) Plan(ctx context.Context, l provider.Launch) (provider.Plan, 
 	}
 	failed, err := p.o.Capacity.FailedCapacity(ctx, l.Spec.Pool, p.o.Now())
 	if err != nil {
-		p.o.Logger.Warn("reading failed capacity pools; asking for all", "pool", l.Spec.Pool, "err", err)
+		p.o.Logger.Warn("reading failed places; asking for all", "pool", l.Spec.Pool, "err", err)
 	}
 	req := p.request(l, failed)
 	if err := req.Validate(); err != nil {
@@ -489,7 +489,7 @@ func (p *Provider) tagRunners(ctx context.Context, log *slog.Logger, runners []p
 }
 
 // readFleetErrors counts and reports the fleet's errors and remembers the
-// capacity pools that failed, so the next launches skip them for a while.
+// places that failed, so the next launches skip them for a while.
 func (p *Provider) readFleetErrors(ctx context.Context, log *slog.Logger, pool string, res Result, now time.Time) {
 	p.reportFleetErrors(log, res.Errors)
 	var keys []string
@@ -507,15 +507,15 @@ func (p *Provider) readFleetErrors(ctx context.Context, log *slog.Logger, pool s
 	if len(keys) == 0 {
 		return
 	}
-	log.Info("remembering failed capacity pools", "capacity_pools", keys, "for", p.o.CapacityMemoryFor.String())
+	log.Info("remembering failed places", "capacity_pools", keys, "for", p.o.CapacityMemoryFor.String())
 	if err := p.o.Capacity.MarkCapacityFailed(ctx, pool, keys, now, p.o.CapacityMemoryFor); err != nil {
-		log.Warn("remembering failed capacity pools", "err", err)
+		log.Warn("remembering failed places", "err", err)
 	}
 }
 
 // reportFleetErrors counts every fleet error and tells the operator what to
 // fix, in one log line per error code and purchase option (a fleet of 40
-// capacity pools with a zero quota is one line, not 40): the quotas to raise,
+// places with a zero quota is one line, not 40): the quotas to raise,
 // by their Service Quotas names, or the request EC2 refused.
 func (p *Provider) reportFleetErrors(log *slog.Logger, errs []FleetError) {
 	type key struct {
@@ -593,7 +593,7 @@ func detailOf(errs []FleetError) string {
 
 // neutral translates a classified EC2 error into the provider's words: the
 // unsupported type and the spot price are capacity to the caller (another
-// capacity pool or a later try can help).
+// place or a later try can help).
 func neutral(e *Error, detail string) *provider.Error {
 	kind := provider.ErrTransient
 	switch e.Kind {

@@ -96,7 +96,7 @@ func TestProviderConformance(t *testing.T) {
 					FailCapacity: func() {
 						for _, typ := range types {
 							for _, spot := range []bool{true, false} {
-								fake.FailPool(ec2.CapacityKey(typ, subnets[0], spot), "InsufficientInstanceCapacity")
+								fake.FailPool(ec2.PlaceKey(typ, subnets[0], spot), "InsufficientInstanceCapacity")
 							}
 						}
 					},

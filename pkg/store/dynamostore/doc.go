@@ -22,7 +22,7 @@
 //	ROOM#<pool>      JOB#<job id>        a job in the waiting room RoomDynamo (room_dynamo.go)
 //	ROOM#<pool>      SERVED#<owner/repo> a repository's last turn RoomDynamo
 //	ROOM#<pool>      BACKOFF#<place>     a capacity backoff       RoomDynamo
-//	                                     (a place, or an EC2 capacity pool: room.CapacityMemory)
+//	                                     (a launch's place, or one EC2 place: room.CapacityMemory)
 //	INSTALLATION#<id> INSTALLATION       a GitHub App installation InstallationsDynamo
 //
 // The IAM roles' LeadingKeys conditions are written against these prefixes
@@ -88,7 +88,4 @@
 //
 // The pool's runner count belongs to the runner ledger (above), which
 // derives it from the runners' records.
-// Capacity items are remembered failures of one capacity pool
-// (type/subnet/lifecycle) until expires_at; they are read with one Query per
-// pool, expired ones filtered out.
 package dynamostore

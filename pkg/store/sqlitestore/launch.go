@@ -15,7 +15,7 @@ import (
 
 // launchSchema holds scale-up's launch state (ledger.Launches). Records are
 // JSON (ledger.Claim, ledger.Launch); the columns beside them are what
-// the conditions read. Failed capacity pools, once a table here, are the
+// the conditions read. Failed places, once a table here, are the
 // waiting room's backoffs (room_backoff); a file that has the old table
 // loses it.
 const launchSchema = `

@@ -10,7 +10,7 @@
 //   - CreateFleet of type instant: overrides tried in order; spot or
 //     on-demand per the target's default capacity type; per-override
 //     Errors and partial fills in the answer, as EC2 reports them.
-//   - Capacity per capacity pool (type × subnet × spot/on-demand), unlimited
+//   - Capacity per place (type × subnet × spot/on-demand), unlimited
 //     unless set; injected per-pool error codes (InsufficientInstanceCapacity,
 //     Unsupported, SpotMaxPriceTooLow, VcpuLimitExceeded, ...); spot
 //     unavailable everywhere; a cap on instances per call (partial fills).
@@ -198,7 +198,7 @@ func (f *Fake) SetZone(subnet, zone string) {
 	f.mu.Unlock()
 }
 
-// SetCapacity limits the capacity pool key (ec2.CapacityKey) to n more
+// SetCapacity limits the place key (ec2.PlaceKey) to n more
 // instances; beyond it, the pool answers InsufficientInstanceCapacity.
 func (f *Fake) SetCapacity(key string, n int) {
 	f.mu.Lock()
@@ -206,7 +206,7 @@ func (f *Fake) SetCapacity(key string, n int) {
 	f.mu.Unlock()
 }
 
-// FailPool makes the capacity pool key (ec2.CapacityKey; "*" as instance
+// FailPool makes the place key (ec2.PlaceKey; "*" as instance
 // type matches attribute-based overrides) fail with an EC2 error code, e.g.
 // InsufficientInstanceCapacity, Unsupported, SpotMaxPriceTooLow or
 // VcpuLimitExceeded. An empty code clears it.
@@ -520,7 +520,7 @@ func (f *Fake) launch(in *sdkec2.CreateFleetInput, token string) *sdkec2.CreateF
 					AvailabilityZone: aws.String(f.zone(subnet)),
 				},
 			}
-			need = f.fill(r, ov, ec2.CapacityKey(keyType, subnet, r.spot), typ, subnet, need)
+			need = f.fill(r, ov, ec2.PlaceKey(keyType, subnet, r.spot), typ, subnet, need)
 		}
 	}
 	return r.out
@@ -548,7 +548,7 @@ func instanceTags(in *sdkec2.CreateFleetInput) map[string]string {
 	return tags
 }
 
-// fill launches up to need instances of one override (its capacity pool
+// fill launches up to need instances of one override (its place
 // key), recording them or the pool's error in the run's output, and returns
 // how many are still needed.
 func (f *Fake) fill(r *fleetRun, ov *types.LaunchTemplateAndOverridesResponse, key, typ, subnet string, need int) int {

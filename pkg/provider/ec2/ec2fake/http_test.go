@@ -107,7 +107,7 @@ func TestLaunchOverHTTP(t *testing.T) {
 		}},
 		{"spot unavailable falls back to on-demand", fleetRequest(ec2.SpotThenOnDemand, 3), func(f *ec2fake.Fake) { f.SetSpotUnavailable(true) }},
 		{"partial fill", fleetRequest(ec2.OnDemand, 5), func(f *ec2fake.Fake) { f.SetFillLimit(3) }},
-		{"limited capacity pools", fleetRequest(ec2.SpotThenOnDemand, 5), func(f *ec2fake.Fake) {
+		{"limited places", fleetRequest(ec2.SpotThenOnDemand, 5), func(f *ec2fake.Fake) {
 			f.SetCapacity("c7i.large/subnet-a/spot", 2)
 			f.SetCapacity("c7i.large/subnet-b/spot", 0)
 		}},
@@ -519,12 +519,12 @@ func TestStopStart(t *testing.T) {
 				t.Errorf("%d StartInstances calls, want 2", got)
 			}
 		}},
-		{"a failed capacity pool fails the start of its stopped instances", func(t *testing.T, w world) {
+		{"a failed place fails the start of its stopped instances", func(t *testing.T, w world) {
 			if _, err := stop(w, w.a); err != nil {
 				t.Fatal(err)
 			}
-			w.f.FailPool(ec2.CapacityKey("c7i.large", "subnet-a", false), "InsufficientInstanceCapacity")
-			w.f.FailPool(ec2.CapacityKey("c7i.large", "subnet-b", false), "InsufficientInstanceCapacity")
+			w.f.FailPool(ec2.PlaceKey("c7i.large", "subnet-a", false), "InsufficientInstanceCapacity")
+			w.f.FailPool(ec2.PlaceKey("c7i.large", "subnet-b", false), "InsufficientInstanceCapacity")
 			_, err := start(w, w.a)
 			var api smithy.APIError
 			if !errors.As(err, &api) || api.ErrorCode() != "InsufficientInstanceCapacity" || !strings.Contains(api.ErrorMessage(), "c7i.large") {

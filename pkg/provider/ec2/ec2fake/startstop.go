@@ -127,7 +127,7 @@ func (f *Fake) StartInstances(ctx context.Context, in *sdkec2.StartInstancesInpu
 	for _, id := range in.InstanceIds {
 		switch inst := f.instances[id]; inst.State {
 		case "stopped":
-			key := ec2.CapacityKey(inst.InstanceType, inst.Subnet, inst.Spot)
+			key := ec2.PlaceKey(inst.InstanceType, inst.Subnet, inst.Spot)
 			if code := f.poolErrors[key]; code != "" {
 				return nil, apiErr(code, message(code, inst.InstanceType, inst.Zone))
 			}
