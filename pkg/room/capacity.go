@@ -6,7 +6,7 @@ import (
 )
 
 // CapacityMemory is the one memory of failed capacity: a provider that
-// splits a launch over places of its own (EC2's places: instance
+// splits a launch over places of its own (EC2's: instance
 // type, subnet, purchase option) remembers the ones that failed as
 // backoffs of the room, beside the backoffs of the places whole launches
 // were refused in, and reads them back before it plans the next launch of
@@ -18,7 +18,7 @@ import (
 // after its first failure, then tried again.
 type CapacityMemory struct{ Store Store }
 
-// MarkCapacityFailed remembers that the pool's places (capacity keys)
+// MarkCapacityFailed remembers that the pool's places (ec2.PlaceKey)
 // failed at now, each until now + for.
 func (c CapacityMemory) MarkCapacityFailed(ctx context.Context, pool string, places []string, now time.Time, d time.Duration) error {
 	for _, p := range places {
