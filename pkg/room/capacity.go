@@ -19,7 +19,7 @@ import (
 type CapacityMemory struct{ Store Store }
 
 // MarkCapacityFailed remembers that the pool's places (ec2.PlaceKey)
-// failed at now, each until now + for.
+// failed at now, each until now + d.
 func (c CapacityMemory) MarkCapacityFailed(ctx context.Context, pool string, places []string, now time.Time, d time.Duration) error {
 	for _, p := range places {
 		if _, err := c.Store.Refused(ctx, pool, p, now, func(int) time.Duration { return d }); err != nil {
