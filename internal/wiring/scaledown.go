@@ -18,6 +18,7 @@ import (
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/metrics/cwpeaks"
 	"github.com/skiffci/skiff/pkg/metrics/recordstore"
+	"github.com/skiffci/skiff/pkg/metrics/writer"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
@@ -188,9 +189,9 @@ func newScaleDownService(ctx context.Context, cfg ScaleDownConfig, awsCfg aws.Co
 	if err != nil {
 		return nil, err
 	}
-	var mw scaledown.MetricsWriter = scaledown.NoMetrics{}
+	var mw writer.MetricsWriter = writer.NoMetrics{}
 	if len(cfg.MetricsPools) > 0 {
-		mw = &scaledown.RecordWriter{Pools: cfg.MetricsPools, Jobs: records, Ledger: ledger,
+		mw = &writer.RecordWriter{Pools: cfg.MetricsPools, Jobs: records, Ledger: ledger,
 			Peaks: cwpeaks.New(cloudwatch.NewFromConfig(awsCfg), cwpeaks.WithAccount(cfg.Partition, cfg.Region, cfg.Account)), Out: recordstore.New(ddb, cfg.MetricsTable),
 			CloudProvider: prov.Name(), Region: cfg.Region, Prices: pool.Prices, Counter: counter, Logger: logger}
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/metrics"
+	"github.com/skiffci/skiff/pkg/metrics/writer"
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/store"
 )
@@ -20,7 +21,7 @@ func TestBackfillLostCompletion(t *testing.T) {
 	t.Parallel()
 	out := &metrics.MemoryRecords{}
 	w := newWorld(t, 5, func(o *scaledown.Options) {
-		o.Metrics = &scaledown.RecordWriter{Pools: []string{"cpu"}, Jobs: o.Jobs, Ledger: o.Ledger, Out: out,
+		o.Metrics = &writer.RecordWriter{Pools: []string{"cpu"}, Jobs: o.Jobs, Ledger: o.Ledger, Out: out,
 			CloudProvider: "aws", Region: "us-east-1"}
 	})
 	ctx := context.Background()

@@ -25,6 +25,7 @@ import (
 	"github.com/skiffci/skiff/pkg/freshness"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/groups"
+	"github.com/skiffci/skiff/pkg/metrics/writer"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
@@ -53,10 +54,6 @@ const (
 	// MetricRedeliveries counts webhook redeliveries, Reason = the status
 	// class ("5xx", "timeout").
 	MetricRedeliveries = "ScaleDownRedeliveries"
-	// MetricRecords counts metrics records, Reason = written, exists,
-	// not_run, pending, awaiting (a runner ended before any event named the
-	// job it ran), error.
-	MetricRecords = "ScaleDownMetricsRecords"
 	// MetricErrors counts failed steps, Reason = the step.
 	MetricErrors = "ScaleDownErrors"
 	// MetricDeferred counts work left for the next pass, Reason = the bound.
@@ -91,15 +88,6 @@ const (
 	// DefaultRedeliverWindow: GitHub keeps deliveries for 3 days; a failed
 	// delivery older than an hour describes a job long handled otherwise.
 	DefaultRedeliverWindow = time.Hour
-	// DefaultMetricsWait bounds how long a finished job's record waits for
-	// CloudWatch's metric lag before it is written without peaks.
-	DefaultMetricsWait = 10 * time.Minute
-	// DefaultAwaitWindow bounds, from its end, how long an awaited runner
-	// (one that ended before any event said which job it ran) waits for an
-	// event that names its job: twice the window within which a failed
-	// delivery is redelivered (DefaultRedeliverWindow), so such an event
-	// comes within it or never. It costs one listing per pool a pass.
-	DefaultAwaitWindow = 2 * time.Hour
 )
 
 // GitHub is the part of the GitHub client scale-down calls; *github.Client
@@ -148,7 +136,7 @@ type Options struct {
 	// Queue receives replacement jobs (the scale-up queue).
 	Queue queue.Sender
 	// Metrics writes the opt-in metrics records (default: off).
-	Metrics MetricsWriter
+	Metrics writer.MetricsWriter
 	// Groups keeps skiff's runner groups on every pass (groups.Keeper),
 	// given the owners of the live instances (default: no groups kept).
 	Groups GroupKeeper
@@ -239,7 +227,7 @@ func New(o Options) (*Service, error) {
 		o.Room = NoRoom{}
 	}
 	if o.Metrics == nil {
-		o.Metrics = NoMetrics{}
+		o.Metrics = writer.NoMetrics{}
 	}
 	if o.Groups == nil {
 		o.Groups = NoGroups{}
