@@ -233,7 +233,7 @@ func TestRecordOfAJobNamedWhileItsRunnerEnds(t *testing.T) {
 // beforeEnd is a ledger that runs before(name) right before EndAwaiting
 // ends the runner name.
 type beforeEnd struct {
-	store.Ledger
+	scaledown.Ledger
 	before func(name string)
 }
 

@@ -113,6 +113,29 @@ type JobRecords interface {
 	RecordJob(ctx context.Context, j store.Job) (bool, error)
 }
 
+// Ledger is the part of the runner ledger scale-down uses: it lists each
+// pool's live records, advances and ends runners (on the awaiting list when
+// a metrics record may still be due), takes awaited runners off their
+// lists, and reserves and records the warm machines it launches.
+// store.Ledger implements it; it includes writer.AwaitingLedger, so the
+// record writer can be given the same ledger.
+type Ledger interface {
+	LiveRunners(ctx context.Context, pool string) ([]provisioning.Runner, error)
+	Runner(ctx context.Context, name string) (provisioning.Runner, error)
+	Advance(ctx context.Context, name string, to provisioning.State, at time.Time, job int64) error
+	End(ctx context.Context, name string, at time.Time, reason string) (bool, error)
+	EndAwaiting(ctx context.Context, name string, at time.Time, reason string) (bool, error)
+	Awaiting(ctx context.Context, pool string) ([]provisioning.Runner, error)
+	StopAwaiting(ctx context.Context, name string) error
+	Reserve(ctx context.Context, pool string, max int, runners []provisioning.Runner) (int, error)
+	Launched(ctx context.Context, name string, l provisioning.Launch) error
+}
+
+var (
+	_ Ledger                = store.Ledger(nil)
+	_ writer.AwaitingLedger = Ledger(nil)
+)
+
 // Claims is the part of scale-up's launch state a replacement writes
 // (store.Launches): the job's claim is moved past the runner it lost, so
 // that scale-up launches a new attempt for the re-sent message.
@@ -128,7 +151,7 @@ type Claims interface {
 // GitHub and Queue are required.
 type Options struct {
 	Pools    *pool.Config
-	Ledger   store.Ledger
+	Ledger   Ledger
 	Claims   Claims
 	Jobs     JobRecords
 	Provider provider.Provider
