@@ -8,7 +8,7 @@ import (
 )
 
 // awaiting lists the awaited runners of the pools whose metrics records
-// are on (store.Ledger.Awaiting), as the writer's jobs.
+// are on (Ledger.Awaiting), as the writer's jobs.
 func (p *pass) awaiting(ctx context.Context) []writer.MetricsJob {
 	var out []writer.MetricsJob
 	for _, pl := range p.s.o.Pools.Pools {

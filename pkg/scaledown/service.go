@@ -114,27 +114,21 @@ type JobRecords interface {
 }
 
 // Ledger is the part of the runner ledger scale-down uses: it lists each
-// pool's live records, advances and ends runners (on the awaiting list when
-// a metrics record may still be due), takes awaited runners off their
-// lists, and reserves and records the warm machines it launches.
-// store.Ledger implements it; it includes writer.AwaitingLedger, so the
-// record writer can be given the same ledger.
+// pool's live records, reads, advances and ends runners, keeps the
+// awaiting list of the metrics records (writer.AwaitingLedger), and
+// reserves and records the warm machines it launches. store.Ledger
+// implements it.
 type Ledger interface {
+	writer.AwaitingLedger
 	LiveRunners(ctx context.Context, pool string) ([]provisioning.Runner, error)
 	Runner(ctx context.Context, name string) (provisioning.Runner, error)
 	Advance(ctx context.Context, name string, to provisioning.State, at time.Time, job int64) error
 	End(ctx context.Context, name string, at time.Time, reason string) (bool, error)
-	EndAwaiting(ctx context.Context, name string, at time.Time, reason string) (bool, error)
-	Awaiting(ctx context.Context, pool string) ([]provisioning.Runner, error)
-	StopAwaiting(ctx context.Context, name string) error
 	Reserve(ctx context.Context, pool string, max int, runners []provisioning.Runner) (int, error)
 	Launched(ctx context.Context, name string, l provisioning.Launch) error
 }
 
-var (
-	_ Ledger                = store.Ledger(nil)
-	_ writer.AwaitingLedger = Ledger(nil)
-)
+var _ Ledger = store.Ledger(nil)
 
 // Claims is the part of scale-up's launch state a replacement writes
 // (store.Launches): the job's claim is moved past the runner it lost, so

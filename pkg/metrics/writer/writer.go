@@ -1,8 +1,8 @@
 // Package writer writes the opt-in metrics records of finished jobs, once
 // each, from scale-down's pass: the record writer (RecordWriter), the
-// awaiting list it reads and ends (AwaitingLedger), and the peak readers of
-// providers that measure their runners themselves (ProviderPeaks,
-// AccountedPeaks).
+// awaiting list of runners whose job is not known yet (AwaitingLedger), and
+// the peak readers of providers that measure their runners themselves
+// (ProviderPeaks, AccountedPeaks).
 //
 // Scale-down gives Write the runners whose ledger records end this pass and
 // the awaited ones; Write answers, per runner, Done, Await or nothing
@@ -72,14 +72,14 @@ type MetricsJob struct {
 }
 
 // AwaitedJob is the MetricsJob of a runner on its pool's awaiting list
-// (store.Ledger.Awaiting), as every pass gives it to Write again.
+// (AwaitingLedger.Awaiting), as every pass gives it to Write again.
 func AwaitedJob(r *provisioning.Runner) MetricsJob {
 	return MetricsJob{Runner: r.Name, Pool: r.Pool, JobID: r.JobID, InstanceID: r.InstanceID, Awaited: r}
 }
 
 // RunnerRecord is the runner's ledger record: the awaiting list's, else
 // read.
-func (j MetricsJob) RunnerRecord(ctx context.Context, l AwaitingLedger) (provisioning.Runner, error) {
+func (j MetricsJob) RunnerRecord(ctx context.Context, l RunnerRecords) (provisioning.Runner, error) {
 	if j.Awaited != nil {
 		return *j.Awaited, nil
 	}
@@ -101,7 +101,7 @@ const (
 	// Await: nothing has said yet which job the runner ran, and an event
 	// that does may still come (late, reordered, redelivered). Its ledger
 	// record ends, so its slot frees, on its pool's awaiting list
-	// (store.Ledger.EndAwaiting), and every later pass gives it to Write
+	// (AwaitingLedger.EndAwaiting), and every later pass gives it to Write
 	// again, until an event names its job or AwaitWindow from its end has
 	// passed.
 	Await
@@ -161,16 +161,28 @@ func (w PoolWriters) Write(ctx context.Context, now time.Time, jobs []MetricsJob
 	return out
 }
 
-// AwaitingLedger is the part of the runner ledger the record writer reads:
-// each pool's awaiting runners and a runner's record, and a runner taken
-// off the list once its record is written. store.Ledger implements it.
+// AwaitingLedger is the awaiting list, as scale-down's pass keeps it for
+// the writer: a runner Write awaits is ended onto its pool's list
+// (EndAwaiting: ended as End ends it, and listed, in one write), each pass
+// gives the pool's listed runners to Write again (Awaiting), and a runner
+// Write is done with is taken off (StopAwaiting). store.Ledger implements
+// it; scaledown.Ledger includes it.
 type AwaitingLedger interface {
+	EndAwaiting(ctx context.Context, name string, at time.Time, reason string) (bool, error)
 	Awaiting(ctx context.Context, pool string) ([]provisioning.Runner, error)
 	StopAwaiting(ctx context.Context, name string) error
+}
+
+// RunnerRecords reads a runner's ledger record, or store.ErrNotFound: the
+// part of the ledger the record writer reads. store.Ledger implements it.
+type RunnerRecords interface {
 	Runner(ctx context.Context, name string) (provisioning.Runner, error)
 }
 
-var _ AwaitingLedger = store.Ledger(nil)
+var (
+	_ AwaitingLedger = store.Ledger(nil)
+	_ RunnerRecords  = store.Ledger(nil)
+)
 
 // RecordWriter is the MetricsWriter that builds each record from the job
 // and run records, the ledger and the peaks (metrics.Build), and puts it
@@ -179,7 +191,7 @@ type RecordWriter struct {
 	// Pools are the pools that opted in; "*" means all.
 	Pools  []string
 	Jobs   JobRecords
-	Ledger AwaitingLedger
+	Ledger RunnerRecords
 	Peaks  metrics.PeakReader
 	Out    metrics.Records
 	// CloudProvider and Region go into every record.
