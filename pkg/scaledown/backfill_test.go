@@ -21,7 +21,7 @@ func TestBackfillLostCompletion(t *testing.T) {
 	t.Parallel()
 	out := &metrics.MemoryRecords{}
 	w := newWorld(t, 5, func(o *scaledown.Options) {
-		o.Metrics = &writer.RecordWriter{Pools: []string{"cpu"}, Jobs: o.Jobs, Ledger: o.Ledger, Out: out,
+		o.Metrics = &writer.RecordWriter{Pools: []string{"cpu"}, Jobs: o.Jobs.(writer.JobRecords), Ledger: o.Ledger, Out: out,
 			CloudProvider: "aws", Region: "us-east-1"}
 	})
 	ctx := context.Background()

@@ -148,11 +148,6 @@ func (r countingJobs) Job(ctx context.Context, id int64) (store.Job, error) {
 	return r.JobRecords.Job(ctx, id)
 }
 
-func (r countingJobs) Run(ctx context.Context, id int64) (store.Run, error) {
-	r.c.add("Run")
-	return r.JobRecords.Run(ctx, id)
-}
-
 // noRegistrations: the bench launches nothing through the provider.
 type noRegistrations struct{}
 

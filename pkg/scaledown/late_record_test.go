@@ -92,7 +92,7 @@ func TestRecordOfAJobNamedAfterItsRunnerEnded(t *testing.T) {
 			out := &metrics.MemoryRecords{}
 			var opts scaledown.Options
 			w := newWorld(t, 11, func(o *scaledown.Options) {
-				o.Metrics = &writer.RecordWriter{Pools: []string{"cpu"}, Jobs: o.Jobs, Ledger: o.Ledger, Out: out,
+				o.Metrics = &writer.RecordWriter{Pools: []string{"cpu"}, Jobs: o.Jobs.(writer.JobRecords), Ledger: o.Ledger, Out: out,
 					CloudProvider: "aws", Region: "us-east-1"}
 				opts = *o
 			})
@@ -120,7 +120,7 @@ func TestRecordOfAJobNamedAfterItsRunnerEnded(t *testing.T) {
 				t.Fatalf("%d live ledger records after the end, want 0: the slot is not held for the events", n)
 			}
 			// The reconciler restarts: nothing it kept in memory survives.
-			opts.Metrics = &writer.RecordWriter{Pools: []string{"cpu"}, Jobs: opts.Jobs, Ledger: opts.Ledger, Out: out,
+			opts.Metrics = &writer.RecordWriter{Pools: []string{"cpu"}, Jobs: opts.Jobs.(writer.JobRecords), Ledger: opts.Ledger, Out: out,
 				CloudProvider: "aws", Region: "us-east-1"}
 			var err error
 			if w.down, err = scaledown.New(opts); err != nil {
@@ -197,7 +197,7 @@ func TestRecordOfAJobNamedWhileItsRunnerEnds(t *testing.T) {
 	var w *world
 	var fired bool
 	w = newWorld(t, 12, func(o *scaledown.Options) {
-		o.Metrics = &writer.RecordWriter{Pools: []string{"cpu"}, Jobs: o.Jobs, Ledger: o.Ledger, Out: out,
+		o.Metrics = &writer.RecordWriter{Pools: []string{"cpu"}, Jobs: o.Jobs.(writer.JobRecords), Ledger: o.Ledger, Out: out,
 			CloudProvider: "aws", Region: "us-east-1"}
 		o.Ledger = beforeEnd{Ledger: o.Ledger, before: func(name string) {
 			if fired {

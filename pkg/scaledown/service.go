@@ -104,10 +104,11 @@ type GitHub interface {
 
 var _ GitHub = (*github.Client)(nil)
 
-// JobRecords reads the job and run records the webhook keeps (store.Store).
+// JobRecords is the part of the job records the webhook keeps that
+// scale-down uses (store.Store implements it): a job's record, read to
+// tell what a runner ran and whether it ended.
 type JobRecords interface {
 	Job(ctx context.Context, id int64) (store.Job, error)
-	Run(ctx context.Context, id int64) (store.Run, error)
 	// RecordJob completes a job record from GitHub's answer when the
 	// webhook's completed event never arrived (store.Store.RecordJob).
 	RecordJob(ctx context.Context, j store.Job) (bool, error)
@@ -128,7 +129,11 @@ type Ledger interface {
 	Launched(ctx context.Context, name string, l provisioning.Launch) error
 }
 
-var _ Ledger = store.Ledger(nil)
+var (
+	_ Ledger     = store.Ledger(nil)
+	_ JobRecords = store.Store(nil)
+	_ Claims     = store.Launches(nil)
+)
 
 // Claims is the part of scale-up's launch state a replacement writes
 // (store.Launches): the job's claim is moved past the runner it lost, so
