@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/metrics"
+	"github.com/skiffci/skiff/pkg/metrics/recordstest"
 	"github.com/skiffci/skiff/pkg/metrics/writer"
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/store"
@@ -53,7 +54,7 @@ func TestBackfillLostCompletion(t *testing.T) {
 	if rec, _ := w.records.Job(ctx, job); rec.Status != store.StatusCompleted || rec.Conclusion != "success" {
 		t.Errorf("job record %v/%q, want completed from GitHub's answer", rec.Status, rec.Conclusion)
 	}
-	if n := len(collect(t, out)); n != 1 {
+	if n := len(recordstest.List(t, out, metrics.Filter{})); n != 1 {
 		t.Errorf("%d metrics records, want 1", n)
 	}
 	if n, _ := w.ledger.Live(ctx, "cpu"); n != 0 {

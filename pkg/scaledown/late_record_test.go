@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/metrics"
+	"github.com/skiffci/skiff/pkg/metrics/recordstest"
 	"github.com/skiffci/skiff/pkg/metrics/writer"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/provider"
@@ -137,7 +138,7 @@ func TestRecordOfAJobNamedAfterItsRunnerEnded(t *testing.T) {
 				w.reconcile(ctx)
 				w.clock.Advance(time.Minute)
 			}
-			recs := collect(t, out)
+			recs := recordstest.List(t, out, metrics.Filter{})
 			if len(recs) != 1 || recs[0].JobID != job || recs[0].RunnerName != runner {
 				t.Fatalf("metrics records %+v, want exactly one, job %d's on %s", recs, job, runner)
 			}
@@ -225,7 +226,7 @@ func TestRecordOfAJobNamedWhileItsRunnerEnds(t *testing.T) {
 	if !fired {
 		t.Fatal("the runner never ended awaiting")
 	}
-	if recs := collect(t, out); len(recs) != 1 || recs[0].JobID != job {
+	if recs := recordstest.List(t, out, metrics.Filter{}); len(recs) != 1 || recs[0].JobID != job {
 		t.Fatalf("metrics records %+v, want exactly one, job %d's", recs, job)
 	}
 }
