@@ -30,10 +30,10 @@ import (
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/metrics"
+	"github.com/skiffci/skiff/pkg/metrics/writer"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
-	"github.com/skiffci/skiff/pkg/scaledown"
 )
 
 // demoJob is one job the demo asks for, and what must become of it.
@@ -634,7 +634,7 @@ func (m *slotMeter) report(ctx context.Context, w io.Writer, sim *ghsim.Server, 
 // runner's tree is reaped inside its sandbox, out of this process's
 // rusage).
 func runnersCPU(ctx context.Context, l *local.Local) (time.Duration, bool) {
-	if src, ok := l.Provider.(scaledown.UsageSource); ok {
+	if src, ok := l.Provider.(writer.UsageSource); ok {
 		// The process provider's own measure, or the runner image's
 		// entrypoint's of each container's cgroup.
 		return measuredCPU(ctx, l, src)
@@ -643,7 +643,7 @@ func runnersCPU(ctx context.Context, l *local.Local) (time.Duration, bool) {
 }
 
 // measuredCPU sums the CPU seconds src measured of every runner listed.
-func measuredCPU(ctx context.Context, l *local.Local, src scaledown.UsageSource) (time.Duration, bool) {
+func measuredCPU(ctx context.Context, l *local.Local, src writer.UsageSource) (time.Duration, bool) {
 	all, err := l.Provider.List(ctx, provider.Filter{})
 	if err != nil {
 		return 0, false

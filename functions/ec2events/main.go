@@ -14,11 +14,11 @@ import (
 )
 
 func main() {
-	coldstart.Run(coldstart.Function[wiring.EC2EventsConfig, *instanceevents.Service]{
+	coldstart.Run(coldstart.Function[instanceevents.Config, *instanceevents.Service]{
 		Name:   "ec2events",
-		Config: wiring.EC2EventsConfigFromEnv,
-		Level:  func(c wiring.EC2EventsConfig) slog.Level { return c.LogLevel },
-		Build: func(_ context.Context, cfg wiring.EC2EventsConfig, awsCfg aws.Config, logger *slog.Logger) (*instanceevents.Service, error) {
+		Config: instanceevents.ConfigFromEnv,
+		Level:  func(c instanceevents.Config) slog.Level { return c.LogLevel },
+		Build: func(_ context.Context, cfg instanceevents.Config, awsCfg aws.Config, logger *slog.Logger) (*instanceevents.Service, error) {
 			return wiring.NewEC2Events(cfg, awsCfg, logger)
 		},
 		Handler: func(svc *instanceevents.Service, logger *slog.Logger) any { return eventHandler(svc, logger) },

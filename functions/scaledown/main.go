@@ -8,13 +8,14 @@ import (
 
 	"github.com/skiffci/skiff/internal/coldstart"
 	"github.com/skiffci/skiff/internal/wiring"
+	"github.com/skiffci/skiff/pkg/scaledown"
 )
 
 func main() {
-	coldstart.Run(coldstart.Function[wiring.ScaleDownConfig, *wiring.ScaleDown]{
+	coldstart.Run(coldstart.Function[scaledown.Config, *wiring.ScaleDown]{
 		Name:   "scaledown",
-		Config: wiring.ScaleDownConfigFromEnv,
-		Level:  func(c wiring.ScaleDownConfig) slog.Level { return c.LogLevel },
+		Config: scaledown.ConfigFromEnv,
+		Level:  func(c scaledown.Config) slog.Level { return c.LogLevel },
 		Build:  wiring.NewScaleDown,
 		Handler: func(sd *wiring.ScaleDown, _ *slog.Logger) any {
 			return func(ctx context.Context) error { return sd.Reconcile(ctx) }

@@ -6,13 +6,14 @@ import (
 
 	"github.com/skiffci/skiff/internal/coldstart"
 	"github.com/skiffci/skiff/internal/wiring"
+	"github.com/skiffci/skiff/pkg/scaleup"
 )
 
 func main() {
-	coldstart.Run(coldstart.Function[wiring.ScaleUpConfig, *wiring.ScaleUp]{
+	coldstart.Run(coldstart.Function[scaleup.Config, *wiring.ScaleUp]{
 		Name:    "scaleup",
-		Config:  wiring.ScaleUpConfigFromEnv,
-		Level:   func(c wiring.ScaleUpConfig) slog.Level { return c.LogLevel },
+		Config:  scaleup.ConfigFromEnv,
+		Level:   func(c scaleup.Config) slog.Level { return c.LogLevel },
 		Build:   wiring.NewScaleUp,
 		Handler: func(su *wiring.ScaleUp, _ *slog.Logger) any { return sqsHandler(su) },
 	})

@@ -12,10 +12,10 @@ import (
 )
 
 func main() {
-	coldstart.Run(coldstart.Function[wiring.SetupConfig, *setup.Handler]{
+	coldstart.Run(coldstart.Function[setup.Config, *setup.Handler]{
 		Name:    "setup",
-		Config:  wiring.SetupConfigFromEnv,
-		Level:   func(c wiring.SetupConfig) slog.Level { return c.LogLevel },
+		Config:  setup.ConfigFromEnv,
+		Level:   func(c setup.Config) slog.Level { return c.LogLevel },
 		Build:   wiring.NewSetup,
 		Handler: func(h *setup.Handler, _ *slog.Logger) any { return functionURL(h) },
 	})

@@ -18,9 +18,12 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/skiffci/skiff/internal/wiring"
+	"github.com/skiffci/skiff/pkg/instanceevents"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/scaledown"
+	"github.com/skiffci/skiff/pkg/scaleup"
+	"github.com/skiffci/skiff/pkg/setup"
 	"github.com/skiffci/skiff/pkg/userdata"
 	"github.com/skiffci/skiff/pkg/webhook"
 )
@@ -261,14 +264,14 @@ func TestEveryRequiredVariableIsSet(t *testing.T) {
 	if _, err := webhook.ConfigFromEnv(getenv(t, doc, names.FunctionWebhook)); err != nil {
 		t.Errorf("%s: %v", names.FunctionWebhook, err)
 	}
-	cfg, err := wiring.ScaleUpConfigFromEnv(getenv(t, doc, names.FunctionScaleUp))
+	cfg, err := scaleup.ConfigFromEnv(getenv(t, doc, names.FunctionScaleUp))
 	if err != nil {
 		t.Errorf("%s: %v", names.FunctionScaleUp, err)
 	}
-	if _, err := wiring.ScaleDownConfigFromEnv(getenv(t, doc, names.FunctionScaleDown)); err != nil {
+	if _, err := scaledown.ConfigFromEnv(getenv(t, doc, names.FunctionScaleDown)); err != nil {
 		t.Errorf("%s: %v", names.FunctionScaleDown, err)
 	}
-	if _, err := wiring.EC2EventsConfigFromEnv(getenv(t, doc, names.FunctionEC2Events)); err != nil {
+	if _, err := instanceevents.ConfigFromEnv(getenv(t, doc, names.FunctionEC2Events)); err != nil {
 		t.Errorf("%s: %v", names.FunctionEC2Events, err)
 	}
 	for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp, names.FunctionEC2Events, names.FunctionScaleDown, names.FunctionSetup} {
@@ -276,7 +279,7 @@ func TestEveryRequiredVariableIsSet(t *testing.T) {
 			t.Errorf("%s: AWS_REGION is reserved by Lambda", fn)
 		}
 	}
-	if _, err := wiring.SetupConfigFromEnv(getenv(t, doc, names.FunctionSetup)); err != nil {
+	if _, err := setup.ConfigFromEnv(getenv(t, doc, names.FunctionSetup)); err != nil {
 		t.Errorf("%s: %v", names.FunctionSetup, err)
 	}
 	if len(cfg.AppIDs) != 0 {
@@ -291,7 +294,7 @@ func TestEveryRequiredVariableIsSet(t *testing.T) {
 	if cfg.Deployment != "skiff" {
 		t.Errorf("%s = %q, want the stack's name", names.EnvDeployment, cfg.Deployment)
 	}
-	if sd, err := wiring.ScaleDownConfigFromEnv(getenv(t, doc, names.FunctionScaleDown)); err == nil && sd.Deployment != cfg.Deployment {
+	if sd, err := scaledown.ConfigFromEnv(getenv(t, doc, names.FunctionScaleDown)); err == nil && sd.Deployment != cfg.Deployment {
 		t.Errorf("scale-down's %s = %q, scale-up's %q: both must list the same runners", names.EnvDeployment, sd.Deployment, cfg.Deployment)
 	} else if err == nil && (sd.RegistrationTable != cfg.RegistrationTable || sd.LaunchTemplatePrefix != cfg.LaunchTemplatePrefix ||
 		sd.RootDevice != cfg.RootDevice) {
@@ -823,11 +826,11 @@ func TestMetricsRecordsReachEC2Events(t *testing.T) {
 		if err := json.Unmarshal(b, &doc); err != nil {
 			t.Fatal(err)
 		}
-		sd, err := wiring.ScaleDownConfigFromEnv(getenv(t, doc, names.FunctionScaleDown))
+		sd, err := scaledown.ConfigFromEnv(getenv(t, doc, names.FunctionScaleDown))
 		if err != nil {
 			t.Fatal(err)
 		}
-		ev, err := wiring.EC2EventsConfigFromEnv(getenv(t, doc, names.FunctionEC2Events))
+		ev, err := instanceevents.ConfigFromEnv(getenv(t, doc, names.FunctionEC2Events))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -28,6 +28,7 @@ import (
 	"github.com/skiffci/skiff/pkg/instanceevents"
 	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/metrics"
+	"github.com/skiffci/skiff/pkg/metrics/writer"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
@@ -385,11 +386,11 @@ func (w *world) recordPools() []string {
 }
 
 // metricsWriter is scale-down's writer of metrics records, or none.
-func (w *world) metricsWriter() scaledown.MetricsWriter {
+func (w *world) metricsWriter() writer.MetricsWriter {
 	if !w.cfg.MetricsRecords {
-		return scaledown.NoMetrics{}
+		return writer.NoMetrics{}
 	}
-	return &scaledown.RecordWriter{Pools: w.recordPools(), Jobs: w.be.records, Ledger: w.be.ledger, Out: w.be.metrics,
+	return &writer.RecordWriter{Pools: w.recordPools(), Jobs: w.be.records, Ledger: w.be.ledger, Out: w.be.metrics,
 		CloudProvider: "aws", Region: region, Prices: pool.Prices, Counter: w.counter, Logger: w.log.With("function", "scaledown")}
 }
 

@@ -304,7 +304,7 @@ func New(cfg Config, logger *slog.Logger) (*Local, error) {
 		// each body at its own limit.
 		l.srv = httpserve.New(l.Webhook, httpserve.Options{})
 	}
-	if err := l.recoverAtStart(context.Background(), pools, launches); err != nil {
+	if err := l.recoverAtStart(context.Background(), pools, l.Ledger, launches); err != nil {
 		if l.ln != nil {
 			_ = l.ln.Close()
 		}
@@ -472,6 +472,17 @@ func (l *Local) buildServices(pools *pool.Config, gh *github.Client, ledger *sql
 	return err
 }
 
+// startLedger is the part of the runner ledger recoverAtStart uses: each
+// pool's live records, a reservation released, a launch recorded.
+// ledger.Ledger implements it.
+type startLedger interface {
+	LiveRunners(ctx context.Context, pool string) ([]ledger.Runner, error)
+	End(ctx context.Context, name string, at time.Time, reason string) (bool, error)
+	Launched(ctx context.Context, name string, l ledger.LaunchReport) error
+}
+
+var _ startLedger = ledger.Ledger(nil)
+
 // recoverAtStart takes over what the previous process on this data directory left
 // when it was killed in the middle of a launch. None of its scale-up
 // invocations goes on, so: a reservation whose runner the provider lists
@@ -481,7 +492,7 @@ func (l *Local) buildServices(pools *pool.Config, gh *github.Client, ledger *sql
 // once. Otherwise such a reservation would count in its pool until the
 // reconciler's stale-reservation rule (half an hour), and such a job would
 // wait out its claim's lease (10 minutes).
-func (l *Local) recoverAtStart(ctx context.Context, pools *pool.Config, launches *sqlitestore.Launches) error {
+func (l *Local) recoverAtStart(ctx context.Context, pools *pool.Config, led startLedger, launches *sqlitestore.Launches) error {
 	instances, err := l.Provider.List(ctx, provider.Filter{})
 	if err != nil {
 		return fmt.Errorf("listing the runners at start: %w", err)
@@ -491,7 +502,7 @@ func (l *Local) recoverAtStart(ctx context.Context, pools *pool.Config, launches
 		byRunner[in.Tags[names.TagRunnerName]] = in
 	}
 	for _, p := range pools.Pools {
-		rs, err := l.Ledger.LiveRunners(ctx, p.Name)
+		rs, err := led.LiveRunners(ctx, p.Name)
 		if err != nil {
 			return fmt.Errorf("reading the ledger of pool %s at start: %w", p.Name, err)
 		}
@@ -502,13 +513,13 @@ func (l *Local) recoverAtStart(ctx context.Context, pools *pool.Config, launches
 			log := l.log.With("pool", p.Name, "runner_name", r.Name, "job_id", r.JobID)
 			in, ok := byRunner[r.Name]
 			if !ok {
-				if _, err := l.Ledger.End(ctx, r.Name, l.cfg.Now(), "not_launched"); err != nil {
+				if _, err := led.End(ctx, r.Name, l.cfg.Now(), "not_launched"); err != nil {
 					return fmt.Errorf("releasing runner %s at start: %w", r.Name, err)
 				}
 				log.Info("released a reservation the previous process left without a runner")
 				continue
 			}
-			if err := l.Ledger.Launched(ctx, r.Name, ledger.LaunchReport{InstanceID: in.ID, InstanceType: in.InstanceType, Zone: in.Zone,
+			if err := led.Launched(ctx, r.Name, ledger.LaunchReport{InstanceID: in.ID, InstanceType: in.InstanceType, Zone: in.Zone,
 				Spot: in.Capacity == provider.Spot, StartKind: ledger.StartCold, At: in.LaunchedAt}); err != nil {
 				return fmt.Errorf("recording runner %s's launch at start: %w", r.Name, err)
 			}

@@ -12,13 +12,13 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/metrics"
+	"github.com/skiffci/skiff/pkg/metrics/writer"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/dryrun"
 	"github.com/skiffci/skiff/pkg/provider/process"
 	"github.com/skiffci/skiff/pkg/provider/route"
 	"github.com/skiffci/skiff/pkg/provider/slurm"
-	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/store/sqlitestore"
 	"github.com/skiffci/skiff/pkg/telemetry"
 )
@@ -205,9 +205,9 @@ func needSandbox(pools *pool.Config, why error) error {
 // metricsWriter is the reconciler's metrics writer and the pools whose
 // ended runners get a record: with MetricsRecords, one record per finished
 // job in the SQLite file (l.MetricsRecords), measured the provider's way.
-func (l *Local) metricsWriter(pools *pool.Config, ledger *sqlitestore.Ledger, counter telemetry.Counter) (scaledown.MetricsWriter, []string) {
+func (l *Local) metricsWriter(pools *pool.Config, ledger *sqlitestore.Ledger, counter telemetry.Counter) (writer.MetricsWriter, []string) {
 	if !l.cfg.MetricsRecords {
-		return scaledown.NoMetrics{}, nil
+		return writer.NoMetrics{}, nil
 	}
 	l.MetricsRecords = sqlitestore.NewMetricsRecords(l.db)
 	recordPools := []string{"*"}
@@ -217,7 +217,7 @@ func (l *Local) metricsWriter(pools *pool.Config, ledger *sqlitestore.Ledger, co
 	}
 	// One daemon, several backends: each pool's records are measured its
 	// provider's way.
-	byPool := scaledown.PoolWriters{}
+	byPool := writer.PoolWriters{}
 	for _, p := range r.Members() {
 		routed := Routed(pools, l.cfg.Provider, p.Name())
 		w := l.recordWriter(p, pools, poolNames(routed), ledger, counter)
@@ -232,8 +232,8 @@ func (l *Local) metricsWriter(pools *pool.Config, ledger *sqlitestore.Ledger, co
 // what each record says of where its job ran and what it used comes from
 // p's backend.
 func (l *Local) recordWriter(p provider.Provider, pools *pool.Config, names []string, ledger *sqlitestore.Ledger,
-	counter telemetry.Counter) *scaledown.RecordWriter {
-	rw := &scaledown.RecordWriter{Pools: names, Jobs: l.Store, Ledger: ledger, Out: l.MetricsRecords,
+	counter telemetry.Counter) *writer.RecordWriter {
+	rw := &writer.RecordWriter{Pools: names, Jobs: l.Store, Ledger: ledger, Out: l.MetricsRecords,
 		CloudProvider: p.Name(), Region: "local", Counter: counter, Logger: l.log, CostPerHour: map[string]float64{}}
 	for _, pl := range pools.Pools { // an operator's rate for pools off EC2
 		if pl.CostPerHour > 0 {
@@ -243,16 +243,16 @@ func (l *Local) recordWriter(p provider.Provider, pools *pool.Config, names []st
 	switch p := p.(type) {
 	case *process.Provider:
 		// The provider measures each runner and describes this machine.
-		rw.CloudProvider, rw.Peaks, rw.Host = "local", scaledown.ProviderPeaks{Source: p}, process.RecordHost(p.Host())
+		rw.CloudProvider, rw.Peaks, rw.Host = "local", writer.ProviderPeaks{Source: p}, process.RecordHost(p.Host())
 	case *slurm.Provider:
 		// The cluster's accounting (sacct) says what each job used and
 		// where it ran; the zone is the cluster, there is no region.
-		rw.CloudProvider, rw.Peaks, rw.Region = "slurm", scaledown.AccountedPeaks{Source: p}, ""
+		rw.CloudProvider, rw.Peaks, rw.Region = "slurm", writer.AccountedPeaks{Source: p}, ""
 	default:
-		if src, ok := p.(scaledown.UsageSource); ok {
+		if src, ok := p.(writer.UsageSource); ok {
 			// A provider that measures its runners itself (kubernetes: the
 			// runner container's termination message).
-			rw.Peaks = scaledown.ProviderPeaks{Source: src}
+			rw.Peaks = writer.ProviderPeaks{Source: src}
 		}
 		if h, ok := p.(interface{ RecordHost() *metrics.Host }); ok {
 			// A provider that runs on this machine describes it (container).

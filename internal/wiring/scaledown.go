@@ -14,10 +14,10 @@ import (
 	sdkec2 "github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/skiffci/skiff/pkg/config"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/metrics/cwpeaks"
 	"github.com/skiffci/skiff/pkg/metrics/recordstore"
+	"github.com/skiffci/skiff/pkg/metrics/writer"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
@@ -28,84 +28,6 @@ import (
 	"github.com/skiffci/skiff/pkg/telemetry"
 	"github.com/skiffci/skiff/pkg/userdata"
 )
-
-// ScaleDownConfig is the scale-down function's configuration, read from the
-// environment by ScaleDownConfigFromEnv; docs/configuration.md lists the variables.
-type ScaleDownConfig struct {
-	TableName        string // SKIFF_TABLE_NAME
-	QueueURL         string // SKIFF_QUEUE_URL: replacements go to scale-up's queue
-	PoolsFile        string
-	Account, Region  string
-	Deployment       string // SKIFF_DEPLOYMENT: only this deployment's runners are listed and reaped
-	Partition        string
-	AppIDs           []int64 // SKIFF_GITHUB_APP_IDS (optional: the key secret's JSON keys)
-	PrivateKeyARN    string
-	GitHubAPIURL     string
-	RepoScope        bool     // SKIFF_RUNNER_SCOPE=repo
-	Scopes           []string // SKIFF_SCALEDOWN_SCOPES: owners or owner/repo listed every pass
-	MaxReplacements  int      // SKIFF_MAX_REPLACEMENTS
-	MaxGitHubCalls   int      // SKIFF_MAX_GITHUB_CALLS: a pass's GitHub calls (scaledown.DefaultMaxGitHubCalls)
-	RerunInterrupted []string // SKIFF_RERUN_INTERRUPTED: pools, or "*"
-	MetricsPools     []string // SKIFF_METRICS_RECORDS: pools that opted in, or "*"
-	MetricsTable     string   // SKIFF_METRICS_TABLE (default the state table)
-	Redeliver        bool     // SKIFF_REDELIVER (default true)
-	Allow            []string // SKIFF_ALLOW: the kept runner groups admit it
-	LogLevel         slog.Level
-	MetricsNamespace string
-	// RegistrationTable, LaunchTemplatePrefix and RootDevice let the
-	// reconciler launch the pools' warm machines (docs/warm-pools.md) as
-	// scale-up launches runners: SKIFF_REGISTRATION_TABLE (optional: without
-	// it no warm machine is launched), SKIFF_LAUNCH_TEMPLATE_PREFIX,
-	// SKIFF_ROOT_DEVICE.
-	RegistrationTable    string
-	LaunchTemplatePrefix string
-	RootDevice           string
-}
-
-// ScaleDownConfigFromEnv reads the configuration through getenv and reports
-// every missing or malformed variable by name.
-func ScaleDownConfigFromEnv(getenv func(string) string) (ScaleDownConfig, error) {
-	env := config.NewEnv(getenv)
-	c := ScaleDownConfig{
-		TableName:            env.Required(names.EnvTableName),
-		QueueURL:             env.Required(names.EnvQueueURL),
-		PoolsFile:            env.String(names.EnvPoolsFile, config.DefaultPoolsFile(getenv)),
-		Account:              env.Required(names.EnvAccountID),
-		Deployment:           env.Deployment(),
-		Region:               env.Required(names.EnvAWSRegion),
-		Partition:            env.String(names.EnvPartition, "aws"),
-		PrivateKeyARN:        env.Required(names.EnvGitHubPrivateKeyARN),
-		GitHubAPIURL:         env.String(names.EnvGitHubAPIURL, github.DefaultBaseURL),
-		RepoScope:            env.String(names.EnvRunnerScope, "org") == "repo",
-		Scopes:               env.List(names.EnvScaleDownScopes),
-		MaxReplacements:      env.Int(names.EnvMaxReplacements, 3),
-		MaxGitHubCalls:       env.Int(names.EnvMaxGitHubCalls, scaledown.DefaultMaxGitHubCalls),
-		RerunInterrupted:     env.List(names.EnvRerunInterrupted),
-		RegistrationTable:    env.String(names.EnvRegistrationTable, ""),
-		LaunchTemplatePrefix: env.String(names.EnvLaunchTemplatePrefix, names.DefaultLaunchTemplatePrefix),
-		RootDevice:           env.String(names.EnvRootDevice, names.DefaultRootDevice),
-		MetricsPools:         env.List(names.EnvMetricsRecords),
-		MetricsTable:         env.String(names.EnvMetricsTable, ""),
-		Redeliver:            env.Bool(names.EnvRedeliver, true),
-		Allow:                env.List(names.EnvAllow),
-		MetricsNamespace:     env.String(names.EnvMetricsNamespace, names.DefaultMetricsNamespace),
-	}
-	c.AppIDs = appIDs(env)
-	if c.MetricsTable == "" {
-		c.MetricsTable = c.TableName
-	}
-	c.LogLevel = env.LogLevel(names.EnvLogLevel)
-	return c, env.Err()
-}
-
-// String describes the configuration for a cold-start log line, without secrets.
-func (c ScaleDownConfig) String() string {
-	return strings.Join([]string{"deployment=" + c.Deployment, "table=" + c.TableName, "queue=" + c.QueueURL, "pools=" + c.PoolsFile,
-		fmt.Sprintf("apps=%v", c.AppIDs), fmt.Sprintf("scopes=%v", c.Scopes), fmt.Sprintf("max_replacements=%d", c.MaxReplacements),
-		fmt.Sprintf("max_github_calls=%d", c.MaxGitHubCalls),
-		fmt.Sprintf("rerun_interrupted=%v", c.RerunInterrupted), fmt.Sprintf("metrics_records=%v", c.MetricsPools),
-		fmt.Sprintf("redeliver=%v", c.Redeliver), "github_api=" + c.GitHubAPIURL}, " ")
-}
 
 // ScaleDown is the reconciler of a Lambda container. Its service is built
 // once the App key secret holds an App: until then (a fresh stack, before
@@ -148,7 +70,7 @@ func (sd *ScaleDown) Reconcile(ctx context.Context) error {
 // replacements, CloudWatch for peaks when metrics records are on, and EMF
 // metrics and JSON logs on stdout. Without an App yet, the service is built
 // at the first pass that finds one.
-func NewScaleDown(ctx context.Context, cfg ScaleDownConfig, awsCfg aws.Config, logger *slog.Logger) (*ScaleDown, error) {
+func NewScaleDown(ctx context.Context, cfg scaledown.Config, awsCfg aws.Config, logger *slog.Logger) (*ScaleDown, error) {
 	sd := &ScaleDown{logger: logger, build: func(ctx context.Context) (*scaledown.Service, error) {
 		return newScaleDownService(ctx, cfg, awsCfg, logger)
 	}}
@@ -163,7 +85,7 @@ func NewScaleDown(ctx context.Context, cfg ScaleDownConfig, awsCfg aws.Config, l
 	return sd, nil
 }
 
-func newScaleDownService(ctx context.Context, cfg ScaleDownConfig, awsCfg aws.Config, logger *slog.Logger) (*scaledown.Service, error) {
+func newScaleDownService(ctx context.Context, cfg scaledown.Config, awsCfg aws.Config, logger *slog.Logger) (*scaledown.Service, error) {
 	gh, pools, appIDs, err := githubAndPools(ctx, awsCfg, cfg.PrivateKeyARN, cfg.AppIDs, cfg.GitHubAPIURL, cfg.PoolsFile, logger)
 	if err != nil {
 		return nil, err
@@ -188,9 +110,9 @@ func newScaleDownService(ctx context.Context, cfg ScaleDownConfig, awsCfg aws.Co
 	if err != nil {
 		return nil, err
 	}
-	var mw scaledown.MetricsWriter = scaledown.NoMetrics{}
+	var mw writer.MetricsWriter = writer.NoMetrics{}
 	if len(cfg.MetricsPools) > 0 {
-		mw = &scaledown.RecordWriter{Pools: cfg.MetricsPools, Jobs: records, Ledger: ledger,
+		mw = &writer.RecordWriter{Pools: cfg.MetricsPools, Jobs: records, Ledger: ledger,
 			Peaks: cwpeaks.New(cloudwatch.NewFromConfig(awsCfg), cwpeaks.WithAccount(cfg.Partition, cfg.Region, cfg.Account)), Out: recordstore.New(ddb, cfg.MetricsTable),
 			CloudProvider: prov.Name(), Region: cfg.Region, Prices: pool.Prices, Counter: counter, Logger: logger}
 	}

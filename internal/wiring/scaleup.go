@@ -3,10 +3,8 @@ package wiring
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -14,7 +12,6 @@ import (
 	sdkec2 "github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/skiffci/skiff/pkg/config"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
@@ -25,114 +22,7 @@ import (
 	"github.com/skiffci/skiff/pkg/scaleup"
 	"github.com/skiffci/skiff/pkg/store/dynamostore"
 	"github.com/skiffci/skiff/pkg/telemetry"
-	"github.com/skiffci/skiff/pkg/userdata"
 )
-
-// ScaleUpConfig is the scale-up function's configuration, read from the
-// environment by ScaleUpConfigFromEnv; docs/configuration.md lists the variables.
-type ScaleUpConfig struct {
-	TableName            string // SKIFF_TABLE_NAME: the store's table
-	RegistrationTable    string // SKIFF_REGISTRATION_TABLE: the runners' registration table
-	DeadLetterURL        string // SKIFF_DLQ_URL: the job queue's dead-letter queue
-	PoolsFile            string // SKIFF_POOLS_FILE
-	LaunchTemplatePrefix string // SKIFF_LAUNCH_TEMPLATE_PREFIX (+ pool name)
-	RootDevice           string // SKIFF_ROOT_DEVICE
-	Scope                scaleup.Scope
-	CheckQueued          bool
-	MaxAttempts          int
-	MaxFleetSize         int
-	MaxPlaces            int // SKIFF_MAX_OVERRIDES
-	ClaimLease           time.Duration
-	LaunchBudget         time.Duration // SKIFF_LAUNCH_BUDGET
-	CapacityMemory       time.Duration
-	RegistrationTTL      time.Duration
-	RegistrationTimeout  time.Duration
-	Account              string  // SKIFF_ACCOUNT_ID
-	Deployment           string  // SKIFF_DEPLOYMENT: the deployment's runners, tagged and listed
-	Region               string  // AWS_REGION (set by Lambda)
-	Partition            string  // SKIFF_PARTITION
-	AppIDs               []int64 // SKIFF_GITHUB_APP_IDS (optional: the key secret's JSON keys)
-	PrivateKeyARN        string  // SKIFF_GITHUB_PRIVATE_KEY_ARN
-	// QueueURL (SKIFF_QUEUE_URL) is the job queue itself: where jobs wait
-	// for the App, and where the waiting room sends a job again; without
-	// it, jobs that cannot launch now go back to the queue as before.
-	QueueURL     string
-	GitHubAPIURL string
-	GitHubURL    string
-	// Allow (SKIFF_ALLOW) is the webhook's allow-list: a pool's kept
-	// runner group, created at its first launch in an organization, admits it.
-	Allow            []string
-	LogLevel         slog.Level
-	MetricsNamespace string
-}
-
-// ScaleUpConfigFromEnv reads the configuration through getenv (os.Getenv)
-// and reports every missing or malformed variable by name.
-func ScaleUpConfigFromEnv(getenv func(string) string) (ScaleUpConfig, error) {
-	env := config.NewEnv(getenv)
-	c := ScaleUpConfig{
-		TableName:            env.Required(names.EnvTableName),
-		RegistrationTable:    env.Required(names.EnvRegistrationTable),
-		DeadLetterURL:        env.Required(names.EnvDLQURL),
-		PoolsFile:            env.String(names.EnvPoolsFile, config.DefaultPoolsFile(getenv)),
-		LaunchTemplatePrefix: env.String(names.EnvLaunchTemplatePrefix, names.DefaultLaunchTemplatePrefix),
-		RootDevice:           env.String(names.EnvRootDevice, names.DefaultRootDevice),
-		Scope:                scaleup.Scope(env.String(names.EnvRunnerScope, string(scaleup.ScopeOrg))),
-		CheckQueued:          env.Bool(names.EnvCheckQueued, false),
-		MaxAttempts:          env.Int(names.EnvMaxAttempts, names.DefaultMaxAttempts),
-		MaxFleetSize:         env.Int(names.EnvMaxFleetSize, scaleup.DefaultMaxFleetSize),
-		MaxPlaces:            env.Int(names.EnvMaxOverrides, ec2.DefaultMaxPlaces),
-		ClaimLease:           env.Duration(names.EnvClaimLease, scaleup.DefaultClaimLease),
-		LaunchBudget:         env.Duration(names.EnvLaunchBudget, scaleup.DefaultLaunchBudget),
-		CapacityMemory:       env.Duration(names.EnvCapacityMemory, ec2.DefaultCapacityMemory),
-		RegistrationTTL:      env.Duration(names.EnvRegistrationTTL, ec2.DefaultRegistrationTTL),
-		RegistrationTimeout:  env.Duration(names.EnvRegistrationTimeout, userdata.DefaultRegistrationTimeout),
-		Account:              env.Required(names.EnvAccountID),
-		Deployment:           env.Deployment(),
-		Region:               env.Required(names.EnvAWSRegion),
-		Partition:            env.String(names.EnvPartition, "aws"),
-		PrivateKeyARN:        env.Required(names.EnvGitHubPrivateKeyARN),
-		QueueURL:             env.String(names.EnvQueueURL, ""),
-		GitHubAPIURL:         env.String(names.EnvGitHubAPIURL, github.DefaultBaseURL),
-		GitHubURL:            env.String(names.EnvGitHubURL, "https://github.com"),
-		Allow:                env.List(names.EnvAllow),
-		MetricsNamespace:     env.String(names.EnvMetricsNamespace, names.DefaultMetricsNamespace),
-	}
-	if v := env.String(names.EnvRegistrationMode, ""); v != "" {
-		env.Fail("%s=%s is no longer read: registration tokens are opted into per pool (registration: token in the pools file)", names.EnvRegistrationMode, v)
-	}
-	if c.Scope != scaleup.ScopeOrg && c.Scope != scaleup.ScopeRepo {
-		env.Fail("%s=%q: want org or repo", names.EnvRunnerScope, c.Scope)
-	}
-	if c.Scope == scaleup.ScopeOrg && len(c.Allow) == 0 {
-		env.Fail("%s is required with organization runners: each pool's runner group, created at its first launch in an organization, admits the allow-list's repositories", names.EnvAllow)
-	}
-	if c.MaxFleetSize > 10 {
-		env.Fail("%s=%d: at most 10 (the fleet's job-list tag must fit EC2's 256-character tag value)", names.EnvMaxFleetSize, c.MaxFleetSize)
-	}
-	if c.LaunchBudget >= c.ClaimLease {
-		env.Fail("%s=%s must be shorter than %s=%s (an invocation with less lease left refuses to launch)", names.EnvLaunchBudget,
-			c.LaunchBudget, names.EnvClaimLease, c.ClaimLease)
-	}
-	if c.ClaimLease <= c.RegistrationTimeout {
-		env.Fail("%s=%s must exceed %s=%s (crash recovery relies on it)", names.EnvClaimLease, c.ClaimLease,
-			names.EnvRegistrationTimeout, c.RegistrationTimeout)
-	}
-	c.AppIDs = appIDs(env)
-	c.LogLevel = env.LogLevel(names.EnvLogLevel)
-	return c, env.Err()
-}
-
-// String describes the configuration for a cold-start log line, without secrets.
-func (c ScaleUpConfig) String() string {
-	return strings.Join([]string{
-		"deployment=" + c.Deployment, "table=" + c.TableName, "registration_table=" + c.RegistrationTable, "dlq=" + c.DeadLetterURL,
-		"pools=" + c.PoolsFile, "scope=" + string(c.Scope),
-		"launch_template_prefix=" + c.LaunchTemplatePrefix, fmt.Sprintf("max_attempts=%d", c.MaxAttempts),
-		fmt.Sprintf("max_fleet_size=%d", c.MaxFleetSize), fmt.Sprintf("check_queued=%v", c.CheckQueued),
-		fmt.Sprintf("apps=%v", c.AppIDs), "github_api=" + c.GitHubAPIURL,
-	}, " ")
-}
 
 // ScaleUp is the scale-up function's service with the dead-letterer its
 // answers need, built once per Lambda container.
@@ -226,7 +116,7 @@ func (su *ScaleUp) service(ctx context.Context) (*scaleup.Service, error) {
 // and registration token caches live as long as the container. While the key
 // secret holds no App, it returns a ScaleUp without a Service, which keeps
 // jobs waiting (Handle) and looks for the App at every invocation.
-func NewScaleUp(ctx context.Context, cfg ScaleUpConfig, awsCfg aws.Config, logger *slog.Logger) (*ScaleUp, error) {
+func NewScaleUp(ctx context.Context, cfg scaleup.Config, awsCfg aws.Config, logger *slog.Logger) (*ScaleUp, error) {
 	counter := telemetry.NewEMF(os.Stdout, cfg.MetricsNamespace, names.FunctionScaleUp, nil)
 	su := &ScaleUp{DeadLetters: sqsqueue.NewSQSDeadLetters(sqs.NewFromConfig(awsCfg), cfg.DeadLetterURL),
 		Counter: counter, Logger: logger}
@@ -248,7 +138,7 @@ func NewScaleUp(ctx context.Context, cfg ScaleUpConfig, awsCfg aws.Config, logge
 	return su, nil
 }
 
-func newScaleUpService(ctx context.Context, cfg ScaleUpConfig, awsCfg aws.Config, counter telemetry.Counter, logger *slog.Logger) (*scaleup.Service, error) {
+func newScaleUpService(ctx context.Context, cfg scaleup.Config, awsCfg aws.Config, counter telemetry.Counter, logger *slog.Logger) (*scaleup.Service, error) {
 	gh, pools, _, err := githubAndPools(ctx, awsCfg, cfg.PrivateKeyARN, cfg.AppIDs, cfg.GitHubAPIURL, cfg.PoolsFile, logger)
 	if err != nil {
 		return nil, err

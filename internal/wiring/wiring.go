@@ -9,13 +9,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/skiffci/skiff/pkg/config"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/groups"
 	"github.com/skiffci/skiff/pkg/names"
@@ -71,22 +69,6 @@ func NewWebhook(ctx context.Context, cfg webhook.Config, awsCfg aws.Config, logg
 		JobTTL:         cfg.JobTTL,
 		Deployment:     cfg.Deployment,
 	})
-}
-
-// appIDs reads SKIFF_GITHUB_APP_IDS: comma-separated positive GitHub App
-// ids. It is optional: unset, the App ids are the keys of the App key
-// secret's JSON object, which the setup page writes ({"<app id>": "<pem>"}).
-func appIDs(env *config.Env) []int64 {
-	var ids []int64
-	for _, s := range env.List(names.EnvGitHubAppIDs) {
-		id, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || id <= 0 {
-			env.Fail("%s: %q is not an App id", names.EnvGitHubAppIDs, s)
-			continue
-		}
-		ids = append(ids, id)
-	}
-	return ids
 }
 
 // githubAndPools builds what scale-up and scale-down both start from: the

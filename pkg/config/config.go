@@ -152,3 +152,19 @@ func (e *Env) Err() error {
 	}
 	return fmt.Errorf("configuration: %w", errors.Join(e.errs...))
 }
+
+// AppIDs reads SKIFF_GITHUB_APP_IDS: comma-separated positive GitHub App
+// ids. It is optional: unset, the App ids are the keys of the App key
+// secret's JSON object, which the setup page writes ({"<app id>": "<pem>"}).
+func (e *Env) AppIDs() []int64 {
+	var ids []int64
+	for _, s := range e.List(names.EnvGitHubAppIDs) {
+		id, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || id <= 0 {
+			e.Fail("%s: %q is not an App id", names.EnvGitHubAppIDs, s)
+			continue
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}

@@ -66,12 +66,44 @@ const DefaultHoldFor = 6 * time.Hour
 // may launch for that long after the refusal.
 const holdsTTL = 30 * time.Second
 
+// State is the part of the runner state the check keeps: the release
+// list, shared by every process that reads it, the pools' holds, and the
+// version each pool's runners were seen running. store.RunnerState
+// implements it.
+type State interface {
+	RunnerReleases(ctx context.Context) (store.ReleaseList, error)
+	PutRunnerReleases(ctx context.Context, l store.ReleaseList) error
+	HoldPool(ctx context.Context, h store.RunnerHold) (bool, error)
+	PoolHolds(ctx context.Context) ([]store.RunnerHold, error)
+	ReleasePool(ctx context.Context, pool string) error
+	PutInstalled(ctx context.Context, in store.InstalledRunner) error
+}
+
+var _ State = store.RunnerState(nil)
+
+// sharedReleases shares the release list of the runnerversion.Cache
+// through the State, so that one fetch serves every process.
+type sharedReleases struct{ state State }
+
+var _ runnerversion.Shared = sharedReleases{}
+
+// Load implements runnerversion.Shared.
+func (s sharedReleases) Load(ctx context.Context) ([]runnerversion.Release, time.Time, error) {
+	l, err := s.state.RunnerReleases(ctx)
+	return l.Releases, l.FetchedAt, err
+}
+
+// Save implements runnerversion.Shared.
+func (s sharedReleases) Save(ctx context.Context, rs []runnerversion.Release, at time.Time) error {
+	return s.state.PutRunnerReleases(ctx, store.ReleaseList{Releases: rs, FetchedAt: at})
+}
+
 // Options configure a Service. State is required; Source too, unless the
 // deployment runs no download pool and shows no freshness (GHES without a
 // release source).
 type Options struct {
 	Pools  *pool.Config
-	State  store.RunnerState
+	State  State
 	Source runnerversion.Source // nil: no release list (GHES)
 	Gauges telemetry.Gauges     // default telemetry.DiscardGauges
 	Count  telemetry.Counter    // default telemetry.Discard
@@ -116,7 +148,7 @@ func New(o Options) (*Service, error) {
 	}
 	s := &Service{o: o}
 	if o.Source != nil {
-		s.cache = runnerversion.NewCache(o.Source, o.Now).WithShared(store.SharedReleases{State: o.State})
+		s.cache = runnerversion.NewCache(o.Source, o.Now).WithShared(sharedReleases{o.State})
 	}
 	return s, nil
 }

@@ -74,6 +74,11 @@ type Runners interface {
 	Advance(ctx context.Context, name string, to ledger.State, at time.Time, job int64) error
 }
 
+var (
+	_ Records = store.Store(nil)
+	_ Runners = ledger.Ledger(nil)
+)
+
 // Runs reads a workflow run (its trigger, head repository and the
 // repository's visibility); *github.Client implements it.
 type Runs interface {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/ledger"
+	"github.com/skiffci/skiff/pkg/metrics/writer"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/scaledown/decide"
 	"github.com/skiffci/skiff/pkg/store"
@@ -190,11 +191,11 @@ func (p *pass) jobs(ctx context.Context, actions []decide.Action, ok []bool) {
 		if !ok[i] || !a.End || a.Runner == "" || p.late(ctx) {
 			return
 		}
-		if p.s.o.Metrics.Enabled(a.Pool) && a.JobID != 0 && outcome[a.Runner] == Wait {
+		if p.s.o.Metrics.Enabled(a.Pool) && a.JobID != 0 && outcome[a.Runner] == writer.Wait {
 			return // its record waits out CloudWatch's metric lag
 		}
 		end := p.s.o.Ledger.End
-		if outcome[a.Runner] == Await {
+		if outcome[a.Runner] == writer.Await {
 			end = p.s.o.Ledger.EndAwaiting
 		}
 		if _, err := end(ctx, a.Runner, p.now, string(a.Rule)); err != nil && !errors.Is(err, store.ErrNotFound) {

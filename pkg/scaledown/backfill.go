@@ -3,6 +3,7 @@ package scaledown
 import (
 	"context"
 
+	"github.com/skiffci/skiff/pkg/metrics/writer"
 	"github.com/skiffci/skiff/pkg/store"
 )
 
@@ -14,7 +15,7 @@ import (
 // job check each, within the pass's budget; a job GitHub still runs is
 // left for a later pass. An awaited runner is checked once an event has
 // named its job.
-func (p *pass) backfill(ctx context.Context, jobs []MetricsJob) {
+func (p *pass) backfill(ctx context.Context, jobs []writer.MetricsJob) {
 	for _, a := range jobs {
 		if p.late(ctx) {
 			return
@@ -23,7 +24,7 @@ func (p *pass) backfill(ctx context.Context, jobs []MetricsJob) {
 			continue
 		}
 		jobID := a.JobID
-		if r, err := a.record(ctx, p.s.o.Ledger); err == nil && r.BusyJob != 0 {
+		if r, err := a.RunnerRecord(ctx, p.s.o.Ledger); err == nil && r.BusyJob != 0 {
 			jobID = r.BusyJob
 		}
 		job, err := p.s.o.Jobs.Job(ctx, jobID)

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/metrics"
+	"github.com/skiffci/skiff/pkg/metrics/recordstest"
+	"github.com/skiffci/skiff/pkg/metrics/writer"
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/store"
 )
@@ -20,7 +22,7 @@ func TestBackfillLostCompletion(t *testing.T) {
 	t.Parallel()
 	out := &metrics.MemoryRecords{}
 	w := newWorld(t, 5, func(o *scaledown.Options) {
-		o.Metrics = &scaledown.RecordWriter{Pools: []string{"cpu"}, Jobs: o.Jobs, Ledger: o.Ledger, Out: out,
+		o.Metrics = &writer.RecordWriter{Pools: []string{"cpu"}, Jobs: o.Jobs.(writer.JobRecords), Ledger: o.Ledger, Out: out,
 			CloudProvider: "aws", Region: "us-east-1"}
 	})
 	ctx := context.Background()
@@ -52,7 +54,7 @@ func TestBackfillLostCompletion(t *testing.T) {
 	if rec, _ := w.records.Job(ctx, job); rec.Status != store.StatusCompleted || rec.Conclusion != "success" {
 		t.Errorf("job record %v/%q, want completed from GitHub's answer", rec.Status, rec.Conclusion)
 	}
-	if n := len(collect(t, out)); n != 1 {
+	if n := len(recordstest.List(t, out, metrics.Filter{})); n != 1 {
 		t.Errorf("%d metrics records, want 1", n)
 	}
 	if n, _ := w.ledger.Live(ctx, "cpu"); n != 0 {

@@ -149,11 +149,6 @@ func (r countingJobs) Job(ctx context.Context, id int64) (store.JobRecord, error
 	return r.JobRecords.Job(ctx, id)
 }
 
-func (r countingJobs) Run(ctx context.Context, id int64) (store.RunRecord, error) {
-	r.c.add("Run")
-	return r.JobRecords.Run(ctx, id)
-}
-
 // noRegistrations: the bench launches nothing through the provider.
 type noRegistrations struct{}
 

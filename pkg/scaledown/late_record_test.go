@@ -7,6 +7,8 @@ import (
 
 	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/metrics"
+	"github.com/skiffci/skiff/pkg/metrics/recordstest"
+	"github.com/skiffci/skiff/pkg/metrics/writer"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/scaledown"
@@ -91,7 +93,7 @@ func TestRecordOfAJobNamedAfterItsRunnerEnded(t *testing.T) {
 			out := &metrics.MemoryRecords{}
 			var opts scaledown.Options
 			w := newWorld(t, 11, func(o *scaledown.Options) {
-				o.Metrics = &scaledown.RecordWriter{Pools: []string{"cpu"}, Jobs: o.Jobs, Ledger: o.Ledger, Out: out,
+				o.Metrics = &writer.RecordWriter{Pools: []string{"cpu"}, Jobs: o.Jobs.(writer.JobRecords), Ledger: o.Ledger, Out: out,
 					CloudProvider: "aws", Region: "us-east-1"}
 				opts = *o
 			})
@@ -119,7 +121,7 @@ func TestRecordOfAJobNamedAfterItsRunnerEnded(t *testing.T) {
 				t.Fatalf("%d live ledger records after the end, want 0: the slot is not held for the events", n)
 			}
 			// The reconciler restarts: nothing it kept in memory survives.
-			opts.Metrics = &scaledown.RecordWriter{Pools: []string{"cpu"}, Jobs: opts.Jobs, Ledger: opts.Ledger, Out: out,
+			opts.Metrics = &writer.RecordWriter{Pools: []string{"cpu"}, Jobs: opts.Jobs.(writer.JobRecords), Ledger: opts.Ledger, Out: out,
 				CloudProvider: "aws", Region: "us-east-1"}
 			var err error
 			if w.down, err = scaledown.New(opts); err != nil {
@@ -136,7 +138,7 @@ func TestRecordOfAJobNamedAfterItsRunnerEnded(t *testing.T) {
 				w.reconcile(ctx)
 				w.clock.Advance(time.Minute)
 			}
-			recs := collect(t, out)
+			recs := recordstest.List(t, out, metrics.Filter{})
 			if len(recs) != 1 || recs[0].JobID != job || recs[0].RunnerName != runner {
 				t.Fatalf("metrics records %+v, want exactly one, job %d's on %s", recs, job, runner)
 			}
@@ -196,7 +198,7 @@ func TestRecordOfAJobNamedWhileItsRunnerEnds(t *testing.T) {
 	var w *world
 	var fired bool
 	w = newWorld(t, 12, func(o *scaledown.Options) {
-		o.Metrics = &scaledown.RecordWriter{Pools: []string{"cpu"}, Jobs: o.Jobs, Ledger: o.Ledger, Out: out,
+		o.Metrics = &writer.RecordWriter{Pools: []string{"cpu"}, Jobs: o.Jobs.(writer.JobRecords), Ledger: o.Ledger, Out: out,
 			CloudProvider: "aws", Region: "us-east-1"}
 		o.Ledger = beforeEnd{Ledger: o.Ledger, before: func(name string) {
 			if fired {
@@ -224,7 +226,7 @@ func TestRecordOfAJobNamedWhileItsRunnerEnds(t *testing.T) {
 	if !fired {
 		t.Fatal("the runner never ended awaiting")
 	}
-	if recs := collect(t, out); len(recs) != 1 || recs[0].JobID != job {
+	if recs := recordstest.List(t, out, metrics.Filter{}); len(recs) != 1 || recs[0].JobID != job {
 		t.Fatalf("metrics records %+v, want exactly one, job %d's", recs, job)
 	}
 }
@@ -232,7 +234,7 @@ func TestRecordOfAJobNamedWhileItsRunnerEnds(t *testing.T) {
 // beforeEnd is a ledger that runs before(name) right before EndAwaiting
 // ends the runner name.
 type beforeEnd struct {
-	ledger.Ledger
+	scaledown.Ledger
 	before func(name string)
 }
 

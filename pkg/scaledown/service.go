@@ -26,6 +26,7 @@ import (
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/groups"
 	"github.com/skiffci/skiff/pkg/ledger"
+	"github.com/skiffci/skiff/pkg/metrics/writer"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
@@ -53,10 +54,6 @@ const (
 	// MetricRedeliveries counts webhook redeliveries, Reason = the status
 	// class ("5xx", "timeout").
 	MetricRedeliveries = "ScaleDownRedeliveries"
-	// MetricRecords counts metrics records, Reason = written, exists,
-	// not_run, pending, awaiting (a runner ended before any event named the
-	// job it ran), error.
-	MetricRecords = "ScaleDownMetricsRecords"
 	// MetricErrors counts failed steps, Reason = the step.
 	MetricErrors = "ScaleDownErrors"
 	// MetricDeferred counts work left for the next pass, Reason = the bound.
@@ -91,15 +88,6 @@ const (
 	// DefaultRedeliverWindow: GitHub keeps deliveries for 3 days; a failed
 	// delivery older than an hour describes a job long handled otherwise.
 	DefaultRedeliverWindow = time.Hour
-	// DefaultMetricsWait bounds how long a finished job's record waits for
-	// CloudWatch's metric lag before it is written without peaks.
-	DefaultMetricsWait = 10 * time.Minute
-	// DefaultAwaitWindow bounds, from its end, how long an awaited runner
-	// (one that ended before any event said which job it ran) waits for an
-	// event that names its job: twice the window within which a failed
-	// delivery is redelivered (DefaultRedeliverWindow), so such an event
-	// comes within it or never. It costs one listing per pool a pass.
-	DefaultAwaitWindow = 2 * time.Hour
 )
 
 // GitHub is the part of the GitHub client scale-down calls; *github.Client
@@ -116,14 +104,36 @@ type GitHub interface {
 
 var _ GitHub = (*github.Client)(nil)
 
-// JobRecords reads the job and run records the webhook keeps (store.Store).
+// JobRecords is the part of the job records the webhook keeps that
+// scale-down uses (store.Store implements it): a job's record, read to
+// tell what a runner ran and whether it ended.
 type JobRecords interface {
 	Job(ctx context.Context, id int64) (store.JobRecord, error)
-	Run(ctx context.Context, id int64) (store.RunRecord, error)
 	// RecordJob completes a job record from GitHub's answer when the
 	// webhook's completed event never arrived (store.Store.RecordJob).
 	RecordJob(ctx context.Context, j store.JobRecord) (bool, error)
 }
+
+// Ledger is the part of the runner ledger scale-down uses: it lists each
+// pool's live records, reads, advances and ends runners, keeps the
+// awaiting list of the metrics records (writer.AwaitingLedger), and
+// reserves and records the warm machines it launches. ledger.Ledger
+// implements it.
+type Ledger interface {
+	writer.AwaitingLedger
+	LiveRunners(ctx context.Context, pool string) ([]ledger.Runner, error)
+	Runner(ctx context.Context, name string) (ledger.Runner, error)
+	Advance(ctx context.Context, name string, to ledger.State, at time.Time, job int64) error
+	End(ctx context.Context, name string, at time.Time, reason string) (bool, error)
+	Reserve(ctx context.Context, pool string, max int, runners []ledger.Runner) (int, error)
+	Launched(ctx context.Context, name string, l ledger.LaunchReport) error
+}
+
+var (
+	_ Ledger     = ledger.Ledger(nil)
+	_ JobRecords = store.Store(nil)
+	_ Claims     = ledger.Launches(nil)
+)
 
 // Claims is the part of scale-up's launch state a replacement writes
 // (ledger.Launches): the job's claim is moved past the runner it lost, so
@@ -140,7 +150,7 @@ type Claims interface {
 // GitHub and Queue are required.
 type Options struct {
 	Pools    *pool.Config
-	Ledger   ledger.Ledger
+	Ledger   Ledger
 	Claims   Claims
 	Jobs     JobRecords
 	Provider provider.Provider
@@ -148,7 +158,7 @@ type Options struct {
 	// Queue receives replacement jobs (the scale-up queue).
 	Queue queue.Sender
 	// Metrics writes the opt-in metrics records (default: off).
-	Metrics MetricsWriter
+	Metrics writer.MetricsWriter
 	// Groups keeps skiff's runner groups on every pass (groups.Keeper),
 	// given the owners of the live instances (default: no groups kept).
 	Groups GroupKeeper
@@ -239,7 +249,7 @@ func New(o Options) (*Service, error) {
 		o.Room = NoRoom{}
 	}
 	if o.Metrics == nil {
-		o.Metrics = NoMetrics{}
+		o.Metrics = writer.NoMetrics{}
 	}
 	if o.Groups == nil {
 		o.Groups = NoGroups{}

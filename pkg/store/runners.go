@@ -218,20 +218,3 @@ func (m *RunnerMemory) InstalledRunners(ctx context.Context) ([]InstalledRunner,
 	SortInstalled(out)
 	return out, nil
 }
-
-// SharedReleases shares the release list of a runnerversion.Cache through
-// a RunnerState.
-type SharedReleases struct{ State RunnerState }
-
-var _ runnerversion.Shared = SharedReleases{}
-
-// Load implements runnerversion.Shared.
-func (s SharedReleases) Load(ctx context.Context) ([]runnerversion.Release, time.Time, error) {
-	l, err := s.State.RunnerReleases(ctx)
-	return l.Releases, l.FetchedAt, err
-}
-
-// Save implements runnerversion.Shared.
-func (s SharedReleases) Save(ctx context.Context, rs []runnerversion.Release, at time.Time) error {
-	return s.State.PutRunnerReleases(ctx, ReleaseList{Releases: rs, FetchedAt: at})
-}

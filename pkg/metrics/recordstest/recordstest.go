@@ -45,7 +45,9 @@ func Run(t *testing.T, newRecords func(t *testing.T) metrics.Records) {
 	t.Run("Canceled", func(t *testing.T) { t.Parallel(); testCanceled(t, newRecords(t)) })
 }
 
-func list(t *testing.T, s metrics.Records, f metrics.Filter) []metrics.Record {
+// List lists the records f matches, sorted by job id and attempt; a
+// failed listing fails the test.
+func List(t *testing.T, s metrics.Records, f metrics.Filter) []metrics.Record {
 	t.Helper()
 	var out []metrics.Record
 	for r, err := range s.List(t.Context(), f) {
@@ -75,7 +77,7 @@ func testPutOnce(t *testing.T, s metrics.Records) {
 	if err := s.Put(ctx, second); !errors.Is(err, metrics.ErrExists) {
 		t.Fatalf("second Put = %v, want ErrExists", err)
 	}
-	got := list(t, s, metrics.Filter{})
+	got := List(t, s, metrics.Filter{})
 	if len(got) != 1 || got[0].InstanceType != "c7i.large" || got[0].Conclusion != "" {
 		t.Fatalf("after a duplicate Put: %+v", got)
 	}
@@ -87,7 +89,7 @@ func testAttempts(t *testing.T, s metrics.Records) {
 			t.Fatalf("attempt %d: %v", attempt, err)
 		}
 	}
-	if got := list(t, s, metrics.Filter{}); len(got) != 3 || got[2].RunAttempt != 3 {
+	if got := List(t, s, metrics.Filter{}); len(got) != 3 || got[2].RunAttempt != 3 {
 		t.Fatalf("three attempts of one job: %d records", len(got))
 	}
 }
@@ -98,7 +100,7 @@ func testInvalid(t *testing.T, s metrics.Records) {
 	if err := s.Put(t.Context(), bad); !errors.Is(err, metrics.ErrInvalid) {
 		t.Fatalf("Put(invalid) = %v, want ErrInvalid", err)
 	}
-	if got := list(t, s, metrics.Filter{}); len(got) != 0 {
+	if got := List(t, s, metrics.Filter{}); len(got) != 0 {
 		t.Fatalf("an invalid record was written: %+v", got)
 	}
 	// The key stays free for the valid record.
@@ -133,7 +135,7 @@ func testFilter(t *testing.T, s metrics.Records) {
 	}
 	for _, tc := range cases {
 		var ids []int64
-		for _, r := range list(t, s, tc.f) {
+		for _, r := range List(t, s, tc.f) {
 			ids = append(ids, r.JobID)
 		}
 		if !slices.Equal(ids, tc.want) {
@@ -166,7 +168,7 @@ func testConcurrent(t *testing.T, s metrics.Records) {
 			t.Errorf("Put: %v", err)
 		}
 	}
-	if got := list(t, s, metrics.Filter{}); ok != 1 || len(got) != 1 {
+	if got := List(t, s, metrics.Filter{}); ok != 1 || len(got) != 1 {
 		t.Fatalf("%d writers succeeded, %d records; want exactly one", ok, len(got))
 	}
 }
@@ -180,7 +182,7 @@ func testRoundTrip(t *testing.T, s metrics.Records) {
 	if err := s.Put(t.Context(), r); err != nil {
 		t.Fatal(err)
 	}
-	got := list(t, s, metrics.Filter{})
+	got := List(t, s, metrics.Filter{})
 	if len(got) != 1 {
 		t.Fatalf("%d records", len(got))
 	}
@@ -204,7 +206,7 @@ func testRoundTripLocal(t *testing.T, s metrics.Records) {
 	if err := s.Put(t.Context(), r); err != nil {
 		t.Fatal(err)
 	}
-	got := list(t, s, metrics.Filter{InstanceType: "local"})
+	got := List(t, s, metrics.Filter{InstanceType: "local"})
 	if len(got) != 1 {
 		t.Fatalf("%d records", len(got))
 	}
@@ -227,7 +229,7 @@ func testRoundTripSlurm(t *testing.T, s metrics.Records) {
 	if err := s.Put(t.Context(), r); err != nil {
 		t.Fatal(err)
 	}
-	got := list(t, s, metrics.Filter{InstanceType: "gpu"})
+	got := List(t, s, metrics.Filter{InstanceType: "gpu"})
 	if len(got) != 1 {
 		t.Fatalf("%d records", len(got))
 	}

@@ -193,7 +193,7 @@ func (p *Provider) RecordHost() *metrics.Host {
 	return h
 }
 
-// Peaks implements scaledown.UsageSource.
+// Peaks implements writer.UsageSource.
 func (p *Provider) Peaks(id string) (*metrics.Peaks, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -201,7 +201,7 @@ func (p *Provider) Peaks(id string) (*metrics.Peaks, bool) {
 	return e.peaks, ok && e.peaks != nil
 }
 
-// UsagePending implements scaledown.PendingUsage: the runner was alive at
+// UsagePending implements writer.PendingUsage: the runner was alive at
 // the last List that saw it.
 func (p *Provider) UsagePending(id string) bool {
 	p.mu.Lock()

@@ -50,7 +50,7 @@ func UsageOf(pod *corev1.Pod) (podusage.Usage, bool, error) {
 	return podusage.Usage{}, false, nil
 }
 
-// Peaks implements scaledown.UsageSource: what an ended runner's container
+// Peaks implements writer.UsageSource: what an ended runner's container
 // used, from the termination message List read of its Pod (the Pod may be
 // deleted by then). false for a runner still running, one List has not
 // seen end, and an image without skiff-podhelper.
@@ -100,7 +100,7 @@ func (p *Provider) pruneUsage(now time.Time) {
 	}
 }
 
-// UsagePending implements scaledown.PendingUsage: the runner was alive at
+// UsagePending implements writer.PendingUsage: the runner was alive at
 // the last List that saw it, so its termination message is still to come
 // (its job may complete a moment before its runner exits, and a Pod
 // deleted meanwhile keeps its final status under FinalizerUsage). It stops

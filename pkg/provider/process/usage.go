@@ -196,7 +196,7 @@ func (p *Provider) Usage(id string) (Usage, bool) {
 }
 
 // Peaks is what an ended runner used, as a metrics record's peaks
-// (scaledown.UsageSource).
+// (writer.UsageSource).
 func (p *Provider) Peaks(id string) (*metrics.Peaks, bool) {
 	u, ok := p.Usage(id)
 	if !ok {

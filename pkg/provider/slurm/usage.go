@@ -261,7 +261,7 @@ func (u Usage) Peaks() *metrics.Peaks {
 }
 
 // Accounted reads the usage of ended runners with one sacct, as metrics
-// records' peaks (scaledown.AccountedSource): a runner the accounting does
+// records' peaks (writer.AccountedSource): a runner the accounting does
 // not know yet, or that still runs, is absent (asked again later); on a
 // site without accounting every runner is present with nil peaks (never
 // to be measured).

@@ -1,4 +1,4 @@
-package scaledown_test
+package writer_test
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 
 	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/metrics"
+	"github.com/skiffci/skiff/pkg/metrics/writer"
 	"github.com/skiffci/skiff/pkg/pool"
-	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
 )
@@ -97,12 +97,12 @@ func TestRecordWriter(t *testing.T) {
 	out := &metrics.MemoryRecords{}
 	pk := &peaks{cpu: 87.5, pending: true}
 	counts := &telemetry.Memory{}
-	w := &scaledown.RecordWriter{Pools: []string{"cpu"}, Jobs: st, Ledger: led, Peaks: pk, Out: out,
+	w := &writer.RecordWriter{Pools: []string{"cpu"}, Jobs: st, Ledger: led, Peaks: pk, Out: out,
 		CloudProvider: "aws", Region: "us-east-1", Wait: 10 * time.Minute, Counter: counts}
 	if !w.Enabled("CPU") || w.Enabled("gpu") {
 		t.Error("Enabled: want the listed pool (any case) only")
 	}
-	jobs := []scaledown.MetricsJob{{Runner: "skiff-7-1", Pool: "cpu", JobID: 7, InstanceID: "i-skiff-7-1"},
+	jobs := []writer.MetricsJob{{Runner: "skiff-7-1", Pool: "cpu", JobID: 7, InstanceID: "i-skiff-7-1"},
 		{Runner: "skiff-8-1", Pool: "cpu", JobID: 8, InstanceID: "i-skiff-8-1"}, {Runner: "skiff-99-1", Pool: "cpu", JobID: 99},
 		{Runner: "skiff-9-1", Pool: "cpu", JobID: 9, InstanceID: "i-skiff-9-1"}}
 
@@ -111,7 +111,7 @@ func TestRecordWriter(t *testing.T) {
 	// event may yet name a job it ran); one with no ledger record and whose
 	// job skiff never recorded is done, not run.
 	done := w.Write(ctx, m0.Add(7*time.Minute), jobs)
-	if done["skiff-7-1"] != scaledown.Wait || done["skiff-8-1"] != scaledown.Await || done["skiff-99-1"] != scaledown.Done {
+	if done["skiff-7-1"] != writer.Wait || done["skiff-8-1"] != writer.Await || done["skiff-99-1"] != writer.Done {
 		t.Fatalf("done %v: want job 7 waiting for its peaks, skiff-8-1 awaited, skiff-99-1 done", done)
 	}
 	if n := len(collect(t, out)); n != 0 {
@@ -121,8 +121,8 @@ func TestRecordWriter(t *testing.T) {
 	// Past the lag: job 7's record, with the peaks, the trigger and the
 	// instance; and job 8's, from the runner that ran it.
 	pk.pending = false
-	if done = w.Write(ctx, m0.Add(8*time.Minute), []scaledown.MetricsJob{jobs[0], jobs[3]}); done["skiff-7-1"] != scaledown.Done ||
-		done["skiff-9-1"] != scaledown.Done {
+	if done = w.Write(ctx, m0.Add(8*time.Minute), []writer.MetricsJob{jobs[0], jobs[3]}); done["skiff-7-1"] != writer.Done ||
+		done["skiff-9-1"] != writer.Done {
 		t.Fatalf("done %v past the metric lag", done)
 	}
 	recs := collect(t, out)
@@ -151,12 +151,12 @@ func TestRecordWriter(t *testing.T) {
 	}
 
 	// A later pass (the ledger end failed after the write): written once, done.
-	if done = w.Write(ctx, m0.Add(9*time.Minute), jobs[:1]); done["skiff-7-1"] != scaledown.Done || len(collect(t, out)) != 2 {
+	if done = w.Write(ctx, m0.Add(9*time.Minute), jobs[:1]); done["skiff-7-1"] != writer.Done || len(collect(t, out)) != 2 {
 		t.Errorf("done %v, %d records: a repeat must be done and write nothing", done, len(collect(t, out)))
 	}
-	if counts.Get(scaledown.MetricRecords, "written") != 2 || counts.Get(scaledown.MetricRecords, "exists") != 1 ||
-		counts.Get(scaledown.MetricRecords, "pending") != 2 || counts.Get(scaledown.MetricRecords, "awaiting") != 1 ||
-		counts.Get(scaledown.MetricRecords, "not_run") != 1 {
+	if counts.Get(writer.MetricRecords, "written") != 2 || counts.Get(writer.MetricRecords, "exists") != 1 ||
+		counts.Get(writer.MetricRecords, "pending") != 2 || counts.Get(writer.MetricRecords, "awaiting") != 1 ||
+		counts.Get(writer.MetricRecords, "not_run") != 1 {
 		t.Errorf("counts %v", counts.Snapshot())
 	}
 }
@@ -167,15 +167,15 @@ func TestRecordWriterGivesUpOnPeaks(t *testing.T) {
 	st, led := recordWorld(t)
 	out := &metrics.MemoryRecords{}
 	pk := &peaks{err: errors.New("throttled")}
-	w := &scaledown.RecordWriter{Pools: []string{"*"}, Jobs: st, Ledger: led, Peaks: pk, Out: out, CloudProvider: "aws",
+	w := &writer.RecordWriter{Pools: []string{"*"}, Jobs: st, Ledger: led, Peaks: pk, Out: out, CloudProvider: "aws",
 		Region: "us-east-1", Wait: 10 * time.Minute}
-	job := []scaledown.MetricsJob{{Runner: "skiff-7-1", Pool: "cpu", JobID: 7}}
+	job := []writer.MetricsJob{{Runner: "skiff-7-1", Pool: "cpu", JobID: 7}}
 	// Within the wait a failed read holds the record back ...
-	if done := w.Write(ctx, m0.Add(15*time.Minute), job); done["skiff-7-1"] != scaledown.Wait || len(collect(t, out)) != 0 {
+	if done := w.Write(ctx, m0.Add(15*time.Minute), job); done["skiff-7-1"] != writer.Wait || len(collect(t, out)) != 0 {
 		t.Fatalf("done %v: a failed peak read within the wait must hold the record", done)
 	}
 	// ... past it the record is written without peaks, so the ledger is not held forever.
-	if done := w.Write(ctx, m0.Add(17*time.Minute), job); done["skiff-7-1"] != scaledown.Done {
+	if done := w.Write(ctx, m0.Add(17*time.Minute), job); done["skiff-7-1"] != writer.Done {
 		t.Fatalf("done %v: past the wait the record must be written without peaks", done)
 	}
 	recs := collect(t, out)
@@ -212,7 +212,7 @@ func ranOn(t *testing.T, st *store.Memory, runner string, id int64, started, com
 // runners ending now and the pool's awaiting ones; a runner ending now is
 // ended (awaiting, when Write awaits it), an awaited one Write is done
 // with is taken off its awaiting list.
-func writePass(t *testing.T, w *scaledown.RecordWriter, led ledger.Ledger, at time.Time, ending []scaledown.MetricsJob) map[string]scaledown.Outcome {
+func writePass(t *testing.T, w *writer.RecordWriter, led ledger.Ledger, at time.Time, ending []writer.MetricsJob) map[string]writer.Outcome {
 	t.Helper()
 	ctx := context.Background()
 	awaited, err := led.Awaiting(ctx, "cpu")
@@ -221,17 +221,17 @@ func writePass(t *testing.T, w *scaledown.RecordWriter, led ledger.Ledger, at ti
 	}
 	jobs := slices.Clone(ending)
 	for i := range awaited {
-		jobs = append(jobs, scaledown.AwaitedJob(&awaited[i]))
+		jobs = append(jobs, writer.AwaitedJob(&awaited[i]))
 	}
 	done := w.Write(ctx, at, jobs)
 	for _, j := range jobs {
 		switch {
-		case j.Awaited != nil && done[j.Runner] == scaledown.Done:
+		case j.Awaited != nil && done[j.Runner] == writer.Done:
 			err = led.StopAwaiting(ctx, j.Runner)
 		case j.Awaited != nil:
-		case done[j.Runner] == scaledown.Done:
+		case done[j.Runner] == writer.Done:
 			_, err = led.End(ctx, j.Runner, at, "instance_gone")
-		case done[j.Runner] == scaledown.Await:
+		case done[j.Runner] == writer.Await:
 			_, err = led.EndAwaiting(ctx, j.Runner, at, "instance_gone")
 		}
 		if err != nil {
@@ -252,7 +252,7 @@ func TestRecordWriterAwaitsALateStart(t *testing.T) {
 	st, led := recordWorld(t)
 	out := &metrics.MemoryRecords{}
 	counts := &telemetry.Memory{}
-	w := &scaledown.RecordWriter{Pools: []string{"*"}, Jobs: st, Ledger: led, Out: out, CloudProvider: "aws",
+	w := &writer.RecordWriter{Pools: []string{"*"}, Jobs: st, Ledger: led, Out: out, CloudProvider: "aws",
 		Region: "us-east-1", Prices: pool.Prices, AwaitWindow: time.Hour, Counter: counts}
 	for _, id := range []int64{10, 11} {
 		name := fmt.Sprintf("skiff-%d-1", id)
@@ -268,8 +268,8 @@ func TestRecordWriterAwaitsALateStart(t *testing.T) {
 		}
 	}
 	live, _ := led.Live(ctx, "cpu")
-	jobs := []scaledown.MetricsJob{{Runner: "skiff-10-1", Pool: "cpu", JobID: 10}, {Runner: "skiff-11-1", Pool: "cpu", JobID: 11}}
-	if done := writePass(t, w, led, m0.Add(30*time.Second), jobs); done["skiff-10-1"] != scaledown.Await || done["skiff-11-1"] != scaledown.Await {
+	jobs := []writer.MetricsJob{{Runner: "skiff-10-1", Pool: "cpu", JobID: 10}, {Runner: "skiff-11-1", Pool: "cpu", JobID: 11}}
+	if done := writePass(t, w, led, m0.Add(30*time.Second), jobs); done["skiff-10-1"] != writer.Await || done["skiff-11-1"] != writer.Await {
 		t.Fatalf("done %v at 30 s: runners whose jobs' records say queued must be awaited", done)
 	}
 	if n, _ := led.Live(ctx, "cpu"); n != live-2 {
@@ -281,7 +281,7 @@ func TestRecordWriterAwaitsALateStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, at := range []time.Duration{3 * time.Minute, 4 * time.Minute} {
-		if done := writePass(t, w, led, m0.Add(at), nil); done["skiff-11-1"] != scaledown.Wait {
+		if done := writePass(t, w, led, m0.Add(at), nil); done["skiff-11-1"] != writer.Wait {
 			t.Fatalf("done %v at %s: skiff-11-1 must wait within AwaitWindow", done, at)
 		}
 	}
@@ -294,13 +294,13 @@ func TestRecordWriterAwaitsALateStart(t *testing.T) {
 	if c := recs[0].Cost; c == nil || math.Abs(c.EstimatedUSD-c.HourlyUSD*60/3600) > 1e-9 {
 		t.Errorf("cost %+v, want 60 s at the hourly price", c)
 	}
-	if done := writePass(t, w, led, m0.Add(61*time.Minute), nil); done["skiff-11-1"] != scaledown.Done {
+	if done := writePass(t, w, led, m0.Add(61*time.Minute), nil); done["skiff-11-1"] != writer.Done {
 		t.Fatalf("done %v past AwaitWindow, want skiff-11-1 done", done)
 	}
 	if got, _ := led.Awaiting(ctx, "cpu"); len(got) != 0 {
 		t.Errorf("awaiting %+v, want none", got)
 	}
-	if n := len(collect(t, out)); n != 1 || counts.Get(scaledown.MetricRecords, "not_run") != 1 || counts.Get(scaledown.MetricRecords, "written") != 1 {
+	if n := len(collect(t, out)); n != 1 || counts.Get(writer.MetricRecords, "not_run") != 1 || counts.Get(writer.MetricRecords, "written") != 1 {
 		t.Errorf("%d records, counts %v; want 1 written and skiff-11-1 not run", n, counts.Snapshot())
 	}
 }
@@ -319,7 +319,7 @@ func TestRecordWriterLateStartOfAnotherJob(t *testing.T) {
 	st, led := recordWorld(t)
 	out := &metrics.MemoryRecords{}
 	counts := &telemetry.Memory{}
-	w := &scaledown.RecordWriter{Pools: []string{"*"}, Jobs: st, Ledger: led, Out: out, CloudProvider: "aws",
+	w := &writer.RecordWriter{Pools: []string{"*"}, Jobs: st, Ledger: led, Out: out, CloudProvider: "aws",
 		Region: "us-east-1", AwaitWindow: 2 * time.Minute, Counter: counts}
 	jobs := []store.JobRecord{
 		{ID: 20, Status: store.StatusInProgress, StartedAt: m0.Add(2 * time.Second), RunnerName: "skiff-21-1"},
@@ -344,8 +344,8 @@ func TestRecordWriterLateStartOfAnotherJob(t *testing.T) {
 
 	// 1. Both runners' processes ended; the pass judges them. Nothing says
 	// yet which job skiff-20-1 ran: its own ran elsewhere.
-	judged := []scaledown.MetricsJob{{Runner: "skiff-20-1", Pool: "cpu", JobID: 20}, {Runner: "skiff-23-1", Pool: "cpu", JobID: 23}}
-	if done := writePass(t, w, led, m0.Add(10*time.Second), judged); done["skiff-20-1"] != scaledown.Await || done["skiff-23-1"] != scaledown.Await {
+	judged := []writer.MetricsJob{{Runner: "skiff-20-1", Pool: "cpu", JobID: 20}, {Runner: "skiff-23-1", Pool: "cpu", JobID: 23}}
+	if done := writePass(t, w, led, m0.Add(10*time.Second), judged); done["skiff-20-1"] != writer.Await || done["skiff-23-1"] != writer.Await {
 		t.Fatalf("done %v: runners that ran nothing the ledger knows of must be awaited, not hold their slots", done)
 	}
 	// 2. Job 22's start and end reach the webhook: the job's record and
@@ -365,7 +365,7 @@ func TestRecordWriterLateStartOfAnotherJob(t *testing.T) {
 		t.Errorf("the record fails its schema: %v", err)
 	}
 	// skiff-23-1 ran nothing: past AwaitWindow it leaves the awaiting list, without a record.
-	if got := counts.Get(scaledown.MetricRecords, "not_run"); got != 1 {
+	if got := counts.Get(writer.MetricRecords, "not_run"); got != 1 {
 		t.Errorf("not_run counted %d times, want once (skiff-23-1, after AwaitWindow)", got)
 	}
 	writePass(t, w, led, m0.Add(4*time.Minute), nil)

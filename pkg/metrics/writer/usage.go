@@ -1,4 +1,4 @@
-package scaledown
+package writer
 
 import (
 	"context"

@@ -1,11 +1,11 @@
-package wiring_test
+package scaleup_test
 
 import (
 	"strings"
 	"testing"
 
-	"github.com/skiffci/skiff/internal/wiring"
 	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/scaleup"
 )
 
 func TestConfigFromEnv(t *testing.T) {
@@ -46,7 +46,7 @@ func TestConfigFromEnv(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			c, err := wiring.ScaleUpConfigFromEnv(tc.getenv)
+			c, err := scaleup.ConfigFromEnv(tc.getenv)
 			if tc.wantErr == nil {
 				if err != nil {
 					t.Fatal(err)

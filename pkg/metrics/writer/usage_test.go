@@ -1,4 +1,4 @@
-package scaledown_test
+package writer_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/metrics"
-	"github.com/skiffci/skiff/pkg/scaledown"
+	"github.com/skiffci/skiff/pkg/metrics/writer"
 	"github.com/skiffci/skiff/pkg/store"
 )
 
@@ -39,11 +39,11 @@ func TestRecordWriterLocal(t *testing.T) {
 	cpu, gib := 120.5, 3.25
 	gpus := 0
 	out := &metrics.MemoryRecords{}
-	w := &scaledown.RecordWriter{Pools: []string{"*"}, Jobs: st, Ledger: led, Out: out, CloudProvider: "local", Region: "local",
-		Peaks: scaledown.ProviderPeaks{Source: measured{"proc-1": {CPUSeconds: &cpu, MemoryPeakGiB: &gib}}},
+	w := &writer.RecordWriter{Pools: []string{"*"}, Jobs: st, Ledger: led, Out: out, CloudProvider: "local", Region: "local",
+		Peaks: writer.ProviderPeaks{Source: measured{"proc-1": {CPUSeconds: &cpu, MemoryPeakGiB: &gib}}},
 		Host:  &metrics.Host{CPUModel: "AMD EPYC 7R13", CPUs: 8, GPUs: &gpus}, CostPerHour: map[string]float64{"cpu": 0.5}}
-	done := w.Write(ctx, m0.Add(32*time.Minute), []scaledown.MetricsJob{{Runner: "skiff-10-1", Pool: "cpu", JobID: 10, InstanceID: "proc-1"}})
-	if done["skiff-10-1"] != scaledown.Done {
+	done := w.Write(ctx, m0.Add(32*time.Minute), []writer.MetricsJob{{Runner: "skiff-10-1", Pool: "cpu", JobID: 10, InstanceID: "proc-1"}})
+	if done["skiff-10-1"] != writer.Done {
 		t.Fatalf("done %v", done)
 	}
 	recs := collect(t, out)
@@ -90,7 +90,7 @@ func TestRecordWriterAccounted(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st, led := recordWorld(t)
-	var jobs []scaledown.MetricsJob
+	var jobs []writer.MetricsJob
 	for i, id := range []int64{20, 21} {
 		if _, err := st.RecordJob(ctx, store.JobRecord{ID: id, RunID: 70, Attempt: 1, Repository: "acme/app", Owner: "acme", Status: store.StatusCompleted,
 			Pool: "hpc", WorkflowName: "ci", JobName: "fit", QueuedAt: m0, StartedAt: m0.Add(time.Minute), CompletedAt: m0.Add(11 * time.Minute),
@@ -104,16 +104,16 @@ func TestRecordWriterAccounted(t *testing.T) {
 		if err := led.Launched(ctx, r.Name, ledger.LaunchReport{InstanceID: string(rune('1' + i)), InstanceType: "gpu", Zone: "hpc", At: m0}); err != nil {
 			t.Fatal(err)
 		}
-		jobs = append(jobs, scaledown.MetricsJob{Runner: r.Name, Pool: "hpc", JobID: id, InstanceID: string(rune('1' + i))})
+		jobs = append(jobs, writer.MetricsJob{Runner: r.Name, Pool: "hpc", JobID: id, InstanceID: string(rune('1' + i))})
 	}
 	cpu, gib, gpus := 300.0, 2.0, 1
 	src := &accounted{known: map[string]*metrics.Peaks{"1": {CPUSeconds: &cpu, MemoryPeakGiB: &gib, Host: &metrics.Host{CPUs: 2, GPUs: &gpus},
 		Slurm: &metrics.Slurm{Cluster: "hpc", Partition: "gpu", Nodes: "node7", JobID: "1", State: "COMPLETED"}}}}
 	out := &metrics.MemoryRecords{}
-	w := &scaledown.RecordWriter{Pools: []string{"*"}, Jobs: st, Ledger: led, Out: out, CloudProvider: "slurm",
-		Peaks: scaledown.AccountedPeaks{Source: src}, CostPerHour: map[string]float64{"hpc": 2}, Wait: 10 * time.Minute}
+	w := &writer.RecordWriter{Pools: []string{"*"}, Jobs: st, Ledger: led, Out: out, CloudProvider: "slurm",
+		Peaks: writer.AccountedPeaks{Source: src}, CostPerHour: map[string]float64{"hpc": 2}, Wait: 10 * time.Minute}
 	done := w.Write(ctx, m0.Add(12*time.Minute), jobs)
-	if done["skiff-a"] != scaledown.Done || done["skiff-b"] != scaledown.Wait || len(src.asked) != 1 || !slices.Equal(src.asked[0], []string{"1", "2"}) {
+	if done["skiff-a"] != writer.Done || done["skiff-b"] != writer.Wait || len(src.asked) != 1 || !slices.Equal(src.asked[0], []string{"1", "2"}) {
 		t.Fatalf("done %v after asking %v: want skiff-a written and skiff-b waiting, one read for both", done, src.asked)
 	}
 	recs := collect(t, out)
@@ -124,10 +124,10 @@ func TestRecordWriterAccounted(t *testing.T) {
 	// A failing accounting holds the waiting record; after Wait it is
 	// written without usage.
 	src.err = errors.New("slurmdbd does not answer")
-	if done := w.Write(ctx, m0.Add(13*time.Minute), jobs[1:]); done["skiff-b"] != scaledown.Wait {
+	if done := w.Write(ctx, m0.Add(13*time.Minute), jobs[1:]); done["skiff-b"] != writer.Wait {
 		t.Errorf("a record was written while the accounting failed, within Wait")
 	}
-	if done := w.Write(ctx, m0.Add(22*time.Minute), jobs[1:]); done["skiff-b"] != scaledown.Done {
+	if done := w.Write(ctx, m0.Add(22*time.Minute), jobs[1:]); done["skiff-b"] != writer.Done {
 		t.Errorf("the record still waits after Wait")
 	}
 	recs = collect(t, out)
@@ -150,7 +150,7 @@ func TestProviderPeaksPending(t *testing.T) {
 	gib := 1.0
 	src := pendingSource{measured{"done": {MemoryPeakGiB: &gib}}}
 	windows := []cwpeaksWindow{{id: "done", job: 1}, {id: "running", job: 2}, {id: "unknown", job: 3}}
-	res, err := scaledown.ProviderPeaks{Source: src}.Read(context.Background(), toWindows(windows))
+	res, err := writer.ProviderPeaks{Source: src}.Read(context.Background(), toWindows(windows))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestProviderPeaksPending(t *testing.T) {
 		t.Errorf("pending %+v, want the running runner's window only", res.Pending)
 	}
 	// Without PendingUsage nothing is ever pending.
-	res, _ = scaledown.ProviderPeaks{Source: src.measured}.Read(context.Background(), toWindows(windows))
+	res, _ = writer.ProviderPeaks{Source: src.measured}.Read(context.Background(), toWindows(windows))
 	if len(res.Pending) != 0 {
 		t.Errorf("pending %+v from a source that cannot tell", res.Pending)
 	}
