@@ -63,7 +63,7 @@ type statusSources struct {
 	local      *sqlitestore.Queue
 	room       room.Store // the pools' waiting rooms
 	security   store.SecurityEvents
-	runners    store.RunnerState // the runner release list and the pools' holds
+	runners    runnerStateReader // the runner release list and the pools' holds
 	records    metrics.Records   // the metrics records (start time); nil: none
 	now        func() time.Time
 }
@@ -404,9 +404,18 @@ func awsRecords(ctx context.Context, table string) (metrics.Records, error) {
 	return recordstore.New(dynamodb.NewFromConfig(cfg), table), nil
 }
 
+// runnerStateReader is what status reads of the runner state.
+type runnerStateReader interface {
+	RunnerReleases(ctx context.Context) (store.ReleaseList, error)
+	PoolHolds(ctx context.Context) ([]store.RunnerHold, error)
+	InstalledRunners(ctx context.Context) ([]store.InstalledRunner, error)
+}
+
+var _ runnerStateReader = store.RunnerState(nil)
+
 // runnerState reads the stored release list (none before the first daily
 // check), the pools' holds and the versions their runners were seen running.
-func runnerState(ctx context.Context, st store.RunnerState) ([]runnerversion.Release, map[string]store.RunnerHold, map[string]string, error) {
+func runnerState(ctx context.Context, st runnerStateReader) ([]runnerversion.Release, map[string]store.RunnerHold, map[string]string, error) {
 	if st == nil {
 		return nil, nil, nil, nil
 	}

@@ -37,6 +37,13 @@ type Ledger interface {
 	ledger.Interruptions
 }
 
+// A ledger with its interruptions implements Ledger (the EC2-event function
+// wires one value that is both).
+var _ Ledger = struct {
+	ledger.Ledger
+	ledger.Interruptions
+}{}
+
 // Metric names the service counts, with their reasons.
 const (
 	// MetricRunnerEnded counts runners the events ended first (reason: the state).

@@ -106,7 +106,10 @@ type Ledger interface {
 	LiveRunners(ctx context.Context, pool string) ([]ledger.Runner, error)
 }
 
-var _ Ledger = ledger.Ledger(nil)
+var (
+	_ Ledger     = ledger.Ledger(nil)
+	_ JobRecords = store.Store(nil)
+)
 
 // Launches is the part of the launch store scale-up uses: each job's
 // claim, each fleet's intent and end, and a run's on-demand mark.
