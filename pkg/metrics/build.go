@@ -37,9 +37,9 @@ const DefaultSpotFactor = 0.4
 // per second.
 const MinBilled = 60 * time.Second
 
-// Job is what Build needs of a workflow job's record (package store's Job,
+// JobInput is what Build needs of a workflow job's record (package store's JobInput,
 // converted by metrics/fromstore). Zero values mean unknown.
-type Job struct {
+type JobInput struct {
 	ID           int64
 	RunID        int64
 	Attempt      int
@@ -56,17 +56,17 @@ type Job struct {
 	CompletedAt  time.Time
 }
 
-// Run is what Build needs of the workflow run: the event that triggered it.
-type Run struct {
+// RunInput is what Build needs of the workflow run: the event that triggered it.
+type RunInput struct {
 	ID           int64
 	Attempt      int
 	Event        string
 	WorkflowName string
 }
 
-// Instance describes the runner's instance, from the runner ledger and the
+// InstanceInput describes the runner's instance, from the runner ledger and the
 // provider. Zero values mean unknown.
-type Instance struct {
+type InstanceInput struct {
 	ID         string
 	Type       string
 	Region     string
@@ -131,9 +131,9 @@ type GPUPeak struct {
 // Inputs is everything Build reads. Prices may be nil (no cost);
 // SpotFactor 0 means DefaultSpotFactor.
 type Inputs struct {
-	Job           Job
-	Run           Run
-	Instance      Instance
+	Job           JobInput
+	Run           RunInput
+	Instance      InstanceInput
 	CloudProvider string
 	Peaks         *Peaks
 	Prices        *pool.PriceTable
@@ -280,7 +280,7 @@ func identity(in Inputs, end time.Time) Record {
 // nil when nothing is known. A registration first seen after the job was
 // assigned is no measurement of it and is left out; a phase across GitHub's
 // and skiff's clocks that skew made negative is 0.
-func start(j Job, inst Instance) *Start {
+func start(j JobInput, inst InstanceInput) *Start {
 	online := inst.RegisteredAt
 	if !online.IsZero() && online.After(j.StartedAt) {
 		online = time.Time{}

@@ -20,12 +20,12 @@ func f(v float64) *float64 { return &v }
 // source present.
 func baseInputs() Inputs {
 	return Inputs{
-		Job: Job{ID: 101, RunID: 7001, Attempt: 1, Repository: "acme/api", Owner: "acme",
+		Job: JobInput{ID: 101, RunID: 7001, Attempt: 1, Repository: "acme/api", Owner: "acme",
 			Labels: []string{"self-hosted", "linux", "x64"}, Pool: "standard", WorkflowName: "CI", JobName: "test",
 			RunnerName: "skiff-101-1", Conclusion: "success",
 			QueuedAt: t0, StartedAt: t0.Add(40 * time.Second), CompletedAt: t0.Add(40*time.Second + 12*time.Minute + 5*time.Second)},
-		Run:           Run{ID: 7001, Attempt: 1, Event: "push", WorkflowName: "CI"},
-		Instance:      Instance{ID: "i-0abc", Type: "c7i.large", Region: "us-east-1", Zone: "us-east-1b", Capacity: CapacityOnDemand, LaunchedAt: t0.Add(5 * time.Second), EndedAt: t0.Add(13 * time.Minute)},
+		Run:           RunInput{ID: 7001, Attempt: 1, Event: "push", WorkflowName: "CI"},
+		Instance:      InstanceInput{ID: "i-0abc", Type: "c7i.large", Region: "us-east-1", Zone: "us-east-1b", Capacity: CapacityOnDemand, LaunchedAt: t0.Add(5 * time.Second), EndedAt: t0.Add(13 * time.Minute)},
 		CloudProvider: "aws",
 		Peaks:         &Peaks{CPUPeak: f(93.456), CPUMean: f(41.2), MemoryPeak: f(62.5), DiskPeak: f(31)},
 		Prices:        pool.Prices,
@@ -187,7 +187,7 @@ func TestBuild(t *testing.T) {
 				t.Errorf("attempt = %d", r.RunAttempt)
 			}
 		}},
-		{name: "no run record", edit: func(in *Inputs) { in.Run = Run{} }, wantErr: ErrIncomplete},
+		{name: "no run record", edit: func(in *Inputs) { in.Run = RunInput{} }, wantErr: ErrIncomplete},
 		{name: "another run's record", edit: func(in *Inputs) { in.Run.ID = 9 }, wantErr: ErrIncomplete},
 		{name: "no instance type", edit: func(in *Inputs) { in.Instance.Type = "" }, wantErr: ErrIncomplete},
 		{name: "workflow name from the run", edit: func(in *Inputs) { in.Job.WorkflowName = "" }, check: func(t *testing.T, r Record) {

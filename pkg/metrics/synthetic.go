@@ -37,13 +37,13 @@ func Synthetic(seed uint64, n int, start time.Time) []Record {
 		if rng.IntN(4) == 0 {
 			capacity = CapacityOnDemand
 		}
-		inst := Instance{ID: fmt.Sprintf("i-%08x", i), Type: s.itype, Region: "us-east-1", Zone: "us-east-1b", Capacity: capacity,
+		inst := InstanceInput{ID: fmt.Sprintf("i-%08x", i), Type: s.itype, Region: "us-east-1", Zone: "us-east-1b", Capacity: capacity,
 			LaunchedAt: queued.Add(5 * time.Second), StartKind: StartCold,
 			// Derived from i, not drawn, so that the other fields stay as
 			// they were before records had a start.
 			ReservedAt:   queued.Add(time.Duration(300+i*37%900) * time.Millisecond),
 			RegisteredAt: startedAt.Add(-time.Duration(2+i%5) * time.Second)}
-		j := Job{ID: int64(1_000_000 + i), RunID: int64(500_000 + i/3), Attempt: 1 + rng.IntN(10)/9, Repository: s.repo,
+		j := JobInput{ID: int64(1_000_000 + i), RunID: int64(500_000 + i/3), Attempt: 1 + rng.IntN(10)/9, Repository: s.repo,
 			Pool: s.pool, WorkflowName: s.workflow, JobName: s.job, Conclusion: "success", QueuedAt: queued, StartedAt: startedAt,
 			CompletedAt: startedAt.Add(runtime), RunnerName: fmt.Sprintf("skiff-%d", i)}
 		if rng.IntN(50) == 0 && capacity == CapacitySpot {
@@ -64,7 +64,7 @@ func Synthetic(seed uint64, n int, start time.Time) []Record {
 				peaks.GPUs = []GPUPeak{{Index: 0, Utilization: pctJitter(80), MemoryUsedMiB: jitter(s.gpuMiB), MemoryTotalMiB: &total}}
 			}
 		}
-		r, err := Build(Inputs{Job: j, Run: Run{ID: j.RunID, Event: []string{"push", "pull_request", "schedule"}[rng.IntN(3)]},
+		r, err := Build(Inputs{Job: j, Run: RunInput{ID: j.RunID, Event: []string{"push", "pull_request", "schedule"}[rng.IntN(3)]},
 			Instance: inst, CloudProvider: "aws", Peaks: peaks, Prices: pool.Prices})
 		if err != nil {
 			panic(fmt.Sprintf("synthetic record %d: %v", i, err))

@@ -12,8 +12,8 @@ import (
 )
 
 // Job converts a job record.
-func Job(j store.JobRecord) metrics.Job {
-	return metrics.Job{
+func Job(j store.JobRecord) metrics.JobInput {
+	return metrics.JobInput{
 		ID: j.ID, RunID: j.RunID, Attempt: j.Attempt, Repository: j.Repository, Owner: j.Owner,
 		Labels: slices.Clone(j.Labels), Pool: j.Pool, WorkflowName: j.WorkflowName, JobName: j.JobName,
 		RunnerName: j.RunnerName, Conclusion: j.Conclusion,
@@ -22,14 +22,14 @@ func Job(j store.JobRecord) metrics.Job {
 }
 
 // Run converts a run record.
-func Run(r store.RunRecord) metrics.Run {
-	return metrics.Run{ID: r.ID, Attempt: r.Attempt, Event: r.Event, WorkflowName: r.WorkflowName}
+func Run(r store.RunRecord) metrics.RunInput {
+	return metrics.RunInput{ID: r.ID, Attempt: r.Attempt, Event: r.Event, WorkflowName: r.WorkflowName}
 }
 
 // Instance converts a provider instance; region, end time, interruption
 // and runner name come from the ledger, which the caller adds.
-func Instance(i provider.Instance, region string) metrics.Instance {
-	return metrics.Instance{
+func Instance(i provider.Instance, region string) metrics.InstanceInput {
+	return metrics.InstanceInput{
 		ID: i.ID, Type: i.InstanceType, Region: region, Zone: i.Zone,
 		Capacity: string(i.Capacity), LaunchedAt: i.LaunchedAt,
 		EndReason: string(i.EndReason), ExitCode: i.ExitCode,

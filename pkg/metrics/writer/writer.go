@@ -346,13 +346,13 @@ func (b *recordBatch) notRunHere(j MetricsJob, r ledger.Runner, rerr error) {
 
 // instance is the record's instance: as listed this pass, else from the
 // ledger; it ended at the ledger record's end, else now.
-func (b *recordBatch) instance(j MetricsJob, r ledger.Runner) metrics.Instance {
+func (b *recordBatch) instance(j MetricsJob, r ledger.Runner) metrics.InstanceInput {
 	w := b.w
 	ended := b.now
 	if !r.EndedAt.IsZero() {
 		ended = r.EndedAt // an awaited runner's
 	}
-	inst := metrics.Instance{ID: r.InstanceID, Type: r.InstanceType, Region: w.Region, Zone: r.Zone, RunnerName: r.Name,
+	inst := metrics.InstanceInput{ID: r.InstanceID, Type: r.InstanceType, Region: w.Region, Zone: r.Zone, RunnerName: r.Name,
 		LaunchedAt: r.LaunchedAt, EndedAt: ended, Interrupted: !r.InterruptedAt.IsZero()}
 	switch {
 	case j.Instance != nil:

@@ -108,8 +108,8 @@ func TestUsageOfARunner(t *testing.T) {
 			// The record says so.
 			start := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 			rec, err := metrics.Build(metrics.Inputs{
-				Job: metrics.Job{ID: 1, RunID: 2, Repository: "acme/ml", WorkflowName: "Train", StartedAt: start, CompletedAt: start.Add(time.Minute)},
-				Run: metrics.Run{ID: 2, Event: "push"}, Instance: metrics.Instance{ID: id, Type: "local", Capacity: metrics.CapacityOnDemand},
+				Job: metrics.JobInput{ID: 1, RunID: 2, Repository: "acme/ml", WorkflowName: "Train", StartedAt: start, CompletedAt: start.Add(time.Minute)},
+				Run: metrics.RunInput{ID: 2, Event: "push"}, Instance: metrics.InstanceInput{ID: id, Type: "local", Capacity: metrics.CapacityOnDemand},
 				CloudProvider: "local", Peaks: u.Peaks(), Host: process.RecordHost(u.Host)})
 			if err != nil {
 				t.Fatal(err)

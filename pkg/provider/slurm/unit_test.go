@@ -228,9 +228,9 @@ func TestRecordZoneIsTheAccountingsCluster(t *testing.T) {
 	}
 	start := time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
 	r, err := metrics.Build(metrics.Inputs{
-		Job: metrics.Job{ID: 7, Repository: "acme/api", WorkflowName: "CI", StartedAt: start, CompletedAt: start.Add(u.Elapsed)},
-		Run: metrics.Run{Event: "push"}, CloudProvider: "slurm", Peaks: u.Peaks(),
-		Instance: metrics.Instance{ID: "42", Type: "gpu", Zone: "slurm"}, // Options.Cluster's default
+		Job: metrics.JobInput{ID: 7, Repository: "acme/api", WorkflowName: "CI", StartedAt: start, CompletedAt: start.Add(u.Elapsed)},
+		Run: metrics.RunInput{Event: "push"}, CloudProvider: "slurm", Peaks: u.Peaks(),
+		Instance: metrics.InstanceInput{ID: "42", Type: "gpu", Zone: "slurm"}, // Options.Cluster's default
 	})
 	if err != nil {
 		t.Fatal(err)
