@@ -18,6 +18,7 @@ import (
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/metrics/recordstore"
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/provider/ec2/ec2prices"
 	"github.com/skiffci/skiff/pkg/store/sqlitestore"
 )
 
@@ -308,7 +309,7 @@ func allowedTypes(cfg *pool.Config) map[string][]string {
 			continue
 		}
 		var list []string
-		for name, it := range pool.Prices.Types {
+		for name, it := range ec2prices.Prices.Types {
 			fam, _, _ := strings.Cut(name, ".")
 			rq := p.EC2.Requirements
 			if (len(rq.Families) == 0 || slices.Contains(rq.Families, fam)) && rq.VCPU.Contains(it.VCPU) && rq.MemoryGiB.Contains(it.MemoryGiB) {

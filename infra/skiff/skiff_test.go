@@ -604,7 +604,8 @@ func TestRunnerSecurityGroupHasNoInboundRules(t *testing.T) {
 }
 
 // TestImportsNoSDK keeps DESIGN.md's rule: infra/ imports only SDK-free
-// packages of this module (pool, userdata, names, and the toolchain guard).
+// packages of this module (pool, the EC2 price table, userdata, names, and the
+// toolchain guard).
 func TestImportsNoSDK(t *testing.T) {
 	t.Parallel()
 	out, err := exec.Command("go", "list", "-deps", "..").Output()
@@ -622,7 +623,7 @@ func TestImportsNoSDK(t *testing.T) {
 func allowedDep(dep string) bool {
 	// internal/gotoolchain imports nothing: it refuses an old Go (pkg/names imports it).
 	// pkg/runnerversion is a decision package (pool reads runnerVersion with it).
-	for _, ok := range []string{"/pkg/names", "/pkg/pool", "/pkg/runnerversion", "/pkg/userdata", "/userdata", "/schema", "/infra", "/internal/gotoolchain"} {
+	for _, ok := range []string{"/pkg/names", "/pkg/pool", "/pkg/provider/ec2/ec2prices", "/pkg/runnerversion", "/pkg/userdata", "/userdata", "/schema", "/infra", "/internal/gotoolchain"} {
 		if strings.HasSuffix(dep, ok) || strings.Contains(dep, "/infra/") {
 			return true
 		}

@@ -32,6 +32,7 @@ import (
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
 	"github.com/skiffci/skiff/pkg/provider/ec2/ec2fake"
+	"github.com/skiffci/skiff/pkg/provider/ec2/ec2prices"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/scaledown"
@@ -390,7 +391,7 @@ func (w *world) metricsWriter() scaledown.MetricsWriter {
 		return scaledown.NoMetrics{}
 	}
 	return &scaledown.RecordWriter{Pools: w.recordPools(), Jobs: w.be.records, Ledger: w.be.ledger, Out: w.be.metrics,
-		CloudProvider: "aws", Region: region, Prices: pool.Prices, Counter: w.counter, Logger: w.log.With("function", "scaledown")}
+		CloudProvider: "aws", Region: region, Prices: ec2prices.Prices, Counter: w.counter, Logger: w.log.With("function", "scaledown")}
 }
 
 // startInstanceEvents builds the EC2 events function.

@@ -10,6 +10,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/skiffci/skiff/pkg/provider/ec2/ec2prices"
 	"github.com/skiffci/skiff/pkg/runnerversion"
 )
 
@@ -701,7 +702,7 @@ func poolFamilies(p *Pool) []string {
 	}
 	out := make([]string, 0, len(p.EC2.InstanceTypes))
 	for _, t := range p.EC2.InstanceTypes {
-		if f := familyOf(t); !contains(out, f) {
+		if f := ec2prices.FamilyOf(t); !contains(out, f) {
 			out = append(out, f)
 		}
 	}
@@ -729,7 +730,7 @@ func (p *Pool) HasGPU() bool {
 			return true
 		}
 		for _, f := range p.families {
-			if families[f].gpu {
+			if ec2prices.Families[f].GPU {
 				return true
 			}
 		}

@@ -3,6 +3,7 @@ package pool
 import (
 	"fmt"
 	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/provider/ec2/ec2prices"
 	"io"
 	"strings"
 	"text/tabwriter"
@@ -14,28 +15,28 @@ import (
 // (types missing from the table are returned with only a Name). For
 // requirements it is every table entry that satisfies them, cheapest first:
 // an estimate of what EC2's attribute-based selection can pick.
-func (s Spec) Candidates() []*InstanceType {
+func (s Spec) Candidates() []*ec2prices.InstanceType {
 	if s.EC2 == nil {
 		return nil
 	}
 	if s.EC2.Requirements == nil {
-		out := make([]*InstanceType, 0, len(s.EC2.InstanceTypes))
+		out := make([]*ec2prices.InstanceType, 0, len(s.EC2.InstanceTypes))
 		for _, t := range s.EC2.InstanceTypes {
-			if it := Prices.Lookup(t); it != nil {
+			if it := ec2prices.Prices.Lookup(t); it != nil {
 				out = append(out, it)
 			} else {
-				out = append(out, &InstanceType{Name: t})
+				out = append(out, &ec2prices.InstanceType{Name: t})
 			}
 		}
 		return out
 	}
 	r := s.EC2.Requirements
-	var out []*InstanceType
-	for _, it := range Prices.sortedTypes() {
+	var out []*ec2prices.InstanceType
+	for _, it := range ec2prices.Prices.SortedTypes() {
 		if it.Arch != s.Architecture || !r.VCPU.Contains(it.VCPU) || !r.MemoryGiB.Contains(it.MemoryGiB) {
 			continue
 		}
-		if len(r.Families) > 0 && !contains(r.Families, familyOf(it.Name)) {
+		if len(r.Families) > 0 && !contains(r.Families, ec2prices.FamilyOf(it.Name)) {
 			continue
 		}
 		if r.GPU != nil {
@@ -275,7 +276,7 @@ func writeEC2Prices(w io.Writer, s Spec) error {
 			fmt.Fprintf(w, "       the hot instances' price is unknown (no candidate is in the price table) and not counted\n")
 		}
 	}
-	_, err := fmt.Fprintf(w, "       estimate: %s list prices of %s, Linux, %s; not a quote\n", Prices.Region, Prices.Date, Prices.Currency)
+	_, err := fmt.Fprintf(w, "       estimate: %s list prices of %s, Linux, %s; not a quote\n", ec2prices.Prices.Region, ec2prices.Prices.Date, ec2prices.Prices.Currency)
 	return err
 }
 

@@ -2,6 +2,7 @@ package pool
 
 import (
 	"fmt"
+	"github.com/skiffci/skiff/pkg/provider/ec2/ec2prices"
 	"math/bits"
 	"sort"
 	"strings"
@@ -583,7 +584,7 @@ func filterTypes(types []string, d *Label, only string) []string {
 	if want(KeyFamily) && d.Families != nil {
 		for _, fam := range d.Families {
 			for _, t := range types {
-				if familyOf(t) == fam && shapeOK(t, d, want) {
+				if ec2prices.FamilyOf(t) == fam && shapeOK(t, d, want) {
 					out = append(out, t)
 				}
 			}
@@ -603,7 +604,7 @@ func shapeOK(t string, d *Label, want func(string) bool) bool {
 	if !cpu && !ram && !gpu {
 		return true
 	}
-	it := Prices.Lookup(t)
+	it := ec2prices.Prices.Lookup(t)
 	if it == nil {
 		return false
 	}

@@ -3,6 +3,7 @@ package pool
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/skiffci/skiff/pkg/provider/ec2/ec2prices"
 	"github.com/skiffci/skiff/pkg/runnerversion"
 	"math/bits"
 	"sort"
@@ -202,13 +203,13 @@ func (s *source) checkEC2(i int, p *Pool, add addFunc) {
 
 	// Instance types: known families, matching architecture, priced.
 	for j, t := range e.InstanceTypes {
-		fi, known := families[familyOf(t)]
-		if known && fi.arch == p.Architecture && Prices.Lookup(t) != nil {
+		fi, known := ec2prices.Families[ec2prices.FamilyOf(t)]
+		if known && fi.Arch == p.Architecture && ec2prices.Prices.Lookup(t) != nil {
 			continue // the common case, checked without building a pointer
 		}
 		ptr := sec + "/instanceTypes/" + strconv.Itoa(j)
-		s.checkFamily(ptr, familyOf(t), p, add, t)
-		if known && fi.arch == p.Architecture {
+		s.checkFamily(ptr, ec2prices.FamilyOf(t), p, add, t)
+		if known && fi.Arch == p.Architecture {
 			add(ptr, SeverityWarning, fmt.Sprintf("%s is not in the embedded price table", t),
 				"plan shows no price for it, and cpu=/ram=/gpu= in dynamic labels never select it")
 		}
@@ -226,15 +227,15 @@ func (s *source) checkEC2(i int, p *Pool, add addFunc) {
 		}
 		anyGPU := false
 		for j, f := range r.Families {
-			if fi, ok := families[f]; !ok || fi.arch != p.Architecture {
+			if fi, ok := ec2prices.Families[f]; !ok || fi.Arch != p.Architecture {
 				s.checkFamily(rp+"/families/"+strconv.Itoa(j), f, p, add, "")
 			}
-			anyGPU = anyGPU || families[f].gpu
+			anyGPU = anyGPU || ec2prices.Families[f].GPU
 		}
 		if r.GPU != nil && r.GPU.Count.Min > 0 && len(r.Families) > 0 && !anyGPU {
 			add(rp+"/gpu/count", SeverityError,
 				fmt.Sprintf("impossible bound: gpu.count.min is %d but none of the families %s has GPUs", r.GPU.Count.Min, strings.Join(r.Families, ", ")),
-				"add GPU families ("+gpuFamiliesList()+") or drop gpu:")
+				"add GPU families ("+ec2prices.GPUFamilies()+") or drop gpu:")
 		}
 	}
 
@@ -436,28 +437,19 @@ func (s *source) checkFamily(ptr, family string, p *Pool, add addFunc, what stri
 	if what == "" {
 		what = "family " + family
 	}
-	fi, ok := families[family]
+	fi, ok := ec2prices.Families[family]
 	if !ok {
-		fix := "check the spelling; skiff knows the EC2 families listed in pkg/pool/catalog.go"
-		if near := nearest(family, sortedFamilies()); near != "" {
+		fix := "check the spelling; skiff knows the EC2 families listed in pkg/provider/ec2/ec2prices/catalog.go"
+		if near := nearest(family, ec2prices.SortedFamilies()); near != "" {
 			fix = fmt.Sprintf("did you mean %q?", near)
 		}
 		add(ptr, SeverityError, fmt.Sprintf("unknown instance family %q", family), fix)
 		return
 	}
-	if fi.arch != p.Architecture {
-		add(ptr, SeverityError, fmt.Sprintf("%s is %s but pool %q is %s", what, fi.arch, p.Name, p.Architecture),
-			fmt.Sprintf("set architecture: %s in a separate pool, or use %s types here", fi.arch, p.Architecture))
+	if fi.Arch != p.Architecture {
+		add(ptr, SeverityError, fmt.Sprintf("%s is %s but pool %q is %s", what, fi.Arch, p.Name, p.Architecture),
+			fmt.Sprintf("set architecture: %s in a separate pool, or use %s types here", fi.Arch, p.Architecture))
 	}
-}
-
-func sortedFamilies() []string {
-	out := make([]string, 0, len(families))
-	for f := range families {
-		out = append(out, f)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // checkBounds reports dynamic bounds that no job could ever satisfy.
@@ -469,7 +461,7 @@ func (s *source) checkBounds(i int, p *Pool, add addFunc) {
 	}
 	for j, f := range b.Families {
 		ptr := dp + "/families/" + strconv.Itoa(j)
-		if _, ok := families[f]; !ok {
+		if _, ok := ec2prices.Families[f]; !ok {
 			s.checkFamily(ptr, f, p, add, "")
 			continue
 		}
@@ -516,7 +508,7 @@ func (p *Pool) smallestShape() (cpu, ram int) {
 		return r.VCPU.Min, r.MemoryGiB.Min
 	}
 	for _, t := range p.EC2.InstanceTypes {
-		it := Prices.Lookup(t)
+		it := ec2prices.Prices.Lookup(t)
 		if it == nil {
 			return 0, 0
 		}

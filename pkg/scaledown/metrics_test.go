@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/metrics"
-	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/provider/ec2/ec2prices"
 	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/store"
@@ -253,7 +253,7 @@ func TestRecordWriterAwaitsALateStart(t *testing.T) {
 	out := &metrics.MemoryRecords{}
 	counts := &telemetry.Memory{}
 	w := &scaledown.RecordWriter{Pools: []string{"*"}, Jobs: st, Ledger: ledger, Out: out, CloudProvider: "aws",
-		Region: "us-east-1", Prices: pool.Prices, AwaitWindow: time.Hour, Counter: counts}
+		Region: "us-east-1", Prices: ec2prices.Prices, AwaitWindow: time.Hour, Counter: counts}
 	for _, id := range []int64{10, 11} {
 		name := fmt.Sprintf("skiff-%d-1", id)
 		if _, err := st.RecordJob(ctx, store.Job{ID: id, RunID: 70, Attempt: 1, Repository: "acme/app", Owner: "acme",
