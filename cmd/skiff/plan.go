@@ -76,7 +76,7 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 			return exitFailed
 		}
 	}
-	if err := pool.WritePlanFor(stdout, cfg, spec, *deployment); err != nil {
+	if err := writePlanFor(stdout, cfg, spec, *deployment); err != nil {
 		fmt.Fprintf(stderr, "skiff plan: %v\n", err)
 		return exitFailed
 	}

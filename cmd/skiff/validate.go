@@ -104,7 +104,7 @@ func writeGroups(w io.Writer, cfg *pool.Config) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "pool\trunner group (docs/pools.md#who-may-run)")
 	for _, p := range cfg.Pools {
-		fmt.Fprintf(tw, "%s\t%s\n", p.Name, pool.GroupText(p.RunnerGroup, p.KeptGroup, p.Policy, p.Workflows))
+		fmt.Fprintf(tw, "%s\t%s\n", p.Name, groupText(p.RunnerGroup, p.KeptGroup, p.Policy, p.Workflows))
 	}
 	_ = tw.Flush()
 }

@@ -2,7 +2,6 @@ package pool
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -473,14 +472,4 @@ func backendOf(m map[string]any) (Backend, int) {
 		}
 	}
 	return b, n
-}
-
-// sortedMapKeys returns a string map's keys, sorted.
-func sortedMapKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

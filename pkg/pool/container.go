@@ -178,25 +178,6 @@ func bytesText(b int64) string {
 	return strconv.FormatInt(b, 10)
 }
 
-// writeContainer prints a container pool's request.
-func writeContainer(row func(k, v string), s Spec) {
-	c := s.Container
-	row("image", c.Image+" (pull: "+c.Pull+")")
-	if l, err := c.Limits(s.Sizes); err != nil {
-		row("limits", "invalid: "+err.Error())
-	} else {
-		row("limits", l.String())
-	}
-	if c.GPUs != "" || s.Sizes.GPUs > 0 {
-		row("gpus as", c.GPUMode)
-	}
-	row("network", c.Network)
-	for _, m := range c.Mounts {
-		row("mount", m.Source+" → "+m.Target+" (read-only)")
-	}
-	row("runs as", "a fresh container per job, removed after it (no privileges, capabilities dropped, read-only root)")
-}
-
 // checkContainer checks what the schema cannot in a container pool's section.
 func (s *source) checkContainer(i int, p *Pool, add addFunc) {
 	c := p.Container

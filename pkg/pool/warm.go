@@ -225,26 +225,6 @@ const GP3PerGiBMonth = 0.08
 // hoursPerMonth is AWS's month for EBS pricing (730 hours).
 const hoursPerMonth = 730
 
-// warmText is the plan's one-line summary of a pool's warm capacity.
-func warmText(w *Warm) string {
-	if w == nil || w.Total() == 0 {
-		return "none (every job starts cold)"
-	}
-	when := "at all hours"
-	if len(w.Schedules) > 0 {
-		parts := make([]string, 0, len(w.Schedules))
-		for _, s := range w.Schedules {
-			days := make([]string, 0, len(s.Days))
-			for _, d := range s.Days {
-				days = append(days, strings.ToLower(d.String()[:3]))
-			}
-			parts = append(parts, fmt.Sprintf("%s %02d:%02d-%02d:%02d", strings.Join(days, ","), s.From/60, s.From%60, s.To/60, s.To%60))
-		}
-		when = fmt.Sprintf("%s (%s; %.0f h a week)", strings.Join(parts, "; "), w.TimeZone, w.HoursPerWeek())
-	}
-	return fmt.Sprintf("%d stopped, %d hot, %s, replaced after %s", w.Stopped, w.Hot, when, FormatDuration(w.MaxAge))
-}
-
 // MinWarmMaxAge is the shortest maxAge: a warm instance takes minutes to
 // launch, boot and stop, so a shorter age would replace instances faster
 // than they become usable.

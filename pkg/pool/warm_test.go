@@ -1,8 +1,6 @@
 package pool
 
 import (
-	"bytes"
-	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -178,28 +176,5 @@ func TestWarmValidate(t *testing.T) {
 			}
 			t.Errorf("findings = %v; want a %s containing %q", diags, tt.severity, tt.msg)
 		})
-	}
-}
-
-func TestWritePlanWarm(t *testing.T) {
-	t.Parallel()
-	cfg, err := Parse([]byte(warmPool("on-demand", "{stopped: 1, hot: 1, timeZone: Europe/Berlin, schedules: [{days: [mon, tue, wed, thu, fri], from: \"08:00\", to: \"18:00\"}]}", "")), "pools.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec, err := cfg.Resolve([]string{"self-hosted", "x"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := WritePlan(&buf, cfg, spec); err != nil {
-		t.Fatal(err)
-	}
-	out := buf.String()
-	usd, _ := spec.WarmCostPerDay(spec.Warm)
-	for _, want := range []string{"1 stopped, 1 hot", "Europe/Berlin; 50 h a week", fmt.Sprintf("warm: $%.2f per day", usd)} {
-		if !strings.Contains(out, want) {
-			t.Errorf("plan lacks %q:\n%s", want, out)
-		}
 	}
 }
