@@ -32,6 +32,7 @@ import (
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/scaledown"
 )
@@ -124,7 +125,7 @@ func demo(w io.Writer, o demoOptions) error {
 			return err
 		}
 	}
-	pools, err := pool.Load(o.PoolsFile)
+	pools, err := poolfile.Load(o.PoolsFile)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/metrics/recordstore"
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/provider/ec2/ec2prices"
 	"github.com/skiffci/skiff/pkg/store/sqlitestore"
 )
@@ -111,7 +112,7 @@ func parseMetricsFlags(args []string, stderr io.Writer) (o metricsOptions, ok bo
 		o.filter.Since = t
 	}
 	if *poolsFile != "" {
-		cfg, err := pool.Load(*poolsFile)
+		cfg, err := poolfile.Load(*poolsFile)
 		if err != nil {
 			return o, false, reportLoadError(err, stderr)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 )
 
 // warmPool is a pool with a warm: section; extra is indented at the pool's level.
@@ -38,7 +39,7 @@ func TestWritePlanUnpriced(t *testing.T) {
 
 func TestWritePlanWarm(t *testing.T) {
 	t.Parallel()
-	cfg, err := pool.Parse([]byte(warmPool("on-demand", "{stopped: 1, hot: 1, timeZone: Europe/Berlin, schedules: [{days: [mon, tue, wed, thu, fri], from: \"08:00\", to: \"18:00\"}]}", "")), "pools.yaml")
+	cfg, err := poolfile.Parse([]byte(warmPool("on-demand", "{stopped: 1, hot: 1, timeZone: Europe/Berlin, schedules: [{days: [mon, tue, wed, thu, fri], from: \"08:00\", to: \"18:00\"}]}", "")), "pools.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/provider/process"
 )
 
@@ -21,7 +22,7 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 	if ok, code := parseFlags(fs, args); !ok {
 		return code
 	}
-	cfg, err := pool.Load(*file)
+	cfg, err := poolfile.Load(*file)
 	if err != nil {
 		return reportLoadError(err, stderr)
 	}
@@ -129,7 +130,7 @@ func capabilitiesText(c pool.Capabilities) string {
 
 // reportLoadError prints why a pools file did not load and returns the exit code.
 func reportLoadError(err error, stderr io.Writer) int {
-	var verr *pool.ValidationError
+	var verr *poolfile.ValidationError
 	if errors.As(err, &verr) {
 		printDiagnostics(stderr, verr.Diagnostics)
 		errs := 0

@@ -29,6 +29,7 @@ import (
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
 	"github.com/skiffci/skiff/pkg/provider/ec2/ec2fake"
@@ -160,7 +161,7 @@ func newWorld(t testing.TB, cfg Config) *world {
 	w.plan = planRuns(w.rng, cfg.Jobs)
 	var err error
 	warmEnd := w.start.Add(w.plan[len(w.plan)-1].at)
-	if w.pools, err = pool.Parse([]byte(poolsYAML(w.start, warmEnd, largeMaxRunners(cfg.Jobs))), "loadtest-pools.yaml"); err != nil {
+	if w.pools, err = poolfile.Parse([]byte(poolsYAML(w.start, warmEnd, largeMaxRunners(cfg.Jobs))), "loadtest-pools.yaml"); err != nil {
 		t.Fatalf("the harness's pools: %v", err)
 	}
 	keyOnce.Do(func() { appKey, keyErr = rsa.GenerateKey(rand.Reader, 2048) })

@@ -2,11 +2,12 @@ package pool
 
 import (
 	"fmt"
-	"github.com/skiffci/skiff/pkg/provider/ec2/ec2prices"
 	"math/bits"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/skiffci/skiff/pkg/provider/ec2/ec2prices"
 )
 
 // Spec is what to launch for one job: the result of resolving its labels.

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/skiffci/skiff/pkg/provisioning"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -19,10 +18,11 @@ import (
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
-	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
 	"github.com/skiffci/skiff/pkg/provider/ec2/ec2fake"
+	"github.com/skiffci/skiff/pkg/provisioning"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/scaleup"
 	"github.com/skiffci/skiff/pkg/store"
@@ -208,7 +208,7 @@ func newEnv(t testing.TB, tweak func(*scaleup.Options)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pools, err := pool.Parse([]byte(poolsYAML), "pools.yaml")
+	pools, err := poolfile.Parse([]byte(poolsYAML), "pools.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
