@@ -4,7 +4,7 @@ package pool
 // package poolfile (an import this package's own tests cannot make).
 
 // AmbiguousYAML is ambiguousYAML, for pool_test.
-const AmbiguousYAML = ambiguousYAML
+var AmbiguousYAML = ambiguousYAML
 
 // ImpliedLabels is impliedLabels, for pool_test.
 var ImpliedLabels = impliedLabels

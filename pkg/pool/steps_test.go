@@ -2,6 +2,7 @@ package pool
 
 import (
 	"errors"
+	"os"
 	"reflect"
 	"testing"
 
@@ -119,28 +120,17 @@ func TestFitDisk(t *testing.T) {
 	}
 }
 
-const ambiguousYAML = `version: 1
-defaults:
-  subnets: [subnet-0a1b2c3d4e5f60718]
-  image: {ssm: /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64}
-pools:
-  - name: small
-    labels: [build, small]
-    instanceTypes: [c7i.large]
-    dynamic: {maxCpu: 2}
-  - name: big
-    labels: [build, big]
-    instanceTypes: [c7i.4xlarge]
-    dynamic: {maxCpu: 16}
-  - name: team-a
-    labels: [team]
-    scope: {owners: [a]}
-    instanceTypes: [c7i.large]
-  - name: team-b
-    labels: [team]
-    scope: {owners: [b]}
-    instanceTypes: [m7i.large]
-`
+// ambiguousYAML is a file of pools that overlap: shared labels, scopes, sizes.
+var ambiguousYAML = mustRead("testdata/ambiguous.yaml")
+
+// mustRead returns a test file's text.
+func mustRead(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		panic(err)
+	}
+	return string(data)
+}
 
 // decodeYAML builds a Config from a pools file without its checks: the
 // loader (package poolfile) imports this package, so this package's own

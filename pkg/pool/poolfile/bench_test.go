@@ -2,6 +2,7 @@ package poolfile
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,28 +19,14 @@ func loadExample(tb testing.TB) *pool.Config {
 	return cfg
 }
 
-const ambiguousYAML = `version: 1
-defaults:
-  subnets: [subnet-0a1b2c3d4e5f60718]
-  image: {ssm: /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64}
-pools:
-  - name: small
-    labels: [build, small]
-    instanceTypes: [c7i.large]
-    dynamic: {maxCpu: 2}
-  - name: big
-    labels: [build, big]
-    instanceTypes: [c7i.4xlarge]
-    dynamic: {maxCpu: 16}
-  - name: team-a
-    labels: [team]
-    scope: {owners: [a]}
-    instanceTypes: [c7i.large]
-  - name: team-b
-    labels: [team]
-    scope: {owners: [b]}
-    instanceTypes: [m7i.large]
-`
+// ambiguousYAML is pkg/pool's test file of pools that overlap.
+var ambiguousYAML = func() string {
+	data, err := os.ReadFile(filepath.Join("..", "testdata", "ambiguous.yaml"))
+	if err != nil {
+		panic(err)
+	}
+	return string(data)
+}()
 
 // hundredPools renders a realistic 100-pool file: defaults, distinct labels,
 // scopes, instance lists, requirements and dynamic bounds.
