@@ -33,6 +33,7 @@ import (
 	"github.com/skiffci/skiff/pkg/metrics/writer"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/provider"
 )
 
@@ -124,7 +125,7 @@ func demo(w io.Writer, o demoOptions) error {
 			return err
 		}
 	}
-	pools, err := pool.Load(o.PoolsFile)
+	pools, err := poolfile.Load(o.PoolsFile)
 	if err != nil {
 		return err
 	}

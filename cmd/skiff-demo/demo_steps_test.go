@@ -6,12 +6,13 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 )
 
 // labPools is the demo's default pools file.
 func labPools(t *testing.T) *pool.Config {
 	t.Helper()
-	pools, err := pool.Load("../../examples/lab.yaml")
+	pools, err := poolfile.Load("../../examples/lab.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

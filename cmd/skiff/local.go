@@ -15,6 +15,7 @@ import (
 
 	"github.com/skiffci/skiff/internal/local"
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/setup"
 	"github.com/skiffci/skiff/pkg/store/sqlitestore"
@@ -134,7 +135,7 @@ func localConfig(f localFlags, getenv func(string) string, readFile func(string)
 	}
 	// Loaded once for the checks below and for the daemon; a file that
 	// cannot be loaded is reported when the daemon loads it again.
-	if pools, err := pool.Load(f.pools); err == nil {
+	if pools, err := poolfile.Load(f.pools); err == nil {
 		cfg.Pools = pools
 	}
 	if cfg.WebhookSecret == "" && local.NeedsWebhook(cfg.Pools) {
@@ -216,7 +217,7 @@ func serveLocal(cfg local.Config, f localFlags, stdout, stderr io.Writer) int {
 // here.
 func buildExternal(cfg *local.Config, f localFlags, logger *slog.Logger) error {
 	if cfg.Pools == nil {
-		_, err := pool.Load(f.pools)
+		_, err := poolfile.Load(f.pools)
 		return fmt.Errorf("loading pools: %w", err)
 	}
 	pools := cfg.Pools

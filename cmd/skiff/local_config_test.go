@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/internal/local"
-	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/store/sqlitestore"
 )
 
@@ -154,7 +154,7 @@ func TestBackendFlags(t *testing.T) {
 		if tc.runner != "" {
 			cfg.RunnerCommand = []string{tc.runner}
 		}
-		if pools, err := pool.Load(tc.pools); err == nil {
+		if pools, err := poolfile.Load(tc.pools); err == nil {
 			cfg.Pools = pools
 		}
 		if got := backendProblems(cfg); !reflect.DeepEqual(got, tc.want) {

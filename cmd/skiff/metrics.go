@@ -18,6 +18,8 @@ import (
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/metrics/recordstore"
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
+	"github.com/skiffci/skiff/pkg/provider/ec2/ec2prices"
 	"github.com/skiffci/skiff/pkg/store/sqlitestore"
 )
 
@@ -110,7 +112,7 @@ func parseMetricsFlags(args []string, stderr io.Writer) (o metricsOptions, ok bo
 		o.filter.Since = t
 	}
 	if *poolsFile != "" {
-		cfg, err := pool.Load(*poolsFile)
+		cfg, err := poolfile.Load(*poolsFile)
 		if err != nil {
 			return o, false, reportLoadError(err, stderr)
 		}
@@ -308,7 +310,7 @@ func allowedTypes(cfg *pool.Config) map[string][]string {
 			continue
 		}
 		var list []string
-		for name, it := range pool.Prices.Types {
+		for name, it := range ec2prices.Prices.Types {
 			fam, _, _ := strings.Cut(name, ".")
 			rq := p.EC2.Requirements
 			if (len(rq.Families) == 0 || slices.Contains(rq.Families, fam)) && rq.VCPU.Contains(it.VCPU) && rq.MemoryGiB.Contains(it.MemoryGiB) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 )
 
 // runPlan implements "skiff plan -f pools.yaml --labels self-hosted,gpu [--repo owner/name]
@@ -50,7 +51,7 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "skiff plan: --repo %q is not owner/name\n", *repo)
 		return exitUsage
 	}
-	cfg, err := pool.Load(*file)
+	cfg, err := poolfile.Load(*file)
 	if err != nil {
 		return reportLoadError(err, stderr)
 	}
@@ -76,7 +77,7 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 			return exitFailed
 		}
 	}
-	if err := pool.WritePlanFor(stdout, cfg, spec, *deployment); err != nil {
+	if err := writePlanFor(stdout, cfg, spec, *deployment); err != nil {
 		fmt.Fprintf(stderr, "skiff plan: %v\n", err)
 		return exitFailed
 	}

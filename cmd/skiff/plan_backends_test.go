@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 )
 
 // TestPlanBackendsGolden: skiff plan shows each backend's view of a job of
@@ -69,7 +69,7 @@ func TestValidateBackends(t *testing.T) {
 func TestSandboxWarnings(t *testing.T) {
 	t.Parallel()
 	const file = "version: 1\npools:\n  - name: lab\n    labels: [lab]\n    process: {}\n  - name: trusted\n    labels: [trusted]\n    process: {sandbox: none}\n"
-	cfg, err := pool.Parse([]byte(file), "pools.yaml")
+	cfg, err := poolfile.Parse([]byte(file), "pools.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/runnerversion"
 )
 
@@ -50,7 +50,7 @@ func releasesJSON(t *testing.T, rs map[string]time.Time) []byte {
 // counted from the first newer release, 2.331.0 — and after; a latest pool never.
 func TestRunnerWarnings(t *testing.T) {
 	t.Parallel()
-	cfg, err := pool.Parse([]byte(fmt.Sprintf(runnerPools, strings.Repeat("b", 64))), "pools.yaml")
+	cfg, err := poolfile.Parse([]byte(fmt.Sprintf(runnerPools, strings.Repeat("b", 64))), "pools.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

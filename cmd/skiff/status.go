@@ -27,6 +27,7 @@ import (
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/metrics/recordstore"
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/runnerversion"
 	"github.com/skiffci/skiff/pkg/store"
@@ -238,7 +239,7 @@ func statusCommand(args []string, stdout, stderr io.Writer, sources func(context
 		fs.Usage()
 		return exitUsage
 	}
-	cfg, err := pool.Load(*file)
+	cfg, err := poolfile.Load(*file)
 	if err != nil {
 		fmt.Fprintf(stderr, "skiff status: loading pools: %v\n", err)
 		return exitFailed

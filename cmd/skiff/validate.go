@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/provider/process"
 )
 
@@ -21,7 +22,7 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 	if ok, code := parseFlags(fs, args); !ok {
 		return code
 	}
-	cfg, err := pool.Load(*file)
+	cfg, err := poolfile.Load(*file)
 	if err != nil {
 		return reportLoadError(err, stderr)
 	}
@@ -104,7 +105,7 @@ func writeGroups(w io.Writer, cfg *pool.Config) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "pool\trunner group (docs/pools.md#who-may-run)")
 	for _, p := range cfg.Pools {
-		fmt.Fprintf(tw, "%s\t%s\n", p.Name, pool.GroupText(p.RunnerGroup, p.KeptGroup, p.Policy, p.Workflows))
+		fmt.Fprintf(tw, "%s\t%s\n", p.Name, groupText(p.RunnerGroup, p.KeptGroup, p.Policy, p.Workflows))
 	}
 	_ = tw.Flush()
 }
@@ -129,7 +130,7 @@ func capabilitiesText(c pool.Capabilities) string {
 
 // reportLoadError prints why a pools file did not load and returns the exit code.
 func reportLoadError(err error, stderr io.Writer) int {
-	var verr *pool.ValidationError
+	var verr *poolfile.ValidationError
 	if errors.As(err, &verr) {
 		printDiagnostics(stderr, verr.Diagnostics)
 		errs := 0

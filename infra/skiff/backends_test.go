@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 )
 
 // TestCheckBackends: the AWS stack launches EC2 pools only, so a pools file
@@ -20,7 +20,7 @@ func TestCheckBackends(t *testing.T) {
 		{"pools.yaml", nil},
 		{"backends.yaml", []string{`"hpc" runs on slurm`, `"pods" runs on kubernetes`, `"lab" runs on process`, `"boxes" runs on container`}},
 	} {
-		cfg, err := pool.Load(filepath.Join("..", "..", "examples", tt.file))
+		cfg, err := poolfile.Load(filepath.Join("..", "..", "examples", tt.file))
 		if err != nil {
 			t.Fatal(err)
 		}

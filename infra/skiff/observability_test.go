@@ -10,6 +10,7 @@ import (
 
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 )
 
 func TestObservability(t *testing.T) {
@@ -47,7 +48,7 @@ func TestObservability(t *testing.T) {
 	}
 	// One waiting-room alarm per pool, at the pool's waitAlarm: the
 	// example's gpu pool sets 1h, the others take the 30m default.
-	cfg, err := pool.Load(examplePools)
+	cfg, err := poolfile.Load(examplePools)
 	if err != nil {
 		t.Fatal(err)
 	}

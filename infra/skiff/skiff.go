@@ -47,6 +47,7 @@ import (
 
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 )
 
 // Defaults for the optional Props fields. Each says why it has its value.
@@ -65,7 +66,7 @@ const (
 
 // Props configures the construct. PoolsFile and Allow are required.
 type Props struct {
-	// PoolsFile is the operator's pools file. It is loaded with pool.Load (the
+	// PoolsFile is the operator's pools file. It is loaded with poolfile.Load (the
 	// loader of `skiff validate`) and bundled beside every function's
 	// bootstrap as pools.yaml.
 	PoolsFile string
@@ -268,7 +269,7 @@ func New(scope constructs.Construct, id string, props *Props) (*Skiff, error) {
 		return nil, err
 	}
 	p := props.withDefaults()
-	cfg, err := pool.Load(p.PoolsFile)
+	cfg, err := poolfile.Load(p.PoolsFile)
 	if err != nil {
 		return nil, fmt.Errorf("loading the pools file (check it with skiff validate -f %s): %w", p.PoolsFile, err)
 	}

@@ -20,7 +20,7 @@ import (
 
 	"github.com/skiffci/skiff/pkg/instanceevents"
 	"github.com/skiffci/skiff/pkg/names"
-	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/scaleup"
 	"github.com/skiffci/skiff/pkg/setup"
@@ -531,7 +531,7 @@ func TestKeyPrefixesMatchStore(t *testing.T) {
 
 func TestLaunchTemplates(t *testing.T) {
 	tmpl, doc := defaultTemplate(t)
-	cfg, err := pool.Load(examplePools)
+	cfg, err := poolfile.Load(examplePools)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -607,7 +607,8 @@ func TestRunnerSecurityGroupHasNoInboundRules(t *testing.T) {
 }
 
 // TestImportsNoSDK keeps DESIGN.md's rule: infra/ imports only SDK-free
-// packages of this module (pool, userdata, names, and the toolchain guard).
+// packages of this module (pool and its file loader, the EC2 price table,
+// userdata, names, and the toolchain guard).
 func TestImportsNoSDK(t *testing.T) {
 	t.Parallel()
 	out, err := exec.Command("go", "list", "-deps", "..").Output()
@@ -625,7 +626,7 @@ func TestImportsNoSDK(t *testing.T) {
 func allowedDep(dep string) bool {
 	// internal/gotoolchain imports nothing: it refuses an old Go (pkg/names imports it).
 	// pkg/runnerversion is a decision package (pool reads runnerVersion with it).
-	for _, ok := range []string{"/pkg/names", "/pkg/pool", "/pkg/runnerversion", "/pkg/userdata", "/userdata", "/schema", "/infra", "/internal/gotoolchain"} {
+	for _, ok := range []string{"/pkg/names", "/pkg/pool", "/pkg/pool/poolfile", "/pkg/provider/ec2/ec2prices", "/pkg/runnerversion", "/pkg/userdata", "/userdata", "/schema", "/infra", "/internal/gotoolchain"} {
 		if strings.HasSuffix(dep, ok) || strings.Contains(dep, "/infra/") {
 			return true
 		}

@@ -22,7 +22,7 @@ import (
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/groups"
 	"github.com/skiffci/skiff/pkg/ledger"
-	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
 	"github.com/skiffci/skiff/pkg/provider/ec2/ec2fake"
 	"github.com/skiffci/skiff/pkg/queue"
@@ -139,7 +139,7 @@ func newStackWith(t *testing.T, o stackOptions) *stack {
 	s.queue.SetClock(clock.Now)
 	s.ec2.SetClock(clock.Now)
 	logger := slog.New(slog.NewJSONHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	pools, err := pool.Parse([]byte(o.pools), "pools.yaml")
+	pools, err := poolfile.Parse([]byte(o.pools), "pools.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/userdata"
 )
@@ -118,7 +118,7 @@ func TestPoolsYAML(t *testing.T) {
 		if !strings.Contains(y, tc.reads) || !strings.Contains(y, "days: [tue]") {
 			t.Errorf("%s: the pools file has no %q on tue:\n%s", tc.name, tc.reads, y)
 		}
-		cfg, err := pool.Parse([]byte(y), "loadtest-pools.yaml")
+		cfg, err := poolfile.Parse([]byte(y), "loadtest-pools.yaml")
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}

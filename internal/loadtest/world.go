@@ -31,9 +31,11 @@ import (
 	"github.com/skiffci/skiff/pkg/metrics/writer"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
 	"github.com/skiffci/skiff/pkg/provider/ec2/ec2fake"
+	"github.com/skiffci/skiff/pkg/provider/ec2/ec2prices"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/scaledown"
@@ -160,7 +162,7 @@ func newWorld(t testing.TB, cfg Config) *world {
 	w.plan = planRuns(w.rng, cfg.Jobs)
 	var err error
 	warmEnd := w.start.Add(w.plan[len(w.plan)-1].at)
-	if w.pools, err = pool.Parse([]byte(poolsYAML(w.start, warmEnd, largeMaxRunners(cfg.Jobs))), "loadtest-pools.yaml"); err != nil {
+	if w.pools, err = poolfile.Parse([]byte(poolsYAML(w.start, warmEnd, largeMaxRunners(cfg.Jobs))), "loadtest-pools.yaml"); err != nil {
 		t.Fatalf("the harness's pools: %v", err)
 	}
 	keyOnce.Do(func() { appKey, keyErr = rsa.GenerateKey(rand.Reader, 2048) })
@@ -391,7 +393,7 @@ func (w *world) metricsWriter() writer.MetricsWriter {
 		return writer.NoMetrics{}
 	}
 	return &writer.RecordWriter{Pools: w.recordPools(), Jobs: w.be.records, Ledger: w.be.ledger, Out: w.be.metrics,
-		CloudProvider: "aws", Region: region, Prices: pool.Prices, Counter: w.counter, Logger: w.log.With("function", "scaledown")}
+		CloudProvider: "aws", Region: region, Prices: ec2prices.Prices, Counter: w.counter, Logger: w.log.With("function", "scaledown")}
 }
 
 // startInstanceEvents builds the EC2 events function.

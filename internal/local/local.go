@@ -26,6 +26,7 @@ import (
 	"github.com/skiffci/skiff/pkg/listener"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/route"
 	"github.com/skiffci/skiff/pkg/provider/slurm"
@@ -350,7 +351,7 @@ func prepare(cfg Config) (Config, *pool.Config, error) {
 	if cfg.Pools != nil {
 		return cfg, cfg.Pools, nil
 	}
-	pools, err := pool.Load(cfg.PoolsFile)
+	pools, err := poolfile.Load(cfg.PoolsFile)
 	if err != nil {
 		return cfg, nil, fmt.Errorf("loading pools: %w", err)
 	}

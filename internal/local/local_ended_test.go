@@ -17,6 +17,7 @@ import (
 
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/provider"
 )
 
@@ -79,7 +80,7 @@ func TestReportEndedOnce(t *testing.T) {
 // every pool opted out or the sandbox works.
 func TestNeedSandbox(t *testing.T) {
 	t.Parallel()
-	cfg, err := pool.Parse([]byte("version: 1\npools:\n  - name: lab\n    labels: [lab]\n    process: {}\n"+
+	cfg, err := poolfile.Parse([]byte("version: 1\npools:\n  - name: lab\n    labels: [lab]\n    process: {}\n"+
 		"  - name: trusted\n    labels: [trusted]\n    process: {sandbox: none}\n  - name: cloud\n    labels: [cloud]\n"+
 		"    instanceTypes: [c7i.large]\n    subnets: [subnet-0a1b2c3d4e5f60718]\n    image: {ami: ami-0123456789abcdef0}\n"), "pools.yaml")
 	if err != nil {

@@ -19,7 +19,7 @@ import (
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/names"
-	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/provider"
 )
 
@@ -387,7 +387,7 @@ func TestLocalModeSlurmRunAs(t *testing.T) {
 	}
 	yaml := strings.NewReplacer("RUNAS", "["+strings.Join(accounts, ", ")+"]", "RUNNER", runnerDir,
 		"WORK", filepath.Join(shared, "work")).Replace(runAsPools)
-	pools, err := pool.Parse([]byte(yaml), "pools.yaml")
+	pools, err := poolfile.Parse([]byte(yaml), "pools.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

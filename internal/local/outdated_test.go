@@ -10,7 +10,7 @@ import (
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/freshness"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
-	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/store"
 )
@@ -76,7 +76,7 @@ func TestStalePoolStops(t *testing.T) {
 	if j, _ := sim.Job(first.JobIDs[0]); j.Status != "queued" {
 		t.Errorf("first job %+v", j)
 	}
-	pools, err := pool.Parse([]byte(testenv.CPUPools), "pools.yaml")
+	pools, err := poolfile.Parse([]byte(testenv.CPUPools), "pools.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,8 +19,8 @@ import (
 	"github.com/skiffci/skiff/pkg/metrics/recordstore"
 	"github.com/skiffci/skiff/pkg/metrics/writer"
 	"github.com/skiffci/skiff/pkg/names"
-	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
+	"github.com/skiffci/skiff/pkg/provider/ec2/ec2prices"
 	"github.com/skiffci/skiff/pkg/queue/sqsqueue"
 	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/scaledown"
@@ -114,7 +114,7 @@ func newScaleDownService(ctx context.Context, cfg scaledown.Config, awsCfg aws.C
 	if len(cfg.MetricsPools) > 0 {
 		mw = &writer.RecordWriter{Pools: cfg.MetricsPools, Jobs: records, Ledger: ledger,
 			Peaks: cwpeaks.New(cloudwatch.NewFromConfig(awsCfg), cwpeaks.WithAccount(cfg.Partition, cfg.Region, cfg.Account)), Out: recordstore.New(ddb, cfg.MetricsTable),
-			CloudProvider: prov.Name(), Region: cfg.Region, Prices: pool.Prices, Counter: counter, Logger: logger}
+			CloudProvider: prov.Name(), Region: cfg.Region, Prices: ec2prices.Prices, Counter: counter, Logger: logger}
 	}
 	var scopes []github.Scope
 	for _, s := range cfg.Scopes {

@@ -18,6 +18,7 @@ import (
 	"github.com/skiffci/skiff/pkg/groups"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/queue/sqsqueue"
 	"github.com/skiffci/skiff/pkg/secret/smsecret"
 	"github.com/skiffci/skiff/pkg/store/dynamostore"
@@ -34,7 +35,7 @@ func NewWebhook(ctx context.Context, cfg webhook.Config, awsCfg aws.Config, logg
 	if err != nil {
 		return nil, err
 	}
-	pools, err := pool.Load(cfg.PoolsFile)
+	pools, err := poolfile.Load(cfg.PoolsFile)
 	if err != nil {
 		return nil, fmt.Errorf("loading pools (%s): %w", names.EnvPoolsFile, err)
 	}
@@ -93,7 +94,7 @@ func githubAndPools(ctx context.Context, awsCfg aws.Config, keyARN string, appID
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	pools, err := pool.Load(poolsFile)
+	pools, err := poolfile.Load(poolsFile)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("loading pools (%s): %w", names.EnvPoolsFile, err)
 	}

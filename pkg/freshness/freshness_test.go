@@ -10,6 +10,7 @@ import (
 
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/runnerversion"
 	"github.com/skiffci/skiff/pkg/store"
@@ -91,7 +92,7 @@ func (e *env) service(t *testing.T) *Service {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	cfg, err := pool.Parse([]byte(pools), "pools.yaml")
+	cfg, err := poolfile.Parse([]byte(pools), "pools.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,11 +6,12 @@ import (
 
 	"github.com/skiffci/skiff/pkg/groups"
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 )
 
 func parsePools(t *testing.T, yaml string) *pool.Config {
 	t.Helper()
-	cfg, err := pool.Parse([]byte(yaml), "pools.yaml")
+	cfg, err := poolfile.Parse([]byte(yaml), "pools.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

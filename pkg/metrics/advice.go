@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/provider/ec2/ec2prices"
 )
 
 // GPUMemoryGiB is the memory of one GPU of each model in the price table
@@ -22,8 +22,8 @@ type AdviceOptions struct {
 	MinRecords int
 	// Headroom is the margin kept above the p95 peaks (default 0.2).
 	Headroom float64
-	// Prices is the instance table (default pool.Prices).
-	Prices *pool.PriceTable
+	// Prices is the instance table (default ec2prices.Prices).
+	Prices *ec2prices.PriceTable
 	// MinSavingUSD drops suggestions that save less per month (default 1):
 	// a move worth cents is noise.
 	MinSavingUSD float64
@@ -112,7 +112,7 @@ func (a *advisor) advise(o AdviceOptions) []Advice {
 		o.Headroom = 0.2
 	}
 	if o.Prices == nil {
-		o.Prices = pool.Prices
+		o.Prices = ec2prices.Prices
 	}
 	if o.MinSavingUSD <= 0 {
 		o.MinSavingUSD = 1
@@ -167,7 +167,7 @@ func adviseGroup(g *adviceGroup, o AdviceOptions) (Advice, bool) {
 	needMem := stat(memGiB).P95 * h
 	needGPU := stat(gpuMiB).P95 / 1024 * h
 	allowed := o.Allowed[g.pool]
-	var best *pool.InstanceType
+	var best *ec2prices.InstanceType
 	for _, it := range o.Prices.Types {
 		if allowed != nil && !slices.Contains(allowed, it.Name) {
 			continue

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/provider/ec2/ec2prices"
 )
 
 // Errors Build returns; callers tell them apart with errors.Is.
@@ -136,7 +136,7 @@ type Inputs struct {
 	Instance      InstanceInput
 	CloudProvider string
 	Peaks         *Peaks
-	Prices        *pool.PriceTable
+	Prices        *ec2prices.PriceTable
 	SpotFactor    float64
 	// Host describes the machine, for runners whose instance type is not
 	// in the price table (local processes): it goes into the record's
@@ -161,7 +161,7 @@ func Build(in Inputs) (Record, error) {
 		return Record{}, err
 	}
 	r := identity(in, end)
-	var shape *pool.InstanceType
+	var shape *ec2prices.InstanceType
 	if in.Prices != nil {
 		shape = in.Prices.Lookup(in.Instance.Type)
 	}
@@ -326,7 +326,7 @@ func utcMilli(t time.Time) *time.Time {
 // job's allocation, over the writer's), a host's GPUs when the price table
 // does not list the instance type, and a Slurm job's place, whose cluster,
 // as the accounting names it, is the record's zone.
-func placement(r *Record, in Inputs, shape *pool.InstanceType) {
+func placement(r *Record, in Inputs, shape *ec2prices.InstanceType) {
 	host := in.Host
 	if in.Peaks != nil && in.Peaks.Host != nil {
 		host = in.Peaks.Host
@@ -349,7 +349,7 @@ func placement(r *Record, in Inputs, shape *pool.InstanceType) {
 
 // addPeaks fills the usage fields from the peaks and the instance shape and
 // returns the sources that were missing.
-func addPeaks(r *Record, p *Peaks, shape *pool.InstanceType) []string {
+func addPeaks(r *Record, p *Peaks, shape *ec2prices.InstanceType) []string {
 	var missing []string
 	if shape != nil && shape.GPUs > 0 {
 		r.GPU = &GPUTotals{Count: shape.GPUs, Model: shape.GPUModel}
@@ -411,7 +411,7 @@ func addPeaks(r *Record, p *Peaks, shape *pool.InstanceType) []string {
 }
 
 // cost estimates the instance's cost, or nil when no price applies.
-func cost(in Inputs, shape *pool.InstanceType, start, end time.Time) *Cost {
+func cost(in Inputs, shape *ec2prices.InstanceType, start, end time.Time) *Cost {
 	capacity := in.Instance.Capacity
 	if capacity != CapacitySpot && capacity != CapacityOnDemand {
 		return nil

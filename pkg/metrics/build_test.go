@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/provider/ec2/ec2prices"
 )
 
 var t0 = time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
@@ -28,7 +28,7 @@ func baseInputs() Inputs {
 		Instance:      InstanceInput{ID: "i-0abc", Type: "c7i.large", Region: "us-east-1", Zone: "us-east-1b", Capacity: CapacityOnDemand, LaunchedAt: t0.Add(5 * time.Second), EndedAt: t0.Add(13 * time.Minute)},
 		CloudProvider: "aws",
 		Peaks:         &Peaks{CPUPeak: f(93.456), CPUMean: f(41.2), MemoryPeak: f(62.5), DiskPeak: f(31)},
-		Prices:        pool.Prices,
+		Prices:        ec2prices.Prices,
 	}
 }
 
@@ -133,7 +133,7 @@ func TestBuild(t *testing.T) {
 			if r.MissingSources != nil {
 				t.Errorf("missing = %v", r.MissingSources)
 			}
-			if r.Cost.Basis != BasisSpotEstimate || r.Cost.HourlyUSD != round(pool.Prices.Lookup("g5.2xlarge").OnDemand*DefaultSpotFactor, 1e6) {
+			if r.Cost.Basis != BasisSpotEstimate || r.Cost.HourlyUSD != round(ec2prices.Prices.Lookup("g5.2xlarge").OnDemand*DefaultSpotFactor, 1e6) {
 				t.Errorf("cost = %+v", r.Cost)
 			}
 		}},

@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/provider/ec2/ec2prices"
 )
 
 // Synthetic returns n built (and so valid) records from a seeded generator,
@@ -65,7 +65,7 @@ func Synthetic(seed uint64, n int, start time.Time) []Record {
 			}
 		}
 		r, err := Build(Inputs{Job: j, Run: RunInput{ID: j.RunID, Event: []string{"push", "pull_request", "schedule"}[rng.IntN(3)]},
-			Instance: inst, CloudProvider: "aws", Peaks: peaks, Prices: pool.Prices})
+			Instance: inst, CloudProvider: "aws", Peaks: peaks, Prices: ec2prices.Prices})
 		if err != nil {
 			panic(fmt.Sprintf("synthetic record %d: %v", i, err))
 		}

@@ -2,7 +2,6 @@ package pool
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -120,9 +119,9 @@ type EC2 struct {
 	Tags          map[string]string
 }
 
-// ec2Keys are the EC2 settings a pool may write at its top (the older
+// EC2Keys are the EC2 settings a pool may write at its top (the older
 // form) or under ec2:. The defaults block takes all but the instance choice.
-var ec2Keys = []string{"instanceTypes", "requirements", "image", "diskGiB", "subnets", "capacity", "tags"}
+var EC2Keys = []string{"instanceTypes", "requirements", "image", "diskGiB", "subnets", "capacity", "tags"}
 
 // Slurm is a pool's slurm: section: one batch job per runner, submitted
 // from the login node skiff runs on.
@@ -354,7 +353,7 @@ type Toleration struct {
 }
 
 // SecurityContext is the runner container's security context. The zero
-// value is not the default: Parse sets RunAsNonRoot unless the pool says
+// value is not the default: Decode sets RunAsNonRoot unless the pool says
 // otherwise.
 type SecurityContext struct {
 	RunAsUser, RunAsGroup, FSGroup *int64
@@ -383,7 +382,7 @@ func (k *Kubernetes) KubernetesResources(s Sizes) (requests, limits map[string]s
 	sized := func(name, q string, base float64) {
 		requests[name] = q
 		if l, ok := limits[name]; ok {
-			if lv, ok := parseQuantity(l); ok && lv < base {
+			if lv, ok := ParseQuantity(l); ok && lv < base {
 				limits[name] = q
 			}
 		}
@@ -417,10 +416,10 @@ var quantitySuffixes = map[string]float64{
 	"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "Pi": 1 << 50, "Ei": 1 << 60,
 }
 
-// parseQuantity reads a Kubernetes quantity ("500m", "2", "1.5", "8Gi",
+// ParseQuantity reads a Kubernetes quantity ("500m", "2", "1.5", "8Gi",
 // "1G") into its value in base units. Exponent forms (1e3) are refused by
 // the schema and here.
-func parseQuantity(q string) (float64, bool) {
+func ParseQuantity(q string) (float64, bool) {
 	i := 0
 	for i < len(q) && (q[i] >= '0' && q[i] <= '9' || q[i] == '.') {
 		i++
@@ -473,14 +472,4 @@ func backendOf(m map[string]any) (Backend, int) {
 		}
 	}
 	return b, n
-}
-
-// sortedMapKeys returns a string map's keys, sorted.
-func sortedMapKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

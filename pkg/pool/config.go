@@ -1,15 +1,14 @@
 package pool
 
 import (
-	"errors"
 	"fmt"
-	"os"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
+	"github.com/skiffci/skiff/pkg/provider/ec2/ec2prices"
 	"github.com/skiffci/skiff/pkg/runnerversion"
 )
 
@@ -70,7 +69,8 @@ const (
 	MaxWaitAlarm = 24 * time.Hour
 )
 
-// Config is a loaded and validated pools file. It is immutable after Parse and
+// Config is a decoded pools file (package poolfile loads and checks one). It
+// is immutable after Decode and
 // safe for concurrent use.
 type Config struct {
 	// File is the name the config was loaded from, used in messages.
@@ -279,62 +279,19 @@ type Bounds struct {
 	AllowOnDemand bool
 }
 
-// ErrInvalidConfig is wrapped by every *ValidationError.
-var ErrInvalidConfig = errors.New("invalid pools file")
-
-// Load reads and validates the pools file at path.
-func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading pools file: %w", err)
-	}
-	return Parse(data, path)
-}
-
-// Parse validates a pools file against schema/pools.schema.json and the
-// semantic checks, and returns the config ready for resolution. A file that
-// fails returns a *ValidationError listing every finding with its line.
-func Parse(data []byte, filename string) (*Config, error) {
-	src := &source{file: filename}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, &ValidationError{Diagnostics: []Diagnostic{yamlDiagnostic(filename, err)}}
-	}
-	if doc.Kind == 0 || len(doc.Content) == 0 {
-		return nil, &ValidationError{Diagnostics: []Diagnostic{{
-			File: filename, Line: 1, Column: 1, Severity: SeverityError,
-			Message: "the file is empty", Fix: "start from examples/pools.yaml",
-		}}}
-	}
-	root := doc.Content[0]
-	value, diags := src.convert(root)
-	if len(diags) > 0 {
-		return nil, &ValidationError{Diagnostics: diags}
-	}
-	if diags := src.validateSchema(value); len(diags) > 0 {
-		return nil, &ValidationError{Diagnostics: diags}
-	}
-	cfg, diags := src.decode(value)
-	if hasErrors(diags) {
-		return nil, &ValidationError{Diagnostics: diags}
-	}
-	cfg.File = filename
-	cfg.Warnings = diags
-	cfg.buildIndex()
-	return cfg, nil
-}
-
 // Pool returns the pool with the given name (case-insensitive), or nil.
 func (c *Config) Pool(name string) *Pool { return c.byName[strings.ToLower(name)] }
 
-// decode turns the schema-valid document into a Config, applying defaults,
-// then runs the semantic checks. The schema has already guaranteed every
-// type, so decoding reads the values directly.
-func (s *source) decode(doc any) (*Config, []Diagnostic) {
+// Decode turns a schema-valid pools document (the file's YAML as JSON
+// values: maps, lists, strings, int64, float64, bool) into a Config with the
+// defaults applied, ready for resolution. lines[i] is the line pools[i]
+// starts on, for messages. The schema has already guaranteed every type, so
+// decoding reads the values directly; the checks the schema cannot express
+// are package poolfile's, which loads files.
+func Decode(doc any, lines []int) *Config {
 	root, _ := doc.(map[string]any)
 	defaults, _ := root["defaults"].(map[string]any)
 	pools, _ := root["pools"].([]any)
-	items := s.poolNodes()
 	cfg := &Config{Version: 1, Pools: make([]*Pool, 0, len(pools))}
 	// The defaults' EC2 settings, written at their top or under ec2: (the
 	// checks refuse both at once).
@@ -342,16 +299,15 @@ func (s *source) decode(doc any) (*Config, []Diagnostic) {
 	for i, raw := range pools {
 		m, _ := raw.(map[string]any)
 		p := decodeShared(i, m, defaults)
-		if i < len(items) {
-			p.Line = items[i].Line
-		} else {
-			p.Line = s.locate("/pools/" + strconv.Itoa(i)).line
+		if i < len(lines) {
+			p.Line = lines[i]
 		}
 		decodeBackend(p, m, defaults, defaultsEC2)
 		applyPoolDefaults(p)
 		cfg.Pools = append(cfg.Pools, p)
 	}
-	return cfg, s.check(cfg)
+	cfg.buildIndex()
+	return cfg
 }
 
 // decodeShared reads the settings every backend shares of pool i (its
@@ -407,7 +363,7 @@ func decodeBackend(p *Pool, m, defaults, defaultsEC2 map[string]any) {
 	section := func(b Backend) map[string]any {
 		return merged(sectionOf(defaults, b), sectionOf(m, b))
 	}
-	for _, k := range ec2Keys {
+	for _, k := range EC2Keys {
 		if _, ok := m[k]; ok {
 			p.topEC2 = append(p.topEC2, k)
 		}
@@ -445,7 +401,7 @@ func sectionOf(m map[string]any, b Backend) map[string]any {
 // flatEC2 returns the EC2 settings a mapping writes at its top (the older form).
 func flatEC2(m map[string]any) map[string]any {
 	var out map[string]any
-	for _, k := range ec2Keys {
+	for _, k := range EC2Keys {
 		if v, ok := m[k]; ok {
 			if out == nil {
 				out = map[string]any{}
@@ -701,7 +657,7 @@ func poolFamilies(p *Pool) []string {
 	}
 	out := make([]string, 0, len(p.EC2.InstanceTypes))
 	for _, t := range p.EC2.InstanceTypes {
-		if f := familyOf(t); !contains(out, f) {
+		if f := ec2prices.FamilyOf(t); !contains(out, f) {
 			out = append(out, f)
 		}
 	}
@@ -716,8 +672,16 @@ func (p *Pool) allowedFamilies() []string {
 	return p.families
 }
 
+// Effective returns the pool's labels plus the implied ones, lower-case, as
+// a set. Read only.
+func (p *Pool) Effective() map[string]bool { return p.effective }
+
+// Families returns the EC2 families the pool can launch, in preference
+// order (none for a pool off EC2). Read only.
+func (p *Pool) Families() []string { return p.families }
+
 // EffectiveLabels returns the pool's labels plus the implied ones, lower-case and sorted.
-func (p *Pool) EffectiveLabels() []string { return sortedKeys(p.effective) }
+func (p *Pool) EffectiveLabels() []string { return slices.Sorted(maps.Keys(p.effective)) }
 
 // HasGPU reports whether the pool's runners get GPUs without asking: GPU
 // instance types or requirements on EC2, a gpu gres on Slurm, a GPU
@@ -729,7 +693,7 @@ func (p *Pool) HasGPU() bool {
 			return true
 		}
 		for _, f := range p.families {
-			if families[f].gpu {
+			if ec2prices.Families[f].GPU {
 				return true
 			}
 		}

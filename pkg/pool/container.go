@@ -115,14 +115,14 @@ type ContainerLimits struct {
 func (c *Container) Limits(s Sizes) (ContainerLimits, error) {
 	l := ContainerLimits{Pids: int64(c.Pids), DiskGiB: c.DiskGiB, GPUs: c.GPUs}
 	if c.CPU != "" {
-		v, ok := parseQuantity(c.CPU)
+		v, ok := ParseQuantity(c.CPU)
 		if !ok || v <= 0 {
 			return l, fmt.Errorf("cpu %q is not a number of CPUs", c.CPU)
 		}
 		l.NanoCPUs = int64(v * 1e9)
 	}
 	if c.Memory != "" {
-		v, ok := parseQuantity(c.Memory)
+		v, ok := ParseQuantity(c.Memory)
 		if !ok || v <= 0 {
 			return l, fmt.Errorf("memory %q is not a quantity such as 8Gi", c.Memory)
 		}
@@ -176,46 +176,4 @@ func bytesText(b int64) string {
 		}
 	}
 	return strconv.FormatInt(b, 10)
-}
-
-// writeContainer prints a container pool's request.
-func writeContainer(row func(k, v string), s Spec) {
-	c := s.Container
-	row("image", c.Image+" (pull: "+c.Pull+")")
-	if l, err := c.Limits(s.Sizes); err != nil {
-		row("limits", "invalid: "+err.Error())
-	} else {
-		row("limits", l.String())
-	}
-	if c.GPUs != "" || s.Sizes.GPUs > 0 {
-		row("gpus as", c.GPUMode)
-	}
-	row("network", c.Network)
-	for _, m := range c.Mounts {
-		row("mount", m.Source+" → "+m.Target+" (read-only)")
-	}
-	row("runs as", "a fresh container per job, removed after it (no privileges, capabilities dropped, read-only root)")
-}
-
-// checkContainer checks what the schema cannot in a container pool's section.
-func (s *source) checkContainer(i int, p *Pool, add addFunc) {
-	c := p.Container
-	if c.Image == "" {
-		add(sectionPtr(i, p), SeverityError, fmt.Sprintf("pool %q has no runner image", p.Name),
-			"set container.image (in the pool or in defaults.container), e.g. the image built from infra/kubernetes/runner")
-	}
-	if _, err := c.Limits(Sizes{}); err != nil {
-		add(sectionPtr(i, p), SeverityError, fmt.Sprintf("pool %q: %v", p.Name, err), "write cpu as a number of CPUs and memory as e.g. 8Gi")
-	}
-	if c.Network == ContainerNetworkHost {
-		add(s.sectionField(i, BackendContainer, "network"), SeverityWarning,
-			fmt.Sprintf("pool %q runs its runners on the host's network: a job can reach every service listening on the machine, skiff's local endpoints included", p.Name),
-			"keep this pool to repositories you trust, or remove network: host (each runner then gets a network of its own)")
-	}
-	for j, m := range c.Mounts {
-		if !strings.HasPrefix(m.Source, "/") || !strings.HasPrefix(m.Target, "/") {
-			add(s.sectionField(i, BackendContainer, "mounts")+"/"+strconv.Itoa(j), SeverityError,
-				"a mount's source and target must be absolute paths", "write e.g. source: /opt/tools, target: /opt/tools")
-		}
-	}
 }

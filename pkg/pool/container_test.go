@@ -1,8 +1,11 @@
-package pool
+package pool_test
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 )
 
 func TestContainerSection(t *testing.T) {
@@ -11,24 +14,24 @@ func TestContainerSection(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		section string
-		sizes   Sizes
+		sizes   pool.Sizes
 		limits  string
 		warn    string
 	}{
-		{"numbers and quantities", "      image: r:1\n      cpu: 2\n      memory: 8Gi\n", Sizes{}, "--cpus=2 --memory=8Gi --pids-limit=4096", ""},
-		{"a fraction of a CPU", "      image: r:1\n      cpu: \"0.5\"\n", Sizes{}, "--cpus=0.5 --pids-limit=4096", ""},
-		{"sizes raise the limits", "      image: r:1\n      cpu: 2\n      memory: 8Gi\n", Sizes{VCPU: 4, MemoryGiB: 16}, "--cpus=4 --memory=16Gi --pids-limit=4096", ""},
-		{"sizes never lower them", "      image: r:1\n      cpu: 8\n      memory: 32Gi\n", Sizes{VCPU: 4, MemoryGiB: 16}, "--cpus=8 --memory=32Gi --pids-limit=4096", ""},
-		{"GPUs from the label", "      image: r:1\n      gpus: all\n", Sizes{GPUs: 2}, "--pids-limit=4096 --gpus=2", ""},
-		{"host network warns", "      image: r:1\n      network: host\n      pids: 100\n", Sizes{}, "--pids-limit=100", "host's network"},
+		{"numbers and quantities", "      image: r:1\n      cpu: 2\n      memory: 8Gi\n", pool.Sizes{}, "--cpus=2 --memory=8Gi --pids-limit=4096", ""},
+		{"a fraction of a CPU", "      image: r:1\n      cpu: \"0.5\"\n", pool.Sizes{}, "--cpus=0.5 --pids-limit=4096", ""},
+		{"sizes raise the limits", "      image: r:1\n      cpu: 2\n      memory: 8Gi\n", pool.Sizes{VCPU: 4, MemoryGiB: 16}, "--cpus=4 --memory=16Gi --pids-limit=4096", ""},
+		{"sizes never lower them", "      image: r:1\n      cpu: 8\n      memory: 32Gi\n", pool.Sizes{VCPU: 4, MemoryGiB: 16}, "--cpus=8 --memory=32Gi --pids-limit=4096", ""},
+		{"GPUs from the label", "      image: r:1\n      gpus: all\n", pool.Sizes{GPUs: 2}, "--pids-limit=4096 --gpus=2", ""},
+		{"host network warns", "      image: r:1\n      network: host\n      pids: 100\n", pool.Sizes{}, "--pids-limit=100", "host's network"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := Parse([]byte(head+tc.section), "pools.yaml")
+			cfg, err := poolfile.Parse([]byte(head+tc.section), "pools.yaml")
 			if err != nil {
 				t.Fatal(err)
 			}
 			c := cfg.Pools[0].Container
-			if c == nil || cfg.Pools[0].Backend != BackendContainer {
+			if c == nil || cfg.Pools[0].Backend != pool.BackendContainer {
 				t.Fatalf("pool backend %s, container %+v", cfg.Pools[0].Backend, c)
 			}
 			l, err := c.Limits(tc.sizes)
@@ -56,7 +59,7 @@ func TestContainerSectionRefused(t *testing.T) {
 		{"an unknown key", "      image: r:1\n      privileged: true\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := Parse([]byte(head+tc.section), "pools.yaml"); err == nil {
+			if _, err := poolfile.Parse([]byte(head+tc.section), "pools.yaml"); err == nil {
 				t.Error("Parse accepted it")
 			}
 		})

@@ -1,15 +1,24 @@
-// Package pool loads the operator's pools file and resolves a job's runs-on
-// labels to a launch spec: the label language of skiff.
+// Package pool is skiff's label language: the pools file's types (Config,
+// Pool, the backends' sections, Warm, Policy) and the pure decisions every
+// service takes with them at run time — which pool a job's runs-on labels
+// resolve to and what to launch for it (Resolve, Spec), who may run
+// (Policy.Admit), how a backend is asked for sizes (Slurm, Kubernetes and
+// container requests), warm capacity's schedule and cost.
 //
-// # Loading
+// # What lives where
 //
-// Parse and Load read YAML, check it against schema/pools.schema.json (JSON
-// Schema 2020-12, embedded) and then run semantic checks the schema cannot
-// express: duplicate names and label sets, impossible bounds, unknown
-// instance families, architecture and GPU image mismatches. Every finding is
-// a Diagnostic with file, line, column and a fix; a file with errors returns
-// a *ValidationError (errors.Is(err, ErrInvalidConfig)). The returned Config
-// is immutable and safe for concurrent use.
+//	pkg/pool                       types and decisions; imports no file, schema or SDK
+//	pkg/pool/poolfile              the pools file: Load and Parse (YAML, the embedded
+//	                               JSON Schema, the semantic checks, each finding a
+//	                               Diagnostic with line and fix), *ValidationError
+//	pkg/provider/ec2/ec2prices     the EC2 instance families and the embedded price table
+//	cmd/skiff (planview.go)        skiff plan's rendering of a Spec
+//
+// Decode turns a schema-valid document into a Config with the defaults
+// applied; poolfile calls it between the schema and its own checks, and
+// poolfile imports pool, never the other way. A Config carries the file's
+// warnings as Diagnostics. The returned Config is immutable and safe for
+// concurrent use.
 //
 // # Matching
 //

@@ -1,8 +1,11 @@
-package pool
+package pool_test
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 )
 
 // TestJobSource: jobs defaults to the webhook; a listener pool with the
@@ -13,19 +16,19 @@ func TestJobSource(t *testing.T) {
 	const head = "version: 1\npools:\n  - name: p\n    labels: [self-hosted, gpu]\n    process: {}\n"
 	tests := []struct {
 		name, extra string
-		want        JobSource
+		want        pool.JobSource
 		warn, err   string
 	}{
-		{"default", "", JobsWebhook, "", ""},
-		{"listener", "    jobs: listener\n", JobsListener, "", ""},
-		{"listener with the dynamic label", "    jobs: listener\n    dynamic: {}\n", JobsListener, `pool "p" keeps the webhook`, ""},
+		{"default", "", pool.JobsWebhook, "", ""},
+		{"listener", "    jobs: listener\n", pool.JobsListener, "", ""},
+		{"listener with the dynamic label", "    jobs: listener\n    dynamic: {}\n", pool.JobsListener, `pool "p" keeps the webhook`, ""},
 		{"listener with a registration token", "    jobs: listener\n    registration: token\n", "", "", "register just in time in the scale set"},
 		{"an unknown source", "    jobs: poll\n", "", "", "jobs"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			cfg, err := Parse([]byte(head+tt.extra), "pools.yaml")
+			cfg, err := poolfile.Parse([]byte(head+tt.extra), "pools.yaml")
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("Parse: %v, want an error with %q", err, tt.err)

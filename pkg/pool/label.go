@@ -264,7 +264,7 @@ func keyBit(key string) (uint16, bool) {
 
 func unknownKeyDetail(key string) string {
 	msg := "known keys: " + strings.Join(Keys, ", ")
-	if near := nearest(key, Keys); near != "" {
+	if near := Nearest(key, Keys); near != "" {
 		msg = fmt.Sprintf("did you mean %q? %s", near, msg)
 	}
 	return msg
@@ -389,4 +389,35 @@ func isName(s string) bool {
 
 func malformed(label, key, value, detail string) *ResolveError {
 	return &ResolveError{Kind: ErrMalformed, Label: label, Key: key, Value: value, Detail: detail}
+}
+
+// Nearest returns the candidate within edit distance 2 of s (case-insensitive), or "".
+func Nearest(s string, candidates []string) string {
+	best, bestD := "", 3
+	for _, c := range candidates {
+		if d := editDistance(strings.ToLower(s), strings.ToLower(c)); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }

@@ -1,60 +1,63 @@
-package pool
+package pool_test
 
 import (
 	"errors"
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 )
 
 func TestPolicyAdmit(t *testing.T) {
 	t.Parallel()
-	public := []Visibility{VisibilityPrivate, VisibilityInternal, VisibilityPublic}
-	push := &Trigger{Event: "push"}
-	fork := func(assoc string) *Trigger {
-		return &Trigger{Event: "pull_request", Fork: true, AuthorAssociation: assoc}
+	public := []pool.Visibility{pool.VisibilityPrivate, pool.VisibilityInternal, pool.VisibilityPublic}
+	push := &pool.Trigger{Event: "push"}
+	fork := func(assoc string) *pool.Trigger {
+		return &pool.Trigger{Event: "pull_request", Fork: true, AuthorAssociation: assoc}
 	}
 	tests := []struct {
 		name   string
-		policy Policy
-		facts  Facts
+		policy pool.Policy
+		facts  pool.Facts
 		want   string // "" admits, else the reason
 		detail string // substring of the error
 	}{
-		{"default: private push", Policy{}, Facts{Visibility: VisibilityPrivate, Trigger: push}, "", ""},
-		{"default: internal push", Policy{}, Facts{Visibility: VisibilityInternal, Trigger: push}, "", ""},
-		{"default: public refused", Policy{}, Facts{Visibility: VisibilityPublic, Trigger: push}, ReasonPublicRepository, "the repository is public"},
-		{"default: unknown visibility counts as public", Policy{}, Facts{Visibility: "", Trigger: push}, ReasonPublicRepository, "counts as public"},
-		{"default: odd visibility counts as public", Policy{}, Facts{Visibility: "secret", Trigger: push}, ReasonPublicRepository, "counts as public"},
-		{"public allowed", Policy{Visibilities: public}, Facts{Visibility: VisibilityPublic, Trigger: push}, "", ""},
-		{"private only refuses internal", Policy{Visibilities: []Visibility{VisibilityPrivate}}, Facts{Visibility: VisibilityInternal, Trigger: push}, ReasonPublicRepository, "admits private"},
-		{"public repo checked before the fork", Policy{ForkPullRequests: ForkAllow}, Facts{Visibility: VisibilityPublic, Trigger: fork("NONE")}, ReasonPublicRepository, ""},
-		{"default: fork refused", Policy{}, Facts{Visibility: VisibilityPrivate, Trigger: fork("MEMBER")}, ReasonForkPullRequest, "refuses forks"},
-		{"default: same-repository pull request", Policy{}, Facts{Visibility: VisibilityPrivate, Trigger: &Trigger{Event: "pull_request"}}, "", ""},
-		{"default: unknown trigger refused", Policy{}, Facts{Visibility: VisibilityPrivate}, ReasonForkPullRequest, "look the run up"},
-		{"allow: fork admitted", Policy{ForkPullRequests: ForkAllow}, Facts{Visibility: VisibilityPrivate, Trigger: fork("NONE")}, "", ""},
-		{"allow: unknown trigger admitted", Policy{ForkPullRequests: ForkAllow}, Facts{Visibility: VisibilityPrivate}, "", ""},
-		{"collaborators: member", Policy{ForkPullRequests: ForkCollaborators}, Facts{Visibility: VisibilityPrivate, Trigger: fork("MEMBER")}, "", ""},
-		{"collaborators: owner", Policy{ForkPullRequests: ForkCollaborators}, Facts{Visibility: VisibilityPrivate, Trigger: fork("OWNER")}, "", ""},
-		{"collaborators: collaborator, lower case", Policy{ForkPullRequests: ForkCollaborators}, Facts{Visibility: VisibilityPrivate, Trigger: fork("collaborator")}, "", ""},
-		{"collaborators: contributor refused", Policy{ForkPullRequests: ForkCollaborators}, Facts{Visibility: VisibilityPrivate, Trigger: fork("CONTRIBUTOR")}, ReasonForkPullRequest, "without write access (association CONTRIBUTOR)"},
-		{"collaborators: first-time contributor refused", Policy{Visibilities: public, ForkPullRequests: ForkCollaborators}, Facts{Visibility: VisibilityPublic, Trigger: fork("FIRST_TIME_CONTRIBUTOR")}, ReasonForkPullRequest, "FIRST_TIME_CONTRIBUTOR"},
-		{"collaborators: unknown association refused", Policy{ForkPullRequests: ForkCollaborators}, Facts{Visibility: VisibilityPrivate, Trigger: fork("")}, ReasonForkPullRequest, "association unknown"},
-		{"collaborators: unknown trigger refused", Policy{ForkPullRequests: ForkCollaborators}, Facts{Visibility: VisibilityPrivate}, ReasonForkPullRequest, "unknown"},
-		{"fork through pull_request_target", Policy{}, Facts{Visibility: VisibilityPrivate, Trigger: &Trigger{Event: "pull_request_target", Fork: true}}, ReasonForkPullRequest, "pull_request_target"},
-		{"fork through a workflow_run chain", Policy{}, Facts{Visibility: VisibilityPrivate, Trigger: &Trigger{Event: "workflow_run", Fork: true}}, ReasonForkPullRequest, "workflow_run"},
+		{"default: private push", pool.Policy{}, pool.Facts{Visibility: pool.VisibilityPrivate, Trigger: push}, "", ""},
+		{"default: internal push", pool.Policy{}, pool.Facts{Visibility: pool.VisibilityInternal, Trigger: push}, "", ""},
+		{"default: public refused", pool.Policy{}, pool.Facts{Visibility: pool.VisibilityPublic, Trigger: push}, pool.ReasonPublicRepository, "the repository is public"},
+		{"default: unknown visibility counts as public", pool.Policy{}, pool.Facts{Visibility: "", Trigger: push}, pool.ReasonPublicRepository, "counts as public"},
+		{"default: odd visibility counts as public", pool.Policy{}, pool.Facts{Visibility: "secret", Trigger: push}, pool.ReasonPublicRepository, "counts as public"},
+		{"public allowed", pool.Policy{Visibilities: public}, pool.Facts{Visibility: pool.VisibilityPublic, Trigger: push}, "", ""},
+		{"private only refuses internal", pool.Policy{Visibilities: []pool.Visibility{pool.VisibilityPrivate}}, pool.Facts{Visibility: pool.VisibilityInternal, Trigger: push}, pool.ReasonPublicRepository, "admits private"},
+		{"public repo checked before the fork", pool.Policy{ForkPullRequests: pool.ForkAllow}, pool.Facts{Visibility: pool.VisibilityPublic, Trigger: fork("NONE")}, pool.ReasonPublicRepository, ""},
+		{"default: fork refused", pool.Policy{}, pool.Facts{Visibility: pool.VisibilityPrivate, Trigger: fork("MEMBER")}, pool.ReasonForkPullRequest, "refuses forks"},
+		{"default: same-repository pull request", pool.Policy{}, pool.Facts{Visibility: pool.VisibilityPrivate, Trigger: &pool.Trigger{Event: "pull_request"}}, "", ""},
+		{"default: unknown trigger refused", pool.Policy{}, pool.Facts{Visibility: pool.VisibilityPrivate}, pool.ReasonForkPullRequest, "look the run up"},
+		{"allow: fork admitted", pool.Policy{ForkPullRequests: pool.ForkAllow}, pool.Facts{Visibility: pool.VisibilityPrivate, Trigger: fork("NONE")}, "", ""},
+		{"allow: unknown trigger admitted", pool.Policy{ForkPullRequests: pool.ForkAllow}, pool.Facts{Visibility: pool.VisibilityPrivate}, "", ""},
+		{"collaborators: member", pool.Policy{ForkPullRequests: pool.ForkCollaborators}, pool.Facts{Visibility: pool.VisibilityPrivate, Trigger: fork("MEMBER")}, "", ""},
+		{"collaborators: owner", pool.Policy{ForkPullRequests: pool.ForkCollaborators}, pool.Facts{Visibility: pool.VisibilityPrivate, Trigger: fork("OWNER")}, "", ""},
+		{"collaborators: collaborator, lower case", pool.Policy{ForkPullRequests: pool.ForkCollaborators}, pool.Facts{Visibility: pool.VisibilityPrivate, Trigger: fork("collaborator")}, "", ""},
+		{"collaborators: contributor refused", pool.Policy{ForkPullRequests: pool.ForkCollaborators}, pool.Facts{Visibility: pool.VisibilityPrivate, Trigger: fork("CONTRIBUTOR")}, pool.ReasonForkPullRequest, "without write access (association CONTRIBUTOR)"},
+		{"collaborators: first-time contributor refused", pool.Policy{Visibilities: public, ForkPullRequests: pool.ForkCollaborators}, pool.Facts{Visibility: pool.VisibilityPublic, Trigger: fork("FIRST_TIME_CONTRIBUTOR")}, pool.ReasonForkPullRequest, "FIRST_TIME_CONTRIBUTOR"},
+		{"collaborators: unknown association refused", pool.Policy{ForkPullRequests: pool.ForkCollaborators}, pool.Facts{Visibility: pool.VisibilityPrivate, Trigger: fork("")}, pool.ReasonForkPullRequest, "association unknown"},
+		{"collaborators: unknown trigger refused", pool.Policy{ForkPullRequests: pool.ForkCollaborators}, pool.Facts{Visibility: pool.VisibilityPrivate}, pool.ReasonForkPullRequest, "unknown"},
+		{"fork through pull_request_target", pool.Policy{}, pool.Facts{Visibility: pool.VisibilityPrivate, Trigger: &pool.Trigger{Event: "pull_request_target", Fork: true}}, pool.ReasonForkPullRequest, "pull_request_target"},
+		{"fork through a workflow_run chain", pool.Policy{}, pool.Facts{Visibility: pool.VisibilityPrivate, Trigger: &pool.Trigger{Event: "workflow_run", Fork: true}}, pool.ReasonForkPullRequest, "workflow_run"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			err := tc.policy.Admit(tc.facts)
-			if got := Reason(err); got != tc.want {
+			if got := pool.Reason(err); got != tc.want {
 				t.Fatalf("Admit = %v (reason %q), want reason %q", err, got, tc.want)
 			}
 			if err != nil && !strings.Contains(err.Error(), tc.detail) {
 				t.Errorf("error %q does not say %q", err, tc.detail)
 			}
-			var re *ResolveError
+			var re *pool.ResolveError
 			if err != nil && !errors.As(err, &re) {
 				t.Errorf("error %T is not a *ResolveError", err)
 			}
@@ -64,8 +67,8 @@ func TestPolicyAdmit(t *testing.T) {
 
 func TestPolicyNeedsTrigger(t *testing.T) {
 	t.Parallel()
-	for fp, want := range map[ForkPolicy]bool{"": true, ForkRefuse: true, ForkCollaborators: true, ForkAllow: false} {
-		if got := (Policy{ForkPullRequests: fp}).NeedsTrigger(); got != want {
+	for fp, want := range map[pool.ForkPolicy]bool{"": true, pool.ForkRefuse: true, pool.ForkCollaborators: true, pool.ForkAllow: false} {
+		if got := (pool.Policy{ForkPullRequests: fp}).NeedsTrigger(); got != want {
 			t.Errorf("NeedsTrigger(%q) = %v, want %v", fp, got, want)
 		}
 	}
@@ -93,36 +96,36 @@ pools:
     visibility: [private, internal]
     forkPullRequests: allow
 `
-	cfg, err := Parse([]byte(pools), "policy.yaml")
+	cfg, err := poolfile.Parse([]byte(pools), "policy.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
 		pool  string
-		facts Facts
+		facts pool.Facts
 		want  string
 	}{
-		{"inherits", Facts{Visibility: VisibilityInternal, Trigger: &Trigger{Event: "push"}}, ReasonPublicRepository},
-		{"inherits", Facts{Visibility: VisibilityPrivate, Trigger: &Trigger{Event: "push"}}, ""},
-		{"open-source", Facts{Visibility: VisibilityPublic, Trigger: &Trigger{Event: "pull_request", Fork: true, AuthorAssociation: "NONE"}}, ReasonForkPullRequest},
-		{"open-source", Facts{Visibility: VisibilityPublic, Trigger: &Trigger{Event: "pull_request", Fork: true, AuthorAssociation: "MEMBER"}}, ""},
-		{"plain", Facts{Visibility: VisibilityPrivate, Trigger: &Trigger{Event: "pull_request", Fork: true}}, ""},
-		{"no-such-pool", Facts{Visibility: VisibilityPublic}, ReasonPublicRepository},
+		{"inherits", pool.Facts{Visibility: pool.VisibilityInternal, Trigger: &pool.Trigger{Event: "push"}}, pool.ReasonPublicRepository},
+		{"inherits", pool.Facts{Visibility: pool.VisibilityPrivate, Trigger: &pool.Trigger{Event: "push"}}, ""},
+		{"open-source", pool.Facts{Visibility: pool.VisibilityPublic, Trigger: &pool.Trigger{Event: "pull_request", Fork: true, AuthorAssociation: "NONE"}}, pool.ReasonForkPullRequest},
+		{"open-source", pool.Facts{Visibility: pool.VisibilityPublic, Trigger: &pool.Trigger{Event: "pull_request", Fork: true, AuthorAssociation: "MEMBER"}}, ""},
+		{"plain", pool.Facts{Visibility: pool.VisibilityPrivate, Trigger: &pool.Trigger{Event: "pull_request", Fork: true}}, ""},
+		{"no-such-pool", pool.Facts{Visibility: pool.VisibilityPublic}, pool.ReasonPublicRepository},
 	}
 	for _, tc := range tests {
 		err := cfg.Policy(tc.pool).Admit(tc.facts)
-		if got := Reason(err); got != tc.want {
+		if got := pool.Reason(err); got != tc.want {
 			t.Errorf("%s: Admit(%+v) = %v, want %q", tc.pool, tc.facts, err, tc.want)
 		}
-		if p := cfg.Pool(tc.pool); p != nil && Reason(p.Admit(tc.facts)) == tc.want && tc.want != "" &&
+		if p := cfg.Pool(tc.pool); p != nil && pool.Reason(p.Admit(tc.facts)) == tc.want && tc.want != "" &&
 			!strings.Contains(p.Admit(tc.facts).Error(), "pool "+tc.pool) {
 			t.Errorf("%s: Pool.Admit does not name the pool: %v", tc.pool, p.Admit(tc.facts))
 		}
 	}
-	if r := cfg.Pool("burst").Registration; r != RegistrationToken {
+	if r := cfg.Pool("burst").Registration; r != pool.RegistrationToken {
 		t.Errorf("burst registration = %q, want token", r)
 	}
-	if r := cfg.Pool("plain").Registration; r != RegistrationJIT {
+	if r := cfg.Pool("plain").Registration; r != pool.RegistrationJIT {
 		t.Errorf("plain registration = %q, want the jit default", r)
 	}
 	var warned []string
@@ -140,7 +143,7 @@ pools:
 		"    registration: pat\n",
 	} {
 		doc := head + "pools:\n  - name: a\n    labels: [a]\n    instanceTypes: [c7i.large]\n" + bad
-		if _, err := Parse([]byte(doc), "bad.yaml"); !errors.Is(err, ErrInvalidConfig) {
+		if _, err := poolfile.Parse([]byte(doc), "bad.yaml"); !errors.Is(err, poolfile.ErrInvalidConfig) {
 			t.Errorf("Parse accepted %q: %v", strings.TrimSpace(bad), err)
 		}
 	}
@@ -149,7 +152,7 @@ pools:
 func TestPublicForksWarning(t *testing.T) {
 	t.Parallel()
 	doc := head + "pools:\n  - name: a\n    labels: [a]\n    instanceTypes: [c7i.large]\n    visibility: [public]\n    forkPullRequests: allow\n"
-	cfg, err := Parse([]byte(doc), "open.yaml")
+	cfg, err := poolfile.Parse([]byte(doc), "open.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +192,7 @@ func TestRunnerGroupsFromFile(t *testing.T) {
     runnerGroup: Default
     workflows: [acme/app/.github/workflows/deploy.yml@main]
 `
-	cfg, err := Parse([]byte(pools), "groups.yaml")
+	cfg, err := poolfile.Parse([]byte(pools), "groups.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +210,7 @@ func TestRunnerGroupsFromFile(t *testing.T) {
 		t.Errorf("warnings:\n%s", all)
 	}
 	bad := head + "pools:\n  - name: a\n    labels: [a]\n    instanceTypes: [c7i.large]\n    workflows: [acme/app/.github/workflows/ci.yml]\n"
-	if _, err := Parse([]byte(bad), "bad.yaml"); !errors.Is(err, ErrInvalidConfig) {
+	if _, err := poolfile.Parse([]byte(bad), "bad.yaml"); !errors.Is(err, poolfile.ErrInvalidConfig) {
 		t.Errorf("Parse accepted a workflow without a ref: %v", err)
 	}
 }

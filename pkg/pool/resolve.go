@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/skiffci/skiff/pkg/provider/ec2/ec2prices"
 )
 
 // Spec is what to launch for one job: the result of resolving its labels.
@@ -583,7 +585,7 @@ func filterTypes(types []string, d *Label, only string) []string {
 	if want(KeyFamily) && d.Families != nil {
 		for _, fam := range d.Families {
 			for _, t := range types {
-				if familyOf(t) == fam && shapeOK(t, d, want) {
+				if ec2prices.FamilyOf(t) == fam && shapeOK(t, d, want) {
 					out = append(out, t)
 				}
 			}
@@ -603,7 +605,7 @@ func shapeOK(t string, d *Label, want func(string) bool) bool {
 	if !cpu && !ram && !gpu {
 		return true
 	}
-	it := Prices.Lookup(t)
+	it := ec2prices.Prices.Lookup(t)
 	if it == nil {
 		return false
 	}

@@ -1,4 +1,4 @@
-package pool
+package pool_test
 
 import (
 	"errors"
@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 )
 
 func TestResolveExample(t *testing.T) {
@@ -78,27 +81,27 @@ func TestResolveSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Spec{
-		Shared: Shared{
+	want := pool.Spec{
+		Shared: pool.Shared{
 			Pool:          "gpu",
-			Backend:       BackendEC2,
+			Backend:       pool.BackendEC2,
 			Architecture:  "x64",
 			RunnerGroup:   "gpu",
 			Labels:        []string{"Self-Hosted", "gpu", "skiff/family=g6/spot=false/disk=300/run=4242", "linux", "x64"},
 			RunID:         "4242",
 			MaxRunners:    8,
 			MaxLifetime:   3 * time.Hour,
-			QueueTimeout:  DefaultQueueTimeout,
-			Dynamic:       &Label{Families: []string{"g6"}, Spot: SpotFalse, DiskGiB: 300, RunID: "4242"},
-			Sizes:         Sizes{DiskGiB: 300},
-			Policy:        Policy{Visibilities: []Visibility{VisibilityPrivate, VisibilityInternal}, ForkPullRequests: ForkRefuse},
-			Registration:  RegistrationJIT,
+			QueueTimeout:  pool.DefaultQueueTimeout,
+			Dynamic:       &pool.Label{Families: []string{"g6"}, Spot: pool.SpotFalse, DiskGiB: 300, RunID: "4242"},
+			Sizes:         pool.Sizes{DiskGiB: 300},
+			Policy:        pool.Policy{Visibilities: []pool.Visibility{pool.VisibilityPrivate, pool.VisibilityInternal}, ForkPullRequests: pool.ForkRefuse},
+			Registration:  pool.RegistrationJIT,
 			RunnerVersion: "latest",
 		},
-		EC2: &EC2{
+		EC2: &pool.EC2{
 			InstanceTypes: []string{"g6.xlarge", "g6.2xlarge", "g6.4xlarge"},
-			Capacity:      CapacityOnDemand,
-			Image:         Image{SSM: GPUImageSSM},
+			Capacity:      pool.CapacityOnDemand,
+			Image:         pool.Image{SSM: poolfile.GPUImageSSM},
 			DiskGiB:       300,
 			Subnets:       []string{"subnet-0a1b2c3d4e5f60718", "subnet-0b2c3d4e5f6071829"},
 			Tags:          map[string]string{"cost-center": "ci"},
@@ -113,15 +116,15 @@ func TestResolveSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantReq := &Requirements{VCPU: Range{96, 192}, MemoryGiB: Range{Min: 192},
-		GPU: &GPURequirements{Count: Range{4, 8}, Manufacturer: "nvidia"}, Families: []string{"g6e"}}
+	wantReq := &pool.Requirements{VCPU: pool.Range{96, 192}, MemoryGiB: pool.Range{Min: 192},
+		GPU: &pool.GPURequirements{Count: pool.Range{4, 8}, Manufacturer: "nvidia"}, Families: []string{"g6e"}}
 	if !reflect.DeepEqual(spec.EC2.Requirements, wantReq) {
 		t.Errorf("requirements = %+v, want %+v", spec.EC2.Requirements, wantReq)
 	}
 	if spec.EC2.InstanceTypes != nil {
 		t.Errorf("instance types = %v, want none for an attribute-based pool", spec.EC2.InstanceTypes)
 	}
-	if p := cfg.Pool("gpu-multi"); p.EC2.Requirements.VCPU != (Range{48, 192}) || p.EC2.Requirements.Families[0] != "g6e" || len(p.EC2.Requirements.Families) != 3 {
+	if p := cfg.Pool("gpu-multi"); p.EC2.Requirements.VCPU != (pool.Range{48, 192}) || p.EC2.Requirements.Families[0] != "g6e" || len(p.EC2.Requirements.Families) != 3 {
 		t.Errorf("resolution changed the pool's own requirements: %+v", p.EC2.Requirements)
 	}
 }
@@ -139,49 +142,49 @@ func TestResolveErrors(t *testing.T) {
 		pool, key, value, bound string
 		pools                   []string
 	}{
-		{name: "no labels", labels: nil, kind: ErrNoPool, reason: "no_pool"},
-		{name: "hosted runner label", labels: []string{"ubuntu-latest"}, kind: ErrNoPool, reason: "no_pool"},
-		{name: "labels of two pools", labels: []string{"gpu", "arm"}, kind: ErrNoPool, reason: "no_pool"},
-		{name: "gpu on arm", labels: []string{"gpu", "arm64"}, kind: ErrNoPool, reason: "no_pool"},
-		{name: "unknown pool name", labels: []string{"skiff/pool=nope"}, kind: ErrNoPool, reason: "no_pool", key: "pool", value: "nope"},
-		{name: "pinned pool lacks label", labels: []string{"large", "skiff/pool=gpu"}, kind: ErrNoPool, reason: "no_pool", pool: "gpu"},
-		{name: "two dynamic labels", labels: []string{"skiff/cpu=8", "skiff/ram=8"}, kind: ErrMalformed, reason: "malformed"},
-		{name: "malformed", labels: []string{"self-hosted", "skiff/cpu=eight"}, kind: ErrMalformed, reason: "malformed", key: "cpu", value: "eight"},
-		{name: "unknown key", labels: []string{"self-hosted", "skiff/cpus=8"}, kind: ErrUnknownKey, reason: "unknown_key", key: "cpus"},
-		{name: "gpu over every bound", labels: []string{"self-hosted", "gpu", "skiff/gpu=16"}, kind: ErrOutOfBounds,
+		{name: "no labels", labels: nil, kind: pool.ErrNoPool, reason: "no_pool"},
+		{name: "hosted runner label", labels: []string{"ubuntu-latest"}, kind: pool.ErrNoPool, reason: "no_pool"},
+		{name: "labels of two pools", labels: []string{"gpu", "arm"}, kind: pool.ErrNoPool, reason: "no_pool"},
+		{name: "gpu on arm", labels: []string{"gpu", "arm64"}, kind: pool.ErrNoPool, reason: "no_pool"},
+		{name: "unknown pool name", labels: []string{"skiff/pool=nope"}, kind: pool.ErrNoPool, reason: "no_pool", key: "pool", value: "nope"},
+		{name: "pinned pool lacks label", labels: []string{"large", "skiff/pool=gpu"}, kind: pool.ErrNoPool, reason: "no_pool", pool: "gpu"},
+		{name: "two dynamic labels", labels: []string{"skiff/cpu=8", "skiff/ram=8"}, kind: pool.ErrMalformed, reason: "malformed"},
+		{name: "malformed", labels: []string{"self-hosted", "skiff/cpu=eight"}, kind: pool.ErrMalformed, reason: "malformed", key: "cpu", value: "eight"},
+		{name: "unknown key", labels: []string{"self-hosted", "skiff/cpus=8"}, kind: pool.ErrUnknownKey, reason: "unknown_key", key: "cpus"},
+		{name: "gpu over every bound", labels: []string{"self-hosted", "gpu", "skiff/gpu=16"}, kind: pool.ErrOutOfBounds,
 			reason: "out_of_bounds", pool: "gpu", key: "gpu", value: "16", bound: "maxGpus 1"},
-		{name: "cpu over bound", labels: []string{"large", "skiff/cpu=64"}, kind: ErrOutOfBounds,
+		{name: "cpu over bound", labels: []string{"large", "skiff/cpu=64"}, kind: pool.ErrOutOfBounds,
 			reason: "out_of_bounds", pool: "large", key: "cpu", value: "64", bound: "maxCpu 32"},
-		{name: "disk over bound", labels: []string{"large", "skiff/disk=501"}, kind: ErrOutOfBounds,
+		{name: "disk over bound", labels: []string{"large", "skiff/disk=501"}, kind: pool.ErrOutOfBounds,
 			reason: "out_of_bounds", pool: "large", key: "disk", value: "501", bound: "maxDiskGiB 500"},
-		{name: "disk below minimum", labels: []string{"large", "skiff/disk=4"}, kind: ErrOutOfBounds,
+		{name: "disk below minimum", labels: []string{"large", "skiff/disk=4"}, kind: pool.ErrOutOfBounds,
 			reason: "out_of_bounds", pool: "large", key: "disk", value: "4", bound: "at least 8 GiB"},
-		{name: "family not allowed", labels: []string{"gpu", "skiff/family=p5"}, kind: ErrOutOfBounds,
+		{name: "family not allowed", labels: []string{"gpu", "skiff/family=p5"}, kind: pool.ErrOutOfBounds,
 			reason: "out_of_bounds", pool: "gpu", key: "family", value: "p5", bound: "families g6+g5+g6e"},
-		{name: "gpu key refused", labels: []string{"large", "skiff/gpu=1"}, kind: ErrOutOfBounds,
+		{name: "gpu key refused", labels: []string{"large", "skiff/gpu=1"}, kind: pool.ErrOutOfBounds,
 			reason: "out_of_bounds", pool: "large", key: "gpu", value: "1", bound: "not allowed (dynamic.maxGpus is unset)"},
-		{name: "on-demand not allowed", labels: []string{"large", "skiff/spot=false"}, kind: ErrOutOfBounds,
+		{name: "on-demand not allowed", labels: []string{"large", "skiff/spot=false"}, kind: pool.ErrOutOfBounds,
 			reason: "out_of_bounds", pool: "large", key: "spot", value: "false", bound: "allowOnDemand is false"},
-		{name: "static pool takes no sizes", labels: []string{"arm", "skiff/cpu=2"}, kind: ErrOutOfBounds,
+		{name: "static pool takes no sizes", labels: []string{"arm", "skiff/cpu=2"}, kind: pool.ErrOutOfBounds,
 			reason: "out_of_bounds", pool: "arm", key: "cpu", value: "2"},
-		{name: "no instance type fits", labels: []string{"gpu", "skiff/cpu=4/family=g6e/ram=16"}, kind: ErrOutOfBounds,
+		{name: "no instance type fits", labels: []string{"gpu", "skiff/cpu=4/family=g6e/ram=16"}, kind: pool.ErrOutOfBounds,
 			reason: "out_of_bounds", pool: "gpu", key: "family,cpu,ram", value: "g6e,4,16"},
-		{name: "one key empties the list", labels: []string{"gpu", "skiff/ram=24"}, kind: ErrOutOfBounds,
+		{name: "one key empties the list", labels: []string{"gpu", "skiff/ram=24"}, kind: pool.ErrOutOfBounds,
 			reason: "out_of_bounds", pool: "gpu", key: "ram", value: "24"},
-		{name: "combination fits no type", labels: []string{"large", "skiff/cpu=32/ram=32"}, kind: ErrOutOfBounds,
+		{name: "combination fits no type", labels: []string{"large", "skiff/cpu=32/ram=32"}, kind: pool.ErrOutOfBounds,
 			reason: "out_of_bounds", pool: "large", key: "cpu,ram", value: "32,32"},
-		{name: "requirements range", labels: []string{"multi-gpu", "skiff/cpu=8"}, repo: "acme/ml", kind: ErrOutOfBounds,
+		{name: "requirements range", labels: []string{"multi-gpu", "skiff/cpu=8"}, repo: "acme/ml", kind: pool.ErrOutOfBounds,
 			reason: "out_of_bounds", pool: "gpu-multi", key: "cpu", value: "8", bound: "requirements.vcpu 48-192"},
-		{name: "scope refuses repository", labels: []string{"multi-gpu"}, repo: "other/repo", kind: ErrRepositoryNotAllowed,
+		{name: "scope refuses repository", labels: []string{"multi-gpu"}, repo: "other/repo", kind: pool.ErrRepositoryNotAllowed,
 			reason: "repository_not_allowed", pools: []string{"gpu-multi"}},
-		{name: "scope refuses unknown repository", labels: []string{"multi-gpu"}, repo: "", kind: ErrRepositoryNotAllowed,
+		{name: "scope refuses unknown repository", labels: []string{"multi-gpu"}, repo: "", kind: pool.ErrRepositoryNotAllowed,
 			reason: "repository_not_allowed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var err error
-			if tt.kind == ErrRepositoryNotAllowed {
+			if tt.kind == pool.ErrRepositoryNotAllowed {
 				_, err = cfg.Route(tt.labels, tt.repo)
 			} else {
 				_, err = cfg.Resolve(tt.labels)
@@ -189,10 +192,10 @@ func TestResolveErrors(t *testing.T) {
 			if !errors.Is(err, tt.kind) {
 				t.Fatalf("error = %v, want %v", err, tt.kind)
 			}
-			if got := Reason(err); got != tt.reason {
+			if got := pool.Reason(err); got != tt.reason {
 				t.Errorf("Reason = %q, want %q", got, tt.reason)
 			}
-			var re *ResolveError
+			var re *pool.ResolveError
 			if !errors.As(err, &re) {
 				t.Fatalf("%T is not a *ResolveError", err)
 			}
@@ -208,7 +211,7 @@ func TestResolveErrors(t *testing.T) {
 			if tt.pools != nil && !reflect.DeepEqual(re.Pools, tt.pools) {
 				t.Errorf("Pools = %v, want %v", re.Pools, tt.pools)
 			}
-			if tt.kind == ErrOutOfBounds {
+			if tt.kind == pool.ErrOutOfBounds {
 				for _, part := range []string{tt.key, tt.value, tt.bound} {
 					if !strings.Contains(err.Error(), part) {
 						t.Errorf("message %q does not name %q", err, part)
@@ -219,32 +222,9 @@ func TestResolveErrors(t *testing.T) {
 	}
 }
 
-const ambiguousYAML = `version: 1
-defaults:
-  subnets: [subnet-0a1b2c3d4e5f60718]
-  image: {ssm: /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64}
-pools:
-  - name: small
-    labels: [build, small]
-    instanceTypes: [c7i.large]
-    dynamic: {maxCpu: 2}
-  - name: big
-    labels: [build, big]
-    instanceTypes: [c7i.4xlarge]
-    dynamic: {maxCpu: 16}
-  - name: team-a
-    labels: [team]
-    scope: {owners: [a]}
-    instanceTypes: [c7i.large]
-  - name: team-b
-    labels: [team]
-    scope: {owners: [b]}
-    instanceTypes: [m7i.large]
-`
-
 func TestResolveAmbiguity(t *testing.T) {
 	t.Parallel()
-	cfg, err := Parse([]byte(ambiguousYAML), "ambiguous.yaml")
+	cfg, err := poolfile.Parse([]byte(pool.AmbiguousYAML), "ambiguous.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,8 +253,8 @@ func TestResolveAmbiguity(t *testing.T) {
 			t.Parallel()
 			spec, err := resolve(cfg, tt.labels, tt.repo)
 			if tt.pools != nil {
-				var re *ResolveError
-				if !errors.Is(err, ErrAmbiguous) || !errors.As(err, &re) || Reason(err) != ReasonAmbiguous {
+				var re *pool.ResolveError
+				if !errors.Is(err, pool.ErrAmbiguous) || !errors.As(err, &re) || pool.Reason(err) != pool.ReasonAmbiguous {
 					t.Fatalf("error = %v, want ambiguous", err)
 				}
 				if !reflect.DeepEqual(re.Pools, tt.pools) {
@@ -291,15 +271,15 @@ func TestResolveAmbiguity(t *testing.T) {
 
 func TestReason(t *testing.T) {
 	t.Parallel()
-	if Reason(nil) != "" {
+	if pool.Reason(nil) != "" {
 		t.Error("Reason(nil) should be empty")
 	}
-	if Reason(errors.New("boom")) != "error" {
+	if pool.Reason(errors.New("boom")) != "error" {
 		t.Error("Reason(other) should be error")
 	}
-	for kind, want := range map[error]string{ErrNoPool: "no_pool", ErrAmbiguous: "ambiguous", ErrUnknownKey: "unknown_key",
-		ErrMalformed: "malformed", ErrOutOfBounds: "out_of_bounds", ErrRepositoryNotAllowed: "repository_not_allowed"} {
-		if got := Reason(&ResolveError{Kind: kind}); got != want {
+	for kind, want := range map[error]string{pool.ErrNoPool: "no_pool", pool.ErrAmbiguous: "ambiguous", pool.ErrUnknownKey: "unknown_key",
+		pool.ErrMalformed: "malformed", pool.ErrOutOfBounds: "out_of_bounds", pool.ErrRepositoryNotAllowed: "repository_not_allowed"} {
+		if got := pool.Reason(&pool.ResolveError{Kind: kind}); got != want {
 			t.Errorf("Reason(%v) = %q, want %q", kind, got, want)
 		}
 	}
@@ -307,14 +287,14 @@ func TestReason(t *testing.T) {
 
 func TestScopeAdmits(t *testing.T) {
 	t.Parallel()
-	s := Scope{Owners: []string{"acme"}, Repositories: []string{"other/one"}}
+	s := pool.Scope{Owners: []string{"acme"}, Repositories: []string{"other/one"}}
 	for repo, want := range map[string]bool{"acme/x": true, "ACME/y": true, "other/one": true, "Other/One": true,
 		"other/two": false, "acmex/y": false, "": false, "acme": false} {
 		if got := s.Admits(repo); got != want {
 			t.Errorf("Admits(%q) = %v, want %v", repo, got, want)
 		}
 	}
-	if !(Scope{}).Admits("any/thing") {
+	if !(pool.Scope{}).Admits("any/thing") {
 		t.Error("an empty scope admits every repository")
 	}
 }
@@ -324,7 +304,7 @@ type router interface {
 	Route(labels []string, repository string) (string, error)
 }
 
-var _ router = (*Config)(nil)
+var _ router = (*pool.Config)(nil)
 
 // FuzzResolve feeds arbitrary label lists (comma-separated) and repositories
 // to the resolver: it never panics, and every failure is a *ResolveError
@@ -339,13 +319,13 @@ func FuzzResolve(f *testing.F) {
 		list := strings.Split(labels, ",")
 		spec, err := cfg.ResolveRepo(list, repo)
 		if err != nil {
-			var re *ResolveError
-			if !errors.As(err, &re) || Reason(err) == "error" || Reason(err) == "" {
+			var re *pool.ResolveError
+			if !errors.As(err, &re) || pool.Reason(err) == "error" || pool.Reason(err) == "" {
 				t.Fatalf("ResolveRepo(%q, %q) = %v (%T)", list, repo, err, err)
 			}
 			return
 		}
-		if cfg.Pool(spec.Pool) == nil || len(spec.Labels) < len(impliedLabels("")) {
+		if cfg.Pool(spec.Pool) == nil || len(spec.Labels) < len(pool.ImpliedLabels("")) {
 			t.Fatalf("spec %+v", spec)
 		}
 		if got, err := cfg.Route(list, repo); err != nil || got != spec.Pool {
@@ -356,7 +336,7 @@ func FuzzResolve(f *testing.F) {
 
 // resolve resolves labels for repo, or without a repository when repo is
 // empty.
-func resolve(cfg *Config, labels []string, repo string) (Spec, error) {
+func resolve(cfg *pool.Config, labels []string, repo string) (pool.Spec, error) {
 	if repo == "" {
 		return cfg.Resolve(labels)
 	}

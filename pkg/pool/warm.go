@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -154,7 +153,7 @@ func clock(s string) int {
 }
 
 // decodeWarm reads a pool's warm: mapping (the schema has checked its
-// shape); the time zone and maxAge are checked by checkWarm.
+// shape); the time zone and maxAge are checked by package poolfile.
 func decodeWarm(v any) *Warm {
 	m, ok := v.(map[string]any)
 	if !ok {
@@ -225,74 +224,7 @@ const GP3PerGiBMonth = 0.08
 // hoursPerMonth is AWS's month for EBS pricing (730 hours).
 const hoursPerMonth = 730
 
-// warmText is the plan's one-line summary of a pool's warm capacity.
-func warmText(w *Warm) string {
-	if w == nil || w.Total() == 0 {
-		return "none (every job starts cold)"
-	}
-	when := "at all hours"
-	if len(w.Schedules) > 0 {
-		parts := make([]string, 0, len(w.Schedules))
-		for _, s := range w.Schedules {
-			days := make([]string, 0, len(s.Days))
-			for _, d := range s.Days {
-				days = append(days, strings.ToLower(d.String()[:3]))
-			}
-			parts = append(parts, fmt.Sprintf("%s %02d:%02d-%02d:%02d", strings.Join(days, ","), s.From/60, s.From%60, s.To/60, s.To%60))
-		}
-		when = fmt.Sprintf("%s (%s; %.0f h a week)", strings.Join(parts, "; "), w.TimeZone, w.HoursPerWeek())
-	}
-	return fmt.Sprintf("%d stopped, %d hot, %s, replaced after %s", w.Stopped, w.Hot, when, FormatDuration(w.MaxAge))
-}
-
 // MinWarmMaxAge is the shortest maxAge: a warm instance takes minutes to
 // launch, boot and stop, so a shorter age would replace instances faster
 // than they become usable.
 const MinWarmMaxAge = 30 * time.Minute
-
-// checkWarm checks a pool's warm: section: EC2 only, a known time zone, a
-// sane maxAge, stopped instances only where they are on-demand, and the
-// counts within maxRunners.
-func (s *source) checkWarm(i int, p *Pool, add addFunc) {
-	w, ptr := p.Warm, poolPtr(i)+"/warm"
-	if p.Backend != BackendEC2 {
-		add(ptr, SeverityError, fmt.Sprintf("warm capacity is EC2 only, but pool %q runs on %s", p.Name, p.Backend),
-			"remove warm:; warm instances are EC2 instances launched ahead and stopped or left running")
-		return
-	}
-	if w.Location == nil {
-		add(ptr+"/timeZone", SeverityError, fmt.Sprintf("timeZone %q is not an IANA time zone this build knows", w.TimeZone),
-			"use a name from the tz database, such as Europe/Berlin, America/New_York or UTC")
-	}
-	if w.maxAge != "" {
-		if d, err := time.ParseDuration(w.maxAge); err != nil || d < MinWarmMaxAge || d > MaxLifetimeLimit {
-			add(ptr+"/maxAge", SeverityError, fmt.Sprintf("warm maxAge %q must be between 30m and 120h", w.maxAge),
-				"a warm instance takes minutes to become usable; use e.g. 24h")
-		}
-	}
-	if w.Stopped > 0 {
-		switch p.EC2.Capacity {
-		case CapacitySpot:
-			add(ptr+"/stopped", SeverityError,
-				fmt.Sprintf("pool %q is spot only, and a stopped spot instance is not one to rely on: EC2 refuses to stop the one-time spot instances a fleet launches, and takes spot capacity back while it is stopped", p.Name),
-				"use hot: for a spot pool, or capacity: on-demand (or spot-then-on-demand, whose stopped instances launch on-demand)")
-		case CapacitySpotThenOnDemand:
-			add(ptr+"/stopped", SeverityWarning,
-				fmt.Sprintf("pool %q launches spot first, but its %d stopped warm instance(s) launch on-demand: a spot instance cannot be relied on to start again once stopped", p.Name, w.Stopped),
-				"skiff plan shows what they cost; set capacity: on-demand to say so, or use hot:")
-		}
-	}
-	if total := w.Total(); total > p.MaxRunners {
-		add(ptr, SeverityError,
-			fmt.Sprintf("pool %q keeps %d warm instances (%d stopped, %d hot) but maxRunners is %d: warm instances count against it", p.Name, total, w.Stopped, w.Hot, p.MaxRunners),
-			fmt.Sprintf("lower stopped/hot, or raise maxRunners to at least %d (leaving room for cold launches)", total))
-	} else if total == 0 {
-		add(ptr, SeverityWarning, fmt.Sprintf("pool %q has warm: with no stopped or hot instances", p.Name),
-			"set stopped: or hot:, or remove warm:")
-	}
-	if p.Dynamic != nil && w.Total() > 0 {
-		add(ptr, SeverityWarning,
-			fmt.Sprintf("pool %q takes dynamic sizes, but its warm instances are launched at the pool's own instance types: a job whose sizes they do not fit launches cold", p.Name),
-			"keep warm capacity to pools whose jobs ask for no sizes, or give the sized jobs a pool of their own")
-	}
-}

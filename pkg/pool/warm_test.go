@@ -1,12 +1,13 @@
-package pool
+package pool_test
 
 import (
-	"bytes"
-	"fmt"
 	"math"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 )
 
 func mustZone(t *testing.T, name string) *time.Location {
@@ -21,12 +22,12 @@ func mustZone(t *testing.T, name string) *time.Location {
 func TestWarmOn(t *testing.T) {
 	t.Parallel()
 	weekdays := []time.Weekday{time.Monday, time.Tuesday, time.Wednesday, time.Thursday, time.Friday}
-	berlin := &Warm{Stopped: 2, TimeZone: "Europe/Berlin", Location: mustZone(t, "Europe/Berlin"),
-		Schedules: []Schedule{{Days: weekdays, From: 8 * 60, To: 18 * 60}}}
-	newYork := &Warm{Hot: 1, TimeZone: "America/New_York", Location: mustZone(t, "America/New_York"),
-		Schedules: []Schedule{{Days: weekdays, From: 8 * 60, To: 18 * 60}}}
-	night := &Warm{Hot: 1, Location: time.UTC, Schedules: []Schedule{{Days: []time.Weekday{time.Friday}, From: 22 * 60, To: 2 * 60}}}
-	always := &Warm{Hot: 1}
+	berlin := &pool.Warm{Stopped: 2, TimeZone: "Europe/Berlin", Location: mustZone(t, "Europe/Berlin"),
+		Schedules: []pool.Schedule{{Days: weekdays, From: 8 * 60, To: 18 * 60}}}
+	newYork := &pool.Warm{Hot: 1, TimeZone: "America/New_York", Location: mustZone(t, "America/New_York"),
+		Schedules: []pool.Schedule{{Days: weekdays, From: 8 * 60, To: 18 * 60}}}
+	night := &pool.Warm{Hot: 1, Location: time.UTC, Schedules: []pool.Schedule{{Days: []time.Weekday{time.Friday}, From: 22 * 60, To: 2 * 60}}}
+	always := &pool.Warm{Hot: 1}
 	utc := func(s string) time.Time {
 		ts, err := time.Parse(time.RFC3339, s)
 		if err != nil {
@@ -36,7 +37,7 @@ func TestWarmOn(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		w    *Warm
+		w    *pool.Warm
 		at   string
 		on   bool
 	}{
@@ -78,14 +79,14 @@ func TestWarmHoursPerWeek(t *testing.T) {
 	weekdays := []time.Weekday{time.Monday, time.Tuesday, time.Wednesday, time.Thursday, time.Friday}
 	tests := []struct {
 		name string
-		w    *Warm
+		w    *pool.Warm
 		want float64
 	}{
-		{"always", &Warm{Hot: 1}, 168},
-		{"working hours", &Warm{Schedules: []Schedule{{Days: weekdays, From: 8 * 60, To: 18 * 60}}}, 50},
-		{"overlaps count once", &Warm{Schedules: []Schedule{{Days: weekdays, From: 8 * 60, To: 18 * 60}, {Days: []time.Weekday{time.Monday}, From: 17 * 60, To: 19 * 60}}}, 51},
-		{"past midnight wraps the week", &Warm{Schedules: []Schedule{{Days: []time.Weekday{time.Saturday}, From: 22 * 60, To: 2 * 60}}}, 4},
-		{"to 24:00", &Warm{Schedules: []Schedule{{Days: []time.Weekday{time.Sunday}, From: 0, To: 24 * 60}}}, 24},
+		{"always", &pool.Warm{Hot: 1}, 168},
+		{"working hours", &pool.Warm{Schedules: []pool.Schedule{{Days: weekdays, From: 8 * 60, To: 18 * 60}}}, 50},
+		{"overlaps count once", &pool.Warm{Schedules: []pool.Schedule{{Days: weekdays, From: 8 * 60, To: 18 * 60}, {Days: []time.Weekday{time.Monday}, From: 17 * 60, To: 19 * 60}}}, 51},
+		{"past midnight wraps the week", &pool.Warm{Schedules: []pool.Schedule{{Days: []time.Weekday{time.Saturday}, From: 22 * 60, To: 2 * 60}}}, 4},
+		{"to 24:00", &pool.Warm{Schedules: []pool.Schedule{{Days: []time.Weekday{time.Sunday}, From: 0, To: 24 * 60}}}, 24},
 		{"none", nil, 0},
 	}
 	for _, tt := range tests {
@@ -100,16 +101,16 @@ func TestWarmHoursPerWeek(t *testing.T) {
 
 func TestWarmCostPerDay(t *testing.T) {
 	t.Parallel()
-	spec := Spec{Shared: Shared{Architecture: "x64"}, EC2: &EC2{InstanceTypes: []string{"c7i.large"}, DiskGiB: 30}}
-	volume := 30 * GP3PerGiBMonth / 730
+	spec := pool.Spec{Shared: pool.Shared{Architecture: "x64"}, EC2: &pool.EC2{InstanceTypes: []string{"c7i.large"}, DiskGiB: 30}}
+	volume := 30 * pool.GP3PerGiBMonth / 730
 	weekdays := []time.Weekday{time.Monday, time.Tuesday, time.Wednesday, time.Thursday, time.Friday}
 	tests := []struct {
 		name string
-		w    *Warm
+		w    *pool.Warm
 		want float64
 	}{
-		{"one hot always", &Warm{Hot: 1}, 24 * (0.08925 + volume)},
-		{"two stopped in working hours", &Warm{Stopped: 2, Schedules: []Schedule{{Days: weekdays, From: 8 * 60, To: 18 * 60}}}, 50.0 / 7 * 2 * volume},
+		{"one hot always", &pool.Warm{Hot: 1}, 24 * (0.08925 + volume)},
+		{"two stopped in working hours", &pool.Warm{Stopped: 2, Schedules: []pool.Schedule{{Days: weekdays, From: 8 * 60, To: 18 * 60}}}, 50.0 / 7 * 2 * volume},
 		{"none", nil, 0},
 	}
 	for _, tt := range tests {
@@ -134,30 +135,30 @@ func TestWarmValidate(t *testing.T) {
 	tests := []struct {
 		name     string
 		yaml     string
-		severity Severity // "" for none
+		severity pool.Severity // "" for none
 		msg      string
 	}{
 		{"on-demand stopped and hot", warmPool("on-demand", "{stopped: 2, hot: 1, maxAge: 12h, timeZone: Europe/Berlin, schedules: [{days: [mon, fri], from: \"08:00\", to: \"18:00\"}]}", ""), "", ""},
 		{"spot hot", warmPool("spot", "{hot: 2}", ""), "", ""},
-		{"spot stopped", warmPool("spot", "{stopped: 1}", ""), SeverityError, "a stopped spot instance is not one to rely on"},
-		{"spot-then-on-demand stopped", warmPool("spot-then-on-demand", "{stopped: 1}", ""), SeverityWarning, "launch on-demand"},
-		{"beyond maxRunners", warmPool("on-demand", "{stopped: 3, hot: 2}", ""), SeverityError, "maxRunners is 4"},
+		{"spot stopped", warmPool("spot", "{stopped: 1}", ""), pool.SeverityError, "a stopped spot instance is not one to rely on"},
+		{"spot-then-on-demand stopped", warmPool("spot-then-on-demand", "{stopped: 1}", ""), pool.SeverityWarning, "launch on-demand"},
+		{"beyond maxRunners", warmPool("on-demand", "{stopped: 3, hot: 2}", ""), pool.SeverityError, "maxRunners is 4"},
 		{"exactly maxRunners", warmPool("on-demand", "{stopped: 2, hot: 2}", ""), "", ""},
-		{"unknown time zone", warmPool("on-demand", "{hot: 1, timeZone: Europe/Atlantis}", ""), SeverityError, "not an IANA time zone"},
-		{"short maxAge", warmPool("on-demand", "{hot: 1, maxAge: 10m}", ""), SeverityError, "between 30m and 120h"},
-		{"nothing warm", warmPool("on-demand", "{maxAge: 2h}", ""), SeverityWarning, "no stopped or hot"},
-		{"bad clock", warmPool("on-demand", "{hot: 1, schedules: [{days: [mon], from: \"8:00\", to: \"18:00\"}]}", ""), SeverityError, "does not match pattern"},
-		{"dynamic sizes", warmPool("on-demand", "{hot: 1}", "    dynamic: {maxCpu: 8}\n"), SeverityWarning, "launches cold"},
+		{"unknown time zone", warmPool("on-demand", "{hot: 1, timeZone: Europe/Atlantis}", ""), pool.SeverityError, "not an IANA time zone"},
+		{"short maxAge", warmPool("on-demand", "{hot: 1, maxAge: 10m}", ""), pool.SeverityError, "between 30m and 120h"},
+		{"nothing warm", warmPool("on-demand", "{maxAge: 2h}", ""), pool.SeverityWarning, "no stopped or hot"},
+		{"bad clock", warmPool("on-demand", "{hot: 1, schedules: [{days: [mon], from: \"8:00\", to: \"18:00\"}]}", ""), pool.SeverityError, "does not match pattern"},
+		{"dynamic sizes", warmPool("on-demand", "{hot: 1}", "    dynamic: {maxCpu: 8}\n"), pool.SeverityWarning, "launches cold"},
 		{"gpu pool", head + "pools:\n  - name: g\n    labels: [gpu]\n    instanceTypes: [g6.xlarge]\n    capacity: on-demand\n    image: {ssm: " + gpuSSM + "}\n    warm: {stopped: 1, hot: 1}\n", "", ""},
-		{"off EC2", head + "pools:\n  - name: s\n    labels: [x]\n    slurm: {partition: batch}\n    warm: {hot: 1}\n", SeverityError, "EC2 only"},
+		{"off EC2", head + "pools:\n  - name: s\n    labels: [x]\n    slurm: {partition: batch}\n    warm: {hot: 1}\n", pool.SeverityError, "EC2 only"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			cfg, err := Parse([]byte(tt.yaml), "pools.yaml")
-			var diags []Diagnostic
+			cfg, err := poolfile.Parse([]byte(tt.yaml), "pools.yaml")
+			var diags []pool.Diagnostic
 			if err != nil {
-				ve, ok := err.(*ValidationError)
+				ve, ok := err.(*poolfile.ValidationError)
 				if !ok {
 					t.Fatalf("Parse: %v", err)
 				}
@@ -178,28 +179,5 @@ func TestWarmValidate(t *testing.T) {
 			}
 			t.Errorf("findings = %v; want a %s containing %q", diags, tt.severity, tt.msg)
 		})
-	}
-}
-
-func TestWritePlanWarm(t *testing.T) {
-	t.Parallel()
-	cfg, err := Parse([]byte(warmPool("on-demand", "{stopped: 1, hot: 1, timeZone: Europe/Berlin, schedules: [{days: [mon, tue, wed, thu, fri], from: \"08:00\", to: \"18:00\"}]}", "")), "pools.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec, err := cfg.Resolve([]string{"self-hosted", "x"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := WritePlan(&buf, cfg, spec); err != nil {
-		t.Fatal(err)
-	}
-	out := buf.String()
-	usd, _ := spec.WarmCostPerDay(spec.Warm)
-	for _, want := range []string{"1 stopped, 1 hot", "Europe/Berlin; 50 h a week", fmt.Sprintf("warm: $%.2f per day", usd)} {
-		if !strings.Contains(out, want) {
-			t.Errorf("plan lacks %q:\n%s", want, out)
-		}
 	}
 }

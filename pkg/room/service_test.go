@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/github/ghsim"
-	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/store"
@@ -40,7 +40,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	cfg, err := pool.Parse([]byte("version: 1\npools:\n  - name: p\n    labels: [p]\n    maxRunners: 1\n    process: {}\n"), "pools.yaml")
+	cfg, err := poolfile.Parse([]byte("version: 1\npools:\n  - name: p\n    labels: [p]\n    maxRunners: 1\n    process: {}\n"), "pools.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

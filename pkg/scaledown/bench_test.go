@@ -19,7 +19,7 @@ import (
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
-	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
 	"github.com/skiffci/skiff/pkg/provider/ec2/ec2fake"
 	"github.com/skiffci/skiff/pkg/queue"
@@ -241,7 +241,7 @@ func newBenchWorld(tb testing.TB) *benchWorld {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	pools, err := pool.Parse([]byte(poolsYAML), "pools.yaml")
+	pools, err := poolfile.Parse([]byte(poolsYAML), "pools.yaml")
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
-	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
 	"github.com/skiffci/skiff/pkg/provider/ec2/ec2fake"
@@ -43,7 +43,7 @@ func TestTwoDeploymentsOneAccount(t *testing.T) {
 	inst := sim.Install(42, "acme")
 	// A boot timeout past the test's passes: each runner is booting as far
 	// as its own ledger knows, so only the other deployment could end it.
-	pools, err := pool.Parse([]byte(poolsYAML+"    bootTimeout: 1h\n"), "pools.yaml")
+	pools, err := poolfile.Parse([]byte(poolsYAML+"    bootTimeout: 1h\n"), "pools.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
-	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/dryrun"
 	"github.com/skiffci/skiff/pkg/queue"
@@ -189,7 +189,7 @@ func newWorldSim(t *testing.T, seed uint64, simOpts func(*ghsim.Options), opts .
 	if err != nil {
 		t.Fatal(err)
 	}
-	pools, err := pool.Parse([]byte(poolsYAML), "pools.yaml")
+	pools, err := poolfile.Parse([]byte(poolsYAML), "pools.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

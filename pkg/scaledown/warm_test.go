@@ -17,7 +17,7 @@ import (
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
-	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
 	"github.com/skiffci/skiff/pkg/provider/ec2/ec2fake"
 	"github.com/skiffci/skiff/pkg/queue"
@@ -102,7 +102,7 @@ func newWarmWorld(t *testing.T, image string) *warmWorld {
 // setImage (re)creates the reconciler with the pool's image.
 func (w *warmWorld) setImage(image string) {
 	w.t.Helper()
-	pools, err := pool.Parse([]byte(fmt.Sprintf(warmPoolsYAML, image)), "pools.yaml")
+	pools, err := poolfile.Parse([]byte(fmt.Sprintf(warmPoolsYAML, image)), "pools.yaml")
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
-	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/scaleup"
 	"github.com/skiffci/skiff/pkg/store"
 )
@@ -116,7 +116,7 @@ const forksYAML = poolsYAML + `
 // newForksEnv is an env whose pools include "forks" (collaborators only).
 func newForksEnv(t *testing.T) *env {
 	t.Helper()
-	pools, err := pool.Parse([]byte(forksYAML), "pools.yaml")
+	pools, err := poolfile.Parse([]byte(forksYAML), "pools.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +295,7 @@ func TestTriggerUnknownHeadIsAFork(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			pools, err := pool.Parse([]byte(forksYAML), "pools.yaml")
+			pools, err := poolfile.Parse([]byte(forksYAML), "pools.yaml")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -21,7 +21,7 @@ import (
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
-	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
 	"github.com/skiffci/skiff/pkg/provider/ec2/ec2fake"
@@ -210,7 +210,7 @@ func newEnv(t testing.TB, tweak func(*scaleup.Options)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pools, err := pool.Parse([]byte(poolsYAML), "pools.yaml")
+	pools, err := poolfile.Parse([]byte(poolsYAML), "pools.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

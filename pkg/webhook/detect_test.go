@@ -10,6 +10,7 @@ import (
 
 	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/store"
 )
 
@@ -18,7 +19,7 @@ import (
 // "trusted" (forks of collaborators).
 func detectPools(t *testing.T) *pool.Config {
 	t.Helper()
-	c, err := pool.Parse([]byte(`
+	c, err := poolfile.Parse([]byte(`
 version: 1
 defaults:
   image:

@@ -48,7 +48,7 @@ import (
 
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/names"
-	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/provider/ec2/ec2prices"
 	"github.com/skiffci/skiff/pkg/userdata"
 )
 
@@ -105,7 +105,7 @@ type Reader struct {
 	lag         time.Duration
 	period      time.Duration
 	now         func() time.Time
-	prices      *pool.PriceTable
+	prices      *ec2prices.PriceTable
 	rootFSType  string
 	maxQueries  int
 }
@@ -145,8 +145,8 @@ func WithNamespace(ns string) Option {
 var ErrNoNamespace = errors.New("cwpeaks: no namespace to read (WithAccount)")
 
 // WithPrices sets the table that says how many GPUs of which model an
-// instance type has (pool.Prices).
-func WithPrices(t *pool.PriceTable) Option { return func(r *Reader) { r.prices = t } }
+// instance type has (ec2prices.Prices).
+func WithPrices(t *ec2prices.PriceTable) Option { return func(r *Reader) { r.prices = t } }
 
 // WithRootFSType sets the root file system type (DefaultRootFSType).
 func WithRootFSType(fs string) Option { return func(r *Reader) { r.rootFSType = fs } }
@@ -157,7 +157,7 @@ func WithMaxQueries(n int) Option { return func(r *Reader) { r.maxQueries = n } 
 // New returns a reader over api.
 func New(api API, opts ...Option) *Reader {
 	r := &Reader{api: api, lag: DefaultMetricLag, period: DefaultPeriod,
-		now: time.Now, prices: pool.Prices, rootFSType: DefaultRootFSType, maxQueries: MaxQueries}
+		now: time.Now, prices: ec2prices.Prices, rootFSType: DefaultRootFSType, maxQueries: MaxQueries}
 	for _, o := range opts {
 		o(r)
 	}

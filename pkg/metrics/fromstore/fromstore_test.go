@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/metrics"
-	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/provider/ec2/ec2prices"
 	"github.com/skiffci/skiff/pkg/store"
 )
 
@@ -18,7 +18,7 @@ func TestBuildFromStore(t *testing.T) {
 		Pool: "gpu", WorkflowName: "Train", JobName: "fit", QueuedAt: t0, StartedAt: t0.Add(time.Minute), CompletedAt: t0.Add(time.Hour), Conclusion: "success"}
 	run := store.RunRecord{ID: 6, Attempt: 2, Event: "schedule", WorkflowName: "Train"}
 	inst := provider.Instance{ID: "i-1", InstanceType: "g6.xlarge", Zone: "us-east-1a", Capacity: provider.Spot, LaunchedAt: t0.Add(20 * time.Second)}
-	r, err := metrics.Build(metrics.Inputs{Job: Job(j), Run: Run(run), Instance: Instance(inst, "us-east-1"), CloudProvider: "aws", Prices: pool.Prices})
+	r, err := metrics.Build(metrics.Inputs{Job: Job(j), Run: Run(run), Instance: Instance(inst, "us-east-1"), CloudProvider: "aws", Prices: ec2prices.Prices})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/skiffci/skiff/pkg/metrics/fromstore"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/provider/ec2/ec2prices"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
 )
@@ -196,7 +197,7 @@ type RecordWriter struct {
 	Out    metrics.Records
 	// CloudProvider and Region go into every record.
 	CloudProvider, Region string
-	Prices                *pool.PriceTable
+	Prices                *ec2prices.PriceTable
 	// Host describes the machine every runner runs on, for providers
 	// whose instance type does not (local processes); nil for EC2.
 	Host *metrics.Host

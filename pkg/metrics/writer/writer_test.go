@@ -12,7 +12,7 @@ import (
 	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/metrics/writer"
-	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/provider/ec2/ec2prices"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/telemetry"
 )
@@ -253,7 +253,7 @@ func TestRecordWriterAwaitsALateStart(t *testing.T) {
 	out := &metrics.MemoryRecords{}
 	counts := &telemetry.Memory{}
 	w := &writer.RecordWriter{Pools: []string{"*"}, Jobs: st, Ledger: led, Out: out, CloudProvider: "aws",
-		Region: "us-east-1", Prices: pool.Prices, AwaitWindow: time.Hour, Counter: counts}
+		Region: "us-east-1", Prices: ec2prices.Prices, AwaitWindow: time.Hour, Counter: counts}
 	for _, id := range []int64{10, 11} {
 		name := fmt.Sprintf("skiff-%d-1", id)
 		if _, err := st.RecordJob(ctx, store.JobRecord{ID: id, RunID: 70, Attempt: 1, Repository: "acme/app", Owner: "acme",

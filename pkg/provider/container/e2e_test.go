@@ -17,6 +17,7 @@ import (
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/container"
 )
@@ -89,7 +90,7 @@ func startLocal(t *testing.T, env ...string) *localRun {
 	if err := os.WriteFile(poolsFile, []byte(e2ePools), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	pools, err := pool.Load(poolsFile)
+	pools, err := poolfile.Load(poolsFile)
 	if err != nil {
 		t.Fatal(err)
 	}

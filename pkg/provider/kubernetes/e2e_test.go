@@ -20,7 +20,7 @@ import (
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/metrics"
-	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	kube "github.com/skiffci/skiff/pkg/provider/kubernetes"
 	"github.com/skiffci/skiff/pkg/provider/kubernetes/kubelettest"
 )
@@ -91,7 +91,7 @@ func startLocalPools(t *testing.T, kubelet kubelettest.Options, before func(ns s
 	if err := os.WriteFile(poolsFile, []byte(fmt.Sprintf(poolsYAML, ns)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	pools, err := pool.Load(poolsFile)
+	pools, err := poolfile.Load(poolsFile)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/skiffci/skiff/internal/testenv"
-	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	kube "github.com/skiffci/skiff/pkg/provider/kubernetes"
 )
 
@@ -75,7 +75,7 @@ func TestManifests(t *testing.T) {
 	}
 	// The pools file the ConfigMap carries loads, and every pool's runners
 	// run where the Role is granted.
-	pools, err := pool.Load(filepath.Join(dir, "pools.yaml"))
+	pools, err := poolfile.Load(filepath.Join(dir, "pools.yaml"))
 	if err != nil {
 		t.Fatalf("pools.yaml: %v", err)
 	}

@@ -1,4 +1,9 @@
-package pool
+// Package ec2prices is skiff's table of EC2 instance types: the families it
+// knows (architecture, GPUs) and an embedded estimate of each type's shape and
+// on-demand price (prices.json, one region on one date). It imports no AWS
+// SDK, so decision packages (pool's resolution and the file's checks, the
+// metrics records' costs) may read it.
+package ec2prices
 
 import (
 	_ "embed"
@@ -51,8 +56,8 @@ func mustPrices(data []byte) *PriceTable {
 // Lookup returns the table's entry for an instance type, or nil.
 func (t *PriceTable) Lookup(name string) *InstanceType { return t.Types[name] }
 
-// sortedTypes returns the table's types ordered by price, then name.
-func (t *PriceTable) sortedTypes() []*InstanceType {
+// SortedTypes returns the table's types ordered by price, then name.
+func (t *PriceTable) SortedTypes() []*InstanceType {
 	out := make([]*InstanceType, 0, len(t.Types))
 	for _, it := range t.Types {
 		out = append(out, it)
@@ -66,20 +71,21 @@ func (t *PriceTable) sortedTypes() []*InstanceType {
 	return out
 }
 
-// familyInfo is what validation needs to know about an instance family.
-type familyInfo struct {
-	arch string // x64 or arm64
-	gpu  bool   // carries NVIDIA or AMD GPUs
+// Family is what skiff knows about an instance family.
+type Family struct {
+	Arch string // x64 or arm64
+	GPU  bool   // carries NVIDIA or AMD GPUs
 }
 
-// families lists the EC2 instance families skiff recognises (current and
+// Families lists the EC2 instance families skiff recognises (current and
 // previous generation, as of the price table's date). A family missing here
-// is reported by validation as unknown: add it here when AWS launches one.
-var families = func() map[string]familyInfo {
-	m := map[string]familyInfo{}
+// is reported by the pools file's checks as unknown: add it here when AWS
+// launches one. Read only.
+var Families = func() map[string]Family {
+	m := map[string]Family{}
 	add := func(arch string, gpu bool, names string) {
 		for _, n := range strings.Fields(names) {
-			m[n] = familyInfo{arch: arch, gpu: gpu}
+			m[n] = Family{Arch: arch, GPU: gpu}
 		}
 	}
 	add("x64", false, `c1 c3 c4 c5 c5a c5ad c5d c5n c6a c6i c6id c6in c7a c7i c7i-flex c8a c8i c8i-flex
@@ -96,22 +102,32 @@ var families = func() map[string]familyInfo {
 	return m
 }()
 
-// familyOf returns the family of an instance type: the part before the dot.
-func familyOf(instanceType string) string {
+// FamilyOf returns the family of an instance type: the part before the dot.
+func FamilyOf(instanceType string) string {
 	if i := strings.IndexByte(instanceType, '.'); i >= 0 {
 		return instanceType[:i]
 	}
 	return instanceType
 }
 
-// gpuFamiliesList returns the known GPU families, sorted, for messages.
-func gpuFamiliesList() string {
+// GPUFamilies returns the known GPU families, sorted, for messages.
+func GPUFamilies() string {
 	var out []string
-	for n, f := range families {
-		if f.gpu {
+	for n, f := range Families {
+		if f.GPU {
 			out = append(out, n)
 		}
 	}
 	sort.Strings(out)
 	return strings.Join(out, ", ")
+}
+
+// SortedFamilies returns the known families' names, sorted.
+func SortedFamilies() []string {
+	out := make([]string, 0, len(Families))
+	for f := range Families {
+		out = append(out, f)
+	}
+	sort.Strings(out)
+	return out
 }

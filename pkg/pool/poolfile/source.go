@@ -1,9 +1,12 @@
-package pool
+package poolfile
 
 import (
+	"github.com/skiffci/skiff/pkg/pool"
+
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -11,64 +14,9 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Severity tells whether a finding stops the file from loading.
-type Severity string
-
-// The severities of a Diagnostic.
-const (
-	SeverityError   Severity = "error"
-	SeverityWarning Severity = "warning"
-)
-
-// Diagnostic is one finding in a pools file, with where it is and how to fix it.
-type Diagnostic struct {
-	File     string
-	Line     int
-	Column   int
-	Path     string // e.g. pools[2].instanceTypes[1]; empty for the whole file
-	Severity Severity
-	Message  string
-	Fix      string
-}
-
-// String renders the finding as "file:line:col: severity: path: message (fix: ...)".
-func (d Diagnostic) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s:%d:%d: %s: ", d.File, d.Line, d.Column, d.Severity)
-	if d.Path != "" {
-		b.WriteString(d.Path)
-		b.WriteString(": ")
-	}
-	b.WriteString(d.Message)
-	if d.Fix != "" {
-		b.WriteString(" (fix: ")
-		b.WriteString(d.Fix)
-		b.WriteString(")")
-	}
-	return b.String()
-}
-
-// ValidationError is returned by Parse and Load for a file with errors. It
-// holds every error and warning found, in file order.
-type ValidationError struct {
-	Diagnostics []Diagnostic
-}
-
-// Error lists the findings, one per line.
-func (e *ValidationError) Error() string {
-	lines := make([]string, 0, len(e.Diagnostics))
-	for _, d := range e.Diagnostics {
-		lines = append(lines, d.String())
-	}
-	return strings.Join(lines, "\n")
-}
-
-// Unwrap makes errors.Is(err, ErrInvalidConfig) true.
-func (e *ValidationError) Unwrap() error { return ErrInvalidConfig }
-
-func hasErrors(diags []Diagnostic) bool {
+func hasErrors(diags []pool.Diagnostic) bool {
 	for _, d := range diags {
-		if d.Severity == SeverityError {
+		if d.Severity == pool.SeverityError {
 			return true
 		}
 	}
@@ -83,14 +31,15 @@ type pos struct{ line, col int }
 type source struct {
 	file   string
 	root   *yaml.Node
+	doc    any                      // the file as JSON values, once converted
 	images map[[2]string]imageFacts // see imageFacts
 }
 
 // diag builds a diagnostic located at the JSON pointer ptr (or its nearest
 // located ancestor).
-func (s *source) diag(ptr string, sev Severity, msg, fix string) Diagnostic {
+func (s *source) diag(ptr string, sev pool.Severity, msg, fix string) pool.Diagnostic {
 	p := s.locate(ptr)
-	return Diagnostic{File: s.file, Line: p.line, Column: p.col, Path: displayPath(ptr),
+	return pool.Diagnostic{File: s.file, Line: p.line, Column: p.col, Path: displayPath(ptr),
 		Severity: sev, Message: msg, Fix: fix}
 }
 
@@ -203,17 +152,17 @@ func escapePointer(tok string) string {
 // convert turns the YAML tree into the JSON value the schema validator
 // takes. It reports what JSON cannot express: duplicate keys, non-string
 // keys, NaN and infinities.
-func (s *source) convert(n *yaml.Node) (any, []Diagnostic) {
+func (s *source) convert(n *yaml.Node) (any, []pool.Diagnostic) {
 	s.root = n
-	var diags []Diagnostic
+	var diags []pool.Diagnostic
 	v := s.value(n, make([]string, 0, 16), &diags, 0)
 	return v, diags
 }
 
 // value converts one node. path is the pointer tokens to it, for diagnostics.
-func (s *source) value(n *yaml.Node, path []string, diags *[]Diagnostic, depth int) any {
+func (s *source) value(n *yaml.Node, path []string, diags *[]pool.Diagnostic, depth int) any {
 	if depth > 64 {
-		*diags = append(*diags, s.diag(pointer(path), SeverityError, "nesting is too deep", "a pools file is at most a few levels deep"))
+		*diags = append(*diags, s.diag(pointer(path), pool.SeverityError, "nesting is too deep", "a pools file is at most a few levels deep"))
 		return nil
 	}
 	switch n.Kind {
@@ -234,13 +183,13 @@ func (s *source) value(n *yaml.Node, path []string, diags *[]Diagnostic, depth i
 				continue
 			}
 			if k.Kind != yaml.ScalarNode {
-				*diags = append(*diags, Diagnostic{File: s.file, Line: k.Line, Column: k.Column, Path: displayPath(pointer(path)),
-					Severity: SeverityError, Message: "a key must be a plain string", Fix: "write the key as text"})
+				*diags = append(*diags, pool.Diagnostic{File: s.file, Line: k.Line, Column: k.Column, Path: displayPath(pointer(path)),
+					Severity: pool.SeverityError, Message: "a key must be a plain string", Fix: "write the key as text"})
 				continue
 			}
 			if _, dup := obj[k.Value]; dup {
-				*diags = append(*diags, Diagnostic{File: s.file, Line: k.Line, Column: k.Column,
-					Path: displayPath(pointer(append(path, k.Value))), Severity: SeverityError,
+				*diags = append(*diags, pool.Diagnostic{File: s.file, Line: k.Line, Column: k.Column,
+					Path: displayPath(pointer(append(path, k.Value))), Severity: pool.SeverityError,
 					Message: fmt.Sprintf("key %q is defined twice", k.Value), Fix: "remove one of them"})
 				continue
 			}
@@ -264,7 +213,7 @@ func (s *source) value(n *yaml.Node, path []string, diags *[]Diagnostic, depth i
 
 // merge applies a YAML merge key (<<: *base, or <<: [*a, *b]) to obj: keys
 // the mapping sets itself win, then the merged mappings in order.
-func (s *source) merge(obj map[string]any, n *yaml.Node, path []string, diags *[]Diagnostic, depth int) {
+func (s *source) merge(obj map[string]any, n *yaml.Node, path []string, diags *[]pool.Diagnostic, depth int) {
 	for n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
 	}
@@ -276,8 +225,8 @@ func (s *source) merge(obj map[string]any, n *yaml.Node, path []string, diags *[
 		from = n.Content
 	}
 	if len(from) == 0 {
-		*diags = append(*diags, Diagnostic{File: s.file, Line: n.Line, Column: n.Column, Path: displayPath(pointer(path)),
-			Severity: SeverityError, Message: "<< must merge a mapping", Fix: "write <<: *anchor, where &anchor names a mapping, or <<: [*a, *b]"})
+		*diags = append(*diags, pool.Diagnostic{File: s.file, Line: n.Line, Column: n.Column, Path: displayPath(pointer(path)),
+			Severity: pool.SeverityError, Message: "<< must merge a mapping", Fix: "write <<: *anchor, where &anchor names a mapping, or <<: [*a, *b]"})
 		return
 	}
 	for _, m := range from {
@@ -286,12 +235,12 @@ func (s *source) merge(obj map[string]any, n *yaml.Node, path []string, diags *[
 			target = target.Alias
 		}
 		if target.Kind != yaml.MappingNode {
-			*diags = append(*diags, Diagnostic{File: s.file, Line: m.Line, Column: m.Column, Path: displayPath(pointer(path)),
-				Severity: SeverityError, Message: "<< must merge a mapping", Fix: "write <<: *anchor, where &anchor names a mapping, or <<: [*a, *b]"})
+			*diags = append(*diags, pool.Diagnostic{File: s.file, Line: m.Line, Column: m.Column, Path: displayPath(pointer(path)),
+				Severity: pool.SeverityError, Message: "<< must merge a mapping", Fix: "write <<: *anchor, where &anchor names a mapping, or <<: [*a, *b]"})
 			continue
 		}
 		// Its problems are reported where the anchored mapping is written.
-		var elsewhere []Diagnostic
+		var elsewhere []pool.Diagnostic
 		merged, _ := s.value(target, path, &elsewhere, depth+1).(map[string]any)
 		for k, v := range merged {
 			if _, set := obj[k]; !set {
@@ -301,7 +250,7 @@ func (s *source) merge(obj map[string]any, n *yaml.Node, path []string, diags *[
 	}
 }
 
-func (s *source) scalar(n *yaml.Node, path []string, diags *[]Diagnostic) any {
+func (s *source) scalar(n *yaml.Node, path []string, diags *[]pool.Diagnostic) any {
 	// The parser has resolved the tag; reading the value directly is much
 	// cheaper than yaml's reflective Decode.
 	switch n.ShortTag() {
@@ -323,8 +272,8 @@ func (s *source) scalar(n *yaml.Node, path []string, diags *[]Diagnostic) any {
 		v := strings.ToLower(strings.ReplaceAll(n.Value, "_", ""))
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || strings.Contains(v, "inf") || strings.Contains(v, "nan") {
-			*diags = append(*diags, Diagnostic{File: s.file, Line: n.Line, Column: n.Column, Path: displayPath(pointer(path)),
-				Severity: SeverityError, Message: fmt.Sprintf("%q is not a finite number", n.Value), Fix: "write a finite number"})
+			*diags = append(*diags, pool.Diagnostic{File: s.file, Line: n.Line, Column: n.Column, Path: displayPath(pointer(path)),
+				Severity: pool.SeverityError, Message: fmt.Sprintf("%q is not a finite number", n.Value), Fix: "write a finite number"})
 			return nil
 		}
 		return f
@@ -335,30 +284,21 @@ func (s *source) scalar(n *yaml.Node, path []string, diags *[]Diagnostic) any {
 var yamlLine = regexp.MustCompile(`line (\d+)`)
 
 // yamlDiagnostic locates a YAML syntax error by the line its message names.
-func yamlDiagnostic(file string, err error) Diagnostic {
+func yamlDiagnostic(file string, err error) pool.Diagnostic {
 	line := 1
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		line, _ = strconv.Atoi(m[1])
 	}
-	return Diagnostic{File: file, Line: line, Column: 1, Severity: SeverityError,
+	return pool.Diagnostic{File: file, Line: line, Column: 1, Severity: pool.SeverityError,
 		Message: "YAML syntax: " + msg,
 		Fix:     "check the indentation and quoting near this line; YAML indents with spaces, not tabs"}
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // sortDiagnostics orders findings by position, then path: the validator
 // reports an object's members in map order, and values without a position
 // of their own (from an alias) share their parent's.
-func sortDiagnostics(diags []Diagnostic) {
+func sortDiagnostics(diags []pool.Diagnostic) {
 	sort.SliceStable(diags, func(i, j int) bool {
 		if diags[i].Line != diags[j].Line {
 			return diags[i].Line < diags[j].Line
@@ -369,3 +309,64 @@ func sortDiagnostics(diags []Diagnostic) {
 		return diags[i].Path < diags[j].Path
 	})
 }
+
+// poolLines returns the line each of the document's pools starts on.
+func (s *source) poolLines() []int {
+	root, _ := s.doc.(map[string]any)
+	pools, _ := root["pools"].([]any)
+	items := s.poolNodes()
+	lines := make([]int, len(pools))
+	for i := range pools {
+		if i < len(items) {
+			lines[i] = items[i].Line
+		} else {
+			lines[i] = s.locate("/pools/" + strconv.Itoa(i)).line
+		}
+	}
+	return lines
+}
+
+// poolMap returns pools[i]'s mapping and the defaults' as written.
+func (s *source) poolMap(i int) (m, defaults map[string]any) {
+	root, _ := s.doc.(map[string]any)
+	defaults, _ = root["defaults"].(map[string]any)
+	pools, _ := root["pools"].([]any)
+	if i < len(pools) {
+		m, _ = pools[i].(map[string]any)
+	}
+	return m, defaults
+}
+
+// written returns the string pools[i] sets for key, or failing it the
+// defaults, as written ("" when neither does).
+func (s *source) written(i int, key string) string {
+	m, defaults := s.poolMap(i)
+	v, ok := m[key]
+	if !ok {
+		v = defaults[key]
+	}
+	str, _ := v.(string)
+	return str
+}
+
+// writtenWarm returns the string pools[i]'s warm: section sets for key.
+func (s *source) writtenWarm(i int, key string) string {
+	m, _ := s.poolMap(i)
+	w, _ := m["warm"].(map[string]any)
+	str, _ := w[key].(string)
+	return str
+}
+
+// topEC2 returns the EC2 keys pools[i] writes at its top (the older form).
+func (s *source) topEC2(i int) []string {
+	m, _ := s.poolMap(i)
+	var out []string
+	for _, k := range pool.EC2Keys {
+		if _, ok := m[k]; ok {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func contains(list []string, s string) bool { return slices.Contains(list, s) }

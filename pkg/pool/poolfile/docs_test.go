@@ -1,6 +1,8 @@
-package pool
+package poolfile
 
 import (
+	"github.com/skiffci/skiff/pkg/pool"
+
 	"bufio"
 	"bytes"
 	"errors"
@@ -181,7 +183,7 @@ func docProblems(t *testing.T, path string, strict bool) (problems []string, poo
 	return problems, pools, workflows
 }
 
-func resolvesTo(cfg *Config, where string, args []string, all [][]string) []string {
+func resolvesTo(cfg *pool.Config, where string, args []string, all [][]string) []string {
 	if len(args) == 0 {
 		return []string{where + ": skiff:resolves-to needs a pool or !reason"}
 	}
@@ -196,7 +198,7 @@ func resolvesTo(cfg *Config, where string, args []string, all [][]string) []stri
 		for i, l := range labels {
 			labels[i] = strings.ReplaceAll(l, "${{ github.run_id }}", "1234567890")
 		}
-		var spec Spec
+		var spec pool.Spec
 		var err error
 		if repo != "" {
 			spec, err = cfg.ResolveRepo(labels, repo)
@@ -204,7 +206,7 @@ func resolvesTo(cfg *Config, where string, args []string, all [][]string) []stri
 			spec, err = cfg.Resolve(labels)
 		}
 		if reason, ok := strings.CutPrefix(want, "!"); ok {
-			if Reason(err) != reason {
+			if pool.Reason(err) != reason {
 				problems = append(problems, fmt.Sprintf("%s: runs-on %q: got %v, want reason %s", where, labels, err, reason))
 			}
 			continue
@@ -218,7 +220,7 @@ func resolvesTo(cfg *Config, where string, args []string, all [][]string) []stri
 
 func TestDocsPoolsExamples(t *testing.T) {
 	t.Parallel()
-	problems, pools, workflows := docProblems(t, filepath.Join("..", "..", "docs", "pools.md"), true)
+	problems, pools, workflows := docProblems(t, filepath.Join("..", "..", "..", "docs", "pools.md"), true)
 	for _, p := range problems {
 		t.Error(p)
 	}
@@ -231,7 +233,7 @@ func TestDocsPoolsExamples(t *testing.T) {
 // files must validate and its marked runs-on: examples must resolve.
 func TestReadmeExamples(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join("..", "..", "README.md")
+	path := filepath.Join("..", "..", "..", "README.md")
 	if _, err := os.Stat(path); err != nil {
 		t.Skipf("no README.md: %v", err)
 	}

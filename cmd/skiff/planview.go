@@ -1,97 +1,48 @@
-package pool
+package main
+
+// The plan skiff plan prints: what resolving a job would launch, read from
+// the pool's Spec (the decisions stay in pkg/pool).
 
 import (
 	"fmt"
-	"github.com/skiffci/skiff/pkg/names"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
-	"time"
+
+	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/pool"
+	"github.com/skiffci/skiff/pkg/provider/ec2/ec2prices"
 )
 
-// Candidates returns the instance types the spec may launch, as the table
-// knows them, in the order they are tried. For a fixed list that is the list
-// (types missing from the table are returned with only a Name). For
-// requirements it is every table entry that satisfies them, cheapest first:
-// an estimate of what EC2's attribute-based selection can pick.
-func (s Spec) Candidates() []*InstanceType {
-	if s.EC2 == nil {
-		return nil
-	}
-	if s.EC2.Requirements == nil {
-		out := make([]*InstanceType, 0, len(s.EC2.InstanceTypes))
-		for _, t := range s.EC2.InstanceTypes {
-			if it := Prices.Lookup(t); it != nil {
-				out = append(out, it)
-			} else {
-				out = append(out, &InstanceType{Name: t})
-			}
-		}
-		return out
-	}
-	r := s.EC2.Requirements
-	var out []*InstanceType
-	for _, it := range Prices.sortedTypes() {
-		if it.Arch != s.Architecture || !r.VCPU.Contains(it.VCPU) || !r.MemoryGiB.Contains(it.MemoryGiB) {
-			continue
-		}
-		if len(r.Families) > 0 && !contains(r.Families, familyOf(it.Name)) {
-			continue
-		}
-		if r.GPU != nil {
-			if !r.GPU.Count.Contains(it.GPUs) {
-				continue
-			}
-			if len(r.GPU.Models) > 0 && !contains(r.GPU.Models, it.GPUModel) {
-				continue
-			}
-		}
-		out = append(out, it)
-	}
-	return out
-}
-
-// PriceRange returns the lowest and highest on-demand hourly price among the
-// candidates the table prices, and how many it does not price.
-func (s Spec) PriceRange() (lo, hi float64, unpriced int) {
-	for _, it := range s.Candidates() {
-		if it.OnDemand == 0 {
-			unpriced++
-			continue
-		}
-		if lo == 0 || it.OnDemand < lo {
-			lo = it.OnDemand
-		}
-		hi = max(hi, it.OnDemand)
-	}
-	return lo, hi, unpriced
-}
-
-// WritePlan prints what resolving a job would launch, for skiff plan: the
+// writePlan prints what resolving a job would launch, for skiff plan: the
 // shared settings, then the backend's view (EC2: instance types and their
 // prices; Slurm: the sbatch options; Kubernetes: the Pod's resources and
 // placement; process: a local process). cfg may be nil; with it the pool's
 // file position is printed.
-func WritePlan(w io.Writer, cfg *Config, s Spec) error { return WritePlanFor(w, cfg, s, "skiff") }
+func writePlan(w io.Writer, cfg *pool.Config, s pool.Spec) error {
+	return writePlanFor(w, cfg, s, "skiff")
+}
 
-// WritePlanFor is WritePlan for a deployment's launches: a baked image is
+// writePlanFor is writePlan for a deployment's launches: a baked image is
 // named by the deployment's SSM parameter.
-func WritePlanFor(w io.Writer, cfg *Config, s Spec, deployment string) error {
+func writePlanFor(w io.Writer, cfg *pool.Config, s pool.Spec, deployment string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
-	pool := s.Pool
+	name := s.Pool
 	if cfg != nil {
 		if p := cfg.Pool(s.Pool); p != nil {
-			pool = fmt.Sprintf("%s (%s:%d)", s.Pool, cfg.File, p.Line)
+			name = fmt.Sprintf("%s (%s:%d)", s.Pool, cfg.File, p.Line)
 		}
 	}
-	row("pool", pool)
+	row("pool", name)
 	row("backend", string(s.Backend))
 	row("register labels", strings.Join(s.Labels, ", "))
 	if s.RunID != "" {
 		row("pinned to run", s.RunID)
 	}
-	row("runner group", GroupText(s.RunnerGroup, s.KeptGroup, s.Policy, s.Workflows))
+	row("runner group", groupText(s.RunnerGroup, s.KeptGroup, s.Policy, s.Workflows))
 	row("architecture", s.Architecture)
 	if !s.Sizes.Zero() {
 		row("sizes asked", s.Sizes.String())
@@ -121,13 +72,13 @@ func WritePlanFor(w io.Writer, cfg *Config, s Spec, deployment string) error {
 	if s.Warm != nil {
 		row("warm", warmText(s.Warm))
 	}
-	row("max lifetime", FormatDuration(s.MaxLifetime))
-	if caps := Declared[s.Backend]; caps.OwnQueue {
-		row("queue timeout", FormatDuration(s.QueueTimeout)+" (pending in the backend's queue)")
+	row("max lifetime", pool.FormatDuration(s.MaxLifetime))
+	if caps := pool.Declared[s.Backend]; caps.OwnQueue {
+		row("queue timeout", pool.FormatDuration(s.QueueTimeout)+" (pending in the backend's queue)")
 	}
 	row("who may run", s.Policy.String())
 	row("registration", registrationText(s.Registration))
-	row("usage record from", usageText(Declared[s.Backend].UsageSources))
+	row("usage record from", usageText(pool.Declared[s.Backend].UsageSources))
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("writing plan: %w", err)
 	}
@@ -145,7 +96,7 @@ func WritePlanFor(w io.Writer, cfg *Config, s Spec, deployment string) error {
 }
 
 // writeKubernetes prints the Pod a Kubernetes pool's runner gets.
-func writeKubernetes(row func(k, v string), s Spec) {
+func writeKubernetes(row func(k, v string), s pool.Spec) {
 	k := s.Kubernetes
 	row("namespace", k.Namespace)
 	row("image", k.Image)
@@ -154,7 +105,7 @@ func writeKubernetes(row func(k, v string), s Spec) {
 	row("limits", quantities(limits))
 	if len(k.NodeSelector) > 0 {
 		var parts []string
-		for _, key := range sortedMapKeys(k.NodeSelector) {
+		for _, key := range slices.Sorted(maps.Keys(k.NodeSelector)) {
 			parts = append(parts, key+"="+k.NodeSelector[key])
 		}
 		row("node selector", strings.Join(parts, ", "))
@@ -209,7 +160,7 @@ func quantities(m map[string]string) string {
 		return "none"
 	}
 	parts := make([]string, 0, len(m))
-	for _, k := range sortedMapKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		parts = append(parts, k+"="+m[k])
 	}
 	return strings.Join(parts, ", ")
@@ -223,7 +174,7 @@ func usageText(sources []string) string {
 }
 
 // writeEC2Prices prints an EC2 spec's candidate instance types and their prices.
-func writeEC2Prices(w io.Writer, s Spec) error {
+func writeEC2Prices(w io.Writer, s pool.Spec) error {
 	cands := s.Candidates()
 	if s.EC2.Requirements != nil {
 		fmt.Fprintf(w, "\ninstance types: attribute-based (%s); EC2 picks among them.\n", requirementsText(s.EC2.Requirements))
@@ -264,44 +215,44 @@ func writeEC2Prices(w io.Writer, s Spec) error {
 	if unpriced > 0 {
 		fmt.Fprintf(w, "       %d candidate(s) not in the price table are not counted\n", unpriced)
 	}
-	if s.EC2.Capacity != CapacityOnDemand {
+	if s.EC2.Capacity != pool.CapacityOnDemand {
 		fmt.Fprintf(w, "       spot prices vary by the hour and are usually well below on-demand\n")
 	}
 	if s.Warm.Total() > 0 {
 		usd, unpriced := s.WarmCostPerDay(s.Warm)
 		fmt.Fprintf(w, "warm: $%.2f per day while waiting (%.1f h a day on average: %d hot at $%.4f/h plus its volume, %d stopped at their %d GiB volume's $%.2f/GiB-month)\n",
-			usd, s.Warm.HoursPerWeek()/7, s.Warm.Hot, lo, s.Warm.Stopped, s.EC2.DiskGiB, GP3PerGiBMonth)
+			usd, s.Warm.HoursPerWeek()/7, s.Warm.Hot, lo, s.Warm.Stopped, s.EC2.DiskGiB, pool.GP3PerGiBMonth)
 		if unpriced {
 			fmt.Fprintf(w, "       the hot instances' price is unknown (no candidate is in the price table) and not counted\n")
 		}
 	}
-	_, err := fmt.Fprintf(w, "       estimate: %s list prices of %s, Linux, %s; not a quote\n", Prices.Region, Prices.Date, Prices.Currency)
+	_, err := fmt.Fprintf(w, "       estimate: %s list prices of %s, Linux, %s; not a quote\n", ec2prices.Prices.Region, ec2prices.Prices.Date, ec2prices.Prices.Currency)
 	return err
 }
 
-func capacityText(c Capacity) string {
+func capacityText(c pool.Capacity) string {
 	switch c {
-	case CapacitySpot:
+	case pool.CapacitySpot:
 		return "spot (no on-demand fallback)"
-	case CapacityOnDemand:
+	case pool.CapacityOnDemand:
 		return "on-demand"
-	case CapacitySpotThenOnDemand:
+	case pool.CapacitySpotThenOnDemand:
 		return "spot, then on-demand when spot has no capacity"
 	}
 	return string(c)
 }
 
-func registrationText(m RegistrationMode) string {
+func registrationText(m pool.RegistrationMode) string {
 	switch m {
-	case RegistrationToken:
+	case pool.RegistrationToken:
 		return "token (organisation-wide registration token on the instance; opted in)"
-	case RegistrationJIT, "":
+	case pool.RegistrationJIT, "":
 		return "jit (a just-in-time configuration for this one runner)"
 	}
 	return string(m)
 }
 
-func requirementsText(r *Requirements) string {
+func requirementsText(r *pool.Requirements) string {
 	parts := []string{"vcpu " + r.VCPU.String(), "memory " + r.MemoryGiB.String() + " GiB"}
 	if r.GPU != nil {
 		g := "gpu " + r.GPU.Count.String()
@@ -319,21 +270,9 @@ func requirementsText(r *Requirements) string {
 	return strings.Join(parts, "; ")
 }
 
-// FormatDuration renders a duration as in the pools file: "6h", "90m" as "1h30m".
-func FormatDuration(d time.Duration) string {
-	h, m := int(d/time.Hour), int((d%time.Hour)/time.Minute)
-	switch {
-	case h > 0 && m > 0:
-		return fmt.Sprintf("%dh%dm", h, m)
-	case h > 0:
-		return fmt.Sprintf("%dh", h)
-	}
-	return fmt.Sprintf("%dm", m)
-}
-
-// GroupText describes a pool's runner group and what GitHub lets reach
+// groupText describes a pool's runner group and what GitHub lets reach
 // its runners through it, for skiff plan and skiff validate.
-func GroupText(name string, kept bool, policy Policy, workflows []string) string {
+func groupText(name string, kept bool, policy pool.Policy, workflows []string) string {
 	if !kept {
 		return name + " (the operator's: skiff does not change it; GitHub admits what its settings say)"
 	}
@@ -350,7 +289,7 @@ func GroupText(name string, kept bool, policy Policy, workflows []string) string
 
 // imageText is the image a pool's runners launch: for a baked image, the
 // SSM parameter the deployment's pipeline writes, and what it bakes from.
-func imageText(im Image, deployment, pool string) string {
+func imageText(im pool.Image, deployment, pool string) string {
 	if !im.Bake {
 		return im.String()
 	}
@@ -358,4 +297,43 @@ func imageText(im Image, deployment, pool string) string {
 	base.Bake = false
 	return "ssm:" + names.BakedImageParameter(deployment, pool) + " (baked weekly from " + base.String() +
 		" with the newest runner and the CloudWatch agent; the base image until the first build)"
+}
+
+// writeContainer prints a container pool's request.
+func writeContainer(row func(k, v string), s pool.Spec) {
+	c := s.Container
+	row("image", c.Image+" (pull: "+c.Pull+")")
+	if l, err := c.Limits(s.Sizes); err != nil {
+		row("limits", "invalid: "+err.Error())
+	} else {
+		row("limits", l.String())
+	}
+	if c.GPUs != "" || s.Sizes.GPUs > 0 {
+		row("gpus as", c.GPUMode)
+	}
+	row("network", c.Network)
+	for _, m := range c.Mounts {
+		row("mount", m.Source+" → "+m.Target+" (read-only)")
+	}
+	row("runs as", "a fresh container per job, removed after it (no privileges, capabilities dropped, read-only root)")
+}
+
+// warmText is the plan's one-line summary of a pool's warm capacity.
+func warmText(w *pool.Warm) string {
+	if w == nil || w.Total() == 0 {
+		return "none (every job starts cold)"
+	}
+	when := "at all hours"
+	if len(w.Schedules) > 0 {
+		parts := make([]string, 0, len(w.Schedules))
+		for _, s := range w.Schedules {
+			days := make([]string, 0, len(s.Days))
+			for _, d := range s.Days {
+				days = append(days, strings.ToLower(d.String()[:3]))
+			}
+			parts = append(parts, fmt.Sprintf("%s %02d:%02d-%02d:%02d", strings.Join(days, ","), s.From/60, s.From%60, s.To/60, s.To%60))
+		}
+		when = fmt.Sprintf("%s (%s; %.0f h a week)", strings.Join(parts, "; "), w.TimeZone, w.HoursPerWeek())
+	}
+	return fmt.Sprintf("%d stopped, %d hot, %s, replaced after %s", w.Stopped, w.Hot, when, pool.FormatDuration(w.MaxAge))
 }

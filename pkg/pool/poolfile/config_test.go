@@ -1,6 +1,8 @@
-package pool
+package poolfile
 
 import (
+	"github.com/skiffci/skiff/pkg/pool"
+
 	"encoding/json"
 	"errors"
 	"os"
@@ -115,9 +117,9 @@ func TestParseErrors(t *testing.T) {
 			if !errors.As(err, &verr) || len(verr.Diagnostics) == 0 {
 				t.Fatalf("no diagnostics in %v", err)
 			}
-			var d *Diagnostic
+			var d *pool.Diagnostic
 			for i := range verr.Diagnostics {
-				if verr.Diagnostics[i].Severity == SeverityError && strings.Contains(verr.Diagnostics[i].Message, tt.msg) {
+				if verr.Diagnostics[i].Severity == pool.SeverityError && strings.Contains(verr.Diagnostics[i].Message, tt.msg) {
 					d = &verr.Diagnostics[i]
 					break
 				}
@@ -166,7 +168,7 @@ func TestParseWarnings(t *testing.T) {
 				t.Fatalf("warnings = %v, want one", cfg.Warnings)
 			}
 			w := cfg.Warnings[0]
-			if w.Severity != SeverityWarning || w.Line != tt.line || !strings.Contains(w.Message, tt.msg) {
+			if w.Severity != pool.SeverityWarning || w.Line != tt.line || !strings.Contains(w.Message, tt.msg) {
 				t.Errorf("warning = %s; want line %d containing %q", w, tt.line, tt.msg)
 			}
 		})
@@ -212,8 +214,8 @@ func TestDefaultsApplied(t *testing.T) {
 	t.Parallel()
 	cfg := loadExample(t)
 	std := cfg.Pool("standard")
-	if std.RunnerGroup != KeptGroupPrefix+"standard" || !std.KeptGroup || std.Architecture != "x64" || std.EC2.DiskGiB != DefaultDiskGiB ||
-		std.EC2.Capacity != CapacitySpotThenOnDemand || std.MaxLifetime != 6*time.Hour || std.MaxRunners != 100 {
+	if std.RunnerGroup != pool.KeptGroupPrefix+"standard" || !std.KeptGroup || std.Architecture != "x64" || std.EC2.DiskGiB != pool.DefaultDiskGiB ||
+		std.EC2.Capacity != pool.CapacitySpotThenOnDemand || std.MaxLifetime != 6*time.Hour || std.MaxRunners != 100 {
 		t.Errorf("standard pool = %+v", std)
 	}
 	if len(std.EC2.Subnets) != 2 || std.EC2.Tags["cost-center"] != "ci" || std.EC2.Image.SSM == "" {
@@ -239,7 +241,7 @@ func TestDefaultsApplied(t *testing.T) {
 // trip, so the schema itself is what accepts them.
 func TestExamplesValid(t *testing.T) {
 	t.Parallel()
-	files, err := filepath.Glob(filepath.Join("..", "..", "examples", "*.yaml"))
+	files, err := filepath.Glob(filepath.Join("..", "..", "..", "examples", "*.yaml"))
 	if err != nil || len(files) < 3 {
 		t.Fatalf("examples: %v %v", files, err)
 	}
@@ -292,7 +294,7 @@ func TestSchemaRejectsInvalidDirectly(t *testing.T) {
 
 func TestDiagnosticString(t *testing.T) {
 	t.Parallel()
-	d := Diagnostic{File: "p.yaml", Line: 3, Column: 5, Path: "pools[0].name", Severity: SeverityError, Message: "bad", Fix: "fix it"}
+	d := pool.Diagnostic{File: "p.yaml", Line: 3, Column: 5, Path: "pools[0].name", Severity: pool.SeverityError, Message: "bad", Fix: "fix it"}
 	if got, want := d.String(), "p.yaml:3:5: error: pools[0].name: bad (fix: fix it)"; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
 	}

@@ -1,6 +1,8 @@
-package pool
+package poolfile
 
 import (
+	"github.com/skiffci/skiff/pkg/pool"
+
 	"bytes"
 	"errors"
 	"fmt"
@@ -60,10 +62,10 @@ func ValidateSchema(v any) error {
 	return sch.Validate(v)
 }
 
-func (s *source) validateSchema(v any) []Diagnostic {
+func (s *source) validateSchema(v any) []pool.Diagnostic {
 	sch, err := PoolsSchema()
 	if err != nil {
-		return []Diagnostic{{File: s.file, Line: 1, Column: 1, Severity: SeverityError,
+		return []pool.Diagnostic{{File: s.file, Line: 1, Column: 1, Severity: pool.SeverityError,
 			Message: err.Error(), Fix: "this is a bug in skiff's embedded schema; please report it"}}
 	}
 	return s.schemaDiagnostics(sch, v)
@@ -71,25 +73,25 @@ func (s *source) validateSchema(v any) []Diagnostic {
 
 // schemaDiagnostics validates v with sch and turns the errors into
 // diagnostics.
-func (s *source) schemaDiagnostics(sch *jsonschema.Schema, v any) []Diagnostic {
+func (s *source) schemaDiagnostics(sch *jsonschema.Schema, v any) []pool.Diagnostic {
 	err := sch.Validate(v)
 	if err == nil {
 		return nil
 	}
 	var verr *jsonschema.ValidationError
 	if !errors.As(err, &verr) {
-		return []Diagnostic{{File: s.file, Line: 1, Column: 1, Severity: SeverityError,
+		return []pool.Diagnostic{{File: s.file, Line: 1, Column: 1, Severity: pool.SeverityError,
 			Message: fmt.Sprintf("validating against the schema: %v", err),
 			Fix:     "this is a bug in skiff's schema validation; please report it with the file"}}
 	}
-	var out []Diagnostic
+	var out []pool.Diagnostic
 	s.schemaErrors(verr, "", "", &out)
 	out = dedupe(out)
 	sortDiagnostics(out)
 	return out
 }
 
-func dedupe(diags []Diagnostic) []Diagnostic {
+func dedupe(diags []pool.Diagnostic) []pool.Diagnostic {
 	seen := map[string]bool{}
 	out := diags[:0]
 	for _, d := range diags {
@@ -106,7 +108,7 @@ func dedupe(diags []Diagnostic) []Diagnostic {
 // real problem, with messages an operator can act on. parent is the
 // location of the parent error; at, when not empty, is where the errors are
 // (a property name checked by propertyNames).
-func (s *source) schemaErrors(e *jsonschema.ValidationError, parent, at string, out *[]Diagnostic) {
+func (s *source) schemaErrors(e *jsonschema.ValidationError, parent, at string, out *[]pool.Diagnostic) {
 	ptr := pointer(e.InstanceLocation)
 	if at != "" {
 		ptr = at
@@ -128,7 +130,7 @@ func (s *source) schemaErrors(e *jsonschema.ValidationError, parent, at string, 
 			msg, fix = "a pool needs exactly one of instanceTypes or requirements",
 				"list instance types in the order to try them, or give requirements for attribute-based selection, not both"
 		}
-		*out = append(*out, s.diag(ptr, SeverityError, msg, fix))
+		*out = append(*out, s.diag(ptr, pool.SeverityError, msg, fix))
 		return
 	case *kind.AdditionalProperties:
 		allowed := schemaProperties(frag)
@@ -137,10 +139,10 @@ func (s *source) schemaErrors(e *jsonschema.ValidationError, parent, at string, 
 		sort.Strings(unknown)
 		for _, p := range unknown {
 			fix := "remove it; allowed keys here: " + strings.Join(allowed, ", ")
-			if near := nearest(p, allowed); near != "" {
+			if near := pool.Nearest(p, allowed); near != "" {
 				fix = fmt.Sprintf("did you mean %q?", near)
 			}
-			*out = append(*out, s.diag(ptr+"/"+escapePointer(p), SeverityError, fmt.Sprintf("unknown key %q", p), fix))
+			*out = append(*out, s.diag(ptr+"/"+escapePointer(p), pool.SeverityError, fmt.Sprintf("unknown key %q", p), fix))
 		}
 		return
 	case *kind.Required:
@@ -149,12 +151,12 @@ func (s *source) schemaErrors(e *jsonschema.ValidationError, parent, at string, 
 			if d := schemaDescription(frag + "/properties/" + m); d != "" {
 				fix += " " + d
 			}
-			*out = append(*out, s.diag(ptr, SeverityError, fmt.Sprintf("missing required key %q", m), fix))
+			*out = append(*out, s.diag(ptr, pool.SeverityError, fmt.Sprintf("missing required key %q", m), fix))
 		}
 		return
 	case *kind.Not:
 		msg, fix := notMessage(frag)
-		*out = append(*out, s.diag(ptr, SeverityError, msg, fix))
+		*out = append(*out, s.diag(ptr, pool.SeverityError, msg, fix))
 		return
 	}
 	if len(e.Causes) > 0 {
@@ -164,7 +166,7 @@ func (s *source) schemaErrors(e *jsonschema.ValidationError, parent, at string, 
 		return
 	}
 	msg := e.ErrorKind.LocalizedString(printer)
-	*out = append(*out, s.diag(ptr, SeverityError, msg, descriptionUp(frag)))
+	*out = append(*out, s.diag(ptr, pool.SeverityError, msg, descriptionUp(frag)))
 }
 
 func pointer(loc []string) string {
@@ -185,7 +187,7 @@ func fragment(url string) string {
 
 // hasSection reports whether the pool at ptr has a backend section.
 func (s *source) hasSection(ptr string) bool {
-	for _, b := range Backends {
+	for _, b := range pool.Backends {
 		if _, ok := s.find(ptr + "/" + string(b)); ok {
 			return true
 		}
@@ -281,35 +283,4 @@ func schemaProperties(frag string) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// nearest returns the candidate within edit distance 2 of s (case-insensitive), or "".
-func nearest(s string, candidates []string) string {
-	best, bestD := "", 3
-	for _, c := range candidates {
-		if d := editDistance(strings.ToLower(s), strings.ToLower(c)); d < bestD {
-			best, bestD = c, d
-		}
-	}
-	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

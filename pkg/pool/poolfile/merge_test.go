@@ -1,6 +1,8 @@
-package pool
+package poolfile
 
 import (
+	"github.com/skiffci/skiff/pkg/pool"
+
 	"errors"
 	"strings"
 	"testing"
@@ -16,20 +18,20 @@ func TestParseMergeKeys(t *testing.T) {
 		name string
 		yaml string
 		pool string
-		want func(p *Pool) bool
+		want func(p *pool.Pool) bool
 	}{
 		{"one mapping", base + "  - <<: *build\n    name: big\n    labels: [build, big]\n", "big",
-			func(p *Pool) bool {
+			func(p *pool.Pool) bool {
 				return p.MaxRunners == 20 && p.EC2.DiskGiB == 50 && p.EC2.InstanceTypes[0] == "c7i.large"
 			}},
 		{"own keys win, wherever written", base + "  - name: big\n    maxRunners: 5\n    <<: *build\n    labels: [build, big]\n", "big",
-			func(p *Pool) bool { return p.MaxRunners == 5 && p.EC2.DiskGiB == 50 }},
+			func(p *pool.Pool) bool { return p.MaxRunners == 5 && p.EC2.DiskGiB == 50 }},
 		{"a list, earlier first", base + "  - &other\n    name: other\n    labels: [other]\n    instanceTypes: [m7i.large]\n    maxRunners: 3\n" +
 			"  - <<: [*other, *build]\n    name: both\n    labels: [both]\n", "both",
-			func(p *Pool) bool {
+			func(p *pool.Pool) bool {
 				return p.MaxRunners == 3 && p.EC2.DiskGiB == 50 && p.EC2.InstanceTypes[0] == "m7i.large"
 			}},
-		{"quoted << is a plain key", base, "build", func(p *Pool) bool { return p.MaxRunners == 20 }},
+		{"quoted << is a plain key", base, "build", func(p *pool.Pool) bool { return p.MaxRunners == 20 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -100,7 +102,7 @@ func FuzzParse(f *testing.F) {
 			if d.Line < 1 || d.Column < 1 || d.File != "fuzz.yaml" {
 				t.Fatalf("diagnostic without a place: %+v", d)
 			}
-			if d.Severity == SeverityError {
+			if d.Severity == pool.SeverityError {
 				errs++
 				if d.Fix == "" {
 					t.Fatalf("error without a fix: %s", d)
