@@ -1,13 +1,10 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -71,31 +68,16 @@ func TestLocalContainerKill9(t *testing.T) {
 		t.Fatal(err)
 	}
 	skiff, _ := buildSkiff(t)
-	sim, pemKey := testenv.GitHubApp(t, "CANARYCONTAINERKILL")
-
-	dir := t.TempDir()
-	poolsFile, keyFile, data := filepath.Join(dir, "pools.yaml"), filepath.Join(dir, "app.pem"), filepath.Join(dir, "data")
-	if err := os.WriteFile(poolsFile, []byte(kill9Pools), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, []byte(pemKey), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String() // the same address after the restart: the App's webhook URL
-	ln.Close()
+	w := newKill9World(t, "CANARYCONTAINERKILL", kill9Pools)
+	sim, data, poolsFile, ctx := w.sim, w.data, w.poolsFile, w.ctx
+	addr := freeAddr(t) // the same address after the restart: the App's webhook URL
 	const secret = "container-kill-secret"
 	args := []string{"local", "-f", poolsFile, "--provider", "container", "--data-dir", data, "--listen", addr,
-		"--app-id", strconv.Itoa(testenv.AppID), "--app-key-file", keyFile, "--github-api-url", sim.URL(), "--allow", "acme",
+		"--app-id", strconv.Itoa(testenv.AppID), "--app-key-file", w.keyFile, "--github-api-url", sim.URL(), "--allow", "acme",
 		"--reconcile-every", "2s", "--metrics-records"}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute) // a safety net, never an assertion
-	defer cancel()
 	start := func(n int) (*exec.Cmd, string) {
 		t.Helper()
-		return startSkiff(ctx, t, skiff, dir, n, []string{"SKIFF_WEBHOOK_SECRET=" + secret, "DOCKER_HOST=unix://" + pm.Socket}, args, "skiff local ready")
+		return startSkiff(ctx, t, skiff, w.dir, n, []string{"SKIFF_WEBHOOK_SECRET=" + secret, "DOCKER_HOST=unix://" + pm.Socket}, args, "skiff local ready")
 	}
 	// running lists the runner containers the engine runs; all lists
 	// every one it holds, ended or not.
@@ -115,14 +97,7 @@ func TestLocalContainerKill9(t *testing.T) {
 
 	first, log1 := start(1)
 	sim.SetWebhook(testenv.AppID, "http://"+addr+"/", secret)
-	spec := ghsim.RunSpec{Repo: "acme/app"}
-	for range 3 {
-		spec.Jobs = append(spec.Jobs, ghsim.JobSpec{Labels: []string{"self-hosted", "linux", "x64"}})
-	}
-	run, err := sim.StartRun(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := w.burst(3)
 	waitFor(ctx, t, "every job running in a container", func() (bool, string) {
 		statuses := sim.JobStatuses(run.JobIDs)
 		for _, id := range run.JobIDs {
@@ -135,10 +110,7 @@ func TestLocalContainerKill9(t *testing.T) {
 	// The kill also lands in the middle of a fourth job's launch: its
 	// slot reserved, its registration held up at GitHub.
 	sim.SetFault(ghsim.OpGenerateOrgJITConfig, ghsim.Fault{Latency: time.Minute})
-	late, err := sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: []string{"self-hosted", "linux", "x64"}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	late := w.burst(1)
 	waitFor(ctx, t, "a launch in flight", func() (bool, string) {
 		st, err := localStatus(skiff, data, poolsFile)
 		return err == nil && st.reserved > 0, fmt.Sprintf("status %+v (%v)\n%s", st, err, readFile(log1))
