@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ import (
 
 // ec2Tags is an EC2 stand-in that checks each call's SigV4 signature and
 // records its form; ready is closed at the first names.TagWarmReady tag.
+// It answers 200, or status (startEC2TagsAnswering).
 type ec2Tags struct {
 	url   string
 	ready chan struct{}
@@ -34,6 +36,11 @@ type ec2Tags struct {
 }
 
 func startEC2Tags(t *testing.T) *ec2Tags {
+	t.Helper()
+	return startEC2TagsAnswering(t, http.StatusOK)
+}
+
+func startEC2TagsAnswering(t *testing.T, status int) *ec2Tags {
 	t.Helper()
 	e := &ec2Tags{ready: make(chan struct{})}
 	var once sync.Once
@@ -49,10 +56,18 @@ func startEC2Tags(t *testing.T) *ec2Tags {
 		if form.Get("Action") == "CreateTags" && form.Get("Tag.1.Key") == names.TagWarmReady {
 			once.Do(func() { close(e.ready) })
 		}
+		w.WriteHeader(status)
 	}))
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
 	return e
+}
+
+// calls returns the forms of the calls so far.
+func (e *ec2Tags) calls() []url.Values {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.forms)
 }
 
 // tags returns the values of the CreateTags calls that set key.
