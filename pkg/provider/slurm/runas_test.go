@@ -20,6 +20,7 @@ import (
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/provider/providertest"
 	"github.com/skiffci/skiff/pkg/provider/slurm"
 )
 
@@ -195,14 +196,7 @@ func TestHostileJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		all, _ := p.List(context.Background(), provider.Filter{AliveOnly: true})
-		var ids []string
-		for _, in := range all {
-			ids = append(ids, in.ID)
-		}
-		_ = p.Terminate(context.Background(), ids)
-	})
+	providertest.TerminateAtCleanup(t, p, provider.Filter{AliveOnly: true})
 	// Every pool has the three accounts: each launch takes a free one.
 	section := func(runner, partition string) *pool.Slurm {
 		return &pool.Slurm{RunnerDir: filepath.Join(dir, runner), WorkDir: work, Partition: partition, RunAs: runAs}
