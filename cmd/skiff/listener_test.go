@@ -48,14 +48,7 @@ func TestLocalListenerKill9Slurm(t *testing.T) {
 		return
 	}
 	skiff, standin := buildSkiff(t)
-	runner := filepath.Join(s.Dir, "actions-runner")
-	if err := os.Mkdir(runner, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	run := "#!/bin/sh\nexec env SKIFF_STANDIN_DURATION=3s SKIFF_STANDIN_IDLE=20s " + standin + " \"$@\"\n"
-	if err := os.WriteFile(filepath.Join(runner, "run.sh"), []byte(run), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	runner := s.RunnerInstall(t, "env SKIFF_STANDIN_DURATION=3s SKIFF_STANDIN_IDLE=20s "+standin)
 	shared := filepath.Join(s.Dir, "shared")
 	listenerKill9(t, skiff, standin, kill9Backend{
 		pools: fmt.Sprintf(`version: 1

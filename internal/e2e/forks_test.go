@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
-	"crypto/rand"
-	"crypto/rsa"
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
@@ -13,7 +11,6 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -60,23 +57,6 @@ const (
 )
 
 var start = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
-
-var (
-	keyOnce sync.Once
-	appKey  *rsa.PrivateKey
-)
-
-func key(t *testing.T) *rsa.PrivateKey {
-	t.Helper()
-	keyOnce.Do(func() {
-		k, err := rsa.GenerateKey(rand.Reader, 2048)
-		if err != nil {
-			panic(err)
-		}
-		appKey = k
-	})
-	return appKey
-}
 
 // regs is the runners' registration table: it checks each registration
 // and keeps none (these tests boot no runner).
@@ -130,7 +110,7 @@ func newStackWith(t *testing.T, o stackOptions) *stack {
 		o.allow = []string{"acme"}
 	}
 	clock := ghsim.NewClock(start)
-	k := key(t)
+	k := testenv.Key()
 	s := &stack{sim: ghsim.New(ghsim.Options{Now: clock.Now}), queue: &queue.Memory{}, ec2: ec2fake.New(),
 		hooks: &telemetry.Memory{}, scaleup: &telemetry.Memory{}, logs: &testenv.SyncBuffer{}}
 	t.Cleanup(s.sim.Close)

@@ -202,15 +202,7 @@ func startLocalSlurm(t *testing.T, o testenv.SlurmOptions, poolsYAML string, mod
 	s := testenv.StartSlurm(t, o)
 	standin := buildStandin(t, s.Dir)
 	sim, pemKey := testenv.GitHubApp(t, "CANARYSLURM")
-	// The runner install: a run.sh that starts the stand-in, as an Actions
-	// runner's run.sh starts the runner.
-	runnerDir := filepath.Join(s.Dir, "actions-runner")
-	if err := os.Mkdir(runnerDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(runnerDir, "run.sh"), []byte("#!/bin/sh\nexec "+standin+" \"$@\"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	runnerDir := s.RunnerInstall(t, standin)
 	shared := filepath.Join(s.Dir, "shared")
 	pools := strings.NewReplacer("RUNNER", runnerDir, "WORK", filepath.Join(shared, "work")).Replace(poolsYAML)
 	c := local.Config{
@@ -378,13 +370,7 @@ func TestLocalModeSlurmRunAs(t *testing.T) {
 	}
 	standin := buildStandin(t, s.Dir)
 	sim, pemKey := testenv.GitHubApp(t, "CANARYRUNAS")
-	runnerDir := filepath.Join(s.Dir, "actions-runner")
-	if err := os.Mkdir(runnerDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(runnerDir, "run.sh"), []byte("#!/bin/sh\nexec "+standin+" \"$@\"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	runnerDir := s.RunnerInstall(t, standin)
 	yaml := strings.NewReplacer("RUNAS", "["+strings.Join(accounts, ", ")+"]", "RUNNER", runnerDir,
 		"WORK", filepath.Join(shared, "work")).Replace(runAsPools)
 	pools, err := pool.Parse([]byte(yaml), "pools.yaml")

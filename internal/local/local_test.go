@@ -2,10 +2,6 @@ package local_test
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -145,10 +141,6 @@ func TestLocalMode(t *testing.T) {
 // held no longer waits out its lease.
 func TestLocalRecoversReservationsAtStart(t *testing.T) {
 	t.Parallel()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	poolsFile := filepath.Join(dir, "pools.yaml")
@@ -174,7 +166,7 @@ func TestLocalRecoversReservationsAtStart(t *testing.T) {
 	}
 	logs := &testenv.SyncBuffer{}
 	l, err := local.New(local.Config{DataDir: data, PoolsFile: poolsFile, Listen: "127.0.0.1:0", Provider: "dry-run",
-		AppIDs: []int64{77}, AppKeys: string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})),
+		AppIDs: []int64{77}, AppKeys: testenv.KeyPEM(),
 		WebhookSecret: "s", Allow: []string{"acme"}, Installations: []string{"*"}}, slog.New(slog.NewJSONHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	sdkec2 "github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/names"
@@ -233,7 +234,7 @@ func newBenchWorld(tb testing.TB) *benchWorld {
 	ctx := context.Background()
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	clock := ghsim.NewClock(now)
-	key := testKey()
+	key := testenv.Key()
 	sim := ghsim.New(ghsim.Options{Now: clock.Now, RateLimit: 100_000})
 	tb.Cleanup(sim.Close)
 	sim.AddApp(ghsim.AppConfig{ID: 42, Slug: "skiff", PublicKey: &key.PublicKey})

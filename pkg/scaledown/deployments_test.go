@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/names"
@@ -33,7 +34,7 @@ func TestTwoDeploymentsOneAccount(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	clock := ghsim.NewClock(now)
-	key := testKey()
+	key := testenv.Key()
 	sim := ghsim.New(ghsim.Options{Now: clock.Now})
 	t.Cleanup(sim.Close)
 	sim.AddApp(ghsim.AppConfig{ID: 42, Slug: "skiff", PublicKey: &key.PublicKey})

@@ -2,8 +2,6 @@ package scaleup_test
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -109,22 +107,6 @@ pools:
 // secretPrefix starts every credential ghsim issues: the canary.
 const secretPrefix = "CANARYSECRET"
 
-var (
-	keyOnce sync.Once
-	appKey  *rsa.PrivateKey
-)
-
-func testKey(t testing.TB) *rsa.PrivateKey {
-	keyOnce.Do(func() {
-		k, err := rsa.GenerateKey(rand.Reader, 2048)
-		if err != nil {
-			panic(err)
-		}
-		appKey = k
-	})
-	return appKey
-}
-
 // clock is a settable clock.
 type clock struct{ ns atomic.Int64 }
 
@@ -195,7 +177,7 @@ type env struct {
 
 func newEnv(t testing.TB, tweak func(*scaleup.Options)) *env {
 	t.Helper()
-	key := testKey(t)
+	key := testenv.Key()
 	sim := ghsim.New(ghsim.Options{SecretPrefix: secretPrefix})
 	t.Cleanup(sim.Close)
 	sim.AddApp(ghsim.AppConfig{ID: 42, Slug: "skiff", PublicKey: &key.PublicKey})
