@@ -159,11 +159,15 @@ func TestLaunchOverHTTP(t *testing.T) {
 // TestErrorsOverHTTP: injected faults reach the SDK as EC2 API errors with
 // EC2's code, message and HTTP status; the SDK's own retry of a throttled
 // call resends the same token and launches once.
+// errFleetInput is the CreateFleet input of the error tests: two on-demand
+// instances, token skiff-err.
+func errFleetInput() *sdkec2.CreateFleetInput {
+	return ec2.BuildInput(fleetRequest(ec2.OnDemand, 2), false, "skiff-err", 2)
+}
+
 func TestErrorsOverHTTP(t *testing.T) {
 	t.Parallel()
-	in := func() *sdkec2.CreateFleetInput {
-		return ec2.BuildInput(fleetRequest(ec2.OnDemand, 2), false, "skiff-err", 2)
-	}
+	in := errFleetInput
 	cases := []struct {
 		name   string
 		setup  func(f *ec2fake.Fake)
@@ -239,24 +243,26 @@ func TestErrorsOverHTTP(t *testing.T) {
 			}
 		})
 	}
+}
 
-	t.Run("the SDK retries a throttled call with the same token", func(t *testing.T) {
-		t.Parallel()
-		f := ec2fake.New()
-		f.ThrottleNext(2)
-		out, err := client(t, f, 3).CreateFleet(context.Background(), in())
-		if err != nil {
-			t.Fatal(err)
+// TestSDKRetriesThrottledFleet: the SDK retries a throttled call with the
+// same token.
+func TestSDKRetriesThrottledFleet(t *testing.T) {
+	t.Parallel()
+	f := ec2fake.New()
+	f.ThrottleNext(2)
+	out, err := client(t, f, 3).CreateFleet(context.Background(), errFleetInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Calls("CreateFleet") != 3 || len(out.Instances) != 1 || len(out.Instances[0].InstanceIds) != 2 || len(f.Instances()) != 2 {
+		t.Errorf("%d calls, answer %+v, %d instances", f.Calls("CreateFleet"), out.Instances, len(f.Instances()))
+	}
+	for _, rec := range f.CreateFleetInputs() {
+		if aws.ToString(rec.ClientToken) != "skiff-err" {
+			t.Errorf("retry with token %q", aws.ToString(rec.ClientToken))
 		}
-		if f.Calls("CreateFleet") != 3 || len(out.Instances) != 1 || len(out.Instances[0].InstanceIds) != 2 || len(f.Instances()) != 2 {
-			t.Errorf("%d calls, answer %+v, %d instances", f.Calls("CreateFleet"), out.Instances, len(f.Instances()))
-		}
-		for _, rec := range f.CreateFleetInputs() {
-			if aws.ToString(rec.ClientToken) != "skiff-err" {
-				t.Errorf("retry with token %q", aws.ToString(rec.ClientToken))
-			}
-		}
-	})
+	}
 }
 
 // TestInstancesOverHTTP: describe, terminate and tag through the SDK, with
