@@ -12,11 +12,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/skiffci/skiff/internal/local"
+	"github.com/skiffci/skiff/internal/localtest"
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/provider"
@@ -58,17 +58,7 @@ func startLocal(t testing.TB, sim *ghsim.Server, pemKey, pools string, c local.C
 		t.Fatal(err)
 	}
 	sim.SetWebhook(testenv.AppID, l.URL(), "local-secret")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
-	var once sync.Once
-	var runErr error
-	stop := func() error {
-		once.Do(func() { cancel(); runErr = <-done })
-		return runErr
-	}
-	t.Cleanup(func() { _ = stop() })
-	return l, logs, stop
+	return l, logs, localtest.Run(t, l)
 }
 
 // TestLocalMode runs the whole pipeline in one process — the webhook over

@@ -6,6 +6,7 @@ package localtest
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,6 +32,22 @@ func Poll(t *testing.T, what string, logs *testenv.SyncBuffer, cond func() bool)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// Run runs l until stop is called, and at the latest when t ends; stop
+// ends Run and returns its error (the same at every call).
+func Run(t testing.TB, l *local.Local) (stop func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	stop = func() error {
+		once.Do(func() { cancel(); runErr = <-done })
+		return runErr
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
 }
 
 // StartRun starts a run of n jobs on acme/app, each asking for

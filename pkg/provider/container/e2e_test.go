@@ -180,18 +180,10 @@ func (lo *localRun) start(t *testing.T, env ...string) {
 		t.Fatal(err)
 	}
 	lo.sim.SetWebhook(77, l.URL(), "box-secret")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
+	stop := localtest.Run(t, l)
 	lo.l, lo.p = l, p
-	var stopped bool
 	lo.stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("Run: %v", err)
 		}
 	}

@@ -113,18 +113,10 @@ func startLocalPools(t *testing.T, kubelet kubelettest.Options, before func(ns s
 		t.Fatal(err)
 	}
 	sim.SetWebhook(77, l.URL(), "kube-secret")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
+	stop := localtest.Run(t, l)
 	lo := &localRun{k: k, ns: ns, kl: kl, sim: sim, l: l, p: p, logs: logs}
-	var stopped bool
 	lo.stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("Run: %v", err)
 		}
 	}
