@@ -242,6 +242,22 @@ type response struct{ BatchItemFailures []failure }
 
 type failure struct{ ItemIdentifier string }
 
+// handleAtOnce hands each batch to an invocation of its own, all at once,
+// and returns their responses in the batches' order.
+func (e *env) handleAtOnce(batches ...[]queue.Delivery) []response {
+	resps := make([]response, len(batches))
+	var wg sync.WaitGroup
+	for i, b := range batches {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resps[i] = e.handle(context.Background(), e.svc, b...)
+		}()
+	}
+	wg.Wait()
+	return resps
+}
+
 // handle runs one batch through svc and completes it as the Lambda does.
 // Unless e.unknownRuns, the jobs' runs are recorded first as pushes, as the
 // webhook records each run's workflow_run event.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -242,16 +241,7 @@ func TestConcurrentDuplicateDelivery(t *testing.T) {
 		e := newEnv(t, nil)
 		base := int64(1000 * (round + 1))
 		first, second := jobs(base, 5), jobs(base, 5) // same jobs, other messages
-		var wg sync.WaitGroup
-		resps := make([]response, 2)
-		for i, msgs := range [][]queue.Delivery{first, second} {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				resps[i] = e.handle(context.Background(), e.svc, msgs...)
-			}()
-		}
-		wg.Wait()
+		resps := e.handleAtOnce(first, second)
 		pending := map[string]queue.Delivery{}
 		for i, msgs := range [][]queue.Delivery{first, second} {
 			f := failed(resps[i])
