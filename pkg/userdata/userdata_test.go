@@ -151,6 +151,78 @@ func TestShq(t *testing.T) {
 	}
 }
 
+// agentConfigJSON is what the tests read of the CloudWatch agent's
+// configuration.
+type agentConfigJSON struct {
+	Agent struct {
+		MetricsCollectionInterval int `json:"metrics_collection_interval"`
+	}
+	Metrics *struct {
+		Namespace        string
+		AppendDimensions map[string]string `json:"append_dimensions"`
+		Collected        map[string]struct {
+			Measurement      []string
+			AppendDimensions map[string]string `json:"append_dimensions"`
+		} `json:"metrics_collected"`
+	}
+	Logs struct {
+		LogsCollected struct {
+			Files struct {
+				CollectList []struct {
+					FilePath   string `json:"file_path"`
+					Group      string `json:"log_group_name"`
+					StreamName string `json:"log_stream_name"`
+					Filters    []struct {
+						Type       string
+						Expression string
+					}
+				} `json:"collect_list"`
+			}
+		} `json:"logs_collected"`
+	}
+}
+
+// checkAgentLogs fails t unless cfg ships the boot, cloud-init, runner
+// and worker logs to group, each in the instance's stream, and drops the
+// lines that would carry a JIT configuration.
+func checkAgentLogs(t *testing.T, cfg agentConfigJSON, group string) {
+	t.Helper()
+	streams := map[string]bool{}
+	for _, f := range cfg.Logs.LogsCollected.Files.CollectList {
+		streams[f.StreamName] = true
+		if f.Group != group || !strings.HasPrefix(f.StreamName, "{instance_id}/") {
+			t.Errorf("log %+v: want group %s and stream {instance_id}/...", f, group)
+		}
+		// Some runner versions trace the JIT config they were given in _diag
+		// (jitconfig is not among their masked secret args): no shipped log
+		// may carry such a line to CloudWatch Logs.
+		dropped := func(line string) bool {
+			for _, flt := range f.Filters {
+				if flt.Type == "exclude" && regexp.MustCompile(flt.Expression).MatchString(line) {
+					return true
+				}
+			}
+			return false
+		}
+		for _, line := range []string{
+			"[2026-11-30 09:00:00Z INFO CommandSettings] Env arg 'jitconfig': 'eyJydW5uZXIi'",
+			"[2026-11-30 09:00:00Z INFO CommandLineParser] Adding option 'JitConfig': 'eyJydW5uZXIi'",
+		} {
+			if !dropped(line) {
+				t.Errorf("log %s would ship %q", f.StreamName, line)
+			}
+		}
+		if dropped("2026-11-30 09:00:01Z: Listening for Jobs") {
+			t.Errorf("log %s drops ordinary runner lines", f.StreamName)
+		}
+	}
+	for _, want := range []string{"{instance_id}/boot", "{instance_id}/cloud-init", "{instance_id}/runner", "{instance_id}/worker"} {
+		if !streams[want] {
+			t.Errorf("no log stream %s in %v", want, streams)
+		}
+	}
+}
+
 func TestAgentConfig(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -172,74 +244,14 @@ func TestAgentConfig(t *testing.T) {
 			if err != nil {
 				t.Fatalf("AgentConfig: %v", err)
 			}
-			var cfg struct {
-				Agent struct {
-					MetricsCollectionInterval int `json:"metrics_collection_interval"`
-				}
-				Metrics *struct {
-					Namespace        string
-					AppendDimensions map[string]string `json:"append_dimensions"`
-					Collected        map[string]struct {
-						Measurement      []string
-						AppendDimensions map[string]string `json:"append_dimensions"`
-					} `json:"metrics_collected"`
-				}
-				Logs struct {
-					LogsCollected struct {
-						Files struct {
-							CollectList []struct {
-								FilePath   string `json:"file_path"`
-								Group      string `json:"log_group_name"`
-								StreamName string `json:"log_stream_name"`
-								Filters    []struct {
-									Type       string
-									Expression string
-								}
-							} `json:"collect_list"`
-						}
-					} `json:"logs_collected"`
-				}
-			}
+			var cfg agentConfigJSON
 			if err := json.Unmarshal(b, &cfg); err != nil {
 				t.Fatalf("agent config is not JSON: %v", err)
 			}
 			if cfg.Agent.MetricsCollectionInterval != 10 {
 				t.Errorf("collection interval %d, want 10", cfg.Agent.MetricsCollectionInterval)
 			}
-			streams := map[string]bool{}
-			for _, f := range cfg.Logs.LogsCollected.Files.CollectList {
-				streams[f.StreamName] = true
-				if f.Group != p.LogGroup || !strings.HasPrefix(f.StreamName, "{instance_id}/") {
-					t.Errorf("log %+v: want group %s and stream {instance_id}/...", f, p.LogGroup)
-				}
-				// Some runner versions trace the JIT config they were given in _diag
-				// (jitconfig is not among their masked secret args): no shipped log
-				// may carry such a line to CloudWatch Logs.
-				dropped := func(line string) bool {
-					for _, flt := range f.Filters {
-						if flt.Type == "exclude" && regexp.MustCompile(flt.Expression).MatchString(line) {
-							return true
-						}
-					}
-					return false
-				}
-				for _, line := range []string{
-					"[2026-11-30 09:00:00Z INFO CommandSettings] Env arg 'jitconfig': 'eyJydW5uZXIi'",
-					"[2026-11-30 09:00:00Z INFO CommandLineParser] Adding option 'JitConfig': 'eyJydW5uZXIi'",
-				} {
-					if !dropped(line) {
-						t.Errorf("log %s would ship %q", f.StreamName, line)
-					}
-				}
-				if dropped("2026-11-30 09:00:01Z: Listening for Jobs") {
-					t.Errorf("log %s drops ordinary runner lines", f.StreamName)
-				}
-			}
-			for _, want := range []string{"{instance_id}/boot", "{instance_id}/cloud-init", "{instance_id}/runner", "{instance_id}/worker"} {
-				if !streams[want] {
-					t.Errorf("no log stream %s in %v", want, streams)
-				}
-			}
+			checkAgentLogs(t, cfg, p.LogGroup)
 			if tt.wantNoMetrics {
 				if cfg.Metrics != nil {
 					t.Errorf("metrics section present with Metrics off")
