@@ -374,16 +374,8 @@ func jitReg(expires time.Time) *Registration {
 
 func TestBootSandbox(t *testing.T) {
 	t.Parallel()
-	imds := startIMDS(t)
-	ddb := startDynamo(t)
 	future := time.Now().Add(time.Hour)
-	dl, sum := serveRunner(t)
-	// EC2 for the job hooks' CreateTags (TestJobHooks checks the calls themselves).
-	ec2 := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	t.Cleanup(ec2.Close)
-	idle := func(p *Params) { p.IdleTimeout, p.EC2Endpoint = 2*time.Second, ec2.URL }
-
-	cases := []bootCase{
+	runBootCases(t, []bootCase{
 		{name: "jit cpu pool", reg: jitReg(future), preinstalled: true, runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit",
 			wantCommands: []string{"curl .*DeleteItem", "useradd --system", "chown -R runner:runner", "amazon-cloudwatch-agent-ctl -a fetch-config -m ec2 -s -c file:",
 				"runuser -u runner -- .*/run.sh", "run.sh  jitconfig_env=set hook_started=.*/hooks/job-started.sh", "shutdown -h now"}},
@@ -397,6 +389,39 @@ func TestBootSandbox(t *testing.T) {
 		{name: "registration missing", params: func(p *Params) { p.RegistrationTimeout = 2 * time.Second }, preinstalled: true,
 			wantCommands: []string{"curl .*DeleteItem", "shutdown -h now"}},
 		{name: "registration expired", reg: jitReg(time.Now().Add(-time.Minute)), preinstalled: true},
+		{name: "token mode", preinstalled: true, runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit",
+			reg: &Registration{InstanceARN: mockInstanceARN, Mode: ModeToken, Token: canaryToken, URL: "https://github.com/acme",
+				RunnerName: "skiff-gpu-1", Labels: []string{"self-hosted", "gpu-a10"}, RunnerGroup: "ci", ExpiresAt: future},
+			wantCommands: []string{"config.sh --unattended --url https://github.com/acme --name skiff-gpu-1 --labels self-hosted,gpu-a10 " +
+				"--no-default-labels --runnergroup ci --ephemeral --disableupdate token_env=set", "run.sh  jitconfig_env= hook_started=.*job-started.sh"}},
+		{name: "aws cli fallback for old curl", reg: jitReg(future), preinstalled: true, viaCLI: true, env: []string{"FAKE_CURL_VERSION=7.74.0"},
+			runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit",
+			wantCommands: []string{"aws dynamodb delete-item --region us-east-1 --endpoint-url http://127.0.0.1:[0-9]+ --table-name \\S+ " +
+				`--key \{"pk":\{"S":"` + regexp.QuoteMeta(mockInstanceARN) + `"\}\} --return-values ALL_OLD --output json`}},
+		// The trap is armed before the first command that can fail: a boot that cannot even
+		// create its log directory still powers off.
+		{name: "log directory not writable", preinstalled: true,
+			setup: func(t *testing.T, sb *sandbox) {
+				writeFile(t, filepath.Join(sb.root, "var/log/skiff"), "a file where the log directory should be")
+			},
+			wantCommands: []string{"shutdown -h now"}},
+		// A job can leave a process behind that still holds the runner's stdout; the script
+		// must not wait for it (only the lifetime cap would end that wait).
+		{name: "runner leaves a process holding its output", reg: jitReg(future), preinstalled: true, env: []string{"FAKE_RUNNER=leak"},
+			runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit"},
+	})
+}
+
+// TestBootSandboxTimeouts boots runners against the lifetime cap and the
+// idle timeout.
+func TestBootSandboxTimeouts(t *testing.T) {
+	t.Parallel()
+	future := time.Now().Add(time.Hour)
+	// EC2 for the job hooks' CreateTags (TestJobHooks checks the calls themselves).
+	ec2 := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(ec2.Close)
+	idle := func(p *Params) { p.IdleTimeout, p.EC2Endpoint = 2*time.Second, ec2.URL }
+	runBootCases(t, []bootCase{
 		// The watchdog's sleep of the lifetime ends once the runner has
 		// its registration, not after 3 s of real time: the cap comes
 		// after the runner started however slow the machine is.
@@ -412,15 +437,16 @@ func TestBootSandbox(t *testing.T) {
 			runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit"},
 		{name: "job announced before the idle timeout", params: idle, reg: jitReg(future), preinstalled: true, env: []string{"FAKE_RUNNER=announced"},
 			runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit"},
-		{name: "token mode", preinstalled: true, runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit",
-			reg: &Registration{InstanceARN: mockInstanceARN, Mode: ModeToken, Token: canaryToken, URL: "https://github.com/acme",
-				RunnerName: "skiff-gpu-1", Labels: []string{"self-hosted", "gpu-a10"}, RunnerGroup: "ci", ExpiresAt: future},
-			wantCommands: []string{"config.sh --unattended --url https://github.com/acme --name skiff-gpu-1 --labels self-hosted,gpu-a10 " +
-				"--no-default-labels --runnergroup ci --ephemeral --disableupdate token_env=set", "run.sh  jitconfig_env= hook_started=.*job-started.sh"}},
-		{name: "aws cli fallback for old curl", reg: jitReg(future), preinstalled: true, viaCLI: true, env: []string{"FAKE_CURL_VERSION=7.74.0"},
-			runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit",
-			wantCommands: []string{"aws dynamodb delete-item --region us-east-1 --endpoint-url http://127.0.0.1:[0-9]+ --table-name \\S+ " +
-				`--key \{"pk":\{"S":"` + regexp.QuoteMeta(mockInstanceARN) + `"\}\} --return-values ALL_OLD --output json`}},
+	})
+}
+
+// TestBootSandboxRunnerDownload boots instances that download their runner,
+// at the user data's pinned version or the registration's.
+func TestBootSandboxRunnerDownload(t *testing.T) {
+	t.Parallel()
+	future := time.Now().Add(time.Hour)
+	dl, sum := serveRunner(t)
+	runBootCases(t, []bootCase{
 		{name: "runner downloaded at pinned version", params: func(p *Params) {
 			p.RunnerVersion, p.RunnerSHA256, p.RunnerDownloadURL = "2.330.0", sum, dl
 		}, reg: jitReg(future), runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit",
@@ -439,18 +465,16 @@ func TestBootSandbox(t *testing.T) {
 			wantCommands: []string{"curl .* " + regexp.QuoteMeta(dl) + "/v2.330.0/", "shutdown -h now"}},
 		{name: "registration's runner ignored for a preinstalled one", reg: withRunner(jitReg(future), "2.330.0", strings.Repeat("0", 64)),
 			preinstalled: true, runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit"},
-		// The trap is armed before the first command that can fail: a boot that cannot even
-		// create its log directory still powers off.
-		{name: "log directory not writable", preinstalled: true,
-			setup: func(t *testing.T, sb *sandbox) {
-				writeFile(t, filepath.Join(sb.root, "var/log/skiff"), "a file where the log directory should be")
-			},
-			wantCommands: []string{"shutdown -h now"}},
-		// A job can leave a process behind that still holds the runner's stdout; the script
-		// must not wait for it (only the lifetime cap would end that wait).
-		{name: "runner leaves a process holding its output", reg: jitReg(future), preinstalled: true, env: []string{"FAKE_RUNNER=leak"},
-			runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit"},
-	}
+	})
+}
+
+// runBootCases boots each case in a sandbox of its own against the
+// metadata mock and dynalite, and checks the boot (checkBoot), the agent
+// config it used and that it took its registration.
+func runBootCases(t *testing.T, cases []bootCase) {
+	t.Helper()
+	imds := startIMDS(t)
+	ddb := startDynamo(t)
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -506,14 +530,7 @@ func checkBoot(t *testing.T, sb *sandbox, tc bootCase, elapsed time.Duration) {
 		t.Fatalf("last command = %q, want shutdown -h now: the script did not power off\n%s", last, sb.dump())
 	}
 	// Order: registration fetched (and deleted) → agent started → runner run → shutdown.
-	pos := func(re string) int {
-		for i, c := range cmds {
-			if regexp.MustCompile(re).MatchString(c) {
-				return i
-			}
-		}
-		return -1
-	}
+	pos := func(re string) int { return firstMatch(cmds, re) }
 	for _, re := range tc.wantCommands {
 		if pos(re) < 0 {
 			t.Errorf("no command matching %q\n%s", re, joined)
