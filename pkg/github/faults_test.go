@@ -181,7 +181,7 @@ func TestFaultsSecondaryLimits(t *testing.T) {
 				e.sim.SetFault(ghsim.OpGetJob, ghsim.Fault{LimitUntil: t0.Add(time.Hour), RetryAfter: 20 * time.Second})
 			},
 			ctx: func(t *testing.T) context.Context {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second) // < the 20 s wait, with room for the request itself
 				t.Cleanup(cancel)
 				return ctx
 			},
