@@ -130,12 +130,7 @@ func listenerKill9(t *testing.T, skiff, standin string, b kill9Backend) {
 	if err != nil || !strings.Contains(string(out), "scale set ") || !strings.Contains(string(out), "session ") {
 		t.Errorf("skiff status: %v\n%s", err, out)
 	}
-	if err := second.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := second.Wait(); err != nil {
-		t.Errorf("skiff local after SIGTERM: %v", err)
-	}
+	stopSkiff(t, second)
 
 	launches, replaced := w.checkJobs(b.launched, log1, log2)
 	// A scale set's runner takes any job its scale set acquired, not only
@@ -147,6 +142,16 @@ func listenerKill9(t *testing.T, skiff, standin string, b kill9Backend) {
 	if total > len(w.jobs)+totalReplaced {
 		t.Errorf("%d runners launched for %d jobs and %d logged replacements", total, len(w.jobs), totalReplaced)
 	}
+	checkListenerSessions(t, sim, log2)
+	logRuns(t, log1, log2)
+}
+
+// checkListenerSessions fails t unless no offer was acknowledged before its
+// job was acquired, the restarted skiff (its log log2) deleted the session
+// the crash left before opening its own, and at exit no session is left and
+// every message is acknowledged.
+func checkListenerSessions(t *testing.T, sim *ghsim.Server, log2 string) {
+	t.Helper()
 	if n := sim.AckedUnacquired(); n != 0 {
 		t.Errorf("%d offers were acknowledged before their job was acquired", n)
 	}
@@ -156,8 +161,5 @@ func listenerKill9(t *testing.T, skiff, standin string, b kill9Backend) {
 	}
 	if ss := sim.ScaleSets("acme"); len(ss) != 1 || ss[0].Session != "" || ss[0].Unacked != 0 {
 		t.Errorf("after exit: %+v, want no session and every message acknowledged", ss)
-	}
-	if t.Failed() || os.Getenv("SKIFF_LOCAL_LOGS") != "" {
-		t.Logf("first run's log:\n%s\nsecond run's log:\n%s", readFile(log1), readFile(log2))
 	}
 }

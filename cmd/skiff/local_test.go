@@ -128,6 +128,21 @@ func (w *kill9World) burst(n int) ghsim.RunInfo {
 	return run
 }
 
+// inProgress waits (what) until every job of ids is in progress; log is
+// the running skiff's.
+func (w *kill9World) inProgress(what string, ids []int64, log string) {
+	w.t.Helper()
+	waitFor(w.ctx, w.t, what, func() (bool, string) {
+		statuses := w.sim.JobStatuses(ids)
+		for _, id := range ids {
+			if statuses[id] != "in_progress" {
+				return false, fmt.Sprintf("jobs %v\n%s", statuses, readFile(log))
+			}
+		}
+		return true, ""
+	})
+}
+
 // drained waits until every job completed, the ledger and the queue are
 // empty and no runner process of standin is left; log is the running
 // skiff's.
@@ -245,12 +260,7 @@ func TestLocalKill9(t *testing.T) {
 
 	w.drained(skiff, standin, log2)
 	maxAlive, deleted := stopWatch()
-	if err := second.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := second.Wait(); err != nil {
-		t.Errorf("skiff local after SIGTERM: %v", err)
-	}
+	stopSkiff(t, second)
 
 	w.checkJobs("launched a runner process", log1, log2)
 	if st, err := localStatus(skiff, data, poolsFile); err != nil || st.dead != 0 {
@@ -265,9 +275,7 @@ func TestLocalKill9(t *testing.T) {
 	if left := standins(standin); len(left) > 0 {
 		t.Errorf("runner processes left after skiff local stopped: %v", left)
 	}
-	if t.Failed() || os.Getenv("SKIFF_LOCAL_LOGS") != "" {
-		t.Logf("first run's log:\n%s\nsecond run's log:\n%s", readFile(log1), readFile(log2))
-	}
+	logRuns(t, log1, log2)
 }
 
 // watchRunners samples the processes of the stand-in binary at path
@@ -294,6 +302,27 @@ func watchRunners(ctx context.Context, path string) (stop func() (maxAlive int, 
 		cancel()
 		<-watched
 		return maxAlive, deleted
+	}
+}
+
+// stopSkiff ends a skiff run with SIGTERM, as an operator would, and
+// fails t unless it exits cleanly.
+func stopSkiff(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("skiff local after SIGTERM: %v", err)
+	}
+}
+
+// logRuns logs both runs' logs when the test failed, or always with
+// SKIFF_LOCAL_LOGS set.
+func logRuns(t *testing.T, log1, log2 string) {
+	t.Helper()
+	if t.Failed() || os.Getenv("SKIFF_LOCAL_LOGS") != "" {
+		t.Logf("first run's log:\n%s\nsecond run's log:\n%s", readFile(log1), readFile(log2))
 	}
 }
 
