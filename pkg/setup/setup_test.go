@@ -295,7 +295,17 @@ func TestSetupRefusals(t *testing.T) {
 		t.Errorf("the page after setup: %d, want 409", got)
 	}
 
-	// Local mode's files: the key 0600 in the data directory.
+	checkLocalAppFiles(t, w)
+	if strings.Contains(w.logs.String(), canary) {
+		t.Error("the setup secret reached the log")
+	}
+}
+
+// checkLocalAppFiles fails t unless local mode's files of the App w's
+// setup created are in its data directory, 0600, and load back as that
+// App.
+func checkLocalAppFiles(t *testing.T, w *world) {
+	t.Helper()
 	dir := w.store.(*canaryFiles).Dir
 	for _, name := range []string{setup.AppKeyFile, setup.WebhookSecretFile, setup.AppFile} {
 		fi, err := os.Stat(filepath.Join(dir, name))
@@ -309,9 +319,6 @@ func TestSetupRefusals(t *testing.T) {
 	}
 	if apps, err := github.ParseAppKeys(nil, keys); err != nil || apps[0].ID != w.sim.CreatedApps()[0].ID {
 		t.Errorf("local key file parses to %v, %v", apps, err)
-	}
-	if strings.Contains(w.logs.String(), canary) {
-		t.Error("the setup secret reached the log")
 	}
 }
 
