@@ -200,8 +200,14 @@ func TestSetupInChromium(t *testing.T) {
 		t.Errorf("second start: %d, want 409", code)
 	}
 
-	logs := w.logs.String()
-	for name, s := range map[string]string{"setup secret": canary, "App key": pemBody(t, keys), "webhook secret": app.WebhookSecret} {
+	checkSetupLog(t, w.logs.String(), map[string]string{"setup secret": canary, "App key": pemBody(t, keys), "webhook secret": app.WebhookSecret})
+}
+
+// checkSetupLog fails t if logs hold any of secrets (by name), or lack the
+// App's manifest being posted and the App being stored.
+func checkSetupLog(t *testing.T, logs string, secrets map[string]string) {
+	t.Helper()
+	for name, s := range secrets {
 		if strings.Contains(logs, s) {
 			t.Errorf("the %s reached the log", name)
 		}
