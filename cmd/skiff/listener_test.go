@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -49,14 +48,7 @@ func TestLocalListenerKill9Slurm(t *testing.T) {
 		return
 	}
 	skiff, standin := buildSkiff(t)
-	runner := filepath.Join(s.Dir, "actions-runner")
-	if err := os.Mkdir(runner, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	run := "#!/bin/sh\nexec env SKIFF_STANDIN_DURATION=3s SKIFF_STANDIN_IDLE=20s " + standin + " \"$@\"\n"
-	if err := os.WriteFile(filepath.Join(runner, "run.sh"), []byte(run), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	runner := s.RunnerInstall(t, "env SKIFF_STANDIN_DURATION=3s SKIFF_STANDIN_IDLE=20s "+standin)
 	shared := filepath.Join(s.Dir, "shared")
 	listenerKill9(t, skiff, standin, kill9Backend{
 		pools: fmt.Sprintf(`version: 1
@@ -90,46 +82,22 @@ type kill9Backend struct {
 // runners are the stand-in (standin), found by their executable.
 func listenerKill9(t *testing.T, skiff, standin string, b kill9Backend) {
 	t.Helper()
-	sim, pemKey := testenv.GitHubApp(t, "CANARYLKILL")
+	w := newKill9World(t, "CANARYLKILL", b.pools)
+	sim, data, poolsFile, ctx := w.sim, w.data, w.poolsFile, w.ctx
 	// No job is rescued by an offer made again: what the crash loses stays lost.
 	sim.SetScaleSetOptions(ghsim.ScaleSetOptions{Reoffer: time.Hour})
-	dir := t.TempDir()
-	poolsFile, keyFile, data := filepath.Join(dir, "pools.yaml"), filepath.Join(dir, "app.pem"), filepath.Join(dir, "data")
-	if err := os.WriteFile(poolsFile, []byte(b.pools), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, []byte(pemKey), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	const limit = kill9Limit
-	args := append([]string{"local", "-f", poolsFile, "--data-dir", data, "--app-id", strconv.Itoa(testenv.AppID), "--app-key-file", keyFile,
+	args := append([]string{"local", "-f", poolsFile, "--data-dir", data, "--app-id", strconv.Itoa(testenv.AppID), "--app-key-file", w.keyFile,
 		"--github-api-url", sim.URL(), "--allow", "acme", "--reconcile-every", "2s"}, b.args...)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute) // a safety net, never an assertion
-	defer cancel()
 	start := func(n int) (*exec.Cmd, string) {
 		t.Helper()
-		return startSkiff(ctx, t, skiff, dir, n, b.env, args, "scale set session open")
+		return startSkiff(ctx, t, skiff, w.dir, n, b.env, args, "scale set session open")
 	}
-	labels := []string{"self-hosted", "linux", "x64"}
-	var jobs []int64
-	burst := func(n int) {
-		t.Helper()
-		spec := ghsim.RunSpec{Repo: "acme/app"}
-		for range n {
-			spec.Jobs = append(spec.Jobs, ghsim.JobSpec{Labels: labels})
-		}
-		run, err := sim.StartRun(spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		jobs = append(jobs, run.JobIDs...)
-	}
-
 	first, log1 := start(1)
 	if strings.Contains(readFile(log1), `"webhook":"http`) {
 		t.Error("skiff local opened a port with every pool on the listener")
 	}
-	burst(limit - 1)
+	w.burst(limit - 1)
 	waitFor(ctx, t, "runners launched before the kill", func() (bool, string) {
 		return count(log1, `"msg":"`+b.launched+`"`) >= limit-1, readFile(log1)
 	})
@@ -139,7 +107,7 @@ func listenerKill9(t *testing.T, skiff, standin string, b kill9Backend) {
 	// The next message's acquire is held up: the kill lands while it is handled.
 	acquires := sim.Requests(ghsim.OpAcquireJobs)
 	sim.SetFault(ghsim.OpAcquireJobs, ghsim.Fault{Latency: time.Minute})
-	burst(3)
+	w.burst(3)
 	waitFor(ctx, t, "an acquire in flight", func() (bool, string) {
 		return sim.Requests(ghsim.OpAcquireJobs) > acquires, readFile(log1)
 	})
@@ -154,66 +122,36 @@ func listenerKill9(t *testing.T, skiff, standin string, b kill9Backend) {
 	if ss := sim.ScaleSets("acme"); len(ss) != 1 || ss[0].Session == "" || ss[0].Unacked == 0 {
 		t.Fatalf("after the kill: %+v, want the session left and its message not acknowledged", ss)
 	}
-	burst(3) // queued while skiff is down
+	w.burst(3) // queued while skiff is down
 	second, log2 := start(2)
-	burst(3)
-	waitFor(ctx, t, "every job completed, the ledger and the queue empty, no runner process left", func() (bool, string) {
-		var state []string
-		done := true
-		for _, id := range jobs {
-			j, _ := sim.Job(id)
-			if j.Status != "completed" {
-				done = false
-			}
-			state = append(state, fmt.Sprintf("job %d %s/%s on %s", id, j.Status, j.Conclusion, j.RunnerName))
-		}
-		st, err := localStatus(skiff, data, poolsFile)
-		if err != nil || st.live != 0 || st.queued != 0 {
-			done = false
-		}
-		alive := standins(standin)
-		state = append(state, fmt.Sprintf("status %+v (%v); runner processes %v", st, err, alive))
-		return done && len(alive) == 0, strings.Join(state, "\n") + "\n" + readFile(log2)
-	})
+	w.burst(3)
+	w.drained(skiff, standin, log2)
 	out, err := exec.Command(skiff, "status", "--data-dir", data, "-f", poolsFile).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "scale set ") || !strings.Contains(string(out), "session ") {
 		t.Errorf("skiff status: %v\n%s", err, out)
 	}
-	if err := second.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := second.Wait(); err != nil {
-		t.Errorf("skiff local after SIGTERM: %v", err)
-	}
+	stopSkiff(t, second)
 
-	for _, id := range jobs {
-		if j, _ := sim.Job(id); j.Status != "completed" || j.Conclusion != "success" {
-			t.Errorf("job %d ended %s/%s", id, j.Status, j.Conclusion)
-		}
-	}
-	launches, replaced := map[int64]int{}, map[int64]int{}
-	for _, log := range []string{log1, log2} {
-		for _, l := range logLines(t, log) {
-			switch l.Msg {
-			case b.launched:
-				launches[l.JobID]++
-			case "stranded job: replacement launched":
-				replaced[l.JobID]++
-			}
-		}
-	}
+	launches, replaced := w.checkJobs(b.launched, log1, log2)
 	// A scale set's runner takes any job its scale set acquired, not only
 	// the one it was launched for: once per job is counted over the pool.
 	total, totalReplaced := 0, 0
-	for _, id := range jobs {
+	for _, id := range w.jobs {
 		total, totalReplaced = total+launches[id], totalReplaced+replaced[id]
-		if launches[id] > 1+replaced[id] {
-			t.Errorf("job %d had %d runners launched for it and %d logged replacements", id, launches[id], replaced[id])
-		}
 	}
-	if total > len(jobs)+totalReplaced {
-		t.Errorf("%d runners launched for %d jobs and %d logged replacements", total, len(jobs), totalReplaced)
+	if total > len(w.jobs)+totalReplaced {
+		t.Errorf("%d runners launched for %d jobs and %d logged replacements", total, len(w.jobs), totalReplaced)
 	}
+	checkListenerSessions(t, sim, log2)
+	logRuns(t, log1, log2)
+}
+
+// checkListenerSessions fails t unless no offer was acknowledged before its
+// job was acquired, the restarted skiff (its log log2) deleted the session
+// the crash left before opening its own, and at exit no session is left and
+// every message is acknowledged.
+func checkListenerSessions(t *testing.T, sim *ghsim.Server, log2 string) {
+	t.Helper()
 	if n := sim.AckedUnacquired(); n != 0 {
 		t.Errorf("%d offers were acknowledged before their job was acquired", n)
 	}
@@ -223,8 +161,5 @@ func listenerKill9(t *testing.T, skiff, standin string, b kill9Backend) {
 	}
 	if ss := sim.ScaleSets("acme"); len(ss) != 1 || ss[0].Session != "" || ss[0].Unacked != 0 {
 		t.Errorf("after exit: %+v, want no session and every message acknowledged", ss)
-	}
-	if t.Failed() || os.Getenv("SKIFF_LOCAL_LOGS") != "" {
-		t.Logf("first run's log:\n%s\nsecond run's log:\n%s", readFile(log1), readFile(log2))
 	}
 }

@@ -33,14 +33,7 @@ func TestLocalConfig(t *testing.T) {
 		needKey    = "the App's key is required: --app-key-file or SKIFF_GITHUB_APP_KEY (or run skiff setup first)"
 		needSecret = "SKIFF_WEBHOOK_SECRET is required: skiff does not accept unsigned webhooks"
 	)
-	cases := []struct {
-		name         string
-		flags        localFlags
-		env          map[string]string
-		app          setupApp
-		wantProblems []string
-		check        func(t *testing.T, cfg localConfigView)
-	}{
+	cases := []localConfigCase{
 		{"flags and environment", with(func(f *localFlags) { f.appID = 7 }), env, setupApp{}, nil, func(t *testing.T, c localConfigView) {
 			want := localConfigView{AppIDs: []int64{7}, AppKeys: "PEM", WebhookSecret: "hook", RunnerCommand: []string{"/opt/run.sh", "--x"},
 				Allow: []string{"acme"}, Installations: []string{"*"}, Limits: map[string]int{}}
@@ -84,16 +77,36 @@ func TestLocalConfig(t *testing.T) {
 				}
 			}},
 	}
-	readFile := func(name string) ([]byte, error) {
-		if name == "app.pem" {
-			return []byte("FILE PEM"), nil
-		}
-		return nil, errors.New("no such file")
+	runLocalConfig(t, cases)
+}
+
+// localConfigCase is flags and an environment and the App skiff setup
+// stored, and the problems localConfig must find, or the check of the
+// config it must build.
+type localConfigCase struct {
+	name         string
+	flags        localFlags
+	env          map[string]string
+	app          setupApp
+	wantProblems []string
+	check        func(t *testing.T, cfg localConfigView)
+}
+
+// readKeyFile reads app.pem as "FILE PEM"; every other file is missing.
+func readKeyFile(name string) ([]byte, error) {
+	if name == "app.pem" {
+		return []byte("FILE PEM"), nil
 	}
+	return nil, errors.New("no such file")
+}
+
+// runLocalConfig runs localConfig on each case.
+func runLocalConfig(t *testing.T, cases []localConfigCase) {
+	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			cfg, problems := localConfig(tc.flags, func(k string) string { return tc.env[k] }, readFile, tc.app)
+			cfg, problems := localConfig(tc.flags, func(k string) string { return tc.env[k] }, readKeyFile, tc.app)
 			if !reflect.DeepEqual(problems, tc.wantProblems) {
 				t.Errorf("problems = %q, want %q", problems, tc.wantProblems)
 			}

@@ -1,13 +1,10 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -71,74 +68,27 @@ func TestLocalContainerKill9(t *testing.T) {
 		t.Fatal(err)
 	}
 	skiff, _ := buildSkiff(t)
-	sim, pemKey := testenv.GitHubApp(t, "CANARYCONTAINERKILL")
-
-	dir := t.TempDir()
-	poolsFile, keyFile, data := filepath.Join(dir, "pools.yaml"), filepath.Join(dir, "app.pem"), filepath.Join(dir, "data")
-	if err := os.WriteFile(poolsFile, []byte(kill9Pools), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, []byte(pemKey), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String() // the same address after the restart: the App's webhook URL
-	ln.Close()
+	w := newKill9World(t, "CANARYCONTAINERKILL", kill9Pools)
+	sim, data, poolsFile, ctx := w.sim, w.data, w.poolsFile, w.ctx
+	addr := freeAddr(t) // the same address after the restart: the App's webhook URL
 	const secret = "container-kill-secret"
 	args := []string{"local", "-f", poolsFile, "--provider", "container", "--data-dir", data, "--listen", addr,
-		"--app-id", strconv.Itoa(testenv.AppID), "--app-key-file", keyFile, "--github-api-url", sim.URL(), "--allow", "acme",
+		"--app-id", strconv.Itoa(testenv.AppID), "--app-key-file", w.keyFile, "--github-api-url", sim.URL(), "--allow", "acme",
 		"--reconcile-every", "2s", "--metrics-records"}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute) // a safety net, never an assertion
-	defer cancel()
 	start := func(n int) (*exec.Cmd, string) {
 		t.Helper()
-		return startSkiff(ctx, t, skiff, dir, n, []string{"SKIFF_WEBHOOK_SECRET=" + secret, "DOCKER_HOST=unix://" + pm.Socket}, args, "skiff local ready")
+		return startSkiff(ctx, t, skiff, w.dir, n, []string{"SKIFF_WEBHOOK_SECRET=" + secret, "DOCKER_HOST=unix://" + pm.Socket}, args, "skiff local ready")
 	}
-	// running lists the runner containers the engine runs; all lists
-	// every one it holds, ended or not.
-	list := func(all bool) []string {
-		args := []string{"ps", "--format", "{{.Names}}", "--filter", "label=" + container.LabelManaged}
-		if all {
-			args = append(args, "-a")
-		}
-		out, err := pm.Podman(args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		names := strings.Fields(out)
-		slices.Sort(names)
-		return names
-	}
+	list := func(all bool) []string { return runnerContainers(t, pm, all) }
 
 	first, log1 := start(1)
 	sim.SetWebhook(testenv.AppID, "http://"+addr+"/", secret)
-	spec := ghsim.RunSpec{Repo: "acme/app"}
-	for range 3 {
-		spec.Jobs = append(spec.Jobs, ghsim.JobSpec{Labels: []string{"self-hosted", "linux", "x64"}})
-	}
-	run, err := sim.StartRun(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(ctx, t, "every job running in a container", func() (bool, string) {
-		statuses := sim.JobStatuses(run.JobIDs)
-		for _, id := range run.JobIDs {
-			if statuses[id] != "in_progress" {
-				return false, fmt.Sprintf("jobs %v\n%s", statuses, readFile(log1))
-			}
-		}
-		return true, ""
-	})
+	run := w.burst(3)
+	w.inProgress("every job running in a container", run.JobIDs, log1)
 	// The kill also lands in the middle of a fourth job's launch: its
 	// slot reserved, its registration held up at GitHub.
 	sim.SetFault(ghsim.OpGenerateOrgJITConfig, ghsim.Fault{Latency: time.Minute})
-	late, err := sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: []string{"self-hosted", "linux", "x64"}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	late := w.burst(1)
 	waitFor(ctx, t, "a launch in flight", func() (bool, string) {
 		st, err := localStatus(skiff, data, poolsFile)
 		return err == nil && st.reserved > 0, fmt.Sprintf("status %+v (%v)\n%s", st, err, readFile(log1))
@@ -173,12 +123,7 @@ func TestLocalContainerKill9(t *testing.T) {
 		err := readRecordsLocal(ctx, data, metrics.Filter{}, func(r *metrics.Record) { recs[r.JobID]++ })
 		return err == nil && len(recs) == len(run.JobIDs), fmt.Sprintf("records %v (%v)", recs, err)
 	})
-	if err := second.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := second.Wait(); err != nil {
-		t.Errorf("skiff local after SIGTERM: %v", err)
-	}
+	stopSkiff(t, second)
 
 	for _, id := range run.JobIDs {
 		if j, _ := sim.Job(id); j.Status != "completed" || j.Conclusion != "success" {
@@ -188,6 +133,32 @@ func TestLocalContainerKill9(t *testing.T) {
 			t.Errorf("job %d has %d metrics records, want 1", id, recs[id])
 		}
 	}
+	checkContainerLaunches(t, running, late.JobIDs[0], log1, log2)
+	logRuns(t, log1, log2)
+}
+
+// runnerContainers lists the runner containers pm runs (all: every one it
+// holds, ended or not).
+func runnerContainers(t *testing.T, pm *podman.Service, all bool) []string {
+	t.Helper()
+	args := []string{"ps", "--format", "{{.Names}}", "--filter", "label=" + container.LabelManaged}
+	if all {
+		args = append(args, "-a")
+	}
+	out, err := pm.Podman(args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := strings.Fields(out)
+	slices.Sort(names)
+	return names
+}
+
+// checkContainerLaunches fails t unless, by the logs of the first and the
+// second skiff, each job of running had its one container launched by the
+// first (the second adopted it), and late, whose launch the kill cut, one.
+func checkContainerLaunches(t *testing.T, running []int64, late int64, log1, log2 string) {
+	t.Helper()
 	launches := map[int64][]int{} // per job, the containers each run of skiff launched for it
 	for i, log := range []string{log1, log2} {
 		for _, l := range logLines(t, log) {
@@ -201,10 +172,7 @@ func TestLocalContainerKill9(t *testing.T) {
 			t.Errorf("job %d: runner containers launched by skiff runs %v; want one, by the first (the second adopts it)", id, launches[id])
 		}
 	}
-	if id := late.JobIDs[0]; len(launches[id]) != 1 {
+	if id := late; len(launches[id]) != 1 {
 		t.Errorf("job %d, whose launch the kill cut: runner containers launched by skiff runs %v, want one", id, launches[id])
-	}
-	if t.Failed() || os.Getenv("SKIFF_LOCAL_LOGS") != "" {
-		t.Logf("first run's log:\n%s\nsecond run's log:\n%s", readFile(log1), readFile(log2))
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -71,6 +70,133 @@ func startSkiff(ctx context.Context, t *testing.T, skiff, dir string, n int, env
 	return cmd, log
 }
 
+// kill9World is what the kill -9 tests share: the GitHub simulator, the
+// pools file, key file and data directory skiff local runs on, a safety
+// net for every wait, and the jobs started so far.
+type kill9World struct {
+	t                             *testing.T
+	ctx                           context.Context
+	sim                           *ghsim.Server
+	dir, poolsFile, keyFile, data string
+	jobs                          []int64
+}
+
+// newKill9World writes pools and the simulator's App key (its canary
+// canary) to a directory of the test's.
+func newKill9World(t *testing.T, canary, pools string) *kill9World {
+	t.Helper()
+	sim, pemKey := testenv.GitHubApp(t, canary)
+	dir := t.TempDir()
+	w := &kill9World{t: t, sim: sim, dir: dir,
+		poolsFile: filepath.Join(dir, "pools.yaml"), keyFile: filepath.Join(dir, "app.pem"), data: filepath.Join(dir, "data")}
+	if err := os.WriteFile(w.poolsFile, []byte(pools), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(w.keyFile, []byte(pemKey), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute) // a safety net, never an assertion
+	t.Cleanup(cancel)
+	w.ctx = ctx
+	return w
+}
+
+// freeAddr is a loopback address no one listens on, kept across skiff's
+// restart as the App's webhook URL.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// burst starts a run of n jobs for the pool's labels.
+func (w *kill9World) burst(n int) ghsim.RunInfo {
+	w.t.Helper()
+	spec := ghsim.RunSpec{Repo: "acme/app"}
+	for range n {
+		spec.Jobs = append(spec.Jobs, ghsim.JobSpec{Labels: []string{"self-hosted", "linux", "x64"}})
+	}
+	run, err := w.sim.StartRun(spec)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.jobs = append(w.jobs, run.JobIDs...)
+	return run
+}
+
+// inProgress waits (what) until every job of ids is in progress; log is
+// the running skiff's.
+func (w *kill9World) inProgress(what string, ids []int64, log string) {
+	w.t.Helper()
+	waitFor(w.ctx, w.t, what, func() (bool, string) {
+		statuses := w.sim.JobStatuses(ids)
+		for _, id := range ids {
+			if statuses[id] != "in_progress" {
+				return false, fmt.Sprintf("jobs %v\n%s", statuses, readFile(log))
+			}
+		}
+		return true, ""
+	})
+}
+
+// drained waits until every job completed, the ledger and the queue are
+// empty and no runner process of standin is left; log is the running
+// skiff's.
+func (w *kill9World) drained(skiff, standin, log string) {
+	w.t.Helper()
+	waitFor(w.ctx, w.t, "every job completed, the ledger and the queue empty, no runner process left", func() (bool, string) {
+		var state []string
+		done := true
+		for _, id := range w.jobs {
+			j, _ := w.sim.Job(id)
+			if j.Status != "completed" {
+				done = false
+			}
+			state = append(state, fmt.Sprintf("job %d %s/%s on %s", id, j.Status, j.Conclusion, j.RunnerName))
+		}
+		st, err := localStatus(skiff, w.data, w.poolsFile)
+		if err != nil || st.live != 0 || st.queued != 0 {
+			done = false
+		}
+		alive := standins(standin)
+		state = append(state, fmt.Sprintf("status %+v (%v); runner processes %v", st, err, alive))
+		return done && len(alive) == 0, strings.Join(state, "\n") + "\n" + readFile(log)
+	})
+}
+
+// checkJobs fails the test unless every job succeeded and none had more
+// runners launched for it (logs' launched lines) than one and its logged
+// replacements; it returns both counts by job.
+func (w *kill9World) checkJobs(launched string, logs ...string) (launches, replaced map[int64]int) {
+	w.t.Helper()
+	for _, id := range w.jobs {
+		if j, _ := w.sim.Job(id); j.Status != "completed" || j.Conclusion != "success" {
+			w.t.Errorf("job %d ended %s/%s", id, j.Status, j.Conclusion)
+		}
+	}
+	launches, replaced = map[int64]int{}, map[int64]int{}
+	for _, log := range logs {
+		for _, l := range logLines(w.t, log) {
+			switch l.Msg {
+			case launched:
+				launches[l.JobID]++
+			case "stranded job: replacement launched":
+				replaced[l.JobID]++
+			}
+		}
+	}
+	for _, id := range w.jobs {
+		if launches[id] > 1+replaced[id] {
+			w.t.Errorf("job %d had %d runners launched for it and %d logged replacements", id, launches[id], replaced[id])
+		}
+	}
+	return launches, replaced
+}
+
 // TestLocalKill9 is local mode's durability end to end: the real skiff
 // binary runs `skiff local` against the GitHub simulator over HTTP with
 // stand-in runners; it is killed with SIGKILL in the middle of a burst of
@@ -87,84 +213,35 @@ func TestLocalKill9(t *testing.T) {
 	}
 	skiff, standin := buildSkiff(t)
 
-	sim, pemKey := testenv.GitHubApp(t, "CANARYKILL")
-
-	dir := t.TempDir()
-	poolsFile, keyFile, data := filepath.Join(dir, "pools.yaml"), filepath.Join(dir, "app.pem"), filepath.Join(dir, "data")
-	if err := os.WriteFile(poolsFile, []byte(testenv.CPUPools), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, []byte(pemKey), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String() // the same address after the restart: the App's webhook URL
-	ln.Close()
+	w := newKill9World(t, "CANARYKILL", testenv.CPUPools)
+	sim, data, poolsFile := w.sim, w.data, w.poolsFile
+	addr := freeAddr(t) // the same address after the restart: the App's webhook URL
 	const limit, secret = 3, "kill-secret"
-	args := []string{"local", "-f", poolsFile, "--data-dir", data, "--listen", addr, "--app-id", strconv.Itoa(testenv.AppID), "--app-key-file", keyFile,
+	args := []string{"local", "-f", poolsFile, "--data-dir", data, "--listen", addr, "--app-id", strconv.Itoa(testenv.AppID), "--app-key-file", w.keyFile,
 		"--github-api-url", sim.URL(), "--allow", "acme", "--limits", "cpu=" + strconv.Itoa(limit), "--reconcile-every", "2s",
 		// Jobs long enough to be running at the kill and after the restart.
 		"--runner", "env SKIFF_STANDIN_DURATION=5s SKIFF_STANDIN_IDLE=20s " + standin}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute) // a safety net, never an assertion
-	defer cancel()
+	ctx := w.ctx
 	start := func(n int) (*exec.Cmd, string) {
 		t.Helper()
-		return startSkiff(ctx, t, skiff, dir, n, []string{"SKIFF_WEBHOOK_SECRET=" + secret}, args, "skiff local ready")
+		return startSkiff(ctx, t, skiff, w.dir, n, []string{"SKIFF_WEBHOOK_SECRET=" + secret}, args, "skiff local ready")
 	}
 
 	// Watch the runner processes all along: how many are alive at once,
 	// and whether any runs in a work directory that was removed.
-	var (
-		mu       sync.Mutex
-		maxAlive int
-		deleted  = map[int]string{}
-	)
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		for watchCtx.Err() == nil {
-			pids := standins(standin)
-			mu.Lock()
-			maxAlive = max(maxAlive, len(pids))
-			for _, pid := range pids {
-				if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid)); err == nil && strings.HasSuffix(cwd, " (deleted)") {
-					deleted[pid] = cwd
-				}
-			}
-			mu.Unlock()
-			time.Sleep(20 * time.Millisecond) // sampling other processes' state
-		}
-	}()
+	stopWatch := watchRunners(ctx, standin)
 
 	first, log1 := start(1)
 	sim.SetWebhook(testenv.AppID, "http://"+addr+"/", secret)
-	labels := []string{"self-hosted", "linux", "x64"}
-	var jobs []int64
-	burst := func(n int) {
-		t.Helper()
-		spec := ghsim.RunSpec{Repo: "acme/app"}
-		for range n {
-			spec.Jobs = append(spec.Jobs, ghsim.JobSpec{Labels: labels})
-		}
-		run, err := sim.StartRun(spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		jobs = append(jobs, run.JobIDs...)
-	}
 	// The kill lands while runners run, in the middle of the next jobs'
 	// launch: claims taken, the pool's last slot reserved (local mode caps
 	// maxRunners at the limit), its registration held up at GitHub.
-	burst(limit - 1)
+	w.burst(limit - 1)
 	waitFor(ctx, t, "runners launched before the kill", func() (bool, string) {
 		return count(log1, `"msg":"launched a runner process"`) >= limit-1, readFile(log1)
 	})
 	sim.SetFault(ghsim.OpGenerateOrgJITConfig, ghsim.Fault{Latency: time.Minute})
-	burst(3)
+	w.burst(3)
 	waitFor(ctx, t, "a launch in flight", func() (bool, string) {
 		st, err := localStatus(skiff, data, poolsFile)
 		return err == nil && st.reserved > 0, fmt.Sprintf("status %+v (%v)\n%s", st, err, readFile(log1))
@@ -177,72 +254,73 @@ func TestLocalKill9(t *testing.T) {
 	if n := len(standins(standin)); n == 0 {
 		t.Fatal("no runner was running at the kill: the test did not exercise a restart with live runners")
 	}
-	burst(3) // GitHub sends these while skiff is down: the deliveries fail, the reconciler redelivers them
+	w.burst(3) // GitHub sends these while skiff is down: the deliveries fail, the reconciler redelivers them
 	second, log2 := start(2)
-	burst(3)
+	w.burst(3)
 
-	waitFor(ctx, t, "every job completed, the ledger and the queue empty, no runner process left", func() (bool, string) {
-		var state []string
-		done := true
-		for _, id := range jobs {
-			j, _ := sim.Job(id)
-			if j.Status != "completed" {
-				done = false
-			}
-			state = append(state, fmt.Sprintf("job %d %s/%s on %s", id, j.Status, j.Conclusion, j.RunnerName))
-		}
-		st, err := localStatus(skiff, data, poolsFile)
-		if err != nil || st.live != 0 || st.queued != 0 {
-			done = false
-		}
-		alive := standins(standin)
-		state = append(state, fmt.Sprintf("status %+v (%v); runner processes %v", st, err, alive))
-		return done && len(alive) == 0, strings.Join(state, "\n") + "\n" + readFile(log2)
-	})
-	stopWatch()
-	<-watched
-	if err := second.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := second.Wait(); err != nil {
-		t.Errorf("skiff local after SIGTERM: %v", err)
-	}
+	w.drained(skiff, standin, log2)
+	maxAlive, deleted := stopWatch()
+	stopSkiff(t, second)
 
-	for _, id := range jobs {
-		if j, _ := sim.Job(id); j.Status != "completed" || j.Conclusion != "success" {
-			t.Errorf("job %d ended %s/%s", id, j.Status, j.Conclusion)
-		}
-	}
-	launches, replaced := map[int64]int{}, map[int64]int{}
-	for _, log := range []string{log1, log2} {
-		for _, l := range logLines(t, log) {
-			switch l.Msg {
-			case "launched a runner process":
-				launches[l.JobID]++
-			case "stranded job: replacement launched":
-				replaced[l.JobID]++
-			}
-		}
-	}
-	for _, id := range jobs {
-		if launches[id] > 1+replaced[id] {
-			t.Errorf("job %d had %d runners launched for it and %d logged replacements", id, launches[id], replaced[id])
-		}
-	}
+	w.checkJobs("launched a runner process", log1, log2)
 	if st, err := localStatus(skiff, data, poolsFile); err != nil || st.dead != 0 {
 		t.Errorf("dead letters after the run: %+v (%v)", st, err)
 	}
-	mu.Lock()
 	if maxAlive > limit {
 		t.Errorf("%d runner processes were alive at once, over the pool's limit of %d", maxAlive, limit)
 	}
 	for pid, cwd := range deleted {
 		t.Errorf("runner process %d ran in a removed work directory %s", pid, cwd)
 	}
-	mu.Unlock()
 	if left := standins(standin); len(left) > 0 {
 		t.Errorf("runner processes left after skiff local stopped: %v", left)
 	}
+	logRuns(t, log1, log2)
+}
+
+// watchRunners samples the processes of the stand-in binary at path
+// until the returned stop is called, which gives the most seen alive at
+// once and those that ran in a removed work directory (by pid).
+func watchRunners(ctx context.Context, path string) (stop func() (maxAlive int, deleted map[int]string)) {
+	ctx, cancel := context.WithCancel(ctx)
+	maxAlive, deleted := 0, map[int]string{}
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for ctx.Err() == nil {
+			pids := standins(path)
+			maxAlive = max(maxAlive, len(pids))
+			for _, pid := range pids {
+				if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid)); err == nil && strings.HasSuffix(cwd, " (deleted)") {
+					deleted[pid] = cwd
+				}
+			}
+			time.Sleep(20 * time.Millisecond) // sampling other processes' state
+		}
+	}()
+	return func() (int, map[int]string) {
+		cancel()
+		<-watched
+		return maxAlive, deleted
+	}
+}
+
+// stopSkiff ends a skiff run with SIGTERM, as an operator would, and
+// fails t unless it exits cleanly.
+func stopSkiff(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("skiff local after SIGTERM: %v", err)
+	}
+}
+
+// logRuns logs both runs' logs when the test failed, or always with
+// SKIFF_LOCAL_LOGS set.
+func logRuns(t *testing.T, log1, log2 string) {
+	t.Helper()
 	if t.Failed() || os.Getenv("SKIFF_LOCAL_LOGS") != "" {
 		t.Logf("first run's log:\n%s\nsecond run's log:\n%s", readFile(log1), readFile(log2))
 	}

@@ -192,6 +192,45 @@ func TestStatus(t *testing.T) {
 func TestStatusLocal(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
+	seedLocalStatus(t, dir)
+
+	var stdout, stderr bytes.Buffer
+	noAWS := func(context.Context, string) (statusSources, error) {
+		return statusSources{}, errors.New("AWS asked in local mode")
+	}
+	if code := statusCommand([]string{"--data-dir", dir, "-f", "testdata/status-pools.yaml"}, &stdout, &stderr, noAWS); code != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{"job queue: 1 waiting, 1 in flight", "dead letters: 1", "job 7  launch_quota: raise the vCPU quota",
+		"pool cpu, last hour, 2 cold starts: queued → assigned p50 40.0s, p95 50.0s; skiff's own share (queued → launch requested) p50 0.5s, p95 0.8s"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^\s+cpu\s+1\s+\d+\s+0\s+1\s`).MatchString(out) {
+		t.Errorf("want pool cpu with one live runner, launched:\n%s", out)
+	}
+
+	// A directory without local mode's file is an error, and stays empty.
+	empty := t.TempDir()
+	stderr.Reset()
+	if code := statusCommand([]string{"--data-dir", empty, "-f", "testdata/status-pools.yaml"}, &stdout, &stderr, noAWS); code != exitFailed {
+		t.Errorf("exit %d for an empty directory, want %d", code, exitFailed)
+	}
+	if entries, _ := os.ReadDir(empty); len(entries) != 0 {
+		t.Errorf("status created %v in an empty directory", entries)
+	}
+	if code := statusCommand([]string{"--data-dir", dir, "--table", "t", "-f", "testdata/status-pools.yaml"}, &stdout, &stderr, noAWS); code != exitUsage {
+		t.Errorf("exit %d with both --table and --data-dir, want %d", code, exitUsage)
+	}
+}
+
+// seedLocalStatus writes a local-mode file in dir: a runner launched in
+// pool cpu, three jobs' metrics records (two in the last hour), a queue of
+// one waiting job, one in flight and one dead letter.
+func seedLocalStatus(t *testing.T, dir string) {
+	t.Helper()
 	ctx := context.Background()
 	db, err := sqlitestore.Open(local.DBFile(dir), sqlitestore.Options{})
 	if err != nil {
@@ -237,37 +276,6 @@ func TestStatusLocal(t *testing.T) {
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
-	}
-
-	var stdout, stderr bytes.Buffer
-	noAWS := func(context.Context, string) (statusSources, error) {
-		return statusSources{}, errors.New("AWS asked in local mode")
-	}
-	if code := statusCommand([]string{"--data-dir", dir, "-f", "testdata/status-pools.yaml"}, &stdout, &stderr, noAWS); code != exitOK {
-		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
-	}
-	out := stdout.String()
-	for _, want := range []string{"job queue: 1 waiting, 1 in flight", "dead letters: 1", "job 7  launch_quota: raise the vCPU quota",
-		"pool cpu, last hour, 2 cold starts: queued → assigned p50 40.0s, p95 50.0s; skiff's own share (queued → launch requested) p50 0.5s, p95 0.8s"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
-	}
-	if !regexp.MustCompile(`(?m)^\s+cpu\s+1\s+\d+\s+0\s+1\s`).MatchString(out) {
-		t.Errorf("want pool cpu with one live runner, launched:\n%s", out)
-	}
-
-	// A directory without local mode's file is an error, and stays empty.
-	empty := t.TempDir()
-	stderr.Reset()
-	if code := statusCommand([]string{"--data-dir", empty, "-f", "testdata/status-pools.yaml"}, &stdout, &stderr, noAWS); code != exitFailed {
-		t.Errorf("exit %d for an empty directory, want %d", code, exitFailed)
-	}
-	if entries, _ := os.ReadDir(empty); len(entries) != 0 {
-		t.Errorf("status created %v in an empty directory", entries)
-	}
-	if code := statusCommand([]string{"--data-dir", dir, "--table", "t", "-f", "testdata/status-pools.yaml"}, &stdout, &stderr, noAWS); code != exitUsage {
-		t.Errorf("exit %d with both --table and --data-dir, want %d", code, exitUsage)
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/store/dynamostore"
@@ -72,26 +74,8 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	moto := testenv.Moto(t)
 	ddb := testenv.DynamoClient(t, moto)
 	ctx := t.Context()
-	if err := dynamostore.CreateTable(ctx, ddb, "skiff-ec2events"); err != nil {
-		t.Fatal(err)
-	}
-	led := dynamostore.NewLedgerDynamo(ddb, "skiff-ec2events")
 	t0 := time.Now().UTC().Truncate(time.Second) // the function reads the real clock to hide expired records
-	r := ledger.Runner{Name: "skiff-42-1", Pool: "gpu", JobID: 42, RunID: 4, Attempt: 1, ReservedAt: t0}
-	r2 := ledger.Runner{Name: "skiff-43-1", Pool: "gpu", JobID: 43, RunID: 4, Attempt: 1, ReservedAt: t0}
-	if n, err := led.Reserve(ctx, "gpu", 5, []ledger.Runner{r, r2}); err != nil || n != 2 {
-		t.Fatalf("Reserve = %d, %v", n, err)
-	}
-	// Both runners ran their own job (a runner that did not is left to the reconciler).
-	for i, rr := range []ledger.Runner{r, r2} {
-		id := []string{"i-0abc42", "i-0abc43"}[i]
-		if err := led.Launched(ctx, rr.Name, ledger.LaunchReport{InstanceID: id, InstanceType: "g6.xlarge", Spot: true, At: t0}); err != nil {
-			t.Fatal(err)
-		}
-		if err := led.Advance(ctx, rr.Name, ledger.StateJobStarted, t0, rr.JobID); err != nil {
-			t.Fatal(err)
-		}
-	}
+	led, r, r2 := seedRunning(t, ddb, t0)
 
 	fn := testenv.StartRIE(t, testenv.BuildLambda(t, runtime.GOARCH), env(moto))
 	invoke := func(ev any) string {
@@ -149,4 +133,31 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	if n := bytes.Count([]byte(out), []byte(`"msg":"runner ended"`)); n != 1 {
 		t.Errorf("%d runner-ended logs, want 1", n)
 	}
+}
+
+// seedRunning writes two runners of pool gpu, launched at t0 on
+// i-0abc42 and i-0abc43, each running its own job (a runner that did not
+// is left to the reconciler), to the ledger in table skiff-ec2events.
+func seedRunning(t *testing.T, ddb *dynamodb.Client, t0 time.Time) (led *dynamostore.LedgerDynamo, r, r2 ledger.Runner) {
+	t.Helper()
+	ctx := t.Context()
+	if err := dynamostore.CreateTable(ctx, ddb, "skiff-ec2events"); err != nil {
+		t.Fatal(err)
+	}
+	led = dynamostore.NewLedgerDynamo(ddb, "skiff-ec2events")
+	r = ledger.Runner{Name: "skiff-42-1", Pool: "gpu", JobID: 42, RunID: 4, Attempt: 1, ReservedAt: t0}
+	r2 = ledger.Runner{Name: "skiff-43-1", Pool: "gpu", JobID: 43, RunID: 4, Attempt: 1, ReservedAt: t0}
+	if n, err := led.Reserve(ctx, "gpu", 5, []ledger.Runner{r, r2}); err != nil || n != 2 {
+		t.Fatalf("Reserve = %d, %v", n, err)
+	}
+	for i, rr := range []ledger.Runner{r, r2} {
+		id := []string{"i-0abc42", "i-0abc43"}[i]
+		if err := led.Launched(ctx, rr.Name, ledger.LaunchReport{InstanceID: id, InstanceType: "g6.xlarge", Spot: true, At: t0}); err != nil {
+			t.Fatal(err)
+		}
+		if err := led.Advance(ctx, rr.Name, ledger.StateJobStarted, t0, rr.JobID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return led, r, r2
 }

@@ -89,6 +89,25 @@ func newTables(t *testing.T, ddb *dynamodb.Client, name string) {
 	}
 }
 
+// sqsMessage is the first delivery of body, as message id.
+func sqsMessage(id, body string) events.SQSMessage {
+	return events.SQSMessage{MessageId: id, Body: body, Attributes: map[string]string{"ApproximateReceiveCount": "1"}}
+}
+
+// invokeSQS hands fn a batch of msgs and returns its batch item failures;
+// an answer without the list fails t.
+func invokeSQS(t *testing.T, fn *testenv.Lambda, msgs ...events.SQSMessage) []events.SQSBatchItemFailure {
+	t.Helper()
+	raw := fn.Invoke(t, events.SQSEvent{Records: msgs})
+	var br struct {
+		BatchItemFailures *[]events.SQSBatchItemFailure `json:"batchItemFailures"`
+	}
+	if err := json.Unmarshal(raw, &br); err != nil || br.BatchItemFailures == nil {
+		t.Fatalf("response %s (%v)\noutput:\n%s", raw, err, fn.Out.String())
+	}
+	return *br.BatchItemFailures
+}
+
 // TestBootstrapUnderRIE runs the built bootstrap under the Lambda runtime
 // interface emulator, with the App key from a Secrets Manager stub, the
 // GitHub simulator, dynalite for both tables and the shared EC2 fake over
@@ -123,30 +142,6 @@ func TestBootstrapUnderRIE(t *testing.T) {
 			Labels: labels, Pool: "default", DeliveryID: fmt.Sprintf("d%d", id), ReceivedAt: time.Now()})
 		return string(b)
 	}
-	msg := func(id, body string) events.SQSMessage {
-		return events.SQSMessage{MessageId: id, Body: body, Attributes: map[string]string{"ApproximateReceiveCount": "1"}}
-	}
-	invoke := func(msgs ...events.SQSMessage) []events.SQSBatchItemFailure {
-		t.Helper()
-		raw := fn.Invoke(t, events.SQSEvent{Records: msgs})
-		var br struct {
-			BatchItemFailures *[]events.SQSBatchItemFailure `json:"batchItemFailures"`
-		}
-		if err := json.Unmarshal(raw, &br); err != nil || br.BatchItemFailures == nil {
-			t.Fatalf("response %s (%v)\noutput:\n%s", raw, err, fn.Out.String())
-		}
-		return *br.BatchItemFailures
-	}
-	registration := func(id string) map[string]types.AttributeValue {
-		t.Helper()
-		arn := userdata.InstanceARN("aws", "us-east-1", "123456789012", id)
-		item, err := ddb.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String("skiff-su-reg"), ReturnValues: types.ReturnValueAllOld,
-			Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: arn}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return item.Attributes
-	}
 
 	// The runs' workflow_run events, as the webhook records them: scale-up
 	// reads the trigger for the pool's fork policy.
@@ -159,7 +154,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	}
 
 	// 1. Two good jobs share one fleet; each instance gets its own tags.
-	if f := invoke(msg("m1", job(501)), msg("m2", job(502, "self-hosted", "windows")), msg("m3", "not json"), msg("m4", job(503))); len(f) != 0 {
+	if f := invokeSQS(t, fn, sqsMessage("m1", job(501)), sqsMessage("m2", job(502, "self-hosted", "windows")), sqsMessage("m3", "not json"), sqsMessage("m4", job(503))); len(f) != 0 {
 		t.Fatalf("failures %+v\noutput:\n%s", f, fn.Out.String())
 	}
 	if n := fake.Calls("CreateFleet"); n != 1 {
@@ -174,19 +169,11 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	if len(live) != 2 || fake.Calls("CreateTags") != 2 {
 		t.Fatalf("%d instances, %d CreateTags calls, want 2 and 2\noutput:\n%s", len(live), fake.Calls("CreateTags"), fn.Out.String())
 	}
-	for _, inst := range live {
-		reg := registration(inst.ID)
-		m, ok := reg["mode"].(*types.AttributeValueMemberS)
-		name, _ := reg["runner_name"].(*types.AttributeValueMemberS)
-		if !ok || m.Value != "jit" || name == nil || inst.Tags["skiff:runner-name"] != name.Value ||
-			!strings.HasPrefix(name.Value, "skiff-"+inst.Tags["skiff:deployment"]+"-"+inst.Tags["skiff:job-id"]+"-") || inst.Tags["skiff:pool"] != "default" {
-			t.Errorf("instance %s tags %v, registration %v", inst.ID, inst.Tags, reg)
-		}
-	}
+	checkJITInstances(t, ddb, live)
 
 	// 2. No spot capacity for the first type: the second type launches.
 	fake.FailPool("c7i.xlarge/subnet-0a1b2c3d4e5f60718/spot", "InsufficientInstanceCapacity")
-	if f := invoke(msg("m5", job(601))); len(f) != 0 {
+	if f := invokeSQS(t, fn, sqsMessage("m5", job(601))); len(f) != 0 {
 		t.Fatalf("failures %+v\noutput:\n%s", f, fn.Out.String())
 	}
 	live = fake.Live()
@@ -200,14 +187,21 @@ func TestBootstrapUnderRIE(t *testing.T) {
 			fake.FailPool(typ+"/subnet-0a1b2c3d4e5f60718/"+life, "InsufficientInstanceCapacity")
 		}
 	}
-	if f := invoke(msg("m6", job(701))); len(f) != 1 || f[0].ItemIdentifier != "m6" {
+	if f := invokeSQS(t, fn, sqsMessage("m6", job(701))); len(f) != 1 || f[0].ItemIdentifier != "m6" {
 		t.Errorf("failures %+v, want m6 retried\noutput:\n%s", f, fn.Out.String())
 	}
 	if len(fake.Live()) != 3 {
 		t.Errorf("%d instances after a failed launch, want 3", len(fake.Live()))
 	}
 
-	logs := fn.Out.String()
+	checkScaleUpOutput(t, fn.Out.String())
+}
+
+// checkScaleUpOutput fails t unless the function's output logs carry no
+// credential and tell of each outcome of TestBootstrapUnderRIE's batches,
+// with their metrics.
+func checkScaleUpOutput(t *testing.T, logs string) {
+	t.Helper()
 	if strings.Contains(logs, "CANARYJIT") || strings.Contains(logs, "BEGIN RSA") {
 		t.Error("a credential appeared in the function's output")
 	}
@@ -215,6 +209,33 @@ func TestBootstrapUnderRIE(t *testing.T) {
 		`"reason":"launch_capacity"`, `"ScaleUpCapacityErrors":1`, `"ScaleUpFallbacks":1`, `"msg":"job returned to the queue"`} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("output lacks %s:\n%s", want, logs)
+		}
+	}
+}
+
+// checkJITInstances fails t unless each instance of live has its
+// registration item (taken now) in JIT mode, under the runner name its
+// tags give, of this deployment and job, in pool default.
+func checkJITInstances(t *testing.T, ddb *dynamodb.Client, live []ec2fake.Instance) {
+	t.Helper()
+	ctx := context.Background()
+	registration := func(id string) map[string]types.AttributeValue {
+		t.Helper()
+		arn := userdata.InstanceARN("aws", "us-east-1", "123456789012", id)
+		item, err := ddb.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String("skiff-su-reg"), ReturnValues: types.ReturnValueAllOld,
+			Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: arn}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return item.Attributes
+	}
+	for _, inst := range live {
+		reg := registration(inst.ID)
+		m, ok := reg["mode"].(*types.AttributeValueMemberS)
+		name, _ := reg["runner_name"].(*types.AttributeValueMemberS)
+		if !ok || m.Value != "jit" || name == nil || inst.Tags["skiff:runner-name"] != name.Value ||
+			!strings.HasPrefix(name.Value, "skiff-"+inst.Tags["skiff:deployment"]+"-"+inst.Tags["skiff:job-id"]+"-") || inst.Tags["skiff:pool"] != "default" {
+			t.Errorf("instance %s tags %v, registration %v", inst.ID, inst.Tags, reg)
 		}
 	}
 }
@@ -238,25 +259,8 @@ func TestNoAppUnderRIE(t *testing.T) {
 		t.Fatal(err)
 	}
 	sq := sqs.NewFromConfig(awsCfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(moto) })
-	mkQueue := func(name string) string {
-		out, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return aws.ToString(out.QueueUrl)
-	}
-	jobs, dlq := mkQueue("noapp-jobs"), mkQueue("noapp-dlq")
-	depth := func(url string) (visible, delayed int) {
-		out, err := sq.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
-			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages,
-				sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		visible, _ = strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
-		delayed, _ = strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed)])
-		return visible, delayed
-	}
+	jobs, dlq := createQueue(t, sq, "noapp-jobs"), createQueue(t, sq, "noapp-dlq")
+	depth := func(url string) (visible, delayed int) { return queueDepth(t, sq, url) }
 
 	sim, pemKey := testenv.GitHubApp(t, "")
 	fake := ec2fake.New()
@@ -278,15 +282,7 @@ func TestNoAppUnderRIE(t *testing.T) {
 	}
 	invoke := func() []events.SQSBatchItemFailure {
 		t.Helper()
-		raw := fn.Invoke(t, events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m1", Body: string(body),
-			Attributes: map[string]string{"ApproximateReceiveCount": "1"}}}})
-		var br struct {
-			BatchItemFailures *[]events.SQSBatchItemFailure `json:"batchItemFailures"`
-		}
-		if err := json.Unmarshal(raw, &br); err != nil || br.BatchItemFailures == nil {
-			t.Fatalf("response %s (%v)\noutput:\n%s", raw, err, fn.Out.String())
-		}
-		return *br.BatchItemFailures
+		return invokeSQS(t, fn, sqsMessage("m1", string(body)))
 	}
 
 	if f := invoke(); len(f) != 0 {
@@ -320,4 +316,29 @@ func TestNoAppUnderRIE(t *testing.T) {
 	if strings.Contains(fn.Out.String(), "BEGIN RSA") {
 		t.Error("the App key reached the log")
 	}
+}
+
+// createQueue creates the queue name and returns its URL.
+func createQueue(t *testing.T, sq *sqs.Client, name string) string {
+	t.Helper()
+	out, err := sq.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return aws.ToString(out.QueueUrl)
+}
+
+// queueDepth is how many messages the queue at url holds, visible and
+// delayed.
+func queueDepth(t *testing.T, sq *sqs.Client, url string) (visible, delayed int) {
+	t.Helper()
+	out, err := sq.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+			sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	visible, _ = strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
+	delayed, _ = strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed)])
+	return visible, delayed
 }

@@ -86,10 +86,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	poolsFile := filepath.Join(t.TempDir(), "pools.yaml")
-	if err := os.WriteFile(poolsFile, pools, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	poolsFile := testenv.WritePoolsFile(t, t.TempDir(), string(pools))
 	env := testenv.LambdaEnv(
 		"AWS_ENDPOINT_URL_DYNAMODB="+dynamo,
 		"AWS_ENDPOINT_URL_SQS="+sqsEndpoint,
@@ -102,14 +99,6 @@ func TestBootstrapUnderRIE(t *testing.T) {
 		"SKIFF_ALLOWED_INSTALLATIONS=*",
 	)
 	fn := testenv.StartRIE(t, bootstrap, env)
-	invoke := func(ev events.LambdaFunctionURLRequest) events.LambdaFunctionURLResponse {
-		t.Helper()
-		out := fn.InvokeURL(t, ev)
-		if ct := out.Headers["content-type"]; ct != "application/json" {
-			t.Fatalf("content-type %q, want application/json\nemulator output:\n%s", ct, fn.Out.String())
-		}
-		return out
-	}
 
 	read := func(name string) []byte {
 		b, err := os.ReadFile(filepath.Join(root, "testdata", "webhooks", name))
@@ -148,14 +137,34 @@ func TestBootstrapUnderRIE(t *testing.T) {
 		{"queued from the deleted installation", event("workflow_job", "d-late", queued, canary, false), 403},
 	}
 	for _, s := range steps {
-		if got := invoke(s.ev); got.StatusCode != s.wantStatus {
+		if got := invokeJSON(t, fn, s.ev); got.StatusCode != s.wantStatus {
 			t.Errorf("%s: status %d %s, want %d", s.name, got.StatusCode, got.Body, s.wantStatus)
 		}
 	}
 
 	// The replay enqueues the job again (the webhook keeps no delivery ids);
 	// both messages name the one job, which scale-up claims once.
-	msgs := receive(t)
+	checkEnqueued(t, receive(t))
+	checkWebhookRecords(t, dynamo, table)
+	checkWebhookOutput(t, fn)
+}
+
+// invokeJSON invokes fn's Function URL with ev; an answer that is not
+// JSON fails t.
+func invokeJSON(t *testing.T, fn *testenv.Lambda, ev events.LambdaFunctionURLRequest) events.LambdaFunctionURLResponse {
+	t.Helper()
+	out := fn.InvokeURL(t, ev)
+	if ct := out.Headers["content-type"]; ct != "application/json" {
+		t.Fatalf("content-type %q, want application/json\nemulator output:\n%s", ct, fn.Out.String())
+	}
+	return out
+}
+
+// checkEnqueued fails t unless msgs are the queued delivery and its replay,
+// both naming the one job: the webhook keeps no delivery ids; scale-up
+// claims the job once.
+func checkEnqueued(t *testing.T, msgs []string) {
+	t.Helper()
 	if len(msgs) != 2 {
 		t.Fatalf("SQS holds %d messages, want 2 (the queued delivery and its replay): %q", len(msgs), msgs)
 	}
@@ -168,6 +177,13 @@ func TestBootstrapUnderRIE(t *testing.T) {
 			t.Errorf("message = %s (%v)", m, err)
 		}
 	}
+}
+
+// checkWebhookRecords fails t unless the table at the DynamoDB endpoint
+// dynamo holds the job in progress with its run, and both installations,
+// the deleted one as deleted.
+func checkWebhookRecords(t *testing.T, dynamo, table string) {
+	t.Helper()
 	st := dynamostore.NewDynamo(testenv.DynamoClient(t, dynamo), table)
 	if rec, err := st.Job(context.Background(), 289782451); err != nil || rec.Status != store.StatusInProgress || rec.RunnerName == "" || rec.QueuedAt.IsZero() {
 		t.Errorf("in_progress record = %+v, %v", rec, err)
@@ -183,7 +199,12 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	if rec, err := insts.Installation(context.Background(), 3456996); err != nil || rec.Status != store.InstallationDeleted {
 		t.Errorf("deleted installation record = %+v, %v", rec, err)
 	}
+}
 
+// checkWebhookOutput fails t unless fn's output holds no secret, tells of
+// its start, metrics and deliveries, and is JSON line by line.
+func checkWebhookOutput(t *testing.T, fn *testenv.Lambda) {
+	t.Helper()
 	out := fn.Out.String()
 	if strings.Contains(out, canary) {
 		t.Error("the webhook secret appeared in the function's output")

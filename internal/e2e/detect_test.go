@@ -132,32 +132,41 @@ func TestRefusedJobOnSkiffRunner(t *testing.T) {
 					took, j.RunnerName, rs[0].RunnerName)
 			}
 
-			events, err := s.security.SecurityEvents(context.Background(), start.Add(-1))
-			if err != nil {
-				t.Fatal(err)
-			}
-			counted := s.hooks.Get(webhook.MetricSecurityEvent, "")
-			logged := strings.Count(s.logs.String(), "SECURITY EVENT")
-			if tc.reason == "" {
-				if len(events) != 0 || counted != 0 || logged != 0 {
-					t.Fatalf("an admitted job raised %d events, counted %d, logged %d: %+v", len(events), counted, logged, events)
-				}
-				return
-			}
-			want := store.SecurityEvent{JobID: refusedJob, Repository: tc.refused.Repo, Runner: rs[0].RunnerName, Pool: "oss", Reason: tc.reason}
-			if len(events) != 1 || events[0].JobID != want.JobID || events[0].Repository != want.Repository ||
-				events[0].Runner != want.Runner || events[0].Pool != want.Pool || events[0].Reason != want.Reason {
-				t.Fatalf("security events %+v, want one like %+v\n%s", events, want, s.logs.String())
-			}
-			if counted != 1 || logged != 1 {
-				t.Errorf("counted %d, logged %d; want 1 each", counted, logged)
-			}
-			// A replay of the in_progress delivery (GitHub redelivers) is
-			// the same event: recorded, counted and logged once.
-			s.replayJobEvents(t, refusedJob)
-			if again := s.hooks.Get(webhook.MetricSecurityEvent, ""); again != 1 {
-				t.Errorf("counted %d after a replay, want 1", again)
-			}
+			checkSecurityEvent(t, s, refusedJob, tc.refused.Repo, rs[0].RunnerName, tc.reason)
 		})
+	}
+}
+
+// checkSecurityEvent fails t unless the stack s recorded, counted and
+// logged one security event for the refused job of repo on runner with
+// reason ("" for none and no refused job), once even when its in_progress
+// delivery is replayed.
+func checkSecurityEvent(t *testing.T, s *stack, refusedJob int64, repo, runner, reason string) {
+	t.Helper()
+	events, err := s.security.SecurityEvents(context.Background(), start.Add(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	counted := s.hooks.Get(webhook.MetricSecurityEvent, "")
+	logged := strings.Count(s.logs.String(), "SECURITY EVENT")
+	if reason == "" {
+		if len(events) != 0 || counted != 0 || logged != 0 {
+			t.Fatalf("an admitted job raised %d events, counted %d, logged %d: %+v", len(events), counted, logged, events)
+		}
+		return
+	}
+	want := store.SecurityEvent{JobID: refusedJob, Repository: repo, Runner: runner, Pool: "oss", Reason: reason}
+	if len(events) != 1 || events[0].JobID != want.JobID || events[0].Repository != want.Repository ||
+		events[0].Runner != want.Runner || events[0].Pool != want.Pool || events[0].Reason != want.Reason {
+		t.Fatalf("security events %+v, want one like %+v\n%s", events, want, s.logs.String())
+	}
+	if counted != 1 || logged != 1 {
+		t.Errorf("counted %d, logged %d; want 1 each", counted, logged)
+	}
+	// A replay of the in_progress delivery (GitHub redelivers) is
+	// the same event: recorded, counted and logged once.
+	s.replayJobEvents(t, refusedJob)
+	if again := s.hooks.Get(webhook.MetricSecurityEvent, ""); again != 1 {
+		t.Errorf("counted %d after a replay, want 1", again)
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
-	"crypto/rand"
-	"crypto/rsa"
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
@@ -13,7 +11,6 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -62,23 +59,6 @@ const (
 )
 
 var start = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
-
-var (
-	keyOnce sync.Once
-	appKey  *rsa.PrivateKey
-)
-
-func key(t *testing.T) *rsa.PrivateKey {
-	t.Helper()
-	keyOnce.Do(func() {
-		k, err := rsa.GenerateKey(rand.Reader, 2048)
-		if err != nil {
-			panic(err)
-		}
-		appKey = k
-	})
-	return appKey
-}
 
 // regs is the runners' registration table: it checks each registration
 // and keeps none (these tests boot no runner).
@@ -132,7 +112,7 @@ func newStackWith(t *testing.T, o stackOptions) *stack {
 		o.allow = []string{"acme"}
 	}
 	clock := ghsim.NewClock(start)
-	k := key(t)
+	k := testenv.Key()
 	s := &stack{sim: ghsim.New(ghsim.Options{Now: clock.Now}), queue: &queue.Memory{}, ec2: ec2fake.New(),
 		hooks: &telemetry.Memory{}, scaleup: &telemetry.Memory{}, logs: &testenv.SyncBuffer{}}
 	t.Cleanup(s.sim.Close)
@@ -275,14 +255,17 @@ func (s *stack) drain(t *testing.T) (notDone int) {
 // which launches on the EC2 fake or refuses — a public repository at the
 // webhook, a fork's pull request at scale-up unless the pool admits it
 // (for collaborators: the author's permission, asked of GitHub).
+// whoWant is what must become of a job: the webhook's answer, enqueued,
+// launched, or refused (and where).
+type whoWant struct {
+	hook     int // the webhook's answer to workflow_job queued (default 200)
+	enqueued bool
+	launched bool
+	refused  string // the reason counted: at the webhook (public_repository) or scale-up (fork_pull_request)
+}
+
 func TestWhoMayRunEndToEnd(t *testing.T) {
 	t.Parallel()
-	type want struct {
-		hook     int // the webhook's answer to workflow_job queued (default 200)
-		enqueued bool
-		launched bool
-		refused  string // the reason counted: at the webhook (public_repository) or scale-up (fork_pull_request)
-	}
 	cases := []struct {
 		name   string
 		repo   string
@@ -292,28 +275,28 @@ func TestWhoMayRunEndToEnd(t *testing.T) {
 		role   string // the actor's role on the repository; "" not a collaborator
 		labels []string
 		lost   bool // the workflow_run delivery is lost: scale-up looks the run up
-		want   want
+		want   whoWant
 	}{
 		{name: "a push in a private repository", repo: "acme/app", event: "push", labels: []string{"self-hosted", "linux", "x64"},
-			want: want{enqueued: true, launched: true}},
+			want: whoWant{enqueued: true, launched: true}},
 		{name: "a public repository", repo: "acme/site", event: "push", labels: []string{"self-hosted", "linux", "x64"},
-			want: want{hook: 202, refused: "public_repository"}},
+			want: whoWant{hook: 202, refused: "public_repository"}},
 		{name: "a pull request from a fork", repo: "acme/app", event: "pull_request", head: "mallory/app", actor: "mallory",
-			labels: []string{"self-hosted", "linux", "x64"}, want: want{enqueued: true, refused: "fork_pull_request"}},
+			labels: []string{"self-hosted", "linux", "x64"}, want: whoWant{enqueued: true, refused: "fork_pull_request"}},
 		{name: "a fork's pull request by a collaborator with write access", repo: "acme/app", event: "pull_request",
 			head: "alice/app", actor: "alice", role: "write", labels: []string{"trusted-forks"},
-			want: want{enqueued: true, launched: true}},
+			want: whoWant{enqueued: true, launched: true}},
 		{name: "a fork's pull request by a collaborator, its workflow_run lost", repo: "acme/app", event: "pull_request",
 			head: "alice/app", actor: "alice", role: "maintain", labels: []string{"trusted-forks"}, lost: true,
-			want: want{enqueued: true, launched: true}},
+			want: whoWant{enqueued: true, launched: true}},
 		{name: "a fork's pull request by a reader", repo: "acme/app", event: "pull_request",
 			head: "rita/app", actor: "rita", role: "read", labels: []string{"trusted-forks"},
-			want: want{enqueued: true, refused: "fork_pull_request"}},
+			want: whoWant{enqueued: true, refused: "fork_pull_request"}},
 		{name: "a fork's pull request by a first-time contributor", repo: "acme/app", event: "pull_request",
 			head: "newbie/app", actor: "newbie", labels: []string{"trusted-forks"},
-			want: want{enqueued: true, refused: "fork_pull_request"}},
+			want: whoWant{enqueued: true, refused: "fork_pull_request"}},
 		{name: "a fork's pull request on a pool that allows forks", repo: "acme/app", event: "pull_request",
-			head: "mallory/app", actor: "mallory", labels: []string{"any-fork"}, want: want{enqueued: true, launched: true}},
+			head: "mallory/app", actor: "mallory", labels: []string{"any-fork"}, want: whoWant{enqueued: true, launched: true}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -352,23 +335,30 @@ func TestWhoMayRunEndToEnd(t *testing.T) {
 			if got := len(s.ec2.Live()); (got == 1) != tc.want.launched || got > 1 {
 				t.Errorf("%d instances launched, want launched %v\n%s", got, tc.want.launched, s.logs.String())
 			}
-			switch tc.want.refused {
-			case "public_repository":
-				if s.hooks.Get(webhook.MetricUnmatched, tc.want.refused) != 1 {
-					t.Errorf("the webhook did not count %s: %v", tc.want.refused, s.hooks.Snapshot())
-				}
-			case "fork_pull_request":
-				if s.scaleup.Get(scaleup.MetricSkipped, tc.want.refused) != 1 {
-					t.Errorf("scale-up did not count %s: %v", tc.want.refused, s.scaleup.Snapshot())
-				}
-			}
-			if tc.want.refused != "" && s.sim.Requests(ghsim.OpGenerateOrgJITConfig) != 0 {
-				t.Error("a refused job got a JIT configuration")
-			}
+			checkRefusal(t, s, tc.want.refused)
 			if wantRuns := map[bool]int{true: 1}[tc.lost]; s.sim.Requests(ghsim.OpGetWorkflowRun) != wantRuns {
 				t.Errorf("%d run lookups, want %d (the webhook's workflow_run record serves)", s.sim.Requests(ghsim.OpGetWorkflowRun), wantRuns)
 			}
 		})
+	}
+}
+
+// checkRefusal fails t unless a job refused for refused ("" none) was
+// counted where it was refused, and got no JIT configuration.
+func checkRefusal(t *testing.T, s *stack, refused string) {
+	t.Helper()
+	switch refused {
+	case "public_repository":
+		if s.hooks.Get(webhook.MetricUnmatched, refused) != 1 {
+			t.Errorf("the webhook did not count %s: %v", refused, s.hooks.Snapshot())
+		}
+	case "fork_pull_request":
+		if s.scaleup.Get(scaleup.MetricSkipped, refused) != 1 {
+			t.Errorf("scale-up did not count %s: %v", refused, s.scaleup.Snapshot())
+		}
+	}
+	if refused != "" && s.sim.Requests(ghsim.OpGenerateOrgJITConfig) != 0 {
+		t.Error("a refused job got a JIT configuration")
 	}
 }
 

@@ -63,36 +63,7 @@ func TestThisBuild(t *testing.T) {
 // guard's.
 func TestOlderGoFails(t *testing.T) {
 	t.Parallel()
-	// go test puts its own toolchain's bin first on PATH: look at every go
-	// on PATH and take the oldest, the machine's own.
-	local := func(goBin, dir string, args ...string) (string, error) {
-		cmd := exec.Command(goBin, args...)
-		cmd.Dir = dir
-		// go test sets GOROOT to its own toolchain's: each go finds its own.
-		for _, kv := range os.Environ() {
-			if !strings.HasPrefix(kv, "GOROOT=") && !strings.HasPrefix(kv, "GOTOOLDIR=") {
-				cmd.Env = append(cmd.Env, kv)
-			}
-		}
-		cmd.Env = append(cmd.Env, "GOTOOLCHAIN=local", "GOFLAGS=")
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
-	var goBin, localVersion string
-	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
-		p := filepath.Join(d, "go")
-		if _, err := os.Stat(p); err != nil {
-			continue
-		}
-		out, err := local(p, t.TempDir(), "env", "GOVERSION")
-		v := strings.TrimSpace(out)
-		if err != nil || !version.IsValid(v) {
-			continue
-		}
-		if goBin == "" || version.Compare(v, localVersion) < 0 {
-			goBin, localVersion = p, v
-		}
-	}
+	goBin, localVersion := oldestGo(t)
 	if goBin == "" || version.Compare(localVersion, gotoolchain.Required) >= 0 {
 		t.Skipf("the oldest Go on PATH is %q, not older than %s: nothing older to try", localVersion, gotoolchain.Required)
 	}
@@ -101,53 +72,92 @@ func TestOlderGoFails(t *testing.T) {
 
 	t.Run("go line", func(t *testing.T) {
 		t.Parallel()
-		out, err := local(goBin, root, "build", "-o", os.DevNull, "./pkg/names")
+		out, err := goLocal(goBin, root, "build", "-o", os.DevNull, "./pkg/names")
 		want := "go.mod requires go >= " + strings.TrimPrefix(gotoolchain.Required, "go")
 		if err == nil || !strings.Contains(out, want) {
 			t.Errorf("go build with %s: err %v, output %q; want a failure saying %q", localVersion, err, out, want)
 		}
 	})
-
-	// The guard package copied into a module of its own whose go line is
-	// the old Go's own release line.
-	guard := func(t *testing.T, withOld bool) (string, error) {
-		t.Helper()
-		dir := t.TempDir()
-		mod := "module example.com/guard\n\ngo " + strings.TrimPrefix(version.Lang(localVersion), "go") + "\n"
-		if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(mod), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		files, err := filepath.Glob(filepath.Join(root, "internal", "gotoolchain", "*.go"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range files {
-			if strings.HasSuffix(f, "_test.go") || (!withOld && filepath.Base(f) == "old.go") {
-				continue
-			}
-			b, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return local(goBin, dir, "build", "./...")
-	}
 	t.Run("compile guard", func(t *testing.T) {
 		t.Parallel()
-		out, err := guard(t, true)
+		out, err := buildGuard(t, goBin, localVersion, root, true)
 		if err == nil || !strings.Contains(out, guardIdent) {
 			t.Errorf("building the guard with %s: err %v, output %q; want a failure naming %s", localVersion, err, out, guardIdent)
 		}
 	})
 	t.Run("control without old.go", func(t *testing.T) {
 		t.Parallel()
-		if out, err := guard(t, false); err != nil {
+		if out, err := buildGuard(t, goBin, localVersion, root, false); err != nil {
 			t.Errorf("building the guard without old.go with %s: %v: %s", localVersion, err, bytes.TrimSpace([]byte(out)))
 		}
 	})
+}
+
+// goLocal runs goBin with args in dir, as the machine's own Go
+// (GOTOOLCHAIN=local), and returns its output.
+func goLocal(goBin, dir string, args ...string) (string, error) {
+	cmd := exec.Command(goBin, args...)
+	cmd.Dir = dir
+	// go test sets GOROOT to its own toolchain's: each go finds its own.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GOROOT=") && !strings.HasPrefix(kv, "GOTOOLDIR=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "GOTOOLCHAIN=local", "GOFLAGS=")
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// oldestGo is the oldest go on PATH and its version: go test puts its own
+// toolchain's bin first on PATH, the oldest is the machine's own ("" when
+// none answers).
+func oldestGo(t *testing.T) (goBin, localVersion string) {
+	t.Helper()
+	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
+		p := filepath.Join(d, "go")
+		if _, err := os.Stat(p); err != nil {
+			continue
+		}
+		out, err := goLocal(p, t.TempDir(), "env", "GOVERSION")
+		v := strings.TrimSpace(out)
+		if err != nil || !version.IsValid(v) {
+			continue
+		}
+		if goBin == "" || version.Compare(v, localVersion) < 0 {
+			goBin, localVersion = p, v
+		}
+	}
+	return goBin, localVersion
+}
+
+// buildGuard builds, with goBin (of localVersion), the guard package of
+// root copied into a module of its own whose go line is the old Go's own
+// release line; old.go is left out unless withOld.
+func buildGuard(t *testing.T, goBin, localVersion, root string, withOld bool) (string, error) {
+	t.Helper()
+	dir := t.TempDir()
+	mod := "module example.com/guard\n\ngo " + strings.TrimPrefix(version.Lang(localVersion), "go") + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(mod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(root, "internal", "gotoolchain", "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") || (!withOld && filepath.Base(f) == "old.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return goLocal(goBin, dir, "build", "./...")
 }
 
 // TestEveryBinaryImportsIt: every main package of the module depends on

@@ -87,29 +87,38 @@ func TestRefusedJobsNeverReachARunner(t *testing.T) {
 				t.Errorf("refused jobs that ran: %s; want some: %v\n%s", strings.Join(ran, "; "), tt.wantRefused, logs.String())
 			}
 			if !tt.wantRefused {
-				if j, _ := sim.Job(admitted); j.Conclusion != "success" || !strings.HasPrefix(j.RunnerName, "skiff-") {
-					t.Errorf("admitted job = %+v, want it run by a skiff runner", j)
-				}
-				if n := sim.Requests(ghsim.OpGenerateOrgJITConfig); n != 1 {
-					t.Errorf("%d runners registered, want 1 (the admitted job's)", n)
-				}
-				if access, ok := sim.RunnerGroupAccess("acme", "skiff-cpu"); !ok || access.Visibility != ghsim.GroupSelected ||
-					access.AllowsPublic || len(access.Repositories) != 2 {
-					t.Errorf("skiff-cpu = %+v, %v; want acme/app and acme/site, no public repository", access, ok)
-				}
-				// The reconciler's pass keeps the group scale-up created:
-				// nothing changed since, so it makes no call.
-				rep, err := l.ScaleDown.Reconcile(context.Background())
-				if err != nil {
-					t.Fatal(err)
-				}
-				if rep.Groups.Orgs != 1 || rep.Groups.Calls != 0 || rep.Groups.Errors != 0 {
-					t.Errorf("the reconciler's groups = %+v, want acme kept with no call", rep.Groups)
-				}
+				checkAdmittedInKeptGroup(t, sim, l, admitted)
 			}
 			if err := stop(); err != nil {
 				t.Errorf("Run: %v", err)
 			}
 		})
+	}
+}
+
+// checkAdmittedInKeptGroup fails t unless the admitted job ran, alone, on a
+// skiff runner of the group skiff keeps for the pool (acme/app and
+// acme/site, no public repository), and the reconciler's pass keeps that
+// group without a call.
+func checkAdmittedInKeptGroup(t *testing.T, sim *ghsim.Server, l *local.Local, admitted int64) {
+	t.Helper()
+	if j, _ := sim.Job(admitted); j.Conclusion != "success" || !strings.HasPrefix(j.RunnerName, "skiff-") {
+		t.Errorf("admitted job = %+v, want it run by a skiff runner", j)
+	}
+	if n := sim.Requests(ghsim.OpGenerateOrgJITConfig); n != 1 {
+		t.Errorf("%d runners registered, want 1 (the admitted job's)", n)
+	}
+	if access, ok := sim.RunnerGroupAccess("acme", "skiff-cpu"); !ok || access.Visibility != ghsim.GroupSelected ||
+		access.AllowsPublic || len(access.Repositories) != 2 {
+		t.Errorf("skiff-cpu = %+v, %v; want acme/app and acme/site, no public repository", access, ok)
+	}
+	// The reconciler's pass keeps the group scale-up created:
+	// nothing changed since, so it makes no call.
+	rep, err := l.ScaleDown.Reconcile(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Groups.Orgs != 1 || rep.Groups.Calls != 0 || rep.Groups.Errors != 0 {
+		t.Errorf("the reconciler's groups = %+v, want acme kept with no call", rep.Groups)
 	}
 }

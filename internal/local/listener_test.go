@@ -153,19 +153,7 @@ func TestLocalListener(t *testing.T) {
 func TestLocalListenerFaults(t *testing.T) {
 	t.Parallel()
 	standin := buildStandin(t, t.TempDir())
-	tests := []struct {
-		name  string
-		opts  ghsim.ScaleSetOptions
-		setup func(t *testing.T, sim *ghsim.Server, pemKey string)
-		// skipped is how many offers the listener acknowledges without
-		// acquiring them on purpose.
-		skipped int
-		// until, when set, is what the daemon is left running for after
-		// the jobs are done: the fault's effect, which the jobs may not
-		// have waited for on a fast or a slow machine.
-		until func(sim *ghsim.Server) (bool, string)
-		check func(t *testing.T, sim *ghsim.Server, logs string)
-	}{
+	tests := []listenerFault{
 		{
 			name: "broker drops connections and answers 5xx in runs",
 			setup: func(t *testing.T, sim *ghsim.Server, pemKey string) {
@@ -228,40 +216,65 @@ func TestLocalListenerFaults(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			sim, pemKey := testenv.GitHubApp(t, "CANARYFAULT")
-			if tt.opts.Reoffer == 0 {
-				tt.opts.Reoffer = time.Hour // nothing lost is recovered by an offer again
-			}
-			sim.SetScaleSetOptions(tt.opts)
-			if tt.setup != nil {
-				tt.setup(t, sim, pemKey)
-			}
-			l, logs, stop := startLocal(t, sim, pemKey, listenerPools, local.Config{Deployment: "lab",
-				RunnerCommand: []string{standin}, RunnerEnv: []string{"SKIFF_STANDIN_DURATION=100ms"}, Limits: map[string]int{"cpu": 2},
-			})
-			runListenerJobs(t, sim, l, logs, 3)
-			if tt.until != nil {
-				waitUntil(t, "the fault's effect", func() (bool, string) { return tt.until(sim) })
-			}
-			sim.ClearFaults()
-			all, err := l.Provider.List(context.Background(), provider.Filter{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n := sim.Requests(ghsim.OpScaleSetJITConfig); n < len(all) {
-				t.Errorf("%d JIT configurations for %d runners", n, len(all))
-			}
-			if len(all) != 3 {
-				t.Errorf("%d runners launched for 3 jobs", len(all))
-			}
-			if n := sim.AckedUnacquired(); n != tt.skipped {
-				t.Errorf("%d offers acknowledged before their job was acquired, want %d", n, tt.skipped)
-			}
-			tt.check(t, sim, logs.String())
-			if err := stop(); err != nil {
-				t.Errorf("Run: %v", err)
-			}
+			runListenerFault(t, standin, tt)
 		})
+	}
+}
+
+// listenerFault is a fault of the scale set's broker (the simulator's
+// options and setup) and what the daemon must make of it.
+type listenerFault struct {
+	name  string
+	opts  ghsim.ScaleSetOptions
+	setup func(t *testing.T, sim *ghsim.Server, pemKey string)
+	// skipped is how many offers the listener acknowledges without
+	// acquiring them on purpose.
+	skipped int
+	// until, when set, is what the daemon is left running for after
+	// the jobs are done: the fault's effect, which the jobs may not
+	// have waited for on a fast or a slow machine.
+	until func(sim *ghsim.Server) (bool, string)
+	check func(t *testing.T, sim *ghsim.Server, logs string)
+}
+
+// runListenerFault runs three jobs through local mode's listener (runner
+// standin) under the fault tt, and checks one runner per job, registered,
+// no offer acknowledged before its job was acquired but tt.skipped, and
+// tt.check.
+func runListenerFault(t *testing.T, standin string, tt listenerFault) {
+	t.Helper()
+	sim, pemKey := testenv.GitHubApp(t, "CANARYFAULT")
+	if tt.opts.Reoffer == 0 {
+		tt.opts.Reoffer = time.Hour // nothing lost is recovered by an offer again
+	}
+	sim.SetScaleSetOptions(tt.opts)
+	if tt.setup != nil {
+		tt.setup(t, sim, pemKey)
+	}
+	l, logs, stop := startLocal(t, sim, pemKey, listenerPools, local.Config{Deployment: "lab",
+		RunnerCommand: []string{standin}, RunnerEnv: []string{"SKIFF_STANDIN_DURATION=100ms"}, Limits: map[string]int{"cpu": 2},
+	})
+	runListenerJobs(t, sim, l, logs, 3)
+	if tt.until != nil {
+		waitUntil(t, "the fault's effect", func() (bool, string) { return tt.until(sim) })
+	}
+	sim.ClearFaults()
+	all, err := l.Provider.List(context.Background(), provider.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := sim.Requests(ghsim.OpScaleSetJITConfig); n < len(all) {
+		t.Errorf("%d JIT configurations for %d runners", n, len(all))
+	}
+	if len(all) != 3 {
+		t.Errorf("%d runners launched for 3 jobs", len(all))
+	}
+	if n := sim.AckedUnacquired(); n != tt.skipped {
+		t.Errorf("%d offers acknowledged before their job was acquired, want %d", n, tt.skipped)
+	}
+	tt.check(t, sim, logs.String())
+	if err := stop(); err != nil {
+		t.Errorf("Run: %v", err)
 	}
 }
 

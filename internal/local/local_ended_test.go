@@ -3,10 +3,6 @@ package local
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,10 +33,6 @@ func (e endedLister) List(context.Context, provider.Filter) ([]provider.Instance
 // square of the runners.
 func TestReportEndedOnce(t *testing.T) {
 	t.Parallel()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	poolsFile := filepath.Join(dir, "pools.yaml")
 	if err := os.WriteFile(poolsFile, []byte("version: 1\npools:\n  - name: cpu\n    labels: [self-hosted]\n    process: {}\n"), 0o600); err != nil {
@@ -48,7 +40,7 @@ func TestReportEndedOnce(t *testing.T) {
 	}
 	logs := &testenv.SyncBuffer{}
 	l, err := New(Config{DataDir: filepath.Join(dir, "data"), PoolsFile: poolsFile, Listen: "127.0.0.1:0", Provider: "dry-run",
-		AppIDs: []int64{77}, AppKeys: string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})),
+		AppIDs: []int64{77}, AppKeys: testenv.KeyPEM(),
 		WebhookSecret: "s", Allow: []string{"acme"}, Installations: []string{"*"}},
 		slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {

@@ -202,15 +202,7 @@ func startLocalSlurm(t *testing.T, o testenv.SlurmOptions, poolsYAML string, mod
 	s := testenv.StartSlurm(t, o)
 	standin := buildStandin(t, s.Dir)
 	sim, pemKey := testenv.GitHubApp(t, "CANARYSLURM")
-	// The runner install: a run.sh that starts the stand-in, as an Actions
-	// runner's run.sh starts the runner.
-	runnerDir := filepath.Join(s.Dir, "actions-runner")
-	if err := os.Mkdir(runnerDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(runnerDir, "run.sh"), []byte("#!/bin/sh\nexec "+standin+" \"$@\"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	runnerDir := s.RunnerInstall(t, standin)
 	shared := filepath.Join(s.Dir, "shared")
 	pools := strings.NewReplacer("RUNNER", runnerDir, "WORK", filepath.Join(shared, "work")).Replace(poolsYAML)
 	c := local.Config{
@@ -349,42 +341,10 @@ func TestLocalModeSlurmRunAs(t *testing.T) {
 		testenv.Missing(t, "sudo", "apt-get install -y sudo")
 		return
 	}
-	shared := filepath.Join(s.Dir, "shared")
-	for _, d := range []struct {
-		path string
-		mode os.FileMode
-	}{{shared, 0o755}, {filepath.Join(shared, "jit"), 0o711}, {filepath.Join(shared, "work"), 0o1777}} {
-		if err := os.Mkdir(d.path, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chmod(d.path, d.mode); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, a := range accounts {
-		if _, err := user.Lookup(a); err != nil {
-			if out, err := exec.Command("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", a).CombinedOutput(); err != nil {
-				t.Fatalf("creating account %s: %v\n%s", a, err, out)
-			}
-		}
-		t.Cleanup(func() {
-			_ = exec.Command("pkill", "-KILL", "-u", a).Run()
-			_ = exec.Command("userdel", a).Run()
-		})
-		// The operator's one-time setup: the account's registration directory.
-		if out, err := exec.Command("install", "-d", "-o", a, "-m", "0700", filepath.Join(shared, "jit", a)).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %s", err, out)
-		}
-	}
+	shared := runAsShared(t, s, accounts)
 	standin := buildStandin(t, s.Dir)
 	sim, pemKey := testenv.GitHubApp(t, "CANARYRUNAS")
-	runnerDir := filepath.Join(s.Dir, "actions-runner")
-	if err := os.Mkdir(runnerDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(runnerDir, "run.sh"), []byte("#!/bin/sh\nexec "+standin+" \"$@\"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	runnerDir := s.RunnerInstall(t, standin)
 	yaml := strings.NewReplacer("RUNAS", "["+strings.Join(accounts, ", ")+"]", "RUNNER", runnerDir,
 		"WORK", filepath.Join(shared, "work")).Replace(runAsPools)
 	pools, err := poolfile.Parse([]byte(yaml), "pools.yaml")
@@ -440,6 +400,42 @@ func TestLocalModeSlurmRunAs(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Errorf("Run: %v", err)
 	}
+}
+
+// runAsShared makes the cluster's shared filesystem for run-as accounts:
+// the registration root (each account's own directory in it, as the
+// operator's one-time setup makes them) and the sticky work root; it
+// creates the accounts, removed when t ends, and returns the shared root.
+func runAsShared(t *testing.T, s *testenv.Slurm, accounts []string) string {
+	t.Helper()
+	shared := filepath.Join(s.Dir, "shared")
+	for _, d := range []struct {
+		path string
+		mode os.FileMode
+	}{{shared, 0o755}, {filepath.Join(shared, "jit"), 0o711}, {filepath.Join(shared, "work"), 0o1777}} {
+		if err := os.Mkdir(d.path, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(d.path, d.mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, a := range accounts {
+		if _, err := user.Lookup(a); err != nil {
+			if out, err := exec.Command("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", a).CombinedOutput(); err != nil {
+				t.Fatalf("creating account %s: %v\n%s", a, err, out)
+			}
+		}
+		t.Cleanup(func() {
+			_ = exec.Command("pkill", "-KILL", "-u", a).Run()
+			_ = exec.Command("userdel", a).Run()
+		})
+		// The operator's one-time setup: the account's registration directory.
+		if out, err := exec.Command("install", "-d", "-o", a, "-m", "0700", filepath.Join(shared, "jit", a)).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	return shared
 }
 
 // mixedPools are a Slurm pool and a process pool in one pools file, both

@@ -2,10 +2,6 @@ package local_test
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -16,11 +12,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/skiffci/skiff/internal/local"
+	"github.com/skiffci/skiff/internal/localtest"
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/ledger"
@@ -62,17 +58,7 @@ func startLocal(t testing.TB, sim *ghsim.Server, pemKey, pools string, c local.C
 		t.Fatal(err)
 	}
 	sim.SetWebhook(testenv.AppID, l.URL(), "local-secret")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
-	var once sync.Once
-	var runErr error
-	stop := func() error {
-		once.Do(func() { cancel(); runErr = <-done })
-		return runErr
-	}
-	t.Cleanup(func() { _ = stop() })
-	return l, logs, stop
+	return l, logs, localtest.Run(t, l)
 }
 
 // TestLocalMode runs the whole pipeline in one process — the webhook over
@@ -145,10 +131,6 @@ func TestLocalMode(t *testing.T) {
 // held no longer waits out its lease.
 func TestLocalRecoversReservationsAtStart(t *testing.T) {
 	t.Parallel()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	poolsFile := filepath.Join(dir, "pools.yaml")
@@ -174,7 +156,7 @@ func TestLocalRecoversReservationsAtStart(t *testing.T) {
 	}
 	logs := &testenv.SyncBuffer{}
 	l, err := local.New(local.Config{DataDir: data, PoolsFile: poolsFile, Listen: "127.0.0.1:0", Provider: "dry-run",
-		AppIDs: []int64{77}, AppKeys: string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})),
+		AppIDs: []int64{77}, AppKeys: testenv.KeyPEM(),
 		WebhookSecret: "s", Allow: []string{"acme"}, Installations: []string{"*"}}, slog.New(slog.NewJSONHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"net/http"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +21,21 @@ import (
 
 // AppID is the GitHub App of GitHubApp.
 const AppID = 77
+
+// Key is an RSA key for a test's GitHub App, made once per test binary: a
+// 2048-bit key takes tens of milliseconds, the tests need not each pay it.
+var Key = sync.OnceValue(func() *rsa.PrivateKey {
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		panic(err)
+	}
+	return k
+})
+
+// KeyPEM is Key in PEM, as an App's private key file holds it.
+func KeyPEM() string {
+	return string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(Key())}))
+}
 
 // GitHubApp starts the GitHub simulator for t, closed when t ends, with
 // App AppID ("skiff") installed on the organisation acme, which has the

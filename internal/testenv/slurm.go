@@ -377,6 +377,21 @@ func (s *Slurm) AsUser(u *user.User, name string, args ...string) *exec.Cmd {
 	return cmd
 }
 
+// RunnerInstall writes a runner install in the cluster's directory: an
+// actions-runner/run.sh that execs run with its arguments, as an Actions
+// runner's run.sh starts the runner. It returns the install's directory.
+func (s *Slurm) RunnerInstall(t testing.TB, run string) string {
+	t.Helper()
+	dir := filepath.Join(s.Dir, "actions-runner")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "run.sh"), []byte("#!/bin/sh\nexec "+run+" \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // SecondUser returns an unprivileged Unix user for permission checks,
 // creating it (no home, no login shell) the first time.
 func SecondUser(t testing.TB) *user.User {

@@ -83,8 +83,14 @@ func TestCanariesNeverLogged(t *testing.T) {
 	if !strings.Contains(haystack, "generate_jit_config") || !strings.Contains(haystack, "rate limit") {
 		t.Fatalf("the log did not capture the calls:\n%s", haystack)
 	}
-	needles := append(e.sim.Secrets(), canary, jc.EncodedJITConfig.Reveal(), tok.Token.Reveal(),
-		base64.StdEncoding.EncodeToString(key.D.Bytes())[:24])
+	checkNoCredential(t, haystack, keyPEM, append(e.sim.Secrets(), canary, jc.EncodedJITConfig.Reveal(), tok.Token.Reveal(),
+		base64.StdEncoding.EncodeToString(key.D.Bytes())[:24]))
+}
+
+// checkNoCredential fails t if haystack holds any of needles or a line of
+// the key keyPEM.
+func checkNoCredential(t *testing.T, haystack string, keyPEM []byte, needles []string) {
+	t.Helper()
 	for _, line := range strings.Split(string(keyPEM), "\n") {
 		if len(line) > 20 && !strings.HasPrefix(line, "-----") {
 			needles = append(needles, line)

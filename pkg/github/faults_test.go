@@ -11,16 +11,48 @@ import (
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 )
 
-// TestFaults runs the client against each fault the simulator injects.
-func TestFaults(t *testing.T) {
+// faultCase is one fault the simulator injects, and what the client must
+// make of it.
+type faultCase struct {
+	name  string
+	cfg   envConfig // the env's configuration (default: none)
+	setup func(e *env)
+	ctx   func(t *testing.T) context.Context
+	// check gets the error of one GetJob call on a known job.
+	check func(t *testing.T, e *env, err error)
+}
+
+// runFaults runs each case on a fresh env: one GetJob call on a known job,
+// the installation's token warmed so that the faults hit the call itself.
+func runFaults(t *testing.T, cases []faultCase) {
+	t.Helper()
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, tt.cfg)
+			run, err := e.sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: []string{"x"}}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Warm the token so faults hit the call itself.
+			if _, err := e.client.ListRunners(ctxT(t), e.inst, github.OrgScope("acme"), ""); err != nil {
+				t.Fatal(err)
+			}
+			tt.setup(e)
+			ctx := ctxT(t)
+			if tt.ctx != nil {
+				ctx = tt.ctx(t)
+			}
+			_, err = e.client.GetJob(ctx, e.inst, "acme", "app", run.JobIDs[0])
+			tt.check(t, e, err)
+		})
+	}
+}
+
+// TestFaultsServerErrors: 5xx answers, a 404 and a slow answer.
+func TestFaultsServerErrors(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name  string
-		setup func(e *env)
-		ctx   func(t *testing.T) context.Context
-		// check gets the error of one GetJob call on a known job.
-		check func(t *testing.T, e *env, err error)
-	}{
+	runFaults(t, []faultCase{
 		{
 			name:  "transient 502 is retried with exponential backoff",
 			setup: func(e *env) { e.sim.SetFault(ghsim.OpGetJob, ghsim.Fault{FailNext: 3}) },
@@ -53,8 +85,11 @@ func TestFaults(t *testing.T) {
 			setup: func(e *env) {
 				e.sim.SetFault(ghsim.OpGetJob, ghsim.Fault{FailNext: 1, ErrorStatus: 503})
 			},
+			// A backoff of a minute (half of BaseDelay) against a deadline of
+			// 30 s: the request itself has all the time it needs.
+			cfg: envConfig{clientOpts: []github.Option{github.WithRetryPolicy(github.RetryPolicy{BaseDelay: 2 * time.Minute, MaxDelay: 2 * time.Minute})}},
 			ctx: func(t *testing.T) context.Context {
-				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond) // < the 250 ms backoff
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // < the minute's backoff
 				t.Cleanup(cancel)
 				return ctx
 			},
@@ -91,6 +126,14 @@ func TestFaults(t *testing.T) {
 				}
 			},
 		},
+	})
+}
+
+// TestFaultsSecondaryLimits: GitHub's secondary rate limits, waited for or
+// returned.
+func TestFaultsSecondaryLimits(t *testing.T) {
+	t.Parallel()
+	runFaults(t, []faultCase{
 		{
 			name: "secondary limit with Retry-After waits and succeeds",
 			setup: func(e *env) {
@@ -138,7 +181,7 @@ func TestFaults(t *testing.T) {
 				e.sim.SetFault(ghsim.OpGetJob, ghsim.Fault{LimitUntil: t0.Add(time.Hour), RetryAfter: 20 * time.Second})
 			},
 			ctx: func(t *testing.T) context.Context {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second) // < the 20 s wait, with room for the request itself
 				t.Cleanup(cancel)
 				return ctx
 			},
@@ -159,6 +202,14 @@ func TestFaults(t *testing.T) {
 				}
 			},
 		},
+	})
+}
+
+// TestFaultsPrimaryLimitAndTokens: the hour's budget, and the installation
+// token revoked, unminted or failing to mint.
+func TestFaultsPrimaryLimitAndTokens(t *testing.T) {
+	t.Parallel()
+	runFaults(t, []faultCase{
 		{
 			name:  "primary budget exhausted for the hour is returned",
 			setup: func(e *env) { e.sim.SetRateLimit(e.inst, 5000, 0) },
@@ -218,28 +269,7 @@ func TestFaults(t *testing.T) {
 				}
 			},
 		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			e := newEnv(t, envConfig{})
-			run, err := e.sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: []string{"x"}}}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Warm the token so faults hit the call itself.
-			if _, err := e.client.ListRunners(ctxT(t), e.inst, github.OrgScope("acme"), ""); err != nil {
-				t.Fatal(err)
-			}
-			tt.setup(e)
-			ctx := ctxT(t)
-			if tt.ctx != nil {
-				ctx = tt.ctx(t)
-			}
-			_, err = e.client.GetJob(ctx, e.inst, "acme", "app", run.JobIDs[0])
-			tt.check(t, e, err)
-		})
-	}
+	})
 }
 
 // TestErrorRateFault checks that a seeded error rate is absorbed by retries.

@@ -27,21 +27,15 @@ func TestRunnerGroupCallsMatchGitHubSpec(t *testing.T) {
 			ctx := ctxT(t)
 			c := e.client
 			site := e.sim.AddRepo("acme", "site")
-			must := func(err error) {
-				t.Helper()
-				if err != nil {
-					t.Fatal(err)
-				}
-			}
 			repos, err := c.ListInstallationRepositories(ctx, e.inst, "acme")
-			must(err)
+			must(t, err)
 			if len(repos) != 2 || repos[1].ID != site || repos[1].FullName != "acme/site" || repos[1].Visibility != "private" {
 				t.Fatalf("installation repositories = %+v, want acme/app and acme/site (id %d)", repos, site)
 			}
 			wf := []string{"acme/site/.github/workflows/ci.yml@refs/heads/main"}
 			g, err := c.CreateRunnerGroup(ctx, e.inst, "acme", "skiff-cpu", github.GroupSettings{Visibility: "selected",
 				RepositoryIDs: []int64{site}, Workflows: wf})
-			must(err)
+			must(t, err)
 			if g.Name != "skiff-cpu" || g.Visibility != "selected" || !g.RestrictedToWorkflows || !slices.Equal(g.SelectedWorkflows, wf) {
 				t.Errorf("created group = %+v", g)
 			}
@@ -50,12 +44,12 @@ func TestRunnerGroupCallsMatchGitHubSpec(t *testing.T) {
 				t.Errorf("creating a group whose name is taken: %v, want ErrConflict", err)
 			}
 			ids, err := c.ListRunnerGroupRepositories(ctx, e.inst, "acme", g.ID)
-			must(err)
+			must(t, err)
 			if !slices.Equal(ids, []int64{site}) {
 				t.Errorf("group repositories = %v, want [%d]", ids, site)
 			}
 			u, err := c.UpdateRunnerGroup(ctx, e.inst, "acme", g.ID, "skiff-cpu", github.GroupSettings{Visibility: "all", AllowsPublic: true})
-			must(err)
+			must(t, err)
 			if u.Visibility != "all" || !u.AllowsPublic || u.RestrictedToWorkflows || len(u.SelectedWorkflows) != 0 {
 				t.Errorf("updated group = %+v, want all, public, no workflows", u)
 			}
@@ -63,9 +57,9 @@ func TestRunnerGroupCallsMatchGitHubSpec(t *testing.T) {
 			if !errors.Is(err, github.ErrNotFound) {
 				t.Errorf("updating an unknown group: %v, want ErrNotFound", err)
 			}
-			must(c.SetRunnerGroupRepositories(ctx, e.inst, "acme", g.ID, nil))
+			must(t, c.SetRunnerGroupRepositories(ctx, e.inst, "acme", g.ID, nil))
 			groups, err := c.ListRunnerGroups(ctx, e.inst, "acme")
-			must(err)
+			must(t, err)
 			if len(groups) != 2 || groups[1].Name != "skiff-cpu" || !groups[1].AllowsPublic {
 				t.Errorf("groups = %+v", groups)
 			}

@@ -24,102 +24,128 @@ func TestSimulatorAnswersMatchGitHubSpec(t *testing.T) {
 	e := newEnv(t, envConfig{simOpts: opts})
 	e.sim.AddOrg("other")
 	e.sim.SetWebhook(e.appID, "http://127.0.0.1:1/unreachable", "s") // deliveries fail: listed as failures
+	run := specCalls(t, e)
+	// Fault and limit answers, as the client meets them.
+	specFaultCalls(t, e, run.JobIDs[0])
+	checkSpecExchanges(t, sp, got())
+}
+
+// must fails t at once on err.
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// specCalls makes each call of the client once or more, for each answer
+// (success and refusals) the spec test validates; it returns the run whose
+// job the calls read.
+func specCalls(t *testing.T, e *env) ghsim.RunInfo {
+	t.Helper()
 	ctx := ctxT(t)
 	c := e.client
 	org, repo := github.OrgScope("acme"), github.RepoScope("acme", "app")
-
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	_, err := c.OrgInstallation(ctx, "acme")
-	must(err)
+	must(t, err)
 	_, err = c.RepoInstallation(ctx, "acme", "app")
-	must(err)
+	must(t, err)
 	_, _ = c.OrgInstallation(ctx, "other")         // 404
 	_, _ = c.RepoInstallation(ctx, "acme", "none") // 404
 	gid, err := c.RunnerGroupID(ctx, e.inst, "acme", "Default")
-	must(err)
+	must(t, err)
 	run, err := e.sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: []string{"self-hosted", "x"}}}})
-	must(err)
+	must(t, err)
 	_, err = c.GetJob(ctx, e.inst, "acme", "app", run.JobIDs[0]) // queued
-	must(err)
+	must(t, err)
 	_, err = c.GetWorkflowRun(ctx, e.inst, "acme", "app", run.RunID) // queued
-	must(err)
+	must(t, err)
 	jc, err := c.GenerateJITConfig(ctx, e.inst, org, github.JITRequest{Name: "a", RunnerGroupID: gid, Labels: []string{"x"}})
-	must(err)
+	must(t, err)
 	_, _ = c.GenerateJITConfig(ctx, e.inst, org, github.JITRequest{Name: "a", RunnerGroupID: gid, Labels: []string{"x"}})  // 409
 	_, _ = c.GenerateJITConfig(ctx, e.inst, org, github.JITRequest{Name: "b", RunnerGroupID: 77, Labels: []string{"x"}})   // 404
 	_, err = c.GenerateJITConfig(ctx, e.inst, repo, github.JITRequest{Name: "a", RunnerGroupID: 1, Labels: []string{"y"}}) // repo
-	must(err)
+	must(t, err)
 	_, err = e.sim.ConnectRunner(jc.EncodedJITConfig.Reveal())
-	must(err)
+	must(t, err)
 	_, err = c.GetJob(ctx, e.inst, "acme", "app", run.JobIDs[0]) // in progress
-	must(err)
+	must(t, err)
 	_, err = c.GetRunner(ctx, e.inst, org, jc.Runner.ID) // busy
-	must(err)
+	must(t, err)
 	_ = c.DeleteRunner(ctx, e.inst, org, jc.Runner.ID) // 422 busy
 	_, err = c.ListRunners(ctx, e.inst, org, "")
-	must(err)
+	must(t, err)
 	_, err = c.ListRunners(ctx, e.inst, repo, "")
-	must(err)
+	must(t, err)
 	repoRunners, err := c.ListRunners(ctx, e.inst, repo, "a")
-	must(err)
+	must(t, err)
 	_, err = c.GetRunner(ctx, e.inst, repo, repoRunners[0].ID) // never connected: version null
-	must(err)
-	must(c.DeleteRunner(ctx, e.inst, repo, repoRunners[0].ID)) // 204
-	_, _ = c.GetRunner(ctx, e.inst, repo, repoRunners[0].ID)   // 404
+	must(t, err)
+	must(t, c.DeleteRunner(ctx, e.inst, repo, repoRunners[0].ID)) // 204
+	_, _ = c.GetRunner(ctx, e.inst, repo, repoRunners[0].ID)      // 404
 	_, err = c.RegistrationToken(ctx, e.inst, org)
-	must(err)
+	must(t, err)
 	_, err = c.RegistrationToken(ctx, e.inst, repo)
-	must(err)
+	must(t, err)
 	e.clock.Advance(2 * time.Minute)
 	_, err = c.GetJob(ctx, e.inst, "acme", "app", run.JobIDs[0]) // completed
-	must(err)
+	must(t, err)
 	_, err = c.GetWorkflowRun(ctx, e.inst, "acme", "app", run.RunID) // completed
-	must(err)
+	must(t, err)
 	_, _ = c.GetWorkflowRun(ctx, e.inst, "acme", "app", 1) // 404
-	must(e.sim.SetPermission("acme/app", "alice", "maintain"))
+	must(t, e.sim.SetPermission("acme/app", "alice", "maintain"))
 	_, err = c.GetPermissionLevel(ctx, e.inst, "acme", "app", "alice")
-	must(err)
+	must(t, err)
 	_, err = c.GetPermissionLevel(ctx, e.inst, "acme", "app", "mallory") // 404: not a collaborator
-	must(err)
+	must(t, err)
 	ds, err := c.ListHookDeliveries(ctx, 0, github.DeliveryQuery{Status: "failure"})
-	must(err)
+	must(t, err)
 	if len(ds) == 0 {
 		t.Fatal("no failed deliveries listed")
 	}
 	_, err = c.ListHookDeliveries(ctx, 0, github.DeliveryQuery{})
-	must(err)
-	must(c.RedeliverHookDelivery(ctx, 0, ds[0].ID))
+	must(t, err)
+	must(t, c.RedeliverHookDelivery(ctx, 0, ds[0].ID))
 	e.sim.SetRunnerReleases([]ghsim.RunnerRelease{{Version: "2.334.0", Published: t0.AddDate(0, 0, -3),
 		SHA256: map[string]string{"linux-x64": strings.Repeat("a", 64), "linux-arm64": strings.Repeat("b", 64)}}})
 	_, err = c.RunnerReleases(ctx, e.inst)
-	must(err)
+	must(t, err)
 
-	// Fault and limit answers, as the client meets them.
-	job := run.JobIDs[0]
+	return run
+}
+
+// specFaultCalls reads job through a 502, secondary limits (403 and 429),
+// a revoked token and the primary limit.
+func specFaultCalls(t *testing.T, e *env, job int64) {
+	t.Helper()
+	ctx := ctxT(t)
+	c := e.client
 	e.sim.SetFault(ghsim.OpGetJob, ghsim.Fault{FailNext: 1}) // 502, then served
-	_, err = c.GetJob(ctx, e.inst, "acme", "app", job)
-	must(err)
+	_, err := c.GetJob(ctx, e.inst, "acme", "app", job)
+	must(t, err)
 	e.sim.SetFault(ghsim.OpGetJob, ghsim.Fault{LimitUntil: e.clock.Now().Add(time.Second), RetryAfter: time.Second}) // secondary 403
 	_, err = c.GetJob(ctx, e.inst, "acme", "app", job)
-	must(err)
+	must(t, err)
 	e.sim.SetFault(ghsim.OpGetJob, ghsim.Fault{LimitUntil: e.clock.Now().Add(time.Second), LimitStatus: 429}) // secondary 429
 	_, err = c.GetJob(ctx, e.inst, "acme", "app", job)
-	must(err)
+	must(t, err)
 	e.sim.ClearFaults()
 	e.sim.RevokeTokens(e.inst) // 401, then a new token
 	_, err = c.GetJob(ctx, e.inst, "acme", "app", job)
-	must(err)
+	must(t, err)
 	e.sim.SetRateLimit(e.inst, 5000, 0) // primary 403
 	_, _ = c.GetJob(ctx, e.inst, "acme", "app", job)
 
+}
+
+// checkSpecExchanges fails t unless every exchange's request and answer
+// match GitHub's description, the answers cover each operation and status
+// the client meets, request bodies and rate-limit headers among them.
+func checkSpecExchanges(t *testing.T, sp *apispec.Spec, xs []ghsim.Exchange) {
+	t.Helper()
 	covered := map[string]bool{}
 	bodies, rateHeaders, retryAfter := map[string]bool{}, 0, 0
-	for _, x := range got() {
+	for _, x := range xs {
 		key := fmt.Sprintf("%s %d", x.Op, x.Status)
 		covered[key] = true
 		// What go-github sent: the documented request body, or none.

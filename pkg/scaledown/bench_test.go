@@ -15,6 +15,7 @@ import (
 	sdkec2 "github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/ledger"
@@ -229,7 +230,7 @@ func newBenchWorld(tb testing.TB) *benchWorld {
 	ctx := context.Background()
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	clock := ghsim.NewClock(now)
-	key := testKey()
+	key := testenv.Key()
 	sim := ghsim.New(ghsim.Options{Now: clock.Now, RateLimit: 100_000})
 	tb.Cleanup(sim.Close)
 	sim.AddApp(ghsim.AppConfig{ID: 42, Slug: "skiff", PublicKey: &key.PublicKey})
@@ -258,16 +259,55 @@ func newBenchWorld(tb testing.TB) *benchWorld {
 	records := store.NewMemory()
 	records.SetClock(clock.Now)
 
-	type rec struct {
-		name   string
-		job    int64
-		inst   string
-		state  ledger.State
-		at     time.Time // launched
-		regAt  time.Time
-		runner string // "online", "busy", "offline", "" (none)
+	recs, idleFrom := benchInstances(tb, fake, now)
+	fake.SetClock(clock.Now)
+
+	benchLedger(tb, led, recs, now)
+	benchJobRecords(tb, records, recs[idleFrom:idleFrom+benchIdle], now)
+	benchGitHub(tb, sim, gh, recs)
+	var nBusy, nRunners int
+	for _, r := range sim.Runners() {
+		nRunners++
+		if r.Busy {
+			nBusy++
+		}
 	}
-	var recs []rec
+	if nBusy != benchBusy || nRunners != 5000 || len(fake.Instances()) != 5000 {
+		tb.Fatalf("world: %d runners (%d busy), %d instances; want 5000 (%d busy), 5000", nRunners, nBusy, len(fake.Instances()), benchBusy)
+	}
+	// Warm the client (installation lookup and token), as a warm function
+	// instance would be: the pass's calls are then its own.
+	if _, err := gh.ListRunners(ctx, 0, github.OrgScope("acme"), "skiff-warm"); err != nil {
+		tb.Fatal(err)
+	}
+
+	ops := &counted{ops: map[string]int{}}
+	down, err := scaledown.New(scaledown.Options{Pools: pools, Ledger: countingLedger{led, ops}, Claims: countingClaims{claims, ops},
+		Jobs: countingJobs{records, ops}, Provider: prov, GitHub: gh, Queue: &queue.Memory{}, Logger: log, Now: clock.Now,
+		Scopes: []github.Scope{github.OrgScope("acme")}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &benchWorld{fake: fake, sim: sim, down: down, ops: ops, ledger: led,
+		idle: benchIdle, gone: benchGone, completed: benchCompleted, orphans: benchOrphans}
+}
+
+// benchRec is one runner of the bench world: its record, instance and
+// GitHub runner ("online", "busy", "offline", "" for none).
+type benchRec struct {
+	name   string
+	job    int64
+	inst   string
+	state  ledger.State
+	at     time.Time // launched
+	regAt  time.Time
+	runner string // "online", "busy", "offline", "" (none)
+}
+
+// benchInstances launches the bench world's instances in fake, by kind of
+// runner, and the orphans; it returns the runners' records and where the
+// idle ones start.
+func benchInstances(tb testing.TB, fake *ec2fake.Fake, now time.Time) (recs []benchRec, idleFrom int) {
 	job := int64(1_000_000)
 	add := func(n int, launched time.Time, state ledger.State, regAt time.Time, runner, instState string, extra map[string]string) {
 		for range n {
@@ -282,14 +322,14 @@ func newBenchWorld(tb testing.TB) *benchWorld {
 			if instState != "" {
 				fake.SetState(id, instState)
 			}
-			recs = append(recs, rec{name: name, job: job, inst: id, state: state, at: launched, regAt: regAt, runner: runner})
+			recs = append(recs, benchRec{name: name, job: job, inst: id, state: state, at: launched, regAt: regAt, runner: runner})
 		}
 	}
 	started := map[string]string{names.TagJobStarted: now.Add(-20 * time.Minute).Format(time.RFC3339)}
 	add(benchBusy, now.Add(-25*time.Minute), ledger.StateJobStarted, now.Add(-24*time.Minute), "busy", "", started)
 	add(benchFresh, now.Add(-3*time.Minute), ledger.StateRegistered, now.Add(-time.Minute), "online", "", nil)
 	add(benchBooting, now.Add(-2*time.Minute), ledger.StateLaunched, time.Time{}, "online", "", nil)
-	idleFrom := len(recs)
+	idleFrom = len(recs)
 	add(benchIdle, now.Add(-22*time.Minute), ledger.StateRegistered, now.Add(-20*time.Minute), "online", "", nil)
 	add(benchGone, now.Add(-30*time.Minute), ledger.StateRegistered, now.Add(-29*time.Minute), "offline", "terminated", nil)
 	add(benchCompleted, now.Add(-40*time.Minute), ledger.StateJobCompleted, now.Add(-39*time.Minute), "online", "", nil)
@@ -299,9 +339,13 @@ func newBenchWorld(tb testing.TB) *benchWorld {
 		benchInstance(tb, fake, now.Add(-20*time.Minute), map[string]string{names.TagManaged: names.ManagedValue, names.TagPool: "cpu",
 			names.TagOwner: "acme", names.TagRunnerName: fmt.Sprintf("skiff-9%06d-1", i)})
 	}
-	fake.SetClock(clock.Now)
+	return recs, idleFrom
+}
 
-	// The ledger: one reservation of every record, then its launch and states.
+// benchLedger writes recs to ledger: one reservation of every record, then
+// its launch and states.
+func benchLedger(tb testing.TB, led *ledger.Memory, recs []benchRec, now time.Time) {
+	ctx := context.Background()
 	rs := make([]ledger.Runner, len(recs))
 	for i, r := range recs {
 		rs[i] = ledger.Runner{Name: r.name, Pool: "cpu", JobID: r.job, RunID: r.job, Attempt: 1, Token: "t-" + r.name,
@@ -331,9 +375,14 @@ func newBenchWorld(tb testing.TB) *benchWorld {
 			}
 		}
 	}
-	// Job records: the idle runners' jobs ran elsewhere (completed), but for
-	// a few still queued; the others have no record (expired).
-	for i, r := range recs[idleFrom : idleFrom+benchIdle] {
+}
+
+// benchJobRecords writes the job records of the idle runners: their jobs
+// ran elsewhere (completed), but for a few still queued; the others have
+// no record (expired).
+func benchJobRecords(tb testing.TB, records *store.Memory, idle []benchRec, now time.Time) {
+	ctx := context.Background()
+	for i, r := range idle {
 		st := store.StatusCompleted
 		if i < benchQueued {
 			st = store.StatusQueued
@@ -345,8 +394,13 @@ func newBenchWorld(tb testing.TB) *benchWorld {
 		}
 	}
 
-	// GitHub: register the busy runners first, so that the jobs of one run
-	// go to them (lowest ids first), then the others; offline ones disconnect.
+}
+
+// benchGitHub registers the runners of recs on sim: the busy ones first,
+// so that the jobs of one run go to them (lowest ids first), then the
+// others; offline ones and the ghosts disconnect.
+func benchGitHub(tb testing.TB, sim *ghsim.Server, gh *github.Client, recs []benchRec) {
+	ctx := context.Background()
 	tok, err := gh.RegistrationToken(ctx, 0, github.OrgScope("acme"))
 	if err != nil {
 		tb.Fatal(err)
@@ -387,31 +441,6 @@ func newBenchWorld(tb testing.TB) *benchWorld {
 			tb.Fatal(err)
 		}
 	}
-	var nBusy, nRunners int
-	for _, r := range sim.Runners() {
-		nRunners++
-		if r.Busy {
-			nBusy++
-		}
-	}
-	if nBusy != benchBusy || nRunners != 5000 || len(fake.Instances()) != 5000 {
-		tb.Fatalf("world: %d runners (%d busy), %d instances; want 5000 (%d busy), 5000", nRunners, nBusy, len(fake.Instances()), benchBusy)
-	}
-	// Warm the client (installation lookup and token), as a warm function
-	// instance would be: the pass's calls are then its own.
-	if _, err := gh.ListRunners(ctx, 0, github.OrgScope("acme"), "skiff-warm"); err != nil {
-		tb.Fatal(err)
-	}
-
-	ops := &counted{ops: map[string]int{}}
-	down, err := scaledown.New(scaledown.Options{Pools: pools, Ledger: countingLedger{led, ops}, Claims: countingClaims{claims, ops},
-		Jobs: countingJobs{records, ops}, Provider: prov, GitHub: gh, Queue: &queue.Memory{}, Logger: log, Now: clock.Now,
-		Scopes: []github.Scope{github.OrgScope("acme")}})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return &benchWorld{fake: fake, sim: sim, down: down, ops: ops, ledger: led,
-		idle: benchIdle, gone: benchGone, completed: benchCompleted, orphans: benchOrphans}
 }
 
 // BenchmarkReconcile5000 is one reconcile pass over 5,000 instances, 5,000

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/scaledown"
@@ -18,7 +19,7 @@ func TestGitHubBudget(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, 17, func(o *scaledown.Options) { o.MaxGitHubCalls, o.MinDeletes, o.Apps = 1, 2, nil })
 	ctx := context.Background()
-	gh, err := github.NewClient([]github.App{{ID: 42, Key: testKey()}}, github.WithBaseURL(w.sim.URL()), github.WithClock(w.clock.Now))
+	gh, err := github.NewClient([]github.App{{ID: 42, Key: testenv.Key()}}, github.WithBaseURL(w.sim.URL()), github.WithClock(w.clock.Now))
 	if err != nil {
 		t.Fatal(err)
 	}

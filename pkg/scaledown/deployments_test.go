@@ -2,15 +2,18 @@ package scaledown_test
 
 import (
 	"context"
+	"crypto/rsa"
 	"io"
 	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
@@ -32,85 +35,9 @@ import (
 func TestTwoDeploymentsOneAccount(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	clock := ghsim.NewClock(now)
-	key := testKey()
-	sim := ghsim.New(ghsim.Options{Now: clock.Now})
-	t.Cleanup(sim.Close)
-	sim.AddApp(ghsim.AppConfig{ID: 42, Slug: "skiff", PublicKey: &key.PublicKey})
-	sim.AddOrg("acme")
-	sim.AddRepo("acme", "app")
-	inst := sim.Install(42, "acme")
-	// A boot timeout past the test's passes: each runner is booting as far
-	// as its own ledger knows, so only the other deployment could end it.
-	pools, err := poolfile.Parse([]byte(poolsYAML+"    bootTimeout: 1h\n"), "pools.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec, err := pools.Resolve([]string{"self-hosted", "linux", "x64"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	fake := ec2fake.New() // one account, one region
-	fake.SetClock(clock.Now)
-
-	type deployment struct {
-		name     string
-		provider *ec2.Provider
-		down     *scaledown.Service
-		instance string
-		runner   string
-	}
-	var deps []*deployment
-	for i, name := range []string{"alpha", "beta"} {
-		gh, err := github.NewClient([]github.App{{ID: 42, Key: key}}, github.WithBaseURL(sim.URL()), github.WithClock(clock.Now),
-			github.WithSleep(func(ctx context.Context, _ time.Duration) error { return ctx.Err() }))
-		if err != nil {
-			t.Fatal(err)
-		}
-		prov, err := ec2.NewProvider(ec2.ProviderOptions{API: fake, Registrations: noRegistrations{}, Capacity: room.CapacityMemory{Store: room.NewMemory()},
-			Partition: "aws", Region: "eu-west-1", Account: "123456789012", Deployment: name, Logger: log, Now: clock.Now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		led := ledger.NewMemory(clock.Now)
-		jobs := store.NewMemory()
-		jobs.SetClock(clock.Now)
-		down, err := scaledown.New(scaledown.Options{Pools: pools, Ledger: led, Claims: ledger.NewLaunchMemory(), Jobs: jobs,
-			Provider: prov, GitHub: gh, Queue: &queue.Memory{}, Logger: log, Now: clock.Now, Deployment: name,
-			Scopes: []github.Scope{github.OrgScope("acme")}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Each deployment launches one runner for a job, recorded in its
-		// own ledger, as scale-up does.
-		job := int64(100 + i)
-		runner := names.RunnerName(name, job, 1)
-		if n, err := led.Reserve(ctx, "cpu", 10, []ledger.Runner{{Name: runner, Pool: "cpu", JobID: job, ReservedAt: now}}); err != nil || n != 1 {
-			t.Fatalf("reserving: %d, %v", n, err)
-		}
-		plan, err := prov.Plan(ctx, provider.Launch{Token: name + "-launch", Spec: spec,
-			Runners: []provider.RunnerRequest{{Name: runner, JobID: job, RunID: job, Repository: "acme/app", Owner: "acme"}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Registered on GitHub as scale-up does; its runner has not
-		// connected yet, so GitHub lists it offline.
-		jit, err := gh.GenerateJITConfig(ctx, inst, github.OrgScope("acme"), github.JITRequest{Name: runner, RunnerGroupID: 1,
-			Labels: []string{"self-hosted", "linux", "x64"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := prov.Launch(ctx, plan, []provider.Registration{{Mode: provider.ModeJIT, JITConfig: jit.EncodedJITConfig.Reveal(), RunnerName: runner}})
-		if err != nil || len(res.Runners) != 1 || res.Runners[0].Err != nil {
-			t.Fatalf("launching for %s: %+v, %v", name, res, err)
-		}
-		if err := led.Launched(ctx, runner, ledger.LaunchReport{InstanceID: res.Runners[0].Instance.ID, At: now}); err != nil {
-			t.Fatal(err)
-		}
-		deps = append(deps, &deployment{name: name, provider: prov, down: down, instance: res.Runners[0].Instance.ID, runner: runner})
-	}
+	w := newAccount(t)
+	now, clock, sim, fake := w.now, w.clock, w.sim, w.fake
+	deps := []*deployment{w.deploy(t, 0, "alpha"), w.deploy(t, 1, "beta")}
 
 	for _, d := range deps {
 		listed, err := d.provider.List(ctx, provider.Filter{})
@@ -156,4 +83,109 @@ func TestTwoDeploymentsOneAccount(t *testing.T) {
 			}
 		}
 	}
+}
+
+// account is one AWS account and region (one EC2 fake) and one GitHub
+// organisation that deployments share.
+type account struct {
+	now   time.Time
+	clock *ghsim.Clock
+	key   *rsa.PrivateKey
+	sim   *ghsim.Server
+	inst  int64
+	pools *pool.Config
+	spec  pool.Spec
+	log   *slog.Logger
+	fake  *ec2fake.Fake
+}
+
+func newAccount(t *testing.T) *account {
+	t.Helper()
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	clock := ghsim.NewClock(now)
+	key := testenv.Key()
+	sim := ghsim.New(ghsim.Options{Now: clock.Now})
+	t.Cleanup(sim.Close)
+	sim.AddApp(ghsim.AppConfig{ID: 42, Slug: "skiff", PublicKey: &key.PublicKey})
+	sim.AddOrg("acme")
+	sim.AddRepo("acme", "app")
+	inst := sim.Install(42, "acme")
+	// A boot timeout past the test's passes: each runner is booting as far
+	// as its own ledger knows, so only the other deployment could end it.
+	pools, err := poolfile.Parse([]byte(poolsYAML+"    bootTimeout: 1h\n"), "pools.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := pools.Resolve([]string{"self-hosted", "linux", "x64"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	fake := ec2fake.New() // one account, one region
+	fake.SetClock(clock.Now)
+
+	return &account{now: now, clock: clock, key: key, sim: sim, inst: inst, pools: pools, spec: spec, log: log, fake: fake}
+}
+
+// deployment is one deployment of the account and the runner it launched.
+type deployment struct {
+	name     string
+	provider *ec2.Provider
+	down     *scaledown.Service
+	instance string
+	runner   string
+}
+
+// deploy is deployment name (the i-th): its scale-down and one runner it
+// launched for a job, recorded in its own ledger and registered on
+// GitHub, as scale-up does.
+func (w *account) deploy(t *testing.T, i int, name string) *deployment {
+	t.Helper()
+	ctx := context.Background()
+	gh, err := github.NewClient([]github.App{{ID: 42, Key: w.key}}, github.WithBaseURL(w.sim.URL()), github.WithClock(w.clock.Now),
+		github.WithSleep(func(ctx context.Context, _ time.Duration) error { return ctx.Err() }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prov, err := ec2.NewProvider(ec2.ProviderOptions{API: w.fake, Registrations: noRegistrations{}, Capacity: room.CapacityMemory{Store: room.NewMemory()},
+		Partition: "aws", Region: "eu-west-1", Account: "123456789012", Deployment: name, Logger: w.log, Now: w.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	led := ledger.NewMemory(w.clock.Now)
+	jobs := store.NewMemory()
+	jobs.SetClock(w.clock.Now)
+	down, err := scaledown.New(scaledown.Options{Pools: w.pools, Ledger: led, Claims: ledger.NewLaunchMemory(), Jobs: jobs,
+		Provider: prov, GitHub: gh, Queue: &queue.Memory{}, Logger: w.log, Now: w.clock.Now, Deployment: name,
+		Scopes: []github.Scope{github.OrgScope("acme")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each deployment launches one runner for a job, recorded in its
+	// own ledger, as scale-up does.
+	job := int64(100 + i)
+	runner := names.RunnerName(name, job, 1)
+	if n, err := led.Reserve(ctx, "cpu", 10, []ledger.Runner{{Name: runner, Pool: "cpu", JobID: job, ReservedAt: w.now}}); err != nil || n != 1 {
+		t.Fatalf("reserving: %d, %v", n, err)
+	}
+	plan, err := prov.Plan(ctx, provider.Launch{Token: name + "-launch", Spec: w.spec,
+		Runners: []provider.RunnerRequest{{Name: runner, JobID: job, RunID: job, Repository: "acme/app", Owner: "acme"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Registered on GitHub as scale-up does; its runner has not
+	// connected yet, so GitHub lists it offline.
+	jit, err := gh.GenerateJITConfig(ctx, w.inst, github.OrgScope("acme"), github.JITRequest{Name: runner, RunnerGroupID: 1,
+		Labels: []string{"self-hosted", "linux", "x64"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := prov.Launch(ctx, plan, []provider.Registration{{Mode: provider.ModeJIT, JITConfig: jit.EncodedJITConfig.Reveal(), RunnerName: runner}})
+	if err != nil || len(res.Runners) != 1 || res.Runners[0].Err != nil {
+		t.Fatalf("launching for %s: %+v, %v", name, res, err)
+	}
+	if err := led.Launched(ctx, runner, ledger.LaunchReport{InstanceID: res.Runners[0].Instance.ID, At: w.now}); err != nil {
+		t.Fatal(err)
+	}
+	return &deployment{name: name, provider: prov, down: down, instance: res.Runners[0].Instance.ID, runner: runner}
 }

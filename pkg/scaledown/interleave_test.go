@@ -3,7 +3,6 @@ package scaledown_test
 import (
 	"context"
 	"crypto/rand"
-	"crypto/rsa"
 	"errors"
 	"fmt"
 	"io"
@@ -42,22 +41,6 @@ pools:
     subnets: [subnet-0aaaaaaaa]
     maxRunners: 200
 `
-
-var (
-	keyOnce sync.Once
-	appKey  *rsa.PrivateKey
-)
-
-func testKey() *rsa.PrivateKey {
-	keyOnce.Do(func() {
-		k, err := rsa.GenerateKey(rand.Reader, 2048)
-		if err != nil {
-			panic(err)
-		}
-		appKey = k
-	})
-	return appKey
-}
 
 // tagged overlays the tags the runners' hooks set on their instances (the
 // dry-run provider has no tagging) and checks, at every Terminate, that no
@@ -166,7 +149,7 @@ func newWorldSim(t *testing.T, seed uint64, simOpts func(*ghsim.Options), opts .
 	w := &world{t: t, seed: seed, rng: mrand.New(mrand.NewPCG(seed, seed^0x5eed)), clock: ghsim.NewClock(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)),
 		jobs: map[int64]*simJob{}, booted: map[string]bool{}, broken: map[string]bool{}, finished: map[string]time.Time{},
 		lags: map[int64]time.Duration{}, flips: map[int64]bool{}, counter: &telemetry.Memory{}}
-	key := testKey()
+	key := testenv.Key()
 	// GitHub's busy flag, as its REST API shows it: false for 25–60 s after a
 	// job starts, and for a minute in the middle of one job in three.
 	so := ghsim.Options{Now: w.clock.Now, Seed: seed + 1, BusyHidden: func(job int64, since time.Duration) bool {

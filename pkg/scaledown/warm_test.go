@@ -13,6 +13,7 @@ import (
 	sdkec2 "github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/ledger"
@@ -73,7 +74,7 @@ func newWarmWorld(t *testing.T, image string) *warmWorld {
 	w := &warmWorld{t: t, clock: ghsim.NewClock(time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)), fake: ec2fake.New(),
 		regs: &warmRegistrations{items: map[string]userdata.Registration{}}}
 	w.fake.SetClock(w.clock.Now)
-	key := testKey()
+	key := testenv.Key()
 	sim := ghsim.New(ghsim.Options{Now: w.clock.Now})
 	t.Cleanup(sim.Close)
 	sim.AddApp(ghsim.AppConfig{ID: 42, Slug: "skiff", PublicKey: &key.PublicKey})

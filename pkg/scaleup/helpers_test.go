@@ -2,8 +2,6 @@ package scaleup_test
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -111,22 +109,6 @@ pools:
 // secretPrefix starts every credential ghsim issues: the canary.
 const secretPrefix = "CANARYSECRET"
 
-var (
-	keyOnce sync.Once
-	appKey  *rsa.PrivateKey
-)
-
-func testKey(t testing.TB) *rsa.PrivateKey {
-	keyOnce.Do(func() {
-		k, err := rsa.GenerateKey(rand.Reader, 2048)
-		if err != nil {
-			panic(err)
-		}
-		appKey = k
-	})
-	return appKey
-}
-
 // clock is a settable clock.
 type clock struct{ ns atomic.Int64 }
 
@@ -197,7 +179,7 @@ type env struct {
 
 func newEnv(t testing.TB, tweak func(*scaleup.Options)) *env {
 	t.Helper()
-	key := testKey(t)
+	key := testenv.Key()
 	sim := ghsim.New(ghsim.Options{SecretPrefix: secretPrefix})
 	t.Cleanup(sim.Close)
 	sim.AddApp(ghsim.AppConfig{ID: 42, Slug: "skiff", PublicKey: &key.PublicKey})
@@ -261,6 +243,22 @@ func (e *env) provider() *ec2.Provider {
 type response struct{ BatchItemFailures []failure }
 
 type failure struct{ ItemIdentifier string }
+
+// handleAtOnce hands each batch to an invocation of its own, all at once,
+// and returns their responses in the batches' order.
+func (e *env) handleAtOnce(batches ...[]queue.Delivery) []response {
+	resps := make([]response, len(batches))
+	var wg sync.WaitGroup
+	for i, b := range batches {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resps[i] = e.handle(context.Background(), e.svc, b...)
+		}()
+	}
+	wg.Wait()
+	return resps
+}
 
 // handle runs one batch through svc and completes it as the Lambda does.
 // Unless e.unknownRuns, the jobs' runs are recorded first as pushes, as the

@@ -117,113 +117,159 @@ func TestRandomInterleaving(t *testing.T) {
 }
 
 func interleave(t *testing.T, seed uint64) {
-	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
-	e := newEnv(t, func(o *scaleup.Options) { o.MaxAttempts = 1000 }) // retries are the point here
-	fail := func(format string, args ...any) {
-		t.Helper()
-		t.Fatalf("seed %d (rerun with SKIFF_SEED=%d): "+format, append([]any{seed, seed}, args...)...)
-	}
-	var queueMsgs []*simMessage
-	const jobsN = 40
-	for i := range jobsN {
+	w := &interleaving{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)),
+		e:     newEnv(t, func(o *scaleup.Options) { o.MaxAttempts = 1000 }), // retries are the point here
+		ended: map[string]bool{}}
+	e := w.e
+	for i := range interleaveJobs {
 		labels := []string{"self-hosted", "linux", "x64"}
 		if i%4 == 0 {
 			labels = []string{"small"}
 		}
 		m := &simMessage{d: message(job(int64(1000+i), labels...), 0), visibleAt: e.clock.now()}
-		queueMsgs = append(queueMsgs, m)
+		w.queue = append(w.queue, m)
 		_ = e.jobs.RecordRun(context.Background(), store.RunRecord{ID: m.d.Job.RunID, Attempt: 1, Event: "push",
 			UpdatedAt: e.clock.now(), ExpiresAt: e.clock.now().Add(24 * time.Hour)})
 	}
-	ended := map[string]bool{} // instances whose end was reported
-	ctx := context.Background()
-	check := func(step int) {
-		t.Helper()
-		if most := e.maxLivePerJobByTags(); most > 1 {
-			fail("step %d: a job has %d live instances\n%s", step, most, e.logs.String())
-		}
-	}
-	for step := 0; step < 600 && len(queueMsgs) > 0; step++ {
-		switch r := rng.IntN(10); {
+	for step := 0; step < 600 && len(w.queue) > 0; step++ {
+		switch r := w.rng.IntN(10); {
 		case r < 5: // an invocation takes up to 10 visible messages
-			var batch []*simMessage
-			for _, m := range queueMsgs {
-				if len(batch) < 10 && !m.visibleAt.After(e.clock.now()) {
-					batch = append(batch, m)
-				}
-			}
-			if len(batch) == 0 {
-				e.clock.advance(time.Minute)
-				continue
-			}
-			ds := make([]queue.Delivery, len(batch))
-			for i, m := range batch {
-				m.d.ReceiveCount++
-				m.visibleAt = e.clock.now().Add(time.Minute) // the visibility timeout
-				ds[i] = m.d
-			}
-			svc, ictx, crashed := e.svc, ctx, (*crashAt)(nil)
-			if rng.IntN(3) == 0 { // this invocation dies at one of its calls
-				c, cancel := context.WithCancel(ctx)
-				crashed = &crashAt{n: 1 + rng.IntN(8), cancel: cancel}
-				o := e.opts
-				o.Provider = crashingProvider{Provider: o.Provider, c: crashed}
-				o.Launches = crashingLaunches{Launches: o.Launches, c: crashed}
-				o.Ledger = crashingLedger{Ledger: o.Ledger, c: crashed}
-				var err error
-				if svc, err = scaleup.New(o); err != nil {
-					t.Fatal(err)
-				}
-				ictx = c
-			}
-			answers := svc.Handle(ictx, ds)
-			if crashed != nil && ictx.Err() != nil {
-				continue // died: no answer reaches the queue; every message comes back
-			}
-			for i, a := range answers {
-				if a.Verdict != queue.Retry {
-					queueMsgs = remove(queueMsgs, batch[i])
-				}
-			}
+			w.invoke()
 		case r < 6: // a duplicate delivery of a job already in the queue or done
-			m := &simMessage{d: message(job(int64(1000+rng.IntN(jobsN))), 0), visibleAt: e.clock.now()}
-			queueMsgs = append(queueMsgs, m)
+			m := &simMessage{d: message(job(int64(1000+w.rng.IntN(interleaveJobs))), 0), visibleAt: e.clock.now()}
+			w.queue = append(w.queue, m)
 		case r < 8: // a runner takes its job, reports it, finishes, powers off
-			live := e.ec2.Live()
-			if len(live) == 0 {
-				continue
-			}
-			in := live[rng.IntN(len(live))]
-			name := in.Tags["skiff:runner-name"]
-			if name != "" && rng.IntN(2) == 0 {
-				_ = e.ledger.Advance(ctx, name, ledger.StateJobStarted, e.clock.now(), 0)
-				_ = e.ledger.Advance(ctx, name, ledger.StateJobCompleted, e.clock.now(), 0)
-			}
-			e.ec2.SetState(in.ID, "terminated")
+			w.runnerEnds()
 		default: // state-change events, late, repeated and in any order
-			for _, in := range e.ec2.Instances() {
-				if in.State == "terminated" && (!ended[in.ID] || rng.IntN(4) == 0) {
-					if _, err := e.ledger.EndInstance(ctx, in.ID, e.clock.now(), "state_terminated"); err == nil {
-						ended[in.ID] = true
-					}
-				}
-			}
-			e.clock.advance(time.Duration(rng.IntN(90)) * time.Second)
+			w.events()
 		}
-		check(step)
+		w.check(step)
 	}
-	// Drain: deliver what is left, after the leases, until every message is done.
-	for try := 0; len(queueMsgs) > 0; try++ {
+	w.drain()
+	w.checkCounts()
+}
+
+// interleaveJobs is how many jobs an interleaving queues.
+const interleaveJobs = 40
+
+// interleaving is one random interleaving of invocations, duplicate
+// deliveries, runners ending and state-change events over an env: the
+// messages in its simulated queue, and the instances whose end was
+// reported.
+type interleaving struct {
+	t     *testing.T
+	seed  uint64
+	rng   *rand.Rand
+	e     *env
+	queue []*simMessage
+	ended map[string]bool
+}
+
+// fail fails the test, saying how to replay the interleaving.
+func (w *interleaving) fail(format string, args ...any) {
+	w.t.Helper()
+	w.t.Fatalf("seed %d (rerun with SKIFF_SEED=%d): "+format, append([]any{w.seed, w.seed}, args...)...)
+}
+
+// check fails the test when a job has more than one live instance.
+func (w *interleaving) check(step int) {
+	w.t.Helper()
+	if most := w.e.maxLivePerJobByTags(); most > 1 {
+		w.fail("step %d: a job has %d live instances\n%s", step, most, w.e.logs.String())
+	}
+}
+
+// invoke runs an invocation on up to 10 visible messages (the clock moves
+// on a minute when none is); one in three dies at one of its calls.
+func (w *interleaving) invoke() {
+	e, ctx := w.e, context.Background()
+	var batch []*simMessage
+	for _, m := range w.queue {
+		if len(batch) < 10 && !m.visibleAt.After(e.clock.now()) {
+			batch = append(batch, m)
+		}
+	}
+	if len(batch) == 0 {
+		e.clock.advance(time.Minute)
+		return
+	}
+	ds := make([]queue.Delivery, len(batch))
+	for i, m := range batch {
+		m.d.ReceiveCount++
+		m.visibleAt = e.clock.now().Add(time.Minute) // the visibility timeout
+		ds[i] = m.d
+	}
+	svc, ictx, crashed := e.svc, ctx, (*crashAt)(nil)
+	if w.rng.IntN(3) == 0 { // this invocation dies at one of its calls
+		c, cancel := context.WithCancel(ctx)
+		crashed = &crashAt{n: 1 + w.rng.IntN(8), cancel: cancel}
+		o := e.opts
+		o.Provider = crashingProvider{Provider: o.Provider, c: crashed}
+		o.Launches = crashingLaunches{Launches: o.Launches, c: crashed}
+		o.Ledger = crashingLedger{Ledger: o.Ledger, c: crashed}
+		var err error
+		if svc, err = scaleup.New(o); err != nil {
+			w.t.Fatal(err)
+		}
+		ictx = c
+	}
+	answers := svc.Handle(ictx, ds)
+	if crashed != nil && ictx.Err() != nil {
+		return // died: no answer reaches the queue; every message comes back
+	}
+	for i, a := range answers {
+		if a.Verdict != queue.Retry {
+			w.queue = remove(w.queue, batch[i])
+		}
+	}
+}
+
+// runnerEnds has a live instance's runner take its job, report it (or
+// not), finish and power off.
+func (w *interleaving) runnerEnds() {
+	e, ctx := w.e, context.Background()
+	live := e.ec2.Live()
+	if len(live) == 0 {
+		return
+	}
+	in := live[w.rng.IntN(len(live))]
+	name := in.Tags["skiff:runner-name"]
+	if name != "" && w.rng.IntN(2) == 0 {
+		_ = e.ledger.Advance(ctx, name, ledger.StateJobStarted, e.clock.now(), 0)
+		_ = e.ledger.Advance(ctx, name, ledger.StateJobCompleted, e.clock.now(), 0)
+	}
+	e.ec2.SetState(in.ID, "terminated")
+}
+
+// events reports the ended instances, late, repeated and in any order, and
+// moves the clock on.
+func (w *interleaving) events() {
+	e, ctx := w.e, context.Background()
+	for _, in := range e.ec2.Instances() {
+		if in.State == "terminated" && (!w.ended[in.ID] || w.rng.IntN(4) == 0) {
+			if _, err := e.ledger.EndInstance(ctx, in.ID, e.clock.now(), "state_terminated"); err == nil {
+				w.ended[in.ID] = true
+			}
+		}
+	}
+	e.clock.advance(time.Duration(w.rng.IntN(90)) * time.Second)
+}
+
+// drain delivers what is left, after the leases, until every message is
+// done.
+func (w *interleaving) drain() {
+	e, ctx := w.e, context.Background()
+	for try := 0; len(w.queue) > 0; try++ {
 		if try > 50 {
-			fail("%d messages never finished\n%s", len(queueMsgs), e.logs.String())
+			w.fail("%d messages never finished\n%s", len(w.queue), e.logs.String())
 		}
 		e.clock.advance(scaleup.DefaultClaimLease + time.Minute)
 		var ds []queue.Delivery
-		for _, m := range queueMsgs {
+		for _, m := range w.queue {
 			m.d.ReceiveCount++
 			ds = append(ds, m.d)
 		}
-		batch := queueMsgs[:min(len(queueMsgs), 10)]
+		batch := w.queue[:min(len(w.queue), 10)]
 		answers := e.svc.Handle(ctx, ds[:len(batch)])
 		var done []*simMessage
 		for i, a := range answers {
@@ -232,13 +278,19 @@ func interleave(t *testing.T, seed uint64) {
 			}
 		}
 		for _, m := range done {
-			queueMsgs = remove(queueMsgs, m)
+			w.queue = remove(w.queue, m)
 		}
-		check(-1)
+		w.check(-1)
 	}
-	// Every instance that ended is reported (EventBridge delivers each at
-	// least once; one that came before the ledger knew the instance is
-	// reported again by the reconciler's pass).
+}
+
+// checkCounts fails the test unless, every ended instance reported
+// (EventBridge delivers each at least once; one that came before the
+// ledger knew the instance is reported again by the reconciler's pass),
+// each pool's live count is its live instances, and nothing was
+// dead-lettered.
+func (w *interleaving) checkCounts() {
+	e, ctx := w.e, context.Background()
 	for _, in := range e.ec2.Instances() {
 		if in.State == "terminated" {
 			_, _ = e.ledger.EndInstance(ctx, in.ID, e.clock.now(), "state_terminated")
@@ -254,11 +306,11 @@ func interleave(t *testing.T, seed uint64) {
 		}
 		if n != alive {
 			runners, _ := e.ledger.LiveRunners(ctx, pool)
-			fail("pool %s: live count %d, live instances %d; live records %+v", pool, n, alive, runners)
+			w.fail("pool %s: live count %d, live instances %d; live records %+v", pool, n, alive, runners)
 		}
 	}
 	if dead := e.dlq.DeadLetters(); len(dead) != 0 {
-		fail("dead letters %+v", dead)
+		w.fail("dead letters %+v", dead)
 	}
 }
 

@@ -275,15 +275,7 @@ func TestTokenModeOverlappingBatches(t *testing.T) {
 		base := int64(100 * (round + 1))
 		batches := [][]queue.Delivery{{message(job(base, tokenLabels...), 1), message(job(base+1, tokenLabels...), 1)},
 			{message(job(base, tokenLabels...), 1)}}
-		var wg sync.WaitGroup
-		for _, b := range batches {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				e.handle(context.Background(), e.svc, b...)
-			}()
-		}
-		wg.Wait()
+		e.handleAtOnce(batches...)
 		if most := e.maxLivePerJob(); most > 1 {
 			t.Fatalf("round %d: a job has %d live instances\n%s", round, most, e.logs.String())
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -90,70 +89,102 @@ func TestBatchLaunchesOneFleet(t *testing.T) {
 
 // TestOutcomes: every job ends launched, skipped (reason), retried (reason)
 // or dead-lettered (reason).
+// outcomeWant is what handling a batch must give: launches, retries, dead
+// letters, a counter and CreateFleet calls.
+type outcomeWant struct {
+	launched   int
+	retried    int
+	deadReason string // the reason of every dead letter, "" for none
+	dead       int
+	metric     string // a counter that must be non-zero, "name/reason"
+	fleetCalls int    // -1: do not check
+}
+
+// checkOutcome fails t unless e, after answering resp, is as want says.
+func checkOutcome(t *testing.T, e *env, resp response, want outcomeWant) {
+	t.Helper()
+	if got := len(e.ec2.Live()); got != want.launched {
+		t.Errorf("launched %d, want %d", got, want.launched)
+	}
+	if got := len(resp.BatchItemFailures); got != want.retried {
+		t.Errorf("retried %d, want %d: %+v", got, want.retried, resp.BatchItemFailures)
+	}
+	dead := e.dlq.DeadLetters()
+	if len(dead) != want.dead {
+		t.Errorf("dead letters %+v, want %d", dead, want.dead)
+	}
+	for _, d := range dead {
+		if d.Reason != want.deadReason {
+			t.Errorf("dead letter reason %q, want %q", d.Reason, want.deadReason)
+		}
+	}
+	if want.metric != "" && e.counter.Snapshot()[want.metric] == 0 {
+		t.Errorf("metric %s not counted: %v", want.metric, e.counter.Snapshot())
+	}
+	if want.fleetCalls >= 0 && e.ec2.Calls("CreateFleet") != want.fleetCalls {
+		t.Errorf("%d CreateFleet calls, want %d", e.ec2.Calls("CreateFleet"), want.fleetCalls)
+	}
+	if got, _ := e.ledger.Live(context.Background(), "cpu"); want.launched == 0 && got != 0 {
+		t.Errorf("cpu runner count %d after launching nothing", got)
+	}
+}
+
 func TestOutcomes(t *testing.T) {
 	t.Parallel()
-	type want struct {
-		launched   int
-		retried    int
-		deadReason string // the reason of every dead letter, "" for none
-		dead       int
-		metric     string // a counter that must be non-zero, "name/reason"
-		fleetCalls int    // -1: do not check
-	}
 	cases := []struct {
 		name     string
 		msgs     func() []queue.Delivery
 		setup    func(e *env)
 		maxTries int
-		want     want
+		want     outcomeWant
 	}{
 		{"unresolvable labels are skipped", func() []queue.Delivery { return jobs(1, 2, "self-hosted", "windows") }, nil, 0,
-			want{metric: scaleup.MetricSkipped + "/no_pool", fleetCalls: 0}},
+			outcomeWant{metric: scaleup.MetricSkipped + "/no_pool", fleetCalls: 0}},
 		{"repository outside the pool's scope is skipped", func() []queue.Delivery { return jobs(1, 1, "private") }, nil, 0,
-			want{metric: scaleup.MetricSkipped + "/repository_not_allowed", fleetCalls: 0}},
+			outcomeWant{metric: scaleup.MetricSkipped + "/repository_not_allowed", fleetCalls: 0}},
 		{"undecodable message is dropped", func() []queue.Delivery {
 			return []queue.Delivery{queue.NewDelivery("junk", "{not json", 1, ""), queue.NewDelivery("empty", `{"job_id":1}`, 1, "")}
-		}, nil, 0, want{metric: scaleup.MetricSkipped + "/undecodable", fleetCalls: 0}},
+		}, nil, 0, outcomeWant{metric: scaleup.MetricSkipped + "/undecodable", fleetCalls: 0}},
 		{"spot unavailable falls back to on-demand", func() []queue.Delivery { return jobs(1, 3) },
 			func(e *env) { e.ec2.SetSpotUnavailable(true) }, 0,
-			want{launched: 3, metric: scaleup.MetricFallbacks + "/cpu", fleetCalls: 2}},
+			outcomeWant{launched: 3, metric: scaleup.MetricFallbacks + "/cpu", fleetCalls: 2}},
 		{"no capacity anywhere is retried", func() []queue.Delivery { return jobs(1, 2, "ondemand") },
 			func(e *env) { e.ec2.FailPool("c7i.xlarge/subnet-0aaaaaaaa/on-demand", "InsufficientInstanceCapacity") }, 0,
-			want{retried: 2, metric: ec2.MetricCapacityErrors + "/capacity", fleetCalls: 1}},
+			outcomeWant{retried: 2, metric: ec2.MetricCapacityErrors + "/capacity", fleetCalls: 1}},
 		{"no capacity on the last delivery is dead-lettered", func() []queue.Delivery {
 			return []queue.Delivery{message(job(1, "ondemand"), 5)}
 		}, func(e *env) { e.ec2.FailPool("c7i.xlarge/subnet-0aaaaaaaa/on-demand", "InsufficientInstanceCapacity") }, 5,
-			want{dead: 1, deadReason: "launch_capacity", fleetCalls: 1}},
+			outcomeWant{dead: 1, deadReason: "launch_capacity", fleetCalls: 1}},
 		{"zero vCPU quota is dead-lettered at once", func() []queue.Delivery { return jobs(1, 2, "ondemand") },
 			func(e *env) { e.ec2.FailPool("c7i.xlarge/subnet-0aaaaaaaa/on-demand", "VcpuLimitExceeded") }, 0,
-			want{dead: 2, deadReason: "launch_quota", metric: ec2.MetricCapacityErrors + "/quota", fleetCalls: 1}},
+			outcomeWant{dead: 2, deadReason: "launch_quota", metric: ec2.MetricCapacityErrors + "/quota", fleetCalls: 1}},
 		{"zero quota for one type and no capacity for the other is retried", func() []queue.Delivery { return jobs(1, 2, "mixed") },
 			func(e *env) {
 				e.ec2.FailPool("g6.xlarge/subnet-0aaaaaaaa/on-demand", "VcpuLimitExceeded")
 				e.ec2.FailPool("c7i.xlarge/subnet-0aaaaaaaa/on-demand", "InsufficientInstanceCapacity")
 			}, 0,
-			want{retried: 2, metric: ec2.MetricCapacityErrors + "/quota", fleetCalls: 1}},
+			outcomeWant{retried: 2, metric: ec2.MetricCapacityErrors + "/quota", fleetCalls: 1}},
 		{"a type with zero quota does not stop the others", func() []queue.Delivery { return jobs(1, 2, "mixed") },
 			func(e *env) { e.ec2.FailPool("g6.xlarge/subnet-0aaaaaaaa/on-demand", "VcpuLimitExceeded") }, 0,
-			want{launched: 2, metric: ec2.MetricCapacityErrors + "/quota", fleetCalls: 1}},
+			outcomeWant{launched: 2, metric: ec2.MetricCapacityErrors + "/quota", fleetCalls: 1}},
 		{"throttled fleet call is retried", func() []queue.Delivery { return jobs(1, 2) },
-			func(e *env) { e.ec2.ThrottleNext(1) }, 0, want{retried: 2, fleetCalls: 1}},
+			func(e *env) { e.ec2.ThrottleNext(1) }, 0, outcomeWant{retried: 2, fleetCalls: 1}},
 		{"missing launch template is dead-lettered", func() []queue.Delivery { return jobs(1, 1) },
-			func(e *env) { e.ec2.SetLaunchTemplates("skiff-other") }, 0, want{dead: 1, deadReason: "launch_invalid", fleetCalls: 1}},
+			func(e *env) { e.ec2.SetLaunchTemplates("skiff-other") }, 0, outcomeWant{dead: 1, deadReason: "launch_invalid", fleetCalls: 1}},
 		{"partial fill retries the rest", func() []queue.Delivery { return jobs(1, 5, "ondemand") },
-			func(e *env) { e.ec2.SetFillLimit(3) }, 0, want{launched: 3, retried: 2, fleetCalls: 1}},
+			func(e *env) { e.ec2.SetFillLimit(3) }, 0, outcomeWant{launched: 3, retried: 2, fleetCalls: 1}},
 		{"pool at max runners retries the rest", func() []queue.Delivery { return jobs(1, 3, "small") }, nil, 0,
-			want{launched: 2, retried: 1, metric: scaleup.MetricRetried + "/max_runners", fleetCalls: 1}},
+			outcomeWant{launched: 2, retried: 1, metric: scaleup.MetricRetried + "/max_runners", fleetCalls: 1}},
 		{"GitHub errors are retried without launching", func() []queue.Delivery { return jobs(1, 2) },
 			func(e *env) { e.sim.SetFault(ghsim.OpGenerateOrgJITConfig, ghsim.Fault{ErrorRate: 1}) }, 0,
-			want{retried: 2, metric: scaleup.MetricRetried + "/github", fleetCalls: 0}},
+			outcomeWant{retried: 2, metric: scaleup.MetricRetried + "/github", fleetCalls: 0}},
 		{"GitHub rate limit is retried", func() []queue.Delivery { return jobs(1, 1) },
 			func(e *env) {
 				e.sim.SetFault(ghsim.OpGenerateOrgJITConfig, ghsim.Fault{LimitUntil: time.Now().Add(time.Hour), RetryAfter: time.Hour})
-			}, 0, want{retried: 1, metric: scaleup.MetricRetried + "/github_rate_limited", fleetCalls: 0}},
+			}, 0, outcomeWant{retried: 1, metric: scaleup.MetricRetried + "/github_rate_limited", fleetCalls: 0}},
 		{"unknown runner group is dead-lettered", func() []queue.Delivery { return jobs(1, 1) },
 			func(e *env) { e.sim.SetFault(ghsim.OpListRunnerGroups, ghsim.Fault{ErrorRate: 1, ErrorStatus: 404}) }, 0,
-			want{dead: 1, deadReason: "github_refused", fleetCalls: 0}},
+			outcomeWant{dead: 1, deadReason: "github_refused", fleetCalls: 0}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -164,30 +195,7 @@ func TestOutcomes(t *testing.T) {
 			}
 			msgs := tc.msgs()
 			resp := e.handle(context.Background(), e.svc, msgs...)
-			if got := len(e.ec2.Live()); got != tc.want.launched {
-				t.Errorf("launched %d, want %d", got, tc.want.launched)
-			}
-			if got := len(resp.BatchItemFailures); got != tc.want.retried {
-				t.Errorf("retried %d, want %d: %+v", got, tc.want.retried, resp.BatchItemFailures)
-			}
-			dead := e.dlq.DeadLetters()
-			if len(dead) != tc.want.dead {
-				t.Errorf("dead letters %+v, want %d", dead, tc.want.dead)
-			}
-			for _, d := range dead {
-				if d.Reason != tc.want.deadReason {
-					t.Errorf("dead letter reason %q, want %q", d.Reason, tc.want.deadReason)
-				}
-			}
-			if tc.want.metric != "" && e.counter.Snapshot()[tc.want.metric] == 0 {
-				t.Errorf("metric %s not counted: %v", tc.want.metric, e.counter.Snapshot())
-			}
-			if tc.want.fleetCalls >= 0 && e.ec2.Calls("CreateFleet") != tc.want.fleetCalls {
-				t.Errorf("%d CreateFleet calls, want %d", e.ec2.Calls("CreateFleet"), tc.want.fleetCalls)
-			}
-			if got, _ := e.ledger.Live(context.Background(), "cpu"); tc.want.launched == 0 && got != 0 {
-				t.Errorf("cpu runner count %d after launching nothing", got)
-			}
+			checkOutcome(t, e, resp, tc.want)
 			if t.Failed() {
 				t.Logf("logs:\n%s", e.logs.String())
 			}
@@ -242,16 +250,7 @@ func TestConcurrentDuplicateDelivery(t *testing.T) {
 		e := newEnv(t, nil)
 		base := int64(1000 * (round + 1))
 		first, second := jobs(base, 5), jobs(base, 5) // same jobs, other messages
-		var wg sync.WaitGroup
-		resps := make([]response, 2)
-		for i, msgs := range [][]queue.Delivery{first, second} {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				resps[i] = e.handle(context.Background(), e.svc, msgs...)
-			}()
-		}
-		wg.Wait()
+		resps := e.handleAtOnce(first, second)
 		pending := map[string]queue.Delivery{}
 		for i, msgs := range [][]queue.Delivery{first, second} {
 			f := failed(resps[i])

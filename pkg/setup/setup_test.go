@@ -200,8 +200,14 @@ func TestSetupInChromium(t *testing.T) {
 		t.Errorf("second start: %d, want 409", code)
 	}
 
-	logs := w.logs.String()
-	for name, s := range map[string]string{"setup secret": canary, "App key": pemBody(t, keys), "webhook secret": app.WebhookSecret} {
+	checkSetupLog(t, w.logs.String(), map[string]string{"setup secret": canary, "App key": pemBody(t, keys), "webhook secret": app.WebhookSecret})
+}
+
+// checkSetupLog fails t if logs hold any of secrets (by name), or lack the
+// App's manifest being posted and the App being stored.
+func checkSetupLog(t *testing.T, logs string, secrets map[string]string) {
+	t.Helper()
+	for name, s := range secrets {
 		if strings.Contains(logs, s) {
 			t.Errorf("the %s reached the log", name)
 		}
@@ -295,7 +301,17 @@ func TestSetupRefusals(t *testing.T) {
 		t.Errorf("the page after setup: %d, want 409", got)
 	}
 
-	// Local mode's files: the key 0600 in the data directory.
+	checkLocalAppFiles(t, w)
+	if strings.Contains(w.logs.String(), canary) {
+		t.Error("the setup secret reached the log")
+	}
+}
+
+// checkLocalAppFiles fails t unless local mode's files of the App w's
+// setup created are in its data directory, 0600, and load back as that
+// App.
+func checkLocalAppFiles(t *testing.T, w *world) {
+	t.Helper()
 	dir := w.store.(*canaryFiles).Dir
 	for _, name := range []string{setup.AppKeyFile, setup.WebhookSecretFile, setup.AppFile} {
 		fi, err := os.Stat(filepath.Join(dir, name))
@@ -309,9 +325,6 @@ func TestSetupRefusals(t *testing.T) {
 	}
 	if apps, err := github.ParseAppKeys(nil, keys); err != nil || apps[0].ID != w.sim.CreatedApps()[0].ID {
 		t.Errorf("local key file parses to %v, %v", apps, err)
-	}
-	if strings.Contains(w.logs.String(), canary) {
-		t.Error("the setup secret reached the log")
 	}
 }
 

@@ -2,15 +2,11 @@ package userdata
 
 import (
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,22 +29,7 @@ func TestJobHooks(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%s answered %d", tt.hook, tt.status), func(t *testing.T) {
 			t.Parallel()
-			var (
-				mu    sync.Mutex
-				forms []url.Values
-			)
-			ec2 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				body, _ := io.ReadAll(r.Body)
-				if err := verifySigV4(r, body, mockSecretKey, "ec2", "x-amz-security-token"); err != nil {
-					t.Errorf("CreateTags signature: %v", err)
-				}
-				form, _ := url.ParseQuery(string(body))
-				mu.Lock()
-				forms = append(forms, form)
-				mu.Unlock()
-				w.WriteHeader(tt.status)
-			}))
-			defer ec2.Close()
+			ec2 := startEC2TagsAnswering(t, tt.status)
 
 			dir := t.TempDir()
 			src := filepath.Join(testenv.Root(t), "userdata")
@@ -65,7 +46,7 @@ func TestJobHooks(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			env := fmt.Sprintf("SKIFF_IMDS=%s\nSKIFF_INSTANCE_ID=i-1234567890abcdef0\nSKIFF_API_REGION=us-east-1\nSKIFF_EC2_ENDPOINT=%s\n", imds, ec2.URL)
+			env := fmt.Sprintf("SKIFF_IMDS=%s\nSKIFF_INSTANCE_ID=i-1234567890abcdef0\nSKIFF_API_REGION=us-east-1\nSKIFF_EC2_ENDPOINT=%s\n", imds, ec2.url)
 			if err := os.WriteFile(filepath.Join(dir, "instance.env"), []byte(env), 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -74,8 +55,7 @@ func TestJobHooks(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the hook failed, which would fail the job: %v\n%s", err, out)
 			}
-			mu.Lock()
-			defer mu.Unlock()
+			forms := ec2.calls()
 			if len(forms) != 1 {
 				t.Fatalf("CreateTags calls = %d, want 1\n%s", len(forms), out)
 			}

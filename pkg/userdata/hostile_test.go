@@ -94,37 +94,7 @@ func TestBootSandboxHostileRegistration(t *testing.T) {
 			}
 			sb.boot(t, script, 30*time.Second)
 
-			cmds := sb.commands()
-			if last := cmds[len(cmds)-1]; last != "shutdown -h now" {
-				t.Fatalf("last command = %q, want shutdown -h now\n%s", last, sb.dump())
-			}
-			pwned, _ := filepath.Glob(filepath.Join(sb.dir, "pwned-*"))
-			if len(pwned) > 0 {
-				t.Errorf("a registration value was executed: %v\n%s", pwned, sb.dump())
-			}
-			got, started := sb.read("runner-received"), sb.read("runner-received") != "" || strings.Contains(strings.Join(cmds, "\n"), "run.sh ")
-			if tc.want == "" {
-				if started || sb.read("config-args") != "" {
-					t.Fatalf("the runner started on a registration that breaks the contract\n%s", sb.dump())
-				}
-				if bootLog := sb.read("root/var/log/skiff/boot.log"); !strings.Contains(bootLog, "registration item is malformed") {
-					t.Errorf("boot log does not say the registration was refused:\n%s", bootLog)
-				}
-			} else if got != tc.want {
-				t.Errorf("the runner received\n%q\nwant byte-exact\n%q", got, tc.want)
-			}
-			if tc.wantArgs != nil {
-				args := strings.Split(strings.TrimSuffix(sb.read("config-args"), "\x00"), "\x00")
-				if strings.Join(args, "\n") != strings.Join(tc.wantArgs, "\n") {
-					t.Errorf("config.sh received\n%q\nwant byte-exact\n%q", args, tc.wantArgs)
-				}
-			}
-			// The secret reaches the runner's environment only: no log or file holds it.
-			for path, content := range sb.everything(t) {
-				if strings.Contains(content, "CANARYjit") || strings.Contains(content, "CANARYtoken") {
-					t.Errorf("a registration secret was written to %s", path)
-				}
-			}
+			checkHostileBoot(t, sb, tc.want, tc.wantArgs)
 			if ddb.exists(t, table) {
 				t.Errorf("the registration is still in the table after boot")
 			}
@@ -135,6 +105,45 @@ func TestBootSandboxHostileRegistration(t *testing.T) {
 			t.Errorf("requests whose SigV4 signature did not verify: %v", errs)
 		}
 	})
+}
+
+// checkHostileBoot fails t unless the boot powered off, executed no
+// registration value, gave the runner want (or, want "", refused the
+// registration and started no runner), gave config.sh wantArgs (when not
+// nil) and wrote no secret anywhere.
+func checkHostileBoot(t *testing.T, sb *sandbox, want string, wantArgs []string) {
+	t.Helper()
+	cmds := sb.commands()
+	if last := cmds[len(cmds)-1]; last != "shutdown -h now" {
+		t.Fatalf("last command = %q, want shutdown -h now\n%s", last, sb.dump())
+	}
+	pwned, _ := filepath.Glob(filepath.Join(sb.dir, "pwned-*"))
+	if len(pwned) > 0 {
+		t.Errorf("a registration value was executed: %v\n%s", pwned, sb.dump())
+	}
+	got, started := sb.read("runner-received"), sb.read("runner-received") != "" || strings.Contains(strings.Join(cmds, "\n"), "run.sh ")
+	if want == "" {
+		if started || sb.read("config-args") != "" {
+			t.Fatalf("the runner started on a registration that breaks the contract\n%s", sb.dump())
+		}
+		if bootLog := sb.read("root/var/log/skiff/boot.log"); !strings.Contains(bootLog, "registration item is malformed") {
+			t.Errorf("boot log does not say the registration was refused:\n%s", bootLog)
+		}
+	} else if got != want {
+		t.Errorf("the runner received\n%q\nwant byte-exact\n%q", got, want)
+	}
+	if wantArgs != nil {
+		args := strings.Split(strings.TrimSuffix(sb.read("config-args"), "\x00"), "\x00")
+		if strings.Join(args, "\n") != strings.Join(wantArgs, "\n") {
+			t.Errorf("config.sh received\n%q\nwant byte-exact\n%q", args, wantArgs)
+		}
+	}
+	// The secret reaches the runner's environment only: no log or file holds it.
+	for path, content := range sb.everything(t) {
+		if strings.Contains(content, "CANARYjit") || strings.Contains(content, "CANARYtoken") {
+			t.Errorf("a registration secret was written to %s", path)
+		}
+	}
 }
 
 // putRaw writes a registration item for the mock instance as given, without

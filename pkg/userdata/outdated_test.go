@@ -1,14 +1,9 @@
 package userdata
 
 import (
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -39,25 +34,11 @@ func TestBootSandboxOutdated(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var (
-				mu    sync.Mutex
-				forms []url.Values
-			)
-			ec2 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				body, _ := io.ReadAll(r.Body)
-				if err := verifySigV4(r, body, mockSecretKey, "ec2", "x-amz-security-token"); err != nil {
-					t.Errorf("CreateTags signature: %v", err)
-				}
-				form, _ := url.ParseQuery(string(body))
-				mu.Lock()
-				forms = append(forms, form)
-				mu.Unlock()
-			}))
-			defer ec2.Close()
+			ec2 := startEC2Tags(t)
 			table := "outdated-" + string(rune('a'+i))
 			ddb.createTable(t, table)
 			p := cpuParams()
-			p.RegistrationTable, p.IMDSEndpoint, p.DynamoDBEndpoint, p.EC2Endpoint = table, imds, ddb.endpoint, ec2.URL
+			p.RegistrationTable, p.IMDSEndpoint, p.DynamoDBEndpoint, p.EC2Endpoint = table, imds, ddb.endpoint, ec2.url
 			p.RegistrationTimeout, p.Lifetime = 5*time.Second, 60*time.Second
 			script, err := Render(p)
 			if err != nil {
@@ -75,10 +56,8 @@ func TestBootSandboxOutdated(t *testing.T) {
 			if !strings.Contains(bootLog, "stage=runner_exit exit_code="+tc.exitCode) {
 				t.Fatalf("runner_exit %s expected\n%s", tc.exitCode, sb.dump())
 			}
-			mu.Lock()
-			defer mu.Unlock()
 			var tags []string
-			for _, f := range forms {
+			for _, f := range ec2.calls() {
 				if f.Get("Tag.1.Key") == "skiff:runner-outdated" {
 					tags = append(tags, f.Get("Tag.1.Value"))
 				}

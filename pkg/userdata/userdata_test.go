@@ -151,6 +151,78 @@ func TestShq(t *testing.T) {
 	}
 }
 
+// agentConfigJSON is what the tests read of the CloudWatch agent's
+// configuration.
+type agentConfigJSON struct {
+	Agent struct {
+		MetricsCollectionInterval int `json:"metrics_collection_interval"`
+	}
+	Metrics *struct {
+		Namespace        string
+		AppendDimensions map[string]string `json:"append_dimensions"`
+		Collected        map[string]struct {
+			Measurement      []string
+			AppendDimensions map[string]string `json:"append_dimensions"`
+		} `json:"metrics_collected"`
+	}
+	Logs struct {
+		LogsCollected struct {
+			Files struct {
+				CollectList []struct {
+					FilePath   string `json:"file_path"`
+					Group      string `json:"log_group_name"`
+					StreamName string `json:"log_stream_name"`
+					Filters    []struct {
+						Type       string
+						Expression string
+					}
+				} `json:"collect_list"`
+			}
+		} `json:"logs_collected"`
+	}
+}
+
+// checkAgentLogs fails t unless cfg ships the boot, cloud-init, runner
+// and worker logs to group, each in the instance's stream, and drops the
+// lines that would carry a JIT configuration.
+func checkAgentLogs(t *testing.T, cfg agentConfigJSON, group string) {
+	t.Helper()
+	streams := map[string]bool{}
+	for _, f := range cfg.Logs.LogsCollected.Files.CollectList {
+		streams[f.StreamName] = true
+		if f.Group != group || !strings.HasPrefix(f.StreamName, "{instance_id}/") {
+			t.Errorf("log %+v: want group %s and stream {instance_id}/...", f, group)
+		}
+		// Some runner versions trace the JIT config they were given in _diag
+		// (jitconfig is not among their masked secret args): no shipped log
+		// may carry such a line to CloudWatch Logs.
+		dropped := func(line string) bool {
+			for _, flt := range f.Filters {
+				if flt.Type == "exclude" && regexp.MustCompile(flt.Expression).MatchString(line) {
+					return true
+				}
+			}
+			return false
+		}
+		for _, line := range []string{
+			"[2026-11-30 09:00:00Z INFO CommandSettings] Env arg 'jitconfig': 'eyJydW5uZXIi'",
+			"[2026-11-30 09:00:00Z INFO CommandLineParser] Adding option 'JitConfig': 'eyJydW5uZXIi'",
+		} {
+			if !dropped(line) {
+				t.Errorf("log %s would ship %q", f.StreamName, line)
+			}
+		}
+		if dropped("2026-11-30 09:00:01Z: Listening for Jobs") {
+			t.Errorf("log %s drops ordinary runner lines", f.StreamName)
+		}
+	}
+	for _, want := range []string{"{instance_id}/boot", "{instance_id}/cloud-init", "{instance_id}/runner", "{instance_id}/worker"} {
+		if !streams[want] {
+			t.Errorf("no log stream %s in %v", want, streams)
+		}
+	}
+}
+
 func TestAgentConfig(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -172,74 +244,14 @@ func TestAgentConfig(t *testing.T) {
 			if err != nil {
 				t.Fatalf("AgentConfig: %v", err)
 			}
-			var cfg struct {
-				Agent struct {
-					MetricsCollectionInterval int `json:"metrics_collection_interval"`
-				}
-				Metrics *struct {
-					Namespace        string
-					AppendDimensions map[string]string `json:"append_dimensions"`
-					Collected        map[string]struct {
-						Measurement      []string
-						AppendDimensions map[string]string `json:"append_dimensions"`
-					} `json:"metrics_collected"`
-				}
-				Logs struct {
-					LogsCollected struct {
-						Files struct {
-							CollectList []struct {
-								FilePath   string `json:"file_path"`
-								Group      string `json:"log_group_name"`
-								StreamName string `json:"log_stream_name"`
-								Filters    []struct {
-									Type       string
-									Expression string
-								}
-							} `json:"collect_list"`
-						}
-					} `json:"logs_collected"`
-				}
-			}
+			var cfg agentConfigJSON
 			if err := json.Unmarshal(b, &cfg); err != nil {
 				t.Fatalf("agent config is not JSON: %v", err)
 			}
 			if cfg.Agent.MetricsCollectionInterval != 10 {
 				t.Errorf("collection interval %d, want 10", cfg.Agent.MetricsCollectionInterval)
 			}
-			streams := map[string]bool{}
-			for _, f := range cfg.Logs.LogsCollected.Files.CollectList {
-				streams[f.StreamName] = true
-				if f.Group != p.LogGroup || !strings.HasPrefix(f.StreamName, "{instance_id}/") {
-					t.Errorf("log %+v: want group %s and stream {instance_id}/...", f, p.LogGroup)
-				}
-				// Some runner versions trace the JIT config they were given in _diag
-				// (jitconfig is not among their masked secret args): no shipped log
-				// may carry such a line to CloudWatch Logs.
-				dropped := func(line string) bool {
-					for _, flt := range f.Filters {
-						if flt.Type == "exclude" && regexp.MustCompile(flt.Expression).MatchString(line) {
-							return true
-						}
-					}
-					return false
-				}
-				for _, line := range []string{
-					"[2026-11-30 09:00:00Z INFO CommandSettings] Env arg 'jitconfig': 'eyJydW5uZXIi'",
-					"[2026-11-30 09:00:00Z INFO CommandLineParser] Adding option 'JitConfig': 'eyJydW5uZXIi'",
-				} {
-					if !dropped(line) {
-						t.Errorf("log %s would ship %q", f.StreamName, line)
-					}
-				}
-				if dropped("2026-11-30 09:00:01Z: Listening for Jobs") {
-					t.Errorf("log %s drops ordinary runner lines", f.StreamName)
-				}
-			}
-			for _, want := range []string{"{instance_id}/boot", "{instance_id}/cloud-init", "{instance_id}/runner", "{instance_id}/worker"} {
-				if !streams[want] {
-					t.Errorf("no log stream %s in %v", want, streams)
-				}
-			}
+			checkAgentLogs(t, cfg, p.LogGroup)
 			if tt.wantNoMetrics {
 				if cfg.Metrics != nil {
 					t.Errorf("metrics section present with Metrics off")
@@ -362,16 +374,8 @@ func jitReg(expires time.Time) *Registration {
 
 func TestBootSandbox(t *testing.T) {
 	t.Parallel()
-	imds := startIMDS(t)
-	ddb := startDynamo(t)
 	future := time.Now().Add(time.Hour)
-	dl, sum := serveRunner(t)
-	// EC2 for the job hooks' CreateTags (TestJobHooks checks the calls themselves).
-	ec2 := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	t.Cleanup(ec2.Close)
-	idle := func(p *Params) { p.IdleTimeout, p.EC2Endpoint = 2*time.Second, ec2.URL }
-
-	cases := []bootCase{
+	runBootCases(t, []bootCase{
 		{name: "jit cpu pool", reg: jitReg(future), preinstalled: true, runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit",
 			wantCommands: []string{"curl .*DeleteItem", "useradd --system", "chown -R runner:runner", "amazon-cloudwatch-agent-ctl -a fetch-config -m ec2 -s -c file:",
 				"runuser -u runner -- .*/run.sh", "run.sh  jitconfig_env=set hook_started=.*/hooks/job-started.sh", "shutdown -h now"}},
@@ -385,6 +389,39 @@ func TestBootSandbox(t *testing.T) {
 		{name: "registration missing", params: func(p *Params) { p.RegistrationTimeout = 2 * time.Second }, preinstalled: true,
 			wantCommands: []string{"curl .*DeleteItem", "shutdown -h now"}},
 		{name: "registration expired", reg: jitReg(time.Now().Add(-time.Minute)), preinstalled: true},
+		{name: "token mode", preinstalled: true, runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit",
+			reg: &Registration{InstanceARN: mockInstanceARN, Mode: ModeToken, Token: canaryToken, URL: "https://github.com/acme",
+				RunnerName: "skiff-gpu-1", Labels: []string{"self-hosted", "gpu-a10"}, RunnerGroup: "ci", ExpiresAt: future},
+			wantCommands: []string{"config.sh --unattended --url https://github.com/acme --name skiff-gpu-1 --labels self-hosted,gpu-a10 " +
+				"--no-default-labels --runnergroup ci --ephemeral --disableupdate token_env=set", "run.sh  jitconfig_env= hook_started=.*job-started.sh"}},
+		{name: "aws cli fallback for old curl", reg: jitReg(future), preinstalled: true, viaCLI: true, env: []string{"FAKE_CURL_VERSION=7.74.0"},
+			runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit",
+			wantCommands: []string{"aws dynamodb delete-item --region us-east-1 --endpoint-url http://127.0.0.1:[0-9]+ --table-name \\S+ " +
+				`--key \{"pk":\{"S":"` + regexp.QuoteMeta(mockInstanceARN) + `"\}\} --return-values ALL_OLD --output json`}},
+		// The trap is armed before the first command that can fail: a boot that cannot even
+		// create its log directory still powers off.
+		{name: "log directory not writable", preinstalled: true,
+			setup: func(t *testing.T, sb *sandbox) {
+				writeFile(t, filepath.Join(sb.root, "var/log/skiff"), "a file where the log directory should be")
+			},
+			wantCommands: []string{"shutdown -h now"}},
+		// A job can leave a process behind that still holds the runner's stdout; the script
+		// must not wait for it (only the lifetime cap would end that wait).
+		{name: "runner leaves a process holding its output", reg: jitReg(future), preinstalled: true, env: []string{"FAKE_RUNNER=leak"},
+			runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit"},
+	})
+}
+
+// TestBootSandboxTimeouts boots runners against the lifetime cap and the
+// idle timeout.
+func TestBootSandboxTimeouts(t *testing.T) {
+	t.Parallel()
+	future := time.Now().Add(time.Hour)
+	// EC2 for the job hooks' CreateTags (TestJobHooks checks the calls themselves).
+	ec2 := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(ec2.Close)
+	idle := func(p *Params) { p.IdleTimeout, p.EC2Endpoint = 2*time.Second, ec2.URL }
+	runBootCases(t, []bootCase{
 		// The watchdog's sleep of the lifetime ends once the runner has
 		// its registration, not after 3 s of real time: the cap comes
 		// after the runner started however slow the machine is.
@@ -400,15 +437,16 @@ func TestBootSandbox(t *testing.T) {
 			runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit"},
 		{name: "job announced before the idle timeout", params: idle, reg: jitReg(future), preinstalled: true, env: []string{"FAKE_RUNNER=announced"},
 			runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit"},
-		{name: "token mode", preinstalled: true, runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit",
-			reg: &Registration{InstanceARN: mockInstanceARN, Mode: ModeToken, Token: canaryToken, URL: "https://github.com/acme",
-				RunnerName: "skiff-gpu-1", Labels: []string{"self-hosted", "gpu-a10"}, RunnerGroup: "ci", ExpiresAt: future},
-			wantCommands: []string{"config.sh --unattended --url https://github.com/acme --name skiff-gpu-1 --labels self-hosted,gpu-a10 " +
-				"--no-default-labels --runnergroup ci --ephemeral --disableupdate token_env=set", "run.sh  jitconfig_env= hook_started=.*job-started.sh"}},
-		{name: "aws cli fallback for old curl", reg: jitReg(future), preinstalled: true, viaCLI: true, env: []string{"FAKE_CURL_VERSION=7.74.0"},
-			runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit",
-			wantCommands: []string{"aws dynamodb delete-item --region us-east-1 --endpoint-url http://127.0.0.1:[0-9]+ --table-name \\S+ " +
-				`--key \{"pk":\{"S":"` + regexp.QuoteMeta(mockInstanceARN) + `"\}\} --return-values ALL_OLD --output json`}},
+	})
+}
+
+// TestBootSandboxRunnerDownload boots instances that download their runner,
+// at the user data's pinned version or the registration's.
+func TestBootSandboxRunnerDownload(t *testing.T) {
+	t.Parallel()
+	future := time.Now().Add(time.Hour)
+	dl, sum := serveRunner(t)
+	runBootCases(t, []bootCase{
 		{name: "runner downloaded at pinned version", params: func(p *Params) {
 			p.RunnerVersion, p.RunnerSHA256, p.RunnerDownloadURL = "2.330.0", sum, dl
 		}, reg: jitReg(future), runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit",
@@ -427,18 +465,16 @@ func TestBootSandbox(t *testing.T) {
 			wantCommands: []string{"curl .* " + regexp.QuoteMeta(dl) + "/v2.330.0/", "shutdown -h now"}},
 		{name: "registration's runner ignored for a preinstalled one", reg: withRunner(jitReg(future), "2.330.0", strings.Repeat("0", 64)),
 			preinstalled: true, runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit"},
-		// The trap is armed before the first command that can fail: a boot that cannot even
-		// create its log directory still powers off.
-		{name: "log directory not writable", preinstalled: true,
-			setup: func(t *testing.T, sb *sandbox) {
-				writeFile(t, filepath.Join(sb.root, "var/log/skiff"), "a file where the log directory should be")
-			},
-			wantCommands: []string{"shutdown -h now"}},
-		// A job can leave a process behind that still holds the runner's stdout; the script
-		// must not wait for it (only the lifetime cap would end that wait).
-		{name: "runner leaves a process holding its output", reg: jitReg(future), preinstalled: true, env: []string{"FAKE_RUNNER=leak"},
-			runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit"},
-	}
+	})
+}
+
+// runBootCases boots each case in a sandbox of its own against the
+// metadata mock and dynalite, and checks the boot (checkBoot), the agent
+// config it used and that it took its registration.
+func runBootCases(t *testing.T, cases []bootCase) {
+	t.Helper()
+	imds := startIMDS(t)
+	ddb := startDynamo(t)
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -494,14 +530,7 @@ func checkBoot(t *testing.T, sb *sandbox, tc bootCase, elapsed time.Duration) {
 		t.Fatalf("last command = %q, want shutdown -h now: the script did not power off\n%s", last, sb.dump())
 	}
 	// Order: registration fetched (and deleted) → agent started → runner run → shutdown.
-	pos := func(re string) int {
-		for i, c := range cmds {
-			if regexp.MustCompile(re).MatchString(c) {
-				return i
-			}
-		}
-		return -1
-	}
+	pos := func(re string) int { return firstMatch(cmds, re) }
 	for _, re := range tc.wantCommands {
 		if pos(re) < 0 {
 			t.Errorf("no command matching %q\n%s", re, joined)

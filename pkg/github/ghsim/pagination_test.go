@@ -58,71 +58,81 @@ func TestPaginationLikeGitHub(t *testing.T) {
 		} {
 			for _, per := range []int{0, 100} {
 				t.Run(fmt.Sprintf("%s/%d/per_page=%d", l.name, l.want, per), func(t *testing.T) {
-					size := per
-					if per == 0 {
-						size = 30
-					}
-					u := s.URL() + l.path
-					if per != 0 {
-						u += "?per_page=" + strconv.Itoa(per)
-					}
-					seen := map[int64]bool{}
-					pages := 0
-					for u != "" {
-						pages++
-						if pages > 100 {
-							t.Fatal("more than 100 pages")
-						}
-						req, _ := http.NewRequest("GET", u, nil)
-						req.Header.Set("Authorization", "Bearer "+l.auth())
-						resp, err := http.DefaultClient.Do(req)
-						if err != nil {
-							t.Fatal(err)
-						}
-						body, _ := io.ReadAll(resp.Body)
-						resp.Body.Close()
-						if resp.StatusCode != http.StatusOK {
-							t.Fatalf("GET %s: %d %s", u, resp.StatusCode, body)
-						}
-						var items []struct {
-							ID int64 `json:"id"`
-						}
-						if l.array == "" {
-							err = json.Unmarshal(body, &items)
-						} else {
-							var env map[string]json.RawMessage
-							if err = json.Unmarshal(body, &env); err == nil {
-								var total int
-								if err = json.Unmarshal(env["total_count"], &total); err == nil && total != l.want {
-									t.Errorf("page %d: total_count %d, want %d", pages, total, l.want)
-								}
-								err = json.Unmarshal(env[l.array], &items)
-							}
-						}
-						if err != nil {
-							t.Fatalf("page %d: %v", pages, err)
-						}
-						for _, it := range items {
-							if seen[it.ID] {
-								t.Errorf("page %d: id %d again", pages, it.ID)
-							}
-							seen[it.ID] = true
-						}
-						u = ""
-						if m := nextLink.FindStringSubmatch(resp.Header.Get("Link")); m != nil {
-							u = m[1]
-							if len(items) != size {
-								t.Errorf("page %d has rel=\"next\" and %d items, want a full page of %d", pages, len(items), size)
-							}
-						} else if len(items) > size || (len(items) == 0 && l.want > 0) {
-							t.Errorf("last page %d: %d items, per_page %d", pages, len(items), size)
-						}
-					}
-					if len(seen) != l.want || pages != max((l.want+size-1)/size, 1) {
-						t.Errorf("%d items over %d pages, want %d over %d", len(seen), pages, l.want, max((l.want+size-1)/size, 1))
-					}
+					walkPages(t, s.URL()+l.path, l.auth, l.array, l.want, per)
 				})
 			}
 		}
+	}
+}
+
+// walkPages follows the listing at path page by page (per_page per, 0:
+// GitHub's default of 30) with the credential auth gives, the items in the
+// answer's field array (or the answer itself, ""), and fails t unless the
+// pages hold want distinct items, each page but the last full, the last
+// with no rel="next", and total_count, where there is one, says want.
+func walkPages(t *testing.T, path string, auth func() string, array string, want, per int) {
+	t.Helper()
+	size := per
+	if per == 0 {
+		size = 30
+	}
+	u := path
+	if per != 0 {
+		u += "?per_page=" + strconv.Itoa(per)
+	}
+	seen := map[int64]bool{}
+	pages := 0
+	for u != "" {
+		pages++
+		if pages > 100 {
+			t.Fatal("more than 100 pages")
+		}
+		req, _ := http.NewRequest("GET", u, nil)
+		req.Header.Set("Authorization", "Bearer "+auth())
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", u, resp.StatusCode, body)
+		}
+		var items []struct {
+			ID int64 `json:"id"`
+		}
+		if array == "" {
+			err = json.Unmarshal(body, &items)
+		} else {
+			var env map[string]json.RawMessage
+			if err = json.Unmarshal(body, &env); err == nil {
+				var total int
+				if err = json.Unmarshal(env["total_count"], &total); err == nil && total != want {
+					t.Errorf("page %d: total_count %d, want %d", pages, total, want)
+				}
+				err = json.Unmarshal(env[array], &items)
+			}
+		}
+		if err != nil {
+			t.Fatalf("page %d: %v", pages, err)
+		}
+		for _, it := range items {
+			if seen[it.ID] {
+				t.Errorf("page %d: id %d again", pages, it.ID)
+			}
+			seen[it.ID] = true
+		}
+		u = ""
+		if m := nextLink.FindStringSubmatch(resp.Header.Get("Link")); m != nil {
+			u = m[1]
+			if len(items) != size {
+				t.Errorf("page %d has rel=\"next\" and %d items, want a full page of %d", pages, len(items), size)
+			}
+		} else if len(items) > size || (len(items) == 0 && want > 0) {
+			t.Errorf("last page %d: %d items, per_page %d", pages, len(items), size)
+		}
+	}
+	if len(seen) != want || pages != max((want+size-1)/size, 1) {
+		t.Errorf("%d items over %d pages, want %d over %d", len(seen), pages, want, max((want+size-1)/size, 1))
 	}
 }

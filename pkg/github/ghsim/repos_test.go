@@ -12,6 +12,26 @@ import (
 // TestVisibility: a repository's visibility (private until set) shows in
 // the webhooks' repository and the REST answers, with private matching it;
 // a fork's run names its actor and a head repository marked as a fork.
+// repoJSON is what the tests read of a repository in an answer or payload.
+type repoJSON struct {
+	FullName   string `json:"full_name"`
+	Private    bool   `json:"private"`
+	Visibility string `json:"visibility"`
+	Fork       bool   `json:"fork"`
+}
+
+// visibilityPayload is what TestVisibility reads of a webhook payload.
+type visibilityPayload struct {
+	Repository  repoJSON `json:"repository"`
+	WorkflowRun *struct {
+		HeadRepository  repoJSON `json:"head_repository"`
+		TriggeringActor struct {
+			Login string `json:"login"`
+			Type  string `json:"type"`
+		} `json:"triggering_actor"`
+	} `json:"workflow_run"`
+}
+
 func TestVisibility(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -40,25 +60,9 @@ func TestVisibility(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			type repo struct {
-				FullName   string `json:"full_name"`
-				Private    bool   `json:"private"`
-				Visibility string `json:"visibility"`
-				Fork       bool   `json:"fork"`
-			}
-			type payload struct {
-				Repository  repo `json:"repository"`
-				WorkflowRun *struct {
-					HeadRepository  repo `json:"head_repository"`
-					TriggeringActor struct {
-						Login string `json:"login"`
-						Type  string `json:"type"`
-					} `json:"triggering_actor"`
-				} `json:"workflow_run"`
-			}
-			var payloads []payload
+			var payloads []visibilityPayload
 			for _, d := range s.Deliveries() {
-				var p payload
+				var p visibilityPayload
 				if err := json.Unmarshal(d.Payload, &p); err != nil {
 					t.Fatal(err)
 				}
@@ -80,7 +84,7 @@ func TestVisibility(t *testing.T) {
 			req, _ := http.NewRequest("GET", s.URL()+"/repos/acme/app/actions/runs/"+strconv.FormatInt(run.RunID, 10), nil)
 			req.Header.Set("Authorization", "Bearer "+mint(t, s, clock, inst, k))
 			var got struct {
-				Repository repo `json:"repository"`
+				Repository repoJSON `json:"repository"`
 			}
 			do(t, req, http.StatusOK, &got)
 			if got.Repository.Visibility != tt.wantVis || got.Repository.Private != tt.wantPrivate {

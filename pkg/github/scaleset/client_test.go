@@ -47,6 +47,26 @@ func newClient(t *testing.T, o ghsim.ScaleSetOptions) (*ghsim.Server, *scaleset.
 }
 
 // scaleSet creates a scale set of labels in acme's default group.
+// openSession opens a session of ss as host-1.
+func openSession(t *testing.T, c *scaleset.Client, ss scaleset.ScaleSet) *scaleset.Session {
+	t.Helper()
+	s, err := c.CreateSession(t.Context(), ss.ID, "host-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// startJob starts a run of one job for the scale set's labels.
+func startJob(t *testing.T, sim *ghsim.Server) ghsim.RunInfo {
+	t.Helper()
+	run, err := sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: labels}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run
+}
+
 func scaleSet(t *testing.T, c *scaleset.Client) scaleset.ScaleSet {
 	t.Helper()
 	g, err := c.RunnerGroupByName(t.Context(), "Default")
@@ -103,10 +123,7 @@ func TestProtocol(t *testing.T) {
 	if m, err := s.GetMessage(ctx, 0, 10); m != nil || err != nil {
 		t.Fatalf("an empty queue: %+v, %v; want 202", m, err)
 	}
-	run, err := sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: labels}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := startJob(t, sim)
 	m := next(t, s, 0)
 	if types(m) != "JobAvailable" || m.Jobs[0].JobID != ghsim.OpaqueJobID(run.JobIDs[0]) ||
 		m.Jobs[0].OwnerName != "acme" || m.Jobs[0].RepositoryName != "app" || m.Jobs[0].WorkflowRunID != run.RunID {
@@ -196,10 +213,7 @@ func TestSessionTokenRefresh(t *testing.T) {
 	clock := ghsim.NewClock(time.Now())
 	sim, c := newClientClock(t, clock)
 	ss := scaleSet(t, c)
-	s, err := c.CreateSession(t.Context(), ss.ID, "host-1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openSession(t, c, ss)
 	clock.Advance(2 * time.Hour) // the queue token and the admin token expired
 	if _, err := s.GetMessage(t.Context(), 0, 10); err != nil {
 		t.Fatalf("a poll with an expired token: %v, want a refresh and a 202", err)
@@ -263,10 +277,7 @@ func TestFailures(t *testing.T) {
 			t.Parallel()
 			sim, c := newClient(t, ghsim.ScaleSetOptions{})
 			ss := scaleSet(t, c)
-			s, err := c.CreateSession(t.Context(), ss.ID, "host-1")
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := openSession(t, c, ss)
 			sim.SetFault(ghsim.OpGetMessage, tt.fault)
 			if _, err := s.GetMessage(t.Context(), 0, 10); err == nil {
 				t.Fatal("a failed poll returned no error")
@@ -285,15 +296,10 @@ func TestMalformedMessage(t *testing.T) {
 	t.Parallel()
 	sim, c := newClient(t, ghsim.ScaleSetOptions{Reoffer: time.Millisecond})
 	ss := scaleSet(t, c)
-	s, err := c.CreateSession(t.Context(), ss.ID, "host-1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openSession(t, c, ss)
 	sim.CorruptMessages(1)
-	if _, err := sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: labels}}}); err != nil {
-		t.Fatal(err)
-	}
-	_, err = s.GetMessage(t.Context(), 0, 10)
+	startJob(t, sim)
+	_, err := s.GetMessage(t.Context(), 0, 10)
 	var bad *scaleset.MalformedError
 	if !errors.As(err, &bad) || !errors.Is(err, scaleset.ErrMalformed) || bad.ID == 0 {
 		t.Fatalf("a corrupt message: %v", err)
@@ -312,14 +318,8 @@ func TestReassigned(t *testing.T) {
 	t.Parallel()
 	sim, c := newClient(t, ghsim.ScaleSetOptions{})
 	ss := scaleSet(t, c)
-	s, err := c.CreateSession(t.Context(), ss.ID, "host-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	run, err := sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: labels}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openSession(t, c, ss)
+	run := startJob(t, sim)
 	m := next(t, s, 0)
 	if _, err := s.AcquireJobs(t.Context(), []int64{m.Jobs[0].RunnerRequestID}); err != nil {
 		t.Fatal(err)

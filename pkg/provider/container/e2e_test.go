@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/internal/local"
+	"github.com/skiffci/skiff/internal/localtest"
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/metrics"
@@ -180,77 +181,20 @@ func (lo *localRun) start(t *testing.T, env ...string) {
 		t.Fatal(err)
 	}
 	lo.sim.SetWebhook(77, l.URL(), "box-secret")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
+	stop := localtest.Run(t, l)
 	lo.l, lo.p = l, p
-	var stopped bool
 	lo.stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("Run: %v", err)
 		}
 	}
-}
-
-// poll checks cond every 50 ms until it holds, within a net for a test
-// that would hang.
-func poll(t *testing.T, what string, logs *testenv.SyncBuffer, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited for %s\n%s", what, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func (lo *localRun) startRun(t *testing.T, n int) ghsim.RunInfo {
-	t.Helper()
-	spec := ghsim.RunSpec{Repo: "acme/app"}
-	for range n {
-		spec.Jobs = append(spec.Jobs, ghsim.JobSpec{Labels: []string{"self-hosted", "linux", "x64"}})
-	}
-	run, err := lo.sim.StartRun(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return run
 }
 
 // finish waits until every job of run completed, the pool counts no
 // runner and each job has its metrics record; it returns the records.
 func (lo *localRun) finish(t *testing.T, run ghsim.RunInfo) map[int64][]metrics.Record {
 	t.Helper()
-	poll(t, "every job to complete", lo.logs, func() bool {
-		for _, id := range run.JobIDs {
-			if j, ok := lo.sim.Job(id); !ok || j.Status != "completed" {
-				return false
-			}
-		}
-		return true
-	})
-	poll(t, "the pool to count no runner", lo.logs, func() bool {
-		live, err := lo.l.Ledger.Live(context.Background(), "boxes")
-		return err == nil && live == 0
-	})
-	recs := map[int64][]metrics.Record{}
-	poll(t, "a metrics record per job", lo.logs, func() bool {
-		recs = map[int64][]metrics.Record{}
-		for r, err := range lo.l.MetricsRecords.List(context.Background(), metrics.Filter{}) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			recs[r.JobID] = append(recs[r.JobID], r)
-		}
-		return len(recs) >= len(run.JobIDs)
-	})
-	return recs
+	return localtest.Finish(t, lo.sim, lo.l, "boxes", lo.logs, run)
 }
 
 // check fails t unless every job succeeded with exactly one valid record
@@ -259,18 +203,7 @@ func (lo *localRun) finish(t *testing.T, run ghsim.RunInfo) map[int64][]metrics.
 // reached the logs.
 func (lo *localRun) check(t *testing.T, run ghsim.RunInfo, recs map[int64][]metrics.Record) {
 	t.Helper()
-	for _, id := range run.JobIDs {
-		if j, _ := lo.sim.Job(id); j.Conclusion != "success" {
-			t.Errorf("job %d: %+v", id, j)
-		}
-		if len(recs[id]) != 1 {
-			t.Errorf("job %d has %d metrics records, want 1", id, len(recs[id]))
-			continue
-		}
-		r := recs[id][0]
-		if err := metrics.Validate(r); err != nil {
-			t.Errorf("job %d's record fails the schema: %v", id, err)
-		}
+	localtest.Check(t, lo.sim, lo.logs, run, recs, func(id int64, r metrics.Record) {
 		if r.CloudProvider != "container" || r.Pool != "boxes" || !strings.HasPrefix(r.InstanceType, "container ") {
 			t.Errorf("job %d's record: provider %q, pool %q, type %q; want container, boxes, container ...", id, r.CloudProvider, r.Pool, r.InstanceType)
 		}
@@ -279,19 +212,13 @@ func (lo *localRun) check(t *testing.T, run ghsim.RunInfo, recs map[int64][]metr
 		if r.Memory == nil || r.Memory.PeakGiB == nil || r.CPU == nil || r.CPU.Seconds == nil || *r.CPU.Seconds <= 0 {
 			t.Errorf("job %d's record (runner %s) has no peaks from the entrypoint: memory %+v, cpu %+v", id, r.RunnerName, r.Memory, r.CPU)
 		}
-
 		if r.Host == nil || r.Host.CPUs != 64 || r.Host.MemoryGiB == nil || *r.Host.MemoryGiB != 64 {
 			t.Errorf("job %d's record host %+v, want the ceiling's 64 CPUs and 64 GiB", id, r.Host)
 		}
 		if r.Cost == nil || r.Cost.HourlyUSD != 0.05 {
 			t.Errorf("job %d's record cost %+v, want the pool's 0.05 per hour", id, r.Cost)
 		}
-	}
-	for _, secret := range lo.sim.Secrets() {
-		if secret != "" && strings.Contains(lo.logs.String(), secret) {
-			t.Fatal("a credential reached the logs")
-		}
-	}
+	})
 }
 
 // containers counts this run's containers the engine holds.
@@ -311,7 +238,7 @@ func TestLocalContainer(t *testing.T) {
 	lo.mu.Lock()
 	lo.killFirst = true
 	lo.mu.Unlock()
-	run := lo.startRun(t, 3)
+	run := localtest.StartRun(t, lo.sim, 3)
 	recs := lo.finish(t, run)
 	lo.stop()
 	lo.check(t, run, recs)
@@ -324,7 +251,7 @@ func TestLocalContainer(t *testing.T) {
 	if n := strings.Count(lo.logs.String(), `"msg":"launched a runner container"`); n < 4 {
 		t.Errorf("%d containers launched for 3 jobs and one killed, want at least 4", n)
 	}
-	poll(t, "every container removed", lo.logs, func() bool {
+	localtest.Poll(t, "every container removed", lo.logs, func() bool {
 		_, _ = lo.p.List(context.Background(), provider.Filter{})
 		return len(lo.containers(t)) == 0
 	})
@@ -337,14 +264,14 @@ func TestLocalContainer(t *testing.T) {
 // failed the job whose runner vanished.
 func TestLocalContainerOOM(t *testing.T) {
 	lo := startLocal(t, "SKIFF_STANDIN_WORK=*=0.1:512", "SKIFF_STANDIN_DURATION=30s")
-	run := lo.startRun(t, 1)
+	run := localtest.StartRun(t, lo.sim, 1)
 	job := run.JobIDs[0]
-	poll(t, "an OOM-killed runner", lo.logs, func() bool {
+	localtest.Poll(t, "an OOM-killed runner", lo.logs, func() bool {
 		return strings.Contains(lo.logs.String(), `"end_reason":"OOMKilled`)
 	})
 	// GitHub fails a job whose runner has gone (lost communication); the
 	// simulator is told the runner has.
-	poll(t, "the simulator to fail the job of the killed runner", lo.logs, func() bool {
+	localtest.Poll(t, "the simulator to fail the job of the killed runner", lo.logs, func() bool {
 		for _, r := range lo.sim.Runners() {
 			if r.JobID == job {
 				return lo.sim.DisconnectRunner(r.ID) == nil
@@ -353,7 +280,7 @@ func TestLocalContainerOOM(t *testing.T) {
 		return false
 	})
 	var rec metrics.Record
-	poll(t, "the OOM-killed job's metrics record", lo.logs, func() bool {
+	localtest.Poll(t, "the OOM-killed job's metrics record", lo.logs, func() bool {
 		for r, err := range lo.l.MetricsRecords.List(context.Background(), metrics.Filter{}) {
 			if err != nil {
 				t.Fatal(err)
@@ -382,9 +309,9 @@ func TestLocalContainerOOM(t *testing.T) {
 // their jobs) and every job completes with one record.
 func TestLocalContainerRestart(t *testing.T) {
 	lo := startLocal(t, "SKIFF_STANDIN_DURATION=4s")
-	run := lo.startRun(t, 2)
+	run := localtest.StartRun(t, lo.sim, 2)
 	var before []string
-	poll(t, "both runner containers", lo.logs, func() bool {
+	localtest.Poll(t, "both runner containers", lo.logs, func() bool {
 		before = lo.containers(t)
 		return len(before) == 2
 	})

@@ -30,71 +30,124 @@ func request(capacity ec2.Capacity, count int) ec2.Request {
 	}
 }
 
+// launchWant is what a launch must give: instances, CreateFleet calls, a
+// fallback to on-demand, errors and spot instances.
+type launchWant struct {
+	launched  int
+	calls     int
+	fellBack  bool
+	errKind   error  // Launch's error
+	failure   error  // Result.Failure's kind
+	failedKey string // one of Result.Errors' keys
+	spot      int    // launched spot instances
+}
+
+// checkLaunch fails t unless the launch's result res and error err, and
+// the fake f after it, are as want says.
+func checkLaunch(t *testing.T, f *ec2fake.Fake, res ec2.Result, err error, want launchWant) {
+	t.Helper()
+	if want.errKind != nil {
+		if !errors.Is(err, want.errKind) {
+			t.Fatalf("err = %v, want %v", err, want.errKind)
+		}
+	} else if err != nil {
+		t.Fatalf("Launch: %v", err)
+	}
+	if got := len(res.Instances); got != want.launched {
+		t.Errorf("launched %d, want %d", got, want.launched)
+	}
+	if got := f.Calls("CreateFleet"); got != want.calls || res.Calls != want.calls {
+		t.Errorf("CreateFleet calls %d (result says %d), want %d", got, res.Calls, want.calls)
+	}
+	if res.FellBack != want.fellBack {
+		t.Errorf("FellBack = %v, want %v", res.FellBack, want.fellBack)
+	}
+	if got := len(f.Live()); got != want.launched {
+		t.Errorf("fake has %d live instances, want %d", got, want.launched)
+	}
+	spot := 0
+	for _, in := range res.Instances {
+		if in.Spot {
+			spot++
+		}
+	}
+	if want.spot != 0 && spot != want.spot {
+		t.Errorf("spot instances %d, want %d", spot, want.spot)
+	}
+	fail := res.Failure()
+	switch {
+	case want.failure == nil && fail != nil:
+		t.Errorf("Failure = %v, want none", fail)
+	case want.failure != nil && (fail == nil || !errors.Is(fail, want.failure)):
+		t.Errorf("Failure = %v, want %v", fail, want.failure)
+	}
+	if want.failedKey != "" {
+		found := false
+		for _, fe := range res.Errors {
+			found = found || fe.Key() == want.failedKey
+		}
+		if !found {
+			t.Errorf("no fleet error for %s in %+v", want.failedKey, res.Errors)
+		}
+	}
+}
+
 func TestLaunch(t *testing.T) {
 	t.Parallel()
-	type want struct {
-		launched  int
-		calls     int
-		fellBack  bool
-		errKind   error  // Launch's error
-		failure   error  // Result.Failure's kind
-		failedKey string // one of Result.Errors' keys
-		spot      int    // launched spot instances
-	}
 	cases := []struct {
 		name  string
 		req   ec2.Request
 		setup func(f *ec2fake.Fake)
-		want  want
+		want  launchWant
 	}{
 		{"spot fills everything in one call", request(ec2.SpotThenOnDemand, 5), nil,
-			want{launched: 5, calls: 1, spot: 5}},
+			launchWant{launched: 5, calls: 1, spot: 5}},
 		{"capacity error in the first pool moves on to the next", request(ec2.Spot, 4),
 			func(f *ec2fake.Fake) {
 				f.FailPool(ec2.PlaceKey("c7i.large", "subnet-a", true), "InsufficientInstanceCapacity")
 			},
-			want{launched: 4, calls: 1, spot: 4, failure: ec2.ErrCapacity, failedKey: "c7i.large/subnet-a/spot"}},
+			launchWant{launched: 4, calls: 1, spot: 4, failure: ec2.ErrCapacity, failedKey: "c7i.large/subnet-a/spot"}},
 		{"spot unavailable falls back to on-demand", request(ec2.SpotThenOnDemand, 3),
 			func(f *ec2fake.Fake) { f.SetSpotUnavailable(true) },
-			want{launched: 3, calls: 2, fellBack: true, failure: ec2.ErrCapacity, failedKey: "m7i.large/subnet-a/spot"}},
+			launchWant{launched: 3, calls: 2, fellBack: true, failure: ec2.ErrCapacity, failedKey: "m7i.large/subnet-a/spot"}},
 		{"spot unavailable and spot only launches nothing", request(ec2.Spot, 3),
 			func(f *ec2fake.Fake) { f.SetSpotUnavailable(true) },
-			want{launched: 0, calls: 1, failure: ec2.ErrCapacity}},
+			launchWant{launched: 0, calls: 1, failure: ec2.ErrCapacity}},
 		{"partial spot fill tops up on demand", request(ec2.SpotThenOnDemand, 5),
 			func(f *ec2fake.Fake) {
 				f.SetCapacity(ec2.PlaceKey("c7i.large", "subnet-a", true), 2)
 				f.SetCapacity(ec2.PlaceKey("c7i.large", "subnet-b", true), 0)
 				f.SetCapacity(ec2.PlaceKey("m7i.large", "subnet-a", true), 1)
 			},
-			want{launched: 5, calls: 2, fellBack: true, spot: 3, failure: ec2.ErrCapacity}},
+			launchWant{launched: 5, calls: 2, fellBack: true, spot: 3, failure: ec2.ErrCapacity}},
 		{"partial fill on demand is reported", request(ec2.OnDemand, 5),
 			func(f *ec2fake.Fake) { f.SetFillLimit(3) },
-			want{launched: 3, calls: 1}},
+			launchWant{launched: 3, calls: 1}},
 		{"throttled call is an error", request(ec2.SpotThenOnDemand, 2),
 			func(f *ec2fake.Fake) { f.ThrottleNext(1) },
-			want{calls: 1, errKind: ec2.ErrThrottled}},
+			launchWant{calls: 1, errKind: ec2.ErrThrottled}},
 		{"unknown launch template is invalid", request(ec2.OnDemand, 2),
 			func(f *ec2fake.Fake) { f.SetLaunchTemplates("other") },
-			want{calls: 1, errKind: ec2.ErrInvalid}},
+			launchWant{calls: 1, errKind: ec2.ErrInvalid}},
 		{"zero vCPU quota everywhere", request(ec2.OnDemand, 2),
 			func(f *ec2fake.Fake) {
 				for _, k := range []string{"c7i.large/subnet-a/on-demand", "c7i.large/subnet-b/on-demand", "m7i.large/subnet-a/on-demand"} {
 					f.FailPool(k, "VcpuLimitExceeded")
 				}
 			},
-			want{calls: 1, failure: ec2.ErrQuota}},
+			launchWant{calls: 1, failure: ec2.ErrQuota}},
 		{"unsupported type in a zone", request(ec2.OnDemand, 2),
 			func(f *ec2fake.Fake) { f.FailPool("c7i.large/subnet-a/on-demand", "Unsupported") },
-			want{launched: 2, calls: 1, failure: ec2.ErrUnsupported, failedKey: "c7i.large/subnet-a/on-demand"}},
+			launchWant{launched: 2, calls: 1, failure: ec2.ErrUnsupported, failedKey: "c7i.large/subnet-a/on-demand"}},
 		{"spot price too low falls back", request(ec2.SpotThenOnDemand, 1),
 			func(f *ec2fake.Fake) {
 				for _, k := range []string{"c7i.large/subnet-a/spot", "c7i.large/subnet-b/spot", "m7i.large/subnet-a/spot"} {
 					f.FailPool(k, "SpotMaxPriceTooLow")
 				}
 			},
-			want{launched: 1, calls: 2, fellBack: true, failure: ec2.ErrSpotPrice}},
+			launchWant{launched: 1, calls: 2, fellBack: true, failure: ec2.ErrSpotPrice}},
 		{"invalid request is refused before calling", ec2.Request{Token: "t", Count: 1}, nil,
-			want{calls: 0, errKind: ec2.ErrInvalid}},
+			launchWant{calls: 0, errKind: ec2.ErrInvalid}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -104,50 +157,7 @@ func TestLaunch(t *testing.T) {
 				tc.setup(f)
 			}
 			res, err := ec2.NewLauncher(f).Launch(context.Background(), tc.req)
-			if tc.want.errKind != nil {
-				if !errors.Is(err, tc.want.errKind) {
-					t.Fatalf("err = %v, want %v", err, tc.want.errKind)
-				}
-			} else if err != nil {
-				t.Fatalf("Launch: %v", err)
-			}
-			if got := len(res.Instances); got != tc.want.launched {
-				t.Errorf("launched %d, want %d", got, tc.want.launched)
-			}
-			if got := f.Calls("CreateFleet"); got != tc.want.calls || res.Calls != tc.want.calls {
-				t.Errorf("CreateFleet calls %d (result says %d), want %d", got, res.Calls, tc.want.calls)
-			}
-			if res.FellBack != tc.want.fellBack {
-				t.Errorf("FellBack = %v, want %v", res.FellBack, tc.want.fellBack)
-			}
-			if got := len(f.Live()); got != tc.want.launched {
-				t.Errorf("fake has %d live instances, want %d", got, tc.want.launched)
-			}
-			spot := 0
-			for _, in := range res.Instances {
-				if in.Spot {
-					spot++
-				}
-			}
-			if tc.want.spot != 0 && spot != tc.want.spot {
-				t.Errorf("spot instances %d, want %d", spot, tc.want.spot)
-			}
-			fail := res.Failure()
-			switch {
-			case tc.want.failure == nil && fail != nil:
-				t.Errorf("Failure = %v, want none", fail)
-			case tc.want.failure != nil && (fail == nil || !errors.Is(fail, tc.want.failure)):
-				t.Errorf("Failure = %v, want %v", fail, tc.want.failure)
-			}
-			if tc.want.failedKey != "" {
-				found := false
-				for _, fe := range res.Errors {
-					found = found || fe.Key() == tc.want.failedKey
-				}
-				if !found {
-					t.Errorf("no fleet error for %s in %+v", tc.want.failedKey, res.Errors)
-				}
-			}
+			checkLaunch(t, f, res, err, tc.want)
 		})
 	}
 }

@@ -116,6 +116,23 @@ func TestProviderListTerminateMoto(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	checkMotoListing(t, p, api, poolA, a, b, untagged)
+	checkMotoTerminate(t, p, api, poolA, a, b, mine)
+	// Clean up what is left of ours.
+	if err := p.Terminate(ctx, sorted(a[2:], b[1:], untagged)); err != nil {
+		t.Errorf("cleaning up: %v", err)
+	}
+}
+
+// unknownInstance is an instance id EC2 does not know.
+const unknownInstance = "i-0123456789abcdef0"
+
+// checkMotoListing lists by pool (poolA's instances a), every managed
+// instance (a and b, never untagged), by ids, and logs how moto pages.
+func checkMotoListing(t *testing.T, p *ec2.Provider, api *sdkec2.Client, poolA string, a, b, untagged []string) {
+	t.Helper()
+	ctx := context.Background()
+	mine := sorted(a, b, untagged)
 	// By pool: the pool's instances, with their tags, type and state.
 	got, err := p.List(ctx, provider.Filter{Pool: poolA})
 	if err != nil {
@@ -142,15 +159,14 @@ func TestProviderListTerminateMoto(t *testing.T) {
 
 	// By ids: what EC2 knows of them, untagged or not; an unknown id does
 	// not hide the others.
-	unknown := "i-0123456789abcdef0"
-	byID, err := p.List(ctx, provider.Filter{IDs: []string{a[0], b[0], untagged[0], unknown}})
+	byID, err := p.List(ctx, provider.Filter{IDs: []string{a[0], b[0], untagged[0], unknownInstance}})
 	if err != nil {
 		t.Fatalf("List(ids): %v", err)
 	}
 	if got, want := idsOf(byID), sorted([]string{a[0], b[0], untagged[0]}); !slices.Equal(got, want) {
 		t.Fatalf("List(ids) = %v, want %v", got, want)
 	}
-	_, rawErr := api.DescribeInstances(ctx, &sdkec2.DescribeInstancesInput{InstanceIds: []string{a[0], unknown}})
+	_, rawErr := api.DescribeInstances(ctx, &sdkec2.DescribeInstancesInput{InstanceIds: []string{a[0], unknownInstance}})
 	t.Logf("moto DescribeInstances with an unknown id: %s", apiCode(rawErr))
 
 	// Pages: the provider asks for pages of 1,000; does moto page at all?
@@ -181,6 +197,13 @@ func TestProviderListTerminateMoto(t *testing.T) {
 	}
 	t.Logf("moto pages 6 instances (3 reservations) with MaxResults 5 as %v", pages)
 
+}
+
+// checkMotoTerminate terminates a[0] and b[0], twice, and unknown ids, and
+// checks what the listings say after.
+func checkMotoTerminate(t *testing.T, p *ec2.Provider, api *sdkec2.Client, poolA string, a, b, mine []string) {
+	t.Helper()
+	ctx := context.Background()
 	// Terminate: the instance is ending at once, gone from AliveOnly, still
 	// listed (terminated) without it; twice is no error.
 	if err := p.Terminate(ctx, []string{a[0], b[0]}); err != nil {
@@ -199,7 +222,7 @@ func TestProviderListTerminateMoto(t *testing.T) {
 	if got, want := idsOf(only(alive, mine)), sorted(a[1:], b[1:]); !slices.Equal(got, want) {
 		t.Fatalf("List(AliveOnly) = %v of ours, want %v", got, want)
 	}
-	all, err = p.List(ctx, provider.Filter{Pool: poolA})
+	all, err := p.List(ctx, provider.Filter{Pool: poolA})
 	if err != nil {
 		t.Fatalf("List(pool) after Terminate: %v", err)
 	}
@@ -223,23 +246,19 @@ func TestProviderListTerminateMoto(t *testing.T) {
 
 	// An unknown id: the provider shrugs (and spares the others), whatever
 	// moto answers.
-	if err := p.Terminate(ctx, []string{unknown}); err != nil {
+	if err := p.Terminate(ctx, []string{unknownInstance}); err != nil {
 		t.Errorf("Terminate(unknown): %v", err)
 	}
-	if err := p.Terminate(ctx, []string{unknown, a[1]}); err != nil {
+	if err := p.Terminate(ctx, []string{unknownInstance, a[1]}); err != nil {
 		t.Errorf("Terminate(unknown, known): %v", err)
 	}
 	alive, err = p.List(ctx, provider.Filter{IDs: []string{a[1]}, AliveOnly: true})
 	if err != nil || len(alive) != 0 {
 		t.Errorf("after Terminate(unknown, %s): alive %v, %v", a[1], idsOf(alive), err)
 	}
-	_, rawErr = api.TerminateInstances(ctx, &sdkec2.TerminateInstancesInput{InstanceIds: []string{unknown}})
+	_, rawErr := api.TerminateInstances(ctx, &sdkec2.TerminateInstancesInput{InstanceIds: []string{unknownInstance}})
 	t.Logf("moto TerminateInstances of an unknown id: %s", apiCode(rawErr))
 
-	// Clean up what is left of ours.
-	if err := p.Terminate(ctx, sorted(a[2:], b[1:], untagged)); err != nil {
-		t.Errorf("cleaning up: %v", err)
-	}
 }
 
 func apiCode(err error) string {

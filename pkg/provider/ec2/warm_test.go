@@ -335,33 +335,72 @@ func TestWarmStopRefused(t *testing.T) {
 // started when it waits stopped, then gets the job's registration; a
 // failed step leaves the registration unwritten and says which kind of
 // failure it was, never with the secret.
+// handWant is what a handover must give.
+type handWant struct {
+	calls []string       // the changing calls of Hand, in order
+	state provider.State // of the returned instance
+	kind  error          // Hand's error kind; nil: no error
+	final bool
+	code  string
+}
+
+// checkHandRefused fails t unless the handover of id failed as want says,
+// and wrote no job's registration.
+func checkHandRefused(t *testing.T, w *warmWorld, id string, err error, want handWant) {
+	t.Helper()
+	var pe *provider.Error
+	if !errors.Is(err, want.kind) || provider.Permanent(err) != want.final || !errors.As(err, &pe) || pe.Code != want.code {
+		t.Errorf("err = %v, want %v (final %v, code %s)", err, want.kind, want.final, want.code)
+	}
+	if reg, ok := w.regs.get(id); ok && reg.Mode != userdata.ModeWarm {
+		t.Errorf("a failed handover wrote the registration %v", reg)
+	}
+}
+
+// checkHanded fails t unless got, the instance id handed to job's runner
+// as a warm instance of kind, is in state with the job's tags, running in
+// the fake, with the job's registration.
+func checkHanded(t *testing.T, w *warmWorld, id string, got provider.Instance, job provider.RunnerRequest, kind pool.WarmKind, state provider.State) {
+	t.Helper()
+	if got.ID != id || got.State != state || got.Tags[names.TagWarm] != string(kind) {
+		t.Errorf("Hand = %+v", got)
+	}
+	in := w.instance(t, id)
+	for k, v := range map[string]string{names.TagRunnerName: job.Name, names.TagJobID: "42", names.TagRunID: "7",
+		names.TagRepository: "acme/app", names.TagOwner: "acme", names.TagWarm: string(kind), names.TagPool: "warm"} {
+		if in.Tags[k] != v {
+			t.Errorf("tag %s = %q, want %q", k, in.Tags[k], v)
+		}
+	}
+	if in.State != "running" {
+		t.Errorf("the handed instance is %s", in.State)
+	}
+	reg, _ := w.regs.get(id)
+	if reg.Mode != userdata.ModeJIT || reg.JITConfig != warmCanary || !reg.ExpiresAt.Equal(w.now.Add(ec2.DefaultRegistrationTTL)) {
+		t.Errorf("registration item %v", reg)
+	}
+}
+
 func TestHand(t *testing.T) {
 	t.Parallel()
 	job := provider.RunnerRequest{Name: "skiff-prod-42-1", JobID: 42, RunID: 7, Repository: "acme/app", Owner: "acme"}
 	jit := provider.Registration{Mode: provider.ModeJIT, JITConfig: warmCanary, RunnerName: job.Name}
-	type want struct {
-		calls []string       // the changing calls of Hand, in order
-		state provider.State // of the returned instance
-		kind  error          // Hand's error kind; nil: no error
-		final bool
-		code  string
-	}
 	cases := []struct {
 		name  string
 		kind  pool.WarmKind
 		setup func(t *testing.T, w *warmWorld, id string) string // returns the id to hand over
 		reg   provider.Registration
-		want  want
+		want  handWant
 	}{
 		{"hot: tag, then the registration", pool.WarmHot, nil, jit,
-			want{calls: []string{"CreateTags", "Put"}, state: provider.Running}},
+			handWant{calls: []string{"CreateTags", "Put"}, state: provider.Running}},
 		{"stopped: tag, start, then the registration", pool.WarmStopped, nil, jit,
-			want{calls: []string{"CreateTags", "StartInstances", "Put"}, state: provider.Pending}},
+			handWant{calls: []string{"CreateTags", "StartInstances", "Put"}, state: provider.Pending}},
 		{"no capacity to start: capacity, no registration", pool.WarmStopped,
 			func(t *testing.T, w *warmWorld, id string) string {
 				w.fake.FailOp("StartInstances", "InsufficientInstanceCapacity")
 				return id
-			}, jit, want{calls: []string{"CreateTags", "StartInstances"}, kind: provider.ErrCapacity, code: "InsufficientInstanceCapacity"}},
+			}, jit, handWant{calls: []string{"CreateTags", "StartInstances"}, kind: provider.ErrCapacity, code: "InsufficientInstanceCapacity"}},
 		{"still stopping: transient, not final", pool.WarmStopped,
 			func(t *testing.T, w *warmWorld, id string) string {
 				w.fake.SetState(id, "running")
@@ -371,21 +410,21 @@ func TestHand(t *testing.T) {
 				}
 				w.calls.take()
 				return id
-			}, jit, want{calls: []string{"CreateTags", "StartInstances"}, kind: provider.ErrTransient, code: "IncorrectInstanceState"}},
+			}, jit, handWant{calls: []string{"CreateTags", "StartInstances"}, kind: provider.ErrTransient, code: "IncorrectInstanceState"}},
 		{"gone: transient, not final", pool.WarmHot,
 			func(*testing.T, *warmWorld, string) string { return "i-0feedfacecafe0000" }, jit,
-			want{calls: []string{"CreateTags"}, kind: provider.ErrTransient, code: "InvalidInstanceID.NotFound"}},
+			handWant{calls: []string{"CreateTags"}, kind: provider.ErrTransient, code: "InvalidInstanceID.NotFound"}},
 		{"the registration not written", pool.WarmHot,
 			func(t *testing.T, w *warmWorld, id string) string {
 				w.regs.fail = errors.New("dynamodb: ProvisionedThroughputExceededException")
 				return id
-			}, jit, want{calls: []string{"CreateTags", "Put"}, kind: provider.ErrTransient, code: "RegistrationNotDelivered"}},
+			}, jit, handWant{calls: []string{"CreateTags", "Put"}, kind: provider.ErrTransient, code: "RegistrationNotDelivered"}},
 		{"a registration to wait is no handover", pool.WarmHot, nil,
 			provider.Registration{Mode: provider.ModeWarm, WarmKind: "hot", WarmUntil: time.Now()},
-			want{kind: provider.ErrInvalid, final: true, code: "InvalidHandover"}},
+			handWant{kind: provider.ErrInvalid, final: true, code: "InvalidHandover"}},
 		{"a registration the boot script refuses", pool.WarmHot, nil,
 			provider.Registration{Mode: provider.ModeJIT, JITConfig: warmCanary + " with a space"},
-			want{kind: provider.ErrInvalid, final: true, code: "InvalidRegistration"}},
+			handWant{kind: provider.ErrInvalid, final: true, code: "InvalidRegistration"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -410,35 +449,13 @@ func TestHand(t *testing.T) {
 				t.Errorf("the secret leaked: err %v, logs %s", err, w.logs.String())
 			}
 			if tc.want.kind != nil {
-				var pe *provider.Error
-				if !errors.Is(err, tc.want.kind) || provider.Permanent(err) != tc.want.final || !errors.As(err, &pe) || pe.Code != tc.want.code {
-					t.Errorf("err = %v, want %v (final %v, code %s)", err, tc.want.kind, tc.want.final, tc.want.code)
-				}
-				if reg, ok := w.regs.get(id); ok && reg.Mode != userdata.ModeWarm {
-					t.Errorf("a failed handover wrote the registration %v", reg)
-				}
+				checkHandRefused(t, w, id, err, tc.want)
 				return
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.ID != id || got.State != tc.want.state || got.Tags[names.TagWarm] != string(tc.kind) {
-				t.Errorf("Hand = %+v", got)
-			}
-			in := w.instance(t, id)
-			for k, v := range map[string]string{names.TagRunnerName: job.Name, names.TagJobID: "42", names.TagRunID: "7",
-				names.TagRepository: "acme/app", names.TagOwner: "acme", names.TagWarm: string(tc.kind), names.TagPool: "warm"} {
-				if in.Tags[k] != v {
-					t.Errorf("tag %s = %q, want %q", k, in.Tags[k], v)
-				}
-			}
-			if in.State != "running" {
-				t.Errorf("the handed instance is %s", in.State)
-			}
-			reg, _ := w.regs.get(id)
-			if reg.Mode != userdata.ModeJIT || reg.JITConfig != warmCanary || !reg.ExpiresAt.Equal(w.now.Add(ec2.DefaultRegistrationTTL)) {
-				t.Errorf("registration item %v", reg)
-			}
+			checkHanded(t, w, id, got, job, tc.kind, tc.want.state)
 		})
 	}
 }

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/skiffci/skiff/internal/local"
+	"github.com/skiffci/skiff/internal/localtest"
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/metrics"
@@ -112,18 +113,10 @@ func startLocalPools(t *testing.T, kubelet kubelettest.Options, before func(ns s
 		t.Fatal(err)
 	}
 	sim.SetWebhook(77, l.URL(), "kube-secret")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
+	stop := localtest.Run(t, l)
 	lo := &localRun{k: k, ns: ns, kl: kl, sim: sim, l: l, p: p, logs: logs}
-	var stopped bool
 	lo.stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("Run: %v", err)
 		}
 	}
@@ -131,80 +124,25 @@ func startLocalPools(t *testing.T, kubelet kubelettest.Options, before func(ns s
 	return lo
 }
 
-// safety bounds each wait of the end-to-end tests: a net for a test that
-// would hang, not a measurement.
-const safety = 3 * time.Minute
-
-// poll checks cond every 50 ms until it holds: the simulator, the test
-// kubelet's processes and skiff's loops move in their own goroutines and
-// processes.
-func poll(t *testing.T, what string, logs *testenv.SyncBuffer, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(safety)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %s\n%s", safety, what, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // runJobs starts a run of n jobs and waits until all completed, the pool
 // counts no runner and each job has its metrics record; it returns the
 // records by job.
 func (lo *localRun) runJobs(t *testing.T, n int) (ghsim.RunInfo, map[int64][]metrics.Record) {
 	t.Helper()
-	spec := ghsim.RunSpec{Repo: "acme/app"}
-	for range n {
-		spec.Jobs = append(spec.Jobs, ghsim.JobSpec{Labels: []string{"self-hosted", "linux", "x64"}})
-	}
-	run, err := lo.sim.StartRun(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	poll(t, "every job to complete", lo.logs, func() bool {
-		for _, id := range run.JobIDs {
-			if j, ok := lo.sim.Job(id); !ok || j.Status != "completed" {
-				return false
-			}
-		}
-		return true
-	})
-	poll(t, "the pool to count no runner", lo.logs, func() bool {
-		live, err := lo.l.Ledger.Live(context.Background(), "pods")
-		return err == nil && live == 0
-	})
-	recs := map[int64][]metrics.Record{}
-	poll(t, "a metrics record per job", lo.logs, func() bool {
-		recs = map[int64][]metrics.Record{}
-		for r, err := range lo.l.MetricsRecords.List(context.Background(), metrics.Filter{}) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			recs[r.JobID] = append(recs[r.JobID], r)
-		}
-		return len(recs) >= n
-	})
-	return run, recs
+	run := localtest.StartRun(t, lo.sim, n)
+	return run, localtest.Finish(t, lo.sim, lo.l, "pods", lo.logs, run)
 }
 
 // check fails t unless every job succeeded with exactly one valid record
 // of the kubernetes provider, with peaks from the termination message and
-// the pool's cost, and no credential reached the logs.
+// the pool's cost, the kubelet met no error, and no credential reached the
+// logs.
 func (lo *localRun) check(t *testing.T, run ghsim.RunInfo, recs map[int64][]metrics.Record) {
 	t.Helper()
-	for _, id := range run.JobIDs {
-		if j, _ := lo.sim.Job(id); j.Conclusion != "success" {
-			t.Errorf("job %d: %+v", id, j)
-		}
-		if len(recs[id]) != 1 {
-			t.Errorf("job %d has %d metrics records, want 1", id, len(recs[id]))
-			continue
-		}
-		r := recs[id][0]
-		if err := metrics.Validate(r); err != nil {
-			t.Errorf("job %d's record fails the schema: %v", id, err)
-		}
+	if errs := lo.kl.Errs(); len(errs) > 0 {
+		t.Errorf("kubelet: %v", errs)
+	}
+	localtest.Check(t, lo.sim, lo.logs, run, recs, func(id int64, r metrics.Record) {
 		if r.CloudProvider != "kubernetes" || r.Pool != "pods" || !strings.HasPrefix(r.InstanceType, "pod ") {
 			t.Errorf("job %d's record: provider %q, pool %q, type %q; want kubernetes, pods, pod ...", id, r.CloudProvider, r.Pool, r.InstanceType)
 		}
@@ -215,15 +153,7 @@ func (lo *localRun) check(t *testing.T, run ghsim.RunInfo, recs map[int64][]metr
 		if r.Cost == nil || r.Cost.HourlyUSD != 0.12 {
 			t.Errorf("job %d's record cost %+v, want the pool's 0.12 per hour", id, r.Cost)
 		}
-	}
-	if errs := lo.kl.Errs(); len(errs) > 0 {
-		t.Errorf("kubelet: %v", errs)
-	}
-	for _, secret := range lo.sim.Secrets() {
-		if secret != "" && strings.Contains(lo.logs.String(), secret) {
-			t.Fatal("a credential reached the logs")
-		}
-	}
+	})
 }
 
 // TestLocalKubernetes is `skiff local --provider kubernetes` end to end:

@@ -181,32 +181,9 @@ func TestPodShape(t *testing.T) {
 		t.Errorf("pod security context %+v: want non-root user %d", sp.SecurityContext, kube.DefaultUser)
 	}
 	c := sp.Containers[0]
-	if csc := c.SecurityContext; csc == nil || csc.AllowPrivilegeEscalation == nil || *csc.AllowPrivilegeEscalation || csc.Privileged != nil {
-		t.Errorf("container security context %+v: want no privilege escalation", c.SecurityContext)
-	}
-	want := map[corev1.ResourceName]string{"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1"}
-	for r, q := range want {
-		if got := c.Resources.Requests[r]; got.Cmp(resource.MustParse(q)) != 0 {
-			t.Errorf("request %s = %s, want %s", r, got.String(), q)
-		}
-	}
-	if got := c.Resources.Limits[corev1.ResourceMemory]; got.Cmp(resource.MustParse("8Gi")) != 0 {
-		t.Errorf("memory limit %s: the pool's 4Gi should rise to the 8Gi asked for", got.String())
-	}
-	if got := c.Resources.Limits["nvidia.com/gpu"]; got.Cmp(resource.MustParse("1")) != 0 {
-		t.Errorf("gpu limit %s, want 1", got.String())
-	}
+	checkRunnerContainer(t, c)
 	if pod.Labels[kube.LabelPool] != "cpu" || pod.Labels[kube.LabelToken] != "tok-shape" || pod.Labels[kube.LabelRunner] != "tok-shape-a" {
 		t.Errorf("labels %v", pod.Labels)
-	}
-	var envFile string
-	for _, v := range c.Env {
-		if v.Name == kube.EnvJITConfigFile {
-			envFile = v.Value
-		}
-	}
-	if envFile != kube.JITFile || len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != kube.JITDir || !c.VolumeMounts[0].ReadOnly {
-		t.Errorf("the JIT file %q, mounts %+v: want %s mounted read-only", envFile, c.VolumeMounts, kube.JITFile)
 	}
 	sec, err := e.k.admin.CoreV1().Secrets(ns).Get(ctx, kube.SecretName(name), metav1.GetOptions{})
 	if err != nil {
@@ -239,6 +216,38 @@ func TestPodShape(t *testing.T) {
 	}
 	if _, err := e.k.admin.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the pod after Terminate: %v, want NotFound", err)
+	}
+}
+
+// checkRunnerContainer fails t unless c, the runner's container of a pool
+// of 4 CPUs, 8 GiB and a GPU, cannot escalate privileges, asks for and is
+// limited to what the pool asked for, and reads its JIT file from the
+// read-only mount.
+func checkRunnerContainer(t *testing.T, c corev1.Container) {
+	t.Helper()
+	if csc := c.SecurityContext; csc == nil || csc.AllowPrivilegeEscalation == nil || *csc.AllowPrivilegeEscalation || csc.Privileged != nil {
+		t.Errorf("container security context %+v: want no privilege escalation", c.SecurityContext)
+	}
+	want := map[corev1.ResourceName]string{"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1"}
+	for r, q := range want {
+		if got := c.Resources.Requests[r]; got.Cmp(resource.MustParse(q)) != 0 {
+			t.Errorf("request %s = %s, want %s", r, got.String(), q)
+		}
+	}
+	if got := c.Resources.Limits[corev1.ResourceMemory]; got.Cmp(resource.MustParse("8Gi")) != 0 {
+		t.Errorf("memory limit %s: the pool's 4Gi should rise to the 8Gi asked for", got.String())
+	}
+	if got := c.Resources.Limits["nvidia.com/gpu"]; got.Cmp(resource.MustParse("1")) != 0 {
+		t.Errorf("gpu limit %s, want 1", got.String())
+	}
+	var envFile string
+	for _, v := range c.Env {
+		if v.Name == kube.EnvJITConfigFile {
+			envFile = v.Value
+		}
+	}
+	if envFile != kube.JITFile || len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != kube.JITDir || !c.VolumeMounts[0].ReadOnly {
+		t.Errorf("the JIT file %q, mounts %+v: want %s mounted read-only", envFile, c.VolumeMounts, kube.JITFile)
 	}
 }
 

@@ -225,43 +225,14 @@ func hostileRoot(a []string) string {
 }
 
 func hostileCase(t *testing.T, weaken func([]string) []string, breach string) {
-	// skiff's data directory as skiff local lays it out, outside /tmp
-	// (hostileBase):
-	// the SQLite file, the App skiff setup stored, the provider's part.
-	root, err := os.MkdirTemp(hostileBase(), ".hostile-data-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, _ = filepath.Abs(root)
-	t.Cleanup(func() { _ = os.RemoveAll(root) })
-	secrets := map[string]string{"skiff.db": "SQLite format 3\x00", "github-app-key.json": `{"1":"-----BEGIN RSA PRIVATE KEY-----"}`,
-		"github-webhook-secret": "whsec"}
-	for name, content := range secrets {
-		if err := os.WriteFile(filepath.Join(root, name), []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	logs := &testenv.SyncBuffer{}
+	p, root, logs := hostileProvider(t)
 	data, logDir := filepath.Join(root, "runners"), filepath.Join(root, "logs")
-	p, err := process.New(process.Options{Command: []string{testBinary(t)}, DataDir: data, LogDir: logDir, Hide: []string{root},
-		Env: []string{hostileEnv + "=1", "MARK=hostile-own-marker"}, KillGrace: safety, DefaultLimit: 8, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.SandboxError(); err != nil {
-		t.Fatalf("the sandbox: %v", err)
-	}
 	ctx := context.Background()
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(ctx, safety)
-		defer cancel()
-		_ = p.Close(cctx)
-	})
 	spec := pool.Spec{Shared: pool.Shared{Pool: "lab", Backend: pool.BackendProcess}, Process: &pool.Process{}}
 	const canary = "CANARY-VICTIM-JIT"
 	var victims []provider.Instance
 	var hs hostileSpec
-	for name := range secrets {
+	for _, name := range hostileSecrets {
 		hs.Secrets = append(hs.Secrets, filepath.Join(root, name))
 	}
 	for i := range 2 {
@@ -298,63 +269,8 @@ func hostileCase(t *testing.T, weaken func([]string) []string, breach string) {
 	waitGone(t, group)
 
 	// Its report, from its log (which it could not see either).
-	f, err := os.Open(filepath.Join(logDir, hostile.ID+".log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var breaches, controls []string
-	sc := bufio.NewScanner(f)
-	lines := 0
-	for sc.Scan() {
-		var a attempt
-		if json.Unmarshal(sc.Bytes(), &a) != nil {
-			t.Logf("runner output: %s", sc.Text())
-			continue
-		}
-		lines++
-		switch {
-		case a.Control && !a.Worked:
-			t.Errorf("control %q failed (%s): the probe cannot see what it looks for", a.What, a.Detail)
-		case a.Control:
-			controls = append(controls, a.What)
-		case a.Worked:
-			breaches = append(breaches, a.What+" ("+a.Detail+")")
-		}
-	}
-	if lines == 0 || len(controls) != 3 {
-		t.Fatalf("the hostile job reported %d attempts, controls %v: it did not run its probe", lines, controls)
-	}
-	// Nothing of it is left: not the process it started to outlive it,
-	// nor any other in its pid namespace.
-	left := lingering(hs.Own)
-	if ns == "" || ns == pidNamespace(os.Getpid()) {
-		breaches = append(breaches, "run in the host's pid namespace")
-	} else {
-		left = append(left, inNamespace(ns)...)
-	}
-	for _, pid := range left {
-		st, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		breaches = append(breaches, "leave process "+strconv.Itoa(pid)+" running ("+pidNamespace(pid)+", sandbox "+ns+"): "+string(st))
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-	// The victims run on, their directories and records in place.
-	all, _ := p.List(ctx, provider.Filter{})
-	for _, v := range victims {
-		i := slices.IndexFunc(all, func(in provider.Instance) bool { return in.ID == v.ID })
-		if i < 0 || all[i].State != provider.Running {
-			breaches = append(breaches, "end victim "+v.ID)
-		}
-	}
-	for _, s := range hs.Secrets {
-		if _, err := os.Stat(s); err != nil {
-			breaches = append(breaches, "remove "+s)
-		}
-	}
-	if _, err := os.Stat(filepath.Join(filepath.Dir(testBinary(t)), "planted")); err == nil {
-		breaches = append(breaches, "plant a file beside the runner command")
-		_ = os.Remove(filepath.Join(filepath.Dir(testBinary(t)), "planted"))
-	}
+	breaches := readHostileReport(t, filepath.Join(logDir, hostile.ID+".log"))
+	breaches = append(breaches, leftBehind(t, p, hs, ns, victims)...)
 	switch {
 	case breach == "" && len(breaches) > 0:
 		t.Errorf("the hostile job could:\n  %s", strings.Join(breaches, "\n  "))
@@ -379,6 +295,121 @@ func hostileCase(t *testing.T, weaken func([]string) []string, breach string) {
 			t.Errorf("victim %s: exit %d, %v; want 0 or 143 (it ends at its SIGTERM, through the sandbox)", v.ID, code, err)
 		}
 	}
+}
+
+// hostileSecrets are the files of skiff's data directory the hostile job
+// must neither read nor remove.
+var hostileSecrets = []string{"skiff.db", "github-app-key.json", "github-webhook-secret"}
+
+// hostileProvider is a sandboxing provider of the hostile job beside skiff's
+// data directory as skiff local lays it out, outside /tmp (hostileBase),
+// at root: the SQLite file, the App skiff setup stored, the provider's
+// part (runners, logs), all hidden from the runners; it logs to logs.
+func hostileProvider(t *testing.T) (p *process.Provider, root string, logs *testenv.SyncBuffer) {
+	t.Helper()
+	root, err := os.MkdirTemp(hostileBase(), ".hostile-data-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, _ = filepath.Abs(root)
+	t.Cleanup(func() { _ = os.RemoveAll(root) })
+	secrets := map[string]string{"skiff.db": "SQLite format 3\x00", "github-app-key.json": `{"1":"-----BEGIN RSA PRIVATE KEY-----"}`,
+		"github-webhook-secret": "whsec"}
+	for name, content := range secrets {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logs = &testenv.SyncBuffer{}
+	data, logDir := filepath.Join(root, "runners"), filepath.Join(root, "logs")
+	p, err = process.New(process.Options{Command: []string{testBinary(t)}, DataDir: data, LogDir: logDir, Hide: []string{root},
+		Env: []string{hostileEnv + "=1", "MARK=hostile-own-marker"}, KillGrace: safety, DefaultLimit: 8, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SandboxError(); err != nil {
+		t.Fatalf("the sandbox: %v", err)
+	}
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), safety)
+		defer cancel()
+		_ = p.Close(cctx)
+	})
+	return p, root, logs
+}
+
+// readHostileReport reads the hostile job's report from its log at path:
+// the attempts that worked, as breaches. It fails t when a control
+// attempt failed or the probe did not run.
+func readHostileReport(t *testing.T, path string) (breaches []string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var controls []string
+	sc := bufio.NewScanner(f)
+	lines := 0
+	for sc.Scan() {
+		var a attempt
+		if json.Unmarshal(sc.Bytes(), &a) != nil {
+			t.Logf("runner output: %s", sc.Text())
+			continue
+		}
+		lines++
+		switch {
+		case a.Control && !a.Worked:
+			t.Errorf("control %q failed (%s): the probe cannot see what it looks for", a.What, a.Detail)
+		case a.Control:
+			controls = append(controls, a.What)
+		case a.Worked:
+			breaches = append(breaches, a.What+" ("+a.Detail+")")
+		}
+	}
+	if lines == 0 || len(controls) != 3 {
+		t.Fatalf("the hostile job reported %d attempts, controls %v: it did not run its probe", lines, controls)
+	}
+	return breaches
+}
+
+// leftBehind is what the hostile job (its sandbox's pid namespace ns) did
+// beyond its report, as breaches: processes it left running (killed now),
+// victims it ended, secrets it removed, a file planted beside the runner
+// command (removed now).
+func leftBehind(t *testing.T, p *process.Provider, hs hostileSpec, ns string, victims []provider.Instance) (breaches []string) {
+	t.Helper()
+	// Nothing of it is left: not the process it started to outlive it,
+	// nor any other in its pid namespace.
+	left := lingering(hs.Own)
+	if ns == "" || ns == pidNamespace(os.Getpid()) {
+		breaches = append(breaches, "run in the host's pid namespace")
+	} else {
+		left = append(left, inNamespace(ns)...)
+	}
+	for _, pid := range left {
+		st, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		breaches = append(breaches, "leave process "+strconv.Itoa(pid)+" running ("+pidNamespace(pid)+", sandbox "+ns+"): "+string(st))
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	// The victims run on, their directories and records in place.
+	all, _ := p.List(context.Background(), provider.Filter{})
+	for _, v := range victims {
+		i := slices.IndexFunc(all, func(in provider.Instance) bool { return in.ID == v.ID })
+		if i < 0 || all[i].State != provider.Running {
+			breaches = append(breaches, "end victim "+v.ID)
+		}
+	}
+	for _, s := range hs.Secrets {
+		if _, err := os.Stat(s); err != nil {
+			breaches = append(breaches, "remove "+s)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(testBinary(t)), "planted")); err == nil {
+		breaches = append(breaches, "plant a file beside the runner command")
+		_ = os.Remove(filepath.Join(filepath.Dir(testBinary(t)), "planted"))
+	}
+	return breaches
 }
 
 // lingering lists the processes a hostile job with work directory own

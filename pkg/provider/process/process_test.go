@@ -292,19 +292,7 @@ func standinRunners(t *testing.T, sandboxed bool) {
 			if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("work directory %s still there after the runner ended (%v)", dir, err)
 			}
-			waitGone(t, pid)
-			if sandboxed {
-				// Its /tmp was its own: the leftover is found by its
-				// namespace, which must be empty once its init is gone.
-				waitGone(t, group)
-				if left := inNamespace(ns); len(left) > 0 {
-					t.Errorf("processes %v of the runner's sandbox outlived it", left)
-				}
-			} else if b, err := os.ReadFile(leftover); err != nil {
-				t.Errorf("the job's background process did not report its pid: %v", err)
-			} else if lp, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-				waitGone(t, lp)
-			}
+			checkNothingLeft(t, pid, group, ns, leftover, sandboxed)
 			got, _ := e.p.List(ctx, provider.Filter{IDs: []string{in.ID}})
 			if len(got) != 1 || got[0].State != provider.Terminated {
 				t.Errorf("instance after the runner ended: %+v, want terminated", got)
@@ -322,6 +310,27 @@ func standinRunners(t *testing.T, sandboxed bool) {
 				}
 			}
 		})
+	}
+}
+
+// checkNothingLeft waits for the runner (pid, its group's leader group) to
+// be gone, and fails t if anything of it outlives it: in its sandbox's
+// pid namespace ns when sandboxed, else the job's background process,
+// whose pid it wrote to leftover.
+func checkNothingLeft(t *testing.T, pid, group int, ns, leftover string, sandboxed bool) {
+	t.Helper()
+	waitGone(t, pid)
+	if sandboxed {
+		// Its /tmp was its own: the leftover is found by its
+		// namespace, which must be empty once its init is gone.
+		waitGone(t, group)
+		if left := inNamespace(ns); len(left) > 0 {
+			t.Errorf("processes %v of the runner's sandbox outlived it", left)
+		}
+	} else if b, err := os.ReadFile(leftover); err != nil {
+		t.Errorf("the job's background process did not report its pid: %v", err)
+	} else if lp, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+		waitGone(t, lp)
 	}
 }
 

@@ -61,21 +61,7 @@ func TestUsageOfARunner(t *testing.T) {
 			if tc.unsampled {
 				process.WithoutSamples(e.p)
 			}
-			ctx := context.Background()
-			pl, err := e.p.Plan(ctx, provider.Launch{Token: "tok-" + tc.name, Spec: pool.Spec{Shared: pool.Shared{Pool: "cpu"}}, Runners: []provider.RunnerRequest{{Name: "r", JobID: 1}}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := e.p.Launch(ctx, pl, []provider.Registration{{Mode: provider.ModeJIT, JITConfig: "CANARY", RunnerName: "r"}})
-			if err != nil || res.Runners[0].Err != nil {
-				t.Fatalf("launch: %v %v", err, res.Runners[0].Err)
-			}
-			id := res.Runners[0].Instance.ID
-			wctx, cancel := context.WithTimeout(ctx, safety)
-			defer cancel()
-			if code, err := e.p.Wait(wctx, id); err != nil || code != 0 {
-				t.Fatalf("wait: exit %d, %v", code, err)
-			}
+			id := launchAndWait(t, e.p, "tok-"+tc.name)
 			u, ok := e.p.Usage(id)
 			if !ok {
 				t.Fatal("no usage for an ended runner")
@@ -106,28 +92,58 @@ func TestUsageOfARunner(t *testing.T) {
 			}
 
 			// The record says so.
-			start := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-			rec, err := metrics.Build(metrics.Inputs{
-				Job: metrics.JobInput{ID: 1, RunID: 2, Repository: "acme/ml", WorkflowName: "Train", StartedAt: start, CompletedAt: start.Add(time.Minute)},
-				Run: metrics.RunInput{ID: 2, Event: "push"}, Instance: metrics.InstanceInput{ID: id, Type: "local", Capacity: metrics.CapacityOnDemand},
-				CloudProvider: "local", Peaks: u.Peaks(), Host: process.RecordHost(u.Host)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if rec.CPU == nil || rec.CPU.Seconds == nil || *rec.CPU.Seconds < tc.cpu-0.01 || *rec.CPU.Seconds > tc.cpu+slack {
-				t.Errorf("record cpu %+v", rec.CPU)
-			}
-			if rec.Memory == nil || rec.Memory.PeakGiB == nil || *rec.Memory.PeakGiB*1024 < tc.wantPeak-10 || rec.Memory.PeakPercent == nil {
-				t.Errorf("record memory %+v", rec.Memory)
-			}
-			if contains(rec.MissingSources, metrics.SourceCPU) || contains(rec.MissingSources, metrics.SourceMemory) ||
-				contains(rec.MissingSources, metrics.SourceAgent) {
-				t.Errorf("missingSources %v names a source that had data", rec.MissingSources)
-			}
-			if rec.Host == nil || rec.Host.CPUs != u.Host.CPUs {
-				t.Errorf("record host %+v", rec.Host)
-			}
+			checkUsageRecord(t, id, u, tc.cpu, slack, tc.wantPeak)
 		})
+	}
+}
+
+// launchAndWait launches one runner of pool cpu (token token) and waits for
+// it to exit 0; it returns its id.
+func launchAndWait(t *testing.T, p *process.Provider, token string) string {
+	t.Helper()
+	ctx := context.Background()
+	pl, err := p.Plan(ctx, provider.Launch{Token: token, Spec: pool.Spec{Shared: pool.Shared{Pool: "cpu"}}, Runners: []provider.RunnerRequest{{Name: "r", JobID: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Launch(ctx, pl, []provider.Registration{{Mode: provider.ModeJIT, JITConfig: "CANARY", RunnerName: "r"}})
+	if err != nil || res.Runners[0].Err != nil {
+		t.Fatalf("launch: %v %v", err, res.Runners[0].Err)
+	}
+	id := res.Runners[0].Instance.ID
+	wctx, cancel := context.WithTimeout(ctx, safety)
+	defer cancel()
+	if code, err := p.Wait(wctx, id); err != nil || code != 0 {
+		t.Fatalf("wait: exit %d, %v", code, err)
+	}
+	return id
+}
+
+// checkUsageRecord fails t unless the metrics record built from u, the
+// usage of runner id, says it burnt cpu seconds (up to slack more) and
+// held wantPeak MiB, and has the host.
+func checkUsageRecord(t *testing.T, id string, u process.Usage, cpu, slack, wantPeak float64) {
+	t.Helper()
+	start := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	rec, err := metrics.Build(metrics.Inputs{
+		Job: metrics.JobInput{ID: 1, RunID: 2, Repository: "acme/ml", WorkflowName: "Train", StartedAt: start, CompletedAt: start.Add(time.Minute)},
+		Run: metrics.RunInput{ID: 2, Event: "push"}, Instance: metrics.InstanceInput{ID: id, Type: "local", Capacity: metrics.CapacityOnDemand},
+		CloudProvider: "local", Peaks: u.Peaks(), Host: process.RecordHost(u.Host)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.CPU == nil || rec.CPU.Seconds == nil || *rec.CPU.Seconds < cpu-0.01 || *rec.CPU.Seconds > cpu+slack {
+		t.Errorf("record cpu %+v", rec.CPU)
+	}
+	if rec.Memory == nil || rec.Memory.PeakGiB == nil || *rec.Memory.PeakGiB*1024 < wantPeak-10 || rec.Memory.PeakPercent == nil {
+		t.Errorf("record memory %+v", rec.Memory)
+	}
+	if contains(rec.MissingSources, metrics.SourceCPU) || contains(rec.MissingSources, metrics.SourceMemory) ||
+		contains(rec.MissingSources, metrics.SourceAgent) {
+		t.Errorf("missingSources %v names a source that had data", rec.MissingSources)
+	}
+	if rec.Host == nil || rec.Host.CPUs != u.Host.CPUs {
+		t.Errorf("record host %+v", rec.Host)
 	}
 }
 

@@ -420,3 +420,16 @@ func ids(r provider.Result) string {
 	slices.Sort(out)
 	return strings.Join(out, ",")
 }
+
+// TerminateAtCleanup terminates, when t ends, every instance of p that f
+// lists: a test's runners do not outlive it (and a cluster's stop is quick).
+func TerminateAtCleanup(t testing.TB, p provider.Provider, f provider.Filter) {
+	t.Cleanup(func() {
+		all, _ := p.List(context.Background(), f)
+		var ids []string
+		for _, in := range all {
+			ids = append(ids, in.ID)
+		}
+		_ = p.Terminate(context.Background(), ids)
+	})
+}

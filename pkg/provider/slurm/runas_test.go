@@ -20,6 +20,7 @@ import (
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/provider/providertest"
 	"github.com/skiffci/skiff/pkg/provider/slurm"
 )
 
@@ -122,23 +123,25 @@ var hostileAttempts = []string{"read-pending-registration", "list-registration-d
 	"list-skiff-records", "read-skiff-record", "read-app-key", "signal-running-runner", "cancel-running-runner", "cancel-pending-runner",
 	"rewrite-other-comment"}
 
-// TestHostileJob: runners of run-as accounts on a real cluster. A runner
-// waits in the queue (its registration written as its account, 0600 in the
-// account's 0700 directory) and another runs; a hostile runner of a third
-// account tries to read their registrations and environments, skiff's
-// records and key, to signal and cancel them, to forge its own tags, and to
-// leave a process and a job behind. Every attempt fails; skiff lists the
-// three runners with its own tags, and nothing of the hostile account's is
-// left once it ends.
-func TestHostileJob(t *testing.T) {
-	t.Parallel()
-	c := startCluster(t, testenv.SlurmOptions{Partitions: []string{"held State=DOWN"}})
-	accts := runAsAccounts(t, "skiff-run", 3)
+// runAsWorld is TestHostileJob's provider over the cluster c, its pools
+// run as accts: the shared directories (dir), skiff's data directory with
+// the App's key, and the two runner installs, hostile and victim.
+type runAsWorld struct {
+	p                                     *slurm.Provider
+	o                                     slurm.Options
+	e                                     env
+	logs                                  *testenv.SyncBuffer
+	dir, jitDir, data, work, out, targets string
+	appKey                                string
+	runAs                                 []string
+}
+
+func newRunAsWorld(t *testing.T, c cluster, accts []*user.User) *runAsWorld {
+	t.Helper()
 	var runAs []string
 	for _, u := range accts {
 		runAs = append(runAs, u.Username)
 	}
-
 	dir := filepath.Join(c.shared, "runas")
 	jitDir, data, work, out := filepath.Join(dir, "jit"), filepath.Join(dir, "data"), filepath.Join(dir, "work"), filepath.Join(dir, "out")
 	for _, d := range []string{dir, jitDir, data} {
@@ -195,63 +198,69 @@ func TestHostileJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		all, _ := p.List(context.Background(), provider.Filter{AliveOnly: true})
-		var ids []string
-		for _, in := range all {
-			ids = append(ids, in.ID)
-		}
-		_ = p.Terminate(context.Background(), ids)
-	})
-	// Every pool has the three accounts: each launch takes a free one.
-	section := func(runner, partition string) *pool.Slurm {
-		return &pool.Slurm{RunnerDir: filepath.Join(dir, runner), WorkDir: work, Partition: partition, RunAs: runAs}
+	providertest.TerminateAtCleanup(t, p, provider.Filter{AliveOnly: true})
+	return &runAsWorld{p: p, o: o, e: env{p: p, o: o}, logs: logs, dir: dir, jitDir: jitDir, data: data, work: work, out: out,
+		targets: targets, appKey: appKey, runAs: runAs}
+}
+
+// section is a pool's slurm section running runner (an install of dir) on
+// partition, as any of the accounts: each launch takes a free one.
+func (w *runAsWorld) section(runner, partition string) *pool.Slurm {
+	return &pool.Slurm{RunnerDir: filepath.Join(w.dir, runner), WorkDir: w.work, Partition: partition, RunAs: w.runAs}
+}
+
+// launch launches one runner of poolName with s, its registration canary.
+func (w *runAsWorld) launch(t *testing.T, poolName string, s *pool.Slurm, token, canary string) (provider.Instance, error) {
+	t.Helper()
+	l := provider.Launch{Token: token, Spec: pool.Spec{Shared: pool.Shared{Pool: poolName, MaxLifetime: time.Hour}, Slurm: s},
+		Runners: []provider.RunnerRequest{{Name: "runner-" + token, JobID: 7, RunID: 9, Repository: "acme/" + poolName, Owner: "acme"}}}
+	pl, err := w.p.Plan(context.Background(), l)
+	if err != nil {
+		t.Fatal(err)
 	}
-	launch := func(poolName string, s *pool.Slurm, token, canary string) (provider.Instance, error) {
-		l := provider.Launch{Token: token, Spec: pool.Spec{Shared: pool.Shared{Pool: poolName, MaxLifetime: time.Hour}, Slurm: s},
-			Runners: []provider.RunnerRequest{{Name: "runner-" + token, JobID: 7, RunID: 9, Repository: "acme/" + poolName, Owner: "acme"}}}
-		pl, err := p.Plan(context.Background(), l)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := p.Launch(context.Background(), pl, []provider.Registration{{Mode: provider.ModeJIT, JITConfig: canary}})
-		if err != nil {
-			return provider.Instance{}, err
-		}
-		return res.Runners[0].Instance, nil
+	res, err := w.p.Launch(context.Background(), pl, []provider.Registration{{Mode: provider.ModeJIT, JITConfig: canary}})
+	if err != nil {
+		return provider.Instance{}, err
 	}
-	e := env{p: p, o: o}
+	return res.Runners[0].Instance, nil
+}
+
+// launchAs is launch failing t on an error; it returns the runner and the
+// account it runs as (what names the runner in a failure).
+func (w *runAsWorld) launchAs(t *testing.T, what, poolName string, s *pool.Slurm, token, canary string) (provider.Instance, *user.User) {
+	t.Helper()
+	in, err := w.launch(t, poolName, s, token, canary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct, err := user.Lookup(in.Tags[slurm.TagRunAs])
+	if err != nil {
+		t.Fatalf("the %s runner runs as %q: %v", what, in.Tags[slurm.TagRunAs], err)
+	}
+	return in, acct
+}
+
+// TestHostileJob: runners of run-as accounts on a real cluster. A runner
+// waits in the queue (its registration written as its account, 0600 in the
+// account's 0700 directory) and another runs; a hostile runner of a third
+// account tries to read their registrations and environments, skiff's
+// records and key, to signal and cancel them, to forge its own tags, and to
+// leave a process and a job behind. Every attempt fails; skiff lists the
+// three runners with its own tags, and nothing of the hostile account's is
+// left once it ends.
+func TestHostileJob(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, testenv.SlurmOptions{Partitions: []string{"held State=DOWN"}})
+	w := newRunAsWorld(t, c, runAsAccounts(t, "skiff-run", 3))
+	p, e, jitDir, out := w.p, w.e, w.jitDir, w.out
 	const pendingCanary, runningCanary = "CANARY-PENDING-RUNNER", "CANARY-RUNNING-RUNNER"
 
 	// A runner waiting in the queue: its registration is its account's.
-	pending, err := launch("held", section("victim", "held"), "tok-pending", pendingCanary)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pendingAcct, err := user.Lookup(pending.Tags[slurm.TagRunAs])
-	if err != nil {
-		t.Fatalf("the pending runner runs as %q: %v", pending.Tags[slurm.TagRunAs], err)
-	}
+	pending, pendingAcct := w.launchAs(t, "pending", "held", w.section("victim", "held"), "tok-pending", pendingCanary)
 	jit := filepath.Join(jitDir, pendingAcct.Username, slurm.RegistrationFile)
-	fi, err := os.Stat(jit)
-	if err != nil {
-		t.Fatalf("the pending runner's registration: %v", err)
-	}
-	if st := fi.Sys().(*syscall.Stat_t); strconv.Itoa(int(st.Uid)) != pendingAcct.Uid || fi.Mode().Perm() != 0o600 {
-		t.Errorf("registration %s: owner %d, mode %v; want %s's, 0600", jit, st.Uid, fi.Mode().Perm(), pendingAcct.Username)
-	}
-	if b, _ := os.ReadFile(jit); string(b) != pendingCanary {
-		t.Errorf("registration holds %q", b)
-	}
+	checkRegistration(t, jit, pendingAcct, pendingCanary)
 	// A running runner, and its process.
-	running, err := launch("victims", section("victim", ""), "tok-running", runningCanary)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runningAcct, err := user.Lookup(running.Tags[slurm.TagRunAs])
-	if err != nil {
-		t.Fatalf("the running runner runs as %q: %v", running.Tags[slurm.TagRunAs], err)
-	}
+	running, runningAcct := w.launchAs(t, "running", "victims", w.section("victim", ""), "tok-running", runningCanary)
 	e.waitState(t, running.ID, provider.Running)
 	var victimPID string
 	poll(t, "the running runner's process", func() bool {
@@ -261,47 +270,19 @@ func TestHostileJob(t *testing.T) {
 	})
 
 	tg := fmt.Sprintf("PENDING_JIT=%s\nJITDIR=%s\nVICTIM_PID=%s\nVICTIM_JOB=%s\nVICTIM_USER=%s\nVICTIM_NAME=skiffh.tok-running.runner-tok-running\nPENDING_JOB=%s\nSTATEDIR=%s\nAPPKEY=%s\nVCANARY=%s\nPCANARY=%s\n",
-		jit, jitDir, victimPID, running.ID, runningAcct.Username, pending.ID, o.StateDir, appKey, runningCanary, pendingCanary)
-	if err := os.WriteFile(targets, []byte(tg), 0o644); err != nil {
+		jit, jitDir, victimPID, running.ID, runningAcct.Username, pending.ID, w.o.StateDir, w.appKey, runningCanary, pendingCanary)
+	if err := os.WriteFile(w.targets, []byte(tg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	bad, err := launch("hostile", section("hostile", ""), "tok-hostile", "CANARY-HOSTILE")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hostile, err := user.Lookup(bad.Tags[slurm.TagRunAs])
-	if err != nil {
-		t.Fatalf("the hostile runner runs as %q: %v", bad.Tags[slurm.TagRunAs], err)
-	}
+	bad, hostile := w.launchAs(t, "hostile", "hostile", w.section("hostile", ""), "tok-hostile", "CANARY-HOSTILE")
 	if users := map[string]bool{pendingAcct.Uid: true, runningAcct.Uid: true, hostile.Uid: true}; len(users) != 3 {
 		t.Errorf("the three live runners run as %s, %s and %s: want three accounts", pendingAcct.Username, runningAcct.Username, hostile.Username)
 	}
 
-	var result []byte
-	poll(t, "the hostile runner's report", func() bool {
-		result, err = os.ReadFile(filepath.Join(out, "result"))
-		return err == nil || !e.alive(t, bad.ID)
-	})
-	if err != nil {
-		forge, _ := os.ReadFile(filepath.Join(out, "forge.log"))
-		t.Fatalf("the hostile runner wrote no report (%v): %s", err, forge)
-	}
-	got := map[string]string{}
-	for _, l := range strings.Split(strings.TrimSpace(string(result)), "\n") {
-		name, rest, _ := strings.Cut(l, " ")
-		got[name] = rest
-	}
-	for _, a := range hostileAttempts {
-		switch r, ok := got[a]; {
-		case !ok:
-			t.Errorf("the hostile runner did not try %s:\n%s", a, result)
-		case r != "denied":
-			t.Errorf("the hostile runner could %s: %s", a, r)
-		}
-	}
+	checkHostileReport(t, w, bad.ID)
 	// One live runner per account: all three are taken, and a fourth
 	// runner waits for one (a capacity wait, not a failure).
-	if _, err := launch("victims", section("victim", ""), "tok-fourth", "CANARY-FOURTH"); !errors.Is(err, provider.ErrCapacity) || provider.Permanent(err) {
+	if _, err := w.launch(t, "victims", w.section("victim", ""), "tok-fourth", "CANARY-FOURTH"); !errors.Is(err, provider.ErrCapacity) || provider.Permanent(err) {
 		t.Errorf("a launch whose accounts all have a live runner: %v, want a retryable ErrCapacity", err)
 	}
 	// What it forged: Slurm took its own comment and name, which skiff reads neither of.
@@ -317,28 +298,11 @@ func TestHostileJob(t *testing.T) {
 
 	// skiff still lists its three runners, each with its own tags, the
 	// victims where they were.
-	all, err := p.List(context.Background(), provider.Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]struct {
-		pool, repo, user string
-		st               provider.State
-	}{
+	checkListed(t, p, map[string]listed{
 		pending.ID: {"held", "acme/held", pendingAcct.Username, provider.Pending},
 		running.ID: {"victims", "acme/victims", runningAcct.Username, provider.Running},
 		bad.ID:     {"hostile", "acme/hostile", hostile.Username, provider.Running},
-	}
-	if len(all) != len(want) {
-		t.Errorf("List = %d instances, want %d: %+v", len(all), len(want), all)
-	}
-	for _, in := range all {
-		w, ok := want[in.ID]
-		if !ok || in.Pool != w.pool || in.Tags[names.TagPool] != w.pool || in.Tags[names.TagRepository] != w.repo ||
-			in.Tags[slurm.TagRunAs] != w.user || in.State != w.st {
-			t.Errorf("instance %s: pool %s, tags %v, state %s; want %+v", in.ID, in.Pool, in.Tags, in.State, w)
-		}
-	}
+	})
 
 	// Nothing of the hostile account's outlives its runner: no process,
 	// no job.
@@ -351,7 +315,7 @@ func TestHostileJob(t *testing.T) {
 		jobs, _ := c.Command("squeue", "--noheader", "--user="+hostile.Username, "--states=PENDING,RUNNING,CONFIGURING,COMPLETING", "--format=%i").Output()
 		return strings.TrimSpace(string(procs)) == "" && strings.TrimSpace(string(jobs)) == ""
 	})
-	if strings.Contains(logs.String(), "CANARY") {
+	if strings.Contains(w.logs.String(), "CANARY") {
 		t.Error("a registration reached the provider's logs")
 	}
 
@@ -361,6 +325,79 @@ func TestHostileJob(t *testing.T) {
 	}
 	e.waitState(t, running.ID, provider.Terminated)
 	e.waitState(t, pending.ID, provider.Terminated)
+}
+
+// checkRegistration fails t unless the registration file jit is acct's,
+// 0600, and holds canary.
+func checkRegistration(t *testing.T, jit string, acct *user.User, canary string) {
+	t.Helper()
+	fi, err := os.Stat(jit)
+	if err != nil {
+		t.Fatalf("the pending runner's registration: %v", err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); strconv.Itoa(int(st.Uid)) != acct.Uid || fi.Mode().Perm() != 0o600 {
+		t.Errorf("registration %s: owner %d, mode %v; want %s's, 0600", jit, st.Uid, fi.Mode().Perm(), acct.Username)
+	}
+	if b, _ := os.ReadFile(jit); string(b) != canary {
+		t.Errorf("registration holds %q", b)
+	}
+}
+
+// checkHostileReport waits for the report of the hostile runner (instance
+// id) and fails t unless it tried each of hostileAttempts and each was
+// denied.
+func checkHostileReport(t *testing.T, w *runAsWorld, id string) {
+	t.Helper()
+	var result []byte
+	var err error
+	poll(t, "the hostile runner's report", func() bool {
+		result, err = os.ReadFile(filepath.Join(w.out, "result"))
+		return err == nil || !w.e.alive(t, id)
+	})
+	if err != nil {
+		forge, _ := os.ReadFile(filepath.Join(w.out, "forge.log"))
+		t.Fatalf("the hostile runner wrote no report (%v): %s", err, forge)
+	}
+	got := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(result)), "\n") {
+		name, rest, _ := strings.Cut(l, " ")
+		got[name] = rest
+	}
+	for _, a := range hostileAttempts {
+		switch r, ok := got[a]; {
+		case !ok:
+			t.Errorf("the hostile runner did not try %s:\n%s", a, result)
+		case r != "denied":
+			t.Errorf("the hostile runner could %s: %s", a, r)
+		}
+	}
+}
+
+// listed is what List must say of a runner: its pool, repository, run-as
+// account and state.
+type listed struct {
+	pool, repo, user string
+	st               provider.State
+}
+
+// checkListed fails t unless p lists exactly want's runners, each as want
+// says.
+func checkListed(t *testing.T, p *slurm.Provider, want map[string]listed) {
+	t.Helper()
+	all, err := p.List(context.Background(), provider.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != len(want) {
+		t.Errorf("List = %d instances, want %d: %+v", len(all), len(want), all)
+	}
+	for _, in := range all {
+		w, ok := want[in.ID]
+		if !ok || in.Pool != w.pool || in.Tags[names.TagPool] != w.pool || in.Tags[names.TagRepository] != w.repo ||
+			in.Tags[slurm.TagRunAs] != w.user || in.State != w.st {
+			t.Errorf("instance %s: pool %s, tags %v, state %s; want %+v", in.ID, in.Pool, in.Tags, in.State, w)
+		}
+	}
 }
 
 // alive reports whether instance id is alive, as List says.

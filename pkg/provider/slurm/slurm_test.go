@@ -95,15 +95,8 @@ func (c cluster) newEnv(t *testing.T, sections map[string]*pool.Slurm, then ...s
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		// Cancel what is left, so that the cluster's stop is quick.
-		all, _ := p.List(context.Background(), provider.Filter{AliveOnly: true})
-		var ids []string
-		for _, in := range all {
-			ids = append(ids, in.ID)
-		}
-		_ = p.Terminate(context.Background(), ids)
-	})
+	// Cancel what is left, so that the cluster's stop is quick.
+	providertest.TerminateAtCleanup(t, p, provider.Filter{AliveOnly: true})
 	return env{p: p, o: o, logs: logs, out: out, sections: sections}
 }
 

@@ -72,18 +72,47 @@ func summary(d decide.Decision) string {
 	return strings.Join(out, " ")
 }
 
-func TestDecide(t *testing.T) {
+// r1 is the runner of the single-runner cases.
+const r1 = "skiff-100-1"
+
+// decideCase is one world of instances, GitHub runners and records (a
+// listing failed when partial) under policy, and the summary of the
+// decision it must get.
+type decideCase struct {
+	name      string
+	instances []provider.Instance
+	runners   []decide.GitHubRunner
+	ledger    []ledger.Runner
+	partial   bool // a listing failed
+	policy    decide.Policy
+	want      string
+}
+
+// runDecide decides each case at t0 and compares the summary; every action
+// must give its reason.
+func runDecide(t *testing.T, cases []decideCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			d := decide.Decide(decide.Inputs{Now: t0, Instances: c.instances, Runners: c.runners, Ledger: c.ledger,
+				InstancesComplete: !c.partial, RunnersComplete: !c.partial, Policy: map[string]decide.Policy{"cpu": c.policy}})
+			if got := summary(d); got != c.want {
+				t.Errorf("got  %q\nwant %q", got, c.want)
+			}
+			for _, a := range d.Actions {
+				if a.Reason == "" {
+					t.Errorf("action %s has no reason", a.Rule)
+				}
+			}
+		})
+	}
+}
+
+// TestDecideBootAndIdle: runners that never register, and idle ones.
+func TestDecideBootAndIdle(t *testing.T) {
 	t.Parallel()
-	const r1 = "skiff-100-1"
-	cases := []struct {
-		name      string
-		instances []provider.Instance
-		runners   []decide.GitHubRunner
-		ledger    []ledger.Runner
-		partial   bool // a listing failed
-		policy    decide.Policy
-		want      string
-	}{
+	runDecide(t, []decideCase{
 		{name: "booting within the boot timeout: nothing",
 			instances: []provider.Instance{inst("i-1", r1, 3*time.Minute, provider.Running)},
 			runners:   []decide.GitHubRunner{{ID: 1, Name: r1}},
@@ -135,6 +164,14 @@ func TestDecide(t *testing.T) {
 			ledger:    []ledger.Runner{rec(r1, "i-1", ledger.StateRegistered, 14*time.Minute, registered(11*time.Minute))},
 			policy:    decide.Policy{IdleTimeout: 20 * time.Minute},
 			want:      ""},
+	})
+}
+
+// TestDecideBusy: busy runners (by GitHub, the ledger or the hooks' tags),
+// completed jobs and the lifetime cap.
+func TestDecideBusy(t *testing.T) {
+	t.Parallel()
+	runDecide(t, []decideCase{
 		{name: "GitHub says busy: kept, and the ledger learns the job started",
 			instances: []provider.Instance{inst("i-1", r1, 30*time.Minute, provider.Running)},
 			runners:   []decide.GitHubRunner{{ID: 1, Name: r1, Online: true, Busy: true}},
@@ -180,6 +217,14 @@ func TestDecide(t *testing.T) {
 			runners:   []decide.GitHubRunner{{ID: 1, Name: r1, Online: true, Busy: true}},
 			ledger:    []ledger.Runner{rec(r1, "i-1", ledger.StateJobStarted, 6*time.Hour+time.Minute, ranOwn)},
 			want:      "=skiff-100-1"},
+	})
+}
+
+// TestDecideGone: instances and runners that went away, stale reservations
+// and interrupted spot runners.
+func TestDecideGone(t *testing.T) {
+	t.Parallel()
+	runDecide(t, []decideCase{
 		{name: "instance terminated: end the record; its own job never ran, so strand check",
 			instances: []provider.Instance{inst("i-1", r1, 5*time.Minute, provider.Terminated)},
 			ledger:    []ledger.Runner{rec(r1, "i-1", ledger.StateLaunched, 5*time.Minute)},
@@ -217,6 +262,28 @@ func TestDecide(t *testing.T) {
 			ledger:    []ledger.Runner{rec(r1, "i-1", ledger.StateRegistered, 5*time.Minute, registered(4*time.Minute))},
 			partial:   true,
 			want:      ""},
+		{name: "stale reservation: end and strand check",
+			ledger: []ledger.Runner{rec(r1, "", ledger.StateReserved, 31*time.Minute)},
+			want:   "stale_reservation:skiff-100-1/[SE]"},
+		{name: "interrupted spot runner with rerun on: marked for the re-run",
+			instances: []provider.Instance{inst("i-1", r1, 20*time.Minute, provider.Terminated)},
+			ledger: []ledger.Runner{rec(r1, "i-1", ledger.StateJobStarted, 20*time.Minute, ranOwn,
+				func(r *ledger.Runner) { r.InterruptedAt = ago(3 * time.Minute) })},
+			policy: decide.Policy{RerunInterrupted: true},
+			want:   "instance_gone:skiff-100-1/i-1[EI]"},
+		{name: "interrupted spot runner with rerun off: just ended",
+			instances: []provider.Instance{inst("i-1", r1, 20*time.Minute, provider.Terminated)},
+			ledger: []ledger.Runner{rec(r1, "i-1", ledger.StateJobStarted, 20*time.Minute, ranOwn,
+				func(r *ledger.Runner) { r.InterruptedAt = ago(3 * time.Minute) })},
+			want: "instance_gone:skiff-100-1/i-1[E]"},
+	})
+}
+
+// TestDecideGhostsAndOrphans: runners without an instance or record,
+// instances without a record, and records that learn their instance.
+func TestDecideGhostsAndOrphans(t *testing.T) {
+	t.Parallel()
+	runDecide(t, []decideCase{
 		{name: "ghost: offline skiff runner, no instance, no record: delete",
 			runners: []decide.GitHubRunner{{ID: 9, Name: "skiff-555-1", Scope: "acme"}},
 			want:    "ghost:skiff-555-1/[DU]"},
@@ -249,36 +316,7 @@ func TestDecide(t *testing.T) {
 			runners:   []decide.GitHubRunner{{ID: 1, Name: r1, Online: true, Busy: true}},
 			ledger:    []ledger.Runner{rec(r1, "i-1", ledger.StateJobStarted, 20*time.Minute, ranOwn)},
 			want:      "=skiff-100-1"},
-		{name: "stale reservation: end and strand check",
-			ledger: []ledger.Runner{rec(r1, "", ledger.StateReserved, 31*time.Minute)},
-			want:   "stale_reservation:skiff-100-1/[SE]"},
-		{name: "interrupted spot runner with rerun on: marked for the re-run",
-			instances: []provider.Instance{inst("i-1", r1, 20*time.Minute, provider.Terminated)},
-			ledger: []ledger.Runner{rec(r1, "i-1", ledger.StateJobStarted, 20*time.Minute, ranOwn,
-				func(r *ledger.Runner) { r.InterruptedAt = ago(3 * time.Minute) })},
-			policy: decide.Policy{RerunInterrupted: true},
-			want:   "instance_gone:skiff-100-1/i-1[EI]"},
-		{name: "interrupted spot runner with rerun off: just ended",
-			instances: []provider.Instance{inst("i-1", r1, 20*time.Minute, provider.Terminated)},
-			ledger: []ledger.Runner{rec(r1, "i-1", ledger.StateJobStarted, 20*time.Minute, ranOwn,
-				func(r *ledger.Runner) { r.InterruptedAt = ago(3 * time.Minute) })},
-			want: "instance_gone:skiff-100-1/i-1[E]"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			d := decide.Decide(decide.Inputs{Now: t0, Instances: c.instances, Runners: c.runners, Ledger: c.ledger,
-				InstancesComplete: !c.partial, RunnersComplete: !c.partial, Policy: map[string]decide.Policy{"cpu": c.policy}})
-			if got := summary(d); got != c.want {
-				t.Errorf("got  %q\nwant %q", got, c.want)
-			}
-			for _, a := range d.Actions {
-				if a.Reason == "" {
-					t.Errorf("action %s has no reason", a.Rule)
-				}
-			}
-		})
-	}
+	})
 }
 
 // TestNeverTerminatesBusy checks the promise over every combination of the
@@ -286,7 +324,6 @@ func TestDecide(t *testing.T) {
 // busy is never terminated nor deleted, short of the lifetime cap.
 func TestNeverTerminatesBusy(t *testing.T) {
 	t.Parallel()
-	const r1 = "skiff-100-1"
 	for _, ghBusy := range []bool{false, true} {
 		for _, st := range []ledger.State{ledger.StateLaunched, ledger.StateRegistered, ledger.StateJobStarted, ledger.StateJobCompleted} {
 			for _, tag := range []string{"", "started", "started+completed"} {

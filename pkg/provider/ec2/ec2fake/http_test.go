@@ -107,7 +107,7 @@ func TestLaunchOverHTTP(t *testing.T) {
 		}},
 		{"spot unavailable falls back to on-demand", fleetRequest(ec2.SpotThenOnDemand, 3), func(f *ec2fake.Fake) { f.SetSpotUnavailable(true) }},
 		{"partial fill", fleetRequest(ec2.OnDemand, 5), func(f *ec2fake.Fake) { f.SetFillLimit(3) }},
-		{"limited places", fleetRequest(ec2.SpotThenOnDemand, 5), func(f *ec2fake.Fake) {
+		{"limited capacity pools", fleetRequest(ec2.SpotThenOnDemand, 5), func(f *ec2fake.Fake) {
 			f.SetCapacity("c7i.large/subnet-a/spot", 2)
 			f.SetCapacity("c7i.large/subnet-b/spot", 0)
 		}},
@@ -159,11 +159,15 @@ func TestLaunchOverHTTP(t *testing.T) {
 // TestErrorsOverHTTP: injected faults reach the SDK as EC2 API errors with
 // EC2's code, message and HTTP status; the SDK's own retry of a throttled
 // call resends the same token and launches once.
+// errFleetInput is the CreateFleet input of the error tests: two on-demand
+// instances, token skiff-err.
+func errFleetInput() *sdkec2.CreateFleetInput {
+	return ec2.BuildInput(fleetRequest(ec2.OnDemand, 2), false, "skiff-err", 2)
+}
+
 func TestErrorsOverHTTP(t *testing.T) {
 	t.Parallel()
-	in := func() *sdkec2.CreateFleetInput {
-		return ec2.BuildInput(fleetRequest(ec2.OnDemand, 2), false, "skiff-err", 2)
-	}
+	in := errFleetInput
 	cases := []struct {
 		name   string
 		setup  func(f *ec2fake.Fake)
@@ -239,24 +243,26 @@ func TestErrorsOverHTTP(t *testing.T) {
 			}
 		})
 	}
+}
 
-	t.Run("the SDK retries a throttled call with the same token", func(t *testing.T) {
-		t.Parallel()
-		f := ec2fake.New()
-		f.ThrottleNext(2)
-		out, err := client(t, f, 3).CreateFleet(context.Background(), in())
-		if err != nil {
-			t.Fatal(err)
+// TestSDKRetriesThrottledFleet: the SDK retries a throttled call with the
+// same token.
+func TestSDKRetriesThrottledFleet(t *testing.T) {
+	t.Parallel()
+	f := ec2fake.New()
+	f.ThrottleNext(2)
+	out, err := client(t, f, 3).CreateFleet(context.Background(), errFleetInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Calls("CreateFleet") != 3 || len(out.Instances) != 1 || len(out.Instances[0].InstanceIds) != 2 || len(f.Instances()) != 2 {
+		t.Errorf("%d calls, answer %+v, %d instances", f.Calls("CreateFleet"), out.Instances, len(f.Instances()))
+	}
+	for _, rec := range f.CreateFleetInputs() {
+		if aws.ToString(rec.ClientToken) != "skiff-err" {
+			t.Errorf("retry with token %q", aws.ToString(rec.ClientToken))
 		}
-		if f.Calls("CreateFleet") != 3 || len(out.Instances) != 1 || len(out.Instances[0].InstanceIds) != 2 || len(f.Instances()) != 2 {
-			t.Errorf("%d calls, answer %+v, %d instances", f.Calls("CreateFleet"), out.Instances, len(f.Instances()))
-		}
-		for _, rec := range f.CreateFleetInputs() {
-			if aws.ToString(rec.ClientToken) != "skiff-err" {
-				t.Errorf("retry with token %q", aws.ToString(rec.ClientToken))
-			}
-		}
-	})
+	}
 }
 
 // TestInstancesOverHTTP: describe, terminate and tag through the SDK, with
@@ -360,202 +366,240 @@ func dump(in *sdkec2.CreateFleetInput) string {
 // same in process and through the real SDK over the HTTP front: the state
 // changes in the answer, the states DescribeInstances shows after them, and
 // EC2's refusals, which change nothing.
-func TestStopStart(t *testing.T) {
-	t.Parallel()
-	at := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
-	// world is a fake with two running on-demand instances (a, b), one
-	// still pending from its launch (p) and a running spot instance (s).
-	type world struct {
-		f          *ec2fake.Fake
-		api        ec2.API
-		now        *time.Time
-		a, b, p, s string
+// stopWorld is a fake with two running on-demand instances (a, b), one
+// still pending from its launch (p) and a running spot instance (s), called
+// in process or over HTTP (api).
+type stopWorld struct {
+	f          *ec2fake.Fake
+	api        ec2.API
+	now        *time.Time
+	a, b, p, s string
+}
+
+func newStopWorld(t *testing.T, overHTTP bool) stopWorld {
+	t.Helper()
+	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	w := stopWorld{f: ec2fake.New(), now: &now}
+	w.f.SetClock(func() time.Time { return *w.now })
+	w.api = w.f
+	if overHTTP {
+		w.api = client(t, w.f, 1)
 	}
-	stop := func(w world, ids ...string) (*sdkec2.StopInstancesOutput, error) {
-		return w.api.StopInstances(context.Background(), &sdkec2.StopInstancesInput{InstanceIds: ids})
+	l := ec2.NewLauncher(w.api)
+	res, err := l.Launch(context.Background(), fleetRequest(ec2.OnDemand, 3))
+	if err != nil {
+		t.Fatal(err)
 	}
-	start := func(w world, ids ...string) (*sdkec2.StartInstancesOutput, error) {
-		return w.api.StartInstances(context.Background(), &sdkec2.StartInstancesInput{InstanceIds: ids})
+	w.a, w.b, w.p = res.Instances[0].ID, res.Instances[1].ID, res.Instances[2].ID
+	spot := fleetRequest(ec2.Spot, 1)
+	spot.Token = "skiff-http-spot"
+	if res, err = l.Launch(context.Background(), spot); err != nil {
+		t.Fatal(err)
 	}
-	state := func(t *testing.T, w world, id string) string {
-		t.Helper()
-		out, err := w.api.DescribeInstances(context.Background(), &sdkec2.DescribeInstancesInput{InstanceIds: []string{id}})
+	w.s = res.Instances[0].ID
+	for _, id := range []string{w.a, w.b, w.s} {
+		w.f.SetState(id, "running")
+	}
+	return w
+}
+
+func (w stopWorld) stop(ids ...string) (*sdkec2.StopInstancesOutput, error) {
+	return w.api.StopInstances(context.Background(), &sdkec2.StopInstancesInput{InstanceIds: ids})
+}
+
+func (w stopWorld) start(ids ...string) (*sdkec2.StartInstancesOutput, error) {
+	return w.api.StartInstances(context.Background(), &sdkec2.StartInstancesInput{InstanceIds: ids})
+}
+
+// state is id's state name, checking that its code matches.
+func (w stopWorld) state(t *testing.T, id string) string {
+	t.Helper()
+	out, err := w.api.DescribeInstances(context.Background(), &sdkec2.DescribeInstancesInput{InstanceIds: []string{id}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := out.Reservations[0].Instances[0].State
+	if want := map[string]int32{"pending": 0, "running": 16, "terminated": 48, "stopping": 64, "stopped": 80}[string(st.Name)]; aws.ToInt32(st.Code) != want {
+		t.Errorf("%s: state %s has code %d, want %d", id, st.Name, aws.ToInt32(st.Code), want)
+	}
+	return string(st.Name)
+}
+
+// change renders a state change as id:previous→current.
+func change(c types.InstanceStateChange) string {
+	return aws.ToString(c.InstanceId) + ":" + string(c.PreviousState.Name) + "→" + string(c.CurrentState.Name)
+}
+
+// refused fails t unless err is the API error code naming id.
+func refused(t *testing.T, err error, code, id string) {
+	t.Helper()
+	var api smithy.APIError
+	if !errors.As(err, &api) || api.ErrorCode() != code || !strings.Contains(api.ErrorMessage(), id) {
+		t.Fatalf("err = %v, want %s naming %s", err, code, id)
+	}
+}
+
+var stopStartCases = []struct {
+	name string
+	run  func(t *testing.T, w stopWorld)
+}{
+	{"stop: stopping in the answer, stopped next; a second stop changes nothing", func(t *testing.T, w stopWorld) {
+		out, err := w.stop(w.a, w.b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		st := out.Reservations[0].Instances[0].State
-		if want := map[string]int32{"pending": 0, "running": 16, "terminated": 48, "stopping": 64, "stopped": 80}[string(st.Name)]; aws.ToInt32(st.Code) != want {
-			t.Errorf("%s: state %s has code %d, want %d", id, st.Name, aws.ToInt32(st.Code), want)
+		if got := change(out.StoppingInstances[0]) + " " + change(out.StoppingInstances[1]); got != w.a+":running→stopping "+w.b+":running→stopping" {
+			t.Errorf("answer %s", got)
 		}
-		return string(st.Name)
-	}
-	change := func(c types.InstanceStateChange) string {
-		return aws.ToString(c.InstanceId) + ":" + string(c.PreviousState.Name) + "→" + string(c.CurrentState.Name)
-	}
-	refused := func(t *testing.T, err error, code, id string) {
-		t.Helper()
+		if st := w.state(t, w.a); st != "stopped" {
+			t.Errorf("after the stop: %s", st)
+		}
+		out, err = w.stop(w.a)
+		if err != nil || change(out.StoppingInstances[0]) != w.a+":stopped→stopped" {
+			t.Errorf("stopping a stopped instance: %v %v", out, err)
+		}
+	}},
+	{"start: pending in the answer, running next; starting a running one changes nothing", func(t *testing.T, w stopWorld) {
+		if _, err := w.stop(w.a); err != nil {
+			t.Fatal(err)
+		}
+		out, err := w.start(w.a, w.b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := change(out.StartingInstances[0]) + " " + change(out.StartingInstances[1]); got != w.a+":stopped→pending "+w.b+":running→running" {
+			t.Errorf("answer %s", got)
+		}
+		if st := w.state(t, w.a); st != "running" {
+			t.Errorf("after the start: %s", st)
+		}
+	}},
+	{"the moves take the delays, by the fake's clock", func(t *testing.T, w stopWorld) {
+		w.f.SetStateDelays(time.Minute, 30*time.Second)
+		if _, err := w.stop(w.a); err != nil {
+			t.Fatal(err)
+		}
+		if st := w.state(t, w.a); st != "stopping" {
+			t.Errorf("right after the stop: %s", st)
+		}
+		out, err := w.stop(w.a)
+		if err != nil || change(out.StoppingInstances[0]) != w.a+":stopping→stopping" {
+			t.Errorf("stopping a stopping instance: %v %v", out, err)
+		}
+		_, err = w.start(w.a)
+		refused(t, err, "IncorrectInstanceState", w.a)
+		*w.now = w.now.Add(time.Minute)
+		if st := w.state(t, w.a); st != "stopped" {
+			t.Errorf("a minute after the stop: %s", st)
+		}
+		if _, err := w.start(w.a); err != nil {
+			t.Fatal(err)
+		}
+		*w.now = w.now.Add(29 * time.Second)
+		if st := w.state(t, w.a); st != "pending" {
+			t.Errorf("29 s after the start: %s", st)
+		}
+		*w.now = w.now.Add(time.Second)
+		if st := w.state(t, w.a); st != "running" {
+			t.Errorf("30 s after the start: %s", st)
+		}
+	}},
+	{"an unknown id fails the call, naming it, and changes nothing", func(t *testing.T, w stopWorld) {
+		_, err := w.stop(w.a, "i-0feedfacecafe0000")
+		refused(t, err, "InvalidInstanceID.NotFound", "i-0feedfacecafe0000")
+		if st := w.state(t, w.a); st != "running" {
+			t.Errorf("the known instance is %s", st)
+		}
+		_, err = w.start("i-0feedfacecafe0000")
+		refused(t, err, "InvalidInstanceID.NotFound", "i-0feedfacecafe0000")
+	}},
+	{"a terminated instance cannot be stopped, nor started", func(t *testing.T, w stopWorld) {
+		if _, err := w.api.TerminateInstances(context.Background(), &sdkec2.TerminateInstancesInput{InstanceIds: []string{w.b}}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := w.stop(w.a, w.b)
+		refused(t, err, "IncorrectInstanceState", w.b)
+		if st := w.state(t, w.a); st != "running" {
+			t.Errorf("the other instance of the refused call is %s", st)
+		}
+		_, err = w.start(w.b)
+		refused(t, err, "IncorrectInstanceState", w.b)
+	}},
+	{"an instance pending from its launch cannot be stopped", func(t *testing.T, w stopWorld) {
+		_, err := w.stop(w.p)
+		refused(t, err, "IncorrectInstanceState", w.p)
+		if st := w.state(t, w.p); st != "pending" {
+			t.Errorf("after the refused stop: %s", st)
+		}
+	}},
+	{"a spot instance of a fleet cannot be stopped", func(t *testing.T, w stopWorld) {
+		_, err := w.stop(w.s)
+		refused(t, err, "UnsupportedOperation", w.s)
+		if st := w.state(t, w.s); st != "running" {
+			t.Errorf("after the refused stop: %s", st)
+		}
+	}},
+	{"an injected fault fails the start and changes nothing", func(t *testing.T, w stopWorld) {
+		if _, err := w.stop(w.a); err != nil {
+			t.Fatal(err)
+		}
+		w.f.FailOp("StartInstances", "InsufficientInstanceCapacity")
+		_, err := w.start(w.a)
 		var api smithy.APIError
-		if !errors.As(err, &api) || api.ErrorCode() != code || !strings.Contains(api.ErrorMessage(), id) {
-			t.Fatalf("err = %v, want %s naming %s", err, code, id)
+		if !errors.As(err, &api) || api.ErrorCode() != "InsufficientInstanceCapacity" {
+			t.Fatalf("err = %v", err)
 		}
-	}
-	cases := []struct {
-		name string
-		run  func(t *testing.T, w world)
-	}{
-		{"stop: stopping in the answer, stopped next; a second stop changes nothing", func(t *testing.T, w world) {
-			out, err := stop(w, w.a, w.b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := change(out.StoppingInstances[0]) + " " + change(out.StoppingInstances[1]); got != w.a+":running→stopping "+w.b+":running→stopping" {
-				t.Errorf("answer %s", got)
-			}
-			if st := state(t, w, w.a); st != "stopped" {
-				t.Errorf("after the stop: %s", st)
-			}
-			out, err = stop(w, w.a)
-			if err != nil || change(out.StoppingInstances[0]) != w.a+":stopped→stopped" {
-				t.Errorf("stopping a stopped instance: %v %v", out, err)
-			}
-		}},
-		{"start: pending in the answer, running next; starting a running one changes nothing", func(t *testing.T, w world) {
-			if _, err := stop(w, w.a); err != nil {
-				t.Fatal(err)
-			}
-			out, err := start(w, w.a, w.b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := change(out.StartingInstances[0]) + " " + change(out.StartingInstances[1]); got != w.a+":stopped→pending "+w.b+":running→running" {
-				t.Errorf("answer %s", got)
-			}
-			if st := state(t, w, w.a); st != "running" {
-				t.Errorf("after the start: %s", st)
-			}
-		}},
-		{"the moves take the delays, by the fake's clock", func(t *testing.T, w world) {
-			w.f.SetStateDelays(time.Minute, 30*time.Second)
-			if _, err := stop(w, w.a); err != nil {
-				t.Fatal(err)
-			}
-			if st := state(t, w, w.a); st != "stopping" {
-				t.Errorf("right after the stop: %s", st)
-			}
-			out, err := stop(w, w.a)
-			if err != nil || change(out.StoppingInstances[0]) != w.a+":stopping→stopping" {
-				t.Errorf("stopping a stopping instance: %v %v", out, err)
-			}
-			_, err = start(w, w.a)
-			refused(t, err, "IncorrectInstanceState", w.a)
-			*w.now = w.now.Add(time.Minute)
-			if st := state(t, w, w.a); st != "stopped" {
-				t.Errorf("a minute after the stop: %s", st)
-			}
-			if _, err := start(w, w.a); err != nil {
-				t.Fatal(err)
-			}
-			*w.now = w.now.Add(29 * time.Second)
-			if st := state(t, w, w.a); st != "pending" {
-				t.Errorf("29 s after the start: %s", st)
-			}
-			*w.now = w.now.Add(time.Second)
-			if st := state(t, w, w.a); st != "running" {
-				t.Errorf("30 s after the start: %s", st)
-			}
-		}},
-		{"an unknown id fails the call, naming it, and changes nothing", func(t *testing.T, w world) {
-			_, err := stop(w, w.a, "i-0feedfacecafe0000")
-			refused(t, err, "InvalidInstanceID.NotFound", "i-0feedfacecafe0000")
-			if st := state(t, w, w.a); st != "running" {
-				t.Errorf("the known instance is %s", st)
-			}
-			_, err = start(w, "i-0feedfacecafe0000")
-			refused(t, err, "InvalidInstanceID.NotFound", "i-0feedfacecafe0000")
-		}},
-		{"a terminated instance cannot be stopped, nor started", func(t *testing.T, w world) {
-			if _, err := w.api.TerminateInstances(context.Background(), &sdkec2.TerminateInstancesInput{InstanceIds: []string{w.b}}); err != nil {
-				t.Fatal(err)
-			}
-			_, err := stop(w, w.a, w.b)
-			refused(t, err, "IncorrectInstanceState", w.b)
-			if st := state(t, w, w.a); st != "running" {
-				t.Errorf("the other instance of the refused call is %s", st)
-			}
-			_, err = start(w, w.b)
-			refused(t, err, "IncorrectInstanceState", w.b)
-		}},
-		{"an instance pending from its launch cannot be stopped", func(t *testing.T, w world) {
-			_, err := stop(w, w.p)
-			refused(t, err, "IncorrectInstanceState", w.p)
-			if st := state(t, w, w.p); st != "pending" {
-				t.Errorf("after the refused stop: %s", st)
-			}
-		}},
-		{"a spot instance of a fleet cannot be stopped", func(t *testing.T, w world) {
-			_, err := stop(w, w.s)
-			refused(t, err, "UnsupportedOperation", w.s)
-			if st := state(t, w, w.s); st != "running" {
-				t.Errorf("after the refused stop: %s", st)
-			}
-		}},
-		{"an injected fault fails the start and changes nothing", func(t *testing.T, w world) {
-			if _, err := stop(w, w.a); err != nil {
-				t.Fatal(err)
-			}
-			w.f.FailOp("StartInstances", "InsufficientInstanceCapacity")
-			_, err := start(w, w.a)
-			var api smithy.APIError
-			if !errors.As(err, &api) || api.ErrorCode() != "InsufficientInstanceCapacity" {
-				t.Fatalf("err = %v", err)
-			}
-			if st := state(t, w, w.a); st != "stopped" {
-				t.Errorf("after the failed start: %s", st)
-			}
-			if _, err := start(w, w.a); err != nil {
-				t.Errorf("the next start: %v", err)
-			}
-			if got := w.f.Calls("StartInstances"); got != 2 {
-				t.Errorf("%d StartInstances calls, want 2", got)
-			}
-		}},
-		{"a failed place fails the start of its stopped instances", func(t *testing.T, w world) {
-			if _, err := stop(w, w.a); err != nil {
-				t.Fatal(err)
-			}
-			w.f.FailPool(ec2.PlaceKey("c7i.large", "subnet-a", false), "InsufficientInstanceCapacity")
-			w.f.FailPool(ec2.PlaceKey("c7i.large", "subnet-b", false), "InsufficientInstanceCapacity")
-			_, err := start(w, w.a)
-			var api smithy.APIError
-			if !errors.As(err, &api) || api.ErrorCode() != "InsufficientInstanceCapacity" || !strings.Contains(api.ErrorMessage(), "c7i.large") {
-				t.Fatalf("err = %v", err)
-			}
-			if st := state(t, w, w.a); st != "stopped" {
-				t.Errorf("after the failed start: %s", st)
-			}
-		}},
-		{"a terminate ends a stop under way", func(t *testing.T, w world) {
-			w.f.SetStateDelays(time.Minute, 0)
-			if _, err := stop(w, w.a); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := w.api.TerminateInstances(context.Background(), &sdkec2.TerminateInstancesInput{InstanceIds: []string{w.a}}); err != nil {
-				t.Fatal(err)
-			}
-			*w.now = w.now.Add(time.Minute)
-			if st := state(t, w, w.a); st != "terminated" {
-				t.Errorf("a minute after: %s", st)
-			}
-		}},
-		{"no ids: refused by the SDK, or by the fake in process", func(t *testing.T, w world) {
-			_, err := stop(w)
-			var api smithy.APIError
-			if errors.As(err, &api) && api.ErrorCode() != "MissingParameter" || err == nil {
-				t.Errorf("err = %v", err)
-			}
-		}},
-	}
-	for _, tc := range cases {
+		if st := w.state(t, w.a); st != "stopped" {
+			t.Errorf("after the failed start: %s", st)
+		}
+		if _, err := w.start(w.a); err != nil {
+			t.Errorf("the next start: %v", err)
+		}
+		if got := w.f.Calls("StartInstances"); got != 2 {
+			t.Errorf("%d StartInstances calls, want 2", got)
+		}
+	}},
+	{"a failed capacity pool fails the start of its stopped instances", func(t *testing.T, w stopWorld) {
+		if _, err := w.stop(w.a); err != nil {
+			t.Fatal(err)
+		}
+		w.f.FailPool(ec2.PlaceKey("c7i.large", "subnet-a", false), "InsufficientInstanceCapacity")
+		w.f.FailPool(ec2.PlaceKey("c7i.large", "subnet-b", false), "InsufficientInstanceCapacity")
+		_, err := w.start(w.a)
+		var api smithy.APIError
+		if !errors.As(err, &api) || api.ErrorCode() != "InsufficientInstanceCapacity" || !strings.Contains(api.ErrorMessage(), "c7i.large") {
+			t.Fatalf("err = %v", err)
+		}
+		if st := w.state(t, w.a); st != "stopped" {
+			t.Errorf("after the failed start: %s", st)
+		}
+	}},
+	{"a terminate ends a stop under way", func(t *testing.T, w stopWorld) {
+		w.f.SetStateDelays(time.Minute, 0)
+		if _, err := w.stop(w.a); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.api.TerminateInstances(context.Background(), &sdkec2.TerminateInstancesInput{InstanceIds: []string{w.a}}); err != nil {
+			t.Fatal(err)
+		}
+		*w.now = w.now.Add(time.Minute)
+		if st := w.state(t, w.a); st != "terminated" {
+			t.Errorf("a minute after: %s", st)
+		}
+	}},
+	{"no ids: refused by the SDK, or by the fake in process", func(t *testing.T, w stopWorld) {
+		_, err := w.stop()
+		var api smithy.APIError
+		if errors.As(err, &api) && api.ErrorCode() != "MissingParameter" || err == nil {
+			t.Errorf("err = %v", err)
+		}
+	}},
+}
+
+// TestStopStart runs each of stopStartCases in process and over HTTP.
+func TestStopStart(t *testing.T) {
+	t.Parallel()
+	for _, tc := range stopStartCases {
 		for _, overHTTP := range []bool{false, true} {
 			name := tc.name + "/in process"
 			if overHTTP {
@@ -563,37 +607,12 @@ func TestStopStart(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				now := at
-				w := world{f: ec2fake.New(), now: &now}
-				w.f.SetClock(func() time.Time { return *w.now })
-				w.api = w.f
-				if overHTTP {
-					w.api = client(t, w.f, 1)
-				}
-				l := ec2.NewLauncher(w.api)
-				res, err := l.Launch(context.Background(), fleetRequest(ec2.OnDemand, 3))
-				if err != nil {
-					t.Fatal(err)
-				}
-				w.a, w.b, w.p = res.Instances[0].ID, res.Instances[1].ID, res.Instances[2].ID
-				spot := fleetRequest(ec2.Spot, 1)
-				spot.Token = "skiff-http-spot"
-				if res, err = l.Launch(context.Background(), spot); err != nil {
-					t.Fatal(err)
-				}
-				w.s = res.Instances[0].ID
-				for _, id := range []string{w.a, w.b, w.s} {
-					w.f.SetState(id, "running")
-				}
-				tc.run(t, w)
+				tc.run(t, newStopWorld(t, overHTTP))
 			})
 		}
 	}
 }
 
-// TestStopStartOverHTTPRefusals: what only the HTTP front sees: EC2's
-// status for a refused stop or start, and a parameter the fake does not
-// model.
 func TestStopStartOverHTTPRefusals(t *testing.T) {
 	t.Parallel()
 	f := ec2fake.New()
