@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	smithyendpoints "github.com/aws/smithy-go/endpoints"
 )
 
@@ -55,6 +56,48 @@ func TestDynamoEndpointsKeepAnswersPerParameters(t *testing.T) {
 	}
 	for range 2 {
 		if _, err := r.ResolveEndpoint(ctx, dynamodb.EndpointParameters{Region: aws.String("fail")}); err == nil {
+			t.Error("error not returned")
+		}
+	}
+	if next.calls != len(params)+2 {
+		t.Errorf("resolver asked %d times after two failures, want %d (errors are not kept)", next.calls, len(params)+2)
+	}
+}
+
+// countingSQSResolver is countingResolver for SQS.
+type countingSQSResolver struct{ countingResolver }
+
+func (r *countingSQSResolver) ResolveEndpoint(ctx context.Context, p sqs.EndpointParameters) (smithyendpoints.Endpoint, error) {
+	return r.countingResolver.ResolveEndpoint(ctx, dynamodb.EndpointParameters{Region: p.Region})
+}
+
+// TestSQSEndpointsKeepAnswersPerParameters: as for DynamoDB, the resolver
+// is asked once per set of parameters, and errors are not kept.
+func TestSQSEndpointsKeepAnswersPerParameters(t *testing.T) {
+	t.Parallel()
+	next := &countingSQSResolver{}
+	r := &sqsEndpoints{next: next}
+	ctx := context.Background()
+	params := []sqs.EndpointParameters{
+		{Region: aws.String("us-east-1")},
+		{Region: aws.String("eu-west-1")},
+		{Region: aws.String("us-east-1"), UseFIPS: aws.Bool(true)},
+		{Region: aws.String("us-east-1"), UseDualStack: aws.Bool(true)},
+		{Region: aws.String("us-east-1"), Endpoint: aws.String("http://localhost:4566")},
+	}
+	for round := range 3 {
+		for i, p := range params {
+			e, err := r.ResolveEndpoint(ctx, p)
+			if want := aws.ToString(p.Region) + ".example"; err != nil || e.URI.Host != want {
+				t.Errorf("round %d, parameters %d: %v, %v; want %s", round, i, e.URI.Host, err, want)
+			}
+		}
+	}
+	if next.calls != len(params) {
+		t.Errorf("resolver asked %d times, want once per set of parameters (%d)", next.calls, len(params))
+	}
+	for range 2 {
+		if _, err := r.ResolveEndpoint(ctx, sqs.EndpointParameters{Region: aws.String("fail")}); err == nil {
 			t.Error("error not returned")
 		}
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/groups"
@@ -54,7 +53,7 @@ func NewWebhook(ctx context.Context, cfg webhook.Config, awsCfg aws.Config, logg
 		Scopes:   pools,
 		// A refused job that ran on a skiff runner: recorded for skiff status.
 		SecurityEvents: dynamostore.NewSecurityDynamo(ddb, cfg.TableName),
-		Queue:          sqsqueue.NewSQS(sqs.NewFromConfig(awsCfg), cfg.QueueURL),
+		Queue:          sqsqueue.NewSQS(newSQS(awsCfg), cfg.QueueURL),
 		Store:          states,
 		Runners:        dynamostore.NewLedgerDynamo(ddb, cfg.TableName),
 		Lifecycle:      states,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 
 	"github.com/skiffci/skiff/pkg/names"
@@ -42,7 +41,7 @@ const (
 // scale-up admitted, and costs no read. detect never changes the delivery's
 // answer: a failure to decide is logged, and the completed event decides
 // again.
-func (h *Handler) detect(ctx context.Context, log *slog.Logger, p *workflowJobPayload) {
+func (h *Handler) detect(ctx context.Context, log eventLog, p *workflowJobPayload) {
 	wj := &p.WorkflowJob
 	runner := str(wj.RunnerName)
 	// A runner not named as this deployment's (names.RunnerName) is not

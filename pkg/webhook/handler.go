@@ -261,7 +261,7 @@ func New(o Options) (*Handler, error) {
 // (RefreshSecrets, at most every SecretRefreshEvery) and checks once more,
 // so that a secret written by the setup page or a rotation is taken up
 // without a cold start.
-func (h *Handler) verify(ctx context.Context, log *slog.Logger, sig string, body []byte) error {
+func (h *Handler) verify(ctx context.Context, log eventLog, sig string, body []byte) error {
 	err := h.verifier.Load().Verify(sig, body)
 	if err == nil || h.o.RefreshSecrets == nil {
 		return err
@@ -318,7 +318,7 @@ func reply(status int, outcome string) Response {
 // returns an internal error to the caller.
 func (h *Handler) Handle(ctx context.Context, req Request) Response {
 	received := h.o.Now()
-	log := h.o.Logger.With("delivery_id", req.Delivery, "event", req.Event)
+	log := newEventLog(h.o.Logger, "delivery_id", req.Delivery, "event", req.Event)
 
 	if req.Oversize || len(req.Body) > h.o.MaxBodyBytes {
 		return h.reject(log, http.StatusRequestEntityTooLarge, "too_large", "body over limit", slog.Int("bytes", len(req.Body)))
@@ -348,7 +348,7 @@ func (h *Handler) Handle(ctx context.Context, req Request) Response {
 	return h.ignore(log, "event", "event not handled")
 }
 
-func (h *Handler) workflowJob(ctx context.Context, log *slog.Logger, req Request, received time.Time) Response {
+func (h *Handler) workflowJob(ctx context.Context, log eventLog, req Request, received time.Time) Response {
 	p, err := parseWorkflowJob(req.Body)
 	if err != nil {
 		return h.reject(log, http.StatusBadRequest, "malformed", err.Error())
@@ -427,7 +427,7 @@ func (h *Handler) workflowJob(ctx context.Context, log *slog.Logger, req Request
 // most one runner per job, and none for a job already started); the
 // record's conditional write tells the webhook it was a duplicate, which it
 // answers and counts as such.
-func (h *Handler) queued(ctx context.Context, log *slog.Logger, job queue.Job, rec store.JobRecord) Response {
+func (h *Handler) queued(ctx context.Context, log eventLog, job queue.Job, rec store.JobRecord) Response {
 	var (
 		advanced bool
 		recErr   error
@@ -463,7 +463,7 @@ func (h *Handler) queued(ctx context.Context, log *slog.Logger, job queue.Job, r
 // (store.LifecycleRecorder). Both writes merge, so a replayed delivery
 // changes nothing and needs no dedupe of its own; a failure answers 503,
 // and GitHub's redelivery completes what was missing.
-func (h *Handler) lifecycle(ctx context.Context, log *slog.Logger, rec store.JobRecord) Response {
+func (h *Handler) lifecycle(ctx context.Context, log eventLog, rec store.JobRecord) Response {
 	advanced, err := h.o.Lifecycle.RecordLifecycle(ctx, rec, runnerStep(rec))
 	if err != nil {
 		h.o.Counter.Count(MetricFailed, "store")
@@ -559,7 +559,7 @@ func (w separateWrites) RecordLifecycle(ctx context.Context, j store.JobRecord, 
 	return advanced, nil
 }
 
-func (h *Handler) workflowRun(ctx context.Context, log *slog.Logger, req Request, received time.Time) Response {
+func (h *Handler) workflowRun(ctx context.Context, log eventLog, req Request, received time.Time) Response {
 	p, err := parseWorkflowRun(req.Body)
 	if err != nil {
 		return h.reject(log, http.StatusBadRequest, "malformed", err.Error())
@@ -592,19 +592,19 @@ func (h *Handler) workflowRun(ctx context.Context, log *slog.Logger, req Request
 	return reply(http.StatusOK, "accepted")
 }
 
-func (h *Handler) reject(log *slog.Logger, status int, reason, detail string, attrs ...any) Response {
+func (h *Handler) reject(log eventLog, status int, reason, detail string, attrs ...any) Response {
 	h.o.Counter.Count(MetricRejected, reason)
 	log.Warn("delivery rejected", append([]any{"status", status, "reason", reason, "detail", detail}, attrs...)...)
 	return reply(status, reason)
 }
 
-func (h *Handler) ignore(log *slog.Logger, reason, detail string) Response {
+func (h *Handler) ignore(log eventLog, reason, detail string) Response {
 	h.o.Counter.Count(MetricIgnored, reason)
 	log.Debug("delivery ignored", "reason", reason, "detail", detail)
 	return reply(http.StatusAccepted, "ignored")
 }
 
-func (h *Handler) duplicate(log *slog.Logger) Response {
+func (h *Handler) duplicate(log eventLog) Response {
 	h.o.Counter.Count(MetricDuplicate, "")
 	log.Info("duplicate delivery; nothing done again")
 	return reply(http.StatusOK, "duplicate")
@@ -621,7 +621,7 @@ func (h *Handler) duplicate(log *slog.Logger) Response {
 //
 // then the repository allow-list, which is always required. A store that
 // cannot answer is a 503, so that GitHub's redelivery tries again.
-func (h *Handler) admitSender(ctx context.Context, log *slog.Logger, inst *installation, repo repository) (Response, bool) {
+func (h *Handler) admitSender(ctx context.Context, log eventLog, inst *installation, repo repository) (Response, bool) {
 	r := h.senderRefusal(ctx, inst, repo)
 	switch {
 	case r.err != nil:
@@ -722,7 +722,7 @@ const maxCachedInstallations = 10000
 // signed installation event is recorded, whatever the pin and the
 // allow-list say: they decide which deliveries are served, and the
 // record must be there when they allow it.
-func (h *Handler) installationEvent(ctx context.Context, log *slog.Logger, req Request, received time.Time) Response {
+func (h *Handler) installationEvent(ctx context.Context, log eventLog, req Request, received time.Time) Response {
 	p, err := parseInstallationEvent(req.Body)
 	if err != nil {
 		return h.reject(log, http.StatusBadRequest, "malformed", err.Error())
