@@ -82,8 +82,9 @@ const (
 	// crashed scale-up recovers its fleet, and records the instance in the
 	// ledger, within it.
 	DefaultOrphanGrace = 15 * time.Minute
-	// DefaultCompletedGrace lets the runner report the job's end to GitHub
-	// after its job-completed hook tagged the instance.
+	// DefaultCompletedGrace lets a runner whose job completed end on its
+	// own (and report the job's end to GitHub, after its job-completed hook
+	// tagged the instance) before the reconciler terminates it.
 	DefaultCompletedGrace = 30 * time.Second
 	// DefaultLifetimeSlack lets the instance's own watchdog act first: the
 	// outside cap is the backstop for an instance a job made deaf to it.
@@ -530,9 +531,12 @@ func (v *view) byState(s seen) {
 	switch {
 	case s.st == ledger.StateJobCompleted:
 		done := later(r.CompletedAt, s.hooks.completed)
-		// A completion only the hook reported gets a grace: the hook runs
-		// before the runner tells GitHub the job is over.
-		if r.State < ledger.StateJobCompleted && !s.hooks.completed.IsZero() && now.Sub(s.hooks.completed) < p.CompletedGrace {
+		// A completion gets a grace, however it was reported: the hook runs
+		// before the runner tells GitHub the job is over, and a runner whose
+		// job GitHub reports completed is still exiting on its own (a Slurm
+		// batch job cancelled then would be accounted CANCELLED, not
+		// COMPLETED). A runner that exits in the grace ends as gone.
+		if !done.IsZero() && now.Sub(done) < p.CompletedGrace {
 			return
 		}
 		reason := "job completed"
