@@ -27,34 +27,7 @@ func TestBakedImages(t *testing.T) {
 		t.Fatalf("baked images %v", s.BakedImages)
 	}
 	for _, pool := range []string{"cpu-baked", "gpu-baked"} {
-		param := "/skiff/ci/images/" + pool
-		tmpl.HasResourceProperties(jsii.String("AWS::ImageBuilder::ImagePipeline"), &map[string]any{
-			"Name":     "skiff-skiff-" + pool,
-			"Schedule": map[string]any{"ScheduleExpression": "cron(0 4 ? * mon *)", "PipelineExecutionStartCondition": "EXPRESSION_MATCH_ONLY"},
-			"Status":   "ENABLED",
-		})
-		tmpl.HasResourceProperties(jsii.String("AWS::SSM::Parameter"), &map[string]any{
-			"Name": param, "DataType": "aws:ec2:image", "Type": "String",
-		})
-		tmpl.HasResourceProperties(jsii.String("AWS::ImageBuilder::DistributionConfiguration"), &map[string]any{
-			"Distributions": []any{assertions.Match_ObjectLike(&map[string]any{
-				"SsmParameterConfigurations": []any{map[string]any{"ParameterName": assertions.Match_AnyValue(), "DataType": "aws:ec2:image"}},
-				"AmiDistributionConfiguration": assertions.Match_ObjectLike(&map[string]any{
-					"AmiTags": assertions.Match_ObjectLike(&map[string]any{"skiff:pool": pool, "skiff:deployment": "ci"}),
-				}),
-			})},
-		})
-		// The pool launches the parameter's image.
-		tmpl.HasResourceProperties(jsii.String("AWS::EC2::LaunchTemplate"), &map[string]any{
-			"LaunchTemplateData": assertions.Match_ObjectLike(&map[string]any{"ImageId": "resolve:ssm:" + param}),
-		})
-		tmpl.HasResourceProperties(jsii.String("AWS::ImageBuilder::LifecyclePolicy"), &map[string]any{
-			"ResourceType": "AMI_IMAGE",
-			"PolicyDetails": []any{map[string]any{
-				"Action": map[string]any{"Type": "DELETE", "IncludeResources": map[string]any{"Amis": true, "Snapshots": true}},
-				"Filter": map[string]any{"Type": "COUNT", "Value": 2},
-			}},
-		})
+		checkBakedPool(t, tmpl, pool)
 	}
 	tmpl.HasResourceProperties(jsii.String("AWS::ImageBuilder::ImageRecipe"), &map[string]any{
 		"ParentImage": "ssm:/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64",
@@ -62,20 +35,7 @@ func TestBakedImages(t *testing.T) {
 		// the deployment's tag from creation: the build role tags only such images
 		"AmiTags": map[string]any{"skiff:managed": "true", "skiff:deployment": "ci", "skiff:pool": "cpu-baked"},
 	})
-	// The test phase's instance tags the new image with its runner
-	// version, the one key, on this deployment's images only.
-	var doc map[string]any
-	if b, _ := json.Marshal(tmpl.ToJSON()); json.Unmarshal(b, &doc) != nil {
-		t.Fatal("the template is not JSON")
-	}
-	tag := statements(t, doc, "SkiffImageBuildRole")["TagBakedImageRunnerVersion"]
-	if got := js(tag["Condition"]); !strings.Contains(got, `"ec2:ResourceTag/skiff:deployment":"ci"`) ||
-		!strings.Contains(got, `"ForAllValues:StringEquals":{"aws:TagKeys":["skiff:runner-version"]}`) {
-		t.Errorf("the build role's image tagging condition %s, want this deployment's images and skiff:runner-version only", got)
-	}
-	if got := js(tag["Resource"]); !strings.Contains(got, "::image/*") {
-		t.Errorf("the build role tags %s, want images", got)
-	}
+	checkImageTagging(t, tmpl)
 	tmpl.HasResourceProperties(jsii.String("AWS::ImageBuilder::ImageRecipe"), &map[string]any{
 		"ParentImage": "ssm:/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-amazon-linux-2023/latest/ami-id",
 		"BlockDeviceMappings": []any{map[string]any{"DeviceName": "/dev/xvda",
@@ -93,6 +53,71 @@ func TestBakedImages(t *testing.T) {
 			"ImageId": "resolve:ssm:/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64"}),
 	})
 	// Each distribution writes its own pool's parameter, the one the pool launches.
+	checkParametersWritten(t, tmpl, "cpu-baked", "gpu-baked")
+	// The component verifies the runner against the checksum between the
+	// release notes' markers before installing it.
+	checkRunnerComponent(t, tmpl)
+}
+
+// checkBakedPool checks the baking resources of pool: its weekly pipeline,
+// its image parameter, a distribution writing it with the pool's tags, a
+// launch template launching the parameter's image, and a lifecycle policy
+// keeping two images.
+func checkBakedPool(t *testing.T, tmpl assertions.Template, pool string) {
+	t.Helper()
+	param := "/skiff/ci/images/" + pool
+	tmpl.HasResourceProperties(jsii.String("AWS::ImageBuilder::ImagePipeline"), &map[string]any{
+		"Name":     "skiff-skiff-" + pool,
+		"Schedule": map[string]any{"ScheduleExpression": "cron(0 4 ? * mon *)", "PipelineExecutionStartCondition": "EXPRESSION_MATCH_ONLY"},
+		"Status":   "ENABLED",
+	})
+	tmpl.HasResourceProperties(jsii.String("AWS::SSM::Parameter"), &map[string]any{
+		"Name": param, "DataType": "aws:ec2:image", "Type": "String",
+	})
+	tmpl.HasResourceProperties(jsii.String("AWS::ImageBuilder::DistributionConfiguration"), &map[string]any{
+		"Distributions": []any{assertions.Match_ObjectLike(&map[string]any{
+			"SsmParameterConfigurations": []any{map[string]any{"ParameterName": assertions.Match_AnyValue(), "DataType": "aws:ec2:image"}},
+			"AmiDistributionConfiguration": assertions.Match_ObjectLike(&map[string]any{
+				"AmiTags": assertions.Match_ObjectLike(&map[string]any{"skiff:pool": pool, "skiff:deployment": "ci"}),
+			}),
+		})},
+	})
+	// The pool launches the parameter's image.
+	tmpl.HasResourceProperties(jsii.String("AWS::EC2::LaunchTemplate"), &map[string]any{
+		"LaunchTemplateData": assertions.Match_ObjectLike(&map[string]any{"ImageId": "resolve:ssm:" + param}),
+	})
+	tmpl.HasResourceProperties(jsii.String("AWS::ImageBuilder::LifecyclePolicy"), &map[string]any{
+		"ResourceType": "AMI_IMAGE",
+		"PolicyDetails": []any{map[string]any{
+			"Action": map[string]any{"Type": "DELETE", "IncludeResources": map[string]any{"Amis": true, "Snapshots": true}},
+			"Filter": map[string]any{"Type": "COUNT", "Value": 2},
+		}},
+	})
+}
+
+// checkImageTagging checks that the build role lets the test phase's
+// instance tag the new image with its runner version, the one key, on this
+// deployment's images only.
+func checkImageTagging(t *testing.T, tmpl assertions.Template) {
+	t.Helper()
+	var doc map[string]any
+	if b, _ := json.Marshal(tmpl.ToJSON()); json.Unmarshal(b, &doc) != nil {
+		t.Fatal("the template is not JSON")
+	}
+	tag := statements(t, doc, "SkiffImageBuildRole")["TagBakedImageRunnerVersion"]
+	if got := js(tag["Condition"]); !strings.Contains(got, `"ec2:ResourceTag/skiff:deployment":"ci"`) ||
+		!strings.Contains(got, `"ForAllValues:StringEquals":{"aws:TagKeys":["skiff:runner-version"]}`) {
+		t.Errorf("the build role's image tagging condition %s, want this deployment's images and skiff:runner-version only", got)
+	}
+	if got := js(tag["Resource"]); !strings.Contains(got, "::image/*") {
+		t.Errorf("the build role tags %s, want images", got)
+	}
+}
+
+// checkParametersWritten checks that a distribution writes the image
+// parameter of each of pools.
+func checkParametersWritten(t *testing.T, tmpl assertions.Template, pools ...string) {
+	t.Helper()
 	params := map[string]string{} // logical id → parameter name
 	for id, r := range *tmpl.FindResources(jsii.String("AWS::SSM::Parameter"), nil) {
 		params[id], _ = (*r)["Properties"].(map[string]any)["Name"].(string)
@@ -108,13 +133,18 @@ func TestBakedImages(t *testing.T) {
 			}
 		}
 	}
-	for _, pool := range []string{"cpu-baked", "gpu-baked"} {
+	for _, pool := range pools {
 		if !written["/skiff/ci/images/"+pool] {
 			t.Errorf("no distribution writes /skiff/ci/images/%s: %v", pool, written)
 		}
 	}
-	// The component verifies the runner against the checksum between the
-	// release notes' markers before installing it.
+}
+
+// checkRunnerComponent checks that the runner component verifies the
+// runner's checksum, installs it and the CloudWatch agent, and tags the
+// image with its runner version in its test phase.
+func checkRunnerComponent(t *testing.T, tmpl assertions.Template) {
+	t.Helper()
 	comps := tmpl.FindResources(jsii.String("AWS::ImageBuilder::Component"), nil)
 	for _, c := range *comps {
 		data, _ := (*c)["Properties"].(map[string]any)["Data"].(string)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
+	"crypto/rsa"
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/groups"
 	"github.com/skiffci/skiff/pkg/ledger"
+	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
 	"github.com/skiffci/skiff/pkg/provider/ec2/ec2fake"
@@ -134,9 +136,27 @@ func newStackWith(t *testing.T, o stackOptions) *stack {
 
 	jobs := store.NewMemory()
 	jobs.SetClock(clock.Now)
-	led := ledger.NewMemory(clock.Now)
 	s.security = store.NewSecurityMemory(clock.Now)
-	allow, err := webhook.ParseAllowList(o.allow)
+	c := stackParts{pools: pools, jobs: jobs, led: ledger.NewMemory(clock.Now), logger: logger, now: clock.Now}
+	s.startWebhook(t, c, o.allow, inst)
+	s.startScaleUp(t, c, o.regs, k)
+	return s
+}
+
+// stackParts are what a stack's webhook and scale-up share.
+type stackParts struct {
+	pools  *pool.Config
+	jobs   *store.Memory
+	led    *ledger.Memory
+	logger *slog.Logger
+	now    func() time.Time
+}
+
+// startWebhook serves the webhook, admitting the owners of allowList and the
+// installation inst, and makes it the simulated app's webhook.
+func (s *stack) startWebhook(t *testing.T, c stackParts, allowList []string, inst int64) {
+	t.Helper()
+	allow, err := webhook.ParseAllowList(allowList)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,9 +165,9 @@ func newStackWith(t *testing.T, o stackOptions) *stack {
 		t.Fatal(err)
 	}
 	h, err := webhook.New(webhook.Options{
-		Secrets: [][]byte{[]byte(webhookSecret)}, Router: pools, Policies: pools, Scopes: pools, Queue: s.queue,
+		Secrets: [][]byte{[]byte(webhookSecret)}, Router: c.pools, Policies: c.pools, Scopes: c.pools, Queue: s.queue,
 		SecurityEvents: s.security,
-		Store:          jobs, Runners: led, Counter: s.hooks, Logger: logger, Now: clock.Now,
+		Store:          c.jobs, Runners: c.led, Counter: s.hooks, Logger: c.logger, Now: c.now,
 		Allow: allow, Installations: installs,
 	})
 	if err != nil {
@@ -157,8 +177,13 @@ func newStackWith(t *testing.T, o stackOptions) *stack {
 	t.Cleanup(srv.Close)
 	s.sim.SetWebhook(appID, srv.URL, webhookSecret)
 	s.hookURL = srv.URL
+}
 
-	gh, err := github.NewClient([]github.App{{ID: appID, Key: k}}, github.WithBaseURL(s.sim.URL()), github.WithClock(clock.Now),
+// startScaleUp builds scale-up over the fake EC2 with regs, signing in to
+// the simulated GitHub as the app with key k.
+func (s *stack) startScaleUp(t *testing.T, c stackParts, regs ec2.Registrations, k *rsa.PrivateKey) {
+	t.Helper()
+	gh, err := github.NewClient([]github.App{{ID: appID, Key: k}}, github.WithBaseURL(s.sim.URL()), github.WithClock(c.now),
 		github.WithSleep(func(ctx context.Context, _ time.Duration) error { return ctx.Err() }))
 	if err != nil {
 		t.Fatal(err)
@@ -166,25 +191,24 @@ func newStackWith(t *testing.T, o stackOptions) *stack {
 	launches := ledger.NewLaunchMemory()
 	noDelay := time.Duration(0)
 	provider, err := ec2.NewProvider(ec2.ProviderOptions{
-		API: s.ec2, Registrations: o.regs, Capacity: room.CapacityMemory{Store: room.NewMemory()}, Partition: "aws", Region: "eu-west-1",
+		API: s.ec2, Registrations: regs, Capacity: room.CapacityMemory{Store: room.NewMemory()}, Partition: "aws", Region: "eu-west-1",
 		Account: "123456789012", LaunchTemplatePrefix: "skiff-", RootDevice: "/dev/xvda", TagRetryDelay: &noDelay,
-		Counter: s.scaleup, Logger: logger, Now: clock.Now,
+		Counter: s.scaleup, Logger: c.logger, Now: c.now,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	keeper, err := groups.New(groups.Options{Pools: pools, Allow: mustAllow(t, "acme"), GitHub: gh, Logger: logger, Now: clock.Now})
+	keeper, err := groups.New(groups.Options{Pools: c.pools, Allow: mustAllow(t, "acme"), GitHub: gh, Logger: c.logger, Now: c.now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.svc, err = scaleup.New(scaleup.Options{
-		Pools: pools, Launches: launches, Ledger: led, Jobs: jobs, Provider: provider, GitHub: gh, Groups: keeper,
-		Counter: s.scaleup, Logger: logger, Now: clock.Now,
+		Pools: c.pools, Launches: launches, Ledger: c.led, Jobs: c.jobs, Provider: provider, GitHub: gh, Groups: keeper,
+		Counter: s.scaleup, Logger: c.logger, Now: c.now,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
 }
 
 func mustAllow(t *testing.T, entries ...string) groups.Allow {

@@ -39,19 +39,8 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 func TestWebhookAgainstMoto(t *testing.T) {
 	moto := testenv.Moto(t)
 	ctx := t.Context()
-	direct := testenv.AWSConfig(t)
-	direct.BaseEndpoint = aws.String(moto)
-	ddb := dynamodb.NewFromConfig(direct)
-	const table = "skiff-webhook-e2e"
-	if err := dynamostore.CreateTable(ctx, ddb, table); err != nil {
-		t.Fatal(err)
-	}
-	q := sqs.NewFromConfig(direct)
-	created, err := q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("skiff-webhook-e2e")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	queueURL := aws.ToString(created.QueueUrl)
+	world := newWebhookMoto(t, moto)
+	queueURL, table := world.queueURL, world.table
 
 	calls := &testenv.CountingTransport{}
 	awsCfg := testenv.AWSConfig(t)
@@ -72,15 +61,7 @@ func TestWebhookAgainstMoto(t *testing.T) {
 		return ours(b)
 	}
 	const jobID, runner = 289782451, "GitHub Actions 5" // GitHub's examples
-	_, err = ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
-		"pk": &types.AttributeValueMemberS{Value: "RUNNER#" + runner}, "sk": &types.AttributeValueMemberS{Value: "RUNNER"},
-		"pool": &types.AttributeValueMemberS{Value: "default"}, "job_id": &types.AttributeValueMemberN{Value: strconv.Itoa(jobID)},
-		"state":      &types.AttributeValueMemberS{Value: ledger.StateLaunched.String()},
-		"state_rank": &types.AttributeValueMemberN{Value: strconv.Itoa(int(ledger.StateLaunched))},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	world.seedLaunched(t, runner, jobID)
 
 	steps := []struct {
 		name       string
@@ -119,29 +100,7 @@ func TestWebhookAgainstMoto(t *testing.T) {
 		}
 	}
 
-	msgs, err := q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(queueURL), MaxNumberOfMessages: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(msgs.Messages) != 2 {
-		t.Errorf("the queue holds %d messages, want 2 (the delivery and its replay)", len(msgs.Messages))
-	}
-	for _, m := range msgs.Messages {
-		if !strings.Contains(aws.ToString(m.Body), `"job_id":289782451`) {
-			t.Errorf("message %s", aws.ToString(m.Body))
-		}
-	}
-	st := dynamostore.NewDynamo(ddb, table)
-	if j, err := st.Job(ctx, jobID); err != nil || j.Status != store.StatusCompleted || j.RunnerName != runner || j.QueuedAt.IsZero() {
-		t.Errorf("job record %+v, %v", j, err)
-	}
-	if r, err := st.Run(ctx, jobID); err != nil || r.Event != "repository_dispatch" {
-		t.Errorf("run record %+v, %v", r, err)
-	}
-	led := dynamostore.NewLedgerDynamo(ddb, table)
-	if r, err := led.Runner(ctx, runner); err != nil || r.State != ledger.StateJobCompleted {
-		t.Errorf("runner %+v, %v", r, err)
-	}
+	world.checkRecords(t, jobID, runner)
 
 	out, err := os.ReadFile(emf)
 	if err != nil {
@@ -155,6 +114,79 @@ func TestWebhookAgainstMoto(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "enqueueing job failed") || !strings.Contains(logs.String(), "recording job lifecycle failed") {
 		t.Errorf("the failures are not logged:\n%s", logs.String())
+	}
+}
+
+// webhookMoto is the queue and the table in moto that
+// TestWebhookAgainstMoto's webhook writes to, with clients that reach them
+// directly.
+type webhookMoto struct {
+	ddb             *dynamodb.Client
+	sqs             *sqs.Client
+	queueURL, table string
+}
+
+// newWebhookMoto creates the queue and the table in the moto at endpoint.
+func newWebhookMoto(t *testing.T, endpoint string) webhookMoto {
+	t.Helper()
+	ctx := t.Context()
+	direct := testenv.AWSConfig(t)
+	direct.BaseEndpoint = aws.String(endpoint)
+	m := webhookMoto{ddb: dynamodb.NewFromConfig(direct), sqs: sqs.NewFromConfig(direct), table: "skiff-webhook-e2e"}
+	if err := dynamostore.CreateTable(ctx, m.ddb, m.table); err != nil {
+		t.Fatal(err)
+	}
+	created, err := m.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("skiff-webhook-e2e")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.queueURL = aws.ToString(created.QueueUrl)
+	return m
+}
+
+// seedLaunched records runner in the ledger as launched for jobID in the
+// pool default.
+func (m webhookMoto) seedLaunched(t *testing.T, runner string, jobID int) {
+	t.Helper()
+	_, err := m.ddb.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(m.table), Item: map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: "RUNNER#" + runner}, "sk": &types.AttributeValueMemberS{Value: "RUNNER"},
+		"pool": &types.AttributeValueMemberS{Value: "default"}, "job_id": &types.AttributeValueMemberN{Value: strconv.Itoa(jobID)},
+		"state":      &types.AttributeValueMemberS{Value: ledger.StateLaunched.String()},
+		"state_rank": &types.AttributeValueMemberN{Value: strconv.Itoa(int(ledger.StateLaunched))},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkRecords checks what the steps of TestWebhookAgainstMoto left: the
+// queued delivery's two messages, the job completed on runner, the run's
+// record and the runner's ledger record moved to job-completed.
+func (m webhookMoto) checkRecords(t *testing.T, jobID int64, runner string) {
+	t.Helper()
+	ctx := t.Context()
+	msgs, err := m.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(m.queueURL), MaxNumberOfMessages: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs.Messages) != 2 {
+		t.Errorf("the queue holds %d messages, want 2 (the delivery and its replay)", len(msgs.Messages))
+	}
+	for _, msg := range msgs.Messages {
+		if !strings.Contains(aws.ToString(msg.Body), `"job_id":289782451`) {
+			t.Errorf("message %s", aws.ToString(msg.Body))
+		}
+	}
+	st := dynamostore.NewDynamo(m.ddb, m.table)
+	if j, err := st.Job(ctx, jobID); err != nil || j.Status != store.StatusCompleted || j.RunnerName != runner || j.QueuedAt.IsZero() {
+		t.Errorf("job record %+v, %v", j, err)
+	}
+	if r, err := st.Run(ctx, jobID); err != nil || r.Event != "repository_dispatch" {
+		t.Errorf("run record %+v, %v", r, err)
+	}
+	led := dynamostore.NewLedgerDynamo(m.ddb, m.table)
+	if r, err := led.Runner(ctx, runner); err != nil || r.State != ledger.StateJobCompleted {
+		t.Errorf("runner %+v, %v", r, err)
 	}
 }
 

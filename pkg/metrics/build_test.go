@@ -69,14 +69,52 @@ func keys(t *testing.T, r Record, path string) []string {
 	return out
 }
 
-func TestBuild(t *testing.T) {
+// buildCase edits baseInputs and checks what Build makes of them: the error
+// it must return, or the record it must build.
+type buildCase struct {
+	name    string
+	edit    func(in *Inputs)
+	wantErr error
+	check   func(t *testing.T, r Record)
+}
+
+// runBuildCases runs each case as a subtest. A built record must validate
+// and carry the schema's version before its own check runs.
+func runBuildCases(t *testing.T, cases []buildCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			in := baseInputs()
+			if tc.edit != nil {
+				tc.edit(&in)
+			}
+			r, err := Build(in)
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("err = %v, want %v", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Build: %v", err)
+			}
+			if err := Validate(r); err != nil {
+				t.Fatalf("the built record does not validate: %v", err)
+			}
+			if r.Version != SchemaVersion {
+				t.Errorf("version = %q", r.Version)
+			}
+			tc.check(t, r)
+		})
+	}
+}
+
+// TestBuildUsage checks the usage fields: what the agent measured is kept
+// as measured, and each series it lacks is named in the missing sources.
+func TestBuildUsage(t *testing.T) {
 	t.Parallel()
-	cases := []struct {
-		name    string
-		edit    func(in *Inputs)
-		wantErr error
-		check   func(t *testing.T, r Record)
-	}{
+	runBuildCases(t, []buildCase{
 		{name: "cpu job, every source", check: func(t *testing.T, r Record) {
 			if r.Runtime.ISO8601() != "PT12M5S" || r.QueueWait.ISO8601() != "PT40S" {
 				t.Errorf("runtime %s, queue wait %s", r.Runtime.ISO8601(), r.QueueWait.ISO8601())
@@ -123,6 +161,18 @@ func TestBuild(t *testing.T) {
 				t.Errorf("disk %+v, missing %v", r.Disk, r.MissingSources)
 			}
 		}},
+		{name: "percent over 100 is clamped", edit: func(in *Inputs) { in.Peaks.CPUPeak = f(100.4) }, check: func(t *testing.T, r Record) {
+			if *r.CPU.PeakPercent != 100 {
+				t.Errorf("cpu = %v", *r.CPU.PeakPercent)
+			}
+		}},
+	})
+}
+
+// TestBuildGPU checks the GPU fields of a GPU instance's record.
+func TestBuildGPU(t *testing.T) {
+	t.Parallel()
+	runBuildCases(t, []buildCase{
 		{name: "gpu job on spot", edit: func(in *Inputs) { *in = gpuInputs() }, check: func(t *testing.T, r Record) {
 			if r.GPU == nil || r.GPU.Count != 1 || r.GPU.Model != "a10g" || *r.GPU.PeakMemoryMiB != 6246 || *r.GPU.PeakMemoryPercent != 27.12 {
 				t.Errorf("gpu = %+v", r.GPU)
@@ -160,6 +210,13 @@ func TestBuild(t *testing.T) {
 				t.Errorf("gpus %+v gpu %+v", r.GPUs, r.GPU)
 			}
 		}},
+	})
+}
+
+// TestBuildTimesAndCost checks the times, the interruption and the cost estimate of a record.
+func TestBuildTimesAndCost(t *testing.T) {
+	t.Parallel()
+	runBuildCases(t, []buildCase{
 		{name: "interrupted before GitHub said completed", edit: func(in *Inputs) {
 			in.Job.CompletedAt, in.Job.Conclusion = time.Time{}, ""
 			in.Instance.Interrupted, in.Instance.Capacity = true, CapacitySpot
@@ -167,32 +224,6 @@ func TestBuild(t *testing.T) {
 		}, check: func(t *testing.T, r Record) {
 			if !*r.Interrupted || r.Runtime.ISO8601() != "PT3M" || r.CompletedAt != nil || r.Conclusion != "" {
 				t.Errorf("interrupted %v runtime %s completed %v conclusion %q", *r.Interrupted, r.Runtime.ISO8601(), r.CompletedAt, r.Conclusion)
-			}
-		}},
-		{name: "interrupted, end unknown", edit: func(in *Inputs) {
-			in.Job.CompletedAt = time.Time{}
-			in.Instance.Interrupted, in.Instance.EndedAt = true, time.Time{}
-		}, wantErr: ErrNotFinished},
-		{name: "still running", edit: func(in *Inputs) { in.Job.CompletedAt = time.Time{} }, wantErr: ErrNotFinished},
-		{name: "cancelled before start", edit: func(in *Inputs) {
-			in.Job.StartedAt, in.Job.Conclusion = time.Time{}, "cancelled"
-		}, wantErr: ErrNotRun},
-		{name: "re-run attempt", edit: func(in *Inputs) { in.Job.ID, in.Job.Attempt, in.Run.Attempt = 202, 2, 2 }, check: func(t *testing.T, r Record) {
-			if r.Key() != (Key{JobID: 202, RunAttempt: 2}) || r.Key().String() != "202#2" {
-				t.Errorf("key = %+v", r.Key())
-			}
-		}},
-		{name: "attempt unknown reads as 1", edit: func(in *Inputs) { in.Job.Attempt = 0 }, check: func(t *testing.T, r Record) {
-			if r.RunAttempt != 1 {
-				t.Errorf("attempt = %d", r.RunAttempt)
-			}
-		}},
-		{name: "no run record", edit: func(in *Inputs) { in.Run = RunInput{} }, wantErr: ErrIncomplete},
-		{name: "another run's record", edit: func(in *Inputs) { in.Run.ID = 9 }, wantErr: ErrIncomplete},
-		{name: "no instance type", edit: func(in *Inputs) { in.Instance.Type = "" }, wantErr: ErrIncomplete},
-		{name: "workflow name from the run", edit: func(in *Inputs) { in.Job.WorkflowName = "" }, check: func(t *testing.T, r Record) {
-			if r.WorkflowName != "CI" {
-				t.Errorf("workflow = %q", r.WorkflowName)
 			}
 		}},
 		{name: "unknown instance type: no cost, no GiB", edit: func(in *Inputs) { in.Instance.Type = "x9.huge" }, check: func(t *testing.T, r Record) {
@@ -213,38 +244,48 @@ func TestBuild(t *testing.T) {
 				t.Errorf("runtime %s cost %+v", r.Runtime.ISO8601(), r.Cost)
 			}
 		}},
-		{name: "percent over 100 is clamped", edit: func(in *Inputs) { in.Peaks.CPUPeak = f(100.4) }, check: func(t *testing.T, r Record) {
-			if *r.CPU.PeakPercent != 100 {
-				t.Errorf("cpu = %v", *r.CPU.PeakPercent)
+	})
+}
+
+// TestBuildIdentity checks the key and the names a record takes from its job and run.
+func TestBuildIdentity(t *testing.T) {
+	t.Parallel()
+	runBuildCases(t, []buildCase{
+		{name: "re-run attempt", edit: func(in *Inputs) { in.Job.ID, in.Job.Attempt, in.Run.Attempt = 202, 2, 2 }, check: func(t *testing.T, r Record) {
+			if r.Key() != (Key{JobID: 202, RunAttempt: 2}) || r.Key().String() != "202#2" {
+				t.Errorf("key = %+v", r.Key())
 			}
 		}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			in := baseInputs()
-			if tc.edit != nil {
-				tc.edit(&in)
+		{name: "attempt unknown reads as 1", edit: func(in *Inputs) { in.Job.Attempt = 0 }, check: func(t *testing.T, r Record) {
+			if r.RunAttempt != 1 {
+				t.Errorf("attempt = %d", r.RunAttempt)
 			}
-			r, err := Build(in)
-			if tc.wantErr != nil {
-				if !errors.Is(err, tc.wantErr) {
-					t.Fatalf("err = %v, want %v", err, tc.wantErr)
-				}
-				return
+		}},
+		{name: "workflow name from the run", edit: func(in *Inputs) { in.Job.WorkflowName = "" }, check: func(t *testing.T, r Record) {
+			if r.WorkflowName != "CI" {
+				t.Errorf("workflow = %q", r.WorkflowName)
 			}
-			if err != nil {
-				t.Fatalf("Build: %v", err)
-			}
-			if err := Validate(r); err != nil {
-				t.Fatalf("the built record does not validate: %v", err)
-			}
-			if r.Version != SchemaVersion {
-				t.Errorf("version = %q", r.Version)
-			}
-			tc.check(t, r)
-		})
-	}
+		}},
+	})
+}
+
+// TestBuildRefuses checks that Build refuses a job that has not finished,
+// did not run, or lacks an input the record needs.
+func TestBuildRefuses(t *testing.T) {
+	t.Parallel()
+	runBuildCases(t, []buildCase{
+		{name: "interrupted, end unknown", edit: func(in *Inputs) {
+			in.Job.CompletedAt = time.Time{}
+			in.Instance.Interrupted, in.Instance.EndedAt = true, time.Time{}
+		}, wantErr: ErrNotFinished},
+		{name: "still running", edit: func(in *Inputs) { in.Job.CompletedAt = time.Time{} }, wantErr: ErrNotFinished},
+		{name: "cancelled before start", edit: func(in *Inputs) {
+			in.Job.StartedAt, in.Job.Conclusion = time.Time{}, "cancelled"
+		}, wantErr: ErrNotRun},
+		{name: "no run record", edit: func(in *Inputs) { in.Run = RunInput{} }, wantErr: ErrIncomplete},
+		{name: "another run's record", edit: func(in *Inputs) { in.Run.ID = 9 }, wantErr: ErrIncomplete},
+		{name: "no instance type", edit: func(in *Inputs) { in.Instance.Type = "" }, wantErr: ErrIncomplete},
+	})
 }
 
 // TestValidateRejects checks that the validator holds the contract: each

@@ -23,28 +23,7 @@ import (
 // runner's slot is freed at its end, not held for the events.
 func TestRecordOfAJobNamedAfterItsRunnerEnded(t *testing.T) {
 	t.Parallel()
-	started := func(w *world, ctx context.Context, job int64, runner string) {
-		js, _ := w.sim.Job(job)
-		w.event(ctx, store.JobRecord{ID: job, Status: store.StatusInProgress, StartedAt: js.StartedAt, RunnerName: runner})
-	}
-	completed := func(w *world, ctx context.Context, job int64, runner string) {
-		js, _ := w.sim.Job(job)
-		w.event(ctx, store.JobRecord{ID: job, Status: store.StatusCompleted, StartedAt: js.StartedAt, CompletedAt: js.StartedAt.Add(jobLength),
-			Conclusion: js.Conclusion, RunnerName: runner})
-	}
-	for _, tc := range []struct {
-		name string
-		// mid runs mid-job.
-		mid func(w *world, ctx context.Context)
-		// end runs the job on its runner and ends the runner's record with no
-		// event naming the job; the rule that ended it is checked.
-		end  func(w *world, ctx context.Context, in provider.Instance)
-		rule string
-		// after delivers the events late, between passes.
-		after []func(w *world, ctx context.Context, job int64, runner string)
-		// gap is the time between the runner's end and the first event.
-		gap time.Duration
-	}{
+	for _, tc := range []lateCase{
 		{
 			// The job-completed hook's tag ends the runner (the job_completed
 			// rule); the completed delivery comes before the in_progress one,
@@ -56,34 +35,26 @@ func TestRecordOfAJobNamedAfterItsRunnerEnded(t *testing.T) {
 				w.prov.tag(in.ID, names.TagJobCompleted, js.StartedAt.Add(jobLength).Format(time.RFC3339))
 			},
 			rule:  "job_completed",
-			after: []func(w *world, ctx context.Context, job int64, runner string){completed, started},
+			after: []lateEvent{deliverCompleted, deliverStarted},
 			gap:   time.Minute,
 		},
 		{
 			// GitHub's busy flag is all the reconciler saw of the job; the
 			// instance is gone before any event named it (instance_gone).
-			name: "runner ended before any event, seen only through the busy flag",
-			mid:  func(w *world, ctx context.Context) { w.reconcile(ctx) }, // GitHub says busy
-			end: func(w *world, ctx context.Context, in provider.Instance) {
-				if err := w.dry.Terminate(ctx, []string{in.ID}); err != nil {
-					t.Fatal(err)
-				}
-			},
+			name:  "runner ended before any event, seen only through the busy flag",
+			mid:   func(w *world, ctx context.Context) { w.reconcile(ctx) }, // GitHub says busy
+			end:   terminate,
 			rule:  "instance_gone",
-			after: []func(w *world, ctx context.Context, job int64, runner string){started, completed},
+			after: []lateEvent{deliverStarted, deliverCompleted},
 			gap:   time.Minute,
 		},
 		{
 			// Nothing named the job before the end; its in_progress delivery
 			// is lost, and its completed one comes ten minutes later.
-			name: "the completed event ten minutes after the end, in_progress lost",
-			end: func(w *world, ctx context.Context, in provider.Instance) {
-				if err := w.dry.Terminate(ctx, []string{in.ID}); err != nil {
-					t.Fatal(err)
-				}
-			},
+			name:  "the completed event ten minutes after the end, in_progress lost",
+			end:   terminate,
 			rule:  "instance_gone",
-			after: []func(w *world, ctx context.Context, job int64, runner string){completed},
+			after: []lateEvent{deliverCompleted},
 			gap:   10 * time.Minute,
 		},
 	} {
@@ -93,36 +64,12 @@ func TestRecordOfAJobNamedAfterItsRunnerEnded(t *testing.T) {
 			out := &metrics.MemoryRecords{}
 			var opts scaledown.Options
 			w := newWorld(t, 11, func(o *scaledown.Options) {
-				o.Metrics = &writer.RecordWriter{Pools: []string{"cpu"}, Jobs: o.Jobs.(writer.JobRecords), Ledger: o.Ledger, Out: out,
-					CloudProvider: "aws", Region: "us-east-1"}
+				o.Metrics = recordWriter(*o, out)
 				opts = *o
 			})
-			job, _, in := w.launchOne(ctx, jobLength)
-			reg, _ := w.dry.Delivered(in.ID)
-			if _, err := w.sim.ConnectRunner(reg.JITConfig); err != nil {
-				t.Fatal(err)
-			}
-			w.clock.Advance(2 * time.Minute)
-			if tc.mid != nil {
-				tc.mid(w, ctx)
-			}
-			w.clock.Advance(5 * time.Minute)
-			js, _ := w.sim.Job(job)
-			if js.Status != "completed" || js.RunnerName != in.Tags[names.TagRunnerName] {
-				t.Fatalf("job %s on %q, want completed on %s", js.Status, js.RunnerName, in.Tags[names.TagRunnerName])
-			}
-			runner := js.RunnerName
-			tc.end(w, ctx, in)
-			w.reconcile(ctx)
-			if got := w.counter.Get(scaledown.MetricActions, tc.rule); got != 1 {
-				t.Fatalf("%s counted %v times, want 1: the runner's record must end by that rule", tc.rule, got)
-			}
-			if n, _ := w.ledger.Live(ctx, "cpu"); n != 0 {
-				t.Fatalf("%d live ledger records after the end, want 0: the slot is not held for the events", n)
-			}
+			job, runner := runThenEnd(ctx, w, tc)
 			// The reconciler restarts: nothing it kept in memory survives.
-			opts.Metrics = &writer.RecordWriter{Pools: []string{"cpu"}, Jobs: opts.Jobs.(writer.JobRecords), Ledger: opts.Ledger, Out: out,
-				CloudProvider: "aws", Region: "us-east-1"}
+			opts.Metrics = recordWriter(opts, out)
 			var err error
 			if w.down, err = scaledown.New(opts); err != nil {
 				t.Fatal(err)
@@ -138,17 +85,103 @@ func TestRecordOfAJobNamedAfterItsRunnerEnded(t *testing.T) {
 				w.reconcile(ctx)
 				w.clock.Advance(time.Minute)
 			}
-			recs := recordstest.List(t, out, metrics.Filter{})
-			if len(recs) != 1 || recs[0].JobID != job || recs[0].RunnerName != runner {
-				t.Fatalf("metrics records %+v, want exactly one, job %d's on %s", recs, job, runner)
-			}
-			if err := metrics.Validate(recs[0]); err != nil {
-				t.Errorf("the record fails its schema: %v", err)
-			}
-			if got, err := w.ledger.Awaiting(ctx, "cpu"); err != nil || len(got) != 0 {
-				t.Errorf("awaiting runners %+v, %v; want none once the record is written", got, err)
-			}
+			checkOneRecord(ctx, w, out, job, runner)
 		})
+	}
+}
+
+// lateCase is a job whose runner's record ends before the events naming
+// the job arrive.
+type lateCase struct {
+	name string
+	// mid runs mid-job.
+	mid func(w *world, ctx context.Context)
+	// end runs the job on its runner and ends the runner's record with no
+	// event naming the job; the rule that ended it is checked.
+	end  func(w *world, ctx context.Context, in provider.Instance)
+	rule string
+	// after delivers the events late, between passes.
+	after []lateEvent
+	// gap is the time between the runner's end and the first event.
+	gap time.Duration
+}
+
+// lateEvent delivers one of the job's events, naming the runner it ran on.
+type lateEvent func(w *world, ctx context.Context, job int64, runner string)
+
+// deliverStarted delivers the job's in_progress event.
+func deliverStarted(w *world, ctx context.Context, job int64, runner string) {
+	js, _ := w.sim.Job(job)
+	w.event(ctx, store.JobRecord{ID: job, Status: store.StatusInProgress, StartedAt: js.StartedAt, RunnerName: runner})
+}
+
+// deliverCompleted delivers the job's completed event.
+func deliverCompleted(w *world, ctx context.Context, job int64, runner string) {
+	js, _ := w.sim.Job(job)
+	w.event(ctx, store.JobRecord{ID: job, Status: store.StatusCompleted, StartedAt: js.StartedAt, CompletedAt: js.StartedAt.Add(jobLength),
+		Conclusion: js.Conclusion, RunnerName: runner})
+}
+
+// terminate ends the runner's instance.
+func terminate(w *world, ctx context.Context, in provider.Instance) {
+	w.t.Helper()
+	if err := w.dry.Terminate(ctx, []string{in.ID}); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// recordWriter writes the metrics records of the pool cpu to out.
+func recordWriter(o scaledown.Options, out *metrics.MemoryRecords) *writer.RecordWriter {
+	return &writer.RecordWriter{Pools: []string{"cpu"}, Jobs: o.Jobs.(writer.JobRecords), Ledger: o.Ledger, Out: out,
+		CloudProvider: "aws", Region: "us-east-1"}
+}
+
+// runThenEnd launches a runner, runs the world's job on it to completion
+// with no event delivered, and ends the runner's record by tc's end. It
+// checks that tc's rule ended the record and freed the slot, and returns
+// the job and the name of the runner it ran on.
+func runThenEnd(ctx context.Context, w *world, tc lateCase) (int64, string) {
+	t := w.t
+	t.Helper()
+	job, _, in := w.launchOne(ctx, jobLength)
+	reg, _ := w.dry.Delivered(in.ID)
+	if _, err := w.sim.ConnectRunner(reg.JITConfig); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Advance(2 * time.Minute)
+	if tc.mid != nil {
+		tc.mid(w, ctx)
+	}
+	w.clock.Advance(5 * time.Minute)
+	js, _ := w.sim.Job(job)
+	if js.Status != "completed" || js.RunnerName != in.Tags[names.TagRunnerName] {
+		t.Fatalf("job %s on %q, want completed on %s", js.Status, js.RunnerName, in.Tags[names.TagRunnerName])
+	}
+	tc.end(w, ctx, in)
+	w.reconcile(ctx)
+	if got := w.counter.Get(scaledown.MetricActions, tc.rule); got != 1 {
+		t.Fatalf("%s counted %v times, want 1: the runner's record must end by that rule", tc.rule, got)
+	}
+	if n, _ := w.ledger.Live(ctx, "cpu"); n != 0 {
+		t.Fatalf("%d live ledger records after the end, want 0: the slot is not held for the events", n)
+	}
+	return job, js.RunnerName
+}
+
+// checkOneRecord checks that out holds exactly one record, job's on
+// runner, that it validates, and that no runner still awaits its record.
+func checkOneRecord(ctx context.Context, w *world, out *metrics.MemoryRecords, job int64, runner string) {
+	t := w.t
+	t.Helper()
+	recs := recordstest.List(t, out, metrics.Filter{})
+	if len(recs) != 1 || recs[0].JobID != job || recs[0].RunnerName != runner {
+		t.Fatalf("metrics records %+v, want exactly one, job %d's on %s", recs, job, runner)
+	}
+	if err := metrics.Validate(recs[0]); err != nil {
+		t.Errorf("the record fails its schema: %v", err)
+	}
+	if got, err := w.ledger.Awaiting(ctx, "cpu"); err != nil || len(got) != 0 {
+		t.Errorf("awaiting runners %+v, %v; want none once the record is written", got, err)
 	}
 }
 
@@ -198,8 +231,7 @@ func TestRecordOfAJobNamedWhileItsRunnerEnds(t *testing.T) {
 	var w *world
 	var fired bool
 	w = newWorld(t, 12, func(o *scaledown.Options) {
-		o.Metrics = &writer.RecordWriter{Pools: []string{"cpu"}, Jobs: o.Jobs.(writer.JobRecords), Ledger: o.Ledger, Out: out,
-			CloudProvider: "aws", Region: "us-east-1"}
+		o.Metrics = recordWriter(*o, out)
 		o.Ledger = beforeEnd{Ledger: o.Ledger, before: func(name string) {
 			if fired {
 				return

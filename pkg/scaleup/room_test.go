@@ -2,6 +2,7 @@ package scaleup_test
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"testing"
 	"time"
@@ -77,6 +78,36 @@ func (r *roomEnv) waiting(t *testing.T, pool string) []room.Waiting {
 	return ws
 }
 
+// handleKept hands ds to scale-up and fails the test, naming what, if
+// any of them goes back to the queue.
+func (r *roomEnv) handleKept(ctx context.Context, t *testing.T, what string, ds ...queue.Delivery) {
+	t.Helper()
+	if resp := r.handle(ctx, r.svc, ds...); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("%s: %+v", what, resp)
+	}
+}
+
+// wakeOffsets is when each job waiting in pool wakes, as the time from
+// since; 0 for a job waiting for a slot.
+func (r *roomEnv) wakeOffsets(t *testing.T, pool string, since time.Time) map[int64]time.Duration {
+	t.Helper()
+	out := map[int64]time.Duration{}
+	for _, w := range r.waiting(t, pool) {
+		out[w.JobID] = 0
+		if !w.WakeAt.IsZero() {
+			out[w.JobID] = w.WakeAt.Sub(since)
+		}
+	}
+	return out
+}
+
+// gpuMessage is the first delivery of job id, routed to the pool gpu.
+func gpuMessage(id int64) queue.Delivery {
+	j := job(id, "gpu")
+	j.Pool = "gpu"
+	return message(j, 1)
+}
+
 // TestWaitingRoomFullPool: a pool of 2 gets 5 jobs. Two launch; three wait
 // in the room with their messages done (no attempt spent, nothing
 // dead-lettered). Each runner that ends offers the next job at once, which
@@ -92,9 +123,7 @@ func TestWaitingRoomFullPool(t *testing.T) {
 		msgs[i].Job.Pool = "small"
 		msgs[i] = message(msgs[i].Job, 1)
 	}
-	if resp := r.handle(ctx, r.svc, msgs...); len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("a full pool's jobs were returned to the queue: %+v", resp)
-	}
+	r.handleKept(ctx, t, "a full pool's jobs were returned to the queue", msgs...)
 	if got := len(r.ec2.Live()); got != 2 {
 		t.Fatalf("%d live instances, want 2 (maxRunners)", got)
 	}
@@ -124,9 +153,7 @@ func TestWaitingRoomFullPool(t *testing.T) {
 	}
 	// The offers, 502's delivered twice (SQS at-least-once): one slot, so
 	// 502 launches once and 503 waits again.
-	if resp := r.handle(ctx, r.svc, offers[0], offers[0], again[0]); len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("the offered jobs: %+v", resp)
-	}
+	r.handleKept(ctx, t, "the offered jobs", offers[0], offers[0], again[0])
 	if got := len(r.ec2.Live()); got != 2 {
 		t.Errorf("%d live instances after the offers, want 2", got)
 	}
@@ -154,9 +181,7 @@ func TestWaitingRoomFullPool(t *testing.T) {
 	if len(offers) != 1 || offers[0].Job.JobID != 504 {
 		t.Fatalf("the sweep's offers: %+v; want job 504 (503 started elsewhere)", offers)
 	}
-	if resp := r.handle(ctx, r.svc, offers[0]); len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("the swept job: %+v", resp)
-	}
+	r.handleKept(ctx, t, "the swept job", offers[0])
 	if ws := r.waiting(t, "small"); len(ws) != 0 {
 		t.Errorf("still waiting: %+v", ws)
 	}
@@ -176,9 +201,7 @@ func TestWaitingRoomCapacity(t *testing.T) {
 	msg := message(job(700, "ondemand"), 1)
 	msg.Job.Pool = "ondemand"
 	msg = message(msg.Job, 1)
-	if resp := r.handle(ctx, r.svc, msg); len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("a job refused for capacity went back to the queue: %+v", resp)
-	}
+	r.handleKept(ctx, t, "a job refused for capacity went back to the queue", msg)
 	ws := r.waiting(t, "ondemand")
 	if len(ws) != 1 || ws[0].Reason != "launch_capacity" || ws[0].Detail == "" {
 		t.Fatalf("waiting: %+v; want job 700 for launch_capacity with the provider's detail", ws)
@@ -195,9 +218,7 @@ func TestWaitingRoomCapacity(t *testing.T) {
 		t.Fatalf("after the backoff: %+v", offers)
 	}
 	// Still no capacity: the next backoff is twice as long.
-	if resp := r.handle(ctx, r.svc, offers[0]); len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("second refusal: %+v", resp)
-	}
+	r.handleKept(ctx, t, "second refusal", offers[0])
 	if ws := r.waiting(t, "ondemand"); len(ws) != 1 || ws[0].WakeAt.Sub(r.clock.now()) != 30*time.Second || ws[0].Tries != 2 {
 		t.Fatalf("after the second refusal: %+v; want a 30s backoff, tries 2", ws)
 	}
@@ -209,9 +230,7 @@ func TestWaitingRoomCapacity(t *testing.T) {
 	if len(offers) != 1 || !offers[0].Job.Probe || offers[0].Job.JobID != 700 {
 		t.Fatalf("at +25s: %+v; want the probe of job 700", offers)
 	}
-	if resp := r.handle(ctx, r.svc, offers[0]); len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("with capacity back: %+v", resp)
-	}
+	r.handleKept(ctx, t, "with capacity back", offers[0])
 	if got := len(r.ec2.Live()); got != 1 {
 		t.Errorf("%d live instances, want 1", got)
 	}
@@ -220,9 +239,7 @@ func TestWaitingRoomCapacity(t *testing.T) {
 	}
 	// The job's own delayed message at the backoff's end launches nothing more.
 	r.clock.advance(20 * time.Second)
-	if resp := r.handle(ctx, r.svc, r.offered(t)...); len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("the late message: %+v", resp)
-	}
+	r.handleKept(ctx, t, "the late message", r.offered(t)...)
 	if got := r.counter.Get(scaleup.MetricLaunched, "ondemand"); got != 1 {
 		t.Errorf("%d launches, want 1", got)
 	}
@@ -241,31 +258,14 @@ func TestWaitingRoomSharedBackoff(t *testing.T) {
 	ctx := context.Background()
 	const capacityPool = "g6.xlarge/subnet-0aaaaaaaa/on-demand"
 	t0 := r.clock.now()
-	gpu := func(id int64) queue.Delivery {
-		j := job(id, "gpu")
-		j.Pool = "gpu"
-		return message(j, 1)
-	}
-	wakes := func() map[int64]time.Duration {
-		out := map[int64]time.Duration{}
-		for _, w := range r.waiting(t, "gpu") {
-			out[w.JobID] = 0
-			if !w.WakeAt.IsZero() {
-				out[w.JobID] = w.WakeAt.Sub(t0)
-			}
-		}
-		return out
-	}
 	r.ec2.FailPool(capacityPool, "InsufficientInstanceCapacity")
 	for i, id := range []int64{800, 801, 802} { // three invocations, 5 s apart
 		if i > 0 {
 			r.clock.advance(5 * time.Second)
 		}
-		if resp := r.handle(ctx, r.svc, gpu(id)); len(resp.BatchItemFailures) != 0 {
-			t.Fatalf("job %d went back to the queue: %+v", id, resp)
-		}
+		r.handleKept(ctx, t, fmt.Sprintf("job %d went back to the queue", id), gpuMessage(id))
 	}
-	if got, want := wakes(), map[int64]time.Duration{800: 15 * time.Second, 801: 15 * time.Second, 802: 15 * time.Second}; !maps.Equal(got, want) {
+	if got, want := r.wakeOffsets(t, "gpu", t0), map[int64]time.Duration{800: 15 * time.Second, 801: 15 * time.Second, 802: 15 * time.Second}; !maps.Equal(got, want) {
 		t.Fatalf("wake times after three refusals in one place: %v; want all at the shared backoff's end, %v", got, want)
 	}
 	r.clock.set(t0.Add(15 * time.Second))
@@ -274,10 +274,8 @@ func TestWaitingRoomSharedBackoff(t *testing.T) {
 		t.Fatalf("%d delayed messages at the backoff's end, want 3", len(offers))
 	}
 	// The try at the end fails for all three: the backoff doubles once.
-	if resp := r.handle(ctx, r.svc, offers...); len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("the second refusal: %+v", resp)
-	}
-	if got, want := wakes(), map[int64]time.Duration{800: 45 * time.Second, 801: 45 * time.Second, 802: 45 * time.Second}; !maps.Equal(got, want) {
+	r.handleKept(ctx, t, "the second refusal", offers...)
+	if got, want := r.wakeOffsets(t, "gpu", t0), map[int64]time.Duration{800: 45 * time.Second, 801: 45 * time.Second, 802: 45 * time.Second}; !maps.Equal(got, want) {
 		t.Fatalf("wake times after the failed try: %v; want all at +15s+30s, %v", got, want)
 	}
 
@@ -286,21 +284,17 @@ func TestWaitingRoomSharedBackoff(t *testing.T) {
 	// oldest first.
 	r.clock.set(t0.Add(24 * time.Second)) // a second before the place's probe
 	r.ec2.FailPool(capacityPool, "")
-	if resp := r.handle(ctx, r.svc, gpu(803)); len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("the fresh job: %+v", resp)
-	}
+	r.handleKept(ctx, t, "the fresh job", gpuMessage(803))
 	offers = r.offered(t)
 	if len(offers) != 2 || offers[0].Job.JobID != 800 || offers[1].Job.JobID != 801 {
 		t.Fatalf("offers when capacity returned: %+v; want jobs 800 and 801 (two free slots)", offers)
 	}
-	if resp := r.handle(ctx, r.svc, offers...); len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("the woken jobs: %+v", resp)
-	}
+	r.handleKept(ctx, t, "the woken jobs", offers...)
 	if got := len(r.ec2.Live()); got != 3 {
 		t.Fatalf("%d live instances, want 3 (maxRunners)", got)
 	}
 	// 802 no longer waits out a backoff: the next freed slot takes it.
-	if got := wakes(); !maps.Equal(got, map[int64]time.Duration{802: 0}) {
+	if got := r.wakeOffsets(t, "gpu", t0); !maps.Equal(got, map[int64]time.Duration{802: 0}) {
 		t.Fatalf("waiting after the woken jobs launched: %v; want 802 for a slot", got)
 	}
 	live, _ := r.env.ledger.LiveRunners(ctx, "gpu")
@@ -312,9 +306,7 @@ func TestWaitingRoomSharedBackoff(t *testing.T) {
 	if len(offers) != 1 || offers[0].Job.JobID != 802 {
 		t.Fatalf("offers after a runner ended: %+v; want job 802", offers)
 	}
-	if resp := r.handle(ctx, r.svc, offers...); len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("job 802: %+v", resp)
-	}
+	r.handleKept(ctx, t, "job 802", offers...)
 	// The probe (+25s) and the delayed messages of the failed try (+45s)
 	// arrive: the launch claims stop them.
 	r.clock.set(t0.Add(45 * time.Second))
@@ -322,9 +314,7 @@ func TestWaitingRoomSharedBackoff(t *testing.T) {
 	if len(late) != 4 {
 		t.Fatalf("%d late messages, want 4 (the probe and 3 delayed)", len(late))
 	}
-	if resp := r.handle(ctx, r.svc, late...); len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("the late messages: %+v", resp)
-	}
+	r.handleKept(ctx, t, "the late messages", late...)
 	if got := len(r.ec2.Live()); got != 3 {
 		t.Errorf("%d live instances after the late messages, want 3", got)
 	}

@@ -8,36 +8,18 @@ import (
 
 func TestConfigFromEnv(t *testing.T) {
 	t.Parallel()
-	base := map[string]string{
-		"SKIFF_QUEUE_URL":             "https://sqs.eu-west-1.amazonaws.com/1/skiff-jobs",
-		"SKIFF_TABLE_NAME":            "skiff",
-		"LAMBDA_TASK_ROOT":            "/var/task",
-		"SKIFF_ALLOW":                 "*",
-		"SKIFF_ALLOWED_INSTALLATIONS": "*",
-		"SKIFF_DEPLOYMENT":            "skiff-ci",
-	}
-	with := func(kv ...string) map[string]string {
-		m := map[string]string{}
-		for k, v := range base {
-			m[k] = v
-		}
-		for i := 0; i < len(kv); i += 2 {
-			m[kv[i]] = kv[i+1]
-		}
-		return m
-	}
 	tests := []struct {
 		name    string
 		env     map[string]string
 		wantErr []string // each must appear in the error
 		check   func(t *testing.T, c Config)
 	}{
-		{name: "secret from Secrets Manager with defaults", env: with("SKIFF_WEBHOOK_SECRET_ARN", "arn:aws:secretsmanager:eu-west-1:1:secret:w"), check: func(t *testing.T, c Config) {
+		{name: "secret from Secrets Manager with defaults", env: webhookEnv("SKIFF_WEBHOOK_SECRET_ARN", "arn:aws:secretsmanager:eu-west-1:1:secret:w"), check: func(t *testing.T, c Config) {
 			if c.PoolsFile != "/var/task/pools.yaml" || c.MaxBodyBytes != DefaultMaxBodyBytes || c.JobTTL != DefaultJobTTL || c.MetricsNamespace != "Skiff" {
 				t.Errorf("defaults not applied: %+v", c)
 			}
 		}},
-		{name: "secret and previous from env", env: with("SKIFF_WEBHOOK_SECRET", canarySecret, "SKIFF_WEBHOOK_SECRET_PREVIOUS", "old", "SKIFF_ALLOW", "octo-org, Other/repo", "SKIFF_LOG_LEVEL", "debug"), check: func(t *testing.T, c Config) {
+		{name: "secret and previous from env", env: webhookEnv("SKIFF_WEBHOOK_SECRET", canarySecret, "SKIFF_WEBHOOK_SECRET_PREVIOUS", "old", "SKIFF_ALLOW", "octo-org, Other/repo", "SKIFF_LOG_LEVEL", "debug"), check: func(t *testing.T, c Config) {
 			if len(c.Secrets) != 2 || string(c.Secrets[1]) != "old" || !c.Allow.Allows("OCTO-ORG", "octo-org/x") || c.Allow.Allows("other", "other/x") {
 				t.Errorf("config = %+v", c)
 			}
@@ -45,27 +27,27 @@ func TestConfigFromEnv(t *testing.T) {
 				t.Error("String() shows the secret")
 			}
 		}},
-		{name: "the retired delivery horizon is refused", env: with("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_DELIVERY_TTL", "72h"), wantErr: []string{"SKIFF_DELIVERY_TTL=72h is no longer read", "remove it"}},
-		{name: "no secret fails closed", env: with(), wantErr: []string{"SKIFF_WEBHOOK_SECRET_ARN", "SKIFF_WEBHOOK_SECRET"}},
-		{name: "both secret sources", env: with("SKIFF_WEBHOOK_SECRET_ARN", "arn", "SKIFF_WEBHOOK_SECRET", "s"), wantErr: []string{"both set"}},
-		{name: "previous without current", env: with("SKIFF_WEBHOOK_SECRET_ARN", "arn", "SKIFF_WEBHOOK_SECRET_PREVIOUS", "old"), wantErr: []string{"SKIFF_WEBHOOK_SECRET_PREVIOUS"}},
-		{name: "missing deployment", env: with("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_DEPLOYMENT", ""), wantErr: []string{"SKIFF_DEPLOYMENT"}},
-		{name: "deployment not an id", env: with("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_DEPLOYMENT", "1-ci"), wantErr: []string{`SKIFF_DEPLOYMENT="1-ci"`, "starting with a letter"}},
+		{name: "the retired delivery horizon is refused", env: webhookEnv("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_DELIVERY_TTL", "72h"), wantErr: []string{"SKIFF_DELIVERY_TTL=72h is no longer read", "remove it"}},
+		{name: "no secret fails closed", env: webhookEnv(), wantErr: []string{"SKIFF_WEBHOOK_SECRET_ARN", "SKIFF_WEBHOOK_SECRET"}},
+		{name: "both secret sources", env: webhookEnv("SKIFF_WEBHOOK_SECRET_ARN", "arn", "SKIFF_WEBHOOK_SECRET", "s"), wantErr: []string{"both set"}},
+		{name: "previous without current", env: webhookEnv("SKIFF_WEBHOOK_SECRET_ARN", "arn", "SKIFF_WEBHOOK_SECRET_PREVIOUS", "old"), wantErr: []string{"SKIFF_WEBHOOK_SECRET_PREVIOUS"}},
+		{name: "missing deployment", env: webhookEnv("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_DEPLOYMENT", ""), wantErr: []string{"SKIFF_DEPLOYMENT"}},
+		{name: "deployment not an id", env: webhookEnv("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_DEPLOYMENT", "1-ci"), wantErr: []string{`SKIFF_DEPLOYMENT="1-ci"`, "starting with a letter"}},
 		{name: "missing queue and table", env: map[string]string{"SKIFF_WEBHOOK_SECRET": "s"}, wantErr: []string{"SKIFF_QUEUE_URL", "SKIFF_TABLE_NAME"}},
-		{name: "allow-list unset fails closed", env: with("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_ALLOW", ""), wantErr: []string{"SKIFF_ALLOW is empty", "or * for every owner"}},
-		{name: "allow-list of blanks fails closed", env: with("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_ALLOW", " , "), wantErr: []string{"SKIFF_ALLOW is empty"}},
-		{name: "installations unset: no pin, the recorded installations decide", env: with("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_ALLOWED_INSTALLATIONS", ""), check: func(t *testing.T, c Config) {
+		{name: "allow-list unset fails closed", env: webhookEnv("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_ALLOW", ""), wantErr: []string{"SKIFF_ALLOW is empty", "or * for every owner"}},
+		{name: "allow-list of blanks fails closed", env: webhookEnv("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_ALLOW", " , "), wantErr: []string{"SKIFF_ALLOW is empty"}},
+		{name: "installations unset: no pin, the recorded installations decide", env: webhookEnv("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_ALLOWED_INSTALLATIONS", ""), check: func(t *testing.T, c Config) {
 			if !c.Installations.Empty() {
 				t.Errorf("pin = %+v, want none", c.Installations)
 			}
 		}},
-		{name: "installation not a number", env: with("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_ALLOWED_INSTALLATIONS", "12,acme"), wantErr: []string{"SKIFF_ALLOWED_INSTALLATIONS", `"acme"`}},
-		{name: "installations and owners listed", env: with("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_ALLOW", "acme,octo-org/app", "SKIFF_ALLOWED_INSTALLATIONS", "12, 34"), check: func(t *testing.T, c Config) {
+		{name: "installation not a number", env: webhookEnv("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_ALLOWED_INSTALLATIONS", "12,acme"), wantErr: []string{"SKIFF_ALLOWED_INSTALLATIONS", `"acme"`}},
+		{name: "installations and owners listed", env: webhookEnv("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_ALLOW", "acme,octo-org/app", "SKIFF_ALLOWED_INSTALLATIONS", "12, 34"), check: func(t *testing.T, c Config) {
 			if !c.Installations.Allows(34) || c.Installations.Allows(56) || c.Installations.Allows(0) || !c.Allow.Allows("ACME", "acme/x") || c.Allow.Allows("octo-org", "octo-org/other") {
 				t.Errorf("config = %+v", c)
 			}
 		}},
-		{name: "malformed values", env: with("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_MAX_BODY_BYTES", "big", "SKIFF_JOB_TTL", "forever", "SKIFF_ALLOW", "a/b/c", "SKIFF_LOG_LEVEL", "loud"),
+		{name: "malformed values", env: webhookEnv("SKIFF_WEBHOOK_SECRET", "s", "SKIFF_MAX_BODY_BYTES", "big", "SKIFF_JOB_TTL", "forever", "SKIFF_ALLOW", "a/b/c", "SKIFF_LOG_LEVEL", "loud"),
 			wantErr: []string{"SKIFF_MAX_BODY_BYTES", "SKIFF_JOB_TTL", "SKIFF_ALLOW", "SKIFF_LOG_LEVEL"}},
 	}
 	for _, tc := range tests {
@@ -73,17 +55,7 @@ func TestConfigFromEnv(t *testing.T) {
 			t.Parallel()
 			c, err := ConfigFromEnv(func(k string) string { return tc.env[k] })
 			if len(tc.wantErr) > 0 {
-				if err == nil {
-					t.Fatal("want an error")
-				}
-				for _, w := range tc.wantErr {
-					if !strings.Contains(err.Error(), w) {
-						t.Errorf("error %q does not name %s", err, w)
-					}
-				}
-				if strings.Contains(err.Error(), canarySecret) {
-					t.Error("error shows the secret")
-				}
+				checkConfigErr(t, err, tc.wantErr)
 				return
 			}
 			if err != nil {
@@ -91,6 +63,40 @@ func TestConfigFromEnv(t *testing.T) {
 			}
 			tc.check(t, c)
 		})
+	}
+}
+
+// webhookEnv is a valid environment but for the secret, with kv's pairs
+// set over it.
+func webhookEnv(kv ...string) map[string]string {
+	m := map[string]string{
+		"SKIFF_QUEUE_URL":             "https://sqs.eu-west-1.amazonaws.com/1/skiff-jobs",
+		"SKIFF_TABLE_NAME":            "skiff",
+		"LAMBDA_TASK_ROOT":            "/var/task",
+		"SKIFF_ALLOW":                 "*",
+		"SKIFF_ALLOWED_INSTALLATIONS": "*",
+		"SKIFF_DEPLOYMENT":            "skiff-ci",
+	}
+	for i := 0; i < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
+}
+
+// checkConfigErr checks that err names each of want and never shows the
+// canary secret.
+func checkConfigErr(t *testing.T, err error, want []string) {
+	t.Helper()
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not name %s", err, w)
+		}
+	}
+	if strings.Contains(err.Error(), canarySecret) {
+		t.Error("error shows the secret")
 	}
 }
 

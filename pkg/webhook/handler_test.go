@@ -225,23 +225,7 @@ func TestPublishedExamples(t *testing.T) {
 			if resp.Status != http.StatusOK {
 				t.Fatalf("status = %d %s, want 200", resp.Status, resp.Body)
 			}
-			var raw struct {
-				WorkflowJob struct {
-					ID         int64 `json:"id"`
-					RunID2     int64 `json:"run_id"`
-					RunAttempt int   `json:"run_attempt"`
-					Labels     []string
-					RunnerName *string `json:"runner_name"`
-				} `json:"workflow_job"`
-				WorkflowRun struct {
-					ID    int64
-					Event string
-				} `json:"workflow_run"`
-				Repository struct {
-					FullName string `json:"full_name"`
-				}
-				Installation *struct{ ID int64 }
-			}
+			var raw exampleFields
 			if err := json.Unmarshal(ex.body, &raw); err != nil {
 				t.Fatal(err)
 			}
@@ -252,38 +236,7 @@ func TestPublishedExamples(t *testing.T) {
 					t.Fatalf("ping enqueued %d jobs", len(jobs))
 				}
 			case "workflow_job":
-				wj := raw.WorkflowJob
-				rec, err := hs.store.Job(context.Background(), wj.ID)
-				if err != nil {
-					t.Fatalf("job not recorded: %v", err)
-				}
-				wantPool, _ := testRouter.Route(wj.Labels, raw.Repository.FullName)
-				if rec.Status.String() != ex.action || rec.RunID != wj.RunID2 || rec.Repository != raw.Repository.FullName || rec.Pool != wantPool {
-					t.Errorf("record = %+v", rec)
-				}
-				if ex.action == "queued" {
-					if len(jobs) != 1 {
-						t.Fatalf("queued example enqueued %d jobs, want 1", len(jobs))
-					}
-					j := jobs[0]
-					want := queue.Job{
-						JobID: wj.ID, RunID: wj.RunID2, Attempt: wj.RunAttempt, Repository: raw.Repository.FullName,
-						Owner: strings.Split(raw.Repository.FullName, "/")[0], Labels: wj.Labels, Pool: wantPool,
-						Visibility: "public", // GitHub's examples are public repositories
-						DeliveryID: "d-" + ex.file, ReceivedAt: fixedNow,
-					}
-					if raw.Installation != nil {
-						want.InstallationID = raw.Installation.ID
-					}
-					if fmt.Sprint(j) != fmt.Sprint(want) {
-						t.Errorf("message = %+v\nwant      %+v", j, want)
-					}
-				} else if len(jobs) != 0 {
-					t.Errorf("%s enqueued %d jobs, want 0", ex.action, len(jobs))
-				}
-				if ex.action == "in_progress" && raw.WorkflowJob.RunnerName != nil && rec.RunnerName != *raw.WorkflowJob.RunnerName {
-					t.Errorf("runner name = %q, want %q", rec.RunnerName, *raw.WorkflowJob.RunnerName)
-				}
+				checkExampleJob(t, hs, ex, raw)
 			case "workflow_run":
 				run, err := hs.store.Run(context.Background(), raw.WorkflowRun.ID)
 				if err != nil {
@@ -297,6 +250,66 @@ func TestPublishedExamples(t *testing.T) {
 				t.Errorf("accepted count = %v", hs.counter.Snapshot())
 			}
 		})
+	}
+}
+
+// exampleFields are the fields of a published example that say what its
+// delivery must record and enqueue.
+type exampleFields struct {
+	WorkflowJob struct {
+		ID         int64 `json:"id"`
+		RunID2     int64 `json:"run_id"`
+		RunAttempt int   `json:"run_attempt"`
+		Labels     []string
+		RunnerName *string `json:"runner_name"`
+	} `json:"workflow_job"`
+	WorkflowRun struct {
+		ID    int64
+		Event string
+	} `json:"workflow_run"`
+	Repository struct {
+		FullName string `json:"full_name"`
+	}
+	Installation *struct{ ID int64 }
+}
+
+// checkExampleJob checks what the delivered workflow_job example ex did:
+// its job recorded with its action, pool and runner, and one message
+// enqueued for a queued action, none for another.
+func checkExampleJob(t *testing.T, hs *harness, ex example, raw exampleFields) {
+	t.Helper()
+	jobs := hs.queue.Jobs()
+	wj := raw.WorkflowJob
+	rec, err := hs.store.Job(context.Background(), wj.ID)
+	if err != nil {
+		t.Fatalf("job not recorded: %v", err)
+	}
+	wantPool, _ := testRouter.Route(wj.Labels, raw.Repository.FullName)
+	if rec.Status.String() != ex.action || rec.RunID != wj.RunID2 || rec.Repository != raw.Repository.FullName || rec.Pool != wantPool {
+		t.Errorf("record = %+v", rec)
+	}
+	if ex.action == "queued" {
+		if len(jobs) != 1 {
+			t.Fatalf("queued example enqueued %d jobs, want 1", len(jobs))
+		}
+		j := jobs[0]
+		want := queue.Job{
+			JobID: wj.ID, RunID: wj.RunID2, Attempt: wj.RunAttempt, Repository: raw.Repository.FullName,
+			Owner: strings.Split(raw.Repository.FullName, "/")[0], Labels: wj.Labels, Pool: wantPool,
+			Visibility: "public", // GitHub's examples are public repositories
+			DeliveryID: "d-" + ex.file, ReceivedAt: fixedNow,
+		}
+		if raw.Installation != nil {
+			want.InstallationID = raw.Installation.ID
+		}
+		if fmt.Sprint(j) != fmt.Sprint(want) {
+			t.Errorf("message = %+v\nwant      %+v", j, want)
+		}
+	} else if len(jobs) != 0 {
+		t.Errorf("%s enqueued %d jobs, want 0", ex.action, len(jobs))
+	}
+	if ex.action == "in_progress" && raw.WorkflowJob.RunnerName != nil && rec.RunnerName != *raw.WorkflowJob.RunnerName {
+		t.Errorf("runner name = %q, want %q", rec.RunnerName, *raw.WorkflowJob.RunnerName)
 	}
 }
 

@@ -204,88 +204,50 @@ func TestMissingHeaders(t *testing.T) {
 // logged as malformed, and nothing is enqueued or recorded.
 func TestHostileInput(t *testing.T) {
 	t.Parallel()
-	job := func(mutate func(wj, repo, root map[string]any)) []byte {
-		wj := map[string]any{"id": 1, "run_id": 2, "run_attempt": 1, "labels": []string{"self-hosted"}}
-		repo := map[string]any{"full_name": "octo-org/app", "visibility": "private"}
-		root := map[string]any{"action": "queued", "workflow_job": wj, "repository": repo, "installation": map[string]any{"id": 5}}
-		mutate(wj, repo, root)
-		b, _ := json.Marshal(root)
-		return b
-	}
-	run := func(mutate func(wr, repo map[string]any)) []byte {
-		wr := map[string]any{"id": 9, "run_attempt": 1, "event": "pull_request", "head_repository": map[string]any{"full_name": "someone/app"}}
-		repo := map[string]any{"full_name": "octo-org/app"}
-		mutate(wr, repo)
-		b, _ := json.Marshal(map[string]any{"action": "requested", "workflow_run": wr, "repository": repo})
-		return b
-	}
-	name := func(n string) func(wj, repo, root map[string]any) {
-		return func(_, repo, _ map[string]any) { repo["full_name"] = n }
-	}
-	labels := func(n, size int) []string {
-		out := make([]string, n)
-		for i := range out {
-			out[i] = fmt.Sprintf("%0*d", size, i)
-		}
-		return out
-	}
 	tests := []struct {
 		name, event string
 		body        []byte
 		detail      string // in the logged detail
 	}{
-		{"owner with a leading hyphen", "workflow_job", job(name("-octo/app")), "owner"},
-		{"owner with a trailing hyphen", "workflow_job", job(name("octo-/app")), "owner"},
-		{"owner with a double hyphen", "workflow_job", job(name("oc--to/app")), "owner"},
-		{"owner with an underscore", "workflow_job", job(name("octo_org/app")), "owner"},
-		{"owner of 40 characters", "workflow_job", job(name(strings.Repeat("a", 40) + "/app")), "owner"},
-		{"owner with a quote", "workflow_job", job(name(`oc"to/app`)), "owner"},
-		{"owner with a newline", "workflow_job", job(name("octo\n/app")), "owner"},
-		{"owner with a command substitution", "workflow_job", job(name("$(id)/app")), "owner"},
-		{"owner in another script", "workflow_job", job(name("оcto/app")), "owner"},
-		{"repository named .", "workflow_job", job(name("octo/.")), "name"},
-		{"repository named ..", "workflow_job", job(name("octo/..")), "name"},
-		{"repository with a slash", "workflow_job", job(name("octo/a/b")), "name"},
-		{"repository with a space", "workflow_job", job(name("octo/a b")), "name"},
-		{"repository with a backtick", "workflow_job", job(name("octo/`id`")), "name"},
-		{"repository with a backslash", "workflow_job", job(name(`octo/a\b`)), "name"},
-		{"repository of 101 characters", "workflow_job", job(name("octo/" + strings.Repeat("r", 101))), "name"},
-		{"job id zero", "workflow_job", job(func(wj, _, _ map[string]any) { wj["id"] = 0 }), "workflow_job.id"},
-		{"job id negative", "workflow_job", job(func(wj, _, _ map[string]any) { wj["id"] = -5 }), "workflow_job.id"},
-		{"job id past 2^53", "workflow_job", job(func(wj, _, _ map[string]any) { wj["id"] = int64(1) << 60 }), "workflow_job.id"},
+		{"owner with a leading hyphen", "workflow_job", hostileJob(repoNamed("-octo/app")), "owner"},
+		{"owner with a trailing hyphen", "workflow_job", hostileJob(repoNamed("octo-/app")), "owner"},
+		{"owner with a double hyphen", "workflow_job", hostileJob(repoNamed("oc--to/app")), "owner"},
+		{"owner with an underscore", "workflow_job", hostileJob(repoNamed("octo_org/app")), "owner"},
+		{"owner of 40 characters", "workflow_job", hostileJob(repoNamed(strings.Repeat("a", 40) + "/app")), "owner"},
+		{"owner with a quote", "workflow_job", hostileJob(repoNamed(`oc"to/app`)), "owner"},
+		{"owner with a newline", "workflow_job", hostileJob(repoNamed("octo\n/app")), "owner"},
+		{"owner with a command substitution", "workflow_job", hostileJob(repoNamed("$(id)/app")), "owner"},
+		{"owner in another script", "workflow_job", hostileJob(repoNamed("оcto/app")), "owner"},
+		{"repository named .", "workflow_job", hostileJob(repoNamed("octo/.")), "name"},
+		{"repository named ..", "workflow_job", hostileJob(repoNamed("octo/..")), "name"},
+		{"repository with a slash", "workflow_job", hostileJob(repoNamed("octo/a/b")), "name"},
+		{"repository with a space", "workflow_job", hostileJob(repoNamed("octo/a b")), "name"},
+		{"repository with a backtick", "workflow_job", hostileJob(repoNamed("octo/`id`")), "name"},
+		{"repository with a backslash", "workflow_job", hostileJob(repoNamed(`octo/a\b`)), "name"},
+		{"repository of 101 characters", "workflow_job", hostileJob(repoNamed("octo/" + strings.Repeat("r", 101))), "name"},
+		{"job id zero", "workflow_job", hostileJob(func(wj, _, _ map[string]any) { wj["id"] = 0 }), "workflow_job.id"},
+		{"job id negative", "workflow_job", hostileJob(func(wj, _, _ map[string]any) { wj["id"] = -5 }), "workflow_job.id"},
+		{"job id past 2^53", "workflow_job", hostileJob(func(wj, _, _ map[string]any) { wj["id"] = int64(1) << 60 }), "workflow_job.id"},
 		{"job id past int64", "workflow_job", []byte(`{"action":"queued","workflow_job":{"id":99999999999999999999,"run_id":2},"repository":{"full_name":"o/r"}}`), "wrong type"},
-		{"run id negative", "workflow_job", job(func(wj, _, _ map[string]any) { wj["run_id"] = -1 }), "workflow_job.run_id"},
-		{"run attempt negative", "workflow_job", job(func(wj, _, _ map[string]any) { wj["run_attempt"] = -1 }), "run_attempt"},
-		{"run attempt absurd", "workflow_job", job(func(wj, _, _ map[string]any) { wj["run_attempt"] = 1000000 }), "run_attempt"},
-		{"runner id negative", "workflow_job", job(func(wj, _, _ map[string]any) { wj["runner_id"] = -3 }), "runner_id"},
-		{"installation id negative", "workflow_job", job(func(_, _, root map[string]any) { root["installation"] = map[string]any{"id": -1} }), "installation.id"},
-		{"101 labels", "workflow_job", job(func(wj, _, _ map[string]any) { wj["labels"] = labels(101, 3) }), "at most 100"},
-		{"10,000 labels", "workflow_job", job(func(wj, _, _ map[string]any) { wj["labels"] = labels(10000, 5) }), "at most 100"},
-		{"a label of 257 bytes", "workflow_job", job(func(wj, _, _ map[string]any) { wj["labels"] = labels(1, 257) }), "more than 256"},
-		{"run from a malformed head repository", "workflow_run", run(func(wr, _ map[string]any) { wr["head_repository"] = map[string]any{"full_name": "some one/app"} }), "head_repository"},
-		{"run id past 2^53", "workflow_run", run(func(wr, _ map[string]any) { wr["id"] = int64(1) << 62 }), "workflow_run.id"},
-		{"run attempt absurd", "workflow_run", run(func(wr, _ map[string]any) { wr["run_attempt"] = 5000 }), "run_attempt"},
-		{"run event of a kilobyte", "workflow_run", run(func(wr, _ map[string]any) { wr["event"] = strings.Repeat("e", 1024) }), "workflow_run.event"},
-		{"run repository with a newline", "workflow_run", run(func(_, repo map[string]any) { repo["full_name"] = "octo/app\nx" }), "name"},
+		{"run id negative", "workflow_job", hostileJob(func(wj, _, _ map[string]any) { wj["run_id"] = -1 }), "workflow_job.run_id"},
+		{"run attempt negative", "workflow_job", hostileJob(func(wj, _, _ map[string]any) { wj["run_attempt"] = -1 }), "run_attempt"},
+		{"run attempt absurd", "workflow_job", hostileJob(func(wj, _, _ map[string]any) { wj["run_attempt"] = 1000000 }), "run_attempt"},
+		{"runner id negative", "workflow_job", hostileJob(func(wj, _, _ map[string]any) { wj["runner_id"] = -3 }), "runner_id"},
+		{"installation id negative", "workflow_job", hostileJob(func(_, _, root map[string]any) { root["installation"] = map[string]any{"id": -1} }), "installation.id"},
+		{"101 labels", "workflow_job", hostileJob(func(wj, _, _ map[string]any) { wj["labels"] = numberedLabels(101, 3) }), "at most 100"},
+		{"10,000 labels", "workflow_job", hostileJob(func(wj, _, _ map[string]any) { wj["labels"] = numberedLabels(10000, 5) }), "at most 100"},
+		{"a label of 257 bytes", "workflow_job", hostileJob(func(wj, _, _ map[string]any) { wj["labels"] = numberedLabels(1, 257) }), "more than 256"},
+		{"run from a malformed head repository", "workflow_run", hostileRun(func(wr, _ map[string]any) { wr["head_repository"] = map[string]any{"full_name": "some one/app"} }), "head_repository"},
+		{"run id past 2^53", "workflow_run", hostileRun(func(wr, _ map[string]any) { wr["id"] = int64(1) << 62 }), "workflow_run.id"},
+		{"run attempt absurd", "workflow_run", hostileRun(func(wr, _ map[string]any) { wr["run_attempt"] = 5000 }), "run_attempt"},
+		{"run event of a kilobyte", "workflow_run", hostileRun(func(wr, _ map[string]any) { wr["event"] = strings.Repeat("e", 1024) }), "workflow_run.event"},
+		{"run repository with a newline", "workflow_run", hostileRun(func(_, repo map[string]any) { repo["full_name"] = "octo/app\nx" }), "name"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			hs := newHarness(t, nil)
-			resp := hs.deliver(tc.event, "d", tc.body)
-			if resp.Status != 400 {
-				t.Fatalf("status = %d %s, want 400", resp.Status, resp.Body)
-			}
-			if len(hs.queue.Jobs()) != 0 {
-				t.Error("a malformed delivery enqueued a job")
-			}
-			if hs.counter.Get(MetricRejected, "malformed") != 1 {
-				t.Errorf("not counted as malformed: %v", hs.counter.Snapshot())
-			}
-			logs := hs.logs.String()
-			if !strings.Contains(logs, `"reason":"malformed"`) || !strings.Contains(logs, tc.detail) {
-				t.Errorf("the log does not say why (want %q): %.2000s", tc.detail, logs)
-			}
+			checkRefusedMalformed(t, hs, hs.deliver(tc.event, "d", tc.body), tc.detail)
 		})
 	}
 	// The edges that are allowed.
@@ -293,11 +255,11 @@ func TestHostileInput(t *testing.T) {
 		name string
 		body []byte
 	}{
-		{"owner of 39 characters, repository of 100", job(name(strings.Repeat("a", 39) + "/" + strings.Repeat("r", 100)))},
-		{"dots, dashes and underscores", job(name("a-b-1/.github_x-y.z"))},
-		{"100 labels of 256 bytes", job(func(wj, _, _ map[string]any) { wj["labels"] = labels(100, 256) })},
-		{"run_attempt absent (older payloads)", job(func(wj, _, _ map[string]any) { delete(wj, "run_attempt") })},
-		{"run_attempt 100", job(func(wj, _, _ map[string]any) { wj["run_attempt"] = 100 })},
+		{"owner of 39 characters, repository of 100", hostileJob(repoNamed(strings.Repeat("a", 39) + "/" + strings.Repeat("r", 100)))},
+		{"dots, dashes and underscores", hostileJob(repoNamed("a-b-1/.github_x-y.z"))},
+		{"100 labels of 256 bytes", hostileJob(func(wj, _, _ map[string]any) { wj["labels"] = numberedLabels(100, 256) })},
+		{"run_attempt absent (older payloads)", hostileJob(func(wj, _, _ map[string]any) { delete(wj, "run_attempt") })},
+		{"run_attempt 100", hostileJob(func(wj, _, _ map[string]any) { wj["run_attempt"] = 100 })},
 	} {
 		t.Run("allowed: "+ok.name, func(t *testing.T) {
 			t.Parallel()
@@ -306,6 +268,62 @@ func TestHostileInput(t *testing.T) {
 				t.Fatalf("status = %d %s, want 200\n%s", resp.Status, resp.Body, hs.logs.String())
 			}
 		})
+	}
+}
+
+// hostileJob is a queued workflow_job payload, edited by
+// mutate before it is encoded.
+func hostileJob(mutate func(wj, repo, root map[string]any)) []byte {
+	wj := map[string]any{"id": 1, "run_id": 2, "run_attempt": 1, "labels": []string{"self-hosted"}}
+	repo := map[string]any{"full_name": "octo-org/app", "visibility": "private"}
+	root := map[string]any{"action": "queued", "workflow_job": wj, "repository": repo, "installation": map[string]any{"id": 5}}
+	mutate(wj, repo, root)
+	b, _ := json.Marshal(root)
+	return b
+}
+
+// hostileRun is a requested workflow_run payload of a fork, edited by
+// mutate before it is encoded.
+func hostileRun(mutate func(wr, repo map[string]any)) []byte {
+	wr := map[string]any{"id": 9, "run_attempt": 1, "event": "pull_request", "head_repository": map[string]any{"full_name": "someone/app"}}
+	repo := map[string]any{"full_name": "octo-org/app"}
+	mutate(wr, repo)
+	b, _ := json.Marshal(map[string]any{"action": "requested", "workflow_run": wr, "repository": repo})
+	return b
+}
+
+// repoNamed is a hostileJob edit that names the repository n.
+func repoNamed(n string) func(wj, repo, root map[string]any) {
+	return func(_, repo, _ map[string]any) { repo["full_name"] = n }
+}
+
+// numberedLabels is n labels, each its index padded with zeros to size
+// bytes.
+func numberedLabels(n, size int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%0*d", size, i)
+	}
+	return out
+}
+
+// checkRefusedMalformed checks that resp refused the delivery with 400,
+// that nothing was enqueued, and that the refusal was counted and logged
+// as malformed with detail.
+func checkRefusedMalformed(t *testing.T, hs *harness, resp Response, detail string) {
+	t.Helper()
+	if resp.Status != 400 {
+		t.Fatalf("status = %d %s, want 400", resp.Status, resp.Body)
+	}
+	if len(hs.queue.Jobs()) != 0 {
+		t.Error("a malformed delivery enqueued a job")
+	}
+	if hs.counter.Get(MetricRejected, "malformed") != 1 {
+		t.Errorf("not counted as malformed: %v", hs.counter.Snapshot())
+	}
+	logs := hs.logs.String()
+	if !strings.Contains(logs, `"reason":"malformed"`) || !strings.Contains(logs, detail) {
+		t.Errorf("the log does not say why (want %q): %.2000s", detail, logs)
 	}
 }
 

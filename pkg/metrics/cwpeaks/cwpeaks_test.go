@@ -213,15 +213,11 @@ func TestForgedSeries(t *testing.T) {
 	checkScenario(t, res)
 }
 
-func TestFake(t *testing.T) {
+// TestFakeReads reads the scenario's windows from the fake: in one call,
+// over pages, and not at all while they are within the metric lag.
+func TestFakeReads(t *testing.T) {
 	t.Parallel()
-	now := time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)
-	cases := []struct {
-		name  string
-		setup func(f *fakeCW)
-		opts  []cwpeaks.Option
-		check func(t *testing.T, f *fakeCW, res metrics.PeakResult, err error)
-	}{
+	runFakeCases(t, []fakeCase{
 		{name: "every source", check: func(t *testing.T, f *fakeCW, res metrics.PeakResult, err error) {
 			if err != nil {
 				t.Fatal(err)
@@ -240,14 +236,23 @@ func TestFake(t *testing.T) {
 				t.Errorf("calls = %d (reported %d), want one per page", f.calls, res.Calls)
 			}
 		}},
+		{name: "within a longer metric lag", opts: []cwpeaks.Option{cwpeaks.WithMetricLag(2 * time.Hour)}, check: func(t *testing.T, f *fakeCW, res metrics.PeakResult, err error) {
+			if err != nil || f.calls != 0 || len(res.Pending) != 6 {
+				t.Errorf("err %v calls %d pending %d", err, f.calls, len(res.Pending))
+			}
+		}},
+	})
+}
+
+// TestFakeFailures reads the scenario's windows from a fake that answers
+// partial data, throttles or fails: the windows concerned wait, and what
+// was read before is kept.
+func TestFakeFailures(t *testing.T) {
+	t.Parallel()
+	runFakeCases(t, []fakeCase{
 		{name: "partial data that is continued is fine", setup: func(f *fakeCW) {
 			f.pageQueries = 7
-			f.status = func(id string) types.StatusCode {
-				if id == "q2" {
-					return types.StatusCodePartialData
-				}
-				return ""
-			}
+			f.status = statusOf("q2", types.StatusCodePartialData)
 		}, check: func(t *testing.T, f *fakeCW, res metrics.PeakResult, err error) {
 			// q2 is answered PartialData on its only page: its window must wait.
 			if !errors.Is(err, cwpeaks.ErrPartial) {
@@ -275,24 +280,28 @@ func TestFake(t *testing.T) {
 				t.Errorf("the first batch's peaks were dropped")
 			}
 		}},
-		{name: "internal error status fails the batch", setup: func(f *fakeCW) {
-			f.status = func(id string) types.StatusCode {
-				if id == "q0" {
-					return types.StatusCodeInternalError
-				}
-				return ""
-			}
-		}, check: func(t *testing.T, f *fakeCW, res metrics.PeakResult, err error) {
+		{name: "internal error status fails the batch", setup: func(f *fakeCW) { f.status = statusOf("q0", types.StatusCodeInternalError) }, check: func(t *testing.T, f *fakeCW, res metrics.PeakResult, err error) {
 			if err == nil || len(res.Peaks) != 0 {
 				t.Errorf("err %v, peaks %d", err, len(res.Peaks))
 			}
 		}},
-		{name: "within a longer metric lag", opts: []cwpeaks.Option{cwpeaks.WithMetricLag(2 * time.Hour)}, check: func(t *testing.T, f *fakeCW, res metrics.PeakResult, err error) {
-			if err != nil || f.calls != 0 || len(res.Pending) != 6 {
-				t.Errorf("err %v calls %d pending %d", err, f.calls, len(res.Pending))
-			}
-		}},
-	}
+	})
+}
+
+// fakeCase sets the fake up, reads the scenario's windows through it with
+// opts, and checks the result.
+type fakeCase struct {
+	name  string
+	setup func(f *fakeCW)
+	opts  []cwpeaks.Option
+	check func(t *testing.T, f *fakeCW, res metrics.PeakResult, err error)
+}
+
+// runFakeCases runs each case as a subtest, an hour after the scenario's
+// windows began.
+func runFakeCases(t *testing.T, cases []fakeCase) {
+	t.Helper()
+	now := time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -305,5 +314,16 @@ func TestFake(t *testing.T) {
 			res, err := r.Read(t.Context(), windows)
 			tc.check(t, f, res, err)
 		})
+	}
+}
+
+// statusOf is a fake status: code for the query id, the fake's own for the
+// others.
+func statusOf(id string, code types.StatusCode) func(string) types.StatusCode {
+	return func(q string) types.StatusCode {
+		if q == id {
+			return code
+		}
+		return ""
 	}
 }

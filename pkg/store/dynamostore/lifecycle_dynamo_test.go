@@ -62,42 +62,11 @@ func (c *lifecycleCalls) TransactWriteItems(ctx context.Context, in *dynamodb.Tr
 // nothing.
 func TestDynamoRecordLifecycle(t *testing.T) {
 	t.Parallel()
-	at := func(min int) time.Time { return time.Date(2026, 6, 1, 12, min, 0, 0, time.UTC) }
-	now := at(30)
-	const (
-		jobID  = 9001
-		runner = "skiff-default-9001-1"
-	)
-	job := func(s store.Status, received int) store.JobRecord {
-		j := store.JobRecord{ID: jobID, RunID: 77, Attempt: 1, Repository: "o/r", Status: s, Pool: "default",
-			QueuedAt: at(0), UpdatedAt: at(received), ExpiresAt: at(received).Add(24 * time.Hour)}
-		if s >= store.StatusInProgress {
-			j.StartedAt, j.RunnerName, j.RunnerID = at(2), runner, 5
-		}
-		if s == store.StatusCompleted {
-			j.CompletedAt, j.Conclusion = at(9), "success"
-		}
-		return j
-	}
-	started := store.RunnerStep{Runner: runner, To: ledger.StateJobStarted, At: at(2)}
-	completed := store.RunnerStep{Runner: runner, To: ledger.StateJobCompleted, At: at(9)}
-	type event struct {
-		j    store.JobRecord
-		step store.RunnerStep
-	}
-	cases := []struct {
-		name         string
-		runnerState  ledger.State // the runner's record before; unknown: none
-		before       []event
-		ev           event
-		wantAdvanced bool
-		wantStatus   store.Status
-		wantUpdated  time.Time
-		wantRunner   ledger.State // unknown: no record
-		wantStarted  bool         // the runner has started_at
-		wantBusyJob  bool
-		wantCalls    map[string]int
-	}{
+	at, job := lifecycleAt, lifecycleJob
+	started := store.RunnerStep{Runner: lifecycleRunner, To: ledger.StateJobStarted, At: at(2)}
+	completed := store.RunnerStep{Runner: lifecycleRunner, To: ledger.StateJobCompleted, At: at(9)}
+	type event = lifecycleEvent
+	cases := []lifecycleCase{
 		{"in order: one transaction", ledger.StateLaunched, []event{{job(store.StatusQueued, 0), store.RunnerStep{}}},
 			event{job(store.StatusInProgress, 2), started}, true, store.StatusInProgress, at(2),
 			ledger.StateJobStarted, true, true, map[string]int{"TransactWriteItems": 1}},
@@ -133,10 +102,10 @@ func TestDynamoRecordLifecycle(t *testing.T) {
 				t.Parallel()
 				client, table := newMotoTable(t)
 				api := &lifecycleCalls{DynamoAPI: c.of(t, client, table)}
-				d := dynamostore.NewDynamo(api, table, dynamostore.WithClock(func() time.Time { return now }))
+				d := dynamostore.NewDynamo(api, table, dynamostore.WithClock(func() time.Time { return at(30) }))
 				ctx := context.Background()
 				if tc.runnerState != ledger.StateUnknown {
-					seedRunner(t, client, table, runner, tc.runnerState)
+					seedRunner(t, client, table, lifecycleRunner, tc.runnerState)
 				}
 				for _, ev := range tc.before {
 					if _, err := d.RecordLifecycle(ctx, ev.j, ev.step); err != nil {
@@ -152,35 +121,96 @@ func TestDynamoRecordLifecycle(t *testing.T) {
 				if tc.wantCalls != nil && !equalCalls(calls, tc.wantCalls) {
 					t.Errorf("calls = %v, want %v", calls, tc.wantCalls)
 				}
-				j, err := d.Job(ctx, jobID)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if j.Status != tc.wantStatus || !j.UpdatedAt.Equal(tc.wantUpdated) || j.QueuedAt.IsZero() && len(tc.before) > 0 {
-					t.Errorf("job = status %s, updated %s; want %s, %s", j.Status, j.UpdatedAt, tc.wantStatus, tc.wantUpdated)
-				}
-				if tc.wantStatus >= store.StatusInProgress && (j.RunnerName != runner || j.StartedAt.IsZero()) {
-					t.Errorf("job lacks its runner or start: %+v", j)
-				}
-				item := runnerItem(t, client, table, runner)
-				if tc.wantRunner == ledger.StateUnknown {
-					if item != nil {
-						t.Errorf("a runner record was made: %v", plain(item))
-					}
-					return
-				}
-				p := plain(item)
-				if p["state"] != tc.wantRunner.String() || p["state_rank"] != "N:"+strconv.Itoa(int(tc.wantRunner)) {
-					t.Errorf("runner = %v, want %s", p, tc.wantRunner)
-				}
-				if _, ok := p["started_at"]; ok != tc.wantStarted {
-					t.Errorf("runner started_at present %v, want %v: %v", ok, tc.wantStarted, p)
-				}
-				if got := p["busy_job"]; (got == "N:"+strconv.Itoa(jobID)) != tc.wantBusyJob {
-					t.Errorf("runner busy_job = %v, want job %d: %v", got, jobID, tc.wantBusyJob)
-				}
+				checkLifecycleJob(t, d, tc)
+				checkLifecycleRunner(t, runnerItem(t, client, table, lifecycleRunner), tc)
 			})
 		}
+	}
+}
+
+// The job and the runner of TestDynamoRecordLifecycle.
+const (
+	lifecycleJobID  = 9001
+	lifecycleRunner = "skiff-default-9001-1"
+)
+
+// lifecycleAt is min minutes past noon on the test's day.
+func lifecycleAt(min int) time.Time { return time.Date(2026, 6, 1, 12, min, 0, 0, time.UTC) }
+
+// lifecycleJob is the test's job in status s, as an event received at
+// minute received says it: started at minute 2 on the test's runner once in
+// progress, completed at minute 9.
+func lifecycleJob(s store.Status, received int) store.JobRecord {
+	at := lifecycleAt
+	j := store.JobRecord{ID: lifecycleJobID, RunID: 77, Attempt: 1, Repository: "o/r", Status: s, Pool: "default",
+		QueuedAt: at(0), UpdatedAt: at(received), ExpiresAt: at(received).Add(24 * time.Hour)}
+	if s >= store.StatusInProgress {
+		j.StartedAt, j.RunnerName, j.RunnerID = at(2), lifecycleRunner, 5
+	}
+	if s == store.StatusCompleted {
+		j.CompletedAt, j.Conclusion = at(9), "success"
+	}
+	return j
+}
+
+// lifecycleEvent is one event's write: the job's record and its runner's
+// step.
+type lifecycleEvent struct {
+	j    store.JobRecord
+	step store.RunnerStep
+}
+
+// lifecycleCase is one event recorded over the records the events before
+// it left, and what it must leave.
+type lifecycleCase struct {
+	name         string
+	runnerState  ledger.State // the runner's record before; unknown: none
+	before       []lifecycleEvent
+	ev           lifecycleEvent
+	wantAdvanced bool
+	wantStatus   store.Status
+	wantUpdated  time.Time
+	wantRunner   ledger.State // unknown: no record
+	wantStarted  bool         // the runner has started_at
+	wantBusyJob  bool
+	wantCalls    map[string]int
+}
+
+// checkLifecycleJob checks the job's record against tc: its status, its
+// updated_at, and its runner and start once in progress.
+func checkLifecycleJob(t *testing.T, d *dynamostore.Dynamo, tc lifecycleCase) {
+	t.Helper()
+	j, err := d.Job(context.Background(), lifecycleJobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Status != tc.wantStatus || !j.UpdatedAt.Equal(tc.wantUpdated) || j.QueuedAt.IsZero() && len(tc.before) > 0 {
+		t.Errorf("job = status %s, updated %s; want %s, %s", j.Status, j.UpdatedAt, tc.wantStatus, tc.wantUpdated)
+	}
+	if tc.wantStatus >= store.StatusInProgress && (j.RunnerName != lifecycleRunner || j.StartedAt.IsZero()) {
+		t.Errorf("job lacks its runner or start: %+v", j)
+	}
+}
+
+// checkLifecycleRunner checks the runner's stored item against tc: none
+// for no record, else its state, started_at and busy_job.
+func checkLifecycleRunner(t *testing.T, item map[string]types.AttributeValue, tc lifecycleCase) {
+	t.Helper()
+	if tc.wantRunner == ledger.StateUnknown {
+		if item != nil {
+			t.Errorf("a runner record was made: %v", plain(item))
+		}
+		return
+	}
+	p := plain(item)
+	if p["state"] != tc.wantRunner.String() || p["state_rank"] != "N:"+strconv.Itoa(int(tc.wantRunner)) {
+		t.Errorf("runner = %v, want %s", p, tc.wantRunner)
+	}
+	if _, ok := p["started_at"]; ok != tc.wantStarted {
+		t.Errorf("runner started_at present %v, want %v: %v", ok, tc.wantStarted, p)
+	}
+	if got := p["busy_job"]; (got == "N:"+strconv.Itoa(lifecycleJobID)) != tc.wantBusyJob {
+		t.Errorf("runner busy_job = %v, want job %d: %v", got, lifecycleJobID, tc.wantBusyJob)
 	}
 }
 

@@ -291,6 +291,37 @@ func ledgerWrites(ctx context.Context, l *sqlitestore.Ledger, id int64) error {
 func TestKill9LosesNothing(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "skiff.db")
+	acked := killMidReservation(t, path)
+
+	db := open(t, path, sqlitestore.Options{})
+	ctx := context.Background()
+	checkQueuedOnce(ctx, t, db, acked)
+	l := sqlitestore.NewLedger(db, nil)
+	checkAckedRunners(ctx, t, l, acked)
+	found, inflight := checkReservationInFlight(ctx, t, l, acked)
+	// Every acknowledged end left the count once: one live runner per
+	// acknowledged job, plus the job in flight's.
+	live, err := l.LiveRunners(ctx, durablePool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := l.Live(ctx, durablePool); err != nil || int64(n) != acked+inflight || n != len(live) {
+		t.Errorf("live count %d (%v), %d live runners; want %d (%d acknowledged + %d in flight)", n, err, len(live), acked+inflight, acked, inflight)
+	}
+	for _, r := range durableRunners(acked) {
+		if ended, err := l.End(ctx, r.Name, time.Now(), "again"); err != nil || ended != (r.Name == durableRunners(acked)[0].Name) {
+			t.Errorf("End(%s) after the restart = %v, %v; want an end only for the launched runner", r.Name, ended, err)
+		}
+	}
+	t.Logf("%d jobs acknowledged before SIGKILL, all found; the reservation in flight: %d runners, %d live", acked, found, inflight)
+}
+
+// killMidReservation starts the child writing jobs to the file at path,
+// kills it with SIGKILL as soon as the reservation of the job after the
+// first 150 it acknowledges is seen on the file, and returns the last job it
+// acknowledged.
+func killMidReservation(t *testing.T, path string) int64 {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+path)
 	stdout, err := cmd.StdoutPipe()
@@ -328,11 +359,16 @@ func TestKill9LosesNothing(t *testing.T) {
 	if acked < 150 {
 		t.Fatalf("the child acknowledged %d jobs before the kill, want at least 150", acked)
 	}
+	return acked
+}
 
-	db := open(t, path, sqlitestore.Options{})
+// checkQueuedOnce checks that every acknowledged job is recorded and queued
+// exactly once, and that at most the job in flight at the kill is queued
+// beyond them.
+func checkQueuedOnce(ctx context.Context, t *testing.T, db *sqlitestore.DB, acked int64) {
+	t.Helper()
 	s := sqlitestore.NewStore(db, nil)
 	q := sqlitestore.NewQueue(db, sqlitestore.QueueOptions{PollWait: time.Millisecond})
-	ctx := context.Background()
 	queued := map[int64]int{}
 	for {
 		ds, err := q.Receive(ctx, 100)
@@ -360,8 +396,12 @@ func TestKill9LosesNothing(t *testing.T) {
 			t.Errorf("job %d queued %d times (acknowledged up to %d)", id, n, acked)
 		}
 	}
+}
 
-	l := sqlitestore.NewLedger(db, nil)
+// checkAckedRunners checks the runners of every acknowledged job: the first
+// launched on its instance, the others ended as released.
+func checkAckedRunners(ctx context.Context, t *testing.T, l *sqlitestore.Ledger, acked int64) {
+	t.Helper()
 	for id := int64(1); id <= acked; id++ {
 		rs := durableRunners(id)
 		if r, err := l.Runner(ctx, rs[0].Name); err != nil || r.State != ledger.StateLaunched || r.InstanceID != "i-"+strconv.FormatInt(id, 10) {
@@ -373,8 +413,14 @@ func TestKill9LosesNothing(t *testing.T) {
 			}
 		}
 	}
-	// The job in flight: its reservation whole or absent.
-	inflight, found := int64(0), 0
+}
+
+// checkReservationInFlight checks that the reservation of the job in
+// flight at the kill is whole or absent and that the job after it reserved
+// nothing. It returns how many of its runners were found and how many of
+// them are live.
+func checkReservationInFlight(ctx context.Context, t *testing.T, l *sqlitestore.Ledger, acked int64) (found int, inflight int64) {
+	t.Helper()
 	for _, r := range durableRunners(acked + 1) {
 		got, err := l.Runner(ctx, r.Name)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -393,21 +439,7 @@ func TestKill9LosesNothing(t *testing.T) {
 	if _, err := l.Runner(ctx, durableRunners(acked + 2)[0].Name); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a runner of job %d, never reserved: %v", acked+2, err)
 	}
-	// Every acknowledged end left the count once: one live runner per
-	// acknowledged job, plus the job in flight's.
-	live, err := l.LiveRunners(ctx, durablePool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n, err := l.Live(ctx, durablePool); err != nil || int64(n) != acked+inflight || n != len(live) {
-		t.Errorf("live count %d (%v), %d live runners; want %d (%d acknowledged + %d in flight)", n, err, len(live), acked+inflight, acked, inflight)
-	}
-	for _, r := range durableRunners(acked) {
-		if ended, err := l.End(ctx, r.Name, time.Now(), "again"); err != nil || ended != (r.Name == durableRunners(acked)[0].Name) {
-			t.Errorf("End(%s) after the restart = %v, %v; want an end only for the launched runner", r.Name, ended, err)
-		}
-	}
-	t.Logf("%d jobs acknowledged before SIGKILL, all found; the reservation in flight: %d runners, %d live", acked, found, inflight)
+	return found, inflight
 }
 
 // BenchmarkWebhookWrites: the webhook's writes for one queued job
