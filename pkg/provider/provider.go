@@ -30,6 +30,8 @@ package provider
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"time"
 
 	"github.com/skiffci/skiff/pkg/pool"
@@ -121,6 +123,15 @@ func (l Launch) Check() error {
 		return &Error{Kind: ErrInvalid, Code: "NoRunners", Message: "a launch needs at least one runner", Final: true}
 	}
 	return nil
+}
+
+// LaunchName is the name a backend that names its runners itself gives
+// one runner of a launch: "skiff-" and 20 hex digits of a hash of token
+// and runner (26 characters, a DNS-1123 label), so that the same token and
+// runner always give the same name and a replay finds what it made.
+func LaunchName(token, runner string) string {
+	sum := sha256.Sum256([]byte(token + "\x00" + runner))
+	return "skiff-" + hex.EncodeToString(sum[:10])
 }
 
 // RunnerRequest is one runner of a launch: the job it is for.

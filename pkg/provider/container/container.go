@@ -45,8 +45,6 @@ package container
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -274,10 +272,7 @@ func (p *Provider) Plan(_ context.Context, l provider.Launch) (provider.Plan, er
 
 // Name is the container (and network) of one runner of a launch: the same
 // token and runner always give the same name.
-func Name(token, runner string) string {
-	sum := sha256.Sum256([]byte(token + "\x00" + runner))
-	return "skiff-" + hex.EncodeToString(sum[:10])
-}
+func Name(token, runner string) string { return provider.LaunchName(token, runner) }
 
 // Launch implements provider.Provider: per runner its directory, network,
 // container and start. A name taken already (a replay) returns that

@@ -54,8 +54,6 @@ package kubernetes
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -305,10 +303,7 @@ func (p *Provider) Plan(_ context.Context, l provider.Launch) (provider.Plan, er
 
 // PodName is the Pod of one runner of a launch: the same token and runner
 // always give the same name (DNS-1123, 26 characters).
-func PodName(token, runner string) string {
-	sum := sha256.Sum256([]byte(token + "\x00" + runner))
-	return "skiff-" + hex.EncodeToString(sum[:10])
-}
+func PodName(token, runner string) string { return provider.LaunchName(token, runner) }
 
 // SecretName is the Secret holding the JIT configuration of a runner's Pod.
 func SecretName(pod string) string { return pod + "-jit" }
