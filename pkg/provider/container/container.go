@@ -231,10 +231,6 @@ type plan struct {
 	RunnerVersion string `json:"-"`
 }
 
-func invalid(code, msg string) error {
-	return &provider.Error{Kind: provider.ErrInvalid, Code: code, Message: msg, Final: true}
-}
-
 // Plan implements provider.Provider. It refuses, as a final ErrInvalid, a
 // spec without a container part (and no Default), a pool without an image
 // and limits that do not parse.
@@ -243,21 +239,21 @@ func (p *Provider) Plan(_ context.Context, l provider.Launch) (provider.Plan, er
 		return "", err
 	}
 	if l.Spec.Pool == "" {
-		return "", invalid("NoPool", "a launch needs a pool")
+		return "", provider.Invalid("NoPool", "a launch needs a pool")
 	}
 	c := l.Spec.Container
 	if c == nil {
 		c = p.o.Default
 	}
 	if c == nil {
-		return "", invalid("NoContainerSection", fmt.Sprintf("pool %s has no container: section", l.Spec.Pool))
+		return "", provider.Invalid("NoContainerSection", fmt.Sprintf("pool %s has no container: section", l.Spec.Pool))
 	}
 	if c.Image == "" {
-		return "", invalid("NoImage", fmt.Sprintf("pool %s has no runner image", l.Spec.Pool))
+		return "", provider.Invalid("NoImage", fmt.Sprintf("pool %s has no runner image", l.Spec.Pool))
 	}
 	lim, err := c.Limits(l.Spec.Sizes)
 	if err != nil {
-		return "", invalid("BadLimit", fmt.Sprintf("pool %s: %v", l.Spec.Pool, err))
+		return "", provider.Invalid("BadLimit", fmt.Sprintf("pool %s: %v", l.Spec.Pool, err))
 	}
 	lifetime := l.Spec.MaxLifetime
 	if lifetime <= 0 {
@@ -284,10 +280,10 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider
 	}
 	var pn plan
 	if err := json.Unmarshal([]byte(pl), &pn); err != nil || pn.Token == "" || len(pn.Runners) == 0 || pn.Settings.Image == "" {
-		return provider.Result{}, invalid("UnreadablePlan", "the plan is not a container provider's plan")
+		return provider.Result{}, provider.Invalid("UnreadablePlan", "the plan is not a container provider's plan")
 	}
 	if regs != nil && len(regs) != len(pn.Runners) {
-		return provider.Result{}, invalid("Registrations", fmt.Sprintf("launching: %d registrations for %d runners", len(regs), len(pn.Runners)))
+		return provider.Result{}, provider.Invalid("Registrations", fmt.Sprintf("launching: %d registrations for %d runners", len(regs), len(pn.Runners)))
 	}
 	res := provider.Result{Runners: make([]provider.Launched, len(pn.Runners))}
 	var firstErr error
@@ -424,7 +420,7 @@ func (p *Provider) Prepare(ctx context.Context, cs []*pool.Container) error {
 // launchOne creates and starts one runner's container.
 func (p *Provider) launchOne(ctx context.Context, pn plan, r provider.RunnerRequest, reg provider.Registration, rm *room) (provider.Instance, error) {
 	if reg.Mode != provider.ModeJIT || reg.JITConfig == "" {
-		return provider.Instance{}, invalid("NotJIT", "the container provider runs just-in-time registered runners only")
+		return provider.Instance{}, provider.Invalid("NotJIT", "the container provider runs just-in-time registered runners only")
 	}
 	name := Name(pn.Token, r.Name)
 	log := p.o.Logger.With("pool", pn.Pool, "container", name, "job_id", r.JobID, "runner_name", r.Name)
@@ -620,7 +616,7 @@ func (p *Provider) find(ctx context.Context, name string) (provider.Instance, er
 	}
 	c := got.Container
 	if c.Config == nil || c.Config.Labels[LabelManaged] != "true" || c.Config.Labels[LabelDeployment] != p.o.Deployment {
-		return provider.Instance{}, invalid("NotSkiffs", "container "+name+" is not this deployment's")
+		return provider.Instance{}, provider.Invalid("NotSkiffs", "container "+name+" is not this deployment's")
 	}
 	st := container.ContainerState("")
 	if c.State != nil {

@@ -265,30 +265,27 @@ func (p *Provider) Plan(_ context.Context, l provider.Launch) (provider.Plan, er
 	if err := l.Check(); err != nil {
 		return "", err
 	}
-	invalid := func(code, msg string) error {
-		return &provider.Error{Kind: provider.ErrInvalid, Code: code, Message: msg, Final: true}
-	}
 	if l.Spec.Pool == "" {
-		return "", invalid("NoPool", "a launch needs a pool")
+		return "", provider.Invalid("NoPool", "a launch needs a pool")
 	}
 	k := l.Spec.Kubernetes
 	if k == nil {
 		k = p.o.Default
 	}
 	if k == nil {
-		return "", invalid("NoKubernetesSection", fmt.Sprintf("pool %s has no kubernetes: section", l.Spec.Pool))
+		return "", provider.Invalid("NoKubernetesSection", fmt.Sprintf("pool %s has no kubernetes: section", l.Spec.Pool))
 	}
 	settings := *k
 	switch {
 	case settings.Image == "":
-		return "", invalid("NoImage", fmt.Sprintf("pool %s has no runner image", l.Spec.Pool))
+		return "", provider.Invalid("NoImage", fmt.Sprintf("pool %s has no runner image", l.Spec.Pool))
 	case !slices.Contains(p.namespaces, settings.Namespace):
-		return "", invalid("UnknownNamespace", fmt.Sprintf("pool %s: namespace %q is not one of the provider's runner namespaces %v",
+		return "", provider.Invalid("UnknownNamespace", fmt.Sprintf("pool %s: namespace %q is not one of the provider's runner namespaces %v",
 			l.Spec.Pool, settings.Namespace, p.namespaces))
 	}
 	res, err := resources(&settings, l.Spec.Sizes)
 	if err != nil {
-		return "", invalid("BadQuantity", fmt.Sprintf("pool %s: %v", l.Spec.Pool, err))
+		return "", provider.Invalid("BadQuantity", fmt.Sprintf("pool %s: %v", l.Spec.Pool, err))
 	}
 	lifetime := l.Spec.MaxLifetime
 	if lifetime <= 0 {
@@ -321,11 +318,10 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider
 	}
 	var pn plan
 	if err := json.Unmarshal([]byte(pl), &pn); err != nil || pn.Token == "" || len(pn.Runners) == 0 || pn.Settings.Image == "" {
-		return provider.Result{}, &provider.Error{Kind: provider.ErrInvalid, Code: "UnreadablePlan", Message: "the plan is not a kubernetes provider's plan", Final: true}
+		return provider.Result{}, provider.Invalid("UnreadablePlan", "the plan is not a kubernetes provider's plan")
 	}
 	if regs != nil && len(regs) != len(pn.Runners) {
-		return provider.Result{}, &provider.Error{Kind: provider.ErrInvalid, Code: "Registrations", Final: true,
-			Message: fmt.Sprintf("launching: %d registrations for %d runners", len(regs), len(pn.Runners))}
+		return provider.Result{}, provider.Invalid("Registrations", fmt.Sprintf("launching: %d registrations for %d runners", len(regs), len(pn.Runners)))
 	}
 	res := provider.Result{Runners: make([]provider.Launched, len(pn.Runners))}
 	launched := 0
@@ -358,8 +354,7 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider
 // the Pod exists already).
 func (p *Provider) launchOne(ctx context.Context, pn plan, i int, r provider.RunnerRequest, reg provider.Registration) (provider.Instance, error) {
 	if reg.Mode != provider.ModeJIT || reg.JITConfig == "" {
-		return provider.Instance{}, &provider.Error{Kind: provider.ErrInvalid, Code: "NotJIT", Final: true,
-			Message: "the kubernetes provider runs just-in-time registered runners only"}
+		return provider.Instance{}, provider.Invalid("NotJIT", "the kubernetes provider runs just-in-time registered runners only")
 	}
 	ns := pn.Settings.Namespace
 	pod := buildPod(pn, i, r, p.o.Deployment)
