@@ -125,6 +125,15 @@ func (l Launch) Check() error {
 	return nil
 }
 
+// Lifetime is how long the launch's runners may live: the spec's
+// MaxLifetime, or def where the spec sets none.
+func (l Launch) Lifetime(def time.Duration) time.Duration {
+	if l.Spec.MaxLifetime <= 0 {
+		return def
+	}
+	return l.Spec.MaxLifetime
+}
+
 // LaunchName is the name a backend that names its runners itself gives
 // one runner of a launch: "skiff-" and 20 hex digits of a hash of token
 // and runner (26 characters, a DNS-1123 label), so that the same token and

@@ -255,10 +255,7 @@ func (p *Provider) Plan(_ context.Context, l provider.Launch) (provider.Plan, er
 	if err != nil {
 		return "", provider.Invalid("BadLimit", fmt.Sprintf("pool %s: %v", l.Spec.Pool, err))
 	}
-	lifetime := l.Spec.MaxLifetime
-	if lifetime <= 0 {
-		lifetime = p.o.DefaultLifetime
-	}
+	lifetime := l.Lifetime(p.o.DefaultLifetime)
 	b, err := json.Marshal(plan{Token: l.Token, Pool: l.Spec.Pool, Settings: *c, Limits: lim, Lifetime: lifetime, Runners: l.Runners})
 	if err != nil {
 		return "", fmt.Errorf("encoding plan: %w", err)

@@ -348,10 +348,7 @@ func (p *Provider) Plan(ctx context.Context, l provider.Launch) (provider.Plan, 
 			Message: fmt.Sprintf("pool %s's runners need a sandbox, which this machine cannot give (%v): install bubblewrap, "+
 				"or opt the pool out with process: {sandbox: none} (docs/local.md#the-sandbox)", l.Spec.Pool, p.sandboxErr)}
 	}
-	lifetime := l.Spec.MaxLifetime
-	if lifetime <= 0 {
-		lifetime = p.o.DefaultLifetime
-	}
+	lifetime := l.Lifetime(p.o.DefaultLifetime)
 	b, err := json.Marshal(plan{Unsandboxed: unsandboxed, Token: l.Token, Pool: l.Spec.Pool, Type: typ, Lifetime: lifetime, Tags: tags,
 		Runners: l.Runners, RunnerVersion: p.dirs.Version(ctx, filepath.Dir(p.path))})
 	if err != nil {

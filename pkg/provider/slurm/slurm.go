@@ -322,9 +322,7 @@ func (p *Provider) Plan(ctx context.Context, l provider.Launch) (provider.Plan, 
 		}
 	}
 	sh := l.Spec.Shared
-	if sh.MaxLifetime <= 0 {
-		sh.MaxLifetime = p.o.DefaultLifetime
-	}
+	sh.MaxLifetime = l.Lifetime(p.o.DefaultLifetime)
 	section := l.Spec.Slurm
 	if section == nil {
 		section = &pool.Slurm{}
