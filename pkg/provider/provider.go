@@ -292,6 +292,20 @@ type Result struct {
 	FellBack bool
 }
 
+// Err is the error Launch returns with r once each runner has its outcome:
+// nil when any runner launched, else the first runner's error.
+func (r Result) Err() error {
+	for _, l := range r.Runners {
+		if l.Err == nil {
+			return nil
+		}
+	}
+	if len(r.Runners) == 0 {
+		return nil
+	}
+	return r.Runners[0].Err
+}
+
 // Launched is one runner's outcome: its instance, or why it has none.
 type Launched struct {
 	// Instance is the runner's instance; its ID is "" when Err is set.

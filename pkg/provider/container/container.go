@@ -283,13 +283,6 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider
 		return provider.Result{}, provider.Invalid("Registrations", fmt.Sprintf("launching: %d registrations for %d runners", len(regs), len(pn.Runners)))
 	}
 	res := provider.Result{Runners: make([]provider.Launched, len(pn.Runners))}
-	var firstErr error
-	fail := func(i int, err error) {
-		res.Runners[i].Err = err
-		if firstErr == nil {
-			firstErr = err
-		}
-	}
 	if regs != nil {
 		if err := p.pull(ctx, pn.Settings); err != nil {
 			return res, err
@@ -297,7 +290,6 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider
 		pn.RunnerVersion = p.imageVersion(ctx, pn.Settings.Image)
 	}
 	room := p.room(ctx, pn)
-	launched := 0
 	for i, r := range pn.Runners {
 		var in provider.Instance
 		var err error
@@ -307,16 +299,12 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider
 			in, err = p.launchOne(ctx, pn, r, regs[i], &room)
 		}
 		if err != nil {
-			fail(i, err)
+			res.Runners[i].Err = err
 			continue
 		}
 		res.Runners[i].Instance = in
-		launched++
 	}
-	if launched == 0 {
-		return res, firstErr
-	}
-	return res, nil
+	return res, res.Err()
 }
 
 // room is what the host's ceiling leaves for new runners.

@@ -321,8 +321,6 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider
 		return provider.Result{}, provider.Invalid("Registrations", fmt.Sprintf("launching: %d registrations for %d runners", len(regs), len(pn.Runners)))
 	}
 	res := provider.Result{Runners: make([]provider.Launched, len(pn.Runners))}
-	launched := 0
-	var firstErr error
 	for i, r := range pn.Runners {
 		var in provider.Instance
 		var err error
@@ -333,18 +331,11 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider
 		}
 		if err != nil {
 			res.Runners[i].Err = err
-			if firstErr == nil {
-				firstErr = err
-			}
 			continue
 		}
 		res.Runners[i].Instance = in
-		launched++
 	}
-	if launched == 0 {
-		return res, firstErr
-	}
-	return res, nil
+	return res, res.Err()
 }
 
 // launchOne creates one runner's Pod and Secret (two API calls; three when

@@ -385,8 +385,6 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider
 	}
 	res := provider.Result{Runners: make([]provider.Launched, len(pn.Runners))}
 	ids := make([]string, len(pn.Runners))
-	launched := 0
-	var firstErr error
 	for i, r := range pn.Runners {
 		var err error
 		switch {
@@ -402,17 +400,13 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider
 			if err == nil {
 				ids[i] = pr.inst.ID
 				res.Runners[i].Instance = pr.inst.Clone()
-				launched++
 				continue
 			}
 		}
 		res.Runners[i].Err = err
-		if firstErr == nil {
-			firstErr = err
-		}
 	}
-	if launched == 0 {
-		return res, firstErr
+	if err := res.Err(); err != nil {
+		return res, err
 	}
 	p.byToken[pn.Token] = ids
 	return res, nil
