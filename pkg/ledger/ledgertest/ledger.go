@@ -130,9 +130,7 @@ func ledgerStartTimes(t *testing.T, newLedger newLedgerFunc) {
 	ctx := context.Background()
 	rs := runners("cpu", 1, 2)
 	rs[0].ReservedAt, rs[1].ReservedAt = Now.Add(1234*time.Millisecond), Now
-	for _, r := range rs {
-		mustReserve(t, l, r)
-	}
+	mustReserve(t, l, rs...)
 	steps := []struct {
 		runner string
 		l      ledger.LaunchReport
@@ -167,9 +165,7 @@ func ledgerEndsOnce(t *testing.T, newLedger newLedgerFunc) {
 	l := newLedger(t, fixedNow)
 	ctx := context.Background()
 	rs := runners("cpu", 1, 2)
-	for _, r := range rs {
-		mustReserve(t, l, r)
-	}
+	mustReserve(t, l, rs...)
 	if err := l.Launched(ctx, rs[0].Name, ledger.LaunchReport{InstanceID: "i-0b", At: Now}); err != nil {
 		t.Fatal(err)
 	}
@@ -276,9 +272,7 @@ func ledgerEndedRecordsExpire(t *testing.T, newLedger newLedgerFunc) {
 	l := newLedger(t, func() time.Time { mu.Lock(); defer mu.Unlock(); return at })
 	ctx := context.Background()
 	rs := runners("cpu", 1, 2)
-	for _, r := range rs {
-		mustReserve(t, l, r)
-	}
+	mustReserve(t, l, rs...)
 	if _, err := l.End(ctx, rs[0].Name, Now, "done"); err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +392,7 @@ func ledgerAwaitingExpires(t *testing.T, newLedger newLedgerFunc) {
 	}
 }
 
-// runners returns n runners of pool for jobs from, from+1, … (generation 1). for jobs from, from+1, … (generation 1).
+// runners returns n runners of pool for jobs from, from+1, … (generation 1).
 func runners(pool string, from int64, n int) []ledger.Runner {
 	out := make([]ledger.Runner, n)
 	for i := range out {
@@ -409,10 +403,13 @@ func runners(pool string, from int64, n int) []ledger.Runner {
 	return out
 }
 
-func mustReserve(t *testing.T, l ledger.Ledger, r ledger.Runner) {
+// mustReserve reserves each runner in a Reserve of its own.
+func mustReserve(t *testing.T, l ledger.Ledger, rs ...ledger.Runner) {
 	t.Helper()
-	if n, err := l.Reserve(context.Background(), r.Pool, 1000, []ledger.Runner{r}); err != nil || n != 1 {
-		t.Fatalf("Reserve(%s) = %d, %v", r.Name, n, err)
+	for _, r := range rs {
+		if n, err := l.Reserve(context.Background(), r.Pool, 1000, []ledger.Runner{r}); err != nil || n != 1 {
+			t.Fatalf("Reserve(%s) = %d, %v", r.Name, n, err)
+		}
 	}
 }
 
