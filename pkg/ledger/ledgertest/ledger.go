@@ -267,18 +267,15 @@ func ledgerConcurrent(t *testing.T, newLedger newLedgerFunc) {
 // ledgerEndedRecordsExpire is RunLedger's EndedRecordsExpire case.
 func ledgerEndedRecordsExpire(t *testing.T, newLedger newLedgerFunc) {
 	t.Parallel()
-	var mu sync.Mutex
-	at := Now
-	l := newLedger(t, func() time.Time { mu.Lock(); defer mu.Unlock(); return at })
+	clock := &setClock{at: Now}
+	l := newLedger(t, clock.now)
 	ctx := context.Background()
 	rs := runners("cpu", 1, 2)
 	mustReserve(t, l, rs...)
 	if _, err := l.End(ctx, rs[0].Name, Now, "done"); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	at = Now.Add(ledger.DefaultRunnerTTL + time.Hour)
-	mu.Unlock()
+	clock.set(Now.Add(ledger.DefaultRunnerTTL + time.Hour))
 	if _, err := l.Runner(ctx, rs[0].Name); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("an ended record past its retention = %v, want ErrNotFound", err)
 	}
@@ -375,18 +372,15 @@ func ledgerAwaiting(t *testing.T, newLedger newLedgerFunc) {
 // runner whose record has expired is off the list.
 func ledgerAwaitingExpires(t *testing.T, newLedger newLedgerFunc) {
 	t.Parallel()
-	var mu sync.Mutex
-	at := Now
-	l := newLedger(t, func() time.Time { mu.Lock(); defer mu.Unlock(); return at })
+	clock := &setClock{at: Now}
+	l := newLedger(t, clock.now)
 	ctx := context.Background()
 	r := runners("cpu", 1, 1)[0]
 	mustReserve(t, l, r)
 	if _, err := l.EndAwaiting(ctx, r.Name, Now, "instance_gone"); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	at = Now.Add(ledger.DefaultRunnerTTL + time.Hour)
-	mu.Unlock()
+	clock.set(Now.Add(ledger.DefaultRunnerTTL + time.Hour))
 	if got, err := l.Awaiting(ctx, "cpu"); err != nil || len(got) != 0 {
 		t.Errorf("Awaiting past the record's retention = %+v, %v; want none", got, err)
 	}
@@ -401,6 +395,25 @@ func runners(pool string, from int64, n int) []ledger.Runner {
 			Token: "tok", ReservedAt: Now}
 	}
 	return out
+}
+
+// setClock is a clock a case moves, read by the ledger under test from
+// any goroutine.
+type setClock struct {
+	mu sync.Mutex
+	at time.Time
+}
+
+func (c *setClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.at
+}
+
+func (c *setClock) set(at time.Time) {
+	c.mu.Lock()
+	c.at = at
+	c.mu.Unlock()
 }
 
 // mustReserve reserves each runner in a Reserve of its own.
