@@ -33,6 +33,24 @@ func golden(t *testing.T, name, got string) {
 	}
 }
 
+// goldenRun checks a run's exit code against want and compares its output
+// with the golden file name: stdout, with nothing on stderr, when want is
+// 0; else stderr.
+func goldenRun(t *testing.T, name string, want, code int, stdout, stderr string) {
+	t.Helper()
+	if code != want {
+		t.Errorf("exit code = %d, want %d\nstderr: %s", code, want, stderr)
+	}
+	if want != 0 {
+		golden(t, name, stderr)
+		return
+	}
+	if stderr != "" {
+		t.Errorf("stderr = %q", stderr)
+	}
+	golden(t, name, stdout)
+}
+
 func runCLI(args ...string) (code int, stdout, stderr string) {
 	var out, errb bytes.Buffer
 	code = run(args, &out, &errb)
@@ -202,20 +220,10 @@ func TestPlanGolden(t *testing.T) {
 				args = append(args, strings.Fields(tt.repo)...)
 			}
 			code, stdout, stderr := runCLI(args...)
-			if code != tt.code {
-				t.Errorf("exit code = %d, want %d\nstderr: %s", code, tt.code, stderr)
-			}
-			if tt.code == 0 {
-				if stderr != "" {
-					t.Errorf("stderr = %q", stderr)
-				}
-				golden(t, tt.name, stdout)
-				return
-			}
-			if stdout != "" {
+			if tt.code != 0 && stdout != "" {
 				t.Errorf("stdout = %q, want nothing", stdout)
 			}
-			golden(t, tt.name, stderr)
+			goldenRun(t, tt.name, tt.code, code, stdout, stderr)
 		})
 	}
 }

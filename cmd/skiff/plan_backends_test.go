@@ -32,17 +32,7 @@ func TestPlanBackendsGolden(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			code, stdout, stderr := runCLI("plan", "-f", examples+"/backends.yaml", "--labels", tt.labels)
-			if code != tt.code {
-				t.Errorf("exit code = %d, want %d\nstderr: %s", code, tt.code, stderr)
-			}
-			if tt.code == 0 {
-				if stderr != "" {
-					t.Errorf("stderr = %q", stderr)
-				}
-				golden(t, tt.name, stdout)
-				return
-			}
-			golden(t, tt.name, stderr)
+			goldenRun(t, tt.name, tt.code, code, stdout, stderr)
 		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -275,9 +276,5 @@ func (c *opCounter) retried() int {
 func (c *opCounter) snapshot() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make(map[string]int, len(c.n))
-	for k, v := range c.n {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(c.n)
 }

@@ -322,15 +322,7 @@ func (p *hookProxy) send(h http.Header, body []byte) int {
 func (p *hookProxy) flush() {
 	p.mu.Lock()
 	now := p.now()
-	var due, rest []heldDelivery
-	for _, h := range p.held {
-		if now.Before(h.due) {
-			rest = append(rest, h)
-		} else {
-			due = append(due, h)
-		}
-	}
-	p.rng.Shuffle(len(due), func(i, j int) { due[i], due[j] = due[j], due[i] })
+	due, rest := takeDue(p.rng, now, p.held, func(h heldDelivery) time.Time { return h.due })
 	p.held = rest
 	p.mu.Unlock()
 	for _, h := range due {

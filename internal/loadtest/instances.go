@@ -369,15 +369,7 @@ func (w *world) queueEvent(e ec2Event, at time.Time) {
 // random order; one that fails is retried on the next tick, as Lambda
 // retries an asynchronous invocation.
 func (w *world) deliverEvents(now time.Time) {
-	var due, rest []ec2Event
-	for _, e := range w.pending {
-		if now.Before(e.due) {
-			rest = append(rest, e)
-		} else {
-			due = append(due, e)
-		}
-	}
-	w.rng.Shuffle(len(due), func(i, j int) { due[i], due[j] = due[j], due[i] })
+	due, rest := takeDue(w.rng, now, w.pending, func(e ec2Event) time.Time { return e.due })
 	for _, e := range due {
 		var err error
 		if e.state == "" {
@@ -390,6 +382,20 @@ func (w *world) deliverEvents(now time.Time) {
 		}
 	}
 	w.pending = rest
+}
+
+// takeDue splits items into those due at now (at returns when each is),
+// in an order rng shuffles, and the rest, in their order.
+func takeDue[T any](rng *rand.Rand, now time.Time, items []T, at func(T) time.Time) (due, rest []T) {
+	for _, it := range items {
+		if now.Before(at(it)) {
+			rest = append(rest, it)
+		} else {
+			due = append(due, it)
+		}
+	}
+	rng.Shuffle(len(due), func(i, j int) { due[i], due[j] = due[j], due[i] })
+	return due, rest
 }
 
 func jobTag(tags map[string]string) int64 {

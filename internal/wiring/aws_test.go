@@ -51,16 +51,26 @@ func TestDynamoEndpointsKeepAnswersPerParameters(t *testing.T) {
 			}
 		}
 	}
-	if next.calls != len(params) {
-		t.Errorf("resolver asked %d times, want once per set of parameters (%d)", next.calls, len(params))
+	errorsNotKept(t, r, dynamodb.EndpointParameters{Region: aws.String("fail")}, next, len(params))
+}
+
+// errorsNotKept checks that next, behind r, was asked once per set of
+// parameters (asked times), then that r asks it again for each of two
+// calls with parameters fail, which fail.
+func errorsNotKept[P any](t *testing.T, r interface {
+	ResolveEndpoint(context.Context, P) (smithyendpoints.Endpoint, error)
+}, fail P, next *countingResolver, asked int) {
+	t.Helper()
+	if next.calls != asked {
+		t.Errorf("resolver asked %d times, want once per set of parameters (%d)", next.calls, asked)
 	}
 	for range 2 {
-		if _, err := r.ResolveEndpoint(ctx, dynamodb.EndpointParameters{Region: aws.String("fail")}); err == nil {
+		if _, err := r.ResolveEndpoint(context.Background(), fail); err == nil {
 			t.Error("error not returned")
 		}
 	}
-	if next.calls != len(params)+2 {
-		t.Errorf("resolver asked %d times after two failures, want %d (errors are not kept)", next.calls, len(params)+2)
+	if next.calls != asked+2 {
+		t.Errorf("resolver asked %d times after two failures, want %d (errors are not kept)", next.calls, asked+2)
 	}
 }
 
@@ -93,15 +103,5 @@ func TestSQSEndpointsKeepAnswersPerParameters(t *testing.T) {
 			}
 		}
 	}
-	if next.calls != len(params) {
-		t.Errorf("resolver asked %d times, want once per set of parameters (%d)", next.calls, len(params))
-	}
-	for range 2 {
-		if _, err := r.ResolveEndpoint(ctx, sqs.EndpointParameters{Region: aws.String("fail")}); err == nil {
-			t.Error("error not returned")
-		}
-	}
-	if next.calls != len(params)+2 {
-		t.Errorf("resolver asked %d times after two failures, want %d (errors are not kept)", next.calls, len(params)+2)
-	}
+	errorsNotKept(t, r, sqs.EndpointParameters{Region: aws.String("fail")}, &next.countingResolver, len(params))
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/runnerversion"
 	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/telemetry"
 )
 
 var pools = `version: 1
@@ -53,24 +54,12 @@ func (s *source) RunnerReleases(context.Context) ([]runnerversion.Release, error
 	return append([]runnerversion.Release(nil), s.rs...), nil
 }
 
-type gauges struct {
-	mu sync.Mutex
-	v  map[string]int64
-}
-
-func (g *gauges) Gauge(name, pool string, v int64) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.v == nil {
-		g.v = map[string]int64{}
-	}
-	g.v[name+"/"+pool] = v
-}
+// gauges are the levels the service set, read as 0 where it set none.
+type gauges struct{ telemetry.MemoryGauges }
 
 func (g *gauges) get(name, pool string) int64 {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.v[name+"/"+pool]
+	v, _ := g.Get(name, pool)
+	return v
 }
 
 type env struct {
@@ -192,8 +181,8 @@ func TestHold(t *testing.T) {
 	if again := s.Observe(ctx, []provider.Instance{refused}); len(again.Held) != 0 {
 		t.Errorf("the same refusal held again: %v", again.Held)
 	}
-	if e.g.get(MetricHeld, "pinned") != 1 || e.g.get(MetricHeld, "follows") != 0 {
-		t.Errorf("held gauges %v", e.g.v)
+	if pinned, follows := e.g.get(MetricHeld, "pinned"), e.g.get(MetricHeld, "follows"); pinned != 1 || follows != 0 {
+		t.Errorf("held gauges: pinned %d, follows %d; want 1 and 0", pinned, follows)
 	}
 	d, _ := s.Download(ctx, spec(e.cfg, "pinned"))
 	h, err := s.Held(ctx, "pinned", d)

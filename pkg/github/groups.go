@@ -123,32 +123,18 @@ func (c *Client) ListRunnerGroupRepositories(ctx context.Context, inst int64, or
 		return nil, fmt.Errorf("listing runner group repositories: %w", err)
 	}
 	ctx, rq := asInstallation(ctx, "list_runner_group_repositories", in)
-	var all []int64
-	opts := &gh.ListOptions{PerPage: perPage}
-	walk := newPageWalk(fmt.Sprintf("repositories of runner group %d of %s", id, org), "1")
-	for {
-		page, resp, err := c.gh.Actions.ListRepositoryAccessRunnerGroup(ctx, seg(org), id, opts)
-		if err != nil {
-			return nil, fmt.Errorf("listing the repositories of runner group %d of %s: %w", id, org, callError(rq, err))
-		}
-		n := 0
-		if page.TotalCount != nil {
-			n = *page.TotalCount
-		}
-		for _, r := range page.Repositories {
-			if r != nil && walk.fresh(r.GetID()) {
-				all = append(all, r.GetID())
-			}
-		}
-		more, err := walk.next(len(page.Repositories), n, pageKey(resp.NextPage))
-		if err != nil {
-			return nil, err
-		}
-		if !more {
-			return all, nil
-		}
-		opts.Page = resp.NextPage
+	repos, err := allRepositories(rq, fmt.Sprintf("repositories of runner group %d of %s", id, org),
+		func(opts *gh.ListOptions) (*gh.ListRepositories, *gh.Response, error) {
+			return c.gh.Actions.ListRepositoryAccessRunnerGroup(ctx, seg(org), id, opts)
+		})
+	if err != nil {
+		return nil, err
 	}
+	var all []int64
+	for _, r := range repos {
+		all = append(all, r.GetID())
+	}
+	return all, nil
 }
 
 // InstallationRepository is a repository an installation can reach.
@@ -167,24 +153,37 @@ func (c *Client) ListInstallationRepositories(ctx context.Context, inst int64, o
 		return nil, fmt.Errorf("listing installation repositories: %w", err)
 	}
 	ctx, rq := asInstallation(ctx, "list_installation_repositories", in)
+	repos, err := allRepositories(rq, "repositories of the installation of "+owner,
+		func(opts *gh.ListOptions) (*gh.ListRepositories, *gh.Response, error) {
+			return c.gh.Apps.ListRepos(ctx, opts)
+		})
+	if err != nil {
+		return nil, err
+	}
 	var all []InstallationRepository
+	for _, r := range repos {
+		all = append(all, InstallationRepository{ID: r.GetID(), FullName: r.GetFullName(), Visibility: r.GetVisibility()})
+	}
+	return all, nil
+}
+
+// allRepositories reads every page of the repository listing what (its
+// pages asked for by list, under rq), each repository once.
+func allRepositories(rq *call, what string, list func(*gh.ListOptions) (*gh.ListRepositories, *gh.Response, error)) ([]*gh.Repository, error) {
+	var all []*gh.Repository
 	opts := &gh.ListOptions{PerPage: perPage}
-	walk := newPageWalk("repositories of the installation of "+owner, "1")
+	walk := newPageWalk(what, "1")
 	for {
-		page, resp, err := c.gh.Apps.ListRepos(ctx, opts)
+		page, resp, err := list(opts)
 		if err != nil {
-			return nil, fmt.Errorf("listing the repositories of the installation of %s: %w", owner, callError(rq, err))
-		}
-		n := 0
-		if page.TotalCount != nil {
-			n = *page.TotalCount
+			return nil, fmt.Errorf("listing the %s: %w", what, callError(rq, err))
 		}
 		for _, r := range page.Repositories {
 			if r != nil && walk.fresh(r.GetID()) {
-				all = append(all, InstallationRepository{ID: r.GetID(), FullName: r.GetFullName(), Visibility: r.GetVisibility()})
+				all = append(all, r)
 			}
 		}
-		more, err := walk.next(len(page.Repositories), n, pageKey(resp.NextPage))
+		more, err := walk.next(len(page.Repositories), page.GetTotalCount(), pageKey(resp.NextPage))
 		if err != nil {
 			return nil, err
 		}

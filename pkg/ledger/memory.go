@@ -49,6 +49,29 @@ func (m *Memory) get(name string) (*Runner, bool) {
 	return r, true
 }
 
+// find is get with ErrNotFound for a record missing or expired. The
+// caller holds m.mu.
+func (m *Memory) find(name string) (*Runner, error) {
+	r, ok := m.get(name)
+	if !ok {
+		return nil, ErrNotFound
+	}
+	return r, nil
+}
+
+// lock takes m.mu unless ctx is done, counting a write when write is set.
+// The caller unlocks.
+func (m *Memory) lock(ctx context.Context, write bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	if write {
+		m.writes++
+	}
+	return nil
+}
+
 func (m *Memory) liveLocked(pool string) int {
 	n := 0
 	for _, r := range m.runners {
@@ -86,15 +109,13 @@ func (m *Memory) Reserve(ctx context.Context, pool string, max int, runners []Ru
 
 // Launched implements Ledger.
 func (m *Memory) Launched(ctx context.Context, name string, l LaunchReport) error {
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx, true); err != nil {
 		return err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.writes++
-	r, ok := m.get(name)
-	if !ok {
-		return ErrNotFound
+	r, err := m.find(name)
+	if err != nil {
+		return err
 	}
 	*r = Launched(*r, l)
 	m.instances[l.InstanceID] = name
@@ -112,9 +133,9 @@ func (m *Memory) Advance(ctx context.Context, name string, to State, at time.Tim
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.writes++
-	r, ok := m.get(name)
-	if !ok {
-		return ErrNotFound
+	r, err := m.find(name)
+	if err != nil {
+		return err
 	}
 	if r.State == StateTerminated {
 		*r, _ = Advance(*r, to, at, job)
@@ -127,19 +148,17 @@ func (m *Memory) Advance(ctx context.Context, name string, to State, at time.Tim
 
 // End implements Ledger.
 func (m *Memory) End(ctx context.Context, name string, at time.Time, reason string) (bool, error) {
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx, true); err != nil {
 		return false, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.writes++
 	return m.endLocked(name, at, reason)
 }
 
 func (m *Memory) endLocked(name string, at time.Time, reason string) (bool, error) {
-	r, ok := m.get(name)
-	if !ok {
-		return false, ErrNotFound
+	r, err := m.find(name)
+	if err != nil {
+		return false, err
 	}
 	if !r.State.Live() {
 		return false, nil
@@ -150,12 +169,10 @@ func (m *Memory) endLocked(name string, at time.Time, reason string) (bool, erro
 
 // EndAwaiting implements Ledger.
 func (m *Memory) EndAwaiting(ctx context.Context, name string, at time.Time, reason string) (bool, error) {
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx, true); err != nil {
 		return false, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.writes++
 	ended, err := m.endLocked(name, at, reason)
 	if err == nil {
 		m.awaiting[name] = true
@@ -165,10 +182,9 @@ func (m *Memory) EndAwaiting(ctx context.Context, name string, at time.Time, rea
 
 // Awaiting implements Ledger.
 func (m *Memory) Awaiting(ctx context.Context, pool string) ([]Runner, error) {
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx, false); err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []Runner
 	for name := range m.awaiting {
@@ -182,24 +198,20 @@ func (m *Memory) Awaiting(ctx context.Context, pool string) ([]Runner, error) {
 
 // StopAwaiting implements Ledger.
 func (m *Memory) StopAwaiting(ctx context.Context, name string) error {
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx, true); err != nil {
 		return err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.writes++
 	delete(m.awaiting, name)
 	return nil
 }
 
 // EndInstance implements Ledger.
 func (m *Memory) EndInstance(ctx context.Context, id string, at time.Time, reason string) (bool, error) {
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx, true); err != nil {
 		return false, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.writes++
 	name, ok := m.instances[id]
 	if !ok {
 		return false, ErrNotFound
@@ -209,42 +221,39 @@ func (m *Memory) EndInstance(ctx context.Context, id string, at time.Time, reaso
 
 // Runner implements Ledger.
 func (m *Memory) Runner(ctx context.Context, name string) (Runner, error) {
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx, false); err != nil {
 		return Runner{}, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, ok := m.get(name)
-	if !ok {
-		return Runner{}, ErrNotFound
+	r, err := m.find(name)
+	if err != nil {
+		return Runner{}, err
 	}
 	return *r, nil
 }
 
 // RunnerByInstance implements Ledger.
 func (m *Memory) RunnerByInstance(ctx context.Context, id string) (Runner, error) {
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx, false); err != nil {
 		return Runner{}, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
 	name, ok := m.instances[id]
 	if !ok {
 		return Runner{}, ErrNotFound
 	}
-	r, ok := m.get(name)
-	if !ok {
-		return Runner{}, ErrNotFound
+	r, err := m.find(name)
+	if err != nil {
+		return Runner{}, err
 	}
 	return *r, nil
 }
 
 // LiveRunners implements Ledger, sorted by name.
 func (m *Memory) LiveRunners(ctx context.Context, pool string) ([]Runner, error) {
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx, false); err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []Runner
 	for _, r := range m.runners {
@@ -258,10 +267,9 @@ func (m *Memory) LiveRunners(ctx context.Context, pool string) ([]Runner, error)
 
 // Live implements Ledger.
 func (m *Memory) Live(ctx context.Context, pool string) (int, error) {
-	if err := ctx.Err(); err != nil {
+	if err := m.lock(ctx, false); err != nil {
 		return 0, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.liveLocked(pool), nil
 }

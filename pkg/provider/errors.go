@@ -97,6 +97,12 @@ func Reason(err error) string {
 	return "error"
 }
 
+// Invalid returns a final ErrInvalid with code and message: a request the
+// provider refuses, and would refuse again.
+func Invalid(code, msg string) *Error {
+	return &Error{Kind: ErrInvalid, Code: code, Message: msg, Final: true}
+}
+
 // Errorf returns an *Error of the kind with a formatted message.
 func Errorf(kind error, format string, args ...any) *Error {
 	return &Error{Kind: kind, Message: fmt.Sprintf(format, args...)}

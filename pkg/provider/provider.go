@@ -30,6 +30,8 @@ package provider
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"time"
 
 	"github.com/skiffci/skiff/pkg/pool"
@@ -121,6 +123,24 @@ func (l Launch) Check() error {
 		return &Error{Kind: ErrInvalid, Code: "NoRunners", Message: "a launch needs at least one runner", Final: true}
 	}
 	return nil
+}
+
+// Lifetime is how long the launch's runners may live: the spec's
+// MaxLifetime, or def where the spec sets none.
+func (l Launch) Lifetime(def time.Duration) time.Duration {
+	if l.Spec.MaxLifetime <= 0 {
+		return def
+	}
+	return l.Spec.MaxLifetime
+}
+
+// LaunchName is the name a backend that names its runners itself gives
+// one runner of a launch: "skiff-" and 20 hex digits of a hash of token
+// and runner (26 characters, a DNS-1123 label), so that the same token and
+// runner always give the same name and a replay finds what it made.
+func LaunchName(token, runner string) string {
+	sum := sha256.Sum256([]byte(token + "\x00" + runner))
+	return "skiff-" + hex.EncodeToString(sum[:10])
 }
 
 // RunnerRequest is one runner of a launch: the job it is for.
@@ -270,6 +290,20 @@ type Result struct {
 	// FellBack is true when the provider had to use its fallback capacity
 	// (on-demand for a spot-first pool).
 	FellBack bool
+}
+
+// Err is the error Launch returns with r once each runner has its outcome:
+// nil when any runner launched, else the first runner's error.
+func (r Result) Err() error {
+	for _, l := range r.Runners {
+		if l.Err == nil {
+			return nil
+		}
+	}
+	if len(r.Runners) == 0 {
+		return nil
+	}
+	return r.Runners[0].Err
 }
 
 // Launched is one runner's outcome: its instance, or why it has none.

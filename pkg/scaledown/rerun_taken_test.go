@@ -29,16 +29,7 @@ func TestRerunInterruptedTakenRunner(t *testing.T) {
 	if js, _ := w.sim.Job(a); js.Status != "in_progress" || js.RunnerName != inB.Tags[names.TagRunnerName] {
 		t.Fatalf("job a: %+v; want it running on job b's runner", js)
 	}
-	if err := w.ledger.MarkInterrupted(ctx, inB.ID, w.clock.Now()); err != nil {
-		t.Fatal(err)
-	}
-	w.clock.Advance(2 * time.Minute)
-	if err := w.dry.Terminate(ctx, []string{inB.ID}); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.sim.DisconnectRunner(runnerID); err != nil {
-		t.Fatal(err)
-	}
+	w.interrupt(ctx, inB, runnerID)
 	w.webhook(ctx)
 	for range 3 {
 		w.clock.Advance(time.Minute)
@@ -74,16 +65,7 @@ func TestRerunInterruptedUnknownJob(t *testing.T) {
 	if err := w.ledger.Advance(ctx, runnerB, ledger.StateJobStarted, w.clock.Now(), 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.ledger.MarkInterrupted(ctx, inB.ID, w.clock.Now()); err != nil {
-		t.Fatal(err)
-	}
-	w.clock.Advance(2 * time.Minute)
-	if err := w.dry.Terminate(ctx, []string{inB.ID}); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.sim.DisconnectRunner(runnerID); err != nil {
-		t.Fatal(err)
-	}
+	w.interrupt(ctx, inB, runnerID)
 	// Job b gets a replacement runner and succeeds on it.
 	for range 4 {
 		w.clock.Advance(time.Minute)
@@ -122,6 +104,24 @@ func TestRerunInterruptedUnknownJob(t *testing.T) {
 	}
 	if run, _ := w.sim.Run(second.RunID); run.Attempt != 1 {
 		t.Errorf("the run of job b, which succeeded, is at attempt %d, want 1", run.Attempt)
+	}
+}
+
+// interrupt plays a spot interruption of instance in, whose runner has
+// GitHub id runnerID, as scale-down sees it without the EC2-event service:
+// the warning in the ledger, and two minutes later the instance's end; the
+// runner vanishes.
+func (w *world) interrupt(ctx context.Context, in provider.Instance, runnerID int64) {
+	w.t.Helper()
+	if err := w.ledger.MarkInterrupted(ctx, in.ID, w.clock.Now()); err != nil {
+		w.t.Fatal(err)
+	}
+	w.clock.Advance(2 * time.Minute)
+	if err := w.dry.Terminate(ctx, []string{in.ID}); err != nil {
+		w.t.Fatal(err)
+	}
+	if err := w.sim.DisconnectRunner(runnerID); err != nil {
+		w.t.Fatal(err)
 	}
 }
 

@@ -30,16 +30,7 @@ func TestRerunInterrupted(t *testing.T) {
 		}
 
 		// EC2 warns, then reclaims the instance: the runner vanishes, the job fails.
-		if err := w.ledger.MarkInterrupted(ctx, in.ID, w.clock.Now()); err != nil {
-			t.Fatal(err)
-		}
-		w.clock.Advance(2 * time.Minute)
-		if err := w.dry.Terminate(ctx, []string{in.ID}); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.sim.DisconnectRunner(runnerID); err != nil {
-			t.Fatal(err)
-		}
+		w.interrupt(ctx, in, runnerID)
 		w.webhook(ctx)
 		if js, _ := w.sim.Job(job); js.Conclusion != "failure" {
 			t.Fatalf("job %s/%s, want failed", js.Status, js.Conclusion)

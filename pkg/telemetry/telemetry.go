@@ -11,6 +11,7 @@ package telemetry
 import (
 	"encoding/json"
 	"io"
+	"maps"
 	"strconv"
 	"sync"
 	"time"
@@ -111,15 +112,12 @@ func (m *Memory) Get(name, reason string) int {
 	return m.counts[key(name, reason)]
 }
 
-// Snapshot returns a copy of all counts keyed "name" or "name/reason".
+// Snapshot returns a copy of all counts keyed "name" or "name/reason"
+// (nil before the first count).
 func (m *Memory) Snapshot() map[string]int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make(map[string]int, len(m.counts))
-	for k, v := range m.counts {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(m.counts)
 }
 
 func key(name, reason string) string {

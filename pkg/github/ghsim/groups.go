@@ -301,9 +301,16 @@ func (s *Server) listGroupRepositories(c *call) {
 	if !ok {
 		return
 	}
+	n, out := s.repoPageLocked(c, func(r *simRepo) bool { return slices.Contains(g.Repositories, r.id) })
+	c.json(http.StatusOK, obj{"total_count": n, "repositories": out})
+}
+
+// repoPageLocked answers a repository listing: of the repositories keep
+// selects, by id, how many there are and the page c asks for.
+func (s *Server) repoPageLocked(c *call, keep func(*simRepo) bool) (int, []obj) {
 	var repos []*simRepo
 	for _, r := range s.repos {
-		if slices.Contains(g.Repositories, r.id) {
+		if keep(r) {
 			repos = append(repos, r)
 		}
 	}
@@ -313,7 +320,7 @@ func (s *Server) listGroupRepositories(c *call) {
 	for _, r := range repos[lo:hi] {
 		out = append(out, s.repoJSON(r))
 	}
-	c.json(http.StatusOK, obj{"total_count": len(repos), "repositories": out})
+	return len(repos), out
 }
 
 type repoIDsBody struct {
@@ -351,17 +358,6 @@ func (s *Server) setGroupRepositories(c *call) {
 func (s *Server) listInstallationRepositories(c *call) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var repos []*simRepo
-	for _, r := range s.repos {
-		if r.owner == c.inst.account {
-			repos = append(repos, r)
-		}
-	}
-	slices.SortFunc(repos, func(x, y *simRepo) int { return int(x.id - y.id) })
-	lo, hi := s.page(c, len(repos))
-	out := make([]obj, 0, hi-lo)
-	for _, r := range repos[lo:hi] {
-		out = append(out, s.repoJSON(r))
-	}
-	c.json(http.StatusOK, obj{"total_count": len(repos), "repository_selection": "all", "repositories": out})
+	n, out := s.repoPageLocked(c, func(r *simRepo) bool { return r.owner == c.inst.account })
+	c.json(http.StatusOK, obj{"total_count": n, "repository_selection": "all", "repositories": out})
 }

@@ -56,6 +56,7 @@ package ghsim
 import (
 	"crypto/rsa"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -538,11 +539,7 @@ func (s *Server) Requests(op string) int {
 func (s *Server) RequestCounts() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string]int, len(s.requests))
-	for op, n := range s.requests {
-		out[op] = n
-	}
-	return out
+	return maps.Clone(s.requests)
 }
 
 // Unmatched is how many requests matched no endpoint (e.g. a wrong base path).

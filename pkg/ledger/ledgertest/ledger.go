@@ -130,9 +130,7 @@ func ledgerStartTimes(t *testing.T, newLedger newLedgerFunc) {
 	ctx := context.Background()
 	rs := runners("cpu", 1, 2)
 	rs[0].ReservedAt, rs[1].ReservedAt = Now.Add(1234*time.Millisecond), Now
-	for _, r := range rs {
-		mustReserve(t, l, r)
-	}
+	mustReserve(t, l, rs...)
 	steps := []struct {
 		runner string
 		l      ledger.LaunchReport
@@ -167,9 +165,7 @@ func ledgerEndsOnce(t *testing.T, newLedger newLedgerFunc) {
 	l := newLedger(t, fixedNow)
 	ctx := context.Background()
 	rs := runners("cpu", 1, 2)
-	for _, r := range rs {
-		mustReserve(t, l, r)
-	}
+	mustReserve(t, l, rs...)
 	if err := l.Launched(ctx, rs[0].Name, ledger.LaunchReport{InstanceID: "i-0b", At: Now}); err != nil {
 		t.Fatal(err)
 	}
@@ -271,20 +267,15 @@ func ledgerConcurrent(t *testing.T, newLedger newLedgerFunc) {
 // ledgerEndedRecordsExpire is RunLedger's EndedRecordsExpire case.
 func ledgerEndedRecordsExpire(t *testing.T, newLedger newLedgerFunc) {
 	t.Parallel()
-	var mu sync.Mutex
-	at := Now
-	l := newLedger(t, func() time.Time { mu.Lock(); defer mu.Unlock(); return at })
+	clock := &setClock{at: Now}
+	l := newLedger(t, clock.now)
 	ctx := context.Background()
 	rs := runners("cpu", 1, 2)
-	for _, r := range rs {
-		mustReserve(t, l, r)
-	}
+	mustReserve(t, l, rs...)
 	if _, err := l.End(ctx, rs[0].Name, Now, "done"); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	at = Now.Add(ledger.DefaultRunnerTTL + time.Hour)
-	mu.Unlock()
+	clock.set(Now.Add(ledger.DefaultRunnerTTL + time.Hour))
 	if _, err := l.Runner(ctx, rs[0].Name); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("an ended record past its retention = %v, want ErrNotFound", err)
 	}
@@ -381,24 +372,21 @@ func ledgerAwaiting(t *testing.T, newLedger newLedgerFunc) {
 // runner whose record has expired is off the list.
 func ledgerAwaitingExpires(t *testing.T, newLedger newLedgerFunc) {
 	t.Parallel()
-	var mu sync.Mutex
-	at := Now
-	l := newLedger(t, func() time.Time { mu.Lock(); defer mu.Unlock(); return at })
+	clock := &setClock{at: Now}
+	l := newLedger(t, clock.now)
 	ctx := context.Background()
 	r := runners("cpu", 1, 1)[0]
 	mustReserve(t, l, r)
 	if _, err := l.EndAwaiting(ctx, r.Name, Now, "instance_gone"); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	at = Now.Add(ledger.DefaultRunnerTTL + time.Hour)
-	mu.Unlock()
+	clock.set(Now.Add(ledger.DefaultRunnerTTL + time.Hour))
 	if got, err := l.Awaiting(ctx, "cpu"); err != nil || len(got) != 0 {
 		t.Errorf("Awaiting past the record's retention = %+v, %v; want none", got, err)
 	}
 }
 
-// runners returns n runners of pool for jobs from, from+1, … (generation 1). for jobs from, from+1, … (generation 1).
+// runners returns n runners of pool for jobs from, from+1, … (generation 1).
 func runners(pool string, from int64, n int) []ledger.Runner {
 	out := make([]ledger.Runner, n)
 	for i := range out {
@@ -409,10 +397,32 @@ func runners(pool string, from int64, n int) []ledger.Runner {
 	return out
 }
 
-func mustReserve(t *testing.T, l ledger.Ledger, r ledger.Runner) {
+// setClock is a clock a case moves, read by the ledger under test from
+// any goroutine.
+type setClock struct {
+	mu sync.Mutex
+	at time.Time
+}
+
+func (c *setClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.at
+}
+
+func (c *setClock) set(at time.Time) {
+	c.mu.Lock()
+	c.at = at
+	c.mu.Unlock()
+}
+
+// mustReserve reserves each runner in a Reserve of its own.
+func mustReserve(t *testing.T, l ledger.Ledger, rs ...ledger.Runner) {
 	t.Helper()
-	if n, err := l.Reserve(context.Background(), r.Pool, 1000, []ledger.Runner{r}); err != nil || n != 1 {
-		t.Fatalf("Reserve(%s) = %d, %v", r.Name, n, err)
+	for _, r := range rs {
+		if n, err := l.Reserve(context.Background(), r.Pool, 1000, []ledger.Runner{r}); err != nil || n != 1 {
+			t.Fatalf("Reserve(%s) = %d, %v", r.Name, n, err)
+		}
 	}
 }
 

@@ -45,8 +45,6 @@ package container
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -233,10 +231,6 @@ type plan struct {
 	RunnerVersion string `json:"-"`
 }
 
-func invalid(code, msg string) error {
-	return &provider.Error{Kind: provider.ErrInvalid, Code: code, Message: msg, Final: true}
-}
-
 // Plan implements provider.Provider. It refuses, as a final ErrInvalid, a
 // spec without a container part (and no Default), a pool without an image
 // and limits that do not parse.
@@ -245,26 +239,23 @@ func (p *Provider) Plan(_ context.Context, l provider.Launch) (provider.Plan, er
 		return "", err
 	}
 	if l.Spec.Pool == "" {
-		return "", invalid("NoPool", "a launch needs a pool")
+		return "", provider.Invalid("NoPool", "a launch needs a pool")
 	}
 	c := l.Spec.Container
 	if c == nil {
 		c = p.o.Default
 	}
 	if c == nil {
-		return "", invalid("NoContainerSection", fmt.Sprintf("pool %s has no container: section", l.Spec.Pool))
+		return "", provider.Invalid("NoContainerSection", fmt.Sprintf("pool %s has no container: section", l.Spec.Pool))
 	}
 	if c.Image == "" {
-		return "", invalid("NoImage", fmt.Sprintf("pool %s has no runner image", l.Spec.Pool))
+		return "", provider.Invalid("NoImage", fmt.Sprintf("pool %s has no runner image", l.Spec.Pool))
 	}
 	lim, err := c.Limits(l.Spec.Sizes)
 	if err != nil {
-		return "", invalid("BadLimit", fmt.Sprintf("pool %s: %v", l.Spec.Pool, err))
+		return "", provider.Invalid("BadLimit", fmt.Sprintf("pool %s: %v", l.Spec.Pool, err))
 	}
-	lifetime := l.Spec.MaxLifetime
-	if lifetime <= 0 {
-		lifetime = p.o.DefaultLifetime
-	}
+	lifetime := l.Lifetime(p.o.DefaultLifetime)
 	b, err := json.Marshal(plan{Token: l.Token, Pool: l.Spec.Pool, Settings: *c, Limits: lim, Lifetime: lifetime, Runners: l.Runners})
 	if err != nil {
 		return "", fmt.Errorf("encoding plan: %w", err)
@@ -274,10 +265,7 @@ func (p *Provider) Plan(_ context.Context, l provider.Launch) (provider.Plan, er
 
 // Name is the container (and network) of one runner of a launch: the same
 // token and runner always give the same name.
-func Name(token, runner string) string {
-	sum := sha256.Sum256([]byte(token + "\x00" + runner))
-	return "skiff-" + hex.EncodeToString(sum[:10])
-}
+func Name(token, runner string) string { return provider.LaunchName(token, runner) }
 
 // Launch implements provider.Provider: per runner its directory, network,
 // container and start. A name taken already (a replay) returns that
@@ -289,19 +277,12 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider
 	}
 	var pn plan
 	if err := json.Unmarshal([]byte(pl), &pn); err != nil || pn.Token == "" || len(pn.Runners) == 0 || pn.Settings.Image == "" {
-		return provider.Result{}, invalid("UnreadablePlan", "the plan is not a container provider's plan")
+		return provider.Result{}, provider.Invalid("UnreadablePlan", "the plan is not a container provider's plan")
 	}
 	if regs != nil && len(regs) != len(pn.Runners) {
-		return provider.Result{}, invalid("Registrations", fmt.Sprintf("launching: %d registrations for %d runners", len(regs), len(pn.Runners)))
+		return provider.Result{}, provider.Invalid("Registrations", fmt.Sprintf("launching: %d registrations for %d runners", len(regs), len(pn.Runners)))
 	}
 	res := provider.Result{Runners: make([]provider.Launched, len(pn.Runners))}
-	var firstErr error
-	fail := func(i int, err error) {
-		res.Runners[i].Err = err
-		if firstErr == nil {
-			firstErr = err
-		}
-	}
 	if regs != nil {
 		if err := p.pull(ctx, pn.Settings); err != nil {
 			return res, err
@@ -309,7 +290,6 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider
 		pn.RunnerVersion = p.imageVersion(ctx, pn.Settings.Image)
 	}
 	room := p.room(ctx, pn)
-	launched := 0
 	for i, r := range pn.Runners {
 		var in provider.Instance
 		var err error
@@ -319,16 +299,12 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider
 			in, err = p.launchOne(ctx, pn, r, regs[i], &room)
 		}
 		if err != nil {
-			fail(i, err)
+			res.Runners[i].Err = err
 			continue
 		}
 		res.Runners[i].Instance = in
-		launched++
 	}
-	if launched == 0 {
-		return res, firstErr
-	}
-	return res, nil
+	return res, res.Err()
 }
 
 // room is what the host's ceiling leaves for new runners.
@@ -429,7 +405,7 @@ func (p *Provider) Prepare(ctx context.Context, cs []*pool.Container) error {
 // launchOne creates and starts one runner's container.
 func (p *Provider) launchOne(ctx context.Context, pn plan, r provider.RunnerRequest, reg provider.Registration, rm *room) (provider.Instance, error) {
 	if reg.Mode != provider.ModeJIT || reg.JITConfig == "" {
-		return provider.Instance{}, invalid("NotJIT", "the container provider runs just-in-time registered runners only")
+		return provider.Instance{}, provider.Invalid("NotJIT", "the container provider runs just-in-time registered runners only")
 	}
 	name := Name(pn.Token, r.Name)
 	log := p.o.Logger.With("pool", pn.Pool, "container", name, "job_id", r.JobID, "runner_name", r.Name)
@@ -625,7 +601,7 @@ func (p *Provider) find(ctx context.Context, name string) (provider.Instance, er
 	}
 	c := got.Container
 	if c.Config == nil || c.Config.Labels[LabelManaged] != "true" || c.Config.Labels[LabelDeployment] != p.o.Deployment {
-		return provider.Instance{}, invalid("NotSkiffs", "container "+name+" is not this deployment's")
+		return provider.Instance{}, provider.Invalid("NotSkiffs", "container "+name+" is not this deployment's")
 	}
 	st := container.ContainerState("")
 	if c.State != nil {

@@ -264,13 +264,7 @@ func TestReplay(t *testing.T) {
 // TestEndRemoved: a container whose runner exited is read and removed by
 // the next List (its network and directory too), and listed terminated.
 func TestEndRemoved(t *testing.T) {
-	f := newFixture(t, "SKIFF_TEST_MODE=exit")
-	_, res, _ := launch(t, f.p, spec("ends"), "tok-ends", 1)
-	id := res.Runners[0].Instance.ID
-	awaitEnded(t, f, id)
-	if reason, ok := f.p.Ended(id); !ok || reason != "exit code 0" {
-		t.Errorf("end reason %q (%v), want exit code 0", reason, ok)
-	}
+	f, id := runToEnd(t, "exit", "ends", "exit code 0")
 	if out := f.e.podman(t, "ps", "-a", "-q", "--filter", "name="+id); strings.TrimSpace(out) != "" {
 		t.Errorf("the ended container %s was not removed", id)
 	}
@@ -286,13 +280,7 @@ func TestEndRemoved(t *testing.T) {
 // on, and one that ends with it (GitHub refused its version) is listed
 // with the outdated tag scale-down holds its pool for.
 func TestOutdatedRunner(t *testing.T) {
-	f := newFixture(t, "SKIFF_TEST_MODE=deprecated")
-	_, res, _ := launch(t, f.p, spec("outdated"), "tok-outdated", 1)
-	id := res.Runners[0].Instance.ID
-	awaitEnded(t, f, id)
-	if reason, ok := f.p.Ended(id); !ok || reason != "exit code 7" {
-		t.Errorf("end reason %q (%v), want exit code 7", reason, ok)
-	}
+	f, id := runToEnd(t, "deprecated", "outdated", "exit code 7")
 	ins, err := f.p.List(context.Background(), provider.Filter{IDs: []string{id}})
 	if err != nil || len(ins) != 1 || ins[0].Tags[names.TagRunnerOutdated] == "" {
 		t.Errorf("listed %+v (%v), want the ended runner tagged %s", ins, err, names.TagRunnerOutdated)
@@ -332,6 +320,21 @@ func TestEngineDown(t *testing.T) {
 	if provider.Reason(err) != "transient" || provider.Permanent(err) {
 		t.Errorf("List = %v, want transient", err)
 	}
+}
+
+// runToEnd launches one runner of pool (token tok-<pool>) whose test
+// runner runs in mode (SKIFF_TEST_MODE), waits for List to see it end, and
+// checks the end reason Ended gives.
+func runToEnd(t *testing.T, mode, pool, wantReason string) (*fixture, string) {
+	t.Helper()
+	f := newFixture(t, "SKIFF_TEST_MODE="+mode)
+	_, res, _ := launch(t, f.p, spec(pool), "tok-"+pool, 1)
+	id := res.Runners[0].Instance.ID
+	awaitEnded(t, f, id)
+	if reason, ok := f.p.Ended(id); !ok || reason != wantReason {
+		t.Errorf("end reason %q (%v), want %s", reason, ok, wantReason)
+	}
+	return f, id
 }
 
 func awaitEnded(t *testing.T, f *fixture, id string) {

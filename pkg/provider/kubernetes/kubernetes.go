@@ -54,8 +54,6 @@ package kubernetes
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -267,35 +265,29 @@ func (p *Provider) Plan(_ context.Context, l provider.Launch) (provider.Plan, er
 	if err := l.Check(); err != nil {
 		return "", err
 	}
-	invalid := func(code, msg string) error {
-		return &provider.Error{Kind: provider.ErrInvalid, Code: code, Message: msg, Final: true}
-	}
 	if l.Spec.Pool == "" {
-		return "", invalid("NoPool", "a launch needs a pool")
+		return "", provider.Invalid("NoPool", "a launch needs a pool")
 	}
 	k := l.Spec.Kubernetes
 	if k == nil {
 		k = p.o.Default
 	}
 	if k == nil {
-		return "", invalid("NoKubernetesSection", fmt.Sprintf("pool %s has no kubernetes: section", l.Spec.Pool))
+		return "", provider.Invalid("NoKubernetesSection", fmt.Sprintf("pool %s has no kubernetes: section", l.Spec.Pool))
 	}
 	settings := *k
 	switch {
 	case settings.Image == "":
-		return "", invalid("NoImage", fmt.Sprintf("pool %s has no runner image", l.Spec.Pool))
+		return "", provider.Invalid("NoImage", fmt.Sprintf("pool %s has no runner image", l.Spec.Pool))
 	case !slices.Contains(p.namespaces, settings.Namespace):
-		return "", invalid("UnknownNamespace", fmt.Sprintf("pool %s: namespace %q is not one of the provider's runner namespaces %v",
+		return "", provider.Invalid("UnknownNamespace", fmt.Sprintf("pool %s: namespace %q is not one of the provider's runner namespaces %v",
 			l.Spec.Pool, settings.Namespace, p.namespaces))
 	}
 	res, err := resources(&settings, l.Spec.Sizes)
 	if err != nil {
-		return "", invalid("BadQuantity", fmt.Sprintf("pool %s: %v", l.Spec.Pool, err))
+		return "", provider.Invalid("BadQuantity", fmt.Sprintf("pool %s: %v", l.Spec.Pool, err))
 	}
-	lifetime := l.Spec.MaxLifetime
-	if lifetime <= 0 {
-		lifetime = p.o.DefaultLifetime
-	}
+	lifetime := l.Lifetime(p.o.DefaultLifetime)
 	b, err := json.Marshal(plan{Token: l.Token, Pool: l.Spec.Pool, Settings: settings, Resources: res, Lifetime: lifetime, Runners: l.Runners})
 	if err != nil {
 		return "", fmt.Errorf("encoding plan: %w", err)
@@ -305,10 +297,7 @@ func (p *Provider) Plan(_ context.Context, l provider.Launch) (provider.Plan, er
 
 // PodName is the Pod of one runner of a launch: the same token and runner
 // always give the same name (DNS-1123, 26 characters).
-func PodName(token, runner string) string {
-	sum := sha256.Sum256([]byte(token + "\x00" + runner))
-	return "skiff-" + hex.EncodeToString(sum[:10])
-}
+func PodName(token, runner string) string { return provider.LaunchName(token, runner) }
 
 // SecretName is the Secret holding the JIT configuration of a runner's Pod.
 func SecretName(pod string) string { return pod + "-jit" }
@@ -326,15 +315,12 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider
 	}
 	var pn plan
 	if err := json.Unmarshal([]byte(pl), &pn); err != nil || pn.Token == "" || len(pn.Runners) == 0 || pn.Settings.Image == "" {
-		return provider.Result{}, &provider.Error{Kind: provider.ErrInvalid, Code: "UnreadablePlan", Message: "the plan is not a kubernetes provider's plan", Final: true}
+		return provider.Result{}, provider.Invalid("UnreadablePlan", "the plan is not a kubernetes provider's plan")
 	}
 	if regs != nil && len(regs) != len(pn.Runners) {
-		return provider.Result{}, &provider.Error{Kind: provider.ErrInvalid, Code: "Registrations", Final: true,
-			Message: fmt.Sprintf("launching: %d registrations for %d runners", len(regs), len(pn.Runners))}
+		return provider.Result{}, provider.Invalid("Registrations", fmt.Sprintf("launching: %d registrations for %d runners", len(regs), len(pn.Runners)))
 	}
 	res := provider.Result{Runners: make([]provider.Launched, len(pn.Runners))}
-	launched := 0
-	var firstErr error
 	for i, r := range pn.Runners {
 		var in provider.Instance
 		var err error
@@ -345,26 +331,18 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider
 		}
 		if err != nil {
 			res.Runners[i].Err = err
-			if firstErr == nil {
-				firstErr = err
-			}
 			continue
 		}
 		res.Runners[i].Instance = in
-		launched++
 	}
-	if launched == 0 {
-		return res, firstErr
-	}
-	return res, nil
+	return res, res.Err()
 }
 
 // launchOne creates one runner's Pod and Secret (two API calls; three when
 // the Pod exists already).
 func (p *Provider) launchOne(ctx context.Context, pn plan, i int, r provider.RunnerRequest, reg provider.Registration) (provider.Instance, error) {
 	if reg.Mode != provider.ModeJIT || reg.JITConfig == "" {
-		return provider.Instance{}, &provider.Error{Kind: provider.ErrInvalid, Code: "NotJIT", Final: true,
-			Message: "the kubernetes provider runs just-in-time registered runners only"}
+		return provider.Instance{}, provider.Invalid("NotJIT", "the kubernetes provider runs just-in-time registered runners only")
 	}
 	ns := pn.Settings.Namespace
 	pod := buildPod(pn, i, r, p.o.Deployment)

@@ -348,10 +348,7 @@ func (p *Provider) Plan(ctx context.Context, l provider.Launch) (provider.Plan, 
 			Message: fmt.Sprintf("pool %s's runners need a sandbox, which this machine cannot give (%v): install bubblewrap, "+
 				"or opt the pool out with process: {sandbox: none} (docs/local.md#the-sandbox)", l.Spec.Pool, p.sandboxErr)}
 	}
-	lifetime := l.Spec.MaxLifetime
-	if lifetime <= 0 {
-		lifetime = p.o.DefaultLifetime
-	}
+	lifetime := l.Lifetime(p.o.DefaultLifetime)
 	b, err := json.Marshal(plan{Unsandboxed: unsandboxed, Token: l.Token, Pool: l.Spec.Pool, Type: typ, Lifetime: lifetime, Tags: tags,
 		Runners: l.Runners, RunnerVersion: p.dirs.Version(ctx, filepath.Dir(p.path))})
 	if err != nil {
@@ -388,8 +385,6 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider
 	}
 	res := provider.Result{Runners: make([]provider.Launched, len(pn.Runners))}
 	ids := make([]string, len(pn.Runners))
-	launched := 0
-	var firstErr error
 	for i, r := range pn.Runners {
 		var err error
 		switch {
@@ -405,17 +400,13 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider
 			if err == nil {
 				ids[i] = pr.inst.ID
 				res.Runners[i].Instance = pr.inst.Clone()
-				launched++
 				continue
 			}
 		}
 		res.Runners[i].Err = err
-		if firstErr == nil {
-			firstErr = err
-		}
 	}
-	if launched == 0 {
-		return res, firstErr
+	if err := res.Err(); err != nil {
+		return res, err
 	}
 	p.byToken[pn.Token] = ids
 	return res, nil

@@ -322,9 +322,7 @@ func (p *Provider) Plan(ctx context.Context, l provider.Launch) (provider.Plan, 
 		}
 	}
 	sh := l.Spec.Shared
-	if sh.MaxLifetime <= 0 {
-		sh.MaxLifetime = p.o.DefaultLifetime
-	}
+	sh.MaxLifetime = l.Lifetime(p.o.DefaultLifetime)
 	section := l.Spec.Slurm
 	if section == nil {
 		section = &pool.Slurm{}
@@ -395,19 +393,13 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider
 		return p.replay(ctx, pn)
 	}
 	res := provider.Result{Runners: make([]provider.Launched, len(pn.Runners))}
-	var firstErr error
-	launched := 0
 	for i, r := range pn.Runners {
 		in, err := p.submit(ctx, pn, r, regs[i])
 		if err == nil {
 			res.Runners[i].Instance = in
-			launched++
 			continue
 		}
 		res.Runners[i].Err = err
-		if firstErr == nil {
-			firstErr = err
-		}
 		if provider.Permanent(err) || errors.Is(err, provider.ErrQuota) {
 			// The same answer awaits every other runner of the plan.
 			for j := i + 1; j < len(pn.Runners); j++ {
@@ -416,10 +408,7 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider
 			break
 		}
 	}
-	if launched == 0 {
-		return res, firstErr
-	}
-	return res, nil
+	return res, res.Err()
 }
 
 func (p *Provider) replay(ctx context.Context, pn plan) (provider.Result, error) {
