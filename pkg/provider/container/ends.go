@@ -56,7 +56,7 @@ func (p *Provider) end(ctx context.Context, name string, in provider.Instance) p
 	e := ended{in: in, at: p.o.Now()}
 	u, measured := p.readUsage(name)
 	if measured {
-		e.peaks = metrics.UsagePeaks(u, 0)
+		e.peaks = peaksOf(u, in)
 	}
 	got, err := p.o.Engine.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	if err == nil && got.Container.State != nil {
@@ -99,7 +99,7 @@ func (p *Provider) keepRemoved(name string, in provider.Instance, reason string)
 	in.State, in.EndReason = provider.Terminated, provider.EndRemoved
 	e := ended{in: in, at: p.o.Now(), reason: reason}
 	if u, ok := p.readUsage(name); ok {
-		e.peaks = metrics.UsagePeaks(u, 0)
+		e.peaks = peaksOf(u, in)
 	}
 	p.keep(e)
 	return in
@@ -154,6 +154,24 @@ func (p *Provider) readUsage(name string) (podusage.Usage, bool) {
 	}
 	u, err := podusage.Decode(string(b))
 	return u, err == nil
+}
+
+// peaksOf is a metrics record's peaks from a runner's usage.
+func peaksOf(u podusage.Usage, in provider.Instance) *metrics.Peaks {
+	pk := &metrics.Peaks{}
+	if u.CPUSeconds > 0 {
+		c := u.CPUSeconds
+		pk.CPUSeconds = &c
+	}
+	if u.PeakMemoryBytes > 0 {
+		gib := float64(u.PeakMemoryBytes) / (1 << 30)
+		pk.MemoryPeakGiB = &gib
+	}
+	for _, g := range u.GPUs {
+		util, mem := float64(g.PeakUtilPct), float64(g.PeakMemoryMiB)
+		pk.GPUs = append(pk.GPUs, metrics.GPUPeak{Index: g.Index, Utilization: &util, MemoryUsedMiB: &mem})
+	}
+	return pk
 }
 
 // RecordHost describes this host in the metrics records: its CPUs, memory

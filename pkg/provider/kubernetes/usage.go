@@ -117,11 +117,24 @@ func (p *Provider) UsagePending(id string) bool {
 // peak memory (in GiB, and as a percentage of the container's memory
 // limit where it has one) and each GPU's peak utilisation and memory.
 func PeaksOf(u podusage.Usage, pod *corev1.Pod) *metrics.Peaks {
-	var memLimit int64
-	for _, c := range pod.Spec.Containers {
-		if lim, ok := c.Resources.Limits[corev1.ResourceMemory]; c.Name == ContainerName && ok && lim.Value() > 0 {
-			memLimit = lim.Value()
+	pk := &metrics.Peaks{}
+	if u.CPUSeconds > 0 {
+		c := u.CPUSeconds
+		pk.CPUSeconds = &c
+	}
+	if u.PeakMemoryBytes > 0 {
+		gib := float64(u.PeakMemoryBytes) / (1 << 30)
+		pk.MemoryPeakGiB = &gib
+		for _, c := range pod.Spec.Containers {
+			if lim, ok := c.Resources.Limits[corev1.ResourceMemory]; c.Name == ContainerName && ok && lim.Value() > 0 {
+				pct := min(float64(u.PeakMemoryBytes)/float64(lim.Value())*100, 100)
+				pk.MemoryPeak = &pct
+			}
 		}
 	}
-	return metrics.UsagePeaks(u, memLimit)
+	for _, g := range u.GPUs {
+		util, mem := float64(g.PeakUtilPct), float64(g.PeakMemoryMiB)
+		pk.GPUs = append(pk.GPUs, metrics.GPUPeak{Index: g.Index, Utilization: &util, MemoryUsedMiB: &mem})
+	}
+	return pk
 }
