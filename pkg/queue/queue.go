@@ -39,7 +39,8 @@ type Job struct {
 	Probe bool `json:"probe,omitempty"`
 	// Acquired marks a job a scale-set listener acquired for its pool just
 	// before sending it: GitHub has just said it is queued, so scale-up
-	// does not ask again unless the job waited in the room since.
+	// does not ask again on its first delivery, unless the job waited in
+	// the room since.
 	Acquired bool `json:"acquired,omitempty"`
 }
 

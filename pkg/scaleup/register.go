@@ -18,7 +18,10 @@ import (
 // instance: the provider delivers it) or finishes the job with the reason
 // it cannot have one.
 func (s *Service) register(ctx context.Context, w *work) {
-	if s.o.CheckQueued && !(w.job.Acquired && w.job.Waited == 0) && !s.stillQueued(ctx, w) {
+	// A job a listener has just acquired is known queued; the same
+	// message delivered again may be stale (its job running elsewhere).
+	justAcquired := w.job.Acquired && w.job.Waited == 0 && w.d.ReceiveCount <= 1
+	if s.o.CheckQueued && !justAcquired && !s.stillQueued(ctx, w) {
 		return
 	}
 	download, ok := s.runnerDownload(ctx, w)

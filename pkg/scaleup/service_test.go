@@ -419,6 +419,38 @@ func TestCheckQueued(t *testing.T) {
 	}
 }
 
+// TestCheckQueuedAcquiredAgain: a job a scale-set listener just acquired
+// is known queued, so its first delivery launches without asking GitHub;
+// the same message delivered again (the first try failed, or the listener's
+// acknowledgement did and it sent the job twice) may be stale — the job may
+// be running on another runner by then — and is checked like any other.
+func TestCheckQueuedAcquiredAgain(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(o *scaleup.Options) { o.CheckQueued = true })
+	run, err := e.sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{
+		{Labels: []string{"self-hosted", "linux", "x64"}}, {Labels: []string{"self-hosted", "linux", "x64"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acquired := func(id int64) queue.Job { j := job(id); j.Acquired = true; return j }
+	before := e.sim.Requests(ghsim.OpGetJob)
+	if r := e.handle(context.Background(), e.svc, message(acquired(run.JobIDs[0]), 1)); len(r.BatchItemFailures) != 0 || len(e.ec2.Live()) != 1 {
+		t.Fatalf("a first delivery of an acquired job: %+v, %d live", r, len(e.ec2.Live()))
+	}
+	if got := e.sim.Requests(ghsim.OpGetJob) - before; got != 0 {
+		t.Errorf("%d GitHub job checks for an acquired job's first delivery, want 0", got)
+	}
+	if err := e.sim.CancelJob(run.JobIDs[1]); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.handle(context.Background(), e.svc, message(acquired(run.JobIDs[1]), 2)); len(r.BatchItemFailures) != 0 ||
+		len(e.ec2.Live()) != 1 || e.counter.Get(scaleup.MetricSkipped, "not_queued") != 1 {
+		t.Errorf("an acquired job delivered again after it ended: %+v, %d live, skipped %v; want it checked and skipped",
+			r, len(e.ec2.Live()), e.counter.Snapshot())
+	}
+}
+
 // TestCheckQueuedOnlyBeforeLaunching: the check costs a GitHub call, so it
 // is made for jobs about to launch, not for jobs retried because their pool
 // is full — a burst retried every few seconds would otherwise spend the
