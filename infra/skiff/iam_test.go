@@ -2,6 +2,8 @@ package skiff
 
 import (
 	"fmt"
+	"os"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -54,8 +56,8 @@ func TestStateTableAccessIsScopedByKeyPrefix(t *testing.T) {
 		{"SkiffScaleupRole", map[string][]string{"ScaleUpItems": {"FLEET#*", "INSTANCE#*", "JOB#*", "ONDEMAND#*", "POOL#*", "ROOM#*", "RUN#*", "RUNNER#*", "RVERSION#*"}}},
 		{"SkiffEc2eventsRole", map[string][]string{"LedgerItems": {"INSTANCE#*", "POOL#*", "RUNNER#*"}, "RoomItems": {"ROOM#*"},
 			"JobRecords": {"JOB#*"}}},
-		{"SkiffScaledownRole", map[string][]string{"ScaleDownItems": {"INSTANCE#*", "JOB#*", "ONDEMAND#*", "POOL#*", "RECORD#*", "ROOM#*", "RUN#*", "RUNNER#*"},
-			"ScaleDownLiveRunners": nil, "ScaleDownRunnerState": {"RVERSION#*"}}},
+		{"SkiffScaledownRole", map[string][]string{"ScaleDownItems": {"INSTANCE#*", "JOB#*", "ONDEMAND#*", "POOL#*", "RECORD#*", "RUN#*", "RUNNER#*"},
+			"ScaleDownRoom": {"ROOM#*"}, "ScaleDownLiveRunners": nil, "ScaleDownRunnerState": {"RVERSION#*"}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.role, func(t *testing.T) {
@@ -347,5 +349,40 @@ func TestSetupFunctionRole(t *testing.T) {
 	}
 	if got := env(t, doc, names.FunctionSetup)[names.EnvWebhookURL]; !strings.Contains(js(got), "SkiffWebhookFunctionUrl") {
 		t.Errorf("the setup page's webhook URL is %s, want the webhook's Function URL", js(got))
+	}
+}
+
+// TestRoomPermissions: every function that holds the waiting room (scale-up
+// enters jobs, the EC2-event function and the reconciler offer, sweep and
+// remember failed places) may issue each DynamoDB operation the room's
+// adapter issues, on the room's items. The operations are read from the
+// adapter's source, so a new one cannot be forgotten here.
+func TestRoomPermissions(t *testing.T) {
+	src, err := os.ReadFile("../../pkg/store/dynamostore/room_dynamo.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := map[string]bool{}
+	for _, m := range regexp.MustCompile(`d\.api\.([A-Z][A-Za-z]+)\(|dynamodb\.New([A-Z][A-Za-z]+)Paginator\(`).FindAllStringSubmatch(string(src), -1) {
+		ops["dynamodb:"+m[1]+m[2]] = true
+	}
+	if len(ops) < 4 {
+		t.Fatalf("found only %v in the room adapter: has its source changed shape?", ops)
+	}
+	_, doc := defaultTemplate(t)
+	for _, role := range []string{"SkiffScaleupRole", "SkiffEc2eventsRole", "SkiffScaledownRole"} {
+		allowed := map[string]bool{}
+		for _, st := range statements(t, doc, role) {
+			if slices.Contains(leadingKeys(st, "ForAllValues:StringLike"), "ROOM#*") {
+				for _, a := range actions(st) {
+					allowed[a] = true
+				}
+			}
+		}
+		for op := range ops {
+			if !allowed[op] {
+				t.Errorf("%s may not %s on ROOM# items, which the waiting room issues", role, op)
+			}
+		}
 	}
 }

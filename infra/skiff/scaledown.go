@@ -14,8 +14,9 @@ import (
 // scaleDownKeyPrefixes are the state table's items the reconciler reads and
 // writes: the ledger (records, instance pointers, live counts), the launch
 // claims it moves past a lost runner (JOB#), the job and run records it
-// reads (JOB#, RUN#), and the metrics records it writes (RECORD#).
-var scaleDownKeyPrefixes = []string{"INSTANCE#", "JOB#", "ONDEMAND#", "POOL#", "RECORD#", "ROOM#", "RUN#", "RUNNER#"}
+// reads (JOB#, RUN#), and the metrics records it writes (RECORD#). The
+// waiting room's items (ROOM#) have a statement of their own.
+var scaleDownKeyPrefixes = []string{"INSTANCE#", "JOB#", "ONDEMAND#", "POOL#", "RECORD#", "RUN#", "RUNNER#"}
 
 // scaleDownSpec: one pass lists 5,000 instances in 5 EC2 calls and 5,000
 // runners in 50 GitHub calls, and stops starting new steps 5 s before its
@@ -63,6 +64,12 @@ func (s *Skiff) buildScaleDown() error {
 	role.AddToPrincipalPolicy(stateTableStatement("ScaleDownItems",
 		jsii.Strings("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"),
 		s.StateTable.TableArn(), scaleDownKeyPrefixes))
+	// The waiting room: each pass sweeps every pool's room (a Query of its
+	// partition), offers and drops entries (UpdateItem, DeleteItem), and the
+	// warm launches read and write the failed places' backoffs in it.
+	role.AddToPrincipalPolicy(stateTableStatement("ScaleDownRoom",
+		jsii.Strings("dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"),
+		s.StateTable.TableArn(), []string{"ROOM#"}))
 	// The freshness check: the release list, and the pools' holds it
 	// records from refused runners (one Query of the partition per pass).
 	role.AddToPrincipalPolicy(stateTableStatement("ScaleDownRunnerState",
