@@ -318,15 +318,8 @@ func TestCrashes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, nil)
-			ctx, cancel := context.WithCancel(context.Background())
-			o := e.opts
-			o.Provider = &crashProvider{Provider: e.provider(), cancel: cancel, before: tc.before}
-			crashing, err := scaleup.New(o)
-			if err != nil {
-				t.Fatal(err)
-			}
 			msg := message(job(77), 1)
-			e.handle(ctx, crashing, msg) // dies midway
+			e.crashAtLaunch(msg, tc.before) // dies midway
 			launched := e.ec2.Instances()
 			for _, in := range launched {
 				if tc.registered {
