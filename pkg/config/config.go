@@ -53,44 +53,42 @@ func (e *Env) Required(name string) string {
 
 // Duration parses a Go duration ("90s", "72h"), or returns def when unset.
 func (e *Env) Duration(name string, def time.Duration) time.Duration {
-	v := strings.TrimSpace(e.get(name))
-	if v == "" {
-		return def
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		e.errs = append(e.errs, fmt.Errorf("%s=%q: want a positive duration such as 90s or 72h", name, v))
-		return def
-	}
-	return d
+	return parsed(e, name, def, "a positive duration such as 90s or 72h", func(v string) (time.Duration, bool) {
+		d, err := time.ParseDuration(v)
+		return d, err == nil && d > 0
+	})
 }
 
 // Int parses a positive integer, or returns def when unset.
 func (e *Env) Int(name string, def int) int {
-	v := strings.TrimSpace(e.get(name))
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		e.errs = append(e.errs, fmt.Errorf("%s=%q: want a positive integer", name, v))
-		return def
-	}
-	return n
+	return parsed(e, name, def, "a positive integer", func(v string) (int, bool) {
+		n, err := strconv.Atoi(v)
+		return n, err == nil && n > 0
+	})
 }
 
 // Bool parses true/false (also 1/0), or returns def when unset.
 func (e *Env) Bool(name string, def bool) bool {
+	return parsed(e, name, def, "true or false", func(v string) (bool, bool) {
+		b, err := strconv.ParseBool(v)
+		return b, err == nil
+	})
+}
+
+// parsed is the variable's value as parse reads it, or def when it is
+// unset; a value parse refuses is recorded as an error saying what is
+// wanted, and def returned.
+func parsed[T any](e *Env, name string, def T, want string, parse func(string) (T, bool)) T {
 	v := strings.TrimSpace(e.get(name))
 	if v == "" {
 		return def
 	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		e.errs = append(e.errs, fmt.Errorf("%s=%q: want true or false", name, v))
+	x, ok := parse(v)
+	if !ok {
+		e.errs = append(e.errs, fmt.Errorf("%s=%q: want %s", name, v, want))
 		return def
 	}
-	return b
+	return x
 }
 
 // List splits a comma-separated value into trimmed, non-empty items.

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -192,12 +192,7 @@ func (k *Keeper) orgList(extra []string) []string {
 		set[o] = true
 	}
 	k.mu.Unlock()
-	out := make([]string, 0, len(set))
-	for o := range set {
-		out = append(out, o)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(set))
 }
 
 // wants is what skiff wants of org's groups: group name → access.
@@ -212,13 +207,8 @@ func (k *Keeper) wants(org string) map[string]Access {
 }
 
 func wantText(w map[string]Access) string {
-	names := make([]string, 0, len(w))
-	for n := range w {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	var b strings.Builder
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(w)) {
 		fmt.Fprintf(&b, "%s=%+v;", n, w[n])
 	}
 	return b.String()
@@ -294,13 +284,8 @@ func (k *Keeper) put(ctx context.Context, org string, wants map[string]Access, l
 		k.o.Counter.Count(MetricErrors, "list_repositories")
 		return r, err
 	}
-	names := make([]string, 0, len(wants))
-	for n := range wants {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	var errs []error
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(wants)) {
 		w := wants[name]
 		set := github.GroupSettings{Visibility: w.Visibility, AllowsPublic: w.AllowsPublic, Workflows: w.Workflows}
 		var missing []string

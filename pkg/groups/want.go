@@ -23,6 +23,7 @@ package groups
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -77,12 +78,7 @@ func (a Allow) Orgs() []string {
 	for o := range a.repos {
 		set[o] = true
 	}
-	out := make([]string, 0, len(set))
-	for o := range set {
-		out = append(out, o)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(set))
 }
 
 // Access is what one runner group admits.

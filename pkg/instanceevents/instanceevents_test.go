@@ -21,22 +21,38 @@ func setup(t *testing.T) (*instanceevents.Service, *ledger.Memory, *telemetry.Me
 	l := ledger.NewMemory(func() time.Time { return t0 })
 	ctx := context.Background()
 	r := ledger.Runner{Name: "skiff-5-1", Pool: "cpu", JobID: 5, ReservedAt: t0}
-	if n, err := l.Reserve(ctx, "cpu", 10, []ledger.Runner{r}); err != nil || n != 1 {
-		t.Fatalf("Reserve = %d, %v", n, err)
-	}
-	if err := l.Launched(ctx, r.Name, ledger.LaunchReport{InstanceID: "i-0run", Spot: true, At: t0}); err != nil {
-		t.Fatal(err)
-	}
+	launched(t, l, r, ledger.LaunchReport{InstanceID: "i-0run", Spot: true, At: t0})
 	// The runner ran its own job: its end is the events' to report.
 	if err := l.Advance(ctx, r.Name, ledger.StateJobStarted, t0, r.JobID); err != nil {
 		t.Fatal(err)
 	}
+	svc, c := newService(t, instanceevents.Options{Ledger: l})
+	return svc, l, c
+}
+
+// launched reserves runner r in its pool and reports its launch la.
+func launched(t *testing.T, l *ledger.Memory, r ledger.Runner, la ledger.LaunchReport) {
+	t.Helper()
+	ctx := context.Background()
+	if n, err := l.Reserve(ctx, r.Pool, 10, []ledger.Runner{r}); err != nil || n != 1 {
+		t.Fatalf("Reserve = %d, %v", n, err)
+	}
+	if err := l.Launched(ctx, r.Name, la); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newService is the service with options o, counting into the memory
+// counter it returns.
+func newService(t *testing.T, o instanceevents.Options) (*instanceevents.Service, *telemetry.Memory) {
+	t.Helper()
 	c := &telemetry.Memory{}
-	svc, err := instanceevents.New(instanceevents.Options{Ledger: l, Counter: c})
+	o.Counter = c
+	svc, err := instanceevents.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return svc, l, c
+	return svc, c
 }
 
 func TestStateChanged(t *testing.T) {
@@ -202,22 +218,13 @@ func TestRunnerWithoutItsJobIsLeftToTheReconciler(t *testing.T) {
 			l := ledger.NewMemory(func() time.Time { return t0 })
 			ctx := context.Background()
 			r := ledger.Runner{Name: "skiff-5-1", Pool: "cpu", JobID: 5, ReservedAt: t0}
-			if n, err := l.Reserve(ctx, "cpu", 10, []ledger.Runner{r}); err != nil || n != 1 {
-				t.Fatalf("Reserve = %d, %v", n, err)
-			}
-			if err := l.Launched(ctx, r.Name, ledger.LaunchReport{InstanceID: "i-0x", At: t0}); err != nil {
-				t.Fatal(err)
-			}
+			launched(t, l, r, ledger.LaunchReport{InstanceID: "i-0x", At: t0})
 			if tc.ran != 0 {
 				if err := l.Advance(ctx, r.Name, ledger.StateJobCompleted, t0, tc.ran); err != nil {
 					t.Fatal(err)
 				}
 			}
-			c := &telemetry.Memory{}
-			svc, err := instanceevents.New(instanceevents.Options{Ledger: l, Counter: c})
-			if err != nil {
-				t.Fatal(err)
-			}
+			svc, c := newService(t, instanceevents.Options{Ledger: l})
 			if err := svc.StateChanged(ctx, "i-0x", "terminated", t0.Add(time.Minute)); err != nil {
 				t.Fatal(err)
 			}
@@ -242,11 +249,7 @@ func TestRecordPoolsLeftToReconciler(t *testing.T) {
 		live  int
 	}{{[]string{"CPU"}, 1}, {[]string{"*"}, 1}, {[]string{"gpu"}, 0}, {nil, 0}} {
 		_, l, _ := setup(t)
-		c := &telemetry.Memory{}
-		svc, err := instanceevents.New(instanceevents.Options{Ledger: l, Counter: c, RecordPools: tc.pools})
-		if err != nil {
-			t.Fatal(err)
-		}
+		svc, c := newService(t, instanceevents.Options{Ledger: l, RecordPools: tc.pools})
 		ctx := context.Background()
 		if err := svc.StateChanged(ctx, "i-0run", "terminated", t0.Add(time.Minute)); err != nil {
 			t.Fatal(err)
@@ -293,16 +296,8 @@ func TestWarmMachineStopsAreNotEnds(t *testing.T) {
 	ctx := context.Background()
 	l := ledger.NewMemory(func() time.Time { return t0 })
 	warm := names.WarmRunnerName("", "stopped", "k1", "a")
-	if n, err := l.Reserve(ctx, "cpu", 10, []ledger.Runner{{Name: warm, Pool: "cpu", ReservedAt: t0}}); err != nil || n != 1 {
-		t.Fatalf("Reserve = %d, %v", n, err)
-	}
-	if err := l.Launched(ctx, warm, ledger.LaunchReport{InstanceID: "i-0warm", At: t0}); err != nil {
-		t.Fatal(err)
-	}
-	svc, err := instanceevents.New(instanceevents.Options{Ledger: l, Counter: &telemetry.Memory{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	launched(t, l, ledger.Runner{Name: warm, Pool: "cpu", ReservedAt: t0}, ledger.LaunchReport{InstanceID: "i-0warm", At: t0})
+	svc, _ := newService(t, instanceevents.Options{Ledger: l})
 	for _, st := range []string{"stopping", "stopped"} {
 		if err := svc.StateChanged(ctx, "i-0warm", st, t0.Add(2*time.Minute)); err != nil {
 			t.Fatal(err)

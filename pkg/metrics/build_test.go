@@ -3,6 +3,7 @@ package metrics
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -61,12 +62,7 @@ func keys(t *testing.T, r Record, path string) []string {
 			m = sub
 		}
 	}
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(m))
 }
 
 // buildCase edits baseInputs and checks what Build makes of them: the error

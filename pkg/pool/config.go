@@ -573,13 +573,7 @@ func strs(v any) []string {
 // num reads an integer the schema has checked; YAML gives int64, or float64
 // for a whole number written as 4.0.
 func num(v any) int {
-	switch n := v.(type) {
-	case int64:
-		return int(n)
-	case float64:
-		return int(n)
-	}
-	return 0
+	return int(float(v))
 }
 
 func rng(v any) Range {

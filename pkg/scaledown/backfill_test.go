@@ -45,12 +45,7 @@ func TestBackfillLostCompletion(t *testing.T) {
 	if err := w.dry.Terminate(ctx, []string{in.ID}); err != nil { // the runner powers off
 		t.Fatal(err)
 	}
-	for range 2 {
-		w.clock.Advance(time.Minute)
-		if _, err := w.down.Reconcile(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	w.reconcileMinutes(ctx, 2)
 	if rec, _ := w.records.Job(ctx, job); rec.Status != store.StatusCompleted || rec.Conclusion != "success" {
 		t.Errorf("job record %v/%q, want completed from GitHub's answer", rec.Status, rec.Conclusion)
 	}

@@ -20,7 +20,6 @@ import (
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
-	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
 	"github.com/skiffci/skiff/pkg/provider/ec2/ec2fake"
 	"github.com/skiffci/skiff/pkg/queue"
@@ -233,19 +232,9 @@ func newBenchWorld(tb testing.TB) *benchWorld {
 	key := testenv.Key()
 	sim := ghsim.New(ghsim.Options{Now: clock.Now, RateLimit: 100_000})
 	tb.Cleanup(sim.Close)
-	sim.AddApp(ghsim.AppConfig{ID: 42, Slug: "skiff", PublicKey: &key.PublicKey})
-	sim.AddOrg("acme")
-	sim.AddRepo("acme", "app")
-	sim.Install(42, "acme")
-	gh, err := github.NewClient([]github.App{{ID: 42, Key: key}}, github.WithBaseURL(sim.URL()), github.WithClock(clock.Now),
-		github.WithSleep(func(ctx context.Context, _ time.Duration) error { return ctx.Err() }))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	pools, err := poolfile.Parse([]byte(poolsYAML), "pools.yaml")
-	if err != nil {
-		tb.Fatal(err)
-	}
+	installAcme(sim, key)
+	gh := appClient(tb, sim, key, clock.Now)
+	pools := parsePools(tb, poolsYAML)
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 
 	fake := ec2fake.New()

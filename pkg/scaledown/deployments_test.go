@@ -14,7 +14,6 @@ import (
 	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
-	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
 	"github.com/skiffci/skiff/pkg/provider/ec2/ec2fake"
@@ -106,16 +105,10 @@ func newAccount(t *testing.T) *account {
 	key := testenv.Key()
 	sim := ghsim.New(ghsim.Options{Now: clock.Now})
 	t.Cleanup(sim.Close)
-	sim.AddApp(ghsim.AppConfig{ID: 42, Slug: "skiff", PublicKey: &key.PublicKey})
-	sim.AddOrg("acme")
-	sim.AddRepo("acme", "app")
-	inst := sim.Install(42, "acme")
+	inst := installAcme(sim, key)
 	// A boot timeout past the test's passes: each runner is booting as far
 	// as its own ledger knows, so only the other deployment could end it.
-	pools, err := poolfile.Parse([]byte(poolsYAML+"    bootTimeout: 1h\n"), "pools.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	pools := parsePools(t, poolsYAML+"    bootTimeout: 1h\n")
 	spec, err := pools.Resolve([]string{"self-hosted", "linux", "x64"})
 	if err != nil {
 		t.Fatal(err)
@@ -142,11 +135,7 @@ type deployment struct {
 func (w *account) deploy(t *testing.T, i int, name string) *deployment {
 	t.Helper()
 	ctx := context.Background()
-	gh, err := github.NewClient([]github.App{{ID: 42, Key: w.key}}, github.WithBaseURL(w.sim.URL()), github.WithClock(w.clock.Now),
-		github.WithSleep(func(ctx context.Context, _ time.Duration) error { return ctx.Err() }))
-	if err != nil {
-		t.Fatal(err)
-	}
+	gh := appClient(t, w.sim, w.key, w.clock.Now)
 	prov, err := ec2.NewProvider(ec2.ProviderOptions{API: w.fake, Registrations: noRegistrations{}, Capacity: room.CapacityMemory{Store: room.NewMemory()},
 		Partition: "aws", Region: "eu-west-1", Account: "123456789012", Deployment: name, Logger: w.log, Now: w.clock.Now})
 	if err != nil {

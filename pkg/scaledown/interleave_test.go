@@ -3,6 +3,7 @@ package scaledown_test
 import (
 	"context"
 	"crypto/rand"
+	"crypto/rsa"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/dryrun"
@@ -163,19 +165,9 @@ func newWorldSim(t *testing.T, seed uint64, simOpts func(*ghsim.Options), opts .
 	}
 	w.sim = ghsim.New(so)
 	t.Cleanup(w.sim.Close)
-	w.sim.AddApp(ghsim.AppConfig{ID: 42, Slug: "skiff", PublicKey: &key.PublicKey})
-	w.sim.AddOrg("acme")
-	w.sim.AddRepo("acme", "app")
-	w.sim.Install(42, "acme")
-	gh, err := github.NewClient([]github.App{{ID: 42, Key: key}}, github.WithBaseURL(w.sim.URL()), github.WithClock(w.clock.Now),
-		github.WithSleep(func(ctx context.Context, _ time.Duration) error { return ctx.Err() }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pools, err := poolfile.Parse([]byte(poolsYAML), "pools.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	installAcme(w.sim, key)
+	gh := appClient(t, w.sim, key, w.clock.Now)
+	pools := parsePools(t, poolsYAML)
 	testenv.KeptGroups(t, w.sim, pools, "acme")
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	if os.Getenv("SKIFF_TEST_LOG") != "" {
@@ -190,6 +182,7 @@ func newWorldSim(t *testing.T, seed uint64, simOpts func(*ghsim.Options), opts .
 	w.records.SetClock(w.clock.Now)
 	w.q = &queue.Memory{}
 	w.q.SetClock(w.clock.Now)
+	var err error
 	w.up, err = scaleup.New(scaleup.Options{Pools: pools, Launches: w.launch, Ledger: unrecordedLedger{w.ledger, &w.unrecorded}, Jobs: w.records, Provider: w.prov,
 		GitHub: gh, Counter: w.counter, Logger: log, Now: w.clock.Now, MaxAttempts: 50})
 	if err != nil {
@@ -206,6 +199,37 @@ func newWorldSim(t *testing.T, seed uint64, simOpts func(*ghsim.Options), opts .
 		t.Fatal(err)
 	}
 	return w
+}
+
+// installAcme installs App 42, of key, on the organisation acme, which has
+// the repository app; it returns the installation's id.
+func installAcme(sim *ghsim.Server, key *rsa.PrivateKey) int64 {
+	sim.AddApp(ghsim.AppConfig{ID: 42, Slug: "skiff", PublicKey: &key.PublicKey})
+	sim.AddOrg("acme")
+	sim.AddRepo("acme", "app")
+	return sim.Install(42, "acme")
+}
+
+// appClient is App 42's GitHub client of sim on the clock now; its
+// retries wait for no time to pass.
+func appClient(tb testing.TB, sim *ghsim.Server, key *rsa.PrivateKey, now func() time.Time) *github.Client {
+	tb.Helper()
+	gh, err := github.NewClient([]github.App{{ID: 42, Key: key}}, github.WithBaseURL(sim.URL()), github.WithClock(now),
+		github.WithSleep(func(ctx context.Context, _ time.Duration) error { return ctx.Err() }))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return gh
+}
+
+// parsePools parses a pools file the test wrote.
+func parsePools(tb testing.TB, yaml string) *pool.Config {
+	tb.Helper()
+	pools, err := poolfile.Parse([]byte(yaml), "pools.yaml")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return pools
 }
 
 // unrecordedLedger is the ledger as scale-up writes it, whose Launched
@@ -504,4 +528,20 @@ func (w *world) launchOne(ctx context.Context, d time.Duration) (job int64, info
 		w.t.Fatalf("%d instances, want 1", len(live))
 	}
 	return job, info, live[0]
+}
+
+// endThenReconcile ends instance in and runs a pass a minute later; it
+// returns the pass's report and the GitHub job checks the pass made.
+func (w *world) endThenReconcile(ctx context.Context, in provider.Instance) (scaledown.Report, int) {
+	w.t.Helper()
+	if err := w.dry.Terminate(ctx, []string{in.ID}); err != nil {
+		w.t.Fatal(err)
+	}
+	before := w.sim.Requests(ghsim.OpGetJob)
+	w.clock.Advance(time.Minute)
+	rep, err := w.down.Reconcile(ctx)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return rep, w.sim.Requests(ghsim.OpGetJob) - before
 }

@@ -68,16 +68,7 @@ func (w *world) startJob(ctx context.Context, job int64, in provider.Instance) i
 // EC2-event service; the runner vanishes and the job fails.
 func (w *world) reclaim(ctx context.Context, events *instanceevents.Service, job int64, in provider.Instance, runnerID int64) {
 	w.t.Helper()
-	if err := events.SpotInterruption(ctx, in.ID, w.clock.Now()); err != nil {
-		w.t.Fatal(err)
-	}
-	w.clock.Advance(2 * time.Minute)
-	if err := w.dry.Terminate(ctx, []string{in.ID}); err != nil {
-		w.t.Fatal(err)
-	}
-	if err := w.sim.DisconnectRunner(runnerID); err != nil {
-		w.t.Fatal(err)
-	}
+	w.spotEnd(ctx, in, runnerID, events.SpotInterruption)
 	for _, state := range []string{"shutting-down", "terminated"} {
 		if err := events.StateChanged(ctx, in.ID, state, w.clock.Now()); err != nil {
 			w.t.Fatal(err)

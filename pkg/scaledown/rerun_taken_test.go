@@ -31,12 +31,7 @@ func TestRerunInterruptedTakenRunner(t *testing.T) {
 	}
 	w.interrupt(ctx, inB, runnerID)
 	w.webhook(ctx)
-	for range 3 {
-		w.clock.Advance(time.Minute)
-		if _, err := w.down.Reconcile(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	w.reconcileMinutes(ctx, 3)
 	if run, _ := w.sim.Run(first.RunID); run.Attempt != 2 {
 		t.Errorf("the run of the interrupted job a is at attempt %d, want 2 (re-run); re-runs counted %d", run.Attempt,
 			w.counter.Get(scaledown.MetricReruns, "spot"))
@@ -93,12 +88,7 @@ func TestRerunInterruptedUnknownJob(t *testing.T) {
 	// The late events arrive: job a ran on job b's runner and failed.
 	w.jobs[a] = held
 	w.webhook(ctx)
-	for range 3 {
-		w.clock.Advance(time.Minute)
-		if _, err := w.down.Reconcile(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	w.reconcileMinutes(ctx, 3)
 	if run, _ := w.sim.Run(first.RunID); run.Attempt != 2 {
 		t.Errorf("the run of the interrupted job a is at attempt %d, want 2 (re-run)", run.Attempt)
 	}
@@ -113,7 +103,15 @@ func TestRerunInterruptedUnknownJob(t *testing.T) {
 // runner vanishes.
 func (w *world) interrupt(ctx context.Context, in provider.Instance, runnerID int64) {
 	w.t.Helper()
-	if err := w.ledger.MarkInterrupted(ctx, in.ID, w.clock.Now()); err != nil {
+	w.spotEnd(ctx, in, runnerID, w.ledger.MarkInterrupted)
+}
+
+// spotEnd plays a spot interruption of instance in, whose runner has GitHub
+// id runnerID: the warning, which warn delivers, and two minutes later the
+// instance's end; the runner vanishes.
+func (w *world) spotEnd(ctx context.Context, in provider.Instance, runnerID int64, warn func(ctx context.Context, instanceID string, at time.Time) error) {
+	w.t.Helper()
+	if err := warn(ctx, in.ID, w.clock.Now()); err != nil {
 		w.t.Fatal(err)
 	}
 	w.clock.Advance(2 * time.Minute)

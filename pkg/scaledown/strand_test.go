@@ -3,9 +3,7 @@ package scaledown_test
 import (
 	"context"
 	"testing"
-	"time"
 
-	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/scaledown"
 	"github.com/skiffci/skiff/pkg/store"
 )
@@ -26,19 +24,11 @@ func TestStrandTrustsAStartedJobRecord(t *testing.T) {
 		RunnerName: "someone-else"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.dry.Terminate(ctx, []string{in.ID}); err != nil {
-		t.Fatal(err)
-	}
-	before := w.sim.Requests(ghsim.OpGetJob)
-	w.clock.Advance(time.Minute)
-	rep, err := w.down.Reconcile(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep, got := w.endThenReconcile(ctx, in)
 	if rep.Replacements != 0 || w.counter.Get(scaledown.MetricReplacements, "instance_gone") != 0 {
 		t.Errorf("%d replacements for a job the webhook saw start", rep.Replacements)
 	}
-	if got := w.sim.Requests(ghsim.OpGetJob) - before; got != 0 {
+	if got != 0 {
 		t.Errorf("%d GitHub job checks, want 0", got)
 	}
 	if n, _ := w.ledger.Live(ctx, "cpu"); n != 0 {
@@ -56,20 +46,12 @@ func TestStrandLeavesTheQueuedCheckToScaleUp(t *testing.T) {
 		w := newWorld(t, 13, func(o *scaledown.Options) { o.ScaleUpChecksQueued = scaleUpChecks })
 		ctx := context.Background()
 		_, _, in := w.launchOne(ctx, 0)
-		if err := w.dry.Terminate(ctx, []string{in.ID}); err != nil { // it never ran anything
-			t.Fatal(err)
-		}
-		before := w.sim.Requests(ghsim.OpGetJob)
-		w.clock.Advance(time.Minute)
-		rep, err := w.down.Reconcile(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		rep, got := w.endThenReconcile(ctx, in) // it never ran anything
 		wantChecks := 1
 		if scaleUpChecks {
 			wantChecks = 0
 		}
-		if got := w.sim.Requests(ghsim.OpGetJob) - before; rep.Replacements != 1 || got != wantChecks {
+		if rep.Replacements != 1 || got != wantChecks {
 			t.Errorf("scale-up checks %v: %d replacements and %d GitHub job checks, want 1 and %d", scaleUpChecks,
 				rep.Replacements, got, wantChecks)
 		}

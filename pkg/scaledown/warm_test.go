@@ -18,7 +18,6 @@ import (
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/names"
-	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
 	"github.com/skiffci/skiff/pkg/provider/ec2/ec2fake"
 	"github.com/skiffci/skiff/pkg/queue"
@@ -80,11 +79,7 @@ func newWarmWorld(t *testing.T, image string) *warmWorld {
 	sim.AddApp(ghsim.AppConfig{ID: 42, Slug: "skiff", PublicKey: &key.PublicKey})
 	sim.AddOrg("acme")
 	sim.Install(42, "acme")
-	gh, err := github.NewClient([]github.App{{ID: 42, Key: key}}, github.WithBaseURL(sim.URL()), github.WithClock(w.clock.Now),
-		github.WithSleep(func(ctx context.Context, _ time.Duration) error { return ctx.Err() }))
-	if err != nil {
-		t.Fatal(err)
-	}
+	gh := appClient(t, sim, key, w.clock.Now)
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	prov, err := ec2.NewProvider(ec2.ProviderOptions{API: w.fake, Registrations: w.regs, Capacity: room.CapacityMemory{Store: room.NewMemory()},
 		Partition: "aws", Region: "eu-west-1", Account: "123456789012", LaunchTemplatePrefix: "skiff-", Logger: log, Now: w.clock.Now})
@@ -103,11 +98,8 @@ func newWarmWorld(t *testing.T, image string) *warmWorld {
 // setImage (re)creates the reconciler with the pool's image.
 func (w *warmWorld) setImage(image string) {
 	w.t.Helper()
-	pools, err := poolfile.Parse([]byte(fmt.Sprintf(warmPoolsYAML, image)), "pools.yaml")
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	w.opts.Pools = pools
+	w.opts.Pools = parsePools(w.t, fmt.Sprintf(warmPoolsYAML, image))
+	var err error
 	if w.down, err = scaledown.New(w.opts); err != nil {
 		w.t.Fatal(err)
 	}

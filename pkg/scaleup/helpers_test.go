@@ -354,6 +354,21 @@ func (c *crashProvider) Launch(ctx context.Context, p provider.Plan, regs []prov
 	return res, err
 }
 
+// crashAtLaunch handles msg in an invocation that dies at the launch:
+// before the launch reaches the provider when before is set, else right
+// after it.
+func (e *env) crashAtLaunch(msg queue.Delivery, before bool) {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	o := e.opts
+	o.Provider = &crashProvider{Provider: e.provider(), cancel: cancel, before: before}
+	crashing, err := scaleup.New(o)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.handle(ctx, crashing, msg)
+}
+
 var errInjected = errors.New("injected failure")
 
 // cancelOnPutFleet cancels the invocation when it records a fleet's

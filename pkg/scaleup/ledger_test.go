@@ -156,15 +156,8 @@ func TestRecoveryAsksTheLedger(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, nil)
-			ctx, cancel := context.WithCancel(context.Background())
-			o := e.opts
-			o.Provider = &crashProvider{Provider: e.provider(), cancel: cancel}
-			crashing, err := scaleup.New(o)
-			if err != nil {
-				t.Fatal(err)
-			}
 			msg := message(job(77), 1)
-			e.handle(ctx, crashing, msg)
+			e.crashAtLaunch(msg, false)
 			if len(e.ec2.Instances()) != 1 {
 				t.Fatalf("%d instances after the crash, want 1", len(e.ec2.Instances()))
 			}
@@ -189,15 +182,8 @@ func TestRecoveryAsksTheLedger(t *testing.T) {
 func TestInFlightUsesNoAttempt(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(o *scaleup.Options) { o.MaxAttempts = 2 })
-	ctx, cancel := context.WithCancel(context.Background())
-	o := e.opts
-	o.Provider = &crashProvider{Provider: e.provider(), cancel: cancel, before: true}
-	crashing, err := scaleup.New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
 	msg := message(job(9), 1)
-	e.handle(ctx, crashing, msg)
+	e.crashAtLaunch(msg, true)
 	for n := 2; n <= 5; n++ {
 		e.clock.advance(time.Minute)
 		msg.ReceiveCount = n

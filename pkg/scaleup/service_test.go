@@ -318,15 +318,8 @@ func TestCrashes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, nil)
-			ctx, cancel := context.WithCancel(context.Background())
-			o := e.opts
-			o.Provider = &crashProvider{Provider: e.provider(), cancel: cancel, before: tc.before}
-			crashing, err := scaleup.New(o)
-			if err != nil {
-				t.Fatal(err)
-			}
 			msg := message(job(77), 1)
-			e.handle(ctx, crashing, msg) // dies midway
+			e.crashAtLaunch(msg, tc.before) // dies midway
 			launched := e.ec2.Instances()
 			for _, in := range launched {
 				if tc.registered {
@@ -395,8 +388,10 @@ func TestCrashBeforeIntent(t *testing.T) {
 	}
 }
 
-func TestCheckQueued(t *testing.T) {
-	t.Parallel()
+// checkQueuedEnv is an env whose scale-up checks that a job is still
+// queued before launching it, with a run of two queued jobs.
+func checkQueuedEnv(t *testing.T) (*env, ghsim.RunInfo) {
+	t.Helper()
 	e := newEnv(t, func(o *scaleup.Options) { o.CheckQueued = true })
 	run, err := e.sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{
 		{Labels: []string{"self-hosted", "linux", "x64"}}, {Labels: []string{"self-hosted", "linux", "x64"}},
@@ -404,6 +399,12 @@ func TestCheckQueued(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return e, run
+}
+
+func TestCheckQueued(t *testing.T) {
+	t.Parallel()
+	e, run := checkQueuedEnv(t)
 	if err := e.sim.CancelJob(run.JobIDs[0]); err != nil {
 		t.Fatal(err)
 	}
@@ -426,13 +427,7 @@ func TestCheckQueued(t *testing.T) {
 // be running on another runner by then — and is checked like any other.
 func TestCheckQueuedAcquiredAgain(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, func(o *scaleup.Options) { o.CheckQueued = true })
-	run, err := e.sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{
-		{Labels: []string{"self-hosted", "linux", "x64"}}, {Labels: []string{"self-hosted", "linux", "x64"}},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, run := checkQueuedEnv(t)
 	acquired := func(id int64) queue.Job { j := job(id); j.Acquired = true; return j }
 	before := e.sim.Requests(ghsim.OpGetJob)
 	if r := e.handle(context.Background(), e.svc, message(acquired(run.JobIDs[0]), 1)); len(r.BatchItemFailures) != 0 || len(e.ec2.Live()) != 1 {

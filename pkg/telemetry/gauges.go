@@ -23,26 +23,20 @@ func (discardGauges) Gauge(string, string, int64) {}
 // EMFGauges writes one embedded-metric-format line per level, unit Count,
 // with dimensions Function and Pool.
 type EMFGauges struct {
-	mu        sync.Mutex
-	w         io.Writer
-	namespace string
-	function  string
-	now       func() time.Time
+	mu sync.Mutex
+	emfWriter
 }
 
 // NewEMFGauges returns Gauges writing to w under namespace.
 func NewEMFGauges(w io.Writer, namespace, function string, now func() time.Time) *EMFGauges {
-	if now == nil {
-		now = time.Now
-	}
-	return &EMFGauges{w: w, namespace: namespace, function: function, now: now}
+	return &EMFGauges{emfWriter: newEMFWriter(w, namespace, function, now)}
 }
 
 // Gauge implements Gauges.
 func (e *EMFGauges) Gauge(name, pool string, v int64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	writePoolMetric(e.w, e.namespace, e.function, e.now(), name, "Count", pool, v)
+	e.writePoolMetric(name, "Count", pool, v)
 }
 
 // MemoryGauges keeps the last level of each metric and pool, for tests.

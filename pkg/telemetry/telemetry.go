@@ -34,21 +34,32 @@ func (discard) Count(string, string) {}
 
 // EMF writes one embedded-metric-format line per count.
 type EMF struct {
-	mu        sync.Mutex
-	w         io.Writer
-	namespace string
-	function  string
-	now       func() time.Time
-	buf       []byte
+	mu sync.Mutex
+	emfWriter
+	buf []byte
 }
 
 // NewEMF returns a Counter writing EMF lines to w under namespace, with a
 // Function dimension naming the emitting function (e.g. "webhook").
 func NewEMF(w io.Writer, namespace, function string, now func() time.Time) *EMF {
+	return &EMF{emfWriter: newEMFWriter(w, namespace, function, now)}
+}
+
+// emfWriter is what every EMF writer holds: where its lines go, their
+// namespace and Function dimension, and the clock that stamps them.
+type emfWriter struct {
+	w         io.Writer
+	namespace string
+	function  string
+	now       func() time.Time
+}
+
+// newEMFWriter is an emfWriter; a nil now is time.Now.
+func newEMFWriter(w io.Writer, namespace, function string, now func() time.Time) emfWriter {
 	if now == nil {
 		now = time.Now
 	}
-	return &EMF{w: w, namespace: namespace, function: function, now: now}
+	return emfWriter{w: w, namespace: namespace, function: function, now: now}
 }
 
 // Count implements Counter. Write errors are dropped on purpose (see Counter).

@@ -26,41 +26,35 @@ func (discardTimings) Observe(string, string, time.Duration) {}
 // observation, in milliseconds, with dimensions Function and Pool (pool
 // names are few, so series stay bounded).
 type EMFTimings struct {
-	mu        sync.Mutex
-	w         io.Writer
-	namespace string
-	function  string
-	now       func() time.Time
+	mu sync.Mutex
+	emfWriter
 }
 
 // NewEMFTimings returns Timings writing to w under namespace.
 func NewEMFTimings(w io.Writer, namespace, function string, now func() time.Time) *EMFTimings {
-	if now == nil {
-		now = time.Now
-	}
-	return &EMFTimings{w: w, namespace: namespace, function: function, now: now}
+	return &EMFTimings{emfWriter: newEMFWriter(w, namespace, function, now)}
 }
 
 // Observe implements Timings; write errors are dropped on purpose.
 func (e *EMFTimings) Observe(name, pool string, d time.Duration) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	writePoolMetric(e.w, e.namespace, e.function, e.now(), name, "Milliseconds", pool, d.Milliseconds())
+	e.writePoolMetric(name, "Milliseconds", pool, d.Milliseconds())
 }
 
 // writePoolMetric writes one embedded-metric-format line of one value with
 // dimensions Function and Pool; write errors are dropped on purpose.
-func writePoolMetric(w io.Writer, namespace, function string, at time.Time, name, unit, pool string, v int64) {
+func (e emfWriter) writePoolMetric(name, unit, pool string, v int64) {
 	line := map[string]any{
 		"_aws": map[string]any{
-			"Timestamp": at.UnixMilli(),
+			"Timestamp": e.now().UnixMilli(),
 			"CloudWatchMetrics": []any{map[string]any{
-				"Namespace":  namespace,
+				"Namespace":  e.namespace,
 				"Dimensions": [][]string{{"Function", "Pool"}},
 				"Metrics":    []any{map[string]string{"Name": name, "Unit": unit}},
 			}},
 		},
-		"Function": function,
+		"Function": e.function,
 		"Pool":     pool,
 		name:       json.Number(strconv.FormatInt(v, 10)),
 	}
@@ -68,7 +62,7 @@ func writePoolMetric(w io.Writer, namespace, function string, at time.Time, name
 	if err != nil {
 		return
 	}
-	_, _ = w.Write(append(b, '\n'))
+	_, _ = e.w.Write(append(b, '\n'))
 }
 
 // MemoryTimings keeps observations in memory, for tests and local mode.

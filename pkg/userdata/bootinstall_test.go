@@ -1,15 +1,8 @@
 package userdata
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -29,40 +22,23 @@ const (
 // two thirds repeated text.
 func bigRunnerTarball(b *testing.B) ([]byte, string) {
 	b.Helper()
-	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(gz)
-	add := func(name string, mode int64, body []byte) {
-		if err := tw.WriteHeader(&tar.Header{Name: "./" + name, Mode: mode, Size: int64(len(body))}); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := tw.Write(body); err != nil {
-			b.Fatal(err)
-		}
-	}
-	add("run.sh", 0o755, []byte(fakeRunSh))
-	add("config.sh", 0o755, []byte(fakeConfigSh))
-	rng := rand.New(rand.NewPCG(1, 2))
-	text := []byte(strings.Repeat("System.Private.CoreLib Microsoft.Extensions.Logging ", standInFileSize/50+1))
-	body := make([]byte, standInFileSize)
-	for i := range standInFiles {
-		for j := 0; j < standInFileSize/3; j += 8 {
-			v := rng.Uint64()
-			for k := 0; k < 8 && j+k < standInFileSize/3; k++ {
-				body[j+k] = byte(v >> (8 * k))
+	return tarGz(b, func(add func(name string, mode int64, body []byte)) {
+		add("run.sh", 0o755, []byte(fakeRunSh))
+		add("config.sh", 0o755, []byte(fakeConfigSh))
+		rng := rand.New(rand.NewPCG(1, 2))
+		text := []byte(strings.Repeat("System.Private.CoreLib Microsoft.Extensions.Logging ", standInFileSize/50+1))
+		body := make([]byte, standInFileSize)
+		for i := range standInFiles {
+			for j := 0; j < standInFileSize/3; j += 8 {
+				v := rng.Uint64()
+				for k := 0; k < 8 && j+k < standInFileSize/3; k++ {
+					body[j+k] = byte(v >> (8 * k))
+				}
 			}
+			copy(body[standInFileSize/3:], text)
+			add(fmt.Sprintf("bin/lib%03d.dll", i), 0o644, body)
 		}
-		copy(body[standInFileSize/3:], text)
-		add(fmt.Sprintf("bin/lib%03d.dll", i), 0o644, body)
-	}
-	if err := tw.Close(); err != nil {
-		b.Fatal(err)
-	}
-	if err := gz.Close(); err != nil {
-		b.Fatal(err)
-	}
-	sum := sha256.Sum256(buf.Bytes())
-	return buf.Bytes(), hex.EncodeToString(sum[:])
+	})
 }
 
 // BenchmarkBootRunnerInstall measures what a baked image saves a boot:
@@ -75,14 +51,7 @@ func BenchmarkBootRunnerInstall(b *testing.B) {
 	imds := startIMDS(b)
 	ddb := startDynamo(b)
 	tarball, sum := bigRunnerTarball(b)
-	dl := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v2.330.0/actions-runner-linux-x64-2.330.0.tar.gz" {
-			http.NotFound(w, r)
-			return
-		}
-		_, _ = w.Write(tarball)
-	}))
-	b.Cleanup(dl.Close)
+	dl := serveRunnerPackage(b, tarball)
 	b.Logf("stand-in runner package: %.1f MB compressed, %d MB extracted", float64(len(tarball))/1e6, standInFiles*standInFileSize>>20)
 	n := 0
 	for _, tc := range []struct {
@@ -98,7 +67,7 @@ func BenchmarkBootRunnerInstall(b *testing.B) {
 				p := cpuParams()
 				p.RegistrationTable, p.IMDSEndpoint, p.DynamoDBEndpoint = table, imds, ddb.endpoint
 				p.RegistrationTimeout, p.Lifetime = 5*time.Second, 60*time.Second
-				p.RunnerVersion, p.RunnerSHA256, p.RunnerDownloadURL = "2.330.0", sum, dl.URL
+				p.RunnerVersion, p.RunnerSHA256, p.RunnerDownloadURL = "2.330.0", sum, dl
 				script, err := Render(p)
 				if err != nil {
 					b.Fatal(err)

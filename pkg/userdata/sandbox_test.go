@@ -324,19 +324,14 @@ type sandbox struct {
 // instead of after that time; every other sleep is the real one.
 func (s *sandbox) sleepUntilRunner(t testing.TB, seconds string) {
 	t.Helper()
-	real, err := exec.LookPath("sleep")
-	if err != nil {
-		t.Fatal(err)
-	}
-	script := "#!/bin/bash\n" +
-		"if [ \"$*\" = " + seconds + " ]; then\n" +
-		"\twhile [ ! -s \"$SANDBOX_DIR/runner-received\" ]; do " + real + " 0.05; done\n" +
-		"\texit 0\n" +
-		"fi\n" +
-		"exec " + real + " \"$@\"\n"
-	if err := os.WriteFile(filepath.Join(s.bin, "sleep"), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	s.wrapSleep(t, func(real string) string {
+		return "#!/bin/bash\n" +
+			"if [ \"$*\" = " + seconds + " ]; then\n" +
+			"\twhile [ ! -s \"$SANDBOX_DIR/runner-received\" ]; do " + real + " 0.05; done\n" +
+			"\texit 0\n" +
+			"fi\n" +
+			"exec " + real + " \"$@\"\n"
+	})
 }
 
 // lifetimeAtWarmReady makes the sandbox's sleep of exactly seconds (the
@@ -347,19 +342,27 @@ func (s *sandbox) sleepUntilRunner(t testing.TB, seconds string) {
 // stopped (SIGTERM); every other sleep is the real one.
 func (s *sandbox) lifetimeAtWarmReady(t testing.TB, seconds string) {
 	t.Helper()
+	s.wrapSleep(t, func(real string) string {
+		return "#!/bin/bash\n" +
+			"[ \"$*\" = " + seconds + " ] || exec " + real + " \"$@\"\n" +
+			"log=$SANDBOX_DIR/lifetime.log ready=$SANDBOX_DIR/root/run/skiff/stages/warm_ready\n" +
+			"echo start >>\"$log\"\n" +
+			"trap 'echo end >>\"$log\"; exit 143' TERM\n" +
+			"if [ -e \"$ready\" ]; then " + real + " 600 & wait $!; exit; fi\n" +
+			"until [ -e \"$ready\" ]; do " + real + " 0.05 & wait $!; done\n" +
+			"echo end >>\"$log\"\n"
+	})
+}
+
+// wrapSleep puts the script that script writes, given the path of the
+// real sleep, in the sandbox's PATH as sleep.
+func (s *sandbox) wrapSleep(t testing.TB, script func(real string) string) {
+	t.Helper()
 	real, err := exec.LookPath("sleep")
 	if err != nil {
 		t.Fatal(err)
 	}
-	script := "#!/bin/bash\n" +
-		"[ \"$*\" = " + seconds + " ] || exec " + real + " \"$@\"\n" +
-		"log=$SANDBOX_DIR/lifetime.log ready=$SANDBOX_DIR/root/run/skiff/stages/warm_ready\n" +
-		"echo start >>\"$log\"\n" +
-		"trap 'echo end >>\"$log\"; exit 143' TERM\n" +
-		"if [ -e \"$ready\" ]; then " + real + " 600 & wait $!; exit; fi\n" +
-		"until [ -e \"$ready\" ]; do " + real + " 0.05 & wait $!; done\n" +
-		"echo end >>\"$log\"\n"
-	if err := os.WriteFile(filepath.Join(s.bin, "sleep"), []byte(script), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(s.bin, "sleep"), []byte(script(real)), 0o755); err != nil {
 		t.Fatal(err)
 	}
 }

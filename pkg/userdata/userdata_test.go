@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -602,17 +601,27 @@ func checkBoot(t *testing.T, sb *sandbox, tc bootCase, elapsed time.Duration) {
 // runnerTarball is a runner release stand-in: the fake run.sh and config.sh, and its SHA-256.
 func runnerTarball(t testing.TB) ([]byte, string) {
 	t.Helper()
+	return tarGz(t, func(add func(name string, mode int64, body []byte)) {
+		add("run.sh", 0o755, []byte(fakeRunSh))
+		add("config.sh", 0o755, []byte(fakeConfigSh))
+	})
+}
+
+// tarGz is a runner package of the files write adds (names relative to
+// its root, as the real package has them), and its SHA-256.
+func tarGz(t testing.TB, write func(add func(name string, mode int64, body []byte))) ([]byte, string) {
+	t.Helper()
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(gz)
-	for name, body := range map[string]string{"run.sh": fakeRunSh, "config.sh": fakeConfigSh} {
-		if err := tw.WriteHeader(&tar.Header{Name: "./" + name, Mode: 0o755, Size: int64(len(body))}); err != nil {
+	write(func(name string, mode int64, body []byte) {
+		if err := tw.WriteHeader(&tar.Header{Name: "./" + name, Mode: mode, Size: int64(len(body))}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := io.WriteString(tw, body); err != nil {
+		if _, err := tw.Write(body); err != nil {
 			t.Fatal(err)
 		}
-	}
+	})
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -628,6 +637,13 @@ func runnerTarball(t testing.TB) ([]byte, string) {
 func serveRunner(t testing.TB) (string, string) {
 	t.Helper()
 	tarball, sum := runnerTarball(t)
+	return serveRunnerPackage(t, tarball), sum
+}
+
+// serveRunnerPackage serves tarball as runner 2.330.0 for x64 and returns
+// the download base URL.
+func serveRunnerPackage(t testing.TB, tarball []byte) string {
+	t.Helper()
 	dl := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v2.330.0/actions-runner-linux-x64-2.330.0.tar.gz" {
 			http.NotFound(w, r)
@@ -636,7 +652,7 @@ func serveRunner(t testing.TB) (string, string) {
 		_, _ = w.Write(tarball)
 	}))
 	t.Cleanup(dl.Close)
-	return dl.URL, sum
+	return dl.URL
 }
 
 // writeAWSItem writes a DeleteItem ALL_OLD answer as the AWS CLI prints it (indented JSON)

@@ -29,13 +29,8 @@ func TestRecordWriterLocal(t *testing.T) {
 		RunnerName: "skiff-10-1", Conclusion: "success", UpdatedAt: m0, ExpiresAt: m0.AddDate(10, 0, 0)}); err != nil {
 		t.Fatal(err)
 	}
-	r := ledger.Runner{Name: "skiff-10-1", Pool: "cpu", JobID: 10, ReservedAt: m0}
-	if _, err := led.Reserve(ctx, "cpu", 10, []ledger.Runner{r}); err != nil {
-		t.Fatal(err)
-	}
-	if err := led.Launched(ctx, r.Name, ledger.LaunchReport{InstanceID: "proc-1", InstanceType: "local", Zone: "local", At: m0}); err != nil {
-		t.Fatal(err)
-	}
+	launched(t, led, ledger.Runner{Name: "skiff-10-1", Pool: "cpu", JobID: 10, ReservedAt: m0},
+		ledger.LaunchReport{InstanceID: "proc-1", InstanceType: "local", Zone: "local", At: m0})
 	cpu, gib := 120.5, 3.25
 	gpus := 0
 	out := &metrics.MemoryRecords{}
@@ -98,12 +93,7 @@ func TestRecordWriterAccounted(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := ledger.Runner{Name: "skiff-" + string(rune('a'+i)), Pool: "hpc", JobID: id, ReservedAt: m0}
-		if _, err := led.Reserve(ctx, "hpc", 10, []ledger.Runner{r}); err != nil {
-			t.Fatal(err)
-		}
-		if err := led.Launched(ctx, r.Name, ledger.LaunchReport{InstanceID: string(rune('1' + i)), InstanceType: "gpu", Zone: "hpc", At: m0}); err != nil {
-			t.Fatal(err)
-		}
+		launched(t, led, r, ledger.LaunchReport{InstanceID: string(rune('1' + i)), InstanceType: "gpu", Zone: "hpc", At: m0})
 		jobs = append(jobs, writer.MetricsJob{Runner: r.Name, Pool: "hpc", JobID: id, InstanceID: string(rune('1' + i))})
 	}
 	cpu, gib, gpus := 300.0, 2.0, 1

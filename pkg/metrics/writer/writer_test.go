@@ -72,13 +72,8 @@ func recordWorld(t *testing.T) (*store.Memory, *ledger.Memory) {
 	// later and seen online at 50 s; its job was assigned at 1 min.
 	for _, r := range []ledger.Runner{{Name: "skiff-7-1", Pool: "cpu", JobID: 7, ReservedAt: m0.Add(2 * time.Second)}, {Name: "skiff-8-1", Pool: "cpu", JobID: 8, ReservedAt: m0},
 		{Name: "skiff-9-1", Pool: "cpu", JobID: 9, ReservedAt: m0}} {
-		if _, err := led.Reserve(ctx, "cpu", 10, []ledger.Runner{r}); err != nil {
-			t.Fatal(err)
-		}
-		if err := led.Launched(ctx, r.Name, ledger.LaunchReport{InstanceID: "i-" + r.Name, InstanceType: "c7i.xlarge", Zone: "us-east-1a",
-			Spot: true, StartKind: ledger.StartCold, At: r.ReservedAt.Add(3 * time.Second)}); err != nil {
-			t.Fatal(err)
-		}
+		launched(t, led, r, ledger.LaunchReport{InstanceID: "i-" + r.Name, InstanceType: "c7i.xlarge", Zone: "us-east-1a",
+			Spot: true, StartKind: ledger.StartCold, At: r.ReservedAt.Add(3 * time.Second)})
 	}
 	if err := led.Advance(ctx, "skiff-7-1", ledger.StateRegistered, m0.Add(50*time.Second), 0); err != nil {
 		t.Fatal(err)
@@ -88,6 +83,18 @@ func recordWorld(t *testing.T) (*store.Memory, *ledger.Memory) {
 		t.Fatal(err)
 	}
 	return st, led
+}
+
+// launched reserves runner r in its pool and reports its launch l.
+func launched(t *testing.T, led *ledger.Memory, r ledger.Runner, l ledger.LaunchReport) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := led.Reserve(ctx, r.Pool, 10, []ledger.Runner{r}); err != nil {
+		t.Fatal(err)
+	}
+	if err := led.Launched(ctx, r.Name, l); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestRecordWriter(t *testing.T) {
@@ -260,12 +267,8 @@ func TestRecordWriterAwaitsALateStart(t *testing.T) {
 			Status: store.StatusQueued, Pool: "cpu", QueuedAt: m0, UpdatedAt: m0, ExpiresAt: m0.AddDate(10, 0, 0)}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := led.Reserve(ctx, "cpu", 10, []ledger.Runner{{Name: name, Pool: "cpu", JobID: id, ReservedAt: m0}}); err != nil {
-			t.Fatal(err)
-		}
-		if err := led.Launched(ctx, name, ledger.LaunchReport{InstanceID: "i-" + name, InstanceType: "c7i.xlarge", At: m0}); err != nil {
-			t.Fatal(err)
-		}
+		launched(t, led, ledger.Runner{Name: name, Pool: "cpu", JobID: id, ReservedAt: m0},
+			ledger.LaunchReport{InstanceID: "i-" + name, InstanceType: "c7i.xlarge", At: m0})
 	}
 	live, _ := led.Live(ctx, "cpu")
 	jobs := []writer.MetricsJob{{Runner: "skiff-10-1", Pool: "cpu", JobID: 10}, {Runner: "skiff-11-1", Pool: "cpu", JobID: 11}}
@@ -334,12 +337,8 @@ func TestRecordWriterLateStartOfAnotherJob(t *testing.T) {
 	}
 	for _, name := range []string{"skiff-20-1", "skiff-23-1"} {
 		id := map[string]int64{"skiff-20-1": 20, "skiff-23-1": 23}[name]
-		if _, err := led.Reserve(ctx, "cpu", 10, []ledger.Runner{{Name: name, Pool: "cpu", JobID: id, ReservedAt: m0}}); err != nil {
-			t.Fatal(err)
-		}
-		if err := led.Launched(ctx, name, ledger.LaunchReport{InstanceID: "i-" + name, InstanceType: "c7i.xlarge", At: m0}); err != nil {
-			t.Fatal(err)
-		}
+		launched(t, led, ledger.Runner{Name: name, Pool: "cpu", JobID: id, ReservedAt: m0},
+			ledger.LaunchReport{InstanceID: "i-" + name, InstanceType: "c7i.xlarge", At: m0})
 	}
 
 	// 1. Both runners' processes ended; the pass judges them. Nothing says
