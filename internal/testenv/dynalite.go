@@ -96,11 +96,7 @@ var dynalite sharedServer[string]
 func Dynalite(t testing.TB) string {
 	t.Helper()
 	needMain(t, "Dynalite")
-	node, err := exec.LookPath("node")
-	if err != nil {
-		Missing(t, "node", "install Node.js 20 or later (Debian: apt-get install nodejs)")
-		return ""
-	}
+	node := LookTool(t, "node", "install Node.js 20 or later (Debian: apt-get install nodejs)")
 	dir := NodeModule(t, "dynalite")
 	return dynalite.get(t, "dynalite", func() (string, error) { return startDynalite(node, dir) })
 }

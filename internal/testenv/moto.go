@@ -31,11 +31,7 @@ var moto sharedServer[string]
 func Moto(t testing.TB) string {
 	t.Helper()
 	needMain(t, "Moto")
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		Missing(t, "python3", "install Python 3.9 or later, then "+MotoInstall)
-		return ""
-	}
+	python := LookTool(t, "python3", "install Python 3.9 or later, then "+MotoInstall)
 	if err := exec.Command(python, "-c", "import moto.server").Run(); err != nil {
 		Missing(t, "moto", MotoInstall)
 		return ""
