@@ -22,20 +22,7 @@ func TestDemo(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", standin, "github.com/skiffci/skiff/cmd/skiff-standin").CombinedOutput(); err != nil {
 		t.Fatalf("building the stand-in: %v\n%s", err, out)
 	}
-	var out bytes.Buffer
-	dir := filepath.Join(t.TempDir(), "demo")
-	err := demo(&out, demoOptions{Standin: standin, PoolsFile: "../../examples/lab.yaml", Out: dir, Jobs: 12, Duration: 200 * time.Millisecond,
-		Timeout: 4 * time.Minute, Work: demoWork})
-	if err != nil {
-		t.Fatalf("demo: %v\n%s", err, out.String())
-	}
-	for _, want := range []string{"jobs completed          12", "metrics records         12 written", "invariants: no job lost", ": ok",
-		"start time (p50/p95; skiff's own share is queued → requested):"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("summary lacks %q:\n%s", want, out.String())
-		}
-	}
-	report := filepath.Join(dir, "report.html")
+	out, report := demoOf12(t, demoOptions{Standin: standin}, "start time (p50/p95; skiff's own share is queued → requested):")
 	// The start table counts every record, each a cold start of a local
 	// process with queued → assigned measured. Skiff's share and the launch
 	// are a job's only where its runner was requested for it ("(n)", or "-"
@@ -45,7 +32,7 @@ func TestDemo(t *testing.T) {
 	started, shared := 0, 0
 	phase := `\d+\.\ds/\d+\.\ds(?: \(\d+\))?`
 	row := regexp.MustCompile(`(?m)^\S+\s+cold\s+(\d+)\s+` + phase + `\s+(?:(\d+\.\ds/\d+\.\ds)(?: \((\d+)\))?|-)\s+(?:` + phase + `|-)`)
-	for _, m := range row.FindAllStringSubmatch(out.String(), -1) {
+	for _, m := range row.FindAllStringSubmatch(out, -1) {
 		n, _ := strconv.Atoi(m[1])
 		started += n
 		switch {
@@ -57,13 +44,10 @@ func TestDemo(t *testing.T) {
 		}
 	}
 	if started != 12 {
-		t.Errorf("the start table counts %d cold starts with queued → assigned, want 12:\n%s", started, out.String())
+		t.Errorf("the start table counts %d cold starts with queued → assigned, want 12:\n%s", started, out)
 	}
 	if shared == 0 {
-		t.Errorf("no job's share of its start was measured:\n%s", out.String())
-	}
-	if page, err := os.ReadFile(report); err != nil || !strings.Contains(string(page), "<p>12 jobs ·") {
-		t.Errorf("the usage report does not cover the 12 jobs (%v)", err)
+		t.Errorf("no job's share of its start was measured:\n%s", out)
 	}
 	checkDemoReport(t, report)
 }
@@ -77,22 +61,32 @@ func TestDemoContainer(t *testing.T) {
 	if _, err := exec.LookPath("podman"); err != nil && os.Getenv("SKIFF_REQUIRE_EMULATORS") == "" {
 		t.Skip("the container demo needs podman and runc (apt-get install -y podman runc)")
 	}
+	demoOf12(t, demoOptions{Provider: "container"}, "CPU time of the engine's API service")
+}
+
+// demoOf12 runs a demo of 12 short jobs of examples/lab.yaml on the
+// backend opts names, checks that its summary says what every demo's
+// says and also, and that its usage report covers the 12 jobs; it
+// returns the summary and the report's path.
+func demoOf12(t *testing.T, opts demoOptions, also string) (summary, report string) {
+	t.Helper()
 	var out bytes.Buffer
 	dir := filepath.Join(t.TempDir(), "demo")
-	err := demo(&out, demoOptions{PoolsFile: "../../examples/lab.yaml", Out: dir, Jobs: 12, Duration: 200 * time.Millisecond,
-		Timeout: 4 * time.Minute, Work: demoWork, Provider: "container"})
-	if err != nil {
+	opts.PoolsFile, opts.Out, opts.Jobs, opts.Duration = "../../examples/lab.yaml", dir, 12, 200*time.Millisecond
+	opts.Timeout, opts.Work = 4*time.Minute, demoWork
+	if err := demo(&out, opts); err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
-	for _, want := range []string{"jobs completed          12", "metrics records         12 written", "invariants: no job lost", ": ok",
-		"CPU time of the engine's API service"} {
+	for _, want := range []string{"jobs completed          12", "metrics records         12 written", "invariants: no job lost", ": ok", also} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())
 		}
 	}
-	if page, err := os.ReadFile(filepath.Join(dir, "report.html")); err != nil || !strings.Contains(string(page), "<p>12 jobs ·") {
+	report = filepath.Join(dir, "report.html")
+	if page, err := os.ReadFile(report); err != nil || !strings.Contains(string(page), "<p>12 jobs ·") {
 		t.Errorf("the usage report does not cover the 12 jobs (%v)", err)
 	}
+	return out.String(), report
 }
 
 // checkDemoReport opens the demo's report in headless Chromium and reads

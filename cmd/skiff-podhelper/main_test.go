@@ -20,10 +20,7 @@ import (
 func TestHelper(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	helper := filepath.Join(dir, "skiff-podhelper")
-	if b, err := exec.Command("go", "build", "-o", helper, ".").CombinedOutput(); err != nil {
-		t.Fatalf("building: %v\n%s", err, b)
-	}
+	helper := buildHelper(t, dir)
 	jit := filepath.Join(dir, "jitconfig")
 	if err := os.WriteFile(jit, []byte("CANARYPOD\n"), 0o400); err != nil {
 		t.Fatal(err)
@@ -77,10 +74,7 @@ func TestHelper(t *testing.T) {
 func TestHold(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	helper := filepath.Join(dir, "skiff-podhelper")
-	if b, err := exec.Command("go", "build", "-o", helper, ".").CombinedOutput(); err != nil {
-		t.Fatalf("building: %v\n%s", err, b)
-	}
+	helper := buildHelper(t, dir)
 	ran := filepath.Join(dir, "ran")
 	runner := filepath.Join(dir, "run.sh")
 	if err := os.WriteFile(runner, []byte("#!/bin/sh\ntouch "+ran+"\n"), 0o755); err != nil {
@@ -111,4 +105,14 @@ func TestHold(t *testing.T) {
 	if _, err := os.Stat(ran); err == nil {
 		t.Error("the holding helper ran the runner")
 	}
+}
+
+// buildHelper builds the helper into dir and returns its path.
+func buildHelper(t *testing.T, dir string) string {
+	t.Helper()
+	helper := filepath.Join(dir, "skiff-podhelper")
+	if b, err := exec.Command("go", "build", "-o", helper, ".").CombinedOutput(); err != nil {
+		t.Fatalf("building: %v\n%s", err, b)
+	}
+	return helper
 }

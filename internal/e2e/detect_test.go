@@ -16,13 +16,7 @@ import (
 // pull requests from forks — the case no runner group can express: a
 // fork's pull request of an admitted public repository shares the
 // repository's group.
-const ossPoolsYAML = `
-version: 1
-defaults:
-  image:
-    ssm: /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64
-  subnets: [subnet-0aaaaaaaa]
-pools:
+const ossPoolsYAML = ec2Defaults + `pools:
   - name: oss
     labels: [self-hosted, linux, x64]
     visibility: [public, private]

@@ -33,15 +33,18 @@ import (
 	"github.com/skiffci/skiff/pkg/webhook"
 )
 
-// poolsYAML: the default policy (private and internal repositories, no
-// forks), a pool for forks of collaborators, and one for any fork.
-const poolsYAML = `
+// ec2Defaults start the tests' pools files: every pool's image and subnet.
+const ec2Defaults = `
 version: 1
 defaults:
   image:
     ssm: /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64
   subnets: [subnet-0aaaaaaaa]
-pools:
+`
+
+// poolsYAML: the default policy (private and internal repositories, no
+// forks), a pool for forks of collaborators, and one for any fork.
+const poolsYAML = ec2Defaults + `pools:
   - name: cpu
     labels: [self-hosted, linux, x64]
     instanceTypes: [c7i.large]

@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -277,7 +278,7 @@ func (w *world) checkStartKinds(rep *Report, ranOnOurs map[int64]bool) (fail []s
 				r.Start.Kind, r.RunnerName, in.id, in.startKind))
 		}
 	}
-	for _, id := range sortedIDs(w.insts) {
+	for _, id := range sortedKeys(w.insts) {
 		if in := w.insts[id]; in.warmName != "" {
 			if r, err := w.be.peek.Runner(w.ctx, in.warmName); err == nil && strings.HasPrefix(r.Reason, "taken by ") {
 				w.warm.figures.Taken++
@@ -344,10 +345,10 @@ func (w *world) figures(rep *Report, waits []time.Duration) {
 
 func first(s []string, n int) []string { return s[:min(n, len(s))] }
 
-// sortedKeys returns a map's job ids in order, so that a report lists its
-// failures in the same order every run.
-func sortedKeys[V any](m map[int64]V) []int64 {
-	out := make([]int64, 0, len(m))
+// sortedKeys returns a map's keys (job or instance ids) in order, so that
+// a report lists its failures in the same order every run.
+func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
+	out := make([]K, 0, len(m))
 	for k := range m {
 		out = append(out, k)
 	}

@@ -3,7 +3,6 @@ package loadtest
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 	_ "time/tzdata" // the warm schedule's time zone, on a machine without a tz database
@@ -235,7 +234,7 @@ func (w *world) loseStopped(now time.Time) {
 	if w.cfg.Faults.WarmLosses <= 0 || now.Sub(w.start)%time.Minute != 0 {
 		return
 	}
-	for _, id := range sortedIDs(w.insts) {
+	for _, id := range sortedKeys(w.insts) {
 		in := w.insts[id]
 		if in.state != stopped || w.warmRng.Float64() >= w.cfg.Faults.WarmLosses {
 			continue
@@ -377,13 +376,4 @@ func (w *world) warmArrivals() int {
 		}
 	}
 	return n
-}
-
-func sortedIDs[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }

@@ -57,11 +57,35 @@ func atExit(stop func()) {
 	emulators.mu.Unlock()
 }
 
-var dynalite struct {
-	once     sync.Once
-	endpoint string
-	err      error
+// needMain fails the test unless its package runs Main from TestMain: a
+// server shared by the test binary is stopped only by Main.
+func needMain(t testing.TB, fn string) {
+	t.Helper()
+	if !emulators.mainActive.Load() {
+		t.Fatalf("testenv.%s needs testenv.Main: add `func TestMain(m *testing.M) { testenv.Main(m) }`", fn)
+	}
 }
+
+// sharedServer is a server one test binary starts on first use and every
+// test then shares: its endpoint, or the error it failed to start with.
+type sharedServer[T any] struct {
+	once sync.Once
+	v    T
+	err  error
+}
+
+// get starts the server with start on the first call and returns it; a
+// server that failed to start fails every test that asks for it.
+func (s *sharedServer[T]) get(t testing.TB, name string, start func() (T, error)) T {
+	t.Helper()
+	s.once.Do(func() { s.v, s.err = start() })
+	if s.err != nil {
+		t.Fatalf("starting %s: %v", name, s.err)
+	}
+	return s.v
+}
+
+var dynalite sharedServer[string]
 
 // Dynalite returns the base URL of the test binary's dynalite (an in-memory
 // DynamoDB emulator from node_modules, run by node from PATH), starting it on
@@ -71,20 +95,10 @@ var dynalite struct {
 // missing node or `npm ci` skips or fails the test (see Missing).
 func Dynalite(t testing.TB) string {
 	t.Helper()
-	if !emulators.mainActive.Load() {
-		t.Fatal("testenv.Dynalite needs testenv.Main: add `func TestMain(m *testing.M) { testenv.Main(m) }`")
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		Missing(t, "node", "install Node.js 20 or later (Debian: apt-get install nodejs)")
-		return ""
-	}
+	needMain(t, "Dynalite")
+	node := LookTool(t, "node", "install Node.js 20 or later (Debian: apt-get install nodejs)")
 	dir := NodeModule(t, "dynalite")
-	dynalite.once.Do(func() { dynalite.endpoint, dynalite.err = startDynalite(node, dir) })
-	if dynalite.err != nil {
-		t.Fatalf("starting dynalite: %v", dynalite.err)
-	}
-	return dynalite.endpoint
+	return dynalite.get(t, "dynalite", func() (string, error) { return startDynalite(node, dir) })
 }
 
 // dynaliteScript runs dynalite's server (what its cli.js does) on the port

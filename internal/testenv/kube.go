@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -55,11 +54,7 @@ type KubeCluster struct {
 // Token returns the bearer token of a user (KubeAdmin, KubeUser).
 func (c *KubeCluster) Token(user string) string { return c.tokens[user] }
 
-var kube struct {
-	once    sync.Once
-	cluster *KubeCluster
-	err     error
-}
+var kube sharedServer[*KubeCluster]
 
 // KubeAPIServer returns the test binary's API server, starting etcd and
 // kube-apiserver on first use on free ports of 127.0.0.1; Main stops them,
@@ -67,16 +62,10 @@ var kube struct {
 // fail the test (see Missing and KubeInstall).
 func KubeAPIServer(t testing.TB) *KubeCluster {
 	t.Helper()
-	if !emulators.mainActive.Load() {
-		t.Fatal("testenv.KubeAPIServer needs testenv.Main: add `func TestMain(m *testing.M) { testenv.Main(m) }`")
-	}
+	needMain(t, "KubeAPIServer")
 	apiserver := LookTool(t, "kube-apiserver", KubeInstall)
 	etcd := LookTool(t, "etcd", KubeInstall)
-	kube.once.Do(func() { kube.cluster, kube.err = startKube(apiserver, etcd) })
-	if kube.err != nil {
-		t.Fatalf("starting kube-apiserver: %v", kube.err)
-	}
-	return kube.cluster
+	return kube.get(t, "kube-apiserver", func() (*KubeCluster, error) { return startKube(apiserver, etcd) })
 }
 
 func startKube(apiserver, etcd string) (*KubeCluster, error) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os/exec"
-	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -19,11 +18,7 @@ import (
 // the tests were checked against.
 const MotoInstall = `pip install "moto[server]==5.2.1"`
 
-var moto struct {
-	once     sync.Once
-	endpoint string
-	err      error
-}
+var moto sharedServer[string]
 
 // Moto returns the base URL of the test binary's moto server, starting it
 // on first use on a port of 127.0.0.1 that the kernel picks. One server
@@ -35,23 +30,13 @@ var moto struct {
 // python3 or moto skips or fails the test (see Missing).
 func Moto(t testing.TB) string {
 	t.Helper()
-	if !emulators.mainActive.Load() {
-		t.Fatal("testenv.Moto needs testenv.Main: add `func TestMain(m *testing.M) { testenv.Main(m) }`")
-	}
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		Missing(t, "python3", "install Python 3.9 or later, then "+MotoInstall)
-		return ""
-	}
+	needMain(t, "Moto")
+	python := LookTool(t, "python3", "install Python 3.9 or later, then "+MotoInstall)
 	if err := exec.Command(python, "-c", "import moto.server").Run(); err != nil {
 		Missing(t, "moto", MotoInstall)
 		return ""
 	}
-	moto.once.Do(func() { moto.endpoint, moto.err = startMoto(python) })
-	if moto.err != nil {
-		t.Fatalf("starting moto: %v", moto.err)
-	}
-	return moto.endpoint
+	return moto.get(t, "moto", func() (string, error) { return startMoto(python) })
 }
 
 // motoScript runs the application `python3 -m moto.server -H 127.0.0.1`
