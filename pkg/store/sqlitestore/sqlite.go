@@ -204,6 +204,26 @@ func (d *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	return nil
 }
 
+// queryAll runs a query and reads every row with scan, in the query's
+// order. The rows are closed when it returns, so that a transaction can
+// write after it.
+func queryAll[T any](ctx context.Context, q querier, scan func(*sql.Rows) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
 // Sweep deletes the records that have expired by now (jobs, runs, launch
 // claims, fleets, on-demand marks and ended runners, with
 // the instance pointers and awaiting rows left without a runner), as
