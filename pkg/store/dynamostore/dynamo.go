@@ -259,14 +259,11 @@ func (d *Dynamo) recordJobOnce(ctx context.Context, j store.JobRecord, attrs []a
 	for _, a := range attrs {
 		item[a.name] = a.value
 	}
-	_, err = d.api.PutItem(ctx, e.put(d.table, item, cond))
-	if isConditionFailed(err) {
-		return false, false, nil
-	}
+	written, err := conditionalPut(ctx, d.api, e.put(d.table, item, cond))
 	if err != nil {
 		return false, false, fmt.Errorf("replacing expired record: %w", err)
 	}
-	return true, true, nil
+	return written, written, nil
 }
 
 // keepNewest puts back updated_at and expires_at where the write that
@@ -327,11 +324,8 @@ func (d *Dynamo) RecordRun(ctx context.Context, r store.RunRecord) error {
 	e := newExpr()
 	cond := fmt.Sprintf("attribute_not_exists(%s) OR %s <= %s OR NOT %s",
 		e.name(attrPK), e.name(attrAttempt), e.value(item[attrAttempt]), e.live(d.now()))
-	_, err := d.api.PutItem(ctx, e.put(d.table, item, cond))
-	if isConditionFailed(err) {
-		return nil // a later attempt is already recorded
-	}
-	if err != nil {
+	// Not written: a later attempt is already recorded.
+	if _, err := conditionalPut(ctx, d.api, e.put(d.table, item, cond)); err != nil {
 		return fmt.Errorf("recording run %d: %w", r.ID, err)
 	}
 	return nil
@@ -534,6 +528,17 @@ func greater(a, b types.AttributeValue) bool {
 func isConditionFailed(err error) bool {
 	var ccf *types.ConditionalCheckFailedException
 	return errors.As(err, &ccf)
+}
+
+// conditionalPut runs a PutItem whose failed condition means that the item
+// is not to be written (it already holds as much or more), not an error:
+// written is false then, and err nil.
+func conditionalPut(ctx context.Context, api putItem, in *dynamodb.PutItemInput) (written bool, err error) {
+	_, err = api.PutItem(ctx, in)
+	if isConditionFailed(err) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // expr collects the placeholders of one request's expressions.

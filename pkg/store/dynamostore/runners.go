@@ -3,7 +3,6 @@ package dynamostore
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -131,17 +130,13 @@ func (s *RunnerDynamo) HoldPool(ctx context.Context, h store.RunnerHold) (bool, 
 	for k, v := range versionKey(holdSKPrefix + h.Pool) {
 		item[k] = v
 	}
-	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item,
+	written, err := conditionalPut(ctx, s.api, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item,
 		ConditionExpression:       aws.String("attribute_not_exists(pk) OR version <> :v"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":v": &types.AttributeValueMemberS{Value: h.Version}}})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return false, nil
-	}
 	if err != nil {
 		return false, fmt.Errorf("holding pool %s: %w", h.Pool, err)
 	}
-	return true, nil
+	return written, nil
 }
 
 // PoolHolds implements store.RunnerState: one Query of the partition.

@@ -2,7 +2,6 @@ package dynamostore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -75,18 +74,14 @@ func (s *SecurityDynamo) RecordSecurityEvent(ctx context.Context, e store.Securi
 	if err != nil {
 		return false, fmt.Errorf("encoding security event of job %d: %w", e.JobID, err)
 	}
-	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item,
+	written, err := conditionalPut(ctx, s.api, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item,
 		ConditionExpression: aws.String("attribute_not_exists(pk) OR expires_at <= :now"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":now": &types.AttributeValueMemberN{Value: strconv.FormatInt(s.now().Unix(), 10)}}})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return false, nil
-	}
 	if err != nil {
 		return false, fmt.Errorf("recording security event of job %d: %w", e.JobID, err)
 	}
-	return true, nil
+	return written, nil
 }
 
 // SecurityEvents implements store.SecurityEvents: one Query of the
