@@ -291,7 +291,7 @@ func (d *Dynamo) keepNewest(ctx context.Context, key map[string]types.AttributeV
 
 // Job implements Store.
 func (d *Dynamo) Job(ctx context.Context, id int64) (store.JobRecord, error) {
-	item, err := d.get(ctx, jobKey(id))
+	item, err := getLive(ctx, d.api, d.table, jobKey(id), d.now())
 	if err != nil {
 		return store.JobRecord{}, fmt.Errorf("reading job %d: %w", id, err)
 	}
@@ -333,7 +333,7 @@ func (d *Dynamo) RecordRun(ctx context.Context, r store.RunRecord) error {
 
 // Run implements Store.
 func (d *Dynamo) Run(ctx context.Context, id int64) (store.RunRecord, error) {
-	item, err := d.get(ctx, runKey(id))
+	item, err := getLive(ctx, d.api, d.table, runKey(id), d.now())
 	if err != nil {
 		return store.RunRecord{}, fmt.Errorf("reading run %d: %w", id, err)
 	}
@@ -356,18 +356,18 @@ func (d *Dynamo) Run(ctx context.Context, id int64) (store.RunRecord, error) {
 	return r, nil
 }
 
-// get reads an item with a strongly consistent read, returning ErrNotFound
-// for an absent or expired one.
-func (d *Dynamo) get(ctx context.Context, key map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
-	out, err := d.api.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      aws.String(d.table),
+// getLive reads an item of table with a strongly consistent read,
+// returning ErrNotFound for an absent one or one expired by now.
+func getLive(ctx context.Context, api getItem, table string, key map[string]types.AttributeValue, now time.Time) (map[string]types.AttributeValue, error) {
+	out, err := api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(table),
 		Key:            key,
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
 		return nil, err
 	}
-	if len(out.Item) == 0 || expired(out.Item, d.now()) {
+	if len(out.Item) == 0 || expired(out.Item, now) {
 		return nil, store.ErrNotFound
 	}
 	return out.Item, nil
