@@ -356,6 +356,19 @@ func (d *Dynamo) Run(ctx context.Context, id int64) (store.RunRecord, error) {
 	return r, nil
 }
 
+// queryItems runs a Query over all its pages and returns their items.
+func queryItems(ctx context.Context, api query, in *dynamodb.QueryInput) ([]map[string]types.AttributeValue, error) {
+	var items []map[string]types.AttributeValue
+	for pages := dynamodb.NewQueryPaginator(api, in); pages.HasMorePages(); {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, page.Items...)
+	}
+	return items, nil
+}
+
 // getLive reads an item of table with a strongly consistent read,
 // returning ErrNotFound for an absent one or one expired by now.
 func getLive(ctx context.Context, api getItem, table string, key map[string]types.AttributeValue, now time.Time) (map[string]types.AttributeValue, error) {

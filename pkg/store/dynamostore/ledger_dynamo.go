@@ -459,24 +459,18 @@ func (d *LedgerDynamo) indexed(ctx context.Context, partition string,
 		KeyConditionExpression:   aws.String(e.name(attrLivePool) + " = " + e.value(str(partition))),
 		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values,
 	}
-	for {
-		res, err := d.api.Query(ctx, in)
+	items, err := queryItems(ctx, d.api, in)
+	if err != nil {
+		return nil, err
+	}
+	for _, item := range items {
+		r, err := decodeRunner(item)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("decoding a runner record: %w", err)
 		}
-		for _, item := range res.Items {
-			r, err := decodeRunner(item)
-			if err != nil {
-				return nil, fmt.Errorf("decoding a runner record: %w", err)
-			}
-			if keep(r, item) {
-				out = append(out, r)
-			}
+		if keep(r, item) {
+			out = append(out, r)
 		}
-		if len(res.LastEvaluatedKey) == 0 {
-			break
-		}
-		in.ExclusiveStartKey = res.LastEvaluatedKey
 	}
 	slices.SortFunc(out, func(a, b ledger.Runner) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil

@@ -91,33 +91,23 @@ func (s *SecurityDynamo) SecurityEvents(ctx context.Context, since time.Time) ([
 	now := s.now().Unix()
 	in := &dynamodb.QueryInput{TableName: aws.String(s.table), KeyConditionExpression: aws.String("pk = :pk"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: securityPartition}}}
-	for {
-		page, err := s.api.Query(ctx, in)
-		if err != nil {
-			return nil, fmt.Errorf("listing security events: %w", err)
+	items, err := queryDecoded[securityItem](ctx, s.api, in)
+	if err != nil {
+		return nil, fmt.Errorf("listing security events: %w", err)
+	}
+	for _, it := range items {
+		if it.ExpiresAt != 0 && it.ExpiresAt <= now {
+			continue
 		}
-		var items []securityItem
-		if err := attributevalue.UnmarshalListOfMaps(page.Items, &items); err != nil {
-			return nil, fmt.Errorf("decoding security events: %w", err)
+		e := store.SecurityEvent{JobID: it.JobID, Attempt: it.Attempt, RunID: it.RunID, Repository: it.Repository,
+			Runner: it.Runner, Pool: it.Pool, Reason: it.Reason, Detail: it.Detail, At: time.Unix(0, it.At).UTC()}
+		if it.ExpiresAt != 0 {
+			e.ExpiresAt = time.Unix(it.ExpiresAt, 0).UTC()
 		}
-		for _, it := range items {
-			if it.ExpiresAt != 0 && it.ExpiresAt <= now {
-				continue
-			}
-			e := store.SecurityEvent{JobID: it.JobID, Attempt: it.Attempt, RunID: it.RunID, Repository: it.Repository,
-				Runner: it.Runner, Pool: it.Pool, Reason: it.Reason, Detail: it.Detail, At: time.Unix(0, it.At).UTC()}
-			if it.ExpiresAt != 0 {
-				e.ExpiresAt = time.Unix(it.ExpiresAt, 0).UTC()
-			}
-			if e.At.Before(since) {
-				continue
-			}
-			out = append(out, e)
+		if e.At.Before(since) {
+			continue
 		}
-		if len(page.LastEvaluatedKey) == 0 {
-			break
-		}
-		in.ExclusiveStartKey = page.LastEvaluatedKey
+		out = append(out, e)
 	}
 	store.SortSecurityEvents(out)
 	return out, nil
