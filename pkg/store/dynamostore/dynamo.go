@@ -259,14 +259,11 @@ func (d *Dynamo) recordJobOnce(ctx context.Context, j store.JobRecord, attrs []a
 	for _, a := range attrs {
 		item[a.name] = a.value
 	}
-	_, err = d.api.PutItem(ctx, e.put(d.table, item, cond))
-	if isConditionFailed(err) {
-		return false, false, nil
-	}
+	written, err := conditionalPut(ctx, d.api, e.put(d.table, item, cond))
 	if err != nil {
 		return false, false, fmt.Errorf("replacing expired record: %w", err)
 	}
-	return true, true, nil
+	return written, written, nil
 }
 
 // keepNewest puts back updated_at and expires_at where the write that
@@ -294,7 +291,7 @@ func (d *Dynamo) keepNewest(ctx context.Context, key map[string]types.AttributeV
 
 // Job implements Store.
 func (d *Dynamo) Job(ctx context.Context, id int64) (store.JobRecord, error) {
-	item, err := d.get(ctx, jobKey(id))
+	item, err := getLive(ctx, d.api, d.table, jobKey(id), d.now())
 	if err != nil {
 		return store.JobRecord{}, fmt.Errorf("reading job %d: %w", id, err)
 	}
@@ -327,11 +324,8 @@ func (d *Dynamo) RecordRun(ctx context.Context, r store.RunRecord) error {
 	e := newExpr()
 	cond := fmt.Sprintf("attribute_not_exists(%s) OR %s <= %s OR NOT %s",
 		e.name(attrPK), e.name(attrAttempt), e.value(item[attrAttempt]), e.live(d.now()))
-	_, err := d.api.PutItem(ctx, e.put(d.table, item, cond))
-	if isConditionFailed(err) {
-		return nil // a later attempt is already recorded
-	}
-	if err != nil {
+	// Not written: a later attempt is already recorded.
+	if _, err := conditionalPut(ctx, d.api, e.put(d.table, item, cond)); err != nil {
 		return fmt.Errorf("recording run %d: %w", r.ID, err)
 	}
 	return nil
@@ -339,7 +333,7 @@ func (d *Dynamo) RecordRun(ctx context.Context, r store.RunRecord) error {
 
 // Run implements Store.
 func (d *Dynamo) Run(ctx context.Context, id int64) (store.RunRecord, error) {
-	item, err := d.get(ctx, runKey(id))
+	item, err := getLive(ctx, d.api, d.table, runKey(id), d.now())
 	if err != nil {
 		return store.RunRecord{}, fmt.Errorf("reading run %d: %w", id, err)
 	}
@@ -362,18 +356,31 @@ func (d *Dynamo) Run(ctx context.Context, id int64) (store.RunRecord, error) {
 	return r, nil
 }
 
-// get reads an item with a strongly consistent read, returning ErrNotFound
-// for an absent or expired one.
-func (d *Dynamo) get(ctx context.Context, key map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
-	out, err := d.api.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      aws.String(d.table),
+// queryItems runs a Query over all its pages and returns their items.
+func queryItems(ctx context.Context, api query, in *dynamodb.QueryInput) ([]map[string]types.AttributeValue, error) {
+	var items []map[string]types.AttributeValue
+	for pages := dynamodb.NewQueryPaginator(api, in); pages.HasMorePages(); {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, page.Items...)
+	}
+	return items, nil
+}
+
+// getLive reads an item of table with a strongly consistent read,
+// returning ErrNotFound for an absent one or one expired by now.
+func getLive(ctx context.Context, api getItem, table string, key map[string]types.AttributeValue, now time.Time) (map[string]types.AttributeValue, error) {
+	out, err := api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(table),
 		Key:            key,
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
 		return nil, err
 	}
-	if len(out.Item) == 0 || expired(out.Item, d.now()) {
+	if len(out.Item) == 0 || expired(out.Item, now) {
 		return nil, store.ErrNotFound
 	}
 	return out.Item, nil
@@ -534,6 +541,17 @@ func greater(a, b types.AttributeValue) bool {
 func isConditionFailed(err error) bool {
 	var ccf *types.ConditionalCheckFailedException
 	return errors.As(err, &ccf)
+}
+
+// conditionalPut runs a PutItem whose failed condition means that the item
+// is not to be written (it already holds as much or more), not an error:
+// written is false then, and err nil.
+func conditionalPut(ctx context.Context, api putItem, in *dynamodb.PutItemInput) (written bool, err error) {
+	_, err = api.PutItem(ctx, in)
+	if isConditionFailed(err) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // expr collects the placeholders of one request's expressions.

@@ -2,7 +2,6 @@ package dynamostore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -80,13 +79,10 @@ func (s *InstallationsDynamo) RecordInstallation(ctx context.Context, in store.I
 	if in.Status != store.InstallationDeleted {
 		vals[":t"] = item["updated_at"]
 	}
-	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item,
+	// Not written: a newer event, or the deletion, is recorded already.
+	_, err = conditionalPut(ctx, s.api, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item,
 		ConditionExpression: aws.String(cond), ExpressionAttributeNames: map[string]string{"#st": "status"},
 		ExpressionAttributeValues: vals})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return nil // a newer event, or the deletion, is recorded already
-	}
 	if err != nil {
 		return fmt.Errorf("recording installation %d: %w", in.ID, err)
 	}

@@ -283,16 +283,11 @@ func (d *LaunchDynamo) FinishLaunch(ctx context.Context, token string, instances
 
 // Launch implements Launches.
 func (d *LaunchDynamo) Launch(ctx context.Context, token string, now time.Time) (ledger.Launch, error) {
-	out, err := d.api.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(d.table), Key: fleetKey(token), ConsistentRead: aws.Bool(true),
-	})
+	item, err := getLive(ctx, d.api, d.table, fleetKey(token), now)
 	if err != nil {
 		return ledger.Launch{}, fmt.Errorf("reading fleet %s: %w", token, err)
 	}
-	if len(out.Item) == 0 || expired(out.Item, now) {
-		return ledger.Launch{}, store.ErrNotFound
-	}
-	dec := decoder{item: out.Item}
+	dec := decoder{item: item}
 	f := ledger.Launch{Token: token}
 	f.State = ledger.LaunchState(dec.str(attrState))
 	f.Pool = dec.str(attrPool)
@@ -306,7 +301,7 @@ func (d *LaunchDynamo) Launch(ctx context.Context, token string, now time.Time) 
 		}
 		f.Members = append(f.Members, ledger.Member{JobID: jid, Attempt: n})
 	}
-	if _, ok := out.Item[attrInstances]; ok {
+	if _, ok := item[attrInstances]; ok {
 		f.Instances = []string{}
 		for _, id := range dec.strs(attrInstances) {
 			if id == noInstance {

@@ -399,7 +399,7 @@ func (d *LedgerDynamo) EndInstance(ctx context.Context, instanceID string, at ti
 
 // runnerOf reads the instance pointer: the runner's name, or ErrNotFound.
 func (d *LedgerDynamo) runnerOf(ctx context.Context, instanceID string) (string, error) {
-	item, err := d.get(ctx, instanceKey(instanceID))
+	item, err := getLive(ctx, d.api, d.table, instanceKey(instanceID), d.now())
 	if err != nil {
 		return "", err
 	}
@@ -416,7 +416,7 @@ func (d *LedgerDynamo) runnerOf(ctx context.Context, instanceID string) (string,
 
 // Runner implements Ledger.
 func (d *LedgerDynamo) Runner(ctx context.Context, name string) (ledger.Runner, error) {
-	item, err := d.get(ctx, runnerKey(name))
+	item, err := getLive(ctx, d.api, d.table, runnerKey(name), d.now())
 	if err != nil {
 		return ledger.Runner{}, fmt.Errorf("reading runner %s: %w", name, err)
 	}
@@ -459,24 +459,18 @@ func (d *LedgerDynamo) indexed(ctx context.Context, partition string,
 		KeyConditionExpression:   aws.String(e.name(attrLivePool) + " = " + e.value(str(partition))),
 		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values,
 	}
-	for {
-		res, err := d.api.Query(ctx, in)
+	items, err := queryItems(ctx, d.api, in)
+	if err != nil {
+		return nil, err
+	}
+	for _, item := range items {
+		r, err := decodeRunner(item)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("decoding a runner record: %w", err)
 		}
-		for _, item := range res.Items {
-			r, err := decodeRunner(item)
-			if err != nil {
-				return nil, fmt.Errorf("decoding a runner record: %w", err)
-			}
-			if keep(r, item) {
-				out = append(out, r)
-			}
+		if keep(r, item) {
+			out = append(out, r)
 		}
-		if len(res.LastEvaluatedKey) == 0 {
-			break
-		}
-		in.ExclusiveStartKey = res.LastEvaluatedKey
 	}
 	slices.SortFunc(out, func(a, b ledger.Runner) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
@@ -496,19 +490,6 @@ func (d *LedgerDynamo) Live(ctx context.Context, pool string) (int, error) {
 		return 0, fmt.Errorf("decoding the live count of pool %s: %w", pool, dec.err)
 	}
 	return int(n), nil
-}
-
-// get reads an item strongly consistent, hiding an absent or expired one
-// behind ErrNotFound (as Dynamo.get does).
-func (d *LedgerDynamo) get(ctx context.Context, key map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
-	out, err := d.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(d.table), Key: key, ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		return nil, err
-	}
-	if len(out.Item) == 0 || expired(out.Item, d.now()) {
-		return nil, store.ErrNotFound
-	}
-	return out.Item, nil
 }
 
 func decodeRunner(item map[string]types.AttributeValue) (ledger.Runner, error) {

@@ -26,6 +26,14 @@ func newMotoTable(t *testing.T) (*dynamodb.Client, string) {
 	return testenv.MotoTable(t, "skiff-ledger")
 }
 
+// newMotoLedger returns a ledger over a fresh moto table, on a clock that
+// stands at storetest.Now, and the client and table under it.
+func newMotoLedger(t *testing.T) (*dynamostore.LedgerDynamo, *dynamodb.Client, string) {
+	t.Helper()
+	client, table := newMotoTable(t)
+	return dynamostore.NewLedgerDynamo(client, table, dynamostore.WithClock(func() time.Time { return storetest.Now })), client, table
+}
+
 func TestLedgerDynamoConformance(t *testing.T) {
 	t.Parallel()
 	ledgertest.RunLedger(t, func(t *testing.T, now func() time.Time) ledger.Ledger {
@@ -67,8 +75,7 @@ func TestCreateTableHasLivePoolIndex(t *testing.T) {
 // the instance pointer), and the count back to zero.
 func TestLedgerDynamoItems(t *testing.T) {
 	t.Parallel()
-	client, table := newMotoTable(t)
-	l := dynamostore.NewLedgerDynamo(client, table, dynamostore.WithClock(func() time.Time { return storetest.Now }))
+	l, client, table := newMotoLedger(t)
 	ctx := t.Context()
 	r := ledger.Runner{Name: "skiff-77-1", Pool: "gpu", JobID: 77, RunID: 7, Attempt: 1, Token: "tok", ReservedAt: storetest.Now}
 	if n, err := l.Reserve(ctx, "gpu", 2, []ledger.Runner{r}); err != nil || n != 1 {
@@ -119,8 +126,7 @@ func TestLedgerDynamoItems(t *testing.T) {
 // its max (nothing reserved), both at once, and a racing end (one wins).
 func TestLedgerDynamoTransactionFailures(t *testing.T) {
 	t.Parallel()
-	client, table := newMotoTable(t)
-	l := dynamostore.NewLedgerDynamo(client, table, dynamostore.WithClock(func() time.Time { return storetest.Now }))
+	l, _, _ := newMotoLedger(t)
 	ctx := t.Context()
 	rs := []ledger.Runner{
 		{Name: "skiff-1-1", Pool: "p", JobID: 1, ReservedAt: storetest.Now},

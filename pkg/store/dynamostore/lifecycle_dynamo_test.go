@@ -2,8 +2,9 @@ package dynamostore_test
 
 import (
 	"context"
+	"maps"
+	"net/http"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,49 +12,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/store/dynamostore"
 )
-
-// lifecycleCalls counts the calls a Dynamo makes, by operation.
-type lifecycleCalls struct {
-	dynamostore.DynamoAPI
-	mu    sync.Mutex
-	calls map[string]int
-}
-
-func (c *lifecycleCalls) count(op string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.calls == nil {
-		c.calls = map[string]int{}
-	}
-	c.calls[op]++
-}
-
-func (c *lifecycleCalls) take() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := c.calls
-	c.calls = nil
-	return out
-}
-
-func (c *lifecycleCalls) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	c.count("PutItem")
-	return c.DynamoAPI.PutItem(ctx, in, o...)
-}
-
-func (c *lifecycleCalls) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	c.count("UpdateItem")
-	return c.DynamoAPI.UpdateItem(ctx, in, o...)
-}
-
-func (c *lifecycleCalls) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	c.count("TransactWriteItems")
-	return c.DynamoAPI.TransactWriteItems(ctx, in, o...)
-}
 
 // TestDynamoRecordLifecycle checks RecordLifecycle against moto: the job's
 // record merges as RecordJob merges it, the runner's ledger record moves
@@ -101,8 +64,9 @@ func TestDynamoRecordLifecycle(t *testing.T) {
 			t.Run(c.name+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()
 				client, table := newMotoTable(t)
-				api := &lifecycleCalls{DynamoAPI: c.of(t, client, table)}
-				d := dynamostore.NewDynamo(api, table, dynamostore.WithClock(func() time.Time { return at(30) }))
+				calls := &testenv.CountingTransport{}
+				counted := dynamodb.New(client.Options(), func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: calls} })
+				d := dynamostore.NewDynamo(c.of(t, counted, table), table, dynamostore.WithClock(func() time.Time { return at(30) }))
 				ctx := context.Background()
 				if tc.runnerState != ledger.StateUnknown {
 					seedRunner(t, client, table, lifecycleRunner, tc.runnerState)
@@ -112,14 +76,13 @@ func TestDynamoRecordLifecycle(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				_ = api.take()
+				_ = calls.Take()
 				advanced, err := d.RecordLifecycle(ctx, tc.ev.j, tc.ev.step)
 				if err != nil || advanced != tc.wantAdvanced {
 					t.Fatalf("RecordLifecycle = %v, %v; want %v", advanced, err, tc.wantAdvanced)
 				}
-				calls := api.take()
-				if tc.wantCalls != nil && !equalCalls(calls, tc.wantCalls) {
-					t.Errorf("calls = %v, want %v", calls, tc.wantCalls)
+				if got := calls.Take(); tc.wantCalls != nil && !maps.Equal(got, tc.wantCalls) {
+					t.Errorf("calls = %v, want %v", got, tc.wantCalls)
 				}
 				checkLifecycleJob(t, d, tc)
 				checkLifecycleRunner(t, runnerItem(t, client, table, lifecycleRunner), tc)
@@ -212,18 +175,6 @@ func checkLifecycleRunner(t *testing.T, item map[string]types.AttributeValue, tc
 	if got := p["busy_job"]; (got == "N:"+strconv.Itoa(lifecycleJobID)) != tc.wantBusyJob {
 		t.Errorf("runner busy_job = %v, want job %d: %v", got, lifecycleJobID, tc.wantBusyJob)
 	}
-}
-
-func equalCalls(a, b map[string]int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // seedRunner writes a runner's ledger record as the ledger writes it (see

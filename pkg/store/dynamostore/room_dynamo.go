@@ -224,37 +224,31 @@ func (d *RoomDynamo) Waiting(ctx context.Context, pool string, now time.Time) ([
 		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values}
 	var out []room.Waiting
 	served := map[string]time.Time{}
-	for {
-		res, err := d.api.Query(ctx, in)
-		if err != nil {
-			return nil, nil, fmt.Errorf("reading the room of pool %s: %w", pool, err)
+	items, err := queryItems(ctx, d.api, in)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the room of pool %s: %w", pool, err)
+	}
+	for _, item := range items {
+		if expired(item, now) {
+			continue
 		}
-		for _, item := range res.Items {
-			if expired(item, now) {
-				continue
+		sk, _ := item[attrSK].(*types.AttributeValueMemberS)
+		switch {
+		case sk == nil:
+		case strings.HasPrefix(sk.Value, skServedPrefix):
+			dec := decoder{item: item}
+			at := dec.time(attrServedAt)
+			if dec.err != nil {
+				return nil, nil, fmt.Errorf("decoding a served time in the room of pool %s: %w", pool, dec.err)
 			}
-			sk, _ := item[attrSK].(*types.AttributeValueMemberS)
-			switch {
-			case sk == nil:
-			case strings.HasPrefix(sk.Value, skServedPrefix):
-				dec := decoder{item: item}
-				at := dec.time(attrServedAt)
-				if dec.err != nil {
-					return nil, nil, fmt.Errorf("decoding a served time in the room of pool %s: %w", pool, dec.err)
-				}
-				served[strings.TrimPrefix(sk.Value, skServedPrefix)] = at
-			case strings.HasPrefix(sk.Value, skWaitingPrefix):
-				w, err := decodeWaiting(pool, item)
-				if err != nil {
-					return nil, nil, fmt.Errorf("decoding an entry in the room of pool %s: %w", pool, err)
-				}
-				out = append(out, w)
+			served[strings.TrimPrefix(sk.Value, skServedPrefix)] = at
+		case strings.HasPrefix(sk.Value, skWaitingPrefix):
+			w, err := decodeWaiting(pool, item)
+			if err != nil {
+				return nil, nil, fmt.Errorf("decoding an entry in the room of pool %s: %w", pool, err)
 			}
+			out = append(out, w)
 		}
-		if len(res.LastEvaluatedKey) == 0 {
-			break
-		}
-		in.ExclusiveStartKey = res.LastEvaluatedKey
 	}
 	room.SortWaiting(out)
 	return out, served, nil

@@ -3,7 +3,6 @@ package dynamostore
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -131,17 +130,13 @@ func (s *RunnerDynamo) HoldPool(ctx context.Context, h store.RunnerHold) (bool, 
 	for k, v := range versionKey(holdSKPrefix + h.Pool) {
 		item[k] = v
 	}
-	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item,
+	written, err := conditionalPut(ctx, s.api, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item,
 		ConditionExpression:       aws.String("attribute_not_exists(pk) OR version <> :v"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":v": &types.AttributeValueMemberS{Value: h.Version}}})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return false, nil
-	}
 	if err != nil {
 		return false, fmt.Errorf("holding pool %s: %w", h.Pool, err)
 	}
-	return true, nil
+	return written, nil
 }
 
 // PoolHolds implements store.RunnerState: one Query of the partition.
@@ -171,22 +166,21 @@ func queryPrefix[T any](ctx context.Context, s *RunnerDynamo, prefix string) ([]
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":pk":     &types.AttributeValueMemberS{Value: RunnerVersionPartition},
 			":prefix": &types.AttributeValueMemberS{Value: prefix}}}
-	var out []T
-	for {
-		page, err := s.api.Query(ctx, in)
-		if err != nil {
-			return nil, err
-		}
-		var items []T
-		if err := attributevalue.UnmarshalListOfMaps(page.Items, &items); err != nil {
-			return nil, fmt.Errorf("decoding: %w", err)
-		}
-		out = append(out, items...)
-		if len(page.LastEvaluatedKey) == 0 {
-			return out, nil
-		}
-		in.ExclusiveStartKey = page.LastEvaluatedKey
+	return queryDecoded[T](ctx, s.api, in)
+}
+
+// queryDecoded runs a Query over all its pages and decodes every item with
+// the SDK's attributevalue package.
+func queryDecoded[T any](ctx context.Context, api query, in *dynamodb.QueryInput) ([]T, error) {
+	items, err := queryItems(ctx, api, in)
+	if err != nil {
+		return nil, err
 	}
+	var out []T
+	if err := attributevalue.UnmarshalListOfMaps(items, &out); err != nil {
+		return nil, fmt.Errorf("decoding: %w", err)
+	}
+	return out, nil
 }
 
 // installedItem is a pool's installed runner version as the table keeps it.

@@ -2,7 +2,6 @@ package dynamostore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -75,18 +74,14 @@ func (s *SecurityDynamo) RecordSecurityEvent(ctx context.Context, e store.Securi
 	if err != nil {
 		return false, fmt.Errorf("encoding security event of job %d: %w", e.JobID, err)
 	}
-	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item,
+	written, err := conditionalPut(ctx, s.api, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item,
 		ConditionExpression: aws.String("attribute_not_exists(pk) OR expires_at <= :now"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":now": &types.AttributeValueMemberN{Value: strconv.FormatInt(s.now().Unix(), 10)}}})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return false, nil
-	}
 	if err != nil {
 		return false, fmt.Errorf("recording security event of job %d: %w", e.JobID, err)
 	}
-	return true, nil
+	return written, nil
 }
 
 // SecurityEvents implements store.SecurityEvents: one Query of the
@@ -96,33 +91,23 @@ func (s *SecurityDynamo) SecurityEvents(ctx context.Context, since time.Time) ([
 	now := s.now().Unix()
 	in := &dynamodb.QueryInput{TableName: aws.String(s.table), KeyConditionExpression: aws.String("pk = :pk"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: securityPartition}}}
-	for {
-		page, err := s.api.Query(ctx, in)
-		if err != nil {
-			return nil, fmt.Errorf("listing security events: %w", err)
+	items, err := queryDecoded[securityItem](ctx, s.api, in)
+	if err != nil {
+		return nil, fmt.Errorf("listing security events: %w", err)
+	}
+	for _, it := range items {
+		if it.ExpiresAt != 0 && it.ExpiresAt <= now {
+			continue
 		}
-		var items []securityItem
-		if err := attributevalue.UnmarshalListOfMaps(page.Items, &items); err != nil {
-			return nil, fmt.Errorf("decoding security events: %w", err)
+		e := store.SecurityEvent{JobID: it.JobID, Attempt: it.Attempt, RunID: it.RunID, Repository: it.Repository,
+			Runner: it.Runner, Pool: it.Pool, Reason: it.Reason, Detail: it.Detail, At: time.Unix(0, it.At).UTC()}
+		if it.ExpiresAt != 0 {
+			e.ExpiresAt = time.Unix(it.ExpiresAt, 0).UTC()
 		}
-		for _, it := range items {
-			if it.ExpiresAt != 0 && it.ExpiresAt <= now {
-				continue
-			}
-			e := store.SecurityEvent{JobID: it.JobID, Attempt: it.Attempt, RunID: it.RunID, Repository: it.Repository,
-				Runner: it.Runner, Pool: it.Pool, Reason: it.Reason, Detail: it.Detail, At: time.Unix(0, it.At).UTC()}
-			if it.ExpiresAt != 0 {
-				e.ExpiresAt = time.Unix(it.ExpiresAt, 0).UTC()
-			}
-			if e.At.Before(since) {
-				continue
-			}
-			out = append(out, e)
+		if e.At.Before(since) {
+			continue
 		}
-		if len(page.LastEvaluatedKey) == 0 {
-			break
-		}
-		in.ExclusiveStartKey = page.LastEvaluatedKey
+		out = append(out, e)
 	}
 	store.SortSecurityEvents(out)
 	return out, nil

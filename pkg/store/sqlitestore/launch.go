@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"github.com/skiffci/skiff/pkg/ledger"
 	"strings"
@@ -81,28 +80,29 @@ func (l *Launches) LaunchClaims(ctx context.Context, jobIDs []int64, now time.Ti
 	for _, id := range jobIDs {
 		args = append(args, id)
 	}
-	rows, err := l.d.db.QueryContext(ctx, `SELECT job_id, record FROM launch_claims
+	claims, err := queryAll(ctx, l.d.db, scanClaim, `SELECT job_id, record FROM launch_claims
 		WHERE (expires_at = 0 OR expires_at > ?) AND job_id IN (?`+strings.Repeat(", ?", len(jobIDs)-1)+`)`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("reading launch claims: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id int64
-		var rec string
-		if err := rows.Scan(&id, &rec); err != nil {
-			return nil, fmt.Errorf("reading launch claims: %w", err)
-		}
-		var c ledger.Claim
-		if err := json.Unmarshal([]byte(rec), &c); err != nil {
-			return nil, fmt.Errorf("decoding the launch claim of job %d: %w", id, err)
-		}
-		out[id] = c
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("reading launch claims: %w", err)
+	for _, c := range claims {
+		out[c.JobID] = c
 	}
 	return out, nil
+}
+
+// scanClaim reads a row of launch_claims' job_id and record.
+func scanClaim(rows *sql.Rows) (ledger.Claim, error) {
+	var id int64
+	var rec string
+	var c ledger.Claim
+	if err := rows.Scan(&id, &rec); err != nil {
+		return c, err
+	}
+	if err := json.Unmarshal([]byte(rec), &c); err != nil {
+		return c, fmt.Errorf("decoding the launch claim of job %d: %w", id, err)
+	}
+	return c, nil
 }
 
 // EndLeases ends, at now, the lease of every live claim whose lease runs
@@ -115,31 +115,14 @@ func (l *Launches) EndLeases(ctx context.Context, now time.Time) (int, error) {
 	n := 0
 	err := l.d.tx(ctx, func(tx *sql.Tx) error {
 		n = 0
-		rows, err := tx.QueryContext(ctx, "SELECT job_id, record FROM launch_claims WHERE expires_at = 0 OR expires_at > ?", now.UnixNano())
+		claims, err := queryAll(ctx, tx, scanClaim, "SELECT job_id, record FROM launch_claims WHERE expires_at = 0 OR expires_at > ?", now.UnixNano())
 		if err != nil {
 			return fmt.Errorf("reading launch claims: %w", err)
 		}
-		var leased []ledger.Claim
-		for rows.Next() {
-			var id int64
-			var rec string
-			var c ledger.Claim
-			if err := rows.Scan(&id, &rec); err != nil {
-				rows.Close()
-				return fmt.Errorf("reading launch claims: %w", err)
+		for _, c := range claims {
+			if !c.LeaseUntil.After(now) {
+				continue
 			}
-			if err := json.Unmarshal([]byte(rec), &c); err != nil {
-				rows.Close()
-				return fmt.Errorf("decoding the launch claim of job %d: %w", id, err)
-			}
-			if c.LeaseUntil.After(now) {
-				leased = append(leased, c)
-			}
-		}
-		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return fmt.Errorf("reading launch claims: %w", err)
-		}
-		for _, c := range leased {
 			c.LeaseUntil = now
 			b, err := json.Marshal(c)
 			if err != nil {

@@ -84,22 +84,11 @@ func NewLedger(d *DB, now func() time.Time) *Ledger {
 // runner reads the record of name, hiding one that has expired: ok is
 // false for both.
 func (l *Ledger) runner(ctx context.Context, q querier, name string) (ledger.Runner, bool, error) {
-	var rec string
-	var expires int64
-	err := q.QueryRowContext(ctx, "SELECT record, expires_at FROM runners WHERE name = ?", name).Scan(&rec, &expires)
-	switch {
-	case isNoRows(err):
-		return ledger.Runner{}, false, nil
-	case err != nil:
+	r, ok, err := readLive[ledger.Runner](ctx, q, l.now(), "SELECT record, expires_at FROM runners WHERE name = ?", name)
+	if err != nil {
 		return ledger.Runner{}, false, fmt.Errorf("reading runner %s: %w", name, err)
-	case !live(expires, l.now()):
-		return ledger.Runner{}, false, nil
 	}
-	var r ledger.Runner
-	if err := json.Unmarshal([]byte(rec), &r); err != nil {
-		return ledger.Runner{}, false, fmt.Errorf("decoding runner %s: %w", name, err)
-	}
-	return r, true, nil
+	return r, ok, nil
 }
 
 // runnerOf reads the name of the runner on an instance; store.ErrNotFound

@@ -133,27 +133,17 @@ func (q *Queue) receiveOnce(ctx context.Context, limit int) ([]queue.Delivery, e
 	var out []queue.Delivery
 	now := q.o.Now()
 	err := q.d.tx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, "SELECT id, body, job_id, receives FROM queue_messages WHERE visible_at <= ? ORDER BY id LIMIT ?",
-			now.UnixNano(), limit*2)
-		if err != nil {
-			return fmt.Errorf("receiving: %w", err)
-		}
 		type msg struct {
 			id, jobID int64
 			body      string
 			receives  int
 		}
-		var msgs []msg
-		for rows.Next() {
+		msgs, err := queryAll(ctx, tx, func(rows *sql.Rows) (msg, error) {
 			var m msg
-			if err := rows.Scan(&m.id, &m.body, &m.jobID, &m.receives); err != nil {
-				rows.Close()
-				return fmt.Errorf("receiving: %w", err)
-			}
-			msgs = append(msgs, m)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+			err := rows.Scan(&m.id, &m.body, &m.jobID, &m.receives)
+			return m, err
+		}, "SELECT id, body, job_id, receives FROM queue_messages WHERE visible_at <= ? ORDER BY id LIMIT ?", now.UnixNano(), limit*2)
+		if err != nil {
 			return fmt.Errorf("receiving: %w", err)
 		}
 		for _, m := range msgs {
@@ -260,22 +250,17 @@ func (q *Queue) DeadLetter(ctx context.Context, d queue.Delivery, reason, detail
 
 // DeadLetters returns the dead letters, oldest first.
 func (q *Queue) DeadLetters(ctx context.Context) ([]queue.DeadLetterRecord, error) {
-	rows, err := q.d.db.QueryContext(ctx, "SELECT message_id, body, job_id, receive_count, reason, detail, dead_at FROM dead_letters ORDER BY id")
+	out, err := queryAll(ctx, q.d.db, func(rows *sql.Rows) (queue.DeadLetterRecord, error) {
+		var r queue.DeadLetterRecord
+		var at int64
+		err := rows.Scan(&r.MessageID, &r.Body, &r.JobID, &r.ReceiveCount, &r.Reason, &r.Detail, &at)
+		r.DeadAt = time.Unix(0, at).UTC()
+		return r, err
+	}, "SELECT message_id, body, job_id, receive_count, reason, detail, dead_at FROM dead_letters ORDER BY id")
 	if err != nil {
 		return nil, fmt.Errorf("reading dead letters: %w", err)
 	}
-	defer rows.Close()
-	var out []queue.DeadLetterRecord
-	for rows.Next() {
-		var r queue.DeadLetterRecord
-		var at int64
-		if err := rows.Scan(&r.MessageID, &r.Body, &r.JobID, &r.ReceiveCount, &r.Reason, &r.Detail, &at); err != nil {
-			return nil, fmt.Errorf("reading dead letters: %w", err)
-		}
-		r.DeadAt = time.Unix(0, at).UTC()
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // Depth returns how many messages are queued, visible or in flight.

@@ -187,11 +187,17 @@ func backoff(ctx context.Context, tx *sql.Tx, pool, place string) (room.Backoff,
 	if err != nil {
 		return room.Backoff{}, false, fmt.Errorf("reading the backoff of pool %s in %q: %w", pool, place, err)
 	}
+	return backoffOf(pool, place, failures, until, probe), true, nil
+}
+
+// backoffOf is the backoff of a room_backoff row and its probe's time (0:
+// none).
+func backoffOf(pool, place string, failures, until, probe int64) room.Backoff {
 	b := room.Backoff{Pool: pool, Place: place, Failures: int(failures), Until: time.Unix(0, until).UTC()}
 	if probe != 0 {
 		b.ProbeAt = time.Unix(0, probe).UTC()
 	}
-	return b, true, nil
+	return b
 }
 
 // Refused implements room.Store: the read and the write in one transaction.
@@ -222,26 +228,21 @@ func (r *Room) Backoffs(ctx context.Context, pool string, now time.Time) (map[st
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	rows, err := r.d.db.QueryContext(ctx, `SELECT b.place, b.failures, b.until, coalesce(p.probe_at, 0) FROM room_backoff b
+	backoffs, err := queryAll(ctx, r.d.db, func(rows *sql.Rows) (room.Backoff, error) {
+		var place string
+		var failures, until, probe int64
+		err := rows.Scan(&place, &failures, &until, &probe)
+		return backoffOf(pool, place, failures, until, probe), err
+	}, `SELECT b.place, b.failures, b.until, coalesce(p.probe_at, 0) FROM room_backoff b
 		LEFT JOIN room_probe p ON p.pool = b.pool AND p.place = b.place WHERE b.pool = ? AND b.until > ?`, pool, nanos(now))
 	if err != nil {
 		return nil, fmt.Errorf("reading the backoffs of pool %s: %w", pool, err)
 	}
-	defer rows.Close()
 	out := map[string]room.Backoff{}
-	for rows.Next() {
-		var place string
-		var failures, until, probe int64
-		if err := rows.Scan(&place, &failures, &until, &probe); err != nil {
-			return nil, err
-		}
-		b := room.Backoff{Pool: pool, Place: place, Failures: int(failures), Until: time.Unix(0, until).UTC()}
-		if probe != 0 {
-			b.ProbeAt = time.Unix(0, probe).UTC()
-		}
-		out[place] = b
+	for _, b := range backoffs {
+		out[b.Place] = b
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // Recovered implements room.Store: the backoff and its probe go.
@@ -309,26 +310,17 @@ func (r *Room) Resume(ctx context.Context, pool, place string, now time.Time) (i
 // liveEntries reads the pool's entries that have not expired by now, in
 // no particular order.
 func liveEntries(ctx context.Context, q querier, pool string, now time.Time) ([]room.Waiting, error) {
-	rows, err := q.QueryContext(ctx, `SELECT record FROM room WHERE pool = ? AND (expires_at = 0 OR expires_at > ?)`,
-		pool, now.Unix())
+	out, err := queryAll(ctx, q, func(rows *sql.Rows) (room.Waiting, error) {
+		var rec string
+		var w room.Waiting
+		if err := rows.Scan(&rec); err != nil {
+			return w, err
+		}
+		err := json.Unmarshal([]byte(rec), &w)
+		return w, err
+	}, `SELECT record FROM room WHERE pool = ? AND (expires_at = 0 OR expires_at > ?)`, pool, now.Unix())
 	if err != nil {
 		return nil, fmt.Errorf("reading the room of pool %s: %w", pool, err)
 	}
-	defer rows.Close()
-	var out []room.Waiting
-	for rows.Next() {
-		var rec string
-		var w room.Waiting
-		if err := rows.Scan(&rec); err == nil {
-			err = json.Unmarshal([]byte(rec), &w)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading the room of pool %s: %w", pool, err)
-		}
-		out = append(out, w)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("reading the room of pool %s: %w", pool, err)
-	}
-	return out, rows.Close()
+	return out, nil
 }

@@ -101,29 +101,25 @@ func (s *RunnerState) HoldPool(ctx context.Context, h store.RunnerHold) (bool, e
 
 // PoolHolds implements store.RunnerState.
 func (s *RunnerState) PoolHolds(ctx context.Context) ([]store.RunnerHold, error) {
-	rows, err := s.d.db.QueryContext(ctx, `SELECT pool, version, launched, reason, detail, at, until FROM runner_holds`)
+	out, err := queryAll(ctx, s.d.db, scanHold, `SELECT pool, version, launched, reason, detail, at, until FROM runner_holds`)
 	if err != nil {
-		return nil, fmt.Errorf("listing pool holds: %w", err)
-	}
-	defer rows.Close()
-	var out []store.RunnerHold
-	for rows.Next() {
-		var h store.RunnerHold
-		var at, until int64
-		if err := rows.Scan(&h.Pool, &h.Version, &h.Launched, &h.Reason, &h.Detail, &at, &until); err != nil {
-			return nil, fmt.Errorf("reading pool hold: %w", err)
-		}
-		h.At = time.Unix(0, at).UTC()
-		if until != 0 {
-			h.Until = time.Unix(0, until).UTC()
-		}
-		out = append(out, h)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("listing pool holds: %w", err)
 	}
 	store.SortRunnerHolds(out)
 	return out, nil
+}
+
+func scanHold(rows *sql.Rows) (store.RunnerHold, error) {
+	var h store.RunnerHold
+	var at, until int64
+	if err := rows.Scan(&h.Pool, &h.Version, &h.Launched, &h.Reason, &h.Detail, &at, &until); err != nil {
+		return h, fmt.Errorf("reading pool hold: %w", err)
+	}
+	h.At = time.Unix(0, at).UTC()
+	if until != 0 {
+		h.Until = time.Unix(0, until).UTC()
+	}
+	return h, nil
 }
 
 // ReleasePool implements store.RunnerState.
@@ -153,24 +149,20 @@ func (s *RunnerState) PutInstalled(ctx context.Context, in store.InstalledRunner
 
 // InstalledRunners implements store.RunnerState.
 func (s *RunnerState) InstalledRunners(ctx context.Context) ([]store.InstalledRunner, error) {
-	rows, err := s.d.db.QueryContext(ctx, `SELECT pool, version, seen_at FROM runner_installed`)
+	out, err := queryAll(ctx, s.d.db, scanInstalled, `SELECT pool, version, seen_at FROM runner_installed`)
 	if err != nil {
-		return nil, fmt.Errorf("listing installed runners: %w", err)
-	}
-	defer rows.Close()
-	var out []store.InstalledRunner
-	for rows.Next() {
-		var in store.InstalledRunner
-		var at int64
-		if err := rows.Scan(&in.Pool, &in.Version, &at); err != nil {
-			return nil, fmt.Errorf("reading an installed runner: %w", err)
-		}
-		in.SeenAt = time.Unix(0, at).UTC()
-		out = append(out, in)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("listing installed runners: %w", err)
 	}
 	store.SortInstalled(out)
 	return out, nil
+}
+
+func scanInstalled(rows *sql.Rows) (store.InstalledRunner, error) {
+	var in store.InstalledRunner
+	var at int64
+	if err := rows.Scan(&in.Pool, &in.Version, &at); err != nil {
+		return in, fmt.Errorf("reading an installed runner: %w", err)
+	}
+	in.SeenAt = time.Unix(0, at).UTC()
+	return in, nil
 }

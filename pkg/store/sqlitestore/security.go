@@ -73,29 +73,25 @@ func (s *SecurityEvents) RecordSecurityEvent(ctx context.Context, e store.Securi
 
 // SecurityEvents implements store.SecurityEvents.
 func (s *SecurityEvents) SecurityEvents(ctx context.Context, since time.Time) ([]store.SecurityEvent, error) {
-	rows, err := s.d.db.QueryContext(ctx, `SELECT job_id, attempt, run_id, repository, runner, pool, reason, detail, at, expires_at
+	out, err := queryAll(ctx, s.d.db, scanSecurityEvent, `SELECT job_id, attempt, run_id, repository, runner, pool, reason, detail, at, expires_at
 		FROM security_events WHERE at >= ? AND (expires_at = 0 OR expires_at > ?)`, since.UnixNano(), s.now().UnixNano())
 	if err != nil {
 		return nil, fmt.Errorf("listing security events: %w", err)
 	}
-	defer rows.Close()
-	var out []store.SecurityEvent
-	for rows.Next() {
-		var e store.SecurityEvent
-		var at, expires int64
-		if err := rows.Scan(&e.JobID, &e.Attempt, &e.RunID, &e.Repository, &e.Runner, &e.Pool, &e.Reason, &e.Detail,
-			&at, &expires); err != nil {
-			return nil, fmt.Errorf("reading security event: %w", err)
-		}
-		e.At = time.Unix(0, at).UTC()
-		if expires != 0 {
-			e.ExpiresAt = time.Unix(0, expires).UTC()
-		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("listing security events: %w", err)
-	}
 	store.SortSecurityEvents(out)
 	return out, nil
+}
+
+func scanSecurityEvent(rows *sql.Rows) (store.SecurityEvent, error) {
+	var e store.SecurityEvent
+	var at, expires int64
+	if err := rows.Scan(&e.JobID, &e.Attempt, &e.RunID, &e.Repository, &e.Runner, &e.Pool, &e.Reason, &e.Detail,
+		&at, &expires); err != nil {
+		return e, fmt.Errorf("reading security event: %w", err)
+	}
+	e.At = time.Unix(0, at).UTC()
+	if expires != 0 {
+		e.ExpiresAt = time.Unix(0, expires).UTC()
+	}
+	return e, nil
 }

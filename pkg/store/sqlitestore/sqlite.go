@@ -43,6 +43,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -202,6 +203,48 @@ func (d *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 		return fmt.Errorf("committing: %w", err)
 	}
 	return nil
+}
+
+// readLive reads the one row of a query that selects a JSON record and its
+// expires_at, and decodes the record; ok is false when there is no row or
+// the record has expired by now.
+func readLive[T any](ctx context.Context, q querier, now time.Time, query string, args ...any) (v T, ok bool, err error) {
+	var rec string
+	var expires int64
+	err = q.QueryRowContext(ctx, query, args...).Scan(&rec, &expires)
+	switch {
+	case isNoRows(err):
+		return v, false, nil
+	case err != nil:
+		return v, false, err
+	case !live(expires, now):
+		return v, false, nil
+	}
+	if err := json.Unmarshal([]byte(rec), &v); err != nil {
+		var zero T
+		return zero, false, fmt.Errorf("decoding: %w", err)
+	}
+	return v, true, nil
+}
+
+// queryAll runs a query and reads every row with scan, in the query's
+// order. The rows are closed when it returns, so that a transaction can
+// write after it.
+func queryAll[T any](ctx context.Context, q querier, scan func(*sql.Rows) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }
 
 // Sweep deletes the records that have expired by now (jobs, runs, launch

@@ -68,22 +68,11 @@ type querier interface {
 
 // job reads a live job record.
 func (s *Store) job(ctx context.Context, q querier, id int64) (store.JobRecord, bool, error) {
-	var rec string
-	var expires int64
-	err := q.QueryRowContext(ctx, "SELECT record, expires_at FROM jobs WHERE id = ?", id).Scan(&rec, &expires)
-	switch {
-	case isNoRows(err):
-		return store.JobRecord{}, false, nil
-	case err != nil:
-		return store.JobRecord{}, false, fmt.Errorf("reading job: %w", err)
-	case !live(expires, s.now()):
-		return store.JobRecord{}, false, nil
+	j, ok, err := readLive[store.JobRecord](ctx, q, s.now(), "SELECT record, expires_at FROM jobs WHERE id = ?", id)
+	if err != nil {
+		return store.JobRecord{}, false, fmt.Errorf("reading job %d: %w", id, err)
 	}
-	var j store.JobRecord
-	if err := json.Unmarshal([]byte(rec), &j); err != nil {
-		return store.JobRecord{}, false, fmt.Errorf("decoding job %d: %w", id, err)
-	}
-	return j, true, nil
+	return j, ok, nil
 }
 
 // Job implements store.Store.
@@ -132,20 +121,12 @@ func (s *Store) Run(ctx context.Context, id int64) (store.RunRecord, error) {
 	if err := ctx.Err(); err != nil {
 		return store.RunRecord{}, err
 	}
-	var rec string
-	var expires int64
-	err := s.d.db.QueryRowContext(ctx, "SELECT record, expires_at FROM runs WHERE id = ?", id).Scan(&rec, &expires)
+	r, ok, err := readLive[store.RunRecord](ctx, s.d.db, s.now(), "SELECT record, expires_at FROM runs WHERE id = ?", id)
 	switch {
-	case isNoRows(err):
-		return store.RunRecord{}, store.ErrNotFound
 	case err != nil:
-		return store.RunRecord{}, fmt.Errorf("reading run: %w", err)
-	case !live(expires, s.now()):
+		return store.RunRecord{}, fmt.Errorf("reading run %d: %w", id, err)
+	case !ok:
 		return store.RunRecord{}, store.ErrNotFound
-	}
-	var r store.RunRecord
-	if err := json.Unmarshal([]byte(rec), &r); err != nil {
-		return store.RunRecord{}, fmt.Errorf("decoding run %d: %w", id, err)
 	}
 	return r, nil
 }
