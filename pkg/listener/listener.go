@@ -37,6 +37,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/skiffci/skiff/internal/ctxsleep"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/scaleset"
 	"github.com/skiffci/skiff/pkg/ledger"
@@ -200,21 +201,10 @@ func New(o Options) (*Listener, error) {
 		o.Now = time.Now
 	}
 	if o.Wait == nil {
-		o.Wait = wait
+		o.Wait = ctxsleep.For
 	}
 	return &Listener{o: o, log: o.Logger.With("org", o.Client.Org()), ids: map[string]int64{}, runs: map[int64]runFacts{},
 		byMessage: map[string]int64{}, matched: map[int64]matchedJob{}}, nil
-}
-
-func wait(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // Backoff after the nth failure in a row: 1 s doubling to 30 s. A broker

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/skiffci/skiff/internal/ctxsleep"
 	"github.com/skiffci/skiff/pkg/telemetry"
 )
 
@@ -111,16 +112,6 @@ type Receiver interface {
 // completeTimeout bounds completing one batch after its context ended.
 const completeTimeout = 10 * time.Second
 
-// wait waits d or until ctx ends.
-func wait(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-}
-
 // MetricDeadLetterFailed counts dead letters that could not be queued (the
 // message is returned to the queue instead).
 const MetricDeadLetterFailed = "QueueDeadLetterFailed"
@@ -175,7 +166,7 @@ func Consume(ctx context.Context, r Receiver, max int, handle func(context.Conte
 		if err != nil {
 			if ctx.Err() == nil {
 				log.Error("receiving jobs; trying again in a second", "err", err)
-				wait(ctx, time.Second)
+				_ = ctxsleep.For(ctx, time.Second) // an ended context ends the loop above
 			}
 			continue
 		}

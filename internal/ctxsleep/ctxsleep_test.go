@@ -1,0 +1,26 @@
+package ctxsleep
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestFor(t *testing.T) {
+	if err := For(context.Background(), time.Millisecond); err != nil {
+		t.Errorf("a wait that ran its course: %v, want nil", err)
+	}
+	if err := For(context.Background(), 0); err != nil {
+		t.Errorf("no wait on a live context: %v, want nil", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	// An hour on an ended context returns at once: the test would hang otherwise.
+	if err := For(ctx, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Errorf("an ended context: %v, want context.Canceled", err)
+	}
+	if err := For(ctx, 0); !errors.Is(err, context.Canceled) {
+		t.Errorf("no wait on an ended context: %v, want context.Canceled", err)
+	}
+}
