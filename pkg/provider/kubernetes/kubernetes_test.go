@@ -339,14 +339,7 @@ func TestStates(t *testing.T) {
 		{provider.Terminated, "", false, "DeadlineExceeded: Pod was active on the node longer than the specified deadline"},
 		{provider.Pending, "", true, ""},
 	}
-	all, err := e.p.List(context.Background(), provider.Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	by := map[string]provider.Instance{}
-	for _, in := range all {
-		by[in.ID] = in
-	}
+	by := providertest.ListByID(t, e.p, provider.Filter{})
 	for i, w := range want {
 		in := by[id(i)]
 		if in.State != w.state || in.QueueReason != w.queue || in.RunningSince.IsZero() == w.bound {

@@ -405,6 +405,20 @@ func PlanAndLaunch(tb testing.TB, p provider.Provider, l provider.Launch, regs [
 	return plan, res
 }
 
+// ListByID is what p lists for f, by instance id, failing tb on an error.
+func ListByID(tb testing.TB, p provider.Provider, f provider.Filter) map[string]provider.Instance {
+	tb.Helper()
+	got, err := p.List(context.Background(), f)
+	if err != nil {
+		tb.Fatalf("List(%+v): %v", f, err)
+	}
+	byID := map[string]provider.Instance{}
+	for _, in := range got {
+		byID[in.ID] = in
+	}
+	return byID
+}
+
 func list(t *testing.T, h Harness, f provider.Filter) []provider.Instance {
 	t.Helper()
 	got, err := h.Provider.List(context.Background(), f)
