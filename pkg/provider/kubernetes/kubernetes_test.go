@@ -427,10 +427,15 @@ func TestQuotaWaits(t *testing.T) {
 	used("0")
 	// The quota admission reads the quota from the API server's cache: it
 	// may refuse once more until the cache has the new usage, as skiff's
-	// waiting room would see it.
+	// waiting room would see it. A launch of one runner refused says so as
+	// a whole, too (Result.Err), so the refusal is read from either.
+	l, regs := launchOf(e.spec("cpu"), "tok-quota-2", 1)
+	plan, err := e.p.Plan(ctx, l)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for deadline := time.Now().Add(time.Minute); ; {
-		again := launch(t, e.p, e.spec("cpu"), "tok-quota-2", 1)
-		rerr := again.Runners[0].Err
+		rerr := launchErr(e.p.Launch(ctx, plan, regs))
 		if rerr == nil {
 			break
 		}
