@@ -32,8 +32,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 )
 
@@ -125,6 +129,27 @@ func (l Launch) Check() error {
 	return nil
 }
 
+// SpecPart is where Plan starts for a backend whose part of the spec a
+// provider-wide default may stand in for (container, kubernetes): Check, a
+// pool name, then the launch's own part, else def. A launch with neither
+// is refused as a final ErrInvalid naming section, the part's key in a
+// pool file ("container").
+func SpecPart[T any](l Launch, part, def *T, section string) (*T, error) {
+	if err := l.Check(); err != nil {
+		return nil, err
+	}
+	if l.Spec.Pool == "" {
+		return nil, Invalid("NoPool", "a launch needs a pool")
+	}
+	if part == nil {
+		part = def
+	}
+	if part == nil {
+		return nil, Invalid("No"+strings.ToUpper(section[:1])+section[1:]+"Section", fmt.Sprintf("pool %s has no %s: section", l.Spec.Pool, section))
+	}
+	return part, nil
+}
+
 // Lifetime is how long the launch's runners may live: the spec's
 // MaxLifetime, or def where the spec sets none.
 func (l Launch) Lifetime(def time.Duration) time.Duration {
@@ -156,6 +181,17 @@ type RunnerRequest struct {
 	// (pool.WarmStopped, pool.WarmHot); "" for a job's runner. A warm
 	// runner has no job (JobID 0) and its registration is ModeWarm.
 	Warm pool.WarmKind
+}
+
+// Tags are the tags that mark runner r, launched for poolName under token,
+// as skiff's and say which job it is for: what a backend that keeps its
+// own tags gives back in List (names.Tag*).
+func (r RunnerRequest) Tags(poolName, token string) map[string]string {
+	return map[string]string{
+		names.TagManaged: names.ManagedValue, names.TagPool: poolName, names.TagFleetToken: token,
+		names.TagJobID: strconv.FormatInt(r.JobID, 10), names.TagRunID: strconv.FormatInt(r.RunID, 10),
+		names.TagRunnerName: r.Name, names.TagRepository: r.Repository, names.TagOwner: r.Owner,
+	}
 }
 
 // Warmer is implemented by a provider whose machines can be launched

@@ -235,18 +235,9 @@ type plan struct {
 // spec without a container part (and no Default), a pool without an image
 // and limits that do not parse.
 func (p *Provider) Plan(_ context.Context, l provider.Launch) (provider.Plan, error) {
-	if err := l.Check(); err != nil {
+	c, err := provider.SpecPart(l, l.Spec.Container, p.o.Default, "container")
+	if err != nil {
 		return "", err
-	}
-	if l.Spec.Pool == "" {
-		return "", provider.Invalid("NoPool", "a launch needs a pool")
-	}
-	c := l.Spec.Container
-	if c == nil {
-		c = p.o.Default
-	}
-	if c == nil {
-		return "", provider.Invalid("NoContainerSection", fmt.Sprintf("pool %s has no container: section", l.Spec.Pool))
 	}
 	if c.Image == "" {
 		return "", provider.Invalid("NoImage", fmt.Sprintf("pool %s has no runner image", l.Spec.Pool))
@@ -559,11 +550,7 @@ func cdiDevices(n string) []container.DeviceMapping {
 
 // tags are a runner's instance tags.
 func tags(pn plan, r provider.RunnerRequest, deployment string) map[string]string {
-	t := map[string]string{
-		names.TagManaged: names.ManagedValue, names.TagPool: pn.Pool, names.TagFleetToken: pn.Token,
-		names.TagJobID: strconv.FormatInt(r.JobID, 10), names.TagRunID: strconv.FormatInt(r.RunID, 10),
-		names.TagRunnerName: r.Name, names.TagRepository: r.Repository, names.TagOwner: r.Owner,
-	}
+	t := r.Tags(pn.Pool, pn.Token)
 	if deployment != "" {
 		t[names.TagDeployment] = deployment
 	}

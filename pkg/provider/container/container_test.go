@@ -116,14 +116,7 @@ func launch(t *testing.T, p *container.Provider, s pool.Spec, tok string, n int)
 		l.Runners = append(l.Runners, provider.RunnerRequest{Name: name, JobID: int64(i + 1), RunID: 1, Repository: "acme/app", Owner: "acme"})
 		regs = append(regs, provider.Registration{Mode: provider.ModeJIT, JITConfig: "JITCANARY" + tok + name, RunnerName: name})
 	}
-	pl, err := p.Plan(context.Background(), l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := p.Launch(context.Background(), pl, regs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pl, res := providertest.PlanAndLaunch(t, p, l, regs)
 	return pl, res, regs
 }
 
@@ -401,14 +394,7 @@ func TestCeiling(t *testing.T) {
 		l.Runners = append(l.Runners, provider.RunnerRequest{Name: n})
 		regs = append(regs, provider.Registration{Mode: provider.ModeJIT, JITConfig: "x", RunnerName: n})
 	}
-	pl, err := f.p.Plan(context.Background(), l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := f.p.Launch(context.Background(), pl, regs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, res := providertest.PlanAndLaunch(t, f.p, l, regs)
 	if res.Runners[0].Err != nil || res.Runners[1].Err != nil || provider.Reason(res.Runners[2].Err) != "capacity" {
 		t.Fatalf("launch of 3 × 64 MiB under 128 MiB: %v, %v, %v; want two launched and a capacity refusal",
 			res.Runners[0].Err, res.Runners[1].Err, res.Runners[2].Err)

@@ -13,6 +13,7 @@ import (
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/container"
+	"github.com/skiffci/skiff/pkg/provider/providertest"
 )
 
 // imageEngine counts the image calls the provider makes.
@@ -74,13 +75,9 @@ func TestPrepare(t *testing.T) {
 			eng.inspects.Store(0)
 			eng.pulls.Store(0)
 			l := provider.Launch{Token: "tok-prepare", Spec: s, Runners: []provider.RunnerRequest{{Name: "prepare-a"}}}
-			pl, err := p.Plan(context.Background(), l)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := p.Launch(context.Background(), pl, []provider.Registration{{Mode: provider.ModeJIT, JITConfig: "x", RunnerName: "prepare-a"}})
-			if err != nil || res.Runners[0].Err != nil {
-				t.Fatalf("Launch: %v %+v", err, res.Runners)
+			_, res := providertest.PlanAndLaunch(t, p, l, []provider.Registration{{Mode: provider.ModeJIT, JITConfig: "x", RunnerName: "prepare-a"}})
+			if res.Runners[0].Err != nil {
+				t.Fatalf("Launch: %+v", res.Runners)
 			}
 			t.Cleanup(func() { _ = p.Terminate(context.Background(), []string{res.Runners[0].Instance.ID}) })
 			if n := eng.inspects.Load() + eng.pulls.Load(); n != tc.launchInspectsOrPulls {

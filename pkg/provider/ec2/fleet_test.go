@@ -30,6 +30,15 @@ func request(capacity ec2.Capacity, count int) ec2.Request {
 	}
 }
 
+// fakeWith is a new fake with a case's setup applied, where it has one.
+func fakeWith(setup func(f *ec2fake.Fake)) *ec2fake.Fake {
+	f := ec2fake.New()
+	if setup != nil {
+		setup(f)
+	}
+	return f
+}
+
 // launchWant is what a launch must give: instances, CreateFleet calls, a
 // fallback to on-demand, errors and spot instances.
 type launchWant struct {
@@ -152,10 +161,7 @@ func TestLaunch(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := ec2fake.New()
-			if tc.setup != nil {
-				tc.setup(f)
-			}
+			f := fakeWith(tc.setup)
 			res, err := ec2.NewLauncher(f).Launch(context.Background(), tc.req)
 			checkLaunch(t, f, res, err, tc.want)
 		})
@@ -380,10 +386,7 @@ func TestTag(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := ec2fake.New()
-			if tc.setup != nil {
-				tc.setup(f)
-			}
+			f := fakeWith(tc.setup)
 			l := ec2.NewLauncher(f, ec2.WithRetryDelay(0))
 			res, err := l.Launch(context.Background(), request(ec2.OnDemand, 1))
 			if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
+	"github.com/skiffci/skiff/pkg/provider/providertest"
 	"github.com/skiffci/skiff/pkg/room"
 )
 
@@ -96,14 +97,7 @@ func TestImageRunnerVersionMoto(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		got, err := p.List(ctx, provider.Filter{Pool: pool})
-		if err != nil {
-			t.Fatal(err)
-		}
-		byID := map[string]provider.Instance{}
-		for _, in := range got {
-			byID[in.ID] = in
-		}
+		byID := providertest.ListByID(t, p, provider.Filter{Pool: pool})
 		for _, tc := range cases {
 			in, ok := byID[tc.id]
 			if !ok {

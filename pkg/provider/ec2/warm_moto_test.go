@@ -18,6 +18,7 @@ import (
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
+	"github.com/skiffci/skiff/pkg/provider/providertest"
 	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/userdata"
 )
@@ -36,15 +37,12 @@ func TestWarmMoto(t *testing.T) {
 
 	// The warm launch: tagged warm, on-demand, its item says wait.
 	name := names.WarmRunnerName(deployment, "stopped", "abc123", "1")
-	pl, err := p.Plan(ctx, provider.Launch{Token: "warm-" + suffix, Spec: spec,
-		Runners: []provider.RunnerRequest{{Name: name, Owner: "acme", Warm: pool.WarmStopped}}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	until := time.Now().Add(24 * time.Hour).Truncate(time.Second)
-	res, err := p.Launch(ctx, pl, []provider.Registration{{Mode: provider.ModeWarm, RunnerName: name, WarmKind: "stopped", WarmUntil: until}})
-	if err != nil || res.Runners[0].Err != nil {
-		t.Fatalf("Launch: %v %+v", err, res.Runners)
+	_, res := providertest.PlanAndLaunch(t, p, provider.Launch{Token: "warm-" + suffix, Spec: spec,
+		Runners: []provider.RunnerRequest{{Name: name, Owner: "acme", Warm: pool.WarmStopped}}},
+		[]provider.Registration{{Mode: provider.ModeWarm, RunnerName: name, WarmKind: "stopped", WarmUntil: until}})
+	if res.Runners[0].Err != nil {
+		t.Fatalf("Launch: %+v", res.Runners)
 	}
 	id := res.Runners[0].Instance.ID
 	t.Cleanup(func() { _ = p.Terminate(context.Background(), []string{id}) })

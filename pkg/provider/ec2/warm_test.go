@@ -20,6 +20,7 @@ import (
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
 	"github.com/skiffci/skiff/pkg/provider/ec2/ec2fake"
+	"github.com/skiffci/skiff/pkg/provider/providertest"
 	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/userdata"
 )
@@ -133,15 +134,11 @@ func (w *warmWorld) launchWarm(t *testing.T, kind pool.WarmKind, ready bool) str
 	w.warms++
 	n := strconv.Itoa(w.warms)
 	name := names.WarmRunnerName("prod", string(kind), "abc123", n)
-	pl, err := w.p.Plan(ctx, provider.Launch{Token: "warm-" + string(kind) + "-" + n, Spec: warmSpec,
-		Runners: []provider.RunnerRequest{{Name: name, Owner: "acme", Warm: kind}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := w.p.Launch(ctx, pl, []provider.Registration{{Mode: provider.ModeWarm, RunnerName: name,
-		WarmKind: string(kind), WarmUntil: w.now.Add(24 * time.Hour)}})
-	if err != nil || res.Runners[0].Err != nil {
-		t.Fatalf("launching warm %s: %v %v", kind, err, res.Runners)
+	_, res := providertest.PlanAndLaunch(t, w.p, provider.Launch{Token: "warm-" + string(kind) + "-" + n, Spec: warmSpec,
+		Runners: []provider.RunnerRequest{{Name: name, Owner: "acme", Warm: kind}}},
+		[]provider.Registration{{Mode: provider.ModeWarm, RunnerName: name, WarmKind: string(kind), WarmUntil: w.now.Add(24 * time.Hour)}})
+	if res.Runners[0].Err != nil {
+		t.Fatalf("launching warm %s: %v", kind, res.Runners)
 	}
 	id := res.Runners[0].Instance.ID
 	if ready {

@@ -12,6 +12,7 @@ import (
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	kube "github.com/skiffci/skiff/pkg/provider/kubernetes"
+	"github.com/skiffci/skiff/pkg/provider/providertest"
 )
 
 func benchEnv(b *testing.B) *env {
@@ -48,14 +49,7 @@ func BenchmarkList1000(b *testing.B) {
 			l.Runners = append(l.Runners, provider.RunnerRequest{Name: name, JobID: int64(i + j)})
 			regs = append(regs, provider.Registration{Mode: provider.ModeJIT, JITConfig: "CANARYJIT-" + name, RunnerName: name})
 		}
-		plan, err := e.p.Plan(context.Background(), l)
-		if err != nil {
-			b.Fatal(err)
-		}
-		res, err := e.p.Launch(context.Background(), plan, regs)
-		if err != nil {
-			b.Fatal(err)
-		}
+		_, res := providertest.PlanAndLaunch(b, e.p, l, regs)
 		for _, r := range res.Runners {
 			if r.Err != nil {
 				b.Fatal(r.Err)

@@ -262,18 +262,9 @@ type plan struct {
 // provider does not list, a pool without an image and a quantity that
 // does not parse.
 func (p *Provider) Plan(_ context.Context, l provider.Launch) (provider.Plan, error) {
-	if err := l.Check(); err != nil {
+	k, err := provider.SpecPart(l, l.Spec.Kubernetes, p.o.Default, "kubernetes")
+	if err != nil {
 		return "", err
-	}
-	if l.Spec.Pool == "" {
-		return "", provider.Invalid("NoPool", "a launch needs a pool")
-	}
-	k := l.Spec.Kubernetes
-	if k == nil {
-		k = p.o.Default
-	}
-	if k == nil {
-		return "", provider.Invalid("NoKubernetesSection", fmt.Sprintf("pool %s has no kubernetes: section", l.Spec.Pool))
 	}
 	settings := *k
 	switch {

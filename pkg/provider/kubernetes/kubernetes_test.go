@@ -130,8 +130,9 @@ func (e *env) delivered(t *testing.T, id string) (provider.Registration, bool) {
 	return provider.Registration{Mode: provider.ModeJIT, JITConfig: string(s.Data["jitconfig"]), RunnerName: tags[names.TagRunnerName]}, true
 }
 
-func launch(t *testing.T, p provider.Provider, s pool.Spec, token string, n int) (provider.Result, error) {
-	t.Helper()
+// launchOf is a launch of n runners of pool spec s under token, each with
+// a canary JIT configuration.
+func launchOf(s pool.Spec, token string, n int) (provider.Launch, []provider.Registration) {
 	l := provider.Launch{Token: token, Spec: s}
 	var regs []provider.Registration
 	for i := range n {
@@ -139,11 +140,16 @@ func launch(t *testing.T, p provider.Provider, s pool.Spec, token string, n int)
 		l.Runners = append(l.Runners, provider.RunnerRequest{Name: name, JobID: int64(10 + i), RunID: 3, Repository: "acme/app", Owner: "acme"})
 		regs = append(regs, provider.Registration{Mode: provider.ModeJIT, JITConfig: "CANARYJIT-" + name, RunnerName: name})
 	}
-	plan, err := p.Plan(context.Background(), l)
-	if err != nil {
-		t.Fatalf("Plan: %v", err)
-	}
-	return p.Launch(context.Background(), plan, regs)
+	return l, regs
+}
+
+// launch launches launchOf(s, token, n) with p, failing t on an error of
+// the launch as a whole; a runner's own error is in the Result.
+func launch(t *testing.T, p provider.Provider, s pool.Spec, token string, n int) provider.Result {
+	t.Helper()
+	l, regs := launchOf(s, token, n)
+	_, res := providertest.PlanAndLaunch(t, p, l, regs)
+	return res
 }
 
 // TestPodShape: the Pod and its Secret as the API server stored them.
@@ -152,9 +158,9 @@ func TestPodShape(t *testing.T) {
 	e := newEnv(t, true, nil)
 	s := e.spec("cpu")
 	s.Sizes = pool.Sizes{VCPU: 4, MemoryGiB: 8, GPUs: 1}
-	res, err := launch(t, e.p, s, "tok-shape", 1)
-	if err != nil || res.Runners[0].Err != nil {
-		t.Fatalf("Launch: %v %+v", err, res)
+	res := launch(t, e.p, s, "tok-shape", 1)
+	if res.Runners[0].Err != nil {
+		t.Fatalf("Launch: %+v", res)
 	}
 	in := res.Runners[0].Instance
 	ns, name, _ := strings.Cut(in.ID, "/")
@@ -256,10 +262,7 @@ func TestAPICalls(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, true, func(o *kube.Options) { o.PageSize = 2 })
 	e.calls.Take()
-	res, err := launch(t, e.p, e.spec("cpu"), "tok-calls", 5)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := launch(t, e.p, e.spec("cpu"), "tok-calls", 5)
 	if got := e.calls.Take(); got["POST pods"] != 5 || got["POST secrets"] != 5 || len(got) != 2 {
 		t.Errorf("launching 5 runners made %v, want 5 POST pods and 5 POST secrets", got)
 	}
@@ -271,10 +274,7 @@ func TestAPICalls(t *testing.T) {
 		t.Errorf("listing 5 pods by pages of 2 made %v, want 3 GET pods", got)
 	}
 	// A replay with the registrations finds the Pods: nothing new.
-	again, err := launch(t, e.p, e.spec("cpu"), "tok-calls", 5)
-	if err != nil {
-		t.Fatal(err)
-	}
+	again := launch(t, e.p, e.spec("cpu"), "tok-calls", 5)
 	for i := range res.Runners {
 		if again.Runners[i].Err != nil || again.Runners[i].Instance.ID != res.Runners[i].Instance.ID {
 			t.Errorf("replay runner %d: %+v, want %s", i, again.Runners[i], res.Runners[i].Instance.ID)
@@ -306,10 +306,7 @@ func (e *env) setStatus(t *testing.T, id string, edit func(*corev1.PodStatus)) {
 func TestStates(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, true, nil)
-	res, err := launch(t, e.p, e.spec("cpu"), "tok-states", 6)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := launch(t, e.p, e.spec("cpu"), "tok-states", 6)
 	id := func(i int) string { return res.Runners[i].Instance.ID }
 	now := metav1.Now()
 	const unschedulable = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
@@ -342,14 +339,7 @@ func TestStates(t *testing.T) {
 		{provider.Terminated, "", false, "DeadlineExceeded: Pod was active on the node longer than the specified deadline"},
 		{provider.Pending, "", true, ""},
 	}
-	all, err := e.p.List(context.Background(), provider.Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	by := map[string]provider.Instance{}
-	for _, in := range all {
-		by[in.ID] = in
-	}
+	by := providertest.ListByID(t, e.p, provider.Filter{})
 	for i, w := range want {
 		in := by[id(i)]
 		if in.State != w.state || in.QueueReason != w.queue || in.RunningSince.IsZero() == w.bound {
@@ -419,10 +409,7 @@ func TestQuotaWaits(t *testing.T) {
 		}
 	}
 	used("0")
-	res, err := launch(t, e.p, e.spec("cpu"), "tok-quota", 2)
-	if err != nil {
-		t.Fatalf("Launch: %v (one runner fits)", err)
-	}
+	res := launch(t, e.p, e.spec("cpu"), "tok-quota", 2)
 	if res.Runners[0].Err != nil {
 		t.Fatalf("runner 0: %v", res.Runners[0].Err)
 	}
@@ -440,13 +427,15 @@ func TestQuotaWaits(t *testing.T) {
 	used("0")
 	// The quota admission reads the quota from the API server's cache: it
 	// may refuse once more until the cache has the new usage, as skiff's
-	// waiting room would see it.
+	// waiting room would see it. A launch of one runner refused says so as
+	// a whole, too (Result.Err), so the refusal is read from either.
+	l, regs := launchOf(e.spec("cpu"), "tok-quota-2", 1)
+	plan, err := e.p.Plan(ctx, l)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for deadline := time.Now().Add(time.Minute); ; {
-		again, err := launch(t, e.p, e.spec("cpu"), "tok-quota-2", 1)
-		if err != nil {
-			t.Fatalf("launch after the quota freed: %v", err)
-		}
-		rerr := again.Runners[0].Err
+		rerr := launchErr(e.p.Launch(ctx, plan, regs))
 		if rerr == nil {
 			break
 		}
@@ -462,7 +451,12 @@ func TestQuotaWaits(t *testing.T) {
 func TestWithoutRole(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, false, nil)
-	_, err := launch(t, e.p, e.spec("cpu"), "tok-norole", 1)
+	l, regs := launchOf(e.spec("cpu"), "tok-norole", 1)
+	plan, err := e.p.Plan(context.Background(), l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.p.Launch(context.Background(), plan, regs)
 	if !errors.Is(err, provider.ErrInvalid) || !provider.Permanent(err) || !strings.Contains(err.Error(), "forbidden") ||
 		!strings.Contains(provider.Detail(err), "Role") {
 		t.Errorf("Launch without the Role: %v (detail %q), want a final ErrInvalid naming the Role", err, provider.Detail(err))
@@ -659,9 +653,9 @@ func TestDeletedRunnerKeepsUsage(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, true, nil)
 	ctx := context.Background()
-	res, err := launch(t, e.p, e.spec("cpu"), "tok-deleted", 1)
-	if err != nil || res.Runners[0].Err != nil {
-		t.Fatalf("Launch: %v %+v", err, res)
+	res := launch(t, e.p, e.spec("cpu"), "tok-deleted", 1)
+	if res.Runners[0].Err != nil {
+		t.Fatalf("Launch: %+v", res)
 	}
 	id := res.Runners[0].Instance.ID
 	e.bind(t, id, "node-a")
@@ -710,10 +704,7 @@ func TestDeletedRunnerKeepsUsage(t *testing.T) {
 func TestOutdatedRunner(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, true, nil)
-	res, err := launch(t, e.p, e.spec("cpu"), "tok-outdated", 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := launch(t, e.p, e.spec("cpu"), "tok-outdated", 2)
 	for i, code := range []int32{7, 1} {
 		e.setStatus(t, res.Runners[i].Instance.ID, func(s *corev1.PodStatus) {
 			s.Phase = corev1.PodFailed

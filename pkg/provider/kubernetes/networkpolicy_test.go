@@ -57,9 +57,9 @@ func runnerPodLabels(t *testing.T, apiServer bool) map[string]string {
 	s := pool.Spec{Kubernetes: &pool.Kubernetes{Namespace: ns, Image: image, APIServerAccess: apiServer,
 		SecurityContext: pool.SecurityContext{RunAsNonRoot: true}}}
 	s.Pool, s.Backend, s.MaxLifetime = "ci", pool.BackendKubernetes, time.Hour
-	res, err := launch(t, p, s, "tok-np", 1)
-	if err != nil || res.Runners[0].Err != nil {
-		t.Fatalf("Launch: %v %+v", err, res)
+	res := launch(t, p, s, "tok-np", 1)
+	if res.Runners[0].Err != nil {
+		t.Fatalf("Launch: %+v", res)
 	}
 	pods, err := c.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil || len(pods.Items) != 1 {
@@ -256,13 +256,13 @@ func TestNetworkPolicyOnAPIServer(t *testing.T) {
 		}
 	}
 	e.sections["api"] = &pool.Kubernetes{Namespace: e.ns, Image: image, APIServerAccess: true, SecurityContext: pool.SecurityContext{RunAsNonRoot: true}}
-	plain, err := launch(t, e.p, e.spec("conformance"), "tok-np-plain", 1)
-	if err != nil || plain.Runners[0].Err != nil {
-		t.Fatalf("Launch: %v %+v", err, plain)
+	plain := launch(t, e.p, e.spec("conformance"), "tok-np-plain", 1)
+	if plain.Runners[0].Err != nil {
+		t.Fatalf("Launch: %+v", plain)
 	}
-	api, err := launch(t, e.p, e.spec("api"), "tok-np-api", 1)
-	if err != nil || api.Runners[0].Err != nil {
-		t.Fatalf("Launch: %v %+v", err, api)
+	api := launch(t, e.p, e.spec("api"), "tok-np-api", 1)
+	if api.Runners[0].Err != nil {
+		t.Fatalf("Launch: %+v", api)
 	}
 	want := map[string][]string{
 		"skiff-runners":            {plain.Runners[0].Instance.ID, api.Runners[0].Instance.ID},

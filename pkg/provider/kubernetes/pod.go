@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,11 +22,7 @@ func buildPod(pn plan, i int, r provider.RunnerRequest, deployment string) *core
 	s := pn.Settings
 	name := PodName(pn.Token, r.Name)
 	id := s.Namespace + "/" + name
-	tags := map[string]string{
-		names.TagManaged: names.ManagedValue, names.TagPool: pn.Pool, names.TagFleetToken: pn.Token,
-		names.TagJobID: strconv.FormatInt(r.JobID, 10), names.TagRunID: strconv.FormatInt(r.RunID, 10),
-		names.TagRunnerName: r.Name, names.TagRepository: r.Repository, names.TagOwner: r.Owner,
-	}
+	tags := r.Tags(pn.Pool, pn.Token)
 	if deployment != "" {
 		tags[names.TagDeployment] = deployment
 	}

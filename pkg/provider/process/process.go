@@ -53,6 +53,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -612,16 +613,8 @@ func terminate(pr *proc) {
 // runnerTags are the plan's tags with skiff's own for runner r over them.
 func runnerTags(pn plan, r provider.RunnerRequest) map[string]string {
 	tags := map[string]string{}
-	for k, v := range pn.Tags {
-		tags[k] = v
-	}
-	for k, v := range map[string]string{
-		names.TagManaged: names.ManagedValue, names.TagPool: pn.Pool, names.TagFleetToken: pn.Token,
-		names.TagJobID: strconv.FormatInt(r.JobID, 10), names.TagRunID: strconv.FormatInt(r.RunID, 10),
-		names.TagRunnerName: r.Name, names.TagRepository: r.Repository, names.TagOwner: r.Owner,
-	} {
-		tags[k] = v
-	}
+	maps.Copy(tags, pn.Tags)
+	maps.Copy(tags, r.Tags(pn.Pool, pn.Token))
 	if pn.RunnerVersion != "" {
 		tags[names.TagRunnerVersion] = pn.RunnerVersion
 	}

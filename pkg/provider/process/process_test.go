@@ -200,15 +200,11 @@ func (s sim) jit(t *testing.T, name, label string) provider.Registration {
 // launchOne launches one runner of pool spec with reg and returns its instance.
 func launchOne(t *testing.T, p *process.Provider, spec pool.Spec, token string, reg provider.Registration) provider.Instance {
 	t.Helper()
-	ctx := context.Background()
-	pl, err := p.Plan(ctx, provider.Launch{Token: token, Spec: spec,
-		Runners: []provider.RunnerRequest{{Name: reg.RunnerName, JobID: 1, RunID: 2, Repository: "acme/app", Owner: "acme"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := p.Launch(ctx, pl, []provider.Registration{reg})
-	if err != nil || res.Runners[0].Err != nil {
-		t.Fatalf("Launch: %v, %v", err, res.Runners[0].Err)
+	_, res := providertest.PlanAndLaunch(t, p, provider.Launch{Token: token, Spec: spec,
+		Runners: []provider.RunnerRequest{{Name: reg.RunnerName, JobID: 1, RunID: 2, Repository: "acme/app", Owner: "acme"}}},
+		[]provider.Registration{reg})
+	if res.Runners[0].Err != nil {
+		t.Fatalf("Launch: %v", res.Runners[0].Err)
 	}
 	return res.Runners[0].Instance
 }

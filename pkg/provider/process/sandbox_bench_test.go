@@ -11,6 +11,7 @@ import (
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	"github.com/skiffci/skiff/pkg/provider/process"
+	"github.com/skiffci/skiff/pkg/provider/providertest"
 )
 
 // BenchmarkRunnerStart measures what a runner's sandbox costs: each
@@ -43,14 +44,8 @@ func BenchmarkRunnerStart(b *testing.B) {
 			for i := range b.N {
 				start := time.Now()
 				token := "tok-" + strconv.Itoa(i)
-				pl, err := p.Plan(ctx, provider.Launch{Token: token, Spec: spec, Runners: []provider.RunnerRequest{{Name: token}}})
-				if err != nil {
-					b.Fatal(err)
-				}
-				res, err := p.Launch(ctx, pl, []provider.Registration{{Mode: provider.ModeJIT, JITConfig: "x", RunnerName: token}})
-				if err != nil {
-					b.Fatal(err)
-				}
+				_, res := providertest.PlanAndLaunch(b, p, provider.Launch{Token: token, Spec: spec, Runners: []provider.RunnerRequest{{Name: token}}},
+					[]provider.Registration{{Mode: provider.ModeJIT, JITConfig: "x", RunnerName: token}})
 				launch = append(launch, time.Since(start))
 				if code, err := p.Wait(ctx, res.Runners[0].Instance.ID); err != nil || code != 0 {
 					b.Fatalf("runner: exit %d, %v", code, err)

@@ -263,14 +263,7 @@ func caseDelivers(t *testing.T, h Harness) {
 // caseReplay: replaying a plan launches nothing more.
 func caseReplay(t *testing.T, h Harness) {
 	l, regs := launch(h, "tok-replay", 2)
-	plan, err := h.Provider.Plan(context.Background(), l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, err := h.Provider.Launch(context.Background(), plan, regs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	plan, first := PlanAndLaunch(t, h.Provider, l, regs)
 	again, err := h.Provider.Launch(context.Background(), plan, nil)
 	switch {
 	case h.Provider.Capabilities().ReplayByToken && err != nil:
@@ -389,18 +382,41 @@ func launch(h Harness, token string, n int) (provider.Launch, []provider.Registr
 
 func mustLaunch(t *testing.T, h Harness, l provider.Launch, regs []provider.Registration) provider.Result {
 	t.Helper()
-	plan, err := h.Provider.Plan(context.Background(), l)
-	if err != nil {
-		t.Fatalf("Plan: %v", err)
-	}
-	res, err := h.Provider.Launch(context.Background(), plan, regs)
-	if err != nil {
-		t.Fatalf("Launch: %v", err)
-	}
+	_, res := PlanAndLaunch(t, h.Provider, l, regs)
 	if len(res.Runners) != len(l.Runners) {
 		t.Fatalf("Launch answered %d runners for %d", len(res.Runners), len(l.Runners))
 	}
 	return res
+}
+
+// PlanAndLaunch plans l with p and launches the plan with regs, failing tb
+// on an error of either step; a runner's own error stays in the Result for
+// the caller to judge.
+func PlanAndLaunch(tb testing.TB, p provider.Provider, l provider.Launch, regs []provider.Registration) (provider.Plan, provider.Result) {
+	tb.Helper()
+	plan, err := p.Plan(context.Background(), l)
+	if err != nil {
+		tb.Fatalf("Plan: %v", err)
+	}
+	res, err := p.Launch(context.Background(), plan, regs)
+	if err != nil {
+		tb.Fatalf("Launch: %v", err)
+	}
+	return plan, res
+}
+
+// ListByID is what p lists for f, by instance id, failing tb on an error.
+func ListByID(tb testing.TB, p provider.Provider, f provider.Filter) map[string]provider.Instance {
+	tb.Helper()
+	got, err := p.List(context.Background(), f)
+	if err != nil {
+		tb.Fatalf("List(%+v): %v", f, err)
+	}
+	byID := map[string]provider.Instance{}
+	for _, in := range got {
+		byID[in.ID] = in
+	}
+	return byID
 }
 
 func list(t *testing.T, h Harness, f provider.Filter) []provider.Instance {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/provider/providertest"
 )
 
 // member is a provider that records what it was asked and lists the
@@ -88,15 +89,8 @@ func newRouter(t *testing.T) (*Router, *member, *member) {
 
 func launch(t *testing.T, r *Router, pl, token string) provider.Instance {
 	t.Helper()
-	plan, err := r.Plan(context.Background(), provider.Launch{Token: token, Spec: pool.Spec{Shared: pool.Shared{Pool: pl}},
-		Runners: []provider.RunnerRequest{{Name: "r-" + token}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := r.Launch(context.Background(), plan, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, res := providertest.PlanAndLaunch(t, r, provider.Launch{Token: token, Spec: pool.Spec{Shared: pool.Shared{Pool: pl}},
+		Runners: []provider.RunnerRequest{{Name: "r-" + token}}}, nil)
 	return res.Runners[0].Instance
 }
 

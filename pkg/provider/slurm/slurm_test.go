@@ -162,14 +162,7 @@ func launchN(t *testing.T, p *slurm.Provider, spec pool.Spec, token string, n in
 		l.Runners = append(l.Runners, provider.RunnerRequest{Name: name, JobID: int64(1000 + i), RunID: 9, Repository: "acme/app", Owner: "acme"})
 		regs = append(regs, provider.Registration{Mode: provider.ModeJIT, JITConfig: fmt.Sprintf("CANARYJIT-%s-%d", token, i), RunnerName: name})
 	}
-	plan, err := p.Plan(context.Background(), l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := p.Launch(context.Background(), plan, regs)
-	if err != nil {
-		t.Fatalf("Launch: %v", err)
-	}
+	plan, res := providertest.PlanAndLaunch(t, p, l, regs)
 	return plan, regs, res
 }
 
@@ -485,13 +478,7 @@ func BenchmarkLaunch(b *testing.B) {
 			l.Runners = append(l.Runners, provider.RunnerRequest{Name: "r" + strconv.Itoa(j)})
 			regs = append(regs, provider.Registration{Mode: provider.ModeJIT, JITConfig: "x"})
 		}
-		plan, err := p.Plan(context.Background(), l)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := p.Launch(context.Background(), plan, regs); err != nil {
-			b.Fatal(err)
-		}
+		providertest.PlanAndLaunch(b, p, l, regs)
 	}
 	elapsed := time.Since(start)
 	calls := p.Calls()

@@ -16,6 +16,7 @@ import (
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/provider/providertest"
 )
 
 // TestClassify: Slurm's messages (as sbatch, squeue and scancel print
@@ -247,13 +248,7 @@ func TestScriptHoldsNoSecret(t *testing.T) {
 	fc := &fakeSlurm{}
 	p := newFake(t, fc)
 	l := provider.Launch{Token: "tok", Spec: pool.Spec{Shared: pool.Shared{Pool: "cpu"}}, Runners: []provider.RunnerRequest{{Name: "r1"}}}
-	pl, err := p.Plan(context.Background(), l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.Launch(context.Background(), pl, []provider.Registration{{Mode: provider.ModeJIT, JITConfig: "CANARY-SECRET"}}); err != nil {
-		t.Fatal(err)
-	}
+	providertest.PlanAndLaunch(t, p, l, []provider.Registration{{Mode: provider.ModeJIT, JITConfig: "CANARY-SECRET"}})
 	if len(fc.submits) != 1 {
 		t.Fatalf("%d submits", len(fc.submits))
 	}

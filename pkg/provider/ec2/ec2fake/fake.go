@@ -364,6 +364,23 @@ func apiErr(code, msg string) error {
 	return &smithy.GenericAPIError{Code: code, Message: msg, Fault: smithy.FaultClient}
 }
 
+// enter starts an operation other than CreateFleet (which records its
+// input even when it fails): op's latency, then, under f.mu, its count and
+// any failure injected for it. On success it returns with f.mu held, for
+// the caller to release; on an error f.mu is not held.
+func (f *Fake) enter(ctx context.Context, op string) error {
+	if err := f.wait(ctx, op); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.calls[op]++
+	if err := f.injected(op); err != nil {
+		f.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
 // injected pops the next injected failure of op; the caller holds f.mu.
 func (f *Fake) injected(op string) error {
 	codes := f.failNext[op]
@@ -625,15 +642,10 @@ func message(code, typ, zone string) string {
 // any of its values, every filter must match), in pages of MaxResults (5 to
 // 1,000, which EC2 refuses together with InstanceIds) with NextToken.
 func (f *Fake) DescribeInstances(ctx context.Context, in *sdkec2.DescribeInstancesInput, _ ...func(*sdkec2.Options)) (*sdkec2.DescribeInstancesOutput, error) {
-	if err := f.wait(ctx, "DescribeInstances"); err != nil {
+	if err := f.enter(ctx, "DescribeInstances"); err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls["DescribeInstances"]++
-	if err := f.injected("DescribeInstances"); err != nil {
-		return nil, err
-	}
 	f.settle()
 	if in.MaxResults != nil && (len(in.InstanceIds) > 0 || *in.MaxResults < 5 || *in.MaxResults > 1000) {
 		return nil, apiErr("InvalidParameterCombination", "MaxResults must be 5 to 1000, and cannot be used with InstanceIds")
@@ -735,15 +747,10 @@ func matches(inst *Instance, filters []types.Filter) bool {
 
 // TerminateInstances implements ec2.API.
 func (f *Fake) TerminateInstances(ctx context.Context, in *sdkec2.TerminateInstancesInput, _ ...func(*sdkec2.Options)) (*sdkec2.TerminateInstancesOutput, error) {
-	if err := f.wait(ctx, "TerminateInstances"); err != nil {
+	if err := f.enter(ctx, "TerminateInstances"); err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls["TerminateInstances"]++
-	if err := f.injected("TerminateInstances"); err != nil {
-		return nil, err
-	}
 	if len(in.InstanceIds) == 0 {
 		return nil, apiErr("MissingParameter", "The request must contain the parameter InstanceId")
 	}
@@ -773,15 +780,10 @@ func (f *Fake) TerminateInstances(ctx context.Context, in *sdkec2.TerminateInsta
 // CreateTags implements ec2.API for instances: it adds or overwrites the
 // tags of every instance named, or of none when one is unknown.
 func (f *Fake) CreateTags(ctx context.Context, in *sdkec2.CreateTagsInput, _ ...func(*sdkec2.Options)) (*sdkec2.CreateTagsOutput, error) {
-	if err := f.wait(ctx, "CreateTags"); err != nil {
+	if err := f.enter(ctx, "CreateTags"); err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls["CreateTags"]++
-	if err := f.injected("CreateTags"); err != nil {
-		return nil, err
-	}
 	if len(in.Resources) == 0 || len(in.Tags) == 0 {
 		return nil, apiErr("MissingParameter", "The request must contain the parameters ResourceId and Tag")
 	}

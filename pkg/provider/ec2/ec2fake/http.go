@@ -67,53 +67,35 @@ func (f *Fake) Handler() http.Handler {
 		var out any
 		switch action {
 		case "CreateFleet":
-			in := decodeCreateFleet(q)
-			if err = q.finish(); err == nil {
-				var o *sdkec2.CreateFleetOutput
-				if o, err = f.CreateFleet(r.Context(), in); err == nil {
-					out = encodeCreateFleet(rid, o)
-				}
-			}
+			out, err = answer(r.Context(), q, decodeCreateFleet(q), f.CreateFleet, func(o *sdkec2.CreateFleetOutput) any {
+				return encodeCreateFleet(rid, o)
+			})
 		case "DescribeInstances":
 			in := &sdkec2.DescribeInstancesInput{InstanceIds: q.strs("InstanceId"), Filters: q.filters("Filter"),
 				MaxResults: q.i32("MaxResults"), NextToken: q.str("NextToken")}
-			if err = q.finish(); err == nil {
-				var o *sdkec2.DescribeInstancesOutput
-				if o, err = f.DescribeInstances(r.Context(), in); err == nil {
-					out = encodeDescribeInstances(rid, o)
-				}
-			}
+			out, err = answer(r.Context(), q, in, f.DescribeInstances, func(o *sdkec2.DescribeInstancesOutput) any {
+				return encodeDescribeInstances(rid, o)
+			})
 		case "TerminateInstances":
 			in := &sdkec2.TerminateInstancesInput{InstanceIds: q.strs("InstanceId")}
-			if err = q.finish(); err == nil {
-				var o *sdkec2.TerminateInstancesOutput
-				if o, err = f.TerminateInstances(r.Context(), in); err == nil {
-					out = encodeTerminateInstances(rid, o)
-				}
-			}
+			out, err = answer(r.Context(), q, in, f.TerminateInstances, func(o *sdkec2.TerminateInstancesOutput) any {
+				return encodeTerminateInstances(rid, o)
+			})
 		case "StopInstances":
 			in := &sdkec2.StopInstancesInput{InstanceIds: q.strs("InstanceId")}
-			if err = q.finish(); err == nil {
-				var o *sdkec2.StopInstancesOutput
-				if o, err = f.StopInstances(r.Context(), in); err == nil {
-					out = encodeStateChanges("StopInstancesResponse", rid, o.StoppingInstances)
-				}
-			}
+			out, err = answer(r.Context(), q, in, f.StopInstances, func(o *sdkec2.StopInstancesOutput) any {
+				return encodeStateChanges("StopInstancesResponse", rid, o.StoppingInstances)
+			})
 		case "StartInstances":
 			in := &sdkec2.StartInstancesInput{InstanceIds: q.strs("InstanceId")}
-			if err = q.finish(); err == nil {
-				var o *sdkec2.StartInstancesOutput
-				if o, err = f.StartInstances(r.Context(), in); err == nil {
-					out = encodeStateChanges("StartInstancesResponse", rid, o.StartingInstances)
-				}
-			}
+			out, err = answer(r.Context(), q, in, f.StartInstances, func(o *sdkec2.StartInstancesOutput) any {
+				return encodeStateChanges("StartInstancesResponse", rid, o.StartingInstances)
+			})
 		case "CreateTags":
 			in := &sdkec2.CreateTagsInput{Resources: q.strs("ResourceId"), Tags: q.tags("Tag")}
-			if err = q.finish(); err == nil {
-				if _, err = f.CreateTags(r.Context(), in); err == nil {
-					out = &xmlCreateTagsResponse{Xmlns: xmlns, RequestID: rid, Return: true}
-				}
-			}
+			out, err = answer(r.Context(), q, in, f.CreateTags, func(*sdkec2.CreateTagsOutput) any {
+				return &xmlCreateTagsResponse{Xmlns: xmlns, RequestID: rid, Return: true}
+			})
 		default:
 			err = apiErr("InvalidAction", fmt.Sprintf("The action %s is not valid for this web service.", action))
 		}
@@ -125,6 +107,20 @@ func (f *Fake) Handler() http.Handler {
 		_, _ = io.WriteString(w, xml.Header)
 		_ = xml.NewEncoder(w).Encode(out)
 	})
+}
+
+// answer is one action's answer: once q has read the request (a parameter
+// the fake does not model, or a malformed one, is refused before op runs),
+// op's output as encode makes it XML.
+func answer[I, O any](ctx context.Context, q *query, in I, op func(context.Context, I, ...func(*sdkec2.Options)) (O, error), encode func(O) any) (any, error) {
+	if err := q.finish(); err != nil {
+		return nil, err
+	}
+	o, err := op(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	return encode(o), nil
 }
 
 // Serve starts the handler on a loopback port for the test's duration and
@@ -274,42 +270,33 @@ func (q *query) count(key string) int {
 
 func member(key string, i int) string { return key + "." + strconv.Itoa(i+1) }
 
-func (q *query) strs(key string) []string {
+// members reads the list key (key.1 … key.n), each member with read given
+// the member's key; nil when the list is absent, as the SDK leaves it, so
+// that a decoded input equals the one the SDK sent.
+func members[T any](q *query, key string, read func(member string) T) []T {
 	n := q.count(key)
 	if n == 0 {
 		return nil
 	}
-	out := make([]string, n)
+	out := make([]T, n)
 	for i := range out {
-		out[i] = q.val(member(key, i))
+		out[i] = read(member(key, i))
 	}
 	return out
 }
 
+func (q *query) strs(key string) []string { return members(q, key, q.val) }
+
 func (q *query) tags(key string) []types.Tag {
-	n := q.count(key)
-	if n == 0 {
-		return nil
-	}
-	out := make([]types.Tag, n)
-	for i := range out {
-		p := member(key, i)
-		out[i] = types.Tag{Key: q.str(p + ".Key"), Value: q.str(p + ".Value")}
-	}
-	return out
+	return members(q, key, func(p string) types.Tag {
+		return types.Tag{Key: q.str(p + ".Key"), Value: q.str(p + ".Value")}
+	})
 }
 
 func (q *query) filters(key string) []types.Filter {
-	n := q.count(key)
-	if n == 0 {
-		return nil
-	}
-	out := make([]types.Filter, n)
-	for i := range out {
-		p := member(key, i)
-		out[i] = types.Filter{Name: q.str(p + ".Name"), Values: q.strs(p + ".Value")}
-	}
-	return out
+	return members(q, key, func(p string) types.Filter {
+		return types.Filter{Name: q.str(p + ".Name"), Values: q.strs(p + ".Value")}
+	})
 }
 
 // finish reports the first malformed value, or the first parameter that

@@ -69,15 +69,10 @@ func (f *Fake) settle() {
 // StopInstances implements ec2.API: running instances go stopping, then
 // stopped (see the package doc and SetStateDelays).
 func (f *Fake) StopInstances(ctx context.Context, in *sdkec2.StopInstancesInput, _ ...func(*sdkec2.Options)) (*sdkec2.StopInstancesOutput, error) {
-	if err := f.wait(ctx, "StopInstances"); err != nil {
+	if err := f.enter(ctx, "StopInstances"); err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls["StopInstances"]++
-	if err := f.injected("StopInstances"); err != nil {
-		return nil, err
-	}
 	if in.DryRun != nil || in.Force != nil || in.Hibernate != nil || in.SkipOsShutdown != nil {
 		return nil, apiErr("InvalidParameterValue", "the fake models neither DryRun, Force, Hibernate nor SkipOsShutdown")
 	}
@@ -108,15 +103,10 @@ func (f *Fake) StopInstances(ctx context.Context, in *sdkec2.StopInstancesInput,
 // StartInstances implements ec2.API: stopped instances go pending, then
 // running (see the package doc and SetStateDelays).
 func (f *Fake) StartInstances(ctx context.Context, in *sdkec2.StartInstancesInput, _ ...func(*sdkec2.Options)) (*sdkec2.StartInstancesOutput, error) {
-	if err := f.wait(ctx, "StartInstances"); err != nil {
+	if err := f.enter(ctx, "StartInstances"); err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls["StartInstances"]++
-	if err := f.injected("StartInstances"); err != nil {
-		return nil, err
-	}
 	if in.DryRun != nil || in.AdditionalInfo != nil {
 		return nil, apiErr("InvalidParameterValue", "the fake models neither DryRun nor AdditionalInfo")
 	}
