@@ -39,6 +39,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	sdkec2 "github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/skiffci/skiff/internal/ctxsleep"
 )
 
 // API is the part of the EC2 client this package calls, with the SDK's
@@ -670,12 +672,8 @@ func (l *Launcher) tag(ctx context.Context, ids []string, tags map[string]string
 			break
 		}
 		if delay > 0 {
-			t := time.NewTimer(delay)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return fmt.Errorf("tagging instances: %w: %w", ErrTransient, ctx.Err())
-			case <-t.C:
+			if err := ctxsleep.For(ctx, delay); err != nil {
+				return fmt.Errorf("tagging instances: %w: %w", ErrTransient, err)
 			}
 			delay *= 2
 		}

@@ -59,6 +59,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/skiffci/skiff/internal/ctxsleep"
 	"github.com/skiffci/skiff/pkg/provider/ec2"
 )
 
@@ -347,17 +348,7 @@ func (f *Fake) wait(ctx context.Context, op string) error {
 		d = f.latency
 	}
 	f.mu.Unlock()
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return ctxsleep.For(ctx, d)
 }
 
 func apiErr(code, msg string) error {
