@@ -9,7 +9,6 @@ import (
 	"encoding/pem"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -125,24 +124,6 @@ func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-var (
-	specOnce sync.Once
-	spec     *apispec.Spec
-	specErr  error
-)
-
-func loadSpec(t *testing.T) *apispec.Spec {
-	t.Helper()
-	dir := testenv.NodeModule(t, "@octokit/openapi")
-	specOnce.Do(func() {
-		spec, specErr = apispec.Load(filepath.Join(dir, "generated", "api.github.com.json"))
-	})
-	if specErr != nil {
-		t.Fatalf("loading GitHub's API description: %v", specErr)
-	}
-	return spec
 }
 
 // exchanges records every exchange a simulator answers: opts is the

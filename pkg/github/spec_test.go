@@ -19,7 +19,7 @@ import (
 // simulator gave against GitHub's OpenAPI description.
 func TestSimulatorAnswersMatchGitHubSpec(t *testing.T) {
 	t.Parallel()
-	sp := loadSpec(t)
+	sp := apispec.GitHub(t)
 	opts, got := exchanges()
 	e := newEnv(t, envConfig{simOpts: opts})
 	e.sim.AddOrg("other")
@@ -237,7 +237,7 @@ func checkRateLimitHeaders(sp *apispec.Spec, h http.Header) error {
 // sends against the description's x-webhooks payload schemas.
 func TestSimulatorWebhooksMatchGitHubSpec(t *testing.T) {
 	t.Parallel()
-	sp := loadSpec(t)
+	sp := apispec.GitHub(t)
 	e := newEnv(t, envConfig{})
 	e.sim.SetWebhook(e.appID, "http://127.0.0.1:1/unreachable", "s")
 	run, err := e.sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{
