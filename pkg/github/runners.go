@@ -220,14 +220,10 @@ func (c *Client) RegistrationToken(ctx context.Context, inst int64, scope Scope)
 // ListRunners lists every self-hosted runner in scope (all pages). A non-empty
 // name filters on the exact runner name, as GitHub's `name` parameter does.
 func (c *Client) ListRunners(ctx context.Context, inst int64, scope Scope, name string) ([]Runner, error) {
-	if err := scope.validate(); err != nil {
+	ctx, rq, err := c.scopeCall(ctx, inst, scope, "list_runners", "listing runners")
+	if err != nil {
 		return nil, err
 	}
-	in, err := c.installFor(ctx, inst, scope.Owner, scope.Repo)
-	if err != nil {
-		return nil, fmt.Errorf("listing runners: %w", err)
-	}
-	ctx, rq := asInstallation(ctx, "list_runners", in)
 	q := url.Values{"per_page": {strconv.Itoa(perPage)}}
 	if name != "" {
 		q.Set("name", name)
@@ -261,16 +257,27 @@ func (c *Client) ListRunners(ctx context.Context, inst int64, scope Scope, name 
 	}
 }
 
-// GetRunner returns one runner; an unknown id matches ErrNotFound.
-func (c *Client) GetRunner(ctx context.Context, inst int64, scope Scope, id int64) (*Runner, error) {
+// scopeCall checks scope and returns ctx carrying call op, acting as the
+// installation that reaches scope; doing names the call in the error of a
+// failed lookup.
+func (c *Client) scopeCall(ctx context.Context, inst int64, scope Scope, op, doing string) (context.Context, *call, error) {
 	if err := scope.validate(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	in, err := c.installFor(ctx, inst, scope.Owner, scope.Repo)
 	if err != nil {
-		return nil, fmt.Errorf("getting runner: %w", err)
+		return nil, nil, fmt.Errorf("%s: %w", doing, err)
 	}
-	ctx, rq := asInstallation(ctx, "get_runner", in)
+	ctx, rq := asInstallation(ctx, op, in)
+	return ctx, rq, nil
+}
+
+// GetRunner returns one runner; an unknown id matches ErrNotFound.
+func (c *Client) GetRunner(ctx context.Context, inst int64, scope Scope, id int64) (*Runner, error) {
+	ctx, rq, err := c.scopeCall(ctx, inst, scope, "get_runner", "getting runner")
+	if err != nil {
+		return nil, err
+	}
 	var r ghRunner
 	if _, err := c.do(ctx, rq, http.MethodGet, scope.prefix()+"/actions/runners/"+strconv.FormatInt(id, 10), nil, &r); err != nil {
 		return nil, fmt.Errorf("getting runner %d of %s: %w", id, scope, err)
@@ -283,14 +290,10 @@ func (c *Client) GetRunner(ctx context.Context, inst int64, scope Scope, id int6
 // runner running a job gives an error matching ErrRunnerBusy (GitHub's 422),
 // so the caller can leave it and try again after its job.
 func (c *Client) DeleteRunner(ctx context.Context, inst int64, scope Scope, id int64) error {
-	if err := scope.validate(); err != nil {
+	ctx, rq, err := c.scopeCall(ctx, inst, scope, "delete_runner", "deleting runner")
+	if err != nil {
 		return err
 	}
-	in, err := c.installFor(ctx, inst, scope.Owner, scope.Repo)
-	if err != nil {
-		return fmt.Errorf("deleting runner: %w", err)
-	}
-	ctx, rq := asInstallation(ctx, "delete_runner", in)
 	if scope.IsOrg() {
 		_, err = c.gh.Actions.RemoveOrganizationRunner(ctx, seg(scope.Owner), id)
 	} else {
