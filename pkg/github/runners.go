@@ -143,28 +143,22 @@ func (c *Client) ListRunnerGroups(ctx context.Context, inst int64, org string) (
 		return nil, fmt.Errorf("listing runner groups: %w", err)
 	}
 	ctx, rq := asInstallation(ctx, "list_runner_groups", in)
-	var all []RunnerGroup
-	opts := &gh.ListOrgRunnerGroupOptions{ListOptions: gh.ListOptions{PerPage: perPage}}
-	walk := newPageWalk("runner groups of "+org, "1")
-	for {
+	groups, err := readPages("runner groups of "+org, func(p int) ([]*gh.RunnerGroup, int, int, error) {
+		opts := &gh.ListOrgRunnerGroupOptions{ListOptions: gh.ListOptions{PerPage: perPage, Page: p}}
 		page, resp, err := c.gh.Actions.ListOrganizationRunnerGroups(ctx, seg(org), opts)
 		if err != nil {
-			return nil, fmt.Errorf("listing runner groups of %s: %w", org, callError(rq, err))
+			return nil, 0, 0, fmt.Errorf("listing runner groups of %s: %w", org, callError(rq, err))
 		}
-		for _, g := range page.RunnerGroups {
-			if g != nil && walk.fresh(g.GetID()) { // a null item names nothing
-				all = append(all, groupFrom(g))
-			}
-		}
-		more, err := walk.next(len(page.RunnerGroups), page.TotalCount, pageKey(resp.NextPage))
-		if err != nil {
-			return nil, err
-		}
-		if !more {
-			return all, nil
-		}
-		opts.Page = resp.NextPage
+		return page.RunnerGroups, page.TotalCount, resp.NextPage, nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	var all []RunnerGroup
+	for _, g := range groups {
+		all = append(all, groupFrom(g))
+	}
+	return all, nil
 }
 
 // RegistrationToken returns a token for `config.sh --token` in scope
@@ -228,9 +222,10 @@ func (c *Client) ListRunners(ctx context.Context, inst int64, scope Scope, name 
 	if name != "" {
 		q.Set("name", name)
 	}
-	var all []Runner
-	walk := newPageWalk("runners of "+scope.String(), "1")
-	for {
+	runners, err := readPages("runners of "+scope.String(), func(p int) ([]*ghRunner, int, int, error) {
+		if p > 0 {
+			q.Set("page", strconv.Itoa(p))
+		}
 		// Actions.ListRunners/ListOrganizationRunners decode into go-github
 		// v62's Runner, which lacks runner_group_id, ephemeral and version.
 		var page struct {
@@ -239,22 +234,18 @@ func (c *Client) ListRunners(ctx context.Context, inst int64, scope Scope, name 
 		}
 		resp, err := c.do(ctx, rq, http.MethodGet, scope.prefix()+"/actions/runners?"+q.Encode(), nil, &page)
 		if err != nil {
-			return nil, fmt.Errorf("listing runners of %s: %w", scope, err)
+			return nil, 0, 0, fmt.Errorf("listing runners of %s: %w", scope, err)
 		}
-		for _, r := range page.Runners {
-			if r != nil && walk.fresh(r.GetID()) { // a null item names nothing
-				all = append(all, r.runner())
-			}
-		}
-		more, err := walk.next(len(page.Runners), page.TotalCount, pageKey(resp.NextPage))
-		if err != nil {
-			return nil, err
-		}
-		if !more {
-			return all, nil
-		}
-		q.Set("page", strconv.Itoa(resp.NextPage))
+		return page.Runners, page.TotalCount, resp.NextPage, nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	var all []Runner
+	for _, r := range runners {
+		all = append(all, r.runner())
+	}
+	return all, nil
 }
 
 // scopeCall checks scope and returns ctx carrying call op, acting as the
@@ -335,28 +326,22 @@ func (c *Client) RunJobs(ctx context.Context, inst int64, owner, repo string, ru
 		return nil, fmt.Errorf("listing run jobs: %w", err)
 	}
 	ctx, rq := asInstallation(ctx, "list_run_jobs", in)
-	var all []WorkflowJob
-	opts := &gh.ListWorkflowJobsOptions{Filter: "latest", ListOptions: gh.ListOptions{PerPage: perPage}}
-	walk := newPageWalk("jobs of run "+strconv.FormatInt(runID, 10), "1")
-	for {
+	jobs, err := readPages("jobs of run "+strconv.FormatInt(runID, 10), func(p int) ([]*gh.WorkflowJob, int, int, error) {
+		opts := &gh.ListWorkflowJobsOptions{Filter: "latest", ListOptions: gh.ListOptions{PerPage: perPage, Page: p}}
 		page, resp, err := c.gh.Actions.ListWorkflowJobs(ctx, seg(owner), seg(repo), runID, opts)
 		if err != nil {
-			return nil, fmt.Errorf("listing jobs of run %d of %s/%s: %w", runID, owner, repo, callError(rq, err))
+			return nil, 0, 0, fmt.Errorf("listing jobs of run %d of %s/%s: %w", runID, owner, repo, callError(rq, err))
 		}
-		for _, j := range page.Jobs {
-			if j != nil && walk.fresh(j.GetID()) {
-				all = append(all, *jobFrom(j))
-			}
-		}
-		more, err := walk.next(len(page.Jobs), page.GetTotalCount(), pageKey(resp.NextPage))
-		if err != nil {
-			return nil, err
-		}
-		if !more {
-			return all, nil
-		}
-		opts.Page = resp.NextPage
+		return page.Jobs, page.GetTotalCount(), resp.NextPage, nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	var all []WorkflowJob
+	for _, j := range jobs {
+		all = append(all, *jobFrom(j))
+	}
+	return all, nil
 }
 
 // GetWorkflowRun returns a workflow run, whose Event is the trigger the
