@@ -118,6 +118,21 @@ func (e *env) slept() []time.Duration {
 	return append([]time.Duration(nil), e.sleeps...)
 }
 
+// connectOrgRunner has the client generate a JIT config for a runner of
+// acme's Default group and connects that runner to the simulator.
+func (e *env) connectOrgRunner(ctx context.Context, t *testing.T, name string, labels ...string) *github.JITConfig {
+	t.Helper()
+	jc, err := e.client.GenerateJITConfig(ctx, e.inst, github.OrgScope("acme"),
+		github.JITRequest{Name: name, RunnerGroupID: 1, Labels: labels})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.sim.ConnectRunner(jc.EncodedJITConfig.Reveal()); err != nil {
+		t.Fatal(err)
+	}
+	return jc
+}
+
 func ctxT(t *testing.T) context.Context {
 	t.Helper()
 	// Long: waits are simulated, but canWait compares them with this real deadline.

@@ -245,14 +245,7 @@ func TestSimulatorWebhooksMatchGitHubSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jc, err := e.client.GenerateJITConfig(ctxT(t), e.inst, github.OrgScope("acme"),
-		github.JITRequest{Name: "r", RunnerGroupID: 1, Labels: []string{"self-hosted"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.sim.ConnectRunner(jc.EncodedJITConfig.Reveal()); err != nil {
-		t.Fatal(err)
-	}
+	e.connectOrgRunner(ctxT(t), t, "r", "self-hosted")
 	if err := e.sim.CancelJob(run.JobIDs[1]); err != nil {
 		t.Fatal(err)
 	}
