@@ -130,11 +130,7 @@ func (c *Client) ListRunnerGroupRepositories(ctx context.Context, inst int64, or
 	if err != nil {
 		return nil, err
 	}
-	var all []int64
-	for _, r := range repos {
-		all = append(all, r.GetID())
-	}
-	return all, nil
+	return convertAll(repos, (*gh.Repository).GetID), nil
 }
 
 // InstallationRepository is a repository an installation can reach.
@@ -160,11 +156,9 @@ func (c *Client) ListInstallationRepositories(ctx context.Context, inst int64, o
 	if err != nil {
 		return nil, err
 	}
-	var all []InstallationRepository
-	for _, r := range repos {
-		all = append(all, InstallationRepository{ID: r.GetID(), FullName: r.GetFullName(), Visibility: r.GetVisibility()})
-	}
-	return all, nil
+	return convertAll(repos, func(r *gh.Repository) InstallationRepository {
+		return InstallationRepository{ID: r.GetID(), FullName: r.GetFullName(), Visibility: r.GetVisibility()}
+	}), nil
 }
 
 // allRepositories reads every page of the repository listing what (its

@@ -118,3 +118,12 @@ func readPages[T identified](what string, fetch func(page int) (items []T, total
 		page = next
 	}
 }
+
+// convertAll is f of each item, in order; nil for no items.
+func convertAll[T, U any](items []T, f func(T) U) []U {
+	var out []U
+	for _, it := range items {
+		out = append(out, f(it))
+	}
+	return out
+}

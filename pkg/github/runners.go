@@ -154,11 +154,7 @@ func (c *Client) ListRunnerGroups(ctx context.Context, inst int64, org string) (
 	if err != nil {
 		return nil, err
 	}
-	var all []RunnerGroup
-	for _, g := range groups {
-		all = append(all, groupFrom(g))
-	}
-	return all, nil
+	return convertAll(groups, groupFrom), nil
 }
 
 // RegistrationToken returns a token for `config.sh --token` in scope
@@ -241,11 +237,7 @@ func (c *Client) ListRunners(ctx context.Context, inst int64, scope Scope, name 
 	if err != nil {
 		return nil, err
 	}
-	var all []Runner
-	for _, r := range runners {
-		all = append(all, r.runner())
-	}
-	return all, nil
+	return convertAll(runners, (*ghRunner).runner), nil
 }
 
 // scopeCall checks scope and returns ctx carrying call op, acting as the
@@ -337,11 +329,7 @@ func (c *Client) RunJobs(ctx context.Context, inst int64, owner, repo string, ru
 	if err != nil {
 		return nil, err
 	}
-	var all []WorkflowJob
-	for _, j := range jobs {
-		all = append(all, *jobFrom(j))
-	}
-	return all, nil
+	return convertAll(jobs, func(j *gh.WorkflowJob) WorkflowJob { return *jobFrom(j) }), nil
 }
 
 // GetWorkflowRun returns a workflow run, whose Event is the trigger the
