@@ -130,11 +130,7 @@ func (c *Client) ListRunnerGroupRepositories(ctx context.Context, inst int64, or
 	if err != nil {
 		return nil, err
 	}
-	var all []int64
-	for _, r := range repos {
-		all = append(all, r.GetID())
-	}
-	return all, nil
+	return convertAll(repos, (*gh.Repository).GetID), nil
 }
 
 // InstallationRepository is a repository an installation can reach.
@@ -160,36 +156,19 @@ func (c *Client) ListInstallationRepositories(ctx context.Context, inst int64, o
 	if err != nil {
 		return nil, err
 	}
-	var all []InstallationRepository
-	for _, r := range repos {
-		all = append(all, InstallationRepository{ID: r.GetID(), FullName: r.GetFullName(), Visibility: r.GetVisibility()})
-	}
-	return all, nil
+	return convertAll(repos, func(r *gh.Repository) InstallationRepository {
+		return InstallationRepository{ID: r.GetID(), FullName: r.GetFullName(), Visibility: r.GetVisibility()}
+	}), nil
 }
 
 // allRepositories reads every page of the repository listing what (its
 // pages asked for by list, under rq), each repository once.
 func allRepositories(rq *call, what string, list func(*gh.ListOptions) (*gh.ListRepositories, *gh.Response, error)) ([]*gh.Repository, error) {
-	var all []*gh.Repository
-	opts := &gh.ListOptions{PerPage: perPage}
-	walk := newPageWalk(what, "1")
-	for {
-		page, resp, err := list(opts)
+	return readPages(what, func(p int) ([]*gh.Repository, int, int, error) {
+		page, resp, err := list(&gh.ListOptions{PerPage: perPage, Page: p})
 		if err != nil {
-			return nil, fmt.Errorf("listing the %s: %w", what, callError(rq, err))
+			return nil, 0, 0, fmt.Errorf("listing the %s: %w", what, callError(rq, err))
 		}
-		for _, r := range page.Repositories {
-			if r != nil && walk.fresh(r.GetID()) {
-				all = append(all, r)
-			}
-		}
-		more, err := walk.next(len(page.Repositories), page.GetTotalCount(), pageKey(resp.NextPage))
-		if err != nil {
-			return nil, err
-		}
-		if !more {
-			return all, nil
-		}
-		opts.Page = resp.NextPage
-	}
+		return page.Repositories, page.GetTotalCount(), resp.NextPage, nil
+	})
 }

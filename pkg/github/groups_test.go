@@ -10,6 +10,7 @@ import (
 
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/github/internal/apispec"
 )
 
 // TestRunnerGroupCallsMatchGitHubSpec drives the runner group calls skiff
@@ -20,7 +21,7 @@ func TestRunnerGroupCallsMatchGitHubSpec(t *testing.T) {
 	for _, base := range []string{"", "/api/v3"} {
 		t.Run("base="+base, func(t *testing.T) {
 			t.Parallel()
-			sp := loadSpec(t)
+			sp := apispec.GitHub(t)
 			opts, got := exchanges()
 			opts.BasePath = base
 			e := newEnv(t, envConfig{simOpts: opts})

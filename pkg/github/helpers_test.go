@@ -9,7 +9,6 @@ import (
 	"encoding/pem"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -119,30 +118,27 @@ func (e *env) slept() []time.Duration {
 	return append([]time.Duration(nil), e.sleeps...)
 }
 
+// connectOrgRunner has the client generate a JIT config for a runner of
+// acme's Default group and connects that runner to the simulator.
+func (e *env) connectOrgRunner(ctx context.Context, t *testing.T, name string, labels ...string) *github.JITConfig {
+	t.Helper()
+	jc, err := e.client.GenerateJITConfig(ctx, e.inst, github.OrgScope("acme"),
+		github.JITRequest{Name: name, RunnerGroupID: 1, Labels: labels})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.sim.ConnectRunner(jc.EncodedJITConfig.Reveal()); err != nil {
+		t.Fatal(err)
+	}
+	return jc
+}
+
 func ctxT(t *testing.T) context.Context {
 	t.Helper()
 	// Long: waits are simulated, but canWait compares them with this real deadline.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-var (
-	specOnce sync.Once
-	spec     *apispec.Spec
-	specErr  error
-)
-
-func loadSpec(t *testing.T) *apispec.Spec {
-	t.Helper()
-	dir := testenv.NodeModule(t, "@octokit/openapi")
-	specOnce.Do(func() {
-		spec, specErr = apispec.Load(filepath.Join(dir, "generated", "api.github.com.json"))
-	})
-	if specErr != nil {
-		t.Fatalf("loading GitHub's API description: %v", specErr)
-	}
-	return spec
 }
 
 // exchanges records every exchange a simulator answers: opts is the

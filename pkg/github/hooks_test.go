@@ -93,14 +93,7 @@ func TestWebhookOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, b := run.JobIDs[0], run.JobIDs[1]
-	jc, err := e.client.GenerateJITConfig(ctx, e.inst, github.OrgScope("acme"),
-		github.JITRequest{Name: "r1", RunnerGroupID: 1, Labels: []string{"LINUX"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.sim.ConnectRunner(jc.EncodedJITConfig.Reveal()); err != nil {
-		t.Fatal(err)
-	}
+	e.connectOrgRunner(ctx, t, "r1", "LINUX")
 	if err := e.sim.CancelJob(b); err != nil {
 		t.Fatal(err)
 	}

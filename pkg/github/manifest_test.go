@@ -62,7 +62,7 @@ func createFromManifest(t *testing.T, sim *ghsim.Server, org string, manifest an
 // (created, suspend, unsuspend, deleted) match the x-webhooks schemas.
 func TestManifestFlowMatchesGitHubSpec(t *testing.T) {
 	t.Parallel()
-	sp := loadSpec(t)
+	sp := apispec.GitHub(t)
 	opts, got := exchanges()
 	clock := ghsim.NewClock(t0)
 	opts.Now = clock.Now

@@ -81,3 +81,49 @@ func pageKey(nextPage int) string {
 	}
 	return fmt.Sprint(nextPage)
 }
+
+// identified is an item of a listing: a pointer whose GetID names it (go-github's
+// getters answer 0 for nil).
+type identified interface {
+	comparable
+	GetID() int64
+}
+
+// readPages reads every page of the page-number listing what, as pageWalk
+// decides, and keeps each item once, in the order first seen; a null item
+// names nothing and is dropped. fetch asks for a page (0: the first, asked
+// without page=) and returns its items, its total_count (0 where the
+// listing has none) and the NextPage of its Link header.
+func readPages[T identified](what string, fetch func(page int) (items []T, total, next int, err error)) ([]T, error) {
+	var all []T
+	var none T
+	walk := newPageWalk(what, "1")
+	for page := 0; ; {
+		items, total, next, err := fetch(page)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range items {
+			if it != none && walk.fresh(it.GetID()) {
+				all = append(all, it)
+			}
+		}
+		more, err := walk.next(len(items), total, pageKey(next))
+		if err != nil {
+			return nil, err
+		}
+		if !more {
+			return all, nil
+		}
+		page = next
+	}
+}
+
+// convertAll is f of each item, in order; nil for no items.
+func convertAll[T, U any](items []T, f func(T) U) []U {
+	var out []U
+	for _, it := range items {
+		out = append(out, f(it))
+	}
+	return out
+}

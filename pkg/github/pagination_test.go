@@ -102,7 +102,7 @@ type pageServer struct {
 
 func newPageServer(t *testing.T, l listing, pages map[string]servedPage) (*pageServer, *github.Client) {
 	t.Helper()
-	sp := loadSpec(t)
+	sp := apispec.GitHub(t)
 	ex, err := sp.Example(l.op, 200)
 	if err != nil {
 		t.Fatal(err)
@@ -370,7 +370,7 @@ func summary(ids []int64) string {
 // always page 2) gets one call per listing, and its items once.
 func TestListingsAgainstTheDescriptionsMock(t *testing.T) {
 	t.Parallel()
-	sp := loadSpec(t)
+	sp := apispec.GitHub(t)
 	link, err := sp.HeaderExample("link")
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/github/internal/apispec"
 )
 
 // TestRerunFailedJobs re-runs a run's failed job in the simulator, checks
@@ -14,7 +15,7 @@ import (
 // progress, 404) against GitHub's OpenAPI description.
 func TestRerunFailedJobs(t *testing.T) {
 	t.Parallel()
-	sp := loadSpec(t)
+	sp := apispec.GitHub(t)
 	opts, got := exchanges()
 	e := newEnv(t, envConfig{simOpts: opts})
 	ctx := ctxT(t)

@@ -143,28 +143,18 @@ func (c *Client) ListRunnerGroups(ctx context.Context, inst int64, org string) (
 		return nil, fmt.Errorf("listing runner groups: %w", err)
 	}
 	ctx, rq := asInstallation(ctx, "list_runner_groups", in)
-	var all []RunnerGroup
-	opts := &gh.ListOrgRunnerGroupOptions{ListOptions: gh.ListOptions{PerPage: perPage}}
-	walk := newPageWalk("runner groups of "+org, "1")
-	for {
+	groups, err := readPages("runner groups of "+org, func(p int) ([]*gh.RunnerGroup, int, int, error) {
+		opts := &gh.ListOrgRunnerGroupOptions{ListOptions: gh.ListOptions{PerPage: perPage, Page: p}}
 		page, resp, err := c.gh.Actions.ListOrganizationRunnerGroups(ctx, seg(org), opts)
 		if err != nil {
-			return nil, fmt.Errorf("listing runner groups of %s: %w", org, callError(rq, err))
+			return nil, 0, 0, fmt.Errorf("listing runner groups of %s: %w", org, callError(rq, err))
 		}
-		for _, g := range page.RunnerGroups {
-			if g != nil && walk.fresh(g.GetID()) { // a null item names nothing
-				all = append(all, groupFrom(g))
-			}
-		}
-		more, err := walk.next(len(page.RunnerGroups), page.TotalCount, pageKey(resp.NextPage))
-		if err != nil {
-			return nil, err
-		}
-		if !more {
-			return all, nil
-		}
-		opts.Page = resp.NextPage
+		return page.RunnerGroups, page.TotalCount, resp.NextPage, nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return convertAll(groups, groupFrom), nil
 }
 
 // RegistrationToken returns a token for `config.sh --token` in scope
@@ -220,21 +210,18 @@ func (c *Client) RegistrationToken(ctx context.Context, inst int64, scope Scope)
 // ListRunners lists every self-hosted runner in scope (all pages). A non-empty
 // name filters on the exact runner name, as GitHub's `name` parameter does.
 func (c *Client) ListRunners(ctx context.Context, inst int64, scope Scope, name string) ([]Runner, error) {
-	if err := scope.validate(); err != nil {
+	ctx, rq, err := c.scopeCall(ctx, inst, scope, "list_runners", "listing runners")
+	if err != nil {
 		return nil, err
 	}
-	in, err := c.installFor(ctx, inst, scope.Owner, scope.Repo)
-	if err != nil {
-		return nil, fmt.Errorf("listing runners: %w", err)
-	}
-	ctx, rq := asInstallation(ctx, "list_runners", in)
 	q := url.Values{"per_page": {strconv.Itoa(perPage)}}
 	if name != "" {
 		q.Set("name", name)
 	}
-	var all []Runner
-	walk := newPageWalk("runners of "+scope.String(), "1")
-	for {
+	runners, err := readPages("runners of "+scope.String(), func(p int) ([]*ghRunner, int, int, error) {
+		if p > 0 {
+			q.Set("page", strconv.Itoa(p))
+		}
 		// Actions.ListRunners/ListOrganizationRunners decode into go-github
 		// v62's Runner, which lacks runner_group_id, ephemeral and version.
 		var page struct {
@@ -243,34 +230,37 @@ func (c *Client) ListRunners(ctx context.Context, inst int64, scope Scope, name 
 		}
 		resp, err := c.do(ctx, rq, http.MethodGet, scope.prefix()+"/actions/runners?"+q.Encode(), nil, &page)
 		if err != nil {
-			return nil, fmt.Errorf("listing runners of %s: %w", scope, err)
+			return nil, 0, 0, fmt.Errorf("listing runners of %s: %w", scope, err)
 		}
-		for _, r := range page.Runners {
-			if r != nil && walk.fresh(r.GetID()) { // a null item names nothing
-				all = append(all, r.runner())
-			}
-		}
-		more, err := walk.next(len(page.Runners), page.TotalCount, pageKey(resp.NextPage))
-		if err != nil {
-			return nil, err
-		}
-		if !more {
-			return all, nil
-		}
-		q.Set("page", strconv.Itoa(resp.NextPage))
+		return page.Runners, page.TotalCount, resp.NextPage, nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return convertAll(runners, (*ghRunner).runner), nil
+}
+
+// scopeCall checks scope and returns ctx carrying call op, acting as the
+// installation that reaches scope; doing names the call in the error of a
+// failed lookup.
+func (c *Client) scopeCall(ctx context.Context, inst int64, scope Scope, op, doing string) (context.Context, *call, error) {
+	if err := scope.validate(); err != nil {
+		return nil, nil, err
+	}
+	in, err := c.installFor(ctx, inst, scope.Owner, scope.Repo)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", doing, err)
+	}
+	ctx, rq := asInstallation(ctx, op, in)
+	return ctx, rq, nil
 }
 
 // GetRunner returns one runner; an unknown id matches ErrNotFound.
 func (c *Client) GetRunner(ctx context.Context, inst int64, scope Scope, id int64) (*Runner, error) {
-	if err := scope.validate(); err != nil {
+	ctx, rq, err := c.scopeCall(ctx, inst, scope, "get_runner", "getting runner")
+	if err != nil {
 		return nil, err
 	}
-	in, err := c.installFor(ctx, inst, scope.Owner, scope.Repo)
-	if err != nil {
-		return nil, fmt.Errorf("getting runner: %w", err)
-	}
-	ctx, rq := asInstallation(ctx, "get_runner", in)
 	var r ghRunner
 	if _, err := c.do(ctx, rq, http.MethodGet, scope.prefix()+"/actions/runners/"+strconv.FormatInt(id, 10), nil, &r); err != nil {
 		return nil, fmt.Errorf("getting runner %d of %s: %w", id, scope, err)
@@ -283,14 +273,10 @@ func (c *Client) GetRunner(ctx context.Context, inst int64, scope Scope, id int6
 // runner running a job gives an error matching ErrRunnerBusy (GitHub's 422),
 // so the caller can leave it and try again after its job.
 func (c *Client) DeleteRunner(ctx context.Context, inst int64, scope Scope, id int64) error {
-	if err := scope.validate(); err != nil {
+	ctx, rq, err := c.scopeCall(ctx, inst, scope, "delete_runner", "deleting runner")
+	if err != nil {
 		return err
 	}
-	in, err := c.installFor(ctx, inst, scope.Owner, scope.Repo)
-	if err != nil {
-		return fmt.Errorf("deleting runner: %w", err)
-	}
-	ctx, rq := asInstallation(ctx, "delete_runner", in)
 	if scope.IsOrg() {
 		_, err = c.gh.Actions.RemoveOrganizationRunner(ctx, seg(scope.Owner), id)
 	} else {
@@ -332,28 +318,18 @@ func (c *Client) RunJobs(ctx context.Context, inst int64, owner, repo string, ru
 		return nil, fmt.Errorf("listing run jobs: %w", err)
 	}
 	ctx, rq := asInstallation(ctx, "list_run_jobs", in)
-	var all []WorkflowJob
-	opts := &gh.ListWorkflowJobsOptions{Filter: "latest", ListOptions: gh.ListOptions{PerPage: perPage}}
-	walk := newPageWalk("jobs of run "+strconv.FormatInt(runID, 10), "1")
-	for {
+	jobs, err := readPages("jobs of run "+strconv.FormatInt(runID, 10), func(p int) ([]*gh.WorkflowJob, int, int, error) {
+		opts := &gh.ListWorkflowJobsOptions{Filter: "latest", ListOptions: gh.ListOptions{PerPage: perPage, Page: p}}
 		page, resp, err := c.gh.Actions.ListWorkflowJobs(ctx, seg(owner), seg(repo), runID, opts)
 		if err != nil {
-			return nil, fmt.Errorf("listing jobs of run %d of %s/%s: %w", runID, owner, repo, callError(rq, err))
+			return nil, 0, 0, fmt.Errorf("listing jobs of run %d of %s/%s: %w", runID, owner, repo, callError(rq, err))
 		}
-		for _, j := range page.Jobs {
-			if j != nil && walk.fresh(j.GetID()) {
-				all = append(all, *jobFrom(j))
-			}
-		}
-		more, err := walk.next(len(page.Jobs), page.GetTotalCount(), pageKey(resp.NextPage))
-		if err != nil {
-			return nil, err
-		}
-		if !more {
-			return all, nil
-		}
-		opts.Page = resp.NextPage
+		return page.Jobs, page.GetTotalCount(), resp.NextPage, nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return convertAll(jobs, func(j *gh.WorkflowJob) WorkflowJob { return *jobFrom(j) }), nil
 }
 
 // GetWorkflowRun returns a workflow run, whose Event is the trigger the

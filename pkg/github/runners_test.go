@@ -196,22 +196,8 @@ func TestJobLifecycle(t *testing.T) {
 		t.Fatalf("queued job = %+v, %v", job, err)
 	}
 	// A runner without the label never gets it.
-	other, err := e.client.GenerateJITConfig(ctx, e.inst, github.OrgScope("acme"),
-		github.JITRequest{Name: "cpu-1", RunnerGroupID: 1, Labels: []string{"cpu"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.sim.ConnectRunner(other.EncodedJITConfig.Reveal()); err != nil {
-		t.Fatal(err)
-	}
-	jc, err := e.client.GenerateJITConfig(ctx, e.inst, github.OrgScope("acme"),
-		github.JITRequest{Name: "gpu-1", RunnerGroupID: 1, Labels: []string{"gpu-a10"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.sim.ConnectRunner(jc.EncodedJITConfig.Reveal()); err != nil {
-		t.Fatal(err)
-	}
+	other := e.connectOrgRunner(ctx, t, "cpu-1", "cpu")
+	jc := e.connectOrgRunner(ctx, t, "gpu-1", "gpu-a10")
 	if _, err := e.sim.ConnectRunner(jc.EncodedJITConfig.Reveal()); !errors.Is(err, ghsim.ErrUsed) {
 		t.Fatalf("second connect with one JIT config: %v, want ErrUsed", err)
 	}

@@ -19,7 +19,7 @@ import (
 // simulator gave against GitHub's OpenAPI description.
 func TestSimulatorAnswersMatchGitHubSpec(t *testing.T) {
 	t.Parallel()
-	sp := loadSpec(t)
+	sp := apispec.GitHub(t)
 	opts, got := exchanges()
 	e := newEnv(t, envConfig{simOpts: opts})
 	e.sim.AddOrg("other")
@@ -237,7 +237,7 @@ func checkRateLimitHeaders(sp *apispec.Spec, h http.Header) error {
 // sends against the description's x-webhooks payload schemas.
 func TestSimulatorWebhooksMatchGitHubSpec(t *testing.T) {
 	t.Parallel()
-	sp := loadSpec(t)
+	sp := apispec.GitHub(t)
 	e := newEnv(t, envConfig{})
 	e.sim.SetWebhook(e.appID, "http://127.0.0.1:1/unreachable", "s")
 	run, err := e.sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{
@@ -245,14 +245,7 @@ func TestSimulatorWebhooksMatchGitHubSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jc, err := e.client.GenerateJITConfig(ctxT(t), e.inst, github.OrgScope("acme"),
-		github.JITRequest{Name: "r", RunnerGroupID: 1, Labels: []string{"self-hosted"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.sim.ConnectRunner(jc.EncodedJITConfig.Reveal()); err != nil {
-		t.Fatal(err)
-	}
+	e.connectOrgRunner(ctxT(t), t, "r", "self-hosted")
 	if err := e.sim.CancelJob(run.JobIDs[1]); err != nil {
 		t.Fatal(err)
 	}

@@ -315,12 +315,7 @@ func (s *Server) repoPageLocked(c *call, keep func(*simRepo) bool) (int, []obj) 
 		}
 	}
 	slices.SortFunc(repos, func(x, y *simRepo) int { return int(x.id - y.id) })
-	lo, hi := s.page(c, len(repos))
-	out := make([]obj, 0, hi-lo)
-	for _, r := range repos[lo:hi] {
-		out = append(out, s.repoJSON(r))
-	}
-	return len(repos), out
+	return len(repos), pageOf(s, c, repos, s.repoJSON)
 }
 
 type repoIDsBody struct {

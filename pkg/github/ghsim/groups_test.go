@@ -69,19 +69,9 @@ func TestDispatchHonoursRunnerGroups(t *testing.T) {
 			}
 			s.SetIgnoreRunnerGroups(tt.ignore)
 			tok := regToken(t, s, clock, inst, "/orgs/acme")
-			id, err := s.RegisterRunner(tok, ghsim.RunnerSpec{Name: "r", Labels: []string{"x"}, GroupID: gid})
-			if err != nil {
-				t.Fatal(err)
-			}
-			run, err := s.StartRun(ghsim.RunSpec{Repo: tt.repo, Workflow: tt.workflow, Branch: tt.branch,
-				Jobs: []ghsim.JobSpec{{Labels: []string{"x"}}}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			j, _ := s.Job(run.JobIDs[0])
-			if got := j.Status == "in_progress" && j.RunnerID == id; got != tt.assigned {
-				t.Fatalf("job = %+v, want assigned=%v", j, tt.assigned)
-			}
+			checkAssignment(t, s, tok, ghsim.RunnerSpec{Name: "r", Labels: []string{"x"}, GroupID: gid},
+				ghsim.RunSpec{Repo: tt.repo, Workflow: tt.workflow, Branch: tt.branch, Jobs: []ghsim.JobSpec{{Labels: []string{"x"}}}},
+				tt.assigned)
 		})
 	}
 }

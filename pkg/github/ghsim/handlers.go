@@ -216,6 +216,17 @@ func invalid(c *call, msg string) {
 	c.json(http.StatusUnprocessableEntity, obj{"message": "Invalid request.\n\n" + msg, "documentation_url": docsURL})
 }
 
+// pageOf is the page c asks for of items, each as render answers it; the
+// Link header names the other pages.
+func pageOf[T any](s *Server, c *call, items []T, render func(T) obj) []obj {
+	lo, hi := s.page(c, len(items))
+	out := make([]obj, 0, hi-lo)
+	for _, it := range items[lo:hi] {
+		out = append(out, render(it))
+	}
+	return out
+}
+
 // page applies per_page/page to n items and sets the Link header; it
 // returns the slice bounds.
 func (s *Server) page(c *call, n int) (int, int) {
@@ -260,11 +271,7 @@ func (s *Server) listRunnerGroups(c *call) {
 	if !ok {
 		return
 	}
-	lo, hi := s.page(c, len(a.groups))
-	out := make([]obj, 0, hi-lo)
-	for _, g := range a.groups[lo:hi] {
-		out = append(out, s.groupJSON(a, g))
-	}
+	out := pageOf(s, c, a.groups, func(g *simGroup) obj { return s.groupJSON(a, g) })
 	c.json(http.StatusOK, obj{"total_count": len(a.groups), "runner_groups": out})
 }
 
@@ -309,12 +316,7 @@ func (s *Server) listRunners(c *call) {
 		}
 		all = kept
 	}
-	lo, hi := s.page(c, len(all))
-	out := make([]obj, 0, hi-lo)
-	for _, r := range all[lo:hi] {
-		out = append(out, s.runnerJSON(r))
-	}
-	c.json(http.StatusOK, obj{"total_count": len(all), "runners": out})
+	c.json(http.StatusOK, obj{"total_count": len(all), "runners": pageOf(s, c, all, s.runnerJSON)})
 }
 
 func (s *Server) runnerLocked(c *call) *simRunner {
@@ -390,12 +392,7 @@ func (s *Server) listRunJobs(c *call) {
 			jobs = append(jobs, j)
 		}
 	}
-	lo, hi := s.page(c, len(jobs))
-	out := make([]obj, 0, hi-lo)
-	for _, j := range jobs[lo:hi] {
-		out = append(out, s.jobJSON(j))
-	}
-	c.json(http.StatusOK, obj{"total_count": len(jobs), "jobs": out})
+	c.json(http.StatusOK, obj{"total_count": len(jobs), "jobs": pageOf(s, c, jobs, s.jobJSON)})
 }
 
 func (s *Server) getWorkflowRun(c *call) {

@@ -17,9 +17,7 @@ import (
 // (GenerateJITConfigRequest: work_folder omitted when empty).
 func TestJITRequestBodies(t *testing.T) {
 	t.Parallel()
-	s, clock, inst := newSim(t)
-	k, _ := keys(t)
-	tok := mint(t, s, clock, inst, k)
+	s, tok := newSimToken(t)
 	tests := []struct {
 		name string
 		body string

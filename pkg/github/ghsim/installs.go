@@ -16,32 +16,31 @@ import (
 // settings): its tokens stop working, new ones are refused, and an App with
 // InstallationEvents gets the installation suspend webhook.
 func (s *Server) Suspend(installationID int64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	in := s.installs[installationID]
-	if in == nil {
-		return fmt.Errorf("ghsim: no installation %d", installationID)
-	}
-	in.suspendedAt, in.suspendedBy = s.now(), in.account
-	for k, t := range s.tokens {
-		if t.inst == in {
-			delete(s.tokens, k)
-		}
-	}
-	s.installationHookLocked(in, "suspend")
-	return nil
+	return s.setSuspended(installationID, true)
 }
 
 // Unsuspend lifts a suspension; the App gets the installation unsuspend webhook.
 func (s *Server) Unsuspend(installationID int64) error {
+	return s.setSuspended(installationID, false)
+}
+
+// setSuspended suspends an installation (dropping its tokens) or lifts its
+// suspension, and sends its App the installation webhook of that action.
+func (s *Server) setSuspended(installationID int64, suspended bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	in := s.installs[installationID]
 	if in == nil {
 		return fmt.Errorf("ghsim: no installation %d", installationID)
 	}
-	in.suspendedAt, in.suspendedBy = time.Time{}, nil
-	s.installationHookLocked(in, "unsuspend")
+	if !suspended {
+		in.suspendedAt, in.suspendedBy = time.Time{}, nil
+		s.installationHookLocked(in, "unsuspend")
+		return nil
+	}
+	in.suspendedAt, in.suspendedBy = s.now(), in.account
+	s.revokeTokensLocked(installationID)
+	s.installationHookLocked(in, "suspend")
 	return nil
 }
 

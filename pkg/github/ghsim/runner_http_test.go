@@ -136,9 +136,7 @@ func TestRunnerSessionLifecycle(t *testing.T) {
 // TestRunnerSessionErrors: each misuse gets its own status and changes nothing.
 func TestRunnerSessionErrors(t *testing.T) {
 	t.Parallel()
-	s, clock, inst := newSim(t)
-	k, _ := keys(t)
-	tok := mint(t, s, clock, inst, k)
+	s, tok := newSimToken(t)
 	run, err := s.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: []string{"x"}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -183,9 +181,7 @@ func TestRunnerSessionErrors(t *testing.T) {
 // waiting is woken by a job dispatched to its runner.
 func TestRunnerSessionEndings(t *testing.T) {
 	t.Parallel()
-	s, clock, inst := newSim(t)
-	k, _ := keys(t)
-	tok := mint(t, s, clock, inst, k)
+	s, tok := newSimToken(t)
 
 	// A poll waiting before the job exists gets it when it is dispatched.
 	cfg := jit(t, s, tok, "r-wait", "w")
@@ -234,9 +230,7 @@ func TestRunnerSessionEndings(t *testing.T) {
 // once; every job runs on exactly one runner and completes once.
 func TestRunnerSessionsConcurrent(t *testing.T) {
 	t.Parallel()
-	s, clock, inst := newSim(t)
-	k, _ := keys(t)
-	tok := mint(t, s, clock, inst, k)
+	s, tok := newSimToken(t)
 	const n = 20
 	specs := make([]ghsim.JobSpec, n)
 	for i := range specs {
@@ -283,9 +277,8 @@ func TestRunnerSessionsConcurrent(t *testing.T) {
 
 func TestBrokerURL(t *testing.T) {
 	t.Parallel()
-	s, clock, inst := newSim(t)
-	k, _ := keys(t)
-	cfg := jit(t, s, mint(t, s, clock, inst, k), "r", "x")
+	s, tok := newSimToken(t)
+	cfg := jit(t, s, tok, "r", "x")
 	got, err := ghsim.BrokerURL(cfg)
 	if err != nil || !strings.HasPrefix(s.URL(), got) || strings.Contains(got, "/api") {
 		t.Errorf("BrokerURL = %q, %v; want the root of %s", got, err, s.URL())

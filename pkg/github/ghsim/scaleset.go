@@ -6,8 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -122,25 +123,22 @@ func (s *Server) SetScaleSetOptions(o ScaleSetOptions) {
 
 func (s *Server) ssOptsLocked() ScaleSetOptions {
 	o := s.ssOpts
-	if o.Poll <= 0 {
-		o.Poll = defaultScaleSetPoll
-	}
-	if o.Batch <= 0 {
-		o.Batch = defaultScaleSetBatch
-	}
-	if o.SessionTimeout <= 0 {
-		o.SessionTimeout = defaultSessionTimeout
-	}
-	if o.Reoffer <= 0 {
-		o.Reoffer = defaultScaleSetReoffer
-	}
-	if o.AdminTokenTTL <= 0 {
-		o.AdminTokenTTL = defaultActionsTokenTTL
-	}
-	if o.QueueTokenTTL <= 0 {
-		o.QueueTokenTTL = defaultActionsTokenTTL
-	}
+	o.Poll = positiveOr(o.Poll, defaultScaleSetPoll)
+	o.Batch = positiveOr(o.Batch, defaultScaleSetBatch)
+	o.SessionTimeout = positiveOr(o.SessionTimeout, defaultSessionTimeout)
+	o.Reoffer = positiveOr(o.Reoffer, defaultScaleSetReoffer)
+	o.AdminTokenTTL = positiveOr(o.AdminTokenTTL, defaultActionsTokenTTL)
+	o.QueueTokenTTL = positiveOr(o.QueueTokenTTL, defaultActionsTokenTTL)
 	return o
+}
+
+// positiveOr is v, or d where v is zero or negative: an option left unset
+// (or set to nonsense) takes its default.
+func positiveOr[T int | time.Duration](v, d T) T {
+	if v <= 0 {
+		return d
+	}
+	return v
 }
 
 type simScaleSet struct {
@@ -327,7 +325,7 @@ func (s *Server) ssList(c *call, a *simAccount) {
 	q := c.r.URL.Query()
 	group, _ := strconv.ParseInt(q.Get("runnerGroupId"), 10, 64)
 	var out []obj
-	for _, ss := range s.sortedScaleSetsLocked() {
+	for _, ss := range byID(s.scaleSets) {
 		if ss.account == a && (group == 0 || ss.groupID == group) && (q.Get("name") == "" || strings.EqualFold(ss.name, q.Get("name"))) {
 			out = append(out, s.ssJSON(ss))
 		}
@@ -335,12 +333,12 @@ func (s *Server) ssList(c *call, a *simAccount) {
 	c.json(http.StatusOK, obj{"count": len(out), "value": nonNil(out)})
 }
 
-func (s *Server) sortedScaleSetsLocked() []*simScaleSet {
-	out := make([]*simScaleSet, 0, len(s.scaleSets))
-	for _, ss := range s.scaleSets {
-		out = append(out, ss)
+// byID returns the values of m, a map by id, in the order of their ids.
+func byID[V any](m map[int64]V) []V {
+	out := make([]V, 0, len(m))
+	for _, id := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, m[id])
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
 	return out
 }
 
@@ -718,21 +716,12 @@ func (s *Server) CorruptMessages(n int) {
 func (s *Server) reofferLocked(ss *simScaleSet) {
 	now := s.now()
 	wait := s.ssOptsLocked().Reoffer
-	for _, j := range s.sortedJobsLocked() {
+	for _, j := range byID(s.jobs) {
 		if j.scaleSet == ss && j.status == "queued" && j.ssState == ssAvailable && now.Sub(j.offered) >= wait {
 			j.offered = now
 			s.jobMessageLocked(ss, j, "JobAvailable", nil)
 		}
 	}
-}
-
-func (s *Server) sortedJobsLocked() []*simJob {
-	out := make([]*simJob, 0, len(s.jobs))
-	for _, j := range s.jobs {
-		out = append(out, j)
-	}
-	sort.Slice(out, func(a, b int) bool { return out[a].id < out[b].id })
-	return out
 }
 
 // jobMessageLocked queues one job message of kind for j on ss and wakes
@@ -769,7 +758,7 @@ func (s *Server) offerLocked(j *simJob) {
 	if j.scaleSet != nil || j.status != "queued" {
 		return
 	}
-	for _, ss := range s.sortedScaleSetsLocked() {
+	for _, ss := range byID(s.scaleSets) {
 		if ss.account != j.run.repo.owner {
 			continue
 		}
@@ -856,7 +845,7 @@ func (s *Server) ScaleSets(org string) []ScaleSetState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []ScaleSetState
-	for _, ss := range s.sortedScaleSetsLocked() {
+	for _, ss := range byID(s.scaleSets) {
 		if !strings.EqualFold(ss.account.login, org) {
 			continue
 		}

@@ -468,11 +468,7 @@ func (s *Server) Uninstall(installationID int64) {
 		s.installationHookLocked(in, "deleted")
 	}
 	delete(s.installs, installationID)
-	for k, t := range s.tokens {
-		if t.inst.id == installationID {
-			delete(s.tokens, k)
-		}
-	}
+	s.revokeTokensLocked(installationID)
 }
 
 // RevokeTokens invalidates an installation's tokens before they expire, as
@@ -480,6 +476,11 @@ func (s *Server) Uninstall(installationID int64) {
 func (s *Server) RevokeTokens(installationID int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.revokeTokensLocked(installationID)
+}
+
+// revokeTokensLocked drops the tokens of an installation.
+func (s *Server) revokeTokensLocked(installationID int64) {
 	for k, t := range s.tokens {
 		if t.inst.id == installationID {
 			delete(s.tokens, k)

@@ -43,6 +43,15 @@ func newSim(t *testing.T) (*ghsim.Server, *ghsim.Clock, int64) {
 	return s, clock, s.Install(1, "acme")
 }
 
+// newSimToken is newSim with an installation token of its App, for tests
+// that need no more than the simulator and its API.
+func newSimToken(t *testing.T) (*ghsim.Server, string) {
+	t.Helper()
+	s, clock, inst := newSim(t)
+	k, _ := keys(t)
+	return s, mint(t, s, clock, inst, k)
+}
+
 func regToken(t *testing.T, s *ghsim.Server, clock *ghsim.Clock, inst int64, path string) string {
 	t.Helper()
 	k, _ := keys(t)
@@ -75,18 +84,8 @@ func TestAssignmentRules(t *testing.T) {
 			t.Parallel()
 			s, clock, inst := newSim(t)
 			tok := regToken(t, s, clock, inst, tt.scope)
-			id, err := s.RegisterRunner(tok, ghsim.RunnerSpec{Name: "r", Labels: tt.runner})
-			if err != nil {
-				t.Fatal(err)
-			}
-			run, err := s.StartRun(ghsim.RunSpec{Repo: tt.jobRepo, Jobs: []ghsim.JobSpec{{Labels: tt.jobLabels}}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			j, _ := s.Job(run.JobIDs[0])
-			if got := j.Status == "in_progress" && j.RunnerID == id; got != tt.assigned {
-				t.Fatalf("job = %+v, want assigned=%v", j, tt.assigned)
-			}
+			checkAssignment(t, s, tok, ghsim.RunnerSpec{Name: "r", Labels: tt.runner},
+				ghsim.RunSpec{Repo: tt.jobRepo, Jobs: []ghsim.JobSpec{{Labels: tt.jobLabels}}}, tt.assigned)
 		})
 	}
 }

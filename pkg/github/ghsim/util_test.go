@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"testing"
+
+	"github.com/skiffci/skiff/pkg/github/ghsim"
 )
 
 func do(t *testing.T, req *http.Request, status int, out any) {
@@ -22,5 +24,24 @@ func do(t *testing.T, req *http.Request, status int, out any) {
 		if err := json.Unmarshal(body, out); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// checkAssignment registers a runner with the registration token tok,
+// starts a run and fails t unless the run's first job went to that runner
+// exactly when want.
+func checkAssignment(t *testing.T, s *ghsim.Server, tok string, runner ghsim.RunnerSpec, run ghsim.RunSpec, want bool) {
+	t.Helper()
+	id, err := s.RegisterRunner(tok, runner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.StartRun(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, _ := s.Job(info.JobIDs[0])
+	if got := j.Status == "in_progress" && j.RunnerID == id; got != want {
+		t.Fatalf("job = %+v, want assigned=%v", j, want)
 	}
 }

@@ -52,33 +52,23 @@ func Load(path string) (*Spec, error) {
 // with the given status: its JSON body against the documented schema, or an
 // empty body when the status has no content.
 func (s *Spec) ValidateResponse(op string, status int, body []byte) error {
-	method, path, ok := strings.Cut(op, " ")
-	if !ok {
+	if _, _, ok := strings.Cut(op, " "); !ok {
 		return fmt.Errorf("operation %q is not METHOD /path", op)
 	}
 	key := "resp " + op + " " + strconv.Itoa(status)
 	sch, empty, err := s.compile(key, func() (any, bool, error) {
-		paths, _ := s.doc["paths"].(map[string]any)
-		item, _ := paths[path].(map[string]any)
-		o, _ := item[strings.ToLower(method)].(map[string]any)
-		if o == nil {
+		if s.operation(op) == nil {
 			return nil, false, fmt.Errorf("no operation %s in the API description", op)
 		}
-		resps, _ := o["responses"].(map[string]any)
-		r, _ := resps[strconv.Itoa(status)].(map[string]any)
+		r := s.response(op, status)
 		if r == nil {
 			return nil, false, fmt.Errorf("%s documents no %d response", op, status)
 		}
 		r = s.deref(r)
-		content, _ := r["content"].(map[string]any)
-		if content == nil {
+		if content, _ := r["content"].(map[string]any); content == nil {
 			return nil, true, nil
 		}
-		mt, _ := content["application/json"].(map[string]any)
-		if mt == nil {
-			return nil, false, fmt.Errorf("%s %d has no application/json content", op, status)
-		}
-		return mt["schema"], false, nil
+		return jsonSchema(r, fmt.Errorf("%s %d has no application/json content", op, status))
 	})
 	if err != nil {
 		return err
@@ -90,15 +80,12 @@ func (s *Spec) ValidateResponse(op string, status int, body []byte) error {
 // /path/{template}": JSON matching the documented requestBody schema; an
 // empty body where the operation documents none, or documents it optional.
 func (s *Spec) ValidateRequest(op string, body []byte) error {
-	method, path, ok := strings.Cut(op, " ")
-	if !ok {
+	if _, _, ok := strings.Cut(op, " "); !ok {
 		return fmt.Errorf("operation %q is not METHOD /path", op)
 	}
 	var optional bool
 	sch, empty, err := s.compile("req "+op, func() (any, bool, error) {
-		paths, _ := s.doc["paths"].(map[string]any)
-		item, _ := paths[path].(map[string]any)
-		o, _ := item[strings.ToLower(method)].(map[string]any)
+		o := s.operation(op)
 		if o == nil {
 			return nil, false, fmt.Errorf("no operation %s in the API description", op)
 		}
@@ -106,22 +93,13 @@ func (s *Spec) ValidateRequest(op string, body []byte) error {
 		if rb == nil {
 			return nil, true, nil
 		}
-		rb = s.deref(rb)
-		content, _ := rb["content"].(map[string]any)
-		mt, _ := content["application/json"].(map[string]any)
-		if mt == nil {
-			return nil, false, fmt.Errorf("%s has no application/json request body", op)
-		}
-		return mt["schema"], false, nil
+		return jsonSchema(s.deref(rb), fmt.Errorf("%s has no application/json request body", op))
 	})
 	if err != nil {
 		return err
 	}
 	if !empty {
-		paths, _ := s.doc["paths"].(map[string]any)
-		item, _ := paths[path].(map[string]any)
-		o, _ := item[strings.ToLower(method)].(map[string]any)
-		rb, _ := o["requestBody"].(map[string]any)
+		rb, _ := s.operation(op)["requestBody"].(map[string]any)
 		req, _ := s.deref(rb)["required"].(bool)
 		optional = !req
 	}
@@ -175,12 +153,7 @@ func (s *Spec) ValidateWebhook(name string, body []byte) error {
 		h, _ := hooks[name].(map[string]any)
 		post, _ := h["post"].(map[string]any)
 		rb, _ := post["requestBody"].(map[string]any)
-		content, _ := rb["content"].(map[string]any)
-		mt, _ := content["application/json"].(map[string]any)
-		if mt == nil {
-			return nil, false, fmt.Errorf("no webhook %q in the API description", name)
-		}
-		return mt["schema"], false, nil
+		return jsonSchema(rb, fmt.Errorf("no webhook %q in the API description", name))
 	})
 	if err != nil {
 		return err
@@ -209,12 +182,7 @@ func (s *Spec) ValidateSchema(name string, body []byte) error {
 // example, or its only one. Test servers serve it, as a mock built from the
 // description would.
 func (s *Spec) Example(op string, status int) ([]byte, error) {
-	method, path, _ := strings.Cut(op, " ")
-	paths, _ := s.doc["paths"].(map[string]any)
-	item, _ := paths[path].(map[string]any)
-	o, _ := item[strings.ToLower(method)].(map[string]any)
-	resps, _ := o["responses"].(map[string]any)
-	r, _ := resps[strconv.Itoa(status)].(map[string]any)
+	r := s.response(op, status)
 	if r == nil {
 		return nil, fmt.Errorf("%s documents no %d response", op, status)
 	}
@@ -251,12 +219,38 @@ func (s *Spec) HeaderExample(component string) (string, error) {
 
 // Documents reports whether the description lists status for op.
 func (s *Spec) Documents(op string, status int) bool {
+	resps, _ := s.operation(op)["responses"].(map[string]any)
+	return resps[strconv.Itoa(status)] != nil
+}
+
+// operation is the description's object for op ("METHOD /path/{template}"),
+// or nil.
+func (s *Spec) operation(op string) map[string]any {
 	method, path, _ := strings.Cut(op, " ")
 	paths, _ := s.doc["paths"].(map[string]any)
 	item, _ := paths[path].(map[string]any)
 	o, _ := item[strings.ToLower(method)].(map[string]any)
-	resps, _ := o["responses"].(map[string]any)
-	return resps[strconv.Itoa(status)] != nil
+	return o
+}
+
+// response is op's response object for status, as documented (perhaps a
+// $ref), or nil.
+func (s *Spec) response(op string, status int) map[string]any {
+	resps, _ := s.operation(op)["responses"].(map[string]any)
+	r, _ := resps[strconv.Itoa(status)].(map[string]any)
+	return r
+}
+
+// jsonSchema answers a compile lookup with the schema of a request body's
+// or response's application/json content, or the error missing where it
+// has none.
+func jsonSchema(body map[string]any, missing error) (any, bool, error) {
+	content, _ := body["content"].(map[string]any)
+	mt, _ := content["application/json"].(map[string]any)
+	if mt == nil {
+		return nil, false, missing
+	}
+	return mt["schema"], false, nil
 }
 
 func validate(sch *jsonschema.Schema, empty bool, body []byte) error {

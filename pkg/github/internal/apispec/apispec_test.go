@@ -5,28 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/github/internal/apispec"
 )
-
-var (
-	once sync.Once
-	sp   *apispec.Spec
-	err  error
-)
-
-func load(t *testing.T) *apispec.Spec {
-	t.Helper()
-	dir := testenv.NodeModule(t, "@octokit/openapi")
-	once.Do(func() { sp, err = apispec.Load(filepath.Join(dir, "generated", "api.github.com.json")) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sp
-}
 
 // olderExamples are published examples older than the schema: they lack
 // fields GitHub added since (TOOLS.md notes the workflow_job one).
@@ -40,7 +23,7 @@ var olderExamples = map[string]string{
 // older ones, which fail for exactly the fields they lack.
 func TestPublishedExamplesValidate(t *testing.T) {
 	t.Parallel()
-	s := load(t)
+	s := apispec.GitHub(t)
 	files, _ := filepath.Glob(filepath.Join(testenv.Root(t), "testdata", "webhooks", "workflow_*.json"))
 	if len(files) == 0 {
 		t.Fatal("no vendored workflow webhook examples")
@@ -72,7 +55,7 @@ func TestPublishedExamplesValidate(t *testing.T) {
 // required fields, null where the description forbids it, bad formats.
 func TestValidatorRejects(t *testing.T) {
 	t.Parallel()
-	s := load(t)
+	s := apispec.GitHub(t)
 	const op = "POST /orgs/{org}/actions/runners/generate-jitconfig"
 	runner := `{"id":1,"name":"r","os":"linux","status":"online","busy":false,"labels":[{"name":"x"}]`
 	tests := []struct {
@@ -120,7 +103,7 @@ func TestValidatorRejects(t *testing.T) {
 // themselves on bodies and values GitHub's description allows and refuses.
 func TestValidateRequestAndHeader(t *testing.T) {
 	t.Parallel()
-	s := load(t)
+	s := apispec.GitHub(t)
 	const jit = "POST /orgs/{org}/actions/runners/generate-jitconfig"
 	const token = "POST /app/installations/{installation_id}/access_tokens"
 	const list = "GET /orgs/{org}/actions/runners"
@@ -164,7 +147,7 @@ func TestValidateRequestAndHeader(t *testing.T) {
 // schemas accept, and the Link header's example names a next page.
 func TestExamples(t *testing.T) {
 	t.Parallel()
-	s := load(t)
+	s := apispec.GitHub(t)
 	for _, op := range []string{
 		"GET /orgs/{org}/actions/runners",
 		"GET /orgs/{org}/actions/runner-groups",
