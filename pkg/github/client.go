@@ -15,6 +15,8 @@ import (
 
 	gh "github.com/google/go-github/v62/github"
 	"golang.org/x/sync/singleflight"
+
+	"github.com/skiffci/skiff/internal/ctxsleep"
 )
 
 // DefaultBaseURL is github.com's REST API. For GitHub Enterprise Server use
@@ -129,7 +131,7 @@ func NewClient(apps []App, opts ...Option) (*Client, error) {
 	c := &Client{
 		baseRaw:   DefaultBaseURL,
 		now:       time.Now,
-		sleep:     sleepCtx,
+		sleep:     ctxsleep.For,
 		rand:      rand.Float64,
 		log:       slog.New(slog.DiscardHandler),
 		userAgent: "skiff",
@@ -199,20 +201,6 @@ func (c *Client) Apps() []int64 {
 		out[i] = a.ID
 	}
 	return out
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // shared runs fn once per key at a time through g: later callers wait for
