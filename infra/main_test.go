@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -10,28 +8,14 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/infra/skiff/skifftest"
 )
-
-func fakeBuild(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp, names.FunctionEC2Events, names.FunctionScaleDown, names.FunctionSetup} {
-		if err := os.MkdirAll(filepath.Join(dir, fn), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, fn, "bootstrap"), []byte("#!/bin/sh\n"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
 
 // TestNagAwsSolutions synthesizes the default stack as make synth does and
 // requires zero unsuppressed AwsSolutions findings, and no other warning
 // or error, for each network variant.
 func TestNagAwsSolutions(t *testing.T) {
-	build := fakeBuild(t)
+	build := skifftest.FakeBuild(t)
 	tests := []struct {
 		name string
 		ctx  map[string]any
@@ -68,7 +52,7 @@ func TestNagAwsSolutions(t *testing.T) {
 }
 
 func TestContextErrors(t *testing.T) {
-	build := fakeBuild(t)
+	build := skifftest.FakeBuild(t)
 	tests := []struct {
 		name string
 		ctx  map[string]any

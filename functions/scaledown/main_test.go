@@ -2,10 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -35,14 +31,6 @@ pools:
     image: {ssm: /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64}
     subnets: [subnet-0a1b2c3d4e5f60718]
 `
-
-func appKey(t testing.TB) (*rsa.PrivateKey, string) {
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return key, string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
-}
 
 func env(t testing.TB, dynamo, ec2, gh, pem, dir string) []string {
 	return testenv.LambdaEnv(
@@ -111,12 +99,11 @@ func BenchmarkColdInit(b *testing.B) {
 	if err := dynamostore.CreateTable(context.Background(), testenv.DynamoClient(b, moto), "skiff-sd"); err != nil {
 		b.Fatal(err)
 	}
-	key, pemKey := appKey(b)
 	sim := ghsim.New(ghsim.Options{})
 	defer sim.Close()
-	sim.AddApp(ghsim.AppConfig{ID: testenv.AppID, Slug: "skiff", PublicKey: &key.PublicKey})
+	sim.AddApp(ghsim.AppConfig{ID: testenv.AppID, Slug: "skiff", PublicKey: &testenv.Key().PublicKey})
 	bootstrap := testenv.BuildLambda(b, runtime.GOARCH)
 	dir := b.TempDir() // the bootstrap's own is shared by the package's tests
 	testenv.WritePoolsFile(b, dir, pools)
-	testenv.BenchColdInit(b, bootstrap, env(b, moto, ec2fake.New().Serve(b), sim.URL(), pemKey, dir), map[string]any{"source": "aws.events"})
+	testenv.BenchColdInit(b, bootstrap, env(b, moto, ec2fake.New().Serve(b), sim.URL(), testenv.KeyPEM(), dir), map[string]any{"source": "aws.events"})
 }

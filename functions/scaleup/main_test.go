@@ -2,11 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"runtime"
 	"strconv"
@@ -24,6 +20,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/provider/ec2/ec2fake"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/store"
@@ -52,15 +49,10 @@ func TestBootstrapSize(t *testing.T) {
 // client and the SDK clients. The first event is an empty batch, answered
 // without a call.
 func BenchmarkColdInit(b *testing.B) {
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		b.Fatal(err)
-	}
-	pemKey := string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
 	bootstrap := testenv.BuildLambda(b, runtime.GOARCH)
 	poolsFile := testenv.WritePoolsFile(b, b.TempDir(), pools)
 	testenv.BenchColdInit(b, bootstrap, testenv.LambdaEnv(
-		"AWS_ENDPOINT_URL_SECRETS_MANAGER="+testenv.SecretsManager(b, pemKey),
+		"AWS_ENDPOINT_URL_SECRETS_MANAGER="+testenv.SecretsManager(b, testenv.KeyPEM()),
 		"SKIFF_TABLE_NAME=bench", "SKIFF_REGISTRATION_TABLE=bench-reg", "SKIFF_DLQ_URL=http://127.0.0.1:1/dlq",
 		"SKIFF_ACCOUNT_ID=123456789012", "SKIFF_DEPLOYMENT=skiff", "SKIFF_ALLOW=acme", "SKIFF_GITHUB_APP_IDS=7", "SKIFF_GITHUB_PRIVATE_KEY_ARN="+testenv.SecretARN,
 		"SKIFF_GITHUB_API_URL=http://127.0.0.1:1", "SKIFF_POOLS_FILE="+poolsFile,
@@ -86,6 +78,51 @@ func newTables(t *testing.T, ddb *dynamodb.Client, name string) {
 	waiter := dynamodb.NewTableExistsWaiter(ddb, func(o *dynamodb.TableExistsWaiterOptions) { o.MinDelay = 10 * time.Millisecond })
 	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name + "-reg")}, time.Minute); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// startScaleUp starts the built bootstrap under the runtime emulator with
+// the tables newTables made as table at the DynamoDB endpoint dynamo, the
+// EC2 fake over HTTP (launch template skiff-default), the pools file and
+// the GitHub simulator sim; env adds the App key's secret and the queues,
+// which the tests give differently.
+func startScaleUp(t *testing.T, dynamo, table string, sim *ghsim.Server, env ...string) (*testenv.Lambda, *ec2fake.Fake) {
+	t.Helper()
+	fake := ec2fake.New()
+	fake.SetLaunchTemplates("skiff-default")
+	bootstrap := testenv.BuildLambda(t, runtime.GOARCH)
+	poolsFile := testenv.WritePoolsFile(t, t.TempDir(), pools)
+	fn := testenv.StartRIE(t, bootstrap, testenv.LambdaEnv(append([]string{
+		"AWS_ENDPOINT_URL_DYNAMODB=" + dynamo, "AWS_ENDPOINT_URL_EC2=" + fake.Serve(t),
+		"SKIFF_TABLE_NAME=" + table, "SKIFF_REGISTRATION_TABLE=" + table + "-reg",
+		"SKIFF_ACCOUNT_ID=123456789012", "SKIFF_DEPLOYMENT=skiff", "SKIFF_ALLOW=acme",
+		"SKIFF_GITHUB_API_URL=" + sim.URL(), "SKIFF_POOLS_FILE=" + poolsFile,
+	}, env...)...))
+	return fn, fake
+}
+
+// job is the queue message of job id of run id/10 in acme/app, for pool
+// default, asking for labels (default: the pool's).
+func job(id int64, labels ...string) string {
+	if len(labels) == 0 {
+		labels = []string{"self-hosted", "linux", "x64"}
+	}
+	b, _ := json.Marshal(queue.Job{JobID: id, RunID: id / 10, Attempt: 1, Repository: "acme/app", Owner: "acme",
+		Labels: labels, Pool: "default", DeliveryID: fmt.Sprintf("d%d", id), ReceivedAt: time.Now()})
+	return string(b)
+}
+
+// recordRuns records a push-triggered workflow_run of each of runs in
+// acme/app, as the webhook does: scale-up reads the trigger for the pool's
+// fork policy.
+func recordRuns(t *testing.T, ddb *dynamodb.Client, table string, runs ...int64) {
+	t.Helper()
+	records := dynamostore.NewDynamo(ddb, table)
+	for _, run := range runs {
+		if err := records.RecordRun(context.Background(), store.RunRecord{ID: run, Attempt: 1, Event: "push", Repository: "acme/app",
+			UpdatedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -119,39 +156,13 @@ func invokeSQS(t *testing.T, fn *testenv.Lambda, msgs ...events.SQSMessage) []ev
 func TestBootstrapUnderRIE(t *testing.T) {
 	dynamo := testenv.Moto(t) // transactions (the fenced fleet intent, the ledger): dynalite has none
 	ddb := testenv.DynamoClient(t, dynamo)
-	ctx := context.Background()
 	newTables(t, ddb, "skiff-su")
 	sim, pemKey := testenv.GitHubApp(t, "CANARYJIT")
-	fake := ec2fake.New()
-	fake.SetLaunchTemplates("skiff-default")
-
-	bootstrap := testenv.BuildLambda(t, runtime.GOARCH)
-	poolsFile := testenv.WritePoolsFile(t, t.TempDir(), pools)
-	fn := testenv.StartRIE(t, bootstrap, testenv.LambdaEnv(
-		"AWS_ENDPOINT_URL_DYNAMODB="+dynamo, "AWS_ENDPOINT_URL_EC2="+fake.Serve(t),
+	fn, fake := startScaleUp(t, dynamo, "skiff-su", sim,
 		"AWS_ENDPOINT_URL_SECRETS_MANAGER="+testenv.SecretsManager(t, pemKey), "AWS_ENDPOINT_URL_SQS=http://127.0.0.1:1",
-		"SKIFF_TABLE_NAME=skiff-su", "SKIFF_REGISTRATION_TABLE=skiff-su-reg", "SKIFF_DLQ_URL=http://127.0.0.1:1/dlq",
-		"SKIFF_ACCOUNT_ID=123456789012", "SKIFF_DEPLOYMENT=skiff", "SKIFF_ALLOW=acme", "SKIFF_GITHUB_APP_IDS="+strconv.Itoa(testenv.AppID), "SKIFF_GITHUB_PRIVATE_KEY_ARN="+testenv.SecretARN,
-		"SKIFF_GITHUB_API_URL="+sim.URL(), "SKIFF_POOLS_FILE="+poolsFile,
-	))
-	job := func(id int64, labels ...string) string {
-		if len(labels) == 0 {
-			labels = []string{"self-hosted", "linux", "x64"}
-		}
-		b, _ := json.Marshal(queue.Job{JobID: id, RunID: id / 10, Attempt: 1, Repository: "acme/app", Owner: "acme",
-			Labels: labels, Pool: "default", DeliveryID: fmt.Sprintf("d%d", id), ReceivedAt: time.Now()})
-		return string(b)
-	}
-
-	// The runs' workflow_run events, as the webhook records them: scale-up
-	// reads the trigger for the pool's fork policy.
-	records := dynamostore.NewDynamo(ddb, "skiff-su")
-	for _, run := range []int64{50, 60, 70} {
-		if err := records.RecordRun(ctx, store.RunRecord{ID: run, Attempt: 1, Event: "push", Repository: "acme/app",
-			UpdatedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
-			t.Fatal(err)
-		}
-	}
+		"SKIFF_DLQ_URL=http://127.0.0.1:1/dlq", "SKIFF_GITHUB_APP_IDS="+strconv.Itoa(testenv.AppID), "SKIFF_GITHUB_PRIVATE_KEY_ARN="+testenv.SecretARN,
+	)
+	recordRuns(t, ddb, "skiff-su", 50, 60, 70)
 
 	// 1. Two good jobs share one fleet; each instance gets its own tags.
 	if f := invokeSQS(t, fn, sqsMessage("m1", job(501)), sqsMessage("m2", job(502, "self-hosted", "windows")), sqsMessage("m3", "not json"), sqsMessage("m4", job(503))); len(f) != 0 {
@@ -263,26 +274,14 @@ func TestNoAppUnderRIE(t *testing.T) {
 	depth := func(url string) (visible, delayed int) { return queueDepth(t, sq, url) }
 
 	sim, pemKey := testenv.GitHubApp(t, "")
-	fake := ec2fake.New()
-	fake.SetLaunchTemplates("skiff-default")
-	bootstrap := testenv.BuildLambda(t, runtime.GOARCH)
-	poolsFile := testenv.WritePoolsFile(t, t.TempDir(), pools)
-	fn := testenv.StartRIE(t, bootstrap, testenv.LambdaEnv(
-		"AWS_ENDPOINT_URL_DYNAMODB="+moto, "AWS_ENDPOINT_URL_EC2="+fake.Serve(t),
+	fn, fake := startScaleUp(t, moto, "skiff-noapp", sim,
 		"AWS_ENDPOINT_URL_SECRETS_MANAGER="+moto, "AWS_ENDPOINT_URL_SQS="+moto,
-		"SKIFF_TABLE_NAME=skiff-noapp", "SKIFF_REGISTRATION_TABLE=skiff-noapp-reg", "SKIFF_DLQ_URL="+dlq, "SKIFF_QUEUE_URL="+jobs,
-		"SKIFF_ACCOUNT_ID=123456789012", "SKIFF_DEPLOYMENT=skiff", "SKIFF_ALLOW=acme", "SKIFF_GITHUB_PRIVATE_KEY_ARN="+aws.ToString(sec.ARN),
-		"SKIFF_GITHUB_API_URL="+sim.URL(), "SKIFF_POOLS_FILE="+poolsFile,
-	))
-	body, _ := json.Marshal(queue.Job{JobID: 801, RunID: 80, Attempt: 1, Repository: "acme/app", Owner: "acme",
-		Labels: []string{"self-hosted", "linux", "x64"}, Pool: "default", DeliveryID: "d801", ReceivedAt: time.Now()})
-	if err := dynamostore.NewDynamo(ddb, "skiff-noapp").RecordRun(ctx, store.RunRecord{ID: 80, Attempt: 1, Event: "push", Repository: "acme/app",
-		UpdatedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
+		"SKIFF_DLQ_URL="+dlq, "SKIFF_QUEUE_URL="+jobs, "SKIFF_GITHUB_PRIVATE_KEY_ARN="+aws.ToString(sec.ARN),
+	)
+	recordRuns(t, ddb, "skiff-noapp", 80)
 	invoke := func() []events.SQSBatchItemFailure {
 		t.Helper()
-		return invokeSQS(t, fn, sqsMessage("m1", string(body)))
+		return invokeSQS(t, fn, sqsMessage("m1", job(801)))
 	}
 
 	if f := invoke(); len(f) != 0 {

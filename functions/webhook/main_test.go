@@ -37,21 +37,24 @@ func TestBootstrapSize(t *testing.T) {
 // the webhook secret from the environment, the pools file, the SDK clients.
 // The first event is a GET, answered without an AWS call.
 func BenchmarkColdInit(b *testing.B) {
-	dir := b.TempDir()
 	bootstrap := testenv.BuildLambda(b, runtime.GOARCH)
-	pools, err := os.ReadFile(filepath.Join(testenv.Root(b), "examples", "minimal.yaml"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "pools.yaml"), pools, 0o644); err != nil {
-		b.Fatal(err)
-	}
 	var get events.LambdaFunctionURLRequest
 	get.RequestContext.HTTP.Method = "GET"
 	testenv.BenchColdInit(b, bootstrap, testenv.LambdaEnv(
 		"SKIFF_WEBHOOK_SECRET=bench", "SKIFF_QUEUE_URL=http://127.0.0.1:1/q", "SKIFF_DEPLOYMENT=skiff-ci",
-		"SKIFF_TABLE_NAME=bench", "SKIFF_POOLS_FILE="+filepath.Join(dir, "pools.yaml"), "SKIFF_ALLOW=*", "SKIFF_ALLOWED_INSTALLATIONS=*",
+		"SKIFF_TABLE_NAME=bench", "SKIFF_POOLS_FILE="+minimalPoolsFile(b), "SKIFF_ALLOW=*", "SKIFF_ALLOWED_INSTALLATIONS=*",
 	), get)
+}
+
+// minimalPoolsFile writes examples/minimal.yaml as the function's pools
+// file in a temporary directory of t's and returns its path.
+func minimalPoolsFile(t testing.TB) string {
+	t.Helper()
+	pools, err := os.ReadFile(filepath.Join(testenv.Root(t), "examples", "minimal.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testenv.WritePoolsFile(t, t.TempDir(), string(pools))
 }
 
 func event(eventName, delivery string, body []byte, secret string, b64 bool) events.LambdaFunctionURLRequest {
@@ -82,11 +85,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	}
 	queueURL, sqsEndpoint, receive := sqsQueue(t)
 	bootstrap := testenv.BuildLambda(t, runtime.GOARCH)
-	pools, err := os.ReadFile(filepath.Join(root, "examples", "minimal.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	poolsFile := testenv.WritePoolsFile(t, t.TempDir(), string(pools))
+	poolsFile := minimalPoolsFile(t)
 	env := testenv.LambdaEnv(
 		"AWS_ENDPOINT_URL_DYNAMODB="+dynamo,
 		"AWS_ENDPOINT_URL_SQS="+sqsEndpoint,

@@ -315,26 +315,12 @@ func New(scope constructs.Construct, id string, props *Props) (*Skiff, error) {
 	s.addLivePoolIndex()
 	s.buildSecrets()
 	s.buildNetwork()
-	if err := s.buildImages(); err != nil {
-		return nil, err
-	}
-	if err := s.buildRunners(); err != nil {
-		return nil, err
-	}
-	if err := s.buildWebhook(); err != nil {
-		return nil, err
-	}
-	if err := s.buildScaleUp(); err != nil {
-		return nil, err
-	}
-	if err := s.buildSetup(); err != nil {
-		return nil, err
-	}
-	if err := s.buildScaleDown(); err != nil {
-		return nil, err
-	}
-	if err := s.buildEC2Events(); err != nil {
-		return nil, err
+	for _, build := range []func() error{
+		s.buildImages, s.buildRunners, s.buildWebhook, s.buildScaleUp, s.buildSetup, s.buildScaleDown, s.buildEC2Events,
+	} {
+		if err := build(); err != nil {
+			return nil, err
+		}
 	}
 	s.buildObservability()
 	return s, nil

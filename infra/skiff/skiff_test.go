@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/skiffci/skiff/infra/skiff/skifftest"
 	"github.com/skiffci/skiff/pkg/instanceevents"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool/poolfile"
@@ -30,28 +31,13 @@ import (
 
 const examplePools = "../../examples/pools.yaml"
 
-// fakeBuild writes stand-in bootstraps, so the tests need no make build.
-func fakeBuild(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp, names.FunctionEC2Events, names.FunctionScaleDown, names.FunctionSetup} {
-		if err := os.MkdirAll(filepath.Join(dir, fn), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, fn, "bootstrap"), []byte("#!/bin/sh\n# "+fn+"\n"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
-
 // synth builds the construct in a fresh app and stack named "skiff".
 func synth(t *testing.T, props Props, extend ...func(*Skiff)) (*Skiff, awscdk.Stack, assertions.Template) {
 	t.Helper()
 	app := awscdk.NewApp(nil)
 	stack := awscdk.NewStack(app, jsii.String("skiff"), nil)
 	if props.BuildDir == "" {
-		props.BuildDir = fakeBuild(t)
+		props.BuildDir = skifftest.FakeBuild(t)
 	}
 	s, err := New(stack, "Skiff", &props)
 	if err != nil {
@@ -92,9 +78,9 @@ func defaultTemplate(t *testing.T) (assertions.Template, map[string]any) {
 			defaultErr = err.Error()
 			return
 		}
-		for _, fn := range []string{names.FunctionWebhook, names.FunctionScaleUp, names.FunctionEC2Events, names.FunctionScaleDown, names.FunctionSetup} {
-			_ = os.MkdirAll(filepath.Join(dir, fn), 0o755)
-			_ = os.WriteFile(filepath.Join(dir, fn, "bootstrap"), []byte("#!/bin/sh\n"), 0o755)
+		if err := skifftest.WriteFakeBuild(dir); err != nil {
+			defaultErr = err.Error()
+			return
 		}
 		p.BuildDir = dir
 		if _, err := New(stack, "Skiff", &p); err != nil {
@@ -635,7 +621,7 @@ func allowedDep(dep string) bool {
 }
 
 func TestInvalidProps(t *testing.T) {
-	build := fakeBuild(t)
+	build := skifftest.FakeBuild(t)
 	tests := []struct {
 		name  string
 		props Props
@@ -777,7 +763,7 @@ func TestOneDeploy(t *testing.T) {
 	}
 	stack := awscdk.NewStack(awscdk.NewApp(nil), jsii.String("skiff"), nil)
 	p := defaultProps()
-	p.BuildDir = fakeBuild(t)
+	p.BuildDir = skifftest.FakeBuild(t)
 	if _, err := New(stack, "Skiff", &p); err != nil {
 		t.Fatal(err)
 	}
