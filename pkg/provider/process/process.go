@@ -130,6 +130,17 @@ type Options struct {
 	// Now is the clock of launch times and retention (default time.Now).
 	// Lifetimes and the kill grace are real time.
 	Now func() time.Time
+	// AfterFunc arms a runner's lifetime cap: it calls f once d has
+	// passed (default: time.AfterFunc). A test fires the cap when the
+	// runner has done what the test waits for, instead of racing a short
+	// lifetime against the machine's speed.
+	AfterFunc func(d time.Duration, f func()) Timer
+}
+
+// Timer is an armed lifetime cap; *time.Timer is one.
+type Timer interface {
+	// Stop disarms the cap; it reports whether it had not fired yet.
+	Stop() bool
 }
 
 // Provider runs runners as local processes. It is safe for concurrent use.
@@ -167,7 +178,7 @@ type proc struct {
 	done     chan struct{}
 	exit     int
 	ended    time.Time
-	timer    *time.Timer
+	timer    Timer
 	stopping bool
 	adopted  bool     // started by an earlier provider
 	use      *tracker // nil for an adopted runner
@@ -232,6 +243,9 @@ func New(o Options) (*Provider, error) {
 		o.Retain = DefaultRetain
 	}
 	provider.FillDefaults(&o.DefaultLifetime, &o.Logger, &o.Now)
+	if o.AfterFunc == nil {
+		o.AfterFunc = func(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+	}
 	path, err := lookPath(o.Command[0], o.Path)
 	if err != nil {
 		return nil, fmt.Errorf("process provider: finding the runner command: %w", err)
@@ -483,7 +497,7 @@ func (p *Provider) startLocked(pn plan, i int, r provider.RunnerRequest, reg pro
 		done: make(chan struct{}), use: p.usage.watch(group, cgroup, time.Now())}
 	p.procs[id] = pr
 	p.order = append(p.order, id)
-	pr.timer = time.AfterFunc(time.Until(deadline), func() { p.stop(id, "lifetime") })
+	pr.timer = p.o.AfterFunc(time.Until(deadline), func() { p.stop(id, "lifetime") })
 	p.o.Logger.Info("launched a runner process", "instance_id", id, "pool", pn.Pool, "pid", pr.pid, "job_id", r.JobID,
 		"runner_name", r.Name, "lifetime", pn.Lifetime.String(), "sandboxed", !pn.Unsandboxed, "registration", reg)
 	go func() {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -231,17 +232,18 @@ func TestStandinRunners(t *testing.T) {
 
 func standinRunners(t *testing.T, sandboxed bool) {
 	cases := []struct {
-		name           string
-		env            []string
-		lifetime       time.Duration
-		wantExit       int
-		wantJob        string // the job's status/conclusion in the simulator
-		wantStopLogged bool
+		name     string
+		env      []string
+		wantExit int
+		wantJob  string // the job's status/conclusion in the simulator
+		// capped: the test fires the runner's lifetime cap once the runner
+		// has taken its job, and the stop is logged.
+		capped bool
 	}{
-		{"succeeds", []string{"SKIFF_STANDIN_DURATION=50ms"}, time.Hour, 0, "completed/success", false},
-		{"crashes", []string{"SKIFF_STANDIN_DURATION=100ms", "SKIFF_STANDIN_CRASH=1"}, time.Hour, 3, "in_progress/", false},
-		{"hangs and is stopped at the lifetime cap", []string{"SKIFF_STANDIN_HANG=1"}, 1500 * time.Millisecond, 1, "completed/failure", true},
-		{"ignores SIGTERM and is killed after the grace", []string{"SKIFF_STANDIN_HANG=hard"}, 1500 * time.Millisecond, -1, "in_progress/", true},
+		{"succeeds", []string{"SKIFF_STANDIN_DURATION=50ms"}, 0, "completed/success", false},
+		{"crashes", []string{"SKIFF_STANDIN_DURATION=100ms", "SKIFF_STANDIN_CRASH=1"}, 3, "in_progress/", false},
+		{"hangs and is stopped at the lifetime cap", []string{"SKIFF_STANDIN_HANG=1"}, 1, "completed/failure", true},
+		{"ignores SIGTERM and is killed after the grace", []string{"SKIFF_STANDIN_HANG=hard"}, -1, "in_progress/", true},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -251,18 +253,20 @@ func standinRunners(t *testing.T, sandboxed bool) {
 			}
 			s := newSim(t)
 			leftover := filepath.Join(t.TempDir(), "leftover.pid")
+			lifetimeCap := &heldCap{}
 			e := newProvider(t, process.Options{
 				// The job leaves a process behind in the background, as jobs do.
 				Command:   []string{"/bin/sh", "-c", `sleep 3600 & echo $! > "$LEFTOVER"; exec "$0"`, standin},
 				Env:       append([]string{"LEFTOVER=" + leftover}, tc.env...),
 				KillGrace: 300 * time.Millisecond,
+				AfterFunc: lifetimeCap.arm,
 			})
 			run, err := s.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: []string{"local"}}}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			reg := s.jit(t, "standin-"+strconv.Itoa(i), "local")
-			spec := pool.Spec{Shared: pool.Shared{Pool: "cpu", MaxLifetime: tc.lifetime}}
+			spec := pool.Spec{Shared: pool.Shared{Pool: "cpu", MaxLifetime: time.Hour}}
 			if !sandboxed {
 				spec.Backend, spec.Process = pool.BackendProcess, &pool.Process{Sandbox: pool.SandboxNone}
 			}
@@ -278,6 +282,10 @@ func standinRunners(t *testing.T, sandboxed bool) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), safety)
 			defer cancel()
+			if tc.capped {
+				waitJobTaken(ctx, t, s, run.JobIDs[0], reg.RunnerName)
+				lifetimeCap.fire(t)
+			}
 			code, err := e.p.Wait(ctx, in.ID)
 			if err != nil {
 				t.Fatal(err)
@@ -297,8 +305,8 @@ func standinRunners(t *testing.T, sandboxed bool) {
 			if js.Status+"/"+js.Conclusion != tc.wantJob || js.RunnerName != reg.RunnerName {
 				t.Errorf("job %+v, want %s on %s", js, tc.wantJob, reg.RunnerName)
 			}
-			if logged := strings.Contains(e.logs.String(), `"why":"lifetime"`); logged != tc.wantStopLogged {
-				t.Errorf("lifetime stop logged = %v, want %v:\n%s", logged, tc.wantStopLogged, e.logs)
+			if logged := strings.Contains(e.logs.String(), `"why":"lifetime"`); logged != tc.capped {
+				t.Errorf("lifetime stop logged = %v, want %v:\n%s", logged, tc.capped, e.logs)
 			}
 			for _, secret := range s.Secrets() {
 				if strings.Contains(e.logs.String(), secret) {
@@ -306,6 +314,57 @@ func standinRunners(t *testing.T, sandboxed bool) {
 				}
 			}
 		})
+	}
+}
+
+// heldCap is a lifetime cap the test fires itself (process.Options.AfterFunc).
+type heldCap struct {
+	mu    sync.Mutex
+	fired func()
+}
+
+func (c *heldCap) arm(_ time.Duration, f func()) process.Timer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.fired = f
+	return c
+}
+
+// Stop disarms the cap: a runner that ended by itself is not stopped.
+func (c *heldCap) Stop() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	armed := c.fired != nil
+	c.fired = nil
+	return armed
+}
+
+// fire runs the cap as its timer would when the lifetime ends.
+func (c *heldCap) fire(t *testing.T) {
+	t.Helper()
+	c.mu.Lock()
+	f := c.fired
+	c.mu.Unlock()
+	if f == nil {
+		t.Fatal("no lifetime cap armed for the runner")
+	}
+	f()
+}
+
+// waitJobTaken waits until the simulator has job id in progress on runner
+// name, and fails t if ctx ends first.
+func waitJobTaken(ctx context.Context, t *testing.T, s sim, id int64, name string) {
+	t.Helper()
+	for {
+		if js, _ := s.Job(id); js.Status == "in_progress" && js.RunnerName == name {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			js, _ := s.Job(id)
+			t.Fatalf("the runner never took its job: %+v", js)
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 }
 

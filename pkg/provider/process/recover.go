@@ -186,7 +186,7 @@ func (p *Provider) adoptLocked(r record, done <-chan struct{}) {
 	p.procs[r.ID] = pr
 	p.order = append(p.order, r.ID)
 	p.rememberLocked(r)
-	pr.timer = time.AfterFunc(max(0, time.Until(r.Deadline)), func() { p.stop(r.ID, "lifetime") })
+	pr.timer = p.o.AfterFunc(max(0, time.Until(r.Deadline)), func() { p.stop(r.ID, "lifetime") })
 	go func() {
 		<-done
 		p.usage.forget(r.ID) // its cgroup, if an earlier provider made one
