@@ -334,6 +334,21 @@ func (s *sandbox) sleepUntilRunner(t testing.TB, seconds string) {
 	})
 }
 
+// idleUntilJob makes the sandbox's sleep of exactly seconds (the idle
+// watchdog's) end once the runner's job has started (the job-started hook's
+// marker or the job_running stage) instead of after that time, so a job
+// that starts is always seen started however slow the machine is; every
+// other sleep is the real one.
+func (s *sandbox) idleUntilJob(t testing.TB, seconds string) {
+	t.Helper()
+	s.wrapSleep(t, func(real string) string {
+		return "#!/bin/bash\n" +
+			"[ \"$*\" = " + seconds + " ] || exec " + real + " \"$@\"\n" +
+			"root=$SANDBOX_DIR/root\n" +
+			"until [ -s \"$root/opt/skiff/job_started\" ] || [ -e \"$root/run/skiff/stages/job_running\" ]; do " + real + " 0.05; done\n"
+	})
+}
+
 // lifetimeAtWarmReady makes the sandbox's sleep of exactly seconds (the
 // lifetime watchdog's) pass the moment the boot reaches the warm_ready stage
 // when it was started before it, a warm wait longer than any lifetime, and

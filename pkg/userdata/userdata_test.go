@@ -432,10 +432,12 @@ func TestBootSandboxTimeouts(t *testing.T) {
 		// Running job line) is never cut short by it, though it outlasts the idle timeout.
 		{name: "idle runner powers off", params: idle, reg: jitReg(future), preinstalled: true, env: []string{"FAKE_RUNNER=hang"},
 			runnerRuns: true, shutdownBy: "idle_timeout", wantCommands: []string{"chown runner:runner .*/opt/skiff/job_started"}},
+		// The watchdog's 2 s end once the job has started (idleUntilJob), not
+		// by real time: the job always starts "before" the timeout.
 		{name: "job started before the idle timeout", params: idle, reg: jitReg(future), preinstalled: true, env: []string{"FAKE_RUNNER=job"},
-			runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit"},
+			runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit", setup: func(t *testing.T, sb *sandbox) { sb.idleUntilJob(t, "2") }},
 		{name: "job announced before the idle timeout", params: idle, reg: jitReg(future), preinstalled: true, env: []string{"FAKE_RUNNER=announced"},
-			runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit"},
+			runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit", setup: func(t *testing.T, sb *sandbox) { sb.idleUntilJob(t, "2") }},
 	})
 }
 
