@@ -319,34 +319,30 @@ type sandbox struct {
 	env            []string
 }
 
-// sleepUntilRunner makes the sandbox's sleep of exactly seconds (the
-// watchdog's lifetime) end when the runner has received its registration
-// instead of after that time; every other sleep is the real one.
-func (s *sandbox) sleepUntilRunner(t testing.TB, seconds string) {
-	t.Helper()
-	s.wrapSleep(t, func(real string) string {
-		return "#!/bin/bash\n" +
-			"if [ \"$*\" = " + seconds + " ]; then\n" +
-			"\twhile [ ! -s \"$SANDBOX_DIR/runner-received\" ]; do " + real + " 0.05; done\n" +
-			"\texit 0\n" +
-			"fi\n" +
-			"exec " + real + " \"$@\"\n"
-	})
-}
-
-// idleUntilJob makes the sandbox's sleep of exactly seconds (the idle
-// watchdog's) end once the runner's job has started (the job-started hook's
-// marker or the job_running stage) instead of after that time, so a job
-// that starts is always seen started however slow the machine is; every
-// other sleep is the real one.
-func (s *sandbox) idleUntilJob(t testing.TB, seconds string) {
+// sleepUntil makes the sandbox's sleep of exactly seconds end once the
+// shell condition holds instead of after that time; every other sleep is
+// the real one. A watchdog's wait then ends on the event the test is
+// about, however slow the machine is.
+func (s *sandbox) sleepUntil(t testing.TB, seconds, condition string) {
 	t.Helper()
 	s.wrapSleep(t, func(real string) string {
 		return "#!/bin/bash\n" +
 			"[ \"$*\" = " + seconds + " ] || exec " + real + " \"$@\"\n" +
-			"root=$SANDBOX_DIR/root\n" +
-			"until [ -s \"$root/opt/skiff/job_started\" ] || [ -e \"$root/run/skiff/stages/job_running\" ]; do " + real + " 0.05; done\n"
+			"until " + condition + "; do " + real + " 0.05; done\n"
 	})
+}
+
+// sleepUntilRunner: the lifetime watchdog's sleep of seconds ends when the
+// runner has received its registration.
+func (s *sandbox) sleepUntilRunner(t testing.TB, seconds string) {
+	s.sleepUntil(t, seconds, `[ -s "$SANDBOX_DIR/runner-received" ]`)
+}
+
+// idleUntilJob: the idle watchdog's sleep of seconds ends once the
+// runner's job has started (the job-started hook's marker or the
+// job_running stage).
+func (s *sandbox) idleUntilJob(t testing.TB, seconds string) {
+	s.sleepUntil(t, seconds, `[ -s "$SANDBOX_DIR/root/opt/skiff/job_started" ] || [ -e "$SANDBOX_DIR/root/run/skiff/stages/job_running" ]`)
 }
 
 // lifetimeAtWarmReady makes the sandbox's sleep of exactly seconds (the
