@@ -334,27 +334,24 @@ func (d *RoomDynamo) Backoffs(ctx context.Context, pool string, now time.Time) (
 		KeyConditionExpression: aws.String(e.name(attrPK) + " = " + e.value(str(roomPK(pool))) + " AND begins_with(" +
 			e.name(attrSK) + ", " + e.value(str(skBackoffPrefix)) + ")"),
 		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values}
+	items, err := queryItems(ctx, d.api, in)
+	if err != nil {
+		return nil, fmt.Errorf("reading the backoffs of pool %s: %w", pool, err)
+	}
 	out := map[string]room.Backoff{}
-	p := dynamodb.NewQueryPaginator(d.api, in)
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("reading the backoffs of pool %s: %w", pool, err)
+	for _, item := range items {
+		sk, _ := item[attrSK].(*types.AttributeValueMemberS)
+		if sk == nil || expired(item, now) {
+			continue
 		}
-		for _, item := range page.Items {
-			sk, _ := item[attrSK].(*types.AttributeValueMemberS)
-			if sk == nil || expired(item, now) {
-				continue
-			}
-			place := strings.TrimPrefix(sk.Value, skBackoffPrefix)
-			dec := decoder{item: item}
-			b := decodeBackoff(pool, place, &dec)
-			if dec.err != nil {
-				return nil, fmt.Errorf("decoding the backoff of pool %s in %q: %w", pool, place, dec.err)
-			}
-			if b.Until.After(now) {
-				out[place] = b
-			}
+		place := strings.TrimPrefix(sk.Value, skBackoffPrefix)
+		dec := decoder{item: item}
+		b := decodeBackoff(pool, place, &dec)
+		if dec.err != nil {
+			return nil, fmt.Errorf("decoding the backoff of pool %s in %q: %w", pool, place, dec.err)
+		}
+		if b.Until.After(now) {
+			out[place] = b
 		}
 	}
 	return out, nil
