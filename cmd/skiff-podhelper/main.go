@@ -35,7 +35,7 @@ import (
 
 	// Refuses to compile with a Go older than the patched one.
 	_ "github.com/skiffci/skiff/internal/gotoolchain"
-	"github.com/skiffci/skiff/pkg/provider/kubernetes/podusage"
+	"github.com/skiffci/skiff/pkg/provider/podusage"
 )
 
 const (

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/skiffci/skiff/pkg/provider/kubernetes/podusage"
+	"github.com/skiffci/skiff/pkg/provider/podusage"
 )
 
 // TestHelper runs the built helper around a shell-script runner: the

@@ -300,6 +300,11 @@ func TestLocalContainerOOM(t *testing.T) {
 		t.Errorf("the OOM-killed job's record: endReason %q, exit code %v, conclusion %q; want oom-killed, 137, failure",
 			rec.EndReason, rec.ExitCode, rec.Conclusion)
 	}
+	// The entrypoint measured the runner at the pool's 256Mi: the record
+	// gives the peak as a share of that limit too.
+	if rec.Memory == nil || rec.Memory.PeakPercent == nil || *rec.Memory.PeakPercent < 90 {
+		t.Errorf("the OOM-killed job's memory %+v: want its peak at about 100%% of the pool's limit", rec.Memory)
+	}
 }
 
 // TestLocalContainerRestart: skiff local stops while its runners run

@@ -13,10 +13,11 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/skiffci/skiff/pkg/metrics"
+	"github.com/skiffci/skiff/pkg/metrics/fromusage"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
-	"github.com/skiffci/skiff/pkg/provider/kubernetes/podusage"
+	"github.com/skiffci/skiff/pkg/provider/podusage"
 )
 
 // end reads how an ended container ended and what it used (one inspect),
@@ -55,13 +56,10 @@ func (p *Provider) end(ctx context.Context, name string, in provider.Instance) p
 	}()
 	e := ended{in: in, at: p.o.Now()}
 	u, measured := p.readUsage(name)
-	if measured {
-		e.peaks = peaksOf(u, in)
-	}
+	var l pool.ContainerLimits
 	got, err := p.o.Engine.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	if err == nil && got.Container.State != nil {
 		st := got.Container.State
-		var l pool.ContainerLimits
 		if got.Container.Config != nil {
 			_ = json.Unmarshal([]byte(got.Container.Config.Labels[LabelLimits]), &l)
 		}
@@ -74,6 +72,9 @@ func (p *Provider) end(ctx context.Context, name string, in provider.Instance) p
 			in.Tags[names.TagRunnerOutdated] = "unknown"
 		}
 		e.in = in
+	}
+	if measured {
+		e.peaks = fromusage.Peaks(u, l.MemoryBytes)
 	}
 	if err := p.remove(ctx, name); err != nil {
 		p.o.Logger.Warn("removing an ended runner container", "container", name, "err", err)
@@ -99,7 +100,9 @@ func (p *Provider) keepRemoved(name string, in provider.Instance, reason string)
 	in.State, in.EndReason = provider.Terminated, provider.EndRemoved
 	e := ended{in: in, at: p.o.Now(), reason: reason}
 	if u, ok := p.readUsage(name); ok {
-		e.peaks = peaksOf(u, in)
+		// Removed before any inspect: the limit is not read, so the
+		// memory peak is in GiB only.
+		e.peaks = fromusage.Peaks(u, 0)
 	}
 	p.keep(e)
 	return in
@@ -154,24 +157,6 @@ func (p *Provider) readUsage(name string) (podusage.Usage, bool) {
 	}
 	u, err := podusage.Decode(string(b))
 	return u, err == nil
-}
-
-// peaksOf is a metrics record's peaks from a runner's usage.
-func peaksOf(u podusage.Usage, in provider.Instance) *metrics.Peaks {
-	pk := &metrics.Peaks{}
-	if u.CPUSeconds > 0 {
-		c := u.CPUSeconds
-		pk.CPUSeconds = &c
-	}
-	if u.PeakMemoryBytes > 0 {
-		gib := float64(u.PeakMemoryBytes) / (1 << 30)
-		pk.MemoryPeakGiB = &gib
-	}
-	for _, g := range u.GPUs {
-		util, mem := float64(g.PeakUtilPct), float64(g.PeakMemoryMiB)
-		pk.GPUs = append(pk.GPUs, metrics.GPUPeak{Index: g.Index, Utilization: &util, MemoryUsedMiB: &mem})
-	}
-	return pk
 }
 
 // RecordHost describes this host in the metrics records: its CPUs, memory

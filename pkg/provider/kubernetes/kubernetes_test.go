@@ -23,7 +23,7 @@ import (
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
 	kube "github.com/skiffci/skiff/pkg/provider/kubernetes"
-	"github.com/skiffci/skiff/pkg/provider/kubernetes/podusage"
+	"github.com/skiffci/skiff/pkg/provider/podusage"
 	"github.com/skiffci/skiff/pkg/provider/providertest"
 )
 

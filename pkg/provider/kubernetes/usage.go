@@ -13,7 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/skiffci/skiff/pkg/metrics"
-	"github.com/skiffci/skiff/pkg/provider/kubernetes/podusage"
+	"github.com/skiffci/skiff/pkg/metrics/fromusage"
+	"github.com/skiffci/skiff/pkg/provider/podusage"
 )
 
 // Usage reads what a runner's container used from its Pod's status: the
@@ -113,28 +114,14 @@ func (p *Provider) UsagePending(id string) bool {
 	return ok
 }
 
-// PeaksOf is a metrics record's peaks from a runner's usage: CPU time,
-// peak memory (in GiB, and as a percentage of the container's memory
-// limit where it has one) and each GPU's peak utilisation and memory.
+// PeaksOf is a metrics record's peaks from a runner's usage, its memory
+// as a percentage of the runner container's memory limit where it has one.
 func PeaksOf(u podusage.Usage, pod *corev1.Pod) *metrics.Peaks {
-	pk := &metrics.Peaks{}
-	if u.CPUSeconds > 0 {
-		c := u.CPUSeconds
-		pk.CPUSeconds = &c
-	}
-	if u.PeakMemoryBytes > 0 {
-		gib := float64(u.PeakMemoryBytes) / (1 << 30)
-		pk.MemoryPeakGiB = &gib
-		for _, c := range pod.Spec.Containers {
-			if lim, ok := c.Resources.Limits[corev1.ResourceMemory]; c.Name == ContainerName && ok && lim.Value() > 0 {
-				pct := min(float64(u.PeakMemoryBytes)/float64(lim.Value())*100, 100)
-				pk.MemoryPeak = &pct
-			}
+	var limit int64
+	for _, c := range pod.Spec.Containers {
+		if lim, ok := c.Resources.Limits[corev1.ResourceMemory]; c.Name == ContainerName && ok {
+			limit = lim.Value()
 		}
 	}
-	for _, g := range u.GPUs {
-		util, mem := float64(g.PeakUtilPct), float64(g.PeakMemoryMiB)
-		pk.GPUs = append(pk.GPUs, metrics.GPUPeak{Index: g.Index, Utilization: &util, MemoryUsedMiB: &mem})
-	}
-	return pk
+	return fromusage.Peaks(u, limit)
 }

@@ -1,8 +1,10 @@
-// Package podusage is what a runner Pod's entrypoint (cmd/skiff-podhelper)
-// measures of its container and leaves as the container's termination
-// message, and how the provider reads it back from the Pod's status: a
-// usage record without a metrics server. It imports no Kubernetes code, so
-// that the helper stays small and static.
+// Package podusage is what a runner's entrypoint (cmd/skiff-podhelper, in a
+// Kubernetes Pod or a Podman/Docker container) measures of its container
+// and leaves as the container's termination message (a file in the
+// container provider's usage directory), and how the providers read it
+// back: a usage record without a metrics server. It imports no Kubernetes
+// code and no metrics, so that the helper stays small and static; package
+// fromusage (pkg/metrics) turns it into a record's peaks.
 //
 // The message is one JSON object, well under the kubelet's 4096-byte cap:
 //
