@@ -154,7 +154,7 @@ func invokeSQS(t *testing.T, fn *testenv.Lambda, msgs ...events.SQSMessage) []ev
 // instance type has no capacity (the second launches); then one with no
 // capacity anywhere (a batch item failure).
 func TestBootstrapUnderRIE(t *testing.T) {
-	dynamo := testenv.Moto(t) // transactions (the fenced fleet intent, the ledger): dynalite has none
+	dynamo := testenv.Moto(t) // transactions (the fenced launch intent, the ledger): dynalite has none
 	ddb := testenv.DynamoClient(t, dynamo)
 	newTables(t, ddb, "skiff-su")
 	sim, pemKey := testenv.GitHubApp(t, "CANARYJIT")

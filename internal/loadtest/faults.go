@@ -20,10 +20,10 @@ import (
 )
 
 // crashSteps is how many steps of a scale-up invocation the crash plan
-// counts (claim, reserve, JIT, plan, fleet intent, launch before and after
-// the provider's answer, ledger launched, fleet done, and one more for a
+// counts (claim, reserve, JIT, plan, launch intent, launch before and after
+// the provider's answer, ledger launched, launch done, and one more for a
 // second group; a warm start's are claim, the take (the warm record's
-// end), reserve, JIT, the handover before and after its answer, fleet
+// end), reserve, JIT, the handover before and after its answer, launch
 // done, ledger launched): a crash at step n for n = 1, 2, … crashSteps in
 // turn.
 const crashSteps = 10

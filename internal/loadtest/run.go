@@ -190,7 +190,7 @@ func (w *world) invoke(ds []queue.Delivery) {
 		w.faults["crashes_planned"]++
 	case f.WarmCrashes > 0 && w.warmBatch(ds) && w.warmRng.Float64() < f.WarmCrashes:
 		// From the take on: the take, reserve, JIT, the handover before
-		// and after its answer, fleet done, ledger launched.
+		// and after its answer, launch done, ledger launched.
 		inv = &invocation{at: 2 + w.faults["warm_crashes_planned"]%warmCrashSteps, cancel: cancel}
 		w.faults["warm_crashes_planned"]++
 	}

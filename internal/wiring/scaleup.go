@@ -180,7 +180,7 @@ func newScaleUpService(ctx context.Context, cfg scaleup.Config, awsCfg aws.Confi
 		Provider: prov, GitHub: gh, Groups: keeper, Runners: runners,
 		Counter: counter, Timings: telemetry.NewEMFTimings(os.Stdout, cfg.MetricsNamespace, names.FunctionScaleUp, nil),
 		Logger: logger, Scope: cfg.Scope, GitHubURL: cfg.GitHubURL, CheckQueued: cfg.CheckQueued,
-		MaxAttempts: cfg.MaxAttempts, MaxFleetSize: cfg.MaxFleetSize, ClaimLease: cfg.ClaimLease, LaunchBudget: cfg.LaunchBudget,
+		MaxAttempts: cfg.MaxAttempts, MaxLaunchSize: cfg.MaxLaunchSize, ClaimLease: cfg.ClaimLease, LaunchBudget: cfg.LaunchBudget,
 		RegistrationTimeout: cfg.RegistrationTimeout, Deployment: cfg.Deployment,
 	})
 }

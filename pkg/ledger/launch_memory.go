@@ -110,11 +110,11 @@ func (m *LaunchMemory) PutLaunch(ctx context.Context, f Launch) error {
 	defer m.mu.Unlock()
 	m.writes++
 	if old, ok := m.launches[f.Token]; ok && live(old.ExpiresAt, f.CreatedAt) {
-		return fmt.Errorf("recording fleet %s: %w", f.Token, ErrConflict)
+		return fmt.Errorf("recording launch %s: %w", f.Token, ErrConflict)
 	}
 	for _, mem := range f.Members { // the fence: every member's claim still names this launch
 		if c, ok := m.claims[mem.JobID]; !ok || c.Token != f.Token || !live(c.ExpiresAt, f.CreatedAt) {
-			return fmt.Errorf("recording fleet %s: the claim of job %d was taken over: %w", f.Token, mem.JobID, ErrConflict)
+			return fmt.Errorf("recording launch %s: the claim of job %d was taken over: %w", f.Token, mem.JobID, ErrConflict)
 		}
 	}
 	f.Members = slices.Clone(f.Members)
@@ -133,7 +133,7 @@ func (m *LaunchMemory) FinishLaunch(ctx context.Context, token string, instances
 	m.writes++
 	f, ok := m.launches[token]
 	if !ok || f.State != LaunchIntent {
-		return fmt.Errorf("finishing fleet %s: not in intent: %w", token, ErrConflict)
+		return fmt.Errorf("finishing launch %s: not in intent: %w", token, ErrConflict)
 	}
 	f.State, f.Instances, f.Reason = LaunchDone, slices.Clone(instances), reason
 	m.launches[token] = f

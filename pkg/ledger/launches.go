@@ -84,9 +84,9 @@ func ValidateClaim(c Claim, prevGen int) error {
 func ValidateLaunch(f Launch) error {
 	switch {
 	case f.Token == "":
-		return errors.New("recording fleet: token is required")
+		return errors.New("recording launch: token is required")
 	case f.State != LaunchIntent && f.State != LaunchDone:
-		return errors.New("recording fleet: state must be intent or done")
+		return errors.New("recording launch: state must be intent or done")
 	}
 	return nil
 }

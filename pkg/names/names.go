@@ -87,11 +87,14 @@ const (
 // launches carries TagManaged=true and TagPool at creation, which is what
 // IAM conditions and the reconciler select on.
 const (
-	TagManaged     = "skiff:managed"
-	TagPool        = "skiff:pool"
-	TagOwner       = "skiff:owner"
-	TagRepository  = "skiff:repository"
-	TagFleetToken  = "skiff:fleet-token"
+	TagManaged    = "skiff:managed"
+	TagPool       = "skiff:pool"
+	TagOwner      = "skiff:owner"
+	TagRepository = "skiff:repository"
+	// TagLaunchToken names the launch record an instance was launched
+	// for (ledger.Launch.Token). Its value keeps its first name: the
+	// running instances of earlier releases carry it.
+	TagLaunchToken = "skiff:fleet-token"
 	TagJobID       = "skiff:job-id"
 	TagRunID       = "skiff:run-id"
 	TagRunnerName  = "skiff:runner-name"
@@ -174,7 +177,7 @@ func PoolOfLaunchTemplate(prefix, name string) (string, bool) {
 // it. The CDK app creates one resource per role and passes its name or URL
 // to the functions through the variable named.
 const (
-	// RoleStateTable holds deliveries, jobs, runs, launch claims, fleets,
+	// RoleStateTable holds deliveries, jobs, runs, launch claims and records,
 	// pool counters and capacity memory (EnvTableName). Written by the
 	// webhook (deliveries, jobs, runs) and scale-up (the rest).
 	RoleStateTable = "state"

@@ -188,7 +188,7 @@ type RunnerRequest struct {
 // own tags gives back in List (names.Tag*).
 func (r RunnerRequest) Tags(poolName, token string) map[string]string {
 	return map[string]string{
-		names.TagManaged: names.ManagedValue, names.TagPool: poolName, names.TagFleetToken: token,
+		names.TagManaged: names.ManagedValue, names.TagPool: poolName, names.TagLaunchToken: token,
 		names.TagJobID: strconv.FormatInt(r.JobID, 10), names.TagRunID: strconv.FormatInt(r.RunID, 10),
 		names.TagRunnerName: r.Name, names.TagRepository: r.Repository, names.TagOwner: r.Owner,
 	}

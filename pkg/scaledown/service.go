@@ -72,7 +72,7 @@ const (
 	// runner deletions with what is left.
 	DefaultMaxGitHubCalls = 60
 	// DefaultMinDeletes runner deletions a pass makes even past the GitHub
-	// budget, so that reaping never stops in a fleet whose listing takes
+	// budget, so that reaping never stops in an organisation whose listing takes
 	// most of it (5,000 runners: 50 pages).
 	DefaultMinDeletes = 5
 	// DefaultMaxRedeliveries bounds redeliveries per pass (one listing call

@@ -105,7 +105,7 @@ func (p *pass) failedRunners(ctx context.Context, jobID int64, gen int) int {
 }
 
 // moveClaim moves the job's claim past the lost runner: a claim whose
-// lease is over and whose token names no fleet makes scale-up launch the
+// lease is over and whose token names no launch makes scale-up launch the
 // next attempt. When it did not move it, ok says whether the action may
 // go on (scale-up moved it meanwhile) or is left for the next pass.
 func (p *pass) moveClaim(ctx context.Context, a *decide.Action, c ledger.Claim) (moved, ok bool) {

@@ -179,7 +179,7 @@ func (p *pass) launchWarm(ctx context.Context, a decide.WarmAction, wp warmPool)
 		}
 	}
 	if err != nil {
-		// The fleet's token makes a lost answer's launch findable; the
+		// The launch's token makes a lost answer's launch findable; the
 		// machine, tagged with the warm name, is an orphan the runner rules
 		// reap if it was launched after all.
 		p.fail("warm launch", err, "pool", spec.Pool)

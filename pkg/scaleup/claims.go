@@ -11,8 +11,8 @@ import (
 	"github.com/skiffci/skiff/pkg/store"
 )
 
-// decide reads the jobs' claims and the fleets they name, and finishes the
-// jobs that are launched or in flight; it recovers crashed fleets.
+// decide reads the jobs' claims and the launches they name, and finishes the
+// jobs that are launched or in flight; it recovers crashed launches.
 func (s *Service) decide(ctx context.Context, items []*work, now time.Time) {
 	if len(items) == 0 {
 		return
@@ -29,7 +29,7 @@ func (s *Service) decide(ctx context.Context, items []*work, now time.Time) {
 		}
 		return
 	}
-	fleets := map[string]*ledger.Launch{}
+	launches := map[string]*ledger.Launch{}
 	recover := map[string][]*work{}
 	for _, w := range items {
 		c, ok := claims[w.job.JobID]
@@ -38,7 +38,7 @@ func (s *Service) decide(ctx context.Context, items []*work, now time.Time) {
 			continue
 		}
 		w.claim = &c
-		f, known := fleets[c.Token]
+		f, known := launches[c.Token]
 		if !known {
 			got, err := s.o.Launches.Launch(ctx, c.Token, now)
 			switch {
@@ -46,11 +46,11 @@ func (s *Service) decide(ctx context.Context, items []*work, now time.Time) {
 				f = &got
 			case errors.Is(err, store.ErrNotFound):
 			default:
-				w.log.Error("reading fleet", "err", err)
+				w.log.Error("reading launch", "err", err)
 				w.finish(decide.OutcomeRetry, "store")
 				continue
 			}
-			fleets[c.Token] = f
+			launches[c.Token] = f
 		}
 		w.decision = decide.DecideClaim(w.job.JobID, w.claim, f, now)
 		switch w.decision.Action {
@@ -69,24 +69,24 @@ func (s *Service) decide(ctx context.Context, items []*work, now time.Time) {
 		}
 	}
 	for token, ws := range recover {
-		s.recoverFleet(ctx, fleets[token], ws, now)
+		s.recoverLaunch(ctx, launches[token], ws, now)
 	}
 }
 
-// recoverFleet ends a fleet recorded by an invocation that died before
+// recoverLaunch ends a launch recorded by an invocation that died before
 // finishing it. Replaying its plan (without registrations) makes the
 // provider answer with what it launched then: the instances still alive
-// that had their registration. The fleet is then done, and its members are
+// that had their registration. The launch is then done, and its members are
 // decided again. A plan the provider refuses as invalid launched nothing.
-func (s *Service) recoverFleet(ctx context.Context, f *ledger.Launch, ws []*work, now time.Time) {
-	log := s.o.Logger.With("fleet_token", f.Token, "pool", f.Pool)
+func (s *Service) recoverLaunch(ctx context.Context, f *ledger.Launch, ws []*work, now time.Time) {
+	log := s.o.Logger.With("launch_token", f.Token, "pool", f.Pool)
 	instances := make([]string, len(f.Members))
 	res, err := s.o.Provider.Launch(ctx, provider.Plan(f.Plan), nil)
 	switch {
 	case err != nil && provider.Permanent(err):
-		log.Error("the crashed invocation's plan cannot be replayed; ending the fleet as not launched", "err", err)
+		log.Error("the crashed invocation's plan cannot be replayed; ending the launch with nothing launched", "err", err)
 	case err != nil:
-		log.Warn("replaying the fleet of a crashed invocation", "err", err)
+		log.Warn("replaying the launch of a crashed invocation", "err", err)
 		for _, w := range ws {
 			w.finish(decide.OutcomeRetry, launchReason(err))
 		}
@@ -124,14 +124,14 @@ func (s *Service) recoverFleet(ctx context.Context, f *ledger.Launch, ws []*work
 		}
 	}
 	if err := s.o.Launches.FinishLaunch(ctx, f.Token, instances, "recovered"); err != nil {
-		log.Error("finishing the recovered fleet", "err", err)
+		log.Error("finishing the recovered launch", "err", err)
 		for _, w := range ws {
 			w.finish(decide.OutcomeRetry, "store")
 		}
 		return
 	}
 	s.o.Counter.Count(MetricRecovered, f.Pool)
-	log.Warn("recovered the fleet of a crashed invocation", "instances", instances)
+	log.Warn("recovered the launch of a crashed invocation", "instances", instances)
 	done := *f
 	done.State, done.Instances = ledger.LaunchDone, instances
 	for _, w := range ws {
@@ -146,7 +146,7 @@ func (s *Service) recoverFleet(ctx context.Context, f *ledger.Launch, ws []*work
 	}
 }
 
-// memberGens returns the claim generation of every member of the fleet:
+// memberGens returns the claim generation of every member of the launch:
 // from the batch's claims, and one read for members outside the batch.
 func (s *Service) memberGens(ctx context.Context, f *ledger.Launch, byJob map[int64]*work, now time.Time) map[int64]int {
 	gens := map[int64]int{}
@@ -161,7 +161,7 @@ func (s *Service) memberGens(ctx context.Context, f *ledger.Launch, byJob map[in
 	if len(others) > 0 {
 		claims, err := s.o.Launches.LaunchClaims(ctx, others, now)
 		if err != nil {
-			s.o.Logger.Warn("reading the claims of a recovered fleet's other members", "fleet_token", f.Token, "err", err)
+			s.o.Logger.Warn("reading the claims of a recovered launch's other members", "launch_token", f.Token, "err", err)
 		}
 		for id, c := range claims {
 			if c.Token == f.Token {
@@ -173,7 +173,7 @@ func (s *Service) memberGens(ctx context.Context, f *ledger.Launch, byJob map[in
 }
 
 // supersede ends the reservation of the claim's previous runner, which
-// never became a runner (its fleet says so, or it never reached the
+// never became a runner (its launch says so, or it never reached the
 // provider), before the job's next attempt reserves a new one.
 func (s *Service) supersede(ctx context.Context, w *work) {
 	name := s.runnerName(w.job.JobID, w.claim.Gen)
@@ -182,7 +182,7 @@ func (s *Service) supersede(ctx context.Context, w *work) {
 	}
 }
 
-// ran reports whether a fleet member whose instance is not alive had its
+// ran reports whether a launch member whose instance is not alive had its
 // runner all the same — the ledger saw it register or start a job, or the
 // job record says the job started — and names the instance or runner that
 // ran it. Such a job is not launched again: its runner did its work and

@@ -24,7 +24,7 @@ type Config struct {
 	Scope                Scope
 	CheckQueued          bool
 	MaxAttempts          int
-	MaxFleetSize         int
+	MaxLaunchSize        int
 	// MaxPlaces (SKIFF_MAX_OVERRIDES), CapacityMemory
 	// (SKIFF_CAPACITY_MEMORY) and RegistrationTTL (SKIFF_REGISTRATION_TTL)
 	// are the EC2 provider's: unset, 0, which the provider takes for its
@@ -69,7 +69,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		Scope:                Scope(env.String(names.EnvRunnerScope, string(ScopeOrg))),
 		CheckQueued:          env.Bool(names.EnvCheckQueued, false),
 		MaxAttempts:          env.Int(names.EnvMaxAttempts, names.DefaultMaxAttempts),
-		MaxFleetSize:         env.Int(names.EnvMaxFleetSize, DefaultMaxFleetSize),
+		MaxLaunchSize:        env.Int(names.EnvMaxFleetSize, DefaultMaxLaunchSize),
 		MaxPlaces:            env.Int(names.EnvMaxOverrides, 0),
 		ClaimLease:           env.Duration(names.EnvClaimLease, DefaultClaimLease),
 		LaunchBudget:         env.Duration(names.EnvLaunchBudget, DefaultLaunchBudget),
@@ -96,8 +96,8 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if c.Scope == ScopeOrg && len(c.Allow) == 0 {
 		env.Fail("%s is required with organization runners: each pool's runner group, created at its first launch in an organization, admits the allow-list's repositories", names.EnvAllow)
 	}
-	if c.MaxFleetSize > 10 {
-		env.Fail("%s=%d: at most 10 (the fleet's job-list tag must fit EC2's 256-character tag value)", names.EnvMaxFleetSize, c.MaxFleetSize)
+	if c.MaxLaunchSize > 10 {
+		env.Fail("%s=%d: at most 10 (the launch's job-list tag must fit EC2's 256-character tag value)", names.EnvMaxFleetSize, c.MaxLaunchSize)
 	}
 	if c.LaunchBudget >= c.ClaimLease {
 		env.Fail("%s=%s must be shorter than %s=%s (an invocation with less lease left refuses to launch)", names.EnvLaunchBudget,
@@ -118,7 +118,7 @@ func (c Config) String() string {
 		"deployment=" + c.Deployment, "table=" + c.TableName, "registration_table=" + c.RegistrationTable, "dlq=" + c.DeadLetterURL,
 		"pools=" + c.PoolsFile, "scope=" + string(c.Scope),
 		"launch_template_prefix=" + c.LaunchTemplatePrefix, fmt.Sprintf("max_attempts=%d", c.MaxAttempts),
-		fmt.Sprintf("max_fleet_size=%d", c.MaxFleetSize), fmt.Sprintf("check_queued=%v", c.CheckQueued),
+		fmt.Sprintf("max_fleet_size=%d", c.MaxLaunchSize), fmt.Sprintf("check_queued=%v", c.CheckQueued),
 		fmt.Sprintf("apps=%v", c.AppIDs), "github_api=" + c.GitHubAPIURL,
 	}, " ")
 }

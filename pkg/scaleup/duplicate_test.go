@@ -34,9 +34,9 @@ func (h *hookLaunches) PutLaunch(ctx context.Context, f ledger.Launch) error {
 }
 
 // TestDuplicateLoserLeavesTheWinnersLaunch: two invocations get the same
-// job, so both derive the same fleet token. The loser reads no claim, then
+// job, so both derive the same launch token. The loser reads no claim, then
 // loses the claim to the winner, and finishes while the winner is between
-// its claim and its fleet intent. The loser must leave the token alone: the
+// its claim and its launch intent. The loser must leave the token alone: the
 // winner launches in its own invocation with the one registration it made,
 // and the loser's message is retried as a claim conflict (counted).
 func TestDuplicateLoserLeavesTheWinnersLaunch(t *testing.T) {

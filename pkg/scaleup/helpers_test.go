@@ -371,9 +371,9 @@ func (e *env) crashAtLaunch(msg queue.Delivery, before bool) {
 
 var errInjected = errors.New("injected failure")
 
-// cancelOnPutFleet cancels the invocation when it records a fleet's
+// cancelOnPutLaunch cancels the invocation when it records a launch's
 // intent, and fails that write: the crash between registration and launch.
-type cancelOnPutFleet struct {
+type cancelOnPutLaunch struct {
 	LaunchMemoryish
 	cancel context.CancelFunc
 }
@@ -381,7 +381,7 @@ type cancelOnPutFleet struct {
 // LaunchMemoryish is the store interface, embedded so the wrapper overrides one method.
 type LaunchMemoryish = ledger.Launches
 
-func (c *cancelOnPutFleet) PutLaunch(ctx context.Context, f ledger.Launch) error {
+func (c *cancelOnPutLaunch) PutLaunch(ctx context.Context, f ledger.Launch) error {
 	c.cancel()
 	return ctx.Err()
 }

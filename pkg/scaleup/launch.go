@@ -55,7 +55,7 @@ func (s *Service) launch(ctx context.Context, items []*work, now time.Time) {
 			keys[i] = warmGroupKey(w.key, i)
 		}
 	}
-	groups := decide.Group(keys, s.o.MaxFleetSize)
+	groups := decide.Group(keys, s.o.MaxLaunchSize)
 	s.o.Executor.Run(len(groups), 0, func(gi int) {
 		ws := make([]*work, len(groups[gi]))
 		for i, idx := range groups[gi] {
@@ -132,16 +132,16 @@ func (s *Service) launchGroup(ctx context.Context, ws []*work, now time.Time) {
 		planned[i] = ledger.Member{JobID: w.job.JobID, Attempt: w.decision.Attempt}
 	}
 	token := decide.Token(s.o.Deployment, spec.Pool, planned)
-	log := s.o.Logger.With("pool", spec.Pool, "fleet_token", token)
+	log := s.o.Logger.With("pool", spec.Pool, "launch_token", token)
 
-	members, fleet := s.admitGroup(ctx, log, ws, token, now)
+	members, rec := s.admitGroup(ctx, log, ws, token, now)
 	if len(members) == 0 || !s.leaseLeft(log, members) {
 		return
 	}
-	if len(members) == 1 && members[0].warm != nil && s.handWarm(ctx, log, members[0], fleet) {
+	if len(members) == 1 && members[0].warm != nil && s.handWarm(ctx, log, members[0], rec) {
 		return
 	}
-	plan, ok := s.intend(ctx, log, members, fleet)
+	plan, ok := s.intend(ctx, log, members, rec)
 	if !ok {
 		return
 	}
@@ -155,10 +155,10 @@ func (s *Service) launchGroup(ctx context.Context, ws []*work, now time.Time) {
 
 // admitGroup takes the group's claims, reserves their runners within the
 // pool's maxRunners and registers them, and returns the jobs that go on to
-// the launch with the fleet's record as planned. When none does and this
+// the launch with its record as planned. When none does and this
 // invocation holds every claim of the group, it ends the claims.
 func (s *Service) admitGroup(ctx context.Context, log *slog.Logger, ws []*work, token string, now time.Time) ([]*work, ledger.Launch) {
-	fleet := ledger.Launch{Token: token, Pool: ws[0].spec.Pool, CreatedAt: now, ExpiresAt: now.Add(s.o.ClaimTTL)}
+	rec := ledger.Launch{Token: token, Pool: ws[0].spec.Pool, CreatedAt: now, ExpiresAt: now.Add(s.o.ClaimTTL)}
 	claimed := s.claim(ctx, ws, token, now)
 	// The token derives from the jobs and attempts alone, so an invocation
 	// that lost a claim shares it with the one that won: only one that
@@ -170,9 +170,9 @@ func (s *Service) admitGroup(ctx context.Context, log *slog.Logger, ws []*work, 
 	if len(claimed) == 0 {
 		if own {
 			// End the claims: the next delivery starts a new attempt at once.
-			s.recordEmptyFleet(ctx, log, token, ws, now, "not_admitted")
+			s.recordEmptyLaunch(ctx, log, token, ws, now, "not_admitted")
 		}
-		return nil, fleet
+		return nil, rec
 	}
 	// Registrations, in parallel (one GitHub call each in JIT mode).
 	s.o.Executor.Run(len(claimed), registrationConcurrency, func(i int) { s.register(ctx, claimed[i]) })
@@ -180,13 +180,13 @@ func (s *Service) admitGroup(ctx context.Context, log *slog.Logger, ws []*work, 
 	for _, w := range claimed {
 		if !w.finished {
 			members = append(members, w)
-			fleet.Members = append(fleet.Members, ledger.Member{JobID: w.job.JobID, Attempt: w.decision.Attempt})
+			rec.Members = append(rec.Members, ledger.Member{JobID: w.job.JobID, Attempt: w.decision.Attempt})
 		}
 	}
 	if len(members) == 0 && own {
-		s.recordEmptyFleet(ctx, log, token, ws, now, "registration")
+		s.recordEmptyLaunch(ctx, log, token, ws, now, "registration")
 	}
-	return members, fleet
+	return members, rec
 }
 
 // leaseLeft reports whether the members' claims leave time to launch. An
@@ -207,10 +207,10 @@ func (s *Service) leaseLeft(log *slog.Logger, members []*work) bool {
 }
 
 // intend plans the members' launch with the provider and records the
-// fleet's intent under its token; false when the members are finished
+// launch's intent under its token; false when the members are finished
 // (the plan failed, or the intent could not be recorded).
-func (s *Service) intend(ctx context.Context, log *slog.Logger, members []*work, fleet ledger.Launch) (provider.Plan, bool) {
-	l := provider.Launch{Token: fleet.Token, Spec: members[0].spec, Runners: make([]provider.RunnerRequest, len(members))}
+func (s *Service) intend(ctx context.Context, log *slog.Logger, members []*work, rec ledger.Launch) (provider.Plan, bool) {
+	l := provider.Launch{Token: rec.Token, Spec: members[0].spec, Runners: make([]provider.RunnerRequest, len(members))}
 	for i, w := range members {
 		l.Runners[i] = provider.RunnerRequest{Name: w.runner, JobID: w.job.JobID, RunID: w.job.RunID,
 			Repository: w.job.Repository, Owner: w.job.Owner}
@@ -221,17 +221,17 @@ func (s *Service) intend(ctx context.Context, log *slog.Logger, members []*work,
 		s.fail(members, err)
 		return "", false
 	}
-	fleet.State, fleet.Plan = ledger.LaunchIntent, string(plan)
-	if err := s.o.Launches.PutLaunch(ctx, fleet); err != nil {
+	rec.State, rec.Plan = ledger.LaunchIntent, string(plan)
+	if err := s.o.Launches.PutLaunch(ctx, rec); err != nil {
 		// A concurrent invocation that planned the same jobs at the same
-		// attempts derived the same token and recorded its fleet first: it
+		// attempts derived the same token and recorded its launch first: it
 		// owns the token. These jobs are not its members, so their next
 		// delivery starts a new attempt.
 		reason := "store"
 		if errors.Is(err, store.ErrConflict) {
 			reason = "claim_conflict"
 		}
-		log.Warn("recording the fleet's intent", "err", err, "reason", reason)
+		log.Warn("recording the launch's intent", "err", err, "reason", reason)
 		for _, w := range members {
 			w.finish(decide.OutcomeRetry, reason)
 		}
@@ -242,7 +242,7 @@ func (s *Service) intend(ctx context.Context, log *slog.Logger, members []*work,
 
 // callProvider launches the plan within the claims' lease (a timeout from
 // the service's clock, which tests inject, not a deadline on the wall
-// clock: past the lease another invocation may recover the fleet). The
+// clock: past the lease another invocation may recover the launch). The
 // answer may be lost after the launch happened: it asks once more with the
 // same plan, whose token makes the provider answer with what it launched
 // then and deliver the registrations to those instances.
@@ -258,16 +258,16 @@ func (s *Service) callProvider(ctx context.Context, log *slog.Logger, plan provi
 	return res, err
 }
 
-// recordLaunch records the launch's outcome: a failed fleet finished and
+// recordLaunch records the launch's outcome: a failed launch finished and
 // its members failed with the provider's reason, a launch finished
-// (finishLaunched), or, when the outcome is unknown, the fleet left in
+// (finishLaunched), or, when the outcome is unknown, the launch left in
 // intent for recovery.
 func (s *Service) recordLaunch(ctx context.Context, log *slog.Logger, spec pool.Spec, token string, members []*work,
 	res provider.Result, err error) {
 	launched := s.o.Now()
 	if err != nil && !answered(err) {
 		// The provider may have launched (its answer was lost, or a server
-		// error): the fleet stays in intent, so that recovery replays the same
+		// error): the launch stays in intent, so that recovery replays the same
 		// plan and token after the lease instead of launching anew.
 		log.Error("launching: the outcome is unknown; recovery will replay the plan after the lease", "err", err)
 		for _, w := range members {
@@ -279,7 +279,7 @@ func (s *Service) recordLaunch(ctx context.Context, log *slog.Logger, spec pool.
 	if err != nil {
 		log.Error("launching", "err", err, "reason", launchReason(err))
 		if ferr := s.o.Launches.FinishLaunch(ctx, token, make([]string, len(members)), launchReason(err)); ferr != nil {
-			log.Error("recording the failed fleet", "err", ferr)
+			log.Error("recording the failed launch", "err", ferr)
 		}
 		s.fail(members, err)
 		return
@@ -288,7 +288,7 @@ func (s *Service) recordLaunch(ctx context.Context, log *slog.Logger, spec pool.
 }
 
 // finishLaunched records the instances the provider launched: each in its
-// runner's ledger record, the fleet finished with them, each member
+// runner's ledger record, the launch finished with them, each member
 // launched, or failed with the provider's reason for its runner.
 func (s *Service) finishLaunched(ctx context.Context, log *slog.Logger, spec pool.Spec, token string, members []*work,
 	res provider.Result, launched time.Time) {
@@ -309,8 +309,8 @@ func (s *Service) finishLaunched(ctx context.Context, log *slog.Logger, spec poo
 		}
 	}
 	if err := s.o.Launches.FinishLaunch(ctx, token, instances, reason); err != nil {
-		// The claims' lease will end and a later delivery recovers the fleet.
-		log.Error("recording the launched fleet", "err", err)
+		// The claims' lease will end and a later delivery recovers the launch.
+		log.Error("recording the launch's instances", "err", err)
 	}
 	for i, w := range members {
 		if instances[i] == "" {
@@ -331,17 +331,17 @@ func (s *Service) finishLaunched(ctx context.Context, log *slog.Logger, spec poo
 	}
 }
 
-// recordEmptyFleet records a fleet that launched nothing, for jobs whose claims name
+// recordEmptyLaunch records a launch done with nothing launched, for jobs whose claims name
 // it: the next delivery of each starts a new attempt at once instead of
 // waiting for the lease (a failed write only costs that wait). Only the
 // holder of every claim of the group records it: the record has no members,
 // so the store's claim fence does not stop it from spoiling another
 // invocation's intent under the same token.
-func (s *Service) recordEmptyFleet(ctx context.Context, log *slog.Logger, token string, ws []*work, now time.Time, reason string) {
-	fleet := ledger.Launch{Token: token, Pool: ws[0].spec.Pool, State: ledger.LaunchDone, Reason: reason, CreatedAt: now,
+func (s *Service) recordEmptyLaunch(ctx context.Context, log *slog.Logger, token string, ws []*work, now time.Time, reason string) {
+	rec := ledger.Launch{Token: token, Pool: ws[0].spec.Pool, State: ledger.LaunchDone, Reason: reason, CreatedAt: now,
 		ExpiresAt: now.Add(s.o.ClaimTTL)}
-	if err := s.o.Launches.PutLaunch(ctx, fleet); err != nil && !errors.Is(err, store.ErrConflict) {
-		log.Error("recording the unlaunched fleet", "err", err)
+	if err := s.o.Launches.PutLaunch(ctx, rec); err != nil && !errors.Is(err, store.ErrConflict) {
+		log.Error("recording the empty launch", "err", err)
 	}
 }
 

@@ -81,7 +81,7 @@ func (h *hookGitHub) GenerateJITConfig(ctx context.Context, inst int64, scope gi
 // TestStalledInvocation (2): an invocation stalls in generate-jitconfig
 // past its lease while a duplicate message takes the claim over and
 // launches; when the stalled one resumes it launches nothing — refused by
-// its lease budget, and, when its clock lags, by the fenced fleet intent.
+// its lease budget, and, when its clock lags, by the fenced launch intent.
 func TestStalledInvocation(t *testing.T) {
 	t.Parallel()
 	for _, lagging := range []bool{false, true} {
@@ -176,7 +176,7 @@ func TestRecoveryAsksTheLedger(t *testing.T) {
 }
 
 // TestInFlightUsesNoAttempt (4): redeliveries that find the job in flight
-// (a crashed invocation's fleet intent, the lease still live) come every
+// (a crashed invocation's launch intent, the lease still live) come every
 // minute, more often than the lease ends; none of them dead-letters the job,
 // and the first after the lease launches it.
 func TestInFlightUsesNoAttempt(t *testing.T) {
@@ -203,7 +203,7 @@ func TestInFlightUsesNoAttempt(t *testing.T) {
 
 // TestLostFleetAnswer (5): CreateFleet launches but its answer is lost. The
 // invocation asks again with the same plan and token and gets the same
-// instance; when the second answer is lost too, the fleet stays in intent
+// instance; when the second answer is lost too, the launch stays in intent
 // and the job waits for recovery, which replays the same token: never a
 // second instance while the first may be alive.
 func TestLostFleetAnswer(t *testing.T) {
@@ -253,7 +253,7 @@ func TestLostFleetAnswer(t *testing.T) {
 // invocations get the overlapping batches {1,2} and {1} at once; job 1
 // gets one instance, never two. Three guards stand in the way of a second
 // one — the claim's conditional write, the ledger's reservation by runner
-// name, the fenced fleet intent; with all three planted away it fails.
+// name, the fenced launch intent; with all three planted away it fails.
 func TestTokenModeOverlappingBatches(t *testing.T) {
 	t.Parallel()
 	for round := range 20 {

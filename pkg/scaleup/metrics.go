@@ -30,7 +30,7 @@ const (
 	// download because the pool's runnerVersion could not be resolved (no
 	// release list yet), Reason = pool.
 	MetricRunnerUnresolved = "ScaleUpRunnerUnresolved"
-	// MetricRecovered counts fleets of crashed invocations recovered.
+	// MetricRecovered counts launches of crashed invocations recovered.
 	MetricRecovered = "ScaleUpRecovered"
 	// MetricLaunchLatency is the time from the webhook's receipt of the
 	// queued event to the provider's answer, in milliseconds (Timings).

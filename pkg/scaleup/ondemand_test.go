@@ -64,7 +64,7 @@ func TestOnDemandRerunUnreadable(t *testing.T) {
 		t.Fatalf("batch: %+v", r)
 	}
 	if n := len(e.ec2.CreateFleetInputs()); n != 1 {
-		t.Fatalf("%d fleets, want 1", n)
+		t.Fatalf("%d CreateFleet calls, want 1", n)
 	}
 	if got := string(e.ec2.CreateFleetInputs()[0].TargetCapacitySpecification.DefaultTargetCapacityType); got != "spot" {
 		t.Errorf("capacity %s, want the pool's spot", got)

@@ -13,13 +13,13 @@
 //	per pool; decide.Admit) ─► group jobs that can share a launch
 //	(decide.Group) ─► per group: claim each job (conditional write), create
 //	its registration (JIT config, or the cached registration token), ask
-//	the provider for a plan and record it as the fleet's intent, launch the
+//	the provider for a plan and record it as the launch's intent, launch the
 //	plan (the provider delivers each registration to its instance), record
-//	the fleet done ─► every job is answered done, retry or dead-letter with
+//	the launch done ─► every job is answered done, retry or dead-letter with
 //	its reason.
 //
 // Never two instances for one job: a concurrent duplicate loses the claim
-// (or finds it live and is retried later); a late duplicate finds the fleet
+// (or finds it live and is retried later); a late duplicate finds the launch
 // done and is dropped; a delivery after a crash replays the recorded plan,
 // whose idempotency token makes the provider answer with the instances it
 // launched before instead of launching again (see Recover in package
@@ -61,20 +61,20 @@ const (
 
 // Defaults for Options, each with the reason for its value.
 const (
-	// DefaultMaxFleetSize is the most jobs one launch asks for: a batch of
+	// DefaultMaxLaunchSize is the most jobs one launch asks for: a batch of
 	// 10 (SQS's largest without a batching window) is one launch, and the
 	// EC2 fleet's job-list tag stays within EC2's 256-character tag values.
-	DefaultMaxFleetSize = 10
+	DefaultMaxLaunchSize = 10
 	// DefaultClaimLease: a claim whose holder died is taken over after this.
 	// It exceeds the registration timeout plus boot time, so that when a
-	// crashed invocation's fleet is recovered, an instance still alive is
+	// crashed invocation's launch is recovered, an instance still alive is
 	// one that got its registration (the others shut themselves down).
 	DefaultClaimLease = 10 * time.Minute
-	// DefaultClaimTTL keeps claims and fleet records beyond SQS's longest
+	// DefaultClaimTTL keeps claims and launch records beyond SQS's longest
 	// message retention (14 days), so a late duplicate still finds them.
 	DefaultClaimTTL = 15 * 24 * time.Hour
 	// DefaultLaunchBudget is how much of its claim's lease an invocation
-	// must have left to record a fleet's intent and launch it: the provider
+	// must have left to record a launch's intent and launch it: the provider
 	// call (an EC2 fleet answers within seconds, the SDK's retries add
 	// some), the registration writes and the per-job tags. An invocation
 	// with less refuses the work rather than race the one that may take
@@ -94,9 +94,9 @@ type JobRecords interface {
 }
 
 // Ledger is the part of the runner ledger scale-up writes: it reserves a
-// fleet's runners under their pool's max, records their instances, ends
+// launch's runners under their pool's max, records their instances, ends
 // the runners of a launch that failed, and reads a runner to tell a
-// recovered fleet's members apart. ledger.Ledger implements it.
+// recovered launch's members apart. ledger.Ledger implements it.
 type Ledger interface {
 	Reserve(ctx context.Context, pool string, max int, runners []ledger.Runner) (int, error)
 	Launched(ctx context.Context, name string, l ledger.LaunchReport) error
@@ -112,7 +112,7 @@ var (
 )
 
 // Launches is the part of the launch store scale-up uses: each job's
-// claim, each fleet's intent and end, and a run's on-demand mark.
+// claim, each launch's intent and end, and a run's on-demand mark.
 // ledger.Launches implements it.
 type Launches interface {
 	LaunchClaims(ctx context.Context, jobIDs []int64, now time.Time) (map[int64]ledger.Claim, error)
@@ -205,10 +205,10 @@ type Options struct {
 	// claim and its pool's reservation; off by default; fails open).
 	CheckQueued bool
 
-	MaxAttempts  int
-	MaxFleetSize int
-	ClaimLease   time.Duration
-	ClaimTTL     time.Duration
+	MaxAttempts   int
+	MaxLaunchSize int
+	ClaimLease    time.Duration
+	ClaimTTL      time.Duration
 	// RegistrationTimeout is the boot script's wait for its registration;
 	// the claim lease must exceed it.
 	RegistrationTimeout time.Duration
@@ -273,8 +273,8 @@ func New(o Options) (*Service, error) {
 	if o.MaxAttempts <= 0 {
 		o.MaxAttempts = names.DefaultMaxAttempts
 	}
-	if o.MaxFleetSize <= 0 {
-		o.MaxFleetSize = DefaultMaxFleetSize
+	if o.MaxLaunchSize <= 0 {
+		o.MaxLaunchSize = DefaultMaxLaunchSize
 	}
 	for _, d := range []struct {
 		v   *time.Duration

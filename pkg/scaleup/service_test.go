@@ -334,7 +334,7 @@ func TestCrashes(t *testing.T) {
 			if r := e.handle(context.Background(), e.svc, msg); len(r.BatchItemFailures) != 1 {
 				t.Fatalf("redelivery within the lease: %+v", r)
 			}
-			// After the lease, the fleet is recovered by replaying it.
+			// After the lease, the launch is recovered by replaying its plan.
 			e.clock.advance(scaleup.DefaultClaimLease)
 			msg.ReceiveCount = 3
 			if r := e.handle(context.Background(), e.svc, msg); len(r.BatchItemFailures) != 0 {
@@ -359,14 +359,14 @@ func TestCrashes(t *testing.T) {
 }
 
 // TestCrashBeforeIntent: an invocation that dies after generating the JIT
-// configuration but before recording the fleet leaves an orphan
+// configuration but before recording the launch leaves an orphan
 // registration (the reaper's) and no instance; the retry launches one.
 func TestCrashBeforeIntent(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	o := e.opts
-	o.Launches = &cancelOnPutFleet{LaunchMemoryish: e.store, cancel: cancel}
+	o.Launches = &cancelOnPutLaunch{LaunchMemoryish: e.store, cancel: cancel}
 	crashing, err := scaleup.New(o)
 	if err != nil {
 		t.Fatal(err)

@@ -65,7 +65,7 @@ func (s *Service) warmKey(ctx context.Context, w *work) string {
 
 // markWarm picks, before grouping, the jobs a ready warm machine of their
 // own settings waits for: each goes alone into its launch group (its
-// fleet record names its one instance), the others group as before. It
+// launch record names its one instance), the others group as before. It
 // reads each warm pool's live records once.
 func (s *Service) markWarm(ctx context.Context, items []*work) *warmCandidates {
 	c := &warmCandidates{byPool: map[string][]ledger.Runner{}}
@@ -175,7 +175,7 @@ func (s *Service) takeWarm(ctx context.Context, w *work, now time.Time) {
 // when it waits stopped, the registration. True when the job launched so;
 // false leaves the job to the cold launch (the machine is terminated when
 // the job's work ends, see dropWarm).
-func (s *Service) handWarm(ctx context.Context, log *slog.Logger, w *work, fleet ledger.Launch) bool {
+func (s *Service) handWarm(ctx context.Context, log *slog.Logger, w *work, rec ledger.Launch) bool {
 	warmer, _ := s.o.Provider.(provider.Warmer)
 	wt := w.warm
 	hctx, cancel := context.WithTimeout(ctx, w.leaseEnd.Sub(s.o.Now()))
@@ -189,9 +189,9 @@ func (s *Service) handWarm(ctx context.Context, log *slog.Logger, w *work, fleet
 		return false
 	}
 	done := s.o.Now()
-	fleet.State, fleet.Instances = ledger.LaunchDone, []string{in.ID}
-	if err := s.o.Launches.PutLaunch(ctx, fleet); err != nil {
-		// A later duplicate of the job finds no fleet and may launch it
+	rec.State, rec.Instances = ledger.LaunchDone, []string{in.ID}
+	if err := s.o.Launches.PutLaunch(ctx, rec); err != nil {
+		// A later duplicate of the job finds no launch and may launch it
 		// again after the lease; the reconciler reaps the idle spare.
 		log.Error("recording the warm start", "err", err)
 	}

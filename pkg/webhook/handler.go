@@ -373,7 +373,7 @@ func (h *Handler) workflowJob(ctx context.Context, log eventLog, req Request, re
 	if err != nil {
 		if status != store.StatusQueued {
 			// Lifecycle of a job skiff does not serve (GitHub-hosted, another
-			// runner fleet, or one its pool refused when it was queued).
+			// set of self-hosted runners, or one its pool refused when it was queued).
 			return h.ignore(log, "not_ours", "job not served by skiff: "+truncate(err.Error(), maxDetail))
 		}
 		reason := reasonOf(err)
@@ -714,7 +714,7 @@ func (h *Handler) remember(id int64, rec store.Installation, now time.Time) {
 
 // maxCachedInstallations bounds the container's copy of installation
 // records: an organisation has one installation per App; 10,000 is far
-// beyond any fleet and a few hundred KB.
+// beyond any deployment and a few hundred KB.
 const maxCachedInstallations = 10000
 
 // installationEvent records an installation's status (created, deleted,

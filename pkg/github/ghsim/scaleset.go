@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// Runner scale sets: GitHub's protocol for a fleet that takes its jobs by
+// Runner scale sets: GitHub's protocol for a listener that takes its jobs by
 // long-polling the Actions service, outbound only (actions/scaleset, the
 // actions-runner-controller listener).
 //

@@ -1,5 +1,5 @@
 // Package scaleset is skiff's client of GitHub's runner scale sets: the
-// protocol through which a fleet takes its jobs by long-polling GitHub,
+// protocol through which a listener takes its jobs by long-polling GitHub,
 // outbound HTTPS only, with no webhook to receive.
 //
 // The calls, in the order a listener makes them:

@@ -139,7 +139,7 @@ func (c *Client) raw(req *http.Request, want []int) (int, []byte, error) {
 // GetMessage long-polls the queue for the oldest message not deleted,
 // telling the service the last message handled; (nil, nil) is 202,
 // nothing new. maxCapacity (X-ScaleSetMaxCapacity) is how many runners
-// the fleet can run. A message that cannot be parsed is a
+// the listener can run. A message that cannot be parsed is a
 // *MalformedError.
 func (s *Session) GetMessage(ctx context.Context, lastMessageID int64, maxCapacity int) (*Message, error) {
 	q := url.Values{}
@@ -205,7 +205,7 @@ func (s *Session) AcquireJobs(ctx context.Context, requestIDs []int64) ([]int64,
 	}
 }
 
-// HeaderMaxCapacity tells the service how many runners the fleet can run
+// HeaderMaxCapacity tells the service how many runners the listener can run
 // at once, with each poll, so that it assigns no more jobs than that.
 const HeaderMaxCapacity = "X-ScaleSetMaxCapacity"
 

@@ -20,7 +20,7 @@ var launchNow = Now
 func RunLaunches(t *testing.T, newStore func(*testing.T) ledger.Launches) {
 	t.Run("Claims", func(t *testing.T) { t.Parallel(); testLaunchClaims(t, newStore(t)) })
 	t.Run("ConcurrentClaims", func(t *testing.T) { t.Parallel(); testConcurrentLaunchClaims(t, newStore(t)) })
-	t.Run("Fleets", func(t *testing.T) { t.Parallel(); testLaunchFleets(t, newStore(t)) })
+	t.Run("Records", func(t *testing.T) { t.Parallel(); testLaunchRecords(t, newStore(t)) })
 	t.Run("OnDemand", func(t *testing.T) { t.Parallel(); testLaunchOnDemand(t, newStore(t)) })
 }
 
@@ -82,7 +82,7 @@ func testConcurrentLaunchClaims(t *testing.T, s ledger.Launches) {
 	})
 }
 
-func testLaunchFleets(t *testing.T, s ledger.Launches) {
+func testLaunchRecords(t *testing.T, s ledger.Launches) {
 	ctx := context.Background()
 	f := ledger.Launch{
 		Token: "skiff-abc", Pool: "cpu", State: ledger.LaunchIntent, Plan: `{"count":2}`,
@@ -90,7 +90,7 @@ func testLaunchFleets(t *testing.T, s ledger.Launches) {
 		CreatedAt: launchNow, ExpiresAt: launchNow.Add(time.Hour),
 	}
 	if _, err := s.Launch(ctx, f.Token, launchNow); !errors.Is(err, ledger.ErrNotFound) {
-		t.Fatalf("missing fleet: %v", err)
+		t.Fatalf("missing launch: %v", err)
 	}
 	for _, m := range f.Members { // the members' claims name the launch
 		c := ledger.Claim{JobID: m.JobID, Attempt: m.Attempt, Gen: 1, Token: f.Token, Pool: "cpu",
@@ -110,17 +110,17 @@ func testLaunchFleets(t *testing.T, s ledger.Launches) {
 	taken := ledger.Launch{Token: "skiff-stale", Pool: "cpu", State: ledger.LaunchIntent, Plan: "{}",
 		Members: []ledger.Member{{JobID: 11, Attempt: 1}}, CreatedAt: launchNow, ExpiresAt: launchNow.Add(time.Hour)}
 	if err := s.PutLaunch(ctx, taken); !errors.Is(err, ledger.ErrConflict) {
-		t.Errorf("a fleet whose member's claim names another fleet: %v, want ErrConflict", err)
+		t.Errorf("a launch whose member's claim names another launch: %v, want ErrConflict", err)
 	}
 	if _, err := s.Launch(ctx, taken.Token, launchNow); !errors.Is(err, ledger.ErrNotFound) {
-		t.Errorf("the fenced-off fleet was recorded: %v", err)
+		t.Errorf("the fenced-off launch was recorded: %v", err)
 	}
 	got, err := s.Launch(ctx, f.Token, launchNow)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(got, f) {
-		t.Errorf("fleet = %+v, want %+v", got, f)
+		t.Errorf("launch = %+v, want %+v", got, f)
 	}
 	if err := s.FinishLaunch(ctx, f.Token, []string{"i-0abc", ""}, "capacity"); err != nil {
 		t.Fatal(err)
@@ -130,7 +130,7 @@ func testLaunchFleets(t *testing.T, s ledger.Launches) {
 		t.Fatal(err)
 	}
 	if got.State != ledger.LaunchDone || !reflect.DeepEqual(got.Instances, []string{"i-0abc", ""}) || got.Reason != "capacity" {
-		t.Errorf("finished fleet = %+v", got)
+		t.Errorf("finished launch = %+v", got)
 	}
 	if id, member := got.Instance(11); id != "i-0abc" || !member {
 		t.Errorf("Instance(11) = %q %v", id, member)
@@ -142,23 +142,23 @@ func testLaunchFleets(t *testing.T, s ledger.Launches) {
 		t.Error("job 13 is not a member")
 	}
 	if err := s.FinishLaunch(ctx, "skiff-unknown", nil, ""); !errors.Is(err, ledger.ErrConflict) {
-		t.Errorf("finishing an unknown fleet: %v, want ErrConflict", err)
+		t.Errorf("finishing an unknown launch: %v, want ErrConflict", err)
 	}
 	if err := s.FinishLaunch(ctx, f.Token, []string{"i-0late", "i-0late2"}, "recovered"); !errors.Is(err, ledger.ErrConflict) {
 		t.Errorf("a second finish: %v, want ErrConflict (the first finish wins)", err)
 	}
 	if got, _ := s.Launch(ctx, f.Token, launchNow); !reflect.DeepEqual(got.Instances, []string{"i-0abc", ""}) {
-		t.Errorf("a second finish changed the fleet: %+v", got)
+		t.Errorf("a second finish changed the launch: %+v", got)
 	}
 	if _, err := s.Launch(ctx, f.Token, launchNow.Add(2*time.Hour)); !errors.Is(err, ledger.ErrNotFound) {
-		t.Errorf("expired fleet: %v", err)
+		t.Errorf("expired launch: %v", err)
 	}
 	empty := ledger.Launch{Token: "skiff-empty", Pool: "cpu", State: ledger.LaunchDone, Reason: "github", CreatedAt: launchNow}
 	if err := s.PutLaunch(ctx, empty); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := s.Launch(ctx, empty.Token, launchNow); err != nil || got.State != ledger.LaunchDone || len(got.Members) != 0 {
-		t.Errorf("empty fleet = %+v, %v", got, err)
+		t.Errorf("empty launch = %+v, %v", got, err)
 	}
 }
 

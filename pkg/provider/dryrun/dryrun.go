@@ -151,7 +151,7 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider
 			}
 			p.instances[id] = &provider.Instance{ID: id, Pool: pn.Pool, InstanceType: typ, Zone: "local", Capacity: capacity,
 				State: state, QueueReason: p.queue, LaunchedAt: p.now().UTC(), Tags: map[string]string{
-					names.TagManaged: names.ManagedValue, names.TagPool: pn.Pool, names.TagFleetToken: pn.Token,
+					names.TagManaged: names.ManagedValue, names.TagPool: pn.Pool, names.TagLaunchToken: pn.Token,
 					names.TagJobID: strconv.FormatInt(r.JobID, 10), names.TagRunID: strconv.FormatInt(r.RunID, 10),
 					names.TagRunnerName: r.Name, names.TagRepository: r.Repository,
 				}}

@@ -257,7 +257,7 @@ func (p *Provider) request(l provider.Launch, failed map[string]bool) Request {
 	}
 	req.Tags[names.TagPool] = spec.Pool
 	req.Tags[names.TagOwner] = first.Owner
-	req.Tags[names.TagFleetToken] = l.Token
+	req.Tags[names.TagLaunchToken] = l.Token
 	if first.Warm != "" {
 		req.Tags[names.TagWarm] = string(first.Warm)
 		req.Tags[names.TagRunnerName] = first.Name
@@ -345,7 +345,7 @@ func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider
 	}
 	spec := pn.Request
 	pool := spec.Tags[names.TagPool]
-	log := p.o.Logger.With("pool", pool, "fleet_token", spec.Token)
+	log := p.o.Logger.With("pool", pool, "launch_token", spec.Token)
 	res, err := p.launcher.Launch(ctx, spec)
 	if err != nil {
 		whole := []FleetError{{Error: asError(err)}}

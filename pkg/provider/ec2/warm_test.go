@@ -184,7 +184,7 @@ func TestWarmLaunch(t *testing.T) {
 			}
 			want := map[string]string{names.TagWarm: string(tc.kind), names.TagRunnerName: names.WarmRunnerName("prod", string(tc.kind), "abc123", "1"),
 				names.TagManaged: names.ManagedValue, names.TagDeployment: "prod", names.TagPool: "warm",
-				names.TagFleetToken: "warm-" + string(tc.kind) + "-1", names.TagOwner: "acme"}
+				names.TagLaunchToken: "warm-" + string(tc.kind) + "-1", names.TagOwner: "acme"}
 			for k, v := range want {
 				if in.Tags[k] != v {
 					t.Errorf("tag %s = %q, want %q", k, in.Tags[k], v)

@@ -191,7 +191,7 @@ func TestAdoptLiveRunners(t *testing.T) {
 	for i, in := range got {
 		pid, dir, _ := e.p.Process(in.ID)
 		if in.ID != c.IDs[i] || in.State != provider.Running || pid != c.PIDs[i] || in.Pool != "cpu" ||
-			in.Tags[names.TagJobID] != strconv.Itoa(100+i) || in.Tags[names.TagFleetToken] != "tok-crash" {
+			in.Tags[names.TagJobID] != strconv.Itoa(100+i) || in.Tags[names.TagLaunchToken] != "tok-crash" {
 			t.Errorf("adopted runner %d: %+v pid %d, want %s running as pid %d", i, in, pid, c.IDs[i], c.PIDs[i])
 		}
 		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {

@@ -12,7 +12,7 @@ func TestRunnerTags(t *testing.T) {
 	t.Parallel()
 	r := provider.RunnerRequest{JobID: 7, RunID: 3, Name: "r-7", Repository: "acme/web", Owner: "acme"}
 	own := map[string]string{
-		names.TagManaged: names.ManagedValue, names.TagPool: "build", names.TagFleetToken: "tok",
+		names.TagManaged: names.ManagedValue, names.TagPool: "build", names.TagLaunchToken: "tok",
 		names.TagJobID: "7", names.TagRunID: "3", names.TagRunnerName: "r-7",
 		names.TagRepository: "acme/web", names.TagOwner: "acme",
 	}

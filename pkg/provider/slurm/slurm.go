@@ -656,7 +656,7 @@ func (p *Provider) tags(pn plan, r provider.RunnerRequest) map[string]string {
 	tags := map[string]string{}
 	tags[names.TagManaged] = names.ManagedValue
 	tags[names.TagPool] = pn.Pool
-	tags[names.TagFleetToken] = pn.Token
+	tags[names.TagLaunchToken] = pn.Token
 	tags[names.TagRunnerName] = r.Name
 	tags[names.TagJobID] = strconv.FormatInt(r.JobID, 10)
 	tags[names.TagRunID] = strconv.FormatInt(r.RunID, 10)

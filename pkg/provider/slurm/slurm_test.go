@@ -392,7 +392,7 @@ func TestControllerRestart(t *testing.T) {
 	}
 	byName := map[string]int{}
 	for _, in := range all {
-		byName[in.Tags[names.TagFleetToken]]++
+		byName[in.Tags[names.TagLaunchToken]]++
 		if !ids[in.ID] {
 			t.Errorf("job %s was not launched by the burst", in.ID)
 		}

@@ -79,7 +79,7 @@ const (
 // the reason for its value.
 const (
 	// DefaultOrphanGrace must exceed scale-up's claim lease (10 min): a
-	// crashed scale-up recovers its fleet, and records the instance in the
+	// crashed scale-up recovers its launch, and records the instance in the
 	// ledger, within it.
 	DefaultOrphanGrace = 15 * time.Minute
 	// DefaultCompletedGrace lets a runner whose job completed end on its

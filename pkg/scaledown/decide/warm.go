@@ -85,7 +85,7 @@ type WarmAction struct {
 }
 
 // DefaultWarmMaxLaunches bounds a pass's warm launches: a pool turning
-// its schedule on fills over a few passes, never in one burst of fleet
+// its schedule on fills over a few passes, never in one burst of launch
 // calls.
 const DefaultWarmMaxLaunches = 20
 

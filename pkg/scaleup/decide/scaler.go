@@ -1,19 +1,19 @@
 // Package decide holds scale-up's decisions as pure functions over plain
 // values: what to do with a job given its launch claim, which jobs share a
-// fleet request, how many of a pool's jobs are admitted, the fleet's
+// launch request, how many of a pool's jobs are admitted, the launch's
 // idempotency token, and whether a job that did not launch is retried or dead-lettered.
 //
 // A job's launch claim moves like this (see package ledger and store/launch.go):
 //
 //	no claim ───────────────────────────────────────────► Fresh (attempt 1)
-//	claim, fleet done, job got an instance ─────────────► Launched (drop the duplicate)
-//	claim, fleet done, job got none (or not a member) ──► NextAttempt
-//	claim, no fleet, lease live ────────────────────────► InFlight (retry later)
-//	claim, no fleet, lease over (died before CreateFleet)► NextAttempt
-//	claim, fleet intent, lease live ────────────────────► InFlight
-//	claim, fleet intent, lease over (died after intent) ► Recover: replay the plan
+//	claim, launch done, job got an instance ────────────► Launched (drop the duplicate)
+//	claim, launch done, job got none (or not a member) ─► NextAttempt
+//	claim, no launch, lease live ───────────────────────► InFlight (retry later)
+//	claim, no launch, lease over (died before intent) ──► NextAttempt
+//	claim, launch intent, lease live ───────────────────► InFlight
+//	claim, launch intent, lease over (died after it) ───► Recover: replay the plan
 //
-// Only Recover keeps the attempt (and so the fleet token), because only then
+// Only Recover keeps the attempt (and so the launch token), because only then
 // may EC2 already have launched for it.
 package decide
 
@@ -63,7 +63,7 @@ type ClaimDecision struct {
 	Instance string
 }
 
-// DecideClaim decides from the job's claim (nil if none) and the fleet its
+// DecideClaim decides from the job's claim (nil if none) and the launch its
 // token names (nil if none), at now.
 func DecideClaim(jobID int64, c *ledger.Claim, f *ledger.Launch, now time.Time) ClaimDecision {
 	if c == nil {
@@ -92,11 +92,11 @@ func DecideClaim(jobID int64, c *ledger.Claim, f *ledger.Launch, now time.Time) 
 	return d
 }
 
-// Token is the idempotency token of a fleet for these members of a
+// Token is the idempotency token of a launch for these members of a
 // deployment's pool: derived from each job id and launch attempt, so the
 // same jobs at the same attempts always give the same token, and a new
 // attempt a new one. Two deployments launching for one job in one account
-// get two tokens, so neither takes the other's fleet for its own.
+// get two tokens, so neither takes the other's launch for its own.
 func Token(deployment, pool string, members []ledger.Member) string {
 	keys := make([]string, len(members))
 	for i, m := range members {
@@ -107,7 +107,7 @@ func Token(deployment, pool string, members []ledger.Member) string {
 	return "skiff-" + hex.EncodeToString(sum[:])[:40]
 }
 
-// Group splits items into fleet requests: items with the same key (the same
+// Group splits items into launch requests: items with the same key (the same
 // pool and launch spec) go together, in order of first appearance, at most
 // maxSize per group. It returns indexes into keys.
 func Group(keys []string, maxSize int) [][]int {

@@ -18,7 +18,7 @@ func TestDecideClaim(t *testing.T) {
 	claim := func(attempt, gen int, lease time.Duration) *ledger.Claim {
 		return &ledger.Claim{JobID: 7, Attempt: attempt, Gen: gen, Token: "t", LeaseUntil: now.Add(lease)}
 	}
-	fleet := func(state ledger.LaunchState, members []int64, instances ...string) *ledger.Launch {
+	launch := func(state ledger.LaunchState, members []int64, instances ...string) *ledger.Launch {
 		f := &ledger.Launch{Token: "t", State: state, Instances: instances}
 		for _, m := range members {
 			f.Members = append(f.Members, ledger.Member{JobID: m, Attempt: 1})
@@ -26,35 +26,35 @@ func TestDecideClaim(t *testing.T) {
 		return f
 	}
 	cases := []struct {
-		name  string
-		claim *ledger.Claim
-		fleet *ledger.Launch
-		want  decide.ClaimDecision
+		name   string
+		claim  *ledger.Claim
+		launch *ledger.Launch
+		want   decide.ClaimDecision
 	}{
 		{"no claim", nil, nil, decide.ClaimDecision{Action: decide.Fresh, Attempt: 1}},
-		{"done with an instance", claim(1, 1, -time.Minute), fleet(ledger.LaunchDone, []int64{6, 7}, "i-6", "i-7"),
+		{"done with an instance", claim(1, 1, -time.Minute), launch(ledger.LaunchDone, []int64{6, 7}, "i-6", "i-7"),
 			decide.ClaimDecision{Action: decide.Launched, Attempt: 1, PrevGen: 1, Instance: "i-7"}},
-		{"done with an instance, lease live", claim(1, 1, time.Minute), fleet(ledger.LaunchDone, []int64{7}, "i-7"),
+		{"done with an instance, lease live", claim(1, 1, time.Minute), launch(ledger.LaunchDone, []int64{7}, "i-7"),
 			decide.ClaimDecision{Action: decide.Launched, Attempt: 1, PrevGen: 1, Instance: "i-7"}},
-		{"done without an instance", claim(2, 3, time.Minute), fleet(ledger.LaunchDone, []int64{6, 7}, "i-6", ""),
+		{"done without an instance", claim(2, 3, time.Minute), launch(ledger.LaunchDone, []int64{6, 7}, "i-6", ""),
 			decide.ClaimDecision{Action: decide.NextAttempt, Attempt: 3, PrevGen: 3}},
-		{"done but not a member", claim(1, 1, time.Minute), fleet(ledger.LaunchDone, []int64{6}, "i-6"),
+		{"done but not a member", claim(1, 1, time.Minute), launch(ledger.LaunchDone, []int64{6}, "i-6"),
 			decide.ClaimDecision{Action: decide.NextAttempt, Attempt: 2, PrevGen: 1}},
-		{"no fleet, lease live", claim(1, 1, time.Minute), nil,
+		{"no launch, lease live", claim(1, 1, time.Minute), nil,
 			decide.ClaimDecision{Action: decide.InFlight, Attempt: 1, PrevGen: 1}},
-		{"no fleet, lease over", claim(1, 2, -time.Second), nil,
+		{"no launch, lease over", claim(1, 2, -time.Second), nil,
 			decide.ClaimDecision{Action: decide.NextAttempt, Attempt: 2, PrevGen: 2}},
-		{"intent, lease live", claim(1, 1, time.Minute), fleet(ledger.LaunchIntent, []int64{7}),
+		{"intent, lease live", claim(1, 1, time.Minute), launch(ledger.LaunchIntent, []int64{7}),
 			decide.ClaimDecision{Action: decide.InFlight, Attempt: 1, PrevGen: 1}},
-		{"intent, lease over", claim(1, 1, 0), fleet(ledger.LaunchIntent, []int64{7}),
+		{"intent, lease over", claim(1, 1, 0), launch(ledger.LaunchIntent, []int64{7}),
 			decide.ClaimDecision{Action: decide.Recover, Attempt: 1, PrevGen: 1}},
-		{"intent without the job, lease over", claim(1, 1, -time.Minute), fleet(ledger.LaunchIntent, []int64{6}),
+		{"intent without the job, lease over", claim(1, 1, -time.Minute), launch(ledger.LaunchIntent, []int64{6}),
 			decide.ClaimDecision{Action: decide.NextAttempt, Attempt: 2, PrevGen: 1}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			if got := decide.DecideClaim(7, tc.claim, tc.fleet, now); got != tc.want {
+			if got := decide.DecideClaim(7, tc.claim, tc.launch, now); got != tc.want {
 				t.Errorf("DecideClaim = %+v (%s), want %+v (%s)", got, got.Action, tc.want, tc.want.Action)
 			}
 		})

@@ -23,7 +23,7 @@ func TestRoomDynamo(t *testing.T) {
 
 func newLaunchDynamo(t *testing.T) ledger.Launches {
 	t.Helper()
-	// moto: the fenced fleet intent is a transaction, which dynalite lacks.
+	// moto: the fenced launch intent is a transaction, which dynalite lacks.
 	return dynamostore.NewLaunchDynamo(testenv.MotoTable(t, "skiff-launch"))
 }
 

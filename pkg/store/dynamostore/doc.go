@@ -17,7 +17,7 @@
 //	RUNNER#<name>    RUNNER              a runner's ledger record LedgerDynamo (ledger_dynamo.go)
 //	INSTANCE#<id>    INSTANCE            instance → runner        LedgerDynamo
 //	POOL#<pool>      RUNNERS             the pool's live count    LedgerDynamo
-//	FLEET#<token>    FLEET               a fleet's intent/result  LaunchDynamo
+//	FLEET#<token>    FLEET               a launch record          LaunchDynamo
 //	ONDEMAND#<run>   <pool>              a run's on-demand mark   LaunchDynamo
 //	ROOM#<pool>      JOB#<job id>        a job in the waiting room RoomDynamo (room_dynamo.go)
 //	ROOM#<pool>      SERVED#<owner/repo> a repository's last turn RoomDynamo
@@ -64,25 +64,25 @@
 //	kind      pk                 sk              attributes
 //	claim     JOB#<job id>       LAUNCH          attempt, gen, token, pool,
 //	                                             lease_until, updated_at, expires_at
-//	fleet     FLEET#<token>      FLEET           pool, state, plan, members,
+//	launch    FLEET#<token>      FLEET           pool, state, plan, members,
 //	                                             instances, reason, created_at,
 //	                                             expires_at
 //	counter   POOL#<pool>        RUNNERS         count (kept by the runner ledger)
 //
 // A claim lives beside the job's lifecycle record (same partition, sort key
 // LAUNCH), so a job's whole story reads with one Query. attempt is the launch
-// attempt (the fleet's idempotency token derives from it), gen counts the
+// attempt (the launch's idempotency token derives from it), gen counts the
 // claims ever taken (it names the runner, which must be unique per
-// registration), token names the fleet the job was planned into, lease_until
+// registration), token names the launch the job was planned into, lease_until
 // (epoch milliseconds) is when a claim whose holder died may be taken over.
 // A claim is one conditional PutItem: the item is absent or expired, or its
 // gen is still the one the claimer read (optimistic concurrency).
 //
-// A fleet record is written before CreateFleet (state "intent", with the
-// exact plan: the provider's opaque plan, and the members as "<job id>:<attempt>"
+// A launch record is written before the provider is called (state "intent",
+// with the exact plan: the provider's opaque plan, and the members as "<job id>:<attempt>"
 // strings) and once after the runners' registrations are written (state
 // "done", with instances aligned to members, "" for a member that got none,
-// and the reason). A fleet stuck in "intent" after its claims' leases ended
+// and the reason). A launch stuck in "intent" after its claims' leases ended
 // belongs to a crashed invocation: its plan is replayed with the same token,
 // so EC2 returns the instances it launched instead of launching again.
 //

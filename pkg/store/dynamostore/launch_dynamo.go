@@ -44,11 +44,13 @@ const (
 	attrCreatedAt = "created_at"
 	attrCount     = "count"
 
-	skLaunch  = "LAUNCH"
-	skFleet   = "FLEET"
-	skRunners = "RUNNERS"
+	skLaunch = "LAUNCH"
+	// skLaunchRecord and the FLEET# partition keep the launch record's first
+	// name: the state tables and IAM policies of deployments carry them.
+	skLaunchRecord = "FLEET"
+	skRunners      = "RUNNERS"
 
-	// noInstance stands for "no instance" in a fleet's instances list (an
+	// noInstance stands for "no instance" in a launch's instances list (an
 	// empty string is not a value every DynamoDB emulator accepts).
 	noInstance = "-"
 )
@@ -77,8 +79,8 @@ func claimKey(id int64) map[string]types.AttributeValue {
 	return itemKey("JOB#"+strconv.FormatInt(id, 10), skLaunch)
 }
 
-func fleetKey(token string) map[string]types.AttributeValue {
-	return itemKey("FLEET#"+token, skFleet)
+func launchKey(token string) map[string]types.AttributeValue {
+	return itemKey("FLEET#"+token, skLaunchRecord)
 }
 
 func counterKey(pool string) map[string]types.AttributeValue {
@@ -179,7 +181,7 @@ func (d *LaunchDynamo) PutLaunch(ctx context.Context, f ledger.Launch) error {
 	if err := ledger.ValidateLaunch(f); err != nil {
 		return err
 	}
-	item := fleetKey(f.Token)
+	item := launchKey(f.Token)
 	item[attrState] = str(string(f.State))
 	putStr(item, attrPool, f.Pool)
 	putStr(item, attrPlan, f.Plan)
@@ -202,14 +204,14 @@ func (d *LaunchDynamo) PutLaunch(ctx context.Context, f ledger.Launch) error {
 	if len(f.Members) == 0 {
 		_, err := d.api.PutItem(ctx, put)
 		if isConditionFailed(err) {
-			return fmt.Errorf("recording fleet %s: %w", f.Token, store.ErrConflict)
+			return fmt.Errorf("recording launch %s: %w", f.Token, store.ErrConflict)
 		}
 		if err != nil {
-			return fmt.Errorf("recording fleet %s: %w", f.Token, err)
+			return fmt.Errorf("recording launch %s: %w", f.Token, err)
 		}
 		return nil
 	}
-	// The fence: one transaction puts the fleet and checks that every
+	// The fence: one transaction puts the launch and checks that every
 	// member's claim still names it (no invocation took a job over after its
 	// lease). At most 99 members: a transaction holds 100 items.
 	items := []types.TransactWriteItem{{Put: &types.Put{TableName: put.TableName, Item: put.Item,
@@ -225,10 +227,10 @@ func (d *LaunchDynamo) PutLaunch(ctx context.Context, f ledger.Launch) error {
 	}
 	_, err := d.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if isTransactionConflict(err) {
-		return fmt.Errorf("recording fleet %s: the fleet exists or a member's claim was taken over: %w", f.Token, store.ErrConflict)
+		return fmt.Errorf("recording launch %s: the launch exists or a member's claim was taken over: %w", f.Token, store.ErrConflict)
 	}
 	if err != nil {
-		return fmt.Errorf("recording fleet %s: %w", f.Token, err)
+		return fmt.Errorf("recording launch %s: %w", f.Token, err)
 	}
 	return nil
 }
@@ -271,21 +273,21 @@ func (d *LaunchDynamo) FinishLaunch(ctx context.Context, token string, instances
 		update += ", " + e.name(attrReason) + " = " + e.value(str(reason))
 	}
 	cond := fmt.Sprintf("attribute_exists(%s) AND %s = %s", e.name(attrPK), e.name(attrState), e.value(str(string(ledger.LaunchIntent))))
-	_, err := d.api.UpdateItem(ctx, e.update(d.table, fleetKey(token), update, cond))
+	_, err := d.api.UpdateItem(ctx, e.update(d.table, launchKey(token), update, cond))
 	if isConditionFailed(err) {
-		return fmt.Errorf("finishing fleet %s: not in intent: %w", token, store.ErrConflict)
+		return fmt.Errorf("finishing launch %s: not in intent: %w", token, store.ErrConflict)
 	}
 	if err != nil {
-		return fmt.Errorf("finishing fleet %s: %w", token, err)
+		return fmt.Errorf("finishing launch %s: %w", token, err)
 	}
 	return nil
 }
 
 // Launch implements Launches.
 func (d *LaunchDynamo) Launch(ctx context.Context, token string, now time.Time) (ledger.Launch, error) {
-	item, err := getLive(ctx, d.api, d.table, fleetKey(token), now)
+	item, err := getLive(ctx, d.api, d.table, launchKey(token), now)
 	if err != nil {
-		return ledger.Launch{}, fmt.Errorf("reading fleet %s: %w", token, err)
+		return ledger.Launch{}, fmt.Errorf("reading launch %s: %w", token, err)
 	}
 	dec := decoder{item: item}
 	f := ledger.Launch{Token: token}
@@ -297,7 +299,7 @@ func (d *LaunchDynamo) Launch(ctx context.Context, token string, now time.Time) 
 		jid, err1 := strconv.ParseInt(id, 10, 64)
 		n, err2 := strconv.Atoi(attempt)
 		if !ok || err1 != nil || err2 != nil {
-			return ledger.Launch{}, fmt.Errorf("decoding fleet %s: member %q", token, m)
+			return ledger.Launch{}, fmt.Errorf("decoding launch %s: member %q", token, m)
 		}
 		f.Members = append(f.Members, ledger.Member{JobID: jid, Attempt: n})
 	}
@@ -314,7 +316,7 @@ func (d *LaunchDynamo) Launch(ctx context.Context, token string, now time.Time) 
 	f.CreatedAt = dec.time(attrCreatedAt)
 	f.ExpiresAt = dec.epoch(attrExpires)
 	if dec.err != nil {
-		return ledger.Launch{}, fmt.Errorf("decoding fleet %s: %w", token, dec.err)
+		return ledger.Launch{}, fmt.Errorf("decoding launch %s: %w", token, dec.err)
 	}
 	return f, nil
 }

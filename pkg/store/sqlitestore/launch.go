@@ -44,7 +44,7 @@ CREATE TABLE IF NOT EXISTS on_demand_runs (
 // Launches is a ledger.Launches in the SQLite file, with the conditions of
 // ledger.LaunchMemory and dynamostore.LaunchDynamo: each write is one transaction
 // that reads the records its condition names and writes only if the
-// condition holds, so a fenced fleet and its members' claims are checked
+// condition holds, so a fenced launch and its members' claims are checked
 // and written atomically, also against another process on the file.
 type Launches struct {
 	d   *DB
@@ -54,7 +54,7 @@ type Launches struct {
 var _ ledger.Launches = (*Launches)(nil)
 
 // NewLaunches returns the launch state in d. now is the clock of the one
-// call that takes no time of its own, FinishLaunch (an expired fleet is gone
+// call that takes no time of its own, FinishLaunch (an expired launch is gone
 // and cannot be finished); time.Now when nil. Every other call decides
 // expiry by the time it is given.
 func NewLaunches(d *DB, now func() time.Time) *Launches {
@@ -109,7 +109,7 @@ func scanClaim(rows *sql.Rows) (ledger.Claim, error) {
 // past it, in one transaction, and returns how many it ended. It is for a
 // process that knows no holder of a claim is still at work: local mode
 // when it starts, its previous process killed (one process per file).
-// Each of those jobs' next delivery then recovers its fleet or launches
+// Each of those jobs' next delivery then recovers its launch or launches
 // its next attempt at once, instead of waiting out the lease.
 func (l *Launches) EndLeases(ctx context.Context, now time.Time) (int, error) {
 	n := 0
@@ -170,7 +170,7 @@ func (l *Launches) ClaimLaunch(ctx context.Context, c ledger.Claim, prevGen int,
 }
 
 // PutLaunch implements ledger.Launches. It is fenced in one transaction: the
-// fleet is written only if no live fleet has its token and every member's
+// launch is written only if no live launch has its token and every member's
 // claim is live and still names it, both at f.CreatedAt.
 func (l *Launches) PutLaunch(ctx context.Context, f ledger.Launch) error {
 	if err := ledger.ValidateLaunch(f); err != nil {
@@ -178,17 +178,17 @@ func (l *Launches) PutLaunch(ctx context.Context, f ledger.Launch) error {
 	}
 	b, err := json.Marshal(f)
 	if err != nil {
-		return fmt.Errorf("encoding fleet %s: %w", f.Token, err)
+		return fmt.Errorf("encoding launch %s: %w", f.Token, err)
 	}
 	at := f.CreatedAt.UnixNano()
 	return l.d.tx(ctx, func(tx *sql.Tx) error {
 		var n int
 		if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM fleets WHERE token = ? AND (expires_at = 0 OR expires_at > ?)",
 			f.Token, at).Scan(&n); err != nil {
-			return fmt.Errorf("reading fleet %s: %w", f.Token, err)
+			return fmt.Errorf("reading launch %s: %w", f.Token, err)
 		}
 		if n > 0 {
-			return fmt.Errorf("recording fleet %s: %w", f.Token, store.ErrConflict)
+			return fmt.Errorf("recording launch %s: %w", f.Token, store.ErrConflict)
 		}
 		for _, m := range f.Members {
 			var token string
@@ -198,19 +198,19 @@ func (l *Launches) PutLaunch(ctx context.Context, f ledger.Launch) error {
 				return fmt.Errorf("reading the launch claim of job %d: %w", m.JobID, err)
 			}
 			if isNoRows(err) || token != f.Token {
-				return fmt.Errorf("recording fleet %s: the claim of job %d was taken over: %w", f.Token, m.JobID, store.ErrConflict)
+				return fmt.Errorf("recording launch %s: the claim of job %d was taken over: %w", f.Token, m.JobID, store.ErrConflict)
 			}
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO fleets (token, state, record, expires_at) VALUES (?, ?, ?, ?)
 			ON CONFLICT (token) DO UPDATE SET state = excluded.state, record = excluded.record, expires_at = excluded.expires_at`,
 			f.Token, string(f.State), string(b), nanos(f.ExpiresAt)); err != nil {
-			return fmt.Errorf("recording fleet %s: %w", f.Token, err)
+			return fmt.Errorf("recording launch %s: %w", f.Token, err)
 		}
 		return nil
 	})
 }
 
-// FinishLaunch implements ledger.Launches: in one transaction, a live fleet
+// FinishLaunch implements ledger.Launches: in one transaction, a live launch
 // in intent becomes done; any other (done, expired on the clock, absent)
 // is ErrConflict and keeps what it has.
 func (l *Launches) FinishLaunch(ctx context.Context, token string, instances []string, reason string) error {
@@ -219,22 +219,22 @@ func (l *Launches) FinishLaunch(ctx context.Context, token string, instances []s
 		err := tx.QueryRowContext(ctx, "SELECT record FROM fleets WHERE token = ? AND state = ? AND (expires_at = 0 OR expires_at > ?)",
 			token, string(ledger.LaunchIntent), l.now().UnixNano()).Scan(&rec)
 		if isNoRows(err) {
-			return fmt.Errorf("finishing fleet %s: not in intent: %w", token, store.ErrConflict)
+			return fmt.Errorf("finishing launch %s: not in intent: %w", token, store.ErrConflict)
 		}
 		if err != nil {
-			return fmt.Errorf("reading fleet %s: %w", token, err)
+			return fmt.Errorf("reading launch %s: %w", token, err)
 		}
 		var f ledger.Launch
 		if err := json.Unmarshal([]byte(rec), &f); err != nil {
-			return fmt.Errorf("decoding fleet %s: %w", token, err)
+			return fmt.Errorf("decoding launch %s: %w", token, err)
 		}
 		f.State, f.Instances, f.Reason = ledger.LaunchDone, instances, reason
 		b, err := json.Marshal(f)
 		if err != nil {
-			return fmt.Errorf("encoding fleet %s: %w", token, err)
+			return fmt.Errorf("encoding launch %s: %w", token, err)
 		}
 		if _, err := tx.ExecContext(ctx, "UPDATE fleets SET state = ?, record = ? WHERE token = ?", string(f.State), string(b), token); err != nil {
-			return fmt.Errorf("finishing fleet %s: %w", token, err)
+			return fmt.Errorf("finishing launch %s: %w", token, err)
 		}
 		return nil
 	})
@@ -249,14 +249,14 @@ func (l *Launches) Launch(ctx context.Context, token string, now time.Time) (led
 	err := l.d.db.QueryRowContext(ctx, "SELECT record FROM fleets WHERE token = ? AND (expires_at = 0 OR expires_at > ?)",
 		token, now.UnixNano()).Scan(&rec)
 	if isNoRows(err) {
-		return ledger.Launch{}, fmt.Errorf("reading fleet %s: %w", token, store.ErrNotFound)
+		return ledger.Launch{}, fmt.Errorf("reading launch %s: %w", token, store.ErrNotFound)
 	}
 	if err != nil {
-		return ledger.Launch{}, fmt.Errorf("reading fleet %s: %w", token, err)
+		return ledger.Launch{}, fmt.Errorf("reading launch %s: %w", token, err)
 	}
 	var f ledger.Launch
 	if err := json.Unmarshal([]byte(rec), &f); err != nil {
-		return ledger.Launch{}, fmt.Errorf("decoding fleet %s: %w", token, err)
+		return ledger.Launch{}, fmt.Errorf("decoding launch %s: %w", token, err)
 	}
 	return f, nil
 }

@@ -42,7 +42,7 @@ func TestInterruptionsConformance(t *testing.T) {
 }
 
 // TestLedgerSweep: Sweep deletes ended runners past their retention and
-// their instance pointers and awaiting rows, and expired claims and fleets;
+// their instance pointers and awaiting rows, and expired claims and launch records;
 // a live runner stays. A reservation over an expired record drops the old
 // record's instance pointer and awaiting row first, so the old instance
 // does not find the new runner, nor is the new runner awaited.
@@ -81,7 +81,7 @@ func TestLedgerSweep(t *testing.T) {
 
 	now.Store(at.Add(ledger.DefaultRunnerTTL + time.Second).UnixNano())
 	if err := ls.FinishLaunch(ctx, "t", []string{"i-0late"}, ""); !errors.Is(err, store.ErrConflict) {
-		t.Errorf("finishing an expired fleet: %v, want ErrConflict (it is gone)", err)
+		t.Errorf("finishing an expired launch: %v, want ErrConflict (it is gone)", err)
 	}
 	// skiff-2-1's name reserved again (never in practice: names carry the
 	// claim's gen) must not inherit i-02.
@@ -95,7 +95,7 @@ func TestLedgerSweep(t *testing.T) {
 		t.Errorf("awaiting runners = %+v, %v; want none: one expired, one's name reserved again", got, err)
 	}
 	// Deleted: runner 1, its pointer and its awaiting row, the claim, the
-	// fleet.
+	// launch record.
 	if n, err := db.Sweep(ctx, clock()); err != nil || n != 5 {
 		t.Errorf("Sweep = %d, %v; want 5", n, err)
 	}

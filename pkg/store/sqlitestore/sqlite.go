@@ -2,7 +2,7 @@
 // through the pure-Go driver modernc.org/sqlite (no cgo): the job queue
 // (queue.Sender, queue.Receiver, queue.DeadLetterer, with SQS's
 // at-least-once semantics) and the state (store.Store: jobs and runs,
-// with the same merge rules as the in-memory and DynamoDB stores), scale-up's launch state (ledger.Launches: claims, fenced fleets,
+// with the same merge rules as the in-memory and DynamoDB stores), scale-up's launch state (ledger.Launches: claims, fenced launches,
 // on-demand marks), the waiting room (room.Store, whose backoffs are also the
 // memory of failed capacity) and the runner ledger (ledger.Ledger and
 // ledger.Interruptions), with the conditions of ledger.LaunchMemory and
@@ -30,7 +30,8 @@
 //	jobs           (id, status, record JSON, expires_at)
 //	runs           (id, attempt, record JSON, expires_at)
 //	launch_claims  (job_id, gen, token, record JSON, expires_at)
-//	fleets         (token, state, record JSON, expires_at)
+//	fleets         (token, state, record JSON, expires_at): launch records,
+//	               under the table's first name
 //	runners        (name, pool, state, record JSON, expires_at); partial index
 //	               runners_live (pool, name) over live states: the live count
 //	runner_instances (instance_id, runner)
@@ -248,7 +249,7 @@ func queryAll[T any](ctx context.Context, q querier, scan func(*sql.Rows) (T, er
 }
 
 // Sweep deletes the records that have expired by now (jobs, runs, launch
-// claims, fleets, on-demand marks and ended runners, with
+// claims, launches, on-demand marks and ended runners, with
 // the instance pointers and awaiting rows left without a runner), as
 // DynamoDB's TTL does.
 // Reads treat them as absent before.
