@@ -71,7 +71,7 @@ test: deps lint build ## install test tools, lint, build the functions, then run
 	SKIFF_REQUIRE_EMULATORS=1 go test -count=1 -timeout 15m -bench . -benchtime 1x ./...
 
 # Decision packages and the port types they share: no SDK, no network code.
-DECISIONS := ./pkg/pool ./pkg/pool/poolfile ./pkg/provider/ec2/ec2prices ./pkg/scaleup/decide ./pkg/ledger ./pkg/names ./pkg/provider ./pkg/userdata ./pkg/metrics ./pkg/metrics/writer ./pkg/scaledown/decide ./pkg/runnerversion
+DECISIONS := ./pkg/pool ./pkg/pool/poolfile ./pkg/provider/ec2/ec2prices ./pkg/scaleup/decide ./pkg/ledger ./pkg/names ./pkg/provider ./pkg/userdata ./pkg/metrics ./pkg/metrics/writer ./pkg/scaledown/decide ./pkg/runnerversion ./pkg/allow
 # Services see only ports: their AWS adapters live in packages of their own
 # (pkg/queue/sqsqueue, pkg/store/dynamostore, pkg/metrics/cwpeaks, ...).
 SERVICES := ./pkg/webhook ./pkg/scaleup ./pkg/scaledown ./pkg/instanceevents ./pkg/room ./pkg/setup ./pkg/metrics ./pkg/metrics/writer ./pkg/freshness

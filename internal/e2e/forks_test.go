@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/allow"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/groups"
@@ -159,10 +160,7 @@ type stackParts struct {
 // installation inst, and makes it the simulated app's webhook.
 func (s *stack) startWebhook(t *testing.T, c stackParts, allowList []string, inst int64) {
 	t.Helper()
-	allow, err := webhook.ParseAllowList(allowList)
-	if err != nil {
-		t.Fatal(err)
-	}
+	allowed := mustAllow(t, allowList...)
 	installs, err := webhook.ParseInstallationList([]string{strconv.FormatInt(inst, 10)})
 	if err != nil {
 		t.Fatal(err)
@@ -171,7 +169,7 @@ func (s *stack) startWebhook(t *testing.T, c stackParts, allowList []string, ins
 		Secrets: [][]byte{[]byte(webhookSecret)}, Router: c.pools, Policies: c.pools, Scopes: c.pools, Queue: s.queue,
 		SecurityEvents: s.security,
 		Store:          c.jobs, Runners: c.led, Counter: s.hooks, Logger: c.logger, Now: c.now,
-		Allow: allow, Installations: installs,
+		Allow: allowed, Installations: installs,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -214,9 +212,9 @@ func (s *stack) startScaleUp(t *testing.T, c stackParts, regs ec2.Registrations,
 	}
 }
 
-func mustAllow(t *testing.T, entries ...string) groups.Allow {
+func mustAllow(t *testing.T, entries ...string) allow.List {
 	t.Helper()
-	a, err := groups.ParseAllow(entries)
+	a, err := allow.Parse(entries)
 	if err != nil {
 		t.Fatal(err)
 	}

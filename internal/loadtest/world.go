@@ -22,6 +22,7 @@ import (
 	sdkec2 "github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/allow"
 	"github.com/skiffci/skiff/pkg/fanout"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
@@ -217,11 +218,11 @@ func (w *world) startGitHub() {
 // deliveries through the proxy.
 func (w *world) startWebhook() {
 	t, cfg, clock := w.t, w.cfg, w.clock
-	allow, _ := webhook.ParseAllowList([]string{org})
+	allowed, _ := allow.Parse([]string{org})
 	installs, _ := webhook.ParseInstallationList([]string{"*"})
 	hook, err := webhook.New(webhook.Options{Secrets: [][]byte{[]byte(secret)}, Router: w.pools, Policies: w.pools, Queue: w.q,
 		Store: w.be.records, Runners: w.be.ledger, Lifecycle: w.be.lifecycle, Counter: w.counter, Logger: w.log.With("function", "webhook"),
-		Now: clock.Now, Allow: allow, Installations: installs})
+		Now: clock.Now, Allow: allowed, Installations: installs})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,11 +8,11 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/skiffci/skiff/pkg/allow"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/scaleset"
 	"github.com/skiffci/skiff/pkg/listener"
 	"github.com/skiffci/skiff/pkg/pool"
-	"github.com/skiffci/skiff/pkg/webhook"
 )
 
 // ListenerStateFile is the listener's state in the data directory: each
@@ -42,33 +42,23 @@ func NeedsWebhook(pools *pool.Config) bool { return pools == nil || needsWebhook
 
 // listenerOrgs are the organizations the listener serves: the allow-list's
 // owners (of owner and owner/name entries).
-func listenerOrgs(allow []string) ([]string, error) {
-	seen := map[string]bool{}
-	var out []string
-	for _, e := range allow {
-		e = strings.ToLower(strings.TrimSpace(e))
-		if e == "*" {
-			return nil, errors.New("local mode: pools with jobs: listener need the organisations named in the allow-list, not *")
-		}
-		owner, _, _ := strings.Cut(e, "/")
-		if owner != "" && !seen[owner] {
-			seen[owner] = true
-			out = append(out, owner)
-		}
+func listenerOrgs(list allow.List) ([]string, error) {
+	if list.Everyone() {
+		return nil, errors.New("local mode: pools with jobs: listener need the organisations named in the allow-list, not *")
 	}
-	return out, nil
+	return list.Owners(), nil
 }
 
 // buildListeners builds one listener per organization for the pools that
 // use one, and returns scale-up's GitHub: gh, registering those pools'
 // runners in their scale sets.
-func (l *Local) buildListeners(pools *pool.Config, gh *github.Client, allow webhook.AllowList) (scaleUpGitHub, error) {
+func (l *Local) buildListeners(pools *pool.Config, gh *github.Client, list allow.List) (scaleUpGitHub, error) {
 	sg := scaleUpGitHub{Client: gh, jit: listener.JIT{Regular: gh, Listeners: map[string]*listener.Listener{}}}
 	ps := listenerPools(pools)
 	if len(ps) == 0 {
 		return sg, nil
 	}
-	orgs, err := listenerOrgs(l.cfg.Allow)
+	orgs, err := listenerOrgs(list)
 	if err != nil {
 		return sg, err
 	}
@@ -83,7 +73,7 @@ func (l *Local) buildListeners(pools *pool.Config, gh *github.Client, allow webh
 		if err != nil {
 			return sg, err
 		}
-		ln, err := listener.New(listener.Options{Client: c, Allow: allow, Pools: ps, Deployment: l.cfg.Deployment, Queue: l.Queue,
+		ln, err := listener.New(listener.Options{Client: c, Allow: list, Pools: ps, Deployment: l.cfg.Deployment, Queue: l.Queue,
 			Records: l.Store, Runners: l.Ledger, GitHub: gh, Groups: l.Groups, State: state,
 			Owner: fmt.Sprintf("%s pid %d", host, os.Getpid()), Logger: l.log, Now: l.cfg.Now})
 		if err != nil {

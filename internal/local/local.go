@@ -18,6 +18,7 @@ import (
 
 	"github.com/skiffci/skiff/internal/httpserve"
 	"github.com/skiffci/skiff/internal/wiring"
+	"github.com/skiffci/skiff/pkg/allow"
 	"github.com/skiffci/skiff/pkg/freshness"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/groups"
@@ -377,15 +378,16 @@ func gitHubClient(cfg *Config, logger *slog.Logger) (*github.Client, error) {
 	return github.NewClient(apps, ghOpts...)
 }
 
-// webhookLists are the webhook's allow-lists.
+// webhookLists are the allow-lists: the repositories (the webhook, the
+// listeners and the runner groups admit by it) and the installations.
 type webhookLists struct {
-	allow         webhook.AllowList
+	allow         allow.List
 	installations webhook.InstallationList
 }
 
 // parseWebhookLists parses cfg's allow-lists.
 func parseWebhookLists(cfg Config) (webhookLists, error) {
-	allow, err := webhook.ParseAllowList(cfg.Allow)
+	allowed, err := allow.Parse(cfg.Allow)
 	if err != nil {
 		return webhookLists{}, fmt.Errorf("local mode: the allow-list: %w", err)
 	}
@@ -393,7 +395,7 @@ func parseWebhookLists(cfg Config) (webhookLists, error) {
 	if err != nil {
 		return webhookLists{}, fmt.Errorf("local mode: the installations: %w", err)
 	}
-	return webhookLists{allow: allow, installations: installations}, nil
+	return webhookLists{allow: allowed, installations: installations}, nil
 }
 
 // buildServices builds the waiting room and the services over the stores
@@ -417,11 +419,7 @@ func (l *Local) buildServices(pools *pool.Config, gh *github.Client, ledger *sql
 	if err != nil {
 		return err
 	}
-	allow, err := groups.ParseAllow(cfg.Allow)
-	if err != nil {
-		return err
-	}
-	l.Groups, err = groups.New(groups.Options{Pools: pools, Allow: allow, GitHub: gh, Counter: counter, Logger: logger, Now: cfg.Now})
+	l.Groups, err = groups.New(groups.Options{Pools: pools, Allow: lists.allow, GitHub: gh, Counter: counter, Logger: logger, Now: cfg.Now})
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
+	"github.com/skiffci/skiff/pkg/allow"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/groups"
 	"github.com/skiffci/skiff/pkg/names"
@@ -103,12 +104,12 @@ func githubAndPools(ctx context.Context, awsCfg aws.Config, keyARN string, appID
 // groupKeeper keeps the pools' runner groups for a function acting as the
 // App; nil when runners are registered per repository (repoScope), which
 // join no group skiff keeps.
-func groupKeeper(pools *pool.Config, gh *github.Client, allow []string, repoScope bool, counter telemetry.Counter,
+func groupKeeper(pools *pool.Config, gh *github.Client, entries []string, repoScope bool, counter telemetry.Counter,
 	logger *slog.Logger) (*groups.Keeper, error) {
 	if repoScope {
 		return nil, nil
 	}
-	a, err := groups.ParseAllow(allow)
+	a, err := allow.Parse(entries)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", names.EnvAllow, err)
 	}

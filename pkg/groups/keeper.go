@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/allow"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/telemetry"
@@ -56,7 +57,7 @@ var _ GitHub = (*github.Client)(nil)
 // Options configure a Keeper. Pools and GitHub are required.
 type Options struct {
 	Pools  *pool.Config
-	Allow  Allow
+	Allow  allow.List
 	GitHub GitHub
 	// Orgs are organizations kept on every pass beside those the allow-list
 	// names (e.g. the pools' scopes under an allow-list of "*").
@@ -177,7 +178,7 @@ func (k *Keeper) Calls() int { return int(k.calls.Load()) }
 
 func (k *Keeper) orgList(extra []string) []string {
 	set := map[string]bool{}
-	for _, o := range k.o.Allow.Orgs() {
+	for _, o := range k.o.Allow.Owners() {
 		set[o] = true
 	}
 	for _, list := range [][]string{k.o.Orgs, scopeOrgs(k.o.Pools), extra} {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/allow"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/groups"
@@ -56,7 +57,7 @@ type keeperEnv struct {
 	lastServed int
 }
 
-func newKeeperEnv(t *testing.T, allow []string) *keeperEnv {
+func newKeeperEnv(t *testing.T, entries []string) *keeperEnv {
 	t.Helper()
 	clock := ghsim.NewClock(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC))
 	sim := ghsim.New(ghsim.Options{Now: clock.Now, BasePath: "/api/v3"}) // GHES's base path
@@ -83,7 +84,7 @@ func newKeeperEnv(t *testing.T, allow []string) *keeperEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := groups.ParseAllow(allow)
+	a, err := allow.Parse(entries)
 	if err != nil {
 		t.Fatal(err)
 	}

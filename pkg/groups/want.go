@@ -22,12 +22,11 @@
 package groups
 
 import (
-	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"strings"
 
+	"github.com/skiffci/skiff/pkg/allow"
 	"github.com/skiffci/skiff/pkg/pool"
 )
 
@@ -36,50 +35,6 @@ const (
 	VisibilityAll      = "all"
 	VisibilitySelected = "selected"
 )
-
-// Allow is the deployment's allow-list (SKIFF_ALLOW) as far as groups need
-// it: entries "owner", "owner/name" or "*", matched without case.
-type Allow struct {
-	all    bool
-	owners map[string]bool
-	repos  map[string][]string // lower-case owner → lower-case owner/name
-}
-
-// ParseAllow reads allow-list entries; a malformed entry is an error (the
-// webhook refuses the same entries at start).
-func ParseAllow(entries []string) (Allow, error) {
-	a := Allow{owners: map[string]bool{}, repos: map[string][]string{}}
-	for _, e := range entries {
-		e = strings.ToLower(strings.TrimSpace(e))
-		owner, name, hasSlash := strings.Cut(e, "/")
-		switch {
-		case e == "*":
-			a.all = true
-		case owner == "" || hasSlash && (name == "" || strings.Contains(name, "/")):
-			return Allow{}, fmt.Errorf("allow-list entry %q: want owner, owner/name or *", e)
-		case hasSlash:
-			if !slices.Contains(a.repos[owner], e) {
-				a.repos[owner] = append(a.repos[owner], e)
-			}
-		default:
-			a.owners[owner] = true
-		}
-	}
-	return a, nil
-}
-
-// Orgs are the owners the allow-list names (by an owner or a repository
-// entry), lower-case and sorted; "*" names none.
-func (a Allow) Orgs() []string {
-	set := map[string]bool{}
-	for o := range a.owners {
-		set[o] = true
-	}
-	for o := range a.repos {
-		set[o] = true
-	}
-	return slices.Sorted(maps.Keys(set))
-}
 
 // Access is what one runner group admits.
 type Access struct {
@@ -116,13 +71,13 @@ func (a Access) String() string {
 // Want is what the group skiff keeps for pool p admits in organization org,
 // and false when the pool serves no repository there (no group is needed)
 // or names a group of the operator's (p.KeptGroup false).
-func Want(p *pool.Pool, org string, allow Allow) (Access, bool) {
+func Want(p *pool.Pool, org string, list allow.List) (Access, bool) {
 	if !p.KeptGroup {
 		return Access{}, false
 	}
 	org = strings.ToLower(org)
 	acc := Access{AllowsPublic: p.Policy.AllowsPublic(), Workflows: slices.Clone(p.Workflows)}
-	wholeOrg := allow.all || allow.owners[org]
+	wholeOrg := list.WholeOwner(org)
 	scopeWholeOrg := p.Scope.Empty()
 	var scopeRepos []string
 	for _, o := range p.Scope.Owners {
@@ -141,9 +96,9 @@ func Want(p *pool.Pool, org string, allow Allow) (Access, bool) {
 	case wholeOrg:
 		repos = scopeRepos
 	case scopeWholeOrg:
-		repos = allow.repos[org]
+		repos = list.Repositories(org)
 	default:
-		for _, r := range allow.repos[org] {
+		for _, r := range list.Repositories(org) {
 			if slices.Contains(scopeRepos, r) {
 				repos = append(repos, r)
 			}

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/skiffci/skiff/pkg/allow"
 	"github.com/skiffci/skiff/pkg/groups"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/pool/poolfile"
@@ -74,31 +75,15 @@ func TestWant(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			allow, err := groups.ParseAllow(tt.allow)
+			list, err := allow.Parse(tt.allow)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, ok := groups.Want(cfg.Pool(tt.pool), tt.org, allow)
+			got, ok := groups.Want(cfg.Pool(tt.pool), tt.org, list)
 			if ok != tt.ok || got.Visibility != tt.want.Visibility || got.AllowsPublic != tt.want.AllowsPublic ||
 				!slices.Equal(got.Repositories, tt.want.Repositories) || !slices.Equal(got.Workflows, tt.want.Workflows) {
 				t.Errorf("Want = %+v, %v; want %+v, %v", got, ok, tt.want, tt.ok)
 			}
 		})
-	}
-}
-
-func TestParseAllow(t *testing.T) {
-	t.Parallel()
-	a, err := groups.ParseAllow([]string{"Acme", "other/x", "other/y", "third/z"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := a.Orgs(); !slices.Equal(got, []string{"acme", "other", "third"}) {
-		t.Errorf("Orgs = %v", got)
-	}
-	for _, bad := range []string{"a/b/c", "/x", "a/"} {
-		if _, err := groups.ParseAllow([]string{bad}); err == nil {
-			t.Errorf("ParseAllow(%q) = nil error", bad)
-		}
 	}
 }

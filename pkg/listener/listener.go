@@ -95,7 +95,7 @@ type GroupKeeper interface {
 	Ensure(ctx context.Context, org string) error
 }
 
-// Allower is the deployment's allow-list (webhook.AllowList).
+// Allower is the deployment's allow-list (allow.List).
 type Allower interface {
 	Allows(owner, repository string) bool
 }

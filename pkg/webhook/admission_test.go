@@ -81,11 +81,7 @@ func TestAllowList(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			allow, err := ParseAllowList(tc.entries)
-			if err != nil {
-				t.Fatal(err)
-			}
-			hs := newHarness(t, func(o *Options) { o.Allow = allow })
+			hs := newHarness(t, func(o *Options) { o.Allow = mustAllow(t, tc.entries...) })
 			resp := hs.deliver(tc.event, "d", tc.body)
 			if resp.Status != tc.wantState {
 				t.Fatalf("status = %d, want %d", resp.Status, tc.wantState)
@@ -94,11 +90,6 @@ func TestAllowList(t *testing.T) {
 				t.Errorf("refusal enqueued or was not logged: %s", hs.logs.String())
 			}
 		})
-	}
-	for _, bad := range []string{"/x", "a/b/c", "a/", " / ", "-a", "a--b", "a/..", "a/b c", "**", strings.Repeat("a", 40)} {
-		if _, err := ParseAllowList([]string{bad}); err == nil {
-			t.Errorf("ParseAllowList(%q) accepted a malformed entry", bad)
-		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/skiffci/skiff/pkg/allow"
 	"github.com/skiffci/skiff/pkg/config"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/secret"
@@ -20,7 +21,7 @@ type Config struct {
 	QueueURL         string           // SKIFF_QUEUE_URL
 	TableName        string           // SKIFF_TABLE_NAME
 	PoolsFile        string           // SKIFF_POOLS_FILE
-	Allow            AllowList        // SKIFF_ALLOW
+	Allow            allow.List       // SKIFF_ALLOW
 	Installations    InstallationList // SKIFF_ALLOWED_INSTALLATIONS
 	Deployment       string           // SKIFF_DEPLOYMENT
 	MaxBodyBytes     int
@@ -69,14 +70,14 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	// The allow-list fails closed: unset or empty, the function refuses to
 	// start rather than serve everyone (or silently no one).
-	allow, err := ParseAllowList(env.List("SKIFF_ALLOW"))
+	allowed, err := allow.Parse(env.List("SKIFF_ALLOW"))
 	switch {
 	case err != nil:
 		env.Fail("SKIFF_ALLOW: %v", err)
-	case allow.Empty():
+	case allowed.Empty():
 		env.Fail("SKIFF_ALLOW is empty: skiff would refuse every repository; list owners and owner/name repositories (comma-separated), or * for every owner the App is installed on")
 	}
-	c.Allow = allow
+	c.Allow = allowed
 	// The installation pin is optional: unset, the installations recorded
 	// from the installation webhook are served (and no others).
 	installations, err := ParseInstallationList(env.List("SKIFF_ALLOWED_INSTALLATIONS"))

@@ -63,6 +63,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/skiffci/skiff/pkg/allow"
 	"github.com/skiffci/skiff/pkg/github"
 	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/pool"
@@ -159,7 +160,7 @@ type Options struct {
 	Counter        telemetry.Counter // default telemetry.Discard
 	Logger         *slog.Logger      // default slog.Default()
 	Now            func() time.Time  // default time.Now
-	Allow          AllowList         // the zero AllowList refuses everyone
+	Allow          allow.List        // the zero List refuses everyone
 	// Installations is the optional pin (SKIFF_ALLOWED_INSTALLATIONS): ids,
 	// or "*". Empty, only installations Recorded as active are served.
 	Installations InstallationList
@@ -577,7 +578,7 @@ func (h *Handler) workflowRun(ctx context.Context, log eventLog, req Request, re
 	run := store.RunRecord{
 		ID: wr.ID, Attempt: wr.RunAttempt, Event: wr.Event, WorkflowName: truncate(name, maxWorkflowName),
 		Repository: p.Repository.FullName, UpdatedAt: received, ExpiresAt: received.Add(h.o.JobTTL),
-		FromFork: p.fromFork(), Actor: truncate(p.actor(), maxOwnerLen+8),
+		FromFork: p.fromFork(), Actor: truncate(p.actor(), allow.MaxOwnerLen+8),
 	}
 	if wr.HeadRepository != nil {
 		run.HeadRepository = wr.HeadRepository.FullName
@@ -809,44 +810,6 @@ func reasonOf(err error) string {
 		}
 	}
 	return "no_pool"
-}
-
-// AllowList limits which owners and repositories may use skiff. Entries are
-// "owner" (every repository of it), "owner/name", or "*" (every owner);
-// matching ignores case, as GitHub's names do. It fails closed: an empty
-// list (and the zero AllowList) allows no one.
-type AllowList struct {
-	all    bool
-	owners map[string]bool
-	repos  map[string]bool
-}
-
-// ParseAllowList builds an AllowList from entries, rejecting malformed ones.
-func ParseAllowList(entries []string) (AllowList, error) {
-	a := AllowList{owners: map[string]bool{}, repos: map[string]bool{}}
-	for _, e := range entries {
-		e = strings.ToLower(strings.TrimSpace(e))
-		owner, name, hasSlash := strings.Cut(e, "/")
-		switch {
-		case e == "*":
-			a.all = true
-		case !validOwner(owner) || hasSlash && !validRepoName(name):
-			return AllowList{}, fmt.Errorf("allow-list entry %s: want owner, owner/name or *", quoteShort(e))
-		case hasSlash:
-			a.repos[e] = true
-		default:
-			a.owners[e] = true
-		}
-	}
-	return a, nil
-}
-
-// Empty reports whether the list allows no one.
-func (a AllowList) Empty() bool { return !a.all && len(a.owners) == 0 && len(a.repos) == 0 }
-
-// Allows reports whether a delivery from owner's repository (owner/name) is accepted.
-func (a AllowList) Allows(owner, repository string) bool {
-	return a.all || a.owners[strings.ToLower(owner)] || a.repos[strings.ToLower(repository)]
 }
 
 // InstallationList pins which GitHub App installations skiff serves:

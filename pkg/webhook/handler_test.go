@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/allow"
 	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/queue"
@@ -102,9 +103,9 @@ var openPolicies = PoliciesFunc(func(string) pool.Policy {
 	return pool.Policy{Visibilities: []pool.Visibility{pool.VisibilityPublic, pool.VisibilityPrivate, pool.VisibilityInternal}}
 })
 
-func mustAllow(t testing.TB, entries ...string) AllowList {
+func mustAllow(t testing.TB, entries ...string) allow.List {
 	t.Helper()
-	a, err := ParseAllowList(entries)
+	a, err := allow.Parse(entries)
 	if err != nil {
 		t.Fatal(err)
 	}

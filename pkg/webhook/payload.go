@@ -8,6 +8,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/skiffci/skiff/pkg/allow"
 )
 
 // ErrMalformed wraps every reason a payload cannot be used: not JSON, or a
@@ -31,10 +33,6 @@ const (
 	// MaxRunAttempt bounds run_attempt: GitHub allows a run to be re-run 50
 	// times; 100 leaves a margin without admitting nonsense.
 	MaxRunAttempt = 100
-	// maxOwnerLen and maxRepoNameLen are GitHub's limits on account and
-	// repository names.
-	maxOwnerLen    = 39
-	maxRepoNameLen = 100
 )
 
 // workflowJobPayload is the part of a workflow_job webhook skiff reads.
@@ -86,7 +84,7 @@ func parseInstallationEvent(body []byte) (*installationPayload, error) {
 	switch {
 	case p.Action == "":
 		return nil, fmt.Errorf("%w: action is missing", ErrMalformed)
-	case in.Account.Login != "" && !validOwner(in.Account.Login):
+	case in.Account.Login != "" && !allow.ValidOwner(in.Account.Login):
 		return nil, fmt.Errorf("%w: installation.account.login %s is not a GitHub account name", ErrMalformed, quoteShort(in.Account.Login))
 	case in.Account.Type != "" && in.Account.Type != "Organization" && in.Account.Type != "User" && in.Account.Type != "Enterprise":
 		return nil, fmt.Errorf("%w: installation.account.type %s", ErrMalformed, quoteShort(in.Account.Type))
@@ -132,10 +130,10 @@ func (r repository) validate(field string) error {
 	switch {
 	case !ok || owner == "" || name == "":
 		return fmt.Errorf("%w: %s.full_name %s is not owner/name", ErrMalformed, field, quoteShort(r.FullName))
-	case !validOwner(owner):
-		return fmt.Errorf("%w: %s.full_name %s: the owner must be 1-%d letters, digits and single hyphens, not starting or ending with one", ErrMalformed, field, quoteShort(r.FullName), maxOwnerLen)
-	case !validRepoName(name):
-		return fmt.Errorf("%w: %s.full_name %s: the name must be 1-%d letters, digits, '.', '-' or '_', and not . or ..", ErrMalformed, field, quoteShort(r.FullName), maxRepoNameLen)
+	case !allow.ValidOwner(owner):
+		return fmt.Errorf("%w: %s.full_name %s: the owner must be 1-%d letters, digits and single hyphens, not starting or ending with one", ErrMalformed, field, quoteShort(r.FullName), allow.MaxOwnerLen)
+	case !allow.ValidRepoName(name):
+		return fmt.Errorf("%w: %s.full_name %s: the name must be 1-%d letters, digits, '.', '-' or '_', and not . or ..", ErrMalformed, field, quoteShort(r.FullName), allow.MaxRepoNameLen)
 	}
 	return nil
 }
@@ -153,43 +151,6 @@ func (r repository) visibility() string {
 		return "private"
 	}
 	return "public"
-}
-
-// validOwner checks GitHub's rule for account names: letters, digits and
-// single hyphens, not at either end, at most 39 characters.
-func validOwner(s string) bool {
-	if len(s) == 0 || len(s) > maxOwnerLen || s[0] == '-' || s[len(s)-1] == '-' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case isAlnum(c):
-		case c == '-' && s[i-1] != '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// validRepoName checks GitHub's rule for repository names: letters, digits,
-// '.', '-' and '_', at most 100 characters, and not . or .. (GitHub itself
-// replaces any other character with a hyphen when a repository is created).
-func validRepoName(s string) bool {
-	if len(s) == 0 || len(s) > maxRepoNameLen || s == "." || s == ".." {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !isAlnum(c) && c != '.' && c != '-' && c != '_' {
-			return false
-		}
-	}
-	return true
-}
-
-func isAlnum(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
 }
 
 // checkID reports an id that is absent, negative or past MaxID.
