@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -150,7 +149,7 @@ func dynamoBackend(t testing.TB, endpoint string, transactions bool, now func() 
 	b := &backend{records: st, ledger: dynamostore.NewLedgerDynamo(ddb, table, dynamostore.WithClock(now)),
 		peek:     dynamostore.NewLedgerDynamo(uncounted, table, dynamostore.WithClock(now)),
 		launches: dynamostore.NewLaunchDynamo(ddb, table), room: dynamostore.NewRoomDynamo(ddb, table), regs: ec2.NewRegistrationTable(ddb, regTable),
-		metrics: recordstore.New(ddb, table, recordstore.WithClock(now)), calls: counter.snapshot}
+		metrics: recordstore.New(ddb, table, recordstore.WithClock(now)), calls: counter.Snapshot}
 	if transactions {
 		b.lifecycle = st
 	}
@@ -214,8 +213,8 @@ type opCounter struct {
 	header  string
 	next    http.RoundTripper
 	handler http.Handler
+	testenv.OpCount
 	mu      sync.Mutex
-	n       map[string]int
 	retries int // requests the SDK sent again (amz-sdk-request attempt > 1)
 }
 
@@ -223,12 +222,7 @@ func (c *opCounter) add(op string) {
 	if i := strings.LastIndexByte(op, '.'); i >= 0 {
 		op = op[i+1:]
 	}
-	c.mu.Lock()
-	if c.n == nil {
-		c.n = map[string]int{}
-	}
-	c.n[op]++
-	c.mu.Unlock()
+	c.Add(op)
 }
 
 func (c *opCounter) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -271,10 +265,4 @@ func (c *opCounter) retried() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.retries
-}
-
-func (c *opCounter) snapshot() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return maps.Clone(c.n)
 }

@@ -324,9 +324,7 @@ func (w *world) figures(rep *Report, waits []time.Duration) {
 	for _, op := range githubOps {
 		rep.GitHubCalls += w.sim.Requests(op)
 	}
-	for _, n := range w.ec2Calls.snapshot() {
-		rep.EC2Calls += n
-	}
+	rep.EC2Calls = w.ec2Calls.Total()
 	rep.EC2Retries = w.ec2Calls.retried()
 	rep.StoreCalls = -1
 	if w.be.calls != nil {

@@ -44,7 +44,7 @@ func (t *AWSTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	_ = req.Body.Close()
 	service, op, _ := strings.Cut(req.Header.Get("X-Amz-Target"), ".")
-	t.add(op)
+	t.Add(op)
 	if t.Latency > 0 {
 		timer := time.NewTimer(t.Latency)
 		select {

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -25,7 +26,7 @@ type CountingTransport struct {
 // RoundTrip implements http.RoundTripper.
 func (c *CountingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if _, op, ok := strings.Cut(r.Header.Get("X-Amz-Target"), "."); ok {
-		c.add(op)
+		c.Add(op)
 	}
 	next := c.Next
 	if next == nil {
@@ -34,14 +35,17 @@ func (c *CountingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return next.RoundTrip(r)
 }
 
-// OpCount counts requests by operation (SendMessage, UpdateItem, ...). It
-// is safe for concurrent use.
+// OpCount counts calls by operation (SendMessage, UpdateItem, "POST pods",
+// a store method's name...): the one counter the tests' counting
+// transports and wrappers share. It is safe for concurrent use; the zero
+// OpCount is ready.
 type OpCount struct {
 	mu  sync.Mutex
 	ops map[string]int
 }
 
-func (c *OpCount) add(op string) {
+// Add counts one call of op.
+func (c *OpCount) Add(op string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ops == nil {
@@ -57,4 +61,22 @@ func (c *OpCount) Take() map[string]int {
 	out := c.ops
 	c.ops = nil
 	return out
+}
+
+// Snapshot returns the counts so far, and keeps counting on from them.
+func (c *OpCount) Snapshot() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.ops)
+}
+
+// Total is the number of calls since the last Take.
+func (c *OpCount) Total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, v := range c.ops {
+		n += v
+	}
+	return n
 }

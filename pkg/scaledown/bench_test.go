@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -46,106 +45,78 @@ const (
 	benchGhosts    = 33   // offline skiff runners with no instance and no record: delete
 )
 
-// counted counts store operations (ledger, launch claims, job records) by name.
-type counted struct {
-	mu  sync.Mutex
-	ops map[string]int
-}
-
-func (c *counted) add(op string) {
-	c.mu.Lock()
-	c.ops[op]++
-	c.mu.Unlock()
-}
-
-func (c *counted) total() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, v := range c.ops {
-		n += v
-	}
-	return n
-}
-
-func (c *counted) reset() {
-	c.mu.Lock()
-	c.ops = map[string]int{}
-	c.mu.Unlock()
-}
-
 type countingLedger struct {
 	ledger.Ledger
-	c *counted
+	c *testenv.OpCount
 }
 
 func (l countingLedger) Reserve(ctx context.Context, pool string, max int, rs []ledger.Runner) (int, error) {
-	l.c.add("Reserve")
+	l.c.Add("Reserve")
 	return l.Ledger.Reserve(ctx, pool, max, rs)
 }
 
 func (l countingLedger) Launched(ctx context.Context, name string, x ledger.LaunchReport) error {
-	l.c.add("Launched")
+	l.c.Add("Launched")
 	return l.Ledger.Launched(ctx, name, x)
 }
 
 func (l countingLedger) Advance(ctx context.Context, name string, to ledger.State, at time.Time, job int64) error {
-	l.c.add("Advance")
+	l.c.Add("Advance")
 	return l.Ledger.Advance(ctx, name, to, at, job)
 }
 
 func (l countingLedger) End(ctx context.Context, name string, at time.Time, reason string) (bool, error) {
-	l.c.add("End")
+	l.c.Add("End")
 	return l.Ledger.End(ctx, name, at, reason)
 }
 
 func (l countingLedger) EndInstance(ctx context.Context, id string, at time.Time, reason string) (bool, error) {
-	l.c.add("EndInstance")
+	l.c.Add("EndInstance")
 	return l.Ledger.EndInstance(ctx, id, at, reason)
 }
 
 func (l countingLedger) Runner(ctx context.Context, name string) (ledger.Runner, error) {
-	l.c.add("Runner")
+	l.c.Add("Runner")
 	return l.Ledger.Runner(ctx, name)
 }
 
 func (l countingLedger) RunnerByInstance(ctx context.Context, id string) (ledger.Runner, error) {
-	l.c.add("RunnerByInstance")
+	l.c.Add("RunnerByInstance")
 	return l.Ledger.RunnerByInstance(ctx, id)
 }
 
 func (l countingLedger) LiveRunners(ctx context.Context, pool string) ([]ledger.Runner, error) {
-	l.c.add("LiveRunners")
+	l.c.Add("LiveRunners")
 	return l.Ledger.LiveRunners(ctx, pool)
 }
 
 func (l countingLedger) Live(ctx context.Context, pool string) (int, error) {
-	l.c.add("Live")
+	l.c.Add("Live")
 	return l.Ledger.Live(ctx, pool)
 }
 
 type countingClaims struct {
 	scaledown.Claims
-	c *counted
+	c *testenv.OpCount
 }
 
 func (k countingClaims) LaunchClaims(ctx context.Context, ids []int64, now time.Time) (map[int64]ledger.Claim, error) {
-	k.c.add("LaunchClaims")
+	k.c.Add("LaunchClaims")
 	return k.Claims.LaunchClaims(ctx, ids, now)
 }
 
 func (k countingClaims) ClaimLaunch(ctx context.Context, c ledger.Claim, prev int, now time.Time) error {
-	k.c.add("ClaimLaunch")
+	k.c.Add("ClaimLaunch")
 	return k.Claims.ClaimLaunch(ctx, c, prev, now)
 }
 
 type countingJobs struct {
 	scaledown.JobRecords
-	c *counted
+	c *testenv.OpCount
 }
 
 func (r countingJobs) Job(ctx context.Context, id int64) (store.JobRecord, error) {
-	r.c.add("Job")
+	r.c.Add("Job")
 	return r.JobRecords.Job(ctx, id)
 }
 
@@ -192,7 +163,7 @@ type benchWorld struct {
 	fake   *ec2fake.Fake
 	sim    *ghsim.Server
 	down   *scaledown.Service
-	ops    *counted
+	ops    *testenv.OpCount
 	ledger *ledger.Memory
 	// expected actions of the pass
 	idle, gone, completed, orphans int
@@ -270,7 +241,7 @@ func newBenchWorld(tb testing.TB) *benchWorld {
 		tb.Fatal(err)
 	}
 
-	ops := &counted{ops: map[string]int{}}
+	ops := &testenv.OpCount{}
 	down, err := scaledown.New(scaledown.Options{Pools: pools, Ledger: countingLedger{led, ops}, Claims: countingClaims{claims, ops},
 		Jobs: countingJobs{records, ops}, Provider: prov, GitHub: gh, Queue: &queue.Memory{}, Logger: log, Now: clock.Now,
 		Scopes: []github.Scope{github.OrgScope("acme")}})
@@ -452,7 +423,7 @@ func BenchmarkReconcile5000(b *testing.B) {
 		b.StopTimer()
 		w := newBenchWorld(b)
 		e0, g0 := ec2Calls(w.fake), ghCalls(w.sim)
-		w.ops.reset()
+		w.ops.Take()
 		c0 := cpuTime()
 		b.StartTimer()
 		rep, err := w.down.Reconcile(ctx)
@@ -475,7 +446,7 @@ func BenchmarkReconcile5000(b *testing.B) {
 				ghJob += d
 			}
 		}
-		storeN += w.ops.total()
+		storeN += w.ops.Total()
 		// Within the GitHub budget the pass deletes the runners of live
 		// instances first (idle), at least MinDeletes; records whose
 		// instance is gone end at once, their runners left as ghosts.

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -38,45 +37,18 @@ func newCluster(t testing.TB) *cluster {
 	return &cluster{c: c, admin: admin}
 }
 
-// calls counts a client's API requests by method and resource path.
-type calls struct {
-	mu sync.Mutex
-	n  map[string]int
-}
+// calls counts a client's API requests by method and resource path
+// ("POST pods").
+type calls struct{ testenv.OpCount }
 
 func (c *calls) add(r *http.Request) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.n == nil {
-		c.n = map[string]int{}
-	}
 	// /api/v1/namespaces/NS/pods/NAME -> "POST pods"
 	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/api/v1/"), "/")
 	res := r.URL.Path
 	if len(parts) >= 3 && parts[0] == "namespaces" {
 		res = parts[2]
 	}
-	c.n[r.Method+" "+res]++
-}
-
-// Take returns the counts so far and starts again.
-func (c *calls) Take() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := c.n
-	c.n = nil
-	return n
-}
-
-// Total is the number of requests so far.
-func (c *calls) Total() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := 0
-	for _, v := range c.n {
-		t += v
-	}
-	return t
+	c.Add(r.Method + " " + res)
 }
 
 type countingTransport struct {
