@@ -13,7 +13,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -87,7 +86,7 @@ func BenchmarkWebhookProduction(b *testing.B) {
 				ctx := context.Background()
 				durations := make([]time.Duration, 0, b.N)
 				tr.Take() // the calls of building the handler
-				cpu0 := cpuTime(b)
+				cpu0 := testenv.CPUTime()
 				b.ReportAllocs()
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
@@ -100,7 +99,7 @@ func BenchmarkWebhookProduction(b *testing.B) {
 				}
 				b.StopTimer()
 				if latency == 0 {
-					b.ReportMetric(float64((cpuTime(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/event")
+					b.ReportMetric(float64((testenv.CPUTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/event")
 					slices.Sort(durations)
 					b.ReportMetric(float64(durations[len(durations)*99/100].Microseconds()), "p99-µs")
 				}
@@ -174,13 +173,4 @@ func productionWebhook(b *testing.B, tr http.RoundTripper) *webhook.Handler {
 	}
 	b.Cleanup(func() { _ = devnull.Close() })
 	return h
-}
-
-// cpuTime is the process's user and system CPU time so far.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

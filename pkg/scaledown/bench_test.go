@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -148,14 +147,6 @@ func ec2Calls(f *ec2fake.Fake) int {
 		n += f.Calls(op)
 	}
 	return n
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		panic(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // benchWorld is one 5,000-instance world, ready for one reconcile pass.
@@ -424,11 +415,11 @@ func BenchmarkReconcile5000(b *testing.B) {
 		w := newBenchWorld(b)
 		e0, g0 := ec2Calls(w.fake), ghCalls(w.sim)
 		w.ops.Take()
-		c0 := cpuTime()
+		c0 := testenv.CPUTime()
 		b.StartTimer()
 		rep, err := w.down.Reconcile(ctx)
 		b.StopTimer()
-		cpu += cpuTime() - c0
+		cpu += testenv.CPUTime() - c0
 		if err != nil {
 			b.Fatal(err)
 		}

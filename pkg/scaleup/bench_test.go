@@ -5,10 +5,10 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
@@ -75,7 +75,7 @@ func benchOnce(b *testing.B, mode string) {
 	var mu sync.Mutex
 	var walls []time.Duration
 	failures := 0
-	cpu0 := cpuTime()
+	cpu0 := testenv.CPUTime()
 	b.StartTimer()
 	var wg sync.WaitGroup
 	for range benchConcurrency {
@@ -94,7 +94,7 @@ func benchOnce(b *testing.B, mode string) {
 	}
 	wg.Wait()
 	b.StopTimer()
-	cpu := cpuTime() - cpu0
+	cpu := testenv.CPUTime() - cpu0
 	runners := len(e.ec2.Live())
 	if runners != benchJobs || failures != 0 {
 		b.Fatalf("launched %d runners with %d failures, want %d and 0", runners, failures, benchJobs)
@@ -116,15 +116,6 @@ func benchOnce(b *testing.B, mode string) {
 	b.ReportMetric(float64(cpu.Microseconds())/1000/nb, "cpu-ms/batch")
 	b.ReportMetric(float64(wall.Milliseconds())/nb, "wall-ms/batch")
 	b.StartTimer()
-}
-
-// cpuTime is the process's user + system CPU time.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // benchStartLatency is StartInstances' answer time: 0.7 s, the latency

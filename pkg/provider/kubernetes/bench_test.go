@@ -4,9 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/pool"
@@ -25,12 +23,6 @@ func benchEnv(b *testing.B) *env {
 	}
 	return &env{k: k, ns: ns, p: p, calls: n, sections: map[string]*pool.Kubernetes{"cpu": {Namespace: ns, Image: image,
 		Requests: pool.Resources{CPU: "1", Memory: "2Gi"}, SecurityContext: pool.SecurityContext{RunAsNonRoot: true}}}}
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkList1000 lists 1,000 runner Pods from the real API server, page
@@ -59,14 +51,14 @@ func BenchmarkList1000(b *testing.B) {
 	launchCalls := e.calls.Total()
 	e.calls.Take()
 	b.ResetTimer()
-	start := cpuTime()
+	start := testenv.CPUTime()
 	for range b.N {
 		all, err := e.p.List(context.Background(), provider.Filter{Pool: "cpu"})
 		if err != nil || len(all) != pods {
 			b.Fatalf("List: %d pods, %v", len(all), err)
 		}
 	}
-	cpu := cpuTime() - start
+	cpu := testenv.CPUTime() - start
 	b.StopTimer()
 	b.ReportMetric(float64(launchCalls)/pods, "calls/runner")
 	b.ReportMetric(float64(e.calls.Total())/float64(b.N), "calls/pass")

@@ -8,8 +8,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
-	"time"
+
+	"github.com/skiffci/skiff/internal/testenv"
 )
 
 // usageChildEnv makes the test binary a child of known behaviour
@@ -45,7 +45,7 @@ func usageChild(spec string) int {
 		mem[i] = 1
 	}
 	var burn [4096]byte
-	for ownCPU() < cpu {
+	for testenv.CPUTime().Seconds() < cpu {
 		for i := range 1_000_000 {
 			burn[i%len(burn)]++
 		}
@@ -60,11 +60,4 @@ func usageChild(spec string) int {
 	runtime.KeepAlive(mem)
 	runtime.KeepAlive(&burn)
 	return 0
-}
-
-// ownCPU is this process's CPU time so far.
-func ownCPU() float64 {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
