@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/skiffci/skiff/pkg/store/expiry"
 )
 
 // LaunchMemory is Launches held in process memory, for tests and local
@@ -48,20 +50,6 @@ func (m *LaunchMemory) Writes() int {
 	return m.writes
 }
 
-// live reports whether a record that expires at expires (never, when it is
-// the zero time) is live at now, to the second with the expiry rounded up,
-// as DynamoDB's TTL and store.Live compare it.
-func live(expires, now time.Time) bool {
-	if expires.IsZero() {
-		return true
-	}
-	ceil := expires.Unix()
-	if expires.Nanosecond() > 0 {
-		ceil++
-	}
-	return now.Unix() < ceil
-}
-
 // LaunchClaims implements Launches.
 func (m *LaunchMemory) LaunchClaims(ctx context.Context, ids []int64, now time.Time) (map[int64]Claim, error) {
 	if err := ctx.Err(); err != nil {
@@ -71,7 +59,7 @@ func (m *LaunchMemory) LaunchClaims(ctx context.Context, ids []int64, now time.T
 	defer m.mu.Unlock()
 	out := map[int64]Claim{}
 	for _, id := range ids {
-		if c, ok := m.claims[id]; ok && live(c.ExpiresAt, now) {
+		if c, ok := m.claims[id]; ok && expiry.Live(c.ExpiresAt, now) {
 			out[id] = c
 		}
 	}
@@ -90,7 +78,7 @@ func (m *LaunchMemory) ClaimLaunch(ctx context.Context, c Claim, prevGen int, no
 	defer m.mu.Unlock()
 	m.writes++
 	old, ok := m.claims[c.JobID]
-	present := ok && live(old.ExpiresAt, now)
+	present := ok && expiry.Live(old.ExpiresAt, now)
 	if (prevGen == 0 && present) || (prevGen != 0 && (!present || old.Gen != prevGen)) {
 		return fmt.Errorf("claiming launch of job %d: %w", c.JobID, ErrConflict)
 	}
@@ -109,11 +97,11 @@ func (m *LaunchMemory) PutLaunch(ctx context.Context, f Launch) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.writes++
-	if old, ok := m.launches[f.Token]; ok && live(old.ExpiresAt, f.CreatedAt) {
+	if old, ok := m.launches[f.Token]; ok && expiry.Live(old.ExpiresAt, f.CreatedAt) {
 		return fmt.Errorf("recording launch %s: %w", f.Token, ErrConflict)
 	}
 	for _, mem := range f.Members { // the fence: every member's claim still names this launch
-		if c, ok := m.claims[mem.JobID]; !ok || c.Token != f.Token || !live(c.ExpiresAt, f.CreatedAt) {
+		if c, ok := m.claims[mem.JobID]; !ok || c.Token != f.Token || !expiry.Live(c.ExpiresAt, f.CreatedAt) {
 			return fmt.Errorf("recording launch %s: the claim of job %d was taken over: %w", f.Token, mem.JobID, ErrConflict)
 		}
 	}
@@ -148,7 +136,7 @@ func (m *LaunchMemory) Launch(ctx context.Context, token string, now time.Time) 
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	f, ok := m.launches[token]
-	if !ok || !live(f.ExpiresAt, now) {
+	if !ok || !expiry.Live(f.ExpiresAt, now) {
 		return Launch{}, ErrNotFound
 	}
 	f.Members = slices.Clone(f.Members)
@@ -179,7 +167,7 @@ func (m *LaunchMemory) OnDemandFrom(ctx context.Context, run int64, pool string,
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	mark, ok := m.onDemand[onDemandKey{run, pool}]
-	if !ok || !live(mark.until, now) {
+	if !ok || !expiry.Live(mark.until, now) {
 		return 0, nil
 	}
 	return mark.attempt, nil

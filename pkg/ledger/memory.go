@@ -5,6 +5,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/skiffci/skiff/pkg/store/expiry"
 )
 
 // Memory is the runner ledger in process memory, for tests and local
@@ -43,7 +45,7 @@ func (m *Memory) Writes() int {
 // get returns the record, hiding one past its expiry. The caller holds m.mu.
 func (m *Memory) get(name string) (*Runner, bool) {
 	r, ok := m.runners[name]
-	if !ok || (!r.ExpiresAt.IsZero() && !live(r.ExpiresAt, m.now())) {
+	if !ok || !expiry.Live(r.ExpiresAt, m.now()) {
 		return nil, false
 	}
 	return r, true

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/store/expiry"
 )
 
 // Waiting is one job in its pool's waiting room: a job that could not
@@ -197,7 +198,7 @@ func (m *Memory) Enter(ctx context.Context, w Waiting) (Waiting, error) {
 		m.entries[w.Pool] = map[int64]Waiting{}
 	}
 	w.Tries = 1
-	if old, ok := m.entries[w.Pool][w.JobID]; ok && store.Live(old.ExpiresAt, w.Since) {
+	if old, ok := m.entries[w.Pool][w.JobID]; ok && expiry.Live(old.ExpiresAt, w.Since) {
 		w.Since, w.ExpiresAt, w.Tries = old.Since, old.ExpiresAt, old.Tries+1
 	}
 	m.entries[w.Pool][w.JobID] = w
@@ -212,7 +213,7 @@ func (m *Memory) Offer(ctx context.Context, pool string, jobID int64, now, until
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	w, ok := m.entries[pool][jobID]
-	if !ok || !store.Live(w.ExpiresAt, now) {
+	if !ok || !expiry.Live(w.ExpiresAt, now) {
 		return fmt.Errorf("offering job %d of pool %s: %w", jobID, pool, store.ErrNotFound)
 	}
 	if now.Before(w.OfferedUntil) {
@@ -249,7 +250,7 @@ func (m *Memory) Waiting(ctx context.Context, pool string, now time.Time) ([]Wai
 	defer m.mu.Unlock()
 	var out []Waiting
 	for _, w := range m.entries[pool] {
-		if store.Live(w.ExpiresAt, now) {
+		if expiry.Live(w.ExpiresAt, now) {
 			out = append(out, w)
 		}
 	}
@@ -317,7 +318,7 @@ func (m *Memory) Resume(ctx context.Context, pool, place string, now time.Time) 
 	defer m.mu.Unlock()
 	n := 0
 	for id, w := range m.entries[pool] {
-		if w.Place == place && w.WakeAt.After(now) && store.Live(w.ExpiresAt, now) {
+		if w.Place == place && w.WakeAt.After(now) && expiry.Live(w.ExpiresAt, now) {
 			w.WakeAt, w.OfferedUntil = time.Time{}, time.Time{}
 			m.entries[pool][id] = w
 			n++

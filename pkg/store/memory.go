@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/skiffci/skiff/pkg/store/expiry"
 )
 
 // Memory is a Store held in process memory, for tests and local mode. It
@@ -37,7 +39,7 @@ func (m *Memory) SetClock(now func() time.Time) {
 
 // gone reports whether a record with this expiry is gone at now, by
 // DynamoDB's rule (epoch seconds, rounded up). A zero expiry never expires.
-func gone(expires, now time.Time) bool { return !expires.IsZero() && !live(expires, now) }
+func gone(expires, now time.Time) bool { return !expiry.Live(expires, now) }
 
 // RecordJob implements Store.
 func (m *Memory) RecordJob(ctx context.Context, j JobRecord) (bool, error) {

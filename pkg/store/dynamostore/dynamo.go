@@ -69,6 +69,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/store/expiry"
 )
 
 // DynamoAPI is the part of the DynamoDB client that Dynamo calls, with the
@@ -319,7 +320,7 @@ func (d *Dynamo) RecordRun(ctx context.Context, r store.RunRecord) error {
 	}
 	putTime(item, attrUpdatedAt, r.UpdatedAt)
 	if !r.ExpiresAt.IsZero() {
-		item[attrExpires] = numI(store.EpochCeil(r.ExpiresAt))
+		item[attrExpires] = numI(expiry.Ceil(r.ExpiresAt))
 	}
 	e := newExpr()
 	cond := fmt.Sprintf("attribute_not_exists(%s) OR %s <= %s OR NOT %s",
@@ -433,7 +434,7 @@ func jobAttrs(j store.JobRecord) []attr {
 	putS("conclusion", j.Conclusion)
 	putT(attrUpdatedAt, j.UpdatedAt)
 	if !j.ExpiresAt.IsZero() {
-		put(attrExpires, numI(store.EpochCeil(j.ExpiresAt)))
+		put(attrExpires, numI(expiry.Ceil(j.ExpiresAt)))
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/skiffci/skiff/pkg/ledger"
+	"github.com/skiffci/skiff/pkg/store/expiry"
 	"strconv"
 	"strings"
 	"time"
@@ -157,7 +158,7 @@ func (d *LaunchDynamo) ClaimLaunch(ctx context.Context, c ledger.Claim, prevGen 
 	item[attrLeaseUntil] = numI(c.LeaseUntil.UnixMilli())
 	putTime(item, attrUpdatedAt, c.UpdatedAt)
 	if !c.ExpiresAt.IsZero() {
-		item[attrExpires] = numI(store.EpochCeil(c.ExpiresAt))
+		item[attrExpires] = numI(expiry.Ceil(c.ExpiresAt))
 	}
 	e := newExpr()
 	var cond string
@@ -196,7 +197,7 @@ func (d *LaunchDynamo) PutLaunch(ctx context.Context, f ledger.Launch) error {
 	putStr(item, attrReason, f.Reason)
 	putTime(item, attrCreatedAt, f.CreatedAt)
 	if !f.ExpiresAt.IsZero() {
-		item[attrExpires] = numI(store.EpochCeil(f.ExpiresAt))
+		item[attrExpires] = numI(expiry.Ceil(f.ExpiresAt))
 	}
 	e := newExpr()
 	cond := fmt.Sprintf("attribute_not_exists(%s) OR NOT %s", e.name(attrPK), e.live(f.CreatedAt))
@@ -331,7 +332,7 @@ func (d *LaunchDynamo) MarkOnDemand(ctx context.Context, run int64, pool string,
 	}
 	item := itemKey(onDemandPK(run), pool)
 	item[attrAttempt] = numI(int64(attempt))
-	item[attrExpires] = numI(store.EpochCeil(until))
+	item[attrExpires] = numI(expiry.Ceil(until))
 	if _, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(d.table), Item: item}); err != nil {
 		return fmt.Errorf("marking run %d on-demand in pool %s: %w", run, pool, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/skiffci/skiff/pkg/ledger"
+	"github.com/skiffci/skiff/pkg/store/expiry"
 
 	"github.com/skiffci/skiff/pkg/store"
 )
@@ -343,7 +344,7 @@ func (d *LedgerDynamo) end(ctx context.Context, name string, at time.Time, reaso
 // endOnce runs one end transaction; with await, live_pool moves to the
 // pool's awaiting partition instead of going.
 func (d *LedgerDynamo) endOnce(ctx context.Context, r ledger.Runner, at time.Time, reason string, await bool) (*txFailure, error) {
-	expires := numI(store.EpochCeil(at.Add(d.ttl)))
+	expires := numI(expiry.Ceil(at.Add(d.ttl)))
 	e := newExpr()
 	set := []string{
 		e.name(attrState) + " = " + e.value(str(ledger.StateTerminated.String())),

@@ -14,6 +14,7 @@ import (
 
 	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/store/expiry"
 )
 
 // The waiting room's items, one partition per pool, so that one consistent
@@ -108,7 +109,7 @@ func (d *RoomDynamo) Enter(ctx context.Context, w room.Waiting) (room.Waiting, e
 		e.name(attrWakeAt) + " = " + e.value(nanos(w.WakeAt)),
 		e.name(attrOfferedUntil) + " = " + e.value(nanos(w.OfferedUntil)),
 		e.name(attrSince) + " = if_not_exists(" + e.name(attrSince) + ", " + e.value(str(w.Since.UTC().Format(timeLayout))) + ")",
-		e.name(attrExpires) + " = if_not_exists(" + e.name(attrExpires) + ", " + e.value(numI(store.EpochCeil(w.ExpiresAt))) + ")",
+		e.name(attrExpires) + " = if_not_exists(" + e.name(attrExpires) + ", " + e.value(numI(expiry.Ceil(w.ExpiresAt))) + ")",
 	}
 	update := "SET " + strings.Join(set, ", ") + " ADD " + e.name(attrTries) + " " + e.value(numI(1))
 	cond := "attribute_not_exists(" + e.name(attrPK) + ") OR " + e.name(attrExpires) + " > " + e.value(numI(w.Since.Unix()))
@@ -146,7 +147,7 @@ func putWaiting(item map[string]types.AttributeValue, w room.Waiting) {
 	item[attrOfferedUntil] = nanos(w.OfferedUntil)
 	item[attrSince] = str(w.Since.UTC().Format(timeLayout))
 	item[attrTries] = numI(int64(w.Tries))
-	item[attrExpires] = numI(store.EpochCeil(w.ExpiresAt))
+	item[attrExpires] = numI(expiry.Ceil(w.ExpiresAt))
 }
 
 func decodeWaiting(pool string, item map[string]types.AttributeValue) (room.Waiting, error) {
@@ -200,7 +201,7 @@ func (d *RoomDynamo) Offer(ctx context.Context, pool string, jobID int64, now, u
 	}
 	item := itemKey(roomPK(pool), skServedPrefix+repo)
 	item[attrServedAt] = str(now.UTC().Format(timeLayout))
-	item[attrExpires] = numI(store.EpochCeil(now.Add(room.Limit)))
+	item[attrExpires] = numI(expiry.Ceil(now.Add(room.Limit)))
 	if _, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(d.table), Item: item}); err != nil {
 		// The offer stands; only the fair order's memory of it is lost.
 		return fmt.Errorf("recording repository %s served in pool %s: %w", repo, pool, err)
@@ -295,7 +296,7 @@ func (d *RoomDynamo) Refused(ctx context.Context, pool, place string, now time.T
 		}
 		e := newExpr()
 		update := "SET " + e.name(attrFailures) + " = " + e.value(numI(int64(b.Failures))) + ", " + e.name(attrUntil) + " = " +
-			e.value(nanos(b.Until)) + ", " + e.name(attrExpires) + " = " + e.value(numI(store.EpochCeil(b.Until.Add(room.BackoffLimit))))
+			e.value(nanos(b.Until)) + ", " + e.name(attrExpires) + " = " + e.value(numI(expiry.Ceil(b.Until.Add(room.BackoffLimit))))
 		var cond string
 		if !ok {
 			cond = "attribute_not_exists(" + e.name(attrPK) + ")"

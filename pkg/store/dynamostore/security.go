@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/store/expiry"
 )
 
 // securityPartition holds every security event: they are rare (each one is
@@ -69,7 +70,7 @@ func (s *SecurityDynamo) RecordSecurityEvent(ctx context.Context, e store.Securi
 	item, err := attributevalue.MarshalMap(securityItem{
 		PK: securityPartition, SK: strconv.FormatInt(e.JobID, 10) + "#" + strconv.Itoa(e.Attempt),
 		JobID: e.JobID, Attempt: e.Attempt, RunID: e.RunID, At: e.At.UnixNano(), Runner: e.Runner, Reason: e.Reason,
-		Repository: e.Repository, Pool: e.Pool, Detail: e.Detail, ExpiresAt: store.ExpirySeconds(e.ExpiresAt),
+		Repository: e.Repository, Pool: e.Pool, Detail: e.Detail, ExpiresAt: expiry.Seconds(e.ExpiresAt),
 	})
 	if err != nil {
 		return false, fmt.Errorf("encoding security event of job %d: %w", e.JobID, err)

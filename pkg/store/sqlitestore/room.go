@@ -9,6 +9,7 @@ import (
 
 	"github.com/skiffci/skiff/pkg/room"
 	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/store/expiry"
 )
 
 // roomSchema holds the waiting room (room.Store): an entry's record is JSON
@@ -81,7 +82,7 @@ func (r *Room) put(ctx context.Context, tx *sql.Tx, w room.Waiting) error {
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO room (pool, job_id, offered_until, expires_at, record) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (pool, job_id) DO UPDATE SET offered_until = excluded.offered_until, expires_at = excluded.expires_at,
-		record = excluded.record`, w.Pool, w.JobID, nanos(w.OfferedUntil), store.ExpirySeconds(w.ExpiresAt), string(rec))
+		record = excluded.record`, w.Pool, w.JobID, nanos(w.OfferedUntil), expiry.Seconds(w.ExpiresAt), string(rec))
 	if err != nil {
 		return fmt.Errorf("writing job %d in the room of pool %s: %w", w.JobID, w.Pool, err)
 	}
@@ -102,7 +103,7 @@ func (r *Room) Enter(ctx context.Context, w room.Waiting) (room.Waiting, error) 
 		if err != nil {
 			return err
 		}
-		if ok && store.Live(old.ExpiresAt, w.Since) {
+		if ok && expiry.Live(old.ExpiresAt, w.Since) {
 			w.Since, w.ExpiresAt, w.Tries = old.Since, old.ExpiresAt, old.Tries+1
 		}
 		return r.put(ctx, tx, w)
@@ -120,7 +121,7 @@ func (r *Room) Offer(ctx context.Context, pool string, jobID int64, now, until t
 		if err != nil {
 			return err
 		}
-		if !ok || !store.Live(w.ExpiresAt, now) {
+		if !ok || !expiry.Live(w.ExpiresAt, now) {
 			return fmt.Errorf("offering job %d of pool %s: %w", jobID, pool, store.ErrNotFound)
 		}
 		if now.Before(w.OfferedUntil) {
