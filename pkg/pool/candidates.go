@@ -2,6 +2,7 @@ package pool
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/skiffci/skiff/pkg/provider/ec2/ec2prices"
@@ -33,14 +34,14 @@ func (s Spec) Candidates() []*ec2prices.InstanceType {
 		if it.Arch != s.Architecture || !r.VCPU.Contains(it.VCPU) || !r.MemoryGiB.Contains(it.MemoryGiB) {
 			continue
 		}
-		if len(r.Families) > 0 && !contains(r.Families, ec2prices.FamilyOf(it.Name)) {
+		if len(r.Families) > 0 && !slices.Contains(r.Families, ec2prices.FamilyOf(it.Name)) {
 			continue
 		}
 		if r.GPU != nil {
 			if !r.GPU.Count.Contains(it.GPUs) {
 				continue
 			}
-			if len(r.GPU.Models) > 0 && !contains(r.GPU.Models, it.GPUModel) {
+			if len(r.GPU.Models) > 0 && !slices.Contains(r.GPU.Models, it.GPUModel) {
 				continue
 			}
 		}

@@ -651,7 +651,7 @@ func poolFamilies(p *Pool) []string {
 	}
 	out := make([]string, 0, len(p.EC2.InstanceTypes))
 	for _, t := range p.EC2.InstanceTypes {
-		if f := ec2prices.FamilyOf(t); !contains(out, f) {
+		if f := ec2prices.FamilyOf(t); !slices.Contains(out, f) {
 			out = append(out, f)
 		}
 	}

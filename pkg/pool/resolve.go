@@ -3,6 +3,7 @@ package pool
 import (
 	"fmt"
 	"math/bits"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -522,7 +523,7 @@ func (p *Pool) checkBackendKeys(d *Label, r refusal) *ResolveError {
 	if d.Families != nil {
 		allowed := p.allowedFamilies()
 		for _, fam := range d.Families {
-			if !contains(allowed, fam) {
+			if !slices.Contains(allowed, fam) {
 				return r.oob(KeyFamily, "families "+strings.Join(allowed, "+"))
 			}
 		}
@@ -668,13 +669,4 @@ func (p *Pool) narrow(d *Label, oob func(key, bound string) *ResolveError) (*Req
 		r.Families = d.Families
 	}
 	return &r, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

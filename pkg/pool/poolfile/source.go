@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"regexp"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -368,5 +367,3 @@ func (s *source) topEC2(i int) []string {
 	}
 	return out
 }
-
-func contains(list []string, s string) bool { return slices.Contains(list, s) }

@@ -470,7 +470,7 @@ func (s *source) checkBounds(i int, p *pool.Pool, add addFunc) {
 			s.checkFamily(ptr, f, p, add, "")
 			continue
 		}
-		if len(p.Families()) > 0 && !contains(p.Families(), f) {
+		if len(p.Families()) > 0 && !slices.Contains(p.Families(), f) {
 			add(ptr, pool.SeverityError,
 				fmt.Sprintf("impossible bound: family %s is allowed for family= but pool %q cannot launch it", f, p.Name),
 				"add its instance types (or the family under requirements.families), or remove it here")
