@@ -40,7 +40,7 @@ func Parse(entries []string) (List, error) {
 		case e == "*":
 			l.all = true
 		case !ValidOwner(owner) || hasSlash && !ValidRepoName(name):
-			return List{}, fmt.Errorf("allow-list entry %s: want owner, owner/name or *", quote(e))
+			return List{}, fmt.Errorf("allow-list entry %q: want owner, owner/name or *", e)
 		case hasSlash:
 			l.repos[e] = true
 		default:
@@ -130,14 +130,4 @@ func ValidRepoName(s string) bool {
 
 func isAlnum(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
-}
-
-// quote quotes an entry for an error, cut short: an allow-list comes from
-// the operator, but a pasted mistake can be long.
-func quote(s string) string {
-	const most = 64
-	if len(s) <= most {
-		return fmt.Sprintf("%q", s)
-	}
-	return fmt.Sprintf("%q… (%d bytes)", s[:most], len(s))
 }

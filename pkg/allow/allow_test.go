@@ -66,7 +66,7 @@ func TestList(t *testing.T) {
 }
 
 // TestParseRefuses: every malformed entry is refused, by GitHub's rules
-// for names, and the error quotes a long entry cut short.
+// for names, and the error names the entry.
 func TestParseRefuses(t *testing.T) {
 	t.Parallel()
 	for _, bad := range []string{"/x", "a/b/c", "a/", " / ", "-a", "a-", "a--b", "a/..", "a/.", "a/b c", "**", "",
@@ -80,8 +80,7 @@ func TestParseRefuses(t *testing.T) {
 			t.Errorf("Parse(%q): %v", good, err)
 		}
 	}
-	_, err := allow.Parse([]string{strings.Repeat("x", 500) + "/"})
-	if err == nil || len(err.Error()) > 200 || !strings.Contains(err.Error(), "(501 bytes)") {
-		t.Errorf("a long entry's error: %v", err)
+	if _, err := allow.Parse([]string{"acme", "Bad Entry"}); err == nil || !strings.Contains(err.Error(), `"bad entry"`) {
+		t.Errorf("the error %v does not name the entry", err)
 	}
 }
