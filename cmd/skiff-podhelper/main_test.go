@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/provider/podusage"
 )
 
@@ -34,9 +35,7 @@ func TestHelper(t *testing.T) {
 	seen := filepath.Join(dir, "seen")
 	runner := filepath.Join(dir, "run.sh")
 	script := "#!/bin/sh\n{ echo \"jit=$ACTIONS_RUNNER_INPUT_JITCONFIG\"; echo \"file=$SKIFF_JITCONFIG_FILE\"; echo \"args=$*\"; } > " + seen + "\nexit 7\n"
-	if err := os.WriteFile(runner, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	testenv.WriteExecutable(t, runner, []byte(script))
 	msg := filepath.Join(dir, "termination-log")
 	cmd := exec.Command(helper, runner, "--once")
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "SKIFF_JITCONFIG_FILE=" + jit, "SKIFF_TERMINATION_LOG=" + msg, "SKIFF_CGROUP_ROOT=" + cg}
@@ -77,9 +76,7 @@ func TestHold(t *testing.T) {
 	helper := buildHelper(t, dir)
 	ran := filepath.Join(dir, "ran")
 	runner := filepath.Join(dir, "run.sh")
-	if err := os.WriteFile(runner, []byte("#!/bin/sh\ntouch "+ran+"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	testenv.WriteExecutable(t, runner, []byte("#!/bin/sh\ntouch "+ran+"\n"))
 	cmd := exec.Command(helper, runner)
 	cmd.Env = []string{"SKIFF_PODHELPER_HOLD=1", "SKIFF_TERMINATION_LOG=" + filepath.Join(dir, "msg")}
 	out, err := cmd.StdoutPipe()

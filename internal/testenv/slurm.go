@@ -386,9 +386,7 @@ func (s *Slurm) RunnerInstall(t testing.TB, run string) string {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "run.sh"), []byte("#!/bin/sh\nexec "+run+" \"$@\"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	WriteExecutable(t, filepath.Join(dir, "run.sh"), []byte("#!/bin/sh\nexec "+run+" \"$@\"\n"))
 	return dir
 }
 

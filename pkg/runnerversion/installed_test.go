@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/runnerversion"
 )
 
@@ -17,9 +18,7 @@ func listener(t *testing.T, dir, script string) {
 	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, runnerversion.ListenerPath), []byte("#!/bin/sh\n"+script+"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	testenv.WriteExecutable(t, filepath.Join(dir, runnerversion.ListenerPath), []byte("#!/bin/sh\n"+script+"\n"))
 }
 
 func TestInstalled(t *testing.T) {

@@ -42,9 +42,7 @@ func TestJobHooks(t *testing.T) {
 				if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755); err != nil {
 					t.Fatal(err)
 				}
-				if err := os.WriteFile(filepath.Join(dir, f), b, 0o755); err != nil {
-					t.Fatal(err)
-				}
+				testenv.WriteExecutable(t, filepath.Join(dir, f), b)
 			}
 			env := fmt.Sprintf("SKIFF_IMDS=%s\nSKIFF_INSTANCE_ID=i-1234567890abcdef0\nSKIFF_API_REGION=us-east-1\nSKIFF_EC2_ENDPOINT=%s\n", imds, ec2.url)
 			if err := os.WriteFile(filepath.Join(dir, "instance.env"), []byte(env), 0o644); err != nil {

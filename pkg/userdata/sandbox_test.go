@@ -373,9 +373,7 @@ func (s *sandbox) wrapSleep(t testing.TB, script func(real string) string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(s.bin, "sleep"), []byte(script(real)), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	testenv.WriteExecutable(t, filepath.Join(s.bin, "sleep"), []byte(script(real)))
 }
 
 func newSandbox(t testing.TB, nvidiaSMI, preinstalled, awsCLI bool) *sandbox {
@@ -388,6 +386,10 @@ func newSandbox(t testing.TB, nvidiaSMI, preinstalled, awsCLI bool) *sandbox {
 	s := &sandbox{dir: dir, root: filepath.Join(dir, "root"), bin: filepath.Join(dir, "bin")}
 	write := func(path, content string, mode os.FileMode) {
 		t.Helper()
+		if mode&0o111 != 0 {
+			testenv.WriteExecutable(t, path, []byte(content))
+			return
+		}
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -423,9 +425,7 @@ func newSandbox(t testing.TB, nvidiaSMI, preinstalled, awsCLI bool) *sandbox {
 func (s *sandbox) boot(t testing.TB, script []byte, timeout time.Duration, env ...string) time.Duration {
 	t.Helper()
 	path := filepath.Join(s.dir, "user-data")
-	if err := os.WriteFile(path, script, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	testenv.WriteExecutable(t, path, script)
 	return s.run(t, path, timeout, nil, env...)
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/names"
 )
 
@@ -260,9 +261,7 @@ func TestBootSandboxWarmStopped(t *testing.T) {
 	ddb.put(t, p.RegistrationTable, r)
 	// First boot: prepared, tagged ready, stopped by the reconciler while it waits.
 	userData := filepath.Join(sb.dir, "user-data")
-	if err := os.WriteFile(userData, script, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	testenv.WriteExecutable(t, userData, script)
 	done := make(chan struct{})
 	sb.run(t, userData, 60*time.Second, whenWaiting(sb, ec2, done))
 	close(done)

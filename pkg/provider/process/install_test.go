@@ -54,9 +54,7 @@ func TestRunnerInstallInTheSandbox(t *testing.T) {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(p, []byte(content), 0o755); err != nil {
-			t.Fatal(err)
-		}
+		testenv.WriteExecutable(t, p, []byte(content))
 	}
 	e := newProvider(t, process.Options{Command: []string{filepath.Join(install, "run.sh")}, DefaultLimit: 4})
 	spec := pool.Spec{Shared: pool.Shared{Pool: "lab", Backend: pool.BackendProcess}, Process: &pool.Process{}}

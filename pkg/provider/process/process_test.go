@@ -611,9 +611,7 @@ func TestOutdatedRunner(t *testing.T) {
 					if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 						t.Fatal(err)
 					}
-					if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
-						t.Fatal(err)
-					}
+					testenv.WriteExecutable(t, path, []byte("#!/bin/sh\n"+body+"\n"))
 				}
 				script(filepath.Join(dir, "bin", "Runner.Listener"), `[ "$1" = --version ] && echo `+tc.listener)
 				script(filepath.Join(dir, "run.sh"), command[0])

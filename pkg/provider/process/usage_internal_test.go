@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/skiffci/skiff/internal/testenv"
 )
 
 // The output of NVIDIA's documented queries (nvidia-smi --query-gpu=...
@@ -75,9 +77,7 @@ func TestSampleProcessGroup(t *testing.T) {
 	dir := t.TempDir()
 	fake := filepath.Join(dir, "nvidia-smi")
 	script := "#!/bin/sh\ncase \"$1\" in\n--query-gpu=*) printf '%s' \"$GPUS\" ;;\n--query-compute-apps=*) printf '%s' \"$APPS\" ;;\n*) exit 2 ;;\nesac\n"
-	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	testenv.WriteExecutable(t, fake, []byte(script))
 	t.Setenv("GPUS", smiGPUsOut)
 	t.Setenv("APPS", formatApps(c.Process.Pid))
 	s := &sampler{smi: fake, every: time.Second, live: map[*tracker]struct{}{}, host: Host{CPUs: 2, MemoryBytes: 8 << 30}}

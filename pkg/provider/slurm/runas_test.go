@@ -178,9 +178,7 @@ func newRunAsWorld(t *testing.T, c cluster, accts []*user.User) *runAsWorld {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(d, slurm.RunScript), []byte(script), 0o755); err != nil {
-			t.Fatal(err)
-		}
+		testenv.WriteExecutable(t, filepath.Join(d, slurm.RunScript), []byte(script))
 	}
 	targets := filepath.Join(dir, "targets")
 	logs := &testenv.SyncBuffer{}

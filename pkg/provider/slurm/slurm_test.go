@@ -588,9 +588,7 @@ func runnerDir(t *testing.T, c cluster, name, script, version string) string {
 		files["bin/Runner.Listener"] = `[ "$1" = --version ] && echo ` + version
 	}
 	for f, body := range files {
-		if err := os.WriteFile(filepath.Join(dir, f), []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
-			t.Fatal(err)
-		}
+		testenv.WriteExecutable(t, filepath.Join(dir, f), []byte("#!/bin/sh\n"+body+"\n"))
 	}
 	return dir
 }
