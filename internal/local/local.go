@@ -487,7 +487,7 @@ var _ startLedger = ledger.Ledger(nil)
 // invocations goes on, so: a reservation whose runner the provider lists
 // (adopted, or ended since) is recorded as launched, one without a runner
 // is released, and the launch claims' leases end — the jobs' messages,
-// never acknowledged, come back and recover their launch or launch again at
+// never acknowledged, come back and recover their launch record or launch again at
 // once. Otherwise such a reservation would count in its pool until the
 // reconciler's stale-reservation rule (half an hour), and such a job would
 // wait out its claim's lease (10 minutes).

@@ -109,7 +109,7 @@ func scanClaim(rows *sql.Rows) (ledger.Claim, error) {
 // past it, in one transaction, and returns how many it ended. It is for a
 // process that knows no holder of a claim is still at work: local mode
 // when it starts, its previous process killed (one process per file).
-// Each of those jobs' next delivery then recovers its launch or launches
+// Each of those jobs' next delivery then recovers its launch record or launches
 // its next attempt at once, instead of waiting out the lease.
 func (l *Launches) EndLeases(ctx context.Context, now time.Time) (int, error) {
 	n := 0
