@@ -56,7 +56,7 @@ func (l List) Empty() bool { return !l.all && len(l.owners) == 0 && len(l.repos)
 // Allows reports whether a job of owner's repository (owner/name) is
 // served.
 func (l List) Allows(owner, repository string) bool {
-	return l.all || l.owners[strings.ToLower(owner)] || l.repos[strings.ToLower(repository)]
+	return l.WholeOwner(owner) || l.repos[strings.ToLower(repository)]
 }
 
 // Everyone reports whether the list holds "*".
@@ -83,10 +83,8 @@ func (l List) Repositories(owner string) []string {
 // Owners are the owners the list names, by an owner or a repository entry:
 // lower-case and sorted; "*" names none.
 func (l List) Owners() []string {
-	set := maps.Clone(l.owners)
-	if set == nil {
-		set = map[string]bool{}
-	}
+	set := map[string]bool{}
+	maps.Copy(set, l.owners)
 	for r := range l.repos {
 		owner, _, _ := strings.Cut(r, "/")
 		set[owner] = true
