@@ -74,6 +74,29 @@ func testLaunchClaims(t *testing.T, s ledger.Launches) {
 	if err := s.ClaimLaunch(ctx, ledger.Claim{JobID: 5, Attempt: 1, Gen: 3, Token: "x"}, 0, launchNow); err == nil {
 		t.Error("a gen that is not prevGen+1 was accepted")
 	}
+	testLaunchClaimExpirySecond(t, s)
+}
+
+// testLaunchClaimExpirySecond: every store ends a record at the same moment,
+// its expiry rounded up to the second as DynamoDB's TTL keeps it
+// (pkg/store/expiry). A claim that expires 1.5 s after launchNow is still
+// there at 1.9 s, and gone at 2 s.
+func testLaunchClaimExpirySecond(t *testing.T, s ledger.Launches) {
+	ctx := context.Background()
+	c := launchClaim(6, 1, 1, time.Minute)
+	c.ExpiresAt = launchNow.Add(1500 * time.Millisecond)
+	if err := s.ClaimLaunch(ctx, c, 0, launchNow); err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range []struct {
+		after time.Duration
+		live  bool
+	}{{1400 * time.Millisecond, true}, {1900 * time.Millisecond, true}, {2 * time.Second, false}, {2100 * time.Millisecond, false}} {
+		got, err := s.LaunchClaims(ctx, []int64{6}, launchNow.Add(at.after))
+		if _, ok := got[6]; err != nil || ok != at.live {
+			t.Errorf("a claim expiring at +1.5s, read at +%v: present %v, %v; want %v", at.after, ok, err, at.live)
+		}
+	}
 }
 
 func testConcurrentLaunchClaims(t *testing.T, s ledger.Launches) {

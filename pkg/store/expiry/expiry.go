@@ -1,8 +1,9 @@
 // Package expiry is the one rule by which every store ends a record that
 // expires: to the second, with the expiry rounded up, as DynamoDB's TTL
 // reads an epoch-seconds attribute. The in-memory adapters (package store,
-// the ledger's memories, the waiting room's) and the DynamoDB adapter
-// compare by it, so that one record ends at the same moment in each. It
+// the ledger's memories, the waiting room's), the DynamoDB adapter and the
+// SQLite file (through NanosFloor, in its queries) compare by it, so that
+// one record ends at the same moment in each. It
 // imports only the standard library, so that the lowest packages (the
 // ledger's) can use it too.
 package expiry
@@ -31,4 +32,13 @@ func Seconds(t time.Time) int64 {
 		return 0
 	}
 	return Ceil(t)
+}
+
+// NanosFloor is Live's rule for a store that keeps expiries in Unix
+// nanoseconds and compares them in its queries (the SQLite file): a record
+// whose expiry e is not 0 is live at now exactly when e > NanosFloor(now),
+// the start of now's second. (An expiry rounds up past now's second exactly
+// when it is later than that second's start.)
+func NanosFloor(now time.Time) int64 {
+	return now.Unix() * int64(time.Second)
 }

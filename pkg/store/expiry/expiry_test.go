@@ -38,4 +38,13 @@ func TestExpiry(t *testing.T) {
 	if expiry.Seconds(time.Time{}) != 0 || expiry.Seconds(half) != 1_800_000_001 {
 		t.Errorf("Seconds: %d, %d", expiry.Seconds(time.Time{}), expiry.Seconds(half))
 	}
+	// NanosFloor agrees with Live wherever an expiry falls around now's second.
+	for _, e := range []time.Duration{-time.Second - 1, -time.Second, -1, 0, 1, 500 * time.Millisecond, time.Second - 1, time.Second, time.Second + 1} {
+		for _, n := range []time.Duration{0, 1, 400 * time.Millisecond, time.Second - 1} {
+			expires, now := whole.Add(e), whole.Add(n)
+			if got, want := expires.UnixNano() > expiry.NanosFloor(now), expiry.Live(expires, now); got != want {
+				t.Errorf("expires %v, now %v: NanosFloor says live %v, Live says %v", e, n, got, want)
+			}
+		}
+	}
 }

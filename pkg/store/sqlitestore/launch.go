@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/store/expiry"
 )
 
 // launchSchema holds scale-up's launch state (ledger.Launches). Records are
@@ -76,7 +77,7 @@ func (l *Launches) LaunchClaims(ctx context.Context, jobIDs []int64, now time.Ti
 	// One statement, one snapshot. SQLite allows 32766 parameters; a
 	// scale-up pass reads at most a batch of SQS messages' worth.
 	args := make([]any, 0, len(jobIDs)+1)
-	args = append(args, now.UnixNano())
+	args = append(args, expiry.NanosFloor(now))
 	for _, id := range jobIDs {
 		args = append(args, id)
 	}
@@ -115,7 +116,7 @@ func (l *Launches) EndLeases(ctx context.Context, now time.Time) (int, error) {
 	n := 0
 	err := l.d.tx(ctx, func(tx *sql.Tx) error {
 		n = 0
-		claims, err := queryAll(ctx, tx, scanClaim, "SELECT job_id, record FROM launch_claims WHERE expires_at = 0 OR expires_at > ?", now.UnixNano())
+		claims, err := queryAll(ctx, tx, scanClaim, "SELECT job_id, record FROM launch_claims WHERE expires_at = 0 OR expires_at > ?", expiry.NanosFloor(now))
 		if err != nil {
 			return fmt.Errorf("reading launch claims: %w", err)
 		}
@@ -180,11 +181,11 @@ func (l *Launches) PutLaunch(ctx context.Context, f ledger.Launch) error {
 	if err != nil {
 		return fmt.Errorf("encoding launch %s: %w", f.Token, err)
 	}
-	at := f.CreatedAt.UnixNano()
+	liveAbove := expiry.NanosFloor(f.CreatedAt)
 	return l.d.tx(ctx, func(tx *sql.Tx) error {
 		var n int
 		if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM fleets WHERE token = ? AND (expires_at = 0 OR expires_at > ?)",
-			f.Token, at).Scan(&n); err != nil {
+			f.Token, liveAbove).Scan(&n); err != nil {
 			return fmt.Errorf("reading launch %s: %w", f.Token, err)
 		}
 		if n > 0 {
@@ -193,7 +194,7 @@ func (l *Launches) PutLaunch(ctx context.Context, f ledger.Launch) error {
 		for _, m := range f.Members {
 			var token string
 			err := tx.QueryRowContext(ctx, "SELECT token FROM launch_claims WHERE job_id = ? AND (expires_at = 0 OR expires_at > ?)",
-				m.JobID, at).Scan(&token)
+				m.JobID, liveAbove).Scan(&token)
 			if err != nil && !isNoRows(err) {
 				return fmt.Errorf("reading the launch claim of job %d: %w", m.JobID, err)
 			}
@@ -217,7 +218,7 @@ func (l *Launches) FinishLaunch(ctx context.Context, token string, instances []s
 	return l.d.tx(ctx, func(tx *sql.Tx) error {
 		var rec string
 		err := tx.QueryRowContext(ctx, "SELECT record FROM fleets WHERE token = ? AND state = ? AND (expires_at = 0 OR expires_at > ?)",
-			token, string(ledger.LaunchIntent), l.now().UnixNano()).Scan(&rec)
+			token, string(ledger.LaunchIntent), expiry.NanosFloor(l.now())).Scan(&rec)
 		if isNoRows(err) {
 			return fmt.Errorf("finishing launch %s: not in intent: %w", token, store.ErrConflict)
 		}
@@ -247,7 +248,7 @@ func (l *Launches) Launch(ctx context.Context, token string, now time.Time) (led
 	}
 	var rec string
 	err := l.d.db.QueryRowContext(ctx, "SELECT record FROM fleets WHERE token = ? AND (expires_at = 0 OR expires_at > ?)",
-		token, now.UnixNano()).Scan(&rec)
+		token, expiry.NanosFloor(now)).Scan(&rec)
 	if isNoRows(err) {
 		return ledger.Launch{}, fmt.Errorf("reading launch %s: %w", token, store.ErrNotFound)
 	}
@@ -283,7 +284,7 @@ func (l *Launches) OnDemandFrom(ctx context.Context, run int64, pool string, now
 	}
 	var attempt int
 	err := l.d.db.QueryRowContext(ctx, `SELECT attempt FROM on_demand_runs WHERE run_id = ? AND pool = ?
-		AND (expires_at = 0 OR expires_at > ?)`, run, pool, now.UnixNano()).Scan(&attempt)
+		AND (expires_at = 0 OR expires_at > ?)`, run, pool, expiry.NanosFloor(now)).Scan(&attempt)
 	switch {
 	case isNoRows(err):
 		return 0, nil

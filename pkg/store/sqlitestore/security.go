@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/store/expiry"
 )
 
 const securitySchema = `
@@ -61,7 +62,7 @@ func (s *SecurityEvents) RecordSecurityEvent(ctx context.Context, e store.Securi
 				at = excluded.at, expires_at = excluded.expires_at
 			WHERE security_events.expires_at != 0 AND security_events.expires_at <= ?`,
 			e.JobID, e.Attempt, e.RunID, e.Repository, e.Runner, e.Pool, e.Reason, e.Detail, e.At.UnixNano(),
-			nanos(e.ExpiresAt), s.now().UnixNano())
+			nanos(e.ExpiresAt), expiry.NanosFloor(s.now()))
 		if err != nil {
 			return fmt.Errorf("recording security event of job %d: %w", e.JobID, err)
 		}
@@ -74,7 +75,7 @@ func (s *SecurityEvents) RecordSecurityEvent(ctx context.Context, e store.Securi
 // SecurityEvents implements store.SecurityEvents.
 func (s *SecurityEvents) SecurityEvents(ctx context.Context, since time.Time) ([]store.SecurityEvent, error) {
 	out, err := queryAll(ctx, s.d.db, scanSecurityEvent, `SELECT job_id, attempt, run_id, repository, runner, pool, reason, detail, at, expires_at
-		FROM security_events WHERE at >= ? AND (expires_at = 0 OR expires_at > ?)`, since.UnixNano(), s.now().UnixNano())
+		FROM security_events WHERE at >= ? AND (expires_at = 0 OR expires_at > ?)`, since.UnixNano(), expiry.NanosFloor(s.now()))
 	if err != nil {
 		return nil, fmt.Errorf("listing security events: %w", err)
 	}

@@ -51,6 +51,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
+
+	"github.com/skiffci/skiff/pkg/store/expiry"
 )
 
 // Synchronous is SQLite's synchronous setting in WAL mode.
@@ -257,7 +259,7 @@ func (d *DB) Sweep(ctx context.Context, now time.Time) (int64, error) {
 	var n int64
 	err := d.tx(ctx, func(tx *sql.Tx) error {
 		for _, table := range []string{"jobs", "runs", "launch_claims", "fleets", "on_demand_runs", "runners"} {
-			res, err := tx.ExecContext(ctx, "DELETE FROM "+table+" WHERE expires_at != 0 AND expires_at <= ?", now.UnixNano())
+			res, err := tx.ExecContext(ctx, "DELETE FROM "+table+" WHERE expires_at != 0 AND expires_at <= ?", expiry.NanosFloor(now))
 			if err != nil {
 				return fmt.Errorf("sweeping %s: %w", table, err)
 			}
@@ -286,8 +288,11 @@ func nanos(t time.Time) int64 {
 	return t.UnixNano()
 }
 
-// live reports whether a record with expires_at is not expired at now.
-func live(expiresAt int64, now time.Time) bool { return expiresAt == 0 || expiresAt > now.UnixNano() }
+// live reports whether a record with expires_at (Unix nanoseconds, 0 for
+// never) is not expired at now, by pkg/store/expiry's rule.
+func live(expiresAt int64, now time.Time) bool {
+	return expiresAt == 0 || expiresAt > expiry.NanosFloor(now)
+}
 
 var errNoRows = sql.ErrNoRows
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/store"
+	"github.com/skiffci/skiff/pkg/store/expiry"
 )
 
 // Store is a store.Store in the SQLite file.
@@ -103,7 +104,7 @@ func (s *Store) RecordRun(ctx context.Context, r store.RunRecord) error {
 	if err != nil {
 		return fmt.Errorf("encoding run: %w", err)
 	}
-	now := s.now().UnixNano()
+	now := expiry.NanosFloor(s.now())
 	return s.d.tx(ctx, func(tx *sql.Tx) error {
 		// Replace a record of the same or an older attempt, or an expired one.
 		if _, err := tx.ExecContext(ctx, `INSERT INTO runs (id, attempt, record, expires_at) VALUES (?, ?, ?, ?)
