@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/skiffci/skiff/internal/privatefile"
 	"github.com/skiffci/skiff/pkg/github/scaleset"
 )
 
@@ -103,17 +103,7 @@ func (st *State) Update(org, pool string, now time.Time, fn func(*ScaleSetStatus
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(st.path), ".listener-*")
-	if err != nil {
-		return fmt.Errorf("writing the listener's state: %w", err)
-	}
-	_, werr := tmp.Write(append(b, '\n'))
-	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("writing the listener's state: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), st.path); err != nil {
+	if err := privatefile.Write(st.path, append(b, '\n')); err != nil {
 		return fmt.Errorf("writing the listener's state: %w", err)
 	}
 	return nil

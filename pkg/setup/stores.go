@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/skiffci/skiff/internal/privatefile"
 	"github.com/skiffci/skiff/pkg/github"
 )
 
@@ -104,39 +105,11 @@ func (f *FileStore) Save(_ context.Context, app *github.ManifestApp) error {
 		name string
 		data []byte
 	}{{WebhookSecretFile, []byte(app.WebhookSecret.Reveal())}, {AppFile, append(info, '\n')}, {AppKeyFile, keys}} {
-		if err := writePrivate(filepath.Join(f.Dir, w.name), w.data); err != nil {
-			return err
+		if err := privatefile.Write(filepath.Join(f.Dir, w.name), w.data); err != nil {
+			return fmt.Errorf("writing %s: %w", w.name, err)
 		}
 	}
 	f.key = github.Secret(NewKey())
-	return nil
-}
-
-// writePrivate writes path atomically with mode 0600.
-func writePrivate(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", filepath.Base(path), err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing %s: %w", filepath.Base(path), err)
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing %s: %w", filepath.Base(path), err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing %s: %w", filepath.Base(path), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", filepath.Base(path), err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("writing %s: %w", filepath.Base(path), err)
-	}
 	return nil
 }
 

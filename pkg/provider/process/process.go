@@ -65,6 +65,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/skiffci/skiff/internal/privatefile"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
@@ -527,8 +528,7 @@ func (p *Provider) nextIDLocked() string {
 	p.next++
 	if p.next > p.reservedTo {
 		top := p.next + idBlock - 1
-		if err := os.WriteFile(p.counterFile()+".tmp", []byte(strconv.Itoa(top)+"\n"), 0o600); err == nil &&
-			os.Rename(p.counterFile()+".tmp", p.counterFile()) == nil {
+		if privatefile.Write(p.counterFile(), []byte(strconv.Itoa(top)+"\n")) == nil {
 			p.reservedTo = top
 		}
 	}

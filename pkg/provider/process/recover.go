@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/skiffci/skiff/internal/privatefile"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/provider"
 )
@@ -74,18 +75,15 @@ func (r record) instance(state provider.State) provider.Instance {
 
 func (p *Provider) recordFile(id string) string { return filepath.Join(p.recs, id+".json") }
 
-// writeRecord replaces the runner's record whole (a crash leaves the old
-// one or the new one, and at worst a .tmp file that recover removes).
+// writeRecord replaces the runner's record whole (a crash or a power loss
+// leaves the old one or the new one, and at worst a temporary file that
+// recover removes).
 func (p *Provider) writeRecord(r record) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	tmp := p.recordFile(r.ID) + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, p.recordFile(r.ID))
+	return privatefile.Write(p.recordFile(r.ID), b)
 }
 
 // idNumber is n of proc-<n>, 0 for another name.

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/skiffci/skiff/internal/privatefile"
 )
 
 // record is skiff's own note of one batch job it submitted: what the
@@ -53,6 +55,10 @@ func (p *Provider) loadRecords() error {
 		return fmt.Errorf("reading the job records: %w", err)
 	}
 	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), privatefile.TempPrefix) {
+			_ = os.Remove(filepath.Join(p.o.StateDir, e.Name())) // a record being written at a crash
+			continue
+		}
 		if !strings.HasSuffix(e.Name(), ".json") {
 			continue
 		}
@@ -81,19 +87,13 @@ func (p *Provider) addRecord(r *record) {
 	}
 }
 
-// saveRecord writes r to StateDir, atomically (p.mu held).
+// saveRecord writes r to StateDir, atomically and durably (p.mu held).
 func (p *Provider) saveRecord(r *record) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("encoding the job record: %w", err)
 	}
-	path := filepath.Join(p.o.StateDir, r.Name+".json")
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("writing the job record: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		_ = os.Remove(tmp)
+	if err := privatefile.Write(filepath.Join(p.o.StateDir, r.Name+".json"), b); err != nil {
 		return fmt.Errorf("writing the job record: %w", err)
 	}
 	return nil

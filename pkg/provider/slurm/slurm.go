@@ -590,7 +590,7 @@ func (p *Provider) submit(ctx context.Context, pn plan, r provider.RunnerRequest
 func (p *Provider) writeJIT(ctx context.Context, account, name, jit string) (string, error) {
 	if account == "" {
 		path := p.jitFile(name)
-		if err := writePrivate(path, []byte(jit)); err != nil {
+		if err := createPrivate(path, []byte(jit)); err != nil {
 			return "", &provider.Error{Kind: provider.ErrTransient, Code: "JITFile", Message: "writing the registration file: " + err.Error()}
 		}
 		return path, nil
@@ -672,9 +672,12 @@ func (p *Provider) tags(pn plan, r provider.RunnerRequest) map[string]string {
 	return tags
 }
 
-// writePrivate writes a file of mode 0600 that did not exist (a leftover of
-// the same name, from a launch that crashed, is replaced).
-func writePrivate(path string, b []byte) error {
+// createPrivate creates a file of mode 0600 that did not exist, with b (a
+// leftover of the same name, from a launch that crashed, is removed first;
+// a link planted at the path is never followed). The job reads and deletes
+// it; unlike the records (internal/privatefile), it is not kept across a
+// power loss.
+func createPrivate(path string, b []byte) error {
 	_ = os.Remove(path)
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/internal/privatefile"
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
@@ -341,6 +343,38 @@ func newFake(t testing.TB, fc *fakeSlurm) *Provider {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestRecordsReloaded: a provider started on the same directory reads the
+// records the last one saved, and removes a temporary file a crash left in
+// the middle of a save.
+func TestRecordsReloaded(t *testing.T) {
+	t.Parallel()
+	o := Options{Commander: &fakeSlurm{}, User: "ci", JITDir: t.TempDir() + "/jit", WorkDir: "/shared/work", Command: []string{"/runner"}}
+	p, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	err = p.saveRecord(&record{Name: "skiff.a.r", ID: "7", Pool: "cpu", Account: "run1"})
+	p.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	torn := filepath.Join(p.o.StateDir, privatefile.TempPrefix+"skiff.b.r.json-123")
+	if err := os.WriteFile(torn, []byte(`{"name":`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	again, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := again.records["skiff.a.r"]; r == nil || r.ID != "7" || r.Account != "run1" || len(again.records) != 1 {
+		t.Errorf("records after a restart: %+v, want skiff.a.r alone", again.records)
+	}
+	if _, err := os.Stat(torn); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the torn temporary file is still there (%v)", err)
+	}
 }
 
 // BenchmarkReconcile1000 lists 1,000 of skiff's Slurm jobs through a fake
