@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/internal/httpserve"
+	"github.com/skiffci/skiff/internal/privatefile"
 	"github.com/skiffci/skiff/internal/wiring"
 	"github.com/skiffci/skiff/pkg/allow"
 	"github.com/skiffci/skiff/pkg/freshness"
@@ -244,7 +245,7 @@ func Deployment(dataDir, want string) (string, error) {
 		sum := sha256.Sum256([]byte(abs))
 		id = "local-" + hex.EncodeToString(sum[:4])
 	}
-	if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
+	if err := privatefile.Write(path, []byte(id+"\n")); err != nil {
 		return "", fmt.Errorf("keeping the deployment id: %w", err)
 	}
 	return id, nil

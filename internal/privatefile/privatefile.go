@@ -6,8 +6,8 @@
 //
 // It is the one way skiff writes a file it reads back after a restart: the
 // process and Slurm providers' runner records, the process provider's id
-// counter, the listener's sessions and the App's files that skiff setup
-// writes for local mode.
+// counter, the listener's sessions, the App's files that skiff setup
+// writes for local mode, and local mode's deployment id.
 package privatefile
 
 import (
