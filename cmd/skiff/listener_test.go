@@ -83,7 +83,7 @@ type kill9Backend struct {
 func listenerKill9(t *testing.T, skiff, standin string, b kill9Backend) {
 	t.Helper()
 	w := newKill9World(t, "CANARYLKILL", b.pools)
-	sim, data, poolsFile, ctx := w.sim, w.data, w.poolsFile, w.ctx
+	sim, data, poolsFile := w.sim, w.data, w.poolsFile
 	// No job is rescued by an offer made again: what the crash loses stays lost.
 	sim.SetScaleSetOptions(ghsim.ScaleSetOptions{Reoffer: time.Hour})
 	const limit = kill9Limit
@@ -91,24 +91,24 @@ func listenerKill9(t *testing.T, skiff, standin string, b kill9Backend) {
 		"--github-api-url", sim.URL(), "--allow", "acme", "--reconcile-every", "2s"}, b.args...)
 	start := func(n int) (*exec.Cmd, string) {
 		t.Helper()
-		return startSkiff(ctx, t, skiff, w.dir, n, b.env, args, "scale set session open")
+		return startSkiff(t, skiff, w.dir, n, b.env, args, "scale set session open")
 	}
 	first, log1 := start(1)
 	if strings.Contains(readFile(log1), `"webhook":"http`) {
 		t.Error("skiff local opened a port with every pool on the listener")
 	}
 	w.burst(limit - 1)
-	waitFor(ctx, t, "runners launched before the kill", func() (bool, string) {
+	waitFor(t, "runners launched before the kill", func() (bool, string) {
 		return count(log1, `"msg":"`+b.launched+`"`) >= limit-1, readFile(log1)
 	})
-	waitFor(ctx, t, "runners running before the kill", func() (bool, string) { // a batch job starts after its submission
+	waitFor(t, "runners running before the kill", func() (bool, string) { // a batch job starts after its submission
 		return len(standins(standin)) > 0, readFile(log1)
 	})
 	// The next message's acquire is held up: the kill lands while it is handled.
 	acquires := sim.Requests(ghsim.OpAcquireJobs)
 	sim.SetFault(ghsim.OpAcquireJobs, ghsim.Fault{Latency: time.Minute})
 	w.burst(3)
-	waitFor(ctx, t, "an acquire in flight", func() (bool, string) {
+	waitFor(t, "an acquire in flight", func() (bool, string) {
 		return sim.Requests(ghsim.OpAcquireJobs) > acquires, readFile(log1)
 	})
 	if err := first.Process.Signal(syscall.SIGKILL); err != nil {

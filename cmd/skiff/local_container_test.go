@@ -77,7 +77,7 @@ func TestLocalContainerKill9(t *testing.T) {
 		"--reconcile-every", "2s", "--metrics-records"}
 	start := func(n int) (*exec.Cmd, string) {
 		t.Helper()
-		return startSkiff(ctx, t, skiff, w.dir, n, []string{"SKIFF_WEBHOOK_SECRET=" + secret, "DOCKER_HOST=unix://" + pm.Socket}, args, "skiff local ready")
+		return startSkiff(t, skiff, w.dir, n, []string{"SKIFF_WEBHOOK_SECRET=" + secret, "DOCKER_HOST=unix://" + pm.Socket}, args, "skiff local ready")
 	}
 	list := func(all bool) []string { return runnerContainers(t, pm, all) }
 
@@ -89,7 +89,7 @@ func TestLocalContainerKill9(t *testing.T) {
 	// slot reserved, its registration held up at GitHub.
 	sim.SetFault(ghsim.OpGenerateOrgJITConfig, ghsim.Fault{Latency: time.Minute})
 	late := w.burst(1)
-	waitFor(ctx, t, "a launch in flight", func() (bool, string) {
+	waitFor(t, "a launch in flight", func() (bool, string) {
 		st, err := localStatus(skiff, data, poolsFile)
 		return err == nil && st.reserved > 0, fmt.Sprintf("status %+v (%v)\n%s", st, err, readFile(log1))
 	})
@@ -106,7 +106,7 @@ func TestLocalContainerKill9(t *testing.T) {
 	run.JobIDs = append(slices.Clone(run.JobIDs), late.JobIDs...)
 	second, log2 := start(2)
 
-	waitFor(ctx, t, "every job completed, the ledger and the queue empty, no container left", func() (bool, string) {
+	waitFor(t, "every job completed, the ledger and the queue empty, no container left", func() (bool, string) {
 		statuses := sim.JobStatuses(run.JobIDs)
 		done := true
 		for _, id := range run.JobIDs {
@@ -118,7 +118,7 @@ func TestLocalContainerKill9(t *testing.T) {
 			fmt.Sprintf("jobs %v; status %+v (%v); containers %v\n%s", statuses, st, err, left, readFile(log2))
 	})
 	recs := map[int64]int{}
-	waitFor(ctx, t, "a metrics record per job", func() (bool, string) {
+	waitFor(t, "a metrics record per job", func() (bool, string) {
 		clear(recs)
 		err := readRecordsLocal(ctx, data, metrics.Filter{}, func(r *metrics.Record) { recs[r.JobID]++ })
 		return err == nil && len(recs) == len(run.JobIDs), fmt.Sprintf("records %v (%v)", recs, err)

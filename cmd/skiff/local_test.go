@@ -44,7 +44,7 @@ func buildSkiff(t *testing.T) (skiff, standin string) {
 // to the test's environment, its output in dir/skiff-<n>.log, and waits
 // until the log says ready; a run the test did not end is killed at its
 // end. It returns the command and its log's path.
-func startSkiff(ctx context.Context, t *testing.T, skiff, dir string, n int, env, args []string, ready string) (*exec.Cmd, string) {
+func startSkiff(t *testing.T, skiff, dir string, n int, env, args []string, ready string) (*exec.Cmd, string) {
 	t.Helper()
 	log := filepath.Join(dir, fmt.Sprintf("skiff-%d.log", n))
 	f, err := os.Create(log)
@@ -64,15 +64,16 @@ func startSkiff(ctx context.Context, t *testing.T, skiff, dir string, n int, env
 			_ = cmd.Wait()
 		}
 	})
-	waitFor(ctx, t, "skiff says "+ready, func() (bool, string) {
+	waitFor(t, "skiff says "+ready, func() (bool, string) {
 		return count(log, ready) > 0, readFile(log)
 	})
 	return cmd, log
 }
 
 // kill9World is what the kill -9 tests share: the GitHub simulator, the
-// pools file, key file and data directory skiff local runs on, a safety
-// net for every wait, and the jobs started so far.
+// pools file, key file and data directory skiff local runs on, the
+// context of its commands (testenv.AwaitContext), and the jobs started so
+// far.
 type kill9World struct {
 	t                             *testing.T
 	ctx                           context.Context
@@ -95,7 +96,7 @@ func newKill9World(t *testing.T, canary, pools string) *kill9World {
 	if err := os.WriteFile(w.keyFile, []byte(pemKey), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute) // a safety net, never an assertion
+	ctx, cancel := testenv.AwaitContext(t) // the commands' context, ended with the test
 	t.Cleanup(cancel)
 	w.ctx = ctx
 	return w
@@ -132,7 +133,7 @@ func (w *kill9World) burst(n int) ghsim.RunInfo {
 // the running skiff's.
 func (w *kill9World) inProgress(what string, ids []int64, log string) {
 	w.t.Helper()
-	waitFor(w.ctx, w.t, what, func() (bool, string) {
+	waitFor(w.t, what, func() (bool, string) {
 		statuses := w.sim.JobStatuses(ids)
 		for _, id := range ids {
 			if statuses[id] != "in_progress" {
@@ -148,7 +149,7 @@ func (w *kill9World) inProgress(what string, ids []int64, log string) {
 // skiff's.
 func (w *kill9World) drained(skiff, standin, log string) {
 	w.t.Helper()
-	waitFor(w.ctx, w.t, "every job completed, the ledger and the queue empty, no runner process left", func() (bool, string) {
+	waitFor(w.t, "every job completed, the ledger and the queue empty, no runner process left", func() (bool, string) {
 		var state []string
 		done := true
 		for _, id := range w.jobs {
@@ -224,7 +225,7 @@ func TestLocalKill9(t *testing.T) {
 	ctx := w.ctx
 	start := func(n int) (*exec.Cmd, string) {
 		t.Helper()
-		return startSkiff(ctx, t, skiff, w.dir, n, []string{"SKIFF_WEBHOOK_SECRET=" + secret}, args, "skiff local ready")
+		return startSkiff(t, skiff, w.dir, n, []string{"SKIFF_WEBHOOK_SECRET=" + secret}, args, "skiff local ready")
 	}
 
 	// Watch the runner processes all along: how many are alive at once,
@@ -237,12 +238,12 @@ func TestLocalKill9(t *testing.T) {
 	// launch: claims taken, the pool's last slot reserved (local mode caps
 	// maxRunners at the limit), its registration held up at GitHub.
 	w.burst(limit - 1)
-	waitFor(ctx, t, "runners launched before the kill", func() (bool, string) {
+	waitFor(t, "runners launched before the kill", func() (bool, string) {
 		return count(log1, `"msg":"launched a runner process"`) >= limit-1, readFile(log1)
 	})
 	sim.SetFault(ghsim.OpGenerateOrgJITConfig, ghsim.Fault{Latency: time.Minute})
 	w.burst(3)
-	waitFor(ctx, t, "a launch in flight", func() (bool, string) {
+	waitFor(t, "a launch in flight", func() (bool, string) {
 		st, err := localStatus(skiff, data, poolsFile)
 		return err == nil && st.reserved > 0, fmt.Sprintf("status %+v (%v)\n%s", st, err, readFile(log1))
 	})
@@ -326,21 +327,11 @@ func logRuns(t *testing.T, log1, log2 string) {
 	}
 }
 
-// waitFor polls cond until it holds, and fails the test with cond's last
-// state when ctx ends first.
-func waitFor(ctx context.Context, t *testing.T, what string, cond func() (bool, string)) {
+// waitFor polls cond every 100 ms (other processes' progress) until it
+// holds; a failure says cond's last state.
+func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v\n%s", what, ctx.Err(), state)
-		case <-time.After(100 * time.Millisecond): // polling other processes' progress
-		}
-	}
+	testenv.AwaitState(t, what, 100*time.Millisecond, cond)
 }
 
 // standins lists the processes running the stand-in binary at path

@@ -10,12 +10,18 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/skiffci/skiff/internal/testenv"
 )
 
-// guard is how long a test waits for what the server must do before it
-// reports that the server never did it (instead of hanging): a failure
-// report, not a timing claim.
-const guard = 30 * time.Second
+// guard ends when a test stops waiting for what the server must do and
+// reports that the server never did it (instead of hanging): at
+// testenv.AwaitDeadline, never after a guess of the machine's speed.
+func guard(t *testing.T) <-chan struct{} {
+	ctx, cancel := testenv.AwaitContext(t)
+	t.Cleanup(cancel)
+	return ctx.Done()
+}
 
 // serve starts New(h, o) on a loopback port and returns its address.
 func serve(t *testing.T, h http.Handler, o Options) string {
@@ -89,7 +95,7 @@ func TestSlowBodyCutOff(t *testing.T) {
 		if !errors.As(err, &ne) || !ne.Timeout() {
 			t.Errorf("the handler's read ended with %v, want a timeout", err)
 		}
-	case <-time.After(guard):
+	case <-guard(t):
 		t.Fatal("a body that stopped arriving was never cut off")
 	}
 }
@@ -112,7 +118,9 @@ func TestIdleConnectionClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	_ = c.SetReadDeadline(time.Now().Add(guard))
+	if deadline, ok := testenv.AwaitDeadline(t); ok {
+		_ = c.SetReadDeadline(deadline)
+	}
 	if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
 		t.Errorf("the idle connection: %v, want the server to close it (EOF)", err)
 	}
@@ -170,7 +178,7 @@ func TestOverBoundWaits(t *testing.T) {
 	case <-waiting:
 	case code := <-done:
 		t.Fatalf("a request finished (%d) while the only slot was held", code)
-	case <-time.After(guard):
+	case <-guard(t):
 		t.Fatal("the second request never waited for the slot")
 	}
 	close(release)

@@ -22,22 +22,11 @@ const listenerPools = testenv.CPUPools + "    jobs: listener\n"
 
 var cpuLabels = []string{"self-hosted", "linux", "x64"}
 
-// waitUntil polls cond (another process's or goroutine's progress) until
-// it holds, and fails with cond's state after 3 minutes (a safety net that
-// says what is stuck, not a measurement).
+// waitUntil polls cond (another process's or goroutine's progress) every
+// 20 ms until it holds; a failure says cond's last state.
 func waitUntil(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %s", what, state)
-		}
-		time.Sleep(20 * time.Millisecond) // polling another goroutine's progress
-	}
+	testenv.AwaitState(t, what, 20*time.Millisecond, cond)
 }
 
 // scaleSet is acme's one scale set in sim.

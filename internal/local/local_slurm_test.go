@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/internal/local"
+	"github.com/skiffci/skiff/internal/localtest"
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/metrics"
@@ -83,30 +84,16 @@ func TestLocalModeSlurm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(3 * time.Minute) // a safety net, not a measurement
-	for {
-		completed := completedJobs(sim, run.JobIDs)
-		if completed == n {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d jobs completed\n%s", completed, n, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond) // polling the simulator's progress
-	}
-	for live := -1; live != 0; {
+	localtest.Poll(t, fmt.Sprintf("the %d jobs to complete", n), logs, func() bool { return completedJobs(sim, run.JobIDs) == n })
+	localtest.Poll(t, "the pools to count no runner once every job ended", logs, func() bool {
 		cpu, _ := l.Ledger.Live(context.Background(), "cpu")
 		gpu, _ := l.Ledger.Live(context.Background(), "gpu")
-		live = cpu + gpu
-		if time.Now().After(deadline) {
-			t.Fatalf("the pool still counts %d runners after every job ended\n%s", live, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond) // the state poll is another goroutine's
-	}
+		return cpu+gpu == 0 // the state poll is another goroutine's
+	})
 	recs := map[int64]int{}
 	byJob := map[int64]metrics.Record{}
-	for deadline := time.Now().Add(time.Minute); len(recs) < n; {
-		recs = map[int64]int{}
+	localtest.Poll(t, fmt.Sprintf("a metrics record for each of the %d jobs", n), logs, func() bool {
+		recs = map[int64]int{} // records are written by the reconciler's goroutine
 		for r, err := range l.MetricsRecords.List(context.Background(), metrics.Filter{}) {
 			if err != nil {
 				t.Fatal(err)
@@ -114,11 +101,8 @@ func TestLocalModeSlurm(t *testing.T) {
 			recs[r.JobID]++
 			byJob[r.JobID] = r
 		}
-		if time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond) // records are written by the reconciler's goroutine
-	}
+		return len(recs) >= n
+	})
 	if err := ls.stop(); err != nil {
 		t.Errorf("Run: %v", err)
 	}
@@ -303,16 +287,10 @@ func TestLocalModeSlurmAdminCancel(t *testing.T) {
 }
 
 // waitFor polls cond every 50 ms: the cluster and the daemon's loops move
-// in their own time. The net fails a test that would wait forever.
+// in their own time.
 func waitFor(t *testing.T, ls localSlurm, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 3 minutes for %s\n%s", what, ls.logs.String())
-		}
-		time.Sleep(50 * time.Millisecond) // polling Slurm and the simulator
-	}
+	localtest.Poll(t, what, ls.logs, cond)
 }
 
 // runAsPools is a Slurm pool whose runners run as two run-as accounts
@@ -369,13 +347,7 @@ func TestLocalModeSlurmRunAs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(3 * time.Minute) // a safety net, not a measurement
-	for completedJobs(sim, run.JobIDs) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d jobs completed\n%s", completedJobs(sim, run.JobIDs), n, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond) // polling the simulator's progress
-	}
+	localtest.Poll(t, fmt.Sprintf("the %d jobs to complete", n), logs, func() bool { return completedJobs(sim, run.JobIDs) >= n })
 	all, err := l.Provider.List(context.Background(), provider.Filter{Pool: "cpu"})
 	if err != nil {
 		t.Fatal(err)

@@ -79,28 +79,14 @@ func TestLocalMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Wait for every job to complete: the runners report it to the
-	// simulator (a safety net, not a measurement: the test fails on the
-	// invariant, not on time).
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		completed := completedJobs(sim, run.JobIDs)
-		if completed == len(run.JobIDs) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d jobs completed\n%s", completed, len(run.JobIDs), logs.String())
-		}
-		time.Sleep(50 * time.Millisecond) // polling another process's progress
-	}
-	// Every runner process ended and was reported: the pool's count is back to 0.
-	for live := -1; live != 0; {
-		live, _ = l.Ledger.Live(context.Background(), "cpu")
-		if time.Now().After(deadline) {
-			t.Fatalf("the pool still counts %d runners after every process ended\n%s", live, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond) // the state poll is another goroutine's
-	}
+	// Wait for every job to complete (the runners report it to the
+	// simulator), then for every runner process's end to be reported: the
+	// pool's count is back to 0.
+	localtest.Poll(t, "every job to complete", logs, func() bool { return completedJobs(sim, run.JobIDs) == len(run.JobIDs) })
+	localtest.Poll(t, "the pool to count no runner once every process ended", logs, func() bool {
+		live, _ := l.Ledger.Live(context.Background(), "cpu")
+		return live == 0
+	})
 	if os.Getenv("SKIFF_LOCAL_LOGS") != "" {
 		t.Log(logs.String())
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/internal/local"
+	"github.com/skiffci/skiff/internal/localtest"
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/freshness"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
@@ -38,15 +39,11 @@ func TestStalePoolStops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(2 * time.Minute) // a safety net for another process's progress, not a measurement
 	var holds []store.RunnerHold
-	for len(holds) == 0 {
-		holds, _ = l.Runners.Holds(context.Background())
-		if time.Now().After(deadline) {
-			t.Fatalf("the pool was not held\n%s", logs.String())
-		}
-		time.Sleep(50 * time.Millisecond) // polling the reconciler's goroutine
-	}
+	localtest.Poll(t, "the pool to be held", logs, func() bool {
+		holds, _ = l.Runners.Holds(context.Background()) // the reconciler's goroutine holds it
+		return len(holds) > 0
+	})
 	if holds[0].Pool != "cpu" || holds[0].Reason != freshness.ReasonOutdated || !strings.Contains(holds[0].Detail, "Fix:") {
 		t.Errorf("hold %+v", holds[0])
 	}
@@ -55,13 +52,10 @@ func TestStalePoolStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	var dead []queue.DeadLetterRecord
-	for !deadLettered(dead, second.JobIDs[0]) {
+	localtest.Poll(t, "the held pool's job to be dead-lettered", logs, func() bool {
 		dead, _ = l.Queue.DeadLetters(context.Background())
-		if time.Now().After(deadline) {
-			t.Fatalf("the held pool's job was not dead-lettered: %+v\n%s", dead, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return deadLettered(dead, second.JobIDs[0])
+	})
 	for _, d := range dead {
 		if d.Reason != freshness.ReasonOutdated || !strings.Contains(d.Detail, "GitHub refuses runner unknown") ||
 			!strings.Contains(d.Detail, "update the pool's runner") && !strings.Contains(d.Detail, "rebuild it with runner 2.334.0") {

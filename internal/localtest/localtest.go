@@ -16,22 +16,12 @@ import (
 	"github.com/skiffci/skiff/pkg/metrics"
 )
 
-// Safety bounds each wait: a net for a test that would hang, not a
-// measurement.
-const Safety = 3 * time.Minute
-
 // Poll checks cond every 50 ms until it holds: the simulator, the runners
-// and skiff's loops move in their own goroutines and processes. It fails t
-// with logs after Safety.
+// and skiff's loops move in their own goroutines and processes. It is
+// testenv.Await, with logs as the failure's detail.
 func Poll(t *testing.T, what string, logs *testenv.SyncBuffer, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(Safety)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %s\n%s", Safety, what, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.Await(t, what, 50*time.Millisecond, cond, logs.String)
 }
 
 // Run runs l until stop is called, and at the latest when t ends; stop

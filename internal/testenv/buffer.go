@@ -2,8 +2,8 @@ package testenv
 
 import (
 	"bytes"
+	"context"
 	"sync"
-	"time"
 )
 
 // SyncBuffer is a bytes.Buffer safe for concurrent writers: a log sink for
@@ -34,12 +34,10 @@ func (s *SyncBuffer) String() string {
 }
 
 // WaitCount waits until substr occurs at least n times in what was written,
-// and reports whether it did before patience ran out. Output copied from
-// another process arrives after the call that caused it has returned;
-// this is the event to wait for, not a sleep.
-func (s *SyncBuffer) WaitCount(substr string, n int, patience time.Duration) bool {
-	give := time.NewTimer(patience)
-	defer give.Stop()
+// and reports whether it did before ctx ended. Output copied from another
+// process arrives after the call that caused it has returned; this is the
+// event to wait for, not a sleep.
+func (s *SyncBuffer) WaitCount(ctx context.Context, substr string, n int) bool {
 	for {
 		s.mu.Lock()
 		if bytes.Count(s.b.Bytes(), []byte(substr)) >= n {
@@ -53,7 +51,7 @@ func (s *SyncBuffer) WaitCount(substr string, n int, patience time.Duration) boo
 		s.mu.Unlock()
 		select {
 		case <-ch:
-		case <-give.C:
+		case <-ctx.Done():
 			return false
 		}
 	}

@@ -1,22 +1,24 @@
 package testenv
 
 import (
+	"context"
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestSyncBufferWaitCount(t *testing.T) {
 	var b SyncBuffer
 	done := make(chan bool)
-	go func() { done <- b.WaitCount("END", 2, time.Minute) }()
+	go func() { done <- b.WaitCount(context.Background(), "END", 2) }()
 	_, _ = b.Write([]byte("END one\n"))
 	_, _ = b.Write([]byte("END two\n"))
 	if !<-done {
 		t.Error("WaitCount gave up although the second END arrived")
 	}
-	if b.WaitCount("END", 3, time.Millisecond) {
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	if b.WaitCount(ended, "END", 3) {
 		t.Error("WaitCount found a third END that was never written")
 	}
 }

@@ -117,17 +117,14 @@ func StartRIE(t testing.TB, bootstrap string, env []string) *Lambda {
 		_ = cmd.Wait()
 	})
 	addr := fmt.Sprintf("127.0.0.1:%d", emu)
-	for deadline := time.Now().Add(emulatorStartTimeout); ; {
+	// Polling a port of another process: no event to wait on.
+	Await(t, "the runtime emulator to listen on "+addr, 20*time.Millisecond, func() bool {
 		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 		if err == nil {
 			c.Close()
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("runtime emulator did not listen on %s:\n%s", addr, out.String())
-		}
-		time.Sleep(20 * time.Millisecond) // polling a port of another process; no event to wait on
-	}
+		return err == nil
+	}, out.String)
 	return &Lambda{url: "http://" + addr + "/2015-03-31/functions/function/invocations", Out: out}
 }
 
@@ -153,7 +150,9 @@ func (l *Lambda) Invoke(t testing.TB, event any) []byte {
 	// The emulator writes its REPORT line after everything the function
 	// printed for this invocation; once it is copied, Out holds it all.
 	l.invoked++
-	if !l.Out.WaitCount("REPORT RequestId:", l.invoked, emulatorStartTimeout) {
+	ctx, cancel := AwaitContext(t)
+	defer cancel()
+	if !l.Out.WaitCount(ctx, "REPORT RequestId:", l.invoked) {
 		t.Fatalf("no REPORT line for invocation %d:\n%s", l.invoked, l.Out.String())
 	}
 	return raw

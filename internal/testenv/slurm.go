@@ -285,20 +285,16 @@ func (s *Slurm) StartController() {
 	s.mu.Lock()
 	s.ctld = s.daemon("slurmctld")
 	s.mu.Unlock()
-	// The controller answers within a second or two of its start; the
-	// deadline is a net for a broken install, not a timing.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		out, err := s.Command("scontrol", "ping").CombinedOutput()
-		if err == nil && strings.Contains(string(out), "is UP") {
-			return
-		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(s.Dir, "log", "slurmctld.log"))
-			s.t.Fatalf("slurmctld does not answer: %s\n%s", out, log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	// The controller answers within a second or two of its start.
+	var out []byte
+	Await(s.t, "slurmctld to answer", 50*time.Millisecond, func() bool {
+		var err error
+		out, err = s.Command("scontrol", "ping").CombinedOutput()
+		return err == nil && strings.Contains(string(out), "is UP")
+	}, func() string {
+		log, _ := os.ReadFile(filepath.Join(s.Dir, "log", "slurmctld.log"))
+		return string(out) + "\n" + string(log)
+	})
 }
 
 // StopController stops slurmctld (SIGTERM, as an administrator's restart
@@ -522,21 +518,16 @@ func (s *Slurm) setupAccounting(o SlurmOptions) {
 }
 
 // waitFor retries ready every 50 ms until it holds: a daemon that just
-// started answers within seconds. The deadline is a net for a broken
-// install, not a timing.
+// started answers within seconds.
 func (s *Slurm) waitFor(what string, ready func() bool) {
 	s.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !ready() {
-		if time.Now().After(deadline) {
-			var logs []string
-			for _, f := range []string{what + ".log", what + ".out"} {
-				if b, err := os.ReadFile(filepath.Join(s.Dir, "log", f)); err == nil {
-					logs = append(logs, f+":\n"+string(b))
-				}
+	Await(s.t, what+" to answer", 50*time.Millisecond, ready, func() string {
+		var logs []string
+		for _, f := range []string{what + ".log", what + ".out"} {
+			if b, err := os.ReadFile(filepath.Join(s.Dir, "log", f)); err == nil {
+				logs = append(logs, f+":\n"+string(b))
 			}
-			s.t.Fatalf("%s does not answer:\n%s", what, strings.Join(logs, "\n"))
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return strings.Join(logs, "\n")
+	})
 }

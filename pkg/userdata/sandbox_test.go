@@ -56,17 +56,9 @@ func startProcess(t testing.TB, name string, ready func() error, argv ...string)
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		_ = cmd.Wait()
 	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err := ready()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not become ready: %v\n%s", name, err, out.String())
-		}
-		time.Sleep(50 * time.Millisecond) // polling an external process's readiness
-	}
+	var err error
+	testenv.Await(t, name+" to be ready", 50*time.Millisecond, func() bool { err = ready(); return err == nil },
+		func() string { return fmt.Sprintf("%v\n%s", err, out.String()) })
 }
 
 // startIMDS runs the real instance-metadata mock and returns its base URL.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/names"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
@@ -338,16 +339,10 @@ func awaitEnded(t *testing.T, f *fixture, id string) {
 	})
 }
 
-// await polls cond, bounded by a generous net.
+// await polls cond every 50 ms (each poll runs podman).
 func await(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.Await(t, what, 50*time.Millisecond, cond, nil)
 }
 
 func TestEndReason(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -135,19 +136,15 @@ func (k *cluster) waitAllowed(t testing.TB, ns string, role *rbacv1.Role) {
 			for _, verb := range r.Verbs {
 				sar := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{User: testenv.KubeUser,
 					ResourceAttributes: &authzv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: group, Resource: res}}}
-				for deadline := time.Now().Add(time.Minute); ; {
-					got, err := k.admin.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), sar, metav1.CreateOptions{})
-					if err != nil {
-						t.Fatal(err)
-					}
-					if got.Status.Allowed {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("the binding of %s in %s does not grant %s %s: %s", role.Name, ns, verb, res, got.Status.Reason)
-					}
-					time.Sleep(10 * time.Millisecond) // the authorizer's cache is the API server's
-				}
+				// The authorizer's cache is the API server's.
+				testenv.AwaitState(t, fmt.Sprintf("the binding of %s in %s to grant %s %s", role.Name, ns, verb, res), 10*time.Millisecond,
+					func() (bool, string) {
+						got, err := k.admin.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), sar, metav1.CreateOptions{})
+						if err != nil {
+							t.Fatal(err)
+						}
+						return got.Status.Allowed, got.Status.Reason
+					})
 			}
 		}
 	}

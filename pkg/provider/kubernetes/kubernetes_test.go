@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -434,16 +435,14 @@ func TestQuotaWaits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(time.Minute); ; {
-		rerr := launchErr(e.p.Launch(ctx, plan, regs))
-		if rerr == nil {
-			break
-		}
-		if !errors.Is(rerr, provider.ErrQuota) || time.Now().After(deadline) {
+	var rerr error
+	testenv.Await(t, "a launch after the quota freed", 10*time.Millisecond, func() bool {
+		rerr = launchErr(e.p.Launch(ctx, plan, regs))
+		if rerr != nil && !errors.Is(rerr, provider.ErrQuota) {
 			t.Fatalf("launch after the quota freed: %v", rerr)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return rerr == nil
+	}, func() string { return fmt.Sprint(rerr) })
 }
 
 // TestWithoutRole: a namespace where skiff's user has no Role binding

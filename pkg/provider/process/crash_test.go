@@ -212,7 +212,7 @@ func TestAdoptLiveRunners(t *testing.T) {
 	if err := e.p.Terminate(ctx, []string{c.IDs[0]}); err != nil {
 		t.Fatal(err)
 	}
-	wctx, cancel := context.WithTimeout(ctx, safety)
+	wctx, cancel := testenv.AwaitContext(t)
 	defer cancel()
 	if code, err := e.p.Wait(wctx, c.IDs[0]); err != nil || code != -1 {
 		t.Errorf("Wait for the terminated adopted runner: %d, %v; want -1 (its status is its new parent's)", code, err)
@@ -226,11 +226,10 @@ func TestAdoptLiveRunners(t *testing.T) {
 // TestAdoptedLifetimeEnds: an adopted runner's lifetime still ends.
 func TestAdoptedLifetimeEnds(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	data := t.TempDir()
 	c := crash(t, crashSpec{DataDir: data, Command: []string{"sleep", "3600"}, Lifetime: 2 * time.Second, Runners: 1})
 	e := newProvider(t, process.Options{Command: []string{"sleep", "3600"}, DataDir: data, KillGrace: time.Second})
-	wctx, cancel := context.WithTimeout(ctx, safety)
+	wctx, cancel := testenv.AwaitContext(t)
 	defer cancel()
 	if _, err := e.p.Wait(wctx, c.IDs[0]); err != nil {
 		t.Fatal(err)

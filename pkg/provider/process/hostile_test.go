@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/pool"
@@ -261,7 +262,7 @@ func hostileCase(t *testing.T, weaken func([]string) []string, breach string) {
 	}
 	group := process.Group(p, hostile.ID)
 	ns := pidNamespace(group)
-	wctx, cancel := context.WithTimeout(ctx, safety)
+	wctx, cancel := testenv.AwaitContext(t)
 	defer cancel()
 	if code, err := p.Wait(wctx, hostile.ID); err != nil || code != 0 {
 		t.Fatalf("the hostile job: exit %d, %v; logs:\n%s", code, err, logs)
@@ -323,7 +324,7 @@ func hostileProvider(t *testing.T) (p *process.Provider, root string, logs *test
 	logs = &testenv.SyncBuffer{}
 	data, logDir := filepath.Join(root, "runners"), filepath.Join(root, "logs")
 	p, err = process.New(process.Options{Command: []string{testBinary(t)}, DataDir: data, LogDir: logDir, Hide: []string{root},
-		Env: []string{hostileEnv + "=1", "MARK=hostile-own-marker"}, KillGrace: safety, DefaultLimit: 8, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+		Env: []string{hostileEnv + "=1", "MARK=hostile-own-marker"}, KillGrace: time.Minute, DefaultLimit: 8, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +332,7 @@ func hostileProvider(t *testing.T) (p *process.Provider, root string, logs *test
 		t.Fatalf("the sandbox: %v", err)
 	}
 	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), safety)
+		cctx, cancel := testenv.AwaitContext(t)
 		defer cancel()
 		_ = p.Close(cctx)
 	})

@@ -1,7 +1,6 @@
 package process_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -64,7 +63,7 @@ func TestRunnerInstallInTheSandbox(t *testing.T) {
 		in := launchOne(t, e.p, spec, "tok-"+n, provider.Registration{Mode: provider.ModeJIT, JITConfig: "JIT-" + n, RunnerName: "r" + n})
 		ids = append(ids, in.ID)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), safety)
+	ctx, cancel := testenv.AwaitContext(t)
 	defer cancel()
 	for _, id := range ids {
 		if code, err := e.p.Wait(ctx, id); err != nil || code != 0 {

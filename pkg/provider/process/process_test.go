@@ -66,10 +66,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// safety bounds every wait of these tests: a net for a hung test, never
-// what a test asserts.
-const safety = 60 * time.Second
-
 type env struct {
 	p    *process.Provider
 	data string
@@ -91,7 +87,7 @@ func newProvider(t *testing.T, o process.Options) env {
 	}
 	e := env{p: p, data: o.DataDir, logs: logs}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), safety)
+		ctx, cancel := testenv.AwaitContext(t)
 		defer cancel()
 		all, _ := p.List(ctx, provider.Filter{})
 		if err := p.Close(ctx); err != nil {
@@ -110,7 +106,7 @@ func newProvider(t *testing.T, o process.Options) env {
 }
 
 // waitGone waits (on a pidfd, not a timer loop) until pid has exited, and
-// fails the test if it is still running after the safety net.
+// fails the test if it is still running at testenv.AwaitDeadline.
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
 	fd, err := unix.PidfdOpen(pid, 0)
@@ -123,7 +119,11 @@ func waitGone(t *testing.T, pid int) {
 	defer unix.Close(fd)
 	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 	for {
-		n, err := unix.Poll(fds, int(safety/time.Millisecond))
+		timeout := -1 // no deadline: as long as it takes
+		if deadline, ok := testenv.AwaitDeadline(t); ok {
+			timeout = max(int(time.Until(deadline)/time.Millisecond), 0)
+		}
+		n, err := unix.Poll(fds, timeout)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
@@ -280,7 +280,7 @@ func standinRunners(t *testing.T, sandboxed bool) {
 			if fi, err := os.Stat(dir); err != nil || !fi.IsDir() || filepath.Dir(dir) != filepath.Join(e.data, "runners") {
 				t.Fatalf("work directory %s: %v", dir, err)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), safety)
+			ctx, cancel := testenv.AwaitContext(t)
 			defer cancel()
 			if tc.capped {
 				waitJobTaken(ctx, t, s, run.JobIDs[0], reg.RunnerName)
@@ -453,7 +453,7 @@ func TestPoolLimit(t *testing.T) {
 	if err := e.p.Terminate(ctx, []string{first.ID}); err != nil {
 		t.Fatal(err)
 	}
-	wctx, cancel := context.WithTimeout(ctx, safety)
+	wctx, cancel := testenv.AwaitContext(t)
 	defer cancel()
 	if _, err := e.p.Wait(wctx, first.ID); err != nil {
 		t.Fatal(err)
@@ -569,7 +569,7 @@ func TestEnded(t *testing.T) {
 	second := launchOne(t, e.p, spec, "tok-2", reg("b"))
 	third := launchOne(t, e.p, spec, "tok-3", reg("c"))
 	for _, id := range []string{second.ID, third.ID} {
-		wctx, cancel := context.WithTimeout(ctx, safety)
+		wctx, cancel := testenv.AwaitContext(t)
 		if _, err := e.p.Wait(wctx, id); err != nil {
 			t.Fatal(err)
 		}
@@ -620,7 +620,7 @@ func TestOutdatedRunner(t *testing.T) {
 			e := newProvider(t, process.Options{Command: command, Path: "/usr/bin:/bin"})
 			in := launchOne(t, e.p, pool.Spec{Shared: pool.Shared{Pool: "cpu"}}, "tok-outdated",
 				provider.Registration{Mode: provider.ModeJIT, JITConfig: "CANARYJIT", RunnerName: "r"})
-			wctx, cancel := context.WithTimeout(context.Background(), safety)
+			wctx, cancel := testenv.AwaitContext(t)
 			defer cancel()
 			if _, err := e.p.Wait(wctx, in.ID); err != nil {
 				t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/metrics"
 	"github.com/skiffci/skiff/pkg/pool"
 	"github.com/skiffci/skiff/pkg/provider"
@@ -111,7 +112,7 @@ func launchAndWait(t *testing.T, p *process.Provider, token string) string {
 		t.Fatalf("launch: %v %v", err, res.Runners[0].Err)
 	}
 	id := res.Runners[0].Instance.ID
-	wctx, cancel := context.WithTimeout(ctx, safety)
+	wctx, cancel := testenv.AwaitContext(t)
 	defer cancel()
 	if code, err := p.Wait(wctx, id); err != nil || code != 0 {
 		t.Fatalf("wait: exit %d, %v", code, err)

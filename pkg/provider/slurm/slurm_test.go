@@ -23,9 +23,6 @@ import (
 	"github.com/skiffci/skiff/pkg/provider/slurm"
 )
 
-// safety bounds every wait: a net for a hung test, never what a test asserts.
-const safety = 90 * time.Second
-
 // cluster is a test's Slurm cluster and a directory the jobs share with
 // the test (the "shared filesystem").
 type cluster struct {
@@ -124,16 +121,10 @@ func (e env) waitSeen(t *testing.T, id string) seen {
 }
 
 // poll checks cond every 20 ms until it holds: Slurm tells of its jobs
-// only when asked. The safety net fails a test that waits forever.
+// only when asked.
 func poll(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(safety)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %s", safety, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Await(t, what, 20*time.Millisecond, cond, nil)
 }
 
 // waitState waits until instance id is in state st, and returns it.

@@ -331,6 +331,7 @@ func killMidReservation(t *testing.T, path string) int64 {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() }) // a test that fails before its kill; done already otherwise
 	lines := bufio.NewScanner(stdout)
 	var acked int64
 	for acked < 150 && lines.Scan() {
@@ -338,14 +339,14 @@ func killMidReservation(t *testing.T, path string) int64 {
 	}
 	reader := sqlitestore.NewLedger(open(t, path, sqlitestore.Options{}), nil)
 	next := durableRunners(acked + 1)[0].Name
-	for deadline := time.Now().Add(time.Minute); ; {
-		if _, err := reader.Runner(context.Background(), next); err == nil {
-			break
-		} else if !errors.Is(err, store.ErrNotFound) || time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
+	// No pause between reads: the kill must land while the child writes.
+	testenv.Await(t, "the child to reserve runner "+next, 0, func() bool {
+		_, err := reader.Runner(context.Background(), next)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("waiting for runner %s: %v", next, err)
 		}
-	}
+		return err == nil
+	}, nil)
 	// The reservation was just seen: the kill lands in the middle of it,
 	// were it not one transaction, or in the ledger writes after it.
 	_ = cmd.Process.Signal(syscall.SIGKILL)
