@@ -24,7 +24,7 @@ func TestSyncBufferWaitCount(t *testing.T) {
 }
 
 func TestStartServerReportsAnEarlyExit(t *testing.T) {
-	_, err := startServer("fake", exec.Command("sh", "-c", "echo broken >&2"), nil)
+	_, err := startServer(context.Background(), "fake", exec.Command("sh", "-c", "echo broken >&2"), nil)
 	if err == nil || !strings.Contains(err.Error(), "fake exited before listening: broken") {
 		t.Errorf("startServer = %v, want the early exit with its stderr", err)
 	}

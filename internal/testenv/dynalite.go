@@ -11,17 +11,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 )
-
-// emulatorStartTimeout bounds how long an emulator may take to start
-// listening; dynalite needs about half a second on a busy 2-core machine.
-const emulatorStartTimeout = 30 * time.Second
 
 // The emulators started by this test binary, stopped by Main.
 var emulators struct {
@@ -76,9 +71,13 @@ type sharedServer[T any] struct {
 
 // get starts the server with start on the first call and returns it; a
 // server that failed to start fails every test that asks for it.
-func (s *sharedServer[T]) get(t testing.TB, name string, start func() (T, error)) T {
+func (s *sharedServer[T]) get(t testing.TB, name string, start func(ctx context.Context) (T, error)) T {
 	t.Helper()
-	s.once.Do(func() { s.v, s.err = start() })
+	s.once.Do(func() {
+		ctx, cancel := AwaitContext(t) // the first caller's: a start is bounded by no guess of the machine's speed
+		defer cancel()
+		s.v, s.err = start(ctx)
+	})
 	if s.err != nil {
 		t.Fatalf("starting %s: %v", name, s.err)
 	}
@@ -98,7 +97,7 @@ func Dynalite(t testing.TB) string {
 	needMain(t, "Dynalite")
 	node := LookTool(t, "node", "install Node.js 20 or later (Debian: apt-get install nodejs)")
 	dir := NodeModule(t, "dynalite")
-	return dynalite.get(t, "dynalite", func() (string, error) { return startDynalite(node, dir) })
+	return dynalite.get(t, "dynalite", func(ctx context.Context) (string, error) { return startDynalite(ctx, node, dir) })
 }
 
 // dynaliteScript runs dynalite's server (what its cli.js does) on the port
@@ -112,8 +111,8 @@ process.stdin.on('end', () => process.exit(0));
 process.stdin.resume();
 `
 
-func startDynalite(node, dir string) (string, error) {
-	return startServer("dynalite", exec.Command(node, "-e", dynaliteScript, dir), nil)
+func startDynalite(ctx context.Context, node, dir string) (string, error) {
+	return startServer(ctx, "dynalite", exec.Command(node, "-e", dynaliteScript, dir), nil)
 }
 
 // startServer starts an emulator that prints "<name> listening on port N"
@@ -121,7 +120,7 @@ func startDynalite(node, dir string) (string, error) {
 // the other end, so the emulator ends with it however it ends). ready, if
 // not nil, checks the endpoint before it is handed out. The emulator is
 // stopped when the test binary exits.
-func startServer(name string, cmd *exec.Cmd, ready func(endpoint string) error) (string, error) {
+func startServer(ctx context.Context, name string, cmd *exec.Cmd, ready func(endpoint string) error) (string, error) {
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return "", err
@@ -166,8 +165,8 @@ func startServer(name string, cmd *exec.Cmd, ready func(endpoint string) error) 
 			atExit(stop)
 			return endpoint, nil
 		}
-	case <-time.After(emulatorStartTimeout):
-		err = fmt.Errorf("%s did not listen within %s", name, emulatorStartTimeout)
+	case <-ctx.Done():
+		err = fmt.Errorf("%s did not listen before the test binary's timeout was near", name)
 	}
 	stop()
 	return "", fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))

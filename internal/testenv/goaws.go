@@ -151,7 +151,9 @@ func startGoaws(t testing.TB, queues []string) func(context.Context, string, str
 		})
 		return c, err
 	}
-	if err := waitListening(dial, exited); err != nil {
+	ctx, cancel := AwaitContext(t)
+	defer cancel()
+	if err := waitListening(ctx, dial, exited); err != nil {
 		t.Fatalf("waiting for goaws: %v", err)
 	}
 	return dial
@@ -209,9 +211,7 @@ func loopbackUp() error {
 
 // waitListening dials until the emulator accepts: goaws logs that it
 // listens just before it binds, so there is no line to wait for instead.
-func waitListening(dial func(context.Context, string, string) (net.Conn, error), exited <-chan struct{}) error {
-	ctx, cancel := context.WithTimeout(context.Background(), emulatorStartTimeout)
-	defer cancel()
+func waitListening(ctx context.Context, dial func(context.Context, string, string) (net.Conn, error), exited <-chan struct{}) error {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -226,7 +226,7 @@ func waitListening(dial func(context.Context, string, string) (net.Conn, error),
 		case <-exited:
 			return errors.New("goaws exited before listening")
 		case <-ctx.Done():
-			return fmt.Errorf("not listening after %s: %w", emulatorStartTimeout, err)
+			return fmt.Errorf("not listening before the test binary's timeout was near: %w", err)
 		case <-tick.C:
 		}
 	}

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/http"
 	"os/exec"
@@ -36,7 +37,7 @@ func Moto(t testing.TB) string {
 		Missing(t, "moto", MotoInstall)
 		return ""
 	}
-	return moto.get(t, "moto", func() (string, error) { return startMoto(python) })
+	return moto.get(t, "moto", func(ctx context.Context) (string, error) { return startMoto(ctx, python) })
 }
 
 // motoScript runs the application `python3 -m moto.server -H 127.0.0.1`
@@ -116,8 +117,8 @@ print("moto listening on port %d" % server.server_address[1], flush=True)
 sys.stdin.read()
 `
 
-func startMoto(python string) (string, error) {
-	return startServer("moto", exec.Command(python, "-c", motoScript), motoAnswers)
+func startMoto(ctx context.Context, python string) (string, error) {
+	return startServer(ctx, "moto", exec.Command(python, "-c", motoScript), motoAnswers)
 }
 
 // motoAnswers checks that the server answers HTTP: its reset endpoint
