@@ -62,21 +62,18 @@ func TestRefusedJobsNeverReachARunner(t *testing.T) {
 			refused := map[int64]string{fork: "the fork's pull request", outside: "the job outside the allow-list"}
 
 			// Until the admitted job completes or a refused one leaves the
-			// queue (no deadline of ours: the test binary's -timeout is the net).
-			for {
+			// queue.
+			testenv.Await(t, "the admitted job to complete, or a refused one to leave the queue", 20*time.Millisecond, func() bool {
 				if j, _ := sim.Job(admitted); j.Status == "completed" {
-					break
+					return true
 				}
-				left := false
 				for id := range refused {
-					j, _ := sim.Job(id)
-					left = left || j.Status != "queued"
+					if j, _ := sim.Job(id); j.Status != "queued" {
+						return true
+					}
 				}
-				if left {
-					break
-				}
-				time.Sleep(20 * time.Millisecond) // polling another process's progress
-			}
+				return false
+			}, nil)
 			var ran []string
 			for id, what := range refused {
 				if j, _ := sim.Job(id); j.Status != "queued" || j.RunnerID != 0 {

@@ -177,7 +177,7 @@ func TestLocalWakesOnExit(t *testing.T) {
 	t.Parallel()
 	standin := buildStandin(t, t.TempDir())
 	sim, pemKey := testenv.GitHubApp(t, "CANARYLOCAL")
-	l, _, stop := startLocal(t, sim, pemKey, testenv.CPUPools, local.Config{
+	l, logs, stop := startLocal(t, sim, pemKey, testenv.CPUPools, local.Config{
 		RunnerCommand: []string{standin}, RunnerEnv: []string{"SKIFF_STANDIN_DURATION=100ms"}, Limits: map[string]int{"cpu": 1},
 		ReconcileEvery: time.Hour, InstancePoll: time.Hour,
 		// With metrics records, the EC2 events leave every end to the
@@ -189,19 +189,13 @@ func TestLocalWakesOnExit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// No deadline of ours: were the end noticed only by the hour-long
-	// polls, this would hang until the test binary's -timeout.
-	for {
-		completed := completedJobs(sim, run.JobIDs)
-		if completed == len(run.JobIDs) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond) // polling another process's progress
-	}
-	for live := -1; live != 0; {
-		live, _ = l.Ledger.Live(context.Background(), "cpu")
-		time.Sleep(20 * time.Millisecond) // the watch is another goroutine's
-	}
+	// Were the end noticed only by the hour-long polls, these would wait
+	// until the test binary's -timeout is near, and fail.
+	localtest.Poll(t, "every job to complete", logs, func() bool { return completedJobs(sim, run.JobIDs) == len(run.JobIDs) })
+	localtest.Poll(t, "the pool to count no runner", logs, func() bool {
+		live, _ := l.Ledger.Live(context.Background(), "cpu") // the watch is another goroutine's
+		return live == 0
+	})
 	if err := stop(); err != nil {
 		t.Errorf("Run: %v", err)
 	}

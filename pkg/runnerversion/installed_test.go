@@ -94,12 +94,10 @@ func TestDirsReadApart(t *testing.T) {
 	for range 2 {
 		go func() { done <- d.Version(context.Background(), slow) }()
 	}
-	for { // the slow read is under way (an event, polled: no time limit)
-		if _, err := os.Stat(started); err == nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Await(t, "the slow read to be under way", 10*time.Millisecond, func() bool {
+		_, err := os.Stat(started)
+		return err == nil
+	}, nil)
 	if v := d.Version(context.Background(), fast); v != "2.334.0" {
 		t.Errorf("the fast directory: %q, want 2.334.0", v)
 	}
