@@ -23,7 +23,9 @@ import (
 const TempPrefix = ".tmp-"
 
 // Write replaces path with data, mode 0600 whatever the umask, atomically
-// and durably. On an error path is as it was, and no temporary file is left.
+// and durably. No temporary file is left. An error before the rename
+// leaves path as it was; one after it (flushing the directory) leaves the
+// new content in place, perhaps not yet on the disk.
 func Write(path string, data []byte) error {
 	dir, base := filepath.Split(path)
 	tmp, err := os.CreateTemp(dir, TempPrefix+base+"-*")

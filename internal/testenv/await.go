@@ -7,7 +7,8 @@ import (
 
 // AwaitMargin is how long before its binary's -timeout a waiting test
 // gives up, so that it fails with what it waited for, not with the
-// timeout's panic and every goroutine's stack.
+// timeout's panic and every goroutine's stack; at most a quarter of the
+// time left, so that a short -timeout still leaves its tests time to wait.
 const AwaitMargin = time.Minute
 
 // Waiter is the part of a test Await uses: *testing.T and *testing.B.
@@ -16,13 +17,14 @@ type Waiter interface {
 	Fatalf(format string, args ...any)
 }
 
-// AwaitDeadline is when the waits of t give up: AwaitMargin before its
-// binary's -timeout. ok is false for a test without a deadline (-timeout
-// 0, a benchmark), which waits as long as it takes.
+// AwaitDeadline is when the waits of t give up: AwaitMargin (or a quarter
+// of the time left, if less) before its binary's -timeout. ok is false for
+// a test without a deadline (-timeout 0, a benchmark), which waits as long
+// as it takes.
 func AwaitDeadline(t any) (deadline time.Time, ok bool) {
 	if d, has := t.(interface{ Deadline() (time.Time, bool) }); has {
 		if at, ok := d.Deadline(); ok {
-			return at.Add(-AwaitMargin), true
+			return at.Add(-min(AwaitMargin, max(time.Until(at)/4, 0))), true
 		}
 	}
 	return time.Time{}, false

@@ -32,8 +32,8 @@ func TestAwait(t *testing.T) {
 		t.Errorf("a wait that ends: failure %q after %d calls, want none after 3", ok.failed, calls)
 	}
 
-	// Within the margin already: the first poll that fails is the last.
-	near := &fakeT{deadline: time.Now().Add(testenv.AwaitMargin - time.Second)}
+	// Past the deadline already: the first poll that fails is the last.
+	near := &fakeT{deadline: time.Now().Add(-time.Second)}
 	seen := 0
 	testenv.AwaitState(near, "a job that never ends", time.Millisecond, func() (bool, string) {
 		seen++
@@ -44,18 +44,28 @@ func TestAwait(t *testing.T) {
 	}
 }
 
-// TestAwaitContext: the context ends AwaitMargin before the test's
-// deadline, or has none when the test has none.
-func TestAwaitContext(t *testing.T) {
+// TestAwaitDeadline: the waits give up AwaitMargin before the test's
+// deadline, or a quarter of the time left when that is less; a test
+// without a deadline has none.
+func TestAwaitDeadline(t *testing.T) {
 	t.Parallel()
+	now := time.Now()
+	for _, tc := range []struct {
+		left, want time.Duration
+	}{{time.Hour, time.Hour - testenv.AwaitMargin}, {8 * time.Second, 6 * time.Second}} {
+		got, ok := testenv.AwaitDeadline(&fakeT{deadline: now.Add(tc.left)})
+		if d := got.Sub(now); !ok || d < tc.want-time.Second || d > tc.want+time.Second {
+			t.Errorf("%v left: the waits give up after %v (%v), want %v", tc.left, d, ok, tc.want)
+		}
+	}
+	if _, ok := testenv.AwaitDeadline(&fakeT{}); ok {
+		t.Error("a test without a deadline has a deadline to wait for")
+	}
 	ctx, cancel := testenv.AwaitContext(t)
 	defer cancel()
 	got, ok := ctx.Deadline()
 	want, has := t.Deadline()
-	if ok != has || (has && !got.Equal(want.Add(-testenv.AwaitMargin))) {
-		t.Errorf("deadline %v (%v), want %v before the test's %v (%v)", got, ok, testenv.AwaitMargin, want, has)
-	}
-	if _, ok := testenv.AwaitDeadline(&fakeT{}); ok {
-		t.Error("a test without a deadline has a deadline to wait for")
+	if ok != has || (has && (got.After(want) || got.Before(want.Add(-testenv.AwaitMargin)))) {
+		t.Errorf("AwaitContext's deadline %v (%v), want within %v before the test's %v (%v)", got, ok, testenv.AwaitMargin, want, has)
 	}
 }
