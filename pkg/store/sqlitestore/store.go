@@ -104,13 +104,13 @@ func (s *Store) RecordRun(ctx context.Context, r store.RunRecord) error {
 	if err != nil {
 		return fmt.Errorf("encoding run: %w", err)
 	}
-	now := expiry.NanosFloor(s.now())
+	expiredBy := expiry.NanosFloor(s.now()) // an expires_at at or below it has expired
 	return s.d.tx(ctx, func(tx *sql.Tx) error {
 		// Replace a record of the same or an older attempt, or an expired one.
 		if _, err := tx.ExecContext(ctx, `INSERT INTO runs (id, attempt, record, expires_at) VALUES (?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET attempt = excluded.attempt, record = excluded.record, expires_at = excluded.expires_at
 			WHERE runs.attempt <= excluded.attempt OR (runs.expires_at != 0 AND runs.expires_at <= ?)`,
-			r.ID, r.Attempt, string(b), nanos(r.ExpiresAt), now); err != nil {
+			r.ID, r.Attempt, string(b), nanos(r.ExpiresAt), expiredBy); err != nil {
 			return fmt.Errorf("writing run: %w", err)
 		}
 		return nil
