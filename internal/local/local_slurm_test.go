@@ -241,7 +241,7 @@ func TestLocalModeSlurmAdminCancel(t *testing.T) {
 		return all
 	}
 	var first provider.Instance
-	waitFor(t, ls, "the runner's batch job to wait in the held partition", func() bool {
+	localtest.Poll(t, "the runner's batch job to wait in the held partition", ls.logs, func() bool {
 		all := instances()
 		if len(all) == 1 && all[0].State == provider.Pending && all[0].QueueReason == "PartitionDown" {
 			first = all[0]
@@ -253,7 +253,7 @@ func TestLocalModeSlurmAdminCancel(t *testing.T) {
 		t.Fatalf("scancel %s: %v: %s", first.ID, err, out)
 	}
 	var second provider.Instance
-	waitFor(t, ls, "a replacement runner", func() bool {
+	localtest.Poll(t, "a replacement runner", ls.logs, func() bool {
 		for _, in := range instances() {
 			if in.ID != first.ID && in.State.Alive() {
 				second = in
@@ -265,7 +265,7 @@ func TestLocalModeSlurmAdminCancel(t *testing.T) {
 	if out, err := ls.Command("scontrol", "update", "PartitionName=held", "State=UP").CombinedOutput(); err != nil {
 		t.Fatalf("bringing the partition up: %v: %s", err, out)
 	}
-	waitFor(t, ls, "the job to complete", func() bool {
+	localtest.Poll(t, "the job to complete", ls.logs, func() bool {
 		j, ok := ls.sim.Job(jobID)
 		return ok && j.Status == "completed"
 	})
@@ -284,13 +284,6 @@ func TestLocalModeSlurmAdminCancel(t *testing.T) {
 	if n := strings.Count(ls.logs.String(), `"msg":"stranded job: replacement launched","job_id":`+strconv.FormatInt(jobID, 10)); n != 1 {
 		t.Errorf("%d replacements logged for job %d, want 1", n, jobID)
 	}
-}
-
-// waitFor polls cond every 50 ms: the cluster and the daemon's loops move
-// in their own time.
-func waitFor(t *testing.T, ls localSlurm, what string, cond func() bool) {
-	t.Helper()
-	localtest.Poll(t, what, ls.logs, cond)
 }
 
 // runAsPools is a Slurm pool whose runners run as two run-as accounts
