@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -26,13 +27,20 @@ type demoBackend struct {
 	service    *podman.Service
 }
 
+// podmanStartWait bounds how long the demo waits for its Podman service
+// to answer: a first start on a loaded machine migrates its fresh storage
+// in seconds.
+const podmanStartWait = time.Minute
+
 // newDemoBackend starts the backend o asks for; data is skiff local's
 // data directory (the containers' JIT files and usage are kept there).
-func newDemoBackend(o demoOptions, data string, log *slog.Logger) (*demoBackend, error) {
+func newDemoBackend(ctx context.Context, o demoOptions, data string, log *slog.Logger) (*demoBackend, error) {
 	if o.Provider != "container" {
 		return &demoBackend{}, nil
 	}
-	svc, err := podman.Start()
+	ctx, cancel := context.WithTimeout(ctx, podmanStartWait)
+	defer cancel()
+	svc, err := podman.Start(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("starting the demo's Podman service: %w", err)
 	}

@@ -160,7 +160,7 @@ func demo(w io.Writer, o demoOptions) error {
 		return err
 	}
 	defer logFile.Close()
-	backend, err := newDemoBackend(o, filepath.Join(o.Out, "data"), slog.New(slog.NewJSONHandler(logFile, nil)))
+	backend, err := newDemoBackend(ctx, o, filepath.Join(o.Out, "data"), slog.New(slog.NewJSONHandler(logFile, nil)))
 	if err != nil {
 		return err
 	}

@@ -43,7 +43,9 @@ pools:
 // under SKIFF_REQUIRE_EMULATORS) saying how to get one.
 func startPodman(t *testing.T) *podman.Service {
 	t.Helper()
-	s, err := podman.Start()
+	ctx, cancel := testenv.AwaitContext(t)
+	defer cancel()
+	s, err := podman.Start(ctx)
 	if errors.Is(err, podman.ErrMissing) && os.Getenv("SKIFF_REQUIRE_EMULATORS") == "" {
 		t.Skip(err)
 	}

@@ -37,19 +37,20 @@ type Service struct {
 	// Client talks to the service.
 	Client *client.Client
 	cmd    *exec.Cmd
+	exited chan struct{} // closed once the service process has ended
 }
 
 // ErrMissing is returned by Start when Podman or runc is not installed (or
 // the OS is not Linux): the caller may skip, saying how to get them.
 var ErrMissing = fmt.Errorf("podman with runc is needed (apt-get install -y podman runc)")
 
-// readyWait bounds how long Start waits for the service to answer: a
-// first start on a loaded machine migrates its fresh storage in seconds.
-const readyWait = time.Minute
-
 // Start starts a Podman service with storage and configuration in a new
-// temporary directory; Stop ends it and removes what it made.
-func Start() (*Service, error) {
+// temporary directory; Stop ends it and removes what it made. It waits for
+// the service to answer until ctx ends (a first start on a loaded machine
+// migrates its fresh storage in seconds): the caller chooses the bound, a
+// command a minute, a test its binary's -timeout. A service that exits
+// before it answers fails at once, with its output.
+func Start(ctx context.Context) (*Service, error) {
 	if runtime.GOOS != "linux" {
 		return nil, fmt.Errorf("%w: podman's service runs on Linux only", ErrMissing)
 	}
@@ -91,19 +92,19 @@ network_config_dir = "%[1]s/networks"
 	s.Env = append(os.Environ(), "CONTAINERS_CONF="+conf, "CONTAINERS_STORAGE_CONF="+storage)
 	s.cmd = exec.Command(podman, "system", "service", "--time=0", "unix://"+s.Socket)
 	s.cmd.Env = s.Env
-	var logs bytes.Buffer
+	var logs bytes.Buffer // read only once the process has ended (Stop waits for it)
 	s.cmd.Stdout, s.cmd.Stderr = &logs, &logs
 	if err := s.cmd.Start(); err != nil {
 		s.Stop()
 		return nil, fmt.Errorf("starting podman system service: %w", err)
 	}
+	s.exited = make(chan struct{})
+	go func() { _ = s.cmd.Wait(); close(s.exited) }()
 	s.Client, err = client.New(client.WithHost("unix://"+s.Socket), client.WithAPIVersionNegotiation())
 	if err != nil {
 		s.Stop()
 		return nil, fmt.Errorf("creating the engine's client: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), readyWait)
-	defer cancel()
 	for {
 		if _, err := s.Client.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err == nil {
 			return s, nil
@@ -111,7 +112,10 @@ network_config_dir = "%[1]s/networks"
 		select {
 		case <-ctx.Done():
 			s.Stop()
-			return nil, fmt.Errorf("podman's service did not answer on %s: %s", s.Socket, logs.String())
+			return nil, fmt.Errorf("podman's service did not answer on %s before %v: %s", s.Socket, context.Cause(ctx), logs.String())
+		case <-s.exited:
+			s.Stop()
+			return nil, fmt.Errorf("podman's service exited before it answered on %s (%v): %s", s.Socket, s.cmd.ProcessState, logs.String())
 		case <-time.After(50 * time.Millisecond): // polling the service's socket
 		}
 	}
@@ -197,10 +201,15 @@ func (s *Service) Podman(args ...string) (string, error) {
 
 // PID is the service process's id, 0 once stopped.
 func (s *Service) PID() int {
-	if s.cmd == nil || s.cmd.Process == nil || s.cmd.ProcessState != nil {
+	if s.exited == nil {
 		return 0
 	}
-	return s.cmd.Process.Pid
+	select {
+	case <-s.exited:
+		return 0
+	default:
+		return s.cmd.Process.Pid
+	}
 }
 
 // Stop ends the service, removes what it left (containers, its storage's
@@ -209,9 +218,9 @@ func (s *Service) Stop() {
 	if s.Client != nil {
 		_ = s.Client.Close()
 	}
-	if s.cmd != nil && s.cmd.Process != nil {
+	if s.exited != nil {
 		_ = s.cmd.Process.Kill()
-		_ = s.cmd.Wait()
+		<-s.exited
 	}
 	cmd := exec.Command("podman", "system", "reset", "--force")
 	cmd.Env = s.Env

@@ -56,7 +56,7 @@ func (c *countingEngine) NetworkCreate(ctx context.Context, name string, o clien
 //
 //	go test -run '^$' -bench BenchmarkLaunch -benchtime 20x ./pkg/provider/container/
 func BenchmarkLaunch(b *testing.B) {
-	e := needEngineB(b)
+	e := needEngine(b)
 	eng := &countingEngine{Engine: e.client}
 	dir := b.TempDir()
 	p, err := container.New(container.Options{Engine: eng, Dir: dir, Deployment: "bench", Env: []string{"SKIFF_TEST_MODE=mark"},
@@ -104,11 +104,4 @@ func BenchmarkLaunch(b *testing.B) {
 	b.ReportMetric(float64(lat[(len(lat)*95)/100].Milliseconds()), "p95-ms")
 	b.ReportMetric(float64(calls)/float64(b.N), "calls/runner")
 	_ = p.Terminate(context.Background(), ids)
-}
-
-func needEngineB(b *testing.B) *engine {
-	if shared == nil {
-		b.Skip("the container provider's benchmark needs Podman with runc: " + skipReason)
-	}
-	return shared
 }

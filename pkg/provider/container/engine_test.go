@@ -1,14 +1,18 @@
 package container_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/moby/moby/client"
 
 	"github.com/skiffci/skiff/internal/podman"
+	"github.com/skiffci/skiff/internal/testenv"
 )
 
 // engine is the Podman service the tests started (internal/podman), with
@@ -22,43 +26,46 @@ type engine struct {
 // testImage is the image the tests build: the stand-in of testdata/runner.
 const testImage = "localhost/skiff-container-test:1"
 
-// shared is the engine of this test binary (TestMain starts it).
-var shared *engine
-
-// skipReason is why the engine could not start, for the tests to skip or fail with.
-var skipReason string
+// shared is the engine of this test binary, started by the first test
+// that needs it (needEngine) and stopped by TestMain.
+var shared struct {
+	once sync.Once
+	e    *engine
+	err  error
+}
 
 func TestMain(m *testing.M) {
-	e, err := startEngine()
-	if err != nil {
-		skipReason = err.Error()
-	} else {
-		shared = e
-	}
 	code := m.Run()
-	if e != nil {
-		e.Stop()
+	if shared.e != nil {
+		shared.e.Stop()
 	}
 	os.Exit(code)
 }
 
-// needEngine returns the shared engine, or skips (fails under
-// SKIFF_REQUIRE_EMULATORS) saying how to get one.
-func needEngine(t *testing.T) *engine {
-	t.Helper()
-	if shared != nil {
-		return shared
+// needEngine returns the shared engine, starting it on first use and
+// waiting for it as long as the test binary's -timeout allows. Without
+// Podman it skips (fails under SKIFF_REQUIRE_EMULATORS) saying how to get
+// one; an engine that failed to start fails every test that needs it.
+func needEngine(tb testing.TB) *engine {
+	tb.Helper()
+	shared.once.Do(func() {
+		ctx, cancel := testenv.AwaitContext(tb)
+		defer cancel()
+		shared.e, shared.err = startEngine(ctx)
+	})
+	switch {
+	case shared.err == nil:
+		return shared.e
+	case errors.Is(shared.err, podman.ErrMissing) && os.Getenv("SKIFF_REQUIRE_EMULATORS") == "":
+		tb.Skip("the container provider's tests need Podman with runc (apt-get install -y podman runc): " + shared.err.Error())
+	default:
+		tb.Fatalf("starting the tests' Podman service: %v", shared.err)
 	}
-	msg := "the container provider's tests need Podman with runc (apt-get install -y podman runc): " + skipReason
-	if os.Getenv("SKIFF_REQUIRE_EMULATORS") != "" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
 	return nil
 }
 
-func startEngine() (*engine, error) {
-	s, err := podman.Start()
+func startEngine(ctx context.Context) (*engine, error) {
+	s, err := podman.Start(ctx)
 	if err != nil {
 		return nil, err
 	}
