@@ -21,6 +21,7 @@ import (
 
 	"github.com/skiffci/skiff/internal/testenv"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
+	"github.com/skiffci/skiff/pkg/provider/ec2"
 	"github.com/skiffci/skiff/pkg/provider/ec2/ec2fake"
 	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/store"
@@ -63,20 +64,12 @@ func BenchmarkColdInit(b *testing.B) {
 // table name-reg, and waits until both exist.
 func newTables(t *testing.T, ddb *dynamodb.Client, name string) {
 	t.Helper()
-	ctx := context.Background()
+	ctx, cancel := testenv.AwaitContext(t)
+	defer cancel()
 	if err := dynamostore.CreateTable(ctx, ddb, name); err != nil {
 		t.Fatal(err)
 	}
-	_, err := ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName: aws.String(name + "-reg"), BillingMode: types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waiter := dynamodb.NewTableExistsWaiter(ddb, func(o *dynamodb.TableExistsWaiterOptions) { o.MinDelay = 10 * time.Millisecond })
-	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name + "-reg")}, time.Minute); err != nil {
+	if err := ec2.CreateRegistrationTable(ctx, ddb, name+"-reg"); err != nil {
 		t.Fatal(err)
 	}
 }

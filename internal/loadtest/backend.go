@@ -3,7 +3,6 @@ package loadtest
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -141,7 +140,7 @@ func dynamoBackend(t testing.TB, endpoint string, transactions bool, now func() 
 	if err := dynamostore.CreateTable(ctx, ddb, table); err != nil {
 		return nil, err
 	}
-	if err := createRegistrationTable(ctx, ddb, regTable); err != nil {
+	if err := ec2.CreateRegistrationTable(ctx, ddb, regTable); err != nil {
 		return nil, err
 	}
 	st := dynamostore.NewDynamo(ddb, table, dynamostore.WithClock(now))
@@ -183,26 +182,6 @@ func itemOf(attrs map[string]ddbtypes.AttributeValue) regItem {
 		}
 	}
 	return r
-}
-
-// createRegistrationTable creates the runners' registration table (key pk,
-// as the deployment's) and waits for it.
-func createRegistrationTable(ctx context.Context, ddb *dynamodb.Client, table string) error {
-	_, err := ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName:            aws.String(table),
-		BillingMode:          ddbtypes.BillingModePayPerRequest,
-		AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String(userdata.AttrPK), AttributeType: ddbtypes.ScalarAttributeTypeS}},
-		KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String(userdata.AttrPK), KeyType: ddbtypes.KeyTypeHash}},
-	})
-	var inUse *ddbtypes.ResourceInUseException
-	if err != nil && !errors.As(err, &inUse) {
-		return fmt.Errorf("creating table %s: %w", table, err)
-	}
-	w := dynamodb.NewTableExistsWaiter(ddb, func(o *dynamodb.TableExistsWaiterOptions) { o.MinDelay = 20 * time.Millisecond })
-	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, time.Minute); err != nil {
-		return fmt.Errorf("waiting for table %s: %w", table, err)
-	}
-	return nil
 }
 
 // opCounter is an http.RoundTripper (or, with handler set, an

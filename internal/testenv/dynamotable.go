@@ -19,7 +19,9 @@ var tableSeq atomic.Int64
 func NewTable(t testing.TB, client *dynamodb.Client, prefix string) string {
 	t.Helper()
 	table := prefix + "-" + strconv.FormatInt(tableSeq.Add(1), 10)
-	if err := dynamostore.CreateTable(t.Context(), client, table); err != nil {
+	ctx, cancel := AwaitContext(t)
+	defer cancel()
+	if err := dynamostore.CreateTable(ctx, client, table); err != nil {
 		t.Fatalf("creating table: %v", err)
 	}
 	return table

@@ -2,7 +2,9 @@ package ec2
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -36,6 +38,48 @@ type RegistrationTable struct {
 }
 
 var _ Registrations = (*RegistrationTable)(nil)
+
+// RegistrationTableAPI is the part of the DynamoDB client that
+// CreateRegistrationTable calls; *dynamodb.Client implements it.
+type RegistrationTableAPI interface {
+	CreateTable(ctx context.Context, params *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	dynamodb.DescribeTableAPIClient
+}
+
+var _ RegistrationTableAPI = (*dynamodb.Client)(nil)
+
+// createTableWait bounds CreateRegistrationTable's wait when its context
+// has no deadline: DynamoDB takes seconds, emulators milliseconds.
+const createTableWait = 2 * time.Minute
+
+// CreateRegistrationTable creates a registration table as the stack makes
+// it — one string partition key, userdata.AttrPK, billed per request — and
+// waits until it is active, as long as ctx allows. A table that already
+// exists is not an error. It enables neither TTL nor the KMS key: the
+// stack does (emulators lack them), and the instance treats an expired
+// item as absent either way. For the tests, the load test and emulators.
+func CreateRegistrationTable(ctx context.Context, api RegistrationTableAPI, table string) error {
+	_, err := api.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(table),
+		BillingMode:          ddbtypes.BillingModePayPerRequest,
+		AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String(userdata.AttrPK), AttributeType: ddbtypes.ScalarAttributeTypeS}},
+		KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String(userdata.AttrPK), KeyType: ddbtypes.KeyTypeHash}},
+	})
+	var inUse *ddbtypes.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return fmt.Errorf("creating registration table %s: %w", table, err)
+	}
+	maxWait := createTableWait
+	if deadline, ok := ctx.Deadline(); ok {
+		maxWait = max(time.Until(deadline), time.Millisecond) // the context bounds the wait
+	}
+	// Emulators turn a table ACTIVE asynchronously too.
+	w := dynamodb.NewTableExistsWaiter(api, func(o *dynamodb.TableExistsWaiterOptions) { o.MinDelay, o.MaxDelay = 10*time.Millisecond, time.Second })
+	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, maxWait); err != nil {
+		return fmt.Errorf("waiting for registration table %s: %w", table, err)
+	}
+	return nil
+}
 
 // NewRegistrationTable returns a writer for the table.
 func NewRegistrationTable(api RegistrationAPI, table string) *RegistrationTable {

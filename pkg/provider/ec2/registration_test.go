@@ -23,18 +23,13 @@ func TestRegistrationTable(t *testing.T) {
 	t.Parallel()
 	client := testenv.DynamoClient(t, testenv.Dynalite(t))
 	table := "skiff-registrations-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	_, err := client.CreateTable(context.Background(), &dynamodb.CreateTableInput{
-		TableName:            aws.String(table),
-		BillingMode:          types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(userdata.AttrPK), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(userdata.AttrPK), KeyType: types.KeyTypeHash}},
-	})
-	if err != nil {
+	ctx, cancel := testenv.AwaitContext(t)
+	defer cancel()
+	if err := ec2.CreateRegistrationTable(ctx, client, table); err != nil {
 		t.Fatal(err)
 	}
-	waiter := dynamodb.NewTableExistsWaiter(client, func(o *dynamodb.TableExistsWaiterOptions) { o.MinDelay = 10 * time.Millisecond })
-	if err := waiter.Wait(context.Background(), &dynamodb.DescribeTableInput{TableName: aws.String(table)}, time.Minute); err != nil {
-		t.Fatal(err)
+	if err := ec2.CreateRegistrationTable(ctx, client, table); err != nil {
+		t.Fatalf("creating the table again: %v; want nil (it exists)", err)
 	}
 	w := ec2.NewRegistrationTable(client, table)
 	expires := time.Date(2026, 6, 1, 12, 15, 0, 0, time.UTC)

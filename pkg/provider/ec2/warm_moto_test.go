@@ -125,12 +125,8 @@ func newMotoWarm(t *testing.T, suffix string) *motoWarm {
 	}
 	db := testenv.DynamoClient(t, endpoint)
 	table := "skiff-registrations-" + suffix
-	if _, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName: aws.String(table), BillingMode: ddbtypes.BillingModePayPerRequest,
-		AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String(userdata.AttrPK), AttributeType: ddbtypes.ScalarAttributeTypeS}},
-		KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String(userdata.AttrPK), KeyType: ddbtypes.KeyTypeHash}},
-	}); err != nil {
-		t.Fatalf("CreateTable: %v", err)
+	if err := ec2.CreateRegistrationTable(ctx, db, table); err != nil {
+		t.Fatal(err)
 	}
 
 	p, err := ec2.NewProvider(ec2.ProviderOptions{API: api, Registrations: ec2.NewRegistrationTable(db, table),

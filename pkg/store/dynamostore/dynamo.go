@@ -147,12 +147,13 @@ func NewDynamo(api DynamoAPI, table string, opts ...DynamoOption) *Dynamo {
 }
 
 // createTableWait bounds how long CreateTable waits for the table to become
-// active: DynamoDB usually takes seconds, emulators milliseconds.
+// active when its context has no deadline: DynamoDB usually takes seconds,
+// emulators milliseconds.
 const createTableWait = 2 * time.Minute
 
 // CreateTable creates the store's table (keys pk and sk, on-demand billing,
 // the runner ledger's live-pool index)
-// and waits until it is active. A table that already exists is not an
+// and waits until it is active, as long as ctx allows. A table that already exists is not an
 // error. It does not enable TTL on expires_at: the deployment does that (and
 // DynamoDB emulators lack UpdateTimeToLive); Dynamo treats expired items as
 // absent either way.
@@ -180,7 +181,11 @@ func CreateTable(ctx context.Context, api DynamoTableAPI, table string) error {
 		o.MinDelay = 20 * time.Millisecond
 		o.MaxDelay = 2 * time.Second
 	})
-	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, createTableWait); err != nil {
+	maxWait := createTableWait
+	if deadline, ok := ctx.Deadline(); ok {
+		maxWait = max(time.Until(deadline), time.Millisecond) // the context bounds the wait
+	}
+	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, maxWait); err != nil {
 		return fmt.Errorf("waiting for table %s: %w", table, err)
 	}
 	return nil
