@@ -74,7 +74,7 @@ func BenchmarkBootRunnerInstall(b *testing.B) {
 				}
 				sb := newSandbox(b, false, tc.present, false)
 				ddb.put(b, table, *jitReg(time.Now().Add(time.Hour)))
-				sb.boot(b, script, 120*time.Second)
+				sb.boot(b, script)
 				fetched, exec := sb.stage("registration_fetched"), sb.stage("runner_exec")
 				if fetched == 0 || exec == 0 {
 					b.Fatalf("stages registration_fetched=%v runner_exec=%v\n%s", fetched, exec, sb.dump())

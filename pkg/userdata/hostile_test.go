@@ -92,7 +92,7 @@ func TestBootSandboxHostileRegistration(t *testing.T) {
 			} else {
 				ddb.putRaw(t, table, tc.raw, future)
 			}
-			sb.boot(t, script, 30*time.Second)
+			sb.boot(t, script)
 
 			checkHostileBoot(t, sb, tc.want, tc.wantArgs)
 			if ddb.exists(t, table) {

@@ -51,7 +51,7 @@ func TestBootSandboxOutdated(t *testing.T) {
 				}
 			}
 			ddb.put(t, table, *jitReg(future))
-			sb.boot(t, script, 30*time.Second, "FAKE_RUNNER="+tc.runner)
+			sb.boot(t, script, "FAKE_RUNNER="+tc.runner)
 			bootLog := sb.read("root/var/log/skiff/boot.log")
 			if !strings.Contains(bootLog, "stage=runner_exit exit_code="+tc.exitCode) {
 				t.Fatalf("runner_exit %s expected\n%s", tc.exitCode, sb.dump())

@@ -129,10 +129,15 @@ func startDynamo(t testing.TB) *dynamo {
 	return d
 }
 
-// createTable makes a registration table named for the test.
+// createTable makes a registration table named for the test (as
+// ec2.CreateRegistrationTable does, which this package's tests cannot
+// import) and waits, as long as the test binary's -timeout allows, until
+// it is active.
 func (d *dynamo) createTable(t testing.TB, name string) {
 	t.Helper()
-	_, err := d.client.CreateTable(context.Background(), &dynamodb.CreateTableInput{
+	ctx, cancel := testenv.AwaitContext(t)
+	defer cancel()
+	_, err := d.client.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName:            aws.String(name),
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(AttrPK), AttributeType: types.ScalarAttributeTypeS}},
 		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(AttrPK), KeyType: types.KeyTypeHash}},
@@ -145,7 +150,7 @@ func (d *dynamo) createTable(t testing.TB, name string) {
 	w := dynamodb.NewTableExistsWaiter(d.client, func(o *dynamodb.TableExistsWaiterOptions) {
 		o.MinDelay, o.MaxDelay = 10*time.Millisecond, 100*time.Millisecond
 	})
-	if err := w.Wait(context.Background(), &dynamodb.DescribeTableInput{TableName: aws.String(name)}, 10*time.Second); err != nil {
+	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, time.Hour); err != nil { // ctx ends the wait first
 		t.Fatalf("waiting for table %s: %v", name, err)
 	}
 }
@@ -413,26 +418,26 @@ func newSandbox(t testing.TB, nvidiaSMI, preinstalled, awsCLI bool) *sandbox {
 }
 
 // boot runs the script as cloud-init runs user data, until the stand-in shutdown
-// powers it off (or timeout), and returns how long that took.
-func (s *sandbox) boot(t testing.TB, script []byte, timeout time.Duration, env ...string) time.Duration {
+// powers it off, and returns how long that took.
+func (s *sandbox) boot(t testing.TB, script []byte, env ...string) time.Duration {
 	t.Helper()
 	path := filepath.Join(s.dir, "user-data")
 	testenv.WriteExecutable(t, path, script)
-	return s.run(t, path, timeout, nil, env...)
+	return s.run(t, path, nil, env...)
 }
 
 // run executes the script at path, as cloud-init runs user data and per-boot
-// scripts, until the stand-in shutdown powers it off (or timeout), or until stop
+// scripts, until the stand-in shutdown powers it off, or until stop
 // is closed: then the whole boot is ended as an instance's stop ends it — the
 // OS's shutdown sends every process TERM, and KILL to what is left.
-func (s *sandbox) run(t testing.TB, path string, timeout time.Duration, stop <-chan struct{}, env ...string) time.Duration {
+func (s *sandbox) run(t testing.TB, path string, stop <-chan struct{}, env ...string) time.Duration {
 	t.Helper()
 	out, err := os.Create(filepath.Join(s.dir, "cloud-init-output.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer out.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := testenv.AwaitContext(t) // a boot that never powers off fails before the binary's -timeout
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path)
 	cmd.Env = append(append([]string(nil), s.env...), env...)
@@ -464,7 +469,7 @@ func (s *sandbox) run(t testing.TB, path string, timeout time.Duration, stop <-c
 	err = cmd.Wait()
 	elapsed := time.Since(start)
 	if ctx.Err() != nil {
-		t.Fatalf("the boot script did not power off within %s\n%s", timeout, s.dump())
+		t.Fatalf("the boot script did not power off before the test binary's timeout was near (after %s)\n%s", elapsed.Round(time.Second), s.dump())
 	}
 	var exit *exec.ExitError
 	if err != nil && !errors.As(err, &exit) {

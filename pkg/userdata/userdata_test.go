@@ -501,7 +501,7 @@ func runBootCases(t *testing.T, cases []bootCase) {
 			case tc.reg != nil:
 				ddb.put(t, table, *tc.reg)
 			}
-			elapsed := sb.boot(t, script, 30*time.Second, tc.env...)
+			elapsed := sb.boot(t, script, tc.env...)
 			checkBoot(t, sb, tc, elapsed)
 			// The user data carries the agent config with its logs' shared tail once and a
 			// GPU pool's nvidia_gpu member apart: the boot puts back exactly AgentConfig's.
@@ -691,7 +691,7 @@ func BenchmarkBootOverhead(b *testing.B) {
 	for b.Loop() {
 		ddb.put(b, p.RegistrationTable, *jitReg(time.Now().Add(time.Hour)))
 		sb := newSandbox(b, false, true, false)
-		sb.boot(b, script, 30*time.Second)
+		sb.boot(b, script)
 		overhead := sb.stage("runner_exec") - sb.stage("script_start")
 		if sb.stage("runner_exec") == 0 {
 			b.Fatalf("the runner was not started\n%s", sb.dump())

@@ -215,7 +215,7 @@ func TestBootSandboxWarmHot(t *testing.T) {
 			put <- errors.New("the boot ended before it waited warm")
 		}
 	}()
-	elapsed := sb.boot(t, script, 60*time.Second)
+	elapsed := sb.boot(t, script)
 	close(done)
 	if err := <-put; err != nil {
 		t.Fatalf("%v\n%s", err, sb.dump())
@@ -263,7 +263,7 @@ func TestBootSandboxWarmStopped(t *testing.T) {
 	userData := filepath.Join(sb.dir, "user-data")
 	testenv.WriteExecutable(t, userData, script)
 	done := make(chan struct{})
-	sb.run(t, userData, 60*time.Second, whenWaiting(sb, ec2, done))
+	sb.run(t, userData, whenWaiting(sb, ec2, done))
 	close(done)
 	first := sb.commands()
 	checkWarmReady(t, sb, ec2, script)
@@ -286,7 +286,7 @@ func TestBootSandboxWarmStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	ddb.put(t, p.RegistrationTable, *jitReg(time.Now().Add(time.Hour)))
-	elapsed := sb.run(t, filepath.Join(sb.dir, perBootCopy), 60*time.Second, nil)
+	elapsed := sb.run(t, filepath.Join(sb.dir, perBootCopy), nil)
 	checkBoot(t, sb, bootCase{reg: jitReg(time.Now()), runnerRuns: true, exitCode: "0", shutdownBy: "runner_exit"}, elapsed)
 	second := sb.commands()
 	if firstMatch(second, regexp.QuoteMeta(dl)) >= 0 || sb.stage("warm_ready") != 0 || len(ec2.tags(names.TagWarmReady)) != 1 {
@@ -306,7 +306,7 @@ func TestBootSandboxWarmStopped(t *testing.T) {
 	if err := os.Rename(filepath.Join(sb.dir, "commands.log"), filepath.Join(sb.dir, "commands-second-boot.log")); err != nil {
 		t.Fatal(err)
 	}
-	sb.run(t, filepath.Join(sb.dir, perBootCopy), 60*time.Second, nil)
+	sb.run(t, filepath.Join(sb.dir, perBootCopy), nil)
 	checkBoot(t, sb, bootCase{}, 0)
 	if !strings.Contains(sb.read("root/var/log/skiff/boot.log"), "no registration for "+mockInstanceARN+" within 2s") {
 		t.Errorf("a boot without a registration did not say so\n%s", sb.dump())
@@ -322,7 +322,7 @@ func TestBootSandboxWarmExpired(t *testing.T) {
 	p, script, sb, ec2 := w.setup(t, "warm-expired", true, func(p *Params) { p.RegistrationTimeout = time.Second })
 	until := time.Now().Add(4 * time.Second)
 	ddb.put(t, p.RegistrationTable, warmItem("hot", until))
-	sb.boot(t, script, 60*time.Second)
+	sb.boot(t, script)
 	checkBoot(t, sb, bootCase{}, 0)
 	checkWarmReady(t, sb, ec2, script)
 	bootLog := sb.read("root/var/log/skiff/boot.log")
@@ -368,7 +368,7 @@ func TestBootSandboxWarmMalformed(t *testing.T) {
 			if _, err := ddb.client.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(p.RegistrationTable), Item: item}); err != nil {
 				t.Fatal(err)
 			}
-			sb.boot(t, script, 60*time.Second)
+			sb.boot(t, script)
 			checkBoot(t, sb, bootCase{}, 0)
 			if !strings.Contains(sb.read("root/var/log/skiff/boot.log"), "registration item is malformed") {
 				t.Errorf("the boot did not refuse the item\n%s", sb.dump())
