@@ -469,6 +469,11 @@ func TestBootSandboxRunnerDownload(t *testing.T) {
 	})
 }
 
+// testLifetime is a boot's lifetime cap where the cap is not under test:
+// longer than any test binary runs, so that it never races a slow boot
+// on a loaded machine ("lifetime cap" tests the cap itself).
+const testLifetime = time.Hour
+
 // runBootCases boots each case in a sandbox of its own against the
 // metadata mock and dynalite, and checks the boot (checkBoot), the agent
 // config it used and that it took its registration.
@@ -483,7 +488,7 @@ func runBootCases(t *testing.T, cases []bootCase) {
 			ddb.createTable(t, table)
 			p := cpuParams()
 			p.RegistrationTable, p.IMDSEndpoint, p.DynamoDBEndpoint = table, imds, ddb.endpoint
-			p.RegistrationTimeout, p.Lifetime = 5*time.Second, 60*time.Second
+			p.RegistrationTimeout, p.Lifetime = 5*time.Second, testLifetime
 			if tc.params != nil {
 				tc.params(&p)
 			}
@@ -682,7 +687,7 @@ func BenchmarkBootOverhead(b *testing.B) {
 	ddb.createTable(b, "bench-registrations")
 	p := cpuParams()
 	p.RegistrationTable, p.IMDSEndpoint, p.DynamoDBEndpoint = "bench-registrations", imds, ddb.endpoint
-	p.RegistrationTimeout, p.Lifetime = 5*time.Second, time.Minute
+	p.RegistrationTimeout, p.Lifetime = 5*time.Second, testLifetime
 	script, err := Render(p)
 	if err != nil {
 		b.Fatal(err)

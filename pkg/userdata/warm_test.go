@@ -164,7 +164,7 @@ func (w *warmBoot) setup(t *testing.T, table string, preinstalled bool, mutate f
 	w.ddb.createTable(t, table)
 	p := cpuParams()
 	p.RegistrationTable, p.IMDSEndpoint, p.DynamoDBEndpoint, p.EC2Endpoint = table, w.imds, w.ddb.endpoint, ec2.url
-	p.RegistrationTimeout, p.Lifetime = 5*time.Second, 60*time.Second
+	p.RegistrationTimeout, p.Lifetime = 5*time.Second, 60*time.Second // the cap under test: lifetimeAtWarmReady ends its sleep
 	if mutate != nil {
 		mutate(&p)
 	}
