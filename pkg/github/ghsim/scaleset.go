@@ -835,9 +835,11 @@ type ScaleSetState struct {
 	// the lastMessageId of its latest poll.
 	Session       string
 	LastMessageID int64
-	// Unacked counts the queue messages not deleted; Assigned is
-	// totalAssignedJobs.
-	Unacked, Assigned int
+	// Unacked counts the queue messages not deleted; Pending the job
+	// messages not in a queue message yet (the next poll packs them into
+	// one): a client has handled everything only when both are 0.
+	// Assigned is totalAssignedJobs.
+	Unacked, Pending, Assigned int
 }
 
 // ScaleSets returns the organization's scale sets, by id.
@@ -850,7 +852,7 @@ func (s *Server) ScaleSets(org string) []ScaleSetState {
 			continue
 		}
 		st := ScaleSetState{ID: ss.id, Name: ss.name, Labels: append([]string{}, ss.labels...), GroupID: ss.groupID,
-			Unacked: len(ss.msgs), Assigned: s.statsLocked(ss)["totalAssignedJobs"].(int)}
+			Unacked: len(ss.msgs), Pending: len(ss.pending), Assigned: s.statsLocked(ss)["totalAssignedJobs"].(int)}
 		if ss.session != nil {
 			st.Session, st.LastMessageID = ss.session.id, ss.session.lastSeen
 		}
