@@ -24,3 +24,13 @@ func For(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 }
+
+// Bound is how long a wait under ctx may last, for an API that takes a
+// bound of its own (the SDK's waiters): the time to ctx's deadline, at
+// least a millisecond, or fallback when ctx has none.
+func Bound(ctx context.Context, fallback time.Duration) time.Duration {
+	if deadline, ok := ctx.Deadline(); ok {
+		return max(time.Until(deadline), time.Millisecond)
+	}
+	return fallback
+}

@@ -24,3 +24,19 @@ func TestFor(t *testing.T) {
 		t.Errorf("no wait on an ended context: %v, want context.Canceled", err)
 	}
 }
+
+func TestBound(t *testing.T) {
+	if got := Bound(context.Background(), time.Minute); got != time.Minute {
+		t.Errorf("no deadline: %s, want the fallback", got)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(time.Hour))
+	defer cancel()
+	if got := Bound(ctx, time.Minute); got <= 59*time.Minute || got > time.Hour {
+		t.Errorf("a deadline in an hour: %s, want the time to it, not the fallback", got)
+	}
+	past, cancelPast := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancelPast()
+	if got := Bound(past, time.Minute); got != time.Millisecond {
+		t.Errorf("a passed deadline: %s, want a millisecond (a waiter refuses 0)", got)
+	}
+}

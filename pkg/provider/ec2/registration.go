@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/skiffci/skiff/internal/ctxsleep"
 	"github.com/skiffci/skiff/pkg/userdata"
 )
 
@@ -69,13 +70,9 @@ func CreateRegistrationTable(ctx context.Context, api RegistrationTableAPI, tabl
 	if err != nil && !errors.As(err, &inUse) {
 		return fmt.Errorf("creating registration table %s: %w", table, err)
 	}
-	maxWait := createTableWait
-	if deadline, ok := ctx.Deadline(); ok {
-		maxWait = max(time.Until(deadline), time.Millisecond) // the context bounds the wait
-	}
 	// Emulators turn a table ACTIVE asynchronously too.
 	w := dynamodb.NewTableExistsWaiter(api, func(o *dynamodb.TableExistsWaiterOptions) { o.MinDelay, o.MaxDelay = 10*time.Millisecond, time.Second })
-	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, maxWait); err != nil {
+	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, ctxsleep.Bound(ctx, createTableWait)); err != nil {
 		return fmt.Errorf("waiting for registration table %s: %w", table, err)
 	}
 	return nil

@@ -68,6 +68,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/skiffci/skiff/internal/ctxsleep"
 	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/store/expiry"
 )
@@ -152,11 +153,11 @@ func NewDynamo(api DynamoAPI, table string, opts ...DynamoOption) *Dynamo {
 const createTableWait = 2 * time.Minute
 
 // CreateTable creates the store's table (keys pk and sk, on-demand billing,
-// the runner ledger's live-pool index)
-// and waits until it is active, as long as ctx allows. A table that already exists is not an
-// error. It does not enable TTL on expires_at: the deployment does that (and
-// DynamoDB emulators lack UpdateTimeToLive); Dynamo treats expired items as
-// absent either way.
+// the runner ledger's live-pool index) and waits until it is active, as
+// long as ctx allows. A table that already exists is not an error. It does
+// not enable TTL on expires_at: the deployment does that (and DynamoDB
+// emulators lack UpdateTimeToLive); Dynamo treats expired items as absent
+// either way.
 func CreateTable(ctx context.Context, api DynamoTableAPI, table string) error {
 	livePool, liveIndex := ledgerIndex() // the runner ledger's sparse index (ledger_dynamo.go)
 	_, err := api.CreateTable(ctx, &dynamodb.CreateTableInput{
@@ -181,11 +182,7 @@ func CreateTable(ctx context.Context, api DynamoTableAPI, table string) error {
 		o.MinDelay = 20 * time.Millisecond
 		o.MaxDelay = 2 * time.Second
 	})
-	maxWait := createTableWait
-	if deadline, ok := ctx.Deadline(); ok {
-		maxWait = max(time.Until(deadline), time.Millisecond) // the context bounds the wait
-	}
-	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, maxWait); err != nil {
+	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, ctxsleep.Bound(ctx, createTableWait)); err != nil {
 		return fmt.Errorf("waiting for table %s: %w", table, err)
 	}
 	return nil
