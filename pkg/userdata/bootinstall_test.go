@@ -66,7 +66,7 @@ func BenchmarkBootRunnerInstall(b *testing.B) {
 				ddb.createTable(b, table)
 				p := cpuParams()
 				p.RegistrationTable, p.IMDSEndpoint, p.DynamoDBEndpoint = table, imds, ddb.endpoint
-				p.RegistrationTimeout, p.Lifetime = 5*time.Second, testLifetime
+				p.RegistrationTimeout, p.Lifetime = testRegistrationTimeout, testLifetime
 				p.RunnerVersion, p.RunnerSHA256, p.RunnerDownloadURL = "2.330.0", sum, dl
 				script, err := Render(p)
 				if err != nil {

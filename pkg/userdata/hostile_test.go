@@ -81,7 +81,7 @@ func TestBootSandboxHostileRegistration(t *testing.T) {
 			ddb.createTable(t, table)
 			p := cpuParams()
 			p.RegistrationTable, p.IMDSEndpoint, p.DynamoDBEndpoint = table, imds, ddb.endpoint
-			p.RegistrationTimeout, p.Lifetime = 5*time.Second, testLifetime
+			p.RegistrationTimeout, p.Lifetime = testRegistrationTimeout, testLifetime
 			script, err := Render(p)
 			if err != nil {
 				t.Fatalf("Render: %v", err)

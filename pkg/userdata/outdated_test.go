@@ -39,7 +39,7 @@ func TestBootSandboxOutdated(t *testing.T) {
 			ddb.createTable(t, table)
 			p := cpuParams()
 			p.RegistrationTable, p.IMDSEndpoint, p.DynamoDBEndpoint, p.EC2Endpoint = table, imds, ddb.endpoint, ec2.url
-			p.RegistrationTimeout, p.Lifetime = 5*time.Second, testLifetime
+			p.RegistrationTimeout, p.Lifetime = testRegistrationTimeout, testLifetime
 			script, err := Render(p)
 			if err != nil {
 				t.Fatal(err)
