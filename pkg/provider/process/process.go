@@ -592,10 +592,22 @@ func (p *Provider) spawn(id, dir string, reg provider.Registration, sandboxed bo
 
 // signalGroup sends sig to a runner's process group: the group of its
 // sandbox's init while that process is still the one recorded (gid; a
-// pid a later process took is left alone), else its own (group == pid).
+// pid a later process took is left alone), else its own (group 0 or
+// group == pid).
 func signalGroup(pid, group int, gid identity, sig syscall.Signal) {
-	if group <= 0 || group == pid {
-		_ = syscall.Kill(-pid, sig)
+	signalGroupWith(syscall.Kill, pid, group, gid, sig)
+}
+
+// signalGroupWith is signalGroup through kill. No pid or group below 2 is
+// a runner's, and kill(2) reads them as more than one process: 0 as the
+// caller's own group, -1 as every process it may signal, 1 as init. Such
+// a value (a damaged record) signals nothing but a valid pid's own group.
+func signalGroupWith(kill func(int, syscall.Signal) error, pid, group int, gid identity, sig syscall.Signal) {
+	if pid <= 1 {
+		return
+	}
+	if group <= 1 || group == pid {
+		_ = kill(-pid, sig)
 		return
 	}
 	if gid.Boot != "" {
@@ -603,12 +615,12 @@ func signalGroup(pid, group int, gid identity, sig syscall.Signal) {
 			return // the sandbox's init has ended: so has every process in it
 		}
 	}
-	_ = syscall.Kill(-group, sig)
+	_ = kill(-group, sig)
 	if sig == syscall.SIGKILL {
 		// The init itself too, should it not lead its group yet (still
 		// setting the sandbox up): every process in its pid namespace
 		// dies with it.
-		_ = syscall.Kill(group, sig)
+		_ = kill(group, sig)
 	}
 }
 
@@ -617,7 +629,7 @@ func signalGroup(pid, group int, gid identity, sig syscall.Signal) {
 // runner command to give a grace to: it is killed, with its monitor.
 func terminate(pr *proc) {
 	if pr.group > 0 && pr.group != pr.pid && !leadsGroup(pr.group) {
-		_ = syscall.Kill(-pr.pid, syscall.SIGKILL)
+		signalGroup(pr.pid, 0, identity{}, syscall.SIGKILL) // its monitor's own group
 		signalGroup(pr.pid, pr.group, pr.groupID, syscall.SIGKILL)
 		return
 	}
