@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -60,7 +61,9 @@ func crashingProvider(spec string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	p, err := process.New(process.Options{Command: s.Command, DataDir: s.DataDir, Env: s.Env,
+	// The limit is the spec's, not the default (the machine's CPUs: one
+	// under taskset -c 0, which refused the second runner).
+	p, err := process.New(process.Options{Command: s.Command, DataDir: s.DataDir, Env: s.Env, Limits: map[string]int{"cpu": s.Runners},
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -92,6 +95,10 @@ func crashingProvider(spec string) int {
 	}
 	out := crashed{Plan: string(pl)}
 	for _, r := range res.Runners {
+		if r.Err != nil { // Launch succeeds when any runner launched
+			fmt.Fprintln(os.Stderr, r.Err)
+			return 1
+		}
 		pid, _, _ := p.Process(r.Instance.ID)
 		out.IDs, out.PIDs = append(out.IDs, r.Instance.ID), append(out.PIDs, pid)
 		out.Groups = append(out.Groups, process.Group(p, r.Instance.ID))
@@ -122,17 +129,22 @@ func crash(t *testing.T, s crashSpec) crashed {
 	}
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
-	if err != nil || len(c.IDs) != s.Runners {
-		t.Fatalf("the crashing provider launched %+v (%v)", c, err)
-	}
 	t.Cleanup(func() { // a net: the runners never outlive the test
 		for i, pid := range c.PIDs {
+			if pid <= 1 {
+				continue // kill(2) reads -0 as the test's own process group, -1 as every process
+			}
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
-			if g := c.Groups[i]; g != pid && startTicks(g) != "" {
-				_ = syscall.Kill(g, syscall.SIGKILL) // its sandbox, with it all in it
+			if i < len(c.Groups) && c.Groups[i] > 1 && c.Groups[i] != pid && startTicks(c.Groups[i]) != "" {
+				_ = syscall.Kill(c.Groups[i], syscall.SIGKILL) // its sandbox, with it all in it
 			}
 		}
 	})
+	notRunner := func(pid int) bool { return pid <= 1 }
+	if err != nil || len(c.IDs) != s.Runners || slices.Contains(c.IDs, "") || len(c.PIDs) != s.Runners || len(c.Groups) != s.Runners ||
+		slices.ContainsFunc(c.PIDs, notRunner) || slices.ContainsFunc(c.Groups, notRunner) {
+		t.Fatalf("the crashing provider launched %+v (%v)", c, err)
+	}
 	return c
 }
 

@@ -482,7 +482,9 @@ func TestReplayAndRestart(t *testing.T) {
 	if err := e1.p.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	e2 := newProvider(t, process.Options{Command: []string{"sleep", "3600"}, DataDir: data})
+	// Room for two runners whatever the machine's CPUs (the default limit):
+	// the token-mode launch below must meet its mode check, not the limit.
+	e2 := newProvider(t, process.Options{Command: []string{"sleep", "3600"}, DataDir: data, Limits: map[string]int{"cpu": 2}})
 	if _, err := e2.p.Launch(ctx, pl, nil); !errors.Is(err, provider.ErrInvalid) || !provider.Permanent(err) {
 		t.Errorf("replay of a token from before the restart: %v, want a permanent ErrInvalid", err)
 	}
