@@ -22,6 +22,12 @@ func TestReadCgroupFixture(t *testing.T) {
 	if pids := cgroupPids("testdata/cgroup/runner-full"); !slices.Equal(pids, []int{4242, 4243}) {
 		t.Errorf("cgroup.procs: %v", pids)
 	}
+	// A process outside the reader's pid namespace is listed as 0 (seen
+	// under WSL2, systemd's cg_read_pid): no pid to read or signal, and
+	// kill(0) would signal skiff's own process group.
+	if pids := cgroupPids("testdata/cgroup/runner-foreign"); !slices.Equal(pids, []int{4242}) {
+		t.Errorf("cgroup.procs with processes of other pid namespaces: %v, want only 4242", pids)
+	}
 	nomem := readCgroup("testdata/cgroup/runner-nomem")
 	if !nomem.cpuOK || nomem.cpuSeconds != 0.25 || nomem.peakOK {
 		t.Errorf("runner-nomem: %+v, want 0.25 CPU-seconds and no peak", nomem)

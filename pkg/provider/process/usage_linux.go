@@ -228,7 +228,10 @@ func cgroupPids(dir string) []int {
 	}
 	var pids []int
 	for _, l := range strings.Fields(string(b)) {
-		if pid, err := strconv.Atoi(l); err == nil {
+		// A process outside this pid namespace is listed as 0, and init
+		// (1) is no runner's: neither is read or signalled (kill(0) would
+		// signal the daemon's own process group).
+		if pid, err := strconv.Atoi(l); err == nil && pid > 1 {
 			pids = append(pids, pid)
 		}
 	}
