@@ -131,7 +131,7 @@ func crash(t *testing.T, s crashSpec) crashed {
 	t.Cleanup(func() { // a net: the runners never outlive the test
 		for i, pid := range c.PIDs {
 			if pid <= 1 {
-				continue // kill(2) reads -0 as the test's own process group, -1 as every process
+				continue // -0 is 0, which kill(2) reads as the test's own process group; -1 is every process
 			}
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
 			if i < len(c.Groups) && c.Groups[i] > 1 && c.Groups[i] != pid && startTicks(c.Groups[i]) != "" {
