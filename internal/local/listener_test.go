@@ -55,7 +55,7 @@ func runListenerJobs(t *testing.T, sim *ghsim.Server, l *local.Local, logs fmt.S
 	waitUntil(t, "every job completed and acknowledged", func() (bool, string) {
 		live, _ := l.Ledger.Live(context.Background(), "cpu")
 		ss := scaleSet(t, sim)
-		return completedJobs(sim, run.JobIDs) == n && live == 0 && ss.Unacked == 0 && ss.Pending == 0,
+		return completedJobs(sim, run.JobIDs) == n && live == 0 && ss.Drained(),
 			fmt.Sprintf("%d of %d completed, %d live, scale set %+v\n%s", completedJobs(sim, run.JobIDs), n, live, ss, logs)
 	})
 	return run.JobIDs
@@ -324,7 +324,7 @@ func TestLocalListenerReassigned(t *testing.T) {
 			depth, _ := l.Queue.Depth(context.Background())
 			ss := scaleSet(t, sim)
 			n := strings.Count(logs.String(), "job acquired and queued")
-			return n == queued && depth == 0 && ss.Unacked == 0 && ss.Pending == 0 && ss.Assigned == 1,
+			return n == queued && depth == 0 && ss.Drained() && ss.Assigned == 1,
 				fmt.Sprintf("queued %d times, queue depth %d, scale set %+v\n%s", n, depth, ss, logs)
 		}
 	}
@@ -402,7 +402,7 @@ func TestLocalListenerDesired(t *testing.T) {
 	waitUntil(t, "every job assigned and every message handled", func() (bool, string) {
 		ss := scaleSet(t, sim)
 		st, _ := l.ListenerState()
-		return ss.Assigned == 5 && ss.Unacked == 0 && ss.Pending == 0 && len(st) == 1 && st[0].LastMessageID > 0 && st[0].Desired == 5,
+		return ss.Assigned == 5 && ss.Drained() && len(st) == 1 && st[0].LastMessageID > 0 && st[0].Desired == 5,
 			fmt.Sprintf("scale set %+v, state %+v\n%s", ss, st, logs)
 	})
 }

@@ -837,10 +837,13 @@ type ScaleSetState struct {
 	LastMessageID int64
 	// Unacked counts the queue messages not deleted; Pending the job
 	// messages not in a queue message yet (the next poll packs them into
-	// one): a client has handled everything only when both are 0.
-	// Assigned is totalAssignedJobs.
+	// one). Assigned is totalAssignedJobs.
 	Unacked, Pending, Assigned int
 }
+
+// Drained reports whether a client has handled every job message: none
+// in an undeleted queue message, none waiting for the next poll.
+func (s ScaleSetState) Drained() bool { return s.Unacked == 0 && s.Pending == 0 }
 
 // ScaleSets returns the organization's scale sets, by id.
 func (s *Server) ScaleSets(org string) []ScaleSetState {
