@@ -124,6 +124,12 @@ bench: ## run the benchmarks docs/performance.md quotes
 	go build -o build/skiff-demo ./cmd/skiff-demo
 	build/skiff-demo -f examples/lab.yaml --standin build/skiff-standin --jobs 1000 --limit 100 --out build/demo-1000
 
+# make race: the suite's test binaries under the race detector (docs/development.md); a
+# binary a test builds and starts is built without it. About 10 minutes on a 2-core machine.
+.PHONY: race
+race: deps build ## run every test under the race detector (emulators are started by the tests)
+	SKIFF_REQUIRE_EMULATORS=1 go test -race -count=1 -timeout 30m ./...
+
 # make loadtest: the fault harness (internal/loadtest) with LOADTEST_JOBS jobs in both
 # configurations (metrics records off, then on; each about 5 minutes on moto), the DynamoDB
 # adapters through the SDK against moto (LOADTEST_STORE=memory for the in-memory adapters).

@@ -89,7 +89,9 @@ func TestSampleProcessGroup(t *testing.T) {
 	}
 	s.sampleOnce(time.Now())
 	u := tr.finish(time.Now(), nil, cgroupTotals{})
-	if peak := float64(u.PeakMemoryBytes) / (1 << 20); peak < 3*32 || peak > 3*(32+64) {
+	// At most 64 MiB more each: the Go runtime's own pages (none under the
+	// race detector, whose shadow memory the helpers' resident pages include).
+	if peak := float64(u.PeakMemoryBytes) / (1 << 20); peak < 3*32 || (peak > 3*(32+64) && !testenv.RaceDetector) {
 		t.Errorf("peak %.1f MiB, want the three together: 96–288", peak)
 	}
 	// The three burnt 0.6 s; /proc counts in 10 ms clock ticks that the

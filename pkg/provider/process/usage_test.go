@@ -23,7 +23,8 @@ import (
 // process: a Go binary's start, its runtime and the page faults of the
 // allocation. Peak memory is at least the MiB the child touched and at
 // most 64 MiB more: the test binary's own resident pages and the Go
-// runtime's heap and stacks.
+// runtime's heap and stacks (no upper bound under the race detector: the
+// child is this test binary, and its shadow memory is resident too).
 func TestUsageOfARunner(t *testing.T) {
 	t.Parallel()
 	const mib = 96
@@ -85,7 +86,7 @@ func TestUsageOfARunner(t *testing.T) {
 			// The children of a tree may hold their memory at the same
 			// time (a sample or the cgroup then sees the sum), or not.
 			peak, most := float64(u.PeakMemoryBytes)/(1<<20), float64(tc.procs)*(tc.wantPeak+64)
-			if peak < tc.wantPeak || peak > most {
+			if peak < tc.wantPeak || (peak > most && !testenv.RaceDetector) {
 				t.Errorf("peak memory %.1f MiB (from %s), want %.0f–%.0f", peak, u.MemoryFrom, tc.wantPeak, most)
 			}
 			if u.Host.CPUs < 1 || u.Host.MemoryBytes == 0 || u.End.Before(u.Start) {
