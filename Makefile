@@ -124,8 +124,8 @@ bench: ## run the benchmarks docs/performance.md quotes
 	go build -o build/skiff-demo ./cmd/skiff-demo
 	build/skiff-demo -f examples/lab.yaml --standin build/skiff-standin --jobs 1000 --limit 100 --out build/demo-1000
 
-# make race: the suite's test binaries under the race detector (docs/development.md); a
-# binary a test builds and starts is built without it. About 10 minutes on a 2-core machine.
+# make race: the suite's test binaries under the race detector, and the skiff that cmd/skiff's
+# tests start (docs/development.md). About 10 minutes on a 2-core machine.
 .PHONY: race
 race: deps build ## run every test under the race detector (emulators are started by the tests)
 	SKIFF_REQUIRE_EMULATORS=1 go test -race -count=1 -timeout 30m ./...

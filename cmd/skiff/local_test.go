@@ -22,13 +22,18 @@ import (
 
 // buildSkiff builds the skiff binary and the stand-in runner for a test
 // that runs them as processes; whatever happens, no stand-in of the test
-// outlives it.
+// outlives it. Under the race detector skiff is built with it too, and
+// startSkiff fails the test on a race its log reports.
 func buildSkiff(t *testing.T) (skiff, standin string) {
 	t.Helper()
 	bin := t.TempDir()
 	skiff, standin = filepath.Join(bin, "skiff"), filepath.Join(bin, "skiff-standin")
 	for out, pkg := range map[string]string{skiff: "github.com/skiffci/skiff/cmd/skiff", standin: "github.com/skiffci/skiff/cmd/skiff-standin"} {
-		if b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
+		args := []string{"build", "-o", out, pkg}
+		if testenv.RaceDetector && out == skiff {
+			args = []string{"build", "-race", "-o", out, pkg}
+		}
+		if b, err := exec.Command("go", args...).CombinedOutput(); err != nil {
 			t.Fatalf("building %s: %v\n%s", pkg, err, b)
 		}
 	}
@@ -62,6 +67,9 @@ func startSkiff(t *testing.T, skiff, dir string, n int, env, args []string, read
 		if cmd.ProcessState == nil {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
+		}
+		if out := readFile(log); strings.Contains(out, "WARNING: DATA RACE") {
+			t.Errorf("skiff run %d reported a data race:\n%s", n, out)
 		}
 	})
 	waitFor(t, "skiff says "+ready, func() (bool, string) {
