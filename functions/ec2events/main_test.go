@@ -46,9 +46,9 @@ func sample(t testing.TB, file, instanceID, state string, at time.Time) map[stri
 	return ev
 }
 
-func env(dynamo string) []string {
+func env(dynamo, table string) []string {
 	return testenv.LambdaEnv(
-		"AWS_ENDPOINT_URL_DYNAMODB="+dynamo, "SKIFF_TABLE_NAME=skiff-ec2events",
+		"AWS_ENDPOINT_URL_DYNAMODB="+dynamo, "SKIFF_TABLE_NAME="+table,
 		"SKIFF_LOG_LEVEL=debug",
 	)
 }
@@ -58,7 +58,7 @@ func env(dynamo string) []string {
 // first event is a state change to pending, answered without an AWS call.
 func BenchmarkColdInit(b *testing.B) {
 	bootstrap := testenv.BuildLambda(b, runtime.GOARCH)
-	testenv.BenchColdInit(b, bootstrap, env("http://127.0.0.1:1"),
+	testenv.BenchColdInit(b, bootstrap, env("http://127.0.0.1:1", "skiff-ec2events"),
 		sample(b, "ec2-state-change.json", "i-0bench", "pending", time.Now()))
 }
 
@@ -75,9 +75,10 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	ddb := testenv.DynamoClient(t, moto)
 	ctx := t.Context()
 	t0 := time.Now().UTC().Truncate(time.Second) // the function reads the real clock to hide expired records
-	led, r, r2 := seedRunning(t, ddb, t0)
+	table := testenv.NewTable(t, ddb, "skiff-ec2events")
+	led, r, r2 := seedRunning(t, ddb, table, t0)
 
-	fn := testenv.StartRIE(t, testenv.BuildLambda(t, runtime.GOARCH), env(moto))
+	fn := testenv.StartRIE(t, testenv.BuildLambda(t, runtime.GOARCH), env(moto, table))
 	invoke := func(ev any) string {
 		t.Helper()
 		return string(fn.Invoke(t, ev))
@@ -137,14 +138,11 @@ func TestBootstrapUnderRIE(t *testing.T) {
 
 // seedRunning writes two runners of pool gpu, launched at t0 on
 // i-0abc42 and i-0abc43, each running its own job (a runner that did not
-// is left to the reconciler), to the ledger in table skiff-ec2events.
-func seedRunning(t *testing.T, ddb *dynamodb.Client, t0 time.Time) (led *dynamostore.LedgerDynamo, r, r2 ledger.Runner) {
+// is left to the reconciler), to the ledger in table.
+func seedRunning(t *testing.T, ddb *dynamodb.Client, table string, t0 time.Time) (led *dynamostore.LedgerDynamo, r, r2 ledger.Runner) {
 	t.Helper()
 	ctx := t.Context()
-	if err := dynamostore.CreateTable(ctx, ddb, "skiff-ec2events"); err != nil {
-		t.Fatal(err)
-	}
-	led = dynamostore.NewLedgerDynamo(ddb, "skiff-ec2events")
+	led = dynamostore.NewLedgerDynamo(ddb, table)
 	r = ledger.Runner{Name: "skiff-42-1", Pool: "gpu", JobID: 42, RunID: 4, Attempt: 1, ReservedAt: t0}
 	r2 = ledger.Runner{Name: "skiff-43-1", Pool: "gpu", JobID: 43, RunID: 4, Attempt: 1, ReservedAt: t0}
 	if n, err := led.Reserve(ctx, "gpu", 5, []ledger.Runner{r, r2}); err != nil || n != 2 {

@@ -32,11 +32,11 @@ pools:
     subnets: [subnet-0a1b2c3d4e5f60718]
 `
 
-func env(t testing.TB, dynamo, ec2, gh, pem, dir string) []string {
+func env(t testing.TB, dynamo, table, ec2, gh, pem, dir string) []string {
 	return testenv.LambdaEnv(
 		"AWS_ENDPOINT_URL_DYNAMODB="+dynamo, "AWS_ENDPOINT_URL_EC2="+ec2,
 		"AWS_ENDPOINT_URL_SECRETS_MANAGER="+testenv.SecretsManager(t, pem), "AWS_ENDPOINT_URL_SQS=http://127.0.0.1:1",
-		"SKIFF_TABLE_NAME=skiff-sd", "SKIFF_QUEUE_URL=http://127.0.0.1:1/jobs", "SKIFF_ACCOUNT_ID=123456789012", "SKIFF_DEPLOYMENT=skiff",
+		"SKIFF_TABLE_NAME="+table, "SKIFF_QUEUE_URL=http://127.0.0.1:1/jobs", "SKIFF_ACCOUNT_ID=123456789012", "SKIFF_DEPLOYMENT=skiff",
 		"SKIFF_GITHUB_APP_IDS="+strconv.Itoa(testenv.AppID), "SKIFF_GITHUB_PRIVATE_KEY_ARN="+testenv.SecretARN,
 		"SKIFF_GITHUB_API_URL="+gh, "SKIFF_POOLS_FILE="+filepath.Join(dir, "pools.yaml"), "SKIFF_REDELIVER=false",
 	)
@@ -51,10 +51,8 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	moto := testenv.Moto(t)
 	ddb := testenv.DynamoClient(t, moto)
 	ctx := context.Background()
-	if err := dynamostore.CreateTable(ctx, ddb, "skiff-sd"); err != nil {
-		t.Fatal(err)
-	}
-	led := dynamostore.NewLedgerDynamo(ddb, "skiff-sd")
+	table := testenv.NewTable(t, ddb, "skiff-sd")
+	led := dynamostore.NewLedgerDynamo(ddb, table)
 	old := time.Now().Add(-time.Hour)
 	r := ledger.Runner{Name: "skiff-9-1", Pool: "default", JobID: 9, RunID: 1, Attempt: 1, ReservedAt: old}
 	if n, err := led.Reserve(ctx, "default", 5, []ledger.Runner{r}); err != nil || n != 1 {
@@ -71,7 +69,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	bootstrap := testenv.BuildLambda(t, runtime.GOARCH)
 	dir := t.TempDir() // the bootstrap's own is shared by the package's tests
 	testenv.WritePoolsFile(t, dir, pools)
-	fn := testenv.StartRIE(t, bootstrap, env(t, moto, fake.Serve(t), sim.URL(), pemKey, dir))
+	fn := testenv.StartRIE(t, bootstrap, env(t, moto, table, fake.Serve(t), sim.URL(), pemKey, dir))
 	raw := fn.Invoke(t, map[string]any{"id": "sched-1", "detail-type": "Scheduled Event", "source": "aws.events",
 		"time": time.Now().UTC().Format(time.RFC3339), "detail": map[string]any{}})
 	if strings.Contains(string(raw), "errorType") {
@@ -96,14 +94,12 @@ func TestBootstrapUnderRIE(t *testing.T) {
 // The first event is a pass over an empty account.
 func BenchmarkColdInit(b *testing.B) {
 	moto := testenv.Moto(b)
-	if err := dynamostore.CreateTable(context.Background(), testenv.DynamoClient(b, moto), "skiff-sd"); err != nil {
-		b.Fatal(err)
-	}
+	table := testenv.NewTable(b, testenv.DynamoClient(b, moto), "skiff-sd")
 	sim := ghsim.New(ghsim.Options{})
 	defer sim.Close()
 	sim.AddApp(ghsim.AppConfig{ID: testenv.AppID, Slug: "skiff", PublicKey: &testenv.Key().PublicKey})
 	bootstrap := testenv.BuildLambda(b, runtime.GOARCH)
 	dir := b.TempDir() // the bootstrap's own is shared by the package's tests
 	testenv.WritePoolsFile(b, dir, pools)
-	testenv.BenchColdInit(b, bootstrap, env(b, moto, ec2fake.New().Serve(b), sim.URL(), testenv.KeyPEM(), dir), map[string]any{"source": "aws.events"})
+	testenv.BenchColdInit(b, bootstrap, env(b, moto, table, ec2fake.New().Serve(b), sim.URL(), testenv.KeyPEM(), dir), map[string]any{"source": "aws.events"})
 }

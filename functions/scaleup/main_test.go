@@ -60,18 +60,18 @@ func BenchmarkColdInit(b *testing.B) {
 	), events.SQSEvent{Records: []events.SQSMessage{}})
 }
 
-// newTables creates the state table name and scale-up's registration
-// table name-reg, and waits until both exist.
-func newTables(t *testing.T, ddb *dynamodb.Client, name string) {
+// newTables creates a state table named testenv.Unique(prefix) and
+// scale-up's registration table, the same name with -reg, waits until both
+// exist, and returns the state table's name.
+func newTables(t *testing.T, ddb *dynamodb.Client, prefix string) string {
 	t.Helper()
+	name := testenv.NewTable(t, ddb, prefix)
 	ctx, cancel := testenv.AwaitContext(t)
 	defer cancel()
-	if err := dynamostore.CreateTable(ctx, ddb, name); err != nil {
-		t.Fatal(err)
-	}
 	if err := ec2.CreateRegistrationTable(ctx, ddb, name+"-reg"); err != nil {
 		t.Fatal(err)
 	}
+	return name
 }
 
 // startScaleUp starts the built bootstrap under the runtime emulator with
@@ -149,13 +149,13 @@ func invokeSQS(t *testing.T, fn *testenv.Lambda, msgs ...events.SQSMessage) []ev
 func TestBootstrapUnderRIE(t *testing.T) {
 	dynamo := testenv.Moto(t) // transactions (the fenced launch intent, the ledger): dynalite has none
 	ddb := testenv.DynamoClient(t, dynamo)
-	newTables(t, ddb, "skiff-su")
+	table := newTables(t, ddb, "skiff-su")
 	sim, pemKey := testenv.GitHubApp(t, "CANARYJIT")
-	fn, fake := startScaleUp(t, dynamo, "skiff-su", sim,
+	fn, fake := startScaleUp(t, dynamo, table, sim,
 		"AWS_ENDPOINT_URL_SECRETS_MANAGER="+testenv.SecretsManager(t, pemKey), "AWS_ENDPOINT_URL_SQS=http://127.0.0.1:1",
 		"SKIFF_DLQ_URL=http://127.0.0.1:1/dlq", "SKIFF_GITHUB_APP_IDS="+strconv.Itoa(testenv.AppID), "SKIFF_GITHUB_PRIVATE_KEY_ARN="+testenv.SecretARN,
 	)
-	recordRuns(t, ddb, "skiff-su", 50, 60, 70)
+	recordRuns(t, ddb, table, 50, 60, 70)
 
 	// 1. Two good jobs share one fleet; each instance gets its own tags.
 	if f := invokeSQS(t, fn, sqsMessage("m1", job(501)), sqsMessage("m2", job(502, "self-hosted", "windows")), sqsMessage("m3", "not json"), sqsMessage("m4", job(503))); len(f) != 0 {
@@ -173,7 +173,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	if len(live) != 2 || fake.Calls("CreateTags") != 2 {
 		t.Fatalf("%d instances, %d CreateTags calls, want 2 and 2\noutput:\n%s", len(live), fake.Calls("CreateTags"), fn.Out.String())
 	}
-	checkJITInstances(t, ddb, live)
+	checkJITInstances(t, ddb, table+"-reg", live)
 
 	// 2. No spot capacity for the first type: the second type launches.
 	fake.FailPool("c7i.xlarge/subnet-0a1b2c3d4e5f60718/spot", "InsufficientInstanceCapacity")
@@ -218,15 +218,15 @@ func checkScaleUpOutput(t *testing.T, logs string) {
 }
 
 // checkJITInstances fails t unless each instance of live has its
-// registration item (taken now) in JIT mode, under the runner name its
+// registration item in table reg (taken now) in JIT mode, under the runner name its
 // tags give, of this deployment and job, in pool default.
-func checkJITInstances(t *testing.T, ddb *dynamodb.Client, live []ec2fake.Instance) {
+func checkJITInstances(t *testing.T, ddb *dynamodb.Client, reg string, live []ec2fake.Instance) {
 	t.Helper()
 	ctx := context.Background()
 	registration := func(id string) map[string]types.AttributeValue {
 		t.Helper()
 		arn := userdata.InstanceARN("aws", "us-east-1", "123456789012", id)
-		item, err := ddb.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String("skiff-su-reg"), ReturnValues: types.ReturnValueAllOld,
+		item, err := ddb.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(reg), ReturnValues: types.ReturnValueAllOld,
 			Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: arn}}})
 		if err != nil {
 			t.Fatal(err)
@@ -255,10 +255,10 @@ func TestNoAppUnderRIE(t *testing.T) {
 	moto := testenv.Moto(t)
 	ctx := context.Background()
 	ddb := testenv.DynamoClient(t, moto)
-	newTables(t, ddb, "skiff-noapp")
+	table := newTables(t, ddb, "skiff-noapp")
 	awsCfg := testenv.AWSConfig(t)
 	sm := secretsmanager.NewFromConfig(awsCfg, func(o *secretsmanager.Options) { o.BaseEndpoint = aws.String(moto) })
-	sec, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String("noapp-key"), SecretString: aws.String("Zq8xV2kP0aLr4nT7wB1yC6dE9fG3hJ5m")})
+	sec, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(testenv.Unique("noapp-key")), SecretString: aws.String("Zq8xV2kP0aLr4nT7wB1yC6dE9fG3hJ5m")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,11 +267,11 @@ func TestNoAppUnderRIE(t *testing.T) {
 	depth := func(url string) (visible, delayed int) { return queueDepth(t, sq, url) }
 
 	sim, pemKey := testenv.GitHubApp(t, "")
-	fn, fake := startScaleUp(t, moto, "skiff-noapp", sim,
+	fn, fake := startScaleUp(t, moto, table, sim,
 		"AWS_ENDPOINT_URL_SECRETS_MANAGER="+moto, "AWS_ENDPOINT_URL_SQS="+moto,
 		"SKIFF_DLQ_URL="+dlq, "SKIFF_QUEUE_URL="+jobs, "SKIFF_GITHUB_PRIVATE_KEY_ARN="+aws.ToString(sec.ARN),
 	)
-	recordRuns(t, ddb, "skiff-noapp", 80)
+	recordRuns(t, ddb, table, 80)
 	invoke := func() []events.SQSBatchItemFailure {
 		t.Helper()
 		return invokeSQS(t, fn, sqsMessage("m1", job(801)))
@@ -310,10 +310,10 @@ func TestNoAppUnderRIE(t *testing.T) {
 	}
 }
 
-// createQueue creates the queue name and returns its URL.
-func createQueue(t *testing.T, sq *sqs.Client, name string) string {
+// createQueue creates a queue named testenv.Unique(prefix) and returns its URL.
+func createQueue(t *testing.T, sq *sqs.Client, prefix string) string {
 	t.Helper()
-	out, err := sq.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String(name)})
+	out, err := sq.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String(testenv.Unique(prefix))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	sm := secretsmanager.NewFromConfig(testenv.AWSConfig(t), func(o *secretsmanager.Options) { o.BaseEndpoint = aws.String(moto) })
 	ctx := context.Background()
 	create := func(name, value string) string {
-		out, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String("rie-" + name), SecretString: aws.String(value)})
+		out, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(testenv.Unique("rie-" + name)), SecretString: aws.String(value)})
 		if err != nil {
 			t.Fatal(err)
 		}

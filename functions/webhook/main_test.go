@@ -79,10 +79,7 @@ func event(eventName, delivery string, body []byte, secret string, b64 bool) eve
 func TestBootstrapUnderRIE(t *testing.T) {
 	root := testenv.Root(t)
 	dynamo := testenv.Moto(t)
-	const table = "skiff-rie"
-	if err := dynamostore.CreateTable(context.Background(), testenv.DynamoClient(t, dynamo), table); err != nil {
-		t.Fatal(err)
-	}
+	table := testenv.NewTable(t, testenv.DynamoClient(t, dynamo), "skiff-rie")
 	queueURL, sqsEndpoint, receive := sqsQueue(t)
 	bootstrap := testenv.BuildLambda(t, runtime.GOARCH)
 	poolsFile := minimalPoolsFile(t)

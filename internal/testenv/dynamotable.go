@@ -11,14 +11,21 @@ import (
 	"github.com/skiffci/skiff/pkg/store/dynamostore"
 )
 
-var tableSeq atomic.Int64
+var nameSeq atomic.Int64
+
+// Unique returns prefix-<n>, with n new in this test binary: the name of
+// something a test creates in an emulator the binary shares (a table, a
+// queue, a secret), so that tests running in parallel, and a test run again
+// under -count, each create their own.
+func Unique(prefix string) string {
+	return prefix + "-" + strconv.FormatInt(nameSeq.Add(1), 10)
+}
 
 // NewTable creates a fresh state table (dynamostore.CreateTable) named
-// prefix-<n> in the emulator client speaks to, and returns its name: each
-// test gets its own, so that tests run in parallel on one emulator.
+// Unique(prefix) in the emulator client speaks to, and returns its name.
 func NewTable(t testing.TB, client *dynamodb.Client, prefix string) string {
 	t.Helper()
-	table := prefix + "-" + strconv.FormatInt(tableSeq.Add(1), 10)
+	table := Unique(prefix)
 	ctx, cancel := AwaitContext(t)
 	defer cancel()
 	if err := dynamostore.CreateTable(ctx, client, table); err != nil {

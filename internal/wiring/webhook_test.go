@@ -132,11 +132,9 @@ func newWebhookMoto(t *testing.T, endpoint string) webhookMoto {
 	ctx := t.Context()
 	direct := testenv.AWSConfig(t)
 	direct.BaseEndpoint = aws.String(endpoint)
-	m := webhookMoto{ddb: dynamodb.NewFromConfig(direct), sqs: sqs.NewFromConfig(direct), table: "skiff-webhook-e2e"}
-	if err := dynamostore.CreateTable(ctx, m.ddb, m.table); err != nil {
-		t.Fatal(err)
-	}
-	created, err := m.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("skiff-webhook-e2e")})
+	m := webhookMoto{ddb: dynamodb.NewFromConfig(direct), sqs: sqs.NewFromConfig(direct)}
+	m.table = testenv.NewTable(t, m.ddb, "skiff-webhook-e2e")
+	created, err := m.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(testenv.Unique("skiff-webhook-e2e"))})
 	if err != nil {
 		t.Fatal(err)
 	}

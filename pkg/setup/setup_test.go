@@ -83,7 +83,7 @@ func motoStore(t *testing.T) setup.Store {
 	})
 	ctx := context.Background()
 	create := func(name, value string) string {
-		out, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(name + "-" + strings.ReplaceAll(t.Name(), "/", "-")),
+		out, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(testenv.Unique(name + "-" + strings.ReplaceAll(t.Name(), "/", "-"))),
 			SecretString: aws.String(value)})
 		if err != nil {
 			t.Fatalf("creating secret %s: %v", name, err)
