@@ -39,7 +39,7 @@ func containerProvider(cfg *pool.Config, image, dataDir string, deployment func(
 	if def != nil {
 		images = append(images, def)
 	}
-	engine, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())
+	engine, err := client.New(client.FromEnv) // negotiates the API version on the first request
 	if err != nil {
 		return nil, fmt.Errorf("container provider: the engine's client: %w", err)
 	}

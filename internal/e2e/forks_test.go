@@ -90,7 +90,6 @@ type stack struct {
 	logs     *testenv.SyncBuffer
 	security *store.SecurityMemory // the webhook's security events
 	hookURL  string                // where the simulator delivers
-	launched int
 }
 
 // stackOptions change a stack: its pools file, the runners' registration

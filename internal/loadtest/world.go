@@ -118,7 +118,6 @@ type world struct {
 	stalls      int
 	peakLive    map[int64]int // job id → most instances alive at once launched for it
 	peakHeap    uint64
-	lastFinish  time.Time
 	passStart   time.Time // when the reconciler's current pass began
 
 	pmu    sync.Mutex

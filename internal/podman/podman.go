@@ -100,7 +100,7 @@ network_config_dir = "%[1]s/networks"
 	}
 	s.exited = make(chan struct{})
 	go func() { _ = s.cmd.Wait(); close(s.exited) }()
-	s.Client, err = client.New(client.WithHost("unix://"+s.Socket), client.WithAPIVersionNegotiation())
+	s.Client, err = client.New(client.WithHost("unix://" + s.Socket))
 	if err != nil {
 		s.Stop()
 		return nil, fmt.Errorf("creating the engine's client: %w", err)

@@ -121,7 +121,6 @@ type Service struct {
 	mu       sync.Mutex
 	holds    map[string]store.RunnerHold
 	readAt   time.Time
-	holdErr  error
 	noted    map[string]string // pool → installed version logged
 	recorded map[string]string // pool → installed version stored
 }

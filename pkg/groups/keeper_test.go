@@ -48,13 +48,12 @@ func groupRequests(s *ghsim.Server) int {
 }
 
 type keeperEnv struct {
-	sim        *ghsim.Server
-	clock      *ghsim.Clock
-	keeper     *groups.Keeper
-	app, site  int64
-	operators  ghsim.GroupAccess
-	counter    *telemetry.Memory
-	lastServed int
+	sim       *ghsim.Server
+	clock     *ghsim.Clock
+	keeper    *groups.Keeper
+	app, site int64
+	operators ghsim.GroupAccess
+	counter   *telemetry.Memory
 }
 
 func newKeeperEnv(t *testing.T, entries []string) *keeperEnv {

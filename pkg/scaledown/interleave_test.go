@@ -118,9 +118,8 @@ type world struct {
 	unrecorded atomic.Bool
 
 	jobs       map[int64]*simJob // every job, by id
-	runs       []int64
-	booted     map[string]bool // instance → runner connected (or never will)
-	broken     map[string]bool // instance that never boots its runner
+	booted     map[string]bool   // instance → runner connected (or never will)
+	broken     map[string]bool   // instance that never boots its runner
 	finished   map[string]time.Time
 	lags       map[int64]time.Duration
 	flips      map[int64]bool

@@ -12,7 +12,6 @@ import (
 // check turned off, to any runner with its labels.
 func TestDispatchHonoursRunnerGroups(t *testing.T) {
 	t.Parallel()
-	const ci = "acme/%s/.github/workflows/ci.yml"
 	tests := []struct {
 		name     string
 		access   func(app, site int64) ghsim.GroupAccess

@@ -2,7 +2,6 @@ package cwpeaks_test
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -133,5 +132,5 @@ func (f *fakeCW) GetMetricData(ctx context.Context, in *cloudwatch.GetMetricData
 }
 
 func throttling() error {
-	return &smithy.GenericAPIError{Code: "Throttling", Message: fmt.Sprintf("Rate exceeded")}
+	return &smithy.GenericAPIError{Code: "Throttling", Message: "Rate exceeded"}
 }

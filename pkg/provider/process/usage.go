@@ -313,12 +313,10 @@ func slicesSortGPUs(gs []GPUUsage) {
 
 // cgroupTotals is what a runner's cgroup says at its end.
 type cgroupTotals struct {
-	cpuSeconds    float64
-	cpuOK         bool
-	peakBytes     uint64
-	peakOK        bool
-	currentBytes  uint64
-	currentMemory bool
+	cpuSeconds float64
+	cpuOK      bool
+	peakBytes  uint64
+	peakOK     bool
 }
 
 // sampler samples every live runner once per SampleEvery: one scan of

@@ -56,8 +56,8 @@
 //
 // LedgerDynamo (ledger_dynamo.go) implements it. An end also sets the
 // instance pointer's expires_at to the record's, so both expire together;
-// the count (POOL#<pool>/RUNNERS, the same item LaunchDynamo.ReserveRunners
-// counts in) is read strongly consistent, the index is eventually consistent.
+// the count (POOL#<pool>/RUNNERS, which Reserve adds to and an end takes
+// from) is read strongly consistent, the index is eventually consistent.
 //
 // # Launch state
 //

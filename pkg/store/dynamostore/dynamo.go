@@ -598,14 +598,6 @@ func (e *expr) updateReturning(table string, key map[string]types.AttributeValue
 	return in
 }
 
-// delete is a DeleteItemInput removing the item at key when cond holds.
-func (e *expr) delete(table string, key map[string]types.AttributeValue, cond string) *dynamodb.DeleteItemInput {
-	return &dynamodb.DeleteItemInput{
-		TableName: aws.String(table), Key: key, ConditionExpression: aws.String(cond),
-		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values,
-	}
-}
-
 // name returns the placeholder of an attribute name (every name goes through
 // one, since status is a reserved word).
 func (e *expr) name(n string) string {

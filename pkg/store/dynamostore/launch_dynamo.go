@@ -60,9 +60,6 @@ const (
 // DynamoDB returns under throttling; the SDK already backs off per call.
 const batchGetTries = 5
 
-// reserveTries bounds ReserveRunners' compare-and-add loop under contention.
-const reserveTries = 5
-
 // LaunchDynamo is Launches over the store's DynamoDB table, with
 // single-item conditional writes only. Its zero value is not usable: call
 // NewLaunchDynamo.
