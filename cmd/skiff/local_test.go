@@ -29,11 +29,8 @@ func buildSkiff(t *testing.T) (skiff, standin string) {
 	bin := t.TempDir()
 	skiff, standin = filepath.Join(bin, "skiff"), filepath.Join(bin, "skiff-standin")
 	for out, pkg := range map[string]string{skiff: "github.com/skiffci/skiff/cmd/skiff", standin: "github.com/skiffci/skiff/cmd/skiff-standin"} {
-		args := []string{"build", "-o", out, pkg}
-		if testenv.RaceDetector && out == skiff {
-			args = []string{"build", "-race", "-o", out, pkg}
-		}
-		if b, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+		race := "-race=" + strconv.FormatBool(testenv.RaceDetector && out == skiff)
+		if b, err := exec.Command("go", "build", race, "-o", out, pkg).CombinedOutput(); err != nil {
 			t.Fatalf("building %s: %v\n%s", pkg, err, b)
 		}
 	}
