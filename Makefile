@@ -20,6 +20,9 @@ RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
 IMDS_MOCK_VERSION := v1.13.0
 GOAWS_VERSION := v0.5.4
 GOVULNCHECK_VERSION := v1.9.0
+# staticcheck 2026.2.2 (its module's v0.8.2), run by make lint through go run: built once
+# from the module proxy, then from the build cache.
+STATICCHECK_VERSION := v0.8.2
 # The Go vulnerability database as a module (golang.org/x/vulndb) from the module proxy:
 # latest by default, since its point is fresh data; pin a pseudo-version to reproduce a run.
 VULNDB_VERSION ?= latest
@@ -77,9 +80,14 @@ DECISIONS := ./pkg/pool ./pkg/pool/poolfile ./pkg/provider/ec2/ec2prices ./pkg/s
 SERVICES := ./pkg/webhook ./pkg/scaleup ./pkg/scaledown ./pkg/instanceevents ./pkg/room ./pkg/setup ./pkg/metrics ./pkg/metrics/writer ./pkg/freshness
 
 .PHONY: lint
-lint: ## gofmt, go vet, shellcheck, and the dependency checks (decisions, services and ghsim free of SDKs)
+lint: ## gofmt, go vet, staticcheck, shellcheck, files of at most 900 lines, and the dependency checks (decisions, services and ghsim free of SDKs)
 	@out=$$(git ls-files '*.go' | xargs -r gofmt -l); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
+	@# staticcheck's default checks; a finding that is meant carries a //lint:ignore with its reason
+	go run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	@# no Go file over 900 lines: a longer one is two things, or a table that belongs in testdata/
+	@out=$$(git ls-files '*.go' | xargs -r wc -l | awk '$$2 != "total" && $$1 > 900 {print "  " $$2 ": " $$1 " lines"}'); \
+		if [ -n "$$out" ]; then echo "Go files over 900 lines (split them):"; echo "$$out"; exit 1; fi
 	@# an older Go (the machine's own, GOTOOLCHAIN=local) must fail to build skiff, saying which Go to use
 	go test -count=1 ./internal/gotoolchain
 	@out=$$(go list -deps ./pkg/github/ghsim | grep -E 'skiff/pkg/webhook|aws-sdk-go-v2'); if [ -n "$$out" ]; then echo "pkg/github/ghsim must not import:"; echo "$$out"; exit 1; fi

@@ -31,6 +31,7 @@ var statusNow = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 
 // fakeSQS answers GetQueueAttributes from a table of queue URLs.
 type fakeSQS struct {
+	//lint:ignore U1000 embedded so that the fake is an sqsAPI: a method it does not answer panics (nil interface)
 	sqsAPI
 	depth map[string][3]int // visible, in flight, delayed
 }
@@ -48,6 +49,7 @@ func (f fakeSQS) GetQueueAttributes(_ context.Context, in *sqs.GetQueueAttribute
 
 // fakeCloudWatch answers the age metric of the queue named "jobs".
 type fakeCloudWatch struct {
+	//lint:ignore U1000 embedded so that the fake is a cloudWatchAPI: a method it does not answer panics (nil interface)
 	cloudWatchAPI
 	values []float64
 	in     *cloudwatch.GetMetricDataInput

@@ -133,6 +133,7 @@ func (r repository) validate(field string) error {
 	case !allow.ValidOwner(owner):
 		return fmt.Errorf("%w: %s.full_name %s: the owner must be 1-%d letters, digits and single hyphens, not starting or ending with one", ErrMalformed, field, quoteShort(r.FullName), allow.MaxOwnerLen)
 	case !allow.ValidRepoName(name):
+		//lint:ignore ST1005 it ends naming the two names refused, "." and "..", not with a full stop
 		return fmt.Errorf("%w: %s.full_name %s: the name must be 1-%d letters, digits, '.', '-' or '_', and not . or ..", ErrMalformed, field, quoteShort(r.FullName), allow.MaxRepoNameLen)
 	}
 	return nil

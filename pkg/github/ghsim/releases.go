@@ -195,6 +195,7 @@ func (s *Server) versionCheckLocked(v string) error {
 	}
 	now := s.now()
 	if f, err := runnerversion.Assess(ver, rs, now); err == nil && f.State(now) == "expired" {
+		//lint:ignore ST1005 the message a deprecated runner is sent, in GitHub's words, full stop included
 		return fmt.Errorf("%w: Runner version v%s is deprecated and cannot receive messages.", ErrDeprecated, ver)
 	}
 	return nil
