@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/skiffci/skiff/internal/privatefile"
 	"github.com/skiffci/skiff/pkg/github"
@@ -60,9 +61,12 @@ type AppInfo struct {
 }
 
 // FileStore keeps the App in local mode's data directory; its setup secret
-// lives in memory, made by NewFileStore, for one run of `skiff setup`.
+// lives in memory, made by NewFileStore, for one run of `skiff setup`. It is
+// safe for concurrent use: the page's requests are served concurrently, and
+// one may read the secret while another saves the App and forgets it.
 type FileStore struct {
 	Dir string
+	mu  sync.Mutex
 	key github.Secret
 }
 
@@ -72,7 +76,11 @@ func NewFileStore(dir string) *FileStore {
 }
 
 // Key implements Store.
-func (f *FileStore) Key(context.Context) (github.Secret, error) { return f.key, nil }
+func (f *FileStore) Key(context.Context) (github.Secret, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.key, nil
+}
 
 // Configured implements Store: the data directory holds an App key.
 func (f *FileStore) Configured(context.Context) (int64, error) {
@@ -109,7 +117,9 @@ func (f *FileStore) Save(_ context.Context, app *github.ManifestApp) error {
 			return fmt.Errorf("writing %s: %w", w.name, err)
 		}
 	}
+	f.mu.Lock()
 	f.key = github.Secret(NewKey())
+	f.mu.Unlock()
 	return nil
 }
 
