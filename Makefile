@@ -72,6 +72,13 @@ test: deps lint build ## install test tools, lint, build the functions, then run
 	@# -bench . -benchtime 1x: each benchmark runs once after its package's tests, no figure asserted,
 	@# so that a benchmark that breaks fails the suite (make bench measures).
 	SKIFF_REQUIRE_EMULATORS=1 go test -count=1 -timeout 15m -bench . -benchtime 1x ./...
+	@# then again under the race detector, every package whose code under test runs in the test
+	@# binary: all but the functions' and the CDK app's (which run in the Lambda emulator's and
+	@# node's processes). A race is rare to see; each CI run is one more look.
+	SKIFF_REQUIRE_EMULATORS=1 go test -race -count=1 -timeout 15m $$(go list ./... | grep -vE '$(RACE_SKIP)')
+
+# Packages make test does not run under -race (make race runs every package).
+RACE_SKIP := /skiff/functions/|/skiff/infra(/|$$)
 
 # Decision packages and the port types they share: no SDK, no network code.
 DECISIONS := ./pkg/pool ./pkg/pool/poolfile ./pkg/provider/ec2/ec2prices ./pkg/scaleup/decide ./pkg/ledger ./pkg/names ./pkg/provider ./pkg/userdata ./pkg/metrics ./pkg/metrics/writer ./pkg/scaledown/decide ./pkg/runnerversion ./pkg/allow
