@@ -188,13 +188,9 @@ func (s *Service) Download(ctx context.Context, spec pool.Shared) (runnerversion
 // version changed: a new release, a new pin); a hold past its Until lets
 // this launch through as the trial (the next refusal holds again).
 func (s *Service) Held(ctx context.Context, pool string, d runnerversion.Download) (*store.RunnerHold, error) {
-	hs, err := s.readHolds(ctx)
-	if err != nil {
+	h, ok, err := s.cachedHold(ctx, pool)
+	if err != nil || !ok {
 		return nil, err
-	}
-	h, ok := hs[pool]
-	if !ok {
-		return nil, nil
 	}
 	now := s.o.Now()
 	// The pool's version changed since the hold (a new release for latest,
@@ -213,22 +209,26 @@ func (s *Service) Held(ctx context.Context, pool string, d runnerversion.Downloa
 	return &h, nil
 }
 
-func (s *Service) readHolds(ctx context.Context) (map[string]store.RunnerHold, error) {
+// cachedHold is the pool's hold from the cache of every pool's holds,
+// read again from the store when older than holdsTTL. The lookup is under
+// the lock: concurrent launches ask while another lifts a hold (forget)
+// or the reconciler makes one (remember).
+func (s *Service) cachedHold(ctx context.Context, pool string) (store.RunnerHold, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.o.Now()
-	if s.holds != nil && now.Sub(s.readAt) < holdsTTL {
-		return s.holds, nil
+	if s.holds == nil || now.Sub(s.readAt) >= holdsTTL {
+		hs, err := s.o.State.PoolHolds(ctx)
+		if err != nil {
+			return store.RunnerHold{}, false, fmt.Errorf("reading pool holds: %w", err)
+		}
+		s.holds, s.readAt = make(map[string]store.RunnerHold, len(hs)), now
+		for _, h := range hs {
+			s.holds[h.Pool] = h
+		}
 	}
-	hs, err := s.o.State.PoolHolds(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("reading pool holds: %w", err)
-	}
-	s.holds, s.readAt = make(map[string]store.RunnerHold, len(hs)), now
-	for _, h := range hs {
-		s.holds[h.Pool] = h
-	}
-	return s.holds, nil
+	h, ok := s.holds[pool]
+	return h, ok, nil
 }
 
 // remember puts a hold this process made into its cache: a scale-up in

@@ -243,6 +243,42 @@ func TestHold(t *testing.T) {
 	}
 }
 
+// TestHeldWhileLifting: scale-up asks Held from concurrent launches (and,
+// in local mode, the reconciler's Observe shares the service), so one
+// launch reads the cached holds while another lifts a hold whose version
+// changed. Under the race detector (make test runs this package with it)
+// a lookup outside the lock fails here; without it the test checks that
+// the lift holds for every launch of the new version, and that a launch
+// of another pool is never held.
+func TestHeldWhileLifting(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := e.service(t)
+	ctx := context.Background()
+	refused := provider.Instance{ID: "i-1", Pool: "pinned", State: provider.Terminated,
+		Tags: map[string]string{names.TagRunnerOutdated: "2.333.0"}}
+	if rep := s.Observe(ctx, []provider.Instance{refused}); len(rep.Held) != 1 {
+		t.Fatalf("held %v", rep.Held)
+	}
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			if h, err := s.Held(ctx, "pinned", runnerversion.Download{Version: "2.334.0"}); h != nil || err != nil {
+				t.Errorf("a launch of the new pin was held: %+v, %v", h, err)
+			}
+		})
+		wg.Go(func() {
+			if h, err := s.Held(ctx, "follows", runnerversion.Download{Version: "2.334.0"}); h != nil || err != nil {
+				t.Errorf("another pool was held: %+v, %v", h, err)
+			}
+		})
+	}
+	wg.Wait()
+	if hs, _ := e.state.PoolHolds(ctx); len(hs) != 0 {
+		t.Errorf("holds after the change: %+v", hs)
+	}
+}
+
 // TestGaugesFollowTheInstall: a pool whose runners say their version (a
 // runner directory's listener, an image's label) is assessed at the
 // version of its newest runner, not at the version its pools file names.
