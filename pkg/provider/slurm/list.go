@@ -225,21 +225,26 @@ func state(s string) provider.State {
 	return provider.Terminated
 }
 
-// instance is job j of record r: its tags are skiff's record's.
+// instance is job j of record r: its tags are skiff's record's, copied
+// under p.mu (p.mu not held), since a concurrent listing may be tagging the
+// record with what its exit code says (exitCodes).
 func (p *Provider) instance(j job, r *record) provider.Instance {
 	typ := j.Partition
 	if typ == "" {
 		typ = "default"
 	}
+	p.mu.Lock()
 	tags := make(map[string]string, len(r.Tags)+2)
 	for k, v := range r.Tags {
 		tags[k] = v
 	}
+	pool, account := r.Pool, r.Account
+	p.mu.Unlock()
 	if j.Nodes != "" {
 		tags[TagNode] = j.Nodes
 	}
-	tags[TagRunAs] = p.user(r.Account)
-	in := provider.Instance{ID: j.ID, Pool: r.Pool, InstanceType: typ, Zone: p.o.Cluster,
+	tags[TagRunAs] = p.user(account)
+	in := provider.Instance{ID: j.ID, Pool: pool, InstanceType: typ, Zone: p.o.Cluster,
 		Capacity: provider.OnDemand, State: state(j.State), LaunchedAt: j.Submitted, Tags: tags}
 	switch in.State {
 	case provider.Pending:

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -522,5 +523,81 @@ func TestRunAsScript(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// failedSlurm answers squeue with its jobs all FAILED and sacct with the
+// version-deprecated exit code for each, after a short wait (the time a
+// real sacct takes): a Commander safe for concurrent calls.
+type failedSlurm struct{ ids []string }
+
+func (f failedSlurm) Run(ctx context.Context, name string, args []string, _ []byte) ([]byte, error) {
+	var b strings.Builder
+	switch name {
+	case "squeue":
+		for _, id := range f.ids {
+			fmt.Fprintf(&b, "%s|ci|FAILED|debug|n1|2026-12-01T10:00:00|2026-12-01T10:00:05|NonZeroExitCode\n", id)
+		}
+	case "sacct":
+		time.Sleep(2 * time.Millisecond) // widens the window; no outcome depends on it
+		for _, id := range f.ids {
+			fmt.Fprintf(&b, "%s|FAILED|%d:0\n", id, provider.ExitVersionDeprecated)
+		}
+	case "scancel", "install", "dd":
+	default:
+		return nil, fmt.Errorf("unexpected command %s", name)
+	}
+	return []byte(b.String()), ctx.Err()
+}
+
+// TestListsWhileReadingExitCodes: the local daemon lists from its instance
+// watch and from the reconciler at once, and one listing tags a record
+// whose job ended with the version-deprecated code while the other copies
+// the record's tags into its instances. Under the race detector (make test
+// runs this package with it) a copy outside the lock fails here; without
+// it the test checks that every listing's instances carry the record's
+// own tags and, once read, the outdated tag.
+func TestListsWhileReadingExitCodes(t *testing.T) {
+	t.Parallel()
+	var fc failedSlurm
+	for i := range 20 {
+		fc.ids = append(fc.ids, strconv.Itoa(100+i))
+	}
+	p, err := New(Options{Commander: fc, User: "ci", JITDir: t.TempDir() + "/jit", WorkDir: "/shared/work", Command: []string{"/runner"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	for _, id := range fc.ids {
+		p.addRecord(&record{Name: "skiff.tok.r" + id, ID: id, Pool: "cpu", Written: time.Now(),
+			Tags: map[string]string{names.TagRunnerVersion: "2.330.0"}})
+	}
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	lists := make([][]provider.Instance, 4)
+	for i := range lists {
+		wg.Go(func() {
+			var err error
+			if lists[i], err = p.List(context.Background(), provider.Filter{}); err != nil {
+				t.Errorf("List: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, l := range lists {
+		for _, in := range l {
+			if in.Tags[names.TagRunnerVersion] != "2.330.0" || in.Pool != "cpu" {
+				t.Errorf("instance %s: pool %q, tags %v", in.ID, in.Pool, in.Tags)
+			}
+		}
+	}
+	again, _ := p.List(context.Background(), provider.Filter{})
+	for _, in := range again {
+		if in.Tags[names.TagRunnerOutdated] != "2.330.0" {
+			t.Errorf("instance %s after the exit codes were read: tags %v", in.ID, in.Tags)
+		}
+	}
+	if len(again) != len(fc.ids) {
+		t.Errorf("listed %d instances, want %d", len(again), len(fc.ids))
 	}
 }
