@@ -117,9 +117,12 @@ func (s *Server) installPage(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	auto := s.opts.ConfirmApps
-	target := ""
-	if app != nil && app.owner != nil {
-		target = app.owner.login
+	target, slug := "", ""
+	if app != nil {
+		slug = app.Slug
+		if app.owner != nil {
+			target = app.owner.login
+		}
 	}
 	s.mu.Unlock()
 	if app == nil {
@@ -130,7 +133,7 @@ func (s *Server) installPage(w http.ResponseWriter, r *http.Request) {
 	_ = installTmpl.Execute(w, struct {
 		Slug, Target string
 		Auto         bool
-	}{app.Slug, target, auto})
+	}{slug, target, auto})
 }
 
 var installTmpl = template.Must(template.New("install").Parse(`<!doctype html>
@@ -167,12 +170,12 @@ func (s *Server) install(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in := s.installLocked(app, acct)
-	setup := app.manifest.SetupURL
+	setup, slug, login, id := app.manifest.SetupURL, app.Slug, acct.login, in.id
 	s.mu.Unlock()
 	s.pump()
 	if u, err := url.Parse(setup); setup != "" && err == nil {
 		q := u.Query()
-		q.Set("installation_id", strconv.FormatInt(in.id, 10))
+		q.Set("installation_id", strconv.FormatInt(id, 10))
 		q.Set("setup_action", "install")
 		u.RawQuery = q.Encode()
 		http.Redirect(w, r, u.String(), http.StatusFound)
@@ -180,5 +183,5 @@ func (s *Server) install(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	fmt.Fprintf(w, "<!doctype html><p id=\"installed\">Installed %s on %s (installation %d).</p>\n",
-		template.HTMLEscapeString(app.Slug), template.HTMLEscapeString(acct.login), in.id)
+		template.HTMLEscapeString(slug), template.HTMLEscapeString(login), id)
 }

@@ -61,3 +61,46 @@ func TestWebhookLanesOverlap(t *testing.T) {
 		}
 	}
 }
+
+// TestAppUpdatedWhileDelivering: a test may update an App (AddApp with its
+// ID) while the simulator delivers its webhooks; a delivery reads the App
+// under the lock. Under the race detector (make test runs this package
+// with it) a read outside the lock fails here; without it the test checks
+// that every delivery names the App.
+func TestAppUpdatedWhileDelivering(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	hookIDs := map[string]int{}
+	hook := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hookIDs[r.Header.Get("X-GitHub-Hook-ID")]++
+		mu.Unlock()
+	}))
+	t.Cleanup(hook.Close)
+	s := ghsim.New(ghsim.Options{WebhookLanes: 4})
+	t.Cleanup(s.Close)
+	k, _ := keys(t)
+	cfg := ghsim.AppConfig{ID: 1, PublicKey: &k.PublicKey, WebhookURL: hook.URL, WebhookSecret: "s"}
+	s.AddApp(cfg)
+	s.AddRepo("acme", "app")
+	s.Install(1, "acme")
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for range 40 {
+			if _, err := s.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: []string{"x"}}}}); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	wg.Go(func() {
+		for range 1000 {
+			s.AddApp(cfg)
+		}
+	})
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(hookIDs) != 1 || hookIDs["1"] == 0 {
+		t.Errorf("deliveries by X-GitHub-Hook-ID: %v, want all of App 1's", hookIDs)
+	}
+}

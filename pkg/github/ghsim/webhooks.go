@@ -175,12 +175,14 @@ func (s *Server) send(d *simDelivery) {
 			drop = true
 		}
 	}
-	target, secret := d.app.WebhookURL, d.app.WebhookSecret
+	// The App's fields are read here, under the lock: AddApp may update
+	// the App while the delivery is on its way.
+	target, secret, appID := d.app.WebhookURL, d.app.WebhookSecret, d.app.ID
 	s.mu.Unlock()
 	start := time.Now()
 	code, status := http.StatusBadGateway, "failed to connect"
 	if !drop {
-		code, status = s.post(target, secret, d)
+		code, status = s.post(target, secret, appID, d)
 	}
 	s.mu.Lock()
 	d.sent, d.statusCode, d.status = true, code, status
@@ -189,7 +191,7 @@ func (s *Server) send(d *simDelivery) {
 	s.mu.Unlock()
 }
 
-func (s *Server) post(target, secret string, d *simDelivery) (int, string) {
+func (s *Server) post(target, secret string, appID int64, d *simDelivery) (int, string) {
 	req, err := http.NewRequest(http.MethodPost, target, bytes.NewReader(d.payload))
 	if err != nil {
 		return http.StatusBadGateway, "failed to connect"
@@ -199,9 +201,9 @@ func (s *Server) post(target, secret string, d *simDelivery) (int, string) {
 	h.Set("User-Agent", "GitHub-Hookshot/ghsim")
 	h.Set("X-GitHub-Event", d.event)
 	h.Set("X-GitHub-Delivery", d.guid)
-	h.Set("X-GitHub-Hook-ID", strconv.FormatInt(d.app.ID, 10))
+	h.Set("X-GitHub-Hook-ID", strconv.FormatInt(appID, 10))
 	h.Set("X-GitHub-Hook-Installation-Target-Type", "integration")
-	h.Set("X-GitHub-Hook-Installation-Target-ID", strconv.FormatInt(d.app.ID, 10))
+	h.Set("X-GitHub-Hook-Installation-Target-ID", strconv.FormatInt(appID, 10))
 	if secret != "" {
 		h.Set(github.SignatureHeader, github.SignWebhook([]byte(secret), d.payload))
 	}
