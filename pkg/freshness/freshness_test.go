@@ -163,6 +163,13 @@ func TestGauges(t *testing.T) {
 	}
 }
 
+// refusedPinned is a runner of pool pinned that ended refused by GitHub
+// for its version, 2.333.0.
+func refusedPinned() provider.Instance {
+	return provider.Instance{ID: "i-1", Pool: "pinned", State: provider.Terminated,
+		Tags: map[string]string{names.TagRunnerOutdated: "2.333.0"}}
+}
+
 // A runner refused for its version holds its pool: launches of the same
 // version are held with the fix; a changed version lifts the hold; after
 // HoldFor one trial goes through, and its refusal holds again.
@@ -171,8 +178,7 @@ func TestHold(t *testing.T) {
 	e := newEnv(t)
 	s := e.service(t)
 	ctx := context.Background()
-	refused := provider.Instance{ID: "i-1", Pool: "pinned", State: provider.Terminated,
-		Tags: map[string]string{names.TagRunnerOutdated: "2.333.0"}}
+	refused := refusedPinned()
 	other := provider.Instance{ID: "i-2", Pool: "follows", State: provider.Terminated, Tags: map[string]string{}}
 	rep := s.Observe(ctx, []provider.Instance{refused, other})
 	if len(rep.Held) != 1 || rep.Held[0] != "pinned" {
@@ -255,9 +261,7 @@ func TestHeldWhileLifting(t *testing.T) {
 	e := newEnv(t)
 	s := e.service(t)
 	ctx := context.Background()
-	refused := provider.Instance{ID: "i-1", Pool: "pinned", State: provider.Terminated,
-		Tags: map[string]string{names.TagRunnerOutdated: "2.333.0"}}
-	if rep := s.Observe(ctx, []provider.Instance{refused}); len(rep.Held) != 1 {
+	if rep := s.Observe(ctx, []provider.Instance{refusedPinned()}); len(rep.Held) != 1 {
 		t.Fatalf("held %v", rep.Held)
 	}
 	var wg sync.WaitGroup
