@@ -226,7 +226,7 @@ func state(s string) provider.State {
 }
 
 // instance is job j of record r: its tags are skiff's record's, copied
-// under p.mu (p.mu not held), since a concurrent listing may be tagging the
+// under p.mu (the caller must not hold it), since a concurrent listing may be tagging the
 // record with what its exit code says (exitCodes).
 func (p *Provider) instance(j job, r *record) provider.Instance {
 	typ := j.Partition
