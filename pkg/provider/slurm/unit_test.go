@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -573,19 +572,18 @@ func TestListsWhileReadingExitCodes(t *testing.T) {
 			Tags: map[string]string{names.TagRunnerVersion: "2.330.0"}})
 	}
 	p.mu.Unlock()
-	var wg sync.WaitGroup
-	lists := make([][]provider.Instance, 4)
-	for i := range lists {
-		wg.Go(func() {
-			var err error
-			if lists[i], err = p.List(context.Background(), provider.Filter{}); err != nil {
+	listed := make(chan []provider.Instance)
+	for range 4 {
+		go func() {
+			l, err := p.List(context.Background(), provider.Filter{})
+			if err != nil {
 				t.Errorf("List: %v", err)
 			}
-		})
+			listed <- l
+		}()
 	}
-	wg.Wait()
-	for _, l := range lists {
-		for _, in := range l {
+	for range 4 {
+		for _, in := range <-listed {
 			if in.Tags[names.TagRunnerVersion] != "2.330.0" || in.Pool != "cpu" {
 				t.Errorf("instance %s: pool %q, tags %v", in.ID, in.Pool, in.Tags)
 			}
