@@ -263,7 +263,7 @@ func TestNoAppUnderRIE(t *testing.T) {
 		t.Fatal(err)
 	}
 	sq := sqs.NewFromConfig(awsCfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(moto) })
-	jobs, dlq := createQueue(t, sq, "noapp-jobs"), createQueue(t, sq, "noapp-dlq")
+	jobs, dlq := testenv.NewQueue(t, sq, "noapp-jobs"), testenv.NewQueue(t, sq, "noapp-dlq")
 	depth := func(url string) (visible, delayed int) { return queueDepth(t, sq, url) }
 
 	sim, pemKey := testenv.GitHubApp(t, "")
@@ -308,16 +308,6 @@ func TestNoAppUnderRIE(t *testing.T) {
 	if strings.Contains(fn.Out.String(), "BEGIN RSA") {
 		t.Error("the App key reached the log")
 	}
-}
-
-// createQueue creates a queue named testenv.Unique(prefix) and returns its URL.
-func createQueue(t *testing.T, sq *sqs.Client, prefix string) string {
-	t.Helper()
-	out, err := sq.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String(testenv.Unique(prefix))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return aws.ToString(out.QueueUrl)
 }
 
 // queueDepth is how many messages the queue at url holds, visible and

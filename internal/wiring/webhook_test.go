@@ -129,16 +129,11 @@ type webhookMoto struct {
 // newWebhookMoto creates the queue and the table in the moto at endpoint.
 func newWebhookMoto(t *testing.T, endpoint string) webhookMoto {
 	t.Helper()
-	ctx := t.Context()
 	direct := testenv.AWSConfig(t)
 	direct.BaseEndpoint = aws.String(endpoint)
 	m := webhookMoto{ddb: dynamodb.NewFromConfig(direct), sqs: sqs.NewFromConfig(direct)}
 	m.table = testenv.NewTable(t, m.ddb, "skiff-webhook-e2e")
-	created, err := m.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(testenv.Unique("skiff-webhook-e2e"))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.queueURL = aws.ToString(created.QueueUrl)
+	m.queueURL = testenv.NewQueue(t, m.sqs, "skiff-webhook-e2e")
 	return m
 }
 
