@@ -32,6 +32,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -222,6 +223,32 @@ type Handover struct {
 // the launch's intent and hands it back to Launch (and to Launch again after
 // a crash).
 type Plan string
+
+// BeginLaunch is what every Launch does first: it refuses an ended ctx (a
+// transient error coded Canceled), decodes pl, a plan this backend's Plan
+// made, into v, and checks it against the registrations Launch was given.
+// whole, called after decoding, reports whether v is complete (its token,
+// its image) and how many runners it has. A plan that does not decode, is
+// not whole or has no runners, and registrations that are not one per
+// runner (nil is a replay's, and always fits), are final ErrInvalid: no
+// retry reads them otherwise.
+func BeginLaunch(ctx context.Context, pl Plan, v any, backend string, regs []Registration, whole func() (ok bool, runners int)) error {
+	if err := ctx.Err(); err != nil {
+		return &Error{Kind: ErrTransient, Code: "Canceled", Message: err.Error()}
+	}
+	err := json.Unmarshal([]byte(pl), v)
+	ok, n := false, 0
+	if err == nil {
+		ok, n = whole()
+	}
+	if !ok || n == 0 {
+		return Invalid("UnreadablePlan", "the plan is not one the "+backend+" provider made")
+	}
+	if regs != nil && len(regs) != n {
+		return Invalid("Registrations", fmt.Sprintf("launching: %d registrations for %d runners", len(regs), n))
+	}
+	return nil
+}
 
 // Capacity is how an instance is paid for.
 type Capacity string

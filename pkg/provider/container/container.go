@@ -263,15 +263,9 @@ func Name(token, runner string) string { return provider.LaunchName(token, runne
 // container. With regs nil it creates nothing: it returns the containers
 // the plan made.
 func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider.Registration) (provider.Result, error) {
-	if err := ctx.Err(); err != nil {
-		return provider.Result{}, ctxError(err)
-	}
 	var pn plan
-	if err := json.Unmarshal([]byte(pl), &pn); err != nil || pn.Token == "" || len(pn.Runners) == 0 || pn.Settings.Image == "" {
-		return provider.Result{}, provider.Invalid("UnreadablePlan", "the plan is not a container provider's plan")
-	}
-	if regs != nil && len(regs) != len(pn.Runners) {
-		return provider.Result{}, provider.Invalid("Registrations", fmt.Sprintf("launching: %d registrations for %d runners", len(regs), len(pn.Runners)))
+	if err := provider.BeginLaunch(ctx, pl, &pn, "container", regs, func() (bool, int) { return pn.Token != "" && pn.Settings.Image != "", len(pn.Runners) }); err != nil {
+		return provider.Result{}, err
 	}
 	res := provider.Result{Runners: make([]provider.Launched, len(pn.Runners))}
 	if regs != nil {

@@ -116,15 +116,9 @@ func (p *Provider) FailNext(err error) {
 // records one running instance per runner (the first launch of a token;
 // later ones return the same instances).
 func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider.Registration) (provider.Result, error) {
-	if err := ctx.Err(); err != nil {
-		return provider.Result{}, &provider.Error{Kind: provider.ErrTransient, Message: err.Error()}
-	}
 	var pn plan
-	if err := json.Unmarshal([]byte(pl), &pn); err != nil {
-		return provider.Result{}, &provider.Error{Kind: provider.ErrInvalid, Code: "UnreadablePlan", Message: err.Error(), Final: true}
-	}
-	if regs != nil && len(regs) != len(pn.Runners) {
-		return provider.Result{}, provider.Errorf(provider.ErrInvalid, "launching: %d registrations for %d runners", len(regs), len(pn.Runners))
+	if err := provider.BeginLaunch(ctx, pl, &pn, "dry-run", regs, func() (bool, int) { return pn.Token != "", len(pn.Runners) }); err != nil {
+		return provider.Result{}, err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -332,11 +332,8 @@ func runnerTags(r provider.RunnerRequest) map[string]string {
 // terminated.
 func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider.Registration) (provider.Result, error) {
 	var pn plan
-	if err := json.Unmarshal([]byte(pl), &pn); err != nil {
-		return provider.Result{}, &provider.Error{Kind: provider.ErrInvalid, Code: "UnreadablePlan", Message: err.Error(), Final: true}
-	}
-	if regs != nil && len(regs) != len(pn.Runners) {
-		return provider.Result{}, provider.Errorf(provider.ErrInvalid, "launching: %d registrations for %d runners", len(regs), len(pn.Runners))
+	if err := provider.BeginLaunch(ctx, pl, &pn, "EC2", regs, func() (bool, int) { return true, len(pn.Runners) }); err != nil {
+		return provider.Result{}, err
 	}
 	for i := range regs {
 		if err := warmMatches(pn.Runners[i], regs[i]); err != nil {

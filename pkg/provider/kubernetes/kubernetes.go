@@ -301,15 +301,9 @@ func SecretName(pod string) string { return pod + "-jit" }
 // deletes (as not launched) any whose Secret is missing, since that Pod
 // could never start.
 func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider.Registration) (provider.Result, error) {
-	if err := ctx.Err(); err != nil {
-		return provider.Result{}, ctxError(err)
-	}
 	var pn plan
-	if err := json.Unmarshal([]byte(pl), &pn); err != nil || pn.Token == "" || len(pn.Runners) == 0 || pn.Settings.Image == "" {
-		return provider.Result{}, provider.Invalid("UnreadablePlan", "the plan is not a kubernetes provider's plan")
-	}
-	if regs != nil && len(regs) != len(pn.Runners) {
-		return provider.Result{}, provider.Invalid("Registrations", fmt.Sprintf("launching: %d registrations for %d runners", len(regs), len(pn.Runners)))
+	if err := provider.BeginLaunch(ctx, pl, &pn, "kubernetes", regs, func() (bool, int) { return pn.Token != "" && pn.Settings.Image != "", len(pn.Runners) }); err != nil {
+		return provider.Result{}, err
 	}
 	res := provider.Result{Runners: make([]provider.Launched, len(pn.Runners))}
 	for i, r := range pn.Runners {

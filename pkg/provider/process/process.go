@@ -380,15 +380,9 @@ func (p *Provider) Plan(ctx context.Context, l provider.Launch) (provider.Plan, 
 // one of which nothing runs or is listed (never launched, or its runners
 // ended before a restart) is a permanent ErrInvalid.
 func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider.Registration) (provider.Result, error) {
-	if err := ctx.Err(); err != nil {
-		return provider.Result{}, &provider.Error{Kind: provider.ErrTransient, Message: err.Error()}
-	}
 	var pn plan
-	if err := json.Unmarshal([]byte(pl), &pn); err != nil || pn.Token == "" || len(pn.Runners) == 0 {
-		return provider.Result{}, &provider.Error{Kind: provider.ErrInvalid, Code: "UnreadablePlan", Message: "the plan is not a process provider's plan", Final: true}
-	}
-	if regs != nil && len(regs) != len(pn.Runners) {
-		return provider.Result{}, provider.Errorf(provider.ErrInvalid, "launching: %d registrations for %d runners", len(regs), len(pn.Runners))
+	if err := provider.BeginLaunch(ctx, pl, &pn, "process", regs, func() (bool, int) { return pn.Token != "", len(pn.Runners) }); err != nil {
+		return provider.Result{}, err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

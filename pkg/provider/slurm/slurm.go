@@ -378,11 +378,8 @@ func (p *Provider) jitFile(name string) string { return filepath.Join(p.o.JITDir
 // a permanent ErrInvalid.
 func (p *Provider) Launch(ctx context.Context, pl provider.Plan, regs []provider.Registration) (provider.Result, error) {
 	var pn plan
-	if err := json.Unmarshal([]byte(pl), &pn); err != nil || pn.Token == "" || len(pn.Runners) == 0 {
-		return provider.Result{}, &provider.Error{Kind: provider.ErrInvalid, Code: "UnreadablePlan", Message: "the plan is not a Slurm provider's plan", Final: true}
-	}
-	if regs != nil && len(regs) != len(pn.Runners) {
-		return provider.Result{}, provider.Errorf(provider.ErrInvalid, "launching: %d registrations for %d runners", len(regs), len(pn.Runners))
+	if err := provider.BeginLaunch(ctx, pl, &pn, "Slurm", regs, func() (bool, int) { return pn.Token != "", len(pn.Runners) }); err != nil {
+		return provider.Result{}, err
 	}
 	p.mu.Lock()
 	for _, a := range pn.RunAs {
