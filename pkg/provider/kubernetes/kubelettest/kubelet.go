@@ -58,9 +58,10 @@ type Kubelet struct {
 	o      Options
 	dir    string
 	cancel context.CancelFunc
-	done   chan struct{}
+	loops  sync.WaitGroup // the Pod and Secret watches
 
 	mu      sync.Mutex
+	stopped bool                 // by Stop: nothing starts any more
 	procs   map[string]*exec.Cmd // by pod name
 	evicted map[string]bool
 	// deleting are the Pods being deleted whose process was sent SIGTERM.
@@ -83,7 +84,7 @@ func (k *Kubelet) EvictNext(n int) {
 func Start(t testing.TB, o Options) *Kubelet {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	k := &Kubelet{o: o, dir: t.TempDir(), cancel: cancel, done: make(chan struct{}),
+	k := &Kubelet{o: o, dir: t.TempDir(), cancel: cancel,
 		procs: map[string]*exec.Cmd{}, evicted: map[string]bool{}, deleting: map[string]types.UID{}}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: o.Node}}
 	if _, err := o.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -95,18 +96,19 @@ func Start(t testing.TB, o Options) *Kubelet {
 		cancel()
 		t.Fatalf("watching secrets: %v", err)
 	}
-	go k.watchSecrets(ctx, sw)
-	go k.run(ctx)
+	k.loops.Go(func() { k.watchSecrets(ctx, sw) })
+	k.loops.Go(func() { k.run(ctx) })
 	t.Cleanup(k.Stop)
 	return k
 }
 
-// Stop kills every process and stops watching.
+// Stop stops watching, kills every process, and starts none after.
 func (k *Kubelet) Stop() {
 	k.cancel()
-	<-k.done
+	k.loops.Wait()
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.stopped = true
 	for _, c := range k.procs {
 		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
 	}
@@ -133,7 +135,6 @@ func (k *Kubelet) fail(err error) {
 }
 
 func (k *Kubelet) run(ctx context.Context) {
-	defer close(k.done)
 	pods := k.o.Client.CoreV1().Pods(k.o.Namespace)
 	for ctx.Err() == nil {
 		list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: "skiff/managed=true"})
@@ -256,7 +257,7 @@ func (k *Kubelet) start(ctx context.Context, pod *corev1.Pod) error {
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	k.mu.Lock()
-	if _, dup := k.procs[pod.Name]; dup || k.evicted[pod.Name] {
+	if _, dup := k.procs[pod.Name]; dup || k.evicted[pod.Name] || k.stopped {
 		k.mu.Unlock()
 		return nil
 	}
