@@ -47,10 +47,7 @@ CREATE TABLE IF NOT EXISTS on_demand_runs (
 // that reads the records its condition names and writes only if the
 // condition holds, so a fenced launch and its members' claims are checked
 // and written atomically, also against another process on the file.
-type Launches struct {
-	d   *DB
-	now func() time.Time
-}
+type Launches struct{ clocked }
 
 var _ ledger.Launches = (*Launches)(nil)
 
@@ -59,10 +56,7 @@ var _ ledger.Launches = (*Launches)(nil)
 // and cannot be finished); time.Now when nil. Every other call decides
 // expiry by the time it is given.
 func NewLaunches(d *DB, now func() time.Time) *Launches {
-	if now == nil {
-		now = time.Now
-	}
-	return &Launches{d: d, now: now}
+	return &Launches{on(d, now)}
 }
 
 // LaunchClaims implements ledger.Launches: one read of the live claims.

@@ -61,8 +61,7 @@ var liveState = fmt.Sprintf("state >= %d AND state < %d", ledger.StateReserved, 
 // all or nothing, across a kill -9 as across concurrent callers and
 // processes.
 type Ledger struct {
-	d   *DB
-	now func() time.Time
+	clocked
 	ttl time.Duration
 }
 
@@ -75,10 +74,7 @@ var (
 // ledger.DefaultRunnerTTL after their end; now is the clock that decides
 // whether they have (time.Now when nil). A live record never expires.
 func NewLedger(d *DB, now func() time.Time) *Ledger {
-	if now == nil {
-		now = time.Now
-	}
-	return &Ledger{d: d, now: now, ttl: ledger.DefaultRunnerTTL}
+	return &Ledger{clocked: on(d, now), ttl: ledger.DefaultRunnerTTL}
 }
 
 // runner reads the record of name, hiding one that has expired: ok is

@@ -27,20 +27,14 @@ CREATE TABLE IF NOT EXISTS security_events (
 `
 
 // SecurityEvents is local mode's store.SecurityEvents in the SQLite file.
-type SecurityEvents struct {
-	d   *DB
-	now func() time.Time
-}
+type SecurityEvents struct{ clocked }
 
 var _ store.SecurityEvents = (*SecurityEvents)(nil)
 
 // NewSecurityEvents returns the security events in d on the clock now
 // (nil: time.Now), which decides expiry.
 func NewSecurityEvents(d *DB, now func() time.Time) *SecurityEvents {
-	if now == nil {
-		now = time.Now
-	}
-	return &SecurityEvents{d: d, now: now}
+	return &SecurityEvents{on(d, now)}
 }
 
 // RecordSecurityEvent implements store.SecurityEvents: one insert, replacing

@@ -86,6 +86,21 @@ type DB struct {
 	db *sql.DB
 }
 
+// clocked is what each of the file's record stores holds: the file, and
+// the clock that decides whether a record has expired.
+type clocked struct {
+	d   *DB
+	now func() time.Time
+}
+
+// on returns d with the clock now (time.Now when nil).
+func on(d *DB, now func() time.Time) clocked {
+	if now == nil {
+		now = time.Now
+	}
+	return clocked{d: d, now: now}
+}
+
 const schema = `
 CREATE TABLE IF NOT EXISTS queue_messages (
 	id         INTEGER PRIMARY KEY AUTOINCREMENT,

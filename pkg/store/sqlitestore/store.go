@@ -14,20 +14,14 @@ import (
 )
 
 // Store is a store.Store in the SQLite file.
-type Store struct {
-	d   *DB
-	now func() time.Time
-}
+type Store struct{ clocked }
 
 var _ store.Store = (*Store)(nil)
 
 // NewStore returns the store in d. now is the clock that decides whether a
 // record has expired (time.Now when nil).
 func NewStore(d *DB, now func() time.Time) *Store {
-	if now == nil {
-		now = time.Now
-	}
-	return &Store{d: d, now: now}
+	return &Store{on(d, now)}
 }
 
 // RecordJob implements store.Store: read, merge (store.MergeJob) and write
