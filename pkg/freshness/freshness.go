@@ -133,15 +133,7 @@ func New(o Options) (*Service, error) {
 	if o.Gauges == nil {
 		o.Gauges = telemetry.DiscardGauges
 	}
-	if o.Count == nil {
-		o.Count = telemetry.Discard
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	telemetry.FillDefaults(&o.Count, &o.Logger, &o.Now)
 	if o.HoldFor <= 0 {
 		o.HoldFor = DefaultHoldFor
 	}

@@ -100,15 +100,7 @@ func New(o Options) (*Keeper, error) {
 	if o.RetryAfter <= 0 {
 		o.RetryAfter = DefaultRetryAfter
 	}
-	if o.Counter == nil {
-		o.Counter = telemetry.Discard
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	telemetry.FillDefaults(&o.Counter, &o.Logger, &o.Now)
 	return &Keeper{o: o, orgs: map[string]*orgState{}}, nil
 }
 

@@ -257,15 +257,7 @@ func New(o Options) (*Service, error) {
 	if o.Runners == nil {
 		o.Runners = NoRunners{}
 	}
-	if o.Counter == nil {
-		o.Counter = telemetry.Discard
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	telemetry.FillDefaults(&o.Counter, &o.Logger, &o.Now)
 	if o.Executor == nil {
 		o.Executor = fanout.Concurrent{}
 	}

@@ -248,20 +248,12 @@ func New(o Options) (*Service, error) {
 	if o.Runners == nil {
 		o.Runners = NoRunnerVersions{}
 	}
-	if o.Counter == nil {
-		o.Counter = telemetry.Discard
-	}
+	telemetry.FillDefaults(&o.Counter, &o.Logger, &o.Now)
 	if o.Timings == nil {
 		o.Timings = telemetry.DiscardTimings
 	}
 	if o.Executor == nil {
 		o.Executor = fanout.Concurrent{}
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.Now == nil {
-		o.Now = time.Now
 	}
 	if o.Scope == "" {
 		o.Scope = ScopeOrg

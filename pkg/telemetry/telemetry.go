@@ -11,6 +11,7 @@ package telemetry
 import (
 	"encoding/json"
 	"io"
+	"log/slog"
 	"maps"
 	"strconv"
 	"sync"
@@ -31,6 +32,20 @@ var Discard Counter = discard{}
 type discard struct{}
 
 func (discard) Count(string, string) {}
+
+// FillDefaults sets the observers a service's options leave unset: the
+// counter (Discard), the logger (slog.Default) and the clock (time.Now).
+func FillDefaults(counter *Counter, logger **slog.Logger, now *func() time.Time) {
+	if *counter == nil {
+		*counter = Discard
+	}
+	if *logger == nil {
+		*logger = slog.Default()
+	}
+	if *now == nil {
+		*now = time.Now
+	}
+}
 
 // EMF writes one embedded-metric-format line per count.
 type EMF struct {

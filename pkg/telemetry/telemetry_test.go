@@ -3,6 +3,7 @@ package telemetry
 import (
 	"bytes"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -92,5 +93,23 @@ func TestEMFTimings(t *testing.T) {
 	DiscardTimings.Observe("x", "p", time.Second)
 	if got := m.Get("x", "p"); len(got) != 1 || got[0] != time.Second {
 		t.Errorf("memory timings = %v", got)
+	}
+}
+
+// TestFillDefaults: unset observers get the defaults, set ones stay.
+func TestFillDefaults(t *testing.T) {
+	t.Parallel()
+	var c Counter
+	var l *slog.Logger
+	var now func() time.Time
+	FillDefaults(&c, &l, &now)
+	if c != Discard || l != slog.Default() || now == nil {
+		t.Fatalf("unset: counter %v, logger %p (default %p), clock set %t", c, l, slog.Default(), now != nil)
+	}
+	m, own, at := &Memory{}, slog.New(slog.DiscardHandler), time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
+	c, l, now = m, own, func() time.Time { return at }
+	FillDefaults(&c, &l, &now)
+	if c != Counter(m) || l != own || !now().Equal(at) {
+		t.Errorf("set: counter %v, logger %p (own %p), clock %v", c, l, own, now())
 	}
 }

@@ -219,9 +219,7 @@ func New(o Options) (*Handler, error) {
 	case o.Runners == nil:
 		return nil, errors.New("creating webhook handler: no runner ledger")
 	}
-	if o.Counter == nil {
-		o.Counter = telemetry.Discard
-	}
+	telemetry.FillDefaults(&o.Counter, &o.Logger, &o.Now)
 	if o.Policies == nil {
 		o.Policies = defaultPolicies
 	}
@@ -230,12 +228,6 @@ func New(o Options) (*Handler, error) {
 	}
 	if o.SecurityEvents == nil {
 		o.SecurityEvents = store.DiscardSecurityEvents
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.Now == nil {
-		o.Now = time.Now
 	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes

@@ -136,15 +136,7 @@ func NewProvider(o ProviderOptions) (*Provider, error) {
 		return nil, fmt.Errorf("creating EC2 provider: deployment %q is not 1 to %d letters, digits and hyphens starting with a letter",
 			o.Deployment, names.MaxDeploymentLen)
 	}
-	if o.Counter == nil {
-		o.Counter = telemetry.Discard
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	telemetry.FillDefaults(&o.Counter, &o.Logger, &o.Now)
 	if o.Executor == nil {
 		o.Executor = fanout.Concurrent{}
 	}
