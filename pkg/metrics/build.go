@@ -377,19 +377,17 @@ func addPeaks(r *Record, p *Peaks, shape *ec2prices.InstanceType) []string {
 	} else {
 		missing = append(missing, SourceDisk)
 	}
-	var totals GPUTotals
+	var totals GPUPeaks
 	for _, g := range sortedGPUs(p.GPUs) {
 		if g.Utilization == nil && g.MemoryUsedMiB == nil {
 			continue
 		}
-		out := GPU{Index: g.Index, Model: g.Model, PeakUtilizationPercent: pct(g.Utilization), PeakMemoryMiB: num0(g.MemoryUsedMiB)}
+		out := GPU{Index: g.Index, Model: g.Model, GPUPeaks: GPUPeaks{PeakUtilizationPercent: pct(g.Utilization), PeakMemoryMiB: num0(g.MemoryUsedMiB)}}
 		if g.MemoryUsedMiB != nil && g.MemoryTotalMiB != nil && *g.MemoryTotalMiB > 0 {
 			out.PeakMemoryPercent = pct(ptr(*g.MemoryUsedMiB / *g.MemoryTotalMiB * 100))
 		}
 		r.GPUs = append(r.GPUs, out)
-		totals.PeakUtilizationPercent = maxp(totals.PeakUtilizationPercent, out.PeakUtilizationPercent)
-		totals.PeakMemoryMiB = maxp(totals.PeakMemoryMiB, out.PeakMemoryMiB)
-		totals.PeakMemoryPercent = maxp(totals.PeakMemoryPercent, out.PeakMemoryPercent)
+		totals = totals.max(out.GPUPeaks)
 	}
 	if len(r.GPUs) == 0 && (p.GPUUtilization != nil || p.GPUMemoryUsedMiB != nil) && r.GPU != nil && r.GPU.Count > 0 {
 		// Totals only: the source has no series per GPU.
@@ -404,9 +402,7 @@ func addPeaks(r *Record, p *Peaks, shape *ec2prices.InstanceType) []string {
 	if r.GPU == nil {
 		r.GPU = &GPUTotals{Count: len(r.GPUs)}
 	}
-	r.GPU.PeakUtilizationPercent = totals.PeakUtilizationPercent
-	r.GPU.PeakMemoryMiB = totals.PeakMemoryMiB
-	r.GPU.PeakMemoryPercent = totals.PeakMemoryPercent
+	r.GPU.GPUPeaks = totals
 	return missing
 }
 

@@ -106,21 +106,31 @@ type Memory struct {
 
 // GPU is what the job used of one GPU.
 type GPU struct {
-	Index                  int      `json:"index"`
-	Model                  string   `json:"model,omitempty"`
-	PeakUtilizationPercent *float64 `json:"peakUtilizationPercent,omitempty"`
-	PeakMemoryMiB          *float64 `json:"peakMemoryMiB,omitempty"`
-	PeakMemoryPercent      *float64 `json:"peakMemoryPercent,omitempty"`
+	Index int    `json:"index"`
+	Model string `json:"model,omitempty"`
+	GPUPeaks
 }
 
 // GPUTotals is the instance's GPUs taken together: count and model from the
 // price table, peaks over all GPUs.
 type GPUTotals struct {
-	Count                  int      `json:"count"`
-	Model                  string   `json:"model,omitempty"`
+	Count int    `json:"count"`
+	Model string `json:"model,omitempty"`
+	GPUPeaks
+}
+
+// GPUPeaks are a job's peaks on one GPU, or on all of them (the highest of
+// each). Their fields stand in GPU's and GPUTotals' JSON objects.
+type GPUPeaks struct {
 	PeakUtilizationPercent *float64 `json:"peakUtilizationPercent,omitempty"`
 	PeakMemoryMiB          *float64 `json:"peakMemoryMiB,omitempty"`
 	PeakMemoryPercent      *float64 `json:"peakMemoryPercent,omitempty"`
+}
+
+// max returns each peak's higher of p and q (a missing one is lower than any).
+func (p GPUPeaks) max(q GPUPeaks) GPUPeaks {
+	return GPUPeaks{maxp(p.PeakUtilizationPercent, q.PeakUtilizationPercent), maxp(p.PeakMemoryMiB, q.PeakMemoryMiB),
+		maxp(p.PeakMemoryPercent, q.PeakMemoryPercent)}
 }
 
 // Disk is the job's peak use of the root file system.

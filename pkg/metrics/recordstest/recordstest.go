@@ -177,7 +177,7 @@ func testRoundTrip(t *testing.T, s metrics.Records) {
 	r := Record(30, 2, Now)
 	gib, used := 2.5, 6000.0
 	r.Memory = &metrics.Memory{PeakGiB: &gib}
-	r.GPU = &metrics.GPUTotals{Count: 1, Model: "l4", PeakMemoryMiB: &used}
+	r.GPU = &metrics.GPUTotals{Count: 1, Model: "l4", GPUPeaks: metrics.GPUPeaks{PeakMemoryMiB: &used}}
 	r.Labels = []string{"self-hosted", "gpu"}
 	if err := s.Put(t.Context(), r); err != nil {
 		t.Fatal(err)
