@@ -236,15 +236,14 @@ func BeginLaunch(ctx context.Context, pl Plan, v any, backend string, regs []Reg
 	if err := ctx.Err(); err != nil {
 		return &Error{Kind: ErrTransient, Code: "Canceled", Message: err.Error()}
 	}
-	err := json.Unmarshal([]byte(pl), v)
-	ok, n := false, 0
-	if err == nil {
-		ok, n = whole()
+	if err := json.Unmarshal([]byte(pl), v); err != nil {
+		return Invalid("UnreadablePlan", "the plan is not one the "+backend+" provider made: "+err.Error())
 	}
-	if !ok || n == 0 {
+	ok, n := whole()
+	switch {
+	case !ok || n == 0:
 		return Invalid("UnreadablePlan", "the plan is not one the "+backend+" provider made")
-	}
-	if regs != nil && len(regs) != n {
+	case regs != nil && len(regs) != n:
 		return Invalid("Registrations", fmt.Sprintf("launching: %d registrations for %d runners", len(regs), n))
 	}
 	return nil
