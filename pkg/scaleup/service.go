@@ -421,11 +421,11 @@ func (s *Service) stillQueued(ctx context.Context, w *work) bool {
 // at once.
 func (s *Service) answer(w *work) queue.Answer {
 	switch decide.Dispose(w.outcome, w.d.ReceiveCount, s.o.MaxAttempts) {
-	case decide.Retry:
+	case queue.Retry:
 		s.o.Counter.Count(MetricRetried, w.reason)
 		w.log.Info("job returned to the queue", "reason", w.reason)
 		return queue.Answer{Verdict: queue.Retry, Reason: w.reason}
-	case decide.DeadLetter:
+	case queue.DeadLetter:
 		s.o.Counter.Count(MetricDeadLettered, w.reason)
 		w.log.Error("job dead-lettered", "reason", w.reason, "detail", w.detail)
 		return queue.Answer{Verdict: queue.DeadLetter, Reason: w.reason, Detail: w.detail}

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/skiffci/skiff/pkg/ledger"
+	"github.com/skiffci/skiff/pkg/queue"
 )
 
 // Action is what to do with a job before launching.
@@ -153,46 +154,23 @@ const (
 	OutcomeWaiting
 )
 
-// Disposition is what becomes of the job's queue message.
-type Disposition int
-
-// The dispositions.
-const (
-	// Ack: the message is done (reported as a success, SQS deletes it).
-	Ack Disposition = iota
-	// Retry: reported as a batch item failure; SQS delivers it again.
-	Retry
-	// DeadLetter: sent to the dead-letter queue with its reason, then acked.
-	DeadLetter
-)
-
-var dispositionNames = [...]string{"ack", "retry", "dead_letter"}
-
-// String names the disposition for logs.
-func (d Disposition) String() string {
-	if d < 0 || int(d) >= len(dispositionNames) {
-		return "unknown"
-	}
-	return dispositionNames[d]
-}
-
-// Dispose decides a message's fate from the outcome and how many times the
-// queue has delivered it: a retry on the last allowed delivery becomes a
-// dead letter with its reason (SQS's own redrive would move it without one),
-// and a permanent failure is dead-lettered at once.
-func Dispose(o Outcome, receiveCount, maxAttempts int) Disposition {
+// Dispose decides the job's queue message's fate from the outcome and how
+// many times the queue has delivered it: a retry on the last allowed
+// delivery becomes a dead letter with its reason (SQS's own redrive would
+// move it without one), and a permanent failure is dead-lettered at once.
+func Dispose(o Outcome, receiveCount, maxAttempts int) queue.Verdict {
 	switch o {
 	case OutcomeLaunched, OutcomeSkipped, OutcomeWaiting:
-		return Ack
+		return queue.Done
 	case OutcomePermanent:
-		return DeadLetter
+		return queue.DeadLetter
 	case OutcomeWait:
-		return Retry
+		return queue.Retry
 	}
 	if maxAttempts > 0 && receiveCount >= maxAttempts {
-		return DeadLetter
+		return queue.DeadLetter
 	}
-	return Retry
+	return queue.Retry
 }
 
 // Admit splits n jobs of a pool into those admitted within the granted

@@ -8,6 +8,7 @@ import (
 
 	"github.com/skiffci/skiff/pkg/ledger"
 	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/queue"
 	"github.com/skiffci/skiff/pkg/scaleup/decide"
 )
 
@@ -126,18 +127,18 @@ func TestDispose(t *testing.T) {
 		outcome      decide.Outcome
 		receiveCount int
 		max          int
-		want         decide.Disposition
+		want         queue.Verdict
 	}{
-		{"launched", decide.OutcomeLaunched, 1, 5, decide.Ack},
-		{"skipped", decide.OutcomeSkipped, 9, 5, decide.Ack},
-		{"retry early", decide.OutcomeRetry, 1, 5, decide.Retry},
-		{"retry before the last", decide.OutcomeRetry, 4, 5, decide.Retry},
-		{"retry on the last delivery", decide.OutcomeRetry, 5, 5, decide.DeadLetter},
-		{"retry past the last", decide.OutcomeRetry, 7, 5, decide.DeadLetter},
-		{"permanent at once", decide.OutcomePermanent, 1, 5, decide.DeadLetter},
-		{"no limit", decide.OutcomeRetry, 100, 0, decide.Retry},
-		{"waiting on another launch is no attempt", decide.OutcomeWait, 5, 5, decide.Retry},
-		{"waiting past the last delivery", decide.OutcomeWait, 9, 5, decide.Retry},
+		{"launched", decide.OutcomeLaunched, 1, 5, queue.Done},
+		{"skipped", decide.OutcomeSkipped, 9, 5, queue.Done},
+		{"retry early", decide.OutcomeRetry, 1, 5, queue.Retry},
+		{"retry before the last", decide.OutcomeRetry, 4, 5, queue.Retry},
+		{"retry on the last delivery", decide.OutcomeRetry, 5, 5, queue.DeadLetter},
+		{"retry past the last", decide.OutcomeRetry, 7, 5, queue.DeadLetter},
+		{"permanent at once", decide.OutcomePermanent, 1, 5, queue.DeadLetter},
+		{"no limit", decide.OutcomeRetry, 100, 0, queue.Retry},
+		{"waiting on another launch is no attempt", decide.OutcomeWait, 5, 5, queue.Retry},
+		{"waiting past the last delivery", decide.OutcomeWait, 9, 5, queue.Retry},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
