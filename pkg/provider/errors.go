@@ -103,6 +103,12 @@ func Invalid(code, msg string) *Error {
 	return &Error{Kind: ErrInvalid, Code: code, Message: msg, Final: true}
 }
 
+// Canceled is a context's end (err, from ctx.Err) as a transient error
+// coded Canceled: the caller's deadline, not the backend, ended the call.
+func Canceled(err error) *Error {
+	return &Error{Kind: ErrTransient, Code: "Canceled", Message: err.Error()}
+}
+
 // Errorf returns an *Error of the kind with a formatted message.
 func Errorf(kind error, format string, args ...any) *Error {
 	return &Error{Kind: kind, Message: fmt.Sprintf(format, args...)}

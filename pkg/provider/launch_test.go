@@ -50,7 +50,8 @@ func TestBeginLaunchEnded(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	err := provider.BeginLaunch(ctx, `{"token":"t","runners":["a"]}`, &struct{}{}, "test", nil, func() (bool, int) { return true, 1 })
-	if !errors.Is(err, provider.ErrTransient) || provider.Permanent(err) {
-		t.Errorf("BeginLaunch(ended) = %v, want a transient error", err)
+	var pe *provider.Error
+	if !errors.Is(err, provider.ErrTransient) || provider.Permanent(err) || !errors.As(err, &pe) || pe.Code != "Canceled" {
+		t.Errorf("BeginLaunch(ended) = %v, want a transient error coded Canceled", err)
 	}
 }

@@ -234,7 +234,7 @@ type Plan string
 // retry reads them otherwise.
 func BeginLaunch(ctx context.Context, pl Plan, v any, backend string, regs []Registration, whole func() (ok bool, runners int)) error {
 	if err := ctx.Err(); err != nil {
-		return &Error{Kind: ErrTransient, Code: "Canceled", Message: err.Error()}
+		return Canceled(err)
 	}
 	if err := json.Unmarshal([]byte(pl), v); err != nil {
 		return Invalid("UnreadablePlan", "the plan is not one the "+backend+" provider made: "+err.Error())

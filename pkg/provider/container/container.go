@@ -644,7 +644,7 @@ func (p *Provider) listRaw(ctx context.Context, poolName string) ([]container.Su
 // removed.
 func (p *Provider) List(ctx context.Context, f provider.Filter) ([]provider.Instance, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, ctxError(err)
+		return nil, provider.Canceled(err)
 	}
 	items, err := p.listRaw(ctx, f.Pool)
 	if err != nil {
@@ -721,7 +721,7 @@ const oomMargin = 20
 // skiff's is left alone.
 func (p *Provider) Terminate(ctx context.Context, ids []string) error {
 	if err := ctx.Err(); err != nil {
-		return ctxError(err)
+		return provider.Canceled(err)
 	}
 	var errs []error
 	for _, id := range ids {

@@ -48,8 +48,3 @@ func classify(what, image string, err error) *provider.Error {
 	}
 	return e
 }
-
-// ctxError is a context's end as a transient provider error.
-func ctxError(err error) error {
-	return &provider.Error{Kind: provider.ErrTransient, Code: "Canceled", Message: err.Error()}
-}

@@ -59,11 +59,3 @@ func classify(what string, err error) *provider.Error {
 func isQuota(s metav1.Status) bool {
 	return strings.Contains(s.Message, "exceeded quota") || strings.Contains(s.Message, "status unknown for quota")
 }
-
-// ctxError is a context's end as a transient provider error.
-func ctxError(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &provider.Error{Kind: provider.ErrTransient, Code: "Canceled", Message: err.Error()}
-}

@@ -388,7 +388,7 @@ func (p *Provider) find(ctx context.Context, pn plan, r provider.RunnerRequest) 
 // (with their Secrets) and left out.
 func (p *Provider) List(ctx context.Context, f provider.Filter) ([]provider.Instance, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, ctxError(err)
+		return nil, provider.Canceled(err)
 	}
 	sel := LabelManaged + "=true"
 	if p.o.Deployment != "" {
@@ -493,7 +493,7 @@ func (p *Provider) release(ctx context.Context, pod *corev1.Pod) error {
 // errors of those it could not delete.
 func (p *Provider) Terminate(ctx context.Context, ids []string) error {
 	if err := ctx.Err(); err != nil {
-		return ctxError(err)
+		return provider.Canceled(err)
 	}
 	var errs []error
 	for _, id := range ids {
