@@ -3,7 +3,6 @@
 package main
 
 import (
-	"context"
 	"log/slog"
 
 	"github.com/skiffci/skiff/internal/coldstart"
@@ -12,13 +11,6 @@ import (
 )
 
 func main() {
-	coldstart.Run(coldstart.Function[scaledown.Config, *wiring.ScaleDown]{
-		Name:   "scaledown",
-		Config: scaledown.ConfigFromEnv,
-		Level:  func(c scaledown.Config) slog.Level { return c.LogLevel },
-		Build:  wiring.NewScaleDown,
-		Handler: func(sd *wiring.ScaleDown, _ *slog.Logger) any {
-			return func(ctx context.Context) error { return sd.Reconcile(ctx) }
-		},
-	})
+	coldstart.Run("scaledown", scaledown.ConfigFromEnv, wiring.NewScaleDown,
+		func(sd *wiring.ScaleDown, _ *slog.Logger) any { return sd.Reconcile })
 }

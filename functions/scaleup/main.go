@@ -10,11 +10,6 @@ import (
 )
 
 func main() {
-	coldstart.Run(coldstart.Function[scaleup.Config, *wiring.ScaleUp]{
-		Name:    "scaleup",
-		Config:  scaleup.ConfigFromEnv,
-		Level:   func(c scaleup.Config) slog.Level { return c.LogLevel },
-		Build:   wiring.NewScaleUp,
-		Handler: func(su *wiring.ScaleUp, _ *slog.Logger) any { return sqsHandler(su) },
-	})
+	coldstart.Run("scaleup", scaleup.ConfigFromEnv, wiring.NewScaleUp,
+		func(su *wiring.ScaleUp, _ *slog.Logger) any { return sqsHandler(su) })
 }

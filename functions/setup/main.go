@@ -12,11 +12,6 @@ import (
 )
 
 func main() {
-	coldstart.Run(coldstart.Function[setup.Config, *setup.Handler]{
-		Name:    "setup",
-		Config:  setup.ConfigFromEnv,
-		Level:   func(c setup.Config) slog.Level { return c.LogLevel },
-		Build:   wiring.NewSetup,
-		Handler: func(h *setup.Handler, _ *slog.Logger) any { return functionURL(h) },
-	})
+	coldstart.Run("setup", setup.ConfigFromEnv, wiring.NewSetup,
+		func(h *setup.Handler, _ *slog.Logger) any { return functionURL(h) })
 }

@@ -11,11 +11,6 @@ import (
 )
 
 func main() {
-	coldstart.Run(coldstart.Function[webhook.Config, *webhook.Handler]{
-		Name:    "webhook",
-		Config:  webhook.ConfigFromEnv,
-		Level:   func(c webhook.Config) slog.Level { return c.LogLevel },
-		Build:   wiring.NewWebhook,
-		Handler: func(h *webhook.Handler, _ *slog.Logger) any { return functionURL(h) },
-	})
+	coldstart.Run("webhook", webhook.ConfigFromEnv, wiring.NewWebhook,
+		func(h *webhook.Handler, _ *slog.Logger) any { return functionURL(h) })
 }

@@ -1,6 +1,7 @@
 package wiring
 
 import (
+	"context"
 	"log/slog"
 	"os"
 
@@ -16,7 +17,7 @@ import (
 
 // NewEC2Events builds the production EC2-event service: the runner ledger
 // in DynamoDB, EMF metrics on stdout, and the given logger.
-func NewEC2Events(cfg instanceevents.Config, awsCfg aws.Config, logger *slog.Logger) (*instanceevents.Service, error) {
+func NewEC2Events(_ context.Context, cfg instanceevents.Config, awsCfg aws.Config, logger *slog.Logger) (*instanceevents.Service, error) {
 	ddb := newDynamoDB(awsCfg)
 	dl := dynamostore.NewLedgerDynamo(ddb, cfg.TableName)
 	counter := telemetry.NewEMF(os.Stdout, cfg.MetricsNamespace, names.FunctionEC2Events, nil)

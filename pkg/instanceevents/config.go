@@ -1,7 +1,6 @@
 package instanceevents
 
 import (
-	"log/slog"
 	"strings"
 
 	"github.com/skiffci/skiff/pkg/config"
@@ -12,7 +11,6 @@ import (
 // environment by ConfigFromEnv.
 type Config struct {
 	TableName        string // SKIFF_TABLE_NAME: the state table, which holds the ledger
-	LogLevel         slog.Level
 	MetricsNamespace string
 	MetricsPools     []string // SKIFF_METRICS_RECORDS, as scale-down reads it: their runners are the reconciler's to end
 	// QueueURL (SKIFF_QUEUE_URL) is the job queue: a runner's end offers
@@ -31,12 +29,11 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		MetricsPools:     env.List(names.EnvMetricsRecords),
 		QueueURL:         env.String(names.EnvQueueURL, ""),
 	}
-	c.LogLevel = env.LogLevel(names.EnvLogLevel)
 	return c, env.Err()
 }
 
 // String describes the configuration for a cold-start log line.
 func (c Config) String() string {
-	return strings.Join([]string{"table=" + c.TableName, "log_level=" + c.LogLevel.String(), "metrics_namespace=" + c.MetricsNamespace,
+	return strings.Join([]string{"table=" + c.TableName, "metrics_namespace=" + c.MetricsNamespace,
 		"metrics_records=" + strings.Join(c.MetricsPools, ","), "queue=" + c.QueueURL}, " ")
 }

@@ -2,7 +2,6 @@ package scaledown
 
 import (
 	"fmt"
-	"log/slog"
 	"strings"
 
 	"github.com/skiffci/skiff/pkg/config"
@@ -31,7 +30,6 @@ type Config struct {
 	MetricsTable     string   // SKIFF_METRICS_TABLE (default the state table)
 	Redeliver        bool     // SKIFF_REDELIVER (default true)
 	Allow            []string // SKIFF_ALLOW: the kept runner groups admit it
-	LogLevel         slog.Level
 	MetricsNamespace string
 	// RegistrationTable, LaunchTemplatePrefix and RootDevice let the
 	// reconciler launch the pools' warm machines (docs/warm-pools.md) as
@@ -75,7 +73,6 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if c.MetricsTable == "" {
 		c.MetricsTable = c.TableName
 	}
-	c.LogLevel = env.LogLevel(names.EnvLogLevel)
 	return c, env.Err()
 }
 

@@ -2,7 +2,6 @@ package scaleup
 
 import (
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
@@ -51,7 +50,6 @@ type Config struct {
 	// Allow (SKIFF_ALLOW) is the webhook's allow-list: a pool's kept
 	// runner group, created at its first launch in an organization, admits it.
 	Allow            []string
-	LogLevel         slog.Level
 	MetricsNamespace string
 }
 
@@ -108,7 +106,6 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			names.EnvRegistrationTimeout, c.RegistrationTimeout)
 	}
 	c.AppIDs = env.AppIDs()
-	c.LogLevel = env.LogLevel(names.EnvLogLevel)
 	return c, env.Err()
 }
 

@@ -56,7 +56,6 @@ type Config struct {
 	WebhookURL       string // SKIFF_WEBHOOK_URL: the webhook function's URL
 	GitHubURL        string // SKIFF_GITHUB_URL
 	GitHubAPIURL     string // SKIFF_GITHUB_API_URL
-	LogLevel         slog.Level
 }
 
 // ConfigFromEnv reads the configuration through getenv and reports
@@ -72,7 +71,6 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		GitHubAPIURL:     env.String(names.EnvGitHubAPIURL, github.DefaultBaseURL),
 	}
 	// The webhook URL's shape (https) is checked when the page is built.
-	c.LogLevel = env.LogLevel(names.EnvLogLevel)
 	return c, env.Err()
 }
 

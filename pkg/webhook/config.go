@@ -3,7 +3,6 @@ package webhook
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
@@ -26,7 +25,6 @@ type Config struct {
 	Deployment       string           // SKIFF_DEPLOYMENT
 	MaxBodyBytes     int
 	JobTTL           time.Duration
-	LogLevel         slog.Level
 	MetricsNamespace string
 }
 
@@ -85,7 +83,6 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		env.Fail("SKIFF_ALLOWED_INSTALLATIONS: %v", err)
 	}
 	c.Installations = installations
-	c.LogLevel = env.LogLevel("SKIFF_LOG_LEVEL")
 	return c, env.Err()
 }
 
