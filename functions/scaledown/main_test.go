@@ -23,15 +23,6 @@ func TestBootstrapSize(t *testing.T) {
 	testenv.CheckBootstrapSize(t)
 }
 
-const pools = `version: 1
-pools:
-  - name: default
-    labels: [self-hosted, linux, x64]
-    instanceTypes: [c7i.xlarge]
-    image: {ssm: /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64}
-    subnets: [subnet-0a1b2c3d4e5f60718]
-`
-
 func env(t testing.TB, dynamo, table, ec2, gh, pem, dir string) []string {
 	return testenv.LambdaEnv(
 		"AWS_ENDPOINT_URL_DYNAMODB="+dynamo, "AWS_ENDPOINT_URL_EC2="+ec2,
@@ -54,11 +45,11 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	table := testenv.NewTable(t, ddb, "skiff-sd")
 	led := dynamostore.NewLedgerDynamo(ddb, table)
 	old := time.Now().Add(-time.Hour)
-	r := ledger.Runner{Name: "skiff-9-1", Pool: "default", JobID: 9, RunID: 1, Attempt: 1, ReservedAt: old}
-	if n, err := led.Reserve(ctx, "default", 5, []ledger.Runner{r}); err != nil || n != 1 {
+	r := ledger.Runner{Name: "skiff-9-1", Pool: "cpu", JobID: 9, RunID: 1, Attempt: 1, ReservedAt: old}
+	if n, err := led.Reserve(ctx, "cpu", 5, []ledger.Runner{r}); err != nil || n != 1 {
 		t.Fatalf("Reserve = %d, %v", n, err)
 	}
-	if err := led.Launched(ctx, r.Name, ledger.LaunchReport{InstanceID: "i-0000000000000dead", InstanceType: "c7i.xlarge", At: old}); err != nil {
+	if err := led.Launched(ctx, r.Name, ledger.LaunchReport{InstanceID: "i-0000000000000dead", InstanceType: "c7i.large", At: old}); err != nil {
 		t.Fatal(err)
 	}
 	if err := led.Advance(ctx, r.Name, ledger.StateJobCompleted, old, r.JobID); err != nil {
@@ -68,7 +59,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	fake := ec2fake.New()
 	bootstrap := testenv.BuildLambda(t, runtime.GOARCH)
 	dir := t.TempDir() // the bootstrap's own is shared by the package's tests
-	testenv.WritePoolsFile(t, dir, pools)
+	testenv.WritePoolsFile(t, dir, testenv.CPUPools)
 	fn := testenv.StartRIE(t, bootstrap, env(t, moto, table, fake.Serve(t), sim.URL(), pemKey, dir))
 	raw := fn.Invoke(t, map[string]any{"id": "sched-1", "detail-type": "Scheduled Event", "source": "aws.events",
 		"time": time.Now().UTC().Format(time.RFC3339), "detail": map[string]any{}})
@@ -79,7 +70,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 	if err != nil || got.State != ledger.StateTerminated {
 		t.Errorf("runner %+v, %v; want ended (its instance is gone)\n%s", got, err, fn.Out.String())
 	}
-	if n, _ := led.Live(ctx, "default"); n != 0 {
+	if n, _ := led.Live(ctx, "cpu"); n != 0 {
 		t.Errorf("live %d, want 0", n)
 	}
 	out := fn.Out.String()
@@ -100,6 +91,6 @@ func BenchmarkColdInit(b *testing.B) {
 	sim.AddApp(ghsim.AppConfig{ID: testenv.AppID, Slug: "skiff", PublicKey: &testenv.Key().PublicKey})
 	bootstrap := testenv.BuildLambda(b, runtime.GOARCH)
 	dir := b.TempDir() // the bootstrap's own is shared by the package's tests
-	testenv.WritePoolsFile(b, dir, pools)
+	testenv.WritePoolsFile(b, dir, testenv.CPUPools)
 	testenv.BenchColdInit(b, bootstrap, env(b, moto, table, ec2fake.New().Serve(b), sim.URL(), testenv.KeyPEM(), dir), map[string]any{"source": "aws.events"})
 }
