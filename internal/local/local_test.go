@@ -18,9 +18,14 @@ import (
 	"github.com/skiffci/skiff/internal/local"
 	"github.com/skiffci/skiff/internal/localtest"
 	"github.com/skiffci/skiff/internal/testenv"
+	"github.com/skiffci/skiff/pkg/freshness"
 	"github.com/skiffci/skiff/pkg/github/ghsim"
 	"github.com/skiffci/skiff/pkg/ledger"
+	"github.com/skiffci/skiff/pkg/names"
+	"github.com/skiffci/skiff/pkg/pool/poolfile"
 	"github.com/skiffci/skiff/pkg/provider"
+	"github.com/skiffci/skiff/pkg/queue"
+	"github.com/skiffci/skiff/pkg/store"
 	"github.com/skiffci/skiff/pkg/store/sqlitestore"
 )
 
@@ -253,5 +258,232 @@ func TestLocalWebhookCutsSlowBody(t *testing.T) {
 	}
 	if _, err := io.Copy(io.Discard, c); err != nil {
 		t.Errorf("the server never ended a request whose body stopped: %v", err)
+	}
+}
+
+// TestDeployment: a data directory's deployment id is kept in it: derived
+// from its path the first time (two directories, two ids), given once and
+// then required to stay, never silently changed.
+func TestDeployment(t *testing.T) {
+	t.Parallel()
+	a, b := t.TempDir(), t.TempDir()
+	idA, err := local.Deployment(a, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	idB, err := local.Deployment(b, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !names.ValidDeployment(idA) || !strings.HasPrefix(idA, "local-") || idA == idB {
+		t.Errorf("derived ids %q and %q: want two valid local- ids", idA, idB)
+	}
+	if again, err := local.Deployment(a, ""); err != nil || again != idA {
+		t.Errorf("read again: %q, %v; want the kept %q", again, err, idA)
+	}
+	if _, err := local.Deployment(a, "other"); err == nil || !strings.Contains(err.Error(), idA) {
+		t.Errorf("another id for a kept directory: %v, want an error naming %q", err, idA)
+	}
+	given := filepath.Join(t.TempDir(), "given")
+	if err := mkdir(given); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := local.Deployment(given, "ci-runners"); err != nil || id != "ci-runners" {
+		t.Errorf("given id: %q, %v", id, err)
+	}
+	if id, err := local.Deployment(given, ""); err != nil || id != "ci-runners" {
+		t.Errorf("given id read back: %q, %v", id, err)
+	}
+	if _, err := local.Deployment(t.TempDir(), "9 lives"); err == nil {
+		t.Error("an id unusable in a tag was accepted")
+	}
+	if got := local.SlurmNamePrefix("ci-runners"); got != "skiff.ci-runners." {
+		t.Errorf("Slurm name prefix %q", got)
+	}
+}
+
+func mkdir(path string) error { return os.MkdirAll(path, 0o700) }
+
+// TestStalePoolStops runs the whole pipeline with stand-in runners of a
+// version GitHub no longer serves: the first runner is refused and exits 7,
+// the reconciler holds the pool, and its jobs are dead-lettered with the
+// fix instead of a replacement loop; the pool's status line says held.
+func TestStalePoolStops(t *testing.T) {
+	t.Parallel()
+	standin := buildStandin(t, t.TempDir())
+	sim, pemKey := testenv.GitHubApp(t, "CANARYSTALE")
+	now := time.Now()
+	sim.SetRunnerReleases([]ghsim.RunnerRelease{
+		{Version: "2.334.0", Published: now.AddDate(0, 0, -2), SHA256: map[string]string{"linux-x64": strings.Repeat("4", 64)}},
+		{Version: "2.333.0", Published: now.AddDate(0, 0, -45), SHA256: map[string]string{"linux-x64": strings.Repeat("3", 64)}},
+		{Version: "2.330.0", Published: now.AddDate(0, 0, -90), SHA256: map[string]string{"linux-x64": strings.Repeat("0", 64)}},
+	})
+	l, logs, stop := startLocal(t, sim, pemKey, testenv.CPUPools, local.Config{
+		RunnerCommand: []string{standin}, RunnerEnv: []string{"SKIFF_STANDIN_VERSION=2.330.0", "SKIFF_STANDIN_IDLE=1m"},
+		Limits: map[string]int{"cpu": 2},
+	})
+	labels := []string{"self-hosted", "linux", "x64"}
+	first, err := sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: labels}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var holds []store.RunnerHold
+	localtest.Poll(t, "the pool to be held", logs, func() bool {
+		holds, _ = l.Runners.Holds(context.Background()) // the reconciler's goroutine holds it
+		return len(holds) > 0
+	})
+	if holds[0].Pool != "cpu" || holds[0].Reason != freshness.ReasonOutdated || !strings.Contains(holds[0].Detail, "Fix:") {
+		t.Errorf("hold %+v", holds[0])
+	}
+	second, err := sim.StartRun(ghsim.RunSpec{Repo: "acme/app", Jobs: []ghsim.JobSpec{{Labels: labels}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dead []queue.DeadLetterRecord
+	localtest.Poll(t, "the held pool's job to be dead-lettered", logs, func() bool {
+		dead, _ = l.Queue.DeadLetters(context.Background())
+		return deadLettered(dead, second.JobIDs[0])
+	})
+	for _, d := range dead {
+		if d.Reason != freshness.ReasonOutdated || !strings.Contains(d.Detail, "GitHub refuses runner unknown") ||
+			!strings.Contains(d.Detail, "update the pool's runner") && !strings.Contains(d.Detail, "rebuild it with runner 2.334.0") {
+			t.Errorf("dead letter %+v", d)
+		}
+	}
+	// One runner was launched: the refused one. Its job's replacement and
+	// the second job never started another.
+	if n := sim.Requests(ghsim.OpGenerateOrgJITConfig); n != 1 {
+		t.Errorf("%d runners registered, want 1 (no replacement loop)\n%s", n, logs.String())
+	}
+	if j, _ := sim.Job(first.JobIDs[0]); j.Status != "queued" {
+		t.Errorf("first job %+v", j)
+	}
+	pools, err := poolfile.Parse([]byte(testenv.CPUPools), "pools.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, ok := freshness.Assess(pools.Pool("cpu"), nil, map[string]store.RunnerHold{"cpu": holds[0]}, time.Now())
+	if !ok || f.State != "held" {
+		t.Errorf("status line %+v", f)
+	}
+	if err := stop(); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}
+
+func deadLettered(dead []queue.DeadLetterRecord, job int64) bool {
+	for _, d := range dead {
+		if d.JobID == job {
+			return true
+		}
+	}
+	return false
+}
+
+// TestRefusedJobsNeverReachARunner: a fork's pull request on a public
+// repository and a job of a repository outside the allow-list, queued
+// before an admitted job with the same labels, are refused by skiff and
+// stay queued on GitHub; the runner launched for the admitted job is in
+// the runner group skiff keeps for the pool, which admits neither, so
+// GitHub (the simulator, over HTTP, with stand-in runners) gives it the
+// admitted job. Without the group (the simulator ignoring groups, or the
+// pool registering in the Default group) the runner takes a refused job.
+func TestRefusedJobsNeverReachARunner(t *testing.T) {
+	t.Parallel()
+	standin := buildStandin(t, t.TempDir())
+	tests := []struct {
+		name         string
+		runnerGroup  string // the pool's runnerGroup: line, if any
+		ignoreGroups bool
+		wantRefused  bool // a refused job starts on the skiff runner
+	}{
+		{"the group skiff keeps", "", false, false},
+		{"the simulator ignores groups", "", true, true},
+		{"the pool registers in the Default group", "    runnerGroup: Default\n", false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			sim, pemKey := testenv.GitHubApp(t, "CANARYGROUPS")
+			sim.SetIgnoreRunnerGroups(tt.ignoreGroups)
+			if err := sim.SetVisibility("acme/site", ghsim.VisibilityPublic); err != nil {
+				t.Fatal(err)
+			}
+			sim.AddRepo("acme", "secret") // private, not on the allow-list
+			l, logs, stop := startLocal(t, sim, pemKey, testenv.CPUPools+tt.runnerGroup, local.Config{
+				RunnerCommand: []string{standin}, RunnerEnv: []string{"SKIFF_STANDIN_DURATION=100ms"}, Limits: map[string]int{"cpu": 2},
+				Allow: []string{"acme/app", "acme/site"}, ReconcileEvery: time.Hour,
+			})
+			labels := []string{"self-hosted", "linux", "x64"}
+			start := func(spec ghsim.RunSpec) int64 {
+				t.Helper()
+				spec.Jobs = []ghsim.JobSpec{{Labels: labels}}
+				run, err := sim.StartRun(spec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return run.JobIDs[0]
+			}
+			fork := start(ghsim.RunSpec{Repo: "acme/site", Event: "pull_request", HeadRepo: "mallory/site"})
+			outside := start(ghsim.RunSpec{Repo: "acme/secret"})
+			admitted := start(ghsim.RunSpec{Repo: "acme/app"})
+			refused := map[int64]string{fork: "the fork's pull request", outside: "the job outside the allow-list"}
+
+			// Until the admitted job completes or a refused one leaves the
+			// queue.
+			testenv.Await(t, "the admitted job to complete, or a refused one to leave the queue", 20*time.Millisecond, func() bool {
+				if j, _ := sim.Job(admitted); j.Status == "completed" {
+					return true
+				}
+				for id := range refused {
+					if j, _ := sim.Job(id); j.Status != "queued" {
+						return true
+					}
+				}
+				return false
+			}, nil)
+			var ran []string
+			for id, what := range refused {
+				if j, _ := sim.Job(id); j.Status != "queued" || j.RunnerID != 0 {
+					ran = append(ran, fmt.Sprintf("%s ran on %s (%s)", what, j.RunnerName, j.Status))
+				}
+			}
+			if got := len(ran) > 0; got != tt.wantRefused {
+				t.Errorf("refused jobs that ran: %s; want some: %v\n%s", strings.Join(ran, "; "), tt.wantRefused, logs.String())
+			}
+			if !tt.wantRefused {
+				checkAdmittedInKeptGroup(t, sim, l, admitted)
+			}
+			if err := stop(); err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+}
+
+// checkAdmittedInKeptGroup fails t unless the admitted job ran, alone, on a
+// skiff runner of the group skiff keeps for the pool (acme/app and
+// acme/site, no public repository), and the reconciler's pass keeps that
+// group without a call.
+func checkAdmittedInKeptGroup(t *testing.T, sim *ghsim.Server, l *local.Local, admitted int64) {
+	t.Helper()
+	if j, _ := sim.Job(admitted); j.Conclusion != "success" || !strings.HasPrefix(j.RunnerName, "skiff-") {
+		t.Errorf("admitted job = %+v, want it run by a skiff runner", j)
+	}
+	if n := sim.Requests(ghsim.OpGenerateOrgJITConfig); n != 1 {
+		t.Errorf("%d runners registered, want 1 (the admitted job's)", n)
+	}
+	if access, ok := sim.RunnerGroupAccess("acme", "skiff-cpu"); !ok || access.Visibility != ghsim.GroupSelected ||
+		access.AllowsPublic || len(access.Repositories) != 2 {
+		t.Errorf("skiff-cpu = %+v, %v; want acme/app and acme/site, no public repository", access, ok)
+	}
+	// The reconciler's pass keeps the group scale-up created:
+	// nothing changed since, so it makes no call.
+	rep, err := l.ScaleDown.Reconcile(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Groups.Orgs != 1 || rep.Groups.Calls != 0 || rep.Groups.Errors != 0 {
+		t.Errorf("the reconciler's groups = %+v, want acme kept with no call", rep.Groups)
 	}
 }
