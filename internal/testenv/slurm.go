@@ -429,6 +429,26 @@ func freePorts(n int) ([]int, error) {
 // MariaDBInstall says how to install what the accounting tests need.
 const MariaDBInstall = "apt-get install -y slurmdbd mariadb-server"
 
+// installMariaDB lays out a MariaDB data directory under dir and returns it
+// with the server's temporary directory, also under dir. The temporary
+// directory must be the cluster's own: a MariaDB server deletes every
+// "#sql*" file in its temporary directory when it starts, so with the
+// default, /tmp, one cluster's server starting removed the temporary
+// tables another cluster's mariadb-install-db was writing at that moment,
+// and that cluster's accounting failed to start.
+func installMariaDB(dir string) (data, tmp string, err error) {
+	data, tmp = filepath.Join(dir, "mariadb"), filepath.Join(dir, "mariadb-tmp")
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return "", "", err
+	}
+	out, err := exec.Command("mariadb-install-db", "--no-defaults", "--datadir="+data, "--tmpdir="+tmp, "--user=root",
+		"--skip-test-db", "--auth-root-authentication-method=socket").CombinedOutput()
+	if err != nil {
+		return "", "", fmt.Errorf("mariadb-install-db: %w\n%s", err, out)
+	}
+	return data, tmp, nil
+}
+
 // startAccounting starts a MariaDB server and slurmdbd of the cluster's
 // own and returns the slurm.conf lines that use them.
 func (s *Slurm) startAccounting(o SlurmOptions, host, sock string) []string {
@@ -439,17 +459,16 @@ func (s *Slurm) startAccounting(o SlurmOptions, host, sock string) []string {
 			Missing(t, b, MariaDBInstall)
 		}
 	}
-	data := filepath.Join(s.Dir, "mariadb")
-	dbSock := filepath.Join(s.Dir, "run", "mariadb.sock")
-	if out, err := exec.Command("mariadb-install-db", "--no-defaults", "--datadir="+data, "--user=root", "--skip-test-db",
-		"--auth-root-authentication-method=socket").CombinedOutput(); err != nil {
-		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
+	data, tmp, err := installMariaDB(s.Dir)
+	if err != nil {
+		t.Fatal(err)
 	}
+	dbSock := filepath.Join(s.Dir, "run", "mariadb.sock")
 	ports, err := freePorts(2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := exec.Command("mariadbd", "--no-defaults", "--datadir="+data, "--socket="+dbSock, "--port="+strconv.Itoa(ports[0]),
+	db := exec.Command("mariadbd", "--no-defaults", "--datadir="+data, "--tmpdir="+tmp, "--socket="+dbSock, "--port="+strconv.Itoa(ports[0]),
 		"--bind-address=127.0.0.1", "--user=root", "--innodb-buffer-pool-size=32M", "--skip-log-bin",
 		"--log-error="+filepath.Join(s.Dir, "log", "mariadb.log"))
 	if err := db.Start(); err != nil {
