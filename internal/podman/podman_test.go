@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -38,8 +39,11 @@ func TestStartServiceExits(t *testing.T) {
 // TestStartBoundedByContext: the caller's context bounds the wait for a
 // service that never answers, and what Start started is ended.
 func TestStartBoundedByContext(t *testing.T) {
+	// The service writes its pid beside the file and renames it into
+	// place: the shell's `>` makes the file before it writes the pid, and
+	// a cancel in between once left the test an empty pid to look for.
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	fakePodman(t, "echo $$ > "+pidFile+"; exec sleep 600")
+	fakePodman(t, "echo $$ > "+pidFile+".new && mv "+pidFile+".new "+pidFile+"; exec sleep 600")
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	started := make(chan error, 1)
@@ -53,11 +57,15 @@ func TestStartBoundedByContext(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "did not answer") || !strings.Contains(err.Error(), "the test's bound") {
 		t.Fatalf("Start = %v; want no answer before the context's end", err)
 	}
-	pid, err := os.ReadFile(pidFile)
+	b, err := os.ReadFile(pidFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat("/proc/" + strings.TrimSpace(string(pid))); err == nil {
-		t.Errorf("the service process %s is still running after the failed start", strings.TrimSpace(string(pid)))
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("the fake service's pid file holds %q: %v", b, err)
+	}
+	if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+		t.Errorf("the service process %d is still running after the failed start", pid)
 	}
 }
