@@ -226,14 +226,11 @@ func sqsQueue(t *testing.T) (queueURL, endpoint string, receive func(*testing.T)
 	t.Helper()
 	client, endpoint := testenv.GoawsEndpoint(t, "skiff-jobs")
 	ctx := context.Background()
-	q, err := client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String("skiff-jobs")})
-	if err != nil {
-		t.Fatalf("looking up the queue: %v", err)
-	}
-	return *q.QueueUrl, endpoint, func(t *testing.T) []string {
+	url := testenv.QueueURL(t, client, "skiff-jobs")
+	return url, endpoint, func(t *testing.T) []string {
 		var bodies []string
 		for {
-			out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10})
+			out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10})
 			if err != nil {
 				t.Fatalf("receiving: %v", err)
 			}

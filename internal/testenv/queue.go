@@ -17,3 +17,14 @@ func NewQueue(t testing.TB, client *sqs.Client, prefix string) string {
 	}
 	return aws.ToString(out.QueueUrl)
 }
+
+// QueueURL returns the URL of the queue called name in the emulator client
+// speaks to (one Goaws made, say).
+func QueueURL(t testing.TB, client *sqs.Client, name string) string {
+	t.Helper()
+	out, err := client.GetQueueUrl(t.Context(), &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
+	if err != nil {
+		t.Fatalf("looking up queue %s: %v", name, err)
+	}
+	return aws.ToString(out.QueueUrl)
+}

@@ -27,7 +27,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 func TestSQSAgainstGoaws(t *testing.T) {
 	t.Parallel()
 	client := testenv.Goaws(t, "skiff-jobs")
-	testSQSAgainst(t, client, client, "skiff-jobs", "http://127.0.0.1:4100/100010001000/no-such-queue")
+	testSQSAgainst(t, client, client, testenv.QueueURL(t, client, "skiff-jobs"), "http://127.0.0.1:4100/100010001000/no-such-queue")
 }
 
 // TestSQSAgainstMoto sends to moto's SQS through the SDK, and receives
@@ -39,25 +39,17 @@ func TestSQSAgainstMoto(t *testing.T) {
 	cfg := testenv.AWSConfig(t)
 	cfg.HTTPClient = &http.Client{Transport: calls}
 	client := sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(endpoint) })
-	const name = "skiff-jobs-moto"
-	if _, err := client.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: aws.String(name)}); err != nil {
-		t.Fatalf("CreateQueue: %v", err)
-	}
-	testSQSAgainst(t, client, client, name, endpoint+"/123456789012/no-such-queue")
+	testSQSAgainst(t, client, client, testenv.NewQueue(t, client, "skiff-jobs-moto"), endpoint+"/123456789012/no-such-queue")
 	if n := calls.Take()["SendMessage"]; n != 4 {
 		t.Errorf("%d SendMessage requests, want 4 (3 jobs, 1 to a missing queue; the invalid job is never sent)", n)
 	}
 }
 
-// testSQSAgainst sends jobs through api to the named queue of an emulator,
+// testSQSAgainst sends jobs through api to an emulator's queue at url,
 // receives them through client, and sends to a queue that does not exist.
-func testSQSAgainst(t *testing.T, client *sqs.Client, api sqsqueue.SQSAPI, name, missing string) {
+func testSQSAgainst(t *testing.T, client *sqs.Client, api sqsqueue.SQSAPI, url, missing string) {
 	ctx := t.Context()
-	url, err := client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
-	if err != nil {
-		t.Fatalf("GetQueueUrl: %v", err)
-	}
-	q := sqsqueue.NewSQS(api, aws.ToString(url.QueueUrl))
+	q := sqsqueue.NewSQS(api, url)
 
 	unicode := jobN(3)
 	unicode.Labels = []string{"self-hosted", "gpu-🚀", "tab\tand\u2028separator"}
@@ -76,7 +68,7 @@ func testSQSAgainst(t *testing.T, client *sqs.Client, api sqsqueue.SQSAPI, name,
 	var got []queue.Job
 	for range 10 { // goaws returns what is there; a standard queue may split the batch
 		out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: url.QueueUrl, MaxNumberOfMessages: 10, MessageAttributeNames: []string{"All"},
+			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, MessageAttributeNames: []string{"All"},
 		})
 		if err != nil {
 			t.Fatalf("ReceiveMessage: %v", err)
@@ -118,14 +110,7 @@ func TestSQSReceiverAgainstGoaws(t *testing.T) {
 	t.Parallel()
 	client := testenv.Goaws(t, "skiff-recv", "skiff-recv-dlq")
 	ctx := t.Context()
-	urlOf := func(name string) string {
-		out, err := client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
-		if err != nil {
-			t.Fatalf("GetQueueUrl(%s): %v", name, err)
-		}
-		return aws.ToString(out.QueueUrl)
-	}
-	jobs, dlq := urlOf("skiff-recv"), urlOf("skiff-recv-dlq")
+	jobs, dlq := testenv.QueueURL(t, client, "skiff-recv"), testenv.QueueURL(t, client, "skiff-recv-dlq")
 	sender := sqsqueue.NewSQS(client, jobs)
 	for _, id := range []int64{11, 12} {
 		if err := sender.Send(ctx, jobN(id)); err != nil {
